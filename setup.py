@@ -1,0 +1,41 @@
+"""Build script: compiles every ``cython/*.pyx`` into ``rknnlite._native.<name>``.
+
+Metadata lives in pyproject.toml; this file only declares the extensions.
+"""
+
+from pathlib import Path
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+HERE = Path(__file__).parent
+
+
+def extensions():
+    modules = []
+    for pyx in sorted((HERE / "cython").glob("*.pyx")):
+        modules.append(
+            Extension(
+                f"rknnlite._native.{pyx.stem}",
+                [str(pyx.relative_to(HERE))],
+                include_dirs=[numpy.get_include()],
+                define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                extra_compile_args=["-O3"],
+            )
+        )
+    return cythonize(
+        modules,
+        include_path=["cython", "cython/include"],
+        build_dir="build/cython",
+        compiler_directives={
+            "language_level": 3,
+            "embedsignature": True,
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+        },
+    )
+
+
+setup(ext_modules=extensions())
