@@ -1,0 +1,1 @@
+"""Model files: the portable container, the encryption envelope, the Rockchip reader, the graph IR."""

@@ -1,0 +1,132 @@
+"""The graph IR shared by the toolkit (which builds it) and the software backend (which runs it).
+
+A :class:`Graph` is a list of :class:`Node` in topological order, the names of its
+inputs and outputs, and named constants (numpy arrays).  In a container file the
+constants live in the weights blob and come back as read-only views of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from ..errors import ModelInvalidError
+
+__all__ = ["Node", "Graph"]
+
+_TENSOR_ATTR = "$tensor"
+
+
+@dataclass
+class Node:
+    """One operator: ONNX-style ``op`` type, tensor names in and out, attributes.
+
+    Attribute values are JSON scalars, strings, lists of those, or numpy arrays
+    (stored as constants in a file).
+    """
+
+    op: str
+    name: str
+    inputs: List[str]
+    outputs: List[str]
+    attrs: Dict[str, Any] = field(default_factory=dict)
+
+
+class Graph:
+    """A model's computation: nodes in execution order, I/O names and constants.
+
+    ``inputs`` and ``outputs`` are tensor names; an empty input name (``""``) in a
+    node marks an omitted optional input, as in ONNX.
+    """
+
+    def __init__(self, nodes: List[Node], inputs: List[str], outputs: List[str],
+                 constants: Optional[Dict[str, np.ndarray]] = None):
+        self.nodes = nodes
+        self.inputs = inputs
+        self.outputs = outputs
+        self.constants: Dict[str, np.ndarray] = dict(constants or {})
+
+    def validate(self) -> None:
+        """Check names resolve in order: each node input is a graph input, a constant or an
+        earlier node's output, no tensor is produced twice, every output is produced.
+
+        Raises :class:`ModelInvalidError` naming the first problem.
+        """
+        known = set(self.inputs) | set(self.constants)
+        if len(known) != len(self.inputs) + len(self.constants):
+            raise ModelInvalidError("a graph input has the same name as a constant", op="load")
+        for node in self.nodes:
+            for name in node.inputs:
+                if name and name not in known:
+                    raise ModelInvalidError(
+                        f"node {node.name!r} ({node.op}) reads tensor {name!r} before anything produces it",
+                        op="load",
+                    )
+            for name in node.outputs:
+                if name in known:
+                    raise ModelInvalidError(f"tensor {name!r} is produced twice (node {node.name!r})", op="load")
+                known.add(name)
+        for name in self.outputs:
+            if name not in known:
+                raise ModelInvalidError(f"graph output {name!r} is never produced", op="load")
+
+    # -- serialisation -------------------------------------------------------------------
+
+    def to_dict(self) -> Tuple[dict, Dict[str, np.ndarray]]:
+        """``(graph_dict, constants)`` for the container writer: array attributes become
+        constants referenced as ``{"$tensor": name}``."""
+        constants = dict(self.constants)
+        nodes = []
+        for node in self.nodes:
+            attrs = {}
+            for key, value in node.attrs.items():
+                if isinstance(value, np.ndarray):
+                    ref = f"{node.name}/{key}"
+                    constants[ref] = value
+                    value = {_TENSOR_ATTR: ref}
+                attrs[key] = value
+            nodes.append({"op": node.op, "name": node.name, "inputs": node.inputs,
+                          "outputs": node.outputs, "attrs": attrs})
+        return {"nodes": nodes, "inputs": self.inputs, "outputs": self.outputs}, constants
+
+    @classmethod
+    def from_dict(cls, d: Mapping, constants: Mapping[str, np.ndarray]) -> "Graph":
+        """Rebuild a graph from :meth:`to_dict` output; validates structure and order."""
+        try:
+            inputs = _names(d["inputs"], "graph inputs")
+            outputs = _names(d["outputs"], "graph outputs")
+            raw_nodes = d["nodes"]
+            if not isinstance(raw_nodes, list):
+                raise TypeError("nodes must be a list")
+            attr_refs = set()
+            nodes = []
+            for i, n in enumerate(raw_nodes):
+                if not isinstance(n, dict) or not isinstance(n.get("op"), str) or not isinstance(n.get("name"), str):
+                    raise TypeError(f"node #{i} must have string 'op' and 'name'")
+                attrs = {}
+                raw_attrs = n.get("attrs", {})
+                if not isinstance(raw_attrs, dict):
+                    raise TypeError(f"node {n['name']!r}: attrs must be an object")
+                for key, value in raw_attrs.items():
+                    if isinstance(value, dict) and set(value) == {_TENSOR_ATTR}:
+                        ref = value[_TENSOR_ATTR]
+                        if ref not in constants:
+                            raise KeyError(f"node {n['name']!r} attribute {key!r} names missing constant {ref!r}")
+                        attr_refs.add(ref)
+                        value = constants[ref]
+                    attrs[key] = value
+                nodes.append(Node(n["op"], n["name"], _names(n["inputs"], "node inputs", allow_empty=True),
+                                  _names(n["outputs"], "node outputs"), attrs))
+        except (KeyError, TypeError) as e:
+            raise ModelInvalidError(f"malformed graph: {e}", op="load") from None
+        graph = cls(nodes, inputs, outputs, {k: v for k, v in constants.items() if k not in attr_refs})
+        graph.validate()
+        return graph
+
+
+def _names(value, what: str, allow_empty: bool = False) -> List[str]:
+    if not isinstance(value, list) or not all(isinstance(s, str) and (s or allow_empty) for s in value):
+        raise TypeError(f"{what} must be a list of tensor names")
+    return list(value)
