@@ -1,0 +1,1 @@
+"""Compiled extension modules (built from ``cython/``)."""

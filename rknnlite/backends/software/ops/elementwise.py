@@ -1,0 +1,38 @@
+"""Element-wise kernels (ONNX semantics, numpy broadcasting)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import kernel
+
+
+@kernel("Relu")
+def relu(inputs, attrs):
+    return [np.maximum(inputs[0], 0)]
+
+
+@kernel("Sigmoid")
+def sigmoid(inputs, attrs):
+    x = inputs[0]
+    return [(1.0 / (1.0 + np.exp(-x))).astype(x.dtype, copy=False)]
+
+
+@kernel("Add")
+def add(inputs, attrs):
+    return [inputs[0] + inputs[1]]
+
+
+@kernel("Sub")
+def sub(inputs, attrs):
+    return [inputs[0] - inputs[1]]
+
+
+@kernel("Mul")
+def mul(inputs, attrs):
+    return [inputs[0] * inputs[1]]
+
+
+@kernel("Div")
+def div(inputs, attrs):
+    return [inputs[0] / inputs[1]]

@@ -1,0 +1,228 @@
+"""The ``rknnlite`` command.
+
+    rknnlite --version
+    rknnlite demo
+    rknnlite inspect FILE [--json] [key options]
+    rknnlite encrypt IN OUT (--key-file F | --passphrase P | --key-env [VAR]) [--bind-device] [--rekey ...]
+
+User errors print one line (``rknnlite: error: ...``) and exit 1; usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import List, Optional
+
+from ._version import __version__
+from .errors import KeyInvalidError, RKNNError
+
+__all__ = ["main", "build_parser"]
+
+
+class CLIError(Exception):
+    """A user error: printed as one line, exit status 1."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``rknnlite`` command."""
+    parser = argparse.ArgumentParser(
+        prog="rknnlite",
+        description="Open-source runtime for Rockchip NPU .rknn models (runs off-board on a software NPU).",
+    )
+    parser.add_argument("--version", action="version", version=f"rknnlite {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="run the bundled demo model on the software backend")
+    demo.add_argument("--runs", type=int, default=20, help="timed runs after the first (default 20)")
+    demo.set_defaults(func=_cmd_demo)
+
+    inspect = sub.add_parser("inspect", help="describe a model file (any supported format)")
+    inspect.add_argument("file", help="a .rknn file (portable, Rockchip, or encrypted)")
+    inspect.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_key_options(inspect, required=False, help_suffix=" (to look inside an encrypted model)")
+    inspect.set_defaults(func=_cmd_inspect)
+
+    encrypt = sub.add_parser(
+        "encrypt",
+        help="encrypt a model with AES-256-GCM (or re-key an encrypted one)",
+        description="Encrypt IN into OUT.  The model is decrypted in memory only when loaded.",
+    )
+    encrypt.add_argument("input", metavar="IN")
+    encrypt.add_argument("output", metavar="OUT")
+    _add_key_options(encrypt, required=True)
+    encrypt.add_argument("--create-key", action="store_true",
+                         help="with --key-file: write a new random key there first (the file must not exist)")
+    encrypt.add_argument("--bind-device", action="store_true",
+                         help="bind to this machine's identity (SoC serial or machine-id); fails elsewhere")
+    encrypt.add_argument("--rekey", action="store_true",
+                         help="IN is already encrypted: open it with the --old-* key and encrypt with the new one")
+    encrypt.add_argument("--old-key-file", metavar="PATH", help="with --rekey: the current key file")
+    encrypt.add_argument("--old-passphrase", metavar="TEXT", help="with --rekey: the current passphrase")
+    encrypt.add_argument("--old-key-env", metavar="VAR", help="with --rekey: variable holding the current key")
+    encrypt.add_argument("--chunk-size", type=int, default=1 << 20, help="bytes per authenticated chunk")
+    encrypt.set_defaults(func=_cmd_encrypt)
+    return parser
+
+
+def _add_key_options(p: argparse.ArgumentParser, required: bool, help_suffix: str = "") -> None:
+    group = p.add_mutually_exclusive_group(required=required)
+    group.add_argument("--key-file", metavar="PATH", help="32-byte key file (raw, hex or base64)" + help_suffix)
+    group.add_argument("--passphrase", metavar="TEXT",
+                       help="derive the key with scrypt; '-' reads it from standard input" + help_suffix)
+    group.add_argument("--key-env", metavar="VAR", nargs="?", const="RKNNLITE_MODEL_KEY",
+                       help="read a hex/base64 key from VAR (default RKNNLITE_MODEL_KEY)" + help_suffix)
+
+
+def _key_from(key_file: Optional[str], passphrase: Optional[str], key_env: Optional[str]):
+    from .model.envelope import ModelKey
+
+    if key_file:
+        return ModelKey.from_file(key_file)
+    if passphrase is not None:
+        if passphrase == "-":
+            passphrase = sys.stdin.readline().rstrip("\r\n")
+        if not passphrase:
+            raise CLIError("the passphrase is empty")
+        return ModelKey.passphrase(passphrase)
+    if key_env:
+        if not os.environ.get(key_env):
+            raise CLIError(f"environment variable {key_env} is not set")
+        return ModelKey.from_env(key_env)
+    return None
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def _cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    run_demo(runs=max(0, args.runs))
+    return 0
+
+
+def _cmd_inspect(args) -> int:
+    from .model import envelope
+    from .model.loader import encryption_summary, load_model
+    from .model.source import open_source
+
+    key = _key_from(args.key_file, args.passphrase, args.key_env)
+    source = open_source(args.file)
+    if envelope.is_encrypted(source.view) and key is None:
+        info = envelope.envelope_info(source.view)
+        summary = {"format": "rknnlite-encrypted", "size": len(source.view), "encryption": encryption_summary(info),
+                   "note": "a key is needed to read the model inside (--key-file, --passphrase or --key-env)"}
+    else:
+        summary = load_model(source, key=key).summary()
+    summary["file"] = args.file
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(_format_summary(summary))
+    return 0
+
+
+def _format_summary(s: dict) -> str:
+    lines = [f"file:     {s['file']}", f"format:   {s['format']}" + (f" v{s['format_version']}" if s.get("format_version") else "")]
+    enc = s.get("encryption")
+    if enc:
+        bound = "bound to one device" if enc["device_bound"] else "not device-bound"
+        lines.append(f"encrypted: AES-256-GCM envelope v{enc['envelope_version']}, {enc['key_kind']} key, {bound}, "
+                     f"payload {enc['payload_size']} bytes")
+    for key, label in (("producer", "producer"), ("toolkit_version", "toolkit"), ("target_platforms", "targets"),
+                       ("float_dtype", "float"), ("quantization", "quant"), ("custom_string", "custom"),
+                       ("batch_size", "batch"), ("size", "size"), ("note", "note")):
+        value = s.get(key)
+        if value in (None, "", []):
+            continue
+        if isinstance(value, list):
+            value = ", ".join(map(str, value))
+        lines.append(f"{label + ':':<9} {value}")
+    for kind in ("inputs", "outputs"):
+        for i, t in enumerate(s.get(kind, [])):
+            quant = ""
+            q = t.get("quant")
+            if q:
+                quant = f" {q['dtype']} scale={_short(q['scale'])} zp={_short(q['zero_point'])}"
+            lines.append(f"{kind[:-1]:<6} {i}: {t['name']} {t['shape']} {t['dtype']} {t['layout']}{quant}")
+    if s.get("dynamic_shapes"):
+        lines.append("dynamic shapes:")
+        lines.extend(f"  {i}: {shapes}" for i, shapes in enumerate(s["dynamic_shapes"]))
+    return "\n".join(lines)
+
+
+def _short(values) -> str:
+    return str(values[0]) if len(values) == 1 else f"[{len(values)} per-channel]"
+
+
+def _cmd_encrypt(args) -> int:
+    from .model import envelope
+    from .model.source import open_source
+
+    if args.create_key:
+        if not args.key_file:
+            raise CLIError("--create-key needs --key-file PATH")
+        envelope.write_key_file(args.key_file, envelope.generate_key())
+    new_key = _key_from(args.key_file, args.passphrase, args.key_env)
+    source = open_source(args.input)
+    encrypted = envelope.is_encrypted(source.view)
+    if args.rekey:
+        if not encrypted:
+            raise CLIError(f"{args.input} is not encrypted; drop --rekey")
+        old_key = _key_from(args.old_key_file, args.old_passphrase, args.old_key_env)
+        if old_key is None:
+            raise CLIError("--rekey needs the current key: --old-key-file, --old-passphrase or --old-key-env")
+        data = envelope.rekey(source.view, old_key, new_key, bind_device=args.bind_device or None)
+    else:
+        if encrypted:
+            raise CLIError(f"{args.input} is already encrypted; use --rekey to change its key")
+        from .model.loader import detect_format
+
+        detect_format(source.view)  # refuse files that are no model at all
+        data = envelope.encrypt(source.view, new_key, bind_device=args.bind_device, chunk_size=args.chunk_size)
+    _write_atomically(args.output, data)
+    print(f"wrote {args.output} ({len(data)} bytes, {'device-bound' if args.bind_device else 'portable'})")
+    return 0
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the ``rknnlite`` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except KeyInvalidError as e:
+        _fail(f"{e.message} (wrong key, or a model bound to another device)")
+    except (RKNNError, CLIError) as e:
+        _fail(getattr(e, "message", None) or str(e))
+    except OSError as e:
+        _fail(f"{e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}")
+    except KeyboardInterrupt:
+        _fail("interrupted")
+    return 1
+
+
+def _fail(message: str) -> None:
+    print(f"rknnlite: error: {message}", file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

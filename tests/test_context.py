@@ -1,0 +1,124 @@
+"""Context basics on the software backend: attributes, running, input errors, lifetime, dispatch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rknnlite
+from rknnlite import ContextInvalidError, DeviceUnavailableError, InputInvalidError, InvalidParamError
+from rknnlite.constants import TensorFormat, TensorType
+from rknnlite.demo import DEMO_MODEL_PATH, build_demo_model, demo_image
+
+
+@pytest.fixture()
+def ctx():
+    with rknnlite.Context(str(DEMO_MODEL_PATH)) as c:
+        yield c
+
+
+def test_attributes(ctx):
+    (inp,), (out,) = ctx.inputs, ctx.outputs
+    assert (inp.name, inp.dims, inp.fmt, inp.type) == ("image", (1, 3, 32, 32), TensorFormat.NCHW, TensorType.FLOAT32)
+    assert (inp.n_elems, inp.size) == (3072, 12288)
+    assert (out.name, out.dims) == ("prob", (1, 10))
+    assert ctx.custom_string == "rknnlite demo classifier"
+    assert ctx.backend == "software"
+
+
+def test_tensor_attr_is_immutable_with_replace(ctx):
+    attr = ctx.inputs[0]
+    with pytest.raises(AttributeError):
+        attr.name = "x"
+    changed = attr.replace(type=TensorType.UINT8, fmt=TensorFormat.NHWC)
+    assert (changed.type, changed.fmt, attr.type) == (TensorType.UINT8, TensorFormat.NHWC, TensorType.FLOAT32)
+    assert changed.size == 3072
+
+
+def test_run_is_a_probability_vector_and_deterministic(ctx):
+    (prob,) = ctx.run([demo_image()])
+    assert prob.shape == (1, 10) and prob.dtype == np.float32
+    assert abs(float(prob.sum()) - 1.0) < 1e-3
+    np.testing.assert_array_equal(prob, ctx.run([demo_image()])[0])
+
+
+def test_nhwc_data_is_transposed(ctx):
+    nchw = demo_image()
+    nhwc = np.ascontiguousarray(nchw.transpose(0, 2, 3, 1))
+    np.testing.assert_array_equal(ctx.run([nhwc], data_format="nhwc")[0], ctx.run([nchw])[0])
+
+
+def test_pass_through_skips_normalisation(ctx):
+    img = demo_image()
+    normalised = (img.astype(np.float32) - 127.5) / 127.5
+    np.testing.assert_allclose(ctx.run([normalised], pass_through=[True])[0], ctx.run([img])[0], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "inputs, match",
+    [
+        ([], "1 input"),
+        ([demo_image(), demo_image()], "1 input"),
+        ([np.zeros((1, 3, 16, 16), np.float32)], r"shape \[1, 3, 16, 16\]; expected \[1, 3, 32, 32\]"),
+        ([np.zeros((3, 32, 32), np.float32)], "shape"),
+        ([np.zeros((1, 3, 32, 32), np.complex64)], "dtype complex64"),
+        ([[[1, 2, 3]]], "must be a numpy array"),
+        ("image", "must be a list"),
+    ],
+)
+def test_bad_inputs_raise_and_context_stays_usable(ctx, inputs, match):
+    with pytest.raises(InputInvalidError, match=match):
+        ctx.run(inputs)
+    assert ctx.run([demo_image()])[0].shape == (1, 10)
+
+
+def test_bad_data_format(ctx):
+    with pytest.raises(InputInvalidError, match="nchw"):
+        ctx.run([demo_image()], data_format="hwcn")
+    with pytest.raises(InvalidParamError, match="one per input"):
+        ctx.run([demo_image()], data_format=["nchw", "nhwc"])
+
+
+def test_close_is_idempotent_and_later_calls_fail():
+    c = rknnlite.Context(build_demo_model())
+    c.close()
+    c.close()
+    assert c.closed
+    with pytest.raises(ContextInvalidError, match="closed"):
+        c.run([demo_image()])
+
+
+def test_dup_shares_weights_and_is_independent(ctx):
+    twin = ctx.dup()
+    np.testing.assert_array_equal(twin.run([demo_image()])[0], ctx.run([demo_image()])[0])
+    twin.close()
+    assert ctx.run([demo_image()])[0].shape == (1, 10)
+
+
+def test_float32_model_is_close_to_float16_model():
+    with rknnlite.Context(build_demo_model("float32")) as c32, rknnlite.Context(build_demo_model("float16")) as c16:
+        a, b = c32.run([demo_image()])[0], c16.run([demo_image()])[0]
+    assert not np.array_equal(a, b)
+    np.testing.assert_allclose(a, b, atol=5e-3)
+
+
+def test_backend_choice():
+    with pytest.raises(DeviceUnavailableError, match="software backend"):
+        rknnlite.Context(build_demo_model(), backend="npu")
+    with pytest.raises(InvalidParamError, match="auto, software, npu"):
+        rknnlite.Context(build_demo_model(), backend="gpu")
+
+
+def test_rockchip_files_need_the_npu(vendor_rknn_files):
+    for path in vendor_rknn_files:
+        with pytest.raises(DeviceUnavailableError) as auto:
+            rknnlite.Context(str(path))
+        assert "npu" in str(auto.value) and "software backend" in str(auto.value)
+        with pytest.raises(DeviceUnavailableError, match="software backend runs portable"):
+            rknnlite.Context(str(path), backend="software")
+
+
+def test_target_platform_mismatch_warns(caplog):
+    with caplog.at_level("WARNING", logger="rknnlite"):
+        rknnlite.Context(build_demo_model(), target_platform="rv1106").close()
+    assert "rv1106" in caplog.text
