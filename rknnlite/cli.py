@@ -132,7 +132,8 @@ def _format_summary(s: dict) -> str:
         bound = "bound to one device" if enc["device_bound"] else "not device-bound"
         lines.append(f"encrypted: AES-256-GCM envelope v{enc['envelope_version']}, {enc['key_kind']} key, {bound}, "
                      f"payload {enc['payload_size']} bytes")
-    for key, label in (("producer", "producer"), ("toolkit_version", "toolkit"), ("target_platforms", "targets"),
+    for key, label in (("producer", "producer"), ("toolkit_full_version", "toolkit"), ("npu_target", "npu"),
+                       ("framework", "source"), ("inference_type", "shapes"), ("target_platforms", "targets"),
                        ("float_dtype", "float"), ("quantization", "quant"), ("custom_string", "custom"),
                        ("batch_size", "batch"), ("size", "size"), ("note", "note")):
         value = s.get(key)

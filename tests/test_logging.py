@@ -24,11 +24,18 @@ def test_import_and_use_leave_root_logger_alone():
         from rknnlite.demo import DEMO_MODEL_PATH, demo_image
         with rknnlite.Context(str(DEMO_MODEL_PATH)) as ctx:
             ctx.run([demo_image()])
+        from rknnlite.api import RKNNLite
+        rk = RKNNLite()
+        assert rk.load_rknn(str(DEMO_MODEL_PATH)) == 0 and rk.init_runtime() == 0
+        assert rk.inference([demo_image()], data_format="nchw") is not None
+        assert rk.load_rknn("/no/such/model.rknn") == -1
+        rk.release()
         after = (list(root.handlers), root.level, logging.getLevelName("INFO"), logging.getLevelName(20))
         assert before[:4] == after, (before, after)
         assert logging.getLevelName("INFO") == 20
         assert root.handlers == [] and root.level == logging.WARNING
-        assert logging.getLogger("rknnlite").handlers == []
+        own = logging.getLogger("rknnlite").handlers
+        assert len(own) == 1 and type(own[0]) is logging.NullHandler
         print("ok")
         """
     )
@@ -63,3 +70,20 @@ def test_unset_or_bad_level_changes_nothing(caplog):
 
 def test_trace_level_has_no_global_name():
     assert logging.getLevelName(log.TRACE) == f"Level {log.TRACE}"
+
+
+def test_verbose_rknnlite_writes_its_own_output_only(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import logging
+        from rknnlite.api import RKNNLite
+        rk = RKNNLite(verbose=True, verbose_file={str(tmp_path / "lite.log")!r})
+        rk.load_rknn("/no/such/model.rknn")
+        rk.release()
+        assert logging.getLogger().handlers == [] and logging.getLevelName("INFO") == 20
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "E RKNN: Invalid RKNN model path: /no/such/model.rknn" in out.stderr
+    assert "Invalid RKNN model path" in (tmp_path / "lite.log").read_text()

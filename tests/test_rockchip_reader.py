@@ -125,7 +125,7 @@ def test_vendor_file(rknn_files, name):
     summary = model.summary()
     assert json.loads(json.dumps(summary)) == summary
     assert summary["format"] == "rockchip-rknn"
-    assert summary["version"] == 6
+    assert summary["format_version"] == "6"
     assert summary["size"] == model.file_size
     assert [i["name"] for i in summary["inputs"]] == [t[0] for t in inputs]
     assert summary["dynamic_shapes"] == [[list(s) for s in st] for st in dynamic]

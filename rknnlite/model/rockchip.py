@@ -181,7 +181,7 @@ class RockchipModel:
         """A JSON-ready dict (used by ``rknnlite inspect --json``)."""
         return {
             "format": "rockchip-rknn",
-            "version": self.format_version,
+            "format_version": str(self.format_version),
             "toolkit_version": self.toolkit_version,
             "toolkit_full_version": self.toolkit_full_version,
             "compiler_version": self.compiler_version,

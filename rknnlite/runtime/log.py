@@ -13,6 +13,9 @@ import os
 __all__ = ["logger", "LOG_LEVELS", "TRACE", "apply_env_level"]
 
 logger = logging.getLogger("rknnlite")
+# The library convention: without it, logging's last-resort handler would print our
+# warnings to stderr when the application has configured no logging at all.
+logger.addHandler(logging.NullHandler())
 
 #: Level below DEBUG for per-layer traces; deliberately not registered by name,
 #: because ``logging.addLevelName`` would change process-wide state.

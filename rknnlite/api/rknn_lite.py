@@ -1,0 +1,334 @@
+"""``RKNNLite``: the rknn-toolkit-lite2 drop-in.
+
+It keeps Lite2's calls, return values (0 / -1, ``None`` on failure) and log
+messages, and translates: every call goes to a :class:`rknnlite.Context`, whose
+typed exceptions become a logged message and the return value Lite2 users check.
+One deliberate difference: it runs on any host (the software backend off-board)
+where Lite2 refuses with "does not support simulator".
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import sys
+from typing import List, Optional
+
+import numpy as np
+
+from .._version import __version__
+from ..constants import CoreMask
+from ..errors import RKNNError, error_name
+from ..model.loader import load_model
+from ..runtime.context import Context
+
+__all__ = ["RKNNLite"]
+
+_LOGGER_NAME = "rknnlite.api"
+_DATA_TYPES = ("int8", "uint8", "int16", "float16", "float32")
+
+
+class RKNNLite:
+    """Lite2-compatible runtime object (``from rknnlite.api import RKNNLite``).
+
+    Args:
+        verbose: also write debug-level messages of this object to stderr.
+        verbose_file: also write them to this file (ignored, as in Lite2, when its
+            directory does not exist).
+
+    Neither option touches the root logger: messages go to the ``rknnlite.api``
+    logger, and the verbose outputs are handlers of a private logger of this object.
+    """
+
+    NPU_CORE_AUTO = 0
+    NPU_CORE_0 = 1
+    NPU_CORE_1 = 2
+    NPU_CORE_2 = 4
+    NPU_CORE_0_1 = 3
+    NPU_CORE_0_1_2 = 7
+    NPU_CORE_ALL = 0xFFFF
+
+    def __init__(self, verbose: bool = False, verbose_file: Optional[str] = None):
+        self._log = _InstanceLog(verbose, verbose_file)
+        self._model = None
+        self._ctx: Optional[Context] = None
+        self._async = False
+        self._pending: Optional[List[np.ndarray]] = None
+        self._frame_id = 0
+        self._reuse: List[np.ndarray] = []
+        self._log.warning("rknn-toolkit-lite2 version: %s (rknnlite %s)", _LITE2_COMPAT_VERSION, __version__)
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def load_rknn(self, path, key_path: Optional[str] = None) -> int:
+        """Load a model from a path or from bytes; ``key_path`` names the key file of an
+        encrypted model.  Returns 0, or -1 with the reason logged."""
+        if isinstance(path, (str, os.PathLike)) and not os.path.isfile(path):
+            self._log.error("Invalid RKNN model path: %s", path)
+            return -1
+        if key_path is not None and not os.path.isfile(key_path):
+            self._log.error("Invalid key path: %s", key_path)
+            return -1
+        try:
+            self._model = load_model(path, key=key_path)
+        except RKNNError as e:
+            self._log.error("Load RKNN model failed: %s", e)
+            return -1
+        except TypeError as e:
+            self._log.error("Invalid RKNN model: %s", e)
+            return -1
+        return 0
+
+    def init_runtime(self, target=None, device_id=None, async_mode: bool = False,
+                     core_mask: int = NPU_CORE_AUTO) -> int:
+        """Initialise the runtime on this host; returns 0, or -1 with the reason logged.
+
+        ``target``/``device_id`` select a PC-attached board in Lite2; here they must be
+        ``None`` (the model runs locally).  ``async_mode=True`` makes :meth:`inference`
+        return the previous frame's outputs, as the vendor runtime does.
+        """
+        if target is not None or device_id is not None:
+            self._log.error("target/device_id select a board attached to a PC, which rknnlite does not "
+                            "support; call init_runtime() on the board or host that runs the model")
+            return -1
+        if self._model is None:
+            self._log.error("Model is not loaded yet, this interface should be called after load_rknn!")
+            return -1
+        self._release_runtime()
+        try:
+            self._ctx = Context(self._model)
+        except RKNNError as e:
+            self._log.error("Catch exception when init runtime!")
+            self._log.error("RKNN init failed. error code: %s: %s", error_name(e.code), e.message)
+            return -1
+        self._async = bool(async_mode)
+        return self._apply_core_mask(core_mask)
+
+    def _apply_core_mask(self, core_mask: int) -> int:
+        if core_mask == self.NPU_CORE_AUTO:
+            return 0
+        platform_name = self._platform()
+        if platform_name not in ("rk3576", "rk3588"):
+            self._log.error("The core_mask is only supported by RK3576/RK3588. "
+                            "Please do not set this parameter on other platforms.")
+            return -1
+        if platform_name == "rk3576" and core_mask in (self.NPU_CORE_2, self.NPU_CORE_0_1_2):
+            remapped = self.NPU_CORE_0 if core_mask == self.NPU_CORE_2 else self.NPU_CORE_0_1
+            self._log.warning("RK3576 has 2 NPU cores: core_mask %s is changed to %s",
+                              CoreMask(core_mask).name, CoreMask(remapped).name)
+            core_mask = remapped
+        if core_mask not in {m.value for m in CoreMask if m != CoreMask.UNDEFINED}:
+            self._log.error("Invalid core_mask: %s", core_mask)
+            return -1
+        # A valid mask changes no result; the software backend will map it to worker threads.
+        return 0
+
+    def _platform(self) -> str:
+        """The SoC this runs for: the board's, else the model's first target platform."""
+        soc = _board_soc()
+        if soc:
+            return soc
+        meta = getattr(self._model.model, "metadata", None)
+        targets = getattr(meta, "target_platforms", None) or getattr(self._model.model, "target_platforms", ())
+        return targets[0].lower() if targets else ""
+
+    # -- inference -------------------------------------------------------------------------
+
+    def inference(self, inputs, data_type=None, data_format=None, inputs_pass_through=None,
+                  get_frame_id: bool = False, reuse_outputs: bool = False):
+        """Run the model; returns a list of float32 arrays in the model's layout, or None.
+
+        ``data_format`` ('nhwc' default, or 'nchw'; one value or a list) applies to 4-D
+        inputs; NCHW data for an NHWC input is transposed with Lite2's warning.
+        ``reuse_outputs=True`` returns views of internal buffers that the next call
+        overwrites (no allocation per call); otherwise new arrays.
+        """
+        if self._ctx is None or self._ctx.closed:
+            self._log.error("Runtime environment is not inited, please call init_runtime to init it first!")
+            return None
+        if not isinstance(inputs, list):
+            self._log.error("Inputs should be placed in a list, like [img1, img2]")
+            return None
+        for i, x in enumerate(inputs):
+            if not isinstance(x, np.ndarray):
+                self._log.error("Type of inputs[%d] is not np.ndarray!", i)
+                return None
+        if data_type is not None:
+            types = data_type if isinstance(data_type, (list, tuple)) else [data_type] * len(inputs)
+            for i, (x, t) in enumerate(zip(inputs, types)):
+                if t not in _DATA_TYPES:
+                    self._log.error("data_type[%d]: %s is not one of %s", i, t, ", ".join(_DATA_TYPES))
+                    return None
+                if x.dtype != np.dtype(t):
+                    self._log.error("inputs[%d].dtype: %s is not same as data_type[%d]", i, x.dtype, i)
+                    return None
+        formats = self._formats(inputs, data_format)
+        if formats is None:
+            return None
+        passes = None
+        if inputs_pass_through is not None:
+            if len(inputs_pass_through) != len(inputs):
+                self._log.error("inputs_pass_through must have one 0/1 per input (%d), got %d",
+                                len(inputs), len(inputs_pass_through))
+                return None
+            passes = [bool(p) for p in inputs_pass_through]
+        try:
+            outputs = self._ctx.run(inputs, data_format=formats, pass_through=passes)
+        except RKNNError as e:
+            self._log.error("%s", e)
+            return None
+        self._frame_id += 1
+        if self._async:
+            outputs, self._pending = (self._pending if self._pending is not None else outputs), outputs
+        if reuse_outputs:
+            outputs = self._into_reused(outputs)
+        if get_frame_id:
+            outputs = list(outputs) + [self._frame_id]
+        return outputs
+
+    def _formats(self, inputs, data_format):
+        attrs = self._ctx.inputs
+        if len(inputs) != len(attrs):
+            self._log.error("The model needs %d inputs, but %d inputs are fed.", len(attrs), len(inputs))
+            return None
+        if data_format is None or isinstance(data_format, str):
+            data_format = [data_format] * len(inputs)
+        if len(data_format) != len(inputs):
+            self._log.error("data_format must be one value or one per input (%d)", len(inputs))
+            return None
+        formats = []
+        for i, (x, attr, fmt) in enumerate(zip(inputs, attrs, data_format)):
+            fmt = (fmt or "nhwc").lower()
+            if fmt not in ("nhwc", "nchw"):
+                self._log.error("data_format[%d]: %s is invalid, only support nhwc or nchw", i, fmt)
+                return None
+            if x.ndim != attr.n_dims:
+                self._log.error("The input[%d] need %ddims input, but %ddims input buffer feed.", i, attr.n_dims,
+                                x.ndim)
+                return None
+            if x.ndim != 4:
+                formats.append(None)
+                continue
+            if fmt == "nchw":
+                self._log.warning("The input[%d] need NHWC data format, but NCHW set, the data format and data "
+                                  "buffer will be changed to NHWC.", i)
+            formats.append(fmt)
+        return formats
+
+    def _into_reused(self, outputs: List[np.ndarray]) -> List[np.ndarray]:
+        views = []
+        for i, out in enumerate(outputs):
+            if i >= len(self._reuse):
+                self._reuse.append(np.empty(0, np.uint8))
+            if self._reuse[i].nbytes < out.nbytes:
+                self._reuse[i] = np.empty(out.nbytes, np.uint8)
+            view = self._reuse[i][: out.nbytes].view(out.dtype).reshape(out.shape)
+            view[...] = out
+            views.append(view)
+        return views
+
+    # -- information -----------------------------------------------------------------------
+
+    def get_sdk_version(self) -> Optional[str]:
+        """Lite2's version block (API and driver lines), or None before init_runtime."""
+        if self._ctx is None or self._ctx.closed:
+            self._log.error("Runtime environment is not inited, please call init_runtime to init it first!")
+            return None
+        v = self._ctx.sdk_version()
+        return "\n".join(["=" * 51, "RKNN VERSION:", f"  API: {v['api']}", f"  DRV: {v['drv']}", "=" * 51])
+
+    def list_support_target_platform(self, rknn_model=None) -> Optional[dict]:
+        """Target platforms of a model file (default: the loaded one), as Lite2 reports them.
+
+        Returns ``{"filled_target_platform": [...], "support_target_platform": [...]}``.
+        """
+        try:
+            loaded = load_model(rknn_model) if rknn_model is not None else self._model
+        except RKNNError as e:
+            self._log.error("%s", e)
+            return None
+        if loaded is None:
+            self._log.error("Model is not loaded yet, this interface should be called after load_rknn!")
+            return None
+        meta = getattr(loaded.model, "metadata", None)
+        filled = list(getattr(meta, "target_platforms", None) or getattr(loaded.model, "target_platforms", ()))
+        self._log.info("Target platforms filled in RKNN model: %s", filled)
+        self._log.info("Target platforms supported by this RKNN model: %s", filled)
+        return {"filled_target_platform": filled, "support_target_platform": filled}
+
+    def release(self) -> None:
+        """Free the runtime and the model; idempotent."""
+        self._release_runtime()
+        self._model = None
+        self._log.close()
+
+    def _release_runtime(self) -> None:
+        if self._ctx is not None:
+            self._ctx.close()
+            self._ctx = None
+        self._pending = None
+        self._reuse = []
+
+
+#: The Lite2 release whose behaviour this facade follows.
+_LITE2_COMPAT_VERSION = "2.5.0"
+
+
+def _board_soc() -> str:
+    """The Rockchip SoC named in ``/proc/device-tree/compatible`` (e.g. ``"rk3588"``), or ``""``."""
+    if platform.machine() not in ("aarch64", "armv7l"):
+        return ""
+    try:
+        with open("/proc/device-tree/compatible", "rb") as f:
+            compatible = f.read().decode("ascii", "replace").lower()
+    except OSError:
+        return ""
+    for soc in ("rk3588", "rk3576", "rk3568", "rk3566", "rk3562", "rv1126b", "rv1106", "rv1103"):
+        if soc in compatible:
+            return soc
+    return ""
+
+
+class _InstanceLog:
+    """Messages of one RKNNLite: always to the ``rknnlite.api`` logger, and with
+    ``verbose``/``verbose_file`` also to this object's own handlers (nothing global)."""
+
+    def __init__(self, verbose: bool, verbose_file: Optional[str]):
+        self._shared = logging.getLogger(_LOGGER_NAME)
+        self._own: Optional[logging.Logger] = None
+        handlers: List[logging.Handler] = []
+        if verbose:
+            handlers.append(logging.StreamHandler(sys.stderr))
+        if verbose_file and os.path.isdir(os.path.dirname(os.path.abspath(verbose_file))):
+            handlers.append(logging.FileHandler(verbose_file))
+        if handlers:
+            own = logging.Logger(f"{_LOGGER_NAME}.instance", logging.DEBUG)  # not registered anywhere
+            for h in handlers:
+                h.setFormatter(logging.Formatter("%(levelname).1s RKNN: %(message)s"))
+                own.addHandler(h)
+            self._own = own
+
+    def _emit(self, level: int, msg: str, *args) -> None:
+        self._shared.log(level, msg, *args)
+        if self._own is not None:
+            self._own.log(level, msg, *args)
+
+    def debug(self, msg, *args):
+        self._emit(logging.DEBUG, msg, *args)
+
+    def info(self, msg, *args):
+        self._emit(logging.INFO, msg, *args)
+
+    def warning(self, msg, *args):
+        self._emit(logging.WARNING, msg, *args)
+
+    def error(self, msg, *args):
+        self._emit(logging.ERROR, msg, *args)
+
+    def close(self) -> None:
+        if self._own is not None:
+            for h in list(self._own.handlers):
+                h.close()
+                self._own.removeHandler(h)
+            self._own = None

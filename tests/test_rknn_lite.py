@@ -1,0 +1,187 @@
+"""RKNNLite: Lite2's calls, return values and messages over a Context."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+import rknnlite
+from rknnlite.api import RKNNLite
+from rknnlite.demo import DEMO_MODEL_PATH, build_demo_model, demo_image
+from rknnlite.model import envelope
+
+
+@pytest.fixture()
+def rk():
+    r = RKNNLite()
+    assert r.load_rknn(str(DEMO_MODEL_PATH)) == 0
+    assert r.init_runtime() == 0
+    yield r
+    r.release()
+
+
+@pytest.fixture(scope="module")
+def expected():
+    with rknnlite.Context(str(DEMO_MODEL_PATH)) as ctx:
+        return ctx.run([demo_image()])[0]
+
+
+def nhwc(img):
+    return np.ascontiguousarray(img.transpose(0, 2, 3, 1))
+
+
+def test_core_constants():
+    assert (RKNNLite.NPU_CORE_AUTO, RKNNLite.NPU_CORE_0, RKNNLite.NPU_CORE_1, RKNNLite.NPU_CORE_2) == (0, 1, 2, 4)
+    assert (RKNNLite.NPU_CORE_0_1, RKNNLite.NPU_CORE_0_1_2, RKNNLite.NPU_CORE_ALL) == (3, 7, 0xFFFF)
+
+
+def test_default_data_format_is_nhwc(rk, expected):
+    (out,) = rk.inference(inputs=[nhwc(demo_image())])
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_nchw_data_is_accepted_with_the_vendor_warning(rk, expected, caplog):
+    with caplog.at_level(logging.WARNING, logger="rknnlite"):
+        (out,) = rk.inference(inputs=[demo_image()], data_format=["nchw"])
+    np.testing.assert_array_equal(out, expected)
+    assert ("The input[0] need NHWC data format, but NCHW set, the data format and data buffer will be "
+            "changed to NHWC.") in caplog.text
+
+
+def test_load_from_bytes(expected):
+    r = RKNNLite()
+    assert r.load_rknn(DEMO_MODEL_PATH.read_bytes()) == 0 and r.init_runtime() == 0
+    np.testing.assert_array_equal(r.inference([nhwc(demo_image())])[0], expected)
+    r.release()
+
+
+def test_encrypted_model_with_key_path(tmp_path, expected, caplog):
+    key_path = tmp_path / "model_key.bin"
+    envelope.write_key_file(key_path, envelope.generate_key())
+    enc = tmp_path / "model.enc.rknn"
+    enc.write_bytes(envelope.encrypt(DEMO_MODEL_PATH.read_bytes(), envelope.ModelKey.from_file(key_path)))
+    r = RKNNLite()
+    assert r.load_rknn(str(enc), key_path=str(key_path)) == 0 and r.init_runtime() == 0
+    np.testing.assert_array_equal(r.inference([nhwc(demo_image())])[0], expected)
+    other = tmp_path / "other.bin"
+    envelope.write_key_file(other, envelope.generate_key())
+    with caplog.at_level(logging.ERROR, logger="rknnlite"):
+        assert r.load_rknn(str(enc), key_path=str(other)) == -1
+        assert r.load_rknn(str(enc), key_path=str(tmp_path / "missing.bin")) == -1
+        assert r.load_rknn(str(enc)) == -1
+    assert "wrong key" in caplog.text and "Invalid key path" in caplog.text
+    r.release()
+
+
+def test_call_order_errors(caplog):
+    r = RKNNLite()
+    with caplog.at_level(logging.ERROR, logger="rknnlite"):
+        assert r.init_runtime() == -1
+        assert r.inference([demo_image()]) is None
+        assert r.get_sdk_version() is None
+        assert r.load_rknn("/no/such/file.rknn") == -1
+    assert "Model is not loaded yet, this interface should be called after load_rknn!" in caplog.text
+    assert "Runtime environment is not inited, please call init_runtime to init it first!" in caplog.text
+    assert "Invalid RKNN model path: /no/such/file.rknn" in caplog.text
+    r.release()
+    r.release()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(inputs=nhwc(demo_image())), "Inputs should be placed in a list"),
+        (dict(inputs=[[1, 2, 3]]), "Type of inputs[0] is not np.ndarray!"),
+        (dict(inputs=[nhwc(demo_image())], data_type="float32"), "inputs[0].dtype: uint8 is not same as data_type[0]"),
+        (dict(inputs=[demo_image()[0]]), "The input[0] need 4dims input, but 3dims input buffer feed."),
+        (dict(inputs=[np.zeros((1, 16, 16, 3), np.uint8)]), "expected [1, 3, 32, 32]"),
+        (dict(inputs=[nhwc(demo_image()), nhwc(demo_image())]), "needs 1 inputs"),
+        (dict(inputs=[nhwc(demo_image())], data_format="hwcn"), "only support nhwc or nchw"),
+        (dict(inputs=[nhwc(demo_image())], inputs_pass_through=[0, 1]), "one 0/1 per input"),
+    ],
+)
+def test_bad_inference_returns_none_and_stays_usable(rk, expected, caplog, kwargs, message):
+    with caplog.at_level(logging.ERROR, logger="rknnlite"):
+        assert rk.inference(**kwargs) is None
+    assert message in caplog.text
+    np.testing.assert_array_equal(rk.inference([nhwc(demo_image())])[0], expected)
+
+
+def test_async_mode_returns_the_previous_frame():
+    r = RKNNLite()
+    r.load_rknn(str(DEMO_MODEL_PATH))
+    assert r.init_runtime(async_mode=True) == 0
+    a = nhwc(demo_image())
+    b = np.ascontiguousarray(a[:, ::-1])
+    first = r.inference([a])[0]
+    second = r.inference([b])[0]
+    third = r.inference([a])[0]
+    np.testing.assert_array_equal(first, second)
+    with rknnlite.Context(str(DEMO_MODEL_PATH)) as ctx:
+        np.testing.assert_array_equal(third, ctx.run([b], data_format="nhwc")[0])
+    r.release()
+
+
+def test_reuse_outputs_are_views_overwritten_by_the_next_call(rk):
+    a = nhwc(demo_image())
+    b = np.ascontiguousarray(a[:, ::-1])
+    (out_a,) = rk.inference([a], reuse_outputs=True)
+    kept = out_a.copy()
+    (out_b,) = rk.inference([b], reuse_outputs=True)
+    assert np.shares_memory(out_a, out_b)
+    assert not np.array_equal(out_b, kept)
+    np.testing.assert_array_equal(out_a, out_b)
+
+
+def test_get_frame_id_appends_a_counter(rk):
+    first = rk.inference([nhwc(demo_image())], get_frame_id=True)
+    second = rk.inference([nhwc(demo_image())], get_frame_id=True)
+    assert len(first) == 2 and second[-1] == first[-1] + 1
+
+
+def test_sdk_version_and_platforms(rk, caplog):
+    text = rk.get_sdk_version()
+    assert "RKNN VERSION:" in text and "API: rknnlite" in text and "DRV:" in text
+    with caplog.at_level(logging.INFO, logger="rknnlite"):
+        platforms = rk.list_support_target_platform()
+    assert platforms["filled_target_platform"][0] == "rk3588"
+    assert "Target platforms filled in RKNN model" in caplog.text
+    assert rk.list_support_target_platform(str(DEMO_MODEL_PATH)) == platforms
+
+
+def test_core_mask_rules(caplog):
+    from rknnlite.model.portable import read_portable, write_portable
+    import dataclasses
+
+    r = RKNNLite()
+    r.load_rknn(str(DEMO_MODEL_PATH))  # built for rk3588 first
+    assert r.init_runtime(core_mask=RKNNLite.NPU_CORE_0_1_2) == 0
+    assert r.init_runtime(core_mask=12345) == -1
+    model = read_portable(memoryview(build_demo_model()))
+    for target, mask, ret in (("rk3566", RKNNLite.NPU_CORE_0, -1), ("rk3576", RKNNLite.NPU_CORE_0_1_2, 0)):
+        meta = dataclasses.replace(model.metadata, target_platforms=(target,))
+        assert r.load_rknn(write_portable(meta, model.graph)) == 0
+        with caplog.at_level(logging.WARNING, logger="rknnlite"):
+            assert r.init_runtime(core_mask=mask) == ret
+    assert "The core_mask is only supported by RK3576/RK3588" in caplog.text
+    assert "RK3576 has 2 NPU cores: core_mask CORE_0_1_2 is changed to CORE_0_1" in caplog.text
+    r.release()
+
+
+def test_pc_attached_targets_are_refused(caplog):
+    r = RKNNLite()
+    r.load_rknn(str(DEMO_MODEL_PATH))
+    with caplog.at_level(logging.ERROR, logger="rknnlite"):
+        assert r.init_runtime(target="rk3588") == -1
+    assert "attached to a PC" in caplog.text
+
+
+def test_rockchip_model_off_board_fails_init_with_reason(vendor_rknn_files, caplog):
+    r = RKNNLite()
+    assert r.load_rknn(str(vendor_rknn_files[0])) == 0
+    with caplog.at_level(logging.ERROR, logger="rknnlite"):
+        assert r.init_runtime() == -1
+    assert "Catch exception when init runtime!" in caplog.text
+    assert "RKNN_ERR_DEVICE_UNAVAILABLE" in caplog.text
