@@ -7,8 +7,11 @@ shared=${RKNNLITE_SHARED:-$repo/../shared}
 work=$(mktemp -d)
 status=0
 for minor in 9 10 11 12 13; do
-  py=$(command -v "python3.$minor" || true)
-  [ -n "$py" ] && "$py" -c 'import sys' 2>/dev/null || { echo "3.$minor: not installed, skipped"; continue; }
+  py=""
+  for candidate in "$(command -v "python3.$minor" || true)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.$minor.*/bin/python; do
+    if [ -x "$candidate" ] && "$candidate" -c 'import sys' 2>/dev/null; then py=$candidate; break; fi
+  done
+  [ -n "$py" ] || { echo "3.$minor: not installed, skipped"; continue; }
   git clone -q "$repo" "$work/src-3.$minor"
   "$py" -m venv "$work/venv-3.$minor"
   if (cd "$work/src-3.$minor" && "$work/venv-3.$minor/bin/pip" install -q ".[test]" &&
