@@ -3,6 +3,7 @@
 Metadata lives in pyproject.toml; this file only declares the extensions.
 """
 
+import os
 from pathlib import Path
 
 import numpy
@@ -13,8 +14,12 @@ HERE = Path(__file__).parent
 
 
 def extensions():
+    # RKNNLITE_NATIVE_ONLY="a,b" builds just those modules (a developer convenience).
+    only = {name for name in os.environ.get("RKNNLITE_NATIVE_ONLY", "").split(",") if name}
     modules = []
     for pyx in sorted((HERE / "cython").glob("*.pyx")):
+        if only and pyx.stem not in only:
+            continue
         modules.append(
             Extension(
                 f"rknnlite._native.{pyx.stem}",
@@ -27,7 +32,7 @@ def extensions():
     return cythonize(
         modules,
         include_path=["cython", "cython/include"],
-        build_dir="build/cython",
+        build_dir="build/cython" + ("-" + "-".join(sorted(only)) if only else ""),
         compiler_directives={
             "language_level": 3,
             "embedsignature": True,

@@ -33,8 +33,10 @@ def _software_refuses(loaded: LoadedModel) -> str:
     )
 
 
-def create_backend(loaded: LoadedModel, backend: str = "auto") -> Backend:
+def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=()) -> Backend:
     """Initialise ``loaded`` on the named backend.
+
+    ``custom_ops`` are Python custom operators (``op_type`` + ``compute(self, node, inputs)``).
 
     Raises:
         InvalidParamError: unknown backend name.
@@ -52,7 +54,7 @@ def create_backend(loaded: LoadedModel, backend: str = "auto") -> Backend:
             )
         from .software import SoftwareBackend
 
-        return SoftwareBackend(loaded.model)
+        return SoftwareBackend(loaded.model, custom_ops=custom_ops)
     if loaded.format in (ROCKCHIP, ROCKCHIP_ENCRYPTED):
         npu = _npu_unavailable(loaded)
         if backend == "npu":

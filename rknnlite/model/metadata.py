@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
 
+import numpy as np
+
 from ..errors import ModelInvalidError
 from .spec import IO_DTYPES, QuantParams, TensorSpec
 
@@ -36,6 +38,16 @@ class Preprocess:
     mean: Tuple[float, ...]
     std: Tuple[float, ...]
     reorder: Optional[Tuple[int, ...]] = None
+
+    @property
+    def mean_array(self) -> np.ndarray:
+        """``mean`` as a float32 array (one per channel)."""
+        return np.asarray(self.mean, np.float32)
+
+    @property
+    def std_array(self) -> np.ndarray:
+        """``std`` as a float32 array (one per channel)."""
+        return np.asarray(self.std, np.float32)
 
 
 @dataclass(frozen=True)

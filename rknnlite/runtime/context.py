@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import List, Optional, Sequence, Union
 
 import numpy as np
@@ -35,18 +36,21 @@ class Context:
         target_platform: expected SoC (e.g. ``"rk3588"``); a model built for other
             platforms is still run off-board, with a warning.
         flags: :class:`~rknnlite.constants.InitFlag` bits.
+        custom_ops: Python custom operators (``op_type`` and ``compute(self, node,
+            inputs)``, as RKNN-Toolkit2 defines them) for op types the model uses
+            but the runtime does not have; a missing one fails here, naming it.
 
     A context is a context manager; :meth:`close` is idempotent.
     """
 
     def __init__(self, model: ModelArg, *, key=None, backend: str = "auto",
-                 target_platform: Optional[str] = None, flags: int = 0):
+                 target_platform: Optional[str] = None, flags: int = 0, custom_ops: Sequence = ()):
         apply_env_level()
         if isinstance(model, LoadedModel):
             self._loaded = model
         else:
             self._loaded = load_model(model, key=key)
-        self._backend = create_backend(self._loaded, backend)
+        self._backend = create_backend(self._loaded, backend, custom_ops=custom_ops)
         self.flags = int(flags)
         self._init_attrs()
         if target_platform is not None:
@@ -54,6 +58,8 @@ class Context:
         logger.debug("context ready: %s on %s backend", self._loaded.label, self._backend.name)
 
     def _init_attrs(self) -> None:
+        self._lock = threading.Lock()
+        self._staging: dict = {}
         backend = self._backend
         self._inputs = [TensorAttr.from_spec(i, s) for i, s in enumerate(backend.inputs)]
         self._outputs = [TensorAttr.from_spec(i, s) for i, s in enumerate(backend.outputs)]
@@ -113,9 +119,10 @@ class Context:
             InputInvalidError: wrong count, shape, dtype or format, naming what was expected.
             ContextInvalidError: the context is closed.
         """
-        backend = self._live()
-        feeds = self._prepare(inputs, data_format, pass_through)
-        return backend.run(feeds)
+        with self._lock:
+            backend = self._live()
+            feeds = self._prepare(inputs, data_format, pass_through)
+            return backend.run(feeds)
 
     def _prepare(self, inputs, data_format, pass_through) -> List[np.ndarray]:
         specs = self._backend.inputs
@@ -157,8 +164,19 @@ class Context:
             )
         target = numpy_dtype(spec.dtype)
         if self._preprocess and not passthrough:
-            x = _normalise(x, self._preprocess[i])
-        return np.ascontiguousarray(x, dtype=target)
+            return _normalise(x, self._preprocess[i], self._stage(i, x.shape, np.float32))
+        if x.dtype == target and x.flags.c_contiguous:
+            return x
+        stage = self._stage(i, x.shape, target)
+        np.copyto(stage, x, casting="unsafe")
+        return stage
+
+    def _stage(self, index: int, shape, dtype) -> np.ndarray:
+        """A reused per-input buffer (inputs are copied into it, never aliased by outputs)."""
+        buf = self._staging.get(index)
+        if buf is None or buf.shape != tuple(shape) or buf.dtype != dtype:
+            buf = self._staging[index] = np.empty(shape, dtype)
+        return buf
 
     # -- lifetime --------------------------------------------------------------------------
 
@@ -208,13 +226,16 @@ def _per_input(value, n: int, what: str) -> list:
                             op="rknn_inputs_set")
 
 
-def _normalise(x: np.ndarray, p: Preprocess) -> np.ndarray:
-    """``(x[:, reorder] - mean) / std`` along the channel axis (1, model layout NCHW)."""
-    x = x.astype(np.float32)
+def _normalise(x: np.ndarray, p: Preprocess, out: np.ndarray) -> np.ndarray:
+    """``(x[:, reorder] - mean) / std`` per channel (axis 1, model layout NCHW), into ``out``."""
     if x.ndim != 4 or x.shape[1] != len(p.mean):
-        return x
+        raise InputInvalidError(
+            f"the model normalises {len(p.mean)} channels on axis 1; got an input of shape {list(x.shape)}",
+            op="rknn_inputs_set",
+        )
     if p.reorder:
         x = x[:, list(p.reorder)]
-    mean = np.asarray(p.mean, np.float32).reshape(1, -1, 1, 1)
-    std = np.asarray(p.std, np.float32).reshape(1, -1, 1, 1)
-    return (x - mean) / std
+    shape = (1, len(p.mean), 1, 1)
+    np.subtract(x, np.reshape(p.mean_array, shape), out=out, casting="unsafe")
+    np.divide(out, np.reshape(p.std_array, shape), out=out)
+    return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
@@ -17,17 +17,21 @@ class SoftwareBackend:
 
     name = "software"
 
-    def __init__(self, model: PortableModel, executor: Executor | None = None):
+    def __init__(self, model: PortableModel, executor: Optional[Executor] = None, custom_ops=()):
         self.model = model
         self.inputs = model.metadata.inputs
         self.outputs = model.metadata.outputs
-        self._executor = executor or Executor(model.graph, model.metadata.float_dtype)
+        self._executor = executor or Executor(model.graph, model.metadata.float_dtype, custom_ops)
+        self._state = self._executor.new_state()
 
     def run(self, inputs: List[np.ndarray]) -> List[np.ndarray]:
-        return self._executor.run(inputs)
+        """Run once; new output arrays.  One run at a time per backend (the Context locks)."""
+        return self._state.run(inputs)
 
     def dup(self) -> "SoftwareBackend":
+        """A backend on the same compiled model (weights shared) with its own buffers."""
         return SoftwareBackend(self.model, self._executor)
 
     def close(self) -> None:
         self._executor = None
+        self._state = None

@@ -1,61 +1,356 @@
-"""Runs a :class:`~rknnlite.model.graph.Graph` node by node with numpy and Cython kernels."""
+"""Runs a :class:`~rknnlite.model.graph.Graph` with the registered kernels and a static memory plan.
+
+Compilation (once per model, shared by every context on it):
+  * each node is bound to its kernel, and the kernel's ``prepare`` runs once with
+    the constant inputs (weights are packed there, not per run);
+  * constants are cast to the storage precision (float32, rounded to float16 in
+    float16 mode).
+
+Planning (once per context and input-shape signature): the first run with a new
+signature allocates freely and records every tensor's shape and dtype; from it a
+plan gives each output of an ``out``-capable kernel a buffer, reusing a buffer as
+soon as every reader of its previous tensor has run.  Later runs with that
+signature write into the planned buffers and allocate nothing tensor-sized, except
+the returned outputs.  Tensors whose shape depends on data (after a
+``data_dependent`` kernel) and outputs of kernels that cannot write in place stay
+unplanned and are allocated per run.
+
+Numeric mode: ``float16`` stores every float tensor at half precision between nodes
+(rounded in place, as the NPU stores them) while kernels compute in float32;
+``float32`` keeps full precision (an exact reference mode of this project).
+"""
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ...errors import InvalidParamError, ModelInvalidError
-from ...model.graph import Graph
-from .ops import KERNELS, supported_ops
+from ..._native.executor_kernels import round_fp16_inplace
+from ...errors import InputInvalidError, InvalidParamError, ModelInvalidError, RKNNError
+from ...model.graph import Graph, Node
+from .ops import KERNELS, KernelSpec, supported_ops
 
-__all__ = ["Executor"]
+__all__ = ["Executor", "ExecutionState", "CustomOpKernel"]
+
+FLOAT_DTYPES = ("float16", "float32")
+
+
+class CustomOpKernel:
+    """Adapts a Python custom operator (``op_type``, ``compute(self, node, inputs)``,
+    as RKNN-Toolkit2 defines them) to the kernel calling convention."""
+
+    def __init__(self, op):
+        if not isinstance(getattr(op, "op_type", None), str) or not callable(getattr(op, "compute", None)):
+            raise InvalidParamError(
+                f"a custom operator needs a string 'op_type' and a 'compute(self, node, inputs)' method; "
+                f"got {type(op).__name__}",
+                op="rknn_register_custom_ops",
+            )
+        self.op = op
+
+    def spec(self, node: Node) -> KernelSpec:
+        op = self.op
+
+        def run(inputs, attrs, out=None):
+            results = op.compute(node, [x for x in inputs])
+            return [np.asarray(r) for r in results]
+
+        return KernelSpec(op.op_type, run, out=False, prepare=None, data_dependent=True)
+
+
+class _Step:
+    __slots__ = ("node", "spec", "attrs", "ins", "outs", "index")
+
+    def __init__(self, index: int, node: Node, spec: KernelSpec, attrs: dict, ins: List[int], outs: List[int]):
+        self.index = index
+        self.node = node
+        self.spec = spec
+        self.attrs = attrs
+        self.ins = ins
+        self.outs = outs
 
 
 class Executor:
-    """A graph compiled to a list of kernel calls.
+    """A graph compiled to kernel calls.  Thread-safe: per-run state lives in an
+    :class:`ExecutionState`, one per context.
 
-    ``float_dtype`` is the storage precision between nodes: ``"float16"`` rounds every
-    float tensor to half precision after each node, as the NPU stores them;
-    ``"float32"`` keeps full precision.  Arithmetic inside kernels is float32.
+    Args:
+        graph: the model graph (topologically ordered).
+        float_dtype: ``"float16"`` or ``"float32"`` storage precision.
+        custom_ops: Python custom operators (objects with ``op_type`` and
+            ``compute(self, node, inputs)``); they run nodes of their op type.
     """
 
-    def __init__(self, graph: Graph, float_dtype: str = "float16"):
-        if float_dtype not in ("float16", "float32"):
+    def __init__(self, graph: Graph, float_dtype: str = "float16", custom_ops: Sequence[Any] = ()):
+        if float_dtype not in FLOAT_DTYPES:
             raise InvalidParamError(f"float_dtype must be 'float16' or 'float32', not {float_dtype!r}")
-        missing = sorted({n.op for n in graph.nodes if n.op not in KERNELS})
+        self.graph = graph
+        self.float_dtype = float_dtype
+        self._round = float_dtype == "float16"
+        custom = {k.op.op_type: k for k in map(CustomOpKernel, custom_ops)}
+        self._check_ops(custom)
+
+        names: Dict[str, int] = {}
+        for name in list(graph.inputs) + list(graph.constants):
+            names.setdefault(name, len(names))
+        for node in graph.nodes:
+            for name in node.outputs:
+                if name:
+                    names.setdefault(name, len(names))
+        self.n_tensors = len(names)
+        self.input_slots = [names[n] for n in graph.inputs]
+        self.output_slots = [names[n] for n in graph.outputs]
+        self._names = names
+        self.constants: List[Tuple[int, np.ndarray]] = [
+            (names[k], self._store_constant(np.asarray(v))) for k, v in graph.constants.items()
+        ]
+        const_values = dict(self.constants)
+        self.steps: List[_Step] = []
+        for i, node in enumerate(graph.nodes):
+            spec = custom[node.op].spec(node) if node.op in custom else KERNELS[node.op]
+            ins = [names[n] if n else -1 for n in node.inputs]
+            attrs = dict(node.attrs)
+            if spec.prepare is not None:
+                try:
+                    attrs = spec.prepare(attrs, [const_values.get(s) for s in ins])
+                except RKNNError as e:
+                    raise ModelInvalidError(f"node {node.name!r} ({node.op}): {e.message}", op="rknn_init") from None
+            self.steps.append(_Step(i, node, spec, attrs, ins, [names[n] if n else -1 for n in node.outputs]))
+        # Slots no later step reads: dropped right after their last reader (or producer) runs,
+        # so an unplanned run holds only live tensors.
+        last = {}
+        for step in self.steps:
+            for slot in step.ins + step.outs:
+                if slot >= 0:
+                    last[slot] = step.index
+        keep = set(self.output_slots) | {slot for slot, _ in self.constants}
+        self.release_after: List[List[int]] = [[] for _ in self.steps]
+        for slot, index in last.items():
+            if slot not in keep:
+                self.release_after[index].append(slot)
+
+    def _check_ops(self, custom: Mapping[str, CustomOpKernel]) -> None:
+        missing = sorted({n.op for n in self.graph.nodes if n.op not in KERNELS and n.op not in custom})
         if missing:
-            first = next(n for n in graph.nodes if n.op in missing)
+            first = next(n for n in self.graph.nodes if n.op in missing)
             raise ModelInvalidError(
-                f"unsupported op {first.op!r} (node {first.name!r}); unsupported here: {', '.join(missing)}; "
-                f"the software backend supports: {', '.join(supported_ops())}",
+                f"unsupported op {first.op!r} (node {first.name!r}); not available here: {', '.join(missing)} "
+                f"(a custom operator must be registered for these); the software backend supports: "
+                f"{', '.join(supported_ops())}",
                 op="rknn_init",
             )
-        self.graph = graph
-        self._round = float_dtype == "float16"
-        self._steps = [(KERNELS[n.op], n) for n in graph.nodes]
-        self._constants = {k: self._store(np.asarray(v)) for k, v in graph.constants.items()}
 
-    def _store(self, a: np.ndarray) -> np.ndarray:
-        if a.dtype.kind == "f":
-            return a.astype(np.float16).astype(np.float32) if self._round else a.astype(np.float32, copy=False)
-        return a
+    def _store_constant(self, a: np.ndarray) -> np.ndarray:
+        if a.dtype.kind != "f":
+            return a
+        if self._round:
+            a = np.array(a, dtype=np.float32)
+            round_fp16_inplace(a.reshape(-1))
+            a.flags.writeable = False
+            return a
+        return a if a.dtype == np.float32 else np.asarray(a, dtype=np.float32)
 
-    def run(self, feeds: List[np.ndarray]) -> List[np.ndarray]:
-        """Execute once; ``feeds`` in graph-input order.  Returns the graph outputs."""
-        env: Dict[str, np.ndarray] = dict(self._constants)
-        for name, value in zip(self.graph.inputs, feeds):
-            env[name] = self._store(value)
-        for fn, node in self._steps:
-            args = [env[name] if name else None for name in node.inputs]
-            results = fn(args, node.attrs)
-            if len(results) < len(node.outputs):
+    def new_state(self) -> "ExecutionState":
+        """Per-context run state (planned buffers); contexts on one model share the Executor."""
+        return ExecutionState(self)
+
+    def run(self, feeds: Sequence[np.ndarray], state: Optional["ExecutionState"] = None) -> List[np.ndarray]:
+        """Execute once; ``feeds`` in graph-input order.  Returns new arrays the caller owns."""
+        return (state or ExecutionState(self)).run(feeds)
+
+    def slot_name(self, slot: int) -> str:
+        """The tensor name of a slot (for messages)."""
+        for name, s in self._names.items():
+            if s == slot:
+                return name
+        return f"#{slot}"
+
+
+class _Plan:
+    """Preallocated outputs for one input-shape signature: ``outs[step] = [array | None, ...]``."""
+
+    __slots__ = ("outs", "nbytes")
+
+    def __init__(self, outs: List[Optional[List[Optional[np.ndarray]]]], nbytes: int):
+        self.outs = outs
+        self.nbytes = nbytes
+
+
+class ExecutionState:
+    """The buffers of one context: a plan per input-shape signature.  Not thread-safe
+    by itself: the owning context serialises runs."""
+
+    MAX_PLANS = 8
+
+    def __init__(self, executor: Executor):
+        self.executor = executor
+        self._plans: Dict[tuple, _Plan] = {}
+        self._env: List[Optional[np.ndarray]] = [None] * executor.n_tensors
+        self._staging: Dict[int, np.ndarray] = {}
+
+    @property
+    def planned_bytes(self) -> int:
+        """Bytes held by the planned buffers of every signature seen so far."""
+        return sum(p.nbytes for p in self._plans.values())
+
+    def run(self, feeds: Sequence[np.ndarray]) -> List[np.ndarray]:
+        ex = self.executor
+        if len(feeds) != len(ex.input_slots):
+            raise InputInvalidError(f"the graph has {len(ex.input_slots)} inputs, got {len(feeds)}", op="rknn_run")
+        signature = tuple((x.shape, x.dtype.char) for x in feeds)
+        plan = self._plans.get(signature)
+        env = self._env
+        layout: Optional[List[Optional[Tuple[tuple, np.dtype]]]] = None if plan is not None else [None] * len(env)
+        for slot, value in ex.constants:
+            env[slot] = value
+        for i, (slot, x) in enumerate(zip(ex.input_slots, feeds)):
+            env[slot] = self._stage(i, x)
+            if layout is not None:
+                layout[slot] = (x.shape, env[slot].dtype)
+        try:
+            self._execute(env, plan, layout)
+            results = [np.array(env[s]) for s in ex.output_slots]
+            if layout is not None:
+                self._remember(signature, layout)
+        finally:
+            for i in range(len(env)):
+                env[i] = None
+        return results
+
+    def _stage(self, index: int, x: np.ndarray) -> np.ndarray:
+        """A float input in storage precision, converted in a reused buffer (no copy when
+        it already is float32 and no rounding is needed)."""
+        rounding = self.executor._round
+        if x.dtype.kind != "f" or (x.dtype == np.float32 and not rounding):
+            return x
+        buf = self._staging.get(index)
+        if buf is None or buf.shape != x.shape:
+            buf = self._staging[index] = np.empty(x.shape, np.float32)
+        np.copyto(buf, x, casting="unsafe")
+        if rounding:
+            round_fp16_inplace(buf.reshape(-1))
+        return buf
+
+    def _execute(self, env: List[Optional[np.ndarray]], plan: Optional[_Plan], layout) -> None:
+        rounding = self.executor._round
+        release_after = self.executor.release_after
+        for step in self.executor.steps:
+            args = [env[s] if s >= 0 else None for s in step.ins]
+            out = plan.outs[step.index] if plan is not None else None
+            spec = step.spec
+            try:
+                if out is not None:
+                    results = spec.fn(args, step.attrs, out)
+                else:
+                    results = spec.fn(args, step.attrs)
+            except RKNNError:
+                raise
+            except Exception as e:  # a kernel's numpy error: name the node, keep the cause
+                raise InputInvalidError(
+                    f"node {step.node.name!r} ({step.node.op}) failed on inputs "
+                    f"{[None if a is None else list(a.shape) for a in args]}: {e}",
+                    op="rknn_run",
+                ) from e
+            if len(results) < len(step.outs) and any(s >= 0 for s in step.outs[len(results):]):
                 raise ModelInvalidError(
-                    f"node {node.name!r} ({node.op}) declares {len(node.outputs)} outputs; the kernel gives {len(results)}",
+                    f"node {step.node.name!r} ({step.node.op}) declares {len(step.outs)} outputs, "
+                    f"the kernel gave {len(results)}",
                     op="rknn_run",
                 )
-            for name, value in zip(node.outputs, results):
-                env[name] = self._store(value)
-        return [np.array(env[name], copy=True) if env[name].base is not None else env[name]
-                for name in self.graph.outputs]
+            for slot, value in zip(step.outs, results):
+                if slot < 0:
+                    continue
+                if rounding and value.dtype.kind == "f":
+                    value = _rounded(value, args, out is not None)
+                env[slot] = value
+                if layout is not None:
+                    layout[slot] = (value.shape, value.dtype)
+            del args, results
+            for slot in release_after[step.index]:
+                env[slot] = None
+
+    def _remember(self, signature: tuple, layout: List[Optional[Tuple[tuple, np.dtype]]]) -> None:
+        if len(self._plans) >= self.MAX_PLANS:
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[signature] = _make_plan(self.executor, layout)
+
+
+def _rounded(value: np.ndarray, args: List[Optional[np.ndarray]], own_buffer: bool) -> np.ndarray:
+    """``value`` at float16 precision: in place when the buffer is the kernel's own."""
+    if value.dtype != np.float32:
+        value = np.asarray(value, dtype=np.float32)
+        own_buffer = True
+    if not own_buffer:
+        own_buffer = value.flags.writeable and value.flags.c_contiguous and not any(
+            a is not None and np.may_share_memory(value, a) for a in args
+        )
+    if not own_buffer or not value.flags.c_contiguous:
+        value = np.array(value, dtype=np.float32)
+    round_fp16_inplace(value.reshape(-1))
+    return value
+
+
+def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]]) -> _Plan:
+    """Assign buffers to the planned tensors of one run, reusing them by liveness."""
+    steps = ex.steps
+    dynamic = [False] * ex.n_tensors
+    last_use = [-1] * ex.n_tensors
+    alias_of = list(range(ex.n_tensors))  # storage root: outputs of non-out kernels may view their inputs
+
+    def root(s: int) -> int:
+        while alias_of[s] != s:
+            s = alias_of[s]
+        return s
+
+    for step in steps:
+        tainted = step.spec.data_dependent or any(s >= 0 and dynamic[s] for s in step.ins)
+        for s in step.ins:
+            if s >= 0:
+                r = root(s)
+                last_use[r] = max(last_use[r], step.index)
+        for s in step.outs:
+            if s < 0:
+                continue
+            dynamic[s] = tainted
+            if not step.spec.out:
+                for i in step.ins:  # a view keeps its source alive as long as the view is read
+                    if i >= 0:
+                        alias_of[s] = root(i)
+                        break
+    for s in ex.output_slots:
+        last_use[root(s)] = len(steps)
+
+    outs: List[Optional[List[Optional[np.ndarray]]]] = [None] * len(steps)
+    free: List[np.ndarray] = []  # byte buffers not in use
+    busy: Dict[int, np.ndarray] = {}  # root slot -> its byte buffer
+    total = 0
+    for step in steps:
+        planned = step.spec.out and not any(s >= 0 and dynamic[s] for s in step.outs)
+        if planned and all(s < 0 or layout[s] is not None for s in step.outs):
+            arrays: List[Optional[np.ndarray]] = []
+            for s in step.outs:
+                if s < 0:
+                    arrays.append(None)
+                    continue
+                shape, dtype = layout[s]
+                nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+                buf = _take(free, nbytes)
+                if buf is None:
+                    buf = np.empty(nbytes, np.uint8)
+                    total += nbytes
+                busy[s] = buf
+                arrays.append(buf[: int(np.prod(shape, dtype=np.int64)) * dtype.itemsize].view(dtype).reshape(shape))
+            outs[step.index] = arrays
+        for r in {root(s) for s in step.ins + step.outs if s >= 0}:
+            if r in busy and last_use[r] <= step.index:
+                free.append(busy.pop(r))
+    return _Plan(outs, total)
+
+
+def _take(free: List[np.ndarray], nbytes: int) -> Optional[np.ndarray]:
+    best = None
+    for i, buf in enumerate(free):
+        if buf.nbytes >= nbytes and (best is None or buf.nbytes < free[best].nbytes):
+            best = i
+    return free.pop(best) if best is not None else None

@@ -1,23 +1,61 @@
 """Operator kernels of the software backend, keyed by ONNX op type.
 
-A kernel is ``fn(inputs: list[np.ndarray | None], attrs: dict) -> list[np.ndarray]``
-(``None`` for an omitted optional input).  Kernels compute in float32 for float
-tensors; the executor applies the model's storage precision between nodes.
+Calling convention (every kernel)::
+
+    fn(inputs, attrs, out=None) -> list[np.ndarray]
+
+* ``inputs``: one entry per ONNX input; ``None`` for an omitted optional input
+  (trailing omitted inputs may be missing from the list).  Float tensors arrive as
+  float32 (the executor stores every float tensor in float32, rounded to float16
+  precision in float16 mode); integer and bool tensors keep their dtype.  Inputs
+  may be read-only views of the model file: never modify them.
+* ``attrs``: the node's ONNX attributes as Python values (ints, floats, str,
+  lists, numpy arrays for tensor attributes) plus ``"_opset"``, the model's
+  default-domain opset version, after ``prepare`` (below) has run once.
+* ``out``: for kernels registered with ``out=True``, the executor may pass
+  preallocated arrays of the exact output shapes and dtypes; the kernel writes
+  into them and returns them.  With ``out=None`` the kernel allocates.
+* Returns one array per ONNX output the node declares (optional trailing outputs
+  may be omitted when the node does not declare them).
+
+Registration options:
+
+* ``prepare(attrs, consts) -> attrs``: runs once when the model is compiled, with
+  the constant inputs (``None`` where an input is not constant); it may validate
+  attributes (raising ``ModelInvalidError``) and precompute (packed weights...).
+* ``data_dependent=True``: the output shape depends on input *values* (NonZero,
+  TopK with a runtime k...), so the executor never preallocates for it or for
+  anything downstream.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional
 
-KERNELS: Dict[str, Callable] = {}
+__all__ = ["KernelSpec", "KERNELS", "kernel", "supported_ops"]
 
 
-def kernel(*op_types: str):
-    """Register the decorated function as the kernel of ``op_types``."""
+@dataclass(frozen=True)
+class KernelSpec:
+    """A registered kernel and how the executor may call it."""
+
+    op_type: str
+    fn: Callable
+    out: bool = False
+    prepare: Optional[Callable] = None
+    data_dependent: bool = False
+
+
+KERNELS: Dict[str, KernelSpec] = {}
+
+
+def kernel(*op_types: str, out: bool = False, prepare: Optional[Callable] = None, data_dependent: bool = False):
+    """Register the decorated function as the kernel of ``op_types`` (see the module doc)."""
 
     def register(fn):
         for op in op_types:
-            KERNELS[op] = fn
+            KERNELS[op] = KernelSpec(op, fn, out, prepare, data_dependent)
         return fn
 
     return register
@@ -28,4 +66,4 @@ def supported_ops() -> List[str]:
     return sorted(KERNELS)
 
 
-from . import elementwise, nn, shape  # noqa: E402,F401  (registers the kernels)
+from . import activation, conv, elementwise, linear, norm, pool, reduce, resize, rnn, shape, tensor  # noqa: E402,F401,E501

@@ -8,7 +8,7 @@ from . import kernel
 
 
 @kernel("Flatten")
-def flatten(inputs, attrs):
+def flatten(inputs, attrs, out=None):
     x = inputs[0]
     axis = attrs.get("axis", 1)
     if axis < 0:
@@ -18,7 +18,7 @@ def flatten(inputs, attrs):
 
 
 @kernel("Reshape")
-def reshape(inputs, attrs):
+def reshape(inputs, attrs, out=None):
     x, shape = inputs[0], [int(d) for d in inputs[1]]
     if not attrs.get("allowzero", 0):
         shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
@@ -26,5 +26,5 @@ def reshape(inputs, attrs):
 
 
 @kernel("Identity", "Dropout")
-def identity(inputs, attrs):
+def identity(inputs, attrs, out=None):
     return [inputs[0]]

@@ -1,4 +1,4 @@
-"""Neural-network kernels: convolution, dense layers, pooling, softmax."""
+"""Convolution kernels (see the package docstring for the calling convention)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _conv_pads(attrs, in_hw, kernel_hw, strides, dilations):
 
 
 @kernel("Conv")
-def conv(inputs, attrs):
+def conv(inputs, attrs, out=None):
     x, w = inputs[0], inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
     if x.ndim != 4:
@@ -53,42 +53,3 @@ def conv(inputs, attrs):
     if b is not None:
         y += b.astype(np.float32, copy=False).reshape(1, m, 1)
     return [y.reshape(n, m, oh, ow)]
-
-
-@kernel("Gemm")
-def gemm(inputs, attrs):
-    a, b = inputs[0], inputs[1]
-    c = inputs[2] if len(inputs) > 2 else None
-    if attrs.get("transA", 0):
-        a = a.T
-    if attrs.get("transB", 0):
-        b = b.T
-    y = attrs.get("alpha", 1.0) * (a @ b)
-    if c is not None:
-        y = y + attrs.get("beta", 1.0) * c
-    return [y.astype(np.float32, copy=False)]
-
-
-@kernel("MatMul")
-def matmul(inputs, attrs):
-    return [np.matmul(inputs[0], inputs[1])]
-
-
-@kernel("GlobalAveragePool")
-def global_average_pool(inputs, attrs):
-    x = inputs[0]
-    return [x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=np.float32)]
-
-
-@kernel("GlobalMaxPool")
-def global_max_pool(inputs, attrs):
-    x = inputs[0]
-    return [x.max(axis=tuple(range(2, x.ndim)), keepdims=True)]
-
-
-@kernel("Softmax")
-def softmax(inputs, attrs):
-    x = inputs[0]
-    axis = attrs.get("axis", -1)
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return [e / e.sum(axis=axis, keepdims=True)]

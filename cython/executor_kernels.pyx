@@ -1,0 +1,34 @@
+# cython: language_level=3
+"""Kernels the executor itself needs; each runs without the GIL."""
+
+from libc.stdint cimport uint32_t
+from libc.math cimport fabsf, rintf, INFINITY
+from libc.string cimport memcpy
+
+
+cdef inline float _round_half(float x) noexcept nogil:
+    """Round to the nearest float16 value (ties to even), kept in float32 format."""
+    cdef uint32_t u
+    cdef float a = fabsf(x)
+    if x != x:  # NaN
+        return x
+    if a >= 65520.0:  # rounds to +-inf in float16 (max finite 65504)
+        return INFINITY if x > 0 else -INFINITY
+    if a < 6.103515625e-05:  # float16 subnormal range: multiples of 2**-24
+        return rintf(x * 16777216.0) * (1.0 / 16777216.0)
+    memcpy(&u, &x, 4)
+    u = (u + 0xFFF + ((u >> 13) & 1)) & ~(<uint32_t>0x1FFF)
+    memcpy(&x, &u, 4)
+    return x
+
+
+def round_fp16_inplace(float[::1] data):
+    """Round every element of a contiguous float32 buffer to float16 precision, in place.
+
+    Same result as ``x.astype(np.float16).astype(np.float32)`` (round to nearest even,
+    overflow to +-inf, float16 subnormals), with no allocation and the GIL released.
+    """
+    cdef Py_ssize_t i, n = data.shape[0]
+    with nogil:
+        for i in range(n):
+            data[i] = _round_half(data[i])

@@ -1,0 +1,1 @@
+"""Host-side converter (ONNX -> portable .rknn); imports onnx lazily."""

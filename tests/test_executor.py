@@ -1,0 +1,190 @@
+"""The software executor: memory plan, float16 storage, custom ops, errors, concurrency."""
+
+from __future__ import annotations
+
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import rknnlite
+from rknnlite import InputInvalidError, InvalidParamError, ModelInvalidError
+from rknnlite.backends.software.executor import Executor
+from rknnlite.model.graph import Graph, Node
+from rknnlite.model.metadata import build_metadata
+from rknnlite.model.portable import write_portable
+from rknnlite.model.spec import TensorSpec
+
+
+def conv_chain(channels=16, size=64, depth=4, seed=0) -> Graph:
+    rng = np.random.default_rng(seed)
+    nodes, consts, prev = [], {}, "x"
+    for i in range(depth):
+        consts[f"w{i}"] = (rng.standard_normal((channels, channels, 3, 3)) * 0.1).astype(np.float32)
+        consts[f"b{i}"] = rng.standard_normal(channels).astype(np.float32)
+        nodes.append(Node("Conv", f"conv{i}", [prev, f"w{i}", f"b{i}"], [f"c{i}"], {"pads": [1, 1, 1, 1]}))
+        nodes.append(Node("Relu", f"relu{i}", [f"c{i}"], [f"r{i}"]))
+        prev = f"r{i}"
+    nodes.append(Node("GlobalAveragePool", "gap", [prev], ["y"]))
+    return Graph(nodes, ["x"], ["y"], consts)
+
+
+def test_plan_reuses_buffers_and_keeps_results():
+    graph = conv_chain()
+    state = Executor(graph, "float32").new_state()
+    x = np.random.default_rng(1).standard_normal((1, 16, 64, 64)).astype(np.float32)
+    first = state.run([x])[0]
+    second = state.run([x])[0]
+    np.testing.assert_array_equal(first, second)
+    activation = 16 * 64 * 64 * 4
+    # 8 conv/relu activations of one size live in at most 2-3 buffers
+    assert activation <= state.planned_bytes <= 3 * activation
+    other = np.random.default_rng(2).standard_normal((1, 16, 64, 64)).astype(np.float32)
+    np.testing.assert_array_equal(state.run([other])[0], Executor(graph, "float32").run([other])[0])
+
+
+def test_no_tensor_sized_allocation_after_warm_up():
+    state = Executor(conv_chain(), "float16").new_state()
+    x = np.random.default_rng(1).standard_normal((1, 16, 64, 64)).astype(np.float32)
+    state.run([x])
+    state.run([x])
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for _ in range(3):
+            state.run([x])
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    activation = 16 * 64 * 64 * 4
+    assert peak - base < activation // 4, f"peak grew by {peak - base} bytes during planned runs"
+    assert current - base < 4096
+
+
+def test_new_input_shape_gets_its_own_plan():
+    graph = Graph([Node("Relu", "r", ["x"], ["y"])], ["x"], ["y"])
+    state = Executor(graph, "float32").new_state()
+    for shape in [(2, 3), (4, 5), (2, 3)]:
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        np.testing.assert_array_equal(state.run([x])[0], np.maximum(x, 0))
+
+
+def test_float16_mode_stores_every_tensor_at_half_precision():
+    graph = Graph([Node("Add", "add", ["a", "b"], ["s"]), Node("Mul", "mul", ["s", "k"], ["y"])],
+                  ["a", "b"], ["y"], {"k": np.array([1.0001], np.float32)})
+    a = np.array([1.0, 2049.0, 1e-7, 70000.0], np.float32)
+    b = np.array([2 ** -11, 1.0, 0.0, 0.0], np.float32)
+    def h(v):
+        with np.errstate(over="ignore"):
+            return np.asarray(v, np.float32).astype(np.float16).astype(np.float32)
+
+    expected = h(h(h(a) + h(b)) * h(np.float32(1.0001)))
+    for _ in range(2):  # unplanned, then planned
+        out = Executor(graph, "float16").new_state()
+        np.testing.assert_array_equal(out.run([a, b])[0], expected)
+    exact = Executor(graph, "float32").run([a, b])[0]
+    np.testing.assert_array_equal(exact, (a + b) * np.float32(1.0001))
+
+
+class TopHalf:
+    """A custom op whose output shape depends on the data: the elements above the mean."""
+
+    op_type = "cstAboveMean"
+
+    def shape_infer(self, node, in_shapes, in_dtypes):
+        return [[-1]], [in_dtypes[0]]
+
+    def compute(self, node, inputs):
+        x = inputs[0].reshape(-1)
+        return [x[x > x.mean()] * node.attrs.get("scale", 1.0)]
+
+
+def custom_graph() -> Graph:
+    return Graph([Node("cstAboveMean", "above", ["x"], ["t"], {"scale": 2.0}), Node("Relu", "r", ["t"], ["y"])],
+                 ["x"], ["y"])
+
+
+def test_custom_op_runs_and_data_dependent_shapes_stay_unplanned():
+    state = Executor(custom_graph(), "float32", custom_ops=[TopHalf()]).new_state()
+    for x in ([1.0, 2.0, 3.0, 4.0], [5.0, -1.0, 0.0, 0.5], [-4.0, -3.0, 10.0, 9.0]):
+        x = np.array(x, np.float32)
+        np.testing.assert_array_equal(state.run([x])[0], np.maximum(x[x > x.mean()] * 2, 0))
+
+
+def test_unregistered_custom_op_fails_at_init_naming_it():
+    with pytest.raises(ModelInvalidError, match="cstAboveMean.*node 'above'"):
+        Executor(custom_graph(), "float32")
+
+
+def test_custom_op_through_context():
+    meta = build_metadata([TensorSpec("x", (4,), "float32")], [TensorSpec("y", (-1,), "float32")],
+                          float_dtype="float32")
+    data = write_portable(meta, custom_graph())
+    with pytest.raises(ModelInvalidError, match="cstAboveMean"):
+        rknnlite.Context(data)
+    with rknnlite.Context(data, custom_ops=[TopHalf()]) as ctx:
+        np.testing.assert_array_equal(ctx.run([np.array([1, 2, 3, 4], np.float32)])[0], [6.0, 8.0])
+
+
+def test_invalid_custom_op_object():
+    with pytest.raises(InvalidParamError, match="op_type"):
+        Executor(custom_graph(), "float32", custom_ops=[object()])
+
+
+def test_kernel_failure_names_the_node_and_state_stays_usable():
+    graph = Graph([Node("Add", "adder", ["a", "b"], ["y"])], ["a", "b"], ["y"])
+    state = Executor(graph, "float32").new_state()
+    with pytest.raises(InputInvalidError, match="node 'adder' \\(Add\\)"):
+        state.run([np.ones((2, 3), np.float32), np.ones((4,), np.float32)])
+    np.testing.assert_array_equal(state.run([np.ones(3, np.float32), np.ones(3, np.float32)])[0], [2, 2, 2])
+
+
+def test_bad_float_dtype():
+    with pytest.raises(InvalidParamError):
+        Executor(custom_graph(), "bfloat16")
+
+
+def test_states_run_concurrently_with_correct_results():
+    ex = Executor(conv_chain(size=32), "float16")
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((1, 16, 32, 32)).astype(np.float32) for _ in range(4)]
+    expected = [ex.run([x])[0] for x in xs]
+    errors = []
+
+    def worker(i):
+        state = ex.new_state()
+        for _ in range(10):
+            try:
+                np.testing.assert_array_equal(state.run([xs[i]])[0], expected[i])
+            except Exception as e:  # collected and asserted below
+                errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_one_context_is_safe_to_share_between_threads():
+    meta = build_metadata([TensorSpec("x", (1, 16, 32, 32), "float32", "NCHW")],
+                          [TensorSpec("y", (1, 16, 1, 1), "float32", "NCHW")])
+    with rknnlite.Context(write_portable(meta, conv_chain(size=32))) as ctx:
+        rng = np.random.default_rng(4)
+        xs = [rng.standard_normal((1, 16, 32, 32)).astype(np.float32) for _ in range(4)]
+        expected = [ctx.run([x])[0] for x in xs]
+        errors = []
+
+        def worker(i):
+            for _ in range(10):
+                if not np.array_equal(ctx.run([xs[i]])[0], expected[i]):
+                    errors.append(i)
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
