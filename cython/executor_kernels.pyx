@@ -32,3 +32,24 @@ def round_fp16_inplace(float[::1] data):
     with nogil:
         for i in range(n):
             data[i] = _round_half(data[i])
+
+
+def fake_quant_inplace(float[::1] data, float scale, int zero_point, int qmin=-128, int qmax=127):
+    """Snap a float32 buffer onto an affine integer grid, in place.
+
+    Each value becomes ``(clip(round_half_even(x / scale) + zero_point, qmin, qmax) -
+    zero_point) * scale``: what storing it as an int8 (by default) tensor with that
+    scale and zero point and reading it back gives.  GIL released, no allocation.
+    """
+    cdef Py_ssize_t i, n = data.shape[0]
+    cdef float q
+    if not scale > 0:
+        raise ValueError(f"quantization scale must be positive, got {scale}")
+    with nogil:
+        for i in range(n):
+            q = rintf(data[i] / scale) + zero_point
+            if q < qmin:
+                q = qmin
+            elif q > qmax:
+                q = qmax
+            data[i] = (q - zero_point) * scale

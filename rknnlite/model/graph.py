@@ -13,6 +13,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import ModelInvalidError
+from .spec import QuantParams
+
+#: Integer types a quantized tensor may use.
+QUANT_DTYPES = ("int8", "uint8", "int16")
 
 __all__ = ["Node", "Graph"]
 
@@ -42,11 +46,15 @@ class Graph:
     """
 
     def __init__(self, nodes: List[Node], inputs: List[str], outputs: List[str],
-                 constants: Optional[Dict[str, np.ndarray]] = None):
+                 constants: Optional[Dict[str, np.ndarray]] = None,
+                 quant: Optional[Dict[str, QuantParams]] = None):
         self.nodes = nodes
         self.inputs = inputs
         self.outputs = outputs
         self.constants: Dict[str, np.ndarray] = dict(constants or {})
+        #: Quantization of tensors by name (int8 models): activations per tensor,
+        #: weights per tensor or per channel (``QuantParams.axis``).
+        self.quant: Dict[str, QuantParams] = dict(quant or {})
 
     def validate(self) -> None:
         """Check names resolve in order: each node input is a graph input, a constant or an
@@ -71,6 +79,15 @@ class Graph:
         for name in self.outputs:
             if name not in known:
                 raise ModelInvalidError(f"graph output {name!r} is never produced", op="load")
+        for name, q in self.quant.items():
+            if name not in known:
+                raise ModelInvalidError(f"quantization given for unknown tensor {name!r}", op="load")
+            if q.dtype not in QUANT_DTYPES or any(not s > 0 for s in q.scale):
+                raise ModelInvalidError(
+                    f"tensor {name!r}: quantization needs dtype in {QUANT_DTYPES} and positive scales, "
+                    f"got {q.dtype} {list(q.scale)}",
+                    op="load",
+                )
 
     # -- serialisation -------------------------------------------------------------------
 
@@ -89,7 +106,11 @@ class Graph:
                 attrs[key] = value
             nodes.append({"op": node.op, "name": node.name, "inputs": node.inputs,
                           "outputs": node.outputs, "attrs": attrs})
-        return {"nodes": nodes, "inputs": self.inputs, "outputs": self.outputs}, constants
+        d = {"nodes": nodes, "inputs": self.inputs, "outputs": self.outputs}
+        if self.quant:
+            d["quant"] = {name: {"dtype": q.dtype, "scale": list(q.scale), "zero_point": list(q.zero_point),
+                                 "axis": q.axis} for name, q in self.quant.items()}
+        return d, constants
 
     @classmethod
     def from_dict(cls, d: Mapping, constants: Mapping[str, np.ndarray]) -> "Graph":
@@ -119,11 +140,23 @@ class Graph:
                     attrs[key] = value
                 nodes.append(Node(n["op"], n["name"], _names(n["inputs"], "node inputs", allow_empty=True),
                                   _names(n["outputs"], "node outputs"), attrs))
-        except (KeyError, TypeError) as e:
+            quant = {name: _quant(q, name) for name, q in d.get("quant", {}).items()}
+        except (KeyError, TypeError, ValueError) as e:
             raise ModelInvalidError(f"malformed graph: {e}", op="load") from None
-        graph = cls(nodes, inputs, outputs, {k: v for k, v in constants.items() if k not in attr_refs})
+        graph = cls(nodes, inputs, outputs, {k: v for k, v in constants.items() if k not in attr_refs}, quant)
         graph.validate()
         return graph
+
+
+def _quant(q, name: str) -> QuantParams:
+    if not isinstance(q, dict):
+        raise TypeError(f"quant[{name!r}] must be an object")
+    scale = tuple(float(v) for v in q["scale"])
+    zero_point = tuple(int(v) for v in q["zero_point"])
+    if not scale or len(scale) != len(zero_point):
+        raise ValueError(f"quant[{name!r}] needs as many zero points as scales")
+    axis = q.get("axis")
+    return QuantParams(str(q["dtype"]), scale, zero_point, None if axis is None else int(axis))
 
 
 def _names(value, what: str, allow_empty: bool = False) -> List[str]:

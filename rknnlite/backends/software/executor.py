@@ -15,9 +15,13 @@ the returned outputs.  Tensors whose shape depends on data (after a
 ``data_dependent`` kernel) and outputs of kernels that cannot write in place stay
 unplanned and are allocated per run.
 
-Numeric mode: ``float16`` stores every float tensor at half precision between nodes
+Numeric modes: ``float16`` stores every float tensor at half precision between nodes
 (rounded in place, as the NPU stores them) while kernels compute in float32;
-``float32`` keeps full precision (an exact reference mode of this project).
+``float32`` keeps full precision (an exact reference mode of this project).  In an
+int8 model (``Graph.quant`` set), each quantized tensor is stored on its int8 grid
+(``(clip(round(x / scale) + zp) - zp) * scale``; weights per tensor or per channel),
+so every kernel sees exactly the values an int8 tensor holds; accumulation inside
+kernels is float32, and tensors without quantization follow ``float_dtype``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..._native.executor_kernels import round_fp16_inplace
+from ..._native.executor_kernels import fake_quant_inplace, round_fp16_inplace
 from ...errors import InputInvalidError, InvalidParamError, ModelInvalidError, RKNNError
 from ...model.graph import Graph, Node
 from .ops import KERNELS, KernelSpec, supported_ops
@@ -102,8 +106,14 @@ class Executor:
         self.input_slots = [names[n] for n in graph.inputs]
         self.output_slots = [names[n] for n in graph.outputs]
         self._names = names
+        qmax = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
+        #: per-tensor quantized activations: slot -> (scale, zero point, qmin, qmax)
+        self.quant_slots: Dict[int, Tuple[float, int, int, int]] = {
+            names[k]: (q.scale[0], q.zero_point[0]) + qmax[q.dtype]
+            for k, q in graph.quant.items() if k in names and k not in graph.constants and len(q.scale) == 1
+        }
         self.constants: List[Tuple[int, np.ndarray]] = [
-            (names[k], self._store_constant(np.asarray(v))) for k, v in graph.constants.items()
+            (names[k], self._store_constant(np.asarray(v), graph.quant.get(k), qmax)) for k, v in graph.constants.items()
         ]
         const_values = dict(self.constants)
         self.steps: List[_Step] = []
@@ -141,9 +151,11 @@ class Executor:
                 op="rknn_init",
             )
 
-    def _store_constant(self, a: np.ndarray) -> np.ndarray:
+    def _store_constant(self, a: np.ndarray, quant=None, limits=None) -> np.ndarray:
         if a.dtype.kind != "f":
             return a
+        if quant is not None:
+            return _fake_quant_constant(a, quant, limits[quant.dtype])
         if self._round:
             a = np.array(a, dtype=np.float32)
             round_fp16_inplace(a.reshape(-1))
@@ -219,21 +231,25 @@ class ExecutionState:
         return results
 
     def _stage(self, index: int, x: np.ndarray) -> np.ndarray:
-        """A float input in storage precision, converted in a reused buffer (no copy when
-        it already is float32 and no rounding is needed)."""
-        rounding = self.executor._round
-        if x.dtype.kind != "f" or (x.dtype == np.float32 and not rounding):
+        """A float input in storage precision (float16 rounding or its int8 grid), converted
+        in a reused buffer; no copy when it already is float32 and needs neither."""
+        ex = self.executor
+        q = ex.quant_slots.get(ex.input_slots[index])
+        if x.dtype.kind != "f" or (x.dtype == np.float32 and not ex._round and q is None):
             return x
         buf = self._staging.get(index)
         if buf is None or buf.shape != x.shape:
             buf = self._staging[index] = np.empty(x.shape, np.float32)
         np.copyto(buf, x, casting="unsafe")
-        if rounding:
+        if q is not None:
+            fake_quant_inplace(buf.reshape(-1), *q)
+        elif ex._round:
             round_fp16_inplace(buf.reshape(-1))
         return buf
 
     def _execute(self, env: List[Optional[np.ndarray]], plan: Optional[_Plan], layout) -> None:
         rounding = self.executor._round
+        quant = self.executor.quant_slots
         release_after = self.executor.release_after
         for step in self.executor.steps:
             args = [env[s] if s >= 0 else None for s in step.ins]
@@ -261,8 +277,14 @@ class ExecutionState:
             for slot, value in zip(step.outs, results):
                 if slot < 0:
                     continue
-                if rounding and value.dtype.kind == "f":
-                    value = _rounded(value, args, out is not None)
+                if value.dtype.kind == "f":
+                    q = quant.get(slot)
+                    if q is not None:
+                        value = _own_float32(value, args, out is not None)
+                        fake_quant_inplace(value.reshape(-1), *q)
+                    elif rounding:
+                        value = _own_float32(value, args, out is not None)
+                        round_fp16_inplace(value.reshape(-1))
                 env[slot] = value
                 if layout is not None:
                     layout[slot] = (value.shape, value.dtype)
@@ -276,19 +298,37 @@ class ExecutionState:
         self._plans[signature] = _make_plan(self.executor, layout)
 
 
-def _rounded(value: np.ndarray, args: List[Optional[np.ndarray]], own_buffer: bool) -> np.ndarray:
-    """``value`` at float16 precision: in place when the buffer is the kernel's own."""
+def _own_float32(value: np.ndarray, args: List[Optional[np.ndarray]], own_buffer: bool) -> np.ndarray:
+    """``value`` as a float32 C-contiguous array that may be changed in place: the kernel's
+    own buffer when it is one, else a copy (a view of an input must not be touched)."""
     if value.dtype != np.float32:
-        value = np.asarray(value, dtype=np.float32)
-        own_buffer = True
+        return np.array(value, dtype=np.float32)
     if not own_buffer:
-        own_buffer = value.flags.writeable and value.flags.c_contiguous and not any(
-            a is not None and np.may_share_memory(value, a) for a in args
-        )
+        own_buffer = value.flags.writeable and not any(a is not None and np.may_share_memory(value, a) for a in args)
     if not own_buffer or not value.flags.c_contiguous:
-        value = np.array(value, dtype=np.float32)
-    round_fp16_inplace(value.reshape(-1))
+        return np.array(value, dtype=np.float32)
     return value
+
+
+def _fake_quant_constant(a: np.ndarray, q, limits: Tuple[int, int]) -> np.ndarray:
+    """A float constant snapped onto its quantization grid (per tensor or per channel)."""
+    a = np.array(a, dtype=np.float32)
+    if len(q.scale) == 1:
+        fake_quant_inplace(a.reshape(-1), q.scale[0], q.zero_point[0], *limits)
+    else:
+        axis = q.axis if q.axis is not None else 0
+        if a.shape[axis] != len(q.scale):
+            raise ModelInvalidError(
+                f"per-channel quantization has {len(q.scale)} scales for {a.shape[axis]} channels on axis {axis}",
+                op="rknn_init",
+            )
+        moved = np.moveaxis(a, axis, 0)
+        for c, (scale, zp) in enumerate(zip(q.scale, q.zero_point)):
+            channel = np.ascontiguousarray(moved[c])
+            fake_quant_inplace(channel.reshape(-1), scale, zp, *limits)
+            moved[c] = channel
+    a.flags.writeable = False
+    return a
 
 
 def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]]) -> _Plan:
