@@ -33,5 +33,7 @@ class SoftwareBackend:
         return SoftwareBackend(self.model, self._executor)
 
     def close(self) -> None:
+        if self._state is not None:
+            self._state.close()
         self._executor = None
         self._state = None

@@ -34,6 +34,7 @@ from ..._native.executor_kernels import fake_quant_inplace, round_fp16_inplace
 from ...errors import InputInvalidError, InvalidParamError, ModelInvalidError, RKNNError
 from ...model.graph import Graph, Node
 from .ops import KERNELS, KernelSpec, supported_ops
+from .parallel import WorkerPool, threads_from_env, using
 
 __all__ = ["Executor", "ExecutionState", "CustomOpKernel"]
 
@@ -163,9 +164,10 @@ class Executor:
             return a
         return a if a.dtype == np.float32 else np.asarray(a, dtype=np.float32)
 
-    def new_state(self) -> "ExecutionState":
-        """Per-context run state (planned buffers); contexts on one model share the Executor."""
-        return ExecutionState(self)
+    def new_state(self, threads: Optional[int] = None) -> "ExecutionState":
+        """Per-context run state (planned buffers, worker threads); contexts on one model
+        share the Executor.  ``threads`` defaults to ``RKNNLITE_NUM_THREADS`` or 1."""
+        return ExecutionState(self, threads)
 
     def run(self, feeds: Sequence[np.ndarray], state: Optional["ExecutionState"] = None) -> List[np.ndarray]:
         """Execute once; ``feeds`` in graph-input order.  Returns new arrays the caller owns."""
@@ -195,11 +197,24 @@ class ExecutionState:
 
     MAX_PLANS = 8
 
-    def __init__(self, executor: Executor):
+    def __init__(self, executor: Executor, threads: Optional[int] = None):
         self.executor = executor
+        self.pool = WorkerPool(threads if threads is not None else threads_from_env())
         self._plans: Dict[tuple, _Plan] = {}
         self._env: List[Optional[np.ndarray]] = [None] * executor.n_tensors
         self._staging: Dict[int, np.ndarray] = {}
+
+    def set_threads(self, threads: int) -> None:
+        """Use ``threads`` worker threads (caller included) per run from now on."""
+        if threads != self.pool.threads:
+            self.pool.close()
+            self.pool = WorkerPool(threads)
+
+    def close(self) -> None:
+        """Stop the worker threads and drop the buffers."""
+        self.pool.close()
+        self._plans.clear()
+        self._staging.clear()
 
     @property
     def planned_bytes(self) -> int:
@@ -221,7 +236,8 @@ class ExecutionState:
             if layout is not None:
                 layout[slot] = (x.shape, env[slot].dtype)
         try:
-            self._execute(env, plan, layout)
+            with using(self.pool):
+                self._execute(env, plan, layout)
             results = [np.array(env[s]) for s in ex.output_slots]
             if layout is not None:
                 self._remember(signature, layout)

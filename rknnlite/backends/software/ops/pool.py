@@ -1,19 +1,294 @@
-"""Pooling kernels (see the package docstring for the calling convention)."""
+"""Pooling kernels: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, LpNormalization.
+
+Layouts are ONNX's: ``(N, C, D1, ..., Dk)``.  MaxPool and AveragePool with one to
+three spatial axes run in the compiled ``rknnlite._native.pool_kernels`` loops
+(GIL released), written straight into the caller's output when it is C-contiguous.
+See the package docstring for the calling convention.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ....errors import ModelInvalidError
+from ...._native.pool_kernels import avg_pool, max_pool
 from . import kernel
 
+_AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+_MAX_DTYPES = (np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64)
 
-@kernel("GlobalAveragePool")
+
+def _int_list(attrs, name, op, length, default, minimum):
+    """Attribute ``name`` as a list of ``length`` ints >= ``minimum`` (or ``default``)."""
+    value = attrs.get(name)
+    if value is None:
+        return [default] * length
+    try:
+        value = [int(v) for v in value]
+    except (TypeError, ValueError):
+        raise ModelInvalidError(f"{op}: attribute {name} must be a list of ints, got {value!r}", op=op) from None
+    if len(value) != length:
+        raise ModelInvalidError(f"{op}: attribute {name} must have {length} values, got {value}", op=op)
+    if any(v < minimum for v in value):
+        raise ModelInvalidError(f"{op}: attribute {name} values must be >= {minimum}, got {value}", op=op)
+    return value
+
+
+def _check_flag(attrs, name, op):
+    value = attrs.get(name, 0)
+    if value not in (0, 1):
+        raise ModelInvalidError(f"{op}: attribute {name} must be 0 or 1, got {value!r}", op=op)
+
+
+def _prepare_pool(op):
+    """Build the ``prepare`` hook of ``op``: validate attributes once, normalise defaults."""
+
+    def prepare(attrs, consts):
+        ks = attrs.get("kernel_shape")
+        if not ks or not isinstance(ks, (list, tuple)):
+            raise ModelInvalidError(f"{op}: attribute kernel_shape is required (a list of ints)", op=op)
+        nd = len(ks)
+        if nd > 3:
+            raise ModelInvalidError(f"{op}: kernel_shape {list(ks)} has {nd} spatial axes; 1 to 3 are supported",
+                                    op=op)
+        auto_pad = attrs.get("auto_pad", "NOTSET")
+        if auto_pad not in _AUTO_PADS:
+            raise ModelInvalidError(f"{op}: attribute auto_pad must be one of {', '.join(_AUTO_PADS)}, "
+                                    f"got {auto_pad!r}", op=op)
+        if auto_pad != "NOTSET" and any(attrs.get("pads") or []):
+            raise ModelInvalidError(f"{op}: attributes pads and auto_pad={auto_pad} cannot be used together", op=op)
+        new = dict(attrs)
+        new["kernel_shape"] = _int_list(attrs, "kernel_shape", op, nd, 1, 1)
+        new["strides"] = _int_list(attrs, "strides", op, nd, 1, 1)
+        new["dilations"] = _int_list(attrs, "dilations", op, nd, 1, 1)
+        new["pads"] = _int_list(attrs, "pads", op, 2 * nd, 0, 0)
+        new["auto_pad"] = auto_pad
+        _check_flag(attrs, "ceil_mode", op)
+        if op == "MaxPool":
+            _check_flag(attrs, "storage_order", op)
+        else:
+            _check_flag(attrs, "count_include_pad", op)
+        return new
+
+    return prepare
+
+
+def _geometry(attrs, in_sp):
+    """Per spatial axis: (kernel, stride, dilation, pad_begin, pad_end, output size).
+
+    Follows ONNX: explicit pads with floor/ceil (a ceil-mode window may not start in
+    the end padding), or auto_pad SAME_UPPER/SAME_LOWER (output ``ceil(in/stride)``,
+    odd total padding at the end/beginning) or VALID (no padding).
+    """
+    ks, ss, ds = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
+    nd = len(ks)
+    pads = attrs["pads"]
+    auto_pad = attrs["auto_pad"]
+    ceil_mode = attrs.get("ceil_mode", 0)
+    geo = []
+    for a in range(nd):
+        size, k, s, d = in_sp[a], ks[a], ss[a], ds[a]
+        extent = (k - 1) * d + 1
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            n_out = -(-size // s)
+            total = max(0, (n_out - 1) * s + extent - size)
+            small = total // 2
+            pb, pe = (small, total - small) if auto_pad == "SAME_UPPER" else (total - small, small)
+        else:
+            pb, pe = (0, 0) if auto_pad == "VALID" else (pads[a], pads[nd + a])
+            span = size + pb + pe - extent
+            if span < 0:
+                n_out = 0
+            elif ceil_mode:
+                n_out = -(-span // s) + 1
+                if (n_out - 1) * s >= size + pb:
+                    n_out -= 1
+            else:
+                n_out = span // s + 1
+        geo.append((k, s, d, pb, pe, n_out))
+    return geo
+
+
+def _tap_range(n_out, k, s, d, pb, lo_bound, hi_bound):
+    """[lo, hi) of the kernel taps whose position lies in [lo_bound, hi_bound), per output."""
+    start = np.arange(n_out, dtype=np.int64) * s - pb
+    lo = np.where(start >= lo_bound, 0, (lo_bound - start + d - 1) // d)
+    hi = np.where(hi_bound - start <= 0, 0, (hi_bound - start - 1) // d + 1)
+    lo = np.minimum(lo, k)
+    hi = np.maximum(np.minimum(hi, k), lo)
+    return np.ascontiguousarray(lo, dtype=np.int64), np.ascontiguousarray(hi, dtype=np.int64)
+
+
+def _as_4d(shape_sp):
+    """Pad a 1-3 axis spatial shape to 3 axes (leading 1s), as the native loops expect."""
+    return (1,) * (3 - len(shape_sp)) + tuple(shape_sp)
+
+
+def _pool_setup(x, attrs):
+    """Common part of MaxPool/AveragePool: geometry padded to 3 axes and the 4-D input view."""
+    nd = len(attrs["kernel_shape"])
+    if x.ndim != nd + 2:
+        raise ValueError(f"input of rank {x.ndim} does not match kernel_shape {attrs['kernel_shape']}")
+    n, c = x.shape[:2]
+    in_sp = x.shape[2:]
+    geo = [(1, 1, 1, 0, 0, 1)] * (3 - nd) + _geometry(attrs, in_sp)
+    in4 = _as_4d(in_sp)
+    out_sp = tuple(g[5] for g in geo[3 - nd:])
+    x4 = np.ascontiguousarray(x).reshape((n * c,) + in4)
+    return geo, in4, x4, (n, c) + out_sp
+
+
+def _target(out, i, shape, dtype):
+    """(array the kernel writes, array to return): ``out[i]`` itself when it is usable."""
+    if out is not None and len(out) > i and out[i] is not None:
+        dest = out[i]
+        if dest.flags.c_contiguous and dest.dtype == dtype and dest.shape == shape:
+            return dest, dest
+        return np.empty(shape, dtype), dest
+    y = np.empty(shape, dtype)
+    return y, y
+
+
+def _finish(work, dest):
+    if work is not dest:
+        np.copyto(dest, work)
+    return dest
+
+
+@kernel("MaxPool", out=True, prepare=_prepare_pool("MaxPool"))
+def max_pool_kernel(inputs, attrs, out=None):
+    """ONNX MaxPool over (N, C, spatial...) with 1-3 spatial axes.
+
+    Padding never wins (only real elements are compared).  Outputs ``[Y, Indices]``;
+    Indices (int64, flat index into X, row- or column-major per ``storage_order``) is
+    computed unless ``out`` is given without a second array or ``attrs["_num_outputs"]``
+    is 1.  Y has X's dtype (float32, int8, uint8...).  Writes into ``out`` when given.
+    """
+    x = inputs[0]
+    geo, in4, x4, out_shape = _pool_setup(x, attrs)
+    if x4.dtype.type not in _MAX_DTYPES:
+        x4 = x4.astype(np.float32)
+    if out is not None:
+        want_idx = len(out) > 1 and out[1] is not None
+    else:
+        want_idx = attrs.get("_num_outputs", 2) > 1
+    y, y_dest = _target(out, 0, out_shape, x.dtype)
+    yk = y if y.dtype == x4.dtype else np.empty(out_shape, x4.dtype)
+    idx = idx_dest = None
+    if want_idx:
+        idx, idx_dest = _target(out, 1, out_shape, np.dtype(np.int64))
+    p = x4.shape[0]
+    out4 = (p,) + tuple(g[5] for g in geo)
+    ranges = []
+    for (k, s, d, pb, pe, n_out), size in zip(geo, in4):
+        ranges.extend(_tap_range(n_out, k, s, d, pb, 0, size))
+    if x4.dtype.kind == "f":
+        empty = -np.inf
+    else:
+        empty = np.iinfo(x4.dtype).min
+    max_pool(x4, yk.reshape(out4), None if idx is None else idx.reshape(out4),
+             geo[0][1], geo[1][1], geo[2][1], geo[0][2], geo[1][2], geo[2][2],
+             geo[0][3], geo[1][3], geo[2][3], *ranges, empty, bool(attrs.get("storage_order", 0)))
+    if yk is not y:
+        np.copyto(y, yk, casting="unsafe")
+    results = [_finish(y, y_dest)]
+    if want_idx:
+        results.append(_finish(idx, idx_dest))
+    return results
+
+
+@kernel("AveragePool", out=True, prepare=_prepare_pool("AveragePool"))
+def average_pool_kernel(inputs, attrs, out=None):
+    """ONNX AveragePool over (N, C, spatial...) with 1-3 spatial axes, float32.
+
+    The divisor counts the real elements of each window, or (``count_include_pad=1``)
+    its taps inside the padded extent, never the ceil-mode overhang past the end
+    padding.  Dilations per opset 19.  Writes into ``out`` when given.
+    """
+    x = inputs[0]
+    geo, in4, x4, out_shape = _pool_setup(x, attrs)
+    x4 = x4.astype(np.float32, copy=False)
+    y, y_dest = _target(out, 0, out_shape, np.dtype(np.float32))
+    p = x4.shape[0]
+    out4 = (p,) + tuple(g[5] for g in geo)
+    include_pad = attrs.get("count_include_pad", 0)
+    ranges, counts = [], []
+    for (k, s, d, pb, pe, n_out), size in zip(geo, in4):
+        lo, hi = _tap_range(n_out, k, s, d, pb, 0, size)
+        ranges.extend((lo, hi))
+        if include_pad:
+            plo, phi = _tap_range(n_out, k, s, d, pb, -pb, size + pe)
+            counts.append(phi - plo)
+        else:
+            counts.append(hi - lo)
+    avg_pool(x4, y.reshape(out4),
+             geo[0][1], geo[1][1], geo[2][1], geo[0][2], geo[1][2], geo[2][2],
+             geo[0][3], geo[1][3], geo[2][3], *ranges, *counts)
+    return [_finish(y, y_dest)]
+
+
+def _global_setup(inputs, out):
+    x = inputs[0]
+    if x.ndim < 2:
+        raise ValueError(f"global pooling needs an (N, C, ...) input, got rank {x.ndim}")
+    n, c = x.shape[:2]
+    shape = (n, c) + (1,) * (x.ndim - 2)
+    flat = x.reshape(n, c, -1)
+    y, dest = _target(out, 0, shape, np.dtype(np.float32) if x.dtype.kind == "f" else x.dtype)
+    return flat, y, dest
+
+
+@kernel("GlobalAveragePool", out=True)
 def global_average_pool(inputs, attrs, out=None):
-    x = inputs[0]
-    return [x.mean(axis=tuple(range(2, x.ndim)), keepdims=True, dtype=np.float32)]
+    """Mean over every spatial axis: (N, C, ...) -> (N, C, 1, ..., 1), float32.
+
+    Writes into ``out`` when given; copies only when X is not contiguous.
+    """
+    flat, y, dest = _global_setup(inputs, out)
+    np.mean(flat, axis=2, dtype=np.float32, out=y.reshape(flat.shape[:2]))
+    return [_finish(y, dest)]
 
 
-@kernel("GlobalMaxPool")
+@kernel("GlobalMaxPool", out=True)
 def global_max_pool(inputs, attrs, out=None):
+    """Max over every spatial axis: (N, C, ...) -> (N, C, 1, ..., 1), X's dtype.
+
+    Writes into ``out`` when given; copies only when X is not contiguous.
+    """
+    flat, y, dest = _global_setup(inputs, out)
+    np.max(flat, axis=2, out=y.reshape(flat.shape[:2]))
+    return [_finish(y, dest)]
+
+
+def _prepare_lpnorm(attrs, consts):
+    p = attrs.get("p", 2)
+    if p not in (1, 2):
+        raise ModelInvalidError(f"LpNormalization: attribute p must be 1 or 2, got {p!r}", op="LpNormalization")
+    if not isinstance(attrs.get("axis", -1), int):
+        raise ModelInvalidError(f"LpNormalization: attribute axis must be an int, got {attrs.get('axis')!r}",
+                                op="LpNormalization")
+    return attrs
+
+
+@kernel("LpNormalization", out=True, prepare=_prepare_lpnorm)
+def lp_normalization(inputs, attrs, out=None):
+    """``x / ||x||_p`` along ``axis`` (p = 1 or 2); a zero norm gives 0, float32.
+
+    Allocates only the norm (reduced shape); writes into ``out`` when given.
+    """
     x = inputs[0]
-    return [x.max(axis=tuple(range(2, x.ndim)), keepdims=True)]
+    axis = attrs.get("axis", -1)
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"LpNormalization: axis {axis} out of range for rank {x.ndim}")
+    y, dest = _target(out, 0, x.shape, np.dtype(np.float32))
+    # y first holds |x| or x*x (scratch), then the result.
+    if attrs.get("p", 2) == 1:
+        np.abs(x, out=y)
+        norm = np.add.reduce(y, axis=axis, keepdims=True)
+    else:
+        np.square(x, out=y)
+        norm = np.sqrt(np.add.reduce(y, axis=axis, keepdims=True))
+    # A zero norm means every element is 0: dividing by 1 keeps them 0 (no 0/0 NaN).
+    norm[norm == 0] = 1
+    np.divide(x, norm, out=y)
+    return [_finish(y, dest)]
