@@ -117,6 +117,7 @@ class Executor:
             (names[k], self._store_constant(np.asarray(v), graph.quant.get(k), qmax)) for k, v in graph.constants.items()
         ]
         const_values = dict(self.constants)
+        self.constant_slots = frozenset(const_values)
         self.steps: List[_Step] = []
         for i, node in enumerate(graph.nodes):
             spec = custom[node.op].spec(node) if node.op in custom else KERNELS[node.op]
@@ -203,6 +204,8 @@ class ExecutionState:
         self._plans: Dict[tuple, _Plan] = {}
         self._env: List[Optional[np.ndarray]] = [None] * executor.n_tensors
         self._staging: Dict[int, np.ndarray] = {}
+        #: Largest total size of the tensors alive at once (bytes), seen in unplanned runs.
+        self.peak_live_bytes = 0
 
     def set_threads(self, threads: int) -> None:
         """Use ``threads`` worker threads (caller included) per run from now on."""
@@ -305,8 +308,15 @@ class ExecutionState:
                 if layout is not None:
                     layout[slot] = (value.shape, value.dtype)
             del args, results
+            if layout is not None:
+                self._note_live(env)
             for slot in release_after[step.index]:
                 env[slot] = None
+
+    def _note_live(self, env: List[Optional[np.ndarray]]) -> None:
+        constants = self.executor.constant_slots
+        live = sum(v.nbytes for i, v in enumerate(env) if v is not None and i not in constants)
+        self.peak_live_bytes = max(self.peak_live_bytes, live)
 
     def _remember(self, signature: tuple, layout: List[Optional[Tuple[tuple, np.dtype]]]) -> None:
         if len(self._plans) >= self.MAX_PLANS:

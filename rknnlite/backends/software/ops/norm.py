@@ -33,7 +33,7 @@ def _finish(work, dest):
 def _check_epsilon(attrs, op):
     eps = attrs.get("epsilon", 1e-5)
     if not isinstance(eps, (int, float)) or eps < 0:
-        raise ModelInvalidError(f"{op}: attribute epsilon must be a float >= 0, got {eps!r}", op=op)
+        raise ModelInvalidError(f"attribute epsilon must be a float >= 0, got {eps!r}", op=op)
 
 
 def _bn_affine(scale, bias, mean, var, eps):
@@ -46,10 +46,10 @@ def _bn_affine(scale, bias, mean, var, eps):
 def _prepare_batchnorm(attrs, consts):
     op = "BatchNormalization"
     if attrs.get("training_mode", 0):
-        raise ModelInvalidError(f"{op}: attribute training_mode=1 (training) is not supported; "
+        raise ModelInvalidError("attribute training_mode=1 (training) is not supported; "
                                 "only inference (training_mode=0) is", op=op)
     if attrs.get("spatial", 1) not in (0, 1):
-        raise ModelInvalidError(f"{op}: attribute spatial must be 0 or 1, got {attrs.get('spatial')!r}", op=op)
+        raise ModelInvalidError(f"attribute spatial must be 0 or 1, got {attrs.get('spatial')!r}", op=op)
     _check_epsilon(attrs, op)
     new = dict(attrs)
     new.pop("_bn_ab", None)
@@ -69,7 +69,7 @@ def batch_normalization(inputs, attrs, out=None):
     ``training_mode=1`` is rejected (ModelInvalidError).
     """
     if attrs.get("training_mode", 0):
-        raise ModelInvalidError("BatchNormalization: training_mode=1 is not supported", op="BatchNormalization")
+        raise ModelInvalidError("training_mode=1 is not supported", op="BatchNormalization")
     x = inputs[0]
     ab = attrs.get("_bn_ab")
     if ab is None:
@@ -88,11 +88,11 @@ def _prepare_layernorm(attrs, consts):
     op = "LayerNormalization"
     _check_epsilon(attrs, op)
     if not isinstance(attrs.get("axis", -1), int):
-        raise ModelInvalidError(f"{op}: attribute axis must be an int, got {attrs.get('axis')!r}", op=op)
+        raise ModelInvalidError(f"attribute axis must be an int, got {attrs.get('axis')!r}", op=op)
     stash = attrs.get("stash_type", 1)
     # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16.
     if stash not in (1, 10, 11, 16):
-        raise ModelInvalidError(f"{op}: attribute stash_type must be a float type (1, 10, 11 or 16), got {stash!r}",
+        raise ModelInvalidError(f"attribute stash_type must be a float type (1, 10, 11 or 16), got {stash!r}",
                                 op=op)
     return attrs
 

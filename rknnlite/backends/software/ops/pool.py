@@ -26,18 +26,18 @@ def _int_list(attrs, name, op, length, default, minimum):
     try:
         value = [int(v) for v in value]
     except (TypeError, ValueError):
-        raise ModelInvalidError(f"{op}: attribute {name} must be a list of ints, got {value!r}", op=op) from None
+        raise ModelInvalidError(f"attribute {name} must be a list of ints, got {value!r}", op=op) from None
     if len(value) != length:
-        raise ModelInvalidError(f"{op}: attribute {name} must have {length} values, got {value}", op=op)
+        raise ModelInvalidError(f"attribute {name} must have {length} values, got {value}", op=op)
     if any(v < minimum for v in value):
-        raise ModelInvalidError(f"{op}: attribute {name} values must be >= {minimum}, got {value}", op=op)
+        raise ModelInvalidError(f"attribute {name} values must be >= {minimum}, got {value}", op=op)
     return value
 
 
 def _check_flag(attrs, name, op):
     value = attrs.get(name, 0)
     if value not in (0, 1):
-        raise ModelInvalidError(f"{op}: attribute {name} must be 0 or 1, got {value!r}", op=op)
+        raise ModelInvalidError(f"attribute {name} must be 0 or 1, got {value!r}", op=op)
 
 
 def _prepare_pool(op):
@@ -46,17 +46,17 @@ def _prepare_pool(op):
     def prepare(attrs, consts):
         ks = attrs.get("kernel_shape")
         if not ks or not isinstance(ks, (list, tuple)):
-            raise ModelInvalidError(f"{op}: attribute kernel_shape is required (a list of ints)", op=op)
+            raise ModelInvalidError("attribute kernel_shape is required (a list of ints)", op=op)
         nd = len(ks)
         if nd > 3:
-            raise ModelInvalidError(f"{op}: kernel_shape {list(ks)} has {nd} spatial axes; 1 to 3 are supported",
+            raise ModelInvalidError(f"kernel_shape {list(ks)} has {nd} spatial axes; 1 to 3 are supported",
                                     op=op)
         auto_pad = attrs.get("auto_pad", "NOTSET")
         if auto_pad not in _AUTO_PADS:
-            raise ModelInvalidError(f"{op}: attribute auto_pad must be one of {', '.join(_AUTO_PADS)}, "
+            raise ModelInvalidError(f"attribute auto_pad must be one of {', '.join(_AUTO_PADS)}, "
                                     f"got {auto_pad!r}", op=op)
         if auto_pad != "NOTSET" and any(attrs.get("pads") or []):
-            raise ModelInvalidError(f"{op}: attributes pads and auto_pad={auto_pad} cannot be used together", op=op)
+            raise ModelInvalidError(f"attributes pads and auto_pad={auto_pad} cannot be used together", op=op)
         new = dict(attrs)
         new["kernel_shape"] = _int_list(attrs, "kernel_shape", op, nd, 1, 1)
         new["strides"] = _int_list(attrs, "strides", op, nd, 1, 1)
@@ -263,9 +263,9 @@ def global_max_pool(inputs, attrs, out=None):
 def _prepare_lpnorm(attrs, consts):
     p = attrs.get("p", 2)
     if p not in (1, 2):
-        raise ModelInvalidError(f"LpNormalization: attribute p must be 1 or 2, got {p!r}", op="LpNormalization")
+        raise ModelInvalidError(f"attribute p must be 1 or 2, got {p!r}", op="LpNormalization")
     if not isinstance(attrs.get("axis", -1), int):
-        raise ModelInvalidError(f"LpNormalization: attribute axis must be an int, got {attrs.get('axis')!r}",
+        raise ModelInvalidError(f"attribute axis must be an int, got {attrs.get('axis')!r}",
                                 op="LpNormalization")
     return attrs
 

@@ -25,7 +25,7 @@ _INT64_MAX = np.iinfo(np.int64).max
 def _emit(result: np.ndarray, out, i: int = 0) -> np.ndarray:
     """Copy ``result`` into ``out[i]`` when preallocated (returning it), else return ``result``."""
     o = _slot(out, i)
-    if o is None:
+    if o is None or o is result:
         return result
     np.copyto(o, result)
     return o
@@ -38,6 +38,15 @@ def _fresh(view: np.ndarray, out, i: int = 0) -> np.ndarray:
         return np.array(view, order="C", copy=True)
     np.copyto(o, view)
     return o
+
+
+def _c_target(out, shape, dtype) -> np.ndarray:
+    """``out[0]`` when preallocated and C-contiguous (so reshaped views write through),
+    else a new array (which :func:`_emit` then copies into a non-contiguous ``out[0]``)."""
+    o = _slot(out, 0)
+    if o is not None and o.flags.c_contiguous:
+        return o
+    return np.empty(shape, dtype=dtype)
 
 
 def _as_float32(a: np.ndarray) -> np.ndarray:
@@ -424,14 +433,14 @@ def pad(inputs, attrs, out=None):
     before, after = [0] * x.ndim, [0] * x.ndim
     for i, a in enumerate(axes):
         before[a], after[a] = pads[i], pads[i + len(axes)]
+    shape = tuple(b + n + e for b, n, e in zip(before, x.shape, after))
+    if any(d < 0 for d in shape):
+        raise ValueError(f"Pad: pads {pads} crop more than the input shape {x.shape}")
     # Negative pads crop first; what remains is non-negative padding.
     crop = tuple(slice(max(-b, 0), n - max(-e, 0)) for b, e, n in zip(before, after, x.shape))
     src = x[crop]
     before = [max(b, 0) for b in before]
     after = [max(e, 0) for e in after]
-    shape = tuple(b + n + e for b, n, e in zip(before, src.shape, after))
-    if any(n < 0 for n in src.shape) or any(d < 0 for d in shape):
-        raise ValueError(f"Pad: pads {pads} crop more than the input shape {x.shape}")
     if mode != "constant":
         for b, e, n in zip(before, after, src.shape):
             if (b or e) and n == 0:
@@ -492,10 +501,9 @@ def depth_to_space(inputs, attrs, out=None):
         view = x.reshape(n, bs, bs, c2, h, w).transpose(0, 3, 4, 1, 5, 2)
     else:
         view = x.reshape(n, c2, bs, bs, h, w).transpose(0, 1, 4, 2, 5, 3)
-    o = _slot(out, 0)
-    res = np.empty((n, c2, h * bs, w * bs), dtype=x.dtype) if o is None else o
+    res = _c_target(out, (n, c2, h * bs, w * bs), x.dtype)
     np.copyto(res.reshape(n, c2, h, bs, w, bs), view)
-    return [res]
+    return [_emit(res, out)]
 
 
 @kernel("SpaceToDepth", out=True, prepare=_prepare_blocks("SpaceToDepth"))
@@ -509,13 +517,12 @@ def space_to_depth(inputs, attrs, out=None):
         raise ValueError(f"SpaceToDepth: spatial size {h}x{w} is not a multiple of blocksize {bs}")
     h2, w2 = h // bs, w // bs
     blocks = x.reshape(n, c, h2, bs, w2, bs)
-    o = _slot(out, 0)
-    res = np.empty((n, c * bs * bs, h2, w2), dtype=x.dtype) if o is None else o
+    res = _c_target(out, (n, c * bs * bs, h2, w2), x.dtype)
     if mode == "DCR":
         np.copyto(res.reshape(n, bs, bs, c, h2, w2), blocks.transpose(0, 3, 5, 1, 2, 4))
     else:
         np.copyto(res.reshape(n, c, bs, bs, h2, w2), blocks.transpose(0, 1, 3, 5, 2, 4))
-    return [res]
+    return [_emit(res, out)]
 
 
 # -- ConstantOfShape / Range / NonZero / Constant ------------------------------------------
@@ -652,7 +659,7 @@ def topk(inputs, attrs, out=None):
     if attrs.get("largest", 1):
         # A stable ascending sort of the reversed axis, read backwards, orders by value
         # descending with ties in ascending original index.
-        order = np.argsort(xm[..., ::-1], axis=-1, kind="stable")[..., : n - k - 1 if n - k - 1 >= 0 else None: -1]
+        order = np.argsort(xm[..., ::-1], axis=-1, kind="stable")[..., ::-1][..., :k]
         idx = (n - 1) - order
     else:
         idx = np.argsort(xm, axis=-1, kind="stable")[..., :k]
@@ -737,14 +744,14 @@ def _einsum_matmul(a, b, la, lb, lo, o):
     out_set = set(lo)
     only_a = [i for i, lab in enumerate(la) if lab not in lb and lab not in out_set]
     if only_a:
-        a = a.sum(axis=tuple(only_a))
+        a = a.sum(axis=tuple(only_a), dtype=a.dtype)
         la = [lab for i, lab in enumerate(la) if i not in only_a]
     only_b = [i for i, lab in enumerate(lb) if lab not in la and lab not in out_set]
     if only_b:
-        b = b.sum(axis=tuple(only_b))
+        b = b.sum(axis=tuple(only_b), dtype=b.dtype)
         lb = [lab for i, lab in enumerate(lb) if i not in only_b]
     batch = [lab for lab in lo if lab in la and lab in lb]
-    keep_a = [lab for lo_lab in [lo] for lab in lo_lab if lab in la and lab not in lb]
+    keep_a = [lab for lab in lo if lab in la and lab not in lb]
     keep_b = [lab for lab in lo if lab in lb and lab not in la]
     contract = [lab for lab in la if lab in lb and lab not in out_set]
     bsz = int(np.prod([size[lab] for lab in batch], dtype=np.int64))
@@ -760,7 +767,10 @@ def _einsum_matmul(a, b, la, lb, lo, o):
     res = np.matmul(a2, b2).reshape([size[lab] for lab in order])
     if order != lo:
         res = res.transpose([order.index(lab) for lab in lo])
-    return _fresh(res, [o]) if o is not None or not res.flags.c_contiguous else res
+    if o is not None:
+        np.copyto(o, res)
+        return o
+    return res if res.flags.c_contiguous else res.copy()
 
 
 @kernel("Einsum", out=True, prepare=_prepare_einsum)

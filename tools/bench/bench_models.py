@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Latency of the software backend against onnxruntime on the onnx package's light models.
+
+    python tools/bench/bench_models.py [--models resnet50,squeezenet] [--runs 10] [--threads 2]
+
+One process, side by side: every model is converted with rknnlite's toolkit
+(float32 and float16 builds), then timed against onnxruntime with one intra-op thread,
+median of RUNS after warm-up.  BLAS is limited to one thread for the whole timed part
+with threadpoolctl (in this script only: the library never changes thread pools), so
+"1 thread" means one thread for both.  The last column runs rknnlite float32 with
+RKNNLITE_NUM_THREADS=THREADS worker threads (BLAS still single-threaded).
+Prints a Markdown table.  Needs: onnx, onnxruntime, threadpoolctl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import rknnlite  # noqa: E402
+from rknnlite.toolkit import RKNN  # noqa: E402
+
+LIGHT = ["resnet50", "densenet121", "inception_v1", "inception_v2", "vgg19", "shufflenet", "squeezenet",
+         "bvlc_alexnet", "zfnet512"]
+
+
+def light_model(name: str):
+    import onnx
+    from onnx.backend.test.runner import Runner
+
+    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"light_{name}.onnx"
+    model = onnx.load(str(path))
+    inits = {i.name for i in model.graph.initializer}
+    feeds = {}
+    for vi in model.graph.input:
+        if vi.name not in inits:
+            feeds[vi.name] = Runner.generate_dummy_data(vi, seed=0, name=name, random=False)
+    return path, feeds
+
+
+def convert(path: Path, float_dtype: str, out_dir: str) -> str:
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", float_dtype=float_dtype) == 0
+    assert rknn.load_onnx(str(path)) == 0
+    assert rknn.build(do_quantization=False) == 0
+    out = os.path.join(out_dir, f"{path.stem}_{float_dtype}.rknn")
+    assert rknn.export_rknn(out) == 0
+    rknn.release()
+    return out
+
+
+def median_ms(fn, runs: int) -> float:
+    for _ in range(2):
+        fn()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(LIGHT))
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+
+    import onnxruntime as ort
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, threadpool_limits(limits=1):
+        for name in args.models.split(","):
+            path, feeds = light_model(name)
+            x = [np.asarray(v) for v in feeds.values()]
+            session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+            ort_ms = median_ms(lambda: session.run(None, feeds), args.runs)
+            f32, f16 = convert(path, "float32", tmp), convert(path, "float16", tmp)
+            with rknnlite.Context(f32) as c32, rknnlite.Context(f16) as c16:
+                ms32 = median_ms(lambda: c32.run(x), args.runs)
+                ms16 = median_ms(lambda: c16.run(x), args.runs)
+            os.environ["RKNNLITE_NUM_THREADS"] = str(args.threads)
+            try:
+                with rknnlite.Context(f32) as cmt:
+                    ms_mt = median_ms(lambda: cmt.run(x), args.runs)
+            finally:
+                del os.environ["RKNNLITE_NUM_THREADS"]
+            rows.append((name, ort_ms, ms32, ms16, ms_mt))
+            print(f"  {name}: done", file=sys.stderr)
+        blas = ", ".join(f"{i['internal_api']} {i.get('version', '')}".strip() for i in threadpool_info())
+
+    print(f"onnxruntime {ort.__version__}, numpy {np.__version__} ({blas}); {os.cpu_count()} CPUs; "
+          f"median of {args.runs} runs; BLAS limited to 1 thread")
+    print()
+    print(f"| model | onnxruntime 1T (ms) | rknnlite fp32 1T (ms) | ratio | rknnlite fp16 1T (ms) | fp16/fp32 | "
+          f"rknnlite fp32 {args.threads}T (ms) | speed-up |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, ort_ms, ms32, ms16, ms_mt in rows:
+        print(f"| {name} | {ort_ms:.1f} | {ms32:.1f} | {ms32 / ort_ms:.2f} | {ms16:.1f} | {ms16 / ms32:.2f} | "
+              f"{ms_mt:.1f} | {ms32 / ms_mt:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
