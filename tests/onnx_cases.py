@@ -83,6 +83,7 @@ def run_with_kernels(case, inputs) -> List[np.ndarray]:
         spec = KERNELS[node.op_type]
         args = [env[name] if name else None for name in node.input]
         attrs = node_attrs(node, opset)
+        attrs["_num_outputs"] = len(node.output)
         if spec.prepare is not None:
             attrs = spec.prepare(attrs, [None] * len(args))
         results = spec.fn(args, attrs)

@@ -146,6 +146,8 @@ class Context:
 
     def _prepare_one(self, i: int, spec: TensorSpec, x, fmt, passthrough: bool) -> np.ndarray:
         what = f"input {i} ({spec.name!r})"
+        if isinstance(x, np.generic):
+            x = np.asarray(x)
         if not isinstance(x, np.ndarray):
             raise InputInvalidError(f"{what} must be a numpy array, not {type(x).__name__}", op="rknn_inputs_set")
         if x.dtype.kind not in "biuf":

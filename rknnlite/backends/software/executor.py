@@ -33,7 +33,7 @@ import numpy as np
 from ..._native.executor_kernels import fake_quant_inplace, round_fp16_inplace
 from ...errors import InputInvalidError, InvalidParamError, ModelInvalidError, RKNNError
 from ...model.graph import Graph, Node
-from .ops import KERNELS, KernelSpec, supported_ops
+from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
 from .parallel import WorkerPool, threads_from_env, using
 
 __all__ = ["Executor", "ExecutionState", "CustomOpKernel"]
@@ -65,15 +65,18 @@ class CustomOpKernel:
 
 
 class _Step:
-    __slots__ = ("node", "spec", "attrs", "ins", "outs", "index")
+    __slots__ = ("node", "spec", "attrs", "ins", "outs", "index", "data_dependent")
 
-    def __init__(self, index: int, node: Node, spec: KernelSpec, attrs: dict, ins: List[int], outs: List[int]):
+    def __init__(self, index: int, node: Node, spec: KernelSpec, attrs: dict, ins: List[int], outs: List[int],
+                 data_dependent: bool):
         self.index = index
         self.node = node
         self.spec = spec
         self.attrs = attrs
         self.ins = ins
         self.outs = outs
+        #: output shape may change with input values, not only input shapes
+        self.data_dependent = data_dependent
 
 
 class Executor:
@@ -123,12 +126,16 @@ class Executor:
             spec = custom[node.op].spec(node) if node.op in custom else KERNELS[node.op]
             ins = [names[n] if n else -1 for n in node.inputs]
             attrs = dict(node.attrs)
+            attrs.setdefault("_num_outputs", len(node.outputs))
             if spec.prepare is not None:
                 try:
                     attrs = spec.prepare(attrs, [const_values.get(s) for s in ins])
                 except RKNNError as e:
                     raise ModelInvalidError(f"node {node.name!r} ({node.op}): {e.message}", op="rknn_init") from None
-            self.steps.append(_Step(i, node, spec, attrs, ins, [names[n] if n else -1 for n in node.outputs]))
+            shape_args = [ins[k] for k in SHAPE_INPUTS.get(node.op, ()) if k < len(ins) and ins[k] >= 0]
+            data_dependent = spec.data_dependent or any(a not in const_values for a in shape_args)
+            self.steps.append(_Step(i, node, spec, attrs, ins, [names[n] if n else -1 for n in node.outputs],
+                                    data_dependent))
         # Slots no later step reads: dropped right after their last reader (or producer) runs,
         # so an unplanned run holds only live tensors.
         last = {}
@@ -358,59 +365,56 @@ def _fake_quant_constant(a: np.ndarray, q, limits: Tuple[int, int]) -> np.ndarra
 
 
 def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]]) -> _Plan:
-    """Assign buffers to the planned tensors of one run, reusing them by liveness."""
+    """Assign buffers to the planned tensors of one run, reusing them by liveness.
+
+    A step is planned when its kernel writes into given outputs, its output shapes are
+    known and cannot change with the data.  An unplanned step's outputs may be views of
+    its inputs, so they keep every buffer their inputs rely on alive while read.
+    """
     steps = ex.steps
     dynamic = [False] * ex.n_tensors
-    last_use = [-1] * ex.n_tensors
-    alias_of = list(range(ex.n_tensors))  # storage root: outputs of non-out kernels may view their inputs
-
-    def root(s: int) -> int:
-        while alias_of[s] != s:
-            s = alias_of[s]
-        return s
-
+    planned = [False] * len(steps)
+    # deps[s]: the planned tensors whose buffers tensor s may live in (itself, or through views)
+    deps: List[Tuple[int, ...]] = [()] * ex.n_tensors
+    last_use: Dict[int, int] = {}
     for step in steps:
-        tainted = step.spec.data_dependent or any(s >= 0 and dynamic[s] for s in step.ins)
+        tainted = step.data_dependent or any(s >= 0 and dynamic[s] for s in step.ins)
+        planned[step.index] = (step.spec.out and not tainted
+                               and all(s < 0 or layout[s] is not None for s in step.outs))
         for s in step.ins:
-            if s >= 0:
-                r = root(s)
-                last_use[r] = max(last_use[r], step.index)
+            for r in deps[s] if s >= 0 else ():
+                last_use[r] = step.index
+        inherited = tuple({r for s in step.ins if s >= 0 for r in deps[s]})
         for s in step.outs:
-            if s < 0:
-                continue
-            dynamic[s] = tainted
-            if not step.spec.out:
-                for i in step.ins:  # a view keeps its source alive as long as the view is read
-                    if i >= 0:
-                        alias_of[s] = root(i)
-                        break
+            if s >= 0:
+                dynamic[s] = tainted
+                deps[s] = (s,) if planned[step.index] else inherited
     for s in ex.output_slots:
-        last_use[root(s)] = len(steps)
+        for r in deps[s]:
+            last_use[r] = len(steps)
 
     outs: List[Optional[List[Optional[np.ndarray]]]] = [None] * len(steps)
     free: List[np.ndarray] = []  # byte buffers not in use
-    busy: Dict[int, np.ndarray] = {}  # root slot -> its byte buffer
+    busy: Dict[int, np.ndarray] = {}  # planned slot -> its byte buffer
     total = 0
     for step in steps:
-        planned = step.spec.out and not any(s >= 0 and dynamic[s] for s in step.outs)
-        if planned and all(s < 0 or layout[s] is not None for s in step.outs):
+        if planned[step.index]:
             arrays: List[Optional[np.ndarray]] = []
             for s in step.outs:
                 if s < 0:
                     arrays.append(None)
                     continue
                 shape, dtype = layout[s]
-                nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
-                buf = _take(free, nbytes)
+                nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                buf = _take(free, max(nbytes, 1))
                 if buf is None:
-                    buf = np.empty(nbytes, np.uint8)
-                    total += nbytes
+                    buf = np.empty(max(nbytes, 1), np.uint8)
+                    total += buf.nbytes
                 busy[s] = buf
-                arrays.append(buf[: int(np.prod(shape, dtype=np.int64)) * dtype.itemsize].view(dtype).reshape(shape))
+                arrays.append(buf[:nbytes].view(dtype).reshape(shape))
             outs[step.index] = arrays
-        for r in {root(s) for s in step.ins + step.outs if s >= 0}:
-            if r in busy and last_use[r] <= step.index:
-                free.append(busy.pop(r))
+        for r in [r for r in busy if last_use.get(r, step.index) <= step.index]:
+            free.append(busy.pop(r))
     return _Plan(outs, total)
 
 

@@ -11,7 +11,8 @@ Calling convention (every kernel)::
   may be read-only views of the model file: never modify them.
 * ``attrs``: the node's ONNX attributes as Python values (ints, floats, str,
   lists, numpy arrays for tensor attributes) plus ``"_opset"``, the model's
-  default-domain opset version, after ``prepare`` (below) has run once.
+  default-domain opset version, and ``"_num_outputs"``, how many outputs the node
+  declares, after ``prepare`` (below) has run once.
 * ``out``: for kernels registered with ``out=True``, the executor may pass
   preallocated arrays of the exact output shapes and dtypes; the kernel writes
   into them and returns them.  With ``out=None`` the kernel allocates.
@@ -33,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
-__all__ = ["KernelSpec", "KERNELS", "kernel", "supported_ops"]
+__all__ = ["KernelSpec", "KERNELS", "SHAPE_INPUTS", "kernel", "supported_ops"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,16 @@ def kernel(*op_types: str, out: bool = False, prepare: Optional[Callable] = None
         return fn
 
     return register
+
+
+#: Inputs whose *values* set an op's output shape.  When one of them is not a
+#: constant of the model, the executor treats the node as data-dependent.
+SHAPE_INPUTS: Dict[str, tuple] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "ConstantOfShape": (0,),
+    "Range": (0, 1, 2), "TopK": (1,), "Resize": (1, 2, 3), "Upsample": (1,), "Split": (1,), "Squeeze": (1,),
+    "Unsqueeze": (1,), "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
+    "ReduceProd": (1,), "ReduceL2": (1,),
+}
 
 
 def supported_ops() -> List[str]:

@@ -29,9 +29,9 @@ def _slot(out, i: int) -> Optional[np.ndarray]:
     return out[i]
 
 
-def _invalid(op: str, message: str, stage: str = "rknn_init") -> ModelInvalidError:
-    """A ModelInvalidError whose message starts with the ONNX op type."""
-    return ModelInvalidError(f"{op}: {message}", op=stage)
+def _invalid(op: str, message: str) -> ModelInvalidError:
+    """A ModelInvalidError for ONNX op ``op`` (its ``.op``; the executor adds the node name)."""
+    return ModelInvalidError(message, op=op)
 
 
 def _ints(t) -> List[int]:
@@ -43,8 +43,7 @@ def _axis(axis: int, rank: int, op: str, name: str = "axis") -> int:
     """Normalise a possibly negative axis into ``[0, rank)``; ModelInvalidError if out of range."""
     a = int(axis)
     if not -rank <= a < rank:
-        raise _invalid(op, f"{name} {a} is out of range for a rank-{rank} tensor (expected [{-rank}, {rank - 1}])",
-                       "rknn_run")
+        raise _invalid(op, f"{name} {a} is out of range for a rank-{rank} tensor (expected [{-rank}, {rank - 1}])")
     return a + rank if a < 0 else a
 
 
@@ -52,7 +51,7 @@ def _axes(axes: Sequence[int], rank: int, op: str) -> List[int]:
     """Normalise a list of axes; duplicates are a ModelInvalidError."""
     norm = [_axis(a, rank, op, "axes entry") for a in axes]
     if len(set(norm)) != len(norm):
-        raise _invalid(op, f"axes {list(axes)} name the same axis twice", "rknn_run")
+        raise _invalid(op, f"axes {list(axes)} name the same axis twice")
     return norm
 
 
@@ -102,18 +101,18 @@ def _reshaped(x: np.ndarray, shape, out) -> List[np.ndarray]:
 
 def _reshape_target(x_shape, shape: List[int], allowzero: bool) -> List[int]:
     if sum(1 for d in shape if d == -1) > 1:
-        raise _invalid("Reshape", f"shape {shape} has more than one -1", "rknn_run")
+        raise _invalid("Reshape", f"shape {shape} has more than one -1")
     if any(d < -1 for d in shape):
-        raise _invalid("Reshape", f"shape {shape} has a negative dimension other than -1", "rknn_run")
+        raise _invalid("Reshape", f"shape {shape} has a negative dimension other than -1")
     if allowzero:
         if 0 in shape and -1 in shape:
-            raise _invalid("Reshape", f"shape {shape} has both 0 and -1 with allowzero=1", "rknn_run")
+            raise _invalid("Reshape", f"shape {shape} has both 0 and -1 with allowzero=1")
     else:
         for i, d in enumerate(shape):
             if d == 0:
                 if i >= len(x_shape):
                     raise _invalid("Reshape", f"shape {shape}: 0 at index {i} copies no input dimension "
-                                   f"(input rank {len(x_shape)})", "rknn_run")
+                                   f"(input rank {len(x_shape)})")
                 shape[i] = x_shape[i]
     if -1 in shape:
         known = 1
@@ -124,7 +123,7 @@ def _reshape_target(x_shape, shape: List[int], allowzero: bool) -> List[int]:
         for d in x_shape:
             total *= d
         if known == 0 or total % known:
-            raise ValueError(f"Reshape: cannot infer -1 in {shape} for an input of shape {tuple(x_shape)}")
+            raise ValueError(f"cannot infer -1 in {shape} for an input of shape {tuple(x_shape)}")
         shape[shape.index(-1)] = total // known
     return shape
 
@@ -165,7 +164,7 @@ def flatten(inputs, attrs, out=None):
     axis = int(attrs.get("axis", 1))
     if not -x.ndim <= axis <= x.ndim:
         raise _invalid("Flatten", f"axis {axis} is out of range for a rank-{x.ndim} tensor "
-                       f"(expected [{-x.ndim}, {x.ndim}])", "rknn_run")
+                       f"(expected [{-x.ndim}, {x.ndim}])")
     if axis < 0:
         axis += x.ndim
     outer = int(np.prod(x.shape[:axis], dtype=np.int64))
@@ -211,7 +210,7 @@ def squeeze(inputs, attrs, out=None):
         norm = set(_axes(axes, x.ndim, "Squeeze"))
         for a in norm:
             if x.shape[a] != 1:
-                raise ValueError(f"Squeeze: axis {a} has size {x.shape[a]}, not 1 (input shape {x.shape})")
+                raise ValueError(f"axis {a} has size {x.shape[a]}, not 1 (input shape {x.shape})")
         shape = [d for i, d in enumerate(x.shape) if i not in norm]
     return _reshaped(x, shape, out)
 
@@ -223,7 +222,7 @@ def unsqueeze(inputs, attrs, out=None):
     x = inputs[0]
     axes = _axes_arg(inputs, attrs)
     if axes is None:
-        raise _invalid("Unsqueeze", "no axes given (neither the axes input nor the attribute)", "rknn_run")
+        raise _invalid("Unsqueeze", "no axes given (neither the axes input nor the attribute)")
     rank = x.ndim + len(axes)
     norm = set(_axes(axes, rank, "Unsqueeze"))
     dims = iter(x.shape)
@@ -289,7 +288,7 @@ def dropout(inputs, attrs, out=None):
     raises ModelInvalidError.
     """
     if _dropout_training(inputs, attrs):
-        raise _invalid("Dropout", _TRAINING_MSG, "rknn_run")
+        raise _invalid("Dropout", _TRAINING_MSG)
     x = inputs[0]
     if out is None:
         return [x, np.broadcast_to(np.True_, x.shape)]

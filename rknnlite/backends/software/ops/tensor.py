@@ -19,9 +19,6 @@ import numpy as np
 from . import kernel
 from .shape import _axes, _axis, _check_int_attr, _ints, _invalid, _optional_input, _slot
 
-_INT64_MAX = np.iinfo(np.int64).max
-
-
 def _emit(result: np.ndarray, out, i: int = 0) -> np.ndarray:
     """Copy ``result`` into ``out[i]`` when preallocated (returning it), else return ``result``."""
     o = _slot(out, i)
@@ -55,14 +52,14 @@ def _as_float32(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float32) if a.dtype.kind == "f" and a.dtype != np.float32 else a
 
 
-def _check_indices(idx: np.ndarray, n: int, op: str) -> np.ndarray:
+def _check_indices(idx: np.ndarray, n: int) -> np.ndarray:
     """Validate ONNX indices into an axis of size ``n`` (``[-n, n-1]``); return them non-negative."""
     if idx.size == 0:
         return idx
     lo, hi = int(idx.min()), int(idx.max())
     if lo < -n or hi >= n:
         bad = lo if lo < -n else hi
-        raise IndexError(f"{op}: index {bad} is out of range for an axis of size {n} (expected [{-n}, {n - 1}])")
+        raise IndexError(f"index {bad} is out of range for an axis of size {n} (expected [{-n}, {n - 1}])")
     return np.where(idx < 0, idx + n, idx) if lo < 0 else idx
 
 
@@ -115,14 +112,13 @@ def _split_sizes(inputs, attrs, dim: int, n_out) -> List[int]:
         return [max(0, min(chunk, dim - chunk * i)) for i in range(n)]
     elif n_out:
         if dim % n_out:
-            raise ValueError(f"Split: axis of size {dim} does not split into {n_out} equal parts")
+            raise ValueError(f"axis of size {dim} does not split into {n_out} equal parts")
         return [dim // n_out] * n_out
     else:
         raise _invalid("Split", "cannot tell how many outputs to produce: no 'split' input, no "
-                       "'num_outputs' attribute, no preallocated outputs and no '_num_outputs' hint",
-                       "rknn_run")
+                       "'num_outputs' attribute, no preallocated outputs and no '_num_outputs' hint")
     if any(s < 0 for s in sizes) or sum(sizes) != dim:
-        raise ValueError(f"Split: sizes {sizes} do not add up to the axis size {dim}")
+        raise ValueError(f"sizes {sizes} do not add up to the axis size {dim}")
     return sizes
 
 
@@ -176,11 +172,11 @@ def _slice_index(x: np.ndarray, starts, ends, axes, steps) -> Tuple[slice, ...]:
         steps = [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise _invalid("Slice", f"starts, ends, axes and steps differ in length "
-                       f"({len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})", "rknn_run")
+                       f"({len(starts)}, {len(ends)}, {len(axes)}, {len(steps)})")
     index = [slice(None)] * x.ndim
     for s, e, a, st in zip(starts, ends, _axes(axes, x.ndim, "Slice"), steps):
         if st == 0:
-            raise _invalid("Slice", "a step of 0 is not allowed", "rknn_run")
+            raise _invalid("Slice", "a step of 0 is not allowed")
         index[a] = _slice_bounds(s, e, st, x.shape[a])
     return tuple(index)
 
@@ -221,7 +217,7 @@ def gather(inputs, attrs, out=None):
     data.shape[axis+1:]``; negative indices count from the end; out-of-range raises."""
     x, idx = inputs[0], np.asarray(inputs[1])
     axis = _axis(attrs.get("axis", 0), x.ndim, "Gather")
-    idx = _check_indices(idx, x.shape[axis], "Gather")
+    idx = _check_indices(idx, x.shape[axis])
     o = _slot(out, 0)
     # Indices are validated above, so mode="clip" only serves to write `out` unbuffered.
     if o is None:
@@ -251,8 +247,8 @@ def gather_elements(inputs, attrs, out=None):
     x, idx = inputs[0], np.asarray(inputs[1])
     axis = _axis(attrs.get("axis", 0), x.ndim, "GatherElements")
     if idx.ndim != x.ndim:
-        raise ValueError(f"GatherElements: indices rank {idx.ndim} differs from data rank {x.ndim}")
-    idx = _check_indices(idx, x.shape[axis], "GatherElements")
+        raise ValueError(f"indices rank {idx.ndim} differs from data rank {x.ndim}")
+    idx = _check_indices(idx, x.shape[axis])
     return [_emit(x[_grid(idx.shape, axis, idx)], out)]
 
 
@@ -275,15 +271,15 @@ def scatter_nd(inputs, attrs, out=None):
     x, idx, upd = inputs[0], np.asarray(inputs[1]), inputs[2]
     k = idx.shape[-1]
     if k > x.ndim:
-        raise ValueError(f"ScatterND: index tuples of length {k} for a rank-{x.ndim} tensor")
+        raise ValueError(f"index tuples of length {k} for a rank-{x.ndim} tensor")
     expected = idx.shape[:-1] + x.shape[k:]
     if upd.shape != expected:
-        raise ValueError(f"ScatterND: updates shape {upd.shape}, expected {expected}")
+        raise ValueError(f"updates shape {upd.shape}, expected {expected}")
     o = _slot(out, 0)
     res = np.array(x, copy=True) if o is None else o
     if o is not None:
         np.copyto(o, x)
-    where = tuple(_check_indices(idx[..., i], x.shape[i], "ScatterND") for i in range(k))
+    where = tuple(_check_indices(idx[..., i], x.shape[i]) for i in range(k))
     r = attrs.get("reduction", "none")
     if r == "none":
         res[where] = upd
@@ -310,7 +306,7 @@ def transpose(inputs, attrs, out=None):
     if perm is None:
         perm = list(range(x.ndim))[::-1]
     elif len(perm) != x.ndim:
-        raise _invalid("Transpose", f"perm {list(perm)} has {len(perm)} entries for a rank-{x.ndim} input", "rknn_run")
+        raise _invalid("Transpose", f"perm {list(perm)} has {len(perm)} entries for a rank-{x.ndim} input")
     return [_fresh(x.transpose([int(p) for p in perm]), out)]
 
 
@@ -337,9 +333,9 @@ def tile(inputs, attrs, out=None):
     x = inputs[0]
     reps = _ints(inputs[1])
     if len(reps) != x.ndim:
-        raise ValueError(f"Tile: {len(reps)} repeats for a rank-{x.ndim} input")
+        raise ValueError(f"{len(reps)} repeats for a rank-{x.ndim} input")
     if any(r < 0 for r in reps):
-        raise ValueError(f"Tile: repeats {reps} must be non-negative")
+        raise ValueError(f"repeats {reps} must be non-negative")
     shape = tuple(d * r for d, r in zip(x.shape, reps))
     o = _slot(out, 0)
     res = np.empty(shape, dtype=x.dtype) if o is None else o
@@ -418,7 +414,7 @@ def pad(inputs, attrs, out=None):
     x = inputs[0]
     mode = attrs.get("mode", "constant")
     if mode not in _PAD_MODES:
-        raise _invalid("Pad", f"attribute 'mode' must be one of {', '.join(_PAD_MODES)}; got {mode!r}", "rknn_run")
+        raise _invalid("Pad", f"attribute 'mode' must be one of {', '.join(_PAD_MODES)}; got {mode!r}")
     t = _optional_input(inputs, 1)
     pads = _ints(t) if t is not None else [int(p) for p in attrs.get("pads", [])]
     cv = _optional_input(inputs, 2)
@@ -429,13 +425,13 @@ def pad(inputs, attrs, out=None):
     ax_t = _optional_input(inputs, 3)
     axes = list(range(x.ndim)) if ax_t is None else _axes(_ints(ax_t), x.ndim, "Pad")
     if len(pads) != 2 * len(axes):
-        raise _invalid("Pad", f"{len(pads)} pads for {len(axes)} axes (expected {2 * len(axes)})", "rknn_run")
+        raise _invalid("Pad", f"{len(pads)} pads for {len(axes)} axes (expected {2 * len(axes)})")
     before, after = [0] * x.ndim, [0] * x.ndim
     for i, a in enumerate(axes):
         before[a], after[a] = pads[i], pads[i + len(axes)]
     shape = tuple(b + n + e for b, n, e in zip(before, x.shape, after))
     if any(d < 0 for d in shape):
-        raise ValueError(f"Pad: pads {pads} crop more than the input shape {x.shape}")
+        raise ValueError(f"pads {pads} crop more than the input shape {x.shape}")
     # Negative pads crop first; what remains is non-negative padding.
     crop = tuple(slice(max(-b, 0), n - max(-e, 0)) for b, e, n in zip(before, after, x.shape))
     src = x[crop]
@@ -444,7 +440,7 @@ def pad(inputs, attrs, out=None):
     if mode != "constant":
         for b, e, n in zip(before, after, src.shape):
             if (b or e) and n == 0:
-                raise ValueError(f"Pad: cannot {mode}-pad an axis of size 0")
+                raise ValueError(f"cannot {mode}-pad an axis of size 0")
     fits = all(
         mode in ("constant", "edge")
         or (mode == "reflect" and max(b, e) <= n - 1)
@@ -479,11 +475,11 @@ def _prepare_blocks(op):
 
 def _blocks_args(op, x, attrs):
     if x.ndim != 4:
-        raise ValueError(f"{op}: input must be 4-D NCHW, got shape {x.shape}")
+        raise ValueError(f"input must be 4-D NCHW, got shape {x.shape}")
     bs = int(attrs["blocksize"])
     mode = attrs.get("mode", "DCR")
     if mode not in ("DCR", "CRD"):
-        raise _invalid(op, f"attribute 'mode' must be 'DCR' or 'CRD', got {mode!r}", "rknn_run")
+        raise _invalid(op, f"attribute 'mode' must be 'DCR' or 'CRD', got {mode!r}")
     return bs, mode
 
 
@@ -495,7 +491,7 @@ def depth_to_space(inputs, attrs, out=None):
     bs, mode = _blocks_args("DepthToSpace", x, attrs)
     n, c, h, w = x.shape
     if c % (bs * bs):
-        raise ValueError(f"DepthToSpace: {c} channels are not a multiple of blocksize² = {bs * bs}")
+        raise ValueError(f"{c} channels are not a multiple of blocksize² = {bs * bs}")
     c2 = c // (bs * bs)
     if mode == "DCR":
         view = x.reshape(n, bs, bs, c2, h, w).transpose(0, 3, 4, 1, 5, 2)
@@ -514,7 +510,7 @@ def space_to_depth(inputs, attrs, out=None):
     bs, mode = _blocks_args("SpaceToDepth", x, attrs)
     n, c, h, w = x.shape
     if h % bs or w % bs:
-        raise ValueError(f"SpaceToDepth: spatial size {h}x{w} is not a multiple of blocksize {bs}")
+        raise ValueError(f"spatial size {h}x{w} is not a multiple of blocksize {bs}")
     h2, w2 = h // bs, w // bs
     blocks = x.reshape(n, c, h2, bs, w2, bs)
     res = _c_target(out, (n, c * bs * bs, h2, w2), x.dtype)
@@ -544,7 +540,7 @@ def constant_of_shape(inputs, attrs, out=None):
     v = np.zeros(1, np.float32) if v is None else _as_float32(np.asarray(v))
     shape = tuple(_ints(inputs[0]))
     if any(d < 0 for d in shape):
-        raise ValueError(f"ConstantOfShape: negative dimension in {shape}")
+        raise ValueError(f"negative dimension in {shape}")
     o = _slot(out, 0)
     res = np.empty(shape, dtype=v.dtype) if o is None else o
     res.fill(v.reshape(-1)[0])
@@ -558,7 +554,7 @@ def range_(inputs, attrs, out=None):
     start, limit, delta = (np.asarray(t).reshape(-1)[0] for t in inputs[:3])
     dtype = np.asarray(inputs[0]).dtype
     if delta == 0:
-        raise ValueError("Range: delta must not be 0")
+        raise ValueError("delta must not be 0")
     if dtype.kind in "iu":
         s, l, d = int(start), int(limit), int(delta)
         n = max(-((s - l) // d), 0)
@@ -589,15 +585,15 @@ _CONSTANT_ATTRS = ("value", "value_float", "value_floats", "value_int", "value_i
 _CONSTANT_UNSUPPORTED = ("sparse_value", "value_string", "value_strings")
 
 
-def _constant_value(attrs, stage: str) -> np.ndarray:
+def _constant_value(attrs) -> np.ndarray:
     given = [k for k in _CONSTANT_ATTRS + _CONSTANT_UNSUPPORTED if k in attrs]
     if len(given) != 1:
         raise _invalid("Constant", f"exactly one value attribute is required ({', '.join(_CONSTANT_ATTRS)}); "
-                       f"got {given or 'none'}", stage)
+                       f"got {given or 'none'}")
     key = given[0]
     if key in _CONSTANT_UNSUPPORTED:
         what = "sparse tensors" if key == "sparse_value" else "string tensors"
-        raise _invalid("Constant", f"attribute {key!r} is not supported ({what} have no NPU tensor type)", stage)
+        raise _invalid("Constant", f"attribute {key!r} is not supported ({what} have no NPU tensor type)")
     v = attrs[key]
     if key == "value":
         return _as_float32(np.asarray(v))
@@ -608,7 +604,7 @@ def _constant_value(attrs, stage: str) -> np.ndarray:
 
 def _prepare_constant(attrs, consts):
     attrs = dict(attrs)
-    attrs["_value"] = _constant_value(attrs, "rknn_init")
+    attrs["_value"] = _constant_value(attrs)
     return attrs
 
 
@@ -618,7 +614,7 @@ def constant(inputs, attrs, out=None):
     ``value_int(s)`` as int64), a fresh copy on each call when ``out`` is None."""
     v = attrs.get("_value")
     if v is None:
-        v = _constant_value(attrs, "rknn_run")
+        v = _constant_value(attrs)
     o = _slot(out, 0)
     if o is None:
         return [np.array(v, copy=True)]
@@ -654,7 +650,7 @@ def topk(inputs, attrs, out=None):
     axis = _axis(attrs.get("axis", -1), x.ndim, "TopK")
     n = x.shape[axis]
     if not 0 <= k <= n:
-        raise ValueError(f"TopK: k={k} is out of range for an axis of size {n}")
+        raise ValueError(f"k={k} is out of range for an axis of size {n}")
     xm = np.moveaxis(x, axis, -1)
     if attrs.get("largest", 1):
         # A stable ascending sort of the reversed axis, read backwards, orders by value
@@ -696,7 +692,7 @@ def _einsum_labels(eq: str, shapes) -> Tuple[List[List[str]], List[str]]:
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(shapes):
-        raise ValueError(f"Einsum: {len(terms)} operand terms for {len(shapes)} inputs")
+        raise ValueError(f"{len(terms)} operand terms for {len(shapes)} inputs")
     n_ell = 0
     for term, shape in zip(terms, shapes):
         if "..." in term:
@@ -713,7 +709,7 @@ def _einsum_labels(eq: str, shapes) -> Tuple[List[List[str]], List[str]]:
     ops = [expand(t, len(s)) for t, s in zip(terms, shapes)]
     for labels, shape in zip(ops, shapes):
         if len(labels) != len(shape):
-            raise ValueError(f"Einsum: term for an operand of rank {len(shape)} has {len(labels)} labels")
+            raise ValueError(f"term for an operand of rank {len(shape)} has {len(labels)} labels")
     if arrow:
         res = expand(rhs, None)
     else:
