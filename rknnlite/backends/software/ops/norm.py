@@ -170,3 +170,34 @@ def instance_normalization(inputs, attrs, out=None):
     np.multiply(y3, np.asarray(scale, np.float32).reshape(1, c, 1), out=y3)
     np.add(y3, np.asarray(bias, np.float32).reshape(1, c, 1), out=y3)
     return [_finish(y, dest)]
+
+
+def _prepare_lrn(attrs, consts):
+    size = attrs.get("size")
+    if not isinstance(size, int) or size < 1:
+        raise ModelInvalidError(f"LRN: attribute 'size' must be a positive integer, got {size!r}", op="LRN")
+    return attrs
+
+
+@kernel("LRN", out=True, prepare=_prepare_lrn)
+def lrn(inputs, attrs, out=None):
+    """Local response normalisation across channels (axis 1):
+    ``y = x / (bias + alpha / size * sum of x**2 over the channel window) ** beta``,
+    the window spanning ``floor((size-1)/2)`` channels below and ``ceil((size-1)/2)`` above."""
+    x = inputs[0]
+    size = attrs["size"]
+    alpha, beta, bias = attrs.get("alpha", 1e-4), attrs.get("beta", 0.75), attrs.get("bias", 1.0)
+    below, above = (size - 1) // 2, size - 1 - (size - 1) // 2
+    squares = np.square(x, dtype=np.float32)
+    # prefix sums over channels give each window's sum in one subtraction
+    prefix = np.zeros((x.shape[0], x.shape[1] + 1) + x.shape[2:], np.float32)
+    np.cumsum(squares, axis=1, out=prefix[:, 1:])
+    c = np.arange(x.shape[1])
+    hi, lo = np.minimum(c + above + 1, x.shape[1]), np.maximum(c - below, 0)
+    window = prefix[:, hi] - prefix[:, lo]
+    y, dest = _target(out, 0, x.shape)
+    np.multiply(window, alpha / size, out=window)
+    np.add(window, bias, out=window)
+    np.power(window, beta, out=window)
+    np.divide(x, window, out=y)
+    return [_finish(y, dest)]

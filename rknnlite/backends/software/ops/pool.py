@@ -119,7 +119,7 @@ def _tap_range(n_out, k, s, d, pb, lo_bound, hi_bound):
     return np.ascontiguousarray(lo, dtype=np.int64), np.ascontiguousarray(hi, dtype=np.int64)
 
 
-def _as_4d(shape_sp):
+def _as_3_axes(shape_sp):
     """Pad a 1-3 axis spatial shape to 3 axes (leading 1s), as the native loops expect."""
     return (1,) * (3 - len(shape_sp)) + tuple(shape_sp)
 
@@ -132,7 +132,7 @@ def _pool_setup(x, attrs):
     n, c = x.shape[:2]
     in_sp = x.shape[2:]
     geo = [(1, 1, 1, 0, 0, 1)] * (3 - nd) + _geometry(attrs, in_sp)
-    in4 = _as_4d(in_sp)
+    in4 = _as_3_axes(in_sp)
     out_sp = tuple(g[5] for g in geo[3 - nd:])
     x4 = np.ascontiguousarray(x).reshape((n * c,) + in4)
     return geo, in4, x4, (n, c) + out_sp

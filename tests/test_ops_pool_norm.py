@@ -1,0 +1,429 @@
+"""Pooling and normalisation kernels: official ONNX node cases, the ``out=`` path,
+MaxPool/AveragePool against a direct loop reference (1-3 spatial axes, pads, auto_pad,
+ceil_mode, dilations, Indices with both storage orders), edge cases and attribute
+validation."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from onnx_cases import assert_matches, kernel_params, run_with_kernels
+
+from rknnlite.backends.software.ops import KERNELS
+from rknnlite.errors import ModelInvalidError
+
+OPS = ["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpNormalization",
+       "BatchNormalization", "LayerNormalization", "InstanceNormalization"]
+
+# Official cases left out on purpose, with the reason.
+EXCLUDED = {
+    # Training-mode BatchNormalization (batch statistics, running-mean outputs) is out of
+    # scope for an inference runtime: the kernel rejects it with ModelInvalidError
+    # (checked by test_batchnorm_training_mode_is_rejected).
+    "test_batchnorm_example_training_mode": "training_mode=1 is not supported (inference runtime)",
+    "test_batchnorm_epsilon_training_mode": "training_mode=1 is not supported (inference runtime)",
+}
+
+
+def _params():
+    out = []
+    for p in kernel_params(OPS):
+        case = p.values[0]
+        if case.name in EXCLUDED:
+            continue
+        out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("case, k", _params())
+def test_node_case(case, k):
+    inputs, expected = case.data_sets[k]
+    assert_matches(case, run_with_kernels(case, inputs), expected)
+
+
+def test_every_op_has_cases():
+    ids = {p.values[0].model.graph.node[0].op_type for p in _params()}
+    assert ids == set(OPS)
+
+
+def test_excluded_cases_exist():
+    names = {p.values[0].name for p in kernel_params(OPS)}
+    assert set(EXCLUDED) <= names
+
+
+@pytest.mark.parametrize("name", sorted(EXCLUDED))
+def test_batchnorm_training_mode_is_rejected(name):
+    case = next(p.values[0] for p in kernel_params(OPS) if p.values[0].name == name)
+    inputs, _ = case.data_sets[0]
+    with pytest.raises(ModelInvalidError, match="training_mode"):
+        run_with_kernels(case, inputs)
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _run(op, inputs, attrs, consts=None, out=None, opset=19):
+    spec = KERNELS[op]
+    attrs = dict(attrs, _opset=opset)
+    if spec.prepare is not None:
+        attrs = spec.prepare(attrs, consts if consts is not None else [None] * len(inputs))
+    return spec.fn(inputs, attrs, out=out)
+
+
+def _geometry(in_sp, ks, strides, dilations, pads, auto_pad, ceil_mode):
+    """Per axis (pad_begin, pad_end, n_out), straight from the ONNX operator text."""
+    nd = len(in_sp)
+    res = []
+    for a in range(nd):
+        size, k, s, d = in_sp[a], ks[a], strides[a], dilations[a]
+        ext = (k - 1) * d + 1
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            n_out = int(np.ceil(size / s))
+            total = max(0, (n_out - 1) * s + ext - size)
+            lo, hi = total // 2, total - total // 2
+            pb, pe = (lo, hi) if auto_pad == "SAME_UPPER" else (hi, lo)
+        else:
+            pb, pe = (pads[a], pads[nd + a]) if auto_pad == "NOTSET" else (0, 0)
+            v = (size + pb + pe - ext) / s + 1
+            n_out = int(np.ceil(v)) if ceil_mode else int(np.floor(v))
+            if ceil_mode and (n_out - 1) * s >= size + pb:
+                n_out -= 1
+        res.append((pb, pe, n_out))
+    return res
+
+
+def _ref_pool(x, kind, kernel_shape, strides=None, dilations=None, pads=None, auto_pad="NOTSET", ceil_mode=0,
+              count_include_pad=0, storage_order=0):
+    """Direct loops over every window: (Y, Indices)."""
+    ks = kernel_shape
+    nd = len(ks)
+    strides = strides or [1] * nd
+    dilations = dilations or [1] * nd
+    pads = pads or [0] * (2 * nd)
+    in_sp = x.shape[2:]
+    geo = _geometry(in_sp, ks, strides, dilations, pads, auto_pad, ceil_mode)
+    out_sp = tuple(g[2] for g in geo)
+    n, c = x.shape[:2]
+    y = np.zeros((n, c) + out_sp, np.float64 if kind == "avg" else x.dtype)
+    idx = np.zeros((n, c) + out_sp, np.int64)
+    for b, ch in itertools.product(range(n), range(c)):
+        for o in itertools.product(*[range(m) for m in out_sp]):
+            vals, where, padded_taps = [], [], 0
+            for t in itertools.product(*[range(k) for k in ks]):
+                pos = [o[a] * strides[a] - geo[a][0] + t[a] * dilations[a] for a in range(nd)]
+                if all(-geo[a][0] <= pos[a] < in_sp[a] + geo[a][1] for a in range(nd)):
+                    padded_taps += 1
+                if all(0 <= pos[a] < in_sp[a] for a in range(nd)):
+                    vals.append(x[(b, ch) + tuple(pos)])
+                    where.append(pos)
+            if kind == "max":
+                j = int(np.argmax(vals))
+                y[(b, ch) + o] = vals[j]
+                pos = where[j]
+                if storage_order:
+                    flat = sum(pos[a] * int(np.prod(in_sp[:a])) for a in range(nd))
+                else:
+                    flat = int(np.ravel_multi_index(pos, in_sp))
+                idx[(b, ch) + o] = (b * c + ch) * int(np.prod(in_sp)) + flat
+            else:
+                y[(b, ch) + o] = np.sum(vals, dtype=np.float64) / (padded_taps if count_include_pad else len(vals))
+    return y, idx
+
+
+POOL_CONFIGS = [
+    # (input shape, attrs)
+    ((2, 3, 9), dict(kernel_shape=[3], strides=[2], pads=[1, 2])),
+    ((1, 2, 10), dict(kernel_shape=[2], dilations=[3], ceil_mode=1)),
+    ((2, 2, 7, 8), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 3, 8, 9), dict(kernel_shape=[2, 3], strides=[2, 1], ceil_mode=1)),
+    ((1, 2, 7, 7), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 0, 2, 1], ceil_mode=1)),
+    ((1, 2, 9, 8), dict(kernel_shape=[2, 2], dilations=[2, 3], strides=[1, 2], pads=[2, 1, 0, 3])),
+    ((1, 2, 6, 7), dict(kernel_shape=[3, 2], strides=[2, 3], auto_pad="SAME_UPPER")),
+    ((1, 2, 6, 7), dict(kernel_shape=[4, 3], strides=[1, 2], auto_pad="SAME_LOWER")),
+    ((1, 2, 6, 7), dict(kernel_shape=[2, 3], strides=[2, 2], auto_pad="VALID", ceil_mode=1)),
+    ((1, 1, 5, 5), dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2])),
+    ((1, 1, 4, 4), dict(kernel_shape=[1, 1], strides=[3, 3], ceil_mode=1)),
+    ((1, 2, 5, 6, 7), dict(kernel_shape=[2, 3, 2], strides=[2, 1, 2], pads=[1, 0, 1, 0, 1, 1])),
+    ((1, 1, 7, 6, 5), dict(kernel_shape=[2, 2, 2], dilations=[2, 1, 2], strides=[2, 2, 1], ceil_mode=1)),
+]
+
+
+def _config_id(cfg):
+    shape, attrs = cfg
+    return "x".join(map(str, shape)) + "-" + "-".join(f"{k}{v}" for k, v in sorted(attrs.items()))
+
+
+@pytest.mark.parametrize("cfg", POOL_CONFIGS, ids=_config_id)
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_maxpool_matches_loops(cfg, storage_order):
+    shape, attrs = cfg
+    rng = np.random.default_rng(len(shape) * 7 + storage_order)
+    x = rng.permutation(np.prod(shape)).reshape(shape).astype(np.float32)  # distinct: argmax is unique
+    y, idx = _run("MaxPool", [x], dict(attrs, storage_order=storage_order))
+    ry, ridx = _ref_pool(x, "max", storage_order=storage_order, **attrs)
+    np.testing.assert_array_equal(y, ry)
+    assert idx.dtype == np.int64
+    np.testing.assert_array_equal(idx, ridx)
+
+
+@pytest.mark.parametrize("cfg", POOL_CONFIGS, ids=_config_id)
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_averagepool_matches_loops(cfg, count_include_pad):
+    shape, attrs = cfg
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    (y,) = _run("AveragePool", [x], dict(attrs, count_include_pad=count_include_pad))
+    ry, _ = _ref_pool(x, "avg", count_include_pad=count_include_pad, **attrs)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, ry, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.int64, np.float64])
+def test_maxpool_keeps_dtype(dtype):
+    x = np.random.default_rng(0).integers(-100 if dtype != np.uint8 else 0, 100, (1, 2, 6, 6)).astype(dtype)
+    y, idx = _run("MaxPool", [x], dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]))
+    ry, _ = _ref_pool(x, "max", [3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y, ry)
+
+
+def test_maxpool_non_contiguous_input():
+    x = np.random.default_rng(1).standard_normal((1, 3, 8, 10)).astype(np.float32)
+    view = x[:, ::-1, :, ::2]
+    y, _ = _run("MaxPool", [view], dict(kernel_shape=[2, 2], strides=[2, 2]))
+    ry, _ = _ref_pool(np.ascontiguousarray(view), "max", [2, 2], strides=[2, 2])
+    np.testing.assert_array_equal(y, ry)
+
+
+def test_maxpool_window_entirely_in_padding():
+    # pads larger than the kernel: the corner windows see no real element.
+    x = np.ones((1, 1, 2, 2), np.float32)
+    y, idx = _run("MaxPool", [x], dict(kernel_shape=[1, 1], pads=[1, 1, 1, 1]))
+    assert y.shape == (1, 1, 4, 4)
+    assert np.isneginf(y[0, 0, 0, 0]) and idx[0, 0, 0, 0] == -1
+    np.testing.assert_array_equal(y[0, 0, 1:3, 1:3], 1)
+
+
+def test_averagepool_window_entirely_in_padding_is_zero():
+    x = np.ones((1, 1, 2, 2), np.float32)
+    (y,) = _run("AveragePool", [x], dict(kernel_shape=[1, 1], pads=[1, 1, 1, 1]))
+    assert y[0, 0, 0, 0] == 0 and y[0, 0, 1, 1] == 1
+
+
+def test_maxpool_output_count_controls_indices():
+    x = np.random.default_rng(2).standard_normal((1, 2, 6, 6)).astype(np.float32)
+    attrs = dict(kernel_shape=[2, 2], strides=[2, 2])
+    assert len(_run("MaxPool", [x], attrs)) == 2
+    assert len(_run("MaxPool", [x], dict(attrs, _num_outputs=1))) == 1
+    y = np.empty((1, 2, 3, 3), np.float32)
+    res = _run("MaxPool", [x], attrs, out=[y])
+    assert len(res) == 1 and res[0] is y
+
+
+# ---------------------------------------------------------------------------- out= path
+
+def _out_cases():
+    rng = np.random.default_rng(3)
+    x4 = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    x3 = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    c = 3
+    scale, bias = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    mean, var = rng.standard_normal(c).astype(np.float32), rng.random(c).astype(np.float32) + 0.1
+    return [
+        ("MaxPool", [x4], dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+        ("MaxPool", [x3], dict(kernel_shape=[2], strides=[1], storage_order=1)),
+        ("AveragePool", [x4], dict(kernel_shape=[3, 2], strides=[2, 1], ceil_mode=1, count_include_pad=1)),
+        ("GlobalAveragePool", [x4], {}),
+        ("GlobalMaxPool", [x3], {}),
+        ("LpNormalization", [x4], dict(axis=1, p=1)),
+        ("LpNormalization", [x4], dict(axis=-1, p=2)),
+        ("BatchNormalization", [x4, scale, bias, mean, var], dict(epsilon=1e-3)),
+        ("LayerNormalization", [x4, rng.standard_normal((7, 6)).astype(np.float32),
+                                rng.standard_normal(6).astype(np.float32)], dict(axis=2)),
+        ("InstanceNormalization", [x4, scale, bias], dict(epsilon=1e-4)),
+    ]
+
+
+@pytest.mark.parametrize("op, inputs, attrs", _out_cases(), ids=lambda v: v if isinstance(v, str) else "")
+def test_out_path_identical(op, inputs, attrs):
+    expected = _run(op, inputs, attrs)
+    out = [np.full(e.shape, np.nan, e.dtype) if e.dtype.kind == "f" else np.full(e.shape, -7, e.dtype)
+           for e in expected]
+    got = _run(op, inputs, attrs, out=out)
+    assert len(got) == len(expected)
+    for g, o, e in zip(got, out, expected):
+        assert g is o
+        assert g.dtype == e.dtype
+        np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("op, inputs, attrs", _out_cases()[:6], ids=lambda v: v if isinstance(v, str) else "")
+def test_out_path_non_contiguous_target(op, inputs, attrs):
+    expected = _run(op, inputs, attrs)
+    out = []
+    for e in expected:
+        big = np.zeros(e.shape[:-1] + (2 * e.shape[-1],), e.dtype)
+        out.append(big[..., ::2])
+    got = _run(op, inputs, attrs, out=out)
+    for g, o, e in zip(got, out, expected):
+        assert g is o
+        np.testing.assert_array_equal(g, e)
+
+
+def test_inputs_not_modified():
+    for op, inputs, attrs in _out_cases():
+        frozen = [a.copy() for a in inputs]
+        for a in inputs:
+            a.flags.writeable = False
+        _run(op, inputs, attrs)
+        for a, f in zip(inputs, frozen):
+            np.testing.assert_array_equal(a, f)
+
+
+# ---------------------------------------------------------------------------- normalisation
+
+
+def test_global_pools_any_rank():
+    x = np.random.default_rng(4).standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
+    (a,) = _run("GlobalAveragePool", [x], {})
+    (m,) = _run("GlobalMaxPool", [x], {})
+    assert a.shape == m.shape == (2, 3, 1, 1, 1)
+    np.testing.assert_allclose(a, x.mean(axis=(2, 3, 4), keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(m, x.max(axis=(2, 3, 4), keepdims=True))
+
+
+def test_lpnormalization_zero_vector_gives_zero():
+    x = np.array([[0, 0, 0], [3, 0, 4]], np.float32)
+    (y2,) = _run("LpNormalization", [x], dict(p=2, axis=1))
+    (y1,) = _run("LpNormalization", [x], dict(p=1, axis=1))
+    np.testing.assert_allclose(y2, [[0, 0, 0], [0.6, 0, 0.8]], rtol=1e-6)
+    np.testing.assert_allclose(y1, [[0, 0, 0], [3 / 7, 0, 4 / 7]], rtol=1e-6)
+    assert not np.isnan(y2).any()
+
+
+def _ref_batchnorm(x, s, b, m, v, eps):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    x = x.astype(np.float64)
+    return (x - m.reshape(shape)) / np.sqrt(v.reshape(shape) + eps) * s.reshape(shape) + b.reshape(shape)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (1, 3, 4, 4), (1, 3, 2, 2, 2)])
+def test_batchnorm_ranks_and_constant_folding(shape):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    params = [rng.standard_normal(3).astype(np.float32) for _ in range(3)] + [rng.random(3).astype(np.float32)]
+    expected = _ref_batchnorm(x, *params, 1e-5)
+    (runtime,) = _run("BatchNormalization", [x] + params, {}, opset=15)
+    (folded,) = _run("BatchNormalization", [x] + params, {}, consts=[None] + params, opset=15)
+    np.testing.assert_allclose(runtime, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(folded, expected, rtol=1e-5, atol=1e-5)
+    assert runtime.dtype == folded.dtype == np.float32
+
+
+def test_batchnorm_opset9_and_14():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    params = [rng.standard_normal(3).astype(np.float32) for _ in range(3)] + [rng.random(3).astype(np.float32)]
+    for opset, attrs in ((9, {}), (14, dict(training_mode=0, momentum=0.9))):
+        (y,) = _run("BatchNormalization", [x] + params, attrs, opset=opset)
+        np.testing.assert_allclose(y, _ref_batchnorm(x, *params, 1e-5), rtol=1e-5, atol=1e-5)
+
+
+def _ref_layernorm(x, scale, bias, axis, eps):
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    xd = x.astype(np.float64)
+    mean = xd.mean(axis=axes, keepdims=True)
+    inv = 1 / np.sqrt(((xd - mean) ** 2).mean(axis=axes, keepdims=True) + eps)
+    y = (xd - mean) * inv * scale
+    if bias is not None:
+        y = y + bias
+    return y, mean, inv
+
+
+@pytest.mark.parametrize("stash_type", [1, 11])
+def test_layernorm_no_bias_broadcast_scale_and_stash(stash_type):
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((2, 3, 8)) * 3 + 100).astype(np.float32)  # |mean| >> std
+    scale = rng.standard_normal((1, 8)).astype(np.float32)
+    y, mean, inv = _run("LayerNormalization", [x, scale], dict(axis=-1, epsilon=1e-6, stash_type=stash_type))
+    ry, rmean, rinv = _ref_layernorm(x, scale, None, -1, 1e-6)
+    np.testing.assert_allclose(y, ry, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(mean, rmean, rtol=1e-6)
+    np.testing.assert_allclose(inv, rinv, rtol=1e-4)
+    assert y.dtype == mean.dtype == inv.dtype == np.float32
+    assert mean.shape == inv.shape == (2, 3, 1)
+
+
+def test_instancenorm_large_mean():
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((2, 3, 5, 7)) * 0.5 + 50).astype(np.float32)
+    scale, bias = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    (y,) = _run("InstanceNormalization", [x, scale, bias], dict(epsilon=1e-5))
+    xd = x.astype(np.float64)
+    m = xd.mean(axis=(2, 3), keepdims=True)
+    v = xd.var(axis=(2, 3), keepdims=True)
+    ref = (xd - m) / np.sqrt(v + 1e-5) * scale.reshape(1, 3, 1, 1) + bias.reshape(1, 3, 1, 1)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------- attribute validation
+
+BAD_ATTRS = [
+    ("MaxPool", {}, "kernel_shape"),
+    ("MaxPool", dict(kernel_shape=[2, 2], strides=[1]), "strides"),
+    ("MaxPool", dict(kernel_shape=[2, 2], strides=[0, 1]), "strides"),
+    ("MaxPool", dict(kernel_shape=[2, 2], pads=[1, 1, -1, 0]), "pads"),
+    ("MaxPool", dict(kernel_shape=[2, 2], dilations=[1, 1, 1]), "dilations"),
+    ("MaxPool", dict(kernel_shape=[2, 2], auto_pad="SAME"), "auto_pad"),
+    ("MaxPool", dict(kernel_shape=[2, 2], storage_order=2), "storage_order"),
+    ("MaxPool", dict(kernel_shape=[2, 2], ceil_mode=3), "ceil_mode"),
+    ("MaxPool", dict(kernel_shape=[2, 2], auto_pad="SAME_UPPER", pads=[1, 1, 1, 1]), "pads"),
+    ("MaxPool", dict(kernel_shape=[2, 2, 2, 2]), "kernel_shape"),
+    ("MaxPool", dict(kernel_shape=[0, 2]), "kernel_shape"),
+    ("AveragePool", dict(kernel_shape=[2], count_include_pad=5), "count_include_pad"),
+    ("LpNormalization", dict(p=3), "p"),
+    ("BatchNormalization", dict(training_mode=1), "training_mode"),
+    ("BatchNormalization", dict(epsilon=-1.0), "epsilon"),
+    ("LayerNormalization", dict(stash_type=7), "stash_type"),
+    ("LayerNormalization", dict(axis="x"), "axis"),
+    ("InstanceNormalization", dict(epsilon="big"), "epsilon"),
+]
+
+
+@pytest.mark.parametrize("op, attrs, word", BAD_ATTRS, ids=[f"{o}-{w}" for o, _, w in BAD_ATTRS])
+def test_bad_attributes(op, attrs, word):
+    spec = KERNELS[op]
+    with pytest.raises(ModelInvalidError, match=word) as info:
+        spec.prepare(dict(attrs, _opset=19), [None] * 5)
+    assert info.value.op == op
+
+
+def test_registration_flags():
+    for op in OPS:
+        spec = KERNELS[op]
+        assert spec.out, op
+        assert not spec.data_dependent, op
+
+
+@pytest.mark.parametrize("case, k", kernel_params(["LRN"]))
+def test_lrn_node_cases(case, k):
+    inputs, expected = case.data_sets[k]
+    assert_matches(case, run_with_kernels(case, inputs), expected)
+
+
+def test_lrn_out_path_and_bad_size():
+    from rknnlite.backends.software.ops import KERNELS
+
+    spec = KERNELS["LRN"]
+    x = np.random.default_rng(0).standard_normal((2, 7, 3, 3)).astype(np.float32)
+    attrs = spec.prepare({"size": 3, "alpha": 0.001, "beta": 0.7, "bias": 2.0}, [None])
+    expected = spec.fn([x], attrs)[0]
+    out = [np.empty_like(x)]
+    assert spec.fn([x], attrs, out)[0] is out[0]
+    np.testing.assert_array_equal(out[0], expected)
+    sq = np.pad(x ** 2, ((0, 0), (1, 1), (0, 0), (0, 0)))
+    window = sq[:, :-2] + sq[:, 1:-1] + sq[:, 2:]
+    np.testing.assert_allclose(expected, x / (2.0 + 0.001 / 3 * window) ** 0.7, rtol=1e-5)
+    with pytest.raises(ModelInvalidError, match="size"):
+        spec.prepare({"size": 0}, [None])
