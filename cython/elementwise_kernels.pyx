@@ -1,58 +1,107 @@
 # cython: language_level=3
-"""Element-wise float32 loops numpy has no ufunc for (erf, GELU); each runs without the GIL.
+"""Vectorised float32 erf and exact GELU (numpy has no erf ufunc).
 
-Every function takes flat, C-contiguous float32 arrays of equal length, writes
-``out`` fully and returns nothing.  ``out`` may be the same buffer as ``x``.
+A loop calling C ``erff``/``erfcf`` costs ~15 ns per element, far from memory speed.
+These loops are instead branch-free arithmetic the C compiler vectorises, finishing
+a computation numpy starts: the caller first fills a float32 work buffer with
+``exp(-fl(x*x))`` (erf) or ``exp(-0.5 * fl(x*x))`` (GELU), ``fl`` being float32
+rounding, using numpy's SIMD ``exp``; the loop then turns it into the result in place.
+
+Approximations (fitted for this project by weighted least squares against Python's
+``math.erf``/``math.erfc``; evaluated in double precision):
+
+* ``|z| < 1``: ``erf(z) = z * P(z*z)``, P of degree 7, relative error < 4e-11;
+* ``|z| >= 1``: ``erfc(|z|) = exp(-z*z) * t * Q(t)`` with ``t = 1 / (1 + 0.3 |z|)``,
+  Q of degree 10, relative error < 5e-10 for ``|z|`` up to 10.2 (beyond that the
+  exponential underflows float32 anyway).
+
+The float32 rounding of the exponent's argument (an error growing with ``z*z``) is
+undone exactly by the factor ``1 + lo``, ``lo`` being the dropped part recomputed in
+double.  Measured: erf within 1 float32 ulp, GELU within 4 ulps (tails included).
 """
 
-from libc.math cimport erff, erfcf, expf
+cdef extern from *:
+    """
+    /* GCC will not if-convert the selects below (so will not vectorise the loops)
+       while it must preserve floating-point trap semantics; nothing here reads the FP
+       exception flags.  On x86-64 the loops are also cloned for AVX2+FMA and AVX-512
+       (picked at load time by the CPU), as the baseline SSE2 build is ~4x slower. */
+    #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) && defined(__linux__)
+    #define RKL_EW_VECTORIZE __attribute__((optimize("no-trapping-math"), \
+        target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+    #elif defined(__GNUC__) && !defined(__clang__)
+    #define RKL_EW_VECTORIZE __attribute__((optimize("no-trapping-math")))
+    #else
+    #define RKL_EW_VECTORIZE
+    #endif
 
-cdef float _INV_SQRT2 = 0.70710678118654752440
-cdef float _SQRT_2_OVER_PI = 0.79788456080286535588
+    /* erf(z) for |z| < 1, u = z*z */
+    #define RKL_ERF_SMALL(z, u) ((z) * (1.1283791670580217 + u * (-0.3761263843464424 + u * (0.11283781973999803 + u * (-0.026865400035947277 + u * (0.0052209454153887835 + u * (-0.0008482828592512922 + u * (0.00011256946085566381 + u * (-9.641510905206318e-06)))))))))
+    /* erfc(a) for a >= 0, from e = exp(-a*a) and t = 1 / (1 + 0.3 a) */
+    #define RKL_ERFC_LARGE(e, t) ((e) * (t) * (0.16927974802384468 + t * (0.1687200487758329 + t * (0.16723426983721684 + t * (0.11227709015985211 + t * (0.2598426684084033 + t * (-0.26626941479899047 + t * (0.7478702944582541 + t * (-0.815011529318999 + t * (0.7281845352237946 + t * (-0.32688011281706925 + t * (0.05475240157045871))))))))))))
+
+    static RKL_EW_VECTORIZE void rkl_erf_from_exp(const float *x, float *w, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float v = x[i];
+            double z = v, u = z * z;
+            double a = fabs(z);
+            double lo = a < 16.0 ? (double)(v * v) - u : 0.0;  /* fl(v*v) may overflow; w is 0 there */
+            double e = w[i] * (1.0 + lo);
+            double t = 1.0 / (1.0 + 0.3 * a);
+            double small = RKL_ERF_SMALL(z, u);
+            double large = 1.0 - RKL_ERFC_LARGE(e, t);
+            large = z < 0 ? -large : large;
+            w[i] = (float)(a < 1.0 ? small : large);
+        }
+    }
+
+    /* gelu(x) = 0.5 x erfc(-x/sqrt(2)): for |z| < 1 as 1 + erf(z), beyond from the erfc
+       form (reflected as 2 - erfc(|z|) for positive x), so neither side cancels. */
+    static RKL_EW_VECTORIZE void rkl_gelu_from_exp(const float *x, float *w, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float v = x[i];
+            double xd = v;
+            double z = xd * 0.70710678118654752440, u = z * z;
+            double a = fabs(z);
+            double lo = a < 16.0 ? 0.5 * ((double)(v * v) - xd * xd) : 0.0;
+            double e = w[i] * (1.0 + lo);
+            double t = 1.0 / (1.0 + 0.3 * a);
+            double small = 1.0 + RKL_ERF_SMALL(z, u);
+            double c = RKL_ERFC_LARGE(e, t);
+            double large = z < 0 ? c : 2.0 - c;
+            w[i] = (float)(0.5 * xd * (a < 1.0 ? small : large));
+        }
+    }
+    """
+    void rkl_erf_from_exp(const float *x, float *w, Py_ssize_t n) nogil
+    void rkl_gelu_from_exp(const float *x, float *w, Py_ssize_t n) nogil
 
 
 cdef inline int _check(Py_ssize_t n, Py_ssize_t m) except -1:
     if n != m:
-        raise ValueError(f"input has {n} elements but the output buffer {m}")
+        raise ValueError(f"input has {n} elements but the work buffer {m}")
     return 0
 
 
-def erf_f32(const float[::1] x, float[::1] out):
-    """``out[i] = erf(x[i])`` (C ``erff``, correctly rounded to within an ulp)."""
-    cdef Py_ssize_t i, n = x.shape[0]
-    _check(n, out.shape[0])
-    with nogil:
-        for i in range(n):
-            out[i] = erff(x[i])
+def erf_from_exp(const float[::1] x, float[::1] work):
+    """Turn ``work[i] = exp(-fl(x[i]*x[i]))`` into ``erf(x[i])``, in place.
 
-
-def gelu_f32(const float[::1] x, float[::1] out):
-    """Exact GELU ``0.5 * x * (1 + erf(x / sqrt(2)))``.
-
-    Evaluated as ``0.5 * x * erfc(-x / sqrt(2))``: the same value, but without the
-    cancellation ``1 + erf(...)`` suffers for negative ``x`` (so tails stay accurate).
+    ``x`` and ``work``: flat C-contiguous float32 of equal length, not overlapping.
     """
-    cdef Py_ssize_t i, n = x.shape[0]
-    cdef float v
-    _check(n, out.shape[0])
-    with nogil:
-        for i in range(n):
-            v = x[i]
-            out[i] = 0.5 * v * erfcf(-v * _INV_SQRT2)
+    cdef Py_ssize_t n = x.shape[0]
+    _check(n, work.shape[0])
+    if n:
+        with nogil:
+            rkl_erf_from_exp(&x[0], &work[0], n)
 
 
-def gelu_tanh_f32(const float[::1] x, float[::1] out):
-    """Tanh-approximated GELU ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``.
+def gelu_from_exp(const float[::1] x, float[::1] work):
+    """Turn ``work[i] = exp(-0.5 * fl(x[i]*x[i]))`` into ``gelu(x[i]) = 0.5 x (1 + erf(x/sqrt(2)))``, in place.
 
-    Evaluated as ``x / (1 + exp(-2u))`` (``0.5 * (1 + tanh(u))`` is the logistic of
-    ``2u``), which avoids cancellation for negative ``x``; ``exp`` overflowing to
-    infinity gives the correct limit ``-0``.
+    ``x`` and ``work``: flat C-contiguous float32 of equal length, not overlapping.
     """
-    cdef Py_ssize_t i, n = x.shape[0]
-    cdef float v, u
-    _check(n, out.shape[0])
-    with nogil:
-        for i in range(n):
-            v = x[i]
-            u = _SQRT_2_OVER_PI * (v + 0.044715 * v * v * v)
-            out[i] = v / (1.0 + expf(-2.0 * u))
+    cdef Py_ssize_t n = x.shape[0]
+    _check(n, work.shape[0])
+    if n:
+        with nogil:
+            rkl_gelu_from_exp(&x[0], &work[0], n)

@@ -28,7 +28,8 @@ REQUIRED_OPS = (
 
 # Element types the NPU runtime has no tensor type for; cases using them are out of scope.
 _UNSUPPORTED_ELEM_TYPES = {"STRING", "BFLOAT16", "COMPLEX64", "COMPLEX128", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ",
-                           "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4", "FLOAT4E2M1", "FLOAT8E8M0"}
+                           "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4", "FLOAT4E2M1", "FLOAT8E8M0",
+                           "UINT2", "INT2", "FLOAT6E2M3", "FLOAT6E3M2"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -65,9 +66,16 @@ def unsupported_reason(case) -> Optional[str]:
     return None
 
 
-def as_runtime_input(x: np.ndarray) -> np.ndarray:
+def as_array(x) -> np.ndarray:
+    """Case data as numpy (newer onnx stores some cases' data as TensorProto)."""
+    from onnx import TensorProto, numpy_helper
+
+    return numpy_helper.to_array(x) if isinstance(x, TensorProto) else np.asarray(x)
+
+
+def as_runtime_input(x) -> np.ndarray:
     """What the executor feeds a kernel: floats as float32, everything else unchanged."""
-    x = np.asarray(x)
+    x = as_array(x)
     return x.astype(np.float32) if x.dtype.kind == "f" else x
 
 
@@ -97,7 +105,7 @@ def assert_matches(case, actual: List[np.ndarray], expected: List[np.ndarray]) -
     """Compare with the case's tolerances; float outputs compared in float32."""
     assert len(actual) == len(expected), f"{case.name}: {len(actual)} outputs, expected {len(expected)}"
     for i, (a, e) in enumerate(zip(actual, expected)):
-        e = np.asarray(e)
+        e = as_array(e)
         a = np.asarray(a)
         assert a.shape == e.shape, f"{case.name} output {i}: shape {a.shape}, expected {e.shape}"
         if e.dtype.kind == "f":

@@ -14,8 +14,7 @@ import numpy as np
 
 from ....errors import ModelInvalidError
 from . import kernel
-from . import elementwise as _ew
-from .elementwise import check_attr, check_float, dest, quiet
+from .elementwise import check_attr, check_float, dest, gelu_into, quiet
 
 # --------------------------------------------------------------------------- Relu family
 
@@ -45,11 +44,12 @@ def leaky_relu(inputs, attrs, out=None):
     x = inputs[0]
     alpha = float(attrs.get("alpha", 0.01))
     o = dest(out, x.shape, x.dtype)
-    np.multiply(x, alpha, out=o, casting="unsafe")
-    if alpha <= 1.0:
-        np.maximum(x, o, out=o)
-    else:
-        np.minimum(x, o, out=o)
+    with quiet():
+        np.multiply(x, alpha, out=o, casting="unsafe")
+        if alpha <= 1.0:
+            np.maximum(x, o, out=o)
+        else:
+            np.minimum(x, o, out=o)
     return [o]
 
 
@@ -57,16 +57,14 @@ def leaky_relu(inputs, attrs, out=None):
 def prelu(inputs, attrs, out=None):
     """PRelu: ``x`` for ``x >= 0`` else ``slope * x``; ``slope`` broadcasts to ``x``'s shape.
 
-    Uses a bool mask of ``x < 0``.  Older exporters give a slope of shape ``(C,)`` for
-    an ``(N, C, H, W)`` input (opset < 7 style); that is accepted by aligning it to axis 1.
+    Uses a bool mask of ``x < 0`` as its only temporary.
     """
     x, slope = inputs[0], inputs[1]
-    if slope.ndim == 1 and x.ndim > 2 and slope.shape[0] == x.shape[1] and slope.shape[0] != x.shape[-1]:
-        slope = slope.reshape((-1,) + (1,) * (x.ndim - 2))
     o = dest(out, x.shape, x.dtype)
     np.copyto(o, x)
-    neg = np.less(x, 0)
-    np.multiply(x, slope, out=o, where=neg, casting="unsafe")
+    with quiet():
+        neg = np.less(x, 0)
+        np.multiply(x, slope, out=o, where=neg, casting="unsafe")
     return [o]
 
 
@@ -76,7 +74,7 @@ def _clip_bound(inputs, attrs, index: int, name: str):
         if b.size == 0:
             return None
         if b.size != 1:
-            raise ModelInvalidError(f"Clip: input {name!r} must be a scalar, got shape {list(b.shape)}", op="Clip")
+            raise ModelInvalidError(f"input {name!r} must be a scalar, got shape {list(b.shape)}", op="Clip")
         return b.reshape(())
     if name in attrs:  # opset < 11: float attributes
         return float(attrs[name])
@@ -125,7 +123,8 @@ def tanh(inputs, attrs, out=None):
     """Tanh: hyperbolic tangent element-wise."""
     x = inputs[0]
     o = dest(out, x.shape, x.dtype)
-    np.tanh(x, out=o)
+    with quiet():
+        np.tanh(x, out=o)
     return [o]
 
 
@@ -137,9 +136,10 @@ def _hard_sigmoid_prepare(attrs, consts):
 
 
 def _hard_sigmoid_into(x, o, alpha: float, beta: float):
-    np.multiply(x, alpha, out=o)
-    np.add(o, beta, out=o)
-    np.clip(o, 0.0, 1.0, out=o)
+    with quiet():
+        np.multiply(x, alpha, out=o)
+        np.add(o, beta, out=o)
+        np.clip(o, 0.0, 1.0, out=o)
     return o
 
 
@@ -158,7 +158,8 @@ def hard_swish(inputs, attrs, out=None):
     x = inputs[0]
     o = dest(out, x.shape, x.dtype)
     _hard_sigmoid_into(x, o, 1.0 / 6.0, 0.5)
-    np.multiply(o, x, out=o)
+    with quiet():
+        np.multiply(o, x, out=o)
     return [o]
 
 
@@ -179,13 +180,14 @@ def elu(inputs, attrs, out=None):
     x = inputs[0]
     alpha = float(attrs.get("alpha", 1.0))
     o = dest(out, x.shape, x.dtype)
-    np.minimum(x, 0, out=o)
-    np.expm1(o, out=o)
-    np.multiply(o, alpha, out=o)
-    if 0.0 <= alpha <= 1.0:
-        np.maximum(o, x, out=o)
-    else:
-        np.copyto(o, x, where=np.greater(x, 0))
+    with quiet():
+        np.minimum(x, 0, out=o)
+        np.expm1(o, out=o)
+        np.multiply(o, alpha, out=o)
+        if 0.0 <= alpha <= 1.0:
+            np.maximum(o, x, out=o)
+        else:
+            np.copyto(o, x, where=np.greater(x, 0))
     return [o]
 
 
@@ -210,10 +212,11 @@ def selu(inputs, attrs, out=None):
     alpha = float(attrs.get("alpha", _SELU_ALPHA))
     gamma = float(attrs.get("gamma", _SELU_GAMMA))
     o = dest(out, x.shape, x.dtype)
-    np.minimum(x, 0, out=o)
-    np.expm1(o, out=o)
-    np.multiply(o, alpha * gamma, out=o)
-    np.multiply(x, gamma, out=o, where=np.greater(x, 0))
+    with quiet():
+        np.minimum(x, 0, out=o)
+        np.expm1(o, out=o)
+        np.multiply(o, alpha * gamma, out=o)
+        np.multiply(x, gamma, out=o, where=np.greater(x, 0))
     return [o]
 
 
@@ -222,7 +225,8 @@ def softplus(inputs, attrs, out=None):
     """Softplus: ``log(1 + exp(x))``, evaluated stably as ``logaddexp(x, 0)`` (no overflow)."""
     x = inputs[0]
     o = dest(out, x.shape, x.dtype)
-    np.logaddexp(x, 0, out=o, casting="unsafe")
+    with quiet():
+        np.logaddexp(x, 0, out=o, casting="unsafe")
     return [o]
 
 
@@ -240,36 +244,29 @@ def gelu(inputs, attrs, out=None):
     """Gelu (opset 20): ``0.5 * x * (1 + erf(x / sqrt(2)))``, or with ``approximate="tanh"``
     ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))``.
 
-    Both run as one compiled float32 loop (``erfc``/``exp`` forms that stay accurate for
-    negative ``x``); without the compiled module, an exact per-element ``math.erfc``
-    (exact form) or a numpy ufunc chain (tanh form) is used instead.
+    The exact form uses the compiled erf loop (see ``elementwise.gelu_into``); the tanh
+    form is a numpy ufunc chain in the output buffer.  Both are written so that
+    negative ``x`` suffers no cancellation.
     """
     x = inputs[0]
     approximate = attrs.get("approximate", "none")
     o = dest(out, x.shape, x.dtype)
     if o.size == 0:
         return [o]
-    native = _ew._native
     if approximate == "tanh":
-        if native is not None:
-            _ew._flat_f32_call(native.gelu_tanh_f32, x, o)
-        else:
-            # x / (1 + exp(-2u)), u = sqrt(2/pi) * (x + 0.044715 x^3)
-            with quiet():
-                np.multiply(x, x, out=o)
-                np.multiply(o, 0.044715, out=o)
-                np.add(o, 1.0, out=o)
-                np.multiply(o, x, out=o)
-                np.multiply(o, -2.0 * _SQRT_2_OVER_PI, out=o)
-                np.exp(o, out=o)
-                np.add(o, 1.0, out=o)
-                np.divide(x, o, out=o)
+        # x / (1 + exp(-2u)), u = sqrt(2/pi) * (x + 0.044715 x^3): 0.5 * (1 + tanh(u)) is the
+        # logistic of 2u, and this form has no cancellation for negative x.
+        with quiet():
+            np.multiply(x, x, out=o)
+            np.multiply(o, 0.044715, out=o)
+            np.add(o, 1.0, out=o)
+            np.multiply(o, x, out=o)
+            np.multiply(o, -2.0 * _SQRT_2_OVER_PI, out=o)
+            np.exp(o, out=o)
+            np.add(o, 1.0, out=o)
+            np.divide(x, o, out=o)
     else:
-        if native is not None:
-            _ew._flat_f32_call(native.gelu_f32, x, o)
-        else:
-            xd = np.asarray(x, dtype=np.float64)
-            np.copyto(o, 0.5 * xd * _ew.erfc_fallback(-xd / np.sqrt(2.0)), casting="unsafe")
+        gelu_into(x, o)
     return [o]
 
 
@@ -291,13 +288,13 @@ def _softmax_axes(op: str, x: np.ndarray, attrs) -> tuple:
             return ()
         a = axis + nd if axis < 0 else axis
         if not 0 <= a <= nd:
-            raise ModelInvalidError(f"{op}: attribute 'axis' must be in [{-nd}, {nd}], got {axis}", op=op)
+            raise ModelInvalidError(f"attribute 'axis' must be in [{-nd}, {nd}], got {axis}", op=op)
         return tuple(range(a, nd))
     if nd == 0:
-        raise ModelInvalidError(f"{op}: input must have rank >= 1 (got a scalar)", op=op)
+        raise ModelInvalidError("input must have rank >= 1 (got a scalar)", op=op)
     a = axis + nd if axis < 0 else axis
     if not 0 <= a < nd:
-        raise ModelInvalidError(f"{op}: attribute 'axis' must be in [{-nd}, {nd - 1}], got {axis}", op=op)
+        raise ModelInvalidError(f"attribute 'axis' must be in [{-nd}, {nd - 1}], got {axis}", op=op)
     return (a,)
 
 
@@ -305,7 +302,7 @@ def _softmax_prepare(op):
     def prepare(attrs, consts):
         axis = attrs.get("axis", 0)
         if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-            raise ModelInvalidError(f"{op}: attribute 'axis' must be an int, got {axis!r}", op=op)
+            raise ModelInvalidError(f"attribute 'axis' must be an int, got {axis!r}", op=op)
         return attrs
 
     return prepare
