@@ -218,3 +218,11 @@ def test_unknown_format_names_first_bytes():
 def test_wrong_argument_type():
     with pytest.raises(TypeError, match="path"):
         load_model(12345)
+
+
+def test_scalar_and_non_contiguous_constants_keep_their_shape():
+    weights = {"w": np.zeros((2, 3), np.float32), "s": np.array(7, np.int64),
+               "t": np.arange(12, dtype=np.int32).reshape(3, 4).T}
+    model = read_portable(memoryview(_model(weights=weights)))
+    assert model.graph.constants["s"].shape == () and int(model.graph.constants["s"]) == 7
+    np.testing.assert_array_equal(model.graph.constants["t"], weights["t"])

@@ -153,7 +153,9 @@ def pack_weights(constants: Mapping[str, np.ndarray]) -> Tuple[bytes, Dict[str, 
     parts = []
     offset = 0
     for name, arr in constants.items():
-        a = np.ascontiguousarray(arr)
+        a = np.asarray(arr)
+        if not a.flags.c_contiguous:
+            a = np.array(a, order="C")  # (np.ascontiguousarray would turn a 0-d array into 1-d)
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("<"))
         dtype = _dtype_name(a.dtype)
