@@ -53,3 +53,18 @@ def fake_quant_inplace(float[::1] data, float scale, int zero_point, int qmin=-1
             elif q > qmax:
                 q = qmax
             data[i] = (q - zero_point) * scale
+
+
+def is_fp16_exact(const float[::1] data):
+    """True when every element already has float16 precision (rounding would not change it).
+
+    Lets a float16 model whose weights were rounded at build time use them in place.
+    """
+    cdef Py_ssize_t i, n = data.shape[0]
+    cdef bint exact = True
+    with nogil:
+        for i in range(n):
+            if _round_half(data[i]) != data[i] and data[i] == data[i]:
+                exact = False
+                break
+    return exact

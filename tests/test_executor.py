@@ -188,3 +188,16 @@ def test_one_context_is_safe_to_share_between_threads():
         for t in threads:
             t.join()
         assert errors == []
+
+
+def test_float16_model_uses_prerounded_weights_in_place():
+    w = np.random.default_rng(5).standard_normal(16).astype(np.float16).astype(np.float32)
+    w.flags.writeable = False
+    raw = np.random.default_rng(6).standard_normal(16).astype(np.float32)
+    graph = Graph([Node("Add", "a", ["x", "w"], ["t"]), Node("Add", "b", ["t", "raw"], ["y"])], ["x"], ["y"],
+                  {"w": w, "raw": raw})
+    ex = Executor(graph, "float16")
+    stored = dict((ex.slot_name(slot), v) for slot, v in ex.constants)
+    assert stored["w"] is w
+    assert stored["raw"] is not raw
+    np.testing.assert_array_equal(stored["raw"], raw.astype(np.float16).astype(np.float32))

@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..._native.executor_kernels import fake_quant_inplace, round_fp16_inplace
+from ..._native.executor_kernels import fake_quant_inplace, is_fp16_exact, round_fp16_inplace
 from ...errors import InputInvalidError, InvalidParamError, ModelInvalidError, RKNNError
 from ...model.graph import Graph, Node
 from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
@@ -166,6 +166,8 @@ class Executor:
         if quant is not None:
             return _fake_quant_constant(a, quant, limits[quant.dtype])
         if self._round:
+            if a.dtype == np.float32 and a.flags.c_contiguous and is_fp16_exact(a.reshape(-1)):
+                return a  # rounded at build: used in place (e.g. straight from the mapped file)
             a = np.array(a, dtype=np.float32)
             round_fp16_inplace(a.reshape(-1))
             a.flags.writeable = False
