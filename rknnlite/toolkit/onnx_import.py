@@ -17,6 +17,10 @@ What the runtime boundary looks like:
 * unknown and symbolic dims are ``-1``; 4-D float tensors are ``"NCHW"``, everything
   else ``"UNDEFINED"``.
 
+Node attributes are :func:`~rknnlite.toolkit.onnx_attrs.node_attrs` (with ``"_opset"``)
+plus ``"_num_outputs"``, the number of outputs the node declares (omitted trailing
+optional outputs dropped; an omitted output before a used one gets a placeholder name).
+
 ``onnx`` is imported only when a function here runs.
 """
 
@@ -56,7 +60,7 @@ ONNX_DTYPES = {
 UNSUPPORTED_ELEM_TYPES = (
     "STRING", "COMPLEX64", "COMPLEX128", "BFLOAT16", "UINT64",
     "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT8E8M0", "FLOAT4E2M1",
-    "INT4", "UINT4", "INT2", "UINT2",
+    "INT4", "UINT4", "INT2", "UINT2", "FLOAT6E2M3", "FLOAT6E3M2",
 )
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -128,7 +132,7 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
         for name in node.output:
             if name:
                 producers[name] = i
-    needed = _needed_nodes(g, producers, set(in_names), out_names, init_names)
+    needed = _needed_nodes(g, producers, set(in_names), out_names)
     available = set(in_names) | init_names | {n for i in needed for n in g.node[i].output}
     for name in out_names:
         if name not in available:
@@ -153,8 +157,9 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
 
     # Types and shapes: declared ones, refined by ONNX shape inference on the cut model.
     inferred = _infer(proto, onnx, nodes, in_names, sizes, declared, out_names)
+    names = list(declared) + [n for n in inferred if n not in declared]
     types = {name: _merge(_value_type(declared[name]) if name in declared else None, inferred.get(name))
-             for name in set(declared) | set(inferred)}
+             for name in names}
 
     # Constants: the initializers used, then Constant nodes.
     used = {n for node in nodes for n in node.input if n} | set(out_names)
@@ -177,7 +182,15 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
                 k += 1
             name = f"{name}_{k}"
         taken.add(name)
-        graph_nodes.append(Node(node.op_type, name, list(node.input), list(node.output), node_attrs(node, opset)))
+        outs = list(node.output)
+        while outs and not outs[-1]:
+            outs.pop()  # omitted trailing optional outputs
+        # An omitted output before a used one still needs a name in the IR.
+        outs = [o or f"{name}/unused_output_{k}" for k, o in enumerate(outs)]
+        attrs = node_attrs(node, opset)
+        # Kernels read the declared output count here (Split into equal parts, MaxPool indices...).
+        attrs["_num_outputs"] = len(outs)
+        graph_nodes.append(Node(node.op_type, name, list(node.input), outs, attrs))
 
     input_specs = [_spec(name, types.get(name), sizes[i], "input") for i, name in enumerate(in_names)]
     output_specs = [_spec(name, _output_type(name, types, constants), None, "output") for name in out_names]
@@ -255,7 +268,7 @@ def _size_list(input_size_list, in_names) -> List[Optional[Tuple[int, ...]]]:
     return out
 
 
-def _needed_nodes(g, producers, stop: set, out_names, init_names) -> set:
+def _needed_nodes(g, producers, stop: set, out_names) -> set:
     needed = set()
     stack = [n for n in out_names if n not in stop]
     seen = set()
@@ -366,13 +379,24 @@ def _infer(proto, onnx, nodes, in_names, sizes, declared, out_names) -> Dict[str
     outputs = [declared[n] for n in out_names if n in declared]
     in_set = set(in_names)
     used = {n for node in nodes for n in node.input}
-    inits = [t for t in g.initializer if t.name in used and t.name not in in_set]
+    # Inference needs the values of small (shape-like) initializers only; big ones are
+    # declared as typed inputs so that their data is not copied.
+    inits, weight_inputs = [], []
+    for t in g.initializer:
+        if t.name not in used or t.name in in_set:
+            continue
+        if t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) or int(np.prod(t.dims)) <= 1024:
+            inits.append(t)
+        else:
+            weight_inputs.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     # The original value_info is left out: fixed sizes and cuts may contradict it.
-    cut = helper.make_graph(nodes, g.name or "graph", inputs, outputs, inits)
+    cut = helper.make_graph(nodes, g.name or "graph", inputs + weight_inputs, outputs, inits)
     model = helper.make_model(cut, opset_imports=list(proto.opset_import), ir_version=proto.ir_version)
     result = _run_inference(model, onnx)
     for vi in inputs:
         result[vi.name] = _value_type(vi)
+    for vi in weight_inputs:
+        result.pop(vi.name, None)
     return result
 
 

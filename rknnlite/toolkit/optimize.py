@@ -24,6 +24,7 @@ Every pass mutates the graph it is given and returns how many nodes it changed;
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -58,8 +59,9 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     it lets ``Shape``/``Size`` of statically shaped tensors fold.  Constant arrays are
     shared with the input graph, not copied.
     """
-    g = Graph([Node(n.op, n.name, list(n.inputs), list(n.outputs), dict(n.attrs)) for n in graph.nodes],
-              list(graph.inputs), list(graph.outputs), dict(graph.constants))
+    g = copy.copy(graph)  # keeps any other graph fields
+    g.nodes = [Node(n.op, n.name, list(n.inputs), list(n.outputs), dict(n.attrs)) for n in graph.nodes]
+    g.inputs, g.outputs, g.constants = list(graph.inputs), list(graph.outputs), dict(graph.constants)
     counts = {
         "constant folding": fold_constants(g, shapes),
         "identity/dropout removal": remove_identities(g),

@@ -1,0 +1,516 @@
+"""``RKNN``: the RKNN-Toolkit2 conversion API (config -> load_onnx -> build -> export_rknn,
+and init_runtime -> inference on the software backend).
+
+Names, arguments and return values follow the vendor toolkit: methods return ``0`` on
+success and ``-1`` on failure with the reason logged (``inference`` returns the outputs
+or ``None``).  Messages go to the ``rknnlite.toolkit`` logger (never the root logger);
+``verbose``/``verbose_file`` add this object's own handlers, as :class:`RKNNLite` does.
+
+Differences from the vendor toolkit (this is the first path; see the docstrings):
+
+* ``build`` makes float models (``float_dtype`` ``"float16"``, the NPU's precision, or
+  ``"float32"``); quantization and ``rknn_batch_size`` come later and fail with -1.
+* ``export_rknn`` writes rknnlite's portable container (``.rknn`` by name), which
+  :class:`rknnlite.Context` and :class:`rknnlite.api.RKNNLite` run on any host; it is
+  not a Rockchip ``.rknn`` file and cannot run on a board's librknnrt.
+* ``init_runtime(target=None)`` runs the built model on the software backend (the
+  vendor's simulator); board targets are refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from .._version import __version__
+from ..errors import RKNNError
+
+__all__ = ["RKNN", "TARGET_PLATFORMS"]
+
+_LOGGER_NAME = "rknnlite.toolkit"
+
+#: Platforms ``config(target_platform=...)`` accepts (lower case).
+TARGET_PLATFORMS = ("rv1103", "rv1103b", "rv1106", "rv1106b", "rv1126b", "rk2118",
+                    "rk3562", "rk3566", "rk3568", "rk3576", "rk3588")
+_DEFAULT_PLATFORM = "rk3588"
+
+# Vendor config() options this toolkit does not implement.  ``any``: ignoring them never
+# changes results (performance/placement/quantization settings), so they are accepted
+# with a warning.  Otherwise the vendor default they are harmless at.
+_IGNORED_ANY = ("quantized_dtype", "quantized_algorithm", "quantized_method", "quantized_hybrid_level",
+                "optimization_level", "model_pruning", "compress_weight", "single_core_mode",
+                "sparse_infer", "enable_flash_attention", "auto_hybrid_cos_thresh", "auto_hybrid_euc_thresh",
+                "op_target")
+_IGNORED_AT_DEFAULT = {"remove_weight": False, "inputs_yuv_fmt": None, "dynamic_input": None,
+                       "quantize_weight": False, "remove_reshape": False}
+
+_NO_MODEL = "Model is not loaded yet, this interface should be called after load_onnx!"
+_NOT_BUILT = "RKNN model is not built yet, this interface should be called after build or load_rknn!"
+
+
+class RKNN:
+    """The toolkit object (``from rknnlite.toolkit import RKNN``).
+
+    Args:
+        verbose: also write this object's messages (debug level and up) to stderr.
+        verbose_file: also append them to this file (ignored when its directory does
+            not exist).
+    """
+
+    NPU_CORE_AUTO = 0
+    NPU_CORE_0 = 1
+    NPU_CORE_1 = 2
+    NPU_CORE_2 = 4
+    NPU_CORE_0_1 = 3
+    NPU_CORE_0_1_2 = 7
+    NPU_CORE_ALL = 0xFFFF
+
+    def __init__(self, verbose: bool = False, verbose_file: Optional[str] = None):
+        self._log = _InstanceLog(verbose, verbose_file)
+        self._config: Optional[Dict[str, Any]] = None
+        self._imported = None
+        self._model_bytes: Optional[bytes] = None
+        self._ctx = None
+        self._released = False
+        self._log.info("rknnlite toolkit %s (RKNN-Toolkit2 compatible API)", __version__)
+
+    # -- configuration -------------------------------------------------------------------------
+
+    def config(self, mean_values=None, std_values=None, quant_img_RGB2BGR: bool = False,
+               target_platform: Optional[str] = None, float_dtype: str = "float16",
+               custom_string: Optional[str] = None, **other_toolkit_kwargs) -> int:
+        """Set the conversion options; call it before :meth:`load_onnx`.  Returns 0 or -1.
+
+        Args:
+            mean_values, std_values: per input, one value per channel (``[[m0, m1, m2]]``;
+                a flat list is taken as the single input's); the built model computes
+                ``(x - mean) / std`` itself.
+            quant_img_RGB2BGR: as in the vendor toolkit it only concerns calibration
+                images (quantization); inference never reorders channels.
+            target_platform: one of :data:`TARGET_PLATFORMS` (any case); default rk3588
+                with a warning.
+            float_dtype: ``"float16"`` (the NPU's storage precision, default) or
+                ``"float32"`` (full precision reference).
+            custom_string: free text stored in the model (``RKNN_QUERY_CUSTOM_STRING``).
+            **other_toolkit_kwargs: other vendor options.  Performance, placement and
+                quantization settings are accepted with a warning that they are not
+                supported yet; options that would change the model (``dynamic_input``,
+                ``inputs_yuv_fmt``, ``remove_weight``, ...) at a non-default value fail.
+        """
+        if not self._alive("config"):
+            return -1
+        if self._imported is not None:
+            self._log.error("config: config() should be called before load_onnx()!")
+            return -1
+        try:
+            mean = _per_input_values(mean_values, "mean_values")
+            std = _per_input_values(std_values, "std_values")
+        except ValueError as e:
+            self._log.error("config: %s", e)
+            return -1
+        if std is not None and any(v == 0 for row in std for v in row):
+            self._log.error("config: std_values must not contain 0: %s", std_values)
+            return -1
+        if target_platform is None:
+            self._log.warning("config: target_platform is not set, using the default: %s", _DEFAULT_PLATFORM)
+            platform = _DEFAULT_PLATFORM
+        else:
+            platform = str(target_platform).lower()
+            if platform not in TARGET_PLATFORMS:
+                self._log.error("config: target_platform %r is not supported; supported: %s",
+                                target_platform, ", ".join(TARGET_PLATFORMS))
+                return -1
+        if float_dtype not in ("float16", "float32"):
+            self._log.error("config: float_dtype must be 'float16' or 'float32', not %r", float_dtype)
+            return -1
+        if custom_string is not None and not isinstance(custom_string, str):
+            self._log.error("config: custom_string must be a str, not %s", type(custom_string).__name__)
+            return -1
+        for key, value in other_toolkit_kwargs.items():
+            if key in _IGNORED_ANY:
+                self._log.warning("config: %s=%r is not supported yet by rknnlite and is ignored", key, value)
+            elif key in _IGNORED_AT_DEFAULT:
+                if value != _IGNORED_AT_DEFAULT[key]:
+                    hint = (" (build one model per shape with load_onnx(input_size_list=...))"
+                            if key == "dynamic_input" else "")
+                    self._log.error("config: %s=%r is not supported yet by rknnlite%s", key, value, hint)
+                    return -1
+            else:
+                self._log.error("config: unknown option %r", key)
+                return -1
+        self._config = {
+            "mean_values": mean, "std_values": std, "quant_img_RGB2BGR": bool(quant_img_RGB2BGR),
+            "target_platform": platform, "float_dtype": float_dtype, "custom_string": custom_string or "",
+        }
+        self._log.debug("config: %s", self._config)
+        return 0
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def load_onnx(self, model, inputs=None, input_size_list=None, outputs=None) -> int:
+        """Load an ONNX model (path, bytes or ``onnx.ModelProto``).  Returns 0 or -1.
+
+        ``inputs``/``outputs`` name the tensors to use as the model's inputs and outputs
+        (cutting the graph there); ``input_size_list`` gives one shape per input and
+        fixes dynamic dims.
+        """
+        if not self._alive("load_onnx"):
+            return -1
+        from ..errors import ModelInvalidError
+
+        self._release_runtime()
+        self._imported = None
+        self._model_bytes = None
+        label = model if isinstance(model, (str, os.PathLike)) else type(model).__name__
+        self._log.info("Loading : %s", label)
+        try:
+            from .onnx_import import import_onnx
+        except ImportError as e:
+            self._log.error("load_onnx: the onnx package is needed to load ONNX models: %s", e)
+            return -1
+        try:
+            self._imported = import_onnx(model, inputs=inputs, input_size_list=input_size_list, outputs=outputs)
+        except ModelInvalidError as e:
+            self._log.error("load_onnx: %s", e.message)
+            return -1
+        except Exception as e:  # a converter bug: report it the toolkit way, with the traceback
+            self._log.error("load_onnx: unexpected %s: %s", type(e).__name__, e, exc_info=True)
+            return -1
+        if self._config is None:
+            self._log.warning("load_onnx: config() was not called; using the default configuration")
+        self._log.info("load_onnx: %d nodes, inputs %s, outputs %s", len(self._imported.graph.nodes),
+                       [s.name for s in self._imported.input_specs], [s.name for s in self._imported.output_specs])
+        return 0
+
+    def load_rknn(self, path) -> int:
+        """Load a model this toolkit exported (path or bytes) to run it with
+        :meth:`init_runtime`.  Returns 0 or -1."""
+        if not self._alive("load_rknn"):
+            return -1
+        from ..model.loader import PORTABLE, load_model
+
+        self._release_runtime()
+        try:
+            if isinstance(path, (str, os.PathLike)):
+                with open(path, "rb") as f:
+                    data = f.read()
+            else:
+                data = bytes(path)
+            loaded = load_model(data)
+        except (OSError, TypeError) as e:
+            self._log.error("load_rknn: cannot read %s: %s", path, e)
+            return -1
+        except RKNNError as e:
+            self._log.error("load_rknn: %s", e.message)
+            return -1
+        if loaded.format != PORTABLE:
+            self._log.error("load_rknn: %s is a %s model; the toolkit's simulator runs models it built",
+                            path, loaded.format)
+            return -1
+        self._imported = None
+        self._model_bytes = data
+        return 0
+
+    # -- building ------------------------------------------------------------------------------
+
+    def build(self, do_quantization: bool = False, dataset: Optional[str] = None,
+              rknn_batch_size: Optional[int] = None) -> int:
+        """Optimise the loaded model and build the runtime model.  Returns 0 or -1.
+
+        Quantization (``do_quantization=True``) and ``rknn_batch_size`` > 1 are not
+        supported yet and return -1.
+        """
+        if not self._alive("build"):
+            return -1
+        if self._imported is None:
+            self._log.error("build: %s", _NO_MODEL)
+            return -1
+        if do_quantization:
+            self._log.error("build: do_quantization=True is not supported yet by rknnlite; "
+                            "build a float model with do_quantization=False")
+            return -1
+        if rknn_batch_size is not None and rknn_batch_size != 1:
+            if not isinstance(rknn_batch_size, int) or rknn_batch_size < 1:
+                self._log.error("build: rknn_batch_size must be a positive int, not %r", rknn_batch_size)
+            else:
+                self._log.error("build: rknn_batch_size=%d is not supported yet by rknnlite", rknn_batch_size)
+            return -1
+        if dataset is not None:
+            self._log.warning("build: dataset is only used for quantization; ignored")
+        from ..model.metadata import Preprocess, build_metadata
+        from ..model.portable import write_portable
+        from .optimize import optimize
+
+        cfg = self._config or self._default_config()
+        imported = self._imported
+        try:
+            preprocess = self._preprocess(cfg, imported.input_specs)
+        except ValueError as e:
+            self._log.error("build: %s", e)
+            return -1
+        self._release_runtime()
+        self._model_bytes = None
+        self._log.info("Building model (%s)", cfg["float_dtype"])
+        try:
+            graph = optimize(imported.graph, imported.shapes)
+            metadata = build_metadata(
+                imported.input_specs, imported.output_specs,
+                target_platforms=(cfg["target_platform"],),
+                custom_string=cfg["custom_string"],
+                float_dtype=cfg["float_dtype"],
+                preprocess=tuple(Preprocess(tuple(m), tuple(s)) for m, s in preprocess) if preprocess else (),
+            )
+            data = write_portable(metadata, graph)
+        except RKNNError as e:
+            self._log.error("build: %s", e.message)
+            return -1
+        except Exception as e:  # a converter bug: report it the toolkit way, with the traceback
+            self._log.error("build: unexpected %s: %s", type(e).__name__, e, exc_info=True)
+            return -1
+        self._log.info("build: %d nodes -> %d after optimisation, %d bytes",
+                       len(imported.graph.nodes), len(graph.nodes), len(data))
+        self._model_bytes = data
+        return 0
+
+    def _default_config(self) -> Dict[str, Any]:
+        self._log.warning("build: target_platform is not set, using the default: %s", _DEFAULT_PLATFORM)
+        self._config = {"mean_values": None, "std_values": None, "quant_img_RGB2BGR": False,
+                        "target_platform": _DEFAULT_PLATFORM, "float_dtype": "float16", "custom_string": ""}
+        return self._config
+
+    @staticmethod
+    def _preprocess(cfg, specs) -> List:
+        mean, std = cfg["mean_values"], cfg["std_values"]
+        if mean is None and std is None:
+            return []
+        n = len(specs)
+        for what, values in (("mean_values", mean), ("std_values", std)):
+            if values is not None and len(values) != n:
+                raise ValueError(f"{what} has {len(values)} entries for {n} model inputs")
+        out = []
+        for i, spec in enumerate(specs):
+            m = list(mean[i]) if mean is not None else None
+            s = list(std[i]) if std is not None else None
+            if spec.dtype != "float32" or len(spec.shape) != 4:
+                if (m and any(v != 0 for v in m)) or (s and any(v != 1 for v in s)):
+                    raise ValueError(f"mean/std for input {i} ({spec.name!r}): only 4-D float inputs are normalised")
+                out.append(None)
+                continue
+            channels = spec.shape[1]
+            width = len(m or s)
+            if channels < 0:
+                channels = width
+            m = m or [0.0] * width
+            s = s or [1.0] * width
+            if len(m) == 1:
+                m = m * channels
+            if len(s) == 1:
+                s = s * channels
+            if len(m) != channels or len(s) != channels:
+                raise ValueError(f"mean_values/std_values for input {i} ({spec.name!r}) have {len(m)}/{len(s)} "
+                                 f"values; the input has {channels} channels")
+            out.append((m, s))
+        if all(p is None for p in out):
+            return []
+        # Inputs without normalisation get the identity.
+        return [p if p is not None else ([0.0], [1.0]) for p in out]
+
+    def export_rknn(self, export_path, cpp_gen_cfg: bool = False, **kwargs) -> int:
+        """Write the built model to ``export_path``.  Returns 0 or -1."""
+        if not self._alive("export_rknn"):
+            return -1
+        if self._model_bytes is None:
+            self._log.error("export_rknn: %s", _NOT_BUILT)
+            return -1
+        if cpp_gen_cfg or kwargs:
+            self._log.warning("export_rknn: cpp_gen_cfg and other options are not supported yet; ignored")
+        try:
+            with open(export_path, "wb") as f:
+                f.write(self._model_bytes)
+        except (OSError, TypeError) as e:
+            self._log.error("export_rknn: cannot write %s: %s", export_path, e)
+            return -1
+        self._log.info("export_rknn: %s (%d bytes)", export_path, len(self._model_bytes))
+        return 0
+
+    # -- running -------------------------------------------------------------------------------
+
+    def init_runtime(self, target: Optional[str] = None, target_sub_class=None, device_id=None,
+                     perf_debug: bool = False, eval_mem: bool = False, async_mode: bool = False,
+                     core_mask: int = NPU_CORE_AUTO, **kwargs) -> int:
+        """Initialise the simulator (``target=None``: the software backend) on the built or
+        loaded model.  Board targets are refused.  Returns 0 or -1."""
+        if not self._alive("init_runtime"):
+            return -1
+        if target is not None or device_id is not None:
+            self._log.error("init_runtime: target=%r: rknnlite's toolkit runs models on its software backend "
+                            "(target=None); to run on a board, copy the exported model there and use "
+                            "rknnlite.api.RKNNLite", target)
+            return -1
+        if self._model_bytes is None:
+            self._log.error("init_runtime: %s", _NOT_BUILT)
+            return -1
+        if perf_debug or eval_mem or async_mode or kwargs:
+            self._log.warning("init_runtime: perf_debug, eval_mem, async_mode and other options are not "
+                              "supported by the simulator; ignored")
+        from ..runtime.context import Context
+
+        self._release_runtime()
+        self._log.info("init_runtime: target is None, using the software backend (simulator)")
+        try:
+            self._ctx = Context(self._model_bytes, backend="software")
+        except RKNNError as e:
+            self._log.error("init_runtime: %s", e.message)
+            return -1
+        except Exception as e:  # a runtime bug: report it the toolkit way, with the traceback
+            self._log.error("init_runtime: unexpected %s: %s", type(e).__name__, e, exc_info=True)
+            return -1
+        return 0
+
+    def inference(self, inputs, data_type=None, data_format=None, inputs_pass_through=None,
+                  get_frame_id: bool = False):
+        """Run the model; returns the outputs (float outputs as float32), or None.
+
+        ``inputs``: a list with one array per model input.  ``data_format``: for 4-D
+        inputs ``'nhwc'`` (default) or ``'nchw'``, one value or one per input.
+        ``inputs_pass_through``: per input 0/1; 1 skips the model's mean/std.
+        """
+        if not self._alive("inference"):
+            return None
+        if self._ctx is None:
+            self._log.error("inference: Runtime environment is not inited, please call init_runtime to init it "
+                            "first!")
+            return None
+        if not isinstance(inputs, (list, tuple)):
+            if isinstance(inputs, np.ndarray) and len(self._ctx.inputs) == 1:
+                inputs = [inputs]
+            else:
+                self._log.error("inference: inputs should be placed in a list, like [img1, img2]")
+                return None
+        if data_type is not None:
+            self._log.debug("inference: data_type is ignored (inputs are cast to the model's types)")
+        n = len(self._ctx.inputs)
+        if len(inputs) != n:
+            self._log.error("inference: the model needs %d inputs, but %d inputs are fed", n, len(inputs))
+            return None
+        if data_format is None or isinstance(data_format, str):
+            data_format = [data_format] * n
+        if len(data_format) != n:
+            self._log.error("inference: data_format must be one value or one per input (%d)", n)
+            return None
+        formats = []
+        for i, (x, fmt) in enumerate(zip(inputs, data_format)):
+            if not isinstance(x, np.ndarray):
+                self._log.error("inference: type of inputs[%d] is not np.ndarray", i)
+                return None
+            fmt = (fmt or "nhwc").lower()
+            if fmt not in ("nhwc", "nchw"):
+                self._log.error("inference: data_format[%d] %r is invalid, only 'nhwc' or 'nchw'", i, fmt)
+                return None
+            formats.append(fmt if x.ndim == 4 else None)
+        passes = None
+        if inputs_pass_through is not None:
+            if len(inputs_pass_through) != n:
+                self._log.error("inference: inputs_pass_through must have one 0/1 per input (%d)", n)
+                return None
+            passes = [bool(p) for p in inputs_pass_through]
+        try:
+            outputs = self._ctx.run(list(inputs), data_format=formats, pass_through=passes)
+        except RKNNError as e:
+            self._log.error("inference: %s", e.message)
+            return None
+        except Exception as e:  # a runtime bug: report it the toolkit way, with the traceback
+            self._log.error("inference: unexpected %s: %s", type(e).__name__, e, exc_info=True)
+            return None
+        outputs = [o.astype(np.float32, copy=False) if o.dtype.kind == "f" else o for o in outputs]
+        if get_frame_id:
+            self._frames = getattr(self, "_frames", 0) + 1
+            outputs.append(self._frames)
+        return outputs
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Free the runtime and the model; idempotent.  Later calls fail with -1."""
+        self._release_runtime()
+        self._imported = None
+        self._model_bytes = None
+        self._released = True
+        self._log.close()
+
+    def _release_runtime(self) -> None:
+        if self._ctx is not None:
+            self._ctx.close()
+            self._ctx = None
+
+    def _alive(self, what: str) -> bool:
+        if self._released:
+            self._log.error("%s: this RKNN object has been released; create a new one", what)
+            return False
+        return True
+
+
+def _per_input_values(values, what: str) -> Optional[List[List[float]]]:
+    """``[[...], ...]`` per input from the vendor forms (a flat list means one input)."""
+    if values is None:
+        return None
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ValueError(f"{what} must be a list with one list of per-channel values per input, like "
+                         f"[[123.675, 116.28, 103.53]], not {values!r}")
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        values = [values]
+    rows = []
+    for i, row in enumerate(values):
+        if not isinstance(row, (list, tuple)) or not row or \
+                not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in row):
+            raise ValueError(f"{what}[{i}] must be a non-empty list of numbers, not {row!r}")
+        rows.append([float(v) for v in row])
+    return rows
+
+
+class _InstanceLog:
+    """Messages of one RKNN: always to the ``rknnlite.toolkit`` logger, and with
+    ``verbose``/``verbose_file`` also to this object's own handlers (nothing global)."""
+
+    def __init__(self, verbose: bool, verbose_file: Optional[str]):
+        self._shared = logging.getLogger(_LOGGER_NAME)
+        self._own: Optional[logging.Logger] = None
+        handlers: List[logging.Handler] = []
+        if verbose:
+            handlers.append(logging.StreamHandler(sys.stderr))
+        if verbose_file and os.path.isdir(os.path.dirname(os.path.abspath(verbose_file))):
+            handlers.append(logging.FileHandler(verbose_file))
+        if handlers:
+            own = logging.Logger(f"{_LOGGER_NAME}.instance", logging.DEBUG)  # not registered anywhere
+            for h in handlers:
+                h.setFormatter(logging.Formatter("%(levelname).1s %(message)s"))
+                own.addHandler(h)
+            self._own = own
+
+    def _emit(self, level: int, msg: str, *args, exc_info=False) -> None:
+        self._shared.log(level, msg, *args, exc_info=exc_info)
+        if self._own is not None:
+            self._own.log(level, msg, *args, exc_info=exc_info)
+
+    def debug(self, msg, *args):
+        self._emit(logging.DEBUG, msg, *args)
+
+    def info(self, msg, *args):
+        self._emit(logging.INFO, msg, *args)
+
+    def warning(self, msg, *args):
+        self._emit(logging.WARNING, msg, *args)
+
+    def error(self, msg, *args, exc_info=False):
+        self._emit(logging.ERROR, msg, *args, exc_info=exc_info)
+
+    def close(self) -> None:
+        if self._own is not None:
+            for h in list(self._own.handlers):
+                h.close()
+                self._own.removeHandler(h)
+            self._own = None

@@ -1,0 +1,588 @@
+"""The toolkit's first path: ONNX import, the optimisation passes, and the RKNN object."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import rknnlite  # noqa: E402
+from rknnlite import ModelInvalidError  # noqa: E402
+from rknnlite.backends.software.executor import Executor  # noqa: E402
+from rknnlite.model.graph import Graph  # noqa: E402
+from rknnlite.model.loader import load_model  # noqa: E402
+from rknnlite.toolkit import RKNN  # noqa: E402
+from rknnlite.toolkit.onnx_import import import_onnx  # noqa: E402
+from rknnlite.toolkit.optimize import (  # noqa: E402
+    conv_fusable_activations,
+    finalize_outputs,
+    fold_batchnorm,
+    fold_constants,
+    fuse_activations,
+    optimize,
+    remove_dead_nodes,
+    remove_identities,
+)
+
+RNG = np.random.default_rng(7)
+F = TensorProto.FLOAT
+
+
+def vi(name, elem=F, shape=None):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def init(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, ir=8):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir)
+
+
+def ort_run(m, feeds):
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def run_graph(graph: Graph, feeds):
+    return Executor(graph, "float32").run(list(feeds))
+
+
+def ops(graph):
+    return [n.op for n in graph.nodes]
+
+
+def conv_bn_model(extra_reader=False):
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(4).astype(np.float32)
+    scale = RNG.uniform(0.5, 2, 4).astype(np.float32)
+    beta = RNG.standard_normal(4).astype(np.float32)
+    mean = RNG.standard_normal(4).astype(np.float32)
+    var = RNG.uniform(0.1, 2, 4).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("BatchNormalization", ["c", "s", "beta", "m", "v"], ["bn"], epsilon=1e-3, name="bn"),
+        helper.make_node("Relu", ["bn"], ["y"], name="relu"),
+    ]
+    outputs = [vi("y", F, [1, 4, 6, 6])]
+    if extra_reader:
+        nodes.append(helper.make_node("Sigmoid", ["c"], ["z"], name="sig"))
+        outputs.append(vi("z", F, [1, 4, 6, 6]))
+    return model(nodes, [vi("x", F, [1, 3, 6, 6])], outputs,
+                 [init("w", w), init("b", b), init("s", scale), init("beta", beta), init("m", mean), init("v", var)])
+
+
+# -- import -------------------------------------------------------------------------------------
+
+
+def test_import_constants_specs_names_and_attrs():
+    w = RNG.standard_normal((2, 3)).astype(np.float32)
+    m = model(
+        [helper.make_node("MatMul", ["x", "w"], ["t"]),
+         helper.make_node("Relu", ["t"], ["u"]),
+         helper.make_node("Softmax", ["u"], ["y"], axis=1, name="dup"),
+         helper.make_node("Identity", ["u"], ["z"], name="dup")],
+        # the initializer is also listed as a graph input, as older exporters did
+        [vi("x", F, ["N", 2]), vi("w", F, [2, 3])],
+        [vi("y", F, ["N", 3]), vi("z", F, ["N", 3])],
+        [init("w", w)], opset=13)
+    im = import_onnx(m)
+    g = im.graph
+    assert g.inputs == ["x"] and g.outputs == ["y", "z"]
+    np.testing.assert_array_equal(g.constants["w"], w)
+    assert im.opset == 13
+    assert all(n.attrs["_opset"] == 13 for n in g.nodes)
+    assert g.nodes[2].attrs["axis"] == 1
+    names = [n.name for n in g.nodes]
+    assert len(set(names)) == 4 and all(names)
+    assert im.input_specs[0].shape == (-1, 2) and im.input_specs[0].dtype == "float32"
+    assert im.input_specs[0].layout == "UNDEFINED"
+    assert im.output_specs[0].shape == (-1, 3)
+
+
+def test_import_from_bytes_path_and_errors(tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", F, [1, 3, 4, 4])], [vi("y", F, [1, 3, 4, 4])])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    for src in (m, m.SerializeToString(), str(path), path):
+        im = import_onnx(src)
+        assert im.input_specs[0].layout == "NCHW" and ops(im.graph) == ["Relu"]
+    with pytest.raises(ModelInvalidError, match="cannot read"):
+        import_onnx(b"\x08\x07garbage" * 10)
+    with pytest.raises(ModelInvalidError, match="not found"):
+        import_onnx(str(tmp_path / "missing.onnx"))
+    with pytest.raises(ModelInvalidError, match="path, bytes or an onnx.ModelProto"):
+        import_onnx(42)
+
+
+def test_io_dtypes_and_layouts():
+    m = model(
+        [helper.make_node("Identity", ["a"], ["a2"]), helper.make_node("Identity", ["b"], ["b2"]),
+         helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Identity", ["d"], ["d2"]),
+         helper.make_node("Identity", ["e"], ["e2"])],
+        [vi("a", TensorProto.FLOAT16, [1, 2, 3, 4]), vi("b", TensorProto.DOUBLE, [2, 3]),
+         vi("c", TensorProto.INT64, [1, 2, 3, 4]), vi("d", TensorProto.BOOL, [3]), vi("e", TensorProto.UINT8, [])],
+        [vi("a2", TensorProto.FLOAT16, [1, 2, 3, 4]), vi("b2", TensorProto.DOUBLE, [2, 3]),
+         vi("c2", TensorProto.INT64, [1, 2, 3, 4]), vi("d2", TensorProto.BOOL, [3]), vi("e2", TensorProto.UINT8, [])])
+    im = import_onnx(m)
+    assert [(s.dtype, s.layout) for s in im.input_specs] == [
+        ("float32", "NCHW"), ("float32", "UNDEFINED"), ("int64", "UNDEFINED"), ("bool", "UNDEFINED"),
+        ("uint8", "UNDEFINED")]
+    assert [s.dtype for s in im.output_specs] == ["float32", "float32", "int64", "bool", "uint8"]
+
+
+@pytest.mark.parametrize("elem", [TensorProto.STRING, TensorProto.BFLOAT16, TensorProto.COMPLEX64,
+                                  TensorProto.FLOAT8E4M3FN, TensorProto.INT4, TensorProto.UINT64])
+def test_element_types_outside_the_runtime(elem):
+    name = TensorProto.DataType.Name(elem)
+    m = model([helper.make_node("Identity", ["x"], ["y"])], [vi("x", elem, [2])], [vi("y", elem, [2])])
+    with pytest.raises(ModelInvalidError, match=f"element type {name}"):
+        import_onnx(m)
+
+
+def test_cast_to_an_unsupported_type_is_refused():
+    m = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16, name="to_bf16")],
+              [vi("x", F, [2])], [vi("y", TensorProto.BFLOAT16, [2])])
+    with pytest.raises(ModelInvalidError, match="to_bf16.*BFLOAT16|BFLOAT16"):
+        import_onnx(m)
+
+
+def test_unsupported_op_and_domain_are_named():
+    m = model([helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Hardmax", ["t"], ["y"], name="hm")],
+              [vi("x", F, [2, 2])], [vi("y", F, [2, 2])])
+    with pytest.raises(ModelInvalidError) as e:
+        import_onnx(m)
+    msg = str(e.value)
+    assert "'Hardmax'" in msg and "'hm'" in msg and "supported ops" in msg and "Relu" in msg
+    m = model([helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft", name="ms")],
+              [vi("x", F, [2])], [vi("y", F, [2])])
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    with pytest.raises(ModelInvalidError, match="com.microsoft::Gelu.*'ms'"):
+        import_onnx(m)
+
+
+def test_input_size_list_fixes_dynamic_dims():
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", F, [1, 3, "H", "W"])], [vi("y", F, [1, 3, "H", "W"])])
+    im = import_onnx(m)
+    assert im.input_specs[0].shape == (1, 3, -1, -1) and im.output_specs[0].shape == (1, 3, -1, -1)
+    im = import_onnx(m, input_size_list=[[1, 3, 16, 24]])
+    assert im.input_specs[0].shape == (1, 3, 16, 24) and im.output_specs[0].shape == (1, 3, 16, 24)
+    with pytest.raises(ModelInvalidError, match="fixes it"):
+        import_onnx(m, input_size_list=[[2, 3, 16, 24]])
+    with pytest.raises(ModelInvalidError, match="rank"):
+        import_onnx(m, input_size_list=[[3, 16, 24]])
+    with pytest.raises(ModelInvalidError, match="1 inputs"):
+        import_onnx(m, input_size_list=[[1, 3, 4, 4], [1]])
+
+
+def test_inputs_and_outputs_cut_the_graph():
+    w = RNG.standard_normal((4, 4)).astype(np.float32)
+    m = model([helper.make_node("Relu", ["x"], ["a"], name="n0"),
+               helper.make_node("MatMul", ["a", "w"], ["b"], name="n1"),
+               helper.make_node("Sigmoid", ["b"], ["c"], name="n2"),
+               helper.make_node("Softmax", ["c"], ["y"], name="n3")],
+              [vi("x", F, [2, 4])], [vi("y", F, [2, 4])], [init("w", w)])
+    im = import_onnx(m, inputs=["a"], input_size_list=[[2, 4]], outputs=["b"])
+    g = im.graph
+    assert g.inputs == ["a"] and g.outputs == ["b"] and [n.name for n in g.nodes] == ["n1"]
+    assert im.input_specs[0].shape == (2, 4) and im.output_specs[0].shape == (2, 4)
+    a = RNG.standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(run_graph(g, [a])[0], a @ w, rtol=1e-5)
+    im = import_onnx(m, outputs=["c", "a"])
+    assert [n.name for n in im.graph.nodes] == ["n0", "n1", "n2"] and im.graph.outputs == ["c", "a"]
+    with pytest.raises(ModelInvalidError, match="nope"):
+        import_onnx(m, outputs=["nope"])
+    with pytest.raises(ModelInvalidError, match="'x'"):
+        m2 = model([helper.make_node("Add", ["x", "z"], ["y"])], [vi("x", F, [2]), vi("z", F, [2])],
+                   [vi("y", F, [2])])
+        import_onnx(m2, inputs=["z"])
+
+
+def test_constant_nodes_become_constants():
+    m = model([helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(np.float32([1, 2]))),
+               helper.make_node("Constant", [], ["i"], value_ints=[3, 4]),
+               helper.make_node("Add", ["x", "k"], ["y"])],
+              [vi("x", F, [2])], [vi("y", F, [2])])
+    g = import_onnx(m).graph
+    assert ops(g) == ["Add"]
+    np.testing.assert_array_equal(g.constants["k"], [1, 2])
+    assert "i" not in g.constants  # unused
+
+
+def test_output_counts_and_omitted_outputs():
+    """Nodes carry ``_num_outputs``; omitted trailing outputs are dropped, omitted middle
+    ones get placeholder names (the IR needs a name for every output)."""
+    hidden = 3
+    w = RNG.standard_normal((1, 4 * hidden, 2)).astype(np.float32)
+    r = RNG.standard_normal((1, 4 * hidden, hidden)).astype(np.float32)
+    m = model([helper.make_node("Split", ["x"], ["a", "b"], axis=1, name="split"),
+               helper.make_node("LSTM", ["a", "w", "r"], ["", "y_h", ""], hidden_size=hidden, name="lstm"),
+               helper.make_node("Relu", ["b"], ["rb"])],
+              [vi("x", F, [5, 4, 2])], [vi("y_h", F, [1, 5, hidden]), vi("rb", F, [5, 2, 2])],
+              [init("w", w), init("r", r)], opset=13)
+    im = import_onnx(m)
+    split, lstm, _ = im.graph.nodes
+    assert split.attrs["_num_outputs"] == 2
+    assert lstm.outputs == ["lstm/unused_output_0", "y_h"] and lstm.attrs["_num_outputs"] == 2
+    x = RNG.standard_normal((5, 4, 2)).astype(np.float32)
+    check_against_ort(m, {"x": x}, rtol=1e-4, atol=1e-5)
+
+
+# -- optimisation passes ---------------------------------------------------------------------------
+
+
+def check_against_ort(m, feeds, g=None, rtol=1e-5, atol=1e-6):
+    expected = ort_run(m, feeds)
+    if g is None:
+        im = import_onnx(m)
+        g = optimize(im.graph, im.shapes)
+    actual = run_graph(g, [feeds[name] for name in g.inputs])
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert a.shape == e.shape
+        np.testing.assert_allclose(a, e, rtol=rtol, atol=atol)
+    return g
+
+
+def test_fold_constants_shape_chains_constantofshape_and_reshape():
+    m = model(
+        [helper.make_node("Shape", ["x"], ["s"]),
+         helper.make_node("Gather", ["s", "i0"], ["d0"], axis=0),
+         helper.make_node("Unsqueeze", ["d0", "ax"], ["d0u"]),
+         helper.make_node("Concat", ["d0u", "minus1"], ["shape2"], axis=0),
+         helper.make_node("Reshape", ["x", "shape2"], ["flat"]),
+         helper.make_node("ConstantOfShape", ["cs"], ["ones"],
+                          value=numpy_helper.from_array(np.array([0.5], np.float32))),
+         helper.make_node("Reshape", ["wraw", "wshape"], ["w"]),
+         helper.make_node("Add", ["flat", "ones"], ["t"]),
+         helper.make_node("Mul", ["t", "w"], ["y"])],
+        [vi("x", F, [2, 3, 4])], [vi("y", F, [2, 12])],
+        [init("i0", np.int64(0)), init("ax", np.int64([0])), init("minus1", np.int64([-1])),
+         init("cs", np.int64([2, 12])), init("wraw", np.arange(24, dtype=np.float32)),
+         init("wshape", np.int64([2, 12]))])
+    im = import_onnx(m)
+    g = im.graph
+    assert fold_constants(g, im.shapes) == 6
+    assert ops(g) == ["Reshape", "Add", "Mul"]
+    assert g.constants["s"].dtype == np.int64 and g.constants["shape2"].tolist() == [2, -1]
+    assert g.constants["ones"].dtype == np.float32 and g.constants["ones"].shape == (2, 12)
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    check_against_ort(m, {"x": x}, g)
+    check_against_ort(m, {"x": x})
+
+
+def test_shape_of_a_dynamic_tensor_is_not_folded():
+    m = model([helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Shape", ["x"], ["t"], start=1)],
+              [vi("x", F, ["N", 3])], [vi("s", TensorProto.INT64, [2]), vi("t", TensorProto.INT64, [1])])
+    im = import_onnx(m)
+    assert fold_constants(im.graph, im.shapes) == 0
+    im = import_onnx(m, input_size_list=[[5, 3]])
+    g = optimize(im.graph, im.shapes)
+    # folded outputs are re-emitted by Identity nodes so that every output has a producer
+    assert ops(g) == ["Identity", "Identity"]
+    x = np.zeros((5, 3), np.float32)
+    np.testing.assert_array_equal(run_graph(g, [x])[0], [5, 3])
+    np.testing.assert_array_equal(run_graph(g, [x])[1], [3])
+
+
+def test_fold_batchnorm_into_conv():
+    m = conv_bn_model()
+    im = import_onnx(m)
+    g = im.graph
+    assert fold_batchnorm(g) == 1
+    assert ops(g) == ["Conv", "Relu"] and g.nodes[0].outputs == ["bn"]
+    w = g.constants[g.nodes[0].inputs[1]]
+    assert w.dtype == np.float32 and w.shape == (4, 3, 3, 3)
+    x = RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    check_against_ort(m, {"x": x}, g, rtol=1e-4, atol=1e-5)
+    g = check_against_ort(m, {"x": x}, rtol=1e-4, atol=1e-5)
+    assert "BatchNormalization" not in ops(g)
+
+
+def test_fold_batchnorm_without_conv_bias():
+    m = conv_bn_model()
+    conv = m.graph.node[0]
+    del conv.input[2]
+    im = import_onnx(m)
+    assert fold_batchnorm(im.graph) == 1 and len(im.graph.nodes[0].inputs) == 3
+    check_against_ort(m, {"x": RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)}, im.graph, rtol=1e-4,
+                      atol=1e-5)
+
+
+def test_batchnorm_is_not_folded_when_the_conv_output_has_other_readers():
+    m = conv_bn_model(extra_reader=True)
+    im = import_onnx(m)
+    assert fold_batchnorm(im.graph) == 0
+    assert "BatchNormalization" in ops(im.graph)
+    check_against_ort(m, {"x": RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)}, rtol=1e-4, atol=1e-5)
+
+
+def test_identity_and_dropout_removed_outputs_keep_their_names():
+    m = model(
+        [helper.make_node("Add", ["x", "x"], ["a"]),
+         helper.make_node("Identity", ["a"], ["b"]),
+         helper.make_node("Dropout", ["b"], ["c"]),
+         helper.make_node("Relu", ["c"], ["r"]),
+         helper.make_node("Identity", ["r"], ["y"]),
+         helper.make_node("Dropout", ["y", "ratio", "train"], ["z", "mask"]),
+         helper.make_node("Identity", ["x"], ["x_out"])],
+        [vi("x", F, [2, 3])], [vi("y", F, [2, 3]), vi("z", F, [2, 3]), vi("x_out", F, [2, 3])],
+        [init("ratio", np.float32(0.5)), init("train", np.bool_(False))], opset=13)
+    im = import_onnx(m)
+    g = im.graph
+    assert remove_identities(g) == 3
+    # the graph output y is now produced by Relu; z cannot be renamed onto y
+    # (its input is another graph output) so its Dropout stays, as does x -> x_out
+    assert ops(g) == ["Add", "Relu", "Dropout", "Identity"]
+    assert g.nodes[1].outputs == ["y"] and g.outputs == ["y", "z", "x_out"]
+    check_against_ort(m, {"x": RNG.standard_normal((2, 3)).astype(np.float32)}, g)
+
+
+def test_dropout_whose_mask_is_read_stays():
+    m = model([helper.make_node("Dropout", ["x"], ["y", "mask"]),
+               helper.make_node("Cast", ["mask"], ["m"], to=TensorProto.FLOAT),
+               helper.make_node("Add", ["y", "m"], ["out"])],
+              [vi("x", F, [3])], [vi("out", F, [3])], opset=12)
+    g = import_onnx(m).graph
+    assert remove_identities(g) == 0 and ops(g)[0] == "Dropout"
+
+
+def test_activation_fusion():
+    w = RNG.standard_normal((2, 3, 1, 1)).astype(np.float32)
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Relu", ["c"], ["y"])],
+              [vi("x", F, [1, 3, 4, 4])], [vi("y", F, [1, 2, 4, 4])], [init("w", w)])
+    # structure, with fusion declared supported
+    g = import_onnx(m).graph
+    assert fuse_activations(g, supported=("Relu",)) == 1
+    assert ops(g) == ["Conv"] and g.nodes[0].attrs["_activation"] == "Relu" and g.nodes[0].outputs == ["y"]
+    # never across a second reader or a graph output
+    m2 = model([helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Relu", ["c"], ["y"])],
+               [vi("x", F, [1, 3, 4, 4])], [vi("y", F, [1, 2, 4, 4]), vi("c", F, [1, 2, 4, 4])], [init("w", w)])
+    g2 = import_onnx(m2).graph
+    assert fuse_activations(g2, supported=("Relu",)) == 0
+    # the real pass fuses only what the conv kernel supports
+    g = import_onnx(m).graph
+    fused = fuse_activations(g)
+    assert fused == (1 if "Relu" in conv_fusable_activations() else 0)
+    x = RNG.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    check_against_ort(m, {"x": x}, g)
+    if not fused:
+        pytest.skip("the conv kernel declares no FUSED_ACTIVATIONS, so the fused numerics cannot be run")
+
+
+def test_dead_nodes_and_unused_constants_removed():
+    m = model([helper.make_node("Relu", ["x"], ["y"]),
+               helper.make_node("Mul", ["x", "k"], ["dead1"]),
+               helper.make_node("Sigmoid", ["dead1"], ["dead2"])],
+              [vi("x", F, [2])], [vi("y", F, [2])], [init("k", np.float32([2, 3]))])
+    im = import_onnx(m, outputs=["y", "dead2"])
+    g = im.graph
+    g.outputs = ["y"]
+    assert remove_dead_nodes(g) == 2
+    assert ops(g) == ["Relu"] and g.constants == {}
+    check_against_ort(m, {"x": np.float32([-1, 2])}, g)
+
+
+def test_finalize_outputs_gives_constant_outputs_a_producer():
+    g = Graph([], ["x"], ["k"], {"k": np.int64([1, 2])})
+    assert finalize_outputs(g) == 1
+    g.validate()
+    assert ops(g) == ["Identity"] and g.nodes[0].outputs == ["k"] and "k" not in g.constants
+    np.testing.assert_array_equal(run_graph(g, [np.zeros(1, np.float32)])[0], [1, 2])
+
+
+def test_optimize_does_not_modify_its_input():
+    im = import_onnx(conv_bn_model())
+    before = [(n.op, list(n.inputs), list(n.outputs)) for n in im.graph.nodes]
+    optimize(im.graph, im.shapes)
+    assert [(n.op, list(n.inputs), list(n.outputs)) for n in im.graph.nodes] == before
+
+
+# -- RKNN ------------------------------------------------------------------------------------------
+
+
+def small_model_bytes():
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+               helper.make_node("Relu", ["c"], ["y"])],
+              [vi("x", F, [1, 3, 8, 8])], [vi("y", F, [1, 4, 8, 8])], [init("w", w)])
+    return m, m.SerializeToString()
+
+
+@pytest.fixture()
+def toolkit_log(caplog):
+    caplog.set_level(logging.DEBUG, logger="rknnlite.toolkit")
+    return caplog
+
+
+def errors(caplog):
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_full_flow_export_and_run(tmp_path, toolkit_log):
+    m, data = small_model_bytes()
+    x = RNG.uniform(0, 255, (1, 3, 8, 8)).astype(np.float32)
+    r = RKNN()
+    assert r.config(mean_values=[[10, 20, 30]], std_values=[[2, 4, 8]], target_platform="RK3566",
+                    float_dtype="float32", custom_string="hello") == 0
+    assert r.load_onnx(data) == 0
+    assert r.build(do_quantization=False) == 0
+    path = tmp_path / "m.rknn"
+    assert r.export_rknn(str(path)) == 0
+    assert r.init_runtime() == 0
+    nchw = r.inference([x], data_format="nchw")
+    nhwc = r.inference([np.ascontiguousarray(x.transpose(0, 2, 3, 1))])
+    np.testing.assert_array_equal(nchw[0], nhwc[0])
+    mean = np.float32([10, 20, 30]).reshape(1, 3, 1, 1)
+    std = np.float32([2, 4, 8]).reshape(1, 3, 1, 1)
+    (expected,) = ort_run(m, {"x": (x - mean) / std})
+    np.testing.assert_allclose(nchw[0], expected, rtol=1e-4, atol=1e-4)
+    passed = r.inference([x], data_format="nchw", inputs_pass_through=[1])
+    np.testing.assert_allclose(passed[0], ort_run(m, {"x": x})[0], rtol=1e-4, atol=1e-3)
+    r.release()
+    assert errors(toolkit_log) == []
+    loaded = load_model(str(path))
+    meta = loaded.model.metadata
+    assert meta.target_platforms == ("rk3566",) and meta.custom_string == "hello" and meta.float_dtype == "float32"
+    with rknnlite.Context(str(path)) as ctx:
+        np.testing.assert_array_equal(ctx.run([x])[0], nchw[0])
+    r2 = RKNN()
+    assert r2.load_rknn(str(path)) == 0 and r2.init_runtime() == 0
+    np.testing.assert_array_equal(r2.inference([x], data_format="nchw")[0], nchw[0])
+    r2.release()
+
+
+def test_float16_build_is_close_to_float32(toolkit_log):
+    m, data = small_model_bytes()
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    out = {}
+    for dtype in ("float16", "float32"):
+        r = RKNN()
+        assert r.config(target_platform="rk3588", float_dtype=dtype) == 0
+        assert r.load_onnx(m) == 0 and r.build() == 0 and r.init_runtime() == 0
+        out[dtype] = r.inference([x], data_format="nchw")[0]
+        r.release()
+    assert out["float16"].dtype == np.float32
+    assert not np.array_equal(out["float16"], out["float32"])
+    np.testing.assert_allclose(out["float16"], out["float32"], rtol=1e-2, atol=1e-2)
+
+
+def test_calls_out_of_order(tmp_path, toolkit_log):
+    m, data = small_model_bytes()
+    r = RKNN()
+    assert r.build() == -1
+    assert r.export_rknn(str(tmp_path / "x.rknn")) == -1
+    assert r.init_runtime() == -1
+    assert r.inference([np.zeros((1, 8, 8, 3), np.float32)]) is None
+    assert r.config(target_platform="rk3588") == 0
+    assert r.load_onnx(data) == 0
+    assert r.config(target_platform="rk3588") == -1  # config belongs before load_onnx
+    assert r.init_runtime() == -1  # not built yet
+    assert r.build() == 0
+    assert r.inference([np.zeros((1, 8, 8, 3), np.float32)]) is None  # no runtime yet
+    assert r.init_runtime() == 0
+    assert r.inference([np.zeros((1, 8, 8, 3), np.float32)]) is not None
+    r.release()
+    r.release()  # idempotent
+    assert r.load_onnx(data) == -1 and r.build() == -1 and r.inference([np.zeros(1)]) is None
+    msgs = " | ".join(errors(toolkit_log))
+    assert "after load_onnx" in msgs and "after build" in msgs and "init_runtime" in msgs
+    assert "before load_onnx" in msgs and "released" in msgs
+
+
+def test_config_validation(toolkit_log):
+    r = RKNN()
+    assert r.config(target_platform="rk9999") == -1
+    assert r.config(target_platform="rk3588", float_dtype="int8") == -1
+    assert r.config(mean_values="abc") == -1
+    assert r.config(mean_values=[[1, 2, 3]], std_values=[[1, 0, 1]]) == -1
+    assert r.config(target_platform="rk3588", bogus_option=1) == -1
+    assert r.config(target_platform="rk3588", dynamic_input=[[[1, 3, 8, 8]]]) == -1
+    assert "dynamic_input" in " ".join(errors(toolkit_log))
+    toolkit_log.clear()
+    for platform in ("rv1103", "RV1106B", "rk2118", "Rk3576"):
+        assert r.config(target_platform=platform) == 0
+    assert r.config(target_platform="rk3588", optimization_level=2, quantized_algorithm="mmse",
+                    dynamic_input=None, quant_img_RGB2BGR=True) == 0
+    warnings = [rec.getMessage() for rec in toolkit_log.records if rec.levelno == logging.WARNING]
+    assert any("optimization_level" in w and "not supported" in w for w in warnings)
+    toolkit_log.clear()
+    assert r.config() == 0
+    assert any("rk3588" in rec.getMessage() for rec in toolkit_log.records if rec.levelno == logging.WARNING)
+    assert errors(toolkit_log) == []
+    r.release()
+
+
+def test_build_refusals_and_board_targets(toolkit_log):
+    _, data = small_model_bytes()
+    r = RKNN()
+    assert r.config(target_platform="rk3588") == 0 and r.load_onnx(data) == 0
+    assert r.build(do_quantization=True, dataset="x.txt") == -1
+    assert r.build(rknn_batch_size=4) == -1
+    assert r.build() == 0
+    assert r.init_runtime(target="rk3588") == -1
+    assert "software backend" in errors(toolkit_log)[-1]
+    msgs = " | ".join(errors(toolkit_log))
+    assert "do_quantization" in msgs and "rknn_batch_size" in msgs
+    r.release()
+
+
+def test_mean_std_mismatch_fails_at_build(toolkit_log):
+    _, data = small_model_bytes()
+    r = RKNN()
+    assert r.config(mean_values=[[1, 2]], std_values=[[1, 2]], target_platform="rk3588") == 0
+    assert r.load_onnx(data) == 0
+    assert r.build() == -1 and "channels" in errors(toolkit_log)[-1]
+    r.release()
+
+
+def test_load_failures_return_minus_one(tmp_path, toolkit_log):
+    r = RKNN()
+    assert r.load_onnx(str(tmp_path / "none.onnx")) == -1
+    bad = model([helper.make_node("Hardmax", ["x"], ["y"])], [vi("x", F, [2])], [vi("y", F, [2])])
+    assert r.load_onnx(bad) == -1
+    assert "Hardmax" in errors(toolkit_log)[-1]
+    r.release()
+
+
+def test_logging_stays_off_the_root_logger(tmp_path):
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    log_file = tmp_path / "build.log"
+    _, data = small_model_bytes()
+    r = RKNN(verbose=True, verbose_file=str(log_file))
+    r.config(target_platform="rk3588")
+    r.load_onnx(data)
+    r.build()
+    r.release()
+    assert root.handlers == handlers and root.level == level
+    text = log_file.read_text()
+    assert "load_onnx" in text and "build" in text
+
+
+def test_vendor_flow_on_a_shape_fixed_dynamic_model(toolkit_log):
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", F, [1, 3, "H", "W"])],
+              [vi("y", F, [1, 3, "H", "W"])])
+    r = RKNN()
+    assert r.config(target_platform="rk3588", float_dtype="float32") == 0
+    assert r.load_onnx(m, input_size_list=[[1, 3, 5, 7]]) == 0 and r.build() == 0 and r.init_runtime() == 0
+    x = RNG.standard_normal((1, 5, 7, 3)).astype(np.float32)
+    np.testing.assert_array_equal(r.inference([x])[0], np.maximum(x.transpose(0, 3, 1, 2), 0))
+    assert r.inference([np.zeros((1, 6, 7, 3), np.float32)]) is None
+    r.release()
+
+
+def test_importing_the_toolkit_does_not_import_onnx():
+    import subprocess
+    import sys
+
+    code = "import sys, rknnlite.toolkit; assert 'onnx' not in sys.modules, 'onnx imported eagerly'"
+    subprocess.run([sys.executable, "-c", code], check=True)
