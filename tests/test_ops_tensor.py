@@ -20,9 +20,6 @@ OPS = (
 
 _TRAINING = ("random dropout (training_mode=True, ratio > 0): the expected output comes from a random "
              "generator; an inference runtime refuses it with ModelInvalidError (test_dropout_training_refused)")
-_SPLIT_COUNT = ("equal Split without 'split' or 'num_outputs' needs the number of outputs, which "
-                "run_with_kernels does not pass (no out, no attrs['_num_outputs']); these cases run in "
-                "test_split_equal_parts_needs_output_count with the hint and with preallocated outputs")
 
 #: Official cases that cannot pass through run_with_kernels as it is, with the reason.
 EXCLUDED = {
@@ -30,9 +27,6 @@ EXCLUDED = {
     "test_training_dropout_default_mask": _TRAINING,
     "test_training_dropout": _TRAINING,
     "test_training_dropout_mask": _TRAINING,
-    "test_split_equal_parts_1d_opset13": _SPLIT_COUNT,
-    "test_split_equal_parts_2d_opset13": _SPLIT_COUNT,
-    "test_split_equal_parts_default_axis_opset13": _SPLIT_COUNT,
 }
 
 _ALL = kernel_params(OPS)
@@ -101,8 +95,11 @@ def test_exclusions_are_real_cases():
     assert names == set(EXCLUDED)
 
 
-@pytest.mark.parametrize("case, k", [p for p in _EXCLUDED_PARAMS if "split" in p.values[0].name])
+@pytest.mark.parametrize("case, k", [p for p in _ALL if p.values[0].name.startswith("test_split_equal_parts")
+                                     and p.values[0].name.endswith("opset13")])
 def test_split_equal_parts_needs_output_count(case, k):
+    """Equal Split without 'split'/'num_outputs' learns the output count from ``out`` or
+    ``attrs['_num_outputs']``, and says so clearly when it has neither."""
     inputs, expected = case.data_sets[k]
     results, _, _ = _node_call(case, inputs, out_mode=False, hint_outputs=True)
     assert_matches(case, results, expected)
@@ -110,7 +107,7 @@ def test_split_equal_parts_needs_output_count(case, k):
     assert all(r is o for r, o in zip(results, outs))
     assert_matches(case, results, expected)
     with pytest.raises(ModelInvalidError, match="cannot tell how many outputs"):
-        run_with_kernels(case, inputs)
+        _node_call(case, inputs, out_mode=False, hint_outputs=False)
 
 
 @pytest.mark.parametrize("case, k", [p for p in _EXCLUDED_PARAMS if "dropout" in p.values[0].name])
