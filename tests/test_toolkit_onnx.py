@@ -586,3 +586,29 @@ def test_importing_the_toolkit_does_not_import_onnx():
 
     code = "import sys, rknnlite.toolkit; assert 'onnx' not in sys.modules, 'onnx imported eagerly'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_float16_build_rounds_float_constants_and_runtime_uses_them_in_place(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from rknnlite.backends.software.executor import Executor
+    from rknnlite.model.portable import read_portable
+    from rknnlite.toolkit import RKNN
+
+    w = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                              [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    out = tmp_path / "m.rknn"
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588") == 0 and rknn.load_onnx(str(path)) == 0
+    assert rknn.build(do_quantization=False) == 0 and rknn.export_rknn(str(out)) == 0
+    model = read_portable(memoryview(out.read_bytes()))
+    stored = model.graph.constants["w"]
+    np.testing.assert_array_equal(stored, w.astype(np.float16).astype(np.float32))
+    ex = Executor(model.graph, "float16")
+    assert dict((ex.slot_name(s), v) for s, v in ex.constants)["w"] is stored

@@ -165,7 +165,7 @@ class Context:
                 f"{what} has shape {list(x.shape)}; expected {list(spec.shape)} ({spec.layout})", op="rknn_inputs_set"
             )
         target = numpy_dtype(spec.dtype)
-        if self._preprocess and not passthrough:
+        if self._preprocess and not passthrough and target.kind == "f":
             return _normalise(x, self._preprocess[i], self._stage(i, x.shape, np.float32))
         if x.dtype == target and x.flags.c_contiguous:
             return x

@@ -403,3 +403,28 @@ def finalize_outputs(graph: Graph) -> int:
             names.add(n.name)
             changed += 1
     return changed
+
+
+# -- storage precision -----------------------------------------------------------------------
+
+
+def round_constants_to_float16(graph: Graph) -> int:
+    """Store every float constant as float32 values rounded to float16 precision, in place.
+
+    A float16 model then holds exactly what the NPU would, and the runtime uses the
+    weights straight from the (memory-mapped) file instead of rounding a copy.
+    Returns how many constants changed.
+    """
+    from .._native.executor_kernels import round_fp16_inplace
+
+    changed = 0
+    for name, value in graph.constants.items():
+        a = np.asarray(value)
+        if a.dtype.kind != "f":
+            continue
+        rounded = np.array(a, dtype=np.float32)
+        round_fp16_inplace(rounded.reshape(-1))
+        if a.dtype != np.float32 or not np.array_equal(rounded, a):
+            graph.constants[name] = rounded
+            changed += 1
+    return changed

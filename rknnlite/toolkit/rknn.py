@@ -243,7 +243,7 @@ class RKNN:
             self._log.warning("build: dataset is only used for quantization; ignored")
         from ..model.metadata import Preprocess, build_metadata
         from ..model.portable import write_portable
-        from .optimize import optimize
+        from .optimize import optimize, round_constants_to_float16
 
         cfg = self._config or self._default_config()
         imported = self._imported
@@ -257,6 +257,8 @@ class RKNN:
         self._log.info("Building model (%s)", cfg["float_dtype"])
         try:
             graph = optimize(imported.graph, imported.shapes)
+            if cfg["float_dtype"] == "float16":
+                round_constants_to_float16(graph)
             metadata = build_metadata(
                 imported.input_specs, imported.output_specs,
                 target_platforms=(cfg["target_platform"],),
