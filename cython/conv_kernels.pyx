@@ -18,6 +18,7 @@ import numpy as np
 
 cimport numpy as cnp
 from libc.stdint cimport int32_t, intptr_t
+from libc.string cimport memset
 
 cnp.import_array()
 
@@ -60,10 +61,10 @@ cdef extern from *:
     }
 
     /* ---------------------------------------------------------------- im2col / col2im
-       Image (C, D, H, W); output grid (OD, OH, OW); tap (a, i, j) of channel c reads
+       Image (C, D, H, W), channels cs floats apart; output grid (OD, OH, OW); tap (a, i, j) of channel c reads
        (od*sd - pd + a*dd, oh*sh - ph + i*dh, ow*sw - pw + j*dw).  Row r = ((c*kd + a)*kh + i)*kw + j
        of cols holds that tap for every output position. */
-    static void rk_im2col(const float *x, long C, long D, long H, long W,
+    static void rk_im2col(const float *x, long C, long D, long H, long W, long cs,
                           long kd, long kh, long kw, long sd, long sh, long sw,
                           long dd, long dh, long dw, long pd, long ph, long pw,
                           long OD, long OH, long OW, float *cols, int accumulate_back) {
@@ -85,7 +86,7 @@ cdef extern from *:
                         continue;
                     }
                     /* src[ow * sw] is the input pixel of output column ow */
-                    const float *src = x + ((c * D + id) * H + ih) * W + (j * dw - pw);
+                    const float *src = x + c * cs + (id * H + ih) * W + (j * dw - pw);
                     if (accumulate_back) {
                         /* col2im: scatter-add cols back into the image */
                         float *img = (float *)src;
@@ -102,33 +103,138 @@ cdef extern from *:
         }
     }
 
+    #if RK_X86
+    /* 8 x 8 block: d[c * ldd + r] = s[r * lds + c]. */
+    __attribute__((target("avx2")))
+    static inline void rk_tr8x8(const float *s, long lds, float *d, long ldd) {
+        __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds), r2 = _mm256_loadu_ps(s + 2 * lds);
+        __m256 r3 = _mm256_loadu_ps(s + 3 * lds), r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds);
+        __m256 r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
+        __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+        __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+        __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+        __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+        __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+        _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(d + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(d + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(d + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(d + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(d + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(d + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+        _mm256_storeu_ps(d + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+
+    __attribute__((target("avx2")))
+    static long rk_transpose_avx2(const float *src, long rows, long cols, long lds, float *dst, long ldd) {
+        long r8 = rows & ~7L, c8 = cols & ~7L;
+        for (long r0 = 0; r0 < r8; r0 += 8)
+            for (long c0 = 0; c0 < c8; c0 += 8) rk_tr8x8(src + r0 * lds + c0, lds, dst + c0 * ldd + r0, ldd);
+        /* ragged right columns and bottom rows */
+        for (long r = 0; r < rows; r++)
+            for (long c = (r < r8 ? c8 : 0); c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
+        return 1;
+    }
+    #endif
+
+    /* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols, in 16 x 16 blocks. */
+    static void rk_transpose(const float *src, long rows, long cols, long lds, float *dst, long ldd) {
+    #if RK_X86
+        if (rk_isa_level() >= 1) { rk_transpose_avx2(src, rows, cols, lds, dst, ldd); return; }
+    #endif
+        for (long r0 = 0; r0 < rows; r0 += 16)
+        for (long c0 = 0; c0 < cols; c0 += 16) {
+            long r1 = RK_MIN(rows, r0 + 16), c1 = RK_MIN(cols, c0 + 16);
+            for (long c = c0; c < c1; c++)
+                for (long r = r0; r < r1; r++) dst[c * ldd + r] = src[r * lds + c];
+        }
+    }
+
     /* ---------------------------------------------------------------- phase split
        P[c][a][b][e][z][y][x] = X[c][z*sd + a - pd][y*sh + b - ph][x*sw + e - pw] (0 outside),
        plane (Ds, Hs, Ws).  A stride-s convolution becomes a stride-1 one on the phase planes. */
-    static void rk_phase_split(const float *x, long C, long D, long H, long W,
-                               long sd, long sh, long sw, long pd, long ph, long pw,
-                               long Ds, long Hs, long Ws, float *P) {
-        for (long c = 0; c < C; c++)
-        for (long a = 0; a < sd; a++)
-        for (long b = 0; b < sh; b++)
-        for (long e = 0; e < sw; e++) {
-            float *pl = P + (((c * sd + a) * sh + b) * sw + e) * Ds * Hs * Ws;
-            long xlo, xhi;
-            rk_valid_range(W, sw, e - pw, Ws, &xlo, &xhi);
-            for (long z = 0; z < Ds; z++) {
-                long iz = z * sd + a - pd;
-                for (long y = 0; y < Hs; y++) {
-                    long iy = y * sh + b - ph;
-                    float *dst = pl + (z * Hs + y) * Ws;
-                    if (iz < 0 || iz >= D || iy < 0 || iy >= H) { memset(dst, 0, Ws * sizeof(float)); continue; }
-                    const float *src = x + ((c * D + iz) * H + iy) * W + (e - pw);
-                    if (xlo > 0) memset(dst, 0, xlo * sizeof(float));
-                    if (sw == 1) { if (xhi > xlo) memcpy(dst + xlo, src + xlo, (xhi - xlo) * sizeof(float)); }
-                    else for (long o = xlo; o < xhi; o++) dst[o] = src[o * sw];
-                    if (xhi < Ws) memset(dst + xhi, 0, (Ws - xhi) * sizeof(float));
-                }
+    static int rk_isa_cached = -1;
+
+    #if RK_X86
+    /* dst[i] = src[i * s] for i < n, s in {2, 4}; reads stay below src[(n - 1) * s + 1]. */
+    __attribute__((target("avx512f")))
+    static long rk_strided_copy_512(float *dst, const float *src, long n, long s) {
+        long i = 0;
+        if (s == 2) {
+            const __m512i ix = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            for (; i + 16 < n; i += 16) {
+                __m512 a = _mm512_loadu_ps(src + 2 * i), b = _mm512_loadu_ps(src + 2 * i + 16);
+                _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(a, ix, b));
+            }
+        } else if (s == 4) {
+            const __m512i ix = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+            const __m512i jx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 24, 25, 26, 27, 28, 29, 30, 31);
+            for (; i + 16 < n; i += 16) {
+                const float *p = src + 4 * i;
+                __m512 lo = _mm512_permutex2var_ps(_mm512_loadu_ps(p), ix, _mm512_loadu_ps(p + 16));
+                __m512 hi = _mm512_permutex2var_ps(_mm512_loadu_ps(p + 32), ix, _mm512_loadu_ps(p + 48));
+                _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(lo, jx, hi));
             }
         }
+        return i;
+    }
+    #endif
+
+    static void rk_strided_copy(float *dst, const float *src, long n, long s) {
+        long i = 0;
+    #if RK_X86
+        if (rk_isa_cached < 0) rk_isa_cached = rk_isa_level();
+        if (rk_isa_cached >= 2) i = rk_strided_copy_512(dst, src, n, s);
+    #endif
+        for (; i < n; i++) dst[i] = src[i * s];
+    }
+
+    #define RK_PS_ARGS const float *x, long C, long D, long H, long W, long sd, long sh, long sw, \
+                       long pd, long ph, long pw, long Ds, long Hs, long Ws, float *P
+    #define RK_PS_BODY { \
+        for (long c = 0; c < C; c++) \
+        for (long a = 0; a < sd; a++) \
+        for (long b = 0; b < sh; b++) \
+        for (long e = 0; e < sw; e++) { \
+            float *pl = P + (((c * sd + a) * sh + b) * sw + e) * Ds * Hs * Ws; \
+            long xlo, xhi; \
+            rk_valid_range(W, sw, e - pw, Ws, &xlo, &xhi); \
+            for (long z = 0; z < Ds; z++) { \
+                long iz = z * sd + a - pd; \
+                for (long y = 0; y < Hs; y++) { \
+                    long iy = y * sh + b - ph; \
+                    float *dst = pl + (z * Hs + y) * Ws; \
+                    if (iz < 0 || iz >= D || iy < 0 || iy >= H) { memset(dst, 0, Ws * sizeof(float)); continue; } \
+                    const float *src = x + ((c * D + iz) * H + iy) * W + (e - pw); \
+                    if (sw != 1) { \
+                        for (long o = 0; o < xlo; o++) dst[o] = 0.0f; \
+                        if (xhi > xlo) rk_strided_copy(dst + xlo, src + xlo * sw, xhi - xlo, sw); \
+                        for (long o = xhi; o < Ws; o++) dst[o] = 0.0f; \
+                        continue; \
+                    } \
+                    if (xlo > 0) memset(dst, 0, xlo * sizeof(float)); \
+                    if (xhi > xlo) memcpy(dst + xlo, src + xlo, (xhi - xlo) * sizeof(float)); \
+                    if (xhi < Ws) memset(dst + xhi, 0, (Ws - xhi) * sizeof(float)); \
+                } \
+            } \
+        } \
+    }
+
+    static void rk_phase_split_generic(RK_PS_ARGS) RK_PS_BODY
+    #if RK_X86
+    __attribute__((target("avx2,fma"))) static void rk_phase_split_avx2(RK_PS_ARGS) RK_PS_BODY
+    __attribute__((target("avx512f"))) static void rk_phase_split_avx512(RK_PS_ARGS) RK_PS_BODY
+    #endif
+    static void rk_phase_split(RK_PS_ARGS) {
+        if (rk_isa_cached < 0) rk_isa_cached = rk_isa_level();
+    #if RK_X86
+        if (rk_isa_cached >= 2) { rk_phase_split_avx512(x, C, D, H, W, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P); return; }
+        if (rk_isa_cached == 1) { rk_phase_split_avx2(x, C, D, H, W, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P); return; }
+    #endif
+        rk_phase_split_generic(x, C, D, H, W, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P);
     }
 
     /* ---------------------------------------------------------------- depthwise
@@ -201,12 +307,200 @@ cdef extern from *:
     __attribute__((target("avx512f"))) static void rk_depthwise_avx512(RK_DW_ARGS) { RK_DW_BODY }
     #endif
 
+    #if RK_X86
+    /* One channel of a 3x3 undilated depthwise convolution, stride 1 or 2 along x (any along y),
+       from a zero-padded plane `src` (row stride ld, at least 48 floats of slack after the
+       last row). */
+    __attribute__((target("avx512f")))
+    static void rk_dw3x3_512(const float *src, long ld, long OH, long OW, long sh, long sw,
+                             const float *wm, float b0, float *out) {
+        __m512 w[9];
+        for (int t = 0; t < 9; t++) w[t] = _mm512_set1_ps(wm[t]);
+        const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        __m512 bias = _mm512_set1_ps(b0);
+        for (long oy = 0; oy < OH; oy++) {
+            const float *r0 = src + oy * sh * ld, *r1 = r0 + ld, *r2 = r1 + ld;
+            float *o = out + oy * OW;
+            for (long ox = 0; ox < OW; ox += 16) {
+                __mmask16 m = (OW - ox) >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (OW - ox)) - 1u);
+                __m512 acc = bias;
+                if (sw == 1) {
+                    const float *rows[3] = {r0 + ox, r1 + ox, r2 + ox};
+                    for (int i = 0; i < 3; i++) {
+                        acc = _mm512_fmadd_ps(w[3 * i], _mm512_loadu_ps(rows[i]), acc);
+                        acc = _mm512_fmadd_ps(w[3 * i + 1], _mm512_loadu_ps(rows[i] + 1), acc);
+                        acc = _mm512_fmadd_ps(w[3 * i + 2], _mm512_loadu_ps(rows[i] + 2), acc);
+                    }
+                } else {
+                    const float *rows[3] = {r0 + 2 * ox, r1 + 2 * ox, r2 + 2 * ox};
+                    for (int i = 0; i < 3; i++) {
+                        __m512 v0 = _mm512_loadu_ps(rows[i]), v1 = _mm512_loadu_ps(rows[i] + 16);
+                        __m512 u0 = _mm512_loadu_ps(rows[i] + 2), u1 = _mm512_loadu_ps(rows[i] + 18);
+                        acc = _mm512_fmadd_ps(w[3 * i], _mm512_permutex2var_ps(v0, ev, v1), acc);
+                        acc = _mm512_fmadd_ps(w[3 * i + 1], _mm512_permutex2var_ps(v0, od, v1), acc);
+                        acc = _mm512_fmadd_ps(w[3 * i + 2], _mm512_permutex2var_ps(u0, ev, u1), acc);
+                    }
+                }
+                _mm512_mask_storeu_ps(o + ox, m, acc);
+            }
+        }
+    }
+
+    /* Depthwise 3x3 (stride 1 or 2 along x, undilated) for AVX-512: every channel goes through a
+       padded copy (pad: (H + pt + pb + 1) * (W + pl + pr) + 64 floats). */
+    __attribute__((target("avx512f")))
+    static void rk_depthwise3x3_512(RK_DW_ARGS) {
+        long HP = H + pt + pb, WP = W + pl + pr;
+        memset(pad, 0, ((HP + 1) * WP + 64) * sizeof(float));
+        for (long m = 0; m < M; m++) {
+            if (m % mult == 0) {
+                const float *xc = x + (m / mult) * H * W;
+                for (long r = 0; r < H; r++) memcpy(pad + (r + pt) * WP + pl, xc + r * W, W * sizeof(float));
+            }
+            rk_dw3x3_512(pad, WP, OH, OW, sh, sw, w + m * 9, bias ? bias[m] : 0.0f, y + m * OH * OW);
+        }
+    }
+    #endif
+
     static void rk_depthwise(int isa, RK_DW_ARGS) {
     #if RK_X86
+        if (isa >= 2 && kh == 3 && kw == 3 && dh == 1 && dw == 1 && (sw == 1 || sw == 2)) {
+            rk_depthwise3x3_512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad);
+            return;
+        }
         if (isa >= 2) { rk_depthwise_avx512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad); return; }
         if (isa == 1) { rk_depthwise_avx2(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad); return; }
     #endif
         rk_depthwise_generic(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad);
+    }
+
+    /* ---------------------------------------------------------------- Winograd F(4x4, 3x3)
+       Stride-1, dilation-1 3x3 convolution: per 4x4 output tile, V = B^T d B of the 6x6 input
+       patch, 36 GEMMs M_xi = U_xi V_xi over channels (U = G g G^T, from the weights), and
+       Y = A^T M A.  Tiles: TH x TW, t = ty * TW + tx. */
+
+    /* Input transform on the tile grid: V[xi * ldv + c * Tg + q] for xi = 6a + b and grid tile
+       q = ty * (TW + 1) + tx (the tiles at tx == TW are padding, never read back).  S: the
+       image zero-padded and split into 4 x 4 phases, S[c][r][e][y][u] = x[c][4y + r - pt][4u + e - pl]
+       with y < TH + 1, u < TW + 1 (plus a few floats of slack).  buf: 36 * Tg floats. */
+    #define RK_WIN_BODY                                                                         \
+        long Ws = TW + 1, plane = (TH + 1) * (TW + 1), Tg = TH * Ws;                            \
+        float *tmp = buf;                                                                       \
+        for (long c = 0; c < C; c++) {                                                          \
+            const float *sc = S + c * 16 * plane;                                               \
+            for (long j = 0; j < 6; j++) {                                                      \
+                const float *d[6];                                                              \
+                for (long i = 0; i < 6; i++)                                                    \
+                    d[i] = sc + ((i % 4) * 4 + j % 4) * plane + (i / 4) * Ws + j / 4;           \
+                const float *d0 = d[0], *d1 = d[1], *d2 = d[2], *d3 = d[3], *d4 = d[4], *d5 = d[5]; \
+                float *t0 = tmp + j * Tg, *t1 = t0 + 6 * Tg, *t2 = t1 + 6 * Tg;                 \
+                float *t3 = t2 + 6 * Tg, *t4 = t3 + 6 * Tg, *t5 = t4 + 6 * Tg;                  \
+                for (long q = 0; q < Tg; q++) {                                                 \
+                    float a0 = d0[q], a1 = d1[q], a2 = d2[q], a3 = d3[q], a4 = d4[q], a5 = d5[q]; \
+                    t0[q] = 4.0f * a0 - 5.0f * a2 + a4;                                         \
+                    t1[q] = -4.0f * (a1 + a2) + a3 + a4;                                        \
+                    t2[q] = 4.0f * (a1 - a2) - a3 + a4;                                         \
+                    t3[q] = 2.0f * (a3 - a1) - a2 + a4;                                         \
+                    t4[q] = 2.0f * (a1 - a3) - a2 + a4;                                         \
+                    t5[q] = 4.0f * a1 - 5.0f * a3 + a5;                                         \
+                }                                                                               \
+            }                                                                                   \
+            for (long a = 0; a < 6; a++) {                                                      \
+                const float *e0 = tmp + a * 6 * Tg, *e1 = e0 + Tg, *e2 = e1 + Tg;               \
+                const float *e3 = e2 + Tg, *e4 = e3 + Tg, *e5 = e4 + Tg;                        \
+                float *v0 = V + (6 * a) * ldv + c * Tg;                                         \
+                float *v1 = v0 + ldv, *v2 = v1 + ldv, *v3 = v2 + ldv, *v4 = v3 + ldv, *v5 = v4 + ldv; \
+                for (long q = 0; q < Tg; q++) {                                                 \
+                    float a0 = e0[q], a1 = e1[q], a2 = e2[q], a3 = e3[q], a4 = e4[q], a5 = e5[q]; \
+                    v0[q] = 4.0f * a0 - 5.0f * a2 + a4;                                         \
+                    v1[q] = -4.0f * (a1 + a2) + a3 + a4;                                        \
+                    v2[q] = 4.0f * (a1 - a2) - a3 + a4;                                         \
+                    v3[q] = 2.0f * (a3 - a1) - a2 + a4;                                         \
+                    v4[q] = 2.0f * (a1 - a3) - a2 + a4;                                         \
+                    v5[q] = 4.0f * a1 - 5.0f * a3 + a5;                                         \
+                }                                                                               \
+            }                                                                                   \
+        }
+
+    #define RK_WIN_ARGS const float *S, long C, long TH, long TW, float *V, long ldv, float *buf
+
+    /* y[m][4ty + i][4tx + j] = bias[m] + (A^T M A)[i][j] (cropped to OH x OW) from
+       Mt[xi * ldx + m * T + t], t = ty * TW + tx.  buf: 40 * T floats. */
+    #define RK_WOUT_BODY                                                                        \
+        long T = TH * TW;                                                                       \
+        float *s1 = buf, *s2 = buf + 24 * T;                                                    \
+        for (long m = 0; m < M; m++) {                                                          \
+            float b0 = bias ? bias[m] : 0.0f;                                                   \
+            float *ym = y + m * OH * OW;                                                        \
+            for (long a = 0; a < 6; a++) {                                                      \
+                const float *q0 = Mt + (6 * a) * ldx + m * T;                                   \
+                const float *q1 = q0 + ldx, *q2 = q1 + ldx, *q3 = q2 + ldx, *q4 = q3 + ldx, *q5 = q4 + ldx; \
+                float *r0 = s1 + a * 4 * T, *r1 = r0 + T, *r2 = r1 + T, *r3 = r2 + T;           \
+                for (long t = 0; t < T; t++) {                                                  \
+                    float m0 = q0[t], m1 = q1[t], m2 = q2[t], m3 = q3[t], m4 = q4[t], m5 = q5[t]; \
+                    float p12 = m1 + m2, n12 = m1 - m2, p34 = m3 + m4, n34 = m3 - m4;           \
+                    r0[t] = m0 + p12 + p34;                                                     \
+                    r1[t] = n12 + 2.0f * n34;                                                   \
+                    r2[t] = p12 + 4.0f * p34;                                                   \
+                    r3[t] = n12 + 8.0f * n34 + m5;                                              \
+                }                                                                               \
+            }                                                                                   \
+            for (long j = 0; j < 4; j++) {                                                      \
+                const float *q0 = s1 + j * T, *q1 = q0 + 4 * T, *q2 = q1 + 4 * T;               \
+                const float *q3 = q2 + 4 * T, *q4 = q3 + 4 * T, *q5 = q4 + 4 * T;               \
+                float *r0 = s2 + j * T, *r1 = r0 + 4 * T, *r2 = r1 + 4 * T, *r3 = r2 + 4 * T;   \
+                for (long t = 0; t < T; t++) {                                                  \
+                    float m0 = q0[t], m1 = q1[t], m2 = q2[t], m3 = q3[t], m4 = q4[t], m5 = q5[t]; \
+                    float p12 = m1 + m2, n12 = m1 - m2, p34 = m3 + m4, n34 = m3 - m4;           \
+                    r0[t] = b0 + m0 + p12 + p34;                                                \
+                    r1[t] = b0 + n12 + 2.0f * n34;                                              \
+                    r2[t] = b0 + p12 + 4.0f * p34;                                              \
+                    r3[t] = b0 + n12 + 8.0f * n34 + m5;                                         \
+                }                                                                               \
+            }                                                                                   \
+            long full = RK_MIN(TW, OW / 4);                                                     \
+            for (long ty = 0; ty < TH; ty++) {                                                  \
+                for (long i = 0; i < 4; i++) {                                                  \
+                    long row = 4 * ty + i;                                                      \
+                    if (row >= OH) break;                                                       \
+                    float *yr = ym + row * OW;                                                  \
+                    const float *o0 = s2 + (4 * i) * T + ty * TW, *o1 = o0 + T, *o2 = o1 + T, *o3 = o2 + T; \
+                    for (long tx = 0; tx < full; tx++) {                                        \
+                        yr[4 * tx] = o0[tx]; yr[4 * tx + 1] = o1[tx];                           \
+                        yr[4 * tx + 2] = o2[tx]; yr[4 * tx + 3] = o3[tx];                       \
+                    }                                                                           \
+                    for (long col = 4 * full; col < OW; col++) yr[col] = o0[(col % 4) * T + col / 4]; \
+                }                                                                               \
+            }                                                                                   \
+        }
+
+    #define RK_WOUT_ARGS const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW, \
+                         const float *bias, float *y, float *buf
+
+    static void rk_wino_in_generic(RK_WIN_ARGS) { RK_WIN_BODY }
+    static void rk_wino_out_generic(RK_WOUT_ARGS) { RK_WOUT_BODY }
+    #if RK_X86
+    __attribute__((target("avx2,fma"))) static void rk_wino_in_avx2(RK_WIN_ARGS) { RK_WIN_BODY }
+    __attribute__((target("avx2,fma"))) static void rk_wino_out_avx2(RK_WOUT_ARGS) { RK_WOUT_BODY }
+    __attribute__((target("avx512f"))) static void rk_wino_in_avx512(RK_WIN_ARGS) { RK_WIN_BODY }
+    __attribute__((target("avx512f"))) static void rk_wino_out_avx512(RK_WOUT_ARGS) { RK_WOUT_BODY }
+    #endif
+
+    static void rk_wino_in(int isa, RK_WIN_ARGS) {
+    #if RK_X86
+        if (isa >= 2) { rk_wino_in_avx512(S, C, TH, TW, V, ldv, buf); return; }
+        if (isa == 1) { rk_wino_in_avx2(S, C, TH, TW, V, ldv, buf); return; }
+    #endif
+        rk_wino_in_generic(S, C, TH, TW, V, ldv, buf);
+    }
+
+    static void rk_wino_out(int isa, RK_WOUT_ARGS) {
+    #if RK_X86
+        if (isa >= 2) { rk_wino_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf); return; }
+        if (isa == 1) { rk_wino_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf); return; }
+    #endif
+        rk_wino_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf);
     }
 
     /* ---------------------------------------------------------------- gather GEMM
@@ -225,104 +519,179 @@ cdef extern from *:
     }
 
     #if RK_X86
-    /* ---- AVX-512: MR x NR = 8 x 32 (16 zmm accumulators) */
+    /* ---- AVX-512.  Normal tiles: MR x NR = 8 x 32 (vectors along n, 16 zmm accumulators).
+       Transposed tiles for small N: 32 x 7 (vectors along m, written into Y^T). */
     #define K5_MR 8
-    #define K5_NV 2
-    #define K5_NR (16 * K5_NV)
+    #define K5_NR 32
+    #define K5T_MR 32
+    #define K5T_NR 7
 
+    static inline __mmask16 rk_mask16(int lo, int hi) {   /* lanes [lo, hi) of 16 */
+        if (hi <= lo) return 0;
+        unsigned m = hi >= 16 ? 0xFFFFu : ((1u << hi) - 1u);
+        return (__mmask16)(m & ~((1u << lo) - 1u));
+    }
+
+    /* B block [k0, k0+kc) x [n0, n0+nc) into panels of pw (<= 32) columns: Bp[p][k][pw]. */
     __attribute__((target("avx512f")))
     static void rk_packB_512(const float *P, const int32_t *off, const int32_t *idx,
-                             long k0, long kc, long n0, long nc, float *Bp) {
-        int lane[K5_NR + 1];
-        int32_t src[K5_NR + 1];
-        /* per-vector masked loads: lanes [lo, hi) of vector v come from P[off + s - lo + lane] */
-        int opv[2 * K5_NR + 2];
-        __mmask16 opm[2 * K5_NR + 2];
-        int32_t ops[2 * K5_NR + 2];
-        for (long p = 0; p * K5_NR < nc; p++) {
-            long nb = n0 + p * K5_NR, w = RK_MIN(K5_NR, n0 + nc - nb);
-            float *dst = Bp + p * kc * K5_NR;
-            if (w == K5_NR && idx[nb + K5_NR - 1] - idx[nb] == K5_NR - 1) {
+                             long k0, long kc, long n0, long nc, float *Bp, int pw, int skip_direct) {
+        int lane[33];
+        int32_t src[33];
+        /* per vector v: cnt[v] masked loads; load o fills lanes opm[v][o] from P[off + ops[v][o] + lane] */
+        int cnt[2];
+        __mmask16 opm[2][17];
+        int32_t ops[2][17];
+        int nvec = (pw + 15) / 16;
+        __mmask16 smask[2] = {rk_mask16(0, RK_MIN(pw, 16)), rk_mask16(0, pw - 16)};
+        for (long p = 0; p * pw < nc; p++) {
+            long nb = n0 + p * pw, w = RK_MIN(pw, n0 + nc - nb);
+            float *dst = Bp + p * kc * pw;
+            if (pw == 32 && w == 32 && idx[nb + 31] - idx[nb] == 31) {
+                if (skip_direct) continue;
                 const float *base = P + idx[nb];
                 for (long k = 0; k < kc; k++) {
                     const float *s = base + off[k0 + k];
-                    for (int v = 0; v < K5_NV; v++) _mm512_store_ps(dst + 16 * v, _mm512_loadu_ps(s + 16 * v));
-                    dst += K5_NR;
+                    _mm512_store_ps(dst, _mm512_loadu_ps(s));
+                    _mm512_store_ps(dst + 16, _mm512_loadu_ps(s + 16));
+                    dst += 32;
                 }
                 continue;
             }
-            int nr = rk_runs(idx, nb, w, lane, src), nops = 0;
+            int nr = rk_runs(idx, nb, w, lane, src);
+            cnt[0] = cnt[1] = 0;
             for (int r = 0; r < nr; r++) {
                 for (int v = lane[r] / 16; v * 16 < lane[r + 1]; v++) {
                     int lo = RK_MAX(lane[r], v * 16) - v * 16, hi = RK_MIN(lane[r + 1], v * 16 + 16) - v * 16;
-                    opv[nops] = v;
-                    opm[nops] = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-                    ops[nops] = src[r] + (v * 16 + lo - lane[r]) - lo;   /* source of lane 0 */
-                    nops++;
+                    int o = cnt[v]++;
+                    opm[v][o] = rk_mask16(lo, hi);
+                    ops[v][o] = src[r] + (v * 16 - lane[r]);   /* source index of lane 0 */
                 }
             }
             for (long k = 0; k < kc; k++) {
                 const float *s = P + off[k0 + k];
-                __m512 vec[K5_NV];
-                for (int v = 0; v < K5_NV; v++) vec[v] = _mm512_setzero_ps();
-                for (int o = 0; o < nops; o++)
-                    vec[opv[o]] = _mm512_mask_loadu_ps(vec[opv[o]], opm[o], s + ops[o]);
-                for (int v = 0; v < K5_NV; v++) _mm512_store_ps(dst + 16 * v, vec[v]);
-                dst += K5_NR;
+                for (int v = 0; v < nvec; v++) {
+                    __m512 x = _mm512_setzero_ps();
+                    for (int o = 0; o < cnt[v]; o++) x = _mm512_mask_loadu_ps(x, opm[v][o], s + ops[v][o]);
+                    _mm512_mask_storeu_ps(dst + 16 * v, smask[v], x);
+                }
+                dst += pw;
             }
         }
     }
 
-    __attribute__((target("avx512f")))
-    static void rk_kernel_512(long kc, const float *a, const float *b, float *c, long ldc,
-                              int first, const float *bias, int mv, int nv) {
-        __m512 acc[K5_MR][K5_NV];
-        __mmask16 mask[K5_NV];
-        for (int v = 0; v < K5_NV; v++) {
-            int lo = v * 16, hi = RK_MIN(nv, lo + 16);
-            mask[v] = hi <= lo ? 0 : (__mmask16)((hi - lo) >= 16 ? 0xFFFFu : ((1u << (hi - lo)) - 1u));
+    /* Where the lanes of a tile row go when the GEMM runs on a grid with padding columns:
+       vector v stores lanes m[v][o] at c + off[v][o] + lane, o < cnt[v]. */
+    typedef struct { int cnt[2]; __mmask16 m[2][8]; int32_t off[2][8]; } rk_splan;
+
+    /* Plan for the nv lanes from grid position q0 (grid rows of gw, the first gow valid). */
+    static void rk_make_splan(rk_splan *sp, long q0, int nv, long gw, long gow) {
+        sp->cnt[0] = sp->cnt[1] = 0;
+        for (int v = 0; v < 2; v++) {
+            long prev = -2;
+            for (int l = 0; l < 16 && 16 * v + l < nv; l++) {
+                long q = q0 + 16 * v + l, row = q / gw, col = q - row * gw;
+                if (col >= gow) { prev = -2; continue; }
+                long dst = row * gow + col;
+                if (dst != prev + 1) {
+                    int o = sp->cnt[v]++;
+                    sp->m[v][o] = 0;
+                    sp->off[v][o] = (int32_t)(dst - l);
+                }
+                sp->m[v][sp->cnt[v] - 1] |= (__mmask16)(1u << l);
+                prev = dst;
+            }
         }
-        if (first) {
-            #pragma GCC unroll 8
-            for (int r = 0; r < K5_MR; r++) {
-                __m512 init = bias ? _mm512_set1_ps(bias[r < mv ? r : 0]) : _mm512_setzero_ps();
-                #pragma GCC unroll 4
-                for (int v = 0; v < K5_NV; v++) acc[r][v] = init;
-            }
-        } else {
-            #pragma GCC unroll 8
-            for (int r = 0; r < K5_MR; r++) {
-                #pragma GCC unroll 4
-                for (int v = 0; v < K5_NV; v++)
-                    acc[r][v] = r < mv ? _mm512_maskz_loadu_ps(mask[v], c + r * ldc + 16 * v) : _mm512_setzero_ps();
-            }
+    }
+
+    /* C tile (mv x nv of 8 x 16*NV) += A panel (kc x 8) * B panel (kc x 32, first 16*NV used).
+       DIRECT: B row k is the 16*NV floats at b + boff[k] (unpacked, straight from the image). */
+    #define RK_KERNEL_512(NAME, NV, DIRECT)                                                                 \
+    __attribute__((target("avx512f")))                                                                \
+    static void NAME(long kc, const float *a, const float *b, const int32_t *boff, float *c, long ldc, \
+                     int first, const float *bias, int mv, int nv, const rk_splan *sp) {              \
+        __m512 acc[K5_MR][NV];                                                                        \
+        __mmask16 mask[NV];                                                                           \
+        for (int v = 0; v < NV; v++) mask[v] = rk_mask16(0, nv - 16 * v);                             \
+        _Pragma("GCC unroll 8")                                                                       \
+        for (int r = 0; r < K5_MR; r++) {                                                             \
+            _Pragma("GCC unroll 2")                                                                   \
+            for (int v = 0; v < NV; v++) {                                                            \
+                if (first) acc[r][v] = bias ? _mm512_set1_ps(bias[r < mv ? r : 0]) : _mm512_setzero_ps(); \
+                else if (r >= mv) acc[r][v] = _mm512_setzero_ps();                                    \
+                else if (!sp) acc[r][v] = _mm512_maskz_loadu_ps(mask[v], c + r * ldc + 16 * v);       \
+                else {                                                                                \
+                    acc[r][v] = _mm512_setzero_ps();                                                  \
+                    for (int o = 0; o < sp->cnt[v]; o++)                                              \
+                        acc[r][v] = _mm512_mask_loadu_ps(acc[r][v], sp->m[v][o], c + r * ldc + sp->off[v][o]); \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+        for (long k = 0; k < kc; k++) {                                                               \
+            __m512 bv[NV];                                                                            \
+            _Pragma("GCC unroll 2")                                                                   \
+            for (int v = 0; v < NV; v++)                                                              \
+                bv[v] = DIRECT ? _mm512_loadu_ps(b + boff[k] + 16 * v) : _mm512_load_ps(b + 16 * v);  \
+            _Pragma("GCC unroll 8")                                                                   \
+            for (int r = 0; r < K5_MR; r++) {                                                         \
+                __m512 av = _mm512_set1_ps(a[r]);                                                     \
+                _Pragma("GCC unroll 2")                                                               \
+                for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);       \
+            }                                                                                         \
+            a += K5_MR;                                                                               \
+            if (!DIRECT) b += K5_NR;                                                                  \
+        }                                                                                             \
+        if (sp) {                                                                                     \
+            for (int r = 0; r < mv; r++)                                                              \
+                for (int v = 0; v < NV; v++)                                                          \
+                    for (int o = 0; o < sp->cnt[v]; o++)                                              \
+                        _mm512_mask_storeu_ps(c + r * ldc + sp->off[v][o], sp->m[v][o], acc[r][v]);   \
+        } else if (mv == K5_MR && nv == 16 * NV) {                                                    \
+            _Pragma("GCC unroll 8")                                                                   \
+            for (int r = 0; r < K5_MR; r++) {                                                         \
+                _Pragma("GCC unroll 2")                                                               \
+                for (int v = 0; v < NV; v++) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);       \
+            }                                                                                         \
+        } else {                                                                                      \
+            for (int r = 0; r < mv; r++)                                                              \
+                for (int v = 0; v < NV; v++) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mask[v], acc[r][v]); \
+        }                                                                                             \
+    }
+    RK_KERNEL_512(rk_kernel_512, 2, 0)
+    RK_KERNEL_512(rk_kernel_512_half, 1, 0)
+    RK_KERNEL_512(rk_kernel_512_direct, 2, 1)
+
+    /* Transposed: C^T tile (nv rows n of ct, ldct apart) x (mv of 32 m) += B^T * A^T.
+       a: A panel (kc x 32); b: B panel (kc x 7). */
+    __attribute__((target("avx512f")))
+    static void rk_kernel_512t(long kc, const float *a, const float *b, float *ct, long ldct,
+                               int first, const float *bias, int mv, int nv) {
+        __m512 acc[K5T_NR][2];
+        __mmask16 mask[2] = {rk_mask16(0, mv), rk_mask16(0, mv - 16)};
+        __m512 init[2];
+        init[0] = bias ? _mm512_maskz_loadu_ps(mask[0], bias) : _mm512_setzero_ps();
+        init[1] = bias ? _mm512_maskz_loadu_ps(mask[1], bias + 16) : _mm512_setzero_ps();
+        #pragma GCC unroll 7
+        for (int j = 0; j < K5T_NR; j++) {
+            #pragma GCC unroll 2
+            for (int v = 0; v < 2; v++)
+                acc[j][v] = first ? init[v] : (j < nv ? _mm512_maskz_loadu_ps(mask[v], ct + j * ldct + 16 * v)
+                                                     : _mm512_setzero_ps());
         }
         for (long k = 0; k < kc; k++) {
-            __m512 bv[K5_NV];
-            #pragma GCC unroll 4
-            for (int v = 0; v < K5_NV; v++) bv[v] = _mm512_load_ps(b + 16 * v);
-            #pragma GCC unroll 8
-            for (int r = 0; r < K5_MR; r++) {
-                __m512 av = _mm512_set1_ps(a[r]);
-                #pragma GCC unroll 4
-                for (int v = 0; v < K5_NV; v++) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+            __m512 a0 = _mm512_loadu_ps(a), a1 = _mm512_loadu_ps(a + 16);
+            #pragma GCC unroll 7
+            for (int j = 0; j < K5T_NR; j++) {
+                __m512 bj = _mm512_set1_ps(b[j]);
+                acc[j][0] = _mm512_fmadd_ps(a0, bj, acc[j][0]);
+                acc[j][1] = _mm512_fmadd_ps(a1, bj, acc[j][1]);
             }
-            a += K5_MR;
-            b += K5_NR;
+            a += K5T_MR;
+            b += K5T_NR;
         }
-        if (mv == K5_MR && nv == K5_NR) {
-            #pragma GCC unroll 8
-            for (int r = 0; r < K5_MR; r++) {
-                #pragma GCC unroll 4
-                for (int v = 0; v < K5_NV; v++) _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
-            }
-        } else {
-            #pragma GCC unroll 8
-            for (int r = 0; r < K5_MR; r++) {
-                if (r >= mv) break;
-                #pragma GCC unroll 4
-                for (int v = 0; v < K5_NV; v++) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mask[v], acc[r][v]);
-            }
+        for (int j = 0; j < nv; j++) {
+            _mm512_mask_storeu_ps(ct + j * ldct, mask[0], acc[j][0]);
+            _mm512_mask_storeu_ps(ct + j * ldct + 16, mask[1], acc[j][1]);
         }
     }
 
@@ -412,46 +781,90 @@ cdef extern from *:
     }
     #endif
 
-    static int rk_mr(int isa) { return isa >= 2 ? 8 : 6; }
-    static int rk_nr(int isa) { return isa >= 2 ? 32 : 16; }
+    /* Tile geometry per (isa, transposed): rows per weight panel and columns per B panel. */
+    static int rk_mr(int isa, int t) { return isa >= 2 ? (t ? 32 : 8) : 6; }    /* K5T_MR, K5_MR, K2_MR */
+    static int rk_nr(int isa, int t) { return isa >= 2 ? (t ? 7 : 32) : 16; }    /* K5T_NR, K5_NR, K2_NR */
 
-    /* Y[m, n] (row stride ldy) = bias[m] + sum_k A[m, k] * P[off[k] + idx[n]].
+    /* Y[m, n] (row stride ldy) = bias[m] + sum_k A[m, k] * P[off[k] + idx[n]], n in [n_begin, n_end).
+       transposed (AVX-512 only): Y is Y^T instead, Y[n, m] with row stride ldy.
        Bp: scratch of at least kcb * ncb floats, 64-byte aligned. */
-    static void rk_gather_gemm(int isa, const float *P, const int32_t *off, const int32_t *idx,
-                               long M, long K, long N, const float *Ap, const float *bias,
+    static void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
+                               long M, long K, const float *Ap, const float *bias,
                                float *Y, long ldy, float *Bp, long kcb, long ncb,
-                               long n_begin, long n_end) {
+                               long n_begin, long n_end, long gw, long gow) {
     #if RK_X86
-        int MR = rk_mr(isa), NR = rk_nr(isa);
+        if (isa < 2) transposed = 0;
+        if (isa < 2 || transposed) gw = 0;
+        int MR = rk_mr(isa, transposed), NR = rk_nr(isa, transposed);
         for (long n0 = n_begin; n0 < n_end; n0 += ncb) {
             long nc = RK_MIN(ncb, n_end - n0);
             for (long k0 = 0; k0 < K; k0 += kcb) {
                 long kc = RK_MIN(kcb, K - k0);
-                if (isa >= 2) rk_packB_512(P, off, idx, k0, kc, n0, nc, Bp);
+                if (isa >= 2) rk_packB_512(P, off, idx, k0, kc, n0, nc, Bp, NR, !transposed);
                 else rk_packB_256(P, off, idx, k0, kc, n0, nc, Bp);
-                for (long m0 = 0; m0 < M; m0 += MR) {
+                /* Stream the smaller operand: with A's block (M x kc) cache-resident, go panel
+                   by panel of B reusing it (B panel hot in L1); otherwise keep each A panel hot
+                   and sweep the B block (transposed tiles always: their A panels are large). */
+                int m_outer = transposed || M * kc * (long)sizeof(float) > 512 * 1024;
+                long np = (nc + NR - 1) / NR, nm = (M + MR - 1) / MR;
+                for (long outer = 0; outer < (m_outer ? nm : np); outer++)
+                for (long inner = 0; inner < (m_outer ? np : nm); inner++) {
+                    long p = m_outer ? inner : outer, m0 = (m_outer ? outer : inner) * MR;
+                    int nv = (int)RK_MIN(NR, nc - p * NR);
+                    long q0 = n0 + p * NR;
+                    const float *bp = Bp + p * kc * NR;
+                    int direct = isa >= 2 && !transposed && nv == 32 && idx[q0 + 31] - idx[q0] == 31;
+                    rk_splan plan, *sp = NULL;
+                    float *yc = Y + q0;   /* column q0 of row 0 (plain layout) */
+                    if (gw > 0) {
+                        rk_make_splan(&plan, q0, nv, gw, gow);
+                        sp = &plan;
+                        yc = Y;
+                    }
                     const float *ap = Ap + (m0 / MR) * K * MR + k0 * MR;
                     int mv = (int)RK_MIN(MR, M - m0);
                     const float *bm = bias ? bias + m0 : NULL;
-                    for (long p = 0; p * NR < nc; p++) {
-                        int nv = (int)RK_MIN(NR, nc - p * NR);
-                        float *cp = Y + m0 * ldy + n0 + p * NR;
-                        if (isa >= 2) rk_kernel_512(kc, ap, Bp + p * kc * NR, cp, ldy, k0 == 0, bm, mv, nv);
-                        else rk_kernel_256(kc, ap, Bp + p * kc * NR, cp, ldy, k0 == 0, bm, mv, nv);
-                    }
+                    if (transposed)
+                        rk_kernel_512t(kc, ap, bp, Y + q0 * ldy + m0, ldy, k0 == 0, bm, mv, nv);
+                    else if (direct)
+                        rk_kernel_512_direct(kc, ap, P + idx[q0], off + k0, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, sp);
+                    else if (isa >= 2 && nv <= 16)
+                        rk_kernel_512_half(kc, ap, bp, NULL, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, sp);
+                    else if (isa >= 2)
+                        rk_kernel_512(kc, ap, bp, NULL, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, sp);
+                    else
+                        rk_kernel_256(kc, ap, bp, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv);
                 }
             }
         }
     #endif
     }
+
+    /* nb independent gather GEMMs: P, Ap and Y advance by pstride, astride, ystride floats. */
+    static void rk_gather_gemm_batch(int isa, long nb, const float *P, long pstride,
+                                     const int32_t *off, const int32_t *idx, long M, long K,
+                                     const float *Ap, long astride, float *Y, long ystride, long ldy,
+                                     float *Bp, long kcb, long ncb, long N) {
+        for (long i = 0; i < nb; i++)
+            rk_gather_gemm(isa, 0, P + i * pstride, off, idx, M, K, Ap + i * astride, NULL,
+                           Y + i * ystride, ldy, Bp, kcb, ncb, 0, N, 0, 0);
+    }
     """
     int rk_isa_level()
-    int rk_mr(int isa)
-    int rk_nr(int isa)
-    void rk_im2col(const float *x, long C, long D, long H, long W,
+    int rk_mr(int isa, int t)
+    int rk_nr(int isa, int t)
+    void rk_im2col(const float *x, long C, long D, long H, long W, long cs,
                    long kd, long kh, long kw, long sd, long sh, long sw,
                    long dd, long dh, long dw, long pd, long ph, long pw,
                    long OD, long OH, long OW, float *cols, int accumulate_back) nogil
+    void rk_wino_in(int isa, const float *S, long C, long TH, long TW, float *V, long ldv, float *buf) nogil
+    void rk_wino_out(int isa, const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW,
+                     const float *bias, float *y, float *buf) nogil
+    void rk_gather_gemm_batch(int isa, long nb, const float *P, long pstride,
+                              const int32_t *off, const int32_t *idx, long M, long K,
+                              const float *Ap, long astride, float *Y, long ystride, long ldy,
+                              float *Bp, long kcb, long ncb, long N) nogil
+    void rk_transpose(const float *src, long rows, long cols, long lds, float *dst, long ldd) nogil
     void rk_phase_split(const float *x, long C, long D, long H, long W,
                         long sd, long sh, long sw, long pd, long ph, long pw,
                         long Ds, long Hs, long Ws, float *P) nogil
@@ -459,10 +872,10 @@ cdef extern from *:
                       long kh, long kw, long sh, long sw, long dh, long dw,
                       long pt, long pl, long pb, long pr, long OH, long OW,
                       const float *bias, float *y, float *pad) nogil
-    void rk_gather_gemm(int isa, const float *P, const int32_t *off, const int32_t *idx,
-                        long M, long K, long N, const float *Ap, const float *bias,
+    void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
+                        long M, long K, const float *Ap, const float *bias,
                         float *Y, long ldy, float *Bp, long kcb, long ncb,
-                        long n_begin, long n_end) nogil
+                        long n_begin, long n_end, long gw, long gow) nogil
 
 
 cdef int _ISA = rk_isa_level()
@@ -473,16 +886,28 @@ def gemm_isa():
     return _ISA
 
 
-def panel_shape():
-    """``(MR, NR)``: rows per packed weight panel and columns per packed B panel."""
-    return rk_mr(_ISA), rk_nr(_ISA)
+def limit_isa(int level):
+    """Use micro-kernels up to ``level`` (0 none, 1 AVX2+FMA, 2 AVX-512) -- never above what
+    the CPU has; returns the level now in use.  For tests of the narrower code paths:
+    weights packed before the change must be repacked (``panel_shape`` changes)."""
+    global _ISA
+    _ISA = min(max(level, 0), rk_isa_level())
+    return _ISA
 
 
-def pack_weights(const float[:, ::1] a):
+def panel_shape(transposed=False):
+    """``(MR, NR)``: rows per packed weight panel and columns per packed B panel of the
+    normal (vectors along n) or transposed (vectors along m, AVX-512 only) tiles."""
+    t = 1 if (transposed and _ISA >= 2) else 0
+    return rk_mr(_ISA, t), rk_nr(_ISA, t)
+
+
+def pack_weights(const float[:, ::1] a, transposed=False):
     """Pack ``a`` (M, K) float32 into micro-kernel panels: a new array (ceil(M/MR), K, MR),
-    panel ``p`` row ``k`` holding ``a[p*MR:(p+1)*MR, k]`` (zero past M).  Copies."""
+    panel ``p`` row ``k`` holding ``a[p*MR:(p+1)*MR, k]`` (zero past M), MR from
+    ``panel_shape(transposed)``.  Copies."""
     cdef Py_ssize_t M = a.shape[0], K = a.shape[1]
-    cdef int MR = rk_mr(_ISA)
+    cdef int MR = panel_shape(transposed)[0]
     cdef Py_ssize_t npanel = (M + MR - 1) // MR
     out = np.zeros((npanel * MR, K), np.float32)
     out[:M] = a
@@ -499,44 +924,76 @@ def _aligned_ptr(float[::1] buf, Py_ssize_t need):
 
 
 def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] idx,
-                const float[:, :, ::1] a_packed, Py_ssize_t M, bias, float[:, ::1] y,
+                const float[:, :, ::1] a_packed, Py_ssize_t M, bias, float[:, :] y,
                 float[::1] scratch, Py_ssize_t kcb, Py_ssize_t ncb,
-                Py_ssize_t n_begin=0, Py_ssize_t n_end=-1):
+                Py_ssize_t n_begin=0, Py_ssize_t n_end=-1, bint transposed=False, grid=None):
     """``y[m, n] = bias[m] + sum_k A[m, k] * P[off[k] + idx[n]]`` for n in [n_begin, n_end).
 
-    ``a_packed``: ``pack_weights`` of A (M, K); ``off`` (K,), ``idx`` (N,) int32 flat
-    indices into ``P`` (every ``off[k] + idx[n]`` must lie inside ``P``); ``bias``:
-    (M,) float32 or None; ``y``: (M, N) float32 rows (any row stride), written in place;
-    ``scratch``: float32, at least ``kcb * ncb + 16`` floats (B blocks of ``kcb`` x ``ncb``,
-    ``ncb`` a multiple of NR).  Releases the GIL.
+    ``a_packed``: ``pack_weights(A, transposed)`` of A (M, K); ``off`` (K,), ``idx`` (N,)
+    int32 flat indices into ``P`` (every ``off[k] + idx[n]`` must lie inside ``P``);
+    ``bias``: (M,) float32 or None; ``y``: (M, N) float32 rows (any row stride), written
+    in place -- with ``transposed`` it is Y^T, (N, M), instead; ``scratch``: float32, at
+    least ``kcb * ncb + 16`` floats (B blocks of ``kcb`` x ``ncb``, ``ncb`` a multiple
+    of NR).  ``grid=(gw, gow)`` (AVX-512, normal tiles): the columns n are positions on
+    a grid of rows of ``gw`` of which the first ``gow`` are real; ``y`` is then
+    (M, N // gw * gow) and receives only the real ones.  Releases the GIL.
     """
     cdef Py_ssize_t K = off.shape[0], N = idx.shape[0]
-    cdef int MR = rk_mr(_ISA), NR = rk_nr(_ISA)
+    cdef int t = 1 if (transposed and _ISA >= 2) else 0
+    cdef long gw = 0, gow = 0
+    cdef Py_ssize_t ny = N
+    if grid is not None:
+        gw, gow = grid
+        if _ISA < 2 or t or gw <= 0 or gow <= 0 or gow > gw or N % gw:
+            raise ValueError("gather_gemm: grid output needs AVX-512 normal tiles and N a multiple of gw")
+        ny = N // gw * gow
+    cdef int MR = rk_mr(_ISA, t), NR = rk_nr(_ISA, t)
     cdef const float[::1] bview
     cdef const float *bptr = NULL
     if _ISA == 0:
         raise RuntimeError("gather_gemm: no micro-kernel for this CPU")
+    if transposed and not t:
+        raise ValueError("gather_gemm: transposed tiles need AVX-512")
     if n_end < 0:
         n_end = N
     if a_packed.shape[0] * MR < M or a_packed.shape[1] != K or a_packed.shape[2] != MR:
         raise ValueError("gather_gemm: packed weights do not match")
-    if y.shape[0] != M or y.shape[1] != N or ncb % NR != 0 or n_begin < 0 or n_end > N:
+    if (y.shape[0], y.shape[1]) != ((N, M) if t else (M, ny)) or ncb % NR != 0 or ncb <= 0 \
+            or n_begin < 0 or n_end > N:
         raise ValueError("gather_gemm: bad output or block shape")
     if bias is not None:
         bview = bias
         if bview.shape[0] != M:
             raise ValueError("gather_gemm: bias length")
         bptr = &bview[0]
-    cdef float *bp = <float *><intptr_t>_aligned_ptr(scratch, kcb * ncb)
-    cdef float *yp = &y[0, 0]
-    cdef Py_ssize_t ldy = y.strides[0] // 4
-    if M == 0 or N == 0:
+    if M == 0 or N == 0 or n_end <= n_begin:
         return
     if K == 0:
         raise ValueError("gather_gemm: K == 0")
+    if y.strides[1] != 4 or y.strides[0] % 4:
+        raise ValueError("gather_gemm: rows of y must be contiguous float32")
+    cdef float *bp = <float *><intptr_t>_aligned_ptr(scratch, kcb * ncb)
+    cdef float *yp = &y[0, 0]
+    cdef Py_ssize_t ldy = y.strides[0] // 4
     with nogil:
-        rk_gather_gemm(_ISA, &P[0], &off[0], &idx[0], M, K, N, &a_packed[0, 0, 0], bptr,
-                       yp, ldy, bp, kcb, ncb, n_begin, n_end)
+        rk_gather_gemm(_ISA, t, &P[0], &off[0], &idx[0], M, K, &a_packed[0, 0, 0], bptr,
+                       yp, ldy, bp, kcb, ncb, n_begin, n_end, gw, gow)
+
+
+def transpose_into(const float[:, :] src, float[:, :] dst):
+    """``dst[...] = src.T`` for ``src`` (R, C) and ``dst`` (C, R): rows contiguous, any row
+    stride.  Cache-blocked (8 x 8 AVX2 blocks where available).  Releases the GIL."""
+    cdef Py_ssize_t R = src.shape[0], C = src.shape[1]
+    if dst.shape[0] != C or dst.shape[1] != R:
+        raise ValueError("transpose_into: shapes do not match")
+    if (R > 1 and C > 1) and (src.strides[1] != 4 or dst.strides[1] != 4 or src.strides[0] % 4 or dst.strides[0] % 4):
+        raise ValueError("transpose_into: rows must be contiguous float32")
+    if R == 0 or C == 0:
+        return
+    cdef float *dp = &dst[0, 0]
+    cdef Py_ssize_t ldd = dst.strides[0] // 4
+    with nogil:
+        rk_transpose(&src[0, 0], R, C, src.strides[0] // 4, dp, ldd)
 
 
 def phase_split(const float[:, :, :, ::1] x, int sd, int sh, int sw, int pd, int ph, int pw,
@@ -555,8 +1012,9 @@ def phase_split(const float[:, :, :, ::1] x, int sd, int sh, int sw, int pd, int
                        Ds, Hs, Ws, &out[0])
 
 
-def im2col(const float[:, :, :, ::1] x, float[:, ::1] cols, kernel, strides, dilations, pads_begin, out_shape):
-    """Unfold ``x`` (C, D, H, W) into ``cols`` (C*kd*kh*kw, OD*OH*OW), written fully.
+def im2col(const float[:, :, :, :] x, float[:, ::1] cols, kernel, strides, dilations, pads_begin, out_shape):
+    """Unfold ``x`` (C, D, H, W; each channel C-contiguous, channels any stride apart) into
+    ``cols`` (C*kd*kh*kw, OD*OH*OW), written fully.
 
     Row ``((c*kd + a)*kh + i)*kw + j`` holds input pixel
     ``(c, od*sd - pd + a*dd, oh*sh - ph + i*dh, ow*sw - pw + j*dw)`` (0 in the padding)
@@ -575,8 +1033,12 @@ def im2col(const float[:, :, :, ::1] x, float[:, ::1] cols, kernel, strides, dil
     if x.shape[1] * x.shape[2] * x.shape[3] == 0:
         cols[:, :] = 0
         return
+    if x.strides[3] != 4 or (x.shape[2] > 1 and x.strides[2] != 4 * x.shape[3]) or x.strides[0] % 4 \
+            or (x.shape[1] > 1 and x.strides[1] != 4 * x.shape[3] * x.shape[2]):
+        raise ValueError("im2col: each channel of x must be C-contiguous")
+    cdef long cs = x.strides[0] // 4
     with nogil:
-        rk_im2col(&x[0, 0, 0, 0], C, x.shape[1], x.shape[2], x.shape[3], kd, kh, kw, sd, sh, sw,
+        rk_im2col(&x[0, 0, 0, 0], C, x.shape[1], x.shape[2], x.shape[3], cs, kd, kh, kw, sd, sh, sw,
                   dd, dh, dw, pd, ph, pw, OD, OH, OW, &cols[0, 0], 0)
 
 
@@ -595,8 +1057,14 @@ def col2im(float[:, ::1] cols, float[:, :, :, ::1] y, kernel, strides, dilations
     if cols.shape[0] == 0 or cols.shape[1] == 0 or y.shape[1] * y.shape[2] * y.shape[3] == 0:
         return
     with nogil:
-        rk_im2col(&y[0, 0, 0, 0], C, y.shape[1], y.shape[2], y.shape[3], kd, kh, kw, sd, sh, sw,
+        rk_im2col(&y[0, 0, 0, 0], C, y.shape[1], y.shape[2], y.shape[3], y.shape[1] * y.shape[2] * y.shape[3],
+                  kd, kh, kw, sd, sh, sw,
                   dd, dh, dw, pd, ph, pw, GD, GH, GW, &cols[0, 0], 1)
+
+
+def depthwise_scratch_size(H, W, pt, pl, pb, pr):
+    """Floats of scratch ``depthwise`` needs for an (H, W) plane with these pads."""
+    return (H + pt + pb + 1) * (W + pl + pr) + 64
 
 
 def depthwise(const float[:, :, ::1] x, const float[:, :, ::1] w, bias, float[:, :, ::1] y,
@@ -605,7 +1073,7 @@ def depthwise(const float[:, :, ::1] x, const float[:, :, ::1] w, bias, float[:,
 
     ``x`` (C, H, W); ``w`` (M, kh, kw) with M a multiple of C (output channel m reads
     input channel m // (M // C)); ``bias`` (M,) float32 or None; ``scratch``: at least
-    (H+pt+pb)*(W+pl+pr) floats when padded.  Releases the GIL."""
+    ``depthwise_scratch_size(H, W, pt, pl, pb, pr)`` floats.  Releases the GIL."""
     cdef long C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef long M = w.shape[0], kh = w.shape[1], kw = w.shape[2]
     cdef long OH = y.shape[1], OW = y.shape[2]
@@ -623,10 +1091,88 @@ def depthwise(const float[:, :, ::1] x, const float[:, :, ::1] w, bias, float[:,
         if bview.shape[0] != M:
             raise ValueError("depthwise: bias length")
         bptr = &bview[0]
-    if pt or pl or pb or pr:
-        if scratch.shape[0] < (H + pt + pb) * (W + pl + pr):
-            raise ValueError("depthwise: scratch too small")
-        pad = &scratch[0]
+    if scratch.shape[0] < depthwise_scratch_size(H, W, pt, pl, pb, pr):
+        raise ValueError("depthwise: scratch too small")
+    pad = &scratch[0]
     with nogil:
         rk_depthwise(_ISA, &x[0, 0, 0], C, H, W, &w[0, 0, 0], M, M // C, kh, kw, sh, sw, dh, dw,
                      pt, pl, pb, pr, OH, OW, bptr, &y[0, 0, 0], pad)
+
+
+def winograd_weights(const float[:, :, :, ::1] w):
+    """Winograd F(4x4, 3x3) weight transform: a new (36, M, C) float32 array,
+    ``[6a + b, m, c] = (G w[m, c] G^T)[a, b]`` (computed in float64).  Copies."""
+    G = np.array([[1.0, 0.0, 0.0], [-2.0 / 3.0, -2.0 / 3.0, -2.0 / 3.0], [-2.0 / 3.0, 2.0 / 3.0, -2.0 / 3.0],
+                  [1.0 / 6.0, 1.0 / 3.0, 2.0 / 3.0], [1.0 / 6.0, -1.0 / 3.0, 2.0 / 3.0], [0.0, 0.0, 4.0]],
+                 np.float64) / 4.0
+    wa = np.asarray(w, dtype=np.float64)
+    if wa.shape[2] != 3 or wa.shape[3] != 3:
+        raise ValueError("winograd_weights: 3x3 kernels only")
+    u = np.einsum("ai,mcij,bj->abmc", G, wa, G, optimize=True)
+    return np.ascontiguousarray(u.reshape(36, wa.shape[0], wa.shape[1]), dtype=np.float32)
+
+
+def winograd_input(const float[:, :, ::1] x, int pt, int pl, int TH, int TW, float[::1] V,
+                   float[::1] split, float[::1] buf):
+    """Winograd input transform of one image ``x`` (C, H, W) with pads (top ``pt``,
+    left ``pl``) into ``V`` (flat (36, C, TH*(TW+1))): the 6x6 patch of the 4x4 output
+    tile (ty, tx) starts at input row 4*ty - pt, column 4*tx - pl and lands at grid
+    column ty*(TW+1) + tx (columns with tx == TW are padding).  ``split``: scratch of at
+    least C*16*(TH+1)*(TW+1) + 16 floats; ``buf``: at least 36*TH*(TW+1) floats.
+    Releases the GIL."""
+    cdef long C = x.shape[0], H = x.shape[1], W = x.shape[2]
+    cdef long Tg = <long>TH * (TW + 1), plane = (<long>TH + 1) * (TW + 1)
+    if V.shape[0] < 36 * C * Tg or buf.shape[0] < 36 * Tg or split.shape[0] < C * 16 * plane + 16:
+        raise ValueError("winograd_input: buffers too small")
+    if C == 0 or Tg == 0 or H == 0 or W == 0:
+        return
+    with nogil:
+        rk_phase_split(&x[0, 0, 0], C, 1, H, W, 1, 4, 4, 0, pt, pl, 1, TH + 1, TW + 1, &split[0])
+        memset(&split[C * 16 * plane], 0, 16 * sizeof(float))
+        rk_wino_in(_ISA, &split[0], C, TH, TW, &V[0], C * Tg, &buf[0])
+
+
+def winograd_output(const float[::1] Mt, Py_ssize_t M, int TH, int TW, bias, float[:, :, ::1] y,
+                    float[::1] buf):
+    """Winograd output transform: ``y`` (M, OH, OW) = bias + A^T M A per 4x4 tile from
+    ``Mt`` (flat (36, M, TH*TW)), cropped to OH x OW.  ``buf``: at least 40*TH*TW floats.
+    Releases the GIL."""
+    cdef long T = <long>TH * TW
+    cdef const float[::1] bview
+    cdef const float *bptr = NULL
+    if Mt.shape[0] < 36 * M * T or buf.shape[0] < 40 * T or y.shape[0] != M:
+        raise ValueError("winograd_output: buffers too small")
+    if y.shape[1] > 4 * TH or y.shape[2] > 4 * TW:
+        raise ValueError("winograd_output: output larger than the tiles")
+    if bias is not None:
+        bview = bias
+        if bview.shape[0] != M:
+            raise ValueError("winograd_output: bias length")
+        bptr = &bview[0]
+    if M == 0 or T == 0 or y.shape[1] == 0 or y.shape[2] == 0:
+        return
+    with nogil:
+        rk_wino_out(_ISA, &Mt[0], M * T, M, TH, TW, y.shape[1], y.shape[2], bptr, &y[0, 0, 0], &buf[0])
+
+
+def gather_gemm_batch(const float[::1] P, Py_ssize_t pstride, const int32_t[::1] off, const int32_t[::1] idx,
+                      const float[:, :, :, ::1] a_packed, Py_ssize_t M, float[::1] y, float[::1] scratch,
+                      Py_ssize_t kcb, Py_ssize_t ncb):
+    """``nb = a_packed.shape[0]`` gather GEMMs (normal tiles, no bias):
+    ``y[i, m, n] = sum_k A_i[m, k] * P[i * pstride + off[k] + idx[n]]``, ``y`` flat
+    (nb, M, N).  ``a_packed[i]``: ``pack_weights(A_i)``.  Releases the GIL."""
+    cdef Py_ssize_t nb = a_packed.shape[0], K = off.shape[0], N = idx.shape[0]
+    cdef int MR = rk_mr(_ISA, 0), NR = rk_nr(_ISA, 0)
+    if _ISA == 0:
+        raise RuntimeError("gather_gemm_batch: no micro-kernel for this CPU")
+    if a_packed.shape[1] * MR < M or a_packed.shape[2] != K or a_packed.shape[3] != MR:
+        raise ValueError("gather_gemm_batch: packed weights do not match")
+    if y.shape[0] < nb * M * N or ncb % NR != 0 or ncb <= 0 or K == 0:
+        raise ValueError("gather_gemm_batch: bad output or block shape")
+    if nb == 0 or M == 0 or N == 0:
+        return
+    cdef float *bp = <float *><intptr_t>_aligned_ptr(scratch, kcb * ncb)
+    cdef long astride = a_packed.shape[1] * a_packed.shape[2] * a_packed.shape[3]
+    with nogil:
+        rk_gather_gemm_batch(_ISA, nb, &P[0], pstride, &off[0], &idx[0], M, K, &a_packed[0, 0, 0, 0],
+                             astride, &y[0], M * N, N, bp, kcb, ncb, N)

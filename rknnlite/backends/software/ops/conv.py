@@ -1,55 +1,676 @@
-"""Convolution kernels (see the package docstring for the calling convention)."""
+"""Convolution kernels: Conv and ConvTranspose (1 to 3 spatial axes).
+
+Layouts are ONNX's: input ``(N, C, D1, ..., Dk)``, Conv weights ``(M, C/group, k1, ..., kk)``,
+ConvTranspose weights ``(C, M/group, k1, ..., kk)``.  See the package docstring for the
+calling convention.
+
+How Conv runs (one image at a time, one GEMM per group):
+
+* ``prepare`` validates the attributes and, when the weights are constants, packs
+  them once into the micro-kernel layout of ``rknnlite._native.conv_kernels``.
+* On x86 with AVX2+FMA or AVX-512, ``gather_gemm`` computes the convolution as a
+  GEMM whose right-hand side is gathered straight from the image (stride-1 unpadded
+  input) or from a zero-padded stride-phase split copy of it (everything else):
+  no im2col matrix, only a cache-sized packed block per thread.  Small outputs
+  (7x7, 14x14) use transposed tiles (vectors along output channels).
+* 2-D 3x3 stride-1 convolutions with enough channels and at least 16 4x4 output
+  tiles run as Winograd F(4x4, 3x3): input/output transforms in compiled loops and
+  36 channel GEMMs on the same micro-kernels (4x fewer multiply-adds than direct;
+  the transformed weights are cached per node).  Its float32 error is ~1e-5 of the
+  output scale (direct: ~3e-7); a node whose attrs carry ``"_winograd": False``
+  (set by the caller before ``prepare``) never uses it.
+* Depthwise convolution (one input channel per group) runs a direct compiled loop.
+* Elsewhere (no such CPU, huge tensors, tiny GEMMs): im2col into a per-thread
+  scratch buffer (none for 1x1 stride-1 unpadded) and ``np.matmul`` into the output.
+
+Scratch buffers are per thread and reused across calls; with ``out`` given nothing
+tensor-sized is allocated after the first call.
+"""
 
 from __future__ import annotations
+
+import threading
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ....errors import ModelInvalidError
-from ...._native.kernels import im2col
+from ...._native import conv_kernels as _ck
 from . import kernel
 
+_AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+_ISA = _ck.gemm_isa()
+_INT32_MAX = 2 ** 31 - 1
+#: floats per packed B block (384 KiB: half of a typical L2)
+_BLOCK_FLOATS = 96 * 1024
+_MAX_KC = 512
 
-def _conv_pads(attrs, in_hw, kernel_hw, strides, dilations):
-    """(top, left, bottom, right) pads per ONNX ``pads`` / ``auto_pad``."""
-    auto_pad = attrs.get("auto_pad", "NOTSET")
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        pads_begin, pads_end = [], []
-        for size, k, s, d in zip(in_hw, kernel_hw, strides, dilations):
+_tls = threading.local()
+
+
+def _scratch(name: str, n: int) -> np.ndarray:
+    """A per-thread float32 scratch vector of ``n`` floats (grown, never shrunk)."""
+    bufs = getattr(_tls, "bufs", None)
+    if bufs is None:
+        bufs = _tls.bufs = {}
+    buf = bufs.get(name)
+    if buf is None or buf.shape[0] < n:
+        buf = np.empty(max(n, 64), np.float32)
+        bufs[name] = buf
+    return buf[:n]
+
+
+# ---------------------------------------------------------------------------- attributes
+
+
+def _ints(attrs, name, op, length, default, minimum):
+    """Attribute ``name`` as a list of ``length`` ints >= ``minimum`` (``default`` if absent)."""
+    value = attrs.get(name)
+    if value is None:
+        return [default] * length
+    try:
+        value = [int(v) for v in value]
+    except (TypeError, ValueError):
+        raise ModelInvalidError(f"attribute {name} must be a list of ints, got {value!r}", op=op) from None
+    if len(value) != length:
+        raise ModelInvalidError(f"attribute {name} must have {length} values (one per spatial axis"
+                                f"{', begin then end' if name == 'pads' else ''}), got {value}", op=op)
+    if minimum is not None and any(v < minimum for v in value):
+        raise ModelInvalidError(f"attribute {name} values must be >= {minimum}, got {value}", op=op)
+    return value
+
+
+class _ConvAttrs:
+    """Validated geometry attributes of a Conv / ConvTranspose node."""
+
+    __slots__ = ("op", "nd", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "group",
+                 "output_padding", "output_shape")
+
+    def __init__(self, attrs, op: str, nd: int):
+        self.op = op
+        self.nd = nd
+        if nd < 1 or nd > 3:
+            raise ModelInvalidError(f"{nd} spatial axes; 1 to 3 are supported", op=op)
+        ks = attrs.get("kernel_shape")
+        self.kernel_shape = None if ks is None else _ints(attrs, "kernel_shape", op, nd, 1, 1)
+        self.strides = _ints(attrs, "strides", op, nd, 1, 1)
+        self.dilations = _ints(attrs, "dilations", op, nd, 1, 1)
+        auto_pad = attrs.get("auto_pad", "NOTSET") or "NOTSET"
+        if auto_pad not in _AUTO_PADS:
+            raise ModelInvalidError(f"attribute auto_pad must be one of {', '.join(_AUTO_PADS)}, got {auto_pad!r}",
+                                    op=op)
+        self.auto_pad = auto_pad
+        self.pads = _ints(attrs, "pads", op, 2 * nd, 0, 0 if op == "Conv" else None)
+        group = attrs.get("group", 1)
+        if not isinstance(group, (int, np.integer)) or isinstance(group, bool) or group < 1:
+            raise ModelInvalidError(f"attribute group must be an int >= 1, got {group!r}", op=op)
+        self.group = int(group)
+        self.output_padding = [0] * nd
+        self.output_shape = None
+        if op == "ConvTranspose":
+            self.output_padding = _ints(attrs, "output_padding", op, nd, 0, 0)
+            os_ = attrs.get("output_shape")
+            if os_ is not None:
+                os_ = [int(v) for v in os_]
+                if len(os_) == nd + 2:  # some exporters include batch and channels
+                    os_ = os_[2:]
+                if len(os_) != nd or any(v < 0 for v in os_):
+                    raise ModelInvalidError(f"attribute output_shape must have {nd} values >= 0, got {os_}", op=op)
+                self.output_shape = os_
+
+    def check_weights(self, w: np.ndarray):
+        """Validate the weight shape against the attributes (``ModelInvalidError``)."""
+        op = self.op
+        if w.ndim != self.nd + 2:
+            raise ModelInvalidError(f"weights of shape {list(w.shape)} do not have {self.nd} spatial axes", op=op)
+        if self.kernel_shape is not None and list(w.shape[2:]) != self.kernel_shape:
+            raise ModelInvalidError(f"attribute kernel_shape {self.kernel_shape} does not match the weights' "
+                                    f"spatial shape {list(w.shape[2:])}", op=op)
+        if w.shape[0] % self.group:
+            raise ModelInvalidError(f"weights' first axis ({w.shape[0]}) is not divisible by group={self.group}",
+                                    op=op)
+
+
+def _nd_of(attrs, consts) -> Optional[int]:
+    """Number of spatial axes, from the constant weights or the attributes (None: unknown yet)."""
+    w = consts[1] if consts is not None and len(consts) > 1 else None
+    if w is not None:
+        return np.ndim(w) - 2
+    for name in ("kernel_shape", "strides", "dilations", "output_padding"):
+        if attrs.get(name) is not None:
+            return len(attrs[name])
+    if attrs.get("pads") is not None:
+        return len(attrs["pads"]) // 2
+    return None
+
+
+# ---------------------------------------------------------------------------- Conv
+
+
+class _ConvPlan:
+    """Per-node state: validated attributes, packed constant weights, geometry cache."""
+
+    def __init__(self, ca: Optional[_ConvAttrs], w: Optional[np.ndarray], b: Optional[np.ndarray]):
+        self.ca = ca
+        self.w_src = w
+        self.b_src = b
+        self.bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32).reshape(-1)
+        self.packed: Dict[object, object] = {}  # transposed? -> packed weights per group; "wino" -> U
+        self.geoms: Dict[tuple, "_Geometry"] = {}
+        self.lock = threading.Lock()
+        self.winograd = True
+
+    def packed_for(self, w: np.ndarray, transposed: bool) -> List[np.ndarray]:
+        """Packed weights per group: cached for the node's constant weights, else packed now."""
+        if w is self.w_src:
+            packs = self.packed.get(transposed)
+            if packs is None:
+                with self.lock:
+                    packs = self.packed.get(transposed)
+                    if packs is None:
+                        packs = _pack_groups(w, self.ca.group, transposed)
+                        self.packed[transposed] = packs
+            return packs
+        return _pack_groups(w, self.ca.group, transposed)
+
+    def winograd_for(self, w: np.ndarray) -> np.ndarray:
+        """Packed Winograd-transformed weights (36, panels, C, MR): cached for constant weights."""
+        if w is self.w_src:
+            u = self.packed.get("wino")
+            if u is None:
+                with self.lock:
+                    u = self.packed.get("wino")
+                    if u is None:
+                        u = self.packed["wino"] = _pack_winograd(w)
+            return u
+        return _pack_winograd(w)
+
+
+def _pack_winograd(w: np.ndarray) -> np.ndarray:
+    u = _ck.winograd_weights(np.ascontiguousarray(w, dtype=np.float32))
+    return np.stack([_ck.pack_weights(u[i]) for i in range(36)])
+
+
+def _pack_groups(w: np.ndarray, group: int, transposed: bool) -> List[np.ndarray]:
+    m = w.shape[0]
+    wm = np.ascontiguousarray(w, dtype=np.float32).reshape(group, m // group, -1)
+    return [_ck.pack_weights(wm[g], transposed) for g in range(group)]
+
+
+def _conv_prepare(attrs, consts):
+    nd = _nd_of(attrs, consts)
+    w = consts[1] if consts is not None and len(consts) > 1 else None
+    b = consts[2] if consts is not None and len(consts) > 2 else None
+    ca = None
+    if nd is not None:
+        ca = _ConvAttrs(attrs, "Conv", nd)
+        if w is not None:
+            ca.check_weights(w)
+            if b is not None and (np.ndim(b) != 1 or b.shape[0] != w.shape[0]):
+                raise ModelInvalidError(f"bias of shape {list(np.shape(b))} does not match {w.shape[0]} output "
+                                        f"channels", op="Conv")
+    new = dict(attrs)
+    new["_conv"] = plan = _ConvPlan(ca, w, b)
+    plan.winograd = bool(attrs.get("_winograd", True))
+    return new
+
+
+def _conv_pads(ca: _ConvAttrs, in_sp, ksz) -> Tuple[List[int], List[int]]:
+    """(pads_begin, pads_end) per spatial axis, resolving auto_pad."""
+    nd = ca.nd
+    if ca.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for size, k, s, d in zip(in_sp, ksz, ca.strides, ca.dilations):
             out = -(-size // s)
             total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
             small, big = total // 2, total - total // 2
-            pads_begin.append(small if auto_pad == "SAME_UPPER" else big)
-            pads_end.append(big if auto_pad == "SAME_UPPER" else small)
-        return pads_begin[0], pads_begin[1], pads_end[0], pads_end[1]
-    if auto_pad == "VALID":
-        return 0, 0, 0, 0
-    pads = attrs.get("pads", [0, 0, 0, 0])
-    return pads[0], pads[1], pads[2], pads[3]
+            begin.append(small if ca.auto_pad == "SAME_UPPER" else big)
+            end.append(big if ca.auto_pad == "SAME_UPPER" else small)
+        return begin, end
+    if ca.auto_pad == "VALID":
+        return [0] * nd, [0] * nd
+    return ca.pads[:nd], ca.pads[nd:]
 
 
-@kernel("Conv")
+class _Geometry:
+    """Everything about a Conv that depends on the input shape (cached per shape)."""
+
+    __slots__ = ("in_sp", "out_sp", "ksz", "pb", "pe", "N", "K", "Cg", "Mg", "path", "direct", "split",
+                 "psize", "off", "idx", "transposed", "kcb", "ncb", "dw_pads", "tiles", "grid")
+
+
+def _pad3(v: Sequence[int], fill: int) -> List[int]:
+    """A 1-3 element per-axis list as 3 axes (d, h, w), leading axes ``fill``."""
+    return [fill] * (3 - len(v)) + list(v)
+
+
+def _gemm_efficiency(M: int, N: int, transposed: bool) -> float:
+    """Rough fraction of useful work in the micro-kernel tiles (padding waste)."""
+    mr, nr = _ck.panel_shape(transposed)
+    if transposed:
+        return (N / (-(-N // nr) * nr)) * (M / (-(-M // mr) * mr)) * 0.95
+    full, rest = divmod(N, nr)
+    padded = full * nr + (0 if rest == 0 else (nr // 2 if (_ISA >= 2 and rest <= nr // 2) else nr))
+    return (N / padded) * (M / (-(-M // mr) * mr))
+
+
+def _geometry(plan: _ConvPlan, x_shape, w_shape) -> _Geometry:
+    ca = plan.ca
+    key = (tuple(x_shape[1:]), tuple(w_shape))
+    g = plan.geoms.get(key)
+    if g is not None:
+        return g
+    nd = ca.nd
+    C = x_shape[1]
+    M, Cg = w_shape[0], w_shape[1]
+    group = ca.group
+    if C != Cg * group:
+        raise ModelInvalidError(f"input has {C} channels; weights expect {Cg} x group {group}", op="Conv")
+    if M % group:
+        raise ModelInvalidError(f"weights' first axis ({M}) is not divisible by group={group}", op="Conv")
+    in_sp = list(x_shape[2:])
+    ksz = list(w_shape[2:])
+    pb, pe = _conv_pads(ca, in_sp, ksz)
+    out_sp = []
+    for size, k, s, d, a, b in zip(in_sp, ksz, ca.strides, ca.dilations, pb, pe):
+        o = (size + a + b - (k - 1) * d - 1) // s + 1
+        if o < 0:
+            o = 0
+        out_sp.append(o)
+    g = _Geometry()
+    g.in_sp, g.out_sp, g.ksz, g.pb, g.pe = in_sp, out_sp, ksz, pb, pe
+    g.N = int(np.prod(out_sp)) if out_sp else 1
+    g.K = Cg * int(np.prod(ksz))
+    g.Cg, g.Mg = Cg, M // group
+    g.direct = all(s == 1 for s in ca.strides) and not any(pb) and not any(pe)
+    g.split = None
+    g.grid = None
+    g.transposed = False
+    g.dw_pads = None
+    empty = g.N == 0 or g.Mg == 0 or x_shape[0] == 0
+    if empty:
+        g.path = "empty"
+    elif Cg == 1 and nd <= 2 and g.Mg >= 1 and all(v > 0 for v in in_sp):
+        g.path = "depthwise"
+        pb2, pe2 = _pad3(pb, 0)[1:], _pad3(pe, 0)[1:]
+        g.dw_pads = (pb2[0], pb2[1], pe2[0], pe2[1])
+    elif plan.winograd and _use_winograd(ca, g, C):
+        g.path = "winograd"
+        th, tw = -(-out_sp[0] // 4), -(-out_sp[1] // 4)
+        g.tiles = (th, tw)
+        # V columns live on a (th, tw + 1) grid; the GEMM gathers the th*tw real tiles
+        g.off = (np.arange(C, dtype=np.int64) * th * (tw + 1)).astype(np.int32)
+        ty, tx = np.meshgrid(np.arange(th), np.arange(tw), indexing="ij")
+        g.idx = (ty * (tw + 1) + tx).reshape(-1).astype(np.int32)
+        g.transposed = False
+        kfull, n_full = g.K, g.N
+        g.K, g.N = C, th * tw
+        _ck_blocks(g)
+        g.K, g.N = kfull, n_full
+    else:
+        g.path = "blas"
+        if _ISA and g.K > 0 and all(v > 0 for v in in_sp):
+            eff_n = _gemm_efficiency(g.Mg, g.N, False)
+            eff_t = _gemm_efficiency(g.Mg, g.N, True) if _ISA >= 2 else 0.0
+            if max(eff_n, eff_t) >= 0.5:
+                g.transposed = eff_t > eff_n + 0.05
+                _gather_tables(g, ca, C)
+                if g.path == "gather":
+                    _ck_blocks(g)
+    plan.geoms[key] = g
+    return g
+
+
+#: Winograd's transformed weights take 36 * M * C floats (4x the 3x3 weights); past this
+#: size per layer, or with fewer output tiles than this (7x7 outputs: 4 tiles, weights
+#: streamed from memory for little work), the direct gather GEMM is used instead.
+_WINO_MAX_U_FLOATS = 16 * 1024 * 1024
+_WINO_MIN_TILES = 16
+
+
+def _use_winograd(ca: _ConvAttrs, g: _Geometry, C: int) -> bool:
+    """Winograd F(4x4, 3x3) for 2-D 3x3 stride-1 undilated ungrouped convolutions big enough
+    to gain (enough channels and tiles) and small enough for the transformed weights."""
+    if not _ISA or ca.nd != 2 or ca.group != 1 or g.ksz != [3, 3]:
+        return False
+    if any(s != 1 for s in ca.strides) or any(d != 1 for d in ca.dilations):
+        return False
+    if C < 16 or g.Mg < 16 or any(v <= 0 for v in g.in_sp):
+        return False
+    tiles = (-(-g.out_sp[0] // 4)) * (-(-g.out_sp[1] // 4))
+    return tiles >= _WINO_MIN_TILES and 36 * g.Mg * C <= _WINO_MAX_U_FLOATS
+
+
+def _run_winograd(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bias, y: np.ndarray) -> None:
+    """Winograd F(4x4, 3x3) Conv of every image: x (n, C, H, W) contiguous, y (n, M, OH, OW) contiguous."""
+    u = plan.winograd_for(w)
+    n_img, C = x.shape[0], x.shape[1]
+    M = w.shape[0]
+    th, tw = g.tiles
+    T = th * tw
+    tg = th * (tw + 1)
+    v = _scratch("wino_v", 36 * C * tg)
+    mt = _scratch("wino_m", 36 * M * T)
+    buf = _scratch("wino_buf", 40 * max(T, tg))
+    split = _scratch("phase", C * 16 * (th + 1) * (tw + 1) + 16)
+    block = _scratch("block", g.kcb * g.ncb + 16)
+    pt, pl = g.pb
+    for i in range(n_img):
+        _ck.winograd_input(x[i], pt, pl, th, tw, v, split, buf)
+        _ck.gather_gemm_batch(v, C * tg, g.off, g.idx, u, M, mt, block, g.kcb, g.ncb)
+        _ck.winograd_output(mt, M, th, tw, bias, y[i], buf)
+
+
+def _gather_tables(g: _Geometry, ca: _ConvAttrs, C: int) -> None:
+    """Offsets ``off[k]`` and ``idx[n]`` of the gather GEMM; sets path "gather" when they fit int32."""
+    sd, sh, sw = _pad3(ca.strides, 1)
+    dd, dh, dw = _pad3(ca.dilations, 1)
+    kd, kh, kw = _pad3(g.ksz, 1)
+    D, H, W = _pad3(g.in_sp, 1)
+    pd, ph, pw = _pad3(g.pb, 0)
+    ed, eh, ew = _pad3(g.pe, 0)
+    OD, OH, OW = _pad3(g.out_sp, 1)
+    pointwise = kd == kh == kw == 1 and not any(g.pb) and not any(g.pe)
+    if g.direct:
+        Ds, Hs, Ws = D, H, W
+    elif pointwise:
+        # strided 1x1: a plain subsampled copy of the input (only one phase is ever read)
+        Ds, Hs, Ws = OD, OH, OW
+        sd = sh = sw = 1
+        g.split = "subsample"
+    else:
+        Ds, Hs, Ws = -(-(D + pd + ed) // sd), -(-(H + ph + eh) // sh), -(-(W + pw + ew) // sw)
+        # every valid output reads inside the planes; make sure the planes hold the whole output grid
+        Ds, Hs, Ws = max(Ds, OD), max(Hs, OH), max(Ws, OW)
+        g.split = (sd, sh, sw, pd, ph, pw, Ds, Hs, Ws)
+    chan = sd * sh * sw * Ds * Hs * Ws  # floats per channel in P
+    if C * chan + Ws >= _INT32_MAX:
+        return
+    g.psize = C * chan
+    c = np.arange(g.Cg, dtype=np.int64)[:, None, None, None]
+    a = (np.arange(kd, dtype=np.int64) * dd)[None, :, None, None]
+    i = (np.arange(kh, dtype=np.int64) * dh)[None, None, :, None]
+    j = (np.arange(kw, dtype=np.int64) * dw)[None, None, None, :]
+    phase = ((a % sd) * sh + (i % sh)) * sw + (j % sw)
+    off = c * chan + phase * (Ds * Hs * Ws) + (a // sd) * (Hs * Ws) + (i // sh) * Ws + (j // sw)
+    g.off = off.reshape(-1).astype(np.int32)
+    nr = _ck.panel_shape(False)[1]
+    if (_ISA >= 2 and isinstance(g.split, tuple) and not g.transposed and OD == 1 and Ws > OW and OW % nr
+            and (Ws - OW) * 20 <= Ws):
+        # Compute on the whole phase-plane grid (a few padding columns per row, never
+        # stored): every B panel is then a contiguous run, read without packing.
+        g.grid = (OH, Ws, OW)
+        g.idx = np.arange(OH * Ws, dtype=np.int32)
+    else:
+        od = np.arange(OD, dtype=np.int64)[:, None, None]
+        oh = np.arange(OH, dtype=np.int64)[None, :, None]
+        ow = np.arange(OW, dtype=np.int64)[None, None, :]
+        g.idx = ((od * Hs + oh) * Ws + ow).reshape(-1).astype(np.int32)
+    g.path = "gather"
+
+
+def _ck_blocks(g: _Geometry) -> None:
+    """K and N block sizes of the packed B blocks."""
+    _, nr = _ck.panel_shape(g.transposed)
+    K = g.K
+    nk = -(-K // _MAX_KC)
+    kcb = -(-K // nk)
+    ncb = max(1, _BLOCK_FLOATS // (kcb * nr)) * nr
+    ncb = min(ncb, -(-len(g.idx) // nr) * nr)
+    g.kcb, g.ncb = kcb, ncb
+
+
+def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray) -> None:
+    """Gather-GEMM Conv of every image: x (n, C, ...) contiguous, y3 (n, M, N) contiguous."""
+    packs = plan.packed_for(w, g.transposed)
+    n_img, C = x.shape[0], x.shape[1]
+    scratch = _scratch("block", g.kcb * g.ncb + 16)
+    yt = _scratch("yt", g.N * g.Mg).reshape(g.N, g.Mg) if g.transposed else None
+    chan_in = int(np.prod(g.in_sp))
+    for i in range(n_img):
+        if g.split is None:
+            P = x[i].reshape(-1)
+        elif g.split == "subsample":
+            P = _scratch("phase", g.psize + 64)
+            sd, sh, sw = _pad3(plan.ca.strides, 1)
+            od, oh, ow = _pad3(g.out_sp, 1)
+            src = x[i].reshape((C,) + tuple(_pad3(g.in_sp, 1)))[:, :od * sd:sd, :oh * sh:sh, :ow * sw:sw]
+            np.copyto(P[:g.psize].reshape(src.shape), src)
+        else:
+            sd, sh, sw, pd, ph, pw, Ds, Hs, Ws = g.split
+            P = _scratch("phase", g.psize + Ws + 64)  # slack: grid columns read past the last row
+            xi = x[i].reshape((C,) + tuple(_pad3(g.in_sp, 1)))
+            _ck.phase_split(xi, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P)
+        chan = (g.psize // C) if g.split is not None else chan_in  # floats per channel in P
+        for gi in range(len(packs)):
+            Pg = P[gi * g.Cg * chan:]
+            bg = None if bias is None else bias[gi * g.Mg:(gi + 1) * g.Mg]
+            yg = y3[i, gi * g.Mg:(gi + 1) * g.Mg]
+            if g.transposed:
+                _ck.gather_gemm(Pg, g.off, g.idx, packs[gi], g.Mg, bg, yt, scratch, g.kcb, g.ncb, transposed=True)
+                _ck.transpose_into(yt, yg)
+            elif g.grid is not None:
+                _, ws, ow = g.grid
+                _ck.gather_gemm(Pg, g.off, g.idx, packs[gi], g.Mg, bg, yg, scratch, g.kcb, g.ncb, grid=(ws, ow))
+            else:
+                _ck.gather_gemm(Pg, g.off, g.idx, packs[gi], g.Mg, bg, yg, scratch, g.kcb, g.ncb)
+
+
+#: largest im2col block (floats) of the BLAS path; bigger outputs are unfolded in row bands
+_MAX_COLS_FLOATS = 4 * 1024 * 1024
+
+
+def _run_blas(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray) -> None:
+    """im2col (none for 1x1 stride-1 unpadded) + np.matmul per image and group.
+
+    For 1-D/2-D convolutions the unfolding runs in bands of output rows so the scratch
+    stays under ``_MAX_COLS_FLOATS`` floats: each band is the same im2col on the input
+    rows it needs (a slice, with the top padding shifted accordingly)."""
+    n_img = x.shape[0]
+    group = ca.group
+    wm = np.ascontiguousarray(w, dtype=np.float32).reshape(group, g.Mg, g.K)
+    pointwise = g.direct and all(k == 1 for k in g.ksz) and all(d == 1 for d in ca.dilations)
+    sp3 = tuple(_pad3(g.in_sp, 1))
+    ks3, st3, dl3, pb3 = _pad3(g.ksz, 1), _pad3(ca.strides, 1), _pad3(ca.dilations, 1), _pad3(g.pb, 0)
+    od, oh, ow = _pad3(g.out_sp, 1)
+    band = oh
+    if not pointwise and od == 1 and g.K * g.N > _MAX_COLS_FLOATS:
+        band = max(1, _MAX_COLS_FLOATS // (g.K * ow))
+    cols_all = None if pointwise else _scratch("cols", g.K * band * ow * od)
+    for i in range(n_img):
+        for gi in range(group):
+            xg = x[i, gi * g.Cg:(gi + 1) * g.Cg].reshape((g.Cg,) + sp3)
+            yg = y3[i, gi * g.Mg:(gi + 1) * g.Mg]
+            if pointwise:
+                np.matmul(wm[gi], xg.reshape(g.Cg, g.N), out=yg)
+            else:
+                for r0 in range(0, oh, band):
+                    r1 = min(oh, r0 + band)
+                    start = r0 * st3[1] - pb3[1]  # first input row (may be in the padding)
+                    s0 = min(max(start, 0), sp3[1])
+                    cols = cols_all[:g.K * (r1 - r0) * ow * od].reshape(g.K, -1)
+                    _ck.im2col(xg[:, :, s0:], cols, ks3, st3, dl3, (pb3[0], s0 - start, pb3[2]), (od, r1 - r0, ow))
+                    np.matmul(wm[gi], cols, out=yg[:, r0 * ow:r1 * ow] if band < oh else yg)
+            if bias is not None:
+                yg += bias[gi * g.Mg:(gi + 1) * g.Mg, None]
+
+
+def _run_depthwise(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray) -> None:
+    n_img, C = x.shape[0], x.shape[1]
+    H, W = _pad3(g.in_sp, 1)[1:]
+    OH, OW = _pad3(g.out_sp, 1)[1:]
+    kh, kw = _pad3(g.ksz, 1)[1:]
+    sh, sw = _pad3(ca.strides, 1)[1:]
+    dh, dw = _pad3(ca.dilations, 1)[1:]
+    pt, pl, pb, pr = g.dw_pads
+    w3 = np.ascontiguousarray(w, dtype=np.float32).reshape(w.shape[0], kh, kw)
+    scratch = _scratch("dwpad", _ck.depthwise_scratch_size(H, W, pt, pl, pb, pr))
+    for i in range(n_img):
+        _ck.depthwise(x[i].reshape(C, H, W), w3, bias, y3[i].reshape(-1, OH, OW), sh, sw, dh, dw,
+                      pt, pl, pb, pr, scratch)
+
+
+@kernel("Conv", out=True, prepare=_conv_prepare)
 def conv(inputs, attrs, out=None):
+    """ONNX Conv (1-3 spatial axes, groups, dilations, pads / auto_pad, optional bias).
+
+    Writes into ``out[0]`` when given (no tensor-sized temporaries); float32 result.
+    """
     x, w = inputs[0], inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
-    if x.ndim != 4:
-        raise ModelInvalidError(f"Conv supports 2-D images (4-D input), got {x.ndim}-D", op="rknn_run")
-    n, c, h, wd = x.shape
-    m, cg, kh, kw = w.shape
-    group = attrs.get("group", 1)
-    sh, sw = attrs.get("strides", [1, 1])
-    dh, dw = attrs.get("dilations", [1, 1])
-    top, left, bottom, right = _conv_pads(attrs, (h, wd), (kh, kw), (sh, sw), (dh, dw))
-    oh = (h + top + bottom - (kh - 1) * dh - 1) // sh + 1
-    ow = (wd + left + right - (kw - 1) * dw - 1) // sw + 1
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    wmat = w.reshape(group, m // group, cg * kh * kw).astype(np.float32, copy=False)
-    cols = np.empty((cg * kh * kw, oh * ow), np.float32)
-    y = np.empty((n, m, oh * ow), np.float32)
-    mg = m // group
-    for i in range(n):
-        for g in range(group):
-            im2col(x[i, g * cg:(g + 1) * cg], cols, kh, kw, sh, sw, top, left, dh, dw, oh, ow)
-            np.matmul(wmat[g], cols, out=y[i, g * mg:(g + 1) * mg])
-    if b is not None:
-        y += b.astype(np.float32, copy=False).reshape(1, m, 1)
-    return [y.reshape(n, m, oh, ow)]
+    plan = attrs.get("_conv")
+    if plan is None or plan.ca is None:
+        plan = _conv_prepare(attrs, [None, w, b])["_conv"] if plan is None else plan
+        if plan.ca is None:
+            plan.ca = _ConvAttrs(attrs, "Conv", w.ndim - 2)
+    ca = plan.ca
+    if x.ndim != ca.nd + 2 or w.ndim != ca.nd + 2:
+        raise ModelInvalidError(f"input of rank {x.ndim} and weights of rank {w.ndim} do not match "
+                                f"{ca.nd} spatial axes", op="Conv")
+    if w is not plan.w_src:
+        ca.check_weights(w)
+    g = _geometry(plan, x.shape, w.shape)
+    if b is None:
+        bias = None
+    elif b is plan.b_src:
+        bias = plan.bias
+    else:
+        bias = np.ascontiguousarray(b, dtype=np.float32).reshape(-1)
+        if bias.shape[0] != w.shape[0]:
+            raise ModelInvalidError(f"bias of shape {list(b.shape)} does not match {w.shape[0]} output channels",
+                                    op="Conv")
+    shape = (x.shape[0], w.shape[0]) + tuple(g.out_sp)
+    target = out[0] if out is not None else None
+    if target is not None and target.flags.c_contiguous and target.dtype == np.float32:
+        y = target
+    else:
+        y = np.empty(shape, np.float32)
+    if y.shape != shape:
+        raise ValueError(f"Conv: output buffer of shape {y.shape}, expected {shape}")
+    y3 = y.reshape(shape[0], shape[1], g.N)
+    if g.path == "empty":
+        if y.size:
+            y3[...] = 0 if bias is None else bias[None, :, None]
+    else:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if g.path == "gather":
+            _run_gather(g, plan, x, w, bias, y3)
+        elif g.path == "winograd":
+            _run_winograd(g, plan, x, w, bias, y)
+        elif g.path == "depthwise":
+            _run_depthwise(g, ca, x, w, bias, y3)
+        else:
+            _run_blas(g, ca, x, w, bias, y3)
+    if target is not None:
+        if y is not target:
+            np.copyto(target, y)
+        return out
+    return [y]
+
+
+# ---------------------------------------------------------------------------- ConvTranspose
+
+
+def _convtranspose_prepare(attrs, consts):
+    nd = _nd_of(attrs, consts)
+    w = consts[1] if consts is not None and len(consts) > 1 else None
+    b = consts[2] if consts is not None and len(consts) > 2 else None
+    ca = None
+    if nd is not None:
+        ca = _ConvAttrs(attrs, "ConvTranspose", nd)
+        if w is not None:
+            ca.check_weights(w)
+            if b is not None and (np.ndim(b) != 1 or b.shape[0] != w.shape[1] * ca.group):
+                raise ModelInvalidError(f"bias of shape {list(np.shape(b))} does not match "
+                                        f"{w.shape[1] * ca.group} output channels", op="ConvTranspose")
+        for s, d, p in zip(ca.strides, ca.dilations, ca.output_padding):
+            if p >= max(s, d):
+                raise ModelInvalidError(f"attribute output_padding {ca.output_padding} must be smaller than the "
+                                        f"stride or the dilation", op="ConvTranspose")
+    new = dict(attrs)
+    new["_convt"] = _ConvPlan(ca, w, b)
+    return new
+
+
+def _convtranspose_geometry(ca: _ConvAttrs, in_sp, ksz):
+    """(pads_begin, output spatial shape) per ONNX ConvTranspose."""
+    nd = ca.nd
+    full = [s * (i - 1) + op + (k - 1) * d + 1
+            for i, k, s, d, op in zip(in_sp, ksz, ca.strides, ca.dilations, ca.output_padding)]
+    if ca.output_shape is not None or ca.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = ca.output_shape if ca.output_shape is not None else [i * s for i, s in zip(in_sp, ca.strides)]
+        begin = []
+        for f, t in zip(full, target):
+            total = f - t
+            if ca.auto_pad == "SAME_UPPER":
+                begin.append(total // 2)
+            else:
+                begin.append(total - total // 2)
+        return begin, list(target)
+    if ca.auto_pad == "VALID":
+        return [0] * nd, full
+    pb, pe = ca.pads[:nd], ca.pads[nd:]
+    return pb, [f - a - b for f, a, b in zip(full, pb, pe)]
+
+
+@kernel("ConvTranspose", out=True, prepare=_convtranspose_prepare)
+def conv_transpose(inputs, attrs, out=None):
+    """ONNX ConvTranspose (1-3 spatial axes, groups, strides, dilations, pads, output_padding,
+    output_shape, auto_pad, optional bias): per image and group a GEMM ``W_g^T @ X_g`` then
+    col2im scatter-add into the output (pre-filled with the bias).  Writes into ``out[0]``
+    when given."""
+    x, w = inputs[0], inputs[1]
+    b = inputs[2] if len(inputs) > 2 else None
+    plan = attrs.get("_convt")
+    if plan is None:
+        plan = _convtranspose_prepare(attrs, [None, w, b])["_convt"]
+    if plan.ca is None:
+        plan.ca = _ConvAttrs(attrs, "ConvTranspose", w.ndim - 2)
+    ca = plan.ca
+    if x.ndim != ca.nd + 2 or w.ndim != ca.nd + 2:
+        raise ModelInvalidError(f"input of rank {x.ndim} and weights of rank {w.ndim} do not match "
+                                f"{ca.nd} spatial axes", op="ConvTranspose")
+    if w is not plan.w_src:
+        ca.check_weights(w)
+    group = ca.group
+    n_img, C = x.shape[0], x.shape[1]
+    if C != w.shape[0]:
+        raise ModelInvalidError(f"input has {C} channels; weights expect {w.shape[0]}", op="ConvTranspose")
+    Cg, Mg = C // group, w.shape[1]
+    M = Mg * group
+    in_sp, ksz = list(x.shape[2:]), list(w.shape[2:])
+    pb, out_sp = _convtranspose_geometry(ca, in_sp, ksz)
+    if any(o < 0 for o in out_sp):
+        raise ModelInvalidError(f"output spatial shape {out_sp} is negative (pads too large)", op="ConvTranspose")
+    shape = (n_img, M) + tuple(out_sp)
+    target = out[0] if out is not None else None
+    y = target if (target is not None and target.flags.c_contiguous and target.dtype == np.float32) \
+        else np.empty(shape, np.float32)
+    if y.shape != shape:
+        raise ValueError(f"ConvTranspose: output buffer of shape {y.shape}, expected {shape}")
+    if b is None:
+        y[...] = 0
+    else:
+        bias = np.asarray(b, dtype=np.float32).reshape(-1)
+        if bias.shape[0] != M:
+            raise ModelInvalidError(f"bias of shape {list(b.shape)} does not match {M} output channels",
+                                    op="ConvTranspose")
+        y.reshape(n_img, M, -1)[...] = bias[None, :, None]
+    n_in = int(np.prod(in_sp))
+    kprod = int(np.prod(ksz))
+    if y.size and n_in and Cg and kprod:
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        # (group, Cg, Mg*k) -> per group (Mg*k, Cg): rows ordered (m, taps) as col2im expects
+        wt = np.ascontiguousarray(w, dtype=np.float32).reshape(group, Cg, Mg * kprod)
+        cols = _scratch("tcols", Mg * kprod * n_in).reshape(Mg * kprod, n_in)
+        out3 = tuple(_pad3(out_sp, 1))
+        args = (_pad3(ksz, 1), _pad3(ca.strides, 1), _pad3(ca.dilations, 1), _pad3(pb, 0), _pad3(in_sp, 1))
+        for i in range(n_img):
+            for gi in range(group):
+                np.matmul(wt[gi].T, x[i, gi * Cg:(gi + 1) * Cg].reshape(Cg, n_in), out=cols)
+                _ck.col2im(cols, y[i, gi * Mg:(gi + 1) * Mg].reshape((Mg,) + out3), *args)
+    if target is not None:
+        if y is not target:
+            np.copyto(target, y)
+        return out
+    return [y]

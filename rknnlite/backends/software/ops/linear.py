@@ -1,26 +1,122 @@
-"""Dense kernels: Gemm and MatMul (see the package docstring for the calling convention)."""
+"""Dense kernels: Gemm and MatMul (see the package docstring for the calling convention).
+
+Both run on numpy's BLAS (``np.matmul`` straight into the output buffer); MatMul
+folds the batch axes of a contiguous left operand into one GEMM when the right
+operand is a plain matrix.
+"""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
+from ....errors import ModelInvalidError
 from . import kernel
 
+_tls = threading.local()
 
-@kernel("Gemm")
+
+def _scratch(n: int, dtype) -> np.ndarray:
+    """Per-thread scratch vector of ``n`` elements of ``dtype`` (grown, never shrunk)."""
+    bufs = getattr(_tls, "bufs", None)
+    if bufs is None:
+        bufs = _tls.bufs = {}
+    dtype = np.dtype(dtype)
+    buf = bufs.get(dtype)
+    if buf is None or buf.shape[0] < n:
+        buf = np.empty(max(n, 16), dtype)
+        bufs[dtype] = buf
+    return buf[:n]
+
+
+def _gemm_prepare(attrs, consts):
+    for name in ("transA", "transB"):
+        v = attrs.get(name, 0)
+        if v not in (0, 1):
+            raise ModelInvalidError(f"attribute {name} must be 0 or 1, got {v!r}", op="Gemm")
+    for name in ("alpha", "beta"):
+        v = attrs.get(name, 1.0)
+        if not isinstance(v, (int, float, np.floating, np.integer)) or isinstance(v, bool):
+            raise ModelInvalidError(f"attribute {name} must be a float, got {v!r}", op="Gemm")
+    for i, c in enumerate(consts[:2] if consts else []):
+        if c is not None and np.ndim(c) != 2:
+            raise ModelInvalidError(f"input {'AB'[i]} must be 2-D, got shape {list(np.shape(c))}", op="Gemm")
+    return dict(attrs)
+
+
+def _out_dtype(a: np.ndarray, b: np.ndarray) -> np.dtype:
+    dt = np.result_type(a.dtype, b.dtype)
+    return np.dtype(np.float32) if dt.kind == "f" else dt
+
+
+@kernel("Gemm", out=True, prepare=_gemm_prepare)
 def gemm(inputs, attrs, out=None):
+    """ONNX Gemm: ``Y = alpha * A' @ B' + beta * C`` with ``A' = A.T`` if transA (same for B);
+    C optional and unidirectionally broadcast to (M, N).  Writes into ``out[0]`` when given
+    (only a C-sized scratch when ``beta`` is neither 0 nor 1)."""
     a, b = inputs[0], inputs[1]
     c = inputs[2] if len(inputs) > 2 else None
+    if a.ndim != 2 or b.ndim != 2:
+        raise ModelInvalidError(f"A and B must be 2-D, got shapes {list(a.shape)} and {list(b.shape)}", op="Gemm")
     if attrs.get("transA", 0):
         a = a.T
     if attrs.get("transB", 0):
         b = b.T
-    y = attrs.get("alpha", 1.0) * (a @ b)
-    if c is not None:
-        y = y + attrs.get("beta", 1.0) * c
-    return [y.astype(np.float32, copy=False)]
+    alpha = float(attrs.get("alpha", 1.0))
+    beta = float(attrs.get("beta", 1.0))
+    dtype = _out_dtype(a, b)
+    target = out[0] if out is not None else None
+    if dtype.kind != "f":
+        # integer Gemm: exact product, scaled in float64, cast back like ONNX's typed result
+        res = np.matmul(a, b).astype(np.float64) * alpha
+        if c is not None and beta != 0.0:
+            res = res + beta * np.asarray(c, dtype=np.float64)
+        res = res.astype(dtype)
+        if target is not None:
+            np.copyto(target, res)
+            return out
+        return [res]
+    shape = (a.shape[0], b.shape[1])
+    y = target if target is not None else np.empty(shape, dtype)
+    a = a.astype(np.float32, copy=False)
+    b = b.astype(np.float32, copy=False)
+    np.matmul(a, b, out=y)
+    if alpha != 1.0:
+        y *= alpha
+    if c is not None and beta != 0.0:
+        if beta == 1.0:
+            y += c
+        else:
+            c = np.asarray(c)
+            tmp = _scratch(c.size, y.dtype).reshape(c.shape)
+            np.multiply(c, beta, out=tmp, casting="unsafe")
+            y += tmp
+    return [y] if target is None else out
 
 
-@kernel("MatMul")
+@kernel("MatMul", out=True)
 def matmul(inputs, attrs, out=None):
-    return [np.matmul(inputs[0], inputs[1])]
+    """ONNX MatMul (numpy ``matmul`` semantics: N-D batch broadcasting, 1-D operands
+    promoted and their axis removed).  Writes into ``out[0]`` when given."""
+    a, b = inputs[0], inputs[1]
+    dtype = _out_dtype(a, b)
+    if dtype.kind == "f":
+        a = a.astype(np.float32, copy=False)
+        b = b.astype(np.float32, copy=False)
+    target = out[0] if out is not None else None
+    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
+        # (..., M, K) @ (K, N): one GEMM over all rows instead of one per batch entry
+        shape = a.shape[:-1] + (b.shape[1],)
+        if a.shape[-1] != b.shape[0]:
+            raise ValueError(f"MatMul: shapes {a.shape} and {b.shape} do not match")
+        y = target if (target is not None and target.flags.c_contiguous) else np.empty(shape, dtype)
+        np.matmul(a.reshape(-1, a.shape[-1]), b, out=y.reshape(-1, b.shape[1]))
+        if target is not None and y is not target:
+            np.copyto(target, y)
+            return out
+        return [y] if target is None else out
+    if target is not None:
+        np.matmul(a, b, out=target)
+        return out
+    return [np.matmul(a, b).astype(dtype, copy=False)]

@@ -1,0 +1,534 @@
+"""Conv, ConvTranspose, Gemm and MatMul kernels: official ONNX node cases, the ``out=``
+path, every execution path of Conv (gather GEMM normal/transposed, depthwise, BLAS
+fallback) against a float64 reference, and attribute validation."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from onnx_cases import assert_matches, kernel_params, run_with_kernels
+
+from rknnlite.backends.software.ops import KERNELS
+from rknnlite.backends.software.ops import conv as conv_mod
+from rknnlite.errors import ModelInvalidError
+
+OPS = ["Conv", "ConvTranspose", "Gemm", "MatMul"]
+
+
+@pytest.mark.parametrize("case, k", kernel_params(OPS))
+def test_node_case(case, k):
+    inputs, expected = case.data_sets[k]
+    assert_matches(case, run_with_kernels(case, inputs), expected)
+
+
+def test_every_op_has_cases():
+    ids = {p.values[0].model.graph.node[0].op_type for p in kernel_params(OPS)}
+    assert ids == set(OPS)
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _run(op, inputs, attrs, consts=None, out=None, opset=17):
+    spec = KERNELS[op]
+    attrs = dict(attrs, _opset=opset)
+    if spec.prepare is not None:
+        attrs = spec.prepare(attrs, consts if consts is not None else [None] * len(inputs))
+    return spec.fn(inputs, attrs, out=out)
+
+
+def _ref_conv(x, w, b, strides, dilations, pads_begin, pads_end, group):
+    """Direct float64 convolution, N-D."""
+    x = x.astype(np.float64)
+    w = w.astype(np.float64)
+    nd = x.ndim - 2
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(pads_begin, pads_end)))
+    ks = w.shape[2:]
+    out_sp = [(xp.shape[2 + a] - (ks[a] - 1) * dilations[a] - 1) // strides[a] + 1 for a in range(nd)]
+    n, M = x.shape[0], w.shape[0]
+    Cg, Mg = w.shape[1], M // group
+    y = np.zeros((n, M) + tuple(out_sp))
+    for tap in itertools.product(*[range(k) for k in ks]):
+        sl = tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in zip(tap, dilations, out_sp, strides))
+        patch = xp[(slice(None), slice(None)) + sl]
+        for g in range(group):
+            wg = w[(slice(g * Mg, (g + 1) * Mg), slice(None)) + tap]
+            y[:, g * Mg:(g + 1) * Mg] += np.einsum("nc...,mc->nm...", patch[:, g * Cg:(g + 1) * Cg], wg)
+    if b is not None:
+        y += b.reshape((1, M) + (1,) * nd)
+    return y
+
+
+def _ref_conv_transpose(x, w, b, strides, dilations, pads_begin, out_sp, group):
+    """Direct float64 transposed convolution: scatter every input pixel through the kernel."""
+    x = x.astype(np.float64)
+    w = w.astype(np.float64)
+    nd = x.ndim - 2
+    n, C = x.shape[:2]
+    Cg, Mg = C // group, w.shape[1]
+    ks = w.shape[2:]
+    in_sp = x.shape[2:]
+    # big canvas covering every tap, then crop [pads_begin, pads_begin + out)
+    lo = [min(0, p) for p in pads_begin]
+    canvas_sp = [(i - 1) * s + (k - 1) * d + 1 + max(0, o + p - ((i - 1) * s + (k - 1) * d + 1)) - l
+                 for i, s, k, d, o, p, l in zip(in_sp, strides, ks, dilations, out_sp, pads_begin, lo)]
+    canvas = np.zeros((n, Mg * group) + tuple(canvas_sp))
+    for tap in itertools.product(*[range(k) for k in ks]):
+        sl = tuple(slice(t * d - l, t * d - l + (i - 1) * s + 1, s)
+                   for t, d, i, s, l in zip(tap, dilations, in_sp, strides, lo))
+        for g in range(group):
+            contrib = np.einsum("nc...,cm->nm...", x[:, g * Cg:(g + 1) * Cg],
+                                w[(slice(g * Cg, (g + 1) * Cg), slice(None)) + tap])
+            canvas[(slice(None), slice(g * Mg, (g + 1) * Mg)) + sl] += contrib
+    crop = tuple(slice(p - l, p - l + o) for p, l, o in zip(pads_begin, lo, out_sp))
+    y = canvas[(slice(None), slice(None)) + crop]
+    if b is not None:
+        y = y + b.reshape((1, -1) + (1,) * nd)
+    return y
+
+
+def _close(actual, expected, rtol=2e-5):
+    scale = max(1.0, float(np.abs(expected).max()) if expected.size else 1.0)
+    np.testing.assert_allclose(actual.astype(np.float64), expected, rtol=rtol, atol=rtol * scale)
+
+
+@pytest.fixture(params=["native", "avx2", "blas"])
+def conv_path(request, monkeypatch):
+    """Run Conv tests with the CPU's best micro-kernels, with the AVX2 ones (on AVX-512
+    CPUs) and with the BLAS fallback."""
+    from rknnlite._native import conv_kernels as ck
+
+    native = ck.gemm_isa()
+    if request.param == "blas":
+        monkeypatch.setattr(conv_mod, "_ISA", 0)
+    elif request.param == "avx2":
+        if native < 2:
+            pytest.skip("the native run already covers AVX2 (or there is no micro-kernel)")
+        ck.limit_isa(1)
+        monkeypatch.setattr(conv_mod, "_ISA", 1)
+        request.addfinalizer(lambda: ck.limit_isa(native))
+    elif native == 0:
+        pytest.skip("no AVX2/AVX-512 micro-kernel on this CPU")
+    return request.param
+
+
+# ---------------------------------------------------------------------------- Conv
+
+CONV_CASES = [
+    # (x shape, w shape, strides, dilations, pads, group, bias)
+    ((1, 3, 11, 13), (5, 3, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),
+    ((2, 4, 9, 10), (6, 4, 3, 2), (2, 1), (1, 1), (0, 1, 2, 0), 1, True),
+    ((1, 6, 12, 12), (4, 3, 3, 3), (1, 2), (2, 1), (2, 0, 1, 3), 2, False),
+    ((1, 8, 10, 7), (8, 1, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 8, True),     # depthwise
+    ((2, 4, 11, 9), (8, 1, 3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 4, True),     # depthwise, multiplier 2
+    ((1, 5, 13, 12), (5, 1, 5, 3), (2, 3), (2, 1), (2, 1, 0, 2), 5, False),   # depthwise, generic taps
+    ((1, 16, 7, 7), (40, 16, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),    # small N: transposed tiles
+    ((1, 24, 14, 14), (33, 24, 1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1, True),  # 1x1 direct
+    ((1, 12, 15, 17), (20, 12, 1, 1), (2, 2), (1, 1), (0, 0, 0, 0), 1, False),  # 1x1 strided
+    ((1, 3, 40, 41), (16, 3, 7, 7), (2, 2), (1, 1), (3, 3, 3, 3), 1, True),    # stem-like
+    ((1, 20, 9, 9), (12, 5, 3, 3), (1, 1), (2, 2), (2, 2, 2, 2), 4, True),     # grouped, dilated
+    ((1, 2, 1, 1), (3, 2, 1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1, True),       # N == 1
+    ((1, 70, 20, 20), (130, 70, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),  # several K blocks... of 630
+    ((1, 600, 6, 6), (9, 600, 1, 1), (1, 1), (1, 1), (0, 0, 0, 0), 1, True),   # K = 600 split in 2 blocks
+    ((1, 2, 5, 5), (3, 2, 7, 7), (1, 1), (1, 1), (3, 3, 3, 3), 1, False),      # kernel larger than input
+    ((1, 4, 30, 70), (8, 4, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),     # grid columns (padded)
+    ((2, 5, 61, 83), (7, 5, 3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1, True),     # grid columns (strided)
+]
+
+
+@pytest.mark.parametrize("xs, ws, strides, dil, pads, group, bias", CONV_CASES)
+@pytest.mark.parametrize("const", [False, True], ids=["runtime-w", "const-w"])
+def test_conv_2d(conv_path, xs, ws, strides, dil, pads, group, bias, const):
+    rng = np.random.default_rng(abs(hash((xs, ws))) % 2 ** 32)
+    x = rng.standard_normal(xs, dtype=np.float32)
+    w = rng.standard_normal(ws, dtype=np.float32)
+    b = rng.standard_normal(ws[0], dtype=np.float32) if bias else None
+    inputs = [x, w] + ([b] if bias else [])
+    attrs = {"strides": list(strides), "dilations": list(dil), "pads": list(pads), "group": group}
+    consts = [None, w] + ([b] if bias else []) if const else None
+    (y,) = _run("Conv", inputs, attrs, consts)
+    ref = _ref_conv(x, w, b, strides, dil, pads[:2], pads[2:], group)
+    assert y.dtype == np.float32 and y.shape == ref.shape
+    _close(y, ref)
+    # a second call (cached geometry and packed weights) gives the same result
+    (y2,) = _run("Conv", inputs, attrs, consts)
+    np.testing.assert_array_equal(y, y2)
+
+
+def test_conv_large_k_blocks(conv_path):
+    """K = 64*9*... > 512: several K blocks accumulate into the output tile."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 160, 9, 9), dtype=np.float32)
+    w = rng.standard_normal((24, 160, 3, 3), dtype=np.float32) * 0.1
+    b = rng.standard_normal(24, dtype=np.float32)
+    (y,) = _run("Conv", [x, w, b], {"pads": [1, 1, 1, 1]}, [None, w, b])
+    _close(y, _ref_conv(x, w, b, (1, 1), (1, 1), (1, 1), (1, 1), 1))
+
+
+@pytest.mark.parametrize("shape_x, shape_w, strides, pads", [
+    ((2, 3, 20), (4, 3, 5), (2,), (2, 1)),
+    ((1, 4, 17), (4, 1, 3), (1,), (1, 1)),  # with group=4 below: depthwise 1-D
+])
+def test_conv_1d(conv_path, shape_x, shape_w, strides, pads):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape_x, dtype=np.float32)
+    w = rng.standard_normal(shape_w, dtype=np.float32)
+    group = shape_x[1] // shape_w[1]
+    (y,) = _run("Conv", [x, w], {"strides": list(strides), "pads": list(pads), "group": group})
+    _close(y, _ref_conv(x, w, None, strides, (1,), pads[:1], pads[1:], group))
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_conv_3d(conv_path, group):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 4, 6, 7, 5), dtype=np.float32)
+    w = rng.standard_normal((6, 4 // group, 3, 2, 3), dtype=np.float32)
+    b = rng.standard_normal(6, dtype=np.float32)
+    attrs = {"strides": [2, 1, 1], "dilations": [1, 2, 1], "pads": [1, 0, 1, 0, 1, 1], "group": group}
+    (y,) = _run("Conv", [x, w, b], attrs, [None, w, b])
+    _close(y, _ref_conv(x, w, b, (2, 1, 1), (1, 2, 1), (1, 0, 1), (0, 1, 1), group))
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+@pytest.mark.parametrize("strides", [(1, 1), (2, 2), (3, 2)])
+def test_conv_auto_pad(conv_path, auto_pad, strides):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 3, 10, 11), dtype=np.float32)
+    w = rng.standard_normal((4, 3, 4, 3), dtype=np.float32)
+    (y,) = _run("Conv", [x, w], {"auto_pad": auto_pad, "strides": list(strides)})
+    if auto_pad == "VALID":
+        pb = pe = (0, 0)
+    else:
+        pb, pe = [], []
+        for size, k, s in zip((10, 11), (4, 3), strides):
+            total = max(0, (-(-size // s) - 1) * s + k - size)
+            small, big = total // 2, total - total // 2
+            pb.append(small if auto_pad == "SAME_UPPER" else big)
+            pe.append(big if auto_pad == "SAME_UPPER" else small)
+        assert y.shape[2:] == tuple(-(-n // s) for n, s in zip((10, 11), strides))
+    _close(y, _ref_conv(x, w, None, strides, (1, 1), pb, pe, 1))
+
+
+def test_conv_paths_selected():
+    """The shapes above reach the intended execution paths on this CPU."""
+    if conv_mod._ISA == 0:
+        pytest.skip("no micro-kernel")
+
+    def path(xs, ws, **attrs):
+        attrs = conv_mod._conv_prepare(dict(attrs, _opset=17), [None, None])
+        plan = attrs["_conv"]
+        plan.ca = conv_mod._ConvAttrs(attrs, "Conv", len(xs) - 2)
+        g = conv_mod._geometry(plan, xs, ws)
+        return g.path, g.transposed
+
+    assert path((1, 64, 56, 56), (64, 64, 3, 3), pads=[1, 1, 1, 1])[0] == "winograd"
+    assert path((1, 64, 56, 56), (64, 64, 3, 3), pads=[1, 1, 1, 1], strides=[2, 2]) == ("gather", False)
+    assert path((1, 64, 56, 56), (64, 64, 1, 1)) == ("gather", False)
+    assert path((1, 8, 10, 7), (8, 1, 3, 3), group=8) == ("depthwise", False)
+    assert path((1, 2, 1, 1), (3, 2, 1, 1))[0] == "blas"
+
+    def grid(xs, ws, **attrs):
+        attrs = conv_mod._conv_prepare(dict(attrs, _opset=17), [None, None])
+        plan = attrs["_conv"]
+        plan.ca = conv_mod._ConvAttrs(attrs, "Conv", len(xs) - 2)
+        return conv_mod._geometry(plan, xs, ws).grid
+
+    assert grid((1, 4, 30, 70), (8, 4, 3, 3), pads=[1, 1, 1, 1]) == (30, 72, 70)
+    assert grid((1, 3, 224, 224), (64, 3, 7, 7), pads=[3, 3, 3, 3], strides=[2, 2]) == (112, 115, 112)
+    if conv_mod._ISA >= 2:
+        assert path((1, 512, 7, 7), (512, 512, 3, 3), pads=[1, 1, 1, 1]) == ("gather", True)
+
+
+@pytest.mark.parametrize("xs, m, pads", [
+    ((1, 16, 16, 16), 16, (1, 1, 1, 1)),
+    ((2, 20, 17, 22), 33, (1, 1, 1, 1)),
+    ((1, 24, 19, 18), 17, (0, 2, 3, 1)),   # asymmetric pads, ragged last tiles
+    ((1, 16, 18, 18), 24, (0, 0, 0, 0)),
+    ((1, 32, 13, 30), 40, (4, 3, 2, 5)),   # pads larger than the kernel
+])
+def test_conv_winograd(xs, m, pads):
+    """3x3 stride-1 convolutions large enough for Winograd F(4x4, 3x3) stay accurate."""
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal(xs, dtype=np.float32)
+    w = rng.standard_normal((m, xs[1], 3, 3), dtype=np.float32)
+    b = rng.standard_normal(m, dtype=np.float32)
+    attrs = {"pads": list(pads)}
+    prepared = KERNELS["Conv"].prepare(dict(attrs, _opset=17), [None, w, b])
+    g = conv_mod._geometry(prepared["_conv"], x.shape, w.shape)
+    if conv_mod._ISA:
+        assert g.path == "winograd"
+    (y,) = KERNELS["Conv"].fn([x, w, b], prepared)
+    ref = _ref_conv(x, w, b, (1, 1), (1, 1), pads[:2], pads[2:], 1)
+    _close(y, ref, rtol=1e-5)
+    (y2,) = _run("Conv", [x, w, b], attrs)  # runtime weights: transformed per call
+    np.testing.assert_allclose(y2, y, rtol=1e-6, atol=1e-5)
+    # opting out gives the direct path
+    direct = KERNELS["Conv"].prepare(dict(attrs, _opset=17, _winograd=False), [None, w, b])
+    assert conv_mod._geometry(direct["_conv"], x.shape, w.shape).path != "winograd"
+    (y3,) = KERNELS["Conv"].fn([x, w, b], direct)
+    _close(y3, ref, rtol=1e-5)
+
+
+def test_conv_out_param(conv_path):
+    rng = np.random.default_rng(5)
+    for xs, ws, group in [((2, 8, 12, 12), (16, 8, 3, 3), 1), ((1, 8, 9, 9), (8, 1, 3, 3), 8),
+                          ((1, 32, 7, 7), (64, 32, 3, 3), 1), ((1, 5, 6, 6), (7, 5, 1, 1), 1)]:
+        x = rng.standard_normal(xs, dtype=np.float32)
+        w = rng.standard_normal(ws, dtype=np.float32)
+        b = rng.standard_normal(ws[0], dtype=np.float32)
+        attrs = {"pads": [1, 1, 1, 1] if ws[2] == 3 else [0, 0, 0, 0], "group": group}
+        (expected,) = _run("Conv", [x, w, b], attrs, [None, w, b])
+        buf = np.full(expected.shape, np.nan, np.float32)
+        res = _run("Conv", [x, w, b], attrs, [None, w, b], out=[buf])
+        assert res[0] is buf
+        np.testing.assert_array_equal(buf, expected)
+
+
+def test_conv_out_non_contiguous():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 3, 8, 8), dtype=np.float32)
+    w = rng.standard_normal((4, 3, 3, 3), dtype=np.float32)
+    (expected,) = _run("Conv", [x, w], {})
+    big = np.zeros((1, 4, 6, 12), np.float32)
+    view = big[:, :, :, ::2]
+    res = _run("Conv", [x, w], {}, out=[view])
+    assert res[0] is view
+    np.testing.assert_array_equal(view, expected)
+
+
+def test_conv_does_not_modify_inputs():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 4, 9, 9), dtype=np.float32)
+    w = rng.standard_normal((6, 4, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(6, dtype=np.float32)
+    for a in (x, w, b):
+        a.flags.writeable = False
+    _run("Conv", [x, w, b], {"pads": [1, 1, 1, 1], "strides": [2, 2]}, [None, w, b])
+    _run("Conv", [x[:, :2].copy(), w[:2, :1].copy()], {"group": 2})
+
+
+def test_conv_non_contiguous_input():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 4, 10, 20), dtype=np.float32)[:, :, :, ::2]
+    w = rng.standard_normal((3, 4, 3, 3), dtype=np.float32)
+    (y,) = _run("Conv", [x, w], {"pads": [1, 1, 1, 1]})
+    _close(y, _ref_conv(x, w, None, (1, 1), (1, 1), (1, 1), (1, 1), 1))
+
+
+def test_conv_weights_change_between_calls():
+    """Non-constant weights are re-read every call (no stale packed copy)."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 8, 10, 10), dtype=np.float32)
+    attrs = KERNELS["Conv"].prepare({"pads": [1, 1, 1, 1], "_opset": 17}, [None, None])
+    for _ in range(2):
+        w = rng.standard_normal((16, 8, 3, 3), dtype=np.float32)
+        (y,) = KERNELS["Conv"].fn([x, w], attrs)
+        _close(y, _ref_conv(x, w, None, (1, 1), (1, 1), (1, 1), (1, 1), 1))
+
+
+def test_conv_batch_and_empty():
+    rng = np.random.default_rng(10)
+    w = rng.standard_normal((4, 3, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(4, dtype=np.float32)
+    x = rng.standard_normal((3, 3, 6, 6), dtype=np.float32)
+    (y,) = _run("Conv", [x, w, b], {"pads": [1, 1, 1, 1]}, [None, w, b])
+    for i in range(3):
+        (yi,) = _run("Conv", [x[i:i + 1], w, b], {"pads": [1, 1, 1, 1]}, [None, w, b])
+        np.testing.assert_allclose(y[i:i + 1], yi, rtol=1e-6, atol=1e-6)
+    (e,) = _run("Conv", [np.zeros((0, 3, 6, 6), np.float32), w, b], {})
+    assert e.shape == (0, 4, 4, 4)
+
+
+@pytest.mark.parametrize("attrs, consts_w, match", [
+    ({"group": 3}, (4, 1, 3, 3), "divisible"),
+    ({"kernel_shape": [3, 2]}, (4, 3, 3, 3), "kernel_shape"),
+    ({"auto_pad": "SAME"}, (4, 3, 3, 3), "auto_pad"),
+    ({"pads": [1, 1, -1, 1]}, (4, 3, 3, 3), "pads"),
+    ({"pads": [1, 1]}, (4, 3, 3, 3), "pads"),
+    ({"strides": [0, 1]}, (4, 3, 3, 3), "strides"),
+    ({"dilations": [1, 0]}, (4, 3, 3, 3), "dilations"),
+    ({"group": 0}, (4, 3, 3, 3), "group"),
+    ({"kernel_shape": [1, 1, 1, 1]}, None, "spatial axes"),
+])
+def test_conv_bad_attributes(attrs, consts_w, match):
+    w = None if consts_w is None else np.zeros(consts_w, np.float32)
+    with pytest.raises(ModelInvalidError, match=match) as info:
+        KERNELS["Conv"].prepare(dict(attrs, _opset=17), [None, w])
+    assert info.value.op == "Conv"
+
+
+def test_conv_bad_bias():
+    w = np.zeros((4, 3, 3, 3), np.float32)
+    with pytest.raises(ModelInvalidError, match="bias"):
+        KERNELS["Conv"].prepare({"_opset": 17}, [None, w, np.zeros(5, np.float32)])
+
+
+# ---------------------------------------------------------------------------- ConvTranspose
+
+CONVT_CASES = [
+    # (x shape, w shape, attrs)
+    ((1, 3, 5, 4), (3, 2, 3, 3), {"strides": [2, 2]}),
+    ((2, 4, 3, 5), (4, 3, 2, 3), {"strides": [3, 2], "pads": [1, 0, 2, 1], "dilations": [1, 2]}),
+    ((1, 4, 4, 4), (4, 2, 3, 3), {"strides": [2, 2], "group": 2, "output_padding": [1, 0]}),
+    ((1, 2, 3, 3), (2, 1, 3, 3), {"strides": [3, 2], "output_shape": [10, 8]}),
+    ((1, 2, 3, 3), (2, 1, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 3, 3), (2, 1, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ((1, 2, 4, 3), (2, 3, 2, 2), {"strides": [2, 2], "auto_pad": "VALID"}),
+    ((1, 6, 4, 4), (6, 1, 3, 3), {"strides": [2, 2], "group": 6, "pads": [1, 1, 1, 1]}),
+]
+
+
+def _convt_expect(x, w, b, attrs):
+    nd = x.ndim - 2
+    ca = conv_mod._ConvAttrs(dict(attrs), "ConvTranspose", nd)
+    pb, out_sp = conv_mod._convtranspose_geometry(ca, list(x.shape[2:]), list(w.shape[2:]))
+    return _ref_conv_transpose(x, w, b, ca.strides, ca.dilations, pb, out_sp, ca.group)
+
+
+@pytest.mark.parametrize("xs, ws, attrs", CONVT_CASES)
+def test_conv_transpose(xs, ws, attrs):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(xs, dtype=np.float32)
+    w = rng.standard_normal(ws, dtype=np.float32)
+    b = rng.standard_normal(ws[1] * attrs.get("group", 1), dtype=np.float32)
+    (y,) = _run("ConvTranspose", [x, w, b], attrs, [None, w, b])
+    _close(y, _convt_expect(x, w, b, attrs))
+    buf = np.full(y.shape, np.nan, np.float32)
+    res = _run("ConvTranspose", [x, w, b], attrs, [None, w, b], out=[buf])
+    assert res[0] is buf
+    np.testing.assert_array_equal(buf, y)
+
+
+def test_conv_transpose_geometry():
+    ca = conv_mod._ConvAttrs({"strides": [2, 2], "auto_pad": "SAME_UPPER"}, "ConvTranspose", 2)
+    assert conv_mod._convtranspose_geometry(ca, [3, 3], [3, 3]) == ([0, 0], [6, 6])
+    ca = conv_mod._ConvAttrs({"strides": [2, 2], "auto_pad": "SAME_LOWER"}, "ConvTranspose", 2)
+    assert conv_mod._convtranspose_geometry(ca, [3, 3], [3, 3]) == ([1, 1], [6, 6])
+    ca = conv_mod._ConvAttrs({"strides": [3, 2], "output_shape": [1, 1, 10, 8]}, "ConvTranspose", 2)
+    assert conv_mod._convtranspose_geometry(ca, [3, 3], [3, 3])[1] == [10, 8]
+
+
+def test_conv_transpose_1d_3d():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 2, 5), dtype=np.float32)
+    w = rng.standard_normal((2, 3, 3), dtype=np.float32)
+    (y,) = _run("ConvTranspose", [x, w], {"strides": [2], "pads": [1, 0]})
+    _close(y, _convt_expect(x, w, None, {"strides": [2], "pads": [1, 0]}))
+    x = rng.standard_normal((1, 2, 3, 4, 2), dtype=np.float32)
+    w = rng.standard_normal((2, 2, 2, 3, 2), dtype=np.float32)
+    attrs = {"strides": [2, 1, 2], "dilations": [1, 2, 1]}
+    (y,) = _run("ConvTranspose", [x, w], attrs)
+    _close(y, _convt_expect(x, w, None, attrs))
+
+
+@pytest.mark.parametrize("attrs, match", [
+    ({"strides": [2, 2], "output_padding": [2, 0]}, "output_padding"),
+    ({"group": 3}, "divisible"),
+    ({"auto_pad": "FOO"}, "auto_pad"),
+    ({"output_shape": [4]}, "output_shape"),
+])
+def test_conv_transpose_bad_attributes(attrs, match):
+    w = np.zeros((4, 2, 3, 3), np.float32)
+    with pytest.raises(ModelInvalidError, match=match) as info:
+        KERNELS["ConvTranspose"].prepare(dict(attrs, _opset=17), [None, w])
+    assert info.value.op == "ConvTranspose"
+
+
+# ---------------------------------------------------------------------------- Gemm / MatMul
+
+
+@pytest.mark.parametrize("c_shape", [None, (), (1,), (5,), (3, 1), (1, 5), (3, 5)])
+@pytest.mark.parametrize("alpha, beta", [(1.0, 1.0), (0.5, 2.0), (2.0, 0.0)])
+@pytest.mark.parametrize("ta, tb", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_gemm(c_shape, alpha, beta, ta, tb):
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((4, 3) if ta else (3, 4), dtype=np.float32)
+    b = rng.standard_normal((5, 4) if tb else (4, 5), dtype=np.float32)
+    c = None if c_shape is None else rng.standard_normal(c_shape).astype(np.float32)
+    attrs = {"alpha": alpha, "beta": beta, "transA": ta, "transB": tb}
+    inputs = [a, b] + ([] if c is None else [c])
+    (y,) = _run("Gemm", inputs, attrs)
+    ref = alpha * ((a.T if ta else a).astype(np.float64) @ (b.T if tb else b))
+    if c is not None:
+        ref = ref + beta * c
+    assert y.dtype == np.float32 and y.shape == (3, 5)
+    _close(y, ref)
+    buf = np.full((3, 5), np.nan, np.float32)
+    res = _run("Gemm", inputs, attrs, out=[buf])
+    assert res[0] is buf
+    np.testing.assert_array_equal(buf, y)
+
+
+def test_gemm_bad_attributes():
+    with pytest.raises(ModelInvalidError, match="transA") as info:
+        KERNELS["Gemm"].prepare({"transA": 2, "_opset": 13}, [None, None])
+    assert info.value.op == "Gemm"
+    with pytest.raises(ModelInvalidError, match="2-D"):
+        KERNELS["Gemm"].prepare({"_opset": 13}, [None, np.zeros((2, 2, 2), np.float32)])
+
+
+def test_gemm_int():
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    b = np.arange(12, dtype=np.int32).reshape(3, 4)
+    c = np.ones(4, np.int32)
+    (y,) = _run("Gemm", [a, b, c], {})
+    assert y.dtype == np.int32
+    np.testing.assert_array_equal(y, a @ b + 1)
+
+
+@pytest.mark.parametrize("sa, sb", [
+    ((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((1, 3, 4), (6, 4, 5)),
+    ((2, 1, 3, 4), (5, 4, 2)), ((4,), (4, 5)), ((2, 3, 4), (4,)), ((4,), (4,)), ((4,), (2, 4, 3)),
+])
+def test_matmul(sa, sb):
+    rng = np.random.default_rng(14)
+    a = rng.standard_normal(sa, dtype=np.float32)
+    b = rng.standard_normal(sb, dtype=np.float32)
+    (y,) = _run("MatMul", [a, b], {})
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    assert y.shape == ref.shape and y.dtype == np.float32
+    _close(np.asarray(y), ref)
+    buf = np.full(ref.shape, np.nan, np.float32)
+    res = _run("MatMul", [a, b], {}, out=[buf])
+    assert res[0] is buf
+    np.testing.assert_array_equal(buf, y)
+
+
+def test_matmul_int_and_views():
+    a = np.arange(24, dtype=np.int64).reshape(2, 3, 4)
+    b = np.arange(8, dtype=np.int64).reshape(4, 2)
+    (y,) = _run("MatMul", [a, b], {})
+    assert y.dtype == np.int64
+    np.testing.assert_array_equal(y, a @ b)
+    at = np.ascontiguousarray(np.arange(24, dtype=np.float32).reshape(2, 4, 3)).transpose(0, 2, 1)
+    (y,) = _run("MatMul", [at, b.astype(np.float32)], {})
+    np.testing.assert_allclose(y, at @ b.astype(np.float32))
+
+
+def test_conv_blas_row_bands(monkeypatch):
+    """The BLAS fallback unfolds big outputs in bands of rows; results do not change."""
+    monkeypatch.setattr(conv_mod, "_ISA", 0)
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((2, 3, 23, 19), dtype=np.float32)
+    w = rng.standard_normal((5, 3, 3, 4), dtype=np.float32)
+    b = rng.standard_normal(5, dtype=np.float32)
+    for strides, pads in [((1, 1), (1, 2, 1, 1)), ((2, 3), (3, 0, 2, 1))]:
+        attrs = {"strides": list(strides), "pads": list(pads)}
+        ref = _ref_conv(x, w, b, strides, (1, 1), pads[:2], pads[2:], 1)
+        for cap in (10 ** 9, 200, 1):
+            monkeypatch.setattr(conv_mod, "_MAX_COLS_FLOATS", cap)
+            (y,) = _run("Conv", [x, w, b], attrs)
+            _close(y, ref)
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (8, 8), (49, 2048), (13, 37), (64, 7), (7, 64)])
+def test_transpose_into(rows, cols):
+    from rknnlite._native import conv_kernels as ck
+
+    src = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
+    big = np.full((cols, rows + 5), -1.0, np.float32)
+    ck.transpose_into(src, big[:, 2:2 + rows])
+    np.testing.assert_array_equal(big[:, 2:2 + rows], src.T)
+    assert (big[:, :2] == -1).all() and (big[:, 2 + rows:] == -1).all()

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Conv kernel speed, single-threaded, side by side with onnxruntime.
+
+    python tools/bench/bench_conv.py [--repeat 10] [--rounds 5] [--only SUBSTRING] [--resnet50]
+
+Times ResNet-50-like Conv layers (plus MobileNet depthwise layers), or with
+``--resnet50`` every Conv layer of ResNet-50 v1.5 weighted by its count, for:
+  * rknnlite: the software backend's Conv kernel as the executor calls it (``prepare``
+    with constant weights and bias, then writing into a preallocated output);
+  * onnxruntime: a one-node ONNX model (weights as initializers), CPU provider,
+    ``intra_op_num_threads=1``, ``inter_op_num_threads=1``, default graph
+    optimisations, output bound to a preallocated buffer (IOBinding).
+Both run with BLAS limited to one thread (threadpoolctl, around the timed region
+only).  Blocks of runs alternate between the two; the table reports the median in ms, the
+ratio rknnlite / onnxruntime (<= 1.0 means rknnlite is as fast or faster), and
+rknnlite's GFLOP/s.  Needs ``pip install onnx onnxruntime threadpoolctl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from rknnlite.backends.software.ops import KERNELS  # noqa: E402
+
+#: (name, input NCHW, (M, kh, kw), stride, pad, group)
+CONFIGS = [
+    ("stem 7x7/2 3->64 @224", (1, 3, 224, 224), (64, 7, 7), 2, 3, 1),
+    ("1x1 64->64 @56", (1, 64, 56, 56), (64, 1, 1), 1, 0, 1),
+    ("3x3 64->64 @56", (1, 64, 56, 56), (64, 3, 3), 1, 1, 1),
+    ("1x1 64->256 @56", (1, 64, 56, 56), (256, 1, 1), 1, 0, 1),
+    ("1x1 256->64 @56", (1, 256, 56, 56), (64, 1, 1), 1, 0, 1),
+    ("1x1 256->128 @56", (1, 256, 56, 56), (128, 1, 1), 1, 0, 1),
+    ("3x3/2 128->128 @56", (1, 128, 56, 56), (128, 3, 3), 2, 1, 1),
+    ("1x1/2 256->512 @56", (1, 256, 56, 56), (512, 1, 1), 2, 0, 1),
+    ("3x3 128->128 @28", (1, 128, 28, 28), (128, 3, 3), 1, 1, 1),
+    ("1x1 128->512 @28", (1, 128, 28, 28), (512, 1, 1), 1, 0, 1),
+    ("1x1 512->128 @28", (1, 512, 28, 28), (128, 1, 1), 1, 0, 1),
+    ("3x3 256->256 @14", (1, 256, 14, 14), (256, 3, 3), 1, 1, 1),
+    ("1x1 1024->256 @14", (1, 1024, 14, 14), (256, 1, 1), 1, 0, 1),
+    ("1x1 256->1024 @14", (1, 256, 14, 14), (1024, 1, 1), 1, 0, 1),
+    ("3x3 512->512 @7", (1, 512, 7, 7), (512, 3, 3), 1, 1, 1),
+    ("1x1 2048->512 @7", (1, 2048, 7, 7), (512, 1, 1), 1, 0, 1),
+    ("1x1 512->2048 @7", (1, 512, 7, 7), (2048, 1, 1), 1, 0, 1),
+    ("dw 3x3 32 @112", (1, 32, 112, 112), (32, 3, 3), 1, 1, 32),
+    ("dw 3x3/2 96 @112", (1, 96, 112, 112), (96, 3, 3), 2, 1, 96),
+]
+
+
+def resnet50_layers():
+    """Every Conv of ResNet-50 v1.5 (stride on the 3x3; batch 1, 224x224) as
+    ``(name, input NCHW, (M, kh, kw), stride, pad, group, count)``, identical layers merged."""
+    layers = {}
+
+    def add(c, hw, m, k, s):
+        key = (c, hw, m, k, s)
+        layers[key] = layers.get(key, 0) + 1
+
+    add(3, 224, 64, 7, 2)
+    c, hw = 64, 56
+    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for b in range(blocks):
+            s = stride if b == 0 else 1
+            add(c, hw, width, 1, 1)
+            add(width, hw, width, 3, s)
+            out_hw = hw // s
+            add(width, out_hw, 4 * width, 1, 1)
+            if b == 0:
+                add(c, hw, 4 * width, 1, s)  # projection shortcut
+            c, hw = 4 * width, out_hw
+    return [(f"{k}x{k}{'/2' if s == 2 else ''} {c}->{m} @{hw}", (1, c, hw, hw), (m, k, k), s, k // 2, 1, n)
+            for (c, hw, m, k, s), n in layers.items()]
+
+
+def ort_runner(x, w, b, attrs):
+    """A callable running the one-node Conv model in onnxruntime, output bound in advance."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
+    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    y = sess.run(None, {"x": x})[0]
+    binding = sess.io_binding()
+    binding.bind_cpu_input("x", x)
+    out = np.empty_like(y)
+    binding.bind_output("y", "cpu", 0, np.float32, out.shape, out.ctypes.data)
+    return (lambda: sess.run_with_iobinding(binding)), out
+
+
+def rknn_runner(x, w, b, attrs, out_shape):
+    """A callable running rknnlite's Conv kernel as the executor does (prepared, out= given)."""
+    spec = KERNELS["Conv"]
+    prepared = spec.prepare(dict(attrs, _opset=17), [None, w, b])
+    out = [np.empty(out_shape, np.float32)]
+    return (lambda: spec.fn([x, w, b], prepared, out=out)), out[0]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=10, help="timed runs per block")
+    ap.add_argument("--rounds", type=int, default=5, help="blocks per runtime, alternating (median of all runs)")
+    ap.add_argument("--only", default="", help="run only configurations whose name contains this")
+    ap.add_argument("--resnet50", action="store_true",
+                    help="every Conv layer of ResNet-50 v1.5 instead (times weighted by how often each occurs)")
+    args = ap.parse_args(argv)
+    configs = resnet50_layers() if args.resnet50 else [c + (1,) for c in CONFIGS]
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    rows = []
+    total_r = total_o = 0.0
+    for name, xs, (m, kh, kw), s, p, group, count in configs:
+        if args.only not in name:
+            continue
+        x = rng.standard_normal(xs, dtype=np.float32)
+        w = (rng.standard_normal((m, xs[1] // group, kh, kw), dtype=np.float32) * 0.1)
+        b = rng.standard_normal(m, dtype=np.float32)
+        attrs = {"kernel_shape": [kh, kw], "strides": [s, s], "pads": [p] * 4, "group": group}
+        with threadpool_limits(limits=1):
+            run_o, y_o = ort_runner(x, w, b, attrs)
+            run_o()
+            run_r, y_r = rknn_runner(x, w, b, attrs, y_o.shape)
+            run_r()
+            err = float(np.abs(y_r - y_o).max() / max(1e-6, np.abs(y_o).max()))
+            t_o, t_r = [], []
+            for _ in range(args.rounds):
+                # blocks of runs, alternating between the two runtimes
+                for run, times in ((run_o, t_o), (run_r, t_r)):
+                    run()
+                    for _ in range(args.repeat):
+                        t0 = time.perf_counter()
+                        run()
+                        times.append(time.perf_counter() - t0)
+        mo, mr = statistics.median(t_o) * 1e3, statistics.median(t_r) * 1e3
+        total_o += mo * count
+        total_r += mr * count
+        flops = 2.0 * y_o.size * (xs[1] // group) * kh * kw
+        rows.append((name, count, mr, mo, mr / mo, flops / mr / 1e6, err))
+    print("| Conv layer | count | rknnlite ms | onnxruntime ms | ratio | rknnlite GFLOP/s | max rel. diff |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, count, mr, mo, ratio, gf, err in rows:
+        print(f"| {name} | {count} | {mr:.3f} | {mo:.3f} | {ratio:.2f} | {gf:.1f} | {err:.1e} |")
+    if rows:
+        print(f"| **total (x count)** | | {total_r:.3f} | {total_o:.3f} | {total_r / total_o:.2f} | | |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
