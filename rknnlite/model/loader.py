@@ -106,7 +106,9 @@ def load_model(model: Union[str, bytes, bytearray, memoryview, ModelSource], key
         fmt = detect_format(payload)
         if fmt == ENVELOPE:
             raise ModelInvalidError(f"{source.label}: an encrypted model inside an encrypted model", op="load")
-    return LoadedModel(fmt, parse_payload(fmt, payload, source.label), payload, source, info)
+    model = parse_payload(fmt, payload, source.label)
+    source.release_pages()  # verified: keep resident only what running the model touches
+    return LoadedModel(fmt, model, payload, source, info)
 
 
 def parse_payload(fmt: str, payload: memoryview, label: str):

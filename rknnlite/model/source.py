@@ -36,6 +36,19 @@ class ModelSource:
     def __len__(self) -> int:
         return len(self.view)
 
+    def release_pages(self) -> None:
+        """Let the kernel drop the file's pages from this process's resident memory.
+
+        Called once the file is verified: pages that are used later (weights read in
+        place) fault back in from the page cache, so resident memory reflects what the
+        model really uses.  No effect for in-memory buffers or where madvise is missing.
+        """
+        if self._mmap is not None and hasattr(mmap, "MADV_DONTNEED"):
+            try:
+                self._mmap.madvise(mmap.MADV_DONTNEED)
+            except (OSError, ValueError):
+                pass
+
     @property
     def label(self) -> str:
         """How to name this model in a message: its path, or ``<buffer of N bytes>``."""
