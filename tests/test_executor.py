@@ -201,3 +201,13 @@ def test_float16_model_uses_prerounded_weights_in_place():
     assert stored["w"] is w
     assert stored["raw"] is not raw
     np.testing.assert_array_equal(stored["raw"], raw.astype(np.float16).astype(np.float32))
+
+
+def test_value_preserving_ops_keep_float16_results_exact():
+    graph = Graph([Node("Mul", "m", ["x", "k"], ["t"]), Node("Relu", "r", ["t"], ["u"]),
+                   Node("Transpose", "tr", ["u"], ["y"], {"perm": [1, 0]})],
+                  ["x"], ["y"], {"k": np.array([1.3], np.float32)})
+    x = np.random.default_rng(8).standard_normal((3, 5)).astype(np.float32)
+    out = Executor(graph, "float16").run([x])[0]
+    h = lambda v: v.astype(np.float16).astype(np.float32)  # noqa: E731
+    np.testing.assert_array_equal(out, np.maximum(h(h(x) * h(np.float32(1.3))), 0).T)

@@ -40,6 +40,13 @@ __all__ = ["Executor", "ExecutionState", "CustomOpKernel"]
 
 FLOAT_DTYPES = ("float16", "float32")
 
+#: Ops whose float outputs only select, move or negate input values: given inputs already
+#: at storage precision their outputs are too, so the float16 rounding pass is skipped.
+VALUE_PRESERVING = frozenset(
+    "Relu MaxPool GlobalMaxPool Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather "
+    "GatherElements Identity Dropout Neg Abs Max Min Tile Expand DepthToSpace SpaceToDepth".split()
+)
+
 
 class CustomOpKernel:
     """Adapts a Python custom operator (``op_type``, ``compute(self, node, inputs)``,
@@ -65,11 +72,13 @@ class CustomOpKernel:
 
 
 class _Step:
-    __slots__ = ("node", "spec", "attrs", "ins", "outs", "index", "data_dependent")
+    __slots__ = ("node", "spec", "attrs", "ins", "outs", "index", "data_dependent", "exact")
 
     def __init__(self, index: int, node: Node, spec: KernelSpec, attrs: dict, ins: List[int], outs: List[int],
                  data_dependent: bool):
         self.index = index
+        #: float outputs are already at storage precision (see VALUE_PRESERVING)
+        self.exact = node.op in VALUE_PRESERVING
         self.node = node
         self.spec = spec
         self.attrs = attrs
@@ -278,6 +287,7 @@ class ExecutionState:
     def _execute(self, env: List[Optional[np.ndarray]], plan: Optional[_Plan], layout) -> None:
         rounding = self.executor._round
         quant = self.executor.quant_slots
+        skip_exact = not quant  # int8 grid values reaching a float tensor still need rounding
         release_after = self.executor.release_after
         for step in self.executor.steps:
             args = [env[s] if s >= 0 else None for s in step.ins]
@@ -310,7 +320,7 @@ class ExecutionState:
                     if q is not None:
                         value = _own_float32(value, args, out is not None)
                         fake_quant_inplace(value.reshape(-1), *q)
-                    elif rounding:
+                    elif rounding and not (step.exact and skip_exact and value.dtype == np.float32):
                         value = _own_float32(value, args, out is not None)
                         round_fp16_inplace(value.reshape(-1))
                 env[slot] = value
