@@ -1113,46 +1113,60 @@ def winograd_weights(const float[:, :, :, ::1] w):
 
 
 def winograd_input(const float[:, :, ::1] x, int pt, int pl, int TH, int TW, float[::1] V,
-                   float[::1] split, float[::1] buf):
+                   float[::1] split, float[::1] buf, Py_ssize_t c_begin=0, Py_ssize_t c_end=-1):
     """Winograd input transform of one image ``x`` (C, H, W) with pads (top ``pt``,
     left ``pl``) into ``V`` (flat (36, C, TH*(TW+1))): the 6x6 patch of the 4x4 output
     tile (ty, tx) starts at input row 4*ty - pt, column 4*tx - pl and lands at grid
     column ty*(TW+1) + tx (columns with tx == TW are padding).  ``split``: scratch of at
-    least C*16*(TH+1)*(TW+1) + 16 floats; ``buf``: at least 36*TH*(TW+1) floats.
-    Releases the GIL."""
+    least C*16*(TH+1)*(TW+1) + 16 floats, shared by every channel range; ``buf``: at
+    least 36*TH*(TW+1) floats, one per concurrent caller.  Only channels
+    ``[c_begin, c_end)`` are transformed (default all), so disjoint ranges can run on
+    several threads.  Releases the GIL."""
     cdef long C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef long Tg = <long>TH * (TW + 1), plane = (<long>TH + 1) * (TW + 1)
+    if c_end < 0:
+        c_end = C
     if V.shape[0] < 36 * C * Tg or buf.shape[0] < 36 * Tg or split.shape[0] < C * 16 * plane + 16:
         raise ValueError("winograd_input: buffers too small")
-    if C == 0 or Tg == 0 or H == 0 or W == 0:
+    if not 0 <= c_begin <= c_end <= C:
+        raise ValueError("winograd_input: bad channel range")
+    if c_end == c_begin or Tg == 0 or H == 0 or W == 0:
         return
     with nogil:
-        rk_phase_split(&x[0, 0, 0], C, 1, H, W, 1, 4, 4, 0, pt, pl, 1, TH + 1, TW + 1, &split[0])
-        memset(&split[C * 16 * plane], 0, 16 * sizeof(float))
-        rk_wino_in(_ISA, &split[0], C, TH, TW, &V[0], C * Tg, &buf[0])
+        rk_phase_split(&x[c_begin, 0, 0], c_end - c_begin, 1, H, W, 1, 4, 4, 0, pt, pl, 1, TH + 1, TW + 1,
+                       &split[c_begin * 16 * plane])
+        if c_end == C:
+            memset(&split[C * 16 * plane], 0, 16 * sizeof(float))
+        rk_wino_in(_ISA, &split[c_begin * 16 * plane], c_end - c_begin, TH, TW, &V[c_begin * Tg], C * Tg, &buf[0])
 
 
 def winograd_output(const float[::1] Mt, Py_ssize_t M, int TH, int TW, bias, float[:, :, ::1] y,
-                    float[::1] buf):
+                    float[::1] buf, Py_ssize_t m_begin=0, Py_ssize_t m_end=-1):
     """Winograd output transform: ``y`` (M, OH, OW) = bias + A^T M A per 4x4 tile from
-    ``Mt`` (flat (36, M, TH*TW)), cropped to OH x OW.  ``buf``: at least 40*TH*TW floats.
-    Releases the GIL."""
+    ``Mt`` (flat (36, M, TH*TW)), cropped to OH x OW.  ``buf``: at least 40*TH*TW floats,
+    one per concurrent caller.  Only output channels ``[m_begin, m_end)`` are written
+    (default all).  Releases the GIL."""
     cdef long T = <long>TH * TW
     cdef const float[::1] bview
     cdef const float *bptr = NULL
+    if m_end < 0:
+        m_end = M
     if Mt.shape[0] < 36 * M * T or buf.shape[0] < 40 * T or y.shape[0] != M:
         raise ValueError("winograd_output: buffers too small")
     if y.shape[1] > 4 * TH or y.shape[2] > 4 * TW:
         raise ValueError("winograd_output: output larger than the tiles")
+    if not 0 <= m_begin <= m_end <= M:
+        raise ValueError("winograd_output: bad channel range")
     if bias is not None:
         bview = bias
         if bview.shape[0] != M:
             raise ValueError("winograd_output: bias length")
-        bptr = &bview[0]
-    if M == 0 or T == 0 or y.shape[1] == 0 or y.shape[2] == 0:
+        bptr = &bview[m_begin]
+    if m_end == m_begin or T == 0 or y.shape[1] == 0 or y.shape[2] == 0:
         return
     with nogil:
-        rk_wino_out(_ISA, &Mt[0], M * T, M, TH, TW, y.shape[1], y.shape[2], bptr, &y[0, 0, 0], &buf[0])
+        rk_wino_out(_ISA, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, y.shape[1], y.shape[2], bptr,
+                    &y[m_begin, 0, 0], &buf[0])
 
 
 def gather_gemm_batch(const float[::1] P, Py_ssize_t pstride, const int32_t[::1] off, const int32_t[::1] idx,

@@ -82,3 +82,22 @@ def test_state_threads_follow_env_and_setter(monkeypatch):
     state.set_threads(3)
     assert state.pool.threads == 3
     state.close()
+
+
+@pytest.mark.parametrize("kernel_shape, size", [(1, 28), (3, 28), (3, 56), (7, 30)])
+def test_conv_results_do_not_depend_on_thread_count(kernel_shape, size):
+    import numpy as np
+
+    rng = np.random.default_rng(kernel_shape)
+    w = rng.standard_normal((64, 32, kernel_shape, kernel_shape)).astype(np.float32)
+    pad = kernel_shape // 2
+    graph = Graph([Node("Conv", "c", ["x", "w"], ["y"], {"pads": [pad] * 4})], ["x"], ["y"], {"w": w})
+    ex = Executor(graph, "float32")
+    x = rng.standard_normal((1, 32, size, size)).astype(np.float32)
+    one, two = ex.new_state(threads=1), ex.new_state(threads=2)
+    try:
+        for _ in range(2):
+            np.testing.assert_array_equal(two.run([x])[0], one.run([x])[0])
+    finally:
+        one.close()
+        two.close()

@@ -86,3 +86,4 @@ def current_threads() -> int:
 def parallel_for(n: int, body: Callable[[int, int], None], min_chunk: int = 1) -> None:
     """Run ``body(start, stop)`` over ``range(n)``, split across the current run's threads."""
     (getattr(_local, "pool", None) or _SERIAL).map_ranges(n, body, min_chunk)
+

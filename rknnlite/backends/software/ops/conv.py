@@ -36,6 +36,7 @@ import numpy as np
 
 from ....errors import ModelInvalidError
 from ...._native import conv_kernels as _ck
+from ..parallel import current_threads, parallel_for
 from . import kernel
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -355,10 +356,25 @@ def _run_winograd(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, b
     split = _scratch("phase", C * 16 * (th + 1) * (tw + 1) + 16)
     block = _scratch("block", g.kcb * g.ncb + 16)
     pt, pl = g.pb
+
+    def transform_in(c0: int, c1: int) -> None:
+        own = buf if c0 == 0 else _scratch("wino_buf", 40 * max(T, tg))
+        _ck.winograd_input(xi, pt, pl, th, tw, v, split, own, c0, c1)
+
+    def products(i0: int, i1: int) -> None:  # the 36 transformed-domain GEMMs
+        blk = block if i0 == 0 else _scratch("block", g.kcb * g.ncb + 16)
+        _ck.gather_gemm_batch(v[i0 * C * tg:], C * tg, g.off, g.idx, u[i0:i1], M, mt[i0 * M * T:], blk,
+                              g.kcb, g.ncb)
+
+    def transform_out(m0: int, m1: int) -> None:
+        own = buf if m0 == 0 else _scratch("wino_buf", 40 * max(T, tg))
+        _ck.winograd_output(mt, M, th, tw, bias, yi, own, m0, m1)
+
     for i in range(n_img):
-        _ck.winograd_input(x[i], pt, pl, th, tw, v, split, buf)
-        _ck.gather_gemm_batch(v, C * tg, g.off, g.idx, u, M, mt, block, g.kcb, g.ncb)
-        _ck.winograd_output(mt, M, th, tw, bias, y[i], buf)
+        xi, yi = x[i], y[i]
+        parallel_for(C, transform_in, min_chunk=8)
+        parallel_for(36, products)
+        parallel_for(M, transform_out, min_chunk=8)
 
 
 def _gather_tables(g: _Geometry, ca: _ConvAttrs, C: int) -> None:
@@ -447,13 +463,34 @@ def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bia
             bg = None if bias is None else bias[gi * g.Mg:(gi + 1) * g.Mg]
             yg = y3[i, gi * g.Mg:(gi + 1) * g.Mg]
             if g.transposed:
-                _ck.gather_gemm(Pg, g.off, g.idx, packs[gi], g.Mg, bg, yt, scratch, g.kcb, g.ncb, transposed=True)
+                _gemm_blocks(g, Pg, packs[gi], bg, yt, scratch, transposed=True)
                 _ck.transpose_into(yt, yg)
             elif g.grid is not None:
                 _, ws, ow = g.grid
-                _ck.gather_gemm(Pg, g.off, g.idx, packs[gi], g.Mg, bg, yg, scratch, g.kcb, g.ncb, grid=(ws, ow))
+                _gemm_blocks(g, Pg, packs[gi], bg, yg, scratch, grid=(ws, ow))
             else:
-                _ck.gather_gemm(Pg, g.off, g.idx, packs[gi], g.Mg, bg, yg, scratch, g.kcb, g.ncb)
+                _gemm_blocks(g, Pg, packs[gi], bg, yg, scratch)
+
+
+def _gemm_blocks(g: _Geometry, P, pack, bias, y, scratch, transposed: bool = False, grid=None) -> None:
+    """One gather GEMM, its column blocks split across the run's threads.  With several
+    threads the blocks are narrowed (to a multiple of the panel width) so each thread
+    gets a few; a block's width never changes any output value, and each thread packs
+    into its own scratch."""
+    n = len(g.idx)
+    ncb = g.ncb
+    threads = current_threads()
+    if threads > 1 and -(-n // ncb) < 4 * threads:
+        nr = _ck.panel_shape(transposed)[1]
+        ncb = max(nr, n // (4 * threads) // nr * nr)
+    kw = {"transposed": True} if transposed else ({"grid": grid} if grid is not None else {})
+
+    def body(b0: int, b1: int) -> None:
+        blk = scratch if b0 == 0 else _scratch("block", g.kcb * g.ncb + 16)
+        _ck.gather_gemm(P, g.off, g.idx, pack, g.Mg, bias, y, blk, g.kcb, ncb,
+                        n_begin=b0 * ncb, n_end=min(n, b1 * ncb), **kw)
+
+    parallel_for(-(-n // ncb), body)
 
 
 #: largest im2col block (floats) of the BLAS path; bigger outputs are unfolded in row bands
