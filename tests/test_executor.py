@@ -211,3 +211,26 @@ def test_value_preserving_ops_keep_float16_results_exact():
     out = Executor(graph, "float16").run([x])[0]
     h = lambda v: v.astype(np.float16).astype(np.float32)  # noqa: E731
     np.testing.assert_array_equal(out, np.maximum(h(h(x) * h(np.float32(1.3))), 0).T)
+
+
+def test_constants_a_kernel_caches_are_released_once():
+    graph = conv_chain(depth=2, size=16)
+    released = []
+    state = Executor(graph, "float32").new_state(release=released.append)
+    x = np.random.default_rng(9).standard_normal((1, 16, 16, 16)).astype(np.float32)
+    first = state.run([x])[0]
+    assert sorted(id(a) for a in released) == sorted(id(graph.constants[k]) for k in ("w0", "b0", "w1", "b1"))
+    np.testing.assert_array_equal(state.run([x])[0], first)
+    assert len(released) == 4
+
+
+def test_mapped_model_runs_after_its_pages_are_released(tmp_path):
+    meta = build_metadata([TensorSpec("x", (1, 16, 32, 32), "float32", "NCHW")],
+                          [TensorSpec("y", (1, 16, 1, 1), "float32", "NCHW")])
+    path = tmp_path / "m.rknn"
+    path.write_bytes(write_portable(meta, conv_chain(size=32)))
+    x = np.random.default_rng(10).standard_normal((1, 16, 32, 32)).astype(np.float32)
+    with rknnlite.Context(path.read_bytes()) as in_memory, rknnlite.Context(str(path)) as mapped:
+        expected = in_memory.run([x])[0]
+        for _ in range(3):
+            np.testing.assert_array_equal(mapped.run([x])[0], expected)

@@ -54,7 +54,7 @@ def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=()) ->
             )
         from .software import SoftwareBackend
 
-        return SoftwareBackend(loaded.model, custom_ops=custom_ops)
+        return SoftwareBackend(loaded.model, custom_ops=custom_ops, source=loaded.source)
     if loaded.format in (ROCKCHIP, ROCKCHIP_ENCRYPTED):
         npu = _npu_unavailable(loaded)
         if backend == "npu":

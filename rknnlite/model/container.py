@@ -54,6 +54,8 @@ FORMAT_MAJOR = 1
 FORMAT_MINOR = 0
 ALIGN = 64
 MAX_SECTIONS = 64
+#: constants below this size are grouped at the start of the weights blob
+SMALL_CONSTANT = 64 * 1024
 REQUIRED = 0x1
 
 _HEADER = struct.Struct("<8sHHIIIQQI20x")
@@ -148,11 +150,15 @@ def pack_weights(constants: Mapping[str, np.ndarray]) -> Tuple[bytes, Dict[str, 
 
     Returns ``(blob, table)`` where ``table[name] = {"dtype", "shape", "offset", "nbytes"}``
     (offsets relative to the blob).  Arrays are written C-contiguous, little-endian.
+    Small arrays (biases, scales, shapes) come first, together: a mapped file is paged in
+    in large blocks, so reading a bias never pulls a neighbouring weight tensor into memory.
     """
     table: Dict[str, dict] = {}
     parts = []
     offset = 0
-    for name, arr in constants.items():
+    order = sorted(constants, key=lambda k: np.asarray(constants[k]).nbytes >= SMALL_CONSTANT)  # stable
+    for name in order:
+        arr = constants[name]
         a = np.asarray(arr)
         if not a.flags.c_contiguous:
             a = np.array(a, order="C")  # (np.ascontiguousarray would turn a 0-d array into 1-d)

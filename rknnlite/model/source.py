@@ -49,6 +49,27 @@ class ModelSource:
             except (OSError, ValueError):
                 pass
 
+    def release_array(self, arr) -> None:
+        """Drop the file pages under ``arr`` (a view of this mapped file) from resident
+        memory, as :meth:`release_pages` does for the whole file; whole pages only.
+        No effect for arrays that are not views of the mapping."""
+        if self._mmap is None or not hasattr(mmap, "MADV_DONTNEED") or arr.nbytes == 0:
+            return
+        import numpy as np
+
+        base = np.frombuffer(self.view, np.uint8).__array_interface__["data"][0]
+        start = arr.__array_interface__["data"][0] - base
+        end = start + arr.nbytes
+        if start < 0 or end > len(self.view):
+            return
+        page = mmap.PAGESIZE
+        first, last = -(-start // page) * page, end // page * page
+        if last > first:
+            try:
+                self._mmap.madvise(mmap.MADV_DONTNEED, first, last - first)
+            except (OSError, ValueError):
+                pass
+
     @property
     def label(self) -> str:
         """How to name this model in a message: its path, or ``<buffer of N bytes>``."""

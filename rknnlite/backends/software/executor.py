@@ -26,7 +26,7 @@ kernels is float32, and tensors without quantization follow ``float_dtype``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -183,10 +183,12 @@ class Executor:
             return a
         return a if a.dtype == np.float32 else np.asarray(a, dtype=np.float32)
 
-    def new_state(self, threads: Optional[int] = None) -> "ExecutionState":
+    def new_state(self, threads: Optional[int] = None,
+                  release: Optional[Callable[[np.ndarray], None]] = None) -> "ExecutionState":
         """Per-context run state (planned buffers, worker threads); contexts on one model
-        share the Executor.  ``threads`` defaults to ``RKNNLITE_NUM_THREADS`` or 1."""
-        return ExecutionState(self, threads)
+        share the Executor.  ``threads`` defaults to ``RKNNLITE_NUM_THREADS`` or 1;
+        ``release(array)`` may drop a constant's file pages once a kernel has cached it."""
+        return ExecutionState(self, threads, release)
 
     def run(self, feeds: Sequence[np.ndarray], state: Optional["ExecutionState"] = None) -> List[np.ndarray]:
         """Execute once; ``feeds`` in graph-input order.  Returns new arrays the caller owns."""
@@ -216,8 +218,12 @@ class ExecutionState:
 
     MAX_PLANS = 8
 
-    def __init__(self, executor: Executor, threads: Optional[int] = None):
+    def __init__(self, executor: Executor, threads: Optional[int] = None,
+                 release: Optional[Callable[[np.ndarray], None]] = None):
         self.executor = executor
+        #: called with a constant whose consumer keeps its own packed copy (see caches_inputs)
+        self._release = release
+        self._released: set = set()
         self.pool = WorkerPool(threads if threads is not None else threads_from_env())
         self._plans: Dict[tuple, _Plan] = {}
         self._env: List[Optional[np.ndarray]] = [None] * executor.n_tensors
@@ -327,10 +333,19 @@ class ExecutionState:
                 if layout is not None:
                     layout[slot] = (value.shape, value.dtype)
             del args, results
+            if self._release is not None and step.spec.caches_inputs:
+                self._release_cached(step, env)
             if layout is not None:
                 self._note_live(env)
             for slot in release_after[step.index]:
                 env[slot] = None
+
+    def _release_cached(self, step: _Step, env: List[Optional[np.ndarray]]) -> None:
+        for k in step.spec.caches_inputs:
+            slot = step.ins[k] if k < len(step.ins) else -1
+            if slot in self.executor.constant_slots and slot not in self._released:
+                self._released.add(slot)
+                self._release(env[slot])
 
     def _note_live(self, env: List[Optional[np.ndarray]]) -> None:
         constants = self.executor.constant_slots

@@ -27,6 +27,9 @@ Registration options:
 * ``data_dependent=True``: the output shape depends on input *values* (NonZero,
   TopK with a runtime k...), so the executor never preallocates for it or for
   anything downstream.
+* ``caches_inputs=(i, ...)``: once the kernel has run, it keeps its own derived
+  form of these inputs when they are model constants (packed weights) and never
+  reads the originals again, so the runtime may drop their file pages from memory.
 """
 
 from __future__ import annotations
@@ -46,17 +49,19 @@ class KernelSpec:
     out: bool = False
     prepare: Optional[Callable] = None
     data_dependent: bool = False
+    caches_inputs: tuple = ()
 
 
 KERNELS: Dict[str, KernelSpec] = {}
 
 
-def kernel(*op_types: str, out: bool = False, prepare: Optional[Callable] = None, data_dependent: bool = False):
+def kernel(*op_types: str, out: bool = False, prepare: Optional[Callable] = None, data_dependent: bool = False,
+           caches_inputs: tuple = ()):
     """Register the decorated function as the kernel of ``op_types`` (see the module doc)."""
 
     def register(fn):
         for op in op_types:
-            KERNELS[op] = KernelSpec(op, fn, out, prepare, data_dependent)
+            KERNELS[op] = KernelSpec(op, fn, out, prepare, data_dependent, tuple(caches_inputs))
         return fn
 
     return register

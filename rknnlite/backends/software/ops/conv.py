@@ -155,7 +155,7 @@ class _ConvPlan:
         self.ca = ca
         self.w_src = w
         self.b_src = b
-        self.bias = None if b is None else np.ascontiguousarray(b, dtype=np.float32).reshape(-1)
+        self.bias = None if b is None else np.array(b, dtype=np.float32).reshape(-1)  # own copy: see caches_inputs
         self.packed: Dict[object, object] = {}  # transposed? -> packed weights per group; "wino" -> U
         self.geoms: Dict[tuple, "_Geometry"] = {}
         self.lock = threading.Lock()
@@ -323,9 +323,11 @@ def _geometry(plan: _ConvPlan, x_shape, w_shape) -> _Geometry:
 
 
 #: Winograd's transformed weights take 36 * M * C floats (4x the 3x3 weights); past this
-#: size per layer, or with fewer output tiles than this (7x7 outputs: 4 tiles, weights
-#: streamed from memory for little work), the direct gather GEMM is used instead.
-_WINO_MAX_U_FLOATS = 16 * 1024 * 1024
+#: size per layer (4 MB: the memory budget of weights + activations, see tests/test_memory.py,
+#: leaves no room for 4x copies of large layers), or with fewer output tiles than this
+#: (7x7 outputs: 4 tiles, weights streamed from memory for little work), the direct
+#: gather GEMM is used instead.
+_WINO_MAX_U_FLOATS = 1024 * 1024
 _WINO_MIN_TILES = 16
 
 
@@ -547,7 +549,7 @@ def _run_depthwise(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, b
                       pt, pl, pb, pr, scratch)
 
 
-@kernel("Conv", out=True, prepare=_conv_prepare)
+@kernel("Conv", out=True, prepare=_conv_prepare, caches_inputs=(1, 2))
 def conv(inputs, attrs, out=None):
     """ONNX Conv (1-3 spatial axes, groups, dilations, pads / auto_pad, optional bias).
 
