@@ -9,10 +9,8 @@ where Lite2 refuses with "does not support simulator".
 
 from __future__ import annotations
 
-import logging
 import os
 import platform
-import sys
 from typing import List, Optional
 
 import numpy as np
@@ -22,6 +20,7 @@ from ..constants import CoreMask
 from ..errors import RKNNError, error_name
 from ..model.loader import load_model
 from ..runtime.context import Context
+from ..runtime.log import InstanceLog
 
 __all__ = ["RKNNLite"]
 
@@ -50,7 +49,7 @@ class RKNNLite:
     NPU_CORE_ALL = 0xFFFF
 
     def __init__(self, verbose: bool = False, verbose_file: Optional[str] = None):
-        self._log = _InstanceLog(verbose, verbose_file)
+        self._log = InstanceLog(_LOGGER_NAME, verbose, verbose_file, "%(levelname).1s RKNN: %(message)s")
         self._model = None
         self._ctx: Optional[Context] = None
         self._async = False
@@ -288,47 +287,3 @@ def _board_soc() -> str:
         if soc in compatible:
             return soc
     return ""
-
-
-class _InstanceLog:
-    """Messages of one RKNNLite: always to the ``rknnlite.api`` logger, and with
-    ``verbose``/``verbose_file`` also to this object's own handlers (nothing global)."""
-
-    def __init__(self, verbose: bool, verbose_file: Optional[str]):
-        self._shared = logging.getLogger(_LOGGER_NAME)
-        self._own: Optional[logging.Logger] = None
-        handlers: List[logging.Handler] = []
-        if verbose:
-            handlers.append(logging.StreamHandler(sys.stderr))
-        if verbose_file and os.path.isdir(os.path.dirname(os.path.abspath(verbose_file))):
-            handlers.append(logging.FileHandler(verbose_file))
-        if handlers:
-            own = logging.Logger(f"{_LOGGER_NAME}.instance", logging.DEBUG)  # not registered anywhere
-            for h in handlers:
-                h.setFormatter(logging.Formatter("%(levelname).1s RKNN: %(message)s"))
-                own.addHandler(h)
-            self._own = own
-
-    def _emit(self, level: int, msg: str, *args) -> None:
-        self._shared.log(level, msg, *args)
-        if self._own is not None:
-            self._own.log(level, msg, *args)
-
-    def debug(self, msg, *args):
-        self._emit(logging.DEBUG, msg, *args)
-
-    def info(self, msg, *args):
-        self._emit(logging.INFO, msg, *args)
-
-    def warning(self, msg, *args):
-        self._emit(logging.WARNING, msg, *args)
-
-    def error(self, msg, *args):
-        self._emit(logging.ERROR, msg, *args)
-
-    def close(self) -> None:
-        if self._own is not None:
-            for h in list(self._own.handlers):
-                h.close()
-                self._own.removeHandler(h)
-            self._own = None

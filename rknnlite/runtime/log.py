@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+from typing import List, Optional
 
-__all__ = ["logger", "LOG_LEVELS", "TRACE", "apply_env_level"]
+__all__ = ["logger", "LOG_LEVELS", "TRACE", "apply_env_level", "InstanceLog"]
 
 logger = logging.getLogger("rknnlite")
 # The library convention: without it, logging's last-resort handler would print our
@@ -42,3 +44,55 @@ def apply_env_level(environ=os.environ) -> int | None:
     level = LOG_LEVELS[min(max(value, 0), 5)]
     logger.setLevel(level)
     return level
+
+
+class InstanceLog:
+    """Messages of one API object (``RKNNLite``, the toolkit's ``RKNN``).
+
+    They always go to the named package logger (``rknnlite.api``, ``rknnlite.toolkit``);
+    with ``verbose`` also to stderr and with ``verbose_file`` to that file (ignored when
+    its directory does not exist, as Lite2 does), through handlers of a private logger
+    that is registered nowhere: nothing global changes.
+    """
+
+    def __init__(self, name: str, verbose: bool = False, verbose_file: Optional[str] = None,
+                 fmt: str = "%(levelname).1s %(message)s"):
+        self._shared = logging.getLogger(name)
+        self._own: Optional[logging.Logger] = None
+        handlers: List[logging.Handler] = []
+        if verbose:
+            handlers.append(logging.StreamHandler(sys.stderr))
+        if verbose_file and os.path.isdir(os.path.dirname(os.path.abspath(verbose_file))):
+            handlers.append(logging.FileHandler(verbose_file))
+        if handlers:
+            own = logging.Logger(f"{name}.instance", logging.DEBUG)
+            for h in handlers:
+                h.setFormatter(logging.Formatter(fmt))
+                own.addHandler(h)
+            self._own = own
+
+    def log(self, level: int, msg: str, *args, exc_info=False) -> None:
+        """Log to the package logger and, when verbose, to this object's own outputs."""
+        self._shared.log(level, msg, *args, exc_info=exc_info)
+        if self._own is not None:
+            self._own.log(level, msg, *args, exc_info=exc_info)
+
+    def debug(self, msg: str, *args) -> None:
+        self.log(logging.DEBUG, msg, *args)
+
+    def info(self, msg: str, *args) -> None:
+        self.log(logging.INFO, msg, *args)
+
+    def warning(self, msg: str, *args) -> None:
+        self.log(logging.WARNING, msg, *args)
+
+    def error(self, msg: str, *args, exc_info=False) -> None:
+        self.log(logging.ERROR, msg, *args, exc_info=exc_info)
+
+    def close(self) -> None:
+        """Close this object's own handlers (idempotent)."""
+        if self._own is not None:
+            for h in list(self._own.handlers):
+                h.close()
+                self._own.removeHandler(h)
+            self._own = None

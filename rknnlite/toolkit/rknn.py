@@ -19,15 +19,14 @@ Differences from the vendor toolkit (this is the first path; see the docstrings)
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 
 from .._version import __version__
 from ..errors import RKNNError
+from ..runtime.log import InstanceLog
 
 __all__ = ["RKNN", "TARGET_PLATFORMS"]
 
@@ -70,7 +69,7 @@ class RKNN:
     NPU_CORE_ALL = 0xFFFF
 
     def __init__(self, verbose: bool = False, verbose_file: Optional[str] = None):
-        self._log = _InstanceLog(verbose, verbose_file)
+        self._log = InstanceLog(_LOGGER_NAME, verbose, verbose_file)
         self._config: Optional[Dict[str, Any]] = None
         self._imported = None
         self._model_bytes: Optional[bytes] = None
@@ -472,47 +471,3 @@ def _per_input_values(values, what: str) -> Optional[List[List[float]]]:
             raise ValueError(f"{what}[{i}] must be a non-empty list of numbers, not {row!r}")
         rows.append([float(v) for v in row])
     return rows
-
-
-class _InstanceLog:
-    """Messages of one RKNN: always to the ``rknnlite.toolkit`` logger, and with
-    ``verbose``/``verbose_file`` also to this object's own handlers (nothing global)."""
-
-    def __init__(self, verbose: bool, verbose_file: Optional[str]):
-        self._shared = logging.getLogger(_LOGGER_NAME)
-        self._own: Optional[logging.Logger] = None
-        handlers: List[logging.Handler] = []
-        if verbose:
-            handlers.append(logging.StreamHandler(sys.stderr))
-        if verbose_file and os.path.isdir(os.path.dirname(os.path.abspath(verbose_file))):
-            handlers.append(logging.FileHandler(verbose_file))
-        if handlers:
-            own = logging.Logger(f"{_LOGGER_NAME}.instance", logging.DEBUG)  # not registered anywhere
-            for h in handlers:
-                h.setFormatter(logging.Formatter("%(levelname).1s %(message)s"))
-                own.addHandler(h)
-            self._own = own
-
-    def _emit(self, level: int, msg: str, *args, exc_info=False) -> None:
-        self._shared.log(level, msg, *args, exc_info=exc_info)
-        if self._own is not None:
-            self._own.log(level, msg, *args, exc_info=exc_info)
-
-    def debug(self, msg, *args):
-        self._emit(logging.DEBUG, msg, *args)
-
-    def info(self, msg, *args):
-        self._emit(logging.INFO, msg, *args)
-
-    def warning(self, msg, *args):
-        self._emit(logging.WARNING, msg, *args)
-
-    def error(self, msg, *args, exc_info=False):
-        self._emit(logging.ERROR, msg, *args, exc_info=exc_info)
-
-    def close(self) -> None:
-        if self._own is not None:
-            for h in list(self._own.handlers):
-                h.close()
-                self._own.removeHandler(h)
-            self._own = None
