@@ -492,19 +492,13 @@ def _tensor_value(t, what: str) -> np.ndarray:
 
 def _constant_node_value(node, opset: int) -> np.ndarray:
     label = node.name or node.output[0]
-    attrs: Dict[str, Any] = node_attrs(node, opset)
-    attrs.pop("_opset", None)
     for a in node.attribute:
         if a.name == "value":
-            return _tensor_value(a.t, f"Constant node {label!r}")
-    if "value_float" in attrs:
-        return np.array(attrs["value_float"], np.float32)
-    if "value_floats" in attrs:
-        return np.array(attrs["value_floats"], np.float32)
-    if "value_int" in attrs:
-        return np.array(attrs["value_int"], np.int64)
-    if "value_ints" in attrs:
-        return np.array(attrs["value_ints"], np.int64)
-    kinds = ", ".join(sorted(attrs)) or "no value"
-    raise ModelInvalidError(f"Constant node {label!r} has {kinds}; the runtime supports numeric tensors only",
-                            op=_OP)
+            return _tensor_value(a.t, f"Constant node {label!r}")  # exact dtype, element type checked
+    from ..backends.software.ops import KERNELS
+
+    spec = KERNELS["Constant"]  # value_float(s) / value_int(s); clear errors for the rest
+    try:
+        return spec.fn([], spec.prepare(node_attrs(node, opset), []))[0]
+    except ModelInvalidError as e:
+        raise ModelInvalidError(f"Constant node {label!r}: {e.message}", op=_OP) from None

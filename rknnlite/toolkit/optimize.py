@@ -105,7 +105,8 @@ def fold_constants(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] =
 
 def _fold_node(node: Node, consts, shapes, kernels) -> Optional[List[np.ndarray]]:
     if node.op == "Constant":
-        return [_constant_attr(node)]
+        spec = kernels["Constant"]
+        return spec.fn([], spec.prepare(dict(node.attrs), []))
     if node.op in ("Shape", "Size") and node.inputs and node.inputs[0] not in consts:
         shape = shapes.get(node.inputs[0])
         if shape is None or any(int(d) < 0 for d in shape):
@@ -152,21 +153,6 @@ def _shape_slice(shape: Tuple[int, ...], attrs) -> Tuple[int, ...]:
     start = min(max(start + r if start < 0 else start, 0), r)
     end = min(max(end + r if end < 0 else end, 0), r)
     return shape[start:end]
-
-
-def _constant_attr(node: Node) -> np.ndarray:
-    a = node.attrs
-    if "value" in a:
-        return np.asarray(a["value"])
-    if "value_float" in a:
-        return np.array(a["value_float"], np.float32)
-    if "value_floats" in a:
-        return np.array(a["value_floats"], np.float32)
-    if "value_int" in a:
-        return np.array(a["value_int"], np.int64)
-    if "value_ints" in a:
-        return np.array(a["value_ints"], np.int64)
-    raise ModelInvalidError(f"Constant node {node.name!r} has no numeric value", op="build")
 
 
 def _dropout_is_inference(node: Node, consts) -> bool:
