@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import median_ms  # noqa: E402
 from rknnlite.model import envelope  # noqa: E402
 from rknnlite.model.graph import Graph, Node  # noqa: E402
 from rknnlite.model.loader import load_model  # noqa: E402
@@ -45,15 +45,6 @@ def big_model(size_mb: int):
     graph = Graph(nodes, ["x"], [prev], weights)
     meta = build_metadata([TensorSpec("x", (1, 1024), "float32")], [TensorSpec(prev, (1, 1024), "float32")])
     return write_portable(meta, graph), weights
-
-
-def median_ms(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
 
 
 def main() -> int:

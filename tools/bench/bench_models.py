@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rknnlite  # noqa: E402
+from common import median_ms  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 
 LIGHT = ["resnet50", "densenet121", "inception_v1", "inception_v2", "vgg19", "shufflenet", "squeezenet",
@@ -58,17 +58,6 @@ def convert(path: Path, float_dtype: str, out_dir: str) -> str:
     return out
 
 
-def median_ms(fn, runs: int) -> float:
-    for _ in range(2):
-        fn()
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(LIGHT))
@@ -89,15 +78,15 @@ def main() -> int:
             path, feeds = light_model(name)
             x = [np.asarray(v) for v in feeds.values()]
             session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-            ort_ms = median_ms(lambda: session.run(None, feeds), args.runs)
+            ort_ms = median_ms(lambda: session.run(None, feeds), args.runs, warmup=2)
             f32, f16 = convert(path, "float32", tmp), convert(path, "float16", tmp)
             with rknnlite.Context(f32) as c32, rknnlite.Context(f16) as c16:
-                ms32 = median_ms(lambda: c32.run(x), args.runs)
-                ms16 = median_ms(lambda: c16.run(x), args.runs)
+                ms32 = median_ms(lambda: c32.run(x), args.runs, warmup=2)
+                ms16 = median_ms(lambda: c16.run(x), args.runs, warmup=2)
             os.environ["RKNNLITE_NUM_THREADS"] = str(args.threads)
             try:
                 with rknnlite.Context(f32) as cmt:
-                    ms_mt = median_ms(lambda: cmt.run(x), args.runs)
+                    ms_mt = median_ms(lambda: cmt.run(x), args.runs, warmup=2)
             finally:
                 del os.environ["RKNNLITE_NUM_THREADS"]
             rows.append((name, ort_ms, ms32, ms16, ms_mt))
