@@ -38,7 +38,8 @@ def _all_cases():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return tuple(collect_testcases())
+        # None = every op; older onnx releases (the last for Python 3.9) require the argument
+        return tuple(collect_testcases(None))
 
 
 def node_cases(op_type: str) -> List:
@@ -51,9 +52,28 @@ def node_cases(op_type: str) -> List:
     return out
 
 
+def onnx_version() -> tuple:
+    """The installed onnx release as ``(major, minor)``."""
+    import onnx
+
+    return tuple(int(p) for p in onnx.__version__.split(".")[:2])
+
+
+#: Cases whose expected outputs older onnx releases (the last ones for Python 3.9) got
+#: wrong, with the release that fixed them: the kernels follow the operator text.
+_STALE_EXPECTATIONS = {
+    "test_l2normalization_axis_0": ((1, 20), "expects nan for a zero vector; the operator defines 0"),
+}
+
+
 def unsupported_reason(case) -> Optional[str]:
-    """Why a case is out of scope for an NPU runtime (an element type it lacks), or None."""
+    """Why a case is out of scope for an NPU runtime (an element type it lacks), or why its
+    expected output cannot be trusted with the installed onnx; None when it is usable."""
     from onnx import TensorProto
+
+    stale = _STALE_EXPECTATIONS.get(case.name)
+    if stale is not None and onnx_version() < stale[0]:
+        return f"onnx {'.'.join(map(str, onnx_version()))} {stale[1]} (fixed in {'.'.join(map(str, stale[0]))})"
 
     g = case.model.graph
     for vi in list(g.input) + list(g.output):

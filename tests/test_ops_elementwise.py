@@ -7,9 +7,9 @@ import warnings
 
 import numpy as np
 import pytest
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto
 
-from onnx_cases import assert_matches, kernel_params, run_with_kernels
+from onnx_cases import as_array, assert_matches, kernel_params, run_with_kernels
 from rknnlite.backends.software.ops import KERNELS
 from rknnlite.backends.software.ops import elementwise as ew
 from rknnlite.errors import ModelInvalidError
@@ -20,56 +20,18 @@ OPS = (
     "GreaterOrEqual LessOrEqual Not And Or Cast Softmax LogSoftmax"
 ).split()
 
-# Official cases left out on purpose, with the reason.  onnx >= 1.20 added 2-bit
-# integer types; like UINT4/INT4 (which onnx_cases already treats as unsupported)
-# the NPU runtime has no tensor type for them, so a model can neither feed nor
-# produce one.
-EXCLUDED = {
-    f"test_{kind}_{src}_to_{dst}{suffix}": "2-bit integer element type (UINT2/INT2): no runtime tensor type"
-    for kind, suffix in (("cast", ""), ("castlike", "_expanded"))
-    for src, dst in (
-        ("FLOAT", "UINT2"), ("FLOAT16", "UINT2"), ("FLOAT", "INT2"), ("FLOAT16", "INT2"),
-        ("UINT2", "FLOAT"), ("UINT2", "FLOAT16"), ("UINT2", "UINT8"),
-        ("INT2", "FLOAT"), ("INT2", "FLOAT16"), ("INT2", "INT8"),
-    )
-}
-
-
-def _params():
-    out = []
-    for p in kernel_params(OPS):
-        case, k = p.values
-        if case.name in EXCLUDED:
-            continue
-        out.append(p)
-    return out
-
-
-PARAMS = _params()
-
-
-def _np(x):
-    """Case data as numpy (newer onnx stores some Cast cases as TensorProto)."""
-    return numpy_helper.to_array(x) if isinstance(x, TensorProto) else np.asarray(x)
+PARAMS = kernel_params(OPS)  # 2-bit and other type-less cases are left out by onnx_cases
 
 
 def _case_data(case, k):
     inputs, expected = case.data_sets[k]
-    return [_np(x) for x in inputs], [_np(x) for x in expected]
+    return [as_array(x) for x in inputs], [as_array(x) for x in expected]
 
 
 def _readonly(x):
     x = np.array(x)
     x.setflags(write=False)
     return x
-
-
-def test_excluded_cases_exist():
-    """The exclusion list names real cases (so it is revisited if onnx renames them)."""
-    from onnx_cases import node_cases
-
-    names = {c.name for c in node_cases("Cast")}
-    assert set(EXCLUDED) <= names
 
 
 def test_every_op_registered_with_out():
