@@ -12,6 +12,11 @@
 * ``im2col`` / ``col2im``: unfold / fold-and-accumulate one image (up to 3 spatial
   dims) for convolution and transposed convolution via BLAS.
 * ``depthwise``: direct depthwise (grouped, one input channel per group) convolution.
+* ``winograd_weights`` / ``winograd_input`` / ``winograd_output``: Winograd F(4x4, 3x3)
+  and F(2x2, 3x3) transforms around ``gather_gemm_batch``.
+* Fused activations (``act`` arguments, see ``ACT_CLIP`` / ``ACT_LEAKY``): Relu, Clip and
+  LeakyRelu applied by the output stages above while the values are in registers or in
+  cache; ``bias_act`` does the same after a BLAS product.
 """
 
 import numpy as np
@@ -59,6 +64,31 @@ cdef extern from *:
     #endif
         return 0;
     }
+
+    /* ---------------------------------------------------------------- fused activation
+       Applied by every output stage (micro-kernel stores, Winograd output transform,
+       depthwise, BLAS bias pass) to the finished values: kind 1 clips to [lo, hi] as
+       min(max(x, lo), hi) (Relu: lo = 0, hi = +inf), kind 2 is LeakyRelu (x < 0 ? alpha*x : x).
+       The operand order keeps nan: max(lo, x) and min(hi, x) return x when x is nan,
+       like numpy's maximum / minimum.  A NULL rk_act (or kind 0) applies nothing. */
+    typedef struct { int kind; float lo, hi, alpha; } rk_act;
+
+    #define RK_ACT_BODY {                                                                   \
+        if (!a || a->kind == 0) return;                                                     \
+        if (a->kind == 1) {                                                                 \
+            float lo = a->lo, hi = a->hi;                                                   \
+            for (long i = 0; i < n; i++) {                                                  \
+                float v = p[i];                                                             \
+                v = lo > v ? lo : v;                                                        \
+                p[i] = hi < v ? hi : v;                                                     \
+            }                                                                               \
+        } else {                                                                            \
+            float al = a->alpha;                                                            \
+            for (long i = 0; i < n; i++) { float v = p[i]; p[i] = v < 0.0f ? v * al : v; }  \
+        }                                                                                   \
+    }
+    /* p[i] = act(p[i]) for i < n (cache-hot data: a just-written plane or tile) */
+    static void rk_act_apply(float *p, long n, const rk_act *a) RK_ACT_BODY
 
     /* ---------------------------------------------------------------- im2col / col2im
        Image (C, D, H, W), channels cs floats apart; output grid (OD, OH, OW); tap (a, i, j) of channel c reads
@@ -294,12 +324,13 @@ cdef extern from *:
                     }                                                                       \
                 }                                                                           \
             }                                                                               \
+            if (act) rk_act_apply(ym, OH * OW, act);                                        \
         }
 
     #define RK_DW_ARGS const float *x, long C, long H, long W, const float *w, long M, long mult,   \
                        long kh, long kw, long sh, long sw, long dh, long dw,                        \
                        long pt, long pl, long pb, long pr, long OH, long OW,                        \
-                       const float *bias, float *y, float *pad
+                       const float *bias, float *y, float *pad, const rk_act *act
 
     static void rk_depthwise_generic(RK_DW_ARGS) { RK_DW_BODY }
     #if RK_X86
@@ -308,71 +339,111 @@ cdef extern from *:
     #endif
 
     #if RK_X86
-    /* One channel of a 3x3 undilated depthwise convolution, stride 1 or 2 along x (any along y),
-       from a zero-padded plane `src` (row stride ld, at least 48 floats of slack after the
-       last row). */
-    __attribute__((target("avx512f")))
-    static void rk_dw3x3_512(const float *src, long ld, long OH, long OW, long sh, long sw,
-                             const float *wm, float b0, float *out) {
-        __m512 w[9];
-        for (int t = 0; t < 9; t++) w[t] = _mm512_set1_ps(wm[t]);
-        const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-        __m512 bias = _mm512_set1_ps(b0);
-        for (long oy = 0; oy < OH; oy++) {
-            const float *r0 = src + oy * sh * ld, *r1 = r0 + ld, *r2 = r1 + ld;
-            float *o = out + oy * OW;
-            for (long ox = 0; ox < OW; ox += 16) {
-                __mmask16 m = (OW - ox) >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (OW - ox)) - 1u);
-                __m512 acc = bias;
-                if (sw == 1) {
-                    const float *rows[3] = {r0 + ox, r1 + ox, r2 + ox};
-                    for (int i = 0; i < 3; i++) {
-                        acc = _mm512_fmadd_ps(w[3 * i], _mm512_loadu_ps(rows[i]), acc);
-                        acc = _mm512_fmadd_ps(w[3 * i + 1], _mm512_loadu_ps(rows[i] + 1), acc);
-                        acc = _mm512_fmadd_ps(w[3 * i + 2], _mm512_loadu_ps(rows[i] + 2), acc);
-                    }
-                } else {
-                    const float *rows[3] = {r0 + 2 * ox, r1 + 2 * ox, r2 + 2 * ox};
-                    for (int i = 0; i < 3; i++) {
-                        __m512 v0 = _mm512_loadu_ps(rows[i]), v1 = _mm512_loadu_ps(rows[i] + 16);
-                        __m512 u0 = _mm512_loadu_ps(rows[i] + 2), u1 = _mm512_loadu_ps(rows[i] + 18);
-                        acc = _mm512_fmadd_ps(w[3 * i], _mm512_permutex2var_ps(v0, ev, v1), acc);
-                        acc = _mm512_fmadd_ps(w[3 * i + 1], _mm512_permutex2var_ps(v0, od, v1), acc);
-                        acc = _mm512_fmadd_ps(w[3 * i + 2], _mm512_permutex2var_ps(u0, ev, u1), acc);
-                    }
-                }
-                _mm512_mask_storeu_ps(o + ox, m, acc);
-            }
-        }
+    static inline __mmask16 rk_mask16(int lo, int hi) {   /* lanes [lo, hi) of 16 */
+        if (hi <= lo) return 0;
+        unsigned m = hi >= 16 ? 0xFFFFu : ((1u << hi) - 1u);
+        return (__mmask16)(m & ~((1u << lo) - 1u));
     }
 
-    /* Depthwise 3x3 (stride 1 or 2 along x, undilated) for AVX-512: every channel goes through a
-       padded copy (pad: (H + pt + pb + 1) * (W + pl + pr) + 64 floats). */
+    /* Activation of a register (see rk_act; a non-NULL act with kind 1 or 2). */
+    __attribute__((target("avx512f")))
+    static inline __m512 rk_act512(__m512 v, const rk_act *a) {
+        if (a->kind == 1) return _mm512_min_ps(_mm512_set1_ps(a->hi), _mm512_max_ps(_mm512_set1_ps(a->lo), v));
+        return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v, _mm512_set1_ps(a->alpha));
+    }
+
+    /* Depthwise 3x3 (undilated, stride 1 or 2 along x, 1 or 2 along y) for AVX-512, straight from
+       the image: columns in the padding are masked to zero, rows in the padding read a zero row
+       (no padded copy).  Four output rows at a time: every input row is loaded once (three
+       column-shifted vectors) for all the output rows it feeds, and the four accumulation
+       chains run in parallel; each output still sums its taps in row-major order. */
+    #define RK_DW3_ROWS(SH)                                                                        \
+        for (long oy0 = 0; oy0 < OH; oy0 += 4) {                                                   \
+            long base = oy0 * (SH) - pt;                                                           \
+            __m512 acc0 = bias0, acc1 = bias0, acc2 = bias0, acc3 = bias0;                         \
+            _Pragma("GCC unroll 16")                                                               \
+            for (int k = 0; k < 3 * (SH) + 3; k++) {                                               \
+                long ir = base + k;                                                                \
+                const float *row = (ir >= 0 && ir < H) ? xc + ir * W : zero_row;                   \
+                __m512 t0, t1, t2;                                                                 \
+                if (sw == 1) {                                                                     \
+                    t0 = _mm512_maskz_loadu_ps(cm[0][0], row + c0[0]);                             \
+                    t1 = _mm512_maskz_loadu_ps(cm[1][0], row + c0[1]);                             \
+                    t2 = _mm512_maskz_loadu_ps(cm[2][0], row + c0[2]);                             \
+                } else {                                                                           \
+                    __m512 v0 = _mm512_maskz_loadu_ps(cm[0][0], row + c0[0]);                      \
+                    __m512 v1 = _mm512_maskz_loadu_ps(cm[0][1], row + c0[0] + 16);                 \
+                    __m512 u0 = _mm512_maskz_loadu_ps(cm[2][0], row + c0[2]);                      \
+                    __m512 u1 = _mm512_maskz_loadu_ps(cm[2][1], row + c0[2] + 16);                 \
+                    t0 = _mm512_permutex2var_ps(v0, ev, v1);                                       \
+                    t1 = _mm512_permutex2var_ps(v0, od, v1);                                       \
+                    t2 = _mm512_permutex2var_ps(u0, ev, u1);                                       \
+                }                                                                                  \
+                RK_DW3_TAP(acc0, k);                                                               \
+                RK_DW3_TAP(acc1, k - (SH));                                                        \
+                RK_DW3_TAP(acc2, k - 2 * (SH));                                                    \
+                RK_DW3_TAP(acc3, k - 3 * (SH));                                                    \
+            }                                                                                      \
+            __m512 res[4] = {acc0, acc1, acc2, acc3};                                              \
+            for (long r = 0; r < 4 && oy0 + r < OH; r++) {                                         \
+                __m512 v = act ? rk_act512(res[r], act) : res[r];                                  \
+                _mm512_mask_storeu_ps(ym + (oy0 + r) * OW + ox, om, v);                            \
+            }                                                                                      \
+        }
+    /* tap row I (a compile-time constant after unrolling) of one output row */
+    #define RK_DW3_TAP(ACC, I)                                                                     \
+        if ((I) >= 0 && (I) <= 2) {                                                                \
+            ACC = _mm512_fmadd_ps(wv[3 * ((I) < 0 ? 0 : (I) > 2 ? 2 : (I))], t0, ACC);              \
+            ACC = _mm512_fmadd_ps(wv[3 * ((I) < 0 ? 0 : (I) > 2 ? 2 : (I)) + 1], t1, ACC);          \
+            ACC = _mm512_fmadd_ps(wv[3 * ((I) < 0 ? 0 : (I) > 2 ? 2 : (I)) + 2], t2, ACC);          \
+        }
+
     __attribute__((target("avx512f")))
     static void rk_depthwise3x3_512(RK_DW_ARGS) {
-        long HP = H + pt + pb, WP = W + pl + pr;
-        memset(pad, 0, ((HP + 1) * WP + 64) * sizeof(float));
+        const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        (void)pb; (void)pr; (void)kh; (void)kw; (void)dh; (void)dw; (void)C;
+        /* a zero row, long enough for every masked read of a padding row */
+        const float *zero_row = pad + 16;
+        memset(pad, 0, (W + 64) * sizeof(float));
         for (long m = 0; m < M; m++) {
-            if (m % mult == 0) {
-                const float *xc = x + (m / mult) * H * W;
-                for (long r = 0; r < H; r++) memcpy(pad + (r + pt) * WP + pl, xc + r * W, W * sizeof(float));
+            const float *xc = x + (m / mult) * H * W;
+            const float *wm = w + m * 9;
+            __m512 wv[9];
+            for (int t = 0; t < 9; t++) wv[t] = _mm512_set1_ps(wm[t]);
+            __m512 bias0 = _mm512_set1_ps(bias ? bias[m] : 0.0f);
+            float *ym = y + m * OH * OW;
+            for (long ox = 0; ox < OW; ox += 16) {
+                int nv = (int)RK_MIN(16, OW - ox);
+                __mmask16 om = rk_mask16(0, nv);
+                /* lane l of tap column j reads image column c0[j] + l (sw == 1), or element l of
+                   the 32 floats from c0[j] (sw == 2); valid when inside [0, W) */
+                __mmask16 cm[3][2];
+                long c0[3];
+                for (int j = 0; j < 3; j++) {
+                    long c = sw == 1 ? ox - pl + j : 2 * ox - pl + (j == 2 ? 2 : 0);
+                    long lo = -c, hi = W - c;
+                    c0[j] = c;
+                    cm[j][0] = rk_mask16((int)RK_MAX(0, RK_MIN(16, lo)), (int)RK_MAX(0, RK_MIN(16, hi)));
+                    cm[j][1] = rk_mask16((int)RK_MAX(0, RK_MIN(16, lo - 16)), (int)RK_MAX(0, RK_MIN(16, hi - 16)));
+                    if (sw == 1) cm[j][0] &= om;
+                }
+                if (sh == 1) { RK_DW3_ROWS(1) } else { RK_DW3_ROWS(2) }
             }
-            rk_dw3x3_512(pad, WP, OH, OW, sh, sw, w + m * 9, bias ? bias[m] : 0.0f, y + m * OH * OW);
         }
     }
     #endif
 
     static void rk_depthwise(int isa, RK_DW_ARGS) {
     #if RK_X86
-        if (isa >= 2 && kh == 3 && kw == 3 && dh == 1 && dw == 1 && (sw == 1 || sw == 2)) {
-            rk_depthwise3x3_512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad);
+        if (isa >= 2 && kh == 3 && kw == 3 && dh == 1 && dw == 1 && (sw == 1 || sw == 2) && (sh == 1 || sh == 2)) {
+            rk_depthwise3x3_512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act);
             return;
         }
-        if (isa >= 2) { rk_depthwise_avx512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad); return; }
-        if (isa == 1) { rk_depthwise_avx2(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad); return; }
+        if (isa >= 2) { rk_depthwise_avx512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act); return; }
+        if (isa == 1) { rk_depthwise_avx2(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act); return; }
     #endif
-        rk_depthwise_generic(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad);
+        rk_depthwise_generic(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act);
     }
 
     /* ---------------------------------------------------------------- Winograd F(4x4, 3x3)
@@ -459,6 +530,7 @@ cdef extern from *:
                     r3[t] = b0 + n12 + 8.0f * n34 + m5;                                         \
                 }                                                                               \
             }                                                                                   \
+            if (act) rk_act_apply(s2, 16 * T, act);                                             \
             long full = RK_MIN(TW, OW / 4);                                                     \
             for (long ty = 0; ty < TH; ty++) {                                                  \
                 for (long i = 0; i < 4; i++) {                                                  \
@@ -476,7 +548,7 @@ cdef extern from *:
         }
 
     #define RK_WOUT_ARGS const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW, \
-                         const float *bias, float *y, float *buf
+                         const float *bias, float *y, float *buf, const rk_act *act
 
     static void rk_wino_in_generic(RK_WIN_ARGS) { RK_WIN_BODY }
     static void rk_wino_out_generic(RK_WOUT_ARGS) { RK_WOUT_BODY }
@@ -497,10 +569,186 @@ cdef extern from *:
 
     static void rk_wino_out(int isa, RK_WOUT_ARGS) {
     #if RK_X86
-        if (isa >= 2) { rk_wino_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf); return; }
-        if (isa == 1) { rk_wino_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf); return; }
+        if (isa >= 2) { rk_wino_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act); return; }
+        if (isa == 1) { rk_wino_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act); return; }
     #endif
-        rk_wino_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf);
+        rk_wino_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act);
+    }
+
+    /* ---------------------------------------------------------------- Winograd F(2x2, 3x3)
+       Same layout with 2x2 output tiles and 4x4 patches (16 transformed components,
+       xi = 4a + b): S is split into 2 x 2 phases, S[c][r][e][y][u] = x[c][2y + r - pt][2u + e - pl];
+       V = B^T d B with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]; Y = A^T M A with
+       A^T = [1 1 1 0; 0 1 -1 -1].  buf: 16 * Tg floats (input), 12 * T floats (output). */
+    #define RK_WIN2_BODY                                                                        \
+        long Ws = TW + 1, plane = (TH + 1) * (TW + 1), Tg = TH * Ws;                            \
+        float *tmp = buf;                                                                       \
+        for (long c = 0; c < C; c++) {                                                          \
+            const float *sc = S + c * 4 * plane;                                                \
+            for (long j = 0; j < 4; j++) {                                                      \
+                const float *d[4];                                                              \
+                for (long i = 0; i < 4; i++)                                                    \
+                    d[i] = sc + ((i % 2) * 2 + j % 2) * plane + (i / 2) * Ws + j / 2;           \
+                const float *d0 = d[0], *d1 = d[1], *d2 = d[2], *d3 = d[3];                     \
+                float *t0 = tmp + j * Tg, *t1 = t0 + 4 * Tg, *t2 = t1 + 4 * Tg, *t3 = t2 + 4 * Tg; \
+                for (long q = 0; q < Tg; q++) {                                                 \
+                    float a0 = d0[q], a1 = d1[q], a2 = d2[q], a3 = d3[q];                       \
+                    t0[q] = a0 - a2; t1[q] = a1 + a2; t2[q] = a2 - a1; t3[q] = a1 - a3;         \
+                }                                                                               \
+            }                                                                                   \
+            for (long a = 0; a < 4; a++) {                                                      \
+                const float *e0 = tmp + a * 4 * Tg, *e1 = e0 + Tg, *e2 = e1 + Tg, *e3 = e2 + Tg; \
+                float *v0 = V + (4 * a) * ldv + c * Tg;                                         \
+                float *v1 = v0 + ldv, *v2 = v1 + ldv, *v3 = v2 + ldv;                           \
+                for (long q = 0; q < Tg; q++) {                                                 \
+                    float a0 = e0[q], a1 = e1[q], a2 = e2[q], a3 = e3[q];                       \
+                    v0[q] = a0 - a2; v1[q] = a1 + a2; v2[q] = a2 - a1; v3[q] = a1 - a3;         \
+                }                                                                               \
+            }                                                                                   \
+        }
+
+    #define RK_WOUT2_BODY                                                                       \
+        long T = TH * TW;                                                                       \
+        float *s1 = buf, *s2 = buf + 8 * T;                                                     \
+        for (long m = 0; m < M; m++) {                                                          \
+            float b0 = bias ? bias[m] : 0.0f;                                                   \
+            float *ym = y + m * OH * OW;                                                        \
+            for (long a = 0; a < 4; a++) {                                                      \
+                const float *q0 = Mt + (4 * a) * ldx + m * T;                                   \
+                const float *q1 = q0 + ldx, *q2 = q1 + ldx, *q3 = q2 + ldx;                     \
+                float *r0 = s1 + a * 2 * T, *r1 = r0 + T;                                       \
+                for (long t = 0; t < T; t++) {                                                  \
+                    float m1 = q1[t], m2 = q2[t];                                               \
+                    r0[t] = q0[t] + m1 + m2;                                                    \
+                    r1[t] = m1 - m2 - q3[t];                                                    \
+                }                                                                               \
+            }                                                                                   \
+            for (long j = 0; j < 2; j++) {                                                      \
+                const float *q0 = s1 + j * T, *q1 = q0 + 2 * T, *q2 = q1 + 2 * T, *q3 = q2 + 2 * T; \
+                float *r0 = s2 + j * T, *r1 = r0 + 2 * T;                                       \
+                for (long t = 0; t < T; t++) {                                                  \
+                    float m1 = q1[t], m2 = q2[t];                                               \
+                    r0[t] = b0 + (q0[t] + m1 + m2);                                             \
+                    r1[t] = b0 + (m1 - m2 - q3[t]);                                             \
+                }                                                                               \
+            }                                                                                   \
+            if (act) rk_act_apply(s2, 4 * T, act);                                              \
+            long full = RK_MIN(TW, OW / 2);                                                     \
+            for (long ty = 0; ty < TH; ty++) {                                                  \
+                for (long i = 0; i < 2; i++) {                                                  \
+                    long row = 2 * ty + i;                                                      \
+                    if (row >= OH) break;                                                       \
+                    float *yr = ym + row * OW;                                                  \
+                    const float *o0 = s2 + (2 * i) * T + ty * TW, *o1 = o0 + T;                 \
+                    for (long tx = 0; tx < full; tx++) { yr[2 * tx] = o0[tx]; yr[2 * tx + 1] = o1[tx]; } \
+                    if (2 * full < OW) yr[2 * full] = o0[full];                                 \
+                }                                                                               \
+            }                                                                                   \
+        }
+
+    static void rk_wino2_in_generic(RK_WIN_ARGS) { RK_WIN2_BODY }
+    static void rk_wino2_out_generic(RK_WOUT_ARGS) { RK_WOUT2_BODY }
+    #if RK_X86
+    __attribute__((target("avx2,fma"))) static void rk_wino2_in_avx2(RK_WIN_ARGS) { RK_WIN2_BODY }
+    __attribute__((target("avx2,fma"))) static void rk_wino2_out_avx2(RK_WOUT_ARGS) { RK_WOUT2_BODY }
+    __attribute__((target("avx512f"))) static void rk_wino2_in_avx512(RK_WIN_ARGS) { RK_WIN2_BODY }
+    __attribute__((target("avx512f"))) static void rk_wino2_out_avx512(RK_WOUT_ARGS) { RK_WOUT2_BODY }
+    #endif
+
+    static void rk_wino2_in(int isa, RK_WIN_ARGS) {
+    #if RK_X86
+        if (isa >= 2) { rk_wino2_in_avx512(S, C, TH, TW, V, ldv, buf); return; }
+        if (isa == 1) { rk_wino2_in_avx2(S, C, TH, TW, V, ldv, buf); return; }
+    #endif
+        rk_wino2_in_generic(S, C, TH, TW, V, ldv, buf);
+    }
+
+    static void rk_wino2_out(int isa, RK_WOUT_ARGS) {
+    #if RK_X86
+        if (isa >= 2) { rk_wino2_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act); return; }
+        if (isa == 1) { rk_wino2_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act); return; }
+    #endif
+        rk_wino2_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act);
+    }
+
+    /* Winograd input split, S[c][r][e][y][u] = x[c][t*y + r - pt][t*u + e - pl] (0 outside the
+       image), planes (Hs, Ws), t = 2 or 4: rk_phase_split's layout, but each image row is read
+       once and dealt to its t column phases with vector permutes (the generic split copies
+       every phase element by element). */
+    #if RK_X86
+    __attribute__((target("avx512f")))
+    static void rk_wino_split_512(const float *x, long C, long H, long W, long t, long pt, long pl,
+                                  long Hs, long Ws, float *S) {
+        const __m512i ix4[4] = {
+            _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0),
+            _mm512_setr_epi32(1, 5, 9, 13, 17, 21, 25, 29, 0, 0, 0, 0, 0, 0, 0, 0),
+            _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 0, 0, 0, 0, 0, 0, 0, 0),
+            _mm512_setr_epi32(3, 7, 11, 15, 19, 23, 27, 31, 0, 0, 0, 0, 0, 0, 0, 0)};
+        const __m512i jx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+        const __m512i ix2[2] = {
+            _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+            _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)};
+        long plane = Hs * Ws;
+        for (long c = 0; c < C; c++)
+        for (long y = 0; y < Hs; y++)
+        for (long r = 0; r < t; r++) {
+            long iy = t * y + r - pt;
+            float *dst = S + (c * t + r) * t * plane + y * Ws;   /* phase (r, e) at dst + e * plane */
+            if (iy < 0 || iy >= H) {
+                for (long e = 0; e < t; e++) memset(dst + e * plane, 0, Ws * sizeof(float));
+                continue;
+            }
+            const float *src = x + (c * H + iy) * W;
+            for (long u0 = 0; u0 < Ws; u0 += 16) {
+                __mmask16 om = rk_mask16(0, (int)RK_MIN(16, Ws - u0));
+                __m512 v[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+                for (long k = 0; k < t; k++) {
+                    long cb = t * u0 - pl + 16 * k;   /* image column of lane 0 */
+                    __mmask16 lm = rk_mask16((int)RK_MAX(0, RK_MIN(16, -cb)), (int)RK_MAX(0, RK_MIN(16, W - cb)));
+                    v[k] = _mm512_maskz_loadu_ps(lm, src + cb);
+                }
+                if (t == 4) {
+                    for (int e = 0; e < 4; e++) {
+                        __m512 a = _mm512_permutex2var_ps(v[0], ix4[e], v[1]);
+                        __m512 b = _mm512_permutex2var_ps(v[2], ix4[e], v[3]);
+                        _mm512_mask_storeu_ps(dst + e * plane + u0, om, _mm512_permutex2var_ps(a, jx, b));
+                    }
+                } else {
+                    for (int e = 0; e < 2; e++)
+                        _mm512_mask_storeu_ps(dst + e * plane + u0, om, _mm512_permutex2var_ps(v[0], ix2[e], v[1]));
+                }
+            }
+        }
+    }
+    #endif
+
+    static void rk_wino_split(int isa, const float *x, long C, long H, long W, long t, long pt, long pl,
+                              long Hs, long Ws, float *S) {
+    #if RK_X86
+        if (isa >= 2) { rk_wino_split_512(x, C, H, W, t, pt, pl, Hs, Ws, S); return; }
+    #endif
+        rk_phase_split(x, C, 1, H, W, 1, t, t, 0, pt, pl, 1, Hs, Ws, S);
+    }
+
+    /* y[m][n] = act(y[m][n] + bias[m]) for an (M, N) block with row stride ldy (bias may be
+       NULL): the BLAS path's one pass after np.matmul. */
+    #define RK_BIAS_ACT_BODY {                                                                  \
+        for (long m = 0; m < M; m++) {                                                          \
+            float *p = y + m * ldy;                                                             \
+            if (bias) { float b = bias[m]; for (long n = 0; n < N; n++) p[n] += b; }            \
+            if (act) rk_act_apply(p, N, act);                                                   \
+        }                                                                                       \
+    }
+    #define RK_BIAS_ACT_ARGS float *y, long M, long N, long ldy, const float *bias, const rk_act *act
+    static void rk_bias_act_generic(RK_BIAS_ACT_ARGS) RK_BIAS_ACT_BODY
+    #if RK_X86
+    __attribute__((target("avx2,fma"))) static void rk_bias_act_avx2(RK_BIAS_ACT_ARGS) RK_BIAS_ACT_BODY
+    #endif
+    static void rk_bias_act(int isa, RK_BIAS_ACT_ARGS) {
+    #if RK_X86
+        if (isa >= 1) { rk_bias_act_avx2(y, M, N, ldy, bias, act); return; }
+    #endif
+        rk_bias_act_generic(y, M, N, ldy, bias, act);
     }
 
     /* ---------------------------------------------------------------- gather GEMM
@@ -526,11 +774,28 @@ cdef extern from *:
     #define K5T_MR 32
     #define K5T_NR 7
 
-    static inline __mmask16 rk_mask16(int lo, int hi) {   /* lanes [lo, hi) of 16 */
-        if (hi <= lo) return 0;
-        unsigned m = hi >= 16 ? 0xFFFFu : ((1u << hi) - 1u);
-        return (__mmask16)(m & ~((1u << lo) - 1u));
-    }
+    /* act (non-NULL) on the accumulator tile ACC[R][V] (R x V registers), kind hoisted. */
+    #define RK_ACT_TILE(ACC, R, V, act, VEC, SET1, MAX, MIN, LEAKY)                                     \
+        do {                                                                                          \
+            if ((act)->kind == 1) {                                                                   \
+                VEC lo_ = SET1((act)->lo), hi_ = SET1((act)->hi);                                     \
+                _Pragma("GCC unroll 8")                                                               \
+                for (int r_ = 0; r_ < (R); r_++)                                                      \
+                    for (int v_ = 0; v_ < (V); v_++) ACC[r_][v_] = MIN(hi_, MAX(lo_, ACC[r_][v_]));   \
+            } else if ((act)->kind == 2) {                                                            \
+                VEC al_ = SET1((act)->alpha);                                                         \
+                _Pragma("GCC unroll 8")                                                               \
+                for (int r_ = 0; r_ < (R); r_++)                                                      \
+                    for (int v_ = 0; v_ < (V); v_++) ACC[r_][v_] = LEAKY(ACC[r_][v_], al_);           \
+            }                                                                                         \
+        } while (0)
+    #define RK_LEAKY512(v, al) _mm512_mask_mul_ps((v), _mm512_cmp_ps_mask((v), _mm512_setzero_ps(), _CMP_LT_OQ), (v), (al))
+    #define RK_LEAKY256(v, al) _mm256_blendv_ps((v), _mm256_mul_ps((v), (al)), _mm256_cmp_ps((v), _mm256_setzero_ps(), _CMP_LT_OQ))
+    #define RK_ACT_TILE512(ACC, R, V, act) \
+        RK_ACT_TILE(ACC, R, V, act, __m512, _mm512_set1_ps, _mm512_max_ps, _mm512_min_ps, RK_LEAKY512)
+    #define RK_ACT_TILE256(ACC, R, V, act) \
+        RK_ACT_TILE(ACC, R, V, act, __m256, _mm256_set1_ps, _mm256_max_ps, _mm256_min_ps, RK_LEAKY256)
+
 
     /* B block [k0, k0+kc) x [n0, n0+nc) into panels of pw (<= 32) columns: Bp[p][k][pw]. */
     __attribute__((target("avx512f")))
@@ -586,12 +851,12 @@ cdef extern from *:
 
     /* Plan for the nv lanes from grid position q0 (grid rows of gw, the first gow valid). */
     static void rk_make_splan(rk_splan *sp, long q0, int nv, long gw, long gow) {
+        long row = q0 / gw, col = q0 - row * gw, prev = -2;   /* one division, then step along */
         sp->cnt[0] = sp->cnt[1] = 0;
-        for (int v = 0; v < 2; v++) {
-            long prev = -2;
-            for (int l = 0; l < 16 && 16 * v + l < nv; l++) {
-                long q = q0 + 16 * v + l, row = q / gw, col = q - row * gw;
-                if (col >= gow) { prev = -2; continue; }
+        for (int t = 0; t < nv; t++) {
+            int v = t >> 4, l = t & 15;
+            if (l == 0) prev = -2;
+            if (col < gow) {
                 long dst = row * gow + col;
                 if (dst != prev + 1) {
                     int o = sp->cnt[v]++;
@@ -600,16 +865,21 @@ cdef extern from *:
                 }
                 sp->m[v][sp->cnt[v] - 1] |= (__mmask16)(1u << l);
                 prev = dst;
+            } else {
+                prev = -2;
             }
+            if (++col == gw) { col = 0; row++; }
         }
     }
+
+    #define RK_SPLAN_CACHE 128
 
     /* C tile (mv x nv of 8 x 16*NV) += A panel (kc x 8) * B panel (kc x 32, first 16*NV used).
        DIRECT: B row k is the 16*NV floats at b + boff[k] (unpacked, straight from the image). */
     #define RK_KERNEL_512(NAME, NV, DIRECT)                                                                 \
     __attribute__((target("avx512f")))                                                                \
     static void NAME(long kc, const float *a, const float *b, const int32_t *boff, float *c, long ldc, \
-                     int first, const float *bias, int mv, int nv, const rk_splan *sp) {              \
+                     int first, const float *bias, int mv, int nv, const rk_splan *sp, const rk_act *act) { \
         __m512 acc[K5_MR][NV];                                                                        \
         __mmask16 mask[NV];                                                                           \
         for (int v = 0; v < NV; v++) mask[v] = rk_mask16(0, nv - 16 * v);                             \
@@ -641,11 +911,20 @@ cdef extern from *:
             a += K5_MR;                                                                               \
             if (!DIRECT) b += K5_NR;                                                                  \
         }                                                                                             \
+        if (act) RK_ACT_TILE512(acc, K5_MR, NV, act);                                                 \
         if (sp) {                                                                                     \
-            for (int r = 0; r < mv; r++)                                                              \
-                for (int v = 0; v < NV; v++)                                                          \
-                    for (int o = 0; o < sp->cnt[v]; o++)                                              \
-                        _mm512_mask_storeu_ps(c + r * ldc + sp->off[v][o], sp->m[v][o], acc[r][v]);   \
+            /* one contiguous full run per vector (most panels): plain stores */                     \
+            int whole = 1;                                                                            \
+            for (int v = 0; v < NV; v++) whole &= sp->cnt[v] == 1 && sp->m[v][0] == (__mmask16)0xFFFF; \
+            if (whole) {                                                                              \
+                for (int r = 0; r < mv; r++)                                                          \
+                    for (int v = 0; v < NV; v++) _mm512_storeu_ps(c + r * ldc + sp->off[v][0], acc[r][v]); \
+            } else {                                                                                  \
+                for (int r = 0; r < mv; r++)                                                          \
+                    for (int v = 0; v < NV; v++)                                                      \
+                        for (int o = 0; o < sp->cnt[v]; o++)                                          \
+                            _mm512_mask_storeu_ps(c + r * ldc + sp->off[v][o], sp->m[v][o], acc[r][v]); \
+            }                                                                                         \
         } else if (mv == K5_MR && nv == 16 * NV) {                                                    \
             _Pragma("GCC unroll 8")                                                                   \
             for (int r = 0; r < K5_MR; r++) {                                                         \
@@ -665,7 +944,7 @@ cdef extern from *:
        a: A panel (kc x 32); b: B panel (kc x 7). */
     __attribute__((target("avx512f")))
     static void rk_kernel_512t(long kc, const float *a, const float *b, float *ct, long ldct,
-                               int first, const float *bias, int mv, int nv) {
+                               int first, const float *bias, int mv, int nv, const rk_act *act) {
         __m512 acc[K5T_NR][2];
         __mmask16 mask[2] = {rk_mask16(0, mv), rk_mask16(0, mv - 16)};
         __m512 init[2];
@@ -689,6 +968,7 @@ cdef extern from *:
             a += K5T_MR;
             b += K5T_NR;
         }
+        if (act) RK_ACT_TILE512(acc, K5T_NR, 2, act);
         for (int j = 0; j < nv; j++) {
             _mm512_mask_storeu_ps(ct + j * ldct, mask[0], acc[j][0]);
             _mm512_mask_storeu_ps(ct + j * ldct + 16, mask[1], acc[j][1]);
@@ -727,7 +1007,7 @@ cdef extern from *:
 
     __attribute__((target("avx2,fma")))
     static void rk_kernel_256(long kc, const float *a, const float *b, float *c, long ldc,
-                              int first, const float *bias, int mv, int nv) {
+                              int first, const float *bias, int mv, int nv, const rk_act *act) {
         __m256 acc[K2_MR][2];
         float tmp[K2_MR * K2_NR];
         int full = (mv == K2_MR && nv == K2_NR);
@@ -763,6 +1043,7 @@ cdef extern from *:
             a += K2_MR;
             b += K2_NR;
         }
+        if (act) RK_ACT_TILE256(acc, K2_MR, 2, act);
         if (full) {
             #pragma GCC unroll 6
             for (int r = 0; r < K2_MR; r++) {
@@ -791,22 +1072,35 @@ cdef extern from *:
     static void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
                                long M, long K, const float *Ap, const float *bias,
                                float *Y, long ldy, float *Bp, long kcb, long ncb,
-                               long n_begin, long n_end, long gw, long gow) {
+                               long n_begin, long n_end, long gw, long gow, const rk_act *act) {
     #if RK_X86
+        if (act && act->kind == 0) act = NULL;
         if (isa < 2) transposed = 0;
         if (isa < 2 || transposed) gw = 0;
         int MR = rk_mr(isa, transposed), NR = rk_nr(isa, transposed);
+        int wide = (n_end - n_begin) >= 1024;
+        rk_splan plans[RK_SPLAN_CACHE];
         for (long n0 = n_begin; n0 < n_end; n0 += ncb) {
             long nc = RK_MIN(ncb, n_end - n0);
             for (long k0 = 0; k0 < K; k0 += kcb) {
                 long kc = RK_MIN(kcb, K - k0);
+                const rk_act *ka = k0 + kc >= K ? act : NULL;   /* finished values: last K block */
                 if (isa >= 2) rk_packB_512(P, off, idx, k0, kc, n0, nc, Bp, NR, !transposed);
                 else rk_packB_256(P, off, idx, k0, kc, n0, nc, Bp);
                 /* Stream the smaller operand: with A's block (M x kc) cache-resident, go panel
                    by panel of B reusing it (B panel hot in L1); otherwise keep each A panel hot
-                   and sweep the B block (transposed tiles always: their A panels are large). */
-                int m_outer = transposed || M * kc * (long)sizeof(float) > 512 * 1024;
+                   and sweep the B block (transposed tiles always: their A panels are large).
+                   Wide outputs with more than two row panels also go A panel by A panel: a B
+                   panel sweep would write short pieces of M output rows far apart (one write
+                   stream per row, beyond what the prefetchers follow), an A panel sweep writes
+                   MR rows sequentially. */
+                int m_outer = transposed || M * kc * (long)sizeof(float) > 512 * 1024 || (wide && M > 2 * MR);
                 long np = (nc + NR - 1) / NR, nm = (M + MR - 1) / MR;
+                /* grid store plans of the block's panels, made once (not per m panel) */
+                int cached = gw > 0 && np <= RK_SPLAN_CACHE;
+                if (cached)
+                    for (long p = 0; p < np; p++)
+                        rk_make_splan(&plans[p], n0 + p * NR, (int)RK_MIN(NR, nc - p * NR), gw, gow);
                 for (long outer = 0; outer < (m_outer ? nm : np); outer++)
                 for (long inner = 0; inner < (m_outer ? np : nm); inner++) {
                     long p = m_outer ? inner : outer, m0 = (m_outer ? outer : inner) * MR;
@@ -817,23 +1111,23 @@ cdef extern from *:
                     rk_splan plan, *sp = NULL;
                     float *yc = Y + q0;   /* column q0 of row 0 (plain layout) */
                     if (gw > 0) {
-                        rk_make_splan(&plan, q0, nv, gw, gow);
-                        sp = &plan;
+                        if (cached) sp = &plans[p];
+                        else { rk_make_splan(&plan, q0, nv, gw, gow); sp = &plan; }
                         yc = Y;
                     }
                     const float *ap = Ap + (m0 / MR) * K * MR + k0 * MR;
                     int mv = (int)RK_MIN(MR, M - m0);
                     const float *bm = bias ? bias + m0 : NULL;
                     if (transposed)
-                        rk_kernel_512t(kc, ap, bp, Y + q0 * ldy + m0, ldy, k0 == 0, bm, mv, nv);
+                        rk_kernel_512t(kc, ap, bp, Y + q0 * ldy + m0, ldy, k0 == 0, bm, mv, nv, ka);
                     else if (direct)
-                        rk_kernel_512_direct(kc, ap, P + idx[q0], off + k0, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, sp);
+                        rk_kernel_512_direct(kc, ap, P + idx[q0], off + k0, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, sp, ka);
                     else if (isa >= 2 && nv <= 16)
-                        rk_kernel_512_half(kc, ap, bp, NULL, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, sp);
+                        rk_kernel_512_half(kc, ap, bp, NULL, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, sp, ka);
                     else if (isa >= 2)
-                        rk_kernel_512(kc, ap, bp, NULL, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, sp);
+                        rk_kernel_512(kc, ap, bp, NULL, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, sp, ka);
                     else
-                        rk_kernel_256(kc, ap, bp, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv);
+                        rk_kernel_256(kc, ap, bp, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, ka);
                 }
             }
         }
@@ -847,9 +1141,14 @@ cdef extern from *:
                                      float *Bp, long kcb, long ncb, long N) {
         for (long i = 0; i < nb; i++)
             rk_gather_gemm(isa, 0, P + i * pstride, off, idx, M, K, Ap + i * astride, NULL,
-                           Y + i * ystride, ldy, Bp, kcb, ncb, 0, N, 0, 0);
+                           Y + i * ystride, ldy, Bp, kcb, ncb, 0, N, 0, 0, NULL);
     }
     """
+    ctypedef struct rk_act:
+        int kind
+        float lo
+        float hi
+        float alpha
     int rk_isa_level()
     int rk_mr(int isa, int t)
     int rk_nr(int isa, int t)
@@ -858,8 +1157,13 @@ cdef extern from *:
                    long dd, long dh, long dw, long pd, long ph, long pw,
                    long OD, long OH, long OW, float *cols, int accumulate_back) nogil
     void rk_wino_in(int isa, const float *S, long C, long TH, long TW, float *V, long ldv, float *buf) nogil
+    void rk_wino_split(int isa, const float *x, long C, long H, long W, long t, long pt, long pl,
+                       long Hs, long Ws, float *S) nogil
+    void rk_wino2_in(int isa, const float *S, long C, long TH, long TW, float *V, long ldv, float *buf) nogil
+    void rk_wino2_out(int isa, const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW,
+                      const float *bias, float *y, float *buf, const rk_act *act) nogil
     void rk_wino_out(int isa, const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW,
-                     const float *bias, float *y, float *buf) nogil
+                     const float *bias, float *y, float *buf, const rk_act *act) nogil
     void rk_gather_gemm_batch(int isa, long nb, const float *P, long pstride,
                               const int32_t *off, const int32_t *idx, long M, long K,
                               const float *Ap, long astride, float *Y, long ystride, long ldy,
@@ -871,14 +1175,51 @@ cdef extern from *:
     void rk_depthwise(int isa, const float *x, long C, long H, long W, const float *w, long M, long mult,
                       long kh, long kw, long sh, long sw, long dh, long dw,
                       long pt, long pl, long pb, long pr, long OH, long OW,
-                      const float *bias, float *y, float *pad) nogil
+                      const float *bias, float *y, float *pad, const rk_act *act) nogil
     void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
                         long M, long K, const float *Ap, const float *bias,
                         float *Y, long ldy, float *Bp, long kcb, long ncb,
-                        long n_begin, long n_end, long gw, long gow) nogil
+                        long n_begin, long n_end, long gw, long gow, const rk_act *act) nogil
+    void rk_bias_act(int isa, float *y, long M, long N, long ldy, const float *bias, const rk_act *act) nogil
 
 
 cdef int _ISA = rk_isa_level()
+
+#: activation kinds of the ``act`` arguments: ``(ACT_CLIP, lo, hi)`` clips to [lo, hi]
+#: (Relu is ``(ACT_CLIP, 0.0, inf)``), ``(ACT_LEAKY, alpha)`` is LeakyRelu.
+ACT_CLIP = 1
+ACT_LEAKY = 2
+
+
+cdef int _act_from(object act, rk_act *a) except -1:
+    """Fill ``a`` from an ``act`` argument (None, ``(1, lo, hi)`` or ``(2, alpha)``); returns its kind."""
+    a.kind = 0
+    a.lo = 0.0
+    a.hi = 0.0
+    a.alpha = 0.0
+    if act is None:
+        return 0
+    kind = int(act[0])
+    if kind == ACT_CLIP and len(act) == 3:
+        a.lo = <float>float(act[1])
+        a.hi = <float>float(act[2])
+    elif kind == ACT_LEAKY and len(act) == 2:
+        a.alpha = <float>float(act[1])
+    else:
+        raise ValueError(f"bad activation {act!r}: expected None, (1, lo, hi) or (2, alpha)")
+    a.kind = kind
+    return kind
+
+
+def activation_numpy(y, act):
+    """Apply an ``act`` argument (see ``ACT_CLIP`` / ``ACT_LEAKY``) to the float32 array ``y``
+    in place with numpy, with the same results as the compiled output stages."""
+    cdef rk_act a
+    if _act_from(act, &a) == ACT_CLIP:
+        np.minimum(np.float32(a.hi), np.maximum(np.float32(a.lo), y, out=y), out=y)
+    elif a.kind == ACT_LEAKY:
+        neg = y < 0
+        np.multiply(y, np.float32(a.alpha), out=y, where=neg)
 
 
 def gemm_isa():
@@ -924,10 +1265,11 @@ def _aligned_ptr(float[::1] buf, Py_ssize_t need):
 
 
 def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] idx,
-                const float[:, :, ::1] a_packed, Py_ssize_t M, bias, float[:, :] y,
+                a_packed, Py_ssize_t M, bias, float[:, :] y,
                 float[::1] scratch, Py_ssize_t kcb, Py_ssize_t ncb,
-                Py_ssize_t n_begin=0, Py_ssize_t n_end=-1, bint transposed=False, grid=None):
-    """``y[m, n] = bias[m] + sum_k A[m, k] * P[off[k] + idx[n]]`` for n in [n_begin, n_end).
+                Py_ssize_t n_begin=0, Py_ssize_t n_end=-1, bint transposed=False, grid=None, act=None,
+                Py_ssize_t pstride=0):
+    """``y[m, n] = act(bias[m] + sum_k A[m, k] * P[off[k] + idx[n]])`` for n in [n_begin, n_end).
 
     ``a_packed``: ``pack_weights(A, transposed)`` of A (M, K); ``off`` (K,), ``idx`` (N,)
     int32 flat indices into ``P`` (every ``off[k] + idx[n]`` must lie inside ``P``);
@@ -936,9 +1278,17 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
     least ``kcb * ncb + 16`` floats (B blocks of ``kcb`` x ``ncb``, ``ncb`` a multiple
     of NR).  ``grid=(gw, gow)`` (AVX-512, normal tiles): the columns n are positions on
     a grid of rows of ``gw`` of which the first ``gow`` are real; ``y`` is then
-    (M, N // gw * gow) and receives only the real ones.  Releases the GIL.
+    (M, N // gw * gow) and receives only the real ones.  ``act``: None or a fused
+    activation (``(ACT_CLIP, lo, hi)``, ``(ACT_LEAKY, alpha)``) applied to the tiles in
+    registers before they are stored.
+
+    Grouped convolution in one call: ``a_packed`` of shape (G, panels, K, MR) holds G
+    packed weight matrices of M rows each; group g reads ``P[g * pstride + off[k] + idx[n]]``
+    and writes rows ``[g*M, (g+1)*M)`` of ``y`` (G*M rows; columns of Y^T when
+    ``transposed``), with ``bias`` of G*M values.  Releases the GIL.
     """
-    cdef Py_ssize_t K = off.shape[0], N = idx.shape[0]
+    cdef const float[:, :, :, ::1] a4 = a_packed if a_packed.ndim == 4 else a_packed[None]
+    cdef Py_ssize_t G = a4.shape[0], K = off.shape[0], N = idx.shape[0]
     cdef int t = 1 if (transposed and _ISA >= 2) else 0
     cdef long gw = 0, gow = 0
     cdef Py_ssize_t ny = N
@@ -950,20 +1300,22 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
     cdef int MR = rk_mr(_ISA, t), NR = rk_nr(_ISA, t)
     cdef const float[::1] bview
     cdef const float *bptr = NULL
+    cdef rk_act a
+    cdef const rk_act *ap = &a if _act_from(act, &a) else NULL
     if _ISA == 0:
         raise RuntimeError("gather_gemm: no micro-kernel for this CPU")
     if transposed and not t:
         raise ValueError("gather_gemm: transposed tiles need AVX-512")
     if n_end < 0:
         n_end = N
-    if a_packed.shape[0] * MR < M or a_packed.shape[1] != K or a_packed.shape[2] != MR:
+    if a4.shape[1] * MR < M or a4.shape[2] != K or a4.shape[3] != MR or G < 1 or (G > 1 and pstride < 0):
         raise ValueError("gather_gemm: packed weights do not match")
-    if (y.shape[0], y.shape[1]) != ((N, M) if t else (M, ny)) or ncb % NR != 0 or ncb <= 0 \
+    if (y.shape[0], y.shape[1]) != ((N, G * M) if t else (G * M, ny)) or ncb % NR != 0 or ncb <= 0 \
             or n_begin < 0 or n_end > N:
         raise ValueError("gather_gemm: bad output or block shape")
     if bias is not None:
         bview = bias
-        if bview.shape[0] != M:
+        if bview.shape[0] != G * M:
             raise ValueError("gather_gemm: bias length")
         bptr = &bview[0]
     if M == 0 or N == 0 or n_end <= n_begin:
@@ -975,9 +1327,13 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
     cdef float *bp = <float *><intptr_t>_aligned_ptr(scratch, kcb * ncb)
     cdef float *yp = &y[0, 0]
     cdef Py_ssize_t ldy = y.strides[0] // 4
+    cdef long astride = a4.shape[1] * a4.shape[2] * a4.shape[3]
+    cdef Py_ssize_t gi
     with nogil:
-        rk_gather_gemm(_ISA, t, &P[0], &off[0], &idx[0], M, K, &a_packed[0, 0, 0], bptr,
-                       yp, ldy, bp, kcb, ncb, n_begin, n_end, gw, gow)
+        for gi in range(G):
+            rk_gather_gemm(_ISA, t, &P[0] + gi * pstride, &off[0], &idx[0], M, K, &a4[gi, 0, 0, 0],
+                           bptr + gi * M if bptr != NULL else NULL,
+                           yp + (gi * M if t else gi * M * ldy), ldy, bp, kcb, ncb, n_begin, n_end, gw, gow, ap)
 
 
 def transpose_into(const float[:, :] src, float[:, :] dst):
@@ -1068,18 +1424,22 @@ def depthwise_scratch_size(H, W, pt, pl, pb, pr):
 
 
 def depthwise(const float[:, :, ::1] x, const float[:, :, ::1] w, bias, float[:, :, ::1] y,
-              int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr, float[::1] scratch):
+              int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr, float[::1] scratch, act=None):
     """Depthwise 2-D convolution of one image, written into ``y`` (M, OH, OW).
 
     ``x`` (C, H, W); ``w`` (M, kh, kw) with M a multiple of C (output channel m reads
     input channel m // (M // C)); ``bias`` (M,) float32 or None; ``scratch``: at least
-    ``depthwise_scratch_size(H, W, pt, pl, pb, pr)`` floats.  Releases the GIL."""
+    ``depthwise_scratch_size(H, W, pt, pl, pb, pr)`` floats; ``act``: None or a fused
+    activation (see ``gather_gemm``), applied to each channel plane as it is finished.
+    Releases the GIL."""
     cdef long C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef long M = w.shape[0], kh = w.shape[1], kw = w.shape[2]
     cdef long OH = y.shape[1], OW = y.shape[2]
     cdef const float[::1] bview
     cdef const float *bptr = NULL
     cdef float *pad = NULL
+    cdef rk_act a
+    cdef const rk_act *ap = &a if _act_from(act, &a) else NULL
     if M == 0 or OH == 0 or OW == 0:
         return
     if C == 0 or M % C != 0 or y.shape[0] != M:
@@ -1096,64 +1456,87 @@ def depthwise(const float[:, :, ::1] x, const float[:, :, ::1] w, bias, float[:,
     pad = &scratch[0]
     with nogil:
         rk_depthwise(_ISA, &x[0, 0, 0], C, H, W, &w[0, 0, 0], M, M // C, kh, kw, sh, sw, dh, dw,
-                     pt, pl, pb, pr, OH, OW, bptr, &y[0, 0, 0], pad)
+                     pt, pl, pb, pr, OH, OW, bptr, &y[0, 0, 0], pad, ap)
 
 
-def winograd_weights(const float[:, :, :, ::1] w):
-    """Winograd F(4x4, 3x3) weight transform: a new (36, M, C) float32 array,
-    ``[6a + b, m, c] = (G w[m, c] G^T)[a, b]`` (computed in float64).  Copies."""
-    G = np.array([[1.0, 0.0, 0.0], [-2.0 / 3.0, -2.0 / 3.0, -2.0 / 3.0], [-2.0 / 3.0, 2.0 / 3.0, -2.0 / 3.0],
-                  [1.0 / 6.0, 1.0 / 3.0, 2.0 / 3.0], [1.0 / 6.0, -1.0 / 3.0, 2.0 / 3.0], [0.0, 0.0, 4.0]],
-                 np.float64) / 4.0
+def winograd_weights(const float[:, :, :, ::1] w, int tile=4):
+    """Winograd F(tile x tile, 3x3) weight transform (``tile`` 4 or 2): a new (A*A, M, C)
+    float32 array (A = tile + 2), ``[A*a + b, m, c] = (G w[m, c] G^T)[a, b]`` (computed in
+    float64).  Copies."""
+    if tile == 4:
+        G = np.array([[1.0, 0.0, 0.0], [-2.0 / 3.0, -2.0 / 3.0, -2.0 / 3.0], [-2.0 / 3.0, 2.0 / 3.0, -2.0 / 3.0],
+                      [1.0 / 6.0, 1.0 / 3.0, 2.0 / 3.0], [1.0 / 6.0, -1.0 / 3.0, 2.0 / 3.0], [0.0, 0.0, 4.0]],
+                     np.float64) / 4.0
+    elif tile == 2:
+        G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]], np.float64)
+    else:
+        raise ValueError("winograd_weights: tile must be 4 or 2")
     wa = np.asarray(w, dtype=np.float64)
     if wa.shape[2] != 3 or wa.shape[3] != 3:
         raise ValueError("winograd_weights: 3x3 kernels only")
     u = np.einsum("ai,mcij,bj->abmc", G, wa, G, optimize=True)
-    return np.ascontiguousarray(u.reshape(36, wa.shape[0], wa.shape[1]), dtype=np.float32)
+    a = tile + 2
+    return np.ascontiguousarray(u.reshape(a * a, wa.shape[0], wa.shape[1]), dtype=np.float32)
 
 
 def winograd_input(const float[:, :, ::1] x, int pt, int pl, int TH, int TW, float[::1] V,
-                   float[::1] split, float[::1] buf, Py_ssize_t c_begin=0, Py_ssize_t c_end=-1):
-    """Winograd input transform of one image ``x`` (C, H, W) with pads (top ``pt``,
-    left ``pl``) into ``V`` (flat (36, C, TH*(TW+1))): the 6x6 patch of the 4x4 output
-    tile (ty, tx) starts at input row 4*ty - pt, column 4*tx - pl and lands at grid
-    column ty*(TW+1) + tx (columns with tx == TW are padding).  ``split``: scratch of at
-    least C*16*(TH+1)*(TW+1) + 16 floats, shared by every channel range; ``buf``: at
-    least 36*TH*(TW+1) floats, one per concurrent caller.  Only channels
+                   float[::1] split, float[::1] buf, Py_ssize_t c_begin=0, Py_ssize_t c_end=-1, int tile=4):
+    """Winograd F(tile x tile, 3x3) input transform (``tile`` 4 or 2, A = tile + 2) of one
+    image ``x`` (C, H, W) with pads (top ``pt``, left ``pl``) into ``V`` (flat (A*A, C,
+    TH*(TW+1))): the AxA patch of the output tile (ty, tx) starts at input row
+    tile*ty - pt, column tile*tx - pl and lands at grid column ty*(TW+1) + tx (columns
+    with tx == TW are padding).  ``split``: scratch of at least
+    C*tile*tile*(TH+1)*(TW+1) + 16 floats, shared by every channel range; ``buf``: at
+    least A*A*TH*(TW+1) floats, one per concurrent caller.  Only channels
     ``[c_begin, c_end)`` are transformed (default all), so disjoint ranges can run on
     several threads.  Releases the GIL."""
     cdef long C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef long Tg = <long>TH * (TW + 1), plane = (<long>TH + 1) * (TW + 1)
+    cdef long A2 = (tile + 2) * (tile + 2), ph = tile * tile
+    if tile != 4 and tile != 2:
+        raise ValueError("winograd_input: tile must be 4 or 2")
     if c_end < 0:
         c_end = C
-    if V.shape[0] < 36 * C * Tg or buf.shape[0] < 36 * Tg or split.shape[0] < C * 16 * plane + 16:
+    if V.shape[0] < A2 * C * Tg or buf.shape[0] < A2 * Tg or split.shape[0] < C * ph * plane + 16:
         raise ValueError("winograd_input: buffers too small")
     if not 0 <= c_begin <= c_end <= C:
         raise ValueError("winograd_input: bad channel range")
     if c_end == c_begin or Tg == 0 or H == 0 or W == 0:
         return
     with nogil:
-        rk_phase_split(&x[c_begin, 0, 0], c_end - c_begin, 1, H, W, 1, 4, 4, 0, pt, pl, 1, TH + 1, TW + 1,
-                       &split[c_begin * 16 * plane])
+        rk_wino_split(_ISA, &x[c_begin, 0, 0], c_end - c_begin, H, W, tile, pt, pl, TH + 1, TW + 1,
+                      &split[c_begin * ph * plane])
         if c_end == C:
-            memset(&split[C * 16 * plane], 0, 16 * sizeof(float))
-        rk_wino_in(_ISA, &split[c_begin * 16 * plane], c_end - c_begin, TH, TW, &V[c_begin * Tg], C * Tg, &buf[0])
+            memset(&split[C * ph * plane], 0, 16 * sizeof(float))
+        if tile == 4:
+            rk_wino_in(_ISA, &split[c_begin * ph * plane], c_end - c_begin, TH, TW, &V[c_begin * Tg], C * Tg,
+                       &buf[0])
+        else:
+            rk_wino2_in(_ISA, &split[c_begin * ph * plane], c_end - c_begin, TH, TW, &V[c_begin * Tg], C * Tg,
+                        &buf[0])
 
 
 def winograd_output(const float[::1] Mt, Py_ssize_t M, int TH, int TW, bias, float[:, :, ::1] y,
-                    float[::1] buf, Py_ssize_t m_begin=0, Py_ssize_t m_end=-1):
-    """Winograd output transform: ``y`` (M, OH, OW) = bias + A^T M A per 4x4 tile from
-    ``Mt`` (flat (36, M, TH*TW)), cropped to OH x OW.  ``buf``: at least 40*TH*TW floats,
-    one per concurrent caller.  Only output channels ``[m_begin, m_end)`` are written
-    (default all).  Releases the GIL."""
+                    float[::1] buf, Py_ssize_t m_begin=0, Py_ssize_t m_end=-1, act=None, int tile=4):
+    """Winograd F(tile x tile, 3x3) output transform (``tile`` 4 or 2, A = tile + 2):
+    ``y`` (M, OH, OW) = act(bias + A^T M A) per output tile from ``Mt`` (flat (A*A, M,
+    TH*TW)), cropped to OH x OW.  ``buf``: at least 40*TH*TW floats, one per concurrent
+    caller.  Only output channels ``[m_begin, m_end)`` are written (default all).
+    ``act``: None or a fused activation (see ``gather_gemm``), applied to each channel's
+    transformed tiles before they are scattered into ``y``.  Releases the GIL."""
     cdef long T = <long>TH * TW
+    cdef long A2 = (tile + 2) * (tile + 2)
     cdef const float[::1] bview
     cdef const float *bptr = NULL
+    cdef rk_act a
+    cdef const rk_act *ap = &a if _act_from(act, &a) else NULL
+    if tile != 4 and tile != 2:
+        raise ValueError("winograd_output: tile must be 4 or 2")
     if m_end < 0:
         m_end = M
-    if Mt.shape[0] < 36 * M * T or buf.shape[0] < 40 * T or y.shape[0] != M:
+    if Mt.shape[0] < A2 * M * T or buf.shape[0] < 40 * T or y.shape[0] != M:
         raise ValueError("winograd_output: buffers too small")
-    if y.shape[1] > 4 * TH or y.shape[2] > 4 * TW:
+    if y.shape[1] > tile * TH or y.shape[2] > tile * TW:
         raise ValueError("winograd_output: output larger than the tiles")
     if not 0 <= m_begin <= m_end <= M:
         raise ValueError("winograd_output: bad channel range")
@@ -1165,8 +1548,36 @@ def winograd_output(const float[::1] Mt, Py_ssize_t M, int TH, int TW, bias, flo
     if m_end == m_begin or T == 0 or y.shape[1] == 0 or y.shape[2] == 0:
         return
     with nogil:
-        rk_wino_out(_ISA, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, y.shape[1], y.shape[2], bptr,
-                    &y[m_begin, 0, 0], &buf[0])
+        if tile == 4:
+            rk_wino_out(_ISA, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, y.shape[1], y.shape[2], bptr,
+                        &y[m_begin, 0, 0], &buf[0], ap)
+        else:
+            rk_wino2_out(_ISA, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, y.shape[1], y.shape[2], bptr,
+                         &y[m_begin, 0, 0], &buf[0], ap)
+
+
+def bias_act(float[:, :] y, bias, act=None):
+    """In place: ``y[m, n] = act(y[m, n] + bias[m])`` for ``y`` (M, N) float32 with
+    contiguous rows (any row stride); ``bias`` (M,) float32 or None; ``act`` None or a
+    fused activation (see ``gather_gemm``).  One pass.  Releases the GIL."""
+    cdef Py_ssize_t M = y.shape[0], N = y.shape[1]
+    cdef const float[::1] bview
+    cdef const float *bptr = NULL
+    cdef rk_act a
+    cdef const rk_act *ap = &a if _act_from(act, &a) else NULL
+    if bias is not None:
+        bview = bias
+        if bview.shape[0] != M:
+            raise ValueError("bias_act: bias length")
+        bptr = &bview[0]
+    if M == 0 or N == 0 or (bptr == NULL and ap == NULL):
+        return
+    if (N > 1 and y.strides[1] != 4) or y.strides[0] % 4:
+        raise ValueError("bias_act: rows of y must be contiguous float32")
+    cdef float *yp = &y[0, 0]
+    cdef long ldy = y.strides[0] // 4
+    with nogil:
+        rk_bias_act(_ISA, yp, M, N, ldy, bptr, ap)
 
 
 def gather_gemm_batch(const float[::1] P, Py_ssize_t pstride, const int32_t[::1] off, const int32_t[::1] idx,

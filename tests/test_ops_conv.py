@@ -532,3 +532,177 @@ def test_transpose_into(rows, cols):
     ck.transpose_into(src, big[:, 2:2 + rows])
     np.testing.assert_array_equal(big[:, 2:2 + rows], src.T)
     assert (big[:, :2] == -1).all() and (big[:, 2 + rows:] == -1).all()
+
+
+# ---------------------------------------------------------------------------- fused activations
+
+#: (name, attrs of the Conv node, reference: the activation kernel's op and its extra inputs/attrs)
+FUSED = [
+    ("relu", {"_activation": "Relu"}, "Relu", [], {}),
+    ("relu6", {"_activation": "Clip", "_activation_min": 0.0, "_activation_max": 6.0}, "Clip", [0.0, 6.0], {}),
+    ("clip-min", {"_activation": "Clip", "_activation_min": -0.75}, "Clip", [-0.75, None], {}),
+    ("clip-max", {"_activation": "Clip", "_activation_max": 0.3}, "Clip", [None, 0.3], {}),
+    ("clip-crossed", {"_activation": "Clip", "_activation_min": 1.0, "_activation_max": -1.0}, "Clip",
+     [1.0, -1.0], {}),
+    ("leaky", {"_activation": "LeakyRelu", "_activation_alpha": 0.1}, "LeakyRelu", [], {"alpha": 0.1}),
+    ("leaky-default", {"_activation": "LeakyRelu"}, "LeakyRelu", [], {}),
+    ("leaky-steep", {"_activation": "LeakyRelu", "_activation_alpha": 1.7}, "LeakyRelu", [], {"alpha": 1.7}),
+]
+
+#: one shape per Conv execution path: (x shape, w shape, Conv attrs, native path, transposed)
+FUSED_PATHS = [
+    ("gather", (1, 8, 20, 21), (24, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [1, 2]}, "gather", False),
+    ("gather-1x1", (2, 24, 14, 14), (33, 24, 1, 1), {}, "gather", False),
+    ("gather-kblocks", (1, 600, 16, 16), (9, 600, 1, 1), {}, "gather", False),  # K = 600: 2 K blocks
+    ("gather-grid", (1, 4, 30, 70), (8, 4, 3, 3), {"pads": [1, 1, 1, 1]}, "gather", False),
+    ("gather-grouped", (1, 16, 12, 14), (32, 4, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2], "group": 4},
+     "gather", False),
+    ("blas-grouped", (1, 20, 9, 9), (12, 5, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2], "group": 4},
+     "blas", False),
+    ("transposed", (1, 64, 7, 7), (96, 64, 1, 1), {}, "gather", True),
+    ("winograd", (2, 20, 17, 22), (33, 20, 3, 3), {"pads": [1, 1, 1, 1]}, "winograd", False),
+    ("winograd-2x2", (1, 32, 7, 9), (24, 32, 3, 3), {"pads": [1, 1, 1, 1]}, "winograd", False),
+    ("depthwise-3x3", (1, 8, 10, 37), (8, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 8}, "depthwise", False),
+    ("depthwise-3x3-s2", (1, 4, 11, 9), (8, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2], "group": 4},
+     "depthwise", False),
+    ("depthwise-generic", (1, 5, 13, 12), (5, 1, 5, 3), {"pads": [2, 1, 0, 2], "strides": [2, 3], "group": 5},
+     "depthwise", False),
+    ("blas-tiny", (1, 2, 1, 1), (3, 2, 1, 1), {}, "blas", False),
+    ("conv-1d", (2, 6, 19), (7, 6, 4), {"pads": [1, 2]}, None, False),
+    ("conv-3d", (1, 4, 5, 6, 7), (6, 2, 2, 3, 2), {"group": 2}, None, False),
+]
+
+
+def _activation_ref(op, extra, attrs, y):
+    if op == "Clip":
+        bounds = [None if v is None else np.array(v, np.float32) for v in extra]
+        return _run(op, [y] + bounds, attrs)[0]
+    return _run(op, [y], attrs)[0]
+
+
+@pytest.mark.parametrize("act, act_attrs, ref_op, ref_extra, ref_attrs", FUSED, ids=[f[0] for f in FUSED])
+@pytest.mark.parametrize("name, xs, ws, attrs, want_path, want_t", FUSED_PATHS, ids=[p[0] for p in FUSED_PATHS])
+def test_conv_fused_activation(conv_path, act, act_attrs, ref_op, ref_extra, ref_attrs, name, xs, ws, attrs,
+                               want_path, want_t):
+    """Conv with a fused activation equals Conv then the activation kernel, bit for bit, on
+    every execution path (with constant and with runtime weights, into ``out`` too)."""
+    rng = np.random.default_rng(abs(hash((xs, ws, act))) % 2 ** 32)
+    x = rng.standard_normal(xs, dtype=np.float32)
+    w = rng.standard_normal(ws, dtype=np.float32)
+    b = rng.standard_normal(ws[0], dtype=np.float32)
+    (plain,) = _run("Conv", [x, w, b], attrs, [None, w, b])
+    expected = _activation_ref(ref_op, ref_extra, ref_attrs, plain)
+    fused_attrs = dict(attrs, **act_attrs)
+    prepared = KERNELS["Conv"].prepare(dict(fused_attrs, _opset=17), [None, w, b])
+    (y,) = KERNELS["Conv"].fn([x, w, b], prepared)
+    np.testing.assert_array_equal(y, expected)
+    g = next(iter(prepared["_conv"].geoms.values()))
+    if conv_path == "native" and want_path is not None:
+        assert (g.path, g.transposed) == (want_path, want_t)
+    elif conv_path == "blas":
+        assert g.path in ("blas", "depthwise")
+    out = [np.full(expected.shape, np.nan, np.float32)]
+    assert KERNELS["Conv"].fn([x, w, b], prepared, out=out) is out
+    np.testing.assert_array_equal(out[0], expected)
+    (y2,) = _run("Conv", [x, w], fused_attrs)  # runtime weights, no bias
+    (plain2,) = _run("Conv", [x, w], attrs)
+    np.testing.assert_array_equal(y2, _activation_ref(ref_op, ref_extra, ref_attrs, plain2))
+
+
+@pytest.mark.parametrize("name, xs, ws, attrs, want_path, want_t",
+                         [p for p in FUSED_PATHS if p[0] in ("gather", "transposed", "winograd", "depthwise-3x3",
+                                                             "blas-tiny")])
+def test_conv_fused_activation_keeps_nan(conv_path, name, xs, ws, attrs, want_path, want_t):
+    """nan and inf in the input reach the fused output as with the separate kernels."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(xs, dtype=np.float32)
+    x.reshape(-1)[:: max(1, x.size // 3)] = np.nan
+    x.reshape(-1)[1] = np.inf
+    w = rng.standard_normal(ws, dtype=np.float32)
+    for act_name, act_attrs, ref_op, ref_extra, ref_attrs in FUSED:
+        with np.errstate(invalid="ignore"):  # inf * 0 in the BLAS path
+            (plain,) = _run("Conv", [x, w], attrs, [None, w])
+            (y,) = _run("Conv", [x, w], dict(attrs, **act_attrs), [None, w])
+        np.testing.assert_array_equal(y, _activation_ref(ref_op, ref_extra, ref_attrs, plain), err_msg=act_name)
+
+
+def test_conv_fused_activation_empty_output():
+    x = np.zeros((1, 3, 0, 4), np.float32)
+    w = np.ones((2, 3, 1, 1), np.float32)
+    b = np.float32([-1.0, 2.0])
+    (y,) = _run("Conv", [x, w, b], {"_activation": "Relu"})
+    assert y.shape == (1, 2, 0, 4)
+    x = np.zeros((1, 0, 3, 3), np.float32)  # no input channels: the output is the bias
+    w = np.ones((2, 0, 1, 1), np.float32)
+    (y,) = _run("Conv", [x, w, b], {"_activation": "Clip", "_activation_min": 0.0, "_activation_max": 1.5})
+    np.testing.assert_array_equal(y[0, :, 0, 0], [0.0, 1.5])
+
+
+def test_conv_fused_activations_declared():
+    assert set(conv_mod.FUSED_ACTIVATIONS) == {"Relu", "Clip", "LeakyRelu"}
+    from rknnlite.toolkit.optimize import conv_fusable_activations
+
+    assert set(conv_fusable_activations()) == set(conv_mod.FUSED_ACTIVATIONS)
+
+
+@pytest.mark.parametrize("attrs, match", [
+    ({"_activation": "Sigmoid"}, "_activation"),
+    ({"_activation": "Clip", "_activation_min": "zero"}, "_activation_min"),
+    ({"_activation": "Clip", "_activation_max": float("nan")}, "_activation_max"),
+    ({"_activation": "LeakyRelu", "_activation_alpha": [0.1]}, "_activation_alpha"),
+])
+def test_conv_fused_activation_bad_attributes(attrs, match):
+    w = np.ones((2, 3, 1, 1), np.float32)
+    with pytest.raises(ModelInvalidError, match=match):
+        KERNELS["Conv"].prepare(dict(attrs, _opset=17), [None, w])
+
+
+@pytest.mark.parametrize("hw, strides, pads, mult", [
+    ((14, 14), (1, 1), (1, 1, 1, 1), 1),
+    ((7, 7), (1, 1), (1, 1, 1, 1), 2),
+    ((9, 37), (1, 2), (2, 0, 1, 2), 1),    # sw 2 only, wide rows: several 16-lane blocks
+    ((40, 19), (2, 1), (0, 2, 2, 0), 1),   # sh 2 only
+    ((56, 56), (2, 2), (1, 1, 1, 1), 1),
+    ((5, 33), (2, 2), (0, 0, 0, 0), 3),    # no padding, multiplier 3
+    ((3, 3), (1, 1), (2, 2, 2, 2), 1),     # padding wider than the image
+    ((11, 12), (3, 1), (1, 1, 1, 1), 1),   # sh 3: the generic loop
+])
+def test_conv_depthwise_3x3(conv_path, hw, strides, pads, mult):
+    """The direct 3x3 depthwise loops (padding rows and columns handled without a copy)."""
+    rng = np.random.default_rng(hash((hw, strides, pads)) % 2 ** 32)
+    C = 6
+    x = rng.standard_normal((1, C) + hw, dtype=np.float32)
+    w = rng.standard_normal((C * mult, 1, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(C * mult, dtype=np.float32)
+    attrs = {"strides": list(strides), "pads": list(pads), "group": C}
+    (y,) = _run("Conv", [x, w, b], attrs, [None, w, b])
+    _close(y, _ref_conv(x, w, b, strides, (1, 1), pads[:2], pads[2:], C))
+
+
+@pytest.mark.parametrize("xs, m, pads", [
+    ((1, 256, 14, 14), 256, (1, 1, 1, 1)),  # F(4x4) weights would pass the cap: F(2x2)
+    ((2, 32, 7, 7), 40, (1, 1, 1, 1)),      # 7x7: too few 4x4 tiles
+    ((1, 24, 9, 8), 17, (0, 2, 1, 1)),      # asymmetric pads, odd output width
+    ((1, 16, 10, 11), 16, (0, 0, 0, 0)),
+])
+def test_conv_winograd_2x2(xs, m, pads):
+    """Winograd F(2x2, 3x3) where F(4x4) does not fit or has too few tiles."""
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal(xs, dtype=np.float32)
+    w = rng.standard_normal((m, xs[1], 3, 3), dtype=np.float32)
+    b = rng.standard_normal(m, dtype=np.float32)
+    attrs = {"pads": list(pads)}
+    prepared = KERNELS["Conv"].prepare(dict(attrs, _opset=17), [None, w, b])
+    g = conv_mod._geometry(prepared["_conv"], x.shape, w.shape)
+    if conv_mod._ISA:
+        assert (g.path, g.wtile) == ("winograd", 2)
+        assert 16 * m * xs[1] <= conv_mod._WINO_MAX_U_FLOATS
+    (y,) = KERNELS["Conv"].fn([x, w, b], prepared)
+    ref = _ref_conv(x, w, b, (1, 1), (1, 1), pads[:2], pads[2:], 1)
+    _close(y, ref, rtol=5e-6)
+    (y2,) = _run("Conv", [x, w, b], attrs)  # runtime weights: transformed per call
+    np.testing.assert_allclose(y2, y, rtol=1e-6, atol=1e-5)
+    for act in ("Relu", "LeakyRelu"):
+        fused = KERNELS["Conv"].prepare(dict(attrs, _opset=17, _activation=act), [None, w, b])
+        (yf,) = KERNELS["Conv"].fn([x, w, b], fused)
+        np.testing.assert_array_equal(yf, np.maximum(y, 0) if act == "Relu" else np.maximum(y, y * np.float32(0.01)))

@@ -368,14 +368,82 @@ def test_activation_fusion():
                [vi("x", F, [1, 3, 4, 4])], [vi("y", F, [1, 2, 4, 4]), vi("c", F, [1, 2, 4, 4])], [init("w", w)])
     g2 = import_onnx(m2).graph
     assert fuse_activations(g2, supported=("Relu",)) == 0
-    # the real pass fuses only what the conv kernel supports
+    # the real pass fuses what the conv kernel supports
+    assert "Relu" in conv_fusable_activations()
     g = import_onnx(m).graph
-    fused = fuse_activations(g)
-    assert fused == (1 if "Relu" in conv_fusable_activations() else 0)
+    assert fuse_activations(g) == 1
+    assert ops(g) == ["Conv"] and g.nodes[0].attrs["_activation"] == "Relu"
     x = RNG.standard_normal((1, 3, 4, 4)).astype(np.float32)
     check_against_ort(m, {"x": x}, g)
-    if not fused:
-        pytest.skip("the conv kernel declares no FUSED_ACTIVATIONS, so the fused numerics cannot be run")
+    # and bit for bit what the unfused graph computes
+    unfused = import_onnx(m).graph
+    np.testing.assert_array_equal(run_graph(g, [x])[0], run_graph(unfused, [x])[0])
+
+
+def _conv_act_model(act_nodes, inits=(), opset=17, extra_outputs=()):
+    """x -> Conv(3x3, pads 1, bias) -> c -> act_nodes -> y."""
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(4).astype(np.float32)
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1])
+    return model([conv] + list(act_nodes), [vi("x", F, [1, 3, 6, 6])],
+                 [vi("y", F, [1, 4, 6, 6])] + [vi(o, F, [1, 4, 6, 6]) for o in extra_outputs],
+                 [init("w", w), init("b", b)] + list(inits), opset=opset)
+
+
+@pytest.mark.parametrize("name, act_nodes, inits, opset, want", [
+    ("relu6", [helper.make_node("Clip", ["c", "lo", "hi"], ["y"])],
+     [init("lo", np.float32(0)), init("hi", np.float32(6))], 17,
+     {"_activation": "Clip", "_activation_min": 0.0, "_activation_max": 6.0}),
+    ("clip-min-only", [helper.make_node("Clip", ["c", "lo"], ["y"])], [init("lo", np.float32(-0.25))], 13,
+     {"_activation": "Clip", "_activation_min": -0.25}),
+    ("clip-max-only", [helper.make_node("Clip", ["c", "", "hi"], ["y"])], [init("hi", np.float32(0.5))], 13,
+     {"_activation": "Clip", "_activation_max": 0.5}),
+    ("clip-attrs-opset6", [helper.make_node("Clip", ["c"], ["y"], min=-1.0, max=2.5)], [], 6,
+     {"_activation": "Clip", "_activation_min": -1.0, "_activation_max": 2.5}),
+    ("leaky", [helper.make_node("LeakyRelu", ["c"], ["y"], alpha=0.2)], [], 17,
+     {"_activation": "LeakyRelu", "_activation_alpha": float(np.float32(0.2))}),
+    ("leaky-default", [helper.make_node("LeakyRelu", ["c"], ["y"])], [], 17,
+     {"_activation": "LeakyRelu", "_activation_alpha": float(np.float32(0.01))}),
+])
+def test_activation_fusion_clip_and_leaky(name, act_nodes, inits, opset, want):
+    """Clip with constant bounds and LeakyRelu fuse into the Conv; the fused graph computes
+    what onnxruntime computes, and exactly what the unfused graph computes."""
+    m = _conv_act_model(act_nodes, inits, opset)
+    g = import_onnx(m).graph
+    assert fuse_activations(g) == 1
+    assert ops(g) == ["Conv"] and g.nodes[0].outputs == ["y"]
+    assert {k: v for k, v in g.nodes[0].attrs.items() if k.startswith("_activation")} == want
+    x = (3 * RNG.standard_normal((1, 3, 6, 6))).astype(np.float32)
+    check_against_ort(m, {"x": x}, g)
+    np.testing.assert_array_equal(run_graph(g, [x])[0], run_graph(import_onnx(m).graph, [x])[0])
+    # the full optimiser fuses too and drops the bounds' constants
+    im = import_onnx(m)
+    opt = optimize(im.graph, im.shapes)
+    assert ops(opt) == ["Conv"] and not {"lo", "hi"} & set(opt.constants)
+
+
+def test_activation_fusion_refusals():
+    """No fusion through a runtime Clip bound, a nan bound, a second reader, a graph
+    output, an activation the kernel does not support, or a non-Conv producer."""
+    lo = vi("lo", F, [])
+    m = _conv_act_model([helper.make_node("Clip", ["c", "lo"], ["y"])])
+    m.graph.input.append(lo)  # the bound is a graph input: known only at run time
+    g = import_onnx(m).graph
+    assert fuse_activations(g) == 0 and ops(g) == ["Conv", "Clip"]
+    m = _conv_act_model([helper.make_node("Clip", ["c", "lo"], ["y"])], [init("lo", np.float32(np.nan))])
+    assert fuse_activations(import_onnx(m).graph) == 0
+    m = _conv_act_model([helper.make_node("Relu", ["c"], ["y"]), helper.make_node("Neg", ["c"], ["n"])],
+                        extra_outputs=["n"])
+    assert fuse_activations(import_onnx(m).graph) == 0
+    m = _conv_act_model([helper.make_node("Relu", ["c"], ["y"])], extra_outputs=["c"])
+    assert fuse_activations(import_onnx(m).graph) == 0
+    m = _conv_act_model([helper.make_node("Sigmoid", ["c"], ["y"])])
+    assert fuse_activations(import_onnx(m).graph) == 0
+    m = _conv_act_model([helper.make_node("LeakyRelu", ["c"], ["y"], alpha=0.1)])
+    assert fuse_activations(import_onnx(m).graph, supported=("Relu",)) == 0
+    m = _conv_act_model([helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Relu", ["r"], ["y"])])
+    g = import_onnx(m).graph
+    assert fuse_activations(g) == 1 and ops(g) == ["Conv", "Relu"]  # one activation per Conv
 
 
 def test_dead_nodes_and_unused_constants_removed():

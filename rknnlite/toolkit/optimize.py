@@ -314,8 +314,17 @@ def fuse_activations(graph: Graph, supported: Optional[Sequence[str]] = None) ->
 
     Only when the Conv output feeds only that activation and is not a graph output,
     and the activation is one the kernel supports (``supported``, default
-    :func:`conv_fusable_activations`) with attribute-free semantics (``Relu``), so the
-    result is exactly what the two nodes compute.
+    :func:`conv_fusable_activations`) whose parameters are known at build time, so the
+    one node computes exactly what the two did:
+
+    * ``Relu`` -> ``attrs["_activation"] = "Relu"``;
+    * ``Clip`` whose ``min`` / ``max`` are constant scalars (or attributes, opset < 11;
+      an absent one, or one of -inf / +inf, does not clip) -> ``"Clip"`` with
+      ``"_activation_min"`` / ``"_activation_max"`` floats (ReLU6 is ``0, 6``);
+    * ``LeakyRelu`` -> ``"LeakyRelu"`` with ``"_activation_alpha"``.
+
+    A nan bound or alpha is never fused.  The Conv takes over the activation's output
+    name; the activation node is removed (its constant bounds become dead constants).
     """
     supported = set(conv_fusable_activations() if supported is None else supported)
     if not supported:
@@ -324,20 +333,58 @@ def fuse_activations(graph: Graph, supported: Optional[Sequence[str]] = None) ->
     producers = {o: n for n in graph.nodes for o in n.outputs if o}
     fused = 0
     for act in list(graph.nodes):
-        if act.op not in supported or act.op != "Relu" or len(act.inputs) != 1:
+        if act.op not in supported or not act.inputs or len(act.outputs) != 1:
+            continue
+        extra = _fusable_activation_attrs(act, graph.constants)
+        if extra is None:
             continue
         conv = producers.get(act.inputs[0])
-        if conv is None or conv.op != "Conv" or "_activation" in conv.attrs:
+        if conv is None or conv.op != "Conv" or "_activation" in conv.attrs or len(conv.outputs) != 1:
             continue
         y = conv.outputs[0]
         if y in graph.outputs or len(users.get(y, [])) != 1:
             continue
-        conv.attrs["_activation"] = act.op
+        conv.attrs.update(extra)
         conv.outputs = [act.outputs[0]]
         graph.nodes.remove(act)
         producers[act.outputs[0]] = conv
         fused += 1
     return fused
+
+
+def _fusable_activation_attrs(act: Node, consts) -> Optional[Dict[str, object]]:
+    """The Conv attrs that make it compute ``act`` too (see :func:`fuse_activations`),
+    or None when ``act`` cannot be fused."""
+    if act.op == "Relu":
+        return {"_activation": "Relu"} if len(act.inputs) == 1 else None
+    if act.op == "LeakyRelu":
+        alpha = act.attrs.get("alpha", 0.01)
+        if len(act.inputs) != 1 or isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.number)) \
+                or not np.isfinite(alpha):
+            return None
+        return {"_activation": "LeakyRelu", "_activation_alpha": float(np.float32(alpha))}
+    if act.op == "Clip":
+        extra: Dict[str, object] = {"_activation": "Clip"}
+        for index, name, skip in ((1, "min", -np.inf), (2, "max", np.inf)):
+            if len(act.inputs) > index and act.inputs[index]:
+                b = consts.get(act.inputs[index])
+                if b is None or np.asarray(b).dtype.kind != "f" or np.size(b) > 1:
+                    return None  # a bound computed at run time (or not a float scalar)
+                value = None if np.size(b) == 0 else float(np.float32(np.asarray(b).reshape(())))
+            elif len(act.inputs) <= index and name in act.attrs:  # opset < 11: float attributes
+                value = act.attrs[name]
+                if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+                    return None
+                value = float(np.float32(value))
+            else:
+                value = None
+            if value is None or value == skip:
+                continue
+            if not np.isfinite(value):
+                return None  # nan, or a bound that clips everything to infinity
+            extra[f"_activation_{name}"] = value
+        return extra
+    return None
 
 
 # -- 5. dead nodes ---------------------------------------------------------------------------

@@ -17,11 +17,22 @@ How Conv runs (one image at a time, one GEMM per group):
   tiles run as Winograd F(4x4, 3x3): input/output transforms in compiled loops and
   36 channel GEMMs on the same micro-kernels (4x fewer multiply-adds than direct;
   the transformed weights are cached per node).  Its float32 error is ~1e-5 of the
-  output scale (direct: ~3e-7); a node whose attrs carry ``"_winograd": False``
-  (set by the caller before ``prepare``) never uses it.
+  output scale (direct: ~3e-7).  Where F(4x4)'s transformed weights (36 M C floats)
+  would pass the per-layer cap, or the output has too few 4x4 tiles (7x7), F(2x2, 3x3)
+  is used if it fits (16 M C floats, 16 2x2 tiles; 2.25x fewer multiply-adds, error
+  ~1e-6).  A node whose attrs carry ``"_winograd": False`` (set by the caller before
+  ``prepare``) never uses Winograd.
 * Depthwise convolution (one input channel per group) runs a direct compiled loop.
 * Elsewhere (no such CPU, huge tensors, tiny GEMMs): im2col into a per-thread
   scratch buffer (none for 1x1 stride-1 unpadded) and ``np.matmul`` into the output.
+
+Fused activations: a Conv node whose attrs carry ``"_activation"`` (set by the
+toolkit's ``fuse_activations`` pass; see :data:`FUSED_ACTIVATIONS`) applies it in the
+output stage of every path -- on the accumulator registers before the micro-kernels
+store a finished tile, on each channel's tiles in the Winograd output transform, on
+each finished depthwise plane, in the BLAS path's bias pass -- never as a separate
+pass over the output.  The result equals the unfused Conv followed by the activation
+kernel bit for bit (float32).
 
 Scratch buffers are per thread and reused across calls; with ``out`` given nothing
 tensor-sized is allocated after the first call.
@@ -29,6 +40,7 @@ tensor-sized is allocated after the first call.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -47,6 +59,18 @@ _BLOCK_FLOATS = 96 * 1024
 _MAX_KC = 512
 
 _tls = threading.local()
+
+#: Activations a Conv applies itself, named in ``attrs["_activation"]``:
+#:
+#: * ``"Relu"``: ``max(x, 0)``;
+#: * ``"Clip"``: ``min(max(x, lo), hi)`` with ``attrs["_activation_min"]`` /
+#:   ``attrs["_activation_max"]`` (floats; an absent one does not clip), as ONNX Clip
+#:   with constant bounds (ReLU6 is ``0, 6``);
+#: * ``"LeakyRelu"``: ``x`` for ``x >= 0`` else ``alpha * x`` with
+#:   ``attrs["_activation_alpha"]`` (default 0.01).
+#:
+#: nan stays nan, as with the activation kernels.
+FUSED_ACTIVATIONS = ("Relu", "Clip", "LeakyRelu")
 
 
 def _scratch(name: str, n: int) -> np.ndarray:
@@ -156,13 +180,15 @@ class _ConvPlan:
         self.w_src = w
         self.b_src = b
         self.bias = None if b is None else np.array(b, dtype=np.float32).reshape(-1)  # own copy: see caches_inputs
-        self.packed: Dict[object, object] = {}  # transposed? -> packed weights per group; "wino" -> U
+        self.packed: Dict[object, object] = {}  # transposed? -> packed weights; ("wino", tile) -> U
         self.geoms: Dict[tuple, "_Geometry"] = {}
         self.lock = threading.Lock()
         self.winograd = True
+        self.act: Optional[tuple] = None  # fused activation (see _fused_activation)
 
-    def packed_for(self, w: np.ndarray, transposed: bool) -> List[np.ndarray]:
-        """Packed weights per group: cached for the node's constant weights, else packed now."""
+    def packed_for(self, w: np.ndarray, transposed: bool) -> np.ndarray:
+        """Packed weights of every group, (group, panels, K, MR): cached for the node's
+        constant weights, else packed now."""
         if w is self.w_src:
             packs = self.packed.get(transposed)
             if packs is None:
@@ -174,28 +200,62 @@ class _ConvPlan:
             return packs
         return _pack_groups(w, self.ca.group, transposed)
 
-    def winograd_for(self, w: np.ndarray) -> np.ndarray:
-        """Packed Winograd-transformed weights (36, panels, C, MR): cached for constant weights."""
+    def winograd_for(self, w: np.ndarray, tile: int) -> np.ndarray:
+        """Packed Winograd F(tile x tile, 3x3) transformed weights ((tile+2)**2, panels, C, MR):
+        cached for constant weights."""
+        key = ("wino", tile)
         if w is self.w_src:
-            u = self.packed.get("wino")
+            u = self.packed.get(key)
             if u is None:
                 with self.lock:
-                    u = self.packed.get("wino")
+                    u = self.packed.get(key)
                     if u is None:
-                        u = self.packed["wino"] = _pack_winograd(w)
+                        u = self.packed[key] = _pack_winograd(w, tile)
             return u
-        return _pack_winograd(w)
+        return _pack_winograd(w, tile)
 
 
-def _pack_winograd(w: np.ndarray) -> np.ndarray:
-    u = _ck.winograd_weights(np.ascontiguousarray(w, dtype=np.float32))
-    return np.stack([_ck.pack_weights(u[i]) for i in range(36)])
+def _pack_winograd(w: np.ndarray, tile: int) -> np.ndarray:
+    u = _ck.winograd_weights(np.ascontiguousarray(w, dtype=np.float32), tile)
+    return np.stack([_ck.pack_weights(u[i]) for i in range(u.shape[0])])
 
 
-def _pack_groups(w: np.ndarray, group: int, transposed: bool) -> List[np.ndarray]:
+def _pack_groups(w: np.ndarray, group: int, transposed: bool) -> np.ndarray:
     m = w.shape[0]
     wm = np.ascontiguousarray(w, dtype=np.float32).reshape(group, m // group, -1)
-    return [_ck.pack_weights(wm[g], transposed) for g in range(group)]
+    if group == 1:
+        return _ck.pack_weights(wm[0], transposed)[None]
+    return np.stack([_ck.pack_weights(wm[g], transposed) for g in range(group)])
+
+
+def _act_float(attrs, name: str, default: Optional[float]) -> Optional[float]:
+    value = attrs.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or math.isnan(float(value)):
+        raise ModelInvalidError(f"attribute {name} must be a number (not nan), got {value!r}", op="Conv")
+    return float(np.float32(value))
+
+
+def _fused_activation(attrs) -> Optional[tuple]:
+    """The ``act`` argument of the compiled output stages for ``attrs["_activation"]``
+    (None: no activation); ``ModelInvalidError`` for an unsupported one."""
+    name = attrs.get("_activation")
+    if name is None:
+        return None
+    if name == "Relu":
+        return (_ck.ACT_CLIP, 0.0, math.inf)
+    if name == "Clip":
+        lo = _act_float(attrs, "_activation_min", None)
+        hi = _act_float(attrs, "_activation_max", None)
+        if lo is None and hi is None:
+            return None
+        return (_ck.ACT_CLIP, -math.inf if lo is None else lo, math.inf if hi is None else hi)
+    if name == "LeakyRelu":
+        return (_ck.ACT_LEAKY, _act_float(attrs, "_activation_alpha", 0.01))
+    raise ModelInvalidError(f"attribute _activation must be one of {', '.join(FUSED_ACTIVATIONS)}, got {name!r}",
+                            op="Conv")
 
 
 def _conv_prepare(attrs, consts):
@@ -213,6 +273,7 @@ def _conv_prepare(attrs, consts):
     new = dict(attrs)
     new["_conv"] = plan = _ConvPlan(ca, w, b)
     plan.winograd = bool(attrs.get("_winograd", True))
+    plan.act = _fused_activation(attrs)
     return new
 
 
@@ -237,7 +298,8 @@ class _Geometry:
     """Everything about a Conv that depends on the input shape (cached per shape)."""
 
     __slots__ = ("in_sp", "out_sp", "ksz", "pb", "pe", "N", "K", "Cg", "Mg", "path", "direct", "split",
-                 "psize", "off", "idx", "transposed", "kcb", "ncb", "dw_pads", "tiles", "grid")
+                 "psize", "off", "idx", "transposed", "kcb", "ncb", "dw_pads", "tiles", "wtile", "grid", "chan_in",
+                 "dw_args")
 
 
 def _pad3(v: Sequence[int], fill: int) -> List[int]:
@@ -280,6 +342,7 @@ def _geometry(plan: _ConvPlan, x_shape, w_shape) -> _Geometry:
         out_sp.append(o)
     g = _Geometry()
     g.in_sp, g.out_sp, g.ksz, g.pb, g.pe = in_sp, out_sp, ksz, pb, pe
+    g.chan_in = int(np.prod(in_sp)) if in_sp else 1
     g.N = int(np.prod(out_sp)) if out_sp else 1
     g.K = Cg * int(np.prod(ksz))
     g.Cg, g.Mg = Cg, M // group
@@ -288,6 +351,7 @@ def _geometry(plan: _ConvPlan, x_shape, w_shape) -> _Geometry:
     g.grid = None
     g.transposed = False
     g.dw_pads = None
+    g.dw_args = None
     empty = g.N == 0 or g.Mg == 0 or x_shape[0] == 0
     if empty:
         g.path = "empty"
@@ -297,7 +361,8 @@ def _geometry(plan: _ConvPlan, x_shape, w_shape) -> _Geometry:
         g.dw_pads = (pb2[0], pb2[1], pe2[0], pe2[1])
     elif plan.winograd and _use_winograd(ca, g, C):
         g.path = "winograd"
-        th, tw = -(-out_sp[0] // 4), -(-out_sp[1] // 4)
+        g.wtile = t = _use_winograd(ca, g, C)
+        th, tw = -(-out_sp[0] // t), -(-out_sp[1] // t)
         g.tiles = (th, tw)
         # V columns live on a (th, tw + 1) grid; the GEMM gathers the th*tw real tiles
         g.off = (np.arange(C, dtype=np.int64) * th * (tw + 1)).astype(np.int32)
@@ -322,60 +387,67 @@ def _geometry(plan: _ConvPlan, x_shape, w_shape) -> _Geometry:
     return g
 
 
-#: Winograd's transformed weights take 36 * M * C floats (4x the 3x3 weights); past this
-#: size per layer (4 MB: the memory budget of weights + activations, see tests/test_memory.py,
-#: leaves no room for 4x copies of large layers), or with fewer output tiles than this
-#: (7x7 outputs: 4 tiles, weights streamed from memory for little work), the direct
-#: gather GEMM is used instead.
+#: Winograd F(4x4)'s transformed weights take 36 * M * C floats (4x the 3x3 weights),
+#: F(2x2)'s 16 * M * C; past this size per layer (4 MB: the memory budget of weights +
+#: activations, see tests/test_memory.py, leaves no room for 4x copies of large layers),
+#: or with fewer output tiles than this (weights streamed from memory for little work),
+#: the direct gather GEMM is used instead.
 _WINO_MAX_U_FLOATS = 1024 * 1024
 _WINO_MIN_TILES = 16
 
 
-def _use_winograd(ca: _ConvAttrs, g: _Geometry, C: int) -> bool:
-    """Winograd F(4x4, 3x3) for 2-D 3x3 stride-1 undilated ungrouped convolutions big enough
-    to gain (enough channels and tiles) and small enough for the transformed weights."""
+def _use_winograd(ca: _ConvAttrs, g: _Geometry, C: int) -> int:
+    """Output tile size of the Winograd variant to use, 4 (F(4x4, 3x3)) or 2 (F(2x2, 3x3)),
+    or 0 for none: 2-D 3x3 stride-1 undilated ungrouped convolutions big enough to gain
+    (enough channels and tiles) and small enough for the transformed weights."""
     if not _ISA or ca.nd != 2 or ca.group != 1 or g.ksz != [3, 3]:
-        return False
+        return 0
     if any(s != 1 for s in ca.strides) or any(d != 1 for d in ca.dilations):
-        return False
+        return 0
     if C < 16 or g.Mg < 16 or any(v <= 0 for v in g.in_sp):
-        return False
-    tiles = (-(-g.out_sp[0] // 4)) * (-(-g.out_sp[1] // 4))
-    return tiles >= _WINO_MIN_TILES and 36 * g.Mg * C <= _WINO_MAX_U_FLOATS
+        return 0
+    for t, comps in ((4, 36), (2, 16)):
+        tiles = (-(-g.out_sp[0] // t)) * (-(-g.out_sp[1] // t))
+        if tiles >= _WINO_MIN_TILES and comps * g.Mg * C <= _WINO_MAX_U_FLOATS:
+            return t
+    return 0
 
 
 def _run_winograd(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bias, y: np.ndarray) -> None:
-    """Winograd F(4x4, 3x3) Conv of every image: x (n, C, H, W) contiguous, y (n, M, OH, OW) contiguous."""
-    u = plan.winograd_for(w)
+    """Winograd F(t x t, 3x3) Conv (t = g.wtile) of every image: x (n, C, H, W) contiguous,
+    y (n, M, OH, OW) contiguous."""
+    t = g.wtile
+    ncomp = (t + 2) * (t + 2)
+    u = plan.winograd_for(w, t)
     n_img, C = x.shape[0], x.shape[1]
     M = w.shape[0]
     th, tw = g.tiles
     T = th * tw
     tg = th * (tw + 1)
-    v = _scratch("wino_v", 36 * C * tg)
-    mt = _scratch("wino_m", 36 * M * T)
+    v = _scratch("wino_v", ncomp * C * tg)
+    mt = _scratch("wino_m", ncomp * M * T)
     buf = _scratch("wino_buf", 40 * max(T, tg))
-    split = _scratch("phase", C * 16 * (th + 1) * (tw + 1) + 16)
+    split = _scratch("phase", C * t * t * (th + 1) * (tw + 1) + 16)
     block = _scratch("block", g.kcb * g.ncb + 16)
     pt, pl = g.pb
 
     def transform_in(c0: int, c1: int) -> None:
         own = buf if c0 == 0 else _scratch("wino_buf", 40 * max(T, tg))
-        _ck.winograd_input(xi, pt, pl, th, tw, v, split, own, c0, c1)
+        _ck.winograd_input(xi, pt, pl, th, tw, v, split, own, c0, c1, tile=t)
 
-    def products(i0: int, i1: int) -> None:  # the 36 transformed-domain GEMMs
+    def products(i0: int, i1: int) -> None:  # the 36 (16) transformed-domain GEMMs
         blk = block if i0 == 0 else _scratch("block", g.kcb * g.ncb + 16)
         _ck.gather_gemm_batch(v[i0 * C * tg:], C * tg, g.off, g.idx, u[i0:i1], M, mt[i0 * M * T:], blk,
                               g.kcb, g.ncb)
 
     def transform_out(m0: int, m1: int) -> None:
         own = buf if m0 == 0 else _scratch("wino_buf", 40 * max(T, tg))
-        _ck.winograd_output(mt, M, th, tw, bias, yi, own, m0, m1)
+        _ck.winograd_output(mt, M, th, tw, bias, yi, own, m0, m1, act=plan.act, tile=t)
 
     for i in range(n_img):
         xi, yi = x[i], y[i]
         parallel_for(C, transform_in, min_chunk=8)
-        parallel_for(36, products)
+        parallel_for(ncomp, products)
         parallel_for(M, transform_out, min_chunk=8)
 
 
@@ -443,8 +515,9 @@ def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bia
     packs = plan.packed_for(w, g.transposed)
     n_img, C = x.shape[0], x.shape[1]
     scratch = _scratch("block", g.kcb * g.ncb + 16)
-    yt = _scratch("yt", g.N * g.Mg).reshape(g.N, g.Mg) if g.transposed else None
-    chan_in = int(np.prod(g.in_sp))
+    M = packs.shape[0] * g.Mg
+    yt = _scratch("yt", g.N * M).reshape(g.N, M) if g.transposed else None
+    chan_in = g.chan_in
     for i in range(n_img):
         if g.split is None:
             P = x[i].reshape(-1)
@@ -460,25 +533,23 @@ def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bia
             xi = x[i].reshape((C,) + tuple(_pad3(g.in_sp, 1)))
             _ck.phase_split(xi, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P)
         chan = (g.psize // C) if g.split is not None else chan_in  # floats per channel in P
-        for gi in range(len(packs)):
-            Pg = P[gi * g.Cg * chan:]
-            bg = None if bias is None else bias[gi * g.Mg:(gi + 1) * g.Mg]
-            yg = y3[i, gi * g.Mg:(gi + 1) * g.Mg]
-            if g.transposed:
-                _gemm_blocks(g, Pg, packs[gi], bg, yt, scratch, transposed=True)
-                _ck.transpose_into(yt, yg)
-            elif g.grid is not None:
-                _, ws, ow = g.grid
-                _gemm_blocks(g, Pg, packs[gi], bg, yg, scratch, grid=(ws, ow))
-            else:
-                _gemm_blocks(g, Pg, packs[gi], bg, yg, scratch)
+        pstride = g.Cg * chan  # floats between the groups' channels in P
+        if g.transposed:
+            _gemm_blocks(g, P, packs, bias, yt, scratch, plan.act, pstride, transposed=True)
+            _ck.transpose_into(yt, y3[i])
+        elif g.grid is not None:
+            _, ws, ow = g.grid
+            _gemm_blocks(g, P, packs, bias, y3[i], scratch, plan.act, pstride, grid=(ws, ow))
+        else:
+            _gemm_blocks(g, P, packs, bias, y3[i], scratch, plan.act, pstride)
 
 
-def _gemm_blocks(g: _Geometry, P, pack, bias, y, scratch, transposed: bool = False, grid=None) -> None:
-    """One gather GEMM, its column blocks split across the run's threads.  With several
-    threads the blocks are narrowed (to a multiple of the panel width) so each thread
-    gets a few; a block's width never changes any output value, and each thread packs
-    into its own scratch."""
+def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, transposed: bool = False,
+                 grid=None) -> None:
+    """The gather GEMMs of every group (one compiled call), their column blocks split
+    across the run's threads.  With several threads the blocks are narrowed (to a
+    multiple of the panel width) so each thread gets a few; a block's width never
+    changes any output value, and each thread packs into its own scratch."""
     n = len(g.idx)
     ncb = g.ncb
     threads = current_threads()
@@ -486,11 +557,16 @@ def _gemm_blocks(g: _Geometry, P, pack, bias, y, scratch, transposed: bool = Fal
         nr = _ck.panel_shape(transposed)[1]
         ncb = max(nr, n // (4 * threads) // nr * nr)
     kw = {"transposed": True} if transposed else ({"grid": grid} if grid is not None else {})
+    if act is not None:
+        kw["act"] = act
+    if threads == 1:
+        _ck.gather_gemm(P, g.off, g.idx, packs, g.Mg, bias, y, scratch, g.kcb, ncb, pstride=pstride, **kw)
+        return
 
     def body(b0: int, b1: int) -> None:
         blk = scratch if b0 == 0 else _scratch("block", g.kcb * g.ncb + 16)
-        _ck.gather_gemm(P, g.off, g.idx, pack, g.Mg, bias, y, blk, g.kcb, ncb,
-                        n_begin=b0 * ncb, n_end=min(n, b1 * ncb), **kw)
+        _ck.gather_gemm(P, g.off, g.idx, packs, g.Mg, bias, y, blk, g.kcb, ncb,
+                        n_begin=b0 * ncb, n_end=min(n, b1 * ncb), pstride=pstride, **kw)
 
     parallel_for(-(-n // ncb), body)
 
@@ -499,8 +575,9 @@ def _gemm_blocks(g: _Geometry, P, pack, bias, y, scratch, transposed: bool = Fal
 _MAX_COLS_FLOATS = 4 * 1024 * 1024
 
 
-def _run_blas(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray) -> None:
-    """im2col (none for 1x1 stride-1 unpadded) + np.matmul per image and group.
+def _run_blas(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray, act) -> None:
+    """im2col (none for 1x1 stride-1 unpadded) + np.matmul per image and group, then one
+    compiled pass adding the bias and applying the fused activation ``act``.
 
     For 1-D/2-D convolutions the unfolding runs in bands of output rows so the scratch
     stays under ``_MAX_COLS_FLOATS`` floats: each band is the same im2col on the input
@@ -530,28 +607,34 @@ def _run_blas(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, 
                     cols = cols_all[:g.K * (r1 - r0) * ow * od].reshape(g.K, -1)
                     _ck.im2col(xg[:, :, s0:], cols, ks3, st3, dl3, (pb3[0], s0 - start, pb3[2]), (od, r1 - r0, ow))
                     np.matmul(wm[gi], cols, out=yg[:, r0 * ow:r1 * ow] if band < oh else yg)
-            if bias is not None:
-                yg += bias[gi * g.Mg:(gi + 1) * g.Mg, None]
+            if bias is not None or act is not None:
+                _ck.bias_act(yg, None if bias is None else bias[gi * g.Mg:(gi + 1) * g.Mg], act)
 
 
-def _run_depthwise(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray) -> None:
+def _run_depthwise(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray, act) -> None:
     n_img, C = x.shape[0], x.shape[1]
-    H, W = _pad3(g.in_sp, 1)[1:]
-    OH, OW = _pad3(g.out_sp, 1)[1:]
-    kh, kw = _pad3(g.ksz, 1)[1:]
-    sh, sw = _pad3(ca.strides, 1)[1:]
-    dh, dw = _pad3(ca.dilations, 1)[1:]
-    pt, pl, pb, pr = g.dw_pads
-    w3 = np.ascontiguousarray(w, dtype=np.float32).reshape(w.shape[0], kh, kw)
-    scratch = _scratch("dwpad", _ck.depthwise_scratch_size(H, W, pt, pl, pb, pr))
+    args = g.dw_args
+    if args is None:
+        H, W = _pad3(g.in_sp, 1)[1:]
+        OH, OW = _pad3(g.out_sp, 1)[1:]
+        sh, sw = _pad3(ca.strides, 1)[1:]
+        dh, dw = _pad3(ca.dilations, 1)[1:]
+        kh, kw = _pad3(g.ksz, 1)[1:]
+        pt, pl, pb, pr = g.dw_pads
+        args = g.dw_args = ((C, H, W), (-1, OH, OW), (-1, kh, kw), (sh, sw, dh, dw, pt, pl, pb, pr),
+                            _ck.depthwise_scratch_size(H, W, pt, pl, pb, pr))
+    xshape, yshape, wshape, geo, nscratch = args
+    w3 = np.ascontiguousarray(w, dtype=np.float32).reshape(wshape)
+    scratch = _scratch("dwpad", nscratch)
     for i in range(n_img):
-        _ck.depthwise(x[i].reshape(C, H, W), w3, bias, y3[i].reshape(-1, OH, OW), sh, sw, dh, dw,
-                      pt, pl, pb, pr, scratch)
+        _ck.depthwise(x[i].reshape(xshape), w3, bias, y3[i].reshape(yshape), *geo, scratch, act)
 
 
 @kernel("Conv", out=True, prepare=_conv_prepare, caches_inputs=(1, 2))
 def conv(inputs, attrs, out=None):
-    """ONNX Conv (1-3 spatial axes, groups, dilations, pads / auto_pad, optional bias).
+    """ONNX Conv (1-3 spatial axes, groups, dilations, pads / auto_pad, optional bias),
+    followed by the fused activation ``attrs["_activation"]`` if any (see
+    :data:`FUSED_ACTIVATIONS`).
 
     Writes into ``out[0]`` when given (no tensor-sized temporaries); float32 result.
     """
@@ -590,6 +673,7 @@ def conv(inputs, attrs, out=None):
     if g.path == "empty":
         if y.size:
             y3[...] = 0 if bias is None else bias[None, :, None]
+            _ck.activation_numpy(y3, plan.act)
     else:
         x = np.ascontiguousarray(x, dtype=np.float32)
         if g.path == "gather":
@@ -597,9 +681,9 @@ def conv(inputs, attrs, out=None):
         elif g.path == "winograd":
             _run_winograd(g, plan, x, w, bias, y)
         elif g.path == "depthwise":
-            _run_depthwise(g, ca, x, w, bias, y3)
+            _run_depthwise(g, ca, x, w, bias, y3, plan.act)
         else:
-            _run_blas(g, ca, x, w, bias, y3)
+            _run_blas(g, ca, x, w, bias, y3, plan.act)
     if target is not None:
         if y is not target:
             np.copyto(target, y)
