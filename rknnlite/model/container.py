@@ -43,7 +43,6 @@ __all__ = [
     "FORMAT_MINOR",
     "ALIGN",
     "Section",
-    "is_portable",
     "write_container",
     "read_container",
     "Container",
@@ -70,11 +69,6 @@ _KNOWN_TAGS = (TAG_META, TAG_GRAPH, TAG_WEIGHTS)
 
 def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
-def is_portable(buf) -> bool:
-    """True when ``buf`` (bytes-like) starts with the portable container's magic."""
-    return bytes(buf[: len(MAGIC)]) == MAGIC
 
 
 @dataclass(frozen=True)

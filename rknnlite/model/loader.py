@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 from ..errors import ModelInvalidError
 from . import envelope, rockchip
 from .container import MAGIC as PORTABLE_MAGIC
-from .portable import PortableModel, read_portable
+from .portable import read_portable
 from .source import ModelSource, open_source
 
 __all__ = ["LoadedModel", "load_model", "detect_format", "PORTABLE", "ROCKCHIP", "ROCKCHIP_ENCRYPTED"]
@@ -119,7 +119,3 @@ def parse_payload(fmt: str, payload: memoryview, label: str):
         return rockchip.read_rockchip(payload, label)
     return rockchip.rockchip_encrypted_info(payload)
 
-
-def is_portable_model(obj) -> bool:
-    """True for a :class:`PortableModel`."""
-    return isinstance(obj, PortableModel)
