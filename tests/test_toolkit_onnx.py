@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import rknnlite  # noqa: E402
 from rknnlite import ModelInvalidError  # noqa: E402
 from rknnlite.backends.software.executor import Executor  # noqa: E402
-from rknnlite.model.graph import Graph  # noqa: E402
+from rknnlite.model.graph import Graph, Node  # noqa: E402
 from rknnlite.model.loader import load_model  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 from rknnlite.toolkit.onnx_import import import_onnx  # noqa: E402
@@ -24,6 +24,8 @@ from rknnlite.toolkit.optimize import (  # noqa: E402
     finalize_outputs,
     fold_batchnorm,
     fold_constants,
+    fold_conv_affine,
+    fold_dense_bias,
     fuse_activations,
     optimize,
     remove_dead_nodes,
@@ -472,6 +474,333 @@ def test_optimize_does_not_modify_its_input():
     before = [(n.op, list(n.inputs), list(n.outputs)) for n in im.graph.nodes]
     optimize(im.graph, im.shapes)
     assert [(n.op, list(n.inputs), list(n.outputs)) for n in im.graph.nodes] == before
+
+
+# -- per-channel affine chains into Conv / ConvTranspose, bias Add into Gemm -------------------
+
+
+def _conv_chain_model(chain, inits=(), *, op="Conv", bias=True, group=1, x_shape=(1, 4, 6, 6),
+                      extra_outputs=(), extra_inputs=(), opset=17):
+    """x -> Conv / ConvTranspose (3x3, pads 1, 4 output channels for Conv, 6 for
+    ConvTranspose) -> c -> chain -> y."""
+    c_in = x_shape[1]
+    k = (3,) * (len(x_shape) - 2)
+    if op == "Conv":
+        w = RNG.standard_normal((4, c_in // group) + k).astype(np.float32)
+        m = 4
+    else:
+        w = RNG.standard_normal((c_in, 6 // group) + k).astype(np.float32)
+        m = 6
+    b = RNG.standard_normal(m).astype(np.float32)
+    conv = helper.make_node(op, ["x", "w"] + (["b"] if bias else []), ["c"], name="conv",
+                            pads=[1] * (2 * len(k)), group=group)
+    return model([conv] + list(chain), [vi("x", F, list(x_shape))] + list(extra_inputs),
+                 [vi("y", F, None)] + [vi(o, F, None) for o in extra_outputs],
+                 [init("w", w)] + ([init("b", b)] if bias else []) + list(inits), opset=opset)
+
+
+def _chan(values, shape):
+    return np.asarray(values, np.float32).reshape(shape)
+
+
+def _mul_add_bn(m=4):
+    """Inits for ``k`` (per-channel scale), ``t`` (per-channel shift) and a BN's parameters."""
+    return [init("k", _chan(RNG.uniform(0.5, 2, m) * RNG.choice([-1, 1], m), (m, 1, 1))),
+            init("t", _chan(RNG.standard_normal(m), (1, m, 1, 1))),
+            init("s", RNG.uniform(0.5, 2, m).astype(np.float32)),
+            init("beta", RNG.standard_normal(m).astype(np.float32)),
+            init("mean", RNG.standard_normal(m).astype(np.float32)),
+            init("var", RNG.uniform(0.1, 2, m).astype(np.float32))]
+
+
+_BN = ["s", "beta", "mean", "var"]
+
+
+@pytest.mark.parametrize("name, chain, inits, kwargs, removed", [
+    ("mul", [helper.make_node("Mul", ["c", "k"], ["y"])], None, {}, 1),
+    ("add-const-first", [helper.make_node("Add", ["t", "c"], ["y"])], None, {}, 1),
+    ("mul-add", [helper.make_node("Mul", ["c", "k"], ["u"]), helper.make_node("Add", ["u", "t"], ["y"])],
+     None, {}, 2),
+    ("mul-add-no-bias", [helper.make_node("Mul", ["k", "c"], ["u"]), helper.make_node("Add", ["u", "t"], ["y"])],
+     None, {"bias": False}, 2),
+    ("scalar-mul-sub", [helper.make_node("Mul", ["c", "two"], ["u"]), helper.make_node("Sub", ["u", "t"], ["y"])],
+     [init("two", np.float32(2.5)), init("t", _chan(RNG.standard_normal(4), (4, 1, 1)))], {}, 2),
+    ("const-minus-conv", [helper.make_node("Sub", ["t", "c"], ["y"])], None, {}, 1),
+    ("div", [helper.make_node("Div", ["c", "k"], ["y"])], None, {}, 1),
+    ("add-only-no-bias", [helper.make_node("Add", ["c", "t"], ["y"])], None, {"bias": False}, 1),
+    ("mul-bn-add", [helper.make_node("Mul", ["c", "k"], ["u"]),
+                    helper.make_node("BatchNormalization", ["u"] + _BN, ["v"], epsilon=1e-3),
+                    helper.make_node("Add", ["v", "t"], ["y"])], None, {}, 3),
+    ("channel-1-shape", [helper.make_node("Mul", ["c", "one"], ["y"])],
+     [init("one", np.full((1, 1, 1), 1.5, np.float32))], {}, 1),
+    ("grouped", [helper.make_node("Mul", ["c", "k"], ["u"]), helper.make_node("Add", ["u", "t"], ["y"])],
+     None, {"group": 2}, 2),
+    ("conv1d", [helper.make_node("Mul", ["c", "k1"], ["u"]), helper.make_node("Add", ["u", "t1"], ["y"])],
+     [init("k1", _chan(RNG.uniform(-2, 2, 4), (4, 1))), init("t1", _chan(RNG.standard_normal(4), (1, 4, 1)))],
+     {"x_shape": (2, 4, 7)}, 2),
+    ("convtranspose-grouped", [helper.make_node("Mul", ["c", "k6"], ["u"]),
+                               helper.make_node("BatchNormalization", ["u"] + _BN, ["v"]),
+                               helper.make_node("Add", ["v", "t6"], ["y"])],
+     "transpose", {"op": "ConvTranspose", "group": 2}, 3),
+    ("convtranspose-no-bias", [helper.make_node("Div", ["c", "k6"], ["y"])], "transpose",
+     {"op": "ConvTranspose", "bias": False}, 1),
+])
+def test_fold_conv_affine_chains(name, chain, inits, kwargs, removed):
+    """Each per-channel chain folds into the conv; the result matches onnxruntime and the
+    unfolded graph."""
+    if inits is None:
+        inits = _mul_add_bn()
+    elif inits == "transpose":
+        inits = _mul_add_bn(6) + [init("k6", _chan(RNG.uniform(0.5, 2, 6), (6, 1, 1))),
+                                  init("t6", _chan(RNG.standard_normal(6), (6, 1, 1)))]
+    m = _conv_chain_model(chain, inits, **kwargs)
+    g = import_onnx(m).graph
+    assert fold_conv_affine(g) == removed
+    op = kwargs.get("op", "Conv")
+    assert ops(g) == [op] and g.nodes[0].outputs == ["y"] and len(g.nodes[0].inputs) == 3
+    w_name, b_name = g.nodes[0].inputs[1:]
+    assert g.constants[b_name].dtype == np.float32 and g.constants[b_name].shape == (4 if op == "Conv" else 6,)
+    assert g.constants[w_name].dtype == np.float32 and g.constants[w_name].shape == tuple(m.graph.initializer[0].dims)
+    if name.startswith("add"):
+        assert w_name == "w"  # a shift only: the weights are not copied
+    x = RNG.standard_normal(kwargs.get("x_shape", (1, 4, 6, 6))).astype(np.float32)
+    check_against_ort(m, {"x": x}, g, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(run_graph(g, [x])[0], run_graph(import_onnx(m).graph, [x])[0], rtol=1e-4, atol=1e-5)
+    im = import_onnx(m)
+    g = check_against_ort(m, {"x": x}, optimize(im.graph, im.shapes), rtol=1e-4, atol=1e-5)
+    assert ops(g) == [op]
+
+
+def test_conv_batchnorm_mul_add_relu_becomes_one_conv():
+    """The inception_v2 shape: Conv -> BN -> Mul -> Add -> Relu is one Conv with a fused Relu."""
+    chain = [helper.make_node("BatchNormalization", ["c"] + _BN, ["v"], epsilon=1e-5),
+             helper.make_node("Mul", ["v", "k"], ["u"]), helper.make_node("Add", ["u", "t"], ["r"]),
+             helper.make_node("Relu", ["r"], ["y"])]
+    m = _conv_chain_model(chain, _mul_add_bn(), bias=False)
+    im = import_onnx(m)
+    g = optimize(im.graph, im.shapes)
+    assert ops(g) == ["Conv"] and g.nodes[0].attrs["_activation"] == "Relu" and g.nodes[0].outputs == ["y"]
+    assert set(g.constants) == {g.nodes[0].inputs[1], g.nodes[0].inputs[2]}  # the old ones are dead
+    check_against_ort(m, {"x": RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)}, g, rtol=1e-4, atol=1e-5)
+    # step by step: the BN pass takes the BN, the affine pass the Mul and Add
+    g = import_onnx(m).graph
+    assert fold_batchnorm(g) == 1 and fold_conv_affine(g) == 2 and fuse_activations(g) == 1
+    assert ops(g) == ["Conv"]
+
+
+@pytest.mark.parametrize("name, chain, inits, kwargs", [
+    ("runtime-operand", [helper.make_node("Mul", ["c", "k_in"], ["y"])], [],
+     {"extra_inputs": [vi("k_in", F, [4, 1, 1])]}),
+    ("spatial-operand", [helper.make_node("Mul", ["c", "kw"], ["y"])],
+     [init("kw", RNG.standard_normal((1, 1, 1, 6)).astype(np.float32))], {}),
+    # (4,) right-aligns with the width axis (6 wide here would not broadcast; 4 wide does)
+    ("vector-on-width", [helper.make_node("Add", ["c", "kv"], ["y"])],
+     [init("kv", RNG.standard_normal(4).astype(np.float32))], {"x_shape": (1, 4, 4, 4)}),
+    ("per-batch", [helper.make_node("Mul", ["c", "kb"], ["y"])],
+     [init("kb", RNG.standard_normal((2, 4, 1, 1)).astype(np.float32))], {"x_shape": (2, 4, 6, 6)}),
+    ("rank-expanding", [helper.make_node("Add", ["c", "k5"], ["y"])],
+     [init("k5", RNG.standard_normal((1, 1, 4, 1, 1)).astype(np.float32))], {}),
+    ("const-over-conv", [helper.make_node("Div", ["k", "c"], ["y"])],
+     [init("k", _chan(RNG.uniform(1, 2, 4), (4, 1, 1)))], {}),
+    ("div-by-zero", [helper.make_node("Div", ["c", "k"], ["y"])], [init("k", _chan([1, 0, 2, 3], (4, 1, 1)))], {}),
+    ("nan-operand", [helper.make_node("Add", ["c", "k"], ["y"])], [init("k", _chan([1, np.nan, 2, 3], (4, 1, 1)))],
+     {}),
+    ("second-reader", [helper.make_node("Mul", ["c", "k"], ["y"]), helper.make_node("Neg", ["c"], ["n"])],
+     [init("k", _chan([1, 2, 3, 4], (4, 1, 1)))], {"extra_outputs": ["n"]}),
+    ("conv-is-graph-output", [helper.make_node("Mul", ["c", "k"], ["y"])],
+     [init("k", _chan([1, 2, 3, 4], (4, 1, 1)))], {"extra_outputs": ["c"]}),
+    ("training-bn", [helper.make_node("BatchNormalization", ["c"] + _BN, ["y", "rm", "rv"], training_mode=1)],
+     _mul_add_bn()[2:], {"extra_outputs": ["rm", "rv"]}),
+])
+def test_fold_conv_affine_refusals(name, chain, inits, kwargs):
+    """Nothing folds through a runtime operand, an operand that is not per-channel, a
+    non-affine or non-finite op, a second reader or a graph output; the full optimiser
+    still matches onnxruntime."""
+    m = _conv_chain_model(chain, inits, **kwargs)
+    g = import_onnx(m).graph
+    assert fold_conv_affine(g) == 0
+    assert ops(g) == ["Conv"] + [n.op_type for n in chain]
+    x_shape = kwargs.get("x_shape", (1, 4, 6, 6))
+    feeds = {"x": RNG.standard_normal(x_shape).astype(np.float32)}
+    if name == "runtime-operand":
+        feeds["k_in"] = RNG.standard_normal((4, 1, 1)).astype(np.float32)
+    im = import_onnx(m)
+    g = optimize(im.graph, im.shapes)
+    assert len(g.nodes) == 1 + len(chain)
+    if name == "training-bn":
+        return  # the runtime refuses training-mode BatchNormalization
+    inputs = [feeds[n] for n in g.inputs]
+    for a, e in zip(run_graph(g, inputs), run_graph(import_onnx(m).graph, inputs)):
+        np.testing.assert_array_equal(a, e)
+    if name != "const-over-conv":  # k / c amplifies the conv's rounding wherever c is near 0
+        check_against_ort(m, feeds, g, rtol=1e-4, atol=1e-5)
+
+
+def test_fold_conv_affine_stops_where_the_chain_branches():
+    """A chain folds up to a tensor that is a graph output or read twice; the rest stays."""
+    inits = _mul_add_bn()
+    x = RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    # u (the Mul's output) is a graph output: the Mul folds, the Add stays and reads the Conv
+    m = _conv_chain_model([helper.make_node("Mul", ["c", "k"], ["u"]), helper.make_node("Add", ["u", "t"], ["y"])],
+                          inits, extra_outputs=["u"])
+    g = import_onnx(m).graph
+    assert fold_conv_affine(g) == 1 and ops(g) == ["Conv", "Add"] and g.nodes[0].outputs == ["u"]
+    check_against_ort(m, {"x": x}, g, rtol=1e-4, atol=1e-5)
+    # u read twice: same
+    m = _conv_chain_model([helper.make_node("Mul", ["c", "k"], ["u"]), helper.make_node("Add", ["u", "t"], ["y"]),
+                           helper.make_node("Sigmoid", ["u"], ["z"])], inits, extra_outputs=["z"])
+    g = import_onnx(m).graph
+    assert fold_conv_affine(g) == 1 and ops(g) == ["Conv", "Add", "Sigmoid"]
+    check_against_ort(m, {"x": x}, g, rtol=1e-4, atol=1e-5)
+    # a non-per-channel op in the middle ends the chain there
+    m = _conv_chain_model([helper.make_node("Mul", ["c", "k"], ["u"]), helper.make_node("Add", ["u", "kw"], ["v"]),
+                           helper.make_node("Add", ["v", "t"], ["y"])],
+                          inits + [init("kw", RNG.standard_normal((1, 1, 1, 6)).astype(np.float32))])
+    g = import_onnx(m).graph
+    assert fold_conv_affine(g) == 1 and ops(g) == ["Conv", "Add", "Add"]
+    check_against_ort(m, {"x": x}, g, rtol=1e-4, atol=1e-5)
+
+
+def test_fold_conv_affine_refuses_integer_fused_overflowing_and_runtime_weights():
+    """Integer operands, a Conv that already applies an activation, a scale that overflows
+    float32 and weights known only at run time are left alone."""
+    w = RNG.standard_normal((4, 3, 1, 1)).astype(np.float32)
+
+    def graph(chain, consts, conv_attrs=None, w_const=True):
+        nodes = [Node("Conv", "conv", ["x", "w"], ["c"], dict(conv_attrs or {}))] + chain
+        return Graph(nodes, ["x"] if w_const else ["x", "w"], ["y"], dict(consts, **({"w": w} if w_const else {})))
+
+    g = graph([Node("Mul", "mul", ["c", "k"], ["y"])], {"k": np.int64([1, 2, 3, 4]).reshape(4, 1, 1)})
+    assert fold_conv_affine(g) == 0
+    g = graph([Node("Mul", "mul", ["c", "k"], ["y"])], {"k": np.float32([1, 2, 3, 4]).reshape(4, 1, 1)},
+              {"_activation": "Relu"})
+    assert fold_conv_affine(g) == 0
+    big = np.full((4, 1, 1), 1e30, np.float32)
+    g = graph([Node("Mul", "m1", ["c", "k"], ["u"]), Node("Mul", "m2", ["u", "k"], ["y"])], {"k": big})
+    assert fold_conv_affine(g) == 0 and ops(g) == ["Conv", "Mul", "Mul"]
+    g = graph([Node("Mul", "mul", ["c", "k"], ["y"])], {"k": np.float32([1, 2, 3, 4]).reshape(4, 1, 1)},
+              w_const=False)
+    assert fold_conv_affine(g) == 0
+    # a fold leaves the input constants alone (the weights may be shared)
+    k = np.float32([1, 2, 3, 4]).reshape(4, 1, 1)
+    g = graph([Node("Mul", "mul", ["c", "k"], ["y"])], {"k": k})
+    assert fold_conv_affine(g) == 1
+    np.testing.assert_array_equal(g.constants["w"], w)
+    np.testing.assert_array_equal(g.constants[g.nodes[0].inputs[1]], w * k.reshape(4, 1, 1, 1))
+    g.validate()
+
+
+def _dense_model(first, chain, inits, a_shape=(3, 5), out_shape=(3, 4), extra_outputs=(), elem=F):
+    return model([first] + list(chain), [vi("a", elem, list(a_shape))],
+                 [vi("y", elem, list(out_shape) if out_shape else None)] + [vi(o, elem, None) for o in extra_outputs],
+                 list(inits))
+
+
+@pytest.mark.parametrize("name, first, chain, inits, a_shape", [
+    ("gemm-add", helper.make_node("Gemm", ["a", "b"], ["p"], alpha=0.5, transB=1),
+     [helper.make_node("Add", ["p", "k"], ["y"])],
+     [init("b", RNG.standard_normal((4, 5)).astype(np.float32)), init("k", RNG.standard_normal(4).astype(np.float32))],
+     (3, 5)),
+    ("gemm-add-const-first-beta-ignored", helper.make_node("Gemm", ["a", "b"], ["p"], beta=0.25),
+     [helper.make_node("Add", ["k", "p"], ["y"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)),
+      init("k", RNG.standard_normal((1, 4)).astype(np.float32))], (3, 5)),
+    ("gemm-sub-full-c", helper.make_node("Gemm", ["at", "b"], ["p"], transA=1),
+     [helper.make_node("Sub", ["p", "k"], ["y"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)),
+      init("k", RNG.standard_normal((3, 4)).astype(np.float32))], (5, 3)),
+    ("matmul-add", helper.make_node("MatMul", ["a", "b"], ["p"]), [helper.make_node("Add", ["p", "k"], ["y"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("k", RNG.standard_normal(4).astype(np.float32))],
+     (3, 5)),
+    ("matmul-add-scalar", helper.make_node("MatMul", ["a", "b"], ["p"]), [helper.make_node("Add", ["k", "p"], ["y"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("k", np.float32(0.75))], (3, 5)),
+    ("matmul-add-column", helper.make_node("MatMul", ["a", "b"], ["p"]), [helper.make_node("Add", ["p", "k"], ["y"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)),
+      init("k", RNG.standard_normal((3, 1)).astype(np.float32))], (3, 5)),
+])
+def test_fold_dense_bias(name, first, chain, inits, a_shape):
+    """Gemm without C / MatMul by a constant matrix, plus a constant bias, is one Gemm that
+    computes bit for bit what the two nodes did."""
+    if name == "gemm-sub-full-c":
+        first = helper.make_node("Transpose", ["a"], ["at"])
+        chain = [helper.make_node("Gemm", ["at", "b"], ["p"], transA=1), helper.make_node("Sub", ["p", "k"], ["y"])]
+    m = _dense_model(first, chain, inits, a_shape=(3, 5) if name == "gemm-sub-full-c" else a_shape)
+    im = import_onnx(m)
+    g = im.graph
+    assert fold_dense_bias(g, im.shapes) == 1
+    gemm = g.nodes[-1]
+    assert gemm.op == "Gemm" and gemm.outputs == ["y"] and len(gemm.inputs) == 3 and len(g.nodes) == len(chain)
+    assert gemm.attrs.get("beta", 1.0) == 1.0 and g.constants[gemm.inputs[2]].dtype == np.float32
+    a = RNG.standard_normal((3, 5)).astype(np.float32)
+    check_against_ort(m, {"a": a}, g)
+    np.testing.assert_array_equal(run_graph(g, [a])[0], run_graph(import_onnx(m).graph, [a])[0])
+    # without shapes: a MatMul's input may not be 2-D, and a bias with rows needs M
+    assert fold_dense_bias(import_onnx(m).graph) == int(name in ("gemm-add", "gemm-add-const-first-beta-ignored"))
+    im = import_onnx(m)
+    g = check_against_ort(m, {"a": a}, optimize(im.graph, im.shapes))
+    assert ops(g)[-1] == "Gemm" and "Add" not in ops(g) and "Sub" not in ops(g)
+
+
+@pytest.mark.parametrize("name, first, chain, inits, a_shape, out_shape", [
+    ("gemm-has-c", helper.make_node("Gemm", ["a", "b", "c0"], ["p"]), [helper.make_node("Add", ["p", "k"], ["y"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("c0", np.float32([1, 2, 3, 4])),
+      init("k", np.float32([1, 2, 3, 4]))], (3, 5), (3, 4)),
+    ("matmul-3d", helper.make_node("MatMul", ["a", "b"], ["p"]), [helper.make_node("Add", ["p", "k"], ["y"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("k", np.float32([1, 2, 3, 4]))],
+     (2, 3, 5), (2, 3, 4)),
+    ("matmul-3d-weight", helper.make_node("MatMul", ["a", "b"], ["p"]), [helper.make_node("Add", ["p", "k"], ["y"])],
+     [init("b", RNG.standard_normal((1, 5, 4)).astype(np.float32)), init("k", np.float32([1, 2, 3, 4]))],
+     (3, 5), (1, 3, 4)),
+    ("bias-widens-the-output", helper.make_node("MatMul", ["a", "b"], ["p"]),
+     [helper.make_node("Add", ["p", "k"], ["y"])],
+     [init("b", RNG.standard_normal((5, 1)).astype(np.float32)), init("k", np.float32([1, 2, 3]))], (3, 5), (3, 3)),
+    ("bias-rank-3", helper.make_node("MatMul", ["a", "b"], ["p"]), [helper.make_node("Add", ["p", "k"], ["y"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("k", np.ones((1, 1, 4), np.float32))],
+     (3, 5), (1, 3, 4)),
+    ("bias-rows-of-unknown-m", helper.make_node("MatMul", ["a", "b"], ["p"]),
+     [helper.make_node("Add", ["p", "k"], ["y"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("k", np.ones((3, 4), np.float32))],
+     ("M", 5), ("M", 4)),
+    ("const-minus-gemm", helper.make_node("Gemm", ["a", "b"], ["p"]), [helper.make_node("Sub", ["k", "p"], ["y"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("k", np.float32([1, 2, 3, 4]))], (3, 5), (3, 4)),
+    ("runtime-bias", helper.make_node("MatMul", ["a", "b"], ["p"]), [helper.make_node("Add", ["p", "p2"], ["y"]),
+                                                                     helper.make_node("Neg", ["a"], ["na"]),
+                                                                     helper.make_node("MatMul", ["na", "b"], ["p2"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32))], (3, 5), (3, 4)),
+    ("second-reader", helper.make_node("Gemm", ["a", "b"], ["p"]), [helper.make_node("Add", ["p", "k"], ["y"]),
+                                                                    helper.make_node("Neg", ["p"], ["n"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("k", np.float32([1, 2, 3, 4]))], (3, 5), (3, 4)),
+    ("product-is-graph-output", helper.make_node("MatMul", ["a", "b"], ["p"]),
+     [helper.make_node("Add", ["p", "k"], ["y"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("k", np.float32([1, 2, 3, 4]))], (3, 5), (3, 4)),
+])
+def test_fold_dense_bias_refusals(name, first, chain, inits, a_shape, out_shape):
+    if name == "runtime-bias":  # topological order: p2 before the Add
+        chain = chain[1:] + chain[:1]
+    extra = {"second-reader": ["n"], "product-is-graph-output": ["p"]}.get(name, [])
+    m = _dense_model(first, chain, inits, a_shape, out_shape, extra_outputs=extra)
+    im = import_onnx(m)
+    g = im.graph
+    before = ops(g)
+    assert fold_dense_bias(g, im.shapes) == 0 and ops(g) == before
+    a = RNG.standard_normal((2, 3, 5) if name == "matmul-3d" else (3, 5)).astype(np.float32)
+    im = import_onnx(m)
+    check_against_ort(m, {"a": a}, optimize(im.graph, im.shapes))
+
+
+def test_fold_dense_bias_refuses_integer_products():
+    i32 = TensorProto.INT32
+    m = _dense_model(helper.make_node("MatMul", ["a", "b"], ["p"]), [helper.make_node("Add", ["p", "k"], ["y"])],
+                     [init("b", RNG.integers(-5, 5, (5, 4)).astype(np.int32)), init("k", np.int32([1, 2, 3, 4]))],
+                     elem=i32)
+    im = import_onnx(m)
+    assert fold_dense_bias(im.graph, im.shapes) == 0 and ops(im.graph) == ["MatMul", "Add"]
+    a = RNG.integers(-5, 5, (3, 5)).astype(np.int32)
+    expected = ort_run(m, {"a": a})[0]
+    im = import_onnx(m)
+    actual = run_graph(optimize(im.graph, im.shapes), [a])[0]
+    assert actual.dtype == np.int32
+    np.testing.assert_array_equal(actual, expected)
 
 
 # -- RKNN ------------------------------------------------------------------------------------------

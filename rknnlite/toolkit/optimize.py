@@ -10,10 +10,17 @@
 3. :func:`fold_batchnorm` - an inference ``BatchNormalization`` right after a ``Conv``
    whose output nothing else reads is merged into the Conv's weights and bias
    (computed in float64, stored as float32).
-4. :func:`fuse_activations` - ``Conv`` followed by an activation the conv kernel can
+4. :func:`fold_conv_affine` - a chain of ``Mul`` / ``Add`` / ``Sub`` / ``Div`` by
+   per-output-channel float constants and inference ``BatchNormalization`` after a
+   ``Conv`` or ``ConvTranspose`` is merged into its weights and bias the same way.
+5. :func:`fold_dense_bias` - ``Gemm`` without C, or ``MatMul`` of a 2-D input by a
+   constant matrix, followed by ``Add`` (or ``Sub``) of a constant bias becomes one
+   ``Gemm`` with that bias as C (bit for bit what the two nodes computed).
+6. :func:`fuse_activations` - ``Conv`` followed by an activation the conv kernel can
    apply itself becomes one Conv with ``attrs["_activation"]`` (only when the conv
-   kernel declares support; see the function).
-5. :func:`remove_dead_nodes` - nodes and constants no graph output depends on are dropped.
+   kernel declares support; see the function).  It runs after 3-5, so
+   ``Conv -> Mul -> Add -> Relu`` ends as one Conv with a fused Relu.
+7. :func:`remove_dead_nodes` - nodes and constants no graph output depends on are dropped.
 
 Finally graph outputs that became constants are re-emitted through an ``Identity``
 node, so every output is produced by a node.
@@ -38,6 +45,8 @@ __all__ = [
     "fold_constants",
     "remove_identities",
     "fold_batchnorm",
+    "fold_conv_affine",
+    "fold_dense_bias",
     "fuse_activations",
     "remove_dead_nodes",
     "finalize_outputs",
@@ -66,7 +75,10 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
         "constant folding": fold_constants(g, shapes),
         "identity/dropout removal": remove_identities(g),
         "batchnorm folding": fold_batchnorm(g),
+        "conv affine folding": fold_conv_affine(g),
+        "dense bias folding": fold_dense_bias(g, shapes),
     }
+    # after the folds above, so that a Conv they extended can take its activation too
     if activation_fusion:
         counts["activation fusion"] = fuse_activations(g)
     counts["dead node removal"] = remove_dead_nodes(g)
@@ -243,36 +255,30 @@ def fold_batchnorm(graph: Graph) -> int:
     consts = graph.constants
     users = _consumers(graph)
     producers = {o: n for n in graph.nodes for o in n.outputs if o}
+    outputs = set(graph.outputs)
     merged = 0
     for bn in list(graph.nodes):
-        if bn.op != "BatchNormalization" or len(bn.inputs) < 5:
+        if bn.op != "BatchNormalization" or not bn.inputs:
             continue
         conv = producers.get(bn.inputs[0])
-        if conv is None or conv.op != "Conv" or len(conv.outputs) != 1:
+        if conv is None or conv.op != "Conv" or len(conv.outputs) != 1 or "_activation" in conv.attrs:
             continue
         y = conv.outputs[0]
-        if y in graph.outputs or len(users.get(y, [])) != 1:
+        if y in outputs or len(users.get(y, [])) != 1:
             continue
-        if bn.attrs.get("training_mode", 0) or bn.attrs.get("spatial", 1) == 0:
-            continue
-        if any(o and (o in graph.outputs or users.get(o)) for o in bn.outputs[1:]):
-            continue
-        params = [consts.get(n) for n in bn.inputs[1:5]]
         w = consts.get(conv.inputs[1]) if len(conv.inputs) > 1 else None
         has_bias = len(conv.inputs) > 2 and bool(conv.inputs[2])
         b = consts.get(conv.inputs[2]) if has_bias else None
-        if w is None or any(p is None for p in params) or (has_bias and b is None):
+        if w is None or w.ndim < 3 or (has_bias and b is None):
             continue
-        scale, beta, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
         m = w.shape[0]
-        if not all(len(p) in (1, m) for p in (scale, beta, mean, var)):
+        affine = _batchnorm_affine(bn, consts, users, outputs, m)
+        if affine is None:
             continue
-        eps = float(bn.attrs.get("epsilon", 1e-5))
-        s = scale / np.sqrt(var + eps)
-        s = np.broadcast_to(s, (m,))
+        s, t = affine
         w64 = np.asarray(w, np.float64) * s.reshape((m,) + (1,) * (w.ndim - 1))
         b64 = np.zeros(m) if b is None else np.asarray(b, np.float64).reshape(-1)
-        b64 = (b64 - mean) * s + beta
+        b64 = b64 * s + t
         w_name = _unique(consts, f"{conv.name}/W_bn")
         consts[w_name] = w64.astype(np.float32)
         b_name = _unique(consts, f"{conv.name}/B_bn")
@@ -284,6 +290,282 @@ def fold_batchnorm(graph: Graph) -> int:
     return merged
 
 
+def _batchnorm_affine(bn: Node, consts, users, outputs, m: int) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """``(s, t)``, float64 vectors of length ``m``, such that the inference
+    BatchNormalization ``bn`` over ``m`` channels computes ``v * s + t`` per channel;
+    None when it cannot be folded (training mode, per-position statistics
+    (``spatial=0``), a non-constant or non-float parameter, a parameter of another
+    length, or a mean/var output that something reads)."""
+    if bn.op != "BatchNormalization" or len(bn.inputs) < 5:
+        return None
+    if bn.attrs.get("training_mode", 0) or bn.attrs.get("spatial", 1) == 0:
+        return None
+    if any(o and (o in outputs or users.get(o)) for o in bn.outputs[1:]):
+        return None
+    params = [consts.get(n) for n in bn.inputs[1:5]]
+    if any(p is None or np.asarray(p).dtype.kind != "f" for p in params):
+        return None
+    scale, beta, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
+    if not all(len(p) in (1, m) for p in (scale, beta, mean, var)):
+        return None
+    eps = float(bn.attrs.get("epsilon", 1e-5))
+    s = np.broadcast_to(scale / np.sqrt(var + eps), (m,))
+    t = np.broadcast_to(beta - mean * s, (m,))
+    return s, t
+
+
+# -- 4. per-channel affine chains into Conv / ConvTranspose ----------------------------------
+
+#: Element-wise ops that :func:`fold_conv_affine` folds when the other operand is a
+#: per-channel float constant.
+_AFFINE_BINARY = ("Mul", "Add", "Sub", "Div")
+
+
+def fold_conv_affine(graph: Graph) -> int:
+    """Merge per-output-channel affine ops after a ``Conv`` / ``ConvTranspose`` into its
+    weights and bias; returns the number of nodes removed.
+
+    From the conv's output, a chain of single-reader nodes is followed, each of which maps
+    its input ``v`` to ``v * a + c`` per output channel:
+
+    * ``Mul`` (either operand order), ``Add`` (either order), ``Sub`` (``v - k`` or
+      ``k - v``) and ``Div`` (``v / k``, ``k`` without zeros) where ``k`` is a float
+      constant, finite, that broadcasts per output channel without changing the output
+      shape: a scalar or a shape like ``(M, 1, 1)`` / ``(1, M, 1, 1)`` / ``(1, 1, 1)``
+      (right-aligned on the output, 1 everywhere except the channel axis, which is 1 or
+      ``M``); legacy ``broadcast`` / ``axis`` attributes (opset < 7) are not folded;
+    * an inference ``BatchNormalization`` (as :func:`fold_batchnorm`).
+
+    Every tensor inside the chain must have that one reader and not be a graph output;
+    the conv itself must have constant float weights (and bias, if any), no fused
+    activation yet, and its output must not be a graph output.  The composed ``v * s + t``
+    gives ``W' = W * s`` per output channel (``ConvTranspose``: along its second weight
+    axis, per group) and ``b' = b * s + t`` (a bias is created when the conv has none),
+    computed in float64 and stored as float32 constants; the weights are left as they
+    are when ``s`` is all ones.  A chain whose result is not finite in float32 is not
+    folded.  The conv takes over the chain's last output name.
+    """
+    consts = graph.constants
+    users = _consumers(graph)
+    outputs = set(graph.outputs)
+    removed = 0
+    for conv in list(graph.nodes):
+        info = _conv_params(conv, consts)
+        if info is None:
+            continue
+        w, b, m = info
+        y = conv.outputs[0]
+        s = np.ones(m)
+        t = np.zeros(m)
+        chain: List[Node] = []
+        while y not in outputs:
+            readers = users.get(y, [])
+            if len(readers) != 1:
+                break
+            step = _affine_step(readers[0], y, consts, users, outputs, m, w.ndim)
+            if step is None:
+                break
+            a, c = step
+            s, t = s * a, t * a + c
+            chain.append(readers[0])
+            y = readers[0].outputs[0]
+        if not chain:
+            continue
+        new_w = None
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked just below
+            if not np.all(s == 1.0):
+                new_w = _scale_output_channels(conv, w, s).astype(np.float32)
+            b64 = (np.zeros(m) if b is None else np.asarray(b, np.float64).reshape(-1)) * s + t
+            new_b = b64.astype(np.float32)
+        if not np.all(np.isfinite(new_b)) or (new_w is not None and not np.all(np.isfinite(new_w))):
+            continue
+        inputs = list(conv.inputs[:3]) + [""] * (3 - len(conv.inputs[:3]))
+        if new_w is not None:
+            inputs[1] = _unique(consts, f"{conv.name}/W_affine")
+            consts[inputs[1]] = new_w
+        inputs[2] = _unique(consts, f"{conv.name}/B_affine")
+        consts[inputs[2]] = new_b
+        conv.inputs = inputs
+        conv.outputs = [y]
+        for node in chain:
+            graph.nodes.remove(node)
+        removed += len(chain)
+    return removed
+
+
+def _conv_params(conv: Node, consts) -> Optional[Tuple[np.ndarray, Optional[np.ndarray], int]]:
+    """``(W, b or None, output channels)`` of a Conv / ConvTranspose whose parameters are
+    constant floats of consistent shapes, or None."""
+    if conv.op not in ("Conv", "ConvTranspose") or len(conv.outputs) != 1 or "_activation" in conv.attrs:
+        return None
+    if len(conv.inputs) < 2 or not conv.inputs[1] or len(conv.inputs) > 3:
+        return None
+    w = consts.get(conv.inputs[1])
+    if w is None or w.dtype.kind != "f" or w.ndim < 3 or w.size == 0:
+        return None
+    if conv.op == "Conv":
+        m = w.shape[0]
+    else:
+        group = conv.attrs.get("group", 1)
+        if isinstance(group, bool) or not isinstance(group, (int, np.integer)) or group < 1 \
+                or w.shape[0] % group:
+            return None
+        m = w.shape[1] * int(group)
+    b = None
+    if len(conv.inputs) > 2 and conv.inputs[2]:
+        b = consts.get(conv.inputs[2])
+        if b is None or b.dtype.kind != "f" or b.size != m:
+            return None
+    return w, b, m
+
+
+def _scale_output_channels(conv: Node, w: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``W`` (float64) with output channel ``j`` multiplied by ``s[j]``."""
+    w64 = np.asarray(w, np.float64)
+    tail = (1,) * (w.ndim - 2)
+    if conv.op == "Conv":  # (M, C/group, k...)
+        return w64 * s.reshape((-1, 1) + tail)
+    # ConvTranspose (C, M/group, k...): output channel g * M/group + j is w[g-th C block, j]
+    group = int(conv.attrs.get("group", 1))
+    mg = w.shape[1]
+    grouped = w64.reshape((group, w.shape[0] // group) + w.shape[1:])
+    return (grouped * s.reshape((group, 1, mg) + tail)).reshape(w.shape)
+
+
+def _affine_step(node: Node, v: str, consts, users, outputs, m: int, rank: int
+                 ) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """``(a, c)`` (float64, length ``m``) when ``node`` maps its input ``v`` (a conv output
+    of rank ``rank`` with ``m`` channels) to ``v * a + c`` per channel, else None."""
+    if node.op == "BatchNormalization":
+        return _batchnorm_affine(node, consts, users, outputs, m) if node.inputs[0] == v else None
+    if node.op not in _AFFINE_BINARY or len(node.inputs) != 2 or len(node.outputs) != 1:
+        return None
+    if "broadcast" in node.attrs or "axis" in node.attrs:
+        return None  # opset < 7 broadcasting
+    first = node.inputs[0] == v
+    other = node.inputs[1] if first else node.inputs[0]
+    k = _per_channel(consts.get(other), m, rank)
+    if k is None:
+        return None
+    ones, zeros = np.ones(m), np.zeros(m)
+    if node.op == "Mul":
+        return k, zeros
+    if node.op == "Add":
+        return ones, k
+    if node.op == "Sub":
+        return (ones, -k) if first else (-ones, k)
+    if not first or np.any(k == 0):  # Div: k / v is not affine; v / 0 is not a finite scale
+        return None
+    return 1.0 / k, zeros
+
+
+def _per_channel(k: Optional[np.ndarray], m: int, rank: int) -> Optional[np.ndarray]:
+    """The float constant ``k`` as ``m`` float64 per-channel values, when broadcasting it
+    against an ``(N, m, spatial...)`` tensor of rank ``rank`` varies only along the
+    channel axis and leaves the shape unchanged; else None (also for non-finite values)."""
+    if k is None:
+        return None
+    k = np.asarray(k)
+    if k.dtype.kind != "f" or k.ndim > rank:
+        return None
+    shape = (1,) * (rank - k.ndim) + k.shape
+    if shape[0] != 1 or shape[1] not in (1, m) or any(d != 1 for d in shape[2:]):
+        return None
+    values = np.asarray(k, np.float64).reshape(-1)
+    if not np.all(np.isfinite(values)):
+        return None
+    return np.broadcast_to(values, (m,)).copy()
+
+
+# -- 5. bias Add into Gemm -------------------------------------------------------------------
+
+
+def fold_dense_bias(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
+    """Merge a constant bias ``Add`` into the ``Gemm`` / ``MatMul`` before it; returns the
+    number of Adds removed.
+
+    * ``Gemm`` without C (``Y = alpha * A' @ B'``) followed by ``Add(Y, k)`` (either
+      order) or ``Sub(Y, k)``: the Gemm gets ``C = k`` (``-k`` for Sub) and ``beta = 1``.
+    * ``MatMul(A, B)`` with ``B`` a constant 2-D float matrix and ``A`` known (from
+      ``shapes``) to be 2-D, followed by the same: becomes ``Gemm(A, B, k)``.
+
+    Both compute exactly what the two nodes did (the same float32 product, then one
+    float32 addition of the same values).  Conditions: the product's output has that one
+    reader and is not a graph output; ``k`` is a float constant that broadcasts onto the
+    ``(M, N)`` product without changing its shape (rank <= 2; each dim 1 or equal to the
+    product's, which must then be known: ``N`` from the constant B or ``shapes``, ``M``
+    from ``shapes``).  Integer products are never folded (``k`` must be float).
+    """
+    consts = graph.constants
+    shapes = dict(shapes or {})
+    users = _consumers(graph)
+    outputs = set(graph.outputs)
+    folded = 0
+    for dense in list(graph.nodes):
+        if dense.op not in ("Gemm", "MatMul") or len(dense.outputs) != 1:
+            continue
+        y = dense.outputs[0]
+        readers = users.get(y, [])
+        if y in outputs or len(readers) != 1:
+            continue
+        add = readers[0]
+        if add.op not in ("Add", "Sub") or len(add.inputs) != 2 or len(add.outputs) != 1 \
+                or "broadcast" in add.attrs or "axis" in add.attrs:
+            continue
+        if add.op == "Sub" and add.inputs[0] != y:
+            continue
+        k_name = add.inputs[1] if add.inputs[0] == y else add.inputs[0]
+        k = consts.get(k_name)
+        if k is None or k.dtype.kind != "f" or k.ndim > 2:
+            continue
+        dims = _dense_dims(dense, consts, shapes)
+        if dims is None:
+            continue
+        kshape = (1,) * (2 - k.ndim) + k.shape
+        if any(d != 1 and d != known for d, known in zip(kshape, dims)):
+            continue  # (a dim of -1 / None never equals a size > 1)
+        if add.op == "Sub" or k.dtype != np.float32:
+            value = np.negative(k) if add.op == "Sub" else k
+            k_name = _unique(consts, f"{dense.name}/C")
+            consts[k_name] = np.asarray(value, np.float32)
+        if dense.op == "Gemm":
+            dense.inputs = [dense.inputs[0], dense.inputs[1], k_name]
+            dense.attrs["beta"] = 1.0
+        else:
+            dense.op = "Gemm"
+            dense.inputs = [dense.inputs[0], dense.inputs[1], k_name]
+            dense.attrs = {a: v for a, v in dense.attrs.items() if a.startswith("_")}  # _opset, _num_outputs
+        dense.outputs = [add.outputs[0]]
+        graph.nodes.remove(add)
+        folded += 1
+    return folded
+
+
+def _dense_dims(node: Node, consts, shapes) -> Optional[Tuple[Optional[int], Optional[int]]]:
+    """``(M, N)`` of a foldable Gemm (no C) / MatMul (constant 2-D float B, 2-D A), each
+    None when unknown; None when the node cannot take a bias."""
+    out_shape = shapes.get(node.outputs[0])
+    known = [None, None]
+    if out_shape is not None and len(out_shape) == 2:
+        known = [int(d) if d is not None and int(d) >= 0 else None for d in out_shape]
+    b = consts.get(node.inputs[1]) if len(node.inputs) > 1 else None
+    if node.op == "Gemm":
+        if len(node.inputs) > 2 and node.inputs[2]:
+            return None
+        if b is not None:
+            if b.dtype.kind != "f" or b.ndim != 2:
+                return None
+            known[1] = b.shape[0] if node.attrs.get("transB", 0) else b.shape[1]
+        return known[0], known[1]
+    if len(node.inputs) != 2 or b is None or b.dtype.kind != "f" or b.ndim != 2:
+        return None
+    a_shape = shapes.get(node.inputs[0])
+    if a_shape is None or len(a_shape) != 2:
+        return None
+    m = a_shape[0]
+    return (int(m) if m is not None and int(m) >= 0 else known[0]), b.shape[1]
+
+
 def _unique(taken, name: str) -> str:
     if name not in taken:
         return name
@@ -293,7 +575,7 @@ def _unique(taken, name: str) -> str:
     return f"{name}_{k}"
 
 
-# -- 4. activation fusion --------------------------------------------------------------------
+# -- 6. activation fusion --------------------------------------------------------------------
 
 
 def conv_fusable_activations() -> Tuple[str, ...]:
@@ -387,7 +669,7 @@ def _fusable_activation_attrs(act: Node, consts) -> Optional[Dict[str, object]]:
     return None
 
 
-# -- 5. dead nodes ---------------------------------------------------------------------------
+# -- 7. dead nodes ---------------------------------------------------------------------------
 
 
 def remove_dead_nodes(graph: Graph) -> int:
