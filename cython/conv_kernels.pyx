@@ -17,6 +17,8 @@
 * Fused activations (``act`` arguments, see ``ACT_CLIP`` / ``ACT_LEAKY``): Relu, Clip and
   LeakyRelu applied by the output stages above while the values are in registers or in
   cache; ``bias_act`` does the same after a BLAS product.
+* Fused residual adds (``residual`` arguments): an array of the output's shape added by
+  the same output stages after the bias and before the activation.
 """
 
 import numpy as np
@@ -89,6 +91,13 @@ cdef extern from *:
     }
     /* p[i] = act(p[i]) for i < n (cache-hot data: a just-written plane or tile) */
     static void rk_act_apply(float *p, long n, const rk_act *a) RK_ACT_BODY
+
+    /* Residual (fused Add): p[i] = act(p[i] + r[i]) for i < n; the same float32 sum as the
+       separate Add kernel, the activation after it. */
+    static void rk_res_act_apply(float *p, const float *r, long n, const rk_act *a) {
+        for (long i = 0; i < n; i++) p[i] += r[i];
+        rk_act_apply(p, n, a);
+    }
 
     /* ---------------------------------------------------------------- im2col / col2im
        Image (C, D, H, W), channels cs floats apart; output grid (OD, OH, OW); tap (a, i, j) of channel c reads
@@ -324,13 +333,14 @@ cdef extern from *:
                     }                                                                       \
                 }                                                                           \
             }                                                                               \
-            if (act) rk_act_apply(ym, OH * OW, act);                                        \
+            if (res) rk_res_act_apply(ym, res + m * OH * OW, OH * OW, act);                 \
+            else if (act) rk_act_apply(ym, OH * OW, act);                                   \
         }
 
     #define RK_DW_ARGS const float *x, long C, long H, long W, const float *w, long M, long mult,   \
                        long kh, long kw, long sh, long sw, long dh, long dw,                        \
                        long pt, long pl, long pb, long pr, long OH, long OW,                        \
-                       const float *bias, float *y, float *pad, const rk_act *act
+                       const float *bias, float *y, float *pad, const rk_act *act, const float *res
 
     static void rk_depthwise_generic(RK_DW_ARGS) { RK_DW_BODY }
     #if RK_X86
@@ -386,7 +396,9 @@ cdef extern from *:
             }                                                                                      \
             __m512 res[4] = {acc0, acc1, acc2, acc3};                                              \
             for (long r = 0; r < 4 && oy0 + r < OH; r++) {                                         \
-                __m512 v = act ? rk_act512(res[r], act) : res[r];                                  \
+                __m512 v = res[r];                                                                 \
+                if (rs) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(om, rs + (oy0 + r) * OW + ox));     \
+                if (act) v = rk_act512(v, act);                                                    \
                 _mm512_mask_storeu_ps(ym + (oy0 + r) * OW + ox, om, v);                            \
             }                                                                                      \
         }
@@ -413,6 +425,7 @@ cdef extern from *:
             for (int t = 0; t < 9; t++) wv[t] = _mm512_set1_ps(wm[t]);
             __m512 bias0 = _mm512_set1_ps(bias ? bias[m] : 0.0f);
             float *ym = y + m * OH * OW;
+            const float *rs = res ? res + m * OH * OW : NULL;   /* this plane's residual */
             for (long ox = 0; ox < OW; ox += 16) {
                 int nv = (int)RK_MIN(16, OW - ox);
                 __mmask16 om = rk_mask16(0, nv);
@@ -437,13 +450,13 @@ cdef extern from *:
     static void rk_depthwise(int isa, RK_DW_ARGS) {
     #if RK_X86
         if (isa >= 2 && kh == 3 && kw == 3 && dh == 1 && dw == 1 && (sw == 1 || sw == 2) && (sh == 1 || sh == 2)) {
-            rk_depthwise3x3_512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act);
+            rk_depthwise3x3_512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act, res);
             return;
         }
-        if (isa >= 2) { rk_depthwise_avx512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act); return; }
-        if (isa == 1) { rk_depthwise_avx2(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act); return; }
+        if (isa >= 2) { rk_depthwise_avx512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act, res); return; }
+        if (isa == 1) { rk_depthwise_avx2(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act, res); return; }
     #endif
-        rk_depthwise_generic(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act);
+        rk_depthwise_generic(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act, res);
     }
 
     /* ---------------------------------------------------------------- Winograd F(4x4, 3x3)
@@ -530,7 +543,7 @@ cdef extern from *:
                     r3[t] = b0 + n12 + 8.0f * n34 + m5;                                         \
                 }                                                                               \
             }                                                                                   \
-            if (act) rk_act_apply(s2, 16 * T, act);                                             \
+            if (act && !res) rk_act_apply(s2, 16 * T, act);                                     \
             long full = RK_MIN(TW, OW / 4);                                                     \
             for (long ty = 0; ty < TH; ty++) {                                                  \
                 for (long i = 0; i < 4; i++) {                                                  \
@@ -545,10 +558,11 @@ cdef extern from *:
                     for (long col = 4 * full; col < OW; col++) yr[col] = o0[(col % 4) * T + col / 4]; \
                 }                                                                               \
             }                                                                                   \
+            if (res) rk_res_act_apply(ym, res + m * OH * OW, OH * OW, act);                     \
         }
 
     #define RK_WOUT_ARGS const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW, \
-                         const float *bias, float *y, float *buf, const rk_act *act
+                         const float *bias, float *y, float *buf, const rk_act *act, const float *res
 
     static void rk_wino_in_generic(RK_WIN_ARGS) { RK_WIN_BODY }
     static void rk_wino_out_generic(RK_WOUT_ARGS) { RK_WOUT_BODY }
@@ -569,10 +583,10 @@ cdef extern from *:
 
     static void rk_wino_out(int isa, RK_WOUT_ARGS) {
     #if RK_X86
-        if (isa >= 2) { rk_wino_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act); return; }
-        if (isa == 1) { rk_wino_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act); return; }
+        if (isa >= 2) { rk_wino_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act, res); return; }
+        if (isa == 1) { rk_wino_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act, res); return; }
     #endif
-        rk_wino_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act);
+        rk_wino_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act, res);
     }
 
     /* ---------------------------------------------------------------- Winograd F(2x2, 3x3)
@@ -632,7 +646,7 @@ cdef extern from *:
                     r1[t] = b0 + (m1 - m2 - q3[t]);                                             \
                 }                                                                               \
             }                                                                                   \
-            if (act) rk_act_apply(s2, 4 * T, act);                                              \
+            if (act && !res) rk_act_apply(s2, 4 * T, act);                                      \
             long full = RK_MIN(TW, OW / 2);                                                     \
             for (long ty = 0; ty < TH; ty++) {                                                  \
                 for (long i = 0; i < 2; i++) {                                                  \
@@ -644,6 +658,7 @@ cdef extern from *:
                     if (2 * full < OW) yr[2 * full] = o0[full];                                 \
                 }                                                                               \
             }                                                                                   \
+            if (res) rk_res_act_apply(ym, res + m * OH * OW, OH * OW, act);                     \
         }
 
     static void rk_wino2_in_generic(RK_WIN_ARGS) { RK_WIN2_BODY }
@@ -665,10 +680,10 @@ cdef extern from *:
 
     static void rk_wino2_out(int isa, RK_WOUT_ARGS) {
     #if RK_X86
-        if (isa >= 2) { rk_wino2_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act); return; }
-        if (isa == 1) { rk_wino2_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act); return; }
+        if (isa >= 2) { rk_wino2_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act, res); return; }
+        if (isa == 1) { rk_wino2_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act, res); return; }
     #endif
-        rk_wino2_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act);
+        rk_wino2_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act, res);
     }
 
     /* Winograd input split, S[c][r][e][y][u] = x[c][t*y + r - pt][t*u + e - pl] (0 outside the
@@ -730,25 +745,27 @@ cdef extern from *:
         rk_phase_split(x, C, 1, H, W, 1, t, t, 0, pt, pl, 1, Hs, Ws, S);
     }
 
-    /* y[m][n] = act(y[m][n] + bias[m]) for an (M, N) block with row stride ldy (bias may be
-       NULL): the BLAS path's one pass after np.matmul. */
+    /* y[m][n] = act(y[m][n] + bias[m] + res[m][n]) for an (M, N) block with row stride ldy
+       (bias, res may be NULL; res rows ldr apart): the BLAS path's one pass after np.matmul. */
     #define RK_BIAS_ACT_BODY {                                                                  \
         for (long m = 0; m < M; m++) {                                                          \
             float *p = y + m * ldy;                                                             \
             if (bias) { float b = bias[m]; for (long n = 0; n < N; n++) p[n] += b; }            \
+            if (res) { const float *q = res + m * ldr; for (long n = 0; n < N; n++) p[n] += q[n]; } \
             if (act) rk_act_apply(p, N, act);                                                   \
         }                                                                                       \
     }
-    #define RK_BIAS_ACT_ARGS float *y, long M, long N, long ldy, const float *bias, const rk_act *act
+    #define RK_BIAS_ACT_ARGS float *y, long M, long N, long ldy, const float *bias, const rk_act *act, \
+                             const float *res, long ldr
     static void rk_bias_act_generic(RK_BIAS_ACT_ARGS) RK_BIAS_ACT_BODY
     #if RK_X86
     __attribute__((target("avx2,fma"))) static void rk_bias_act_avx2(RK_BIAS_ACT_ARGS) RK_BIAS_ACT_BODY
     #endif
     static void rk_bias_act(int isa, RK_BIAS_ACT_ARGS) {
     #if RK_X86
-        if (isa >= 1) { rk_bias_act_avx2(y, M, N, ldy, bias, act); return; }
+        if (isa >= 1) { rk_bias_act_avx2(y, M, N, ldy, bias, act, res, ldr); return; }
     #endif
-        rk_bias_act_generic(y, M, N, ldy, bias, act);
+        rk_bias_act_generic(y, M, N, ldy, bias, act, res, ldr);
     }
 
     /* ---------------------------------------------------------------- gather GEMM
@@ -879,7 +896,8 @@ cdef extern from *:
     #define RK_KERNEL_512(NAME, NV, DIRECT)                                                                 \
     __attribute__((target("avx512f")))                                                                \
     static void NAME(long kc, const float *a, const float *b, const int32_t *boff, float *c, long ldc, \
-                     int first, const float *bias, int mv, int nv, const rk_splan *sp, const rk_act *act) { \
+                     int first, const float *bias, int mv, int nv, const rk_splan *sp, const rk_act *act, \
+                     const float *rc) {                                                               \
         __m512 acc[K5_MR][NV];                                                                        \
         __mmask16 mask[NV];                                                                           \
         for (int v = 0; v < NV; v++) mask[v] = rk_mask16(0, nv - 16 * v);                             \
@@ -910,6 +928,23 @@ cdef extern from *:
             }                                                                                         \
             a += K5_MR;                                                                               \
             if (!DIRECT) b += K5_NR;                                                                  \
+        }                                                                                             \
+        if (rc) {   /* residual: rc mirrors c (same offsets), rows past mv are never read */          \
+            _Pragma("GCC unroll 8")                                                                   \
+            for (int r = 0; r < K5_MR; r++) {                                                         \
+                if (r >= mv) continue;                                                                \
+                _Pragma("GCC unroll 2")                                                               \
+                for (int v = 0; v < NV; v++) {                                                        \
+                    __m512 rv;                                                                        \
+                    if (!sp) rv = _mm512_maskz_loadu_ps(mask[v], rc + r * ldc + 16 * v);               \
+                    else {                                                                            \
+                        rv = _mm512_setzero_ps();                                                     \
+                        for (int o = 0; o < sp->cnt[v]; o++)                                          \
+                            rv = _mm512_mask_loadu_ps(rv, sp->m[v][o], rc + r * ldc + sp->off[v][o]); \
+                    }                                                                                 \
+                    acc[r][v] = _mm512_add_ps(acc[r][v], rv);                                         \
+                }                                                                                     \
+            }                                                                                         \
         }                                                                                             \
         if (act) RK_ACT_TILE512(acc, K5_MR, NV, act);                                                 \
         if (sp) {                                                                                     \
@@ -1007,7 +1042,8 @@ cdef extern from *:
 
     __attribute__((target("avx2,fma")))
     static void rk_kernel_256(long kc, const float *a, const float *b, float *c, long ldc,
-                              int first, const float *bias, int mv, int nv, const rk_act *act) {
+                              int first, const float *bias, int mv, int nv, const rk_act *act,
+                              const float *rc) {
         __m256 acc[K2_MR][2];
         float tmp[K2_MR * K2_NR];
         int full = (mv == K2_MR && nv == K2_NR);
@@ -1043,6 +1079,17 @@ cdef extern from *:
             a += K2_MR;
             b += K2_NR;
         }
+        if (rc) {   /* residual: rc mirrors c */
+            if (!full)
+                for (int r = 0; r < K2_MR; r++)
+                    for (int t = 0; t < K2_NR; t++) tmp[r * K2_NR + t] = (r < mv && t < nv) ? rc[r * ldc + t] : 0.0f;
+            #pragma GCC unroll 6
+            for (int r = 0; r < K2_MR; r++) {
+                const float *q = full ? rc + r * ldc : tmp + r * K2_NR;
+                acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_loadu_ps(q));
+                acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_loadu_ps(q + 8));
+            }
+        }
         if (act) RK_ACT_TILE256(acc, K2_MR, 2, act);
         if (full) {
             #pragma GCC unroll 6
@@ -1072,7 +1119,8 @@ cdef extern from *:
     static void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
                                long M, long K, const float *Ap, const float *bias,
                                float *Y, long ldy, float *Bp, long kcb, long ncb,
-                               long n_begin, long n_end, long gw, long gow, const rk_act *act) {
+                               long n_begin, long n_end, long gw, long gow, const rk_act *act,
+                               const float *R) {
     #if RK_X86
         if (act && act->kind == 0) act = NULL;
         if (isa < 2) transposed = 0;
@@ -1085,6 +1133,7 @@ cdef extern from *:
             for (long k0 = 0; k0 < K; k0 += kcb) {
                 long kc = RK_MIN(kcb, K - k0);
                 const rk_act *ka = k0 + kc >= K ? act : NULL;   /* finished values: last K block */
+                const float *kr = k0 + kc >= K ? R : NULL;
                 if (isa >= 2) rk_packB_512(P, off, idx, k0, kc, n0, nc, Bp, NR, !transposed);
                 else rk_packB_256(P, off, idx, k0, kc, n0, nc, Bp);
                 /* Stream the smaller operand: with A's block (M x kc) cache-resident, go panel
@@ -1118,16 +1167,18 @@ cdef extern from *:
                     const float *ap = Ap + (m0 / MR) * K * MR + k0 * MR;
                     int mv = (int)RK_MIN(MR, M - m0);
                     const float *bm = bias ? bias + m0 : NULL;
+                    float *yt = yc + m0 * ldy;
+                    const float *rt = kr ? kr + (yt - Y) : NULL;   /* residual tile, Y's layout */
                     if (transposed)
                         rk_kernel_512t(kc, ap, bp, Y + q0 * ldy + m0, ldy, k0 == 0, bm, mv, nv, ka);
                     else if (direct)
-                        rk_kernel_512_direct(kc, ap, P + idx[q0], off + k0, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, sp, ka);
+                        rk_kernel_512_direct(kc, ap, P + idx[q0], off + k0, yt, ldy, k0 == 0, bm, mv, nv, sp, ka, rt);
                     else if (isa >= 2 && nv <= 16)
-                        rk_kernel_512_half(kc, ap, bp, NULL, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, sp, ka);
+                        rk_kernel_512_half(kc, ap, bp, NULL, yt, ldy, k0 == 0, bm, mv, nv, sp, ka, rt);
                     else if (isa >= 2)
-                        rk_kernel_512(kc, ap, bp, NULL, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, sp, ka);
+                        rk_kernel_512(kc, ap, bp, NULL, yt, ldy, k0 == 0, bm, mv, nv, sp, ka, rt);
                     else
-                        rk_kernel_256(kc, ap, bp, yc + m0 * ldy, ldy, k0 == 0, bm, mv, nv, ka);
+                        rk_kernel_256(kc, ap, bp, yt, ldy, k0 == 0, bm, mv, nv, ka, rt);
                 }
             }
         }
@@ -1141,7 +1192,7 @@ cdef extern from *:
                                      float *Bp, long kcb, long ncb, long N) {
         for (long i = 0; i < nb; i++)
             rk_gather_gemm(isa, 0, P + i * pstride, off, idx, M, K, Ap + i * astride, NULL,
-                           Y + i * ystride, ldy, Bp, kcb, ncb, 0, N, 0, 0, NULL);
+                           Y + i * ystride, ldy, Bp, kcb, ncb, 0, N, 0, 0, NULL, NULL);
     }
     """
     ctypedef struct rk_act:
@@ -1161,9 +1212,9 @@ cdef extern from *:
                        long Hs, long Ws, float *S) nogil
     void rk_wino2_in(int isa, const float *S, long C, long TH, long TW, float *V, long ldv, float *buf) nogil
     void rk_wino2_out(int isa, const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW,
-                      const float *bias, float *y, float *buf, const rk_act *act) nogil
+                      const float *bias, float *y, float *buf, const rk_act *act, const float *res) nogil
     void rk_wino_out(int isa, const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW,
-                     const float *bias, float *y, float *buf, const rk_act *act) nogil
+                     const float *bias, float *y, float *buf, const rk_act *act, const float *res) nogil
     void rk_gather_gemm_batch(int isa, long nb, const float *P, long pstride,
                               const int32_t *off, const int32_t *idx, long M, long K,
                               const float *Ap, long astride, float *Y, long ystride, long ldy,
@@ -1175,12 +1226,13 @@ cdef extern from *:
     void rk_depthwise(int isa, const float *x, long C, long H, long W, const float *w, long M, long mult,
                       long kh, long kw, long sh, long sw, long dh, long dw,
                       long pt, long pl, long pb, long pr, long OH, long OW,
-                      const float *bias, float *y, float *pad, const rk_act *act) nogil
+                      const float *bias, float *y, float *pad, const rk_act *act, const float *res) nogil
     void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
                         long M, long K, const float *Ap, const float *bias,
                         float *Y, long ldy, float *Bp, long kcb, long ncb,
-                        long n_begin, long n_end, long gw, long gow, const rk_act *act) nogil
-    void rk_bias_act(int isa, float *y, long M, long N, long ldy, const float *bias, const rk_act *act) nogil
+                        long n_begin, long n_end, long gw, long gow, const rk_act *act, const float *R) nogil
+    void rk_bias_act(int isa, float *y, long M, long N, long ldy, const float *bias, const rk_act *act,
+                     const float *res, long ldr) nogil
 
 
 cdef int _ISA = rk_isa_level()
@@ -1209,6 +1261,25 @@ cdef int _act_from(object act, rk_act *a) except -1:
         raise ValueError(f"bad activation {act!r}: expected None, (1, lo, hi) or (2, alpha)")
     a.kind = kind
     return kind
+
+
+cdef const float *_residual_ptr(object residual, tuple shape, Py_ssize_t ld, str who) except? NULL:
+    """Address of ``residual`` (None: NULL), checked to have ``shape`` with contiguous rows
+    ``ld`` floats apart (the layout of the output it is added to)."""
+    cdef const float[:, :] r2
+    cdef const float[:, :, :] r3
+    if residual is None:
+        return NULL
+    if len(shape) == 2:
+        r2 = residual
+        if (r2.shape[0], r2.shape[1]) != shape or (r2.shape[1] > 1 and r2.strides[1] != 4) \
+                or (r2.shape[0] > 1 and r2.strides[0] != 4 * ld):
+            raise ValueError(f"{who}: residual must match the output's shape and layout")
+        return &r2[0, 0]
+    r3 = residual
+    if (r3.shape[0], r3.shape[1], r3.shape[2]) != shape or not residual.flags.c_contiguous:
+        raise ValueError(f"{who}: residual must be C-contiguous with the output's shape")
+    return &r3[0, 0, 0]
 
 
 def activation_numpy(y, act):
@@ -1268,8 +1339,9 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
                 a_packed, Py_ssize_t M, bias, float[:, :] y,
                 float[::1] scratch, Py_ssize_t kcb, Py_ssize_t ncb,
                 Py_ssize_t n_begin=0, Py_ssize_t n_end=-1, bint transposed=False, grid=None, act=None,
-                Py_ssize_t pstride=0):
-    """``y[m, n] = act(bias[m] + sum_k A[m, k] * P[off[k] + idx[n]])`` for n in [n_begin, n_end).
+                Py_ssize_t pstride=0, residual=None):
+    """``y[m, n] = act(bias[m] + sum_k A[m, k] * P[off[k] + idx[n]] + residual[m, n])`` for n in
+    [n_begin, n_end).
 
     ``a_packed``: ``pack_weights(A, transposed)`` of A (M, K); ``off`` (K,), ``idx`` (N,)
     int32 flat indices into ``P`` (every ``off[k] + idx[n]`` must lie inside ``P``);
@@ -1280,7 +1352,9 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
     a grid of rows of ``gw`` of which the first ``gow`` are real; ``y`` is then
     (M, N // gw * gow) and receives only the real ones.  ``act``: None or a fused
     activation (``(ACT_CLIP, lo, hi)``, ``(ACT_LEAKY, alpha)``) applied to the tiles in
-    registers before they are stored.
+    registers before they are stored.  ``residual``: None or a float32 array of ``y``'s shape
+    and row stride (normal tiles only), added in registers on the last K block before
+    the activation (a fused Add; same float32 sums as the separate Add).
 
     Grouped convolution in one call: ``a_packed`` of shape (G, panels, K, MR) holds G
     packed weight matrices of M rows each; group g reads ``P[g * pstride + off[k] + idx[n]]``
@@ -1329,11 +1403,17 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
     cdef Py_ssize_t ldy = y.strides[0] // 4
     cdef long astride = a4.shape[1] * a4.shape[2] * a4.shape[3]
     cdef Py_ssize_t gi
+    cdef const float *rp = NULL
+    if residual is not None:
+        if t:
+            raise ValueError("gather_gemm: no residual with transposed tiles")
+        rp = _residual_ptr(residual, (y.shape[0], y.shape[1]), ldy, "gather_gemm")
     with nogil:
         for gi in range(G):
             rk_gather_gemm(_ISA, t, &P[0] + gi * pstride, &off[0], &idx[0], M, K, &a4[gi, 0, 0, 0],
                            bptr + gi * M if bptr != NULL else NULL,
-                           yp + (gi * M if t else gi * M * ldy), ldy, bp, kcb, ncb, n_begin, n_end, gw, gow, ap)
+                           yp + (gi * M if t else gi * M * ldy), ldy, bp, kcb, ncb, n_begin, n_end, gw, gow, ap,
+                           rp + gi * M * ldy if rp != NULL else NULL)
 
 
 def transpose_into(const float[:, :] src, float[:, :] dst):
@@ -1424,14 +1504,16 @@ def depthwise_scratch_size(H, W, pt, pl, pb, pr):
 
 
 def depthwise(const float[:, :, ::1] x, const float[:, :, ::1] w, bias, float[:, :, ::1] y,
-              int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr, float[::1] scratch, act=None):
+              int sh, int sw, int dh, int dw, int pt, int pl, int pb, int pr, float[::1] scratch, act=None,
+              residual=None):
     """Depthwise 2-D convolution of one image, written into ``y`` (M, OH, OW).
 
     ``x`` (C, H, W); ``w`` (M, kh, kw) with M a multiple of C (output channel m reads
     input channel m // (M // C)); ``bias`` (M,) float32 or None; ``scratch``: at least
     ``depthwise_scratch_size(H, W, pt, pl, pb, pr)`` floats; ``act``: None or a fused
-    activation (see ``gather_gemm``), applied to each channel plane as it is finished.
-    Releases the GIL."""
+    activation (see ``gather_gemm``), applied to each channel plane as it is finished;
+    ``residual``: None or a C-contiguous float32 (M, OH, OW) array added to each finished
+    plane before the activation.  Releases the GIL."""
     cdef long C = x.shape[0], H = x.shape[1], W = x.shape[2]
     cdef long M = w.shape[0], kh = w.shape[1], kw = w.shape[2]
     cdef long OH = y.shape[1], OW = y.shape[2]
@@ -1454,9 +1536,10 @@ def depthwise(const float[:, :, ::1] x, const float[:, :, ::1] w, bias, float[:,
     if scratch.shape[0] < depthwise_scratch_size(H, W, pt, pl, pb, pr):
         raise ValueError("depthwise: scratch too small")
     pad = &scratch[0]
+    cdef const float *rp = _residual_ptr(residual, (M, OH, OW), OW, "depthwise")
     with nogil:
         rk_depthwise(_ISA, &x[0, 0, 0], C, H, W, &w[0, 0, 0], M, M // C, kh, kw, sh, sw, dh, dw,
-                     pt, pl, pb, pr, OH, OW, bptr, &y[0, 0, 0], pad, ap)
+                     pt, pl, pb, pr, OH, OW, bptr, &y[0, 0, 0], pad, ap, rp)
 
 
 def winograd_weights(const float[:, :, :, ::1] w, int tile=4):
@@ -1517,13 +1600,16 @@ def winograd_input(const float[:, :, ::1] x, int pt, int pl, int TH, int TW, flo
 
 
 def winograd_output(const float[::1] Mt, Py_ssize_t M, int TH, int TW, bias, float[:, :, ::1] y,
-                    float[::1] buf, Py_ssize_t m_begin=0, Py_ssize_t m_end=-1, act=None, int tile=4):
+                    float[::1] buf, Py_ssize_t m_begin=0, Py_ssize_t m_end=-1, act=None, int tile=4,
+                    residual=None):
     """Winograd F(tile x tile, 3x3) output transform (``tile`` 4 or 2, A = tile + 2):
     ``y`` (M, OH, OW) = act(bias + A^T M A) per output tile from ``Mt`` (flat (A*A, M,
     TH*TW)), cropped to OH x OW.  ``buf``: at least 40*TH*TW floats, one per concurrent
     caller.  Only output channels ``[m_begin, m_end)`` are written (default all).
     ``act``: None or a fused activation (see ``gather_gemm``), applied to each channel's
-    transformed tiles before they are scattered into ``y``.  Releases the GIL."""
+    transformed tiles before they are scattered into ``y``.  ``residual``: None or a
+    C-contiguous float32 array of ``y``'s shape, added to each finished channel plane
+    before the activation.  Releases the GIL."""
     cdef long T = <long>TH * TW
     cdef long A2 = (tile + 2) * (tile + 2)
     cdef const float[::1] bview
@@ -1547,19 +1633,25 @@ def winograd_output(const float[::1] Mt, Py_ssize_t M, int TH, int TW, bias, flo
         bptr = &bview[m_begin]
     if m_end == m_begin or T == 0 or y.shape[1] == 0 or y.shape[2] == 0:
         return
+    cdef const float *rp = _residual_ptr(residual, (y.shape[0], y.shape[1], y.shape[2]), y.shape[2],
+                                         "winograd_output")
+    if rp != NULL:
+        rp += m_begin * y.shape[1] * y.shape[2]
     with nogil:
         if tile == 4:
             rk_wino_out(_ISA, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, y.shape[1], y.shape[2], bptr,
-                        &y[m_begin, 0, 0], &buf[0], ap)
+                        &y[m_begin, 0, 0], &buf[0], ap, rp)
         else:
             rk_wino2_out(_ISA, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, y.shape[1], y.shape[2], bptr,
-                         &y[m_begin, 0, 0], &buf[0], ap)
+                         &y[m_begin, 0, 0], &buf[0], ap, rp)
 
 
-def bias_act(float[:, :] y, bias, act=None):
-    """In place: ``y[m, n] = act(y[m, n] + bias[m])`` for ``y`` (M, N) float32 with
-    contiguous rows (any row stride); ``bias`` (M,) float32 or None; ``act`` None or a
-    fused activation (see ``gather_gemm``).  One pass.  Releases the GIL."""
+def bias_act(float[:, :] y, bias, act=None, residual=None):
+    """In place: ``y[m, n] = act(y[m, n] + bias[m] + residual[m, n])`` (in that order) for
+    ``y`` (M, N) float32 with contiguous rows (any row stride); ``bias`` (M,) float32 or
+    None; ``act`` None or a fused activation (see ``gather_gemm``); ``residual`` None or
+    an (M, N) float32 array with contiguous rows (any row stride).  One pass.  Releases
+    the GIL."""
     cdef Py_ssize_t M = y.shape[0], N = y.shape[1]
     cdef const float[::1] bview
     cdef const float *bptr = NULL
@@ -1570,14 +1662,26 @@ def bias_act(float[:, :] y, bias, act=None):
         if bview.shape[0] != M:
             raise ValueError("bias_act: bias length")
         bptr = &bview[0]
-    if M == 0 or N == 0 or (bptr == NULL and ap == NULL):
+    cdef const float[:, :] rview
+    cdef const float *rp = NULL
+    cdef long ldr = 0
+    if residual is not None:
+        rview = residual
+        if rview.shape[0] != M or rview.shape[1] != N:
+            raise ValueError("bias_act: residual shape")
+        if M and N:
+            if (N > 1 and rview.strides[1] != 4) or rview.strides[0] % 4:
+                raise ValueError("bias_act: rows of residual must be contiguous float32")
+            rp = &rview[0, 0]
+            ldr = rview.strides[0] // 4
+    if M == 0 or N == 0 or (bptr == NULL and ap == NULL and rp == NULL):
         return
     if (N > 1 and y.strides[1] != 4) or y.strides[0] % 4:
         raise ValueError("bias_act: rows of y must be contiguous float32")
     cdef float *yp = &y[0, 0]
     cdef long ldy = y.strides[0] // 4
     with nogil:
-        rk_bias_act(_ISA, yp, M, N, ldy, bptr, ap)
+        rk_bias_act(_ISA, yp, M, N, ldy, bptr, ap, rp, ldr)
 
 
 def gather_gemm_batch(const float[::1] P, Py_ssize_t pstride, const int32_t[::1] off, const int32_t[::1] idx,

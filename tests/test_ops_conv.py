@@ -706,3 +706,150 @@ def test_conv_winograd_2x2(xs, m, pads):
         fused = KERNELS["Conv"].prepare(dict(attrs, _opset=17, _activation=act), [None, w, b])
         (yf,) = KERNELS["Conv"].fn([x, w, b], fused)
         np.testing.assert_array_equal(yf, np.maximum(y, 0) if act == "Relu" else np.maximum(y, y * np.float32(0.01)))
+
+
+# ---------------------------------------------------------------------------- fused residual add
+
+
+def _conv_residual(x, w, b, r, attrs, consts=None, out=None):
+    """Conv with the fused residual ``r`` (attrs may add a fused activation)."""
+    inputs = [x, w, b, r]
+    prepared = KERNELS["Conv"].prepare(dict(attrs, _opset=17, _residual=True),
+                                       consts if consts is not None else [None] * 4)
+    return KERNELS["Conv"].fn(inputs, prepared, out=out), prepared
+
+
+@pytest.mark.parametrize("act", [None, "relu", "relu6", "leaky"])
+@pytest.mark.parametrize("name, xs, ws, attrs, want_path, want_t", FUSED_PATHS, ids=[p[0] for p in FUSED_PATHS])
+def test_conv_fused_residual(conv_path, act, name, xs, ws, attrs, want_path, want_t):
+    """Conv with a fused residual (and activation) equals Conv, then Add, then the
+    activation kernel, bit for bit, on every execution path: constant and runtime
+    weights, with and without bias, allocating and into ``out``."""
+    act_row = None if act is None else next(f for f in FUSED if f[0] == act)
+    rng = np.random.default_rng(abs(hash((xs, ws, act, "res"))) % 2 ** 32)
+    x = rng.standard_normal(xs, dtype=np.float32)
+    w = rng.standard_normal(ws, dtype=np.float32)
+    b = rng.standard_normal(ws[0], dtype=np.float32)
+    fused_attrs = dict(attrs, **({} if act_row is None else act_row[1]))
+    for bias in (b, None):
+        (plain,) = _run("Conv", [x, w, bias], attrs, [None, w, bias])
+        r = rng.standard_normal(plain.shape, dtype=np.float32)
+        (summed,) = _run("Add", [plain, r], {})
+        expected = summed if act_row is None else _activation_ref(act_row[2], act_row[3], act_row[4], summed)
+        (y,), prepared = _conv_residual(x, w, bias, r, fused_attrs, [None, w, bias, None])
+        np.testing.assert_array_equal(y, expected)
+        g = next(iter(prepared["_conv"].geoms.values()))
+        if conv_path == "native" and want_path is not None:
+            assert (g.path, g.transposed) == (want_path, want_t)
+        out = [np.full(expected.shape, np.nan, np.float32)]
+        res, _ = _conv_residual(x, w, bias, r, fused_attrs, [None, w, bias, None], out=out)
+        assert res is out
+        np.testing.assert_array_equal(out[0], expected)
+        (y2,), _ = _conv_residual(x, w, bias, r, fused_attrs)  # runtime weights
+        np.testing.assert_array_equal(y2, expected)
+        # residual in the other operand order of the Add: same values
+        (summed2,) = _run("Add", [r, plain], {})
+        np.testing.assert_array_equal(summed2, summed)
+
+
+def test_conv_fused_residual_threads(conv_path):
+    """Several threads split the gather GEMM's columns; the residual follows its columns."""
+    from rknnlite.backends.software.parallel import WorkerPool, using
+
+    rng = np.random.default_rng(11)
+    for xs, ws, attrs in [((1, 24, 30, 31), (40, 24, 1, 1), {}), ((1, 8, 20, 21), (24, 8, 3, 3), {"pads": [1] * 4}),
+                          ((1, 64, 7, 7), (96, 64, 1, 1), {}), ((1, 32, 20, 20), (32, 32, 3, 3), {"pads": [1] * 4})]:
+        x = rng.standard_normal(xs, dtype=np.float32)
+        w = rng.standard_normal(ws, dtype=np.float32)
+        (plain,) = _run("Conv", [x, w], attrs, [None, w])
+        r = rng.standard_normal(plain.shape, dtype=np.float32)
+        expected = np.maximum(plain + r, np.float32(0))
+        pool = WorkerPool(3)
+        try:
+            with using(pool):
+                (y,), _ = _conv_residual(x, w, None, r, dict(attrs, _activation="Relu"), [None, w, None, None])
+        finally:
+            pool.close()
+        np.testing.assert_array_equal(y, expected)
+
+
+def test_conv_fused_residual_read_only_and_views():
+    """A read-only or non-contiguous residual works and is never modified."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 8, 12, 12), dtype=np.float32)
+    w = rng.standard_normal((16, 8, 3, 3), dtype=np.float32)
+    (plain,) = _run("Conv", [x, w], {"pads": [1, 1, 1, 1]})
+    big = rng.standard_normal((1, 16, 12, 24), dtype=np.float32)
+    r = big[:, :, :, ::2]  # a strided view
+    r_copy = r.copy()
+    big.flags.writeable = False
+    (y,), _ = _conv_residual(x, w, None, r, {"pads": [1, 1, 1, 1]})
+    np.testing.assert_array_equal(y, plain + r_copy)
+    np.testing.assert_array_equal(r, r_copy)
+
+
+def test_conv_fused_residual_out_aliases_residual(conv_path):
+    """``out`` sharing memory with the residual (never planned by the executor) still
+    gives the right result: computed into a temporary, then copied."""
+    rng = np.random.default_rng(9)
+    for xs, ws, attrs in [((1, 16, 14, 14), (16, 16, 1, 1), {}), ((1, 16, 20, 20), (16, 16, 3, 3), {"pads": [1] * 4}),
+                          ((1, 600, 8, 8), (8, 600, 1, 1), {})]:
+        x = rng.standard_normal(xs, dtype=np.float32)
+        w = rng.standard_normal(ws, dtype=np.float32)
+        (plain,) = _run("Conv", [x, w], attrs)
+        r = rng.standard_normal(plain.shape, dtype=np.float32)
+        expected = plain + r
+        out = [r]
+        res, _ = _conv_residual(x, w, None, r, attrs, out=out)
+        assert res is out
+        np.testing.assert_array_equal(out[0], expected)
+
+
+def test_conv_fused_residual_batch_and_empty():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 4, 9, 9), dtype=np.float32)
+    w = rng.standard_normal((6, 4, 3, 3), dtype=np.float32)
+    b = rng.standard_normal(6, dtype=np.float32)
+    (plain,) = _run("Conv", [x, w, b], {})
+    r = rng.standard_normal(plain.shape, dtype=np.float32)
+    (y,), _ = _conv_residual(x, w, b, r, {"_activation": "Relu"})
+    np.testing.assert_array_equal(y, np.maximum(plain + r, 0))
+    # no input channels: bias + residual, then the activation
+    x = np.zeros((1, 0, 3, 3), np.float32)
+    w = np.ones((2, 0, 1, 1), np.float32)
+    b = np.float32([-1.0, 2.0])
+    r = rng.standard_normal((1, 2, 3, 3), dtype=np.float32)
+    (y,), _ = _conv_residual(x, w, b, r, {"_activation": "Relu"})
+    np.testing.assert_array_equal(y, np.maximum(b[None, :, None, None] + r, 0))
+    (y,), _ = _conv_residual(np.zeros((1, 3, 0, 4), np.float32), np.ones((2, 3, 1, 1), np.float32), None,
+                             np.zeros((1, 2, 0, 4), np.float32), {})
+    assert y.shape == (1, 2, 0, 4)
+
+
+def test_conv_fused_residual_errors():
+    x = np.ones((1, 2, 4, 4), np.float32)
+    w = np.ones((3, 2, 1, 1), np.float32)
+    with pytest.raises(ModelInvalidError, match="_residual"):  # a 4th input without the flag
+        KERNELS["Conv"].prepare({"_opset": 17}, [None, w, None, None])
+    with pytest.raises(ModelInvalidError, match="_residual"):
+        KERNELS["Conv"].prepare({"_opset": 17, "_residual": "yes"}, [None, w, None, None])
+    prepared = KERNELS["Conv"].prepare({"_opset": 17, "_residual": True}, [None, w, None, None])
+    with pytest.raises(ModelInvalidError, match="residual"):
+        KERNELS["Conv"].fn([x, w, None], prepared)
+    with pytest.raises(ValueError, match="residual"):  # broadcasting is not the fused Add's job
+        KERNELS["Conv"].fn([x, w, None, np.ones((1, 3, 1, 1), np.float32)], prepared)
+    # a plain Conv ignores nothing and is unchanged: 3 inputs, no residual
+    (y,) = _run("Conv", [x, w], {})
+    np.testing.assert_array_equal(y, np.full((1, 3, 4, 4), 2, np.float32))
+
+
+def test_conv_fused_residual_keeps_nan(conv_path):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 16, 9, 9), dtype=np.float32)
+    w = rng.standard_normal((24, 16, 1, 1), dtype=np.float32)
+    (plain,) = _run("Conv", [x, w], {})
+    r = rng.standard_normal(plain.shape, dtype=np.float32)
+    r.reshape(-1)[::7] = np.nan
+    r.reshape(-1)[3] = np.inf
+    (y,), _ = _conv_residual(x, w, None, r, {"_activation": "Relu"})
+    np.testing.assert_array_equal(y, _run("Relu", [plain + r], {})[0])

@@ -16,11 +16,15 @@
 5. :func:`fold_dense_bias` - ``Gemm`` without C, or ``MatMul`` of a 2-D input by a
    constant matrix, followed by ``Add`` (or ``Sub``) of a constant bias becomes one
    ``Gemm`` with that bias as C (bit for bit what the two nodes computed).
-6. :func:`fuse_activations` - ``Conv`` followed by an activation the conv kernel can
+6. :func:`fuse_residual_add` - ``Add`` / ``Sum`` of a ``Conv`` output (read by nothing
+   else) and another tensor of the same static shape becomes one Conv with that tensor
+   as a 4th, residual input (``attrs["_residual"]``), added before any activation.
+   It runs right before 7, so ``Conv -> Add -> Relu`` ends as one Conv.
+7. :func:`fuse_activations` - ``Conv`` followed by an activation the conv kernel can
    apply itself becomes one Conv with ``attrs["_activation"]`` (only when the conv
    kernel declares support; see the function).  It runs after 3-5, so
    ``Conv -> Mul -> Add -> Relu`` ends as one Conv with a fused Relu.
-7. :func:`remove_dead_nodes` - nodes and constants no graph output depends on are dropped.
+8. :func:`remove_dead_nodes` - nodes and constants no graph output depends on are dropped.
 
 Finally graph outputs that became constants are re-emitted through an ``Identity``
 node, so every output is produced by a node.
@@ -47,6 +51,7 @@ __all__ = [
     "fold_batchnorm",
     "fold_conv_affine",
     "fold_dense_bias",
+    "fuse_residual_add",
     "fuse_activations",
     "remove_dead_nodes",
     "finalize_outputs",
@@ -60,12 +65,14 @@ _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformL
 
 
 def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
-             activation_fusion: bool = True) -> Graph:
+             activation_fusion: bool = True, residual_fusion: bool = True) -> Graph:
     """Run every pass (see the module doc) on a copy of ``graph`` and return the copy.
 
     ``shapes`` maps tensor names to static shapes (``-1`` for an unknown dim), e.g.
     :attr:`ImportedModel.shapes <rknnlite.toolkit.onnx_import.ImportedModel.shapes>`;
-    it lets ``Shape``/``Size`` of statically shaped tensors fold.  Constant arrays are
+    it lets ``Shape``/``Size`` of statically shaped tensors fold, and residual adds fuse
+    (they need both operands' shapes).  ``activation_fusion`` / ``residual_fusion``:
+    run :func:`fuse_activations` / :func:`fuse_residual_add`.  Constant arrays are
     shared with the input graph, not copied.
     """
     g = copy.copy(graph)  # keeps any other graph fields
@@ -78,7 +85,9 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
         "conv affine folding": fold_conv_affine(g),
         "dense bias folding": fold_dense_bias(g, shapes),
     }
-    # after the folds above, so that a Conv they extended can take its activation too
+    # after the folds above, so that a Conv they extended can take its residual and activation too
+    if residual_fusion:
+        counts["residual add fusion"] = fuse_residual_add(g, shapes)
     if activation_fusion:
         counts["activation fusion"] = fuse_activations(g)
     counts["dead node removal"] = remove_dead_nodes(g)
@@ -261,7 +270,8 @@ def fold_batchnorm(graph: Graph) -> int:
         if bn.op != "BatchNormalization" or not bn.inputs:
             continue
         conv = producers.get(bn.inputs[0])
-        if conv is None or conv.op != "Conv" or len(conv.outputs) != 1 or "_activation" in conv.attrs:
+        if conv is None or conv.op != "Conv" or len(conv.outputs) != 1 or "_activation" in conv.attrs \
+                or conv.attrs.get("_residual"):
             continue
         y = conv.outputs[0]
         if y in outputs or len(users.get(y, [])) != 1:
@@ -396,7 +406,8 @@ def fold_conv_affine(graph: Graph) -> int:
 def _conv_params(conv: Node, consts) -> Optional[Tuple[np.ndarray, Optional[np.ndarray], int]]:
     """``(W, b or None, output channels)`` of a Conv / ConvTranspose whose parameters are
     constant floats of consistent shapes, or None."""
-    if conv.op not in ("Conv", "ConvTranspose") or len(conv.outputs) != 1 or "_activation" in conv.attrs:
+    if conv.op not in ("Conv", "ConvTranspose") or len(conv.outputs) != 1 or "_activation" in conv.attrs \
+            or conv.attrs.get("_residual"):
         return None
     if len(conv.inputs) < 2 or not conv.inputs[1] or len(conv.inputs) > 3:
         return None
@@ -575,7 +586,83 @@ def _unique(taken, name: str) -> str:
     return f"{name}_{k}"
 
 
-# -- 6. activation fusion --------------------------------------------------------------------
+# -- 6. residual add fusion ------------------------------------------------------------------
+
+
+def fuse_residual_add(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
+    """Fold an ``Add`` (or two-input ``Sum``) of a Conv output and a same-shaped tensor into
+    the Conv; returns the number fused.
+
+    ``y = Conv(x, W[, B])`` and ``z = Add(y, r)`` (either operand order) become
+    ``z = Conv(x, W, B or "", r)`` with ``attrs["_residual"] = True``: the conv kernel adds
+    ``r`` in its output stage, after the bias and before any activation, so a following
+    ``Relu`` can still fuse (:func:`fuse_activations` runs next).  The result is bit for
+    bit what the two nodes computed (float32).  Only when:
+
+    * the Conv has one output, read by nothing but this Add, not a graph output, and
+      neither a fused activation nor a residual yet;
+    * ``r`` is not a constant (a per-channel constant is :func:`fold_conv_affine`'s job)
+      and ``y`` and ``r`` have the same fully known static shape in ``shapes`` (no
+      broadcasting; unknown shapes are skipped);
+    * ``y`` and ``r`` are different tensors.
+
+    When both operands qualify, the Conv whose ``r`` is computed before it is chosen (the
+    later one); if ``r`` is computed after the Conv, the fused Conv moves to the Add's place
+    in the node order.  The Conv takes over the Add's output name.
+    """
+    shapes = shapes or {}
+    users = _consumers(graph)
+    producers = {o: n for n in graph.nodes for o in n.outputs if o}
+    outputs = set(graph.outputs)
+    quant = getattr(graph, "quant", None) or {}
+    fused = 0
+    for add in list(graph.nodes):
+        if add.op not in ("Add", "Sum") or len(add.inputs) != 2 or len(add.outputs) != 1 or not add.outputs[0]:
+            continue
+        if not all(add.inputs) or add.inputs[0] == add.inputs[1]:
+            continue
+        choices = []
+        for k in (0, 1):
+            y, r = add.inputs[k], add.inputs[1 - k]
+            conv = producers.get(y)
+            if conv is None or conv.op != "Conv" or len(conv.outputs) != 1 or len(conv.inputs) > 3:
+                continue
+            if "_activation" in conv.attrs or conv.attrs.get("_residual"):
+                continue
+            if y in outputs or len(users.get(y, [])) != 1 or y in quant:
+                continue
+            if r in graph.constants or not _same_static_shape(shapes.get(y), shapes.get(r)):
+                continue
+            at = graph.nodes.index(conv)
+            src = producers.get(r)
+            ready = src is None or graph.nodes.index(src) < at  # r exists where the Conv runs
+            choices.append((ready, at, conv, r))
+        if not choices:
+            continue
+        ready, _, conv, r = max(choices, key=lambda c: (c[0], c[1]))
+        conv.inputs = list(conv.inputs) + [""] * (3 - len(conv.inputs)) + [r]
+        conv.attrs["_residual"] = True
+        conv.outputs = [add.outputs[0]]
+        if ready:
+            graph.nodes.remove(add)
+        else:
+            graph.nodes.remove(conv)
+            graph.nodes[graph.nodes.index(add)] = conv
+        producers[add.outputs[0]] = conv
+        users[r] = [conv if n is add else n for n in users.get(r, [])]
+        fused += 1
+    return fused
+
+
+def _same_static_shape(a: Optional[Sequence[int]], b: Optional[Sequence[int]]) -> bool:
+    """Both shapes known, fully static and equal."""
+    if a is None or b is None:
+        return False
+    a, b = list(a), list(b)
+    return a == b and all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in a)
+
+
+# -- 7. activation fusion --------------------------------------------------------------------
 
 
 def conv_fusable_activations() -> Tuple[str, ...]:
@@ -669,7 +756,7 @@ def _fusable_activation_attrs(act: Node, consts) -> Optional[Dict[str, object]]:
     return None
 
 
-# -- 7. dead nodes ---------------------------------------------------------------------------
+# -- 8. dead nodes ---------------------------------------------------------------------------
 
 
 def remove_dead_nodes(graph: Graph) -> int:

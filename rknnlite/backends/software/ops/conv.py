@@ -34,6 +34,15 @@ each finished depthwise plane, in the BLAS path's bias pass -- never as a separa
 pass over the output.  The result equals the unfused Conv followed by the activation
 kernel bit for bit (float32).
 
+Fused residual add: a Conv node whose attrs carry ``"_residual": True`` (set by the
+toolkit's ``fuse_residual_add`` pass) has a 4th input ``r`` of exactly the output's
+shape and computes ``act(conv(x) + bias + r)``: ``r`` is added in the same output
+stages, after the bias and before the activation (on the accumulators of the gather
+GEMM's last K block, on each finished channel plane of the Winograd output transform
+and of the depthwise loop, in the BLAS path's bias pass; transposed tiles add it
+right after their transpose).  The result equals Conv, then Add, then the activation
+bit for bit (float32).  A plain Conv never takes a 4th input.
+
 Scratch buffers are per thread and reused across calls; with ``out`` given nothing
 tensor-sized is allocated after the first call.
 """
@@ -185,6 +194,7 @@ class _ConvPlan:
         self.lock = threading.Lock()
         self.winograd = True
         self.act: Optional[tuple] = None  # fused activation (see _fused_activation)
+        self.residual = False  # inputs[3] is added before the activation (fused Add)
 
     def packed_for(self, w: np.ndarray, transposed: bool) -> np.ndarray:
         """Packed weights of every group, (group, panels, K, MR): cached for the node's
@@ -270,10 +280,17 @@ def _conv_prepare(attrs, consts):
             if b is not None and (np.ndim(b) != 1 or b.shape[0] != w.shape[0]):
                 raise ModelInvalidError(f"bias of shape {list(np.shape(b))} does not match {w.shape[0]} output "
                                         f"channels", op="Conv")
+    residual = attrs.get("_residual", False)
+    if not isinstance(residual, (bool, np.bool_)):
+        raise ModelInvalidError(f"attribute _residual must be a bool, got {residual!r}", op="Conv")
+    if consts is not None and len(consts) > 3 and not residual:
+        raise ModelInvalidError(f"{len(consts)} inputs; Conv takes at most 3 (a 4th, the fused residual, "
+                                f"needs attribute _residual)", op="Conv")
     new = dict(attrs)
     new["_conv"] = plan = _ConvPlan(ca, w, b)
     plan.winograd = bool(attrs.get("_winograd", True))
     plan.act = _fused_activation(attrs)
+    plan.residual = bool(residual)
     return new
 
 
@@ -413,9 +430,10 @@ def _use_winograd(ca: _ConvAttrs, g: _Geometry, C: int) -> int:
     return 0
 
 
-def _run_winograd(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bias, y: np.ndarray) -> None:
+def _run_winograd(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bias, y: np.ndarray,
+                  res: Optional[np.ndarray] = None) -> None:
     """Winograd F(t x t, 3x3) Conv (t = g.wtile) of every image: x (n, C, H, W) contiguous,
-    y (n, M, OH, OW) contiguous."""
+    y (n, M, OH, OW) contiguous, plus the residual ``res`` (y's shape, contiguous) if any."""
     t = g.wtile
     ncomp = (t + 2) * (t + 2)
     u = plan.winograd_for(w, t)
@@ -442,10 +460,11 @@ def _run_winograd(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, b
 
     def transform_out(m0: int, m1: int) -> None:
         own = buf if m0 == 0 else _scratch("wino_buf", 40 * max(T, tg))
-        _ck.winograd_output(mt, M, th, tw, bias, yi, own, m0, m1, act=plan.act, tile=t)
+        _ck.winograd_output(mt, M, th, tw, bias, yi, own, m0, m1, act=plan.act, tile=t, residual=ri)
 
     for i in range(n_img):
         xi, yi = x[i], y[i]
+        ri = None if res is None else res[i]
         parallel_for(C, transform_in, min_chunk=8)
         parallel_for(ncomp, products)
         parallel_for(M, transform_out, min_chunk=8)
@@ -510,8 +529,10 @@ def _ck_blocks(g: _Geometry) -> None:
     g.kcb, g.ncb = kcb, ncb
 
 
-def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray) -> None:
-    """Gather-GEMM Conv of every image: x (n, C, ...) contiguous, y3 (n, M, N) contiguous."""
+def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray,
+                res3: Optional[np.ndarray] = None) -> None:
+    """Gather-GEMM Conv of every image: x (n, C, ...) contiguous, y3 (n, M, N) contiguous,
+    plus the residual ``res3`` (y3's shape, contiguous) if any."""
     packs = plan.packed_for(w, g.transposed)
     n_img, C = x.shape[0], x.shape[1]
     scratch = _scratch("block", g.kcb * g.ncb + 16)
@@ -534,18 +555,23 @@ def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bia
             _ck.phase_split(xi, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P)
         chan = (g.psize // C) if g.split is not None else chan_in  # floats per channel in P
         pstride = g.Cg * chan  # floats between the groups' channels in P
+        r = None if res3 is None else res3[i]
         if g.transposed:
-            _gemm_blocks(g, P, packs, bias, yt, scratch, plan.act, pstride, transposed=True)
+            # Y^T tiles: the residual (Y's layout) and then the activation go in one pass
+            # over the transposed image, still cache-hot (these outputs are small)
+            _gemm_blocks(g, P, packs, bias, yt, scratch, plan.act if r is None else None, pstride, transposed=True)
             _ck.transpose_into(yt, y3[i])
+            if r is not None:
+                _ck.bias_act(y3[i], None, plan.act, residual=r)
         elif g.grid is not None:
             _, ws, ow = g.grid
-            _gemm_blocks(g, P, packs, bias, y3[i], scratch, plan.act, pstride, grid=(ws, ow))
+            _gemm_blocks(g, P, packs, bias, y3[i], scratch, plan.act, pstride, grid=(ws, ow), residual=r)
         else:
-            _gemm_blocks(g, P, packs, bias, y3[i], scratch, plan.act, pstride)
+            _gemm_blocks(g, P, packs, bias, y3[i], scratch, plan.act, pstride, residual=r)
 
 
 def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, transposed: bool = False,
-                 grid=None) -> None:
+                 grid=None, residual=None) -> None:
     """The gather GEMMs of every group (one compiled call), their column blocks split
     across the run's threads.  With several threads the blocks are narrowed (to a
     multiple of the panel width) so each thread gets a few; a block's width never
@@ -559,6 +585,8 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
     kw = {"transposed": True} if transposed else ({"grid": grid} if grid is not None else {})
     if act is not None:
         kw["act"] = act
+    if residual is not None:
+        kw["residual"] = residual
     if threads == 1:
         _ck.gather_gemm(P, g.off, g.idx, packs, g.Mg, bias, y, scratch, g.kcb, ncb, pstride=pstride, **kw)
         return
@@ -575,9 +603,11 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
 _MAX_COLS_FLOATS = 4 * 1024 * 1024
 
 
-def _run_blas(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray, act) -> None:
+def _run_blas(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray, act,
+              res3: Optional[np.ndarray] = None) -> None:
     """im2col (none for 1x1 stride-1 unpadded) + np.matmul per image and group, then one
-    compiled pass adding the bias and applying the fused activation ``act``.
+    compiled pass adding the bias and the residual ``res3`` (if any) and applying the
+    fused activation ``act``.
 
     For 1-D/2-D convolutions the unfolding runs in bands of output rows so the scratch
     stays under ``_MAX_COLS_FLOATS`` floats: each band is the same im2col on the input
@@ -607,11 +637,13 @@ def _run_blas(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, 
                     cols = cols_all[:g.K * (r1 - r0) * ow * od].reshape(g.K, -1)
                     _ck.im2col(xg[:, :, s0:], cols, ks3, st3, dl3, (pb3[0], s0 - start, pb3[2]), (od, r1 - r0, ow))
                     np.matmul(wm[gi], cols, out=yg[:, r0 * ow:r1 * ow] if band < oh else yg)
-            if bias is not None or act is not None:
-                _ck.bias_act(yg, None if bias is None else bias[gi * g.Mg:(gi + 1) * g.Mg], act)
+            if bias is not None or act is not None or res3 is not None:
+                _ck.bias_act(yg, None if bias is None else bias[gi * g.Mg:(gi + 1) * g.Mg], act,
+                             residual=None if res3 is None else res3[i, gi * g.Mg:(gi + 1) * g.Mg])
 
 
-def _run_depthwise(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray, act) -> None:
+def _run_depthwise(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray, act,
+                   res3: Optional[np.ndarray] = None) -> None:
     n_img, C = x.shape[0], x.shape[1]
     args = g.dw_args
     if args is None:
@@ -627,16 +659,19 @@ def _run_depthwise(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, b
     w3 = np.ascontiguousarray(w, dtype=np.float32).reshape(wshape)
     scratch = _scratch("dwpad", nscratch)
     for i in range(n_img):
-        _ck.depthwise(x[i].reshape(xshape), w3, bias, y3[i].reshape(yshape), *geo, scratch, act)
+        _ck.depthwise(x[i].reshape(xshape), w3, bias, y3[i].reshape(yshape), *geo, scratch, act,
+                      residual=None if res3 is None else res3[i].reshape(yshape))
 
 
 @kernel("Conv", out=True, prepare=_conv_prepare, caches_inputs=(1, 2))
 def conv(inputs, attrs, out=None):
     """ONNX Conv (1-3 spatial axes, groups, dilations, pads / auto_pad, optional bias),
-    followed by the fused activation ``attrs["_activation"]`` if any (see
-    :data:`FUSED_ACTIVATIONS`).
+    plus the fused residual ``inputs[3]`` when ``attrs["_residual"]`` (an array of the
+    output's shape), followed by the fused activation ``attrs["_activation"]`` if any
+    (see :data:`FUSED_ACTIVATIONS`): ``act(conv(x) + bias + r)``.
 
-    Writes into ``out[0]`` when given (no tensor-sized temporaries); float32 result.
+    Writes into ``out[0]`` when given (no tensor-sized temporaries; into a temporary
+    first if ``out[0]`` overlaps the residual); float32 result.
     """
     x, w = inputs[0], inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
@@ -662,28 +697,41 @@ def conv(inputs, attrs, out=None):
             raise ModelInvalidError(f"bias of shape {list(b.shape)} does not match {w.shape[0]} output channels",
                                     op="Conv")
     shape = (x.shape[0], w.shape[0]) + tuple(g.out_sp)
+    res = None
+    if plan.residual:
+        r = inputs[3] if len(inputs) > 3 else None
+        if r is None:
+            raise ModelInvalidError("attribute _residual is set but the residual input (the 4th) is missing",
+                                    op="Conv")
+        res = np.ascontiguousarray(r, dtype=np.float32)
+        if res.shape != shape:
+            raise ValueError(f"Conv: residual of shape {res.shape}, expected the output's {shape}")
     target = out[0] if out is not None else None
-    if target is not None and target.flags.c_contiguous and target.dtype == np.float32:
+    if target is not None and target.flags.c_contiguous and target.dtype == np.float32 \
+            and (res is None or not np.may_share_memory(target, res)):
         y = target
     else:
         y = np.empty(shape, np.float32)
     if y.shape != shape:
         raise ValueError(f"Conv: output buffer of shape {y.shape}, expected {shape}")
     y3 = y.reshape(shape[0], shape[1], g.N)
+    res3 = None if res is None else res.reshape(y3.shape)
     if g.path == "empty":
         if y.size:
             y3[...] = 0 if bias is None else bias[None, :, None]
+            if res3 is not None:
+                np.add(y3, res3, out=y3)
             _ck.activation_numpy(y3, plan.act)
     else:
         x = np.ascontiguousarray(x, dtype=np.float32)
         if g.path == "gather":
-            _run_gather(g, plan, x, w, bias, y3)
+            _run_gather(g, plan, x, w, bias, y3, res3)
         elif g.path == "winograd":
-            _run_winograd(g, plan, x, w, bias, y)
+            _run_winograd(g, plan, x, w, bias, y, res)
         elif g.path == "depthwise":
-            _run_depthwise(g, ca, x, w, bias, y3, plan.act)
+            _run_depthwise(g, ca, x, w, bias, y3, plan.act, res3)
         else:
-            _run_blas(g, ca, x, w, bias, y3, plan.act)
+            _run_blas(g, ca, x, w, bias, y3, plan.act, res3)
     if target is not None:
         if y is not target:
             np.copyto(target, y)
