@@ -9,7 +9,9 @@ or ``None``).  Messages go to the ``rknnlite.toolkit`` logger (never the root lo
 Differences from the vendor toolkit (this is the first path; see the docstrings):
 
 * ``build`` makes float models (``float_dtype`` ``"float16"``, the NPU's precision, or
-  ``"float32"``); quantization and ``rknn_batch_size`` come later and fail with -1.
+  ``"float32"``) and, with ``do_quantization=True``, int8 models (asymmetric int8,
+  ``normal`` algorithm, ``channel`` or ``layer`` method; calibration data as ``.npy``
+  files only); ``rknn_batch_size`` comes later and fails with -1.
 * ``export_rknn`` writes rknnlite's portable container (``.rknn`` by name), which
   :class:`rknnlite.Context` and :class:`rknnlite.api.RKNNLite` run on any host; it is
   not a Rockchip ``.rknn`` file and cannot run on a board's librknnrt.
@@ -40,12 +42,16 @@ _DEFAULT_PLATFORM = "rk3588"
 # Vendor config() options this toolkit does not implement.  ``any``: ignoring them never
 # changes results (performance/placement/quantization settings), so they are accepted
 # with a warning.  Otherwise the vendor default they are harmless at.
-_IGNORED_ANY = ("quantized_dtype", "quantized_algorithm", "quantized_method", "quantized_hybrid_level",
+_IGNORED_ANY = ("quantized_hybrid_level",
                 "optimization_level", "model_pruning", "compress_weight", "single_core_mode",
                 "sparse_infer", "enable_flash_attention", "auto_hybrid_cos_thresh", "auto_hybrid_euc_thresh",
                 "op_target")
 _IGNORED_AT_DEFAULT = {"remove_weight": False, "inputs_yuv_fmt": None, "dynamic_input": None,
                        "quantize_weight": False, "remove_reshape": False}
+
+# Quantization options and their vendor defaults (checked by build(do_quantization=True)).
+_QUANT_DEFAULTS = {"quantized_dtype": "asymmetric_quantized-8", "quantized_algorithm": "normal",
+                   "quantized_method": "channel"}
 
 _NO_MODEL = "Model is not loaded yet, this interface should be called after load_onnx!"
 _NOT_BUILT = "RKNN model is not built yet, this interface should be called after build or load_rknn!"
@@ -95,9 +101,13 @@ class RKNN:
             float_dtype: ``"float16"`` (the NPU's storage precision, default) or
                 ``"float32"`` (full precision reference).
             custom_string: free text stored in the model (``RKNN_QUERY_CUSTOM_STRING``).
-            **other_toolkit_kwargs: other vendor options.  Performance, placement and
-                quantization settings are accepted with a warning that they are not
-                supported yet; options that would change the model (``dynamic_input``,
+            **other_toolkit_kwargs: other vendor options.  ``quantized_dtype``
+                (``'asymmetric_quantized-8'``), ``quantized_algorithm`` (``'normal'``) and
+                ``quantized_method`` (``'channel'`` or ``'layer'``) set the quantization
+                of ``build(do_quantization=True)``; other values of these are accepted with
+                a warning and make a quantized build fail.  Performance and placement
+                settings are accepted with a warning that they are not supported yet;
+                options that would change the model (``dynamic_input``,
                 ``inputs_yuv_fmt``, ``remove_weight``, ...) at a non-default value fail.
         """
         if not self._alive("config"):
@@ -129,8 +139,19 @@ class RKNN:
         if custom_string is not None and not isinstance(custom_string, str):
             self._log.error("config: custom_string must be a str, not %s", type(custom_string).__name__)
             return -1
+        quant_cfg = dict(_QUANT_DEFAULTS)
         for key, value in other_toolkit_kwargs.items():
-            if key in _IGNORED_ANY:
+            if key in _QUANT_DEFAULTS:
+                if value is None:
+                    continue
+                if not isinstance(value, str):
+                    self._log.error("config: %s must be a str, not %r", key, value)
+                    return -1
+                quant_cfg[key] = value
+                problem = _quant_option_problem(key, value)
+                if problem:
+                    self._log.warning("config: %s; build(do_quantization=True) will fail", problem)
+            elif key in _IGNORED_ANY:
                 self._log.warning("config: %s=%r is not supported yet by rknnlite and is ignored", key, value)
             elif key in _IGNORED_AT_DEFAULT:
                 if value != _IGNORED_AT_DEFAULT[key]:
@@ -144,6 +165,7 @@ class RKNN:
         self._config = {
             "mean_values": mean, "std_values": std, "quant_img_RGB2BGR": bool(quant_img_RGB2BGR),
             "target_platform": platform, "float_dtype": float_dtype, "custom_string": custom_string or "",
+            **quant_cfg,
         }
         self._log.debug("config: %s", self._config)
         return 0
@@ -220,17 +242,22 @@ class RKNN:
               rknn_batch_size: Optional[int] = None) -> int:
         """Optimise the loaded model and build the runtime model.  Returns 0 or -1.
 
-        Quantization (``do_quantization=True``) and ``rknn_batch_size`` > 1 are not
-        supported yet and return -1.
+        ``do_quantization=True`` builds an int8 model calibrated on ``dataset``: a text
+        file with one sample per line and one path per model input separated by
+        spaces, all paths relative to the current working directory (as in the vendor
+        toolkit); each path names a ``.npy`` array in the model's layout (NCHW),
+        float32, *before* mean/std (images are not supported yet).  Activations
+        (graph inputs after mean/std and every node output) get asymmetric int8 per
+        tensor from their calibrated min/max; the weights of Conv, ConvTranspose, Gemm
+        and MatMul symmetric int8 per output channel (``quantized_method='channel'``)
+        or per tensor (``'layer'``); biases stay float.  See
+        :mod:`rknnlite.toolkit.quantize`.  ``rknn_batch_size`` > 1 is not supported yet
+        and returns -1.
         """
         if not self._alive("build"):
             return -1
         if self._imported is None:
             self._log.error("build: %s", _NO_MODEL)
-            return -1
-        if do_quantization:
-            self._log.error("build: do_quantization=True is not supported yet by rknnlite; "
-                            "build a float model with do_quantization=False")
             return -1
         if rknn_batch_size is not None and rknn_batch_size != 1:
             if not isinstance(rknn_batch_size, int) or rknn_batch_size < 1:
@@ -238,10 +265,13 @@ class RKNN:
             else:
                 self._log.error("build: rknn_batch_size=%d is not supported yet by rknnlite", rknn_batch_size)
             return -1
-        if dataset is not None:
+        if dataset is not None and not do_quantization:
             self._log.warning("build: dataset is only used for quantization; ignored")
+        from dataclasses import replace
+
         from ..model.metadata import Preprocess, build_metadata
         from ..model.portable import write_portable
+        from . import quantize
         from .optimize import optimize, round_constants_to_float16
 
         cfg = self._config or self._default_config()
@@ -251,18 +281,39 @@ class RKNN:
         except ValueError as e:
             self._log.error("build: %s", e)
             return -1
+        samples = None
+        if do_quantization:
+            for key in _QUANT_DEFAULTS:
+                problem = _quant_option_problem(key, cfg.get(key, _QUANT_DEFAULTS[key]))
+                if problem:
+                    self._log.error("build: do_quantization=True: %s", problem)
+                    return -1
+            try:
+                samples = quantize.read_dataset(dataset, imported.input_specs)
+            except quantize.DatasetError as e:
+                self._log.error("build: do_quantization=True: %s", e)
+                return -1
         self._release_runtime()
         self._model_bytes = None
-        self._log.info("Building model (%s)", cfg["float_dtype"])
+        self._log.info("Building model (%s%s)", cfg["float_dtype"], ", int8 quantized" if do_quantization else "")
+        input_specs, output_specs = list(imported.input_specs), list(imported.output_specs)
         try:
             graph = optimize(imported.graph, imported.shapes)
+            if samples is not None:
+                ranges = quantize.calibrate(graph, samples, preprocess or None)
+                graph.quant = quantize.quantize_graph(graph, ranges, cfg.get("quantized_method", "channel"))
+                input_specs = [replace(t, quant=graph.quant.get(t.name)) for t in input_specs]
+                output_specs = [replace(t, quant=graph.quant.get(t.name)) for t in output_specs]
+                self._log.info("build: calibrated on %d samples; %d tensors quantized", len(samples),
+                               len(graph.quant))
             if cfg["float_dtype"] == "float16":
                 round_constants_to_float16(graph)
             metadata = build_metadata(
-                imported.input_specs, imported.output_specs,
+                input_specs, output_specs,
                 target_platforms=(cfg["target_platform"],),
                 custom_string=cfg["custom_string"],
                 float_dtype=cfg["float_dtype"],
+                quantization="int8" if samples is not None else None,
                 preprocess=tuple(Preprocess(tuple(m), tuple(s)) for m, s in preprocess) if preprocess else (),
             )
             data = write_portable(metadata, graph)
@@ -280,7 +331,8 @@ class RKNN:
     def _default_config(self) -> Dict[str, Any]:
         self._log.warning("build: target_platform is not set, using the default: %s", _DEFAULT_PLATFORM)
         self._config = {"mean_values": None, "std_values": None, "quant_img_RGB2BGR": False,
-                        "target_platform": _DEFAULT_PLATFORM, "float_dtype": "float16", "custom_string": ""}
+                        "target_platform": _DEFAULT_PLATFORM, "float_dtype": "float16", "custom_string": "",
+                        **_QUANT_DEFAULTS}
         return self._config
 
     @staticmethod
@@ -453,6 +505,17 @@ class RKNN:
             self._log.error("%s: this RKNN object has been released; create a new one", what)
             return False
         return True
+
+
+def _quant_option_problem(key: str, value) -> Optional[str]:
+    """Why a quantization option's value cannot be built, or None when it can."""
+    from .quantize import QUANTIZED_ALGORITHMS, QUANTIZED_DTYPES, QUANTIZED_METHODS
+
+    supported = {"quantized_dtype": QUANTIZED_DTYPES, "quantized_algorithm": QUANTIZED_ALGORITHMS,
+                 "quantized_method": QUANTIZED_METHODS}[key]
+    if value in supported:
+        return None
+    return f"{key}={value!r} is not supported yet by rknnlite (supported: {', '.join(supported)})"
 
 
 def _per_input_values(values, what: str) -> Optional[List[List[float]]]:

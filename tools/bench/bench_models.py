@@ -4,7 +4,8 @@
     python tools/bench/bench_models.py [--models resnet50,squeezenet] [--runs 10] [--threads 2]
 
 One process, side by side: every model is converted with rknnlite's toolkit
-(float32 and float16 builds), then timed against onnxruntime with one intra-op thread,
+(float32 and float16 builds, and an int8 build calibrated on 2 slightly perturbed copies
+of the input), then timed against onnxruntime with one intra-op thread,
 median of RUNS after warm-up.  BLAS is limited to one thread for the whole timed part
 with threadpoolctl (in this script only: the library never changes thread pools), so
 "1 thread" means one thread for both.  The last column runs rknnlite float32 with
@@ -47,12 +48,30 @@ def light_model(name: str):
     return path, feeds
 
 
-def convert(path: Path, float_dtype: str, out_dir: str) -> str:
+def calibration_dataset(x, out_dir: str, name: str, copies: int = 2) -> str:
+    """A dataset file (absolute paths) of ``copies`` perturbed copies of the inputs ``x``."""
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(copies):
+        paths = []
+        for k, xi in enumerate(x):
+            p = os.path.join(out_dir, f"{name}_s{i}_in{k}.npy")
+            noise = rng.normal(0, 0.05 * (float(np.std(xi)) or 1.0), xi.shape)
+            np.save(p, (xi + noise).astype(xi.dtype) if xi.dtype.kind == "f" else xi)
+            paths.append(p)
+        lines.append(" ".join(paths))
+    dataset = os.path.join(out_dir, f"{name}_dataset.txt")
+    with open(dataset, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return dataset
+
+
+def convert(path: Path, float_dtype: str, out_dir: str, dataset: str = None) -> str:
     rknn = RKNN()
     assert rknn.config(target_platform="rk3588", float_dtype=float_dtype) == 0
     assert rknn.load_onnx(str(path)) == 0
-    assert rknn.build(do_quantization=False) == 0
-    out = os.path.join(out_dir, f"{path.stem}_{float_dtype}.rknn")
+    assert rknn.build(do_quantization=dataset is not None, dataset=dataset) == 0
+    out = os.path.join(out_dir, f"{path.stem}_{float_dtype}{'_i8' if dataset else ''}.rknn")
     assert rknn.export_rknn(out) == 0
     rknn.release()
     return out
@@ -80,16 +99,18 @@ def main() -> int:
             session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
             ort_ms = median_ms(lambda: session.run(None, feeds), args.runs, warmup=2)
             f32, f16 = convert(path, "float32", tmp), convert(path, "float16", tmp)
-            with rknnlite.Context(f32) as c32, rknnlite.Context(f16) as c16:
+            i8 = convert(path, "float16", tmp, calibration_dataset(x, tmp, name))
+            with rknnlite.Context(f32) as c32, rknnlite.Context(f16) as c16, rknnlite.Context(i8) as c8:
                 ms32 = median_ms(lambda: c32.run(x), args.runs, warmup=2)
                 ms16 = median_ms(lambda: c16.run(x), args.runs, warmup=2)
+                ms8 = median_ms(lambda: c8.run(x), args.runs, warmup=2)
             os.environ["RKNNLITE_NUM_THREADS"] = str(args.threads)
             try:
                 with rknnlite.Context(f32) as cmt:
                     ms_mt = median_ms(lambda: cmt.run(x), args.runs, warmup=2)
             finally:
                 del os.environ["RKNNLITE_NUM_THREADS"]
-            rows.append((name, ort_ms, ms32, ms16, ms_mt))
+            rows.append((name, ort_ms, ms32, ms16, ms8, ms_mt))
             print(f"  {name}: done", file=sys.stderr)
         blas = ", ".join(f"{i['internal_api']} {i.get('version', '')}".strip() for i in threadpool_info())
 
@@ -97,11 +118,11 @@ def main() -> int:
           f"median of {args.runs} runs; BLAS limited to 1 thread")
     print()
     print(f"| model | onnxruntime 1T (ms) | rknnlite fp32 1T (ms) | ratio | rknnlite fp16 1T (ms) | fp16/fp32 | "
-          f"rknnlite fp32 {args.threads}T (ms) | speed-up |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, ort_ms, ms32, ms16, ms_mt in rows:
+          f"int8 1T (ms) | int8/fp32 | rknnlite fp32 {args.threads}T (ms) | speed-up |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, ort_ms, ms32, ms16, ms8, ms_mt in rows:
         print(f"| {name} | {ort_ms:.1f} | {ms32:.1f} | {ms32 / ort_ms:.2f} | {ms16:.1f} | {ms16 / ms32:.2f} | "
-              f"{ms_mt:.1f} | {ms32 / ms_mt:.2f} |")
+              f"{ms8:.1f} | {ms8 / ms32:.2f} | {ms_mt:.1f} | {ms32 / ms_mt:.2f} |")
     return 0
 
 

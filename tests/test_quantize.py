@@ -1,0 +1,355 @@
+"""Post-training int8 quantization: ``RKNN.build(do_quantization=True, dataset=...)``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import rknnlite  # noqa: E402
+from rknnlite.model.loader import load_model  # noqa: E402
+from rknnlite.model.portable import read_portable  # noqa: E402
+from rknnlite.toolkit import RKNN  # noqa: E402
+from rknnlite.toolkit.quantize import activation_params, weight_axis, weight_params  # noqa: E402
+
+RNG = np.random.default_rng(23)
+F = TensorProto.FLOAT
+CONVNET_MEAN, CONVNET_STD = [[0, 128, 64]], [[255, 64, 32]]
+
+
+@pytest.fixture()
+def toolkit_log(caplog):
+    caplog.set_level(logging.DEBUG, logger="rknnlite.toolkit")
+    return caplog
+
+
+def errors(caplog):
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def cosine(a, b) -> float:
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+# -- vendor agreement --------------------------------------------------------------------------
+
+def vendor_run(fixtures: Path, model: str) -> dict:
+    manifest = json.loads((fixtures / "manifest.json").read_text())
+    return next(r for r in manifest["runs"] if r["model"] == model and r["variant"] == "i8")
+
+
+def build_vendor(fixtures: Path, model: str, method=None) -> RKNN:
+    run = vendor_run(fixtures, model)
+    assert run["build"]["do_quantization"] and run["build"]["dataset"] == f"dataset_{model}.txt"
+    cfg = dict(run["config"])
+    cfg.pop("dynamic_input", None)
+    if method is not None:
+        cfg["quantized_method"] = method
+    rknn = RKNN()
+    assert rknn.config(**cfg) == 0
+    assert rknn.load_onnx(str(fixtures / "onnx" / f"{model}.onnx")) == 0
+    assert rknn.build(do_quantization=True, dataset=run["build"]["dataset"]) == 0
+    assert rknn.init_runtime() == 0
+    return rknn
+
+
+def vendor_cases(fixtures: Path, model: str):
+    io = fixtures / "io"
+    for case, outs in vendor_run(fixtures, model)["cases"].items():
+        inputs = [np.load(p) for p in sorted(io.glob(f"{model}_{case}_in*.npy"))]
+        sim = [np.load(io / f"{model}_i8_{case}_sim_out{k}.npy") for k in range(len(outs))]
+        ref = [np.load(io / f"{model}_{case}_onnx_out{k}.npy") for k in range(len(outs))]
+        yield case, inputs, sim, ref
+
+
+@pytest.mark.parametrize("method", ["channel", "layer"])
+@pytest.mark.parametrize("model", ["convnet", "add_mul"])
+def test_int8_matches_the_vendor_simulator(vendor_fixtures, monkeypatch, model, method):
+    monkeypatch.chdir(vendor_fixtures)
+    rknn = build_vendor(vendor_fixtures, model, method)
+    try:
+        n = 0
+        for case, inputs, sim, ref in vendor_cases(vendor_fixtures, model):
+            outputs = rknn.inference(inputs, data_format="nchw")
+            assert outputs is not None and len(outputs) == len(sim)
+            for k, (a, s, r) in enumerate(zip(outputs, sim, ref)):
+                assert a.shape == s.shape and a.dtype == np.float32
+                assert cosine(a, s) >= 0.999, f"{model} {case} out{k}: cosine vs vendor {cosine(a, s)}"
+                assert cosine(a, r) >= 0.999, f"{model} {case} out{k}: cosine vs onnx {cosine(a, r)}"
+                n += 1
+        assert n >= 1
+    finally:
+        rknn.release()
+
+
+@pytest.mark.parametrize("model", ["convnet", "add_mul"])
+def test_io_quantization_matches_the_vendor_file(vendor_fixtures, monkeypatch, model):
+    """Same min/max formula as the vendor: the quantized inputs and outputs of its int8
+    ``.rknn`` carry the same scale and zero point as ours."""
+    monkeypatch.chdir(vendor_fixtures)
+    rknn = build_vendor(vendor_fixtures, model)
+    try:
+        vendor = load_model((vendor_fixtures / "rknn" / f"{model}_i8.rknn").read_bytes()).model
+        ours = read_portable(memoryview(rknn._model_bytes)).metadata
+        assert ours.quantization == "int8"
+        checked = 0
+        for theirs, mine in zip(list(vendor.inputs) + list(vendor.outputs), list(ours.inputs) + list(ours.outputs)):
+            assert theirs.name == mine.name
+            if theirs.quant is None:  # a vendor float output (the convnet Softmax): ours stays float too
+                assert mine.quant is None
+                continue
+            assert mine.quant is not None
+            assert mine.quant.zero_point == theirs.quant.zero_point
+            np.testing.assert_allclose(mine.quant.scale, theirs.quant.scale, rtol=1e-6)
+            checked += 1
+        assert checked >= 1
+        attrs = rknn._ctx.inputs
+        assert attrs[0].scale == pytest.approx(vendor.inputs[0].quant.scale[0], rel=1e-6)
+        assert attrs[0].zp == vendor.inputs[0].quant.zero_point[0]
+    finally:
+        rknn.release()
+
+
+def test_channel_and_layer_methods_differ_in_weight_tables(vendor_fixtures, monkeypatch):
+    monkeypatch.chdir(vendor_fixtures)
+    tables = {}
+    for method in ("channel", "layer"):
+        rknn = build_vendor(vendor_fixtures, "convnet", method)
+        tables[method] = read_portable(memoryview(rknn._model_bytes)).graph.quant
+        rknn.release()
+    ch, layer = tables["channel"], tables["layer"]
+    assert len(ch["conv_w"].scale) == 8 and ch["conv_w"].axis == 0
+    assert len(ch["fc_w"].scale) == 10 and ch["fc_w"].axis == 0  # Gemm transB=1: rows are outputs
+    assert len(layer["conv_w"].scale) == 1 and layer["conv_w"].axis is None
+    assert layer["conv_w"].scale[0] == pytest.approx(max(ch["conv_w"].scale))
+    assert ch["relu"] == layer["relu"]  # activations do not depend on the method
+    assert "conv_b" not in ch and "fc_b" not in ch  # biases stay float
+
+
+# -- parameters on a tiny model ----------------------------------------------------------------
+
+def tiny_model(gemm_trans_b=1):
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.5
+    w[2] = 0  # an all-zero output channel
+    b = RNG.standard_normal(4).astype(np.float32)
+    fc = RNG.standard_normal((5, 4) if gemm_trans_b else (4, 5)).astype(np.float32)
+    mm = RNG.standard_normal((5, 6)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc"], ["g"], transB=gemm_trans_b),
+        helper.make_node("MatMul", ["g", "mm"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(a, n) for n, a in (("w", w), ("b", b), ("fc", fc), ("mm", mm))]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", F, [1, 3, 6, 6])],
+                              [helper.make_tensor_value_info("y", F, [1, 6])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return m, {"w": w, "fc": fc, "mm": mm}
+
+
+def write_dataset(tmp_path: Path, samples, name="dataset.txt") -> str:
+    lines = []
+    for i, sample in enumerate(samples):
+        paths = []
+        for k, x in enumerate(sample):
+            p = tmp_path / f"s{i}_in{k}.npy"
+            np.save(p, x)
+            paths.append(p.name)
+        lines.append(" ".join(paths))
+    (tmp_path / name).write_text("\n".join(lines) + "\n")
+    return name
+
+
+def test_quant_params_follow_the_min_max_formula(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    m, weights = tiny_model(gemm_trans_b=0)
+    mean, std = [10.0, 20.0, 30.0], [2.0, 4.0, 8.0]
+    samples = [[RNG.uniform(0, 255, (1, 3, 6, 6)).astype(np.float32)] for _ in range(3)]
+    dataset = write_dataset(tmp_path, samples)
+
+    # Reference ranges from onnxruntime on the normalised samples, every intermediate exposed.
+    probe = onnx.ModelProto()
+    probe.CopyFrom(m)
+    for name in ("c", "r", "p", "f", "g"):
+        probe.graph.output.append(helper.make_tensor_value_info(name, F, None))
+    sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    lo, hi = {}, {}
+    for (x,) in samples:
+        xn = ((x - np.float32(mean).reshape(1, 3, 1, 1)) / np.float32(std).reshape(1, 3, 1, 1)).astype(np.float32)
+        for name, v in zip(["x"] + names, [xn] + sess.run(None, {"x": xn})):
+            lo[name] = min(lo.get(name, np.inf), float(v.min()))
+            hi[name] = max(hi.get(name, -np.inf), float(v.max()))
+
+    rknn = RKNN()
+    assert rknn.config(mean_values=[mean], std_values=[std], target_platform="rk3588", float_dtype="float32") == 0
+    assert rknn.load_onnx(m.SerializeToString()) == 0
+    assert rknn.build(do_quantization=True, dataset=dataset) == 0
+    out_path = tmp_path / "tiny.rknn"
+    assert rknn.export_rknn(str(out_path)) == 0
+    rknn.release()
+    model = read_portable(memoryview(out_path.read_bytes()))
+    quant = model.graph.quant
+    assert model.metadata.quantization == "int8"
+
+    for name in ("x", "r", "p", "y"):
+        q = quant[name]
+        vmin, vmax = min(lo[name], 0.0), max(hi[name], 0.0)
+        scale = (vmax - vmin) / 255
+        assert q.dtype == "int8" and q.axis is None
+        assert q.scale[0] == pytest.approx(scale, rel=1e-5), name
+        assert q.zero_point[0] == int(np.clip(np.round(-128 - vmin / scale), -128, 127)), name
+    assert quant["r"].zero_point == (-128,)  # a Relu output starts at 0
+    # Per-channel symmetric weights on each op's output-channel axis.
+    w = weights["w"]
+    assert quant["w"].axis == 0 and quant["w"].zero_point == (0,) * 4
+    np.testing.assert_allclose(quant["w"].scale[:2], np.abs(w[:2]).reshape(2, -1).max(axis=1) / 127, rtol=1e-6)
+    assert quant["w"].scale[2] > 0  # all-zero channel: any positive scale
+    assert quant["fc"].axis == 1  # Gemm transB=0: B is [K, N]
+    np.testing.assert_allclose(quant["fc"].scale, np.abs(weights["fc"]).max(axis=0) / 127, rtol=1e-6)
+    assert quant["mm"].axis == 1
+    np.testing.assert_allclose(quant["mm"].scale, np.abs(weights["mm"]).max(axis=0) / 127, rtol=1e-6)
+    assert "b" not in quant
+
+    # The runtime reports the I/O quantization and runs the model close to float.
+    x = samples[0][0]
+    with rknnlite.Context(out_path.read_bytes()) as ctx:
+        assert ctx.inputs[0].zp == quant["x"].zero_point[0]
+        assert ctx.inputs[0].scale == pytest.approx(quant["x"].scale[0])
+        assert ctx.outputs[0].zp == quant["y"].zero_point[0]
+        got = ctx.run([x], data_format=["nchw"])[0]
+    xn = ((x - np.float32(mean).reshape(1, 3, 1, 1)) / np.float32(std).reshape(1, 3, 1, 1)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": xn})[0]
+    assert cosine(got, ref) > 0.99
+    step = quant["y"].scale[0]
+    grid = got / step + quant["y"].zero_point[0]
+    np.testing.assert_allclose(grid, np.round(grid), atol=1e-3)
+
+
+def test_parameter_helpers():
+    q = activation_params(-1.0, 3.0)
+    assert q.scale[0] == pytest.approx(4 / 255) and q.zero_point == (int(np.round(-128 + 1 / (4 / 255))),)
+    assert activation_params(0.5, 2.0).zero_point == (-128,)  # range widened to contain 0
+    assert activation_params(-3.0, -1.0).zero_point == (127,)
+    assert activation_params(0.0, 0.0).scale[0] > 0
+    w = np.array([[1.0, -2.0], [0.5, 0.25]], np.float32)
+    assert weight_params(w, 0).scale == pytest.approx((2 / 127, 0.5 / 127))
+    assert weight_params(w, 1).scale == pytest.approx((1 / 127, 2 / 127))
+    assert weight_params(w, None).scale == pytest.approx((2 / 127,))
+    assert weight_axis("Conv", {}, np.zeros((4, 3, 3, 3))) == 0
+    assert weight_axis("ConvTranspose", {}, np.zeros((3, 4, 3, 3))) == 1
+    assert weight_axis("Gemm", {"transB": 1}, w) == 0 and weight_axis("Gemm", {}, w) == 1
+    assert weight_axis("MatMul", {}, np.zeros((2, 3, 4))) == 2
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+def build_tiny(dataset, **config):
+    m, _ = tiny_model()
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", **config) == 0
+    assert rknn.load_onnx(m.SerializeToString()) == 0
+    try:
+        return rknn.build(do_quantization=True, dataset=dataset)
+    finally:
+        rknn.release()
+
+
+def test_dataset_errors(tmp_path, monkeypatch, toolkit_log):
+    monkeypatch.chdir(tmp_path)
+    good = RNG.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    np.save(tmp_path / "good.npy", good)
+    np.save(tmp_path / "bad_shape.npy", good[:, :2])
+    (tmp_path / "img.jpg").write_bytes(b"\xff\xd8")
+    (tmp_path / "text.txt").write_text("1 2 3")
+    cases = [
+        (None, None, "no dataset"),
+        ("missing.txt", None, "'missing.txt'"),
+        ("empty.txt", "\n  \n", "empty"),
+        ("count.txt", "good.npy\ngood.npy good.npy\n", "line 2: 2 path(s) for 1 model input(s)"),
+        ("nofile.txt", "good.npy\n\ngone.npy\n", "line 3: cannot read 'gone.npy'"),
+        ("image.txt", "img.jpg\n", "line 1: 'img.jpg': image files are not supported yet"),
+        ("other.txt", "text.txt\n", "line 1: 'text.txt': only .npy"),
+        ("shape.txt", "good.npy\nbad_shape.npy\n", "line 2: 'bad_shape.npy' has shape [1, 2, 6, 6]"),
+    ]
+    for name, text, expected in cases:
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        toolkit_log.clear()
+        assert build_tiny(name) == -1, name
+        msgs = errors(toolkit_log)
+        assert msgs and expected in msgs[-1], (name, msgs)
+        if name is not None:
+            assert repr(name) in msgs[-1]
+    (tmp_path / "ok.txt").write_text("good.npy\n")
+    assert build_tiny("ok.txt") == 0
+
+
+def test_unsupported_quantization_options(tmp_path, monkeypatch, toolkit_log):
+    monkeypatch.chdir(tmp_path)
+    np.save(tmp_path / "good.npy", RNG.standard_normal((1, 3, 6, 6)).astype(np.float32))
+    (tmp_path / "ok.txt").write_text("good.npy\n")
+    for option in ({"quantized_algorithm": "mmse"}, {"quantized_algorithm": "kl_divergence"},
+                   {"quantized_method": "group32"}, {"quantized_dtype": "w4a16"}):
+        toolkit_log.clear()
+        assert build_tiny("ok.txt", **option) == -1
+        key, value = next(iter(option.items()))
+        assert f"{key}={value!r} is not supported yet" in errors(toolkit_log)[-1]
+    # A float build ignores them; explicit defaults are fine.
+    m, _ = tiny_model()
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", quantized_algorithm="mmse") == 0
+    assert rknn.load_onnx(m.SerializeToString()) == 0 and rknn.build() == 0
+    rknn.release()
+    assert build_tiny("ok.txt", quantized_dtype="asymmetric_quantized-8", quantized_algorithm="normal",
+                      quantized_method="layer") == 0
+    rknn = RKNN()
+    assert rknn.config(quantized_method=3) == -1
+
+
+# -- a real network ----------------------------------------------------------------------------
+
+def test_light_resnet50_int8_stays_close_to_float(tmp_path, monkeypatch):
+    from onnx.backend.test.runner import Runner
+
+    monkeypatch.chdir(tmp_path)
+    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
+    if not path.exists():
+        pytest.skip("light_resnet50.onnx is not in this onnx package")
+    m = onnx.load(str(path))
+    inits = {i.name for i in m.graph.initializer}
+    vis = [vi for vi in m.graph.input if vi.name not in inits]
+    x = [np.asarray(Runner.generate_dummy_data(vi, seed=0, name="resnet50", random=False), np.float32)
+         for vi in vis]
+    rng = np.random.default_rng(0)
+    samples = [[xi + rng.normal(0, 0.05 * (float(np.std(xi)) or 1.0), xi.shape).astype(np.float32) for xi in x]
+               for _ in range(4)]
+    dataset = write_dataset(tmp_path, samples)
+    outputs = {}
+    for quantized in (False, True):
+        rknn = RKNN()
+        assert rknn.config(target_platform="rk3588", float_dtype="float32") == 0
+        # The light models' weights are constants, so their logits are uniform; two deep
+        # feature maps (which vary) are checked as outputs too.
+        assert rknn.load_onnx(str(path), outputs=["r109", "r157", m.graph.output[0].name]) == 0
+        assert rknn.build(do_quantization=quantized, dataset=dataset if quantized else None) == 0
+        assert rknn.init_runtime() == 0
+        outputs[quantized] = rknn.inference(x, data_format="nchw")
+        rknn.release()
+    assert len(outputs[True]) == 3
+    for f, q in zip(outputs[False][:2], outputs[True][:2]):
+        assert not np.array_equal(f, q)  # the feature maps really went through int8
+    for f, q in zip(outputs[False], outputs[True]):
+        assert cosine(q, f) >= 0.99, cosine(q, f)
