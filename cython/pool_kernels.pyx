@@ -1,16 +1,53 @@
 # cython: language_level=3
-"""Pooling loops of the software backend (MaxPool, AveragePool), run without the GIL.
+"""Pooling loops of the software backend (MaxPool, AveragePool, global pools), run without the GIL.
 
 Every kernel works on a 4-D view ``(P, D, H, W)``: ``P`` = batch * channels planes,
 and up to three spatial axes (1-D and 2-D pooling pass ``D = 1`` and/or ``H = 1``).
-The caller computes, for every output coordinate along each axis, the half-open
-range ``[lo, hi)`` of kernel taps that land on real input elements, so the loops
-never test bounds per tap.  Output position ``o`` along an axis reads the input at
-``o * stride - pad_begin + t * dilation`` for taps ``t`` in ``[lo[o], hi[o])``.
+Output position ``o`` along an axis reads the input at ``o * stride - pad_begin + t *
+dilation`` for kernel taps ``t``.
 
-Both reductions are separable: a first pass reduces every input row along W at the
-output columns (into a per-plane scratch of D*H*OW values), a second pass reduces
-those rows over the (D, H) window taps, row by row, in loops the compiler vectorises.
+``max_pool`` and ``avg_pool`` reduce each window in two separable passes, per output
+row (an ``(od, oh)`` pair):
+
+1. vertical: the real input rows of the window (rows in the padding are skipped; which
+   rows those are is worked out once per call, not per plane) are reduced element-wise,
+   in window order, over the full width W into a scratch row.  A group of output rows
+   (about 16 KB of scratch) gets its vertical pass before its horizontal one, so the
+   horizontal loads do not wait on stores still in flight;
+2. horizontal: the scratch row is stored with ``pad_begin`` identity values in front
+   and identity values after it (``empty_value`` for max, ``0.0`` for sums), so every
+   output column reduces exactly ``kernel_w`` scratch values, in tap order, with no
+   bounds test.  Averages are then multiplied by the reciprocal of the window's count
+   (float32, correctly rounded), precomputed per output position.
+
+The common shapes (kernel 2 or 3, stride 1 or 2, no dilation) have their own loops
+with compile-time strides, which the C compiler vectorises.  Two layouts skip the
+per-row structure altogether:
+
+* stride-1 "same" pooling of a 2-D plane (output as large as the input, e.g. 3x3 pad 1):
+  the vertical pass runs as one loop over every row whose window is all real input,
+  and the horizontal pass as one loop over the whole plane; the columns whose window
+  crosses a row edge are then recomputed one by one.  The arithmetic, order included,
+  is the row loops' own, so the results are bit-identical to them;
+* a window that covers the whole plane (global pooling, or a 7x7 kernel on a 7x7
+  plane): the plane is reduced as one flat array in 8 interleaved partial results
+  (lane ``j`` takes elements ``j, j+8, ...``) combined pairwise.  For max this is
+  exactly the row loops' result; for sums the additions are grouped differently, so an
+  average may differ from the row loops' in the last bits (float32 rounding).
+
+Ties and special values: max keeps the value it holds unless a later one compares
+greater (``v > best``, as SIMD max instructions do), so between -0.0 and +0.0 the first
+in the loops' order wins (for the whole-plane layout, in lane order), and whether a NaN
+in a window reaches the output depends on its position (NaN handling is unspecified).
+Sums add padding as +0.0, so a border window whose real elements are all -0.0 averages
+to +0.0; NaN and infinities propagate through averages as usual.
+
+``specialise=False`` forces the generic row loops (tests compare the two).  Each call
+handles the planes ``[p0, p1)``, so callers can split planes across threads; a plane's
+result never depends on the split.
+
+``max_pool_indices`` is the slower path that also returns the argmax positions (MaxPool's
+optional second output); it takes per-output tap ranges computed by the caller.
 """
 
 from libc.stdint cimport int64_t
@@ -25,9 +62,599 @@ ctypedef fused max_t:
     int
     long long
 
+# How a call lays out its work (see the module docstring).
+cdef enum:
+    MODE_ROWS = 0
+    MODE_SAME = 1
+    MODE_PLANE = 2
 
-cdef inline void _row_max(const max_t* row, max_t* tv, int64_t* tc, Py_ssize_t OW, int sw, int dw, int pw,
-                          const int64_t* lo, const int64_t* hi, max_t empty, bint want) noexcept nogil:
+
+# ---------------------------------------------------------------------------- geometry
+
+
+cdef inline Py_ssize_t _count_taps(Py_ssize_t o, int k, int s, int d, int pb,
+                                   Py_ssize_t lo_bound, Py_ssize_t hi_bound) noexcept nogil:
+    """How many of the k taps of output o land in [lo_bound, hi_bound)."""
+    cdef Py_ssize_t t, pos, n = 0
+    for t in range(k):
+        pos = o * s - pb + t * d
+        if lo_bound <= pos < hi_bound:
+            n += 1
+    return n
+
+
+cdef void _row_plan(Py_ssize_t D, Py_ssize_t H, Py_ssize_t W, Py_ssize_t OD, Py_ssize_t OH,
+                    int kd, int kh, int sd, int sh, int dd, int dh, int pd, int ph,
+                    int* nrows, Py_ssize_t* offs) noexcept nogil:
+    """For each output row q = od * OH + oh: the offsets (into a plane) of its real input
+    rows, in window order, at ``offs[q * kd * kh:]``, and their number in ``nrows[q]``."""
+    cdef Py_ssize_t od, oh, i, j, z, r, q, n
+    cdef Py_ssize_t per = <Py_ssize_t> kd * kh
+    for od in range(OD):
+        for oh in range(OH):
+            q = od * OH + oh
+            n = 0
+            for i in range(kd):
+                z = od * sd - pd + i * dd
+                if z < 0 or z >= D:
+                    continue
+                for j in range(kh):
+                    r = oh * sh - ph + j * dh
+                    if r < 0 or r >= H:
+                        continue
+                    offs[q * per + n] = (z * H + r) * W
+                    n += 1
+            nrows[q] = <int> n
+
+
+cdef inline Py_ssize_t _scratch_len(Py_ssize_t W, Py_ssize_t OW, int kw, int sw, int dw, int pw) noexcept nogil:
+    """Length of the padded scratch row: front padding, W values, and room for the last window."""
+    cdef Py_ssize_t need = (OW - 1) * sw + <Py_ssize_t> (kw - 1) * dw + 1
+    cdef Py_ssize_t have = pw + W
+    return need if need > have else have
+
+
+cdef int _choose_mode(Py_ssize_t D, Py_ssize_t H, Py_ssize_t W, Py_ssize_t OD, Py_ssize_t OH, Py_ssize_t OW,
+                      int kd, int kh, int kw, int sh, int sw, int dh, int dw, int pw,
+                      const int* nrows, bint specialise) noexcept nogil:
+    """The layout of the work (MODE_*): see the module docstring."""
+    if not specialise:
+        return MODE_ROWS
+    if OD == 1 and OH == 1 and OW == 1 and nrows[0] == D * H and _count_taps(0, kw, sw, dw, pw, 0, W) == W:
+        return MODE_PLANE
+    if (D == 1 and kd == 1 and OD == 1 and sh == 1 and sw == 1 and dh == 1 and dw == 1
+            and OH == H and OW == W and H >= kh and W >= kw):
+        return MODE_SAME
+    return MODE_ROWS
+
+
+# ---------------------------------------------------------------------------- max passes
+
+
+cdef inline void _vert_max(max_t* dst, const max_t* base, const Py_ssize_t* offs, int nr,
+                           Py_ssize_t n, bint spec) noexcept nogil:
+    """dst[0:n] = element-wise max of the nr rows ``base + offs[j]``, in order (nr >= 1)."""
+    cdef const max_t* a = base + offs[0]
+    cdef const max_t* b
+    cdef const max_t* c
+    cdef Py_ssize_t i
+    cdef int j
+    cdef max_t u, v
+    if nr == 1:
+        memcpy(dst, a, n * sizeof(max_t))
+        return
+    b = base + offs[1]
+    if spec and nr == 3:
+        c = base + offs[2]
+        for i in range(n):
+            u = a[i]
+            v = b[i]
+            u = v if v > u else u
+            v = c[i]
+            dst[i] = v if v > u else u
+        return
+    for i in range(n):
+        u = a[i]
+        v = b[i]
+        dst[i] = v if v > u else u
+    for j in range(2, nr):
+        c = base + offs[j]
+        for i in range(n):
+            u = dst[i]
+            v = c[i]
+            dst[i] = v if v > u else u
+
+
+cdef inline void _horiz_max(max_t* out, const max_t* t, Py_ssize_t OW, int kw, int sw, int dw,
+                            bint spec) noexcept nogil:
+    """out[o] = max of t[o*sw + k*dw] over k in [0, kw), taps in order."""
+    cdef Py_ssize_t o
+    cdef int k
+    cdef max_t u, v
+    cdef const max_t* src
+    if spec and dw == 1:
+        if kw == 3 and sw == 2:
+            for o in range(OW):
+                u = t[2 * o]
+                v = t[2 * o + 1]
+                u = v if v > u else u
+                v = t[2 * o + 2]
+                out[o] = v if v > u else u
+            return
+        if kw == 3 and sw == 1:
+            for o in range(OW):
+                u = t[o]
+                v = t[o + 1]
+                u = v if v > u else u
+                v = t[o + 2]
+                out[o] = v if v > u else u
+            return
+        if kw == 2 and sw == 2:
+            for o in range(OW):
+                u = t[2 * o]
+                v = t[2 * o + 1]
+                out[o] = v if v > u else u
+            return
+        if kw == 2 and sw == 1:
+            for o in range(OW):
+                u = t[o]
+                v = t[o + 1]
+                out[o] = v if v > u else u
+            return
+    if OW >= 8 and sw == 1:
+        # Tap by tap over the whole row: no loop-carried dependency, vectorises.
+        memcpy(out, t, OW * sizeof(max_t))
+        for k in range(1, kw):
+            src = t + k * dw
+            for o in range(OW):
+                u = out[o]
+                v = src[o]
+                out[o] = v if v > u else u
+        return
+    for o in range(OW):
+        src = t + o * sw
+        u = src[0]
+        for k in range(1, kw):
+            v = src[k * dw]
+            u = v if v > u else u
+        out[o] = u
+
+
+cdef void _edges_max(max_t* out, const max_t* v, Py_ssize_t H, Py_ssize_t W, int kw, int pw,
+                    max_t empty) noexcept nogil:
+    """Stride-1 "same" pooling: recompute the columns whose window crosses a row edge
+    (the first pw and last kw-1-pw of each of the H rows of out and v, row stride W)
+    exactly as _horiz_max over a padded row computes them (padding = ``empty``)."""
+    cdef Py_ssize_t o, q
+    cdef int k, klo, khi
+    cdef max_t u, w
+    cdef const max_t* src
+    if kw == 3 and pw == 1:
+        # The common 3x3 pad-1 case, unrolled: taps (pad, v0, v1) and (v[W-2], v[W-1], pad).
+        for q in range(H):
+            src = v + q * W
+            u = empty
+            w = src[0]
+            u = w if w > u else u
+            w = src[1]
+            out[q * W] = w if w > u else u
+            u = src[W - 2]
+            w = src[W - 1]
+            out[q * W + W - 1] = w if w > u else u
+        return
+    o = 0
+    while o < W:
+        if o == pw and W - (kw - 1 - pw) > pw:
+            o = W - (kw - 1 - pw)  # skip the interior columns
+            continue
+        # Taps [klo, khi) are real; the others read padding.  Leading padding taps
+        # leave ``empty``; trailing ones never win.
+        klo = <int> (pw - o) if o < pw else 0
+        khi = <int> (W + pw - o) if W + pw - o < kw else kw
+        for q in range(H):
+            src = v + q * W + o - pw
+            u = src[klo] if klo == 0 else empty
+            for k in range(klo if klo > 0 else 1, khi):
+                w = src[k]
+                u = w if w > u else u
+            out[q * W + o] = u
+        o += 1
+
+
+cdef inline max_t _plane_max(const max_t* a, Py_ssize_t n, max_t empty) noexcept nogil:
+    """Max of a[0:n] in 8 interleaved lanes (exact: max does not depend on the grouping)."""
+    cdef max_t acc[8]
+    cdef Py_ssize_t i, n8 = n - n % 8
+    cdef int j
+    cdef max_t u, v
+    for j in range(8):
+        acc[j] = empty
+    i = 0
+    while i < n8:
+        for j in range(8):
+            u = acc[j]
+            v = a[i + j]
+            acc[j] = v if v > u else u
+        i += 8
+    u = empty
+    for j in range(8):
+        v = acc[j]
+        u = v if v > u else u
+    for i in range(n8, n):
+        v = a[i]
+        u = v if v > u else u
+    return u
+
+
+def max_pool(const max_t[:, :, :, ::1] x, max_t[:, :, :, ::1] y,
+             int kd, int kh, int kw, int sd, int sh, int sw, int dd, int dh, int dw,
+             int pd, int ph, int pw, max_t empty_value,
+             Py_ssize_t p0, Py_ssize_t p1, bint specialise=True):
+    """Max over each pooling window of planes ``[p0, p1)``, written into ``y``.
+
+    x: (P, D, H, W) input, C-contiguous.  y: (P, OD, OH, OW) output, C-contiguous; planes
+    ``p0:p1`` are written fully.  Padding never wins: only real elements are compared,
+    and a window with no real element gets ``empty_value``.  ``specialise=False`` forces
+    the generic row loops (same results; for tests).  Releases the GIL.
+    """
+    cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t OD = y.shape[1], OH = y.shape[2], OW = y.shape[3]
+    cdef Py_ssize_t p, q, q0, g, ng, G, B, nb, b, n, o, i, L, n_tmp, nq = OD * OH, HW = H * W
+    cdef Py_ssize_t per = <Py_ssize_t> kd * kh
+    cdef int nr, mode, pew = kw - 1 - pw, peh = kh - 1 - ph
+    cdef int* nrows
+    cdef Py_ssize_t* offs
+    cdef Py_ssize_t* rel
+    cdef max_t* tmp
+    cdef max_t* yrow
+    cdef const max_t* plane
+    if y.shape[0] != P:
+        raise ValueError("max_pool: input and output plane counts differ")
+    if not (0 <= p0 <= p1 <= P):
+        raise ValueError("max_pool: plane range out of bounds")
+    if p0 == p1 or nq == 0 or OW == 0:
+        return None
+    nrows = <int*> malloc(nq * sizeof(int))
+    offs = <Py_ssize_t*> malloc(max(nq * per, 1) * sizeof(Py_ssize_t))
+    rel = <Py_ssize_t*> malloc(kh * sizeof(Py_ssize_t))
+    if nrows == NULL or offs == NULL or rel == NULL:
+        free(nrows)
+        free(offs)
+        free(rel)
+        raise MemoryError()
+    _row_plan(D, H, W, OD, OH, kd, kh, sd, sh, dd, dh, pd, ph, nrows, offs)
+    mode = _choose_mode(D, H, W, OD, OH, OW, kd, kh, kw, sh, sw, dh, dw, pw, nrows, specialise)
+    L = _scratch_len(W, OW, kw, sw, dw, pw)
+    # Row mode: up to G padded scratch rows (about 16 KB), all vertical results of a
+    # group before its horizontal pass, so loads never wait on just-stored data.
+    # "Same" mode: blocks of B planes (about 16 KB) in each flat loop.
+    G = max(1, min(nq, 4096 // L))
+    B = max(1, min(p1 - p0, 4096 // HW)) if mode == MODE_SAME else 1
+    n_tmp = max(G * L, B * HW)
+    tmp = <max_t*> malloc(n_tmp * sizeof(max_t))
+    if tmp == NULL:
+        free(nrows)
+        free(offs)
+        free(rel)
+        raise MemoryError()
+    with nogil:
+        for i in range(kh):
+            rel[i] = (i - ph) * W
+        for o in range(n_tmp):
+            tmp[o] = empty_value
+        if mode == MODE_SAME:
+            # tmp holds a block's vertical maxima (nb planes of H x W), then y the
+            # horizontal ones; the first/last rows of each plane and the columns whose
+            # window crosses a row edge are redone plane by plane.
+            p = p0
+            while p < p1:
+                nb = min(B, p1 - p)
+                n = nb * HW
+                plane = &x[p, 0, 0, 0]
+                yrow = &y[p, 0, 0, 0]
+                _vert_max(tmp + ph * W, plane + ph * W, rel, kh, n - (ph + peh) * W, True)
+                for b in range(nb):
+                    for q in range(ph):
+                        _vert_max(tmp + b * HW + q * W, plane + b * HW, offs + q * per, nrows[q], W, True)
+                    for q in range(H - peh, H):
+                        _vert_max(tmp + b * HW + q * W, plane + b * HW, offs + q * per, nrows[q], W, True)
+                _horiz_max(yrow + pw, tmp, n - pw - pew, kw, 1, 1, True)
+                for b in range(nb):
+                    _edges_max(yrow + b * HW, tmp + b * HW, H, W, kw, pw, empty_value)
+                p += nb
+        else:
+            for p in range(p0, p1):
+                plane = &x[p, 0, 0, 0]
+                yrow = &y[p, 0, 0, 0]
+                if mode == MODE_PLANE:
+                    yrow[0] = _plane_max(plane, D * HW, empty_value)
+                    continue
+                q0 = 0
+                while q0 < nq:
+                    ng = min(G, nq - q0)
+                    for g in range(ng):
+                        nr = nrows[q0 + g]
+                        if nr > 0:
+                            _vert_max(tmp + g * L + pw, plane, offs + (q0 + g) * per, nr, W, specialise)
+                    for g in range(ng):
+                        if nrows[q0 + g] == 0:
+                            for o in range(OW):
+                                yrow[o] = empty_value
+                        else:
+                            _horiz_max(yrow, tmp + g * L, OW, kw, sw, dw, specialise)
+                        yrow += OW
+                    q0 += G
+    free(nrows)
+    free(offs)
+    free(rel)
+    free(tmp)
+    return None
+
+
+# ---------------------------------------------------------------------------- average passes
+
+
+cdef inline void _vert_sum(float* dst, const float* base, const Py_ssize_t* offs, int nr,
+                           Py_ssize_t n, bint spec) noexcept nogil:
+    """dst[0:n] = element-wise sum of the nr rows ``base + offs[j]``, added in order (nr >= 1)."""
+    cdef const float* a = base + offs[0]
+    cdef const float* b
+    cdef const float* c
+    cdef Py_ssize_t i
+    cdef int j
+    if nr == 1:
+        memcpy(dst, a, n * sizeof(float))
+        return
+    b = base + offs[1]
+    if spec and nr == 3:
+        c = base + offs[2]
+        for i in range(n):
+            dst[i] = (a[i] + b[i]) + c[i]
+        return
+    for i in range(n):
+        dst[i] = a[i] + b[i]
+    for j in range(2, nr):
+        c = base + offs[j]
+        for i in range(n):
+            dst[i] = dst[i] + c[i]
+
+
+cdef inline void _horiz_avg(float* out, const float* t, Py_ssize_t OW, int kw, int sw, int dw,
+                            const float* inv, bint spec) noexcept nogil:
+    """out[o] = (sum of t[o*sw + k*dw] over k in [0, kw), in order) * inv[o]."""
+    cdef Py_ssize_t o
+    cdef int k
+    cdef float acc
+    cdef const float* src
+    if spec and dw == 1:
+        if kw == 3 and sw == 2:
+            for o in range(OW):
+                out[o] = ((t[2 * o] + t[2 * o + 1]) + t[2 * o + 2]) * inv[o]
+            return
+        if kw == 3 and sw == 1:
+            for o in range(OW):
+                out[o] = ((t[o] + t[o + 1]) + t[o + 2]) * inv[o]
+            return
+        if kw == 2 and sw == 2:
+            for o in range(OW):
+                out[o] = (t[2 * o] + t[2 * o + 1]) * inv[o]
+            return
+        if kw == 2 and sw == 1:
+            for o in range(OW):
+                out[o] = (t[o] + t[o + 1]) * inv[o]
+            return
+    if OW >= 8 and sw == 1:
+        memcpy(out, t, OW * sizeof(float))
+        for k in range(1, kw):
+            src = t + k * dw
+            for o in range(OW):
+                out[o] = out[o] + src[o]
+        for o in range(OW):
+            out[o] = out[o] * inv[o]
+        return
+    for o in range(OW):
+        src = t + o * sw
+        acc = src[0]
+        for k in range(1, kw):
+            acc = acc + src[k * dw]
+        out[o] = acc * inv[o]
+
+
+cdef void _edges_avg(float* out, const float* v, Py_ssize_t H, Py_ssize_t W, int kw, int pw,
+                    const float* inv) noexcept nogil:
+    """Stride-1 "same" pooling: recompute the columns whose window crosses a row edge
+    (the first pw and last kw-1-pw of each of the H rows of out, v and inv, row stride
+    W) exactly as _horiz_avg over a zero-padded row computes them."""
+    cdef Py_ssize_t o, q
+    cdef int k, klo, khi
+    cdef float acc, zero = 0
+    cdef const float* src
+    if kw == 3 and pw == 1:
+        # The common 3x3 pad-1 case, unrolled: taps (0, v0, v1) and (v[W-2], v[W-1], 0).
+        for q in range(H):
+            src = v + q * W
+            out[q * W] = ((zero + src[0]) + src[1]) * inv[q * W]
+            out[q * W + W - 1] = ((src[W - 2] + src[W - 1]) + zero) * inv[q * W + W - 1]
+        return
+    o = 0
+    while o < W:
+        if o == pw and W - (kw - 1 - pw) > pw:
+            o = W - (kw - 1 - pw)  # skip the interior columns
+            continue
+        # Taps [klo, khi) are real, the others add 0.0: leading ones leave 0.0, trailing
+        # ones are one more "+ 0.0" (which only turns a -0.0 sum into +0.0).
+        klo = <int> (pw - o) if o < pw else 0
+        khi = <int> (W + pw - o) if W + pw - o < kw else kw
+        for q in range(H):
+            src = v + q * W + o - pw
+            acc = src[klo] if klo == 0 else 0
+            for k in range(klo if klo > 0 else 1, khi):
+                acc = acc + src[k]
+            if khi < kw:
+                acc = acc + 0.0
+            out[q * W + o] = acc * inv[q * W + o]
+        o += 1
+
+
+cdef inline float _plane_sum(const float* a, Py_ssize_t n) noexcept nogil:
+    """Sum of a[0:n]: 8 interleaved partial sums (lane j takes a[j], a[j+8]...), combined pairwise."""
+    cdef float acc[8]
+    cdef Py_ssize_t i, n8 = n - n % 8
+    cdef int j
+    cdef float total
+    for j in range(8):
+        acc[j] = 0
+    i = 0
+    while i < n8:
+        for j in range(8):
+            acc[j] = acc[j] + a[i + j]
+        i += 8
+    total = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+    for i in range(n8, n):
+        total = total + a[i]
+    return total
+
+
+def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] y,
+             int kd, int kh, int kw, int sd, int sh, int sw, int dd, int dh, int dw,
+             int pd, int ph, int pw, int ped, int peh, int pew, bint count_include_pad,
+             Py_ssize_t p0, Py_ssize_t p1, bint specialise=True):
+    """Mean over each pooling window of planes ``[p0, p1)``, written into ``y``.
+
+    x: (P, D, H, W) float32, C-contiguous.  y: (P, OD, OH, OW) float32, C-contiguous;
+    planes ``p0:p1`` are written fully.  The sum runs over the window's real elements
+    (padding adds 0.0) and is multiplied by the float32 reciprocal of the number of real
+    elements, or with ``count_include_pad`` of the number of taps inside the padded
+    extent (begin pads ``pd, ph, pw``, end pads ``ped, peh, pew``; a ceil-mode overhang
+    past the end padding is never counted).  A window with nothing to count gives 0.
+    ``specialise=False`` forces the generic row loops (for tests; see the module
+    docstring for when results may differ).  Releases the GIL.
+    """
+    cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t OD = y.shape[1], OH = y.shape[2], OW = y.shape[3]
+    cdef Py_ssize_t p, q, q0, g, ng, G, B, nb, b, o, i, n, L, n_tmp, n_inv, nq = OD * OH, HW = H * W
+    cdef Py_ssize_t per = <Py_ssize_t> kd * kh
+    cdef int nr, mode, same_pew = kw - 1 - pw, same_peh = kh - 1 - ph
+    cdef int* nrows
+    cdef Py_ssize_t* offs
+    cdef Py_ssize_t* rel
+    cdef float* tmp = NULL
+    cdef float* inv = NULL
+    cdef float* wc = NULL
+    cdef float* yrow
+    cdef const float* plane
+    cdef double rc
+    if y.shape[0] != P:
+        raise ValueError("avg_pool: input and output plane counts differ")
+    if not (0 <= p0 <= p1 <= P):
+        raise ValueError("avg_pool: plane range out of bounds")
+    if p0 == p1 or nq == 0 or OW == 0:
+        return None
+    nrows = <int*> malloc(nq * sizeof(int))
+    offs = <Py_ssize_t*> malloc(max(nq * per, 1) * sizeof(Py_ssize_t))
+    rel = <Py_ssize_t*> malloc(kh * sizeof(Py_ssize_t))
+    if nrows == NULL or offs == NULL or rel == NULL:
+        free(nrows)
+        free(offs)
+        free(rel)
+        raise MemoryError()
+    _row_plan(D, H, W, OD, OH, kd, kh, sd, sh, dd, dh, pd, ph, nrows, offs)
+    mode = _choose_mode(D, H, W, OD, OH, OW, kd, kh, kw, sh, sw, dh, dw, pw, nrows, specialise)
+    L = _scratch_len(W, OW, kw, sw, dw, pw)
+    # Scratch sizes as in max_pool; in "same" mode inv holds B copies of the plane's
+    # reciprocals, so the block's horizontal loop can scale as it goes.
+    G = max(1, min(nq, 4096 // L))
+    B = max(1, min(p1 - p0, 4096 // HW)) if mode == MODE_SAME else 1
+    n_tmp = max(G * L, B * HW)
+    n_inv = max(nq * OW, B * HW)
+    tmp = <float*> malloc(n_tmp * sizeof(float))
+    inv = <float*> malloc(n_inv * sizeof(float))
+    wc = <float*> malloc(OW * sizeof(float))
+    if tmp == NULL or inv == NULL or wc == NULL:
+        free(nrows)
+        free(offs)
+        free(rel)
+        free(tmp)
+        free(inv)
+        free(wc)
+        raise MemoryError()
+    with nogil:
+        # 1 / count per output position.  A zero count only occurs where the sum is 0
+        # (no real element), which then stays 0.
+        for o in range(OW):
+            if count_include_pad:
+                n = _count_taps(o, kw, sw, dw, pw, -pw, W + pew)
+            else:
+                n = _count_taps(o, kw, sw, dw, pw, 0, W)
+            wc[o] = <float> n
+        for q in range(nq):
+            if count_include_pad:
+                rc = <double> (_count_taps(q // OH, kd, sd, dd, pd, -pd, D + ped)
+                               * _count_taps(q % OH, kh, sh, dh, ph, -ph, H + peh))
+            else:
+                rc = <double> nrows[q]
+            for o in range(OW):
+                inv[q * OW + o] = <float> (1.0 / (rc * wc[o])) if rc * wc[o] > 0 else 0
+        for i in range(kh):
+            rel[i] = (i - ph) * W
+        for o in range(n_tmp):
+            tmp[o] = 0
+        if mode == MODE_SAME:
+            for b in range(1, B):
+                memcpy(inv + b * HW, inv, HW * sizeof(float))
+            # As in max_pool: a block's vertical sums in tmp, then y; plane edges redone.
+            p = p0
+            while p < p1:
+                nb = min(B, p1 - p)
+                n = nb * HW
+                plane = &x[p, 0, 0, 0]
+                yrow = &y[p, 0, 0, 0]
+                _vert_sum(tmp + ph * W, plane + ph * W, rel, kh, n - (ph + same_peh) * W, True)
+                for b in range(nb):
+                    for q in range(ph):
+                        _vert_sum(tmp + b * HW + q * W, plane + b * HW, offs + q * per, nrows[q], W, True)
+                    for q in range(H - same_peh, H):
+                        _vert_sum(tmp + b * HW + q * W, plane + b * HW, offs + q * per, nrows[q], W, True)
+                _horiz_avg(yrow + pw, tmp, n - pw - same_pew, kw, 1, 1, inv + pw, True)
+                for b in range(nb):
+                    _edges_avg(yrow + b * HW, tmp + b * HW, H, W, kw, pw, inv)
+                p += nb
+        else:
+            for p in range(p0, p1):
+                plane = &x[p, 0, 0, 0]
+                yrow = &y[p, 0, 0, 0]
+                if mode == MODE_PLANE:
+                    yrow[0] = _plane_sum(plane, D * HW) * inv[0]
+                    continue
+                q0 = 0
+                while q0 < nq:
+                    ng = min(G, nq - q0)
+                    for g in range(ng):
+                        nr = nrows[q0 + g]
+                        if nr > 0:
+                            _vert_sum(tmp + g * L + pw, plane, offs + (q0 + g) * per, nr, W, specialise)
+                    for g in range(ng):
+                        if nrows[q0 + g] == 0:
+                            for o in range(OW):
+                                yrow[o] = 0
+                        else:
+                            _horiz_avg(yrow, tmp + g * L, OW, kw, sw, dw, inv + (q0 + g) * OW, specialise)
+                        yrow += OW
+                    q0 += G
+    free(nrows)
+    free(offs)
+    free(rel)
+    free(tmp)
+    free(inv)
+    free(wc)
+    return None
+
+
+# ---------------------------------------------------------------------------- max with indices
+
+
+cdef inline void _row_argmax(const max_t* row, max_t* tv, int64_t* tc, Py_ssize_t OW, int sw, int dw, int pw,
+                             const int64_t* lo, const int64_t* hi, max_t empty) noexcept nogil:
     """tv[o] = max of row over the W taps of output column o; tc[o] = its column (-1 if none)."""
     cdef Py_ssize_t o, k, c, best_c
     cdef max_t best, v
@@ -41,127 +668,46 @@ cdef inline void _row_max(const max_t* row, max_t* tv, int64_t* tc, Py_ssize_t O
                 best = v
                 best_c = c + k * dw
         tv[o] = best
-        if want:
-            tc[o] = best_c
+        tc[o] = best_c
 
 
-cdef inline void _vmax(max_t* acc, const max_t* row, Py_ssize_t n) noexcept nogil:
-    """acc = max(acc, row) element-wise (unconditional stores, so it vectorises)."""
-    cdef Py_ssize_t o
-    cdef max_t a, v
-    for o in range(n):
-        a = acc[o]
-        v = row[o]
-        acc[o] = v if v > a else a
+def max_pool_indices(const max_t[:, :, :, ::1] x, max_t[:, :, :, ::1] y, int64_t[:, :, :, ::1] idx,
+                     int sd, int sh, int sw, int dd, int dh, int dw, int pd, int ph, int pw,
+                     const int64_t[::1] d_lo, const int64_t[::1] d_hi,
+                     const int64_t[::1] h_lo, const int64_t[::1] h_hi,
+                     const int64_t[::1] w_lo, const int64_t[::1] w_hi,
+                     max_t empty_value, bint col_major):
+    """Max over each pooling window written into ``y``, and the argmax into ``idx``.
 
-
-cdef inline void _vadd(float* acc, const float* row, Py_ssize_t n) noexcept nogil:
-    """acc += row element-wise."""
-    cdef Py_ssize_t o
-    for o in range(n):
-        acc[o] = acc[o] + row[o]
-
-
-cdef inline int _interior(Py_ssize_t OW, const int64_t* lo, const int64_t* hi,
-                          Py_ssize_t* o0, Py_ssize_t* o1) noexcept nogil:
-    """Find [o0, o1), the first run of output columns sharing the tap range [0, kw).
-
-    kw is the widest tap range; the run is usually every column whose window lies
-    entirely on real input.  Returns kw.
-    """
-    cdef Py_ssize_t a = 0, b
-    cdef int kw = 0
-    for a in range(OW):
-        if hi[a] > kw:
-            kw = <int> hi[a]
-    a = 0
-    while a < OW and (lo[a] != 0 or hi[a] != kw):
-        a += 1
-    b = a
-    while b < OW and lo[b] == 0 and hi[b] == kw:
-        b += 1
-    o0[0] = a
-    o1[0] = b
-    return kw
-
-
-cdef inline void _row_max_fast(const max_t* row, max_t* tv, Py_ssize_t OW, int kw, int sw, int dw, int pw,
-                               const int64_t* lo, const int64_t* hi, Py_ssize_t o0, Py_ssize_t o1,
-                               max_t empty) noexcept nogil:
-    """As _row_max without positions (``empty`` only shows for a window with no tap).
-
-    Columns in [o0, o1) take every tap: there the loop runs tap by tap over all
-    columns, which has no loop-carried dependency and vectorises.
-    """
-    cdef Py_ssize_t o, k, c
-    cdef max_t best, v
-    cdef const max_t* src
-    for o in range(OW):
-        if o0 <= o < o1:
-            continue
-        best = empty
-        c = o * sw - pw
-        for k in range(lo[o], hi[o]):
-            v = row[c + k * dw]
-            if v > best:
-                best = v
-        tv[o] = best
-    if o1 <= o0:
-        return
-    src = row + o0 * sw - pw
-    for o in range(o1 - o0):
-        tv[o0 + o] = src[o * sw]
-    for k in range(1, kw):
-        src = row + o0 * sw - pw + k * dw
-        if sw == 1:
-            _vmax(tv + o0, src, o1 - o0)
-        else:
-            for o in range(o1 - o0):
-                v = src[o * sw]
-                best = tv[o0 + o]
-                tv[o0 + o] = v if v > best else best
-
-
-def max_pool(const max_t[:, :, :, ::1] x, max_t[:, :, :, ::1] y, int64_t[:, :, :, ::1] idx,
-             int sd, int sh, int sw, int dd, int dh, int dw, int pd, int ph, int pw,
-             const int64_t[::1] d_lo, const int64_t[::1] d_hi,
-             const int64_t[::1] h_lo, const int64_t[::1] h_hi,
-             const int64_t[::1] w_lo, const int64_t[::1] w_hi,
-             max_t empty_value, bint col_major):
-    """Max over each pooling window, written into ``y`` (and the argmax into ``idx``).
-
-    x: (P, D, H, W) input, C-contiguous.  y: (P, OD, OH, OW), written fully.
-    idx: None, or int64 (P, OD, OH, OW) receiving the flat input index of each max:
-    ``p*D*H*W + (z*H + r)*W + c`` (row-major) or ``p*D*H*W + z + r*D + c*D*H`` when
-    ``col_major``.  Ties keep the first tap in row-major window order.  A window with
-    no real input element gets ``empty_value`` (index -1).
+    x: (P, D, H, W) input, C-contiguous.  y, idx: (P, OD, OH, OW), written fully; idx
+    (int64) receives the flat input index of each max: ``p*D*H*W + (z*H + r)*W + c``
+    (row-major) or ``p*D*H*W + z + r*D + c*D*H`` when ``col_major``.  Output position
+    ``o`` along an axis takes the taps ``[lo[o], hi[o])`` (those on real input).  Ties keep
+    the first tap in row-major window order.  A window with no real input element gets
+    ``empty_value`` (index -1).  Releases the GIL.
     """
     cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
     cdef Py_ssize_t OD = y.shape[1], OH = y.shape[2], OW = y.shape[3]
-    cdef Py_ssize_t p, od, oh, o, i, j, z, r, c, rows, trow_i, o0, o1
-    cdef int kw
-    cdef bint want = idx is not None
+    cdef Py_ssize_t p, od, oh, o, i, j, z, r, c, rows, trow_i
     cdef bint first
     cdef const max_t* plane
     cdef max_t* tv
     cdef max_t* trow
     cdef max_t* yrow
-    cdef int64_t* tc = NULL
+    cdef int64_t* tc
     cdef int64_t* tcrow
     cdef int64_t* irow
     cdef int64_t base, pos
     if y.shape[0] != P or d_lo.shape[0] != OD or h_lo.shape[0] != OH or w_lo.shape[0] != OW:
-        raise ValueError("max_pool: output or tap-range shapes do not match")
-    if want and (idx.shape[0] != P or idx.shape[1] != OD or idx.shape[2] != OH or idx.shape[3] != OW):
-        raise ValueError("max_pool: index output has the wrong shape")
+        raise ValueError("max_pool_indices: output or tap-range shapes do not match")
+    if idx.shape[0] != P or idx.shape[1] != OD or idx.shape[2] != OH or idx.shape[3] != OW:
+        raise ValueError("max_pool_indices: index output has the wrong shape")
     if P == 0 or OD == 0 or OH == 0 or OW == 0:
         return None
     rows = D * H
-    kw = _interior(OW, &w_lo[0], &w_hi[0], &o0, &o1)
     tv = <max_t*> malloc(max(rows * OW, 1) * sizeof(max_t))
-    if want:
-        tc = <int64_t*> malloc(max(rows * OW, 1) * sizeof(int64_t))
-    if tv == NULL or (want and tc == NULL):
+    tc = <int64_t*> malloc(max(rows * OW, 1) * sizeof(int64_t))
+    if tv == NULL or tc == NULL:
         free(tv)
         free(tc)
         raise MemoryError()
@@ -169,17 +715,13 @@ def max_pool(const max_t[:, :, :, ::1] x, max_t[:, :, :, ::1] y, int64_t[:, :, :
         for p in range(P):
             plane = &x[p, 0, 0, 0]
             for r in range(rows):
-                if want:
-                    _row_max(plane + r * W, tv + r * OW, tc + r * OW, OW, sw, dw, pw,
-                             &w_lo[0], &w_hi[0], empty_value, True)
-                else:
-                    _row_max_fast(plane + r * W, tv + r * OW, OW, kw, sw, dw, pw,
-                                  &w_lo[0], &w_hi[0], o0, o1, empty_value)
+                _row_argmax(plane + r * W, tv + r * OW, tc + r * OW, OW, sw, dw, pw,
+                            &w_lo[0], &w_hi[0], empty_value)
             base = p * D * H * W
             for od in range(OD):
                 for oh in range(OH):
                     yrow = &y[p, od, oh, 0]
-                    irow = &idx[p, od, oh, 0] if want else NULL
+                    irow = &idx[p, od, oh, 0]
                     first = True
                     for i in range(d_lo[od], d_hi[od]):
                         z = od * sd - pd + i * dd
@@ -187,132 +729,28 @@ def max_pool(const max_t[:, :, :, ::1] x, max_t[:, :, :, ::1] y, int64_t[:, :, :
                             r = oh * sh - ph + j * dh
                             trow_i = z * H + r
                             trow = tv + trow_i * OW
-                            if not want:
-                                if first:
-                                    memcpy(yrow, trow, OW * sizeof(max_t))
-                                else:
-                                    _vmax(yrow, trow, OW)
-                            else:
-                                tcrow = tc + trow_i * OW
-                                for o in range(OW):
-                                    if first or trow[o] > yrow[o]:
-                                        yrow[o] = trow[o]
-                                        irow[o] = -1 if tcrow[o] < 0 else trow_i * W + tcrow[o]
+                            tcrow = tc + trow_i * OW
+                            for o in range(OW):
+                                if first or trow[o] > yrow[o]:
+                                    yrow[o] = trow[o]
+                                    irow[o] = -1 if tcrow[o] < 0 else trow_i * W + tcrow[o]
                             first = False
                     if first:
                         for o in range(OW):
                             yrow[o] = empty_value
-                            if want:
-                                irow[o] = -1
-                    elif want:
-                        for o in range(OW):
-                            pos = irow[o]
-                            if pos < 0:
-                                continue
-                            if col_major:
-                                c = pos % W
-                                r = (pos // W) % H
-                                z = pos // (W * H)
-                                irow[o] = base + z + r * D + c * D * H
-                            else:
-                                irow[o] = base + pos
+                            irow[o] = -1
+                        continue
+                    for o in range(OW):
+                        pos = irow[o]
+                        if pos < 0:
+                            continue
+                        if col_major:
+                            c = pos % W
+                            r = (pos // W) % H
+                            z = pos // (W * H)
+                            irow[o] = base + z + r * D + c * D * H
+                        else:
+                            irow[o] = base + pos
     free(tv)
     free(tc)
-    return None
-
-
-def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] y,
-             int sd, int sh, int sw, int dd, int dh, int dw, int pd, int ph, int pw,
-             const int64_t[::1] d_lo, const int64_t[::1] d_hi,
-             const int64_t[::1] h_lo, const int64_t[::1] h_hi,
-             const int64_t[::1] w_lo, const int64_t[::1] w_hi,
-             const int64_t[::1] d_cnt, const int64_t[::1] h_cnt, const int64_t[::1] w_cnt):
-    """Mean over each pooling window, written into ``y``.
-
-    x: (P, D, H, W) float32, C-contiguous.  y: (P, OD, OH, OW) float32, written fully.
-    The sum runs over the real input taps; it is divided by
-    ``d_cnt[od] * h_cnt[oh] * w_cnt[ow]`` (the caller counts either the real taps or
-    the taps inside the padded extent, per ``count_include_pad``).  A zero count gives 0.
-    """
-    cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
-    cdef Py_ssize_t OD = y.shape[1], OH = y.shape[2], OW = y.shape[3]
-    cdef Py_ssize_t p, od, oh, o, i, j, k, z, r, c, rows, o0, o1
-    cdef int kw
-    cdef const float* src
-    cdef float acc, dcnt
-    cdef bint first
-    cdef const float* plane
-    cdef const float* row
-    cdef float* tv
-    cdef float* wc
-    cdef float* trow
-    cdef float* yrow
-    if y.shape[0] != P or d_lo.shape[0] != OD or h_lo.shape[0] != OH or w_lo.shape[0] != OW:
-        raise ValueError("avg_pool: output or tap-range shapes do not match")
-    if d_cnt.shape[0] != OD or h_cnt.shape[0] != OH or w_cnt.shape[0] != OW:
-        raise ValueError("avg_pool: divisor shapes do not match")
-    if P == 0 or OD == 0 or OH == 0 or OW == 0:
-        return None
-    rows = D * H
-    kw = _interior(OW, &w_lo[0], &w_hi[0], &o0, &o1)
-    tv = <float*> malloc(max(rows * OW, 1) * sizeof(float))
-    wc = <float*> malloc(OW * sizeof(float))
-    if tv == NULL or wc == NULL:
-        free(tv)
-        free(wc)
-        raise MemoryError()
-    for o in range(OW):
-        wc[o] = <float> w_cnt[o] if w_cnt[o] > 0 else 1
-    with nogil:
-        for p in range(P):
-            plane = &x[p, 0, 0, 0]
-            for r in range(rows):
-                row = plane + r * W
-                trow = tv + r * OW
-                for o in range(OW):
-                    if o0 <= o < o1:
-                        continue
-                    c = o * sw - pw
-                    acc = 0
-                    for k in range(w_lo[o], w_hi[o]):
-                        acc = acc + row[c + k * dw]
-                    trow[o] = acc
-                if o1 > o0:
-                    # Full windows tap by tap: no loop-carried dependency, vectorises.
-                    src = row + o0 * sw - pw
-                    for o in range(o1 - o0):
-                        trow[o0 + o] = src[o * sw]
-                    for k in range(1, kw):
-                        src = row + o0 * sw - pw + k * dw
-                        if sw == 1:
-                            _vadd(trow + o0, src, o1 - o0)
-                        else:
-                            for o in range(o1 - o0):
-                                trow[o0 + o] = trow[o0 + o] + src[o * sw]
-            for od in range(OD):
-                for oh in range(OH):
-                    yrow = &y[p, od, oh, 0]
-                    first = True
-                    for i in range(d_lo[od], d_hi[od]):
-                        z = od * sd - pd + i * dd
-                        for j in range(h_lo[oh], h_hi[oh]):
-                            r = oh * sh - ph + j * dh
-                            trow = tv + (z * H + r) * OW
-                            if first:
-                                memcpy(yrow, trow, OW * sizeof(float))
-                                first = False
-                            else:
-                                _vadd(yrow, trow, OW)
-                    if first:
-                        for o in range(OW):
-                            yrow[o] = 0
-                        continue
-                    # A zero count only occurs with no real tap, where the sum is 0: divide by 1.
-                    dcnt = <float> (d_cnt[od] * h_cnt[oh])
-                    if dcnt == 0:
-                        dcnt = 1
-                    for o in range(OW):
-                        yrow[o] = yrow[o] / (dcnt * wc[o])
-    free(tv)
-    free(wc)
     return None

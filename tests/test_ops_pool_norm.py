@@ -1,7 +1,9 @@
 """Pooling and normalisation kernels: official ONNX node cases, the ``out=`` path,
 MaxPool/AveragePool against a direct loop reference (1-3 spatial axes, pads, auto_pad,
-ceil_mode, dilations, Indices with both storage orders), edge cases and attribute
-validation."""
+ceil_mode, dilations, Indices with both storage orders), the native loops' fast 2-D
+paths against their generic form and a numpy reference (bit-exact; see the section's
+comment for the one documented difference), splitting across threads, edge cases and
+attribute validation."""
 
 from __future__ import annotations
 
@@ -219,6 +221,318 @@ def test_maxpool_output_count_controls_indices():
     y = np.empty((1, 2, 3, 3), np.float32)
     res = _run("MaxPool", [x], attrs, out=[y])
     assert len(res) == 1 and res[0] is y
+
+
+# ---------------------------------------------------------------------------- fast 2-D paths
+#
+# The native MaxPool/AveragePool loops have shape-specialised variants (kernel 2/3 with
+# stride 1/2, stride-1 "same" pooling run over whole planes, windows covering the whole
+# plane) and a generic form (pool._SPECIALISE = False).  Max must be bit-exact against
+# both the generic form and a numpy reference.  Average is bit-exact against the generic
+# form and against a numpy float32 reference that adds in the documented order (the
+# window's real rows top to bottom, then the columns left to right with padding as 0.0,
+# times the float32 reciprocal of the count), except for windows covering the whole
+# plane, which sum in 8 interleaved lanes (compared within float32 rounding).
+
+
+def _np_pool_2d(x, kind, kernel_shape, strides, dilations, pads, ceil_mode=0, count_include_pad=0,
+                auto_pad="NOTSET"):
+    """2-D pooling in numpy, float32 arithmetic in the native loops' order (see above)."""
+    ks = kernel_shape
+    kh, kw = ks
+    sh, sw = strides
+    dh, dw = dilations
+    (ph, pe_h, oh_n), (pw, pe_w, ow_n) = _geometry(x.shape[2:], ks, strides, dilations, pads, auto_pad, ceil_mode)
+    n, c, h, w = x.shape
+    if kind == "max":
+        empty = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        op = np.maximum
+    else:
+        empty = np.float32(0)
+        op = np.add
+    y = np.empty((n, c, oh_n, ow_n), x.dtype if kind == "max" else np.float32)
+    width = max(pw + w, (ow_n - 1) * sw + (kw - 1) * dw + 1)
+    for oh in range(oh_n):
+        rows = [oh * sh - ph + j * dh for j in range(kh)]
+        real = [r for r in rows if 0 <= r < h]
+        padded_rows = sum(-ph <= r < h + pe_h for r in rows)
+        if not real:
+            y[:, :, oh, :] = empty
+            continue
+        v = x[:, :, real[0], :].copy()
+        for r in real[1:]:
+            v = op(v, x[:, :, r, :])
+        t = np.full((n, c, width), empty, dtype=v.dtype)
+        t[:, :, pw:pw + w] = v
+        for ow in range(ow_n):
+            acc = t[:, :, ow * sw].copy()
+            for k in range(1, kw):
+                acc = op(acc, t[:, :, ow * sw + k * dw])
+            if kind == "avg":
+                cols = [ow * sw - pw + k * dw for k in range(kw)]
+                if count_include_pad:
+                    count = padded_rows * sum(-pw <= q < w + pe_w for q in cols)
+                else:
+                    count = len(real) * sum(0 <= q < w for q in cols)
+                acc = acc * (np.float32(1.0 / count) if count else np.float32(0))
+            y[:, :, oh, ow] = acc
+    return y
+
+
+def _bits(a):
+    """The array's raw bytes as unsigned ints (compares signed zeros and NaN payloads too)."""
+    a = np.ascontiguousarray(a)
+    return a.view({1: np.uint8, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+def _whole_plane(shape, attrs):
+    """True when the single window covers the whole plane (the lane-summed case)."""
+    ks = attrs["kernel_shape"]
+    strides = attrs.get("strides", [1, 1])
+    dil = attrs.get("dilations", [1, 1])
+    pads = attrs.get("pads", [0, 0, 0, 0])
+    geo = _geometry(shape[2:], ks, strides, dil, pads, attrs.get("auto_pad", "NOTSET"), attrs.get("ceil_mode", 0))
+    if any(g[2] != 1 for g in geo):
+        return False
+    for a, size in enumerate(shape[2:]):
+        taps = [-geo[a][0] + t * dil[a] for t in range(ks[a])]
+        if sorted(t for t in taps if 0 <= t < size) != list(range(size)):
+            return False
+    return True
+
+
+FAST_2D = [
+    # (input shape, attrs): the light models' configurations, then every border case.
+    ((2, 3, 14, 14), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 4, 15, 15), dict(kernel_shape=[3, 3], strides=[2, 2])),
+    ((1, 4, 16, 16), dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    ((1, 4, 15, 13), dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    ((1, 3, 14, 14), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1])),
+    ((1, 3, 13, 13), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)),
+    ((2, 3, 7, 7), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+    ((1, 3, 13, 9), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+    ((1, 2, 28, 28), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+    ((1, 2, 9, 11), dict(kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])),
+    ((1, 2, 8, 9), dict(kernel_shape=[4, 2], strides=[1, 1], pads=[1, 0, 2, 1])),
+    ((1, 2, 8, 9), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[0, 2, 2, 0])),
+    ((1, 2, 9, 10), dict(kernel_shape=[3, 3], strides=[1, 1], auto_pad="SAME_UPPER")),
+    ((1, 2, 9, 10), dict(kernel_shape=[2, 2], strides=[1, 1], auto_pad="SAME_LOWER")),
+    ((1, 2, 9, 10), dict(kernel_shape=[3, 3], strides=[1, 1])),
+    ((2, 3, 8, 8), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ((1, 3, 9, 7), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)),
+    ((1, 2, 9, 7), dict(kernel_shape=[2, 2], strides=[1, 1])),
+    ((1, 2, 9, 7), dict(kernel_shape=[1, 1], strides=[2, 2])),
+    ((1, 2, 11, 12), dict(kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 0, 1])),
+    ((1, 2, 11, 12), dict(kernel_shape=[4, 5], strides=[3, 3], pads=[2, 1, 2, 3], ceil_mode=1)),
+    # dilations: the generic loops
+    ((1, 2, 11, 12), dict(kernel_shape=[3, 3], strides=[1, 1], dilations=[2, 2], pads=[2, 2, 2, 2])),
+    ((1, 2, 11, 12), dict(kernel_shape=[2, 3], strides=[2, 1], dilations=[3, 2], ceil_mode=1)),
+    # windows covering the whole plane
+    ((2, 5, 7, 7), dict(kernel_shape=[7, 7], strides=[1, 1])),
+    ((1, 5, 6, 6), dict(kernel_shape=[7, 7], strides=[1, 1], pads=[0, 0, 1, 1])),
+    ((1, 3, 3, 5), dict(kernel_shape=[5, 5], strides=[2, 2], pads=[1, 0, 1, 0])),
+    ((1, 3, 13, 13), dict(kernel_shape=[13, 13], strides=[13, 13])),
+    # tiny inputs, kernels larger than the input, windows entirely in the padding
+    ((1, 2, 1, 1), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+    ((1, 2, 2, 2), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+    ((1, 2, 1, 9), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+    ((1, 2, 9, 1), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 2, 2, 3), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)),
+    ((1, 1, 2, 2), dict(kernel_shape=[1, 1], strides=[1, 1], pads=[2, 1, 1, 2])),
+    ((1, 1, 3, 3), dict(kernel_shape=[2, 2], strides=[3, 3], pads=[2, 2, 2, 2])),
+]
+
+
+@pytest.fixture(params=[True, False], ids=["fast", "generic"])
+def specialise(request, monkeypatch):
+    from rknnlite.backends.software.ops import pool
+
+    monkeypatch.setattr(pool, "_SPECIALISE", request.param)
+    return request.param
+
+
+def _x_for(shape, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -1000), min(info.max, 1000), shape, endpoint=True).astype(dtype)
+
+
+def _full_attrs(attrs):
+    return dict(dict(strides=[1, 1], dilations=[1, 1], pads=[0, 0, 0, 0]), **attrs)
+
+
+@pytest.mark.parametrize("cfg", FAST_2D, ids=_config_id)
+def test_maxpool_2d_bit_exact(cfg, specialise):
+    shape, attrs = cfg
+    # Many ties; no -0.0 (between -0.0 and +0.0 the first in the loops' order wins).
+    x = np.round(_x_for(shape) * 2) / 2 + np.float32(0)
+    (y,) = _run("MaxPool", [x], dict(attrs, _num_outputs=1))
+    ref = _np_pool_2d(x, "max", **_full_attrs(attrs))
+    assert y.shape == ref.shape and y.dtype == np.float32
+    np.testing.assert_array_equal(_bits(y), _bits(ref))
+    if not np.isneginf(ref).any():  # the loop reference needs a real element in every window
+        ry, _ = _ref_pool(x, "max", **attrs)
+        np.testing.assert_array_equal(y, ry)
+
+
+@pytest.mark.parametrize("cfg", FAST_2D, ids=_config_id)
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_averagepool_2d_matches_numpy_order(cfg, count_include_pad, specialise):
+    shape, attrs = cfg
+    x = _x_for(shape)
+    (y,) = _run("AveragePool", [x], dict(attrs, count_include_pad=count_include_pad))
+    ref = _np_pool_2d(x, "avg", count_include_pad=count_include_pad, **_full_attrs(attrs))
+    assert y.shape == ref.shape and y.dtype == np.float32
+    if specialise and _whole_plane(shape, attrs):
+        # lane-summed: the same sum grouped differently
+        np.testing.assert_allclose(y, ref, rtol=2e-6, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(_bits(y), _bits(ref))
+    if not np.isneginf(_np_pool_2d(x, "max", **_full_attrs(attrs))).any():
+        ry, _ = _ref_pool(x, "avg", count_include_pad=count_include_pad, **attrs)
+        np.testing.assert_allclose(y, ry, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("cfg", FAST_2D, ids=_config_id)
+def test_fast_and_generic_loops_agree(cfg, monkeypatch):
+    from rknnlite.backends.software.ops import pool
+
+    shape, attrs = cfg
+    x = _x_for(shape, seed=1)
+    fast = [_run(op, [x], dict(attrs, _num_outputs=1))[0] for op in ("MaxPool", "AveragePool")]
+    monkeypatch.setattr(pool, "_SPECIALISE", False)
+    generic = [_run(op, [x], dict(attrs, _num_outputs=1))[0] for op in ("MaxPool", "AveragePool")]
+    np.testing.assert_array_equal(_bits(fast[0]), _bits(generic[0]))
+    if _whole_plane(shape, attrs):
+        np.testing.assert_allclose(fast[1], generic[1], rtol=2e-6, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(_bits(fast[1]), _bits(generic[1]))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.int64, np.float64])
+@pytest.mark.parametrize("cfg", [FAST_2D[0], FAST_2D[6], FAST_2D[9], FAST_2D[15], FAST_2D[23], FAST_2D[28]],
+                         ids=_config_id)
+def test_maxpool_2d_other_dtypes(cfg, dtype, specialise):
+    shape, attrs = cfg
+    x = _x_for(shape, dtype)
+    (y,) = _run("MaxPool", [x], dict(attrs, _num_outputs=1))
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y, _np_pool_2d(x, "max", **_full_attrs(attrs)))
+
+
+@pytest.mark.parametrize("shape, attrs", [
+    ((1, 3, 10), dict(kernel_shape=[3], strides=[1], pads=[1, 1])),  # 1-D "same"
+    ((2, 2, 9), dict(kernel_shape=[9], strides=[1])),  # 1-D whole plane
+    ((1, 2, 4, 5, 6), dict(kernel_shape=[4, 5, 6], strides=[1, 1, 1])),  # 3-D whole plane
+    ((1, 2, 5, 6, 7), dict(kernel_shape=[3, 3, 3], strides=[1, 1, 1], pads=[1, 1, 1, 1, 1, 1])),
+], ids=["1d-same", "1d-plane", "3d-plane", "3d-same-size"])
+def test_other_ranks_fast_and_generic(shape, attrs, specialise):
+    x = _x_for(shape, seed=2)
+    (ymax,) = _run("MaxPool", [x], dict(attrs, _num_outputs=1))
+    (yavg,) = _run("AveragePool", [x], attrs)
+    rmax, _ = _ref_pool(x, "max", **attrs)
+    ravg, _ = _ref_pool(x, "avg", **attrs)
+    np.testing.assert_array_equal(ymax, rmax)
+    np.testing.assert_allclose(yavg, ravg, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape, attrs", [
+    ((1, 2, 130, 130), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 1, 4, 4500), dict(kernel_shape=[2, 3], strides=[1, 2], ceil_mode=1)),
+    ((1, 2, 70, 70), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+], ids=["many-row-groups", "row-wider-than-scratch", "large-same"])
+def test_large_planes(shape, attrs, specialise):
+    # The row loops work on groups of scratch rows of about 16 KB: several groups per plane.
+    x = _x_for(shape, seed=5)
+    (ymax,) = _run("MaxPool", [x], dict(attrs, _num_outputs=1))
+    (yavg,) = _run("AveragePool", [x], attrs)
+    np.testing.assert_array_equal(_bits(ymax), _bits(_np_pool_2d(x, "max", **_full_attrs(attrs))))
+    np.testing.assert_array_equal(_bits(yavg), _bits(_np_pool_2d(x, "avg", **_full_attrs(attrs))))
+
+
+def test_average_padding_adds_positive_zero():
+    # Documented signed-zero detail: padding adds +0.0, so a border window of -0.0
+    # values averages to +0.0, an interior one to -0.0 (max keeps -0.0 everywhere).
+    x = np.full((1, 1, 5, 5), -0.0, np.float32)
+    attrs = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    (y,) = _run("AveragePool", [x], attrs)
+    assert np.signbit(y[0, 0, 2, 2]) and not np.signbit(y[0, 0, 0, 0]) and not np.signbit(y[0, 0, 4, 4])
+    (m,) = _run("MaxPool", [x], dict(attrs, _num_outputs=1))
+    assert np.signbit(m).all()
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("op, shape, attrs", [
+    ("MaxPool", (2, 9, 15, 15), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("AveragePool", (1, 7, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ("AveragePool", (3, 5, 9, 9), dict(kernel_shape=[3, 3], strides=[2, 2], count_include_pad=1, ceil_mode=1)),
+    ("GlobalAveragePool", (2, 9, 6, 5), {}),
+    ("GlobalMaxPool", (2, 9, 6, 5), {}),
+], ids=["max", "avg-same", "avg-ceil", "gap", "gmp"])
+def test_threads_split_planes_without_changing_results(op, shape, attrs, threads, monkeypatch):
+    from rknnlite.backends.software import parallel
+    from rknnlite.backends.software.ops import pool
+
+    x = _x_for(shape, seed=3)
+    attrs = dict(attrs, _num_outputs=1)
+    serial = _run(op, [x], attrs)[0]
+    calls = []
+    real_parallel_for = pool.parallel_for
+
+    def counting(n, body, min_chunk=1):
+        calls.append((n, min_chunk))
+        real_parallel_for(n, body, min_chunk)
+
+    monkeypatch.setattr(pool, "parallel_for", counting)
+    monkeypatch.setattr(pool, "_PARALLEL_MIN_ELEMENTS", 64)
+    workers = parallel.WorkerPool(threads)
+    try:
+        with parallel.using(workers):
+            out = [np.full(serial.shape, np.nan, np.float32)]
+            split = _run(op, [x], attrs, out=out)[0]
+    finally:
+        workers.close()
+    assert calls and calls[0][0] == shape[0] * shape[1] and calls[0][1] < calls[0][0]
+    assert split is out[0]
+    np.testing.assert_array_equal(_bits(split), _bits(serial))
+
+
+def test_small_tensors_stay_on_the_calling_thread(monkeypatch):
+    from rknnlite.backends.software import parallel
+    from rknnlite.backends.software.ops import pool
+
+    monkeypatch.setattr(pool, "parallel_for", lambda *a, **k: pytest.fail("split a small tensor"))
+    x = _x_for((1, 8, 14, 14))
+    workers = parallel.WorkerPool(4)
+    try:
+        with parallel.using(workers):
+            _run("MaxPool", [x], dict(kernel_shape=[3, 3], strides=[2, 2], _num_outputs=1))
+            _run("AveragePool", [x], dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    finally:
+        workers.close()
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7, 7), (1, 4, 13, 13), (2, 3, 1, 1), (1, 2, 3, 4, 5), (1, 3, 1, 17)])
+def test_global_pools_native_path(shape):
+    x = _x_for(shape, seed=4)
+    (a,) = _run("GlobalAveragePool", [x], {})
+    (m,) = _run("GlobalMaxPool", [x], {})
+    axes = tuple(range(2, len(shape)))
+    np.testing.assert_allclose(a, x.astype(np.float64).mean(axis=axes, keepdims=True), rtol=2e-6, atol=1e-7)
+    np.testing.assert_array_equal(m, x.max(axis=axes, keepdims=True))
+    assert a.dtype == m.dtype == np.float32
+
+
+def test_plan_cache_follows_the_input_shape():
+    spec = KERNELS["AveragePool"]
+    attrs = spec.prepare(dict(kernel_shape=[3, 3], strides=[2, 2], _opset=19), [None])
+    for shape in [(1, 2, 9, 9), (1, 2, 12, 10), (1, 2, 9, 9), (2, 1, 5, 7)] * 4:
+        x = _x_for(shape)
+        (y,) = spec.fn([x], attrs)
+        np.testing.assert_allclose(y, _ref_pool(x, "avg", [3, 3], strides=[2, 2])[0], rtol=1e-5, atol=1e-6)
+    assert 0 < len(attrs["_pool_plans"]) <= 8
 
 
 # ---------------------------------------------------------------------------- out= path

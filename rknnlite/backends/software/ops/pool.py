@@ -1,8 +1,12 @@
 """Pooling kernels: MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, LpNormalization.
 
 Layouts are ONNX's: ``(N, C, D1, ..., Dk)``.  MaxPool and AveragePool with one to
-three spatial axes run in the compiled ``rknnlite._native.pool_kernels`` loops
-(GIL released), written straight into the caller's output when it is C-contiguous.
+three spatial axes, and the global pools of 4-D and wider float32 tensors, run in the
+compiled ``rknnlite._native.pool_kernels`` loops (GIL released, separable: a vertical
+pass over the window's rows, then a horizontal pass over a padded scratch row),
+written straight into the caller's output when it is C-contiguous.  Big tensors are
+split by planes (batch x channel) across the run's worker threads; a plane's result
+does not depend on the split.  MaxPool's optional Indices output takes a slower loop.
 See the package docstring for the calling convention.
 """
 
@@ -11,11 +15,21 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import ModelInvalidError
-from ...._native.pool_kernels import avg_pool, max_pool
+from ...._native.pool_kernels import avg_pool, max_pool, max_pool_indices
+from ..parallel import current_threads, parallel_for
 from . import kernel
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 _MAX_DTYPES = (np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64)
+
+#: Elements (input or output, whichever is more) per thread below which a pooling call
+#: is not split across threads: one thread pools several thousand elements per
+#: microsecond, and waking the workers costs tens of microseconds (measured up to ~100
+#: on a VM), so smaller parts would not gain.
+_PARALLEL_MIN_ELEMENTS = 1 << 19
+
+#: False makes the native loops skip their shape-specialised variants (tests compare both).
+_SPECIALISE = True
 
 
 def _int_list(attrs, name, op, length, default, minimum):
@@ -68,6 +82,7 @@ def _prepare_pool(op):
             _check_flag(attrs, "storage_order", op)
         else:
             _check_flag(attrs, "count_include_pad", op)
+        new["_pool_plans"] = {}
         return new
 
     return prepare
@@ -119,23 +134,43 @@ def _tap_range(n_out, k, s, d, pb, lo_bound, hi_bound):
     return np.ascontiguousarray(lo, dtype=np.int64), np.ascontiguousarray(hi, dtype=np.int64)
 
 
-def _as_3_axes(shape_sp):
-    """Pad a 1-3 axis spatial shape to 3 axes (leading 1s), as the native loops expect."""
-    return (1,) * (3 - len(shape_sp)) + tuple(shape_sp)
+class _Plan:
+    """What a MaxPool/AveragePool call needs for one input shape (see :func:`_plan`)."""
+
+    __slots__ = ("geo", "in4", "out_shape", "out4", "native")
+
+    def __init__(self, attrs, shape):
+        nd = len(attrs["kernel_shape"])
+        if len(shape) != nd + 2:
+            raise ValueError(f"input of rank {len(shape)} does not match kernel_shape {attrs['kernel_shape']}")
+        n, c = shape[:2]
+        in_sp = tuple(shape[2:])
+        #: per axis (kernel, stride, dilation, pad_begin, pad_end, n_out), padded to 3
+        #: axes with leading (1, 1, 1, 0, 0, 1)
+        self.geo = [(1, 1, 1, 0, 0, 1)] * (3 - nd) + _geometry(attrs, in_sp)
+        self.in4 = (n * c,) + (1,) * (3 - nd) + in_sp
+        self.out_shape = (n, c) + tuple(g[5] for g in self.geo[3 - nd:])
+        self.out4 = (n * c,) + tuple(g[5] for g in self.geo)
+        #: native arguments: kernels, strides, dilations, begin pads (D, H, W each)
+        self.native = [g[i] for i in range(4) for g in self.geo]
 
 
-def _pool_setup(x, attrs):
-    """Common part of MaxPool/AveragePool: geometry padded to 3 axes and the 4-D input view."""
-    nd = len(attrs["kernel_shape"])
-    if x.ndim != nd + 2:
-        raise ValueError(f"input of rank {x.ndim} does not match kernel_shape {attrs['kernel_shape']}")
-    n, c = x.shape[:2]
-    in_sp = x.shape[2:]
-    geo = [(1, 1, 1, 0, 0, 1)] * (3 - nd) + _geometry(attrs, in_sp)
-    in4 = _as_3_axes(in_sp)
-    out_sp = tuple(g[5] for g in geo[3 - nd:])
-    x4 = np.ascontiguousarray(x).reshape((n * c,) + in4)
-    return geo, in4, x4, (n, c) + out_sp
+_PLAN_CACHE_SIZE = 8
+
+
+def _plan(x, attrs):
+    """The :class:`_Plan` of input ``x``, memoised per shape in the node's prepared attrs
+    (``_pool_plans``, created by ``prepare``; at most a few shapes are kept)."""
+    cache = attrs.get("_pool_plans")
+    if cache is None:
+        return _Plan(attrs, x.shape)
+    plan = cache.get(x.shape)
+    if plan is None:
+        plan = _Plan(attrs, x.shape)
+        if len(cache) >= _PLAN_CACHE_SIZE:
+            cache.clear()
+        cache[x.shape] = plan
+    return plan
 
 
 def _target(out, i, shape, dtype):
@@ -155,40 +190,57 @@ def _finish(work, dest):
     return dest
 
 
+def _over_planes(fn, x4, y4, args):
+    """``fn(x4, y4, *args, p0, p1, _SPECIALISE)`` over all planes, split by planes across
+    the run's threads when every part gets at least ``_PARALLEL_MIN_ELEMENTS`` elements."""
+    planes = x4.shape[0]
+    work = max(x4.size, y4.size)
+    specialise = _SPECIALISE
+    if planes < 2 or work < 2 * _PARALLEL_MIN_ELEMENTS or current_threads() < 2:
+        fn(x4, y4, *args, 0, planes, specialise)
+        return
+
+    def body(p0, p1):
+        fn(x4, y4, *args, p0, p1, specialise)
+
+    parallel_for(planes, body, min_chunk=max(1, -(-_PARALLEL_MIN_ELEMENTS * planes // work)))
+
+
 @kernel("MaxPool", out=True, prepare=_prepare_pool("MaxPool"))
 def max_pool_kernel(inputs, attrs, out=None):
     """ONNX MaxPool over (N, C, spatial...) with 1-3 spatial axes.
 
-    Padding never wins (only real elements are compared).  Outputs ``[Y, Indices]``;
-    Indices (int64, flat index into X, row- or column-major per ``storage_order``) is
-    computed unless ``out`` is given without a second array or ``attrs["_num_outputs"]``
-    is 1.  Y has X's dtype (float32, int8, uint8...).  Writes into ``out`` when given.
+    Padding never wins (only real elements are compared; a window with no real element
+    gives -inf, or the dtype's minimum).  Outputs ``[Y, Indices]``; Indices (int64, flat
+    index into X, row- or column-major per ``storage_order``; ties go to the first
+    element in row-major window order) is computed unless ``out`` is given without a
+    second array or ``attrs["_num_outputs"]`` is 1.  Y has X's dtype (float32, int8,
+    uint8...).  Writes into ``out`` when given; copies X only when it is not contiguous.
     """
     x = inputs[0]
-    geo, in4, x4, out_shape = _pool_setup(x, attrs)
+    plan = _plan(x, attrs)
+    x4 = np.ascontiguousarray(x).reshape(plan.in4)
     if x4.dtype.type not in _MAX_DTYPES:
         x4 = x4.astype(np.float32)
     if out is not None:
         want_idx = len(out) > 1 and out[1] is not None
     else:
         want_idx = attrs.get("_num_outputs", 2) > 1
+    out_shape = plan.out_shape
     y, y_dest = _target(out, 0, out_shape, x.dtype)
     yk = y if y.dtype == x4.dtype else np.empty(out_shape, x4.dtype)
-    idx = idx_dest = None
+    empty = -np.inf if x4.dtype.kind == "f" else np.iinfo(x4.dtype).min
     if want_idx:
+        geo = plan.geo
         idx, idx_dest = _target(out, 1, out_shape, np.dtype(np.int64))
-    p = x4.shape[0]
-    out4 = (p,) + tuple(g[5] for g in geo)
-    ranges = []
-    for (k, s, d, pb, pe, n_out), size in zip(geo, in4):
-        ranges.extend(_tap_range(n_out, k, s, d, pb, 0, size))
-    if x4.dtype.kind == "f":
-        empty = -np.inf
+        ranges = []
+        for (k, s, d, pb, pe, n_out), size in zip(geo, x4.shape[1:]):
+            ranges.extend(_tap_range(n_out, k, s, d, pb, 0, size))
+        max_pool_indices(x4, yk.reshape(plan.out4), idx.reshape(plan.out4),
+                         geo[0][1], geo[1][1], geo[2][1], geo[0][2], geo[1][2], geo[2][2],
+                         geo[0][3], geo[1][3], geo[2][3], *ranges, empty, bool(attrs.get("storage_order", 0)))
     else:
-        empty = np.iinfo(x4.dtype).min
-    max_pool(x4, yk.reshape(out4), None if idx is None else idx.reshape(out4),
-             geo[0][1], geo[1][1], geo[2][1], geo[0][2], geo[1][2], geo[2][2],
-             geo[0][3], geo[1][3], geo[2][3], *ranges, empty, bool(attrs.get("storage_order", 0)))
+        _over_planes(max_pool, x4, yk.reshape(plan.out4), plan.native + [empty])
     if yk is not y:
         np.copyto(y, yk, casting="unsafe")
     results = [_finish(y, y_dest)]
@@ -203,27 +255,15 @@ def average_pool_kernel(inputs, attrs, out=None):
 
     The divisor counts the real elements of each window, or (``count_include_pad=1``)
     its taps inside the padded extent, never the ceil-mode overhang past the end
-    padding.  Dilations per opset 19.  Writes into ``out`` when given.
+    padding; the sum is multiplied by its float32 reciprocal.  Dilations per opset 19.
+    Writes into ``out`` when given; copies X only when it is not contiguous.
     """
     x = inputs[0]
-    geo, in4, x4, out_shape = _pool_setup(x, attrs)
-    x4 = x4.astype(np.float32, copy=False)
-    y, y_dest = _target(out, 0, out_shape, np.dtype(np.float32))
-    p = x4.shape[0]
-    out4 = (p,) + tuple(g[5] for g in geo)
-    include_pad = attrs.get("count_include_pad", 0)
-    ranges, counts = [], []
-    for (k, s, d, pb, pe, n_out), size in zip(geo, in4):
-        lo, hi = _tap_range(n_out, k, s, d, pb, 0, size)
-        ranges.extend((lo, hi))
-        if include_pad:
-            plo, phi = _tap_range(n_out, k, s, d, pb, -pb, size + pe)
-            counts.append(phi - plo)
-        else:
-            counts.append(hi - lo)
-    avg_pool(x4, y.reshape(out4),
-             geo[0][1], geo[1][1], geo[2][1], geo[0][2], geo[1][2], geo[2][2],
-             geo[0][3], geo[1][3], geo[2][3], *ranges, *counts)
+    plan = _plan(x, attrs)
+    x4 = np.ascontiguousarray(x, dtype=np.float32).reshape(plan.in4)
+    y, y_dest = _target(out, 0, plan.out_shape, np.dtype(np.float32))
+    args = plan.native + [g[4] for g in plan.geo] + [bool(attrs.get("count_include_pad", 0))]
+    _over_planes(avg_pool, x4, y.reshape(plan.out4), args)
     return [_finish(y, y_dest)]
 
 
@@ -233,19 +273,41 @@ def _global_setup(inputs, out):
         raise ValueError(f"global pooling needs an (N, C, ...) input, got rank {x.ndim}")
     n, c = x.shape[:2]
     shape = (n, c) + (1,) * (x.ndim - 2)
-    flat = x.reshape(n, c, -1)
     y, dest = _target(out, 0, shape, np.dtype(np.float32) if x.dtype.kind == "f" else x.dtype)
-    return flat, y, dest
+    return x, y, dest
+
+
+def _global_native(x, y, dtypes):
+    """Native-loop views for a global pool: ``(x4, y4)`` with x4 = (N*C, 1, R, S) (the
+    spatial axes as R rows of the last axis' S values, a view unless X is not contiguous)
+    and y4 = (N*C, 1, 1, 1); ``None`` when the numpy path is used instead (rank < 4,
+    another dtype, empty planes)."""
+    if x.ndim < 4 or x.dtype.type not in dtypes or x.size == 0:
+        return None
+    planes = x.shape[0] * x.shape[1]
+    cols = x.shape[-1]
+    x4 = np.ascontiguousarray(x).reshape(planes, 1, x.size // (planes * cols), cols)
+    return x4, y.reshape(planes, 1, 1, 1)
 
 
 @kernel("GlobalAveragePool", out=True)
 def global_average_pool(inputs, attrs, out=None):
     """Mean over every spatial axis: (N, C, ...) -> (N, C, 1, ..., 1), float32.
 
-    Writes into ``out`` when given; copies only when X is not contiguous.
+    4-D and wider float32 inputs run natively: each plane is summed as one flat array
+    in 8 interleaved partial sums (combined pairwise), then multiplied by the float32
+    reciprocal of the plane size; other inputs use ``np.mean``.  Writes into ``out`` when
+    given; copies only when X is not contiguous.
     """
-    flat, y, dest = _global_setup(inputs, out)
-    np.mean(flat, axis=2, dtype=np.float32, out=y.reshape(flat.shape[:2]))
+    x, y, dest = _global_setup(inputs, out)
+    views = _global_native(x, y, (np.float32,))
+    if views is None:
+        flat = x.reshape(x.shape[0], x.shape[1], -1)
+        np.mean(flat, axis=2, dtype=np.float32, out=y.reshape(flat.shape[:2]))
+    else:
+        x4, y4 = views
+        rows, cols = x4.shape[2:]
+        _over_planes(avg_pool, x4, y4, [1, rows, cols, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, False])
     return [_finish(y, dest)]
 
 
@@ -255,8 +317,16 @@ def global_max_pool(inputs, attrs, out=None):
 
     Writes into ``out`` when given; copies only when X is not contiguous.
     """
-    flat, y, dest = _global_setup(inputs, out)
-    np.max(flat, axis=2, out=y.reshape(flat.shape[:2]))
+    x, y, dest = _global_setup(inputs, out)
+    views = _global_native(x, y, _MAX_DTYPES) if y.dtype == x.dtype else None
+    if views is None:
+        flat = x.reshape(x.shape[0], x.shape[1], -1)
+        np.max(flat, axis=2, out=y.reshape(flat.shape[:2]))
+    else:
+        x4, y4 = views
+        rows, cols = x4.shape[2:]
+        empty = -np.inf if x4.dtype.kind == "f" else np.iinfo(x4.dtype).min
+        _over_planes(max_pool, x4, y4, [1, rows, cols, 1, 1, 1, 1, 1, 1, 0, 0, 0, empty])
     return [_finish(y, dest)]
 
 
