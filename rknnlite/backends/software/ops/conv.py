@@ -462,12 +462,18 @@ def _run_winograd(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, b
         own = buf if m0 == 0 else _scratch("wino_buf", 40 * max(T, tg))
         _ck.winograd_output(mt, M, th, tw, bias, yi, own, m0, m1, act=plan.act, tile=t, residual=ri)
 
+    split_work = parallel_for if M * C * T * ncomp >= _PARALLEL_MIN_MACS else _serial
     for i in range(n_img):
         xi, yi = x[i], y[i]
         ri = None if res is None else res[i]
-        parallel_for(C, transform_in, min_chunk=8)
-        parallel_for(ncomp, products)
-        parallel_for(M, transform_out, min_chunk=8)
+        split_work(C, transform_in, min_chunk=8)
+        split_work(ncomp, products)
+        split_work(M, transform_out, min_chunk=8)
+
+
+def _serial(n: int, body, min_chunk: int = 1) -> None:
+    """``parallel_for``'s signature, run on the calling thread."""
+    body(0, n)
 
 
 def _gather_tables(g: _Geometry, ca: _ConvAttrs, C: int) -> None:
@@ -570,6 +576,11 @@ def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bia
             _gemm_blocks(g, P, packs, bias, y3[i], scratch, plan.act, pstride, residual=r)
 
 
+#: a GEMM with fewer multiply-adds than this runs on the calling thread: waking the
+#: workers costs tens of microseconds, more than such a layer takes
+_PARALLEL_MIN_MACS = 1 << 22
+
+
 def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, transposed: bool = False,
                  grid=None, residual=None) -> None:
     """The gather GEMMs of every group (one compiled call), their column blocks split
@@ -578,7 +589,7 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
     changes any output value, and each thread packs into its own scratch."""
     n = len(g.idx)
     ncb = g.ncb
-    threads = current_threads()
+    threads = current_threads() if g.Mg * g.K * n * len(packs) >= _PARALLEL_MIN_MACS else 1
     if threads > 1 and -(-n // ncb) < 4 * threads:
         nr = _ck.panel_shape(transposed)[1]
         ncb = max(nr, n // (4 * threads) // nr * nr)
