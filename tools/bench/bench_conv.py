@@ -27,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import ort_one_node  # noqa: E402
 from rknnlite.backends.software.ops import KERNELS  # noqa: E402
 
 #: (name, input NCHW, (M, kh, kw), stride, pad, group)
@@ -81,24 +83,7 @@ def resnet50_layers():
 
 def ort_runner(x, w, b, attrs):
     """A callable running the one-node Conv model in onnxruntime, output bound in advance."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-
-    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
-    graph = helper.make_graph([node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    y = sess.run(None, {"x": x})[0]
-    binding = sess.io_binding()
-    binding.bind_cpu_input("x", x)
-    out = np.empty_like(y)
-    binding.bind_output("y", "cpu", 0, np.float32, out.shape, out.ctypes.data)
-    return (lambda: sess.run_with_iobinding(binding)), out
+    return ort_one_node("Conv", x, attrs, [("w", w), ("b", b)], opset=17)
 
 
 def rknn_runner(x, w, b, attrs, out_shape):

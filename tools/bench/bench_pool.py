@@ -29,7 +29,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import ort_one_node  # noqa: E402
 from rknnlite.backends.software.ops import KERNELS  # noqa: E402
 from rknnlite.backends.software.parallel import WorkerPool, using  # noqa: E402
 
@@ -83,23 +85,7 @@ CONFIGS = [
 
 def ort_runner(op, x, attrs):
     """A callable running the one-node model in onnxruntime (output bound in advance), and its output."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
-
-    node = helper.make_node(op, ["x"], ["y"], **attrs)
-    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    y = sess.run(None, {"x": x})[0]
-    binding = sess.io_binding()
-    binding.bind_cpu_input("x", x)
-    out = np.empty_like(y)
-    binding.bind_output("y", "cpu", 0, np.float32, out.shape, out.ctypes.data)
-    return (lambda: sess.run_with_iobinding(binding)), out
+    return ort_one_node(op, x, attrs, opset=19)
 
 
 def rknn_runner(op, x, attrs, out_shape):

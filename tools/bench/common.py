@@ -17,3 +17,28 @@ def median_ms(fn: Callable[[], object], runs: int, warmup: int = 0) -> float:
         fn()
         times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
+
+
+def ort_one_node(op: str, x, attrs: dict, initializers=(), opset: int = 17):
+    """``(run, out)``: a callable running a one-node onnxruntime model ``op(x, *initializers)``
+    with one intra- and one inter-op thread and its output bound in advance (so a run only
+    computes), and the array it writes.  ``initializers`` are ``(name, array)`` pairs."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    node = helper.make_node(op, ["x"] + [name for name, _ in initializers], ["y"], **attrs)
+    graph = helper.make_graph([node], op.lower(), [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(a, name) for name, a in initializers])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    y = sess.run(None, {"x": x})[0]
+    binding = sess.io_binding()
+    binding.bind_cpu_input("x", x)
+    out = np.empty_like(y)
+    binding.bind_output("y", "cpu", 0, np.float32, out.shape, out.ctypes.data)
+    return (lambda: sess.run_with_iobinding(binding)), out

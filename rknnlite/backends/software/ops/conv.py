@@ -59,6 +59,7 @@ from ....errors import ModelInvalidError
 from ...._native import conv_kernels as _ck
 from ..parallel import current_threads, parallel_for
 from . import kernel
+from .attributes import int_list
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 _ISA = _ck.gemm_isa()
@@ -97,23 +98,6 @@ def _scratch(name: str, n: int) -> np.ndarray:
 # ---------------------------------------------------------------------------- attributes
 
 
-def _ints(attrs, name, op, length, default, minimum):
-    """Attribute ``name`` as a list of ``length`` ints >= ``minimum`` (``default`` if absent)."""
-    value = attrs.get(name)
-    if value is None:
-        return [default] * length
-    try:
-        value = [int(v) for v in value]
-    except (TypeError, ValueError):
-        raise ModelInvalidError(f"attribute {name} must be a list of ints, got {value!r}", op=op) from None
-    if len(value) != length:
-        raise ModelInvalidError(f"attribute {name} must have {length} values (one per spatial axis"
-                                f"{', begin then end' if name == 'pads' else ''}), got {value}", op=op)
-    if minimum is not None and any(v < minimum for v in value):
-        raise ModelInvalidError(f"attribute {name} values must be >= {minimum}, got {value}", op=op)
-    return value
-
-
 class _ConvAttrs:
     """Validated geometry attributes of a Conv / ConvTranspose node."""
 
@@ -126,15 +110,15 @@ class _ConvAttrs:
         if nd < 1 or nd > 3:
             raise ModelInvalidError(f"{nd} spatial axes; 1 to 3 are supported", op=op)
         ks = attrs.get("kernel_shape")
-        self.kernel_shape = None if ks is None else _ints(attrs, "kernel_shape", op, nd, 1, 1)
-        self.strides = _ints(attrs, "strides", op, nd, 1, 1)
-        self.dilations = _ints(attrs, "dilations", op, nd, 1, 1)
+        self.kernel_shape = None if ks is None else int_list(attrs, "kernel_shape", op, nd, 1, 1)
+        self.strides = int_list(attrs, "strides", op, nd, 1, 1)
+        self.dilations = int_list(attrs, "dilations", op, nd, 1, 1)
         auto_pad = attrs.get("auto_pad", "NOTSET") or "NOTSET"
         if auto_pad not in _AUTO_PADS:
             raise ModelInvalidError(f"attribute auto_pad must be one of {', '.join(_AUTO_PADS)}, got {auto_pad!r}",
                                     op=op)
         self.auto_pad = auto_pad
-        self.pads = _ints(attrs, "pads", op, 2 * nd, 0, 0 if op == "Conv" else None)
+        self.pads = int_list(attrs, "pads", op, 2 * nd, 0, 0 if op == "Conv" else None)
         group = attrs.get("group", 1)
         if not isinstance(group, (int, np.integer)) or isinstance(group, bool) or group < 1:
             raise ModelInvalidError(f"attribute group must be an int >= 1, got {group!r}", op=op)
@@ -142,7 +126,7 @@ class _ConvAttrs:
         self.output_padding = [0] * nd
         self.output_shape = None
         if op == "ConvTranspose":
-            self.output_padding = _ints(attrs, "output_padding", op, nd, 0, 0)
+            self.output_padding = int_list(attrs, "output_padding", op, nd, 0, 0)
             os_ = attrs.get("output_shape")
             if os_ is not None:
                 os_ = [int(v) for v in os_]

@@ -18,6 +18,7 @@ from ....errors import ModelInvalidError
 from ...._native.pool_kernels import avg_pool, max_pool, max_pool_indices
 from ..parallel import current_threads, parallel_for
 from . import kernel
+from .attributes import int_list
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 _MAX_DTYPES = (np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64)
@@ -30,22 +31,6 @@ _PARALLEL_MIN_ELEMENTS = 1 << 19
 
 #: False makes the native loops skip their shape-specialised variants (tests compare both).
 _SPECIALISE = True
-
-
-def _int_list(attrs, name, op, length, default, minimum):
-    """Attribute ``name`` as a list of ``length`` ints >= ``minimum`` (or ``default``)."""
-    value = attrs.get(name)
-    if value is None:
-        return [default] * length
-    try:
-        value = [int(v) for v in value]
-    except (TypeError, ValueError):
-        raise ModelInvalidError(f"attribute {name} must be a list of ints, got {value!r}", op=op) from None
-    if len(value) != length:
-        raise ModelInvalidError(f"attribute {name} must have {length} values, got {value}", op=op)
-    if any(v < minimum for v in value):
-        raise ModelInvalidError(f"attribute {name} values must be >= {minimum}, got {value}", op=op)
-    return value
 
 
 def _check_flag(attrs, name, op):
@@ -72,10 +57,10 @@ def _prepare_pool(op):
         if auto_pad != "NOTSET" and any(attrs.get("pads") or []):
             raise ModelInvalidError(f"attributes pads and auto_pad={auto_pad} cannot be used together", op=op)
         new = dict(attrs)
-        new["kernel_shape"] = _int_list(attrs, "kernel_shape", op, nd, 1, 1)
-        new["strides"] = _int_list(attrs, "strides", op, nd, 1, 1)
-        new["dilations"] = _int_list(attrs, "dilations", op, nd, 1, 1)
-        new["pads"] = _int_list(attrs, "pads", op, 2 * nd, 0, 0)
+        new["kernel_shape"] = int_list(attrs, "kernel_shape", op, nd, 1, 1)
+        new["strides"] = int_list(attrs, "strides", op, nd, 1, 1)
+        new["dilations"] = int_list(attrs, "dilations", op, nd, 1, 1)
+        new["pads"] = int_list(attrs, "pads", op, 2 * nd, 0, 0)
         new["auto_pad"] = auto_pad
         _check_flag(attrs, "ceil_mode", op)
         if op == "MaxPool":
