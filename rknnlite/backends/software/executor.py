@@ -65,7 +65,7 @@ class CustomOpKernel:
         op = self.op
 
         def run(inputs, attrs, out=None):
-            results = op.compute(node, [x for x in inputs])
+            results = op.compute(node, list(inputs))
             return [np.asarray(r) for r in results]
 
         return KernelSpec(op.op_type, run, out=False, prepare=None, data_dependent=True)
