@@ -19,12 +19,16 @@
 6. :func:`fuse_residual_add` - ``Add`` / ``Sum`` of a ``Conv`` output (read by nothing
    else) and another tensor of the same static shape becomes one Conv with that tensor
    as a 4th, residual input (``attrs["_residual"]``), added before any activation.
-   It runs right before 7, so ``Conv -> Add -> Relu`` ends as one Conv.
-7. :func:`fuse_activations` - ``Conv`` followed by an activation the conv kernel can
+   It runs right before 8, so ``Conv -> Add -> Relu`` ends as one Conv.
+7. :func:`fuse_channel_affine` - an inference ``BatchNormalization`` or a chain of
+   per-channel ``Mul`` / ``Add`` / ``Sub`` / ``Div`` by constants that no Conv can absorb
+   (e.g. after a ``Concat``), with an optional Relu / Clip / LeakyRelu, becomes one
+   ``ChannelAffine`` node: one pass over the tensor instead of several.
+8. :func:`fuse_activations` - ``Conv`` followed by an activation the conv kernel can
    apply itself becomes one Conv with ``attrs["_activation"]`` (only when the conv
    kernel declares support; see the function).  It runs after 3-5, so
    ``Conv -> Mul -> Add -> Relu`` ends as one Conv with a fused Relu.
-8. :func:`remove_dead_nodes` - nodes and constants no graph output depends on are dropped.
+9. :func:`remove_dead_nodes` - nodes and constants no graph output depends on are dropped.
 
 Finally graph outputs that became constants are re-emitted through an ``Identity``
 node, so every output is produced by a node.
@@ -52,6 +56,7 @@ __all__ = [
     "fold_conv_affine",
     "fold_dense_bias",
     "fuse_residual_add",
+    "fuse_channel_affine",
     "fuse_activations",
     "remove_dead_nodes",
     "finalize_outputs",
@@ -88,6 +93,7 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     # after the folds above, so that a Conv they extended can take its residual and activation too
     if residual_fusion:
         counts["residual add fusion"] = fuse_residual_add(g, shapes)
+    counts["channel affine fusion"] = fuse_channel_affine(g, shapes)
     if activation_fusion:
         counts["activation fusion"] = fuse_activations(g)
     counts["dead node removal"] = remove_dead_nodes(g)
@@ -660,6 +666,180 @@ def _same_static_shape(a: Optional[Sequence[int]], b: Optional[Sequence[int]]) -
         return False
     a, b = list(a), list(b)
     return a == b and all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in a)
+
+
+# -- 6b. per-channel affine chains (not after a Conv) into ChannelAffine ---------------------
+
+#: Activations :func:`fuse_channel_affine` folds into the ChannelAffine it creates.
+_CHANNEL_AFFINE_ACTIVATIONS = ("Relu", "Clip", "LeakyRelu")
+
+
+def fuse_channel_affine(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
+    """Replace per-channel affine chains that no Conv absorbs by one internal
+    ``ChannelAffine`` node (``y = act(x * scale[c] + shift[c])``, one memory pass);
+    returns the number of nodes removed.
+
+    A chain starts at a node reading a 4-D tensor ``x`` whose channel count is known,
+    from a fully static shape in ``shapes`` or propagated from one through simple
+    rank- and channel-preserving ops (see :func:`_ranks_and_channels`; tensors of
+    unknown rank are skipped), and follows single readers, each mapping
+    its input ``v`` to ``v * a + c`` per channel, exactly as :func:`fold_conv_affine`
+    accepts: an inference ``BatchNormalization`` with constant float parameters, or
+    ``Mul`` / ``Add`` / ``Sub`` / ``Div`` by a finite float constant that broadcasts per
+    channel (scalar, ``(C, 1, 1)``, ``(1, C, 1, 1)``...).  An activation the Conv kernel
+    could fuse (``Relu``, ``Clip`` with constant bounds, ``LeakyRelu``; see
+    :func:`fuse_activations`) may end it.  Float constants imply a float tensor (ONNX
+    types both operands alike), so integer chains are never touched.
+
+    Conditions: every tensor inside the chain has one reader, is not a graph output and
+    not quantized; ``x`` is not the output of a Conv / ConvTranspose that
+    :func:`fold_conv_affine` could fold the chain into; the chain is a
+    ``BatchNormalization`` or at least two nodes (a lone ``Mul`` / ``Add`` gains nothing).
+    The composed scale and shift are computed in float64 and stored as float32
+    constants (a chain whose values are not finite in float32 is left alone).  The new
+    node takes the chain's first node's place and its last node's output name.
+    """
+    shapes = shapes or {}
+    consts = graph.constants
+    users = _consumers(graph)
+    producers = {o: n for n in graph.nodes for o in n.outputs if o}
+    outputs = set(graph.outputs)
+    quant = getattr(graph, "quant", None) or {}
+    names = {n.name for n in graph.nodes}
+    known = _ranks_and_channels(graph, shapes)
+    removed = 0
+    for first in list(graph.nodes):
+        if first not in graph.nodes or first.op not in ("BatchNormalization",) + _AFFINE_BINARY:
+            continue
+        if not first.inputs or len(first.outputs) != 1:
+            continue
+        x = _affine_data_input(first, consts)
+        if x is None or x in consts:
+            continue
+        layout = known.get(x)
+        if layout is None or layout[0] != 4:
+            continue
+        m = layout[1]
+        src = producers.get(x)
+        if src is not None and _conv_params(src, consts) is not None and x not in outputs \
+                and len(users.get(x, [])) == 1:
+            continue  # fold_conv_affine's job
+        s, t = np.ones(m), np.zeros(m)
+        chain: List[Node] = []
+        v = x
+        node = first
+        while True:
+            step = _affine_step(node, v, consts, users, outputs, m, 4)
+            if step is None:
+                break
+            a, c = step
+            s, t = s * a, t * a + c
+            chain.append(node)
+            v = node.outputs[0]
+            readers = users.get(v, [])
+            if v in outputs or v in quant or len(readers) != 1:
+                break
+            node = readers[0]
+        if not chain:
+            continue
+        extra: Dict[str, object] = {}
+        if v not in outputs and v not in quant and len(users.get(v, [])) == 1:
+            act = users[v][0]
+            if act.op in _CHANNEL_AFFINE_ACTIVATIONS and len(act.outputs) == 1 and act.inputs \
+                    and act.inputs[0] == v:
+                fused = _fusable_activation_attrs(act, consts)
+                if fused is not None:
+                    extra = fused
+                    chain.append(act)
+        if len(chain) < 2 and chain[0].op != "BatchNormalization":
+            continue
+        with np.errstate(over="ignore", invalid="ignore"):
+            scale, shift = s.astype(np.float32), t.astype(np.float32)
+        if not (np.all(np.isfinite(scale)) and np.all(np.isfinite(shift))):
+            continue
+        name = _unique(names, f"{first.name}/channel_affine")
+        names.add(name)
+        s_name = _unique(consts, f"{name}/scale")
+        consts[s_name] = scale
+        t_name = _unique(consts, f"{name}/shift")
+        consts[t_name] = shift
+        attrs: Dict[str, object] = dict(extra)
+        if "_opset" in first.attrs:
+            attrs["_opset"] = first.attrs["_opset"]
+        attrs["_num_outputs"] = 1
+        fused_node = Node("ChannelAffine", name, [x, s_name, t_name], [chain[-1].outputs[0]], attrs)
+        graph.nodes[graph.nodes.index(first)] = fused_node
+        for n in chain[1:]:
+            graph.nodes.remove(n)
+        producers[fused_node.outputs[0]] = fused_node
+        users[x] = [fused_node if n is first else n for n in users.get(x, [])]
+        removed += len(chain) - 1
+    return removed
+
+
+#: Ops whose first output has their first input's rank and channel count.
+_SAME_LAYOUT = frozenset(
+    "Relu LeakyRelu Clip Sigmoid Tanh HardSigmoid HardSwish Elu Selu Softplus Neg Abs Identity Dropout "
+    "MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool LRN InstanceNormalization "
+    "BatchNormalization ChannelAffine".split())
+
+
+def _ranks_and_channels(graph: Graph, shapes: Mapping[str, Sequence[int]]) -> Dict[str, Tuple[int, int]]:
+    """``(rank, channels)`` (axis-1 size) of tensors, from the static shapes in ``shapes``
+    and, where those are missing (shape inference gives up behind a shape it cannot
+    compute), propagated in node order through ops that keep the rank and set the
+    channel count simply: ``Conv`` (channels = weight rows), pooling, activations,
+    normalisations, ``Concat`` and ``Mul`` / ``Add`` / ``Sub`` / ``Div`` by a per-channel
+    constant of no higher rank.  Only ranks >= 2 with a known channel count are kept."""
+    consts = graph.constants
+    known: Dict[str, Tuple[int, int]] = {}
+    for name, shape in shapes.items():
+        if shape is not None and len(shape) >= 2 and _same_static_shape(shape, shape):
+            known[name] = (len(shape), int(shape[1]))
+    for node in graph.nodes:
+        if not node.outputs or not node.outputs[0] or node.outputs[0] in known or not node.inputs:
+            continue
+        got = None
+        first = known.get(node.inputs[0])
+        if node.op in _SAME_LAYOUT:
+            got = first
+        elif node.op == "Conv" and first is not None and len(node.inputs) > 1:
+            w = consts.get(node.inputs[1])
+            if w is not None and w.ndim == first[0]:
+                got = (first[0], int(w.shape[0]))
+        elif node.op == "Concat" and node.inputs and all(known.get(i) for i in node.inputs):
+            parts = [known[i] for i in node.inputs]
+            rank = parts[0][0]
+            axis = node.attrs.get("axis", 1)
+            if all(p[0] == rank for p in parts) and isinstance(axis, int) and -rank <= axis < rank:
+                if axis % rank == 1:
+                    got = (rank, sum(p[1] for p in parts))
+                elif all(p[1] == parts[0][1] for p in parts):
+                    got = parts[0]
+        elif node.op in _AFFINE_BINARY and len(node.inputs) == 2:
+            v = _affine_data_input(node, consts)
+            if v is not None and known.get(v):
+                rank, m = known[v]
+                k = consts[node.inputs[1] if node.inputs[0] == v else node.inputs[0]]
+                if _per_channel(k, m, rank) is not None:
+                    got = known[v]
+        if got is not None:
+            known[node.outputs[0]] = got
+    return known
+
+
+def _affine_data_input(node: Node, consts) -> Optional[str]:
+    """The non-constant operand a BatchNormalization / affine binary op transforms, or None."""
+    if node.op == "BatchNormalization":
+        return node.inputs[0] or None
+    if len(node.inputs) != 2 or not all(node.inputs):
+        return None
+    a, b = node.inputs
+    if a in consts and b not in consts:
+        return b
+    if b in consts and a not in consts:
+        return a
+    return None
 
 
 # -- 7. activation fusion --------------------------------------------------------------------
