@@ -151,3 +151,34 @@ def kernel_params(ops) -> list:
             if unsupported_reason(case) is None:
                 params.extend(pytest.param(case, k, id=f"{case.name}[{k}]") for k in range(len(case.data_sets)))
     return params
+
+
+def readonly(x) -> np.ndarray:
+    """A read-only copy of ``x`` (kernels must never write into their inputs)."""
+    x = np.array(x)
+    x.setflags(write=False)
+    return x
+
+
+def run_node_checked(case, inputs, out=None, constant_inputs: bool = False) -> List[np.ndarray]:
+    """Run a single-node case's kernel directly on read-only inputs, with or without ``out``,
+    and assert the inputs are unchanged.  ``constant_inputs`` passes every input after the
+    first to ``prepare`` as a constant, as the executor does for initializers."""
+    from rknnlite.backends.software.ops import KERNELS
+    from rknnlite.toolkit.onnx_attrs import default_opset, node_attrs
+
+    g = case.model.graph
+    node = g.node[0]
+    env = {vi.name: readonly(as_runtime_input(x)) for vi, x in zip(g.input, inputs)}
+    spec = KERNELS[node.op_type]
+    args = [env[n] if n else None for n in node.input]
+    attrs = node_attrs(node, default_opset(case.model))
+    if spec.prepare is not None:
+        consts = [None] + list(args[1:]) if constant_inputs else [None] * len(args)
+        attrs = spec.prepare(attrs, consts)
+    before = [None if a is None else a.copy() for a in args]
+    result = spec.fn(args, attrs, out) if out is not None else spec.fn(args, attrs)
+    for a, b in zip(args, before):
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
+    return result

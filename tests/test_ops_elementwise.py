@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto
 
-from onnx_cases import as_array, assert_matches, kernel_params, run_with_kernels
+from onnx_cases import as_array, assert_matches, kernel_params, readonly, run_node_checked, run_with_kernels
 from rknnlite.backends.software.ops import KERNELS
 from rknnlite.backends.software.ops import elementwise as ew
 from rknnlite.errors import ModelInvalidError
@@ -28,12 +28,6 @@ def _case_data(case, k):
     return [as_array(x) for x in inputs], [as_array(x) for x in expected]
 
 
-def _readonly(x):
-    x = np.array(x)
-    x.setflags(write=False)
-    return x
-
-
 def test_every_op_registered_with_out():
     for op in OPS:
         assert op in KERNELS, op
@@ -47,32 +41,11 @@ def test_node_case(case, k):
     assert_matches(case, run_with_kernels(case, inputs), expected)
 
 
-def _run_node(case, inputs, out):
-    """Run a single-node case's kernel directly (read-only inputs), with or without ``out``."""
-    from onnx_cases import as_runtime_input
-    from rknnlite.toolkit.onnx_attrs import default_opset, node_attrs
-
-    g = case.model.graph
-    node = g.node[0]
-    env = {vi.name: _readonly(as_runtime_input(x)) for vi, x in zip(g.input, inputs)}
-    spec = KERNELS[node.op_type]
-    args = [env[n] if n else None for n in node.input]
-    attrs = node_attrs(node, default_opset(case.model))
-    if spec.prepare is not None:
-        attrs = spec.prepare(attrs, [None] * len(args))
-    before = [None if a is None else a.copy() for a in args]
-    result = spec.fn(args, attrs, out) if out is not None else spec.fn(args, attrs)
-    for a, b in zip(args, before):
-        if a is not None:
-            np.testing.assert_array_equal(a, b)
-    return result
-
-
 @pytest.mark.parametrize("case, k", PARAMS)
 def test_node_case_out_path(case, k):
     """Into preallocated (garbage-filled) outputs: identical values, and the same arrays returned."""
     inputs, _ = _case_data(case, k)
-    fresh = _run_node(case, inputs, None)
+    fresh = run_node_checked(case, inputs, None)
     out = []
     for r in fresh:
         buf = np.empty(r.shape, r.dtype)
@@ -83,7 +56,7 @@ def test_node_case_out_path(case, k):
         else:
             buf.fill(7)
         out.append(buf)
-    result = _run_node(case, inputs, out)
+    result = run_node_checked(case, inputs, out)
     assert len(result) == len(out)
     for r, o, f in zip(result, out, fresh):
         assert r is o
@@ -98,7 +71,7 @@ def run(op, *inputs, opset=13, out=None, **attrs):
     """Prepare (no constants) and run ``op`` on numpy inputs; returns the first output."""
     spec = KERNELS[op]
     attrs = dict(attrs, _opset=opset)
-    args = [None if x is None else _readonly(x) for x in inputs]
+    args = [None if x is None else readonly(x) for x in inputs]
     if spec.prepare is not None:
         attrs = spec.prepare(attrs, [None] * len(args))
     return spec.fn(args, attrs, out)[0]

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from onnx_cases import as_runtime_input, assert_matches, kernel_params, run_with_kernels
+from onnx_cases import assert_matches, kernel_params, readonly, run_node_checked, run_with_kernels
 from rknnlite.backends.software.ops import KERNELS
 from rknnlite.errors import ModelInvalidError
 
@@ -22,12 +22,6 @@ PARAMS = kernel_params(OPS)
 f32 = np.float32
 
 
-def _readonly(x):
-    x = np.array(x)
-    x.setflags(write=False)
-    return x
-
-
 def test_every_op_registered_with_out():
     for op in OPS:
         assert op in KERNELS and KERNELS[op].out and not KERNELS[op].data_dependent, op
@@ -39,39 +33,17 @@ def test_node_case(case, k):
     assert_matches(case, run_with_kernels(case, inputs), expected)
 
 
-def _run_node(case, inputs, out, constant_inputs=False):
-    """Run a single-node case's kernel on read-only inputs (optionally passing the
-    non-data inputs to ``prepare`` as constants, as the executor does for initializers)."""
-    from rknnlite.toolkit.onnx_attrs import default_opset, node_attrs
-
-    g = case.model.graph
-    node = g.node[0]
-    env = {vi.name: _readonly(as_runtime_input(x)) for vi, x in zip(g.input, inputs)}
-    spec = KERNELS[node.op_type]
-    args = [env[n] if n else None for n in node.input]
-    attrs = node_attrs(node, default_opset(case.model))
-    consts = [None] + list(args[1:]) if constant_inputs else [None] * len(args)
-    if spec.prepare is not None:
-        attrs = spec.prepare(attrs, consts)
-    before = [None if a is None else a.copy() for a in args]
-    result = spec.fn(args, attrs, out) if out is not None else spec.fn(args, attrs)
-    for a, b in zip(args, before):
-        if a is not None:
-            np.testing.assert_array_equal(a, b)
-    return result
-
-
 @pytest.mark.parametrize("case, k", PARAMS)
 def test_node_case_out_path(case, k):
     """Into preallocated garbage-filled outputs: identical values, the same arrays returned."""
     inputs, _ = case.data_sets[k]
-    fresh = _run_node(case, inputs, None)
+    fresh = run_node_checked(case, inputs, None)
     out = []
     for r in fresh:
         buf = np.empty(r.shape, r.dtype)
         buf.fill(True if buf.dtype.kind == "b" else 7)
         out.append(buf)
-    result = _run_node(case, inputs, out)
+    result = run_node_checked(case, inputs, out)
     for r, o, f in zip(result, out, fresh):
         assert r is o and r.dtype == f.dtype and r.shape == f.shape
         np.testing.assert_array_equal(r, f)
@@ -81,7 +53,7 @@ def test_node_case_out_path(case, k):
 def test_node_case_constant_axes(case, k):
     """With the axes input known at compile time (cached by prepare): same results."""
     inputs, expected = case.data_sets[k]
-    assert_matches(case, _run_node(case, inputs, None, constant_inputs=True), expected)
+    assert_matches(case, run_node_checked(case, inputs, None, constant_inputs=True), expected)
 
 
 # --------------------------------------------------------------------------- direct calls
@@ -90,7 +62,7 @@ def test_node_case_constant_axes(case, k):
 def run(op, *inputs, opset=18, out=None, consts=None, **attrs):
     spec = KERNELS[op]
     attrs = dict(attrs, _opset=opset)
-    args = [None if x is None else _readonly(x) for x in inputs]
+    args = [None if x is None else readonly(x) for x in inputs]
     if spec.prepare is not None:
         attrs = spec.prepare(attrs, consts if consts is not None else [None] * len(args))
     return spec.fn(args, attrs, out)[0]
