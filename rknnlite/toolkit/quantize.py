@@ -1,14 +1,15 @@
 """Post-training int8 quantization for the toolkit's ``build(do_quantization=True)``.
 
-The steps, as RKNN-Toolkit2's ``normal`` algorithm describes them:
+The steps:
 
-1. :func:`read_dataset` reads the calibration list: one sample per line, one path per
-   model input separated by spaces, paths relative to the current working directory
-   (the vendor's rule).  Samples are ``.npy`` arrays in the model's layout (NCHW for
-   4-D inputs), float32, *before* mean/std.
+1. :func:`~rknnlite.toolkit.dataset.read_dataset` reads the calibration list (images
+   or ``.npy`` arrays, one line per sample; see :mod:`rknnlite.toolkit.dataset`).
 2. :func:`calibrate` runs the optimised float32 graph over the samples (after the
-   configured mean/std, as the runtime applies it) and records the minimum and maximum
-   of every float activation: the graph inputs after normalisation and every node output.
+   configured mean/std, as the runtime applies it) and chooses a range for every float
+   activation - the graph inputs after normalisation and every node output - with the
+   configured algorithm: ``normal`` (min/max, one pass over the data), ``mmse`` or
+   ``kl_divergence`` (a second pass collecting histograms; see
+   :mod:`rknnlite.toolkit.calibration`).
 3. :func:`quantize_graph` turns those ranges into :class:`~rknnlite.model.spec.QuantParams`:
    activations asymmetric int8 per tensor (:func:`activation_params`), the constant
    weights of ``Conv`` / ``ConvTranspose`` / ``Gemm`` / ``MatMul`` symmetric int8 per
@@ -16,18 +17,21 @@ The steps, as RKNN-Toolkit2's ``normal`` algorithm describes them:
    (:func:`weight_params`).  Biases and other constants stay float.
 
 The software executor then stores every quantized tensor on its int8 grid (fake
-quantization), which is what the vendor's simulator does too.
+quantization), which is what the vendor's simulator does too; the parameters of the
+model's inputs and outputs are what ``TensorAttr.scale`` / ``TensorAttr.zp`` report.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+import sys
+from typing import Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..model.graph import Graph
-from ..model.spec import QuantParams, TensorSpec, numpy_dtype
+from ..model.spec import QuantParams
+from .calibration import ALGORITHMS, QMAX, HistogramObserver, MinMaxObserver, affine_params
+from .dataset import DatasetError, read_dataset
 
 __all__ = [
     "DatasetError",
@@ -45,8 +49,8 @@ __all__ = [
 
 #: ``config(quantized_dtype=...)`` values this toolkit builds (both mean asymmetric int8).
 QUANTIZED_DTYPES = ("asymmetric_quantized-8", "w8a8")
-#: ``config(quantized_algorithm=...)`` values this toolkit builds.
-QUANTIZED_ALGORITHMS = ("normal",)
+#: ``config(quantized_algorithm=...)`` values this toolkit builds (see :mod:`.calibration`).
+QUANTIZED_ALGORITHMS = ALGORITHMS
 #: ``config(quantized_method=...)`` values this toolkit builds.
 QUANTIZED_METHODS = ("channel", "layer")
 
@@ -56,74 +60,6 @@ FLOAT_OUTPUT_OPS = ("Softmax", "LogSoftmax")
 
 #: Ops whose constant input 1 is a weight quantized per output channel.
 WEIGHT_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
-
-_IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
-_QMIN, _QMAX = -128, 127
-
-
-class DatasetError(ValueError):
-    """A calibration dataset problem; the message names the file and, where it applies, the line."""
-
-
-# -- dataset -----------------------------------------------------------------------------------
-
-
-def read_dataset(path, input_specs: Sequence[TensorSpec]) -> List[List[np.ndarray]]:
-    """Read a calibration dataset file: returns one list of arrays (one per input) per sample.
-
-    ``path`` and the paths inside it are resolved against the current working directory.
-    Blank lines are skipped.  Each array is loaded from a ``.npy`` file, checked
-    against the input's shape (``-1`` dims match anything; a sample without the batch
-    dim of a batch-1 input gets it added) and converted to the input's dtype (new
-    arrays; the files are not kept open).  Raises :class:`DatasetError` naming the
-    file and line for a missing or unreadable file, an empty dataset, a line with the
-    wrong number of paths, an image file (not supported yet) or a shape mismatch.
-    """
-    if path is None:
-        raise DatasetError("no dataset given; quantization needs a calibration dataset file "
-                           "(build(do_quantization=True, dataset='dataset.txt'))")
-    name = os.fspath(path)
-    try:
-        with open(name, "r", encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise DatasetError(f"cannot read dataset {name!r}: {e}") from None
-    n = len(input_specs)
-    samples = []
-    for lineno, line in enumerate(lines, 1):
-        paths = line.split()
-        if not paths:
-            continue
-        where = f"dataset {name!r} line {lineno}"
-        if len(paths) != n:
-            raise DatasetError(f"{where}: {len(paths)} path(s) for {n} model input(s); give one path per "
-                               f"input separated by spaces")
-        samples.append([_load_sample(p, spec, i, where) for i, (p, spec) in enumerate(zip(paths, input_specs))])
-    if not samples:
-        raise DatasetError(f"dataset {name!r} is empty: it needs at least one line with one path per input")
-    return samples
-
-
-def _load_sample(path: str, spec: TensorSpec, index: int, where: str) -> np.ndarray:
-    ext = os.path.splitext(path)[1].lower()
-    if ext in _IMAGE_EXTS:
-        raise DatasetError(f"{where}: {path!r}: image files are not supported yet as calibration data; "
-                           f"save the input as a .npy array (NCHW float32, before mean/std)")
-    if ext != ".npy":
-        raise DatasetError(f"{where}: {path!r}: only .npy files are supported as calibration data")
-    try:
-        a = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise DatasetError(f"{where}: cannot read {path!r}: {e}") from None
-    if not isinstance(a, np.ndarray) or a.dtype.kind not in "biuf":
-        raise DatasetError(f"{where}: {path!r} does not hold a numeric array")
-    shape = tuple(spec.shape)
-    if len(shape) == a.ndim + 1 and shape[0] in (1, -1):
-        a = a[np.newaxis]
-    if a.ndim != len(shape) or any(d >= 0 and d != s for d, s in zip(shape, a.shape)):
-        raise DatasetError(f"{where}: {path!r} has shape {list(a.shape)}, input {index} ({spec.name!r}) "
-                           f"needs {list(shape)}")
-    return np.array(a, dtype=numpy_dtype(spec.dtype))
 
 
 # -- calibration -------------------------------------------------------------------------------
@@ -141,12 +77,38 @@ def normalise(x: np.ndarray, mean: Optional[Sequence[float]], std: Optional[Sequ
 
 
 def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
-              preprocess: Optional[Sequence[Optional[Tuple[Sequence[float], Sequence[float]]]]] = None
-              ) -> Dict[str, Tuple[float, float]]:
-    """Run ``graph`` in float32 over ``samples`` and return ``{tensor: (min, max)}`` for every
+              preprocess: Optional[Sequence[Optional[Tuple[Sequence[float], Sequence[float]]]]] = None,
+              algorithm: str = "normal", progress: bool = False,
+              custom_ops: Sequence[object] = ()) -> Dict[str, Tuple[float, float]]:
+    """Run ``graph`` in float32 over ``samples`` and return ``{tensor: (lo, hi)}``, the
+    range chosen by ``algorithm`` (see :mod:`rknnlite.toolkit.calibration`) for every
     float graph input (after ``preprocess``: per input ``(mean, std)`` or None) and every
-    float node output.  Tensors holding NaN or infinities are left out.  ``graph`` is not
-    changed."""
+    float node output.  ``normal`` gives the min/max; ``mmse`` and ``kl_divergence``
+    run the samples a second time.  Tensors holding NaN or infinities are left out.
+    ``progress`` shows a tqdm bar per pass on stderr (when it is a terminal and tqdm is
+    installed).  ``custom_ops``: the registered custom operator objects the graph's
+    custom nodes run with (``RKNN.reg_custom_op``).
+    ``graph`` and the samples are not changed."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"quantized_algorithm {algorithm!r} is not one of {ALGORITHMS}")
+    if algorithm != "normal" and not isinstance(samples, Sequence):
+        samples = list(samples)  # two passes
+    passes = 1 if algorithm == "normal" else 2
+    first = MinMaxObserver()
+    _run_pass(graph, samples, preprocess, first.add, _bar(progress, 1, passes), custom_ops)
+    ranges = first.ranges()
+    if algorithm == "normal":
+        return ranges
+    second = HistogramObserver(ranges, algorithm)
+    _run_pass(graph, samples, preprocess, second.add, _bar(progress, 2, passes), custom_ops)
+    return second.ranges()
+
+
+def _run_pass(graph: Graph, samples: Iterable[Sequence[np.ndarray]], preprocess,
+              observe: Callable[[str, np.ndarray], None],
+              wrap: Callable[[Iterable], Iterable], custom_ops: Sequence[object] = ()) -> None:
+    """Run every sample through ``graph`` (float32) and hand each float graph input (after
+    its mean/std) and node output to ``observe(name, value)``."""
     from ..backends.software.executor import Executor
 
     produced = []
@@ -158,29 +120,42 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
                 produced.append(name)
     watched = list(graph.inputs) + produced
     probe = Graph(graph.nodes, list(graph.inputs), produced, graph.constants)
-    state = Executor(probe, "float32").new_state()
-    lo: Dict[str, float] = {}
-    hi: Dict[str, float] = {}
-    bad = set()
+    state = Executor(probe, "float32", custom_ops).new_state()
     try:
-        for sample in samples:
+        for sample in wrap(samples):
             feeds = []
             for i, x in enumerate(sample):
                 p = preprocess[i] if preprocess and i < len(preprocess) else None
                 feeds.append(normalise(x, *p) if p is not None and x.dtype.kind == "f" else x)
             outs = state.run(feeds)
             for name, value in zip(watched, feeds + outs):
-                if value.dtype.kind != "f" or value.size == 0 or name in bad:
-                    continue
-                vmin, vmax = float(np.min(value)), float(np.max(value))
-                if not (np.isfinite(vmin) and np.isfinite(vmax)):
-                    bad.add(name)
-                    continue
-                lo[name] = min(lo.get(name, vmin), vmin)
-                hi[name] = max(hi.get(name, vmax), vmax)
+                if value.dtype.kind == "f":
+                    observe(name, value)
     finally:
         state.close()
-    return {name: (lo[name], hi[name]) for name in watched if name in lo and name not in bad}
+
+
+def _bar(enabled: bool, index: int, passes: int) -> Callable[[Iterable], Iterable]:
+    """A wrapper showing a tqdm progress bar (stderr, vendor-style ``I Quantizating``
+    label) over the samples of one pass; the identity when disabled, when stderr is not
+    a terminal or when tqdm is missing."""
+    if not enabled or not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()):
+        return _identity
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _identity
+    desc = "I Quantizating" if passes == 1 else f"I Quantizating {index}/{passes}"
+
+    def wrap(samples: Iterable) -> Iterator:
+        total = len(samples) if isinstance(samples, Sequence) else None
+        return iter(tqdm(samples, desc=desc, total=total, file=sys.stderr, leave=True, unit="sample"))
+
+    return wrap
+
+
+def _identity(samples: Iterable) -> Iterable:
+    return samples
 
 
 # -- parameters --------------------------------------------------------------------------------
@@ -189,13 +164,10 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
 def activation_params(vmin: float, vmax: float) -> QuantParams:
     """Asymmetric int8 per tensor for values in ``[vmin, vmax]``: the range is widened to
     contain 0, ``scale = (max - min) / 255`` and ``zero_point = round(-128 - min / scale)``
-    clipped to int8.  An all-zero range gets scale 1."""
-    lo, hi = min(float(vmin), 0.0), max(float(vmax), 0.0)
-    scale = (hi - lo) / (_QMAX - _QMIN)
-    if not scale > 0:
-        return QuantParams("int8", (1.0,), (0,))
-    zp = int(np.clip(np.round(_QMIN - lo / scale), _QMIN, _QMAX))
-    return QuantParams("int8", (scale,), (zp,))
+    clipped to int8 (:func:`~rknnlite.toolkit.calibration.affine_params`).  An all-zero
+    range gets scale 1."""
+    scale, zp = affine_params(vmin, vmax)
+    return QuantParams("int8", (float(scale),), (int(zp),))
 
 
 def weight_params(w: np.ndarray, axis: Optional[int]) -> QuantParams:
@@ -207,7 +179,7 @@ def weight_params(w: np.ndarray, axis: Optional[int]) -> QuantParams:
         peaks = np.array([a.max() if a.size else 0.0])
     else:
         peaks = np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1).max(axis=1)
-    scales = tuple(float(p / _QMAX) if p > 0 else 1.0 for p in peaks)
+    scales = tuple(float(p / QMAX) if p > 0 else 1.0 for p in peaks)
     return QuantParams("int8", scales, (0,) * len(scales), axis)
 
 

@@ -1,0 +1,313 @@
+"""Activation range calibration: the ``normal``, ``mmse`` and ``kl_divergence`` algorithms
+of ``config(quantized_algorithm=...)``.
+
+Every algorithm turns the float values an activation takes over the calibration data
+into a range ``[lo, hi]`` (containing 0) from which :func:`affine_params` derives the
+asymmetric int8 ``scale`` and ``zero_point`` (``scale = (hi - lo) / 255``,
+``zero_point = round(-128 - lo / scale)``).
+
+* ``normal``: the observed minimum and maximum (:class:`MinMaxObserver`, one pass).
+* ``mmse`` (:func:`mmse_range`): a second pass accumulates a histogram of each
+  activation (:data:`MMSE_BINS` equal bins over its ``normal`` range).  The clipping
+  range is then searched by brute force for the smallest squared error of
+  quantize-dequantize over the histogram (each bin's count times the error at its
+  centre): candidate ends are the ``normal`` ends times the fractions
+  ``2 ** (-k / 16)``, ``k = 0 .. 64`` (1 down to 1/16); the upper and lower ends are
+  optimised in turn (coordinate descent, two rounds; a one-sided tensor such as a Relu
+  output only moves its nonzero end), then each end is refined with the fractions
+  ``2 ** (j / 128)``, ``j = -8 .. 8``, around its best value (never beyond the
+  ``normal`` range).  The 1/16 floor keeps every candidate's quantization step at
+  least ~2 histogram bins wide, where bin-centre errors are a good estimate.
+* ``kl_divergence`` (:func:`kl_range`): a second pass accumulates a histogram of
+  ``|x|`` (:data:`KL_BINS` equal bins over ``[0, max(-lo, hi)]``).  For every candidate
+  threshold ``T`` at a bin edge ``i`` the reference distribution ``P`` is the histogram
+  up to ``T`` with everything beyond folded into its last bin (exact zeros are left
+  out of the histogram: 0 is on every candidate's grid), and ``Q`` is ``P`` as the
+  int8 grid sees it: the bins below ``T`` merged into as many groups as quantization
+  steps cover ``[0, T]`` (``255 * T / (min(hi, T) + min(-lo, T))``: 128 for a symmetric
+  tensor, 255 for a one-sided one), each group's count spread evenly over its
+  non-empty bins (a last group holding only the folded outliers gets a pseudo-count of
+  one observation, so thresholds in a gap before isolated outliers stay candidates).
+  The ``T`` with the smallest ``KL(P || Q)`` wins (thresholds below as many bins as
+  groups are not tried) and the range is ``[max(lo, -T), min(hi, T)]``.
+  All candidates are evaluated at once from cumulative sums (no Python loop per
+  threshold).  A tensor with fewer than :data:`KL_MIN_VALUES` nonzero values over the
+  whole dataset keeps its ``normal`` range.
+
+A tensor whose values are all equal keeps its ``normal`` range under every algorithm.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Mapping, Tuple
+
+import numpy as np
+
+__all__ = [
+    "ALGORITHMS",
+    "MMSE_BINS",
+    "KL_BINS",
+    "KL_MIN_VALUES",
+    "QMIN",
+    "QMAX",
+    "affine_params",
+    "quantize_dequantize",
+    "MinMaxObserver",
+    "HistogramObserver",
+    "histogram",
+    "mmse_range",
+    "kl_range",
+    "kl_curve",
+]
+
+#: ``config(quantized_algorithm=...)`` values implemented here.
+ALGORITHMS = ("normal", "mmse", "kl_divergence")
+#: Histogram bins of the ``mmse`` search (over the tensor's ``normal`` range).
+MMSE_BINS = 8192
+#: Histogram bins of ``|x|`` for ``kl_divergence``.
+KL_BINS = 2048
+#: ``kl_divergence`` keeps the min/max of a tensor with fewer nonzero values over the
+#: whole dataset (e.g. the logits of a classifier on a few samples): a histogram that
+#: sparse does not describe a distribution.
+KL_MIN_VALUES = KL_BINS
+QMIN, QMAX = -128, 127
+_LEVELS = QMAX - QMIN  # 255 steps
+
+_COARSE = 2.0 ** (-np.arange(65) / 16.0)  # 1 .. 1/16
+_FINE = 2.0 ** (np.arange(-8, 9) / 128.0)
+
+
+def affine_params(lo, hi) -> Tuple[np.ndarray, np.ndarray]:
+    """Asymmetric int8 ``(scale, zero_point)`` for ranges ``[lo, hi]`` (scalars or arrays;
+    float64 / int64 arrays returned).  Each range is widened to contain 0; an empty
+    range gets scale 1 and zero point 0."""
+    lo = np.minimum(np.asarray(lo, np.float64), 0.0)
+    hi = np.maximum(np.asarray(hi, np.float64), 0.0)
+    scale = (hi - lo) / _LEVELS
+    ok = scale > 0
+    safe = np.where(ok, scale, 1.0)
+    zp = np.clip(np.round(QMIN - lo / safe), QMIN, QMAX)
+    return safe, np.where(ok, zp, 0).astype(np.int64)
+
+
+def quantize_dequantize(x, lo, hi) -> np.ndarray:
+    """``x`` (any shape) quantized to int8 with the parameters of range ``[lo, hi]`` and
+    back to float64 (a new array): what the int8 model stores for a value."""
+    scale, zp = affine_params(lo, hi)
+    q = np.clip(np.round(np.asarray(x, np.float64) / scale) + zp, QMIN, QMAX)
+    return (q - zp) * scale
+
+
+class MinMaxObserver:
+    """Running minimum and maximum per tensor (the ``normal`` algorithm, and the first
+    pass of the others).  Tensors that ever hold NaN or an infinity are left out."""
+
+    def __init__(self):
+        self._lo: Dict[str, float] = {}
+        self._hi: Dict[str, float] = {}
+        self._bad = set()
+
+    def add(self, name: str, value: np.ndarray) -> None:
+        """Account for one float array (not kept)."""
+        if name in self._bad or value.size == 0:
+            return
+        vmin, vmax = float(np.min(value)), float(np.max(value))
+        if not (np.isfinite(vmin) and np.isfinite(vmax)):
+            self._bad.add(name)
+            return
+        self._lo[name] = min(self._lo.get(name, vmin), vmin)
+        self._hi[name] = max(self._hi.get(name, vmax), vmax)
+
+    def ranges(self) -> Dict[str, Tuple[float, float]]:
+        """``{tensor: (min, max)}`` in first-seen order (a new dict)."""
+        return {n: (self._lo[n], self._hi[n]) for n in self._lo if n not in self._bad}
+
+
+def histogram(values: np.ndarray, lo: float, hi: float, bins: int) -> np.ndarray:
+    """Counts (int64, ``bins`` long) of ``values`` in ``bins`` equal bins over ``[lo, hi]``;
+    values outside go to the end bins.  ``hi`` must be greater than ``lo``."""
+    x = np.asarray(values).reshape(-1)
+    factor = bins / (hi - lo)
+    # float32 arithmetic halves the memory traffic; float64 where float32 cannot hold the factor.
+    dtype = np.float32 if x.dtype == np.float32 and factor < 1e30 and abs(lo) < 1e30 else np.float64
+    idx = np.subtract(x, dtype(lo), dtype=dtype)
+    idx *= dtype(factor)
+    np.clip(idx, 0, bins - 1, out=idx)
+    return np.bincount(idx.astype(np.intp), minlength=bins)
+
+
+class HistogramObserver:
+    """Second calibration pass of ``mmse`` / ``kl_divergence``: one histogram per tensor
+    over the first pass's ``ranges`` (signed values for ``mmse``, ``|x|`` for
+    ``kl_divergence``); :meth:`ranges` applies the algorithm to each."""
+
+    def __init__(self, ranges: Mapping[str, Tuple[float, float]], algorithm: str):
+        if algorithm not in ("mmse", "kl_divergence"):
+            raise ValueError(f"no histogram algorithm {algorithm!r}; use 'mmse' or 'kl_divergence'")
+        self.algorithm = algorithm
+        self._ranges = dict(ranges)
+        self._hist: Dict[str, np.ndarray] = {}
+
+    def _span(self, name: str) -> Tuple[float, float]:
+        lo, hi = self._ranges[name]
+        if self.algorithm == "kl_divergence":
+            return 0.0, max(-min(lo, 0.0), hi, 0.0)
+        return min(lo, 0.0), max(hi, 0.0)
+
+    def add(self, name: str, value: np.ndarray) -> None:
+        """Account for one float array of a tensor the first pass ranged (others are ignored)."""
+        if name not in self._ranges or value.size == 0:
+            return
+        lo, hi = self._span(name)
+        if not hi > lo:
+            return
+        bins = KL_BINS if self.algorithm == "kl_divergence" else MMSE_BINS
+        if self.algorithm == "kl_divergence":
+            counts = histogram(np.abs(value), lo, hi, bins)
+            # Exact zeros (Relu outputs, padding) sit on every candidate's grid: they are
+            # no evidence for or against a threshold, and as a spike in the first bin
+            # they would push KL towards narrow ranges.
+            counts[0] -= value.size - np.count_nonzero(value)
+        else:
+            counts = histogram(value, lo, hi, bins)
+        if name in self._hist:
+            self._hist[name] += counts
+        else:
+            self._hist[name] = counts
+
+    def ranges(self) -> Dict[str, Tuple[float, float]]:
+        """``{tensor: (lo, hi)}`` chosen by the algorithm; the first pass's range where no
+        histogram was collected (a constant or empty tensor)."""
+        out = {}
+        for name, (lo, hi) in self._ranges.items():
+            counts = self._hist.get(name)
+            if counts is None or lo == hi:
+                out[name] = (lo, hi)
+            elif self.algorithm == "mmse":
+                out[name] = mmse_range(counts, min(lo, 0.0), max(hi, 0.0))
+            elif counts.sum() < KL_MIN_VALUES:
+                out[name] = (lo, hi)
+            else:
+                out[name] = kl_range(counts, lo, hi)
+        return out
+
+
+# -- mmse --------------------------------------------------------------------------------------
+
+
+def _qdq_sse(centres: np.ndarray, counts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Squared quantize-dequantize error of a histogram for each candidate range
+    (``lo``/``hi`` 1-D, same length): a vector of sums."""
+    scale, zp = affine_params(lo, hi)
+    scale, zp = scale[:, None], zp[:, None]
+    q = np.clip(np.round(centres[None, :] / scale) + zp, QMIN, QMAX)
+    err = (q - zp) * scale
+    err -= centres[None, :]
+    err *= err
+    return err @ counts
+
+
+def mmse_range(counts: np.ndarray, lo: float, hi: float) -> Tuple[float, float]:
+    """The clipping range inside ``[lo, hi]`` (``lo <= 0 <= hi``) with the smallest squared
+    quantize-dequantize error for the histogram ``counts`` (equal bins over
+    ``[lo, hi]``); see the module docstring for the search."""
+    counts = np.asarray(counts, np.float64)
+    lo, hi = float(lo), float(hi)
+    if not hi > lo or counts.sum() == 0:
+        return lo, hi
+    width = (hi - lo) / len(counts)
+    keep = counts > 0
+    centres = (lo + (np.nonzero(keep)[0] + 0.5) * width)
+    counts = counts[keep]
+    best_lo, best_hi = lo, hi
+
+    def pick(fractions, side):
+        nonlocal best_lo, best_hi
+        f = np.minimum(fractions, 1.0)
+        if side == "hi":
+            los, his = np.full(len(f), best_lo), hi * f
+        else:
+            los, his = lo * f, np.full(len(f), best_hi)
+        k = int(np.argmin(_qdq_sse(centres, counts, los, his)))
+        best_lo, best_hi = float(los[k]), float(his[k])
+
+    sides = [s for s, end in (("hi", hi), ("lo", lo)) if end != 0.0]
+    for _ in range(2):
+        for side in sides:
+            pick(_COARSE, side)
+    for side in sides:
+        current = best_hi / hi if side == "hi" else best_lo / lo
+        pick(current * _FINE, side)
+    return best_lo, best_hi
+
+
+# -- kl_divergence -----------------------------------------------------------------------------
+
+
+def kl_range(counts: np.ndarray, lo: float, hi: float) -> Tuple[float, float]:
+    """The range chosen by KL divergence for the histogram ``counts`` of ``|x|`` (equal
+    bins over ``[0, max(-lo, hi)]``) of a tensor whose values span ``[lo, hi]``: the
+    threshold ``T`` of :func:`kl_curve` with the smallest divergence gives
+    ``[max(lo, -T), min(hi, T)]`` (``[lo, hi]`` itself for an empty histogram)."""
+    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+    thresholds, kl = kl_curve(counts, lo, hi)
+    if len(thresholds) == 0:
+        return lo, hi
+    best = float(thresholds[int(np.argmin(kl))])
+    return max(lo, -best), min(hi, best)
+
+
+def kl_curve(counts: np.ndarray, lo: float, hi: float) -> Tuple[np.ndarray, np.ndarray]:
+    """``(thresholds, divergences)``: ``KL(P || Q)`` for every candidate threshold (bin
+    edge) of the ``|x|`` histogram ``counts``; see the module docstring.  Divergences
+    are finite: where ``Q`` would have no mass for ``P``'s folded outliers (a gap of empty
+    bins before them) it gets a pseudo-count of one observation.  Both arrays are empty
+    when the histogram is empty or the range is ``[0, 0]``."""
+    h = np.asarray(counts, np.float64)
+    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+    amax = max(-lo, hi)
+    n = len(h)
+    total = h.sum()
+    if not amax > 0 or total == 0:
+        return np.zeros(0), np.zeros(0)
+    width = amax / n
+    ch = np.concatenate([[0.0], np.cumsum(h)])
+    cn = np.concatenate([[0], np.cumsum(h > 0)])
+    hlogh = np.where(h > 0, h * np.log(np.where(h > 0, h, 1.0)), 0.0)
+    cl = np.concatenate([[0.0], np.cumsum(hlogh)])
+
+    i = np.arange(1, n + 1)  # candidate thresholds at bin edges: T = i * width
+    t = i * width
+    groups = np.rint(_LEVELS * t / (np.minimum(hi, t) + np.minimum(-lo, t))).astype(np.int64)
+    groups = np.maximum(groups, 1)
+    valid = i >= groups
+    i, t, groups = i[valid], t[valid], groups[valid]
+    if len(i) == 0:
+        return np.zeros(0), np.zeros(0)
+
+    # P: h[:i] with the outliers (beyond T) added to bin i-1.  Q: per group of bins, the
+    # group's count of h[:i] spread evenly over the group's bins where P > 0.  With S_g
+    # the group counts, N_g their non-empty bins and PS_g the P mass per group:
+    # KL = (sum P log P - sum_g PS_g log(S_g / N_g)) / total - log(total) + log(total - outliers).
+    outliers = total - ch[i]
+    last = h[i - 1] + outliers
+    p_log_p = cl[i - 1] + np.where(last > 0, last * np.log(np.where(last > 0, last, 1.0)), 0.0)
+
+    gmax = int(groups.max())
+    k = np.arange(gmax + 1)[None, :]
+    bounds = np.floor(np.minimum(k, groups[:, None]) * i[:, None] / groups[:, None]).astype(np.int64)
+    s = ch[bounds[:, 1:]] - ch[bounds[:, :-1]]
+    nz = (cn[bounds[:, 1:]] - cn[bounds[:, :-1]]).astype(np.float64)
+    is_last = np.arange(gmax)[None, :] == (groups - 1)[:, None]
+    nz += is_last * ((h[i - 1] == 0) & (outliers > 0))[:, None]
+    ps = s + is_last * outliers[:, None]
+    # A last group with no count below T but the folded outliers: Q gets a pseudo-count
+    # of one observation there (not an infinite divergence, which would forbid every
+    # threshold inside a gap between the bulk and isolated outliers).
+    s = np.where((ps > 0) & (s == 0), 1.0, s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_q = np.where(s > 0, np.log(np.where(s > 0, s, 1.0)) - np.log(np.where(nz > 0, nz, 1.0)), 0.0)
+        p_log_q = (ps * log_q).sum(axis=1)
+        q_total = s.sum(axis=1)
+        kl = (p_log_p - p_log_q) / total - np.log(total) + np.log(q_total)
+    return t, kl

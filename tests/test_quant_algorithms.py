@@ -1,0 +1,395 @@
+"""Quantization algorithms (``config(quantized_algorithm='normal'|'mmse'|'kl_divergence')``):
+the range search on synthetic distributions, the calibration passes and progress bars,
+the parameters the runtime reports, vendor models and the light resnet50 acceptance."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rknnlite.toolkit import calibration
+from rknnlite.toolkit.calibration import (HistogramObserver, MinMaxObserver, affine_params, kl_curve,
+                                          quantize_dequantize)
+from rknnlite.toolkit.quantize import activation_params
+
+RNG = np.random.default_rng(11)
+
+
+def choose(values: np.ndarray, algorithm: str):
+    """The range ``algorithm`` picks for one tensor taking ``values`` (in chunks, as samples)."""
+    first = MinMaxObserver()
+    chunks = np.array_split(values, 4)
+    for c in chunks:
+        first.add("t", c)
+    if algorithm == "normal":
+        return first.ranges()["t"]
+    second = HistogramObserver(first.ranges(), algorithm)
+    for c in chunks:
+        second.add("t", c)
+    return second.ranges()["t"]
+
+
+def mse(x, rng) -> float:
+    return float(np.mean((quantize_dequantize(x, *rng) - x) ** 2))
+
+
+# -- synthetic distributions -------------------------------------------------------------------
+
+def test_mmse_clips_heavy_tails_and_lowers_the_error():
+    x = RNG.standard_t(3, 400_000).astype(np.float32)
+    normal, mmse = choose(x, "normal"), choose(x, "mmse")
+    assert mmse[0] > normal[0] * 0.9 and mmse[1] < normal[1] * 0.9  # both ends tighter than min/max
+    assert mse(x, mmse) < 0.8 * mse(x, normal)
+    # A local optimum of the true error, not only of the histogram's estimate.
+    for f_lo, f_hi in ((0.9, 1.0), (1.1, 1.0), (1.0, 0.9), (1.0, 1.1)):
+        other = (max(mmse[0] * f_lo, normal[0]), min(mmse[1] * f_hi, normal[1]))
+        assert mse(x, mmse) <= mse(x, other) * 1.01
+
+
+def test_mmse_matches_a_full_grid_search_on_its_histogram():
+    x = np.concatenate([RNG.laplace(1.0, 0.5, 100_000), RNG.uniform(-30, 5, 30)])
+    lo, hi = float(x.min()), float(x.max())
+    counts = calibration.histogram(x, lo, hi, calibration.MMSE_BINS)
+    got = calibration.mmse_range(counts, lo, hi)
+    width = (hi - lo) / len(counts)
+    centres = lo + (np.arange(len(counts)) + 0.5) * width
+
+    def sse(r):
+        return float(counts @ (quantize_dequantize(centres, *r) - centres) ** 2)
+
+    grid = 2.0 ** (-np.arange(0, 65) / 16)
+    best = min(sse((lo * a, hi * b)) for a in grid for b in grid)
+    assert sse(got) <= best * 1.001
+
+
+def test_kl_threshold_for_a_gaussian_with_outliers():
+    x = RNG.standard_normal(400_000)
+    x[:40] = 60.0
+    x[40:80] = -60.0
+    lo, hi = choose(x.astype(np.float32), "kl_divergence")
+    assert -8 < lo < -2.5 and 2.5 < hi < 8  # around the Gaussian's tail, far from the outliers
+    assert lo == pytest.approx(-hi)  # one symmetric threshold
+    normal = choose(x, "normal")
+    bulk = x[80:]
+    assert mse(bulk, (lo, hi)) < 0.1 * mse(bulk, normal)  # the bulk of the values gets finer steps
+
+
+def test_kl_keeps_one_sided_tensors_one_sided():
+    x = np.maximum(RNG.standard_normal(300_000), 0).astype(np.float32)  # a Relu output: half zeros
+    x[:20] = 40.0
+    lo, hi = choose(x, "kl_divergence")
+    assert lo == 0.0 and 2.5 < hi < 20
+    assert activation_params(lo, hi).zero_point == (-128,)
+
+
+@pytest.mark.parametrize("algorithm", ["mmse", "kl_divergence"])
+def test_uniform_distribution_keeps_about_the_full_range(algorithm):
+    x = RNG.uniform(-1.0, 3.0, 300_000).astype(np.float32)
+    normal = choose(x, "normal")
+    got = choose(x, algorithm)
+    assert got[0] == pytest.approx(normal[0], rel=0.01) and got[1] == pytest.approx(normal[1], rel=0.01)
+    assert mse(x, got) <= mse(x, normal) * 1.01
+
+
+@pytest.mark.parametrize("algorithm", ["normal", "mmse", "kl_divergence"])
+@pytest.mark.parametrize("value", [0.0, 5.0, -2.5])
+def test_constant_tensors_give_valid_parameters(algorithm, value):
+    x = np.full(1000, value, np.float32)
+    lo, hi = choose(x, algorithm)
+    q = activation_params(lo, hi)
+    assert q.scale[0] > 0 and np.isfinite(q.scale[0]) and -128 <= q.zero_point[0] <= 127
+    assert quantize_dequantize(x, lo, hi) == pytest.approx(x, abs=1e-6)  # the constant is exact
+
+
+def test_kl_curve_matches_the_definition():
+    """The vectorised divergences equal KL(P || Q) built bin by bin for every threshold."""
+    h = RNG.integers(0, 50, 600).astype(np.float64)
+    h[RNG.random(600) < 0.3] = 0
+    h[-40:] = 0
+    h[-3] = 7  # isolated outliers beyond a gap
+    lo, hi = -2.0, 6.0
+    t, kl = kl_curve(h, lo, hi)
+    width = max(-lo, hi) / len(h)
+    checked = pseudo = 0
+    for ti, got in zip(t, kl):
+        i = int(round(ti / width))
+        p = h[:i].copy()
+        p[-1] += h[i:].sum()
+        levels = int(np.rint(255 * ti / (min(hi, ti) + min(-lo, ti))))
+        q = np.zeros(i)
+        edges = [int(np.floor(g * i / levels)) for g in range(levels + 1)]
+        for a, b in zip(edges[:-1], edges[1:]):
+            nonzero = p[a:b] > 0
+            if nonzero.any():
+                mass = h[a:b].sum() or 1.0  # the pseudo-count of a group holding only the outliers
+                q[a:b][nonzero] = mass / nonzero.sum()
+                pseudo += h[a:b].sum() == 0
+        pn, qn = p / p.sum(), q / q.sum()
+        m = pn > 0
+        assert got == pytest.approx(float(np.sum(pn[m] * np.log(pn[m] / qn[m]))), rel=1e-9, abs=1e-12)
+        checked += 1
+    assert checked > 300 and pseudo > 0
+
+
+def test_affine_params_vectorised_like_the_scalar_formula():
+    lo = np.array([-1.0, 0.5, -3.0, 0.0])
+    hi = np.array([3.0, 2.0, -1.0, 0.0])
+    scale, zp = affine_params(lo, hi)
+    for a, b, s, z in zip(lo, hi, scale, zp):
+        q = activation_params(a, b)
+        assert q.scale[0] == s and q.zero_point[0] == z
+
+
+def test_unknown_histogram_algorithm():
+    with pytest.raises(ValueError, match="'mmse' or 'kl_divergence'"):
+        HistogramObserver({}, "normal")
+
+
+# -- through the toolkit -----------------------------------------------------------------------
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import rknnlite  # noqa: E402
+from rknnlite.model.graph import Graph, Node  # noqa: E402
+from rknnlite.model.portable import read_portable  # noqa: E402
+from rknnlite.toolkit import RKNN  # noqa: E402
+from rknnlite.toolkit.quantize import calibrate  # noqa: E402
+
+
+def cosine(a, b) -> float:
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def heavy_model():
+    """x -> MatMul -> y: the input and output are heavy-tailed when x is."""
+    w = (RNG.standard_normal((16, 8)) * 0.3).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "heavy",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256, 8])], [numpy_helper.from_array(w, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+
+
+HEAVY = heavy_model()
+
+
+def heavy_dataset(tmp_path, n=8) -> str:
+    lines = []
+    for k in range(n):
+        np.save(tmp_path / f"h{k}.npy", RNG.standard_t(3, (1, 256, 16)).astype(np.float32))
+        lines.append(f"h{k}.npy")
+    (tmp_path / "heavy.txt").write_text("\n".join(lines) + "\n")
+    return "heavy.txt"
+
+
+def test_algorithms_through_build_and_the_runtime_attrs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    dataset = heavy_dataset(tmp_path)
+    tables = {}
+    for algorithm in ("normal", "mmse", "kl_divergence"):
+        rknn = RKNN()
+        assert rknn.config(target_platform="rk3588", quantized_algorithm=algorithm) == 0
+        assert rknn.load_onnx(HEAVY) == 0
+        assert rknn.build(do_quantization=True, dataset=dataset) == 0
+        path = tmp_path / f"{algorithm}.rknn"
+        assert rknn.export_rknn(str(path)) == 0
+        rknn.release()
+        quant = read_portable(memoryview(path.read_bytes())).graph.quant
+        tables[algorithm] = quant
+        with rknnlite.Context(path.read_bytes()) as ctx:  # what the runtime reports is what was stored
+            assert (ctx.inputs[0].scale, ctx.inputs[0].zp) == pytest.approx((quant["x"].scale[0],
+                                                                              quant["x"].zero_point[0]))
+            assert (ctx.outputs[0].scale, ctx.outputs[0].zp) == pytest.approx((quant["y"].scale[0],
+                                                                                quant["y"].zero_point[0]))
+    for algorithm in ("mmse", "kl_divergence"):
+        # The heavy-tailed input is clipped; the output (a sum of 16 of them) is closer to normal.
+        assert tables[algorithm]["x"].scale[0] < 0.95 * tables["normal"]["x"].scale[0], algorithm
+        assert tables[algorithm]["y"].scale[0] <= tables["normal"]["y"].scale[0], algorithm
+        assert tables[algorithm]["w"] == tables["normal"]["w"]  # weights do not depend on the algorithm
+
+
+def test_unknown_algorithm_fails_the_quantized_build(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    dataset = heavy_dataset(tmp_path, 1)
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", quantized_algorithm="entropy") == 0  # a warning, as the vendor
+    assert rknn.load_onnx(HEAVY) == 0
+    assert rknn.build(do_quantization=True, dataset=dataset) == -1
+    assert "quantized_algorithm='entropy' is not supported yet by rknnlite (supported: normal, mmse, " \
+           "kl_divergence)" in caplog.records[-1].getMessage()
+    assert rknn.build(do_quantization=False) == 0
+    rknn.release()
+
+
+def relu_graph():
+    return Graph([Node("Relu", "relu", ["x"], ["y"])], ["x"], ["y"], {})
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("algorithm,bars", [("normal", ["I Quantizating:"]),
+                                            ("mmse", ["I Quantizating 1/2:", "I Quantizating 2/2:"])])
+def test_progress_bars_on_a_terminal_only(monkeypatch, algorithm, bars):
+    pytest.importorskip("tqdm")
+    samples = [[RNG.standard_normal((1, 5)).astype(np.float32)] for _ in range(3)]
+    tty = FakeTTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    ranges = calibrate(relu_graph(), samples, algorithm=algorithm, progress=True)
+    text = tty.getvalue()
+    for bar in bars:
+        assert bar in text and "3/3" in text
+    plain = io.StringIO()  # not a terminal: no bar
+    monkeypatch.setattr(sys, "stderr", plain)
+    assert calibrate(relu_graph(), samples, algorithm=algorithm, progress=True) == ranges
+    assert plain.getvalue() == ""
+    monkeypatch.setattr(sys, "stderr", tty)
+    tty.seek(0)
+    tty.truncate()
+    assert calibrate(relu_graph(), samples, algorithm=algorithm, progress=False) == ranges
+    assert tty.getvalue() == ""
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # tqdm missing: the same result, no bar
+    assert calibrate(relu_graph(), samples, algorithm=algorithm, progress=True) == ranges
+    assert tty.getvalue() == ""
+
+
+def test_verbose_build_shows_the_bar(tmp_path, monkeypatch):
+    pytest.importorskip("tqdm")
+    monkeypatch.chdir(tmp_path)
+    dataset = heavy_dataset(tmp_path, 2)
+    tty = FakeTTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    for verbose in (False, True):
+        rknn = RKNN(verbose=verbose)
+        assert rknn.config(target_platform="rk3588", quantized_algorithm="kl_divergence") == 0
+        assert rknn.load_onnx(HEAVY) == 0
+        assert rknn.build(do_quantization=True, dataset=dataset) == 0
+        rknn.release()
+        assert ("I Quantizating 2/2" in tty.getvalue()) == verbose
+
+
+def test_calibrate_accepts_a_one_shot_iterator():
+    samples = [[RNG.standard_normal((1, 5)).astype(np.float32)] for _ in range(3)]
+    assert calibrate(relu_graph(), iter(samples), algorithm="mmse") == calibrate(relu_graph(), samples,
+                                                                                 algorithm="mmse")
+
+
+# -- vendor models -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("algorithm", ["mmse", "kl_divergence"])
+@pytest.mark.parametrize("model", ["convnet", "add_mul"])
+def test_vendor_models_stay_close_to_float(vendor_fixtures, monkeypatch, model, algorithm):
+    monkeypatch.chdir(vendor_fixtures)
+    manifest = json.loads((vendor_fixtures / "manifest.json").read_text())
+    run = next(r for r in manifest["runs"] if r["model"] == model and r["variant"] == "i8")
+    rknn = RKNN()
+    try:
+        assert rknn.config(quantized_algorithm=algorithm, **run["config"]) == 0
+        assert rknn.load_onnx(str(vendor_fixtures / "onnx" / f"{model}.onnx")) == 0
+        assert rknn.build(do_quantization=True, dataset=run["build"]["dataset"]) == 0
+        assert rknn.init_runtime() == 0
+        io_dir = vendor_fixtures / "io"
+        n = 0
+        for case, outs in run["cases"].items():
+            inputs = [np.load(p) for p in sorted(io_dir.glob(f"{model}_{case}_in*.npy"))]
+            outputs = rknn.inference(inputs, data_format="nchw")
+            for k, got in enumerate(outputs):
+                ref = np.load(io_dir / f"{model}_{case}_onnx_out{k}.npy")
+                assert cosine(got, ref) >= 0.999, (case, k, cosine(got, ref))
+                n += 1
+        assert n >= 1
+    finally:
+        rknn.release()
+
+
+# -- light resnet50 ----------------------------------------------------------------------------
+
+RESNET = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
+IMAGENET_MEAN = [[123.675, 116.28, 103.53]]
+IMAGENET_STD = [[58.395, 57.12, 57.375]]
+#: Two deep feature maps (the light models' weights are constants, so their logits are
+#: uniform; these vary) and the logits.
+RESNET_OUTPUTS = ["r109", "r157"]
+
+
+def random_photo(rng) -> np.ndarray:
+    """A 224x224 RGB uint8 image: smooth random colour blobs plus pixel noise (every
+    calibration and test image comes from this same process)."""
+    from PIL import Image
+
+    coarse = rng.integers(0, 256, (7, 7, 3), dtype=np.uint8)
+    smooth = np.asarray(Image.fromarray(coarse, "RGB").resize((224, 224), Image.BILINEAR), np.float32)
+    return np.clip(smooth + rng.normal(0, 12, smooth.shape), 0, 255).astype(np.uint8)
+
+
+def resnet_build(dataset, algorithm=None):
+    m = onnx.load(str(RESNET))
+    rknn = RKNN()
+    kw = {"quantized_algorithm": algorithm} if algorithm else {}
+    assert rknn.config(mean_values=IMAGENET_MEAN, std_values=IMAGENET_STD, target_platform="rk3588",
+                       float_dtype="float32", **kw) == 0
+    assert rknn.load_onnx(str(RESNET), outputs=RESNET_OUTPUTS + [m.graph.output[0].name]) == 0
+    start = time.perf_counter()
+    assert rknn.build(do_quantization=dataset is not None, dataset=dataset) == 0
+    elapsed = time.perf_counter() - start
+    assert rknn.init_runtime() == 0
+    return rknn, elapsed
+
+
+@pytest.fixture(scope="module")
+def resnet_images(tmp_path_factory):
+    if not RESNET.exists():
+        pytest.skip("light_resnet50.onnx is not in this onnx package")
+    Image = pytest.importorskip("PIL.Image")
+    root = tmp_path_factory.mktemp("resnet_images")
+    rng = np.random.default_rng(2024)
+    lines = []
+    for k in range(20):
+        Image.fromarray(random_photo(rng), "RGB").save(root / f"img{k}.png")
+        lines.append(f"img{k}.png")
+    (root / "dataset.txt").write_text("\n".join(lines) + "\n")
+    held_out = [random_photo(rng) for _ in range(2)]
+    rknn, _ = resnet_build(None)
+    reference = [rknn.inference([img[np.newaxis].astype(np.float32)]) for img in held_out]  # NHWC raw pixels
+    rknn.release()
+    assert all(r is not None for r in reference)
+    return root, held_out, reference
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["normal", "mmse", "kl_divergence"])
+def test_light_resnet50_int8_with_each_algorithm(resnet_images, monkeypatch, record_property, algorithm):
+    root, held_out, reference = resnet_images
+    monkeypatch.chdir(root)
+    rknn, elapsed = resnet_build("dataset.txt", algorithm)
+    try:
+        for img, ref in zip(held_out, reference):
+            got = rknn.inference([img[np.newaxis].astype(np.float32)])
+            assert len(got) == len(ref) == 3
+            for k, (q, f) in enumerate(zip(got, ref)):
+                assert q.shape == f.shape
+                assert cosine(q, f) >= 0.99, (algorithm, k, cosine(q, f))
+            for q, f in zip(got[:2], ref[:2]):
+                assert not np.array_equal(q, f)  # the feature maps really went through int8
+    finally:
+        rknn.release()
+    record_property("build_seconds", round(elapsed, 2))  # reported, never asserted
+
+
+def test_kl_keeps_min_max_for_sparse_tensors():
+    x = RNG.standard_normal(calibration.KL_MIN_VALUES - 1)
+    x[0] = 30.0
+    assert choose(x, "kl_divergence") == choose(x, "normal")
+    more = np.concatenate([x, RNG.standard_normal(200)])
+    assert choose(more, "kl_divergence")[1] < 30.0
