@@ -902,7 +902,7 @@ def test_config_validation(toolkit_log):
     assert r.config(mean_values="abc") == -1
     assert r.config(mean_values=[[1, 2, 3]], std_values=[[1, 0, 1]]) == -1
     assert r.config(target_platform="rk3588", bogus_option=1) == -1
-    assert r.config(target_platform="rk3588", dynamic_input=[[[1, 3, 8, 8]]]) == -1
+    assert r.config(target_platform="rk3588", dynamic_input=[[[1, 3, 0, 8]]]) == -1
     assert "dynamic_input" in " ".join(errors(toolkit_log))
     toolkit_log.clear()
     for platform in ("rv1103", "RV1106B", "rk2118", "Rk3576"):
@@ -923,7 +923,7 @@ def test_build_refusals_and_board_targets(toolkit_log):
     r = RKNN()
     assert r.config(target_platform="rk3588") == 0 and r.load_onnx(data) == 0
     assert r.build(do_quantization=True, dataset="x.txt") == -1
-    assert r.build(rknn_batch_size=4) == -1
+    assert r.build(rknn_batch_size=0) == -1
     assert r.build() == 0
     assert r.init_runtime(target="rk3588") == -1
     assert "software backend" in errors(toolkit_log)[-1]

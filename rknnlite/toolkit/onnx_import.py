@@ -5,6 +5,11 @@ cuts it to the named inputs and outputs (as RKNN-Toolkit2's ``load_onnx`` does),
 fixes dynamic input dims from ``input_size_list``, and returns the graph with its
 initializers as constants and I/O descriptions for the model metadata.
 
+With ``dynamic_input`` shape sets (see :mod:`rknnlite.toolkit.shapes`) the symbolic
+dims that vary across the sets stay symbolic (``-1`` in the input specs and in
+:attr:`ImportedModel.shapes`), so one graph serves every set and no build step treats
+a varying dim as a constant; dims every set agrees on are fixed.
+
 What the runtime boundary looks like:
 
 * element types map to runtime dtype names (``FLOAT`` -> ``"float32"``, ``INT64`` ->
@@ -36,8 +41,9 @@ from ..errors import ModelInvalidError
 from ..model.graph import Graph, Node
 from ..model.spec import TensorSpec
 from .onnx_attrs import default_opset, node_attrs
+from .shapes import ShapeSets, check_sets_against_inputs, merge_shapes, validate_shape_sets
 
-__all__ = ["ImportedModel", "import_onnx", "ONNX_DTYPES", "UNSUPPORTED_ELEM_TYPES"]
+__all__ = ["ImportedModel", "import_onnx", "tensor_layout", "ONNX_DTYPES", "UNSUPPORTED_ELEM_TYPES"]
 
 _OP = "load_onnx"
 
@@ -78,6 +84,8 @@ class ImportedModel:
         shapes: static shapes known for tensors (ONNX shape inference plus the I/O specs);
             ``-1`` marks an unknown dim; tensors of unknown rank are absent.  The optimizer
             uses them to fold ``Shape``/``Size`` of statically shaped tensors.
+        dynamic_shapes: the ``dynamic_input`` shape sets (``sets[s][i]``: input ``i`` in
+            set ``s``), or ``()`` for a static import.
     """
 
     graph: Graph
@@ -85,10 +93,12 @@ class ImportedModel:
     output_specs: List[TensorSpec]
     opset: int
     shapes: Dict[str, Tuple[int, ...]] = field(default_factory=dict)
+    dynamic_shapes: ShapeSets = ()
 
 
 def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=None,
-                outputs: Optional[Sequence[str]] = None) -> ImportedModel:
+                outputs: Optional[Sequence[str]] = None, dynamic_input=None, custom_ops=None,
+                warn=None) -> ImportedModel:
     """Convert an ONNX model to the runtime's graph IR.
 
     Args:
@@ -101,11 +111,21 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
             and gives the shape of a cut-point input.  Dims the model fixes must agree.
         outputs: tensor names to use as outputs (default: the graph outputs); nodes
             that none of them needs are dropped.
+        dynamic_input: shape sets ``[[shape_in0, shape_in1, ...], ...]``: each set gives
+            one shape per input; the ranks and fixed dims must agree with the model.
+            Dims that vary across the sets stay symbolic (``-1``); tensor shapes the
+            file declares for inner tensors (``value_info``) are ignored, since they
+            may hold one particular size.  With ``input_size_list`` as well, its shapes
+            must be one of the sets.
+        custom_ops: ``{op_type: custom operator}`` (see :mod:`.custom_op`): nodes of these
+            types (any domain) are imported as they are, their output types and shapes
+            come from the operator's ``shape_infer``; ``warn(message)`` hears about a
+            ``shape_infer`` that fails here.
 
     Raises:
         ModelInvalidError: unreadable model, unsupported op or domain (naming the op,
             the node and the supported ops), an element type the runtime lacks, bad
-            ``inputs``/``outputs``/``input_size_list``.
+            ``inputs``/``outputs``/``input_size_list``/``dynamic_input``.
     """
     import onnx
 
@@ -125,6 +145,10 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
     if not out_names:
         raise ModelInvalidError("the model has no outputs", op=_OP)
     sizes = _size_list(input_size_list, in_names)
+    sets: ShapeSets = ()
+    if dynamic_input is not None:
+        sets = _dynamic_sizes(dynamic_input, in_names, declared, sizes)
+        sizes = merge_shapes(sets)
 
     # Nodes the outputs need, stopping at the chosen inputs.
     producers: Dict[str, int] = {}
@@ -153,12 +177,22 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
                     f"node {g.node[i].name or g.node[i].op_type!r} reads tensor {name!r}, which nothing produces",
                     op=_OP)
     nodes = [g.node[i] for i in sorted(needed)]
-    _check_ops(nodes)
+    custom = dict(custom_ops or {})
+    _check_ops([n for n in nodes if n.op_type not in custom])
+    if custom:
+        from .custom_op import check_custom_node
+
+        inits = {t.name: t for t in g.initializer}
+        for n in nodes:
+            if n.op_type in custom:
+                check_custom_node(n, custom[n.op_type], inits)
 
     # Types and shapes: declared ones, refined by ONNX shape inference on the cut model.
-    inferred = _infer(proto, onnx, nodes, in_names, sizes, declared, out_names)
+    # A dynamic import infers from the inputs alone: declared output shapes may hold one size.
+    infer_declared = {n: v if n in in_names else _shapeless(v) for n, v in declared.items()} if sets else declared
+    inferred = _infer(proto, onnx, nodes, in_names, sizes, infer_declared, out_names, (custom, opset, warn))
     names = list(declared) + [n for n in inferred if n not in declared]
-    types = {name: _merge(_value_type(declared[name]) if name in declared else None, inferred.get(name))
+    types = {name: _merge(_declared_type(declared, name, in_names if sets else None), inferred.get(name))
              for name in names}
 
     # Constants: the initializers used, then Constant nodes.
@@ -212,7 +246,7 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
         shapes[spec.name] = spec.shape
     for name, value in constants.items():
         shapes[name] = tuple(value.shape)
-    return ImportedModel(graph, input_specs, output_specs, opset, shapes)
+    return ImportedModel(graph, input_specs, output_specs, opset, shapes, sets)
 
 
 # -- loading ---------------------------------------------------------------------------------
@@ -266,6 +300,45 @@ def _size_list(input_size_list, in_names) -> List[Optional[Tuple[int, ...]]]:
                                     op=_OP)
         out.append(dims)
     return out
+
+
+def _dynamic_sizes(dynamic_input, in_names, declared, sizes) -> ShapeSets:
+    """The validated shape sets, checked against the declared inputs and ``input_size_list``."""
+    try:
+        sets = validate_shape_sets(dynamic_input)
+    except ValueError as e:
+        raise ModelInvalidError(str(e), op=_OP) from None
+    shapes = [_value_type(declared[n])[1] if n in declared else None for n in in_names]
+    check_sets_against_inputs(sets, in_names, shapes, op=_OP)
+    if any(s is not None for s in sizes):
+        given = tuple(tuple(s) if s is not None else None for s in sizes)
+        if not any(given == shape_set for shape_set in sets):
+            raise ModelInvalidError(
+                f"input_size_list {[list(s) for s in given]} is none of the dynamic_input sets "
+                f"{[[list(x) for x in st] for st in sets]}; leave input_size_list out (the sets give the shapes)",
+                op=_OP)
+    return sets
+
+
+def _declared_type(declared, name: str, keep_shapes_of: Optional[Sequence[str]]):
+    """The type the file declares for ``name``; with ``keep_shapes_of`` (dynamic imports)
+    only those tensors keep their declared shape: an inner or output tensor's declared
+    shape may be one particular size of a symbolic dim."""
+    if name not in declared:
+        return None
+    elem, shape = _value_type(declared[name])
+    if keep_shapes_of is not None and name not in keep_shapes_of:
+        shape = None
+    return elem, shape
+
+
+def _shapeless(vi):
+    """A tensor declaration without its shape (other kinds of values unchanged)."""
+    from onnx import helper
+
+    if vi.type.WhichOneof("value") != "tensor_type":
+        return vi
+    return helper.make_tensor_value_info(vi.name, vi.type.tensor_type.elem_type, None)
 
 
 def _needed_nodes(g, producers, stop: set, out_names) -> set:
@@ -352,14 +425,15 @@ def _merge(a, b):
     return elem, shape
 
 
-def _infer(proto, onnx, nodes, in_names, sizes, declared, out_names) -> Dict[str, Tuple]:
-    """Types and shapes by ONNX shape inference on the cut graph with the fixed input sizes."""
+def _infer(proto, onnx, nodes, in_names, sizes, declared, out_names, custom=None) -> Dict[str, Tuple]:
+    """Types and shapes by ONNX shape inference on the cut graph with the fixed input sizes
+    (``custom``: ``(custom ops, opset, warn)`` for :func:`.custom_op.infer_with_custom_ops`)."""
     from onnx import helper
 
     g = proto.graph
     pre = {}
     if any(n not in declared for n in in_names):
-        pre = _run_inference(proto, onnx)  # the types of cut-point inputs
+        pre = _run_inference(proto, onnx, custom)  # the types of cut-point inputs
     inputs = []
     for name, size in zip(in_names, sizes):
         vi = declared.get(name)
@@ -392,7 +466,7 @@ def _infer(proto, onnx, nodes, in_names, sizes, declared, out_names) -> Dict[str
     # The original value_info is left out: fixed sizes and cuts may contradict it.
     cut = helper.make_graph(nodes, g.name or "graph", inputs + weight_inputs, outputs, inits)
     model = helper.make_model(cut, opset_imports=list(proto.opset_import), ir_version=proto.ir_version)
-    result = _run_inference(model, onnx)
+    result = _run_inference(model, onnx, custom)
     for vi in inputs:
         result[vi.name] = _value_type(vi)
     for vi in weight_inputs:
@@ -400,11 +474,19 @@ def _infer(proto, onnx, nodes, in_names, sizes, declared, out_names) -> Dict[str
     return result
 
 
-def _run_inference(model, onnx) -> Dict[str, Tuple]:
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except Exception:  # inference is a help, not a requirement (e.g. models over 2 GB)
-        inferred = model
+def _run_inference(model, onnx, custom=None) -> Dict[str, Tuple]:
+    def infer(m):
+        try:
+            return onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
+        except Exception:  # inference is a help, not a requirement (e.g. models over 2 GB)
+            return m
+
+    if custom and custom[0]:
+        from .custom_op import infer_with_custom_ops
+
+        inferred = infer_with_custom_ops(model, custom[0], infer, custom[1], custom[2])
+    else:
+        inferred = infer(model)
     out = {}
     g = inferred.graph
     for vi in list(g.value_info) + list(g.output) + list(g.input):
@@ -446,8 +528,13 @@ def _spec(name: str, t, size, what: str) -> TensorSpec:
     else:
         unknown_rank = False
     dtype = ONNX_DTYPES[elem]
-    layout = "NCHW" if len(shape) == 4 and dtype == "float32" and not unknown_rank else "UNDEFINED"
+    layout = tensor_layout(dtype, shape) if not unknown_rank else "UNDEFINED"
     return TensorSpec(name, tuple(shape), dtype, layout)
+
+
+def tensor_layout(dtype: str, shape: Sequence[int]) -> str:
+    """The layout of an imported I/O tensor: ``"NCHW"`` for 4-D float32, else ``"UNDEFINED"``."""
+    return "NCHW" if len(shape) == 4 and dtype == "float32" else "UNDEFINED"
 
 
 def _output_type(name, types, constants):

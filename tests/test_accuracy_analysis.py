@@ -1,0 +1,150 @@
+"""``RKNN.accuracy_analysis``: layer-by-layer comparison of a built model with its float reference."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import helper, numpy_helper  # noqa: E402
+
+from rknnlite.toolkit import RKNN  # noqa: E402
+from rknnlite.toolkit.accuracy import cosine, euclidean  # noqa: E402
+
+F = onnx.TensorProto.FLOAT
+RNG = np.random.default_rng(11)
+SAMPLES = RNG.random((4, 3, 8, 8)).astype(np.float32) * 255
+
+
+def small_model(path):
+    w1 = RNG.standard_normal((6, 3, 3, 3)).astype(np.float32) * 0.3
+    b1 = RNG.standard_normal(6).astype(np.float32) * 0.1
+    w2 = RNG.standard_normal((4, 6, 1, 1)).astype(np.float32) * 0.3
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p1", "w2"], ["c2"]),
+             helper.make_node("Sigmoid", ["c2"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", F, [1, 4, 4, 4])],
+                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+                           numpy_helper.from_array(w2, "w2")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return str(path)
+
+
+@pytest.fixture
+def int8_rknn(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for i, s in enumerate(SAMPLES):
+        np.save(tmp_path / f"s{i}.npy", s)
+    (tmp_path / "ds.txt").write_text("\n".join(f"s{i}.npy" for i in range(4)))
+    rk = RKNN()
+    assert rk.config(mean_values=[[128, 128, 128]], std_values=[[64, 64, 64]], target_platform="rk3588") == 0
+    assert rk.load_onnx(small_model(tmp_path / "m.onnx")) == 0
+    assert rk.build(do_quantization=True, dataset="ds.txt") == 0
+    return rk
+
+
+ROW = re.compile(r"^\[(\w+)\] (\S+)\s+([0-9.]+) \| (\S+)\s+([0-9.]+) \| (\S+)$")
+
+
+def parse_report(text):
+    rows = {}
+    for line in text.splitlines():
+        m = ROW.match(line)
+        if m:
+            rows[m.group(2)] = (m.group(1), float(m.group(3)), float(m.group(4)), float(m.group(5)),
+                                float(m.group(6)))
+    return rows
+
+
+def test_int8_model_report_and_files(int8_rknn, tmp_path, caplog):
+    out_dir = tmp_path / "snapshot"
+    with caplog.at_level(logging.INFO, logger="rknnlite.toolkit"):
+        assert int8_rknn.accuracy_analysis(["s1.npy"], output_dir=str(out_dir)) == 0
+    text = (out_dir / "error_analysis.txt").read_text()
+    assert "entire" in text and "single" in text and "cos" in text and "euc" in text
+    rows = parse_report(text)
+    # one row per tensor of the built graph (the Relu is fused into the first Conv)
+    assert list(rows) == ["x", "r1", "p1", "c2", "y"]
+    assert [r[0] for r in rows.values()] == ["Input", "Conv", "MaxPool", "Conv", "Sigmoid"]
+    for name, (op, cos_e, euc_e, cos_s, euc_s) in rows.items():
+        assert 0.99 <= cos_e <= 1.0 + 1e-9, (name, cos_e)
+        assert 0.99 <= cos_s <= 1.0 + 1e-9, (name, cos_s)
+        assert euc_e >= 0 and euc_s >= 0
+        golden = np.load(out_dir / "golden" / f"{name}.npy")
+        sim = np.load(out_dir / "simulator" / f"{name}.npy")
+        assert golden.shape == sim.shape
+        # the report's numbers are the files' numbers
+        assert abs(cosine(sim, golden) - cos_e) < 1e-5
+        assert abs(euclidean(sim, golden) - euc_e) <= 1e-3 * max(1.0, euc_e)
+    # int8 is not exact: some tensor shows an error
+    assert any(r[2] > 0 for r in rows.values())
+    # the golden output is the float model's output on the same sample
+    ref = RKNN()
+    ref.config(mean_values=[[128, 128, 128]], std_values=[[64, 64, 64]], target_platform="rk3588",
+               float_dtype="float32")
+    ref.load_onnx(str(tmp_path / "m.onnx"))
+    ref.build()
+    ref.init_runtime()
+    expected = ref.inference([SAMPLES[1][None]], data_format="nchw")[0]
+    np.testing.assert_allclose(np.load(out_dir / "golden" / "y.npy"), expected, rtol=1e-5, atol=1e-6)
+    assert "accuracy_analysis: output y: cos" in caplog.text
+
+
+def test_image_input_and_ref_outputs(int8_rknn, tmp_path):
+    pil = pytest.importorskip("PIL.Image")
+    pixels = (RNG.random((8, 8, 3)) * 255).astype(np.uint8)
+    pil.fromarray(pixels).save(tmp_path / "img.png")
+    np.save(tmp_path / "ref.npy", np.zeros((1, 4, 4, 4), np.float32))
+    assert int8_rknn.accuracy_analysis(["img.png"], ref_outputs=["ref.npy"], output_dir="snap2") == 0
+    text = (tmp_path / "snap2" / "error_analysis.txt").read_text()
+    assert "[Output] y" in text
+    golden_x = np.load(tmp_path / "snap2" / "golden" / "x.npy")
+    np.testing.assert_allclose(golden_x[0], (pixels.transpose(2, 0, 1).astype(np.float32) - 128) / 64, rtol=1e-6)
+
+
+def test_float16_model_is_nearly_exact(tmp_path):
+    rk = RKNN()
+    rk.config(target_platform="rk3588")
+    rk.load_onnx(small_model(tmp_path / "f.onnx"))
+    assert rk.build() == 0
+    np.save(tmp_path / "x.npy", SAMPLES[0])
+    assert rk.accuracy_analysis([str(tmp_path / "x.npy")], output_dir=str(tmp_path / "o")) == 0
+    rows = parse_report((tmp_path / "o" / "error_analysis.txt").read_text())
+    assert all(r[1] > 0.9999 and r[3] > 0.9999 for r in rows.values())
+
+
+def test_bad_inputs_return_minus_one(int8_rknn, tmp_path, caplog):
+    cases = [
+        (["missing.npy"], {}, "missing.npy"),
+        (["s0.npy", "s1.npy"], {}, "1 input"),
+        ([str(tmp_path / "ds.txt")], {}, "unsupported file type"),
+        ([42], {}, "path"),
+        (["s0.npy"], {"target": "rk3588"}, "target"),
+        (["s0.npy"], {"output_dir": str(tmp_path / "ds.txt" / "sub")}, "cannot read or write"),
+    ]
+    np.save(tmp_path / "wrong.npy", np.zeros((3, 4, 4), np.float32))
+    cases.append((["wrong.npy"], {}, "shape"))
+    for inputs, kwargs, words in cases:
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="rknnlite.toolkit"):
+            assert int8_rknn.accuracy_analysis(inputs, **kwargs) == -1, (inputs, kwargs)
+        assert words in caplog.text, (inputs, caplog.text)
+    assert int8_rknn.accuracy_analysis(["s0.npy"], output_dir=str(tmp_path / "ok")) == 0  # still usable
+    unbuilt = RKNN()
+    with caplog.at_level(logging.ERROR, logger="rknnlite.toolkit"):
+        assert unbuilt.accuracy_analysis(["s0.npy"]) == -1
+    assert "not built" in caplog.text
+
+
+def test_cosine_and_euclidean_edge_cases():
+    z = np.zeros(3)
+    assert cosine(z, z) == 1.0 and cosine(z, np.ones(3)) == 0.0
+    assert np.isnan(cosine(np.array([np.nan, 1.0]), np.ones(2)))
+    assert cosine(np.array([1.0, 2.0]), np.array([2.0, 4.0])) == pytest.approx(1.0)
+    assert euclidean(np.array([0.0, 3.0]), np.array([4.0, 0.0])) == pytest.approx(5.0)

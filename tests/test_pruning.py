@@ -1,0 +1,223 @@
+"""Lossless channel pruning: ``config(model_pruning=True)``."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import helper, numpy_helper  # noqa: E402
+
+import rknnlite  # noqa: E402
+from rknnlite.model.graph import Graph, Node  # noqa: E402
+from rknnlite.toolkit import RKNN  # noqa: E402
+from rknnlite.toolkit.prune import format_result, prune_channels  # noqa: E402
+
+F = onnx.TensorProto.FLOAT
+
+
+def sparse_model(path, zero=True):
+    """x(1,3,10,10) -> Conv A (3->8) -> Relu -> Conv B (8->6, pad 1) -> Relu -> MaxPool ->
+    Conv C (6->5) -> GlobalAveragePool -> Flatten -> Gemm D (5->7) -> Relu -> Gemm E (7->4).
+
+    With ``zero``: A's channels 1 and 4 are zero with zero bias, channel 6 zero with a
+    negative bias (Relu makes it 0), channel 3 zero with a positive bias (kept: it is the
+    constant 0.5, not nothing); B reads nothing from A's channel 7; B's channel 2 and D's
+    column 5 are zero with zero bias."""
+    rng = np.random.default_rng(3)
+    wa = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    ba = rng.standard_normal(8).astype(np.float32)
+    wb = rng.standard_normal((6, 8, 3, 3)).astype(np.float32)
+    bb = rng.standard_normal(6).astype(np.float32)
+    wc = rng.standard_normal((5, 6, 1, 1)).astype(np.float32)
+    wd = rng.standard_normal((5, 7)).astype(np.float32)
+    bd = rng.standard_normal(7).astype(np.float32)
+    we = rng.standard_normal((4, 7)).astype(np.float32)
+    if zero:
+        wa[[1, 3, 4, 6]] = 0
+        ba[[1, 4]] = 0
+        ba[6] = -0.25
+        ba[3] = 0.5
+        wb[:, 7] = 0
+        wb[2] = 0
+        bb[2] = 0
+        wd[:, 5] = 0
+        bd[5] = 0
+    inits = [numpy_helper.from_array(a, n) for a, n in
+             ((wa, "wa"), (ba, "ba"), (wb, "wb"), (bb, "bb"), (wc, "wc"), (wd, "wd"), (bd, "bd"), (we, "we"))]
+    nodes = [
+        helper.make_node("Conv", ["x", "wa", "ba"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a"], ["ar"]),
+        helper.make_node("Conv", ["ar", "wb", "bb"], ["b"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["b"], ["br"]),
+        helper.make_node("MaxPool", ["br"], ["bp"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["bp", "wc"], ["c"]),
+        helper.make_node("GlobalAveragePool", ["c"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "wd", "bd"], ["d"]),
+        helper.make_node("Relu", ["d"], ["dr"]),
+        helper.make_node("Gemm", ["dr", "we"], ["y"], transB=1),
+    ]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 3, 10, 10])],
+                          [helper.make_tensor_value_info("y", F, [1, 4])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return str(path)
+
+
+def build(path, pruning, float_dtype="float32"):
+    rk = RKNN()
+    assert rk.config(target_platform="rk3588", float_dtype=float_dtype, model_pruning=pruning) == 0
+    assert rk.load_onnx(path) == 0
+    assert rk.build() == 0
+    return rk
+
+
+def model_graph(rk, tmp_path, name):
+    path = tmp_path / name
+    assert rk.export_rknn(str(path)) == 0
+    return path, rknnlite.Context(str(path))
+
+
+X = np.random.default_rng(5).random((4, 1, 3, 10, 10)).astype(np.float32)
+
+
+def weight_shapes(path):
+    from rknnlite.model.loader import load_model
+
+    g = load_model(str(path)).model.graph
+    return {n.name: tuple(g.constants[n.inputs[1]].shape) for n in g.nodes if n.op in ("Conv", "Gemm")}, \
+        sum(v.size for v in g.constants.values())
+
+
+def test_pruned_model_gives_the_same_outputs_with_fewer_weights(tmp_path, caplog):
+    onnx_path = sparse_model(tmp_path / "sparse.onnx")
+    full_path, full = model_graph(build(onnx_path, False), tmp_path, "full.rknn")
+    with caplog.at_level(logging.INFO, logger="rknnlite.toolkit"):
+        pruned_rk = build(onnx_path, True)
+    pruned_path, pruned = model_graph(pruned_rk, tmp_path, "pruned.rknn")
+    for x in X:
+        a = full.run([x], data_format="nchw")[0]
+        b = pruned.run([x], data_format="nchw")[0]
+        # only terms that were exactly 0 leave the sums; what remains is the float32
+        # accumulation order of the smaller matrices (a few ulps, as against onnxruntime)
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+    full_shapes, full_count = weight_shapes(full_path)
+    shapes, count = weight_shapes(pruned_path)
+    assert count < full_count
+    # A keeps channels 0, 2, 3 (constant 0.5), 5; B keeps 5 of 6 outputs and reads A's 4;
+    # D keeps 6 of 7 columns, E reads 6.
+    assert sorted(shapes.values()) == sorted([(4, 3, 3, 3), (5, 4, 3, 3), (5, 5, 1, 1), (5, 6), (4, 6)])
+    messages = [r.getMessage() for r in caplog.records]
+    assert "model_pruning results:" in messages
+    weight = [m for m in messages if m.startswith("Weight: ")]
+    flops = [m for m in messages if m.startswith("GFLOPs: ")]
+    assert len(weight) == 1 and re.fullmatch(r"Weight: -\d+\.\d{5} MB \(-\d+\.\d%\)", weight[0])
+    assert len(flops) == 1 and re.fullmatch(r"GFLOPs: -\d+\.\d{5} \(-\d+\.\d%\)", flops[0])
+    removed = (full_count - count) * 4
+    assert weight[0] == f"Weight: -{removed / 2 ** 20:.5f} MB (-{100 * removed / (full_count * 4):.1f}%)"
+    assert float(re.search(r"-(\d+\.\d)%\)", flops[0]).group(1)) > 10
+
+
+def test_int8_build_of_a_pruned_model_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    onnx_path = sparse_model(tmp_path / "sparse.onnx")
+    for i in range(3):
+        np.save(tmp_path / f"s{i}.npy", X[i])
+    (tmp_path / "ds.txt").write_text("\n".join(f"s{i}.npy" for i in range(3)))
+    rk = RKNN()
+    rk.config(target_platform="rk3588", model_pruning=True)
+    rk.load_onnx(onnx_path)
+    assert rk.build(do_quantization=True, dataset="ds.txt") == 0
+    assert rk.init_runtime() == 0
+    ref_rk = build(onnx_path, False)
+    ref_rk.init_runtime()
+    for x in X[:3]:  # the calibrated samples
+        a = rk.inference([x], data_format="nchw")[0].ravel()
+        b = ref_rk.inference([x], data_format="nchw")[0].ravel()
+        assert np.dot(a, b) / np.linalg.norm(a) / np.linalg.norm(b) > 0.99
+
+
+def test_nothing_prunable_leaves_the_model_unchanged(tmp_path, caplog):
+    onnx_path = sparse_model(tmp_path / "dense.onnx", zero=False)
+    full_path, _ = model_graph(build(onnx_path, False), tmp_path, "a.rknn")
+    with caplog.at_level(logging.INFO, logger="rknnlite.toolkit"):
+        rk = build(onnx_path, True)
+    pruned_path, _ = model_graph(rk, tmp_path, "b.rknn")
+    assert full_path.read_bytes() == pruned_path.read_bytes()
+    messages = [r.getMessage() for r in caplog.records]
+    assert not any(m.startswith("Weight: ") for m in messages)
+    assert any("nothing can be pruned" in m and "unchanged" in m for m in messages)
+
+
+def test_model_pruning_must_be_a_bool(caplog):
+    rk = RKNN()
+    with caplog.at_level(logging.ERROR, logger="rknnlite.toolkit"):
+        assert rk.config(target_platform="rk3588", model_pruning="yes") == -1
+    assert "model_pruning" in caplog.text
+
+
+def _conv_graph(w1, b1, w2, between=(), outputs=("y",)):
+    consts = {"w1": w1, "b1": b1, "w2": w2}
+    nodes = [Node("Conv", "c1", ["x", "w1", "b1"], ["a"], {})]
+    prev = "a"
+    for k, (op, attrs, extra) in enumerate(between):
+        nodes.append(Node(op, f"n{k}", [prev] + list(extra), [f"t{k}"], dict(attrs)))
+        prev = f"t{k}"
+    nodes.append(Node("Conv", "c2", [prev, "w2"], ["y"], {}))
+    return Graph(nodes, ["x"], list(outputs), consts)
+
+
+def test_channels_are_kept_where_removing_them_could_change_an_output():
+    w1 = np.ones((3, 2, 1, 1), np.float32)
+    w1[1] = 0
+    b1 = np.zeros(3, np.float32)
+    w2 = np.ones((2, 3, 1, 1), np.float32)
+    # a zero channel through Sigmoid becomes 0.5: not removable
+    g = _conv_graph(w1, b1, w2, between=[("Sigmoid", {}, ())])
+    assert not prune_channels(g).pruned
+    # read by a graph output: not removable
+    g = _conv_graph(w1, b1, w2, outputs=("y", "a"))
+    assert not prune_channels(g).pruned
+    # a non-zero bias (no activation) makes a constant channel: not removable
+    g = _conv_graph(w1, np.array([0, 1, 0], np.float32), w2)
+    assert not prune_channels(g).pruned
+    # the same through Relu with a negative bias is zero: removed
+    g = _conv_graph(w1, np.array([0, -1, 0], np.float32), w2, between=[("Relu", {}, ())])
+    r = prune_channels(g)
+    assert r.channels == {"c1": 1}
+    assert g.constants[g.nodes[0].inputs[1]].shape == (2, 2, 1, 1)
+    assert g.constants[g.nodes[-1].inputs[1]].shape == (2, 2, 1, 1)
+    assert r.weight_bytes_after < r.weight_bytes_before
+    # an unread channel with non-finite weights is kept (inf * 0 is NaN)
+    w2b = w2.copy()
+    w2b[:, 2] = 0
+    w1b = w1.copy()
+    w1b[2] = np.inf
+    g = _conv_graph(w1b, b1, w2b)
+    assert prune_channels(g).channels == {"c1": 1}  # channel 1 (zero) only
+    assert g.constants[g.nodes[0].inputs[1]].shape[0] == 2
+
+
+def test_shared_weights_are_not_modified_in_place():
+    w1 = np.ones((3, 2, 1, 1), np.float32)
+    w1[0] = 0
+    b1 = np.zeros(3, np.float32)
+    w2 = np.ones((2, 3, 1, 1), np.float32)
+    g = _conv_graph(w1, b1, w2)
+    g.nodes.append(Node("Conv", "c3", ["x", "w1", "b1"], ["z"], {}))
+    g.outputs.append("z")
+    before = {k: v.copy() for k, v in g.constants.items()}
+    prune_channels(g)
+    assert g.nodes[0].inputs[1] != "w1" and g.nodes[-1].inputs[1] == "w1"
+    np.testing.assert_array_equal(g.constants["w1"], before["w1"])
+
+
+def test_format_result_lines():
+    from rknnlite.toolkit.prune import PruneResult
+
+    r = PruneResult({"c": 1}, weight_bytes_before=16_000_000, weight_bytes_after=14_824_070,
+                    flops_before=1_161_417_910, flops_after=1_005_787_910)
+    assert format_result(r) == ["model_pruning results:", "Weight: -1.12145 MB (-7.3%)", "GFLOPs: -0.15563 (-13.4%)"]
