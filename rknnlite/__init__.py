@@ -35,11 +35,13 @@ from .errors import (
     TargetPlatformMismatchError,
 )
 from .runtime import Context, TensorAttr
+from .runtime.memory import TensorMem
 
 __all__ = [
     "__version__",
     "Context",
     "TensorAttr",
+    "TensorMem",
     "CoreMask",
     "InitFlag",
     "MemAllocFlag",

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -185,3 +190,96 @@ def test_rockchip_model_off_board_fails_init_with_reason(vendor_rknn_files, capl
         assert r.init_runtime() == -1
     assert "Catch exception when init runtime!" in caplog.text
     assert "RKNN_ERR_DEVICE_UNAVAILABLE" in caplog.text
+
+
+def test_init_runtime_warns_about_static_models_as_lite2(context_models, caplog):
+    r = RKNNLite()
+    r.load_rknn(str(DEMO_MODEL_PATH))
+    with caplog.at_level(logging.WARNING, logger="rknnlite"):
+        assert r.init_runtime() == 0
+    assert ("Query dynamic range failed. Ret code: RKNN_ERR_MODEL_INVALID. (If it is a static shape RKNN model, "
+            "please ignore the above warning message.)") in caplog.text
+    caplog.clear()
+    r.load_rknn(context_models["dyn_conv"])
+    with caplog.at_level(logging.WARNING, logger="rknnlite"):
+        assert r.init_runtime() == 0
+    assert "Query dynamic range failed" not in caplog.text
+    r.release()
+
+
+def test_int8_model_takes_uint8_images_and_returns_float32(context_models):
+    r = RKNNLite()
+    assert r.load_rknn(context_models["conv_i8"]) == 0 and r.init_runtime() == 0
+    img = np.random.default_rng(0).integers(0, 256, (1, 8, 8, 3)).astype(np.uint8)
+    (out,) = r.inference([img])
+    assert out.dtype == np.float32 and out.shape == (1, 4, 8, 8)
+    with rknnlite.Context(context_models["conv_i8"]) as ctx:
+        np.testing.assert_array_equal(out, ctx.run([img], data_format="nhwc")[0])
+    r.release()
+
+
+# -- the Lite2 examples, run as scripts against models converted from the vendor fixtures -----------
+
+TOP_LINE = re.compile(r'^\[\s*(\d+)\] score:(\d+\.\d{6}) class:"(.*)"$')
+
+
+def run_example(script, *args):
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, str(repo / "examples" / script), *map(str, args)], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def top5_blocks(text):
+    """[(title, [(index, score), ...5]), ...] from an example's output."""
+    lines = text.splitlines()
+    blocks = []
+    for i, line in enumerate(lines):
+        if line == "-----TOP 5-----":
+            rows = [TOP_LINE.match(s) for s in lines[i + 1:i + 6]]
+            assert all(rows), lines[i + 1:i + 6]
+            blocks.append((lines[i - 1], [(int(m.group(1)), float(m.group(2))) for m in rows]))
+    return blocks
+
+
+def hwc_image(vendor_fixtures, tmp_path, case):
+    nchw = np.load(vendor_fixtures / "io" / f"{case}_in0.npy")
+    path = tmp_path / f"{case}.npy"
+    np.save(path, nchw[0].transpose(1, 2, 0).astype(np.uint8))
+    return path
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_resnet18_example_prints_the_vendors_top5(converted_fixture, vendor_fixtures, tmp_path, variant):
+    out = run_example("lite2_resnet18.py", converted_fixture("convnet", variant),
+                      "--image", hwc_image(vendor_fixtures, tmp_path, "convnet_x0"))
+    for line in ("--> Load RKNN model", "--> Init runtime environment", "--> Running model", "resnet18"):
+        assert line in out.splitlines()
+    assert "W rknn-toolkit-lite2 version: 2.5.0" in out
+    assert ("W Query dynamic range failed. Ret code: RKNN_ERR_MODEL_INVALID. (If it is a static shape RKNN model, "
+            "please ignore the above warning message.)") in out
+    ((title, rows),) = top5_blocks(out)
+    vendor = np.load(vendor_fixtures / "io" / f"convnet_{variant}_x0_sim_out0.npy").reshape(-1)
+    assert [i for i, _ in rows] == list(np.argsort(vendor)[::-1][:5])
+    np.testing.assert_allclose([s for _, s in rows], np.sort(vendor)[::-1][:5], atol=0.02)
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_dynamic_shape_example_prints_top5_per_size_with_the_nchw_warning(converted_fixture, vendor_fixtures,
+                                                                          tmp_path, variant):
+    model = converted_fixture("dyn_conv", variant)
+    for case, size in (("s0_32x32", "32x32"), ("s1_16x16", "16x16"), ("s2_24x40", "24x40")):
+        out = run_example("lite2_dynamic_shape.py", model, "--image",
+                          hwc_image(vendor_fixtures, tmp_path, f"dyn_conv_{case}"), "--sizes", size)
+        assert ("W The input[0] need NHWC data format, but NCHW set, the data format and data buffer will be "
+                "changed to NHWC.") in out
+        assert "Query dynamic range failed" not in out
+        ((title, rows),) = top5_blocks(out)
+        assert title == f"dynamic shape {size}"
+        vendor = np.load(vendor_fixtures / "io" / f"dyn_conv_{variant}_{case}_sim_out0.npy").reshape(-1)
+        top = np.sort(vendor)[::-1][:5]
+        step = 0.05 if variant == "i8" else 0.01
+        np.testing.assert_allclose([s for _, s in rows], top, atol=step)
+        assert all(abs(vendor[i] - s) <= step for i, s in rows)  # each printed index holds that score

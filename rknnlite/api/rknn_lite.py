@@ -16,10 +16,10 @@ from typing import List, Optional
 import numpy as np
 
 from .._version import __version__
-from ..constants import CoreMask
 from ..errors import RKNNError, error_name
 from ..model.loader import load_model
 from ..runtime.context import Context
+from ..runtime.cores import lite2_remap, supports_core_mask
 from ..runtime.log import InstanceLog
 
 __all__ = ["RKNNLite"]
@@ -56,6 +56,7 @@ class RKNNLite:
         self._pending: Optional[List[np.ndarray]] = None
         self._frame_id = 0
         self._reuse: List[np.ndarray] = []
+        self._ranks: List[int] = []  # rank of each model input, set by init_runtime
         self._log.warning("rknn-toolkit-lite2 version: %s (rknnlite %s)", _LITE2_COMPAT_VERSION, __version__)
 
     # -- loading ---------------------------------------------------------------------------
@@ -102,25 +103,37 @@ class RKNNLite:
             self._log.error("RKNN init failed. error code: %s: %s", error_name(e.code), e.message)
             return -1
         self._async = bool(async_mode)
-        return self._apply_core_mask(core_mask)
+        self._ranks = [a.n_dims for a in self._ctx.inputs]
+        ret = self._apply_core_mask(core_mask)
+        if ret == 0:
+            self._check_dynamic_shape()
+        return ret
+
+    def _check_dynamic_shape(self) -> None:
+        """Lite2's last init step: query the input ranges; a static model only warns."""
+        try:
+            self._ctx.input_ranges()
+        except RKNNError as e:
+            self._log.warning("Query dynamic range failed. Ret code: %s. (If it is a static shape RKNN model, "
+                              "please ignore the above warning message.)", error_name(e.code))
 
     def _apply_core_mask(self, core_mask: int) -> int:
-        if core_mask == self.NPU_CORE_AUTO:
-            return 0
+        """Lite2's step: RK3576/RK3588 only, RK3576 remapping; the rules are runtime.cores'."""
         platform_name = self._platform()
-        if platform_name not in ("rk3576", "rk3588"):
+        if not supports_core_mask(platform_name):
+            if core_mask == self.NPU_CORE_AUTO:
+                return 0
             self._log.error("The core_mask is only supported by RK3576/RK3588. "
                             "Please do not set this parameter on other platforms.")
             return -1
-        if platform_name == "rk3576" and core_mask in (self.NPU_CORE_2, self.NPU_CORE_0_1_2):
-            remapped = self.NPU_CORE_0 if core_mask == self.NPU_CORE_2 else self.NPU_CORE_0_1
-            self._log.warning("RK3576 has 2 NPU cores: core_mask %s is changed to %s",
-                              CoreMask(core_mask).name, CoreMask(remapped).name)
-            core_mask = remapped
-        if core_mask not in {m.value for m in CoreMask if m != CoreMask.UNDEFINED}:
-            self._log.error("Invalid core_mask: %s", core_mask)
+        core_mask, remapped = lite2_remap(platform_name, core_mask)
+        if remapped:
+            self._log.warning("%s", remapped)
+        try:
+            self._ctx.set_core_mask(core_mask)
+        except RKNNError as e:
+            self._log.error("Invalid core_mask: %s", e)
             return -1
-        # A valid mask changes no result; the software backend will map it to worker threads.
         return 0
 
     def _platform(self) -> str:
@@ -163,7 +176,7 @@ class RKNNLite:
                     self._log.error("inputs[%d].dtype: %s is not same as data_type[%d]", i, x.dtype, i)
                     return None
         formats = self._formats(inputs, data_format)
-        if formats is None:
+        if formats is _FAILED:
             return None
         passes = None
         if inputs_pass_through is not None:
@@ -187,33 +200,36 @@ class RKNNLite:
         return outputs
 
     def _formats(self, inputs, data_format):
-        attrs = self._ctx.inputs
-        if len(inputs) != len(attrs):
-            self._log.error("The model needs %d inputs, but %d inputs are fed.", len(attrs), len(inputs))
-            return None
+        """Per input the layout of its data for ``Context.run`` (None for non-4-D inputs), or
+        None when no input is 4-D; ``_FAILED`` after logging Lite2's error."""
+        ranks = self._ranks
+        if len(inputs) != len(ranks):
+            self._log.error("The model needs %d inputs, but %d inputs are fed.", len(ranks), len(inputs))
+            return _FAILED
         if data_format is None or isinstance(data_format, str):
             data_format = [data_format] * len(inputs)
         if len(data_format) != len(inputs):
             self._log.error("data_format must be one value or one per input (%d)", len(inputs))
-            return None
+            return _FAILED
         formats = []
-        for i, (x, attr, fmt) in enumerate(zip(inputs, attrs, data_format)):
+        any_4d = False
+        for i, (x, rank, fmt) in enumerate(zip(inputs, ranks, data_format)):
             fmt = (fmt or "nhwc").lower()
             if fmt not in ("nhwc", "nchw"):
                 self._log.error("data_format[%d]: %s is invalid, only support nhwc or nchw", i, fmt)
-                return None
-            if x.ndim != attr.n_dims:
-                self._log.error("The input[%d] need %ddims input, but %ddims input buffer feed.", i, attr.n_dims,
-                                x.ndim)
-                return None
+                return _FAILED
+            if x.ndim != rank:
+                self._log.error("The input[%d] need %ddims input, but %ddims input buffer feed.", i, rank, x.ndim)
+                return _FAILED
             if x.ndim != 4:
                 formats.append(None)
                 continue
+            any_4d = True
             if fmt == "nchw":
                 self._log.warning("The input[%d] need NHWC data format, but NCHW set, the data format and data "
                                   "buffer will be changed to NHWC.", i)
             formats.append(fmt)
-        return formats
+        return formats if any_4d else None
 
     def _into_reused(self, outputs: List[np.ndarray]) -> List[np.ndarray]:
         views = []
@@ -269,6 +285,9 @@ class RKNNLite:
         self._pending = None
         self._reuse = []
 
+
+#: What ``RKNNLite._formats`` returns after logging an error.
+_FAILED = object()
 
 #: The Lite2 release whose behaviour this facade follows.
 _LITE2_COMPAT_VERSION = "2.5.0"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -11,7 +11,10 @@ try:  # Python 3.8+: typing.Protocol
 except ImportError:  # pragma: no cover
     Protocol = object  # type: ignore
 
+from ..constants import CoreMask
 from ..model.spec import TensorSpec
+from ..runtime.perf import MemSize, PerfDetail
+from ..runtime.tensor_attr import TensorAttr
 
 
 class Backend(Protocol):
@@ -20,14 +23,82 @@ class Backend(Protocol):
     ``inputs``/``outputs`` describe tensors in model order and dtype.  ``run`` takes
     one array per input, already checked and converted by the Context to the model's
     shape and dtype, and returns new float32 (or model-dtype) arrays the caller owns.
+    A model built with ``rknn_batch_size=N`` has N-sample inputs and outputs (axis 0
+    multiplied by N); the backend runs all N samples in one ``run``.
     """
 
     name: str
     inputs: Sequence[TensorSpec]
     outputs: Sequence[TensorSpec]
 
-    def run(self, inputs: List[np.ndarray]) -> List[np.ndarray]: ...
+    #: dynamic-shape models: the allowed shape sets, ``dynamic_shapes[s][i]`` being input
+    #: ``i``'s shape in set ``s`` in the layout of ``inputs[i]`` (e.g. NHWC for a 4-D input
+    #: librknnrt presents as NHWC); empty for a static-shape model
+    dynamic_shapes: Sequence[Sequence[Tuple[int, ...]]]
+
+    def run(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
+        """Run once.  ``pass_through[i]`` true: ``inputs[i]`` is pass-through data, checked and
+        put in the input's layout by the Context but not converted (int8 values of a quantized
+        input, normalised floats of a float one); the backend hands it to the NPU as is
+        (librknnrt ``pass_through=1``) or converts it itself (software)."""
+
+    def sdk_version(self) -> dict:
+        """``{"api": ..., "drv": ...}``: the versions of the runtime serving this backend."""
+
+    def native_attrs(self, is_input: bool, nhwc: bool, current: Sequence[TensorAttr]) -> List[TensorAttr]:
+        """The inputs' (``is_input``) or outputs' attributes in the NPU's native layout at the
+        current shapes (``CURRENT_NATIVE_*``; ``nhwc``: ``NATIVE_NHWC_*``).  ``current`` are
+        the Context's attributes at the current shapes (model layout), for backends that
+        derive the native ones from them."""
+
+    def set_input_shapes(self, shapes: Sequence[Tuple[int, ...]]) -> None:
+        """Switch a dynamic-shape model to ``shapes`` (one of :attr:`dynamic_shapes`)."""
+
+    def zero_copy(self, host) -> "ZeroCopy":
+        """The zero-copy I/O of the Context ``host`` on this backend (made once per Context)."""
 
     def dup(self) -> "Backend": ...
 
     def close(self) -> None: ...
+
+    def set_core_mask(self, platform: str, mask: CoreMask) -> None:
+        """Run later inferences on the cores ``mask`` names (already validated for ``platform``
+        by :func:`rknnlite.runtime.cores.check_core_mask`)."""
+
+    def set_batch_core_num(self, n: int) -> None:
+        """Split a multi-batch model's samples across ``n`` cores (already validated)."""
+
+    def set_perf_collection(self, enabled: bool) -> None:
+        """Profile every operator of each run from now on (``InitFlag.COLLECT_PERF_MASK``)."""
+
+    def perf_detail(self) -> Optional[PerfDetail]:
+        """The per-operator profile of the last run, or ``None`` before any profiled run."""
+
+    def perf_run(self) -> Optional[int]:
+        """Duration of the last run in microseconds, or ``None`` before any run."""
+
+    def mem_size(self) -> MemSize:
+        """The memory this backend's context uses (``rknn_mem_size``)."""
+
+    def register_custom_op(self, op, native: bool = False, shape_infer=None) -> None:
+        """Run every node of ``op.op_type`` with ``op`` from now on: a Python operator, or with
+        ``native=True`` a native ``rknn_custom_op`` (``NativeOp``); ``shape_infer`` gives the
+        output shapes of a native operator when the model does not store them."""
+
+
+class ZeroCopy(Protocol):
+    """Zero-copy I/O of one Context (``Context.create_mem``/``set_io_mem``/``run_bound``):
+    emulated on the host by the software backend (:mod:`rknnlite.runtime.binding`),
+    ``rknn_create_mem``/``rknn_set_io_mem``/``rknn_mem_sync`` on the npu backend.  The
+    memory objects have the :class:`~rknnlite.runtime.memory.TensorMem` interface."""
+
+    def create_mem(self, size: int, flags: int = 0): ...
+
+    def create_mem_from_fd(self, fd: int, size: int, offset: int = 0, flags: int = 0): ...
+
+    def set_io_mem(self, mem, attr: TensorAttr) -> None: ...
+
+    def run_bound(self) -> None: ...
+
+    def release(self) -> None:
+        """The Context closes: unbind everything, destroy the memory it created."""

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .._version import __version__
 from ..backends import create_backend
-from ..errors import ContextInvalidError, InputInvalidError, InvalidParamError
+from ..constants import InitFlag, TensorFormat
+from ..errors import ContextInvalidError, InputInvalidError, InvalidParamError, ModelInvalidError, RKNNError
 from ..model.loader import LoadedModel, load_model
-from ..model.metadata import Preprocess
-from ..model.spec import TensorSpec, numpy_dtype
+from .cores import check_batch_core_num, check_core_mask, model_platform
+from .emulation import DEFAULT_PLATFORM
+from .io import FORMATS, InputPlan, OutputPlan
 from .log import apply_env_level, logger
+from .perf import MemSize, PerfDetail
+from .queries import InputRange, query
 from .tensor_attr import TensorAttr
 
-__all__ = ["Context"]
+if TYPE_CHECKING:  # annotations only
+    from .memory import TensorMem
+
+__all__ = ["Context", "DEFAULT_PLATFORM"]
 
 ModelArg = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 
@@ -38,7 +44,9 @@ class Context:
         flags: :class:`~rknnlite.constants.InitFlag` bits.
         custom_ops: Python custom operators (``op_type`` and ``compute(self, node,
             inputs)``, as RKNN-Toolkit2 defines them) for op types the model uses
-            but the runtime does not have; a missing one fails here, naming it.
+            but the runtime does not have.  Ops can also be registered after creation
+            (:meth:`register_custom_op`); running a node whose op type has neither a
+            kernel nor a registered operator raises ``ModelInvalidError`` naming it.
 
     A context is a context manager; :meth:`close` is idempotent.
     """
@@ -50,21 +58,39 @@ class Context:
             self._loaded = model
         else:
             self._loaded = load_model(model, key=key)
-        self._backend = create_backend(self._loaded, backend, custom_ops=custom_ops)
         self.flags = int(flags)
+        self._backend = create_backend(self._loaded, backend, custom_ops=custom_ops, flags=self.flags)
         self._init_attrs()
+        #: the SoC whose NPU cores set_core_mask/set_batch_core_num emulate (see runtime.cores)
+        self._core_platform = model_platform(self._loaded.model, target_platform) or self._platform
+        self._backend.set_perf_collection(bool(self.flags & InitFlag.COLLECT_PERF_MASK))
         if target_platform is not None:
             self._check_platform(target_platform)
         logger.debug("context ready: %s on %s backend", self._loaded.label, self._backend.name)
 
     def _init_attrs(self) -> None:
         self._lock = threading.Lock()
-        self._staging: dict = {}
         backend = self._backend
+        model = self._loaded.model
+        meta = getattr(model, "metadata", None)
         self._inputs = [TensorAttr.from_spec(i, s) for i, s in enumerate(backend.inputs)]
         self._outputs = [TensorAttr.from_spec(i, s) for i, s in enumerate(backend.outputs)]
-        meta = getattr(self._loaded.model, "metadata", None)
-        self._preprocess: Sequence[Preprocess] = meta.preprocess if meta is not None else ()
+        preprocess = meta.preprocess if meta is not None else ()
+        self._plans = [InputPlan(a, s, preprocess[i] if preprocess else None)
+                       for i, (a, s) in enumerate(zip(self._inputs, backend.inputs))]
+        self._out_plans = [OutputPlan(a, s) for a, s in zip(self._outputs, backend.outputs)]
+        self._index_of = {a.name: a.index for a in self._inputs}
+        #: the SoC the model was built for (its first target platform)
+        self._platform = model_platform(model) or DEFAULT_PLATFORM
+        self._natives: dict = {}
+        sets = backend.dynamic_shapes or ()
+        #: dynamic-shape models: the allowed shape sets (one shape per input, in the layout
+        #: of each input's attribute: the backend's, e.g. NHWC on librknnrt)
+        self._shape_sets: Tuple[Tuple[Tuple[int, ...], ...], ...] = tuple(
+            tuple(tuple(int(d) for d in shape) for shape in shape_set) for shape_set in sets)
+        self._set_of = {shape_set: k for k, shape_set in enumerate(self._shape_sets)}
+        self._current_set = 0
+        self._set_outputs: dict = {}
 
     def _check_platform(self, target: str) -> None:
         meta = getattr(self._loaded.model, "metadata", None)
@@ -97,88 +123,484 @@ class Context:
         return getattr(meta, "custom_string", "") or getattr(self._loaded.model, "custom_string", "") or ""
 
     def sdk_version(self) -> dict:
-        """``{"api": ..., "drv": ...}`` versions of the runtime serving this context."""
+        """``{"api": ..., "drv": ...}`` versions of the runtime serving this context, as its
+        backend reports them: librknnrt's ``RKNN_QUERY_SDK_VERSION`` on the npu backend,
+        rknnlite's own version on the software backend."""
+        return self._live().sdk_version()
+
+    # -- native layouts and current shapes -----------------------------------------------------
+
+    @property
+    def native_inputs(self) -> List[TensorAttr]:
+        """Input attributes in the NPU's native layout (``NATIVE_INPUT_ATTR``), as the
+        backend reports them: librknnrt's answer on the npu backend; on the software
+        backend the rules for the model's platform (:func:`rknnlite.runtime.emulation.native_attr`):
+        1/3/4-channel 4-D inputs as NHWC with the platform's ``w_stride``, other 4-D inputs
+        NC1HWC2, int8 models INT8 with their zero point and scale, float models FLOAT16.
+        For a dynamic-shape model: at the current shapes."""
+        return list(self._native("in", False))
+
+    @property
+    def native_outputs(self) -> List[TensorAttr]:
+        """Output attributes in the NPU's native layout (``NATIVE_OUTPUT_ATTR``), as the
+        backend reports them (software: 4-D outputs NC1HWC2, INT8 (int8 models) or FLOAT16)."""
+        return list(self._native("out", False))
+
+    @property
+    def _native_nhwc_inputs(self) -> List[TensorAttr]:
+        return list(self._native("in", True))
+
+    @property
+    def _native_nhwc_outputs(self) -> List[TensorAttr]:
+        return list(self._native("out", True))
+
+    @property
+    def current_inputs(self) -> List[TensorAttr]:
+        """Input attributes at the current input shapes (``CURRENT_INPUT_ATTR``); the
+        model's own for a static-shape model."""
+        if not self._shape_sets:
+            return list(self._inputs)
+        return [a.replace(dims=shape) for a, shape in zip(self._inputs, self._shape_sets[self._current_set])]
+
+    @property
+    def current_outputs(self) -> List[TensorAttr]:
+        """Output attributes at the current input shapes (``CURRENT_OUTPUT_ATTR``)."""
+        if not self._shape_sets:
+            return list(self._outputs)
+        return [a.replace(dims=dims) for a, dims in zip(self._outputs, self._output_dims(self._current_set))]
+
+    @property
+    def current_native_inputs(self) -> List[TensorAttr]:
+        """:attr:`native_inputs` at the current input shapes (``CURRENT_NATIVE_INPUT_ATTR``)."""
+        return self.native_inputs
+
+    @property
+    def current_native_outputs(self) -> List[TensorAttr]:
+        """:attr:`native_outputs` at the current input shapes (``CURRENT_NATIVE_OUTPUT_ATTR``)."""
+        return self.native_outputs
+
+    def _native(self, kind: str, nhwc: bool) -> List[TensorAttr]:
+        """Native attrs (cached per shape set) of the inputs (``kind="in"``) or outputs."""
+        key = (kind, nhwc, self._current_set if self._shape_sets else None)
+        attrs = self._natives.get(key)
+        if attrs is None:
+            base = self.current_inputs if kind == "in" else self.current_outputs
+            attrs = self._natives[key] = list(self._live().native_attrs(kind == "in", nhwc, base))
+        return attrs
+
+    # -- dynamic shapes --------------------------------------------------------------------
+
+    def input_ranges(self) -> List[InputRange]:
+        """The shape sets of a dynamic-shape model, one :class:`InputRange` per input
+        (``INPUT_DYNAMIC_RANGE``); set ``s`` of every input go together.
+
+        Raises:
+            ModelInvalidError: a static-shape model (the vendor's RKNN_ERR_MODEL_INVALID).
+        """
         self._live()
-        return {"api": f"rknnlite {__version__}", "drv": f"{self._backend.name} backend"}
+        if not self._shape_sets:
+            raise ModelInvalidError("query dynamic range failed: this is a static-shape model (its input shapes "
+                                    "are fixed: " + _shapes_text([tuple(a.dims) for a in self._inputs]) + ")",
+                                    op="rknn_query")
+        return [
+            InputRange(a.index, a.name, a.fmt, a.n_dims, len(self._shape_sets),
+                       tuple(shape_set[a.index] for shape_set in self._shape_sets))
+            for a in self._inputs
+        ]
+
+    @property
+    def _input_range_list(self) -> List[InputRange]:
+        return self.input_ranges()
+
+    def set_input_shapes(self, shapes) -> None:
+        """Choose the input shapes of a dynamic-shape model for the next runs
+        (``rknn_set_input_shapes``): one shape per input (model order, e.g. NCHW), or
+        one :class:`TensorAttr` per input (its ``dims`` in its ``fmt``).  Only the
+        model's shape sets are accepted.  ``run`` also switches by itself when given
+        arrays of another set's shapes.
+
+        Raises:
+            InputInvalidError: not one shape per input, or shapes outside the model's sets
+                (the message lists the allowed sets).
+            ModelInvalidError: a static-shape model.
+        """
+        with self._lock:
+            self._live()
+            if not self._shape_sets:
+                raise ModelInvalidError("set_input_shapes: this is a static-shape model; its input shapes are "
+                                        + _shapes_text([tuple(a.dims) for a in self._inputs]),
+                                        op="rknn_set_input_shapes")
+            if not isinstance(shapes, (list, tuple)) or len(shapes) != len(self._inputs):
+                raise InputInvalidError(f"set_input_shapes takes one shape per input ({len(self._inputs)}), "
+                                        f"got {shapes!r}", op="rknn_set_input_shapes")
+            wanted = tuple(self._model_shape(i, s) for i, s in enumerate(shapes))
+            k = self._set_of.get(wanted)
+            if k is None:
+                raise InputInvalidError(self._not_a_set(wanted), op="rknn_set_input_shapes")
+            self._switch_set(k)
+
+    def _model_shape(self, i: int, shape) -> Tuple[int, ...]:
+        if isinstance(shape, TensorAttr):
+            dims = tuple(shape.dims)
+            model_fmt = self._inputs[i].fmt
+            if len(dims) == 4 and shape.fmt != model_fmt and TensorFormat.UNDEFINED not in (shape.fmt, model_fmt):
+                dims = (dims[0], dims[3], dims[1], dims[2]) if shape.fmt == TensorFormat.NHWC else \
+                    (dims[0], dims[2], dims[3], dims[1])
+            return dims
+        try:
+            return tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            raise InputInvalidError(f"set_input_shapes: the shape of input {i} must be a list of ints or a "
+                                    f"TensorAttr, not {shape!r}", op="rknn_set_input_shapes") from None
+
+    def _not_a_set(self, shapes) -> str:
+        allowed = "; ".join(f"set {k}: {_shapes_text(s)}" for k, s in enumerate(self._shape_sets))
+        return (f"input shapes {_shapes_text(shapes)} are not one of the model's shape sets; "
+                f"allowed (model layout): {allowed}")
+
+    def _switch_set(self, k: int) -> None:
+        """Make shape set ``k`` current, here and in the backend (the caller holds the lock)."""
+        if k != self._current_set:
+            self._live().set_input_shapes(self._shape_sets[k])
+            self._current_set = k
+            for plan in self._plans:
+                plan.native = None
+
+    def _output_dims(self, k: int) -> List[Tuple[int, ...]]:
+        """Output dims for shape set ``k``: remembered from a run with those shapes, else
+        found by one run on zeros (once per set; the current set stays current)."""
+        dims = self._set_outputs.get(k)
+        if dims is None:
+            feeds = [np.zeros(shape, p.feed) for p, shape in zip(self._plans, self._shape_sets[k])]
+            with self._lock:
+                backend = self._live()
+                outputs = backend.run(feeds)
+                if k != self._current_set:
+                    backend.set_input_shapes(self._shape_sets[self._current_set])
+            dims = self._set_outputs[k] = [tuple(y.shape) for y in outputs]
+        return dims
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def query(self, cmd, index: Optional[int] = None):
+        """Answer a C API query command (:class:`~rknnlite.constants.QueryCmd`) with a
+        Python object: :class:`~rknnlite.runtime.queries.IoNum` for IN_OUT_NUM; a
+        :class:`TensorAttr` (``index`` given) or a list of them for the ``*_ATTR``
+        commands; :class:`~rknnlite.runtime.queries.InputRange` (or a list) for
+        INPUT_DYNAMIC_RANGE; ``perf_detail()``, ``perf_run()``, ``mem_size()``,
+        ``sdk_version()`` and ``custom_string`` for the others.  See
+        :mod:`rknnlite.runtime.queries`.
+
+        Raises:
+            InvalidParamError: unknown command, index out of range, DEVICE_MEM_INFO off
+                RV1106/RK2118, PERF_DETAIL without ``InitFlag.COLLECT_PERF_MASK``.
+            ModelInvalidError: INPUT_DYNAMIC_RANGE on a static-shape model.
+        """
+        return query(self, cmd, index)
+
+    # -- cores, batches, profiling (rules: runtime.cores; records: runtime.perf) -------------
+
+    def set_core_mask(self, mask) -> None:
+        """Choose the NPU cores later runs use (``rknn_set_core_mask``); RK3588/RK3576 only.
+
+        ``mask`` is a :class:`~rknnlite.constants.CoreMask` (or its int): ``AUTO`` (one idle
+        core), ``CORE_0``/``CORE_1``/``CORE_2``, ``CORE_0_1``, ``CORE_0_1_2``, ``ALL``.  The
+        platform is ``Context(target_platform=...)`` or the model's first target platform.
+        On the software backend each emulated core is one worker thread of an inference
+        (``AUTO``: ``RKNNLITE_NUM_THREADS`` or 1), capped by the usable CPUs.
+
+        Raises:
+            InvalidParamError: a single-core platform, a value that is no core mask, or a
+                core the platform lacks (``CORE_2``/``CORE_0_1_2`` on RK3576).
+        """
+        with self._lock:
+            self._live().set_core_mask(self._core_platform, check_core_mask(self._core_platform, mask))
+
+    def set_batch_core_num(self, n: int) -> None:
+        """Run the samples of a multi-batch model (built with ``rknn_batch_size``) on ``n``
+        NPU cores in parallel (``rknn_set_batch_core_num``); RK3588/RK3576 only, 1 <= n <= cores.
+
+        Raises:
+            InvalidParamError: a single-core platform, or ``n`` out of range.
+        """
+        with self._lock:
+            self._live().set_batch_core_num(check_batch_core_num(self._core_platform, n))
+
+    def perf_detail(self, as_text: bool = True):
+        """The per-operator profile of the last run (``RKNN_QUERY_PERF_DETAIL``).
+
+        Returns the vendor's fixed-width text table (a new ``str``), or with
+        ``as_text=False`` a :class:`~rknnlite.runtime.perf.PerfDetail` whose ``records``
+        are :class:`~rknnlite.runtime.perf.OpPerf` rows (fields documented there: cycle
+        counts are 0 and MAC usage is absent on the software backend).
+
+        Raises:
+            InvalidParamError: the context was not created with
+                ``flags=InitFlag.COLLECT_PERF_MASK``.
+            RKNNError: no run has finished since the context was created.
+        """
+        with self._lock:
+            backend = self._live()
+            if not self.flags & InitFlag.COLLECT_PERF_MASK:
+                raise InvalidParamError("perf_detail needs a context created with "
+                                        "flags=InitFlag.COLLECT_PERF_MASK (RKNN_FLAG_COLLECT_PERF_MASK)",
+                                        op="rknn_query")
+            detail: Optional[PerfDetail] = backend.perf_detail()
+        if detail is None:
+            raise RKNNError("no profile yet: perf_detail reports the last run; call run() first", op="rknn_query")
+        return detail.text() if as_text else detail
+
+    def perf_run(self) -> int:
+        """Duration of the last run in microseconds (``RKNN_QUERY_PERF_RUN``): the backend's
+        execution, without the input conversion done before it.  Needs no flag.
+
+        Raises:
+            RKNNError: no run has finished since the context was created.
+        """
+        with self._lock:
+            us = self._live().perf_run()
+        if us is None:
+            raise RKNNError("no run yet: perf_run reports the last run; call run() first", op="rknn_query")
+        return int(us)
+
+    def mem_size(self) -> MemSize:
+        """Memory this context uses (``RKNN_QUERY_MEM_SIZE``), in bytes: a
+        :class:`~rknnlite.runtime.perf.MemSize` (``.to_dict()`` for a dict).  The software
+        backend plans its activation buffers on the first run with each input shape, so
+        ``total_internal_size`` is 0 before the first run."""
+        with self._lock:
+            return self._live().mem_size()
 
     # -- running ---------------------------------------------------------------------------
 
     def run(self, inputs, *, data_format=None, pass_through=None, want_float: bool = True) -> List[np.ndarray]:
-        """Run once and return the outputs (new arrays the caller owns; inputs are copied).
+        """Run once and return the outputs (new arrays the caller owns; inputs are copied
+        or converted, never kept).  One run at a time per context: concurrent calls from
+        several threads wait for each other (use :meth:`dup` for parallel runs).
 
         Args:
-            inputs: one array per model input, in order (a single array is accepted
-                for a single-input model).
+            inputs: one array per model input: a list in model order, a dict by input
+                name, or a single array for a single-input model.  Accepted dtypes
+                follow the vendor: int8-quantized inputs take int8/uint8/float32, float
+                inputs uint8/float16/float32, bool and integer inputs their own dtype.
+                Data is raw (before the model's mean/std normalisation and
+                quantization, which ``run`` applies).  A dynamic-shape model takes
+                arrays of any one of its shape sets (and switches to that set).
             data_format: ``"nchw"``/``"nhwc"`` (or one per input) for 4-D inputs;
-                ``None`` means the model's own layout.  NHWC data for an NCHW input is
+                ``None`` means the model's own layout.  Data in the other layout is
                 transposed.
-            pass_through: per input, ``True`` to skip the model's mean/std normalisation.
-            want_float: outputs as float32 (the only mode of the software backend).
+            pass_through: ``True`` (or one per input) hands data in as the NPU takes it:
+                no normalisation and no quantization: quantized inputs take their int8
+                values, float inputs float16/float32; a 4-D input whose native layout is
+                NC1HWC2 (see :attr:`native_inputs`) takes that 5-D layout, and a native
+                NHWC input also takes its rows padded to ``w_stride``.
+            want_float: ``True``: float32 outputs (int8 outputs dequantized).
+                ``False``: int8 outputs of a quantized model as their int8 values
+                (quantized with the output's scale and zero point), float16 otherwise.
+                Outputs are in the model's layout (NCHW) either way.
 
         Raises:
-            InputInvalidError: wrong count, shape, dtype or format, naming what was expected.
+            InputInvalidError: wrong count, names, shape, dtype or format, naming the input
+                and what was expected (the context stays usable).
             ContextInvalidError: the context is closed.
         """
         with self._lock:
-            backend = self._live()
-            feeds = self._prepare(inputs, data_format, pass_through)
-            return backend.run(feeds)
+            backend = self._backend
+            if backend is None:
+                raise ContextInvalidError("the context is closed", op="rknn_run")
+            plans = self._plans
+            passes = None
+            if data_format is None and pass_through is None and type(inputs) is list and len(inputs) == len(plans):
+                feeds = [p.convert(x) for p, x in zip(plans, inputs)]
+            else:
+                feeds, passes = self._feeds(inputs, data_format, pass_through)
+            if self._shape_sets:
+                self._use_set_of(feeds)
+            outputs = backend.run(feeds, pass_through=passes) if passes else backend.run(feeds)
+            if self._shape_sets and self._current_set not in self._set_outputs:
+                self._set_outputs[self._current_set] = [tuple(y.shape) for y in outputs]
+        if not want_float:
+            return [p.raw(y) for p, y in zip(self._out_plans, outputs)]
+        return outputs
 
-    def _prepare(self, inputs, data_format, pass_through) -> List[np.ndarray]:
-        specs = self._backend.inputs
-        if isinstance(inputs, np.ndarray) and len(specs) == 1:
+    def _feeds(self, inputs, data_format, pass_through) -> Tuple[List[np.ndarray], Optional[List[bool]]]:
+        """The general path of :meth:`run`: any input container and per-input options; the
+        feeds and which of them are passed through (``None``: none)."""
+        plans = self._plans
+        n = len(plans)
+        if isinstance(inputs, np.ndarray) and n == 1:
             inputs = [inputs]
-        if not isinstance(inputs, (list, tuple)):
+        elif isinstance(inputs, dict):
+            inputs = self._by_name(inputs)
+        elif not isinstance(inputs, (list, tuple)):
             raise InputInvalidError(
-                f"inputs must be a list of numpy arrays, like [img], not {type(inputs).__name__}", op="rknn_inputs_set"
-            )
-        if len(inputs) != len(specs):
-            names = ", ".join(s.name for s in specs)
-            raise InputInvalidError(
-                f"the model has {len(specs)} input(s) ({names}), got {len(inputs)}", op="rknn_inputs_set"
-            )
-        formats = _per_input(data_format, len(specs), "data_format")
-        passes = _per_input(pass_through, len(specs), "pass_through")
-        return [
-            self._prepare_one(i, spec, x, formats[i], bool(passes[i]))
-            for i, (spec, x) in enumerate(zip(specs, inputs))
-        ]
+                f"inputs must be a list of numpy arrays, like [img], or a dict by input name, not "
+                f"{type(inputs).__name__}", op="rknn_inputs_set")
+        if len(inputs) != n:
+            raise InputInvalidError(f"the model has {n} input(s) ({', '.join(p.name for p in plans)}), "
+                                    f"got {len(inputs)}", op="rknn_inputs_set")
+        formats = _per_input(data_format, n, "data_format")
+        passes = _per_input(pass_through, n, "pass_through")
+        feeds = []
+        for i, (plan, x, fmt, passed) in enumerate(zip(plans, inputs, formats, passes)):
+            if fmt is not None:
+                fmt = str(fmt).lower()
+                if fmt not in FORMATS:
+                    raise InputInvalidError(f"data_format for {plan.what} must be 'nchw' or 'nhwc', not {fmt!r}",
+                                            op="rknn_inputs_set")
+            if passed and plan.native is None:
+                plan.native = self._native("in", False)[i]
+            feeds.append(plan.convert(x, fmt, bool(passed)))
+        flags = [bool(p) for p in passes]
+        return feeds, (flags if any(flags) else None)
 
-    def _prepare_one(self, i: int, spec: TensorSpec, x, fmt, passthrough: bool) -> np.ndarray:
-        what = f"input {i} ({spec.name!r})"
-        if isinstance(x, np.generic):
-            x = np.asarray(x)
-        if not isinstance(x, np.ndarray):
-            raise InputInvalidError(f"{what} must be a numpy array, not {type(x).__name__}", op="rknn_inputs_set")
-        if x.dtype.kind not in "biuf":
-            raise InputInvalidError(f"{what} has dtype {x.dtype}; expected a numeric or bool array",
+    def _by_name(self, inputs: dict) -> list:
+        names = [p.name for p in self._plans]
+        unknown = [k for k in inputs if k not in self._index_of]
+        missing = [k for k in names if k not in inputs]
+        if unknown or missing:
+            problems = []
+            if unknown:
+                problems.append(f"unknown input name(s) {', '.join(map(repr, unknown))}")
+            if missing:
+                problems.append(f"missing {', '.join(map(repr, missing))}")
+            raise InputInvalidError(f"{'; '.join(problems)}; the model's inputs are {', '.join(map(repr, names))}",
                                     op="rknn_inputs_set")
-        if fmt is not None:
-            fmt = str(fmt).lower()
-            if fmt not in ("nchw", "nhwc"):
-                raise InputInvalidError(f"data_format for {what} must be 'nchw' or 'nhwc', not {fmt!r}",
-                                        op="rknn_inputs_set")
-            if x.ndim == 4 and spec.layout != "UNDEFINED" and fmt != spec.layout.lower():
-                x = x.transpose((0, 3, 1, 2)) if fmt == "nhwc" else x.transpose((0, 2, 3, 1))
-        if len(x.shape) != len(spec.shape) or any(d != e and e != -1 for d, e in zip(x.shape, spec.shape)):
-            raise InputInvalidError(
-                f"{what} has shape {list(x.shape)}; expected {list(spec.shape)} ({spec.layout})", op="rknn_inputs_set"
-            )
-        target = numpy_dtype(spec.dtype)
-        if self._preprocess and not passthrough and target.kind == "f":
-            return _normalise(x, self._preprocess[i], self._stage(i, x.shape, np.float32))
-        if x.dtype == target and x.flags.c_contiguous:
-            return x
-        stage = self._stage(i, x.shape, target)
-        np.copyto(stage, x, casting="unsafe")
-        return stage
+        return [inputs[k] for k in names]
 
-    def _stage(self, index: int, shape, dtype) -> np.ndarray:
-        """A reused per-input buffer (inputs are copied into it, never aliased by outputs)."""
-        buf = self._staging.get(index)
-        if buf is None or buf.shape != tuple(shape) or buf.dtype != dtype:
-            buf = self._staging[index] = np.empty(shape, dtype)
-        return buf
+    def _use_set_of(self, feeds: List[np.ndarray]) -> None:
+        """Switch a dynamic-shape model to the shape set of ``feeds`` (model layout)."""
+        shapes = tuple(x.shape for x in feeds)
+        k = self._set_of.get(shapes)
+        if k is None:
+            raise InputInvalidError(self._not_a_set(shapes), op="rknn_inputs_set")
+        self._switch_set(k)
+
+    # -- zero-copy memory (through the backend: Backend.zero_copy) ------------------------------
+
+    def _zero_copy(self, op: str):
+        """The backend's zero-copy I/O for this context, made on first use."""
+        zc = self.__dict__.get("_zc")
+        if zc is None:
+            with self._lock:
+                backend = self._backend
+                if backend is None:
+                    raise ContextInvalidError("the context is closed", op=op)
+                zc = self.__dict__.get("_zc")
+                if zc is None:
+                    zc = self._zc = backend.zero_copy(self)
+        elif self._backend is None:
+            raise ContextInvalidError("the context is closed", op=op)
+        return zc
+
+    def create_mem(self, size: int, flags=0) -> "TensorMem":
+        """New zero-filled tensor memory of ``size`` bytes (``rknn_create_mem2``), e.g.
+        ``attr.size_with_stride`` bytes for one tensor.  ``flags``:
+        :class:`~rknnlite.constants.MemAllocFlag` ``DEFAULT`` (cacheable), ``CACHEABLE``,
+        ``NON_CACHEABLE``, optionally ``| TRY_ALLOC_SRAM`` (accepted; ordinary memory on the
+        software backend).  The context owns it: closing the context destroys it.  On the
+        npu backend this is librknnrt's memory (:class:`~rknnlite.backends.npu.zero_copy.NpuTensorMem`,
+        the same interface); on the software backend a :class:`~rknnlite.runtime.memory.TensorMem`.
+
+        Raises:
+            InvalidParamError: ``size`` not an int > 0, or bad ``flags``.
+            RKNNMemoryError: the memory could not be mapped.
+            ContextInvalidError: the context is closed.
+        """
+        return self._zero_copy("rknn_create_mem").create_mem(size, flags)
+
+    def create_mem_from_fd(self, fd: int, size: int, offset: int = 0, *, flags=0) -> "TensorMem":
+        """Tensor memory over bytes ``[0, size)`` of ``fd`` (``rknn_create_mem_from_fd``): a
+        memfd, a dma-buf (camera, DMA heap) or any mappable file, mapped shared, not copied;
+        tensors bound to it start at byte ``offset``.  The fd stays the caller's (never
+        closed here).  ``flags`` says whether the memory is cacheable (default) or
+        ``MemAllocFlag.NON_CACHEABLE``.
+
+        Raises:
+            InvalidParamError: a closed or unmappable fd, ``offset >= size``, or a file
+                shorter than ``size``.
+            ContextInvalidError: the context is closed.
+        """
+        return self._zero_copy("rknn_create_mem_from_fd").create_mem_from_fd(fd, size, offset, flags)
+
+    def set_io_mem(self, mem: "TensorMem", attr: TensorAttr) -> None:
+        """Bind ``mem`` to the input or output ``attr`` names (``rknn_set_io_mem``): later
+        :meth:`run_bound` calls read that input from it, or write that output into it, in
+        the layout and type ``attr`` gives.  Nothing is copied here.  Take ``attr`` from
+        :attr:`inputs`/:attr:`outputs`/:attr:`native_inputs`/:attr:`native_outputs`, changed
+        with ``attr.replace(type=..., fmt=..., pass_through=...)``; the layouts accepted
+        are listed in :mod:`rknnlite.runtime.binding` (e.g. UINT8 NHWC camera frames with
+        rows ``w_stride`` apart, FLOAT32 NCHW outputs); on the npu backend librknnrt
+        judges the attr (``rknn_set_io_mem``).  Binding a tensor again replaces its memory.
+
+        Raises:
+            InvalidParamError: a layout, type, dims or stride the tensor does not take, a
+                memory smaller than ``attr.size_with_stride`` after its offset, destroyed
+                memory, or an attr naming no tensor of the model (each message says what
+                is allowed).
+            ContextInvalidError: the context is closed.
+        """
+        self._zero_copy("rknn_set_io_mem").set_io_mem(mem, attr)
+
+    def run_bound(self) -> None:
+        """Run once from the bound input memory into the bound output memory (zero-copy
+        ``rknn_run``; on the npu backend librknnrt reads and writes the memory itself).
+        On the software backend inputs already in the executor's dtype and layout are read in place;
+        others are converted once (as :meth:`run` does) into a reused staging buffer; each
+        output is written into its memory once.  By default the runtime flushes the
+        inputs' CPU cache before and invalidates the outputs' after; a context created
+        with ``InitFlag.DISABLE_FLUSH_INPUT_MEM_CACHE``/``DISABLE_FLUSH_OUTPUT_MEM_CACHE``
+        leaves that to ``mem.sync()`` for cacheable memory (see :mod:`rknnlite.runtime.memory`).
+
+        Raises:
+            InvalidParamError: an input or output is not bound (all are named).
+            ContextInvalidError: the context is closed.
+        """
+        self._zero_copy("rknn_run").run_bound()
+
+    # -- custom operators ------------------------------------------------------------------
+
+    def register_custom_op(self, op, *, shape_infer=None) -> None:
+        """Register a custom operator for every node of its op type (``rknn_register_custom_ops``);
+        call it after creating the context and before running.  One registration per op type.
+
+        ``op`` is one of:
+
+        * a Python operator, as RKNN-Toolkit2 defines them: a class (instantiated) or an
+          instance with a string ``op_type`` and ``compute(self, node, inputs)``;
+        * a native operator following the ``rknn_custom_op`` C ABI
+          (cython/include/rknn_custom_op.h): a path to a ``librkcst_<name>.so`` plugin
+          exporting ``get_rknn_custom_op()``, a plugin name (``"softmax"`` or
+          ``"librkcst_softmax"``, searched in ``RKNNLITE_OP_PLUGIN_DIR`` then
+          ``/usr/lib/rknpu/op_plugins``), a ctypes pointer to an ``rknn_custom_op`` (the
+          struct is copied; the ctypes object is kept alive), or what
+          :func:`rknnlite.runtime.plugins.load_plugin` returns.  Its ``init`` runs once per
+          node now (it may return -14 to keep the runtime's built-in op of that type),
+          ``prepare`` and ``compute`` on every run, ``destroy`` at :meth:`close`; see
+          :mod:`rknnlite.backends.software.custom_kernels` for the tensors they get.
+
+        ``shape_infer(node, in_shapes, in_dtypes) -> (out_shapes, out_dtypes)`` (the
+        toolkit-style method) gives a native operator's output shapes; without it an output
+        takes the model's output shape when it is one, else input 0's shape and dtype.
+        Contexts made later with :meth:`dup` get the same registrations.
+
+        Raises:
+            InvalidParamError: not an operator, a plugin not found (listing the paths
+                searched), not loadable or without ``get_rknn_custom_op``, a GPU operator,
+                an op type registered already.
+            RKNNError: (typed by code) a native ``init`` failed; nothing is registered.
+            ContextInvalidError: the context is closed.
+        """
+        from .plugins import resolve_custom_op
+
+        resolved, native = resolve_custom_op(op)
+        with self._lock:
+            backend = self._live()
+            register = getattr(backend, "register_custom_op", None)
+            if register is None:
+                raise InvalidParamError(f"the {backend.name} backend cannot register custom operators",
+                                        op="rknn_register_custom_ops")
+            register(resolved, native=native, shape_infer=shape_infer)
 
     # -- lifetime --------------------------------------------------------------------------
 
@@ -190,11 +612,21 @@ class Context:
         twin._backend = self._backend.dup()
         twin.flags = self.flags
         twin._init_attrs()
+        twin._core_platform = self._core_platform
         return twin
 
     def close(self) -> None:
-        """Release the backend; idempotent.  Later calls raise ContextInvalidError."""
-        backend, self._backend = getattr(self, "_backend", None), None
+        """Release the backend; idempotent.  Later calls raise ContextInvalidError.  Waits for
+        a run in progress on another thread to finish."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:  # __init__ failed before the attributes were set
+            self._backend = None
+            return
+        with lock:
+            backend, self._backend = getattr(self, "_backend", None), None
+        zc = self.__dict__.pop("_zc", None)
+        if zc is not None:
+            zc.release()  # unbinds all memory, destroys the memory this context created
         if backend is not None:
             backend.close()
 
@@ -228,16 +660,6 @@ def _per_input(value, n: int, what: str) -> list:
                             op="rknn_inputs_set")
 
 
-def _normalise(x: np.ndarray, p: Preprocess, out: np.ndarray) -> np.ndarray:
-    """``(x[:, reorder] - mean) / std`` per channel (axis 1, model layout NCHW), into ``out``."""
-    if x.ndim != 4 or x.shape[1] != len(p.mean):
-        raise InputInvalidError(
-            f"the model normalises {len(p.mean)} channels on axis 1; got an input of shape {list(x.shape)}",
-            op="rknn_inputs_set",
-        )
-    if p.reorder:
-        x = x[:, list(p.reorder)]
-    shape = (1, len(p.mean), 1, 1)
-    np.subtract(x, np.reshape(p.mean_array, shape), out=out, casting="unsafe")
-    np.divide(out, np.reshape(p.std_array, shape), out=out)
-    return out
+def _shapes_text(shapes) -> str:
+    """``[1, 3, 32, 32] + [1, 4]``: one shape set for messages."""
+    return " + ".join(str(list(s)) for s in shapes)

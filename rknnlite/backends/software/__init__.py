@@ -1,20 +1,39 @@
-"""The software NPU: runs portable models on the CPU with the runtime's semantics."""
+"""The software NPU: runs portable models on the CPU with the runtime's semantics.
+
+Emulated NPU cores are worker threads.  The core mask sets how many threads one
+inference uses (see :func:`rknnlite.runtime.cores.threads_for_mask`); a model built with
+``rknn_batch_size=N`` is run sample by sample through the batch-1 graph stored in the
+file, on ``set_batch_core_num(n)`` emulated cores in parallel, each with its own buffers.
+
+Profiling (``COLLECT_PERF_MASK``): ``perf_detail`` rows say ``Target`` ``CPU`` (the work
+really runs on the host CPU) and show the emulated cores in ``WorkLoad(0/1/2)``: the share
+of each operator's parallel work items each core's thread executed.
+"""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from time import perf_counter_ns
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ...constants import CoreMask
+from ...errors import InputInvalidError, ModelInvalidError
 from ...model.portable import PortableModel
 from ...model.source import ModelSource
-from .executor import Executor
+from ...runtime.cores import mask_cores, threads_for_mask
+from ...runtime.emulation import EmulatedNpu
+from ...runtime.perf import MemSize, OpPerf, PerfDetail
+from .custom_kernels import CustomOpRegistry
+from .executor import ExecutionState, Executor, OpSample
+from .parallel import WorkerPool, threads_from_env
 
 __all__ = ["SoftwareBackend"]
 
 
-class SoftwareBackend:
-    """Backend over a :class:`PortableModel`; ``dup()`` shares the weights."""
+class SoftwareBackend(EmulatedNpu):
+    """Backend over a :class:`PortableModel`; ``dup()`` shares the weights.  Native layouts,
+    pass-through data, zero-copy and the SDK version are emulated (:class:`EmulatedNpu`)."""
 
     name = "software"
 
@@ -23,22 +42,230 @@ class SoftwareBackend:
         self.model = model
         self.inputs = model.metadata.inputs
         self.outputs = model.metadata.outputs
+        #: samples per run (``rknn_batch_size`` of the build); the graph holds one sample
+        self.batch = model.metadata.batch_size
+        self._check_batch_axis()
         self._source = source
-        self._executor = executor or Executor(model.graph, model.metadata.float_dtype, custom_ops)
+        self._executor = executor or Executor(model.graph, model.metadata.float_dtype, custom_ops,
+                                              defer_missing=True)
         if executor is None and source is not None:
             source.release_pages()  # compiling read the weights; running pages back what it uses
-        self._state = self._executor.new_state(release=source.release_array if source is not None else None)
+        #: custom operators registered on this context (register_custom_op)
+        self._custom = CustomOpRegistry(self._executor, self.inputs, self.outputs, self.batch)
+        self._state = self._new_state()
+        #: emulated cores one inference of the main state runs on (AUTO: core 0)
+        self._cores: Tuple[int, ...] = (0,)
+        #: one state per emulated core when a multi-batch model is split across cores
+        self._batch_states: List[ExecutionState] = []
+        self._batch_pool: Optional[WorkerPool] = None
+        self._batch_core_num = 1
+        self._profiling = False
+        self._last_ns: Optional[int] = None
+        self._last_profile: Optional[PerfDetail] = None
 
-    def run(self, inputs: List[np.ndarray]) -> List[np.ndarray]:
-        """Run once; new output arrays.  One run at a time per backend (the Context locks)."""
-        return self._state.run(inputs)
+    def _new_state(self, threads: Optional[int] = None) -> ExecutionState:
+        release = self._source.release_array if self._source is not None else None
+        state = self._executor.new_state(threads, release=release)
+        state.use_kernels(self._custom.overrides)
+        return state
+
+    def register_custom_op(self, op, native: bool = False, shape_infer=None) -> None:
+        """Run every node of ``op.op_type`` with ``op`` on this backend from now on: a Python
+        operator, or with ``native=True`` a ``NativeOp`` (init per node now, destroy at
+        close; see :mod:`.custom_kernels`).  ``shape_infer`` gives native outputs' shapes."""
+        self._custom.register(op, native, shape_infer)
+        for state in [self._state] + self._batch_states:
+            state.use_kernels(self._custom.overrides)
+
+    def _check_batch_axis(self) -> None:
+        if self.batch == 1:
+            return
+        for spec in tuple(self.inputs) + tuple(self.outputs):
+            if not spec.shape or (spec.shape[0] != -1 and spec.shape[0] % self.batch):
+                raise ModelInvalidError(
+                    f"tensor {spec.name!r} has shape {list(spec.shape)}, but a model built with batch size "
+                    f"{self.batch} needs axis 0 to be a multiple of {self.batch}",
+                    op="rknn_init",
+                )
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
+        """Run once; new output arrays.  One run at a time per backend (the Context locks).
+
+        A multi-batch model's inputs are split along axis 0 into ``batch`` samples (views,
+        no copy); each sample runs alone and the outputs are concatenated along axis 0.
+        Passed-through inputs are dequantized first (:meth:`EmulatedNpu.from_pass_through`).
+        """
+        if pass_through is not None:
+            inputs = self.from_pass_through(inputs, pass_through)
+        t0 = perf_counter_ns()
+        if self.batch == 1:
+            outputs = self._state.run(inputs)
+            self._last_ns = perf_counter_ns() - t0
+            if self._profiling:
+                self._last_profile = _merge_profiles([(self._state.last_profile, self._cores)])
+            return outputs
+        outputs, runs = self._run_batch(inputs)
+        self._last_ns = perf_counter_ns() - t0
+        if self._profiling:
+            self._last_profile = _merge_profiles(runs)
+        return outputs
+
+    def _run_batch(self, inputs: List[np.ndarray]):
+        n = self.batch
+        samples = [[_sample(x, n, k, i, self.inputs[i].name) for i, x in enumerate(inputs)] for k in range(n)]
+        results: list = [None] * n
+        if not self._batch_states:
+            for k in range(n):
+                results[k] = (self._state.run(samples[k]), self._state.last_profile, self._cores)
+        else:
+            states = self._batch_states
+
+            def body(first: int, stop: int) -> None:
+                # emulated core c runs samples c, c + cores, ...: each state has one thread at a time
+                for core in range(first, stop):
+                    for k in range(core, n, len(states)):
+                        results[k] = (states[core].run(samples[k]), states[core].last_profile, (core,))
+
+            self._batch_pool.map_ranges(len(states), body)
+        outputs = [np.concatenate([r[0][i] for r in results], axis=0) for i in range(len(self.outputs))]
+        runs = [(r[1], r[2]) for r in results] if self._profiling else []
+        return outputs, runs
+
+    # -- cores, batch, profiling -----------------------------------------------------------
+
+    def set_core_mask(self, platform: str, mask: CoreMask) -> None:
+        """Use one worker thread per emulated core the mask names (``AUTO``: one core, with
+        ``RKNNLITE_NUM_THREADS`` threads or 1), capped by the usable CPUs."""
+        self._cores = mask_cores(platform, mask)
+        self._state.set_threads(threads_for_mask(platform, mask, threads_from_env()))
+
+    @property
+    def threads(self) -> int:
+        """Worker threads (caller included) one inference of the main state uses."""
+        return self._state.pool.threads
+
+    def set_batch_core_num(self, n: int) -> None:
+        """Run the samples of a multi-batch model on ``n`` emulated cores in parallel: one
+        execution state (own buffers, one thread) per core, on a pool of as many threads;
+        sample ``k`` runs on core ``k % n``.  ``n=1`` runs the samples one after the other
+        on the main state (with the core mask's threads).  No effect on a batch-1 model."""
+        self._close_batch()
+        self._batch_core_num = n
+        cores = min(n, self.batch)
+        if cores > 1:
+            self._batch_states = [self._new_state(1) for _ in range(cores)]
+            for state in self._batch_states:
+                state.profiling = self._profiling
+            self._batch_pool = WorkerPool(cores)
+
+    @property
+    def batch_core_num(self) -> int:
+        """Emulated cores the samples of a multi-batch model are split across."""
+        return self._batch_core_num
+
+    def set_perf_collection(self, enabled: bool) -> None:
+        """Time every operator of each later run (``perf_detail``); off, runs make no timing
+        calls per operator."""
+        self._profiling = bool(enabled)
+        for state in [self._state] + self._batch_states:
+            state.profiling = self._profiling
+
+    def perf_detail(self) -> Optional[PerfDetail]:
+        """The profile of the last run, or ``None`` before any profiled run."""
+        return self._last_profile
+
+    def perf_run(self) -> Optional[int]:
+        """Wall time of the last ``run`` in µs (rounded, at least 1), or ``None`` before any run."""
+        return None if self._last_ns is None else max(1, (self._last_ns + 500) // 1000)
+
+    def mem_size(self) -> MemSize:
+        """Weights (the file's constants), planned activation buffers of every state of this
+        backend, and those plus the input staging buffers as the "DMA" total."""
+        weights = sum(int(np.asarray(a).nbytes) for a in self.model.graph.constants.values())
+        states = [self._state] + self._batch_states
+        internal = sum(s.planned_bytes for s in states)
+        staging = sum(s.staging_bytes for s in states)
+        return MemSize(total_weight_size=weights, total_internal_size=internal,
+                       total_dma_allocated_size=weights + internal + staging)
+
+    # -- lifetime --------------------------------------------------------------------------
 
     def dup(self) -> "SoftwareBackend":
-        """A backend on the same compiled model (weights shared) with its own buffers."""
-        return SoftwareBackend(self.model, self._executor, source=self._source)
+        """A backend on the same compiled model (weights shared) with its own buffers; it
+        keeps the profiling setting, and starts with the AUTO core mask and batch core number 1."""
+        twin = SoftwareBackend(self.model, self._executor, source=self._source)
+        twin.set_perf_collection(self._profiling)
+        try:
+            twin._custom = self._custom.clone(self._executor)  # own native operator contexts
+        except BaseException:
+            twin.close()
+            raise
+        twin._state.use_kernels(twin._custom.overrides)
+        return twin
+
+    def _close_batch(self) -> None:
+        for state in self._batch_states:
+            state.close()
+        self._batch_states = []
+        if self._batch_pool is not None:
+            self._batch_pool.close()
+            self._batch_pool = None
 
     def close(self) -> None:
+        self._close_batch()
         if self._state is not None:
             self._state.close()
+        self._custom.close()  # native operators' destroy
         self._executor = None
         self._state = None
+
+
+def _sample(x: np.ndarray, n: int, k: int, index: int, name: str) -> np.ndarray:
+    """Sample ``k`` of ``n`` along axis 0 of input ``index`` (a view)."""
+    rows, rest = divmod(x.shape[0], n) if x.ndim else (0, 1)
+    if rest or not rows:
+        raise InputInvalidError(
+            f"input {index} ({name!r}) has shape {list(x.shape)}; a model built with batch size {n} needs "
+            f"axis 0 to be a positive multiple of {n}",
+            op="rknn_run",
+        )
+    return x[k * rows:(k + 1) * rows]
+
+
+def _merge_profiles(runs: Sequence[Tuple[Optional[List[OpSample]], Tuple[int, ...]]]) -> Optional[PerfDetail]:
+    """One :class:`OpPerf` row per operator: times and traffic summed over the samples of a
+    multi-batch run (shapes are one sample's), work shares per emulated core."""
+    runs = [(profile, cores) for profile, cores in runs if profile is not None]
+    if not runs:
+        return None
+    records = []
+    for i, first in enumerate(runs[0][0]):
+        ns = rw = 0
+        work = [0.0, 0.0, 0.0]
+        for profile, cores in runs:
+            row = profile[i]
+            ns += row.ns
+            rw += row.rw_bytes
+            if row.work is not None:
+                _add_work(work, row.work, cores)
+        total = sum(work)
+        records.append(OpPerf(
+            id=i + 1, op_type=first.op_type, data_type=first.data_type, target="CPU",
+            input_shapes=first.input_shapes, output_shapes=first.output_shapes, cycles=(0, 0, 0),
+            time_us=ns / 1000.0, mac_usage=None,
+            workload=tuple(w / total for w in work) if total else (0.0, 0.0, 0.0),
+            rw_bytes=rw, full_name=f"{first.op_type}:{first.name}",
+        ))
+    return PerfDetail(tuple(records))
+
+
+def _add_work(work: List[float], counts: Sequence[int], cores: Tuple[int, ...]) -> None:
+    """Add one run's per-thread work items to the per-core totals; thread slot k ran on
+    ``cores[k % len(cores)]``.  Work that was not split counts as one unit on the first core."""
+    if not any(counts):
+        work[cores[0]] += 1.0
+        return
+    for slot, count in enumerate(counts):
+        work[cores[slot % len(cores)]] += count / sum(counts)

@@ -1,0 +1,270 @@
+"""Input and output conversion of the general API (``Context.run``), per the vendor's rules.
+
+Each model input gets an :class:`InputPlan` when the context is created: what dtypes
+it accepts, its layout, its normalisation and quantization.  ``InputPlan.convert``
+turns one user array into what the backend runs (model layout, the backend's dtype);
+:class:`OutputPlan` turns a backend output into what ``want_float`` asks for.
+
+Vendor rules (RKNN API user guide, "general API"):
+
+* accepted input dtypes: an int8-quantized input takes int8, uint8 or float32 data; a
+  float input takes uint8, float16 or float32 (and float64, numpy's default float type,
+  which has no vendor type: it is cast to float32); bool, int64 (and other integer)
+  inputs take exactly their dtype;
+* without pass-through the data is raw (before the model's mean/std): the runtime
+  normalises it, then quantizes it with the input's scale and zero point;
+* with pass-through nothing is converted: a quantized input takes its quantized
+  values (int8) and a float input float16/float32 data after normalisation; a 4-D
+  input whose native layout is NC1HWC2 takes its data in that native layout (5-D);
+* ``want_float=False`` gives int8 outputs (quantized with the output's parameters)
+  for an int8 model and float16 for a float one.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..constants import QntType, TensorFormat
+from ..errors import InputInvalidError
+from ..model.metadata import Preprocess
+from ..model.spec import TensorSpec, numpy_dtype
+from .tensor_attr import TensorAttr
+
+__all__ = ["InputPlan", "OutputPlan", "FORMATS", "dtype_list", "passed_to_feed"]
+
+#: ``data_format`` values a 4-D input may be given in.
+FORMATS = ("nchw", "nhwc")
+_OP = "rknn_inputs_set"
+# float64 has no rknn_tensor_type; it is accepted (cast to float32) as numpy's default float type.
+_FLOATS_IN = (np.dtype(np.uint8), np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_QUANT_IN = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.float32))
+_QMAX = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
+
+
+def dtype_list(dtypes: Sequence[np.dtype]) -> str:
+    """``"uint8, float16 or float32"``."""
+    names = [str(d) for d in dtypes]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+class InputPlan:
+    """How one model input is checked and converted; built once per context.
+
+    Attributes:
+        index, name: the input's position and name.
+        dims: model-order shape (``-1`` for a dynamic dim).
+        layout: ``"NCHW"``, ``"NHWC"`` or ``"UNDEFINED"`` (the model's own layout).
+        feed: the numpy dtype the backend runs this input in.
+        accepted: dtypes ``run`` takes for it without pass-through.
+        quant: ``(scale, zero_point)`` of a quantized input, else ``None``.
+        native: the input's native attribute (for pass-through data in NC1HWC2).
+    """
+
+    __slots__ = ("index", "name", "what", "dims", "layout", "feed", "accepted", "quant", "qdtype", "preprocess",
+                 "native", "_stage", "_plain")
+
+    def __init__(self, attr: TensorAttr, spec: TensorSpec, preprocess: Optional[Preprocess] = None,
+                 native: Optional[TensorAttr] = None):
+        self.index = attr.index
+        self.name = attr.name
+        self.what = f"input {attr.index} ({attr.name!r})"
+        self.dims = tuple(spec.shape)
+        self.layout = spec.layout
+        self.feed = numpy_dtype(spec.dtype)
+        self.preprocess = preprocess
+        self.native = native
+        if attr.qnt_type == QntType.AFFINE_ASYMMETRIC and self.feed.kind == "f":
+            self.quant: Optional[Tuple[float, int]] = (attr.scale, attr.zp)
+            self.qdtype = attr.dtype
+            self.accepted: Tuple[np.dtype, ...] = _QUANT_IN
+        else:
+            self.quant = None
+            self.qdtype = None
+            self.accepted = _FLOATS_IN if self.feed.kind == "f" else (self.feed,)
+        self._stage: Optional[np.ndarray] = None
+        #: no normalisation and static dims: the fast path of ``convert`` applies
+        self._plain = preprocess is None and -1 not in self.dims
+
+    # -- the common case, kept short: what ``Context.run`` calls per input --------------------
+
+    def convert(self, x, fmt: Optional[str] = None, pass_through: bool = False) -> np.ndarray:
+        """``x`` (one user array) as the backend runs it: model layout, ``feed`` dtype.
+
+        Returns ``x`` itself when it already is that (no copy), else a reused
+        per-input buffer overwritten by the next call.  ``fmt`` is the layout of 4-D
+        data (``"nchw"``/``"nhwc"``, ``None`` = the model's).
+
+        Raises:
+            InputInvalidError: not an array, a dtype, rank or shape the input does not take.
+        """
+        # fast path: an array already in the backend's dtype, shape and memory order
+        if (self._plain and type(x) is np.ndarray and x.dtype is self.feed and x.shape == self.dims
+                and fmt is None and not pass_through and x.flags.c_contiguous):
+            return x
+        return self._convert(x, fmt, pass_through)
+
+    def _convert(self, x, fmt: Optional[str], pass_through: bool) -> np.ndarray:
+        if type(x) is not np.ndarray:
+            if isinstance(x, np.generic):
+                x = np.asarray(x)
+            elif not isinstance(x, np.ndarray):
+                raise InputInvalidError(f"{self.what} must be a numpy array, not {type(x).__name__}", op=_OP)
+        if pass_through:
+            return self._pass_through(x, fmt)
+        if x.dtype not in self.accepted:
+            raise InputInvalidError(
+                f"{self.what} has dtype {x.dtype}; this {self._kind()} input takes {dtype_list(self.accepted)}",
+                op=_OP)
+        if fmt is not None and x.ndim == 4:
+            x = self._to_model_layout(x, fmt)
+        self._check_shape(x)
+        if self.preprocess is not None:
+            return _normalise(x, self.preprocess, self._buffer(x.shape, np.float32), self.what)
+        if x.dtype == self.feed and x.flags.c_contiguous:
+            return x
+        return self._copy(x)
+
+    # -- the rest -----------------------------------------------------------------------------
+
+    def _kind(self) -> str:
+        if self.quant is not None:
+            return f"int8-quantized (scale {self.quant[0]:g}, zero point {self.quant[1]})"
+        return "float" if self.feed.kind == "f" else str(self.feed)
+
+    def _to_model_layout(self, x: np.ndarray, fmt: str) -> np.ndarray:
+        if self.layout == "UNDEFINED" or fmt == self.layout.lower():
+            return x
+        return x.transpose((0, 3, 1, 2)) if fmt == "nhwc" else x.transpose((0, 2, 3, 1))
+
+    def _check_shape(self, x: np.ndarray) -> None:
+        dims = self.dims
+        if x.ndim != len(dims) or any(d != e and e != -1 for d, e in zip(x.shape, dims)):
+            raise InputInvalidError(
+                f"{self.what} has shape {list(x.shape)}; expected {list(dims)} ({self.layout})", op=_OP)
+
+    def _buffer(self, shape, dtype) -> np.ndarray:
+        """A reused buffer of this input (inputs are copied into it, never aliased by outputs)."""
+        buf = self._stage
+        if buf is None or buf.shape != tuple(shape) or buf.dtype != dtype:
+            buf = self._stage = np.empty(shape, dtype)
+        return buf
+
+    def _copy(self, x: np.ndarray) -> np.ndarray:
+        stage = self._buffer(x.shape, self.feed)
+        np.copyto(stage, x, casting="unsafe")
+        return stage
+
+    def _pass_through(self, x: np.ndarray, fmt: Optional[str]) -> np.ndarray:
+        """Pass-through data checked and put in the model layout (the backend's, ``dims``),
+        values untouched: quantized values (``qdtype``) of a quantized input, normalised
+        floats (``feed`` dtype) of a float one.  The backend takes it from there
+        (``run(..., pass_through=...)``): librknnrt as is, the software backend after
+        :func:`passed_to_feed`."""
+        if self.quant is not None:
+            want: Tuple[np.dtype, ...] = (self.qdtype,)
+        elif self.feed.kind == "f":
+            want = (np.dtype(np.float16), np.dtype(np.float32))
+        else:
+            want = (self.feed,)
+        if x.dtype not in want:
+            raise InputInvalidError(
+                f"{self.what} is passed through, so it must already be {self._kind()} data of dtype "
+                f"{dtype_list(want)}; got {x.dtype}", op=_OP)
+        native = self.native
+        if native is not None and native.fmt == TensorFormat.NC1HWC2 and len(self.dims) == 4:
+            x = self._from_nc1hwc2(x)
+        else:
+            if native is not None and native.fmt == TensorFormat.NHWC and x.shape == _padded(native):
+                from .layout import unpad_width
+
+                x = unpad_width(x, native.dims[2])  # rows padded to w_stride, as the NPU reads them
+                fmt = "nhwc"
+            if fmt is not None and x.ndim == 4:
+                x = self._to_model_layout(x, fmt)
+        self._check_shape(x)
+        want_dtype = self.qdtype if self.quant is not None else self.feed
+        if x.dtype == want_dtype and x.flags.c_contiguous:
+            return x
+        stage = self._buffer(x.shape, want_dtype)
+        np.copyto(stage, x, casting="unsafe")
+        return stage
+
+    def _from_nc1hwc2(self, x: np.ndarray) -> np.ndarray:
+        """Native NC1HWC2 pass-through data as model-layout data (padding lanes dropped)."""
+        from . import layout
+
+        native = self.native
+        if x.shape != tuple(native.dims):
+            raise InputInvalidError(
+                f"{self.what} is passed through and its native layout is NC1HWC2, so the data must have the "
+                f"native shape {list(native.dims)} (N, C1, H, W, C2); got shape {list(x.shape)}", op=_OP)
+        channels = self.dims[1] if self.layout == "NCHW" else self.dims[3]
+        if self.layout == "NHWC":
+            return layout.nc1hwc2_to_nhwc(x, channels)
+        return layout.nc1hwc2_to_nchw(x, channels)
+
+
+class OutputPlan:
+    """How one backend output becomes what ``run(want_float=...)`` returns."""
+
+    __slots__ = ("quant", "limits", "qdtype")
+
+    def __init__(self, attr: TensorAttr, spec: TensorSpec):
+        if attr.qnt_type == QntType.AFFINE_ASYMMETRIC and spec.quant is not None:
+            self.quant: Optional[Tuple[float, int]] = (attr.scale, attr.zp)
+            self.qdtype = attr.dtype
+            self.limits = _QMAX.get(spec.quant.dtype, (-128, 127))
+        else:
+            self.quant = None
+            self.qdtype = None
+            self.limits = None
+
+    def raw(self, y: np.ndarray) -> np.ndarray:
+        """``want_float=False``: quantized outputs as their integer values
+        (``clip(round(y / scale) + zp)``), float outputs as float16, others unchanged."""
+        if y.dtype.kind != "f":
+            return y
+        if self.quant is None:
+            return y.astype(np.float16)
+        scale, zp = self.quant
+        q = np.rint(np.divide(y, np.float32(scale), dtype=np.float32))
+        q += np.float32(zp)
+        np.clip(q, self.limits[0], self.limits[1], out=q)
+        return q.astype(self.qdtype)
+
+
+def passed_to_feed(spec: TensorSpec, x: np.ndarray) -> np.ndarray:
+    """Pass-through data of input ``spec`` (model layout; quantized values of a quantized
+    input) as the float data an executor runs: ``(x - zero_point) * scale`` in float32
+    for a quantized input, ``x`` cast to the spec's dtype otherwise (a new array, or ``x``
+    when it already is that)."""
+    feed = numpy_dtype(spec.dtype)
+    if spec.quant is not None and feed.kind == "f" and x.dtype.kind in "iu":
+        out = np.subtract(x, np.float32(spec.quant.zero_point[0]), dtype=np.float32)
+        np.multiply(out, np.float32(spec.quant.scale[0]), out=out)
+        return out
+    return x if x.dtype == feed else x.astype(feed)
+
+
+def _padded(native: TensorAttr) -> Tuple[int, ...]:
+    """The shape of native NHWC data with its rows padded to ``w_stride`` (when they are)."""
+    n, h, w, c = native.dims
+    return (n, h, native.w_stride, c) if native.w_stride > w else ()
+
+
+def _normalise(x: np.ndarray, p: Preprocess, out: np.ndarray, what: str) -> np.ndarray:
+    """``(x[:, reorder] - mean) / std`` per channel (axis 1, model layout NCHW), into ``out``."""
+    if x.ndim != 4 or x.shape[1] != len(p.mean):
+        raise InputInvalidError(
+            f"the model normalises {len(p.mean)} channels of {what} on axis 1; got an input of shape "
+            f"{list(x.shape)}",
+            op=_OP,
+        )
+    if p.reorder:
+        x = x[:, list(p.reorder)]
+    shape = (1, len(p.mean), 1, 1)
+    np.subtract(x, np.reshape(p.mean_array, shape), out=out, casting="unsafe")
+    np.divide(out, np.reshape(p.std_array, shape), out=out)
+    return out
