@@ -57,8 +57,10 @@ class ModelSource:
             return
         import numpy as np
 
-        base = np.frombuffer(self.view, np.uint8).__array_interface__["data"][0]
-        start = arr.__array_interface__["data"][0] - base
+        # .ctypes.data, not __array_interface__: numpy 2.x keeps ~1 MB for good after some
+        # 10,000 __array_interface__ lookups, which load/release cycles would reach
+        base = np.frombuffer(self.view, np.uint8).ctypes.data
+        start = arr.ctypes.data - base
         end = start + arr.nbytes
         if start < 0 or end > len(self.view):
             return
