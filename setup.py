@@ -24,7 +24,7 @@ def extensions():
             Extension(
                 f"rknnlite._native.{pyx.stem}",
                 [str(pyx.relative_to(HERE))],
-                include_dirs=[numpy.get_include()],
+                include_dirs=[numpy.get_include(), "cython/include"],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
                 extra_compile_args=["-O3"],
             )
