@@ -16,12 +16,18 @@ __all__ = ["Backend", "BACKENDS", "create_backend"]
 BACKENDS = ("auto", "software", "npu")
 
 
-def _npu_unavailable(loaded: LoadedModel) -> DeviceUnavailableError:
-    return DeviceUnavailableError(
-        f"{loaded.label}: the npu backend (librknnrt.so through the Cython binding) is not part of this "
-        "build yet, so Rockchip .rknn files cannot run here",
-        op="rknn_init",
-    )
+def _npu_backend(loaded: LoadedModel, custom_ops, flags: int = 0) -> Backend:
+    """The npu backend on ``loaded``; DeviceUnavailableError (naming where librknnrt was
+    looked for and how to install it) when the runtime cannot be loaded."""
+    from .npu import NpuBackend
+
+    try:
+        return NpuBackend(loaded, custom_ops=custom_ops, flags=flags)
+    except DeviceUnavailableError as e:
+        if e.op not in ("dlopen", "dlsym"):
+            raise
+        raise DeviceUnavailableError(f"{loaded.label}: the npu backend cannot run: {e.message}",
+                                     op="rknn_init") from None
 
 
 def _software_refuses(loaded: LoadedModel) -> str:
@@ -33,10 +39,12 @@ def _software_refuses(loaded: LoadedModel) -> str:
     )
 
 
-def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=()) -> Backend:
+def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=(), flags: int = 0) -> Backend:
     """Initialise ``loaded`` on the named backend.
 
-    ``custom_ops`` are Python custom operators (``op_type`` + ``compute(self, node, inputs)``).
+    ``custom_ops`` are Python custom operators (``op_type`` + ``compute(self, node, inputs)``);
+    ``flags`` the context's :class:`~rknnlite.constants.InitFlag` bits (``rknn_init``'s, on
+    the npu backend).
 
     Raises:
         InvalidParamError: unknown backend name.
@@ -56,11 +64,13 @@ def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=()) ->
 
         return SoftwareBackend(loaded.model, custom_ops=custom_ops, source=loaded.source)
     if loaded.format in (ROCKCHIP, ROCKCHIP_ENCRYPTED):
-        npu = _npu_unavailable(loaded)
-        if backend == "npu":
-            raise npu
         software = _software_refuses(loaded)
         if backend == "software":
             raise DeviceUnavailableError(f"{loaded.label}: {software}", op="rknn_init")
-        raise DeviceUnavailableError(f"{npu.message}; and {software}", op="rknn_init")
+        try:
+            return _npu_backend(loaded, custom_ops, flags)
+        except DeviceUnavailableError as npu:
+            if backend == "npu" or npu.op != "rknn_init":
+                raise
+            raise DeviceUnavailableError(f"{npu.message}; and {software}", op="rknn_init") from None
     raise InvalidParamError(f"no backend handles format {loaded.format!r}", op="rknn_init")
