@@ -19,23 +19,27 @@ from rknnlite.toolkit.prune import format_result, prune_channels  # noqa: E402
 F = onnx.TensorProto.FLOAT
 
 
-def sparse_model(path, zero=True):
+def sparse_model(path, zero=True, exact=False):
     """x(1,3,10,10) -> Conv A (3->8) -> Relu -> Conv B (8->6, pad 1) -> Relu -> MaxPool ->
     Conv C (6->5) -> GlobalAveragePool -> Flatten -> Gemm D (5->7) -> Relu -> Gemm E (7->4).
 
     With ``zero``: A's channels 1 and 4 are zero with zero bias, channel 6 zero with a
     negative bias (Relu makes it 0), channel 3 zero with a positive bias (kept: it is the
     constant 0.5, not nothing); B reads nothing from A's channel 7; B's channel 2 and D's
-    column 5 are zero with zero bias."""
+    column 5 are zero with zero bias.
+
+    With ``exact`` the weights and biases are small integers and the input is 8x8 (the
+    average pool divides by 16): every float32 sum is then exact whatever its order, so
+    pruned and full models must agree to the bit."""
     rng = np.random.default_rng(3)
-    wa = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
-    ba = rng.standard_normal(8).astype(np.float32)
-    wb = rng.standard_normal((6, 8, 3, 3)).astype(np.float32)
-    bb = rng.standard_normal(6).astype(np.float32)
-    wc = rng.standard_normal((5, 6, 1, 1)).astype(np.float32)
-    wd = rng.standard_normal((5, 7)).astype(np.float32)
-    bd = rng.standard_normal(7).astype(np.float32)
-    we = rng.standard_normal((4, 7)).astype(np.float32)
+
+    def values(shape):
+        if exact:
+            return rng.integers(-2, 3, shape).astype(np.float32)
+        return rng.standard_normal(shape).astype(np.float32)
+
+    wa, ba, wb, bb = values((8, 3, 3, 3)), values(8), values((6, 8, 3, 3)), values(6)
+    wc, wd, bd, we = values((5, 6, 1, 1)), values((5, 7)), values(7), values((4, 7))
     if zero:
         wa[[1, 3, 4, 6]] = 0
         ba[[1, 4]] = 0
@@ -61,7 +65,8 @@ def sparse_model(path, zero=True):
         helper.make_node("Relu", ["d"], ["dr"]),
         helper.make_node("Gemm", ["dr", "we"], ["y"], transB=1),
     ]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 3, 10, 10])],
+    size = 8 if exact else 10
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 3, size, size])],
                           [helper.make_tensor_value_info("y", F, [1, 4])], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     return str(path)
@@ -119,6 +124,19 @@ def test_pruned_model_gives_the_same_outputs_with_fewer_weights(tmp_path, caplog
     removed = (full_count - count) * 4
     assert weight[0] == f"Weight: -{removed / 2 ** 20:.5f} MB (-{100 * removed / (full_count * 4):.1f}%)"
     assert float(re.search(r"-(\d+\.\d)%\)", flops[0]).group(1)) > 10
+
+
+def test_pruning_is_lossless_to_the_bit_when_sums_are_exact(tmp_path):
+    onnx_path = sparse_model(tmp_path / "exact.onnx", exact=True)
+    _, full = model_graph(build(onnx_path, False), tmp_path, "full.rknn")
+    _, pruned = model_graph(build(onnx_path, True), tmp_path, "pruned.rknn")
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        x = rng.integers(0, 4, (1, 3, 8, 8)).astype(np.float32)
+        a = full.run([x], data_format="nchw")[0]
+        assert np.abs(a).max() > 0
+        np.testing.assert_array_equal(pruned.run([x], data_format="nchw")[0], a)
+    assert weight_shapes(tmp_path / "pruned.rknn")[1] < weight_shapes(tmp_path / "full.rknn")[1]
 
 
 def test_int8_build_of_a_pruned_model_runs(tmp_path, monkeypatch):
