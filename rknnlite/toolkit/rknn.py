@@ -10,11 +10,15 @@ Differences from the vendor toolkit (this is the first path; see the docstrings)
 
 * ``build`` makes float models (``float_dtype`` ``"float16"``, the NPU's precision, or
   ``"float32"``) and, with ``do_quantization=True``, int8 models (asymmetric int8,
-  ``normal`` algorithm, ``channel`` or ``layer`` method; calibration data as ``.npy``
-  files only); ``rknn_batch_size`` comes later and fails with -1.
+  ``normal``, ``mmse`` or ``kl_divergence`` algorithm, ``channel`` or ``layer`` method;
+  calibration data as images or ``.npy`` files), multi-batch (``rknn_batch_size``) and dynamic shapes
+  (``config(dynamic_input=...)``).
 * ``export_rknn`` writes rknnlite's portable container (``.rknn`` by name), which
   :class:`rknnlite.Context` and :class:`rknnlite.api.RKNNLite` run on any host; it is
   not a Rockchip ``.rknn`` file and cannot run on a board's librknnrt.
+* ``export_encrypted_rknn_model`` wraps a model in rknnlite's AES-256-GCM envelope
+  (opened by :class:`rknnlite.Context` / ``RKNNLite.load_rknn(key_path=...)`` with the
+  key), not the vendor's ``CYPTRKNN`` format.
 * ``init_runtime(target=None)`` runs the built model on the software backend (the
   vendor's simulator); board targets are refused.
 """
@@ -43,10 +47,10 @@ _DEFAULT_PLATFORM = "rk3588"
 # changes results (performance/placement/quantization settings), so they are accepted
 # with a warning.  Otherwise the vendor default they are harmless at.
 _IGNORED_ANY = ("quantized_hybrid_level",
-                "optimization_level", "model_pruning", "compress_weight", "single_core_mode",
-                "sparse_infer", "enable_flash_attention", "auto_hybrid_cos_thresh", "auto_hybrid_euc_thresh",
+                "optimization_level", "compress_weight", "single_core_mode",
+                "enable_flash_attention", "auto_hybrid_cos_thresh", "auto_hybrid_euc_thresh",
                 "op_target")
-_IGNORED_AT_DEFAULT = {"remove_weight": False, "inputs_yuv_fmt": None, "dynamic_input": None,
+_IGNORED_AT_DEFAULT = {"remove_weight": False, "inputs_yuv_fmt": None,
                        "quantize_weight": False, "remove_reshape": False}
 
 # Quantization options and their vendor defaults (checked by build(do_quantization=True)).
@@ -76,11 +80,13 @@ class RKNN:
 
     def __init__(self, verbose: bool = False, verbose_file: Optional[str] = None):
         self._log = InstanceLog(_LOGGER_NAME, verbose, verbose_file)
+        self._verbose = bool(verbose)
         self._config: Optional[Dict[str, Any]] = None
         self._imported = None
         self._model_bytes: Optional[bytes] = None
         self._ctx = None
         self._released = False
+        self._custom_ops: Dict[str, Any] = {}  # op_type -> custom operator (reg_custom_op)
         self._log.info("rknnlite toolkit %s (RKNN-Toolkit2 compatible API)", __version__)
 
     # -- configuration -------------------------------------------------------------------------
@@ -102,13 +108,26 @@ class RKNN:
                 ``"float32"`` (full precision reference).
             custom_string: free text stored in the model (``RKNN_QUERY_CUSTOM_STRING``).
             **other_toolkit_kwargs: other vendor options.  ``quantized_dtype``
-                (``'asymmetric_quantized-8'``), ``quantized_algorithm`` (``'normal'``) and
+                (``'asymmetric_quantized-8'``), ``quantized_algorithm`` (``'normal'``,
+                ``'mmse'`` or ``'kl_divergence'``) and
                 ``quantized_method`` (``'channel'`` or ``'layer'``) set the quantization
                 of ``build(do_quantization=True)``; other values of these are accepted with
                 a warning and make a quantized build fail.  Performance and placement
                 settings are accepted with a warning that they are not supported yet;
-                options that would change the model (``dynamic_input``,
-                ``inputs_yuv_fmt``, ``remove_weight``, ...) at a non-default value fail.
+                ``model_pruning=True`` makes :meth:`build` remove channels that cannot
+                change any output (lossless; see :mod:`rknnlite.toolkit.prune`).
+                ``sparse_infer=True`` (RK3576 / RV1126B; elsewhere a warning and no
+                effect) makes :meth:`build` detect each Conv/Gemm/MatMul weight's sparsity
+                pattern, record it in the model and log its ``SparseRation`` (see
+                :mod:`rknnlite.toolkit.sparsity`); the software backend runs marked Conv
+                layers with a sparse kernel where that is faster.
+                Options that would change the model (``inputs_yuv_fmt``,
+                ``remove_weight``, ...) at a non-default value fail.
+                ``dynamic_input=[[shape_in0, shape_in1, ...], ...]``: the shape sets the
+                model must run (one shape per input per set, ints > 0, at most 512
+                sets); the built model is one graph that runs each of them, and
+                inference takes the shape from the arrays (see
+                :mod:`rknnlite.toolkit.shapes`).
         """
         if not self._alive("config"):
             return -1
@@ -140,6 +159,9 @@ class RKNN:
             self._log.error("config: custom_string must be a str, not %s", type(custom_string).__name__)
             return -1
         quant_cfg = dict(_QUANT_DEFAULTS)
+        dynamic_input = None
+        pruning = False
+        sparse_infer = False
         for key, value in other_toolkit_kwargs.items():
             if key in _QUANT_DEFAULTS:
                 if value is None:
@@ -151,13 +173,37 @@ class RKNN:
                 problem = _quant_option_problem(key, value)
                 if problem:
                     self._log.warning("config: %s; build(do_quantization=True) will fail", problem)
+            elif key == "sparse_infer":
+                if not isinstance(value, (bool, np.bool_)):
+                    self._log.error("config: sparse_infer must be True or False, not %r", value)
+                    return -1
+                sparse_infer = bool(value)
+                if sparse_infer:
+                    from .sparsity import SPARSE_PLATFORMS
+
+                    if platform not in SPARSE_PLATFORMS:
+                        self._log.warning("config: sparse_infer=True has no effect on %s: sparse inference is only "
+                                          "supported on %s; the model is built dense", platform,
+                                          ", ".join(SPARSE_PLATFORMS))
+            elif key == "model_pruning":
+                if not isinstance(value, (bool, np.bool_)):
+                    self._log.error("config: model_pruning must be True or False, not %r", value)
+                    return -1
+                pruning = bool(value)
             elif key in _IGNORED_ANY:
                 self._log.warning("config: %s=%r is not supported yet by rknnlite and is ignored", key, value)
+            elif key == "dynamic_input":
+                if value is not None:
+                    from .shapes import validate_shape_sets
+
+                    try:
+                        dynamic_input = validate_shape_sets(value)
+                    except ValueError as e:
+                        self._log.error("config: %s", e)
+                        return -1
             elif key in _IGNORED_AT_DEFAULT:
                 if value != _IGNORED_AT_DEFAULT[key]:
-                    hint = (" (build one model per shape with load_onnx(input_size_list=...))"
-                            if key == "dynamic_input" else "")
-                    self._log.error("config: %s=%r is not supported yet by rknnlite%s", key, value, hint)
+                    self._log.error("config: %s=%r is not supported yet by rknnlite", key, value)
                     return -1
             else:
                 self._log.error("config: unknown option %r", key)
@@ -165,9 +211,46 @@ class RKNN:
         self._config = {
             "mean_values": mean, "std_values": std, "quant_img_RGB2BGR": bool(quant_img_RGB2BGR),
             "target_platform": platform, "float_dtype": float_dtype, "custom_string": custom_string or "",
-            **quant_cfg,
+            "dynamic_input": dynamic_input, **quant_cfg,
         }
+        self._config["model_pruning"] = pruning
+        self._config["sparse_infer"] = sparse_infer
         self._log.debug("config: %s", self._config)
+        return 0
+
+    def reg_custom_op(self, custom_op) -> int:
+        """Register a Python custom operator (a class, or an instance of one); call it between
+        :meth:`config` and :meth:`load_onnx`, as the vendor requires.  Returns 0 or -1.
+
+        The class has a string ``op_type`` (not a standard ONNX op; ``cst...`` is
+        recommended), ``shape_infer(self, node, in_shapes, in_dtypes)`` and
+        ``compute(self, node, inputs)`` (see :mod:`rknnlite.toolkit.custom_op`).  Nodes of
+        that op type are then imported with the output shapes ``shape_infer`` gives,
+        checked against ``compute`` at :meth:`build`, stored in the model with their
+        attributes, and run with ``compute`` by :meth:`init_runtime`/:meth:`inference`.
+        At run time outside the toolkit, give an instance of the same class to
+        ``rknnlite.Context(model, custom_ops=[...])``.  Registering an op type again
+        replaces the earlier class (with a warning).
+        """
+        if not self._alive("reg_custom_op"):
+            return -1
+        if self._config is None or self._imported is not None:
+            self._log.error("reg_custom_op: rknn.reg_custom_op() needs to be called between rknn.config() and "
+                            "rknn.load_xxx()")
+            return -1
+        from ..backends.software.ops import KERNELS
+        from .custom_op import validate_custom_op
+
+        try:
+            op = validate_custom_op(custom_op, reserved=tuple(KERNELS))
+        except RKNNError as e:
+            self._log.error("reg_custom_op: %s", e.message)
+            return -1
+        if op.op_type in self._custom_ops:
+            self._log.warning("reg_custom_op: %s was registered already; the new class %s replaces it",
+                              op.op_type, type(op).__name__)
+        self._custom_ops[op.op_type] = op
+        self._log.info("reg_custom_op: registered custom op %s (class %s)", op.op_type, type(op).__name__)
         return 0
 
     # -- loading -------------------------------------------------------------------------------
@@ -194,7 +277,10 @@ class RKNN:
             self._log.error("load_onnx: the onnx package is needed to load ONNX models: %s", e)
             return -1
         try:
-            self._imported = import_onnx(model, inputs=inputs, input_size_list=input_size_list, outputs=outputs)
+            self._imported = import_onnx(model, inputs=inputs, input_size_list=input_size_list, outputs=outputs,
+                                         dynamic_input=(self._config or {}).get("dynamic_input"),
+                                         custom_ops=self._custom_ops,
+                                         warn=lambda m: self._log.warning("load_onnx: %s", m))
         except ModelInvalidError as e:
             self._log.error("load_onnx: %s", e.message)
             return -1
@@ -245,25 +331,44 @@ class RKNN:
         ``do_quantization=True`` builds an int8 model calibrated on ``dataset``: a text
         file with one sample per line and one path per model input separated by
         spaces, all paths relative to the current working directory (as in the vendor
-        toolkit); each path names a ``.npy`` array in the model's layout (NCHW),
-        float32, *before* mean/std (images are not supported yet).  Activations
-        (graph inputs after mean/std and every node output) get asymmetric int8 per
-        tensor from their calibrated min/max; the weights of Conv, ConvTranspose, Gemm
+        toolkit); each path names an image (JPEG/PNG/BMP of the input's size, RGB;
+        ``quant_img_RGB2BGR=True`` reverses it to BGR) or a ``.npy`` array in the
+        model's layout (NCHW float32), raw values *before* mean/std (see
+        :mod:`rknnlite.toolkit.dataset`).  Activations (graph inputs after mean/std and
+        every node output) get asymmetric int8 per tensor from the range the
+        ``quantized_algorithm`` chooses (``normal``: min/max; ``mmse``; ``kl_divergence``;
+        see :mod:`rknnlite.toolkit.calibration`); the weights of Conv, ConvTranspose, Gemm
         and MatMul symmetric int8 per output channel (``quantized_method='channel'``)
         or per tensor (``'layer'``); biases stay float.  See
-        :mod:`rknnlite.toolkit.quantize`.  ``rknn_batch_size`` > 1 is not supported yet
-        and returns -1.
+        :mod:`rknnlite.toolkit.quantize`.
+
+        A model loaded with ``config(dynamic_input=...)`` is built as one graph and run
+        once on every shape set (a set it cannot run fails the build, naming the set and
+        the node); output shapes get ``-1`` on the dims that vary.  Its calibration
+        samples must each match one set; a set no sample matches is calibrated on the
+        samples centre-cropped / wrapped to its shapes.
+
+        ``rknn_batch_size=N`` (a positive int; ``None`` or 1: no batching) multiplies
+        axis 0 of every input and output by ``N``, as the vendor does: each input must
+        have axis 0 equal to 1 and no input or output may be a scalar.  The model stores
+        the batch-1 graph with ``batch_size=N`` in its metadata; the runtime runs the
+        ``N`` samples of a batch through it.  It cannot be combined with
+        ``dynamic_input`` (give the batch sizes in the shape sets instead).
         """
         if not self._alive("build"):
             return -1
         if self._imported is None:
             self._log.error("build: %s", _NO_MODEL)
             return -1
-        if rknn_batch_size is not None and rknn_batch_size != 1:
-            if not isinstance(rknn_batch_size, int) or rknn_batch_size < 1:
-                self._log.error("build: rknn_batch_size must be a positive int, not %r", rknn_batch_size)
-            else:
-                self._log.error("build: rknn_batch_size=%d is not supported yet by rknnlite", rknn_batch_size)
+        batch = 1 if rknn_batch_size is None else rknn_batch_size
+        if isinstance(batch, (bool, np.bool_)) or not isinstance(batch, (int, np.integer)) or not 1 <= batch <= 4096:
+            self._log.error("build: rknn_batch_size must be a positive int (at most 4096), not %r", rknn_batch_size)
+            return -1
+        batch = int(batch)
+        sets = self._imported.dynamic_shapes
+        if batch > 1 and sets:
+            self._log.error("build: rknn_batch_size=%d cannot be combined with config(dynamic_input=...); give the "
+                            "batch sizes in the dynamic_input shapes instead", batch)
             return -1
         if dataset is not None and not do_quantization:
             self._log.warning("build: dataset is only used for quantization; ignored")
@@ -272,6 +377,8 @@ class RKNN:
         from ..model.metadata import Preprocess, build_metadata
         from ..model.portable import write_portable
         from . import quantize
+        from . import shapes as shape_sets
+        from .onnx_import import tensor_layout
         from .optimize import optimize, round_constants_to_float16
 
         cfg = self._config or self._default_config()
@@ -289,25 +396,58 @@ class RKNN:
                     self._log.error("build: do_quantization=True: %s", problem)
                     return -1
             try:
-                samples = quantize.read_dataset(dataset, imported.input_specs)
-            except quantize.DatasetError as e:
+                samples = quantize.read_dataset(dataset, imported.input_specs, rgb2bgr=cfg["quant_img_RGB2BGR"])
+                if sets:
+                    samples, added = shape_sets.cover_shape_sets(samples, sets)
+                    if added:
+                        self._log.info("build: dynamic_input sets %s have no calibration sample; calibrating "
+                                       "them on the samples fitted to their shapes", added)
+            except (quantize.DatasetError, ValueError) as e:
                 self._log.error("build: do_quantization=True: %s", e)
                 return -1
+        if batch > 1:
+            try:
+                batched_inputs = shape_sets.batch_specs(imported.input_specs, batch, "input",
+                                                        require_unit_batch=True)
+                shape_sets.batch_specs(imported.output_specs, batch, "output", require_unit_batch=False)
+            except RKNNError as e:
+                self._log.error("build: %s", e.message)
+                return -1
+            self._log.debug("build: rknn_batch_size=%d, inputs %s", batch, [list(t.shape) for t in batched_inputs])
         self._release_runtime()
         self._model_bytes = None
         self._log.info("Building model (%s%s)", cfg["float_dtype"], ", int8 quantized" if do_quantization else "")
         input_specs, output_specs = list(imported.input_specs), list(imported.output_specs)
         try:
             graph = optimize(imported.graph, imported.shapes)
+            self._prune_and_check(graph, cfg, imported)
+            if sets:
+                per_set = shape_sets.verify_shape_sets(graph, sets, input_specs,
+                                                       custom_ops=list(self._custom_ops.values()))
+                merged = shape_sets.merge_output_shapes(per_set, [t.name for t in output_specs])
+                output_specs = [replace(t, shape=m, layout=tensor_layout(t.dtype, m))
+                                for t, m in zip(output_specs, merged)]
+                self._log.info("build: the graph runs all %d dynamic_input sets; outputs %s", len(sets),
+                               [list(m) for m in merged])
             if samples is not None:
-                ranges = quantize.calibrate(graph, samples, preprocess or None)
+                # Progress bars (tqdm, stderr) only for a verbose object (and on a terminal).
+                ranges = quantize.calibrate(graph, samples, preprocess or None,
+                                            cfg.get("quantized_algorithm", "normal"), self._verbose,
+                                            custom_ops=list(self._custom_ops.values()))
                 graph.quant = quantize.quantize_graph(graph, ranges, cfg.get("quantized_method", "channel"))
                 input_specs = [replace(t, quant=graph.quant.get(t.name)) for t in input_specs]
                 output_specs = [replace(t, quant=graph.quant.get(t.name)) for t in output_specs]
-                self._log.info("build: calibrated on %d samples; %d tensors quantized", len(samples),
-                               len(graph.quant))
+                self._log.info("build: calibrated on %d samples (%s); %d tensors quantized", len(samples),
+                               cfg.get("quantized_algorithm", "normal"), len(graph.quant))
             if cfg["float_dtype"] == "float16":
                 round_constants_to_float16(graph)
+            if cfg.get("sparse_infer"):
+                from .sparsity import mark_for_build
+
+                mark_for_build(graph, cfg["target_platform"], self._log)
+            if batch > 1:
+                input_specs = shape_sets.batch_specs(input_specs, batch, "input", require_unit_batch=True)
+                output_specs = shape_sets.batch_specs(output_specs, batch, "output", require_unit_batch=False)
             metadata = build_metadata(
                 input_specs, output_specs,
                 target_platforms=(cfg["target_platform"],),
@@ -315,6 +455,8 @@ class RKNN:
                 float_dtype=cfg["float_dtype"],
                 quantization="int8" if samples is not None else None,
                 preprocess=tuple(Preprocess(tuple(m), tuple(s)) for m, s in preprocess) if preprocess else (),
+                dynamic_shapes=sets,
+                batch_size=batch,
             )
             data = write_portable(metadata, graph)
         except RKNNError as e:
@@ -327,6 +469,27 @@ class RKNN:
                        len(imported.graph.nodes), len(graph.nodes), len(data))
         self._model_bytes = data
         return 0
+
+    def _prune_and_check(self, graph, cfg, imported) -> None:
+        """Build steps on the optimised graph: ``model_pruning`` (logs the vendor's result
+        lines) and the check of registered custom ops (raises ModelInvalidError)."""
+        if cfg.get("model_pruning"):
+            from .prune import format_result, prune_channels
+
+            result = prune_channels(graph, imported.shapes)
+            if result.pruned:
+                for line in format_result(result):
+                    self._log.info("%s", line)
+                self._log.debug("model_pruning: channels removed per node: %s", result.channels)
+            else:
+                self._log.info("model_pruning: nothing can be pruned (no channel is all zeros or unread); "
+                               "the model is unchanged")
+        if self._custom_ops:
+            from .custom_op import check_custom_outputs
+
+            checked = check_custom_outputs(graph, self._custom_ops, imported.input_specs, imported.shapes)
+            if checked:
+                self._log.debug("build: %d custom op node(s) checked against their shape_infer", checked)
 
     def _default_config(self) -> Dict[str, Any]:
         self._log.warning("build: target_platform is not set, using the default: %s", _DEFAULT_PLATFORM)
@@ -390,6 +553,136 @@ class RKNN:
         self._log.info("export_rknn: %s (%d bytes)", export_path, len(self._model_bytes))
         return 0
 
+    def export_encrypted_rknn_model(self, input_model, output_model=None, crypt_level: int = 1, key=None) -> int:
+        """Encrypt an exported model file with rknnlite's envelope (AES-256-GCM, see
+        :mod:`rknnlite.model.envelope`).  Returns 0 or -1.
+
+        Args:
+            input_model: path of a model file (a model this toolkit exported, or a
+                Rockchip ``.rknn``).
+            output_model: where to write; default ``<input without extension>.crypt.rknn``.
+            crypt_level: 1, 2 or 3 as in the vendor toolkit (another value: warning, 1 is
+                used).  Every level uses the same envelope: decryption costs the same.
+            key: what :func:`rknnlite.model.envelope.resolve_key` takes, as
+                ``rknnlite.Context(key=...)`` does: the 32-byte key as ``bytes``, a key
+                file path, or a ``ModelKey`` (e.g. a passphrase).  ``None``: the
+                ``RKNNLITE_MODEL_KEY`` variable when set, else the key file
+                ``<output without extension>_key.bin`` (created with a new random key,
+                mode 0600, when it does not exist).
+
+        Load the result with ``rknnlite.Context(path, key=...)`` or
+        ``RKNNLite.load_rknn(path, key_path=<key file>)``.
+        """
+        if not self._alive("export_encrypted_rknn_model"):
+            return -1
+        from ..model import envelope
+        from ..model.loader import ENVELOPE, ROCKCHIP_ENCRYPTED, detect_format
+        from ..model.source import open_source
+
+        what = "export_encrypted_rknn_model"
+        if not isinstance(input_model, (str, os.PathLike)) or not os.path.isfile(input_model):
+            self._log.error("%s: input model not found: %s", what, input_model)
+            return -1
+        if output_model is None:
+            output_model = os.path.splitext(os.fspath(input_model))[0] + ".crypt.rknn"
+        if isinstance(crypt_level, bool) or crypt_level not in (1, 2, 3):
+            self._log.warning("%s: crypt_level must be 1, 2 or 3, not %r; using 1", what, crypt_level)
+            crypt_level = 1
+        try:
+            source = open_source(input_model)
+            fmt = detect_format(source.view)
+            if fmt in (ENVELOPE, ROCKCHIP_ENCRYPTED):
+                self._log.error("%s: %s is already encrypted", what, input_model)
+                return -1
+            key_note = "the given key"
+            if key is None and envelope.resolve_key(None) is None:
+                key = os.path.splitext(os.fspath(output_model))[0] + "_key.bin"
+                if os.path.exists(key):
+                    key_note = f"the existing key file {key}"
+                else:
+                    envelope.write_key_file(key, envelope.generate_key())
+                    key_note = f"a new key written to {key}"
+            elif key is None:
+                key_note = f"the key in {envelope.KEY_ENV_VAR}"
+            data = envelope.encrypt(source.view, envelope.resolve_key(key))
+            with open(output_model, "wb") as f:
+                f.write(data)
+        except RKNNError as e:
+            self._log.error("%s: %s", what, e.message)
+            return -1
+        except OSError as e:
+            self._log.error("%s: cannot write %s: %s", what, e.filename or output_model, e.strerror or e)
+            return -1
+        self._log.info("%s: %s -> %s (crypt_level %d, %s)", what, input_model, output_model, crypt_level, key_note)
+        return 0
+
+    def accuracy_analysis(self, inputs, ref_outputs=None, output_dir: str = "./snapshot", target=None,
+                          device_id=None) -> int:
+        """Compare the built model with its float32 reference layer by layer on one sample
+        and write the results to ``output_dir``.  Returns 0 or -1.
+
+        ``inputs``: one path per model input, an image or a ``.npy`` array read as the
+        calibration dataset reads them (model layout, NCHW for 4-D inputs, raw values
+        before mean/std); arrays in that form are accepted too.  ``ref_outputs``
+        (optional): expected final outputs (``.npy`` paths or arrays) compared with the
+        simulator's.  Writes ``golden/`` and ``simulator/`` (one ``.npy`` per tensor) and
+        ``error_analysis.txt`` (per tensor: cosine and euclidean distance, accumulated
+        ("entire") and of the layer alone ("single")); see :mod:`rknnlite.toolkit.accuracy`.
+        Only the simulator is supported: ``target``/``device_id`` must be None.
+        """
+        what = "accuracy_analysis"
+        if not self._alive(what):
+            return -1
+        if target is not None or device_id is not None:
+            self._log.error("%s: target=%r: rknnlite analyses models on its software backend only (target=None)",
+                            what, target)
+            return -1
+        if self._model_bytes is None:
+            self._log.error("%s: %s", what, _NOT_BUILT)
+            return -1
+        from ..model.loader import load_model
+        from .accuracy import analyse, load_inputs
+
+        try:
+            model = load_model(self._model_bytes).model
+            raw = load_inputs(inputs, model.metadata.inputs)
+            refs = None
+            if ref_outputs is not None:
+                refs = [np.load(r, allow_pickle=False) if isinstance(r, (str, os.PathLike)) else np.asarray(r)
+                        for r in (ref_outputs if isinstance(ref_outputs, (list, tuple)) else [ref_outputs])]
+            result = analyse(model, raw, os.fspath(output_dir), list(self._custom_ops.values()), refs,
+                             self._float_reference())
+        except RKNNError as e:
+            self._log.error("%s: %s", what, e.message)
+            return -1
+        except (ValueError, TypeError) as e:
+            self._log.error("%s: %s", what, e)
+            return -1
+        except OSError as e:
+            self._log.error("%s: cannot read or write %s: %s", what, e.filename or output_dir, e.strerror or e)
+            return -1
+        by_name = {layer.name: layer for layer in result.layers}
+        for name in result.outputs:
+            layer = by_name[name]
+            self._log.info("%s: output %s: cos %.5f, euc %.5g (entire)", what, name, layer.entire_cos,
+                           layer.entire_euc)
+        self._log.info("%s: %d tensors analysed; report %s", what, len(result.layers), result.report_path)
+        return 0
+
+    def _float_reference(self):
+        """The float graph the built model comes from (optimised, pruned as configured,
+        not quantized, not rounded), or None when the model was not built from ONNX here."""
+        if self._imported is None:
+            return None
+        from .optimize import optimize
+
+        graph = optimize(self._imported.graph, self._imported.shapes)
+        if (self._config or {}).get("model_pruning"):
+            from .prune import prune_channels
+
+            prune_channels(graph, self._imported.shapes)
+        return graph
+
     # -- running -------------------------------------------------------------------------------
 
     def init_runtime(self, target: Optional[str] = None, target_sub_class=None, device_id=None,
@@ -415,7 +708,7 @@ class RKNN:
         self._release_runtime()
         self._log.info("init_runtime: target is None, using the software backend (simulator)")
         try:
-            self._ctx = Context(self._model_bytes, backend="software")
+            self._ctx = Context(self._model_bytes, backend="software", custom_ops=list(self._custom_ops.values()))
         except RKNNError as e:
             self._log.error("init_runtime: %s", e.message)
             return -1

@@ -13,6 +13,7 @@ import numpy as np
 
 from ....errors import ModelInvalidError
 from . import kernel
+from .sparse import log_layer
 
 _tls = threading.local()
 
@@ -42,6 +43,7 @@ def _gemm_prepare(attrs, consts):
     for i, c in enumerate(consts[:2] if consts else []):
         if c is not None and np.ndim(c) != 2:
             raise ModelInvalidError(f"input {'AB'[i]} must be 2-D, got shape {list(np.shape(c))}", op="Gemm")
+    log_layer("Gemm", attrs)  # sparse_infer models: the per-layer SparseRation line (runs dense)
     return dict(attrs)
 
 
