@@ -344,3 +344,26 @@ def test_sparsify_weights_made_by_constant_nodes(tmp_path):
         assert node.attrs["_sparsity"] == "4:2_ic"
     finally:
         rk.release()
+
+
+def test_runtime_logs_matmul_layers_at_level_4(records, monkeypatch):
+    w = sparsify_weight(weight_view(_dense((8, 4)), "MatMul"), "4:2_ic")[:, :, 0].T.copy()  # back to (K, N)
+    assert satisfies(weight_view(w, "MatMul"), "4:2_ic")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                          [numpy_helper.from_array(w, "w")])
+    rk = _build(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+    blob = rk._model_bytes
+    rk.release()
+    monkeypatch.setenv("RKNN_LOG_LEVEL", "4")
+    rknnlite.runtime.log.apply_env_level()
+    try:
+        records.lines.clear()
+        with rknnlite.Context(blob, backend="software") as ctx:
+            x = np.arange(16, dtype=np.float32).reshape(2, 8)
+            np.testing.assert_allclose(ctx.run([x])[0], x @ w, rtol=1e-6)
+        assert "MatMul:mm SparseRation: 50% (IC)" in [m for lv, m in records.lines if lv == logging.DEBUG]
+    finally:
+        monkeypatch.setenv("RKNN_LOG_LEVEL", "2")
+        rknnlite.runtime.log.apply_env_level()

@@ -97,7 +97,12 @@ def gemm(inputs, attrs, out=None):
     return [y] if target is None else out
 
 
-@kernel("MatMul", out=True)
+def _matmul_prepare(attrs, consts):
+    log_layer("MatMul", attrs)  # sparse_infer models: the per-layer SparseRation line (runs dense)
+    return attrs
+
+
+@kernel("MatMul", out=True, prepare=_matmul_prepare)
 def matmul(inputs, attrs, out=None):
     """ONNX MatMul (numpy ``matmul`` semantics: N-D batch broadcasting, 1-D operands
     promoted and their axis removed).  Writes into ``out[0]`` when given."""
