@@ -21,19 +21,30 @@ j + K/2 (low halves interleaved into one result, high halves into the other) for
 is a perfect shuffle of the whole K*V block: element indices rotate left by one bit.  So
 log2(K) rounds turn channel-major into pixel-major order and log2(V) rounds do the
 inverse.  The vector extensions compile to SSE2 unpack instructions on x86-64 and to
-zip1/zip2 on aarch64.  Channel rows a multiple of 4 KB apart share L1 cache sets; for 16
-rows (and 8 rows written) the kernel then works through a small staging buffer filled or
-emptied row by row with memcpy.  A last block with fewer than C2 real channels goes
-through the staging buffer too (its spare rows hold zeros, or are dropped).  Other
-element sizes or C2 values, other compilers, and the last pixels of a row take scalar
-loops.
+zip1/zip2 on aarch64.  On x86-64 CPUs with AVX-512 VBMI (checked at import; ``set_wide``)
+the same shuffles run on 64-byte registers, one ``vpermt2b`` per zip half through
+byte-index tables for any element size, and NC1HWC2 -> NCHW uses the inverse shuffle
+(unzip: even / odd elements) so both directions take log2(K) rounds; the last
+(64 / es) - 1 pixels or fewer fall back to the 16-byte kernels.  With 16-byte vectors,
+channel rows a multiple of 4 KB apart share L1 cache sets, so for 16 rows (and 8 rows
+written) the kernel works through a small staging buffer filled or emptied row by row
+with memcpy; the 64-byte kernels load or store whole cache lines per row, and staging
+measured no faster for them, so they run straight between the tensors.  A last block
+with fewer than C2 real channels goes through the staging buffer (its spare rows hold
+zeros, or are dropped).  Other element sizes or C2 values, other compilers, and the last
+pixels of a row take scalar loops.
 
 NHWC (N, P, C) <-> NC1HWC2 (N, C1, P, K) copies a run of ``kc * es`` bytes per pixel and
 block (a fixed-size copy for the usual run lengths).  Pixels are walked in tiles of about
 4 KB of NHWC data (the best of 1 KB..256 KB measured), block by block inside a tile, so
 the NHWC side stays in the L1 cache while each block streams sequentially.  Two full
 blocks of 8 bytes (C2 * es == 8: RK3566/RK3568) move together as a 2 x 2 transpose of
-8-byte elements in one 16-byte register per pixel pair.
+8-byte elements in one 16-byte register per pixel pair; with the 64-byte kernels, four
+full blocks of 16 bytes (C2 * es == 16: RK3588) move as a 4 x 4 transpose of 16-byte
+lanes per 4 pixels.  A last block with fewer than C2 channels whose run is 8 or 16 bytes
+moves whole runs (reading past the pixel's channels into the next pixel, masked to zero,
+or writing into the next pixel before its first block is written), except where the run
+would pass the end of the NHWC tensor.
 
 Lanes of the last block beyond the real channels (``C`` not a multiple of C2) are written
 as zero bytes on the way into NC1HWC2 and never read on the way out.
@@ -138,16 +149,136 @@ cdef extern from *:
         return -1;
     }
 
+
+    /* 64-byte (AVX-512 VBMI) versions of the block kernels, chosen at run time: one
+       vpermt2b per zip half (or unzip half) at any element size, through byte-index
+       tables.  A row load or store is a whole cache line, so 16 channel rows a multiple
+       of 4 KB apart no longer need the staging buffer.  NC1HWC2 -> NCHW runs log2(K)
+       rounds of the inverse shuffle (an unzip: even / odd elements of two vectors), so
+       both directions take log2(K) rounds.  The last pixels (fewer than 64 / es) go
+       through the 16-byte kernels. */
+    #if defined(__x86_64__) && !defined(LK_NO_WIDE)
+    #include <immintrin.h>
+    #define LK_WIDE 1
+    /* [log2 es][zip low, zip high, even, odd][byte] */
+    static uint8_t lk_wide_idx[4][4][64];
+    static int lk_wide_ok = 0;
+
+    static void lk_wide_init(void) {
+        for (int e = 0; e < 4; e++) {
+            int es = 1 << e, V = 64 >> e;
+            for (int i = 0; i < V; i++) {
+                for (int b = 0; b < es; b++) {
+                    int half = (i & 1) ? 64 : 0;   /* odd output elements come from the second vector */
+                    lk_wide_idx[e][0][i * es + b] = (uint8_t)(half + (i / 2) * es + b);
+                    lk_wide_idx[e][1][i * es + b] = (uint8_t)(half + (V / 2 + i / 2) * es + b);
+                    lk_wide_idx[e][2][i * es + b] = (uint8_t)(2 * i * es + b);
+                    lk_wide_idx[e][3][i * es + b] = (uint8_t)((2 * i + 1) * es + b);
+                }
+            }
+        }
+        __builtin_cpu_init();
+        lk_wide_ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+                     && __builtin_cpu_supports("avx512vbmi");
+    }
+
+    #define LK_WIDE_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+    #define LK_WIDE_DEFINE(K, LOGK)                                                               \\
+    LK_WIDE_TARGET static ptrdiff_t lk_wide_to_##K(const uint8_t* restrict s, uint8_t* restrict d, \\
+                                                   ptrdiff_t P, ptrdiff_t rs, ptrdiff_t es, int e) { \\
+        const __m512i lo = _mm512_loadu_si512((const void*)lk_wide_idx[e][0]);                     \\
+        const __m512i hi = _mm512_loadu_si512((const void*)lk_wide_idx[e][1]);                     \\
+        ptrdiff_t V = 64 / es, p = 0;                                                             \\
+        for (; p + V <= P; p += V) {                                                              \\
+            __m512i r[K], t[K];                                                                   \\
+            for (int k = 0; k < K; k++) r[k] = _mm512_loadu_si512((const void*)(s + k * rs + p * es)); \\
+            for (int q = 0; q < LOGK; q++) {                                                      \\
+                for (int j = 0; j < K / 2; j++) {                                                 \\
+                    t[2 * j] = _mm512_permutex2var_epi8(r[j], lo, r[j + K / 2]);                  \\
+                    t[2 * j + 1] = _mm512_permutex2var_epi8(r[j], hi, r[j + K / 2]);              \\
+                }                                                                                 \\
+                for (int j = 0; j < K; j++) r[j] = t[j];                                          \\
+            }                                                                                     \\
+            for (int k = 0; k < K; k++) _mm512_storeu_si512((void*)(d + p * K * es + k * 64), r[k]); \\
+        }                                                                                         \\
+        return p;                                                                                 \\
+    }                                                                                             \\
+    LK_WIDE_TARGET static ptrdiff_t lk_wide_from_##K(const uint8_t* restrict s, uint8_t* restrict d, \\
+                                                     ptrdiff_t P, ptrdiff_t rs, ptrdiff_t es, int e) { \\
+        const __m512i ev = _mm512_loadu_si512((const void*)lk_wide_idx[e][2]);                     \\
+        const __m512i od = _mm512_loadu_si512((const void*)lk_wide_idx[e][3]);                     \\
+        ptrdiff_t V = 64 / es, p = 0;                                                             \\
+        for (; p + V <= P; p += V) {                                                              \\
+            __m512i r[K], t[K];                                                                   \\
+            for (int k = 0; k < K; k++) t[k] = _mm512_loadu_si512((const void*)(s + p * K * es + k * 64)); \\
+            for (int q = 0; q < LOGK; q++) {                                                      \\
+                for (int j = 0; j < K / 2; j++) {                                                 \\
+                    r[j] = _mm512_permutex2var_epi8(t[2 * j], ev, t[2 * j + 1]);                  \\
+                    r[j + K / 2] = _mm512_permutex2var_epi8(t[2 * j], od, t[2 * j + 1]);          \\
+                }                                                                                 \\
+                for (int j = 0; j < K; j++) t[j] = r[j];                                          \\
+            }                                                                                     \\
+            for (int k = 0; k < K; k++) _mm512_storeu_si512((void*)(d + k * rs + p * es), t[k]); \\
+        }                                                                                         \\
+        return p;                                                                                 \\
+    }
+    LK_WIDE_DEFINE(2, 1)
+    LK_WIDE_DEFINE(4, 2)
+    LK_WIDE_DEFINE(8, 3)
+    LK_WIDE_DEFINE(16, 4)
+
+    /* The 64-byte kernel for the whole 64 / es pixel groups, then the 16-byte one. */
+    /* The 64-byte kernel for the whole 64 / es pixel groups, then the 16-byte one. */
+    #define LK_WIDE_PAIR(ES, LOGES, K)                                                             \\
+    static ptrdiff_t lk_wto_##ES##_##K(const uint8_t* s, uint8_t* d, ptrdiff_t P, ptrdiff_t rs) {  \\
+        ptrdiff_t p = lk_wide_to_##K(s, d, P, rs, ES, LOGES);                                      \\
+        return p + lk_to_blocked_##ES##_##K(s + p * ES, d + p * K * ES, P - p, rs);                \\
+    }                                                                                              \\
+    static ptrdiff_t lk_wfrom_##ES##_##K(const uint8_t* s, uint8_t* d, ptrdiff_t P, ptrdiff_t rs) { \\
+        ptrdiff_t p = lk_wide_from_##K(s, d, P, rs, ES, LOGES);                                    \\
+        return p + lk_from_blocked_##ES##_##K(s + p * K * ES, d + p * ES, P - p, rs);              \\
+    }
+    #define LK_WIDE_ES(ES, LOGES) \\
+        LK_WIDE_PAIR(ES, LOGES, 2) LK_WIDE_PAIR(ES, LOGES, 4) LK_WIDE_PAIR(ES, LOGES, 8) LK_WIDE_PAIR(ES, LOGES, 16)
+    LK_WIDE_ES(1, 0)
+    LK_WIDE_ES(2, 1)
+    LK_WIDE_ES(4, 2)
+    LK_WIDE_ES(8, 3)
+    #define LK_WROW(ES, DIR) {lk_##DIR##_##ES##_2, lk_##DIR##_##ES##_4, lk_##DIR##_##ES##_8, lk_##DIR##_##ES##_16}
+    static const lk_block_fn lk_wto_table[4][4] = {LK_WROW(1, wto), LK_WROW(2, wto), LK_WROW(4, wto), LK_WROW(8, wto)};
+    static const lk_block_fn lk_wfrom_table[4][4] = {
+        LK_WROW(1, wfrom), LK_WROW(2, wfrom), LK_WROW(4, wfrom), LK_WROW(8, wfrom)};
+    #else
+    #define LK_WIDE 0
+    static int lk_wide_ok = 0;
+    static void lk_wide_init(void) {}
+    #endif
+
+    /* 1 when the 64-byte kernels run (compiled in and the CPU has AVX-512 VBMI), else 0;
+       lk_set_wide(0) forces the 16-byte ones (for tests).  Returns the state in force. */
+    static int lk_wide_state = 0;
+    static int lk_set_wide(int on) {
+        lk_wide_state = on && LK_WIDE && lk_wide_ok;
+        return lk_wide_state;
+    }
+
     /* The vector kernel for (es, K), or NULL when there is none. */
     static lk_block_fn lk_block_kernel(ptrdiff_t es, ptrdiff_t K, int to_blocked) {
         int e = lk_log2_small(es), k = lk_log2_small(K);
         if (e < 0 || e > 3 || k < 1) return NULL;
+    #if LK_WIDE
+        if (lk_wide_state) return to_blocked ? lk_wto_table[e][k - 1] : lk_wfrom_table[e][k - 1];
+    #endif
         return to_blocked ? lk_to_table[e][k - 1] : lk_from_table[e][k - 1];
     }
     #else
     #define LK_VECTOR 0
+    #define LK_WIDE 0
     typedef ptrdiff_t (*lk_block_fn)(const uint8_t*, uint8_t*, ptrdiff_t, ptrdiff_t);
     static lk_block_fn lk_block_kernel(ptrdiff_t es, ptrdiff_t K, int to_blocked) { return NULL; }
+    static int lk_wide_ok = 0, lk_wide_state = 0;
+    static void lk_wide_init(void) {}
+    static int lk_set_wide(int on) { return 0; }
     #endif
 
     /* Scalar transposes of the pixels [p0, p1) of kc rows (row k at s + k * rs) to lanes
@@ -199,6 +330,7 @@ cdef extern from *:
        staging wins for 16 rows either way and for 8 rows written (from_blocked), and loses
        everywhere else (the extra copy costs more than the conflicts). */
     static inline int lk_stage_full_blocks(ptrdiff_t rs, ptrdiff_t K, int to_blocked) {
+        if (lk_wide_state) return 0;  /* whole cache lines per row; staging measured no faster */
         return rs % 4096 == 0 && (K >= 16 || (!to_blocked && K >= 8));
     }
 
@@ -323,6 +455,74 @@ cdef extern from *:
         }
     }
 
+    /* The last block (run = kc * es < R bytes of real channels, R 8 or 16) of pixels [p0, p1):
+       pixels [p0, pe) move whole R-byte runs, reading (NHWC -> NC1HWC2; the extra bytes are
+       masked to zero) or writing (NC1HWC2 -> NHWC) the first R - run bytes of the next
+       pixel, so they must lie inside the NHWC tensor, and on the way out the next pixel's
+       first block (a full one) must be written afterwards.  Pixels [pe, p1) copy exactly. */
+    static void lk_last_block(uint8_t* nhwc, ptrdiff_t nhwc_step, uint8_t* b, ptrdiff_t p0, ptrdiff_t pe,
+                              ptrdiff_t p1, ptrdiff_t run, ptrdiff_t R, int to_blocked) {
+        if (!to_blocked) {
+            lk_copy_runs(b, R, nhwc, nhwc_step, p0, pe, R);
+            lk_copy_runs(b, R, nhwc, nhwc_step, pe, p1, run);
+            return;
+        }
+        uint8_t mb[16] = {0};
+        uint64_t m[2];
+        memset(mb, 0xff, (size_t)run);
+        memcpy(m, mb, 16);  /* byte masks: the AND keeps the first `run` bytes whatever the endianness */
+        if (R == 8) {
+            for (ptrdiff_t p = p0; p < pe; p++) {
+                uint64_t v;
+                memcpy(&v, nhwc + p * nhwc_step, 8);
+                v &= m[0];
+                memcpy(b + p * 8, &v, 8);
+            }
+        } else {
+            for (ptrdiff_t p = p0; p < pe; p++) {
+                uint64_t v[2];
+                memcpy(v, nhwc + p * nhwc_step, 16);
+                v[0] &= m[0];
+                v[1] &= m[1];
+                memcpy(b + p * 16, v, 16);
+            }
+        }
+        if (p1 > pe) memset(b + pe * R, 0, (size_t)((p1 - pe) * R));
+        lk_copy_runs(nhwc, nhwc_step, b, R, pe, p1, run);
+    }
+
+    /* Four full blocks of 16 bytes per pixel (C2 * es == 16: RK3588) with the 64-byte
+       kernels on: 4 pixels x 4 blocks move as a 4 x 4 transpose of 16-byte lanes in four
+       64-byte registers, so each load and store covers 64 bytes (4 blocks of a pixel on
+       the NHWC side, 4 pixels of a block on the NC1HWC2 side).  Pixels [p0, p1); `nhwc`
+       is the first block's run of pixel 0 (pixels nhwc_step bytes apart), `b` the first
+       block's row (blocks bstep bytes apart, 16 bytes per pixel).  Returns the first pixel
+       not done (the last p1 - p0 mod 4 pixels are left to the caller). */
+    #if LK_WIDE
+    LK_WIDE_TARGET static ptrdiff_t lk_quads16(uint8_t* nhwc, ptrdiff_t nhwc_step, uint8_t* b, ptrdiff_t bstep,
+                                               ptrdiff_t p0, ptrdiff_t p1, int to_blocked) {
+        ptrdiff_t p = p0;
+        for (; p + 4 <= p1; p += 4) {
+            __m512i x[4], t0, t1, t2, t3;
+            for (int i = 0; i < 4; i++)
+                x[i] = _mm512_loadu_si512(to_blocked ? (const void*)(nhwc + (p + i) * nhwc_step)
+                                                     : (const void*)(b + i * bstep + p * 16));
+            t0 = _mm512_shuffle_i64x2(x[0], x[1], 0x44);
+            t1 = _mm512_shuffle_i64x2(x[0], x[1], 0xEE);
+            t2 = _mm512_shuffle_i64x2(x[2], x[3], 0x44);
+            t3 = _mm512_shuffle_i64x2(x[2], x[3], 0xEE);
+            x[0] = _mm512_shuffle_i64x2(t0, t2, 0x88);
+            x[1] = _mm512_shuffle_i64x2(t0, t2, 0xDD);
+            x[2] = _mm512_shuffle_i64x2(t1, t3, 0x88);
+            x[3] = _mm512_shuffle_i64x2(t1, t3, 0xDD);
+            for (int i = 0; i < 4; i++)
+                _mm512_storeu_si512(to_blocked ? (void*)(b + i * bstep + p * 16) : (void*)(nhwc + (p + i) * nhwc_step),
+                                    x[i]);
+        }
+        return p;
+    }
+    #endif
+
     /* Pixels per tile of the NHWC walks: about 4 KB of NHWC data, at least one pixel
        (measured best among 1 KB..256 KB on x86-64 for C2 runs of 8 and 16 bytes). */
     static inline ptrdiff_t lk_tile(ptrdiff_t C, ptrdiff_t es) {
@@ -336,15 +536,40 @@ cdef extern from *:
     static void lk_interleaved_blocked(const uint8_t* src, uint8_t* dst, ptrdiff_t N, ptrdiff_t C,
                                        ptrdiff_t P, ptrdiff_t K, ptrdiff_t es, int to_blocked) {
         ptrdiff_t C1 = (C + K - 1) / K, T = lk_tile(C, es), R = K * es;
+        ptrdiff_t last = C1 - 1, kl = C - last * K;       /* the last block and its real channels */
+        /* A last block with fewer than K channels moves whole R-byte runs (lk_last_block)
+           for the pixels whose run ends inside the NHWC tensor: before global pixel g_end. */
+        int whole_last = kl < K && C1 >= 2 && (R == 8 || R == 16);
+        ptrdiff_t slack = N * P * C * es - C1 * R;
+        ptrdiff_t g_end = slack < 0 ? 0 : slack / (C * es) + 1;
         for (ptrdiff_t n = 0; n < N; n++) {
             const uint8_t* x = to_blocked ? src : dst;            /* the NHWC tensor */
             uint8_t* nhwc = (uint8_t*)x + n * P * C * es;
             uint8_t* blocked = (to_blocked ? dst : (uint8_t*)src) + n * C1 * P * R;
             for (ptrdiff_t p0 = 0; p0 < P; p0 += T) {
-                ptrdiff_t p1 = p0 + T < P ? p0 + T : P;
-                for (ptrdiff_t c1 = 0; c1 < C1;) {
+                ptrdiff_t p1 = p0 + T < P ? p0 + T : P, nfull = C1;
+                if (whole_last) {  /* first: NC1HWC2 -> NHWC relies on the other blocks coming after */
+                    ptrdiff_t pe = g_end - n * P;
+                    pe = pe < p0 ? p0 : (pe > p1 ? p1 : pe);
+                    lk_last_block(nhwc + last * R, C * es, blocked + last * P * R, p0, pe, p1, kl * es, R,
+                                  to_blocked);
+                    nfull = last;
+                }
+                for (ptrdiff_t c1 = 0; c1 < nfull;) {
                     ptrdiff_t kc = C - c1 * K < K ? C - c1 * K : K;
                     uint8_t* b = blocked + c1 * P * R;
+    #if LK_WIDE
+                    if (R == 16 && lk_wide_state && c1 + 4 <= nfull) {
+                        ptrdiff_t pd = lk_quads16(nhwc + c1 * R, C * es, b, P * R, p0, p1, to_blocked);
+                        for (int i = 0; i < 4; i++) {
+                            uint8_t* bi = b + i * P * R;
+                            if (to_blocked) lk_copy_runs(nhwc + (c1 + i) * R, C * es, bi, R, pd, p1, R);
+                            else lk_copy_runs(bi, R, nhwc + (c1 + i) * R, C * es, pd, p1, R);
+                        }
+                        c1 += 4;
+                        continue;
+                    }
+    #endif
                     if (R == 8 && (c1 + 2) * K <= C) {
                         lk_pairs8(nhwc + c1 * R, C * es, b, b + P * R, p0, p1, to_blocked);
                         c1 += 2;
@@ -382,6 +607,8 @@ cdef extern from *:
     }
     """
     const int LK_VECTOR
+    void lk_wide_init() nogil
+    int lk_set_wide(int on) nogil
     void lk_planar_to_blocked(const uint8_t* src, uint8_t* dst, Py_ssize_t N, Py_ssize_t C,
                               Py_ssize_t P, Py_ssize_t K, Py_ssize_t es) nogil
     void lk_blocked_to_planar(const uint8_t* src, uint8_t* dst, Py_ssize_t N, Py_ssize_t C,
@@ -396,6 +623,18 @@ cdef extern from *:
 
 #: Whether this build moves full C2 blocks through vector registers (GCC or Clang).
 VECTORIZED = bool(LK_VECTOR)
+
+lk_wide_init()
+lk_set_wide(1)
+
+
+def set_wide(bint on):
+    """Use the 64-byte (AVX-512 VBMI) kernels (NCHW <-> NC1HWC2 transposes, NHWC <-> NC1HWC2
+    groups of four 16-byte blocks) when ``on`` and the build and CPU have them, else the
+    16-byte ones; returns whether the 64-byte kernels are now used (process-wide).
+    They are on by default where available; tests turn them off to cover both paths.
+    Not thread-safe against conversions running at the same time."""
+    return bool(lk_set_wide(on))
 
 
 def _check_sizes(Py_ssize_t src_len, Py_ssize_t dst_len, Py_ssize_t src_need, Py_ssize_t dst_need):

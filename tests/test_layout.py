@@ -94,12 +94,23 @@ def test_facts_example_nhwc_32_channels_rk3566():
 # ---------------------------------------------------------------- conversions against the reference
 
 
+@pytest.fixture(params=[True, False], ids=["wide", "narrow"])
+def kernel_width(request):
+    """Runs a test with the 64-byte (AVX-512 VBMI) kernels on where the CPU has them, and
+    with the 16-byte ones; restores the default (on) afterwards."""
+    from rknnlite._native import layout_kernels as K
+
+    state = K.set_wide(request.param)
+    yield state
+    K.set_wide(True)
+
+
 SHAPES = [(1, 13, 4, 4), (2, 5, 3, 1), (1, 32, 7, 9), (3, 17, 1, 40), (1, 64, 16, 33), (2, 1, 5, 5), (1, 8, 1, 1)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("c2", [1, 2, 3, 4, 8, 16])
-def test_conversions_match_numpy_reference(dtype, c2):
+def test_conversions_match_numpy_reference(dtype, c2, kernel_width):
     rng = np.random.default_rng(c2)
     for shape in SHAPES:
         x = _random(shape, dtype, rng)
@@ -114,10 +125,10 @@ def test_conversions_match_numpy_reference(dtype, c2):
 
 
 @pytest.mark.parametrize("dtype", ["int8", "float16", "float32", "int64"])
-def test_large_shapes_use_every_code_path(dtype):
+def test_large_shapes_use_every_code_path(dtype, kernel_width):
     """Rows longer than the vector width and the staging chunks, with odd tails, full and
-    partial channel blocks, N > 1, and channel planes a multiple of 4 KB apart (the full
-    blocks then go through the staging buffer)."""
+    partial channel blocks, N > 1, and channel planes a multiple of 4 KB apart (with the
+    16-byte kernels the full blocks then go through the staging buffer)."""
     rng = np.random.default_rng(7)
     for shape, c2 in [((2, 40, 16, 64), 16), ((1, 21, 33, 67), 8), ((2, 19, 1, 1031), 4), ((1, 16, 64, 64), 16),
                       ((1, 9, 300, 3), 2), ((2, 16, 64, 64), 8), ((2, 13, 32, 128), 8), ((1, 40, 64, 96), 16)]:
@@ -130,8 +141,38 @@ def test_large_shapes_use_every_code_path(dtype):
         np.testing.assert_array_equal(L.nc1hwc2_to_nhwc(blocked, shape[1]), nhwc)
 
 
+@pytest.mark.parametrize("dtype,c2", [("int8", 16), ("float16", 8), ("float32", 4), ("int64", 2),
+                                      ("int8", 8), ("float16", 4), ("int16", 8)])
+def test_nhwc_block_groups_and_partial_last_block(dtype, c2, kernel_width):
+    """NHWC <-> NC1HWC2 with 16- or 8-byte blocks: groups of 4 full blocks over 4 pixels at
+    a time (with 1..3 pixels left), single full blocks after them, and a last block with
+    fewer than C2 channels moved as whole runs that read (and, on the way out, write) the
+    next pixel's first bytes, except for the tensor's last pixel; N > 1 so batches meet."""
+    rng = np.random.default_rng(c2)
+    for n, c, h, w in [(2, 5 * c2 + 3, 7, 9), (3, 4 * c2 + 1, 1, 6), (1, 2 * c2 - 1, 5, 5), (2, c2 + 1, 1, 1),
+                       (1, 4 * c2, 3, 5), (2, 6 * c2 + c2 - 1, 2, 3)]:
+        x = _random((n, c, h, w), dtype, rng)
+        nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        blocked = L.nhwc_to_nc1hwc2(nhwc, c2)
+        np.testing.assert_array_equal(blocked, ref_nchw_to_nc1hwc2(x, c2))
+        garbage = blocked.copy()
+        garbage.reshape(n, -1, h * w, c2)[:, -1, :, c % c2 or c2:] = 77  # padding lanes must not leak out
+        out = np.full_like(nhwc, 55)
+        np.testing.assert_array_equal(L.nc1hwc2_to_nhwc(garbage, c, out=out), nhwc)
+
+
+def test_set_wide_reports_the_kernels_in_use():
+    from rknnlite._native import layout_kernels as K
+
+    try:
+        assert K.set_wide(False) is False
+        assert K.set_wide(True) in (True, False)
+    finally:
+        K.set_wide(True)
+
+
 @pytest.mark.parametrize("seed", range(6))
-def test_random_round_trips(seed):
+def test_random_round_trips(seed, kernel_width):
     rng = np.random.default_rng(100 + seed)
     for _ in range(20):
         dtype = DTYPES[rng.integers(len(DTYPES))]
