@@ -464,23 +464,33 @@ cdef extern from *:
        patch, 36 GEMMs M_xi = U_xi V_xi over channels (U = G g G^T, from the weights), and
        Y = A^T M A.  Tiles: TH x TW, t = ty * TW + tx. */
 
-    /* Input transform on the tile grid: V[xi * ldv + c * Tg + q] for xi = 6a + b and grid tile
-       q = ty * (TW + 1) + tx (the tiles at tx == TW are padding, never read back).  S: the
-       image zero-padded and split into 4 x 4 phases, S[c][r][e][y][u] = x[c][4y + r - pt][4u + e - pl]
-       with y < TH + 1, u < TW + 1 (plus a few floats of slack).  buf: 36 * Tg floats. */
+    /* Input transform on the tile grid, every channel in one flat sweep: V[xi * ldv + c * plane + q]
+       for xi = 6a + b, grid tile q = ty * (TW + 1) + tx, plane = (TH + 1) * (TW + 1) (grid
+       positions with tx == TW or ty == TH are padding, computed from neighbouring data and never
+       read back).  S: the image zero-padded and split into 4 x 4 phases, phase-major:
+       S[(r * 4 + e) * ss + c * plane + y * (TW + 1) + u] = x[c][4y + r - pt][4u + e - pl] with
+       y < TH + 1, u < TW + 1, plus at least TW + 2 floats of slack after the last phase (read
+       for padding positions only).  Since a channel's plane and its transformed plane have the
+       same size, position f = c * plane + q of every phase maps to position f of every V row:
+       the transform is one long vectorisable loop over f (in chunks of RK_WIN_CHUNK floats
+       whose intermediate rows stay in L1), not C short loops of TH * (TW + 1).
+       buf: 36 * RK_WIN_CHUNK floats. */
+    #define RK_WIN_CHUNK 256
     #define RK_WIN_BODY                                                                         \
-        long Ws = TW + 1, plane = (TH + 1) * (TW + 1), Tg = TH * Ws;                            \
+        long Ws = TW + 1, plane = (TH + 1) * Ws, total = C * plane;                             \
         float *tmp = buf;                                                                       \
-        for (long c = 0; c < C; c++) {                                                          \
-            const float *sc = S + c * 16 * plane;                                               \
+        for (long f0 = 0; f0 < total; f0 += RK_WIN_CHUNK) {                                     \
+            long L = RK_MIN(RK_WIN_CHUNK, total - f0);                                          \
             for (long j = 0; j < 6; j++) {                                                      \
                 const float *d[6];                                                              \
                 for (long i = 0; i < 6; i++)                                                    \
-                    d[i] = sc + ((i % 4) * 4 + j % 4) * plane + (i / 4) * Ws + j / 4;           \
-                const float *d0 = d[0], *d1 = d[1], *d2 = d[2], *d3 = d[3], *d4 = d[4], *d5 = d[5]; \
-                float *t0 = tmp + j * Tg, *t1 = t0 + 6 * Tg, *t2 = t1 + 6 * Tg;                 \
-                float *t3 = t2 + 6 * Tg, *t4 = t3 + 6 * Tg, *t5 = t4 + 6 * Tg;                  \
-                for (long q = 0; q < Tg; q++) {                                                 \
+                    d[i] = S + ((i % 4) * 4 + j % 4) * ss + (i / 4) * Ws + j / 4 + f0;          \
+                const float *restrict d0 = d[0], *restrict d1 = d[1], *restrict d2 = d[2];           \
+                const float *restrict d3 = d[3], *restrict d4 = d[4], *restrict d5 = d[5];           \
+                float *restrict t0 = tmp + j * RK_WIN_CHUNK, *restrict t1 = t0 + 6 * RK_WIN_CHUNK;                \
+                float *restrict t2 = t1 + 6 * RK_WIN_CHUNK, *restrict t3 = t2 + 6 * RK_WIN_CHUNK;                 \
+                float *restrict t4 = t3 + 6 * RK_WIN_CHUNK, *restrict t5 = t4 + 6 * RK_WIN_CHUNK;                 \
+                for (long q = 0; q < L; q++) {                                                  \
                     float a0 = d0[q], a1 = d1[q], a2 = d2[q], a3 = d3[q], a4 = d4[q], a5 = d5[q]; \
                     t0[q] = 4.0f * a0 - 5.0f * a2 + a4;                                         \
                     t1[q] = -4.0f * (a1 + a2) + a3 + a4;                                        \
@@ -491,11 +501,13 @@ cdef extern from *:
                 }                                                                               \
             }                                                                                   \
             for (long a = 0; a < 6; a++) {                                                      \
-                const float *e0 = tmp + a * 6 * Tg, *e1 = e0 + Tg, *e2 = e1 + Tg;               \
-                const float *e3 = e2 + Tg, *e4 = e3 + Tg, *e5 = e4 + Tg;                        \
-                float *v0 = V + (6 * a) * ldv + c * Tg;                                         \
-                float *v1 = v0 + ldv, *v2 = v1 + ldv, *v3 = v2 + ldv, *v4 = v3 + ldv, *v5 = v4 + ldv; \
-                for (long q = 0; q < Tg; q++) {                                                 \
+                const float *restrict e0 = tmp + a * 6 * RK_WIN_CHUNK, *restrict e1 = e0 + RK_WIN_CHUNK;          \
+                const float *restrict e2 = e1 + RK_WIN_CHUNK, *restrict e3 = e2 + RK_WIN_CHUNK;                   \
+                const float *restrict e4 = e3 + RK_WIN_CHUNK, *restrict e5 = e4 + RK_WIN_CHUNK;                   \
+                float *restrict v0 = V + (6 * a) * ldv + f0;                                             \
+                float *restrict v1 = v0 + ldv, *restrict v2 = v1 + ldv, *restrict v3 = v2 + ldv;     \
+                float *restrict v4 = v3 + ldv, *restrict v5 = v4 + ldv;                         \
+                for (long q = 0; q < L; q++) {                                                  \
                     float a0 = e0[q], a1 = e1[q], a2 = e2[q], a3 = e3[q], a4 = e4[q], a5 = e5[q]; \
                     v0[q] = 4.0f * a0 - 5.0f * a2 + a4;                                         \
                     v1[q] = -4.0f * (a1 + a2) + a3 + a4;                                        \
@@ -507,7 +519,7 @@ cdef extern from *:
             }                                                                                   \
         }
 
-    #define RK_WIN_ARGS const float *S, long C, long TH, long TW, float *V, long ldv, float *buf
+    #define RK_WIN_ARGS const float *S, long ss, long C, long TH, long TW, float *V, long ldv, float *buf
 
     /* y[m][4ty + i][4tx + j] = bias[m] + (A^T M A)[i][j] (cropped to OH x OW) from
        Mt[xi * ldx + m * T + t], t = ty * TW + tx.  buf: 40 * T floats. */
@@ -516,7 +528,7 @@ cdef extern from *:
         float *s1 = buf, *s2 = buf + 24 * T;                                                    \
         for (long m = 0; m < M; m++) {                                                          \
             float b0 = bias ? bias[m] : 0.0f;                                                   \
-            float *ym = y + m * OH * OW;                                                        \
+            float *ym = y + m * ldc;                                                                \
             for (long a = 0; a < 6; a++) {                                                      \
                 const float *q0 = Mt + (6 * a) * ldx + m * T;                                   \
                 const float *q1 = q0 + ldx, *q2 = q1 + ldx, *q3 = q2 + ldx, *q4 = q3 + ldx, *q5 = q4 + ldx; \
@@ -558,63 +570,120 @@ cdef extern from *:
                     for (long col = 4 * full; col < OW; col++) yr[col] = o0[(col % 4) * T + col / 4]; \
                 }                                                                               \
             }                                                                                   \
-            if (res) rk_res_act_apply(ym, res + m * OH * OW, OH * OW, act);                     \
+            if (res) rk_res_act_apply(ym, res + m * ldc, OH * OW, act);                         \
         }
 
+    /* y (and res): M planes of OH x OW floats, ldc floats apart */
     #define RK_WOUT_ARGS const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW, \
-                         const float *bias, float *y, float *buf, const rk_act *act, const float *res
+                         const float *bias, float *y, long ldc, float *buf, const rk_act *act, const float *res
 
     static void rk_wino_in_generic(RK_WIN_ARGS) { RK_WIN_BODY }
     static void rk_wino_out_generic(RK_WOUT_ARGS) { RK_WOUT_BODY }
     #if RK_X86
     __attribute__((target("avx2,fma"))) static void rk_wino_in_avx2(RK_WIN_ARGS) { RK_WIN_BODY }
     __attribute__((target("avx2,fma"))) static void rk_wino_out_avx2(RK_WOUT_ARGS) { RK_WOUT_BODY }
-    __attribute__((target("avx512f"))) static void rk_wino_in_avx512(RK_WIN_ARGS) { RK_WIN_BODY }
+
+    /* The 1-D transforms of RK_WIN_BODY / RK_WIN2_BODY on 16 positions (same formulas). */
+    #define RK_B6_512(a0, a1, a2, a3, a4, a5, o, st)  {                                         \
+        __m512 c4 = _mm512_set1_ps(4.0f), c5 = _mm512_set1_ps(5.0f), c2 = _mm512_set1_ps(2.0f);  \
+        __m512 s12 = _mm512_add_ps(a1, a2), d12 = _mm512_sub_ps(a1, a2);                         \
+        __m512 d31 = _mm512_sub_ps(a3, a1), a34 = _mm512_add_ps(a3, a4), a24 = _mm512_sub_ps(a4, a2); \
+        st(o[0], _mm512_add_ps(_mm512_sub_ps(_mm512_mul_ps(c4, a0), _mm512_mul_ps(c5, a2)), a4));   \
+        st(o[1], _mm512_sub_ps(a34, _mm512_mul_ps(c4, s12)));                                    \
+        st(o[2], _mm512_add_ps(_mm512_mul_ps(c4, d12), _mm512_sub_ps(a4, a3)));                  \
+        st(o[3], _mm512_add_ps(_mm512_mul_ps(c2, d31), a24));                                    \
+        st(o[4], _mm512_sub_ps(a24, _mm512_mul_ps(c2, d31)));                                    \
+        st(o[5], _mm512_add_ps(_mm512_sub_ps(_mm512_mul_ps(c4, a1), _mm512_mul_ps(c5, a3)), a5));   \
+    }
+
+    /* RK_WIN_BODY with explicit AVX-512 vectors (the compiler leaves its second loop scalar). */
+    __attribute__((target("avx512f")))
+    static void rk_wino_in_avx512(RK_WIN_ARGS) {
+        long Ws = TW + 1, plane = (TH + 1) * Ws, total = C * plane;
+        float *tmp = buf;
+        for (long f0 = 0; f0 < total; f0 += RK_WIN_CHUNK) {
+            long L = RK_MIN(RK_WIN_CHUNK, total - f0);
+            for (long j = 0; j < 6; j++) {
+                const float *d[6];
+                for (long i = 0; i < 6; i++)
+                    d[i] = S + ((i % 4) * 4 + j % 4) * ss + (i / 4) * Ws + j / 4 + f0;
+                for (long q = 0; q < L; q += 16) {
+                    __mmask16 m = rk_mask16(0, (int)RK_MIN(16, L - q));
+                    __m512 a0 = _mm512_maskz_loadu_ps(m, d[0] + q), a1 = _mm512_maskz_loadu_ps(m, d[1] + q);
+                    __m512 a2 = _mm512_maskz_loadu_ps(m, d[2] + q), a3 = _mm512_maskz_loadu_ps(m, d[3] + q);
+                    __m512 a4 = _mm512_maskz_loadu_ps(m, d[4] + q), a5 = _mm512_maskz_loadu_ps(m, d[5] + q);
+                    float *o[6];
+                    for (int r = 0; r < 6; r++) o[r] = tmp + (r * 6 + j) * RK_WIN_CHUNK + q;
+                    #define RK_ST_TMP(p, v) _mm512_store_ps((p), (v))
+                    RK_B6_512(a0, a1, a2, a3, a4, a5, o, RK_ST_TMP)
+                    #undef RK_ST_TMP
+                }
+            }
+            for (long a = 0; a < 6; a++) {
+                const float *e = tmp + a * 6 * RK_WIN_CHUNK;
+                for (long q = 0; q < L; q += 16) {
+                    __mmask16 m = rk_mask16(0, (int)RK_MIN(16, L - q));
+                    __m512 a0 = _mm512_load_ps(e + q), a1 = _mm512_load_ps(e + RK_WIN_CHUNK + q);
+                    __m512 a2 = _mm512_load_ps(e + 2 * RK_WIN_CHUNK + q), a3 = _mm512_load_ps(e + 3 * RK_WIN_CHUNK + q);
+                    __m512 a4 = _mm512_load_ps(e + 4 * RK_WIN_CHUNK + q), a5 = _mm512_load_ps(e + 5 * RK_WIN_CHUNK + q);
+                    float *o[6];
+                    for (int r = 0; r < 6; r++) o[r] = V + (6 * a + r) * ldv + f0 + q;
+                    #define RK_ST_V(p, v) _mm512_mask_storeu_ps((p), m, (v))
+                    RK_B6_512(a0, a1, a2, a3, a4, a5, o, RK_ST_V)
+                    #undef RK_ST_V
+                }
+            }
+        }
+    }
     __attribute__((target("avx512f"))) static void rk_wino_out_avx512(RK_WOUT_ARGS) { RK_WOUT_BODY }
     #endif
 
     static void rk_wino_in(int isa, RK_WIN_ARGS) {
     #if RK_X86
-        if (isa >= 2) { rk_wino_in_avx512(S, C, TH, TW, V, ldv, buf); return; }
-        if (isa == 1) { rk_wino_in_avx2(S, C, TH, TW, V, ldv, buf); return; }
+        if (isa >= 2) { rk_wino_in_avx512(S, ss, C, TH, TW, V, ldv, buf); return; }
+        if (isa == 1) { rk_wino_in_avx2(S, ss, C, TH, TW, V, ldv, buf); return; }
     #endif
-        rk_wino_in_generic(S, C, TH, TW, V, ldv, buf);
+        rk_wino_in_generic(S, ss, C, TH, TW, V, ldv, buf);
     }
 
     static void rk_wino_out(int isa, RK_WOUT_ARGS) {
     #if RK_X86
-        if (isa >= 2) { rk_wino_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act, res); return; }
-        if (isa == 1) { rk_wino_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act, res); return; }
+        if (isa >= 2) { rk_wino_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res); return; }
+        if (isa == 1) { rk_wino_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res); return; }
     #endif
-        rk_wino_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act, res);
+        rk_wino_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res);
     }
 
     /* ---------------------------------------------------------------- Winograd F(2x2, 3x3)
        Same layout with 2x2 output tiles and 4x4 patches (16 transformed components,
-       xi = 4a + b): S is split into 2 x 2 phases, S[c][r][e][y][u] = x[c][2y + r - pt][2u + e - pl];
+       xi = 4a + b): S is split into 2 x 2 phases, phase-major as above,
+       S[(r * 2 + e) * ss + c * plane + y * (TW + 1) + u] = x[c][2y + r - pt][2u + e - pl];
        V = B^T d B with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]; Y = A^T M A with
-       A^T = [1 1 1 0; 0 1 -1 -1].  buf: 16 * Tg floats (input), 12 * T floats (output). */
+       A^T = [1 1 1 0; 0 1 -1 -1].  buf: 16 * RK_WIN_CHUNK floats (input), 12 * T floats (output). */
     #define RK_WIN2_BODY                                                                        \
-        long Ws = TW + 1, plane = (TH + 1) * (TW + 1), Tg = TH * Ws;                            \
+        long Ws = TW + 1, plane = (TH + 1) * Ws, total = C * plane;                             \
         float *tmp = buf;                                                                       \
-        for (long c = 0; c < C; c++) {                                                          \
-            const float *sc = S + c * 4 * plane;                                                \
+        for (long f0 = 0; f0 < total; f0 += RK_WIN_CHUNK) {                                     \
+            long L = RK_MIN(RK_WIN_CHUNK, total - f0);                                          \
             for (long j = 0; j < 4; j++) {                                                      \
                 const float *d[4];                                                              \
                 for (long i = 0; i < 4; i++)                                                    \
-                    d[i] = sc + ((i % 2) * 2 + j % 2) * plane + (i / 2) * Ws + j / 2;           \
-                const float *d0 = d[0], *d1 = d[1], *d2 = d[2], *d3 = d[3];                     \
-                float *t0 = tmp + j * Tg, *t1 = t0 + 4 * Tg, *t2 = t1 + 4 * Tg, *t3 = t2 + 4 * Tg; \
-                for (long q = 0; q < Tg; q++) {                                                 \
+                    d[i] = S + ((i % 2) * 2 + j % 2) * ss + (i / 2) * Ws + j / 2 + f0;          \
+                const float *restrict d0 = d[0], *restrict d1 = d[1], *restrict d2 = d[2];           \
+                const float *restrict d3 = d[3];                                                \
+                float *restrict t0 = tmp + j * RK_WIN_CHUNK, *restrict t1 = t0 + 4 * RK_WIN_CHUNK;                \
+                float *restrict t2 = t1 + 4 * RK_WIN_CHUNK, *restrict t3 = t2 + 4 * RK_WIN_CHUNK;                 \
+                for (long q = 0; q < L; q++) {                                                  \
                     float a0 = d0[q], a1 = d1[q], a2 = d2[q], a3 = d3[q];                       \
                     t0[q] = a0 - a2; t1[q] = a1 + a2; t2[q] = a2 - a1; t3[q] = a1 - a3;         \
                 }                                                                               \
             }                                                                                   \
             for (long a = 0; a < 4; a++) {                                                      \
-                const float *e0 = tmp + a * 4 * Tg, *e1 = e0 + Tg, *e2 = e1 + Tg, *e3 = e2 + Tg; \
-                float *v0 = V + (4 * a) * ldv + c * Tg;                                         \
-                float *v1 = v0 + ldv, *v2 = v1 + ldv, *v3 = v2 + ldv;                           \
-                for (long q = 0; q < Tg; q++) {                                                 \
+                const float *restrict e0 = tmp + a * 4 * RK_WIN_CHUNK, *restrict e1 = e0 + RK_WIN_CHUNK;          \
+                const float *restrict e2 = e1 + RK_WIN_CHUNK, *restrict e3 = e2 + RK_WIN_CHUNK;                   \
+                float *restrict v0 = V + (4 * a) * ldv + f0;                                             \
+                float *restrict v1 = v0 + ldv, *restrict v2 = v1 + ldv, *restrict v3 = v2 + ldv;     \
+                for (long q = 0; q < L; q++) {                                                  \
                     float a0 = e0[q], a1 = e1[q], a2 = e2[q], a3 = e3[q];                       \
                     v0[q] = a0 - a2; v1[q] = a1 + a2; v2[q] = a2 - a1; v3[q] = a1 - a3;         \
                 }                                                                               \
@@ -626,7 +695,7 @@ cdef extern from *:
         float *s1 = buf, *s2 = buf + 8 * T;                                                     \
         for (long m = 0; m < M; m++) {                                                          \
             float b0 = bias ? bias[m] : 0.0f;                                                   \
-            float *ym = y + m * OH * OW;                                                        \
+            float *ym = y + m * ldc;                                                                \
             for (long a = 0; a < 4; a++) {                                                      \
                 const float *q0 = Mt + (4 * a) * ldx + m * T;                                   \
                 const float *q1 = q0 + ldx, *q2 = q1 + ldx, *q3 = q2 + ldx;                     \
@@ -658,7 +727,7 @@ cdef extern from *:
                     if (2 * full < OW) yr[2 * full] = o0[full];                                 \
                 }                                                                               \
             }                                                                                   \
-            if (res) rk_res_act_apply(ym, res + m * OH * OW, OH * OW, act);                     \
+            if (res) rk_res_act_apply(ym, res + m * ldc, OH * OW, act);                         \
         }
 
     static void rk_wino2_in_generic(RK_WIN_ARGS) { RK_WIN2_BODY }
@@ -666,34 +735,70 @@ cdef extern from *:
     #if RK_X86
     __attribute__((target("avx2,fma"))) static void rk_wino2_in_avx2(RK_WIN_ARGS) { RK_WIN2_BODY }
     __attribute__((target("avx2,fma"))) static void rk_wino2_out_avx2(RK_WOUT_ARGS) { RK_WOUT2_BODY }
-    __attribute__((target("avx512f"))) static void rk_wino2_in_avx512(RK_WIN_ARGS) { RK_WIN2_BODY }
+    /* RK_WIN2_BODY with explicit AVX-512 vectors. */
+    __attribute__((target("avx512f")))
+    static void rk_wino2_in_avx512(RK_WIN_ARGS) {
+        long Ws = TW + 1, plane = (TH + 1) * Ws, total = C * plane;
+        float *tmp = buf;
+        for (long f0 = 0; f0 < total; f0 += RK_WIN_CHUNK) {
+            long L = RK_MIN(RK_WIN_CHUNK, total - f0);
+            for (long j = 0; j < 4; j++) {
+                const float *d[4];
+                for (long i = 0; i < 4; i++)
+                    d[i] = S + ((i % 2) * 2 + j % 2) * ss + (i / 2) * Ws + j / 2 + f0;
+                for (long q = 0; q < L; q += 16) {
+                    __mmask16 m = rk_mask16(0, (int)RK_MIN(16, L - q));
+                    __m512 a0 = _mm512_maskz_loadu_ps(m, d[0] + q), a1 = _mm512_maskz_loadu_ps(m, d[1] + q);
+                    __m512 a2 = _mm512_maskz_loadu_ps(m, d[2] + q), a3 = _mm512_maskz_loadu_ps(m, d[3] + q);
+                    float *o = tmp + j * RK_WIN_CHUNK + q;
+                    _mm512_store_ps(o, _mm512_sub_ps(a0, a2));
+                    _mm512_store_ps(o + 4 * RK_WIN_CHUNK, _mm512_add_ps(a1, a2));
+                    _mm512_store_ps(o + 8 * RK_WIN_CHUNK, _mm512_sub_ps(a2, a1));
+                    _mm512_store_ps(o + 12 * RK_WIN_CHUNK, _mm512_sub_ps(a1, a3));
+                }
+            }
+            for (long a = 0; a < 4; a++) {
+                const float *e = tmp + a * 4 * RK_WIN_CHUNK;
+                for (long q = 0; q < L; q += 16) {
+                    __mmask16 m = rk_mask16(0, (int)RK_MIN(16, L - q));
+                    __m512 a0 = _mm512_load_ps(e + q), a1 = _mm512_load_ps(e + RK_WIN_CHUNK + q);
+                    __m512 a2 = _mm512_load_ps(e + 2 * RK_WIN_CHUNK + q), a3 = _mm512_load_ps(e + 3 * RK_WIN_CHUNK + q);
+                    float *o = V + (4 * a) * ldv + f0 + q;
+                    _mm512_mask_storeu_ps(o, m, _mm512_sub_ps(a0, a2));
+                    _mm512_mask_storeu_ps(o + ldv, m, _mm512_add_ps(a1, a2));
+                    _mm512_mask_storeu_ps(o + 2 * ldv, m, _mm512_sub_ps(a2, a1));
+                    _mm512_mask_storeu_ps(o + 3 * ldv, m, _mm512_sub_ps(a1, a3));
+                }
+            }
+        }
+    }
     __attribute__((target("avx512f"))) static void rk_wino2_out_avx512(RK_WOUT_ARGS) { RK_WOUT2_BODY }
     #endif
 
     static void rk_wino2_in(int isa, RK_WIN_ARGS) {
     #if RK_X86
-        if (isa >= 2) { rk_wino2_in_avx512(S, C, TH, TW, V, ldv, buf); return; }
-        if (isa == 1) { rk_wino2_in_avx2(S, C, TH, TW, V, ldv, buf); return; }
+        if (isa >= 2) { rk_wino2_in_avx512(S, ss, C, TH, TW, V, ldv, buf); return; }
+        if (isa == 1) { rk_wino2_in_avx2(S, ss, C, TH, TW, V, ldv, buf); return; }
     #endif
-        rk_wino2_in_generic(S, C, TH, TW, V, ldv, buf);
+        rk_wino2_in_generic(S, ss, C, TH, TW, V, ldv, buf);
     }
 
     static void rk_wino2_out(int isa, RK_WOUT_ARGS) {
     #if RK_X86
-        if (isa >= 2) { rk_wino2_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act, res); return; }
-        if (isa == 1) { rk_wino2_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act, res); return; }
+        if (isa >= 2) { rk_wino2_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res); return; }
+        if (isa == 1) { rk_wino2_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res); return; }
     #endif
-        rk_wino2_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, buf, act, res);
+        rk_wino2_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res);
     }
 
-    /* Winograd input split, S[c][r][e][y][u] = x[c][t*y + r - pt][t*u + e - pl] (0 outside the
-       image), planes (Hs, Ws), t = 2 or 4: rk_phase_split's layout, but each image row is read
-       once and dealt to its t column phases with vector permutes (the generic split copies
-       every phase element by element). */
+    /* Winograd input split, phase-major (see RK_WIN_BODY): phase (r, e) of channel c at
+       S + (r * t + e) * ss + c * Hs * Ws, S[..][y][u] = x[c][t*y + r - pt][t*u + e - pl] (0 outside
+       the image), planes (Hs, Ws), t = 2 or 4.  The AVX-512 version reads each image row once and
+       deals it to its t column phases with vector permutes. */
     #if RK_X86
     __attribute__((target("avx512f")))
     static void rk_wino_split_512(const float *x, long C, long H, long W, long t, long pt, long pl,
-                                  long Hs, long Ws, float *S) {
+                                  long Hs, long Ws, float *S, long ss) {
         const __m512i ix4[4] = {
             _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0),
             _mm512_setr_epi32(1, 5, 9, 13, 17, 21, 25, 29, 0, 0, 0, 0, 0, 0, 0, 0),
@@ -708,9 +813,9 @@ cdef extern from *:
         for (long y = 0; y < Hs; y++)
         for (long r = 0; r < t; r++) {
             long iy = t * y + r - pt;
-            float *dst = S + (c * t + r) * t * plane + y * Ws;   /* phase (r, e) at dst + e * plane */
+            float *dst = S + r * t * ss + c * plane + y * Ws;   /* phase (r, e) at dst + e * ss */
             if (iy < 0 || iy >= H) {
-                for (long e = 0; e < t; e++) memset(dst + e * plane, 0, Ws * sizeof(float));
+                for (long e = 0; e < t; e++) memset(dst + e * ss, 0, Ws * sizeof(float));
                 continue;
             }
             const float *src = x + (c * H + iy) * W;
@@ -726,11 +831,11 @@ cdef extern from *:
                     for (int e = 0; e < 4; e++) {
                         __m512 a = _mm512_permutex2var_ps(v[0], ix4[e], v[1]);
                         __m512 b = _mm512_permutex2var_ps(v[2], ix4[e], v[3]);
-                        _mm512_mask_storeu_ps(dst + e * plane + u0, om, _mm512_permutex2var_ps(a, jx, b));
+                        _mm512_mask_storeu_ps(dst + e * ss + u0, om, _mm512_permutex2var_ps(a, jx, b));
                     }
                 } else {
                     for (int e = 0; e < 2; e++)
-                        _mm512_mask_storeu_ps(dst + e * plane + u0, om, _mm512_permutex2var_ps(v[0], ix2[e], v[1]));
+                        _mm512_mask_storeu_ps(dst + e * ss + u0, om, _mm512_permutex2var_ps(v[0], ix2[e], v[1]));
                 }
             }
         }
@@ -738,11 +843,26 @@ cdef extern from *:
     #endif
 
     static void rk_wino_split(int isa, const float *x, long C, long H, long W, long t, long pt, long pl,
-                              long Hs, long Ws, float *S) {
+                              long Hs, long Ws, float *S, long ss) {
     #if RK_X86
-        if (isa >= 2) { rk_wino_split_512(x, C, H, W, t, pt, pl, Hs, Ws, S); return; }
+        if (isa >= 2) { rk_wino_split_512(x, C, H, W, t, pt, pl, Hs, Ws, S, ss); return; }
     #endif
-        rk_phase_split(x, C, 1, H, W, 1, t, t, 0, pt, pl, 1, Hs, Ws, S);
+        long plane = Hs * Ws;
+        for (long c = 0; c < C; c++)
+        for (long r = 0; r < t; r++)
+        for (long e = 0; e < t; e++) {
+            float *pl_ = S + (r * t + e) * ss + c * plane;
+            for (long y = 0; y < Hs; y++) {
+                long iy = t * y + r - pt;
+                float *dst = pl_ + y * Ws;
+                if (iy < 0 || iy >= H) { memset(dst, 0, Ws * sizeof(float)); continue; }
+                const float *src = x + (c * H + iy) * W;
+                for (long u = 0; u < Ws; u++) {
+                    long ix = t * u + e - pl;
+                    dst[u] = (ix >= 0 && ix < W) ? src[ix] : 0.0f;
+                }
+            }
+        }
     }
 
     /* y[m][n] = act(y[m][n] + bias[m] + res[m][n]) for an (M, N) block with row stride ldy
@@ -915,11 +1035,25 @@ cdef extern from *:
                 }                                                                                     \
             }                                                                                         \
         }                                                                                             \
+        /* the residual and output rows of the next tile along n (the next call in A-panel            \
+           order): start fetching them now, this tile's FMAs hide the memory latency */               \
+        if (!sp && kc >= 16) {                                                                        \
+            for (int r = 0; r < mv; r++) {                                                            \
+                for (int v = 0; v < NV; v++) {                                                        \
+                    if (rc) _mm_prefetch((const char *)(rc + r * ldc + 32 + 16 * v), _MM_HINT_T0);    \
+                    _mm_prefetch((const char *)(c + r * ldc + 32 + 16 * v), _MM_HINT_T0);             \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
         for (long k = 0; k < kc; k++) {                                                               \
             __m512 bv[NV];                                                                            \
             _Pragma("GCC unroll 2")                                                                   \
             for (int v = 0; v < NV; v++)                                                              \
                 bv[v] = DIRECT ? _mm512_loadu_ps(b + boff[k] + 16 * v) : _mm512_load_ps(b + 16 * v);  \
+            if (DIRECT) {   /* row k of the next B panel (the next call in A-panel order) */          \
+                _mm_prefetch((const char *)(b + boff[k] + 32), _MM_HINT_T0);                          \
+                _mm_prefetch((const char *)(b + boff[k] + 48), _MM_HINT_T0);                          \
+            }                                                                                         \
             _Pragma("GCC unroll 8")                                                                   \
             for (int r = 0; r < K5_MR; r++) {                                                         \
                 __m512 av = _mm512_set1_ps(a[r]);                                                     \
@@ -1207,14 +1341,14 @@ cdef extern from *:
                    long kd, long kh, long kw, long sd, long sh, long sw,
                    long dd, long dh, long dw, long pd, long ph, long pw,
                    long OD, long OH, long OW, float *cols, int accumulate_back) nogil
-    void rk_wino_in(int isa, const float *S, long C, long TH, long TW, float *V, long ldv, float *buf) nogil
+    void rk_wino_in(int isa, const float *S, long ss, long C, long TH, long TW, float *V, long ldv, float *buf) nogil
     void rk_wino_split(int isa, const float *x, long C, long H, long W, long t, long pt, long pl,
-                       long Hs, long Ws, float *S) nogil
-    void rk_wino2_in(int isa, const float *S, long C, long TH, long TW, float *V, long ldv, float *buf) nogil
+                       long Hs, long Ws, float *S, long ss) nogil
+    void rk_wino2_in(int isa, const float *S, long ss, long C, long TH, long TW, float *V, long ldv, float *buf) nogil
     void rk_wino2_out(int isa, const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW,
-                      const float *bias, float *y, float *buf, const rk_act *act, const float *res) nogil
+                      const float *bias, float *y, long ldc, float *buf, const rk_act *act, const float *res) nogil
     void rk_wino_out(int isa, const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW,
-                     const float *bias, float *y, float *buf, const rk_act *act, const float *res) nogil
+                     const float *bias, float *y, long ldc, float *buf, const rk_act *act, const float *res) nogil
     void rk_gather_gemm_batch(int isa, long nb, const float *P, long pstride,
                               const int32_t *off, const int32_t *idx, long M, long K,
                               const float *Ap, long astride, float *Y, long ystride, long ldy,
@@ -1562,50 +1696,85 @@ def winograd_weights(const float[:, :, :, ::1] w, int tile=4):
     return np.ascontiguousarray(u.reshape(a * a, wa.shape[0], wa.shape[1]), dtype=np.float32)
 
 
+cdef long _wino_stride(long n):
+    """A stride of at least ``n`` floats between the rows (phases, components) the Winograd
+    input transform reads and writes side by side: a multiple of 16 floats that is 64
+    floats past a multiple of 1024, so those rows never sit a multiple of 4 KiB apart
+    (same L1 sets, 4K aliasing between loads and stores: measured 2x slower)."""
+    cdef long k = (n + 1023 - 64) // 1024
+    return k * 1024 + 64
+
+
+def winograd_scratch(Py_ssize_t C, Py_ssize_t TH, Py_ssize_t TW, int tile=4):
+    """``(v, v_stride, split, buf)`` for :func:`winograd_input` on ``C`` channels and a TH x
+    TW tile grid: the sizes in floats of its ``V``, ``split`` and ``buf`` arguments (``buf``
+    also covers :func:`winograd_output`'s 40 * TH * TW) and the distance in floats between
+    the transformed components in ``V`` (the ``pstride`` of ``gather_gemm_batch``); every
+    channel takes ``(TH + 1) * (TW + 1)`` floats of a component (see ``winograd_input``)."""
+    cdef Py_ssize_t plane = (TH + 1) * (TW + 1), A2 = (tile + 2) * (tile + 2)
+    if tile != 4 and tile != 2:
+        raise ValueError("winograd_scratch: tile must be 4 or 2")
+    cdef long stride = _wino_stride(C * plane)
+    return (A2 * stride, stride, tile * tile * stride + TW + 2 + 16, max(A2 * RK_WIN_CHUNK_ + 16, 40 * TH * TW))
+
+
+cdef extern from *:
+    """
+    #define RK_WIN_CHUNK_ RK_WIN_CHUNK
+    """
+    long RK_WIN_CHUNK_
+
+
 def winograd_input(const float[:, :, ::1] x, int pt, int pl, int TH, int TW, float[::1] V,
                    float[::1] split, float[::1] buf, Py_ssize_t c_begin=0, Py_ssize_t c_end=-1, int tile=4):
     """Winograd F(tile x tile, 3x3) input transform (``tile`` 4 or 2, A = tile + 2) of one
-    image ``x`` (C, H, W) with pads (top ``pt``, left ``pl``) into ``V`` (flat (A*A, C,
-    TH*(TW+1))): the AxA patch of the output tile (ty, tx) starts at input row
-    tile*ty - pt, column tile*tx - pl and lands at grid column ty*(TW+1) + tx (columns
-    with tx == TW are padding).  ``split``: scratch of at least
-    C*tile*tile*(TH+1)*(TW+1) + 16 floats, shared by every channel range; ``buf``: at
-    least A*A*TH*(TW+1) floats, one per concurrent caller.  Only channels
-    ``[c_begin, c_end)`` are transformed (default all), so disjoint ranges can run on
-    several threads.  Releases the GIL."""
+    image ``x`` (C, H, W) with pads (top ``pt``, left ``pl``) into ``V`` (A*A components
+    ``v_stride`` floats apart, each (C, (TH+1)*(TW+1)); see :func:`winograd_scratch`): the AxA patch of the output tile (ty, tx) starts at input row
+    tile*ty - pt, column tile*tx - pl and lands at grid column ty*(TW+1) + tx of its
+    channel (columns with tx == TW and the row ty == TH are padding, never meaningful).
+    ``split``: scratch shared by every channel range, ``buf``: one per concurrent caller;
+    sizes from :func:`winograd_scratch`.  Only channels ``[c_begin, c_end)`` are
+    transformed (default all), so disjoint ranges can run on several threads.  Releases
+    the GIL."""
     cdef long C = x.shape[0], H = x.shape[1], W = x.shape[2]
-    cdef long Tg = <long>TH * (TW + 1), plane = (<long>TH + 1) * (TW + 1)
+    cdef long plane = (<long>TH + 1) * (TW + 1)
     cdef long A2 = (tile + 2) * (tile + 2), ph = tile * tile
+    cdef long ss = _wino_stride(C * plane)   # floats between the phases of split, and the components of V
     if tile != 4 and tile != 2:
         raise ValueError("winograd_input: tile must be 4 or 2")
     if c_end < 0:
         c_end = C
-    if V.shape[0] < A2 * C * Tg or buf.shape[0] < A2 * Tg or split.shape[0] < C * ph * plane + 16:
+    if V.shape[0] < A2 * ss or buf.shape[0] < A2 * RK_WIN_CHUNK_ + 16 \
+            or split.shape[0] < ph * ss + TW + 2 + 16:
         raise ValueError("winograd_input: buffers too small")
     if not 0 <= c_begin <= c_end <= C:
         raise ValueError("winograd_input: bad channel range")
-    if c_end == c_begin or Tg == 0 or H == 0 or W == 0:
+    if c_end == c_begin or TH == 0 or TW == 0 or H == 0 or W == 0:
         return
+    cdef float *bufp = <float *><intptr_t>_aligned_ptr(buf, A2 * RK_WIN_CHUNK_)   # 64-byte aligned rows
     with nogil:
         rk_wino_split(_ISA, &x[c_begin, 0, 0], c_end - c_begin, H, W, tile, pt, pl, TH + 1, TW + 1,
-                      &split[c_begin * ph * plane])
-        if c_end == C:
-            memset(&split[C * ph * plane], 0, 16 * sizeof(float))
+                      &split[c_begin * plane], ss)
+        if c_end == C:  # the slack read past the last phase (padding positions only)
+            memset(&split[ph * ss], 0, (TW + 2 + 16) * sizeof(float))
         if tile == 4:
-            rk_wino_in(_ISA, &split[c_begin * ph * plane], c_end - c_begin, TH, TW, &V[c_begin * Tg], C * Tg,
-                       &buf[0])
+            rk_wino_in(_ISA, &split[c_begin * plane], ss, c_end - c_begin, TH, TW, &V[c_begin * plane], ss,
+                       bufp)
         else:
-            rk_wino2_in(_ISA, &split[c_begin * ph * plane], c_end - c_begin, TH, TW, &V[c_begin * Tg], C * Tg,
-                        &buf[0])
+            rk_wino2_in(_ISA, &split[c_begin * plane], ss, c_end - c_begin, TH, TW, &V[c_begin * plane],
+                        ss, bufp)
 
 
 def winograd_output(const float[::1] Mt, Py_ssize_t M, int TH, int TW, bias, float[:, :, ::1] y,
                     float[::1] buf, Py_ssize_t m_begin=0, Py_ssize_t m_end=-1, act=None, int tile=4,
-                    residual=None):
+                    residual=None, Py_ssize_t row_begin=0, Py_ssize_t row_end=-1):
     """Winograd F(tile x tile, 3x3) output transform (``tile`` 4 or 2, A = tile + 2):
     ``y`` (M, OH, OW) = act(bias + A^T M A) per output tile from ``Mt`` (flat (A*A, M,
     TH*TW)), cropped to OH x OW.  ``buf``: at least 40*TH*TW floats, one per concurrent
-    caller.  Only output channels ``[m_begin, m_end)`` are written (default all).
+    caller.  Only output channels ``[m_begin, m_end)`` are written (default all), and only
+    output rows ``[row_begin, row_end)`` (default all; ``row_begin`` a multiple of
+    ``tile``): the TH tile rows of ``Mt`` are then the tiles of those rows (a band of
+    the output, transformed with its own tiles).
     ``act``: None or a fused activation (see ``gather_gemm``), applied to each channel's
     transformed tiles before they are scattered into ``y``.  ``residual``: None or a
     C-contiguous float32 array of ``y``'s shape, added to each finished channel plane
@@ -1620,9 +1789,14 @@ def winograd_output(const float[::1] Mt, Py_ssize_t M, int TH, int TW, bias, flo
         raise ValueError("winograd_output: tile must be 4 or 2")
     if m_end < 0:
         m_end = M
+    if row_end < 0:
+        row_end = y.shape[1]
+    if not 0 <= row_begin <= row_end <= y.shape[1] or row_begin % tile:
+        raise ValueError("winograd_output: bad row range")
+    cdef long OH = row_end - row_begin, OW = y.shape[2]
     if Mt.shape[0] < A2 * M * T or buf.shape[0] < 40 * T or y.shape[0] != M:
         raise ValueError("winograd_output: buffers too small")
-    if y.shape[1] > tile * TH or y.shape[2] > tile * TW:
+    if OH > tile * TH or OW > tile * TW:
         raise ValueError("winograd_output: output larger than the tiles")
     if not 0 <= m_begin <= m_end <= M:
         raise ValueError("winograd_output: bad channel range")
@@ -1631,19 +1805,22 @@ def winograd_output(const float[::1] Mt, Py_ssize_t M, int TH, int TW, bias, flo
         if bview.shape[0] != M:
             raise ValueError("winograd_output: bias length")
         bptr = &bview[m_begin]
-    if m_end == m_begin or T == 0 or y.shape[1] == 0 or y.shape[2] == 0:
+    if m_end == m_begin or T == 0 or OH == 0 or OW == 0:
         return
+    if (y.shape[0] > 1 and y.strides[0] != y.shape[1] * OW * 4) or (y.shape[1] > 1 and y.strides[1] != OW * 4):
+        raise ValueError("winograd_output: y must be C-contiguous")
+    cdef long ldc = y.shape[1] * OW
     cdef const float *rp = _residual_ptr(residual, (y.shape[0], y.shape[1], y.shape[2]), y.shape[2],
                                          "winograd_output")
     if rp != NULL:
-        rp += m_begin * y.shape[1] * y.shape[2]
+        rp += m_begin * ldc + row_begin * OW
     with nogil:
         if tile == 4:
-            rk_wino_out(_ISA, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, y.shape[1], y.shape[2], bptr,
-                        &y[m_begin, 0, 0], &buf[0], ap, rp)
+            rk_wino_out(_ISA, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, OH, OW, bptr,
+                        &y[m_begin, row_begin, 0], ldc, &buf[0], ap, rp)
         else:
-            rk_wino2_out(_ISA, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, y.shape[1], y.shape[2], bptr,
-                         &y[m_begin, 0, 0], &buf[0], ap, rp)
+            rk_wino2_out(_ISA, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, OH, OW, bptr,
+                         &y[m_begin, row_begin, 0], ldc, &buf[0], ap, rp)
 
 
 def bias_act(float[:, :] y, bias, act=None, residual=None):

@@ -131,6 +131,63 @@ cdef int _choose_mode(Py_ssize_t D, Py_ssize_t H, Py_ssize_t W, Py_ssize_t OD, P
 # ---------------------------------------------------------------------------- max passes
 
 
+cdef struct _PoolPlan:
+    int* nrows          # real input rows per output row (see _row_plan)
+    Py_ssize_t* offs    # their offsets
+    Py_ssize_t* rel     # (i - ph) * W per vertical tap i
+    int mode            # MODE_* (see _choose_mode)
+    Py_ssize_t L        # padded scratch row length
+    Py_ssize_t G        # scratch rows per group (row mode)
+    Py_ssize_t B        # planes per block ("same" mode)
+    Py_ssize_t n_tmp    # scratch elements the pass needs
+
+
+cdef void _pool_plan_free(_PoolPlan* pp) noexcept:
+    free(pp.nrows)
+    free(pp.offs)
+    free(pp.rel)
+    pp.nrows = NULL
+    pp.offs = NULL
+    pp.rel = NULL
+
+
+cdef int _pool_plan(_PoolPlan* pp, str who, Py_ssize_t P, Py_ssize_t yP, Py_ssize_t D, Py_ssize_t H,
+                    Py_ssize_t W, Py_ssize_t OD, Py_ssize_t OH, Py_ssize_t OW, int kd, int kh, int kw,
+                    int sd, int sh, int sw, int dd, int dh, int dw, int pd, int ph, int pw,
+                    Py_ssize_t p0, Py_ssize_t p1, bint specialise) except -1:
+    """The setup max_pool and avg_pool share: argument checks, the row plan, the pass mode
+    and the scratch sizes.  Returns 0 when there is nothing to compute (nothing
+    allocated), else 1 with ``pp``'s arrays allocated (free them with _pool_plan_free)."""
+    cdef Py_ssize_t i, nq = OD * OH, HW = H * W, per = <Py_ssize_t> kd * kh
+    pp.nrows = NULL
+    pp.offs = NULL
+    pp.rel = NULL
+    if yP != P:
+        raise ValueError(f"{who}: input and output plane counts differ")
+    if not (0 <= p0 <= p1 <= P):
+        raise ValueError(f"{who}: plane range out of bounds")
+    if p0 == p1 or nq == 0 or OW == 0:
+        return 0
+    pp.nrows = <int*> malloc(nq * sizeof(int))
+    pp.offs = <Py_ssize_t*> malloc(max(nq * per, 1) * sizeof(Py_ssize_t))
+    pp.rel = <Py_ssize_t*> malloc(kh * sizeof(Py_ssize_t))
+    if pp.nrows == NULL or pp.offs == NULL or pp.rel == NULL:
+        _pool_plan_free(pp)
+        raise MemoryError()
+    _row_plan(D, H, W, OD, OH, kd, kh, sd, sh, dd, dh, pd, ph, pp.nrows, pp.offs)
+    for i in range(kh):
+        pp.rel[i] = (i - ph) * W
+    pp.mode = _choose_mode(D, H, W, OD, OH, OW, kd, kh, kw, sh, sw, dh, dw, pw, pp.nrows, specialise)
+    pp.L = _scratch_len(W, OW, kw, sw, dw, pw)
+    # Row mode: up to G padded scratch rows (about 16 KB), all vertical results of a
+    # group before its horizontal pass, so loads never wait on just-stored data.
+    # "Same" mode: blocks of B planes (about 16 KB) in each flat loop.
+    pp.G = max(1, min(nq, 4096 // pp.L))
+    pp.B = max(1, min(p1 - p0, 4096 // HW)) if pp.mode == MODE_SAME else 1
+    pp.n_tmp = max(pp.G * pp.L, pp.B * HW)
+    return 1
+
+
 cdef inline void _vert_max(max_t* dst, const max_t* base, const Py_ssize_t* offs, int nr,
                            Py_ssize_t n, bint spec) noexcept nogil:
     """dst[0:n] = element-wise max of the nr rows ``base + offs[j]``, in order (nr >= 1)."""
@@ -299,47 +356,25 @@ def max_pool(const max_t[:, :, :, ::1] x, max_t[:, :, :, ::1] y,
     """
     cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
     cdef Py_ssize_t OD = y.shape[1], OH = y.shape[2], OW = y.shape[3]
-    cdef Py_ssize_t p, q, q0, g, ng, G, B, nb, b, n, o, i, L, n_tmp, nq = OD * OH, HW = H * W
+    cdef Py_ssize_t p, q, q0, g, ng, G, B, nb, b, n, o, L, n_tmp, nq = OD * OH, HW = H * W
     cdef Py_ssize_t per = <Py_ssize_t> kd * kh
     cdef int nr, mode, pew = kw - 1 - pw, peh = kh - 1 - ph
-    cdef int* nrows
-    cdef Py_ssize_t* offs
-    cdef Py_ssize_t* rel
+    cdef _PoolPlan pp
     cdef max_t* tmp
     cdef max_t* yrow
     cdef const max_t* plane
-    if y.shape[0] != P:
-        raise ValueError("max_pool: input and output plane counts differ")
-    if not (0 <= p0 <= p1 <= P):
-        raise ValueError("max_pool: plane range out of bounds")
-    if p0 == p1 or nq == 0 or OW == 0:
+    if not _pool_plan(&pp, "max_pool", P, y.shape[0], D, H, W, OD, OH, OW, kd, kh, kw, sd, sh, sw,
+                      dd, dh, dw, pd, ph, pw, p0, p1, specialise):
         return None
-    nrows = <int*> malloc(nq * sizeof(int))
-    offs = <Py_ssize_t*> malloc(max(nq * per, 1) * sizeof(Py_ssize_t))
-    rel = <Py_ssize_t*> malloc(kh * sizeof(Py_ssize_t))
-    if nrows == NULL or offs == NULL or rel == NULL:
-        free(nrows)
-        free(offs)
-        free(rel)
-        raise MemoryError()
-    _row_plan(D, H, W, OD, OH, kd, kh, sd, sh, dd, dh, pd, ph, nrows, offs)
-    mode = _choose_mode(D, H, W, OD, OH, OW, kd, kh, kw, sh, sw, dh, dw, pw, nrows, specialise)
-    L = _scratch_len(W, OW, kw, sw, dw, pw)
-    # Row mode: up to G padded scratch rows (about 16 KB), all vertical results of a
-    # group before its horizontal pass, so loads never wait on just-stored data.
-    # "Same" mode: blocks of B planes (about 16 KB) in each flat loop.
-    G = max(1, min(nq, 4096 // L))
-    B = max(1, min(p1 - p0, 4096 // HW)) if mode == MODE_SAME else 1
-    n_tmp = max(G * L, B * HW)
+    cdef int* nrows = pp.nrows
+    cdef Py_ssize_t* offs = pp.offs
+    cdef Py_ssize_t* rel = pp.rel
+    mode, L, G, B, n_tmp = pp.mode, pp.L, pp.G, pp.B, pp.n_tmp
     tmp = <max_t*> malloc(n_tmp * sizeof(max_t))
     if tmp == NULL:
-        free(nrows)
-        free(offs)
-        free(rel)
+        _pool_plan_free(&pp)
         raise MemoryError()
     with nogil:
-        for i in range(kh):
-            rel[i] = (i - ph) * W
         for o in range(n_tmp):
             tmp[o] = empty_value
         if mode == MODE_SAME:
@@ -384,9 +419,7 @@ def max_pool(const max_t[:, :, :, ::1] x, max_t[:, :, :, ::1] y,
                             _horiz_max(yrow, tmp + g * L, OW, kw, sw, dw, specialise)
                         yrow += OW
                     q0 += G
-    free(nrows)
-    free(offs)
-    free(rel)
+    _pool_plan_free(&pp)
     free(tmp)
     return None
 
@@ -532,48 +565,31 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] y,
     """
     cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
     cdef Py_ssize_t OD = y.shape[1], OH = y.shape[2], OW = y.shape[3]
-    cdef Py_ssize_t p, q, q0, g, ng, G, B, nb, b, o, i, n, L, n_tmp, n_inv, nq = OD * OH, HW = H * W
+    cdef Py_ssize_t p, q, q0, g, ng, G, B, nb, b, o, n, L, n_tmp, n_inv, nq = OD * OH, HW = H * W
     cdef Py_ssize_t per = <Py_ssize_t> kd * kh
     cdef int nr, mode, same_pew = kw - 1 - pw, same_peh = kh - 1 - ph
-    cdef int* nrows
-    cdef Py_ssize_t* offs
-    cdef Py_ssize_t* rel
+    cdef _PoolPlan pp
     cdef float* tmp = NULL
     cdef float* inv = NULL
     cdef float* wc = NULL
     cdef float* yrow
     cdef const float* plane
     cdef double rc
-    if y.shape[0] != P:
-        raise ValueError("avg_pool: input and output plane counts differ")
-    if not (0 <= p0 <= p1 <= P):
-        raise ValueError("avg_pool: plane range out of bounds")
-    if p0 == p1 or nq == 0 or OW == 0:
+    if not _pool_plan(&pp, "avg_pool", P, y.shape[0], D, H, W, OD, OH, OW, kd, kh, kw, sd, sh, sw,
+                      dd, dh, dw, pd, ph, pw, p0, p1, specialise):
         return None
-    nrows = <int*> malloc(nq * sizeof(int))
-    offs = <Py_ssize_t*> malloc(max(nq * per, 1) * sizeof(Py_ssize_t))
-    rel = <Py_ssize_t*> malloc(kh * sizeof(Py_ssize_t))
-    if nrows == NULL or offs == NULL or rel == NULL:
-        free(nrows)
-        free(offs)
-        free(rel)
-        raise MemoryError()
-    _row_plan(D, H, W, OD, OH, kd, kh, sd, sh, dd, dh, pd, ph, nrows, offs)
-    mode = _choose_mode(D, H, W, OD, OH, OW, kd, kh, kw, sh, sw, dh, dw, pw, nrows, specialise)
-    L = _scratch_len(W, OW, kw, sw, dw, pw)
-    # Scratch sizes as in max_pool; in "same" mode inv holds B copies of the plane's
-    # reciprocals, so the block's horizontal loop can scale as it goes.
-    G = max(1, min(nq, 4096 // L))
-    B = max(1, min(p1 - p0, 4096 // HW)) if mode == MODE_SAME else 1
-    n_tmp = max(G * L, B * HW)
+    cdef int* nrows = pp.nrows
+    cdef Py_ssize_t* offs = pp.offs
+    cdef Py_ssize_t* rel = pp.rel
+    mode, L, G, B, n_tmp = pp.mode, pp.L, pp.G, pp.B, pp.n_tmp
+    # in "same" mode inv holds B copies of the plane's reciprocals, so the block's
+    # horizontal loop can scale as it goes
     n_inv = max(nq * OW, B * HW)
     tmp = <float*> malloc(n_tmp * sizeof(float))
     inv = <float*> malloc(n_inv * sizeof(float))
     wc = <float*> malloc(OW * sizeof(float))
     if tmp == NULL or inv == NULL or wc == NULL:
-        free(nrows)
-        free(offs)
-        free(rel)
+        _pool_plan_free(&pp)
         free(tmp)
         free(inv)
         free(wc)
@@ -595,8 +611,6 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] y,
                 rc = <double> nrows[q]
             for o in range(OW):
                 inv[q * OW + o] = <float> (1.0 / (rc * wc[o])) if rc * wc[o] > 0 else 0
-        for i in range(kh):
-            rel[i] = (i - ph) * W
         for o in range(n_tmp):
             tmp[o] = 0
         if mode == MODE_SAME:
@@ -641,9 +655,7 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] y,
                             _horiz_avg(yrow, tmp + g * L, OW, kw, sw, dw, inv + (q0 + g) * OW, specialise)
                         yrow += OW
                     q0 += G
-    free(nrows)
-    free(offs)
-    free(rel)
+    _pool_plan_free(&pp)
     free(tmp)
     free(inv)
     free(wc)

@@ -553,6 +553,7 @@ FUSED = [
 FUSED_PATHS = [
     ("gather", (1, 8, 20, 21), (24, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [1, 2]}, "gather", False),
     ("gather-1x1", (2, 24, 14, 14), (33, 24, 1, 1), {}, "gather", False),
+    ("pointwise-wide", (2, 24, 24, 30), (40, 24, 1, 1), {}, "gather", False),  # BLAS path: 2 column bands
     ("gather-kblocks", (1, 600, 16, 16), (9, 600, 1, 1), {}, "gather", False),  # K = 600: 2 K blocks
     ("gather-grid", (1, 4, 30, 70), (8, 4, 3, 3), {"pads": [1, 1, 1, 1]}, "gather", False),
     ("gather-grouped", (1, 16, 12, 14), (32, 4, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2], "group": 4},
@@ -611,7 +612,7 @@ def test_conv_fused_activation(conv_path, act, act_attrs, ref_op, ref_extra, ref
 
 @pytest.mark.parametrize("name, xs, ws, attrs, want_path, want_t",
                          [p for p in FUSED_PATHS if p[0] in ("gather", "transposed", "winograd", "depthwise-3x3",
-                                                             "blas-tiny")])
+                                                             "blas-tiny", "pointwise-wide")])
 def test_conv_fused_activation_keeps_nan(conv_path, name, xs, ws, attrs, want_path, want_t):
     """nan and inf in the input reach the fused output as with the separate kernels."""
     rng = np.random.default_rng(3)
@@ -853,3 +854,97 @@ def test_conv_fused_residual_keeps_nan(conv_path):
     r.reshape(-1)[3] = np.inf
     (y,), _ = _conv_residual(x, w, None, r, {"_activation": "Relu"})
     np.testing.assert_array_equal(y, _run("Relu", [plain + r], {})[0])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("xs, ws", [((2, 24, 23, 29), (20, 24, 3, 3)), ((1, 16, 17, 9), (24, 16, 3, 3))])
+def test_winograd_bands_equal_one_pass(monkeypatch, threads, xs, ws):
+    """Banded Winograd (bands of tile rows, each transformed and multiplied on its own)
+    gives exactly the one-pass result, with bias, residual and activation, per image of a
+    batch, with the last band shorter and the output not a multiple of the tile."""
+    if conv_mod._ISA == 0:
+        pytest.skip("no micro-kernel")
+    from rknnlite.backends.software.parallel import WorkerPool, using
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(xs, dtype=np.float32)
+    w = rng.standard_normal(ws, dtype=np.float32)
+    b = rng.standard_normal(ws[0], dtype=np.float32)
+    shape = (xs[0], ws[0]) + xs[2:]
+    r = rng.standard_normal(shape, dtype=np.float32)
+    attrs = {"pads": [1, 1, 1, 1], "_activation": "Relu", "_residual": True, "_opset": 17}
+    results = []
+    pool = WorkerPool(threads)
+    try:
+        for banded in (False, True):
+            monkeypatch.setattr(conv_mod, "_WINO_V_CACHE", 0 if banded else 1 << 40)
+            monkeypatch.setattr(conv_mod, "_WINO_BAND_MIN_TILES", 1)
+            monkeypatch.setattr(conv_mod, "_WINO_V_BAND", 1)
+            monkeypatch.setattr(conv_mod, "_WINO_MT_BAND_MIN_TILES", 1 if banded else 1 << 30)
+            prepared = KERNELS["Conv"].prepare(dict(attrs), [None, w, b, None])
+            out = [np.full(shape, np.nan, np.float32)]
+            with using(pool):
+                KERNELS["Conv"].fn([x, w, b, r], prepared, out=out)
+            g = next(iter(prepared["_conv"].geoms.values()))
+            bands = g.wbands_mt if threads > 1 else g.wbands
+            assert g.path == "winograd" and (bands is not None) == banded
+            if banded:
+                assert len(bands) == g.tiles[0] > 2
+            results.append(out[0])
+    finally:
+        pool.close()
+    np.testing.assert_array_equal(results[1], results[0])
+    (plain,) = _run("Conv", [x, w, b], {"pads": [1, 1, 1, 1]}, [None, w, b])
+    np.testing.assert_allclose(results[1], np.maximum(plain + r, 0), rtol=1e-4, atol=1e-4)
+
+
+_WINO_BT = {
+    4: np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                 [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64),
+    2: np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float64),
+}
+
+
+@pytest.mark.parametrize("isa", [None, 1, 0])
+@pytest.mark.parametrize("tile, xs, pads, th, tw", [
+    (4, (5, 14, 14), (1, 1), 4, 4),
+    (4, (3, 9, 23), (0, 2), 3, 6),
+    (2, (7, 7, 7), (1, 1), 4, 4),
+    (2, (2, 5, 11), (2, 0), 3, 6),
+])
+def test_winograd_input_layout(isa, tile, xs, pads, th, tw):
+    """winograd_input's V holds B^T d B of every tile's zero-padded patch, component
+    ``xi`` ``v_stride`` floats apart and channel c at ``c * (TH+1) * (TW+1)`` (as
+    winograd_scratch says), whole or by channel ranges, on every instruction set."""
+    from rknnlite._native import conv_kernels as ck
+
+    native = ck.gemm_isa()
+    if isa is not None and isa >= native:
+        pytest.skip("the native run covers this level")
+    rng = np.random.default_rng(41)
+    x = rng.standard_normal(xs, dtype=np.float32)
+    C, H, W = xs
+    pt, pl = pads
+    a = tile + 2
+    nv, vstride, nsplit, nbuf = ck.winograd_scratch(C, th, tw, tile)
+    xp = np.zeros((C, tile * th + a, tile * tw + a), np.float64)
+    xp[:, pt:pt + H, pl:pl + W] = x[:, :xp.shape[1] - pt, :xp.shape[2] - pl]
+    bt = _WINO_BT[tile]
+    plane = (th + 1) * (tw + 1)
+    try:
+        if isa is not None:
+            ck.limit_isa(isa)
+        for ranges in ([(0, C)], [(0, C // 2), (C // 2, C)]):
+            v = np.full(nv, np.nan, np.float32)
+            split = np.empty(nsplit, np.float32)
+            for c0, c1 in ranges:
+                ck.winograd_input(x, pt, pl, th, tw, v, split, np.empty(nbuf, np.float32), c0, c1, tile=tile)
+            for c in range(C):
+                for ty in range(th):
+                    for tx in range(tw):
+                        d = xp[c, tile * ty:tile * ty + a, tile * tx:tile * tx + a]
+                        ref = (bt @ d @ bt.T).reshape(-1)
+                        got = v[np.arange(a * a) * vstride + c * plane + ty * (tw + 1) + tx]
+                        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+    finally:
+        ck.limit_isa(native)

@@ -39,9 +39,56 @@ def test_every_index_once(threads, n):
 
 
 def test_work_runs_on_worker_threads():
-    _, names = covered(2, 100)
+    """While the caller is busy in a range, a worker takes the others."""
+    names = set()
+    lock = threading.Lock()
+    worker_ran = threading.Event()
+
+    def body(start, stop):
+        name = threading.current_thread().name
+        with lock:
+            names.add(name)
+        if name.startswith("rknnlite-worker"):
+            worker_ran.set()
+        else:
+            worker_ran.wait(10)
+
+    pool = WorkerPool(2)
+    try:
+        with using(pool):
+            parallel_for(100, body)
+    finally:
+        pool.close()
     assert any(name.startswith("rknnlite-worker") for name in names)
     assert threading.current_thread().name in names
+
+
+def test_caller_does_not_wait_for_a_busy_worker():
+    """A worker that cannot start (here: still inside another job; in real life: not
+    scheduled) gets no ranges; the caller runs them all and returns without it."""
+    from rknnlite.backends.software import parallel
+
+    pool = WorkerPool(2)
+    started, release = threading.Event(), threading.Event()
+
+    def block(start, stop):
+        started.set()
+        release.wait(10)
+
+    try:
+        with using(pool):
+            parallel_for(2, lambda a, b: None)  # starts the worker
+            other = parallel._Job(block, [0, 1])
+            pool._workers[0].queue.put((other, 1))
+            assert started.wait(10)
+            seen = []
+            parallel_for(100, lambda a, b: seen.append((a, b, threading.current_thread().name)))
+            assert sorted(i for a, b, _ in seen for i in range(a, b)) == list(range(100))
+            assert {name for _, _, name in seen} == {threading.current_thread().name}
+    finally:
+        release.set()
+        other.close_and_wait()
+        pool.close()
 
 
 def test_min_chunk_limits_the_split():
@@ -66,6 +113,93 @@ def test_errors_propagate():
     with using(pool), pytest.raises(ValueError, match="boom"):
         parallel_for(10, body)
     pool.close()
+
+
+def test_pool_usable_after_an_error_and_after_close():
+    pool = WorkerPool(2)
+    calls = []
+
+    def bad(start, stop):
+        raise RuntimeError("first")
+
+    with using(pool):
+        with pytest.raises(RuntimeError, match="first"):
+            parallel_for(10, bad)
+        parallel_for(10, lambda a, b: calls.append((a, b)))
+        pool.close()
+        parallel_for(10, lambda a, b: calls.append((a, b)))  # new workers start lazily
+    pool.close()
+    pool.close()  # idempotent
+    assert sorted(i for a, b in calls for i in range(a, b)) == sorted(list(range(10)) * 2)
+
+
+def test_ranges_are_shared_out_dynamically():
+    """More ranges than threads (so a delayed thread holds the call up by one range only),
+    each at least min_chunk long, together covering everything once."""
+    seen = []
+    lock = threading.Lock()
+
+    def body(start, stop):
+        with lock:
+            seen.append((start, stop))
+
+    pool = WorkerPool(2)
+    try:
+        with using(pool):
+            parallel_for(1000, body)
+            assert len(seen) == 2 * WorkerPool.CHUNKS_PER_THREAD
+            seen.clear()
+            parallel_for(50, body, min_chunk=20)
+            assert len(seen) == 2 and all(b - a >= 20 for a, b in seen)
+    finally:
+        pool.close()
+    assert sorted(i for a, b in seen for i in range(a, b)) == list(range(50))
+
+
+def test_one_range_per_thread_when_there_are_no_more_pieces():
+    """n <= threads: thread i (the caller is 0) runs range i, and the call waits for all."""
+    runs = {}
+    lock = threading.Lock()
+
+    def body(start, stop):
+        with lock:
+            runs[(start, stop)] = threading.current_thread().name
+
+    pool = WorkerPool(3)
+    try:
+        with using(pool):
+            parallel_for(3, body)
+    finally:
+        pool.close()
+    assert sorted(runs) == [(0, 1), (1, 2), (2, 3)]
+    assert runs[(0, 1)] == threading.current_thread().name
+    assert {runs[(1, 2)], runs[(2, 3)]} == {"rknnlite-worker-1", "rknnlite-worker-2"}
+
+
+def test_nested_call_runs_serially():
+    """A body calling parallel_for on the same pool (here: the caller's thread) runs the
+    inner loop on its own thread instead of waiting for itself."""
+    pool = WorkerPool(2)
+    inner = []
+    lock = threading.Lock()
+
+    caller_ran = threading.Event()
+
+    def body(start, stop):
+        if threading.current_thread() is threading.main_thread():
+            with using(pool):
+                parallel_for(4, lambda a, b: inner.append((a, b, threading.current_thread().name)))
+            caller_ran.set()
+        else:
+            caller_ran.wait(10)  # leave ranges to the caller
+
+    try:
+        with using(pool):
+            parallel_for(10, body)
+    finally:
+        pool.close()
+    with lock:
+        assert inner and set(inner) == {(0, 4, threading.main_thread().name)}
 
 
 @pytest.mark.parametrize("value, expected", [("3", 3), ("0", 1), ("-2", 1), ("many", 1), ("", 1)])

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Conv kernel speed, single-threaded, side by side with onnxruntime.
 
-    python tools/bench/bench_conv.py [--repeat 10] [--rounds 5] [--only SUBSTRING] [--resnet50]
+    python tools/bench/bench_conv.py [--repeat 10] [--rounds 5] [--only SUBSTRING] [--resnet50 | --densenet121]
+                                     [--clock cpu]
 
 Times ResNet-50-like Conv layers (plus MobileNet depthwise layers), or with
-``--resnet50`` every Conv layer of ResNet-50 v1.5 weighted by its count, for:
+``--resnet50`` / ``--densenet121`` every Conv layer of that network weighted by its count
+(``--clock cpu``: the calling thread's CPU time instead of wall time, for a loaded machine), for:
   * rknnlite: the software backend's Conv kernel as the executor calls it (``prepare``
     with constant weights and bias, then writing into a preallocated output);
   * onnxruntime: a one-node ONNX model (weights as initializers), CPU provider,
@@ -81,6 +83,29 @@ def resnet50_layers():
             for (c, hw, m, k, s), n in layers.items()]
 
 
+def densenet121_layers():
+    """Every Conv of DenseNet-121 (growth 32, bottleneck 128; batch 1, 224x224) as
+    ``(name, input NCHW, (M, kh, kw), stride, pad, group, count)``, identical layers merged."""
+    layers = {}
+
+    def add(c, hw, m, k, s):
+        key = (c, hw, m, k, s)
+        layers[key] = layers.get(key, 0) + 1
+
+    add(3, 224, 64, 7, 2)
+    c, hw = 64, 56
+    for i, blocks in enumerate((6, 12, 24, 16)):
+        for _ in range(blocks):
+            add(c, hw, 128, 1, 1)
+            add(128, hw, 32, 3, 1)
+            c += 32
+        if i < 3:
+            add(c, hw, c // 2, 1, 1)  # transition (then 2x2 average pooling)
+            c, hw = c // 2, hw // 2
+    return [(f"{k}x{k}{'/2' if s == 2 else ''} {c}->{m} @{hw}", (1, c, hw, hw), (m, k, k), s, k // 2, 1, n)
+            for (c, hw, m, k, s), n in layers.items()]
+
+
 def ort_runner(x, w, b, attrs):
     """A callable running the one-node Conv model in onnxruntime, output bound in advance."""
     return ort_one_node("Conv", x, attrs, [("w", w), ("b", b)], opset=17)
@@ -101,8 +126,18 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="", help="run only configurations whose name contains this")
     ap.add_argument("--resnet50", action="store_true",
                     help="every Conv layer of ResNet-50 v1.5 instead (times weighted by how often each occurs)")
+    ap.add_argument("--densenet121", action="store_true",
+                    help="every Conv layer of DenseNet-121 instead (times weighted by how often each occurs)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall time, or this thread's CPU time (leaves out waiting for a core on a loaded machine)")
     args = ap.parse_args(argv)
-    configs = resnet50_layers() if args.resnet50 else [c + (1,) for c in CONFIGS]
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+    if args.resnet50:
+        configs = resnet50_layers()
+    elif args.densenet121:
+        configs = densenet121_layers()
+    else:
+        configs = [c + (1,) for c in CONFIGS]
     from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(0)
@@ -127,9 +162,9 @@ def main(argv=None) -> int:
                 for run, times in ((run_o, t_o), (run_r, t_r)):
                     run()
                     for _ in range(args.repeat):
-                        t0 = time.perf_counter()
+                        t0 = clock()
                         run()
-                        times.append(time.perf_counter() - t0)
+                        times.append(clock() - t0)
         mo, mr = statistics.median(t_o) * 1e3, statistics.median(t_r) * 1e3
         total_o += mo * count
         total_r += mr * count

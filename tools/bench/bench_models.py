@@ -1,12 +1,19 @@
 #!/usr/bin/env python3
 """Latency of the software backend against onnxruntime on the onnx package's light models.
 
-    python tools/bench/bench_models.py [--models resnet50,squeezenet] [--runs 10] [--threads 2]
+    python tools/bench/bench_models.py [--models resnet50,squeezenet] [--runs 10] [--threads 2] [--clock cpu]
 
 One process, side by side: every model is converted with rknnlite's toolkit
 (float32 and float16 builds, and an int8 build calibrated on 2 slightly perturbed copies
-of the input), then timed against onnxruntime with one intra-op thread,
-median of RUNS after warm-up.  BLAS is limited to one thread for the whole timed part
+of the input), then timed against onnxruntime with one intra-op thread.  The runs are
+interleaved (each round runs onnxruntime and every rknnlite variant once, in turn) so
+that load from other processes hits all of them alike; the table gives the median of
+RUNS rounds after warm-up, and each ratio is the median of the per-round ratios.
+``--clock cpu`` times the single-threaded columns with the calling thread's CPU time
+(onnxruntime with one intra-op thread runs in the calling thread too) instead of wall
+time: on a machine shared with other processes it leaves out the time the process
+waited for a core.  The multi-threaded column is always wall time, and its speed-up is against fp32 on one
+thread timed with the wall clock in the same rounds.  BLAS is limited to one thread for the whole timed part
 with threadpoolctl (in this script only: the library never changes thread pools), so
 "1 thread" means one thread for both.  The last column runs rknnlite float32 with
 RKNNLITE_NUM_THREADS=THREADS worker threads (BLAS still single-threaded).
@@ -17,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rknnlite  # noqa: E402
-from common import median_ms  # noqa: E402
+from common import interleaved_ms, median_ratio  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 
 LIGHT = ["resnet50", "densenet121", "inception_v1", "inception_v2", "vgg19", "shufflenet", "squeezenet",
@@ -82,11 +91,15 @@ def main() -> int:
     ap.add_argument("--models", default=",".join(LIGHT))
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="clock of the single-threaded columns (cpu: this thread's CPU time)")
     args = ap.parse_args()
 
     import onnxruntime as ort
     from threadpoolctl import threadpool_info, threadpool_limits
 
+    load_before = f"{os.getloadavg()[0]:.2f}"
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
@@ -97,32 +110,34 @@ def main() -> int:
             path, feeds = light_model(name)
             x = [np.asarray(v) for v in feeds.values()]
             session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-            ort_ms = median_ms(lambda: session.run(None, feeds), args.runs, warmup=2)
             f32, f16 = convert(path, "float32", tmp), convert(path, "float16", tmp)
             i8 = convert(path, "float16", tmp, calibration_dataset(x, tmp, name))
-            with rknnlite.Context(f32) as c32, rknnlite.Context(f16) as c16, rknnlite.Context(i8) as c8:
-                ms32 = median_ms(lambda: c32.run(x), args.runs, warmup=2)
-                ms16 = median_ms(lambda: c16.run(x), args.runs, warmup=2)
-                ms8 = median_ms(lambda: c8.run(x), args.runs, warmup=2)
             os.environ["RKNNLITE_NUM_THREADS"] = str(args.threads)
             try:
-                with rknnlite.Context(f32) as cmt:
-                    ms_mt = median_ms(lambda: cmt.run(x), args.runs, warmup=2)
+                cmt = rknnlite.Context(f32)
             finally:
                 del os.environ["RKNNLITE_NUM_THREADS"]
-            rows.append((name, ort_ms, ms32, ms16, ms8, ms_mt))
+            with rknnlite.Context(f32) as c32, rknnlite.Context(f16) as c16, rknnlite.Context(i8) as c8, cmt:
+                times = interleaved_ms([lambda: session.run(None, feeds), lambda: c32.run(x), lambda: c16.run(x),
+                                        lambda: c8.run(x), lambda: cmt.run(x), lambda: c32.run(x)], args.runs,
+                                       warmup=2, clocks=[clock] * 4 + [time.perf_counter] * 2)
+            rows.append((name, times))
             print(f"  {name}: done", file=sys.stderr)
         blas = ", ".join(f"{i['internal_api']} {i.get('version', '')}".strip() for i in threadpool_info())
 
     print(f"onnxruntime {ort.__version__}, numpy {np.__version__} ({blas}); {os.cpu_count()} CPUs; "
-          f"median of {args.runs} runs; BLAS limited to 1 thread")
+          f"median of {args.runs} interleaved rounds; 1T columns: {args.clock} time, {args.threads}T: wall time; "
+          f"BLAS limited to 1 thread; load average before/after "
+          f"{load_before} / {os.getloadavg()[0]:.2f}")
     print()
     print(f"| model | onnxruntime 1T (ms) | rknnlite fp32 1T (ms) | ratio | rknnlite fp16 1T (ms) | fp16/fp32 | "
           f"int8 1T (ms) | int8/fp32 | rknnlite fp32 {args.threads}T (ms) | speed-up |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, ort_ms, ms32, ms16, ms8, ms_mt in rows:
-        print(f"| {name} | {ort_ms:.1f} | {ms32:.1f} | {ms32 / ort_ms:.2f} | {ms16:.1f} | {ms16 / ms32:.2f} | "
-              f"{ms8:.1f} | {ms8 / ms32:.2f} | {ms_mt:.1f} | {ms32 / ms_mt:.2f} |")
+    for name, t in rows:
+        ort_ms, ms32, ms16, ms8, ms_mt = (statistics.median(v) for v in t[:5])
+        print(f"| {name} | {ort_ms:.1f} | {ms32:.1f} | {median_ratio(t[1], t[0]):.2f} | {ms16:.1f} | "
+              f"{median_ratio(t[2], t[1]):.2f} | {ms8:.1f} | {median_ratio(t[3], t[1]):.2f} | {ms_mt:.1f} | "
+              f"{median_ratio(t[5], t[4]):.2f} |")
     return 0
 
 

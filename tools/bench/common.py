@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from typing import Callable, List, Sequence
 
 
 def median_ms(fn: Callable[[], object], runs: int, warmup: int = 0) -> float:
@@ -17,6 +17,32 @@ def median_ms(fn: Callable[[], object], runs: int, warmup: int = 0) -> float:
         fn()
         times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
+
+
+def interleaved_ms(fns: Sequence[Callable[[], object]], runs: int, warmup: int = 0,
+                   clocks: Sequence[Callable[[], float]] = ()) -> List[List[float]]:
+    """Times (ms) of every ``fns[i]()`` over ``runs`` rounds, each round calling every
+    function once in turn (so load from other processes hits them alike), after ``warmup``
+    rounds.  ``clocks[i]`` (default ``time.perf_counter``: wall time) is the clock of
+    ``fns[i]``; ``time.thread_time`` measures only the calling thread's CPU time, the
+    right clock for single-threaded work on a machine shared with other processes.
+    Returns one list of ``runs`` times per function."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times: List[List[float]] = [[] for _ in fns]
+    clocks = list(clocks) + [time.perf_counter] * (len(fns) - len(clocks))
+    for _ in range(runs):
+        for fn, clock, out in zip(fns, clocks, times):
+            t = clock()
+            fn()
+            out.append((clock() - t) * 1e3)
+    return times
+
+
+def median_ratio(a: Sequence[float], b: Sequence[float]) -> float:
+    """Median over rounds of ``a[i] / b[i]`` (times of two functions from one interleaved run)."""
+    return statistics.median(x / y for x, y in zip(a, b))
 
 
 def ort_one_node(op: str, x, attrs: dict, initializers=(), opset: int = 17):
