@@ -4,6 +4,86 @@
 from libc.stdint cimport uint32_t
 from libc.math cimport rintf
 from libc.string cimport memcpy
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBUF_WRITABLE
+
+import sys
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    #include <math.h>
+    #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+    #define RKE_X86 1
+    #include <immintrin.h>
+    #else
+    #define RKE_X86 0
+    #endif
+
+    /* 1 when AVX2 and F16C run here (the vector passes below), else 0. */
+    static int rke_vector_ok(void) {
+    #if RKE_X86
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    #else
+        return 0;
+    #endif
+    }
+
+    #if RKE_X86
+    /* d[i] = s[i] rounded to float16 precision through the hardware conversion (round
+       to nearest even, overflow to inf, float16 subnormals); NaN lanes keep their bits.
+       d == s rounds in place.  Returns how many leading elements were done (a multiple of 8). */
+    __attribute__((target("avx2,f16c")))
+    static long rke_round_fp16_avx2(const float *s, float *d, long n) {
+        long i = 0;
+        for (; i + 32 <= n; i += 32) {
+            for (int u = 0; u < 4; u++) {
+                __m256 x = _mm256_loadu_ps(s + i + 8 * u);
+                __m256 r = _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+                _mm256_storeu_ps(d + i + 8 * u, _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
+            }
+        }
+        for (; i + 8 <= n; i += 8) {
+            __m256 x = _mm256_loadu_ps(s + i);
+            __m256 r = _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+            _mm256_storeu_ps(d + i, _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
+        }
+        return i;
+    }
+
+    /* d[i] = (clip(rint(s[i] / scale) + zp, qmin, qmax) - zp) * scale, the same float32
+       operations as the scalar loop (division, not a reciprocal product; nan stays nan).
+       d == s works in place.  Returns how many leading elements were done (a multiple of 8). */
+    __attribute__((target("avx2")))
+    static long rke_fake_quant_avx2(const float *s, float *d, long n, float scale, float zp, float qmin,
+                                    float qmax) {
+        __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zp);
+        __m256 vlo = _mm256_set1_ps(qmin), vhi = _mm256_set1_ps(qmax);
+        long i = 0;
+        for (; i + 8 <= n; i += 8) {
+            __m256 q = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(s + i), vs),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            q = _mm256_add_ps(q, vz);
+            q = _mm256_min_ps(vhi, _mm256_max_ps(vlo, q));   /* operand order: nan passes */
+            _mm256_storeu_ps(d + i, _mm256_mul_ps(_mm256_sub_ps(q, vz), vs));
+        }
+        return i;
+    }
+    #else
+    static long rke_round_fp16_avx2(const float *s, float *d, long n) { (void)s; (void)d; (void)n; return 0; }
+    static long rke_fake_quant_avx2(const float *s, float *d, long n, float scale, float zp, float qmin,
+                                    float qmax) {
+        (void)s; (void)d; (void)n; (void)scale; (void)zp; (void)qmin; (void)qmax; return 0;
+    }
+    #endif
+    """
+    int rke_vector_ok()
+    long rke_round_fp16_avx2(const float *s, float *d, long n) nogil
+    long rke_fake_quant_avx2(const float *s, float *d, long n, float scale, float zp, float qmin, float qmax) nogil
+
+
+cdef bint _VECTOR = rke_vector_ok()
 
 
 cdef inline float _round_half(float x) noexcept nogil:
@@ -33,37 +113,143 @@ cdef inline float _round_half(float x) noexcept nogil:
     return x
 
 
-def round_fp16_inplace(float[::1] data):
-    """Round every element of a contiguous float32 buffer to float16 precision, in place.
+cdef int _float_buffer(object obj, Py_buffer *view, bint writable) except -1:
+    """Get ``obj``'s buffer as C-contiguous native float32 (any number of dimensions);
+    raises ValueError (BufferError from exporters other than numpy) when it is not one."""
+    PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (PyBUF_WRITABLE if writable else 0))
+    if view.itemsize != 4 or not _native_float(view.format):
+        fmt = (<bytes>view.format).decode("ascii", "replace") if view.format != NULL else "B"
+        PyBuffer_Release(view)
+        raise ValueError(f"expected a C-contiguous float32 buffer, got buffer format {fmt!r}")
+    return 0
+
+
+cdef char _OWN_ORDER = b"<" if sys.byteorder == "little" else b">"
+
+
+cdef inline bint _native_float(const char *f) noexcept:
+    """The struct format of a native-endian float32 (``f``, ``=f``, ``@f``, or ``<f``/``>f``
+    matching this machine's byte order)."""
+    if f == NULL:
+        return False
+    if f[0] == b"=" or f[0] == b"@" or f[0] == _OWN_ORDER:
+        f += 1
+    return f[0] == b"f" and f[1] == 0
+
+
+cdef void _round_into(const float *s, float *d, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    if _VECTOR:
+        i = rke_round_fp16_avx2(s, d, n)
+    while i < n:
+        d[i] = _round_half(s[i])
+        i += 1
+
+
+cdef void _fake_quant_into(const float *s, float *d, Py_ssize_t n, float scale, int zero_point, int qmin,
+                           int qmax) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    cdef float q
+    if _VECTOR:
+        i = rke_fake_quant_avx2(s, d, n, scale, <float>zero_point, <float>qmin, <float>qmax)
+    while i < n:
+        q = rintf(s[i] / scale) + zero_point
+        if q < qmin:
+            q = qmin
+        elif q > qmax:
+            q = qmax
+        d[i] = (q - zero_point) * scale
+        i += 1
+
+
+def round_fp16_inplace(data):
+    """Round every element of a C-contiguous float32 buffer (any shape) to float16 precision,
+    in place.
 
     Same result as ``x.astype(np.float16).astype(np.float32)`` (round to nearest even,
     overflow to +-inf, float16 subnormals), with no allocation and the GIL released.
+    Raises ValueError for a buffer that is not writable, C-contiguous native float32.
     """
-    cdef Py_ssize_t i, n = data.shape[0]
+    cdef Py_buffer view
+    _float_buffer(data, &view, True)
+    cdef float *p = <float *>view.buf
+    cdef Py_ssize_t n = view.len // 4
     with nogil:
-        for i in range(n):
-            data[i] = _round_half(data[i])
+        _round_into(p, p, n)
+    PyBuffer_Release(&view)
 
 
-def fake_quant_inplace(float[::1] data, float scale, int zero_point, int qmin=-128, int qmax=127):
-    """Snap a float32 buffer onto an affine integer grid, in place.
+def copy_round_fp16(src, dst):
+    """``dst[...] = src`` rounded to float16 precision, in one pass (no temporary).
+
+    ``dst`` must be a writable C-contiguous float32 buffer (any shape).  Returns True when
+    done; returns False, leaving ``dst`` untouched, when ``src`` is not a C-contiguous
+    native float32 buffer with as many elements (the caller converts it another way).
+    The copy of an input into the executor's storage precision; GIL released.
+    """
+    cdef Py_buffer s, d
+    try:
+        _float_buffer(src, &s, False)
+    except (ValueError, TypeError, BufferError):
+        return False
+    try:
+        _float_buffer(dst, &d, True)
+    except BaseException:
+        PyBuffer_Release(&s)
+        raise
+    cdef bint same = s.len == d.len
+    if same:
+        with nogil:
+            _round_into(<const float *>s.buf, <float *>d.buf, d.len // 4)
+    PyBuffer_Release(&s)
+    PyBuffer_Release(&d)
+    return same
+
+
+def fake_quant_inplace(data, float scale, int zero_point, int qmin=-128, int qmax=127):
+    """Snap a C-contiguous float32 buffer (any shape) onto an affine integer grid, in place.
 
     Each value becomes ``(clip(round_half_even(x / scale) + zero_point, qmin, qmax) -
     zero_point) * scale``: what storing it as an int8 (by default) tensor with that
     scale and zero point and reading it back gives.  GIL released, no allocation.
+    Raises ValueError for a bad scale or a buffer that is not writable C-contiguous float32.
     """
-    cdef Py_ssize_t i, n = data.shape[0]
-    cdef float q
     if not scale > 0:
         raise ValueError(f"quantization scale must be positive, got {scale}")
+    cdef Py_buffer view
+    _float_buffer(data, &view, True)
+    cdef float *p = <float *>view.buf
+    cdef Py_ssize_t n = view.len // 4
     with nogil:
-        for i in range(n):
-            q = rintf(data[i] / scale) + zero_point
-            if q < qmin:
-                q = qmin
-            elif q > qmax:
-                q = qmax
-            data[i] = (q - zero_point) * scale
+        _fake_quant_into(p, p, n, scale, zero_point, qmin, qmax)
+    PyBuffer_Release(&view)
+
+
+def copy_fake_quant(src, dst, float scale, int zero_point, int qmin=-128, int qmax=127):
+    """``dst[...] = src`` snapped onto the grid of :func:`fake_quant_inplace`, in one pass.
+
+    Same contract as :func:`copy_round_fp16`: True when done; False, leaving ``dst``
+    untouched, when ``src`` is not a C-contiguous native float32 buffer of ``dst``'s size.
+    """
+    if not scale > 0:
+        raise ValueError(f"quantization scale must be positive, got {scale}")
+    cdef Py_buffer s, d
+    try:
+        _float_buffer(src, &s, False)
+    except (ValueError, TypeError, BufferError):
+        return False
+    try:
+        _float_buffer(dst, &d, True)
+    except BaseException:
+        PyBuffer_Release(&s)
+        raise
+    cdef bint same = s.len == d.len
+    if same:
+        with nogil:
+            _fake_quant_into(<const float *>s.buf, <float *>d.buf, d.len // 4, scale, zero_point, qmin, qmax)
+    PyBuffer_Release(&s)
+    PyBuffer_Release(&d)
+    return same
 
 
 def is_fp16_exact(const float[::1] data):

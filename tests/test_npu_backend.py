@@ -502,3 +502,19 @@ def test_user_memory_and_flags(npu):
         with pytest.raises(InvalidParamError, match="does not fit"):
             backend.create_mem_from_fd(5, bytearray(10), 128, 0)
     assert mem.closed and phys.closed and from_fd.closed
+
+
+def test_run_writes_outputs_into_caller_arrays(npu):
+    a, b = _ab()
+    with rknnlite.Context(add_mul_model(), backend="npu") as ctx:
+        backend = ctx._backend
+        feeds = [np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if attr.fmt == rknnlite.TensorFormat.NHWC else x
+                 for x, attr in zip((a, b), ctx.inputs)]
+        expected = backend.run(feeds)
+        target = np.empty_like(expected[0])
+        got = backend.run(feeds, out=[target, None])
+        assert got[0] is target and got[1] is not None
+        np.testing.assert_array_equal(target, expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
+        with pytest.raises(rknnlite.InvalidParamError, match="shape"):
+            backend.run(feeds, out=[np.empty((1, 2)), None])

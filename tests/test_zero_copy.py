@@ -167,9 +167,9 @@ def test_input_in_the_executors_dtype_is_read_in_place(ctx_of):
     seen = []
     run = ctx._backend.run
 
-    def spy(feeds):
+    def spy(feeds, **kwargs):
         seen.append(list(feeds))
-        return run(feeds)
+        return run(feeds, **kwargs)
 
     ctx._backend.run = spy
     a.array(np.float32)[:] = [1, 2, 3, 4]
@@ -181,6 +181,25 @@ def test_input_in_the_executors_dtype_is_read_in_place(ctx_of):
     a.array(np.float32)[:] = 0  # written after binding and after a run
     ctx.run_bound()
     assert y.array(np.float32).tolist() == [10] * 4
+
+
+def test_float32_output_is_written_by_the_run_itself(ctx_of):
+    ctx = ctx_of("add")
+    for attr in ctx.inputs:
+        bind(ctx, attr).array(np.float32)[:] = 1
+    y = bind(ctx, ctx.outputs[0])
+    outs = []
+    run = ctx._backend.run
+
+    def spy(feeds, **kwargs):
+        outs.append(kwargs.get("out"))
+        return run(feeds, **kwargs)
+
+    ctx._backend.run = spy
+    ctx.run_bound()
+    (target,) = outs[0]
+    assert target is not None and np.shares_memory(target, y.array(np.float32))
+    assert y.array(np.float32).tolist() == [2] * 4
 
 
 def test_one_memory_for_several_tensors_at_offsets_and_in_place(ctx_of, tmp_path):

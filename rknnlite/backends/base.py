@@ -12,6 +12,7 @@ except ImportError:  # pragma: no cover
     Protocol = object  # type: ignore
 
 from ..constants import CoreMask
+from ..errors import InvalidParamError
 from ..model.spec import TensorSpec
 from ..runtime.perf import MemSize, PerfDetail
 from ..runtime.tensor_attr import TensorAttr
@@ -36,11 +37,14 @@ class Backend(Protocol):
     #: librknnrt presents as NHWC); empty for a static-shape model
     dynamic_shapes: Sequence[Sequence[Tuple[int, ...]]]
 
-    def run(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
+    def run(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None,
+            out: Optional[Sequence[Optional[np.ndarray]]] = None) -> List[np.ndarray]:
         """Run once.  ``pass_through[i]`` true: ``inputs[i]`` is pass-through data, checked and
         put in the input's layout by the Context but not converted (int8 values of a quantized
         input, normalised floats of a float one); the backend hands it to the NPU as is
-        (librknnrt ``pass_through=1``) or converts it itself (software)."""
+        (librknnrt ``pass_through=1``) or converts it itself (software).  ``out[i]``, when
+        given, is a writable array of output ``i``'s exact shape that receives it (and is
+        returned in its place)."""
 
     def sdk_version(self) -> dict:
         """``{"api": ..., "drv": ...}``: the versions of the runtime serving this backend."""
@@ -102,3 +106,29 @@ class ZeroCopy(Protocol):
 
     def release(self) -> None:
         """The Context closes: unbind everything, destroy the memory it created."""
+
+
+def check_out(out, names: Sequence[str], expected: Sequence[Tuple[tuple, np.dtype]]) -> None:
+    """Reject an ``out`` list (see :meth:`Backend.run`) that cannot take the outputs
+    ``names`` of ``expected`` ``(shape, dtype)``: raises :class:`InvalidParamError` naming
+    the entry and what it needs.  Run before anything is written."""
+    if not isinstance(out, (list, tuple)) or len(out) != len(expected):
+        got = f"{len(out)} entries" if isinstance(out, (list, tuple)) else f"a {type(out).__name__}"
+        raise InvalidParamError(
+            f"out must be a list with one array (or None) per output ({len(expected)}: {', '.join(names)}); "
+            f"got {got}", op="rknn_outputs_get")
+    for i, (o, (shape, dtype)) in enumerate(zip(out, expected)):
+        if o is None:
+            continue
+        what = f"out[{i}] (output {names[i]!r})"
+        if not isinstance(o, np.ndarray):
+            raise InvalidParamError(f"{what} must be a numpy array or None, not {type(o).__name__}",
+                                    op="rknn_outputs_get")
+        if o.shape != tuple(shape):
+            raise InvalidParamError(f"{what} has shape {list(o.shape)}; the output has shape {list(shape)}",
+                                    op="rknn_outputs_get")
+        if not o.flags.writeable:
+            raise InvalidParamError(f"{what} is read-only", op="rknn_outputs_get")
+        if not np.can_cast(dtype, o.dtype, "same_kind"):
+            raise InvalidParamError(f"{what} has dtype {o.dtype}; the output is {np.dtype(dtype)}, which casts "
+                                    f"only to the same kind of type", op="rknn_outputs_get")

@@ -93,6 +93,17 @@ class _Bound:
             self._generation = mem._generation
         return self._view
 
+    def direct_view(self) -> Optional[np.ndarray]:
+        """The bound float32 memory as an array of the model's shape when the backend can
+        write the output straight into it (same layout, no padding), else None."""
+        if self.attr.type != TensorType.FLOAT32 or self.attr.fmt != self.model_fmt:
+            return None
+        view = self.device_view()
+        if view.size != int(np.prod(self.model_dims)):
+            return None
+        direct = view.reshape(self.model_dims)
+        return direct if np.shares_memory(direct, view) else None
+
     def store(self, y: np.ndarray, out_plan) -> None:
         """Write one backend output (model layout) into the bound memory, as ``attr`` says."""
         if tuple(y.shape) != self.model_dims:
@@ -423,11 +434,14 @@ def run_bound(ctx) -> None:
             feeds.append(plan.convert(bound.device_view(), bound.fmt_arg, bound.pass_through))
         if ctx._shape_sets:
             ctx._use_set_of(feeds)
-        results = backend.run(feeds, pass_through=passes) if any(passes) else backend.run(feeds)
+        # Outputs bound as float32 in the model's layout are written by the run itself.
+        direct = None if ctx._shape_sets else [bound.direct_view() for _, bound in outputs]
+        results = backend.run(feeds, pass_through=passes if any(passes) else None, out=direct)
         if ctx._shape_sets and ctx._current_set not in ctx._set_outputs:
             ctx._set_outputs[ctx._current_set] = [tuple(y.shape) for y in results]
-        for (out_plan, bound), y in zip(outputs, results):
-            bound.store(y, out_plan)
+        for k, ((out_plan, bound), y) in enumerate(zip(outputs, results)):
+            if direct is None or direct[k] is None:
+                bound.store(y, out_plan)
         if not flags & _NO_FLUSH_OUT:
             for _, bound in outputs:
                 if bound.mem._device is not None:

@@ -28,6 +28,7 @@ from ...errors import ModelInvalidError, RKNNError, error_class
 from ...model.spec import QuantParams, TensorSpec
 from ...runtime.perf import MemSize, PerfDetail
 from ...runtime.tensor_attr import DTYPE_OF_TYPE, TYPE_OF_DTYPE, TensorAttr
+from ..base import check_out
 from .perf import parse_perf_detail
 from .runtime import load_runtime
 from .versions import version_mismatch
@@ -142,9 +143,10 @@ class NpuBackend:
 
     # -- running ---------------------------------------------------------------------------
 
-    def run(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
+    def run(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None,
+            out: Optional[Sequence[Optional[np.ndarray]]] = None) -> List[np.ndarray]:
         """``rknn_inputs_set`` + ``rknn_run`` + ``rknn_outputs_get(want_float=1)``; new float32
-        output arrays the caller owns.  A dynamic-shape model whose input shapes changed
+        output arrays the caller owns (``out[i]``, when given, receives output ``i`` instead).  A dynamic-shape model whose input shapes changed
         since the last run is switched first with ``rknn_set_input_shapes``.
 
         ``pass_through[i]``: ``inputs[i]`` (the input's layout and type, values untouched) goes
@@ -169,6 +171,9 @@ class NpuBackend:
         n = len(self.output_attrs)
         outputs = ctx.outputs_get(list(self._out_dims), [True] * n, [np.float32] * n)
         self._ran = True
+        if out is not None:
+            check_out(out, [a.name for a in self.output_attrs], [(y.shape, y.dtype) for y in outputs])
+            outputs = [y if o is None else _copy_into(o, y) for o, y in zip(out, outputs)]
         return outputs
 
     def _switch_shapes(self, shapes: List[Tuple[int, ...]]) -> None:
@@ -356,3 +361,8 @@ def _to_native(x: np.ndarray, fmt: TensorFormat, native: TensorAttr) -> Tuple[np
             nhwc = layout.pad_width(nhwc, int(native.w_stride))
         return np.ascontiguousarray(nhwc), TensorFormat.NHWC
     return x, fmt
+
+
+def _copy_into(target: np.ndarray, y: np.ndarray) -> np.ndarray:
+    np.copyto(target, y, casting="same_kind")
+    return target

@@ -25,6 +25,8 @@ from ...runtime.cores import mask_cores, threads_for_mask
 from ...runtime.emulation import EmulatedNpu
 from ...runtime.perf import MemSize, OpPerf, PerfDetail
 from .custom_kernels import CustomOpRegistry
+from .ops import sparse
+from ..base import check_out
 from .executor import ExecutionState, Executor, OpSample
 from .parallel import WorkerPool, threads_from_env
 
@@ -90,29 +92,39 @@ class SoftwareBackend(EmulatedNpu):
 
     # -- running ---------------------------------------------------------------------------
 
-    def run(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
-        """Run once; new output arrays.  One run at a time per backend (the Context locks).
+    def run(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None,
+            out: Optional[Sequence[Optional[np.ndarray]]] = None) -> List[np.ndarray]:
+        """Run once; new output arrays (float32, or the model's dtype for non-float outputs,
+        in the model's layout).  One run at a time per backend (the Context locks).
+
+        ``out``: one entry per output; each output is written into ``out[i]`` (``np.copyto``
+        with ``casting="same_kind"``, a float16 array gets the nearest float16) instead of a
+        new array, and the list returned holds those arrays (a ``None`` entry gets a new
+        array).  ``out[i]`` must be a writable array of exactly the output's shape (all
+        samples of a multi-batch model); a bad ``out`` raises :class:`InvalidParamError`
+        before any is written, after the run.  The only copy is the one into ``out``.
 
         A multi-batch model's inputs are split along axis 0 into ``batch`` samples (views,
-        no copy); each sample runs alone and the outputs are concatenated along axis 0.
-        Passed-through inputs are dequantized first (:meth:`EmulatedNpu.from_pass_through`).
+        no copy); each sample runs alone and the outputs are concatenated along axis 0
+        (straight into ``out`` when given).  Passed-through inputs are dequantized first
+        (:meth:`EmulatedNpu.from_pass_through`).
         """
         if pass_through is not None:
             inputs = self.from_pass_through(inputs, pass_through)
         t0 = perf_counter_ns()
         if self.batch == 1:
-            outputs = self._state.run(inputs)
+            outputs = self._state.run(inputs, out)
             self._last_ns = perf_counter_ns() - t0
             if self._profiling:
                 self._last_profile = _merge_profiles([(self._state.last_profile, self._cores)])
             return outputs
-        outputs, runs = self._run_batch(inputs)
+        outputs, runs = self._run_batch(inputs, out)
         self._last_ns = perf_counter_ns() - t0
         if self._profiling:
             self._last_profile = _merge_profiles(runs)
         return outputs
 
-    def _run_batch(self, inputs: List[np.ndarray]):
+    def _run_batch(self, inputs: List[np.ndarray], out: Optional[Sequence[Optional[np.ndarray]]] = None):
         n = self.batch
         samples = [[_sample(x, n, k, i, self.inputs[i].name) for i, x in enumerate(inputs)] for k in range(n)]
         results: list = [None] * n
@@ -129,7 +141,14 @@ class SoftwareBackend(EmulatedNpu):
                         results[k] = (states[core].run(samples[k]), states[core].last_profile, (core,))
 
             self._batch_pool.map_ranges(len(states), body)
-        outputs = [np.concatenate([r[0][i] for r in results], axis=0) for i in range(len(self.outputs))]
+        parts = [[r[0][i] for r in results] for i in range(len(self.outputs))]
+        if out is None:
+            outputs = [np.concatenate(p, axis=0) for p in parts]
+        else:
+            check_out(out, [spec.name for spec in self.outputs],
+                      [((sum(len(a) for a in p),) + p[0].shape[1:], p[0].dtype) for p in parts])
+            outputs = [np.concatenate(p, axis=0, out=o, casting="same_kind") if o is not None
+                       else np.concatenate(p, axis=0) for p, o in zip(parts, out)]
         runs = [(r[1], r[2]) for r in results] if self._profiling else []
         return outputs, runs
 
@@ -173,8 +192,11 @@ class SoftwareBackend(EmulatedNpu):
             state.profiling = self._profiling
 
     def perf_detail(self) -> Optional[PerfDetail]:
-        """The profile of the last run, or ``None`` before any profiled run."""
-        return self._last_profile
+        """The profile of the last run (layers the toolkit marked sparse say so), or ``None``
+        before any profiled run."""
+        if self._last_profile is None:
+            return None
+        return self._last_profile.with_sparsity(sparse.layer_ratios(self.model.graph))
 
     def perf_run(self) -> Optional[int]:
         """Wall time of the last ``run`` in µs (rounded, at least 1), or ``None`` before any run."""

@@ -15,6 +15,22 @@ the returned outputs.  Tensors whose shape depends on data (after a
 ``data_dependent`` kernel) and outputs of kernels that cannot write in place stay
 unplanned and are allocated per run.
 
+Compiled runs: when every step of a signature is planned, the plan is also compiled into
+a :class:`_Program`, a flat list of direct calls (each input staged into its own buffer in
+one pass, each bindable element-wise kernel bound to its buffers, see ``fn.bind`` in
+``ops/elementwise.py``, rounding passes on the planned buffers) run under one
+floating-point error state and without per-step bookkeeping.  A run whose inputs have
+exactly that signature's shapes and dtypes takes it; it computes the same values as the
+step loop.
+
+Outputs: ``run`` returns new arrays (copies of the output buffers), or, given
+``out=[array, ...]``, writes each output into the caller's array with ``np.copyto``
+(no other copy) and returns those arrays.
+
+Profiling (``ExecutionState.profiling``, the context's ``COLLECT_PERF_MASK``): each run
+records an :class:`OpSample` per input transfer, step and output copy in
+``last_profile``; when off, the run loop makes no timing calls.
+
 Numeric modes: ``float16`` stores every float tensor at half precision between nodes
 (rounded in place, as the NPU stores them) while kernels compute in float32;
 ``float32`` keeps full precision (an exact reference mode of this project).  In an
@@ -26,17 +42,22 @@ kernels is float32, and tensors without quantization follow ``float_dtype``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from functools import partial
+from time import perf_counter_ns
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..._native.executor_kernels import fake_quant_inplace, is_fp16_exact, round_fp16_inplace
+from ..._native.executor_kernels import (copy_fake_quant, copy_round_fp16, fake_quant_inplace, is_fp16_exact,
+                                         round_fp16_inplace)
 from ...errors import InputInvalidError, InvalidParamError, ModelInvalidError, RKNNError
 from ...model.graph import Graph, Node
+from ..base import check_out
 from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
-from .parallel import WorkerPool, threads_from_env, using
+from .ops.elementwise import restore_fp, silence_fp
+from .parallel import WorkerPool, WorkRecorder, current_threads, threads_from_env, using
 
-__all__ = ["Executor", "ExecutionState", "CustomOpKernel"]
+__all__ = ["Executor", "ExecutionState", "CustomOpKernel", "OpSample"]
 
 FLOAT_DTYPES = ("float16", "float32")
 
@@ -97,16 +118,22 @@ class Executor:
         float_dtype: ``"float16"`` or ``"float32"`` storage precision.
         custom_ops: Python custom operators (objects with ``op_type`` and
             ``compute(self, node, inputs)``); they run nodes of their op type.
+        defer_missing: compile nodes of op types with no kernel and no custom operator
+            anyway; running one raises :class:`ModelInvalidError` naming it, unless the
+            state runs it with an override (:meth:`ExecutionState.use_kernels`).  Without
+            it such a model fails here.
     """
 
-    def __init__(self, graph: Graph, float_dtype: str = "float16", custom_ops: Sequence[Any] = ()):
+    def __init__(self, graph: Graph, float_dtype: str = "float16", custom_ops: Sequence[Any] = (),
+                 defer_missing: bool = False):
         if float_dtype not in FLOAT_DTYPES:
             raise InvalidParamError(f"float_dtype must be 'float16' or 'float32', not {float_dtype!r}")
         self.graph = graph
         self.float_dtype = float_dtype
         self._round = float_dtype == "float16"
         custom = {k.op.op_type: k for k in map(CustomOpKernel, custom_ops)}
-        self._check_ops(custom)
+        if not defer_missing:
+            self._check_ops(custom)
 
         names: Dict[str, int] = {}
         for name in list(graph.inputs) + list(graph.constants):
@@ -132,7 +159,7 @@ class Executor:
         self.constant_slots = frozenset(const_values)
         self.steps: List[_Step] = []
         for i, node in enumerate(graph.nodes):
-            spec = custom[node.op].spec(node) if node.op in custom else KERNELS[node.op]
+            spec = custom[node.op].spec(node) if node.op in custom else KERNELS.get(node.op) or _unregistered(node)
             ins = [names[n] if n else -1 for n in node.inputs]
             attrs = dict(node.attrs)
             attrs.setdefault("_num_outputs", len(node.outputs))
@@ -178,7 +205,7 @@ class Executor:
             if a.dtype == np.float32 and a.flags.c_contiguous and is_fp16_exact(a.reshape(-1)):
                 return a  # rounded at build: used in place (e.g. straight from the mapped file)
             a = np.array(a, dtype=np.float32)
-            round_fp16_inplace(a.reshape(-1))
+            round_fp16_inplace(a)
             a.flags.writeable = False
             return a
         return a if a.dtype == np.float32 else np.asarray(a, dtype=np.float32)
@@ -190,9 +217,11 @@ class Executor:
         ``release(array)`` may drop a constant's file pages once a kernel has cached it."""
         return ExecutionState(self, threads, release)
 
-    def run(self, feeds: Sequence[np.ndarray], state: Optional["ExecutionState"] = None) -> List[np.ndarray]:
-        """Execute once; ``feeds`` in graph-input order.  Returns new arrays the caller owns."""
-        return (state or ExecutionState(self)).run(feeds)
+    def run(self, feeds: Sequence[np.ndarray], state: Optional["ExecutionState"] = None,
+            out: Optional[Sequence[Optional[np.ndarray]]] = None) -> List[np.ndarray]:
+        """Execute once; ``feeds`` in graph-input order.  Returns new arrays the caller owns,
+        or writes into ``out`` (see :meth:`ExecutionState.run`)."""
+        return (state or ExecutionState(self)).run(feeds, out)
 
     def slot_name(self, slot: int) -> str:
         """The tensor name of a slot (for messages)."""
@@ -202,14 +231,62 @@ class Executor:
         return f"#{slot}"
 
 
-class _Plan:
-    """Preallocated outputs for one input-shape signature: ``outs[step] = [array | None, ...]``."""
+class OpSample(NamedTuple):
+    """What a profiled run measured for one step (or one input/output transfer).
 
-    __slots__ = ("outs", "nbytes")
+    ``work`` holds the work items each thread slot ran (see
+    :class:`~.parallel.WorkRecorder`); ``None`` for input/output transfers.
+    """
+
+    op_type: str
+    name: str
+    data_type: str
+    input_shapes: Tuple[Tuple[int, ...], ...]
+    output_shapes: Tuple[Tuple[int, ...], ...]
+    ns: int
+    rw_bytes: int
+    work: Optional[List[int]]
+
+
+_TYPE_NAMES = {"i1": "INT8", "u1": "UINT8", "i2": "INT16", "u2": "UINT16", "i4": "INT32",
+               "u4": "UINT32", "i8": "INT64", "b1": "BOOL"}
+
+
+class _Plan:
+    """Preallocated outputs for one input-shape signature: ``outs[step] = [array | None, ...]``
+    (``None`` for an unplanned step), and the compiled run when every step is planned."""
+
+    __slots__ = ("outs", "nbytes", "program")
 
     def __init__(self, outs: List[Optional[List[Optional[np.ndarray]]]], nbytes: int):
         self.outs = outs
         self.nbytes = nbytes
+        self.program: Optional[_Program] = None
+
+
+class _Program:
+    """A fully planned signature as direct calls (see "Compiled runs" in the module doc).
+
+    ``env`` holds every tensor of the signature: constants, planned buffers and input
+    staging buffers, permanently; only the inputs fed as they are (``fed``) change per run
+    and are cleared after it.  ``inputs[i]`` is ``(slot, staging buffer or None, quant,
+    round)``; ``calls`` are zero-argument callables run in order, ``owners[k]`` the step
+    of ``calls[k]`` (for error messages).
+    """
+
+    __slots__ = ("signature", "env", "inputs", "fed", "calls", "owners", "staging_bytes", "outputs")
+
+    def __init__(self, signature, env, inputs, calls, owners, output_slots):
+        #: ``[(shape, dtype), ...]`` the feeds must have exactly
+        self.signature = signature
+        #: ``[(shape, dtype), ...]`` of the graph outputs
+        self.outputs = [(env[s].shape, env[s].dtype) if env[s] is not None else (None, None) for s in output_slots]
+        self.env = env
+        self.inputs = inputs
+        self.fed = [slot for slot, buf, _, _ in inputs if buf is None]
+        self.calls = calls
+        self.owners = owners
+        self.staging_bytes = sum(buf.nbytes for _, buf, _, _ in inputs if buf is not None)
 
 
 class ExecutionState:
@@ -230,6 +307,23 @@ class ExecutionState:
         self._staging: Dict[int, np.ndarray] = {}
         #: Largest total size of the tensors alive at once (bytes), seen in unplanned runs.
         self.peak_live_bytes = 0
+        #: When True, each run times every step (``last_profile``); off, the run loop makes
+        #: no timing calls at all.
+        self.profiling = False
+        #: The :class:`OpSample` rows of the last profiled run: inputs, steps, outputs.
+        self.last_profile: Optional[List[OpSample]] = None
+        #: step index -> kernel run instead of the compiled one (see use_kernels)
+        self.overrides: Dict[int, KernelSpec] = {}
+        #: the program of the signature run last (checked first)
+        self._last: Optional[_Program] = None
+
+    def use_kernels(self, overrides: Dict[int, KernelSpec]) -> None:
+        """Run step ``i`` with ``overrides[i]`` instead of its compiled kernel (custom
+        operators registered on one context).  The dict is used live, not copied; call this
+        again after changing it, since it forgets the plans made so far."""
+        self.overrides = overrides
+        self._plans.clear()
+        self._last = None
 
     def set_threads(self, threads: int) -> None:
         """Use ``threads`` worker threads (caller included) per run from now on."""
@@ -242,63 +336,204 @@ class ExecutionState:
         self.pool.close()
         self._plans.clear()
         self._staging.clear()
+        self._last = None
 
     @property
     def planned_bytes(self) -> int:
         """Bytes held by the planned buffers of every signature seen so far."""
         return sum(p.nbytes for p in self._plans.values())
 
-    def run(self, feeds: Sequence[np.ndarray]) -> List[np.ndarray]:
+    @property
+    def staging_bytes(self) -> int:
+        """Bytes of the reused input conversion buffers."""
+        programs = sum(p.program.staging_bytes for p in self._plans.values() if p.program is not None)
+        return programs + sum(b.nbytes for b in self._staging.values())
+
+    def run(self, feeds: Sequence[np.ndarray],
+            out: Optional[Sequence[Optional[np.ndarray]]] = None) -> List[np.ndarray]:
+        """Run once; ``feeds`` in graph-input order.
+
+        Returns one new array per graph output (copies the caller owns).  With ``out``, a
+        list with one entry per output, each output is written into ``out[i]`` instead
+        (``np.copyto`` with ``casting="same_kind"``: float16 destinations get the nearest
+        float16) and ``out[i]`` itself is returned; a ``None`` entry gets a new array.
+        Each ``out[i]`` must be a writable array of exactly that output's shape; they are
+        all checked before any is written (:class:`InvalidParamError`, nothing written,
+        the state stays usable).  The outputs are computed before any is written, so
+        ``out`` may share memory with ``feeds``.
+        """
+        prog = self._last
+        if prog is not None and not self.profiling and len(feeds) == len(prog.signature):
+            for x, (shape, dtype) in zip(feeds, prog.signature):
+                if x.shape != shape or x.dtype != dtype:
+                    break
+            else:
+                return self._run_program(prog, feeds, out)
         ex = self.executor
         if len(feeds) != len(ex.input_slots):
             raise InputInvalidError(f"the graph has {len(ex.input_slots)} inputs, got {len(feeds)}", op="rknn_run")
         signature = tuple((x.shape, x.dtype.char) for x in feeds)
         plan = self._plans.get(signature)
+        if plan is not None and plan.program is not None and not self.profiling and all(
+                x.dtype == dtype for x, (_, dtype) in zip(feeds, plan.program.signature)):
+            self._last = plan.program
+            return self._run_program(plan.program, feeds, out)
         env = self._env
         layout: Optional[List[Optional[Tuple[tuple, np.dtype]]]] = None if plan is not None else [None] * len(env)
         for slot, value in ex.constants:
             env[slot] = value
+        profile: Optional[List[OpSample]] = [] if self.profiling else None
         for i, (slot, x) in enumerate(zip(ex.input_slots, feeds)):
+            t0 = perf_counter_ns() if profile is not None else 0
             env[slot] = self._stage(i, x)
+            if profile is not None:
+                profile.append(self._transfer("InputOperator", ex.graph.inputs[i], slot, env[slot], t0))
             if layout is not None:
                 layout[slot] = (x.shape, env[slot].dtype)
         try:
-            with using(self.pool):
-                self._execute(env, plan, layout)
-            results = [np.array(env[s]) for s in ex.output_slots]
+            if profile is None:
+                if self.pool.threads == 1 and current_threads() == 1:
+                    self._execute(env, plan, layout)  # serial either way: no pool to install
+                else:
+                    with using(self.pool):
+                        self._execute(env, plan, layout)
+                results = self._deliver([env[s] for s in ex.output_slots], out)
+            else:
+                recorder = WorkRecorder(self.pool)
+                with using(recorder):
+                    self._execute(env, plan, layout, recorder, profile)
+                values = [env[s] for s in ex.output_slots]
+                if out is not None:
+                    self._check_out(out, values)
+                results = []
+                for k, (name, s) in enumerate(zip(ex.graph.outputs, ex.output_slots)):
+                    t0 = perf_counter_ns()
+                    results.append(self._deliver_one(env[s], None if out is None else out[k]))
+                    profile.append(self._transfer("OutputOperator", name, s, env[s], t0))
+                self.last_profile = profile
             if layout is not None:
-                self._remember(signature, layout)
+                self._remember(signature, layout, feeds)
         finally:
             for i in range(len(env)):
                 env[i] = None
         return results
+
+    def _run_program(self, prog: "_Program", feeds: Sequence[np.ndarray],
+                     out: Optional[Sequence[Optional[np.ndarray]]]) -> List[np.ndarray]:
+        """A run of a compiled signature (the feeds match ``prog.signature`` exactly)."""
+        env = prog.env
+        try:
+            for x, (slot, buf, q, rnd) in zip(feeds, prog.inputs):
+                if buf is None:
+                    env[slot] = x
+                elif not (rnd and q is None and copy_round_fp16(x, buf)):  # the common case, inlined
+                    _stage_into(buf, x, q, rnd)
+            k = 0
+            token = silence_fp()
+            try:
+                if self.pool.threads == 1 and current_threads() == 1:
+                    for k, call in enumerate(prog.calls):
+                        call()
+                else:
+                    with using(self.pool):
+                        for k, call in enumerate(prog.calls):
+                            call()
+            except RKNNError:
+                raise
+            except Exception as e:  # a kernel's numpy error: name the node, keep the cause
+                raise _step_failed(prog.owners[k], [env[s] if s >= 0 else None for s in prog.owners[k].ins], e) \
+                    from e
+            finally:
+                restore_fp(token)
+            if out is None:
+                return [np.array(env[s]) for s in self.executor.output_slots]
+            if type(out) is list and len(out) == len(prog.outputs):
+                for o, (shape, dtype) in zip(out, prog.outputs):  # the usual out: exactly the outputs' arrays
+                    if type(o) is not np.ndarray or o.shape != shape or o.dtype != dtype or not o.flags.writeable:
+                        break
+                else:
+                    for o, s in zip(out, self.executor.output_slots):
+                        o[...] = env[s]  # same dtype and shape: a plain copy (cheaper call than np.copyto)
+                    return list(out)
+            return self._deliver([env[s] for s in self.executor.output_slots], out)
+        finally:
+            for slot in prog.fed:
+                env[slot] = None
+
+    def _deliver(self, values: List[np.ndarray], out: Optional[Sequence[Optional[np.ndarray]]]) -> List[np.ndarray]:
+        """The run's results: copies of ``values``, or ``values`` written into ``out``."""
+        if out is None:
+            return [np.array(v) for v in values]
+        self._check_out(out, values)
+        return [self._deliver_one(v, o) for v, o in zip(values, out)]
+
+    def _check_out(self, out, values: List[np.ndarray]) -> None:
+        check_out(out, self.executor.graph.outputs, [(np.shape(v), v.dtype) for v in values])
+
+    @staticmethod
+    def _deliver_one(value: np.ndarray, dest: Optional[np.ndarray]) -> np.ndarray:
+        if dest is None:
+            return np.array(value)
+        np.copyto(dest, value, casting="same_kind")
+        return dest
+
+    def _data_type(self, slot: int, value: Optional[np.ndarray]) -> str:
+        """The runtime's type string of a tensor as stored (``"FP16"``, ``"INT8"``, ...)."""
+        if value is None:
+            return "UNKNOW"
+        if slot in self.executor.quant_slots:
+            return "INT8"
+        if value.dtype.kind == "f":
+            return "FP16" if self.executor._round else "FP32"
+        return _TYPE_NAMES.get(f"{value.dtype.kind}{value.dtype.itemsize}", "UNKNOW")
+
+    def _transfer(self, kind: str, name: str, slot: int, value: np.ndarray, t0: int) -> OpSample:
+        """An input or output transfer row; like the vendor's, its traffic is the tensor's size once."""
+        elapsed = perf_counter_ns() - t0
+        shape = (tuple(value.shape),)
+        ins, outs = ((), shape) if kind == "InputOperator" else (shape, ())
+        return OpSample(kind, name, self._data_type(slot, value), ins, outs, elapsed, value.nbytes, None)
+
+    def _sample(self, step: _Step, args: List[Optional[np.ndarray]], env: List[Optional[np.ndarray]], t0: int,
+                recorder: WorkRecorder) -> OpSample:
+        elapsed = perf_counter_ns() - t0
+        outs = [env[s] for s in step.outs if s >= 0]
+        first = next((k for k, a in enumerate(args) if a is not None), None)
+        data_type = self._data_type(step.ins[first], args[first]) if first is not None else "UNKNOW"
+        return OpSample(
+            step.node.op, step.node.name, data_type,
+            tuple(tuple(a.shape) for a in args if a is not None), tuple(tuple(o.shape) for o in outs if o is not None),
+            elapsed, sum(a.nbytes for a in args if a is not None) + sum(o.nbytes for o in outs if o is not None),
+            recorder.take(),
+        )
 
     def _stage(self, index: int, x: np.ndarray) -> np.ndarray:
         """A float input in storage precision (float16 rounding or its int8 grid), converted
         in a reused buffer; no copy when it already is float32 and needs neither."""
         ex = self.executor
         q = ex.quant_slots.get(ex.input_slots[index])
-        if x.dtype.kind != "f" or (x.dtype == np.float32 and not ex._round and q is None):
+        if not _staged(x, q, ex._round):
             return x
         buf = self._staging.get(index)
         if buf is None or buf.shape != x.shape:
             buf = self._staging[index] = np.empty(x.shape, np.float32)
-        np.copyto(buf, x, casting="unsafe")
-        if q is not None:
-            fake_quant_inplace(buf.reshape(-1), *q)
-        elif ex._round:
-            round_fp16_inplace(buf.reshape(-1))
+        _stage_into(buf, x, q, ex._round)
         return buf
 
-    def _execute(self, env: List[Optional[np.ndarray]], plan: Optional[_Plan], layout) -> None:
+    def _execute(self, env: List[Optional[np.ndarray]], plan: Optional[_Plan], layout,
+                 recorder: Optional[WorkRecorder] = None, profile: Optional[List[OpSample]] = None) -> None:
+        """Run every step; with a ``recorder`` (profiled run) each step's time and traffic go to ``profile``."""
         rounding = self.executor._round
         quant = self.executor.quant_slots
         skip_exact = not quant  # int8 grid values reaching a float tensor still need rounding
         release_after = self.executor.release_after
+        overrides = self.overrides
         for step in self.executor.steps:
             args = [env[s] if s >= 0 else None for s in step.ins]
             out = plan.outs[step.index] if plan is not None else None
-            spec = step.spec
+            spec = overrides.get(step.index, step.spec) if overrides else step.spec
+            if recorder is not None:
+                t0 = perf_counter_ns()
             try:
                 if out is not None:
                     results = spec.fn(args, step.attrs, out)
@@ -307,17 +542,8 @@ class ExecutionState:
             except RKNNError:
                 raise
             except Exception as e:  # a kernel's numpy error: name the node, keep the cause
-                raise InputInvalidError(
-                    f"node {step.node.name!r} ({step.node.op}) failed on inputs "
-                    f"{[None if a is None else list(a.shape) for a in args]}: {e}",
-                    op="rknn_run",
-                ) from e
-            if len(results) < len(step.outs) and any(s >= 0 for s in step.outs[len(results):]):
-                raise ModelInvalidError(
-                    f"node {step.node.name!r} ({step.node.op}) declares {len(step.outs)} outputs, "
-                    f"the kernel gave {len(results)}",
-                    op="rknn_run",
-                )
+                raise _step_failed(step, args, e) from e
+            _check_count(step, results)
             for slot, value in zip(step.outs, results):
                 if slot < 0:
                     continue
@@ -325,13 +551,15 @@ class ExecutionState:
                     q = quant.get(slot)
                     if q is not None:
                         value = _own_float32(value, args, out is not None)
-                        fake_quant_inplace(value.reshape(-1), *q)
+                        fake_quant_inplace(value, *q)
                     elif rounding and not (step.exact and skip_exact and value.dtype == np.float32):
                         value = _own_float32(value, args, out is not None)
-                        round_fp16_inplace(value.reshape(-1))
+                        round_fp16_inplace(value)
                 env[slot] = value
                 if layout is not None:
                     layout[slot] = (value.shape, value.dtype)
+            if recorder is not None:
+                profile.append(self._sample(step, args, env, t0, recorder))
             del args, results
             if self._release is not None and step.spec.caches_inputs:
                 self._release_cached(step, env)
@@ -352,10 +580,150 @@ class ExecutionState:
         live = sum(v.nbytes for i, v in enumerate(env) if v is not None and i not in constants)
         self.peak_live_bytes = max(self.peak_live_bytes, live)
 
-    def _remember(self, signature: tuple, layout: List[Optional[Tuple[tuple, np.dtype]]]) -> None:
+    def _remember(self, signature: tuple, layout: List[Optional[Tuple[tuple, np.dtype]]],
+                  feeds: Sequence[np.ndarray]) -> None:
         if len(self._plans) >= self.MAX_PLANS:
-            self._plans.pop(next(iter(self._plans)))
-        self._plans[signature] = _make_plan(self.executor, layout)
+            evicted = self._plans.pop(next(iter(self._plans)))
+            if evicted.program is not None and evicted.program is self._last:
+                self._last = None
+        plan = self._plans[signature] = _make_plan(self.executor, layout)
+        if all(outs is not None for outs in plan.outs):
+            plan.program = self._compile(plan, layout, feeds)
+
+    def _compile(self, plan: _Plan, layout: List[Optional[Tuple[tuple, np.dtype]]],
+                 feeds: Sequence[np.ndarray]) -> "_Program":
+        """The :class:`_Program` of a fully planned signature (after its first run, so every
+        constant a kernel caches has been released already)."""
+        ex = self.executor
+        env: List[Optional[np.ndarray]] = [None] * ex.n_tensors
+        for slot, value in ex.constants:
+            env[slot] = value
+        meta = list(layout)
+        for slot, value in ex.constants:
+            meta[slot] = (value.shape, value.dtype)
+        inputs = []
+        for i, (slot, x) in enumerate(zip(ex.input_slots, feeds)):
+            q = ex.quant_slots.get(slot)
+            buf = None
+            if _staged(x, q, ex._round):
+                buf = self._staging.pop(i, None)  # the first run's buffer: the program owns it now
+                if buf is None or buf.shape != x.shape:
+                    buf = np.empty(x.shape, np.float32)
+                env[slot] = buf
+            inputs.append((slot, buf, q, ex._round))
+        calls: List[Callable[[], Any]] = []
+        owners: List[_Step] = []
+        rounding, quant = ex._round, ex.quant_slots
+        skip_exact = not quant
+        for step in ex.steps:
+            out = plan.outs[step.index]
+            spec = self.overrides.get(step.index, step.spec) if self.overrides else step.spec
+            calls.append(_bound_call(step, spec, out, env, meta) or _kernel_call(step, spec, out, env))
+            owners.append(step)
+            for slot, o in zip(step.outs, out):
+                if slot < 0:
+                    continue
+                env[slot] = o
+                if o.dtype.kind != "f":
+                    continue
+                q = quant.get(slot)
+                if q is not None:
+                    calls.append(partial(fake_quant_inplace, o, *q))
+                elif rounding and not (step.exact and skip_exact):
+                    calls.append(partial(round_fp16_inplace, o))
+                else:
+                    continue
+                owners.append(step)
+        signature = [(x.shape, x.dtype) for x in feeds]
+        return _Program(signature, env, inputs, calls, owners, ex.output_slots)
+
+
+def _unregistered(node: Node) -> KernelSpec:
+    """The kernel of a node whose op type nothing runs yet (``defer_missing``)."""
+
+    def fn(inputs, attrs, out=None):
+        raise ModelInvalidError(
+            f"op {node.op!r} (node {node.name!r}) has no kernel here: register a custom operator for it with "
+            f"Context.register_custom_op() (a Python operator or a librkcst_ plugin) before running; the software "
+            f"backend's own ops: {', '.join(supported_ops())}",
+            op="rknn_run",
+        )
+
+    return KernelSpec(node.op, fn, data_dependent=True)
+
+
+def _staged(x: np.ndarray, q, rounding: bool) -> bool:
+    """Whether a feed is converted into a staging buffer (a float input that is not float32
+    already, or needs float16 rounding or its int8 grid ``q``), else used as it is."""
+    return x.dtype.kind == "f" and (x.dtype != np.float32 or rounding or q is not None)
+
+
+def _stage_into(buf: np.ndarray, x: np.ndarray, q, rounding: bool) -> None:
+    """``buf[...] = x`` (float32) at storage precision: on the int8 grid ``q``, else rounded
+    to float16 when ``rounding``; one pass when ``x`` is C-contiguous float32."""
+    if q is not None:
+        if not copy_fake_quant(x, buf, *q):
+            np.copyto(buf, x, casting="unsafe")
+            fake_quant_inplace(buf, *q)
+    elif rounding:
+        if not copy_round_fp16(x, buf):
+            np.copyto(buf, x, casting="unsafe")
+            round_fp16_inplace(buf)
+    else:
+        np.copyto(buf, x, casting="unsafe")
+
+
+def _step_failed(step: _Step, args: List[Optional[np.ndarray]], e: Exception) -> InputInvalidError:
+    """The error for a kernel that raised a non-RKNN exception (a numpy error)."""
+    return InputInvalidError(
+        f"node {step.node.name!r} ({step.node.op}) failed on inputs "
+        f"{[None if a is None else list(a.shape) for a in args]}: {e}",
+        op="rknn_run",
+    )
+
+
+def _check_count(step: _Step, results: Sequence[np.ndarray]) -> None:
+    if len(results) < len(step.outs) and any(s >= 0 for s in step.outs[len(results):]):
+        raise ModelInvalidError(
+            f"node {step.node.name!r} ({step.node.op}) declares {len(step.outs)} outputs, "
+            f"the kernel gave {len(results)}",
+            op="rknn_run",
+        )
+
+
+def _bound_call(step: _Step, spec: KernelSpec, out: List[Optional[np.ndarray]], env: List[Optional[np.ndarray]],
+                meta: List[Optional[Tuple[tuple, np.dtype]]]) -> Optional[Callable[[], Any]]:
+    """A step of a program as one direct call of the kernel's ``bind`` result (see
+    ``ops/elementwise.py``), or None when the kernel has no binding for it."""
+    bind = getattr(spec.fn, "bind", None)
+    if bind is None or any(s < 0 or meta[s] is None for s in step.ins):
+        return None
+    bound = bind(step.attrs, [meta[s] for s in step.ins], out)
+    if bound is None:
+        return None
+    fn, extra = bound
+    args = [env[s] for s in step.ins]
+    if all(a is not None for a in args):
+        return partial(fn, *args, *extra)  # every input lives in a fixed buffer
+    ins = step.ins
+    return lambda: fn(*[env[s] for s in ins], *extra)
+
+
+def _kernel_call(step: _Step, spec: KernelSpec, out: List[Optional[np.ndarray]],
+                 env: List[Optional[np.ndarray]]) -> Callable[[], None]:
+    """A step of a program calling its kernel with its planned outputs.  A kernel that
+    returns another array than its buffer has it copied there, so every later step may
+    read the planned buffer."""
+    fn, attrs, ins = spec.fn, step.attrs, step.ins
+
+    def call() -> None:
+        results = fn([env[s] if s >= 0 else None for s in ins], attrs, out)
+        _check_count(step, results)
+        for o, value in zip(out, results):
+            if o is not None and value is not o:
+                np.copyto(o, value, casting="unsafe")
+
+    return call
 
 
 def _own_float32(value: np.ndarray, args: List[Optional[np.ndarray]], own_buffer: bool) -> np.ndarray:
@@ -374,7 +742,7 @@ def _fake_quant_constant(a: np.ndarray, q, limits: Tuple[int, int]) -> np.ndarra
     """A float constant snapped onto its quantization grid (per tensor or per channel)."""
     a = np.array(a, dtype=np.float32)
     if len(q.scale) == 1:
-        fake_quant_inplace(a.reshape(-1), q.scale[0], q.zero_point[0], *limits)
+        fake_quant_inplace(a, q.scale[0], q.zero_point[0], *limits)
     else:
         axis = q.axis if q.axis is not None else 0
         if a.shape[axis] != len(q.scale):
@@ -385,7 +753,7 @@ def _fake_quant_constant(a: np.ndarray, q, limits: Tuple[int, int]) -> np.ndarra
         moved = np.moveaxis(a, axis, 0)
         for c, (scale, zp) in enumerate(zip(q.scale, q.zero_point)):
             channel = np.ascontiguousarray(moved[c])
-            fake_quant_inplace(channel.reshape(-1), scale, zp, *limits)
+            fake_quant_inplace(channel, scale, zp, *limits)
             moved[c] = channel
     a.flags.writeable = False
     return a

@@ -9,12 +9,22 @@ temporaries except where noted.
 
 The helpers ``dest``, ``quiet`` and ``check_attr`` are shared with the activation
 and reduction modules.
+
+Binding (``fn.bind``): the kernels that are one ufunc call once their output buffer is
+known (unary math, binary arithmetic, comparisons and logic, float Div, 2-input
+Max/Min/Sum) carry a ``bind(attrs, ins, out)`` attribute.  Given the node's attributes,
+its inputs' ``(shape, dtype)`` and its planned output arrays, it returns ``(call, extra)``
+such that ``call(*inputs, *extra)`` computes the node into ``out[0]`` exactly as the
+kernel would, or ``None`` when this node cannot be bound (the executor then calls the
+kernel).  The bound call does not silence floating-point warnings: the executor runs it
+with them silenced (:func:`silence_fp`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence
+from functools import partial
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -26,7 +36,15 @@ try:  # compiled erf/GELU loops; a slow but exact per-element fallback is used w
 except ImportError:  # pragma: no cover - exercised by monkeypatching in the tests
     _native = None
 
-__all__ = ["dest", "quiet", "check_attr", "check_float", "erf_into", "gelu_into", "ONNX_CAST_TARGETS"]
+__all__ = ["dest", "quiet", "silence_fp", "restore_fp", "check_attr", "check_float", "erf_into", "gelu_into",
+           "ONNX_CAST_TARGETS"]
+
+try:  # numpy >= 2 keeps the floating-point error state in a ContextVar (what np.errstate sets)
+    from numpy._core._ufunc_config import _extobj_contextvar as _ERR_STATE, _make_extobj
+
+    _IGNORE_ALL = _make_extobj(all="ignore")
+except (ImportError, AttributeError, TypeError):  # numpy 1.x: np.errstate
+    _ERR_STATE = _IGNORE_ALL = None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -39,9 +57,63 @@ def dest(out: Optional[Sequence[np.ndarray]], shape, dtype, index: int = 0) -> n
     return np.empty(shape, dtype)
 
 
+if _ERR_STATE is not None:
+    #: ``silence_fp()`` ignores every numpy floating-point error on this thread (context) and
+    #: returns a token; ``restore_fp(token)`` puts back the state it replaced.  The pair
+    #: behind :func:`quiet`, for callers that cannot use a ``with`` block cheaply.
+    silence_fp = partial(_ERR_STATE.set, _IGNORE_ALL)
+    silence_fp.__doc__ = "Ignore numpy floating-point errors in this context; returns the token for restore_fp."
+    restore_fp = _ERR_STATE.reset
+else:  # numpy 1.x: the per-thread error state of np.seterr
+    def silence_fp():
+        """Ignore numpy floating-point errors on this thread; returns the previous settings."""
+        return np.seterr(all="ignore")
+
+    def restore_fp(token) -> None:
+        """Put back the settings :func:`silence_fp` replaced."""
+        np.seterr(**token)
+
+
+class _Quiet:
+    """``np.errstate(all="ignore")`` with the error state built once (see :func:`silence_fp`)."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self):
+        self._token = silence_fp()
+        return self
+
+    def __exit__(self, *exc):
+        restore_fp(self._token)
+        return False
+
+
 def quiet():
-    """A context that silences numpy floating-point warnings (inf/nan results are ONNX-valid)."""
-    return np.errstate(all="ignore")
+    """A context that silences numpy floating-point warnings (inf/nan results are ONNX-valid).
+
+    Same effect as ``np.errstate(all="ignore")`` (per thread, nests), several times cheaper
+    to enter on numpy >= 2: the error state object is made once, not per call."""
+    return _Quiet()
+
+
+#: what a ``bind`` returns: ``(call, extra)`` or None (see the module doc)
+Binding = Optional[Tuple[Callable, tuple]]
+
+
+def _bind_ufunc(ufunc, out_keyword: bool = False) -> Callable[..., Binding]:
+    """A ``bind`` (see the module doc) for a kernel that is ``ufunc(*inputs, out=out[0])``
+    when it has ``ufunc.nin`` inputs.  ``out_keyword``: pass ``out`` by keyword (numpy
+    deprecates a positional ``out`` for maximum and minimum); positional otherwise, the
+    cheaper call."""
+
+    def bind(attrs, ins, out):
+        if len(ins) != ufunc.nin or not out or out[0] is None:
+            return None
+        if out_keyword:
+            return partial(ufunc, out=out[0]), ()
+        return ufunc, (out[0],)
+
+    return bind
 
 
 def check_attr(op: str, attrs: dict, name: str, allowed, default):
@@ -123,8 +195,14 @@ def _register_unary(op: str, ufunc, doc: str, int_identity: bool = False):
             ufunc(x, out=o)
         return [o]
 
+    def bind(attrs, ins, out):
+        if len(ins) != 1 or not out or out[0] is None or (int_identity and ins[0][1].kind in "iub"):
+            return None
+        return ufunc, (out[0],)
+
     fn.__name__ = fn.__qualname__ = op.lower()
     fn.__doc__ = doc + " Writes into ``out`` when given; same shape and dtype as the input."
+    fn.bind = bind
     kernel(op, out=True)(fn)
     return fn
 
@@ -167,13 +245,14 @@ def _bshape(*arrays: np.ndarray):
 def _register_binary(op: str, ufunc, doc: str, bool_out: bool = False):
     def fn(inputs, attrs, out=None):
         a, b = inputs[0], inputs[1]
-        o = dest(out, _bshape(a, b), np.bool_ if bool_out else a.dtype)
+        o = out[0] if out is not None else np.empty(_bshape(a, b), np.bool_ if bool_out else a.dtype)
         with quiet():
             ufunc(a, b, out=o)
         return [o]
 
     fn.__name__ = fn.__qualname__ = op.lower()
     fn.__doc__ = doc + " Numpy broadcasting; writes into ``out`` when given."
+    fn.bind = _bind_ufunc(ufunc)
     kernel(op, out=True)(fn)
     return fn
 
@@ -200,7 +279,7 @@ def div(inputs, attrs, out=None):
     yields 0 (ONNX leaves it undefined).
     """
     a, b = inputs[0], inputs[1]
-    o = dest(out, _bshape(a, b), a.dtype)
+    o = out[0] if out is not None else np.empty(_bshape(a, b), a.dtype)
     with quiet():
         if a.dtype.kind == "f":
             np.divide(a, b, out=o)
@@ -214,6 +293,15 @@ def div(inputs, attrs, out=None):
     return [o]
 
 
+def _bind_div(attrs, ins, out):
+    if len(ins) != 2 or ins[0][1].kind != "f" or not out or out[0] is None:
+        return None
+    return np.divide, (out[0],)
+
+
+div.bind = _bind_div
+
+
 @kernel("Pow", out=True)
 def pow_(inputs, attrs, out=None):
     """Pow: ``x ** y`` with numpy broadcasting; the output has the type of ``x``.
@@ -223,7 +311,7 @@ def pow_(inputs, attrs, out=None):
     reference does (``int ** float`` truncates toward zero).
     """
     x, y = inputs[0], inputs[1]
-    o = dest(out, _bshape(x, y), x.dtype)
+    o = out[0] if out is not None else np.empty(_bshape(x, y), x.dtype)
     with quiet():
         np.power(x, y, out=o, casting="unsafe")
     return [o]
@@ -241,7 +329,7 @@ def _operands(op: str, inputs) -> List[np.ndarray]:
 
 def _variadic(op: str, ufunc, inputs, out) -> np.ndarray:
     xs = _operands(op, inputs)
-    o = dest(out, _bshape(*xs), xs[0].dtype)
+    o = out[0] if out is not None else np.empty(_bshape(*xs), xs[0].dtype)
     with quiet():
         if len(xs) == 1:
             np.copyto(o, xs[0])
@@ -258,16 +346,25 @@ def max_(inputs, attrs, out=None):
     return [_variadic("Max", np.maximum, inputs, out)]
 
 
+max_.bind = _bind_ufunc(np.maximum, out_keyword=True)
+
+
 @kernel("Min", out=True)
 def min_(inputs, attrs, out=None):
     """Min: element-wise minimum of 1..N broadcast inputs (nan propagates)."""
     return [_variadic("Min", np.minimum, inputs, out)]
 
 
+min_.bind = _bind_ufunc(np.minimum, out_keyword=True)
+
+
 @kernel("Sum", out=True)
 def sum_(inputs, attrs, out=None):
     """Sum: element-wise sum of 1..N broadcast inputs, accumulated left to right."""
     return [_variadic("Sum", np.add, inputs, out)]
+
+
+sum_.bind = _bind_ufunc(np.add)
 
 
 @kernel("Mean", out=True)
@@ -291,7 +388,7 @@ def where(inputs, attrs, out=None):
     no temporaries.
     """
     c, x, y = inputs[0], inputs[1], inputs[2]
-    o = dest(out, _bshape(c, x, y), x.dtype)
+    o = out[0] if out is not None else np.empty(_bshape(c, x, y), x.dtype)
     np.copyto(o, y)
     np.copyto(o, x, where=c.astype(np.bool_, copy=False))
     return [o]
