@@ -4,6 +4,9 @@
     rknnlite demo
     rknnlite inspect FILE [--json] [key options]
     rknnlite encrypt IN OUT (--key-file F | --passphrase P | --key-env [VAR]) [--bind-device] [--rekey ...]
+    rknnlite convert -i model_config.yml -o OUT -t TARGET [-e] [-a "x.jpg y.jpg"] [-v] [-d ID]
+    rknnlite doctor [--json] [--library PATH] [--model FILE]
+    rknnlite serve [--model-repository DIR] [--model NAME=FILE ...] [--host H] [--port P] [--token T | --token-file F]
 
 User errors print one line (``rknnlite: error: ...``) and exit 1; usage errors exit 2.
 """
@@ -64,6 +67,48 @@ def build_parser() -> argparse.ArgumentParser:
     encrypt.add_argument("--old-key-env", metavar="VAR", help="with --rekey: variable holding the current key")
     encrypt.add_argument("--chunk-size", type=int, default=1 << 20, help="bytes per authenticated chunk")
     encrypt.set_defaults(func=_cmd_encrypt)
+
+    convert = sub.add_parser(
+        "convert",
+        help="convert the ONNX models of a yml config into .rknn files (as rknn_convert)",
+        description="Convert every model of a yml config (RKNN-Toolkit2's rknn_convert layout) into OUT/<name>.rknn.",
+    )
+    convert.add_argument("-i", "--input", required=True, metavar="YML", help="the model configuration file")
+    convert.add_argument("-o", "--output", required=True, metavar="OUT", help="output directory")
+    convert.add_argument("-t", "--target-platform", required=True, metavar="TARGET",
+                         help="rv1103, rv1103b, rv1106, rv1106b, rv1126b, rk2118, rk3562, rk3566, rk3568, rk3576 "
+                              "or rk3588")
+    convert.add_argument("-e", "--eval", action="store_true",
+                         help="measure latency and memory of each model on the software backend")
+    convert.add_argument("-a", "--accuracy", metavar="FILES",
+                         help='"x.jpg y.jpg": cosine of each output against the float model on these inputs')
+    convert.add_argument("-v", "--verbose", action="store_true", help="print the toolkit's detailed log")
+    convert.add_argument("-d", "--device-id", metavar="ID",
+                         help="board-connected evaluation (not available: evaluation runs on the software backend)")
+    convert.set_defaults(func=_cmd_convert)
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="report the SoC, librknnrt, NPU driver and which backends can run here",
+        description="Report the SoC, librknnrt (path and version), the NPU driver version and load, Python and "
+                    "package versions, and for each backend whether it is available and why not.",
+    )
+    doctor.add_argument("--json", action="store_true", help="print JSON instead of text")
+    doctor.add_argument("--library", metavar="PATH", help="librknnrt.so to check (default: the npu backend's search)")
+    doctor.add_argument("--model", metavar="FILE", help="also open this model and report the runtime's SDK versions")
+    doctor.set_defaults(func=_cmd_doctor)
+
+    serve = sub.add_parser(
+        "serve",
+        help="serve models over the Open Inference Protocol v2 (KServe v2 / Triton HTTP clients)",
+        description="Serve a model repository (and/or single model files) over HTTP with the Open Inference "
+                    "Protocol v2. SIGTERM drains and exits 0; SIGHUP reloads the repository. Needs the daemon "
+                    "extra (aiohttp, prometheus-client).",
+    )
+    from .daemon.command import add_arguments as _serve_arguments
+
+    _serve_arguments(serve)
+    serve.set_defaults(func=_cmd_serve)
     return parser
 
 
@@ -186,6 +231,60 @@ def _cmd_encrypt(args) -> int:
         data = envelope.encrypt(source.view, new_key, bind_device=args.bind_device, chunk_size=args.chunk_size)
     _write_atomically(args.output, data)
     print(f"wrote {args.output} ({len(data)} bytes, {'device-bound' if args.bind_device else 'portable'})")
+    return 0
+
+
+def _cmd_convert(args) -> int:
+    import logging
+
+    from .toolkit.convert import ConvertError, convert
+
+    handler = None
+    if not args.verbose:
+        # The command is the application here: it shows the toolkit's warnings and errors.
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname).1s %(message)s"))
+        handler.setLevel(logging.WARNING)
+        logging.getLogger("rknnlite").addHandler(handler)
+    if args.device_id is not None:
+        print(f"W -d {args.device_id}: board-connected evaluation is not available; "
+              "evaluating on the software backend", file=sys.stderr)
+    files = args.accuracy.split() if args.accuracy else []
+    try:
+        results = convert(args.input, args.output, args.target_platform, accuracy_inputs=files,
+                          evaluate=args.eval, verbose=args.verbose)
+    except ConvertError as e:
+        raise CLIError(str(e)) from None
+    finally:
+        if handler is not None:
+            logging.getLogger("rknnlite").removeHandler(handler)
+    for r in results:
+        print(f"{r.name}: wrote {r.path}")
+        for file, cosines in zip(files, r.cosine):
+            print(f"  accuracy {file}: cosine " + ", ".join(f"output{k} {c:.6f}" for k, c in enumerate(cosines)))
+        if r.latency_ms is not None:
+            mem = ", ".join(f"{k} {v / 2**20:.2f} MiB" for k, v in r.memory.items())
+            print(f"  eval: {r.latency_ms:.3f} ms per inference (software backend); memory: {mem}")
+    return 0
+
+
+def _cmd_serve(args) -> int:
+    try:
+        from .daemon.command import run
+        from .daemon.server import Server  # noqa: F401  (fails early without the daemon extra)
+    except ImportError as e:
+        raise CLIError(f"serve needs the daemon extra: pip install \"rknnlite[daemon]\" ({e})") from None
+    return run(args)
+
+
+def _cmd_doctor(args) -> int:
+    from .doctor import collect, format_report
+
+    report = collect(library=args.library, model=args.model)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        sys.stdout.write(format_report(report))
     return 0
 
 
