@@ -1,0 +1,9 @@
+"""Threaded inference: :class:`AsyncInferQueue` (a pool of contexts of one model) and
+:class:`Pipeline` (frames through stages on worker threads, results in order)."""
+
+from .infer_queue import AsyncInferQueue
+from .pipeline import FrameError, Pipeline, PipelineClosedError, Result
+from .stats import LatencySummary, PipelineStats, StageStats
+
+__all__ = ["AsyncInferQueue", "Pipeline", "Result", "FrameError", "PipelineClosedError", "PipelineStats",
+           "StageStats", "LatencySummary"]
