@@ -50,7 +50,20 @@ EXPECTED_VENDOR_IO = {
 }
 
 
-def test_inspect_rockchip_fixtures(capsys, vendor_rknn_files):
+def manifest_size(manifest, path) -> int:
+    return next(r["rknn_size"] for r in manifest["runs"] if r["rknn_file"].endswith(path.name))
+
+
+def vendor_manifest_dynamic_input(manifest, path) -> list:
+    return next(r["config"]["dynamic_input"] for r in manifest["runs"] if r["rknn_file"].endswith(path.name))
+
+
+@pytest.fixture(scope="module")
+def vendor_manifest(vendor_fixtures) -> dict:
+    return json.loads((vendor_fixtures / "manifest.json").read_text())
+
+
+def test_inspect_rockchip_fixtures(capsys, vendor_rknn_files, vendor_manifest):
     assert len(vendor_rknn_files) == 6
     for path in vendor_rknn_files:
         code, out, _ = run_cli(capsys, "inspect", str(path), "--json")
@@ -60,10 +73,32 @@ def test_inspect_rockchip_fixtures(capsys, vendor_rknn_files):
         assert [(t["name"], t["shape"]) for t in info["inputs"]] == ins
         assert [(t["name"], t["shape"]) for t in info["outputs"]] == outs
         assert info["target_platforms"] == ["rk3588"]
+        assert info["toolkit_version"] == "2.5.0" and info["framework"] == "ONNX"
+        assert info["size"] == path.stat().st_size == manifest_size(vendor_manifest, path)
+        assert all(t["layout"] == ("NCHW" if len(t["shape"]) == 4 else "UNDEFINED")
+                   for t in info["inputs"] + info["outputs"])
+        model = path.stem.rsplit("_", 1)[0]
+        if model == "dyn_conv":
+            # the sets of config(dynamic_input=...), in the order the file stores them
+            assert info["inference_type"] == "dynamic_shape"
+            assert sorted(map(str, info["dynamic_shapes"])) == sorted(
+                map(str, vendor_manifest_dynamic_input(vendor_manifest, path)))
+        else:
+            assert info["inference_type"] == "static_shape" and not info.get("dynamic_shapes")
         if path.stem.endswith("_fp16"):
             assert {t["dtype"] for t in info["inputs"]} == {"float16"}
+            assert all("quant" not in t for t in info["inputs"] + info["outputs"])
         else:
             assert {t["dtype"] for t in info["inputs"]} == {"int8"}
+            for t in info["inputs"] + info["outputs"]:  # a Softmax output stays float16 in int8 files
+                if t["dtype"] != "int8":
+                    assert t["dtype"] == "float16" and "quant" not in t
+                    continue
+                q = t["quant"]
+                assert len(q["scale"]) == 1 and q["scale"][0] > 0 and -128 <= q["zero_point"][0] <= 127
+            if model == "convnet":  # rknn-file-format.md: the input's min -2.0, max 5.96875 after mean/std
+                assert info["inputs"][0]["quant"]["scale"] == [0.03125]
+                assert info["inputs"][0]["quant"]["zero_point"] == [-64]
         code, text, _ = run_cli(capsys, "inspect", str(path))
         assert code == 0 and "rk3588" in text and ins[0][0] in text
 
