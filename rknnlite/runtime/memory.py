@@ -107,6 +107,36 @@ def _count(value, what: str, op: str, minimum: int) -> int:
     return int(value)
 
 
+def buffer_array(buf, data_start: int, shown_start: int, size: int, dtype, shape, offset) -> np.ndarray:
+    """``TensorMem.array`` on any buffer: ``dtype`` elements of ``buf`` from byte
+    ``data_start + offset`` in ``shape`` (1-D over what is left when None), no copy.  The
+    memory is ``size`` bytes and its tensor data starts at byte ``shown_start`` (for messages).
+
+    Raises:
+        InvalidParamError: a bad dtype/shape/offset, or more bytes than are left.
+    """
+    op = "rknn_tensor_mem"
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise InvalidParamError(f"array: {dtype!r} is not a numpy dtype", op=op) from None
+    if dt.itemsize == 0 or dt.hasobject:
+        raise InvalidParamError(f"array: dtype {dt} has no fixed-size elements", op=op)
+    skip = _count(offset, "array offset", op, 0)
+    room = size - shown_start - skip
+    if shape is None:
+        dims: Tuple[int, ...] = (max(room, 0) // dt.itemsize,)
+    else:
+        if isinstance(shape, (int, np.integer)):
+            shape = (shape,)
+        dims = tuple(_count(d, "array shape entries", op, 0) for d in shape)
+    count = int(np.prod(dims, dtype=np.int64))
+    if count * dt.itemsize > room:
+        raise InvalidParamError(f"array: {count} x {dt} = {count * dt.itemsize} bytes from byte {shown_start + skip} "
+                                f"do not fit in {size} bytes of tensor memory", op=op)
+    return np.frombuffer(buf, dt, count, data_start + skip).reshape(dims)
+
+
 class TensorMem(mmap.mmap):
     """Memory a context reads inputs from and writes outputs to without copying
     (``rknn_tensor_mem``).  Create it with ``Context.create_mem`` or
@@ -215,25 +245,7 @@ class TensorMem(mmap.mmap):
                 than the memory has after the offset.
         """
         self._check("array")
-        try:
-            dt = np.dtype(dtype)
-        except TypeError:
-            raise InvalidParamError(f"array: {dtype!r} is not a numpy dtype", op="rknn_tensor_mem") from None
-        if dt.itemsize == 0 or dt.hasobject:
-            raise InvalidParamError(f"array: dtype {dt} has no fixed-size elements", op="rknn_tensor_mem")
-        start = self._offset + _count(offset, "array offset", "rknn_tensor_mem", 0)
-        room = self._size - start
-        if shape is None:
-            dims: Tuple[int, ...] = (max(room, 0) // dt.itemsize,)
-        else:
-            if isinstance(shape, (int, np.integer)):
-                shape = (shape,)
-            dims = tuple(_count(d, "array shape entries", "rknn_tensor_mem", 0) for d in shape)
-        count = int(np.prod(dims, dtype=np.int64))
-        if count * dt.itemsize > room:
-            raise InvalidParamError(f"array: {count} x {dt} = {count * dt.itemsize} bytes from byte {start} do not fit "
-                                    f"in {self._size} bytes of tensor memory", op="rknn_tensor_mem")
-        return np.frombuffer(self, dt, count, start).reshape(dims)
+        return buffer_array(self, self._offset, self._offset, self._size, dtype, shape, offset)
 
     def view(self, attr: TensorAttr) -> np.ndarray:
         """The tensor ``attr`` describes, as a numpy view of the CPU view (no copy): shape

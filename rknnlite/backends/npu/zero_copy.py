@@ -30,7 +30,7 @@ import numpy as np
 from ...constants import MemAllocFlag, MemSyncMode, TensorMemFlag
 from ...errors import ContextInvalidError, InvalidParamError
 from ...runtime.binding import check_all_bound, find_tensor
-from ...runtime.memory import check_alloc_flags, check_sync_mode, map_fd, tensor_view
+from ...runtime.memory import buffer_array, check_alloc_flags, check_sync_mode, map_fd, tensor_view
 from ...runtime.tensor_attr import TensorAttr
 
 __all__ = ["NpuZeroCopy", "NpuTensorMem"]
@@ -120,29 +120,7 @@ class NpuTensorMem:
             InvalidParamError: destroyed memory, a bad dtype/shape/offset, or too many bytes.
         """
         native = self._live_native("array")
-        try:
-            dt = np.dtype(dtype)
-        except TypeError:
-            raise InvalidParamError(f"array: {dtype!r} is not a numpy dtype", op=_OP) from None
-        if dt.itemsize == 0 or dt.hasobject:
-            raise InvalidParamError(f"array: dtype {dt} has no fixed-size elements", op=_OP)
-        if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
-            raise InvalidParamError(f"array offset must be an int >= 0, got {offset!r}", op=_OP)
-        room = self._room() - int(offset)
-        if shape is None:
-            dims: Tuple[int, ...] = (max(room, 0) // dt.itemsize,)
-        else:
-            if isinstance(shape, (int, np.integer)):
-                shape = (shape,)
-            if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
-                raise InvalidParamError(f"array shape entries must be ints >= 0, got {shape!r}", op=_OP)
-            dims = tuple(int(d) for d in shape)
-        count = int(np.prod(dims, dtype=np.int64))
-        if count * dt.itemsize > room:
-            raise InvalidParamError(f"array: {count} x {dt} = {count * dt.itemsize} bytes from byte "
-                                    f"{self._offset + int(offset)} do not fit in {self._size} bytes of tensor memory",
-                                    op=_OP)
-        return np.frombuffer(native, dt, count, int(offset)).reshape(dims)
+        return buffer_array(native, 0, self._offset, self._offset + self._room(), dtype, shape, offset)
 
     def view(self, attr: TensorAttr) -> np.ndarray:
         """The tensor ``attr`` describes as a numpy view of the runtime's memory (no copy):
