@@ -724,3 +724,28 @@ def test_chunk_size_validation():
         with pytest.raises(InvalidParamError):
             encrypt(b"abc", KEY, chunk_size=bad)
     assert decrypt(encrypt(b"abc" * 10, KEY, chunk_size=16), KEY) == b"abc" * 10
+
+
+def test_round_trip_without_the_into_methods_of_older_cryptography(monkeypatch):
+    """cryptography < 44 (Debian 13 ships 43) has no AESGCM.encrypt_into/decrypt_into."""
+    from cryptography.hazmat.primitives.ciphers import aead as aead_module
+
+    class OldAESGCM:
+        def __init__(self, key):
+            self._inner = aead_module.AESGCM(key)
+
+        def encrypt(self, nonce, data, aad):
+            return self._inner.encrypt(nonce, data, aad)
+
+        def decrypt(self, nonce, data, aad):
+            return self._inner.decrypt(nonce, data, aad)
+
+    from rknnlite.model import envelope
+
+    key = envelope.generate_key()
+    payload = bytes(range(256)) * 5000
+    modern = envelope.encrypt(payload, key, chunk_size=4096)
+    monkeypatch.setattr(envelope, "AESGCM", OldAESGCM)
+    old = envelope.encrypt(payload, key, chunk_size=4096)
+    assert bytes(envelope.decrypt(modern, key)) == payload
+    assert bytes(envelope.decrypt(old, key)) == payload

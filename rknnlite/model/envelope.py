@@ -743,9 +743,8 @@ def _seal(view: memoryview, mk: ModelKey, flags: int, chunk_size: int, device_ta
     src_off, dst_off = 0, HEADER_SIZE
     for i in range(n):
         size = min(chunk_size, payload_size - src_off)
-        aead.encrypt_into(
-            _nonce(i, i == n - 1), view[src_off:src_off + size], head, dst[dst_off:dst_off + size + TAG_SIZE]
-        )
+        _encrypt_into(aead, _nonce(i, i == n - 1), view[src_off:src_off + size], head,
+                      dst[dst_off:dst_off + size + TAG_SIZE])
         src_off += size
         dst_off += size + TAG_SIZE
     return out
@@ -832,8 +831,8 @@ def _open(buf, key, device_id, op: str) -> Tuple[bytearray, _Header]:
     try:
         for i in range(n):
             m = min(chunk, size - dst_off)
-            aead.decrypt_into(_nonce(i, i == n - 1), view[src_off:src_off + m + TAG_SIZE], aad,
-                              dst[dst_off:dst_off + m])
+            _decrypt_into(aead, _nonce(i, i == n - 1), view[src_off:src_off + m + TAG_SIZE], aad,
+                          dst[dst_off:dst_off + m])
             src_off += m + TAG_SIZE
             dst_off += m
     except InvalidTag:
@@ -883,3 +882,20 @@ def rekey(buf, old_key, new_key, *, bind_device: Optional[bool] = None, device_i
         return bytes(_seal(memoryview(plain), mk, flags, h.chunk_size, device_tag))
     finally:
         _wipe(memoryview(plain), len(plain))
+
+
+def _encrypt_into(aead, nonce: bytes, data, aad: bytes, out: memoryview) -> None:
+    """``AESGCM.encrypt_into`` where cryptography has it (no intermediate copy), else
+    ``encrypt`` and one copy (cryptography < 44, e.g. Debian 13's 43)."""
+    if hasattr(aead, "encrypt_into"):
+        aead.encrypt_into(nonce, data, aad, out)
+    else:
+        out[:] = aead.encrypt(nonce, bytes(data), aad)
+
+
+def _decrypt_into(aead, nonce: bytes, data, aad: bytes, out: memoryview) -> None:
+    """``AESGCM.decrypt_into`` where cryptography has it, else ``decrypt`` and one copy."""
+    if hasattr(aead, "decrypt_into"):
+        aead.decrypt_into(nonce, data, aad, out)
+    else:
+        out[:] = aead.decrypt(nonce, bytes(data), aad)
