@@ -217,3 +217,12 @@ def test_init_runtime_core_mask_reaches_the_context(conv_relu_model, many_cpus, 
             assert "Invalid core_mask" in caplog.text
     finally:
         rk.release()
+
+
+def test_core_platform_is_public(conv_relu_model):
+    with rknnlite.Context(conv_relu_model("rk3588")) as ctx:
+        assert ctx.core_platform == "rk3588"
+        with ctx.dup() as twin:
+            assert twin.core_platform == "rk3588"
+    with rknnlite.Context(conv_relu_model("rk3588"), target_platform="rk3576") as ctx:
+        assert ctx.core_platform == "rk3576"

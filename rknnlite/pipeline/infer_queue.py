@@ -27,18 +27,13 @@ _log = logger.getChild("pipeline")
 _STOP = object()
 
 
-def _platform(ctx: Context) -> str:
-    # the SoC whose cores set_core_mask emulates (Context keeps it; "" = one-core NPU)
-    return getattr(ctx, "_core_platform", "") or ""
-
-
 def default_jobs(ctx: Context) -> int:
     """Contexts ``jobs=0`` means: one per NPU core of the context's platform (3 on RK3588,
     2 on RK3576, else 1) on the ``npu`` backend; on the ``software`` backend one per CPU
     this process may use (its affinity set), since each context runs on one CPU."""
     if ctx.backend == "software":
         return usable_cpus()
-    return core_count(_platform(ctx))
+    return core_count(ctx.core_platform)
 
 
 def default_core_masks(ctx: Context) -> List[int]:
@@ -47,7 +42,7 @@ def default_core_masks(ctx: Context) -> List[int]:
     empty list: contexts stay on ``AUTO``) on one-core platforms, where the runtime
     refuses ``set_core_mask``.  On the software backend a single-core mask makes each
     inference run on one thread, so ``jobs`` contexts use ``jobs`` CPUs."""
-    platform = _platform(ctx)
+    platform = ctx.core_platform
     if not supports_core_mask(platform):
         return []
     return [1 << k for k in range(core_count(platform))]

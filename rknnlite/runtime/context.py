@@ -117,6 +117,12 @@ class Context:
         return self._live().name
 
     @property
+    def core_platform(self) -> str:
+        """The SoC whose NPU cores ``set_core_mask`` and ``set_batch_core_num`` address
+        (``Context(target_platform=...)``, else the model's first target; lower case)."""
+        return self._core_platform or ""
+
+    @property
     def custom_string(self) -> str:
         """The ``custom_string`` the model was built with (``""`` if none)."""
         meta = getattr(self._loaded.model, "metadata", None)
