@@ -179,6 +179,22 @@ def round_fp16_inplace(data):
     PyBuffer_Release(&view)
 
 
+cdef bint _float_pair(object src, object dst, Py_buffer *s, Py_buffer *d) except -1:
+    """Get ``src`` (read) and ``dst`` (written) as float32 buffers for a one-pass copy:
+    False (nothing held) when ``src`` is not a C-contiguous native float32 buffer; a bad
+    ``dst`` raises.  On True the caller releases both."""
+    try:
+        _float_buffer(src, s, False)
+    except (ValueError, TypeError, BufferError):
+        return False
+    try:
+        _float_buffer(dst, d, True)
+    except BaseException:
+        PyBuffer_Release(s)
+        raise
+    return True
+
+
 def copy_round_fp16(src, dst):
     """``dst[...] = src`` rounded to float16 precision, in one pass (no temporary).
 
@@ -188,15 +204,8 @@ def copy_round_fp16(src, dst):
     The copy of an input into the executor's storage precision; GIL released.
     """
     cdef Py_buffer s, d
-    try:
-        _float_buffer(src, &s, False)
-    except (ValueError, TypeError, BufferError):
+    if not _float_pair(src, dst, &s, &d):
         return False
-    try:
-        _float_buffer(dst, &d, True)
-    except BaseException:
-        PyBuffer_Release(&s)
-        raise
     cdef bint same = s.len == d.len
     if same:
         with nogil:
@@ -234,15 +243,8 @@ def copy_fake_quant(src, dst, float scale, int zero_point, int qmin=-128, int qm
     if not scale > 0:
         raise ValueError(f"quantization scale must be positive, got {scale}")
     cdef Py_buffer s, d
-    try:
-        _float_buffer(src, &s, False)
-    except (ValueError, TypeError, BufferError):
+    if not _float_pair(src, dst, &s, &d):
         return False
-    try:
-        _float_buffer(dst, &d, True)
-    except BaseException:
-        PyBuffer_Release(&s)
-        raise
     cdef bint same = s.len == d.len
     if same:
         with nogil:
