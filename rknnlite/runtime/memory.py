@@ -137,7 +137,34 @@ def buffer_array(buf, data_start: int, shown_start: int, size: int, dtype, shape
     return np.frombuffer(buf, dt, count, data_start + skip).reshape(dims)
 
 
-class TensorMem(mmap.mmap):
+class TensorMemFields:
+    """The ``rknn_tensor_mem`` fields every tensor memory class reports the same way, from
+    its ``_mem_flag``, ``_alloc_flags`` and ``_destroyed`` attributes."""
+
+    __slots__ = ()
+
+    @property
+    def flags(self) -> TensorMemFlag:
+        """Where the memory comes from: ``ALLOC_INSIDE`` (``create_mem``) or ``FROM_FD``."""
+        return self._mem_flag
+
+    @property
+    def alloc_flags(self) -> MemAllocFlag:
+        """The :class:`MemAllocFlag` bits it was created with (DEFAULT means cacheable)."""
+        return self._alloc_flags
+
+    @property
+    def cacheable(self) -> bool:
+        """False for NON_CACHEABLE memory; cacheable memory may need :meth:`sync`."""
+        return not self._alloc_flags & MemAllocFlag.NON_CACHEABLE
+
+    @property
+    def destroyed(self) -> bool:
+        """True after :meth:`destroy` (or after the context that created it closed)."""
+        return self._destroyed is not None
+
+
+class TensorMem(TensorMemFields, mmap.mmap):
     """Memory a context reads inputs from and writes outputs to without copying
     (``rknn_tensor_mem``).  Create it with ``Context.create_mem`` or
     ``Context.create_mem_from_fd``, bind it with ``Context.set_io_mem``.
@@ -198,21 +225,6 @@ class TensorMem(mmap.mmap):
         return self._fd
 
     @property
-    def flags(self) -> TensorMemFlag:
-        """Where the memory comes from: ``ALLOC_INSIDE`` (``create_mem``) or ``FROM_FD``."""
-        return self._mem_flag
-
-    @property
-    def alloc_flags(self) -> MemAllocFlag:
-        """The :class:`MemAllocFlag` bits it was created with (DEFAULT means cacheable)."""
-        return self._alloc_flags
-
-    @property
-    def cacheable(self) -> bool:
-        """False for NON_CACHEABLE memory; cacheable memory may need :meth:`sync`."""
-        return not self._alloc_flags & MemAllocFlag.NON_CACHEABLE
-
-    @property
     def phys_addr(self) -> int:
         """Physical address: always 0 (no physically contiguous memory off-board)."""
         return 0
@@ -227,11 +239,6 @@ class TensorMem(mmap.mmap):
             return ctypes.addressof(holder)
         finally:
             del holder  # releases the buffer export at once
-
-    @property
-    def destroyed(self) -> bool:
-        """True after :meth:`destroy` (or after the context that created it closed)."""
-        return self._destroyed is not None
 
     # -- views ----------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ import numpy as np
 from ...constants import MemAllocFlag, MemSyncMode, TensorMemFlag
 from ...errors import ContextInvalidError, InvalidParamError
 from ...runtime.binding import check_all_bound, find_tensor
-from ...runtime.memory import buffer_array, check_alloc_flags, check_sync_mode, map_fd, tensor_view
+from ...runtime.memory import TensorMemFields, buffer_array, check_alloc_flags, check_sync_mode, map_fd, tensor_view
 from ...runtime.tensor_attr import TensorAttr
 
 __all__ = ["NpuZeroCopy", "NpuTensorMem"]
@@ -38,7 +38,7 @@ __all__ = ["NpuZeroCopy", "NpuTensorMem"]
 _OP = "rknn_tensor_mem"
 
 
-class NpuTensorMem:
+class NpuTensorMem(TensorMemFields):
     """One ``rknn_tensor_mem`` of a context, with the :class:`~rknnlite.runtime.memory.TensorMem`
     interface.  Made by ``Context.create_mem``/``create_mem_from_fd`` on the npu backend."""
 
@@ -73,21 +73,6 @@ class NpuTensorMem:
         return self._fd if self._mem_flag == TensorMemFlag.FROM_FD else self._live_native("fd").fd
 
     @property
-    def flags(self) -> TensorMemFlag:
-        """Where the memory comes from: ``ALLOC_INSIDE`` (``create_mem``) or ``FROM_FD``."""
-        return self._mem_flag
-
-    @property
-    def alloc_flags(self) -> MemAllocFlag:
-        """The :class:`MemAllocFlag` bits it was created with (DEFAULT means cacheable)."""
-        return self._alloc_flags
-
-    @property
-    def cacheable(self) -> bool:
-        """False for NON_CACHEABLE memory; cacheable memory may need :meth:`sync`."""
-        return not self._alloc_flags & MemAllocFlag.NON_CACHEABLE
-
-    @property
     def phys_addr(self) -> int:
         """Physical address the runtime reports (0 when it reports none)."""
         return int(self._live_native("phys_addr").phys_addr)
@@ -96,11 +81,6 @@ class NpuTensorMem:
     def virt_addr(self) -> int:
         """CPU address of the start of the memory (the tensor data starts at ``virt_addr + offset``)."""
         return int(self._live_native("virt_addr").virt_addr)
-
-    @property
-    def destroyed(self) -> bool:
-        """True after :meth:`destroy` (or after the context that created it closed)."""
-        return self._destroyed is not None
 
     @property
     def buffer(self):
