@@ -273,7 +273,7 @@ def _cmd_serve(args) -> int:
         from .daemon.command import run
         from .daemon.server import Server  # noqa: F401  (fails early without the daemon extra)
     except ImportError as e:
-        raise CLIError(f"serve needs the daemon extra: pip install \"rknnlite[daemon]\" ({e})") from None
+        raise CLIError(f"serve needs the daemon extra: pip install \"rknnlite-runtime[daemon]\" ({e})") from None
     return run(args)
 
 

@@ -1,6 +1,6 @@
 """The inference daemon: an Open Inference Protocol v2 (KServe v2) server over a model repository.
 
-Re-exports only.  Needs the ``daemon`` extra (``pip install "rknnlite[daemon]"``: aiohttp
+Re-exports only.  Needs the ``daemon`` extra (``pip install "rknnlite-runtime[daemon]"``: aiohttp
 and prometheus-client); the names are imported on first use so ``import rknnlite.daemon``
 alone needs neither.
 
@@ -34,5 +34,5 @@ def __getattr__(name: str):
         return getattr(importlib.import_module(f".{module}", __name__), name)
     except ModuleNotFoundError as e:
         if e.name in ("aiohttp", "prometheus_client"):
-            raise ImportError(f"rknnlite.daemon needs {e.name}: pip install \"rknnlite[daemon]\"") from e
+            raise ImportError(f"rknnlite.daemon needs {e.name}: pip install \"rknnlite-runtime[daemon]\"") from e
         raise
