@@ -262,7 +262,26 @@ class RKNN:
         (cutting the graph there); ``input_size_list`` gives one shape per input and
         fixes dynamic dims.
         """
-        if not self._alive("load_onnx"):
+        def importer():
+            from .onnx_import import import_onnx
+
+            return import_onnx(model, inputs=inputs, input_size_list=input_size_list, outputs=outputs,
+                               **self._import_options("load_onnx"))
+
+        return self._load_model("load_onnx", model, importer)
+
+    def _import_options(self, api: str) -> Dict[str, Any]:
+        """The keyword arguments every importer takes from this object's state: the
+        ``dynamic_input`` shape sets, the registered custom ops and a warning sink."""
+        return {"dynamic_input": (self._config or {}).get("dynamic_input"),
+                "custom_ops": self._custom_ops,
+                "warn": lambda m: self._log.warning("%s: %s", api, m)}
+
+    def _load_model(self, api: str, model, importer) -> int:
+        """Run ``importer()`` (which returns an ``ImportedModel``) as ``api`` does: drop the
+        previous model and runtime, log what was loaded, and turn a missing framework
+        (ImportError) or a bad model (``ModelInvalidError``) into an error line and -1."""
+        if not self._alive(api):
             return -1
         from ..errors import ModelInvalidError
 
@@ -272,25 +291,21 @@ class RKNN:
         label = model if isinstance(model, (str, os.PathLike)) else type(model).__name__
         self._log.info("Loading : %s", label)
         try:
-            from .onnx_import import import_onnx
+            imported = importer()
         except ImportError as e:
-            self._log.error("load_onnx: the onnx package is needed to load ONNX models: %s", e)
+            self._log.error("%s: a package this loader needs is missing: %s", api, e)
             return -1
-        try:
-            self._imported = import_onnx(model, inputs=inputs, input_size_list=input_size_list, outputs=outputs,
-                                         dynamic_input=(self._config or {}).get("dynamic_input"),
-                                         custom_ops=self._custom_ops,
-                                         warn=lambda m: self._log.warning("load_onnx: %s", m))
         except ModelInvalidError as e:
-            self._log.error("load_onnx: %s", e.message)
+            self._log.error("%s: %s", api, e.message)
             return -1
         except Exception as e:  # a converter bug: report it the toolkit way, with the traceback
-            self._log.error("load_onnx: unexpected %s: %s", type(e).__name__, e, exc_info=True)
+            self._log.error("%s: unexpected %s: %s", api, type(e).__name__, e, exc_info=True)
             return -1
+        self._imported = imported
         if self._config is None:
-            self._log.warning("load_onnx: config() was not called; using the default configuration")
-        self._log.info("load_onnx: %d nodes, inputs %s, outputs %s", len(self._imported.graph.nodes),
-                       [s.name for s in self._imported.input_specs], [s.name for s in self._imported.output_specs])
+            self._log.warning("%s: config() was not called; using the default configuration", api)
+        self._log.info("%s: %d nodes, inputs %s, outputs %s", api, len(imported.graph.nodes),
+                       [s.name for s in imported.input_specs], [s.name for s in imported.output_specs])
         return 0
 
     def load_rknn(self, path) -> int:
