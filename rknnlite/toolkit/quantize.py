@@ -45,6 +45,7 @@ __all__ = [
     "weight_params",
     "weight_axis",
     "quantize_graph",
+    "live_quant",
 ]
 
 #: ``config(quantized_dtype=...)`` values this toolkit builds (both mean asymmetric int8).
@@ -234,3 +235,13 @@ def quantize_graph(graph: Graph, ranges: Mapping[str, Tuple[float, float]],
             q = weight_params(w, None)  # shared by layers that disagree on the axis: one scale fits all
         quant[name] = q
     return quant
+
+
+def live_quant(graph: Graph) -> Dict[str, QuantParams]:
+    """The entries of ``graph.quant`` (e.g. a pre-quantized model's own table, set by its
+    loader before optimisation) for tensors the graph still has: graph inputs, constants
+    and node outputs.  Returns a new dict; ``graph`` is not changed."""
+    names = set(graph.inputs) | set(graph.constants)
+    for node in graph.nodes:
+        names.update(node.outputs)
+    return {k: q for k, q in graph.quant.items() if k in names}

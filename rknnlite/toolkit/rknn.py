@@ -97,9 +97,10 @@ class RKNN:
         """Set the conversion options; call it before :meth:`load_onnx`.  Returns 0 or -1.
 
         Args:
-            mean_values, std_values: per input, one value per channel (``[[m0, m1, m2]]``;
-                a flat list is taken as the single input's); the built model computes
+            mean_values: per input, one value per channel (``[[m0, m1, m2]]``; a flat
+                list is taken as the single input's); the built model computes
                 ``(x - mean) / std`` itself.
+            std_values: per input, one value per channel, as ``mean_values``.
             quant_img_RGB2BGR: as in the vendor toolkit it only concerns calibration
                 images (quantization); inference never reorders channels.
             target_platform: one of :data:`TARGET_PLATFORMS` (any case); default rk3588
@@ -270,6 +271,77 @@ class RKNN:
 
         return self._load_model("load_onnx", model, importer)
 
+    def load_tflite(self, model, input_is_quant=False) -> int:
+        """Load a TensorFlow Lite model (``.tflite`` path or bytes).  Returns 0 or -1.
+
+        4-D inputs become NCHW model inputs (``inference`` takes NHWC data by default);
+        4-D outputs stay NHWC, as the TFLite interpreter returns them.  An int8/uint8
+        quantized file keeps its own scales and zero points: ``build(do_quantization=False)``
+        makes an int8 model from them.  ``input_is_quant=True``: quantized inputs take the
+        quantized values themselves.  Needs the ``tflite`` package (see
+        :mod:`rknnlite.toolkit.loaders.tflite`).
+        """
+        def importer():
+            from .loaders.tflite import load_tflite
+
+            return load_tflite(model, input_is_quant, **self._import_options("load_tflite"))
+
+        return self._load_model("load_tflite", model, importer)
+
+    def load_tensorflow(self, tf_pb, inputs, input_size_list, outputs, input_is_nchw=False) -> int:
+        """Load a frozen TensorFlow graph (``.pb`` path or bytes): ``inputs``/``outputs`` are
+        node (or tensor) names, ``input_size_list`` one shape per input as TensorFlow sees
+        it (``[[1, 224, 224, 3]]``).  4-D inputs become NCHW model inputs unless
+        ``input_is_nchw``.  Returns 0 or -1.  Needs tensorflow and tf2onnx (see
+        :mod:`rknnlite.toolkit.loaders.tensorflow`).
+        """
+        def importer():
+            from .loaders.tensorflow import load_tensorflow
+
+            return load_tensorflow(tf_pb, inputs, input_size_list, outputs, input_is_nchw,
+                                   **self._import_options("load_tensorflow"))
+
+        return self._load_model("load_tensorflow", tf_pb, importer)
+
+    def load_caffe(self, model, blobs=None, input_name=None) -> int:
+        """Load a Caffe model: ``model`` the ``.prototxt`` path (or its bytes), ``blobs`` the
+        ``.caffemodel`` path (or its bytes; None: every layer must be weightless);
+        ``input_name`` orders the inputs of a multi-input net (a list of names).  Returns 0
+        or -1.  Needs no Caffe (see :mod:`rknnlite.toolkit.loaders.caffe`).
+        """
+        def importer():
+            from .loaders.caffe import load_caffe
+
+            return load_caffe(model, blobs, input_name, **self._import_options("load_caffe"))
+
+        return self._load_model("load_caffe", model, importer)
+
+    def load_darknet(self, model, weight) -> int:
+        """Load a Darknet model: ``model`` is the ``.cfg`` path, ``weight`` the ``.weights``
+        path (either may be the file's bytes).  Returns 0 or -1.  The input is ``"input"``
+        (NCHW, from ``[net]``); each ``[yolo]`` layer ``i`` gives output ``"yolo_<i>"``, its
+        raw head convolution (see :mod:`rknnlite.toolkit.loaders.darknet`).
+        """
+        def importer():
+            from .loaders.darknet import load_darknet
+
+            return load_darknet(model, weight, **self._import_options("load_darknet"))
+
+        return self._load_model("load_darknet", model, importer)
+
+    def load_pytorch(self, model, input_size_list) -> int:
+        """Load a TorchScript model (``.pt`` path or bytes, saved with ``torch.jit.save`` or
+        ``torch.jit.trace(...).save``) with one shape per input in ``input_size_list``
+        (e.g. ``[[1, 3, 224, 224]]``).  Returns 0 or -1.  Needs torch (see
+        :mod:`rknnlite.toolkit.loaders.pytorch`).
+        """
+        def importer():
+            from .loaders.pytorch import load_pytorch
+
+            return load_pytorch(model, input_size_list, **self._import_options("load_pytorch"))
+
+        return self._load_model("load_pytorch", model, importer)
+
     def _import_options(self, api: str) -> Dict[str, Any]:
         """The keyword arguments every importer takes from this object's state: the
         ``dynamic_input`` shape sets, the registered custom ops and a warning sink."""
@@ -355,7 +427,9 @@ class RKNN:
         see :mod:`rknnlite.toolkit.calibration`); the weights of Conv, ConvTranspose, Gemm
         and MatMul symmetric int8 per output channel (``quantized_method='channel'``)
         or per tensor (``'layer'``); biases stay float.  See
-        :mod:`rknnlite.toolkit.quantize`.
+        :mod:`rknnlite.toolkit.quantize`.  A model loaded quantized already (``load_tflite``
+        of an int8/uint8 file) builds as int8 with its own parameters when
+        ``do_quantization=False``; ``True`` calibrates it afresh.
 
         A model loaded with ``config(dynamic_input=...)`` is built as one graph and run
         once on every shape set (a set it cannot run fails the build, naming the set and
@@ -450,10 +524,15 @@ class RKNN:
                                             cfg.get("quantized_algorithm", "normal"), self._verbose,
                                             custom_ops=list(self._custom_ops.values()))
                 graph.quant = quantize.quantize_graph(graph, ranges, cfg.get("quantized_method", "channel"))
-                input_specs = [replace(t, quant=graph.quant.get(t.name)) for t in input_specs]
-                output_specs = [replace(t, quant=graph.quant.get(t.name)) for t in output_specs]
                 self._log.info("build: calibrated on %d samples (%s); %d tensors quantized", len(samples),
                                cfg.get("quantized_algorithm", "normal"), len(graph.quant))
+            elif graph.quant:  # a pre-quantized import (load_tflite): the file's own parameters
+                graph.quant = quantize.live_quant(graph)
+                self._log.info("build: the model is quantized already; %d tensors keep its int8 parameters",
+                               len(graph.quant))
+            if graph.quant:
+                input_specs = [replace(t, quant=graph.quant.get(t.name)) for t in input_specs]
+                output_specs = [replace(t, quant=graph.quant.get(t.name)) for t in output_specs]
             if cfg["float_dtype"] == "float16":
                 round_constants_to_float16(graph)
             if cfg.get("sparse_infer"):
@@ -468,7 +547,7 @@ class RKNN:
                 target_platforms=(cfg["target_platform"],),
                 custom_string=cfg["custom_string"],
                 float_dtype=cfg["float_dtype"],
-                quantization="int8" if samples is not None else None,
+                quantization="int8" if samples is not None or graph.quant else None,
                 preprocess=tuple(Preprocess(tuple(m), tuple(s)) for m, s in preprocess) if preprocess else (),
                 dynamic_shapes=sets,
                 batch_size=batch,

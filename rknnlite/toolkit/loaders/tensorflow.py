@@ -1,0 +1,253 @@
+"""TensorFlow frozen GraphDef (``.pb``) -> :class:`~rknnlite.toolkit.onnx_import.ImportedModel`.
+
+:func:`load_tensorflow` converts the graph to ONNX with `tf2onnx` and hands the result to
+:func:`~rknnlite.toolkit.onnx_import.import_onnx`, so the supported ops are the ONNX
+importer's.  The conversion runs in a child Python process (this same interpreter, running
+this module as a script): importing TensorFlow sets environment variables, installs logging
+handlers and prints to stderr, none of which may happen in the caller's process.  The child
+needs ``tensorflow`` (or ``tensorflow-cpu``) and ``tf2onnx``
+(``pip install 'rknnlite-runtime[tensorflow]'``); the parent process never imports them.
+
+Layouts: TensorFlow images are NHWC.  Unless ``input_is_nchw=True``, every 4-D input is
+turned into an NCHW model input (tf2onnx's ``inputs_as_nchw``: the graph transposes it back
+internally), so the model's inputs follow the toolkit's convention and ``inference`` takes
+NHWC data as it does for every model.  ``input_size_list`` and ``dynamic_input`` give the
+shapes as the TensorFlow graph sees them (NHWC).  Outputs keep TensorFlow's layout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ...errors import ModelInvalidError
+from .common import shape_sets
+
+__all__ = ["load_tensorflow", "REQUIRED_PACKAGES", "INSTALL_HINT", "ONNX_OPSET"]
+
+_OP = "load_tensorflow"
+
+#: Python modules the conversion needs (looked up, never imported, in this process).
+REQUIRED_PACKAGES = ("tensorflow", "tf2onnx")
+#: What to install when one is missing.
+INSTALL_HINT = "pip install 'rknnlite-runtime[tensorflow]' (or: pip install tensorflow-cpu tf2onnx)"
+#: The ONNX opset tf2onnx is asked to write.
+ONNX_OPSET = 13
+
+# Exit status and first stdout line of the conversion child: 0 and nothing on success;
+# otherwise 2 and one JSON object {"kind": "missing" | "invalid", "message": ...}.
+_CHILD_FAILED = 2
+
+
+def load_tensorflow(tf_pb, inputs: Sequence[str], input_size_list, outputs: Sequence[str],
+                    input_is_nchw: bool = False, dynamic_input=None, custom_ops=None, warn=None):
+    """Convert a frozen TensorFlow graph to the toolkit's graph IR.
+
+    Args:
+        tf_pb: path to a frozen ``GraphDef`` (``.pb``, binary protobuf), or its bytes.
+        inputs: the tensors to feed, as node names (``"input"``, meaning output 0) or tensor
+            names (``"input:0"``); an inner node cuts the graph there.
+        input_size_list: one shape per input, as the graph sees it (NHWC for images);
+            ``None`` dims are fixed to 1.
+        outputs: the tensors to return, node or tensor names.
+        input_is_nchw: the 4-D inputs already are NCHW (no layout change).
+        dynamic_input, custom_ops, warn: as for ``import_onnx``; the ``dynamic_input``
+            shapes are given like ``input_size_list`` (NHWC for images).
+
+    The model's input and output names are the names given in ``inputs``/``outputs``.
+
+    Raises:
+        ImportError: tensorflow or tf2onnx is not installed (the message says what to install).
+        ModelInvalidError: unreadable or malformed file, unknown input/output name, bad
+            shapes, a graph tf2onnx cannot convert, or an op the runtime does not support
+            (naming the op and node).
+    """
+    from ..onnx_import import import_onnx
+
+    missing = [name for name in REQUIRED_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ImportError(f"load_tensorflow converts the graph with tensorflow and tf2onnx, but "
+                          f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed: "
+                          f"{INSTALL_HINT}")
+    in_names = _names(inputs, "inputs")
+    out_names = _names(outputs, "outputs")
+    sizes = _sizes(input_size_list, in_names, warn)
+    sets = shape_sets(dynamic_input, len(in_names), _OP)
+    ranks = [len(s) for s in sizes]
+    to_nchw = [] if input_is_nchw else [n for n, r in zip(in_names, ranks) if r == 4]
+    override = _shape_override(in_names, sizes, sets)
+    with tempfile.TemporaryDirectory(prefix="rknnlite-tf-") as tmp:
+        pb_path = _pb_path(tf_pb, tmp)
+        onnx_path = os.path.join(tmp, "model.onnx")
+        request = {"pb": pb_path, "inputs": in_names, "outputs": out_names, "shapes": override,
+                   "nchw": to_nchw, "opset": ONNX_OPSET, "out": onnx_path}
+        _run_child(request, tf_pb)
+        with open(onnx_path, "rb") as f:
+            onnx_bytes = f.read()
+    nchw = set(to_nchw)
+    onnx_sizes = [_to_nchw(s) if n in nchw else s for n, s in zip(in_names, sizes)]
+    onnx_sets = None
+    if sets is not None:
+        onnx_sets = [[_to_nchw(s) if n in nchw else s for n, s in zip(in_names, st)] for st in sets]
+    return import_onnx(onnx_bytes, input_size_list=onnx_sizes, dynamic_input=onnx_sets,
+                       custom_ops=custom_ops, warn=warn)
+
+
+# -- arguments -------------------------------------------------------------------------------
+
+
+def _names(names, what: str) -> List[str]:
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or not names or \
+            not all(isinstance(n, str) and n for n in names):
+        raise ModelInvalidError(f"{what} must be a non-empty list of node or tensor names, like ['input'], "
+                                f"not {names!r}", op=_OP)
+    if len(set(names)) != len(names):
+        raise ModelInvalidError(f"{what} name a tensor twice: {list(names)}", op=_OP)
+    return list(names)
+
+
+def _sizes(input_size_list, in_names: List[str], warn) -> List[Tuple[int, ...]]:
+    if not isinstance(input_size_list, (list, tuple)) or len(input_size_list) != len(in_names):
+        raise ModelInvalidError(f"input_size_list must hold one shape per input ({', '.join(in_names)}), "
+                                f"like [[1, 224, 224, 3]], not {input_size_list!r}", op=_OP)
+    out = []
+    for name, shape in zip(in_names, input_size_list):
+        if not isinstance(shape, (list, tuple)) or not all(
+                d is None or (isinstance(d, int) and not isinstance(d, bool) and d > 0) for d in shape):
+            raise ModelInvalidError(f"input_size_list entry for {name!r} must be a list of positive ints "
+                                    f"(or None), not {shape!r}", op=_OP)
+        if any(d is None for d in shape) and warn is not None:
+            warn(f"input_size_list: the None dims of {name!r} {list(shape)} are fixed to 1")
+        out.append(tuple(1 if d is None else int(d) for d in shape))
+    return out
+
+
+def _shape_override(in_names, sizes, sets) -> Dict[str, List[Optional[int]]]:
+    """The input shapes tf2onnx fixes: ``input_size_list``, with the dims that vary across
+    the ``dynamic_input`` sets left unknown (``None``)."""
+    override = {}
+    for i, (name, size) in enumerate(zip(in_names, sizes)):
+        shape: List[Optional[int]] = list(size)
+        if sets is not None:
+            per_set = [st[i] for st in sets]
+            if any(len(s) != len(size) for s in per_set):
+                raise ModelInvalidError(f"dynamic_input shapes of {name!r} {[list(s) for s in per_set]} must "
+                                        f"have the rank of its input_size_list entry {list(size)}", op=_OP)
+            shape = [d if all(s[k] == d for s in per_set) else None for k, d in enumerate(size)]
+        override[_tensor(name)] = shape
+    return override
+
+
+def _to_nchw(shape: Sequence[int]) -> Tuple[int, ...]:
+    n, h, w, c = shape
+    return (n, c, h, w)
+
+
+def _tensor(name: str) -> str:
+    """The TensorFlow tensor name of a node or tensor name (``"x"`` -> ``"x:0"``)."""
+    return name if ":" in name else name + ":0"
+
+
+def _pb_path(tf_pb, tmp: str) -> str:
+    if isinstance(tf_pb, (bytes, bytearray, memoryview)):
+        path = os.path.join(tmp, "model.pb")
+        with open(path, "wb") as f:
+            f.write(bytes(tf_pb))
+        return path
+    if isinstance(tf_pb, (str, os.PathLike)):
+        path = os.path.abspath(os.fspath(tf_pb))
+        if not os.path.isfile(path):
+            raise ModelInvalidError(f"TensorFlow model file not found: {os.fspath(tf_pb)}", op=_OP)
+        return path
+    raise ModelInvalidError(f"tf_pb must be a path or bytes, not {type(tf_pb).__name__}", op=_OP)
+
+
+# -- the conversion child ----------------------------------------------------------------------
+
+
+def _run_child(request: dict, tf_pb) -> None:
+    """Run the conversion in a child interpreter; raise what it reports."""
+    import rknnlite
+
+    env = dict(os.environ)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"  # the child's C++ info/warning chatter; errors still come
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(rknnlite.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run([sys.executable, "-m", __name__], input=json.dumps(request).encode(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False)
+    if proc.returncode == 0 and os.path.isfile(request["out"]):
+        return
+    label = tf_pb if isinstance(tf_pb, (str, os.PathLike)) else "the TensorFlow model"
+    report = _child_report(proc.stdout)
+    if report is not None and report.get("kind") == "missing":
+        raise ImportError(f"{report.get('message')}: {INSTALL_HINT}")
+    if report is not None:
+        raise ModelInvalidError(f"{label}: {report.get('message')}", op=_OP)
+    tail = proc.stderr.decode(errors="replace").strip().splitlines()[-5:]
+    raise ModelInvalidError(f"{label}: the TensorFlow conversion process failed (exit status {proc.returncode}): "
+                            f"{' | '.join(tail) or 'no message'}", op=_OP)
+
+
+def _child_report(stdout: bytes) -> Optional[dict]:
+    for line in stdout.decode(errors="replace").splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "kind" in obj:
+            return obj
+    return None
+
+
+def _child_main() -> int:  # pragma: no cover - runs in the child process (covered by the tests' runs)
+    request = json.loads(sys.stdin.read())
+
+    def fail(kind: str, message: str) -> int:
+        sys.stdout.write(json.dumps({"kind": kind, "message": message}) + "\n")
+        sys.stdout.flush()
+        return _CHILD_FAILED
+
+    try:
+        import tensorflow as tf
+        import tf2onnx
+    except ImportError as e:
+        return fail("missing", f"cannot import {getattr(e, 'name', None) or e} in {sys.executable}")
+    from google.protobuf.message import DecodeError
+
+    with open(request["pb"], "rb") as f:
+        data = f.read()
+    graph_def = tf.compat.v1.GraphDef()
+    try:
+        graph_def.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        return fail("invalid", f"not a binary TensorFlow GraphDef (.pb): {e}")
+    if not graph_def.node:
+        return fail("invalid", "the GraphDef has no nodes (not a frozen TensorFlow graph?)")
+    nodes = {n.name for n in graph_def.node}
+    for what in ("inputs", "outputs"):
+        for name in request[what]:
+            node = name.split(":")[0]
+            if node not in nodes:
+                some = ", ".join(sorted(nodes)[:20]) + (", ..." if len(nodes) > 20 else "")
+                return fail("invalid", f"{what}: {name!r} is not a node of the graph; its nodes: {some}")
+    rename = {_tensor(n): n for n in request["inputs"] + request["outputs"] if _tensor(n) != n}
+    try:
+        model, _ = tf2onnx.convert.from_graph_def(
+            graph_def, input_names=[_tensor(n) for n in request["inputs"]],
+            output_names=[_tensor(n) for n in request["outputs"]], opset=request["opset"],
+            inputs_as_nchw=[_tensor(n) for n in request["nchw"]] or None,
+            shape_override=request["shapes"], tensors_to_rename=rename or None)
+    except Exception as e:  # tf2onnx raises whatever its graph handling raised
+        return fail("invalid", f"tf2onnx cannot convert the graph: {type(e).__name__}: {e}")
+    with open(request["out"], "wb") as f:
+        f.write(model.SerializeToString())
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - the conversion child
+    sys.exit(_child_main())

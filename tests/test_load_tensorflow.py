@@ -1,0 +1,204 @@
+"""``RKNN.load_tensorflow``: frozen TensorFlow graphs converted with tf2onnx, compared with
+TensorFlow's own output.
+
+TensorFlow is only ever imported in child processes (it changes environment variables and
+logging when imported): the test graphs are built and run by a script this file starts,
+and the loader converts in a child process of its own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+
+from rknnlite.errors import ModelInvalidError  # noqa: E402
+from rknnlite.toolkit import RKNN  # noqa: E402
+from rknnlite.toolkit.loaders import tensorflow as tf_loader  # noqa: E402
+
+# Builds each frozen graph of a spec list, runs it in TensorFlow and saves graph, input and output.
+_MAKER = textwrap.dedent("""
+    import json, os, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    def make(name, kind, shape, seed):
+        rng = np.random.default_rng(seed)
+        const = lambda *s: tf.constant((rng.standard_normal(s) * 0.5).astype(np.float32))
+
+        def body(x):
+            if kind == "convnet":
+                y = tf.nn.conv2d(x, const(3, 3, 3, 6), strides=1, padding="SAME")
+                y = tf.nn.relu(tf.nn.bias_add(y, const(6)))
+                y = tf.nn.max_pool2d(y, ksize=2, strides=2, padding="VALID")
+                y = tf.reshape(y, [1, -1])
+                y = tf.matmul(y, const(4 * 4 * 6, 5)) + const(5)
+                return tf.nn.softmax(y, name="prob")
+            if kind == "affine":
+                return tf.identity(x * 2.0 + 1.0, name="out")
+            if kind == "sin":
+                return tf.identity(tf.math.sin(x), name="out")
+            raise ValueError(kind)
+
+        fn = tf.function(body, input_signature=[tf.TensorSpec(shape, tf.float32, name="x")])
+        graph_def = convert_variables_to_constants_v2(fn.get_concrete_function()).graph.as_graph_def()
+        with open(os.path.join(out, name + ".pb"), "wb") as f:
+            f.write(graph_def.SerializeToString())
+        x = rng.standard_normal([d or 4 for d in shape]).astype(np.float32)
+        np.save(os.path.join(out, name + "_x.npy"), x)
+        np.save(os.path.join(out, name + "_y.npy"), fn(tf.constant(x)).numpy())
+
+    specs = json.loads(sys.argv[1]); out = sys.argv[2]
+    for spec in specs:
+        make(**spec)
+""")
+
+_GRAPHS = [
+    {"name": "convnet", "kind": "convnet", "shape": [1, 8, 8, 3], "seed": 0},
+    {"name": "convnet3", "kind": "convnet", "shape": [1, 8, 8, 3], "seed": 3},
+    {"name": "affine4d", "kind": "affine", "shape": [1, 2, 3, 4], "seed": 0},
+    {"name": "affine2d", "kind": "affine", "shape": [1, 5], "seed": 0},
+    {"name": "sin", "kind": "sin", "shape": [1, 8], "seed": 0},
+    {"name": "affine_dyn", "kind": "affine", "shape": [1, None, None, 3], "seed": 0},
+]
+
+
+@pytest.fixture(scope="module")
+def tf_graphs(tmp_path_factory):
+    """``graph(name)`` -> (pb path, input, TensorFlow's output) of the generated graphs
+    (one TensorFlow process builds them all)."""
+    if importlib.util.find_spec("tensorflow") is None or importlib.util.find_spec("tf2onnx") is None:
+        pytest.skip("tensorflow and tf2onnx are not installed")
+    out = tmp_path_factory.mktemp("tf_graphs")
+    proc = subprocess.run([sys.executable, "-c", _MAKER, json.dumps(_GRAPHS), str(out)], capture_output=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
+
+    def graph(name):
+        return str(out / f"{name}.pb"), np.load(out / f"{name}_x.npy"), np.load(out / f"{name}_y.npy")
+
+    return graph
+
+
+def errors(caplog):
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def convert_and_run(pb, inputs, sizes, outputs, feeds, input_is_nchw=False, data_format=None):
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", float_dtype="float32") == 0
+    assert rknn.load_tensorflow(pb, inputs, sizes, outputs, input_is_nchw=input_is_nchw) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn.init_runtime() == 0
+    result = rknn.inference(feeds, data_format=data_format)
+    specs = (rknn._imported.input_specs, rknn._imported.output_specs)
+    rknn.release()
+    return result, specs
+
+
+def test_convnet_matches_tensorflow(tf_graphs):
+    pb, x, expected = tf_graphs("convnet")
+    (y,), (ins, outs) = convert_and_run(pb, ["x"], [[1, 8, 8, 3]], ["prob"], [x])
+    # the 4-D NHWC input became an NCHW model input; inference takes NHWC data by default
+    assert [(s.name, tuple(s.shape)) for s in ins] == [("x", (1, 3, 8, 8))]
+    assert [s.name for s in outs] == ["prob"]
+    assert y.shape == expected.shape == (1, 5)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_tensor_names_and_none_batch_dim(tf_graphs, caplog):
+    pb, x, expected = tf_graphs("convnet3")
+    caplog.set_level(logging.WARNING, logger="rknnlite.toolkit")
+    (y,), (ins, outs) = convert_and_run(pb, ["x:0"], [[None, 8, 8, 3]], ["prob:0"], [x])
+    assert [s.name for s in ins] == ["x:0"] and [s.name for s in outs] == ["prob:0"]
+    assert any("fixed to 1" in r.getMessage() for r in caplog.records)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_input_is_nchw_keeps_the_layout(tf_graphs):
+    pb, x, expected = tf_graphs("affine4d")
+    (y,), (ins, _) = convert_and_run(pb, ["x"], [[1, 2, 3, 4]], ["out"], [x], input_is_nchw=True,
+                                     data_format="nchw")
+    assert tuple(ins[0].shape) == (1, 2, 3, 4)
+    np.testing.assert_allclose(y, expected, rtol=1e-6)
+
+
+def test_unsupported_op_is_named(tf_graphs, caplog):
+    pb, _, _ = tf_graphs("sin")
+    rknn = RKNN()
+    caplog.set_level(logging.ERROR, logger="rknnlite.toolkit")
+    assert rknn.load_tensorflow(pb, ["x"], [[1, 8]], ["out"]) == -1
+    msg = " ".join(errors(caplog))
+    assert "unsupported op 'Sin'" in msg and "supported ops:" in msg
+    rknn.release()
+
+
+def test_malformed_and_missing_files(tf_graphs, tmp_path, caplog):
+    rknn = RKNN()
+    caplog.set_level(logging.ERROR, logger="rknnlite.toolkit")
+    bad = tmp_path / "bad.pb"
+    bad.write_bytes(b"\x0a\xff\xff\xff this is not a graph")
+    assert rknn.load_tensorflow(str(bad), ["x"], [[1, 4]], ["y"]) == -1
+    assert "bad.pb" in errors(caplog)[-1] and "not a binary TensorFlow GraphDef" in errors(caplog)[-1]
+    assert rknn.load_tensorflow(str(tmp_path / "absent.pb"), ["x"], [[1, 4]], ["y"]) == -1
+    assert "TensorFlow model file not found" in errors(caplog)[-1]
+    pb, _, _ = tf_graphs("affine2d")  # the object stays usable
+    assert rknn.load_tensorflow(pb, ["x"], [[1, 5]], ["out"]) == 0
+    rknn.release()
+
+
+def test_unknown_input_name(tf_graphs):
+    pb, _, _ = tf_graphs("affine2d")
+    with pytest.raises(ModelInvalidError, match=r"inputs: 'nope' is not a node of the graph; its nodes: .*x"):
+        tf_loader.load_tensorflow(pb, ["nope"], [[1, 5]], ["out"])
+
+
+def test_missing_framework_names_the_install(monkeypatch, caplog, tmp_path):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tf2onnx" else real(name, *a))
+    rknn = RKNN()
+    caplog.set_level(logging.ERROR, logger="rknnlite.toolkit")
+    assert rknn.load_tensorflow(str(tmp_path / "m.pb"), ["x"], [[1, 4]], ["y"]) == -1
+    msg = errors(caplog)[-1]
+    assert "tf2onnx is not installed" in msg and "pip install 'rknnlite-runtime[tensorflow]'" in msg
+    rknn.release()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"inputs": "x"}, "inputs must be a non-empty list"),
+    ({"outputs": []}, "outputs must be a non-empty list"),
+    ({"input_size_list": [[1, 4], [1, 4]]}, "one shape per input"),
+    ({"input_size_list": [[1, 0]]}, "positive ints"),
+    ({"tf_pb": 42}, "tf_pb must be a path or bytes"),
+])
+def test_bad_arguments(monkeypatch, kwargs, match):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())  # as if installed
+    args = {"tf_pb": b"", "inputs": ["x"], "input_size_list": [[1, 4]], "outputs": ["y"]}
+    args.update(kwargs)
+    with pytest.raises(ModelInvalidError, match=match):
+        tf_loader.load_tensorflow(**args)
+
+
+def test_dynamic_input_shapes_are_given_as_tensorflow_sees_them(tf_graphs):
+    pb, _, _ = tf_graphs("affine_dyn")
+    rknn = RKNN()
+    sets = [[[1, 4, 4, 3]], [[1, 6, 2, 3]]]
+    assert rknn.config(target_platform="rk3588", float_dtype="float32", dynamic_input=sets) == 0
+    assert rknn.load_tensorflow(pb, ["x"], [[1, 4, 4, 3]], ["out"]) == 0
+    assert rknn._imported.dynamic_shapes == (((1, 3, 4, 4),), ((1, 3, 6, 2),))  # NCHW model inputs
+    assert rknn.build(do_quantization=False) == 0 and rknn.init_runtime() == 0
+    for (shape,) in sets:
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        (y,) = rknn.inference([x])
+        np.testing.assert_allclose(y, x * 2 + 1, rtol=1e-6)
+    rknn.release()
