@@ -161,13 +161,39 @@ def _cmd_inspect(args) -> int:
         summary = {"format": "rknnlite-encrypted", "size": len(source.view), "encryption": encryption_summary(info),
                    "note": "a key is needed to read the model inside (--key-file, --passphrase or --key-env)"}
     else:
-        summary = load_model(source, key=key).summary()
+        loaded = load_model(source, key=key)
+        summary = loaded.summary()
+        _add_vendor_ops(summary, loaded)
     summary["file"] = args.file
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print(_format_summary(summary))
     return 0
+
+
+def _add_vendor_ops(summary: dict, loaded) -> None:
+    """A Rockchip file's vendor op types and whether the software backend runs each off-board
+    (``vendor_ops``: ``[{op, count, off_board}]``), or why its graph cannot be read
+    (``vendor_ops_error``); and whether the whole file runs off-board (``off_board``:
+    ``{"runs": bool, "error": message or None}``, from lowering it)."""
+    from .errors import ModelInvalidError
+    from .model.loader import ROCKCHIP
+
+    if loaded.format != ROCKCHIP or not summary.get("flatbuffer"):
+        return
+    from .model.vendor import lower_rockchip, op_support
+
+    try:
+        summary["vendor_ops"] = [{"op": op, "count": n, "off_board": ok}
+                                 for op, n, ok in op_support(loaded.payload, loaded.model)]
+    except ModelInvalidError as e:
+        summary["vendor_ops_error"] = e.message
+    try:
+        lower_rockchip(loaded.payload, loaded.model)
+        summary["off_board"] = {"runs": True, "error": None}
+    except ModelInvalidError as e:
+        summary["off_board"] = {"runs": False, "error": e.message}
 
 
 def _format_summary(s: dict) -> str:
@@ -197,6 +223,16 @@ def _format_summary(s: dict) -> str:
     if s.get("dynamic_shapes"):
         lines.append("dynamic shapes:")
         lines.extend(f"  {i}: {shapes}" for i, shapes in enumerate(s["dynamic_shapes"]))
+    if s.get("vendor_ops"):
+        lines.append("vendor ops (supported: the software backend lowers this op type):")
+        lines.extend(f"  {v['op']:<20} x{v['count']:<4} {'supported' if v['off_board'] else 'NOT supported'}"
+                     for v in s["vendor_ops"])
+    if s.get("vendor_ops_error"):
+        lines.append(f"vendor ops: cannot be read off-board: {s['vendor_ops_error']}")
+    off_board = s.get("off_board")
+    if off_board:
+        lines.append("off-board: runs on the software backend" if off_board["runs"]
+                     else f"off-board: cannot run: {off_board['error']}")
     return "\n".join(lines)
 
 

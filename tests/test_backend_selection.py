@@ -46,9 +46,13 @@ def test_unknown_backend_name(context_models):
         rknnlite.Context(context_models["add"], backend="gpu")
 
 
-def test_rockchip_on_software_names_why(vendor_file):
-    with pytest.raises(DeviceUnavailableError, match="needs the NPU"):
-        rknnlite.Context(vendor_file, backend="software")
+def test_rockchip_on_software_runs_it_or_names_why(vendor_file, tmp_path):
+    with rknnlite.Context(vendor_file, backend="software") as ctx:  # lowered off-board (test_vendor_offboard.py)
+        assert ctx.backend == "software"
+    encrypted = tmp_path / "vendor_encrypted.rknn"
+    encrypted.write_bytes(b"CYPTRKNN" + bytes(56))
+    with pytest.raises(DeviceUnavailableError, match="can only be decrypted by librknnrt"):
+        rknnlite.Context(str(encrypted), backend="software")
 
 
 def test_npu_without_runtime_names_where_it_looked_and_how_to_install(vendor_file, no_runtime):
@@ -61,12 +65,14 @@ def test_npu_without_runtime_names_where_it_looked_and_how_to_install(vendor_fil
     assert "software" not in message.split("npu backend cannot run")[0]
 
 
-def test_auto_without_runtime_names_both_reasons_and_never_falls_back(vendor_file, no_runtime):
+def test_auto_without_runtime_names_both_reasons_and_never_falls_back(no_runtime, tmp_path):
+    encrypted = tmp_path / "vendor_encrypted.rknn"
+    encrypted.write_bytes(b"CYPTRKNN" + bytes(56))
     with pytest.raises(DeviceUnavailableError) as info:
-        rknnlite.Context(vendor_file)
+        rknnlite.Context(str(encrypted))
     message = str(info.value)
     assert "librknnrt.so was not found" in message
-    assert "needs the NPU" in message  # why the software backend refused too
+    assert "can only be decrypted by librknnrt" in message  # why the software backend refused too
 
 
 def test_explicit_library_path_that_is_missing(vendor_file, monkeypatch, tmp_path):

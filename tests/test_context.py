@@ -109,13 +109,12 @@ def test_backend_choice():
         rknnlite.Context(build_demo_model(), backend="gpu")
 
 
-def test_rockchip_files_need_the_npu(vendor_rknn_files):
-    for path in vendor_rknn_files:
-        with pytest.raises(DeviceUnavailableError) as auto:
-            rknnlite.Context(str(path))
-        assert "npu" in str(auto.value) and "software backend" in str(auto.value)
-        with pytest.raises(DeviceUnavailableError, match="software backend runs portable"):
-            rknnlite.Context(str(path), backend="software")
+def test_rockchip_files_run_off_board(vendor_rknn_files):
+    for path in vendor_rknn_files:  # the vendor graph lowered for the software backend (test_vendor_offboard.py)
+        with rknnlite.Context(str(path), backend="software") as ctx:
+            assert ctx.backend == "software"
+        with rknnlite.Context(str(path)) as ctx:  # auto: npu where librknnrt loads, else software
+            assert ctx.backend in ("npu", "software")
 
 
 def test_target_platform_mismatch_warns(caplog):

@@ -183,13 +183,26 @@ def test_pc_attached_targets_are_refused(caplog):
     assert "attached to a PC" in caplog.text
 
 
-def test_rockchip_model_off_board_fails_init_with_reason(vendor_rknn_files, caplog):
+def test_rockchip_model_off_board_runs_or_fails_init_with_reason(vendor_rknn_files, caplog, monkeypatch, tmp_path):
+    from rknnlite.backends.npu import library as npu_library
+
+    monkeypatch.delenv("LIBRKNNRT_PATH", raising=False)  # no librknnrt: the vendor graph runs on the software backend
+    monkeypatch.setattr(npu_library, "SEARCH_DIRS", (str(tmp_path),))
+    monkeypatch.setattr(npu_library, "LOADER_NAME", "librknnrt-absent-for-tests.so")
     r = RKNNLite()
     assert r.load_rknn(str(vendor_rknn_files[0])) == 0
+    assert r.init_runtime() == 0
+    r.release()
+    path = next(p for p in vendor_rknn_files if p.name == "add_mul_fp16.rknn")
+    data = bytearray(path.read_bytes())  # its "Add" op type renamed: an op the lowering does not know
+    at = data.index(b"\x03\x00\x00\x00Add\x00") + 4
+    data[at:at + 3] = b"Axx"
+    r = RKNNLite()
+    assert r.load_rknn(bytes(data)) == 0
     with caplog.at_level(logging.ERROR, logger="rknnlite"):
         assert r.init_runtime() == -1
     assert "Catch exception when init runtime!" in caplog.text
-    assert "RKNN_ERR_DEVICE_UNAVAILABLE" in caplog.text
+    assert "RKNN_ERR_DEVICE_UNAVAILABLE" in caplog.text and "'Axx'" in caplog.text
 
 
 def test_init_runtime_warns_about_static_models_as_lite2(context_models, caplog):

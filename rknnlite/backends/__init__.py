@@ -1,13 +1,15 @@
 """Backend selection: which backend runs a loaded model.
 
-``"software"`` runs portable rknnlite models on the CPU; ``"npu"`` runs Rockchip
-``.rknn`` files through librknnrt on a board; ``"auto"`` picks the one the file needs.
-An explicit choice never falls back silently.
+``"software"`` runs portable rknnlite models on the CPU, and Rockchip ``.rknn`` files whose
+every op the vendor-graph lowering knows (:mod:`rknnlite.model.vendor`); ``"npu"`` runs
+Rockchip ``.rknn`` files through librknnrt on a board; ``"auto"`` picks the one the file
+needs: for a Rockchip file the npu backend when librknnrt loads, else the software backend
+when the lowering accepts the file.  An explicit choice never falls back silently.
 """
 
 from __future__ import annotations
 
-from ..errors import DeviceUnavailableError, InvalidParamError
+from ..errors import DeviceUnavailableError, InvalidParamError, ModelInvalidError
 from ..model.loader import PORTABLE, ROCKCHIP, ROCKCHIP_ENCRYPTED, LoadedModel
 from .base import Backend
 
@@ -31,12 +33,18 @@ def _npu_backend(loaded: LoadedModel, custom_ops, flags: int = 0) -> Backend:
 
 
 def _software_refuses(loaded: LoadedModel) -> str:
-    if loaded.format == ROCKCHIP_ENCRYPTED:
-        return "a Rockchip-encrypted (CYPTRKNN) model can only be decrypted by librknnrt on a board"
-    return (
-        "the software backend runs portable rknnlite models; a Rockchip .rknn file needs the NPU "
-        "(convert the source ONNX with rknnlite.toolkit to run it off-board)"
-    )
+    return "a Rockchip-encrypted (CYPTRKNN) model can only be decrypted by librknnrt on a board"
+
+
+def _vendor_software_backend(loaded: LoadedModel, custom_ops) -> Backend:
+    """The software backend on a Rockchip ``.rknn`` file, lowered here (only when this backend
+    is chosen, so a board never pays for it); ModelInvalidError naming what the lowering
+    does not know."""
+    from ..model.vendor import lower_rockchip
+    from .software import SoftwareBackend
+
+    return SoftwareBackend(lower_rockchip(loaded.payload, loaded.model), custom_ops=custom_ops,
+                           source=loaded.source)
 
 
 def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=(), flags: int = 0) -> Backend:
@@ -50,6 +58,8 @@ def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=(), fl
         InvalidParamError: unknown backend name.
         DeviceUnavailableError: the model cannot run on the chosen backend here,
             naming every reason (for ``"auto"``, why each backend was refused).
+        ModelInvalidError: ``"software"`` on a Rockchip file the lowering does not accept
+            (naming the op, dtype, parameter... it does not know).
     """
     if backend not in BACKENDS:
         raise InvalidParamError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}", op="rknn_init")
@@ -63,14 +73,22 @@ def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=(), fl
         from .software import SoftwareBackend
 
         return SoftwareBackend(loaded.model, custom_ops=custom_ops, source=loaded.source)
+    if loaded.format == ROCKCHIP and backend == "software":
+        return _vendor_software_backend(loaded, custom_ops)
     if loaded.format in (ROCKCHIP, ROCKCHIP_ENCRYPTED):
-        software = _software_refuses(loaded)
         if backend == "software":
-            raise DeviceUnavailableError(f"{loaded.label}: {software}", op="rknn_init")
+            raise DeviceUnavailableError(f"{loaded.label}: {_software_refuses(loaded)}", op="rknn_init")
         try:
             return _npu_backend(loaded, custom_ops, flags)
         except DeviceUnavailableError as npu:
             if backend == "npu" or npu.op != "rknn_init":
                 raise
+            if loaded.format == ROCKCHIP_ENCRYPTED:
+                software = _software_refuses(loaded)
+            else:
+                try:
+                    return _vendor_software_backend(loaded, custom_ops)
+                except ModelInvalidError as e:
+                    software = f"the software backend cannot run it off-board: {e.message}"
             raise DeviceUnavailableError(f"{npu.message}; and {software}", op="rknn_init") from None
     raise InvalidParamError(f"no backend handles format {loaded.format!r}", op="rknn_init")

@@ -34,7 +34,8 @@ __all__ = ["SoftwareBackend"]
 
 
 class SoftwareBackend(EmulatedNpu):
-    """Backend over a :class:`PortableModel`; ``dup()`` shares the weights.  Native layouts,
+    """Backend over a :class:`PortableModel` (or a vendor file lowered to one,
+    :class:`~rknnlite.model.vendor.VendorModel`); ``dup()`` shares the weights.  Native layouts,
     pass-through data, zero-copy and the SDK version are emulated (:class:`EmulatedNpu`)."""
 
     name = "software"
@@ -107,8 +108,13 @@ class SoftwareBackend(EmulatedNpu):
         A multi-batch model's inputs are split along axis 0 into ``batch`` samples (views,
         no copy); each sample runs alone and the outputs are concatenated along axis 0
         (straight into ``out`` when given).  Passed-through inputs are dequantized first
-        (:meth:`EmulatedNpu.from_pass_through`).
+        (:meth:`EmulatedNpu.from_pass_through`).  A vendor ``.rknn`` model
+        (:class:`~rknnlite.model.vendor.VendorModel`) normalises the other inputs with the
+        file's mean/std first (new arrays).
         """
+        normalise = getattr(self.model, "normalise", None)
+        if normalise is not None:  # a vendor file's mean/std (VendorModel); passed-through data has it already
+            inputs = normalise(inputs, pass_through)
         if pass_through is not None:
             inputs = self.from_pass_through(inputs, pass_through)
         t0 = perf_counter_ns()

@@ -37,7 +37,10 @@ Numeric modes: ``float16`` stores every float tensor at half precision between n
 int8 model (``Graph.quant`` set), each quantized tensor is stored on its int8 grid
 (``(clip(round(x / scale) + zp) - zp) * scale``; weights per tensor or per channel),
 so every kernel sees exactly the values an int8 tensor holds; accumulation inside
-kernels is float32, and tensors without quantization follow ``float_dtype``.
+kernels is float32, and tensors without quantization follow ``float_dtype``.  Tensors a
+graph names in ``keep_float`` (a vendor graph's normalised inputs, float32 biases and the
+intermediates of fused activations) stay float32 in float16 mode, as the vendor simulator
+keeps them.
 """
 
 from __future__ import annotations
@@ -146,6 +149,12 @@ class Executor:
         self.input_slots = [names[n] for n in graph.inputs]
         self.output_slots = [names[n] for n in graph.outputs]
         self._names = names
+        #: tensors stored at float32 even in float16 mode (``graph.keep_float``: a vendor graph's
+        #: normalised inputs, float32 biases and fused-activation intermediates, which the vendor
+        #: simulator does not round)
+        self.float_slots = frozenset(names[n] for n in getattr(graph, "keep_float", ()) if n in names)
+        #: per graph input: whether staging rounds it to float16
+        self.input_round = [self._round and s not in self.float_slots for s in self.input_slots]
         qmax = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
         #: per-tensor quantized activations: slot -> (scale, zero point, qmin, qmax)
         self.quant_slots: Dict[int, Tuple[float, int, int, int]] = {
@@ -153,7 +162,8 @@ class Executor:
             for k, q in graph.quant.items() if k in names and k not in graph.constants and len(q.scale) == 1
         }
         self.constants: List[Tuple[int, np.ndarray]] = [
-            (names[k], self._store_constant(np.asarray(v), graph.quant.get(k), qmax)) for k, v in graph.constants.items()
+            (names[k], self._store_constant(np.asarray(v), graph.quant.get(k), qmax, names[k] in self.float_slots))
+            for k, v in graph.constants.items()
         ]
         const_values = dict(self.constants)
         self.constant_slots = frozenset(const_values)
@@ -196,12 +206,12 @@ class Executor:
                 op="rknn_init",
             )
 
-    def _store_constant(self, a: np.ndarray, quant=None, limits=None) -> np.ndarray:
+    def _store_constant(self, a: np.ndarray, quant=None, limits=None, keep_float: bool = False) -> np.ndarray:
         if a.dtype.kind != "f":
             return a
         if quant is not None:
             return _fake_quant_constant(a, quant, limits[quant.dtype])
-        if self._round:
+        if self._round and not keep_float:
             if a.dtype == np.float32 and a.flags.c_contiguous and is_fp16_exact(a.reshape(-1)):
                 return a  # rounded at build: used in place (e.g. straight from the mapped file)
             a = np.array(a, dtype=np.float32)
@@ -512,12 +522,13 @@ class ExecutionState:
         in a reused buffer; no copy when it already is float32 and needs neither."""
         ex = self.executor
         q = ex.quant_slots.get(ex.input_slots[index])
-        if not _staged(x, q, ex._round):
+        rounding = ex.input_round[index]
+        if not _staged(x, q, rounding):
             return x
         buf = self._staging.get(index)
         if buf is None or buf.shape != x.shape:
             buf = self._staging[index] = np.empty(x.shape, np.float32)
-        _stage_into(buf, x, q, ex._round)
+        _stage_into(buf, x, q, rounding)
         return buf
 
     def _execute(self, env: List[Optional[np.ndarray]], plan: Optional[_Plan], layout,
@@ -525,6 +536,7 @@ class ExecutionState:
         """Run every step; with a ``recorder`` (profiled run) each step's time and traffic go to ``profile``."""
         rounding = self.executor._round
         quant = self.executor.quant_slots
+        floats = self.executor.float_slots
         skip_exact = not quant  # int8 grid values reaching a float tensor still need rounding
         release_after = self.executor.release_after
         overrides = self.overrides
@@ -552,7 +564,8 @@ class ExecutionState:
                     if q is not None:
                         value = _own_float32(value, args, out is not None)
                         fake_quant_inplace(value, *q)
-                    elif rounding and not (step.exact and skip_exact and value.dtype == np.float32):
+                    elif rounding and slot not in floats and not (step.exact and skip_exact
+                                                                  and value.dtype == np.float32):
                         value = _own_float32(value, args, out is not None)
                         round_fp16_inplace(value)
                 env[slot] = value
@@ -605,12 +618,12 @@ class ExecutionState:
         for i, (slot, x) in enumerate(zip(ex.input_slots, feeds)):
             q = ex.quant_slots.get(slot)
             buf = None
-            if _staged(x, q, ex._round):
+            if _staged(x, q, ex.input_round[i]):
                 buf = self._staging.pop(i, None)  # the first run's buffer: the program owns it now
                 if buf is None or buf.shape != x.shape:
                     buf = np.empty(x.shape, np.float32)
                 env[slot] = buf
-            inputs.append((slot, buf, q, ex._round))
+            inputs.append((slot, buf, q, ex.input_round[i]))
         calls: List[Callable[[], Any]] = []
         owners: List[_Step] = []
         rounding, quant = ex._round, ex.quant_slots
@@ -629,7 +642,7 @@ class ExecutionState:
                 q = quant.get(slot)
                 if q is not None:
                     calls.append(partial(fake_quant_inplace, o, *q))
-                elif rounding and not (step.exact and skip_exact):
+                elif rounding and slot not in ex.float_slots and not (step.exact and skip_exact):
                     calls.append(partial(round_fp16_inplace, o))
                 else:
                     continue

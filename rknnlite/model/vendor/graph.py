@@ -1,0 +1,274 @@
+"""The graph inside a Rockchip ``.rknn`` FlatBuffer: subgraphs, tensors, nodes, buffers.
+
+Slots and enum values (``shared/reference/rknn-graph-execution.md`` §1) were observed on
+RKNN-Toolkit2 2.5.0 files.  Every value this module does not know (a dtype, a layout, a
+tensor kind) raises :class:`~rknnlite.errors.ModelInvalidError` naming it and where it was
+found: nothing is guessed.  An unknown parameter-union type is kept so the file's ops can
+still be listed (``rknnlite inspect``); :meth:`VendorNode.check_params` refuses it.
+
+Nothing here copies weights: :meth:`VendorFile.buffer` returns a read-only memoryview
+of the file's bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Tuple
+
+from ...errors import ModelInvalidError
+from ..flatbuf import FlatBuffer, Table
+from .bson import decode_bson
+
+__all__ = ["VendorTensor", "VendorNode", "VendorSubgraph", "VendorFile", "read_vendor_graph",
+           "DTYPES", "LAYOUTS", "KINDS", "PARAM_TYPES"]
+
+#: Tensor slot 0: dtype code -> name (0 only on the empty tensor 0).
+DTYPES = {0: "none", 1: "float32", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 10: "float16", 13: "raw"}
+#: Tensor slot 1: layout code -> name.
+LAYOUTS = {0: "plain", 2: "NCHW", 64: "NC1HWC2", 65: "weight"}
+#: Tensor slot 2: kind code -> name.
+KINDS = {0: "none", 1: "input", 2: "output", 3: "activation", 4: "const", 5: "shape", 6: "lut",
+         8: "generated", 9: "regcmd", 10: "task"}
+#: Node slot 7: parameter-union type -> the op family whose table it is.
+PARAM_TYPES = {0: "none", 1: "conv", 3: "maxpool", 5: "avgpool", 19: "concat", 25: "transpose", 26: "resize",
+               61: "softmax"}
+#: Tensor kinds whose data is in a buffer.
+CONST_KINDS = ("const", "shape", "lut", "generated", "regcmd", "task")
+
+# Model root / Subgraph / Tensor / Node slots.
+_M_SUBGRAPHS, _M_BUFFERS = 2, 20
+_SG_TENSORS, _SG_NODES, _SG_INPUTS, _SG_OUTPUTS, _SG_PREPROC = 0, 1, 2, 3, 4
+_T_DTYPE, _T_LAYOUT, _T_KIND, _T_NPU_SHAPE, _T_SHAPE, _T_NAME = 0, 1, 2, 3, 4, 5
+_T_SCALE, _T_ZERO_POINT, _T_SIZE, _T_BUFFER = 10, 11, 12, 18
+_N_TYPE, _N_NAME, _N_TARGET, _N_INPUTS, _N_OUTPUTS, _N_PARAM_TYPE, _N_PARAM, _N_BSON = 1, 2, 3, 4, 5, 7, 8, 9
+
+
+@dataclass(frozen=True)
+class VendorTensor:
+    """One tensor of a subgraph.
+
+    Attributes:
+        index: position in the subgraph's tensor table (what nodes refer to).
+        name: its name (may be empty, and is not unique in every file).
+        dtype / layout / kind: the decoded enum names (:data:`DTYPES`, :data:`LAYOUTS`,
+            :data:`KINDS`).
+        npu_shape: the NPU shape (NC1HWC2 for activations; 6-tuples of weight tiles).
+        shape: the model (ONNX) shape.
+        scale / zero_point: int8 activation quantization (empty when absent).
+        buffer: index into the file's buffers for constants (0 = none).
+        size: byte size on the NPU.
+    """
+
+    index: int
+    name: str
+    dtype: str
+    layout: str
+    kind: str
+    npu_shape: Tuple[int, ...]
+    shape: Tuple[int, ...]
+    scale: Tuple[float, ...] = ()
+    zero_point: Tuple[int, ...] = ()
+    buffer: int = 0
+    size: int = 0
+
+    @property
+    def is_const(self) -> bool:
+        """Whether the tensor's data is stored in the file."""
+        return self.kind in CONST_KINDS
+
+
+@dataclass(frozen=True)
+class VendorNode:
+    """One vendor operator.
+
+    Attributes:
+        index: position in the subgraph's node table (tasks' ``op_idx`` refer to it).
+        op: the vendor op type (``"ConvRelu"``, ``"exSoftmax13"``, ...).
+        name: ``"Type:onnx_node"``, empty for compiler-inserted nodes.
+        inputs / outputs: tensor indices.
+        param_type: the parameter-union type (:data:`PARAM_TYPES`; an unknown one is
+            kept and refused by :meth:`check_params`, so a file can still be listed).
+        params: the decoded parameter table (``{}`` when there is none).
+        bson: the raw BSON blob of the original ONNX attributes (:attr:`attrs` decodes it).
+    """
+
+    index: int
+    op: str
+    name: str
+    inputs: Tuple[int, ...]
+    outputs: Tuple[int, ...]
+    param_type: int = 0
+    params: Dict[str, Any] = field(default_factory=dict)
+    bson: bytes = field(default=b"", repr=False)
+    where: str = field(default="", repr=False)
+
+    @property
+    def attrs(self) -> Dict[str, Any]:
+        """The original ONNX attributes, ``{name: {"dtype": ..., "value": ...}}``, decoded from
+        the BSON blob on each access (only the ops that need them read it; some files
+        leave garbage in blobs nobody reads)."""
+        return decode_bson(self.bson, self.where) if self.bson else {}
+
+    def check_params(self) -> None:
+        """Raise ModelInvalidError naming an unknown parameter-union type."""
+        if self.param_type not in PARAM_TYPES:
+            known = ", ".join(f"{k} {v}" for k, v in PARAM_TYPES.items())
+            raise ModelInvalidError(f"{self.where} has unknown parameter-union type code {self.param_type} "
+                                    f"(known: {known})", op="load")
+
+    @property
+    def label(self) -> str:
+        """How messages name the node: ``node 3 (ConvRelu 'Conv:conv')``."""
+        return f"node {self.index} ({self.op}{' ' + repr(self.name) if self.name else ''})"
+
+
+@dataclass(frozen=True)
+class VendorSubgraph:
+    """One compiled graph (a dynamic-shape file has one per shape set).
+
+    ``preproc[i]`` is ``(mean, std, channel_order)`` of input ``i`` as stored (at most 4
+    channels; the Description holds the full lists)."""
+
+    index: int
+    tensors: Tuple[VendorTensor, ...]
+    nodes: Tuple[VendorNode, ...]
+    inputs: Tuple[int, ...]
+    outputs: Tuple[int, ...]
+    preproc: Tuple[Tuple[Tuple[float, ...], Tuple[float, ...], Tuple[int, ...]], ...] = ()
+
+    def tensor(self, index: int, where: str) -> VendorTensor:
+        """Tensor ``index``; ModelInvalidError naming ``where`` when it does not exist."""
+        if not 0 <= index < len(self.tensors):
+            raise ModelInvalidError(f"{where} refers to tensor {index}; subgraph {self.index} has "
+                                    f"{len(self.tensors)} tensors", op="load")
+        return self.tensors[index]
+
+
+@dataclass(frozen=True)
+class VendorFile:
+    """The decoded graph part of a vendor file: its subgraphs and its buffers."""
+
+    label: str
+    subgraphs: Tuple[VendorSubgraph, ...]
+    _buffers: Any = field(repr=False)
+
+    @property
+    def num_buffers(self) -> int:
+        """Entries of the buffer table (buffer 0 is the empty one)."""
+        return len(self._buffers) if self._buffers is not None else 0
+
+    def buffer(self, index: int, where: str) -> memoryview:
+        """The bytes of buffer ``index`` (read-only view of the file, no copy)."""
+        if not 0 < index < self.num_buffers:
+            raise ModelInvalidError(f"{self.label}: {where} refers to buffer {index}; the file has "
+                                    f"{self.num_buffers} buffers (1..{self.num_buffers - 1} hold data)", op="load")
+        vec = self._buffers.table(index, "Buffer").vector(0, 1)
+        return memoryview(b"") if vec is None else vec.raw().toreadonly()
+
+    def tensor_data(self, sg: VendorSubgraph, tensor: VendorTensor) -> memoryview:
+        """The stored bytes of a constant tensor (empty for a constant stored without a
+        buffer, e.g. an empty ``roi`` input)."""
+        where = f"subgraph {sg.index} tensor {tensor.index} ({tensor.name!r})"
+        if not tensor.is_const:
+            raise ModelInvalidError(f"{self.label}: {where} is a {tensor.kind} tensor, not stored data", op="load")
+        if tensor.buffer == 0:
+            return memoryview(b"")
+        return self.buffer(tensor.buffer, where)
+
+
+def read_vendor_graph(payload, header_size: int, model_size: int, label: str) -> VendorFile:
+    """Decode the subgraphs of the FlatBuffer at ``payload[header_size:header_size+model_size]``
+    (the values :func:`rknnlite.model.rockchip.read_rockchip` reports)."""
+    fb = FlatBuffer(payload, header_size, model_size, label)
+    root = fb.root("Model")
+    vec = root.vector(_M_SUBGRAPHS)
+    if vec is None or len(vec) == 0:
+        raise ModelInvalidError(f"{label}: the FlatBuffer Model has no subgraphs", op="load")
+    subgraphs = tuple(_subgraph(vec.table(i, "Subgraph"), i, label) for i in range(len(vec)))
+    return VendorFile(label, subgraphs, root.vector(_M_BUFFERS))
+
+
+def _error(label: str, message: str) -> ModelInvalidError:
+    return ModelInvalidError(f"{label}: {message}", op="load")
+
+
+def _enum(table: Dict[int, str], code: int, what: str, where: str, label: str) -> str:
+    name = table.get(code)
+    if name is None:
+        known = ", ".join(f"{k} {v}" for k, v in table.items())
+        raise _error(label, f"{where} has unknown {what} code {code} (known: {known})")
+    return name
+
+
+def _subgraph(sg: Table, index: int, label: str) -> VendorSubgraph:
+    tensors = tuple(_tensor(t, i, index, label) for i, t in enumerate(sg.tables(_SG_TENSORS) or ()))
+    nodes = tuple(_node(n, i, index, label) for i, n in enumerate(sg.tables(_SG_NODES) or ()))
+    preproc = []
+    for p in sg.tables(_SG_PREPROC) or ():
+        preproc.append((tuple(p.scalars(0, "f32") or ()), tuple(p.scalars(1, "f32") or ()),
+                        tuple(p.scalars(2, "i32") or ())))
+    result = VendorSubgraph(index, tensors, nodes, tuple(sg.scalars(_SG_INPUTS, "i32") or ()),
+                            tuple(sg.scalars(_SG_OUTPUTS, "i32") or ()), tuple(preproc))
+    for t in result.inputs + result.outputs:
+        result.tensor(t, f"{label}: subgraph {index} I/O list")
+    for node in nodes:
+        for t in node.inputs + node.outputs:
+            result.tensor(t, f"{label}: subgraph {index} {node.label}")
+    return result
+
+
+def _tensor(t: Table, index: int, sg: int, label: str) -> VendorTensor:
+    name = t.string(_T_NAME, "") or ""
+    where = f"subgraph {sg} tensor {index} ({name!r})"
+    dtype = _enum(DTYPES, t.u8(_T_DTYPE), "dtype", where, label)
+    layout = _enum(LAYOUTS, t.u8(_T_LAYOUT), "layout", where, label)
+    kind = _enum(KINDS, t.u8(_T_KIND), "tensor kind", where, label)
+    if (dtype == "none") != (kind == "none"):
+        raise _error(label, f"{where}: dtype {dtype} with tensor kind {kind} (only the empty tensor has neither)")
+    tensor = VendorTensor(
+        index=index, name=name, dtype=dtype, layout=layout, kind=kind,
+        npu_shape=tuple(t.scalars(_T_NPU_SHAPE, "i32") or ()), shape=tuple(t.scalars(_T_SHAPE, "i32") or ()),
+        scale=tuple(t.scalars(_T_SCALE, "f32") or ()), zero_point=tuple(t.scalars(_T_ZERO_POINT, "i32") or ()),
+        buffer=t.u32(_T_BUFFER), size=t.u32(_T_SIZE),
+    )
+    return tensor
+
+
+def _node(n: Table, index: int, sg: int, label: str) -> VendorNode:
+    op = n.string(_N_TYPE, "") or ""
+    name = n.string(_N_NAME, "") or ""
+    where = f"subgraph {sg} node {index} ({op} {name!r})"
+    if not op:
+        raise _error(label, f"subgraph {sg} node {index} has no op type")
+    param_type = n.u8(_N_PARAM_TYPE)
+    family = PARAM_TYPES.get(param_type)
+    table = n.table(_N_PARAM, "Param")
+    if family not in (None, "none") and table is None:
+        raise _error(label, f"{where} declares a {family} parameter table but has none")
+    params = _params(family, table) if table is not None and family is not None else {}
+    raw = n.scalars(_N_BSON, "u8")
+    return VendorNode(index, op, name, tuple(n.scalars(_N_INPUTS, "i32") or ()),
+                      tuple(n.scalars(_N_OUTPUTS, "i32") or ()), param_type, params, bytes(raw or b""),
+                      f"{label}: {where}")
+
+
+def _params(family: str, p: Table) -> Dict[str, Any]:
+    if family == "conv":
+        out = {"auto_pad": p.string(0, "NOTSET"), "dilations": list(p.scalars(1, "i32") or (1, 1)),
+               "group": p.i32(2, 1), "kernel_shape": list(p.scalars(3, "i32") or ()),
+               "pads": list(p.scalars(4, "i32") or (0, 0, 0, 0)), "strides": list(p.scalars(5, "i32") or (1, 1))}
+        return out
+    if family == "softmax":
+        return {"axis": p.i32(0, 1)}
+    if family == "resize":
+        return {"coordinate_transformation_mode": p.string(0), "mode": p.string(4), "nearest_mode": p.string(5)}
+    return {}  # maxpool, avgpool, concat, transpose: their attributes are in the BSON
+
+
+def attr_value(node: VendorNode, name: str, default=None):
+    """The value of ONNX attribute ``name`` from a node's BSON (``{"dtype", "value"}``
+    entries), or ``default``."""
+    entry = node.attrs.get(name)
+    if isinstance(entry, dict) and "value" in entry:
+        return entry["value"]
+    return default if entry is None else entry

@@ -1,0 +1,820 @@
+"""Vendor op types -> the software executor's graph IR (:mod:`rknnlite.model.graph`).
+
+:func:`lower_rockchip` turns a Rockchip ``.rknn`` file into a :class:`VendorModel`: the
+``metadata`` and ``graph`` the software backend runs, chosen so that the vendor
+simulator's semantics hold (``shared/reference/rknn-graph-execution.md`` §4, §5):
+
+* **fp16 files** run in the executor's ``float16`` mode: each op computes in float from
+  fp16 weights and float32 biases, and its output is rounded to fp16; the graph inputs
+  (normalised with the file's mean/std in float32) and the biases are not rounded (the
+  graph's ``keep_float`` names, honoured by the executor).
+* **int8 files** run in the executor's int8 mode (``graph.quant``): every int8 activation
+  keeps the tensor's scale/zero point, weights are dequantized with the per-channel scale
+  recovered from the node's DPU registers, biases per the bias-block formula; tensors the
+  file keeps in fp16 (after ``exDataConvert``) are float32 here.
+
+Lowering (one vendor node -> executor nodes):
+
+=====================  =============================================================
+InputOperator          none (its output is a graph input; NPU helper inputs ignored)
+OutputOperator         none (its input is a graph output)
+Conv, ConvRelu         Conv (``_activation="Relu"``); a compiler-inserted identity
+                       1x1 conv (the NHWC -> NC1HWC2 "Pre_weight") -> Identity
+ConvSigmoid,           Conv, then Sigmoid / x*Sigmoid(x) / HardSwish (int8 files run
+ConvExSwish,           them through lookup tables: the conv's weight scale comes from
+ConvHardSwish          the table's index map, the function is computed exactly)
+ConvClip,              Conv, then Clip / LeakyRelu / HardSigmoid with the parameters
+ConvLeakyRelu,         read from the node's DPU registers (not int8 HardSigmoid: its
+ConvHardSigmoid        alpha is not recoverable)
+ConvAdd                Conv, then Add of the residual (the extra activation input)
+Add, Sub, Mul          Add, Sub, Mul (plain constant operands: fp16-rounded values in
+                       fp16 files, dequantized integers in int8 files)
+MaxPool, AveragePool   MaxPool, AveragePool (attributes from the BSON)
+Concat, Transpose      Concat (``axis``), Transpose (``perm``) from the BSON
+Slice                  Slice (the stored int64 starts/ends/axes/steps)
+Resize                 Resize (parameters f0 coordinate mode, f4 mode, f5 nearest
+                       mode; the stored float32 scales)
+exSoftmax13            Softmax (``axis`` from the parameter table)
+Reshape                Reshape (the stored int64 shape)
+exDataConvert          Identity (int8 <-> float16 per its ``i_dtype``/``o_dtype``)
+=====================  =============================================================
+
+Every vendor op type not in :data:`SUPPORTED_OPS`, and every tensor, attribute or
+parameter the lowering does not understand, raises
+:class:`~rknnlite.errors.ModelInvalidError` naming it.  The file's weights are decoded
+once here (new arrays in model layout); nothing else is copied.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ...errors import ModelInvalidError
+from ..graph import Graph, Node
+from ..metadata import ModelMetadata, Preprocess, build_metadata
+from ..rockchip import RockchipModel
+from ..spec import QuantParams, TensorSpec
+from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
+from .regcmd import fused_activation, lut_index_map, node_registers, read_tasks, requant_of
+from .weights import decode_float_bias, decode_int8_bias, decode_int32_bias, decode_weight
+
+__all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_support", "vendor_op_counts"]
+
+#: Vendor op types the lowering runs.
+SUPPORTED_OPS: FrozenSet[str] = frozenset(
+    "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
+    "ConvHardSwish ConvAdd "
+    "Add Sub Mul "
+    "MaxPool AveragePool Concat Transpose Slice Resize exSoftmax13 Reshape exDataConvert".split())
+
+#: the fused part of each vendor conv op (None: a plain Conv)
+_CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
+                     "ConvHardSigmoid": "HardSigmoid",
+                     "ConvSigmoid": "Sigmoid", "ConvExSwish": "Swish", "ConvHardSwish": "HardSwish", "ConvAdd": "Add"}
+#: fused activations an int8 file computes with a lookup table (kind "lut" tensors)
+_LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")
+#: index steps of the lookup table per unit of the conv's real output, by function: the values the
+#: compiler writes in fp16 files (0x4068), which int8 files scale by their accumulator unit
+_LUT_INDEX_SCALE = {"Sigmoid": 2596.0, "Swish": 2824.0, "HardSwish": 5460.0}
+#: fused activations whose parameters are DPU registers
+_REGISTER_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
+#: Resize parameter values (strings in the table, as ONNX names them) the lowering passes on
+_RESIZE_MODES = ("nearest", "linear")
+_RESIZE_COORDS = ("asymmetric", "half_pixel", "align_corners", "pytorch_half_pixel")
+_RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+_ACTIVATION_KINDS = ("input", "output", "activation")
+_WEIGHT_KINDS = ("const", "generated")
+_IDENTITY_TOLERANCE = 1e-3
+
+
+class VendorGraph(Graph):
+    """A :class:`Graph` lowered from a vendor file.  ``keep_float`` names the tensors the
+    executor keeps at float32 in float16 mode (graph inputs, float32 biases), as the vendor
+    simulator does."""
+
+    def __init__(self, *args, keep_float: Sequence[str] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.keep_float: FrozenSet[str] = frozenset(keep_float)
+
+
+@dataclass(frozen=True)
+class VendorModel:
+    """A vendor ``.rknn`` file ready for the software backend.
+
+    Attributes:
+        metadata: I/O specs (the Rockchip reader's; float inputs are fed as float32 and
+            int8 ones as float32 with their quantization), float dtype, dynamic shapes.
+        graph: the lowered :class:`VendorGraph`.
+        rockchip: the file as :func:`~rknnlite.model.rockchip.read_rockchip` read it.
+        preprocess: per input, the file's mean/std (``None`` when it is the identity),
+            applied by :meth:`normalise`.
+        vendor_ops: the vendor op types of the file, in first-use order.
+    """
+
+    metadata: ModelMetadata
+    graph: VendorGraph
+    rockchip: RockchipModel
+    preprocess: Tuple[Optional[Preprocess], ...] = ()
+    vendor_ops: Tuple[str, ...] = field(default=())
+
+    def normalise(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
+        """``inputs`` (model layout NCHW, float32) with the file's ``(x - mean[c]) / std[c]``
+        applied in float32, as the vendor runtime does before quantizing; passed-through
+        inputs (already normalised) and inputs without mean/std are returned as they are.
+        Normalised inputs are new arrays; the caller's are never changed."""
+        out = list(inputs)
+        for i, p in enumerate(self.preprocess):
+            if p is None or (pass_through and pass_through[i]):
+                continue
+            x = out[i]
+            shape = (1, len(p.mean)) + (1,) * (x.ndim - 2)
+            y = np.subtract(x, p.mean_array.reshape(shape), dtype=np.float32)
+            np.divide(y, p.std_array.reshape(shape), out=y)
+            out[i] = y
+        return out
+
+
+def vendor_op_counts(payload, rockchip: RockchipModel) -> Dict[str, int]:
+    """How many nodes of each vendor op type the file's first subgraph has (first-use order)."""
+    vf = read_vendor_graph(payload, rockchip.header_size, rockchip.model_size, rockchip.label)
+    return dict(Counter(node.op for node in vf.subgraphs[0].nodes))
+
+
+def op_support(payload, rockchip: RockchipModel) -> List[Tuple[str, int, bool]]:
+    """``[(vendor op type, node count, runs off-board), ...]`` for ``rknnlite inspect``."""
+    return [(op, n, op in SUPPORTED_OPS) for op, n in vendor_op_counts(payload, rockchip).items()]
+
+
+def lower_rockchip(payload, rockchip: RockchipModel) -> VendorModel:
+    """Lower a Rockchip ``.rknn`` file (``payload``: its bytes, ``rockchip``: what the reader
+    made of them) for the software backend.
+
+    Raises:
+        ModelInvalidError: an op type, tensor, attribute or register this lowering does not
+            know, or a file without a FlatBuffer; the message names it and the file.
+    """
+    label = rockchip.label
+    if not rockchip.flatbuffer:
+        raise ModelInvalidError(f"{label}: format {rockchip.format_version:#x} files (rv1106 container) are not a "
+                                "FlatBuffer and cannot be run off-board", op="load")
+    vf = read_vendor_graph(payload, rockchip.header_size, rockchip.model_size, label)
+    _check_ops(vf, label)
+    _check_subgraphs(vf, label)
+    if (rockchip.batch_size or 1) > 1:
+        raise ModelInvalidError(f"{label}: files built with rknn_batch_size={rockchip.batch_size} are not supported "
+                                "off-board yet (only batch 1 was decoded)", op="load")
+    return _Lowering(vf, rockchip).run()
+
+
+def _check_ops(vf: VendorFile, label: str) -> None:
+    for sg in vf.subgraphs:
+        for node in sg.nodes:
+            if node.op not in SUPPORTED_OPS:
+                missing = sorted({n.op for s in vf.subgraphs for n in s.nodes} - SUPPORTED_OPS)
+                raise ModelInvalidError(
+                    f"{label}: vendor op type {node.op!r} ({node.label} of subgraph {sg.index}) cannot run off-board; "
+                    f"unsupported here: {', '.join(missing)}; supported: {', '.join(sorted(SUPPORTED_OPS))}",
+                    op="load")
+    for sg in vf.subgraphs:
+        for node in sg.nodes:
+            node.check_params()
+
+
+def _check_subgraphs(vf: VendorFile, label: str) -> None:
+    """Dynamic-shape files hold one subgraph per shape set; one lowered graph runs them all, so
+    they must differ only in activation shapes."""
+    first = vf.subgraphs[0]
+    for sg in vf.subgraphs[1:]:
+        if [n.op for n in sg.nodes] != [n.op for n in first.nodes] or \
+                [n.params for n in sg.nodes] != [n.params for n in first.nodes]:
+            raise ModelInvalidError(f"{label}: subgraph {sg.index} runs other ops than subgraph 0; files whose "
+                                    "shape sets compile to different graphs are not supported off-board", op="load")
+        for a, b in zip(first.nodes, sg.nodes):
+            # tensor indices (and helper inputs) differ between subgraphs: match constants by name
+            theirs = {sg.tensors[t].name: sg.tensors[t] for t in b.inputs}
+            for t0 in (first.tensors[t] for t in a.inputs):
+                t1 = theirs.get(t0.name)
+                if t0.kind == "shape" and (t1 is None or t1.kind != "shape" or
+                                           bytes(vf.tensor_data(first, t0)) != bytes(vf.tensor_data(sg, t1))):
+                    raise ModelInvalidError(
+                        f"{label}: shape constant {t0.name!r} of {a.label} differs between subgraphs 0 and {sg.index}; "
+                        "such dynamic-shape files are not supported off-board", op="load")
+
+
+class _Lowering:
+    def __init__(self, vf: VendorFile, rockchip: RockchipModel):
+        self.vf = vf
+        self.rk = rockchip
+        self.label = rockchip.label
+        self.sg: VendorSubgraph = vf.subgraphs[0]
+        self.names: Dict[int, str] = self._names()
+        self.nodes: List[Node] = []
+        self.constants: Dict[str, np.ndarray] = {}
+        self.quant: Dict[str, QuantParams] = {}
+        self.keep_float: List[str] = []
+        activations = [t for t in self.sg.tensors if t.kind in _ACTIVATION_KINDS]
+        for t in activations:
+            if t.dtype not in ("float16", "float32", "int8"):
+                raise self.error(f"activation tensor {t.index} ({t.name!r}) has dtype {t.dtype}; the lowering runs "
+                                 "float16, float32 and int8 activations")
+        self.int8 = any(t.dtype == "int8" for t in activations)
+        self._tasks = None
+        self._regcmd = None
+
+    def error(self, message: str) -> ModelInvalidError:
+        return ModelInvalidError(f"{self.label}: {message}", op="load")
+
+    def _names(self) -> Dict[int, str]:
+        counts = Counter(t.name for t in self.sg.tensors)
+        return {t.index: t.name if t.name and counts[t.name] == 1 else f"{t.name or 'tensor'}#{t.index}"
+                for t in self.sg.tensors}
+
+    # -- driver ------------------------------------------------------------------------------
+
+    def run(self) -> VendorModel:
+        sg = self.sg
+        in_names = [self.names[i] for i in sg.inputs]
+        out_names = [self.names[i] for i in sg.outputs]
+        specs_in, specs_out = list(self.rk.inputs), list(self.rk.outputs)
+        if in_names != [s.name for s in specs_in] or out_names != [s.name for s in specs_out]:
+            raise self.error(f"the graph's I/O tensors {in_names} -> {out_names} are not the JSON trailer's "
+                             f"{[s.name for s in specs_in]} -> {[s.name for s in specs_out]}")
+        for name in in_names:
+            self.keep_float.append(name)
+        for node in sg.nodes:
+            self.lower(node)
+        produced = set(in_names) | {name for node in self.nodes for name in node.outputs}
+        for t in sg.tensors:
+            if t.kind in _ACTIVATION_KINDS and t.dtype == "int8" and self.names[t.index] in produced:
+                self.quant[self.names[t.index]] = self.activation_quant(t)
+        graph = VendorGraph(self.nodes, in_names, out_names, self.constants, self.quant, keep_float=self.keep_float)
+        graph.validate()
+        preprocess = tuple(self.preprocess(i, spec) for i, spec in enumerate(specs_in))
+        metadata = build_metadata(
+            [_feed_spec(s, self.dynamic_dims(sg.inputs, k)) for k, s in enumerate(specs_in)],
+            [_with_dims(s, self.dynamic_dims(sg.outputs, k)) for k, s in enumerate(specs_out)],
+            producer="RKNN-Toolkit2", producer_version=self.rk.toolkit_version or "",
+            target_platforms=tuple(self.rk.target_platforms) or ((self.rk.target_platform,) if self.rk.target_platform
+                                                                 else ("rk3588",)),
+            custom_string=self.rk.custom_string or "",
+            float_dtype="float32" if self.int8 else "float16",
+            quantization="int8" if self.int8 else None,
+            dynamic_shapes=tuple(tuple(tuple(s) for s in shape_set) for shape_set in self.rk.dynamic_shapes),
+        )
+        ops = tuple(dict.fromkeys(n.op for n in sg.nodes))
+        return VendorModel(metadata, graph, self.rk, preprocess, ops)
+
+    def dynamic_dims(self, io: Tuple[int, ...], k: int) -> Tuple[int, ...]:
+        """The model shape of I/O tensor ``k`` (``io``: subgraph 0's input or output list) with
+        ``-1`` for each dim that differs between the subgraphs (the shape sets)."""
+        which = "inputs" if io is self.sg.inputs else "outputs"
+        shapes = []
+        for sg in self.vf.subgraphs:
+            ids = getattr(sg, which)
+            if len(ids) != len(io):
+                raise self.error(f"subgraph {sg.index} has {len(ids)} {which}, subgraph 0 has {len(io)}")
+            shapes.append(sg.tensor(ids[k], f"{self.label}: subgraph {sg.index} {which}").shape)
+        if any(len(shape) != len(shapes[0]) for shape in shapes):
+            raise self.error(f"{which[:-1]} {k} has different ranks in the subgraphs: {shapes}")
+        return tuple(d if all(shape[j] == d for shape in shapes) else -1 for j, d in enumerate(shapes[0]))
+
+    def lower(self, node: VendorNode) -> None:
+        if node.op == "InputOperator":
+            self.check_io(node, node.outputs, "input", self.sg.inputs)
+        elif node.op == "OutputOperator":
+            self.check_io(node, node.inputs, "output", self.sg.outputs)
+        elif node.op in _CONV_ACTIVATIONS:
+            self.conv(node)
+        elif node.op in ("Add", "Sub", "Mul"):
+            self.elementwise(node)
+        elif node.op in ("MaxPool", "AveragePool"):
+            self.pool(node)
+        elif node.op == "Concat":
+            self.emit(node, "Concat", self.activation_inputs(node, 1, 1 << 16), {"axis": int(self.bson(node, "axis"))})
+        elif node.op == "Transpose":
+            perm = [int(v) for v in self.bson(node, "perm")]
+            self.emit(node, "Transpose", self.activation_inputs(node, 1, 1), {"perm": perm})
+        elif node.op == "Slice":
+            self.slice(node)
+        elif node.op == "Resize":
+            self.resize(node)
+        elif node.op == "exSoftmax13":
+            self.emit(node, "Softmax", self.activation_inputs(node, 1, 1), {"axis": int(node.params.get("axis", 1))})
+        elif node.op == "Reshape":
+            self.reshape(node)
+        elif node.op == "exDataConvert":
+            self.data_convert(node)
+        else:  # _check_ops let an op through that nothing lowers
+            raise self.error(f"vendor op type {node.op!r} ({node.label}) has no lowering")
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def tensor(self, index: int, node: VendorNode) -> VendorTensor:
+        return self.sg.tensor(index, f"{self.label}: {node.label}")
+
+    def single_output(self, node: VendorNode) -> VendorTensor:
+        if len(node.outputs) != 1:
+            raise self.error(f"{node.label} has {len(node.outputs)} outputs; the lowering expects one")
+        out = self.tensor(node.outputs[0], node)
+        if out.kind not in ("activation", "output"):
+            raise self.error(f"{node.label} writes a {out.kind} tensor ({out.name!r}), expected an activation")
+        return out
+
+    def activation_inputs(self, node: VendorNode, least: int, most: int) -> List[str]:
+        """The node's activation inputs (NPU helper inputs, constants the NPU made up, dropped)."""
+        names = [self.names[i] for i in node.inputs
+                 if self.tensor(i, node).kind in _ACTIVATION_KINDS and not _is_helper(self.tensor(i, node))]
+        if not least <= len(names) <= most:
+            raise self.error(f"{node.label} has {len(names)} activation inputs; {node.op} takes "
+                             f"{least if least == most else f'{least}..{most}'}")
+        return names
+
+    def emit(self, node: VendorNode, op: str, inputs: List[str], attrs: dict, output: Optional[str] = None) -> None:
+        out = output or self.names[self.single_output(node).index]
+        self.nodes.append(Node(op, node.name or f"{node.op}#{node.index}", inputs, [out], attrs))
+
+    def bson(self, node: VendorNode, name: str):
+        """ONNX attribute ``name`` from the node's BSON; ModelInvalidError when it is absent."""
+        value = attr_value(node, name)
+        if value is None:
+            raise self.error(f"{node.label} has no {name!r} attribute in its BSON")
+        return value
+
+    def const_operand(self, node: VendorNode, t: VendorTensor) -> str:
+        """A constant operand of an element-wise op (plain layout) as a float32 model-shape array:
+        float values as stored (rounded to fp16 in an fp16 file, as the vendor simulator does),
+        integer ones dequantized with the tensor's scale/zero point."""
+        if t.layout not in ("plain", "NCHW"):
+            raise self.error(f"{node.label}: constant {t.name!r} has layout {t.layout}; plain constants only")
+        raw = self.vf.tensor_data(self.sg, t)
+        dtypes = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "int8": "i1", "int16": "<i2"}
+        if t.dtype not in dtypes:
+            raise self.error(f"{node.label}: constant {t.name!r} has dtype {t.dtype}")
+        count = int(np.prod(t.shape)) if t.shape else 1
+        item = np.dtype(dtypes[t.dtype])
+        if len(raw) < count * item.itemsize:
+            raise self.error(f"{node.label}: constant {t.name!r} needs {count * item.itemsize} bytes, has {len(raw)}")
+        values = np.frombuffer(raw, item, count).reshape(t.shape)
+        if item.kind == "f":
+            array = values.astype(np.float32)
+        else:
+            if len(t.scale) != 1:
+                raise self.error(f"{node.label}: integer constant {t.name!r} has no single scale to dequantize it")
+            zp = t.zero_point[0] if t.zero_point else 0
+            array = ((values.astype(np.float64) - zp) * t.scale[0]).astype(np.float32)
+        return self.constant(self.names[t.index], array)  # an fp16 file rounds them (bit-exact that way)
+
+    def constant(self, name: str, value: np.ndarray, keep_float: bool = False) -> str:
+        self.constants[name] = value
+        if keep_float:
+            self.keep_float.append(name)
+        return name
+
+    def check_io(self, node: VendorNode, tensors: Tuple[int, ...], kind: str, listed: Tuple[int, ...]) -> None:
+        io = [t for t in tensors if t in listed]
+        if len(io) != 1:
+            raise self.error(f"{node.label} does not name exactly one of the subgraph's {kind} tensors")
+
+    def activation_quant(self, t: VendorTensor) -> QuantParams:
+        if len(t.scale) != 1 or len(t.zero_point) != 1 or not t.scale[0] > 0 or not -128 <= t.zero_point[0] <= 127:
+            raise self.error(f"int8 tensor {t.index} ({t.name!r}) has scale {list(t.scale)} and zero point "
+                             f"{list(t.zero_point)}; one positive scale and one int8 zero point were expected")
+        return QuantParams("int8", (float(t.scale[0]),), (int(t.zero_point[0]),))
+
+    def preprocess(self, index: int, spec: TensorSpec) -> Optional[Preprocess]:
+        """The file's mean/std of input ``index`` (Description attrs, else the subgraph's
+        Preproc table), ``None`` when it is the identity."""
+        attrs = (self.rk.description or {}).get("attrs", {})
+        entry = attrs.get(spec.name) if isinstance(attrs, dict) else None
+        if isinstance(entry, dict) and "mean" in entry and "std" in entry:
+            mean, std = entry["mean"], entry["std"]
+            if entry.get("rgb2bgr"):
+                raise self.error(f"input {spec.name!r} is marked rgb2bgr; channel reordering is not supported "
+                                 "off-board yet")
+        elif index < len(self.sg.preproc):
+            mean, std, order = self.sg.preproc[index]
+            channels = spec.shape[1] if len(spec.shape) == 4 else 0
+            if channels > len(mean):
+                raise self.error(f"input {spec.name!r}: the Preproc table holds {len(mean)} means for "
+                                 f"{channels} channels and the Description has none")
+            if list(order[:channels]) != list(range(channels)):
+                raise self.error(f"input {spec.name!r} has channel order {list(order)}; reordering is not "
+                                 "supported off-board yet")
+            mean, std = mean[:channels], std[:channels]
+        else:
+            return None
+        try:
+            mean = tuple(float(v) for v in mean)
+            std = tuple(float(v) for v in std)
+        except (TypeError, ValueError):
+            raise self.error(f"input {spec.name!r} has a non-numeric mean/std") from None
+        if all(m == 0 for m in mean) and all(s == 1 for s in std):
+            return None
+        if len(spec.shape) != 4 or len(mean) != spec.shape[1] or len(std) != len(mean) or 0 in std:
+            raise self.error(f"input {spec.name!r} of shape {list(spec.shape)} has {len(mean)} means and "
+                             f"{len(std)} stds; per-channel values for axis 1 (no zero std) were expected")
+        return Preprocess(mean, std)
+
+    # -- op lowerings ------------------------------------------------------------------------
+
+    def conv(self, node: VendorNode) -> None:
+        if node.param_type != 1:
+            raise self.error(f"{node.label} has parameter-union type {node.param_type}; a conv table (1) was expected")
+        out = self.single_output(node)
+        if len(node.inputs) < 2:
+            raise self.error(f"{node.label} has no weight input")
+        x = self.tensor(node.inputs[0], node)
+        w = self.tensor(node.inputs[1], node)
+        b = self.tensor(node.inputs[2], node) if len(node.inputs) > 2 else None
+        if b is not None and b.kind not in _WEIGHT_KINDS:
+            b = None
+        extra = [self.tensor(i, node) for i in node.inputs[3 if b is not None else 2:]]
+        if x.kind not in _ACTIVATION_KINDS or w.kind not in _WEIGHT_KINDS or w.layout != "weight":
+            raise self.error(f"{node.label}: inputs {x.kind} {x.name!r}, {w.kind}/{w.layout} {w.name!r} are not an "
+                             "activation and a tiled weight")
+        extra = [t for t in extra if t.kind in _ACTIVATION_KINDS and not _is_helper(t)]
+        activation = _CONV_ACTIVATIONS[node.op]
+        if len(extra) != (1 if activation == "Add" else 0):
+            raise self.error(f"{node.label} has {len(extra)} extra activation inputs "
+                             f"{[t.name for t in extra]}; {node.op} takes {1 if activation == 'Add' else 0}")
+        p = node.params
+        group = int(p.get("group", 1))
+        kernel = list(p["kernel_shape"])
+        where = f"{self.label}: {node.label} weight {w.name!r}"
+        raw = self.vf.tensor_data(self.sg, w)
+        weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size)
+        channels_in = x.shape[1] if len(x.shape) == 4 else -1
+        if group > 1:
+            if not (w.shape[0] == 1 and w.shape[1] == group == channels_in):
+                raise self.error(f"{node.label}: a group-{group} conv with weight shape {list(w.shape)} on "
+                                 f"{channels_in} channels; only depthwise weights [1, C, kh, kw] were decoded")
+            weight = np.ascontiguousarray(weight.transpose(1, 0, 2, 3))
+        elif weight.shape[1] != channels_in:
+            raise self.error(f"{node.label}: weight {list(weight.shape)} does not match input channels {channels_in}")
+        if list(weight.shape[2:]) != kernel:
+            raise self.error(f"{node.label}: weight {list(weight.shape)} does not match kernel_shape {kernel}")
+        attrs = {"kernel_shape": kernel, "pads": list(p["pads"]), "strides": list(p["strides"]),
+                 "dilations": list(p["dilations"]), "group": group}
+        if p.get("auto_pad", "NOTSET") not in ("NOTSET", ""):
+            raise self.error(f"{node.label} has auto_pad {p['auto_pad']!r}; only explicit pads (NOTSET) are supported")
+        _check_conv_shape(self, node, x, out, weight.shape, attrs)
+        if self.int8:
+            if activation == "HardSigmoid":
+                raise self.error(f"{node.label}: int8 {node.op} runs through a lookup table whose index map holds "
+                                 "alpha times an accumulator unit that the file does not store; not supported "
+                                 "off-board yet")
+            weight_f, bias_f, unit = self.int8_conv_constants(node, x, out, w, weight, b,
+                                                              _LUT_INDEX_SCALE.get(activation))
+            if unit is None and activation in _REGISTER_ACTIVATIONS:
+                raise self.error(f"{node.label}: int8 {node.op} on this platform: its DPU register map (where the "
+                                 "activation parameters are) is not the one decoded")
+        else:
+            if w.dtype != "float16":
+                raise self.error(f"{node.label}: weight {w.name!r} has dtype {w.dtype}; fp16 files store float16")
+            weight_f = weight.astype(np.float32)
+            bias_f, unit = None, None
+            if b is not None:
+                if b.dtype != "float32":
+                    raise self.error(f"{node.label}: bias {b.name!r} has dtype {b.dtype}; fp16 files store float32")
+                bias_f = decode_float_bias(self.vf.tensor_data(self.sg, b), weight.shape[0],
+                                           f"{self.label}: {node.label} bias {b.name!r}")
+        if activation is None and _is_identity(node, weight_f, bias_f, attrs) and \
+                (not self.int8 or _same_quant(x, out)):
+            self.emit(node, "Identity", [self.names[x.index]], {})
+            return
+        inputs = [self.names[x.index], self.constant(self.names[w.index], weight_f)]
+        if bias_f is not None:
+            inputs.append(self.constant(self.names[b.index], bias_f, keep_float=True))
+        if activation in (None, "Relu"):
+            if activation is not None:
+                attrs["_activation"] = activation  # relu commutes with the rounding and the int8 grid
+            self.emit(node, "Conv", inputs, attrs)
+            return
+        # conv, rounded to fp16 (fp16 files) or kept float (int8 files), then the fused part
+        conv = f"{self.names[out.index]}__conv"
+        self.emit(node, "Conv", inputs, attrs, output=conv)
+        self.fused(node, activation, conv, extra, unit)
+
+    def fused(self, node: VendorNode, activation: str, conv: str, extra: List[VendorTensor],
+              unit: Optional[float]) -> None:
+        """The nodes of a conv's fused part, reading the conv output ``conv``; ``unit``: an int8
+        file's accumulator unit (for register parameters)."""
+        out_name = self.names[self.single_output(node).index]
+        if activation in _REGISTER_ACTIVATIONS:
+            where = f"{self.label}: {node.label}"
+            regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
+            params = fused_activation(regs, node.op, where, unit if self.int8 else None)
+            if activation == "LeakyRelu":
+                # The register holds the slope rounded (float16, or round(alpha * 2^14)); the simulator uses
+                # the ONNX value, taken to be the shortest decimal rounding to it (0.1, not 0.0999756).
+                stored = params["alpha"]
+                alpha = _shortest(stored, (lambda a: float(np.float16(a)) == stored) if not self.int8
+                                  else (lambda a: round(a * (1 << 14)) == round(stored * (1 << 14))))
+                self.emit(node, "LeakyRelu", [conv], {"alpha": alpha})
+            elif activation == "HardSigmoid":
+                alpha, beta = _hard_sigmoid_params(params["lut_scale"], params["lut_offset"])
+                self.emit(node, "HardSigmoid", [conv], {"alpha": alpha, "beta": beta})
+            else:
+                bounds = [self.constant(f"{out_name}__{k}", np.array(params[k], np.float32), keep_float=True)
+                          for k in ("min", "max")]
+                self.emit(node, "Clip", [conv] + bounds, {})
+        elif activation == "Swish":
+            sig = f"{out_name}__sigmoid"
+            self.keep_float.append(sig)  # x * sigmoid(x) is one op: its sigmoid is not rounded
+            self.emit(node, "Sigmoid", [conv], {}, output=sig)
+            self.emit(node, "Mul", [conv, sig], {})
+        elif activation == "Add":
+            self.emit(node, "Add", [conv, self.names[extra[0].index]], {})
+        else:
+            self.emit(node, activation, [conv], {})
+
+    def int8_conv_constants(self, node: VendorNode, x: VendorTensor, out: VendorTensor, w: VendorTensor,
+                            q: np.ndarray, b: Optional[VendorTensor],
+                            lut_scale: Optional[float] = None) -> Tuple[np.ndarray, np.ndarray, Optional[float]]:
+        """Float weight, bias and accumulator unit (the real value of one accumulator step,
+        ``s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``; ``None`` when the registers are not read) of
+        an int8 conv: ``w = (q - zp_w[c]) * s_w[c]`` and
+        ``b = (bias_i32 + zp_in * sum(q - zp_w)) * s_in * s_w[c]``, with
+        ``s_w[c] = OUT_CVT_SCALE / 2^OUT_CVT_SHIFT * mul[c] / 2^mul_shift * s_out / s_in`` (no
+        ``mul[c]`` factor when the multiplier stage is bypassed), or the per-channel scales the
+        file stores (rk3576/rv1126b: ``<weight>_w4a16_weight``, float16), whose DPU registers
+        follow another map and are not read.  A conv feeding a lookup table (``lut_scale``: the
+        function's index steps per real unit) is requantized into the table's index instead,
+        so its accumulator unit is ``(M / 2^s) / lut_scale`` (:func:`.regcmd.lut_index_map`)."""
+        if x.dtype != "int8" or out.dtype != "int8" or q.dtype != np.int8:
+            raise self.error(f"{node.label}: an int8 file's conv needs int8 input, weight and output "
+                             f"(got {x.dtype}, {q.dtype}, {out.dtype})")
+        if b is None or b.dtype != "int32":
+            raise self.error(f"{node.label} has no int32 bias; its weight quantization cannot be recovered")
+        where = f"{self.label}: {node.label}"
+        channels = q.shape[0]
+        raw = self.vf.tensor_data(self.sg, b)
+        s_in, zp_in = self.activation_quant(x).scale[0], self.activation_quant(x).zero_point[0]
+        stored = self.stored_weight_scales(w, channels)
+        if stored is not None:
+            bias_i32, w_zp, _ = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}", self.bias_block(node, x, out))
+            centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
+            return _dequantized(centred, bias_i32, zp_in, s_in, stored) + (None,)
+        regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
+        if lut_scale is not None:
+            index_step, mul_shift = lut_index_map(regs, where)
+            bias_i32, w_zp, mul = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}", self.bias_block(node, x, out))
+            unit = index_step / lut_scale  # the real value of one accumulator step: s_in * max s_w
+            m = np.ones(channels) if mul_shift is None else mul.astype(np.float64) / float(1 << mul_shift)
+            centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
+            return _dequantized(centred, bias_i32, zp_in, s_in, unit * m / s_in) + (unit,)
+        requant = requant_of(regs, where)
+        if requant.bias_blocks:
+            bias_i32, w_zp, mul = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}", self.bias_block(node, x, out))
+        else:  # per-layer quantization: a plain int32 bias, one weight zero point, no channel multipliers
+            bias_i32 = decode_int32_bias(raw, channels, f"{where} bias {b.name!r}")
+            w_zp = np.full(channels, requant.weight_zp, np.int64)
+            mul = np.zeros(channels, np.int64)
+        qo = self.activation_quant(out)
+        s_out, zp_out = qo.scale[0], qo.zero_point[0]
+        if requant.offset != zp_out:
+            raise self.error(f"{node.label}: OUT_CVT_OFFSET is {requant.offset} but the output's zero point is "
+                             f"{zp_out}; the register layout is not the one decoded")
+        if requant.mul_shift is None:
+            m = np.full(channels, requant.multiplier)
+        elif np.all(mul > 0):
+            m = requant.multiplier * mul.astype(np.float64) / float(1 << requant.mul_shift)
+        else:
+            raise self.error(f"{node.label}: the bias block's channel multipliers {mul.tolist()} are not all positive")
+        centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
+        return _dequantized(centred, bias_i32, zp_in, s_in, m * s_out / s_in) + (s_out * requant.multiplier,)
+
+    def bias_block(self, node: VendorNode, x: VendorTensor, out: VendorTensor) -> int:
+        """Channels per int8 bias block: half the C2 of the conv's NC1HWC2 activations."""
+        c2 = [t.npu_shape[-1] for t in (out, x) if t.layout == "NC1HWC2" and len(t.npu_shape) == 5]
+        if not c2:
+            raise self.error(f"{node.label}: neither its input nor its output is NC1HWC2, so the channels per "
+                             "bias block (half the C2) are not known")
+        return c2[0] // 2
+
+    def stored_weight_scales(self, w: VendorTensor, channels: int) -> Optional[np.ndarray]:
+        """The per-channel weight scales rk3576/rv1126b files store next to an int8 weight
+        (``<weight>_w4a16_weight``, float16), or ``None`` when the file has none."""
+        found = [t for t in self.sg.tensors if t.name == f"{w.name}_w4a16_weight"]
+        if not found:
+            return None
+        t = found[0]
+        raw = self.vf.tensor_data(self.sg, t)
+        if t.dtype != "float16" or len(raw) < 2 * channels:
+            raise self.error(f"weight scales {t.name!r} ({t.dtype}, {len(raw)} bytes) are not {channels} float16 values")
+        scales = np.frombuffer(raw, "<f2", channels).astype(np.float64)
+        if not np.all(scales > 0):
+            raise self.error(f"weight scales {t.name!r} are not all positive: {scales.tolist()}")
+        return scales
+
+    def tasks(self):
+        if self._tasks is None:
+            self._tasks = read_tasks(self.vf.tensor_data(self.sg, self.kind_tensor("task")), f"{self.label}: tasks")
+        return self._tasks
+
+    def regcmd(self) -> memoryview:
+        if self._regcmd is None:
+            self._regcmd = self.vf.tensor_data(self.sg, self.kind_tensor("regcmd"))
+        return self._regcmd
+
+    def kind_tensor(self, kind: str) -> VendorTensor:
+        found = [t for t in self.sg.tensors if t.kind == kind]
+        if len(found) != 1:
+            raise self.error(f"subgraph 0 has {len(found)} {kind} tensors; int8 requantization needs exactly one")
+        return found[0]
+
+    def reshape(self, node: VendorNode) -> None:
+        (data,) = self.activation_inputs(node, 1, 1)
+        shapes = [self.tensor(i, node) for i in node.inputs if self.tensor(i, node).kind == "shape"]
+        if len(shapes) != 1 or shapes[0].dtype != "int64":
+            raise self.error(f"{node.label} needs one int64 shape constant")
+        t = shapes[0]
+        shape = self.int64_const(node, t)
+        out = self.single_output(node)
+        if list(shape) != list(out.shape) and -1 not in shape.tolist() and 0 not in shape.tolist():
+            raise self.error(f"{node.label}: shape constant {shape.tolist()} is not the output shape {list(out.shape)}")
+        self.emit(node, "Reshape", [data, self.constant(self.names[t.index], shape)], {})
+
+    def elementwise(self, node: VendorNode) -> None:
+        operands = []
+        for i in node.inputs:
+            t = self.tensor(i, node)
+            if t.kind in _ACTIVATION_KINDS and not _is_helper(t):
+                operands.append(self.names[t.index])
+            elif t.kind in ("const", "shape", "generated") and t.layout != "weight":
+                operands.append(self.const_operand(node, t))
+        if len(operands) != 2:
+            raise self.error(f"{node.label} has {len(operands)} operands; {node.op} takes 2")
+        self.emit(node, node.op, operands, {})
+
+    def pool(self, node: VendorNode) -> None:
+        (data,) = self.activation_inputs(node, 1, 1)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        kernel = [int(v) for v in self.bson(node, "kernel_shape")]
+        attrs = {"kernel_shape": kernel,
+                 "strides": [int(v) for v in attr_value(node, "strides", [1] * len(kernel))],
+                 "pads": [int(v) for v in attr_value(node, "pads", [0] * 2 * len(kernel))]}
+        ceil_mode = int(attr_value(node, "ceil_mode", 0))
+        if ceil_mode:
+            attrs["ceil_mode"] = 1
+        if node.op == "MaxPool":
+            attrs["dilations"] = [int(v) for v in attr_value(node, "dilations", [1] * len(kernel))]
+        else:
+            include = int(attr_value(node, "count_include_pad", 0))
+            if include:
+                attrs["count_include_pad"] = 1
+        dims = []
+        for k in range(len(kernel)):
+            span = attrs.get("dilations", [1] * len(kernel))[k] * (kernel[k] - 1) + 1
+            size = x.shape[2 + k] + attrs["pads"][k] + attrs["pads"][k + len(kernel)] - span
+            dims.append(-(-size // attrs["strides"][k]) + 1 if ceil_mode else size // attrs["strides"][k] + 1)
+        if list(x.shape[:2]) + dims != list(out.shape):
+            raise self.error(f"{node.label}: its attributes {attrs} give output shape {list(x.shape[:2]) + dims}, "
+                             f"the file says {list(out.shape)}")
+        self.emit(node, node.op, [data], attrs)
+
+    def int64_const(self, node: VendorNode, t: VendorTensor) -> np.ndarray:
+        if t.dtype != "int64" or t.kind != "shape":
+            raise self.error(f"{node.label}: {t.name!r} is a {t.dtype} {t.kind} tensor; an int64 constant was expected")
+        raw = self.vf.tensor_data(self.sg, t)
+        count = int(np.prod(t.shape)) if t.shape else 0
+        if len(raw) < 8 * count:
+            raise self.error(f"{node.label}: constant {t.name!r} needs {8 * count} bytes, has {len(raw)}")
+        return np.frombuffer(raw, "<i8", count).astype(np.int64)
+
+    def slice(self, node: VendorNode) -> None:
+        (data,) = self.activation_inputs(node, 1, 1)
+        consts = [self.tensor(i, node) for i in node.inputs[1:]]
+        if not 2 <= len(consts) <= 4:
+            raise self.error(f"{node.label} has {len(consts)} constant inputs; Slice takes starts, ends[, axes[, steps]]")
+        values = [self.int64_const(node, t) for t in consts]
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        axes = values[2] if len(values) > 2 else np.arange(len(values[0]))
+        steps = values[3] if len(values) > 3 else np.ones(len(values[0]), np.int64)
+        index = [slice(None)] * len(x.shape)
+        for start, end, axis, step in zip(values[0], values[1], axes, steps):
+            index[int(axis)] = slice(int(start), int(end), int(step))
+        got = list(np.empty(x.shape, np.uint8)[tuple(index)].shape)
+        if got != list(out.shape):
+            raise self.error(f"{node.label}: starts/ends/axes/steps {[v.tolist() for v in values]} give shape {got}, "
+                             f"the file says {list(out.shape)}")
+        names = [self.constant(self.names[t.index], v) for t, v in zip(consts, values)]
+        self.emit(node, "Slice", [data] + names, {})
+
+    def resize(self, node: VendorNode) -> None:
+        (data,) = self.activation_inputs(node, 1, 1)
+        p = node.params
+        mode, coord, nearest = p.get("mode"), p.get("coordinate_transformation_mode"), p.get("nearest_mode")
+        if mode not in _RESIZE_MODES or coord not in _RESIZE_COORDS or nearest not in _RESIZE_NEAREST:
+            raise self.error(f"{node.label}: Resize parameters {p} are not understood (known: modes {_RESIZE_MODES}, "
+                             f"coordinate modes {_RESIZE_COORDS}, nearest modes {_RESIZE_NEAREST})")
+        consts = [self.tensor(i, node) for i in node.inputs[1:] if self.tensor(i, node).kind == "shape"]
+        scales = [t for t in consts if t.dtype == "float32" and t.shape and t.shape[0] > 0]
+        if len(scales) != 1:
+            raise self.error(f"{node.label} needs one float32 scales constant, has {[t.name for t in consts]}")
+        t = scales[0]
+        raw = self.vf.tensor_data(self.sg, t)
+        if len(raw) < 4 * t.shape[0]:
+            raise self.error(f"{node.label}: scales {t.name!r} needs {4 * t.shape[0]} bytes, has {len(raw)}")
+        values = np.frombuffer(raw, "<f4", t.shape[0]).astype(np.float32)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        if [int(np.floor(d * s)) for d, s in zip(x.shape, values)] != list(out.shape):
+            raise self.error(f"{node.label}: scales {values.tolist()} do not give the output shape {list(out.shape)}")
+        attrs = {"mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest}
+        self.emit(node, "Resize", [data, "", self.constant(self.names[t.index], values)], attrs)
+
+    def data_convert(self, node: VendorNode) -> None:
+        (data,) = self.activation_inputs(node, 1, 1)
+        src, dst = attr_value(node, "i_dtype"), attr_value(node, "o_dtype")
+        known = ("int8", "float16")
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        if src not in known or dst not in known or x.dtype != src or out.dtype != dst:
+            raise self.error(f"{node.label} converts {src!r} ({x.dtype} tensor) to {dst!r} ({out.dtype} tensor); "
+                             f"the lowering converts between {' and '.join(known)}")
+        self.emit(node, "Identity", [data], {})
+
+
+def _with_dims(spec: TensorSpec, dims: Tuple[int, ...]) -> TensorSpec:
+    """``spec`` with the subgraphs' dims (``-1`` where the shape sets differ) when they are
+    the JSON shape's; the JSON shape otherwise."""
+    if len(dims) != len(spec.shape) or any(d != -1 and d != e for d, e in zip(dims, spec.shape)):
+        return spec
+    return TensorSpec(spec.name, dims, spec.dtype, spec.layout, spec.quant)
+
+
+def _feed_spec(spec: TensorSpec, dims: Tuple[int, ...]) -> TensorSpec:
+    """An input spec as the software backend takes it: float32 data (int8 inputs keep their
+    quantization, so their attribute still says INT8 with its scale and zero point), with
+    ``-1`` for the dims the shape sets vary."""
+    spec = _with_dims(spec, dims)
+    if spec.dtype in ("int8", "float16"):
+        return TensorSpec(spec.name, spec.shape, "float32", spec.layout, spec.quant)
+    return spec
+
+
+def _check_conv_shape(lowering: _Lowering, node: VendorNode, x: VendorTensor, out: VendorTensor, w_shape, attrs) -> None:
+    """The output shape the attributes give must be the file's: a check that they were read right."""
+    if len(x.shape) != 4 or len(out.shape) != 4:
+        raise lowering.error(f"{node.label}: conv tensors of shapes {list(x.shape)} -> {list(out.shape)} are not 4-D")
+    dims = []
+    for k in range(2):
+        span = attrs["dilations"][k] * (attrs["kernel_shape"][k] - 1) + 1
+        size = x.shape[2 + k] + attrs["pads"][k] + attrs["pads"][k + 2] - span
+        dims.append(size // attrs["strides"][k] + 1)
+    expected = [x.shape[0], w_shape[0]] + dims
+    if expected != list(out.shape):
+        raise lowering.error(f"{node.label}: its attributes give output shape {expected}, the file says "
+                             f"{list(out.shape)}")
+
+
+def _is_identity(node: VendorNode, weight: np.ndarray, bias: Optional[np.ndarray], attrs: dict) -> bool:
+    """A compiler-inserted (unnamed) 1x1 conv whose weight is the identity and bias zero."""
+    if node.name or weight.shape[0] != weight.shape[1] or weight.shape[2:] != (1, 1) or attrs["group"] != 1:
+        return False
+    if attrs["strides"] != [1, 1] or any(attrs["pads"]):
+        return False
+    eye = np.eye(weight.shape[0], dtype=np.float32)
+    if not np.allclose(weight[:, :, 0, 0], eye, rtol=0, atol=_IDENTITY_TOLERANCE):
+        return False
+    return bias is None or bool(np.all(np.abs(bias) <= _IDENTITY_TOLERANCE))
+
+
+def _dequantized(centred: np.ndarray, bias_i32: np.ndarray, zp_in: int, s_in: float,
+                 s_w: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Float weight ``(q - zp_w) * s_w[c]`` and bias ``(bias_i32 + zp_in * sum(q - zp_w)) * s_in * s_w[c]``."""
+    weight = (centred * s_w.reshape(-1, 1, 1, 1)).astype(np.float32)
+    bias = ((bias_i32 + zp_in * centred.sum(axis=(1, 2, 3))) * s_in * s_w).astype(np.float32)
+    return weight, bias
+
+
+def _shortest(value: float, stored) -> float:
+    """The decimal with the fewest significant digits for which ``stored(decimal)`` holds: the
+    ONNX parameter a register value was rounded from (the simulator uses the ONNX value)."""
+    for digits in range(1, 10):
+        candidate = float(f"{value:.{digits}g}")
+        if stored(candidate):
+            return candidate
+    return value
+
+
+def _hard_sigmoid_params(scale: float, offset: float) -> Tuple[float, float]:
+    """HardSigmoid ``(alpha, beta)`` from its lookup-table index map ``u = x * scale + offset``,
+    ``scale = f16(alpha * 32768)``, ``offset = f32(scale * (beta - 0.5) / alpha)``."""
+    alpha = _shortest(scale / 32768, lambda a: float(np.float16(a * 32768)) == scale)
+    beta = _shortest(0.5 + offset * alpha / scale,
+                     lambda b: float(np.float32(scale * (b - 0.5) / alpha)) == float(np.float32(offset)))
+    return alpha, beta
+
+
+def _is_helper(t: VendorTensor) -> bool:
+    """An NPU scratch activation a node lists as an input (``*_exSecondary``,
+    ``empty_placeholder_*``): not data the CPU computation reads."""
+    return t.name.endswith("_exSecondary") or t.name.startswith("empty_placeholder_")
+
+
+def _same_quant(a: VendorTensor, b: VendorTensor) -> bool:
+    return a.scale == b.scale and a.zero_point == b.zero_point

@@ -1,0 +1,239 @@
+"""The NPU task table and register command stream of a vendor file, read for one purpose:
+the int8 requantization of a node (reference §5).
+
+* task records (tensor kind "task"): 40-byte ``struct rknpu_task``
+  ``{u32 flags, op_idx, enable_mask, int_mask, int_clear, int_status, regcfg_amount,
+  regcfg_offset; u64 regcmd_addr}``, ``regcmd_addr`` a byte offset into the regcmd blob;
+* regcmd entries (tensor kind "regcmd"): u64 ``(target << 48) | (value << 16) | reg``.
+
+A node's registers are those of the first task whose ``op_idx`` is the node's index and
+which enables the CNA (``enable_mask & 1``).  DPU registers (target 0x1001) used:
+``BS_CFG`` 0x4040 (bit 4 set with ``BS_MUL_CFG`` 0: the multiplier stage is bypassed, as
+observed on identity convs and per-layer files), ``BS_MUL_CFG`` 0x4048 (bit 0: per-channel
+multipliers from the bias block; bits 8..13: their shift), 0x4050 (bit 0 set: per-channel
+bias blocks; clear: a plain int32 bias, the weight zero point in 0x4054, negated),
+``OUT_CVT_OFFSET`` 0x4080
+(the output zero point, signed), ``OUT_CVT_SCALE`` 0x4084 (16-bit multiplier) and
+``OUT_CVT_SHIFT`` 0x4088 (6-bit shift).  Bits this module does not understand set in
+those registers raise :class:`~rknnlite.errors.ModelInvalidError`.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from ...errors import ModelInvalidError
+
+__all__ = ["Task", "Requant", "read_tasks", "node_registers", "requant_of", "lut_index_map", "fused_activation",
+           "TARGET_DPU"]
+
+TASK_SIZE = 40
+_TASK = struct.Struct("<8IQ")
+TARGET_DPU = 0x1001
+REG_BS_CFG = 0x4040
+REG_BS_ALU_CFG = 0x4050  # bit 0: per-channel bias blocks; clear: plain int32 bias (per-layer files)
+REG_BS_ALU_SRC = 0x4054  # plain-bias layout: minus the layer's weight zero point
+REG_BS_MUL_CFG = 0x4048
+_BS_MUL_BYPASS = 0x10
+REG_OUT_CVT_OFFSET = 0x4080
+REG_OUT_CVT_SCALE = 0x4084
+REG_OUT_CVT_SHIFT = 0x4088
+# fp16 fused activations (observed by comparing files that differ in one parameter)
+REG_BN_CFG = 0x4060
+REG_BN_ADD = 0x4064  # float32: a value added before the clip (ConvClip with a negative bound)
+REG_BN_MUL = 0x4068  # high 16 bits: the LeakyRelu slope as float16
+REG_BN_RELUX = 0x406C  # float32: the clip's upper bound (after the add)
+REG_EW_ADD = tuple(range(0x4090, 0x40B0, 4))  # float32: the add undone after the clip
+_BN_LEAKY = 0x62
+_BN_CLIP = 0x92
+_BN_CLIP_SHIFTED = 0x20090
+_BN_LUT = 0x20040  # the conv output indexes a lookup table: u = x * f16(0x4068 >> 16) + f32(0x4064)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One ``rknpu_task`` record."""
+
+    flags: int
+    op_idx: int
+    enable_mask: int
+    int_mask: int
+    int_clear: int
+    int_status: int
+    regcfg_amount: int
+    regcfg_offset: int
+    regcmd_addr: int
+
+
+@dataclass(frozen=True)
+class Requant:
+    """A node's output conversion: ``q_out = round(acc * scale / 2^shift * mul[c] / 2^mul_shift) + offset``,
+    or without the ``mul[c]`` factor when ``mul_shift`` is ``None`` (the multiplier stage is
+    bypassed: per-layer quantization and the compiler's identity convs).
+
+    ``bias_blocks``: the bias tensor holds per-channel 64-byte blocks (bias, weight zero
+    point, multiplier); otherwise it is a plain int32 array and the layer's weight zero
+    point is ``weight_zp``."""
+
+    scale: int
+    shift: int
+    mul_shift: Optional[int]
+    offset: int
+    bias_blocks: bool = True
+    weight_zp: int = 0
+
+    @property
+    def multiplier(self) -> float:
+        """``scale / 2^shift``: the requantization of the channel with the largest weight scale."""
+        return self.scale / float(1 << self.shift)
+
+
+def read_tasks(raw, where: str) -> List[Task]:
+    """The task records in ``raw`` (the "task" tensor's bytes)."""
+    if len(raw) % TASK_SIZE:
+        raise ModelInvalidError(f"{where}: the task table has {len(raw)} bytes, not a multiple of {TASK_SIZE}",
+                                op="load")
+    return [Task(*_TASK.unpack_from(raw, pos)) for pos in range(0, len(raw), TASK_SIZE)]
+
+
+def node_registers(regcmd, tasks: List[Task], node_index: int, where: str) -> Dict[Tuple[int, int], int]:
+    """``{(target, reg): value}`` written by the first CNA task of node ``node_index``
+    (later writes of a register win)."""
+    for task in tasks:
+        if task.op_idx == node_index and task.enable_mask & 1:
+            break
+    else:
+        raise ModelInvalidError(f"{where}: no NPU task with the CNA enabled runs node {node_index}", op="load")
+    start, count = task.regcmd_addr, task.regcfg_amount
+    if start % 8 or start + 8 * count > len(regcmd):
+        raise ModelInvalidError(
+            f"{where}: the task of node {node_index} reads {count} register commands at byte {start}, outside "
+            f"the {len(regcmd)}-byte command stream", op="load")
+    regs: Dict[Tuple[int, int], int] = {}
+    for entry in struct.unpack_from(f"<{count}Q", regcmd, start):
+        regs[(entry >> 48, entry & 0xFFFF)] = (entry >> 16) & 0xFFFFFFFF
+    return regs
+
+
+def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
+    """The output conversion registers of a node (see the module doc)."""
+    def reg(address: int, mask: int, name: str) -> int:
+        value = regs.get((TARGET_DPU, address))
+        if value is None:
+            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {name} ({address:#x})",
+                                    op="load")
+        if value & ~mask:
+            raise ModelInvalidError(
+                f"{where}: DPU register {name} ({address:#x}) = {value:#x} sets bits outside {mask:#x}, whose "
+                "meaning is unknown", op="load")
+        return value
+
+    scale = reg(REG_OUT_CVT_SCALE, 0xFFFF, "OUT_CVT_SCALE")
+    shift = reg(REG_OUT_CVT_SHIFT, 0x3F, "OUT_CVT_SHIFT")
+    mul_cfg = reg(REG_BS_MUL_CFG, 0x3F01, "BS_MUL_CFG")
+    bs_cfg = reg(REG_BS_CFG, 0xFFFFFFFF, "BS_CFG")
+    offset = reg(REG_OUT_CVT_OFFSET, 0xFFFFFFFF, "OUT_CVT_OFFSET")
+    if offset >= 1 << 31:
+        offset -= 1 << 32
+    if mul_cfg & 1:
+        mul_shift: Optional[int] = (mul_cfg >> 8) & 0x3F
+    elif mul_cfg == 0 and bs_cfg & _BS_MUL_BYPASS:
+        mul_shift = None
+    else:
+        raise ModelInvalidError(
+            f"{where}: BS_MUL_CFG = {mul_cfg:#x} with BS_CFG = {bs_cfg:#x} is neither the per-channel multiplier "
+            "(bit 0) nor a bypassed multiplier stage; its meaning is unknown", op="load")
+    alu_cfg = reg(REG_BS_ALU_CFG, 0xFFFFFFFF, "BS_ALU_CFG")  # only bit 0 is read (e.g. 0x36d on depthwise convs)
+    blocks = bool(alu_cfg & 1)
+    weight_zp = 0
+    if not blocks:
+        if mul_shift is not None:
+            raise ModelInvalidError(f"{where}: per-channel multipliers (BS_MUL_CFG {mul_cfg:#x}) without per-channel "
+                                    f"bias blocks (BS_ALU_CFG {alu_cfg:#x}) were never observed", op="load")
+        operand = reg(REG_BS_ALU_SRC, 0xFFFFFFFF, "BS_ALU_SRC")
+        weight_zp = -(operand - (1 << 32) if operand >= 1 << 31 else operand)
+    return Requant(scale, shift, mul_shift, offset, blocks, weight_zp)
+
+
+def _f32(bits: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def _i32(bits: int) -> int:
+    return bits - (1 << 32) if bits >= 1 << 31 else bits
+
+
+def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
+                     unit: Optional[float] = None) -> Dict[str, float]:
+    """The parameters of a conv's fused activation, from the node's DPU registers:
+    ``{"alpha": slope}`` for ``ConvLeakyRelu``, ``{"min": lo, "max": hi}`` for ``ConvClip``,
+    and (fp16 files) ``{"lut_scale": M, "lut_offset": A}`` for ``ConvHardSigmoid`` (its
+    lookup-table index ``u = x * M + A``: ``M = f16(alpha * 32768)``,
+    ``A = M * (beta - 0.5) / alpha``).  See ``docs/vendor-format-notes.md`` §1.
+
+    ``unit``: ``None`` for an fp16 file, whose registers hold floats; for an int8 file the
+    real value of one accumulator unit (``s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``), which
+    scales its integer clip bounds; its LeakyRelu slope is ``round(alpha * 2^14)``.
+
+    Observed layouts (and only those are accepted): LeakyRelu: ``BN_CFG`` 0x62, the slope
+    in the high half of 0x4068 (float16, or the integer).  Clip: ``BN_CFG`` 0x92 ->
+    ``[0, r(0x406c)]``; ``BN_CFG`` 0x20090 -> ``x + a`` (``a = r(0x4064)``) clipped to
+    ``[0, r(0x406c)]`` then ``- a`` (0x4090..0x40ac hold ``-a``): ``[-a, r(0x406c) - a]``,
+    ``r`` the register as a float32 (fp16 files) or an int32 times ``unit``."""
+    def reg(address: int) -> int:
+        value = regs.get((TARGET_DPU, address))
+        if value is None:
+            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x}", op="load")
+        return value
+
+    def real(address: int) -> float:
+        return _f32(reg(address)) if unit is None else _i32(reg(address)) * unit
+
+    cfg = reg(REG_BN_CFG)
+    if op == "ConvHardSigmoid" and cfg == _BN_LUT and unit is None:
+        bits = reg(REG_BN_MUL)
+        if bits & 0xFFFF == 0:
+            scale = struct.unpack("<e", struct.pack("<H", bits >> 16))[0]
+            if scale > 0:
+                return {"lut_scale": float(scale), "lut_offset": _f32(reg(REG_BN_ADD))}
+    elif op == "ConvLeakyRelu" and cfg == _BN_LEAKY:
+        bits = reg(REG_BN_MUL)
+        if bits & 0xFFFF == 0:
+            if unit is None:
+                return {"alpha": float(struct.unpack("<e", struct.pack("<H", bits >> 16))[0])}
+            return {"alpha": (bits >> 16) / float(1 << 14)}
+    elif op == "ConvClip" and cfg == _BN_CLIP and reg(REG_BN_ADD) == 0:
+        return {"min": 0.0, "max": real(REG_BN_RELUX)}
+    elif op == "ConvClip" and cfg == _BN_CLIP_SHIFTED:
+        add = real(REG_BN_ADD)
+        if all(real(a) == -add for a in REG_EW_ADD):
+            return {"min": -add, "max": real(REG_BN_RELUX) - add}
+    shown = ", ".join(f"{a:#x}={regs.get((TARGET_DPU, a), 0):#x}" for a in (REG_BN_CFG, REG_BN_ADD, REG_BN_MUL,
+                                                                            REG_BN_RELUX))
+    raise ModelInvalidError(f"{where}: the DPU registers of {op} ({shown}) are not a layout whose activation "
+                            f"parameters were decoded ({'fp16' if unit is None else 'int8'} file)", op="load")
+
+
+def lut_index_map(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[float, Optional[int]]:
+    """An int8 lookup-table conv's ``(index units per accumulator step, mul_shift)``.
+
+    Such a conv is requantized into the table's index ``u = (acc * M + A) >> s`` (``M`` =
+    0x4068 bits 16..31, ``s`` = bits 8..15, ``A`` = 0x4064, which must be 0) instead of to its
+    output: ``M / 2^s`` is the index step per accumulator step, from which the accumulator's
+    real unit follows once the function's index scale is known.  ``mul_shift``: the
+    per-channel multipliers' shift (``BS_MUL_CFG``), ``None`` when that stage is bypassed."""
+    def reg(address: int) -> int:
+        value = regs.get((TARGET_DPU, address))
+        if value is None:
+            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x}", op="load")
+        return value
+
+    cfg, bits, offset, mul_cfg = reg(REG_BN_CFG), reg(REG_BN_MUL), reg(REG_BN_ADD), reg(REG_BS_MUL_CFG)
+    if cfg != _BN_LUT or offset != 0 or bits >> 16 == 0 or bits & 0xFF:
+        raise ModelInvalidError(f"{where}: lookup-table registers BN_CFG {cfg:#x}, 0x4064 {offset:#x}, 0x4068 "
+                                f"{bits:#x} are not the observed layout (0x20040, 0, M << 16 | s << 8)", op="load")
+    if mul_cfg & ~0x3F01:
+        raise ModelInvalidError(f"{where}: BS_MUL_CFG {mul_cfg:#x} sets bits whose meaning is unknown", op="load")
+    return (bits >> 16) / float(1 << ((bits >> 8) & 0xFF)), ((mul_cfg >> 8) & 0x3F) if mul_cfg & 1 else None

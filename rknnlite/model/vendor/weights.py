@@ -1,0 +1,146 @@
+"""Vendor weight tiles (layout 65) and bias blocks back to model layout.
+
+Weight tiles (reference §3): the NPU shape is a list of 6-tuples
+``(n_oblk, n_iblk, kh, kw, oblk, iblk)``.  Consecutive tuples whose input extents
+(``n_iblk * iblk``) reach the model's input channels ``I`` form one row covering
+``n_oblk * oblk`` output channels; rows stack along ``O``.  Within a row the bytes are
+``for b in range(n_oblk): for tuple in row: [n_iblk][kh][kw][oblk][iblk]``.  Input lanes
+past ``I`` and output lanes past ``O`` (the last output block may be padded) are padding
+and dropped.
+
+Bias blocks: fp16 models store float32 biases (padded).  int8 models with per-channel
+quantization store blocks of ``n`` output channels, ``i32 bias[n] | i16 -w_zp[n] | u16 mul[n]``
+(``n`` = 8 on rk3588/rk3576, 4 on rk3566: half the C2 of the platform's int8 activations); per-layer quantization (and the compiler's
+identity convs) a plain int32 array (the registers say which, see :mod:`.regcmd`).
+
+Every function returns new arrays (copies of the file's bytes in model layout).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from ...errors import ModelInvalidError
+
+__all__ = ["decode_weight", "decode_packed_weight", "decode_float_bias", "decode_int32_bias", "decode_int8_bias"]
+
+_ITEM = {"float16": np.dtype("<f2"), "int8": np.dtype("i1")}
+_PACKED_ROW = 16  # bytes per (kh, o) row of the packed layout
+
+
+def _error(where: str, message: str) -> ModelInvalidError:
+    return ModelInvalidError(f"{where}: {message}", op="load")
+
+
+def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: str, where: str,
+                  npu_size: Optional[int] = None) -> np.ndarray:
+    """The weight ``[O, I, kh, kw]`` (``shape``, the model shape) from its tiles.
+
+    ``dtype`` is ``"float16"`` or ``"int8"`` (the stored values, not dequantized); a new
+    array of that dtype.  ``npu_size`` (the tensor's byte size on the NPU), when given, must
+    be the tiles' byte count, except for the packed int8 layout of :func:`decode_packed_weight`
+    (rk3576 first convs), which is used then.  ``where`` names the tensor in messages."""
+    if dtype not in _ITEM:
+        raise _error(where, f"weights of dtype {dtype} are not supported (float16 or int8)")
+    if len(shape) != 4 or min(shape) < 1:
+        raise _error(where, f"weight model shape {list(shape)} is not [O, I, kh, kw]")
+    if not npu_shape or len(npu_shape) % 6:
+        raise _error(where, f"weight NPU shape {list(npu_shape)} is not a list of 6-tuples")
+    item = _ITEM[dtype]
+    data = np.frombuffer(raw, np.uint8)
+    o_total, i_total, kh, kw = (int(d) for d in shape)
+    tiles = [tuple(int(v) for v in npu_shape[k:k + 6]) for k in range(0, len(npu_shape), 6)]
+    tile_bytes = sum(t[0] * t[1] * t[2] * t[3] * t[4] * t[5] for t in tiles) * item.itemsize
+    if npu_size is not None and npu_size != tile_bytes:
+        if dtype == "int8" and len(tiles) == 1 and tiles[0][:2] == (1, 1) and tiles[0][5] * kw <= _PACKED_ROW:
+            return decode_packed_weight(raw, shape, tiles[0][5], where)
+        raise _error(where, f"weight tiles {tiles} hold {tile_bytes} bytes but the tensor's NPU size is {npu_size}")
+    out = np.empty((o_total, i_total, kh, kw), item)
+    pos = o0 = k = 0
+    while k < len(tiles):
+        row, extent = [], 0
+        while extent < i_total and k < len(tiles):
+            row.append(tiles[k])
+            extent += tiles[k][1] * tiles[k][5]
+            k += 1
+        if extent < i_total:
+            raise _error(where, f"weight tiles {tiles} cover {extent} of {i_total} input channels in a row")
+        n_oblk, oblk = row[0][0], row[0][4]
+        for t in row:
+            if t[0] != n_oblk or t[4] != oblk or t[2:4] != (kh, kw) or min(t) < 0 or oblk < 1:
+                raise _error(where, f"weight tile {t} does not fit row {row} of a {list(shape)} weight")
+        if o0 + (n_oblk - 1) * oblk >= o_total and n_oblk:
+            raise _error(where, f"weight tiles {tiles} hold more than the {o_total} output channels")
+        for b in range(n_oblk):
+            ob = o0 + b * oblk
+            o_keep = min(oblk, o_total - ob)  # the last block may be padded (seen in int8 files)
+            i0 = 0
+            for _, n_i, _, _, _, iblk in row:
+                count = n_i * kh * kw * oblk * iblk
+                nbytes = count * item.itemsize
+                if pos + nbytes > len(data):
+                    raise _error(where, f"weight tiles need {pos + nbytes} bytes; the buffer has {len(data)}")
+                block = data[pos:pos + nbytes].view(item).reshape(n_i, kh, kw, oblk, iblk)
+                block = block.transpose(3, 0, 4, 1, 2).reshape(oblk, n_i * iblk, kh, kw)
+                keep = max(0, min(n_i * iblk, i_total - i0))
+                out[ob:ob + o_keep, i0:i0 + keep] = block[:o_keep, :keep]
+                i0 += n_i * iblk
+                pos += nbytes
+        o0 += n_oblk * oblk
+    if o0 < o_total:
+        raise _error(where, f"weight tiles {tiles} cover {o0} of {o_total} output channels")
+    return out
+
+
+def decode_packed_weight(raw, shape: Sequence[int], iblk: int, where: str) -> np.ndarray:
+    """An int8 weight in the packed layout of rk3576/rv1126b first convs (few input channels):
+    ``[kh][O][16 bytes]``, each 16-byte row ``kw`` groups of ``iblk`` bytes (the ``I`` weights,
+    then the channel's weight zero point in the spare lanes), zero-padded.  ``[O, I, kh, kw]``
+    int8, a new array (``docs/vendor-format-notes.md`` §6)."""
+    o_total, i_total, kh, kw = (int(d) for d in shape)
+    if i_total >= iblk:
+        raise _error(where, f"a packed weight needs fewer than {iblk} input channels, has {i_total}")
+    need = kh * o_total * _PACKED_ROW
+    data = np.frombuffer(raw, np.int8)
+    if len(data) < need:
+        raise _error(where, f"a packed weight [{o_total}, {i_total}, {kh}, {kw}] needs {need} bytes, has {len(data)}")
+    rows = data[:need].reshape(kh, o_total, _PACKED_ROW)[:, :, :kw * iblk].reshape(kh, o_total, kw, iblk)
+    return np.ascontiguousarray(rows[..., :i_total].transpose(1, 3, 0, 2))
+
+
+def decode_float_bias(raw, channels: int, where: str) -> np.ndarray:
+    """The float32 bias of ``channels`` output channels (padding dropped); a new array."""
+    data = np.frombuffer(raw, np.uint8)
+    if len(data) < 4 * channels:
+        raise _error(where, f"a float32 bias of {channels} channels needs {4 * channels} bytes, has {len(data)}")
+    return data[:4 * channels].view("<f4").astype(np.float32)
+
+
+def decode_int32_bias(raw, channels: int, where: str) -> np.ndarray:
+    """The plain int32 bias of a per-layer quantized conv (padding dropped); int64, a new array."""
+    data = np.frombuffer(raw, np.uint8)
+    if len(data) < 4 * channels:
+        raise _error(where, f"an int32 bias of {channels} channels needs {4 * channels} bytes, has {len(data)}")
+    return data[:4 * channels].view("<i4").astype(np.int64)
+
+
+def decode_int8_bias(raw, channels: int, where: str, per_block: int = 8) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(bias_i32, w_zp, mul)`` per output channel from the int8 per-channel bias blocks of
+    ``per_block`` channels (8 on rk3588/rk3576, 4 on rk3566: half the int8 activations' C2):
+    the integer bias, the weight zero point (the block stores its negation) and the
+    normalised multiplier ``round(2^14 * s_w[c] / max s_w)``; int64 arrays."""
+    if per_block not in (4, 8):
+        raise _error(where, f"int8 bias blocks of {per_block} channels were never observed (4 or 8)")
+    size = 8 * per_block
+    data = np.frombuffer(raw, np.uint8)
+    blocks = -(-channels // per_block)
+    if len(data) < size * blocks:
+        raise _error(where, f"int8 bias blocks for {channels} channels need {size * blocks} bytes, have {len(data)}")
+    raw_blocks = data[:size * blocks].reshape(blocks, size)
+    n = per_block
+    bias = raw_blocks[:, :4 * n].copy().view("<i4").reshape(-1)[:channels].astype(np.int64)
+    zp = -raw_blocks[:, 4 * n:6 * n].copy().view("<i2").reshape(-1)[:channels].astype(np.int64)
+    mul = raw_blocks[:, 6 * n:8 * n].copy().view("<u2").reshape(-1)[:channels].astype(np.int64)
+    return bias, zp, mul

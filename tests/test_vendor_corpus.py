@@ -1,0 +1,335 @@
+"""The vendor ``.rknn`` corpus in ``tests/data/vendor`` is well-formed and self-consistent.
+
+The corpus is built by ``tools/vendor_corpus/build_corpus.py`` with Rockchip's
+RKNN-Toolkit2 (in its own venv); these tests need only the project and numpy:
+
+* every ``.rknn`` parses with the project's reader and its I/O (names, shapes,
+  NPU dtypes, target platform) matches ``manifest.json``;
+* every ``.npz`` holds the manifest's inputs (regenerated here from the recorded
+  seed), simulator outputs and onnxruntime references, with the recorded
+  shapes and agreement figures;
+* the manifest and the directory list the same files, and the corpus stays small.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rknnlite.model.loader import ROCKCHIP, load_model
+
+CORPUS = Path(__file__).resolve().parent / "data" / "vendor"
+MODELS_PY = Path(__file__).resolve().parent.parent / "tools" / "vendor_corpus" / "models.py"
+MAX_CORPUS_BYTES = 6 * 1024 * 1024
+
+
+def _manifest() -> dict:
+    path = CORPUS / "manifest.json"
+    if not path.is_file():
+        return {"files": {}}
+    with open(path) as f:
+        return json.load(f)
+
+
+MANIFEST = _manifest()
+ENTRIES = sorted(MANIFEST["files"].items())
+IDS = [stem for stem, _ in ENTRIES]
+
+pytestmark = pytest.mark.skipif(not ENTRIES, reason="tests/data/vendor/manifest.json is missing")
+
+
+@pytest.fixture(scope="module")
+def corpus_cases():
+    """``tools/vendor_corpus/models.py`` cases by name (imported by path; numpy only)."""
+    spec = importlib.util.spec_from_file_location("_vendor_corpus_models", MODELS_PY)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up while the class is built
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.modules.pop(spec.name, None)
+    return {c.name: c for c in mod.CASES}
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b / denom) if denom else 1.0
+
+
+def test_manifest_and_directory_list_the_same_files():
+    on_disk = {p.name for p in CORPUS.glob("*.rknn")} | {p.name for p in CORPUS.glob("*.npz")}
+    listed = {e["file"] for _, e in ENTRIES} | {e["npz"] for _, e in ENTRIES}
+    assert on_disk == listed
+    for stem, e in ENTRIES:
+        assert e["file"] == f"{stem}.rknn" and e["npz"] == f"{stem}.npz"
+        assert stem == f"{e['model']}_{e['variant']}"
+
+
+def test_manifest_records_vendor_versions():
+    versions = MANIFEST["versions"]
+    assert versions["rknn-toolkit2"] == "2.5.0"
+    for key in ("onnx", "onnxruntime", "numpy", "python"):
+        assert versions[key]
+
+
+def test_corpus_stays_small():
+    total = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
+    assert total < MAX_CORPUS_BYTES
+
+
+@pytest.mark.parametrize("stem,entry", ENTRIES, ids=IDS)
+def test_rknn_file_parses_and_matches_manifest(stem, entry):
+    path = CORPUS / entry["file"]
+    data = path.read_bytes()
+    assert len(data) == entry["rknn_size"]
+    assert hashlib.sha256(data).hexdigest() == entry["rknn_sha256"]
+
+    loaded = load_model(str(path))
+    assert loaded.format == ROCKCHIP
+    model = loaded.model
+    assert model.format_version == 6
+    assert model.flatbuffer
+    assert model.toolkit_version == "2.5.0"
+    assert model.target_platform == entry["config"]["target_platform"]
+    assert model.target_platforms == [entry["config"]["target_platform"]]
+    assert model.num_subgraphs == 1 and not model.is_dynamic
+
+    quantized = entry["build"]["do_quantization"]
+    npu_dtype = "int8" if quantized else "float16"
+    for specs, expected in ((model.inputs, entry["inputs"]), (model.outputs, entry["outputs"])):
+        assert [s.name for s in specs] == [e["name"] for e in expected]
+        assert [list(s.shape) for s in specs] == [e["shape"] for e in expected]
+        for s in specs:
+            assert s.dtype == npu_dtype, s
+            if quantized:
+                assert s.quant is not None and len(s.quant.scale) == 1
+                assert s.quant.scale[0] > 0 and -128 <= s.quant.zero_point[0] <= 127
+            else:
+                assert s.quant is None
+
+
+@pytest.mark.parametrize("stem,entry", ENTRIES, ids=IDS)
+def test_npz_matches_manifest(stem, entry, corpus_cases):
+    with np.load(CORPUS / entry["npz"]) as z:
+        arrays = {k: z[k] for k in z.files}
+    n_in, n_out = len(entry["inputs"]), len(entry["outputs"])
+    expected_keys = {f"in{k}" for k in range(n_in)} | {f"out{k}" for k in range(n_out)} | {
+        f"ref{k}" for k in range(n_out)}
+    assert set(arrays) == expected_keys
+
+    # The inputs are exactly what the recorded generator and seed give.
+    case = corpus_cases[entry["model"]]
+    regenerated = case.make_inputs(entry["input_seed"])
+    for k, spec in enumerate(entry["inputs"]):
+        x = arrays[f"in{k}"]
+        assert x.dtype == np.float32 and list(x.shape) == spec["shape"]
+        np.testing.assert_array_equal(x, regenerated[k])
+
+    for k, spec in enumerate(entry["outputs"]):
+        sim, ref = arrays[f"out{k}"], arrays[f"ref{k}"]
+        assert list(ref.shape) == spec["shape"]
+        assert list(sim.shape) == spec["sim_shape"] and str(sim.dtype) == spec["sim_dtype"]
+        assert ref.dtype == np.float32
+        assert np.isfinite(sim).all() and np.isfinite(ref).all()
+        # The recorded agreement is the agreement of the stored arrays ...
+        assert _cos(sim, ref) == pytest.approx(spec["cos"], abs=1e-9)
+        assert float(np.max(np.abs(sim.astype(np.float64).reshape(ref.shape) - ref))) == pytest.approx(
+            spec["max_abs"], rel=1e-6, abs=1e-9)
+        # ... and the simulator agrees with onnxruntime (the files are a usable reference).
+        assert spec["cos"] > (0.9999 if entry["variant"] == "fp16" else 0.999)
+
+
+# ---------------------------------------------------------------------------
+# Format facts recorded in docs/vendor-format-notes.md, checked on the corpus files with the
+# project's FlatBuffer reader (through tools/vendor_corpus/rkdump.py and investigate_params.py).
+
+TOOLS = Path(__file__).resolve().parent.parent / "tools" / "vendor_corpus"
+
+
+def _load_tool(name: str, extra: dict):
+    spec = importlib.util.spec_from_file_location(f"_vendor_corpus_{name}", TOOLS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    saved = {k: sys.modules.get(k) for k in extra}
+    sys.modules.update(extra)  # the tools import each other by plain name
+    sys.modules[spec.name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.modules.pop(spec.name, None)
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    return mod
+
+
+@pytest.fixture(scope="module")
+def facts():
+    """``investigate_params`` (decoding rules) with ``rkdump`` (file access) loaded by path."""
+    rkdump = _load_tool("rkdump", {})
+    return _load_tool("investigate_params", {"rkdump": rkdump})
+
+
+def _open(facts, stem):
+    return facts.RknnFile(str(CORPUS / f"{stem}.rknn"))
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_fact_leaky_relu_slope_is_in_the_bn_multiplier(facts, variant):
+    for stem, alpha in (("conv_leaky01", 0.1), ("conv_leaky03", 0.3)):
+        f = _open(facts, f"{stem}_{variant}")
+        node = facts.first_node(f, "Conv")
+        assert node.op == "ConvLeakyRelu"
+        assert facts.leaky_slope(f, node) == pytest.approx(alpha, abs=2e-4)
+
+
+@pytest.mark.parametrize("variant,tol", [("fp16", 1e-6), ("i8", 1e-3)])
+def test_fact_clip_bounds_are_in_bn_and_ew_registers(facts, variant, tol):
+    for stem, bounds in (("conv_clip", (-1.0, 2.0)), ("conv_relu6", (0.0, 6.0))):
+        f = _open(facts, f"{stem}_{variant}")
+        node = facts.first_node(f, "Conv")
+        assert node.op == "ConvClip"
+        assert facts.clip_bounds(f, node) == pytest.approx(bounds, abs=tol)
+
+
+def test_fact_hardsigmoid_alpha_beta_are_recoverable(facts):
+    f = _open(facts, "conv_hardsigmoid_fp16")
+    alpha, beta = facts.hardsigmoid_params(f, facts.first_node(f, "ConvHardSigmoid"))
+    assert alpha == pytest.approx(0.3, abs=1e-3) and beta == pytest.approx(0.4, abs=1e-4)
+    f = _open(facts, "conv_hardsigmoid_i8")
+    _, beta = facts.hardsigmoid_params(f, facts.first_node(f, "ConvHardSigmoid"))
+    assert beta == pytest.approx(0.4, abs=1e-4)
+
+
+def test_fact_lut_activations_load_two_513_entry_tables(facts):
+    tables = facts.lut_tables(_open(facts, "conv_sigmoid_fp16"))
+    assert sorted(tables) == [0x20000, 0x30000]
+    low, high = tables[0x20000], tables[0x30000]
+    assert len(low) == len(high) == 513
+    assert low[-1] == high[0] == 16384  # sigmoid(0) = 0.5 at a 1.0 = 32768 scale
+    assert np.all(np.diff(low) >= 0) and np.all(np.diff(high) >= 0)
+
+
+def test_fact_per_layer_int8_keeps_minus_weight_zero_point_in_bs_ow_op(facts):
+    f = _open(facts, "convnet_i8_layer")
+    tensors = f.tensors()
+    for node in (n for n in f.nodes() if n.op.startswith("Conv")):
+        regs = facts.node_dpu_regs(f, node.index)
+        assert regs[facts.BS_MUL_CFG] == 0
+        weight = tensors[node.inputs[1]]
+        bias = tensors[node.inputs[2]]
+        assert bias.npu_shape == (32,) and bias.size == 128  # plain i32, padded to 32 channels
+        minus_zp = facts.s32(regs[facts.BS_OW_OP])
+        # Padded input lanes of a tile (when there are any) hold the same weight zero point.
+        raw = np.frombuffer(f.tensor_data(weight), np.int8)
+        nob, nib, kh, kw, ob, ib = weight.npu_shape[:6]
+        o, i = weight.shape[0], weight.shape[1]
+        if nib * ib > i:
+            q = raw[: nob * nib * kh * kw * ob * ib].reshape(nob, nib, kh, kw, ob, ib)
+            pad = q[0, 0, :, :, :o, i:]
+            assert np.all(pad == -minus_zp)
+    f = _open(facts, "convnet_i8")
+    for node in (n for n in f.nodes() if n.op.startswith("Conv")):
+        assert facts.node_dpu_regs(f, node.index)[facts.BS_MUL_CFG] == 0xE01
+
+
+def test_fact_resize_param_strings(facts):
+    f = _open(facts, "resize_nearest_fp16")
+    assert facts.param_strings(facts.first_node(f, "Resize")) == {0: "asymmetric", 4: "nearest", 5: "floor"}
+    f = _open(facts, "resize_bilinear_fp16")
+    assert facts.param_strings(facts.first_node(f, "Resize")) == {
+        0: "half_pixel", 4: "linear", 5: "round_prefer_floor"}
+
+
+def test_fact_node_slot3_marks_cpu_ops(facts):
+    f = _open(facts, "slice_fp16")
+    node = facts.first_node(f, "Slice")
+    assert node.table.u8(3) == 0  # CPU
+    assert not [t for t in f.tasks() if t.op_idx == node.index]
+    assert facts.first_node(f, "Conv").table.u8(3) == 2  # NPU
+
+
+def test_fact_rk3576_stores_per_channel_weight_scales(facts):
+    f = _open(facts, "convnet_rk3576_i8")
+    tensors = {t.name: t for t in f.tensors()}
+    scales = np.frombuffer(f.tensor_data(tensors["w1_w4a16_weight"]), "<f2").astype(np.float64)
+    onnx = pytest.importorskip("onnx")
+    from onnx import numpy_helper
+
+    model = onnx.load(str(CORPUS / "onnx" / "convnet_rk3576.onnx"))
+    w = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}["w1"].reshape(16, -1)
+    expected = (np.maximum(w.max(1), 0) - np.minimum(w.min(1), 0)) / 255.0
+    np.testing.assert_allclose(scales[:16], expected, rtol=1e-3)
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_fact_dynamic_shape_files_store_shared_weights_once(facts, vendor_fixtures, variant):
+    f = facts.RknnFile(str(vendor_fixtures / "rknn" / f"dyn_conv_{variant}.rknn"))
+    shared = f.root.strings(18)
+    assert shared == ["w1", "w2"] and len(f.subgraphs) == 3
+    # Subgraph k is compiled for DynamicShapes entry k (file order, not config order).
+    order = [tuple(s.scalars(0, "i32")) for s in f.root.tables(17)[0].tables(0)]
+    for sg, shape in enumerate(order):
+        x = next(t for t in f.tensors(sg) if t.kind == 1)
+        assert x.shape == shape
+        for t in f.tensors(sg):
+            if t.name in shared:
+                assert (len(f.tensor_data(t)) > 0) == (sg == 0)
+            elif t.kind == 4 and t.name.startswith("b"):
+                assert len(f.tensor_data(t)) > 0  # biases are duplicated per subgraph
+
+
+def _bias_blocks(raw: bytes, channels: int, per_block: int):
+    """(bias i32, -zp_w i16, mul u16) per channel from int8 per-channel bias blocks."""
+    block = per_block * 8
+    bias, mzp, mul = [], [], []
+    for start in range(0, channels, per_block):
+        off = start // per_block * block
+        bias += list(np.frombuffer(raw, "<i4", per_block, off))
+        mzp += list(np.frombuffer(raw, "<i2", per_block, off + 4 * per_block))
+        mul += list(np.frombuffer(raw, "<u2", per_block, off + 6 * per_block))
+    return np.array(bias[:channels]), np.array(mzp[:channels]), np.array(mul[:channels])
+
+
+def test_fact_rk3566_bias_blocks_hold_four_channels(facts):
+    ref = _open(facts, "convnet_i8")
+    lite = _open(facts, "convnet_rk3566_i8")
+    for name, channels in (("b2", 16), ("b8", 24), ("b14", 10)):
+        t_ref = next(t for t in ref.tensors() if t.name == name)
+        t_lite = next(t for t in lite.tensors() if t.name == name)
+        expected = _bias_blocks(ref.tensor_data(t_ref), channels, 8)
+        got = _bias_blocks(lite.tensor_data(t_lite), channels, 4)
+        for a, b in zip(expected, got):
+            np.testing.assert_array_equal(a, b)
+        assert np.all(expected[2] > 0) and expected[2].max() == 1 << 14
+
+
+def test_fact_rk3576_int8_first_conv_weight_layout(facts):
+    onnx = pytest.importorskip("onnx")
+    from onnx import numpy_helper
+
+    f = _open(facts, "convnet_rk3576_i8")
+    tensors = {t.name: t for t in f.tensors()}
+    w_t = tensors["w1"]
+    assert w_t.npu_shape == (1, 1, 3, 3, 16, 4) and w_t.size == 1152
+    raw = np.frombuffer(f.tensor_data(w_t), np.int8)
+    # [kh][o][16 bytes]: kw0(i0,i1,i2,zp) kw1(..) kw2(..) then 4 zero bytes.
+    rows = raw[: 3 * 16 * 16].reshape(3, 16, 16)
+    assert np.all(rows[:, :, 12:] == 0) and np.all(raw[3 * 16 * 16:] == 0)
+    q = rows[:, :, :12].reshape(3, 16, 3, 4).astype(np.float64)  # kh, o, kw, lane
+    zp = q[0, :, 0, 3]
+    assert np.all(q[..., 3] == zp[None, :, None])
+    scales = np.frombuffer(f.tensor_data(tensors["w1_w4a16_weight"]), "<f2").astype(np.float64)[:16]
+    deq = (q[..., :3] - zp[None, :, None, None]) * scales[None, :, None, None]
+    model = onnx.load(str(CORPUS / "onnx" / "convnet_rk3576.onnx"))
+    w = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}["w1"]
+    np.testing.assert_allclose(deq.transpose(1, 3, 0, 2), w, atol=scales.max() * 0.51)

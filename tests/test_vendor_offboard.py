@@ -1,0 +1,502 @@
+"""Real Rockchip (vendor) ``.rknn`` files run off-board on the software backend (issue 11).
+
+The files are RKNN-Toolkit2 2.5.0 builds (``shared/fixtures/rknn-toolkit2``); the references
+are the vendor simulator's outputs on the same inputs.  Doctored copies check that whatever
+the lowering does not know (op type, parameter-union type, dtype, layout, tensor kind) is
+named in a ModelInvalidError, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pytest
+
+import rknnlite
+from rknnlite import DeviceUnavailableError, ModelInvalidError, TensorFormat, TensorType
+from rknnlite.backends.npu import library as npu_library
+from rknnlite.model.flatbuf import FlatBuffer
+from rknnlite.model.graph import Node
+from rknnlite.model.loader import load_model
+from rknnlite.model.vendor import SUPPORTED_OPS, lower_rockchip, op_support
+from rknnlite.model.vendor.graph import read_vendor_graph
+from rknnlite.model.vendor.lower import VendorGraph
+from rknnlite.model.vendor.weights import decode_int8_bias, decode_weight
+
+#: (model, case, inputs, outputs) of the fixture io/ files
+CASES = [("convnet", "x0", 1, 1), ("add_mul", "ab0", 2, 2), ("dyn_conv", "s0_32x32", 1, 1),
+         ("dyn_conv", "s1_16x16", 1, 1), ("dyn_conv", "s2_24x40", 1, 1)]
+
+
+def _inputs(fixtures, model, case, n):
+    return [np.load(fixtures / "io" / f"{model}_{case}_in{k}.npy") for k in range(n)]
+
+
+def _reference(fixtures, model, variant, case, n):
+    return [np.load(fixtures / "io" / f"{model}_{variant}_{case}_sim_out{k}.npy") for k in range(n)]
+
+
+def _cos(a, b) -> float:
+    a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def _open(fixtures, name, **kwargs):
+    return rknnlite.Context(str(fixtures / "rknn" / f"{name}.rknn"), backend="software", **kwargs)
+
+
+@pytest.fixture
+def no_runtime(monkeypatch, tmp_path):
+    """No librknnrt anywhere (as in test_backend_selection.py)."""
+    monkeypatch.delenv("LIBRKNNRT_PATH", raising=False)
+    monkeypatch.setattr(npu_library, "SEARCH_DIRS", (str(tmp_path / "usr" / "lib"),))
+    monkeypatch.setattr(npu_library, "LOADER_NAME", "librknnrt-absent-for-tests.so")
+
+
+# -- fidelity against the vendor simulator -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+@pytest.mark.parametrize("model, case, n_in, n_out", CASES)
+def test_fixture_matches_the_vendor_simulator(vendor_fixtures, model, case, n_in, n_out, variant):
+    inputs = _inputs(vendor_fixtures, model, case, n_in)  # NCHW float32 before mean/std: the model layout
+    with _open(vendor_fixtures, f"{model}_{variant}") as ctx:
+        assert ctx.backend == "software"
+        if model == "dyn_conv":
+            ctx.set_input_shapes([inputs[0].shape])
+        outputs = ctx.run(inputs)
+        nhwc = ctx.run([np.ascontiguousarray(x.transpose(0, 2, 3, 1)) for x in inputs], data_format="nhwc")
+    for y, y_nhwc, ref in zip(outputs, nhwc, _reference(vendor_fixtures, model, variant, case, n_out)):
+        assert y.shape == ref.shape and y.dtype == np.float32
+        np.testing.assert_array_equal(y, y_nhwc)
+        if variant == "fp16":
+            assert np.abs(y - ref).max() <= 1e-3
+        else:
+            assert _cos(y, ref) >= 0.9999
+
+
+def test_fp16_weights_are_the_onnx_initializers(vendor_fixtures):
+    onnx = pytest.importorskip("onnx")
+    from onnx import numpy_helper
+
+    init = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(vendor_fixtures / "onnx" / "convnet.onnx")).graph.initializer}
+    loaded = load_model(str(vendor_fixtures / "rknn" / "convnet_fp16.rknn"))
+    graph = lower_rockchip(loaded.payload, loaded.model).graph
+    np.testing.assert_array_equal(graph.constants["conv_w"], init["conv_w"].astype(np.float16).astype(np.float32))
+    fc = init["fc_w"]  # Gemm B (10, 8) or (8, 10): the vendor made it a 1x1 conv [10, 8, 1, 1]
+    fc = fc if fc.shape[0] == 10 else fc.T
+    np.testing.assert_array_equal(graph.constants["fc_w"][:, :, 0, 0], fc.astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(graph.constants["conv_b"], init["conv_b"].astype(np.float32))
+    # GlobalAveragePool became two depthwise convs of 1/32 weights: 1/1024 over 32x32
+    assert graph.constants["gap_2conv0_i1"].shape == (8, 1, 7, 7)
+    assert np.all(graph.constants["gap_2conv0_i1"] == 1 / 32)
+
+
+def test_int8_weights_dequantize_to_the_onnx_initializers(vendor_fixtures):
+    onnx = pytest.importorskip("onnx")
+    from onnx import numpy_helper
+
+    init = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(vendor_fixtures / "onnx" / "dyn_conv.onnx")).graph.initializer}
+    loaded = load_model(str(vendor_fixtures / "rknn" / "dyn_conv_i8.rknn"))
+    graph = lower_rockchip(loaded.payload, loaded.model).graph
+    for name in ("w1", "w2"):
+        w, ref = graph.constants[name], init[name]
+        step = (ref.max(axis=(1, 2, 3)) - ref.min(axis=(1, 2, 3))) / 255  # per-channel asymmetric int8 step
+        assert np.all(np.abs(w - ref) <= step.reshape(-1, 1, 1, 1) * 0.51)
+    for name in ("b1", "b2"):
+        np.testing.assert_allclose(graph.constants[name], init[name], atol=1e-3)
+
+
+def test_weight_tiles_rows_and_padding():
+    # fp16 [3, 40, 1, 1]: one row of two tiles (32 + 8 input lanes), O=3 in one block
+    w = np.arange(3 * 40, dtype=np.float16).reshape(3, 40, 1, 1)
+    first = w[:, :32, 0, 0][None, None, None]  # [n_iblk][kh][kw][oblk][iblk] = (1,1,1,3,32)
+    second = w[:, 32:, 0, 0][None, None, None]
+    raw = first.tobytes() + second.tobytes()
+    out = decode_weight(raw, (1, 1, 1, 1, 3, 32, 1, 1, 1, 1, 3, 8), (3, 40, 1, 1), "float16", "w")
+    np.testing.assert_array_equal(out, w)
+    # int8 [3, 2, 1, 1] stored in one 4x16 block: padded output and input lanes are dropped
+    block = np.zeros((1, 1, 1, 4, 16), np.int8)
+    block[0, 0, 0, :3, :2] = np.arange(6).reshape(3, 2)
+    block[0, 0, 0, 3, :] = 99
+    out = decode_weight(block.tobytes(), (1, 1, 1, 1, 4, 16), (3, 2, 1, 1), "int8", "w")
+    np.testing.assert_array_equal(out[:, :, 0, 0], np.arange(6).reshape(3, 2))
+    with pytest.raises(ModelInvalidError, match="need 192 bytes; the buffer has 100"):
+        decode_weight(raw[:100], (1, 1, 1, 1, 3, 32, 1, 1, 1, 1, 3, 8), (3, 40, 1, 1), "float16", "w")
+    with pytest.raises(ModelInvalidError, match="cover 3 of 5 output channels"):
+        decode_weight(raw, (1, 1, 1, 1, 3, 32, 1, 1, 1, 1, 3, 8), (5, 40, 1, 1), "float16", "w")
+
+
+def test_packed_int8_weight_of_rk3576_first_convs():
+    # [kh][O][16 bytes]: per kw, the 3 input weights and the channel's zero point; then 4 zero bytes
+    w = np.arange(2 * 3 * 2 * 3, dtype=np.int8).reshape(2, 3, 2, 3)  # [O=2, I=3, kh=2, kw=3]
+    rows = np.zeros((2, 2, 16), np.int8)
+    for h in range(2):
+        for o in range(2):
+            groups = [list(w[o, :, h, k]) + [100 + o] for k in range(3)]
+            rows[h, o, :12] = np.array(groups, np.int8).ravel()
+    out = decode_weight(rows.tobytes(), (1, 1, 2, 3, 2, 4), (2, 3, 2, 3), "int8", "w", npu_size=999)
+    np.testing.assert_array_equal(out, w)
+    with pytest.raises(ModelInvalidError, match="tensor's NPU size is 999"):  # fp16 has no packed layout
+        decode_weight(rows.tobytes(), (1, 1, 2, 3, 2, 4), (2, 3, 2, 3), "float16", "w", npu_size=999)
+    with pytest.raises(ModelInvalidError, match="needs 64 bytes"):
+        decode_weight(rows.tobytes()[:40], (1, 1, 2, 3, 2, 4), (2, 3, 2, 3), "int8", "w", npu_size=999)
+
+
+def test_int8_bias_block():
+    block = (np.arange(8, dtype="<i4").tobytes() + (-np.arange(8, dtype="<i2")).tobytes()
+             + np.full(8, 16384, "<u2").tobytes())
+    bias, zp, mul = decode_int8_bias(block, 5, "b")
+    assert bias.tolist() == [0, 1, 2, 3, 4] and zp.tolist() == [0, 1, 2, 3, 4] and mul.tolist() == [16384] * 5
+    with pytest.raises(ModelInvalidError, match="need 128 bytes"):
+        decode_int8_bias(block, 9, "b")
+    # rk3566: blocks of 4 channels (half its int8 C2 of 8)
+    small = (np.arange(4, dtype="<i4").tobytes() + (-np.arange(4, dtype="<i2")).tobytes()
+             + np.full(4, 9, "<u2").tobytes()) * 2
+    bias, zp, mul = decode_int8_bias(small, 6, "b", per_block=4)
+    assert bias.tolist() == [0, 1, 2, 3, 0, 1] and zp.tolist() == [0, 1, 2, 3, 0, 1] and mul.tolist() == [9] * 6
+
+
+# -- what the lowering does not know is named -----------------------------------------------------
+
+
+def _doctored(fixtures, tmp_path, name: str, patch) -> str:
+    data = bytearray((fixtures / "rknn" / f"{name}.rknn").read_bytes())
+    patch(data)
+    path = tmp_path / f"doctored_{name}.rknn"
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
+def _first_subgraph(data: bytearray):
+    size = struct.unpack_from("<Q", data, 16)[0]
+    return FlatBuffer(data, 64, size).root("Model").vector(2).table(0)
+
+
+def _rename_op(data: bytearray, old: bytes, new: bytes) -> None:
+    needle = struct.pack("<I", len(old)) + old + b"\0"
+    assert data.count(needle) == 1 and len(new) == len(old)
+    at = data.index(needle) + 4
+    data[at:at + len(old)] = new
+
+
+def test_unknown_op_type_fails_at_load_naming_it(vendor_fixtures, tmp_path):
+    path = _doctored(vendor_fixtures, tmp_path, "add_mul_fp16", lambda d: _rename_op(d, b"Add", b"Axx"))
+    with pytest.raises(ModelInvalidError, match="vendor op type 'Axx'") as info:
+        rknnlite.Context(path, backend="software")
+    assert "node 4" in str(info.value) and "supported: " in str(info.value)
+    loaded = load_model(path)
+    assert ("Axx", 1, False) in op_support(loaded.payload, loaded.model)
+
+
+def _patch_slot(subgraph_slot: int, index: int, slot: int, value: int):
+    def patch(data: bytearray) -> None:
+        table = _first_subgraph(data).vector(subgraph_slot).table(index)
+        pos = table.field_pos(slot)
+        assert pos, "the fixture stores this field"
+        data[pos] = value
+
+    return patch
+
+
+@pytest.mark.parametrize("what, subgraph_slot, index, slot, message", [
+    ("param union", 1, 1, 7, "unknown parameter-union type code 99"),  # convnet node 1 ConvRelu
+    ("dtype", 0, 10, 0, "unknown dtype code 99"),  # tensor 10: the input
+    ("layout", 0, 10, 1, "unknown layout code 99"),
+    ("kind", 0, 10, 2, "unknown tensor kind code 99"),
+])
+def test_unknown_enum_values_are_named(vendor_fixtures, tmp_path, what, subgraph_slot, index, slot, message):
+    path = _doctored(vendor_fixtures, tmp_path, "convnet_fp16", _patch_slot(subgraph_slot, index, slot, 99))
+    with pytest.raises(ModelInvalidError, match=message) as info:
+        rknnlite.Context(path, backend="software")
+    assert "known:" in str(info.value)
+
+
+def test_unknown_register_bits_are_named(vendor_fixtures, tmp_path):
+    def patch(data: bytearray) -> None:
+        sg = _first_subgraph(data)
+        tensors = sg.tables(0)
+        regcmd = next(t for t in tensors if t.u8(2) == 9)
+        vec = FlatBuffer(data, 64, struct.unpack_from("<Q", data, 16)[0]).root().vector(20).table(regcmd.u32(18)).vector(0, 1)
+        raw = bytes(vec.raw())
+        for k in range(0, len(raw), 8):
+            (entry,) = struct.unpack_from("<Q", raw, k)
+            if entry >> 48 == 0x1001 and entry & 0xFFFF == 0x4088:  # OUT_CVT_SHIFT
+                struct.pack_into("<Q", data, vec.pos + k, entry | (0x8000 << 16))
+
+    path = _doctored(vendor_fixtures, tmp_path, "convnet_i8", patch)
+    with pytest.raises(ModelInvalidError, match="OUT_CVT_SHIFT .* sets bits outside 0x3f"):
+        rknnlite.Context(path, backend="software")
+
+
+def test_a_failed_load_leaves_nothing_broken(vendor_fixtures, tmp_path):
+    path = _doctored(vendor_fixtures, tmp_path, "add_mul_fp16", lambda d: _rename_op(d, b"Mul", b"Mxl"))
+    with pytest.raises(ModelInvalidError, match="'Mxl'"):
+        rknnlite.Context(path, backend="software")
+    with _open(vendor_fixtures, "add_mul_fp16") as ctx:  # the real file still loads and runs
+        assert len(ctx.run(_inputs(vendor_fixtures, "add_mul", "ab0", 2))) == 2
+
+
+# -- backend selection ------------------------------------------------------------------------------
+
+
+def test_auto_prefers_the_npu_when_librknnrt_loads(vendor_fixtures, request):
+    pytest.importorskip("rknnlite._native.rknnrt")
+    request.getfixturevalue("fake_rknnrt_env")
+    with rknnlite.Context(str(vendor_fixtures / "rknn" / "add_mul_fp16.rknn")) as ctx:
+        assert ctx.backend == "npu"
+
+
+def test_auto_runs_supported_files_on_software_without_librknnrt(vendor_fixtures, vendor_rknn_files, no_runtime):
+    assert vendor_rknn_files
+    for path in vendor_rknn_files:
+        with rknnlite.Context(str(path)) as ctx:
+            assert ctx.backend == "software"
+
+
+def test_auto_names_both_reasons_when_an_op_is_unsupported(vendor_fixtures, tmp_path, no_runtime):
+    path = _doctored(vendor_fixtures, tmp_path, "add_mul_fp16", lambda d: _rename_op(d, b"Add", b"Axx"))
+    with pytest.raises(DeviceUnavailableError) as info:
+        rknnlite.Context(path)
+    message = str(info.value)
+    assert "librknnrt.so was not found" in message
+    assert "software backend cannot run it off-board" in message and "'Axx'" in message
+
+
+def test_explicit_npu_never_falls_back(vendor_fixtures, no_runtime):
+    with pytest.raises(DeviceUnavailableError, match="npu backend cannot run"):
+        rknnlite.Context(str(vendor_fixtures / "rknn" / "convnet_fp16.rknn"), backend="npu")
+
+
+# -- runtime features on vendor files ------------------------------------------------------------
+
+
+def test_tensor_attributes_are_the_files(vendor_fixtures):
+    specs = load_model(str(vendor_fixtures / "rknn" / "convnet_i8.rknn")).model
+    with _open(vendor_fixtures, "convnet_i8") as ctx:
+        (inp,), (out,) = ctx.inputs, ctx.outputs
+        assert (inp.name, inp.dims, inp.fmt, inp.type) == ("input", (1, 3, 32, 32), TensorFormat.NCHW, TensorType.INT8)
+        assert (inp.scale, inp.zp) == (specs.inputs[0].quant.scale[0], -64)
+        assert (out.name, out.dims, out.type) == ("prob", (1, 10), TensorType.FLOAT16)
+        assert ctx.custom_string == ""
+    with _open(vendor_fixtures, "dyn_conv_i8") as ctx:
+        (out,) = ctx.outputs
+        assert out.type == TensorType.INT8 and (out.scale, out.zp) == (specs_scale(vendor_fixtures, "y"), -22)
+
+
+def specs_scale(fixtures, name):
+    model = load_model(str(fixtures / "rknn" / "dyn_conv_i8.rknn")).model
+    return next(s.quant.scale[0] for s in model.outputs if s.name == name)
+
+
+def test_native_layouts_and_pass_through(vendor_fixtures):
+    (x,) = _inputs(vendor_fixtures, "dyn_conv", "s0_32x32", 1)
+    with _open(vendor_fixtures, "dyn_conv_i8") as ctx:
+        native_in, native_out = ctx.native_inputs[0], ctx.native_outputs[0]
+        assert native_in.fmt == TensorFormat.NHWC and native_in.type == TensorType.INT8
+        assert native_out.fmt == TensorFormat.NC1HWC2 and native_out.dims == (1, 1, 32, 32, 16)
+        expected = ctx.run([x])[0]
+        # pass-through: the normalised, quantized int8 values (no mean/std applied again)
+        a = ctx.inputs[0]
+        normalised = (x - np.array([0, 128, 64], np.float32).reshape(1, 3, 1, 1)) / \
+            np.array([255, 64, 32], np.float32).reshape(1, 3, 1, 1)
+        q = np.clip(np.rint(normalised / np.float32(a.scale)) + a.zp, -128, 127).astype(np.int8)
+        np.testing.assert_array_equal(ctx.run([q], pass_through=True)[0], expected)
+        raw = ctx.run([x], want_float=False)[0]
+        assert raw.dtype == np.int8
+        np.testing.assert_allclose((raw.astype(np.float32) - ctx.outputs[0].zp) * ctx.outputs[0].scale, expected,
+                                   atol=1e-6)
+
+
+def test_dynamic_shapes(vendor_fixtures):
+    with _open(vendor_fixtures, "dyn_conv_fp16") as ctx:
+        ranges = ctx.input_ranges()
+        assert list(ranges[0].dyn_range) == [(1, 3, 32, 32), (1, 3, 24, 40), (1, 3, 16, 16)]
+        ctx.set_input_shapes([(1, 3, 24, 40)])
+        assert ctx.current_inputs[0].dims == (1, 3, 24, 40)
+        assert ctx.current_outputs[0].dims == (1, 2, 24, 40)
+        with pytest.raises(rknnlite.InputInvalidError, match="not one of the model's shape sets"):
+            ctx.set_input_shapes([(1, 3, 8, 8)])
+        (x,) = _inputs(vendor_fixtures, "dyn_conv", "s1_16x16", 1)  # run switches by itself
+        assert ctx.run([x])[0].shape == (1, 2, 16, 16)
+
+
+def test_dup_shares_the_lowered_weights(vendor_fixtures):
+    inputs = _inputs(vendor_fixtures, "convnet", "x0", 1)
+    with _open(vendor_fixtures, "convnet_i8") as ctx:
+        twin = ctx.dup()
+        try:
+            assert twin._backend.model is ctx._backend.model
+            np.testing.assert_array_equal(twin.run(inputs)[0], ctx.run(inputs)[0])
+        finally:
+            twin.close()
+
+
+def test_zero_copy_run_bound(vendor_fixtures):
+    a, b = _inputs(vendor_fixtures, "add_mul", "ab0", 2)
+    with _open(vendor_fixtures, "add_mul_fp16") as ctx:
+        expected = ctx.run([a, b])
+        for attr, value in zip(ctx.native_inputs, (a, b)):  # NHWC, rows padded to w_stride
+            attr = attr.replace(type=TensorType.FLOAT32)
+            assert attr.fmt == TensorFormat.NHWC
+            mem = ctx.create_mem(attr.size_with_stride)
+            ctx.set_io_mem(mem, attr)
+            mem.view(attr)[...] = value.transpose(0, 2, 3, 1)
+        outs = []
+        for attr in ctx.outputs:
+            attr = attr.replace(type=TensorType.FLOAT32)
+            mem = ctx.create_mem(attr.size_with_stride)
+            ctx.set_io_mem(mem, attr)
+            outs.append(mem.array(np.float32, attr.dims))
+        ctx.run_bound()
+        for y, ref in zip(outs, expected):
+            np.testing.assert_array_equal(y, ref)
+
+
+def test_pipeline_and_queue(vendor_fixtures):
+    from rknnlite.pipeline import Pipeline
+
+    inputs = _inputs(vendor_fixtures, "convnet", "x0", 1)
+    with _open(vendor_fixtures, "convnet_fp16") as ctx:
+        expected = ctx.run(inputs)[0]
+        with Pipeline(ctx, maxsize=4) as pipe:
+            for _ in range(3):
+                pipe.push(inputs)
+            results = [pipe.pop(timeout=60) for _ in range(3)]
+    assert all(r.ok for r in results)
+    for r in results:
+        np.testing.assert_array_equal(r.value[0], expected)
+
+
+# -- the executor hook: vendor fp16 inputs and float32 biases are not rounded ----------------------
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_keep_float_tensors_are_not_rounded_in_float16_mode(keep):
+    from rknnlite.backends.software.executor import Executor
+
+    x = np.full((1, 4), 1 + 2 ** -12, np.float32)  # not a float16 value
+    c = np.full((1, 4), 1 + 2 ** -12, np.float32)
+    graph = VendorGraph([Node("Sub", "d", ["x", "one"], ["d"]), Node("Sub", "e", ["c", "one"], ["e"])],
+                        ["x"], ["d", "e"], {"one": np.ones((1, 4), np.float32), "c": c},
+                        keep_float=("x", "c") if keep else ())
+    d, e = Executor(graph, "float16").run([x])
+    expected = 2.0 ** -12 if keep else 0.0  # rounded to float16, 1 + 2^-12 becomes 1
+    assert np.all(d == expected) and np.all(e == expected)
+
+
+# -- inspect --------------------------------------------------------------------------------------
+
+
+def test_inspect_lists_vendor_ops_and_support(vendor_fixtures, tmp_path, capsys):
+    from rknnlite.cli import main
+
+    assert main(["inspect", str(vendor_fixtures / "rknn" / "convnet_i8.rknn")]) == 0
+    text = capsys.readouterr().out
+    assert "vendor ops" in text
+    assert any(line.split()[:1] == ["exSoftmax13"] and line.rstrip().endswith("supported") for line in text.splitlines())
+    assert "off-board: runs on the software backend" in text
+    path = _doctored(vendor_fixtures, tmp_path, "add_mul_fp16", lambda d: _rename_op(d, b"Add", b"Axx"))
+    assert main(["inspect", "--json", path]) == 0
+    ops = {v["op"]: v for v in json.loads(capsys.readouterr().out)["vendor_ops"]}
+    assert ops["Axx"]["off_board"] is False and ops["Mul"]["off_board"] is True
+    assert set(ops) - {"Axx"} <= SUPPORTED_OPS
+    path = _doctored(vendor_fixtures, tmp_path, "convnet_fp16", _patch_slot(1, 1, 7, 99))
+    assert main(["inspect", "--json", path]) == 0  # an unknown parameter union: ops listed, file refused
+    summary = json.loads(capsys.readouterr().out)
+    assert {v["op"] for v in summary["vendor_ops"]} >= {"ConvRelu", "exSoftmax13"}
+    assert summary["off_board"]["runs"] is False and "parameter-union type code 99" in summary["off_board"]["error"]
+
+
+def test_vendor_graph_decodes_every_fixture(vendor_rknn_files):
+    for path in vendor_rknn_files:
+        loaded = load_model(str(path))
+        vf = read_vendor_graph(loaded.payload, loaded.model.header_size, loaded.model.model_size, str(path))
+        assert len(vf.subgraphs) == loaded.model.num_subgraphs
+        ops = [n.op for n in vf.subgraphs[0].nodes]
+        assert ops[0] == "InputOperator" and ops[-1] == "OutputOperator"
+
+
+# -- the vendor corpus (tests/data/vendor, built with RKNN-Toolkit2 2.5.0; see its manifest.json) --------
+
+CORPUS = __import__("pathlib").Path(__file__).parent / "data" / "vendor"
+
+#: corpus files the lowering refuses, and what its error must name
+REFUSED = {
+    "conv_hardsigmoid_i8": "int8 ConvHardSigmoid runs through a lookup table whose index map holds alpha",
+}
+
+
+def _corpus():
+    manifest = CORPUS / "manifest.json"
+    if not manifest.is_file():
+        return []
+    return sorted(json.loads(manifest.read_text())["files"].items())
+
+
+@pytest.mark.parametrize("name, entry", _corpus() or [pytest.param(None, None, marks=pytest.mark.skip("no corpus"))])
+def test_corpus_file_runs_or_is_refused_by_name(name, entry):
+    path = str(CORPUS / entry["file"])
+    if name in REFUSED:
+        with pytest.raises(ModelInvalidError, match=REFUSED[name]):
+            rknnlite.Context(path, backend="software")
+        return
+    data = np.load(CORPUS / entry["npz"])
+    inputs = [data[f"in{k}"] for k in range(len(entry["inputs"]))]
+    with rknnlite.Context(path, backend="software") as ctx:
+        outputs = ctx.run(inputs)
+    assert len(outputs) == len(entry["outputs"])
+    for k, y in enumerate(outputs):
+        ref = data[f"out{k}"].reshape(y.shape)
+        if entry["variant"] == "fp16":
+            # bit-exact but for float32-vs-float64 accumulation: at most a float16 ulp here and there
+            assert _cos(y, ref) >= 0.99999 and np.abs(y - ref).max() <= 2 ** -9 * max(1.0, np.abs(ref).max() / 4)
+        else:
+            assert _cos(y, ref) >= 0.9999
+
+
+def test_fp16_activation_registers():
+    from rknnlite.model.vendor.regcmd import TARGET_DPU, fused_activation
+
+    def regs(**values):
+        return {(TARGET_DPU, int(k[1:], 16)): v for k, v in values.items()}
+
+    leaky = regs(x4060=0x62, x4068=0x34CD0000)
+    assert fused_activation(leaky, "ConvLeakyRelu", "n")["alpha"] == pytest.approx(0.3, abs=1e-3)
+    assert fused_activation(regs(x4060=0x92, x4064=0, x406c=0x40C00000), "ConvClip", "n") == {"min": 0.0, "max": 6.0}
+    shifted = regs(x4060=0x20090, x4064=0x3F800000, x406c=0x40400000, **{f"x{a:x}": 0xBF800000
+                                                                         for a in range(0x4090, 0x40B0, 4)})
+    assert fused_activation(shifted, "ConvClip", "n") == {"min": -1.0, "max": 2.0}
+    with pytest.raises(ModelInvalidError, match="not a layout whose activation parameters were decoded"):
+        fused_activation(regs(x4060=0x77, x4064=0, x4068=0, x406c=0), "ConvClip", "n")
+    # int8 files: integers in accumulator units, the slope as round(alpha * 2^14)
+    unit = 1 / 5798.0
+    int8_clip = regs(x4060=0x20090, x4064=5798, x406c=17394, **{f"x{a:x}": (-5798) & 0xFFFFFFFF
+                                                                  for a in range(0x4090, 0x40B0, 4)})
+    got = fused_activation(int8_clip, "ConvClip", "n", unit)
+    assert got["min"] == pytest.approx(-1.0) and got["max"] == pytest.approx(2.0)
+    assert fused_activation(regs(x4060=0x62, x4068=0x06660000), "ConvLeakyRelu", "n", unit)["alpha"] == 1638 / 16384
+    with pytest.raises(ModelInvalidError, match="int8 file"):  # an int8 HardSigmoid is a lookup table
+        fused_activation(regs(x4060=0x20040, x4064=0, x4068=0x70CD0000, x406c=0), "ConvHardSigmoid", "n", unit)
+
+
+def test_int8_lookup_table_index_map():
+    from rknnlite.model.vendor.regcmd import TARGET_DPU, lut_index_map
+
+    regs = {(TARGET_DPU, 0x4060): 0x20040, (TARGET_DPU, 0x4064): 0, (TARGET_DPU, 0x4068): (32586 << 16) | (16 << 8),
+            (TARGET_DPU, 0x4048): 0xE01}
+    assert lut_index_map(regs, "n") == (32586 / 2 ** 16, 14)
+    regs[(TARGET_DPU, 0x4064)] = 5  # an offset was never observed on these functions
+    with pytest.raises(ModelInvalidError, match="not the observed layout"):
+        lut_index_map(regs, "n")
+
+
+@pytest.mark.parametrize("alpha, beta", [(0.3, 0.4), (0.3, 0.6), (0.2, 0.5), (0.5, 0.5), (0.1, 0.9)])
+def test_hard_sigmoid_parameters_from_its_lookup_index_map(alpha, beta):
+    from rknnlite.model.vendor.lower import _hard_sigmoid_params
+
+    scale = float(np.float16(alpha * 32768))  # what the registers hold (docs/vendor-format-notes.md §1)
+    offset = float(np.float32(scale * (beta - 0.5) / alpha))
+    assert _hard_sigmoid_params(scale, offset) == (alpha, beta)

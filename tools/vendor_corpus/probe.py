@@ -1,0 +1,102 @@
+"""Build throw-away probe ``.rknn`` files for the format experiments (not part of the corpus).
+
+Each probe family varies ONE attribute of a fixed graph with fixed weights, so a
+field-by-field diff (``rkdiff.py``, ``regtable.py``) shows where the attribute is
+stored.  Runs in the vendor-toolkit venv, like ``build_corpus.py``::
+
+    /var/tmp/rkt/bin/python tools/vendor_corpus/probe.py --out /tmp/rkprobe [family ...]
+
+Families: ``hardsigmoid`` (alpha/beta grid), ``clip`` (bounds), ``leaky`` (slopes),
+``plain`` (Conv without activation, the baseline), ``resize`` (mode and
+coordinate mode), ``dynamic`` (three input shapes), ``platforms`` (one model for
+rk3562/rk3566/rk3568/rk3576/rk3588/rv1126b).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from build_corpus import build_one  # noqa: E402
+from models import IMG, Case, _clip, _conv_act, _hardsigmoid, _leaky, _G  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+def _plain():
+    g = _G(103)
+    y = g.conv("x", 3, 20)
+    return g.model([("x", IMG[1])], [(y, "y")])
+
+
+def _resize(mode: str, ctm: str, nearest_mode: str = "floor", scale: float = 2.0):
+    def build():
+        g = _G(307)
+        y = g.conv("x", 3, 20)
+        attrs = dict(mode=mode, coordinate_transformation_mode=ctm)
+        if mode == "nearest":
+            attrs["nearest_mode"] = nearest_mode
+        r = g.node("Resize", [y, g.const(np.zeros(0, np.float32)),
+                              g.const(np.array([1, 1, scale, scale], np.float32))], **attrs)[0]
+        return g.model([("x", IMG[1])], [(r, "y")])
+    return build
+
+
+def families():
+    img = [IMG]
+    fam = {
+        "plain": [Case("p_plain", "Conv 3->20 (weights of conv_leaky01)", _plain, img)],
+        "hardsigmoid": [Case(f"p_hsig_a{a}_b{b}", f"HardSigmoid({a},{b})", _conv_act(106, _hardsigmoid(a, b)), img)
+                        for a, b in ((0.3, 0.4), (0.3, 0.6), (0.2, 0.5), (0.5, 0.5), (0.1, 0.9))],
+        "clip": [Case(f"p_clip_{lo}_{hi}", f"Clip({lo},{hi})", _conv_act(102, _clip(lo, hi)), img)
+                 for lo, hi in ((-1.0, 2.0), (-2.0, 2.0), (0.0, 6.0), (0.5, 4.0), (0.0, 1.0))],
+        "leaky": [Case(f"p_leaky_{a}", f"LeakyRelu({a})", _conv_act(103, _leaky(a)), img)
+                  for a in (0.01, 0.1, 0.2, 0.3, 0.5)],
+        "resize": [Case(f"p_resize_{m}_{c}_{s}", f"Resize {m} {c} x{s}", _resize(m, c, scale=s), img)
+                   for m, c, s in (("nearest", "asymmetric", 2.0), ("nearest", "half_pixel", 2.0),
+                                   ("linear", "half_pixel", 2.0), ("linear", "align_corners", 2.0),
+                                   ("linear", "asymmetric", 2.0), ("nearest", "asymmetric", 3.0),
+                                   ("linear", "half_pixel", 3.0))],
+        "platforms": [Case(f"p_plat_{p}", "convnet", __import__("models")._convnet(), img, platform=p)
+                      for p in ("rk3562", "rk3566", "rk3568", "rk3576", "rk3588", "rv1126b")],
+    }
+    return fam
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="/tmp/rkprobe")
+    ap.add_argument("--variants", nargs="*", default=["fp16", "i8"])
+    ap.add_argument("families", nargs="*")
+    args = ap.parse_args(argv)
+    import onnx
+
+    os.makedirs(args.out, exist_ok=True)
+    fam = families()
+    chosen = args.families or list(fam)
+    summary = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in chosen:
+            for case in fam[name]:
+                onnx_path = os.path.join(tmp, case.name + ".onnx")
+                onnx.save(case.build(), onnx_path)
+                for variant in args.variants:
+                    try:
+                        entry = build_one(case, variant, onnx_path, tmp, out_dir=args.out)
+                        summary[entry["file"]] = {k: entry[k] for k in ("graph", "outputs", "config")}
+                        print("ok  ", entry["file"], flush=True)
+                    except Exception as e:
+                        print("FAIL", case.name, variant, str(e)[:300], file=sys.stderr, flush=True)
+    with open(os.path.join(args.out, "summary.json"), "a") as f:
+        f.write(json.dumps(summary) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
