@@ -73,7 +73,9 @@ class AsyncInferQueue:
             picks :func:`default_core_masks` (no mask on one-core platforms, where
             ``set_core_mask`` is refused).  A mask the platform refuses raises
             ``InvalidParamError``.
-        data_format, pass_through, want_float: passed to every :meth:`Context.run`.
+        data_format: passed to every :meth:`Context.run`.
+        pass_through: passed to every :meth:`Context.run`.
+        want_float: passed to every :meth:`Context.run`.
 
     Results are the new arrays :meth:`Context.run` returns (owned by the receiver); inputs
     are read during the run and not kept afterwards.
