@@ -20,7 +20,7 @@ from typing import Dict, List, Optional
 from ..errors import InvalidParamError
 from .security import DEFAULT_MAX_BODY_BYTES, read_token_file
 
-__all__ = ["add_arguments", "run", "parse_models", "sd_notify"]
+__all__ = ["add_arguments", "run", "parse_models", "sd_notify", "loop_kind"]
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -40,7 +40,8 @@ def add_arguments(p) -> None:
     p.add_argument("--drain-timeout", type=float, default=30.0,
                    help="seconds requests in flight may take to finish on SIGTERM (default 30)")
     p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
-                   help="event loop: uvloop when installed (auto, the default; faster), or asyncio's own")
+                   help="event loop: uvloop when installed (auto, the default), uvloop (an error without it) "
+                        "or asyncio's own")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                    help="level of the log lines written to stderr (default info)")
 
@@ -103,8 +104,18 @@ def run(args) -> int:
         log.removeHandler(handler)
 
 
+def loop_kind(loop) -> str:
+    """``"uvloop"`` or ``"asyncio"``: which implementation ``loop`` is."""
+    return "uvloop" if type(loop).__module__.split(".")[0] == "uvloop" else "asyncio"
+
+
 def _run_loop(coro, kind: str):
-    """Run ``coro`` on a new event loop (uvloop's when ``kind`` allows and it is installed)."""
+    """Run ``coro`` on a new event loop of its own and return its result.
+
+    ``kind``: ``"uvloop"`` (uvloop's loop; InvalidParamError when it is not installed),
+    ``"asyncio"`` (the standard library's), ``"auto"`` (uvloop's when installed).  Only
+    this loop is uvloop's: the process's event loop policy is left alone.
+    """
     loop = None
     if kind in ("auto", "uvloop"):
         try:
@@ -158,7 +169,8 @@ async def _serve(repository, args, token: Optional[str]) -> int:
     loop.add_signal_handler(signal.SIGHUP, on_hup)
     try:
         ready = sum(1 for m in manager.models.values() if m.ready)
-        log.info("serving %d of %d model(s) on http://%s:%d", ready, len(manager.models), args.host, port)
+        log.info("serving %d of %d model(s) on http://%s:%d (%s event loop)", ready, len(manager.models), args.host,
+                 port, loop_kind(loop))
         sd_notify("READY=1")
         await stop.wait()
         log.info("stopping: draining requests in flight (up to %.0f s)", args.drain_timeout)

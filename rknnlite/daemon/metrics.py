@@ -9,7 +9,8 @@ Series (``model`` is a served model's name, or ``_unknown``):
 * ``rknnlite_request_duration_seconds{model,endpoint}``: request latency histogram.
 * ``rknnlite_inference_duration_seconds{model}``: time in the runner (queue + run).
 * ``rknnlite_batch_size{model}``: rows per run of dynamically batched models.
-* ``rknnlite_queue_depth{model}``: requests admitted and not yet answered.
+* ``rknnlite_queue_depth{model}``: requests admitted and not yet answered (read from the
+  model's concurrency limit at scrape time).
 * ``rknnlite_errors_total{model,kind}``: failed inferences (``client``, ``busy``, ``runtime``).
 * ``rknnlite_model_ready{model}``: 1 when the model serves, 0 when unavailable.
 * ``rknnlite_process_resident_memory_bytes``, ``rknnlite_process_cpu_seconds_total``:
@@ -77,6 +78,7 @@ class DaemonMetrics:
                                  registry=r)
         r.register(_ProcessCollector())
         self._children: dict = {}
+        self._request_children: dict = {}
 
     def labels(self, metric, *values):
         """``metric.labels(*values)``, cached: the per-request paths skip prometheus_client's
@@ -86,6 +88,18 @@ class DaemonMetrics:
         if child is None:
             child = self._children[key] = metric.labels(*values)
         return child
+
+    def observe_request(self, model: str, endpoint: str, status: int, seconds: float) -> None:
+        """Count one answered request (``rknnlite_requests_total``) and its latency in seconds
+        (``rknnlite_request_duration_seconds``); the two series are looked up once per
+        label set."""
+        key = (model, endpoint, status)
+        pair = self._request_children.get(key)
+        if pair is None:
+            pair = self._request_children[key] = (self.requests.labels(model, endpoint, str(status)),
+                                                   self.request_seconds.labels(model, endpoint))
+        pair[0].inc()
+        pair[1].observe(seconds)
 
     def forget_model(self, name: str) -> None:
         """Drop the per-model gauges of an unloaded model (counters keep their history)."""

@@ -355,6 +355,8 @@ class ModelManager:
         self._unloaded.discard(name)
         if self.metrics is not None:
             self.metrics.model_ready.labels(name).set(1 if model.ready else 0)
+            # read at scrape time: no gauge update per request
+            self.metrics.queue_depth.labels(name).set_function(lambda limit=model.limit: limit.active)
         if old is not None:
             await old.close()
         return model

@@ -123,7 +123,7 @@ class ServedModel:
         self.metrics = None
         self._runner = None
         self._batcher: Optional[DynamicBatcher] = None
-        self._input_of: Dict[str, ServedTensor] = {}
+        self._input_of: Dict[str, Tuple[int, ServedTensor]] = {}  # name -> (position, tensor)
         self._output_of: Dict[str, ServedTensor] = {}
         self._closed = False
 
@@ -170,7 +170,7 @@ class ServedModel:
             self.inputs = _served_tensors(attrs_in, config.inputs, True, batched, f"{config.path}: inputs")
             self.outputs = _served_tensors(attrs_out, config.outputs, False, batched, f"{config.path}: outputs")
             self.inputs.sort(key=lambda t: t.index)
-            self._input_of = {t.name: t for t in self.inputs}
+            self._input_of = {t.name: (k, t) for k, t in enumerate(self.inputs)}
             self._output_of = {t.name: t for t in self.outputs}
             formats = [t.layout for t in self.inputs]
             self.limit = ConcurrencyLimit(config.max_concurrency, f"model {name!r}")
@@ -221,21 +221,21 @@ class ServedModel:
                 input does not take, or a shape that does not fit (each named).
         """
         arrays: List[Optional[np.ndarray]] = [None] * len(self.inputs)
-        position = {t.name: k for k, t in enumerate(self.inputs)}
         rows = None
         for item in inputs:
-            spec = self._input_of.get(item.name)
-            if spec is None:
+            found = self._input_of.get(item.name)
+            if found is None:
                 raise ProtocolError(f"unknown input {item.name!r} for model {self.name!r}; its inputs are "
                                     f"{', '.join(repr(t.name) for t in self.inputs)}")
-            k = position[item.name]
+            k, spec = found
             if arrays[k] is not None:
                 raise ProtocolError(f"input {item.name!r} is given twice")
             if item.datatype not in spec.accepts:
                 raise ProtocolError(f"input {item.name!r} has datatype {item.datatype}; model {self.name!r} "
                                     f"takes {' or '.join(spec.accepts)}")
             shape = item.shape
-            if len(shape) != len(spec.shape) or any(w != -1 and d != w for d, w in zip(shape, spec.shape)):
+            if shape != spec.shape and (len(shape) != len(spec.shape)
+                                        or any(w != -1 and d != w for d, w in zip(shape, spec.shape))):
                 raise ProtocolError(f"input {item.name!r} has shape {list(shape)}; model {self.name!r} expects "
                                     f"{list(spec.shape)}" + (" (-1: any)" if -1 in spec.shape else ""))
             if self._batcher is not None:

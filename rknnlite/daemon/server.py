@@ -19,7 +19,6 @@ command (:mod:`rknnlite.daemon.command`) is the application that handles signals
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from typing import List, Mapping, Optional
@@ -29,7 +28,8 @@ from aiohttp import web
 from .._version import __version__
 from ..errors import RKNNError
 from .metrics import DaemonMetrics
-from .protocol import HEADER_LENGTH, ProtocolError, encode_infer_response, error_body, parse_infer_request
+from .protocol import (HEADER_LENGTH, ProtocolError, RequestParser, dumps, encode_infer_response, error_body, loads,
+                       parse_infer_request)
 from .repository import ModelManager, ModelRepository, logger
 from .security import DEFAULT_MAX_BODY_BYTES, check_token, is_public_path
 
@@ -56,6 +56,7 @@ class _State:
         self.token = token
         self.draining = False
         self.in_flight = 0
+        self.parser = RequestParser()
 
 
 MANAGER_KEY = web.AppKey("rknnlite_manager", ModelManager)
@@ -63,16 +64,11 @@ STATE_KEY = web.AppKey("rknnlite_state", _State)
 
 
 def _json(doc, status: int = 200, headers: Optional[Mapping[str, str]] = None) -> web.Response:
-    return web.Response(body=json.dumps(doc).encode(), status=status, content_type=_JSON, headers=headers)
+    return web.Response(body=dumps(doc), status=status, content_type=_JSON, headers=headers)
 
 
 def _error(message: str, status: int, headers: Optional[Mapping[str, str]] = None) -> web.Response:
     return web.Response(body=error_body(message), status=status, content_type=_JSON, headers=headers)
-
-
-def _endpoint(request: web.Request) -> str:
-    route = request.match_info.route
-    return getattr(route, "name", None) or "unmatched"
 
 
 @web.middleware
@@ -109,11 +105,11 @@ async def _middleware(request: web.Request, handler):
                 response = _error(f"internal error: {type(e).__name__}", 500)
         metrics = state.metrics
         if metrics is not None:
-            name = request.match_info.get("name")
-            model = name if name is not None and name in state.manager.models else ("_unknown" if name else "")
-            endpoint = _endpoint(request)
-            metrics.labels(metrics.requests, model, endpoint, str(response.status)).inc()
-            metrics.labels(metrics.request_seconds, model, endpoint).observe(time.perf_counter() - start)
+            match = request.match_info
+            name = match.get("name")
+            model = "" if name is None else (name if name in state.manager.models else "_unknown")
+            metrics.observe_request(model, getattr(match.route, "name", None) or "unmatched", response.status,
+                                    time.perf_counter() - start)
         return response
     finally:
         state.in_flight -= 1
@@ -171,10 +167,9 @@ async def _infer(request: web.Request) -> web.Response:
     model = _model(request)
     if not model.ready:
         raise ProtocolError(f"model {model.name!r} is not ready" + (f": {model.reason}" if model.reason else ""))
-    metrics = request.app[STATE_KEY].metrics
-    model.limit.acquire()
-    if metrics is not None:
-        metrics.labels(metrics.queue_depth, model.name).inc()
+    state = request.app[STATE_KEY]
+    metrics = state.metrics
+    model.limit.acquire()  # also what rknnlite_queue_depth reports
     try:
         body = await request.read()
         header = request.headers.get(HEADER_LENGTH)
@@ -183,7 +178,7 @@ async def _infer(request: web.Request) -> web.Response:
         if json_part > _OFFLOAD_JSON_BYTES:  # big JSON tensors: decode off the event loop
             infer = await loop.run_in_executor(None, parse_infer_request, body, header)
         else:
-            infer = parse_infer_request(body, header)
+            infer = state.parser.parse(body, header)
         arrays, rows = model.check_inputs(infer.inputs)
         if infer.outputs is not None:
             wanted = [(model.output_spec(o.name).name, o.binary) for o in infer.outputs]
@@ -207,8 +202,6 @@ async def _infer(request: web.Request) -> web.Response:
         raise
     finally:
         model.limit.release()
-        if metrics is not None:
-            metrics.labels(metrics.queue_depth, model.name).dec()
     if header_length is None:
         return web.Response(body=payload, content_type=_JSON)
     return web.Response(body=payload, content_type="application/octet-stream",
@@ -220,7 +213,7 @@ async def _optional_json(request: web.Request) -> dict:
     if not body.strip():
         return {}
     try:
-        doc = json.loads(body)
+        doc = loads(body)
     except ValueError as e:
         raise ProtocolError(f"malformed JSON in the request: {e}") from None
     if not isinstance(doc, dict):
@@ -281,6 +274,9 @@ async def create_app(repository: ModelRepository, *, token: Optional[str] = None
     app[MANAGER_KEY] = manager
     app[STATE_KEY] = _State(manager, collected, token, int(max_body_bytes))
     r = app.router
+    # the router tries resources in the order they are added: inference first
+    r.add_post("/v2/models/{name}/infer", _infer, name="infer")
+    r.add_post("/v2/models/{name}/versions/{version}/infer", _infer, name="infer_version")
     r.add_get("/v2/health/live", _live, name="health_live")
     r.add_get("/v2/health/ready", _ready, name="health_ready")
     r.add_get("/v2", _server_metadata, name="server_metadata")
@@ -288,7 +284,6 @@ async def create_app(repository: ModelRepository, *, token: Optional[str] = None
         r.add_get(prefix, _model_metadata, name="model_metadata" + suffix)
         r.add_get(prefix + "/ready", _model_ready, name="model_ready" + suffix)
         r.add_get(prefix + "/config", _model_config, name="model_config" + suffix)
-        r.add_post(prefix + "/infer", _infer, name="infer" + suffix)
     r.add_post("/v2/repository/index", _repository_index, name="repository_index")
     r.add_post("/v2/repository/models/{name}/load", _repository_load, name="repository_load")
     r.add_post("/v2/repository/models/{name}/unload", _repository_unload, name="repository_unload")
