@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -440,3 +441,10 @@ def gil_probe(portable_model) -> GilProbe:
     """A :class:`GilProbe`: ``gil_probe.measure(run)`` -> (ticker advance while a Conv kernel
     ran, advance while a GIL-holding Python op ran)."""
     return GilProbe(portable_model)
+
+
+@pytest.fixture
+def toolkit_log(caplog):
+    """``caplog`` capturing everything the toolkit (``rknnlite.toolkit``) logs, debug and up."""
+    caplog.set_level(logging.DEBUG, logger="rknnlite.toolkit")
+    return caplog

@@ -3,8 +3,6 @@ by N; the file keeps the batch-1 graph with ``batch_size=N`` and the runtime run
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pytest
 
@@ -18,6 +16,7 @@ from rknnlite.model.loader import load_model  # noqa: E402
 from rknnlite.model.spec import QuantParams, TensorSpec  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 from rknnlite.toolkit.shapes import batch_specs  # noqa: E402
+from toolkit_logs import errors  # noqa: E402
 
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(5)
@@ -42,16 +41,6 @@ def classifier_model():
     ]
     return model(nodes, [vi("x", [1, 3, 6, 6])], [vi("prob", [1, 5]), vi("feat", [1, 4, 6, 6])],
                   [init("w", w), init("b", b), init("g", g), init("shape", np.array([1, 144], np.int64))])
-
-
-@pytest.fixture
-def toolkit_log(caplog):
-    caplog.set_level(logging.DEBUG, logger="rknnlite.toolkit")
-    return caplog
-
-
-def errors(caplog):
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def loaded(model, **config):

@@ -4,7 +4,6 @@ shape-generic graph that runs every shape set (rknnlite.toolkit.shapes, onnx_imp
 from __future__ import annotations
 
 import json
-import logging
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ onnx = pytest.importorskip("onnx")
 
 from onnx import TensorProto, helper  # noqa: E402
 from onnx_builders import init, model, vi  # noqa: E402
+from toolkit_logs import errors  # noqa: E402
 
 from rknnlite import ModelInvalidError  # noqa: E402
 from rknnlite.model.loader import load_model  # noqa: E402
@@ -84,16 +84,6 @@ def width_scaled_model():
 def two_input_model():
     nodes = [helper.make_node("Add", ["a", "b"], ["y"], name="add")]
     return model(nodes, [vi("a", [1, "L"]), vi("b", [1, "L"])], [vi("y", [1, "L"])])
-
-
-@pytest.fixture
-def toolkit_log(caplog):
-    caplog.set_level(logging.DEBUG, logger="rknnlite.toolkit")
-    return caplog
-
-
-def errors(caplog):
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def cosine(a, b):

@@ -195,12 +195,6 @@ def ref_forward(layers, params, x):
 # -- helpers -------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def toolkit_log(caplog):
-    caplog.set_level(logging.DEBUG, logger="rknnlite.toolkit")
-    return caplog
-
-
 def messages(caplog, level=logging.ERROR):
     return [r.getMessage() for r in caplog.records if r.levelno == level]
 

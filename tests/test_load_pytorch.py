@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")  # CI installs torch (test extra); skip onl
 from rknnlite import ModelInvalidError  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 from rknnlite.toolkit.loaders.pytorch import load_pytorch, torchscript_to_onnx  # noqa: E402
+from toolkit_logs import errors  # noqa: E402
 
 nn = torch.nn
 F = torch.nn.functional
@@ -66,16 +67,6 @@ def save_traced(module, path, example):
         warnings.simplefilter("ignore")  # torch's own TorchScript deprecation notices
         torch.jit.trace(module.eval(), example).save(str(path))
     return path
-
-
-@pytest.fixture
-def toolkit_log(caplog):
-    caplog.set_level(logging.DEBUG, logger="rknnlite.toolkit")
-    return caplog
-
-
-def errors(caplog):
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def run_rknn(model, sizes, inputs):

@@ -23,6 +23,7 @@ pytest.importorskip("onnx")
 from rknnlite.errors import ModelInvalidError  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 from rknnlite.toolkit.loaders import tensorflow as tf_loader  # noqa: E402
+from toolkit_logs import errors  # noqa: E402
 
 # Builds each frozen graph of a spec list, runs it in TensorFlow and saves graph, input and output.
 _MAKER = textwrap.dedent("""
@@ -88,10 +89,6 @@ def tf_graphs(tmp_path_factory):
         return str(out / f"{name}.pb"), np.load(out / f"{name}_x.npy"), np.load(out / f"{name}_y.npy")
 
     return graph
-
-
-def errors(caplog):
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def convert_and_run(pb, inputs, sizes, outputs, feeds, input_is_nchw=False, data_format=None):

@@ -19,6 +19,7 @@ from rknnlite.model.loader import load_model  # noqa: E402
 from rknnlite.model.portable import read_portable  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 from rknnlite.toolkit.quantize import activation_params, weight_axis, weight_params  # noqa: E402
+from toolkit_logs import errors  # noqa: E402
 
 RNG = np.random.default_rng(23)
 F = TensorProto.FLOAT
@@ -29,10 +30,6 @@ CONVNET_MEAN, CONVNET_STD = [[0, 128, 64]], [[255, 64, 32]]
 def toolkit_log(caplog):
     caplog.set_level(logging.DEBUG, logger="rknnlite.toolkit")
     return caplog
-
-
-def errors(caplog):
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def cosine(a, b) -> float:

@@ -11,6 +11,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from toolkit_logs import errors  # noqa: E402
 
 import rknnlite  # noqa: E402
 from rknnlite import ModelInvalidError  # noqa: E402
@@ -818,10 +819,6 @@ def small_model_bytes():
 def toolkit_log(caplog):
     caplog.set_level(logging.DEBUG, logger="rknnlite.toolkit")
     return caplog
-
-
-def errors(caplog):
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_full_flow_export_and_run(tmp_path, toolkit_log):
