@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import InvalidParamError, ModelInvalidError, RKNNError
 from .dataset import DatasetError
 from .formula import Step, TransformPlan, plan_transform
+from .onnx_attrs import unique_name
 
 __all__ = ["onnx_edit"]
 
@@ -254,11 +255,7 @@ class _Names:
                 self._collect(sub)
 
     def fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.used:
-            name, k = f"{base}_{k}", k + 1
-        self.used.add(name)
-        return name
+        return unique_name(base, self.used)
 
 
 def _subgraphs(node):

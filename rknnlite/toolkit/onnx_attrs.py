@@ -1,10 +1,11 @@
-"""ONNX node attributes as plain Python values, the form software kernels receive."""
+"""ONNX node attributes as plain Python values, the form software kernels receive, and the
+unique tensor and node names the graph writers (``onnx_edit``, the loaders) give what they add."""
 
 from __future__ import annotations
 
 from typing import Any, Dict
 
-__all__ = ["node_attrs", "default_opset"]
+__all__ = ["node_attrs", "default_opset", "unique_name"]
 
 
 def default_opset(model) -> int:
@@ -39,3 +40,12 @@ def node_attrs(node, opset: int) -> Dict[str, Any]:
         attrs[a.name] = value
     attrs["_opset"] = opset
     return attrs
+
+
+def unique_name(base: str, taken: set) -> str:
+    """``base``, or ``base_1``, ``base_2``... : the first not in ``taken``, which it joins."""
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    taken.add(name)
+    return name

@@ -52,6 +52,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...errors import ModelInvalidError
+from ..onnx_attrs import unique_name
 from .common import read_source, shape_sets, require_onnx
 from . import protobuf_wire as wire
 from .protobuf_text import Identifier, TextFormatError, TextMessage, parse_text
@@ -283,11 +284,7 @@ class _Converter:
         self.produced: List[str] = []
 
     def fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.used:
-            name, k = f"{base}_{k}", k + 1
-        self.used.add(name)
-        return name
+        return unique_name(base, self.used)
 
     def error(self, layer: _Layer, message: str) -> ModelInvalidError:
         return ModelInvalidError(f"{self.label}: {layer.label}: {message}", op=_OP)

@@ -46,6 +46,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...errors import ModelInvalidError
+from ..onnx_attrs import unique_name
 from .common import read_source
 from ...model.spec import QuantParams
 
@@ -247,11 +248,7 @@ class _Converter:
 
     def fresh(self, base: str) -> str:
         base = re.sub(r"\s+", "_", base) or "t"
-        name, k = base, 1
-        while name in self.taken:
-            name, k = f"{base}_{k}", k + 1
-        self.taken.add(name)
-        return name
+        return unique_name(base, self.taken)
 
     def root(self, i: int) -> int:
         while i in self.alias:
