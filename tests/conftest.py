@@ -147,7 +147,8 @@ FIXTURE_CONFIG = {
 def converted_fixture(vendor_fixtures, tmp_path_factory):
     """``converted_fixture(name, variant)`` -> path of fixture model ``name`` (convnet, add_mul,
     dyn_conv) converted by rknnlite.toolkit with the vendor's settings; ``variant`` "fp16" or
-    "i8" (calibrated on the fixture's dataset).  Built once per session."""
+    "i8" (calibrated on the fixture's dataset).  Built once per session; skips without onnx."""
+    pytest.importorskip("onnx", reason="converting the fixtures needs the onnx package (extra toolkit)")
     from rknnlite.toolkit import RKNN
 
     out_dir = tmp_path_factory.mktemp("converted_fixtures")

@@ -238,7 +238,9 @@ TOP_LINE = re.compile(r'^\[\s*(\d+)\] score:(\d+\.\d{6}) class:"(.*)"$')
 
 def run_example(script, *args):
     repo = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # the rknnlite this test imported (the source tree, or an installed wheel), not necessarily the tree's
+    package_root = Path(rknnlite.__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(package_root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run([sys.executable, str(repo / "examples" / script), *map(str, args)], capture_output=True,
                           text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
