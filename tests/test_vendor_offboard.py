@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import rknnlite
-from rknnlite import DeviceUnavailableError, ModelInvalidError, TensorFormat, TensorType
+from rknnlite import DeviceUnavailableError, ModelInvalidError, QntType, TensorFormat, TensorType
 from rknnlite.backends.npu import library as npu_library
 from rknnlite.model.flatbuf import FlatBuffer
 from rknnlite.model.graph import Node
@@ -61,12 +61,13 @@ def no_runtime(monkeypatch, tmp_path):
 @pytest.mark.parametrize("variant", ["fp16", "i8"])
 @pytest.mark.parametrize("model, case, n_in, n_out", CASES)
 def test_fixture_matches_the_vendor_simulator(vendor_fixtures, model, case, n_in, n_out, variant):
-    inputs = _inputs(vendor_fixtures, model, case, n_in)  # NCHW float32 before mean/std: the model layout
+    inputs = _inputs(vendor_fixtures, model, case, n_in)  # NCHW float32 before mean/std (ONNX order)
     with _open(vendor_fixtures, f"{model}_{variant}") as ctx:
         assert ctx.backend == "software"
+        assert all(a.fmt == TensorFormat.NHWC for a in ctx.inputs)  # 3 channels: NHWC, as librknnrt says
         if model == "dyn_conv":
-            ctx.set_input_shapes([inputs[0].shape])
-        outputs = ctx.run(inputs)
+            ctx.set_input_shapes([ctx.inputs[0].replace(fmt=TensorFormat.NCHW, dims=inputs[0].shape)])
+        outputs = ctx.run(inputs, data_format="nchw")
         nhwc = ctx.run([np.ascontiguousarray(x.transpose(0, 2, 3, 1)) for x in inputs], data_format="nhwc")
     for y, y_nhwc, ref in zip(outputs, nhwc, _reference(vendor_fixtures, model, variant, case, n_out)):
         assert y.shape == ref.shape and y.dtype == np.float32
@@ -231,12 +232,79 @@ def test_unknown_register_bits_are_named(vendor_fixtures, tmp_path):
         rknnlite.Context(path, backend="software")
 
 
+def test_rgb2bgr_files_run_on_the_data_as_given(vendor_fixtures, tmp_path):
+    # config(quant_img_RGB2BGR=True) reverses only the calibration images: RKNN-Toolkit2 2.5.0 marks the
+    # input rgb2bgr, keeps the identity channel order, and its simulator gives the same outputs as
+    # without the flag (checked on convnet fp16 and int8 builds); so the marked file runs as the plain one
+    def mark(data: bytearray) -> None:
+        needle = b"'rgb2bgr': False"
+        assert data.count(needle) == 1
+        at = data.index(needle)
+        data[at:at + len(needle)] = b"'rgb2bgr': True "
+
+    path = _doctored(vendor_fixtures, tmp_path, "convnet_fp16", mark)
+    assert load_model(path).model.description["attrs"]["input"]["rgb2bgr"] is True
+    with rknnlite.Context(path, backend="software") as ctx:
+        (y,) = ctx.run(_inputs(vendor_fixtures, "convnet", "x0", 1), data_format="nchw")
+    np.testing.assert_array_equal(y, _reference(vendor_fixtures, "convnet", "fp16", "x0", 1)[0])
+
+
+def test_a_channel_reordering_is_refused_by_name(vendor_fixtures, tmp_path):
+    def reorder(data: bytearray) -> None:  # the Preproc table's channel order (i32 vector) 0,1,2,3 -> 2,1,0,3
+        needle = struct.pack("<5i", 4, 0, 1, 2, 3)
+        assert data.count(needle) == 1
+        at = data.index(needle) + 4
+        data[at:at + 16] = struct.pack("<4i", 2, 1, 0, 3)
+
+    path = _doctored(vendor_fixtures, tmp_path, "convnet_fp16", reorder)
+    with pytest.raises(ModelInvalidError, match=r"'input' has channel order \[2, 1, 0, 3\]; reordering is not"):
+        rknnlite.Context(path, backend="software")
+
+
+def _batch_of(n: int):
+    """A patch setting Model[14], the batch size string ("0" in a default build), to ``n`` (< 10)."""
+    def patch(data: bytearray) -> None:
+        needle = struct.pack("<I", 1) + b"0\0"
+        assert data.count(needle) == 1
+        at = data.index(needle) + 4
+        data[at:at + 1] = str(n).encode()
+    return patch
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_multi_batch_files_run_every_sample(vendor_fixtures, tmp_path, variant):
+    # RKNN-Toolkit2 2.5.0 stores a build(rknn_batch_size=2) file as the one-sample graph plus the batch
+    # size (checked on convnet fp16 and int8 builds); its attributes multiply axis 0, as librknnrt's do
+    path = _doctored(vendor_fixtures, tmp_path, f"convnet_{variant}", _batch_of(2))
+    assert load_model(path).model.batch_size == 2
+    (x,) = _inputs(vendor_fixtures, "convnet", "x0", 1)
+    pair = np.concatenate([x, 255.0 - x])
+    with rknnlite.Context(path, backend="software") as ctx, _open(vendor_fixtures, f"convnet_{variant}") as one:
+        assert (ctx.inputs[0].dims, ctx.outputs[0].dims) == ((2, 32, 32, 3), (2, 10))
+        assert ctx.inputs[0].type == one.inputs[0].type
+        (y,) = ctx.run([pair], data_format="nchw")
+        assert y.shape == (2, 10)
+        for k in range(2):
+            np.testing.assert_array_equal(y[k:k + 1], one.run([pair[k:k + 1]], data_format="nchw")[0])
+        with pytest.raises(rknnlite.InputInvalidError):
+            ctx.run([x], data_format="nchw")  # one sample for a two-sample input
+        np.testing.assert_array_equal(ctx.run([pair], data_format="nchw")[0], y)
+    if variant == "fp16":
+        np.testing.assert_array_equal(y[:1], _reference(vendor_fixtures, "convnet", "fp16", "x0", 1)[0])
+
+
+def test_multi_batch_with_dynamic_shapes_is_refused(vendor_fixtures, tmp_path):
+    path = _doctored(vendor_fixtures, tmp_path, "dyn_conv_fp16", _batch_of(2))
+    with pytest.raises(ModelInvalidError, match="rknn_batch_size=2 and dynamic shapes"):
+        rknnlite.Context(path, backend="software")
+
+
 def test_a_failed_load_leaves_nothing_broken(vendor_fixtures, tmp_path):
     path = _doctored(vendor_fixtures, tmp_path, "add_mul_fp16", lambda d: _rename_op(d, b"Mul", b"Mxl"))
     with pytest.raises(ModelInvalidError, match="'Mxl'"):
         rknnlite.Context(path, backend="software")
     with _open(vendor_fixtures, "add_mul_fp16") as ctx:  # the real file still loads and runs
-        assert len(ctx.run(_inputs(vendor_fixtures, "add_mul", "ab0", 2))) == 2
+        assert len(ctx.run(_inputs(vendor_fixtures, "add_mul", "ab0", 2), data_format="nchw")) == 2
 
 
 # -- backend selection ------------------------------------------------------------------------------
@@ -277,13 +345,91 @@ def test_tensor_attributes_are_the_files(vendor_fixtures):
     specs = load_model(str(vendor_fixtures / "rknn" / "convnet_i8.rknn")).model
     with _open(vendor_fixtures, "convnet_i8") as ctx:
         (inp,), (out,) = ctx.inputs, ctx.outputs
-        assert (inp.name, inp.dims, inp.fmt, inp.type) == ("input", (1, 3, 32, 32), TensorFormat.NCHW, TensorType.INT8)
+        assert (inp.name, inp.dims, inp.fmt, inp.type) == ("input", (1, 32, 32, 3), TensorFormat.NHWC, TensorType.INT8)
         assert (inp.scale, inp.zp) == (specs.inputs[0].quant.scale[0], -64)
         assert (out.name, out.dims, out.type) == ("prob", (1, 10), TensorType.FLOAT16)
         assert ctx.custom_string == ""
     with _open(vendor_fixtures, "dyn_conv_i8") as ctx:
         (out,) = ctx.outputs
         assert out.type == TensorType.INT8 and (out.scale, out.zp) == (specs_scale(vendor_fixtures, "y"), -22)
+
+
+FIXTURE_FILES = [f"{m}_{v}" for m in ("convnet", "add_mul", "dyn_conv") for v in ("fp16", "i8")]
+
+
+@pytest.mark.parametrize("name", FIXTURE_FILES)
+def test_input_attributes_have_the_types_librknnrt_reports(vendor_fixtures, name):
+    # rknn_query(INPUT_ATTR): FLOAT16 for an fp16 file's inputs, INT8 with the file's scale and zero point
+    specs = load_model(str(vendor_fixtures / "rknn" / f"{name}.rknn")).model.inputs
+    with _open(vendor_fixtures, name) as ctx:
+        assert len(ctx.inputs) == len(specs)
+        for attr, spec in zip(ctx.inputs, specs):
+            want = {"float16": TensorType.FLOAT16, "int8": TensorType.INT8}[spec.dtype]
+            assert (attr.name, attr.type) == (spec.name, want)
+            if spec.quant is None:
+                assert attr.qnt_type == QntType.NONE
+            else:
+                assert (attr.qnt_type, attr.scale, attr.zp) == (QntType.AFFINE_ASYMMETRIC, spec.quant.scale[0],
+                                                               spec.quant.zero_point[0])
+
+
+def test_fp16_inputs_are_normalised_before_any_rounding():
+    # The attribute says FLOAT16, but float32 data reaches the backend as it is: normalised in
+    # float32 as the simulator does, not rounded to float16 first (bit-exact on this file).
+    entry = dict(_corpus())["avgpool_fp16"]
+    data = np.load(CORPUS / entry["npz"])
+    x, ref = data["in0"], data["out0"]
+    with rknnlite.Context(str(CORPUS / entry["file"]), backend="software") as ctx:
+        assert ctx.inputs[0].type == TensorType.FLOAT16
+        np.testing.assert_array_equal(ctx.run([x], data_format="nchw")[0], ref)
+        # float16 data is taken too, as the attribute says
+        rounded = ctx.run([x.astype(np.float16)], data_format="nchw")[0]
+    assert rounded.shape == ref.shape and np.abs(rounded - ref).max() > 0  # so rounding first would show
+
+
+def test_inputs_are_presented_in_librknnrt_layouts():
+    # 4-D inputs with 1, 3 or 4 channels are NHWC (dims, dynamic ranges, default data layout); others keep NCHW
+    entry = dict(_corpus())["sub_fp16"]  # two 20-channel inputs, no mean/std
+    data = np.load(CORPUS / entry["npz"])
+    a, b = data["in0"], data["in1"]
+    with rknnlite.Context(str(CORPUS / entry["file"]), backend="software") as ctx:
+        assert [(i.fmt, i.dims) for i in ctx.inputs] == [(TensorFormat.NCHW, (1, 20, 8, 8))] * 2
+        np.testing.assert_array_equal(ctx.run([a, b])[0], data["out0"])
+    entry = dict(_corpus())["convnet_fp16"]
+    data = np.load(CORPUS / entry["npz"])
+    x = data["in0"]
+    with rknnlite.Context(str(CORPUS / entry["file"]), backend="software") as ctx:
+        (attr,) = ctx.inputs
+        assert (attr.fmt, attr.dims) == (TensorFormat.NHWC, (x.shape[0], x.shape[2], x.shape[3], x.shape[1]))
+        y = ctx.run([np.ascontiguousarray(x.transpose(0, 2, 3, 1))])[0]  # NHWC data by default, as on a board
+        np.testing.assert_array_equal(ctx.run([x], data_format="nchw")[0], y)
+        with pytest.raises(rknnlite.InputInvalidError, match=r"expected \[1, 16, 16, 3\] \(NHWC\)"):
+            ctx.run([x])  # NCHW data needs data_format="nchw"
+        assert ctx.run([x], data_format="nchw")[0].shape == y.shape  # and the context stays usable
+
+
+@pytest.mark.parametrize("name", FIXTURE_FILES)
+def test_software_and_npu_backends_report_the_same_attributes(vendor_fixtures, name, request):
+    pytest.importorskip("rknnlite._native.rknnrt")
+    request.getfixturevalue("fake_rknnrt_env")
+    path = str(vendor_fixtures / "rknn" / f"{name}.rknn")
+    npu_path = path
+    if name == "add_mul_i8":  # the fake refuses quantized vendor files: a fake-graph file with their tensors
+        from fake_model import add_mul_model
+
+        model = load_model(path).model
+        quant = [(s.quant.scale[0], s.quant.zero_point[0]) for s in list(model.inputs) + list(model.outputs)]
+        npu_path = str(request.getfixturevalue("tmp_path") / f"{name}.rknn")
+        with open(npu_path, "wb") as f:
+            f.write(add_mul_model(dtype="int8", quant=quant, toolkit_version="2.5.0"))
+    try:
+        npu = rknnlite.Context(npu_path, backend="npu")
+    except ModelInvalidError as e:  # the fake knows one vendor graph (tests/fake_rknnrt/README.md)
+        pytest.skip(f"the fake librknnrt does not open {name}: {e}")
+    with npu, rknnlite.Context(path, backend="software") as sw:
+        for kind in ("inputs", "outputs", "native_inputs", "native_outputs"):
+            assert getattr(sw, kind) == getattr(npu, kind), kind
+        assert sw.inputs[0].fmt == TensorFormat.NHWC  # 3 channels: presented as NHWC by both
 
 
 def specs_scale(fixtures, name):
@@ -297,14 +443,15 @@ def test_native_layouts_and_pass_through(vendor_fixtures):
         native_in, native_out = ctx.native_inputs[0], ctx.native_outputs[0]
         assert native_in.fmt == TensorFormat.NHWC and native_in.type == TensorType.INT8
         assert native_out.fmt == TensorFormat.NC1HWC2 and native_out.dims == (1, 1, 32, 32, 16)
-        expected = ctx.run([x])[0]
-        # pass-through: the normalised, quantized int8 values (no mean/std applied again)
+        expected = ctx.run([x], data_format="nchw")[0]
+        # pass-through: the normalised, quantized int8 values (no mean/std applied again), in the native NHWC
         a = ctx.inputs[0]
         normalised = (x - np.array([0, 128, 64], np.float32).reshape(1, 3, 1, 1)) / \
             np.array([255, 64, 32], np.float32).reshape(1, 3, 1, 1)
         q = np.clip(np.rint(normalised / np.float32(a.scale)) + a.zp, -128, 127).astype(np.int8)
+        q = np.ascontiguousarray(q.transpose(0, 2, 3, 1))
         np.testing.assert_array_equal(ctx.run([q], pass_through=True)[0], expected)
-        raw = ctx.run([x], want_float=False)[0]
+        raw = ctx.run([x], data_format="nchw", want_float=False)[0]
         assert raw.dtype == np.int8
         np.testing.assert_allclose((raw.astype(np.float32) - ctx.outputs[0].zp) * ctx.outputs[0].scale, expected,
                                    atol=1e-6)
@@ -313,14 +460,18 @@ def test_native_layouts_and_pass_through(vendor_fixtures):
 def test_dynamic_shapes(vendor_fixtures):
     with _open(vendor_fixtures, "dyn_conv_fp16") as ctx:
         ranges = ctx.input_ranges()
-        assert list(ranges[0].dyn_range) == [(1, 3, 32, 32), (1, 3, 24, 40), (1, 3, 16, 16)]
-        ctx.set_input_shapes([(1, 3, 24, 40)])
-        assert ctx.current_inputs[0].dims == (1, 3, 24, 40)
+        # in the input's NHWC, as librknnrt gives them
+        assert list(ranges[0].dyn_range) == [(1, 32, 32, 3), (1, 24, 40, 3), (1, 16, 16, 3)]
+        assert ranges[0].fmt == TensorFormat.NHWC
+        ctx.set_input_shapes([(1, 24, 40, 3)])
+        assert ctx.current_inputs[0].dims == (1, 24, 40, 3)
         assert ctx.current_outputs[0].dims == (1, 2, 24, 40)
+        assert ctx.current_native_inputs[0].dims == (1, 24, 40, 3)
         with pytest.raises(rknnlite.InputInvalidError, match="not one of the model's shape sets"):
-            ctx.set_input_shapes([(1, 3, 8, 8)])
+            ctx.set_input_shapes([(1, 8, 8, 3)])
         (x,) = _inputs(vendor_fixtures, "dyn_conv", "s1_16x16", 1)  # run switches by itself
-        assert ctx.run([x])[0].shape == (1, 2, 16, 16)
+        assert ctx.run([x], data_format="nchw")[0].shape == (1, 2, 16, 16)
+        assert ctx.current_inputs[0].dims == (1, 16, 16, 3)
 
 
 def test_dup_shares_the_lowered_weights(vendor_fixtures):
@@ -329,7 +480,8 @@ def test_dup_shares_the_lowered_weights(vendor_fixtures):
         twin = ctx.dup()
         try:
             assert twin._backend.model is ctx._backend.model
-            np.testing.assert_array_equal(twin.run(inputs)[0], ctx.run(inputs)[0])
+            np.testing.assert_array_equal(twin.run(inputs, data_format="nchw")[0],
+                                          ctx.run(inputs, data_format="nchw")[0])
         finally:
             twin.close()
 
@@ -337,7 +489,7 @@ def test_dup_shares_the_lowered_weights(vendor_fixtures):
 def test_zero_copy_run_bound(vendor_fixtures):
     a, b = _inputs(vendor_fixtures, "add_mul", "ab0", 2)
     with _open(vendor_fixtures, "add_mul_fp16") as ctx:
-        expected = ctx.run([a, b])
+        expected = ctx.run([a, b], data_format="nchw")
         for attr, value in zip(ctx.native_inputs, (a, b)):  # NHWC, rows padded to w_stride
             attr = attr.replace(type=TensorType.FLOAT32)
             assert attr.fmt == TensorFormat.NHWC
@@ -358,7 +510,7 @@ def test_zero_copy_run_bound(vendor_fixtures):
 def test_pipeline_and_queue(vendor_fixtures):
     from rknnlite.pipeline import Pipeline
 
-    inputs = _inputs(vendor_fixtures, "convnet", "x0", 1)
+    inputs = [np.ascontiguousarray(x.transpose(0, 2, 3, 1)) for x in _inputs(vendor_fixtures, "convnet", "x0", 1)]
     with _open(vendor_fixtures, "convnet_fp16") as ctx:
         expected = ctx.run(inputs)[0]
         with Pipeline(ctx, maxsize=4) as pipe:
@@ -423,12 +575,6 @@ def test_vendor_graph_decodes_every_fixture(vendor_rknn_files):
 
 CORPUS = __import__("pathlib").Path(__file__).parent / "data" / "vendor"
 
-#: corpus files the lowering refuses, and what its error must name
-REFUSED = {
-    "conv_hardsigmoid_i8": "int8 ConvHardSigmoid runs through a lookup table whose index map holds alpha",
-}
-
-
 def _corpus():
     manifest = CORPUS / "manifest.json"
     if not manifest.is_file():
@@ -437,16 +583,12 @@ def _corpus():
 
 
 @pytest.mark.parametrize("name, entry", _corpus() or [pytest.param(None, None, marks=pytest.mark.skip("no corpus"))])
-def test_corpus_file_runs_or_is_refused_by_name(name, entry):
+def test_corpus_file_runs_like_the_simulator(name, entry):
     path = str(CORPUS / entry["file"])
-    if name in REFUSED:
-        with pytest.raises(ModelInvalidError, match=REFUSED[name]):
-            rknnlite.Context(path, backend="software")
-        return
     data = np.load(CORPUS / entry["npz"])
     inputs = [data[f"in{k}"] for k in range(len(entry["inputs"]))]
     with rknnlite.Context(path, backend="software") as ctx:
-        outputs = ctx.run(inputs)
+        outputs = ctx.run(inputs, data_format="nchw")
     assert len(outputs) == len(entry["outputs"])
     for k, y in enumerate(outputs):
         ref = data[f"out{k}"].reshape(y.shape)
@@ -482,17 +624,6 @@ def test_fp16_activation_registers():
         fused_activation(regs(x4060=0x20040, x4064=0, x4068=0x70CD0000, x406c=0), "ConvHardSigmoid", "n", unit)
 
 
-def test_int8_lookup_table_index_map():
-    from rknnlite.model.vendor.regcmd import TARGET_DPU, lut_index_map
-
-    regs = {(TARGET_DPU, 0x4060): 0x20040, (TARGET_DPU, 0x4064): 0, (TARGET_DPU, 0x4068): (32586 << 16) | (16 << 8),
-            (TARGET_DPU, 0x4048): 0xE01}
-    assert lut_index_map(regs, "n") == (32586 / 2 ** 16, 14)
-    regs[(TARGET_DPU, 0x4064)] = 5  # an offset was never observed on these functions
-    with pytest.raises(ModelInvalidError, match="not the observed layout"):
-        lut_index_map(regs, "n")
-
-
 @pytest.mark.parametrize("alpha, beta", [(0.3, 0.4), (0.3, 0.6), (0.2, 0.5), (0.5, 0.5), (0.1, 0.9)])
 def test_hard_sigmoid_parameters_from_its_lookup_index_map(alpha, beta):
     from rknnlite.model.vendor.lower import _hard_sigmoid_params
@@ -500,3 +631,24 @@ def test_hard_sigmoid_parameters_from_its_lookup_index_map(alpha, beta):
     scale = float(np.float16(alpha * 32768))  # what the registers hold (docs/vendor-format-notes.md §1)
     offset = float(np.float32(scale * (beta - 0.5) / alpha))
     assert _hard_sigmoid_params(scale, offset) == (alpha, beta)
+
+
+# -- tools/bench/bench_vendor.py (timings are never asserted) ----------------------------------------
+
+
+def test_bench_vendor_runs_on_one_fixture(vendor_fixtures):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("threadpoolctl")
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, RKNNLITE_SHARED=str(vendor_fixtures.parents[1]))
+    done = subprocess.run([sys.executable, str(repo / "tools" / "bench" / "bench_vendor.py"), "--runs", "1",
+                           "--models", "add_mul", "--variants", "fp16"], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| add_mul_fp16 |")]
+    assert len(rows) == 1 and rows[0].count("|") == 8

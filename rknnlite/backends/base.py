@@ -23,7 +23,8 @@ class Backend(Protocol):
 
     ``inputs``/``outputs`` describe tensors in model order and dtype.  ``run`` takes
     one array per input, already checked and converted by the Context to the model's
-    shape and dtype, and returns new float32 (or model-dtype) arrays the caller owns.
+    shape and the dtype of :func:`feed_specs`, and returns new float32 (or model-dtype)
+    arrays the caller owns.
     A model built with ``rknn_batch_size=N`` has N-sample inputs and outputs (axis 0
     multiplied by N); the backend runs all N samples in one ``run``.
     """
@@ -31,6 +32,12 @@ class Backend(Protocol):
     name: str
     inputs: Sequence[TensorSpec]
     outputs: Sequence[TensorSpec]
+
+    #: optional: the inputs as ``run`` takes them when that differs from ``inputs`` (same
+    #: names, shapes and layouts, a wider dtype): a vendor fp16 file on the software backend
+    #: reports FLOAT16 inputs, as librknnrt does, but takes float32 data and normalises it
+    #: with the file's mean/std before rounding.  Absent: ``inputs`` (see :func:`feed_specs`).
+    feed_inputs: Sequence[TensorSpec]
 
     #: dynamic-shape models: the allowed shape sets, ``dynamic_shapes[s][i]`` being input
     #: ``i``'s shape in set ``s`` in the layout of ``inputs[i]`` (e.g. NHWC for a 4-D input
@@ -88,6 +95,13 @@ class Backend(Protocol):
         """Run every node of ``op.op_type`` with ``op`` from now on: a Python operator, or with
         ``native=True`` a native ``rknn_custom_op`` (``NativeOp``); ``shape_infer`` gives the
         output shapes of a native operator when the model does not store them."""
+
+
+def feed_specs(backend) -> Sequence[TensorSpec]:
+    """The specs of the data ``backend.run`` takes, one per input: its ``feed_inputs`` when
+    it declares them, else its ``inputs`` (the Context converts user data to these)."""
+    feeds = getattr(backend, "feed_inputs", None)
+    return backend.inputs if feeds is None else feeds
 
 
 class ZeroCopy(Protocol):

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..backends import create_backend
+from ..backends.base import feed_specs
 from ..constants import InitFlag, TensorFormat
 from ..errors import ContextInvalidError, InputInvalidError, InvalidParamError, ModelInvalidError, RKNNError
 from ..model.loader import LoadedModel, load_model
@@ -77,7 +78,7 @@ class Context:
         self._outputs = [TensorAttr.from_spec(i, s) for i, s in enumerate(backend.outputs)]
         preprocess = meta.preprocess if meta is not None else ()
         self._plans = [InputPlan(a, s, preprocess[i] if preprocess else None)
-                       for i, (a, s) in enumerate(zip(self._inputs, backend.inputs))]
+                       for i, (a, s) in enumerate(zip(self._inputs, feed_specs(backend)))]
         self._out_plans = [OutputPlan(a, s) for a, s in zip(self._outputs, backend.outputs)]
         self._index_of = {a.name: a.index for a in self._inputs}
         #: the SoC the model was built for (its first target platform)

@@ -44,6 +44,8 @@ class SoftwareBackend(EmulatedNpu):
                  source: Optional[ModelSource] = None):
         self.model = model
         self.inputs = model.metadata.inputs
+        #: what ``run`` takes (Backend.feed_inputs): a vendor file's float32 data for its fp16 inputs
+        self.feed_inputs = getattr(model, "feed_inputs", None) or self.inputs
         self.outputs = model.metadata.outputs
         #: samples per run (``rknn_batch_size`` of the build); the graph holds one sample
         self.batch = model.metadata.batch_size
@@ -109,12 +111,13 @@ class SoftwareBackend(EmulatedNpu):
         no copy); each sample runs alone and the outputs are concatenated along axis 0
         (straight into ``out`` when given).  Passed-through inputs are dequantized first
         (:meth:`EmulatedNpu.from_pass_through`).  A vendor ``.rknn`` model
-        (:class:`~rknnlite.model.vendor.VendorModel`) normalises the other inputs with the
-        file's mean/std first (new arrays).
+        (:class:`~rknnlite.model.vendor.VendorModel`) first puts the inputs it presents as
+        NHWC in its graph's NCHW and normalises the others with the file's mean/std (new
+        arrays; :meth:`~rknnlite.model.vendor.VendorModel.graph_inputs`).
         """
-        normalise = getattr(self.model, "normalise", None)
-        if normalise is not None:  # a vendor file's mean/std (VendorModel); passed-through data has it already
-            inputs = normalise(inputs, pass_through)
+        graph_inputs = getattr(self.model, "graph_inputs", None)
+        if graph_inputs is not None:  # a vendor file (VendorModel): NHWC inputs to NCHW, its mean/std
+            inputs = graph_inputs(inputs, pass_through)
         if pass_through is not None:
             inputs = self.from_pass_through(inputs, pass_through)
         t0 = perf_counter_ns()

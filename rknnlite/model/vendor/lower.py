@@ -20,12 +20,12 @@ InputOperator          none (its output is a graph input; NPU helper inputs igno
 OutputOperator         none (its input is a graph output)
 Conv, ConvRelu         Conv (``_activation="Relu"``); a compiler-inserted identity
                        1x1 conv (the NHWC -> NC1HWC2 "Pre_weight") -> Identity
-ConvSigmoid,           Conv, then Sigmoid / x*Sigmoid(x) / HardSwish (int8 files run
-ConvExSwish,           them through lookup tables: the conv's weight scale comes from
-ConvHardSwish          the table's index map, the function is computed exactly)
+ConvSigmoid,           Conv, then Sigmoid / x*Sigmoid(x) / HardSwish; int8 files (and
+ConvExSwish,           int8 HardSigmoid): the integer accumulator, then the file's own
+ConvHardSwish          lookup tables (VendorLutActivation, see :mod:`.lut`)
 ConvClip,              Conv, then Clip / LeakyRelu / HardSigmoid with the parameters
-ConvLeakyRelu,         read from the node's DPU registers (not int8 HardSigmoid: its
-ConvHardSigmoid        alpha is not recoverable)
+ConvLeakyRelu,         read from the node's DPU registers
+ConvHardSigmoid
 ConvAdd                Conv, then Add of the residual (the extra activation input)
 Add, Sub, Mul          Add, Sub, Mul (plain constant operands: fp16-rounded values in
                        fp16 files, dequantized integers in int8 files)
@@ -59,7 +59,8 @@ from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
-from .regcmd import fused_activation, lut_index_map, node_registers, read_tasks, requant_of
+from .lut import lower_lut_conv
+from .regcmd import fused_activation, node_registers, read_tasks, requant_of
 from .weights import decode_float_bias, decode_int8_bias, decode_int32_bias, decode_weight
 
 __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_support", "vendor_op_counts"]
@@ -75,11 +76,8 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
                      "ConvHardSigmoid": "HardSigmoid",
                      "ConvSigmoid": "Sigmoid", "ConvExSwish": "Swish", "ConvHardSwish": "HardSwish", "ConvAdd": "Add"}
-#: fused activations an int8 file computes with a lookup table (kind "lut" tensors)
+#: fused activations an int8 file computes with the DPU lookup table (run from the file's tables: .lut)
 _LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")
-#: index steps of the lookup table per unit of the conv's real output, by function: the values the
-#: compiler writes in fp16 files (0x4068), which int8 files scale by their accumulator unit
-_LUT_INDEX_SCALE = {"Sigmoid": 2596.0, "Swish": 2824.0, "HardSwish": 5460.0}
 #: fused activations whose parameters are DPU registers
 _REGISTER_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
 #: Resize parameter values (strings in the table, as ONNX names them) the lowering passes on
@@ -106,13 +104,16 @@ class VendorModel:
     """A vendor ``.rknn`` file ready for the software backend.
 
     Attributes:
-        metadata: I/O specs (the Rockchip reader's; float inputs are fed as float32 and
-            int8 ones as float32 with their quantization), float dtype, dynamic shapes.
+        metadata: I/O specs as the vendor runtime reports them (the Rockchip reader's;
+            int8 inputs as float32 with their quantization), float dtype, dynamic shapes.
         graph: the lowered :class:`VendorGraph`.
         rockchip: the file as :func:`~rknnlite.model.rockchip.read_rockchip` read it.
         preprocess: per input, the file's mean/std (``None`` when it is the identity),
-            applied by :meth:`normalise`.
+            applied by :meth:`graph_inputs`.
         vendor_ops: the vendor op types of the file, in first-use order.
+        feed_inputs: the inputs as the software backend takes them (float32 for the file's
+            float16 inputs, which ``metadata.inputs`` reports as float16, as librknnrt does);
+            see :attr:`rknnlite.backends.base.Backend.feed_inputs`.
     """
 
     metadata: ModelMetadata
@@ -120,19 +121,28 @@ class VendorModel:
     rockchip: RockchipModel
     preprocess: Tuple[Optional[Preprocess], ...] = ()
     vendor_ops: Tuple[str, ...] = field(default=())
+    feed_inputs: Tuple[TensorSpec, ...] = field(default=())
 
-    def normalise(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
-        """``inputs`` (model layout NCHW, float32) with the file's ``(x - mean[c]) / std[c]``
-        applied in float32, as the vendor runtime does before quantizing; passed-through
-        inputs (already normalised) and inputs without mean/std are returned as they are.
-        Normalised inputs are new arrays; the caller's are never changed."""
+    def graph_inputs(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
+        """``inputs`` (in the layout of ``metadata.inputs``, float32 unless passed through) as
+        the lowered graph takes them: NHWC inputs (those librknnrt presents as NHWC) put
+        back in the graph's NCHW, and the file's ``(x - mean[c]) / std[c]`` applied in
+        float32, as the vendor runtime does before quantizing.  Passed-through inputs (already
+        normalised) are only transposed.  Changed inputs are new C-contiguous arrays; the
+        caller's are never changed, and inputs that need nothing are returned as they are."""
         out = list(inputs)
-        for i, p in enumerate(self.preprocess):
-            if p is None or (pass_through and pass_through[i]):
+        for i, x in enumerate(out):
+            p = self.preprocess[i] if i < len(self.preprocess) else None
+            passed = bool(pass_through and pass_through[i])
+            nhwc = self.metadata.inputs[i].layout == "NHWC" and x.ndim == 4
+            if nhwc:
+                x = x.transpose(0, 3, 1, 2)
+            if p is None or passed:
+                out[i] = np.ascontiguousarray(x) if nhwc else x
                 continue
-            x = out[i]
             shape = (1, len(p.mean)) + (1,) * (x.ndim - 2)
-            y = np.subtract(x, p.mean_array.reshape(shape), dtype=np.float32)
+            y = np.empty(x.shape, np.float32)
+            np.subtract(x, p.mean_array.reshape(shape), out=y, casting="unsafe")
             np.divide(y, p.std_array.reshape(shape), out=y)
             out[i] = y
         return out
@@ -164,9 +174,6 @@ def lower_rockchip(payload, rockchip: RockchipModel) -> VendorModel:
     vf = read_vendor_graph(payload, rockchip.header_size, rockchip.model_size, label)
     _check_ops(vf, label)
     _check_subgraphs(vf, label)
-    if (rockchip.batch_size or 1) > 1:
-        raise ModelInvalidError(f"{label}: files built with rknn_batch_size={rockchip.batch_size} are not supported "
-                                "off-board yet (only batch 1 was decoded)", op="load")
     return _Lowering(vf, rockchip).run()
 
 
@@ -254,19 +261,40 @@ class _Lowering:
         graph = VendorGraph(self.nodes, in_names, out_names, self.constants, self.quant, keep_float=self.keep_float)
         graph.validate()
         preprocess = tuple(self.preprocess(i, spec) for i, spec in enumerate(specs_in))
+        batch = self.batch_size()
+        attrs_in = [_batched(_input_spec(s, self.dynamic_dims(sg.inputs, k)), batch) for k, s in enumerate(specs_in)]
         metadata = build_metadata(
-            [_feed_spec(s, self.dynamic_dims(sg.inputs, k)) for k, s in enumerate(specs_in)],
-            [_with_dims(s, self.dynamic_dims(sg.outputs, k)) for k, s in enumerate(specs_out)],
+            attrs_in,
+            [_batched(_with_dims(s, self.dynamic_dims(sg.outputs, k)), batch) for k, s in enumerate(specs_out)],
             producer="RKNN-Toolkit2", producer_version=self.rk.toolkit_version or "",
             target_platforms=tuple(self.rk.target_platforms) or ((self.rk.target_platform,) if self.rk.target_platform
                                                                  else ("rk3588",)),
             custom_string=self.rk.custom_string or "",
             float_dtype="float32" if self.int8 else "float16",
             quantization="int8" if self.int8 else None,
-            dynamic_shapes=tuple(tuple(tuple(s) for s in shape_set) for shape_set in self.rk.dynamic_shapes),
+            dynamic_shapes=tuple(tuple(_in_layout(tuple(shape), spec) for shape, spec in zip(shape_set, attrs_in))
+                                 for shape_set in self.rk.dynamic_shapes),
+            batch_size=batch,
         )
         ops = tuple(dict.fromkeys(n.op for n in sg.nodes))
-        return VendorModel(metadata, graph, self.rk, preprocess, ops)
+        return VendorModel(metadata, graph, self.rk, preprocess, ops, tuple(_float32(s) for s in attrs_in))
+
+    def batch_size(self) -> int:
+        """``rknn_batch_size`` of the build.  Such a file stores the one-sample graph (every I/O
+        tensor with axis 0 of 1) and the software backend runs it sample by sample, as it runs
+        a portable multi-batch model; the I/O specs get axis 0 multiplied by the batch size,
+        as librknnrt reports them."""
+        batch = int(self.rk.batch_size or 1)
+        if batch == 1:
+            return 1
+        if self.rk.dynamic_shapes or len(self.vf.subgraphs) > 1:
+            raise self.error(f"built with rknn_batch_size={batch} and dynamic shapes; the two together are not "
+                             "supported off-board")
+        for t in [self.sg.tensor(i, "I/O") for i in tuple(self.sg.inputs) + tuple(self.sg.outputs)]:
+            if not t.shape or t.shape[0] != 1:
+                raise self.error(f"built with rknn_batch_size={batch}, but I/O tensor {t.name!r} has shape "
+                                 f"{list(t.shape)}; a one-sample graph (axis 0 of 1) was expected")
+        return batch
 
     def dynamic_dims(self, io: Tuple[int, ...], k: int) -> Tuple[int, ...]:
         """The model shape of I/O tensor ``k`` (``io``: subgraph 0's input or output list) with
@@ -390,20 +418,23 @@ class _Lowering:
         Preproc table), ``None`` when it is the identity."""
         attrs = (self.rk.description or {}).get("attrs", {})
         entry = attrs.get(spec.name) if isinstance(attrs, dict) else None
+        channels = spec.shape[1] if len(spec.shape) == 4 else 0
+        if index < len(self.sg.preproc):
+            order = self.sg.preproc[index][2]
+            stored = min(channels, len(order))  # the table holds at most 4 channels
+            if list(order[:stored]) != list(range(stored)):
+                raise self.error(f"input {spec.name!r} has channel order {list(order)}; reordering is not "
+                                 "supported off-board yet")
         if isinstance(entry, dict) and "mean" in entry and "std" in entry:
+            # ``rgb2bgr`` (config(quant_img_RGB2BGR=True)) only reversed the calibration images: the
+            # runtime and the simulator apply mean/std to the data as given, and the file's Preproc
+            # channel order stays the identity, so the flag changes nothing here.
             mean, std = entry["mean"], entry["std"]
-            if entry.get("rgb2bgr"):
-                raise self.error(f"input {spec.name!r} is marked rgb2bgr; channel reordering is not supported "
-                                 "off-board yet")
         elif index < len(self.sg.preproc):
-            mean, std, order = self.sg.preproc[index]
-            channels = spec.shape[1] if len(spec.shape) == 4 else 0
+            mean, std, _ = self.sg.preproc[index]
             if channels > len(mean):
                 raise self.error(f"input {spec.name!r}: the Preproc table holds {len(mean)} means for "
                                  f"{channels} channels and the Description has none")
-            if list(order[:channels]) != list(range(channels)):
-                raise self.error(f"input {spec.name!r} has channel order {list(order)}; reordering is not "
-                                 "supported off-board yet")
             mean, std = mean[:channels], std[:channels]
         else:
             return None
@@ -463,12 +494,13 @@ class _Lowering:
             raise self.error(f"{node.label} has auto_pad {p['auto_pad']!r}; only explicit pads (NOTSET) are supported")
         _check_conv_shape(self, node, x, out, weight.shape, attrs)
         if self.int8:
+            if activation in _LUT_ACTIVATIONS and self.stored_weight_scales(w, weight.shape[0]) is None:
+                lower_lut_conv(self, node, x, out, w, weight, b, attrs)  # the file's tables, rk3588-family map
+                return
             if activation == "HardSigmoid":
-                raise self.error(f"{node.label}: int8 {node.op} runs through a lookup table whose index map holds "
-                                 "alpha times an accumulator unit that the file does not store; not supported "
-                                 "off-board yet")
-            weight_f, bias_f, unit = self.int8_conv_constants(node, x, out, w, weight, b,
-                                                              _LUT_INDEX_SCALE.get(activation))
+                raise self.error(f"{node.label}: int8 {node.op} on this platform: its lookup-table registers are in a "
+                                 "DPU register map that is not decoded, and its alpha is not stored elsewhere")
+            weight_f, bias_f, unit = self.int8_conv_constants(node, x, out, w, weight, b)
             if unit is None and activation in _REGISTER_ACTIVATIONS:
                 raise self.error(f"{node.label}: int8 {node.op} on this platform: its DPU register map (where the "
                                  "activation parameters are) is not the one decoded")
@@ -533,8 +565,7 @@ class _Lowering:
             self.emit(node, activation, [conv], {})
 
     def int8_conv_constants(self, node: VendorNode, x: VendorTensor, out: VendorTensor, w: VendorTensor,
-                            q: np.ndarray, b: Optional[VendorTensor],
-                            lut_scale: Optional[float] = None) -> Tuple[np.ndarray, np.ndarray, Optional[float]]:
+                            q: np.ndarray, b: Optional[VendorTensor]) -> Tuple[np.ndarray, np.ndarray, Optional[float]]:
         """Float weight, bias and accumulator unit (the real value of one accumulator step,
         ``s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``; ``None`` when the registers are not read) of
         an int8 conv: ``w = (q - zp_w[c]) * s_w[c]`` and
@@ -542,9 +573,8 @@ class _Lowering:
         ``s_w[c] = OUT_CVT_SCALE / 2^OUT_CVT_SHIFT * mul[c] / 2^mul_shift * s_out / s_in`` (no
         ``mul[c]`` factor when the multiplier stage is bypassed), or the per-channel scales the
         file stores (rk3576/rv1126b: ``<weight>_w4a16_weight``, float16), whose DPU registers
-        follow another map and are not read.  A conv feeding a lookup table (``lut_scale``: the
-        function's index steps per real unit) is requantized into the table's index instead,
-        so its accumulator unit is ``(M / 2^s) / lut_scale`` (:func:`.regcmd.lut_index_map`)."""
+        follow another map and are not read (a lookup-table conv of the other platforms is
+        lowered by :func:`.lut.lower_lut_conv` instead)."""
         if x.dtype != "int8" or out.dtype != "int8" or q.dtype != np.int8:
             raise self.error(f"{node.label}: an int8 file's conv needs int8 input, weight and output "
                              f"(got {x.dtype}, {q.dtype}, {out.dtype})")
@@ -560,13 +590,6 @@ class _Lowering:
             centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
             return _dequantized(centred, bias_i32, zp_in, s_in, stored) + (None,)
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
-        if lut_scale is not None:
-            index_step, mul_shift = lut_index_map(regs, where)
-            bias_i32, w_zp, mul = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}", self.bias_block(node, x, out))
-            unit = index_step / lut_scale  # the real value of one accumulator step: s_in * max s_w
-            m = np.ones(channels) if mul_shift is None else mul.astype(np.float64) / float(1 << mul_shift)
-            centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
-            return _dequantized(centred, bias_i32, zp_in, s_in, unit * m / s_in) + (unit,)
         requant = requant_of(regs, where)
         if requant.bias_blocks:
             bias_i32, w_zp, mul = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}", self.bias_block(node, x, out))
@@ -746,11 +769,36 @@ def _with_dims(spec: TensorSpec, dims: Tuple[int, ...]) -> TensorSpec:
     return TensorSpec(spec.name, dims, spec.dtype, spec.layout, spec.quant)
 
 
-def _feed_spec(spec: TensorSpec, dims: Tuple[int, ...]) -> TensorSpec:
-    """An input spec as the software backend takes it: float32 data (int8 inputs keep their
-    quantization, so their attribute still says INT8 with its scale and zero point), with
-    ``-1`` for the dims the shape sets vary."""
+def _batched(spec: TensorSpec, batch: int) -> TensorSpec:
+    """``spec`` (one sample) with axis 0 multiplied by ``batch``."""
+    if batch == 1:
+        return spec
+    return TensorSpec(spec.name, (spec.shape[0] * batch,) + tuple(spec.shape[1:]), spec.dtype, spec.layout, spec.quant)
+
+
+def _input_spec(spec: TensorSpec, dims: Tuple[int, ...]) -> TensorSpec:
+    """An input spec as the vendor runtime reports it (its attribute), with ``-1`` for the
+    dims the shape sets vary: a 4-D input with 1, 3 or 4 channels is NHWC (``N, H, W, C``),
+    as librknnrt presents it, others keep the model's layout; float16 inputs stay float16;
+    int8 inputs are float32 with their quantization (the attribute says INT8 with its scale
+    and zero point, and the Context takes int8, uint8 or float32 data for it)."""
     spec = _with_dims(spec, dims)
+    if len(spec.shape) == 4 and spec.layout == "NCHW" and spec.shape[1] in (1, 3, 4):
+        n, c, h, w = spec.shape
+        spec = TensorSpec(spec.name, (n, h, w, c), spec.dtype, "NHWC", spec.quant)
+    return _float32(spec) if spec.dtype == "int8" else spec
+
+
+def _in_layout(shape: Tuple[int, ...], spec: TensorSpec) -> Tuple[int, ...]:
+    """A model-order (NCHW) shape of input ``spec`` in the spec's layout."""
+    if spec.layout == "NHWC" and len(shape) == 4:
+        return (shape[0], shape[2], shape[3], shape[1])
+    return shape
+
+
+def _float32(spec: TensorSpec) -> TensorSpec:
+    """``spec`` as the software backend takes its data: float32 for a float16 or int8 input
+    (raw values, normalised in float32 by :meth:`VendorModel.graph_inputs` before any rounding)."""
     if spec.dtype in ("int8", "float16"):
         return TensorSpec(spec.name, spec.shape, "float32", spec.layout, spec.quant)
     return spec

@@ -26,8 +26,8 @@ from typing import Dict, List, Optional, Tuple
 
 from ...errors import ModelInvalidError
 
-__all__ = ["Task", "Requant", "read_tasks", "node_registers", "requant_of", "lut_index_map", "fused_activation",
-           "TARGET_DPU"]
+__all__ = ["Task", "Requant", "read_tasks", "node_registers", "task_writes", "requant_of",
+           "fused_activation", "TARGET_DPU"]
 
 TASK_SIZE = 40
 _TASK = struct.Struct("<8IQ")
@@ -49,7 +49,7 @@ REG_EW_ADD = tuple(range(0x4090, 0x40B0, 4))  # float32: the add undone after th
 _BN_LEAKY = 0x62
 _BN_CLIP = 0x92
 _BN_CLIP_SHIFTED = 0x20090
-_BN_LUT = 0x20040  # the conv output indexes a lookup table: u = x * f16(0x4068 >> 16) + f32(0x4064)
+BN_LUT = 0x20040  # the conv output indexes a lookup table: u = x * f16(0x4068 >> 16) + f32(0x4064)
 
 
 @dataclass(frozen=True)
@@ -106,15 +106,21 @@ def node_registers(regcmd, tasks: List[Task], node_index: int, where: str) -> Di
             break
     else:
         raise ModelInvalidError(f"{where}: no NPU task with the CNA enabled runs node {node_index}", op="load")
+    regs: Dict[Tuple[int, int], int] = {}
+    for target, reg, value in task_writes(regcmd, task, where):
+        regs[(target, reg)] = value
+    return regs
+
+
+def task_writes(regcmd, task: Task, where: str) -> List[Tuple[int, int, int]]:
+    """The register writes of ``task``, in stream order: ``[(target, reg, value), ...]``."""
     start, count = task.regcmd_addr, task.regcfg_amount
     if start % 8 or start + 8 * count > len(regcmd):
         raise ModelInvalidError(
-            f"{where}: the task of node {node_index} reads {count} register commands at byte {start}, outside "
+            f"{where}: the task of node {task.op_idx} reads {count} register commands at byte {start}, outside "
             f"the {len(regcmd)}-byte command stream", op="load")
-    regs: Dict[Tuple[int, int], int] = {}
-    for entry in struct.unpack_from(f"<{count}Q", regcmd, start):
-        regs[(entry >> 48, entry & 0xFFFF)] = (entry >> 16) & 0xFFFFFFFF
-    return regs
+    return [(entry >> 48, entry & 0xFFFF, (entry >> 16) & 0xFFFFFFFF)
+            for entry in struct.unpack_from(f"<{count}Q", regcmd, start)]
 
 
 def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
@@ -192,7 +198,7 @@ def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
         return _f32(reg(address)) if unit is None else _i32(reg(address)) * unit
 
     cfg = reg(REG_BN_CFG)
-    if op == "ConvHardSigmoid" and cfg == _BN_LUT and unit is None:
+    if op == "ConvHardSigmoid" and cfg == BN_LUT and unit is None:
         bits = reg(REG_BN_MUL)
         if bits & 0xFFFF == 0:
             scale = struct.unpack("<e", struct.pack("<H", bits >> 16))[0]
@@ -214,26 +220,3 @@ def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
                                                                             REG_BN_RELUX))
     raise ModelInvalidError(f"{where}: the DPU registers of {op} ({shown}) are not a layout whose activation "
                             f"parameters were decoded ({'fp16' if unit is None else 'int8'} file)", op="load")
-
-
-def lut_index_map(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[float, Optional[int]]:
-    """An int8 lookup-table conv's ``(index units per accumulator step, mul_shift)``.
-
-    Such a conv is requantized into the table's index ``u = (acc * M + A) >> s`` (``M`` =
-    0x4068 bits 16..31, ``s`` = bits 8..15, ``A`` = 0x4064, which must be 0) instead of to its
-    output: ``M / 2^s`` is the index step per accumulator step, from which the accumulator's
-    real unit follows once the function's index scale is known.  ``mul_shift``: the
-    per-channel multipliers' shift (``BS_MUL_CFG``), ``None`` when that stage is bypassed."""
-    def reg(address: int) -> int:
-        value = regs.get((TARGET_DPU, address))
-        if value is None:
-            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x}", op="load")
-        return value
-
-    cfg, bits, offset, mul_cfg = reg(REG_BN_CFG), reg(REG_BN_MUL), reg(REG_BN_ADD), reg(REG_BS_MUL_CFG)
-    if cfg != _BN_LUT or offset != 0 or bits >> 16 == 0 or bits & 0xFF:
-        raise ModelInvalidError(f"{where}: lookup-table registers BN_CFG {cfg:#x}, 0x4064 {offset:#x}, 0x4068 "
-                                f"{bits:#x} are not the observed layout (0x20040, 0, M << 16 | s << 8)", op="load")
-    if mul_cfg & ~0x3F01:
-        raise ModelInvalidError(f"{where}: BS_MUL_CFG {mul_cfg:#x} sets bits whose meaning is unknown", op="load")
-    return (bits >> 16) / float(1 << ((bits >> 8) & 0xFF)), ((mul_cfg >> 8) & 0x3F) if mul_cfg & 1 else None

@@ -82,4 +82,4 @@ def supported_ops() -> List[str]:
     return sorted(KERNELS)
 
 
-from . import activation, affine, conv, elementwise, linear, norm, pool, reduce, resize, rnn, shape, tensor  # noqa: E402,F401,E501
+from . import activation, affine, conv, elementwise, linear, norm, pool, reduce, resize, rnn, shape, tensor, vendor_lut  # noqa: E402,F401,E501

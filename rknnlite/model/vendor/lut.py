@@ -1,0 +1,244 @@
+"""int8 lookup-table activations of vendor files, run from the file's own tables.
+
+An int8 ``ConvSigmoid``, ``ConvExSwish``, ``ConvHardSwish`` or ``ConvHardSigmoid`` runs its
+function on the NPU's DPU lookup table (``docs/vendor-format-notes.md`` §1, §8):
+
+* a task of the node before its conv task loads two tables: ``0x4100 = 0x20000`` (write
+  access, table 0 "LE") then one write to ``0x4104`` per entry, ``0x4100 = 0x30000``
+  (table 1 "LO") then its entries; each entry an int16 (the value sign-extended to 32 bits);
+* the conv task's DPU registers map the int32 accumulator to the table index,
+  ``u = ((acc * mul[c] >> ms) * M + A) >> s`` (``mul[c]``: the bias block's channel
+  multiplier, ``ms`` the ``BS_MUL_CFG`` shift; ``M``, ``s``: 0x4068 bits 16..31 / 8..15;
+  ``A``: 0x4064), give the tables' ranges (0x4110/0x4114 LE start/end, 0x4118/0x411c LO
+  start/end; 0x410c bits 8..15 / 16..23 the log2 of the entry spacing), the slopes outside
+  them (0x4120/0x4124 LE, 0x4128/0x412c LO: ``{oflow scale[31:16], uflow scale[15:0]}`` and
+  ``{oflow shift[9:5], uflow shift[4:0]}``), and the output conversion of the table value to
+  int8 (``OUT_CVT`` 0x4080/0x4084/0x4088).
+
+:func:`lower_lut_conv` lowers such a node to three executor nodes: ``Div`` + ``Round``
+(the input's integer codes ``q - zp``), ``Conv`` on integer-valued weights ``q_w - zp_w``
+and bias ``bias_i32 + zp_in * sum(q_w - zp_w)`` (the accumulator, exact while it stays
+below 2^24 in float32), and ``VendorLutActivation``
+(:mod:`rknnlite.backends.software.ops.vendor_lut`) with the decoded tables.  No weight
+scale and no per-function constant is needed.  Registers outside the observed layout
+raise :class:`~rknnlite.errors.ModelInvalidError` naming them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ...errors import ModelInvalidError
+from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Task, node_registers, requant_of,
+                     task_writes)
+from .weights import decode_int8_bias, decode_int32_bias
+
+__all__ = ["LutTables", "LutStage", "read_lut_tables", "lut_stage", "lut_attrs", "lower_lut_conv"]
+
+REG_LUT_ACCESS = 0x4100
+REG_LUT_DATA = 0x4104
+REG_LUT_CFG = 0x4108
+REG_LUT_INFO = 0x410C
+REG_LE_START, REG_LE_END, REG_LO_START, REG_LO_END = 0x4110, 0x4114, 0x4118, 0x411C
+REG_LE_SLOPE_SCALE, REG_LE_SLOPE_SHIFT, REG_LO_SLOPE_SCALE, REG_LO_SLOPE_SHIFT = 0x4120, 0x4124, 0x4128, 0x412C
+_LUT_CFG_SEEN = (0x68,)
+_WRITE_LE, _WRITE_LO = 0x20000, 0x30000
+_FLOAT32_EXACT = 1 << 24
+_log = logging.getLogger("rknnlite.vendor")
+
+
+@dataclass(frozen=True)
+class LutTables:
+    """The two tables a node's LUT task loads: ``le`` (table 0) and ``lo`` (table 1), int16
+    values in 1/32768 units of the table's output, new arrays."""
+
+    le: np.ndarray
+    lo: np.ndarray
+
+
+@dataclass(frozen=True)
+class LutStage:
+    """The conv task's lookup-table registers, decoded.
+
+    ``u = (y * index_mul + index_add) / 2^index_shift`` with ``y`` the accumulator after the
+    channel multipliers; tables over ``[le_start, le_end]`` and ``[lo_start, lo_end]`` with
+    entries ``2^entry_shift`` apart; ``le_uflow_slope`` / ``lo_oflow_slope``: table units per
+    index unit below / above them."""
+
+    index_mul: int
+    index_add: int
+    index_shift: int
+    le_start: int
+    le_end: int
+    lo_start: int
+    lo_end: int
+    entry_shift: int
+    le_uflow_slope: float
+    lo_oflow_slope: float
+
+
+def _i32(bits: int) -> int:
+    return bits - (1 << 32) if bits >= 1 << 31 else bits
+
+
+def _i16(bits: int) -> int:
+    return bits - (1 << 16) if bits >= 1 << 15 else bits
+
+
+def read_lut_tables(regcmd, tasks: List[Task], node_index: int, where: str) -> LutTables:
+    """The LE and LO tables written by the first task of node ``node_index`` that loads them
+    (``0x4100`` = 0x20000 / 0x30000, then the entries to ``0x4104``)."""
+    for task in tasks:
+        if task.op_idx != node_index:
+            continue
+        writes = [(reg, value) for target, reg, value in task_writes(regcmd, task, where) if target == TARGET_DPU]
+        if not any(reg == REG_LUT_ACCESS and value in (_WRITE_LE, _WRITE_LO) for reg, value in writes):
+            continue
+        tables: Dict[int, List[int]] = {}
+        current: Optional[int] = None
+        for reg, value in writes:
+            if reg == REG_LUT_ACCESS:
+                if value in (_WRITE_LE, _WRITE_LO):
+                    if value in tables:
+                        raise ModelInvalidError(f"{where}: LUT table {value >> 16 & 1} is loaded twice by one task",
+                                                op="load")
+                    current = value
+                    tables[current] = []
+                elif value == 0:
+                    current = None
+                else:
+                    raise ModelInvalidError(f"{where}: LUT access register 0x4100 = {value:#x} is not a table write "
+                                            "seen (0x20000 LE, 0x30000 LO, 0)", op="load")
+            elif reg == REG_LUT_DATA and current is not None:
+                if value >> 15 not in (0, 0x1FFFF):
+                    raise ModelInvalidError(f"{where}: LUT entry {len(tables[current])} of table "
+                                            f"{current >> 16 & 1} is {value:#x}, not a sign-extended int16", op="load")
+                tables[current].append(_i16(value & 0xFFFF))
+        if set(tables) != {_WRITE_LE, _WRITE_LO}:
+            raise ModelInvalidError(f"{where}: the LUT task loads tables {[t >> 16 & 1 for t in tables]}, "
+                                    "not both table 0 (LE) and table 1 (LO)", op="load")
+        return LutTables(np.array(tables[_WRITE_LE], np.int16), np.array(tables[_WRITE_LO], np.int16))
+    raise ModelInvalidError(f"{where}: no task of node {node_index} loads a lookup table (0x4100 = 0x20000/0x30000)",
+                            op="load")
+
+
+def lut_stage(regs: Dict[Tuple[int, int], int], where: str) -> LutStage:
+    """The lookup-table registers of a conv task (``{(target, reg): value}``), decoded and
+    checked against the layout observed (see the module doc)."""
+    def reg(address: int) -> int:
+        value = regs.get((TARGET_DPU, address))
+        if value is None:
+            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x}, which a "
+                                    "lookup-table conv needs", op="load")
+        return value
+
+    def refuse(address: int, expected: str) -> ModelInvalidError:
+        return ModelInvalidError(f"{where}: lookup-table register {address:#x} = {reg(address):#x} is not the "
+                                 f"observed layout ({expected})", op="load")
+
+    if reg(REG_BN_CFG) != BN_LUT:
+        raise refuse(REG_BN_CFG, f"BN_CFG {BN_LUT:#x}")
+    bits = reg(REG_BN_MUL)
+    if bits & 0xFF or bits >> 16 == 0:
+        raise refuse(REG_BN_MUL, "multiplier M in bits 16..31, shift s in bits 8..15, low byte 0")
+    if reg(REG_LUT_CFG) not in _LUT_CFG_SEEN:
+        raise refuse(REG_LUT_CFG, ", ".join(f"{v:#x}" for v in _LUT_CFG_SEEN))
+    info = reg(REG_LUT_INFO)
+    le_select, lo_select = (info >> 8) & 0xFF, (info >> 16) & 0xFF
+    if info & ~0xFFFF00 or le_select != lo_select or not 0 < le_select < 16:
+        raise refuse(REG_LUT_INFO, "one entry spacing 2^k for both tables in bits 8..15 and 16..23")
+    le_start, le_end, lo_start, lo_end = (_i32(reg(a)) for a in (REG_LE_START, REG_LE_END, REG_LO_START, REG_LO_END))
+    if not le_start < le_end == lo_start < lo_end:
+        raise ModelInvalidError(f"{where}: LUT ranges LE [{le_start}, {le_end}] and LO [{lo_start}, {lo_end}] are not "
+                                "two adjacent ascending ranges (the observed layout)", op="load")
+    le_scale, le_shift = reg(REG_LE_SLOPE_SCALE), reg(REG_LE_SLOPE_SHIFT)
+    lo_scale, lo_shift = reg(REG_LO_SLOPE_SCALE), reg(REG_LO_SLOPE_SHIFT)
+    # the LE table's overflow and the LO table's underflow never apply to adjacent ranges; zero was always seen
+    if le_scale >> 16:
+        raise refuse(REG_LE_SLOPE_SCALE, "no LE overflow slope")
+    if lo_scale & 0xFFFF:
+        raise refuse(REG_LO_SLOPE_SCALE, "no LO underflow slope")
+    if le_shift & ~0x3FF or lo_shift & ~0x3FF:
+        raise refuse(REG_LE_SLOPE_SHIFT if le_shift & ~0x3FF else REG_LO_SLOPE_SHIFT, "two 5-bit shifts")
+    return LutStage(bits >> 16, _i32(reg(REG_BN_ADD)), (bits >> 8) & 0xFF, le_start, le_end, lo_start, lo_end,
+                    le_select, _i16(le_scale & 0xFFFF) / float(1 << (le_shift & 0x1F)),
+                    _i16(lo_scale >> 16) / float(1 << ((lo_shift >> 5) & 0x1F)))
+
+
+def lut_attrs(stage: LutStage, tables: LutTables, mul: np.ndarray, mul_shift: Optional[int], out_multiplier: float,
+              out_zero_point: int, out_scale: float, where: str) -> dict:
+    """The ``VendorLutActivation`` attributes of a node: its index map per channel
+    (``mul``: the channel multipliers, ignored when ``mul_shift`` is ``None``, the stage
+    bypassed), tables, slopes and output conversion (``out_multiplier`` =
+    ``OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``; the output tensor's zero point and scale)."""
+    # imported here, not at the top: the model package stays free of the software backend until a
+    # file needs the op
+    from ...backends.software.ops.vendor_lut import table_problem
+
+    problem = table_problem(len(tables.le), len(tables.lo), stage.le_start, stage.le_end, stage.lo_start,
+                            stage.lo_end, stage.entry_shift)
+    if problem:
+        raise ModelInvalidError(f"{where}: {problem}", op="load")
+    channel = np.ones(len(mul)) if mul_shift is None else mul.astype(np.float64) / float(1 << mul_shift)
+    if not np.all(channel > 0):
+        raise ModelInvalidError(f"{where}: the bias block's channel multipliers {mul.tolist()} are not all positive",
+                                op="load")
+    step = 2.0 ** -stage.index_shift
+    return {"index_scale": (channel * stage.index_mul * step).tolist(), "index_offset": stage.index_add * step,
+            "le_table": tables.le.tolist(), "lo_table": tables.lo.tolist(),
+            "le_start": stage.le_start, "le_end": stage.le_end, "lo_start": stage.lo_start, "lo_end": stage.lo_end,
+            "index_shift": stage.entry_shift, "le_uflow_slope": stage.le_uflow_slope,
+            "lo_oflow_slope": stage.lo_oflow_slope, "out_multiplier": out_multiplier,
+            "out_zero_point": int(out_zero_point), "out_scale": float(out_scale)}
+
+
+def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict) -> None:
+    """Emit the executor nodes of an int8 lookup-table conv (see the module doc) on
+    ``lowering`` (lower.py's ``_Lowering``): ``x``/``out``/``w``/``b`` the vendor tensors,
+    ``q`` the int8 weight in model layout (depthwise already ``[C, 1, kh, kw]``), ``attrs``
+    the Conv attributes."""
+    where = f"{lowering.label}: {node.label}"
+    if x.dtype != "int8" or out.dtype != "int8" or q.dtype != np.int8:
+        raise lowering.error(f"{node.label}: an int8 lookup-table conv needs int8 input, weight and output "
+                             f"(got {x.dtype}, {q.dtype}, {out.dtype})")
+    if b is None or b.dtype != "int32":
+        raise lowering.error(f"{node.label} has no int32 bias; its accumulator cannot be recovered")
+    regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
+    requant = requant_of(regs, where)
+    stage = lut_stage(regs, where)
+    tables = read_lut_tables(lowering.regcmd(), lowering.tasks(), node.index, where)
+    channels = q.shape[0]
+    raw = lowering.vf.tensor_data(lowering.sg, b)
+    if requant.bias_blocks:
+        bias_i32, w_zp, mul = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}",
+                                               lowering.bias_block(node, x, out))
+    else:  # per-layer quantization: a plain int32 bias, one weight zero point
+        bias_i32 = decode_int32_bias(raw, channels, f"{where} bias {b.name!r}")
+        w_zp, mul = np.full(channels, requant.weight_zp, np.int64), np.ones(channels, np.int64)
+    qi, qo = lowering.activation_quant(x), lowering.activation_quant(out)
+    s_in, zp_in = qi.scale[0], qi.zero_point[0]
+    if requant.offset != qo.zero_point[0]:
+        raise lowering.error(f"{node.label}: OUT_CVT_OFFSET is {requant.offset} but the output's zero point is "
+                             f"{qo.zero_point[0]}; the register layout is not the one decoded")
+    centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
+    bias = bias_i32 + zp_in * centred.sum(axis=(1, 2, 3))
+    params = lut_attrs(stage, tables, mul, requant.mul_shift, requant.multiplier, qo.zero_point[0], qo.scale[0], where)
+    x_span = max(127 - zp_in, zp_in + 128)
+    if np.max(np.abs(centred).sum(axis=(1, 2, 3)) * x_span + np.abs(bias)) >= _FLOAT32_EXACT:
+        _log.debug("%s: its accumulator may pass 2^24, where float32 rounds it (relative error 6e-8)", where)
+    out_name = lowering.names[out.index]
+    codes = f"{out_name}__codes"
+    lowering.emit(node, "Div", [lowering.names[x.index], lowering.constant(f"{out_name}__in_scale",
+                                                                           np.array(s_in, np.float32))], {},
+                  output=f"{codes}__scaled")
+    lowering.emit(node, "Round", [f"{codes}__scaled"], {}, output=codes)
+    conv_attrs = dict(attrs, _winograd=False)  # the integer accumulator must not carry Winograd's rounding
+    acc = f"{out_name}__acc"
+    lowering.emit(node, "Conv", [codes, lowering.constant(lowering.names[w.index], centred.astype(np.float32)),
+                                 lowering.constant(lowering.names[b.index], bias.astype(np.float32))],
+                  conv_attrs, output=acc)
+    lowering.emit(node, "VendorLutActivation", [acc], params)

@@ -1,0 +1,204 @@
+"""int8 lookup-table activations of vendor files run from the file's own tables (issue 11).
+
+The corpus files ``conv_{sigmoid,swish,hardswish,hardsigmoid}_i8`` (tests/data/vendor, RKNN-Toolkit2
+2.5.0, rk3588) carry the DPU tables in their register stream; the references are the vendor
+simulator's outputs.  Doctored copies check that registers outside the observed layout are
+refused by name.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rknnlite
+from rknnlite import ModelInvalidError
+from rknnlite.backends.software.ops import KERNELS
+from rknnlite.backends.software.ops.vendor_lut import vendor_lut_activation
+from rknnlite.model.loader import load_model
+from rknnlite.model.vendor import lower as vendor_lower
+from rknnlite.model.vendor.graph import read_vendor_graph
+from rknnlite.model.vendor.lut import lut_stage, read_lut_tables
+from rknnlite.model.vendor.regcmd import TARGET_DPU, node_registers, read_tasks
+
+CORPUS = Path(__file__).parent / "data" / "vendor"
+LUT_FILES = ["conv_sigmoid_i8", "conv_swish_i8", "conv_hardswish_i8", "conv_hardsigmoid_i8"]
+
+needs_corpus = pytest.mark.skipif(not (CORPUS / "conv_sigmoid_i8.rknn").is_file(), reason="no vendor corpus")
+
+
+def _conv_registers(name):
+    """(regcmd bytes, tasks, the conv node's index, its conv-task registers) of a corpus file."""
+    path = str(CORPUS / f"{name}.rknn")
+    loaded = load_model(path)
+    vf = read_vendor_graph(loaded.payload, loaded.model.header_size, loaded.model.model_size, path)
+    sg = vf.subgraphs[0]
+    kind = {t.kind: t for t in sg.tensors}
+    regcmd = bytes(vf.tensor_data(sg, kind["regcmd"]))
+    tasks = read_tasks(vf.tensor_data(sg, kind["task"]), path)
+    node = next(n for n in sg.nodes if n.op.startswith("Conv"))
+    return regcmd, tasks, node.index, node_registers(regcmd, tasks, node.index, path)
+
+
+def _doctored(name, reg, old, new) -> bytes:
+    """The file's bytes with every DPU write of ``old`` to ``reg`` made a write of ``new``."""
+    raw = (CORPUS / f"{name}.rknn").read_bytes()
+    pack = lambda v: struct.pack("<Q", (TARGET_DPU << 48) | (v << 16) | reg)  # noqa: E731
+    assert raw.count(pack(old)) >= 1
+    return raw.replace(pack(old), pack(new))
+
+
+# -- decoding the tables and the index map -------------------------------------------------------------
+
+
+@needs_corpus
+def test_tables_are_two_513_entry_int16_tables_over_the_index_ranges():
+    regcmd, tasks, index, regs = _conv_registers("conv_hardsigmoid_i8")
+    tables = read_lut_tables(regcmd, tasks, index, "t")
+    stage = lut_stage(regs, "t")
+    assert (stage.le_start, stage.le_end, stage.lo_start, stage.lo_end, stage.entry_shift) == (-16384, 0, 0, 16384, 5)
+    assert tables.le.dtype == np.int16 and len(tables.le) == len(tables.lo) == 513
+    # HardSigmoid's table is the ramp 16384 + u (32768 = 1.0), clipped to int16
+    np.testing.assert_array_equal(tables.le, np.arange(-16384, 1, 32) + 16384)
+    assert tables.lo[0] == 16384 and tables.lo[-1] == 32767
+    assert np.all(np.abs(tables.lo - np.minimum(np.arange(0, 16385, 32) + 16384, 32767)) <= 1)
+    regcmd, tasks, index, _ = _conv_registers("conv_sigmoid_i8")
+    sig = read_lut_tables(regcmd, tasks, index, "t")
+    assert sig.le[0] == 59 and sig.lo[0] == 16384 and sig.lo[-1] == 32708  # sigmoid(+-6.31) * 32768
+    assert np.all(np.diff(sig.le.astype(int)) >= 0) and np.all(np.diff(sig.lo.astype(int)) >= 0)
+    regcmd, tasks, index, _ = _conv_registers("conv_swish_i8")
+    assert read_lut_tables(regcmd, tasks, index, "t").le.min() < 0  # x*sigmoid(x)'s negative lobe
+
+
+@needs_corpus
+def test_index_map_and_slopes_from_the_conv_registers():
+    _, _, _, regs = _conv_registers("conv_hardsigmoid_i8")
+    stage = lut_stage(regs, "t")
+    assert (stage.index_mul, stage.index_shift) == (29076, 14)
+    # beta = 0.5 + A / (2^s * 32768): the file's HardSigmoid(alpha=0.3, beta=0.4)
+    assert 0.5 + stage.index_add / (2 ** stage.index_shift * 32768) == pytest.approx(0.4, abs=1e-5)
+    assert stage.le_uflow_slope == 0 and stage.lo_oflow_slope == 0  # clamps at both ends
+    _, _, _, regs = _conv_registers("conv_swish_i8")
+    stage = lut_stage(regs, "t")
+    assert stage.index_add == 0 and stage.lo_oflow_slope == 0x4032 / 2 ** 13 and stage.le_uflow_slope == 0
+    _, _, _, regs = _conv_registers("conv_hardswish_i8")
+    assert lut_stage(regs, "t").lo_oflow_slope == 2.0
+
+
+def _attrs(**kw):
+    attrs = {"index_scale": [1.0], "index_offset": 0.0, "le_table": [0, 32, 64], "lo_table": [64, 100, 120],
+             "le_start": -64, "le_end": 0, "lo_start": 0, "lo_end": 64, "index_shift": 5,
+             "le_uflow_slope": 0.0, "lo_oflow_slope": 0.25, "out_multiplier": 1.0, "out_zero_point": 0,
+             "out_scale": 1.0}
+    attrs.update(kw)
+    return KERNELS["VendorLutActivation"].prepare(attrs, [None])
+
+
+def test_lut_kernel_interpolates_extends_and_requantizes():
+    acc = np.array([-100, -64, -48, -1, 0, 16, 48, 64, 80, 200], np.float32).reshape(1, 1, 1, -1)
+    (y,) = vendor_lut_activation([acc], _attrs())
+    # LE: 0 @-64, 32 @-32, 64 @0; LO: 64 @0, 100 @32, 120 @64; below: clamp; above: + 0.25 per unit; int8 clip
+    np.testing.assert_array_equal(y.ravel(), [0, 0, 16, 63, 64, 82, 110, 120, 124, 127])
+    assert y.dtype == np.float32
+    # index map per channel and the output conversion (multiplier, zero point, scale)
+    acc2 = np.array([[8.0], [8.0]], np.float32).reshape(1, 2, 1, 1)
+    (y2,) = vendor_lut_activation([acc2], _attrs(index_scale=[1.0, 2.0], index_offset=-16.0, out_multiplier=0.25,
+                                                  out_zero_point=-10, out_scale=0.5))
+    # u = -8 -> t = 56 -> q = 14 (-10 zp) -> 7.0; u = 0 -> t = 64 -> q = 16 -> 8.0
+    np.testing.assert_array_equal(y2.ravel(), [7.0, 8.0])
+
+
+def test_lut_kernel_refuses_inconsistent_attributes():
+    with pytest.raises(ModelInvalidError, match="LO table has 2 entries"):
+        _attrs(lo_table=[0, 1])
+    with pytest.raises(ModelInvalidError, match="adjacent ascending ranges"):
+        _attrs(lo_start=32)
+    with pytest.raises(ModelInvalidError, match="channels"):
+        vendor_lut_activation([np.zeros((1, 3, 2, 2), np.float32)], _attrs())
+
+
+# -- the corpus files against the vendor simulator -----------------------------------------------------
+
+
+@needs_corpus
+@pytest.mark.parametrize("name", LUT_FILES)
+def test_lut_file_matches_the_vendor_simulator(name):
+    data = np.load(CORPUS / f"{name}.npz")
+    with rknnlite.Context(str(CORPUS / f"{name}.rknn"), backend="software") as ctx:
+        y = ctx.run([data["in0"]], data_format="nchw")[0]
+        step = ctx.outputs[0].scale
+    ref = data["out0"].reshape(y.shape)
+    a, b = y.ravel().astype(np.float64), ref.ravel().astype(np.float64)
+    assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) >= 0.99999
+    steps = np.rint(np.abs(y - ref) / step)
+    assert steps.max() <= 1 and np.mean(steps == 0) >= 0.99  # single steps, at .5 boundaries and past the tables
+
+
+@needs_corpus
+def test_int8_hard_sigmoid_runs_through_its_table():
+    from rknnlite.model.loader import load_model as load
+    from rknnlite.model.vendor import lower_rockchip
+
+    loaded = load(str(CORPUS / "conv_hardsigmoid_i8.rknn"))
+    lowered = lower_rockchip(loaded.payload, loaded.model)
+    ops = [n.op for n in lowered.graph.nodes]
+    assert ops == ["Div", "Round", "Conv", "VendorLutActivation"]
+    conv = lowered.graph.nodes[2]
+    weight = lowered.graph.constants[conv.inputs[1]]
+    assert np.array_equal(weight, np.round(weight)) and conv.attrs["_winograd"] is False  # integer accumulator
+    assert not hasattr(vendor_lower, "_LUT_INDEX_SCALE")  # no per-function constant
+
+
+@needs_corpus
+@pytest.mark.parametrize("reg, old, new, named", [
+    (0x410C, 0x50500, 0x60500, "0x410c"),          # LE/LO entry spacings that differ
+    (0x4068, 0x71940E00, 0x71940E01, "0x4068"),    # bits below the shift
+    (0x4108, 0x68, 0x69, "0x4108"),                # a LUT_CFG never seen
+])
+def test_a_doctored_lookup_register_is_refused_by_name(reg, old, new, named):
+    raw = _doctored("conv_hardsigmoid_i8", reg, old, new)
+    with pytest.raises(ModelInvalidError, match=named):
+        rknnlite.Context(raw, backend="software")
+
+
+@needs_corpus
+def test_a_table_entry_that_is_not_an_int16_is_refused():
+    raw = _doctored("conv_hardsigmoid_i8", 0x4104, 32, 0x10020)  # LE entry 1 (32) with bit 16 set
+    with pytest.raises(ModelInvalidError, match="not a sign-extended int16"):
+        rknnlite.Context(raw, backend="software")
+
+
+@needs_corpus
+def test_the_accumulator_is_the_exact_integer_sum():
+    from rknnlite.backends.software.executor import Executor
+    from rknnlite.model.graph import Graph
+    from rknnlite.model.loader import load_model as load
+    from rknnlite.model.vendor import lower_rockchip
+
+    loaded = load(str(CORPUS / "conv_sigmoid_i8.rknn"))
+    lowered = lower_rockchip(loaded.payload, loaded.model)
+    g = lowered.graph
+    conv = g.nodes[2]
+    acc_name = conv.outputs[0]
+    head = Graph(g.nodes[:3], list(g.inputs), [acc_name], g.constants, g.quant)
+    raw = np.load(CORPUS / "conv_sigmoid_i8.npz")["in0"]  # NCHW; the file presents its input as NHWC
+    x = lowered.graph_inputs([np.ascontiguousarray(raw.transpose(0, 2, 3, 1))])[0]
+    (acc,) = Executor(head, float_dtype="float32").run([x])
+    # the same sum in int64 from the input's codes, the integer weights and bias of the graph
+    q = g.quant[g.inputs[0]]
+    codes = np.clip(np.rint(x / q.scale[0]) + q.zero_point[0], -128, 127).astype(np.int64) - q.zero_point[0]
+    w = g.constants[conv.inputs[1]].astype(np.int64)
+    b = g.constants[conv.inputs[2]].astype(np.int64)
+    pad = conv.attrs["pads"]
+    xp = np.pad(codes[0], ((0, 0), (pad[0], pad[2]), (pad[1], pad[3])))
+    kh, kw = w.shape[2:]
+    want = np.zeros(acc.shape[1:], np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            want += np.einsum("oc,chw->ohw", w[:, :, i, j], xp[:, i:i + want.shape[1], j:j + want.shape[2]])
+    want += b.reshape(-1, 1, 1)
+    assert np.abs(want).max() > 1000  # a real accumulator, not a degenerate one
+    np.testing.assert_array_equal(acc[0], want.astype(np.float32))
