@@ -27,6 +27,8 @@ from rknnlite.model.loader import ROCKCHIP, load_model
 CORPUS = Path(__file__).resolve().parent / "data" / "vendor"
 MODELS_PY = Path(__file__).resolve().parent.parent / "tools" / "vendor_corpus" / "models.py"
 MAX_CORPUS_BYTES = 6 * 1024 * 1024
+#: models whose int8 build ends in a float16 op, so that its output stays float16
+FLOAT16_OUTPUT_MODELS = ("softmax",)
 
 
 def _manifest() -> dict:
@@ -103,13 +105,15 @@ def test_rknn_file_parses_and_matches_manifest(stem, entry):
     assert model.num_subgraphs == 1 and not model.is_dynamic
 
     quantized = entry["build"]["do_quantization"]
-    npu_dtype = "int8" if quantized else "float16"
     for specs, expected in ((model.inputs, entry["inputs"]), (model.outputs, entry["outputs"])):
         assert [s.name for s in specs] == [e["name"] for e in expected]
         assert [list(s.shape) for s in specs] == [e["shape"] for e in expected]
+        # an int8 file whose last op runs in float16 (exSoftmax13) keeps that output float16
+        npu_dtype = "int8" if quantized and not (specs is model.outputs and entry["model"] in FLOAT16_OUTPUT_MODELS) \
+            else "float16"
         for s in specs:
             assert s.dtype == npu_dtype, s
-            if quantized:
+            if npu_dtype == "int8":
                 assert s.quant is not None and len(s.quant.scale) == 1
                 assert s.quant.scale[0] > 0 and -128 <= s.quant.zero_point[0] <= 127
             else:
@@ -217,6 +221,21 @@ def test_fact_lut_activations_load_two_513_entry_tables(facts):
     assert len(low) == len(high) == 513
     assert low[-1] == high[0] == 16384  # sigmoid(0) = 0.5 at a 1.0 = 32768 scale
     assert np.all(np.diff(low) >= 0) and np.all(np.diff(high) >= 0)
+
+
+def test_fact_standalone_sigmoid_is_an_npu_lookup_table(facts):
+    # int8 and fp16 alike: an NPU node (slot 3 = 2) whose first task loads the two tables and whose
+    # next task runs the DPU alone (no CNA) with BN_CFG = 0x20040 (LUT)
+    for variant in ("fp16", "i8"):
+        f = _open(facts, f"sigmoid_mul_{variant}")
+        node = facts.first_node(f, "Sigmoid")
+        assert node.table.u8(3) == 2
+        tasks = [t for t in f.tasks() if t.op_idx == node.index]
+        assert all(not t.enable_mask & 1 for t in tasks)
+        tables = facts.lut_tables(f)
+        assert sorted(tables) == [0x20000, 0x30000] and tables[0x20000][-1] == tables[0x30000][0] == 16384
+        runs = [dict(((tgt, reg), val) for tgt, reg, val in f.task_regs(t)) for t in tasks]
+        assert any(regs.get((0x1001, 0x4060)) == 0x20040 for regs in runs)
 
 
 def test_fact_per_layer_int8_keeps_minus_weight_zero_point_in_bs_ow_op(facts):

@@ -215,7 +215,9 @@ def test_unknown_enum_values_are_named(vendor_fixtures, tmp_path, what, subgraph
     assert "known:" in str(info.value)
 
 
-def test_unknown_register_bits_are_named(vendor_fixtures, tmp_path):
+def _patch_registers(target: int, reg: int, change):
+    """A patch setting the value of every ``(target, reg)`` write of the register command stream
+    to ``change(value)``."""
     def patch(data: bytearray) -> None:
         sg = _first_subgraph(data)
         tensors = sg.tables(0)
@@ -224,9 +226,15 @@ def test_unknown_register_bits_are_named(vendor_fixtures, tmp_path):
         raw = bytes(vec.raw())
         for k in range(0, len(raw), 8):
             (entry,) = struct.unpack_from("<Q", raw, k)
-            if entry >> 48 == 0x1001 and entry & 0xFFFF == 0x4088:  # OUT_CVT_SHIFT
-                struct.pack_into("<Q", data, vec.pos + k, entry | (0x8000 << 16))
+            if entry >> 48 == target and entry & 0xFFFF == reg:
+                value = change((entry >> 16) & 0xFFFFFFFF)
+                struct.pack_into("<Q", data, vec.pos + k, (entry & ~(0xFFFFFFFF << 16)) | (value << 16))
 
+    return patch
+
+
+def test_unknown_register_bits_are_named(vendor_fixtures, tmp_path):
+    patch = _patch_registers(0x1001, 0x4088, lambda value: value | 0x8000)  # OUT_CVT_SHIFT
     path = _doctored(vendor_fixtures, tmp_path, "convnet_i8", patch)
     with pytest.raises(ModelInvalidError, match="OUT_CVT_SHIFT .* sets bits outside 0x3f"):
         rknnlite.Context(path, backend="software")
@@ -597,6 +605,101 @@ def test_corpus_file_runs_like_the_simulator(name, entry):
             assert _cos(y, ref) >= 0.99999 and np.abs(y - ref).max() <= 2 ** -9 * max(1.0, np.abs(ref).max() / 4)
         else:
             assert _cos(y, ref) >= 0.9999
+
+
+def _corpus_lowered(stem: str):
+    loaded = load_model(str(CORPUS / f"{stem}.rknn"))
+    return lower_rockchip(loaded.payload, loaded.model)
+
+
+def _corpus_run(stem: str, path=None):
+    """(outputs, simulator outputs) of corpus file ``stem`` (or of ``path``, a doctored copy)."""
+    data = np.load(CORPUS / f"{stem}.npz")
+    entry = dict(_corpus())[stem]
+    inputs = [data[f"in{k}"] for k in range(len(entry["inputs"]))]
+    with rknnlite.Context(str(path or CORPUS / f"{stem}.rknn"), backend="software") as ctx:
+        outputs = ctx.run(inputs, data_format="nchw")
+    return outputs, [data[f"out{k}"].reshape(y.shape) for k, y in enumerate(outputs)]
+
+
+def _doctored_corpus(tmp_path, stem: str, patch) -> str:
+    data = bytearray((CORPUS / f"{stem}.rknn").read_bytes())
+    patch(data)
+    path = tmp_path / f"doctored_{stem}.rknn"
+    path.write_bytes(bytes(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_conv_add_relu_is_conv_then_residual_add_then_relu(variant):
+    stem = f"conv_add_relu_{variant}"
+    model = _corpus_lowered(stem)
+    assert model.vendor_ops == ("InputOperator", "ConvRelu", "ConvAddRelu", "OutputOperator")
+    nodes = [n for n in model.graph.nodes if n.name == "Conv:Conv16_ConvAddRelu"]
+    assert [n.op for n in nodes] == ["Conv", "Add", "Relu"]
+    assert nodes[1].inputs == [nodes[0].outputs[0], "relu_5"]  # the residual: the output two convs back
+    assert nodes[2].outputs == ["y"]
+    (y,), (ref,) = _corpus_run(stem)
+    assert y.min() == 0.0 and ref.min() == 0.0 and (y == 0).mean() > 0.05  # the relu clips
+    if variant == "fp16":
+        assert np.abs(y - ref).max() <= 2 ** -9 * max(1.0, np.abs(ref).max() / 4)
+    else:
+        assert _cos(y, ref) >= 0.99999
+
+
+def test_conv_add_relu_needs_its_residual(monkeypatch):
+    # the residual count is checked: read as a conv without one (ConvRelu), the node is refused by name
+    from rknnlite.model.vendor import lower as lower_mod
+
+    loaded = load_model(str(CORPUS / "conv_add_relu_fp16.rknn"))
+    monkeypatch.setitem(lower_mod._CONV_ACTIVATIONS, "ConvAddRelu", "Relu")
+    with pytest.raises(ModelInvalidError, match=r"Conv16_ConvAddRelu.* has 1 extra activation inputs \['relu_5'\]"):
+        lower_rockchip(loaded.payload, loaded.model)
+
+
+def test_fp16_standalone_sigmoid_is_a_rounded_float_sigmoid():
+    model = _corpus_lowered("sigmoid_mul_fp16")
+    assert [n.op for n in model.graph.nodes] == ["Add", "Sigmoid", "Mul"]
+    (y,), (ref,) = _corpus_run("sigmoid_mul_fp16")
+    np.testing.assert_array_equal(y, ref)  # bit-exact: Add, Sigmoid and Mul each rounded to fp16
+
+
+def test_int8_standalone_sigmoid_runs_the_files_lookup_table():
+    model = _corpus_lowered("sigmoid_mul_i8")
+    assert [n.op for n in model.graph.nodes] == ["Add", "Div", "Round", "VendorLutActivation", "Mul"]
+    lut = model.graph.nodes[3].attrs
+    assert len(lut["le_table"]) == len(lut["lo_table"]) == 513
+    assert lut["le_table"][-1] == lut["lo_table"][0] == 16384  # sigmoid(0) = 0.5 at 1.0 = 32768
+    # the index map takes the codes q - zp: the file's offset A = -zp * M folds the zero point in
+    assert lut["index_offset"] == 0.0 and lut["out_zero_point"] == -128
+    (y,), (ref,) = _corpus_run("sigmoid_mul_i8")
+    np.testing.assert_array_equal(y, ref)
+
+
+def test_int8_standalone_sigmoid_reads_its_tables_from_the_file(tmp_path):
+    # the same file with the lookup-table entries zeroed gives sigmoid 0 where the table is used
+    path = _doctored_corpus(tmp_path, "sigmoid_mul_i8", _patch_registers(0x1001, 0x4104, lambda value: 0))
+    (y,), (ref,) = _corpus_run("sigmoid_mul_i8", path)
+    assert np.abs(y).max() < np.abs(ref).max() / 4
+
+
+def test_int8_sigmoid_without_a_lookup_task_is_refused_by_name(tmp_path):
+    # BN_CFG (0x4060) no longer says "lookup table" in the Sigmoid's DPU task
+    path = _doctored_corpus(tmp_path, "sigmoid_mul_i8",
+                            _patch_registers(0x1001, 0x4060, lambda value: 0x20041 if value == 0x20040 else value))
+    with pytest.raises(ModelInvalidError, match=r"Sigmoid4.*no task of node 3 runs the lookup table"):
+        rknnlite.Context(path, backend="software")
+    (y,), (ref,) = _corpus_run("sigmoid_mul_i8")  # the real file still loads and runs
+    np.testing.assert_array_equal(y, ref)
+
+
+def test_int8_softmax_runs_in_float16_after_a_data_convert():
+    model = _corpus_lowered("softmax_i8")
+    assert model.vendor_ops == ("InputOperator", "Conv", "exDataConvert", "exSoftmax13", "OutputOperator")
+    assert [n.op for n in model.graph.nodes] == ["Conv", "Identity", "Softmax"]
+    (y,), (ref,) = _corpus_run("softmax_i8")
+    np.testing.assert_allclose(y.sum(axis=1), 1.0, atol=1e-5)
+    assert _cos(y, ref) >= 0.99999
 
 
 def test_fp16_activation_registers():

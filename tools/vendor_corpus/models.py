@@ -286,6 +286,32 @@ def _mbblock():
     return g.model([("x", IMG[1])], [(r, "y")])
 
 
+def _conv_add_relu():
+    # the residual is two convs back: the compiler folds a residual that is the conv's own input (or a
+    # conv of the same input) into the conv's weights
+    g = _G(402)
+    a = g.node("Relu", [g.conv("x", 3, 16)])[0]
+    c = g.node("Relu", [g.conv(a, 16, 16, k=1)])[0]
+    b = g.conv(c, 16, 16)
+    y = g.node("Relu", [g.node("Add", [b, a])[0]])[0]
+    return g.model([("x", IMG[1])], [(y, "y")])
+
+
+def _sigmoid_mul():
+    # Sigmoid of a sum of two inputs: no conv to fuse it into; then a gate Mul with another tensor
+    g = _G(403)
+    s = g.node("Sigmoid", [g.node("Add", ["a", "b"])[0]])[0]
+    y = g.node("Mul", [s, "a"])[0]
+    return g.model([("a", (1, 20, 8, 8)), ("b", (1, 20, 8, 8))], [(y, "y")])
+
+
+def _softmax():
+    g = _G(404)
+    y = g.conv("x", 3, 20)
+    s = g.node("Softmax", [y], axis=1)[0]
+    return g.model([("x", IMG[1])], [(s, "y")])
+
+
 def _convnet(seed: int = 501, size: int = 16):
     def build():
         g = _G(seed)
@@ -338,6 +364,11 @@ def _cases() -> List[Case]:
              purpose="resize"),
         Case("mbblock", "Conv 3->16 3x3 Relu; Conv 16->32 1x1 Relu; depthwise 3x3 32 Relu; Conv 32->16 1x1; Add",
              _mbblock, img, purpose="mobilenet-like block"),
+        Case("conv_add_relu", "Conv 3->16 3x3 Relu -> a; Conv 16->16 1x1 Relu; Conv 16->16 3x3; Add a; Relu",
+             _conv_add_relu, img, purpose="ConvAddRelu"),
+        Case("sigmoid_mul", "Sigmoid(a + b) * a; a, b 1x20x8x8", _sigmoid_mul,
+             [("a", (1, 20, 8, 8), "normal"), ("b", (1, 20, 8, 8), "normal")], purpose="standalone Sigmoid, Mul"),
+        Case("softmax", "Conv 3->20 3x3, Softmax(axis=1)", _softmax, img, purpose="exSoftmax13, exDataConvert"),
         Case("convnet", "Conv 3->16 3x3 Relu; Conv 16->24 3x3 s2 Relu; Conv 24->10 1x1", _convnet(), img,
              variants=("fp16", "i8", "i8_layer"), purpose="per-layer quantization (i8_layer) vs per-channel"),
         Case("convnet_rk3566", "same graph and weights as convnet", _convnet(), img, platform="rk3566",

@@ -26,9 +26,12 @@ ConvHardSwish          lookup tables (VendorLutActivation, see :mod:`.lut`)
 ConvClip,              Conv, then Clip / LeakyRelu / HardSigmoid with the parameters
 ConvLeakyRelu,         read from the node's DPU registers
 ConvHardSigmoid
-ConvAdd                Conv, then Add of the residual (the extra activation input)
+ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
+                       [, then Relu]
 Add, Sub, Mul          Add, Sub, Mul (plain constant operands: fp16-rounded values in
                        fp16 files, dequantized integers in int8 files)
+Sigmoid                fp16: Sigmoid; int8: the input's integer codes, then the file's
+                       own lookup tables (a DPU-only task; :func:`.lut.lower_lut_sigmoid`)
 MaxPool, AveragePool   MaxPool, AveragePool (attributes from the BSON)
 Concat, Transpose      Concat (``axis``), Transpose (``perm``) from the BSON
 Slice                  Slice (the stored int64 starts/ends/axes/steps)
@@ -59,7 +62,7 @@ from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
-from .lut import lower_lut_conv
+from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import fused_activation, node_registers, read_tasks, requant_of
 from .weights import decode_float_bias, decode_int8_bias, decode_int32_bias, decode_weight
 
@@ -68,14 +71,17 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 #: Vendor op types the lowering runs.
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
-    "ConvHardSwish ConvAdd "
-    "Add Sub Mul "
+    "ConvHardSwish ConvAdd ConvAddRelu "
+    "Add Sub Mul Sigmoid "
     "MaxPool AveragePool Concat Transpose Slice Resize exSoftmax13 Reshape exDataConvert".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
                      "ConvHardSigmoid": "HardSigmoid",
-                     "ConvSigmoid": "Sigmoid", "ConvExSwish": "Swish", "ConvHardSwish": "HardSwish", "ConvAdd": "Add"}
+                     "ConvSigmoid": "Sigmoid", "ConvExSwish": "Swish", "ConvHardSwish": "HardSwish", "ConvAdd": "Add",
+                     "ConvAddRelu": "AddRelu"}
+#: fused parts that add the node's extra activation input (the residual)
+_RESIDUAL_ACTIVATIONS = ("Add", "AddRelu")
 #: fused activations an int8 file computes with the DPU lookup table (run from the file's tables: .lut)
 _LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")
 #: fused activations whose parameters are DPU registers
@@ -319,6 +325,8 @@ class _Lowering:
             self.conv(node)
         elif node.op in ("Add", "Sub", "Mul"):
             self.elementwise(node)
+        elif node.op == "Sigmoid":
+            self.sigmoid(node)
         elif node.op in ("MaxPool", "AveragePool"):
             self.pool(node)
         elif node.op == "Concat":
@@ -469,9 +477,10 @@ class _Lowering:
                              "activation and a tiled weight")
         extra = [t for t in extra if t.kind in _ACTIVATION_KINDS and not _is_helper(t)]
         activation = _CONV_ACTIVATIONS[node.op]
-        if len(extra) != (1 if activation == "Add" else 0):
+        residuals = 1 if activation in _RESIDUAL_ACTIVATIONS else 0
+        if len(extra) != residuals:
             raise self.error(f"{node.label} has {len(extra)} extra activation inputs "
-                             f"{[t.name for t in extra]}; {node.op} takes {1 if activation == 'Add' else 0}")
+                             f"{[t.name for t in extra]}; {node.op} takes {residuals}")
         p = node.params
         group = int(p.get("group", 1))
         kernel = list(p["kernel_shape"])
@@ -561,6 +570,11 @@ class _Lowering:
             self.emit(node, "Mul", [conv, sig], {})
         elif activation == "Add":
             self.emit(node, "Add", [conv, self.names[extra[0].index]], {})
+        elif activation == "AddRelu":
+            # relu commutes with the fp16 rounding and the int8 grid: the sum needs no quantization of its own
+            added = f"{out_name}__add"
+            self.emit(node, "Add", [conv, self.names[extra[0].index]], {}, output=added)
+            self.emit(node, "Relu", [added], {})
         else:
             self.emit(node, activation, [conv], {})
 
@@ -673,6 +687,18 @@ class _Lowering:
         if len(operands) != 2:
             raise self.error(f"{node.label} has {len(operands)} operands; {node.op} takes 2")
         self.emit(node, node.op, operands, {})
+
+    def sigmoid(self, node: VendorNode) -> None:
+        """A standalone Sigmoid: fp16 files compute it in float (output rounded to fp16); int8
+        files run it on the DPU lookup table the file loads (:func:`.lut.lower_lut_sigmoid`)."""
+        (data,) = self.activation_inputs(node, 1, 1)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        if list(x.shape) != list(out.shape):
+            raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+        if "int8" in (x.dtype, out.dtype):
+            lower_lut_sigmoid(self, node, x, out)  # refuses a mixed int8/float16 Sigmoid
+            return
+        self.emit(node, "Sigmoid", [data], {})
 
     def pool(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)

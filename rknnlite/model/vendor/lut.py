@@ -22,12 +22,16 @@ below 2^24 in float32), and ``VendorLutActivation``
 (:mod:`rknnlite.backends.software.ops.vendor_lut`) with the decoded tables.  No weight
 scale and no per-function constant is needed.  Registers outside the observed layout
 raise :class:`~rknnlite.errors.ModelInvalidError` naming them.
+
+A standalone int8 ``Sigmoid`` (no conv to fuse into) uses the same tables from a DPU-only
+task: :func:`lower_lut_sigmoid` feeds the input's integer codes straight to
+``VendorLutActivation``.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -37,7 +41,8 @@ from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Tas
                      task_writes)
 from .weights import decode_int8_bias, decode_int32_bias
 
-__all__ = ["LutTables", "LutStage", "read_lut_tables", "lut_stage", "lut_attrs", "lower_lut_conv"]
+__all__ = ["LutTables", "LutStage", "read_lut_tables", "lut_stage", "lut_attrs", "lower_lut_conv",
+           "lut_task_registers", "lower_lut_sigmoid"]
 
 REG_LUT_ACCESS = 0x4100
 REG_LUT_DATA = 0x4104
@@ -242,3 +247,59 @@ def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict) -> 
                                  lowering.constant(lowering.names[b.index], bias.astype(np.float32))],
                   conv_attrs, output=acc)
     lowering.emit(node, "VendorLutActivation", [acc], params)
+
+
+def lut_task_registers(regcmd, tasks: List[Task], node_index: int, where: str) -> Dict[Tuple[int, int], int]:
+    """``{(target, reg): value}`` of the first task of node ``node_index`` that runs the
+    lookup table (writes ``BN_CFG`` = ``BN_LUT``) without loading it: the DPU-only task of a
+    standalone int8 LUT op (its tables are loaded by an earlier task of the same node)."""
+    for task in tasks:
+        if task.op_idx != node_index:
+            continue
+        writes = task_writes(regcmd, task, where)
+        regs = {(target, reg): value for target, reg, value in writes}
+        loads = any(target == TARGET_DPU and reg == REG_LUT_ACCESS and value in (_WRITE_LE, _WRITE_LO)
+                    for target, reg, value in writes)
+        if not loads and regs.get((TARGET_DPU, REG_BN_CFG)) == BN_LUT:
+            return regs
+    raise ModelInvalidError(f"{where}: no task of node {node_index} runs the lookup table (BN_CFG {BN_LUT:#x} "
+                            "without a table load)", op="load")
+
+
+def lower_lut_sigmoid(lowering, node, x, out) -> None:
+    """Emit the executor nodes of a standalone int8 ``Sigmoid`` on ``lowering`` (lower.py's
+    ``_Lowering``; ``x``/``out`` the vendor tensors).  The NPU runs it on the DPU alone: one
+    task of the node loads the tables, a later one maps the input's raw int8 code ``q`` to the
+    table index ``u = (q * M + A) >> s`` (``A`` = ``-zp_in * M`` folds the zero point in) and
+    converts the table value to int8 with ``OUT_CVT``.  Lowered to ``Div`` + ``Round`` (the
+    codes ``q - zp_in``) and ``VendorLutActivation`` with offset ``(A + zp_in * M) / 2^s``."""
+    where = f"{lowering.label}: {node.label}"
+    if x.dtype != "int8" or out.dtype != "int8":
+        raise lowering.error(f"{node.label}: an int8 lookup-table {node.op} needs int8 input and output "
+                             f"(got {x.dtype}, {out.dtype})")
+    regs = lut_task_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
+    requant = requant_of(regs, where)
+    if requant.mul_shift is not None:
+        raise lowering.error(f"{node.label}: its lookup-table task enables the per-channel multiplier stage, which a "
+                             "DPU-only op has no multipliers for; the register layout is not the one decoded")
+    stage = lut_stage(regs, where)
+    tables = read_lut_tables(lowering.regcmd(), lowering.tasks(), node.index, where)
+    qi, qo = lowering.activation_quant(x), lowering.activation_quant(out)
+    s_in, zp_in = qi.scale[0], qi.zero_point[0]
+    if requant.offset != qo.zero_point[0]:
+        raise lowering.error(f"{node.label}: OUT_CVT_OFFSET is {requant.offset} but the output's zero point is "
+                             f"{qo.zero_point[0]}; the register layout is not the one decoded")
+    if len(x.shape) < 2:
+        raise lowering.error(f"{node.label}: a {len(x.shape)}-D lookup-table {node.op}; its channels are axis 1 of "
+                             "a tensor of at least 2 dimensions")
+    channels = x.shape[1]
+    stage = replace(stage, index_add=stage.index_add + zp_in * stage.index_mul)  # the map of the codes q - zp_in
+    params = lut_attrs(stage, tables, np.ones(channels, np.int64), None, requant.multiplier, qo.zero_point[0],
+                       qo.scale[0], where)
+    out_name = lowering.names[out.index]
+    codes = f"{out_name}__codes"
+    lowering.emit(node, "Div", [lowering.names[x.index], lowering.constant(f"{out_name}__in_scale",
+                                                                           np.array(s_in, np.float32))], {},
+                  output=f"{codes}__scaled")
+    lowering.emit(node, "Round", [f"{codes}__scaled"], {}, output=codes)
+    lowering.emit(node, "VendorLutActivation", [codes], params)
