@@ -16,6 +16,8 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
+from oip_requests import binary_body  # noqa: E402
+
 from rknnlite import Context  # noqa: E402
 from rknnlite.daemon import command, protocol  # noqa: E402
 from rknnlite.daemon.protocol import (ProtocolError, RequestParser, encode_infer_response,  # noqa: E402
@@ -23,25 +25,6 @@ from rknnlite.daemon.protocol import (ProtocolError, RequestParser, encode_infer
 from rknnlite.daemon.runner import WINDOW, QueueRunner  # noqa: E402
 from rknnlite.daemon.server import STATE_KEY, Server  # noqa: E402
 from rknnlite.errors import InvalidParamError  # noqa: E402
-
-
-def _binary_body(arrays, outputs=None, request_id=None, **params):
-    tensors, raws = [], []
-    for name, a in arrays:
-        dt = "BYTES" if a.dtype.kind == "O" else protocol.datatype_of(a.dtype)
-        raw = a.tobytes() if dt != "BYTES" else b"".join(struct.pack("<I", len(v)) + v for v in a.reshape(-1))
-        tensors.append({"name": name, "shape": list(a.shape), "datatype": dt,
-                        "parameters": {"binary_data_size": len(raw)}})
-        raws.append(raw)
-    doc = {"inputs": tensors}
-    if outputs is not None:
-        doc["outputs"] = outputs
-    if request_id is not None:
-        doc["id"] = request_id
-    if params:
-        doc["parameters"] = params
-    header = json.dumps(doc).encode()
-    return header + b"".join(raws), str(len(header))
 
 
 def _same(a, b):
@@ -63,7 +46,7 @@ def test_remembered_header_decodes_each_body_like_parse_infer_request():
     for _ in range(3):  # the same header each time, new tensor bytes
         x = rng.standard_normal((2, 3)).astype(np.float32)
         i = rng.integers(-9, 9, (4,)).astype(np.int64)
-        body, n = _binary_body([("x", x), ("i", i)], outputs, "r1", binary_data_output=True)
+        body, n = binary_body([("x", x), ("i", i)], outputs, "r1", binary_data_output=True)
         got = parser.parse(body, n)
         _same(got, parse_infer_request(body, n))
         np.testing.assert_array_equal(got.inputs[0].data, x)
@@ -74,7 +57,7 @@ def test_remembered_header_decodes_each_body_like_parse_infer_request():
 def test_headers_with_json_data_or_bytes_are_decoded_every_time():
     parser = RequestParser()
     s = np.array([b"ab", b"c"], dtype=object)
-    body, n = _binary_body([("s", s)])
+    body, n = binary_body([("s", s)])
     for _ in range(2):
         assert parser.parse(body, n).inputs[0].data.tolist() == [b"ab", b"c"]
     doc = json.dumps({"inputs": [{"name": "a", "shape": [2], "datatype": "FP32", "data": [1, 2]}]}).encode()
@@ -87,7 +70,7 @@ def test_headers_with_json_data_or_bytes_are_decoded_every_time():
 def test_the_memory_never_skips_a_check():
     parser = RequestParser()
     x = np.zeros(4, np.float32)
-    body, n = _binary_body([("x", x)])
+    body, n = binary_body([("x", x)])
     parser.parse(body, n)
     for bad_body, bad_n, fragment in ((body[:-1], n, "runs past the end"), (body + b"\0", n, "no input claims"),
                                       (body, "abc", "must be an integer"), (body, str(len(body) + 1), "outside")):
@@ -104,11 +87,11 @@ def test_the_memory_never_skips_a_check():
 def test_the_memory_is_bounded():
     parser = RequestParser(size=4)
     for k in range(10):
-        body, n = _binary_body([("x", np.full(2, k, np.float32))], request_id=f"id{k}")
+        body, n = binary_body([("x", np.full(2, k, np.float32))], request_id=f"id{k}")
         req = parser.parse(body, n)
         assert req.id == f"id{k}" and req.inputs[0].data.tolist() == [k, k]
         assert len(parser._plans) <= 4
-    long_body, long_n = _binary_body([("x" * 5000, np.zeros(1, np.float32))])
+    long_body, long_n = binary_body([("x" * 5000, np.zeros(1, np.float32))])
     assert parser.parse(long_body, long_n).inputs[0].name == "x" * 5000
     assert all(len(key[0]) <= parser.max_header_bytes for key in parser._plans)
 
@@ -362,7 +345,7 @@ def test_server_fast_paths_answer_like_context_run(tmp_path, context_models, con
         want = ctx.run([x])[0]
 
     def post(server, name, arrays):
-        body, n = _binary_body(arrays, binary_data_output=True)
+        body, n = binary_body(arrays, binary_data_output=True)
         req = urllib.request.Request(f"{server.url}/v2/models/{name}/infer", data=body, method="POST",
                                      headers={"Inference-Header-Content-Length": n})
         with urllib.request.urlopen(req, timeout=60) as r:

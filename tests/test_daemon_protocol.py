@@ -7,6 +7,7 @@ import struct
 
 import numpy as np
 import pytest
+from oip_requests import binary_body
 
 from rknnlite.daemon.protocol import (DATATYPES, HEADER_LENGTH, ProtocolError, datatype_of, dtype_of,
                                       encode_infer_response, error_body, parse_infer_request)
@@ -14,23 +15,6 @@ from rknnlite.daemon.protocol import (DATATYPES, HEADER_LENGTH, ProtocolError, d
 
 def _json_body(inputs, **extra) -> bytes:
     return json.dumps(dict({"inputs": inputs}, **extra)).encode()
-
-
-def _binary_body(arrays, datatypes, outputs=None, **params):
-    tensors = []
-    raws = []
-    for (name, a), dt in zip(arrays, datatypes):
-        raw = a.tobytes() if dt != "BYTES" else b"".join(struct.pack("<I", len(v)) + v for v in a.reshape(-1))
-        tensors.append({"name": name, "shape": list(a.shape), "datatype": dt,
-                        "parameters": {"binary_data_size": len(raw)}})
-        raws.append(raw)
-    doc = {"inputs": tensors}
-    if outputs is not None:
-        doc["outputs"] = outputs
-    if params:
-        doc["parameters"] = params
-    header = json.dumps(doc).encode()
-    return header + b"".join(raws), str(len(header))
 
 
 def test_json_tensors_nested_and_flat():
@@ -52,8 +36,8 @@ def test_binary_tensors_are_views_of_the_body():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     i = np.array([[7, -1]], dtype=np.int8)
     s = np.array([b"ab", b""], dtype=object)
-    body, n = _binary_body([("x", x), ("i", i), ("s", s)], ["FP32", "INT8", "BYTES"],
-                           outputs=[{"name": "y", "parameters": {"binary_data": True}}, {"name": "z"}])
+    body, n = binary_body([("x", x), ("i", i), ("s", s)],
+                          outputs=[{"name": "y", "parameters": {"binary_data": True}}, {"name": "z"}])
     req = parse_infer_request(body, n)
     got = {t.name: t.data for t in req.inputs}
     np.testing.assert_array_equal(got["x"], x)
@@ -64,8 +48,8 @@ def test_binary_tensors_are_views_of_the_body():
 
 
 def test_binary_data_output_is_the_default_for_outputs():
-    body, n = _binary_body([("x", np.zeros(2, np.float32))], ["FP32"], outputs=[{"name": "y"}],
-                           binary_data_output=True)
+    body, n = binary_body([("x", np.zeros(2, np.float32))], outputs=[{"name": "y"}],
+                          binary_data_output=True)
     req = parse_infer_request(body, n)
     assert req.binary_output and req.outputs[0].binary
 
@@ -103,7 +87,7 @@ def test_malformed_requests_name_the_problem(body, header, fragment):
 
 def test_binary_size_mismatches():
     x = np.zeros(4, np.float32)
-    body, n = _binary_body([("x", x)], ["FP32"])
+    body, n = binary_body([("x", x)])
     with pytest.raises(ProtocolError, match="runs past the end"):
         parse_infer_request(body[:-1], n)
     with pytest.raises(ProtocolError, match="no input claims"):
