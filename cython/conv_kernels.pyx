@@ -1017,7 +1017,7 @@ cdef extern from *:
     __attribute__((target("avx512f")))                                                                \
     static void NAME(long kc, const float *a, const float *b, const int32_t *boff, float *c, long ldc, \
                      int first, const float *bias, int mv, int nv, const rk_splan *sp, const rk_act *act, \
-                     const float *rc) {                                                               \
+                     const float *rc, const float *pf, long npf) {                                    \
         __m512 acc[K5_MR][NV];                                                                        \
         __mmask16 mask[NV];                                                                           \
         for (int v = 0; v < NV; v++) mask[v] = rk_mask16(0, nv - 16 * v);                             \
@@ -1050,6 +1050,7 @@ cdef extern from *:
             _Pragma("GCC unroll 2")                                                                   \
             for (int v = 0; v < NV; v++)                                                              \
                 bv[v] = DIRECT ? _mm512_loadu_ps(b + boff[k] + 16 * v) : _mm512_load_ps(b + 16 * v);  \
+            if (k < npf) _mm_prefetch((const char *)(pf + 16 * k), _MM_HINT_T1);  /* see rk_a_prefetch */ \
             if (DIRECT) {   /* row k of the next B panel (the next call in A-panel order) */          \
                 _mm_prefetch((const char *)(b + boff[k] + 32), _MM_HINT_T0);                          \
                 _mm_prefetch((const char *)(b + boff[k] + 48), _MM_HINT_T0);                          \
@@ -1113,7 +1114,8 @@ cdef extern from *:
        a: A panel (kc x 32); b: B panel (kc x 7). */
     __attribute__((target("avx512f")))
     static void rk_kernel_512t(long kc, const float *a, const float *b, float *ct, long ldct,
-                               int first, const float *bias, int mv, int nv, const rk_act *act) {
+                               int first, const float *bias, int mv, int nv, const rk_act *act,
+                               const float *pf, long npf) {
         __m512 acc[K5T_NR][2];
         __mmask16 mask[2] = {rk_mask16(0, mv), rk_mask16(0, mv - 16)};
         __m512 init[2];
@@ -1128,6 +1130,7 @@ cdef extern from *:
         }
         for (long k = 0; k < kc; k++) {
             __m512 a0 = _mm512_loadu_ps(a), a1 = _mm512_loadu_ps(a + 16);
+            if (k < npf) _mm_prefetch((const char *)(pf + 16 * k), _MM_HINT_T1);   /* see rk_a_prefetch */
             #pragma GCC unroll 7
             for (int j = 0; j < K5T_NR; j++) {
                 __m512 bj = _mm512_set1_ps(b[j]);
@@ -1247,6 +1250,27 @@ cdef extern from *:
     static int rk_mr(int isa, int t) { return isa >= 2 ? (t ? 32 : 8) : 6; }    /* K5T_MR, K5_MR, K2_MR */
     static int rk_nr(int isa, int t) { return isa >= 2 ? (t ? 7 : 32) : 16; }    /* K5T_NR, K5_NR, K2_NR */
 
+    /* Weights are read from memory once per K block, by the first tile of each A panel (the
+       other tiles find the panel in cache): left alone, that tile waits on memory for the whole
+       panel (64 KB in a few microseconds) while the rest run from cache.  Instead each tile
+       prefetches (into L2, one line per k step) its share of the panel the next sweep starts
+       with, so the weights stream in evenly across the tiles.  Sets *pf, *npf for the tile of
+       A panel m0 / B panel p: A-panel-major, the next A panel, spread over the np tiles of this
+       panel; B-panel-major, the first pass (p == 0) fetches the A panel after the next. */
+    static void rk_a_prefetch(int m_outer, long outer, long inner, long np, long M, long K, long MR,
+                              long m0, long kc, const float *ap, const float **pf, long *npf) {
+        long lines = kc * MR / 16;   /* 64-byte lines of one A panel's K block */
+        *pf = NULL; *npf = 0;
+        if (m_outer) {
+            if (m0 + MR >= M) return;
+            long l0 = lines * inner / np, l1 = lines * (inner + 1) / np;
+            *pf = ap + K * MR + 16 * l0; *npf = l1 - l0;
+        } else if (outer == 0 && m0 + 2 * MR < M) {
+            *pf = ap + 2 * K * MR; *npf = lines;
+        }
+        if (*npf > kc) *npf = kc;
+    }
+
     /* Y[m, n] (row stride ldy) = bias[m] + sum_k A[m, k] * P[off[k] + idx[n]], n in [n_begin, n_end).
        transposed (AVX-512 only): Y is Y^T instead, Y[n, m] with row stride ldy.
        Bp: scratch of at least kcb * ncb floats, 64-byte aligned. */
@@ -1303,14 +1327,17 @@ cdef extern from *:
                     const float *bm = bias ? bias + m0 : NULL;
                     float *yt = yc + m0 * ldy;
                     const float *rt = kr ? kr + (yt - Y) : NULL;   /* residual tile, Y's layout */
+                    const float *pf;
+                    long npf;
+                    rk_a_prefetch(m_outer, outer, inner, np, M, K, MR, m0, kc, ap, &pf, &npf);
                     if (transposed)
-                        rk_kernel_512t(kc, ap, bp, Y + q0 * ldy + m0, ldy, k0 == 0, bm, mv, nv, ka);
+                        rk_kernel_512t(kc, ap, bp, Y + q0 * ldy + m0, ldy, k0 == 0, bm, mv, nv, ka, pf, npf);
                     else if (direct)
-                        rk_kernel_512_direct(kc, ap, P + idx[q0], off + k0, yt, ldy, k0 == 0, bm, mv, nv, sp, ka, rt);
+                        rk_kernel_512_direct(kc, ap, P + idx[q0], off + k0, yt, ldy, k0 == 0, bm, mv, nv, sp, ka, rt, pf, npf);
                     else if (isa >= 2 && nv <= 16)
-                        rk_kernel_512_half(kc, ap, bp, NULL, yt, ldy, k0 == 0, bm, mv, nv, sp, ka, rt);
+                        rk_kernel_512_half(kc, ap, bp, NULL, yt, ldy, k0 == 0, bm, mv, nv, sp, ka, rt, pf, npf);
                     else if (isa >= 2)
-                        rk_kernel_512(kc, ap, bp, NULL, yt, ldy, k0 == 0, bm, mv, nv, sp, ka, rt);
+                        rk_kernel_512(kc, ap, bp, NULL, yt, ldy, k0 == 0, bm, mv, nv, sp, ka, rt, pf, npf);
                     else
                         rk_kernel_256(kc, ap, bp, yt, ldy, k0 == 0, bm, mv, nv, ka, rt);
                 }

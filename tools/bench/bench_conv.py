@@ -13,7 +13,11 @@ Times ResNet-50-like Conv layers (plus MobileNet depthwise layers), or with
     ``intra_op_num_threads=1``, ``inter_op_num_threads=1``, default graph
     optimisations, output bound to a preallocated buffer (IOBinding).
 Both run with BLAS limited to one thread (threadpoolctl, around the timed region
-only).  Blocks of runs alternate between the two; the table reports the median in ms, the
+only).  Caveat: onnxruntime runs a lone Conv in its blocked NCHWc layout with a reorder
+from and back to NCHW around it, which a whole model does once; so onnxruntime is slower
+here than inside a network (resnet50's 1x1 layers: ~1.2 ms here, ~0.91-0.95 ms in the
+model's own profile), and a tie here is a loss in the model.  Compare per layer inside
+the model (``InitFlag.COLLECT_PERF_MASK`` / ``SessionOptions.enable_profiling``) too.  Blocks of runs alternate between the two; the table reports the median in ms, the
 ratio rknnlite / onnxruntime (<= 1.0 means rknnlite is as fast or faster), and
 rknnlite's GFLOP/s.  Needs ``pip install onnx onnxruntime threadpoolctl``.
 """

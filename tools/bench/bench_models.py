@@ -2,13 +2,16 @@
 """Latency of the software backend against onnxruntime on the onnx package's light models.
 
     python tools/bench/bench_models.py [--models resnet50,squeezenet] [--runs 10] [--threads 2] [--clock cpu]
+                                       [--stat min]
 
 One process, side by side: every model is converted with rknnlite's toolkit
 (float32 and float16 builds, and an int8 build calibrated on 2 slightly perturbed copies
 of the input), then timed against onnxruntime with one intra-op thread.  The runs are
 interleaved (each round runs onnxruntime and every rknnlite variant once, in turn) so
 that load from other processes hits all of them alike; the table gives the median of
-RUNS rounds after warm-up, and each ratio is the median of the per-round ratios.
+RUNS rounds after warm-up, and each ratio is the median of the per-round ratios
+(``--stat min``: the fastest round of each column, and ratios of those minima -- the
+least disturbed run of each, on a machine whose load comes and goes).
 ``--clock cpu`` times the single-threaded columns with the calling thread's CPU time
 (onnxruntime with one intra-op thread runs in the calling thread too) instead of wall
 time: on a machine shared with other processes it leaves out the time the process
@@ -93,6 +96,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="clock of the single-threaded columns (cpu: this thread's CPU time)")
+    ap.add_argument("--stat", choices=("median", "min"), default="median",
+                    help="statistic over the rounds (min: fastest round, ratios of minima)")
     args = ap.parse_args()
 
     import onnxruntime as ort
@@ -126,18 +131,20 @@ def main() -> int:
         blas = ", ".join(f"{i['internal_api']} {i.get('version', '')}".strip() for i in threadpool_info())
 
     print(f"onnxruntime {ort.__version__}, numpy {np.__version__} ({blas}); {os.cpu_count()} CPUs; "
-          f"median of {args.runs} interleaved rounds; 1T columns: {args.clock} time, {args.threads}T: wall time; "
+          f"{args.stat} of {args.runs} interleaved rounds; 1T columns: {args.clock} time, {args.threads}T: wall time; "
           f"BLAS limited to 1 thread; load average before/after "
           f"{load_before} / {os.getloadavg()[0]:.2f}")
     print()
     print(f"| model | onnxruntime 1T (ms) | rknnlite fp32 1T (ms) | ratio | rknnlite fp16 1T (ms) | fp16/fp32 | "
           f"int8 1T (ms) | int8/fp32 | rknnlite fp32 {args.threads}T (ms) | speed-up |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    stat = min if args.stat == "min" else statistics.median
+    ratio = (lambda a, b: min(a) / min(b)) if args.stat == "min" else median_ratio
     for name, t in rows:
-        ort_ms, ms32, ms16, ms8, ms_mt = (statistics.median(v) for v in t[:5])
-        print(f"| {name} | {ort_ms:.1f} | {ms32:.1f} | {median_ratio(t[1], t[0]):.2f} | {ms16:.1f} | "
-              f"{median_ratio(t[2], t[1]):.2f} | {ms8:.1f} | {median_ratio(t[3], t[1]):.2f} | {ms_mt:.1f} | "
-              f"{median_ratio(t[5], t[4]):.2f} |")
+        ort_ms, ms32, ms16, ms8, ms_mt = (stat(v) for v in t[:5])
+        print(f"| {name} | {ort_ms:.1f} | {ms32:.1f} | {ratio(t[1], t[0]):.2f} | {ms16:.1f} | "
+              f"{ratio(t[2], t[1]):.2f} | {ms8:.1f} | {ratio(t[3], t[1]):.2f} | {ms_mt:.1f} | "
+              f"{ratio(t[5], t[4]):.2f} |")
     return 0
 
 

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 import threading
+from functools import partial
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -654,16 +655,24 @@ def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bia
         r = None if res3 is None else res3[i]
         if g.transposed:
             # Y^T tiles: the residual (Y's layout) and then the activation go in one pass
-            # over the transposed image, still cache-hot (these outputs are small)
-            _gemm_blocks(g, P, packs, bias, yt, scratch, plan.act if r is None else None, pstride, transposed=True)
-            _ck.transpose_into(yt, y3[i])
-            if r is not None:
-                _ck.bias_act(y3[i], None, plan.act, residual=r)
+            # over the transposed rows, still cache-hot (these outputs are small), done by
+            # the work item that computed them when the rows are split across threads
+            _gemm_blocks(g, P, packs, bias, yt, scratch, plan.act if r is None else None, pstride, transposed=True,
+                         finish=partial(_untranspose, yt, y3[i], r, plan.act))
         elif g.grid is not None:
             _, ws, ow = g.grid
             _gemm_blocks(g, P, packs, bias, y3[i], scratch, plan.act, pstride, grid=(ws, ow), residual=r)
         else:
             _gemm_blocks(g, P, packs, bias, y3[i], scratch, plan.act, pstride, residual=r)
+
+
+def _untranspose(yt: np.ndarray, y: np.ndarray, r: Optional[np.ndarray], act, m0: int, m1: int) -> None:
+    """Rows ``[m0, m1)`` of ``y`` from the transposed tiles ``yt`` (N, M), plus the
+    residual rows of ``r`` and the activation ``act`` when there is a residual (else the
+    tiles applied ``act`` already)."""
+    _ck.transpose_into(yt[:, m0:m1], y[m0:m1])
+    if r is not None:
+        _ck.bias_act(y[m0:m1], None, act, residual=r[m0:m1])
 
 
 #: a GEMM with fewer multiply-adds than this runs on the calling thread: waking the
@@ -672,32 +681,82 @@ _PARALLEL_MIN_MACS = 1 << 22
 
 
 def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, transposed: bool = False,
-                 grid=None, residual=None) -> None:
-    """The gather GEMMs of every group (one compiled call), their column blocks split
-    across the run's threads.  With several threads the blocks are narrowed (to a
-    multiple of the panel width) so each thread gets a few; a block's width never
-    changes any output value, and each thread packs into its own scratch."""
+                 grid=None, residual=None, finish=None) -> None:
+    """The gather GEMMs of every group (one compiled call), split across the run's threads.
+
+    Work items are (row part, column block) pairs, each computing its outputs exactly as
+    the whole GEMM does (a block's width never changes any output value, row parts start
+    on weight-panel boundaries; each thread packs into its own scratch).  Wide outputs are
+    split by columns: with several threads the blocks are narrowed (to a multiple of the
+    panel width) so each thread gets a few.  Narrow ones (14x14, 7x7: 7 column panels,
+    a 4/3 split for 2 threads), and those whose weights outweigh the image, are split by
+    rows instead (see :func:`_row_parts`): the weights, then the bigger operand, are read
+    once per column block as on one thread, not once per narrowed block.
+
+    ``finish(m0, m1)``, if given, runs once for every output row range after its GEMM is
+    complete: inside the work item when the rows are split and one column block holds
+    every column, else once for all rows at the end."""
     n = len(g.idx)
     ncb = g.ncb
     threads = current_threads() if g.Mg * g.K * n * len(packs) >= _PARALLEL_MIN_MACS else 1
+    rows = None  # every row (and every group) in each work item
     if threads > 1 and -(-n // ncb) < 4 * threads:
         nr = _ck.panel_shape(transposed)[1]
-        ncb = max(nr, n // (4 * threads) // nr * nr)
+        narrow = max(nr, n // (4 * threads) // nr * nr)
+        # rows when the weights (Mg x K) outweigh the image block (K x n), or when even
+        # one-panel column blocks are too few to share out evenly
+        if len(packs) == 1 and (g.Mg > n or -(-n // narrow) < 4 * threads):
+            if n <= 2 * ncb:  # one column block (not one plus a sliver: 196 = 192 + 4)
+                ncb = -(-n // nr) * nr
+            rows = _row_parts(packs, g.Mg, transposed, -(-n // ncb), threads)
+        else:
+            ncb = narrow
     kw = {"transposed": True} if transposed else ({"grid": grid} if grid is not None else {})
     if act is not None:
         kw["act"] = act
-    if residual is not None:
-        kw["residual"] = residual
     if threads == 1:
-        _ck.gather_gemm(P, g.off, g.idx, packs, g.Mg, bias, y, scratch, g.kcb, ncb, pstride=pstride, **kw)
+        _ck.gather_gemm(P, g.off, g.idx, packs, g.Mg, bias, y, scratch, g.kcb, ncb, pstride=pstride,
+                        residual=residual, **kw)
+        if finish is not None:
+            finish(0, g.Mg * len(packs))
         return
+    nblocks = -(-n // ncb)
+    finish_items = finish is not None and rows is not None and nblocks == 1
 
-    def body(b0: int, b1: int) -> None:
-        blk = _scratch("block", g.kcb * g.ncb + 16)  # per thread: any thread may run any range
-        _ck.gather_gemm(P, g.off, g.idx, packs, g.Mg, bias, y, blk, g.kcb, ncb,
-                        n_begin=b0 * ncb, n_end=min(n, b1 * ncb), pstride=pstride, **kw)
+    def body(j0: int, j1: int) -> None:
+        blk = _scratch("block", g.kcb * max(ncb, g.ncb) + 16)  # per thread: any thread may run any range
+        for j in range(j0, j1):
+            part, b = divmod(j, nblocks)  # part-major: a thread's range keeps to few weight rows
+            span = dict(n_begin=b * ncb, n_end=min(n, (b + 1) * ncb), pstride=pstride, **kw)
+            if rows is None:
+                _ck.gather_gemm(P, g.off, g.idx, packs, g.Mg, bias, y, blk, g.kcb, ncb, residual=residual, **span)
+                continue
+            p0, p1, m0, m1 = rows[part]
+            _ck.gather_gemm(P, g.off, g.idx, packs[:, p0:p1], m1 - m0, None if bias is None else bias[m0:m1],
+                            y[:, m0:m1] if transposed else y[m0:m1], blk, g.kcb, ncb,
+                            residual=None if residual is None else residual[m0:m1], **span)
+            if finish_items:
+                finish(m0, m1)
 
-    parallel_for(-(-n // ncb), body)
+    parallel_for(nblocks * (1 if rows is None else len(rows)), body)
+    if finish is not None and not finish_items:
+        finish(0, g.Mg * len(packs))
+
+
+def _row_parts(packs, M: int, transposed: bool, nblocks: int, threads: int) -> List[Tuple[int, int, int, int]]:
+    """``[(panel_begin, panel_end, row_begin, row_end), ...]``: the ``M`` output rows
+    (weight panels of ``packs``, one group) of a multithreaded gather GEMM cut into as
+    many parts as it takes to give every thread about 4 work items with ``nblocks``
+    column blocks (at most one part per panel).  Parts start on a panel boundary, so
+    every tile is the one the uncut GEMM computes."""
+    panels = packs.shape[1]
+    parts = max(1, min(panels, -(-4 * threads // nblocks)))
+    mr = _ck.panel_shape(transposed)[0]
+    out = []
+    for k in range(parts):
+        p0, p1 = panels * k // parts, panels * (k + 1) // parts
+        out.append((p0, p1, p0 * mr, min(M, p1 * mr)))
+    return out
 
 
 #: largest im2col block (floats) of the BLAS path; bigger outputs are unfolded in row bands

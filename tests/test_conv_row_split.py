@@ -1,0 +1,159 @@
+"""Multithreaded gather-GEMM Conv on narrow outputs: split by weight rows.
+
+A 14x14 or 7x7 output has only 7 column panels; split across 2 threads by columns alone
+one thread does 4 of them and the other 3.  ``_gemm_blocks`` cuts such outputs (and those
+whose weights outweigh the image) by rows instead, on weight-panel boundaries, so every
+thread gets about 4 work items, and every output stays bit for bit what one thread
+computes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rknnlite._native import conv_kernels as ck
+from rknnlite.backends.software.ops import KERNELS
+from rknnlite.backends.software.ops import conv as conv_mod
+from rknnlite.backends.software.parallel import WorkerPool, using
+
+pytestmark = pytest.mark.skipif(ck.gemm_isa() == 0, reason="no gather-GEMM micro-kernel on this CPU")
+
+CONV = KERNELS["Conv"]
+
+# (C, M, size, kernel, stride, residual): 1x1 at 14x14 (normal tiles), 1x1 at 7x7 (transposed
+# tiles), strided 3x3 (phase planes; at 40 -> 20 computed on the plane grid), and M not a
+# multiple of any panel height
+CASES = [
+    (256, 96, 14, 1, 1, True),
+    (512, 256, 7, 1, 1, True),
+    (64, 72, 28, 3, 2, False),
+    (64, 72, 40, 3, 2, True),
+    (256, 100, 14, 1, 1, False),
+]
+
+
+def _conv(C, M, size, k, s, residual, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, C, size, size)).astype(np.float32)
+    w = (rng.standard_normal((M, C, k, k)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(M).astype(np.float32)
+    out = (size + 2 * (k // 2) - k) // s + 1
+    attrs = {"strides": [s, s], "pads": [k // 2] * 4, "_activation": "Relu", "_winograd": False}
+    inputs = [x, w, b]
+    if residual:
+        attrs["_residual"] = True
+        inputs.append(rng.standard_normal((1, M, out, out)).astype(np.float32))
+    attrs = CONV.prepare(attrs, inputs[:3] + [None] * (len(inputs) - 3))
+    return inputs, attrs, (1, M, out, out)
+
+
+def _run(inputs, attrs, shape, threads):
+    y = np.full(shape, np.nan, np.float32)
+    pool = WorkerPool(threads)
+    try:
+        with using(pool):
+            CONV.fn(inputs, attrs, [y])
+    finally:
+        pool.close()
+    return y
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("threads", [2, 4])
+def test_several_threads_give_the_one_thread_result(case, threads):
+    inputs, attrs, shape = _conv(*case)
+    one = _run(inputs, attrs, shape, 1)
+    many = _run(inputs, attrs, shape, threads)
+    np.testing.assert_array_equal(many, one)
+    assert not np.isnan(one).any()
+    # and both are the convolution
+    x, w, b = inputs[:3]
+    C, M, size, k, s, residual = case
+    p = k // 2
+    xp = np.pad(x[0].astype(np.float64), ((0, 0), (p, p), (p, p)))
+    out = shape[2]
+    ref = np.zeros((M, out, out))
+    for i in range(k):
+        for j in range(k):
+            ref += np.einsum("mc,chw->mhw", w[:, :, i, j], xp[:, i:i + s * out:s, j:j + s * out:s])
+    ref += b[:, None, None]
+    if residual:
+        ref += inputs[3][0]
+    np.testing.assert_allclose(one[0], np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case, threads", [(CASES[0], 2), (CASES[1], 2), (CASES[0], 3), (CASES[3], 2),
+                                           (CASES[4], 2)])
+def test_narrow_outputs_give_every_thread_several_items(monkeypatch, case, threads):
+    """7 column panels alone would give 2 threads a 4/3 split: the rows are cut instead."""
+    seen = []
+    real = conv_mod.parallel_for
+
+    def recording(n, body, min_chunk=1):
+        seen.append(n)
+        return real(n, body, min_chunk)
+
+    monkeypatch.setattr(conv_mod, "parallel_for", recording)
+    inputs, attrs, shape = _conv(*case)
+    _run(inputs, attrs, shape, threads)
+    assert seen and min(seen) >= 4 * threads
+
+
+def test_row_parts_start_on_panel_boundaries():
+    mr = ck.panel_shape(False)[0]
+    packs = np.zeros((1, 13, 4, mr), np.float32)  # 13 panels of mr rows; M = 13 * mr - 3
+    M = 13 * mr - 3
+    parts = conv_mod._row_parts(packs, M, False, nblocks=3, threads=2)
+    assert len(parts) == 3
+    assert parts[0][0] == 0 and parts[-1][1] == 13 and parts[-1][3] == M
+    for (p0, p1, m0, m1), nxt in zip(parts, parts[1:] + [None]):
+        assert m0 == p0 * mr and p1 > p0
+        if nxt is not None:
+            assert nxt[0] == p1 and nxt[2] == m1
+    # enough columns: one part; never more parts than panels
+    assert conv_mod._row_parts(packs, M, False, nblocks=8, threads=2) == [(0, 13, 0, M)]
+    assert len(conv_mod._row_parts(packs, M, False, nblocks=1, threads=8)) == 13
+
+
+@pytest.mark.parametrize("size", [14, 7])
+def test_grouped_weights_are_split_by_columns_only(size):
+    """Grouped weights hold several row blocks; work items then keep every row of every group."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 128, size, size)).astype(np.float32)
+    w = (rng.standard_normal((256, 64, 3, 3)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(256).astype(np.float32)
+    attrs = CONV.prepare({"pads": [1] * 4, "group": 2, "_activation": "Relu"}, [x, w, b])
+    g = conv_mod._geometry(attrs["_conv"], x.shape, w.shape)
+    assert g.path == "gather"
+    shape = (1, 256, size, size)
+    one = _run([x, w, b], attrs, shape, 1)
+    np.testing.assert_array_equal(_run([x, w, b], attrs, shape, 2), one)
+    ref = np.stack([np.einsum("mcij,chwij->mhw", w[gi * 128:(gi + 1) * 128].astype(np.float64),
+                              np.lib.stride_tricks.sliding_window_view(
+                                  np.pad(x[0, gi * 64:(gi + 1) * 64].astype(np.float64), ((0, 0), (1, 1), (1, 1))),
+                                  (3, 3), axis=(1, 2)))
+                    for gi in range(2)]).reshape(256, size, size)
+    np.testing.assert_allclose(one[0], np.maximum(ref + b[:, None, None], 0), rtol=1e-4, atol=1e-4)
+
+
+def test_transposed_rows_are_finished_by_their_work_items(monkeypatch):
+    """7x7 outputs run as transposed tiles: each row part is transposed back (and gets its
+    residual and activation) in the work item that computed it, not in one serial pass."""
+    ranges = []
+    real = conv_mod._untranspose
+
+    def recording(yt, y, r, act, m0, m1):
+        ranges.append((m0, m1))
+        real(yt, y, r, act, m0, m1)
+
+    monkeypatch.setattr(conv_mod, "_untranspose", recording)
+    inputs, attrs, shape = _conv(*CASES[1])
+    g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)
+    assert g.transposed
+    one = _run(inputs, attrs, shape, 1)
+    assert ranges == [(0, shape[1])]
+    ranges.clear()
+    np.testing.assert_array_equal(_run(inputs, attrs, shape, 2), one)
+    assert len(ranges) >= 8 and sorted(ranges)[0][0] == 0 and sorted(ranges)[-1][1] == shape[1]
+    assert all(a[1] == b[0] for a, b in zip(sorted(ranges), sorted(ranges)[1:]))
