@@ -755,3 +755,108 @@ def test_bench_vendor_runs_on_one_fixture(vendor_fixtures):
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| add_mul_fp16 |")]
     assert len(rows) == 1 and rows[0].count("|") == 8
+
+
+# -- rk3576 / rv1126b int8 fused Clip and LeakyRelu (their own DPU map, .f2act) ----------------------
+
+
+def _patch_tensor(name: str, change):
+    """A patch replacing the stored bytes of tensor ``name`` (first subgraph) by ``change(bytes)``
+    (same length)."""
+    def patch(data: bytearray) -> None:
+        sg = _first_subgraph(data)
+        tensors = sg.tables(0)
+        t = next(t for t in tensors if t.string(5, "") == name)
+        root = FlatBuffer(data, 64, struct.unpack_from("<Q", data, 16)[0]).root()
+        vec = root.vector(20).table(t.u32(18)).vector(0, 1)
+        new = change(bytes(vec.raw()))
+        assert len(new) == len(vec.raw())
+        data[vec.pos:vec.pos + len(new)] = new
+
+    return patch
+
+
+def _fused_part(stem: str):
+    """(op, attrs, constant inputs) of the lowered node after the conv of a one-conv corpus file."""
+    model = _corpus_lowered(stem)
+    conv, act = model.graph.nodes
+    assert conv.op == "Conv" and act.inputs[0] == conv.outputs[0]
+    return act.op, act.attrs, [model.graph.constants[name].tolist() for name in act.inputs[1:]]
+
+
+def test_rk3576_int8_leaky_relu_slope_comes_from_its_bncfg_tensor():
+    assert _fused_part("conv_leaky_rk3576_i8") == ("LeakyRelu", {"alpha": 0.1}, [])
+    (y,), (ref,) = _corpus_run("conv_leaky_rk3576_i8")
+    assert _cos(y, ref) >= 0.9999
+    assert np.mean(np.abs(y - ref) < 1e-6) > 0.99  # single int8 steps at .5 boundaries only
+
+
+@pytest.mark.parametrize("stem, bounds", [
+    ("conv_clip_rk3576_i8", [-1.0, 2.0]),  # shifted clamp: ACT_CFG 0x920, EW_ADD 0x4090, BnCfg words
+    ("conv_relu6_rk3576_i8", [0.0, 6.0]),  # CLAMP_MAX in channel 0's accumulator unit (not s_in * max s_w: 6.76)
+])
+def test_rk3576_int8_clip_bounds_come_from_its_registers(stem, bounds):
+    op, attrs, consts = _fused_part(stem)
+    assert (op, attrs, consts) == ("Clip", {}, bounds)
+    (y,), (ref,) = _corpus_run(stem)
+    assert _cos(y, ref) >= 0.9999
+    assert y.min() >= bounds[0] - 1e-6 and y.max() <= bounds[1] + 1e-6
+
+
+@pytest.mark.parametrize("stem, reg, change, message", [
+    ("conv_leaky_rk3576_i8", 0x4060, lambda v: 0x403, r"ConvLeakyRelu on rk3576/rv1126b: not the LeakyRelu layout"),
+    ("conv_leaky_rk3576_i8", 0x4090, lambda v: 5, r"not the LeakyRelu layout .*0x4090=0x5"),
+    ("conv_leaky_rk3576_i8", 0x406C, lambda v: 0, r"second clamp pair \['0x80000000', '0x7fffffff'\] is not the first"),
+    ("conv_clip_rk3576_i8", 0x407C, lambda v: 0x010041C1, r"not a clamp layout"),
+    ("conv_clip_rk3576_i8", 0x4090, lambda v: (v + 1) & 0xFFFFFFFF, r"words \[5798, .*-EW_ADD \(5797\)"),
+    ("conv_clip_rk3576_i8", 0x4078, lambda v: v + 1, r"second clamp pair .* is not the first"),
+    ("conv_relu6_rk3576_i8", 0x40AC, lambda v: (v + 1) & 0xFFFFFFFF, r"OUT_CVT .*not \(the output's zero point -128"),
+    ("conv_relu6_rk3576_i8", 0x40B4, lambda v: v + 1, r"accumulator unit of .*rk3576 register map is not the one"),
+])
+def test_rk3576_int8_activation_registers_outside_the_observed_layout_are_named(tmp_path, stem, reg, change, message):
+    path = _doctored_corpus(tmp_path, stem, _patch_registers(0x1001, reg, change))
+    with pytest.raises(ModelInvalidError, match=message) as info:
+        rknnlite.Context(path, backend="software")
+    assert "Conv:Conv4" in str(info.value)
+    (y,), (ref,) = _corpus_run(stem)  # the real file still loads and runs
+    assert _cos(y, ref) >= 0.9999
+
+
+def test_rk3576_int8_bncfg_tensor_outside_the_observed_layout_is_named(tmp_path):
+    no_slope = _patch_tensor("y_BnCfg_BNcfgTensor", lambda raw: bytes(len(raw)))
+    path = _doctored_corpus(tmp_path, "conv_leaky_rk3576_i8", no_slope)
+    with pytest.raises(ModelInvalidError, match=r"slope tensor holds \[0, 0,"):
+        rknnlite.Context(path, backend="software")
+    second_word = _patch_tensor("y_BnCfg_BNcfgTensor", lambda raw: raw[:4] + b"\1" + raw[5:])
+    path = _doctored_corpus(tmp_path, "conv_leaky_rk3576_i8", second_word)
+    with pytest.raises(ModelInvalidError, match=r"not one slope round\(alpha \* 2\^14\) then zeros"):
+        rknnlite.Context(path, backend="software")
+    renamed = _patch_tensor("y_BnCfg_BNcfgTensor", lambda raw: raw[:16] + struct.pack("<i", 77) + raw[20:])
+    path = _doctored_corpus(tmp_path, "conv_clip_rk3576_i8", renamed)
+    with pytest.raises(ModelInvalidError, match=r"add-before-clamp words \[5798, 0, 0, 0, 77"):
+        rknnlite.Context(path, backend="software")
+
+
+def test_packed_int8_weight_rows_follow_the_padded_output_block():
+    # rk3576 first conv of 20 channels: npu shape [1,1,kh,kw,32,4], so 32 rows of 16 bytes per kh, 12 of them zero
+    w = (np.arange(3 * 3 * 2 * 3) % 100).astype(np.int8).reshape(3, 3, 2, 3)  # [O=3, I=3, kh=2, kw=3]
+    rows = np.zeros((2, 4, 16), np.int8)
+    for h in range(2):
+        for o in range(3):
+            rows[h, o, :12] = np.array([list(w[o, :, h, k]) + [-1] for k in range(3)], np.int8).ravel()
+    out = decode_weight(rows.tobytes(), (1, 1, 2, 3, 4, 4), (3, 3, 2, 3), "int8", "w", npu_size=144)
+    np.testing.assert_array_equal(out, w)
+    with pytest.raises(ModelInvalidError, match="needs 128 bytes"):
+        decode_weight(rows.tobytes()[:100], (1, 1, 2, 3, 4, 4), (3, 3, 2, 3), "int8", "w", npu_size=144)
+
+
+def test_weight_size_of_the_real_output_channels_is_accepted():
+    # rk3576 fp16 conv of 20 channels: tiles of 16 + 8 output channels, the tensor size counts 20
+    w = np.arange(6 * 2, dtype=np.float16).reshape(6, 2, 1, 1)
+    tiles = np.zeros((2, 4, 2), np.float16)  # two rows of [oblk=4][iblk=2]
+    tiles.reshape(8, 2)[:6] = w[:, :, 0, 0]
+    shape = (1, 1, 1, 1, 4, 2, 1, 1, 1, 1, 4, 2)
+    out = decode_weight(tiles.tobytes(), shape, (6, 2, 1, 1), "float16", "w", npu_size=6 * 2 * 2)
+    np.testing.assert_array_equal(out, w)
+    with pytest.raises(ModelInvalidError, match="hold 32 bytes but the tensor's NPU size is 20"):
+        decode_weight(tiles.tobytes(), shape, (6, 2, 1, 1), "float16", "w", npu_size=20)

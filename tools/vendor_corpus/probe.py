@@ -9,7 +9,9 @@ stored.  Runs in the vendor-toolkit venv, like ``build_corpus.py``::
 Families: ``hardsigmoid`` (alpha/beta grid), ``clip`` (bounds), ``leaky`` (slopes),
 ``plain`` (Conv without activation, the baseline), ``resize`` (mode and
 coordinate mode), ``dynamic`` (three input shapes), ``platforms`` (one model for
-rk3562/rk3566/rk3568/rk3576/rk3588/rv1126b).
+rk3562/rk3566/rk3568/rk3576/rk3588/rv1126b), ``rk3576_acts`` (LeakyRelu 0.1/0.2/0.3,
+Clip (0,6)/(-1,2)/(0,3) with three weight seeds and the plain conv for rk3576; a
+few of them for rv1126b).
 """
 
 from __future__ import annotations
@@ -63,6 +65,20 @@ def families():
                                    ("linear", "half_pixel", 2.0), ("linear", "align_corners", 2.0),
                                    ("linear", "asymmetric", 2.0), ("nearest", "asymmetric", 3.0),
                                    ("linear", "half_pixel", 3.0))],
+        "rk3576_acts": [Case(f"p3576_leaky_{a}", f"LeakyRelu({a}) on rk3576", _conv_act(103, _leaky(a)), img,
+                             platform="rk3576") for a in (0.1, 0.2, 0.3)] +
+                       [Case(f"p3576_clip_{lo}_{hi}", f"Clip({lo},{hi}) on rk3576", _conv_act(102, _clip(lo, hi)),
+                             img, platform="rk3576")
+                        for lo, hi in ((0.0, 6.0), (-1.0, 2.0), (0.0, 3.0), (0.5, 4.0), (-6.0, 6.0))] +
+                       [Case(f"p3576_clip_s{seed}_{lo}_{hi}", f"Clip({lo},{hi}) on rk3576, weights seed {seed}",
+                             _conv_act(seed, _clip(lo, hi)), img, platform="rk3576")
+                        for seed in (104, 105) for lo, hi in ((0.0, 3.0), (-1.0, 2.0))] +
+                       [Case(f"p1126b_clip_{lo}_{hi}", f"Clip({lo},{hi}) on rv1126b", _conv_act(102, _clip(lo, hi)),
+                             img, platform="rv1126b") for lo, hi in ((0.0, 3.0), (-1.0, 2.0))] +
+                       [Case("p1126b_leaky_0.1", "LeakyRelu(0.1) on rv1126b", _conv_act(103, _leaky(0.1)), img,
+                             platform="rv1126b")] +
+                       [Case("p3576_plain", "Conv 3->20 (weights of the leaky probes) on rk3576", _plain, img,
+                             platform="rk3576")],
         "platforms": [Case(f"p_plat_{p}", "convnet", __import__("models")._convnet(), img, platform=p)
                       for p in ("rk3562", "rk3566", "rk3568", "rk3576", "rk3588", "rv1126b")],
     }

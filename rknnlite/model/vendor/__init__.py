@@ -4,6 +4,8 @@
   checked (every enum value this package does not know is an error naming it);
 * :mod:`.weights`: NPU weight tiles and bias blocks back to model layout;
 * :mod:`.regcmd`: the task table and register command stream (int8 requantization);
+* :mod:`.f2act`: fused int8 Clip / LeakyRelu parameters of rk3576/rv1126b files (their
+  own DPU register map);
 * :mod:`.lower`: vendor op types -> the software executor's graph IR
   (:func:`lower_rockchip` gives what :class:`~rknnlite.backends.software.SoftwareBackend`
   runs).

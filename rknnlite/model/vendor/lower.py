@@ -24,8 +24,8 @@ ConvSigmoid,           Conv, then Sigmoid / x*Sigmoid(x) / HardSwish; int8 files
 ConvExSwish,           int8 HardSigmoid): the integer accumulator, then the file's own
 ConvHardSwish          lookup tables (VendorLutActivation, see :mod:`.lut`)
 ConvClip,              Conv, then Clip / LeakyRelu / HardSigmoid with the parameters
-ConvLeakyRelu,         read from the node's DPU registers
-ConvHardSigmoid
+ConvLeakyRelu,         read from the node's DPU registers (rk3576/rv1126b int8: their
+ConvHardSigmoid        own map and ``BnCfg`` tensor, :mod:`.f2act`)
 ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
                        [, then Relu]
 Add, Sub, Mul          Add, Sub, Mul (plain constant operands: fp16-rounded values in
@@ -62,8 +62,10 @@ from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
+from .f2act import f2_activation
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import fused_activation, node_registers, read_tasks, requant_of
+from .regcmd import shortest_decimal as _shortest
 from .weights import decode_float_bias, decode_int8_bias, decode_int32_bias, decode_weight
 
 __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_support", "vendor_op_counts"]
@@ -510,10 +512,11 @@ class _Lowering:
                 raise self.error(f"{node.label}: int8 {node.op} on this platform: its lookup-table registers are in a "
                                  "DPU register map that is not decoded, and its alpha is not stored elsewhere")
             weight_f, bias_f, unit = self.int8_conv_constants(node, x, out, w, weight, b)
-            if unit is None and activation in _REGISTER_ACTIVATIONS:
-                raise self.error(f"{node.label}: int8 {node.op} on this platform: its DPU register map (where the "
-                                 "activation parameters are) is not the one decoded")
+            params = None
+            if unit is None and activation in _REGISTER_ACTIVATIONS:  # rk3576/rv1126b: their own map (.f2act)
+                params = f2_activation(self, node, x, out, w, b, weight.shape[0])
         else:
+            params = None
             if w.dtype != "float16":
                 raise self.error(f"{node.label}: weight {w.name!r} has dtype {w.dtype}; fp16 files store float16")
             weight_f = weight.astype(np.float32)
@@ -538,17 +541,20 @@ class _Lowering:
         # conv, rounded to fp16 (fp16 files) or kept float (int8 files), then the fused part
         conv = f"{self.names[out.index]}__conv"
         self.emit(node, "Conv", inputs, attrs, output=conv)
-        self.fused(node, activation, conv, extra, unit)
+        self.fused(node, activation, conv, extra, unit, params)
 
     def fused(self, node: VendorNode, activation: str, conv: str, extra: List[VendorTensor],
-              unit: Optional[float]) -> None:
+              unit: Optional[float], params: Optional[Dict[str, float]] = None) -> None:
         """The nodes of a conv's fused part, reading the conv output ``conv``; ``unit``: an int8
-        file's accumulator unit (for register parameters)."""
+        file's accumulator unit (for register parameters); ``params``: the activation's
+        parameters when already decoded (rk3576/rv1126b int8, :func:`.f2act.f2_activation`),
+        else they are read from the rk3588-family registers."""
         out_name = self.names[self.single_output(node).index]
         if activation in _REGISTER_ACTIVATIONS:
-            where = f"{self.label}: {node.label}"
-            regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
-            params = fused_activation(regs, node.op, where, unit if self.int8 else None)
+            if params is None:
+                where = f"{self.label}: {node.label}"
+                regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
+                params = fused_activation(regs, node.op, where, unit if self.int8 else None)
             if activation == "LeakyRelu":
                 # The register holds the slope rounded (float16, or round(alpha * 2^14)); the simulator uses
                 # the ONNX value, taken to be the shortest decimal rounding to it (0.1, not 0.0999756).
@@ -587,8 +593,9 @@ class _Lowering:
         ``s_w[c] = OUT_CVT_SCALE / 2^OUT_CVT_SHIFT * mul[c] / 2^mul_shift * s_out / s_in`` (no
         ``mul[c]`` factor when the multiplier stage is bypassed), or the per-channel scales the
         file stores (rk3576/rv1126b: ``<weight>_w4a16_weight``, float16), whose DPU registers
-        follow another map and are not read (a lookup-table conv of the other platforms is
-        lowered by :func:`.lut.lower_lut_conv` instead)."""
+        follow another map, read only for a fused Clip / LeakyRelu (:mod:`.f2act`).  A
+        lookup-table conv of the other platforms is lowered by :func:`.lut.lower_lut_conv`
+        instead."""
         if x.dtype != "int8" or out.dtype != "int8" or q.dtype != np.int8:
             raise self.error(f"{node.label}: an int8 file's conv needs int8 input, weight and output "
                              f"(got {x.dtype}, {q.dtype}, {out.dtype})")
@@ -863,16 +870,6 @@ def _dequantized(centred: np.ndarray, bias_i32: np.ndarray, zp_in: int, s_in: fl
     weight = (centred * s_w.reshape(-1, 1, 1, 1)).astype(np.float32)
     bias = ((bias_i32 + zp_in * centred.sum(axis=(1, 2, 3))) * s_in * s_w).astype(np.float32)
     return weight, bias
-
-
-def _shortest(value: float, stored) -> float:
-    """The decimal with the fewest significant digits for which ``stored(decimal)`` holds: the
-    ONNX parameter a register value was rounded from (the simulator uses the ONNX value)."""
-    for digits in range(1, 10):
-        candidate = float(f"{value:.{digits}g}")
-        if stored(candidate):
-            return candidate
-    return value
 
 
 def _hard_sigmoid_params(scale: float, offset: float) -> Tuple[float, float]:

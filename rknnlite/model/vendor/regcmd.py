@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Tuple
 from ...errors import ModelInvalidError
 
 __all__ = ["Task", "Requant", "read_tasks", "node_registers", "task_writes", "requant_of",
-           "fused_activation", "TARGET_DPU"]
+           "fused_activation", "shortest_decimal", "TARGET_DPU"]
 
 TASK_SIZE = 40
 _TASK = struct.Struct("<8IQ")
@@ -161,6 +161,17 @@ def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
         operand = reg(REG_BS_ALU_SRC, 0xFFFFFFFF, "BS_ALU_SRC")
         weight_zp = -(operand - (1 << 32) if operand >= 1 << 31 else operand)
     return Requant(scale, shift, mul_shift, offset, blocks, weight_zp)
+
+
+def shortest_decimal(value: float, stored) -> float:
+    """The decimal with the fewest significant digits (up to 9) for which ``stored(decimal)``
+    holds, else ``value``: the ONNX parameter a register value was rounded from (the vendor
+    simulator uses the ONNX value, the register holds it rounded)."""
+    for digits in range(1, 10):
+        candidate = float(f"{value:.{digits}g}")
+        if stored(candidate):
+            return candidate
+    return value
 
 
 def _f32(bits: int) -> float:

@@ -40,8 +40,9 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
 
     ``dtype`` is ``"float16"`` or ``"int8"`` (the stored values, not dequantized); a new
     array of that dtype.  ``npu_size`` (the tensor's byte size on the NPU), when given, must
-    be the tiles' byte count, except for the packed int8 layout of :func:`decode_packed_weight`
-    (rk3576 first convs), which is used then.  ``where`` names the tensor in messages."""
+    be the tiles' byte count or (one input block per row, rk3576) that of the ``O`` real
+    channels, except for the packed int8 layout of :func:`decode_packed_weight` (rk3576 first
+    convs), which is used then.  ``where`` names the tensor in messages."""
     if dtype not in _ITEM:
         raise _error(where, f"weights of dtype {dtype} are not supported (float16 or int8)")
     if len(shape) != 4 or min(shape) < 1:
@@ -53,9 +54,13 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
     o_total, i_total, kh, kw = (int(d) for d in shape)
     tiles = [tuple(int(v) for v in npu_shape[k:k + 6]) for k in range(0, len(npu_shape), 6)]
     tile_bytes = sum(t[0] * t[1] * t[2] * t[3] * t[4] * t[5] for t in tiles) * item.itemsize
-    if npu_size is not None and npu_size != tile_bytes:
+    # rk3576 fp16 weights whose last output block is padded (20 channels: blocks of 16 + 8) give
+    # the size of the O real channels; the buffer holds every tile
+    unpadded = o_total * tiles[0][1] * tiles[0][5] * kh * kw * item.itemsize
+    if npu_size is not None and npu_size != tile_bytes and not (
+            npu_size == unpadded and all(t[1] * t[5] == tiles[0][1] * tiles[0][5] for t in tiles)):
         if dtype == "int8" and len(tiles) == 1 and tiles[0][:2] == (1, 1) and tiles[0][5] * kw <= _PACKED_ROW:
-            return decode_packed_weight(raw, shape, tiles[0][5], where)
+            return decode_packed_weight(raw, shape, tiles[0][5], where, tiles[0][4])
         raise _error(where, f"weight tiles {tiles} hold {tile_bytes} bytes but the tensor's NPU size is {npu_size}")
     out = np.empty((o_total, i_total, kh, kw), item)
     pos = o0 = k = 0
@@ -94,19 +99,25 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
     return out
 
 
-def decode_packed_weight(raw, shape: Sequence[int], iblk: int, where: str) -> np.ndarray:
+def decode_packed_weight(raw, shape: Sequence[int], iblk: int, where: str,
+                         o_stride: Optional[int] = None) -> np.ndarray:
     """An int8 weight in the packed layout of rk3576/rv1126b first convs (few input channels):
-    ``[kh][O][16 bytes]``, each 16-byte row ``kw`` groups of ``iblk`` bytes (the ``I`` weights,
-    then the channel's weight zero point in the spare lanes), zero-padded.  ``[O, I, kh, kw]``
-    int8, a new array (``docs/vendor-format-notes.md`` §6)."""
+    ``[kh][O_pad][16 bytes]``, each 16-byte row ``kw`` groups of ``iblk`` bytes (the ``I``
+    weights, then the channel's weight zero point in the spare lanes), zero-padded; ``O_pad``
+    (``o_stride``, the NPU shape's output block, e.g. 32 for 20 channels; default ``O``) rows
+    per ``kh``, those past ``O`` zero.  ``[O, I, kh, kw]`` int8, a new array
+    (``docs/vendor-format-notes.md`` §6)."""
     o_total, i_total, kh, kw = (int(d) for d in shape)
+    o_stride = o_total if o_stride is None else int(o_stride)
     if i_total >= iblk:
         raise _error(where, f"a packed weight needs fewer than {iblk} input channels, has {i_total}")
-    need = kh * o_total * _PACKED_ROW
+    if o_stride < o_total:
+        raise _error(where, f"a packed weight of {o_total} output channels cannot have {o_stride} rows per kernel row")
+    need = kh * o_stride * _PACKED_ROW
     data = np.frombuffer(raw, np.int8)
     if len(data) < need:
         raise _error(where, f"a packed weight [{o_total}, {i_total}, {kh}, {kw}] needs {need} bytes, has {len(data)}")
-    rows = data[:need].reshape(kh, o_total, _PACKED_ROW)[:, :, :kw * iblk].reshape(kh, o_total, kw, iblk)
+    rows = data[:need].reshape(kh, o_stride, _PACKED_ROW)[:, :o_total, :kw * iblk].reshape(kh, o_total, kw, iblk)
     return np.ascontiguousarray(rows[..., :i_total].transpose(1, 3, 0, 2))
 
 
