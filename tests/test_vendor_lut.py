@@ -25,7 +25,8 @@ from rknnlite.model.vendor.lut import lut_stage, read_lut_tables
 from rknnlite.model.vendor.regcmd import TARGET_DPU, node_registers, read_tasks
 
 CORPUS = Path(__file__).parent / "data" / "vendor"
-LUT_FILES = ["conv_sigmoid_i8", "conv_swish_i8", "conv_hardswish_i8", "conv_hardsigmoid_i8"]
+LUT_FILES = ["conv_sigmoid_i8", "conv_swish_i8", "conv_hardswish_i8", "conv_hardsigmoid_i8",
+             "conv_hardsigmoid_rk3576_i8"]
 
 needs_corpus = pytest.mark.skipif(not (CORPUS / "conv_sigmoid_i8.rknn").is_file(), reason="no vendor corpus")
 
@@ -202,3 +203,51 @@ def test_the_accumulator_is_the_exact_integer_sum():
     want += b.reshape(-1, 1, 1)
     assert np.abs(want).max() > 1000  # a real accumulator, not a degenerate one
     np.testing.assert_array_equal(acc[0], want.astype(np.float32))
+
+
+# -- rk3576 / rv1126b: the same tables, the index map in <output>_BnCfg_BNcfgTensor (.f2act) ------------
+
+
+def _lut_attrs(name):
+    from rknnlite.model.vendor import lower_rockchip
+
+    loaded = load_model(str(CORPUS / f"{name}.rknn"))
+    graph = lower_rockchip(loaded.payload, loaded.model).graph
+    assert [n.op for n in graph.nodes] == ["Div", "Round", "Conv", "VendorLutActivation"]
+    return graph.nodes[3].attrs
+
+
+@needs_corpus
+def test_rk3576_hard_sigmoid_index_map_is_the_rk3588_one():
+    # same model and weights on both platforms: rk3588 keeps M, s, A*M in registers 0x4068/0x4064, rk3576 keeps A,
+    # M, s in the BnCfg tensor and adds A before multiplying
+    ours, theirs = _lut_attrs("conv_hardsigmoid_rk3576_i8"), _lut_attrs("conv_hardsigmoid_i8")
+    np.testing.assert_allclose(ours["index_scale"], theirs["index_scale"], rtol=1e-6)
+    assert ours["index_offset"] == pytest.approx(theirs["index_offset"], rel=1e-3)
+    for key in ("le_table", "lo_table", "le_start", "le_end", "lo_start", "lo_end", "index_shift", "le_uflow_slope",
+                "lo_oflow_slope"):
+        assert ours[key] == theirs[key], key
+
+
+def _bncfg_doctored(change) -> bytes:
+    """conv_hardsigmoid_rk3576_i8 with the first 16 int32 words of its BnCfg tensor replaced by ``change(words)``."""
+    raw = (CORPUS / "conv_hardsigmoid_rk3576_i8.rknn").read_bytes()
+    words = [-1846, 0, 0, 0, -1846, 0, 0, 0, 29076, 0, 0, 0, 0x0E0E, 0, 0, 0]
+    old = struct.pack("<16i", *words)
+    assert raw.count(old) == 1
+    return raw.replace(old, struct.pack("<16i", *change(list(words))))
+
+
+@needs_corpus
+@pytest.mark.parametrize("raw, named", [
+    (lambda: _bncfg_doctored(lambda w: w[:4] + [-1845] + w[5:]), r"index-map words \[-1846, 0, 0, 0, -1845"),
+    (lambda: _bncfg_doctored(lambda w: w[:12] + [0x0E0F] + w[13:]), r"index-map words .* s \| s << 8"),
+    (lambda: _bncfg_doctored(lambda w: w[:1] + [7] + w[2:]), r"index-map words \[-1846, 7,"),
+    (lambda: _doctored("conv_hardsigmoid_rk3576_i8", 0x4108, 0x02000006, 0x68), r"0x4108 = 0x68, not 0x2000006"),
+    (lambda: _doctored("conv_hardsigmoid_rk3576_i8", 0x4170, 0, 0x40004000), r"0x4170 = 0x40004000, not 0x0"),
+    (lambda: _doctored("conv_hardsigmoid_rk3576_i8", 0x4194, 0x7FFF7FFF, 0x7FFE7FFE), r"0x4194 .* not 0x7fff7fff"),
+    (lambda: _doctored("conv_hardsigmoid_rk3576_i8", 0x4144, 0x4000, 0x2000), r"0x4140..0x414c \[8192, 16384\]"),
+])
+def test_rk3576_lookup_layout_outside_the_observed_one_is_refused_by_name(raw, named):
+    with pytest.raises(ModelInvalidError, match=r"ConvHardSigmoid on rk3576/rv1126b: .*" + named):
+        rknnlite.Context(raw(), backend="software")

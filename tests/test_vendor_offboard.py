@@ -20,7 +20,7 @@ from rknnlite.backends.npu import library as npu_library
 from rknnlite.model.flatbuf import FlatBuffer
 from rknnlite.model.graph import Node
 from rknnlite.model.loader import load_model
-from rknnlite.model.vendor import SUPPORTED_OPS, lower_rockchip, op_support
+from rknnlite.model.vendor import SUPPORTED_OPS, f2act, lower_rockchip, op_support
 from rknnlite.model.vendor.graph import read_vendor_graph
 from rknnlite.model.vendor.lower import VendorGraph
 from rknnlite.model.vendor.weights import decode_int8_bias, decode_weight
@@ -834,6 +834,82 @@ def test_rk3576_int8_bncfg_tensor_outside_the_observed_layout_is_named(tmp_path)
     renamed = _patch_tensor("y_BnCfg_BNcfgTensor", lambda raw: raw[:16] + struct.pack("<i", 77) + raw[20:])
     path = _doctored_corpus(tmp_path, "conv_clip_rk3576_i8", renamed)
     with pytest.raises(ModelInvalidError, match=r"add-before-clamp words \[5798, 0, 0, 0, 77"):
+        rknnlite.Context(path, backend="software")
+
+
+# -- rk3576 / rv1126b fp16 fused Clip and LeakyRelu (.f2act.f2_fp16_activation) ----------------------
+
+
+def test_rk3576_fp16_leaky_relu_slope_comes_from_its_bscfg_tensor():
+    # word 0 of y_BsCfg_BScfgTensor is float16 0x2e66 = 0.0999756; the ACT_CFG stays the plain conv's 0x903
+    assert _fused_part("conv_leaky_rk3576_fp16") == ("LeakyRelu", {"alpha": 0.1}, [])
+    (y,), (ref,) = _corpus_run("conv_leaky_rk3576_fp16")
+    assert _cos(y, ref) >= 0.99999 and np.abs(y - ref).max() <= 1e-2
+    assert (y < 0).any()  # the slope is exercised
+
+
+def test_rk3576_fp16_clip_bounds_are_the_second_clamp_pair():
+    # first pair (-4.0, 2.0), second (-1.0, 2.0): the second is the ONNX bounds, the simulator's clamp
+    assert _fused_part("conv_clip_rk3576_fp16") == ("Clip", {}, [-1.0, 2.0])
+    (y,), (ref,) = _corpus_run("conv_clip_rk3576_fp16")
+    assert _cos(y, ref) >= 0.99999
+    assert y.min() == -1.0 and y.max() == 2.0
+
+
+@pytest.mark.parametrize("bound, first", [
+    (-1.0, -4.0), (-6.0, -0.75), (-0.1, -44.8), (-0.25, -16.0), (-1.5, -3.0), (-3.0, -1.5), (-5.0, -0.875),
+    (-2.0, -2.0), (0.5, 0.5), (0.0, 0.0), (6.0, 6.0)])
+def test_rk3576_fp16_first_clamp_pair_mirrors_negative_bounds(bound, first):
+    # register values of probe files Clip(lo, hi) on rk3576 (docs/vendor-format-notes.md §1b)
+    bits = struct.unpack("<I", struct.pack("<f", bound))[0]
+    got = struct.unpack("<f", struct.pack("<I", f2act._mirrored(bits)))[0]
+    assert got == pytest.approx(first, rel=1e-6)
+
+
+@pytest.mark.parametrize("stem, reg, change, message", [
+    ("conv_clip_rk3576_fp16", 0x406C, lambda v: 0xBF800000, r"first clamp pair is not the second with its negative"),
+    ("conv_clip_rk3576_fp16", 0x4060, lambda v: 0x920, r"fp16 ConvClip on rk3576/rv1126b: not the clamp layout"),
+    ("conv_clip_rk3576_fp16", 0x4090, lambda v: 0x3F800000, r"without an add-back .*0x4090=0x3f800000"),
+    ("conv_clip_rk3576_fp16", 0x4078, lambda v: 0x7FC00000, r"finite float32 bounds"),
+    ("conv_leaky_rk3576_fp16", 0x4060, lambda v: 0x402, r"fp16 ConvLeakyRelu on rk3576/rv1126b: not the LeakyRelu"),
+    ("conv_leaky_rk3576_fp16", 0x4070, lambda v: 0x40000000, r"not the LeakyRelu layout \(ACT_CFG 0x903, no clamp"),
+    ("conv_leaky_rk3576_fp16", 0x407C, lambda v: 0x000241C0, r"not the plain clamp mode"),
+])
+def test_rk3576_fp16_activation_registers_outside_the_observed_layout_are_named(tmp_path, stem, reg, change, message):
+    path = _doctored_corpus(tmp_path, stem, _patch_registers(0x1001, reg, change))
+    with pytest.raises(ModelInvalidError, match=message) as info:
+        rknnlite.Context(path, backend="software")
+    assert "Conv:Conv4" in str(info.value)
+    (y,), (ref,) = _corpus_run(stem)  # the real file still loads and runs
+    assert _cos(y, ref) >= 0.99999
+
+
+def test_rk3576_fp16_bscfg_slope_outside_the_observed_layout_is_named(tmp_path):
+    zero = _patch_tensor("y_BsCfg_BScfgTensor", lambda raw: bytes(2) + raw[2:])
+    path = _doctored_corpus(tmp_path, "conv_leaky_rk3576_fp16", zero)
+    with pytest.raises(ModelInvalidError, match=r"starts \[0, 0, .*not one positive float16 slope then zeros"):
+        rknnlite.Context(path, backend="software")
+    second_word = _patch_tensor("y_BsCfg_BScfgTensor", lambda raw: raw[:2] + b"\1" + raw[3:])
+    path = _doctored_corpus(tmp_path, "conv_leaky_rk3576_fp16", second_word)
+    with pytest.raises(ModelInvalidError, match=r"starts \[11878, 1, "):
+        rknnlite.Context(path, backend="software")
+
+
+def test_rk3576_fp16_hard_sigmoid_comes_from_its_bncfg_index_map():
+    # BnCfg words 0 and 4: A = f32 -0.33333337, word 8: M = f16 9832; u = (x + A) * M
+    assert _fused_part("conv_hardsigmoid_rk3576_fp16") == ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, [])
+    (y,), (ref,) = _corpus_run("conv_hardsigmoid_rk3576_fp16")
+    assert _cos(y, ref) >= 0.99999 and np.abs(y - ref).max() <= 2 ** -10
+
+
+def test_rk3576_fp16_hard_sigmoid_index_map_outside_the_observed_layout_is_named(tmp_path):
+    second_add = _patch_tensor("y_BnCfg_BNcfgTensor", lambda raw: raw[:16] + struct.pack("<f", 1.0) + raw[20:])
+    path = _doctored_corpus(tmp_path, "conv_hardsigmoid_rk3576_fp16", second_add)
+    with pytest.raises(ModelInvalidError, match=r"fp16 ConvHardSigmoid on rk3576/rv1126b: the index-map words "
+                                                 r"\['0xbeaaaaac', '0x0', '0x0', '0x0', '0x3f800000'"):
+        rknnlite.Context(path, backend="software")
+    path = _doctored_corpus(tmp_path, "conv_hardsigmoid_rk3576_fp16", _patch_registers(0x1001, 0x4174, lambda v: 1))
+    with pytest.raises(ModelInvalidError, match=r"DPU register 0x4174 is not 0x0 \(the lookup-table layout\)"):
         rknnlite.Context(path, backend="software")
 
 

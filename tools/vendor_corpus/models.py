@@ -376,14 +376,19 @@ def _cases() -> List[Case]:
         Case("convnet_rk3576", "same graph and weights as convnet", _convnet(), img, platform="rk3576",
              purpose="platform differences"),
         Case("conv_leaky_rk3576", "Conv 3->20 3x3 p1 (weights of conv_leaky01), LeakyRelu(alpha=0.1), rk3576",
-             _conv_act(103, _leaky(0.1)), img, variants=("i8",), platform="rk3576",
-             purpose="rk3576 int8 fused activation parameters (slope in <out>_BnCfg_BNcfgTensor)"),
+             _conv_act(103, _leaky(0.1)), img, variants=("fp16", "i8"), platform="rk3576",
+             purpose="rk3576 fused activation parameters (slope in <out>_BnCfg_BNcfgTensor (int8) or "
+                     "<out>_BsCfg_BScfgTensor (fp16))"),
         Case("conv_clip_rk3576", "Conv 3->20 3x3 p1 (weights of conv_clip), Clip(-1, 2), rk3576",
-             _conv_act(102, _clip(-1.0, 2.0)), img, variants=("i8",), platform="rk3576",
-             purpose="rk3576 int8 fused activation parameters (shifted clamp)"),
+             _conv_act(102, _clip(-1.0, 2.0)), img, variants=("fp16", "i8"), platform="rk3576",
+             purpose="rk3576 fused activation parameters (int8: shifted clamp; fp16: two clamp pairs)"),
         Case("conv_relu6_rk3576", "Conv 3->20 3x3 p1 (weights of conv_clip), Clip(0, 6), rk3576",
              _conv_act(102, _clip(0.0, 6.0)), img, variants=("i8",), platform="rk3576",
              purpose="rk3576 int8 fused activation parameters (clamp in channel 0's accumulator unit)"),
+        Case("conv_hardsigmoid_rk3576", "Conv 3->20 3x3 p1 (weights of conv_hardsigmoid), "
+             "HardSigmoid(alpha=0.3, beta=0.4), rk3576", _conv_act(106, _hardsigmoid(0.3, 0.4)), img,
+             variants=("fp16", "i8"), platform="rk3576",
+             purpose="rk3576 lookup-table activation (index map in <out>_BnCfg_BNcfgTensor)"),
         Case("bench", "6 x (Conv 3x3 Relu) 3-32-64-96-128-160-192, s2 at 1,3,5; GAP; Conv 192->16 1x1",
              _bench, [("x", (1, 3, 64, 64), "image")], purpose="benchmark"),
     ]

@@ -11,7 +11,9 @@ Families: ``hardsigmoid`` (alpha/beta grid), ``clip`` (bounds), ``leaky`` (slope
 coordinate mode), ``dynamic`` (three input shapes), ``platforms`` (one model for
 rk3562/rk3566/rk3568/rk3576/rk3588/rv1126b), ``rk3576_acts`` (LeakyRelu 0.1/0.2/0.3,
 Clip (0,6)/(-1,2)/(0,3) with three weight seeds and the plain conv for rk3576; a
-few of them for rv1126b).
+few of them for rv1126b), ``rk3576_lut`` (HardSigmoid grid on rk3576 and rk3588, Sigmoid,
+HardSwish, Swish on rk3576, HardSigmoid and Sigmoid on rv1126b), ``rk3576_fp16_clip`` (more
+Clip bounds on rk3576, for the first clamp pair of fp16 files).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from build_corpus import build_one  # noqa: E402
-from models import IMG, Case, _clip, _conv_act, _hardsigmoid, _leaky, _G  # noqa: E402
+from models import IMG, Case, _clip, _conv_act, _hardsigmoid, _hardswish, _leaky, _sigmoid, _swish, _G  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -79,6 +81,21 @@ def families():
                              platform="rv1126b")] +
                        [Case("p3576_plain", "Conv 3->20 (weights of the leaky probes) on rk3576", _plain, img,
                              platform="rk3576")],
+        "rk3576_lut": [Case(f"p{plat[2:]}_hsig_a{a}_b{b}", f"HardSigmoid({a},{b}) on {plat}",
+                            _conv_act(106, _hardsigmoid(a, b)), img, platform=plat)
+                       for plat in ("rk3576", "rk3588") for a, b in ((0.3, 0.4), (0.2, 0.5), (0.1, 0.9))] +
+                      [Case("p1126b_hsig_a0.3_b0.4", "HardSigmoid(0.3,0.4) on rv1126b",
+                            _conv_act(106, _hardsigmoid(0.3, 0.4)), img, platform="rv1126b"),
+                       Case("p1126b_sigmoid", "Sigmoid on rv1126b", _conv_act(105, _sigmoid), img,
+                            platform="rv1126b")] +
+                      [Case(f"p3576_{n}", f"{n} on rk3576", _conv_act(s, f), img, platform="rk3576")
+                       for n, f, s in (("sigmoid", _sigmoid, 105), ("hardswish", _hardswish, 107),
+                                       ("swish", _swish, 108))],
+        "rk3576_fp16_clip": [Case(f"p3576c_{lo}_{hi}", f"Clip({lo},{hi}) on rk3576", _conv_act(102, _clip(lo, hi)),
+                                  img, platform="rk3576")
+                             for lo, hi in ((-2.0, 2.0), (-1.0, 3.0), (-1.0, 6.0), (-0.5, 2.0), (-3.0, 2.0),
+                                            (-1.0, 1.0), (-4.0, 4.0), (-1.5, 2.0), (-0.25, 2.0), (-8.0, 2.0),
+                                            (-2.0, 8.0), (-0.1, 0.3), (1.0, 3.0), (-5.0, -1.0))],
         "platforms": [Case(f"p_plat_{p}", "convnet", __import__("models")._convnet(), img, platform=p)
                       for p in ("rk3562", "rk3566", "rk3568", "rk3576", "rk3588", "rv1126b")],
     }

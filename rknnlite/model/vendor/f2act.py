@@ -1,4 +1,5 @@
-"""Fused int8 Clip and LeakyRelu of RKNPU "f2"/"f3" files (rk3576, rv1126b).
+"""Fused activations of RKNPU "f2"/"f3" files (rk3576, rv1126b): Clip, LeakyRelu, and the
+lookup-table index map of HardSigmoid and Sigmoid.
 
 These platforms' DPU register map is not rk3588's (``docs/vendor-format-notes.md`` §1b,
 §6).  What a fused ``ConvClip`` / ``ConvLeakyRelu`` needs was located by converting one conv
@@ -28,23 +29,54 @@ per-channel multiplier, i.e. ``s_in * max_c s_w``):
   normalised so that the largest is 2^14).  Observed on three weight sets; the output's
   int8 grid saturates at ``hi`` anyway.
 
+**fp16 files** (:func:`f2_fp16_activation`) keep the plain conv's ``ACT_CFG`` 0x903 for a
+LeakyRelu and store its slope as a float16 in word 0 of ``<output>_BsCfg_BScfgTensor``
+(words 1-7 zero; the rest is uninitialised memory).  A Clip has ``ACT_CFG`` 0x902 and
+float32 clamp pairs: the second pair (0x4074/0x4078) holds the ONNX bounds, the first
+(0x406c/0x4070) the same bounds with every negative one ``v`` replaced by
+``-bits_to_f32(0x80000000 - f32_bits(-v))`` (a bit-level reciprocal estimate, about
+``4 / v``: -1 -> -4, -6 -> -0.75, -0.1 -> -44.8); the simulator clamps to the second pair
+only (a Clip(-6, 6) output reaches -6).  A HardSigmoid's lookup-table index
+``u = (x + A) * M`` has ``A`` (float32) in words 0 and 4 and ``M`` (float16) in word 8 of
+``<output>_BnCfg_BNcfgTensor``: ``alpha = M / 32768``, ``beta = 0.5 + A * alpha``.
+
+**int8 lookup-table convs** (``ConvHardSigmoid``, ``ConvSigmoid``; :func:`f2_lut_stage`) load
+the same two 513-entry tables as rk3588 (``0x4100``/``0x4104``, :func:`.lut.read_lut_tables`)
+but map the accumulator to the table index in the BN stage with words of
+``<output>_BnCfg_BNcfgTensor`` (int32 words 0 and 4: ``A``, word 8: ``M``, word 12: the
+shift ``s`` in bytes 0 and 1): ``u = ((y + A) * M) >> s``, ``y = acc * mul[c] >> k`` with
+``k`` bytes 0 and 1 of ``<output>_BScfgTensor``.  The conv task's DPU registers give
+``ACT_CFG`` 0x20, ``CLAMP_MODE`` 0x01004140, ``LUT_CFG`` 0x4108 = 0x02000006, the entry
+spacing 0x410c (as rk3588), the index range's start (0x4110..0x411c, four copies) and end
+(0x4140..0x414c, four copies), and the table values used outside it (0x4188/0x418c: the
+first LE entry, 0x4190/0x4194: the last LO entry, i.e. a clamp); 0x4170/0x4174/0x4184
+(slopes outside the tables; set by HardSwish) must be 0.
+
 Every register and tensor word outside these observed values raises
 :class:`~rknnlite.errors.ModelInvalidError` naming it.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+import struct
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
 from ...errors import ModelInvalidError
-from .regcmd import TARGET_DPU, node_registers, shortest_decimal
+from .lut import LutStage, LutTables
+from .regcmd import TARGET_DPU, Requant, node_registers, shortest_decimal
 from .weights import decode_int8_bias
 
-__all__ = ["f2_activation", "F2_ACT_CFG", "F2_OUT_CVT"]
+__all__ = ["f2_activation", "f2_fp16_activation", "f2_lut_stage", "F2_ACT_CFG", "F2_OUT_CVT",
+           "F2_PLATFORMS"]
 
+#: target platforms whose files use the DPU register map decoded here
+F2_PLATFORMS = ("rk3576", "rv1126b")
 F2_ACT_CFG = 0x4060
+_ACT_PLAIN = 0x903
+_F32_NO_CLAMP = (0x80000000, 0x7FFFFFFF)
+_BS_WORDS = 8
 _ACT_CLAMP, _ACT_CLAMP_SHIFTED, _ACT_LEAKY = 0x902, 0x920, 0x402
 _CLAMP = (0x406C, 0x4070)
 _CLAMP_AGAIN = (0x4074, 0x4078)
@@ -158,3 +190,197 @@ def _register_unit(lowering, node, x, out, w, channels: int, reg, where: str) ->
         raise ModelInvalidError(f"{where}: OUT_CVT gives an accumulator unit of {unit:.6g}, the stored weight scales "
                                 f"{expected:.6g}; the rk3576 register map is not the one decoded", op="load")
     return unit
+
+
+def _fp16_hard_sigmoid(lowering, node, out, regs, refuse) -> Dict[str, float]:
+    """``{"alpha": a, "beta": b}`` of an fp16 ``ConvHardSigmoid``: its lookup-table index
+    ``u = (x + A) * M`` with ``A`` (float32) in words 0 and 4 and ``M`` (float16) in word 8 of
+    ``<output>_BnCfg_BNcfgTensor``, so ``alpha = M / 32768`` and ``beta = 0.5 + A * alpha``
+    (each the shortest decimal that gives the stored value; the simulator uses the ONNX
+    values)."""
+    for address, value in _LUT_REGISTERS.items():
+        if regs.get((TARGET_DPU, address)) != value:
+            raise refuse(f"DPU register {address:#x} is not {value:#x} (the lookup-table layout)")
+    name = f"{out.name}_BnCfg_BNcfgTensor"
+    words = _cfg_words(lowering, name, f"{lowering.label}: {node.label}")
+    if words is None:
+        raise refuse(f"no index-map tensor {name!r}")
+    bits = words.view("<u4")
+    add, scale = _f32(int(bits[0])), float(np.frombuffer(struct.pack("<H", int(bits[8]) & 0xFFFF), "<f2")[0])
+    if bits[4] != bits[0] or bits[8] >> 16 or not (np.isfinite(add) and np.isfinite(scale) and scale > 0) or \
+            np.any(np.delete(bits, (0, 4, 8))):
+        raise refuse(f"the index-map words {[hex(v) for v in bits.tolist()]} are not A (float32), 0, 0, 0, A, 0, 0, 0, "
+                     "M (float16), then zeros")
+    alpha = shortest_decimal(scale / 32768, lambda a: float(np.float16(a * 32768)) == scale)
+    # the stored A is within a float32 ulp or two of (beta - 0.5) / alpha (-0.33333337 for (0.3, 0.4))
+    ulps = 2 * float(np.spacing(np.float32(abs(add)))) if add else 0.0
+    beta = shortest_decimal(0.5 + add * alpha, lambda b: abs(float(np.float32((b - 0.5) / alpha)) - add) <= ulps)
+    return {"alpha": alpha, "beta": beta}
+
+
+def _f32(bits: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def _mirrored(bits: int) -> int:
+    """The first clamp pair's float32 bits for a bound with float32 bits ``bits`` (module doc):
+    unchanged when non-negative, else the sign kept and the magnitude's bits subtracted from
+    0x80000000."""
+    if not bits >> 31:
+        return bits
+    return 0x80000000 | ((0x80000000 - (bits & 0x7FFFFFFF)) & 0x7FFFFFFF)
+
+
+def f2_fp16_activation(lowering, node, out) -> Dict[str, float]:
+    """``{"alpha": slope}`` (``ConvLeakyRelu``, the stored float16), ``{"min": lo, "max": hi}``
+    (``ConvClip``, the stored float32 bounds) or ``{"alpha": a, "beta": b}``
+    (``ConvHardSigmoid``, from its index map) of an fp16 conv of an rk3576/rv1126b file (see
+    the module doc).  ``lowering``: the ``_Lowering`` of :mod:`.lower`; ``out``: the conv's
+    output tensor.  Reads the node's registers and, for a LeakyRelu, the first 16 bytes of
+    ``<output>_BsCfg_BScfgTensor`` (a HardSigmoid: of ``<output>_BnCfg_BNcfgTensor``); copies
+    nothing else.
+
+    Raises:
+        ModelInvalidError: a register or tensor word outside the observed layout, or an op
+            whose fp16 layout was not decoded on these platforms, naming it.
+    """
+    where = f"{lowering.label}: {node.label}"
+    regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
+    shown_regs = (F2_ACT_CFG,) + _CLAMP + _CLAMP_AGAIN + (_CLAMP_MODE, _EW_ADD)
+
+    def reg(address: int) -> int:
+        value = regs.get((TARGET_DPU, address))
+        if value is None:
+            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x} (rk3576 "
+                                    "register map)", op="load")
+        return value
+
+    def refuse(what: str) -> ModelInvalidError:
+        shown = ", ".join(f"{a:#x}={regs.get((TARGET_DPU, a), 0):#x}" for a in shown_regs)
+        return ModelInvalidError(f"{where}: fp16 {node.op} on rk3576/rv1126b: {what} ({shown}); only the layouts "
+                                 "in docs/vendor-format-notes.md §1b were decoded", op="load")
+
+    if node.op == "ConvHardSigmoid":
+        return _fp16_hard_sigmoid(lowering, node, out, regs, refuse)
+    if node.op not in ("ConvLeakyRelu", "ConvClip"):
+        raise refuse("no fused-activation layout of an fp16 file is known for this op on these platforms")
+    cfg, mode, add_back = reg(F2_ACT_CFG), reg(_CLAMP_MODE), reg(_EW_ADD)
+    first, second = tuple(reg(a) for a in _CLAMP), tuple(reg(a) for a in _CLAMP_AGAIN)
+    if mode != _MODE_PLAIN or add_back:
+        raise refuse("not the plain clamp mode 0x10041c1 without an add-back")
+    if node.op == "ConvLeakyRelu":
+        if cfg != _ACT_PLAIN or first != _F32_NO_CLAMP or second != _F32_NO_CLAMP:
+            raise refuse("not the LeakyRelu layout (ACT_CFG 0x903, no clamp)")
+        name = f"{out.name}_BsCfg_BScfgTensor"
+        found = [t for t in lowering.sg.tensors if t.name == name]
+        if not found:
+            raise refuse(f"no slope tensor {name!r}")
+        raw = bytes(lowering.vf.tensor_data(lowering.sg, found[0])[:2 * _BS_WORDS])
+        if len(raw) < 2 * _BS_WORDS:
+            raise refuse(f"{name!r} holds {len(raw)} bytes; at least {2 * _BS_WORDS} were expected")
+        words = np.frombuffer(raw, "<u2")
+        slope = float(np.frombuffer(raw[:2], "<f2")[0])
+        if not (np.isfinite(slope) and slope > 0) or np.any(words[1:]):
+            raise refuse(f"the slope tensor {name!r} starts {words.tolist()}, not one positive float16 slope then "
+                         "zeros")
+        return {"alpha": slope}
+    lo, hi = (_f32(v) for v in second)
+    if cfg != _ACT_CLAMP or not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
+        raise refuse("not the clamp layout (ACT_CFG 0x902, finite float32 bounds lo <= hi)")
+    if first != tuple(_mirrored(v) for v in second):
+        raise refuse(f"the first clamp pair is not the second with its negative bounds mirrored "
+                     f"({[hex(_mirrored(v)) for v in second]})")
+    return {"min": lo, "max": hi}
+
+
+_ACT_LUT, _MODE_LUT, _LUT_CFG = 0x20, 0x01004140, 0x02000006
+_LUT_INFO = 0x410C
+_LUT_START, _LUT_END = (0x4110, 0x4114, 0x4118, 0x411C), (0x4140, 0x4144, 0x4148, 0x414C)
+_LUT_SLOPES = (0x4170, 0x4174, 0x4184)
+_LUT_LOW, _LUT_HIGH = (0x4188, 0x418C), (0x4190, 0x4194)
+_CFG_BYTES = 64
+#: the fixed registers of a lookup-table conv task
+_LUT_REGISTERS = {F2_ACT_CFG: _ACT_LUT, _CLAMP_MODE: _MODE_LUT, 0x4108: _LUT_CFG, _EW_ADD: 0,
+                  **{a: 0 for a in _LUT_SLOPES}}
+
+
+def _pair(value: int) -> int:
+    """``value`` (an int16) in both halves of a 32-bit word."""
+    return (value & 0xFFFF) * 0x10001
+
+
+def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requant]:
+    """The index map and output conversion of an int8 lookup-table conv of an rk3576/rv1126b
+    file (see the module doc), in the terms of :mod:`.lut`: a ``LutStage`` (index
+    ``u = (y * M + A * M) / 2^s``, ranges, no slopes outside them) and a ``Requant`` (the
+    ``OUT_CVT`` of the table value, the channel multipliers' shift ``k``).  ``tables``: the
+    node's tables (:func:`.lut.read_lut_tables`), whose end entries the registers repeat.
+    Reads the node's registers and the first 64 bytes of two tensors.
+
+    Raises:
+        ModelInvalidError: a register or tensor word outside the observed layout, naming it.
+    """
+    where = f"{lowering.label}: {node.label}"
+    regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
+
+    def reg(address: int) -> int:
+        value = regs.get((TARGET_DPU, address))
+        if value is None:
+            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x} (rk3576 "
+                                    "register map)", op="load")
+        return value
+
+    def refuse(what: str) -> ModelInvalidError:
+        return ModelInvalidError(f"{where}: int8 lookup-table {node.op} on rk3576/rv1126b: {what}; only the layout in "
+                                 "docs/vendor-format-notes.md §1b was decoded", op="load")
+
+    expected = dict(_LUT_REGISTERS)
+    expected.update({_LUT_LOW[0]: (int(tables.le[0]) & 0xFFFF) << 16, _LUT_LOW[1]: _pair(int(tables.le[0])),
+                     _LUT_HIGH[0]: (int(tables.lo[-1]) & 0xFFFF) << 16, _LUT_HIGH[1]: _pair(int(tables.lo[-1]))})
+    for address, value in expected.items():
+        if reg(address) != value:
+            raise refuse(f"DPU register {address:#x} = {reg(address):#x}, not {value:#x}")
+    info = reg(_LUT_INFO)
+    spacing = (info >> 8) & 0xFF
+    if info & ~0xFFFF00 or (info >> 16) & 0xFF != spacing or not 0 < spacing < 16:
+        raise refuse(f"LUT_INFO 0x410c = {info:#x} is not one entry spacing 2^k in bits 8..15 and 16..23")
+    starts, ends = {_i32(reg(a)) for a in _LUT_START}, {_i32(reg(a)) for a in _LUT_END}
+    if len(starts) != 1 or len(ends) != 1:
+        raise refuse(f"the range registers 0x4110..0x411c {sorted(starts)} / 0x4140..0x414c {sorted(ends)} are not "
+                     "one start and one end, four times each")
+    start, end = starts.pop(), ends.pop()
+    middle = start + (len(tables.le) - 1 << spacing)
+    stage_words = _cfg_words(lowering, f"{out.name}_BnCfg_BNcfgTensor", where)
+    if stage_words is None:
+        raise refuse(f"no index-map tensor {out.name + '_BnCfg_BNcfgTensor'!r}")
+    add, mul, shifts = int(stage_words[0]), int(stage_words[8]), int(stage_words[12])
+    shift = shifts & 0xFF
+    if stage_words[4] != add or not 0 < mul < 1 << 16 or shifts != shift * 0x101 or not 0 < shift < 32 or \
+            np.any(np.delete(stage_words, (0, 4, 8, 12))):
+        raise refuse(f"the index-map words {stage_words.tolist()} are not A, 0, 0, 0, A, 0, 0, 0, M, 0, 0, 0, "
+                     "s | s << 8 (zeros elsewhere)")
+    bs_words = _cfg_words(lowering, f"{out.name}_BScfgTensor", where)
+    if bs_words is None:
+        raise refuse(f"no tensor {out.name + '_BScfgTensor'!r}")
+    mul_shift = int(bs_words[0]) & 0xFF
+    if bs_words[0] != mul_shift * 0x101 or not 0 < mul_shift < 32 or np.any(bs_words[1:4]):
+        raise refuse(f"{out.name + '_BScfgTensor'!r} starts {bs_words[:4].tolist()}, not k | k << 8 then zeros")
+    offset, scale, out_shift = (reg(a) for a in F2_OUT_CVT)
+    if not 0 < scale < 1 << 16 or out_shift >= 64:
+        raise refuse(f"OUT_CVT scale/shift {scale:#x}/{out_shift:#x} (0x40b0/0x40b4) are not a 16-bit scale and a "
+                     "shift")
+    stage = LutStage(mul, add * mul, shift, start, middle, middle, end, spacing, 0.0, 0.0)
+    return stage, Requant(scale, out_shift, mul_shift, _i32(offset))
+
+
+def _cfg_words(lowering, name: str, where: str) -> Optional[np.ndarray]:
+    """The first 16 int32 words of constant tensor ``name`` (``None`` if absent); the rest of
+    such a tensor is uninitialised memory."""
+    found = [t for t in lowering.sg.tensors if t.name == name]
+    if not found:
+        return None
+    raw = lowering.vf.tensor_data(lowering.sg, found[0])
+    if len(raw) < _CFG_BYTES:
+        raise ModelInvalidError(f"{where}: {name!r} holds {len(raw)} bytes; at least {_CFG_BYTES} were expected",
+                                op="load")
+    return np.frombuffer(bytes(raw[:_CFG_BYTES]), "<i4")

@@ -22,10 +22,11 @@ Conv, ConvRelu         Conv (``_activation="Relu"``); a compiler-inserted identi
                        1x1 conv (the NHWC -> NC1HWC2 "Pre_weight") -> Identity
 ConvSigmoid,           Conv, then Sigmoid / x*Sigmoid(x) / HardSwish; int8 files (and
 ConvExSwish,           int8 HardSigmoid): the integer accumulator, then the file's own
-ConvHardSwish          lookup tables (VendorLutActivation, see :mod:`.lut`)
+ConvHardSwish          lookup tables (VendorLutActivation, see :mod:`.lut`; rk3576/rv1126b:
+                       Sigmoid and HardSigmoid only, their index map from :mod:`.f2act`)
 ConvClip,              Conv, then Clip / LeakyRelu / HardSigmoid with the parameters
-ConvLeakyRelu,         read from the node's DPU registers (rk3576/rv1126b int8: their
-ConvHardSigmoid        own map and ``BnCfg`` tensor, :mod:`.f2act`)
+ConvLeakyRelu,         read from the node's DPU registers (rk3576/rv1126b: their own
+ConvHardSigmoid        map and ``BnCfg`` / ``BsCfg`` tensors, :mod:`.f2act`)
 ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
                        [, then Relu]
 Add, Sub, Mul          Add, Sub, Mul (plain constant operands: fp16-rounded values in
@@ -62,7 +63,7 @@ from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
-from .f2act import f2_activation
+from .f2act import F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import fused_activation, node_registers, read_tasks, requant_of
 from .regcmd import shortest_decimal as _shortest
@@ -88,6 +89,9 @@ _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu")
 _LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")
 #: fused activations whose parameters are DPU registers
 _REGISTER_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
+# int8 lookup-table activations run from the tables on rk3576/rv1126b too; HardSwish and ExSwish
+# set slope registers there whose meaning is not known, so they compute the exact function
+_F2_LUT_ACTIVATIONS = ("Sigmoid", "HardSigmoid")
 #: Resize parameter values (strings in the table, as ONNX names them) the lowering passes on
 _RESIZE_MODES = ("nearest", "linear")
 _RESIZE_COORDS = ("asymmetric", "half_pixel", "align_corners", "pytorch_half_pixel")
@@ -508,15 +512,18 @@ class _Lowering:
             if activation in _LUT_ACTIVATIONS and self.stored_weight_scales(w, weight.shape[0]) is None:
                 lower_lut_conv(self, node, x, out, w, weight, b, attrs)  # the file's tables, rk3588-family map
                 return
-            if activation == "HardSigmoid":
-                raise self.error(f"{node.label}: int8 {node.op} on this platform: its lookup-table registers are in a "
-                                 "DPU register map that is not decoded, and its alpha is not stored elsewhere")
+            if activation in _F2_LUT_ACTIVATIONS:  # rk3576/rv1126b: the file's tables, their own index map
+                lower_lut_conv(self, node, x, out, w, weight, b, attrs,
+                               stage_of=lambda tables: f2_lut_stage(self, node, out, tables))
+                return
             weight_f, bias_f, unit = self.int8_conv_constants(node, x, out, w, weight, b)
             params = None
             if unit is None and activation in _REGISTER_ACTIVATIONS:  # rk3576/rv1126b: their own map (.f2act)
                 params = f2_activation(self, node, x, out, w, b, weight.shape[0])
         else:
             params = None
+            if activation in _REGISTER_ACTIVATIONS and self.f2_platform():  # rk3576/rv1126b: their own map
+                params = f2_fp16_activation(self, node, out)
             if w.dtype != "float16":
                 raise self.error(f"{node.label}: weight {w.name!r} has dtype {w.dtype}; fp16 files store float16")
             weight_f = weight.astype(np.float32)
@@ -563,7 +570,8 @@ class _Lowering:
                                   else (lambda a: round(a * (1 << 14)) == round(stored * (1 << 14))))
                 self.emit(node, "LeakyRelu", [conv], {"alpha": alpha})
             elif activation == "HardSigmoid":
-                alpha, beta = _hard_sigmoid_params(params["lut_scale"], params["lut_offset"])
+                alpha, beta = (params["alpha"], params["beta"]) if "beta" in params else \
+                    _hard_sigmoid_params(params["lut_scale"], params["lut_offset"])
                 self.emit(node, "HardSigmoid", [conv], {"alpha": alpha, "beta": beta})
             else:
                 bounds = [self.constant(f"{out_name}__{k}", np.array(params[k], np.float32), keep_float=True)
@@ -639,6 +647,12 @@ class _Lowering:
             raise self.error(f"{node.label}: neither its input nor its output is NC1HWC2, so the channels per "
                              "bias block (half the C2) are not known")
         return c2[0] // 2
+
+    def f2_platform(self) -> bool:
+        """Whether the file targets rk3576 or rv1126b, whose DPU registers follow the map of
+        :mod:`.f2act` (for fp16 files, where no stored weight scale tells it)."""
+        platforms = tuple(self.rk.target_platforms) or ((self.rk.target_platform,) if self.rk.target_platform else ())
+        return any(p in F2_PLATFORMS for p in platforms)
 
     def stored_weight_scales(self, w: VendorTensor, channels: int) -> Optional[np.ndarray]:
         """The per-channel weight scales rk3576/rv1126b files store next to an int8 weight

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ...errors import ModelInvalidError
-from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Task, node_registers, requant_of,
+from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Requant, Task, node_registers, requant_of,
                      task_writes)
 from .weights import decode_int8_bias, decode_int32_bias
 
@@ -201,21 +201,26 @@ def lut_attrs(stage: LutStage, tables: LutTables, mul: np.ndarray, mul_shift: Op
             "out_zero_point": int(out_zero_point), "out_scale": float(out_scale)}
 
 
-def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict) -> None:
+def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict,
+                   stage_of: Optional[Callable[[LutTables], Tuple[LutStage, Requant]]] = None) -> None:
     """Emit the executor nodes of an int8 lookup-table conv (see the module doc) on
     ``lowering`` (lower.py's ``_Lowering``): ``x``/``out``/``w``/``b`` the vendor tensors,
     ``q`` the int8 weight in model layout (depthwise already ``[C, 1, kh, kw]``), ``attrs``
-    the Conv attributes."""
+    the Conv attributes.  ``stage_of``: for a register map other than rk3588's
+    (rk3576/rv1126b, :func:`.f2act.f2_lut_stage`), the index map and output conversion
+    decoded from the node's tables; by default they are read from the rk3588 registers."""
     where = f"{lowering.label}: {node.label}"
     if x.dtype != "int8" or out.dtype != "int8" or q.dtype != np.int8:
         raise lowering.error(f"{node.label}: an int8 lookup-table conv needs int8 input, weight and output "
                              f"(got {x.dtype}, {q.dtype}, {out.dtype})")
     if b is None or b.dtype != "int32":
         raise lowering.error(f"{node.label} has no int32 bias; its accumulator cannot be recovered")
-    regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
-    requant = requant_of(regs, where)
-    stage = lut_stage(regs, where)
     tables = read_lut_tables(lowering.regcmd(), lowering.tasks(), node.index, where)
+    if stage_of is None:
+        regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
+        requant, stage = requant_of(regs, where), lut_stage(regs, where)
+    else:
+        stage, requant = stage_of(tables)
     channels = q.shape[0]
     raw = lowering.vf.tensor_data(lowering.sg, b)
     if requant.bias_blocks:
