@@ -1271,14 +1271,23 @@ cdef extern from *:
         if (*npf > kc) *npf = kc;
     }
 
+    /* Floats between the K blocks of prepacked B (rk_pack_gather_b): kcb x nc packed in
+       panels of NR, rounded up to 16 floats so every block starts 64-byte aligned. */
+    static long rk_bblock_stride(long kcb, long nc, int NR) {
+        return ((kcb * ((nc + NR - 1) / NR) * NR) + 15) & ~15L;
+    }
+
     /* Y[m, n] (row stride ldy) = bias[m] + sum_k A[m, k] * P[off[k] + idx[n]], n in [n_begin, n_end).
        transposed (AVX-512 only): Y is Y^T instead, Y[n, m] with row stride ldy.
-       Bp: scratch of at least kcb * ncb floats, 64-byte aligned. */
+       Bp: scratch of at least kcb * ncb floats, 64-byte aligned.  Bpre: NULL, or the B blocks
+       already packed by rk_pack_gather_b for the single column block [n_begin, n_end) (then
+       n_end - n_begin <= ncb and Bp is unused): several calls on disjoint row ranges of A
+       share one packing. */
     static void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
                                long M, long K, const float *Ap, const float *bias,
                                float *Y, long ldy, float *Bp, long kcb, long ncb,
                                long n_begin, long n_end, long gw, long gow, const rk_act *act,
-                               const float *R) {
+                               const float *R, const float *Bpre) {
     #if RK_X86
         if (act && act->kind == 0) act = NULL;
         if (isa < 2) transposed = 0;
@@ -1292,7 +1301,8 @@ cdef extern from *:
                 long kc = RK_MIN(kcb, K - k0);
                 const rk_act *ka = k0 + kc >= K ? act : NULL;   /* finished values: last K block */
                 const float *kr = k0 + kc >= K ? R : NULL;
-                if (isa >= 2) rk_packB_512(P, off, idx, k0, kc, n0, nc, Bp, NR, !transposed);
+                if (Bpre) Bp = (float *)Bpre + (k0 / kcb) * rk_bblock_stride(kcb, nc, NR);
+                else if (isa >= 2) rk_packB_512(P, off, idx, k0, kc, n0, nc, Bp, NR, !transposed);
                 else rk_packB_256(P, off, idx, k0, kc, n0, nc, Bp);
                 /* Stream the smaller operand: with A's block (M x kc) cache-resident, go panel
                    by panel of B reusing it (B panel hot in L1); otherwise keep each A panel hot
@@ -1346,6 +1356,24 @@ cdef extern from *:
     #endif
     }
 
+    /* The packed B blocks of K blocks [kb_begin, kb_end) of columns [n0, n0 + nc) (one
+       column block), exactly as rk_gather_gemm packs them, block kb at
+       Bpre + kb * rk_bblock_stride(kcb, nc, NR) (Bpre 64-byte aligned). */
+    static void rk_pack_gather_b(int isa, int transposed, const float *P, const int32_t *off,
+                                 const int32_t *idx, long K, long kcb, long n0, long nc,
+                                 long kb_begin, long kb_end, float *Bpre) {
+    #if RK_X86
+        if (isa < 2) transposed = 0;
+        int NR = rk_nr(isa, transposed);
+        long bs = rk_bblock_stride(kcb, nc, NR);
+        for (long kb = kb_begin; kb < kb_end; kb++) {
+            long k0 = kb * kcb, kc = RK_MIN(kcb, K - k0);
+            if (isa >= 2) rk_packB_512(P, off, idx, k0, kc, n0, nc, Bpre + kb * bs, NR, !transposed);
+            else rk_packB_256(P, off, idx, k0, kc, n0, nc, Bpre + kb * bs);
+        }
+    #endif
+    }
+
     /* nb independent gather GEMMs: P, Ap and Y advance by pstride, astride, ystride floats. */
     static void rk_gather_gemm_batch(int isa, long nb, const float *P, long pstride,
                                      const int32_t *off, const int32_t *idx, long M, long K,
@@ -1353,7 +1381,7 @@ cdef extern from *:
                                      float *Bp, long kcb, long ncb, long N) {
         for (long i = 0; i < nb; i++)
             rk_gather_gemm(isa, 0, P + i * pstride, off, idx, M, K, Ap + i * astride, NULL,
-                           Y + i * ystride, ldy, Bp, kcb, ncb, 0, N, 0, 0, NULL, NULL);
+                           Y + i * ystride, ldy, Bp, kcb, ncb, 0, N, 0, 0, NULL, NULL, NULL);
     }
     """
     ctypedef struct rk_act:
@@ -1391,7 +1419,11 @@ cdef extern from *:
     void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
                         long M, long K, const float *Ap, const float *bias,
                         float *Y, long ldy, float *Bp, long kcb, long ncb,
-                        long n_begin, long n_end, long gw, long gow, const rk_act *act, const float *R) nogil
+                        long n_begin, long n_end, long gw, long gow, const rk_act *act, const float *R,
+                        const float *Bpre) nogil
+    long rk_bblock_stride(long kcb, long nc, int NR) nogil
+    void rk_pack_gather_b(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
+                          long K, long kcb, long n0, long nc, long kb_begin, long kb_end, float *Bpre) nogil
     void rk_bias_act(int isa, float *y, long M, long N, long ldy, const float *bias, const rk_act *act,
                      const float *res, long ldr) nogil
 
@@ -1500,7 +1532,7 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
                 a_packed, Py_ssize_t M, bias, float[:, :] y,
                 float[::1] scratch, Py_ssize_t kcb, Py_ssize_t ncb,
                 Py_ssize_t n_begin=0, Py_ssize_t n_end=-1, bint transposed=False, grid=None, act=None,
-                Py_ssize_t pstride=0, residual=None):
+                Py_ssize_t pstride=0, residual=None, prepacked=None):
     """``y[m, n] = act(bias[m] + sum_k A[m, k] * P[off[k] + idx[n]] + residual[m, n])`` for n in
     [n_begin, n_end).
 
@@ -1520,7 +1552,13 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
     Grouped convolution in one call: ``a_packed`` of shape (G, panels, K, MR) holds G
     packed weight matrices of M rows each; group g reads ``P[g * pstride + off[k] + idx[n]]``
     and writes rows ``[g*M, (g+1)*M)`` of ``y`` (G*M rows; columns of Y^T when
-    ``transposed``), with ``bias`` of G*M values.  Releases the GIL.
+    ``transposed``), with ``bias`` of G*M values.
+
+    ``prepacked``: None, or a float32 buffer holding the B blocks of columns
+    ``[n_begin, n_end)`` packed by :func:`pack_gather_b` with the same ``P``, ``off``,
+    ``idx``, ``kcb`` and ``transposed`` (one group, ``n_end - n_begin <= ncb``): ``B`` is
+    then read from it instead of being packed into ``scratch``, with the same values, so
+    calls on disjoint row ranges of the weights can share one packing.  Releases the GIL.
     """
     cdef const float[:, :, :, ::1] a4 = a_packed if a_packed.ndim == 4 else a_packed[None]
     cdef Py_ssize_t G = a4.shape[0], K = off.shape[0], N = idx.shape[0]
@@ -1560,6 +1598,12 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
     if y.strides[1] != 4 or y.strides[0] % 4:
         raise ValueError("gather_gemm: rows of y must be contiguous float32")
     cdef float *bp = <float *><intptr_t>_aligned_ptr(scratch, kcb * ncb)
+    cdef const float *pre = NULL
+    if prepacked is not None:
+        if G != 1 or n_end - n_begin > ncb:
+            raise ValueError(f"gather_gemm: prepacked B needs one group and one column block (n_end - n_begin "
+                             f"<= ncb), got {G} groups and {n_end - n_begin} columns for ncb={ncb}")
+        pre = <const float *><intptr_t>_aligned_ptr(prepacked, prepacked_size(K, kcb, n_end - n_begin, transposed))
     cdef float *yp = &y[0, 0]
     cdef Py_ssize_t ldy = y.strides[0] // 4
     cdef long astride = a4.shape[1] * a4.shape[2] * a4.shape[3]
@@ -1574,7 +1618,44 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
             rk_gather_gemm(_ISA, t, &P[0] + gi * pstride, &off[0], &idx[0], M, K, &a4[gi, 0, 0, 0],
                            bptr + gi * M if bptr != NULL else NULL,
                            yp + (gi * M if t else gi * M * ldy), ldy, bp, kcb, ncb, n_begin, n_end, gw, gow, ap,
-                           rp + gi * M * ldy if rp != NULL else NULL)
+                           rp + gi * M * ldy if rp != NULL else NULL, pre)
+
+
+def prepacked_size(Py_ssize_t K, Py_ssize_t kcb, Py_ssize_t n, bint transposed=False):
+    """Floats :func:`pack_gather_b` writes for a K x ``n`` gather GEMM in K blocks of
+    ``kcb`` (its buffer needs 16 more, for alignment)."""
+    if K <= 0 or kcb <= 0 or n < 0:
+        raise ValueError(f"prepacked_size: K ({K}) and kcb ({kcb}) must be > 0 and n ({n}) >= 0")
+    cdef int t = 1 if (transposed and _ISA >= 2) else 0
+    return ((K + kcb - 1) // kcb) * rk_bblock_stride(kcb, n, rk_nr(_ISA, t))
+
+
+def pack_gather_b(const float[::1] P, const int32_t[::1] off, const int32_t[::1] idx, float[::1] out,
+                  Py_ssize_t kcb, Py_ssize_t n_begin=0, Py_ssize_t n_end=-1, bint transposed=False,
+                  Py_ssize_t kb_begin=0, Py_ssize_t kb_end=-1):
+    """Pack the B blocks (K blocks ``[kb_begin, kb_end)``, default all, of ``kcb`` rows) of
+    columns ``[n_begin, n_end)`` of a gather GEMM into ``out`` (at least
+    ``prepacked_size(K, kcb, n_end - n_begin, transposed) + 16`` floats), for
+    :func:`gather_gemm`'s ``prepacked``: the same blocks it packs itself.  Disjoint K
+    block ranges can be packed on several threads.  Releases the GIL."""
+    cdef Py_ssize_t K = off.shape[0], N = idx.shape[0]
+    cdef int t = 1 if (transposed and _ISA >= 2) else 0
+    if _ISA == 0:
+        raise RuntimeError("pack_gather_b: no micro-kernel for this CPU")
+    if transposed and not t:
+        raise ValueError("pack_gather_b: transposed tiles need AVX-512")
+    if n_end < 0:
+        n_end = N
+    cdef Py_ssize_t nkb = (K + kcb - 1) // kcb if kcb > 0 else 0
+    if kb_end < 0:
+        kb_end = nkb
+    if K == 0 or kcb <= 0 or not 0 <= n_begin < n_end <= N or not 0 <= kb_begin <= kb_end <= nkb:
+        raise ValueError(f"pack_gather_b: bad range: K={K}, kcb={kcb}, columns [{n_begin}, {n_end}) of {N}, "
+                         f"K blocks [{kb_begin}, {kb_end}) of {nkb}")
+    cdef float *dst = <float *><intptr_t>_aligned_ptr(out, prepacked_size(K, kcb, n_end - n_begin, transposed))
+    with nogil:
+        rk_pack_gather_b(_ISA, t, &P[0], &off[0], &idx[0], K, kcb, n_begin, n_end - n_begin, kb_begin, kb_end,
+                         dst)
 
 
 def transpose_into(const float[:, :] src, float[:, :] dst):

@@ -12,7 +12,10 @@ How Conv runs (one image at a time, one GEMM per group):
   GEMM whose right-hand side is gathered straight from the image (stride-1 unpadded
   input) or from a zero-padded stride-phase split copy of it (everything else):
   no im2col matrix, only a cache-sized packed block per thread.  Small outputs
-  (7x7, 14x14) use transposed tiles (vectors along output channels).
+  (7x7, 14x14) use transposed tiles (vectors along output channels).  With several
+  threads the phase split (or subsampled copy) of a big input is shared out by
+  channels, and when the GEMM is split by weight rows over one column block, its B is
+  packed once (K blocks shared out) and read by every row part, not packed per part.
 * 2-D 3x3 stride-1 convolutions with enough channels and at least 16 4x4 output
   tiles run as Winograd F(4x4, 3x3): input/output transforms in compiled loops and
   36 channel GEMMs on the same micro-kernels (4x fewer multiply-adds than direct;
@@ -470,6 +473,9 @@ def _winograd_bands(t: int, th: int, tw: int, C: int, M: int, min_tiles: int, v_
             idx = (ty * (tw + 1) + tx).reshape(-1).astype(np.int32)
             tables[n] = (off, idx) + _blocks(C, len(idx), False)
         bands.append((r0, r1) + tables[n])
+    # biggest first: threads taking bands in turn then end together (14 tile rows in
+    # 2,2,2,2,2,2,1,1 finish in 7 band-rows per thread; in 1,2,2,2,1,2,2,2, in 8)
+    bands.sort(key=lambda band: band[0] - band[1])
     return bands
 
 
@@ -644,12 +650,12 @@ def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bia
             sd, sh, sw = _pad3(plan.ca.strides, 1)
             od, oh, ow = _pad3(g.out_sp, 1)
             src = x[i].reshape((C,) + tuple(_pad3(g.in_sp, 1)))[:, :od * sd:sd, :oh * sh:sh, :ow * sw:sw]
-            np.copyto(P[:g.psize].reshape(src.shape), src)
+            _by_channels(C, g.psize, partial(_subsample_channels, src, P[:g.psize].reshape(src.shape)))
         else:
             sd, sh, sw, pd, ph, pw, Ds, Hs, Ws = g.split
             P = _scratch("phase", g.psize + Ws + 64)  # slack: grid columns read past the last row
             xi = x[i].reshape((C,) + tuple(_pad3(g.in_sp, 1)))
-            _ck.phase_split(xi, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P)
+            _by_channels(C, g.psize, partial(_phase_split_channels, xi, g.split, g.psize // C, P))
         chan = (g.psize // C) if g.split is not None else chan_in  # floats per channel in P
         pstride = g.Cg * chan  # floats between the groups' channels in P
         r = None if res3 is None else res3[i]
@@ -666,6 +672,30 @@ def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bia
             _gemm_blocks(g, P, packs, bias, y3[i], scratch, plan.act, pstride, residual=r)
 
 
+#: a strided Conv's input copy (phase split or subsampling) of fewer floats than this
+#: runs on the calling thread: below it the copy takes less than waking a worker gains
+_PARALLEL_MIN_COPY = 1 << 17
+
+
+def _by_channels(C: int, floats: int, body) -> None:
+    """``body(c0, c1)`` over the channels of an input copy of ``floats`` floats: split
+    across the run's threads when it is big enough, else one call."""
+    if floats >= _PARALLEL_MIN_COPY and current_threads() > 1:
+        parallel_for(C, body, min_chunk=max(1, -(-C * (_PARALLEL_MIN_COPY // 2) // floats)))
+    else:
+        body(0, C)
+
+
+def _subsample_channels(src: np.ndarray, dst: np.ndarray, c0: int, c1: int) -> None:
+    np.copyto(dst[c0:c1], src[c0:c1])
+
+
+def _phase_split_channels(x: np.ndarray, split: tuple, chan: int, P: np.ndarray, c0: int, c1: int) -> None:
+    """Channels ``[c0, c1)`` of the stride-phase split (each channel's planes take ``chan`` floats of ``P``)."""
+    sd, sh, sw, pd, ph, pw, Ds, Hs, Ws = split
+    _ck.phase_split(x[c0:c1], sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P[c0 * chan:c1 * chan])
+
+
 def _untranspose(yt: np.ndarray, y: np.ndarray, r: Optional[np.ndarray], act, m0: int, m1: int) -> None:
     """Rows ``[m0, m1)`` of ``y`` from the transposed tiles ``yt`` (N, M), plus the
     residual rows of ``r`` and the activation ``act`` when there is a residual (else the
@@ -674,6 +704,10 @@ def _untranspose(yt: np.ndarray, y: np.ndarray, r: Optional[np.ndarray], act, m0
     if r is not None:
         _ck.bias_act(y[m0:m1], None, act, residual=r[m0:m1])
 
+
+#: work items per thread a multithreaded gather GEMM is cut into (fewer: a thread the OS
+#: delays, or the last item, leaves the others idle longer; more: per-item overhead)
+_ITEMS_PER_THREAD = 4
 
 #: a GEMM with fewer multiply-adds than this runs on the calling thread: waking the
 #: workers costs tens of microseconds, more than such a layer takes
@@ -700,12 +734,12 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
     ncb = g.ncb
     threads = current_threads() if g.Mg * g.K * n * len(packs) >= _PARALLEL_MIN_MACS else 1
     rows = None  # every row (and every group) in each work item
-    if threads > 1 and -(-n // ncb) < 4 * threads:
+    if threads > 1 and -(-n // ncb) < _ITEMS_PER_THREAD * threads:
         nr = _ck.panel_shape(transposed)[1]
-        narrow = max(nr, n // (4 * threads) // nr * nr)
+        narrow = max(nr, n // (_ITEMS_PER_THREAD * threads) // nr * nr)
         # rows when the weights (Mg x K) outweigh the image block (K x n), or when even
         # one-panel column blocks are too few to share out evenly
-        if len(packs) == 1 and (g.Mg > n or -(-n // narrow) < 4 * threads):
+        if len(packs) == 1 and (g.Mg > n or -(-n // narrow) < _ITEMS_PER_THREAD * threads):
             if n <= 2 * ncb:  # one column block (not one plus a sliver: 196 = 192 + 4)
                 ncb = -(-n // nr) * nr
             rows = _row_parts(packs, g.Mg, transposed, -(-n // ncb), threads)
@@ -722,6 +756,11 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
         return
     nblocks = -(-n // ncb)
     finish_items = finish is not None and rows is not None and nblocks == 1
+    if rows is not None and nblocks == 1 and (transposed or grid is not None or g.K != g.Cg):
+        # every row part multiplies the same B: pack it once, shared, not once per part
+        # (a 1x1 Conv's normal tiles read B straight from P: nothing to share)
+        kw["prepacked"] = pre = _scratch("prepacked", _ck.prepacked_size(g.K, g.kcb, n, transposed) + 16)
+        _pack_b(P, g.off, g.idx, pre, g.kcb, n, transposed)
 
     def body(j0: int, j1: int) -> None:
         blk = _scratch("block", g.kcb * max(ncb, g.ncb) + 16)  # per thread: any thread may run any range
@@ -743,6 +782,25 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
         finish(0, g.Mg * len(packs))
 
 
+#: a shared B packing (see _gemm_blocks) of fewer floats than this is done by the
+#: calling thread alone
+_PARALLEL_MIN_PACK = 1 << 17
+
+
+def _pack_b(P, off, idx, pre: np.ndarray, kcb: int, n: int, transposed: bool) -> None:
+    """Pack every K block of the gather GEMM's B (columns ``[0, n)``) into ``pre``, the K
+    blocks shared out across the run's threads when there is enough to pack."""
+    nkb = -(-off.shape[0] // kcb)
+
+    def body(k0: int, k1: int) -> None:
+        _ck.pack_gather_b(P, off, idx, pre, kcb, 0, n, transposed, k0, k1)
+
+    if nkb > 1 and off.shape[0] * n >= _PARALLEL_MIN_PACK:
+        parallel_for(nkb, body)
+    else:
+        body(0, nkb)
+
+
 def _row_parts(packs, M: int, transposed: bool, nblocks: int, threads: int) -> List[Tuple[int, int, int, int]]:
     """``[(panel_begin, panel_end, row_begin, row_end), ...]``: the ``M`` output rows
     (weight panels of ``packs``, one group) of a multithreaded gather GEMM cut into as
@@ -750,7 +808,7 @@ def _row_parts(packs, M: int, transposed: bool, nblocks: int, threads: int) -> L
     column blocks (at most one part per panel).  Parts start on a panel boundary, so
     every tile is the one the uncut GEMM computes."""
     panels = packs.shape[1]
-    parts = max(1, min(panels, -(-4 * threads // nblocks)))
+    parts = max(1, min(panels, -(-_ITEMS_PER_THREAD * threads // nblocks)))
     mr = _ck.panel_shape(transposed)[0]
     out = []
     for k in range(parts):

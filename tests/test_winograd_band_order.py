@@ -1,0 +1,80 @@
+"""Multithreaded banded Winograd hands out its biggest bands first.
+
+Threads take bands in turn; with the bands of 14 tile rows as 1,2,2,2,1,2,2,2 rows two
+threads end one band-row apart, as 2,2,2,2,2,2,1,1 they end together.  The order never
+changes a value: every band is transformed, multiplied and transformed back on its own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rknnlite._native import conv_kernels as ck
+from rknnlite.backends.software.ops import KERNELS
+from rknnlite.backends.software.ops import conv as conv_mod
+from rknnlite.backends.software.parallel import WorkerPool, WorkRecorder, using
+
+pytestmark = pytest.mark.skipif(ck.gemm_isa() == 0, reason="no Winograd micro-kernels on this CPU")
+
+CONV = KERNELS["Conv"]
+
+
+@pytest.mark.parametrize("th, tw", [(14, 14), (7, 7), (9, 5)])
+def test_bands_cover_every_row_once_biggest_first(th, tw):
+    bands = conv_mod._winograd_bands(4, th, tw, 64, 64, conv_mod._WINO_MT_BAND_MIN_TILES, 0)
+    assert bands is not None
+    sizes = [r1 - r0 for r0, r1, *_ in bands]
+    assert sizes == sorted(sizes, reverse=True)
+    rows = sorted((r0, r1) for r0, r1, *_ in bands)
+    assert rows[0][0] == 0 and rows[-1][1] == th
+    assert all(a[1] == b[0] for a, b in zip(rows, rows[1:]))
+
+
+def _layer(C, size, residual, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, C, size, size)).astype(np.float32)
+    w = (rng.standard_normal((C, C, 3, 3)) * 0.05).astype(np.float32)
+    b = rng.standard_normal(C).astype(np.float32)
+    attrs = {"pads": [1, 1, 1, 1], "_activation": "Relu"}
+    inputs = [x, w, b]
+    if residual:
+        attrs["_residual"] = True
+        inputs.append(rng.standard_normal((1, C, size, size)).astype(np.float32))
+    attrs = CONV.prepare(attrs, inputs[:3] + [None] * (len(inputs) - 3))
+    return inputs, attrs
+
+
+def _run(inputs, attrs, threads, record=False):
+    y = np.full((1,) + inputs[0].shape[1:], np.nan, np.float32)
+    pool = WorkerPool(threads)
+    try:
+        runner = WorkRecorder(pool) if record else pool
+        with using(runner):
+            CONV.fn(inputs, attrs, [y])
+    finally:
+        pool.close()
+    return (y, runner.take()) if record else y
+
+
+@pytest.mark.parametrize("C, size, residual", [(64, 56, False), (64, 56, True), (128, 28, False), (256, 14, True)])
+def test_two_threads_give_the_one_thread_result_on_both_threads(C, size, residual):
+    inputs, attrs = _layer(C, size, residual)
+    g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)
+    assert g.path == "winograd" and g.wbands_mt is not None
+    one = _run(inputs, attrs, 1)
+    assert not np.isnan(one).any()
+    # a thread the OS delays (other processes on the cores) may find every band taken: retry
+    for _ in range(200):
+        two, counts = _run(inputs, attrs, 2, record=True)
+        np.testing.assert_array_equal(two, one)
+        if all(c > 0 for c in counts):
+            break
+    assert all(c > 0 for c in counts), counts
+    # and it is the convolution (Winograd's float32 error is ~1e-5 of the output scale)
+    x, w, b = (a.astype(np.float64) for a in inputs[:3])
+    win = np.lib.stride_tricks.sliding_window_view(np.pad(x[0], ((0, 0), (1, 1), (1, 1))), (3, 3), axis=(1, 2))
+    ref = np.einsum("mcij,chwij->mhw", w, win) + b[:, None, None]
+    if residual:
+        ref += inputs[3][0]
+    np.testing.assert_allclose(one[0], np.maximum(ref, 0), rtol=1e-3, atol=1e-3)
