@@ -13,14 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conv_threads import conv_case, run_conv
+
 from rknnlite._native import conv_kernels as ck
-from rknnlite.backends.software.ops import KERNELS
 from rknnlite.backends.software.ops import conv as conv_mod
-from rknnlite.backends.software.parallel import WorkerPool, WorkRecorder, using
 
 pytestmark = pytest.mark.skipif(ck.gemm_isa() == 0, reason="no gather-GEMM micro-kernel on this CPU")
-
-CONV = KERNELS["Conv"]
 
 
 def _gemm_operands(K, M, N, transposed, seed=0):
@@ -64,6 +62,10 @@ def test_prepacked_b_gives_the_packing_gemm_result(transposed, K, kcb):
     np.testing.assert_array_equal(got, ref)
     np.testing.assert_allclose(ref if not transposed else ref.T,
                                a.astype(np.float64) @ P[:K * N].reshape(K, N) + bias[:, None], rtol=1e-4, atol=1e-4)
+
+
+def _conv(*case):
+    return conv_case(*case, weight_scale=0.05)
 
 
 def test_prepacked_size_is_whole_aligned_k_blocks():
@@ -112,40 +114,13 @@ CASES = [
 ]
 
 
-def _conv(C, M, size, k, s, residual, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((1, C, size, size)).astype(np.float32)
-    w = (rng.standard_normal((M, C, k, k)) * 0.05).astype(np.float32)
-    b = rng.standard_normal(M).astype(np.float32)
-    out = (size + 2 * (k // 2) - k) // s + 1
-    attrs = {"strides": [s, s], "pads": [k // 2] * 4, "_activation": "Relu", "_winograd": False}
-    inputs = [x, w, b]
-    if residual:
-        attrs["_residual"] = True
-        inputs.append(rng.standard_normal((1, M, out, out)).astype(np.float32))
-    attrs = CONV.prepare(attrs, inputs[:3] + [None] * (len(inputs) - 3))
-    return inputs, attrs, (1, M, out, out)
-
-
-def _run(inputs, attrs, shape, threads, record=False):
-    y = np.full(shape, np.nan, np.float32)
-    pool = WorkerPool(threads)
-    try:
-        runner = WorkRecorder(pool) if record else pool
-        with using(runner):
-            CONV.fn(inputs, attrs, [y])
-    finally:
-        pool.close()
-    return (y, runner.take()) if record else y
-
-
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("threads", [2, 3])
 def test_several_threads_give_the_one_thread_result(case, threads):
     inputs, attrs, shape = _conv(*case)
-    one = _run(inputs, attrs, shape, 1)
+    one = run_conv(inputs, attrs, shape, 1)
     assert not np.isnan(one).any()
-    np.testing.assert_array_equal(_run(inputs, attrs, shape, threads), one)
+    np.testing.assert_array_equal(run_conv(inputs, attrs, shape, threads), one)
     # and it is the convolution
     x, w, b = inputs[:3]
     C, M, size, k, s, residual = case
@@ -182,10 +157,10 @@ def test_row_parts_share_one_packing(monkeypatch, case):
     monkeypatch.setattr(conv_mod._ck, "pack_gather_b", pack)
     monkeypatch.setattr(conv_mod._ck, "gather_gemm", gemm)
     inputs, attrs, shape = _conv(*case)
-    _run(inputs, attrs, shape, 1)
+    run_conv(inputs, attrs, shape, 1)
     assert packed == [] and prepacked == [False]  # one thread: the GEMM packs as it goes
     prepacked.clear()
-    _run(inputs, attrs, shape, 2)
+    run_conv(inputs, attrs, shape, 2)
     g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)
     nkb = -(-g.K // g.kcb)
     packed.sort()
@@ -197,11 +172,11 @@ def test_row_parts_share_one_packing(monkeypatch, case):
 @pytest.mark.parametrize("case", CASES)
 def test_work_items_are_spread_over_both_threads(case):
     inputs, attrs, shape = _conv(*case)
-    one = _run(inputs, attrs, shape, 1)
+    one = run_conv(inputs, attrs, shape, 1)
     # a thread the OS delays (other processes on the cores) may find every item taken:
     # retry before failing
     for _ in range(200):
-        y, counts = _run(inputs, attrs, shape, 2, record=True)
+        y, counts = run_conv(inputs, attrs, shape, 2, record=True)
         np.testing.assert_array_equal(y, one)
         if all(c > 0 for c in counts):
             break
@@ -219,14 +194,14 @@ def test_strided_input_copy_is_split_by_channels(monkeypatch, case):
 
     monkeypatch.setattr(conv_mod, "parallel_for", recording)
     inputs, attrs, shape = _conv(*case)
-    one = _run(inputs, attrs, shape, 1)
+    one = run_conv(inputs, attrs, shape, 1)
     assert not [n for name, n in seen if name in ("_phase_split_channels", "_subsample_channels")]
     seen.clear()
-    np.testing.assert_array_equal(_run(inputs, attrs, shape, 2), one)
+    np.testing.assert_array_equal(run_conv(inputs, attrs, shape, 2), one)
     copies = [n for name, n in seen if name in ("_phase_split_channels", "_subsample_channels")]
     assert copies == [case[0]]  # one copy per image, over the C channels
     # a small copy stays on the calling thread
     monkeypatch.setattr(conv_mod, "_PARALLEL_MIN_COPY", 1 << 30)
     seen.clear()
-    np.testing.assert_array_equal(_run(inputs, attrs, shape, 2), one)
+    np.testing.assert_array_equal(run_conv(inputs, attrs, shape, 2), one)
     assert not [n for name, n in seen if name in ("_phase_split_channels", "_subsample_channels")]

@@ -12,14 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conv_threads import CONV, conv_case, run_conv
+
 from rknnlite._native import conv_kernels as ck
-from rknnlite.backends.software.ops import KERNELS
 from rknnlite.backends.software.ops import conv as conv_mod
-from rknnlite.backends.software.parallel import WorkerPool, using
 
 pytestmark = pytest.mark.skipif(ck.gemm_isa() == 0, reason="no gather-GEMM micro-kernel on this CPU")
-
-CONV = KERNELS["Conv"]
 
 # (C, M, size, kernel, stride, residual): 1x1 at 14x14 (normal tiles), 1x1 at 7x7 (transposed
 # tiles), strided 3x3 (phase planes; at 40 -> 20 computed on the plane grid), and M not a
@@ -33,38 +31,12 @@ CASES = [
 ]
 
 
-def _conv(C, M, size, k, s, residual, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((1, C, size, size)).astype(np.float32)
-    w = (rng.standard_normal((M, C, k, k)) * 0.1).astype(np.float32)
-    b = rng.standard_normal(M).astype(np.float32)
-    out = (size + 2 * (k // 2) - k) // s + 1
-    attrs = {"strides": [s, s], "pads": [k // 2] * 4, "_activation": "Relu", "_winograd": False}
-    inputs = [x, w, b]
-    if residual:
-        attrs["_residual"] = True
-        inputs.append(rng.standard_normal((1, M, out, out)).astype(np.float32))
-    attrs = CONV.prepare(attrs, inputs[:3] + [None] * (len(inputs) - 3))
-    return inputs, attrs, (1, M, out, out)
-
-
-def _run(inputs, attrs, shape, threads):
-    y = np.full(shape, np.nan, np.float32)
-    pool = WorkerPool(threads)
-    try:
-        with using(pool):
-            CONV.fn(inputs, attrs, [y])
-    finally:
-        pool.close()
-    return y
-
-
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("threads", [2, 4])
 def test_several_threads_give_the_one_thread_result(case, threads):
-    inputs, attrs, shape = _conv(*case)
-    one = _run(inputs, attrs, shape, 1)
-    many = _run(inputs, attrs, shape, threads)
+    inputs, attrs, shape = conv_case(*case)
+    one = run_conv(inputs, attrs, shape, 1)
+    many = run_conv(inputs, attrs, shape, threads)
     np.testing.assert_array_equal(many, one)
     assert not np.isnan(one).any()
     # and both are the convolution
@@ -96,8 +68,8 @@ def test_narrow_outputs_give_every_thread_several_items(monkeypatch, case, threa
         return real(n, body, min_chunk)
 
     monkeypatch.setattr(conv_mod, "parallel_for", recording)
-    inputs, attrs, shape = _conv(*case)
-    _run(inputs, attrs, shape, threads)
+    inputs, attrs, shape = conv_case(*case)
+    run_conv(inputs, attrs, shape, threads)
     assert seen and min(seen) >= 4 * threads
 
 
@@ -128,8 +100,8 @@ def test_grouped_weights_are_split_by_columns_only(size):
     g = conv_mod._geometry(attrs["_conv"], x.shape, w.shape)
     assert g.path == "gather"
     shape = (1, 256, size, size)
-    one = _run([x, w, b], attrs, shape, 1)
-    np.testing.assert_array_equal(_run([x, w, b], attrs, shape, 2), one)
+    one = run_conv([x, w, b], attrs, shape, 1)
+    np.testing.assert_array_equal(run_conv([x, w, b], attrs, shape, 2), one)
     ref = np.stack([np.einsum("mcij,chwij->mhw", w[gi * 128:(gi + 1) * 128].astype(np.float64),
                               np.lib.stride_tricks.sliding_window_view(
                                   np.pad(x[0, gi * 64:(gi + 1) * 64].astype(np.float64), ((0, 0), (1, 1), (1, 1))),
@@ -149,12 +121,12 @@ def test_transposed_rows_are_finished_by_their_work_items(monkeypatch):
         real(yt, y, r, act, m0, m1)
 
     monkeypatch.setattr(conv_mod, "_untranspose", recording)
-    inputs, attrs, shape = _conv(*CASES[1])
+    inputs, attrs, shape = conv_case(*CASES[1])
     g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)
     assert g.transposed
-    one = _run(inputs, attrs, shape, 1)
+    one = run_conv(inputs, attrs, shape, 1)
     assert ranges == [(0, shape[1])]
     ranges.clear()
-    np.testing.assert_array_equal(_run(inputs, attrs, shape, 2), one)
+    np.testing.assert_array_equal(run_conv(inputs, attrs, shape, 2), one)
     assert len(ranges) >= 8 and sorted(ranges)[0][0] == 0 and sorted(ranges)[-1][1] == shape[1]
     assert all(a[1] == b[0] for a, b in zip(sorted(ranges), sorted(ranges)[1:]))

@@ -10,14 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conv_threads import conv_case, run_conv
+
 from rknnlite._native import conv_kernels as ck
-from rknnlite.backends.software.ops import KERNELS
 from rknnlite.backends.software.ops import conv as conv_mod
-from rknnlite.backends.software.parallel import WorkerPool, WorkRecorder, using
 
 pytestmark = pytest.mark.skipif(ck.gemm_isa() == 0, reason="no Winograd micro-kernels on this CPU")
-
-CONV = KERNELS["Conv"]
 
 
 @pytest.mark.parametrize("th, tw", [(14, 14), (7, 7), (9, 5)])
@@ -31,42 +29,16 @@ def test_bands_cover_every_row_once_biggest_first(th, tw):
     assert all(a[1] == b[0] for a, b in zip(rows, rows[1:]))
 
 
-def _layer(C, size, residual, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((1, C, size, size)).astype(np.float32)
-    w = (rng.standard_normal((C, C, 3, 3)) * 0.05).astype(np.float32)
-    b = rng.standard_normal(C).astype(np.float32)
-    attrs = {"pads": [1, 1, 1, 1], "_activation": "Relu"}
-    inputs = [x, w, b]
-    if residual:
-        attrs["_residual"] = True
-        inputs.append(rng.standard_normal((1, C, size, size)).astype(np.float32))
-    attrs = CONV.prepare(attrs, inputs[:3] + [None] * (len(inputs) - 3))
-    return inputs, attrs
-
-
-def _run(inputs, attrs, threads, record=False):
-    y = np.full((1,) + inputs[0].shape[1:], np.nan, np.float32)
-    pool = WorkerPool(threads)
-    try:
-        runner = WorkRecorder(pool) if record else pool
-        with using(runner):
-            CONV.fn(inputs, attrs, [y])
-    finally:
-        pool.close()
-    return (y, runner.take()) if record else y
-
-
 @pytest.mark.parametrize("C, size, residual", [(64, 56, False), (64, 56, True), (128, 28, False), (256, 14, True)])
 def test_two_threads_give_the_one_thread_result_on_both_threads(C, size, residual):
-    inputs, attrs = _layer(C, size, residual)
+    inputs, attrs, shape = conv_case(C, C, size, 3, 1, residual, weight_scale=0.05, winograd=None)
     g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)
     assert g.path == "winograd" and g.wbands_mt is not None
-    one = _run(inputs, attrs, 1)
+    one = run_conv(inputs, attrs, shape, 1)
     assert not np.isnan(one).any()
     # a thread the OS delays (other processes on the cores) may find every band taken: retry
     for _ in range(200):
-        two, counts = _run(inputs, attrs, 2, record=True)
+        two, counts = run_conv(inputs, attrs, shape, 2, record=True)
         np.testing.assert_array_equal(two, one)
         if all(c > 0 for c in counts):
             break

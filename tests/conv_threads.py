@@ -1,0 +1,43 @@
+"""The software backend's Conv kernel on a worker pool of a chosen size: layers and a runner
+for the tests that check every multithreaded split gives the one-thread result bit for bit."""
+
+import numpy as np
+
+from rknnlite.backends.software.ops import KERNELS
+from rknnlite.backends.software.parallel import WorkerPool, WorkRecorder, using
+
+CONV = KERNELS["Conv"]
+
+
+def conv_case(C, M, size, k, s, residual, seed=0, weight_scale=0.1, winograd=False):
+    """``(inputs, attrs, output_shape)`` of a prepared Conv+Relu: a 1xCxsize x size input, M kxk
+    filters with stride ``s`` and "same" padding, a residual input when ``residual``;
+    ``winograd`` sets ``_winograd`` (None: leave the kernel's choice)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, C, size, size)).astype(np.float32)
+    w = (rng.standard_normal((M, C, k, k)) * weight_scale).astype(np.float32)
+    b = rng.standard_normal(M).astype(np.float32)
+    out = (size + 2 * (k // 2) - k) // s + 1
+    attrs = {"strides": [s, s], "pads": [k // 2] * 4, "_activation": "Relu"}
+    if winograd is not None:
+        attrs["_winograd"] = winograd
+    inputs = [x, w, b]
+    if residual:
+        attrs["_residual"] = True
+        inputs.append(rng.standard_normal((1, M, out, out)).astype(np.float32))
+    attrs = CONV.prepare(attrs, inputs[:3] + [None] * (len(inputs) - 3))
+    return inputs, attrs, (1, M, out, out)
+
+
+def run_conv(inputs, attrs, shape, threads, record=False):
+    """The Conv's output (NaN-initialised, so a missed element shows) on ``threads`` workers;
+    with ``record``, also the work items each thread ran (``WorkRecorder.take()``)."""
+    y = np.full(shape, np.nan, np.float32)
+    pool = WorkerPool(threads)
+    try:
+        runner = WorkRecorder(pool) if record else pool
+        with using(runner):
+            CONV.fn(inputs, attrs, [y])
+    finally:
+        pool.close()
+    return (y, runner.take()) if record else y
