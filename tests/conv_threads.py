@@ -41,3 +41,20 @@ def run_conv(inputs, attrs, shape, threads, record=False):
     finally:
         pool.close()
     return (y, runner.take()) if record else y
+
+
+def reference_conv(inputs, k, s, shape):
+    """The float64 result of :func:`conv_case`'s layer: Conv (k x k, stride s, "same" padding)
+    + bias (+ the residual input) + Relu, of ``shape``."""
+    x, w, b = inputs[:3]
+    p = k // 2
+    xp = np.pad(x[0].astype(np.float64), ((0, 0), (p, p), (p, p)))
+    out = shape[2]
+    ref = np.zeros(shape[1:])
+    for i in range(k):
+        for j in range(k):
+            ref += np.einsum("mc,chw->mhw", w[:, :, i, j], xp[:, i:i + s * out:s, j:j + s * out:s])
+    ref += b[:, None, None]
+    if len(inputs) > 3:
+        ref += inputs[3][0]
+    return np.maximum(ref, 0)[None]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conv_threads import conv_case, run_conv
+from conv_threads import conv_case, reference_conv, run_conv
 
 from rknnlite._native import conv_kernels as ck
 from rknnlite.backends.software.ops import conv as conv_mod
@@ -122,19 +122,7 @@ def test_several_threads_give_the_one_thread_result(case, threads):
     assert not np.isnan(one).any()
     np.testing.assert_array_equal(run_conv(inputs, attrs, shape, threads), one)
     # and it is the convolution
-    x, w, b = inputs[:3]
-    C, M, size, k, s, residual = case
-    p = k // 2
-    xp = np.pad(x[0].astype(np.float64), ((0, 0), (p, p), (p, p)))
-    out = shape[2]
-    ref = np.zeros((M, out, out))
-    for i in range(k):
-        for j in range(k):
-            ref += np.einsum("mc,chw->mhw", w[:, :, i, j], xp[:, i:i + s * out:s, j:j + s * out:s])
-    ref += b[:, None, None]
-    if residual:
-        ref += inputs[3][0]
-    np.testing.assert_allclose(one[0], np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(one, reference_conv(inputs, case[3], case[4], shape), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("case", CASES[:3])
