@@ -139,7 +139,8 @@ def buffer_array(buf, data_start: int, shown_start: int, size: int, dtype, shape
 
 class TensorMemFields:
     """The ``rknn_tensor_mem`` fields every tensor memory class reports the same way, from
-    its ``_mem_flag``, ``_alloc_flags`` and ``_destroyed`` attributes."""
+    its ``_mem_flag``, ``_alloc_flags`` and ``_destroyed`` attributes, and what every one
+    does alike: ``close()`` and ``with`` destroy it, it cannot be resized or pickled."""
 
     __slots__ = ()
 
@@ -162,6 +163,29 @@ class TensorMemFields:
     def destroyed(self) -> bool:
         """True after :meth:`destroy` (or after the context that created it closed)."""
         return self._destroyed is not None
+
+    def close(self) -> None:
+        """Same as :meth:`destroy`."""
+        self.destroy()
+
+    def resize(self, newsize) -> None:
+        """Not supported: tensor memory has a fixed size."""
+        raise InvalidParamError("tensor memory cannot be resized; create a new one", op="rknn_tensor_mem")
+
+    def _check(self, what: str) -> None:
+        """InvalidParamError naming ``what`` once the memory is destroyed."""
+        if self._destroyed is not None:
+            raise InvalidParamError(f"{what}: this tensor memory was destroyed ({self._destroyed})",
+                                    op="rknn_tensor_mem")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.destroy()
+
+    def __reduce__(self):
+        raise TypeError("tensor memory cannot be pickled; share its fd (create_mem_from_fd) instead")
 
 
 class TensorMem(TensorMemFields, mmap.mmap):
@@ -345,28 +369,6 @@ class TensorMem(TensorMemFields, mmap.mmap):
         self._device = self._clean = None
         if self._close_fd is not None:
             self._close_fd()
-
-    def close(self) -> None:
-        """Same as :meth:`destroy`."""
-        self.destroy()
-
-    def resize(self, newsize) -> None:
-        """Not supported: tensor memory has a fixed size."""
-        raise InvalidParamError("tensor memory cannot be resized; create a new one", op="rknn_tensor_mem")
-
-    def _check(self, what: str) -> None:
-        if self._destroyed is not None:
-            raise InvalidParamError(f"{what}: this tensor memory was destroyed ({self._destroyed})",
-                                    op="rknn_tensor_mem")
-
-    def __enter__(self) -> "TensorMem":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.destroy()
-
-    def __reduce__(self):
-        raise TypeError("tensor memory cannot be pickled; share its fd (create_mem_from_fd) instead")
 
     def __repr__(self) -> str:
         state = "destroyed" if self._destroyed is not None else ("cacheable" if self.cacheable else "non-cacheable")

@@ -147,27 +147,9 @@ class NpuTensorMem(TensorMemFields):
             pass  # views are alive: the runtime memory is freed when the last one is released
         self._mapping = None
 
-    def close(self) -> None:
-        """Same as :meth:`destroy`."""
-        self.destroy()
-
-    def resize(self, newsize) -> None:
-        """Not supported: tensor memory has a fixed size."""
-        raise InvalidParamError("tensor memory cannot be resized; create a new one", op=_OP)
-
     def _live_native(self, what: str):
-        if self._destroyed is not None:
-            raise InvalidParamError(f"{what}: this tensor memory was destroyed ({self._destroyed})", op=_OP)
+        self._check(what)
         return self._native
-
-    def __enter__(self) -> "NpuTensorMem":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.destroy()
-
-    def __reduce__(self):
-        raise TypeError("tensor memory cannot be pickled; share its fd (create_mem_from_fd) instead")
 
     def __repr__(self) -> str:
         state = "destroyed" if self._destroyed is not None else ("cacheable" if self.cacheable else "non-cacheable")
