@@ -92,15 +92,20 @@ def queue_futures(q, frames):
 
 def pipeline(q, frames):
     with Pipeline(q, maxsize=2 * len(q) + 2) as pipe:
-        def produce():
-            for x in frames:
-                pipe.push(x)
-            pipe.close()
+        return _drive(pipe, frames)
 
-        t = threading.Thread(target=produce)
-        t.start()
-        out = [r.value for r in pipe]
-        t.join()
+
+def _drive(pipe, frames):
+    """Push ``frames`` from a producer thread while this thread collects the results."""
+    def produce():
+        for x in frames:
+            pipe.push(x)
+        pipe.close()
+
+    t = threading.Thread(target=produce)
+    t.start()
+    out = [r.value for r in pipe]
+    t.join()
     return out
 
 
@@ -237,16 +242,7 @@ def main(argv=None) -> int:
 
 def three_stages(q, frames):
     with Pipeline(_identity, q, _identity, maxsize=8) as pipe:
-        def produce():
-            for x in frames:
-                pipe.push(x)
-            pipe.close()
-
-        t = threading.Thread(target=produce)
-        t.start()
-        out = [r.value for r in pipe]
-        t.join()
-    return out
+        return _drive(pipe, frames)
 
 
 def _identity(x):
