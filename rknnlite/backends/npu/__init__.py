@@ -103,13 +103,7 @@ class NpuBackend:
                               op=e.op, code=e.code) from None
             raise error_class(e.code)(f"{self._loaded.label}: {hint} (librknnrt said {e.message})",
                                       op="rknn_init", code=e.code) from None
-        if self._custom_ops:
-            try:
-                ctx.register_custom_ops(list(self._custom_ops))
-            except BaseException:
-                ctx.destroy()
-                raise
-        return ctx
+        return self._with_custom_ops(ctx)
 
     def _describe(self) -> None:
         ctx = self._ctx
@@ -319,14 +313,18 @@ class NpuBackend:
 
     def dup(self) -> "NpuBackend":
         """``rknn_dup_context``: a backend on the same model sharing its weights."""
-        ctx = self._ctx.dup()
+        ctx = self._with_custom_ops(self._ctx.dup())
+        return NpuBackend(self._loaded, self._custom_ops, flags=self._flags, _runtime=self.runtime, _ctx=ctx)
+
+    def _with_custom_ops(self, ctx):
+        """``ctx`` with this backend's custom ops registered (destroyed if that fails)."""
         if self._custom_ops:
             try:
                 ctx.register_custom_ops(list(self._custom_ops))
             except BaseException:
                 ctx.destroy()
                 raise
-        return NpuBackend(self._loaded, self._custom_ops, flags=self._flags, _runtime=self.runtime, _ctx=ctx)
+        return ctx
 
     def close(self) -> None:
         """``rknn_destroy`` (after freeing this context's tensor memories); idempotent."""
