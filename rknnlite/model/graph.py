@@ -89,6 +89,18 @@ class Graph:
                     op="load",
                 )
 
+    def produced(self) -> List[str]:
+        """Every tensor a node produces, in execution order, once each (graph inputs and
+        omitted outputs left out): what a run can expose as extra outputs."""
+        produced: List[str] = []
+        seen = set(self.inputs)
+        for node in self.nodes:
+            for name in node.outputs:
+                if name and name not in seen:
+                    seen.add(name)
+                    produced.append(name)
+        return produced
+
     # -- serialisation -------------------------------------------------------------------
 
     def to_dict(self) -> Tuple[dict, Dict[str, np.ndarray]]:

@@ -143,15 +143,8 @@ def analyse(model, raw_inputs: Sequence[np.ndarray], output_dir: str, custom_ops
     graph: Graph = model.graph
     feeds = [_preprocess(x, spec, meta.preprocess[i] if meta.preprocess else None)
              for i, (x, spec) in enumerate(zip(raw_inputs, meta.inputs))]
-    produced: List[str] = []
-    op_of: Dict[str, str] = {}
-    seen = set(graph.inputs)
-    for node in graph.nodes:
-        for name in node.outputs:
-            if name and name not in seen:
-                seen.add(name)
-                produced.append(name)
-                op_of[name] = node.op
+    produced = graph.produced()
+    op_of: Dict[str, str] = {name: node.op for node in graph.nodes for name in node.outputs if name}
     sim_graph = Graph(graph.nodes, list(graph.inputs), produced, graph.constants, graph.quant)
     simulated = dict(zip(produced, Executor(sim_graph, meta.float_dtype, custom_ops).run(feeds)))
     golden = _golden(reference_graph, graph, produced, feeds, custom_ops)

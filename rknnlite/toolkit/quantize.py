@@ -112,13 +112,7 @@ def _run_pass(graph: Graph, samples: Iterable[Sequence[np.ndarray]], preprocess,
     its mean/std) and node output to ``observe(name, value)``."""
     from ..backends.software.executor import Executor
 
-    produced = []
-    seen = set(graph.inputs)
-    for node in graph.nodes:
-        for name in node.outputs:
-            if name and name not in seen:
-                seen.add(name)
-                produced.append(name)
+    produced = graph.produced()
     watched = list(graph.inputs) + produced
     probe = Graph(graph.nodes, list(graph.inputs), produced, graph.constants)
     state = Executor(probe, "float32", custom_ops).new_state()
