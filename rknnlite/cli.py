@@ -42,7 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--runs", type=int, default=20, help="timed runs after the first (default 20)")
     demo.set_defaults(func=_cmd_demo)
 
-    inspect = sub.add_parser("inspect", help="describe a model file (any supported format)")
+    inspect = sub.add_parser(
+        "inspect", help="describe a model file (any supported format)",
+        description="Describe a model file: format, tensors, quantization, dynamic shapes; for a Rockchip "
+                    ".rknn also its vendor op types and whether each (and the whole file) runs off-board on "
+                    "the software backend.")
     inspect.add_argument("file", help="a .rknn file (portable, Rockchip, or encrypted)")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of text")
     _add_key_options(inspect, required=False, help_suffix=" (to look inside an encrypted model)")
