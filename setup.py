@@ -26,7 +26,8 @@ def extensions():
                 [str(pyx.relative_to(HERE))],
                 include_dirs=[numpy.get_include(), "cython/include"],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-                extra_compile_args=["-O3"],
+                extra_compile_args=["-O3", "-pthread"],
+                extra_link_args=["-pthread"],  # the native worker pool (older glibc, musl)
             )
         )
     return cythonize(

@@ -24,8 +24,13 @@
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdint cimport int32_t, intptr_t
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+from libc.stdint cimport int32_t, int64_t, intptr_t
 from libc.string cimport memset
+
+from rk_pool cimport rk_pool, rk_pool_api, rk_range_fn, RK_POOL_API_CAPSULE, RK_POOL_CAPSULE
+
+from rknnlite._native import thread_pool as _thread_pool
 
 cnp.import_array()
 
@@ -1560,6 +1565,35 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
     then read from it instead of being packed into ``scratch``, with the same values, so
     calls on disjoint row ranges of the weights can share one packing.  Releases the GIL.
     """
+    cdef _Gemm g
+    if _gemm_setup(&g, P, off, idx, a_packed, M, bias, y, kcb, ncb, n_begin, n_end, transposed, grid, act,
+                   pstride, residual, prepacked) == 0:
+        return
+    cdef float *bp = <float *><intptr_t>_aligned_ptr(scratch, kcb * ncb)
+    with nogil:
+        _gemm_span(&g, bp, 0, g.panels, g.n_begin, g.n_end)
+
+
+ctypedef struct _Gemm:
+    # one gather GEMM, checked by _gemm_setup (see gather_gemm)
+    int t, mr, has_act
+    const float *P
+    const int32_t *off
+    const int32_t *idx
+    long M, K, G, N, panels, pstride, astride, ldy, kcb, ncb, gw, gow, n_begin, n_end
+    const float *a
+    const float *bias
+    float *y
+    const float *res
+    const float *pre
+    rk_act act
+
+
+cdef int _gemm_setup(_Gemm *g, const float[::1] P, const int32_t[::1] off, const int32_t[::1] idx,
+                     a_packed, Py_ssize_t M, bias, float[:, :] y, Py_ssize_t kcb, Py_ssize_t ncb,
+                     Py_ssize_t n_begin, Py_ssize_t n_end, bint transposed, grid, act, Py_ssize_t pstride,
+                     residual, prepacked) except -1:
+    """Check gather_gemm's arguments and fill ``g``; 0 when there is nothing to compute."""
     cdef const float[:, :, :, ::1] a4 = a_packed if a_packed.ndim == 4 else a_packed[None]
     cdef Py_ssize_t G = a4.shape[0], K = off.shape[0], N = idx.shape[0]
     cdef int t = 1 if (transposed and _ISA >= 2) else 0
@@ -1572,9 +1606,8 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
         ny = N // gw * gow
     cdef int MR = rk_mr(_ISA, t), NR = rk_nr(_ISA, t)
     cdef const float[::1] bview
-    cdef const float *bptr = NULL
-    cdef rk_act a
-    cdef const rk_act *ap = &a if _act_from(act, &a) else NULL
+    g.bias = NULL
+    g.has_act = _act_from(act, &g.act) != 0
     if _ISA == 0:
         raise RuntimeError("gather_gemm: no micro-kernel for this CPU")
     if transposed and not t:
@@ -1590,35 +1623,160 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
         bview = bias
         if bview.shape[0] != G * M:
             raise ValueError("gather_gemm: bias length")
-        bptr = &bview[0]
+        g.bias = &bview[0]
     if M == 0 or N == 0 or n_end <= n_begin:
-        return
+        return 0
     if K == 0:
         raise ValueError("gather_gemm: K == 0")
     if y.strides[1] != 4 or y.strides[0] % 4:
         raise ValueError("gather_gemm: rows of y must be contiguous float32")
-    cdef float *bp = <float *><intptr_t>_aligned_ptr(scratch, kcb * ncb)
-    cdef const float *pre = NULL
+    g.pre = NULL
     if prepacked is not None:
         if G != 1 or n_end - n_begin > ncb:
             raise ValueError(f"gather_gemm: prepacked B needs one group and one column block (n_end - n_begin "
                              f"<= ncb), got {G} groups and {n_end - n_begin} columns for ncb={ncb}")
-        pre = <const float *><intptr_t>_aligned_ptr(prepacked, prepacked_size(K, kcb, n_end - n_begin, transposed))
-    cdef float *yp = &y[0, 0]
-    cdef Py_ssize_t ldy = y.strides[0] // 4
-    cdef long astride = a4.shape[1] * a4.shape[2] * a4.shape[3]
-    cdef Py_ssize_t gi
-    cdef const float *rp = NULL
+        g.pre = <const float *><intptr_t>_aligned_ptr(prepacked, prepacked_size(K, kcb, n_end - n_begin, transposed))
+    g.ldy = y.strides[0] // 4
+    g.res = NULL
     if residual is not None:
         if t:
             raise ValueError("gather_gemm: no residual with transposed tiles")
-        rp = _residual_ptr(residual, (y.shape[0], y.shape[1]), ldy, "gather_gemm")
+        g.res = _residual_ptr(residual, (y.shape[0], y.shape[1]), g.ldy, "gather_gemm")
+    g.t, g.mr = t, MR
+    g.P, g.off, g.idx = &P[0], &off[0], &idx[0]
+    g.M, g.K, g.G, g.N, g.panels = M, K, G, N, (M + MR - 1) // MR
+    g.pstride, g.astride = pstride, a4.shape[1] * a4.shape[2] * a4.shape[3]
+    g.kcb, g.ncb, g.gw, g.gow, g.n_begin, g.n_end = kcb, ncb, gw, gow, n_begin, n_end
+    g.a = &a4[0, 0, 0, 0]
+    g.y = &y[0, 0]
+    return 1
+
+
+cdef void _gemm_span(const _Gemm *g, float *bp, long p0, long p1, long n0, long n1) noexcept nogil:
+    """Rows of weight panels ``[p0, p1)`` (of every group) and columns ``[n0, n1)`` of ``g``,
+    each tile exactly as the whole GEMM computes it (``bp``: this thread's B block)."""
+    cdef long m0 = p0 * g.mr, m1 = min(g.M, p1 * g.mr), gi, r
+    cdef const rk_act *ap = &g.act if g.has_act else NULL
+    for gi in range(g.G):
+        r = gi * g.M + m0
+        rk_gather_gemm(_ISA, g.t, g.P + gi * g.pstride, g.off, g.idx, m1 - m0, g.K,
+                       g.a + gi * g.astride + p0 * g.K * g.mr, g.bias + r if g.bias != NULL else NULL,
+                       g.y + (r if g.t else r * g.ldy), g.ldy, bp, g.kcb, g.ncb, n0, n1, g.gw, g.gow, ap,
+                       g.res + r * g.ldy if g.res != NULL else NULL, g.pre)
+
+
+cdef enum:
+    _MAX_ROW_PARTS = 256  # row parts one gather_gemm_items call takes
+
+
+ctypedef struct _GemmItems:
+    # a gather GEMM cut into (row part, column block) work items (see gather_gemm_items)
+    _Gemm g
+    float *scratch        # 64-byte aligned, one B block per thread slot
+    long sstride
+    long nblocks
+    long parts
+    int64_t rows[2 * _MAX_ROW_PARTS]   # panel ranges of the row parts
+    float *fy             # finish: Y from the Y^T tiles, per row part (NULL: none)
+    const float *fres
+    int fhas_act
+    rk_act fact
+
+
+cdef int _gemm_items(void *ctx, int64_t j0, int64_t j1, int slot) noexcept nogil:
+    cdef _GemmItems *it = <_GemmItems *>ctx
+    cdef const _Gemm *g = &it.g
+    cdef float *bp = it.scratch + slot * it.sstride
+    cdef int64_t j, part, b, p0, p1
+    cdef long m0, m1, n0, n1
+    for j in range(j0, j1):
+        part = j // it.nblocks  # part-major: a thread's range keeps to few weight rows
+        b = j % it.nblocks
+        n0 = b * g.ncb
+        n1 = min(g.N, n0 + g.ncb)
+        p0, p1 = it.rows[2 * part], it.rows[2 * part + 1]
+        _gemm_span(g, bp, p0, p1, n0, n1)
+        if it.fy != NULL:
+            m0, m1 = p0 * g.mr, min(g.M, p1 * g.mr)
+            rk_transpose(g.y + m0, g.N, m1 - m0, g.ldy, it.fy + m0 * g.N, g.N)
+            if it.fres != NULL:
+                rk_bias_act(_ISA, it.fy + m0 * g.N, m1 - m0, g.N, g.N, NULL, &it.fact if it.fhas_act else NULL,
+                            it.fres + m0 * g.N, g.N)
+    return 0
+
+
+cdef rk_pool_api *_POOL_API = <rk_pool_api *>PyCapsule_GetPointer(_thread_pool.API, RK_POOL_API_CAPSULE)
+
+
+cdef rk_pool *_pool_from(object handle) except? NULL:
+    """The pool of a ``WorkerPool.handle`` capsule (None: NULL, run on the caller)."""
+    if handle is None:
+        return NULL
+    if not PyCapsule_IsValid(handle, RK_POOL_CAPSULE):
+        raise TypeError(f"pool must be a WorkerPool.handle capsule or None, got {type(handle).__name__}")
+    return <rk_pool *>PyCapsule_GetPointer(handle, RK_POOL_CAPSULE)
+
+
+cdef int _run_items(rk_pool *pool, rk_range_fn fn, void *ctx, int64_t n) noexcept nogil:
+    """``fn`` over work items ``[0, n)``, on the pool's threads (one item per range piece)
+    or, without a pool, on the caller."""
+    if pool == NULL:
+        return fn(ctx, 0, n, 0)
+    return _POOL_API.run(pool, fn, ctx, n, 1)
+
+
+def gather_gemm_items(pool, const float[::1] P, const int32_t[::1] off, const int32_t[::1] idx,
+                      a_packed, Py_ssize_t M, bias, float[:, :] y, float[::1] scratch, Py_ssize_t kcb,
+                      Py_ssize_t ncb, row_parts=None, bint transposed=False, grid=None,
+                      act=None, Py_ssize_t pstride=0, residual=None, prepacked=None, finish=None):
+    """:func:`gather_gemm` over all columns, cut into work items run on the threads of
+    ``pool`` (a ``WorkerPool.handle`` capsule; None: the caller alone) without the GIL.
+
+    Item ``j`` is (row part ``j // nblocks``, column block ``j % nblocks``) with column
+    blocks of ``ncb`` columns: every output value is the one the uncut GEMM computes.  ``row_parts``: None (one part, every
+    row) or ``[(panel_begin, panel_end), ...]`` ranges of weight panels (one group).
+    ``scratch``: float32, ``threads * (kcb * ncb + 16) + 16`` floats at least (one B
+    block per thread).  ``finish=(y, residual, act)`` (transposed tiles, row parts and
+    one column block only): after an item's rows are computed, they are transposed
+    from ``y`` (Y^T) into ``finish``'s ``y`` (M, N), adding ``residual`` (or None) and
+    then applying ``act`` when there is a residual, while they are in cache."""
+    cdef _GemmItems it
+    if _gemm_setup(&it.g, P, off, idx, a_packed, M, bias, y, kcb, ncb, 0, -1, transposed, grid, act, pstride,
+                   residual, prepacked) == 0:
+        return
+    cdef rk_pool *pool_p = _pool_from(pool)
+    cdef int threads = _POOL_API.threads(pool_p) if pool_p != NULL else 1
+    it.nblocks = (it.g.N + ncb - 1) // ncb
+    if it.g.pre != NULL and it.nblocks != 1:
+        raise ValueError("gather_gemm_items: prepacked B needs one column block")
+    cdef Py_ssize_t k
+    if row_parts is None:
+        it.parts = 1
+        it.rows[0], it.rows[1] = 0, it.g.panels
+    else:
+        it.parts = len(row_parts)
+        if it.g.G != 1 or not 0 < it.parts <= _MAX_ROW_PARTS:
+            raise ValueError(f"gather_gemm_items: 1 to {_MAX_ROW_PARTS} row parts of one group expected, "
+                             f"got {it.parts} parts of {it.g.G} groups")
+        for k in range(it.parts):
+            it.rows[2 * k], it.rows[2 * k + 1] = row_parts[k]
+            if not 0 <= it.rows[2 * k] < it.rows[2 * k + 1] <= it.g.panels:
+                raise ValueError(f"gather_gemm_items: row part {row_parts[k]} outside panels [0, {it.g.panels})")
+    it.sstride = (kcb * ncb + 15) // 16 * 16
+    it.scratch = <float *><intptr_t>_aligned_ptr(scratch, threads * it.sstride)
+    cdef float[:, ::1] fy
+    it.fy, it.fres, it.fhas_act = NULL, NULL, 0
+    if finish is not None:
+        if not it.g.t or row_parts is None or it.nblocks != 1:
+            raise ValueError("gather_gemm_items: finish needs transposed tiles, row parts and one column block")
+        fy = finish[0]
+        if fy.shape[0] != it.g.M or fy.shape[1] != it.g.N:
+            raise ValueError("gather_gemm_items: finish output must be (M, N), C-contiguous")
+        it.fy = &fy[0, 0]
+        it.fres = _residual_ptr(finish[1], (fy.shape[0], fy.shape[1]), it.g.N, "gather_gemm_items")
+        it.fhas_act = _act_from(finish[2], &it.fact) != 0 if it.fres != NULL else 0
     with nogil:
-        for gi in range(G):
-            rk_gather_gemm(_ISA, t, &P[0] + gi * pstride, &off[0], &idx[0], M, K, &a4[gi, 0, 0, 0],
-                           bptr + gi * M if bptr != NULL else NULL,
-                           yp + (gi * M if t else gi * M * ldy), ldy, bp, kcb, ncb, n_begin, n_end, gw, gow, ap,
-                           rp + gi * M * ldy if rp != NULL else NULL, pre)
+        _run_items(pool_p, _gemm_items, &it, it.parts * it.nblocks)
 
 
 def prepacked_size(Py_ssize_t K, Py_ssize_t kcb, Py_ssize_t n, bint transposed=False):

@@ -43,38 +43,41 @@ def test_several_threads_give_the_one_thread_result(case, threads):
     np.testing.assert_allclose(one, reference_conv(inputs, case[3], case[4], shape), rtol=1e-4, atol=1e-4)
 
 
+def recording_items(monkeypatch):
+    """The work items (row parts x column blocks) and ``finish`` of every gather_gemm_items call."""
+    calls = []
+    real = ck.gather_gemm_items
+
+    def recording(pool, P, off, idx, packs, M, bias, y, scratch, kcb, ncb, row_parts=None, **kw):
+        nblocks = -(-idx.shape[0] // ncb)
+        calls.append((len(row_parts or [None]) * nblocks, row_parts, kw.get("finish")))
+        return real(pool, P, off, idx, packs, M, bias, y, scratch, kcb, ncb, row_parts=row_parts, **kw)
+
+    monkeypatch.setattr(conv_mod._ck, "gather_gemm_items", recording)
+    return calls
+
+
 @pytest.mark.parametrize("case, threads", [(CASES[0], 2), (CASES[1], 2), (CASES[0], 3), (CASES[3], 2),
                                            (CASES[4], 2)])
 def test_narrow_outputs_give_every_thread_several_items(monkeypatch, case, threads):
     """7 column panels alone would give 2 threads a 4/3 split: the rows are cut instead."""
-    seen = []
-    real = conv_mod.parallel_for
-
-    def recording(n, body, min_chunk=1):
-        if getattr(body, "__qualname__", "").startswith("_gemm_blocks."):  # the GEMM's items (not B packing)
-            seen.append(n)
-        return real(n, body, min_chunk)
-
-    monkeypatch.setattr(conv_mod, "parallel_for", recording)
+    calls = recording_items(monkeypatch)
     inputs, attrs, shape = conv_case(*case)
     run_conv(inputs, attrs, shape, threads)
-    assert seen and min(seen) >= 4 * threads
+    assert calls and min(items for items, _, _ in calls) >= 4 * threads
 
 
 def test_row_parts_start_on_panel_boundaries():
-    mr = ck.panel_shape(False)[0]
-    packs = np.zeros((1, 13, 4, mr), np.float32)  # 13 panels of mr rows; M = 13 * mr - 3
-    M = 13 * mr - 3
-    parts = conv_mod._row_parts(packs, M, False, nblocks=3, threads=2)
+    parts = conv_mod._row_parts(13, nblocks=3, threads=2)
     assert len(parts) == 3
-    assert parts[0][0] == 0 and parts[-1][1] == 13 and parts[-1][3] == M
-    for (p0, p1, m0, m1), nxt in zip(parts, parts[1:] + [None]):
-        assert m0 == p0 * mr and p1 > p0
+    assert parts[0][0] == 0 and parts[-1][1] == 13
+    for (p0, p1), nxt in zip(parts, parts[1:] + [None]):
+        assert p1 > p0
         if nxt is not None:
-            assert nxt[0] == p1 and nxt[2] == m1
+            assert nxt[0] == p1
     # enough columns: one part; never more parts than panels
-    assert conv_mod._row_parts(packs, M, False, nblocks=8, threads=2) == [(0, 13, 0, M)]
-    assert len(conv_mod._row_parts(packs, M, False, nblocks=1, threads=8)) == 13
+    assert conv_mod._row_parts(13, nblocks=8, threads=2) == [(0, 13)]
+    assert len(conv_mod._row_parts(13, nblocks=1, threads=8)) == 13
 
 
 @pytest.mark.parametrize("size", [14, 7])
@@ -109,12 +112,14 @@ def test_transposed_rows_are_finished_by_their_work_items(monkeypatch):
         real(yt, y, r, act, m0, m1)
 
     monkeypatch.setattr(conv_mod, "_untranspose", recording)
+    calls = recording_items(monkeypatch)
     inputs, attrs, shape = conv_case(*CASES[1])
     g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)
     assert g.transposed
     one = run_conv(inputs, attrs, shape, 1)
-    assert ranges == [(0, shape[1])]
+    assert ranges == [(0, shape[1])] and calls == []  # one thread: one serial pass
     ranges.clear()
     np.testing.assert_array_equal(run_conv(inputs, attrs, shape, 2), one)
-    assert len(ranges) >= 8 and sorted(ranges)[0][0] == 0 and sorted(ranges)[-1][1] == shape[1]
-    assert all(a[1] == b[0] for a, b in zip(sorted(ranges), sorted(ranges)[1:]))
+    assert ranges == []  # no serial pass: the items finished their rows
+    ((items, parts, finish),) = calls
+    assert items >= 8 and finish is not None and finish[1] is not None  # residual added by the items

@@ -19,7 +19,7 @@ def covered(pool_threads: int, n: int, min_chunk: int = 1):
     def body(start, stop):
         with lock:
             seen.extend(range(start, stop))
-            names.add(threading.current_thread().name)
+            names.add(threading.get_ident())
         barrier_hit.set()
 
     pool = WorkerPool(pool_threads)
@@ -40,15 +40,15 @@ def test_every_index_once(threads, n):
 
 def test_work_runs_on_worker_threads():
     """While the caller is busy in a range, a worker takes the others."""
-    names = set()
+    caller = threading.get_ident()
+    idents = set()
     lock = threading.Lock()
     worker_ran = threading.Event()
 
     def body(start, stop):
-        name = threading.current_thread().name
         with lock:
-            names.add(name)
-        if name.startswith("rknnlite-worker"):
+            idents.add(threading.get_ident())
+        if threading.get_ident() != caller:
             worker_ran.set()
         else:
             worker_ran.wait(10)
@@ -59,41 +59,36 @@ def test_work_runs_on_worker_threads():
             parallel_for(100, body)
     finally:
         pool.close()
-    assert any(name.startswith("rknnlite-worker") for name in names)
-    assert threading.current_thread().name in names
+    assert caller in idents and len(idents) == 2
 
 
-def test_caller_does_not_wait_for_a_busy_worker():
-    """A worker that cannot start (here: still inside another job; in real life: not
-    scheduled) gets no ranges; the caller runs them all and returns without it."""
-    from rknnlite.backends.software import parallel
-
+def test_a_run_while_the_pool_is_busy_runs_on_its_own_caller():
+    """Two threads sharing one pool: the second run, started while the first is in
+    progress, runs every range on its own thread instead of waiting for the pool."""
     pool = WorkerPool(2)
-    started, release = threading.Event(), threading.Event()
+    inside, release = threading.Event(), threading.Event()
+    seen = []
 
     def block(start, stop):
-        started.set()
+        inside.set()
         release.wait(10)
 
+    first = threading.Thread(target=lambda: pool.map_ranges(2, block))
     try:
-        with using(pool):
-            parallel_for(2, lambda a, b: None)  # starts the worker
-            other = parallel._Job(block, [0, 1])
-            pool._workers[0].queue.put((other, 1))
-            assert started.wait(10)
-            seen = []
-            parallel_for(100, lambda a, b: seen.append((a, b, threading.current_thread().name)))
-            assert sorted(i for a, b, _ in seen for i in range(a, b)) == list(range(100))
-            assert {name for _, _, name in seen} == {threading.current_thread().name}
+        first.start()
+        assert inside.wait(10)
+        pool.map_ranges(100, lambda a, b: seen.append((a, b, threading.get_ident())))
+        assert sorted(i for a, b, _ in seen for i in range(a, b)) == list(range(100))
+        assert {t for _, _, t in seen} == {threading.get_ident()}
     finally:
         release.set()
-        other.close_and_wait()
+        first.join(10)
         pool.close()
 
 
 def test_min_chunk_limits_the_split():
     _, names = covered(4, 10, min_chunk=10)
-    assert names == {threading.current_thread().name}
+    assert names == {threading.get_ident()}
 
 
 def test_serial_outside_a_run():
@@ -163,7 +158,7 @@ def test_one_range_per_thread_when_there_are_no_more_pieces():
 
     def body(start, stop):
         with lock:
-            runs[(start, stop)] = threading.current_thread().name
+            runs[(start, stop)] = threading.get_ident()
 
     pool = WorkerPool(3)
     try:
@@ -172,8 +167,8 @@ def test_one_range_per_thread_when_there_are_no_more_pieces():
     finally:
         pool.close()
     assert sorted(runs) == [(0, 1), (1, 2), (2, 3)]
-    assert runs[(0, 1)] == threading.current_thread().name
-    assert {runs[(1, 2)], runs[(2, 3)]} == {"rknnlite-worker-1", "rknnlite-worker-2"}
+    assert runs[(0, 1)] == threading.get_ident()
+    assert len({runs[(1, 2)], runs[(2, 3)], threading.get_ident()}) == 3
 
 
 def test_nested_call_runs_serially():

@@ -69,7 +69,7 @@ import numpy as np
 
 from ....errors import ModelInvalidError
 from ...._native import conv_kernels as _ck
-from ..parallel import current_threads, parallel_for
+from ..parallel import current_handle, current_threads, parallel_for
 from . import kernel
 from . import sparse as _sparse
 from .attributes import int_list
@@ -664,7 +664,7 @@ def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bia
             # over the transposed rows, still cache-hot (these outputs are small), done by
             # the work item that computed them when the rows are split across threads
             _gemm_blocks(g, P, packs, bias, yt, scratch, plan.act if r is None else None, pstride, transposed=True,
-                         finish=partial(_untranspose, yt, y3[i], r, plan.act))
+                         untranspose=(y3[i], r, plan.act))
         elif g.grid is not None:
             _, ws, ow = g.grid
             _gemm_blocks(g, P, packs, bias, y3[i], scratch, plan.act, pstride, grid=(ws, ow), residual=r)
@@ -715,7 +715,7 @@ _PARALLEL_MIN_MACS = 1 << 22
 
 
 def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, transposed: bool = False,
-                 grid=None, residual=None, finish=None) -> None:
+                 grid=None, residual=None, untranspose=None) -> None:
     """The gather GEMMs of every group (one compiled call), split across the run's threads.
 
     Work items are (row part, column block) pairs, each computing its outputs exactly as
@@ -727,9 +727,12 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
     rows instead (see :func:`_row_parts`): the weights, then the bigger operand, are read
     once per column block as on one thread, not once per narrowed block.
 
-    ``finish(m0, m1)``, if given, runs once for every output row range after its GEMM is
-    complete: inside the work item when the rows are split and one column block holds
-    every column, else once for all rows at the end."""
+    ``untranspose=(y, residual, act)`` (transposed tiles: ``y`` here is Y^T): the rows
+    go to that ``y``, with the residual and then the activation when there is a
+    residual (see :func:`_untranspose`), once for every output row range after its GEMM
+    is complete: inside the work item when the rows are split and one column block
+    holds every column, else once for all rows at the end.  The work items run on the
+    current run's native threads (``gather_gemm_items``), without the GIL."""
     n = len(g.idx)
     ncb = g.ncb
     threads = current_threads() if g.Mg * g.K * n * len(packs) >= _PARALLEL_MIN_MACS else 1
@@ -742,7 +745,7 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
         if len(packs) == 1 and (g.Mg > n or -(-n // narrow) < _ITEMS_PER_THREAD * threads):
             if n <= 2 * ncb:  # one column block (not one plus a sliver: 196 = 192 + 4)
                 ncb = -(-n // nr) * nr
-            rows = _row_parts(packs, g.Mg, transposed, -(-n // ncb), threads)
+            rows = _row_parts(packs.shape[1], -(-n // ncb), threads)
         else:
             ncb = narrow
     kw = {"transposed": True} if transposed else ({"grid": grid} if grid is not None else {})
@@ -751,35 +754,22 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
     if threads == 1:
         _ck.gather_gemm(P, g.off, g.idx, packs, g.Mg, bias, y, scratch, g.kcb, ncb, pstride=pstride,
                         residual=residual, **kw)
-        if finish is not None:
-            finish(0, g.Mg * len(packs))
+        if untranspose is not None:
+            _untranspose(y, *untranspose, 0, g.Mg * len(packs))
         return
     nblocks = -(-n // ncb)
-    finish_items = finish is not None and rows is not None and nblocks == 1
+    finish_items = untranspose is not None and rows is not None and nblocks == 1
     if rows is not None and nblocks == 1 and (transposed or grid is not None or g.K != g.Cg):
         # every row part multiplies the same B: pack it once, shared, not once per part
         # (a 1x1 Conv's normal tiles read B straight from P: nothing to share)
         kw["prepacked"] = pre = _scratch("prepacked", _ck.prepacked_size(g.K, g.kcb, n, transposed) + 16)
         _pack_b(P, g.off, g.idx, pre, g.kcb, n, transposed)
-
-    def body(j0: int, j1: int) -> None:
-        blk = _scratch("block", g.kcb * max(ncb, g.ncb) + 16)  # per thread: any thread may run any range
-        for j in range(j0, j1):
-            part, b = divmod(j, nblocks)  # part-major: a thread's range keeps to few weight rows
-            span = dict(n_begin=b * ncb, n_end=min(n, (b + 1) * ncb), pstride=pstride, **kw)
-            if rows is None:
-                _ck.gather_gemm(P, g.off, g.idx, packs, g.Mg, bias, y, blk, g.kcb, ncb, residual=residual, **span)
-                continue
-            p0, p1, m0, m1 = rows[part]
-            _ck.gather_gemm(P, g.off, g.idx, packs[:, p0:p1], m1 - m0, None if bias is None else bias[m0:m1],
-                            y[:, m0:m1] if transposed else y[m0:m1], blk, g.kcb, ncb,
-                            residual=None if residual is None else residual[m0:m1], **span)
-            if finish_items:
-                finish(m0, m1)
-
-    parallel_for(nblocks * (1 if rows is None else len(rows)), body)
-    if finish is not None and not finish_items:
-        finish(0, g.Mg * len(packs))
+    blocks = _scratch("blocks", threads * (g.kcb * ncb + 16) + 16)  # one B block per thread
+    _ck.gather_gemm_items(current_handle(), P, g.off, g.idx, packs, g.Mg, bias, y, blocks, g.kcb, ncb,
+                          row_parts=rows, pstride=pstride, residual=residual,
+                          finish=untranspose if finish_items else None, **kw)
+    if untranspose is not None and not finish_items:
+        _untranspose(y, *untranspose, 0, g.Mg * len(packs))
 
 
 #: a shared B packing (see _gemm_blocks) of fewer floats than this is done by the
@@ -801,20 +791,14 @@ def _pack_b(P, off, idx, pre: np.ndarray, kcb: int, n: int, transposed: bool) ->
         body(0, nkb)
 
 
-def _row_parts(packs, M: int, transposed: bool, nblocks: int, threads: int) -> List[Tuple[int, int, int, int]]:
-    """``[(panel_begin, panel_end, row_begin, row_end), ...]``: the ``M`` output rows
-    (weight panels of ``packs``, one group) of a multithreaded gather GEMM cut into as
-    many parts as it takes to give every thread about 4 work items with ``nblocks``
-    column blocks (at most one part per panel).  Parts start on a panel boundary, so
-    every tile is the one the uncut GEMM computes."""
-    panels = packs.shape[1]
+def _row_parts(panels: int, nblocks: int, threads: int) -> List[Tuple[int, int]]:
+    """``[(panel_begin, panel_end), ...]``: the output rows (``panels`` weight panels, one
+    group) of a multithreaded gather GEMM cut into as many parts as it takes to give
+    every thread about 4 work items with ``nblocks`` column blocks (at most one part per
+    panel).  Parts start on a panel boundary, so every tile is the one the uncut GEMM
+    computes."""
     parts = max(1, min(panels, -(-_ITEMS_PER_THREAD * threads // nblocks)))
-    mr = _ck.panel_shape(transposed)[0]
-    out = []
-    for k in range(parts):
-        p0, p1 = panels * k // parts, panels * (k + 1) // parts
-        out.append((p0, p1, p0 * mr, min(M, p1 * mr)))
-    return out
+    return [(panels * k // parts, panels * (k + 1) // parts) for k in range(parts)]
 
 
 #: largest im2col block (floats) of the BLAS path; bigger outputs are unfolded in row bands

@@ -1,0 +1,375 @@
+# cython: language_level=3
+"""Native worker threads of the software backend: a pool whose workers never need the GIL
+to take part in a compiled kernel's work.
+
+A run hands the ranges of ``[0, n)`` out to the calling thread and the pool's workers
+(POSIX threads created lazily), from a shared atomic counter: a worker the OS delays
+holds the run up by at most the range it is running.  Compiled kernels submit C range
+functions (``rk_range_fn``, see ``cython/include/rk_pool.h``) through the capsule
+``API`` and a pool's ``handle``, so a split convolution costs no GIL hand-off at all;
+:meth:`NativePool.map_ranges` runs Python callables on the same threads (taking the GIL
+for each range).  A worker spins briefly after each run before it sleeps, because a
+model's next split usually follows within microseconds.
+"""
+
+from cpython.pycapsule cimport PyCapsule_New
+from libc.stdint cimport int64_t
+
+from rk_pool cimport rk_pool, rk_pool_api, rk_range_fn, RK_POOL_CAPSULE, RK_POOL_API_CAPSULE
+
+__all__ = ["NativePool", "API", "CHUNKS_PER_THREAD", "SPIN_NS"]
+
+cdef extern from *:
+    """
+    #include <errno.h>
+    #include <stdio.h>
+    #include <pthread.h>
+    #include <stdlib.h>
+    #include <string.h>
+    #include <time.h>
+    #include <unistd.h>
+    #include "rk_pool.h"
+
+    #if defined(__x86_64__) || defined(__i386__)
+    #define RK_PAUSE() __builtin_ia32_pause()
+    #elif defined(__aarch64__) || defined(__arm__)
+    #define RK_PAUSE() __asm__ __volatile__("yield")
+    #else
+    #define RK_PAUSE() ((void)0)
+    #endif
+
+    /* ranges per thread of a dynamic run: enough that a delayed thread's share is small */
+    #define RK_CHUNKS_PER_THREAD 4
+
+    struct rk_pool {
+        pthread_mutex_t mu;
+        pthread_cond_t wake, done;
+        int threads;            /* caller included */
+        int started;            /* workers running */
+        pthread_t *tids;
+        pid_t pid;              /* process that started the workers (none survive a fork) */
+        int stop;
+        int64_t spin_ns;        /* how long an idle worker polls before it sleeps */
+        unsigned long gen;      /* bumped by every run that uses the workers */
+        int sleepers;
+        int busy;               /* a run is in progress */
+        /* the run in progress */
+        rk_range_fn fn;
+        void *ctx;
+        int64_t n, chunks;
+        int parts, fixed;
+        int64_t next;           /* next chunk to hand out (atomic) */
+        int failed;             /* a range returned nonzero (atomic) */
+        int active;             /* workers inside the run */
+        int closed;             /* the caller has finished: no worker may enter */
+        int64_t *counts;        /* work items each thread slot ran */
+    };
+
+    typedef struct { rk_pool *pool; int slot; unsigned long seen; } rk_worker_arg;
+
+    static int64_t rk_now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    }
+
+    static rk_pool *rk_pool_new(int threads, int64_t spin_ns) {
+        rk_pool *p = (rk_pool *)calloc(1, sizeof(rk_pool));
+        if (!p) return NULL;
+        p->threads = threads < 1 ? 1 : threads;
+        p->tids = (pthread_t *)calloc((size_t)p->threads, sizeof(pthread_t));
+        p->counts = (int64_t *)calloc((size_t)p->threads, sizeof(int64_t));
+        if (!p->tids || !p->counts) { free(p->tids); free(p->counts); free(p); return NULL; }
+        pthread_mutex_init(&p->mu, NULL);
+        pthread_cond_init(&p->wake, NULL);
+        pthread_cond_init(&p->done, NULL);
+        p->spin_ns = spin_ns;
+        return p;
+    }
+
+    /* The ranges of the run in progress: chunk k is [n*k/chunks, n*(k+1)/chunks). */
+    static void rk_pool_take(rk_pool *p, int slot) {
+        for (;;) {
+            if (__atomic_load_n(&p->failed, __ATOMIC_RELAXED)) return;
+            int64_t k = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+            if (k >= p->chunks) return;
+            int64_t a = p->n * k / p->chunks, b = p->n * (k + 1) / p->chunks;
+            if (p->fn(p->ctx, a, b, slot)) __atomic_store_n(&p->failed, 1, __ATOMIC_RELAXED);
+            p->counts[slot] += b - a;
+        }
+    }
+
+    static void rk_pool_fixed(rk_pool *p, int slot) {
+        int64_t a = p->n * slot / p->chunks, b = p->n * (slot + 1) / p->chunks;
+        if (p->fn(p->ctx, a, b, slot)) __atomic_store_n(&p->failed, 1, __ATOMIC_RELAXED);
+        p->counts[slot] += b - a;
+    }
+
+    static void rk_pool_serve(rk_pool *p, int slot, unsigned long seen) {
+        pthread_mutex_lock(&p->mu);
+        for (;;) {
+            if (p->gen == seen && !p->stop) {
+                /* poll for a while without the lock: the next run usually comes soon */
+                pthread_mutex_unlock(&p->mu);
+                int64_t until = rk_now_ns() + p->spin_ns;
+                int polls = 0;
+                while (__atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) == seen
+                       && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED)) {
+                    RK_PAUSE();
+                    if (++polls == 64) {
+                        polls = 0;
+                        if (rk_now_ns() >= until) break;
+                    }
+                }
+                pthread_mutex_lock(&p->mu);
+                while (p->gen == seen && !p->stop) {
+                    p->sleepers++;
+                    pthread_cond_wait(&p->wake, &p->mu);
+                    p->sleepers--;
+                }
+            }
+            if (p->stop) break;
+            seen = p->gen;
+            if (slot >= p->parts) continue;          /* this run does not need this worker */
+            if (p->fixed) {
+                /* counted as inside by the caller: it waits for this range */
+                pthread_mutex_unlock(&p->mu);
+                rk_pool_fixed(p, slot);
+            } else {
+                if (p->closed) continue;              /* the caller already took every range */
+                p->active++;
+                pthread_mutex_unlock(&p->mu);
+                rk_pool_take(p, slot);
+            }
+            pthread_mutex_lock(&p->mu);
+            if (--p->active == 0 && p->closed) pthread_cond_signal(&p->done);
+        }
+        pthread_mutex_unlock(&p->mu);
+    }
+
+    static void *rk_pool_worker(void *arg) {
+        rk_worker_arg w = *(rk_worker_arg *)arg;
+        free(arg);
+    #if defined(__linux__)
+        char name[16];
+        snprintf(name, sizeof name, "rknnlite-w%d", w.slot);
+        pthread_setname_np(pthread_self(), name);
+    #endif
+        /* a thread state for the worker's life: Python ranges run on it, and the
+           thread-local data they keep (scratch buffers) lasts from run to run */
+        PyGILState_STATE gil = PyGILState_Ensure();
+        PyThreadState *ts = PyEval_SaveThread();
+        rk_pool_serve(w.pool, w.slot, w.seen);
+        PyEval_RestoreThread(ts);
+        PyGILState_Release(gil);
+        return NULL;
+    }
+
+    /* Joins the workers once no run is in progress; call without the GIL (they take it to end). */
+    static void rk_pool_stop(rk_pool *p) {
+        int started;
+        pthread_mutex_lock(&p->mu);
+        while (p->busy && p->pid == getpid()) {
+            pthread_mutex_unlock(&p->mu);
+            struct timespec pause = {0, 1000000};
+            nanosleep(&pause, NULL);
+            pthread_mutex_lock(&p->mu);
+        }
+        started = p->pid == getpid() ? p->started : 0;
+        p->stop = 1;
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+        for (int i = 0; i < started; i++) pthread_join(p->tids[i], NULL);
+        pthread_mutex_lock(&p->mu);
+        p->started = 0;
+        p->stop = 0;
+        pthread_mutex_unlock(&p->mu);
+    }
+
+    static void rk_pool_free(rk_pool *p) {
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->wake);
+        pthread_cond_destroy(&p->done);
+        free(p->tids);
+        free(p->counts);
+        free(p);
+    }
+
+    static int rk_pool_ensure(rk_pool *p) {
+        if (p->threads < 2) return 0;
+        pid_t pid = getpid();
+        if (p->started && p->pid != pid) {
+            /* a forked child: the parent's workers do not exist here, and the lock may
+               have been held by one of them at the fork */
+            pthread_mutex_init(&p->mu, NULL);
+            pthread_cond_init(&p->wake, NULL);
+            pthread_cond_init(&p->done, NULL);
+            p->started = 0;
+            p->busy = 0;
+            p->sleepers = 0;
+        }
+        if (p->started == p->threads - 1) return 0;
+        pthread_mutex_lock(&p->mu);
+        p->pid = pid;
+        while (p->started < p->threads - 1) {
+            rk_worker_arg *w = (rk_worker_arg *)malloc(sizeof(rk_worker_arg));
+            if (!w) break;
+            w->pool = p;
+            w->slot = p->started + 1;
+            w->seen = p->gen;
+            if (pthread_create(&p->tids[p->started], NULL, rk_pool_worker, w) != 0) { free(w); break; }
+            p->started++;
+        }
+        int ok = p->started == p->threads - 1;
+        pthread_mutex_unlock(&p->mu);
+        return ok ? 0 : -1;
+    }
+
+    static int rk_pool_run(rk_pool *p, rk_range_fn fn, void *ctx, int64_t n, int64_t min_chunk) {
+        int64_t pieces = n / (min_chunk > 1 ? min_chunk : 1);
+        int64_t parts = pieces < p->threads ? pieces : p->threads;
+        int serial = parts <= 1;
+        if (!serial) {
+            pthread_mutex_lock(&p->mu);
+            serial = p->busy || p->pid != getpid() || p->started < parts - 1;
+            if (!serial) p->busy = 1;
+            else pthread_mutex_unlock(&p->mu);
+        }
+        if (serial) {
+            int r = n > 0 ? fn(ctx, 0, n, 0) : 0;
+            p->counts[0] += n;
+            return r;
+        }
+        int64_t chunks = pieces < parts * RK_CHUNKS_PER_THREAD ? pieces : parts * RK_CHUNKS_PER_THREAD;
+        p->fn = fn;
+        p->ctx = ctx;
+        p->n = n;
+        p->chunks = chunks;
+        p->parts = (int)parts;
+        p->fixed = chunks == parts;
+        p->failed = 0;
+        p->closed = 0;
+        p->active = p->fixed ? (int)parts - 1 : 0;
+        p->next = 0;
+        __atomic_store_n(&p->gen, p->gen + 1, __ATOMIC_RELEASE);
+        if (p->sleepers) pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+        if (p->fixed) rk_pool_fixed(p, 0);
+        else rk_pool_take(p, 0);
+        pthread_mutex_lock(&p->mu);
+        p->closed = 1;
+        while (p->active > 0) pthread_cond_wait(&p->done, &p->mu);
+        p->busy = 0;
+        int failed = p->failed;
+        pthread_mutex_unlock(&p->mu);
+        return failed;
+    }
+
+    static int rk_pool_threads(const rk_pool *p) { return p->threads; }
+
+    static int64_t *rk_pool_counts_of(rk_pool *p) { return p->counts; }
+
+    static rk_pool_api rk_pool_api_table = { rk_pool_ensure, rk_pool_run, rk_pool_threads };
+    """
+    rk_pool *rk_pool_new(int threads, int64_t spin_ns) nogil
+    void rk_pool_stop(rk_pool *p) nogil
+    void rk_pool_free(rk_pool *p) nogil
+    int rk_pool_ensure(rk_pool *p)
+    int rk_pool_run(rk_pool *p, rk_range_fn fn, void *ctx, int64_t n, int64_t min_chunk) nogil
+    int64_t *rk_pool_counts_of(rk_pool *p) nogil
+    int RK_CHUNKS_PER_THREAD_ "RK_CHUNKS_PER_THREAD"
+    rk_pool_api rk_pool_api_table
+
+#: the capsule holding the ``rk_pool_api`` table (see ``cython/include/rk_pool.h``)
+API = PyCapsule_New(<void *>&rk_pool_api_table, RK_POOL_API_CAPSULE, NULL)
+
+#: how long (ns) an idle worker polls for the next run before it sleeps
+SPIN_NS = 50000
+
+#: ranges per thread of a run with more work items than threads
+CHUNKS_PER_THREAD = RK_CHUNKS_PER_THREAD_
+
+
+cdef class _PyRanges:
+    """A Python body run by :meth:`NativePool.map_ranges`, and its first exception."""
+    cdef object body
+    cdef object error
+
+    def __cinit__(self, body):
+        self.body = body
+        self.error = None
+
+
+cdef int _py_range(void *ctx, int64_t start, int64_t stop, int slot) noexcept nogil:
+    with gil:
+        return _call_py_range(<_PyRanges>ctx, start, stop)
+
+
+cdef int _call_py_range(_PyRanges job, int64_t start, int64_t stop) noexcept:
+    try:
+        job.body(start, stop)
+        return 0
+    except BaseException as e:  # handed to the caller of map_ranges, after every thread left
+        if job.error is None:
+            job.error = e
+        return 1
+
+
+cdef class NativePool:
+    """``threads - 1`` native worker threads (the caller is the last one), started on first
+    use.  One run at a time: a run started while another is in progress (from a range, or
+    another thread) runs serially on its caller.  Workers end with :meth:`close` or when
+    the pool is garbage; a forked child starts its own."""
+
+    cdef rk_pool *p
+    cdef readonly int threads
+
+    def __cinit__(self, int threads=1, long long spin_ns=-1):
+        self.threads = max(1, threads)
+        self.p = rk_pool_new(self.threads, SPIN_NS if spin_ns < 0 else spin_ns)
+        if self.p == NULL:
+            raise MemoryError("NativePool: cannot allocate the pool")
+
+    def __dealloc__(self):
+        if self.p != NULL:
+            with nogil:
+                rk_pool_stop(self.p)
+                rk_pool_free(self.p)
+            self.p = NULL
+
+    @property
+    def handle(self):
+        """A capsule (``RK_POOL_CAPSULE``) with this pool's ``rk_pool *`` for compiled
+        kernels, its workers started; valid while the pool lives."""
+        if self.threads > 1 and rk_pool_ensure(self.p) != 0:
+            raise RuntimeError(f"NativePool: cannot start {self.threads - 1} worker threads")
+        return PyCapsule_New(<void *>self.p, RK_POOL_CAPSULE, NULL)
+
+    def map_ranges(self, int64_t n, body, int64_t min_chunk=1):
+        """Run ``body(start, stop)`` over disjoint contiguous ranges covering ``range(n)``,
+        each at least ``min_chunk`` long, on up to ``threads`` threads.  With more ranges
+        than threads they are handed out dynamically; with as many, thread ``i`` (the
+        caller is 0) runs range ``i``.  The first exception of a body is re-raised after
+        every thread has left the ranges (the ranges not yet started are skipped)."""
+        if n <= 0:
+            return
+        cdef _PyRanges job = _PyRanges(body)
+        if self.threads > 1 and rk_pool_ensure(self.p) != 0:
+            raise RuntimeError(f"NativePool: cannot start {self.threads - 1} worker threads")
+        with nogil:
+            rk_pool_run(self.p, _py_range, <void *>job, n, min_chunk)
+        if job.error is not None:
+            raise job.error
+
+    def take_counts(self):
+        """Work items each thread slot ran since the last call (slot 0: the callers), reset."""
+        cdef int64_t *c = rk_pool_counts_of(self.p)
+        out = [c[i] for i in range(self.threads)]
+        for i in range(self.threads):
+            c[i] = 0
+        return out
+
+    def close(self):
+        """Stop the workers (idempotent; a later run starts new ones)."""
+        with nogil:
+            rk_pool_stop(self.p)
