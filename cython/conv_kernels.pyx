@@ -24,6 +24,7 @@
 import numpy as np
 
 cimport numpy as cnp
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport int32_t, int64_t, intptr_t
 from libc.string cimport memset
@@ -1962,7 +1963,7 @@ def winograd_weights(const float[:, :, :, ::1] w, int tile=4):
     return np.ascontiguousarray(u.reshape(a * a, wa.shape[0], wa.shape[1]), dtype=np.float32)
 
 
-cdef long _wino_stride(long n):
+cdef long _wino_stride(long n) noexcept nogil:
     """A stride of at least ``n`` floats between the rows (phases, components) the Winograd
     input transform reads and writes side by side: a multiple of 16 floats that is 64
     floats past a multiple of 1024, so those rows never sit a multiple of 4 KiB apart
@@ -2019,16 +2020,21 @@ def winograd_input(const float[:, :, ::1] x, int pt, int pl, int TH, int TW, flo
         return
     cdef float *bufp = <float *><intptr_t>_aligned_ptr(buf, A2 * RK_WIN_CHUNK_)   # 64-byte aligned rows
     with nogil:
-        rk_wino_split(_ISA, &x[c_begin, 0, 0], c_end - c_begin, H, W, tile, pt, pl, TH + 1, TW + 1,
-                      &split[c_begin * plane], ss)
-        if c_end == C:  # the slack read past the last phase (padding positions only)
-            memset(&split[ph * ss], 0, (TW + 2 + 16) * sizeof(float))
-        if tile == 4:
-            rk_wino_in(_ISA, &split[c_begin * plane], ss, c_end - c_begin, TH, TW, &V[c_begin * plane], ss,
-                       bufp)
-        else:
-            rk_wino2_in(_ISA, &split[c_begin * plane], ss, c_end - c_begin, TH, TW, &V[c_begin * plane],
-                        ss, bufp)
+        _wino_in(&x[0, 0, 0], C, H, W, c_begin, c_end, tile, pt, pl, TH, TW, &split[0], &V[0], bufp)
+
+
+cdef void _wino_in(const float *x, long C, long H, long W, long c0, long c1, int tile, long pt, long pl,
+                   long TH, long TW, float *split, float *V, float *bufp) noexcept nogil:
+    """winograd_input's work on channels ``[c0, c1)`` of ``x`` (C, H, W), arguments checked."""
+    cdef long plane = (TH + 1) * (TW + 1), ph = tile * tile
+    cdef long ss = _wino_stride(C * plane)
+    rk_wino_split(_ISA, x + c0 * H * W, c1 - c0, H, W, tile, pt, pl, TH + 1, TW + 1, split + c0 * plane, ss)
+    if c1 == C:  # the slack read past the last phase (padding positions only)
+        memset(split + ph * ss, 0, (TW + 2 + 16) * sizeof(float))
+    if tile == 4:
+        rk_wino_in(_ISA, split + c0 * plane, ss, c1 - c0, TH, TW, V + c0 * plane, ss, bufp)
+    else:
+        rk_wino2_in(_ISA, split + c0 * plane, ss, c1 - c0, TH, TW, V + c0 * plane, ss, bufp)
 
 
 def winograd_output(const float[::1] Mt, Py_ssize_t M, int TH, int TW, bias, float[:, :, ::1] y,
@@ -2081,12 +2087,17 @@ def winograd_output(const float[::1] Mt, Py_ssize_t M, int TH, int TW, bias, flo
     if rp != NULL:
         rp += m_begin * ldc + row_begin * OW
     with nogil:
-        if tile == 4:
-            rk_wino_out(_ISA, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, OH, OW, bptr,
-                        &y[m_begin, row_begin, 0], ldc, &buf[0], ap, rp)
-        else:
-            rk_wino2_out(_ISA, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, OH, OW, bptr,
-                         &y[m_begin, row_begin, 0], ldc, &buf[0], ap, rp)
+        _wino_out(tile, &Mt[m_begin * T], M * T, m_end - m_begin, TH, TW, OH, OW, bptr, &y[m_begin, row_begin, 0],
+                  ldc, &buf[0], ap, rp)
+
+
+cdef inline void _wino_out(int tile, const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW,
+                           const float *bias, float *y, long ldc, float *buf, const rk_act *ap,
+                           const float *rp) noexcept nogil:
+    if tile == 4:
+        rk_wino_out(_ISA, Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, ap, rp)
+    else:
+        rk_wino2_out(_ISA, Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, ap, rp)
 
 
 def bias_act(float[:, :] y, bias, act=None, residual=None):
@@ -2148,3 +2159,152 @@ def gather_gemm_batch(const float[::1] P, Py_ssize_t pstride, const int32_t[::1]
     with nogil:
         rk_gather_gemm_batch(_ISA, nb, &P[0], pstride, &off[0], &idx[0], M, K, &a_packed[0, 0, 0, 0],
                              astride, &y[0], M * N, N, bp, kcb, ncb, N)
+
+
+ctypedef struct _WinoBand:
+    long r0, r1, K, N, kcb, ncb
+    const int32_t *off
+    const int32_t *idx
+
+
+ctypedef struct _WinoBands:
+    # a banded Winograd Conv of every image (see winograd_bands)
+    const float *x
+    long C, H, W
+    const float *u
+    long nb, M, astride
+    const float *bias
+    float *y
+    const float *res
+    long OH, OW
+    int tile, has_act
+    rk_act act
+    long pt, pl, TW
+    _WinoBand *bands
+    long nbands
+    float *scratch
+    long sstride, o_mt, o_buf, o_split, o_blk
+
+
+cdef int _wino_band_items(void *ctx, int64_t j0, int64_t j1, int slot) noexcept nogil:
+    cdef _WinoBands *wb = <_WinoBands *>ctx
+    cdef float *base = wb.scratch + slot * wb.sstride
+    cdef float *v = base
+    cdef float *mt = base + wb.o_mt
+    cdef float *buf = base + wb.o_buf
+    cdef float *split = base + wb.o_split
+    cdef float *blk = base + wb.o_blk
+    cdef const _WinoBand *b
+    cdef int64_t j, i
+    cdef long n, t = wb.tile, row0, row1, ldc = wb.OH * wb.OW
+    cdef const float *rp
+    for j in range(j0, j1):
+        i = j // wb.nbands
+        b = &wb.bands[j % wb.nbands]
+        n = b.r1 - b.r0
+        _wino_in(wb.x + i * wb.C * wb.H * wb.W, wb.C, wb.H, wb.W, 0, wb.C, wb.tile, wb.pt - t * b.r0, wb.pl, n,
+                 wb.TW, split, v, buf)
+        rk_gather_gemm_batch(_ISA, wb.nb, v, _wino_stride(wb.C * (n + 1) * (wb.TW + 1)), b.off, b.idx, wb.M, b.K,
+                             wb.u, wb.astride, mt, wb.M * b.N, b.N, blk, b.kcb, b.ncb, b.N)
+        row0, row1 = t * b.r0, min(wb.OH, t * b.r1)
+        rp = wb.res + i * wb.M * ldc + row0 * wb.OW if wb.res != NULL else NULL
+        _wino_out(wb.tile, mt, wb.M * n * wb.TW, wb.M, n, wb.TW, row1 - row0, wb.OW, wb.bias,
+                  wb.y + i * wb.M * ldc + row0 * wb.OW, ldc, buf, &wb.act if wb.has_act else NULL, rp)
+    return 0
+
+
+cdef long _round16(long n) noexcept nogil:
+    return (n + 15) // 16 * 16
+
+
+def winograd_bands_scratch(Py_ssize_t C, Py_ssize_t M, Py_ssize_t rows, Py_ssize_t TW, Py_ssize_t nblock,
+                           int tile=4):
+    """Floats one thread's share of :func:`winograd_bands`'s ``scratch`` takes, for bands of
+    at most ``rows`` tile rows and B blocks of ``nblock`` floats."""
+    nv, _, nsplit, nbuf = winograd_scratch(C, rows, TW, tile)
+    return _round16(nv) + _round16((tile + 2) * (tile + 2) * M * rows * TW) + _round16(nbuf) + _round16(nsplit) \
+        + _round16(nblock)
+
+
+def winograd_bands(pool, const float[:, :, :, ::1] x, const float[:, :, :, ::1] u, bias, float[:, :, :, ::1] y,
+                   residual, bands, int pt, int pl, int TW, float[::1] scratch, act=None, int tile=4):
+    """Banded Winograd F(tile x tile, 3x3) Conv of every image of ``x`` (n, C, H, W) into
+    ``y`` (n, M, OH, OW), on the threads of ``pool`` (a ``WorkerPool.handle`` capsule;
+    None: the caller alone) without the GIL.
+
+    Work item ``j`` is band ``bands[j % len(bands)]`` of image ``j // len(bands)``: its
+    tile rows go through :func:`winograd_input`, :func:`gather_gemm_batch` and
+    :func:`winograd_output` on one thread, in that thread's share of ``scratch`` (at
+    least ``threads * winograd_bands_scratch(...) + 16`` floats), with the same values
+    as those calls.  ``bands``: ``[(tile_row_begin, tile_row_end, off, idx, kcb, ncb),
+    ...]`` (``off``/``idx``: int32 gather tables of that band height); ``u``:
+    ``pack_weights`` of the (tile+2)^2 transformed weight matrices (M x C); ``pt``/``pl``:
+    top/left padding; ``TW``: tiles per row; ``bias``, ``act``, ``residual`` (None or
+    ``y``'s shape, C-contiguous) as in :func:`winograd_output`."""
+    cdef _WinoBands wb
+    cdef long nb = (tile + 2) * (tile + 2), k, rows = 0, nblock = 0
+    cdef Py_ssize_t n_img = x.shape[0]
+    cdef const float[::1] bview
+    cdef const int32_t[::1] off_k
+    cdef const int32_t[::1] idx_k
+    cdef int MR = rk_mr(_ISA, 0), NR = rk_nr(_ISA, 0)
+    if tile != 4 and tile != 2:
+        raise ValueError("winograd_bands: tile must be 4 or 2")
+    if _ISA == 0:
+        raise RuntimeError("winograd_bands: no micro-kernel for this CPU")
+    wb.C, wb.H, wb.W, wb.M = x.shape[1], x.shape[2], x.shape[3], y.shape[1]
+    wb.OH, wb.OW = y.shape[2], y.shape[3]
+    if y.shape[0] != n_img or u.shape[0] != nb or u.shape[1] * MR < wb.M or u.shape[2] != wb.C or u.shape[3] != MR:
+        raise ValueError("winograd_bands: weights, input and output do not match")
+    if TW <= 0 or wb.OW > tile * TW or not bands:
+        raise ValueError("winograd_bands: bad tile grid or no bands")
+    wb.bias = NULL
+    if bias is not None:
+        bview = bias
+        if bview.shape[0] != wb.M:
+            raise ValueError("winograd_bands: bias length")
+        wb.bias = &bview[0]
+    if n_img == 0 or wb.M == 0 or wb.OH == 0 or wb.OW == 0:
+        return
+    cdef const float[:, :, :, ::1] r4
+    wb.res = NULL
+    if residual is not None:
+        if tuple(residual.shape) != (n_img, wb.M, wb.OH, wb.OW) or not residual.flags.c_contiguous:
+            raise ValueError("winograd_bands: residual must be C-contiguous with the output's shape")
+        r4 = residual
+        wb.res = &r4[0, 0, 0, 0]
+    wb.has_act = _act_from(act, &wb.act) != 0
+    wb.nbands = len(bands)
+    band_list = list(bands)
+    wb.bands = <_WinoBand *>PyMem_Malloc(wb.nbands * sizeof(_WinoBand))
+    if wb.bands == NULL:
+        raise MemoryError()
+    try:
+        for k in range(wb.nbands):
+            r0, r1, off_o, idx_o, kcb, ncb = band_list[k]
+            off_k, idx_k = off_o, idx_o
+            n = r1 - r0
+            if not 0 <= r0 < r1 or tile * r0 >= wb.OH or off_k.shape[0] != wb.C or idx_k.shape[0] != n * TW \
+                    or kcb <= 0 or ncb <= 0 or ncb % NR:
+                raise ValueError(f"winograd_bands: band {k} ({r0}, {r1}) does not match the tile grid or tables")
+            wb.bands[k].r0, wb.bands[k].r1, wb.bands[k].K, wb.bands[k].N = r0, r1, wb.C, n * TW
+            wb.bands[k].kcb, wb.bands[k].ncb = kcb, ncb
+            wb.bands[k].off, wb.bands[k].idx = &off_k[0], &idx_k[0]
+            rows = max(rows, n)
+            nblock = max(nblock, kcb * ncb + 16)
+        pool_p = _pool_from(pool)
+        threads = _POOL_API.threads(pool_p) if pool_p != NULL else 1
+        nv, _, nsplit, nbuf = winograd_scratch(wb.C, rows, TW, tile)
+        wb.o_mt = _round16(nv)
+        wb.o_buf = wb.o_mt + _round16(nb * wb.M * rows * TW)
+        wb.o_split = wb.o_buf + _round16(nbuf)
+        wb.o_blk = wb.o_split + _round16(nsplit)
+        wb.sstride = wb.o_blk + _round16(nblock)
+        wb.scratch = <float *><intptr_t>_aligned_ptr(scratch, threads * wb.sstride)
+        wb.x, wb.u, wb.y = &x[0, 0, 0, 0], &u[0, 0, 0, 0], &y[0, 0, 0, 0]
+        wb.nb, wb.astride = nb, u.shape[1] * u.shape[2] * u.shape[3]
+        wb.tile, wb.pt, wb.pl, wb.TW = tile, pt, pl, TW
+        with nogil:
+            _run_items(pool_p, _wino_band_items, &wb, n_img * wb.nbands)
+    finally:
+        PyMem_Free(wb.bands)

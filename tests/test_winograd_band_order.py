@@ -50,3 +50,35 @@ def test_two_threads_give_the_one_thread_result_on_both_threads(C, size, residua
     if residual:
         ref += inputs[3][0]
     np.testing.assert_allclose(one[0], np.maximum(ref, 0), rtol=1e-3, atol=1e-3)
+
+
+def test_winograd_bands_refuse_work_that_does_not_match():
+    inputs, attrs, shape = conv_case(64, 64, 56, 3, 1, True, weight_scale=0.05, winograd=None)
+    g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)
+    u = attrs["_conv"].winograd_for(inputs[1], g.wtile)
+    x, y, res = inputs[0], np.zeros(shape, np.float32), inputs[3]
+    th, tw = g.tiles
+    bands = g.wbands_mt
+    scratch = np.zeros(2 * ck.winograd_bands_scratch(64, 64, 8, tw, 1 << 16) + 16, np.float32)
+
+    def call(**kw):
+        args = dict(pool=None, x=x, u=u, bias=None, y=y, residual=res, bands=bands, pt=1, pl=1, TW=tw,
+                    scratch=scratch)
+        args.update(kw)
+        ck.winograd_bands(args.pop("pool"), args.pop("x"), args.pop("u"), args.pop("bias"), args.pop("y"),
+                          args.pop("residual"), args.pop("bands"), args.pop("pt"), args.pop("pl"), args.pop("TW"),
+                          args.pop("scratch"), **args)
+
+    r0, r1, off, idx, kcb, ncb = bands[0]
+    with pytest.raises(ValueError, match="band 0"):
+        call(bands=[(r0, r1 + 1, off, idx, kcb, ncb)] + bands[1:])  # the gather tables are for r1 - r0 rows
+    with pytest.raises(ValueError, match="residual"):
+        call(residual=res[:, :, :-1])
+    with pytest.raises(ValueError, match="bias length"):
+        call(bias=np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match="scratch buffer too small"):
+        call(scratch=np.zeros(64, np.float32))
+    with pytest.raises(ValueError, match="no bands"):
+        call(bands=[])
+    call(bias=inputs[2], act=attrs["_conv"].act)  # and the right call is the Conv kernel's result
+    np.testing.assert_array_equal(y, run_conv(inputs, attrs, shape, 1))

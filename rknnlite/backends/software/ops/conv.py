@@ -526,43 +526,18 @@ def _run_winograd_bands(g: _Geometry, bands, plan: _ConvPlan, x: np.ndarray, u: 
                         res: Optional[np.ndarray]) -> None:
     """Banded Winograd (see _WINO_V_BAND): every band of tile rows goes through the input
     transform, the GEMMs and the output transform on one thread with that thread's
-    scratch; the bands are shared out across the run's threads."""
+    scratch; the bands are shared out across the run's native threads
+    (``winograd_bands``, no GIL hand-off)."""
     t = g.wtile
-    ncomp = (t + 2) * (t + 2)
-    n_img, C = x.shape[0], x.shape[1]
-    M = y.shape[1]
-    OH = y.shape[2]
+    C, M = x.shape[1], y.shape[1]
     th, tw = g.tiles
-    pt, pl = g.pb
     rows = max(b[1] - b[0] for b in bands)
-    tm = rows * tw
-    nv, _, nsplit, nbuf = _ck.winograd_scratch(C, rows, tw, t)
-    vstrides = {r1 - r0: _ck.winograd_scratch(C, r1 - r0, tw, t)[1] for r0, r1, *_ in bands}
     nblock = max(b[4] * b[5] for b in bands) + 16
-    act = plan.act
-
-    def body(j0: int, j1: int) -> None:
-        v = _scratch("wino_v", nv)
-        mt = _scratch("wino_m", ncomp * M * tm)
-        buf = _scratch("wino_buf", nbuf)
-        split = _scratch("phase", nsplit)
-        blk = _scratch("block", nblock)
-        for j in range(j0, j1):
-            i = j // len(bands)
-            r0, r1, off, idx, kcb, ncb = bands[j % len(bands)]
-            n = r1 - r0
-            xi, yi = x[i], y[i]
-            _ck.winograd_input(xi, pt - t * r0, pl, n, tw, v, split, buf, tile=t)
-            _ck.gather_gemm_batch(v, vstrides[n], off, idx, u, M, mt, blk, kcb, ncb)
-            _ck.winograd_output(mt, M, n, tw, bias, yi, buf, act=act, tile=t,
-                                residual=None if res is None else res[i], row_begin=t * r0,
-                                row_end=min(OH, t * r1))
-
-    total = n_img * len(bands)
-    if M * C * th * tw * ncomp >= _PARALLEL_MIN_MACS:
-        parallel_for(total, body)
-    else:
-        body(0, total)
+    big = M * C * th * tw * (t + 2) * (t + 2) >= _PARALLEL_MIN_MACS
+    pool = current_handle() if big else None
+    threads = current_threads() if pool is not None else 1
+    scratch = _scratch("wino_bands", threads * _ck.winograd_bands_scratch(C, M, rows, tw, nblock, tile=t) + 16)
+    _ck.winograd_bands(pool, x, u, bias, y, res, bands, g.pb[0], g.pb[1], tw, scratch, act=plan.act, tile=t)
 
 
 def _serial(n: int, body, min_chunk: int = 1) -> None:
