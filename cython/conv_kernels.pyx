@@ -1771,7 +1771,7 @@ def gather_gemm_items(pool, const float[::1] P, const int32_t[::1] off, const in
         if not it.g.t or row_parts is None or it.nblocks != 1:
             raise ValueError("gather_gemm_items: finish needs transposed tiles, row parts and one column block")
         fy = finish[0]
-        if fy.shape[0] != it.g.M or fy.shape[1] != it.g.N:
+        if fy.shape[0] != it.g.M or fy.shape[1] != it.g.N or (it.g.M > 1 and fy.strides[0] != 4 * it.g.N):
             raise ValueError("gather_gemm_items: finish output must be (M, N), C-contiguous")
         it.fy = &fy[0, 0]
         it.fres = _residual_ptr(finish[1], (fy.shape[0], fy.shape[1]), it.g.N, "gather_gemm_items")
