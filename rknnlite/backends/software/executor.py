@@ -153,6 +153,9 @@ class Executor:
         #: normalised inputs, float32 biases and fused-activation intermediates, which the vendor
         #: simulator does not round)
         self.float_slots = frozenset(names[n] for n in getattr(graph, "keep_float", ()) if n in names)
+        #: tensors rounded to float16 in every mode (``graph.round_fp16``: the float16 tensors
+        #: of a vendor int8 graph, e.g. after ``exDataConvert``)
+        self.fp16_slots = frozenset(names[n] for n in getattr(graph, "round_fp16", ()) if n in names)
         #: per graph input: whether staging rounds it to float16
         self.input_round = [self._round and s not in self.float_slots for s in self.input_slots]
         qmax = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
@@ -564,8 +567,9 @@ class ExecutionState:
                     if q is not None:
                         value = _own_float32(value, args, out is not None)
                         fake_quant_inplace(value, *q)
-                    elif rounding and slot not in floats and not (step.exact and skip_exact
-                                                                  and value.dtype == np.float32):
+                    elif (rounding and slot not in floats and not (step.exact and skip_exact
+                                                                   and value.dtype == np.float32)) \
+                            or slot in self.executor.fp16_slots:
                         value = _own_float32(value, args, out is not None)
                         round_fp16_inplace(value)
                 env[slot] = value
@@ -642,7 +646,8 @@ class ExecutionState:
                 q = quant.get(slot)
                 if q is not None:
                     calls.append(partial(fake_quant_inplace, o, *q))
-                elif rounding and slot not in ex.float_slots and not (step.exact and skip_exact):
+                elif (rounding and slot not in ex.float_slots and not (step.exact and skip_exact)) \
+                        or slot in ex.fp16_slots:
                     calls.append(partial(round_fp16_inplace, o))
                 else:
                     continue

@@ -106,9 +106,10 @@ class VendorGraph(Graph):
     executor keeps at float32 in float16 mode (graph inputs, float32 biases), as the vendor
     simulator does."""
 
-    def __init__(self, *args, keep_float: Sequence[str] = (), **kwargs):
+    def __init__(self, *args, keep_float: Sequence[str] = (), round_fp16: Sequence[str] = (), **kwargs):
         super().__init__(*args, **kwargs)
         self.keep_float: FrozenSet[str] = frozenset(keep_float)
+        self.round_fp16: FrozenSet[str] = frozenset(round_fp16)
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,11 @@ class _Lowering:
         for t in sg.tensors:
             if t.kind in _ACTIVATION_KINDS and t.dtype == "int8" and self.names[t.index] in produced:
                 self.quant[self.names[t.index]] = self.activation_quant(t)
-        graph = VendorGraph(self.nodes, in_names, out_names, self.constants, self.quant, keep_float=self.keep_float)
+        # an int8 file's float16 tensors (after exDataConvert) are stored as float16 there too
+        round_fp16 = [self.names[t.index] for t in sg.tensors if self.int8 and t.kind in _ACTIVATION_KINDS
+                      and t.dtype == "float16" and self.names[t.index] in produced]
+        graph = VendorGraph(self.nodes, in_names, out_names, self.constants, self.quant, keep_float=self.keep_float,
+                            round_fp16=round_fp16)
         graph.validate()
         preprocess = tuple(self.preprocess(i, spec) for i, spec in enumerate(specs_in))
         batch = self.batch_size()
