@@ -176,6 +176,7 @@ cdef extern from *:
             pthread_mutex_lock(&p->mu);
         }
         started = p->pid == getpid() ? p->started : 0;
+        p->busy = 1;                /* runs started while the workers leave go serial */
         p->stop = 1;
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
@@ -183,6 +184,7 @@ cdef extern from *:
         pthread_mutex_lock(&p->mu);
         p->started = 0;
         p->stop = 0;
+        p->busy = 0;
         pthread_mutex_unlock(&p->mu);
     }
 
