@@ -1791,12 +1791,13 @@ def prepacked_size(Py_ssize_t K, Py_ssize_t kcb, Py_ssize_t n, bint transposed=F
 
 def pack_gather_b(const float[::1] P, const int32_t[::1] off, const int32_t[::1] idx, float[::1] out,
                   Py_ssize_t kcb, Py_ssize_t n_begin=0, Py_ssize_t n_end=-1, bint transposed=False,
-                  Py_ssize_t kb_begin=0, Py_ssize_t kb_end=-1):
+                  Py_ssize_t kb_begin=0, Py_ssize_t kb_end=-1, pool=None):
     """Pack the B blocks (K blocks ``[kb_begin, kb_end)``, default all, of ``kcb`` rows) of
     columns ``[n_begin, n_end)`` of a gather GEMM into ``out`` (at least
     ``prepacked_size(K, kcb, n_end - n_begin, transposed) + 16`` floats), for
     :func:`gather_gemm`'s ``prepacked``: the same blocks it packs itself.  Disjoint K
-    block ranges can be packed on several threads.  Releases the GIL."""
+    block ranges can be packed on several threads; ``pool`` (a ``WorkerPool.handle``
+    capsule) shares the K blocks out across its threads itself.  Releases the GIL."""
     cdef Py_ssize_t K = off.shape[0], N = idx.shape[0]
     cdef int t = 1 if (transposed and _ISA >= 2) else 0
     if _ISA == 0:
@@ -1811,10 +1812,29 @@ def pack_gather_b(const float[::1] P, const int32_t[::1] off, const int32_t[::1]
     if K == 0 or kcb <= 0 or not 0 <= n_begin < n_end <= N or not 0 <= kb_begin <= kb_end <= nkb:
         raise ValueError(f"pack_gather_b: bad range: K={K}, kcb={kcb}, columns [{n_begin}, {n_end}) of {N}, "
                          f"K blocks [{kb_begin}, {kb_end}) of {nkb}")
-    cdef float *dst = <float *><intptr_t>_aligned_ptr(out, prepacked_size(K, kcb, n_end - n_begin, transposed))
+    cdef _PackB pb
+    pb.dst = <float *><intptr_t>_aligned_ptr(out, prepacked_size(K, kcb, n_end - n_begin, transposed))
+    pb.t, pb.P, pb.off, pb.idx, pb.K, pb.kcb, pb.n0, pb.nc, pb.kb0 = t, &P[0], &off[0], &idx[0], K, kcb, n_begin, \
+        n_end - n_begin, kb_begin
+    cdef rk_pool *pool_p = _pool_from(pool)
     with nogil:
-        rk_pack_gather_b(_ISA, t, &P[0], &off[0], &idx[0], K, kcb, n_begin, n_end - n_begin, kb_begin, kb_end,
-                         dst)
+        _run_items(pool_p, _pack_b_items, &pb, kb_end - kb_begin)
+
+
+ctypedef struct _PackB:
+    # pack_gather_b's work: K blocks kb0 + [j0, j1) are the work items
+    int t
+    const float *P
+    const int32_t *off
+    const int32_t *idx
+    long K, kcb, n0, nc, kb0
+    float *dst
+
+
+cdef int _pack_b_items(void *ctx, int64_t j0, int64_t j1, int slot) noexcept nogil:
+    cdef _PackB *pb = <_PackB *>ctx
+    rk_pack_gather_b(_ISA, pb.t, pb.P, pb.off, pb.idx, pb.K, pb.kcb, pb.n0, pb.nc, pb.kb0 + j0, pb.kb0 + j1, pb.dst)
+    return 0
 
 
 def transpose_into(const float[:, :] src, float[:, :] dst):

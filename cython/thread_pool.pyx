@@ -24,6 +24,7 @@ cdef extern from *:
     #include <errno.h>
     #include <stdio.h>
     #include <pthread.h>
+    #include <sched.h>
     #include <stdlib.h>
     #include <string.h>
     #include <time.h>
@@ -119,6 +120,7 @@ cdef extern from *:
                     if (++polls == 64) {
                         polls = 0;
                         if (rk_now_ns() >= until) break;
+                        sched_yield();  /* a thread waiting for this core gets it */
                     }
                 }
                 pthread_mutex_lock(&p->mu);
@@ -285,8 +287,8 @@ cdef extern from *:
 #: the capsule holding the ``rk_pool_api`` table (see ``cython/include/rk_pool.h``)
 API = PyCapsule_New(<void *>&rk_pool_api_table, RK_POOL_API_CAPSULE, NULL)
 
-#: how long (ns) an idle worker polls for the next run before it sleeps
-SPIN_NS = 50000
+#: how long (ns) an idle worker polls for the next run before it sleeps, by default
+SPIN_NS = 1000000
 
 #: ranges per thread of a run with more work items than threads
 CHUNKS_PER_THREAD = RK_CHUNKS_PER_THREAD_
@@ -319,16 +321,19 @@ cdef int _call_py_range(_PyRanges job, int64_t start, int64_t stop) noexcept:
 
 cdef class NativePool:
     """``threads - 1`` native worker threads (the caller is the last one), started on first
-    use.  One run at a time: a run started while another is in progress (from a range, or
+    use.  ``spin_ns``: how long an idle worker polls for the next run (yielding its core to
+    any thread waiting for it) before it sleeps; -1: ``SPIN_NS``.  One run at a time: a run started while another is in progress (from a range, or
     another thread) runs serially on its caller.  Workers end with :meth:`close` or when
     the pool is garbage; a forked child starts its own."""
 
     cdef rk_pool *p
     cdef readonly int threads
+    cdef readonly long long spin_ns
 
     def __cinit__(self, int threads=1, long long spin_ns=-1):
         self.threads = max(1, threads)
-        self.p = rk_pool_new(self.threads, SPIN_NS if spin_ns < 0 else spin_ns)
+        self.spin_ns = SPIN_NS if spin_ns < 0 else spin_ns
+        self.p = rk_pool_new(self.threads, self.spin_ns)
         if self.p == NULL:
             raise MemoryError("NativePool: cannot allocate the pool")
 

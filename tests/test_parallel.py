@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from rknnlite.backends.software.executor import Executor
-from rknnlite.backends.software.parallel import WorkerPool, current_threads, parallel_for, threads_from_env, using
+from rknnlite.backends.software.parallel import (WorkerPool, current_threads, parallel_for, spin_from_env,
+                                                 threads_from_env, using)
 from rknnlite.model.graph import Graph, Node
 
 
@@ -201,6 +202,20 @@ def test_nested_call_runs_serially():
 def test_env_variable(monkeypatch, value, expected):
     monkeypatch.setenv("RKNNLITE_NUM_THREADS", value)
     assert threads_from_env() == expected
+
+
+@pytest.mark.parametrize("value, expected", [("250", 250_000), ("0", 0), ("-5", -1), ("soon", -1), ("", -1)])
+def test_spin_env_variable(monkeypatch, value, expected):
+    from rknnlite._native.thread_pool import SPIN_NS
+
+    monkeypatch.setenv("RKNNLITE_SPIN_US", value)
+    assert spin_from_env() == expected
+    pool = WorkerPool(2)
+    assert pool._native.spin_ns == (SPIN_NS if expected < 0 else expected)
+    seen = []
+    pool.map_ranges(10, lambda a, b: seen.extend(range(a, b)))  # works with any polling time
+    pool.close()
+    assert sorted(seen) == list(range(10))
 
 
 def test_state_threads_follow_env_and_setter(monkeypatch):

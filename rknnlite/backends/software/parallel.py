@@ -22,10 +22,20 @@ from typing import Callable, Iterator, List, Optional
 
 from ..._native.thread_pool import CHUNKS_PER_THREAD, NativePool
 
-__all__ = ["WorkerPool", "WorkRecorder", "parallel_for", "using", "threads_from_env", "current_threads",
-           "current_handle"]
+__all__ = ["WorkerPool", "WorkRecorder", "parallel_for", "using", "threads_from_env", "spin_from_env",
+           "current_threads", "current_handle"]
 
 _local = threading.local()
+
+
+def spin_from_env() -> int:
+    """``RKNNLITE_SPIN_US`` (microseconds an idle worker polls for the next split before it
+    sleeps) in nanoseconds; -1 (the pool's default, 1 ms) when unset or not an int >= 0."""
+    try:
+        value = int(os.environ.get("RKNNLITE_SPIN_US", ""))
+    except ValueError:
+        return -1
+    return value * 1000 if value >= 0 else -1
 
 
 def threads_from_env(default: int = 1) -> int:
@@ -53,7 +63,10 @@ class WorkerPool:
     body, or another thread) runs serially on its caller.
 
     Compiled kernels run their own C range functions on the same threads through
-    :attr:`handle`, with no GIL hand-off; Python bodies take the GIL per range.
+    :attr:`handle`, with no GIL hand-off; Python bodies take the GIL per range.  An idle
+    worker polls for the next split for ``RKNNLITE_SPIN_US`` microseconds (default 1000;
+    0: sleep at once) before it sleeps: a model's next split usually comes sooner, and
+    waking a sleeping thread costs tens of microseconds.
     """
 
     #: ranges per thread when there are more pieces than threads
@@ -61,7 +74,7 @@ class WorkerPool:
 
     def __init__(self, threads: int = 1):
         self.threads = max(1, int(threads))
-        self._native = NativePool(self.threads)
+        self._native = NativePool(self.threads, spin_from_env())
         # workers end with the pool, and before the interpreter finalizes
         self._finalizer = weakref.finalize(self, self._native.close)
 

@@ -754,16 +754,10 @@ _PARALLEL_MIN_PACK = 1 << 17
 
 def _pack_b(P, off, idx, pre: np.ndarray, kcb: int, n: int, transposed: bool) -> None:
     """Pack every K block of the gather GEMM's B (columns ``[0, n)``) into ``pre``, the K
-    blocks shared out across the run's threads when there is enough to pack."""
+    blocks shared out across the run's native threads when there is enough to pack."""
     nkb = -(-off.shape[0] // kcb)
-
-    def body(k0: int, k1: int) -> None:
-        _ck.pack_gather_b(P, off, idx, pre, kcb, 0, n, transposed, k0, k1)
-
-    if nkb > 1 and off.shape[0] * n >= _PARALLEL_MIN_PACK:
-        parallel_for(nkb, body)
-    else:
-        body(0, nkb)
+    pool = current_handle() if nkb > 1 and off.shape[0] * n >= _PARALLEL_MIN_PACK else None
+    _ck.pack_gather_b(P, off, idx, pre, kcb, 0, n, transposed, pool=pool)
 
 
 def _row_parts(panels: int, nblocks: int, threads: int) -> List[Tuple[int, int]]:
