@@ -4,6 +4,7 @@ bodies on the same worker threads, across threads, forks and interpreter exit.""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import subprocess
 import sys
 import threading
@@ -174,31 +175,23 @@ def test_gather_gemm_items_refuse_bad_work():
 
 
 _CLOSE_WHILE_RUNNING = """
+import sys
 import threading
+
+sys.path.insert(0, {tests!r})
 from rknnlite._native.thread_pool import NativePool
+from test_thread_pool import covered
 
 pool = NativePool(2)
 stop = threading.Event()
 errors, done = [], []
 
 
-def covered(n):
-    seen = []
-    lock = threading.Lock()
-
-    def body(a, b):
-        with lock:
-            seen.extend(range(a, b))
-
-    pool.map_ranges(n, body)
-    return sorted(seen)
-
-
 def runner():
     try:
         while not stop.is_set():
-            assert covered(2) == [0, 1]  # one range per thread: the caller waits for the worker's
-            assert covered(37) == list(range(37))
+            assert covered(pool, 2) == [0, 1]  # one range per thread: the caller waits for the worker's
+            assert covered(pool, 37) == list(range(37))
             done.append(1)
     except BaseException as e:
         errors.append(e)
@@ -219,5 +212,6 @@ def test_close_while_another_thread_runs():
     """close() from one thread while another keeps running: every run completes (serially
     while the workers leave, on new workers after).  In a child process, so that a
     deadlock fails the test instead of hanging the suite."""
-    done = subprocess.run([sys.executable, "-c", _CLOSE_WHILE_RUNNING], capture_output=True, timeout=120)
+    code = _CLOSE_WHILE_RUNNING.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
