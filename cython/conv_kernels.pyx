@@ -1666,10 +1666,6 @@ cdef void _gemm_span(const _Gemm *g, float *bp, long p0, long p1, long n0, long 
                        g.res + r * g.ldy if g.res != NULL else NULL, g.pre)
 
 
-cdef enum:
-    _MAX_ROW_PARTS = 256  # row parts one gather_gemm_items call takes
-
-
 ctypedef struct _GemmItems:
     # a gather GEMM cut into (row part, column block) work items (see gather_gemm_items)
     _Gemm g
@@ -1677,7 +1673,7 @@ ctypedef struct _GemmItems:
     long sstride
     long nblocks
     long parts
-    int64_t rows[2 * _MAX_ROW_PARTS]   # panel ranges of the row parts
+    const int64_t *rows   # panel ranges of the row parts: (begin, end) pairs
     float *fy             # finish: Y from the Y^T tiles, per row part (NULL: none)
     const float *fres
     int fhas_act
@@ -1751,18 +1747,23 @@ def gather_gemm_items(pool, const float[::1] P, const int32_t[::1] off, const in
     if it.g.pre != NULL and it.nblocks != 1:
         raise ValueError("gather_gemm_items: prepacked B needs one column block")
     cdef Py_ssize_t k
+    cdef const int64_t[:, ::1] rv
+    cdef int64_t whole[2]
     if row_parts is None:
         it.parts = 1
-        it.rows[0], it.rows[1] = 0, it.g.panels
+        whole[0], whole[1] = 0, it.g.panels
+        it.rows = whole
     else:
-        it.parts = len(row_parts)
-        if it.g.G != 1 or not 0 < it.parts <= _MAX_ROW_PARTS:
-            raise ValueError(f"gather_gemm_items: 1 to {_MAX_ROW_PARTS} row parts of one group expected, "
-                             f"got {it.parts} parts of {it.g.G} groups")
+        rv = parts_array = np.asarray(row_parts, dtype=np.int64).reshape(-1, 2)
+        it.parts = rv.shape[0]
+        if it.g.G != 1 or it.parts == 0:
+            raise ValueError(f"gather_gemm_items: row parts of one group expected, got {it.parts} parts of "
+                             f"{it.g.G} groups")
         for k in range(it.parts):
-            it.rows[2 * k], it.rows[2 * k + 1] = row_parts[k]
-            if not 0 <= it.rows[2 * k] < it.rows[2 * k + 1] <= it.g.panels:
-                raise ValueError(f"gather_gemm_items: row part {row_parts[k]} outside panels [0, {it.g.panels})")
+            if not 0 <= rv[k, 0] < rv[k, 1] <= it.g.panels:
+                raise ValueError(f"gather_gemm_items: row part {tuple(parts_array[k])} outside panels "
+                                 f"[0, {it.g.panels})")
+        it.rows = &rv[0, 0]
     it.sstride = (kcb * ncb + 15) // 16 * 16
     it.scratch = <float *><intptr_t>_aligned_ptr(scratch, threads * it.sstride)
     cdef float[:, ::1] fy

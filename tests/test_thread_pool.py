@@ -215,3 +215,28 @@ def test_close_while_another_thread_runs():
     code = _CLOSE_WHILE_RUNNING.format(tests=os.path.dirname(os.path.abspath(__file__)))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
+
+
+@needs_gemm
+def test_gather_gemm_items_take_any_number_of_row_parts():
+    """One row part per weight panel (more parts than a small fixed table would hold: many threads
+    on a tall layer), each computed as the whole GEMM does."""
+    rng = np.random.default_rng(5)
+    mr, nr = ck.panel_shape()
+    K, M, N = 8, 300 * mr, 2 * nr
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    P = rng.standard_normal(K * N).astype(np.float32)
+    off = (np.arange(K) * N).astype(np.int32)
+    idx = np.arange(N, dtype=np.int32)
+    packs = ck.pack_weights(a)
+    one = np.zeros((M, N), np.float32)
+    ck.gather_gemm(P, off, idx, packs, M, None, one, np.zeros(K * N + 16, np.float32), K, N)
+    pool = WorkerPool(2)
+    try:
+        y = np.full((M, N), np.nan, np.float32)
+        parts = [(p, p + 1) for p in range(packs.shape[0])]
+        ck.gather_gemm_items(pool.handle, P, off, idx, packs, M, None, y, np.zeros(2 * (K * N + 16) + 16, np.float32),
+                             K, N, row_parts=parts)
+        np.testing.assert_array_equal(y, one)
+    finally:
+        pool.close()
