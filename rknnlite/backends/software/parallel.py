@@ -7,9 +7,10 @@ The executor sets the pool for the duration of a run (:func:`using`); a kernel c
 default) it is a plain call.  Bodies must release the GIL for real speed-up
 (numpy BLAS calls and Cython ``nogil`` loops do), and must not assume which thread runs
 which range, nor that a worker takes part at all (ranges are handed out dynamically:
-per-thread scratch, not per-range).  Thread count: the context's core
-mask, or ``RKNNLITE_NUM_THREADS``; BLAS's own threads are the process's business and
-are never changed here.
+per-thread scratch, not per-range).  Compiled kernels skip Python altogether: they
+take :func:`current_handle` and run C range functions on the same native workers.
+Thread count: the context's core mask, or ``RKNNLITE_NUM_THREADS``; BLAS's own threads
+are the process's business and are never changed here.
 """
 
 from __future__ import annotations
