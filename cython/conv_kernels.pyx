@@ -1575,6 +1575,16 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
         _gemm_span(&g, bp, 0, g.panels, g.n_begin, g.n_end)
 
 
+cdef int _tile_kind(bint transposed, str who) except -1:
+    """1 for the transposed tiles, 0 for the normal ones; raises where this CPU has neither
+    micro-kernel, or transposed tiles are asked for without AVX-512."""
+    if _ISA == 0:
+        raise RuntimeError(f"{who}: no micro-kernel for this CPU")
+    if transposed and _ISA < 2:
+        raise ValueError(f"{who}: transposed tiles need AVX-512")
+    return 1 if transposed else 0
+
+
 ctypedef struct _Gemm:
     # one gather GEMM, checked by _gemm_setup (see gather_gemm)
     int t, mr, has_act
@@ -1609,10 +1619,7 @@ cdef int _gemm_setup(_Gemm *g, const float[::1] P, const int32_t[::1] off, const
     cdef const float[::1] bview
     g.bias = NULL
     g.has_act = _act_from(act, &g.act) != 0
-    if _ISA == 0:
-        raise RuntimeError("gather_gemm: no micro-kernel for this CPU")
-    if transposed and not t:
-        raise ValueError("gather_gemm: transposed tiles need AVX-512")
+    _tile_kind(transposed, "gather_gemm")
     if n_end < 0:
         n_end = N
     if a4.shape[1] * MR < M or a4.shape[2] != K or a4.shape[3] != MR or G < 1 or (G > 1 and pstride < 0):
@@ -1678,6 +1685,10 @@ ctypedef struct _GemmItems:
     const float *fres
     int fhas_act
     rk_act fact
+
+
+cdef long _round16(long n) noexcept nogil:
+    return (n + 15) // 16 * 16
 
 
 cdef int _gemm_items(void *ctx, int64_t j0, int64_t j1, int slot) noexcept nogil:
@@ -1764,7 +1775,7 @@ def gather_gemm_items(pool, const float[::1] P, const int32_t[::1] off, const in
                 raise ValueError(f"gather_gemm_items: row part {tuple(parts_array[k])} outside panels "
                                  f"[0, {it.g.panels})")
         it.rows = &rv[0, 0]
-    it.sstride = (kcb * ncb + 15) // 16 * 16
+    it.sstride = _round16(kcb * ncb)
     it.scratch = <float *><intptr_t>_aligned_ptr(scratch, threads * it.sstride)
     cdef float[:, ::1] fy
     it.fy, it.fres, it.fhas_act = NULL, NULL, 0
@@ -1800,11 +1811,7 @@ def pack_gather_b(const float[::1] P, const int32_t[::1] off, const int32_t[::1]
     block ranges can be packed on several threads; ``pool`` (a ``WorkerPool.handle``
     capsule) shares the K blocks out across its threads itself.  Releases the GIL."""
     cdef Py_ssize_t K = off.shape[0], N = idx.shape[0]
-    cdef int t = 1 if (transposed and _ISA >= 2) else 0
-    if _ISA == 0:
-        raise RuntimeError("pack_gather_b: no micro-kernel for this CPU")
-    if transposed and not t:
-        raise ValueError("pack_gather_b: transposed tiles need AVX-512")
+    cdef int t = _tile_kind(transposed, "pack_gather_b")
     if n_end < 0:
         n_end = N
     cdef Py_ssize_t nkb = (K + kcb - 1) // kcb if kcb > 0 else 0
@@ -2234,17 +2241,25 @@ cdef int _wino_band_items(void *ctx, int64_t j0, int64_t j1, int slot) noexcept 
     return 0
 
 
-cdef long _round16(long n) noexcept nogil:
-    return (n + 15) // 16 * 16
+cdef long _wino_share(Py_ssize_t C, Py_ssize_t M, Py_ssize_t rows, Py_ssize_t TW, Py_ssize_t nblock, int tile,
+                      long *parts) except -1:
+    """Floats of one thread's share of :func:`winograd_bands`'s scratch; ``parts`` gets the
+    offsets of its GEMM output, transform buffer, phase split and B block (its transformed
+    input is first), each 64-byte aligned in an aligned share."""
+    nv, _, nsplit, nbuf = winograd_scratch(C, rows, TW, tile)
+    parts[0] = _round16(nv)
+    parts[1] = parts[0] + _round16((tile + 2) * (tile + 2) * M * rows * TW)
+    parts[2] = parts[1] + _round16(nbuf)
+    parts[3] = parts[2] + _round16(nsplit)
+    return parts[3] + _round16(nblock)
 
 
 def winograd_bands_scratch(Py_ssize_t C, Py_ssize_t M, Py_ssize_t rows, Py_ssize_t TW, Py_ssize_t nblock,
                            int tile=4):
     """Floats one thread's share of :func:`winograd_bands`'s ``scratch`` takes, for bands of
     at most ``rows`` tile rows and B blocks of ``nblock`` floats."""
-    nv, _, nsplit, nbuf = winograd_scratch(C, rows, TW, tile)
-    return _round16(nv) + _round16((tile + 2) * (tile + 2) * M * rows * TW) + _round16(nbuf) + _round16(nsplit) \
-        + _round16(nblock)
+    cdef long parts[4]
+    return _wino_share(C, M, rows, TW, nblock, tile, parts)
 
 
 def winograd_bands(pool, const float[:, :, :, ::1] x, const float[:, :, :, ::1] u, bias, float[:, :, :, ::1] y,
@@ -2264,6 +2279,7 @@ def winograd_bands(pool, const float[:, :, :, ::1] x, const float[:, :, :, ::1] 
     ``y``'s shape, C-contiguous) as in :func:`winograd_output`."""
     cdef _WinoBands wb
     cdef long nb = (tile + 2) * (tile + 2), k, rows = 0, nblock = 0
+    cdef long parts[4]
     cdef Py_ssize_t n_img = x.shape[0]
     cdef const float[::1] bview
     cdef const int32_t[::1] off_k
@@ -2315,12 +2331,8 @@ def winograd_bands(pool, const float[:, :, :, ::1] x, const float[:, :, :, ::1] 
             nblock = max(nblock, kcb * ncb + 16)
         pool_p = _pool_from(pool)
         threads = _POOL_API.threads(pool_p) if pool_p != NULL else 1
-        nv, _, nsplit, nbuf = winograd_scratch(wb.C, rows, TW, tile)
-        wb.o_mt = _round16(nv)
-        wb.o_buf = wb.o_mt + _round16(nb * wb.M * rows * TW)
-        wb.o_split = wb.o_buf + _round16(nbuf)
-        wb.o_blk = wb.o_split + _round16(nsplit)
-        wb.sstride = wb.o_blk + _round16(nblock)
+        wb.sstride = _wino_share(wb.C, wb.M, rows, TW, nblock, tile, parts)
+        wb.o_mt, wb.o_buf, wb.o_split, wb.o_blk = parts[0], parts[1], parts[2], parts[3]
         wb.scratch = <float *><intptr_t>_aligned_ptr(scratch, threads * wb.sstride)
         wb.x, wb.u, wb.y = &x[0, 0, 0, 0], &u[0, 0, 0, 0], &y[0, 0, 0, 0]
         wb.nb, wb.astride = nb, u.shape[1] * u.shape[2] * u.shape[3]
