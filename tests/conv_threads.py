@@ -29,18 +29,45 @@ def conv_case(C, M, size, k, s, residual, seed=0, weight_scale=0.1, winograd=Fal
     return inputs, attrs, (1, M, out, out)
 
 
-def run_conv(inputs, attrs, shape, threads, record=False):
-    """The Conv's output (NaN-initialised, so a missed element shows) on ``threads`` workers;
-    with ``record``, also the work items each thread ran (``WorkRecorder.take()``)."""
+def run_kernel(kernel, inputs, attrs, shape, threads, record=False):
+    """``kernel``'s output of ``shape`` (NaN-initialised, so a missed element shows) on
+    ``threads`` workers; with ``record``, also the work items each thread ran
+    (``WorkRecorder.take()``)."""
     y = np.full(shape, np.nan, np.float32)
     pool = WorkerPool(threads)
     try:
         runner = WorkRecorder(pool) if record else pool
         with using(runner):
-            CONV.fn(inputs, attrs, [y])
+            kernel.fn(inputs, attrs, [y])
     finally:
         pool.close()
     return (y, runner.take()) if record else y
+
+
+def run_conv(inputs, attrs, shape, threads, record=False):
+    """:func:`run_kernel` of the Conv kernel."""
+    return run_kernel(CONV, inputs, attrs, shape, threads, record)
+
+
+def assert_every_thread_takes_part(kernel, inputs, attrs, shape, one):
+    """Two threads give ``one`` (the one-thread result) bit for bit, and both threads run
+    work items.  A thread the OS delays (other processes on the cores) may find every
+    item taken, so it retries before failing."""
+    for _ in range(200):
+        y, counts = run_kernel(kernel, inputs, attrs, shape, 2, record=True)
+        np.testing.assert_array_equal(y, one)
+        if all(c > 0 for c in counts):
+            return
+    raise AssertionError(f"a thread ran no work item: {counts}")
+
+
+def assert_threads_give_the_one_thread_conv(inputs, attrs, shape, threads, k, s):
+    """``threads`` workers give the one-thread Conv output bit for bit, and it is the
+    convolution of :func:`conv_case`'s layer (kernel ``k``, stride ``s``)."""
+    one = run_conv(inputs, attrs, shape, 1)
+    assert not np.isnan(one).any()
+    np.testing.assert_array_equal(run_conv(inputs, attrs, shape, threads), one)
+    np.testing.assert_allclose(one, reference_conv(inputs, k, s, shape), rtol=1e-4, atol=1e-4)
 
 
 def reference_conv(inputs, k, s, shape):

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conv_threads import conv_case, reference_conv, run_conv
+from conv_threads import (CONV, assert_every_thread_takes_part, assert_threads_give_the_one_thread_conv, conv_case,
+                          run_conv)
 
 from rknnlite._native import conv_kernels as ck
 from rknnlite.backends.software.ops import conv as conv_mod
@@ -118,11 +119,7 @@ CASES = [
 @pytest.mark.parametrize("threads", [2, 3])
 def test_several_threads_give_the_one_thread_result(case, threads):
     inputs, attrs, shape = _conv(*case)
-    one = run_conv(inputs, attrs, shape, 1)
-    assert not np.isnan(one).any()
-    np.testing.assert_array_equal(run_conv(inputs, attrs, shape, threads), one)
-    # and it is the convolution
-    np.testing.assert_allclose(one, reference_conv(inputs, case[3], case[4], shape), rtol=1e-4, atol=1e-4)
+    assert_threads_give_the_one_thread_conv(inputs, attrs, shape, threads, case[3], case[4])
 
 
 @pytest.mark.parametrize("case", CASES[:3])
@@ -164,15 +161,7 @@ def test_row_parts_share_one_packing(monkeypatch, case):
 @pytest.mark.parametrize("case", CASES)
 def test_work_items_are_spread_over_both_threads(case):
     inputs, attrs, shape = _conv(*case)
-    one = run_conv(inputs, attrs, shape, 1)
-    # a thread the OS delays (other processes on the cores) may find every item taken:
-    # retry before failing
-    for _ in range(200):
-        y, counts = run_conv(inputs, attrs, shape, 2, record=True)
-        np.testing.assert_array_equal(y, one)
-        if all(c > 0 for c in counts):
-            break
-    assert all(c > 0 for c in counts), counts
+    assert_every_thread_takes_part(CONV, inputs, attrs, shape, run_conv(inputs, attrs, shape, 1))
 
 
 @pytest.mark.parametrize("case", CASES[3:])

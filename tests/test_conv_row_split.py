@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conv_threads import CONV, conv_case, reference_conv, run_conv
+from conv_threads import CONV, assert_threads_give_the_one_thread_conv, conv_case, run_conv
 
 from rknnlite._native import conv_kernels as ck
 from rknnlite.backends.software.ops import conv as conv_mod
@@ -35,12 +35,7 @@ CASES = [
 @pytest.mark.parametrize("threads", [2, 4])
 def test_several_threads_give_the_one_thread_result(case, threads):
     inputs, attrs, shape = conv_case(*case)
-    one = run_conv(inputs, attrs, shape, 1)
-    many = run_conv(inputs, attrs, shape, threads)
-    np.testing.assert_array_equal(many, one)
-    assert not np.isnan(one).any()
-    # and both are the convolution
-    np.testing.assert_allclose(one, reference_conv(inputs, case[3], case[4], shape), rtol=1e-4, atol=1e-4)
+    assert_threads_give_the_one_thread_conv(inputs, attrs, shape, threads, case[3], case[4])
 
 
 def recording_items(monkeypatch):

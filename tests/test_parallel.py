@@ -252,30 +252,14 @@ def test_resnet50_max_pool_is_split_over_both_threads():
     thread, with the one-thread result bit for bit."""
     import numpy as np
 
+    from conv_threads import assert_every_thread_takes_part, run_kernel
+
     from rknnlite.backends.software.ops import KERNELS
-    from rknnlite.backends.software.parallel import WorkRecorder
 
     mp = KERNELS["MaxPool"]
     x = np.random.default_rng(0).standard_normal((1, 64, 112, 112)).astype(np.float32)
     attrs = mp.prepare({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "_num_outputs": 1}, [None])
 
-    def run(threads, record=False):
-        y = np.full((1, 64, 56, 56), np.nan, np.float32)
-        pool = WorkerPool(threads)
-        try:
-            runner = WorkRecorder(pool) if record else pool
-            with using(runner):
-                mp.fn([x], attrs, [y])
-        finally:
-            pool.close()
-        return y, (runner.take() if record else None)
-
-    one, _ = run(1)
+    one = run_kernel(mp, [x], attrs, (1, 64, 56, 56), 1)
     assert not np.isnan(one).any()
-    # a thread the OS delays (other processes on the cores) may find every range taken: retry
-    for _ in range(200):
-        two, counts = run(2, record=True)
-        np.testing.assert_array_equal(two, one)
-        if all(c > 0 for c in counts):
-            break
-    assert all(c > 0 for c in counts), counts
+    assert_every_thread_takes_part(mp, [x], attrs, (1, 64, 56, 56), one)
