@@ -81,7 +81,7 @@ def _run(stem: str):
     inputs = [data[k] for k in sorted(k for k in data.files if k.startswith("in"))]
     with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
         outs = ctx.run(inputs, data_format="nchw")
-        scale = ctx.outputs[0].scale
+        scale = ctx.outputs[0].scale if ctx.outputs[0].type == rknnlite.TensorType.INT8 else None
     return np.asarray(outs[0], np.float64).ravel(), np.asarray(data["out0"], np.float64).ravel(), scale
 
 
@@ -169,7 +169,7 @@ def test_unvalidated_explains_each_level():
     assert "RKNN-Toolkit2 (version not recorded)" in unvalidated("rk3588", None, "int8", ops)
     assert "int8-layer rk3566 files from RKNN-Toolkit2 2.5.0 were not validated" in \
         unvalidated("rk3566", "2.5.0", "int8-layer", ops)
-    assert "vendor op type exSwish in fp16 rk3588" in unvalidated("rk3588", "2.5.0", "fp16", ops | {"exSwish"})
+    assert "vendor op type ArgMax in fp16 rk3588" in unvalidated("rk3588", "2.5.0", "fp16", ops | {"ArgMax"})
     with pytest.raises(ValueError, match="precision 'int4'"):
         unvalidated("rk3588", "2.5.0", "int4", ops)
 
@@ -190,3 +190,24 @@ def test_validated_files_raise_no_warning():
         warnings.simplefilter("error")
         with rknnlite.Context(str(CORPUS / "convnet_i8_layer.rknn"), backend="software") as ctx:
             assert ctx.outputs[0].dims == (1, 10, 8, 8)
+
+
+# -- YOLOv8's blocks: Split and a standalone exSwish --------------------------------------------
+
+
+@pytest.mark.parametrize("stem", ["c2f_fp16", "c2f_i8", "conv_add_swish_fp16", "conv_add_swish_i8"])
+def test_yolov8_blocks_run_like_the_simulator(stem):
+    ours, sim, scale = _run(stem)
+    if scale is not None:  # int8 output
+        assert np.mean(np.abs(ours - sim) <= scale * 1.0001) >= 0.99
+        assert ours @ sim / (np.linalg.norm(ours) * np.linalg.norm(sim)) >= 0.9999
+    else:
+        assert np.abs(ours - sim).max() <= 1e-3 * max(1.0, np.abs(sim).max())
+
+
+def test_split_sizes_that_disagree_with_the_parameter_table_are_refused(tmp_path):
+    import struct
+
+    path = _doctored(tmp_path, "c2f_fp16", struct.pack("<2q", 8, 8), struct.pack("<2q", 4, 12))
+    with pytest.raises(ModelInvalidError, match=r"split sizes \[4, 12\] / axis 1 disagree with its parameter table"):
+        rknnlite.Context(path, backend="software")

@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["Case", "CASES", "IMAGE_MEAN", "IMAGE_STD", "OPSET"]
+__all__ = ["ARCHITECTURES", "Case", "CASES", "IMAGE_MEAN", "IMAGE_STD", "OPSET"]
 
 OPSET = 13
 IR_VERSION = 8
@@ -334,6 +334,93 @@ def _two_input(seed: int = 701):
     return build
 
 
+def _c2f():
+    # a YOLOv8 C2f block on its own: Conv-SiLU, Split, a bottleneck with its residual, Concat, Conv-SiLU
+    g = _G(802)
+    y = _swish(g, g.conv("x", 3, 16, k=1))
+    a, b = g.node("Split", [y, g.const(np.array([8, 8], np.int64))], n_out=2, axis=1)
+    h = _swish(g, g.conv(_swish(g, g.conv(b, 8, 8)), 8, 8))
+    y = g.node("Concat", [a, b, g.node("Add", [b, h])[0]], axis=1)[0]
+    return g.model([("x", IMG[1])], [(_swish(g, g.conv(y, 24, 16, k=1)), "y")])
+
+
+def _conv_add_swish():
+    # SiLU of a conv plus another branch: ConvAdd, then a standalone exSwish (as in YOLOv8's neck)
+    g = _G(803)
+    a = _swish(g, g.conv("x", 3, 16))
+    b = _swish(g, g.conv("x", 3, 16, k=1))
+    y = g.node("Add", [g.conv(a, 16, 16, k=1), b])[0]
+    return g.model([("x", IMG[1])], [(_swish(g, y), "y")])
+
+
+def _yolov8n_like(seed: int = 801, size: int = 160, width: int = 8, classes: int = 4, reg_max: int = 16):
+    """YOLOv8n's structure at a small width: Conv-BN-SiLU blocks, C2f (Split, bottlenecks with
+    residuals, Concat), SPPF (three chained 5x5 MaxPools), the PAN neck (nearest Resize x2,
+    Concat) and the anchor-free head (per level a box branch of 4 * reg_max channels and a
+    class branch, then the DFL: Reshape, Softmax over reg_max bins, a fixed 1x1 conv with
+    weights 0..reg_max-1) with its outputs concatenated as Ultralytics exports them
+    (``(1, 4 + classes, anchors)``, boxes as DFL distances, classes through Sigmoid)."""
+    def build():
+        g = _G(seed)
+
+        def cbs(x, cin, cout, k=3, stride=1):  # Conv (+ folded BN) + SiLU
+            return _swish(g, g.conv(x, cin, cout, k=k, stride=stride))
+
+        def c2f(x, cin, cout, n=1, shortcut=True):
+            c = cout // 2
+            y = cbs(x, cin, 2 * c, k=1)
+            parts = list(g.node("Split", [y, g.const(np.array([c, c], np.int64))], n_out=2, axis=1))
+            for _ in range(n):
+                h = cbs(cbs(parts[-1], c, c), c, c)
+                parts.append(g.node("Add", [parts[-1], h])[0] if shortcut else h)
+            return cbs(g.node("Concat", parts, axis=1)[0], (2 + n) * c, cout, k=1)
+
+        def sppf(x, cin, cout):
+            c = cin // 2
+            y = cbs(x, cin, c, k=1)
+            pools = [y]
+            for _ in range(3):
+                pools.append(g.node("MaxPool", [pools[-1]], kernel_shape=[5, 5], strides=[1, 1],
+                                    pads=[2, 2, 2, 2])[0])
+            return cbs(g.node("Concat", pools, axis=1)[0], 4 * c, cout, k=1)
+
+        def up(x):
+            return g.node("Resize", [x, g.const(np.zeros(0, np.float32)), g.const(np.array([1, 1, 2, 2], np.float32))],
+                          mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")[0]
+
+        w = width
+        x = cbs("x", 3, w, stride=2)                 # /2
+        x = cbs(x, w, 2 * w, stride=2)               # /4
+        x = c2f(x, 2 * w, 2 * w)
+        x = cbs(x, 2 * w, 4 * w, stride=2)           # /8
+        p3 = c2f(x, 4 * w, 4 * w)
+        x = cbs(p3, 4 * w, 8 * w, stride=2)          # /16
+        p4 = c2f(x, 8 * w, 8 * w)
+        x = cbs(p4, 8 * w, 8 * w, stride=2)          # /32
+        p5 = sppf(c2f(x, 8 * w, 8 * w), 8 * w, 8 * w)
+        n4 = c2f(g.node("Concat", [up(p5), p4], axis=1)[0], 16 * w, 8 * w, shortcut=False)
+        n3 = c2f(g.node("Concat", [up(n4), p3], axis=1)[0], 12 * w, 4 * w, shortcut=False)
+        d4 = c2f(g.node("Concat", [cbs(n3, 4 * w, 4 * w, stride=2), n4], axis=1)[0], 12 * w, 8 * w, shortcut=False)
+        d5 = c2f(g.node("Concat", [cbs(d4, 8 * w, 8 * w, stride=2), p5], axis=1)[0], 16 * w, 8 * w, shortcut=False)
+        levels = []
+        for feat, cin in ((n3, 4 * w), (d4, 8 * w), (d5, 8 * w)):
+            box = g.conv(cbs(cbs(feat, cin, 4 * w), 4 * w, 4 * w), 4 * w, 4 * reg_max, k=1)
+            cls = g.conv(cbs(cbs(feat, cin, 4 * w), 4 * w, 4 * w), 4 * w, classes, k=1)
+            levels.append(g.node("Concat", [box, cls], axis=1)[0])
+        flat = [g.node("Reshape", [t, g.const(np.array([1, 4 * reg_max + classes, -1], np.int64))])[0] for t in levels]
+        allv = g.node("Concat", flat, axis=2)[0]
+        box, cls = g.node("Split", [allv, g.const(np.array([4 * reg_max, classes], np.int64))], n_out=2, axis=1)
+        anchors = sum((size // s) ** 2 for s in (8, 16, 32))
+        d = g.node("Reshape", [box, g.const(np.array([1, 4, reg_max, anchors], np.int64))])[0]
+        d = g.node("Softmax", [g.node("Transpose", [d], perm=[0, 2, 1, 3])[0]], axis=1)[0]
+        bins = g.const(np.arange(reg_max, dtype=np.float32).reshape(1, reg_max, 1, 1), "w")
+        d = g.node("Conv", [d, bins], kernel_shape=[1, 1])[0]
+        d = g.node("Reshape", [d, g.const(np.array([1, 4, anchors], np.int64))])[0]
+        y = g.node("Concat", [d, g.node("Sigmoid", [cls])[0]], axis=1)[0]
+        return g.model([("x", (1, 3, size, size))], [(y, "output0")])
+    return build
+
+
 def _bench():
     g = _G(601)
     chans = [3, 32, 64, 96, 128, 160, 192]
@@ -418,6 +505,11 @@ def _cases() -> List[Case]:
              purpose="rk3562"),
         Case("two_input_rk3562", TWO_INPUT + ", rk3562", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
              platform="rk3562", purpose="two inputs on rk3562"),
+        Case("c2f", "YOLOv8 C2f: Conv 3->16 1x1 SiLU, Split [8, 8], bottleneck (2 x Conv 3x3 SiLU, Add), Concat, "
+             "Conv 24->16 1x1 SiLU", _c2f, img, purpose="Split and ConvExSwish (YOLOv8/v11 blocks)"),
+        Case("conv_add_swish", "Conv 3->16 3x3 SiLU -> a; Conv 3->16 1x1 SiLU -> b; Conv(a) 1x1 + b; SiLU",
+             _conv_add_swish, img,
+             purpose="a standalone exSwish after ConvAdd"),
         Case("bench", "6 x (Conv 3x3 Relu) 3-32-64-96-128-160-192, s2 at 1,3,5; GAP; Conv 192->16 1x1",
              _bench, [("x", (1, 3, 64, 64), "image")], purpose="benchmark"),
     ]
@@ -434,3 +526,11 @@ _PER_LAYER_TOO = ("conv_relu6", "conv_leaky01", "conv_sigmoid", "avgpool", "conc
 
 
 CASES: List[Case] = _cases()
+
+#: Real architectures at full depth: too big for the corpus, and their end-to-end outputs drift
+#: from the simulator through dozens of layers of one-step differences, so they are checked layer
+#: by layer against the simulator's own intermediate tensors (``layer_evidence.py``).
+ARCHITECTURES: List[Case] = [
+    Case("yolov8n_like", "YOLOv8n's structure at width 8: C2f, SPPF, PAN neck, DFL head, 4 classes, 160x160",
+         _yolov8n_like(), [("x", (1, 3, 160, 160), "image")], purpose="a real detector architecture (issue 19)"),
+]

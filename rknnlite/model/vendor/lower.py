@@ -78,7 +78,7 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu "
     "Add Sub Mul Sigmoid "
-    "MaxPool AveragePool Concat Transpose Slice Resize exSoftmax13 Reshape exDataConvert".split())
+    "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
@@ -359,8 +359,10 @@ class _Lowering:
             self.conv(node)
         elif node.op in ("Add", "Sub", "Mul"):
             self.elementwise(node)
-        elif node.op == "Sigmoid":
-            self.sigmoid(node)
+        elif node.op in ("Sigmoid", "exSwish"):
+            self.lut_activation(node)
+        elif node.op == "Split":
+            self.split(node)
         elif node.op in ("MaxPool", "AveragePool"):
             self.pool(node)
         elif node.op == "Concat":
@@ -678,7 +680,8 @@ class _Lowering:
         if requant.bias_blocks:
             self.methods[node.index] = "channel"
             return decode_int8_bias(raw, channels, where, self.bias_block(node, x, out))
-        self.methods[node.index] = "layer"
+        if channels > 1:  # one output channel: per-layer and per-channel are the same (e.g. a DFL conv)
+            self.methods[node.index] = "layer"
         return (decode_int32_bias(raw, channels, where), np.full(channels, requant.weight_zp, np.int64),
                 np.zeros(channels, np.int64))
 
@@ -771,17 +774,49 @@ class _Lowering:
             raise self.error(f"{node.label} has {len(operands)} operands; {node.op} takes 2")
         self.emit(node, node.op, operands, {})
 
-    def sigmoid(self, node: VendorNode) -> None:
-        """A standalone Sigmoid: fp16 files compute it in float (output rounded to fp16); int8
-        files run it on the DPU lookup table the file loads (:func:`.lut.lower_lut_sigmoid`)."""
+    def lut_activation(self, node: VendorNode) -> None:
+        """A standalone Sigmoid or exSwish (``x * sigmoid(x)``): fp16 files compute it in float
+        (output rounded to fp16; exSwish's inner sigmoid is not rounded, as in a fused one); int8
+        files run it on the DPU lookup table the file loads (:func:`.lut.lower_lut_sigmoid`,
+        whose tables are the file's own whatever the function)."""
         (data,) = self.activation_inputs(node, 1, 1)
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
         if list(x.shape) != list(out.shape):
             raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
         if "int8" in (x.dtype, out.dtype):
-            lower_lut_sigmoid(self, node, x, out)  # refuses a mixed int8/float16 Sigmoid
+            lower_lut_sigmoid(self, node, x, out)  # refuses a mixed int8/float16 activation
             return
-        self.emit(node, "Sigmoid", [data], {})
+        if node.op == "Sigmoid":
+            self.emit(node, "Sigmoid", [data], {})
+            return
+        sig = f"{self.names[out.index]}__sigmoid"
+        self.keep_float.append(sig)
+        self.emit(node, "Sigmoid", [data], {}, output=sig)
+        self.emit(node, "Mul", [data, sig], {})
+
+    def split(self, node: VendorNode) -> None:
+        """Split along the parameter table's axis into the sizes of its int64 shape constant
+        (the table repeats both; they must agree).  int8 outputs keep their own scale and zero
+        point, so each part is requantized to its output's grid, as the NPU writes it."""
+        (data,) = self.activation_inputs(node, 1, 1)
+        x = self.tensor(node.inputs[0], node)
+        consts = [self.tensor(i, node) for i in node.inputs[1:]]
+        if len(consts) != 1 or consts[0].kind != "shape":
+            raise self.error(f"{node.label} needs one int64 split-size constant, has {[t.kind for t in consts]}")
+        sizes = self.int64_const(node, consts[0])
+        axis = int(node.params.get("axis", -1))
+        bson_axis = attr_value(node, "axis")
+        if sizes.tolist() != list(node.params.get("split", [])) or bson_axis is None or int(bson_axis) != axis:
+            raise self.error(f"{node.label}: split sizes {sizes.tolist()} / axis {axis} disagree with its parameter "
+                             f"table {node.params} or BSON axis {bson_axis}")
+        outs = [self.tensor(i, node) for i in node.outputs]
+        if not 0 <= axis < len(x.shape) or len(outs) != len(sizes) or sum(sizes.tolist()) != x.shape[axis] or any(
+                list(o.shape) != list(x.shape[:axis]) + [int(n)] + list(x.shape[axis + 1:]) for o, n in zip(outs, sizes)):
+            raise self.error(f"{node.label}: sizes {sizes.tolist()} on axis {axis} of {list(x.shape)} do not give its "
+                             f"outputs {[list(o.shape) for o in outs]}")
+        self.nodes.append(Node("Split", node.name or f"Split#{node.index}",
+                               [data, self.constant(self.names[consts[0].index], sizes)],
+                               [self.names[o.index] for o in outs], {"axis": axis}))
 
     def pool(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)
