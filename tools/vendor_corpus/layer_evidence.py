@@ -129,6 +129,27 @@ def _figures(ours: np.ndarray, sim: np.ndarray, quant) -> Tuple[float, str]:
     return relative, f"max |diff| {diff.max():.3g} ({relative:.1e} of the output's scale)"
 
 
+def _verdict(folder: str) -> str:
+    """One line: whether the file runs off-board (or why not) and how its layers compare."""
+    import rknnlite
+    from rknnlite.model.loader import load_model
+    from rknnlite.model.vendor import lower_rockchip
+
+    loaded = load_model(os.path.join(folder, "model.rknn"))
+    try:
+        lower_rockchip(loaded.payload, loaded.model)
+        runs = "runs"
+    except rknnlite.RKNNError as e:
+        runs = f"refused ({e.message.replace(os.path.join(folder, 'model.rknn') + ': ', '')})"
+    try:
+        rows, end = compare(folder)
+    except rknnlite.RKNNError:
+        return runs
+    worst = max(rows, key=lambda r: r[2][0])
+    return (f"{runs}; {len(rows)} layers compared, worst {worst[0]} {worst[1]}: {worst[2][1]}; "
+            f"end to end: {end}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("step", choices=("build", "compare"))
@@ -144,10 +165,7 @@ def main(argv=None) -> int:
                 build(case, variant, folder)
                 print(f"built {folder}", flush=True)
                 continue
-            rows, end = compare(folder)
-            worst = max(rows, key=lambda r: r[2][0])
-            print(f"{case.name} {variant}: {len(rows)} layers compared; worst layer {worst[0]} {worst[1]}: "
-                  f"{worst[2][1]}; end to end: {end}")
+            print(f"{case.name} {variant}: {_verdict(folder)}", flush=True)
     return 0
 
 

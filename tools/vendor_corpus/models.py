@@ -135,12 +135,13 @@ class _G:
                          pads=[pad, pad, pad, pad], group=group)[0]
 
     def model(self, inputs, outputs):
-        """``inputs``: [(name, shape)]; ``outputs``: [(tensor, name)] (renamed via Identity-free rename)."""
+        """``inputs``: [(name, shape)]; ``outputs``: [(tensor, name[, onnx elem type])] (renamed
+        via Identity-free rename; float unless a type is given)."""
         import onnx
         from onnx import helper, TensorProto
 
         # Rename the last producer's output so the graph output gets a readable name.
-        rename = {tensor: name for tensor, name in outputs}
+        rename = {out[0]: out[1] for out in outputs}
         for nd in self.nodes:
             for i, o in enumerate(nd.output):
                 if o in rename:
@@ -151,7 +152,8 @@ class _G:
         g = helper.make_graph(
             self.nodes, "g",
             [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs],
-            [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for _, name in outputs],
+            [helper.make_tensor_value_info(out[1], out[2] if len(out) > 2 else TensorProto.FLOAT, None)
+             for out in outputs],
             initializer=self.inits,
         )
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="rknnlite-corpus")
@@ -421,6 +423,143 @@ def _yolov8n_like(seed: int = 801, size: int = 160, width: int = 8, classes: int
     return build
 
 
+def _resnet18_like(seed: int = 811, size: int = 64, width: int = 8):
+    """ResNet18's structure at a small width: 7x7/2 stem, max pool, four stages of two basic
+    blocks (projection shortcut where the shape changes), global pool, FC."""
+    def build():
+        g = _G(seed)
+        relu = lambda t: g.node("Relu", [t])[0]  # noqa: E731
+        x = relu(g.conv("x", 3, width, k=7, stride=2))
+        x = g.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])[0]
+        cin = width
+        for stage, cout in enumerate((width, 2 * width, 4 * width, 8 * width)):
+            for block in range(2):
+                stride = 2 if stage and not block else 1
+                h = g.conv(relu(g.conv(x, cin, cout, stride=stride)), cout, cout)
+                short = x if stride == 1 and cin == cout else g.conv(x, cin, cout, k=1, stride=stride)
+                x, cin = relu(g.node("Add", [h, short])[0]), cout
+        y = g.node("Flatten", [g.node("GlobalAveragePool", [x])[0]])[0]
+        w = g.const((g.rng.standard_normal((10, cin)) / np.sqrt(cin)).astype(np.float32), "w")
+        y = g.node("Gemm", [y, w, g.const(np.zeros(10, np.float32), "b")], transB=1)[0]
+        return g.model([("x", (1, 3, size, size))], [(y, "logits")])
+    return build
+
+
+def _mobilenet_like(seed: int, v3: bool, size: int = 64, width: int = 8):
+    """MobileNetV2's inverted residuals (1x1 expand, 3x3 depthwise, 1x1 project, ReLU6); with
+    ``v3`` HardSwish activations and squeeze-and-excitation (GAP, 1x1 convs, HardSigmoid, Mul)."""
+    def build():
+        g = _G(seed)
+
+        def act(t):
+            if v3:
+                return _hardswish(g, t)
+            return g.node("Clip", [t, g.const(np.array(0, np.float32)), g.const(np.array(6, np.float32))])[0]
+
+        def block(x, cin, cout, stride, expand=4):
+            h = act(g.conv(x, cin, cin * expand, k=1))
+            h = act(g.conv(h, cin * expand, cin * expand, stride=stride, group=cin * expand))
+            if v3:
+                s = g.node("GlobalAveragePool", [h])[0]
+                s = g.node("Relu", [g.conv(s, cin * expand, cin, k=1)])[0]
+                s = g.node("HardSigmoid", [g.conv(s, cin, cin * expand, k=1)], alpha=1.0 / 6.0, beta=0.5)[0]
+                h = g.node("Mul", [h, s])[0]
+            h = g.conv(h, cin * expand, cout, k=1)
+            return g.node("Add", [x, h])[0] if stride == 1 and cin == cout else h
+
+        x = act(g.conv("x", 3, width, stride=2))
+        for cin, cout, stride in ((width, width, 1), (width, 2 * width, 2), (2 * width, 2 * width, 1),
+                                  (2 * width, 4 * width, 2), (4 * width, 4 * width, 1)):
+            x = block(x, cin, cout, stride)
+        y = g.node("GlobalAveragePool", [act(g.conv(x, 4 * width, 16 * width, k=1))])[0]
+        return g.model([("x", (1, 3, size, size))], [(g.conv(y, 16 * width, 10, k=1), "logits")])
+    return build
+
+
+def _shufflenet_like(seed: int = 814, size: int = 64, width: int = 16):
+    """ShuffleNetV2 units: channel split, 1x1 / depthwise 3x3 / 1x1 branch, Concat, channel
+    shuffle (Reshape, Transpose, Reshape)."""
+    def build():
+        g = _G(seed)
+        relu = lambda t: g.node("Relu", [t])[0]  # noqa: E731
+
+        def shuffle(t, c, hw):
+            t = g.node("Reshape", [t, g.const(np.array([1, 2, c // 2, hw, hw], np.int64))])[0]
+            t = g.node("Transpose", [t], perm=[0, 2, 1, 3, 4])[0]
+            return g.node("Reshape", [t, g.const(np.array([1, c, hw, hw], np.int64))])[0]
+
+        x = relu(g.conv("x", 3, width, stride=2))
+        hw = size // 2
+        for _ in range(2):
+            a, b = g.node("Split", [x, g.const(np.array([width // 2] * 2, np.int64))], n_out=2, axis=1)
+            h = relu(g.conv(b, width // 2, width // 2, k=1))
+            h = g.conv(h, width // 2, width // 2, group=width // 2)
+            h = relu(g.conv(h, width // 2, width // 2, k=1))
+            x = shuffle(g.node("Concat", [a, h], axis=1)[0], width, hw)
+        y = g.node("GlobalAveragePool", [x])[0]
+        return g.model([("x", (1, 3, size, size))], [(g.conv(y, width, 10, k=1), "logits")])
+    return build
+
+
+def _unet_like(seed: int = 815, size: int = 64, width: int = 8, classes: int = 5):
+    """A UNet-style segmenter: two down stages, ConvTranspose and Resize up paths with skip
+    Concats, a class map and its ArgMax."""
+    def build():
+        g = _G(seed)
+        relu = lambda t: g.node("Relu", [t])[0]  # noqa: E731
+        e1 = relu(g.conv("x", 3, width))
+        e2 = relu(g.conv(g.node("MaxPool", [e1], kernel_shape=[2, 2], strides=[2, 2])[0], width, 2 * width))
+        e3 = relu(g.conv(g.node("MaxPool", [e2], kernel_shape=[2, 2], strides=[2, 2])[0], 2 * width, 4 * width))
+        w = (g.rng.standard_normal((4 * width, 2 * width, 2, 2)) * 0.2).astype(np.float32)
+        u2 = g.node("ConvTranspose", [e3, g.const(w, "w")], kernel_shape=[2, 2], strides=[2, 2])[0]
+        d2 = relu(g.conv(g.node("Concat", [u2, e2], axis=1)[0], 4 * width, 2 * width))
+        u1 = g.node("Resize", [d2, g.const(np.zeros(0, np.float32)), g.const(np.array([1, 1, 2, 2], np.float32))],
+                    mode="linear", coordinate_transformation_mode="half_pixel")[0]
+        d1 = relu(g.conv(g.node("Concat", [u1, e1], axis=1)[0], 3 * width, width))
+        logits = g.conv(d1, width, classes, k=1)
+        from onnx import TensorProto
+
+        label = g.node("ArgMax", [logits], axis=1, keepdims=1)[0]
+        return g.model([("x", (1, 3, size, size))], [(logits, "logits"), (label, "label", TensorProto.INT64)])
+    return build
+
+
+def _transformer_like(seed: int = 816, tokens: int = 16, dim: int = 32, heads: int = 2):
+    """One transformer encoder layer: LayerNorm (decomposed), Q/K/V MatMuls, scaled dot-product attention
+    (Softmax), output projection, residuals, an MLP with GELU (Erf form)."""
+    def build():
+        g = _G(seed)
+        def linear(t, cin, cout):
+            w = g.const((g.rng.standard_normal((cin, cout)) / np.sqrt(cin)).astype(np.float32), "w")
+            return g.node("Add", [g.node("MatMul", [t, w])[0], g.const((g.rng.standard_normal(cout) * 0.1)
+                                                                       .astype(np.float32), "b")])[0]
+
+        def norm(t):  # LayerNorm as opset-13 exports write it (ReduceMean, Sub, Pow, Sqrt, Div, affine)
+            c = g.node("Sub", [t, g.node("ReduceMean", [t], axes=[-1], keepdims=1)[0]])[0]
+            var = g.node("ReduceMean", [g.node("Pow", [c, g.const(np.array(2, np.float32))])[0]], axes=[-1],
+                         keepdims=1)[0]
+            std = g.node("Sqrt", [g.node("Add", [var, g.const(np.array(1e-5, np.float32))])[0]])[0]
+            return g.node("Add", [g.node("Mul", [g.node("Div", [c, std])[0], g.const(np.ones(dim, np.float32))])[0],
+                                  g.const(np.zeros(dim, np.float32))])[0]
+
+        hd = dim // heads
+        h = norm("x")
+        q, k, v = (g.node("Transpose", [g.node("Reshape", [linear(h, dim, dim), g.const(
+            np.array([1, tokens, heads, hd], np.int64))])[0]], perm=[0, 2, 1, 3])[0] for _ in range(3))
+        att = g.node("MatMul", [q, g.node("Transpose", [k], perm=[0, 1, 3, 2])[0]])[0]
+        att = g.node("Softmax", [g.node("Mul", [att, g.const(np.array(1 / np.sqrt(hd), np.float32))])[0]], axis=-1)[0]
+        o = g.node("Reshape", [g.node("Transpose", [g.node("MatMul", [att, v])[0]], perm=[0, 2, 1, 3])[0],
+                               g.const(np.array([1, tokens, dim], np.int64))])[0]
+        x = g.node("Add", ["x", linear(o, dim, dim)])[0]
+        m = linear(norm(x), dim, 2 * dim)
+        gelu = g.node("Mul", [g.node("Mul", [m, g.node("Add", [g.node("Erf", [g.node("Div", [
+            m, g.const(np.array(np.sqrt(2), np.float32))])[0]])[0], g.const(np.array(1, np.float32))])[0]])[0],
+            g.const(np.array(0.5, np.float32))])[0]
+        y = g.node("Add", [x, linear(gelu, 2 * dim, dim)])[0]
+        return g.model([("x", (1, tokens, dim))], [(y, "y")])
+    return build
+
+
 def _bench():
     g = _G(601)
     chans = [3, 32, 64, 96, 128, 160, 192]
@@ -531,6 +670,18 @@ CASES: List[Case] = _cases()
 #: from the simulator through dozens of layers of one-step differences, so they are checked layer
 #: by layer against the simulator's own intermediate tensors (``layer_evidence.py``).
 ARCHITECTURES: List[Case] = [
+    Case("resnet18_like", "ResNet18's structure at width 8 (basic blocks, projection shortcuts, GAP, FC), 64x64",
+         _resnet18_like(), [("x", (1, 3, 64, 64), "image")], purpose="a real classifier architecture"),
+    Case("mobilenetv2_like", "MobileNetV2 inverted residuals (ReLU6, depthwise), width 8, 64x64",
+         _mobilenet_like(812, v3=False), [("x", (1, 3, 64, 64), "image")], purpose="depthwise, ReLU6"),
+    Case("mobilenetv3_like", "MobileNetV3 blocks (HardSwish, squeeze-and-excitation), width 8, 64x64",
+         _mobilenet_like(813, v3=True), [("x", (1, 3, 64, 64), "image")], purpose="HardSwish, SE"),
+    Case("shufflenetv2_like", "ShuffleNetV2 units (channel split, depthwise, channel shuffle), 64x64",
+         _shufflenet_like(), [("x", (1, 3, 64, 64), "image")], purpose="channel shuffle"),
+    Case("unet_like", "UNet-style segmenter (ConvTranspose, bilinear Resize, skip Concats, ArgMax), 64x64",
+         _unet_like(), [("x", (1, 3, 64, 64), "image")], purpose="a segmenter"),
+    Case("transformer_like", "one transformer encoder layer (LayerNorm, MatMul attention, Softmax, GELU), 16x32",
+         _transformer_like(), [("x", (1, 16, 32), "normal")], purpose="a transformer"),
     Case("yolov8n_like", "YOLOv8n's structure at width 8: C2f, SPPF, PAN neck, DFL head, 4 classes, 160x160",
          _yolov8n_like(), [("x", (1, 3, 160, 160), "image")], purpose="a real detector architecture (issue 19)"),
 ]
