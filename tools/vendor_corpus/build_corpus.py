@@ -123,6 +123,7 @@ def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str =
     try:
         for step, call in (
             ("config", lambda: rknn.config(**config)),
+            *((f"reg_custom_op {op.op_type}", lambda op=op: rknn.reg_custom_op(op())) for op in case.custom_ops),
             ("load_onnx", lambda: rknn.load_onnx(model=onnx_path)),
             ("build", lambda: rknn.build(**build)),
             ("export_rknn", lambda: rknn.export_rknn(rknn_path)),
@@ -140,7 +141,13 @@ def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str =
     finally:
         _call(log, rknn.release)
 
-    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    ref_path = onnx_path
+    if case.reference is not None:  # onnxruntime runs no custom op: the standard-op twin
+        import onnx
+
+        ref_path = os.path.join(tmp, f"{case.name}_reference.onnx")
+        onnx.save(case.reference(), ref_path)
+    sess = ort.InferenceSession(ref_path, providers=["CPUExecutionProvider"])
     feeds = {name: x for (name, _, _), x in zip(case.inputs, case.normalise(raw))}
     ref = sess.run(None, feeds)
     out_names = [o.name for o in sess.get_outputs()]

@@ -82,8 +82,10 @@ def file_evidence(path: Path) -> FileEvidence:
     rk = loaded.model
     key = ((rk.target_platforms or [rk.target_platform])[0], toolkit_release(rk.toolkit_version or rk.compiler_version))
     name = path.stem
+    custom_ops = _custom_ops(name)
+    custom_types = {op.op_type for op in custom_ops}
     try:
-        model = lower_rockchip(loaded.payload, rk, validate=False)
+        model = lower_rockchip(loaded.payload, rk, validate=False, custom_types=custom_types)
     except rknnlite.RKNNError as e:
         return FileEvidence(name, key, "?", frozenset(), False, f"refused: {e}")
     key, precision = (model.platform, model.toolkit), model.precision
@@ -95,7 +97,7 @@ def file_evidence(path: Path) -> FileEvidence:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with rknnlite.Context(str(path), backend="software") as ctx:
+            with rknnlite.Context(str(path), backend="software", custom_ops=custom_ops) as ctx:
                 outs = ctx.run(inputs, data_format="nchw")
                 scales = [a.scale if a.type.name == "INT8" else None for a in ctx.outputs]
     finally:
@@ -105,7 +107,18 @@ def file_evidence(path: Path) -> FileEvidence:
             os.environ[ALLOW_ENV] = saved
     results = [output_fidelity(o, s, sc, precision != "fp16") for o, s, sc in zip(outs, sims, scales)]
     passed = len(outs) == len(sims) and all(ok for ok, _ in results)
-    return FileEvidence(name, key, precision, frozenset(model.vendor_ops), passed, "; ".join(d for _, d in results))
+    return FileEvidence(name, key, precision, frozenset(model.vendor_ops) - custom_types, passed,
+                        "; ".join(d for _, d in results))
+
+
+def _custom_ops(stem: str) -> list:
+    """The custom operators corpus file ``stem`` was built with (``models.Case.custom_ops``),
+    instantiated: its op types are the user's code, not vendor ops to validate."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from models import CASES
+
+    case = max((c for c in CASES if stem.startswith(c.name + "_")), key=lambda c: len(c.name), default=None)
+    return [op() for op in case.custom_ops] if case is not None else []
 
 
 def corpus_evidence(corpus: Path = CORPUS) -> List[FileEvidence]:

@@ -50,6 +50,11 @@ class Case:
     platform: str = "rk3588"
     purpose: str = ""
     extra_config: Dict[str, object] = field(default_factory=dict)
+    #: custom operators the build registers (``RKNN.reg_custom_op``) and a run needs
+    custom_ops: Sequence[Callable[[], object]] = ()
+    #: ``() -> onnx.ModelProto`` computing the same with standard ops, for onnxruntime's
+    #: reference outputs (``build`` when ``None``)
+    reference: Optional[Callable[[], object]] = None
 
     def mean_std(self) -> Tuple[Optional[list], Optional[list]]:
         """``mean_values``/``std_values`` for ``RKNN.config`` (``None`` when no input is an image)."""
@@ -134,7 +139,7 @@ class _G:
         return self.node("Conv", ins, kernel_shape=[k, k], strides=[stride, stride],
                          pads=[pad, pad, pad, pad], group=group)[0]
 
-    def model(self, inputs, outputs):
+    def model(self, inputs, outputs, custom_domain: Optional[str] = None):
         """``inputs``: [(name, shape)]; ``outputs``: [(tensor, name[, onnx elem type])] (renamed
         via Identity-free rename; float unless a type is given)."""
         import onnx
@@ -156,8 +161,11 @@ class _G:
              for out in outputs],
             initializer=self.inits,
         )
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="rknnlite-corpus")
+        opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(custom_domain, 1)] if custom_domain else [])
+        m = helper.make_model(g, opset_imports=opsets, producer_name="rknnlite-corpus")
         m.ir_version = IR_VERSION
+        if custom_domain:  # shape inference and the checker know no custom op
+            return m
         m = onnx.shape_inference.infer_shapes(m)
         onnx.checker.check_model(m)
         return m
@@ -353,6 +361,37 @@ def _conv_add_swish():
     b = _swish(g, g.conv("x", 3, 16, k=1))
     y = g.node("Add", [g.conv(a, 16, 16, k=1), b])[0]
     return g.model([("x", IMG[1])], [(_swish(g, y), "y")])
+
+
+class CstChannelSoftmax:
+    """The custom operator of the ``cst_softmax`` case, in RKNN-Toolkit2's class form (the same
+    class registers with the vendor toolkit and runs in rknnlite): softmax over ``axis``."""
+
+    op_type = "cstChannelSoftmax"
+
+    def shape_infer(self, node, in_shapes, in_dtypes):
+        return in_shapes.copy(), in_dtypes.copy()
+
+    def compute(self, node, inputs):
+        try:  # whichever toolkit runs it
+            from rknn.api.custom_op import get_node_attr
+        except ImportError:
+            from rknnlite.toolkit.custom_op import get_node_attr
+        x = inputs[0]
+        e = np.exp(x - np.max(x, axis=get_node_attr(node, "axis"), keepdims=True))
+        return [e / np.sum(e, axis=get_node_attr(node, "axis"), keepdims=True)]
+
+
+def _cst_softmax(custom: bool = True):
+    # a custom op between two convs: Conv 3->8 3x3, cstChannelSoftmax(axis=1), Conv 8->4 1x1; with
+    # custom=False the standard Softmax in its place (onnxruntime's reference)
+    def build():
+        g = _G(804)
+        y = g.node("cstChannelSoftmax" if custom else "Softmax", [g.conv("x", 3, 8)], axis=1)[0]
+        if custom:
+            g.nodes[-1].domain = "rknn.custom"
+        return g.model([("x", IMG[1])], [(g.conv(y, 8, 4, k=1), "y")], custom_domain="rknn.custom" if custom else None)
+    return build
 
 
 def _yolov8n_like(seed: int = 801, size: int = 160, width: int = 8, classes: int = 4, reg_max: int = 16):
@@ -644,6 +683,9 @@ def _cases() -> List[Case]:
              purpose="rk3562"),
         Case("two_input_rk3562", TWO_INPUT + ", rk3562", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
              platform="rk3562", purpose="two inputs on rk3562"),
+        Case("cst_softmax", "Conv 3->8 3x3, cstChannelSoftmax(axis=1) (a custom op), Conv 8->4 1x1", _cst_softmax(),
+             img, purpose="a custom op in a vendor file", custom_ops=(CstChannelSoftmax,),
+             reference=_cst_softmax(custom=False)),
         Case("c2f", "YOLOv8 C2f: Conv 3->16 1x1 SiLU, Split [8, 8], bottleneck (2 x Conv 3x3 SiLU, Add), Concat, "
              "Conv 24->16 1x1 SiLU", _c2f, img, purpose="Split and ConvExSwish (YOLOv8/v11 blocks)"),
         Case("conv_add_swish", "Conv 3->16 3x3 SiLU -> a; Conv 3->16 1x1 SiLU -> b; Conv(a) 1x1 + b; SiLU",

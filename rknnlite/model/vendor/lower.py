@@ -54,7 +54,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -181,11 +181,15 @@ def op_support(payload, rockchip: RockchipModel) -> List[Tuple[str, int, bool]]:
     return [(op, n, op in SUPPORTED_OPS) for op, n in vendor_op_counts(payload, rockchip).items()]
 
 
-def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True) -> VendorModel:
+def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True,
+                   custom_types: Collection[str] = ()) -> VendorModel:
     """Lower a Rockchip ``.rknn`` file (``payload``: its bytes, ``rockchip``: what the reader
     made of them) for the software backend.  ``validate=False`` skips the check that the
     file's platform, toolkit version, precision and op types were validated against the
     vendor simulator (:mod:`.validated`; for the tools that gather that evidence).
+    ``custom_types``: op types a registered custom operator runs (a ``cst*`` op, or a standard
+    type the file compiled as custom, such as ``ArgMax``); their nodes are lowered to nodes of
+    that type with the file's attributes, for the operator to compute.
 
     Raises:
         ModelInvalidError: an op type, tensor, attribute or register this lowering does not
@@ -197,26 +201,37 @@ def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True) -> V
         raise ModelInvalidError(f"{label}: format {rockchip.format_version:#x} files (rv1106 container) are not a "
                                 "FlatBuffer and cannot be run off-board", op="load")
     vf = read_vendor_graph(payload, rockchip.header_size, rockchip.model_size, label)
-    _check_ops(vf, label)
+    custom = frozenset(custom_types) - SUPPORTED_OPS
+    _check_ops(vf, label, custom)
     _check_subgraphs(vf, label)
-    model = _Lowering(vf, rockchip).run()
-    if validate:
-        check_validated(label, model.platform, model.toolkit, model.precision, model.vendor_ops)
+    model = _Lowering(vf, rockchip, custom).run()
+    if validate:  # a custom op runs the user's code: only the file's own ops need the evidence
+        check_validated(label, model.platform, model.toolkit, model.precision,
+                        [op for op in model.vendor_ops if op not in custom])
     return model
 
 
-def _check_ops(vf: VendorFile, label: str) -> None:
+def _check_ops(vf: VendorFile, label: str, custom: FrozenSet[str] = frozenset()) -> None:
     for sg in vf.subgraphs:
         for node in sg.nodes:
-            if node.op not in SUPPORTED_OPS:
-                missing = sorted({n.op for s in vf.subgraphs for n in s.nodes} - SUPPORTED_OPS)
+            if node.op not in SUPPORTED_OPS and node.op not in custom:
+                missing = sorted({n.op for s in vf.subgraphs for n in s.nodes} - SUPPORTED_OPS - custom)
                 raise ModelInvalidError(
                     f"{label}: vendor op type {node.op!r} ({node.label} of subgraph {sg.index}) cannot run off-board; "
-                    f"unsupported here: {', '.join(missing)}; supported: {', '.join(sorted(SUPPORTED_OPS))}",
-                    op="load")
+                    f"unsupported here: {', '.join(missing)}; {_custom_hint(node.op)}; "
+                    f"supported: {', '.join(sorted(SUPPORTED_OPS))}", op="load")
     for sg in vf.subgraphs:
         for node in sg.nodes:
             node.check_params()
+
+
+def _custom_hint(op: str) -> str:
+    """How to run op type ``op`` with a custom operator (both ways librknnrt offers)."""
+    kind = "a custom op" if op.startswith("cst") else "an op the software backend lacks"
+    return (f"{op!r} is {kind}: register it with Context(model, custom_ops=[obj]) (RKNN-Toolkit2's class form: "
+            f"op_type {op!r} and compute(self, node, inputs), attributes through get_node_attr), or install a "
+            f"librkcst_{op}.so plugin (the rknn_custom_op C ABI) in $RKNNLITE_OP_PLUGIN_DIR or "
+            "/usr/lib/rknpu/op_plugins")
 
 
 def _check_subgraphs(vf: VendorFile, label: str) -> None:
@@ -241,8 +256,9 @@ def _check_subgraphs(vf: VendorFile, label: str) -> None:
 
 
 class _Lowering:
-    def __init__(self, vf: VendorFile, rockchip: RockchipModel):
+    def __init__(self, vf: VendorFile, rockchip: RockchipModel, custom: FrozenSet[str] = frozenset()):
         self.vf = vf
+        self.custom = custom
         self.rk = rockchip
         self.label = rockchip.label
         self.sg: VendorSubgraph = vf.subgraphs[0]
@@ -380,6 +396,8 @@ class _Lowering:
             self.reshape(node)
         elif node.op == "exDataConvert":
             self.data_convert(node)
+        elif node.op in self.custom:
+            self.custom_node(node)
         else:  # _check_ops let an op through that nothing lowers
             raise self.error(f"vendor op type {node.op!r} ({node.label}) has no lowering")
 
@@ -793,6 +811,25 @@ class _Lowering:
         self.keep_float.append(sig)
         self.emit(node, "Sigmoid", [data], {}, output=sig)
         self.emit(node, "Mul", [data, sig], {})
+
+    def custom_node(self, node: VendorNode) -> None:
+        """A node a registered custom operator runs: its activation inputs, its plain constant
+        inputs (as :meth:`const_operand` decodes them), every output, and the file's BSON
+        attributes as the node's attributes (what ``get_node_attr`` reads)."""
+        inputs = []
+        for i in node.inputs:
+            t = self.tensor(i, node)
+            if t.kind in _ACTIVATION_KINDS:
+                if not _is_helper(t):
+                    inputs.append(self.names[t.index])
+            elif t.kind in ("const", "shape", "generated") and t.layout != "weight":
+                inputs.append(self.const_operand(node, t))
+            else:
+                raise self.error(f"{node.label}: custom op input {t.name!r} is a {t.kind} tensor in layout {t.layout}; "
+                                 "only activations and plain constants are passed to a custom operator")
+        attrs = {name: attr_value(node, name) for name in node.attrs}
+        self.nodes.append(Node(node.op, node.name or f"{node.op}#{node.index}", inputs,
+                               [self.names[o] for o in node.outputs], attrs))
 
     def split(self, node: VendorNode) -> None:
         """Split along the parameter table's axis into the sizes of its int64 shape constant
