@@ -235,8 +235,9 @@ class SoftwareBackend(EmulatedNpu):
     def set_weight_mem(self, mem) -> None:
         """Copy this model's own weights into ``mem`` (each constant from a 64-byte boundary
         after ``mem.offset``, in name order) and run on them from now on: the executor is
-        rebuilt on views of that memory, so it holds the weights as the NPU's would.  The
-        size was checked by the Context (``mem_size().total_weight_size``)."""
+        rebuilt on views of that memory (kernels that pack a weight for speed, e.g. Conv,
+        keep their packed copy made at that moment, so later writes to the memory do not
+        change them).  The size was checked by the Context (``mem_size().total_weight_size``)."""
         constants = self._own_constants()
         offsets, total = _weight_layout(constants)
         raw = mem.array(np.uint8)
