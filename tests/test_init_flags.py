@@ -17,14 +17,6 @@ from rknnlite.runtime.flags import REFUSED
 from fake_model import FakeTensor, add_mul_model, fake_model_bytes, fake_node
 
 
-@pytest.fixture
-def npu(fake_rknnrt_env, fake_rknnrt_log, monkeypatch):
-    pytest.importorskip("rknnlite._native.rknnrt")
-    monkeypatch.setenv("FAKE_RKNNRT_VERSION", "2.3.2")
-    monkeypatch.delenv("FAKE_RKNNRT_PLATFORM", raising=False)
-    return fake_rknnrt_log
-
-
 def _scale_model(weight=3.0, custom_string=""):
     x, y = FakeTensor("x", (1, 3, 4, 4)), FakeTensor("y", (1, 3, 4, 4))
     return fake_model_bytes([x], [y], [fake_node("mul", ["x"], "y", const=weight, name="scale")],
@@ -34,11 +26,11 @@ def _scale_model(weight=3.0, custom_string=""):
 # -- refusals ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("flag", list(REFUSED))
-def test_unsupported_flags_are_refused_on_both_backends(flag, context_models, npu):
+def test_unsupported_flags_are_refused_on_both_backends(flag, context_models, fake_npu):
     for model, backend in ((context_models["add"], "software"), (add_mul_model(), "npu")):
         with pytest.raises(InvalidParamError, match=f"InitFlag.{flag.name} .*is not supported"):
             rknnlite.Context(model, backend=backend, flags=flag)
-    assert not npu.calls("rknn_init")  # refused before librknnrt sees it
+    assert not fake_npu.calls("rknn_init")  # refused before librknnrt sees it
 
 
 def test_bad_flag_values(context_models):
@@ -48,10 +40,10 @@ def test_bad_flag_values(context_models):
             rknnlite.Context(context_models["add"], flags=flags)
 
 
-def test_accepted_flags_reach_rknn_init(npu):
+def test_accepted_flags_reach_rknn_init(fake_npu):
     flags = InitFlag.PRIOR_LOW | InitFlag.DISABLE_PROC_HIGH_PRIORITY
     with rknnlite.Context(add_mul_model(), backend="npu", flags=flags):
-        assert f"flag=0x{int(flags):x}" in npu.calls("rknn_init")[-1]
+        assert f"flag=0x{int(flags):x}" in fake_npu.calls("rknn_init")[-1]
 
 
 # -- ASYNC_MASK ----------------------------------------------------------------------------------
@@ -60,7 +52,7 @@ def _frames(ctx, make):
     return [float(ctx.run(make(k))[0].reshape(-1)[0]) for k in range(3)]
 
 
-def test_async_mask_returns_the_previous_frame_on_both_backends(npu, context_models):
+def test_async_mask_returns_the_previous_frame_on_both_backends(fake_npu, context_models):
     a = lambda k: [np.full((1, 4, 4, 3), k + 1, np.float32)]  # noqa: E731
     with rknnlite.Context(_scale_model(1.0), backend="npu", flags=InitFlag.ASYNC_MASK) as ctx:
         assert _frames(ctx, a) == [1.0, 1.0, 2.0]  # librknnrt's answer (the fake)
@@ -73,30 +65,30 @@ def test_async_mask_returns_the_previous_frame_on_both_backends(npu, context_mod
         assert _frames(asy, feed) == [want[0], want[0], want[1]]
 
 
-def test_async_mode_follows_async_mask(npu, tmp_path):
+def test_async_mode_follows_async_mask(fake_npu, tmp_path):
     path = tmp_path / "scale.rknn"
     path.write_bytes(_scale_model(1.0))
     lite = RKNNLite()
     assert lite.load_rknn(str(path)) == 0
     assert lite.init_runtime(async_mode=True) == 0
-    assert "flag=0x4" in npu.calls("rknn_init")[-1]
+    assert "flag=0x4" in fake_npu.calls("rknn_init")[-1]
     outs = [lite.inference([np.full((1, 4, 4, 3), k + 1, np.float32)])[0].reshape(-1)[0] for k in range(3)]
     assert outs == [1.0, 1.0, 2.0]
     lite.release()
 
 
-def test_async_mask_is_refused_for_dynamic_models(npu):
+def test_async_mask_is_refused_for_dynamic_models(fake_npu):
     x, y = FakeTensor("x", (1, 3, 8, 8)), FakeTensor("y", (1, 3, 8, 8))
     dyn = fake_model_bytes([x], [y], [fake_node("relu", ["x"], "y")],
                            dynamic_shapes=[[[1, 3, 8, 8]], [[1, 3, 4, 4]]])
     with pytest.raises(InvalidParamError, match="ASYNC_MASK is refused for a dynamic-shape model"):
         rknnlite.Context(dyn, backend="npu", flags=InitFlag.ASYNC_MASK)
-    assert npu.live("contexts") == 0
+    assert fake_npu.live("contexts") == 0
 
 
 # -- memory the caller provides ------------------------------------------------------------------
 
-def test_npu_mem_alloc_outside(npu):
+def test_npu_mem_alloc_outside(fake_npu):
     with rknnlite.Context(_scale_model(3.0), backend="npu", flags=InitFlag.MEM_ALLOC_OUTSIDE) as ctx:
         x = [np.full((1, 4, 4, 3), 2.0, np.float32)]
         with pytest.raises(InvalidParamError, match=r"set_weight_mem\(\) and set_internal_mem\(\)"):
@@ -112,10 +104,10 @@ def test_npu_mem_alloc_outside(npu):
             ctx.run(x)
         ctx.set_internal_mem(ctx.create_mem(max(size.total_internal_size, 1)))
         np.testing.assert_allclose(ctx.run(x)[0], 6.0)
-        assert npu.calls("rknn_set_weight_mem") and npu.calls("rknn_set_internal_mem")
+        assert fake_npu.calls("rknn_set_weight_mem") and fake_npu.calls("rknn_set_internal_mem")
 
 
-def test_set_mem_needs_the_flag_and_own_memory(npu, context_models):
+def test_set_mem_needs_the_flag_and_own_memory(fake_npu, context_models):
     with rknnlite.Context(_scale_model(), backend="npu") as ctx:
         with pytest.raises(InvalidParamError, match="needs a context created with InitFlag.MEM_ALLOC_OUTSIDE"):
             ctx.set_weight_mem(ctx.create_mem(64))
@@ -165,16 +157,16 @@ def test_software_internal_memory_too_small(conv_relu_model):
 
 # -- what the npu backend asks librknnrt ----------------------------------------------------------------
 
-def test_npu_custom_string_sdk_version_and_mem_size_come_from_librknnrt(npu, monkeypatch):
+def test_npu_custom_string_sdk_version_and_mem_size_come_from_librknnrt(fake_npu, monkeypatch):
     monkeypatch.setenv("FAKE_RKNNRT_VERSION", "2.3.7")
     blob = _scale_model(custom_string="file-metadata")
     # the runtime's answer (the fake reads its JSON trailer) differs from the file's FlatBuffer
     # metadata: the context must ask the runtime (same length: the file stays well-formed)
     blob = blob.replace(b'"custom_string": "file-metadata"', b'"custom_string": "librknnrt-ans"')
     with rknnlite.Context(blob, backend="npu") as ctx:
-        npu.clear()
+        fake_npu.clear()
         assert ctx.custom_string == "librknnrt-ans"
-        assert "cmd=7" in npu.calls("rknn_query")[-1]  # RKNN_QUERY_CUSTOM_STRING
+        assert "cmd=7" in fake_npu.calls("rknn_query")[-1]  # RKNN_QUERY_CUSTOM_STRING
         assert ctx.sdk_version()["api"].startswith("2.3.7")
         assert ctx.mem_size().total_weight_size == 4
         assert ctx.query(rknnlite.QueryCmd.CUSTOM_STRING) == "librknnrt-ans"

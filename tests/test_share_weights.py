@@ -122,37 +122,29 @@ def _scale_model(size: int, weight):
     return fake_model_bytes([x], [y], [fake_node("mul", ["x"], "y", const=weight, name="scale")])
 
 
-@pytest.fixture
-def npu(fake_rknnrt_env, fake_rknnrt_log, monkeypatch):
-    pytest.importorskip("rknnlite._native.rknnrt")
-    monkeypatch.setenv("FAKE_RKNNRT_VERSION", "2.3.2")
-    monkeypatch.delenv("FAKE_RKNNRT_PLATFORM", raising=False)
-    return fake_rknnrt_log
-
-
-def test_npu_share_weight_mem_passes_the_other_context(npu):
+def test_npu_share_weight_mem_passes_the_other_context(fake_npu):
     a = rknnlite.Context(_scale_model(8, 3.0), backend="npu")
     b = rknnlite.Context(_scale_model(4, "shared"), share_weights_with=a)
     assert b.backend == "npu"
-    init = npu.calls("rknn_init")[-1]
+    init = fake_npu.calls("rknn_init")[-1]
     assert "flag=0x20" in init and "extend=1" in init
     x = np.full((1, 4, 4, 3), 2.0, np.float32)
     np.testing.assert_allclose(b.run([x])[0], np.full((1, 3, 4, 4), 6.0))
     assert b.mem_size().total_weight_size == 0 < a.mem_size().total_weight_size
     a.close()  # the donor's rknn_destroy waits for b
-    assert npu.live("contexts") == 2
+    assert fake_npu.live("contexts") == 2
     np.testing.assert_allclose(b.run([x])[0], 6.0)
     b.close()
-    assert npu.live("contexts") == 0
+    assert fake_npu.live("contexts") == 0
 
 
-def test_npu_weightless_model_without_sharing_fails_at_init(npu):
+def test_npu_weightless_model_without_sharing_fails_at_init(fake_npu):
     with pytest.raises(ModelInvalidError):
         rknnlite.Context(_scale_model(4, "shared"), backend="npu")
-    assert any("has no weights" in m for m in npu.messages())
+    assert any("has no weights" in m for m in fake_npu.messages())
 
 
-def test_npu_and_software_contexts_do_not_share(npu, twins):
+def test_npu_and_software_contexts_do_not_share(fake_npu, twins):
     with rknnlite.Context(_scale_model(8, 3.0), backend="npu") as a:
         with pytest.raises(InvalidParamError, match="npu backend"):
             rknnlite.Context(twins[1], share_weights_with=a)
