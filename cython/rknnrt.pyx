@@ -1050,6 +1050,9 @@ cdef class RknnContext:
         twin._bind(self.library)
         twin.ctx = out
         twin.model_buffer = self.model_buffer
+        if self.weight_owner is not None:  # the twin runs on the same shared weights
+            twin.weight_owner = self.weight_owner
+            self.weight_owner.sharers.add(twin)
         twin._after_init()
         return twin
 

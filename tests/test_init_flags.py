@@ -171,3 +171,19 @@ def test_npu_custom_string_sdk_version_and_mem_size_come_from_librknnrt(fake_npu
         assert ctx.mem_size().total_weight_size == 4
         assert ctx.query(rknnlite.QueryCmd.CUSTOM_STRING) == "librknnrt-ans"
         assert ctx._loaded.model.custom_string == "file-metadata"  # what the file's reader says
+
+
+def test_npu_internal_alloc_outside_needs_only_internal_memory(fake_npu):
+    with rknnlite.Context(_scale_model(2.0), backend="npu", flags=InitFlag.INTERNAL_ALLOC_OUTSIDE) as ctx:
+        x = [np.ones((1, 4, 4, 3), np.float32)]
+        with pytest.raises(InvalidParamError, match=r"INTERNAL_ALLOC_OUTSIDE: call set_internal_mem\(\)"):
+            ctx.run(x)
+        with pytest.raises(InvalidParamError, match="set_weight_mem needs a context created with "
+                                                    "InitFlag.MEM_ALLOC_OUTSIDE"):
+            ctx.set_weight_mem(ctx.create_mem(4))
+        internal = ctx.create_mem(max(ctx.mem_size().total_internal_size, 1))
+        ctx.set_internal_mem(internal)
+        np.testing.assert_allclose(ctx.run(x)[0], 2.0)
+        internal.destroy()  # a destroyed memory is no memory: refused before librknnrt runs
+        with pytest.raises(InvalidParamError, match=r"call set_internal_mem\(\)"):
+            ctx.run(x)

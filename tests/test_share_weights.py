@@ -150,3 +150,26 @@ def test_npu_and_software_contexts_do_not_share(fake_npu, twins):
             rknnlite.Context(twins[1], share_weights_with=a)
         with pytest.raises(InvalidParamError, match="must run there too"):
             rknnlite.Context(_scale_model(4, "shared"), backend="software", share_weights_with=a)
+
+
+def test_npu_dup_of_a_sharing_context_keeps_the_weights_alive(fake_npu):
+    a = rknnlite.Context(_scale_model(8, 5.0), backend="npu")
+    b = rknnlite.Context(_scale_model(4, "shared"), share_weights_with=a)
+    twin = b.dup()
+    a.close()
+    b.close()
+    assert fake_npu.live("contexts") == 2  # the twin and the weights' context
+    np.testing.assert_allclose(twin.run([np.ones((1, 4, 4, 3), np.float32)])[0], 5.0)
+    twin.close()
+    assert fake_npu.live("contexts") == 0
+
+
+def test_software_donor_closed_first(twins):
+    full, light, reference = twins
+    a = rknnlite.Context(full)
+    b = rknnlite.Context(light, share_weights_with=a)
+    a.close()
+    x = np.ones((1, 3, 8, 8), np.float32)
+    with rknnlite.Context(reference) as ref:
+        np.testing.assert_array_equal(b.run([x], data_format="nchw")[0], ref.run([x], data_format="nchw")[0])
+    b.close()
