@@ -187,3 +187,16 @@ def test_npu_internal_alloc_outside_needs_only_internal_memory(fake_npu):
         internal.destroy()  # a destroyed memory is no memory: refused before librknnrt runs
         with pytest.raises(InvalidParamError, match=r"call set_internal_mem\(\)"):
             ctx.run(x)
+
+
+@pytest.mark.parametrize("name", ["convnet_fp16", "convnet_i8"])
+def test_software_mem_alloc_outside_on_a_vendor_file(vendor_fixtures, name):
+    path = str(vendor_fixtures / "rknn" / f"{name}.rknn")
+    with rknnlite.Context(path, backend="software") as plain:
+        x = (np.random.default_rng(1).random(tuple(plain.inputs[0].dims)) * 255).astype(np.float32)
+        want = plain.run([x])[0]
+    with rknnlite.Context(path, backend="software", flags=InitFlag.MEM_ALLOC_OUTSIDE) as ctx:
+        size = ctx.mem_size()
+        ctx.set_weight_mem(ctx.create_mem(size.total_weight_size))
+        ctx.set_internal_mem(ctx.create_mem(size.total_internal_size))
+        np.testing.assert_array_equal(ctx.run([x])[0], want)  # the same graph, bit for bit

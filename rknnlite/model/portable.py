@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, Mapping, Tuple
 
@@ -122,8 +123,9 @@ def share_weights(model: PortableModel, donor: PortableModel, label: str = "the 
             raise ModelInvalidError(f"{label} needs weight {name!r} as {dtype} {list(shape)}; the shared context's "
                                     f"model has {value.dtype.name} {list(value.shape)}", op="rknn_init")
         constants[name] = value
-    g = model.graph
-    return replace(model, graph=Graph(g.nodes, g.inputs, g.outputs, constants, g.quant), shared={})
+    graph = copy.copy(model.graph)
+    graph.constants = constants
+    return replace(model, graph=graph, shared={})
 
 
 def _check_io(metadata: ModelMetadata, graph: Graph) -> None:

@@ -247,12 +247,12 @@ class SoftwareBackend(EmulatedNpu):
             dst = raw[offset:offset + a.nbytes].view(a.dtype).reshape(a.shape)
             np.copyto(dst, a)
             views[name] = dst
-        g = self.model.graph
+        import copy
         from dataclasses import replace
 
-        from ...model.graph import Graph
-
-        self.model = replace(self.model, graph=Graph(g.nodes, g.inputs, g.outputs, views, g.quant))
+        graph = copy.copy(self.model.graph)  # a vendor graph keeps its keep_float/round_fp16 names
+        graph.constants = views
+        self.model = replace(self.model, graph=graph)
         executor = Executor(self.model.graph, self.model.metadata.float_dtype, self._custom_ops, defer_missing=True)
         custom = self._custom.clone(executor)
         threads, arena = self._state.pool.threads, self._state.arena
