@@ -322,6 +322,18 @@ def _convnet(seed: int = 501, size: int = 16):
     return build
 
 
+def _two_input(seed: int = 701):
+    # two image inputs, each through its own conv, summed: the shape of Rockchip's multi-input demos
+    def build():
+        g = _G(seed)
+        a = g.conv("a", 3, 8)
+        b = g.conv("b", 3, 8)
+        y = g.node("Relu", [g.node("Add", [a, b])[0]])[0]
+        y = g.conv(y, 8, 4, k=1)
+        return g.model([("a", IMG[1]), ("b", IMG[1])], [(y, "y")])
+    return build
+
+
 def _bench():
     g = _G(601)
     chans = [3, 32, 64, 96, 128, 160, 192]
@@ -331,6 +343,9 @@ def _bench():
     y = g.node("GlobalAveragePool", [y])[0]
     y = g.conv(y, 192, 16, k=1)
     return g.model([("x", (1, 3, 64, 64))], [(y, "y")])
+
+
+TWO_INPUT = "Conv 3->8 3x3 on a, Conv 3->8 3x3 on b, Add, Relu, Conv 8->4 1x1"
 
 
 def _cases() -> List[Case]:
@@ -389,10 +404,33 @@ def _cases() -> List[Case]:
              "HardSigmoid(alpha=0.3, beta=0.4), rk3576", _conv_act(106, _hardsigmoid(0.3, 0.4)), img,
              variants=("fp16", "i8"), platform="rk3576",
              purpose="rk3576 lookup-table activation (index map in <out>_BnCfg_BNcfgTensor)"),
+        Case("two_input", TWO_INPUT, _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
+             purpose="two inputs (Rockchip's multi-input demos)"),
+        Case("two_input_rk3566", TWO_INPUT + ", rk3566", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
+             platform="rk3566", purpose="two inputs on rk3566"),
+        Case("two_input_rv1126b", TWO_INPUT + ", rv1126b", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
+             platform="rv1126b", purpose="two inputs on rv1126b (its fidelity is what the validated table says)"),
+        Case("convnet_rv1126b", "same graph and weights as convnet, rv1126b", _convnet(), img, platform="rv1126b",
+             purpose="rv1126b"),
+        Case("convnet_rk3568", "same graph and weights as convnet, rk3568", _convnet(), img, platform="rk3568",
+             purpose="rk3568"),
+        Case("convnet_rk3562", "same graph and weights as convnet, rk3562", _convnet(), img, platform="rk3562",
+             purpose="rk3562"),
+        Case("two_input_rk3562", TWO_INPUT + ", rk3562", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
+             platform="rk3562", purpose="two inputs on rk3562"),
         Case("bench", "6 x (Conv 3x3 Relu) 3-32-64-96-128-160-192, s2 at 1,3,5; GAP; Conv 192->16 1x1",
              _bench, [("x", (1, 3, 64, 64), "image")], purpose="benchmark"),
     ]
+    for case in cases:
+        if case.name in _PER_LAYER_TOO:
+            case.variants = tuple(case.variants) + ("i8_layer",)
     return cases
+
+
+#: cases also built with per-layer quantization: each op family the lowering runs per layer (the
+#: LeakyRelu and rk3576 ones are refused: their per-layer registers and biases were never decoded)
+_PER_LAYER_TOO = ("conv_relu6", "conv_leaky01", "conv_sigmoid", "avgpool", "concat", "mbblock", "conv_add_relu",
+                  "bench", "two_input", "convnet_rk3576")
 
 
 CASES: List[Case] = _cases()

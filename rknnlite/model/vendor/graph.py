@@ -25,7 +25,7 @@ __all__ = ["VendorTensor", "VendorNode", "VendorSubgraph", "VendorFile", "read_v
 #: Tensor slot 0: dtype code -> name (0 only on the empty tensor 0).
 DTYPES = {0: "none", 1: "float32", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 10: "float16", 13: "raw"}
 #: Tensor slot 1: layout code -> name.
-LAYOUTS = {0: "plain", 2: "NCHW", 64: "NC1HWC2", 65: "weight"}
+LAYOUTS = {0: "plain", 1: "NHWC", 2: "NCHW", 64: "NC1HWC2", 65: "weight"}
 #: Tensor slot 2: kind code -> name.
 KINDS = {0: "none", 1: "input", 2: "output", 3: "activation", 4: "const", 5: "shape", 6: "lut",
          8: "generated", 9: "regcmd", 10: "task"}

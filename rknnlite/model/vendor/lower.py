@@ -51,6 +51,7 @@ once here (new arrays in model layout); nothing else is copied.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
@@ -65,8 +66,9 @@ from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
 from .f2act import F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage
 from .lut import lower_lut_conv, lower_lut_sigmoid
-from .regcmd import fused_activation, node_registers, read_tasks, requant_of
+from .regcmd import Requant, fused_activation, node_registers, read_tasks, requant_of
 from .regcmd import shortest_decimal as _shortest
+from .validated import check_validated, toolkit_release
 from .weights import decode_float_bias, decode_int8_bias, decode_int32_bias, decode_weight
 
 __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_support", "vendor_op_counts"]
@@ -127,6 +129,10 @@ class VendorModel:
         feed_inputs: the inputs as the software backend takes them (float32 for the file's
             float16 inputs, which ``metadata.inputs`` reports as float16, as librknnrt does);
             see :attr:`rknnlite.backends.base.Backend.feed_inputs`.
+        platform: the file's target platform (lower case; ``None`` when it names none).
+        toolkit: the RKNN-Toolkit2 release that built it (``"2.5.0"``; ``None`` if unrecorded).
+        precision: ``"fp16"``, ``"int8"`` (per-channel) or ``"int8-layer"`` (per-layer
+            quantization), as the lowered convs showed.
     """
 
     metadata: ModelMetadata
@@ -135,6 +141,9 @@ class VendorModel:
     preprocess: Tuple[Optional[Preprocess], ...] = ()
     vendor_ops: Tuple[str, ...] = field(default=())
     feed_inputs: Tuple[TensorSpec, ...] = field(default=())
+    platform: Optional[str] = None
+    toolkit: Optional[str] = None
+    precision: str = "fp16"
 
     def graph_inputs(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
         """``inputs`` (in the layout of ``metadata.inputs``, float32 unless passed through) as
@@ -172,13 +181,16 @@ def op_support(payload, rockchip: RockchipModel) -> List[Tuple[str, int, bool]]:
     return [(op, n, op in SUPPORTED_OPS) for op, n in vendor_op_counts(payload, rockchip).items()]
 
 
-def lower_rockchip(payload, rockchip: RockchipModel) -> VendorModel:
+def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True) -> VendorModel:
     """Lower a Rockchip ``.rknn`` file (``payload``: its bytes, ``rockchip``: what the reader
-    made of them) for the software backend.
+    made of them) for the software backend.  ``validate=False`` skips the check that the
+    file's platform, toolkit version, precision and op types were validated against the
+    vendor simulator (:mod:`.validated`; for the tools that gather that evidence).
 
     Raises:
         ModelInvalidError: an op type, tensor, attribute or register this lowering does not
-            know, or a file without a FlatBuffer; the message names it and the file.
+            know, a file outside the validated table, or a file without a FlatBuffer; the
+            message names it and the file.
     """
     label = rockchip.label
     if not rockchip.flatbuffer:
@@ -187,7 +199,10 @@ def lower_rockchip(payload, rockchip: RockchipModel) -> VendorModel:
     vf = read_vendor_graph(payload, rockchip.header_size, rockchip.model_size, label)
     _check_ops(vf, label)
     _check_subgraphs(vf, label)
-    return _Lowering(vf, rockchip).run()
+    model = _Lowering(vf, rockchip).run()
+    if validate:
+        check_validated(label, model.platform, model.toolkit, model.precision, model.vendor_ops)
+    return model
 
 
 def _check_ops(vf: VendorFile, label: str) -> None:
@@ -241,7 +256,12 @@ class _Lowering:
             if t.dtype not in ("float16", "float32", "int8"):
                 raise self.error(f"activation tensor {t.index} ({t.name!r}) has dtype {t.dtype}; the lowering runs "
                                  "float16, float32 and int8 activations")
+            if t.layout == "NHWC" and not _is_helper(t):  # seen only on rk3562's output helper tensors
+                raise self.error(f"activation tensor {t.index} ({t.name!r}) has layout NHWC (code 1), which was "
+                                 "observed only on NPU helper tensors, never on data the graph computes")
         self.int8 = any(t.dtype == "int8" for t in activations)
+        #: per int8 conv node: its quantization method, "channel" (bias blocks) or "layer" (plain bias)
+        self.methods: Dict[int, str] = {}
         self._tasks = None
         self._regcmd = None
 
@@ -294,7 +314,10 @@ class _Lowering:
             batch_size=batch,
         )
         ops = tuple(dict.fromkeys(n.op for n in sg.nodes))
-        return VendorModel(metadata, graph, self.rk, preprocess, ops, tuple(_float32(s) for s in attrs_in))
+        return VendorModel(metadata, graph, self.rk, preprocess, ops, tuple(_float32(s) for s in attrs_in),
+                           platform=self.platform(),
+                           toolkit=toolkit_release(self.rk.toolkit_version or self.rk.compiler_version),
+                           precision=self.precision())
 
     def batch_size(self) -> int:
         """``rknn_batch_size`` of the build.  Such a file stores the one-sample graph (every I/O
@@ -497,7 +520,9 @@ class _Lowering:
         kernel = list(p["kernel_shape"])
         where = f"{self.label}: {node.label} weight {w.name!r}"
         raw = self.vf.tensor_data(self.sg, w)
-        weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size)
+        # rk3576/rv1126b int8 convs on a graph input store their weight packed
+        packed = self.int8 and self.f2_platform() and x.kind == "input"
+        weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size, packed=packed)
         channels_in = x.shape[1] if len(x.shape) == 4 else -1
         if group > 1:
             if not (w.shape[0] == 1 and w.shape[1] == group == channels_in):
@@ -540,6 +565,7 @@ class _Lowering:
                                            f"{self.label}: {node.label} bias {b.name!r}")
         if activation is None and _is_identity(node, weight_f, bias_f, attrs) and \
                 (not self.int8 or _same_quant(x, out)):
+            self.methods.pop(node.index, None)  # compiler identity convs keep a plain bias in every file
             self.emit(node, "Identity", [self.names[x.index]], {})
             return
         inputs = [self.names[x.index], self.constant(self.names[w.index], weight_f)]
@@ -620,17 +646,13 @@ class _Lowering:
         s_in, zp_in = self.activation_quant(x).scale[0], self.activation_quant(x).zero_point[0]
         stored = self.stored_weight_scales(w, channels)
         if stored is not None:
+            self.methods[node.index] = "channel"  # their per-layer files are refused (one stored scale)
             bias_i32, w_zp, _ = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}", self.bias_block(node, x, out))
             centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
             return _dequantized(centred, bias_i32, zp_in, s_in, stored) + (None,)
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
         requant = requant_of(regs, where)
-        if requant.bias_blocks:
-            bias_i32, w_zp, mul = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}", self.bias_block(node, x, out))
-        else:  # per-layer quantization: a plain int32 bias, one weight zero point, no channel multipliers
-            bias_i32 = decode_int32_bias(raw, channels, f"{where} bias {b.name!r}")
-            w_zp = np.full(channels, requant.weight_zp, np.int64)
-            mul = np.zeros(channels, np.int64)
+        bias_i32, w_zp, mul = self.int8_bias(node, x, out, b, requant, channels)
         qo = self.activation_quant(out)
         s_out, zp_out = qo.scale[0], qo.zero_point[0]
         if requant.offset != zp_out:
@@ -645,6 +667,21 @@ class _Lowering:
         centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
         return _dequantized(centred, bias_i32, zp_in, s_in, m * s_out / s_in) + (s_out * requant.multiplier,)
 
+    def int8_bias(self, node: VendorNode, x: VendorTensor, out: VendorTensor, b: VendorTensor, requant: Requant,
+                  channels: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(bias_i32, w_zp, mul)`` per output channel of an int8 conv: from the per-channel
+        bias blocks, or (per-layer quantization: a plain int32 bias) the layer's one weight
+        zero point from the registers and multipliers of 0.  Records which quantization
+        method the file uses (:attr:`methods`)."""
+        where = f"{self.label}: {node.label} bias {b.name!r}"
+        raw = self.vf.tensor_data(self.sg, b)
+        if requant.bias_blocks:
+            self.methods[node.index] = "channel"
+            return decode_int8_bias(raw, channels, where, self.bias_block(node, x, out))
+        self.methods[node.index] = "layer"
+        return (decode_int32_bias(raw, channels, where), np.full(channels, requant.weight_zp, np.int64),
+                np.zeros(channels, np.int64))
+
     def bias_block(self, node: VendorNode, x: VendorTensor, out: VendorTensor) -> int:
         """Channels per int8 bias block: half the C2 of the conv's NC1HWC2 activations."""
         c2 = [t.npu_shape[-1] for t in (out, x) if t.layout == "NC1HWC2" and len(t.npu_shape) == 5]
@@ -653,11 +690,27 @@ class _Lowering:
                              "bias block (half the C2) are not known")
         return c2[0] // 2
 
+    def platform(self) -> Optional[str]:
+        """The file's one target platform (``None`` when it names none)."""
+        platforms = tuple(self.rk.target_platforms) or ((self.rk.target_platform,) if self.rk.target_platform else ())
+        if len(platforms) > 1:
+            raise self.error(f"the file targets {len(platforms)} platforms {list(platforms)}; one was expected")
+        return platforms[0].lower() if platforms else None
+
+    def precision(self) -> str:
+        """``"fp16"``, ``"int8"`` (per-channel quantization) or ``"int8-layer"`` (per layer), as
+        the lowered convs showed (once they are lowered)."""
+        if not self.int8:
+            return "fp16"
+        methods = set(self.methods.values())
+        if len(methods) > 1:
+            raise self.error("its convs mix per-channel and per-layer quantization, which no observed file does")
+        return "int8-layer" if methods == {"layer"} else "int8"
+
     def f2_platform(self) -> bool:
         """Whether the file targets rk3576 or rv1126b, whose DPU registers follow the map of
         :mod:`.f2act` (for fp16 files, where no stored weight scale tells it)."""
-        platforms = tuple(self.rk.target_platforms) or ((self.rk.target_platform,) if self.rk.target_platform else ())
-        return any(p in F2_PLATFORMS for p in platforms)
+        return self.platform() in F2_PLATFORMS
 
     def stored_weight_scales(self, w: VendorTensor, channels: int) -> Optional[np.ndarray]:
         """The per-channel weight scales rk3576/rv1126b files store next to an int8 weight
@@ -667,6 +720,10 @@ class _Lowering:
             return None
         t = found[0]
         raw = self.vf.tensor_data(self.sg, t)
+        if t.dtype == "float16" and len(raw) == 2 and channels > 1:
+            raise self.error(f"weight scales {t.name!r} hold one value: a per-layer quantized "
+                             f"({'/'.join(F2_PLATFORMS)}) file, whose bias and weight zero point layout was not "
+                             "validated off-board (per-channel quantization is)")
         if t.dtype != "float16" or len(raw) < 2 * channels:
             raise self.error(f"weight scales {t.name!r} ({t.dtype}, {len(raw)} bytes) are not {channels} float16 values")
         scales = np.frombuffer(raw, "<f2", channels).astype(np.float64)
@@ -901,9 +958,10 @@ def _hard_sigmoid_params(scale: float, offset: float) -> Tuple[float, float]:
 
 
 def _is_helper(t: VendorTensor) -> bool:
-    """An NPU scratch activation a node lists as an input (``*_exSecondary``,
-    ``empty_placeholder_*``): not data the CPU computation reads."""
-    return t.name.endswith("_exSecondary") or t.name.startswith("empty_placeholder_")
+    """An NPU scratch activation a node lists as an input (``*_exSecondary``, rk3562's
+    ``*_exSecondary0``/``1`` output conversions, ``empty_placeholder_*``): not data the CPU
+    computation reads."""
+    return re.search(r"_exSecondary\d*$", t.name) is not None or t.name.startswith("empty_placeholder_")
 
 
 def _same_quant(a: VendorTensor, b: VendorTensor) -> bool:
