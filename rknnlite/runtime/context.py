@@ -493,9 +493,10 @@ class Context:
                    and (self._model_mem[k] is None or self._model_mem[k].destroyed)]
         if missing:
             calls = " and ".join(f"set_{k}_mem()" for k in missing)
-            raise InvalidParamError(f"this context was created with InitFlag."
-                                    f"{'MEM_ALLOC_OUTSIDE' if self.flags & InitFlag.MEM_ALLOC_OUTSIDE else 'INTERNAL_ALLOC_OUTSIDE'}"
-                                    f": call {calls} (sizes from mem_size()) before running", op=op)
+            flag = InitFlag.MEM_ALLOC_OUTSIDE if self.flags & InitFlag.MEM_ALLOC_OUTSIDE else \
+                InitFlag.INTERNAL_ALLOC_OUTSIDE
+            raise InvalidParamError(f"this context was created with InitFlag.{flag.name}: call {calls} (sizes "
+                                    "from mem_size()) before running", op=op)
 
     # -- running ---------------------------------------------------------------------------
 

@@ -4,16 +4,21 @@ Every :class:`~rknnlite.constants.InitFlag` is either implemented on both backen
 when the context is created (:class:`~rknnlite.errors.InvalidParamError` naming it); none is
 passed to librknnrt unchecked.
 
-| flag | npu backend | software backend |
-|---|---|---|
-| ``PRIOR_HIGH/MEDIUM/LOW`` | passed to librknnrt (the priority of the context's jobs in the NPU queue) | accepted: each context runs on its caller's thread, there is no shared queue to order |
-| ``COLLECT_PERF_MASK`` | librknnrt's profile | per-operator timing |
-| ``ASYNC_MASK`` | ``run`` returns the previous frame (librknnrt) | the same, emulated |
-| ``MEM_ALLOC_OUTSIDE`` | the caller gives weight and internal memory (``set_weight_mem``/``set_internal_mem``) | the same: weights and planned activations live in that memory |
-| ``INTERNAL_ALLOC_OUTSIDE`` | the caller gives internal memory only | the same |
-| ``SHARE_WEIGHT_MEM`` | set by ``share_weights_with=`` only (it needs ``rknn_init_extend.ctx``) | the same |
-| ``DISABLE_PROC_HIGH_PRIORITY`` | passed (librknnrt does not raise the process priority) | accepted: rknnlite never changes the process priority |
-| ``DISABLE_FLUSH_INPUT/OUTPUT_MEM_CACHE`` | passed | emulated cache maintenance (:mod:`.memory`) |
+Accepted (npu backend / software backend):
+
+* ``PRIOR_HIGH``/``PRIOR_MEDIUM``/``PRIOR_LOW``: passed to librknnrt (the priority of the
+  context's jobs in the NPU queue) / accepted: each context runs on its caller's thread,
+  there is no shared queue to order.
+* ``COLLECT_PERF_MASK``: librknnrt's profile / per-operator timing.
+* ``ASYNC_MASK``: ``run`` returns the previous frame (librknnrt) / the same, emulated.
+* ``MEM_ALLOC_OUTSIDE``: the caller gives weight and internal memory (``set_weight_mem``,
+  ``set_internal_mem``) / the same: the weights and planned activations live in that memory.
+* ``INTERNAL_ALLOC_OUTSIDE``: the caller gives the internal memory only / the same.
+* ``SHARE_WEIGHT_MEM``: set by ``share_weights_with=`` only (it needs ``rknn_init_extend.ctx``).
+* ``DISABLE_PROC_HIGH_PRIORITY``: passed (librknnrt does not raise the process priority) /
+  accepted: rknnlite never changes the process priority.
+* ``DISABLE_FLUSH_INPUT_MEM_CACHE``/``DISABLE_FLUSH_OUTPUT_MEM_CACHE``: passed / emulated cache
+  maintenance (:mod:`.memory`).
 
 Refused: ``FENCE_IN_OUTSIDE``/``FENCE_OUT_OUTSIDE`` (no fence API is bound),
 ``COLLECT_MODEL_INFO_ONLY`` (create a ``MEM_ALLOC_OUTSIDE`` context and call ``mem_size()``),

@@ -97,8 +97,9 @@ class NpuBackend:
         from .runtime import binding
 
         try:
-            share = self._share._ctx if self._share is not None else None
-            ctx = binding().RknnContext(self.runtime, self._loaded.payload, flags & ~InitFlag.SHARE_WEIGHT_MEM, share)
+            share = self._share._ctx if self._share is not None else None  # the binding sets SHARE_WEIGHT_MEM
+            ctx = binding().RknnContext(self.runtime, self._loaded.payload, flags & ~InitFlag.SHARE_WEIGHT_MEM,
+                                        share)
         except RKNNError as e:
             if e.op != "rknn_init":
                 raise
