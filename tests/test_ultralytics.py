@@ -7,25 +7,75 @@ Ultralytics' RKNN backend (``ultralytics/nn/backends/rknn.py``) refuses non-Rock
 ``rknnlite.api.RKNNLite``: ``load_rknn``, ``init_runtime()``, ``inference(inputs=[im])`` with
 BHWC uint8 frames.  The model is a YOLOv8n built from its yaml (no weights download), exported
 to ONNX by Ultralytics and converted by rknnlite's toolkit with the settings of Ultralytics'
-own RKNN export (mean 0, std 255).  Skipped when ultralytics (and torch) are not installed:
-they are optional and large (see docs/ultralytics.md).
+own RKNN export (mean 0, std 255).
+
+Ultralytics patches ``cv2`` and ``torch`` functions when it is imported, so everything runs in
+a child process: the rest of the suite keeps the real ones.  Skipped when ultralytics (and
+torch) are not installed: they are optional and large (see docs/ultralytics.md).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+
+if importlib.util.find_spec("ultralytics") is None:
+    pytest.skip("ultralytics is not installed (optional, large: it needs torch)", allow_module_level=True)
+pytest.importorskip("onnx", reason="the export needs onnx")
+
+REPO = Path(__file__).resolve().parents[1]
+SHIM = REPO / "packaging" / "rknn-toolkit-lite2"
+
+SCRIPT = r'''
+import json
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
-import pytest
+import ultralytics.nn.backends.rknn as rknn_backend
+import ultralytics.utils.checks as checks
+from ultralytics import YOLO
+from ultralytics.nn.backends.base import BaseBackend
+from ultralytics.utils import YAML
 
-ultralytics = pytest.importorskip("ultralytics", reason="ultralytics is not installed (optional, large: torch)")
-pytest.importorskip("onnx", reason="the export needs onnx")
+from rknnlite.api import RKNNLite
+from rknnlite.toolkit import RKNN
 
-SHIM = Path(__file__).resolve().parents[1] / "packaging" / "rknn-toolkit-lite2"
+onnx_file = Path(YOLO("yolov8n.yaml").export(format="onnx", imgsz=64, opset=17, simplify=False)).resolve()
+out = Path("yolov8n_rknn_model")
+out.mkdir()
+rk = RKNN()
+assert rk.config(mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]], target_platform="rk3588") == 0
+assert rk.load_onnx(str(onnx_file)) == 0
+assert rk.build() == 0
+assert rk.export_rknn(str(out / "yolov8n-rk3588.rknn")) == 0
+rk.release()
+YAML.save(out / "metadata.yaml", BaseBackend.read_metadata(onnx_file))  # what Ultralytics' export writes
+
+rknn_backend.is_rockchip = lambda: True  # the only patch: this host is no Rockchip board
+checks.AUTOINSTALL = False  # never pip-install anything from a test
+assert checks.check_requirements("rknn-toolkit-lite2", install=False)
+
+image = (np.random.default_rng(0).random((64, 64, 3)) * 255).astype(np.uint8)
+yolo = YOLO(str(out), task="detect")
+result = yolo.predict(image, imgsz=64, conf=0.0001, verbose=False)[0]
+reference = YOLO(str(onnx_file), task="detect").predict(image, imgsz=64, conf=0.0001, verbose=False)[0]
+print(json.dumps({
+    "lite2_version": metadata.version("rknn-toolkit-lite2"),
+    "runtime": type(yolo.predictor.model.backend.model).__module__,
+    "is_rknnlite": isinstance(yolo.predictor.model.backend.model, RKNNLite),
+    "orig_shape": list(result.orig_shape),
+    "xyxy": result.boxes.xyxy.numpy().tolist(), "cls": result.boxes.cls.numpy().tolist(),
+    "ref_xyxy": reference.boxes.xyxy.numpy().tolist(), "ref_cls": reference.boxes.cls.numpy().tolist(),
+}))
+'''
 
 
 @pytest.fixture(scope="module")
@@ -39,58 +89,19 @@ def shim_site(tmp_path_factory):
     return target
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """(``yolov8n_rknn_model`` directory, the ONNX file it was converted from)."""
-    from ultralytics import YOLO
-    from ultralytics.nn.backends.base import BaseBackend
-    from ultralytics.utils import YAML
+def test_yolo_predicts_through_rknnlite(shim_site, tmp_path):
+    import numpy as np
 
-    from rknnlite.toolkit import RKNN
-
-    root = tmp_path_factory.mktemp("yolo")
-    onnx_file = Path(YOLO("yolov8n.yaml").export(format="onnx", imgsz=64, opset=17, simplify=False,
-                                                 project=str(root)))
-    onnx_file = onnx_file if onnx_file.is_absolute() else Path.cwd() / onnx_file
-    moved = root / onnx_file.name
-    onnx_file.replace(moved)
-    out = root / "yolov8n_rknn_model"
-    out.mkdir()
-    rk = RKNN()
-    try:
-        assert rk.config(mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]], target_platform="rk3588") == 0
-        assert rk.load_onnx(str(moved)) == 0
-        assert rk.build() == 0
-        assert rk.export_rknn(str(out / "yolov8n-rk3588.rknn")) == 0
-    finally:
-        rk.release()
-    YAML.save(out / "metadata.yaml", BaseBackend.read_metadata(moved))  # what Ultralytics' export writes
-    return out, moved
-
-
-def test_yolo_predicts_through_rknnlite(shim_site, exported, monkeypatch):
-    import ultralytics.nn.backends.rknn as rknn_backend
-    from ultralytics import YOLO
-
-    monkeypatch.syspath_prepend(str(shim_site))
-    monkeypatch.delenv("ULTRALYTICS_SKIP_REQUIREMENTS_CHECKS", raising=False)
-    monkeypatch.setattr(rknn_backend, "is_rockchip", lambda: True)
-    import ultralytics.utils.checks as checks
-
-    monkeypatch.setattr(checks, "AUTOINSTALL", False)  # never pip-install anything from a test
-    assert metadata.version("rknn-toolkit-lite2") == "2.5.0"
-    assert checks.check_requirements("rknn-toolkit-lite2", install=False)
-
-    model_dir, onnx_file = exported
-    rng = np.random.default_rng(0)
-    image = (rng.random((64, 64, 3)) * 255).astype(np.uint8)
-    yolo = YOLO(str(model_dir), task="detect")
-    result = yolo.predict(image, imgsz=64, conf=0.0001, verbose=False)[0]
-    from rknnlite.api import RKNNLite
-
-    assert isinstance(yolo.predictor.model.backend.model, RKNNLite)
-    reference = YOLO(str(onnx_file), task="detect").predict(image, imgsz=64, conf=0.0001, verbose=False)[0]
-    assert result.orig_shape == (64, 64) and len(result.boxes) == len(reference.boxes) > 0
+    env = dict(os.environ)
+    env.pop("ULTRALYTICS_SKIP_REQUIREMENTS_CHECKS", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(shim_site), str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
+    run = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=900)
+    assert run.returncode == 0, run.stderr[-4000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["lite2_version"] == "2.5.0"  # the marker satisfied Ultralytics' check (nothing installed)
+    assert got["is_rknnlite"] and got["runtime"] == "rknnlite.api.rknn_lite"
+    assert got["orig_shape"] == [64, 64] and len(got["cls"]) == len(got["ref_cls"]) > 0
     # fp16 storage of the portable model against onnxruntime's float32: the same detections
-    np.testing.assert_allclose(result.boxes.xyxy.numpy(), reference.boxes.xyxy.numpy(), atol=1.0)
-    np.testing.assert_array_equal(result.boxes.cls.numpy(), reference.boxes.cls.numpy())
+    np.testing.assert_allclose(got["xyxy"], got["ref_xyxy"], atol=1.0)
+    assert got["cls"] == got["ref_cls"]
