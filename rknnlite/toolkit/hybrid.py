@@ -280,10 +280,13 @@ def collapsed_channels(quant: Mapping[str, QuantParams], samples_out: Mapping[st
         q = quant.get(name)
         if q is None or not values or np.ndim(values[0]) < 2 or np.shape(values[0])[1] < 2:
             continue
-        stacked = np.concatenate([np.asarray(v, np.float64) for v in values], axis=0)
-        channels = stacked.shape[1]
-        per_channel = np.moveaxis(stacked, 1, 0).reshape(channels, -1)
-        span = per_channel.max(axis=1) - per_channel.min(axis=1)
+        channels = np.shape(values[0])[1]
+        if any(np.ndim(v) < 2 or np.shape(v)[1] != channels for v in values):
+            continue
+        # per sample (their shapes may differ: dynamic shapes), then over the samples
+        lows = [np.moveaxis(np.asarray(v, np.float64), 1, 0).reshape(channels, -1).min(axis=1) for v in values]
+        highs = [np.moveaxis(np.asarray(v, np.float64), 1, 0).reshape(channels, -1).max(axis=1) for v in values]
+        span = np.max(highs, axis=0) - np.min(lows, axis=0)
         flat = int(np.sum(span < q.scale[0]))
         if flat >= max(2, channels // 4):
             out[name] = (flat, channels, float(span.max()))
