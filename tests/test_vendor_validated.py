@@ -160,6 +160,15 @@ def test_inspect_names_what_keeps_a_file_from_running(capsys):
     assert main(["inspect", str(CORPUS / "two_input_rv1126b_i8_tk232.rknn")]) == 0
     out = capsys.readouterr().out
     assert "off-board: cannot run" in out and "ConvAddRelu" in out and "2.3.2" in out
+    assert "validated off-board: rv1126b / RKNN-Toolkit2 2.3.2: fp16, int8" in out
+
+
+def test_inspect_says_when_a_platform_and_toolkit_were_never_validated(tmp_path, capsys):
+    from rknnlite.cli import main
+
+    path = _doctored(tmp_path, "convnet_i8", b'"version":"2.5.0"', b'"version":"1.6.0"')
+    assert main(["inspect", path]) == 0
+    assert "validated off-board: rk3588 / RKNN-Toolkit2 1.6.0: not validated" in capsys.readouterr().out
 
 
 def test_unvalidated_explains_each_level():
