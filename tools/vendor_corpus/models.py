@@ -407,6 +407,16 @@ def _deconv(k: int, stride: int, pad: int, seed: int):
     return build
 
 
+def _argmax():
+    # a segmentation head's class map: Conv 3->5 3x3, ArgMax over the classes (int64 labels)
+    from onnx import TensorProto
+
+    g = _G(807)
+    logits = g.conv("x", 3, 5)
+    label = g.node("ArgMax", [logits], axis=1, keepdims=1)[0]
+    return g.model([("x", IMG[1])], [(label, "label", TensorProto.INT64)])
+
+
 def _yolov8n_like(seed: int = 801, size: int = 160, width: int = 8, classes: int = 4, reg_max: int = 16):
     """YOLOv8n's structure at a small width: Conv-BN-SiLU blocks, C2f (Split, bottlenecks with
     residuals, Concat), SPPF (three chained 5x5 MaxPools), the PAN neck (nearest Resize x2,
@@ -703,6 +713,8 @@ def _cases() -> List[Case]:
              purpose="ConvTranspose"),
         Case("deconv_k4s2", "Conv 3->16 3x3 Relu, ConvTranspose 16->8 k4 s2 p1 (overlapping taps)",
              _deconv(4, 2, 1, 806), img, purpose="ConvTranspose"),
+        Case("argmax", "Conv 3->5 3x3, ArgMax(axis=1, keepdims=1) -> int64 labels", _argmax, img,
+             purpose="ArgMax (segmentation heads)"),
         Case("c2f", "YOLOv8 C2f: Conv 3->16 1x1 SiLU, Split [8, 8], bottleneck (2 x Conv 3x3 SiLU, Add), Concat, "
              "Conv 24->16 1x1 SiLU", _c2f, img, purpose="Split and ConvExSwish (YOLOv8/v11 blocks)"),
         Case("conv_add_swish", "Conv 3->16 3x3 SiLU -> a; Conv 3->16 1x1 SiLU -> b; Conv(a) 1x1 + b; SiLU",

@@ -78,7 +78,7 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu "
     "ConvTranspose Add Sub Mul Sigmoid "
-    "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish".split())
+    "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
@@ -268,10 +268,14 @@ class _Lowering:
         self.quant: Dict[str, QuantParams] = {}
         self.keep_float: List[str] = []
         activations = [t for t in self.sg.tensors if t.kind in _ACTIVATION_KINDS]
+        #: the int64 tensors an ArgMax writes (the only int64 activations observed)
+        self.indices = {i for n in self.sg.nodes if n.op == "ArgMax" for i in n.outputs}
         for t in activations:
+            if t.dtype == "int64" and t.index in self.indices:
+                continue
             if t.dtype not in ("float16", "float32", "int8"):
                 raise self.error(f"activation tensor {t.index} ({t.name!r}) has dtype {t.dtype}; the lowering runs "
-                                 "float16, float32 and int8 activations")
+                                 "float16, float32 and int8 activations (and an ArgMax's int64 output)")
             if t.layout == "NHWC" and not _is_helper(t):  # seen only on rk3562's output helper tensors
                 raise self.error(f"activation tensor {t.index} ({t.name!r}) has layout NHWC (code 1), which was "
                                  "observed only on NPU helper tensors, never on data the graph computes")
@@ -375,6 +379,8 @@ class _Lowering:
             self.conv(node)
         elif node.op == "ConvTranspose":
             self.deconv(node)
+        elif node.op == "ArgMax":
+            self.argmax(node)
         elif node.op in ("Add", "Sub", "Mul"):
             self.elementwise(node)
         elif node.op in ("Sigmoid", "exSwish"):
@@ -872,6 +878,26 @@ class _Lowering:
         if bias_f is not None:
             inputs.append(self.constant(self.names[b.index], bias_f, keep_float=True))
         self.emit(node, "ConvTranspose", inputs, {k: v for k, v in attrs.items() if k != "group"})
+
+    def argmax(self, node: VendorNode) -> None:
+        """ArgMax (a CPU op in the file): axis and keepdims from the BSON, int64 indices of the
+        first maximum, as ONNX's (on an int8 file, of the int8 codes' values)."""
+        (data,) = self.activation_inputs(node, 1, 1)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        axis, keepdims = int(self.bson(node, "axis")), int(attr_value(node, "keepdims", 1))
+        if attr_value(node, "select_last_index", 0) not in (0, None):
+            raise self.error(f"{node.label}: select_last_index=1 was never observed")
+        if out.dtype != "int64" or not -len(x.shape) <= axis < len(x.shape):
+            raise self.error(f"{node.label}: an ArgMax over axis {axis} of {list(x.shape)} into a {out.dtype} tensor; "
+                             "int64 indices over one of the input's axes were expected")
+        shape = list(x.shape)
+        shape[axis] = 1
+        if not keepdims:
+            del shape[axis]
+        if shape != list(out.shape):
+            raise self.error(f"{node.label}: axis {axis}, keepdims {keepdims} give {shape}, the file says "
+                             f"{list(out.shape)}")
+        self.emit(node, "ArgMax", [data], {"axis": axis, "keepdims": keepdims})
 
     def custom_node(self, node: VendorNode) -> None:
         """A node a registered custom operator runs: its activation inputs, its plain constant
