@@ -417,6 +417,13 @@ def _argmax():
     return g.model([("x", IMG[1])], [(label, "label", TensorProto.INT64)])
 
 
+def _add_relu():
+    # Relu(a + b) of two inputs: no conv to fuse the add into (a standalone AddRelu)
+    g = _G(808)
+    y = g.node("Relu", [g.node("Add", ["a", "b"])[0]])[0]
+    return g.model([("a", (1, 20, 8, 8)), ("b", (1, 20, 8, 8))], [(y, "y")])
+
+
 def _yolov8n_like(seed: int = 801, size: int = 160, width: int = 8, classes: int = 4, reg_max: int = 16):
     """YOLOv8n's structure at a small width: Conv-BN-SiLU blocks, C2f (Split, bottlenecks with
     residuals, Concat), SPPF (three chained 5x5 MaxPools), the PAN neck (nearest Resize x2,
@@ -715,6 +722,9 @@ def _cases() -> List[Case]:
              _deconv(4, 2, 1, 806), img, purpose="ConvTranspose"),
         Case("argmax", "Conv 3->5 3x3, ArgMax(axis=1, keepdims=1) -> int64 labels", _argmax, img,
              purpose="ArgMax (segmentation heads)"),
+        Case("add_relu", "Relu(a + b); a, b 1x20x8x8", _add_relu, [("a", (1, 20, 8, 8), "normal"),
+                                                                    ("b", (1, 20, 8, 8), "normal")],
+             purpose="a standalone AddRelu"),
         Case("c2f", "YOLOv8 C2f: Conv 3->16 1x1 SiLU, Split [8, 8], bottleneck (2 x Conv 3x3 SiLU, Add), Concat, "
              "Conv 24->16 1x1 SiLU", _c2f, img, purpose="Split and ConvExSwish (YOLOv8/v11 blocks)"),
         Case("conv_add_swish", "Conv 3->16 3x3 SiLU -> a; Conv 3->16 1x1 SiLU -> b; Conv(a) 1x1 + b; SiLU",

@@ -77,7 +77,7 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu "
-    "ConvTranspose Add Sub Mul Sigmoid "
+    "ConvTranspose Add Sub Mul AddRelu Sigmoid "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
@@ -381,7 +381,7 @@ class _Lowering:
             self.deconv(node)
         elif node.op == "ArgMax":
             self.argmax(node)
-        elif node.op in ("Add", "Sub", "Mul"):
+        elif node.op in ("Add", "Sub", "Mul", "AddRelu"):
             self.elementwise(node)
         elif node.op in ("Sigmoid", "exSwish"):
             self.lut_activation(node)
@@ -798,6 +798,11 @@ class _Lowering:
                 operands.append(self.const_operand(node, t))
         if len(operands) != 2:
             raise self.error(f"{node.label} has {len(operands)} operands; {node.op} takes 2")
+        if node.op == "AddRelu":  # relu commutes with the fp16 rounding and the int8 grid (as a fused one)
+            added = f"{self.names[self.single_output(node).index]}__add"
+            self.emit(node, "Add", operands, {}, output=added)
+            self.emit(node, "Relu", [added], {})
+            return
         self.emit(node, node.op, operands, {})
 
     def lut_activation(self, node: VendorNode) -> None:
