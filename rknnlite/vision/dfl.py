@@ -1,0 +1,224 @@
+"""Anchor-free YOLO decoders with distribution focal loss boxes: YOLOv8 and YOLO11, with
+their segmentation (masks from prototypes) and pose (keypoints) variants.
+
+Two exported layouts are read:
+
+* **Concatenated** (Ultralytics' ONNX export): one (1, 4 + nc + extra, N) output (or its
+  transpose (1, N, 4 + nc + extra)), N = 8400 cells for a 640x640 input; rows ``cx, cy,
+  w, h`` in input pixels (already decoded), ``nc`` class scores after a sigmoid, then
+  ``extra``: 32 mask coefficients (seg, with the prototypes (1, 32, Ph, Pw) as a second
+  output) or K*3 keypoint values ``x, y, visibility`` per keypoint (pose, ``x, y`` in
+  pixels, visibility after a sigmoid).
+* **Split heads** (Rockchip's model zoo export): per stride 8, 16, 32, in that order, the
+  box distribution (1, 4*R, H, W) (R = 16 bins), the class scores (1, nc, H, W) after a
+  sigmoid, optionally their clipped sum (1, 1, H, W) used to skip empty cells quickly,
+  and for seg the mask coefficients (1, 32, H, W); then, for seg, the prototypes.  The
+  distances ``l, t, r, b`` (in cells) are the softmax-weighted means of the bins; a box is
+  ``(cell + 0.5 -+ distances) * stride``.
+
+Only cells whose best class score passes ``conf`` are decoded (the DFL softmax runs on
+those alone, in numpy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .anchors import _size_of
+from .decoder import Decoder
+from .quant import real
+from .result import Detections
+
+__all__ = ["YOLOv8", "YOLO11", "YOLOv8Seg", "YOLOv8Pose", "dfl_distances"]
+
+
+def dfl_distances(bins: np.ndarray) -> np.ndarray:
+    """(4, R, M) float32 box distribution logits -> (4, M) distances: the mean of
+    ``0..R-1`` under the softmax over the R bins."""
+    e = np.exp(bins - bins.max(axis=1, keepdims=True))
+    return (e * np.arange(bins.shape[1], dtype=np.float32)[None, :, None]).sum(1) / e.sum(1)
+
+
+class YOLOv8(Decoder):
+    """YOLOv8 / YOLO11 detection decoder (layouts in the module docstring).
+
+    Args:
+        num_classes: classes of the model (80 for COCO); needed to split a concatenated
+            output's rows.
+        input_size: the model input (height, width) or an int (split heads only: their
+            stride is the input size over the grid size).
+        conf, iou, max_det, class_aware, labels, max_candidates: see :class:`Decoder`.
+    """
+
+    name = "YOLOv8"
+    extra_rows = 0  # rows after the class scores in a concatenated output
+    split_extra = 0  # outputs after (box, cls[, sum]) per branch in split heads
+
+    def __init__(self, num_classes: int = 80, input_size=640, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+            raise self._fail(f"num_classes must be an int >= 1, not {num_classes!r}")
+        self.num_classes = num_classes
+        self.input_size = _size_of(input_size, self._fail)
+
+    # -- layouts -----------------------------------------------------------------------------
+
+    def _decode(self, outs, qs) -> Detections:
+        n_proto = 1 if self.split_extra or self._needs_proto() else 0
+        heads = len(outs) - n_proto
+        if heads == 1:
+            boxes, scores, cls, extra, eq = self._concatenated(outs[0], qs[0])
+        elif heads >= 6 and heads % 3 == 0:
+            boxes, scores, cls, extra, eq = self._split(outs[:heads], qs[:heads])
+        else:
+            raise self._fail(f"expected one concatenated output or 3 branches of split heads (+ prototypes for "
+                             f"seg), got {len(outs)} outputs")
+        dets, keep = self._finish(boxes, scores, cls, *self._extras(extra, eq, keep_shape=True))
+        return self._complete(dets, extra, keep, outs[heads:], qs[heads:])
+
+    def _needs_proto(self) -> bool:
+        return False
+
+    def _concatenated(self, y, q):
+        y = self._batch1(y, 3, "the concatenated output", self._fail)
+        rows = 4 + self.num_classes + self._extra_rows()
+        if y.shape[0] != rows and y.shape[1] == rows:
+            y = y.T
+        if y.shape[0] != rows:
+            raise self._fail(f"the output {y.shape} has no axis of 4 + {self.num_classes} classes"
+                             f"{f' + {self._extra_rows()}' if self._extra_rows() else ''} = {rows} rows")
+        nc = self.num_classes
+        cell = np.flatnonzero(y[4:4 + nc].max(axis=0) >= self._code(q, y.dtype))
+        cand = real(y[:, cell], q)
+        cls_scores = cand[4:4 + nc]
+        c = np.argmax(cls_scores, axis=0)
+        score = cls_scores[c, np.arange(c.size)]
+        xy, wh = cand[0:2].T, cand[2:4].T
+        boxes = np.concatenate([xy - wh / 2, xy + wh / 2], 1)
+        return boxes, score, c, cand[4 + nc:].T, None
+
+    def _split(self, outs, qs):
+        per = len(outs) // 3
+        has_sum = per - self.split_extra == 3
+        if per - self.split_extra not in (2, 3):
+            raise self._fail(f"{len(outs)} head outputs do not make 3 branches of box, class scores"
+                             f"{', mask coefficients' if self.split_extra else ''} (and optional score sums)")
+        ih, iw = self.input_size
+        parts = []
+        for b in range(3):
+            k = b * per
+            reg = self._batch1(outs[k], 4, f"branch {b} box output", self._fail)
+            cls = self._batch1(outs[k + 1], 4, f"branch {b} class output", self._fail)
+            r4, h, w = reg.shape
+            if r4 % 4 or cls.shape != (self.num_classes, h, w):
+                raise self._fail(f"branch {b}: box output {reg.shape} and class output {cls.shape} do not match "
+                                 f"(4*bins, H, W) and ({self.num_classes}, H, W)")
+            if ih % h or iw % w:
+                raise self._fail(f"branch {b} has a {h}x{w} grid, which does not divide the {ih}x{iw} input")
+            cls = cls.reshape(self.num_classes, h * w)
+            code = self._code(qs[k + 1], cls.dtype)
+            if has_sum:
+                s = self._batch1(outs[k + 2], 4, f"branch {b} score-sum output", self._fail).reshape(-1)
+                cell = np.flatnonzero(s >= self._code(qs[k + 2], s.dtype))  # sum >= max >= conf
+                cell = cell[cls[:, cell].max(axis=0) >= code] if cell.size else cell
+            else:
+                cell = np.flatnonzero(cls.max(axis=0) >= code)
+            scores = real(cls[:, cell], qs[k + 1])
+            c = np.argmax(scores, axis=0)
+            score = scores[c, np.arange(c.size)]
+            dist = dfl_distances(real(reg.reshape(4, r4 // 4, h * w)[:, :, cell], qs[k]))
+            gy, gx = np.divmod(cell, w)
+            centre = np.stack([gx, gy]).astype(np.float32) + 0.5
+            stride = np.array([[iw // w], [ih // h]], np.float32)
+            boxes = np.concatenate([(centre - dist[:2]) * stride, (centre + dist[2:]) * stride]).T
+            extra = None
+            if self.split_extra:
+                co = self._batch1(outs[k + per - 1], 4, f"branch {b} mask coefficients", self._fail)
+                extra = real(co.reshape(co.shape[0], h * w)[:, cell], qs[k + per - 1]).T
+            parts.append((boxes, score, c, extra))
+        joined = [np.concatenate([p[j] for p in parts]) for j in range(3)]
+        extra = np.concatenate([p[3] for p in parts]) if self.split_extra else None
+        return joined[0], joined[1], joined[2], extra, None
+
+    # -- variants' hooks -------------------------------------------------------------------------
+
+    def _extra_rows(self) -> int:
+        return self.extra_rows
+
+    def _extras(self, extra, eq, keep_shape):
+        return ()
+
+    def _complete(self, dets, extra, keep, rest, rest_q) -> Detections:
+        return dets
+
+
+class YOLO11(YOLOv8):
+    """YOLO11 detection decoder: the YOLOv8 layouts (the heads did not change); arguments
+    as :class:`YOLOv8`."""
+
+    name = "YOLO11"
+
+
+class YOLOv8Seg(YOLOv8):
+    """YOLOv8 / YOLO11 instance segmentation: boxes as :class:`YOLOv8`, and a mask per
+    detection: ``coefficients @ prototypes > 0`` (a sigmoid above 0.5) on the prototype
+    grid, cut to the box.  The masks cover the model input at the prototype resolution
+    (160x160 for 640x640); :meth:`Detections.to_source` resamples them to the source.
+
+    Outputs: concatenated (1, 4+nc+32, N) + prototypes (1, 32, Ph, Pw), or split heads
+    with a mask-coefficient output (1, 32, H, W) last in each branch + prototypes.
+    """
+
+    name = "YOLOv8Seg"
+
+    def __init__(self, num_classes: int = 80, input_size=640, mask_dim: int = 32, split: bool = False, **kwargs):
+        super().__init__(num_classes, input_size, **kwargs)
+        self.mask_dim = mask_dim
+        self.split_extra = 1 if split else 0
+
+    def _needs_proto(self) -> bool:
+        return True
+
+    def _extra_rows(self) -> int:
+        return self.mask_dim
+
+    def _complete(self, dets, extra, keep, rest, rest_q) -> Detections:
+        if len(rest) != 1:
+            raise self._fail("the prototypes (1, mask_dim, Ph, Pw) must be the last output")
+        proto = self._batch1(rest[0], 4, "the prototypes", self._fail)
+        m, ph, pw = proto.shape
+        if m != self.mask_dim or extra.shape[1] != m:
+            raise self._fail(f"prototypes {proto.shape} and {extra.shape[1]} mask coefficients do not match "
+                             f"mask_dim={self.mask_dim}")
+        coef = extra[keep]
+        logits = (coef @ real(proto.reshape(m, ph * pw), rest_q[0])).reshape(-1, ph, pw)
+        ih, iw = self.input_size
+        b = dets.boxes * np.array([pw / iw, ph / ih, pw / iw, ph / ih], np.float32)
+        xs = np.arange(pw, dtype=np.float32) + 0.5
+        ys = np.arange(ph, dtype=np.float32) + 0.5
+        inside = ((xs[None, None, :] >= b[:, 0, None, None]) & (xs[None, None, :] < b[:, 2, None, None])
+                  & (ys[None, :, None] >= b[:, 1, None, None]) & (ys[None, :, None] < b[:, 3, None, None]))
+        return dets.replace(masks=(logits > 0) & inside)
+
+
+class YOLOv8Pose(YOLOv8):
+    """YOLOv8 / YOLO11 pose: boxes as :class:`YOLOv8` from the concatenated output
+    (1, 4+nc+K*3, N) and ``K`` keypoints per detection (``x, y`` in input pixels,
+    visibility in [0, 1]).  Default: one class (person), 17 COCO keypoints."""
+
+    name = "YOLOv8Pose"
+
+    def __init__(self, num_classes: int = 1, input_size=640, num_keypoints: int = 17, **kwargs):
+        super().__init__(num_classes, input_size, **kwargs)
+        if isinstance(num_keypoints, bool) or not isinstance(num_keypoints, int) or num_keypoints < 1:
+            raise self._fail(f"num_keypoints must be an int >= 1, not {num_keypoints!r}")
+        self.num_keypoints = num_keypoints
+
+    def _extra_rows(self) -> int:
+        return 3 * self.num_keypoints
+
+    def _split(self, outs, qs):
+        raise self._fail("pose models are read from the concatenated output (1, 4+nc+K*3, N)")
+
+    def _extras(self, extra, eq, keep_shape):
+        return (extra.reshape(-1, self.num_keypoints, 3),)

@@ -1,0 +1,60 @@
+"""Detection as pipeline stages: letterbox before the model, decode and map back after."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..pipeline import Carry
+from .letterbox import GREY, letterbox
+from .result import Detections
+
+__all__ = ["DetectionStages"]
+
+
+class DetectionStages:
+    """The preprocess and postprocess stages of a detector, for
+    ``Pipeline(stages.preprocess, model, stages.postprocess)``.
+
+    ``preprocess(frame)`` letterboxes an (H, W, C) frame into ``size`` and returns a
+    :class:`~rknnlite.pipeline.Carry` of the model input list and the transform; the
+    inference stage runs the input and keeps the transform; ``postprocess(carry)`` decodes
+    the outputs with ``decoder`` (``quant``: ``ctx.outputs`` for raw ``want_float=False``
+    outputs) and returns :class:`Detections` on the source frame, with the pipeline's
+    ``frame_id``.
+
+    Args:
+        decoder: a decoder (e.g. :class:`~rknnlite.vision.YOLOv8`), any
+            ``decoder(outputs, quant) -> Detections``.
+        size: model input (height, width) or an int.
+        quant: per-output quantization for raw outputs (``ctx.outputs``), else ``None``.
+        swap_rb: reverse the frame's channels (BGR camera frames into an RGB model).
+        pad: letterbox fill value.
+    """
+
+    def __init__(self, decoder, size, quant=None, swap_rb: bool = False, pad: int = GREY):
+        self.decoder = decoder
+        self.size = size
+        self.quant = quant
+        self.swap_rb = swap_rb
+        self.pad = pad
+
+    def preprocess(self, frame: np.ndarray) -> Carry:
+        """Letterbox ``frame``: ``Carry([picture[None]], transform)`` (a new array)."""
+        picture, transform = letterbox(frame, self.size, pad=self.pad, swap_rb=self.swap_rb)
+        return Carry([picture[None]], transform)
+
+    def postprocess(self, item: Carry) -> Detections:
+        """Decode the outputs an inference stage put in ``item`` and map them to the frame."""
+        dets = self.decoder(item.data, self.quant)
+        transform = item.meta
+        if transform is not None:
+            dets = dets.to_source(transform)
+        return dets.replace(frame_id=item.frame_id)
+
+    def __call__(self, ctx_or_queue, frame: np.ndarray, want_float: Optional[bool] = None) -> Detections:
+        """Run one frame synchronously on a Context (or anything with ``run``/``infer``)."""
+        item = self.preprocess(frame)
+        run = getattr(ctx_or_queue, "infer", None) or ctx_or_queue.run
+        return self.postprocess(item._replace(data=run(item.data)))
