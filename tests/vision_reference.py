@@ -146,7 +146,7 @@ def seg_masks(kept, proto, size, q=None):
         margin = np.zeros((ph, pw))
         for r in range(ph):
             for c in range(pw):
-                x, y = (c + 0.5) * size[1] / pw, (r + 0.5) * size[0] / ph
+                x, y = c * size[1] / pw, r * size[0] / ph  # the cell's index, scaled to the input
                 dot = float(np.dot(coef.astype(np.float64), proto[:, r, c].astype(np.float64)))
                 mask[r, c] = box[0] <= x < box[2] and box[1] <= y < box[3] and dot > 0
                 margin[r, c] = min(abs(dot), abs(x - box[0]), abs(x - box[2]), abs(y - box[1]), abs(y - box[3]))

@@ -162,7 +162,8 @@ class YOLO11(YOLOv8):
 class YOLOv8Seg(YOLOv8):
     """YOLOv8 / YOLO11 instance segmentation: boxes as :class:`YOLOv8`, and a mask per
     detection: ``coefficients @ prototypes > 0`` (a sigmoid above 0.5) on the prototype
-    grid, cut to the box.  The masks cover the model input at the prototype resolution
+    grid, cut to the box (cells whose index lies in the box scaled to the grid, as
+    Ultralytics crops).  The masks cover the model input at the prototype resolution
     (160x160 for 640x640); :meth:`Detections.to_source` resamples them to the source.
 
     Outputs: concatenated (1, 4+nc+32, N) + prototypes (1, 32, Ph, Pw), or split heads
@@ -194,8 +195,8 @@ class YOLOv8Seg(YOLOv8):
         logits = (coef @ real(proto.reshape(m, ph * pw), rest_q[0])).reshape(-1, ph, pw)
         ih, iw = self.input_size
         b = dets.boxes * np.array([pw / iw, ph / ih, pw / iw, ph / ih], np.float32)
-        xs = np.arange(pw, dtype=np.float32) + 0.5
-        ys = np.arange(ph, dtype=np.float32) + 0.5
+        xs = np.arange(pw, dtype=np.float32)  # cell index against the scaled box, as Ultralytics crops
+        ys = np.arange(ph, dtype=np.float32)
         inside = ((xs[None, None, :] >= b[:, 0, None, None]) & (xs[None, None, :] < b[:, 2, None, None])
                   & (ys[None, :, None] >= b[:, 1, None, None]) & (ys[None, :, None] < b[:, 3, None, None]))
         return dets.replace(masks=(logits > 0) & inside)

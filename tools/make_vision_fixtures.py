@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Regenerate tests/data/vision: tiny YOLOv8 / YOLO11 / YOLOv8-seg / YOLOv8-pose models
+built from Ultralytics' own model definitions (random weights), exported to ONNX by
+Ultralytics, and Ultralytics' own postprocessing of their outputs on a few synthetic
+pictures, the reference rknnlite.vision's decoders are tested against.
+
+    pip install ultralytics          # (with torch); only this generator needs them
+    python tools/make_vision_fixtures.py
+
+Per model ``<name>``: ``<name>.onnx`` and ``<name>.npz`` holding ``images`` (N, H, W, 3)
+uint8 RGB, ``out<k>_<i>`` (onnxruntime's output k for picture i, float32) and
+``det_<i>`` (Ultralytics' ``non_max_suppression`` rows: x1, y1, x2, y2, score, class,
+then mask coefficients or keypoints) and, for seg, ``mask_<i>`` (``process_mask`` on the
+prototype grid).  The models are a width-scaled "n" (8..64 channels) at a 64x96 input so
+the files stay small; the weights are He-normal, the batch-norm statistics measured on the
+pictures and the class-score bias -1.5, so the scores spread over (0, 1) instead of all
+tying at Ultralytics' initial prior.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "vision"
+SIZE = (64, 96)
+CONF, IOU = 0.25, 0.45
+#: name -> (Ultralytics model yaml, number of classes)
+MODELS = {"yolov8": ("v8/yolov8.yaml", 3), "yolo11": ("11/yolo11.yaml", 3),
+          "yolov8_seg": ("v8/yolov8-seg.yaml", 3), "yolov8_pose": ("v8/yolov8-pose.yaml", 1)}
+
+
+def pictures(n: int = 3) -> np.ndarray:
+    """Synthetic RGB pictures: coloured rectangles on noise (deterministic)."""
+    rng = np.random.default_rng(2024)
+    out = rng.integers(0, 60, (n, SIZE[0], SIZE[1], 3)).astype(np.uint8)
+    for img in out:
+        for _ in range(4):
+            y, x = rng.integers(0, SIZE[0] - 16), rng.integers(0, SIZE[1] - 16)
+            h, w = rng.integers(8, 30, 2)
+            img[y:y + h, x:x + w] = rng.integers(80, 255, 3)
+    return out
+
+
+def build(name: str, cfg: str, nc: int, workdir: Path) -> Path:
+    import torch
+    import ultralytics
+    import yaml
+    from ultralytics import YOLO
+
+    spec = yaml.safe_load((Path(ultralytics.__file__).parent / "cfg" / "models" / cfg).read_text())
+    spec["nc"] = nc
+    spec["scales"] = {"n": [0.33, 0.125, 64]}
+    path = workdir / f"{name.replace('_', '-').replace('yolov8', 'yolov8n').replace('yolo11', 'yolo11n')}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    torch.manual_seed(0)
+    model = YOLO(str(path))
+    head = model.model.model[-1]
+    with torch.no_grad():
+        # He-normal weights keep the activations' scale through the depth (the default
+        # initialisation shrinks them to ~1e-7 at the head, so every score would tie)
+        for m in model.model.modules():
+            if isinstance(m, torch.nn.Conv2d) and m.weight.requires_grad:
+                torch.nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+        for branch in head.cv3:
+            branch[-1].bias.fill_(-1.5)
+        # batch-norm statistics measured on the pictures, so every layer's output has unit
+        # scale (fresh running statistics would let the activations fade layer by layer)
+        for m in model.model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.reset_running_stats()
+                m.momentum = None
+        model.model.train()
+        model.model(torch.from_numpy(pictures().transpose(0, 3, 1, 2).astype(np.float32) / 255.0))
+        model.model.eval()
+    onnx_path = Path(model.export(format="onnx", imgsz=list(SIZE), opset=17, simplify=False, dynamic=False))
+    return onnx_path
+
+
+def reference(name: str, onnx_path: Path, images: np.ndarray, nc: int) -> dict:
+    import onnxruntime as ort
+    import torch
+    from ultralytics.utils import ops
+    from ultralytics.utils.nms import non_max_suppression
+
+    sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    data = {"images": images}
+    for i, img in enumerate(images):
+        x = (img.transpose(2, 0, 1)[None].astype(np.float32) / 255.0)
+        outs = sess.run(None, {sess.get_inputs()[0].name: x})
+        for k, y in enumerate(outs):
+            data[f"out{k}_{i}"] = y
+        det = non_max_suppression(torch.from_numpy(outs[0]), CONF, IOU, nc=nc, max_det=300)[0]
+        data[f"det_{i}"] = det.numpy()
+        if name.endswith("seg"):
+            proto = torch.from_numpy(outs[1])[0]
+            data[f"mask_{i}"] = ops.process_mask(proto, det[:, 6:], det[:, :4], SIZE, upsample=False).numpy()
+    return data
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    images = pictures()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (cfg, nc) in MODELS.items():
+            onnx_path = build(name, cfg, nc, Path(tmp))
+            data = reference(name, onnx_path, images, nc)
+            (OUT / f"{name}.onnx").write_bytes(onnx_path.read_bytes())
+            np.savez_compressed(OUT / f"{name}.npz", **data)
+            counts = [len(data[f"det_{i}"]) for i in range(len(images))]
+            print(f"{name}: {onnx_path.stat().st_size} bytes of ONNX, detections per picture {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
