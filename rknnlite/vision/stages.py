@@ -6,6 +6,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..errors import InvalidParamError
 from ..pipeline import Carry
 from .letterbox import GREY, letterbox
 from .result import Detections
@@ -31,18 +32,44 @@ class DetectionStages:
         quant: per-output quantization for raw outputs (``ctx.outputs``), else ``None``.
         swap_rb: reverse the frame's channels (BGR camera frames into an RGB model).
         pad: letterbox fill value.
+        layout: ``"nhwc"`` (1, H, W, C) or ``"nchw"`` (1, C, H, W): the layout the model's
+            input attribute states (``ctx.inputs[0].fmt``).
+
+    Raises:
+        InvalidParamError: an unknown ``layout``.
     """
 
-    def __init__(self, decoder, size, quant=None, swap_rb: bool = False, pad: int = GREY):
+    def __init__(self, decoder, size, quant=None, swap_rb: bool = False, pad: int = GREY, layout: str = "nhwc"):
+        if layout not in ("nhwc", "nchw"):
+            raise InvalidParamError(f"DetectionStages: layout must be 'nhwc' or 'nchw', not {layout!r}",
+                                    op="DetectionStages")
         self.decoder = decoder
         self.size = size
         self.quant = quant
         self.swap_rb = swap_rb
         self.pad = pad
+        self.layout = layout
+
+    @classmethod
+    def from_context(cls, decoder, ctx, raw: bool = False, **kwargs) -> "DetectionStages":
+        """Stages for ``ctx``'s first input (its size and layout from ``ctx.inputs[0]``);
+        ``raw=True`` when the inference stage runs with ``want_float=False`` (the outputs'
+        quantization comes from ``ctx.outputs``)."""
+        attr = ctx.inputs[0]
+        dims = tuple(attr.dims)
+        if len(dims) != 4:
+            raise InvalidParamError(f"DetectionStages: input {attr.name!r} has shape {list(dims)}; a 4-D image input "
+                                    "is needed", op="DetectionStages")
+        nchw = attr.fmt.name == "NCHW"
+        size = (dims[2], dims[3]) if nchw else (dims[1], dims[2])
+        return cls(decoder, size, quant=ctx.outputs if raw else None, layout="nchw" if nchw else "nhwc", **kwargs)
 
     def preprocess(self, frame: np.ndarray) -> Carry:
-        """Letterbox ``frame``: ``Carry([picture[None]], transform)`` (a new array)."""
+        """Letterbox ``frame``: ``Carry([input], transform)``, ``input`` a new (1, H, W, C)
+        or (1, C, H, W) array."""
         picture, transform = letterbox(frame, self.size, pad=self.pad, swap_rb=self.swap_rb)
+        if self.layout == "nchw":
+            picture = np.ascontiguousarray(picture.transpose(2, 0, 1))
         return Carry([picture[None]], transform)
 
     def postprocess(self, item: Carry) -> Detections:
