@@ -99,7 +99,9 @@ class YOLOv5(_Heads):
             y = y.reshape(na, c // na, h * w)
             # objectness >= conf is necessary for objectness * class >= conf (class <= 1)
             a_idx, cell = np.nonzero(y[:, 4, :] >= self._code(q, y.dtype, self.logits))
-            cand = y[a_idx, :, cell]
+            # (candidates, channels) by one flat take (row-wise fancy indexing is far slower)
+            flat = (a_idx * (c // na) * h * w + cell)[:, None] + np.arange(c // na) * (h * w)
+            cand = y.reshape(-1).take(flat)
             if self.logits:
                 cand = sigmoid(real(cand, q))
             else:
@@ -139,7 +141,7 @@ class YOLOX(_Heads):
                 raise self._fail(f"head {i} has {c} channels; 5 + classes were expected")
             y = y.reshape(c, h * w)
             cell = np.flatnonzero(y[4] >= self._code(q, y.dtype, self.logits))
-            cand = real(y[:, cell], q).T
+            cand = real(y.take(cell, axis=1), q).T
             scores = self._scores(cand[:, 4:])
             gy, gx = np.divmod(cell, w)
             s = np.float32(stride)
@@ -152,7 +154,7 @@ class YOLOX(_Heads):
 def _pick(boxes, obj, cls, conf):
     """Candidates scoring ``obj * best class >= conf``: (boxes, scores, class ids)."""
     c = np.argmax(cls, axis=1) if cls.size else np.zeros(len(obj), np.intp)
-    score = obj * cls[np.arange(len(c)), c] if cls.size else obj[:0]
+    score = obj * cls.max(axis=1) if cls.size else obj[:0]
     ok = score >= np.float32(conf)
     return boxes[ok], score[ok], c[ok]
 

@@ -87,7 +87,9 @@ class Decoder:
         pick = np.arange(scores.size)
         if scores.size > self.max_candidates:
             pick = np.argpartition(-scores, self.max_candidates - 1)[:self.max_candidates]
-        keep = pick[nms(boxes[pick], scores[pick], class_ids[pick] if self.class_aware else None,
-                        self.iou, self.max_det)]
-        kp = None if keypoints is None else np.asarray(keypoints, dtype=np.float32)[keep]
-        return Detections(boxes[keep], scores[keep], class_ids[keep], None, kp, self.labels), keep
+        if scores.size > self.max_candidates:
+            boxes, scores, class_ids = boxes.take(pick, 0), scores.take(pick), class_ids.take(pick)
+        kept = nms(boxes, scores, class_ids if self.class_aware else None, self.iou, self.max_det)
+        keep = pick.take(kept)
+        kp = None if keypoints is None else np.asarray(keypoints, dtype=np.float32).take(keep, axis=0)
+        return Detections(boxes.take(kept, 0), scores.take(kept), class_ids.take(kept), None, kp, self.labels), keep

@@ -35,8 +35,9 @@ __all__ = ["YOLOv8", "YOLO11", "YOLOv8Seg", "YOLOv8Pose", "dfl_distances"]
 def dfl_distances(bins: np.ndarray) -> np.ndarray:
     """(4, R, M) float32 box distribution logits -> (4, M) distances: the mean of
     ``0..R-1`` under the softmax over the R bins."""
-    e = np.exp(bins - bins.max(axis=1, keepdims=True))
-    return (e * np.arange(bins.shape[1], dtype=np.float32)[None, :, None]).sum(1) / e.sum(1)
+    e = bins - bins.max(axis=1, keepdims=True)
+    np.exp(e, out=e)
+    return np.matmul(np.arange(bins.shape[1], dtype=np.float32), e) / e.sum(1)
 
 
 class YOLOv8(Decoder):
@@ -88,14 +89,15 @@ class YOLOv8(Decoder):
             raise self._fail(f"the output {y.shape} has no axis of 4 + {self.num_classes} classes"
                              f"{f' + {self._extra_rows()}' if self._extra_rows() else ''} = {rows} rows")
         nc = self.num_classes
-        cell = np.flatnonzero(y[4:4 + nc].max(axis=0) >= self._code(q, y.dtype))
-        cand = real(y[:, cell], q)
-        cls_scores = cand[4:4 + nc]
-        c = np.argmax(cls_scores, axis=0)
-        score = cls_scores[c, np.arange(c.size)]
+        best = y[4:4 + nc].max(axis=0)
+        cell = np.flatnonzero(best >= self._code(q, y.dtype))
+        raw = y.take(cell, axis=1)  # take: fancy indexing of columns is far slower
+        c = np.argmax(raw[4:4 + nc], axis=0)
+        score = real(best.take(cell), q)  # the best code's value is the best value
+        cand = real(raw[:4], q) if self._extra_rows() == 0 else real(raw, q)
         xy, wh = cand[0:2].T, cand[2:4].T
         boxes = np.concatenate([xy - wh / 2, xy + wh / 2], 1)
-        return boxes, score, c, cand[4 + nc:].T, None
+        return boxes, score, c, (cand[4 + nc:].T if self._extra_rows() else None), None
 
     def _split(self, outs, qs):
         per = len(outs) // 3
@@ -117,24 +119,38 @@ class YOLOv8(Decoder):
                 raise self._fail(f"branch {b} has a {h}x{w} grid, which does not divide the {ih}x{iw} input")
             cls = cls.reshape(self.num_classes, h * w)
             code = self._code(qs[k + 1], cls.dtype)
+            cell = None
             if has_sum:
                 s = self._batch1(outs[k + 2], 4, f"branch {b} score-sum output", self._fail).reshape(-1)
                 cell = np.flatnonzero(s >= self._code(qs[k + 2], s.dtype))  # sum >= max >= conf
-                cell = cell[cls[:, cell].max(axis=0) >= code] if cell.size else cell
-            else:
-                cell = np.flatnonzero(cls.max(axis=0) >= code)
-            scores = real(cls[:, cell], qs[k + 1])
-            c = np.argmax(scores, axis=0)
-            score = scores[c, np.arange(c.size)]
-            dist = dfl_distances(real(reg.reshape(4, r4 // 4, h * w)[:, :, cell], qs[k]))
+                if 8 * cell.size > s.size:  # the sum filters little: one reduction over every cell is cheaper
+                    cell = None
+            if cell is None:
+                best = cls.max(axis=0)
+                cell = np.flatnonzero(best >= code)
+                sub = cls.take(cell, axis=1)
+                best = best.take(cell)
+            else:  # only the cells the sum let through: their classes
+                sub = cls.take(cell, axis=1)
+                best = sub.max(axis=0)
+            c = np.argmax(sub, axis=0)
+            ok = best >= code
+            if not ok.all():
+                cell, c, best = cell.compress(ok), c.compress(ok), best.compress(ok)
+            score = real(best, qs[k + 1])  # the best code's value is the best value
+            dist = dfl_distances(real(reg.reshape(4, r4 // 4, h * w).take(cell, axis=2), qs[k]))
             gy, gx = np.divmod(cell, w)
-            centre = np.stack([gx, gy]).astype(np.float32) + 0.5
-            stride = np.array([[iw // w], [ih // h]], np.float32)
-            boxes = np.concatenate([(centre - dist[:2]) * stride, (centre + dist[2:]) * stride]).T
+            sx, sy = np.float32(iw // w), np.float32(ih // h)
+            cx, cy = (gx + 0.5).astype(np.float32), (gy + 0.5).astype(np.float32)
+            boxes = np.empty((cell.size, 4), np.float32)
+            boxes[:, 0] = (cx - dist[0]) * sx
+            boxes[:, 1] = (cy - dist[1]) * sy
+            boxes[:, 2] = (cx + dist[2]) * sx
+            boxes[:, 3] = (cy + dist[3]) * sy
             extra = None
             if self.split_extra:
                 co = self._batch1(outs[k + per - 1], 4, f"branch {b} mask coefficients", self._fail)
-                extra = real(co.reshape(co.shape[0], h * w)[:, cell], qs[k + per - 1]).T
+                extra = real(co.reshape(co.shape[0], h * w).take(cell, axis=1), qs[k + per - 1]).T
             parts.append((boxes, score, c, extra))
         joined = [np.concatenate([p[j] for p in parts]) for j in range(3)]
         extra = np.concatenate([p[3] for p in parts]) if self.split_extra else None

@@ -80,11 +80,11 @@ class RetinaFace(Decoder):
         score = real(conf[idx, 1], cq)
         p = self.priors[idx]
         v0, v1 = self.variance
-        d = real(loc[idx], lq)
+        d = real(loc.take(idx, axis=0), lq)
         centre = p[:, :2] + d[:, :2] * v0 * p[:, 2:]
         wh = p[:, 2:] * np.exp(d[:, 2:] * v1)
         boxes = np.concatenate([centre - wh / 2, centre + wh / 2], 1)
-        lm = real(landm[idx], mq).reshape(-1, 5, 2) * v0 * p[:, None, 2:] + p[:, None, :2]
+        lm = real(landm.take(idx, axis=0), mq).reshape(-1, 5, 2) * v0 * p[:, None, 2:] + p[:, None, :2]
         kp = np.concatenate([lm, np.ones(lm.shape[:2] + (1,), np.float32)], 2)
         return self._finish(boxes, score, np.zeros(idx.size, np.int32), kp)[0]
 
@@ -123,10 +123,10 @@ class SCRFD(Decoder):
             cell = idx // self.anchors
             gy, gx = np.divmod(cell, fw)
             pt = np.stack([gx, gy], 1).astype(np.float32) * np.float32(stride)
-            d = real(b[idx], bq) * np.float32(stride)
+            d = real(b.take(idx, axis=0), bq) * np.float32(stride)
             boxes.append(np.concatenate([pt - d[:, :2], pt + d[:, 2:]], 1))
             scores.append(real(s[idx, 0], sq))
-            kps.append(real(m[idx], mq).reshape(-1, 5, 2) * np.float32(stride) + pt[:, None, :])
+            kps.append(real(m.take(idx, axis=0), mq).reshape(-1, 5, 2) * np.float32(stride) + pt[:, None, :])
         kp = np.concatenate(kps)
         kp = np.concatenate([kp, np.ones(kp.shape[:2] + (1,), np.float32)], 2)
         score = np.concatenate(scores)
