@@ -7,6 +7,7 @@ in one fancy-indexed assignment, so drawing costs no Python loop per box.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import numpy as np
@@ -130,8 +131,17 @@ def _text(out: np.ndarray, dets, col: np.ndarray, required: bool) -> None:
         return
     pic = Image.fromarray(out)
     pen = ImageDraw.Draw(pic)
+    font = _font()
     for i in range(len(dets)):  # one text call per label: Pillow has no batched text
         x1, y1 = float(dets.boxes[i, 0]), float(dets.boxes[i, 1])
         pen.text((x1 + 2, max(0.0, y1 - 11)), f"{dets.label(i)} {float(dets.scores[i]):.2f}",
-                 fill=tuple(int(v) for v in col[i]))
+                 fill=tuple(int(v) for v in col[i]), font=font)
     out[...] = np.asarray(pic)
+
+
+@functools.lru_cache(maxsize=1)
+def _font():
+    """Pillow's default bitmap font, loaded once (loading it costs milliseconds)."""
+    from PIL import ImageFont
+
+    return ImageFont.load_default()
