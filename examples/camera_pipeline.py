@@ -46,6 +46,8 @@ import numpy as np
 
 #: the synthetic clip's classes, in the built-in detector's class order
 SHAPE_CLASSES = ("red", "green", "blue")
+#: box colours of the built-in detector's classes (yellow, magenta, white: visible on every square)
+SHAPE_PALETTE = np.array([(255, 255, 0), (255, 0, 255), (255, 255, 255)], np.uint8)
 SHAPE = 48          # side of the synthetic squares, pixels
 INPUT = (256, 320)  # the built-in detector's input (height, width)
 
@@ -272,10 +274,11 @@ def main(argv=None) -> int:
 
     tmp = tempfile.TemporaryDirectory()
     if args.model:
-        model, labels = args.model, None
+        model, labels, palette = args.model, None, None
         classes = args.classes or 80
     else:
-        model, labels, classes = build_squares_detector(os.path.join(tmp.name, "squares.rknn")), SHAPE_CLASSES, 3
+        model = build_squares_detector(os.path.join(tmp.name, "squares.rknn"))
+        labels, classes, palette = SHAPE_CLASSES, 3, SHAPE_PALETTE
     frames = open_source(args.source, args.frames or None)
     live = is_camera(args.source)
     writer = FrameWriter(args.out, args.video)
@@ -319,7 +322,7 @@ def main(argv=None) -> int:
                     continue
                 dets = result.value
                 t0 = time.perf_counter()
-                writer.write(result.frame_id, dets.draw(frame))
+                writer.write(result.frame_id, dets.draw(frame, palette=palette))
                 t_draw += time.perf_counter() - t0
                 drawn += 1
                 if log:

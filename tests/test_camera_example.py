@@ -16,7 +16,7 @@ import pytest
 
 import rknnlite
 from conftest import REPO, THREAD_LIMIT  # noqa: E402
-from rknnlite.vision import PALETTE, DetectionStages, YOLOv8, box_iou
+from rknnlite.vision import DetectionStages, YOLOv8, box_iou
 
 EXAMPLE = REPO / "examples" / "camera_pipeline.py"
 FRAMES = 6
@@ -90,7 +90,7 @@ def test_boxes_are_drawn_where_the_decoder_said_around_the_squares(run, example)
         for i, det in enumerate(record["detections"]):
             mine = (owner == i) & ~hidden
             assert mine.sum() > 100
-            assert (picture[mine] == PALETTE[det["class_id"]]).all(), det
+            assert (picture[mine] == example.SHAPE_PALETTE[det["class_id"]]).all(), det
             assert det["label"] == example.SHAPE_CLASSES[det["class_id"]]
             # and it sits on the square of its colour
             iou = box_iou(np.array([det["box"]]), np.array([truth[det["class_id"]]]))[0, 0]

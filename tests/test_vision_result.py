@@ -65,6 +65,14 @@ def test_text_needs_pillow_only_when_asked(monkeypatch):
         dets().draw(img, text=True)
 
 
+def test_a_palette_chooses_the_colours():
+    pal = np.array([[1, 2, 3], [4, 5, 6]], np.uint8)
+    out = dets().draw(np.zeros((64, 100, 3), np.uint8), text=False, palette=pal)
+    assert (out[20, 10] == [1, 2, 3]).all() and (out[5, 60] == [4, 5, 6]).all()  # class 3 -> row 3 % 2
+    with pytest.raises(InvalidParamError, match="palette"):
+        dets().draw(np.zeros((64, 100, 3), np.uint8), palette=np.zeros((2, 4)))
+
+
 def test_bad_draw_input():
     with pytest.raises(InvalidParamError, match="uint8"):
         dets().draw(np.zeros((10, 10), np.uint8))

@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InvalidParamError
-from .draw import PALETTE
+from .draw import colours
 from .quant import quant_list, real
 
 __all__ = ["top_k", "segmentation_mask"]
@@ -60,5 +60,4 @@ def segmentation_mask(output: np.ndarray, palette: Optional[np.ndarray] = None) 
         raise InvalidParamError(f"segmentation_mask: scores must be (1, C, H, W) or (C, H, W), got {np.shape(output)}",
                                 op="segmentation_mask")
     classes = np.argmax(y, axis=0).astype(np.int32)
-    pal = PALETTE if palette is None else np.asarray(palette, dtype=np.uint8).reshape(-1, 3)
-    return classes, pal[classes % len(pal)]
+    return classes, colours(classes, palette)

@@ -25,9 +25,18 @@ PALETTE = np.array([
     (255, 149, 200), (255, 55, 199)], np.uint8)
 
 
-def colours(class_ids: np.ndarray) -> np.ndarray:
-    """(N, 3) uint8 palette colours of ``class_ids``."""
-    return PALETTE[np.asarray(class_ids, dtype=np.int64) % len(PALETTE)]
+def colours(class_ids: np.ndarray, palette: Optional[np.ndarray] = None) -> np.ndarray:
+    """(N, 3) uint8 colours of ``class_ids``: ``palette[class % len(palette)]`` (an (n, 3)
+    uint8 table, default :data:`PALETTE`)."""
+    pal = PALETTE if palette is None else _palette(palette)
+    return pal[np.asarray(class_ids, dtype=np.int64) % len(pal)]
+
+
+def _palette(palette) -> np.ndarray:
+    pal = np.asarray(palette)
+    if pal.ndim != 2 or pal.shape[1] != 3 or len(pal) < 1 or pal.min() < 0 or pal.max() > 255:
+        raise InvalidParamError(f"draw: palette must be (n, 3) colours in 0..255, got shape {pal.shape}", op="draw")
+    return pal.astype(np.uint8)
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -72,20 +81,21 @@ def _outline_rects(boxes: np.ndarray, t: int) -> np.ndarray:
 
 
 def draw_detections(image: np.ndarray, dets, thickness: int = 2, text: Optional[bool] = None, copy: bool = True,
-                    alpha: float = 0.5) -> np.ndarray:
+                    alpha: float = 0.5, palette: Optional[np.ndarray] = None) -> np.ndarray:
     """Draw ``dets`` (:class:`~rknnlite.vision.Detections` in ``image``'s pixels) on
     ``image`` (H, W, 3) uint8: masks blended with ``alpha`` (masks on a coarser grid over
     the whole picture, such as a prototype grid, are scaled up), box outlines ``thickness``
     pixels wide (inside the box), keypoints with confidence >= 0.5 as squares, in the
-    class's palette colour.
+    class's colour from ``palette`` ((n, 3) uint8 in the image's channel order; default
+    :data:`PALETTE`, class ``c`` taking row ``c % n``).
 
     ``text``: label and score above each box, which needs Pillow; ``None`` (default): when
     Pillow is installed; ``True``: raise if it is not.  Returns a new array, or ``image``
     itself drawn on in place with ``copy=False``.
 
     Raises:
-        InvalidParamError: an image that is not (H, W, 3) uint8, a bad thickness, or
-            ``text=True`` without Pillow.
+        InvalidParamError: an image that is not (H, W, 3) uint8, a bad thickness or
+            palette, or ``text=True`` without Pillow.
     """
     img = np.asarray(image)
     if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
@@ -96,7 +106,7 @@ def draw_detections(image: np.ndarray, dets, thickness: int = 2, text: Optional[
     n = len(dets)
     if n == 0:
         return out
-    col = colours(dets.class_ids)
+    col = colours(dets.class_ids, palette)
     if dets.masks is not None:
         m = np.asarray(dets.masks, dtype=bool)
         if m.shape[1:] != out.shape[:2]:  # a lower-resolution grid over the whole picture (prototypes)

@@ -66,12 +66,12 @@ class Detections:
         return self.replace(boxes=transform.boxes_to_source(self.boxes), keypoints=kp, masks=masks)
 
     def draw(self, image: np.ndarray, thickness: int = 2, text: Optional[bool] = None, copy: bool = True,
-             alpha: float = 0.5) -> np.ndarray:
+             alpha: float = 0.5, palette: Optional[np.ndarray] = None) -> np.ndarray:
         """Boxes, masks and keypoints drawn on ``image`` (H, W, 3) uint8; see
         :func:`rknnlite.vision.draw_detections` (returns a new array unless ``copy=False``)."""
         from .draw import draw_detections
 
-        return draw_detections(image, self, thickness=thickness, text=text, copy=copy, alpha=alpha)
+        return draw_detections(image, self, thickness=thickness, text=text, copy=copy, alpha=alpha, palette=palette)
 
     def to_dict(self) -> Dict[str, Any]:
         """Plain Python values: ``{"frame_id", "detections": [{"box", "score", "class_id",
