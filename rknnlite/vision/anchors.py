@@ -74,7 +74,8 @@ class YOLOv5(_Heads):
         anchors: per head, the (w, h) anchors in pixels (default :data:`YOLOV5_ANCHORS`).
         logits: the scores are raw logits (no sigmoid in the graph); boxes are then also
             raw and get the sigmoid here.
-        conf, iou, max_det, class_aware, labels, max_candidates: see :class:`Decoder`.
+        **kwargs: ``conf``, ``iou``, ``max_det``, ``class_aware``, ``labels``,
+            ``max_candidates``: see :class:`Decoder`.
     """
 
     name = "YOLOv5"
@@ -125,8 +126,10 @@ class YOLOX(_Heads):
     """YOLOX decoder (three anchor-free heads of (1, 5+nc, H, W); see the module docstring).
 
     Args:
-        input_size, logits: as :class:`YOLOv5` (``logits`` concerns the scores only).
-        conf, iou, max_det, class_aware, labels, max_candidates: see :class:`Decoder`.
+        input_size: as :class:`YOLOv5`.
+        logits: the scores are raw logits (no sigmoid in the graph); the boxes never take one.
+        **kwargs: ``conf``, ``iou``, ``max_det``, ``class_aware``, ``labels``,
+            ``max_candidates``: see :class:`Decoder`.
     """
 
     name = "YOLOX"

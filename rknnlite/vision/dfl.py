@@ -48,7 +48,8 @@ class YOLOv8(Decoder):
             output's rows.
         input_size: the model input (height, width) or an int (split heads only: their
             stride is the input size over the grid size).
-        conf, iou, max_det, class_aware, labels, max_candidates: see :class:`Decoder`.
+        **kwargs: ``conf``, ``iou``, ``max_det``, ``class_aware``, ``labels``,
+            ``max_candidates``: see :class:`Decoder`.
     """
 
     name = "YOLOv8"

@@ -48,9 +48,12 @@ class RetinaFace(Decoder):
 
     Args:
         input_size: the model input (height, width) or an int.
-        min_sizes, steps, variance: the prior configuration (the model zoo's defaults).
-        conf, iou, max_det, labels, max_candidates: see :class:`Decoder` (``conf``
-            default 0.5, ``iou`` 0.4).
+        min_sizes: prior box sizes per stride, in pixels.
+        steps: the strides.
+        variance: the box encoding's variances (the model zoo's defaults throughout).
+        conf: score threshold (default 0.5).
+        iou: NMS threshold (default 0.4).
+        **kwargs: ``max_det``, ``labels``, ``max_candidates``: see :class:`Decoder`.
     """
 
     name = "RetinaFace"
@@ -94,9 +97,11 @@ class SCRFD(Decoder):
 
     Args:
         input_size: the model input (height, width) or an int.
-        strides: the feature strides (8, 16, 32); anchors: anchors per cell (2).
-        conf, iou, max_det, labels, max_candidates: see :class:`Decoder` (``conf``
-            default 0.5, ``iou`` 0.4).
+        strides: the feature strides (8, 16, 32).
+        anchors: anchors per cell (2).
+        conf: score threshold (default 0.5).
+        iou: NMS threshold (default 0.4).
+        **kwargs: ``max_det``, ``labels``, ``max_candidates``: see :class:`Decoder`.
     """
 
     name = "SCRFD"
