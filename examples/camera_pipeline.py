@@ -270,7 +270,7 @@ def main(argv=None) -> int:
 
     import rknnlite
     from rknnlite.pipeline import AsyncInferQueue, Pipeline, PipelineClosedError
-    from rknnlite.vision import DetectionStages, YOLOv8
+    from rknnlite.vision import DetectionStages, YOLOv8, image_input
 
     tmp = tempfile.TemporaryDirectory()
     if args.model:
@@ -285,7 +285,7 @@ def main(argv=None) -> int:
     log = open(args.json, "w") if args.json else None
     drawn = 0
     with rknnlite.Context(model) as ctx, AsyncInferQueue(ctx, jobs=args.jobs, want_float=not args.raw) as infer:
-        h, w = (ctx.inputs[0].dims[2:4] if ctx.inputs[0].fmt.name == "NCHW" else ctx.inputs[0].dims[1:3])
+        (h, w), _ = image_input(ctx)
         decoder = YOLOv8(num_classes=classes, input_size=(h, w), conf=args.conf, labels=labels)
         stages = DetectionStages.from_context(decoder, ctx, raw=args.raw)
         print(f"model {os.path.basename(model)} ({ctx.backend} backend), input {h}x{w}, {len(infer)} inference "

@@ -83,3 +83,9 @@ def test_a_bad_layout_or_input_is_refused():
 
     with pytest.raises(InvalidParamError, match="layout"):
         DetectionStages(YOLOv8(), 640, layout="hwc")
+
+    class FlatInput:  # a context whose first input is not an image
+        inputs = [type("Attr", (), {"name": "x", "dims": (1, 4), "fmt": None})()]
+
+    with pytest.raises(InvalidParamError, match="4-D image input"):
+        DetectionStages.from_context(YOLOv8(), FlatInput())

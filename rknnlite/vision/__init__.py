@@ -14,9 +14,9 @@ from .faces import SCRFD, RetinaFace, retinaface_priors
 from .letterbox import GREY, LetterboxTransform, letterbox
 from .nms import box_iou, nms
 from .result import Detections
-from .stages import DetectionStages
+from .stages import DetectionStages, image_input
 
 __all__ = ["letterbox", "LetterboxTransform", "GREY", "nms", "box_iou", "Detections", "Decoder", "YOLOv5",
            "YOLOv7", "YOLOX", "YOLOV5_ANCHORS", "YOLOV7_ANCHORS", "YOLOv8", "YOLO11", "YOLOv8Seg", "YOLOv8Pose",
            "dfl_distances", "RetinaFace", "SCRFD", "retinaface_priors", "top_k", "segmentation_mask",
-           "draw_detections", "PALETTE", "DetectionStages"]
+           "draw_detections", "PALETTE", "DetectionStages", "image_input"]

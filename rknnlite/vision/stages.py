@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -11,7 +11,24 @@ from ..pipeline import Carry
 from .letterbox import GREY, letterbox
 from .result import Detections
 
-__all__ = ["DetectionStages"]
+__all__ = ["DetectionStages", "image_input"]
+
+
+def image_input(ctx) -> Tuple[Tuple[int, int], str]:
+    """``((height, width), layout)`` of ``ctx``'s first input, a 4-D image input:
+    ``layout`` is ``"nchw"`` or ``"nhwc"`` as ``ctx.inputs[0].fmt`` states.
+
+    Raises:
+        InvalidParamError: the first input is not 4-D.
+    """
+    attr = ctx.inputs[0]
+    dims = tuple(attr.dims)
+    if len(dims) != 4:
+        raise InvalidParamError(f"input {attr.name!r} has shape {list(dims)}; a 4-D image input is needed",
+                                op="image_input")
+    if attr.fmt.name == "NCHW":
+        return (dims[2], dims[3]), "nchw"
+    return (dims[1], dims[2]), "nhwc"
 
 
 class DetectionStages:
@@ -55,14 +72,8 @@ class DetectionStages:
         """Stages for ``ctx``'s first input (its size and layout from ``ctx.inputs[0]``);
         ``raw=True`` when the inference stage runs with ``want_float=False`` (the outputs'
         quantization comes from ``ctx.outputs``)."""
-        attr = ctx.inputs[0]
-        dims = tuple(attr.dims)
-        if len(dims) != 4:
-            raise InvalidParamError(f"DetectionStages: input {attr.name!r} has shape {list(dims)}; a 4-D image input "
-                                    "is needed", op="DetectionStages")
-        nchw = attr.fmt.name == "NCHW"
-        size = (dims[2], dims[3]) if nchw else (dims[1], dims[2])
-        return cls(decoder, size, quant=ctx.outputs if raw else None, layout="nchw" if nchw else "nhwc", **kwargs)
+        size, layout = image_input(ctx)
+        return cls(decoder, size, quant=ctx.outputs if raw else None, layout=layout, **kwargs)
 
     def preprocess(self, frame: np.ndarray) -> Carry:
         """Letterbox ``frame``: ``Carry([input], transform)``, ``input`` a new (1, H, W, C)
