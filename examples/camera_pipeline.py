@@ -30,7 +30,6 @@ stands in for a trained YOLOv8 so the example runs anywhere without downloading 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import struct

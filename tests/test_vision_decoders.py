@@ -276,7 +276,7 @@ def test_top_k_float_int8_and_softmax():
     np.testing.assert_allclose(sorted((s for _, s, _ in soft), reverse=True), np.sort(e / e.sum())[::-1], rtol=1e-6)
     with pytest.raises(InvalidParamError, match="quant"):
         top_k(q, 2)
-    with pytest.raises(InvalidParamError, match="k >= 1"):
+    with pytest.raises(InvalidParamError, match="k must be an int >= 1"):
         top_k(y, 0)
 
 

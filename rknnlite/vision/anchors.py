@@ -21,6 +21,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from .decoder import Decoder
+from .checks import picture_size
 from .quant import real, sigmoid
 from .result import Detections
 
@@ -34,24 +35,12 @@ YOLOV7_ANCHORS = (((12, 16), (19, 36), (40, 28)), ((36, 75), (76, 55), (72, 146)
                   ((142, 110), (192, 243), (459, 401)))
 
 
-def _size_of(input_size, fail):
-    if isinstance(input_size, int) and not isinstance(input_size, bool):
-        input_size = (input_size, input_size)
-    try:
-        h, w = (int(v) for v in input_size)
-    except (TypeError, ValueError):
-        raise fail(f"input_size must be an int or (height, width), not {input_size!r}") from None
-    if h < 1 or w < 1:
-        raise fail(f"input_size must be positive, not {input_size!r}")
-    return h, w
-
-
 class _Heads(Decoder):
     """Shared by the three-head decoders: one (1, C, H, W) output per stride."""
 
     def __init__(self, input_size=640, logits: bool = False, **kwargs):
         super().__init__(**kwargs)
-        self.input_size = _size_of(input_size, self._fail)
+        self.input_size = picture_size(input_size, "input_size", self.name)
         self.logits = bool(logits)
 
     def _head(self, y: np.ndarray, i: int):

@@ -7,6 +7,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InvalidParamError
+from .checks import positive_int
 from .nms import nms
 from .quant import Quant, code_at_least, logit, quant_list
 from .result import Detections
@@ -40,9 +41,8 @@ class Decoder:
         for what, v in (("conf", conf), ("iou", iou)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
                 raise InvalidParamError(f"{self.name}: {what} must be a number in [0, 1], not {v!r}", op=self.name)
-        for what, v in (("max_det", max_det), ("max_candidates", max_candidates)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InvalidParamError(f"{self.name}: {what} must be an int >= 1, not {v!r}", op=self.name)
+        max_det = positive_int(max_det, "max_det", self.name)
+        max_candidates = positive_int(max_candidates, "max_candidates", self.name)
         self.conf = float(conf)
         self.iou = float(iou)
         self.max_det = max_det

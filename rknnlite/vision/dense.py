@@ -7,6 +7,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InvalidParamError
+from .checks import positive_int
 from .draw import colours
 from .quant import quant_list, real
 
@@ -28,10 +29,10 @@ def top_k(output: np.ndarray, k: int = 5, labels: Optional[Sequence[str]] = None
     y = np.asarray(output)
     (q,) = quant_list([y], None if quant is None else [quant], "top_k")
     y = y.reshape(-1)
-    if y.size == 0 or isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise InvalidParamError(f"top_k: need a non-empty output and k >= 1, got {y.size} values and k={k!r}",
-                                op="top_k")
-    k = min(int(k), y.size)
+    k = positive_int(k, "k", "top_k")
+    if y.size == 0:
+        raise InvalidParamError("top_k: the output is empty", op="top_k")
+    k = min(k, y.size)
     if softmax:
         x = real(y, q)
         e = np.exp(x - x.max())

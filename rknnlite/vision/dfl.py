@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .anchors import _size_of
 from .decoder import Decoder
+from .checks import picture_size, positive_int
 from .quant import real
 from .result import Detections
 
@@ -58,10 +58,8 @@ class YOLOv8(Decoder):
 
     def __init__(self, num_classes: int = 80, input_size=640, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-            raise self._fail(f"num_classes must be an int >= 1, not {num_classes!r}")
-        self.num_classes = num_classes
-        self.input_size = _size_of(input_size, self._fail)
+        self.num_classes = positive_int(num_classes, "num_classes", self.name)
+        self.input_size = picture_size(input_size, "input_size", self.name)
 
     # -- layouts -----------------------------------------------------------------------------
 
@@ -228,9 +226,7 @@ class YOLOv8Pose(YOLOv8):
 
     def __init__(self, num_classes: int = 1, input_size=640, num_keypoints: int = 17, **kwargs):
         super().__init__(num_classes, input_size, **kwargs)
-        if isinstance(num_keypoints, bool) or not isinstance(num_keypoints, int) or num_keypoints < 1:
-            raise self._fail(f"num_keypoints must be an int >= 1, not {num_keypoints!r}")
-        self.num_keypoints = num_keypoints
+        self.num_keypoints = positive_int(num_keypoints, "num_keypoints", self.name)
 
     def _extra_rows(self) -> int:
         return 3 * self.num_keypoints

@@ -13,6 +13,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import InvalidParamError
+from .checks import positive_int
 
 __all__ = ["draw_detections", "fill_rects", "PALETTE", "colours"]
 
@@ -100,8 +101,7 @@ def draw_detections(image: np.ndarray, dets, thickness: int = 2, text: Optional[
     img = np.asarray(image)
     if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
         raise InvalidParamError(f"draw: image must be (H, W, 3) uint8, got {img.shape} {img.dtype}", op="draw")
-    if isinstance(thickness, bool) or not isinstance(thickness, (int, np.integer)) or thickness < 1:
-        raise InvalidParamError(f"draw: thickness must be an int >= 1, not {thickness!r}", op="draw")
+    thickness = positive_int(thickness, "thickness", "draw")
     out = img.copy() if copy else img
     n = len(dets)
     if n == 0:

@@ -19,8 +19,8 @@ from typing import Sequence, Tuple
 
 import numpy as np
 
-from .anchors import _size_of
 from .decoder import Decoder
+from .checks import picture_size
 from .quant import real
 from .result import Detections
 
@@ -62,7 +62,7 @@ class RetinaFace(Decoder):
                  steps: Sequence[int] = (8, 16, 32), variance=(0.1, 0.2), conf: float = 0.5, iou: float = 0.4,
                  **kwargs):
         super().__init__(conf=conf, iou=iou, **kwargs)
-        self.input_size = _size_of(input_size, self._fail)
+        self.input_size = picture_size(input_size, "input_size", self.name)
         self.priors = retinaface_priors(self.input_size, min_sizes, steps)
         self.variance = (np.float32(variance[0]), np.float32(variance[1]))
 
@@ -109,7 +109,7 @@ class SCRFD(Decoder):
     def __init__(self, input_size=640, strides: Sequence[int] = (8, 16, 32), anchors: int = 2, conf: float = 0.5,
                  iou: float = 0.4, **kwargs):
         super().__init__(conf=conf, iou=iou, **kwargs)
-        self.input_size = _size_of(input_size, self._fail)
+        self.input_size = picture_size(input_size, "input_size", self.name)
         self.strides = tuple(int(s) for s in strides)
         self.anchors = int(anchors)
 

@@ -12,6 +12,7 @@ from typing import Tuple, Union
 import numpy as np
 
 from ..errors import InvalidParamError
+from .checks import picture_size
 
 __all__ = ["letterbox", "LetterboxTransform", "GREY"]
 
@@ -96,7 +97,7 @@ def letterbox(image: np.ndarray, size: Union[int, Tuple[int, int]], pad: int = G
     if img.ndim not in (2, 3) or img.shape[0] < 1 or img.shape[1] < 1:
         raise InvalidParamError(f"letterbox: image must be (H, W) or (H, W, C) with H, W >= 1, got shape {img.shape}",
                                 op="letterbox")
-    th, tw = _size(size)
+    th, tw = picture_size(size)
     h, w = img.shape[:2]
     scale = min(th / h, tw / w)
     nh, nw = min(th, max(1, round(h * scale))), min(tw, max(1, round(w * scale)))
@@ -110,18 +111,6 @@ def letterbox(image: np.ndarray, size: Union[int, Tuple[int, int]], pad: int = G
     # two 1-D takes: rows first (whole-row copies), then columns; ~10x faster than one 2-D gather
     out[top:top + nh, left:left + nw] = img.take(rows, axis=0).take(cols, axis=1)
     return out, LetterboxTransform(sx, sy, left, top, (h, w), (th, tw))
-
-
-def _size(size) -> Tuple[int, int]:
-    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
-        size = (int(size), int(size))
-    try:
-        th, tw = (int(v) for v in size)
-    except (TypeError, ValueError):
-        raise InvalidParamError(f"size must be an int or (height, width), not {size!r}", op="letterbox") from None
-    if th < 1 or tw < 1:
-        raise InvalidParamError(f"size must be positive, not {size!r}", op="letterbox")
-    return th, tw
 
 
 def _as_float(a, last: int, what: str) -> np.ndarray:

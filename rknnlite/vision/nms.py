@@ -15,6 +15,7 @@ import numpy as np
 
 from .._native.vision_kernels import greedy_nms
 from ..errors import InvalidParamError
+from .checks import positive_int
 
 __all__ = ["nms", "box_iou"]
 
@@ -55,8 +56,7 @@ def nms(boxes: np.ndarray, scores: np.ndarray, class_ids: Optional[np.ndarray] =
         raise InvalidParamError(f"nms: boxes must be (N, 4) and scores (N,), got {b.shape} and {s.shape}", op="nms")
     if not 0.0 <= iou <= 1.0:
         raise InvalidParamError(f"nms: iou must be in [0, 1], not {iou}", op="nms")
-    if isinstance(max_det, bool) or not isinstance(max_det, (int, np.integer)) or max_det < 1:
-        raise InvalidParamError(f"nms: max_det must be an int >= 1, not {max_det!r}", op="nms")
+    max_det = positive_int(max_det, "max_det", "nms")
     c = np.zeros(n, np.int64) if class_ids is None else np.asarray(class_ids).astype(np.int64, copy=False)
     if c.shape != (n,):
         raise InvalidParamError(f"nms: class_ids must be ({n},), got {c.shape}", op="nms")
