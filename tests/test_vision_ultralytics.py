@@ -1,7 +1,7 @@
-"""rknnlite.vision against Ultralytics' own postprocessing, on models built from
-Ultralytics' own definitions (YOLOv8, YOLO11, YOLOv8-seg, YOLOv8-pose; random weights;
-tests/data/vision, made by tools/make_vision_fixtures.py), converted with the toolkit and
-run on the software backend."""
+"""rknnlite.vision against the model families' own postprocessing, on models built from
+their own definitions (Ultralytics' YOLOv8, YOLO11, YOLOv8-seg, YOLOv8-pose, and the yolov5
+package's anchor-based YOLOv5n; random weights; tests/data/vision, made by
+tools/make_vision_fixtures.py), converted with the toolkit and run on the software backend."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ import pytest
 import rknnlite
 import vision_reference as ref
 from vision_models import DATA, convert, model_zoo_split
-from rknnlite.vision import YOLO11, Detections, YOLOv8, YOLOv8Pose, YOLOv8Seg, box_iou
+from rknnlite.vision import YOLO11, Detections, YOLOv5, YOLOv8, YOLOv8Pose, YOLOv8Seg, box_iou
 
 SIZE = (64, 96)
 DECODERS = {"yolov8": lambda: YOLOv8(num_classes=3, input_size=SIZE),
             "yolo11": lambda: YOLO11(num_classes=3, input_size=SIZE),
             "yolov8_seg": lambda: YOLOv8Seg(num_classes=3, input_size=SIZE),
-            "yolov8_pose": lambda: YOLOv8Pose(num_classes=1, input_size=SIZE)}
+            "yolov8_pose": lambda: YOLOv8Pose(num_classes=1, input_size=SIZE),
+            "yolov5": lambda: YOLOv5(input_size=SIZE, anchors=fixture("yolov5")["anchors"])}
 
 
 def fixture(name):
@@ -25,7 +26,7 @@ def fixture(name):
 
 
 def outputs_of(data, i):
-    return [data[f"out{k}_{i}"] for k in range(2) if f"out{k}_{i}" in data]
+    return [data[f"out{k}_{i}"] for k in range(3) if f"out{k}_{i}" in data]
 
 
 def assert_matches_ultralytics(dets: Detections, det: np.ndarray, name: str, masks=None, score_tol=1e-5):
@@ -106,3 +107,20 @@ def test_int8_split_heads_decode_raw_codes_like_the_reference_and_find_the_float
             total += len(ultra)
     # random weights quantize worse than trained ones: 34 of the 42 are found (IoU >= 0.5)
     assert matched >= 0.75 * total, (matched, total)
+
+
+def test_int8_yolov5_heads_decode_raw_codes_like_the_reference(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data = fixture("yolov5")
+    dec = DECODERS["yolov5"]()
+    found = 0
+    with rknnlite.Context(convert("yolov5", tmp_path, quantize=True, images=data["images"]), backend="software") as ctx:
+        qs = [(a.scale, a.zp) for a in ctx.outputs]
+        for img in data["images"]:
+            raw = ctx.run([img[None]], data_format="nhwc", want_float=False)
+            assert all(y.dtype == np.int8 for y in raw)
+            kept = ref.yolov5(raw, data["anchors"].tolist(), SIZE, dec.conf, dec.iou, qs)
+            # a score is objectness x class: two codes' rounding
+            assert_same_as_reference(dec(raw, quant=ctx.outputs), kept, 2 * max(q[0] for q in qs))
+            found += len(kept)
+    assert found > 0
