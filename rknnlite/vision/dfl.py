@@ -137,23 +137,28 @@ class YOLOv8(Decoder):
             if not ok.all():
                 cell, c, best = cell.compress(ok), c.compress(ok), best.compress(ok)
             score = real(best, qs[k + 1])  # the best code's value is the best value
-            dist = dfl_distances(real(reg.reshape(4, r4 // 4, h * w).take(cell, axis=2), qs[k]))
+            bins = real(reg.reshape(4, r4 // 4, h * w).take(cell, axis=2), qs[k])
             gy, gx = np.divmod(cell, w)
-            sx, sy = np.float32(iw // w), np.float32(ih // h)
-            cx, cy = (gx + 0.5).astype(np.float32), (gy + 0.5).astype(np.float32)
-            boxes = np.empty((cell.size, 4), np.float32)
-            boxes[:, 0] = (cx - dist[0]) * sx
-            boxes[:, 1] = (cy - dist[1]) * sy
-            boxes[:, 2] = (cx + dist[2]) * sx
-            boxes[:, 3] = (cy + dist[3]) * sy
+            # per candidate: cell centre (in cells) and stride, to place the boxes of every branch at once
+            where = np.empty((4, cell.size), np.float32)
+            where[0], where[1], where[2], where[3] = gx + 0.5, gy + 0.5, iw // w, ih // h
             extra = None
             if self.split_extra:
                 co = self._batch1(outs[k + per - 1], 4, f"branch {b} mask coefficients", self._fail)
                 extra = real(co.reshape(co.shape[0], h * w).take(cell, axis=1), qs[k + per - 1]).T
-            parts.append((boxes, score, c, extra))
-        joined = [np.concatenate([p[j] for p in parts]) for j in range(3)]
-        extra = np.concatenate([p[3] for p in parts]) if self.split_extra else None
-        return joined[0], joined[1], joined[2], extra, None
+            parts.append((score, c, bins, where, extra))
+        score, c = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        if len({p[2].shape[1] for p in parts}) != 1:
+            raise self._fail("the three branches' box outputs have different numbers of bins")
+        dist = dfl_distances(np.concatenate([p[2] for p in parts], axis=2))  # one DFL pass for every branch
+        cx, cy, sx, sy = np.concatenate([p[3] for p in parts], axis=1)
+        boxes = np.empty((score.size, 4), np.float32)
+        boxes[:, 0] = (cx - dist[0]) * sx
+        boxes[:, 1] = (cy - dist[1]) * sy
+        boxes[:, 2] = (cx + dist[2]) * sx
+        boxes[:, 3] = (cy + dist[3]) * sy
+        extra = np.concatenate([p[4] for p in parts]) if self.split_extra else None
+        return boxes, score, c, extra, None
 
     # -- variants' hooks -------------------------------------------------------------------------
 
