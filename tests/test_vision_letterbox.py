@@ -66,3 +66,11 @@ def test_masks_are_resampled_to_the_source():
 def test_bad_letterbox_input(image, size, match):
     with pytest.raises(InvalidParamError, match=match):
         letterbox(image, size)
+
+
+def test_a_picture_that_already_fits_is_only_padded():
+    img = np.random.default_rng(1).integers(0, 255, (48, 64, 3), np.uint8)
+    out, t = letterbox(img, 64)
+    assert (t.scale_x, t.scale_y, t.left, t.top) == (1.0, 1.0, 0, 8)
+    np.testing.assert_array_equal(out[8:56], img)
+    assert (out[:8] == GREY).all() and (out[56:] == GREY).all()

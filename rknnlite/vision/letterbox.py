@@ -108,8 +108,10 @@ def letterbox(image: np.ndarray, size: Union[int, Tuple[int, int]], pad: int = G
         img = img[..., ::-1]
     out = np.full((th, tw) + img.shape[2:], pad, img.dtype)
     top, left = (th - nh) // 2, (tw - nw) // 2
-    # two 1-D takes: rows first (whole-row copies), then columns; ~10x faster than one 2-D gather
-    out[top:top + nh, left:left + nw] = img.take(rows, axis=0).take(cols, axis=1)
+    if (nh, nw) == (h, w):  # no scaling, only padding
+        out[top:top + nh, left:left + nw] = img
+    else:  # two 1-D takes: rows first (whole-row copies), then columns; ~10x faster than one 2-D gather
+        out[top:top + nh, left:left + nw] = img.take(rows, axis=0).take(cols, axis=1)
     return out, LetterboxTransform(sx, sy, left, top, (h, w), (th, tw))
 
 
