@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rknnlite  # noqa: E402
-from common import interleaved_ms, median_ratio  # noqa: E402
+from common import interleaved_ms, machine, median_ratio  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 
 FIXTURE_MODELS = ("convnet", "add_mul", "dyn_conv")
@@ -118,6 +118,21 @@ def corpus_case(name: str, variant: str, tmp: str) -> Case:
     return Case(name, variant, CORPUS / entry["file"], onnx_path, config, dataset, None, inputs)
 
 
+def architecture_case(folder: Path) -> Case:
+    """A real-architecture file built by ``tools/vendor_corpus/layer_evidence.py build`` (folder
+    ``<case>_<variant>``: ``model.rknn``, ``model.onnx``, ``in0.npy``, int8: ``dataset.txt``)."""
+    sys.path.insert(0, str(REPO / "tools" / "vendor_corpus"))
+    from models import ARCHITECTURES
+
+    name, variant = folder.name.rsplit("_", 1)
+    model_case = next(c for c in ARCHITECTURES if c.name == name)
+    mean, std = model_case.mean_std()
+    config = {"mean_values": mean, "std_values": std} if mean is not None else {}
+    dataset = folder / "dataset.txt"
+    return Case(name, variant, folder / "model.rknn", str(folder / "model.onnx"), config,
+                str(dataset) if variant != "fp16" else None, None, [np.load(folder / "in0.npy")])
+
+
 def portable_build(case: Case, out_dir: str) -> str:
     """``case``'s ONNX converted by rknnlite's toolkit with the vendor file's settings."""
     rk = RKNN()
@@ -168,6 +183,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--models", default=",".join(FIXTURE_MODELS + ("bench",)),
                     help="fixture models (convnet, add_mul, dyn_conv) and/or corpus models (bench)")
     ap.add_argument("--variants", default="fp16,i8")
+    ap.add_argument("--architectures", metavar="DIR",
+                    help="also time the real-architecture files layer_evidence.py built into DIR")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="clock of every column (cpu: this thread's CPU time)")
@@ -180,13 +197,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     rows: Dict[str, Tuple[List[List[float]], float]] = {}
     with tempfile.TemporaryDirectory() as tmp, threadpool_limits(limits=1):
-        for name in args.models.split(","):
-            for variant in args.variants.split(","):
-                case = fixture_case(name, variant) if name in FIXTURE_MODELS else corpus_case(name, variant, tmp)
-                rows[f"{name}_{variant}"] = time_case(case, tmp, args.runs, clock)
-                print(f"  {name}_{variant}: done", file=sys.stderr)
+        cases = [(name, variant) for name in args.models.split(",") if name for variant in args.variants.split(",")]
+        for name, variant in cases:
+            case = fixture_case(name, variant) if name in FIXTURE_MODELS else corpus_case(name, variant, tmp)
+            rows[f"{name}_{variant}"] = time_case(case, tmp, args.runs, clock)
+            print(f"  {name}_{variant}: done", file=sys.stderr)
+        for folder in sorted(Path(args.architectures).iterdir()) if args.architectures else ():
+            if (folder / "model.rknn").exists() and folder.name.rsplit("_", 1)[-1] in args.variants.split(","):
+                rows[folder.name] = time_case(architecture_case(folder), tmp, args.runs, clock)
+                print(f"  {folder.name}: done", file=sys.stderr)
         blas = ", ".join(f"{i['internal_api']} {i.get('version', '')}".strip() for i in threadpool_info())
 
+    print(machine())
     print(f"rknnlite {rknnlite.__version__}, onnxruntime {ort.__version__}, numpy {np.__version__} ({blas}); "
           f"{os.cpu_count()} CPUs; {args.clock} time, single thread; median and min of {args.runs} interleaved "
           f"rounds; load average before/after {load_before} / {os.getloadavg()[0]:.2f}")
