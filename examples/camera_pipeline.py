@@ -12,7 +12,8 @@ or from a built-in synthetic generator (moving colour bars, no dependency).  Eac
 goes through three stages on their own threads:
 
 1. letterbox: scale the HxWx3 BGR frame into the model's input size keeping its aspect
-   ratio, pad with grey, convert to the model's NCHW RGB uint8 input;
+   ratio, pad with grey, convert to the model's NHWC RGB uint8 input (image inputs are NHWC,
+   as librknnrt reports them);
 2. inference on an :class:`~rknnlite.pipeline.AsyncInferQueue` (one context per core);
 3. postprocessing: the top-k classes of the classifier's probabilities.
 
@@ -88,7 +89,7 @@ def open_source(source: str, n: Optional[int]) -> Iterator[np.ndarray]:
 
 def letterbox(frame: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
     """``frame`` (HxWx3 uint8 BGR) scaled into ``size`` = (height, width) keeping its aspect
-    ratio (nearest neighbour), centred on grey, as a 1x3xHxW uint8 RGB array (a new array)."""
+    ratio (nearest neighbour), centred on grey, as a 1xHxWx3 uint8 RGB array (NHWC, a new array)."""
     h, w = frame.shape[:2]
     th, tw = size
     scale = min(th / h, tw / w)
@@ -98,7 +99,7 @@ def letterbox(frame: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
     out = np.full((th, tw, 3), GREY, np.uint8)
     top, left = (th - nh) // 2, (tw - nw) // 2
     out[top:top + nh, left:left + nw] = frame[rows[:, None], cols[None, :]]
-    return np.ascontiguousarray(out[..., ::-1].transpose(2, 0, 1))[None]
+    return np.ascontiguousarray(out[..., ::-1])[None]
 
 
 def top_k(outputs, k: int):

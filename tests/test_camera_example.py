@@ -73,10 +73,10 @@ def test_letterbox_keeps_the_aspect_ratio_and_pads_with_grey(example):
     frame[..., 0] = 10   # B
     frame[..., 2] = 200  # R
     out = example.letterbox(frame, (32, 32))
-    assert out.shape == (1, 3, 32, 32) and out.dtype == np.uint8
+    assert out.shape == (1, 32, 32, 3) and out.dtype == np.uint8  # NHWC, as the model's input attribute
     # 80x40 scaled by 0.4 -> 32x16, centred: rows 8..23 hold the picture, RGB order
-    assert (out[0, :, :8] == example.GREY).all() and (out[0, :, 24:] == example.GREY).all()
-    assert (out[0, 0, 8:24] == 200).all() and (out[0, 2, 8:24] == 10).all() and (out[0, 1, 8:24] == 0).all()
+    assert (out[0, :8] == example.GREY).all() and (out[0, 24:] == example.GREY).all()
+    assert (out[0, 8:24, :, 0] == 200).all() and (out[0, 8:24, :, 2] == 10).all() and (out[0, 8:24, :, 1] == 0).all()
 
 
 def test_top_k_sorts_by_probability(example):
