@@ -25,8 +25,8 @@ import pytest
 from rknnlite.model.loader import ROCKCHIP, load_model
 
 CORPUS = Path(__file__).resolve().parent / "data" / "vendor"
-#: 6 MiB, plus 0.5 MiB for the attribute-parity twins (twoin*, dynconv*: issue 20)
-MAX_CORPUS_BYTES = 6 * 1024 * 1024 + 512 * 1024
+MODELS_PY = Path(__file__).resolve().parent.parent / "tools" / "vendor_corpus" / "models.py"
+MAX_CORPUS_BYTES = 16 * 1024 * 1024  # the main 2.5.0 corpus and the builds of 2.2.0, 2.3.0 and 2.3.2
 #: models whose int8 build ends in a float16 op, so that its output stays float16
 FLOAT16_OUTPUT_MODELS = ("softmax",)
 
@@ -59,7 +59,7 @@ def test_manifest_and_directory_list_the_same_files():
     assert on_disk == listed
     for stem, e in ENTRIES:
         assert e["file"] == f"{stem}.rknn" and e["npz"] == f"{stem}.npz"
-        assert stem == f"{e['model']}_{e['variant']}"
+        assert stem == f"{e['model']}_{e['variant']}{e['suffix']}"
 
 
 def test_manifest_records_vendor_versions():
@@ -67,6 +67,11 @@ def test_manifest_records_vendor_versions():
     assert versions["rknn-toolkit2"] == "2.5.0"
     for key in ("onnx", "onnxruntime", "numpy", "python"):
         assert versions[key]
+    # every toolkit release that built a file has its environment recorded
+    built = {e["toolkit_version"] for _, e in ENTRIES}
+    assert built == set(MANIFEST["toolkits"]) == {"2.5.0", "2.3.2", "2.3.0", "2.2.0"}
+    for stem, e in ENTRIES:
+        assert (e["suffix"] == "") == (e["toolkit_version"] == "2.5.0"), stem
 
 
 def test_corpus_stays_small():
@@ -86,7 +91,7 @@ def test_rknn_file_parses_and_matches_manifest(stem, entry):
     model = loaded.model
     assert model.format_version == 6
     assert model.flatbuffer
-    assert model.toolkit_version == "2.5.0"
+    assert model.toolkit_version == entry["toolkit_version"]
     assert model.target_platform == entry["config"]["target_platform"]
     assert model.target_platforms == [entry["config"]["target_platform"]]
     sets = entry["config"].get("dynamic_input")

@@ -138,12 +138,38 @@ def test_packed_int8_weight_of_rk3576_first_convs():
         for o in range(2):
             groups = [list(w[o, :, h, k]) + [100 + o] for k in range(3)]
             rows[h, o, :12] = np.array(groups, np.int8).ravel()
-    out = decode_weight(rows.tobytes(), (1, 1, 2, 3, 2, 4), (2, 3, 2, 3), "int8", "w", npu_size=999)
+    out = decode_weight(rows.tobytes(), (1, 1, 2, 3, 2, 4), (2, 3, 2, 3), "int8", "w", npu_size=96,
+                        packed=True)
     np.testing.assert_array_equal(out, w)
-    with pytest.raises(ModelInvalidError, match="tensor's NPU size is 999"):  # fp16 has no packed layout
-        decode_weight(rows.tobytes(), (1, 1, 2, 3, 2, 4), (2, 3, 2, 3), "float16", "w", npu_size=999)
+    with pytest.raises(ModelInvalidError, match="only the packed layout"):  # fp16 has no packed layout
+        decode_weight(rows.tobytes(), (1, 1, 2, 3, 2, 4), (2, 3, 2, 3), "float16", "w", npu_size=999,
+                      packed=True)
+    with pytest.raises(ModelInvalidError, match="only the packed layout"):  # as many input channels as the block
+        decode_weight(rows.tobytes(), (1, 1, 2, 3, 2, 4), (2, 4, 2, 3), "int8", "w", npu_size=96, packed=True)
     with pytest.raises(ModelInvalidError, match="needs 64 bytes"):
-        decode_weight(rows.tobytes()[:40], (1, 1, 2, 3, 2, 4), (2, 3, 2, 3), "int8", "w", npu_size=999)
+        decode_weight(rows.tobytes()[:40], (1, 1, 2, 3, 2, 4), (2, 3, 2, 3), "int8", "w", npu_size=96,
+                      packed=True)
+    with pytest.raises(ModelInvalidError, match="has NPU size 999; 96 was observed"):
+        decode_weight(rows.tobytes(), (1, 1, 2, 3, 2, 4), (2, 3, 2, 3), "int8", "w", npu_size=999,
+                      packed=True)
+    # other platforms never pack: the same bytes are read as tiles (their size decides)
+    with pytest.raises(ModelInvalidError, match="tensor's NPU size is 999"):
+        decode_weight(rows.tobytes(), (1, 1, 2, 3, 2, 4), (2, 3, 2, 3), "int8", "w", npu_size=999)
+
+
+def test_packed_layout_is_chosen_by_platform_even_when_the_size_matches_the_tiles():
+    # rv1126b first conv of 8 channels: npu shape [1,1,3,3,16,4] holds 576 bytes of tiles, and the
+    # packed layout's size is 8 * 3 * 3 * 8 = 576 as well; only the platform tells them apart
+    w = (np.arange(8 * 3 * 3 * 3) % 97 - 48).astype(np.int8).reshape(8, 3, 3, 3)
+    rows = np.zeros((3, 16, 16), np.int8)
+    for h in range(3):
+        for o in range(8):
+            rows[h, o, :12] = np.array([list(w[o, :, h, k]) + [7] for k in range(3)], np.int8).ravel()
+    out = decode_weight(rows.tobytes(), (1, 1, 3, 3, 16, 4), (8, 3, 3, 3), "int8", "w", npu_size=576,
+                        packed=True)
+    np.testing.assert_array_equal(out, w)
+    tiled = decode_weight(rows.tobytes(), (1, 1, 3, 3, 16, 4), (8, 3, 3, 3), "int8", "w", npu_size=576)
+    assert not np.array_equal(tiled, w)
 
 
 def test_int8_bias_block():
@@ -591,9 +617,26 @@ def _corpus():
     return sorted(json.loads(manifest.read_text())["files"].items())
 
 
+#: corpus files refused at load, each with what its refusal names (tests/test_vendor_validated.py)
+CORPUS_REFUSED = {
+    "conv_leaky01_i8_layer": r"BS_MUL_CFG \(0x4048\) = 0x40000100 sets bits outside",
+    "convnet_rk3562_i8": r"OUT_CVT_SHIFT \(0x4088\) = 0x80000000 sets bits outside",
+    "two_input_rk3562_i8": r"OUT_CVT_SHIFT \(0x4088\) = 0x80000000 sets bits outside",
+    "convnet_rk3576_i8_layer": "hold one value: a per-layer quantized",
+    "two_input_rv1126b_i8_tk232": "ConvAddRelu in int8 rv1126b files from RKNN-Toolkit2 2.3.2 was not validated",
+    # run with their custom op registered in tests/test_vendor_custom_ops.py
+    "cst_softmax_fp16": "'cstChannelSoftmax' is a custom op: register it",
+    "cst_softmax_i8": "'cstChannelSoftmax' is a custom op: register it",
+}
+
+
 @pytest.mark.parametrize("name, entry", _corpus() or [pytest.param(None, None, marks=pytest.mark.skip("no corpus"))])
 def test_corpus_file_runs_like_the_simulator(name, entry):
     path = str(CORPUS / entry["file"])
+    if name in CORPUS_REFUSED:
+        with pytest.raises(ModelInvalidError, match=CORPUS_REFUSED[name]):
+            rknnlite.Context(path, backend="software")
+        return
     data = np.load(CORPUS / entry["npz"])
     inputs = [data[f"in{k}"] for k in range(len(entry["inputs"]))]
     with rknnlite.Context(path, backend="software") as ctx:
@@ -912,10 +955,12 @@ def test_packed_int8_weight_rows_follow_the_padded_output_block():
     for h in range(2):
         for o in range(3):
             rows[h, o, :12] = np.array([list(w[o, :, h, k]) + [-1] for k in range(3)], np.int8).ravel()
-    out = decode_weight(rows.tobytes(), (1, 1, 2, 3, 4, 4), (3, 3, 2, 3), "int8", "w", npu_size=144)
+    out = decode_weight(rows.tobytes(), (1, 1, 2, 3, 4, 4), (3, 3, 2, 3), "int8", "w", npu_size=144,
+                        packed=True)
     np.testing.assert_array_equal(out, w)
     with pytest.raises(ModelInvalidError, match="needs 128 bytes"):
-        decode_weight(rows.tobytes()[:100], (1, 1, 2, 3, 4, 4), (3, 3, 2, 3), "int8", "w", npu_size=144)
+        decode_weight(rows.tobytes()[:100], (1, 1, 2, 3, 4, 4), (3, 3, 2, 3), "int8", "w", npu_size=144,
+                      packed=True)
 
 
 def test_weight_size_of_the_real_output_channels_is_accepted():

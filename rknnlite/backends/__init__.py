@@ -39,12 +39,29 @@ def _software_refuses(loaded: LoadedModel) -> str:
 def _vendor_software_backend(loaded: LoadedModel, custom_ops) -> Backend:
     """The software backend on a Rockchip ``.rknn`` file, lowered here (only when this backend
     is chosen, so a board never pays for it); ModelInvalidError naming what the lowering
-    does not know."""
-    from ..model.vendor import lower_rockchip
+    does not know.  The file's op types that no built-in lowering runs are run by a custom
+    operator: one of ``custom_ops`` (Python, RKNN-Toolkit2's class form), else a
+    ``librkcst_<op type>.so`` plugin found where librknnrt looks for plugins
+    (:mod:`rknnlite.runtime.plugins`), registered as librknnrt does at init."""
+    from ..errors import InvalidParamError
+    from ..model.vendor import SUPPORTED_OPS, lower_rockchip, vendor_op_counts
+    from ..runtime.plugins import find_plugin, resolve_custom_op
     from .software import SoftwareBackend
 
-    return SoftwareBackend(lower_rockchip(loaded.payload, loaded.model), custom_ops=custom_ops,
-                           source=loaded.source)
+    python_types = {getattr(op, "op_type", None) for op in custom_ops}
+    plugins = {}
+    for op in vendor_op_counts(loaded.payload, loaded.model):
+        if op not in SUPPORTED_OPS and op not in python_types:
+            try:
+                plugins[op] = find_plugin(op)
+            except InvalidParamError:
+                pass  # the lowering refuses the op, naming both ways to provide it
+    model = lower_rockchip(loaded.payload, loaded.model, custom_types=(python_types - {None}) | set(plugins))
+    backend = SoftwareBackend(model, custom_ops=custom_ops, source=loaded.source)
+    for path in plugins.values():
+        resolved, native = resolve_custom_op(path)
+        backend.register_custom_op(resolved, native=native)
+    return backend
 
 
 def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=(), flags: int = 0) -> Backend:

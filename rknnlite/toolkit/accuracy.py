@@ -35,7 +35,7 @@ import numpy as np
 from ..model.graph import Graph
 
 __all__ = ["LayerError", "AnalysisResult", "load_inputs", "analyse", "cosine", "euclidean", "format_report",
-           "REPORT_NAME"]
+           "REPORT_NAME", "float_outputs", "single_layer_outputs"]
 
 #: Name of the report file written into ``output_dir``.
 REPORT_NAME = "error_analysis.txt"
@@ -156,7 +156,7 @@ def analyse(model, raw_inputs: Sequence[np.ndarray], output_dir: str, custom_ops
     for name in graph.inputs:
         c, e = cosine(simulated[name], golden[name]), euclidean(simulated[name], golden[name])
         layers.append(LayerError("Input", name, c, e, c, e))
-    single = _single_layer_outputs(graph, golden, meta.float_dtype, custom_ops)
+    single = single_layer_outputs(graph, golden, meta.float_dtype, custom_ops)
     nan = float("nan")
     for name in produced:
         g, s = golden.get(name), simulated[name]
@@ -253,14 +253,21 @@ def _stored_input(x: np.ndarray, q, float_dtype: str) -> np.ndarray:
     return x
 
 
+def float_outputs(graph: Graph, feeds, custom_ops: Sequence = ()) -> Dict[str, np.ndarray]:
+    """``{output name: value}`` of ``graph`` run in float32 without quantization."""
+    from ..backends.software.executor import Executor
+
+    plain = Graph(graph.nodes, list(graph.inputs), list(graph.outputs), graph.constants)
+    return dict(zip(graph.outputs, Executor(plain, "float32", custom_ops).run(feeds)))
+
+
 def _golden(reference: Optional[Graph], graph: Graph, produced: List[str], feeds, custom_ops
             ) -> Dict[str, np.ndarray]:
     """Float32 values of the built graph's tensors: from ``reference`` where it has a
     tensor of that name and shape, else from the built graph without quantization."""
     from ..backends.software.executor import Executor
 
-    plain = Graph(graph.nodes, list(graph.inputs), produced, graph.constants)
-    golden = dict(zip(produced, Executor(plain, "float32", custom_ops).run(feeds)))
+    golden = float_outputs(Graph(graph.nodes, list(graph.inputs), produced, graph.constants), feeds, custom_ops)
     if reference is None:
         return golden
     seen = set(reference.inputs)
@@ -277,7 +284,7 @@ def _golden(reference: Optional[Graph], graph: Graph, produced: List[str], feeds
     return golden
 
 
-def _single_layer_outputs(graph: Graph, golden: Dict[str, np.ndarray], float_dtype: str,
+def single_layer_outputs(graph: Graph, golden: Dict[str, np.ndarray], float_dtype: str,
                           custom_ops: Sequence) -> Dict[str, np.ndarray]:
     """Each node run alone, in the built model's precision, on the golden values of its inputs."""
     from ..backends.software.executor import Executor

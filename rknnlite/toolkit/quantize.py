@@ -24,7 +24,7 @@ model's inputs and outputs are what ``TensorAttr.scale`` / ``TensorAttr.zp`` rep
 from __future__ import annotations
 
 import sys
-from typing import Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Collection, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -40,6 +40,7 @@ __all__ = [
     "QUANTIZED_METHODS",
     "read_dataset",
     "normalise",
+    "graph_feeds",
     "calibrate",
     "activation_params",
     "weight_params",
@@ -75,6 +76,16 @@ def normalise(x: np.ndarray, mean: Optional[Sequence[float]], std: Optional[Sequ
     out = np.subtract(x, np.reshape(np.asarray(mean, np.float32), shape), dtype=np.float32)
     np.divide(out, np.reshape(np.asarray(std, np.float32), shape), out=out)
     return out
+
+
+def graph_feeds(sample: Sequence[np.ndarray], preprocess) -> List[np.ndarray]:
+    """One calibration sample as the graph takes it: float inputs after their ``(mean, std)``
+    (``preprocess``: per input, or None)."""
+    feeds = []
+    for i, x in enumerate(sample):
+        p = preprocess[i] if preprocess and i < len(preprocess) else None
+        feeds.append(normalise(x, *p) if p is not None and x.dtype.kind == "f" else x)
+    return feeds
 
 
 def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
@@ -118,10 +129,7 @@ def _run_pass(graph: Graph, samples: Iterable[Sequence[np.ndarray]], preprocess,
     state = Executor(probe, "float32", custom_ops).new_state()
     try:
         for sample in wrap(samples):
-            feeds = []
-            for i, x in enumerate(sample):
-                p = preprocess[i] if preprocess and i < len(preprocess) else None
-                feeds.append(normalise(x, *p) if p is not None and x.dtype.kind == "f" else x)
+            feeds = graph_feeds(sample, preprocess)
             outs = state.run(feeds)
             for name, value in zip(watched, feeds + outs):
                 if value.dtype.kind == "f":
@@ -194,21 +202,24 @@ def weight_axis(op: str, attrs: Mapping, w: np.ndarray) -> Optional[int]:
 
 
 def quantize_graph(graph: Graph, ranges: Mapping[str, Tuple[float, float]],
-                   method: str = "channel") -> Dict[str, QuantParams]:
+                   method: str = "channel", float_tensors: Collection[str] = ()) -> Dict[str, QuantParams]:
     """The quantization table for ``graph`` from calibration ``ranges`` (see :func:`calibrate`):
     every calibrated activation per tensor, except tensors some node reads as a shape
     argument (they stay exact) and outputs of :data:`FLOAT_OUTPUT_OPS`; the float
     constant input 1 of Conv / ConvTranspose / Gemm / MatMul per channel
-    (``method="channel"``) or per tensor (``"layer"``).
+    (``method="channel"``) or per tensor (``"layer"``).  ``float_tensors`` (hybrid
+    quantization) stay float, and so do the weights of the layers that produce them.
     Returns a new dict; ``graph`` is not changed."""
     if method not in QUANTIZED_METHODS:
         raise ValueError(f"quantized_method {method!r} is not one of {QUANTIZED_METHODS}")
     from ..backends.software.ops import SHAPE_INPUTS
 
-    keep_float = set()
+    keep_float = set(float_tensors)
     for node in graph.nodes:
         if node.op in FLOAT_OUTPUT_OPS:
             keep_float.update(node.outputs)
+        if node.op in WEIGHT_OPS and len(node.inputs) > 1 and any(o in float_tensors for o in node.outputs):
+            keep_float.add(node.inputs[1])  # a float16 layer keeps its weights float
         for k in SHAPE_INPUTS.get(node.op, ()):
             if k < len(node.inputs) and node.inputs[k]:
                 keep_float.add(node.inputs[k])

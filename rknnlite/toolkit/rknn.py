@@ -26,7 +26,7 @@ Differences from the vendor toolkit (this is the first path; see the docstrings)
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -44,12 +44,12 @@ TARGET_PLATFORMS = ("rv1103", "rv1103b", "rv1106", "rv1106b", "rv1126b", "rk2118
 _DEFAULT_PLATFORM = "rk3588"
 
 # Vendor config() options this toolkit does not implement.  ``any``: ignoring them never
-# changes results (performance/placement/quantization settings), so they are accepted
-# with a warning.  Otherwise the vendor default they are harmless at.
-_IGNORED_ANY = ("quantized_hybrid_level",
-                "optimization_level", "compress_weight", "single_core_mode",
-                "enable_flash_attention", "auto_hybrid_cos_thresh", "auto_hybrid_euc_thresh",
+# changes results (performance and placement settings), so they are accepted with a
+# warning.  Otherwise the vendor default they are harmless at.
+_IGNORED_ANY = ("optimization_level", "compress_weight", "single_core_mode", "enable_flash_attention",
                 "op_target")
+#: hybrid quantization options (see :mod:`rknnlite.toolkit.hybrid`) and their defaults
+_HYBRID_DEFAULTS = {"auto_hybrid_cos_thresh": 0.98, "auto_hybrid_euc_thresh": None, "quantized_hybrid_level": 0}
 _IGNORED_AT_DEFAULT = {"remove_weight": False, "inputs_yuv_fmt": None,
                        "quantize_weight": False, "remove_reshape": False}
 
@@ -87,6 +87,9 @@ class RKNN:
         self._ctx = None
         self._released = False
         self._custom_ops: Dict[str, Any] = {}  # op_type -> custom operator (reg_custom_op)
+        self._source_name: Optional[str] = None  # the loaded model's file name (hybrid step1's stem)
+        #: (custom_quantize_layers, ranges) of hybrid_quantization_step2, for build
+        self._hybrid: Optional[Tuple[Dict[str, str], Dict[str, Tuple[float, float]]]] = None
         self._log.info("rknnlite toolkit %s (RKNN-Toolkit2 compatible API)", __version__)
 
     # -- configuration -------------------------------------------------------------------------
@@ -160,6 +163,7 @@ class RKNN:
             self._log.error("config: custom_string must be a str, not %s", type(custom_string).__name__)
             return -1
         quant_cfg = dict(_QUANT_DEFAULTS)
+        hybrid_cfg = dict(_HYBRID_DEFAULTS)
         dynamic_input = None
         pruning = False
         sparse_infer = False
@@ -191,6 +195,12 @@ class RKNN:
                     self._log.error("config: model_pruning must be True or False, not %r", value)
                     return -1
                 pruning = bool(value)
+            elif key in _HYBRID_DEFAULTS:
+                problem = _hybrid_option_problem(key, value)
+                if problem:
+                    self._log.error("config: %s", problem)
+                    return -1
+                hybrid_cfg[key] = value
             elif key in _IGNORED_ANY:
                 self._log.warning("config: %s=%r is not supported yet by rknnlite and is ignored", key, value)
             elif key == "dynamic_input":
@@ -212,7 +222,7 @@ class RKNN:
         self._config = {
             "mean_values": mean, "std_values": std, "quant_img_RGB2BGR": bool(quant_img_RGB2BGR),
             "target_platform": platform, "float_dtype": float_dtype, "custom_string": custom_string or "",
-            "dynamic_input": dynamic_input, **quant_cfg,
+            "dynamic_input": dynamic_input, **quant_cfg, **hybrid_cfg,
         }
         self._config["model_pruning"] = pruning
         self._config["sparse_infer"] = sparse_infer
@@ -374,6 +384,8 @@ class RKNN:
             self._log.error("%s: unexpected %s: %s", api, type(e).__name__, e, exc_info=True)
             return -1
         self._imported = imported
+        self._source_name = os.path.basename(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else None
+        self._hybrid = None
         if self._config is None:
             self._log.warning("%s: config() was not called; using the default configuration", api)
         self._log.info("%s: %d nodes, inputs %s, outputs %s", api, len(imported.graph.nodes),
@@ -412,7 +424,7 @@ class RKNN:
     # -- building ------------------------------------------------------------------------------
 
     def build(self, do_quantization: bool = False, dataset: Optional[str] = None,
-              rknn_batch_size: Optional[int] = None) -> int:
+              rknn_batch_size: Optional[int] = None, auto_hybrid: bool = False) -> int:
         """Optimise the loaded model and build the runtime model.  Returns 0 or -1.
 
         ``do_quantization=True`` builds an int8 model calibrated on ``dataset``: a text
@@ -443,6 +455,15 @@ class RKNN:
         the batch-1 graph with ``batch_size=N`` in its metadata; the runtime runs the
         ``N`` samples of a batch through it.  It cannot be combined with
         ``dynamic_input`` (give the batch sizes in the shape sets instead).
+
+        Hybrid quantization (:mod:`rknnlite.toolkit.hybrid`): ``auto_hybrid=True`` (or
+        ``config(quantized_hybrid_level=N)``) keeps in float16 the layers whose int8 output,
+        each layer run alone on float inputs, has a cosine below
+        ``config(auto_hybrid_cos_thresh=0.98)`` (or a euclidean distance above
+        ``auto_hybrid_euc_thresh``); :meth:`hybrid_quantization_step2` builds with the
+        layers its cfg lists.  After calibration ``build`` warns about what quantization
+        destroys: outputs whose channels mostly quantize to one value, layers whose int8
+        output loses more than 2 % of cosine.
         """
         if not self._alive("build"):
             return -1
@@ -478,7 +499,9 @@ class RKNN:
             self._log.error("build: %s", e)
             return -1
         samples = None
-        if do_quantization:
+        if do_quantization and self._hybrid is not None:
+            pass  # hybrid step2: the ranges of step1's cfg, no dataset
+        elif do_quantization:
             for key in _QUANT_DEFAULTS:
                 problem = _quant_option_problem(key, cfg.get(key, _QUANT_DEFAULTS[key]))
                 if problem:
@@ -518,14 +541,23 @@ class RKNN:
                                 for t, m in zip(output_specs, merged)]
                 self._log.info("build: the graph runs all %d dynamic_input sets; outputs %s", len(sets),
                                [list(m) for m in merged])
-            if samples is not None:
-                # Progress bars (tqdm, stderr) only for a verbose object (and on a terminal).
-                ranges = quantize.calibrate(graph, samples, preprocess or None,
-                                            cfg.get("quantized_algorithm", "normal"), self._verbose,
-                                            custom_ops=list(self._custom_ops.values()))
-                graph.quant = quantize.quantize_graph(graph, ranges, cfg.get("quantized_method", "channel"))
-                self._log.info("build: calibrated on %d samples (%s); %d tensors quantized", len(samples),
-                               cfg.get("quantized_algorithm", "normal"), len(graph.quant))
+            if samples is not None or (do_quantization and self._hybrid is not None):
+                method = cfg.get("quantized_method", "channel")
+                if self._hybrid is not None:
+                    ranges = {k: v for k, v in self._hybrid[1].items() if k in set(graph.produced()) | set(graph.inputs)}
+                else:
+                    # Progress bars (tqdm, stderr) only for a verbose object (and on a terminal).
+                    ranges = quantize.calibrate(graph, samples, preprocess or None,
+                                                cfg.get("quantized_algorithm", "normal"), self._verbose,
+                                                custom_ops=list(self._custom_ops.values()))
+                floats = self._hybrid_floats(graph, ranges, samples, preprocess, cfg, auto_hybrid)
+                graph.quant = quantize.quantize_graph(graph, ranges, method, floats)
+                self._log.info("build: %s; %d tensors quantized, %d kept in float16",
+                               f"calibrated on {len(samples)} samples ({cfg.get('quantized_algorithm', 'normal')})"
+                               if samples is not None else "ranges of the hybrid quantization cfg",
+                               len(graph.quant), len(floats))
+                if samples is not None:
+                    self._warn_quantization(graph, samples, preprocess)
             elif graph.quant:  # a pre-quantized import (load_tflite): the file's own parameters
                 graph.quant = quantize.live_quant(graph)
                 self._log.info("build: the model is quantized already; %d tensors keep its int8 parameters",
@@ -563,6 +595,75 @@ class RKNN:
                        len(imported.graph.nodes), len(graph.nodes), len(data))
         self._model_bytes = data
         return 0
+
+    def _hybrid_floats(self, graph, ranges, samples, preprocess, cfg, auto_hybrid: bool) -> List[str]:
+        """The tensors hybrid quantization keeps in float16: those step2's cfg lists as
+        float16, and with ``auto_hybrid`` / ``quantized_hybrid_level`` the layers whose int8
+        error is above the threshold (on the first calibration sample) and the outputs whose
+        channels mostly quantize to one value."""
+        from . import hybrid, quantize
+
+        listed = [k for k, dtype in (self._hybrid[0] if self._hybrid else {}).items() if dtype == "float16"]
+        # a listed tensor a Reshape/Transpose... makes from another keeps that one float16 too
+        floats = hybrid.with_layout_producers(graph, listed)
+        for name in floats:
+            if name not in listed:
+                self._log.info("build: %s only moves the values of a float16 tensor: kept in float16 too", name)
+        level = int(cfg.get("quantized_hybrid_level", 0))
+        if (auto_hybrid or level) and samples:
+            cos = float(cfg.get("auto_hybrid_cos_thresh", hybrid.DEFAULT_COS_THRESH))
+            if level:
+                cos = max(cos, hybrid.LEVEL_COS_THRESH[min(level, 3)])
+            quant = quantize.quantize_graph(graph, ranges, cfg.get("quantized_method", "channel"), floats)
+            auto = self._proposed_floats(graph, quant, samples[:1], samples, preprocess, cos,
+                                         cfg.get("auto_hybrid_euc_thresh"))
+            floats += [name for name in auto if name not in floats]
+        for name in floats:
+            self._log.info("Meet hybrid type, dtype: float16, tensor: %s", name)
+        return floats
+
+    def _proposed_floats(self, graph, quant, error_samples, samples, preprocess, cos: float,
+                         euc: Optional[float]) -> Dict[str, float]:
+        """``{tensor: score}`` that quantization destroys: layers whose int8 output (each alone,
+        on ``error_samples``) falls below ``cos`` / above ``euc`` (score: the worst cosine), and
+        outputs most of whose channels collapse on ``samples`` with the tensors they are
+        reshaped from (score: the share of channels that survive)."""
+        from . import hybrid, quantize
+
+        custom = list(self._custom_ops.values())
+        worst: Dict[str, hybrid.LayerError] = {}
+        for sample in error_samples:
+            for e in hybrid.layer_errors(graph, quant, quantize.graph_feeds(sample, preprocess or None), custom):
+                if e.name not in worst or e.cos < worst[e.name].cos:
+                    worst[e.name] = e
+        out = {name: worst[name].cos for name in hybrid.auto_float_tensors(worst.values(), cos, euc)}
+        for name, (flat, channels, _) in hybrid.collapsed_channels(quant, self._float_outputs(graph, samples,
+                                                                                              preprocess)).items():
+            for tensor in hybrid.with_layout_producers(graph, [name]):
+                out.setdefault(tensor, 1.0 - flat / channels)
+        return out
+
+    def _warn_quantization(self, graph, samples, preprocess) -> None:
+        """Warn (naming the tensor, the loss and the fix) where quantizing destroys information:
+        see :func:`rknnlite.toolkit.hybrid.diagnose`."""
+        from . import hybrid, quantize
+
+        custom = list(self._custom_ops.values())
+        errors = hybrid.layer_errors(graph, graph.quant, quantize.graph_feeds(samples[0], preprocess or None), custom)
+        for message in hybrid.diagnose(graph, graph.quant, self._float_outputs(graph, samples, preprocess), errors):
+            self._log.warning("build: %s", message)
+
+    def _float_outputs(self, graph, samples, preprocess) -> Dict[str, List[np.ndarray]]:
+        """``{output: [float value per calibration sample]}`` of ``graph`` in float32."""
+        from . import quantize
+        from .accuracy import float_outputs
+
+        outs: Dict[str, List[np.ndarray]] = {name: [] for name in graph.outputs}
+        for sample in samples:
+            feeds = quantize.graph_feeds(sample, preprocess or None)
+            for name, value in float_outputs(graph, feeds, list(self._custom_ops.values())).items():
+                outs[name].append(value)
+        return outs
 
     def _prune_and_check(self, graph, cfg, imported) -> None:
         """Build steps on the optimised graph: ``model_pruning`` (logs the vendor's result
@@ -709,6 +810,94 @@ class RKNN:
             return -1
         self._log.info("%s: %s -> %s (crypt_level %d, %s)", what, input_model, output_model, crypt_level, key_note)
         return 0
+
+    def hybrid_quantization_step1(self, dataset: Optional[str] = None, rknn_batch_size: Optional[int] = None,
+                                  proposal: bool = False, proposal_dataset_size: int = 1,
+                                  custom_hybrid=None) -> int:
+        """First step of hybrid quantization: calibrate the loaded model on ``dataset`` and
+        write, in the current directory, ``<stem>.model`` (the optimised float graph),
+        ``<stem>.data`` (the configuration and calibration) and ``<stem>.quantization.cfg``
+        (``stem``: the loaded file's name without its last extension).  Edit the cfg's
+        ``custom_quantize_layers`` (tensor name -> ``float16`` or ``int8``) and, if wanted,
+        the ``min`` / ``max`` of ``quantize_parameters``, then call
+        :meth:`hybrid_quantization_step2`.  ``proposal=True`` pre-fills
+        ``custom_quantize_layers`` with the layers whose int8 output loses the most (their
+        cosine as a comment, judged on ``proposal_dataset_size`` samples);
+        ``custom_hybrid=[[input_name, output_name], ...]`` fills it with the tensors between
+        each pair.  Returns 0 or -1."""
+        if not self._alive("hybrid_quantization_step1"):
+            return -1
+        if self._config is None:
+            self._log.error("hybrid_quantization_step1: Please call rknn.config first!")
+            return -1
+        if self._imported is None:
+            self._log.error("hybrid_quantization_step1: %s", _NO_MODEL)
+            return -1
+        if rknn_batch_size not in (None, 1) or self._config.get("dynamic_input"):
+            self._log.error("hybrid_quantization_step1: rknn_batch_size and dynamic_input are not supported with "
+                            "hybrid quantization yet")
+            return -1
+        if not isinstance(proposal_dataset_size, int) or proposal_dataset_size < 1:
+            self._log.error("hybrid_quantization_step1: proposal_dataset_size must be an int >= 1, not %r",
+                            proposal_dataset_size)
+            return -1
+        from . import hybrid, quantize
+        from .optimize import optimize
+
+        cfg = self._config
+        stem = os.path.splitext(self._source_name)[0] if self._source_name else "model"
+        try:
+            preprocess = self._preprocess(cfg, self._imported.input_specs)
+            samples = quantize.read_dataset(dataset, self._imported.input_specs, rgb2bgr=cfg["quant_img_RGB2BGR"])
+            graph = optimize(self._imported.graph, self._imported.shapes)
+            custom = list(self._custom_ops.values())
+            ranges = quantize.calibrate(graph, samples, preprocess or None, cfg.get("quantized_algorithm", "normal"),
+                                        self._verbose, custom_ops=custom)
+            quant = quantize.quantize_graph(graph, ranges, cfg.get("quantized_method", "channel"))
+            layers: Dict[str, str] = {}
+            proposals: Optional[Dict[str, float]] = None
+            if custom_hybrid:
+                layers.update((name, "float16") for name in hybrid.subgraph_tensors(graph, custom_hybrid))
+            if proposal:
+                proposals = self._proposed_floats(graph, quant, samples[:proposal_dataset_size], samples, preprocess,
+                                                  float(cfg["auto_hybrid_cos_thresh"]), cfg.get("auto_hybrid_euc_thresh"))
+                layers.update((name, "float16") for name in proposals)
+            hybrid.write_step1(stem, graph, self._imported, cfg, ranges, quant, layers, proposals,
+                               sorted(self._custom_ops))
+        except (quantize.DatasetError, ValueError, RKNNError) as e:
+            self._log.error("hybrid_quantization_step1: %s", getattr(e, "message", e))
+            return -1
+        except OSError as e:
+            self._log.error("hybrid_quantization_step1: cannot write the step1 files: %s", e)
+            return -1
+        self._log.info("hybrid_quantization_step1: wrote %s%s, %s%s, %s%s", stem, hybrid.MODEL_SUFFIX, stem,
+                       hybrid.DATA_SUFFIX, stem, hybrid.CFG_SUFFIX)
+        return 0
+
+    def hybrid_quantization_step2(self, model_input: str, data_input: str, model_quantization_cfg: str) -> int:
+        """Second step of hybrid quantization: build the int8 model of step1's files with the
+        tensors the (edited) cfg lists as ``float16`` kept in float, and its ranges.  A fresh
+        ``RKNN`` object is enough (no :meth:`config`: step1's configuration is in the
+        ``.data`` file).  :meth:`export_rknn`, :meth:`init_runtime` and
+        :meth:`accuracy_analysis` work afterwards.  Returns 0 or -1."""
+        if not self._alive("hybrid_quantization_step2"):
+            return -1
+        from . import hybrid
+
+        try:
+            imported, saved_cfg, layers, ranges = hybrid.read_step2(model_input, data_input, model_quantization_cfg,
+                                                                  sorted(self._custom_ops))
+        except (hybrid.HybridError, RKNNError) as e:
+            self._log.error("hybrid_quantization_step2: %s", getattr(e, "message", e))
+            return -1
+        if self._config is not None and self._config != saved_cfg:
+            self._log.warning("hybrid_quantization_step2: The config of 'step2' is inconsistent with 'step1', it is "
+                              "better not to call the 'rknn.config' in step2!")
+        self._config = saved_cfg
+        self._imported = imported
+        self._source_name = os.path.basename(os.fspath(model_input))
+        self._hybrid = (layers, ranges)
+        return self.build(do_quantization=True)
 
     def accuracy_analysis(self, inputs, ref_outputs=None, output_dir: str = "./snapshot", target=None,
                           device_id=None) -> int:
@@ -892,6 +1081,19 @@ class RKNN:
             self._log.error("%s: this RKNN object has been released; create a new one", what)
             return False
         return True
+
+
+def _hybrid_option_problem(key: str, value) -> Optional[str]:
+    """Why a hybrid quantization option's value is refused (the vendor's messages), or None."""
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if key == "auto_hybrid_cos_thresh" and not (number and 0 <= value <= 1):
+        return f"Invalid auto_hybrid_cos_thresh '{value}', expect between 0 to 1!"
+    if key == "auto_hybrid_euc_thresh" and value is not None and not (number and value > 0):
+        return f"Invalid auto_hybrid_euc_thresh '{value}', expect greater 0!"
+    if key == "quantized_hybrid_level" and not (isinstance(value, (int, np.integer)) and
+                                                not isinstance(value, (bool, np.bool_)) and value >= 0):
+        return f"quantized_hybrid_level must be an int >= 0 (0: off; 1-3 keep more layers in float16), not {value!r}"
+    return None
 
 
 def _quant_option_problem(key: str, value) -> Optional[str]:

@@ -99,13 +99,14 @@ def _call(log: io.StringIO, fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str = OUT) -> dict:
-    """Convert, export and simulate one (case, variant) into ``out_dir``; returns its manifest entry."""
+def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str = OUT, suffix: str = "") -> dict:
+    """Convert, export and simulate one (case, variant) into ``out_dir`` as
+    ``<case>_<variant><suffix>.rknn``; returns its manifest entry."""
     import onnxruntime as ort
     from rknn.api import RKNN
 
     spec = VARIANTS[variant]
-    stem = f"{case.name}_{variant}"
+    stem = f"{case.name}_{variant}{suffix}"
     rknn_path = os.path.join(out_dir, stem + ".rknn")
     npz_path = os.path.join(out_dir, stem + ".npz")
     mean, std = case.mean_std()
@@ -122,6 +123,7 @@ def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str =
     try:
         for step, call in (
             ("config", lambda: rknn.config(**config)),
+            *((f"reg_custom_op {op.op_type}", lambda op=op: rknn.reg_custom_op(op())) for op in case.custom_ops),
             ("load_onnx", lambda: rknn.load_onnx(model=onnx_path)),
             ("build", lambda: rknn.build(**build)),
             ("export_rknn", lambda: rknn.export_rknn(rknn_path)),
@@ -139,7 +141,13 @@ def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str =
     finally:
         _call(log, rknn.release)
 
-    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    ref_path = onnx_path
+    if case.reference is not None:  # onnxruntime runs no custom op: the standard-op twin
+        import onnx
+
+        ref_path = os.path.join(tmp, f"{case.name}_reference.onnx")
+        onnx.save(case.reference(), ref_path)
+    sess = ort.InferenceSession(ref_path, providers=["CPUExecutionProvider"])
     feeds = {name: x for (name, _, _), x in zip(case.inputs, case.normalise(raw))}
     ref = sess.run(None, feeds)
     out_names = [o.name for o in sess.get_outputs()]
@@ -174,6 +182,8 @@ def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str =
                      "sim_dtype": str(np.asarray(s).dtype), **_stats(s, y)}
                     for n, y, s in zip(out_names, ref, sim)],
         "steps": steps,
+        "toolkit_version": _versions().get("rknn-toolkit2"),
+        "suffix": suffix,
         "rknn_size": os.path.getsize(rknn_path),
         "rknn_sha256": _sha256(rknn_path),
     }
@@ -199,6 +209,8 @@ def main(argv: List[str] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", help="case names (or name_variant) to (re)build")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--suffix", default="",
+                    help="appended to every file stem, for builds with another toolkit version (e.g. _tk232)")
     args = ap.parse_args(argv)
     if args.list:
         for c in CASES:
@@ -214,7 +226,11 @@ def main(argv: List[str] = None) -> int:
         with open(manifest_path) as f:
             manifest = json.load(f)
     manifest["generator"] = "tools/vendor_corpus/build_corpus.py"
-    manifest["versions"] = _versions()
+    versions = _versions()
+    # "versions": the 2.5.0 environment of the main corpus; each toolkit's own under "toolkits"
+    manifest.setdefault("toolkits", {})[versions.get("rknn-toolkit2", "unknown")] = versions
+    if not args.suffix:
+        manifest["versions"] = versions
     manifest["notes"] = ("Vendor .rknn files built from this project's own random ONNX models; inputs are raw "
                          "NCHW float32 before mean/std; ref = onnxruntime on the normalised inputs; out = "
                          "RKNN-Toolkit2 simulator. .rknn bytes are not reproducible (uninitialised padding).")
@@ -227,12 +243,12 @@ def main(argv: List[str] = None) -> int:
             if os.path.getsize(onnx_path) <= MAX_ONNX_BYTES:
                 onnx.save(m, os.path.join(OUT, "onnx", case.name + ".onnx"))
             for variant in case.variants:
-                stem = f"{case.name}_{variant}"
-                if args.only and case.name not in args.only and stem not in args.only:
+                stem = f"{case.name}_{variant}{args.suffix}"
+                if args.only and case.name not in args.only and f"{case.name}_{variant}" not in args.only:
                     continue
                 t0 = time.perf_counter()
                 try:
-                    entry = build_one(case, variant, onnx_path, tmp)
+                    entry = build_one(case, variant, onnx_path, tmp, suffix=args.suffix)
                 except Exception as e:  # keep going: one failing op must not stop the corpus
                     failures += 1
                     print(f"FAIL {stem}: {e}", file=sys.stderr)

@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["Case", "CASES", "DYNAMIC_SETS", "IMAGE_MEAN", "IMAGE_STD", "OPSET"]
+__all__ = ["ARCHITECTURES", "Case", "CASES", "DYNAMIC_SETS", "IMAGE_MEAN", "IMAGE_STD", "OPSET"]
 
 OPSET = 13
 IR_VERSION = 8
@@ -50,6 +50,11 @@ class Case:
     platform: str = "rk3588"
     purpose: str = ""
     extra_config: Dict[str, object] = field(default_factory=dict)
+    #: custom operators the build registers (``RKNN.reg_custom_op``) and a run needs
+    custom_ops: Sequence[Callable[[], object]] = ()
+    #: ``() -> onnx.ModelProto`` computing the same with standard ops, for onnxruntime's
+    #: reference outputs (``build`` when ``None``)
+    reference: Optional[Callable[[], object]] = None
 
     def mean_std(self) -> Tuple[Optional[list], Optional[list]]:
         """``mean_values``/``std_values`` for ``RKNN.config`` (``None`` when no input is an image)."""
@@ -134,13 +139,14 @@ class _G:
         return self.node("Conv", ins, kernel_shape=[k, k], strides=[stride, stride],
                          pads=[pad, pad, pad, pad], group=group)[0]
 
-    def model(self, inputs, outputs):
-        """``inputs``: [(name, shape)]; ``outputs``: [(tensor, name)] (renamed via Identity-free rename)."""
+    def model(self, inputs, outputs, custom_domain: Optional[str] = None):
+        """``inputs``: [(name, shape)]; ``outputs``: [(tensor, name[, onnx elem type])] (renamed
+        via Identity-free rename; float unless a type is given)."""
         import onnx
         from onnx import helper, TensorProto
 
         # Rename the last producer's output so the graph output gets a readable name.
-        rename = {tensor: name for tensor, name in outputs}
+        rename = {out[0]: out[1] for out in outputs}
         for nd in self.nodes:
             for i, o in enumerate(nd.output):
                 if o in rename:
@@ -151,11 +157,15 @@ class _G:
         g = helper.make_graph(
             self.nodes, "g",
             [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs],
-            [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for _, name in outputs],
+            [helper.make_tensor_value_info(out[1], out[2] if len(out) > 2 else TensorProto.FLOAT, None)
+             for out in outputs],
             initializer=self.inits,
         )
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="rknnlite-corpus")
+        opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(custom_domain, 1)] if custom_domain else [])
+        m = helper.make_model(g, opset_imports=opsets, producer_name="rknnlite-corpus")
         m.ir_version = IR_VERSION
+        if custom_domain:  # shape inference and the checker know no custom op
+            return m
         m = onnx.shape_inference.infer_shapes(m)
         onnx.checker.check_model(m)
         return m
@@ -337,6 +347,273 @@ def _two_inputs():
 DYNAMIC_SETS = [[[1, 3, 12, 12]], [[1, 3, 8, 8]], [[1, 3, 8, 16]]]
 
 
+def _two_input(seed: int = 701):
+    # two image inputs, each through its own conv, summed: the shape of Rockchip's multi-input demos
+    def build():
+        g = _G(seed)
+        a = g.conv("a", 3, 8)
+        b = g.conv("b", 3, 8)
+        y = g.node("Relu", [g.node("Add", [a, b])[0]])[0]
+        y = g.conv(y, 8, 4, k=1)
+        return g.model([("a", IMG[1]), ("b", IMG[1])], [(y, "y")])
+    return build
+
+
+def _c2f():
+    # a YOLOv8 C2f block on its own: Conv-SiLU, Split, a bottleneck with its residual, Concat, Conv-SiLU
+    g = _G(802)
+    y = _swish(g, g.conv("x", 3, 16, k=1))
+    a, b = g.node("Split", [y, g.const(np.array([8, 8], np.int64))], n_out=2, axis=1)
+    h = _swish(g, g.conv(_swish(g, g.conv(b, 8, 8)), 8, 8))
+    y = g.node("Concat", [a, b, g.node("Add", [b, h])[0]], axis=1)[0]
+    return g.model([("x", IMG[1])], [(_swish(g, g.conv(y, 24, 16, k=1)), "y")])
+
+
+def _conv_add_swish():
+    # SiLU of a conv plus another branch: ConvAdd, then a standalone exSwish (as in YOLOv8's neck)
+    g = _G(803)
+    a = _swish(g, g.conv("x", 3, 16))
+    b = _swish(g, g.conv("x", 3, 16, k=1))
+    y = g.node("Add", [g.conv(a, 16, 16, k=1), b])[0]
+    return g.model([("x", IMG[1])], [(_swish(g, y), "y")])
+
+
+class CstChannelSoftmax:
+    """The custom operator of the ``cst_softmax`` case, in RKNN-Toolkit2's class form (the same
+    class registers with the vendor toolkit and runs in rknnlite): softmax over ``axis``."""
+
+    op_type = "cstChannelSoftmax"
+
+    def shape_infer(self, node, in_shapes, in_dtypes):
+        return in_shapes.copy(), in_dtypes.copy()
+
+    def compute(self, node, inputs):
+        try:  # whichever toolkit runs it
+            from rknn.api.custom_op import get_node_attr
+        except ImportError:
+            from rknnlite.toolkit.custom_op import get_node_attr
+        x = inputs[0]
+        e = np.exp(x - np.max(x, axis=get_node_attr(node, "axis"), keepdims=True))
+        return [e / np.sum(e, axis=get_node_attr(node, "axis"), keepdims=True)]
+
+
+def _cst_softmax(custom: bool = True):
+    # a custom op between two convs: Conv 3->8 3x3, cstChannelSoftmax(axis=1), Conv 8->4 1x1; with
+    # custom=False the standard Softmax in its place (onnxruntime's reference)
+    def build():
+        g = _G(804)
+        y = g.node("cstChannelSoftmax" if custom else "Softmax", [g.conv("x", 3, 8)], axis=1)[0]
+        if custom:
+            g.nodes[-1].domain = "rknn.custom"
+        return g.model([("x", IMG[1])], [(g.conv(y, 8, 4, k=1), "y")], custom_domain="rknn.custom" if custom else None)
+    return build
+
+
+def _yolov8n_like(seed: int = 801, size: int = 160, width: int = 8, classes: int = 4, reg_max: int = 16):
+    """YOLOv8n's structure at a small width: Conv-BN-SiLU blocks, C2f (Split, bottlenecks with
+    residuals, Concat), SPPF (three chained 5x5 MaxPools), the PAN neck (nearest Resize x2,
+    Concat) and the anchor-free head (per level a box branch of 4 * reg_max channels and a
+    class branch, then the DFL: Reshape, Softmax over reg_max bins, a fixed 1x1 conv with
+    weights 0..reg_max-1) with its outputs concatenated as Ultralytics exports them
+    (``(1, 4 + classes, anchors)``, boxes as DFL distances, classes through Sigmoid)."""
+    def build():
+        g = _G(seed)
+
+        def cbs(x, cin, cout, k=3, stride=1):  # Conv (+ folded BN) + SiLU
+            return _swish(g, g.conv(x, cin, cout, k=k, stride=stride))
+
+        def c2f(x, cin, cout, n=1, shortcut=True):
+            c = cout // 2
+            y = cbs(x, cin, 2 * c, k=1)
+            parts = list(g.node("Split", [y, g.const(np.array([c, c], np.int64))], n_out=2, axis=1))
+            for _ in range(n):
+                h = cbs(cbs(parts[-1], c, c), c, c)
+                parts.append(g.node("Add", [parts[-1], h])[0] if shortcut else h)
+            return cbs(g.node("Concat", parts, axis=1)[0], (2 + n) * c, cout, k=1)
+
+        def sppf(x, cin, cout):
+            c = cin // 2
+            y = cbs(x, cin, c, k=1)
+            pools = [y]
+            for _ in range(3):
+                pools.append(g.node("MaxPool", [pools[-1]], kernel_shape=[5, 5], strides=[1, 1],
+                                    pads=[2, 2, 2, 2])[0])
+            return cbs(g.node("Concat", pools, axis=1)[0], 4 * c, cout, k=1)
+
+        def up(x):
+            return g.node("Resize", [x, g.const(np.zeros(0, np.float32)), g.const(np.array([1, 1, 2, 2], np.float32))],
+                          mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")[0]
+
+        w = width
+        x = cbs("x", 3, w, stride=2)                 # /2
+        x = cbs(x, w, 2 * w, stride=2)               # /4
+        x = c2f(x, 2 * w, 2 * w)
+        x = cbs(x, 2 * w, 4 * w, stride=2)           # /8
+        p3 = c2f(x, 4 * w, 4 * w)
+        x = cbs(p3, 4 * w, 8 * w, stride=2)          # /16
+        p4 = c2f(x, 8 * w, 8 * w)
+        x = cbs(p4, 8 * w, 8 * w, stride=2)          # /32
+        p5 = sppf(c2f(x, 8 * w, 8 * w), 8 * w, 8 * w)
+        n4 = c2f(g.node("Concat", [up(p5), p4], axis=1)[0], 16 * w, 8 * w, shortcut=False)
+        n3 = c2f(g.node("Concat", [up(n4), p3], axis=1)[0], 12 * w, 4 * w, shortcut=False)
+        d4 = c2f(g.node("Concat", [cbs(n3, 4 * w, 4 * w, stride=2), n4], axis=1)[0], 12 * w, 8 * w, shortcut=False)
+        d5 = c2f(g.node("Concat", [cbs(d4, 8 * w, 8 * w, stride=2), p5], axis=1)[0], 16 * w, 8 * w, shortcut=False)
+        levels = []
+        for feat, cin in ((n3, 4 * w), (d4, 8 * w), (d5, 8 * w)):
+            box = g.conv(cbs(cbs(feat, cin, 4 * w), 4 * w, 4 * w), 4 * w, 4 * reg_max, k=1)
+            cls = g.conv(cbs(cbs(feat, cin, 4 * w), 4 * w, 4 * w), 4 * w, classes, k=1)
+            levels.append(g.node("Concat", [box, cls], axis=1)[0])
+        flat = [g.node("Reshape", [t, g.const(np.array([1, 4 * reg_max + classes, -1], np.int64))])[0] for t in levels]
+        allv = g.node("Concat", flat, axis=2)[0]
+        box, cls = g.node("Split", [allv, g.const(np.array([4 * reg_max, classes], np.int64))], n_out=2, axis=1)
+        anchors = sum((size // s) ** 2 for s in (8, 16, 32))
+        d = g.node("Reshape", [box, g.const(np.array([1, 4, reg_max, anchors], np.int64))])[0]
+        d = g.node("Softmax", [g.node("Transpose", [d], perm=[0, 2, 1, 3])[0]], axis=1)[0]
+        bins = g.const(np.arange(reg_max, dtype=np.float32).reshape(1, reg_max, 1, 1), "w")
+        d = g.node("Conv", [d, bins], kernel_shape=[1, 1])[0]
+        d = g.node("Reshape", [d, g.const(np.array([1, 4, anchors], np.int64))])[0]
+        y = g.node("Concat", [d, g.node("Sigmoid", [cls])[0]], axis=1)[0]
+        return g.model([("x", (1, 3, size, size))], [(y, "output0")])
+    return build
+
+
+def _resnet18_like(seed: int = 811, size: int = 64, width: int = 8):
+    """ResNet18's structure at a small width: 7x7/2 stem, max pool, four stages of two basic
+    blocks (projection shortcut where the shape changes), global pool, FC."""
+    def build():
+        g = _G(seed)
+        relu = lambda t: g.node("Relu", [t])[0]  # noqa: E731
+        x = relu(g.conv("x", 3, width, k=7, stride=2))
+        x = g.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])[0]
+        cin = width
+        for stage, cout in enumerate((width, 2 * width, 4 * width, 8 * width)):
+            for block in range(2):
+                stride = 2 if stage and not block else 1
+                h = g.conv(relu(g.conv(x, cin, cout, stride=stride)), cout, cout)
+                short = x if stride == 1 and cin == cout else g.conv(x, cin, cout, k=1, stride=stride)
+                x, cin = relu(g.node("Add", [h, short])[0]), cout
+        y = g.node("Flatten", [g.node("GlobalAveragePool", [x])[0]])[0]
+        w = g.const((g.rng.standard_normal((10, cin)) / np.sqrt(cin)).astype(np.float32), "w")
+        y = g.node("Gemm", [y, w, g.const(np.zeros(10, np.float32), "b")], transB=1)[0]
+        return g.model([("x", (1, 3, size, size))], [(y, "logits")])
+    return build
+
+
+def _mobilenet_like(seed: int, v3: bool, size: int = 64, width: int = 8):
+    """MobileNetV2's inverted residuals (1x1 expand, 3x3 depthwise, 1x1 project, ReLU6); with
+    ``v3`` HardSwish activations and squeeze-and-excitation (GAP, 1x1 convs, HardSigmoid, Mul)."""
+    def build():
+        g = _G(seed)
+
+        def act(t):
+            if v3:
+                return _hardswish(g, t)
+            return g.node("Clip", [t, g.const(np.array(0, np.float32)), g.const(np.array(6, np.float32))])[0]
+
+        def block(x, cin, cout, stride, expand=4):
+            h = act(g.conv(x, cin, cin * expand, k=1))
+            h = act(g.conv(h, cin * expand, cin * expand, stride=stride, group=cin * expand))
+            if v3:
+                s = g.node("GlobalAveragePool", [h])[0]
+                s = g.node("Relu", [g.conv(s, cin * expand, cin, k=1)])[0]
+                s = g.node("HardSigmoid", [g.conv(s, cin, cin * expand, k=1)], alpha=1.0 / 6.0, beta=0.5)[0]
+                h = g.node("Mul", [h, s])[0]
+            h = g.conv(h, cin * expand, cout, k=1)
+            return g.node("Add", [x, h])[0] if stride == 1 and cin == cout else h
+
+        x = act(g.conv("x", 3, width, stride=2))
+        for cin, cout, stride in ((width, width, 1), (width, 2 * width, 2), (2 * width, 2 * width, 1),
+                                  (2 * width, 4 * width, 2), (4 * width, 4 * width, 1)):
+            x = block(x, cin, cout, stride)
+        y = g.node("GlobalAveragePool", [act(g.conv(x, 4 * width, 16 * width, k=1))])[0]
+        return g.model([("x", (1, 3, size, size))], [(g.conv(y, 16 * width, 10, k=1), "logits")])
+    return build
+
+
+def _shufflenet_like(seed: int = 814, size: int = 64, width: int = 16):
+    """ShuffleNetV2 units: channel split, 1x1 / depthwise 3x3 / 1x1 branch, Concat, channel
+    shuffle (Reshape, Transpose, Reshape)."""
+    def build():
+        g = _G(seed)
+        relu = lambda t: g.node("Relu", [t])[0]  # noqa: E731
+
+        def shuffle(t, c, hw):
+            t = g.node("Reshape", [t, g.const(np.array([1, 2, c // 2, hw, hw], np.int64))])[0]
+            t = g.node("Transpose", [t], perm=[0, 2, 1, 3, 4])[0]
+            return g.node("Reshape", [t, g.const(np.array([1, c, hw, hw], np.int64))])[0]
+
+        x = relu(g.conv("x", 3, width, stride=2))
+        hw = size // 2
+        for _ in range(2):
+            a, b = g.node("Split", [x, g.const(np.array([width // 2] * 2, np.int64))], n_out=2, axis=1)
+            h = relu(g.conv(b, width // 2, width // 2, k=1))
+            h = g.conv(h, width // 2, width // 2, group=width // 2)
+            h = relu(g.conv(h, width // 2, width // 2, k=1))
+            x = shuffle(g.node("Concat", [a, h], axis=1)[0], width, hw)
+        y = g.node("GlobalAveragePool", [x])[0]
+        return g.model([("x", (1, 3, size, size))], [(g.conv(y, width, 10, k=1), "logits")])
+    return build
+
+
+def _unet_like(seed: int = 815, size: int = 64, width: int = 8, classes: int = 5):
+    """A UNet-style segmenter: two down stages, ConvTranspose and Resize up paths with skip
+    Concats, a class map and its ArgMax."""
+    def build():
+        g = _G(seed)
+        relu = lambda t: g.node("Relu", [t])[0]  # noqa: E731
+        e1 = relu(g.conv("x", 3, width))
+        e2 = relu(g.conv(g.node("MaxPool", [e1], kernel_shape=[2, 2], strides=[2, 2])[0], width, 2 * width))
+        e3 = relu(g.conv(g.node("MaxPool", [e2], kernel_shape=[2, 2], strides=[2, 2])[0], 2 * width, 4 * width))
+        w = (g.rng.standard_normal((4 * width, 2 * width, 2, 2)) * 0.2).astype(np.float32)
+        u2 = g.node("ConvTranspose", [e3, g.const(w, "w")], kernel_shape=[2, 2], strides=[2, 2])[0]
+        d2 = relu(g.conv(g.node("Concat", [u2, e2], axis=1)[0], 4 * width, 2 * width))
+        u1 = g.node("Resize", [d2, g.const(np.zeros(0, np.float32)), g.const(np.array([1, 1, 2, 2], np.float32))],
+                    mode="linear", coordinate_transformation_mode="half_pixel")[0]
+        d1 = relu(g.conv(g.node("Concat", [u1, e1], axis=1)[0], 3 * width, width))
+        logits = g.conv(d1, width, classes, k=1)
+        from onnx import TensorProto
+
+        label = g.node("ArgMax", [logits], axis=1, keepdims=1)[0]
+        return g.model([("x", (1, 3, size, size))], [(logits, "logits"), (label, "label", TensorProto.INT64)])
+    return build
+
+
+def _transformer_like(seed: int = 816, tokens: int = 16, dim: int = 32, heads: int = 2):
+    """One transformer encoder layer: LayerNorm (decomposed), Q/K/V MatMuls, scaled dot-product attention
+    (Softmax), output projection, residuals, an MLP with GELU (Erf form)."""
+    def build():
+        g = _G(seed)
+        def linear(t, cin, cout):
+            w = g.const((g.rng.standard_normal((cin, cout)) / np.sqrt(cin)).astype(np.float32), "w")
+            return g.node("Add", [g.node("MatMul", [t, w])[0], g.const((g.rng.standard_normal(cout) * 0.1)
+                                                                       .astype(np.float32), "b")])[0]
+
+        def norm(t):  # LayerNorm as opset-13 exports write it (ReduceMean, Sub, Pow, Sqrt, Div, affine)
+            c = g.node("Sub", [t, g.node("ReduceMean", [t], axes=[-1], keepdims=1)[0]])[0]
+            var = g.node("ReduceMean", [g.node("Pow", [c, g.const(np.array(2, np.float32))])[0]], axes=[-1],
+                         keepdims=1)[0]
+            std = g.node("Sqrt", [g.node("Add", [var, g.const(np.array(1e-5, np.float32))])[0]])[0]
+            return g.node("Add", [g.node("Mul", [g.node("Div", [c, std])[0], g.const(np.ones(dim, np.float32))])[0],
+                                  g.const(np.zeros(dim, np.float32))])[0]
+
+        hd = dim // heads
+        h = norm("x")
+        q, k, v = (g.node("Transpose", [g.node("Reshape", [linear(h, dim, dim), g.const(
+            np.array([1, tokens, heads, hd], np.int64))])[0]], perm=[0, 2, 1, 3])[0] for _ in range(3))
+        att = g.node("MatMul", [q, g.node("Transpose", [k], perm=[0, 1, 3, 2])[0]])[0]
+        att = g.node("Softmax", [g.node("Mul", [att, g.const(np.array(1 / np.sqrt(hd), np.float32))])[0]], axis=-1)[0]
+        o = g.node("Reshape", [g.node("Transpose", [g.node("MatMul", [att, v])[0]], perm=[0, 2, 1, 3])[0],
+                               g.const(np.array([1, tokens, dim], np.int64))])[0]
+        x = g.node("Add", ["x", linear(o, dim, dim)])[0]
+        m = linear(norm(x), dim, 2 * dim)
+        gelu = g.node("Mul", [g.node("Mul", [m, g.node("Add", [g.node("Erf", [g.node("Div", [
+            m, g.const(np.array(np.sqrt(2), np.float32))])[0]])[0], g.const(np.array(1, np.float32))])[0]])[0],
+            g.const(np.array(0.5, np.float32))])[0]
+        y = g.node("Add", [x, linear(gelu, 2 * dim, dim)])[0]
+        return g.model([("x", (1, tokens, dim))], [(y, "y")])
+    return build
+
+
 def _bench():
     g = _G(601)
     chans = [3, 32, 64, 96, 128, 160, 192]
@@ -346,6 +623,9 @@ def _bench():
     y = g.node("GlobalAveragePool", [y])[0]
     y = g.conv(y, 192, 16, k=1)
     return g.model([("x", (1, 3, 64, 64))], [(y, "y")])
+
+
+TWO_INPUT = "Conv 3->8 3x3 on a, Conv 3->8 3x3 on b, Add, Relu, Conv 8->4 1x1"
 
 
 def _cases() -> List[Case]:
@@ -415,10 +695,61 @@ def _cases() -> List[Case]:
         Case("dynconv_rk3566", "same as dynconv, rk3566", _convnet(size="x"), [("x", (1, 3, 12, 12), "image")],
              platform="rk3566",
              extra_config=dict(dynamic_input=DYNAMIC_SETS), purpose="attribute parity: dynamic shapes on rk3566"),
+        Case("two_input", TWO_INPUT, _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
+             purpose="two inputs (Rockchip's multi-input demos)"),
+        Case("two_input_rk3566", TWO_INPUT + ", rk3566", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
+             platform="rk3566", purpose="two inputs on rk3566"),
+        Case("two_input_rv1126b", TWO_INPUT + ", rv1126b", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
+             platform="rv1126b", purpose="two inputs on rv1126b (its fidelity is what the validated table says)"),
+        Case("convnet_rv1126b", "same graph and weights as convnet, rv1126b", _convnet(), img, platform="rv1126b",
+             purpose="rv1126b"),
+        Case("convnet_rk3568", "same graph and weights as convnet, rk3568", _convnet(), img, platform="rk3568",
+             purpose="rk3568"),
+        Case("convnet_rk3562", "same graph and weights as convnet, rk3562", _convnet(), img, platform="rk3562",
+             purpose="rk3562"),
+        Case("two_input_rk3562", TWO_INPUT + ", rk3562", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
+             platform="rk3562", purpose="two inputs on rk3562"),
+        Case("cst_softmax", "Conv 3->8 3x3, cstChannelSoftmax(axis=1) (a custom op), Conv 8->4 1x1", _cst_softmax(),
+             img, purpose="a custom op in a vendor file", custom_ops=(CstChannelSoftmax,),
+             reference=_cst_softmax(custom=False)),
+        Case("c2f", "YOLOv8 C2f: Conv 3->16 1x1 SiLU, Split [8, 8], bottleneck (2 x Conv 3x3 SiLU, Add), Concat, "
+             "Conv 24->16 1x1 SiLU", _c2f, img, purpose="Split and ConvExSwish (YOLOv8/v11 blocks)"),
+        Case("conv_add_swish", "Conv 3->16 3x3 SiLU -> a; Conv 3->16 1x1 SiLU -> b; Conv(a) 1x1 + b; SiLU",
+             _conv_add_swish, img,
+             purpose="a standalone exSwish after ConvAdd"),
         Case("bench", "6 x (Conv 3x3 Relu) 3-32-64-96-128-160-192, s2 at 1,3,5; GAP; Conv 192->16 1x1",
              _bench, [("x", (1, 3, 64, 64), "image")], purpose="benchmark"),
     ]
+    for case in cases:
+        if case.name in _PER_LAYER_TOO:
+            case.variants = tuple(case.variants) + ("i8_layer",)
     return cases
 
 
+#: cases also built with per-layer quantization: each op family the lowering runs per layer (the
+#: LeakyRelu and rk3576 ones are refused: their per-layer registers and biases were never decoded)
+_PER_LAYER_TOO = ("conv_relu6", "conv_leaky01", "conv_sigmoid", "avgpool", "concat", "mbblock", "conv_add_relu",
+                  "bench", "two_input", "convnet_rk3576")
+
+
 CASES: List[Case] = _cases()
+
+#: Real architectures at full depth: too big for the corpus, and their end-to-end outputs drift
+#: from the simulator through dozens of layers of one-step differences, so they are checked layer
+#: by layer against the simulator's own intermediate tensors (``layer_evidence.py``).
+ARCHITECTURES: List[Case] = [
+    Case("resnet18_like", "ResNet18's structure at width 8 (basic blocks, projection shortcuts, GAP, FC), 64x64",
+         _resnet18_like(), [("x", (1, 3, 64, 64), "image")], purpose="a real classifier architecture"),
+    Case("mobilenetv2_like", "MobileNetV2 inverted residuals (ReLU6, depthwise), width 8, 64x64",
+         _mobilenet_like(812, v3=False), [("x", (1, 3, 64, 64), "image")], purpose="depthwise, ReLU6"),
+    Case("mobilenetv3_like", "MobileNetV3 blocks (HardSwish, squeeze-and-excitation), width 8, 64x64",
+         _mobilenet_like(813, v3=True), [("x", (1, 3, 64, 64), "image")], purpose="HardSwish, SE"),
+    Case("shufflenetv2_like", "ShuffleNetV2 units (channel split, depthwise, channel shuffle), 64x64",
+         _shufflenet_like(), [("x", (1, 3, 64, 64), "image")], purpose="channel shuffle"),
+    Case("unet_like", "UNet-style segmenter (ConvTranspose, bilinear Resize, skip Concats, ArgMax), 64x64",
+         _unet_like(), [("x", (1, 3, 64, 64), "image")], purpose="a segmenter"),
+    Case("transformer_like", "one transformer encoder layer (LayerNorm, MatMul attention, Softmax, GELU), 16x32",
+         _transformer_like(), [("x", (1, 16, 32), "normal")], purpose="a transformer"),
+    Case("yolov8n_like", "YOLOv8n's structure at width 8: C2f, SPPF, PAN neck, DFL head, 4 classes, 160x160",
+         _yolov8n_like(), [("x", (1, 3, 160, 160), "image")], purpose="a real detector architecture (issue 19)"),
+]

@@ -60,7 +60,8 @@ class SoftwareBackend(EmulatedNpu):
         if executor is None and source is not None:
             source.release_pages()  # compiling read the weights; running pages back what it uses
         #: custom operators registered on this context (register_custom_op)
-        self._custom = CustomOpRegistry(self._executor, meta.inputs, meta.outputs, self.batch)
+        self._custom = CustomOpRegistry(self._executor, meta.inputs, meta.outputs, self.batch,
+                                        prepare=getattr(model, "graph_inputs", None))
         self._state = self._new_state()
         #: emulated cores one inference of the main state runs on (AUTO: core 0)
         self._cores: Tuple[int, ...] = (0,)

@@ -225,13 +225,18 @@ class CustomOpRegistry:
         executor: the compiled model.
         input_specs / output_specs: the model's I/O (:class:`~rknnlite.model.spec.TensorSpec`).
         batch: samples per run of a multi-batch model (the graph holds one).
+        prepare: ``(inputs, pass_through) -> graph inputs`` when the graph takes its inputs
+            otherwise than the specs give them (a vendor file's NHWC inputs, its mean/std;
+            :meth:`~rknnlite.model.vendor.VendorModel.graph_inputs`), for the probe run.
     """
 
-    def __init__(self, executor: Executor, input_specs, output_specs, batch: int = 1):
+    def __init__(self, executor: Executor, input_specs, output_specs, batch: int = 1,
+                 prepare: Optional[Callable] = None):
         self.executor = executor
         self.input_specs = tuple(input_specs)
         self.output_specs = tuple(output_specs)
         self.batch = batch
+        self.prepare = prepare
         self.overrides: Dict[int, KernelSpec] = {}
         #: (operator, native, shape_infer) in registration order
         self.registered: List[Tuple[Any, bool, Optional[Callable]]] = []
@@ -326,6 +331,8 @@ class CustomOpRegistry:
             if self.batch > 1:
                 shape = (shape[0] // self.batch,) + shape[1:]
             feeds.append(np.zeros(shape, numpy_dtype(spec.dtype)))
+        if self.prepare is not None:
+            feeds = self.prepare(feeds, None)
         found: Dict[int, Tuple[List[Layout], List[Layout]]] = {}
         targets = {s.index for s in steps}
 
@@ -388,7 +395,7 @@ class CustomOpRegistry:
     def clone(self, executor: Executor) -> "CustomOpRegistry":
         """The same registrations on another context of the same model (native operators
         get their own node contexts, ``init`` included)."""
-        twin = CustomOpRegistry(executor, self.input_specs, self.output_specs, self.batch)
+        twin = CustomOpRegistry(executor, self.input_specs, self.output_specs, self.batch, prepare=self.prepare)
         try:
             for op, native, shape_infer in self.registered:
                 twin.register(op, native, shape_infer)

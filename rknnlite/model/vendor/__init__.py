@@ -16,6 +16,6 @@ observed on RKNN-Toolkit2 2.5.0 files, not specified by Rockchip.
 
 from __future__ import annotations
 
-from .lower import SUPPORTED_OPS, VendorModel, lower_rockchip, op_support
+from .lower import SUPPORTED_OPS, VendorModel, lower_rockchip, op_support, vendor_op_counts
 
-__all__ = ["SUPPORTED_OPS", "VendorModel", "lower_rockchip", "op_support"]
+__all__ = ["SUPPORTED_OPS", "VendorModel", "lower_rockchip", "op_support", "vendor_op_counts"]

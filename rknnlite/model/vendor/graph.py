@@ -25,12 +25,13 @@ __all__ = ["VendorTensor", "VendorNode", "VendorSubgraph", "VendorFile", "read_v
 #: Tensor slot 0: dtype code -> name (0 only on the empty tensor 0).
 DTYPES = {0: "none", 1: "float32", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 10: "float16", 13: "raw"}
 #: Tensor slot 1: layout code -> name.
-LAYOUTS = {0: "plain", 2: "NCHW", 64: "NC1HWC2", 65: "weight"}
+LAYOUTS = {0: "plain", 1: "NHWC", 2: "NCHW", 64: "NC1HWC2", 65: "weight"}
 #: Tensor slot 2: kind code -> name.
 KINDS = {0: "none", 1: "input", 2: "output", 3: "activation", 4: "const", 5: "shape", 6: "lut",
          8: "generated", 9: "regcmd", 10: "task"}
 #: Node slot 7: parameter-union type -> the op family whose table it is.
-PARAM_TYPES = {0: "none", 1: "conv", 3: "maxpool", 5: "avgpool", 19: "concat", 25: "transpose", 26: "resize",
+PARAM_TYPES = {0: "none", 1: "conv", 3: "maxpool", 5: "avgpool", 19: "concat", 20: "split", 25: "transpose",
+               26: "resize",
                61: "softmax"}
 #: Tensor kinds whose data is in a buffer.
 CONST_KINDS = ("const", "shape", "lut", "generated", "regcmd", "task")
@@ -260,6 +261,8 @@ def _params(family: str, p: Table) -> Dict[str, Any]:
         return out
     if family == "softmax":
         return {"axis": p.i32(0, 1)}
+    if family == "split":
+        return {"axis": p.i32(0, 0), "split": list(p.scalars(1, "i32") or ())}
     if family == "resize":
         return {"coordinate_transformation_mode": p.string(0), "mode": p.string(4), "nearest_mode": p.string(5)}
     return {}  # maxpool, avgpool, concat, transpose: their attributes are in the BSON

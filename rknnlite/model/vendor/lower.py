@@ -51,9 +51,10 @@ once here (new arrays in model layout); nothing else is copied.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -65,8 +66,9 @@ from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
 from .f2act import F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage
 from .lut import lower_lut_conv, lower_lut_sigmoid
-from .regcmd import fused_activation, node_registers, read_tasks, requant_of
+from .regcmd import Requant, fused_activation, node_registers, read_tasks, requant_of
 from .regcmd import shortest_decimal as _shortest
+from .validated import check_validated, toolkit_release
 from .weights import decode_float_bias, decode_int8_bias, decode_int32_bias, decode_weight
 
 __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_support", "vendor_op_counts"]
@@ -76,7 +78,7 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu "
     "Add Sub Mul Sigmoid "
-    "MaxPool AveragePool Concat Transpose Slice Resize exSoftmax13 Reshape exDataConvert".split())
+    "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
@@ -129,6 +131,10 @@ class VendorModel:
         feed_inputs: the inputs as the software backend takes them (float32 for the file's
             float16 inputs, which ``metadata.inputs`` reports as float16, as librknnrt does);
             see :attr:`rknnlite.backends.base.Backend.feed_inputs`.
+        platform: the file's target platform (lower case; ``None`` when it names none).
+        toolkit: the RKNN-Toolkit2 release that built it (``"2.5.0"``; ``None`` if unrecorded).
+        precision: ``"fp16"``, ``"int8"`` (per-channel) or ``"int8-layer"`` (per-layer
+            quantization), as the lowered convs showed.
     """
 
     metadata: ModelMetadata
@@ -137,6 +143,9 @@ class VendorModel:
     preprocess: Tuple[Optional[Preprocess], ...] = ()
     vendor_ops: Tuple[str, ...] = field(default=())
     feed_inputs: Tuple[TensorSpec, ...] = field(default=())
+    platform: Optional[str] = None
+    toolkit: Optional[str] = None
+    precision: str = "fp16"
 
     def graph_inputs(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
         """``inputs`` (in the graph's layout, ``metadata.inputs``; float32 unless passed
@@ -168,36 +177,57 @@ def op_support(payload, rockchip: RockchipModel) -> List[Tuple[str, int, bool]]:
     return [(op, n, op in SUPPORTED_OPS) for op, n in vendor_op_counts(payload, rockchip).items()]
 
 
-def lower_rockchip(payload, rockchip: RockchipModel) -> VendorModel:
+def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True,
+                   custom_types: Collection[str] = ()) -> VendorModel:
     """Lower a Rockchip ``.rknn`` file (``payload``: its bytes, ``rockchip``: what the reader
-    made of them) for the software backend.
+    made of them) for the software backend.  ``validate=False`` skips the check that the
+    file's platform, toolkit version, precision and op types were validated against the
+    vendor simulator (:mod:`.validated`; for the tools that gather that evidence).
+    ``custom_types``: op types a registered custom operator runs (a ``cst*`` op, or a standard
+    type the file compiled as custom, such as ``ArgMax``); their nodes are lowered to nodes of
+    that type with the file's attributes, for the operator to compute.
 
     Raises:
         ModelInvalidError: an op type, tensor, attribute or register this lowering does not
-            know, or a file without a FlatBuffer; the message names it and the file.
+            know, a file outside the validated table, or a file without a FlatBuffer; the
+            message names it and the file.
     """
     label = rockchip.label
     if not rockchip.flatbuffer:
         raise ModelInvalidError(f"{label}: format {rockchip.format_version:#x} files (rv1106 container) are not a "
                                 "FlatBuffer and cannot be run off-board", op="load")
     vf = read_vendor_graph(payload, rockchip.header_size, rockchip.model_size, label)
-    _check_ops(vf, label)
+    custom = frozenset(custom_types) - SUPPORTED_OPS
+    _check_ops(vf, label, custom)
     _check_subgraphs(vf, label)
-    return _Lowering(vf, rockchip).run()
+    model = _Lowering(vf, rockchip, custom).run()
+    if validate:  # a custom op runs the user's code: only the file's own ops need the evidence
+        check_validated(label, model.platform, model.toolkit, model.precision,
+                        [op for op in model.vendor_ops if op not in custom])
+    return model
 
 
-def _check_ops(vf: VendorFile, label: str) -> None:
+def _check_ops(vf: VendorFile, label: str, custom: FrozenSet[str] = frozenset()) -> None:
     for sg in vf.subgraphs:
         for node in sg.nodes:
-            if node.op not in SUPPORTED_OPS:
-                missing = sorted({n.op for s in vf.subgraphs for n in s.nodes} - SUPPORTED_OPS)
+            if node.op not in SUPPORTED_OPS and node.op not in custom:
+                missing = sorted({n.op for s in vf.subgraphs for n in s.nodes} - SUPPORTED_OPS - custom)
                 raise ModelInvalidError(
                     f"{label}: vendor op type {node.op!r} ({node.label} of subgraph {sg.index}) cannot run off-board; "
-                    f"unsupported here: {', '.join(missing)}; supported: {', '.join(sorted(SUPPORTED_OPS))}",
-                    op="load")
+                    f"unsupported here: {', '.join(missing)}; {_custom_hint(node.op)}; "
+                    f"supported: {', '.join(sorted(SUPPORTED_OPS))}", op="load")
     for sg in vf.subgraphs:
         for node in sg.nodes:
             node.check_params()
+
+
+def _custom_hint(op: str) -> str:
+    """How to run op type ``op`` with a custom operator (both ways librknnrt offers)."""
+    kind = "a custom op" if op.startswith("cst") else "an op the software backend lacks"
+    return (f"{op!r} is {kind}: register it with Context(model, custom_ops=[obj]) (RKNN-Toolkit2's class form: "
+            f"op_type {op!r} and compute(self, node, inputs), attributes through get_node_attr), or install a "
+            f"librkcst_{op}.so plugin (the rknn_custom_op C ABI) in $RKNNLITE_OP_PLUGIN_DIR or "
+            "/usr/lib/rknpu/op_plugins")
 
 
 def _check_subgraphs(vf: VendorFile, label: str) -> None:
@@ -222,8 +252,9 @@ def _check_subgraphs(vf: VendorFile, label: str) -> None:
 
 
 class _Lowering:
-    def __init__(self, vf: VendorFile, rockchip: RockchipModel):
+    def __init__(self, vf: VendorFile, rockchip: RockchipModel, custom: FrozenSet[str] = frozenset()):
         self.vf = vf
+        self.custom = custom
         self.rk = rockchip
         self.label = rockchip.label
         self.sg: VendorSubgraph = vf.subgraphs[0]
@@ -237,7 +268,12 @@ class _Lowering:
             if t.dtype not in ("float16", "float32", "int8"):
                 raise self.error(f"activation tensor {t.index} ({t.name!r}) has dtype {t.dtype}; the lowering runs "
                                  "float16, float32 and int8 activations")
+            if t.layout == "NHWC" and not _is_helper(t):  # seen only on rk3562's output helper tensors
+                raise self.error(f"activation tensor {t.index} ({t.name!r}) has layout NHWC (code 1), which was "
+                                 "observed only on NPU helper tensors, never on data the graph computes")
         self.int8 = any(t.dtype == "int8" for t in activations)
+        #: per int8 conv node: its quantization method, "channel" (bias blocks) or "layer" (plain bias)
+        self.methods: Dict[int, str] = {}
         self._tasks = None
         self._regcmd = None
 
@@ -289,7 +325,10 @@ class _Lowering:
             batch_size=batch,
         )
         ops = tuple(dict.fromkeys(n.op for n in sg.nodes))
-        return VendorModel(metadata, graph, self.rk, preprocess, ops, tuple(_float32(s) for s in attrs_in))
+        return VendorModel(metadata, graph, self.rk, preprocess, ops, tuple(_float32(s) for s in attrs_in),
+                           platform=self.platform(),
+                           toolkit=toolkit_release(self.rk.toolkit_version or self.rk.compiler_version),
+                           precision=self.precision())
 
     def batch_size(self) -> int:
         """``rknn_batch_size`` of the build.  Such a file stores the one-sample graph (every I/O
@@ -331,8 +370,10 @@ class _Lowering:
             self.conv(node)
         elif node.op in ("Add", "Sub", "Mul"):
             self.elementwise(node)
-        elif node.op == "Sigmoid":
-            self.sigmoid(node)
+        elif node.op in ("Sigmoid", "exSwish"):
+            self.lut_activation(node)
+        elif node.op == "Split":
+            self.split(node)
         elif node.op in ("MaxPool", "AveragePool"):
             self.pool(node)
         elif node.op == "Concat":
@@ -350,6 +391,8 @@ class _Lowering:
             self.reshape(node)
         elif node.op == "exDataConvert":
             self.data_convert(node)
+        elif node.op in self.custom:
+            self.custom_node(node)
         else:  # _check_ops let an op through that nothing lowers
             raise self.error(f"vendor op type {node.op!r} ({node.label}) has no lowering")
 
@@ -492,7 +535,9 @@ class _Lowering:
         kernel = list(p["kernel_shape"])
         where = f"{self.label}: {node.label} weight {w.name!r}"
         raw = self.vf.tensor_data(self.sg, w)
-        weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size)
+        # rk3576/rv1126b int8 convs on a graph input store their weight packed
+        packed = self.int8 and self.f2_platform() and x.kind == "input"
+        weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size, packed=packed)
         channels_in = x.shape[1] if len(x.shape) == 4 else -1
         if group > 1:
             if not (w.shape[0] == 1 and w.shape[1] == group == channels_in):
@@ -535,6 +580,7 @@ class _Lowering:
                                            f"{self.label}: {node.label} bias {b.name!r}")
         if activation is None and _is_identity(node, weight_f, bias_f, attrs) and \
                 (not self.int8 or _same_quant(x, out)):
+            self.methods.pop(node.index, None)  # compiler identity convs keep a plain bias in every file
             self.emit(node, "Identity", [self.names[x.index]], {})
             return
         inputs = [self.names[x.index], self.constant(self.names[w.index], weight_f)]
@@ -615,17 +661,13 @@ class _Lowering:
         s_in, zp_in = self.activation_quant(x).scale[0], self.activation_quant(x).zero_point[0]
         stored = self.stored_weight_scales(w, channels)
         if stored is not None:
+            self.methods[node.index] = "channel"  # their per-layer files are refused (one stored scale)
             bias_i32, w_zp, _ = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}", self.bias_block(node, x, out))
             centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
             return _dequantized(centred, bias_i32, zp_in, s_in, stored) + (None,)
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
         requant = requant_of(regs, where)
-        if requant.bias_blocks:
-            bias_i32, w_zp, mul = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}", self.bias_block(node, x, out))
-        else:  # per-layer quantization: a plain int32 bias, one weight zero point, no channel multipliers
-            bias_i32 = decode_int32_bias(raw, channels, f"{where} bias {b.name!r}")
-            w_zp = np.full(channels, requant.weight_zp, np.int64)
-            mul = np.zeros(channels, np.int64)
+        bias_i32, w_zp, mul = self.int8_bias(node, x, out, b, requant, channels)
         qo = self.activation_quant(out)
         s_out, zp_out = qo.scale[0], qo.zero_point[0]
         if requant.offset != zp_out:
@@ -640,6 +682,22 @@ class _Lowering:
         centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
         return _dequantized(centred, bias_i32, zp_in, s_in, m * s_out / s_in) + (s_out * requant.multiplier,)
 
+    def int8_bias(self, node: VendorNode, x: VendorTensor, out: VendorTensor, b: VendorTensor, requant: Requant,
+                  channels: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(bias_i32, w_zp, mul)`` per output channel of an int8 conv: from the per-channel
+        bias blocks, or (per-layer quantization: a plain int32 bias) the layer's one weight
+        zero point from the registers and multipliers of 0.  Records which quantization
+        method the file uses (:attr:`methods`)."""
+        where = f"{self.label}: {node.label} bias {b.name!r}"
+        raw = self.vf.tensor_data(self.sg, b)
+        if requant.bias_blocks:
+            self.methods[node.index] = "channel"
+            return decode_int8_bias(raw, channels, where, self.bias_block(node, x, out))
+        if channels > 1:  # one output channel: per-layer and per-channel are the same (e.g. a DFL conv)
+            self.methods[node.index] = "layer"
+        return (decode_int32_bias(raw, channels, where), np.full(channels, requant.weight_zp, np.int64),
+                np.zeros(channels, np.int64))
+
     def bias_block(self, node: VendorNode, x: VendorTensor, out: VendorTensor) -> int:
         """Channels per int8 bias block: half the C2 of the conv's NC1HWC2 activations."""
         c2 = [t.npu_shape[-1] for t in (out, x) if t.layout == "NC1HWC2" and len(t.npu_shape) == 5]
@@ -648,11 +706,27 @@ class _Lowering:
                              "bias block (half the C2) are not known")
         return c2[0] // 2
 
+    def platform(self) -> Optional[str]:
+        """The file's one target platform (``None`` when it names none)."""
+        platforms = tuple(self.rk.target_platforms) or ((self.rk.target_platform,) if self.rk.target_platform else ())
+        if len(platforms) > 1:
+            raise self.error(f"the file targets {len(platforms)} platforms {list(platforms)}; one was expected")
+        return platforms[0].lower() if platforms else None
+
+    def precision(self) -> str:
+        """``"fp16"``, ``"int8"`` (per-channel quantization) or ``"int8-layer"`` (per layer), as
+        the lowered convs showed (once they are lowered)."""
+        if not self.int8:
+            return "fp16"
+        methods = set(self.methods.values())
+        if len(methods) > 1:
+            raise self.error("its convs mix per-channel and per-layer quantization, which no observed file does")
+        return "int8-layer" if methods == {"layer"} else "int8"
+
     def f2_platform(self) -> bool:
         """Whether the file targets rk3576 or rv1126b, whose DPU registers follow the map of
         :mod:`.f2act` (for fp16 files, where no stored weight scale tells it)."""
-        platforms = tuple(self.rk.target_platforms) or ((self.rk.target_platform,) if self.rk.target_platform else ())
-        return any(p in F2_PLATFORMS for p in platforms)
+        return self.platform() in F2_PLATFORMS
 
     def stored_weight_scales(self, w: VendorTensor, channels: int) -> Optional[np.ndarray]:
         """The per-channel weight scales rk3576/rv1126b files store next to an int8 weight
@@ -662,6 +736,10 @@ class _Lowering:
             return None
         t = found[0]
         raw = self.vf.tensor_data(self.sg, t)
+        if t.dtype == "float16" and len(raw) == 2 and channels > 1:
+            raise self.error(f"weight scales {t.name!r} hold one value: a per-layer quantized "
+                             f"({'/'.join(F2_PLATFORMS)}) file, whose bias and weight zero point layout was not "
+                             "validated off-board (per-channel quantization is)")
         if t.dtype != "float16" or len(raw) < 2 * channels:
             raise self.error(f"weight scales {t.name!r} ({t.dtype}, {len(raw)} bytes) are not {channels} float16 values")
         scales = np.frombuffer(raw, "<f2", channels).astype(np.float64)
@@ -709,17 +787,68 @@ class _Lowering:
             raise self.error(f"{node.label} has {len(operands)} operands; {node.op} takes 2")
         self.emit(node, node.op, operands, {})
 
-    def sigmoid(self, node: VendorNode) -> None:
-        """A standalone Sigmoid: fp16 files compute it in float (output rounded to fp16); int8
-        files run it on the DPU lookup table the file loads (:func:`.lut.lower_lut_sigmoid`)."""
+    def lut_activation(self, node: VendorNode) -> None:
+        """A standalone Sigmoid or exSwish (``x * sigmoid(x)``): fp16 files compute it in float
+        (output rounded to fp16; exSwish's inner sigmoid is not rounded, as in a fused one); int8
+        files run it on the DPU lookup table the file loads (:func:`.lut.lower_lut_sigmoid`,
+        whose tables are the file's own whatever the function)."""
         (data,) = self.activation_inputs(node, 1, 1)
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
         if list(x.shape) != list(out.shape):
             raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
         if "int8" in (x.dtype, out.dtype):
-            lower_lut_sigmoid(self, node, x, out)  # refuses a mixed int8/float16 Sigmoid
+            lower_lut_sigmoid(self, node, x, out)  # refuses a mixed int8/float16 activation
             return
-        self.emit(node, "Sigmoid", [data], {})
+        if node.op == "Sigmoid":
+            self.emit(node, "Sigmoid", [data], {})
+            return
+        sig = f"{self.names[out.index]}__sigmoid"
+        self.keep_float.append(sig)
+        self.emit(node, "Sigmoid", [data], {}, output=sig)
+        self.emit(node, "Mul", [data, sig], {})
+
+    def custom_node(self, node: VendorNode) -> None:
+        """A node a registered custom operator runs: its activation inputs, its plain constant
+        inputs (as :meth:`const_operand` decodes them), every output, and the file's BSON
+        attributes as the node's attributes (what ``get_node_attr`` reads)."""
+        inputs = []
+        for i in node.inputs:
+            t = self.tensor(i, node)
+            if t.kind in _ACTIVATION_KINDS:
+                if not _is_helper(t):
+                    inputs.append(self.names[t.index])
+            elif t.kind in ("const", "shape", "generated") and t.layout != "weight":
+                inputs.append(self.const_operand(node, t))
+            else:
+                raise self.error(f"{node.label}: custom op input {t.name!r} is a {t.kind} tensor in layout {t.layout}; "
+                                 "only activations and plain constants are passed to a custom operator")
+        attrs = {name: attr_value(node, name) for name in node.attrs}
+        self.nodes.append(Node(node.op, node.name or f"{node.op}#{node.index}", inputs,
+                               [self.names[o] for o in node.outputs], attrs))
+
+    def split(self, node: VendorNode) -> None:
+        """Split along the parameter table's axis into the sizes of its int64 shape constant
+        (the table repeats both; they must agree).  int8 outputs keep their own scale and zero
+        point, so each part is requantized to its output's grid, as the NPU writes it."""
+        (data,) = self.activation_inputs(node, 1, 1)
+        x = self.tensor(node.inputs[0], node)
+        consts = [self.tensor(i, node) for i in node.inputs[1:]]
+        if len(consts) != 1 or consts[0].kind != "shape":
+            raise self.error(f"{node.label} needs one int64 split-size constant, has {[t.kind for t in consts]}")
+        sizes = self.int64_const(node, consts[0])
+        axis = int(node.params.get("axis", -1))
+        bson_axis = attr_value(node, "axis")
+        if sizes.tolist() != list(node.params.get("split", [])) or bson_axis is None or int(bson_axis) != axis:
+            raise self.error(f"{node.label}: split sizes {sizes.tolist()} / axis {axis} disagree with its parameter "
+                             f"table {node.params} or BSON axis {bson_axis}")
+        outs = [self.tensor(i, node) for i in node.outputs]
+        if not 0 <= axis < len(x.shape) or len(outs) != len(sizes) or sum(sizes.tolist()) != x.shape[axis] or any(
+                list(o.shape) != list(x.shape[:axis]) + [int(n)] + list(x.shape[axis + 1:]) for o, n in zip(outs, sizes)):
+            raise self.error(f"{node.label}: sizes {sizes.tolist()} on axis {axis} of {list(x.shape)} do not give its "
+                             f"outputs {[list(o.shape) for o in outs]}")
+        self.nodes.append(Node("Split", node.name or f"Split#{node.index}",
+                               [data, self.constant(self.names[consts[0].index], sizes)],
+                               [self.names[o.index] for o in outs], {"axis": axis}))
 
     def pool(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)
@@ -885,9 +1014,10 @@ def _hard_sigmoid_params(scale: float, offset: float) -> Tuple[float, float]:
 
 
 def _is_helper(t: VendorTensor) -> bool:
-    """An NPU scratch activation a node lists as an input (``*_exSecondary``,
-    ``empty_placeholder_*``): not data the CPU computation reads."""
-    return t.name.endswith("_exSecondary") or t.name.startswith("empty_placeholder_")
+    """An NPU scratch activation a node lists as an input (``*_exSecondary``, rk3562's
+    ``*_exSecondary0``/``1`` output conversions, ``empty_placeholder_*``): not data the CPU
+    computation reads."""
+    return re.search(r"_exSecondary\d*$", t.name) is not None or t.name.startswith("empty_placeholder_")
 
 
 def _same_quant(a: VendorTensor, b: VendorTensor) -> bool:

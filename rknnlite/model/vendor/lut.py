@@ -39,7 +39,6 @@ import numpy as np
 from ...errors import ModelInvalidError
 from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Requant, Task, node_registers, requant_of,
                      task_writes)
-from .weights import decode_int8_bias, decode_int32_bias
 
 __all__ = ["LutTables", "LutStage", "read_lut_tables", "lut_stage", "lut_attrs", "lower_lut_conv",
            "lut_task_registers", "lower_lut_sigmoid"]
@@ -222,13 +221,9 @@ def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict,
     else:
         stage, requant = stage_of(tables)
     channels = q.shape[0]
-    raw = lowering.vf.tensor_data(lowering.sg, b)
-    if requant.bias_blocks:
-        bias_i32, w_zp, mul = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}",
-                                               lowering.bias_block(node, x, out))
-    else:  # per-layer quantization: a plain int32 bias, one weight zero point
-        bias_i32 = decode_int32_bias(raw, channels, f"{where} bias {b.name!r}")
-        w_zp, mul = np.full(channels, requant.weight_zp, np.int64), np.ones(channels, np.int64)
+    bias_i32, w_zp, mul = lowering.int8_bias(node, x, out, b, requant, channels)
+    if not requant.bias_blocks:  # per-layer: the table's index map takes a multiplier of one
+        mul = np.ones(channels, np.int64)
     qi, qo = lowering.activation_quant(x), lowering.activation_quant(out)
     s_in, zp_in = qi.scale[0], qi.zero_point[0]
     if requant.offset != qo.zero_point[0]:

@@ -34,7 +34,7 @@ _TASK = struct.Struct("<8IQ")
 TARGET_DPU = 0x1001
 REG_BS_CFG = 0x4040
 REG_BS_ALU_CFG = 0x4050  # bit 0: per-channel bias blocks; clear: plain int32 bias (per-layer files)
-REG_BS_ALU_SRC = 0x4054  # plain-bias layout: minus the layer's weight zero point
+REG_BS_ALU_SRC = 0x4054  # plain-bias layout: minus the layer's weight zero point, a signed 16-bit field
 REG_BS_MUL_CFG = 0x4048
 _BS_MUL_BYPASS = 0x10
 REG_OUT_CVT_OFFSET = 0x4080
@@ -158,8 +158,9 @@ def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
         if mul_shift is not None:
             raise ModelInvalidError(f"{where}: per-channel multipliers (BS_MUL_CFG {mul_cfg:#x}) without per-channel "
                                     f"bias blocks (BS_ALU_CFG {alu_cfg:#x}) were never observed", op="load")
-        operand = reg(REG_BS_ALU_SRC, 0xFFFFFFFF, "BS_ALU_SRC")
-        weight_zp = -(operand - (1 << 32) if operand >= 1 << 31 else operand)
+        # A 16-bit field: a zero point of 14 is written 0xfff2, not 0xfffffff2.
+        operand = reg(REG_BS_ALU_SRC, 0xFFFF, "BS_ALU_SRC")
+        weight_zp = -(operand - (1 << 16) if operand >= 1 << 15 else operand)
     return Requant(scale, shift, mul_shift, offset, blocks, weight_zp)
 
 

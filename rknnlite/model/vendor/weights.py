@@ -35,14 +35,18 @@ def _error(where: str, message: str) -> ModelInvalidError:
 
 
 def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: str, where: str,
-                  npu_size: Optional[int] = None) -> np.ndarray:
+                  npu_size: Optional[int] = None, packed: bool = False) -> np.ndarray:
     """The weight ``[O, I, kh, kw]`` (``shape``, the model shape) from its tiles.
 
     ``dtype`` is ``"float16"`` or ``"int8"`` (the stored values, not dequantized); a new
     array of that dtype.  ``npu_size`` (the tensor's byte size on the NPU), when given, must
     be the tiles' byte count or (one input block per row, rk3576) that of the ``O`` real
-    channels, except for the packed int8 layout of :func:`decode_packed_weight` (rk3576 first
-    convs), which is used then.  ``where`` names the tensor in messages."""
+    channels.  ``packed``: an int8 conv reading a graph input in an rk3576/rv1126b file,
+    whose weight uses the packed layout of :func:`decode_packed_weight` (one tile of fewer
+    input channels than its input block, ``kw`` blocks fitting a 16-byte row; anything else
+    is refused).  The caller decides it from the platform and the conv's input, never from
+    the size, which can equal the tiles' byte count by chance (8 output channels).
+    ``where`` names the tensor in messages."""
     if dtype not in _ITEM:
         raise _error(where, f"weights of dtype {dtype} are not supported (float16 or int8)")
     if len(shape) != 4 or min(shape) < 1:
@@ -57,10 +61,20 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
     # rk3576 fp16 weights whose last output block is padded (20 channels: blocks of 16 + 8) give
     # the size of the O real channels; the buffer holds every tile
     unpadded = o_total * tiles[0][1] * tiles[0][5] * kh * kw * item.itemsize
+    if packed:
+        if not (dtype == "int8" and len(tiles) == 1 and tiles[0][:2] == (1, 1) and i_total < tiles[0][5]
+                and tiles[0][5] * kw <= _PACKED_ROW):
+            raise _error(where, f"an rk3576/rv1126b int8 conv on a graph input has {dtype} weight tiles {tiles} for "
+                                f"{list(shape)}; only the packed layout (one tile, fewer input channels than its "
+                                f"input block, kw blocks in a {_PACKED_ROW}-byte row) was observed")
+        iblk = tiles[0][5]
+        # observed: the size counts 2 * iblk bytes per (O, kh, kw), whatever the padded rows
+        if npu_size is not None and npu_size != o_total * kh * kw * 2 * iblk:
+            raise _error(where, f"a packed int8 weight {list(shape)} (input block {iblk}) has NPU size {npu_size}; "
+                                f"{o_total * kh * kw * 2 * iblk} was observed for that shape")
+        return decode_packed_weight(raw, shape, iblk, where, tiles[0][4])
     if npu_size is not None and npu_size != tile_bytes and not (
             npu_size == unpadded and all(t[1] * t[5] == tiles[0][1] * tiles[0][5] for t in tiles)):
-        if dtype == "int8" and len(tiles) == 1 and tiles[0][:2] == (1, 1) and tiles[0][5] * kw <= _PACKED_ROW:
-            return decode_packed_weight(raw, shape, tiles[0][5], where, tiles[0][4])
         raise _error(where, f"weight tiles {tiles} hold {tile_bytes} bytes but the tensor's NPU size is {npu_size}")
     out = np.empty((o_total, i_total, kh, kw), item)
     pos = o0 = k = 0

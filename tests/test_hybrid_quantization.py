@@ -1,0 +1,237 @@
+"""Hybrid quantization (issue 21 points 2 and 3): step1/step2, auto hybrid, and the build
+warning when quantizing destroys an output.
+
+The model is a detector head as YOLOv8 exports it: box coordinates in pixels (hundreds) and
+class scores through a Sigmoid (0..1) concatenated into one output, so that one int8 scale
+fits the boxes and every class score lands on one or two codes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("yaml")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import rknnlite  # noqa: E402
+from rknnlite.toolkit import RKNN  # noqa: E402
+from rknnlite.toolkit.hybrid import HybridError, read_cfg  # noqa: E402
+
+RNG = np.random.default_rng(41)
+CLASSES, BOXES = 12, 4
+
+
+def _head_onnx(path) -> str:
+    """x (1, 3, 8, 8) -> Conv 3->16 Relu -> [Conv 16->4 (x 200, pixels), Sigmoid(Conv 16->12)] -> Concat
+    -> Reshape (1, 16, 64): ``output0``."""
+    w1 = (RNG.standard_normal((16, 3, 3, 3)) * 0.5).astype(np.float32)
+    wb = (RNG.standard_normal((BOXES, 16, 1, 1)) * 0.3).astype(np.float32)
+    wc = (RNG.standard_normal((CLASSES, 16, 1, 1)) * 0.3).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["feat"]),
+        helper.make_node("Conv", ["feat", "wb"], ["box_raw"]),
+        helper.make_node("Mul", ["box_raw", "px"], ["box"]),
+        helper.make_node("Conv", ["feat", "wc"], ["cls_raw"]),
+        helper.make_node("Sigmoid", ["cls_raw"], ["cls"]),
+        helper.make_node("Concat", ["box", "cls"], ["cat"], axis=1),
+        helper.make_node("Reshape", ["cat", "shape"], ["output0"]),
+    ]
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(wb, "wb"), numpy_helper.from_array(wc, "wc"),
+             numpy_helper.from_array(np.array(200.0, np.float32), "px"),
+             numpy_helper.from_array(np.array([1, BOXES + CLASSES, 64], np.int64), "shape")]
+    g = helper.make_graph(nodes, "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, BOXES + CLASSES, 64])],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return str(path)
+
+
+@pytest.fixture()
+def workdir(tmp_path, monkeypatch):
+    """A scratch directory as the current one (step1 writes there), with the model and a
+    4-sample dataset."""
+    monkeypatch.chdir(tmp_path)
+    _head_onnx(tmp_path / "head.onnx")
+    lines = []
+    for i in range(4):
+        np.save(tmp_path / f"s{i}.npy", RNG.standard_normal((1, 3, 8, 8)).astype(np.float32))
+        lines.append(f"s{i}.npy")
+    (tmp_path / "dataset.txt").write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def _float_reference(path) -> np.ndarray:
+    import onnxruntime as ort
+
+    x = np.load(os.path.join(os.path.dirname(path), "s0.npy"))
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def _run(model_bytes, x) -> np.ndarray:
+    with rknnlite.Context(model_bytes) as ctx:
+        return ctx.run([x], data_format="nchw")[0]
+
+
+def _build(workdir, caplog, **build_kwargs):
+    caplog.set_level(logging.INFO, logger="rknnlite.toolkit")
+    rk = RKNN()
+    assert rk.config(target_platform="rk3588", **build_kwargs.pop("config", {})) == 0
+    assert rk.load_onnx("head.onnx") == 0
+    assert rk.build(do_quantization=True, dataset="dataset.txt", **build_kwargs) == 0
+    out = rk.export_rknn("head.rknn")
+    assert out == 0
+    rk.release()
+    return (workdir / "head.rknn").read_bytes()
+
+
+def _class_scores(y) -> np.ndarray:
+    return np.asarray(y)[0, BOXES:, :]
+
+
+def test_build_warns_when_an_output_s_channels_quantize_to_one_value(workdir, caplog):
+    model = _build(workdir, caplog)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    flat = [w for w in warnings if "channels of output0 quantize to one value" in w]
+    assert len(flat) == 1, warnings
+    assert f"of {BOXES + CLASSES} channels of output0" in flat[0] and "hybrid quantization" in flat[0]
+    assert "split the output" in flat[0]
+    # and it is true: the class scores come out on one or two codes
+    y = _run(model, np.load(workdir / "s0.npy"))
+    assert len(np.unique(_class_scores(y))) <= 3
+
+
+def test_collapsed_channels_takes_samples_of_different_shapes():
+    # a dynamic-shape model is calibrated on every shape set: the samples differ in H and W
+    from rknnlite.model.spec import QuantParams
+    from rknnlite.toolkit.hybrid import collapsed_channels
+
+    def sample(h, w):
+        y = np.zeros((1, 4, h, w), np.float32)
+        y[:, 0] = np.linspace(0, 100, h * w).reshape(h, w)  # channel 0 sets the scale; 1..3 stay flat
+        return y
+
+    found = collapsed_channels({"y": QuantParams("int8", (100 / 255,), (-128,))}, {"y": [sample(6, 6), sample(4, 8)]})
+    assert found == {"y": (3, 4, 100.0)}
+
+
+def test_auto_hybrid_keeps_the_destroyed_output_in_float16(workdir, caplog):
+    model = _build(workdir, caplog, auto_hybrid=True)
+    assert any("Meet hybrid type, dtype: float16, tensor: output0" in r.getMessage() for r in caplog.records)
+    ref = _float_reference(workdir / "head.onnx")
+    y = _run(model, np.load(workdir / "s0.npy"))
+    assert np.abs(_class_scores(y) - _class_scores(ref)).max() < 0.02  # scores survive
+    with rknnlite.Context(model) as ctx:
+        assert ctx.outputs[0].type != rknnlite.TensorType.INT8
+
+
+def test_quantized_hybrid_level_chooses_layers_too(workdir, caplog):
+    model = _build(workdir, caplog, config={"quantized_hybrid_level": 1})
+    assert any("tensor: output0" in r.getMessage() for r in caplog.records if "Meet hybrid" in r.getMessage())
+    y = _run(model, np.load(workdir / "s0.npy"))
+    assert len(np.unique(_class_scores(y))) > 20
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("auto_hybrid_cos_thresh", 1.5, "Invalid auto_hybrid_cos_thresh '1.5', expect between 0 to 1!"),
+    ("auto_hybrid_euc_thresh", -1, "Invalid auto_hybrid_euc_thresh '-1', expect greater 0!"),
+    ("quantized_hybrid_level", "2", "quantized_hybrid_level must be an int"),
+])
+def test_bad_hybrid_options_are_refused(key, value, message, caplog):
+    caplog.set_level(logging.ERROR, logger="rknnlite.toolkit")
+    assert RKNN().config(target_platform="rk3588", **{key: value}) == -1
+    assert any(message in r.getMessage() for r in caplog.records)
+
+
+def test_step1_writes_the_three_files_and_step2_builds_the_edited_cfg(workdir, caplog):
+    rk = RKNN()
+    assert rk.config(target_platform="rk3588") == 0
+    assert rk.load_onnx("head.onnx") == 0
+    assert rk.hybrid_quantization_step1(dataset="dataset.txt") == 0
+    rk.release()
+    for suffix in (".model", ".data", ".quantization.cfg"):
+        assert (workdir / f"head{suffix}").is_file()
+    cfg = (workdir / "head.quantization.cfg").read_text()
+    assert cfg.startswith("custom_quantize_layers: {}\nquantize_parameters:\n")
+    assert "    output0:\n        qtype: asym\n        qmethod: layer\n        dtype: int8\n" in cfg
+    # the user keeps the head in float16
+    (workdir / "head.quantization.cfg").write_text(
+        cfg.replace("custom_quantize_layers: {}", "custom_quantize_layers:\n    output0: float16"))
+    rk2 = RKNN()
+    assert rk2.hybrid_quantization_step2("head.model", "head.data", "head.quantization.cfg") == 0
+    assert rk2.export_rknn("hybrid.rknn") == 0
+    assert rk2.init_runtime() == 0
+    y = rk2.inference(inputs=[np.load("s0.npy")], data_format="nchw")[0]
+    rk2.release()
+    ref = _float_reference(workdir / "head.onnx")
+    assert np.abs(_class_scores(y) - _class_scores(ref)).max() < 0.02
+
+
+def test_step1_proposal_and_custom_hybrid_prefill_the_cfg(workdir):
+    rk = RKNN()
+    assert rk.config(target_platform="rk3588") == 0
+    assert rk.load_onnx("head.onnx") == 0
+    assert rk.hybrid_quantization_step1(dataset="dataset.txt", proposal=True) == 0
+    cfg = (workdir / "head.quantization.cfg").read_text()
+    assert cfg.startswith("custom_quantize_layers: # proposed") and "    output0: float16 # 0." in cfg
+    assert rk.hybrid_quantization_step1(dataset="dataset.txt", custom_hybrid=[["feat", "cls"]]) == 0
+    layers = (workdir / "head.quantization.cfg").read_text().split("quantize_parameters:")[0]
+    assert "cls_raw: float16" in layers and "cls: float16" in layers and "box" not in layers
+    rk.release()
+
+
+def test_step2_refuses_edits_it_cannot_honour(workdir, caplog):
+    rk = RKNN()
+    assert rk.config(target_platform="rk3588") == 0
+    assert rk.load_onnx("head.onnx") == 0
+    assert rk.hybrid_quantization_step1(dataset="dataset.txt") == 0
+    cfg = (workdir / "head.quantization.cfg").read_text()
+    cases = [
+        (cfg.replace("custom_quantize_layers: {}", "custom_quantize_layers:\n    nosuch: float16"),
+         "Invalid operands name 'nosuch' in custom_quantize_layers!"),
+        (cfg.replace("custom_quantize_layers: {}", "custom_quantize_layers:\n    output0: bfloat16"),
+         "'bfloat16' not supported in custom_quantize_layers!"),
+        (cfg.replace("        qmethod: layer", "        qmethod: channel", 1), "is not allowed to be modified!"),
+        ("[not: a mapping", "not valid YAML"),
+    ]
+    caplog.set_level(logging.ERROR, logger="rknnlite.toolkit")
+    for text, message in cases:
+        (workdir / "head.quantization.cfg").write_text(text)
+        assert RKNN().hybrid_quantization_step2("head.model", "head.data", "head.quantization.cfg") == -1
+        assert any(message in r.getMessage() for r in caplog.records), message
+    assert RKNN().hybrid_quantization_step2("head.model", "nosuch.data", "head.quantization.cfg") == -1
+
+
+def test_editing_min_max_changes_the_parameters(workdir):
+    rk = RKNN()
+    assert rk.config(target_platform="rk3588") == 0
+    assert rk.load_onnx("head.onnx") == 0
+    assert rk.hybrid_quantization_step1(dataset="dataset.txt") == 0
+    import json
+
+    params = json.loads((workdir / "head.data").read_text())["parameters"]
+    layers, ranges = read_cfg(str(workdir / "head.quantization.cfg"), params, list(params))
+    assert layers == {} and ranges["output0"] == (params["output0"]["min"][0], params["output0"]["max"][0])
+    text = (workdir / "head.quantization.cfg").read_text()
+    head, tail = text.split("    output0:\n", 1)  # edit output0's entry, not another with the same range
+    edited = head + "    output0:\n" + tail.replace(
+        f"        max:\n        -   {params['output0']['max'][0]!r}", "        max:\n        -   1.0", 1)
+    (workdir / "head.quantization.cfg").write_text(edited)
+    _, ranges = read_cfg(str(workdir / "head.quantization.cfg"), params, list(params))
+    assert ranges["output0"][1] == 1.0
+    with pytest.raises(HybridError, match="min .* must not exceed max"):
+        (workdir / "bad.cfg").write_text(edited.replace("        -   1.0", "        -   -1e9", 1))
+        read_cfg(str(workdir / "bad.cfg"), params, list(params))
+
+
+def test_step1_needs_config_and_a_model(caplog):
+    caplog.set_level(logging.ERROR, logger="rknnlite.toolkit")
+    assert RKNN().hybrid_quantization_step1(dataset="dataset.txt") == -1
+    assert any("Please call rknn.config first!" in r.getMessage() for r in caplog.records)
