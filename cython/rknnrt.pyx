@@ -81,6 +81,8 @@ cdef struct Api:
     rknn_create_mem2_fn rknn_create_mem2
     rknn_destroy_mem_fn rknn_destroy_mem
     rknn_set_io_mem_fn rknn_set_io_mem
+    rknn_set_weight_mem_fn rknn_set_weight_mem
+    rknn_set_internal_mem_fn rknn_set_internal_mem
     rknn_set_input_shapes_fn rknn_set_input_shapes
     rknn_mem_sync_fn rknn_mem_sync
     rknn_register_custom_ops_fn rknn_register_custom_ops
@@ -94,6 +96,7 @@ SYMBOLS = (
     "rknn_outputs_release", "rknn_create_mem_from_phys", "rknn_create_mem_from_fd",
     "rknn_create_mem", "rknn_create_mem2", "rknn_destroy_mem", "rknn_set_io_mem",
     "rknn_set_input_shapes", "rknn_mem_sync", "rknn_register_custom_ops", "rknn_custom_op_get_op_attr",
+    "rknn_set_weight_mem", "rknn_set_internal_mem",
 )
 _REQUIRED = SYMBOLS[:3]
 
@@ -158,6 +161,8 @@ cdef class Library:
         elif name == "rknn_create_mem2": self.lib.rknn_create_mem2 = <rknn_create_mem2_fn>p
         elif name == "rknn_destroy_mem": self.lib.rknn_destroy_mem = <rknn_destroy_mem_fn>p
         elif name == "rknn_set_io_mem": self.lib.rknn_set_io_mem = <rknn_set_io_mem_fn>p
+        elif name == "rknn_set_weight_mem": self.lib.rknn_set_weight_mem = <rknn_set_weight_mem_fn>p
+        elif name == "rknn_set_internal_mem": self.lib.rknn_set_internal_mem = <rknn_set_internal_mem_fn>p
         elif name == "rknn_set_input_shapes": self.lib.rknn_set_input_shapes = <rknn_set_input_shapes_fn>p
         elif name == "rknn_mem_sync": self.lib.rknn_mem_sync = <rknn_mem_sync_fn>p
         elif name == "rknn_register_custom_ops":
@@ -541,9 +546,12 @@ cdef class TensorMemory:
 cdef class RknnContext:
     """One ``rknn_context`` of a :class:`Library`.
 
-    ``RknnContext(library, model, flags=0)`` calls ``rknn_init`` on ``model`` (any
-    C-contiguous buffer: ``bytes``, a read-only ``memoryview`` of an ``mmap``...; its own
-    address is handed over and the buffer is kept alive while the context lives).
+    ``RknnContext(library, model, flags=0, share=None)`` calls ``rknn_init`` on ``model``
+    (any C-contiguous buffer: ``bytes``, a read-only ``memoryview`` of an ``mmap``...; its own
+    address is handed over and the buffer is kept alive while the context lives).  ``share``,
+    another live context of the same library, is passed as ``rknn_init_extend.ctx`` with
+    ``RKNN_FLAG_SHARE_WEIGHT_MEM`` added to ``flags`` (weight sharing between different
+    models); that context's ``rknn_destroy`` then waits until this one is destroyed.
     Every method raises the typed error of its return code (``rknnlite.errors``).
     Not thread-safe: one caller at a time (the runtime's rule for one context).
     """
@@ -557,6 +565,8 @@ cdef class RknnContext:
     cdef object mems
     cdef list custom_ops
     cdef bint closing
+    cdef RknnContext weight_owner
+    cdef object sharers
     cdef object __weakref__
 
     def __cinit__(self):
@@ -564,21 +574,36 @@ cdef class RknnContext:
         self.closing = False
         self.mems = weakref.WeakSet()
         self.custom_ops = []
+        self.weight_owner = None
+        self.sharers = weakref.WeakSet()
 
-    def __init__(self, Library library, model, uint32_t flags=0):
+    def __init__(self, Library library, model, uint32_t flags=0, RknnContext share=None):
         cdef const unsigned char[::1] view = _byte_view(model)
         cdef rknn_context ctx = 0
         cdef int ret
         cdef uint32_t size = <uint32_t>view.shape[0]
+        cdef rknn_init_extend extend
+        cdef rknn_init_extend* ext = NULL
         if view.shape[0] == 0 or view.shape[0] > 0xFFFFFFFF:
             raise InvalidParamError(f"the model buffer has {view.shape[0]} bytes; rknn_init takes 1 byte to 4 GiB",
                                     op="rknn_init")
         self._bind(library)
+        if share is not None:
+            if share.library is not library:
+                raise InvalidParamError("weights can only be shared with a context of the same librknnrt",
+                                        op="rknn_init")
+            memset(&extend, 0, sizeof(extend))
+            extend.ctx = share.live()
+            ext = &extend
+            flags |= RKNN_FLAG_SHARE_WEIGHT_MEM
         with nogil:
-            ret = self.lib.rknn_init(&ctx, <void*>&view[0], size, flags, NULL)
+            ret = self.lib.rknn_init(&ctx, <void*>&view[0], size, flags, ext)
         check(ret, "rknn_init")
         self.ctx = ctx
         self.model_buffer = model
+        if share is not None:
+            self.weight_owner = share
+            share.sharers.add(self)
         self._after_init()
 
     cdef void _bind(self, Library library):
@@ -900,6 +925,33 @@ cdef class RknnContext:
             ret = self.lib.rknn_set_io_mem(ctx, m, &a)
         check(ret, "rknn_set_io_mem")
 
+    def set_weight_mem(self, TensorMemory mem):
+        """``rknn_set_weight_mem``: the model's weights go into ``mem`` (a context created
+        with ``RKNN_FLAG_MEM_ALLOC_OUTSIDE``; before the first run)."""
+        self._set_model_mem(mem, False)
+
+    def set_internal_mem(self, TensorMemory mem):
+        """``rknn_set_internal_mem``: the model's intermediate tensors live in ``mem`` (a context
+        created with ``RKNN_FLAG_MEM_ALLOC_OUTSIDE`` or ``INTERNAL_ALLOC_OUTSIDE``)."""
+        self._set_model_mem(mem, True)
+
+    cdef _set_model_mem(self, TensorMemory mem, bint internal):
+        cdef rknn_context ctx = self.live()
+        cdef rknn_tensor_mem* m = mem.live()
+        cdef int ret
+        cdef str op = "rknn_set_internal_mem" if internal else "rknn_set_weight_mem"
+        if mem.owner is not self:
+            raise InvalidParamError("this tensor memory belongs to another context", op=op)
+        if internal:
+            self.library.need(<void*>self.lib.rknn_set_internal_mem, op, "set_internal_mem")
+            with nogil:
+                ret = self.lib.rknn_set_internal_mem(ctx, m)
+        else:
+            self.library.need(<void*>self.lib.rknn_set_weight_mem, op, "set_weight_mem")
+            with nogil:
+                ret = self.lib.rknn_set_weight_mem(ctx, m)
+        check(ret, op)
+
     def mem_sync(self, TensorMemory mem, int mode):
         """``rknn_mem_sync`` (``MemSyncMode``)."""
         cdef rknn_context ctx = self.live()
@@ -998,6 +1050,9 @@ cdef class RknnContext:
         twin._bind(self.library)
         twin.ctx = out
         twin.model_buffer = self.model_buffer
+        if self.weight_owner is not None:  # the twin runs on the same shared weights
+            twin.weight_owner = self.weight_owner
+            self.weight_owner.sharers.add(twin)
         twin._after_init()
         return twin
 
@@ -1016,14 +1071,21 @@ cdef class RknnContext:
     cdef void _finish_destroy(self) noexcept:
         """``rknn_destroy`` once no tensor memory of this context is left."""
         cdef rknn_context ctx = self.ctx
+        cdef RknnContext owner = self.weight_owner
         if ctx == 0:
             return
         for mem in list(self.mems):
             if (<TensorMemory>mem).mem != NULL:
                 return
+        for sharer in list(self.sharers):
+            if (<RknnContext>sharer).ctx != 0:
+                return  # a context still runs on this one's weights: destroyed after it
         self.ctx = 0
         with nogil:
             self.lib.rknn_destroy(ctx)
+        self.weight_owner = None
+        if owner is not None and owner.closing:
+            owner._finish_destroy()
         with _slots_lock:
             for entry in self.custom_ops:
                 if _slots[entry.slot] is entry:

@@ -198,6 +198,15 @@ def _add_vendor_ops(summary: dict, loaded) -> None:
         summary["off_board"] = {"runs": True, "error": None}
     except ModelInvalidError as e:
         summary["off_board"] = {"runs": False, "error": e.message}
+    from .model.vendor.validated import VALIDATED, toolkit_release
+
+    rk = loaded.model
+    platform = ((rk.target_platforms or [rk.target_platform or ""])[0] or "").lower()
+    toolkit = toolkit_release(rk.toolkit_version or rk.compiler_version)
+    checked = sorted(p for p, t in VALIDATED if p == platform and t == toolkit)
+    summary["validated_for"] = (f"{platform} / RKNN-Toolkit2 {toolkit}: " +
+                                (", ".join(sorted(VALIDATED[(platform, toolkit)])) if checked else
+                                 "not validated (docs/vendor-offboard.md lists the validated combinations)"))
 
 
 def _format_summary(s: dict) -> str:
@@ -233,6 +242,8 @@ def _format_summary(s: dict) -> str:
                      for v in s["vendor_ops"])
     if s.get("vendor_ops_error"):
         lines.append(f"vendor ops: cannot be read off-board: {s['vendor_ops_error']}")
+    if s.get("validated_for"):
+        lines.append(f"validated off-board: {s['validated_for']}")
     off_board = s.get("off_board")
     if off_board:
         lines.append("off-board: runs on the software backend" if off_board["runs"]

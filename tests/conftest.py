@@ -326,6 +326,16 @@ def fake_rknnrt_env(fake_rknnrt, monkeypatch) -> Path:
     return fake_rknnrt
 
 
+@pytest.fixture
+def fake_npu(fake_rknnrt_env, fake_rknnrt_log, monkeypatch) -> FakeRknnrtLog:
+    """The fake runtime as librknnrt for this test (version 2.3.2, any board); its call log.
+    Skips when the binding is not compiled."""
+    pytest.importorskip("rknnlite._native.rknnrt")
+    monkeypatch.setenv("FAKE_RKNNRT_VERSION", "2.3.2")
+    monkeypatch.delenv("FAKE_RKNNRT_PLATFORM", raising=False)
+    return fake_rknnrt_log
+
+
 # ---------------------------------------------------------------------------------------------
 # Threads (tests/test_infer_queue.py, tests/test_pipeline.py): hand-made timeouts and a GIL probe.
 

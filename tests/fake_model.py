@@ -54,16 +54,18 @@ class FakeTensor:
         return d
 
 
-def fake_node(op: str, inputs: Sequence[str], output: str, *, const: Optional[float] = None,
+def fake_node(op: str, inputs: Sequence[str], output: str, *, const: Optional[Union[float, str]] = None,
               attrs: Optional[Dict[str, Union[int, float, Sequence[Union[int, float]]]]] = None,
               name: Optional[str] = None) -> dict:
     """One graph node: ``op`` is a built-in element-wise op (add, sub, mul, div, max, min,
     relu, neg, abs, sigmoid) or a custom op type; ``const`` is the second operand of a binary
-    op with one input; ``attrs`` are what ``rknn_custom_op_get_op_attr`` returns (integers ->
+    op with one input (the fake's weights; ``"shared"``: left out of the file, as a
+    ``remove_weight=True`` build does, and taken from the ``SHARE_WEIGHT_MEM`` context's
+    node of the same name); ``attrs`` are what ``rknn_custom_op_get_op_attr`` returns (integers ->
     INT64, any fraction -> FLOAT32)."""
     d: dict = {"op": op, "inputs": list(inputs), "output": output}
     if const is not None:
-        d["const"] = float(const)
+        d["const"] = const if const == "shared" else float(const)
     if attrs:
         d["attrs"] = {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in attrs.items()}
     if name is not None:

@@ -46,9 +46,15 @@ PAGES = {
     "api/pipeline.html": [f"rknnlite.pipeline.AsyncInferQueue.{n}" for n in
                           ["submit", "start_async", "set_callback", "infer", "wait_all", "close"]]
     + [f"rknnlite.pipeline.Pipeline.{n}" for n in ["push", "pop", "close", "stats"]]
-    + ["rknnlite.pipeline.Result", "rknnlite.pipeline.FrameError"],
+    + ["rknnlite.pipeline.Result", "rknnlite.pipeline.FrameError", "rknnlite.pipeline.Carry"],
     "api/toolkit.html": [f"rknnlite.toolkit.RKNN.{n}" for n in ["config", "load_onnx", "build", "export_rknn"]]
     + ["rknnlite.toolkit.onnx_edit"],
+    "api/vision.html": [f"rknnlite.vision.{n}" for n in
+                        ["letterbox", "LetterboxTransform", "Detections", "YOLOv5", "YOLOv7", "YOLOX", "YOLOv8",
+                         "YOLO11", "YOLOv8Seg", "YOLOv8Pose", "RetinaFace", "SCRFD", "top_k", "segmentation_mask",
+                         "nms", "draw_detections", "DetectionStages"]]
+    + ["rknnlite.vision.Detections.draw", "rknnlite.vision.Detections.to_json",
+       "rknnlite.vision.LetterboxTransform.boxes_to_source"],
 }
 
 

@@ -605,7 +605,8 @@ def test_async_mode_returns_the_previous_frame(rt):
         ext = RunExtend()
         assert rt.lib.rknn_run(ctx, C.byref(ext)) == SUCC and ext.frame_id == k + 1
         results.append(f32(rt.get_outputs(ctx, 2, frame=frames)[0], (1, 3, 8, 8))[0, 0, 0, 0])
-    assert results == [0.0, 1.0, 2.0] and frames == [0, 1, 2]
+    # the first run gives its own outputs (no earlier frame), later ones the previous frame
+    assert results == [1.0, 1.0, 2.0] and frames == [1, 1, 2]
 
 
 # ---------------------------------------------------------------------------------------------

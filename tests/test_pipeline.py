@@ -18,7 +18,7 @@ import pytest
 
 import rknnlite
 from rknnlite.errors import InvalidParamError, RKNNTimeoutError
-from rknnlite.pipeline import AsyncInferQueue, FrameError, Pipeline, PipelineClosedError, Result
+from rknnlite.pipeline import AsyncInferQueue, Carry, FrameError, Pipeline, PipelineClosedError, Result
 
 from conftest import REPO, THREAD_LIMIT as LIMIT  # noqa: E402
 
@@ -531,6 +531,25 @@ def test_inference_stage_from_a_model_a_context_or_a_queue(conv_model, tmp_path,
         if kind == "queue":
             assert not given.closed
             given.close()
+
+
+def test_a_carry_keeps_its_meta_past_inference_and_gets_its_frame_id(conv_model, finishes):
+    xs = frames(6)
+    with rknnlite.Context(conv_model) as ref:
+        expected = [ref.run([x])[0].sum() for x in xs]
+
+        def run():
+            with Pipeline(lambda x: Carry([x], meta=float(x.sum())), ref,
+                          lambda c: (c.frame_id, c.meta, float(c.data[0].sum())), workers=[1, 2, 1]) as pipe:
+                t = produce(pipe, xs)
+                out = list(pipe)
+                t.join(LIMIT)
+                return out
+
+        out = finishes(run)
+    assert [r.value[0] for r in out] == [r.frame_id for r in out] == list(range(6))
+    assert [r.value[1] for r in out] == [float(x.sum()) for x in xs]       # meta untouched
+    np.testing.assert_allclose([r.value[2] for r in out], expected, rtol=1e-6)  # data replaced by the outputs
 
 
 def test_inference_errors_become_error_results(conv_model, finishes):

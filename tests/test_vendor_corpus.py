@@ -29,6 +29,8 @@ MODELS_PY = Path(__file__).resolve().parent.parent / "tools" / "vendor_corpus" /
 MAX_CORPUS_BYTES = 16 * 1024 * 1024  # the main 2.5.0 corpus and the builds of 2.2.0, 2.3.0 and 2.3.2
 #: models whose int8 build ends in a float16 op, so that its output stays float16
 FLOAT16_OUTPUT_MODELS = ("softmax",)
+#: models whose output is an ArgMax's int64 indices
+INDEX_OUTPUT_MODELS = ("argmax",)
 
 
 def _manifest() -> dict:
@@ -108,6 +110,8 @@ def test_rknn_file_parses_and_matches_manifest(stem, entry):
         # an int8 file whose last op runs in float16 (exSoftmax13) keeps that output float16
         npu_dtype = "int8" if quantized and not (specs is model.outputs and entry["model"] in FLOAT16_OUTPUT_MODELS) \
             else "float16"
+        if specs is model.outputs and entry["model"] in INDEX_OUTPUT_MODELS:
+            npu_dtype = "int64"
         for s in specs:
             assert s.dtype == npu_dtype, s
             if npu_dtype == "int8":
@@ -145,7 +149,10 @@ def test_npz_matches_manifest(stem, entry, corpus_cases):
         assert float(np.max(np.abs(sim.astype(np.float64).reshape(ref.shape) - ref))) == pytest.approx(
             spec["max_abs"], rel=1e-6, abs=1e-9)
         # ... and the simulator agrees with onnxruntime (the files are a usable reference).
-        assert spec["cos"] > (0.9999 if entry["variant"] == "fp16" else 0.999)
+        if entry["model"] in INDEX_OUTPUT_MODELS:  # labels: int8 ties and one-step moves change a few
+            assert np.mean(sim.reshape(ref.shape) == ref) >= (1.0 if entry["variant"] == "fp16" else 0.98)
+        else:
+            assert spec["cos"] > (0.9999 if entry["variant"] == "fp16" else 0.999)
 
 
 # ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import List, Optional
 import numpy as np
 
 from .._version import __version__
-from ..constants import TensorFormat
+from ..constants import InitFlag, TensorFormat
 from ..errors import RKNNError, error_name
 from ..model.loader import load_model
 from ..runtime.context import Context
@@ -54,8 +54,6 @@ class RKNNLite:
         self._log = InstanceLog(_LOGGER_NAME, verbose, verbose_file, "%(levelname).1s RKNN: %(message)s")
         self._model = None
         self._ctx: Optional[Context] = None
-        self._async = False
-        self._pending: Optional[List[np.ndarray]] = None
         self._frame_id = 0
         self._reuse: List[np.ndarray] = []
         self._ranks: List[int] = []  # rank of each model input, set by init_runtime
@@ -87,8 +85,10 @@ class RKNNLite:
         """Initialise the runtime on this host; returns 0, or -1 with the reason logged.
 
         ``target``/``device_id`` select a PC-attached board in Lite2; here they must be
-        ``None`` (the model runs locally).  ``async_mode=True`` makes :meth:`inference`
-        return the previous frame's outputs, as the vendor runtime does.
+        ``None`` (the model runs locally).  ``async_mode=True`` creates the context with
+        ``InitFlag.ASYNC_MASK`` (``RKNN_FLAG_ASYNC_MASK``): :meth:`inference` returns the
+        previous frame's outputs (the first call its own), from librknnrt on a board and
+        emulated alike off-board; refused (-1) for a dynamic-shape model.
         """
         if target is not None or device_id is not None:
             self._log.error("target/device_id select a board attached to a PC, which rknnlite does not "
@@ -99,12 +99,11 @@ class RKNNLite:
             return -1
         self._release_runtime()
         try:
-            self._ctx = Context(self._model)
+            self._ctx = Context(self._model, flags=InitFlag.ASYNC_MASK if async_mode else 0)
         except RKNNError as e:
             self._log.error("Catch exception when init runtime!")
             self._log.error("RKNN init failed. error code: %s: %s", error_name(e.code), e.message)
             return -1
-        self._async = bool(async_mode)
         self._ranks = [a.n_dims for a in self._ctx.inputs]
         ret = self._apply_core_mask(core_mask)
         if ret == 0:
@@ -199,8 +198,6 @@ class RKNNLite:
             self._log.error("%s", e)
             return None
         self._frame_id += 1
-        if self._async:
-            outputs, self._pending = (self._pending if self._pending is not None else outputs), outputs
         if reuse_outputs:
             outputs = self._into_reused(outputs)
         if get_frame_id:
@@ -331,7 +328,6 @@ class RKNNLite:
         if self._ctx is not None:
             self._ctx.close()
             self._ctx = None
-        self._pending = None
         self._reuse = []
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from ..errors import DeviceUnavailableError, InvalidParamError, ModelInvalidError
 from ..model.loader import PORTABLE, ROCKCHIP, ROCKCHIP_ENCRYPTED, LoadedModel
+from typing import Optional
+
 from .base import Backend
 
 __all__ = ["Backend", "BACKENDS", "create_backend"]
@@ -18,13 +20,13 @@ __all__ = ["Backend", "BACKENDS", "create_backend"]
 BACKENDS = ("auto", "software", "npu")
 
 
-def _npu_backend(loaded: LoadedModel, custom_ops, flags: int = 0) -> Backend:
+def _npu_backend(loaded: LoadedModel, custom_ops, flags: int = 0, share_with=None) -> Backend:
     """The npu backend on ``loaded``; DeviceUnavailableError (naming where librknnrt was
     looked for and how to install it) when the runtime cannot be loaded."""
     from .npu import NpuBackend
 
     try:
-        return NpuBackend(loaded, custom_ops=custom_ops, flags=flags)
+        return NpuBackend(loaded, custom_ops=custom_ops, flags=flags, share_with=share_with)
     except DeviceUnavailableError as e:
         if e.op not in ("dlopen", "dlsym"):
             raise
@@ -64,12 +66,14 @@ def _vendor_software_backend(loaded: LoadedModel, custom_ops) -> Backend:
     return backend
 
 
-def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=(), flags: int = 0) -> Backend:
+def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=(), flags: int = 0,
+                   share_with: Optional[Backend] = None) -> Backend:
     """Initialise ``loaded`` on the named backend.
 
     ``custom_ops`` are Python custom operators (``op_type`` + ``compute(self, node, inputs)``);
     ``flags`` the context's :class:`~rknnlite.constants.InitFlag` bits (``rknn_init``'s, on
-    the npu backend).
+    the npu backend).  ``share_with``: the backend of the context whose weights this
+    weight-less model uses; the model runs on that backend's kind (``backend`` must allow it).
 
     Raises:
         InvalidParamError: unknown backend name.
@@ -80,6 +84,8 @@ def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=(), fl
     """
     if backend not in BACKENDS:
         raise InvalidParamError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}", op="rknn_init")
+    if share_with is not None:
+        return _sharing_backend(loaded, backend, custom_ops, flags, share_with)
     if loaded.format == PORTABLE:
         if backend == "npu":
             raise DeviceUnavailableError(
@@ -89,6 +95,11 @@ def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=(), fl
             )
         from .software import SoftwareBackend
 
+        if loaded.model.shared:
+            raise ModelInvalidError(
+                f"{loaded.label} is a weight-less model (built with config(remove_weight=True)): it has no "
+                f"weights of its own ({len(loaded.model.shared)} left out); create it with "
+                "share_weights_with=<a context of the full model built from the same network>", op="rknn_init")
         return SoftwareBackend(loaded.model, custom_ops=custom_ops, source=loaded.source)
     if loaded.format == ROCKCHIP and backend == "software":
         return _vendor_software_backend(loaded, custom_ops)
@@ -109,3 +120,29 @@ def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=(), fl
                     software = f"the software backend cannot run it off-board: {e.message}"
             raise DeviceUnavailableError(f"{npu.message}; and {software}", op="rknn_init") from None
     raise InvalidParamError(f"no backend handles format {loaded.format!r}", op="rknn_init")
+
+
+def _sharing_backend(loaded: LoadedModel, backend: str, custom_ops, flags: int, donor: Backend) -> Backend:
+    """A weight-less model on the backend of the context it takes its weights from: the npu
+    backend (``rknn_init`` with ``rknn_init_extend.ctx``) or the software backend (the
+    portable model's left-out constants bound to the donor model's arrays)."""
+    if backend not in ("auto", donor.name):
+        raise InvalidParamError(f"share_weights_with: the shared context runs on the {donor.name} backend; this "
+                                f"model must run there too, not on {backend!r}", op="rknn_init")
+    if donor.name == "npu":
+        if loaded.format == PORTABLE:
+            raise InvalidParamError(f"{loaded.label}: a portable model cannot share the weights of a context on the "
+                                    "npu backend; build both models the same way", op="rknn_init")
+        return _npu_backend(loaded, custom_ops, flags, share_with=donor)
+    from ..model.portable import PortableModel, share_weights
+    from .software import SoftwareBackend
+
+    donor_model = getattr(donor, "model", None)
+    if loaded.format != PORTABLE or not isinstance(donor_model, PortableModel):
+        raise InvalidParamError(f"{loaded.label}: off-board, weight sharing (share_weights_with) works between "
+                                "portable models built by rknnlite's toolkit (the weight-less one with "
+                                "config(remove_weight=True)); Rockchip files share weights on a board",
+                                op="rknn_init")
+    shared = tuple(loaded.model.shared)
+    model = share_weights(loaded.model, donor_model, loaded.label)
+    return SoftwareBackend(model, custom_ops=custom_ops, source=loaded.source, shared=shared)

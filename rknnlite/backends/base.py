@@ -91,6 +91,13 @@ class Backend(Protocol):
     def mem_size(self) -> MemSize:
         """The memory this backend's context uses (``rknn_mem_size``)."""
 
+    def set_weight_mem(self, mem) -> None:
+        """Hold the model's weights in ``mem`` from now on (``rknn_set_weight_mem``; the
+        Context has checked the flag, the owner and the size)."""
+
+    def set_internal_mem(self, mem) -> None:
+        """Keep the intermediate tensors in ``mem`` from now on (``rknn_set_internal_mem``)."""
+
     def register_custom_op(self, op, native: bool = False, shape_infer=None) -> None:
         """Run every node of ``op.op_type`` with ``op`` from now on: a Python operator, or with
         ``native=True`` a native ``rknn_custom_op`` (``NativeOp``); ``shape_infer`` gives the
@@ -117,6 +124,9 @@ class ZeroCopy(Protocol):
     def set_io_mem(self, mem, attr: TensorAttr) -> None: ...
 
     def run_bound(self) -> None: ...
+
+    def owns(self, mem) -> bool:
+        """Whether ``mem`` was made by this context's ``create_mem``/``create_mem_from_fd``."""
 
     def release(self) -> None:
         """The Context closes: unbind everything, destroy the memory it created."""

@@ -2,8 +2,8 @@
 :class:`Pipeline` (frames through stages on worker threads, results in order)."""
 
 from .infer_queue import AsyncInferQueue
-from .pipeline import FrameError, Pipeline, PipelineClosedError, Result
+from .pipeline import Carry, FrameError, Pipeline, PipelineClosedError, Result
 from .stats import LatencySummary, PipelineStats, StageStats
 
-__all__ = ["AsyncInferQueue", "Pipeline", "Result", "FrameError", "PipelineClosedError", "PipelineStats",
+__all__ = ["AsyncInferQueue", "Pipeline", "Result", "Carry", "FrameError", "PipelineClosedError", "PipelineStats",
            "StageStats", "LatencySummary"]

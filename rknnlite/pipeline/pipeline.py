@@ -25,7 +25,7 @@ from ..runtime.context import Context
 from .infer_queue import AsyncInferQueue
 from .stats import LatencyWindow, PipelineStats, RateWindow, StageStats, ratio
 
-__all__ = ["Pipeline", "Result", "FrameError", "PipelineClosedError"]
+__all__ = ["Pipeline", "Result", "FrameError", "PipelineClosedError", "Carry"]
 
 _DROPS = ("none", "oldest")
 _ON_ERROR = ("result", "raise")
@@ -50,6 +50,20 @@ class Result(NamedTuple):
     def ok(self) -> bool:
         """True when every stage succeeded for this frame."""
         return self.error is None
+
+
+class Carry(NamedTuple):
+    """An item with side data, for stages that need more than the previous stage's output.
+
+    ``data``: what an inference stage runs (its input list) and replaces with its outputs;
+    ``meta``: anything the later stages need (e.g. the letterbox transform), passed along
+    untouched; ``frame_id``: the frame's id, filled in by the pipeline when a stage returns
+    a ``Carry`` without one.  A callable stage receives and returns the ``Carry`` itself.
+    """
+
+    data: Any
+    meta: Any = None
+    frame_id: Optional[int] = None
 
 
 class FrameError(RKNNError):
@@ -194,11 +208,11 @@ class Pipeline:
 
     def _make_stage(self, i: int, stage, n: Optional[int]) -> _Stage:
         if isinstance(stage, AsyncInferQueue):
-            fn, name, default = stage.infer, f"infer({stage.label})", len(stage)
+            fn, name, default = _carrying(stage.infer), f"infer({stage.label})", len(stage)
         elif isinstance(stage, (Context, str, bytes, bytearray, memoryview, os.PathLike)):
             q = AsyncInferQueue(stage)
             self._owned.append(q)
-            fn, name, default = q.infer, f"infer({q.label})", len(q)
+            fn, name, default = _carrying(q.infer), f"infer({q.label})", len(q)
         elif callable(stage):
             fn, name, default = stage, getattr(stage, "__name__", None) or type(stage).__name__, 1
         else:
@@ -300,6 +314,8 @@ class Pipeline:
                 try:
                     value = fn(frame.item)
                     error = None
+                    if type(value) is Carry and value.frame_id is None:
+                        value = value._replace(frame_id=frame.fid)
                 except BaseException as e:  # noqa: BLE001 - becomes this frame's error result
                     value, error = None, e
                 t1 = time.perf_counter()
@@ -522,6 +538,17 @@ class Pipeline:
             return False
         cond.wait(left)
         return True
+
+
+def _carrying(infer: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """An inference stage: ``Carry`` items run their ``data`` and keep their ``meta``."""
+
+    def run(item):
+        if type(item) is Carry:
+            return item._replace(data=infer(item.data))
+        return infer(item)
+
+    return run
 
 
 def _per_stage(workers, n: int) -> List[Optional[int]]:

@@ -473,6 +473,10 @@ class EmulatedIo:
         """:func:`run_bound`."""
         run_bound(self.host)
 
+    def owns(self, mem) -> bool:
+        """Whether ``mem`` was made by this context's ``create_mem``/``create_mem_from_fd``."""
+        return mem in _state(self.host, "rknn_tensor_mem").mems
+
     def release(self) -> None:
         """:func:`release_io`."""
         release_io(self.host)

@@ -15,6 +15,7 @@ from ..errors import ContextInvalidError, InputInvalidError, InvalidParamError, 
 from ..model.loader import LoadedModel, load_model
 from .cores import check_batch_core_num, check_core_mask, model_platform
 from .emulation import DEFAULT_PLATFORM
+from .flags import ALLOC_OUTSIDE, check_init_flags
 from .io import FORMATS, InputPlan, OutputPlan, reorder_shape
 from .log import apply_env_level, logger
 from .perf import MemSize, PerfDetail
@@ -42,7 +43,20 @@ class Context:
             explicit choice never falls back.
         target_platform: expected SoC (e.g. ``"rk3588"``); a model built for other
             platforms is still run off-board, with a warning.
-        flags: :class:`~rknnlite.constants.InitFlag` bits.
+        flags: :class:`~rknnlite.constants.InitFlag` bits; :mod:`rknnlite.runtime.flags`
+            lists what each does on each backend.  A flag rknnlite does not implement on
+            both backends is refused (``InvalidParamError`` naming it).
+            ``ASYNC_MASK``: :meth:`run` returns the previous run's outputs (the first run
+            its own), as librknnrt's ``rknn_outputs_get`` does; static-shape models only.
+            ``MEM_ALLOC_OUTSIDE``/``INTERNAL_ALLOC_OUTSIDE``: give the weight and/or
+            internal memory with :meth:`set_weight_mem`/:meth:`set_internal_mem` (sizes
+            from :meth:`mem_size`) before the first run.
+        share_weights_with: a context of the full model whose weights this weight-less
+            model (built with ``config(remove_weight=True)`` from the same network, e.g.
+            at another input size) uses: ``RKNN_FLAG_SHARE_WEIGHT_MEM`` with
+            ``rknn_init_extend.ctx`` on the npu backend; off-board the portable model's
+            left-out weights are the other model's arrays (no copy).  The other context
+            stays usable; on the npu backend its ``rknn_destroy`` waits for this one.
         custom_ops: Python custom operators (``op_type`` and ``compute(self, node,
             inputs)``, as RKNN-Toolkit2 defines them) for op types the model uses
             but the runtime does not have.  Ops can also be registered after creation
@@ -53,15 +67,26 @@ class Context:
     """
 
     def __init__(self, model: ModelArg, *, key=None, backend: str = "auto",
-                 target_platform: Optional[str] = None, flags: int = 0, custom_ops: Sequence = ()):
+                 target_platform: Optional[str] = None, flags: int = 0, custom_ops: Sequence = (),
+                 share_weights_with: Optional["Context"] = None):
         apply_env_level()
+        if share_weights_with is not None and not isinstance(share_weights_with, Context):
+            raise InvalidParamError(f"share_weights_with must be a Context, not {type(share_weights_with).__name__}",
+                                    op="rknn_init")
+        self.flags = check_init_flags(flags, share_weights_with is not None)
         if isinstance(model, LoadedModel):
             self._loaded = model
         else:
             self._loaded = load_model(model, key=key)
-        self.flags = int(flags)
-        self._backend = create_backend(self._loaded, backend, custom_ops=custom_ops, flags=self.flags)
+        donor = share_weights_with._live() if share_weights_with is not None else None
+        self._backend = create_backend(self._loaded, backend, custom_ops=custom_ops, flags=self.flags,
+                                       share_with=donor)
         self._init_attrs()
+        if self.flags & InitFlag.ASYNC_MASK and self._shape_sets:
+            self._backend.close()
+            self._backend = None
+            raise InvalidParamError("InitFlag.ASYNC_MASK is refused for a dynamic-shape model: the previous run's "
+                                    "outputs can have other shapes than the current one", op="rknn_init")
         #: the SoC whose NPU cores set_core_mask/set_batch_core_num emulate (see runtime.cores)
         self._core_platform = model_platform(self._loaded.model, target_platform) or self._platform
         self._backend.set_perf_collection(bool(self.flags & InitFlag.COLLECT_PERF_MASK))
@@ -93,6 +118,11 @@ class Context:
         self._set_of = {shape_set: k for k, shape_set in enumerate(self._shape_sets)}
         self._current_set = 0
         self._set_outputs: dict = {}
+        #: memory given with set_weight_mem/set_internal_mem (MEM_ALLOC_OUTSIDE contexts)
+        self._model_mem: dict = {"weight": None, "internal": None}
+        #: ASYNC_MASK on a backend without librknnrt: the outputs the next run returns
+        self._previous: Optional[List[np.ndarray]] = None
+        self._emulate_async = bool(self.flags & InitFlag.ASYNC_MASK) and backend.name != "npu"
 
     def _check_platform(self, target: str) -> None:
         meta = getattr(self._loaded.model, "metadata", None)
@@ -129,7 +159,12 @@ class Context:
 
     @property
     def custom_string(self) -> str:
-        """The ``custom_string`` the model was built with (``""`` if none)."""
+        """The ``custom_string`` the model was built with (``""`` if none): librknnrt's
+        ``RKNN_QUERY_CUSTOM_STRING`` on the npu backend (the only reader of a vendor-encrypted
+        file), the file's metadata on the software backend."""
+        asked = getattr(self._live(), "custom_string", None)
+        if isinstance(asked, str):
+            return asked
         meta = getattr(self._loaded.model, "metadata", None)
         return getattr(meta, "custom_string", "") or getattr(self._loaded.model, "custom_string", "") or ""
 
@@ -293,7 +328,7 @@ class Context:
         found by one run on zeros (once per set; the current set stays current)."""
         dims = self._set_outputs.get(k)
         if dims is None:
-            feeds = [np.zeros(shape, p.feed) for p, shape in zip(self._plans, self._shape_sets[k])]
+            feeds = self._zero_feeds(k)
             with self._lock:
                 backend = self._live()
                 outputs = backend.run(feeds)
@@ -389,9 +424,94 @@ class Context:
         """Memory this context uses (``RKNN_QUERY_MEM_SIZE``), in bytes: a
         :class:`~rknnlite.runtime.perf.MemSize` (``.to_dict()`` for a dict).  The software
         backend plans its activation buffers on the first run with each input shape, so
-        ``total_internal_size`` is 0 before the first run."""
+        ``total_internal_size`` is 0 before the first run, except on a context created with
+        ``MEM_ALLOC_OUTSIDE``/``INTERNAL_ALLOC_OUTSIDE``, whose first call plans them with one
+        run on zeros (the size :meth:`set_internal_mem` needs)."""
         with self._lock:
-            return self._live().mem_size()
+            backend = self._live()
+            size = backend.mem_size()
+            if self.flags & ALLOC_OUTSIDE and backend.name != "npu" and size.total_internal_size == 0:
+                backend.run(self._zero_feeds(self._current_set))
+                size = backend.mem_size()
+            return size
+
+    def _zero_feeds(self, k: int) -> List[np.ndarray]:
+        """Zeros for every input at shape set ``k`` (the model's shapes when static)."""
+        if self._shape_sets:
+            shapes = self._shape_sets[k]
+        else:
+            shapes = [tuple(s.shape) for s in feed_specs(self._backend)]
+        return [np.zeros(shape, p.feed) for p, shape in zip(self._plans, shapes)]
+
+    # -- memory the caller provides (MEM_ALLOC_OUTSIDE / INTERNAL_ALLOC_OUTSIDE) ---------------
+
+    def set_weight_mem(self, mem: "TensorMem") -> None:
+        """Put the model's weights in ``mem`` (``rknn_set_weight_mem``), memory from this
+        context's :meth:`create_mem`/:meth:`create_mem_from_fd` of at least
+        ``mem_size().total_weight_size`` bytes after its offset.  Only on a context created
+        with ``InitFlag.MEM_ALLOC_OUTSIDE``, before runs need it (a run without it raises).
+        The runtime writes the weights into it; the software backend copies each constant
+        there (from a 64-byte boundary) and runs on that memory from then on.
+
+        Raises:
+            InvalidParamError: the context was not created with ``MEM_ALLOC_OUTSIDE``, memory
+                of another context or destroyed, or smaller than needed (sizes named).
+            ContextInvalidError: the context is closed.
+        """
+        self._set_model_mem("weight", mem, InitFlag.MEM_ALLOC_OUTSIDE)
+
+    def set_internal_mem(self, mem: "TensorMem") -> None:
+        """Keep the model's intermediate tensors in ``mem`` (``rknn_set_internal_mem``), memory
+        from this context of at least ``mem_size().total_internal_size`` bytes after its
+        offset (one memory can serve several contexts run one after the other: wrap it with
+        each context's :meth:`create_mem_from_fd`).  Only on a context created with
+        ``MEM_ALLOC_OUTSIDE`` or ``INTERNAL_ALLOC_OUTSIDE``.  On the software backend the
+        planned activation buffers are carved from it (a run with other input shapes that
+        need more raises ``InvalidParamError``).
+
+        Raises:
+            InvalidParamError: the context was not created with one of those flags, memory
+                of another context or destroyed, or smaller than needed.
+            ContextInvalidError: the context is closed.
+        """
+        self._set_model_mem("internal", mem, ALLOC_OUTSIDE)
+
+    def _set_model_mem(self, kind: str, mem, flags: int) -> None:
+        op = f"rknn_set_{kind}_mem"
+        if not self.flags & flags:
+            names = " or ".join(f"InitFlag.{f.name}" for f in InitFlag if f & flags)
+            raise InvalidParamError(f"set_{kind}_mem needs a context created with {names}", op=op)
+        zc = self._zero_copy(op)
+        if not zc.owns(mem):
+            raise InvalidParamError(f"set_{kind}_mem takes memory made by this context's create_mem or "
+                                    f"create_mem_from_fd, not {mem!r}", op=op)
+        if mem.destroyed:
+            raise InvalidParamError(f"set_{kind}_mem: this tensor memory was destroyed", op=op)
+        size = self.mem_size()
+        need = size.total_weight_size if kind == "weight" else size.total_internal_size
+        room = mem.size - mem.offset
+        if room < need:
+            raise InvalidParamError(f"set_{kind}_mem: the memory has {room} bytes after its offset; the model needs "
+                                    f"{need} (mem_size().total_{kind}_size)", op=op)
+        with self._lock:
+            getattr(self._live(), f"set_{kind}_mem")(mem)
+            self._model_mem[kind] = mem
+            if kind == "internal" and self._live().name != "npu":
+                self._live().run(self._zero_feeds(self._current_set))  # plan the buffers in it now
+
+    def _check_model_mem(self, op: str) -> None:
+        """Before a run of a MEM_ALLOC_OUTSIDE/INTERNAL_ALLOC_OUTSIDE context: the memory given."""
+        if not self.flags & ALLOC_OUTSIDE:
+            return
+        missing = [k for k in ("weight", "internal")
+                   if (k == "internal" or self.flags & InitFlag.MEM_ALLOC_OUTSIDE)
+                   and (self._model_mem[k] is None or self._model_mem[k].destroyed)]
+        if missing:
+            calls = " and ".join(f"set_{k}_mem()" for k in missing)
+            flag = InitFlag.MEM_ALLOC_OUTSIDE if self.flags & InitFlag.MEM_ALLOC_OUTSIDE else \
+                InitFlag.INTERNAL_ALLOC_OUTSIDE
+            raise InvalidParamError(f"this context was created with InitFlag.{flag.name}: call {calls} (sizes "
+                                    "from mem_size()) before running", op=op)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -435,6 +555,7 @@ class Context:
             backend = self._backend
             if backend is None:
                 raise ContextInvalidError("the context is closed", op="rknn_run")
+            self._check_model_mem("rknn_run")
             plans = self._plans
             passes = None
             if data_format is None and pass_through is None and type(inputs) is list and len(inputs) == len(plans):
@@ -446,6 +567,9 @@ class Context:
             outputs = backend.run(feeds, pass_through=passes) if passes else backend.run(feeds)
             if self._shape_sets and self._current_set not in self._set_outputs:
                 self._set_outputs[self._current_set] = [tuple(y.shape) for y in outputs]
+            if self._emulate_async:  # librknnrt's ASYNC_MASK: the previous frame (the first: its own)
+                previous = self._previous if self._previous is not None else [y.copy() for y in outputs]
+                outputs, self._previous = previous, outputs
         if not want_float:
             return [p.raw(y) for p, y in zip(self._out_plans, outputs)]
         return outputs
@@ -579,7 +703,10 @@ class Context:
             InvalidParamError: an input or output is not bound (all are named).
             ContextInvalidError: the context is closed.
         """
-        self._zero_copy("rknn_run").run_bound()
+        zc = self._zero_copy("rknn_run")
+        with self._lock:
+            self._check_model_mem("rknn_run")
+        zc.run_bound()
 
     # -- custom operators ------------------------------------------------------------------
 
@@ -636,6 +763,7 @@ class Context:
         twin.flags = self.flags
         twin._init_attrs()
         twin._core_platform = self._core_platform
+        twin._model_mem["weight"] = self._model_mem["weight"]  # dup shares the weights, not the internals
         return twin
 
     def close(self) -> None:

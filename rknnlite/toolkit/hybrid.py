@@ -274,17 +274,19 @@ def collapsed_channels(quant: Mapping[str, QuantParams], samples_out: Mapping[st
     """``{tensor: (flat channels, channels, widest channel span)}`` for the int8 tensors
     (``samples_out``: their float values over the calibration samples) whose channels
     (axis 1) mostly span less than one int8 step: at least a quarter of them, and two, come
-    out as one value.  The samples may differ in their other dims (a dynamic-shape model's
-    calibration covers every shape set)."""
+    out as one value."""
     out = {}
     for name, values in samples_out.items():
         q = quant.get(name)
         if q is None or not values or np.ndim(values[0]) < 2 or np.shape(values[0])[1] < 2:
             continue
         channels = np.shape(values[0])[1]
-        per_channel = np.concatenate([np.moveaxis(np.asarray(v, np.float64), 1, 0).reshape(channels, -1)
-                                      for v in values], axis=1)
-        span = per_channel.max(axis=1) - per_channel.min(axis=1)
+        if any(np.ndim(v) < 2 or np.shape(v)[1] != channels for v in values):
+            continue
+        # per sample (their shapes may differ: dynamic shapes), then over the samples
+        lows = [np.moveaxis(np.asarray(v, np.float64), 1, 0).reshape(channels, -1).min(axis=1) for v in values]
+        highs = [np.moveaxis(np.asarray(v, np.float64), 1, 0).reshape(channels, -1).max(axis=1) for v in values]
+        span = np.max(highs, axis=0) - np.min(lows, axis=0)
         flat = int(np.sum(span < q.scale[0]))
         if flat >= max(2, channels // 4):
             out[name] = (flat, channels, float(span.max()))

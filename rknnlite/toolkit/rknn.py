@@ -50,7 +50,7 @@ _IGNORED_ANY = ("optimization_level", "compress_weight", "single_core_mode", "en
                 "op_target")
 #: hybrid quantization options (see :mod:`rknnlite.toolkit.hybrid`) and their defaults
 _HYBRID_DEFAULTS = {"auto_hybrid_cos_thresh": 0.98, "auto_hybrid_euc_thresh": None, "quantized_hybrid_level": 0}
-_IGNORED_AT_DEFAULT = {"remove_weight": False, "inputs_yuv_fmt": None,
+_IGNORED_AT_DEFAULT = {"inputs_yuv_fmt": None,
                        "quantize_weight": False, "remove_reshape": False}
 
 # Quantization options and their vendor defaults (checked by build(do_quantization=True)).
@@ -84,6 +84,8 @@ class RKNN:
         self._config: Optional[Dict[str, Any]] = None
         self._imported = None
         self._model_bytes: Optional[bytes] = None
+        #: the built model with its weights when the export is weight-less (the simulator runs it)
+        self._full_bytes: Optional[bytes] = None
         self._ctx = None
         self._released = False
         self._custom_ops: Dict[str, Any] = {}  # op_type -> custom operator (reg_custom_op)
@@ -118,6 +120,12 @@ class RKNN:
                 of ``build(do_quantization=True)``; other values of these are accepted with
                 a warning and make a quantized build fail.  Performance and placement
                 settings are accepted with a warning that they are not supported yet;
+                ``remove_weight=True`` builds a weight-less model: the weights of its
+                Conv, ConvTranspose, Gemm and MatMul nodes are left out of the exported
+                file, which then runs only beside a context of the full model built from
+                the same network (``Context(model, share_weights_with=full_ctx)``;
+                ``RKNN_FLAG_SHARE_WEIGHT_MEM`` on a board); this toolkit's simulator still
+                runs it with its weights, as the vendor's does.
                 ``model_pruning=True`` makes :meth:`build` remove channels that cannot
                 change any output (lossless; see :mod:`rknnlite.toolkit.prune`).
                 ``sparse_infer=True`` (RK3576 / RV1126B; elsewhere a warning and no
@@ -126,7 +134,7 @@ class RKNN:
                 :mod:`rknnlite.toolkit.sparsity`); the software backend runs marked Conv
                 layers with a sparse kernel where that is faster.
                 Options that would change the model (``inputs_yuv_fmt``,
-                ``remove_weight``, ...) at a non-default value fail.
+                ``quantize_weight``, ...) at a non-default value fail.
                 ``dynamic_input=[[shape_in0, shape_in1, ...], ...]``: the shape sets the
                 model must run (one shape per input per set, ints > 0, at most 512
                 sets); the built model is one graph that runs each of them, and
@@ -167,6 +175,7 @@ class RKNN:
         dynamic_input = None
         pruning = False
         sparse_infer = False
+        remove_weight = False
         for key, value in other_toolkit_kwargs.items():
             if key in _QUANT_DEFAULTS:
                 if value is None:
@@ -190,6 +199,11 @@ class RKNN:
                         self._log.warning("config: sparse_infer=True has no effect on %s: sparse inference is only "
                                           "supported on %s; the model is built dense", platform,
                                           ", ".join(SPARSE_PLATFORMS))
+            elif key == "remove_weight":
+                if not isinstance(value, (bool, np.bool_)):
+                    self._log.error("config: remove_weight must be True or False, not %r", value)
+                    return -1
+                remove_weight = bool(value)
             elif key == "model_pruning":
                 if not isinstance(value, (bool, np.bool_)):
                     self._log.error("config: model_pruning must be True or False, not %r", value)
@@ -226,6 +240,7 @@ class RKNN:
         }
         self._config["model_pruning"] = pruning
         self._config["sparse_infer"] = sparse_infer
+        self._config["remove_weight"] = remove_weight
         self._log.debug("config: %s", self._config)
         return 0
 
@@ -419,6 +434,7 @@ class RKNN:
             return -1
         self._imported = None
         self._model_bytes = data
+        self._full_bytes = None
         return 0
 
     # -- building ------------------------------------------------------------------------------
@@ -585,6 +601,15 @@ class RKNN:
                 batch_size=batch,
             )
             data = write_portable(metadata, graph)
+            full = None
+            if cfg.get("remove_weight"):
+                from ..model.portable import weight_names
+
+                full, removed = data, weight_names(graph)
+                data = write_portable(metadata, graph, shared=removed)
+                self._log.info("build: remove_weight=True: %d weight tensors left out of the model (%d -> %d bytes); "
+                               "it runs beside a context of the full model (share_weights_with)",
+                               len(removed), len(full), len(data))
         except RKNNError as e:
             self._log.error("build: %s", e.message)
             return -1
@@ -594,6 +619,7 @@ class RKNN:
         self._log.info("build: %d nodes -> %d after optimisation, %d bytes",
                        len(imported.graph.nodes), len(graph.nodes), len(data))
         self._model_bytes = data
+        self._full_bytes = full
         return 0
 
     def _hybrid_floats(self, graph, ranges, samples, preprocess, cfg, auto_hybrid: bool) -> List[str]:
@@ -991,7 +1017,8 @@ class RKNN:
         self._release_runtime()
         self._log.info("init_runtime: target is None, using the software backend (simulator)")
         try:
-            self._ctx = Context(self._model_bytes, backend="software", custom_ops=list(self._custom_ops.values()))
+            model = self._full_bytes or self._model_bytes
+            self._ctx = Context(model, backend="software", custom_ops=list(self._custom_ops.values()))
         except RKNNError as e:
             self._log.error("init_runtime: %s", e.message)
             return -1

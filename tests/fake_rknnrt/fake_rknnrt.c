@@ -497,6 +497,28 @@ static uint8_t* read_file(const char* path, size_t* size) {
     return data;
 }
 
+/* Takes the shared constants of a weight-less model (remove_weight) from the donor's model. */
+static int share_weights(fk_model* m, const fk_model* donor) {
+    int k, j;
+    if (!donor) {
+        say('E', "rknn_init, the model has no weights (built with remove_weight=True): init it with "
+                 "RKNN_FLAG_SHARE_WEIGHT_MEM and extend->ctx of a context of the full model");
+        return RKNN_ERR_MODEL_INVALID;
+    }
+    for (k = 0; k < m->n_nodes; k++) {
+        fk_node* n = &m->nodes[k];
+        if (!n->shared) continue;
+        for (j = 0; j < donor->n_nodes; j++)
+            if (strcmp(donor->nodes[j].name, n->name) == 0 && donor->nodes[j].has_const && !donor->nodes[j].shared) break;
+        if (j == donor->n_nodes) {
+            say('E', "rknn_init, RKNN_FLAG_SHARE_WEIGHT_MEM: the shared context's model has no weight for node %s", n->name);
+            return RKNN_ERR_MODEL_INVALID;
+        }
+        n->cval = donor->nodes[j].cval;
+    }
+    return RKNN_SUCC;
+}
+
 static int do_init(rknn_context* context, void* model, uint32_t size, uint32_t flag, rknn_init_extend* extend) {
     uint8_t* file = NULL;
     const uint8_t* data = (const uint8_t*)model;
@@ -555,6 +577,15 @@ static int do_init(rknn_context* context, void* model, uint32_t size, uint32_t f
         say('E', "The target platform of the model is %s, but the device is %s!", m->platform, dev);
         fk_model_free(m);
         return RKNN_ERR_TARGET_PLATFORM_UNMATCH;
+    }
+    if (m->n_shared > 0) {
+        fk_ctx* other = (flag & RKNN_FLAG_SHARE_WEIGHT_MEM) ? lock_ctx(extend->ctx) : NULL;
+        code = share_weights(m, other ? other->m : NULL);
+        if (other) pthread_mutex_unlock(&other->mu);
+        if (code != RKNN_SUCC) {
+            fk_model_free(m);
+            return code;
+        }
     }
     pthread_mutex_lock(&g_lock);
     g_live_models++;
@@ -637,6 +668,14 @@ static uint32_t cmd_size(int cmd) {
     }
 }
 
+/* The fake's weights: one float32 per node constant, shared ones (remove_weight) not counted. */
+static size_t weight_bytes(const fk_model* m) {
+    size_t n = 0;
+    int k;
+    for (k = 0; k < m->n_nodes; k++) n += m->nodes[k].has_const && !m->nodes[k].shared ? sizeof(float) : 0;
+    return n;
+}
+
 static void mem_size(const fk_ctx* c, rknn_mem_size* ms) {
     const fk_model* m = c->m;
     uint64_t internal = 0, io = 0;
@@ -649,9 +688,9 @@ static void mem_size(const fk_ctx* c, rknn_mem_size* ms) {
     }
     for (i = 0; i < m->n_in; i++) io += fk_elems(m->in[i].n_dims, c->cur[i]) * fk_type_size(m->in[i].dtype);
     for (i = 0; i < m->n_out; i++) io += cur_elems(c, m->out_tensor[i], NULL, NULL) * fk_type_size(m->out[i].dtype);
-    ms->total_weight_size = 0;
+    ms->total_weight_size = (uint32_t)weight_bytes(m);
     ms->total_internal_size = (uint32_t)internal;
-    ms->total_dma_allocated_size = internal + io;
+    ms->total_dma_allocated_size = ms->total_weight_size + internal + io;
 }
 
 /* Presentation of an attribute query: which fmt, and whether it is a native input. */
@@ -1044,6 +1083,10 @@ static int do_run(fk_ctx* c, rknn_run_extend* extend) {
         say('E', "rknn_run, internal memory is allocated outside: call rknn_set_internal_mem first");
         return RKNN_ERR_FAIL;
     }
+    if ((c->flags & RKNN_FLAG_MEM_ALLOC_OUTSIDE) && weight_bytes(c->m) > 0 && !find_mem_id(c->weight_mem)) {
+        say('E', "rknn_run, weight memory is allocated outside: call rknn_set_weight_mem first");
+        return RKNN_ERR_FAIL;
+    }
     if (alloc_tensors(c) != 0) return RKNN_ERR_MALLOC_FAIL;
     for (i = 0; i < m->n_in; i++) {
         fk_binding* b = &c->in_bind[i];
@@ -1140,7 +1183,7 @@ static int do_outputs_get(fk_ctx* c, uint32_t n, rknn_output* outputs, rknn_outp
         say('E', "rknn_outputs_get, no rknn_run yet");
         return RKNN_ERR_OUTPUT_INVALID;
     }
-    if (async) slot = c->frames == 1 ? -1 : 1 - c->latest; /* the previous frame */
+    if (async && c->frames > 1) slot = 1 - c->latest; /* the previous frame; the first run gives its own */
     frame = slot < 0 ? 0 : c->res_frame[slot];
     for (k = 0; k < n; k++) {
         rknn_output* o = &outputs[k];
@@ -1620,7 +1663,17 @@ static int set_model_mem(rknn_context context, rknn_tensor_mem* pub, int interna
         } else {
             c->internal_mem = mem->id;
         }
+    } else if (mem->pub.size - (uint32_t)mem->pub.offset < weight_bytes(c->m)) {
+        say('E', "rknn_set_weight_mem, size %u < total_weight_size %zu", mem->pub.size, weight_bytes(c->m));
+        ret = RKNN_ERR_PARAM_INVALID;
     } else {
+        size_t off = 0;
+        int k;
+        for (k = 0; k < c->m->n_nodes; k++) /* the runtime puts the weights there */
+            if (c->m->nodes[k].has_const && !c->m->nodes[k].shared) {
+                memcpy((uint8_t*)mem->pub.virt_addr + mem->pub.offset + off, &c->m->nodes[k].cval, sizeof(float));
+                off += sizeof(float);
+            }
         c->weight_mem = mem->id;
     }
     pthread_mutex_unlock(&c->mu);

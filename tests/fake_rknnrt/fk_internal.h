@@ -46,7 +46,8 @@ typedef struct {
     int in[2];    /* tensor ids */
     int out;      /* tensor id */
     int has_const;
-    float cval;   /* second operand of a binary op with one input */
+    float cval;   /* second operand of a binary op with one input: the fake's "weights" */
+    int shared;   /* weight-less model: cval comes from the SHARE_WEIGHT_MEM context's node of this name */
     int n_attrs;
     fk_attr attrs[FK_MAX_ATTRS];
 } fk_node;
@@ -66,6 +67,7 @@ typedef struct fk_model {
     char tensor_name[FK_MAX_TENSORS][RKNN_MAX_NAME_LEN];
     int n_nodes;
     fk_node nodes[FK_MAX_NODES];
+    int n_shared; /* nodes whose constant is shared (remove_weight model) */
     int n_sets; /* 0 = static */
     uint32_t sets[FK_MAX_SETS][FK_MAX_IO][RKNN_MAX_DIMS]; /* canonical shape of input i in set s */
 } fk_model;

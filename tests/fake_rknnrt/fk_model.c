@@ -224,6 +224,10 @@ static int read_fake_graph(fk_model* m, const fk_json* g, err_t* e) {
         if (v && v->type == FK_J_NUM) {
             n->has_const = 1;
             n->cval = (float)v->num;
+        } else if (v && v->type == FK_J_STR && strcmp(v->str, "shared") == 0) {
+            n->has_const = 1; /* the value is not in this file (remove_weight) */
+            n->shared = 1;
+            m->n_shared++;
         }
         if (fk_is_builtin_op(op)) {
             int want = fk_op_is_unary(op) ? 1 : 2;

@@ -2,9 +2,37 @@
 
 from __future__ import annotations
 
+import os
+import platform
 import statistics
 import time
+from pathlib import Path
 from typing import Callable, List, Sequence
+
+
+def machine() -> str:
+    """One line naming the CPU (model, usable CPUs) and its caches, for a table header,
+    e.g. ``CPU: AMD EPYC, 2 CPUs usable; caches L1d 32K, L1i 32K, L2 512K, L3 32768K``."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware")):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    caches = []
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
+        caches.append(f"L{level}{suffix} {size}")
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"CPU: {model}, {usable} CPUs usable; caches {', '.join(caches) or 'unknown'}"
 
 
 def median_ms(fn: Callable[[], object], runs: int, warmup: int = 0) -> float:

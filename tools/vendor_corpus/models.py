@@ -409,6 +409,36 @@ def _cst_softmax(custom: bool = True):
     return build
 
 
+def _deconv(k: int, stride: int, pad: int, seed: int):
+    # Conv 3->16 3x3 Relu, ConvTranspose 16->8 (k, stride, pad), as segmenters upsample
+    def build():
+        g = _G(seed)
+        y = g.node("Relu", [g.conv("x", 3, 16)])[0]
+        w = (g.rng.standard_normal((16, 8, k, k)) * (1.5 / np.sqrt(16 * k * k / stride ** 2))).astype(np.float32)
+        b = (g.rng.standard_normal(8) * 0.1).astype(np.float32)
+        y = g.node("ConvTranspose", [y, g.const(w, "w"), g.const(b, "b")], kernel_shape=[k, k],
+                   strides=[stride, stride], pads=[pad] * 4)[0]
+        return g.model([("x", IMG[1])], [(y, "y")])
+    return build
+
+
+def _argmax():
+    # a segmentation head's class map: Conv 3->5 3x3, ArgMax over the classes (int64 labels)
+    from onnx import TensorProto
+
+    g = _G(807)
+    logits = g.conv("x", 3, 5)
+    label = g.node("ArgMax", [logits], axis=1, keepdims=1)[0]
+    return g.model([("x", IMG[1])], [(label, "label", TensorProto.INT64)])
+
+
+def _add_relu():
+    # Relu(a + b) of two inputs: no conv to fuse the add into (a standalone AddRelu)
+    g = _G(808)
+    y = g.node("Relu", [g.node("Add", ["a", "b"])[0]])[0]
+    return g.model([("a", (1, 20, 8, 8)), ("b", (1, 20, 8, 8))], [(y, "y")])
+
+
 def _yolov8n_like(seed: int = 801, size: int = 160, width: int = 8, classes: int = 4, reg_max: int = 16):
     """YOLOv8n's structure at a small width: Conv-BN-SiLU blocks, C2f (Split, bottlenecks with
     residuals, Concat), SPPF (three chained 5x5 MaxPools), the PAN neck (nearest Resize x2,
@@ -712,6 +742,15 @@ def _cases() -> List[Case]:
         Case("cst_softmax", "Conv 3->8 3x3, cstChannelSoftmax(axis=1) (a custom op), Conv 8->4 1x1", _cst_softmax(),
              img, purpose="a custom op in a vendor file", custom_ops=(CstChannelSoftmax,),
              reference=_cst_softmax(custom=False)),
+        Case("deconv_k2s2", "Conv 3->16 3x3 Relu, ConvTranspose 16->8 k2 s2 (UNet)", _deconv(2, 2, 0, 805), img,
+             purpose="ConvTranspose"),
+        Case("deconv_k4s2", "Conv 3->16 3x3 Relu, ConvTranspose 16->8 k4 s2 p1 (overlapping taps)",
+             _deconv(4, 2, 1, 806), img, purpose="ConvTranspose"),
+        Case("argmax", "Conv 3->5 3x3, ArgMax(axis=1, keepdims=1) -> int64 labels", _argmax, img,
+             purpose="ArgMax (segmentation heads)"),
+        Case("add_relu", "Relu(a + b); a, b 1x20x8x8", _add_relu, [("a", (1, 20, 8, 8), "normal"),
+                                                                    ("b", (1, 20, 8, 8), "normal")],
+             purpose="a standalone AddRelu"),
         Case("c2f", "YOLOv8 C2f: Conv 3->16 1x1 SiLU, Split [8, 8], bottleneck (2 x Conv 3x3 SiLU, Add), Concat, "
              "Conv 24->16 1x1 SiLU", _c2f, img, purpose="Split and ConvExSwish (YOLOv8/v11 blocks)"),
         Case("conv_add_swish", "Conv 3->16 3x3 SiLU -> a; Conv 3->16 1x1 SiLU -> b; Conv(a) 1x1 + b; SiLU",

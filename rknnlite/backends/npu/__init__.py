@@ -67,6 +67,9 @@ class NpuBackend:
         custom_ops: Python custom operators, registered with ``rknn_register_custom_ops``.
         library: an explicit librknnrt path (else the search of :mod:`.library`).
         flags: :class:`~rknnlite.constants.InitFlag` bits for ``rknn_init``.
+        share_with: another npu backend whose weights this model uses (``rknn_init`` with
+            ``RKNN_FLAG_SHARE_WEIGHT_MEM`` and ``rknn_init_extend.ctx``; the model was built
+            with ``remove_weight=True``).
 
     Raises:
         DeviceUnavailableError: librknnrt cannot be found or loaded (names where it looked).
@@ -76,10 +79,13 @@ class NpuBackend:
     name = "npu"
 
     def __init__(self, loaded, custom_ops: Sequence = (), library: Optional[str] = None, flags: int = 0,
-                 _runtime=None, _ctx=None):
+                 share_with: Optional["NpuBackend"] = None, _runtime=None, _ctx=None):
         self._loaded = loaded
         self._custom_ops = tuple(custom_ops)
         self._flags = int(flags)
+        self._share = share_with
+        if share_with is not None and _runtime is None:
+            _runtime = share_with.runtime
         self.runtime = _runtime if _runtime is not None else load_runtime(library)
         self._ctx = _ctx if _ctx is not None else self._init_context(self._flags)
         self._describe()
@@ -91,7 +97,9 @@ class NpuBackend:
         from .runtime import binding
 
         try:
-            ctx = binding().RknnContext(self.runtime, self._loaded.payload, flags)
+            share = self._share._ctx if self._share is not None else None  # the binding sets SHARE_WEIGHT_MEM
+            ctx = binding().RknnContext(self.runtime, self._loaded.payload, flags & ~InitFlag.SHARE_WEIGHT_MEM,
+                                        share)
         except RKNNError as e:
             if e.op != "rknn_init":
                 raise
@@ -232,6 +240,14 @@ class NpuBackend:
         from a NATIVE_* query, possibly changed with ``replace`` to the type/format the data is in)."""
         self._ctx.set_io_mem(mem, attr)
 
+    def set_weight_mem(self, mem) -> None:
+        """``rknn_set_weight_mem`` with an :class:`~.zero_copy.NpuTensorMem` of this context."""
+        self._ctx.set_weight_mem(mem._live_native("set_weight_mem"))
+
+    def set_internal_mem(self, mem) -> None:
+        """``rknn_set_internal_mem`` with an :class:`~.zero_copy.NpuTensorMem` of this context."""
+        self._ctx.set_internal_mem(mem._live_native("set_internal_mem"))
+
     def mem_sync(self, mem, mode: int) -> None:
         """``rknn_mem_sync`` (:class:`~rknnlite.constants.MemSyncMode`)."""
         self._ctx.mem_sync(mem, int(mode))
@@ -314,7 +330,8 @@ class NpuBackend:
     def dup(self) -> "NpuBackend":
         """``rknn_dup_context``: a backend on the same model sharing its weights."""
         ctx = self._with_custom_ops(self._ctx.dup())
-        return NpuBackend(self._loaded, self._custom_ops, flags=self._flags, _runtime=self.runtime, _ctx=ctx)
+        return NpuBackend(self._loaded, self._custom_ops, flags=self._flags, share_with=self._share,
+                          _runtime=self.runtime, _ctx=ctx)
 
     def _with_custom_ops(self, ctx):
         """``ctx`` with this backend's custom ops registered (destroyed if that fails)."""

@@ -214,6 +214,10 @@ class NpuZeroCopy:
             with self._lock:
                 self._bound[key] = mem
 
+    def owns(self, mem) -> bool:
+        """Whether ``mem`` was made by this context's ``create_mem``/``create_mem_from_fd``."""
+        return isinstance(mem, NpuTensorMem) and mem._owner() is self
+
     def forget(self, mem: NpuTensorMem) -> None:
         """Unbind ``mem`` from every tensor (it is being destroyed)."""
         with self._lock:

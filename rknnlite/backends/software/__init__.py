@@ -41,8 +41,10 @@ class SoftwareBackend(EmulatedNpu):
     name = "software"
 
     def __init__(self, model: PortableModel, executor: Optional[Executor] = None, custom_ops=(),
-                 source: Optional[ModelSource] = None):
+                 source: Optional[ModelSource] = None, shared: Sequence[str] = ()):
         self.model = model
+        #: constants taken from another context's model (share_weights_with): not this one's weights
+        self.shared = tuple(shared)
         meta = model.metadata
         #: the I/O as librknnrt presents it (NHWC image inputs, FLOAT16 for a float16 model's
         #: float tensors); the graph takes ``model.metadata.inputs`` (NCHW), and ``run`` transposes
@@ -55,6 +57,7 @@ class SoftwareBackend(EmulatedNpu):
         self.batch = model.metadata.batch_size
         self._check_batch_axis()
         self._source = source
+        self._custom_ops = tuple(custom_ops)
         self._executor = executor or Executor(model.graph, model.metadata.float_dtype, custom_ops,
                                               defer_missing=True)
         if executor is None and source is not None:
@@ -219,21 +222,67 @@ class SoftwareBackend(EmulatedNpu):
         return None if self._last_ns is None else max(1, (self._last_ns + 500) // 1000)
 
     def mem_size(self) -> MemSize:
-        """Weights (the file's constants), planned activation buffers of every state of this
-        backend, and those plus the input staging buffers as the "DMA" total."""
-        weights = sum(int(np.asarray(a).nbytes) for a in self.model.graph.constants.values())
+        """Weights (the file's own constants, each from a 64-byte boundary as
+        :meth:`set_weight_mem` lays them out; shared ones not counted), planned activation
+        buffers of every state of this backend, and those plus the input staging buffers as
+        the "DMA" total."""
+        weights = _weight_layout(self._own_constants())[1]
         states = [self._state] + self._batch_states
         internal = sum(s.planned_bytes for s in states)
         staging = sum(s.staging_bytes for s in states)
         return MemSize(total_weight_size=weights, total_internal_size=internal,
                        total_dma_allocated_size=weights + internal + staging)
 
+    def _own_constants(self) -> dict:
+        shared = set(self.shared)
+        return {k: v for k, v in self.model.graph.constants.items() if k not in shared}
+
+    # -- memory the caller provides (MEM_ALLOC_OUTSIDE / INTERNAL_ALLOC_OUTSIDE) ----------------
+
+    def set_weight_mem(self, mem) -> None:
+        """Copy this model's own weights into ``mem`` (each constant from a 64-byte boundary
+        after ``mem.offset``, in name order) and run on them from now on: the executor is
+        rebuilt on views of that memory (kernels that pack a weight for speed, e.g. Conv,
+        keep their packed copy made at that moment, so later writes to the memory do not
+        change them).  The size was checked by the Context (``mem_size().total_weight_size``)."""
+        constants = self._own_constants()
+        offsets, total = _weight_layout(constants)
+        raw = mem.array(np.uint8)
+        views = dict(self.model.graph.constants)
+        for name, offset in offsets.items():
+            a = np.ascontiguousarray(constants[name])
+            dst = raw[offset:offset + a.nbytes].view(a.dtype).reshape(a.shape)
+            np.copyto(dst, a)
+            views[name] = dst
+        import copy
+        from dataclasses import replace
+
+        graph = copy.copy(self.model.graph)  # a vendor graph keeps its keep_float/round_fp16 names
+        graph.constants = views
+        self.model = replace(self.model, graph=graph)
+        executor = Executor(self.model.graph, self.model.metadata.float_dtype, self._custom_ops, defer_missing=True)
+        custom = self._custom.clone(executor)
+        threads, arena = self._state.pool.threads, self._state.arena
+        self._close_batch()
+        self._state.close()
+        self._custom.close()
+        self._executor, self._custom = executor, custom
+        self._state = self._new_state(threads)
+        self._state.profiling = self._profiling
+        self._state.use_arena(arena)
+        self.set_batch_core_num(self._batch_core_num)
+
+    def set_internal_mem(self, mem) -> None:
+        """Carve the planned activation buffers from ``mem`` (its bytes after ``mem.offset``)
+        from now on; the first run plans them there."""
+        self._state.use_arena(mem.array(np.uint8))
+
     # -- lifetime --------------------------------------------------------------------------
 
     def dup(self) -> "SoftwareBackend":
         """A backend on the same compiled model (weights shared) with its own buffers; it
         keeps the profiling setting, and starts with the AUTO core mask and batch core number 1."""
-        twin = SoftwareBackend(self.model, self._executor, source=self._source)
+        twin = SoftwareBackend(self.model, self._executor, source=self._source, shared=self.shared)
         twin.set_perf_collection(self._profiling)
         try:
             twin._custom = self._custom.clone(self._executor)  # own native operator contexts
@@ -307,3 +356,13 @@ def _add_work(work: List[float], counts: Sequence[int], cores: Tuple[int, ...]) 
         return
     for slot, count in enumerate(counts):
         work[cores[slot % len(cores)]] += count / sum(counts)
+
+
+def _weight_layout(constants) -> Tuple[dict, int]:
+    """``({name: byte offset}, total bytes)``: the constants in name order, each from a
+    64-byte boundary (the layout of :meth:`SoftwareBackend.set_weight_mem`)."""
+    offsets, total = {}, 0
+    for name in sorted(constants):
+        offsets[name] = total
+        total += -(-int(np.asarray(constants[name]).nbytes) // 64) * 64
+    return offsets, total

@@ -329,6 +329,15 @@ class ExecutionState:
         self.overrides: Dict[int, KernelSpec] = {}
         #: the program of the signature run last (checked first)
         self._last: Optional[_Program] = None
+        #: internal memory the planned buffers are carved from (``use_arena``), else None
+        self.arena: Optional[np.ndarray] = None
+
+    def use_arena(self, arena: Optional[np.ndarray]) -> None:
+        """Carve the planned buffers from ``arena`` (a writable uint8 array, the context's
+        internal memory) from the next run on; ``None``: own allocations.  Forgets the plans."""
+        self.arena = arena
+        self._plans.clear()
+        self._last = None
 
     def use_kernels(self, overrides: Dict[int, KernelSpec]) -> None:
         """Run step ``i`` with ``overrides[i]`` instead of its compiled kernel (custom
@@ -603,7 +612,7 @@ class ExecutionState:
             evicted = self._plans.pop(next(iter(self._plans)))
             if evicted.program is not None and evicted.program is self._last:
                 self._last = None
-        plan = self._plans[signature] = _make_plan(self.executor, layout)
+        plan = self._plans[signature] = _make_plan(self.executor, layout, self.arena)
         if all(outs is not None for outs in plan.outs):
             plan.program = self._compile(plan, layout, feeds)
 
@@ -777,12 +786,16 @@ def _fake_quant_constant(a: np.ndarray, q, limits: Tuple[int, int]) -> np.ndarra
     return a
 
 
-def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]]) -> _Plan:
+def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]],
+               arena: Optional[np.ndarray] = None) -> _Plan:
     """Assign buffers to the planned tensors of one run, reusing them by liveness.
 
     A step is planned when its kernel writes into given outputs, its output shapes are
     known and cannot change with the data.  An unplanned step's outputs may be views of
-    its inputs, so they keep every buffer their inputs rely on alive while read.
+    its inputs, so they keep every buffer their inputs rely on alive while read.  Each
+    buffer is a multiple of 64 bytes; with ``arena`` (a uint8 array: the context's internal
+    memory, ``set_internal_mem``) the buffers are consecutive slices of it instead of new
+    allocations (:class:`InvalidParamError` when it is too small).
     """
     steps = ex.steps
     dynamic = [False] * ex.n_tensors
@@ -821,7 +834,15 @@ def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]]) -> 
                 nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                 buf = _take(free, max(nbytes, 1))
                 if buf is None:
-                    buf = np.empty(max(nbytes, 1), np.uint8)
+                    size = -(-max(nbytes, 1) // 64) * 64
+                    if arena is None:
+                        buf = np.empty(size, np.uint8)
+                    elif total + size <= arena.nbytes:
+                        buf = arena[total:total + size]
+                    else:
+                        raise InvalidParamError(
+                            f"the internal memory has {arena.nbytes} bytes; these input shapes need more "
+                            f"(mem_size().total_internal_size after a run with them)", op="rknn_run")
                     total += buf.nbytes
                 busy[s] = buf
                 arrays.append(buf[:nbytes].view(dtype).reshape(shape))

@@ -30,8 +30,8 @@ LAYOUTS = {0: "plain", 1: "NHWC", 2: "NCHW", 64: "NC1HWC2", 65: "weight"}
 KINDS = {0: "none", 1: "input", 2: "output", 3: "activation", 4: "const", 5: "shape", 6: "lut",
          8: "generated", 9: "regcmd", 10: "task"}
 #: Node slot 7: parameter-union type -> the op family whose table it is.
-PARAM_TYPES = {0: "none", 1: "conv", 3: "maxpool", 5: "avgpool", 19: "concat", 20: "split", 25: "transpose",
-               26: "resize",
+PARAM_TYPES = {0: "none", 1: "conv", 2: "deconv", 3: "maxpool", 5: "avgpool", 19: "concat", 20: "split", 25: "transpose",
+               26: "resize", 51: "argmax",
                61: "softmax"}
 #: Tensor kinds whose data is in a buffer.
 CONST_KINDS = ("const", "shape", "lut", "generated", "regcmd", "task")
@@ -254,6 +254,9 @@ def _node(n: Table, index: int, sg: int, label: str) -> VendorNode:
 
 
 def _params(family: str, p: Table) -> Dict[str, Any]:
+    if family == "deconv":  # its other slots are not the conv table's: only these were checked
+        return {"auto_pad": p.string(0, "NOTSET"), "dilations": list(p.scalars(1, "i32") or (1, 1)),
+                "kernel_shape": list(p.scalars(3, "i32") or ())}
     if family == "conv":
         out = {"auto_pad": p.string(0, "NOTSET"), "dilations": list(p.scalars(1, "i32") or (1, 1)),
                "group": p.i32(2, 1), "kernel_shape": list(p.scalars(3, "i32") or ()),

@@ -77,8 +77,8 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu "
-    "Add Sub Mul Sigmoid "
-    "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish".split())
+    "ConvTranspose Add Sub Mul AddRelu Sigmoid "
+    "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
@@ -264,10 +264,14 @@ class _Lowering:
         self.quant: Dict[str, QuantParams] = {}
         self.keep_float: List[str] = []
         activations = [t for t in self.sg.tensors if t.kind in _ACTIVATION_KINDS]
+        #: the int64 tensors an ArgMax writes (the only int64 activations observed)
+        self.indices = {i for n in self.sg.nodes if n.op == "ArgMax" for i in n.outputs}
         for t in activations:
+            if t.dtype == "int64" and t.index in self.indices:
+                continue
             if t.dtype not in ("float16", "float32", "int8"):
                 raise self.error(f"activation tensor {t.index} ({t.name!r}) has dtype {t.dtype}; the lowering runs "
-                                 "float16, float32 and int8 activations")
+                                 "float16, float32 and int8 activations (and an ArgMax's int64 output)")
             if t.layout == "NHWC" and not _is_helper(t):  # seen only on rk3562's output helper tensors
                 raise self.error(f"activation tensor {t.index} ({t.name!r}) has layout NHWC (code 1), which was "
                                  "observed only on NPU helper tensors, never on data the graph computes")
@@ -368,7 +372,11 @@ class _Lowering:
             self.check_io(node, node.inputs, "output", self.sg.outputs)
         elif node.op in _CONV_ACTIVATIONS:
             self.conv(node)
-        elif node.op in ("Add", "Sub", "Mul"):
+        elif node.op == "ConvTranspose":
+            self.deconv(node)
+        elif node.op == "ArgMax":
+            self.argmax(node)
+        elif node.op in ("Add", "Sub", "Mul", "AddRelu"):
             self.elementwise(node)
         elif node.op in ("Sigmoid", "exSwish"):
             self.lut_activation(node)
@@ -785,6 +793,11 @@ class _Lowering:
                 operands.append(self.const_operand(node, t))
         if len(operands) != 2:
             raise self.error(f"{node.label} has {len(operands)} operands; {node.op} takes 2")
+        if node.op == "AddRelu":  # relu commutes with the fp16 rounding and the int8 grid (as a fused one)
+            added = f"{self.names[self.single_output(node).index]}__add"
+            self.emit(node, "Add", operands, {}, output=added)
+            self.emit(node, "Relu", [added], {})
+            return
         self.emit(node, node.op, operands, {})
 
     def lut_activation(self, node: VendorNode) -> None:
@@ -806,6 +819,85 @@ class _Lowering:
         self.keep_float.append(sig)
         self.emit(node, "Sigmoid", [data], {}, output=sig)
         self.emit(node, "Mul", [data, sig], {})
+
+    def deconv(self, node: VendorNode) -> None:
+        """ConvTranspose: attributes from the BSON (the parameter table's kernel and dilations
+        must agree), the weight tiles hold the spatially flipped kernel in ``[Cout][Cin]`` blocks
+        (the conv a deconvolution runs as), the bias as a conv's.  fp16: float weights; int8: the weights and bias
+        dequantized as a conv's (:meth:`int8_conv_constants`)."""
+        if node.param_type != 2:
+            raise self.error(f"{node.label} has parameter-union type {node.param_type}; a deconv table (2) was expected")
+        out = self.single_output(node)
+        if len(node.inputs) < 2:
+            raise self.error(f"{node.label} has no weight input")
+        x, w = self.tensor(node.inputs[0], node), self.tensor(node.inputs[1], node)
+        b = self.tensor(node.inputs[2], node) if len(node.inputs) > 2 else None
+        if x.kind not in _ACTIVATION_KINDS or w.kind not in _WEIGHT_KINDS or w.layout != "weight" or len(w.shape) != 4:
+            raise self.error(f"{node.label}: inputs {x.kind} {x.name!r}, {w.kind}/{w.layout} {w.name!r} are not an "
+                             "activation and a tiled 4-D weight")
+        attrs = {"kernel_shape": [int(v) for v in self.bson(node, "kernel_shape")],
+                 "strides": [int(v) for v in self.bson(node, "strides")],
+                 "pads": [int(v) for v in self.bson(node, "pads")],
+                 "dilations": [int(v) for v in attr_value(node, "dilations", [1, 1])],
+                 "group": int(attr_value(node, "group", 1)),
+                 "output_padding": [int(v) for v in attr_value(node, "output_padding", [0, 0])]}
+        for key in ("kernel_shape", "dilations"):
+            if list(node.params.get(key, ())) != attrs[key]:
+                raise self.error(f"{node.label}: parameter table {key} {node.params[key]} disagrees with the BSON "
+                                 f"{attrs[key]}")
+        if attrs["group"] != 1 or attrs["dilations"] != [1, 1] or node.params.get("auto_pad") not in ("NOTSET", ""):
+            raise self.error(f"{node.label}: a grouped or dilated ConvTranspose (group {attrs['group']}, dilations "
+                             f"{attrs['dilations']}) was never observed")
+        cin, cout, kh, kw = (int(d) for d in w.shape)
+        where = f"{self.label}: {node.label} weight {w.name!r}"
+        # the tiles hold the kernel flipped in both spatial axes (the conv a deconvolution runs as)
+        tiles = decode_weight(self.vf.tensor_data(self.sg, w), w.npu_shape, (cout, cin, kh, kw), w.dtype, where,
+                              w.size)[:, :, ::-1, ::-1]
+        weight = np.ascontiguousarray(tiles.transpose(1, 0, 2, 3))  # ONNX [Cin, Cout, kh, kw]
+        expected = [x.shape[0], cout] + [(x.shape[2 + k] - 1) * attrs["strides"][k] - attrs["pads"][k] -
+                                         attrs["pads"][k + 2] + attrs["kernel_shape"][k] + attrs["output_padding"][k]
+                                         for k in range(2)]
+        if list(weight.shape[2:]) != attrs["kernel_shape"] or x.shape[1] != cin or expected != list(out.shape):
+            raise self.error(f"{node.label}: weight {list(weight.shape)} and attributes give output {expected}, the "
+                             f"file says {list(out.shape)} from input {list(x.shape)}")
+        if self.int8:
+            # the conv formula per output channel, on the [Cout, Cin, kh, kw] view of the weight
+            weight_f, bias_f, _ = self.int8_conv_constants(node, x, out, w, tiles, b)
+            weight_f = np.ascontiguousarray(weight_f.transpose(1, 0, 2, 3))
+        else:
+            if w.dtype != "float16":
+                raise self.error(f"{node.label}: weight {w.name!r} has dtype {w.dtype}; fp16 files store float16")
+            weight_f = weight.astype(np.float32)
+            bias_f = None
+            if b is not None:
+                if b.dtype != "float32":
+                    raise self.error(f"{node.label}: bias {b.name!r} has dtype {b.dtype}; fp16 files store float32")
+                bias_f = decode_float_bias(self.vf.tensor_data(self.sg, b), cout,
+                                           f"{self.label}: {node.label} bias {b.name!r}")
+        inputs = [self.names[x.index], self.constant(self.names[w.index], weight_f)]
+        if bias_f is not None:
+            inputs.append(self.constant(self.names[b.index], bias_f, keep_float=True))
+        self.emit(node, "ConvTranspose", inputs, {k: v for k, v in attrs.items() if k != "group"})
+
+    def argmax(self, node: VendorNode) -> None:
+        """ArgMax (a CPU op in the file): axis and keepdims from the BSON, int64 indices of the
+        first maximum, as ONNX's (on an int8 file, of the int8 codes' values)."""
+        (data,) = self.activation_inputs(node, 1, 1)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        axis, keepdims = int(self.bson(node, "axis")), int(attr_value(node, "keepdims", 1))
+        if attr_value(node, "select_last_index", 0) not in (0, None):
+            raise self.error(f"{node.label}: select_last_index=1 was never observed")
+        if out.dtype != "int64" or not -len(x.shape) <= axis < len(x.shape):
+            raise self.error(f"{node.label}: an ArgMax over axis {axis} of {list(x.shape)} into a {out.dtype} tensor; "
+                             "int64 indices over one of the input's axes were expected")
+        shape = list(x.shape)
+        shape[axis] = 1
+        if not keepdims:
+            del shape[axis]
+        if shape != list(out.shape):
+            raise self.error(f"{node.label}: axis {axis}, keepdims {keepdims} give {shape}, the file says "
+                             f"{list(out.shape)}")
+        self.emit(node, "ArgMax", [data], {"axis": axis, "keepdims": keepdims})
 
     def custom_node(self, node: VendorNode) -> None:
         """A node a registered custom operator runs: its activation inputs, its plain constant

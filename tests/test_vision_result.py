@@ -1,0 +1,108 @@
+"""rknnlite.vision.Detections: drawing (numpy, pixel-exact), JSON, mapping to the source."""
+
+from __future__ import annotations
+
+import builtins
+import json
+
+import numpy as np
+import pytest
+
+from rknnlite import InvalidParamError
+from rknnlite.vision import PALETTE, Detections, letterbox
+
+
+def dets(**kw):
+    base = dict(boxes=np.array([[10, 20, 40, 50], [60, 5, 90, 30]], np.float32),
+                scores=np.array([0.9, 0.6], np.float32), class_ids=np.array([0, 3], np.int32))
+    base.update(kw)
+    return Detections(**base)
+
+
+def test_draw_paints_each_outline_in_its_class_colour_and_nothing_else():
+    img = np.zeros((64, 100, 3), np.uint8)
+    out = dets().draw(img, thickness=2, text=False)
+    assert out is not img and not img.any()
+    for (x1, y1, x2, y2), c in ((np.array([10, 20, 40, 50]), 0), (np.array([60, 5, 90, 30]), 3)):
+        colour = PALETTE[c]
+        for band in (out[y1:y1 + 2, x1:x2 + 1], out[y2 - 1:y2 + 1, x1:x2 + 1],
+                     out[y1:y2 + 1, x1:x1 + 2], out[y1:y2 + 1, x2 - 1:x2 + 1]):
+            assert (band == colour).all()
+        assert not out[y1 + 2:y2 - 1, x1 + 2:x2 - 1].any()  # the inside stays untouched
+    painted = out.any(axis=2).sum()
+    assert painted == sum(2 * (31 + 31) * 2 - 16 for _ in range(1)) + (2 * (31 + 26) * 2 - 16)
+
+
+def test_draw_in_place_clips_keypoints_and_masks():
+    img = np.zeros((64, 100, 3), np.uint8)
+    kp = np.array([[[25, 35, 0.9], [0, 0, 0.1]], [[75, 17, 0.8], [99, 63, 0.9]]], np.float32)
+    masks = np.zeros((2, 64, 100), bool)
+    masks[0, 30:40, 20:30] = True
+    d = dets(keypoints=kp, masks=masks, boxes=np.array([[10, 20, 40, 50], [-5, 5, 200, 200]], np.float32))
+    out = d.draw(img, copy=False, text=False, alpha=1.0)
+    assert out is img
+    assert (out[35, 25] == 255 - PALETTE[0]).all()            # a visible keypoint
+    assert not out[0:2, 0:2].any()                            # a keypoint of low confidence is not drawn
+    assert (out[31, 21] == PALETTE[0]).all()                  # mask blended fully (alpha 1)
+    assert (out[5, 50] == PALETTE[3]).all()                   # the visible edge of a box past the picture
+    assert not out[10:, 0].any() or (out[10:, 0] == PALETTE[0]).all()  # its left edge is off the picture
+
+
+def test_text_needs_pillow_only_when_asked(monkeypatch):
+    img = np.zeros((64, 100, 3), np.uint8)
+    with_text = dets().draw(img, text=True)
+    assert with_text.any(axis=2).sum() > dets().draw(img, text=False).any(axis=2).sum()
+    real_import = builtins.__import__
+
+    def no_pil(name, *a, **k):
+        if name == "PIL" or name.startswith("PIL."):
+            raise ImportError("no Pillow")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_pil)
+    np.testing.assert_array_equal(dets().draw(img), dets().draw(img, text=False))
+    with pytest.raises(InvalidParamError, match="Pillow"):
+        dets().draw(img, text=True)
+
+
+def test_a_palette_chooses_the_colours():
+    pal = np.array([[1, 2, 3], [4, 5, 6]], np.uint8)
+    out = dets().draw(np.zeros((64, 100, 3), np.uint8), text=False, palette=pal)
+    assert (out[20, 10] == [1, 2, 3]).all() and (out[5, 60] == [4, 5, 6]).all()  # class 3 -> row 3 % 2
+    with pytest.raises(InvalidParamError, match="palette"):
+        dets().draw(np.zeros((64, 100, 3), np.uint8), palette=np.zeros((2, 4)))
+
+
+def test_bad_draw_input():
+    with pytest.raises(InvalidParamError, match="uint8"):
+        dets().draw(np.zeros((10, 10), np.uint8))
+    with pytest.raises(InvalidParamError, match="thickness"):
+        dets().draw(np.zeros((10, 10, 3), np.uint8), thickness=0)
+
+
+def test_to_json_has_boxes_labels_keypoints_and_rle_masks():
+    masks = np.zeros((2, 3, 4), bool)
+    masks[0, 1, 1:3] = True
+    masks[1, 0, 0] = True
+    kp = np.ones((2, 1, 3), np.float32)
+    d = dets(masks=masks, keypoints=kp, labels=["person", "a", "b", "dog"], frame_id=7)
+    data = json.loads(d.to_json())
+    assert data["frame_id"] == 7
+    first, second = data["detections"]
+    assert first == {"box": [10.0, 20.0, 40.0, 50.0], "score": 0.9, "class_id": 0, "label": "person",
+                     "keypoints": [[1.0, 1.0, 1.0]], "mask": {"size": [3, 4], "counts": [5, 2, 5]}}
+    assert second["label"] == "dog" and second["mask"]["counts"] == [0, 1, 11]
+    assert json.loads(dets(labels=None).to_json())["detections"][1]["label"] == "3"
+
+
+def test_to_source_maps_boxes_keypoints_and_masks():
+    src = np.zeros((100, 200, 3), np.uint8)
+    _, t = letterbox(src, (64, 64))
+    d = dets(boxes=np.array([[0, 16, 64, 48]], np.float32), scores=np.array([0.5], np.float32),
+             class_ids=np.array([1], np.int32), keypoints=np.array([[[32, 32, 1]]], np.float32),
+             masks=np.ones((1, 16, 16), bool))
+    s = d.to_source(t)
+    np.testing.assert_allclose(s.boxes, [[0, 0, 200, 100]], atol=1e-4)
+    np.testing.assert_allclose(s.keypoints, [[[100, 50, 1]]], atol=1e-4)
+    assert s.masks.shape == (1, 100, 200) and s.masks.all()
+    assert len(Detections.empty(masks_shape=(4, 4), keypoints=5)) == 0
