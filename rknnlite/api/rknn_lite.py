@@ -28,6 +28,7 @@ __all__ = ["RKNNLite"]
 _LOGGER_NAME = "rknnlite.api"
 #: dtypes Lite2 sends (each has an rknn_tensor_type), also the names ``data_type`` takes
 _DTYPES = ("float32", "float16", "int8", "uint8", "int16", "uint16", "int32", "int64", "bool")
+_NP_DTYPES = frozenset(np.dtype(name) for name in _DTYPES)
 
 
 class RKNNLite:
@@ -219,8 +220,8 @@ class RKNNLite:
             if x.size == 0:
                 self._log.error("Size of inputs[%d] is invalid!", i)
                 return True
-            if x.dtype.name not in _DTYPES:
-                self._log.error("Unsupport inputs[%d].dtype: %s", i, x.dtype.name)
+            if x.dtype not in _NP_DTYPES:
+                self._log.error("Unsupport inputs[%d].dtype: %s", i, x.dtype)
                 return True
         return False
 
@@ -237,8 +238,8 @@ class RKNNLite:
             if t not in _DTYPES:
                 self._log.error("Unsupport data type: %s", t)
                 return True
-            if x.dtype.name != t:
-                self._log.error("inputs[%d].dtype: %s is not same as data_type[%d]", i, x.dtype.name, i)
+            if x.dtype != np.dtype(t):
+                self._log.error("inputs[%d].dtype: %s is not same as data_type[%d]", i, x.dtype, i)
                 return True
         return False
 
