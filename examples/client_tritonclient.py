@@ -71,7 +71,7 @@ def main() -> int:
         from rknnlite import Context
 
         with Context(str(DEMO_MODEL_PATH)) as ctx:  # the same input, run locally
-            image = np.random.default_rng(0).integers(0, 256, (1, 3, 32, 32)).astype(np.float32)
+            image = np.random.default_rng(0).integers(0, 256, (1, 32, 32, 3)).astype(np.float32)  # NHWC
             print(" local: class", int(np.argmax(ctx.run([image])[0])))
         return code
 

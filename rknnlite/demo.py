@@ -64,7 +64,8 @@ def build_demo_model(float_dtype: str = "float16") -> bytes:
 
 
 def demo_image() -> np.ndarray:
-    """A deterministic 1x3x32x32 uint8 test picture (colour gradients)."""
+    """A deterministic 1x3x32x32 uint8 test picture (colour gradients), NCHW: give it to the demo
+    model (whose input attribute is NHWC) with ``data_format="nchw"``."""
     y, x = np.mgrid[0:32, 0:32]
     planes = [x * 8, y * 8, (x + y) * 4]
     return np.clip(np.stack(planes), 0, 255).astype(np.uint8)[None]
@@ -88,14 +89,14 @@ def run_demo(model_path: Optional[Path] = None, runs: int = 20, write: Callable[
         for a in ctx.outputs:
             write(f"output  {a.index} {a.name}: {list(a.dims)} {a.type.name}")
         image = demo_image()
-        write(f"feeding image {list(image.shape)} uint8, pixel mean {image.mean():.1f}")
+        write(f"feeding image {list(image.shape)} uint8 NCHW, pixel mean {image.mean():.1f}")
         t1 = time.perf_counter()
-        outputs = ctx.run([image])
+        outputs = ctx.run([image], data_format="nchw")
         first_ms = (time.perf_counter() - t1) * 1e3
         times = []
         for _ in range(runs):
             t = time.perf_counter()
-            ctx.run([image])
+            ctx.run([image], data_format="nchw")
             times.append((time.perf_counter() - t) * 1e3)
     prob = outputs[0][0]
     top = np.argsort(prob)[::-1][:3]

@@ -120,7 +120,8 @@ def test_encrypt_inspect_load_round_trip(tmp_path, capsys):
     assert info["format"] == "rknnlite-portable" and info["inputs"][0]["name"] == "image"
 
     with rknnlite.Context(str(DEMO_MODEL_PATH)) as plain, rknnlite.Context(str(enc), key=str(key_file)) as dec:
-        np.testing.assert_array_equal(dec.run([demo_image()])[0], plain.run([demo_image()])[0])
+        np.testing.assert_array_equal(dec.run([demo_image()], data_format="nchw")[0],
+                                      plain.run([demo_image()], data_format="nchw")[0])
 
 
 def test_wrong_key_tamper_truncation_each_have_their_class(tmp_path, capsys):

@@ -99,7 +99,7 @@ def run_case(case, k: int) -> None:
     """Convert and run data set ``k`` of ``case``; raises on any mismatch or error."""
     inputs, expected = case.data_sets[k]
     ctx = context_for(case)
-    actual = ctx.run([as_array(x) for x in inputs])
+    actual = ctx.run([as_array(x) for x in inputs], data_format="nchw")  # ONNX data is in model order
     assert_matches(case, actual, [as_array(e) for e in expected])
 
 

@@ -93,7 +93,7 @@ def test_convert_builds_a_runnable_model(project, capsys, quantize):
     x = np.load(project / "samples" / "s0.npy")
     with rknnlite.Context(str(out_dir / "conv.rknn")) as ctx:
         assert ctx.inputs[0].name == "data" and ctx.outputs[0].name == "out"
-        y = ctx.run([x])[0]
+        y = ctx.run([x], data_format="nchw")[0]  # the samples are NCHW
     expected = _reference(project, x)
     if quantize:
         cos = float((y.ravel() @ expected.ravel()) / np.linalg.norm(y) / np.linalg.norm(expected))

@@ -264,6 +264,36 @@ def test_nhwc_inputs_and_renamed_outputs(tmp_path, context_models):
     np.testing.assert_array_equal(got, want)
 
 
+def test_inputs_default_to_the_attributes_layout_and_nchw_is_a_format(tmp_path, context_models):
+    # the image input's attribute is NHWC (as librknnrt reports it): clients send NHWC unless
+    # the config says "nchw"; outputs keep their NCHW unless it says "nhwc"
+    from rknnlite import Context
+
+    _folder(tmp_path, "own", context_models["conv_fp16"], {})
+    _folder(tmp_path, "nchw", context_models["conv_fp16"], {"inputs": [{"name": "x", "format": "nchw"}]})
+    manager = ModelManager(ModelRepository(str(tmp_path)))
+    x = np.random.default_rng(1).uniform(0, 255, (1, 3, 8, 8)).astype(np.float32)
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+    async def go():
+        await manager.load_all()
+        got = {}
+        for name, data in (("own", nhwc), ("nchw", x)):
+            model = manager.get(name)
+            meta = model.metadata()
+            assert meta["inputs"][0]["shape"] == list(data.shape) and meta["outputs"][0]["shape"] == [1, 4, 8, 8]
+            arrays, rows = model.check_inputs([InferInput("x", "FP32", data.shape, data)])
+            got[name] = (await model.infer(arrays, rows))["y"]
+        await manager.close()
+        return got
+
+    got = asyncio.run(go())
+    with Context(context_models["conv_fp16"]) as ctx:
+        want = ctx.run([nhwc])[0]
+    np.testing.assert_array_equal(got["own"], want)
+    np.testing.assert_array_equal(got["nchw"], want)
+
+
 # -- dynamic batching ---------------------------------------------------------------------------
 
 

@@ -149,7 +149,7 @@ def _input(name, array, binary=True):
 @pytest.mark.parametrize("binary_in, binary_out", [(True, True), (False, False), (True, False), (False, True)])
 def test_infer_matches_context_run(client, context_models, binary_in, binary_out):
     rng = np.random.default_rng(1)
-    x = rng.uniform(0, 255, (1, 3, 8, 8)).astype(np.float32)
+    x = rng.uniform(0, 255, (1, 8, 8, 3)).astype(np.float32)  # the image input's own layout: NHWC
     result = client.infer("conv", [_input("x", x, binary_in)],
                           outputs=[httpclient.InferRequestedOutput("y", binary_data=binary_out)], request_id="r7")
     assert result.get_response()["id"] == "r7"
@@ -202,7 +202,7 @@ def test_infer_int64_and_bool(client):
 
 
 def test_uint8_and_fp16_inputs_are_accepted_for_float_models(client, context_models):
-    x = np.arange(192, dtype=np.uint8).reshape(1, 3, 8, 8)
+    x = np.arange(192, dtype=np.uint8).reshape(1, 8, 8, 3)
     with Context(context_models["conv_fp16"]) as ctx:
         want = ctx.run([x])[0]
     np.testing.assert_array_equal(client.infer("conv", [_input("x", x)]).as_numpy("y"), want)

@@ -45,21 +45,21 @@ def test_float32_mode_matches_onnxruntime(onnx_reference):
     images, refs = onnx_reference
     with rknnlite.Context(build_demo_model("float32")) as ctx:
         for img, ref in zip(images, refs):
-            np.testing.assert_allclose(ctx.run([img])[0], ref, rtol=1e-4, atol=1e-6)
+            np.testing.assert_allclose(ctx.run([img], data_format="nchw")[0], ref, rtol=1e-4, atol=1e-6)
 
 
 def test_float16_mode_is_close_to_onnxruntime(onnx_reference):
     images, refs = onnx_reference
     with rknnlite.Context(str(DEMO_MODEL_PATH)) as ctx:
         for img, ref in zip(images, refs):
-            np.testing.assert_allclose(ctx.run([img])[0], ref, atol=5e-3)
+            np.testing.assert_allclose(ctx.run([img], data_format="nchw")[0], ref, atol=5e-3)
 
 
 def test_run_demo_reports_inputs_outputs_and_timing():
     lines = []
     result = run_demo(runs=3, write=lines.append)
     text = "\n".join(lines)
-    assert "input   0 image: [1, 3, 32, 32]" in text
+    assert "input   0 image: [1, 32, 32, 3] FLOAT16 NHWC" in text  # as librknnrt reports an image input
     assert "output  0 prob: [1, 10]" in text
     assert "top-3" in text and "mean of 3 runs" in text
     assert result["outputs"][0].shape == (1, 10) and result["mean_ms"] > 0

@@ -50,7 +50,7 @@ DUP_RSS_SCRIPT = textwrap.dedent(
         gc.collect()
         return proc.memory_info().rss
 
-    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((1, 224, 224, 3)).astype(np.float32)  # NHWC, as the input says
     ctx = rknnlite.Context(sys.argv[1])
     ctx.run([x])          # first run: plans the buffers
     ctx.run([x])          # second run: writes into them (their pages become resident)

@@ -213,7 +213,8 @@ def test_build_stores_the_sets_and_runs_each_of_them():
     sets = [[[1, 3, 8, 8]], [[1, 3, 5, 7]], [[2, 3, 6, 6]]]
     r = build(m, sets, float_dtype="float32")
     meta = load_model(r._model_bytes).model.metadata
-    assert meta.dynamic_shapes == (((1, 3, 8, 8),), ((1, 3, 5, 7),), ((2, 3, 6, 6),))
+    # in the order RKNN-Toolkit2 stores them: the largest (total elements) first
+    assert meta.dynamic_shapes == (((2, 3, 6, 6),), ((1, 3, 8, 8),), ((1, 3, 5, 7),))
     assert meta.inputs[0].shape == (-1, 3, -1, -1) and meta.outputs[0].shape == (-1, 4, -1, -1)
     assert meta.outputs[0].layout == "NCHW"
     assert r.init_runtime() == 0
@@ -240,10 +241,10 @@ def test_exported_dynamic_model_runs_every_set_through_context(tmp_path):
     assert r.export_rknn(str(path)) == 0
     r.release()
     with rknnlite.Context(str(path), backend="software") as ctx:
-        assert ctx.inputs[0].dims == (1, 3, -1, -1)
+        assert ctx.inputs[0].dims == (1, -1, -1, 3)  # an image input: NHWC
         for (shape,) in sets:
             x = RNG.standard_normal(shape).astype(np.float32)
-            (y,) = ctx.run([x])
+            (y,) = ctx.run([x], data_format="nchw")
             np.testing.assert_array_equal(y, np.maximum(x, 0).reshape(1, 3, -1))
 
 
@@ -403,7 +404,8 @@ def _dyn_conv_build(fixtures, quantize):
 def test_dyn_conv_fp16_matches_the_vendor_simulator_on_every_shape(vendor_fixtures):
     r = _dyn_conv_build(vendor_fixtures, quantize=False)
     meta = load_model(r._model_bytes).model.metadata
-    assert [[list(s) for s in st] for st in meta.dynamic_shapes] == DYN_SETS
+    # the vendor file's order: the largest first (32x32, 24x40, 16x16)
+    assert [[list(s) for s in st] for st in meta.dynamic_shapes] == [DYN_SETS[0], DYN_SETS[2], DYN_SETS[1]]
     assert meta.inputs[0].shape == (1, 3, -1, -1)
     for case in DYN_CASES:
         x = np.load(vendor_fixtures / "io" / f"dyn_conv_{case}_in0.npy")

@@ -108,6 +108,20 @@ def test_build_warns_when_an_output_s_channels_quantize_to_one_value(workdir, ca
     assert len(np.unique(_class_scores(y))) <= 3
 
 
+def test_collapsed_channels_takes_samples_of_different_shapes():
+    # a dynamic-shape model is calibrated on every shape set: the samples differ in H and W
+    from rknnlite.model.spec import QuantParams
+    from rknnlite.toolkit.hybrid import collapsed_channels
+
+    def sample(h, w):
+        y = np.zeros((1, 4, h, w), np.float32)
+        y[:, 0] = np.linspace(0, 100, h * w).reshape(h, w)  # channel 0 sets the scale; 1..3 stay flat
+        return y
+
+    found = collapsed_channels({"y": QuantParams("int8", (100 / 255,), (-128,))}, {"y": [sample(6, 6), sample(4, 8)]})
+    assert found == {"y": (3, 4, 100.0)}
+
+
 def test_auto_hybrid_keeps_the_destroyed_output_in_float16(workdir, caplog):
     model = _build(workdir, caplog, auto_hybrid=True)
     assert any("Meet hybrid type, dtype: float16, tensor: output0" in r.getMessage() for r in caplog.records)

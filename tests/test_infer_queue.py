@@ -62,7 +62,8 @@ def conv_model(conv_relu_model):
 
 
 def frame(k):
-    return np.full((1, 4, 8, 8), k - 3.0, np.float32) + np.arange(64, dtype=np.float32).reshape(1, 1, 8, 8) / 64
+    """Frame ``k`` for conv_model: NHWC (1, 8, 8, 4), as its 4-channel input's attribute states."""
+    return np.full((1, 8, 8, 4), k - 3.0, np.float32) + np.arange(64, dtype=np.float32).reshape(1, 8, 8, 1) / 64
 
 
 # -- the pool ---------------------------------------------------------------------------------

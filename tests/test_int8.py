@@ -75,7 +75,7 @@ def test_quant_params_survive_the_file_and_run_through_context():
     assert model.graph.quant["w"] == Q_W and model.graph.quant["y"] == Q_Y
     x = RNG.uniform(-2, 2, (1, 3, 8, 8)).astype(np.float32)
     with rknnlite.Context(data) as ctx:
-        np.testing.assert_allclose(ctx.run([x])[0], reference(x), atol=Q_Y.scale[0] * 1.01)
+        np.testing.assert_allclose(ctx.run([x], data_format="nchw")[0], reference(x), atol=Q_Y.scale[0] * 1.01)
 
 
 def test_int8_differs_from_float_but_stays_close():

@@ -11,8 +11,9 @@ from rknnlite import InputInvalidError, TensorFormat
 from rknnlite.runtime import layout
 
 RNG = np.random.default_rng(3)
-MEAN = np.array([10.0, 20.0, 30.0], np.float32).reshape(1, 3, 1, 1)
-STD = np.array([2.0, 4.0, 8.0], np.float32).reshape(1, 3, 1, 1)
+# the conv models' image input is NHWC (1, 8, 8, 3), as librknnrt reports it: data and mean/std in NHWC
+MEAN = np.array([10.0, 20.0, 30.0], np.float32).reshape(1, 1, 1, 3)
+STD = np.array([2.0, 4.0, 8.0], np.float32).reshape(1, 1, 1, 3)
 
 
 @pytest.fixture()
@@ -29,7 +30,7 @@ def ctx_of(context_models):
         ctx.close()
 
 
-def image(shape=(1, 3, 8, 8)):
+def image(shape=(1, 8, 8, 3)):
     return RNG.integers(0, 256, shape).astype(np.uint8)
 
 
@@ -88,8 +89,8 @@ def test_int8_model_takes_int8_uint8_float32_and_quantizes_with_the_input_params
 
 def test_quantization_saturates_like_the_npu(ctx_of):
     ctx = ctx_of("conv_i8")
-    huge = np.full((1, 3, 8, 8), 1e6, np.float32)
-    clipped = np.full((1, 3, 8, 8), 127, np.int8)
+    huge = np.full((1, 8, 8, 3), 1e6, np.float32)
+    clipped = np.full((1, 8, 8, 3), 127, np.int8)
     np.testing.assert_array_equal(ctx.run([huge])[0], ctx.run([clipped], pass_through=True)[0])
 
 
@@ -150,20 +151,22 @@ def test_pass_through_takes_rows_padded_to_w_stride(ctx_of):
     q = RNG.integers(-128, 128, (1, 3, 8, 8)).astype(np.int8)
     nhwc = np.ascontiguousarray(q.transpose(0, 2, 3, 1))
     padded = layout.pad_width(nhwc, native.w_stride)
-    expected = ctx.run([q], pass_through=True)[0]
+    expected = ctx.run([q], pass_through=True, data_format="nchw")[0]
     np.testing.assert_array_equal(ctx.run([padded], pass_through=True)[0], expected)
-    np.testing.assert_array_equal(ctx.run([nhwc], pass_through=True, data_format="nhwc")[0], expected)
+    np.testing.assert_array_equal(ctx.run([nhwc], pass_through=True)[0], expected)
 
 
 @pytest.mark.parametrize("feeds, kwargs, match", [
     ([image()] * 2, {}, r"the model has 1 input\(s\) \(x\), got 2"),
-    ([image((1, 3, 8, 9))], {}, r"input 0 \('x'\) has shape \[1, 3, 8, 9\]; expected \[1, 3, 8, 8\] \(NCHW\)"),
-    ([image((1, 8, 8, 3))], {}, r"has shape \[1, 8, 8, 3\]; expected \[1, 3, 8, 8\]"),
-    ([image()], {"data_format": "nhwc"}, r"has shape \[1, 8, 3, 8\]; expected \[1, 3, 8, 8\]"),
-    ([image()], {"data_format": "ncwh"}, r"data_format for input 0 \('x'\) must be 'nchw' or 'nhwc'"),
+    ([image((1, 3, 8, 9))], {}, r"input 0 \('x'\) has shape \[1, 3, 8, 9\], which does not fit the input with "
+                                r"data_format=None .*: expected NHWC \[1, 8, 8, 3\]"),
+    ([image()], {"data_format": "nchw"}, r"has shape \[1, 8, 8, 3\].*the data fits as NHWC: pass data_format='nhwc'"),
+    ([image((1, 8, 3, 8))], {"data_format": "nhwc"}, r"has shape \[1, 8, 3, 8\].*expected NHWC \[1, 8, 8, 3\]"),
+    ([image()], {"data_format": "ncwh"}, r"data_format for input 0 \('x'\) must be None, 'nchw' or 'nhwc'"),
     ([image().astype(np.float32)], {"pass_through": True}, r"must already be int8-quantized .* dtype int8"),
     ([image().tolist()], {}, r"input 0 \('x'\) must be a numpy array, not list"),
-    (image().astype(np.float32)[0], {}, r"has shape \[3, 8, 8\]"),
+    (image().astype(np.float32)[0], {},
+     r"needs a 4-D array \(NHWC \[1, 8, 8, 3\]\); got a 3-D array of shape \[8, 8, 3\]"),
 ])
 def test_errors_name_the_input_and_leave_the_context_usable(ctx_of, feeds, kwargs, match):
     ctx = ctx_of("conv_i8")

@@ -130,12 +130,13 @@ def test_io_layout_is_nchw_in_nhwc_out(tmp_path):
     assert r.export_rknn(str(out)) == 0
     r.release()
     with Context(str(out)) as ctx:
-        assert ctx.inputs[0].fmt == TensorFormat.NCHW and ctx.inputs[0].dims == (1, 3, 9, 9)
+        # the model's input is NCHW; the context presents the image input as librknnrt does: NHWC
+        assert ctx.inputs[0].fmt == TensorFormat.NHWC and ctx.inputs[0].dims == (1, 9, 9, 3)
         assert ctx.outputs[1].fmt == TensorFormat.NHWC and ctx.outputs[1].dims == (1, 2, 2, 8)
-        # NCHW data given as such gives what NHWC data gives through RKNN.inference
+        # NCHW data given as such gives what NHWC data (the TFLite interpreter's) gives
         x = rng.standard_normal((1, 9, 9, 3)).astype(np.float32)
-        a = ctx.run([x], data_format="nhwc")
-        b = ctx.run([np.ascontiguousarray(x.transpose(0, 3, 1, 2))])
+        a = ctx.run([x])
+        b = ctx.run([np.ascontiguousarray(x.transpose(0, 3, 1, 2))], data_format="nchw")
         np.testing.assert_array_equal(a[1], b[1])
 
 

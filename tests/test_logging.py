@@ -23,7 +23,7 @@ def test_import_and_use_leave_root_logger_alone():
         import rknnlite
         from rknnlite.demo import DEMO_MODEL_PATH, demo_image
         with rknnlite.Context(str(DEMO_MODEL_PATH)) as ctx:
-            ctx.run([demo_image()])
+            ctx.run([demo_image()], data_format="nchw")
         from rknnlite.api import RKNNLite
         rk = RKNNLite()
         assert rk.load_rknn(str(DEMO_MODEL_PATH)) == 0 and rk.init_runtime() == 0

@@ -39,7 +39,7 @@ SCRIPT = textwrap.dedent(
     loaded = load_model(sys.argv[1])
     weights = len(loaded.model.container.weights)
     ctx = rknnlite.Context(loaded)
-    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((1, 224, 224, 3)).astype(np.float32)  # NHWC, as the input says
     for _ in range(3):
         ctx.run([x])
     after_warmup = proc.memory_info().rss

@@ -41,7 +41,7 @@ SCRIPT = textwrap.dedent(
 
     def context_run():
         ctx = rknnlite.Context(path)
-        return lambda: ctx.run([x])
+        return lambda: ctx.run([x], data_format="nchw")
 
     def inference():
         rk = RKNNLite()
@@ -60,9 +60,9 @@ SCRIPT = textwrap.dedent(
         def cycle():
             ctx = rknnlite.Context(path)
             ctx.set_core_mask(CoreMask.CORE_0_1)  # worker threads too
-            ctx.run([x])
+            ctx.run([x], data_format="nchw")
             twin = ctx.dup()
-            twin.run([x])
+            twin.run([x], data_format="nchw")
             twin.close()
             ctx.close()
         return cycle
@@ -70,9 +70,9 @@ SCRIPT = textwrap.dedent(
     def zero_copy(fd_backed):
         # a camera-style binding: UINT8 NHWC frame (rows w_stride apart) in, FLOAT32 NCHW out
         ctx = rknnlite.Context(path)
-        expected = ctx.run([x])[0]
+        expected = ctx.run([x], data_format="nchw")[0]
         attr_in = ctx.native_inputs[0].replace(type=rknnlite.TensorType.UINT8)
-        attr_out = ctx.outputs[0]
+        attr_out = ctx.outputs[0].replace(type=rknnlite.TensorType.FLOAT32)  # a float16 model's says FLOAT16
         n, h, w, c = attr_in.dims
 
         def cycle():
@@ -185,7 +185,7 @@ def _lasting_bytes(call, runs: int = 500):
 # handling, and RKNNLite.inference's argument checks and frame counter.
 
 def test_context_run_keeps_no_python_objects(context_models):
-    x = np.random.default_rng(1).uniform(0, 255, (1, 3, 8, 8)).astype(np.float32)
+    x = np.random.default_rng(1).uniform(0, 255, (1, 8, 8, 3)).astype(np.float32)  # NHWC, as the input says
     with rknnlite.Context(context_models["conv_i8"]) as ctx:
         lasting, top = _lasting_bytes(lambda: ctx.run([x]))
     assert lasting < 2 * KB, f"{lasting} bytes still allocated after 500 runs:\n{top}"

@@ -500,7 +500,7 @@ def conv_model(conv_relu_model):
 
 def frames(n):
     rng = np.random.default_rng(4)
-    return [rng.standard_normal((1, 4, 8, 8)).astype(np.float32) for _ in range(n)]
+    return [rng.standard_normal((1, 8, 8, 4)).astype(np.float32) for _ in range(n)]  # NHWC, as conv_model's input
 
 
 @pytest.mark.parametrize("kind", ["bytes", "path", "context", "queue"])

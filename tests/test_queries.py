@@ -17,7 +17,7 @@ def ctx(context_models):
 
 
 def test_every_command_answers_or_raises_a_typed_error(ctx):
-    ctx.run([np.zeros((1, 3, 8, 8), np.uint8)])
+    ctx.run([np.zeros((1, 8, 8, 3), np.uint8)])
     for cmd in QueryCmd:
         try:
             answer = ctx.query(cmd)
@@ -86,7 +86,7 @@ def test_sdk_version_and_custom_string(portable_model):
 
 
 def test_perf_and_mem_queries_delegate(context_models):
-    x = np.zeros((1, 3, 8, 8), np.uint8)
+    x = np.zeros((1, 8, 8, 3), np.uint8)  # NHWC, as the image input says
     with rknnlite.Context(context_models["conv_i8"], flags=InitFlag.COLLECT_PERF_MASK) as c:
         c.run([x])
         assert c.query(QueryCmd.PERF_DETAIL) == c.perf_detail()

@@ -30,7 +30,7 @@ def rk():
 @pytest.fixture(scope="module")
 def expected():
     with rknnlite.Context(str(DEMO_MODEL_PATH)) as ctx:
-        return ctx.run([demo_image()])[0]
+        return ctx.run([demo_image()], data_format="nchw")[0]
 
 
 def nhwc(img):
@@ -97,14 +97,15 @@ def test_call_order_errors(caplog):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(inputs=nhwc(demo_image())), "Inputs should be placed in a list"),
+        (dict(inputs=(nhwc(demo_image()),)), "Catch exception when setting inputs."),
         (dict(inputs=[[1, 2, 3]]), "Type of inputs[0] is not np.ndarray!"),
         (dict(inputs=[nhwc(demo_image())], data_type="float32"), "inputs[0].dtype: uint8 is not same as data_type[0]"),
         (dict(inputs=[demo_image()[0]]), "The input[0] need 4dims input, but 3dims input buffer feed."),
-        (dict(inputs=[np.zeros((1, 16, 16, 3), np.uint8)]), "expected [1, 3, 32, 32]"),
-        (dict(inputs=[nhwc(demo_image()), nhwc(demo_image())]), "needs 1 inputs"),
-        (dict(inputs=[nhwc(demo_image())], data_format="hwcn"), "only support nhwc or nchw"),
-        (dict(inputs=[nhwc(demo_image())], inputs_pass_through=[0, 1]), "one 0/1 per input"),
+        (dict(inputs=[np.zeros((1, 16, 16, 3), np.uint8)]), "expected NHWC [1, 32, 32, 3]"),
+        (dict(inputs=[nhwc(demo_image()), nhwc(demo_image())]), "Catch exception when setting inputs."),
+        (dict(inputs=[nhwc(demo_image())], data_format="hwcn"), "Unsupport data format: hwcn"),
+        (dict(inputs=[nhwc(demo_image())], inputs_pass_through=[0, 1]),
+         "The lengths of inputs_pass_through and inputs are not equal."),
     ],
 )
 def test_bad_inference_returns_none_and_stays_usable(rk, expected, caplog, kwargs, message):

@@ -85,7 +85,7 @@ def run_threads(n, body):
 
 def test_concurrent_runs_on_one_context_are_serialised_and_never_mixed(context_models):
     with rknnlite.Context(context_models["conv_fp16"]) as ctx:
-        inputs = [np.random.default_rng(k).integers(0, 256, (1, 3, 8, 8)).astype(np.uint8) for k in range(6)]
+        inputs = [np.random.default_rng(k).integers(0, 256, (1, 8, 8, 3)).astype(np.uint8) for k in range(6)]
         expected = [ctx.run([x])[0] for x in inputs]
 
         def body(k):

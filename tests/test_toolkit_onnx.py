@@ -847,7 +847,7 @@ def test_full_flow_export_and_run(tmp_path, toolkit_log):
     meta = loaded.model.metadata
     assert meta.target_platforms == ("rk3566",) and meta.custom_string == "hello" and meta.float_dtype == "float32"
     with rknnlite.Context(str(path)) as ctx:
-        np.testing.assert_array_equal(ctx.run([x])[0], nchw[0])
+        np.testing.assert_array_equal(ctx.run([x], data_format="nchw")[0], nchw[0])
     r2 = RKNN()
     assert r2.load_rknn(str(path)) == 0 and r2.init_runtime() == 0
     np.testing.assert_array_equal(r2.inference([x], data_format="nchw")[0], nchw[0])

@@ -111,8 +111,8 @@ def test_outputs_are_float32_in_model_layout(open_model, vendor_fixtures):
 def test_want_float_false_gives_int8_for_quantized_outputs(open_model, vendor_fixtures):
     ctx = open_model("dyn_conv", "i8")
     x = io(vendor_fixtures, "dyn_conv_s1_16x16_in0")
-    real = ctx.run([x])[0]
-    raw = ctx.run([x], want_float=False)[0]
+    real = ctx.run([x], data_format="nchw")[0]
+    raw = ctx.run([x], data_format="nchw", want_float=False)[0]
     out = ctx.query(QueryCmd.OUTPUT_ATTR, 0)
     assert raw.dtype == np.int8 and raw.shape == real.shape
     np.testing.assert_allclose((raw.astype(np.float32) - out.zp) * out.scale, real, atol=1e-5)
@@ -120,7 +120,7 @@ def test_want_float_false_gives_int8_for_quantized_outputs(open_model, vendor_fi
 
 def test_want_float_false_gives_float16_for_float_outputs(open_model, vendor_fixtures):
     ctx = open_model("convnet", "i8")  # the Softmax output stays float in the int8 model
-    raw = ctx.run([io(vendor_fixtures, "convnet_x0_in0")], want_float=False)[0]
+    raw = ctx.run([io(vendor_fixtures, "convnet_x0_in0")], data_format="nchw", want_float=False)[0]
     assert raw.dtype == np.float16 and raw.shape == (1, 10)
 
 
@@ -134,19 +134,20 @@ def test_static_model_has_no_dynamic_range(open_model):
 def test_dynamic_model_ranges_and_current_attrs(open_model):
     ctx = open_model("dyn_conv", "i8")
     (r,) = ctx.input_ranges()
-    assert r.shape_number == 3 and set(r.dyn_range) == {(1, 3, 32, 32), (1, 3, 16, 16), (1, 3, 24, 40)}
-    ctx.set_input_shapes([(1, 3, 24, 40)])
-    assert ctx.query(QueryCmd.CURRENT_INPUT_ATTR, 0).dims == (1, 3, 24, 40)
+    # an image input: NHWC shapes, in the order the file keeps them (the largest first)
+    assert r.fmt == TensorFormat.NHWC and r.dyn_range == ((1, 32, 32, 3), (1, 24, 40, 3), (1, 16, 16, 3))
+    ctx.set_input_shapes([(1, 24, 40, 3)])
+    assert ctx.query(QueryCmd.CURRENT_INPUT_ATTR, 0).dims == (1, 24, 40, 3)
     assert ctx.query(QueryCmd.CURRENT_OUTPUT_ATTR, 0).dims == (1, 2, 24, 40)
-    with pytest.raises(InputInvalidError, match=r"\[1, 3, 24, 24\] are not one of the model's shape sets") as e:
-        ctx.set_input_shapes([(1, 3, 24, 24)])
+    with pytest.raises(InputInvalidError, match=r"\[1, 24, 24, 3\] are not one of the model's shape sets") as e:
+        ctx.set_input_shapes([(1, 24, 24, 3)])
     assert e.value.code == -8
 
 
 def test_dynamic_model_runs_each_set_from_the_arrays(open_model, vendor_fixtures):
     ctx = open_model("dyn_conv", "fp16")
     for case in ("s0_32x32", "s1_16x16", "s2_24x40"):
-        out = ctx.run([io(vendor_fixtures, f"dyn_conv_{case}_in0")])[0]
+        out = ctx.run([io(vendor_fixtures, f"dyn_conv_{case}_in0")], data_format="nchw")[0]
         np.testing.assert_allclose(out, io(vendor_fixtures, f"dyn_conv_{case}_onnx_out0"), atol=1e-2, rtol=1e-2)
 
 
@@ -158,7 +159,8 @@ def test_bad_input_is_input_invalid_and_the_context_stays_usable(open_model, ven
     assert e.value.code == -8
     with pytest.raises(InputInvalidError):
         ctx.run([x[:, :, :16]])
-    np.testing.assert_allclose(ctx.run([x])[0], io(vendor_fixtures, "convnet_x0_onnx_out0"), atol=1e-2)
+    np.testing.assert_allclose(ctx.run([x], data_format="nchw")[0], io(vendor_fixtures, "convnet_x0_onnx_out0"),
+                               atol=1e-2)
 
 
 def test_query_errors(open_model):

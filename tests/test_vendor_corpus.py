@@ -48,19 +48,6 @@ IDS = [stem for stem, _ in ENTRIES]
 pytestmark = pytest.mark.skipif(not ENTRIES, reason="tests/data/vendor/manifest.json is missing")
 
 
-@pytest.fixture(scope="module")
-def corpus_cases():
-    """``tools/vendor_corpus/models.py`` cases by name (imported by path; numpy only)."""
-    spec = importlib.util.spec_from_file_location("_vendor_corpus_models", MODELS_PY)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up while the class is built
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return {c.name: c for c in mod.CASES}
-
-
 def _cos(a: np.ndarray, b: np.ndarray) -> float:
     a = np.asarray(a, np.float64).ravel()
     b = np.asarray(b, np.float64).ravel()
@@ -109,7 +96,12 @@ def test_rknn_file_parses_and_matches_manifest(stem, entry):
     assert model.toolkit_version == entry["toolkit_version"]
     assert model.target_platform == entry["config"]["target_platform"]
     assert model.target_platforms == [entry["config"]["target_platform"]]
-    assert model.num_subgraphs == 1 and not model.is_dynamic
+    sets = entry["config"].get("dynamic_input")
+    if sets:  # one subgraph per shape set (the file keeps its own order of the sets)
+        assert model.is_dynamic and model.num_subgraphs == len(sets)
+        assert sorted([list(s) for s in shape_set] for shape_set in model.dynamic_shapes) == sorted(sets)
+    else:
+        assert model.num_subgraphs == 1 and not model.is_dynamic
 
     quantized = entry["build"]["do_quantization"]
     for specs, expected in ((model.inputs, entry["inputs"]), (model.outputs, entry["outputs"])):

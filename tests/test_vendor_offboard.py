@@ -437,8 +437,9 @@ def test_inputs_are_presented_in_librknnrt_layouts():
         assert (attr.fmt, attr.dims) == (TensorFormat.NHWC, (x.shape[0], x.shape[2], x.shape[3], x.shape[1]))
         y = ctx.run([np.ascontiguousarray(x.transpose(0, 2, 3, 1))])[0]  # NHWC data by default, as on a board
         np.testing.assert_array_equal(ctx.run([x], data_format="nchw")[0], y)
-        with pytest.raises(rknnlite.InputInvalidError, match=r"expected \[1, 16, 16, 3\] \(NHWC\)"):
-            ctx.run([x])  # NCHW data needs data_format="nchw"
+        with pytest.raises(rknnlite.InputInvalidError, match=r"expected NHWC \[1, 16, 16, 3\]"):
+            ctx.run([x[:, :, :8]])  # fits in neither layout
+        np.testing.assert_array_equal(ctx.run([x])[0], y)  # NCHW data without data_format: transposed (warned)
         assert ctx.run([x], data_format="nchw")[0].shape == y.shape  # and the context stays usable
 
 

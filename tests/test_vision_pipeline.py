@@ -25,7 +25,7 @@ def test_detection_stages_in_a_pipeline_match_a_direct_run(tmp_path):
     dec = YOLOv8(num_classes=3, input_size=(64, 96))
     with rknnlite.Context(convert("yolov8", tmp_path), backend="software") as ctx:
         stages = DetectionStages.from_context(dec, ctx)
-        assert (stages.size, stages.layout) == ((64, 96), "nchw")
+        assert (stages.size, stages.layout) == ((64, 96), "nhwc")  # the image input as librknnrt reports it
         # the direct way: letterbox, run, decode, map back
         expected = []
         for f in frames:

@@ -71,7 +71,7 @@ def test_uint8_nhwc_frame_with_padded_rows_to_float32_output(ctx_of, model):
         x = image()
         frame[...] = nhwc(x)
         ctx.run_bound()
-        np.testing.assert_array_equal(result, ctx.run([x])[0])
+        np.testing.assert_array_equal(result, ctx.run([x], data_format="nchw")[0])
     assert not in_mem.array(np.uint8, (8, 16, 3))[:, 8:].any()  # the row padding is not written
 
 
@@ -81,9 +81,9 @@ def test_float_model_takes_raw_nhwc_input_dtypes(ctx_of, dtype):
     attr = ctx.native_inputs[0].replace(type=rknnlite.runtime.tensor_attr.TYPE_OF_DTYPE[np.dtype(dtype).name])
     x = image().astype(dtype)
     bind(ctx, attr).view(attr)[...] = nhwc(x)
-    out = bind(ctx, ctx.outputs[0])
+    out = bind(ctx, ctx.outputs[0].replace(type=TensorType.FLOAT32))  # a float16 model's output says FLOAT16
     ctx.run_bound()
-    np.testing.assert_array_equal(out.array(np.float32, (1, 4, 8, 8)), ctx.run([x])[0])
+    np.testing.assert_array_equal(out.array(np.float32, (1, 4, 8, 8)), ctx.run([x], data_format="nchw")[0])
 
 
 def test_int8_model_pass_through_takes_quantized_nhwc(ctx_of):
@@ -95,7 +95,7 @@ def test_int8_model_pass_through_takes_quantized_nhwc(ctx_of):
     bind(ctx, attr).view(attr)[...] = nhwc(q)
     out = bind(ctx, ctx.outputs[0].replace(type=TensorType.FLOAT32))
     ctx.run_bound()
-    np.testing.assert_array_equal(out.array(np.float32, (1, 4, 8, 8)), ctx.run([x])[0])
+    np.testing.assert_array_equal(out.array(np.float32, (1, 4, 8, 8)), ctx.run([x], data_format="nchw")[0])
 
 
 def test_int8_model_raw_int8_input_is_normalised_and_quantized(ctx_of):
@@ -105,7 +105,7 @@ def test_int8_model_raw_int8_input_is_normalised_and_quantized(ctx_of):
     bind(ctx, attr).view(attr)[...] = nhwc(small)
     out = bind(ctx, ctx.outputs[0].replace(type=TensorType.FLOAT32))
     ctx.run_bound()
-    np.testing.assert_array_equal(out.array(np.float32, (1, 4, 8, 8)), ctx.run([small])[0])
+    np.testing.assert_array_equal(out.array(np.float32, (1, 4, 8, 8)), ctx.run([small], data_format="nchw")[0])
 
 
 def test_native_nc1hwc2_input_and_outputs(ctx_of):
@@ -135,7 +135,7 @@ def test_int8_and_float16_outputs_match_want_float_false(ctx_of):
         x = image()
         in_attr = ctx.native_inputs[0].replace(type=TensorType.UINT8)
         bind(ctx, in_attr).view(in_attr)[...] = nhwc(x)
-        raw = ctx.run([x], want_float=False)[0]
+        raw = ctx.run([x], data_format="nchw", want_float=False)[0]
         for attr in (ctx.outputs[0].replace(type=out_type), ctx.native_outputs[0]):
             out = bind(ctx, attr)
             ctx.run_bound()
@@ -235,9 +235,9 @@ def test_multi_batch_style_h_stride(ctx_of):
     assert attr.size_with_stride == 10 * 16 * 3
     x = image()
     bind(ctx, attr).view(attr)[...] = nhwc(x)
-    out = bind(ctx, ctx.outputs[0])
+    out = bind(ctx, ctx.outputs[0].replace(type=TensorType.FLOAT32))
     ctx.run_bound()
-    np.testing.assert_array_equal(out.array(np.float32, (1, 4, 8, 8)), ctx.run([x])[0])
+    np.testing.assert_array_equal(out.array(np.float32, (1, 4, 8, 8)), ctx.run([x], data_format="nchw")[0])
 
 
 # -- errors ----------------------------------------------------------------------------------------
@@ -246,7 +246,8 @@ def test_multi_batch_style_h_stride(ctx_of):
 def _cases():
     u8 = TensorType.UINT8
     return [
-        ("conv_fp16", lambda c: c.inputs[0].replace(type=u8), r"input 0 \('x'\) cannot be bound as UINT8 NCHW "
+        ("conv_fp16", lambda c: c.inputs[0].replace(type=u8, fmt=TensorFormat.NCHW, dims=(1, 3, 8, 8)),
+         r"input 0 \('x'\) cannot be bound as UINT8 NCHW "
          r"\[1, 3, 8, 8\]: format NCHW is not taken; zero-copy takes UINT8/FLOAT16/FLOAT32 NHWC \[1, 8, 8, 3\] "
          r"w_stride 16"),
         ("conv_fp16", lambda c: c.native_inputs[0].replace(type=TensorType.INT16), r"type INT16 is not taken"),

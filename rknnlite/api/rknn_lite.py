@@ -16,7 +16,7 @@ from typing import List, Optional
 import numpy as np
 
 from .._version import __version__
-from ..constants import InitFlag
+from ..constants import InitFlag, TensorFormat
 from ..errors import RKNNError, error_name
 from ..model.loader import load_model
 from ..runtime.context import Context
@@ -26,7 +26,9 @@ from ..runtime.log import InstanceLog
 __all__ = ["RKNNLite"]
 
 _LOGGER_NAME = "rknnlite.api"
-_DATA_TYPES = ("int8", "uint8", "int16", "float16", "float32")
+#: dtypes Lite2 sends (each has an rknn_tensor_type), also the names ``data_type`` takes
+_DTYPES = ("float32", "float16", "int8", "uint8", "int16", "uint16", "int32", "int64", "bool")
+_NP_DTYPES = frozenset(np.dtype(name) for name in _DTYPES)
 
 
 class RKNNLite:
@@ -149,45 +151,51 @@ class RKNNLite:
 
     def inference(self, inputs, data_type=None, data_format=None, inputs_pass_through=None,
                   get_frame_id: bool = False, reuse_outputs: bool = False):
-        """Run the model; returns a list of float32 arrays in the model's layout, or None.
+        """Run the model; returns a list of float32 arrays in the model's layout, or None
+        (the reason logged with Lite2's message).
 
-        ``data_format`` ('nhwc' default, or 'nchw'; one value or a list) applies to 4-D
-        inputs; NCHW data for an NHWC input is transposed with Lite2's warning.
+        Inputs are checked as Lite2 2.5.0 checks them: a list of ndarrays (a single array
+        is wrapped, with Lite2's warning), dtypes with an RKNN tensor type (float64 is
+        refused, nothing is cast), ``data_type`` naming each dtype exactly, the rank of the
+        input's attribute.  ``data_format`` ('nhwc' = None, or 'nchw'; lower case; one
+        value or a list) applies to 4-D inputs: 'nchw' data for an NHWC input is transposed
+        with Lite2's warning.  One deliberate difference: 4-D data that fits the input only
+        in the other layout is never passed on as it is (Lite2 hands NCHW data to the
+        runtime labelled NHWC): NCHW data is transposed with the same warning, anything
+        else refused naming ``data_format`` (see :meth:`rknnlite.Context.run`).
         ``reuse_outputs=True`` returns views of internal buffers that the next call
         overwrites (no allocation per call); otherwise new arrays.
         """
         if self._ctx is None or self._ctx.closed:
             self._log.error("Runtime environment is not inited, please call init_runtime to init it first!")
             return None
-        if not isinstance(inputs, list):
-            self._log.error("Inputs should be placed in a list, like [img1, img2]")
+        if isinstance(inputs, np.ndarray):
+            self._log.warning("Inputs should be placed in a list, like [img1, img2], both the img1 and img2 are "
+                              "ndarray.")
+            inputs = [inputs]
+        if not isinstance(inputs, list):  # Lite2's set_inputs fails on it (AttributeError)
+            return self._setting_failed(f"inputs must be a list of np.ndarray, not {type(inputs).__name__}")
+        if not inputs:
+            self._log.error("Inputs are invalid.")
             return None
-        for i, x in enumerate(inputs):
-            if not isinstance(x, np.ndarray):
-                self._log.error("Type of inputs[%d] is not np.ndarray!", i)
-                return None
-        if data_type is not None:
-            types = data_type if isinstance(data_type, (list, tuple)) else [data_type] * len(inputs)
-            for i, (x, t) in enumerate(zip(inputs, types)):
-                if t not in _DATA_TYPES:
-                    self._log.error("data_type[%d]: %s is not one of %s", i, t, ", ".join(_DATA_TYPES))
-                    return None
-                if x.dtype != np.dtype(t):
-                    self._log.error("inputs[%d].dtype: %s is not same as data_type[%d]", i, x.dtype, i)
-                    return None
-        formats = self._formats(inputs, data_format)
-        if formats is _FAILED:
+        if len(inputs) > len(self._ranks):  # Lite2's set_inputs fails on it (IndexError)
+            return self._setting_failed(f"{len(inputs)} inputs given, but the model has {len(self._ranks)}")
+        if self._bad_arrays(inputs) or self._bad_data_types(inputs, data_type):
             return None
         passes = None
         if inputs_pass_through is not None:
-            if len(inputs_pass_through) != len(inputs):
-                self._log.error("inputs_pass_through must have one 0/1 per input (%d), got %d",
-                                len(inputs), len(inputs_pass_through))
+            if not isinstance(inputs_pass_through, (list, tuple)) or len(inputs_pass_through) != len(inputs):
+                self._log.error("The lengths of inputs_pass_through and inputs are not equal.")
                 return None
             passes = [bool(p) for p in inputs_pass_through]
+        formats = self._formats(inputs, data_format)
+        if formats is _FAILED:
+            return None
         try:
             outputs = self._ctx.run(inputs, data_format=formats, pass_through=passes)
         except RKNNError as e:
+            if e.op == "rknn_set_input_shapes":
+                self._log.error("Set input shape failed. error code: %s", error_name(e.code))
             self._log.error("%s", e)
             return None
         self._frame_id += 1
@@ -197,37 +205,78 @@ class RKNNLite:
             outputs = list(outputs) + [self._frame_id]
         return outputs
 
+    def _setting_failed(self, why: str) -> None:
+        """Lite2's answer to an exception while it sets the inputs (it also prints the traceback)."""
+        self._log.error("Catch exception when setting inputs.")
+        self._log.error("%s", why)
+        return None
+
+    def _bad_arrays(self, inputs: list) -> bool:
+        """Log Lite2's error for the first input that is not an ndarray of a type it sends."""
+        for i, x in enumerate(inputs):
+            if not isinstance(x, np.ndarray):
+                self._log.error("Type of inputs[%d] is not np.ndarray!", i)
+                return True
+            if x.size == 0:
+                self._log.error("Size of inputs[%d] is invalid!", i)
+                return True
+            if x.dtype not in _NP_DTYPES:
+                self._log.error("Unsupport inputs[%d].dtype: %s", i, x.dtype)
+                return True
+        return False
+
+    def _bad_data_types(self, inputs: list, data_type) -> bool:
+        """Log Lite2's error when ``data_type`` (one name, or one per input) does not name
+        each input's dtype exactly (nothing is cast)."""
+        if data_type is None:
+            return False
+        types = [data_type] * len(inputs) if isinstance(data_type, str) else data_type
+        if not isinstance(types, (list, tuple)) or len(types) != len(inputs):
+            self._log.error("The lengths of data_type and inputs are not equal.")
+            return True
+        for i, (x, t) in enumerate(zip(inputs, types)):
+            if t not in _DTYPES:
+                self._log.error("Unsupport data type: %s", t)
+                return True
+            if x.dtype != np.dtype(t):
+                self._log.error("inputs[%d].dtype: %s is not same as data_type[%d]", i, x.dtype, i)
+                return True
+        return False
+
     def _formats(self, inputs, data_format):
-        """Per input the layout of its data for ``Context.run`` (None for non-4-D inputs), or
-        None when no input is 4-D; ``_FAILED`` after logging Lite2's error."""
-        ranks = self._ranks
-        if len(inputs) != len(ranks):
-            self._log.error("The model needs %d inputs, but %d inputs are fed.", len(ranks), len(inputs))
-            return _FAILED
+        """Per input the ``data_format`` for ``Context.run`` (Lite2's None is 'nhwc' for a
+        4-D input), ``_FAILED`` after logging Lite2's error; Lite2's warnings on the way."""
+        ranks, attrs = self._ranks, self._ctx.inputs
         if data_format is None or isinstance(data_format, str):
-            data_format = [data_format] * len(inputs)
-        if len(data_format) != len(inputs):
-            self._log.error("data_format must be one value or one per input (%d)", len(inputs))
+            data_format = [data_format or "nhwc"] * len(inputs)
+        elif not isinstance(data_format, (list, tuple)) or len(data_format) != len(inputs):
+            self._log.error("The lengths of data_format and inputs are not equal.")
             return _FAILED
+        for fmt in data_format:
+            if fmt not in ("nhwc", "nchw"):  # lower case only, as Lite2
+                self._log.error("Unsupport data format: %s", fmt)
+                return _FAILED
         formats = []
-        any_4d = False
-        for i, (x, rank, fmt) in enumerate(zip(inputs, ranks, data_format)):
-            fmt = (fmt or "nhwc").lower()
-            if fmt not in ("nhwc", "nchw"):
-                self._log.error("data_format[%d]: %s is invalid, only support nhwc or nchw", i, fmt)
+        for i, (x, fmt) in enumerate(zip(inputs, data_format)):
+            if x.ndim != ranks[i]:
+                self._setting_failed(f"The input[{i}] need {ranks[i]}dims input, but {x.ndim}dims input buffer feed.")
                 return _FAILED
-            if x.ndim != rank:
-                self._log.error("The input[%d] need %ddims input, but %ddims input buffer feed.", i, rank, x.ndim)
-                return _FAILED
+            attr_fmt = attrs[i].fmt
             if x.ndim != 4:
+                if attr_fmt == TensorFormat.NHWC and fmt == "nchw":
+                    self._log.warning("The input[%d] need NHWC data format, but the shape is not 4D, no data "
+                                      "transpose. Please try to feed input as 4D data.", i)
                 formats.append(None)
                 continue
-            any_4d = True
-            if fmt == "nchw":
+            if attr_fmt == TensorFormat.NHWC and fmt == "nchw":
                 self._log.warning("The input[%d] need NHWC data format, but NCHW set, the data format and data "
                                   "buffer will be changed to NHWC.", i)
+            elif attr_fmt == TensorFormat.UNDEFINED and fmt == "nhwc" and tuple(x.shape) != tuple(attrs[i].dims):
+                self._log.warning("The data format queried by input[%d] is RKNN_TENSOR_UNDEFINED, but the input "
+                                  "buffer filled in inference is in NHWC format.", i)
+                self._log.warning("The input buffer will be transposed automatically.")
             formats.append(fmt)
-        return formats if any_4d else None
+        return formats
 
     def _into_reused(self, outputs: List[np.ndarray]) -> List[np.ndarray]:
         views = []

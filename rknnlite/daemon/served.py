@@ -15,7 +15,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..constants import QntType, TensorType
+from ..constants import QntType, TensorFormat, TensorType
+from ..runtime.io import reorder_shape
 from .batching import BatcherClosedError, DynamicBatcher
 from .protocol import InferInput, ProtocolError, datatype_of
 from .runner import QueueRunner
@@ -41,7 +42,8 @@ class ServedTensor:
         accepts: datatypes accepted for an input.
         shape: the protocol shape; ``-1`` marks the batch axis of a batched model and
             dynamic dims.
-        layout: ``"nchw"``/``"nhwc"`` for 4-D tensors (the data layout clients use), else None.
+        layout: ``"nchw"``/``"nhwc"`` for 4-D tensors (the data layout clients use: the config's
+            ``format``, else the tensor attribute's own, e.g. NHWC for an image input), else None.
     """
 
     name: str
@@ -57,8 +59,9 @@ class ServedTensor:
         return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
 
 
-def _nhwc(dims: Sequence[int]) -> Tuple[int, ...]:
-    return (dims[0], dims[2], dims[3], dims[1])
+def _own_layout(attr) -> str:
+    """The layout of a 4-D tensor's data as its attribute states it: "nhwc" or "nchw"."""
+    return "nhwc" if attr.fmt == TensorFormat.NHWC else "nchw"
 
 
 def _served_tensors(attrs, entries, is_input: bool, batched: bool, what: str) -> List[ServedTensor]:
@@ -85,9 +88,8 @@ def _served_tensors(attrs, entries, is_input: bool, batched: bool, what: str) ->
         dims = tuple(int(d) for d in attr.dims)
         layout = None
         if len(dims) == 4:
-            layout = fmt or "nchw"
-            if layout == "nhwc":
-                dims = _nhwc(dims)
+            layout = fmt or _own_layout(attr)
+            dims = reorder_shape(dims, _own_layout(attr), layout)
         elif fmt is not None:
             raise ProtocolError(f"{what}: 'format' applies to 4-D tensors only; {attr.name!r} has {len(dims)} dims")
         if batched:
@@ -175,7 +177,10 @@ class ServedModel:
             formats = [t.layout for t in self.inputs]
             self.limit = ConcurrencyLimit(config.max_concurrency, f"model {name!r}")
             self._runner = QueueRunner(ctx, config.instances, config.core_mask,
-                                       formats if "nhwc" in formats else None)
+                                       formats if any(formats) else None)
+            #: per output: the axes that put it in the layout clients get (None: as it is)
+            self._out_axes = [None if t.layout in (None, _own_layout(attrs_out[t.index])) else
+                              ((0, 2, 3, 1) if t.layout == "nhwc" else (0, 3, 1, 2)) for t in self.outputs]
         except BaseException:
             ctx.close()
             raise
@@ -290,10 +295,10 @@ class ServedModel:
         if self.metrics is not None:
             self.metrics.labels(self.metrics.inference_seconds, self.name).observe(time.perf_counter() - start)
         result = {}
-        for spec in self.outputs:
+        for spec, axes in zip(self.outputs, self._out_axes):
             y = outputs[spec.index]
-            if spec.layout == "nhwc":
-                y = y.transpose(0, 2, 3, 1)
+            if axes is not None:
+                y = y.transpose(axes)
             result[spec.name] = y
         return result
 

@@ -16,7 +16,7 @@ from ..model.loader import LoadedModel, load_model
 from .cores import check_batch_core_num, check_core_mask, model_platform
 from .emulation import DEFAULT_PLATFORM
 from .flags import ALLOC_OUTSIDE, check_init_flags
-from .io import FORMATS, InputPlan, OutputPlan
+from .io import FORMATS, InputPlan, OutputPlan, reorder_shape
 from .log import apply_env_level, logger
 from .perf import MemSize, PerfDetail
 from .queries import InputRange, query
@@ -101,19 +101,20 @@ class Context:
         meta = getattr(model, "metadata", None)
         self._inputs = [TensorAttr.from_spec(i, s) for i, s in enumerate(backend.inputs)]
         self._outputs = [TensorAttr.from_spec(i, s) for i, s in enumerate(backend.outputs)]
+        sets = backend.dynamic_shapes or ()
+        #: dynamic-shape models: the allowed shape sets (one shape per input, in the layout
+        #: of each input's attribute: NHWC for an image input, as librknnrt gives them)
+        self._shape_sets: Tuple[Tuple[Tuple[int, ...], ...], ...] = tuple(
+            tuple(tuple(int(d) for d in shape) for shape in shape_set) for shape_set in sets)
         preprocess = meta.preprocess if meta is not None else ()
-        self._plans = [InputPlan(a, s, preprocess[i] if preprocess else None)
+        self._plans = [InputPlan(a, s, preprocess[i] if preprocess else None,
+                                 shapes=[shape_set[i] for shape_set in self._shape_sets])
                        for i, (a, s) in enumerate(zip(self._inputs, feed_specs(backend)))]
         self._out_plans = [OutputPlan(a, s) for a, s in zip(self._outputs, backend.outputs)]
         self._index_of = {a.name: a.index for a in self._inputs}
         #: the SoC the model was built for (its first target platform)
         self._platform = model_platform(model) or DEFAULT_PLATFORM
         self._natives: dict = {}
-        sets = backend.dynamic_shapes or ()
-        #: dynamic-shape models: the allowed shape sets (one shape per input, in the layout
-        #: of each input's attribute: the backend's, e.g. NHWC on librknnrt)
-        self._shape_sets: Tuple[Tuple[Tuple[int, ...], ...], ...] = tuple(
-            tuple(tuple(int(d) for d in shape) for shape in shape_set) for shape_set in sets)
         self._set_of = {shape_set: k for k, shape_set in enumerate(self._shape_sets)}
         self._current_set = 0
         self._set_outputs: dict = {}
@@ -134,12 +135,15 @@ class Context:
 
     @property
     def inputs(self) -> List[TensorAttr]:
-        """Input tensor attributes in model layout (a new list; the attrs are immutable)."""
+        """Input tensor attributes as librknnrt reports them (``INPUT_ATTR``; a new list, the
+        attrs are immutable): a 4-D image input (1, 3 or 4 channels) is NHWC ``(N, H, W, C)``,
+        for portable and vendor files alike; other inputs keep the model's layout (4-D NCHW,
+        UNDEFINED for other ranks).  :meth:`run` takes data in this layout by default."""
         return list(self._inputs)
 
     @property
     def outputs(self) -> List[TensorAttr]:
-        """Output tensor attributes in model layout."""
+        """Output tensor attributes as librknnrt reports them: the model's layout (NCHW)."""
         return list(self._outputs)
 
     @property
@@ -254,16 +258,19 @@ class Context:
     def _input_range_list(self) -> List[InputRange]:
         return self.input_ranges()
 
-    def set_input_shapes(self, shapes) -> None:
+    def set_input_shapes(self, shapes, *, data_format=None) -> None:
         """Choose the input shapes of a dynamic-shape model for the next runs
-        (``rknn_set_input_shapes``): one shape per input (model order, e.g. NCHW), or
-        one :class:`TensorAttr` per input (its ``dims`` in its ``fmt``).  Only the
-        model's shape sets are accepted.  ``run`` also switches by itself when given
-        arrays of another set's shapes.
+        (``rknn_set_input_shapes``): one shape per input, or one :class:`TensorAttr` per
+        input (its ``dims`` in its ``fmt``).  Shapes are in the layout of each input's
+        attribute (NHWC for an image input, as :attr:`inputs` and :meth:`input_ranges`
+        give them); ``data_format="nchw"`` (or one per input) takes the 4-D shapes in NCHW.
+        Only the model's shape sets are accepted.  ``run`` also switches by itself when
+        given arrays of another set's shapes.
 
         Raises:
             InputInvalidError: not one shape per input, or shapes outside the model's sets
                 (the message lists the allowed sets).
+            InvalidParamError: a ``data_format`` other than None, "nchw", "nhwc".
             ModelInvalidError: a static-shape model.
         """
         with self._lock:
@@ -275,30 +282,38 @@ class Context:
             if not isinstance(shapes, (list, tuple)) or len(shapes) != len(self._inputs):
                 raise InputInvalidError(f"set_input_shapes takes one shape per input ({len(self._inputs)}), "
                                         f"got {shapes!r}", op="rknn_set_input_shapes")
-            wanted = tuple(self._model_shape(i, s) for i, s in enumerate(shapes))
+            formats = _per_input(data_format, len(shapes), "data_format")
+            wanted = tuple(self._model_shape(i, s, f) for i, (s, f) in enumerate(zip(shapes, formats)))
             k = self._set_of.get(wanted)
             if k is None:
-                raise InputInvalidError(self._not_a_set(wanted), op="rknn_set_input_shapes")
+                text = self._not_a_set(wanted)
+                if data_format is None and tuple(self._model_shape(i, s, "nchw") for i, s in enumerate(shapes)) \
+                        in self._set_of:
+                    text += "; the shapes fit as NCHW: pass data_format='nchw'"
+                raise InputInvalidError(text, op="rknn_set_input_shapes")
             self._switch_set(k)
 
-    def _model_shape(self, i: int, shape) -> Tuple[int, ...]:
+    def _model_shape(self, i: int, shape, data_format=None) -> Tuple[int, ...]:
+        """Input ``i``'s ``shape`` (a TensorAttr, or ints in ``data_format``) in its attribute's layout."""
+        order = self._plans[i].order
         if isinstance(shape, TensorAttr):
+            given = {TensorFormat.NHWC: "nhwc", TensorFormat.NCHW: "nchw"}.get(shape.fmt)
             dims = tuple(shape.dims)
-            model_fmt = self._inputs[i].fmt
-            if len(dims) == 4 and shape.fmt != model_fmt and TensorFormat.UNDEFINED not in (shape.fmt, model_fmt):
-                dims = (dims[0], dims[3], dims[1], dims[2]) if shape.fmt == TensorFormat.NHWC else \
-                    (dims[0], dims[2], dims[3], dims[1])
-            return dims
-        try:
-            return tuple(int(d) for d in shape)
-        except (TypeError, ValueError):
-            raise InputInvalidError(f"set_input_shapes: the shape of input {i} must be a list of ints or a "
-                                    f"TensorAttr, not {shape!r}", op="rknn_set_input_shapes") from None
+        else:
+            given = _format_arg(data_format, f"data_format for input {i}", "rknn_set_input_shapes")
+            try:
+                dims = tuple(int(d) for d in shape)
+            except (TypeError, ValueError):
+                raise InputInvalidError(f"set_input_shapes: the shape of input {i} must be a list of ints or a "
+                                        f"TensorAttr, not {shape!r}", op="rknn_set_input_shapes") from None
+        if order is not None and given is not None and len(dims) == 4 and self._inputs[i].fmt != TensorFormat.UNDEFINED:
+            dims = reorder_shape(dims, given, order)
+        return dims
 
     def _not_a_set(self, shapes) -> str:
         allowed = "; ".join(f"set {k}: {_shapes_text(s)}" for k, s in enumerate(self._shape_sets))
         return (f"input shapes {_shapes_text(shapes)} are not one of the model's shape sets; "
-                f"allowed (model layout): {allowed}")
+                f"allowed (in the inputs' attribute layouts): {allowed}")
 
     def _switch_set(self, k: int) -> None:
         """Make shape set ``k`` current, here and in the backend (the caller holds the lock)."""
@@ -513,9 +528,14 @@ class Context:
                 Data is raw (before the model's mean/std normalisation and
                 quantization, which ``run`` applies).  A dynamic-shape model takes
                 arrays of any one of its shape sets (and switches to that set).
-            data_format: ``"nchw"``/``"nhwc"`` (or one per input) for 4-D inputs;
-                ``None`` means the model's own layout.  Data in the other layout is
-                transposed.
+            data_format: the layout of 4-D data, ``"nchw"``/``"nhwc"`` (or one per input);
+                ``None`` means the layout of the input's attribute (:attr:`inputs`: NHWC for
+                an image input).  Data stated in the other layout is transposed (a copy).
+                4-D data that fits only in the other layout is never taken as it is: NCHW
+                data where NHWC is stated is transposed, with Lite2's warning "The input[i]
+                need NHWC data format, but NCHW set, ..." on the ``rknnlite`` logger;
+                anything else is refused with an ``InputInvalidError`` naming
+                ``data_format``.  Ignored for other ranks.
             pass_through: ``True`` (or one per input) hands data in as the NPU takes it:
                 no normalisation and no quantization: quantized inputs take their int8
                 values, float inputs float16/float32; a 4-D input whose native layout is
@@ -574,11 +594,7 @@ class Context:
         passes = _per_input(pass_through, n, "pass_through")
         feeds = []
         for i, (plan, x, fmt, passed) in enumerate(zip(plans, inputs, formats, passes)):
-            if fmt is not None:
-                fmt = str(fmt).lower()
-                if fmt not in FORMATS:
-                    raise InputInvalidError(f"data_format for {plan.what} must be 'nchw' or 'nhwc', not {fmt!r}",
-                                            op="rknn_inputs_set")
+            fmt = _format_arg(fmt, f"data_format for {plan.what}", "rknn_inputs_set")
             if passed and plan.native is None:
                 plan.native = self._native("in", False)[i]
             feeds.append(plan.convert(x, fmt, bool(passed)))
@@ -604,7 +620,7 @@ class Context:
         shapes = tuple(x.shape for x in feeds)
         k = self._set_of.get(shapes)
         if k is None:
-            raise InputInvalidError(self._not_a_set(shapes), op="rknn_inputs_set")
+            raise InputInvalidError(self._not_a_set(shapes), op="rknn_set_input_shapes")
         self._switch_set(k)
 
     # -- zero-copy memory (through the backend: Backend.zero_copy) ------------------------------
@@ -793,6 +809,16 @@ def _per_input(value, n: int, what: str) -> list:
         return list(value)
     raise InvalidParamError(f"{what} must be one value or a list of {n} (one per input), got {value!r}",
                             op="rknn_inputs_set")
+
+
+def _format_arg(fmt, what: str, op: str) -> Optional[str]:
+    """A ``data_format`` value as "nchw"/"nhwc" (any case), or None; InputInvalidError otherwise."""
+    if fmt is None:
+        return None
+    text = str(fmt).lower()
+    if text not in FORMATS:
+        raise InputInvalidError(f"{what} must be None, 'nchw' or 'nhwc', not {fmt!r}", op=op)
+    return text
 
 
 def _shapes_text(shapes) -> str:

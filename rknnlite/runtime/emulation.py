@@ -3,16 +3,20 @@
 :class:`EmulatedNpu` gives the software backend the parts of the Backend protocol
 (:mod:`rknnlite.backends.base`) that librknnrt answers itself on a board:
 
+* the input attributes: :func:`presented_input` gives an input as librknnrt presents it
+  (``INPUT_ATTR``): a 4-D image input (1, 3 or 4 channels) is NHWC, for portable and
+  vendor files alike, while the graph the software backend runs takes it NCHW;
+  :func:`to_graph_layout` puts data given in the presented layout back in the graph's;
 * ``sdk_version()``: rknnlite's own version (there is no librknnrt);
-* ``dynamic_shapes``: the shape sets stored in the portable file (model layout);
+* ``dynamic_shapes``: the shape sets stored in the file, in the presented layouts;
 * ``native_attrs(...)``: the NPU's native layouts, computed with the rules of
   :mod:`rknnlite.runtime.layout` for the model's platform (:func:`native_attr`);
 * ``run`` with pass-through inputs: :meth:`EmulatedNpu.from_pass_through` turns the
   quantized values the NPU would take back into the float data the executor runs;
 * ``zero_copy(host)``: the zero-copy emulation of :mod:`rknnlite.runtime.binding`.
 
-The mixin needs ``self.model`` (a portable model with ``metadata``), ``self.inputs``
-(the input specs) and ``self.name``.
+The mixin needs ``self.model`` (a portable model with ``metadata``, whose ``inputs`` are
+in the graph's layout), ``self.inputs`` (the presented input specs) and ``self.name``.
 """
 
 from __future__ import annotations
@@ -23,14 +27,61 @@ import numpy as np
 
 from .._version import __version__
 from ..constants import QntType, TensorType
+from ..model.spec import TensorSpec
 from .cores import model_platform
 from .io import passed_to_feed
 from .tensor_attr import TensorAttr
 
-__all__ = ["EmulatedNpu", "native_attr", "DEFAULT_PLATFORM"]
+__all__ = ["EmulatedNpu", "native_attr", "presented_input", "presented_output", "presented_shape", "to_graph_layout",
+           "DEFAULT_PLATFORM"]
 
 #: The platform whose native layouts a model without target platforms reports.
 DEFAULT_PLATFORM = "rk3588"
+
+
+#: channel counts of the 4-D inputs librknnrt presents as NHWC ("image" inputs)
+IMAGE_CHANNELS = (1, 3, 4)
+
+
+def presented_input(spec: TensorSpec, float_dtype: Optional[str] = None) -> TensorSpec:
+    """Input ``spec`` (the graph's layout) as librknnrt presents it in ``INPUT_ATTR``: a 4-D
+    NCHW input with 1, 3 or 4 channels becomes NHWC ``(N, H, W, C)`` (``-1`` dims move with
+    their axis); other inputs keep their layout (non-4-D UNDEFINED, other 4-D NCHW).  With
+    ``float_dtype`` (the model's) the type is presented too (:func:`presented_output`)."""
+    if len(spec.shape) == 4 and spec.layout == "NCHW" and spec.shape[1] in IMAGE_CHANNELS:
+        n, c, h, w = spec.shape
+        spec = TensorSpec(spec.name, (n, h, w, c), spec.dtype, "NHWC", spec.quant)
+    return spec if float_dtype is None else presented_output(spec, float_dtype)
+
+
+def presented_output(spec: TensorSpec, float_dtype: str) -> TensorSpec:
+    """``spec`` with the type librknnrt reports: a float32 tensor without quantization of a
+    model whose float type is float16 (the NPU's) is FLOAT16, as in a vendor fp16 file;
+    the rest as it is.  The data ``run`` takes and gives is unchanged (float32 by default)."""
+    if float_dtype == "float16" and spec.dtype == "float32" and spec.quant is None:
+        return TensorSpec(spec.name, spec.shape, "float16", spec.layout, spec.quant)
+    return spec
+
+
+def presented_shape(shape: Sequence[int], graph_spec: TensorSpec) -> Tuple[int, ...]:
+    """A graph-layout ``shape`` of input ``graph_spec`` in the layout :func:`presented_input`
+    gives that input (NCHW ``(N, C, H, W)`` -> NHWC ``(N, H, W, C)`` for an image input)."""
+    shape = tuple(int(d) for d in shape)
+    if presented_input(graph_spec).layout == "NHWC" and graph_spec.layout == "NCHW" and len(shape) == 4:
+        return (shape[0], shape[2], shape[3], shape[1])
+    return shape
+
+
+def to_graph_layout(inputs: List[np.ndarray], graph: Sequence[TensorSpec],
+                    presented: Sequence[TensorSpec]) -> List[np.ndarray]:
+    """``inputs`` (in the ``presented`` layouts) as the graph takes them: each input presented
+    as NHWC but NCHW in ``graph`` transposed into a new C-contiguous NCHW array; the others
+    (and the caller's arrays) untouched."""
+    out = list(inputs)
+    for i, (g, p) in enumerate(zip(graph, presented)):
+        if g.layout != p.layout and out[i].ndim == 4:
+            out[i] = np.ascontiguousarray(out[i].transpose(0, 3, 1, 2))
+    return out
 
 
 def native_attr(attr: TensorAttr, platform: str, is_input: bool, nhwc: bool) -> TensorAttr:
@@ -60,10 +111,11 @@ class EmulatedNpu:
 
     @property
     def dynamic_shapes(self) -> Tuple[Tuple[Tuple[int, ...], ...], ...]:
-        """The model's shape sets (one shape per input, model layout); ``()`` when static."""
-        meta = getattr(self.model, "metadata", None)
-        sets = getattr(meta if meta is not None else self.model, "dynamic_shapes", None) or ()
-        return tuple(tuple(tuple(int(d) for d in shape) for shape in shape_set) for shape_set in sets)
+        """The model's shape sets (one shape per input, in the presented layout of each
+        input, e.g. NHWC for an image input); ``()`` when static."""
+        meta = self.model.metadata
+        return tuple(tuple(presented_shape(shape, spec) for shape, spec in zip(shape_set, meta.inputs))
+                     for shape_set in meta.dynamic_shapes)
 
     def native_attrs(self, is_input: bool, nhwc: bool, current: Sequence[TensorAttr]) -> List[TensorAttr]:
         """Native attributes of the tensors ``current`` describes (model layout, current

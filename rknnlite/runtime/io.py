@@ -18,6 +18,12 @@ Vendor rules (RKNN API user guide, "general API"):
   input whose native layout is NC1HWC2 takes its data in that native layout (5-D);
 * ``want_float=False`` gives int8 outputs (quantized with the output's parameters)
   for an int8 model and float16 for a float one.
+
+Layouts (:meth:`InputPlan.convert`): 4-D data is in the layout of the input's attribute
+unless ``data_format`` says otherwise (NHWC for an image input, as librknnrt reports it).
+Data that fits the input only in the other layout is never taken as it is: NCHW data where
+NHWC is stated is transposed with Lite2's warning; anything else is refused naming
+``data_format`` (Lite2 hands such data on unchanged, and a board computes garbage).
 """
 
 from __future__ import annotations
@@ -30,9 +36,10 @@ from ..constants import QntType, TensorFormat
 from ..errors import InputInvalidError
 from ..model.metadata import Preprocess
 from ..model.spec import TensorSpec, numpy_dtype
+from .log import logger
 from .tensor_attr import TensorAttr
 
-__all__ = ["InputPlan", "OutputPlan", "FORMATS", "dtype_list", "passed_to_feed"]
+__all__ = ["InputPlan", "OutputPlan", "FORMATS", "dtype_list", "passed_to_feed", "reorder_shape"]
 
 #: ``data_format`` values a 4-D input may be given in.
 FORMATS = ("nchw", "nhwc")
@@ -62,16 +69,21 @@ class InputPlan:
         native: the input's native attribute (for pass-through data in NC1HWC2).
     """
 
-    __slots__ = ("index", "name", "what", "dims", "layout", "feed", "accepted", "quant", "qdtype", "preprocess",
-                 "native", "_stage", "_plain")
+    __slots__ = ("index", "name", "what", "dims", "layout", "order", "shapes", "feed", "accepted", "quant", "qdtype",
+                 "preprocess", "native", "_stage", "_plain")
 
     def __init__(self, attr: TensorAttr, spec: TensorSpec, preprocess: Optional[Preprocess] = None,
-                 native: Optional[TensorAttr] = None):
+                 native: Optional[TensorAttr] = None, shapes: Sequence[Tuple[int, ...]] = ()):
         self.index = attr.index
         self.name = attr.name
         self.what = f"input {attr.index} ({attr.name!r})"
         self.dims = tuple(spec.shape)
         self.layout = spec.layout
+        #: the axis order of a 4-D input's data ("nhwc" or "nchw"; an UNDEFINED 4-D input is in
+        #: model order, taken as "nchw"); None for other ranks, where data_format does not apply
+        self.order: Optional[str] = ("nhwc" if spec.layout == "NHWC" else "nchw") if len(self.dims) == 4 else None
+        #: the shapes this input takes, in its layout: ``dims`` (``-1`` = any), or one per shape set
+        self.shapes: Tuple[Tuple[int, ...], ...] = tuple(tuple(s) for s in shapes) or (self.dims,)
         self.feed = numpy_dtype(spec.dtype)
         self.preprocess = preprocess
         self.native = native
@@ -117,11 +129,10 @@ class InputPlan:
             raise InputInvalidError(
                 f"{self.what} has dtype {x.dtype}; this {self._kind()} input takes {dtype_list(self.accepted)}",
                 op=_OP)
-        if fmt is not None and x.ndim == 4:
-            x = self._to_model_layout(x, fmt)
+        x = self._to_layout(x, fmt)
         self._check_shape(x)
         if self.preprocess is not None:
-            return _normalise(x, self.preprocess, self._buffer(x.shape, np.float32), self.what)
+            return _normalise(x, self.preprocess, self._buffer(x.shape, np.float32), self.what, self.layout)
         if x.dtype == self.feed and x.flags.c_contiguous:
             return x
         return self._copy(x)
@@ -133,14 +144,56 @@ class InputPlan:
             return f"int8-quantized (scale {self.quant[0]:g}, zero point {self.quant[1]})"
         return "float" if self.feed.kind == "f" else str(self.feed)
 
-    def _to_model_layout(self, x: np.ndarray, fmt: str) -> np.ndarray:
-        if self.layout == "UNDEFINED" or fmt == self.layout.lower():
+    def _fits(self, shape: Tuple[int, ...], fmt: str) -> bool:
+        """Whether a 4-D array of ``shape`` in layout ``fmt`` is one of :attr:`shapes`."""
+        return any(_matches(reorder_shape(shape, fmt, self.order), allowed) for allowed in self.shapes)
+
+    def _to_layout(self, x: np.ndarray, fmt: Optional[str]) -> np.ndarray:
+        """4-D ``x`` given in layout ``fmt`` (``None``: this input's own) as this input's layout.
+
+        Data that fits only in the other layout is never taken as it is: NCHW data where NHWC
+        was stated (by ``fmt`` or by an NHWC attribute) is transposed with Lite2's warning;
+        anything else is refused with a message naming ``data_format``."""
+        if self.order is None or x.ndim != 4:
             return x
-        return x.transpose((0, 3, 1, 2)) if fmt == "nhwc" else x.transpose((0, 2, 3, 1))
+        stated = fmt or self.order
+        if self._fits(x.shape, stated):
+            source = stated
+        elif stated == "nhwc" and self._fits(x.shape, "nchw"):
+            source = "nchw"
+            if self.order == "nhwc":
+                logger.warning("The input[%d] need NHWC data format, but NCHW set, the data format and data buffer "
+                               "will be changed to NHWC.", self.index)
+            else:
+                logger.warning("The input[%d] is %s and its data fits only as NCHW, so it is taken as NCHW "
+                               "(data_format='nhwc' was given)", self.index, self.layout)
+        else:  # refused; for a dynamic-shape input this is rknn_set_input_shapes refusing the shape
+            raise InputInvalidError(self._layout_problem(x.shape, fmt),
+                                    op="rknn_set_input_shapes" if len(self.shapes) > 1 else _OP)
+        if source == self.order:
+            return x
+        return x.transpose((0, 2, 3, 1)) if source == "nchw" else x.transpose((0, 3, 1, 2))
+
+    def _layout_problem(self, shape: Tuple[int, ...], fmt: Optional[str]) -> str:
+        """Why 4-D data of ``shape`` given as ``fmt`` does not fit, and which data_format would."""
+        expected = " or ".join(str(list(s)) for s in self.shapes)
+        given = f"data_format={fmt!r}" if fmt else "data_format=None (the input's own layout)"
+        problem = "is not one of the model's shape sets" if len(self.shapes) > 1 else "does not fit the input"
+        text = f"{self.what} has shape {list(shape)}, which {problem} with {given}: expected {self.layout} {expected}"
+        other = "nchw" if (fmt or self.order) == "nhwc" else "nhwc"
+        if self._fits(shape, other):
+            text += f"; the data fits as {other.upper()}: pass data_format={other!r}"
+        else:
+            text += f"; data_format={other!r} takes {other.upper()} data"
+        return text
 
     def _check_shape(self, x: np.ndarray) -> None:
         dims = self.dims
-        if x.ndim != len(dims) or any(d != e and e != -1 for d, e in zip(x.shape, dims)):
+        if x.ndim != len(dims):
+            raise InputInvalidError(
+                f"{self.what} needs a {len(dims)}-D array ({self.layout} {list(dims)}); got a {x.ndim}-D array of "
+                f"shape {list(x.shape)}", op=_OP)
+        if any(d != e and e != -1 for d, e in zip(x.shape, dims)):
             raise InputInvalidError(
                 f"{self.what} has shape {list(x.shape)}; expected {list(dims)} ({self.layout})", op=_OP)
 
@@ -181,8 +234,7 @@ class InputPlan:
 
                 x = unpad_width(x, native.dims[2])  # rows padded to w_stride, as the NPU reads them
                 fmt = "nhwc"
-            if fmt is not None and x.ndim == 4:
-                x = self._to_model_layout(x, fmt)
+            x = self._to_layout(x, fmt)
         self._check_shape(x)
         want_dtype = self.qdtype if self.quant is not None else self.feed
         if x.dtype == want_dtype and x.flags.c_contiguous:
@@ -248,23 +300,39 @@ def passed_to_feed(spec: TensorSpec, x: np.ndarray) -> np.ndarray:
     return x if x.dtype == feed else x.astype(feed)
 
 
+def reorder_shape(shape: Tuple[int, ...], source: str, target: str) -> Tuple[int, ...]:
+    """A 4-D ``shape`` in layout ``source`` ("nchw"/"nhwc") written in layout ``target``
+    (e.g. ``(1, 3, 8, 16)`` NCHW is ``(1, 8, 16, 3)`` NHWC)."""
+    if source == target:
+        return tuple(shape)
+    n, a, b, c = shape
+    return (n, b, c, a) if source == "nchw" else (n, c, a, b)
+
+
+def _matches(shape: Tuple[int, ...], allowed: Tuple[int, ...]) -> bool:
+    """``shape`` equals ``allowed`` (whose ``-1`` dims match anything)."""
+    return len(shape) == len(allowed) and all(e == -1 or d == e for d, e in zip(shape, allowed))
+
+
 def _padded(native: TensorAttr) -> Tuple[int, ...]:
     """The shape of native NHWC data with its rows padded to ``w_stride`` (when they are)."""
     n, h, w, c = native.dims
     return (n, h, native.w_stride, c) if native.w_stride > w else ()
 
 
-def _normalise(x: np.ndarray, p: Preprocess, out: np.ndarray, what: str) -> np.ndarray:
-    """``(x[:, reorder] - mean) / std`` per channel (axis 1, model layout NCHW), into ``out``."""
-    if x.ndim != 4 or x.shape[1] != len(p.mean):
+def _normalise(x: np.ndarray, p: Preprocess, out: np.ndarray, what: str, layout: str = "NCHW") -> np.ndarray:
+    """``(x[reorder] - mean) / std`` per channel, into ``out``; the channel axis is 1 for an
+    NCHW input, 3 for an NHWC one (``layout``, the input's attribute layout)."""
+    axis = 3 if layout == "NHWC" else 1
+    if x.ndim != 4 or x.shape[axis] != len(p.mean):
         raise InputInvalidError(
-            f"the model normalises {len(p.mean)} channels of {what} on axis 1; got an input of shape "
-            f"{list(x.shape)}",
+            f"the model normalises {len(p.mean)} channels of {what} on axis {axis} ({layout}); got an input of "
+            f"shape {list(x.shape)}",
             op=_OP,
         )
     if p.reorder:
-        x = x[:, list(p.reorder)]
-    shape = (1, len(p.mean), 1, 1)
+        x = x[..., list(p.reorder)] if axis == 3 else x[:, list(p.reorder)]
+    shape = (1, 1, 1, len(p.mean)) if axis == 3 else (1, len(p.mean), 1, 1)
     np.subtract(x, np.reshape(p.mean_array, shape), out=out, casting="unsafe")
     np.divide(out, np.reshape(p.std_array, shape), out=out)
     return out

@@ -597,7 +597,7 @@ class RKNN:
                 float_dtype=cfg["float_dtype"],
                 quantization="int8" if samples is not None or graph.quant else None,
                 preprocess=tuple(Preprocess(tuple(m), tuple(s)) for m, s in preprocess) if preprocess else (),
-                dynamic_shapes=sets,
+                dynamic_shapes=shape_sets.stored_order(sets),
                 batch_size=batch,
             )
             data = write_portable(metadata, graph)

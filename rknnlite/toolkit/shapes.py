@@ -8,6 +8,7 @@ shared weights for every set (dims that vary across the sets stay symbolic, ``-1
 and this module holds the helpers for that:
 
 * :func:`validate_shape_sets` - the structure of a ``dynamic_input`` value;
+* :func:`stored_order` - the order a built file keeps the sets in (the vendor compiler's);
 * :func:`check_sets_against_inputs` - the sets against a model's declared inputs;
 * :func:`merge_shapes` - per input, the set-wide shape with ``-1`` on varying dims;
 * :func:`match_set` / :func:`fit_to_shape` / :func:`cover_shape_sets` - calibration
@@ -35,6 +36,7 @@ __all__ = [
     "MAX_DYNAMIC_SHAPE_NUM",
     "ShapeSets",
     "validate_shape_sets",
+    "stored_order",
     "check_sets_against_inputs",
     "merge_shapes",
     "match_set",
@@ -51,6 +53,15 @@ MAX_DYNAMIC_SHAPE_NUM = 512
 Shape = Tuple[int, ...]
 #: ``sets[s][i]``: the shape of input ``i`` in set ``s``.
 ShapeSets = Tuple[Tuple[Shape, ...], ...]
+
+
+def stored_order(sets: ShapeSets) -> ShapeSets:
+    """``sets`` in the order RKNN-Toolkit2 2.5.0 stores them in a built file, which is the
+    order librknnrt reports them in (``INPUT_DYNAMIC_RANGE``) and whose first set is current
+    after init: the largest first by total input elements, ties in the given order (seen on
+    its builds: ``[32x32, 16x16, 24x40]`` -> ``[32x32, 24x40, 16x16]``, ``[12x12, 8x8, 8x16]``
+    -> ``[12x12, 8x16, 8x8]``)."""
+    return tuple(sorted(sets, key=lambda shape_set: -sum(int(np.prod(shape)) for shape in shape_set)))
 
 
 def validate_shape_sets(dynamic_input) -> ShapeSets:

@@ -84,8 +84,8 @@ def compare(folder: str) -> Tuple[List[Tuple[str, str, Tuple[float, str]]], str]
     model = lower_rockchip(loaded.payload, loaded.model, validate=False)
     g = model.graph
     raw = np.load(os.path.join(folder, "in0.npy"))
-    nhwc = model.metadata.inputs[0].layout == "NHWC"
-    values: Dict[str, np.ndarray] = dict(zip(g.inputs, model.graph_inputs([raw.transpose(0, 2, 3, 1) if nhwc else raw])))
+    # the lowered graph takes its inputs in its own layout (NCHW here), normalised by graph_inputs
+    values: Dict[str, np.ndarray] = dict(zip(g.inputs, model.graph_inputs([raw])))
     chained = dict(values)
     rows = []
     for node in g.nodes:

@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["ARCHITECTURES", "Case", "CASES", "IMAGE_MEAN", "IMAGE_STD", "OPSET"]
+__all__ = ["ARCHITECTURES", "Case", "CASES", "DYNAMIC_SETS", "IMAGE_MEAN", "IMAGE_STD", "OPSET"]
 
 OPSET = 13
 IR_VERSION = 8
@@ -322,14 +322,29 @@ def _softmax():
     return g.model([("x", IMG[1])], [(s, "y")])
 
 
-def _convnet(seed: int = 501, size: int = 16):
+def _convnet(seed: int = 501, size=16):
+    """``size``: the input's H and W (ints), or a name for a symbolic H and W (dynamic shapes)."""
     def build():
         g = _G(seed)
         y = g.node("Relu", [g.conv("x", 3, 16)])[0]
         y = g.node("Relu", [g.conv(y, 16, 24, stride=2)])[0]
         y = g.conv(y, 24, 10, k=1)
-        return g.model([("x", (1, 3, size, size))], [(y, "y")])
+        hw = (size, size) if isinstance(size, int) else (size + "_h", size + "_w")
+        return g.model([("x", (1, 3) + hw)], [(y, "y")])
     return build
+
+
+def _two_inputs():
+    # an image input (presented NHWC by librknnrt) and a 16-channel one (kept NCHW), joined by a
+    # Concat (an Add would be fused into the conv, and an Add + Relu into an AddRelu)
+    g = _G(502)
+    y = g.node("Concat", [g.conv("x", 3, 16), "b"], axis=1)[0]
+    return g.model([("x", (1, 3, 16, 16)), ("b", (1, 16, 16, 16))], [(y, "y")])
+
+
+#: the shape sets of the dynamic-shape twins (``config(dynamic_input=...)``): one input, NCHW; the
+#: largest (the toolkit's MaxShape, which calibration data must have) is the case's input shape
+DYNAMIC_SETS = [[[1, 3, 12, 12]], [[1, 3, 8, 8]], [[1, 3, 8, 16]]]
 
 
 def _two_input(seed: int = 701):
@@ -699,6 +714,17 @@ def _cases() -> List[Case]:
              "HardSigmoid(alpha=0.3, beta=0.4), rk3576", _conv_act(106, _hardsigmoid(0.3, 0.4)), img,
              variants=("fp16", "i8"), platform="rk3576",
              purpose="rk3576 lookup-table activation (index map in <out>_BnCfg_BNcfgTensor)"),
+        Case("twoin", "Conv 3->16 3x3 on image x, Concat(axis=1) with b (1x16x16x16) -> 32 ch", _two_inputs,
+             [IMG, ("b", (1, 16, 16, 16), "normal")], purpose="attribute parity: two inputs (NHWC image, NCHW other)"),
+        Case("twoin_rk3566", "same graph and weights as twoin", _two_inputs,
+             [IMG, ("b", (1, 16, 16, 16), "normal")], platform="rk3566",
+             purpose="attribute parity: two inputs on rk3566"),
+        Case("dynconv", "convnet's graph and weights with symbolic H, W; dynamic_input 12x12, 8x8, 8x16",
+             _convnet(size="x"), [("x", (1, 3, 12, 12), "image")], extra_config=dict(dynamic_input=DYNAMIC_SETS),
+             purpose="attribute parity: dynamic shapes"),
+        Case("dynconv_rk3566", "same as dynconv, rk3566", _convnet(size="x"), [("x", (1, 3, 12, 12), "image")],
+             platform="rk3566",
+             extra_config=dict(dynamic_input=DYNAMIC_SETS), purpose="attribute parity: dynamic shapes on rk3566"),
         Case("two_input", TWO_INPUT, _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
              purpose="two inputs (Rockchip's multi-input demos)"),
         Case("two_input_rk3566", TWO_INPUT + ", rk3566", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],

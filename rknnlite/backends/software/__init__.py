@@ -22,7 +22,7 @@ from ...errors import InputInvalidError, ModelInvalidError
 from ...model.portable import PortableModel
 from ...model.source import ModelSource
 from ...runtime.cores import mask_cores, threads_for_mask
-from ...runtime.emulation import EmulatedNpu
+from ...runtime.emulation import EmulatedNpu, presented_input, presented_output, to_graph_layout
 from ...runtime.perf import MemSize, OpPerf, PerfDetail
 from .custom_kernels import CustomOpRegistry
 from .ops import sparse
@@ -45,10 +45,14 @@ class SoftwareBackend(EmulatedNpu):
         self.model = model
         #: constants taken from another context's model (share_weights_with): not this one's weights
         self.shared = tuple(shared)
-        self.inputs = model.metadata.inputs
-        #: what ``run`` takes (Backend.feed_inputs): a vendor file's float32 data for its fp16 inputs
-        self.feed_inputs = getattr(model, "feed_inputs", None) or self.inputs
-        self.outputs = model.metadata.outputs
+        meta = model.metadata
+        #: the I/O as librknnrt presents it (NHWC image inputs, FLOAT16 for a float16 model's
+        #: float tensors); the graph takes ``model.metadata.inputs`` (NCHW), and ``run`` transposes
+        self.inputs = tuple(presented_input(s, meta.float_dtype) for s in meta.inputs)
+        #: what ``run`` takes (Backend.feed_inputs): float32 data for float16 inputs, in the
+        #: presented layouts
+        self.feed_inputs = tuple(presented_input(s) for s in getattr(model, "feed_inputs", None) or meta.inputs)
+        self.outputs = tuple(presented_output(s, meta.float_dtype) for s in meta.outputs)
         #: samples per run (``rknn_batch_size`` of the build); the graph holds one sample
         self.batch = model.metadata.batch_size
         self._check_batch_axis()
@@ -59,7 +63,7 @@ class SoftwareBackend(EmulatedNpu):
         if executor is None and source is not None:
             source.release_pages()  # compiling read the weights; running pages back what it uses
         #: custom operators registered on this context (register_custom_op)
-        self._custom = CustomOpRegistry(self._executor, self.inputs, self.outputs, self.batch,
+        self._custom = CustomOpRegistry(self._executor, meta.inputs, meta.outputs, self.batch,
                                         prepare=getattr(model, "graph_inputs", None))
         self._state = self._new_state()
         #: emulated cores one inference of the main state runs on (AUTO: core 0)
@@ -114,13 +118,15 @@ class SoftwareBackend(EmulatedNpu):
         A multi-batch model's inputs are split along axis 0 into ``batch`` samples (views,
         no copy); each sample runs alone and the outputs are concatenated along axis 0
         (straight into ``out`` when given).  Passed-through inputs are dequantized first
-        (:meth:`EmulatedNpu.from_pass_through`).  A vendor ``.rknn`` model
-        (:class:`~rknnlite.model.vendor.VendorModel`) first puts the inputs it presents as
-        NHWC in its graph's NCHW and normalises the others with the file's mean/std (new
-        arrays; :meth:`~rknnlite.model.vendor.VendorModel.graph_inputs`).
+        (:meth:`EmulatedNpu.from_pass_through`).  Inputs presented as NHWC (image inputs,
+        :func:`~rknnlite.runtime.emulation.presented_input`) are first copied into the graph's
+        NCHW; a vendor ``.rknn`` model (:class:`~rknnlite.model.vendor.VendorModel`) then
+        normalises them with the file's mean/std (new arrays;
+        :meth:`~rknnlite.model.vendor.VendorModel.graph_inputs`).
         """
+        inputs = to_graph_layout(inputs, self.model.metadata.inputs, self.inputs)
         graph_inputs = getattr(self.model, "graph_inputs", None)
-        if graph_inputs is not None:  # a vendor file (VendorModel): NHWC inputs to NCHW, its mean/std
+        if graph_inputs is not None:  # a vendor file (VendorModel): its mean/std
             inputs = graph_inputs(inputs, pass_through)
         if pass_through is not None:
             inputs = self.from_pass_through(inputs, pass_through)

@@ -119,8 +119,10 @@ class VendorModel:
     """A vendor ``.rknn`` file ready for the software backend.
 
     Attributes:
-        metadata: I/O specs as the vendor runtime reports them (the Rockchip reader's;
-            int8 inputs as float32 with their quantization), float dtype, dynamic shapes.
+        metadata: I/O specs in the lowered graph's layout (the Rockchip reader's model order,
+            e.g. NCHW; int8 inputs as float32 with their quantization), float dtype, dynamic
+            shapes.  The software backend presents the inputs as librknnrt does (NHWC image
+            inputs, :func:`rknnlite.runtime.emulation.presented_input`), as for portable models.
         graph: the lowered :class:`VendorGraph`.
         rockchip: the file as :func:`~rknnlite.model.rockchip.read_rockchip` read it.
         preprocess: per input, the file's mean/std (``None`` when it is the identity),
@@ -146,21 +148,15 @@ class VendorModel:
     precision: str = "fp16"
 
     def graph_inputs(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
-        """``inputs`` (in the layout of ``metadata.inputs``, float32 unless passed through) as
-        the lowered graph takes them: NHWC inputs (those librknnrt presents as NHWC) put
-        back in the graph's NCHW, and the file's ``(x - mean[c]) / std[c]`` applied in
-        float32, as the vendor runtime does before quantizing.  Passed-through inputs (already
-        normalised) are only transposed.  Changed inputs are new C-contiguous arrays; the
-        caller's are never changed, and inputs that need nothing are returned as they are."""
+        """``inputs`` (in the graph's layout, ``metadata.inputs``; float32 unless passed
+        through) with the file's ``(x - mean[c]) / std[c]`` applied in float32, as the vendor
+        runtime does before quantizing.  Passed-through inputs (already normalised) are
+        returned as they are.  Normalised inputs are new arrays; the caller's are never
+        changed."""
         out = list(inputs)
         for i, x in enumerate(out):
             p = self.preprocess[i] if i < len(self.preprocess) else None
-            passed = bool(pass_through and pass_through[i])
-            nhwc = self.metadata.inputs[i].layout == "NHWC" and x.ndim == 4
-            if nhwc:
-                x = x.transpose(0, 3, 1, 2)
-            if p is None or passed:
-                out[i] = np.ascontiguousarray(x) if nhwc else x
+            if p is None or (pass_through and pass_through[i]):
                 continue
             shape = (1, len(p.mean)) + (1,) * (x.ndim - 2)
             y = np.empty(x.shape, np.float32)
@@ -329,8 +325,7 @@ class _Lowering:
             custom_string=self.rk.custom_string or "",
             float_dtype="float32" if self.int8 else "float16",
             quantization="int8" if self.int8 else None,
-            dynamic_shapes=tuple(tuple(_in_layout(tuple(shape), spec) for shape, spec in zip(shape_set, attrs_in))
-                                 for shape_set in self.rk.dynamic_shapes),
+            dynamic_shapes=tuple(tuple(tuple(shape) for shape in shape_set) for shape_set in self.rk.dynamic_shapes),
             batch_size=batch,
         )
         ops = tuple(dict.fromkeys(n.op for n in sg.nodes))
@@ -1050,23 +1045,12 @@ def _batched(spec: TensorSpec, batch: int) -> TensorSpec:
 
 
 def _input_spec(spec: TensorSpec, dims: Tuple[int, ...]) -> TensorSpec:
-    """An input spec as the vendor runtime reports it (its attribute), with ``-1`` for the
-    dims the shape sets vary: a 4-D input with 1, 3 or 4 channels is NHWC (``N, H, W, C``),
-    as librknnrt presents it, others keep the model's layout; float16 inputs stay float16;
-    int8 inputs are float32 with their quantization (the attribute says INT8 with its scale
-    and zero point, and the Context takes int8, uint8 or float32 data for it)."""
+    """An input spec in the graph's layout, with ``-1`` for the dims the shape sets vary;
+    float16 inputs stay float16; int8 inputs are float32 with their quantization (the
+    attribute says INT8 with its scale and zero point, and the Context takes int8, uint8 or
+    float32 data for it)."""
     spec = _with_dims(spec, dims)
-    if len(spec.shape) == 4 and spec.layout == "NCHW" and spec.shape[1] in (1, 3, 4):
-        n, c, h, w = spec.shape
-        spec = TensorSpec(spec.name, (n, h, w, c), spec.dtype, "NHWC", spec.quant)
     return _float32(spec) if spec.dtype == "int8" else spec
-
-
-def _in_layout(shape: Tuple[int, ...], spec: TensorSpec) -> Tuple[int, ...]:
-    """A model-order (NCHW) shape of input ``spec`` in the spec's layout."""
-    if spec.layout == "NHWC" and len(shape) == 4:
-        return (shape[0], shape[2], shape[3], shape[1])
-    return shape
 
 
 def _float32(spec: TensorSpec) -> TensorSpec:
