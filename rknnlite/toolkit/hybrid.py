@@ -293,8 +293,9 @@ def collapsed_channels(quant: Mapping[str, QuantParams], samples_out: Mapping[st
     return out
 
 
-#: ops that only move or join values: a tensor they produce collapses as their output does
-_LAYOUT_OPS = ("Reshape", "Transpose", "Concat", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Slice", "Split")
+#: ops that only move values: a tensor they produce collapses as the tensor they read does (a Concat
+#: joins tensors of their own scales, so the walk stops at it)
+_LAYOUT_OPS = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Slice", "Split")
 
 
 def with_layout_producers(graph: Graph, names: Iterable[str]) -> List[str]:
@@ -310,7 +311,7 @@ def with_layout_producers(graph: Graph, names: Iterable[str]) -> List[str]:
             continue
         out.append(name)
         node = producers.get(name)
-        if node is not None and node.op in _LAYOUT_OPS and node.op != "Concat":
+        if node is not None and node.op in _LAYOUT_OPS:
             stack.extend(i for i in node.inputs[:1] if i and i not in graph.constants)
     return out
 
