@@ -126,10 +126,10 @@ def test_weight_tiles_rows_and_padding():
     block[0, 0, 0, 3, :] = 99
     out = decode_weight(block.tobytes(), (1, 1, 1, 1, 4, 16), (3, 2, 1, 1), "int8", "w")
     np.testing.assert_array_equal(out[:, :, 0, 0], np.arange(6).reshape(3, 2))
-    with pytest.raises(ModelInvalidError, match="need 192 bytes; the buffer has 100"):
+    with pytest.raises(ModelInvalidError, match=r"shape \[3, 40, 1, 1\] needs 240 bytes; the buffer has 100"):
         decode_weight(raw[:100], (1, 1, 1, 1, 3, 32, 1, 1, 1, 1, 3, 8), (3, 40, 1, 1), "float16", "w")
-    with pytest.raises(ModelInvalidError, match="cover 3 of 5 output channels"):
-        decode_weight(raw, (1, 1, 1, 1, 3, 32, 1, 1, 1, 1, 3, 8), (5, 40, 1, 1), "float16", "w")
+    with pytest.raises(ModelInvalidError, match="cover 3 of 5 output channels"):  # (padded to 5 channels' bytes)
+        decode_weight(raw + bytes(160), (1, 1, 1, 1, 3, 32, 1, 1, 1, 1, 3, 8), (5, 40, 1, 1), "float16", "w")
 
 
 def test_packed_int8_weight_of_rk3576_first_convs():
