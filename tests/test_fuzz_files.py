@@ -221,6 +221,7 @@ def _load_error(data: bytes, key=None) -> str:
     ("maxpool_fp16", "MaxPool", {"kernel_shape": [3, 3], "strides": [0, 2]}, "pooling attributes .* do not fit"),
     ("maxpool_fp16", "MaxPool", {"kernel_shape": "3"}, "BSON attribute 'kernel_shape' is '3', not a list"),
     ("transpose_i8", "Transpose", {"perm": [0, 2, 3, 3]}, r"perm \[0, 2, 3, 3\] is not a permutation"),
+    ("argmax_fp16", "ArgMax", {"axis": {"a": 1}}, r"BSON attribute 'axis' holds \{'a': 1\}, not an integer"),
 ])
 def test_vendor_bson_attributes_of_the_wrong_kind_are_named(stem, op, attrs, message):
     assert re.search(message, _load_error(_with_node_bson(stem, op, attrs)))

@@ -862,12 +862,12 @@ class _Lowering:
         if x.kind not in _ACTIVATION_KINDS or w.kind not in _WEIGHT_KINDS or w.layout != "weight" or len(w.shape) != 4:
             raise self.error(f"{node.label}: inputs {x.kind} {x.name!r}, {w.kind}/{w.layout} {w.name!r} are not an "
                              "activation and a tiled 4-D weight")
-        attrs = {"kernel_shape": [int(v) for v in self.bson(node, "kernel_shape")],
-                 "strides": [int(v) for v in self.bson(node, "strides")],
-                 "pads": [int(v) for v in self.bson(node, "pads")],
-                 "dilations": [int(v) for v in attr_value(node, "dilations", [1, 1])],
-                 "group": int(attr_value(node, "group", 1)),
-                 "output_padding": [int(v) for v in attr_value(node, "output_padding", [0, 0])]}
+        attrs = {"kernel_shape": self.bson_ints(node, "kernel_shape"),
+                 "strides": self.bson_ints(node, "strides"),
+                 "pads": self.bson_ints(node, "pads"),
+                 "dilations": self.bson_ints(node, "dilations", [1, 1]),
+                 "group": self.bson_int(node, "group", 1),
+                 "output_padding": self.bson_ints(node, "output_padding", [0, 0])}
         for key in ("kernel_shape", "dilations"):
             if list(node.params.get(key, ())) != attrs[key]:
                 raise self.error(f"{node.label}: parameter table {key} {node.params[key]} disagrees with the BSON "
@@ -911,7 +911,7 @@ class _Lowering:
         first maximum, as ONNX's (on an int8 file, of the int8 codes' values)."""
         (data,) = self.activation_inputs(node, 1, 1)
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
-        axis, keepdims = int(self.bson(node, "axis")), int(attr_value(node, "keepdims", 1))
+        axis, keepdims = self.bson_int(node, "axis"), self.bson_int(node, "keepdims", 1)
         if attr_value(node, "select_last_index", 0) not in (0, None):
             raise self.error(f"{node.label}: select_last_index=1 was never observed")
         if out.dtype != "int64" or not -len(x.shape) <= axis < len(x.shape):
@@ -956,8 +956,8 @@ class _Lowering:
             raise self.error(f"{node.label} needs one int64 split-size constant, has {[t.kind for t in consts]}")
         sizes = self.int64_const(node, consts[0])
         axis = int(node.params.get("axis", -1))
-        bson_axis = attr_value(node, "axis")
-        if sizes.tolist() != list(node.params.get("split", [])) or bson_axis is None or int(bson_axis) != axis:
+        bson_axis = self.bson_int(node, "axis")
+        if sizes.tolist() != list(node.params.get("split", [])) or bson_axis != axis:
             raise self.error(f"{node.label}: split sizes {sizes.tolist()} / axis {axis} disagree with its parameter "
                              f"table {node.params} or BSON axis {bson_axis}")
         outs = [self.tensor(i, node) for i in node.outputs]
