@@ -94,7 +94,8 @@ def test_mutated_encrypted_file_loads_and_runs_or_raises_a_typed_error(worker, n
     for i in range(ENCRYPTED_CASES // 2):
         damaged = bytearray(sealed)
         damaged[rng.randrange(len(damaged))] ^= 1 << rng.randrange(8)
-        outer += [(f"envelope-flip#{i}", bytes(damaged)), (f"envelope-truncate#{i}", sealed[:rng.randrange(len(sealed))])]
+        outer += [(f"envelope-flip#{i}", bytes(damaged)),
+                  (f"envelope-truncate#{i}", sealed[:rng.randrange(len(sealed))])]
     assert len(_check_all(worker, inner, KEY)) == len(inner)
     # a damaged envelope never opens: DecryptError, or ModelInvalidError once its magic is gone
     assert set(_check_all(worker, outer, KEY)) <= {"DecryptError", "ModelInvalidError"}
@@ -104,7 +105,8 @@ def test_mutated_encrypted_file_loads_and_runs_or_raises_a_typed_error(worker, n
 def test_every_vendor_part_is_mutated():
     regions = vendor_regions((CORPUS / "conv_sigmoid_i8.rknn").read_bytes())
     assert set(regions) == {"header", "flatbuffer", "tables", "bson", "regcmd", "weights", "json"}
-    labels = {label.split("#")[0] for label, _ in vendor_mutations((CORPUS / "conv_sigmoid_i8.rknn").read_bytes(), 1, 26)}
+    mutations = vendor_mutations((CORPUS / "conv_sigmoid_i8.rknn").read_bytes(), 1, 26)
+    labels = {label.split("#")[0] for label, _ in mutations}
     assert labels >= {"truncate", "header", "tables-u32", "bson", "regcmd-u32", "weights", "json"}
 
 

@@ -94,8 +94,9 @@ class Graph:
                 )
             lo, hi = _QUANT_RANGES[q.dtype]
             if not all(lo <= z <= hi for z in q.zero_point) or not all(_F32_TINY <= s <= _F32_MAX for s in q.scale):
-                raise ModelInvalidError(f"tensor {name!r}: {q.dtype} zero points must lie in [{lo}, {hi}] and scales be "
-                                        f"normal float32 values, got {list(q.zero_point)} and {list(q.scale)}", op="load")
+                raise ModelInvalidError(f"tensor {name!r}: {q.dtype} zero points must lie in [{lo}, {hi}] and "
+                                        f"scales be normal float32 values, got {list(q.zero_point)} and "
+                                        f"{list(q.scale)}", op="load")
             if len(q.scale) > 1 and name in self.constants:
                 shape, axis = np.shape(self.constants[name]), 0 if q.axis is None else q.axis
                 if not -len(shape) <= axis < len(shape) or shape[axis] != len(q.scale):
