@@ -96,16 +96,6 @@ rm -rf "$root/build"; mkdir -p "$root/build/wheelhouse"
 cp "$wheel" "$root/build/wheelhouse/"
 tar xzf "$sdist" -C "$root/build"   # the tests and examples, run from the root
 src=$(basename "$root"/build/rknnlite_runtime-*)
-# The real RKNN-Toolkit2 files some tests load are not in the sdist; copied in when present (where
-# tests/conftest.py looks by default: next to the project), those tests run on arm64 too.
-shared=${RKNNLITE_SHARED:-$here/../shared}
-if [ -d "$shared/fixtures/rknn-toolkit2" ]; then
-    mkdir -p "$root/build/shared"
-    cp -rL "$shared/fixtures" "$root/build/shared/" && chmod -R u+w "$root/build/shared"
-    log "vendor fixtures: copied from $shared/fixtures"
-else
-    log "vendor fixtures: none at $shared/fixtures (the tests that need them skip)"
-fi
 log "emulated uname -m: $(chroot "$root" uname -m); python: $(chroot "$root" python3 --version)"
 
 # The wheel goes into a venv that sees Debian's numpy/cryptography/psutil/pytest; pip installs it

@@ -11,17 +11,15 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _shared_dir() -> Path:
-    return Path(os.environ.get("RKNNLITE_SHARED", REPO.parent / "shared"))
+#: Real Rockchip files, their ONNX sources, datasets and outputs (see its README.md).
+VENDOR_FIXTURES = REPO / "tests" / "data" / "rknn-toolkit2"
 
 
 @pytest.fixture(scope="session")
 def vendor_fixtures() -> Path:
-    """``shared/fixtures/rknn-toolkit2``: real Rockchip files, their ONNX sources and outputs."""
-    path = _shared_dir() / "fixtures" / "rknn-toolkit2"
-    if not path.is_dir():
-        pytest.skip(f"vendor fixtures not found at {path} (set RKNNLITE_SHARED)")
-    return path
+    """``tests/data/rknn-toolkit2``: real Rockchip files, their ONNX sources and outputs.
+    Part of the repository: ``tests/test_fixture_data.py`` fails when any file is missing."""
+    return VENDOR_FIXTURES
 
 
 @pytest.fixture(scope="session")

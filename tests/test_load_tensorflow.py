@@ -162,7 +162,9 @@ def test_unknown_input_name(tf_graphs):
 
 def test_missing_framework_names_the_install(monkeypatch, caplog, tmp_path):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tf2onnx" else real(name, *a))
+    # tensorflow present (whether or not this environment has it), tf2onnx missing
+    present = {"tf2onnx": None, "tensorflow": object()}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: present[name] if name in present else real(name, *a))
     rknn = RKNN()
     caplog.set_level(logging.ERROR, logger="rknnlite.toolkit")
     assert rknn.load_tensorflow(str(tmp_path / "m.pb"), ["x"], [[1, 4]], ["y"]) == -1

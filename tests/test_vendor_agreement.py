@@ -1,6 +1,6 @@
 """This toolkit and software backend agree with RKNN-Toolkit2's simulator.
 
-For the vendor fixtures (``shared/fixtures/rknn-toolkit2``), the same ONNX model is
+For the vendor fixtures (``tests/data/rknn-toolkit2``), the same ONNX model is
 built the way the vendor build was (``config`` from ``manifest.json``,
 ``build(do_quantization=False)``, float16), fed the same inputs (NCHW float32,
 before mean/std) and compared with the vendor simulator's outputs of the fp16 build.

@@ -1,12 +1,14 @@
 """Vendor runtime behaviours, written once for every backend.
 
-The ``open_model`` fixture opens the fixture models (``shared/fixtures/rknn-toolkit2``) on
+The ``open_model`` fixture opens the fixture models (``tests/data/rknn-toolkit2``) on
 each backend available here: "software" runs them converted by rknnlite.toolkit with the
 vendor's settings; "npu" runs the vendor's own ``.rknn`` files through librknnrt (skipped
 where that backend is unavailable); "fake-npu" runs them on the npu backend over the fake
-librknnrt of ``tests/fake_rknnrt`` wherever it can: ``add_mul_fp16`` (a vendor graph the fake
-knows) as is, ``add_mul_i8`` as a fake-graph model with the vendor file's tensors and
-quantization; other models are skipped there (the fake has element-wise ops only).  Every test states one behaviour of the vendor runtime
+librknnrt of ``tests/fake_rknnrt``: ``add_mul_fp16`` (a vendor graph the fake knows) as is,
+``add_mul_i8`` as a fake-graph model with the vendor file's tensors and quantization.  The fake
+has element-wise ops only, so only the tests marked ``fake_rknnrt_case`` (those opening add_mul alone)
+get a "fake-npu" case; no case is generated that could never run.  Every test states one
+behaviour of the vendor runtime
 (C API reference, RKNN API user guide; ``reference/rknn-api-facts.md`` §2, §5).
 """
 
@@ -23,9 +25,15 @@ from rknnlite.model.loader import load_model
 BACKENDS = ("software", "npu", "fake-npu")
 
 
+def pytest_generate_tests(metafunc):
+    if "open_model" in metafunc.fixturenames:
+        fake = metafunc.definition.get_closest_marker("fake_rknnrt_case") is not None
+        metafunc.parametrize("open_model", BACKENDS if fake else BACKENDS[:2], indirect=True)
+
+
 def _fake_npu_model(request, vendor_fixtures, name: str, variant: str):
     """The model the fake librknnrt runs for fixture ``name``/``variant`` (and the fake set
-    as librknnrt for this test), or a skip."""
+    as librknnrt for this test); a test marked ``fake_rknnrt_case`` that opens another model fails."""
     pytest.importorskip("rknnlite._native.rknnrt")
     request.getfixturevalue("fake_rknnrt_env")
     vendor = vendor_fixtures / "rknn" / f"{name}_{variant}.rknn"
@@ -40,10 +48,11 @@ def _fake_npu_model(request, vendor_fixtures, name: str, variant: str):
         path = request.getfixturevalue("tmp_path") / vendor.name
         path.write_bytes(add_mul_model(dtype="int8", quant=quant, toolkit_version="2.5.0"))
         return path
-    pytest.skip(f"the fake librknnrt cannot run {vendor.name} (element-wise ops only)")
+    pytest.fail(f"the fake librknnrt cannot run {vendor.name} (element-wise ops only): "
+                "do not mark the test fake_rknnrt_case")
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture
 def open_model(request, converted_fixture, vendor_fixtures):
     backend = request.param
     opened = []
@@ -57,8 +66,8 @@ def open_model(request, converted_fixture, vendor_fixtures):
             path = vendor_fixtures / "rknn" / f"{name}_{variant}.rknn"
         try:
             ctx = rknnlite.Context(str(path), backend=backend.replace("fake-", ""), **kwargs)
-        except DeviceUnavailableError as e:
-            pytest.skip(f"the {backend} backend is not available here: {e.message}")
+        except DeviceUnavailableError:
+            pytest.skip(f"needs an NPU board with librknnrt.so (the {backend} backend is unavailable here)")
         opened.append(ctx)
         return ctx
 
@@ -88,6 +97,7 @@ def test_int8_inputs_report_int8_with_the_models_quant_params(open_model, vendor
     assert attr.zp == quant.zero_point[0] and attr.scale == pytest.approx(quant.scale[0], rel=1e-6)
 
 
+@pytest.mark.fake_rknnrt_case
 @pytest.mark.parametrize("variant, type_, c2", [("fp16", TensorType.FLOAT16, 8), ("i8", TensorType.INT8, 16)])
 def test_native_layouts_on_rk3588(open_model, variant, type_, c2):
     ctx = open_model("add_mul", variant)
@@ -99,6 +109,7 @@ def test_native_layouts_on_rk3588(open_model, variant, type_, c2):
     assert (nhwc.fmt, nhwc.dims) == (TensorFormat.NHWC, (1, 8, 8, 3))
 
 
+@pytest.mark.fake_rknnrt_case
 def test_outputs_are_float32_in_model_layout(open_model, vendor_fixtures):
     ctx = open_model("add_mul")
     a, b = io(vendor_fixtures, "add_mul_ab0_in0"), io(vendor_fixtures, "add_mul_ab0_in1")

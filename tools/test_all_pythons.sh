@@ -3,7 +3,6 @@
 # (pyenv or python3.X on PATH), each in its own venv.  Usage: tools/test_all_pythons.sh
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
-shared=${RKNNLITE_SHARED:-$repo/../shared}
 work=$(mktemp -d)
 status=0
 for minor in 9 10 11 12 13; do
@@ -15,7 +14,7 @@ for minor in 9 10 11 12 13; do
   git clone -q "$repo" "$work/src-3.$minor"
   "$py" -m venv "$work/venv-3.$minor"
   if (cd "$work/src-3.$minor" && "$work/venv-3.$minor/bin/pip" install -q ".[test]" &&
-      cd "$work" && RKNNLITE_SHARED=$shared "$work/venv-3.$minor/bin/python" -m pytest -q -p no:cacheprovider \
+      cd "$work" && "$work/venv-3.$minor/bin/python" -m pytest -q -p no:cacheprovider \
         "$work/src-3.$minor/tests") > "$work/3.$minor.log" 2>&1; then
     echo "3.$minor: $(tail -n 1 "$work/3.$minor.log")"
   else

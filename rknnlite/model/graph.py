@@ -17,6 +17,10 @@ from .spec import QuantParams
 
 #: Integer types a quantized tensor may use.
 QUANT_DTYPES = ("int8", "uint8", "int16")
+#: The values each of them holds (a zero point must be one of them).
+_QUANT_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
+#: Normal float32 magnitudes (a scale outside them is lost in the kernels' float32 arithmetic).
+_F32_TINY, _F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
 
 __all__ = ["Node", "Graph"]
 
@@ -88,6 +92,16 @@ class Graph:
                     f"got {q.dtype} {list(q.scale)}",
                     op="load",
                 )
+            lo, hi = _QUANT_RANGES[q.dtype]
+            if not all(lo <= z <= hi for z in q.zero_point) or not all(_F32_TINY <= s <= _F32_MAX for s in q.scale):
+                raise ModelInvalidError(f"tensor {name!r}: {q.dtype} zero points must lie in [{lo}, {hi}] and "
+                                        f"scales be normal float32 values, got {list(q.zero_point)} and "
+                                        f"{list(q.scale)}", op="load")
+            if len(q.scale) > 1 and name in self.constants:
+                shape, axis = np.shape(self.constants[name]), 0 if q.axis is None else q.axis
+                if not -len(shape) <= axis < len(shape) or shape[axis] != len(q.scale):
+                    raise ModelInvalidError(f"tensor {name!r}: {len(q.scale)} per-channel scales on axis {axis} of a "
+                                            f"{list(shape)} constant", op="load")
 
     def produced(self) -> List[str]:
         """Every tensor a node produces, in execution order, once each (graph inputs and
@@ -152,8 +166,11 @@ class Graph:
                     attrs[key] = value
                 nodes.append(Node(n["op"], n["name"], _names(n["inputs"], "node inputs", allow_empty=True),
                                   _names(n["outputs"], "node outputs"), attrs))
-            quant = {name: _quant(q, name) for name, q in d.get("quant", {}).items()}
-        except (KeyError, TypeError, ValueError) as e:
+            raw_quant = d.get("quant", {})
+            if not isinstance(raw_quant, dict):
+                raise TypeError("quant must be an object")
+            quant = {name: _quant(q, name) for name, q in raw_quant.items()}
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
             raise ModelInvalidError(f"malformed graph: {e}", op="load") from None
         graph = cls(nodes, inputs, outputs, {k: v for k, v in constants.items() if k not in attr_refs}, quant)
         graph.validate()

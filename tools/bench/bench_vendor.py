@@ -14,7 +14,7 @@ For each model and variant, three things run the same model on the same input, s
   * onnxruntime on the ONNX (CPU provider, one intra- and one inter-op thread), fed the
     input already normalised with mean/std (the ONNX does not normalise; the two rknnlite
     columns take the raw input and normalise it inside their run).
-Models: the three fixtures of ``shared/fixtures/rknn-toolkit2`` (convnet, add_mul, dyn_conv at
+Models: the three fixtures of ``tests/data/rknn-toolkit2`` (convnet, add_mul, dyn_conv at
 its first shape set 1x3x32x32) and the corpus ``bench`` model of ``tests/data/vendor`` (six 3x3
 conv layers up to 192 channels on 1x3x64x64; its ONNX is rebuilt by
 ``tools/vendor_corpus/models.py`` and its int8 build calibrated on the corpus's 4 samples).
@@ -56,8 +56,8 @@ CALIB_SEED, CALIB_SAMPLES = 4321, 4
 
 
 def fixtures_dir() -> Path:
-    """``shared/fixtures/rknn-toolkit2`` (``$RKNNLITE_SHARED``, else ``shared`` next to the repository)."""
-    return Path(os.environ.get("RKNNLITE_SHARED", REPO.parent / "shared")) / "fixtures" / "rknn-toolkit2"
+    """``tests/data/rknn-toolkit2``: the RKNN-Toolkit2 fixtures kept in the repository."""
+    return REPO / "tests" / "data" / "rknn-toolkit2"
 
 
 class Case:

@@ -385,9 +385,16 @@ class _Lowering:
         elif node.op in ("MaxPool", "AveragePool"):
             self.pool(node)
         elif node.op == "Concat":
-            self.emit(node, "Concat", self.activation_inputs(node, 1, 1 << 16), {"axis": int(self.bson(node, "axis"))})
+            rank = len(self.tensor(node.inputs[0], node).shape) if node.inputs else 0
+            axis = self.bson_int(node, "axis")
+            if not -rank <= axis < rank:
+                raise self.error(f"{node.label}: axis {axis} of a rank-{rank} input")
+            self.emit(node, "Concat", self.activation_inputs(node, 1, 1 << 16), {"axis": axis})
         elif node.op == "Transpose":
-            perm = [int(v) for v in self.bson(node, "perm")]
+            perm = self.bson_ints(node, "perm")
+            rank = len(self.tensor(node.inputs[0], node).shape) if node.inputs else 0
+            if sorted(perm) != list(range(rank)):
+                raise self.error(f"{node.label}: perm {perm} is not a permutation of a rank-{rank} input's axes")
             self.emit(node, "Transpose", self.activation_inputs(node, 1, 1), {"perm": perm})
         elif node.op == "Slice":
             self.slice(node)
@@ -430,12 +437,32 @@ class _Lowering:
         out = output or self.names[self.single_output(node).index]
         self.nodes.append(Node(op, node.name or f"{node.op}#{node.index}", inputs, [out], attrs))
 
-    def bson(self, node: VendorNode, name: str):
-        """ONNX attribute ``name`` from the node's BSON; ModelInvalidError when it is absent."""
-        value = attr_value(node, name)
+    def bson(self, node: VendorNode, name: str, default=None):
+        """ONNX attribute ``name`` from the node's BSON (``default`` when absent); ModelInvalidError
+        when it is absent without a default."""
+        value = attr_value(node, name, default)
         if value is None:
             raise self.error(f"{node.label} has no {name!r} attribute in its BSON")
         return value
+
+    def bson_int(self, node: VendorNode, name: str, default: Optional[int] = None) -> int:
+        """Integer ONNX attribute ``name`` (see :meth:`bson`); ModelInvalidError naming it when
+        the BSON holds something else there."""
+        return self._integer(node, name, self.bson(node, name, default))
+
+    def bson_ints(self, node: VendorNode, name: str, default: Optional[List[int]] = None) -> List[int]:
+        """Integer-list ONNX attribute ``name`` (see :meth:`bson_int`)."""
+        value = self.bson(node, name, default)
+        if not isinstance(value, (list, tuple)):
+            raise self.error(f"{node.label}: BSON attribute {name!r} is {value!r}, not a list of integers")
+        return [self._integer(node, name, v) for v in value]
+
+    def _integer(self, node: VendorNode, name: str, value) -> int:
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            return int(value)
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise self.error(f"{node.label}: BSON attribute {name!r} holds {value!r}, not an integer")
 
     def const_operand(self, node: VendorNode, t: VendorTensor) -> str:
         """A constant operand of an element-wise op (plain layout) as a float32 model-shape array:
@@ -835,12 +862,12 @@ class _Lowering:
         if x.kind not in _ACTIVATION_KINDS or w.kind not in _WEIGHT_KINDS or w.layout != "weight" or len(w.shape) != 4:
             raise self.error(f"{node.label}: inputs {x.kind} {x.name!r}, {w.kind}/{w.layout} {w.name!r} are not an "
                              "activation and a tiled 4-D weight")
-        attrs = {"kernel_shape": [int(v) for v in self.bson(node, "kernel_shape")],
-                 "strides": [int(v) for v in self.bson(node, "strides")],
-                 "pads": [int(v) for v in self.bson(node, "pads")],
-                 "dilations": [int(v) for v in attr_value(node, "dilations", [1, 1])],
-                 "group": int(attr_value(node, "group", 1)),
-                 "output_padding": [int(v) for v in attr_value(node, "output_padding", [0, 0])]}
+        attrs = {"kernel_shape": self.bson_ints(node, "kernel_shape"),
+                 "strides": self.bson_ints(node, "strides"),
+                 "pads": self.bson_ints(node, "pads"),
+                 "dilations": self.bson_ints(node, "dilations", [1, 1]),
+                 "group": self.bson_int(node, "group", 1),
+                 "output_padding": self.bson_ints(node, "output_padding", [0, 0])}
         for key in ("kernel_shape", "dilations"):
             if list(node.params.get(key, ())) != attrs[key]:
                 raise self.error(f"{node.label}: parameter table {key} {node.params[key]} disagrees with the BSON "
@@ -884,7 +911,7 @@ class _Lowering:
         first maximum, as ONNX's (on an int8 file, of the int8 codes' values)."""
         (data,) = self.activation_inputs(node, 1, 1)
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
-        axis, keepdims = int(self.bson(node, "axis")), int(attr_value(node, "keepdims", 1))
+        axis, keepdims = self.bson_int(node, "axis"), self.bson_int(node, "keepdims", 1)
         if attr_value(node, "select_last_index", 0) not in (0, None):
             raise self.error(f"{node.label}: select_last_index=1 was never observed")
         if out.dtype != "int64" or not -len(x.shape) <= axis < len(x.shape):
@@ -929,8 +956,8 @@ class _Lowering:
             raise self.error(f"{node.label} needs one int64 split-size constant, has {[t.kind for t in consts]}")
         sizes = self.int64_const(node, consts[0])
         axis = int(node.params.get("axis", -1))
-        bson_axis = attr_value(node, "axis")
-        if sizes.tolist() != list(node.params.get("split", [])) or bson_axis is None or int(bson_axis) != axis:
+        bson_axis = self.bson_int(node, "axis")
+        if sizes.tolist() != list(node.params.get("split", [])) or bson_axis != axis:
             raise self.error(f"{node.label}: split sizes {sizes.tolist()} / axis {axis} disagree with its parameter "
                              f"table {node.params} or BSON axis {bson_axis}")
         outs = [self.tensor(i, node) for i in node.outputs]
@@ -945,19 +972,24 @@ class _Lowering:
     def pool(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
-        kernel = [int(v) for v in self.bson(node, "kernel_shape")]
+        kernel = self.bson_ints(node, "kernel_shape")
         attrs = {"kernel_shape": kernel,
-                 "strides": [int(v) for v in attr_value(node, "strides", [1] * len(kernel))],
-                 "pads": [int(v) for v in attr_value(node, "pads", [0] * 2 * len(kernel))]}
-        ceil_mode = int(attr_value(node, "ceil_mode", 0))
+                 "strides": self.bson_ints(node, "strides", [1] * len(kernel)),
+                 "pads": self.bson_ints(node, "pads", [0] * 2 * len(kernel))}
+        ceil_mode = self.bson_int(node, "ceil_mode", 0)
         if ceil_mode:
             attrs["ceil_mode"] = 1
         if node.op == "MaxPool":
-            attrs["dilations"] = [int(v) for v in attr_value(node, "dilations", [1] * len(kernel))]
+            attrs["dilations"] = self.bson_ints(node, "dilations", [1] * len(kernel))
         else:
-            include = int(attr_value(node, "count_include_pad", 0))
+            include = self.bson_int(node, "count_include_pad", 0)
             if include:
                 attrs["count_include_pad"] = 1
+        n = len(kernel)
+        if not (n and len(x.shape) == 2 + n and len(attrs["strides"]) == n and len(attrs["pads"]) == 2 * n
+                and len(attrs.get("dilations", kernel)) == n and min(kernel + attrs["strides"]) >= 1
+                and min(attrs.get("dilations", kernel)) >= 1 and min(attrs["pads"]) >= 0):
+            raise self.error(f"{node.label}: pooling attributes {attrs} do not fit a {list(x.shape)} input")
         dims = []
         for k in range(len(kernel)):
             span = attrs.get("dilations", [1] * len(kernel))[k] * (kernel[k] - 1) + 1
@@ -973,7 +1005,7 @@ class _Lowering:
             raise self.error(f"{node.label}: {t.name!r} is a {t.dtype} {t.kind} tensor; an int64 constant was expected")
         raw = self.vf.tensor_data(self.sg, t)
         count = int(np.prod(t.shape)) if t.shape else 0
-        if len(raw) < 8 * count:
+        if min(t.shape, default=0) < 0 or len(raw) < 8 * count:
             raise self.error(f"{node.label}: constant {t.name!r} needs {8 * count} bytes, has {len(raw)}")
         return np.frombuffer(raw, "<i8", count).astype(np.int64)
 
@@ -986,10 +1018,11 @@ class _Lowering:
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
         axes = values[2] if len(values) > 2 else np.arange(len(values[0]))
         steps = values[3] if len(values) > 3 else np.ones(len(values[0]), np.int64)
-        index = [slice(None)] * len(x.shape)
+        got = list(x.shape)
         for start, end, axis, step in zip(values[0], values[1], axes, steps):
-            index[int(axis)] = slice(int(start), int(end), int(step))
-        got = list(np.empty(x.shape, np.uint8)[tuple(index)].shape)
+            if not -len(got) <= axis < len(got) or step == 0:
+                raise self.error(f"{node.label}: axis {axis} with step {step} on a rank-{len(got)} input")
+            got[axis] = len(range(*slice(int(start), int(end), int(step)).indices(max(x.shape[axis], 0))))
         if got != list(out.shape):
             raise self.error(f"{node.label}: starts/ends/axes/steps {[v.tolist() for v in values]} give shape {got}, "
                              f"the file says {list(out.shape)}")

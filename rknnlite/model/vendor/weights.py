@@ -76,6 +76,9 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
     if npu_size is not None and npu_size != tile_bytes and not (
             npu_size == unpadded and all(t[1] * t[5] == tiles[0][1] * tiles[0][5] for t in tiles)):
         raise _error(where, f"weight tiles {tiles} hold {tile_bytes} bytes but the tensor's NPU size is {npu_size}")
+    if o_total * i_total * kh * kw * item.itemsize > len(data):  # before allocating a forged shape
+        raise _error(where, f"weight model shape {list(shape)} needs {o_total * i_total * kh * kw * item.itemsize} "
+                            f"bytes; the buffer has {len(data)}")
     out = np.empty((o_total, i_total, kh, kw), item)
     pos = o0 = k = 0
     while k < len(tiles):
