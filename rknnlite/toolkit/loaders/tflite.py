@@ -548,9 +548,10 @@ def _fully_connected(c: _Converter, op: _Op) -> None:
     c.with_activation(op, code, make)
 
 
-def _binary(c: _Converter, op: _Op) -> None:
-    out = op.outputs[0]
-    rank = c.rank(out)
+def _broadcast_operands(c: _Converter, op: _Op) -> List[str]:
+    """The first two operands of an elementwise op, laid out like its output: NCHW when the
+    output is 4-D (constants and lower-rank activations lifted to 4-D first), else as held."""
+    rank = c.rank(op.outputs[0])
     ins = []
     for k in op.inputs[:2]:
         k = c.root(k)
@@ -568,8 +569,37 @@ def _binary(c: _Converter, op: _Op) -> None:
             moved = c.fresh(f"{lifted}/nchw")
             c.node("Transpose", [lifted], [moved], perm=list(_NCHW))
             ins.append(moved)
+    return ins
+
+
+def _binary(c: _Converter, op: _Op) -> None:
+    ins = _broadcast_operands(c, op)
     code = op.options.FusedActivationFunction() if op.options is not None else 0
     c.with_activation(op, code, lambda y: c.node(_BINARY[op.name], ins, [y]))
+
+
+def _prelu(c: _Converter, op: _Op) -> None:
+    """PRELU(x, alpha): ``x`` where positive, ``alpha * x`` elsewhere (alpha broadcasts)."""
+    ins = _broadcast_operands(c, op)
+    _, y = c.out(op)
+    c.node("PRelu", ins, [y])
+
+
+def _squared_difference(c: _Converter, op: _Op) -> None:
+    """SQUARED_DIFFERENCE(a, b) = (a - b)^2."""
+    a, b = _broadcast_operands(c, op)
+    _, y = c.out(op)
+    diff = c.fresh(f"{y}/difference")
+    c.node("Sub", [a, b], [diff])
+    c.node("Mul", [diff, diff], [y])
+
+
+def _rsqrt(c: _Converter, op: _Op) -> None:
+    """RSQRT(x) = 1 / sqrt(x)."""
+    x, y = _same_layout(c, op)
+    root = c.fresh(f"{y}/sqrt")
+    c.node("Sqrt", [x], [root])
+    c.node("Reciprocal", [root], [y])
 
 
 def _same_layout(c: _Converter, op: _Op) -> Tuple[str, str]:
@@ -711,6 +741,145 @@ def _resize(c: _Converter, op: _Op) -> None:
     c.node("Resize", [c.nchw(x), "", "", sizes], [y], **attrs)
 
 
+def _transpose_conv(c: _Converter, op: _Op) -> None:
+    """TRANSPOSE_CONV(output_shape, weights OHWI, x[, bias]): a ConvTranspose whose pads
+    give exactly the file's output size (TFLite pads like the forward conv from that size:
+    the odd pixel at the end; a larger output is filled by ``output_padding``)."""
+    o = op.options
+    out_shape = [int(v) for v in _const_ints(c, op, 0, "the output shape").reshape(-1)]
+    w, x = c.root(op.inputs[1]), op.inputs[2]
+    wt = c.t[w]
+    if wt.data is None or len(wt.shape) != 4:
+        raise ModelInvalidError(f"{c.label(op)}: the weights must be a constant 4-D tensor", op=_OP)
+    if len(out_shape) != 4 or c.rank(x) != 4:
+        raise ModelInvalidError(f"{c.label(op)}: only 2-D transposed convolutions (4-D NHWC tensors) are "
+                                f"supported", op=_OP)
+    kh, kw = wt.shape[1], wt.shape[2]
+    strides = [o.StrideH(), o.StrideW()]
+    begin, end, extra = [], [], []
+    for size_in, size_out, k, s in zip(c.t[x].shape[1:3], out_shape[1:3], (kh, kw), strides):
+        full = (size_in - 1) * s + k
+        total = full - size_out
+        if total >= 0:
+            begin.append(total // 2 if o.Padding() == 0 else 0)
+            end.append(total - begin[-1])
+            extra.append(0)
+        else:
+            begin.append(0)
+            end.append(0)
+            extra.append(-total)
+    ins = [c.nchw(x), c.value(w, (3, 0, 1, 2))]  # OHWI -> IOHW
+    if len(op.inputs) > 3 and op.inputs[3] >= 0:
+        ins.append(c.value(op.inputs[3]))
+    attrs = dict(strides=strides, kernel_shape=[kh, kw], pads=begin + end)
+    if any(extra):
+        attrs["output_padding"] = extra
+    code = o.FusedActivationFunction() if hasattr(o, "FusedActivationFunction") else 0
+    c.with_activation(op, code, lambda y: c.node("ConvTranspose", ins, [y], **attrs))
+
+
+def _split(c: _Converter, op: _Op) -> None:
+    """SPLIT(axis, x) into equal parts; SPLIT_V(x, size_splits, axis) into given sizes."""
+    if op.name == "SPLIT":
+        axis_k, x = 0, c.root(op.inputs[1])
+    else:
+        axis_k, x = 2, c.root(op.inputs[0])
+    rank = c.rank(x)
+    axis = int(_const_ints(c, op, axis_k, "the axis").reshape(-1)[0])
+    axis = axis + rank if axis < 0 else axis
+    sizes = [c.t[i].shape[axis] for i in op.outputs]
+    nchw = rank == 4
+    src = c.nchw(x) if nchw else c.tfl(x)
+    outs = [c.define(i, nchw) for i in op.outputs]
+    c.node("Split", [src, c.const(f"{outs[0]}/split", np.array(sizes, np.int64))], outs,
+           axis=_AXIS_TO_NCHW[axis] if nchw else axis)
+
+
+def _strided_slice(c: _Converter, op: _Op) -> None:
+    """STRIDED_SLICE(x, begin, end, strides) with begin/end/shrink-axis masks (a Slice, then
+    a Reshape dropping the shrunk axes); ellipsis and new-axis masks are refused."""
+    o = op.options
+    if o is not None and (o.EllipsisMask() or o.NewAxisMask()):
+        raise ModelInvalidError(f"{c.label(op)}: ellipsis_mask and new_axis_mask are not supported", op=_OP)
+    if o is not None and hasattr(o, "Offset") and o.Offset():
+        raise ModelInvalidError(f"{c.label(op)}: offset=True is not supported", op=_OP)
+    x = c.root(op.inputs[0])
+    rank = c.rank(x)
+    begin = _const_ints(c, op, 1, "begin").reshape(-1)
+    end = _const_ints(c, op, 2, "end").reshape(-1)
+    steps = _const_ints(c, op, 3, "strides").reshape(-1)
+    if not len(begin) == len(end) == len(steps) == rank:
+        raise ModelInvalidError(f"{c.label(op)}: begin, end and strides need {rank} values each", op=_OP)
+    bmask = o.BeginMask() if o is not None else 0
+    emask = o.EndMask() if o is not None else 0
+    shrink = o.ShrinkAxisMask() if o is not None else 0
+    big = np.iinfo(np.int64).max
+    starts, ends = [], []
+    for d in range(rank):
+        step = int(steps[d])
+        if step == 0:
+            raise ModelInvalidError(f"{c.label(op)}: stride 0 on axis {d}", op=_OP)
+        b, e = int(begin[d]), int(end[d])
+        if bmask >> d & 1:
+            b = 0 if step > 0 else big
+        if shrink >> d & 1:  # one element: [b, b + 1)
+            e = b + 1 if b != -1 else big
+            step = 1
+        elif emask >> d & 1:
+            e = big if step > 0 else -big
+        starts.append(b)
+        ends.append(e)
+        steps[d] = step
+    i = op.outputs[0]
+    keep_nchw = rank == 4 and c.rank(i) == 4 and not shrink
+    axes = [_AXIS_TO_NCHW[d] for d in range(rank)] if keep_nchw else list(range(rank))
+    src = c.nchw(x) if keep_nchw else c.tfl(x)
+    args = [np.array(v, np.int64) for v in (starts, ends, axes, list(steps))]
+    if keep_nchw or not shrink:
+        y = c.define(i, keep_nchw)
+        c.node("Slice", [src] + [c.const(f"{y}/{n}", a) for n, a in zip(("starts", "ends", "axes", "steps"), args)],
+               [y])
+        return
+    y = c.define(i, False)
+    part = c.fresh(f"{y}/slice")
+    c.node("Slice", [src] + [c.const(f"{y}/{n}", a) for n, a in zip(("starts", "ends", "axes", "steps"), args)],
+           [part])
+    c.node("Reshape", [part, c.const(f"{y}/shape", np.array(c.t[i].shape, np.int64))], [y])
+
+
+def _batch_matmul(c: _Converter, op: _Op) -> None:
+    """BATCH_MATMUL(a, b) with adj_x / adj_y (the last two axes swapped first), in TFLite's
+    own layout; the output is held as TFLite lays it out."""
+    o = op.options
+    names = []
+    for k, adj in zip(op.inputs[:2], (o.AdjX() if o else False, o.AdjY() if o else False)):
+        name = c.tfl(k)
+        if adj:
+            r = c.rank(c.root(k))
+            swapped = c.fresh(f"{name}/adjoint")
+            c.node("Transpose", [name], [swapped], perm=list(range(r - 2)) + [r - 1, r - 2])
+            name = swapped
+        names.append(name)
+    y = c.define(op.outputs[0], False)
+    c.node("MatMul", names, [y])
+
+
+def _gather(c: _Converter, op: _Op) -> None:
+    """GATHER(params, indices) along ``axis`` (batch_dims 0), in TFLite's own layout."""
+    o = op.options
+    if o is not None and o.BatchDims():
+        raise ModelInvalidError(f"{c.label(op)}: batch_dims={o.BatchDims()} is not supported", op=_OP)
+    x = c.root(op.inputs[0])
+    axis = int(o.Axis()) if o is not None else 0
+    ind = c.root(op.inputs[1])
+    if c.t[ind].data is not None:
+        indices = c.const(f"{c.t[ind].name}/int64", np.asarray(c.t[ind].data).astype(np.int64))
+    else:
+        indices = c.tfl(ind)
+    y = c.define(op.outputs[0], False)
+    c.node("Gather", [c.tfl(x), indices], [y], axis=axis + c.rank(x) if axis < 0 else axis)
+
+
 def _quantize(c: _Converter, op: _Op) -> None:
     """QUANTIZE / DEQUANTIZE: one tensor on both sides (see the module doc); a requantize
     (int -> int with other parameters) is an Identity whose output keeps its own grid."""
@@ -734,7 +903,9 @@ _CONVERTERS = {
     "AVERAGE_POOL_2D": _pool, "MAX_POOL_2D": _pool, "RESHAPE": _reshape, "SOFTMAX": _softmax,
     "CONCATENATION": _concat, "MEAN": _mean, "PAD": _pad, "PADV2": _pad, "RESIZE_NEAREST_NEIGHBOR": _resize,
     "RESIZE_BILINEAR": _resize, "TRANSPOSE": _transpose, "QUANTIZE": _quantize, "DEQUANTIZE": _quantize,
-    "LEAKY_RELU": _leaky_relu,
+    "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SQUARED_DIFFERENCE": _squared_difference, "RSQRT": _rsqrt,
+    "TRANSPOSE_CONV": _transpose_conv, "SPLIT": _split, "SPLIT_V": _split, "STRIDED_SLICE": _strided_slice,
+    "BATCH_MATMUL": _batch_matmul, "GATHER": _gather,
     **{k: _binary for k in _BINARY}, **{k: _unary for k in _UNARY},
 }
 #: Builtin TFLite ops this loader converts.
@@ -787,6 +958,12 @@ def load_tflite(model, input_is_quant: bool = False, *, dynamic_input=None, cust
     for op in ops:
         if op.name not in _CONVERTERS:
             first = tensors[op.outputs[0]].name if op.outputs else "?"
+            if op.name.startswith("CUSTOM("):
+                raise ModelInvalidError(
+                    f"op {op.name} (node {op.index}: {first!r}) is a custom op: the framework that wrote the file "
+                    f"(MediaPipe, TensorFlow's detection post-processing, ...) implements it in its own kernels and "
+                    f"it is no TFLite builtin, so it cannot be converted; cut the model before it or replace it with "
+                    f"builtin ops", op=_OP)
             raise ModelInvalidError(f"op {op.name} (node {op.index}: {first!r}) is not supported; supported: "
                                     f"{', '.join(SUPPORTED_OPS)}", op=_OP)
     input_infos = c.add_inputs()
