@@ -1,5 +1,6 @@
 """TFLite builtin ops of real vision and audio models (PRELU, TRANSPOSE_CONV, SOFTMAX, SPLIT,
-SPLIT_V, STRIDED_SLICE, TRANSPOSE, BATCH_MATMUL, GATHER, SQUARED_DIFFERENCE, RSQRT): small
+SPLIT_V, STRIDED_SLICE, TRANSPOSE, BATCH_MATMUL, GATHER, SQUARED_DIFFERENCE, RSQRT,
+DEPTH_TO_SPACE): small
 models converted here by TensorFlow's own TFLite converter, loaded with ``RKNN.load_tflite``
 and compared with the TFLite interpreter (float build: cosine >= 0.999 and close values)."""
 
@@ -82,12 +83,13 @@ def _cases():
         "SQUARED_DIFFERENCE": (lambda a, b: tf.math.squared_difference(a, b), [(1, 4, 5, 3), (1, 4, 5, 3)],
                                "SQUARED_DIFFERENCE"),
         "RSQRT": (lambda x: tf.math.rsqrt(x * x + 0.5), [(1, 4, 5, 3)], "RSQRT"),
+        "DEPTH_TO_SPACE": (lambda x: tf.nn.depth_to_space(x, 2) * 2.0, [(1, 3, 4, 12)], "DEPTH_TO_SPACE"),
     }
 
 
 _NAMES = ["PRELU", "PRELU_elementwise", "TRANSPOSE_CONV_same", "TRANSPOSE_CONV_valid", "TRANSPOSE_CONV_same_odd",
           "SOFTMAX", "SPLIT", "SPLIT_V", "STRIDED_SLICE", "STRIDED_SLICE_shrink", "TRANSPOSE", "BATCH_MATMUL",
-          "BATCH_MATMUL_adjoint", "GATHER", "GATHER_rows", "SQUARED_DIFFERENCE", "RSQRT"]
+          "BATCH_MATMUL_adjoint", "GATHER", "GATHER_rows", "SQUARED_DIFFERENCE", "RSQRT", "DEPTH_TO_SPACE"]
 
 
 def _cosine(a, b) -> float:

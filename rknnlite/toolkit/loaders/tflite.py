@@ -880,6 +880,13 @@ def _gather(c: _Converter, op: _Op) -> None:
     c.node("Gather", [c.tfl(x), indices], [y], axis=axis + c.rank(x) if axis < 0 else axis)
 
 
+def _depth_to_space(c: _Converter, op: _Op) -> None:
+    """DEPTH_TO_SPACE: TFLite's channel order (row, column, depth) is ONNX's ``DCR`` mode."""
+    x = c.nchw(op.inputs[0])
+    _, y = c.out(op)
+    c.node("DepthToSpace", [x], [y], blocksize=int(op.options.BlockSize()), mode="DCR")
+
+
 def _quantize(c: _Converter, op: _Op) -> None:
     """QUANTIZE / DEQUANTIZE: one tensor on both sides (see the module doc); a requantize
     (int -> int with other parameters) is an Identity whose output keeps its own grid."""
@@ -905,7 +912,7 @@ _CONVERTERS = {
     "RESIZE_BILINEAR": _resize, "TRANSPOSE": _transpose, "QUANTIZE": _quantize, "DEQUANTIZE": _quantize,
     "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SQUARED_DIFFERENCE": _squared_difference, "RSQRT": _rsqrt,
     "TRANSPOSE_CONV": _transpose_conv, "SPLIT": _split, "SPLIT_V": _split, "STRIDED_SLICE": _strided_slice,
-    "BATCH_MATMUL": _batch_matmul, "GATHER": _gather,
+    "BATCH_MATMUL": _batch_matmul, "GATHER": _gather, "DEPTH_TO_SPACE": _depth_to_space,
     **{k: _binary for k in _BINARY}, **{k: _unary for k in _UNARY},
 }
 #: Builtin TFLite ops this loader converts.
