@@ -950,7 +950,7 @@ class RKNN:
             self._log.error("%s: %s", what, _NOT_BUILT)
             return -1
         from ..model.loader import load_model
-        from .accuracy import analyse, load_inputs
+        from .accuracy import MAP_NAME, analyse, load_inputs
 
         try:
             model = load_model(self._model_bytes).model
@@ -975,7 +975,10 @@ class RKNN:
             layer = by_name[name]
             self._log.info("%s: output %s: cos %.5f, euc %.5g (entire)", what, name, layer.entire_cos,
                            layer.entire_euc)
-        self._log.info("%s: %d tensors analysed; report %s", what, len(result.layers), result.report_path)
+        self._log.info("%s: %d tensors analysed; The error analysis results save to: %s", what, len(result.layers),
+                       result.report_path)
+        self._log.info("%s: The mapping of layer_name & file_name save to: %s", what,
+                       os.path.join(os.path.dirname(result.report_path), MAP_NAME))
         return 0
 
     def _float_reference(self):
