@@ -155,3 +155,50 @@ def test_gather_batch_dims_is_refused():
     b.op("GATHER", [x, ind], [y], "GatherOptions", Axis=1, BatchDims=1)
     with pytest.raises(ModelInvalidError, match="batch_dims"):
         load_tflite(b.finish([x], [y]))
+
+
+def _sparse_model(block: bool) -> bytes:
+    """Weights mostly zero, written sparse by the converter (``EXPERIMENTAL_SPARSITY``):
+    element-wise CSR expanded by DENSIFY ops (conv and dense layer, MediaPipe's sparse
+    detectors' form), or 1x4 blocks that FULLY_CONNECTED reads sparse itself."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(9)
+    fc = rng.standard_normal((32, 24)).astype(np.float32)
+    if block:
+        fc[np.repeat(rng.random((8, 24)) < 0.8, 4, axis=0)] = 0
+        fn, shape = (lambda x: tf.matmul(x, tf.constant(fc))), (2, 32)
+    else:
+        w = rng.standard_normal((3, 3, 16, 32)).astype(np.float32)
+        w[rng.random(w.shape) < 0.8] = 0
+        fc[rng.random(fc.shape) < 0.8] = 0
+        fn = lambda x: tf.matmul(tf.reduce_mean(tf.nn.relu(tf.nn.conv2d(x, tf.constant(w), 1, "SAME")), axis=[1, 2]),  # noqa: E731
+                                 tf.constant(fc))
+        shape = (1, 8, 8, 16)
+    concrete = tf.function(fn).get_concrete_function(tf.TensorSpec(shape, tf.float32))
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], tf.Module())
+    converter.optimizations = [tf.lite.Optimize.EXPERIMENTAL_SPARSITY]
+    return converter.convert()
+
+
+@pytest.mark.parametrize("block", [False, True], ids=["csr", "block_1x4"])
+def test_sparse_weights_through_densify(block):
+    import tflite as T
+
+    data = _sparse_model(block)
+    assert ("DENSIFY" in _ops_of(data)) != block
+    g = T.Model.GetRootAsModel(data, 0).Subgraphs(0)
+    sparse = [g.Tensors(i).Sparsity() for i in range(g.TensorsLength()) if g.Tensors(i).Sparsity() is not None]
+    assert sparse and any(s.BlockMapLength() for s in sparse) == block
+    x = np.random.default_rng(4).standard_normal(tuple(interpreter(data).get_input_details()[0]["shape"]))
+    x = x.astype(np.float32)
+    (want,) = interpret(data, [x])
+    r = RKNN()
+    assert r.config(target_platform="rk3588", float_dtype="float32") == 0
+    assert r.load_tflite(data) == 0
+    assert r.build(do_quantization=False) == 0
+    assert r.init_runtime() == 0
+    (got,) = r.inference(inputs=[x])
+    r.release()
+    assert _cosine(got, want) >= 0.999
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -143,12 +143,17 @@ def _parse(data: bytes, schema):
     for i in range(g.TensorsLength()):
         t = g.Tensors(i)
         name = (t.Name() or b"").decode("utf-8", "replace") or f"tensor_{i}"
-        if t.Sparsity() is not None:
-            raise ModelInvalidError(f"tensor {name!r} is sparse; sparse TFLite tensors are not supported", op=_OP)
         shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
         ttype = int(t.Type())
-        tensors.append(_Tensor(name, shape, ttype, _buffer(m, data, t.Buffer(), shape, ttype, name),
-                               *_quantization(t.Quantization())))
+        sparsity = t.Sparsity()
+        if sparsity is None:
+            values = _buffer(m, data, t.Buffer(), shape, ttype, name)
+        else:
+            values = _buffer(m, data, t.Buffer(), None, ttype, name)
+            if values is None:
+                raise ModelInvalidError(f"tensor {name!r} is sparse but holds no data", op=_OP)
+            values = _densify(values, shape, sparsity, schema, name)
+        tensors.append(_Tensor(name, shape, ttype, values, *_quantization(t.Quantization())))
     ops = []
     for i in range(g.OperatorsLength()):
         op = g.Operators(i)
@@ -188,11 +193,79 @@ def _buffer(m, data: bytes, index: int, shape, ttype: int, name: str) -> Optiona
         raise ModelInvalidError(f"constant {name!r} has TFLite type {_TYPE_NAMES.get(ttype, ttype)}, which the "
                                 f"runtime has no tensor type for", op=_OP)
     dtype = np.dtype(_TYPES[ttype][0])
+    if shape is None:  # a sparse tensor's stored values: a flat array of any length
+        if len(raw) % dtype.itemsize:
+            raise ModelInvalidError(f"sparse constant {name!r} holds {len(raw)} bytes, no whole number of {dtype}",
+                                    op=_OP)
+        return np.frombuffer(raw, dtype)
     count = int(np.prod(shape)) if shape else 1
     if len(raw) != count * dtype.itemsize:
         raise ModelInvalidError(f"constant {name!r} holds {len(raw)} bytes; shape {list(shape)} of {dtype} needs "
                                 f"{count * dtype.itemsize}", op=_OP)
     return np.frombuffer(raw, dtype).reshape(shape)
+
+
+def _index_vector(kind: int, table, schema) -> np.ndarray:
+    """A SparseIndexVector union member (Int32Vector, Uint16Vector or Uint8Vector) as int64."""
+    classes = {1: schema.Int32Vector, 2: schema.Uint16Vector, 3: schema.Uint8Vector}
+    if kind not in classes or table is None:
+        raise ModelInvalidError(f"sparse index vector of kind {kind} is missing or unknown", op=_OP)
+    vec = classes[kind]()
+    vec.Init(table.Bytes, table.Pos)
+    return np.asarray(vec.ValuesAsNumpy(), np.int64).reshape(-1) if vec.ValuesLength() else np.zeros(0, np.int64)
+
+
+def _densify(values: np.ndarray, shape: Tuple[int, ...], sparsity, schema, name: str) -> np.ndarray:
+    """A sparse constant (TFLite ``SparsityParameters``: per traversal level a DENSE dim of
+    ``dense_size`` or a SPARSE_CSR dim of segments and indices; block dims after the
+    original ones, ``block_map`` naming the dim each blocks) as its dense array.
+
+    The levels are walked breadth-first with numpy: each level turns the positions of the
+    previous one into its own positions and coordinates; the leaves index ``values``."""
+    rank = len(shape)
+    order = [int(v) for v in sparsity.TraversalOrderAsNumpy()] if sparsity.TraversalOrderLength() else []
+    block_map = [int(v) for v in sparsity.BlockMapAsNumpy()] if sparsity.BlockMapLength() else []
+    levels = sparsity.DimMetadataLength()
+    if sorted(order) != list(range(rank + len(block_map))) or levels != len(order):
+        raise ModelInvalidError(f"sparse tensor {name!r}: traversal order {order} and {levels} dim metadata do not "
+                                f"fit shape {list(shape)} with {len(block_map)} block dim(s)", op=_OP)
+    pos = np.zeros(1, np.int64)
+    coords = np.zeros((rank + len(block_map), 1), np.int64)  # expanded dim -> coordinate per position
+    sizes = {}
+    for level in range(levels):
+        md = sparsity.DimMetadata(level)
+        dim = order[level]
+        if md.Format() == 0:  # DENSE
+            n = int(md.DenseSize())
+            sizes[dim] = n
+            new_pos = (pos[:, None] * n + np.arange(n)).reshape(-1)
+            coords = np.repeat(coords, n, axis=1)
+            coords[dim] = np.tile(np.arange(n), len(pos))
+        else:  # SPARSE_CSR
+            segments = _index_vector(md.ArraySegmentsType(), md.ArraySegments(), schema)
+            indices = _index_vector(md.ArrayIndicesType(), md.ArrayIndices(), schema)
+            if pos.size and (pos.max() + 1 >= segments.size or segments[-1] > indices.size):
+                raise ModelInvalidError(f"sparse tensor {name!r}: level {level}'s segments do not cover its parent "
+                                        f"positions", op=_OP)
+            starts, counts = segments[pos], segments[pos + 1] - segments[pos]
+            if np.any(counts < 0):
+                raise ModelInvalidError(f"sparse tensor {name!r}: level {level}'s segments decrease", op=_OP)
+            new_pos = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(
+                starts, counts)
+            coords = np.repeat(coords, counts, axis=1)
+            coords[dim] = indices[new_pos]
+        pos = new_pos
+    if pos.size != values.size:
+        raise ModelInvalidError(f"sparse tensor {name!r} stores {values.size} values; its index structure has "
+                                f"{pos.size}", op=_OP)
+    full = coords[:rank].copy()
+    for j, d in enumerate(block_map):
+        full[d] = full[d] * sizes.get(rank + j, 1) + coords[rank + j]
+    if any(np.any(full[d] >= shape[d]) for d in range(rank)) or np.any(full < 0):
+        raise ModelInvalidError(f"sparse tensor {name!r} has indices outside its shape {list(shape)}", op=_OP)
+    dense = np.zeros(shape, values.dtype)
+    dense[tuple(full)] = values[pos]
+    return dense
 
 
 def _quantization(q):
@@ -880,6 +953,14 @@ def _gather(c: _Converter, op: _Op) -> None:
     c.node("Gather", [c.tfl(x), indices], [y], axis=axis + c.rank(x) if axis < 0 else axis)
 
 
+def _densify_op(c: _Converter, op: _Op) -> None:
+    """DENSIFY: its sparse input was expanded when the file was read; the output is that tensor."""
+    src = c.root(op.inputs[0])
+    if c.t[src].data is None:
+        raise ModelInvalidError(f"{c.label(op)}: the input must be a constant sparse tensor", op=_OP)
+    c.alias[op.outputs[0]] = src
+
+
 def _depth_to_space(c: _Converter, op: _Op) -> None:
     """DEPTH_TO_SPACE: TFLite's channel order (row, column, depth) is ONNX's ``DCR`` mode."""
     x = c.nchw(op.inputs[0])
@@ -913,6 +994,7 @@ _CONVERTERS = {
     "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SQUARED_DIFFERENCE": _squared_difference, "RSQRT": _rsqrt,
     "TRANSPOSE_CONV": _transpose_conv, "SPLIT": _split, "SPLIT_V": _split, "STRIDED_SLICE": _strided_slice,
     "BATCH_MATMUL": _batch_matmul, "GATHER": _gather, "DEPTH_TO_SPACE": _depth_to_space,
+    "DENSIFY": _densify_op,
     **{k: _binary for k in _BINARY}, **{k: _unary for k in _UNARY},
 }
 #: Builtin TFLite ops this loader converts.
