@@ -6,6 +6,7 @@ and compared with the TFLite interpreter (float build: cosine >= 0.999 and close
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import numpy as np
@@ -27,7 +28,8 @@ def _convert(fn, *shapes) -> bytes:
     """A float TFLite model of ``fn`` on float32 inputs of ``shapes`` (TensorFlow's converter)."""
     import tensorflow as tf
 
-    concrete = tf.function(fn).get_concrete_function(*[tf.TensorSpec(s, tf.float32) for s in shapes])
+    # autograph=False: no re-reading of the lambdas' source (plain tensor code needs no conversion)
+    concrete = tf.function(fn, autograph=False).get_concrete_function(*[tf.TensorSpec(s, tf.float32) for s in shapes])
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], tf.Module())
     return converter.convert()
 
@@ -97,14 +99,25 @@ def _cosine(a, b) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-@pytest.mark.parametrize("name", _NAMES)
-def test_op_matches_interpreter(name):
+@functools.lru_cache(maxsize=None)
+def _model(name: str) -> bytes:
     fn, shapes, opname = _cases()[name]
     data = _convert(fn, *shapes)
     assert opname in _ops_of(data)  # the converter really emitted the op under test
-    rng = np.random.default_rng(17)
-    # in the model's own input order (the converter may reorder the function's arguments)
-    inputs = [rng.standard_normal(tuple(d["shape"])).astype(np.float32) for d in interpreter(data).get_input_details()]
+    return data
+
+
+def _inputs(data: bytes, seed: int):
+    """Random inputs in the model's own input order (the converter may reorder the
+    function's arguments); 4-D ones NHWC, as the interpreter takes them."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(tuple(d["shape"])).astype(np.float32) for d in interpreter(data).get_input_details()]
+
+
+@pytest.mark.parametrize("name", _NAMES)
+def test_op_matches_interpreter(name):
+    data = _model(name)
+    inputs = _inputs(data, 17)
     want = interpret(data, inputs)
     r = RKNN()
     assert r.config(target_platform="rk3588", float_dtype="float32") == 0
@@ -120,6 +133,34 @@ def test_op_matches_interpreter(name):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("name", _NAMES)
+def test_op_calibrated_int8_stays_close(name, tmp_path):
+    """The same models built int8 (calibrated on 4 random samples, .npy in NCHW for 4-D
+    inputs): each output keeps cosine >= 0.99 against the interpreter's float result."""
+    data = _model(name)
+    lines = []
+    for k in range(4):
+        paths = []
+        for j, a in enumerate(_inputs(data, 100 + k)):
+            path = tmp_path / f"s{k}_{j}.npy"
+            np.save(path, a.transpose(0, 3, 1, 2) if a.ndim == 4 else a)
+            paths.append(str(path))
+        lines.append(" ".join(paths))
+    (tmp_path / "ds.txt").write_text("\n".join(lines) + "\n")
+    inputs = _inputs(data, 17)
+    want = interpret(data, inputs)
+    r = RKNN()
+    assert r.config(target_platform="rk3588") == 0
+    assert r.load_tflite(data) == 0
+    assert r.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
+    assert r.init_runtime() == 0
+    got = r.inference(inputs=inputs)
+    r.release()
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        assert _cosine(g, w) >= 0.99
+
+
 def _custom(code: str) -> bytes:
     b = TFLiteBuilder()
     x = b.tensor("x", [1, 4])
@@ -128,7 +169,8 @@ def _custom(code: str) -> bytes:
     return b.finish([x], [y])
 
 
-@pytest.mark.parametrize("code", ["Convolution2DTransposeBias", "MaxPoolingWithArgmax2D", "TFLite_Detection_PostProcess"])
+@pytest.mark.parametrize("code", ["Convolution2DTransposeBias", "MaxPoolingWithArgmax2D",
+                                  "TFLite_Detection_PostProcess"])
 def test_framework_custom_ops_are_refused_by_name(code):
     """Custom ops of one framework (MediaPipe's, TF's detection post-processing) have no
     builtin semantics here: refused with their name and the framework they belong to."""
@@ -165,17 +207,22 @@ def _sparse_model(block: bool) -> bytes:
 
     rng = np.random.default_rng(9)
     fc = rng.standard_normal((32, 24)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 16, 32)).astype(np.float32)
+    w[rng.random(w.shape) < 0.8] = 0
     if block:
         fc[np.repeat(rng.random((8, 24)) < 0.8, 4, axis=0)] = 0
-        fn, shape = (lambda x: tf.matmul(x, tf.constant(fc))), (2, 32)
+        shape = (2, 32)
     else:
-        w = rng.standard_normal((3, 3, 16, 32)).astype(np.float32)
-        w[rng.random(w.shape) < 0.8] = 0
         fc[rng.random(fc.shape) < 0.8] = 0
-        fn = lambda x: tf.matmul(tf.reduce_mean(tf.nn.relu(tf.nn.conv2d(x, tf.constant(w), 1, "SAME")), axis=[1, 2]),  # noqa: E731
-                                 tf.constant(fc))
         shape = (1, 8, 8, 16)
-    concrete = tf.function(fn).get_concrete_function(tf.TensorSpec(shape, tf.float32))
+
+    def fn(x):
+        if block:
+            return tf.matmul(x, tf.constant(fc))
+        features = tf.nn.relu(tf.nn.conv2d(x, tf.constant(w), 1, "SAME"))
+        return tf.matmul(tf.reduce_mean(features, axis=[1, 2]), tf.constant(fc))
+
+    concrete = tf.function(fn, autograph=False).get_concrete_function(tf.TensorSpec(shape, tf.float32))
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], tf.Module())
     converter.optimizations = [tf.lite.Optimize.EXPERIMENTAL_SPARSITY]
     return converter.convert()
