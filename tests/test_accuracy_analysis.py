@@ -76,9 +76,13 @@ def test_int8_model_report_and_files(int8_rknn, tmp_path, caplog):
         assert 0.99 <= cos_e <= 1.0 + 1e-9, (name, cos_e)
         assert 0.99 <= cos_s <= 1.0 + 1e-9, (name, cos_s)
         assert euc_e >= 0 and euc_s >= 0
-        golden = np.load(out_dir / "golden" / f"{name}.npy")
-        sim = np.load(out_dir / "simulator" / f"{name}.npy")
+        golden = np.load(out_dir / "golden" / "npy" / f"{name}.npy")
+        sim = np.load(out_dir / "simulator" / "npy" / f"{name}.npy")
         assert golden.shape == sim.shape
+        # the vendor's .txt beside: the flattened values, one per line, 6 decimals
+        text_values = np.loadtxt(out_dir / "simulator" / f"{name}.txt", ndmin=1)
+        np.testing.assert_allclose(text_values, sim.ravel(), atol=5e-7)
+        assert (out_dir / "golden" / f"{name}.txt").read_text().split("\n")[0] == f"{golden.ravel()[0]:.6f}"
         # the report's numbers are the files' numbers
         assert abs(cosine(sim, golden) - cos_e) < 1e-5
         assert abs(euclidean(sim, golden) - euc_e) <= 1e-3 * max(1.0, euc_e)
@@ -92,7 +96,11 @@ def test_int8_model_report_and_files(int8_rknn, tmp_path, caplog):
     ref.build()
     ref.init_runtime()
     expected = ref.inference([SAMPLES[1][None]], data_format="nchw")[0]
-    np.testing.assert_allclose(np.load(out_dir / "golden" / "y.npy"), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.load(out_dir / "golden" / "npy" / "y.npy"), expected, rtol=1e-5, atol=1e-6)
+    # map_name_to_file.txt: header, dashes, one row per tensor
+    lines = (out_dir / "map_name_to_file.txt").read_text().splitlines()
+    assert lines[0].split() == ["layer_name", "file_name"] and set(lines[1]) == {"-"}
+    assert [line.split() for line in lines[2:]] == [[n, n] for n in rows]
     assert "accuracy_analysis: output y: cos" in caplog.text
 
 
@@ -104,7 +112,7 @@ def test_image_input_and_ref_outputs(int8_rknn, tmp_path):
     assert int8_rknn.accuracy_analysis(["img.png"], ref_outputs=["ref.npy"], output_dir="snap2") == 0
     text = (tmp_path / "snap2" / "error_analysis.txt").read_text()
     assert "[Output] y" in text
-    golden_x = np.load(tmp_path / "snap2" / "golden" / "x.npy")
+    golden_x = np.load(tmp_path / "snap2" / "golden" / "npy" / "x.npy")
     np.testing.assert_allclose(golden_x[0], (pixels.transpose(2, 0, 1).astype(np.float32) - 128) / 64, rtol=1e-6)
 
 
@@ -148,3 +156,28 @@ def test_cosine_and_euclidean_edge_cases():
     assert np.isnan(cosine(np.array([np.nan, 1.0]), np.ones(2)))
     assert cosine(np.array([1.0, 2.0]), np.array([2.0, 4.0])) == pytest.approx(1.0)
     assert euclidean(np.array([0.0, 3.0]), np.array([4.0, 0.0])) == pytest.approx(5.0)
+
+
+def test_file_names_replace_slash_and_colon_only(tmp_path, monkeypatch):
+    """The vendor's file naming: '/' and ':' become '_', other characters (spaces) stay;
+    two names that end up equal get distinct files, and the map names them."""
+    monkeypatch.chdir(tmp_path)
+    nodes = [helper.make_node("Relu", ["in put"], ["blk/act:0"]),
+             helper.make_node("Sigmoid", ["blk/act:0"], ["blk_act_0"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("in put", F, [1, 4])],
+                          [helper.make_tensor_value_info("blk_act_0", F, [1, 4])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "n.onnx")
+    np.save("s.npy", np.linspace(-1, 1, 4, dtype=np.float32).reshape(1, 4))
+    rk = RKNN()
+    assert rk.config(target_platform="rk3588") == 0
+    assert rk.load_onnx("n.onnx") == 0
+    assert rk.build(do_quantization=False) == 0
+    assert rk.accuracy_analysis(["s.npy"], output_dir="snap") == 0
+    rk.release()
+    lines = (tmp_path / "snap" / "map_name_to_file.txt").read_text().splitlines()
+    col = lines[0].index("file_name")  # names may hold spaces: the columns are aligned
+    rows = {line[:col].rstrip(): line[col:] for line in lines[2:]}
+    assert rows == {"in put": "in put", "blk/act:0": "blk_act_0", "blk_act_0": "blk_act_0_1"}
+    for fname in rows.values():
+        assert (tmp_path / "snap" / "golden" / f"{fname}.txt").is_file()
+        assert (tmp_path / "snap" / "simulator" / "npy" / f"{fname}.npy").is_file()

@@ -20,7 +20,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import rknnlite  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
-from rknnlite.toolkit.hybrid import HybridError, read_cfg  # noqa: E402
+from rknnlite.model.spec import QuantParams  # noqa: E402
+from rknnlite.toolkit.hybrid import HybridError, collapsed_channels, read_cfg  # noqa: E402
 
 RNG = np.random.default_rng(41)
 CLASSES, BOXES = 12, 4
@@ -235,3 +236,15 @@ def test_step1_needs_config_and_a_model(caplog):
     caplog.set_level(logging.ERROR, logger="rknnlite.toolkit")
     assert RKNN().hybrid_quantization_step1(dataset="dataset.txt") == -1
     assert any("Please call rknn.config first!" in r.getMessage() for r in caplog.records)
+
+
+def test_constant_channels_are_not_reported_as_collapsed():
+    """One calibration sample of a (1, 8) output: each channel holds one value, nothing is
+    lost by quantizing it (multi_input's example warned about all 8 channels before)."""
+    q = QuantParams("int8", (1.0,), (0,))
+    assert collapsed_channels({"y": q}, {"y": [np.arange(8, dtype=np.float32).reshape(1, 8) * 30]}) == {}
+    # channels that vary below one step are reported
+    varying = [np.full((1, 8), 0.1, np.float32), np.full((1, 8), 0.4, np.float32)]
+    varying[1][0, :2] = [100.0, -100.0]
+    flat, channels, widest = collapsed_channels({"y": q}, {"y": varying})["y"]
+    assert (flat, channels) == (6, 8) and widest == pytest.approx(100.1, abs=1e-4)

@@ -131,11 +131,15 @@ def test_interface_example_with_dataset(tmp_path, monkeypatch):
     assert [vi.name for vi in edited.graph.input] == ["k_in", "v"]
     assert [vi.name for vi in edited.graph.output] == ["k_cache", "other"]
 
-    lines = open("out/concat_block_edited_dataset.txt").read().split("\n")
+    # The vendor's names, beside export_path: dataset_for_<export stem>.txt and folder.
+    lines = open("out/dataset_for_concat_block_edited.txt").read().split("\n")
     assert lines[-1] == "" and len(lines) == 4
-    for (k, v), line in zip(samples, lines):
+    for n, ((k, v), line) in enumerate(zip(samples, lines)):
         k_path, v_path = line.split()
-        assert os.path.dirname(k_path) == str(tmp_path / "out" / "concat_block_edited_dataset")
+        folder = str(tmp_path / "out" / "dataset_for_concat_block_edited")
+        assert (k_path, v_path) == (os.path.join(folder, f"k{n}.npy"), os.path.join(folder, f"v{n}.npy"))
+        # the untransformed input is a byte copy of its source file
+        assert open(v_path, "rb").read() == open(f"data/v{n}.npy", "rb").read()
         new_k, new_v = np.load(k_path), np.load(v_path)
         np.testing.assert_array_equal(new_k, k.transpose(0, 3, 1, 2).reshape(1, 10, 3, 4))
         np.testing.assert_array_equal(new_v, v)
@@ -157,7 +161,8 @@ def test_dataset_with_images_becomes_npy_in_the_new_layout(tmp_path, monkeypatch
         f.write("img.png\n")
     model = _elementwise((1, 3, 4, 5))
     assert onnx_edit(model, "nhwc.onnx", {"x": "a,b,c,d->a,c,d,b"}, dataset="ds.txt") == 0
-    (path,) = open("nhwc_dataset.txt").read().split()
+    (path,) = open("dataset_for_nhwc.txt").read().split()
+    assert path == str(tmp_path / "dataset_for_nhwc" / "img.png.npy")  # a transformed image: <name>.npy
     sample = np.load(path)
     assert sample.dtype == np.float32
     np.testing.assert_array_equal(sample, pixels[np.newaxis].astype(np.float32))
@@ -255,7 +260,7 @@ def _fails(caplog, tmp_path, *args, words, **kwargs):
     for w in words:
         assert w in errors[0], errors[0]
     assert not out.exists()
-    assert not (tmp_path / "bad_dataset.txt").exists()
+    assert not (tmp_path / "dataset_for_bad.txt").exists()
     return errors[0]
 
 
@@ -327,7 +332,7 @@ def test_dataset_errors_name_the_line_and_write_nothing(caplog, tmp_path, monkey
         f.write("good.npy\nwrong.npy\n")
     _fails(caplog, tmp_path, model, {"x": "a,b->b,a"}, dataset="ds.txt", words=["line 2", "[3, 3]", "[2, 3]"])
     _fails(caplog, tmp_path, model, {"x": "a,b->b,a"}, dataset="nothere.txt", words=["cannot read dataset"])
-    assert not (tmp_path / "bad_dataset").exists()
+    assert not (tmp_path / "dataset_for_bad").exists()
 
 
 def test_importing_the_toolkit_does_not_import_onnx():

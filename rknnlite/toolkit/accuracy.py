@@ -16,10 +16,12 @@ For each tensor two errors against golden are reported, as RKNN-Toolkit2 does:
 quantization / precision error shows).  Each is a cosine similarity and a euclidean
 distance.
 
-Files written under ``output_dir``: ``golden/<tensor>.npy`` and
-``simulator/<tensor>.npy`` (float32, model layout; names with characters other than
-letters, digits, ``.``, ``_`` and ``-`` have them replaced by ``_``), and
-``error_analysis.txt`` with the table (see :func:`format_report`).
+Files written under ``output_dir``, in RKNN-Toolkit2's snapshot layout: for each tensor
+``golden/<file>.txt`` and ``simulator/<file>.txt`` (the values flattened in model layout,
+one per line, 6 decimals) and ``golden/npy/<file>.npy`` / ``simulator/npy/<file>.npy``
+(float32, shaped); ``<file>`` is the tensor name with ``/``, ``\\`` and ``:`` replaced by
+``_`` (a clash gets ``_1``, ``_2``, ...); ``map_name_to_file.txt`` maps tensor names to
+file names; ``error_analysis.txt`` holds the table (see :func:`format_report`).
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ import numpy as np
 from ..model.graph import Graph
 
 __all__ = ["LayerError", "AnalysisResult", "load_inputs", "analyse", "cosine", "euclidean", "format_report",
-           "REPORT_NAME", "float_outputs", "single_layer_outputs"]
+           "REPORT_NAME", "MAP_NAME", "format_name_map", "float_outputs", "single_layer_outputs"]
 
 #: Name of the report file written into ``output_dir``.
 REPORT_NAME = "error_analysis.txt"
+#: Name of the tensor -> file name table written into ``output_dir``.
+MAP_NAME = "map_name_to_file.txt"
 
 
 @dataclass
@@ -179,12 +183,16 @@ def analyse(model, raw_inputs: Sequence[np.ndarray], output_dir: str, custom_ops
     names = _file_names(list(graph.inputs) + produced)
     for sub, values in (("golden", golden), ("simulator", simulated)):
         folder = os.path.join(output_dir, sub)
-        os.makedirs(folder, exist_ok=True)
+        os.makedirs(os.path.join(folder, "npy"), exist_ok=True)
         for name, fname in names.items():
             if name not in values:
                 continue
-            np.save(os.path.join(folder, fname + ".npy"), np.asarray(values[name], np.float32)
-                    if np.asarray(values[name]).dtype.kind == "f" else np.asarray(values[name]))
+            value = np.asarray(values[name])
+            value = value.astype(np.float32, copy=False) if value.dtype.kind == "f" else value
+            np.save(os.path.join(folder, "npy", fname + ".npy"), value)
+            np.savetxt(os.path.join(folder, fname + ".txt"), value.reshape(-1).astype(np.float64), fmt="%.6f")
+    with open(os.path.join(output_dir, MAP_NAME), "w", encoding="utf-8") as f:
+        f.write("\n".join(format_name_map(names)) + "\n")
     report_path = os.path.join(output_dir, REPORT_NAME)
     result = AnalysisResult(layers, list(graph.outputs), report_path, ref_errors)
     with open(report_path, "w", encoding="utf-8") as f:
@@ -302,12 +310,22 @@ def single_layer_outputs(graph: Graph, golden: Dict[str, np.ndarray], float_dtyp
     return out
 
 
+def format_name_map(names: Dict[str, str]) -> List[str]:
+    """The lines of ``map_name_to_file.txt``: a ``layer_name  file_name`` header, a dashed
+    line, then one ``tensor  file`` row per tensor."""
+    width = max([len(n) for n in names] + [len("layer_name")]) + 2
+    lines = [f"{'layer_name':<{width}}file_name", "-" * (width + 20)]
+    lines += [f"{name:<{width}}{fname}" for name, fname in names.items()]
+    return lines
+
+
 def _file_names(names: Sequence[str]) -> Dict[str, str]:
     taken = set()
     result = {}
     for name in names:
-        base = re.sub(r"[^A-Za-z0-9._-]", "_", name) or "tensor"
-        base = base.lstrip(".") or "tensor"
+        base = re.sub(r"[/\\:\x00]", "_", name) or "tensor"
+        if base in (".", ".."):
+            base = "tensor"
         fname, k = base, 1
         while fname.lower() in taken:
             fname = f"{base}_{k}"

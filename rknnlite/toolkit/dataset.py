@@ -31,7 +31,7 @@ import numpy as np
 
 from ..model.spec import TensorSpec, numpy_dtype
 
-__all__ = ["DatasetError", "IMAGE_EXTS", "read_dataset", "load_sample", "load_image"]
+__all__ = ["DatasetError", "IMAGE_EXTS", "read_dataset", "dataset_lines", "load_sample", "load_image"]
 
 #: File name endings read as images (any case).
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp")
@@ -55,21 +55,10 @@ def read_dataset(path, input_specs: Sequence[TensorSpec], rgb2bgr: bool = False)
     count does not fit the input, a ``.npy`` of the wrong shape, or Pillow missing for
     an image.
     """
-    if path is None:
-        raise DatasetError("no dataset given; quantization needs a calibration dataset file "
-                           "(build(do_quantization=True, dataset='dataset.txt'))")
-    name = os.fspath(path)
-    try:
-        with open(name, "r", encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise DatasetError(f"cannot read dataset {name!r}: {e}") from None
+    name = os.fspath(path) if path is not None else None
     n = len(input_specs)
     samples = []
-    for lineno, line in enumerate(lines, 1):
-        paths = line.split()
-        if not paths:
-            continue
+    for lineno, paths in dataset_lines(path):
         where = f"dataset {name!r} line {lineno}"
         if len(paths) != n:
             raise DatasetError(f"{where}: {len(paths)} path(s) for {n} model input(s); give one path per "
@@ -79,6 +68,23 @@ def read_dataset(path, input_specs: Sequence[TensorSpec], rgb2bgr: bool = False)
     if not samples:
         raise DatasetError(f"dataset {name!r} is empty: it needs at least one line with one path per input")
     return samples
+
+
+def dataset_lines(path) -> List[Tuple[int, List[str]]]:
+    """The sample lines of a dataset file as ``(line number, [path per input])``, blank
+    lines skipped; the paths are returned as written (not resolved, not checked).
+
+    Raises :class:`DatasetError` when ``path`` is None or the file cannot be read."""
+    if path is None:
+        raise DatasetError("no dataset given; quantization needs a calibration dataset file "
+                           "(build(do_quantization=True, dataset='dataset.txt'))")
+    name = os.fspath(path)
+    try:
+        with open(name, "r", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise DatasetError(f"cannot read dataset {name!r}: {e}") from None
+    return [(lineno, line.split()) for lineno, line in enumerate(lines, 1) if line.split()]
 
 
 def load_sample(path: str, tensor, rgb2bgr: bool = False, where: Optional[str] = None,

@@ -12,17 +12,24 @@ model computes the same values as the original on correspondingly transformed da
   nodes are appended after the tensor the original graph produced (renamed
   ``<name>_onnx_edit_src``).
 
-With a ``dataset`` (the ``build`` dataset format: one sample per line, one ``.npy`` path
-per input), every sample is loaded, the input transforms are applied, and the arrays are
-written as ``.npy`` files under ``<export dir>/<export stem>_dataset/``, listed (absolute
-paths, one sample per line) in ``<export dir>/<export stem>_dataset.txt``: the calibration
-data for the edited model.
+With a ``dataset`` (the ``build`` dataset format: one sample per line, one path per
+input), every sample is loaded and the input transforms are applied.  As the vendor's
+``onnx_edit`` does, the result goes beside ``export_path``: a folder
+``dataset_for_<export stem>/`` (stem = export file name minus its last extension) holding
+one file per sample and input, named after the source file (a transformed input is saved
+with ``np.save`` as ``<source name>.npy``, or ``<source name>`` when that already ends in
+``.npy``; an untransformed input is a byte copy of its source file), and the listing
+``dataset_for_<export stem>.txt`` (one sample per line).  The listing holds absolute
+paths, so ``build(dataset='dataset_for_<stem>.txt')`` reads it from any working
+directory (the vendor writes ``./dataset_for_<stem>/...``, right only from the export
+directory).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -32,7 +39,7 @@ from .dataset import DatasetError
 from .formula import Step, TransformPlan, plan_transform
 from .onnx_attrs import unique_name
 
-__all__ = ["onnx_edit"]
+__all__ = ["onnx_edit", "dataset_names"]
 
 _log = logging.getLogger("rknnlite.toolkit")
 _OP = "onnx_edit"
@@ -53,8 +60,9 @@ def onnx_edit(model, export_path, inputs_transform: Optional[Mapping[str, str]] 
             right-hand shape.
         dataset: optional path of a dataset file (as for ``RKNN.build``: ``.npy`` arrays
             or images, paths relative to the working directory) whose samples are
-            rewritten as ``.npy`` files for the edited model next to ``export_path`` (see
-            the module docstring for the names).
+            rewritten for the edited model as ``dataset_for_<export stem>.txt`` and
+            ``dataset_for_<export stem>/`` next to ``export_path`` (see the module
+            docstring).
 
     The shapes the formulas apply to must be fully known (no dynamic dims).  As the
     vendor toolkit does, failures are not raised: the reason is logged on the
@@ -73,8 +81,8 @@ def onnx_edit(model, export_path, inputs_transform: Optional[Mapping[str, str]] 
         samples = _read_samples(dataset, specs) if dataset is not None else None
         path = _save(edited, export_path)
         if samples is not None:
-            listing = _write_dataset(samples, in_plans, specs, path)
-            _log.info("onnx_edit: %d dataset sample(s) rewritten, listed in %s", len(samples), listing)
+            listing = _write_dataset(samples, dataset, in_plans, specs, path)
+            _log.info("onnx_edit: new dataset (%d sample(s)) has been saved to %r", len(samples), listing)
     except RKNNError as e:
         _log.error("onnx_edit: %s", e.message)
         return -1
@@ -319,21 +327,38 @@ def _read_samples(dataset, specs) -> List[List[np.ndarray]]:
     return read_dataset(dataset, specs)
 
 
-def _write_dataset(samples, in_plans: Dict[str, TransformPlan], specs, model_path: str) -> str:
+def dataset_names(model_path: str) -> Tuple[str, str]:
+    """``(listing, folder)``: where ``onnx_edit`` writes the dataset of the model saved at
+    ``model_path``: ``<dir>/dataset_for_<stem>.txt`` and ``<dir>/dataset_for_<stem>/``."""
     folder, base = os.path.split(os.path.abspath(model_path))
-    stem = os.path.splitext(base)[0]
-    data_dir = os.path.join(folder, f"{stem}_dataset")
-    listing = os.path.join(folder, f"{stem}_dataset.txt")
+    stem = f"dataset_for_{os.path.splitext(base)[0]}"
+    return os.path.join(folder, f"{stem}.txt"), os.path.join(folder, stem)
+
+
+def _write_dataset(samples, dataset, in_plans: Dict[str, TransformPlan], specs, model_path: str) -> str:
+    from .dataset import dataset_lines
+
+    listing, data_dir = dataset_names(model_path)
+    sources = [paths for _, paths in dataset_lines(dataset)]
+    taken: Dict[str, str] = {}  # file name -> the source it holds (two sources never share a name)
     try:
         os.makedirs(data_dir, exist_ok=True)
         lines = []
-        for n, sample in enumerate(samples):
+        for n, (sample, srcs) in enumerate(zip(samples, sources)):
             paths = []
-            for i, (array, spec) in enumerate(zip(sample, specs)):
+            for i, (array, spec, src) in enumerate(zip(sample, specs, srcs)):
                 plan = in_plans.get(spec.name)
-                out = plan.apply(array) if plan is not None else array
-                p = os.path.join(data_dir, f"sample{n}_input{i}.npy")
-                np.save(p, np.ascontiguousarray(out), allow_pickle=False)
+                base = os.path.basename(src)
+                if plan is not None and not base.lower().endswith(".npy"):
+                    base += ".npy"
+                if taken.setdefault(base, src) != src:
+                    base = f"{n}_{i}_{base}"
+                    taken[base] = src
+                p = os.path.join(data_dir, base)
+                if plan is None:
+                    shutil.copyfile(src, p)
+                else:
+                    np.save(p, np.ascontiguousarray(plan.apply(array)), allow_pickle=False)
                 paths.append(p)
             lines.append(" ".join(paths))
         with open(listing, "w", encoding="utf-8") as f:

@@ -274,7 +274,8 @@ def collapsed_channels(quant: Mapping[str, QuantParams], samples_out: Mapping[st
     """``{tensor: (flat channels, channels, widest channel span)}`` for the int8 tensors
     (``samples_out``: their float values over the calibration samples) whose channels
     (axis 1) mostly span less than one int8 step: at least a quarter of them, and two, come
-    out as one value."""
+    out as one value.  A channel whose calibration values are all equal (span 0, e.g. one
+    value per channel and one sample) loses nothing and is not counted."""
     out = {}
     for name, values in samples_out.items():
         q = quant.get(name)
@@ -287,7 +288,7 @@ def collapsed_channels(quant: Mapping[str, QuantParams], samples_out: Mapping[st
         lows = [np.moveaxis(np.asarray(v, np.float64), 1, 0).reshape(channels, -1).min(axis=1) for v in values]
         highs = [np.moveaxis(np.asarray(v, np.float64), 1, 0).reshape(channels, -1).max(axis=1) for v in values]
         span = np.max(highs, axis=0) - np.min(lows, axis=0)
-        flat = int(np.sum(span < q.scale[0]))
+        flat = int(np.sum((span > 0) & (span < q.scale[0])))
         if flat >= max(2, channels // 4):
             out[name] = (flat, channels, float(span.max()))
     return out

@@ -950,7 +950,7 @@ class RKNN:
             self._log.error("%s: %s", what, _NOT_BUILT)
             return -1
         from ..model.loader import load_model
-        from .accuracy import analyse, load_inputs
+        from .accuracy import MAP_NAME, analyse, load_inputs
 
         try:
             model = load_model(self._model_bytes).model
@@ -975,7 +975,10 @@ class RKNN:
             layer = by_name[name]
             self._log.info("%s: output %s: cos %.5f, euc %.5g (entire)", what, name, layer.entire_cos,
                            layer.entire_euc)
-        self._log.info("%s: %d tensors analysed; report %s", what, len(result.layers), result.report_path)
+        self._log.info("%s: %d tensors analysed; The error analysis results save to: %s", what, len(result.layers),
+                       result.report_path)
+        self._log.info("%s: The mapping of layer_name & file_name save to: %s", what,
+                       os.path.join(os.path.dirname(result.report_path), MAP_NAME))
         return 0
 
     def _float_reference(self):
@@ -1031,8 +1034,11 @@ class RKNN:
                   get_frame_id: bool = False):
         """Run the model; returns the outputs (float outputs as float32), or None.
 
-        ``inputs``: a list with one array per model input.  ``data_format``: for 4-D
-        inputs ``'nhwc'`` (default) or ``'nchw'``, one value or one per input.
+        ``inputs``: a list with one array per model input.  An array of lower rank than
+        its input gets leading 1s (``(128, 128, 1)`` -> ``(1, 128, 128, 1)``, a view) with
+        the vendor simulator's warning "... expect dims is 4! Try expand dims to ...";
+        a higher rank is refused.  ``data_format``: for 4-D inputs ``'nhwc'`` (default)
+        or ``'nchw'``, one value or a list with one value per input.
         ``inputs_pass_through``: per input 0/1; 1 skips the model's mean/std.
         """
         if not self._alive("inference"):
@@ -1059,10 +1065,12 @@ class RKNN:
             self._log.error("inference: data_format must be one value or one per input (%d)", n)
             return None
         formats = []
+        inputs = list(inputs)
         for i, (x, fmt) in enumerate(zip(inputs, data_format)):
             if not isinstance(x, np.ndarray):
                 self._log.error("inference: type of inputs[%d] is not np.ndarray", i)
                 return None
+            x = inputs[i] = self._expand_rank(x, len(self._ctx.inputs[i].shape))
             fmt = (fmt or "nhwc").lower()
             if fmt not in ("nhwc", "nchw"):
                 self._log.error("inference: data_format[%d] %r is invalid, only 'nhwc' or 'nchw'", i, fmt)
@@ -1075,7 +1083,7 @@ class RKNN:
                 return None
             passes = [bool(p) for p in inputs_pass_through]
         try:
-            outputs = self._ctx.run(list(inputs), data_format=formats, pass_through=passes)
+            outputs = self._ctx.run(inputs, data_format=formats, pass_through=passes)
         except RKNNError as e:
             self._log.error("inference: %s", e.message)
             return None
@@ -1087,6 +1095,16 @@ class RKNN:
             self._frames = getattr(self, "_frames", 0) + 1
             outputs.append(self._frames)
         return outputs
+
+    def _expand_rank(self, x: np.ndarray, rank: int) -> np.ndarray:
+        """The simulator's rank leniency: an array of lower rank than its input gets leading
+        1s (a view, no copy) with the vendor's warning; a higher rank is left to the checks."""
+        if x.ndim >= rank:
+            return x
+        y = x.reshape((1,) * (rank - x.ndim) + x.shape)
+        self._log.warning("inference: The dims of input(ndarray) shape %s is wrong, expect dims is %d! Try expand "
+                          "dims to %s!", tuple(x.shape), rank, tuple(y.shape))
+        return y
 
     # -- lifetime ------------------------------------------------------------------------------
 

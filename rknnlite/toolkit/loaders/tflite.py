@@ -143,12 +143,17 @@ def _parse(data: bytes, schema):
     for i in range(g.TensorsLength()):
         t = g.Tensors(i)
         name = (t.Name() or b"").decode("utf-8", "replace") or f"tensor_{i}"
-        if t.Sparsity() is not None:
-            raise ModelInvalidError(f"tensor {name!r} is sparse; sparse TFLite tensors are not supported", op=_OP)
         shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
         ttype = int(t.Type())
-        tensors.append(_Tensor(name, shape, ttype, _buffer(m, data, t.Buffer(), shape, ttype, name),
-                               *_quantization(t.Quantization())))
+        sparsity = t.Sparsity()
+        if sparsity is None:
+            values = _buffer(m, data, t.Buffer(), shape, ttype, name)
+        else:
+            values = _buffer(m, data, t.Buffer(), None, ttype, name)
+            if values is None:
+                raise ModelInvalidError(f"tensor {name!r} is sparse but holds no data", op=_OP)
+            values = _densify(values, shape, sparsity, schema, name)
+        tensors.append(_Tensor(name, shape, ttype, values, *_quantization(t.Quantization())))
     ops = []
     for i in range(g.OperatorsLength()):
         op = g.Operators(i)
@@ -188,11 +193,79 @@ def _buffer(m, data: bytes, index: int, shape, ttype: int, name: str) -> Optiona
         raise ModelInvalidError(f"constant {name!r} has TFLite type {_TYPE_NAMES.get(ttype, ttype)}, which the "
                                 f"runtime has no tensor type for", op=_OP)
     dtype = np.dtype(_TYPES[ttype][0])
+    if shape is None:  # a sparse tensor's stored values: a flat array of any length
+        if len(raw) % dtype.itemsize:
+            raise ModelInvalidError(f"sparse constant {name!r} holds {len(raw)} bytes, no whole number of {dtype}",
+                                    op=_OP)
+        return np.frombuffer(raw, dtype)
     count = int(np.prod(shape)) if shape else 1
     if len(raw) != count * dtype.itemsize:
         raise ModelInvalidError(f"constant {name!r} holds {len(raw)} bytes; shape {list(shape)} of {dtype} needs "
                                 f"{count * dtype.itemsize}", op=_OP)
     return np.frombuffer(raw, dtype).reshape(shape)
+
+
+def _index_vector(kind: int, table, schema) -> np.ndarray:
+    """A SparseIndexVector union member (Int32Vector, Uint16Vector or Uint8Vector) as int64."""
+    classes = {1: schema.Int32Vector, 2: schema.Uint16Vector, 3: schema.Uint8Vector}
+    if kind not in classes or table is None:
+        raise ModelInvalidError(f"sparse index vector of kind {kind} is missing or unknown", op=_OP)
+    vec = classes[kind]()
+    vec.Init(table.Bytes, table.Pos)
+    return np.asarray(vec.ValuesAsNumpy(), np.int64).reshape(-1) if vec.ValuesLength() else np.zeros(0, np.int64)
+
+
+def _densify(values: np.ndarray, shape: Tuple[int, ...], sparsity, schema, name: str) -> np.ndarray:
+    """A sparse constant (TFLite ``SparsityParameters``: per traversal level a DENSE dim of
+    ``dense_size`` or a SPARSE_CSR dim of segments and indices; block dims after the
+    original ones, ``block_map`` naming the dim each blocks) as its dense array.
+
+    The levels are walked breadth-first with numpy: each level turns the positions of the
+    previous one into its own positions and coordinates; the leaves index ``values``."""
+    rank = len(shape)
+    order = [int(v) for v in sparsity.TraversalOrderAsNumpy()] if sparsity.TraversalOrderLength() else []
+    block_map = [int(v) for v in sparsity.BlockMapAsNumpy()] if sparsity.BlockMapLength() else []
+    levels = sparsity.DimMetadataLength()
+    if sorted(order) != list(range(rank + len(block_map))) or levels != len(order):
+        raise ModelInvalidError(f"sparse tensor {name!r}: traversal order {order} and {levels} dim metadata do not "
+                                f"fit shape {list(shape)} with {len(block_map)} block dim(s)", op=_OP)
+    pos = np.zeros(1, np.int64)
+    coords = np.zeros((rank + len(block_map), 1), np.int64)  # expanded dim -> coordinate per position
+    sizes = {}
+    for level in range(levels):
+        md = sparsity.DimMetadata(level)
+        dim = order[level]
+        if md.Format() == 0:  # DENSE
+            n = int(md.DenseSize())
+            sizes[dim] = n
+            new_pos = (pos[:, None] * n + np.arange(n)).reshape(-1)
+            coords = np.repeat(coords, n, axis=1)
+            coords[dim] = np.tile(np.arange(n), len(pos))
+        else:  # SPARSE_CSR
+            segments = _index_vector(md.ArraySegmentsType(), md.ArraySegments(), schema)
+            indices = _index_vector(md.ArrayIndicesType(), md.ArrayIndices(), schema)
+            if pos.size and (pos.max() + 1 >= segments.size or segments[-1] > indices.size):
+                raise ModelInvalidError(f"sparse tensor {name!r}: level {level}'s segments do not cover its parent "
+                                        f"positions", op=_OP)
+            starts, counts = segments[pos], segments[pos + 1] - segments[pos]
+            if np.any(counts < 0):
+                raise ModelInvalidError(f"sparse tensor {name!r}: level {level}'s segments decrease", op=_OP)
+            new_pos = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(
+                starts, counts)
+            coords = np.repeat(coords, counts, axis=1)
+            coords[dim] = indices[new_pos]
+        pos = new_pos
+    if pos.size != values.size:
+        raise ModelInvalidError(f"sparse tensor {name!r} stores {values.size} values; its index structure has "
+                                f"{pos.size}", op=_OP)
+    full = coords[:rank].copy()
+    for j, d in enumerate(block_map):
+        full[d] = full[d] * sizes.get(rank + j, 1) + coords[rank + j]
+    if any(np.any(full[d] >= shape[d]) for d in range(rank)) or np.any(full < 0):
+        raise ModelInvalidError(f"sparse tensor {name!r} has indices outside its shape {list(shape)}", op=_OP)
+    dense = np.zeros(shape, values.dtype)
+    dense[tuple(full)] = values[pos]
+    return dense
 
 
 def _quantization(q):
@@ -548,9 +621,10 @@ def _fully_connected(c: _Converter, op: _Op) -> None:
     c.with_activation(op, code, make)
 
 
-def _binary(c: _Converter, op: _Op) -> None:
-    out = op.outputs[0]
-    rank = c.rank(out)
+def _broadcast_operands(c: _Converter, op: _Op) -> List[str]:
+    """The first two operands of an elementwise op, laid out like its output: NCHW when the
+    output is 4-D (constants and lower-rank activations lifted to 4-D first), else as held."""
+    rank = c.rank(op.outputs[0])
     ins = []
     for k in op.inputs[:2]:
         k = c.root(k)
@@ -568,8 +642,37 @@ def _binary(c: _Converter, op: _Op) -> None:
             moved = c.fresh(f"{lifted}/nchw")
             c.node("Transpose", [lifted], [moved], perm=list(_NCHW))
             ins.append(moved)
+    return ins
+
+
+def _binary(c: _Converter, op: _Op) -> None:
+    ins = _broadcast_operands(c, op)
     code = op.options.FusedActivationFunction() if op.options is not None else 0
     c.with_activation(op, code, lambda y: c.node(_BINARY[op.name], ins, [y]))
+
+
+def _prelu(c: _Converter, op: _Op) -> None:
+    """PRELU(x, alpha): ``x`` where positive, ``alpha * x`` elsewhere (alpha broadcasts)."""
+    ins = _broadcast_operands(c, op)
+    _, y = c.out(op)
+    c.node("PRelu", ins, [y])
+
+
+def _squared_difference(c: _Converter, op: _Op) -> None:
+    """SQUARED_DIFFERENCE(a, b) = (a - b)^2."""
+    a, b = _broadcast_operands(c, op)
+    _, y = c.out(op)
+    diff = c.fresh(f"{y}/difference")
+    c.node("Sub", [a, b], [diff])
+    c.node("Mul", [diff, diff], [y])
+
+
+def _rsqrt(c: _Converter, op: _Op) -> None:
+    """RSQRT(x) = 1 / sqrt(x)."""
+    x, y = _same_layout(c, op)
+    root = c.fresh(f"{y}/sqrt")
+    c.node("Sqrt", [x], [root])
+    c.node("Reciprocal", [root], [y])
 
 
 def _same_layout(c: _Converter, op: _Op) -> Tuple[str, str]:
@@ -711,6 +814,160 @@ def _resize(c: _Converter, op: _Op) -> None:
     c.node("Resize", [c.nchw(x), "", "", sizes], [y], **attrs)
 
 
+def _transpose_conv(c: _Converter, op: _Op) -> None:
+    """TRANSPOSE_CONV(output_shape, weights OHWI, x[, bias]): a ConvTranspose whose pads
+    give exactly the file's output size (TFLite pads like the forward conv from that size:
+    the odd pixel at the end; a larger output is filled by ``output_padding``)."""
+    o = op.options
+    out_shape = [int(v) for v in _const_ints(c, op, 0, "the output shape").reshape(-1)]
+    w, x = c.root(op.inputs[1]), op.inputs[2]
+    wt = c.t[w]
+    if wt.data is None or len(wt.shape) != 4:
+        raise ModelInvalidError(f"{c.label(op)}: the weights must be a constant 4-D tensor", op=_OP)
+    if len(out_shape) != 4 or c.rank(x) != 4:
+        raise ModelInvalidError(f"{c.label(op)}: only 2-D transposed convolutions (4-D NHWC tensors) are "
+                                f"supported", op=_OP)
+    kh, kw = wt.shape[1], wt.shape[2]
+    strides = [o.StrideH(), o.StrideW()]
+    begin, end, extra = [], [], []
+    for size_in, size_out, k, s in zip(c.t[x].shape[1:3], out_shape[1:3], (kh, kw), strides):
+        full = (size_in - 1) * s + k
+        total = full - size_out
+        if total >= 0:
+            begin.append(total // 2 if o.Padding() == 0 else 0)
+            end.append(total - begin[-1])
+            extra.append(0)
+        else:
+            begin.append(0)
+            end.append(0)
+            extra.append(-total)
+    ins = [c.nchw(x), c.value(w, (3, 0, 1, 2))]  # OHWI -> IOHW
+    if len(op.inputs) > 3 and op.inputs[3] >= 0:
+        ins.append(c.value(op.inputs[3]))
+    attrs = dict(strides=strides, kernel_shape=[kh, kw], pads=begin + end)
+    if any(extra):
+        attrs["output_padding"] = extra
+    code = o.FusedActivationFunction() if hasattr(o, "FusedActivationFunction") else 0
+    c.with_activation(op, code, lambda y: c.node("ConvTranspose", ins, [y], **attrs))
+
+
+def _split(c: _Converter, op: _Op) -> None:
+    """SPLIT(axis, x) into equal parts; SPLIT_V(x, size_splits, axis) into given sizes."""
+    if op.name == "SPLIT":
+        axis_k, x = 0, c.root(op.inputs[1])
+    else:
+        axis_k, x = 2, c.root(op.inputs[0])
+    rank = c.rank(x)
+    axis = int(_const_ints(c, op, axis_k, "the axis").reshape(-1)[0])
+    axis = axis + rank if axis < 0 else axis
+    sizes = [c.t[i].shape[axis] for i in op.outputs]
+    nchw = rank == 4
+    src = c.nchw(x) if nchw else c.tfl(x)
+    outs = [c.define(i, nchw) for i in op.outputs]
+    c.node("Split", [src, c.const(f"{outs[0]}/split", np.array(sizes, np.int64))], outs,
+           axis=_AXIS_TO_NCHW[axis] if nchw else axis)
+
+
+def _strided_slice(c: _Converter, op: _Op) -> None:
+    """STRIDED_SLICE(x, begin, end, strides) with begin/end/shrink-axis masks (a Slice, then
+    a Reshape dropping the shrunk axes); ellipsis and new-axis masks are refused."""
+    o = op.options
+    if o is not None and (o.EllipsisMask() or o.NewAxisMask()):
+        raise ModelInvalidError(f"{c.label(op)}: ellipsis_mask and new_axis_mask are not supported", op=_OP)
+    if o is not None and hasattr(o, "Offset") and o.Offset():
+        raise ModelInvalidError(f"{c.label(op)}: offset=True is not supported", op=_OP)
+    x = c.root(op.inputs[0])
+    rank = c.rank(x)
+    begin = _const_ints(c, op, 1, "begin").reshape(-1)
+    end = _const_ints(c, op, 2, "end").reshape(-1)
+    steps = _const_ints(c, op, 3, "strides").reshape(-1)
+    if not len(begin) == len(end) == len(steps) == rank:
+        raise ModelInvalidError(f"{c.label(op)}: begin, end and strides need {rank} values each", op=_OP)
+    bmask = o.BeginMask() if o is not None else 0
+    emask = o.EndMask() if o is not None else 0
+    shrink = o.ShrinkAxisMask() if o is not None else 0
+    big = np.iinfo(np.int64).max
+    starts, ends = [], []
+    for d in range(rank):
+        step = int(steps[d])
+        if step == 0:
+            raise ModelInvalidError(f"{c.label(op)}: stride 0 on axis {d}", op=_OP)
+        b, e = int(begin[d]), int(end[d])
+        if bmask >> d & 1:
+            b = 0 if step > 0 else big
+        if shrink >> d & 1:  # one element: [b, b + 1)
+            e = b + 1 if b != -1 else big
+            step = 1
+        elif emask >> d & 1:
+            e = big if step > 0 else -big
+        starts.append(b)
+        ends.append(e)
+        steps[d] = step
+    i = op.outputs[0]
+    keep_nchw = rank == 4 and c.rank(i) == 4 and not shrink
+    axes = [_AXIS_TO_NCHW[d] for d in range(rank)] if keep_nchw else list(range(rank))
+    src = c.nchw(x) if keep_nchw else c.tfl(x)
+    args = [np.array(v, np.int64) for v in (starts, ends, axes, list(steps))]
+    if keep_nchw or not shrink:
+        y = c.define(i, keep_nchw)
+        c.node("Slice", [src] + [c.const(f"{y}/{n}", a) for n, a in zip(("starts", "ends", "axes", "steps"), args)],
+               [y])
+        return
+    y = c.define(i, False)
+    part = c.fresh(f"{y}/slice")
+    c.node("Slice", [src] + [c.const(f"{y}/{n}", a) for n, a in zip(("starts", "ends", "axes", "steps"), args)],
+           [part])
+    c.node("Reshape", [part, c.const(f"{y}/shape", np.array(c.t[i].shape, np.int64))], [y])
+
+
+def _batch_matmul(c: _Converter, op: _Op) -> None:
+    """BATCH_MATMUL(a, b) with adj_x / adj_y (the last two axes swapped first), in TFLite's
+    own layout; the output is held as TFLite lays it out."""
+    o = op.options
+    names = []
+    for k, adj in zip(op.inputs[:2], (o.AdjX() if o else False, o.AdjY() if o else False)):
+        name = c.tfl(k)
+        if adj:
+            r = c.rank(c.root(k))
+            swapped = c.fresh(f"{name}/adjoint")
+            c.node("Transpose", [name], [swapped], perm=list(range(r - 2)) + [r - 1, r - 2])
+            name = swapped
+        names.append(name)
+    y = c.define(op.outputs[0], False)
+    c.node("MatMul", names, [y])
+
+
+def _gather(c: _Converter, op: _Op) -> None:
+    """GATHER(params, indices) along ``axis`` (batch_dims 0), in TFLite's own layout."""
+    o = op.options
+    if o is not None and o.BatchDims():
+        raise ModelInvalidError(f"{c.label(op)}: batch_dims={o.BatchDims()} is not supported", op=_OP)
+    x = c.root(op.inputs[0])
+    axis = int(o.Axis()) if o is not None else 0
+    ind = c.root(op.inputs[1])
+    if c.t[ind].data is not None:
+        indices = c.const(f"{c.t[ind].name}/int64", np.asarray(c.t[ind].data).astype(np.int64))
+    else:
+        indices = c.tfl(ind)
+    y = c.define(op.outputs[0], False)
+    c.node("Gather", [c.tfl(x), indices], [y], axis=axis + c.rank(x) if axis < 0 else axis)
+
+
+def _densify_op(c: _Converter, op: _Op) -> None:
+    """DENSIFY: its sparse input was expanded when the file was read; the output is that tensor."""
+    src = c.root(op.inputs[0])
+    if c.t[src].data is None:
+        raise ModelInvalidError(f"{c.label(op)}: the input must be a constant sparse tensor", op=_OP)
+    c.alias[op.outputs[0]] = src
+
+
+def _depth_to_space(c: _Converter, op: _Op) -> None:
+    """DEPTH_TO_SPACE: TFLite's channel order (row, column, depth) is ONNX's ``DCR`` mode."""
+    x = c.nchw(op.inputs[0])
+    _, y = c.out(op)
+    c.node("DepthToSpace", [x], [y], blocksize=int(op.options.BlockSize()), mode="DCR")
+
+
 def _quantize(c: _Converter, op: _Op) -> None:
     """QUANTIZE / DEQUANTIZE: one tensor on both sides (see the module doc); a requantize
     (int -> int with other parameters) is an Identity whose output keeps its own grid."""
@@ -734,7 +991,10 @@ _CONVERTERS = {
     "AVERAGE_POOL_2D": _pool, "MAX_POOL_2D": _pool, "RESHAPE": _reshape, "SOFTMAX": _softmax,
     "CONCATENATION": _concat, "MEAN": _mean, "PAD": _pad, "PADV2": _pad, "RESIZE_NEAREST_NEIGHBOR": _resize,
     "RESIZE_BILINEAR": _resize, "TRANSPOSE": _transpose, "QUANTIZE": _quantize, "DEQUANTIZE": _quantize,
-    "LEAKY_RELU": _leaky_relu,
+    "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SQUARED_DIFFERENCE": _squared_difference, "RSQRT": _rsqrt,
+    "TRANSPOSE_CONV": _transpose_conv, "SPLIT": _split, "SPLIT_V": _split, "STRIDED_SLICE": _strided_slice,
+    "BATCH_MATMUL": _batch_matmul, "GATHER": _gather, "DEPTH_TO_SPACE": _depth_to_space,
+    "DENSIFY": _densify_op,
     **{k: _binary for k in _BINARY}, **{k: _unary for k in _UNARY},
 }
 #: Builtin TFLite ops this loader converts.
@@ -787,6 +1047,12 @@ def load_tflite(model, input_is_quant: bool = False, *, dynamic_input=None, cust
     for op in ops:
         if op.name not in _CONVERTERS:
             first = tensors[op.outputs[0]].name if op.outputs else "?"
+            if op.name.startswith("CUSTOM("):
+                raise ModelInvalidError(
+                    f"op {op.name} (node {op.index}: {first!r}) is a custom op: the framework that wrote the file "
+                    f"(MediaPipe, TensorFlow's detection post-processing, ...) implements it in its own kernels and "
+                    f"it is no TFLite builtin, so it cannot be converted; cut the model before it or replace it with "
+                    f"builtin ops", op=_OP)
             raise ModelInvalidError(f"op {op.name} (node {op.index}: {first!r}) is not supported; supported: "
                                     f"{', '.join(SUPPORTED_OPS)}", op=_OP)
     input_infos = c.add_inputs()
