@@ -46,19 +46,23 @@ def _vendor_software_backend(loaded: LoadedModel, custom_ops) -> Backend:
     ``librkcst_<op type>.so`` plugin found where librknnrt looks for plugins
     (:mod:`rknnlite.runtime.plugins`), registered as librknnrt does at init."""
     from ..errors import InvalidParamError
-    from ..model.vendor import SUPPORTED_OPS, lower_rockchip, vendor_op_counts
+    from ..model.vendor import lower_rockchip
     from ..runtime.plugins import find_plugin, resolve_custom_op
     from .software import SoftwareBackend
 
     python_types = {getattr(op, "op_type", None) for op in custom_ops}
     plugins = {}
-    for op in vendor_op_counts(loaded.payload, loaded.model):
-        if op not in SUPPORTED_OPS and op not in python_types:
-            try:
-                plugins[op] = find_plugin(op)
-            except InvalidParamError:
-                pass  # the lowering refuses the op, naming both ways to provide it
-    model = lower_rockchip(loaded.payload, loaded.model, custom_types=(python_types - {None}) | set(plugins))
+
+    def provided(op: str) -> bool:
+        if op in python_types:
+            return True
+        try:
+            plugins[op] = find_plugin(op)
+            return True
+        except InvalidParamError:
+            return False  # the lowering refuses the op, naming both ways to provide it
+
+    model = lower_rockchip(loaded.payload, loaded.model, custom=provided)
     backend = SoftwareBackend(model, custom_ops=custom_ops, source=loaded.source)
     for path in plugins.values():
         resolved, native = resolve_custom_op(path)

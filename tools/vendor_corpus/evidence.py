@@ -89,7 +89,7 @@ def file_evidence(path: Path) -> FileEvidence:
     custom_ops = _custom_ops(name)
     custom_types = {op.op_type for op in custom_ops}
     try:
-        model = lower_rockchip(loaded.payload, rk, validate=False, custom_types=custom_types)
+        model = lower_rockchip(loaded.payload, rk, validate=False, custom=custom_types.__contains__)
     except rknnlite.RKNNError as e:
         return FileEvidence(name, key, "?", frozenset(), False, f"refused: {e}")
     key, precision = (model.platform, model.toolkit), model.precision

@@ -54,7 +54,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Collection, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -178,14 +178,15 @@ def op_support(payload, rockchip: RockchipModel) -> List[Tuple[str, int, bool]]:
 
 
 def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True,
-                   custom_types: Collection[str] = ()) -> VendorModel:
+                   custom: Callable[[str], bool] = lambda op: False) -> VendorModel:
     """Lower a Rockchip ``.rknn`` file (``payload``: its bytes, ``rockchip``: what the reader
     made of them) for the software backend.  ``validate=False`` skips the check that the
     file's platform, toolkit version, precision and op types were validated against the
     vendor simulator (:mod:`.validated`; for the tools that gather that evidence).
-    ``custom_types``: op types a registered custom operator runs (a ``cst*`` op, or a standard
-    type the file compiled as custom, such as ``ArgMax``); their nodes are lowered to nodes of
-    that type with the file's attributes, for the operator to compute.
+    ``custom(op_type)``: whether a registered custom operator runs that op type (asked for the
+    file's op types the lowering does not run itself: a ``cst*`` op, or a standard type compiled
+    as custom); their nodes are lowered to nodes of that type with the file's attributes, for
+    the operator to compute.
 
     Raises:
         ModelInvalidError: an op type, tensor, attribute or register this lowering does not
@@ -197,7 +198,7 @@ def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True,
         raise ModelInvalidError(f"{label}: format {rockchip.format_version:#x} files (rv1106 container) are not a "
                                 "FlatBuffer and cannot be run off-board", op="load")
     vf = read_vendor_graph(payload, rockchip.header_size, rockchip.model_size, label)
-    custom = frozenset(custom_types) - SUPPORTED_OPS
+    custom = frozenset(op for op in {n.op for sg in vf.subgraphs for n in sg.nodes} - SUPPORTED_OPS if custom(op))
     _check_ops(vf, label, custom)
     _check_subgraphs(vf, label)
     model = _Lowering(vf, rockchip, custom).run()
