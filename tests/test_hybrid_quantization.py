@@ -116,7 +116,8 @@ def test_collapsed_channels_takes_samples_of_different_shapes():
 
     def sample(h, w):
         y = np.zeros((1, 4, h, w), np.float32)
-        y[:, 0] = np.linspace(0, 100, h * w).reshape(h, w)  # channel 0 sets the scale; 1..3 stay flat
+        y[:, 0] = np.linspace(0, 100, h * w).reshape(h, w)  # channel 0 sets the scale
+        y[:, 1:] = np.linspace(0, 0.1, h * w).reshape(h, w)  # 1..3 vary within one step (0.39): they collapse
         return y
 
     found = collapsed_channels({"y": QuantParams("int8", (100 / 255,), (-128,))}, {"y": [sample(6, 6), sample(4, 8)]})
