@@ -126,7 +126,7 @@ def child_dups(engine: str, model: str, dups: int) -> dict:
     start = _rss()
     if engine == "rknnlite":
         first = rknnlite.Context(model)
-        make, run = first.dup, (lambda c: c.run([x]))
+        make, run = first.dup, (lambda c: c.run([x], data_format="nchw"))
     else:
         first = _ort_session(model)
         name = first.get_inputs()[0].name
@@ -161,7 +161,7 @@ def child_runs(engine: str, model: str, runs: int) -> dict:
         import rknnlite
 
         ctx = rknnlite.Context(model)
-        call = lambda: ctx.run([x])  # noqa: E731
+        call = lambda: ctx.run([x], data_format="nchw")  # noqa: E731
     else:
         sess = _ort_session(model)
         call = lambda: sess.run(None, {"x": x})  # noqa: E731
@@ -188,7 +188,7 @@ def child_cycles(engine: str, model: str, cycles: int) -> dict:
 
         def cycle():
             ctx = rknnlite.Context(model)
-            ctx.run([x])
+            ctx.run([x], data_format="nchw")
             ctx.close()
     else:
         def cycle():

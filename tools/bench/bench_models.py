@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rknnlite  # noqa: E402
-from common import interleaved_ms, median_ratio  # noqa: E402
+from common import interleaved_ms, machine, median_ratio  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 
 LIGHT = ["resnet50", "densenet121", "inception_v1", "inception_v2", "vgg19", "shufflenet", "squeezenet",
@@ -123,13 +123,18 @@ def main() -> int:
             finally:
                 del os.environ["RKNNLITE_NUM_THREADS"]
             with rknnlite.Context(f32) as c32, rknnlite.Context(f16) as c16, rknnlite.Context(i8) as c8, cmt:
-                times = interleaved_ms([lambda: session.run(None, feeds), lambda: c32.run(x), lambda: c16.run(x),
-                                        lambda: c8.run(x), lambda: cmt.run(x), lambda: c32.run(x)], args.runs,
+                # the light models' data is NCHW, which their NHWC image attributes take as data_format="nchw"
+                fmt = "nchw"
+                times = interleaved_ms([lambda: session.run(None, feeds), lambda: c32.run(x, data_format=fmt),
+                                        lambda: c16.run(x, data_format=fmt), lambda: c8.run(x, data_format=fmt),
+                                        lambda: cmt.run(x, data_format=fmt), lambda: c32.run(x, data_format=fmt)],
+                                       args.runs,
                                        warmup=2, clocks=[clock] * 4 + [time.perf_counter] * 2)
             rows.append((name, times))
             print(f"  {name}: done", file=sys.stderr)
         blas = ", ".join(f"{i['internal_api']} {i.get('version', '')}".strip() for i in threadpool_info())
 
+    print(machine())
     print(f"onnxruntime {ort.__version__}, numpy {np.__version__} ({blas}); {os.cpu_count()} CPUs; "
           f"{args.stat} of {args.runs} interleaved rounds; 1T columns: {args.clock} time, {args.threads}T: wall time; "
           f"BLAS limited to 1 thread; load average before/after "
