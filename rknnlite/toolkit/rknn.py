@@ -566,14 +566,16 @@ class RKNN:
                     ranges = quantize.calibrate(graph, samples, preprocess or None,
                                                 cfg.get("quantized_algorithm", "normal"), self._verbose,
                                                 custom_ops=list(self._custom_ops.values()))
-                floats = self._hybrid_floats(graph, ranges, samples, preprocess, cfg, auto_hybrid)
+                # the float outputs over the samples serve auto hybrid and the warnings alike
+                outputs = self._float_outputs(graph, samples, preprocess) if samples is not None else None
+                floats = self._hybrid_floats(graph, ranges, samples, outputs, preprocess, cfg, auto_hybrid)
                 graph.quant = quantize.quantize_graph(graph, ranges, method, floats)
                 self._log.info("build: %s; %d tensors quantized, %d kept in float16",
                                f"calibrated on {len(samples)} samples ({cfg.get('quantized_algorithm', 'normal')})"
                                if samples is not None else "ranges of the hybrid quantization cfg",
                                len(graph.quant), len(floats))
                 if samples is not None:
-                    self._warn_quantization(graph, samples, preprocess)
+                    self._warn_quantization(graph, samples[0], outputs, preprocess)
             elif graph.quant:  # a pre-quantized import (load_tflite): the file's own parameters
                 graph.quant = quantize.live_quant(graph)
                 self._log.info("build: the model is quantized already; %d tensors keep its int8 parameters",
@@ -622,11 +624,11 @@ class RKNN:
         self._full_bytes = full
         return 0
 
-    def _hybrid_floats(self, graph, ranges, samples, preprocess, cfg, auto_hybrid: bool) -> List[str]:
+    def _hybrid_floats(self, graph, ranges, samples, outputs, preprocess, cfg, auto_hybrid: bool) -> List[str]:
         """The tensors hybrid quantization keeps in float16: those step2's cfg lists as
         float16, and with ``auto_hybrid`` / ``quantized_hybrid_level`` the layers whose int8
         error is above the threshold (on the first calibration sample) and the outputs whose
-        channels mostly quantize to one value."""
+        channels mostly quantize to one value (``outputs``: :meth:`_float_outputs` of the samples)."""
         from . import hybrid, quantize
 
         listed = [k for k, dtype in (self._hybrid[0] if self._hybrid else {}).items() if dtype == "float16"]
@@ -641,19 +643,20 @@ class RKNN:
             if level:
                 cos = max(cos, hybrid.LEVEL_COS_THRESH[min(level, 3)])
             quant = quantize.quantize_graph(graph, ranges, cfg.get("quantized_method", "channel"), floats)
-            auto = self._proposed_floats(graph, quant, samples[:1], samples, preprocess, cos,
+            auto = self._proposed_floats(graph, quant, samples[:1], outputs, preprocess, cos,
                                          cfg.get("auto_hybrid_euc_thresh"))
             floats += [name for name in auto if name not in floats]
         for name in floats:
             self._log.info("Meet hybrid type, dtype: float16, tensor: %s", name)
         return floats
 
-    def _proposed_floats(self, graph, quant, error_samples, samples, preprocess, cos: float,
+    def _proposed_floats(self, graph, quant, error_samples, outputs, preprocess, cos: float,
                          euc: Optional[float]) -> Dict[str, float]:
         """``{tensor: score}`` that quantization destroys: layers whose int8 output (each alone,
         on ``error_samples``) falls below ``cos`` / above ``euc`` (score: the worst cosine), and
-        outputs most of whose channels collapse on ``samples`` with the tensors they are
-        reshaped from (score: the share of channels that survive)."""
+        outputs most of whose channels collapse (``outputs``: their float values per calibration
+        sample, :meth:`_float_outputs`) with the tensors they are reshaped from (score: the share
+        of channels that survive)."""
         from . import hybrid, quantize
 
         custom = list(self._custom_ops.values())
@@ -663,20 +666,20 @@ class RKNN:
                 if e.name not in worst or e.cos < worst[e.name].cos:
                     worst[e.name] = e
         out = {name: worst[name].cos for name in hybrid.auto_float_tensors(worst.values(), cos, euc)}
-        for name, (flat, channels, _) in hybrid.collapsed_channels(quant, self._float_outputs(graph, samples,
-                                                                                              preprocess)).items():
+        for name, (flat, channels, _) in hybrid.collapsed_channels(quant, outputs).items():
             for tensor in hybrid.with_layout_producers(graph, [name]):
                 out.setdefault(tensor, 1.0 - flat / channels)
         return out
 
-    def _warn_quantization(self, graph, samples, preprocess) -> None:
-        """Warn (naming the tensor, the loss and the fix) where quantizing destroys information:
-        see :func:`rknnlite.toolkit.hybrid.diagnose`."""
+    def _warn_quantization(self, graph, sample, outputs, preprocess) -> None:
+        """Warn (naming the tensor, the loss and the fix) where quantizing destroys information
+        (layer errors on one calibration ``sample``, collapsed channels in ``outputs``, see
+        :meth:`_float_outputs`): see :func:`rknnlite.toolkit.hybrid.diagnose`."""
         from . import hybrid, quantize
 
         custom = list(self._custom_ops.values())
-        errors = hybrid.layer_errors(graph, graph.quant, quantize.graph_feeds(samples[0], preprocess or None), custom)
-        for message in hybrid.diagnose(graph, graph.quant, self._float_outputs(graph, samples, preprocess), errors):
+        errors = hybrid.layer_errors(graph, graph.quant, quantize.graph_feeds(sample, preprocess or None), custom)
+        for message in hybrid.diagnose(graph, graph.quant, outputs, errors):
             self._log.warning("build: %s", message)
 
     def _float_outputs(self, graph, samples, preprocess) -> Dict[str, List[np.ndarray]]:
@@ -885,7 +888,8 @@ class RKNN:
             if custom_hybrid:
                 layers.update((name, "float16") for name in hybrid.subgraph_tensors(graph, custom_hybrid))
             if proposal:
-                proposals = self._proposed_floats(graph, quant, samples[:proposal_dataset_size], samples, preprocess,
+                proposals = self._proposed_floats(graph, quant, samples[:proposal_dataset_size],
+                                                  self._float_outputs(graph, samples, preprocess), preprocess,
                                                   float(cfg["auto_hybrid_cos_thresh"]), cfg.get("auto_hybrid_euc_thresh"))
                 layers.update((name, "float16") for name in proposals)
             hybrid.write_step1(stem, graph, self._imported, cfg, ranges, quant, layers, proposals,
