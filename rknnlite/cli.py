@@ -186,7 +186,7 @@ def _add_vendor_ops(summary: dict, loaded) -> None:
 
     if loaded.format != ROCKCHIP or not summary.get("flatbuffer"):
         return
-    from .model.vendor import lower_rockchip, op_support
+    from .model.rknn_graph import lower_rockchip, op_support
 
     try:
         summary["vendor_ops"] = [{"op": op, "count": n, "off_board": ok}
@@ -198,7 +198,7 @@ def _add_vendor_ops(summary: dict, loaded) -> None:
         summary["off_board"] = {"runs": True, "error": None}
     except ModelInvalidError as e:
         summary["off_board"] = {"runs": False, "error": e.message}
-    from .model.vendor.validated import VALIDATED, toolkit_release
+    from .model.rknn_graph.validated import VALIDATED, toolkit_release
 
     rk = loaded.model
     platform = ((rk.target_platforms or [rk.target_platform or ""])[0] or "").lower()

@@ -98,7 +98,7 @@ def vendor_regions(data: bytes) -> Dict[str, List[Tuple[int, int]]]:
     trailer).  Found with the library's own readers."""
     from rknnlite.model.flatbuf import FlatBuffer
     from rknnlite.model.rockchip import read_rockchip
-    from rknnlite.model.vendor.graph import KINDS
+    from rknnlite.model.rknn_graph.graph import KINDS
 
     rk = read_rockchip(data)
     start, end = rk.header_size, rk.header_size + rk.model_size

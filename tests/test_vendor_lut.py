@@ -19,10 +19,10 @@ from rknnlite import ModelInvalidError
 from rknnlite.backends.software.ops import KERNELS
 from rknnlite.backends.software.ops.vendor_lut import vendor_lut_activation
 from rknnlite.model.loader import load_model
-from rknnlite.model.vendor import lower as vendor_lower
-from rknnlite.model.vendor.graph import read_vendor_graph
-from rknnlite.model.vendor.lut import lut_stage, read_lut_tables
-from rknnlite.model.vendor.regcmd import TARGET_DPU, node_registers, read_tasks
+from rknnlite.model.rknn_graph import lower as vendor_lower
+from rknnlite.model.rknn_graph.graph import read_vendor_graph
+from rknnlite.model.rknn_graph.lut import lut_stage, read_lut_tables
+from rknnlite.model.rknn_graph.regcmd import TARGET_DPU, node_registers, read_tasks
 
 CORPUS = Path(__file__).parent / "data" / "vendor"
 LUT_FILES = ["conv_sigmoid_i8", "conv_swish_i8", "conv_hardswish_i8", "conv_hardsigmoid_i8",
@@ -141,7 +141,7 @@ def test_lut_file_matches_the_vendor_simulator(name):
 @needs_corpus
 def test_int8_hard_sigmoid_runs_through_its_table():
     from rknnlite.model.loader import load_model as load
-    from rknnlite.model.vendor import lower_rockchip
+    from rknnlite.model.rknn_graph import lower_rockchip
 
     loaded = load(str(CORPUS / "conv_hardsigmoid_i8.rknn"))
     lowered = lower_rockchip(loaded.payload, loaded.model)
@@ -177,7 +177,7 @@ def test_the_accumulator_is_the_exact_integer_sum():
     from rknnlite.backends.software.executor import Executor
     from rknnlite.model.graph import Graph
     from rknnlite.model.loader import load_model as load
-    from rknnlite.model.vendor import lower_rockchip
+    from rknnlite.model.rknn_graph import lower_rockchip
 
     loaded = load(str(CORPUS / "conv_sigmoid_i8.rknn"))
     lowered = lower_rockchip(loaded.payload, loaded.model)
@@ -209,7 +209,7 @@ def test_the_accumulator_is_the_exact_integer_sum():
 
 
 def _lut_attrs(name):
-    from rknnlite.model.vendor import lower_rockchip
+    from rknnlite.model.rknn_graph import lower_rockchip
 
     loaded = load_model(str(CORPUS / f"{name}.rknn"))
     graph = lower_rockchip(loaded.payload, loaded.model).graph

@@ -21,11 +21,11 @@ from rknnlite.backends.npu import library as npu_library
 from rknnlite.model.flatbuf import FlatBuffer
 from rknnlite.model.graph import Node
 from rknnlite.model.loader import load_model
-from rknnlite.model.vendor import SUPPORTED_OPS, f2act, lower_rockchip, op_support
-from rknnlite.model.vendor.graph import read_vendor_graph
-from rknnlite.model.vendor.lower import VendorGraph
-from rknnlite.model.vendor.validated import UnvalidatedVendorFileWarning
-from rknnlite.model.vendor.weights import decode_int8_bias, decode_weight
+from rknnlite.model.rknn_graph import SUPPORTED_OPS, f2act, lower_rockchip, op_support
+from rknnlite.model.rknn_graph.graph import read_vendor_graph
+from rknnlite.model.rknn_graph.lower import VendorGraph
+from rknnlite.model.rknn_graph.validated import UnvalidatedVendorFileWarning
+from rknnlite.model.rknn_graph.weights import decode_int8_bias, decode_weight
 
 #: (model, case, inputs, outputs) of the fixture io/ files
 CASES = [("convnet", "x0", 1, 1), ("add_mul", "ab0", 2, 2), ("dyn_conv", "s0_32x32", 1, 1),
@@ -887,7 +887,7 @@ def test_conv_add_relu_is_conv_then_residual_add_then_relu(variant):
 
 def test_conv_add_relu_needs_its_residual(monkeypatch):
     # the residual count is checked: read as a conv without one (ConvRelu), the node is refused by name
-    from rknnlite.model.vendor import lower as lower_mod
+    from rknnlite.model.rknn_graph import lower as lower_mod
 
     loaded = load_model(str(CORPUS / "conv_add_relu_fp16.rknn"))
     monkeypatch.setitem(lower_mod._CONV_ACTIVATIONS, "ConvAddRelu", "Relu")
@@ -943,7 +943,7 @@ def test_int8_softmax_runs_in_float16_after_a_data_convert():
 
 
 def test_fp16_activation_registers():
-    from rknnlite.model.vendor.regcmd import TARGET_DPU, fused_activation
+    from rknnlite.model.rknn_graph.regcmd import TARGET_DPU, fused_activation
 
     def regs(**values):
         return {(TARGET_DPU, int(k[1:], 16)): v for k, v in values.items()}
@@ -969,7 +969,7 @@ def test_fp16_activation_registers():
 
 @pytest.mark.parametrize("alpha, beta", [(0.3, 0.4), (0.3, 0.6), (0.2, 0.5), (0.5, 0.5), (0.1, 0.9)])
 def test_hard_sigmoid_parameters_from_its_lookup_index_map(alpha, beta):
-    from rknnlite.model.vendor.lower import _hard_sigmoid_params
+    from rknnlite.model.rknn_graph.lower import _hard_sigmoid_params
 
     scale = float(np.float16(alpha * 32768))  # what the registers hold (docs/vendor-format-notes.md §1)
     offset = float(np.float32(scale * (beta - 0.5) / alpha))

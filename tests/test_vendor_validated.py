@@ -1,6 +1,6 @@
 """Vendor files run off-board only where the validated table says so, and the table is the corpus.
 
-``rknnlite.model.vendor.validated.VALIDATED`` lists, per target platform, RKNN-Toolkit2 release
+``rknnlite.model.rknn_graph.validated.VALIDATED`` lists, per target platform, RKNN-Toolkit2 release
 and precision, the vendor op types checked against the vendor simulator.  These tests derive the
 same table from the corpus (``tests/data/vendor``, every file with the simulator's outputs beside
 it, ``tools/vendor_corpus/evidence.py``) and require equality; they require every corpus file the
@@ -24,9 +24,9 @@ import pytest
 
 import rknnlite
 from rknnlite.errors import ModelInvalidError
-from rknnlite.model.vendor import regcmd
-from rknnlite.model.vendor.regcmd import REG_BS_ALU_SRC, TARGET_DPU, requant_of
-from rknnlite.model.vendor.validated import (ALLOW_ENV, VALIDATED, UnvalidatedVendorFileWarning, toolkit_release,
+from rknnlite.model.rknn_graph import regcmd
+from rknnlite.model.rknn_graph.regcmd import REG_BS_ALU_SRC, TARGET_DPU, requant_of
+from rknnlite.model.rknn_graph.validated import (ALLOW_ENV, VALIDATED, UnvalidatedVendorFileWarning, toolkit_release,
                                              unvalidated)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,7 +51,7 @@ def test_the_validated_table_is_what_the_corpus_shows(evidence):
     module, files = evidence
     derived = module.derived_table(files)
     assert derived == VALIDATED, (
-        "rknnlite/model/vendor/validated.py's table differs from the corpus; print the corpus's with "
+        "rknnlite/model/rknn_graph/validated.py's table differs from the corpus; print the corpus's with "
         "`python tools/vendor_corpus/evidence.py`")
 
 

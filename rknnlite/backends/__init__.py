@@ -1,7 +1,7 @@
 """Backend selection: which backend runs a loaded model.
 
 ``"software"`` runs portable rknnlite models on the CPU, and Rockchip ``.rknn`` files whose
-every op the vendor-graph lowering knows (:mod:`rknnlite.model.vendor`); ``"npu"`` runs
+every op the vendor-graph lowering knows (:mod:`rknnlite.model.rknn_graph`); ``"npu"`` runs
 Rockchip ``.rknn`` files through librknnrt on a board; ``"auto"`` picks the one the file
 needs: for a Rockchip file the npu backend when librknnrt loads, else the software backend
 when the lowering accepts the file.  An explicit choice never falls back silently.
@@ -46,7 +46,7 @@ def _vendor_software_backend(loaded: LoadedModel, custom_ops) -> Backend:
     ``librkcst_<op type>.so`` plugin found where librknnrt looks for plugins
     (:mod:`rknnlite.runtime.plugins`), registered as librknnrt does at init."""
     from ..errors import InvalidParamError
-    from ..model.vendor import lower_rockchip
+    from ..model.rknn_graph import lower_rockchip
     from ..runtime.plugins import find_plugin, resolve_custom_op
     from .software import SoftwareBackend
 

@@ -6,7 +6,7 @@
 
 For each model and variant, three things run the same model on the same input, side by side:
   * ``Context(vendor_file, backend="software").run``: the RKNN-Toolkit2 2.5.0 file lowered
-    off-board (``rknnlite/model/vendor``; docs/vendor-offboard.md), fed its 3-channel inputs
+    off-board (``rknnlite/model/rknn_graph``; docs/vendor-offboard.md), fed its 3-channel inputs
     in NHWC, the layout its attributes give (as librknnrt's do);
   * ``Context(portable_build).run``: the same ONNX converted by rknnlite's toolkit with the
     vendor file's settings (mean/std, dynamic shapes; int8: asymmetric, normal algorithm,

@@ -70,7 +70,7 @@ def main() -> None:
     with atheris.instrument_imports(include=["rknnlite"]):
         import rknnlite  # noqa: F401
         import rknnlite.backends.software  # noqa: F401
-        import rknnlite.model.vendor  # noqa: F401
+        import rknnlite.model.rknn_graph  # noqa: F401
     from fuzzing import exercise, reseal_portable
 
     from rknnlite.model.container import MAGIC

@@ -1,6 +1,6 @@
 """What the vendor corpus proves: per file, its platform, toolkit, precision, op types and fidelity.
 
-``rknnlite.model.vendor.validated.VALIDATED`` must equal the table this module derives from
+``rknnlite.model.rknn_graph.validated.VALIDATED`` must equal the table this module derives from
 the corpus (``tests/test_vendor_validated.py`` checks it); run it to print that table::
 
     python tools/vendor_corpus/evidence.py [--markdown] [CORPUS_DIR]
@@ -79,8 +79,8 @@ def file_evidence(path: Path) -> FileEvidence:
     """Lower and run one corpus file (validation off) and compare it with its simulator outputs."""
     import rknnlite
     from rknnlite.model.loader import load_model
-    from rknnlite.model.vendor import lower_rockchip
-    from rknnlite.model.vendor.validated import ALLOW_ENV, toolkit_release
+    from rknnlite.model.rknn_graph import lower_rockchip
+    from rknnlite.model.rknn_graph.validated import ALLOW_ENV, toolkit_release
 
     loaded = load_model(str(path))
     rk = loaded.model

@@ -77,8 +77,8 @@ def compare(folder: str) -> Tuple[List[Tuple[str, str, Tuple[float, str]]], str]
     lowered node run on the simulator's values of its inputs against the simulator's output."""
     from rknnlite.backends.software.executor import Executor
     from rknnlite.model.loader import load_model
-    from rknnlite.model.vendor import lower_rockchip
-    from rknnlite.model.vendor.lower import VendorGraph
+    from rknnlite.model.rknn_graph import lower_rockchip
+    from rknnlite.model.rknn_graph.lower import VendorGraph
 
     loaded = load_model(os.path.join(folder, "model.rknn"))
     model = lower_rockchip(loaded.payload, loaded.model, validate=False)
@@ -133,7 +133,7 @@ def _verdict(folder: str) -> str:
     """One line: whether the file runs off-board (or why not) and how its layers compare."""
     import rknnlite
     from rknnlite.model.loader import load_model
-    from rknnlite.model.vendor import lower_rockchip
+    from rknnlite.model.rknn_graph import lower_rockchip
 
     loaded = load_model(os.path.join(folder, "model.rknn"))
     try:

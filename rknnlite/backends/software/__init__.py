@@ -35,7 +35,7 @@ __all__ = ["SoftwareBackend"]
 
 class SoftwareBackend(EmulatedNpu):
     """Backend over a :class:`PortableModel` (or a vendor file lowered to one,
-    :class:`~rknnlite.model.vendor.VendorModel`); ``dup()`` shares the weights.  Native layouts,
+    :class:`~rknnlite.model.rknn_graph.VendorModel`); ``dup()`` shares the weights.  Native layouts,
     pass-through data, zero-copy and the SDK version are emulated (:class:`EmulatedNpu`)."""
 
     name = "software"
@@ -120,9 +120,9 @@ class SoftwareBackend(EmulatedNpu):
         (straight into ``out`` when given).  Passed-through inputs are dequantized first
         (:meth:`EmulatedNpu.from_pass_through`).  Inputs presented as NHWC (image inputs,
         :func:`~rknnlite.runtime.emulation.presented_input`) are first copied into the graph's
-        NCHW; a vendor ``.rknn`` model (:class:`~rknnlite.model.vendor.VendorModel`) then
+        NCHW; a vendor ``.rknn`` model (:class:`~rknnlite.model.rknn_graph.VendorModel`) then
         normalises them with the file's mean/std (new arrays;
-        :meth:`~rknnlite.model.vendor.VendorModel.graph_inputs`).
+        :meth:`~rknnlite.model.rknn_graph.VendorModel.graph_inputs`).
         """
         inputs = to_graph_layout(inputs, self.model.metadata.inputs, self.inputs)
         graph_inputs = getattr(self.model, "graph_inputs", None)

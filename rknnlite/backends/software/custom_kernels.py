@@ -227,7 +227,7 @@ class CustomOpRegistry:
         batch: samples per run of a multi-batch model (the graph holds one).
         prepare: ``(inputs, pass_through) -> graph inputs`` when the graph takes its inputs
             otherwise than the specs give them (a vendor file's NHWC inputs, its mean/std;
-            :meth:`~rknnlite.model.vendor.VendorModel.graph_inputs`), for the probe run.
+            :meth:`~rknnlite.model.rknn_graph.VendorModel.graph_inputs`), for the probe run.
     """
 
     def __init__(self, executor: Executor, input_specs, output_specs, batch: int = 1,

@@ -2,7 +2,7 @@
 
 A Rockchip NPU runs an int8 conv's Sigmoid, x*Sigmoid(x), HardSwish or HardSigmoid
 through two 513-entry int16 tables that the file's register stream loads
-(``rknnlite/model/vendor/lut.py`` decodes them; ``docs/vendor-format-notes.md`` §1).
+(``rknnlite/model/rknn_graph/lut.py`` decodes them; ``docs/vendor-format-notes.md`` §1).
 This kernel applies that stage to a conv's accumulator, channel by channel (axis 1):
 
 1. index map: ``u = acc * index_scale[c] + index_offset`` (the DPU's per-channel
