@@ -29,13 +29,15 @@ ConvLeakyRelu,         read from the node's DPU registers (rk3576/rv1126b: their
 ConvHardSigmoid        map and ``BnCfg`` / ``BsCfg`` tensors, :mod:`.f2act`)
 ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
                        [, then Relu]
-Add, Sub, Mul          Add, Sub, Mul (plain constant operands: fp16-rounded values in
-                       fp16 files, dequantized integers in int8 files)
+Add, Sub, Mul          Add, Sub, Mul (constant operands, plain or NC1HWC2: fp16-rounded
+                       values in fp16 files, dequantized integers in int8 files)
 Sigmoid                fp16: Sigmoid; int8: the input's integer codes, then the file's
                        own lookup tables (a DPU-only task; :func:`.lut.lower_lut_sigmoid`)
 MaxPool, AveragePool   MaxPool, AveragePool (attributes from the BSON)
 Concat, Transpose      Concat (``axis``), Transpose (``perm``) from the BSON
 Slice                  Slice (the stored int64 starts/ends/axes/steps)
+Expand                 Expand (the stored int64 shape; the compiler's tiling of a
+                       pooling window that covers the whole map)
 Resize                 Resize (parameters f0 coordinate mode, f4 mode, f5 nearest
                        mode; the stored float32 scales)
 exSoftmax13            Softmax (``axis`` from the parameter table)
@@ -77,7 +79,7 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu "
-    "ConvTranspose Add Sub Mul AddRelu Sigmoid "
+    "ConvTranspose Add Sub Mul AddRelu Sigmoid Expand "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
@@ -399,6 +401,8 @@ class _Lowering:
             self.emit(node, "Transpose", self.activation_inputs(node, 1, 1), {"perm": perm})
         elif node.op == "Slice":
             self.slice(node)
+        elif node.op == "Expand":
+            self.expand(node)
         elif node.op == "Resize":
             self.resize(node)
         elif node.op == "exSoftmax13":
@@ -469,17 +473,28 @@ class _Lowering:
         """A constant operand of an element-wise op (plain layout) as a float32 model-shape array:
         float values as stored (rounded to fp16 in an fp16 file, as the vendor simulator does),
         integer ones dequantized with the tensor's scale/zero point."""
-        if t.layout not in ("plain", "NCHW"):
-            raise self.error(f"{node.label}: constant {t.name!r} has layout {t.layout}; plain constants only")
+        blocked = t.layout == "NC1HWC2"  # float constants beside NPU-layout activations (YOLOv8's anchor grid)
+        if t.layout not in ("plain", "NCHW") and not blocked:
+            raise self.error(f"{node.label}: constant {t.name!r} has layout {t.layout}; plain, NCHW or NC1HWC2 "
+                             "constants only")
+        if blocked and (len(t.shape) != 4 or len(t.npu_shape) != 5 or t.npu_shape[:1] != t.shape[:1]
+                        or t.npu_shape[2:4] != t.shape[2:] or t.npu_shape[1] * t.npu_shape[4] < t.shape[1]
+                        or t.dtype not in ("float16", "float32")):
+            raise self.error(f"{node.label}: NC1HWC2 constant {t.name!r} ({t.dtype}, NPU shape {list(t.npu_shape)}) "
+                             f"does not hold a float tensor of shape {list(t.shape)}")
         raw = self.vf.tensor_data(self.sg, t)
         dtypes = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "int8": "i1", "int16": "<i2"}
         if t.dtype not in dtypes:
             raise self.error(f"{node.label}: constant {t.name!r} has dtype {t.dtype}")
-        count = int(np.prod(t.shape)) if t.shape else 1
+        stored = t.npu_shape if blocked else t.shape
+        count = int(np.prod(stored)) if stored else 1
         item = np.dtype(dtypes[t.dtype])
         if len(raw) < count * item.itemsize:
             raise self.error(f"{node.label}: constant {t.name!r} needs {count * item.itemsize} bytes, has {len(raw)}")
-        values = np.frombuffer(raw, item, count).reshape(t.shape)
+        values = np.frombuffer(raw, item, count).reshape(stored)
+        if blocked:  # (N, C1, H, W, C2) -> (N, C1 * C2, H, W), the padding channels dropped
+            n, c1, h, w, c2 = stored
+            values = np.ascontiguousarray(values.transpose(0, 1, 4, 2, 3).reshape(n, c1 * c2, h, w)[:, :t.shape[1]])
         if item.kind == "f":
             array = values.astype(np.float32)
         else:
@@ -1030,6 +1045,22 @@ class _Lowering:
         names = [self.constant(self.names[t.index], v) for t, v in zip(consts, values)]
         self.emit(node, "Slice", [data] + names, {})
 
+    def expand(self, node: VendorNode) -> None:
+        (data,) = self.activation_inputs(node, 1, 1)
+        if len(node.inputs) != 2:
+            raise self.error(f"{node.label} has {len(node.inputs)} inputs; Expand takes data and an int64 shape")
+        t = self.tensor(node.inputs[1], node)
+        shape = self.int64_const(node, t)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        try:  # ONNX Expand: numpy broadcasting of the input against the shape
+            got = list(np.broadcast_shapes(tuple(x.shape), tuple(int(d) for d in shape)))
+        except ValueError:
+            got = None
+        if got != list(out.shape):
+            raise self.error(f"{node.label}: expanding {list(x.shape)} to {shape.tolist()} gives "
+                             f"{got if got is not None else 'no broadcast shape'}; the file says {list(out.shape)}")
+        self.emit(node, "Expand", [data, self.constant(self.names[t.index], shape)], {})
+
     def resize(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)
         p = node.params
@@ -1038,7 +1069,10 @@ class _Lowering:
             raise self.error(f"{node.label}: Resize parameters {p} are not understood (known: modes {_RESIZE_MODES}, "
                              f"coordinate modes {_RESIZE_COORDS}, nearest modes {_RESIZE_NEAREST})")
         consts = [self.tensor(i, node) for i in node.inputs[1:] if self.tensor(i, node).kind == "shape"]
-        scales = [t for t in consts if t.dtype == "float32" and t.shape and t.shape[0] > 0]
+        # ONNX's empty "roi" input is an "empty_placeholder" tensor without data (shape (0,) or, from
+        # toolkit 2.3.2, (1,))
+        scales = [t for t in consts if t.dtype == "float32" and t.shape and t.shape[0] > 0
+                  and not (t.buffer == 0 and t.name.startswith("empty_placeholder"))]
         if len(scales) != 1:
             raise self.error(f"{node.label} needs one float32 scales constant, has {[t.name for t in consts]}")
         t = scales[0]
