@@ -624,6 +624,8 @@ CORPUS_REFUSED = {
     "two_input_rk3562_i8": r"OUT_CVT_SHIFT \(0x4088\) = 0x80000000 sets bits outside",
     "convnet_rk3576_i8_layer": "hold one value: a per-layer quantized",
     "two_input_rv1126b_i8_tk232": "ConvAddRelu in int8 rv1126b files from RKNN-Toolkit2 2.3.2 was not validated",
+    "psa_attention_i8": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16 attention",
+    "psa_attention_i8_tk232": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16",
     # run with their custom op registered in tests/test_vendor_custom_ops.py
     "cst_softmax_fp16": "'cstChannelSoftmax' is a custom op: register it",
     "cst_softmax_i8": "'cstChannelSoftmax' is a custom op: register it",
@@ -645,8 +647,11 @@ def test_corpus_file_runs_like_the_simulator(name, entry):
     for k, y in enumerate(outputs):
         ref = data[f"out{k}"].reshape(y.shape)
         if entry["variant"] == "fp16":
-            # bit-exact but for float32-vs-float64 accumulation: at most a float16 ulp here and there
-            assert _cos(y, ref) >= 0.99999 and np.abs(y - ref).max() <= 2 ** -9 * max(1.0, np.abs(ref).max() / 4)
+            # bit-exact but for float32-vs-float64 accumulation: at most a float16 ulp here and there (of the
+            # largest output where a long reduction, such as exSDPAttention's, flips a rounding there)
+            largest = np.abs(ref).max()
+            bound = max(2 ** -9 * max(1.0, largest / 4), float(np.spacing(np.float16(largest))))
+            assert _cos(y, ref) >= 0.99999 and np.abs(y - ref).max() <= bound
         else:
             assert _cos(y, ref) >= 0.9999
 
@@ -748,6 +753,8 @@ FIDELITY = {
     # Ultralytics' export of a YOLOv8n (tests/data/ultralytics): a box centre near 0 reaches 16 ulps
     # (anchor - distance cancels), the scores at most 11 ulps (0.00098)
     "yolov8n-rk3588": ("0.0625", 16, "66.54"),
+    # YOLO11's attention: one float16 ulp of the largest outputs (8..16); near-zero values reach 426 ulps
+    "psa_attention_fp16": ("0.00781", 426, "53.61"), "psa_attention_fp16_tk232": ("0.00781", 426, "53.61"),
 }
 #: corpus files refused unless RKNNLITE_VENDOR_UNVALIDATED=1, with the docs' percentage of values
 #: within one step and cosine (5 decimals)

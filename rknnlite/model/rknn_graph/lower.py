@@ -38,6 +38,8 @@ Concat, Transpose      Concat (``axis``), Transpose (``perm``) from the BSON
 Slice                  Slice (the stored int64 starts/ends/axes/steps)
 Expand                 Expand (the stored int64 shape; the compiler's tiling of a
                        pooling window that covers the whole map)
+exSDPAttention         Transpose, MatMul, Mul (``scale`` from the BSON), Softmax, MatMul
+                       (YOLO11's attention; fp16 files; float32 inside, the output rounded)
 Resize                 Resize (parameters f0 coordinate mode, f4 mode, f5 nearest
                        mode; the stored float32 scales)
 exSoftmax13            Softmax (``axis`` from the parameter table)
@@ -79,7 +81,7 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu "
-    "ConvTranspose Add Sub Mul AddRelu Sigmoid Expand "
+    "ConvTranspose Add Sub Mul AddRelu Sigmoid Expand exSDPAttention "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
@@ -403,6 +405,8 @@ class _Lowering:
             self.slice(node)
         elif node.op == "Expand":
             self.expand(node)
+        elif node.op == "exSDPAttention":
+            self.sdp_attention(node)
         elif node.op == "Resize":
             self.resize(node)
         elif node.op == "exSoftmax13":
@@ -1060,6 +1064,42 @@ class _Lowering:
             raise self.error(f"{node.label}: expanding {list(x.shape)} to {shape.tolist()} gives "
                              f"{got if got is not None else 'no broadcast shape'}; the file says {list(out.shape)}")
         self.emit(node, "Expand", [data, self.constant(self.names[t.index], shape)], {})
+
+    def sdp_attention(self, node: VendorNode) -> None:
+        """The compiler's fused scaled dot-product attention (YOLO11's C2PSA: ``v softmax(q^T k *
+        scale)^T``) over 4-D tensors (heads, channels, 1, tokens), as ONNX nodes whose
+        intermediates stay float32: only the output is rounded, as by one NPU op."""
+        q, k, v = self.activation_inputs(node, 3, 3)
+        tq, tk, tv = (self.tensor(i, node) for i in node.inputs[:3])
+        out = self.single_output(node)
+        if self.int8 or any(t.dtype != "float16" for t in (tq, tk, tv, out)):
+            raise self.error(f"{node.label}: exSDPAttention on {[t.dtype for t in (tq, tk, tv, out)]} tensors; "
+                             "only float16 attention (fp16 files) was decoded")
+        shapes = [list(t.shape) for t in (tq, tk, tv, out)]
+        if (any(len(sh) != 4 or sh[2] != 1 for sh in shapes) or shapes[0] != shapes[1] or shapes[2] != shapes[3]
+                or shapes[2][0] != shapes[0][0] or shapes[2][3] != shapes[0][3]):
+            raise self.error(f"{node.label}: q, k, v and output shapes {shapes} are not (heads, d, 1, tokens), "
+                             "(heads, d, 1, tokens), (heads, c, 1, tokens), (heads, c, 1, tokens)")
+        scale = self.bson(node, "scale")
+        if not isinstance(scale, float) or not np.isfinite(scale):
+            raise self.error(f"{node.label}: attribute 'scale' is {scale!r}; a finite float was expected")
+        base = self.names[out.index]
+
+        def step(op: str, inputs: List[str], attrs: dict, suffix: str) -> str:
+            name = f"{base}__{suffix}"
+            self.keep_float.append(name)
+            self.emit(node, op, inputs, attrs, output=name)
+            return name
+
+        q_t = step("Transpose", [q], {"perm": [0, 2, 3, 1]}, "q_t")  # (heads, 1, tokens, d)
+        k_t = step("Transpose", [k], {"perm": [0, 2, 1, 3]}, "k_t")  # (heads, 1, d, tokens)
+        scores = step("MatMul", [q_t, k_t], {}, "scores")
+        scaled = step("Mul", [scores, self.constant(f"{base}__scale", np.array(scale, np.float32), keep_float=True)],
+                      {}, "scaled")
+        attn = step("Softmax", [scaled], {"axis": -1}, "attn")
+        v_t = step("Transpose", [v], {"perm": [0, 2, 1, 3]}, "v_t")  # (heads, 1, c, tokens)
+        mixed = step("MatMul", [v_t, step("Transpose", [attn], {"perm": [0, 1, 3, 2]}, "attn_t")], {}, "mixed")
+        self.emit(node, "Transpose", [mixed], {"perm": [0, 2, 1, 3]})
 
     def resize(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)
