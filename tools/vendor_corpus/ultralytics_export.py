@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,8 +101,10 @@ def seeded_yolo(yaml: str):
     return yolo
 
 
-def export(toolkit_python: str, yaml: str = "yolov8n.yaml") -> dict:
-    """Run Ultralytics' exporter with the vendor step in ``toolkit_python``'s venv."""
+def export(toolkit_python: str, yaml: str = "yolov8n.yaml", imgsz: int = IMGSZ, out: Path = OUT) -> dict:
+    """Run Ultralytics' exporter on ``yaml`` at ``imgsz`` with the vendor step in
+    ``toolkit_python``'s venv, into ``out``: the ``<stem>_rknn_model`` folder, ``<stem>-<platform>.json``
+    and, outside the repository's data (for ``tools/bench/bench_vendor.py --ultralytics``), the ONNX."""
     import onnx
     import onnxslim  # see the module doc: without it the exporter skips simplification
     import ultralytics
@@ -109,7 +112,8 @@ def export(toolkit_python: str, yaml: str = "yolov8n.yaml") -> dict:
     from ultralytics.utils import YAML
 
     stem = Path(yaml).stem
-    model_dir = OUT / f"{stem}_rknn_model"
+    out = Path(out).resolve()
+    model_dir = out / f"{stem}_rknn_model"
     record = {}
 
     def onnx2rknn(onnx_file, output_dir, name="rk3588", quantize=None, dataset=None, metadata=None, prefix="",
@@ -122,7 +126,9 @@ def export(toolkit_python: str, yaml: str = "yolov8n.yaml") -> dict:
         subprocess.run([toolkit_python, __file__, "--vendor", str(onnx_file), str(rknn_file), str(npz_file)],
                        check=True)
         YAML.save(model_dir / "metadata.yaml", metadata)
-        record.update(rknn=str(rknn_file.relative_to(ROOT)), npz=str(npz_file.relative_to(ROOT)))
+        if out != OUT:
+            shutil.copy(onnx_file, out / Path(onnx_file).name)
+        record.update(rknn=str(rknn_file.relative_to(out)), npz=str(npz_file.relative_to(out)))
         return str(model_dir)
 
     rknn_export.onnx2rknn = onnx2rknn
@@ -131,26 +137,31 @@ def export(toolkit_python: str, yaml: str = "yolov8n.yaml") -> dict:
         cwd = os.getcwd()
         os.chdir(workdir)
         try:
-            yolo.export(format="rknn", imgsz=IMGSZ, name=PLATFORM)
+            yolo.export(format="rknn", imgsz=imgsz, name=PLATFORM)
         finally:
             os.chdir(cwd)
     toolkit = subprocess.run([toolkit_python, "-c", "from importlib.metadata import version; "
                               "print(version('rknn-toolkit2'))"], check=True, capture_output=True, text=True)
-    record.update(yaml=yaml, seed=SEED, imgsz=IMGSZ, platform=PLATFORM, ultralytics=ultralytics.__version__,
+    record.update(yaml=yaml, seed=SEED, imgsz=imgsz, platform=PLATFORM, ultralytics=ultralytics.__version__,
                   onnx=onnx.__version__, onnxslim=onnxslim.__version__, rknn_toolkit2=toolkit.stdout.strip())
-    (OUT / f"{stem}-{PLATFORM}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    (out / f"{stem}-{PLATFORM}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return record
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--toolkit-python", help="the python of the venv holding rknn-toolkit2")
+    parser.add_argument("--yaml", default="yolov8n.yaml", help="the Ultralytics model yaml (default: %(default)s)")
+    parser.add_argument("--imgsz", type=int, default=IMGSZ, help="the export size (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=OUT,
+                        help="the folder to write (default: the repository's tests/data/ultralytics); elsewhere "
+                             "the ONNX is kept too")
     parser.add_argument("--vendor", nargs=3, metavar=("ONNX", "RKNN", "NPZ"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.vendor:
         vendor_build(*args.vendor)
     elif args.toolkit_python:
-        print(json.dumps(export(args.toolkit_python), indent=1))
+        print(json.dumps(export(args.toolkit_python, args.yaml, args.imgsz, args.out), indent=1))
     else:
         parser.error("--toolkit-python is required")
     return 0
