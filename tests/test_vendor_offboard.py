@@ -624,6 +624,8 @@ CORPUS_REFUSED = {
     "two_input_rk3562_i8": r"OUT_CVT_SHIFT \(0x4088\) = 0x80000000 sets bits outside",
     "convnet_rk3576_i8_layer": "hold one value: a per-layer quantized",
     "two_input_rv1126b_i8_tk232": "ConvAddRelu in int8 rv1126b files from RKNN-Toolkit2 2.3.2 was not validated",
+    "dist2bbox_i8": "int8 constant 'c5' in NC1HWC2 layout",
+    "dist2bbox_i8_tk232": "int8 constant 'c5' in NC1HWC2 layout",
     "psa_attention_i8": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16 attention",
     "psa_attention_i8_tk232": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16",
     # run with their custom op registered in tests/test_vendor_custom_ops.py
@@ -753,6 +755,8 @@ FIDELITY = {
     # Ultralytics' export of a YOLOv8n (tests/data/ultralytics): a box centre near 0 reaches 16 ulps
     # (anchor - distance cancels), the scores at most 11 ulps (0.00098)
     "yolov8n-rk3588": ("0.0625", 16, "66.54"),
+    # YOLOv8's box decoding: its float32 input is rounded to float16 by the simulator's first Reshape, not here
+    "dist2bbox_fp16": ("0.0625", 64, "83.63"), "dist2bbox_fp16_tk232": ("0.0625", 64, "83.63"),
     # YOLO11's attention: one float16 ulp of the largest outputs (8..16); near-zero values reach 426 ulps
     "psa_attention_fp16": ("0.00781", 426, "53.61"), "psa_attention_fp16_tk232": ("0.00781", 426, "53.61"),
 }

@@ -117,6 +117,6 @@ def test_an_nc1hwc2_constant_of_another_geometry_is_refused(loaded, monkeypatch)
 
     monkeypatch.setattr(lower_mod, "read_vendor_graph", read_vendor_graph)
     with pytest.raises(ModelInvalidError, match=r"NC1HWC2 constant '/model.22/Constant_12_output_0' \(float16, NPU "
-                                                 r"shape \[1, 1, 1, 80, 8\]\) does not hold a float tensor of shape "
+                                                 r"shape \[1, 1, 1, 80, 8\]\) does not hold a float or int8 tensor of shape "
                                                  r"\[1, 2, 1, 84\]"):
         lower_rockchip(loaded.payload, loaded.model)

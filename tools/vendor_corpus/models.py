@@ -400,6 +400,27 @@ def _psa_attention(seed: int = 807, dim: int = 128, heads: int = 2, side: int = 
     return build
 
 
+def _dist2bbox(seed: int = 808, grids=((8, 8), (16, 4), (32, 2))):
+    """YOLOv8's box decoding after the DFL (Ultralytics' ``dist2bbox`` and stride scaling, as its
+    ONNX export writes them): distances (1, 4, N) split into left-top and right-bottom, subtracted
+    from and added to the anchor grid, centre and size concatenated, times the strides."""
+    def build():
+        g = _G(seed)
+        anchors = np.concatenate([np.stack(np.meshgrid(np.arange(n) + 0.5, np.arange(n) + 0.5), 0).reshape(2, -1)
+                                  for _, n in grids], axis=1)[None].astype(np.float32)
+        strides = np.concatenate([np.full(n * n, s, np.float32) for s, n in grids])[None, None]
+        count = anchors.shape[-1]
+        lt, rb = g.node("Split", ["x", g.const(np.array([2, 2], np.int64))], n_out=2, axis=1)
+        a = g.const(anchors)
+        x1y1 = g.node("Sub", [a, lt])[0]
+        x2y2 = g.node("Add", [a, rb])[0]
+        centre = g.node("Div", [g.node("Add", [x1y1, x2y2])[0], g.const(np.array(2, np.float32))])[0]
+        size = g.node("Sub", [x2y2, x1y1])[0]
+        y = g.node("Mul", [g.node("Concat", [centre, size], axis=1)[0], g.const(strides)])[0]
+        return g.model([("x", (1, 4, count))], [(y, "y")])
+    return build
+
+
 class CstChannelSoftmax:
     """The custom operator of the ``cst_softmax`` case, in RKNN-Toolkit2's class form (the same
     class registers with the vendor toolkit and runs in rknnlite): softmax over ``axis``."""
@@ -778,6 +799,9 @@ def _cases() -> List[Case]:
         Case("conv_add_swish", "Conv 3->16 3x3 SiLU -> a; Conv 3->16 1x1 SiLU -> b; Conv(a) 1x1 + b; SiLU",
              _conv_add_swish, img,
              purpose="a standalone exSwish after ConvAdd"),
+        Case("dist2bbox", "YOLOv8's box decoding: x (1, 4, 84) split, anchor grid - lt, + rb, centre and "
+             "size, Concat, times the strides (Ultralytics' ONNX form)", _dist2bbox(), [("x", (1, 4, 84), "normal")],
+             purpose="float constants in NC1HWC2 layout (anchors, strides)"),
         Case("psa_attention", "YOLO11 C2PSA attention (Ultralytics' ONNX form): qkv Conv 128->256 1x1, Reshape "
              "(1, 2, 128, 16), Split [32, 32, 64], Softmax(q^T k / sqrt(32)), v attn^T, Reshape, + depthwise 3x3 "
              "of v, Conv 128->128 1x1", _psa_attention(), [("x", (1, 128, 4, 4), "normal")],

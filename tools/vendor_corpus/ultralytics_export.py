@@ -50,17 +50,20 @@ PLATFORM = "rk3588"
 HEAD_GAIN = 20.0
 
 
-def vendor_build(onnx_file: str, rknn_file: str, npz_file: str) -> None:
-    """In the toolkit's venv: Ultralytics' ``onnx2rknn`` calls (fp16), then the simulator."""
+def vendor_build(onnx_file: str, rknn_file: str, npz_file: str, dataset: str = "") -> None:
+    """In the toolkit's venv: Ultralytics' ``onnx2rknn`` calls (fp16, or int8 calibrated on the image
+    list ``dataset``; a detector, so no auto hybrid), then the simulator."""
     import numpy as np
     from rknn.api import RKNN
 
     rknn = RKNN(verbose=False)
+    quantize = {"do_quantization": True, "dataset": dataset, "auto_hybrid": False} if dataset else \
+        {"do_quantization": False}
     steps = (
         ("config", lambda: rknn.config(mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]],
                                        target_platform=PLATFORM)),
         ("load_onnx", lambda: rknn.load_onnx(model=onnx_file)),
-        ("build", lambda: rknn.build(do_quantization=False, rknn_batch_size=1)),
+        ("build", lambda: rknn.build(**quantize, rknn_batch_size=1)),
         ("export_rknn", lambda: rknn.export_rknn(rknn_file)),
         ("init_runtime", lambda: rknn.init_runtime()),
     )
@@ -101,10 +104,12 @@ def seeded_yolo(yaml: str):
     return yolo
 
 
-def export(toolkit_python: str, yaml: str = "yolov8n.yaml", imgsz: int = IMGSZ, out: Path = OUT) -> dict:
+def export(toolkit_python: str, yaml: str = "yolov8n.yaml", imgsz: int = IMGSZ, out: Path = OUT,
+           data: str = "") -> dict:
     """Run Ultralytics' exporter on ``yaml`` at ``imgsz`` with the vendor step in
     ``toolkit_python``'s venv, into ``out``: the ``<stem>_rknn_model`` folder, ``<stem>-<platform>.json``
-    and, outside the repository's data (for ``tools/bench/bench_vendor.py --ultralytics``), the ONNX."""
+    and, outside the repository's data (for ``tools/bench/bench_vendor.py --ultralytics``), the ONNX.
+    ``data``: a dataset yaml, for Ultralytics' int8 export (``quantize=8``) calibrated on its images."""
     import onnx
     import onnxslim  # see the module doc: without it the exporter skips simplification
     import ultralytics
@@ -118,13 +123,14 @@ def export(toolkit_python: str, yaml: str = "yolov8n.yaml", imgsz: int = IMGSZ, 
 
     def onnx2rknn(onnx_file, output_dir, name="rk3588", quantize=None, dataset=None, metadata=None, prefix="",
                   batch=1):
-        if name != PLATFORM or quantize not in (None, 16) or batch != 1:  # 16: Ultralytics 8.4's fp16 default
-            raise ValueError(f"this tool mirrors the fp16 rk3588 batch-1 export only, not {name}/{quantize}/{batch}")
+        if name != PLATFORM or quantize not in (None, 8, 16) or batch != 1:  # 16: Ultralytics 8.4's fp16 default
+            raise ValueError(f"this tool mirrors rk3588 batch-1 exports only, not {name}/{quantize}/{batch}")
         model_dir.mkdir(parents=True, exist_ok=True)
         rknn_file = model_dir / f"{Path(onnx_file).stem}-{name}.rknn"
         npz_file = rknn_file.with_suffix(".npz")  # beside it, as evidence.py reads it
-        subprocess.run([toolkit_python, __file__, "--vendor", str(onnx_file), str(rknn_file), str(npz_file)],
-                       check=True)
+        dataset_list = [str(dataset)] if quantize == 8 else []
+        subprocess.run([toolkit_python, __file__, "--vendor", str(onnx_file), str(rknn_file), str(npz_file)]
+                       + dataset_list, check=True)
         YAML.save(model_dir / "metadata.yaml", metadata)
         if out != OUT:
             shutil.copy(onnx_file, out / Path(onnx_file).name)
@@ -137,12 +143,13 @@ def export(toolkit_python: str, yaml: str = "yolov8n.yaml", imgsz: int = IMGSZ, 
         cwd = os.getcwd()
         os.chdir(workdir)
         try:
-            yolo.export(format="rknn", imgsz=imgsz, name=PLATFORM)
+            yolo.export(format="rknn", imgsz=imgsz, name=PLATFORM, **({"quantize": 8, "data": data} if data else {}))
         finally:
             os.chdir(cwd)
     toolkit = subprocess.run([toolkit_python, "-c", "from importlib.metadata import version; "
                               "print(version('rknn-toolkit2'))"], check=True, capture_output=True, text=True)
-    record.update(yaml=yaml, seed=SEED, imgsz=imgsz, platform=PLATFORM, ultralytics=ultralytics.__version__,
+    record.update(yaml=yaml, seed=SEED, imgsz=imgsz, platform=PLATFORM, quantize=8 if data else 16,
+                  ultralytics=ultralytics.__version__,
                   onnx=onnx.__version__, onnxslim=onnxslim.__version__, rknn_toolkit2=toolkit.stdout.strip())
     (out / f"{stem}-{PLATFORM}.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return record
@@ -156,12 +163,13 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=OUT,
                         help="the folder to write (default: the repository's tests/data/ultralytics); elsewhere "
                              "the ONNX is kept too")
-    parser.add_argument("--vendor", nargs=3, metavar=("ONNX", "RKNN", "NPZ"), help=argparse.SUPPRESS)
+    parser.add_argument("--data", default="", help="a dataset yaml: Ultralytics' int8 export, calibrated on its images")
+    parser.add_argument("--vendor", nargs="+", metavar="ONNX RKNN NPZ [DATASET]", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.vendor:
         vendor_build(*args.vendor)
     elif args.toolkit_python:
-        print(json.dumps(export(args.toolkit_python, args.yaml, args.imgsz, args.out), indent=1))
+        print(json.dumps(export(args.toolkit_python, args.yaml, args.imgsz, args.out, args.data), indent=1))
     else:
         parser.error("--toolkit-python is required")
     return 0
