@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from .._version import __version__
+from ..constants import Lite2CoreMasks
 from ..errors import RKNNError
 from ..runtime.log import InstanceLog
 
@@ -61,22 +62,17 @@ _NO_MODEL = "Model is not loaded yet, this interface should be called after load
 _NOT_BUILT = "RKNN model is not built yet, this interface should be called after build or load_rknn!"
 
 
-class RKNN:
+class RKNN(Lite2CoreMasks):
     """The toolkit object (``from rknnlite.toolkit import RKNN``).
 
     Args:
         verbose: also write this object's messages (debug level and up) to stderr.
         verbose_file: also append them to this file (ignored when its directory does
             not exist).
-    """
 
-    NPU_CORE_AUTO = 0
-    NPU_CORE_0 = 1
-    NPU_CORE_1 = 2
-    NPU_CORE_2 = 4
-    NPU_CORE_0_1 = 3
-    NPU_CORE_0_1_2 = 7
-    NPU_CORE_ALL = 0xFFFF
+    The ``NPU_CORE_*`` constants are the :class:`~rknnlite.constants.CoreMask` members
+    (:class:`~rknnlite.constants.Lite2CoreMasks`).
+    """
 
     def __init__(self, verbose: bool = False, verbose_file: Optional[str] = None):
         self._log = InstanceLog(_LOGGER_NAME, verbose, verbose_file)
@@ -1003,7 +999,7 @@ class RKNN:
 
     def init_runtime(self, target: Optional[str] = None, target_sub_class=None, device_id=None,
                      perf_debug: bool = False, eval_mem: bool = False, async_mode: bool = False,
-                     core_mask: int = NPU_CORE_AUTO, **kwargs) -> int:
+                     core_mask: int = Lite2CoreMasks.NPU_CORE_AUTO, **kwargs) -> int:
         """Initialise the simulator (``target=None``: the software backend) on the built or
         loaded model.  Board targets are refused.  Returns 0 or -1."""
         if not self._alive("init_runtime"):
