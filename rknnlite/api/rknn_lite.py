@@ -303,8 +303,7 @@ class RKNNLite(Lite2CoreMasks):
         if loaded is None:
             self._log.error("Model is not loaded yet, this interface should be called after load_rknn!")
             return None
-        meta = getattr(loaded.model, "metadata", None)
-        filled = list(getattr(meta, "target_platforms", None) or getattr(loaded.model, "target_platforms", ()))
+        filled = list(loaded.model.target_platforms)
         self._log.info("Target platforms filled in RKNN model: %s", filled)
         self._log.info("Target platforms supported by this RKNN model: %s", filled)
         return {"filled_target_platform": filled, "support_target_platform": filled}
