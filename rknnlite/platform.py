@@ -96,9 +96,11 @@ def read_soc(root: str = "/") -> Dict[str, Any]:
 
 
 def board_soc(root: str = "/") -> str:
-    """The Rockchip SoC this machine is (``"rk3588"``), or ``""`` when it is not a Rockchip
-    device-tree board (an x86 host, a board whose device tree is unreadable)."""
-    return read_soc(root)["soc"] or ""
+    """The NPU SoC (one of :data:`NPU_SOCS`) this machine is, e.g. ``"rk3588"``, or ``""``
+    when it is none: an x86 host, a board whose device tree is unreadable, a Rockchip SoC
+    without an NPU librknnrt serves (``rk3399``; :func:`read_soc` still names it)."""
+    soc = read_soc(root)["soc"]
+    return soc if soc in NPU_SOCS else ""
 
 
 def read_driver_version(root: str = "/") -> Dict[str, Any]:

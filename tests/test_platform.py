@@ -29,12 +29,17 @@ def _tree(root, compatible=None, load=None, version=None, module_version=None):
     ("rockchip,rk3576-evb1-v10\0rockchip,rk3576\0", "rk3576"),  # board entries are skipped
     ("rockchip,rv1126b-evb\0rockchip,rv1126b\0", "rv1126b"),
     ("ROCKCHIP,RK3566\0", "rk3566"),
-    ("rockchip,rk3399\0", "rk3399"),                           # a Rockchip SoC without an NPU
 ])
 def test_soc_from_the_device_tree(tmp_path, compatible, soc):
     root = _tree(tmp_path, compatible=compatible)
     assert platform.read_soc(root)["soc"] == soc
     assert platform.board_soc(root) == soc
+
+
+def test_a_rockchip_soc_without_an_npu_is_named_but_is_no_npu_board(tmp_path):
+    root = _tree(tmp_path, compatible="rockchip,rk3399\0")
+    assert platform.read_soc(root) == {"soc": "rk3399", "compatible": ["rockchip,rk3399"]}
+    assert platform.board_soc(root) == ""
 
 
 @pytest.mark.parametrize("compatible", [None, "raspberrypi,4-model-b\0brcm,bcm2711\0", "rockchip,rk3588-evb1\0"])
