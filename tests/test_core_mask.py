@@ -184,15 +184,13 @@ def test_lite2_remap(platform, mask, expected, warns):
 
 
 def test_model_platform():
-    class Meta:
-        target_platforms = ("RK3576", "rk3588")
+    class Model:  # the ModelInfo member model_platform reads
+        def __init__(self, *targets):
+            self.target_platforms = targets
 
-    class Model:
-        metadata = Meta()
-
-    assert cores.model_platform(Model()) == "rk3576"
-    assert cores.model_platform(Model(), "RK3566") == "rk3566"
-    assert cores.model_platform(object()) == ""
+    assert cores.model_platform(Model("RK3576", "rk3588")) == "rk3576"
+    assert cores.model_platform(Model("RK3576"), "RK3566") == "rk3566"
+    assert cores.model_platform(Model()) == ""
 
 
 # -- RKNNLite -------------------------------------------------------------------------------

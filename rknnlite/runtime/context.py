@@ -98,7 +98,6 @@ class Context:
         self._lock = threading.Lock()
         backend = self._backend
         model = self._loaded.model
-        meta = getattr(model, "metadata", None)
         self._inputs = [TensorAttr.from_spec(i, s) for i, s in enumerate(backend.inputs)]
         self._outputs = [TensorAttr.from_spec(i, s) for i, s in enumerate(backend.outputs)]
         sets = backend.dynamic_shapes or ()
@@ -106,7 +105,7 @@ class Context:
         #: of each input's attribute: NHWC for an image input, as librknnrt gives them)
         self._shape_sets: Tuple[Tuple[Tuple[int, ...], ...], ...] = tuple(
             tuple(tuple(int(d) for d in shape) for shape in shape_set) for shape_set in sets)
-        preprocess = meta.preprocess if meta is not None else ()
+        preprocess = model.input_preprocess
         self._plans = [InputPlan(a, s, preprocess[i] if preprocess else None,
                                  shapes=[shape_set[i] for shape_set in self._shape_sets])
                        for i, (a, s) in enumerate(zip(self._inputs, feed_specs(backend)))]
@@ -125,8 +124,7 @@ class Context:
         self._emulate_async = bool(self.flags & InitFlag.ASYNC_MASK) and backend.name != "npu"
 
     def _check_platform(self, target: str) -> None:
-        meta = getattr(self._loaded.model, "metadata", None)
-        targets = [t.lower() for t in getattr(meta, "target_platforms", ())]
+        targets = [t.lower() for t in self._loaded.model.target_platforms]
         if targets and target.lower() not in targets:
             logger.warning("model was built for %s, not %s; running it anyway on the %s backend",
                            ", ".join(targets), target, self._backend.name)
@@ -165,8 +163,7 @@ class Context:
         asked = getattr(self._live(), "custom_string", None)
         if isinstance(asked, str):
             return asked
-        meta = getattr(self._loaded.model, "metadata", None)
-        return getattr(meta, "custom_string", "") or getattr(self._loaded.model, "custom_string", "") or ""
+        return self._loaded.model.custom_string or ""
 
     def sdk_version(self) -> dict:
         """``{"api": ..., "drv": ...}`` versions of the runtime serving this context, as its

@@ -61,8 +61,7 @@ def model_platform(model: Any, target_platform: Optional[str] = None) -> str:
     first of the model's target platforms, else ``""`` (treated as a one-core NPU)."""
     if target_platform:
         return str(target_platform).lower()
-    meta = getattr(model, "metadata", None)
-    targets: Sequence[str] = getattr(meta, "target_platforms", None) or getattr(model, "target_platforms", None) or ()
+    targets: Sequence[str] = model.target_platforms  # a rknnlite.model.info.ModelInfo
     return str(targets[0]).lower() if targets else ""
 
 

@@ -64,6 +64,7 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from ..graph import Graph, Node
+from ..info import MetadataInfo
 from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
@@ -119,8 +120,10 @@ class VendorGraph(Graph):
 
 
 @dataclass(frozen=True)
-class VendorModel:
-    """A vendor ``.rknn`` file ready for the software backend.
+class VendorModel(MetadataInfo):
+    """A vendor ``.rknn`` file ready for the software backend (a
+    :class:`~rknnlite.model.info.ModelInfo`; ``input_preprocess`` is empty: the file's
+    mean/std are :attr:`preprocess`, applied by :meth:`graph_inputs`).
 
     Attributes:
         metadata: I/O specs in the lowered graph's layout (the Rockchip reader's model order,
@@ -150,6 +153,15 @@ class VendorModel:
     platform: Optional[str] = None
     toolkit: Optional[str] = None
     precision: str = "fp16"
+
+    def summary(self) -> dict:
+        """The file's JSON-ready description (:meth:`RockchipModel.summary`) with what the
+        lowering made of it under ``"lowered"``: platform, toolkit release, precision and
+        the vendor op types (first-use order)."""
+        d = self.rockchip.summary()
+        d["lowered"] = {"platform": self.platform, "toolkit": self.toolkit, "precision": self.precision,
+                        "vendor_ops": list(self.vendor_ops)}
+        return d
 
     def graph_inputs(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
         """``inputs`` (in the graph's layout, ``metadata.inputs``; float32 unless passed
