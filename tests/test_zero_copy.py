@@ -13,7 +13,7 @@ import pytest
 
 import rknnlite
 from rknnlite import InputInvalidError, InvalidParamError, TensorFormat, TensorType
-from rknnlite.runtime import layout
+from rknnlite.tensors import layout
 
 REPO = Path(__file__).resolve().parent.parent
 RNG = np.random.default_rng(11)
@@ -78,7 +78,7 @@ def test_uint8_nhwc_frame_with_padded_rows_to_float32_output(ctx_of, model):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.uint8])
 def test_float_model_takes_raw_nhwc_input_dtypes(ctx_of, dtype):
     ctx = ctx_of("conv_fp16")
-    attr = ctx.native_inputs[0].replace(type=rknnlite.runtime.tensor_attr.TYPE_OF_DTYPE[np.dtype(dtype).name])
+    attr = ctx.native_inputs[0].replace(type=rknnlite.tensors.attr.TYPE_OF_DTYPE[np.dtype(dtype).name])
     x = image().astype(dtype)
     bind(ctx, attr).view(attr)[...] = nhwc(x)
     out = bind(ctx, ctx.outputs[0].replace(type=TensorType.FLOAT32))  # a float16 model's output says FLOAT16

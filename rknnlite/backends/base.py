@@ -14,8 +14,8 @@ except ImportError:  # pragma: no cover
 from ..constants import CoreMask
 from ..errors import InvalidParamError
 from ..model.spec import TensorSpec
-from ..runtime.perf import MemSize, PerfDetail
-from ..runtime.tensor_attr import TensorAttr
+from ..tensors.perf import MemSize, PerfDetail
+from ..tensors.attr import TensorAttr
 
 
 class Backend(Protocol):
@@ -113,9 +113,9 @@ def feed_specs(backend) -> Sequence[TensorSpec]:
 
 class ZeroCopy(Protocol):
     """Zero-copy I/O of one Context (``Context.create_mem``/``set_io_mem``/``run_bound``):
-    emulated on the host by the software backend (:mod:`rknnlite.runtime.binding`),
+    emulated on the host by the software backend (:mod:`rknnlite.backends.software.binding`),
     ``rknn_create_mem``/``rknn_set_io_mem``/``rknn_mem_sync`` on the npu backend.  The
-    memory objects have the :class:`~rknnlite.runtime.memory.TensorMem` interface."""
+    memory objects have the :class:`~rknnlite.backends.memory.TensorMem` interface."""
 
     def create_mem(self, size: int, flags: int = 0): ...
 

@@ -9,7 +9,7 @@ inputs and invalidates outputs around each run unless the context was created wi
 ``InitFlag.DISABLE_FLUSH_INPUT_MEM_CACHE``/``DISABLE_FLUSH_OUTPUT_MEM_CACHE``, and
 ``mem.sync()`` is ``rknn_mem_sync``.
 
-:class:`NpuTensorMem` has the interface of :class:`~rknnlite.runtime.memory.TensorMem`
+:class:`NpuTensorMem` has the interface of :class:`~rknnlite.backends.memory.TensorMem`
 over the runtime's ``rknn_tensor_mem`` (its ``virt_addr``): ``array``/``view`` are numpy
 views of the runtime's memory (no copy).  Its bytes are reachable through the buffer
 protocol of :attr:`NpuTensorMem.buffer` (``memoryview(mem.buffer)``), since a Python
@@ -29,9 +29,10 @@ import numpy as np
 
 from ...constants import MemAllocFlag, MemSyncMode, TensorMemFlag
 from ...errors import ContextInvalidError, InvalidParamError
-from ...runtime.binding import check_all_bound, find_tensor
-from ...runtime.memory import TensorMemFields, buffer_array, check_alloc_flags, check_sync_mode, map_fd, tensor_view
-from ...runtime.tensor_attr import TensorAttr
+from ..software.binding import check_all_bound, find_tensor
+from ...tensors.memory import TensorMemFields, buffer_array, check_alloc_flags, check_sync_mode, tensor_view
+from ..memory import map_fd
+from ...tensors.attr import TensorAttr
 
 __all__ = ["NpuZeroCopy", "NpuTensorMem"]
 
@@ -39,7 +40,7 @@ _OP = "rknn_tensor_mem"
 
 
 class NpuTensorMem(TensorMemFields):
-    """One ``rknn_tensor_mem`` of a context, with the :class:`~rknnlite.runtime.memory.TensorMem`
+    """One ``rknn_tensor_mem`` of a context, with the :class:`~rknnlite.backends.memory.TensorMem`
     interface.  Made by ``Context.create_mem``/``create_mem_from_fd`` on the npu backend."""
 
     def __init__(self, native, owner: "NpuZeroCopy", size: int, offset: int, alloc_flags: MemAllocFlag,
@@ -148,7 +149,7 @@ class NpuTensorMem(TensorMemFields):
         self._mapping = None
 
     def _live_native(self, what: str):
-        self._check(what)
+        self.check_alive(what)
         return self._native
 
     def __repr__(self) -> str:
@@ -185,7 +186,7 @@ class NpuZeroCopy:
 
     def create_mem_from_fd(self, fd: int, size: int, offset: int = 0, flags=MemAllocFlag.DEFAULT) -> NpuTensorMem:
         """``rknn_create_mem_from_fd`` over ``fd`` mapped here (checked as on the software
-        backend: :func:`~rknnlite.runtime.memory.map_fd`); the fd stays the caller's."""
+        backend: :func:`~rknnlite.backends.memory.map_fd`); the fd stays the caller's."""
         backend = self._live("rknn_create_mem_from_fd")
         mapping = map_fd(fd, size, offset, flags)
         try:

@@ -1,6 +1,6 @@
 """Zero-copy I/O of a ``Context``: ``set_io_mem`` checks and ``run_bound`` runs.
 
-``set_io_mem(mem, attr)`` binds a :class:`~rknnlite.runtime.memory.TensorMem` to the input
+``set_io_mem(mem, attr)`` binds a :class:`~rknnlite.backends.memory.TensorMem` to the input
 or output ``attr`` names (by ``name`` and ``index``, as taken from ``ctx.inputs``,
 ``ctx.outputs``, ``ctx.native_inputs`` or ``ctx.native_outputs``, possibly changed with
 ``attr.replace(type=..., fmt=..., pass_through=...)``), in the layouts the vendor runtime
@@ -50,11 +50,12 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..constants import InitFlag, MemAllocFlag, TensorFormat, TensorType
-from ..errors import ContextInvalidError, InvalidParamError, OutputInvalidError
-from . import layout
-from .memory import TensorMem, allocate, map_fd, tensor_view
-from .tensor_attr import TYPE_OF_DTYPE, TensorAttr
+from ...constants import InitFlag, MemAllocFlag, TensorFormat, TensorType
+from ...errors import ContextInvalidError, InvalidParamError, OutputInvalidError
+from ...tensors import layout
+from ...tensors.attr import TYPE_OF_DTYPE, TensorAttr
+from ...tensors.memory import tensor_view
+from ..memory import TensorMem, allocate, map_fd
 
 __all__ = ["EmulatedIo", "IoState", "check_all_bound", "find_tensor", "create_mem", "create_mem_from_fd", "set_io_mem", "run_bound", "release_io"]
 
@@ -232,7 +233,7 @@ def set_io_mem(ctx, mem, attr) -> None:
         raise InvalidParamError(f"set_io_mem takes a TensorMem from create_mem/create_mem_from_fd, got "
                                 f"{type(mem).__name__}", op=op)
     if mem.destroyed:
-        mem._check("set_io_mem")
+        mem.check_alive("set_io_mem")
     if not isinstance(attr, TensorAttr):
         raise InvalidParamError(f"set_io_mem takes a TensorAttr (from ctx.inputs, ctx.outputs, ctx.native_inputs "
                                 f"or ctx.native_outputs), got {type(attr).__name__}", op=op)
@@ -246,7 +247,7 @@ def set_io_mem(ctx, mem, attr) -> None:
     flag = _NO_FLUSH_IN if is_input else _NO_FLUSH_OUT
     with state.lock:
         _check_open(ctx, op)
-        mem._check("set_io_mem")
+        mem.check_alive("set_io_mem")
         if ctx.flags & flag:
             mem._split()
         state.bind(is_input, bound)
