@@ -65,8 +65,10 @@ class Backend(Protocol):
     def set_input_shapes(self, shapes: Sequence[Tuple[int, ...]]) -> None:
         """Switch a dynamic-shape model to ``shapes`` (one of :attr:`dynamic_shapes`)."""
 
-    def zero_copy(self, host) -> "ZeroCopy":
-        """The zero-copy I/O of the Context ``host`` on this backend (made once per Context)."""
+    def zero_copy(self, io) -> "ZeroCopy":
+        """The zero-copy I/O on this backend of the Context ``io`` describes (an
+        :class:`~rknnlite.backends.io_host.IoHost`: its plans, attributes, lock and run step;
+        made once per Context)."""
 
     def dup(self) -> "Backend": ...
 

@@ -45,7 +45,7 @@ import mmap
 import os
 import stat
 import weakref
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 import numpy as np
 

@@ -18,6 +18,7 @@ from ..tensors.attr import TensorAttr
 from ..tensors.perf import MemSize, PerfDetail
 from ..tensors.ranges import InputRange
 from ..tensors.topology import DEFAULT_PLATFORM
+from .context_io import ContextIo
 from .cores import check_batch_core_num, check_core_mask, model_platform
 from .flags import ALLOC_OUTSIDE, check_init_flags
 from .io import FORMATS, InputPlan, OutputPlan, reorder_shape
@@ -563,11 +564,7 @@ class Context:
                 feeds = [p.convert(x) for p, x in zip(plans, inputs)]
             else:
                 feeds, passes = self._feeds(inputs, data_format, pass_through)
-            if self._shape_sets:
-                self._use_set_of(feeds)
-            outputs = backend.run(feeds, pass_through=passes) if passes else backend.run(feeds)
-            if self._shape_sets and self._current_set not in self._set_outputs:
-                self._set_outputs[self._current_set] = [tuple(y.shape) for y in outputs]
+            outputs = self._execute(backend, feeds, passes)
             if self._emulate_async:  # librknnrt's ASYNC_MASK: the previous frame (the first: its own)
                 previous = self._previous if self._previous is not None else [y.copy() for y in outputs]
                 outputs, self._previous = previous, outputs
@@ -616,6 +613,22 @@ class Context:
                                     op="rknn_inputs_set")
         return [inputs[k] for k in names]
 
+    def _execute(self, backend, feeds: List[np.ndarray], passes: Optional[List[bool]] = None,
+                 out: Optional[list] = None) -> List[np.ndarray]:
+        """The one run step of :meth:`run` and :meth:`run_bound` (the lock held, ``backend``
+        live): a dynamic-shape model switches to the shape set of ``feeds`` (model layout) and
+        remembers that set's output shapes; ``passes`` flags the passed-through inputs
+        (``None``: none); ``out`` (static shapes only) takes outputs written in place."""
+        if not self._shape_sets:
+            if out is not None:
+                return backend.run(feeds, pass_through=passes, out=out)
+            return backend.run(feeds, pass_through=passes) if passes else backend.run(feeds)
+        self._use_set_of(feeds)
+        outputs = backend.run(feeds, pass_through=passes) if passes else backend.run(feeds)
+        if self._current_set not in self._set_outputs:
+            self._set_outputs[self._current_set] = [tuple(y.shape) for y in outputs]
+        return outputs
+
     def _use_set_of(self, feeds: List[np.ndarray]) -> None:
         """Switch a dynamic-shape model to the shape set of ``feeds`` (model layout)."""
         shapes = tuple(x.shape for x in feeds)
@@ -636,7 +649,7 @@ class Context:
                     raise ContextInvalidError("the context is closed", op=op)
                 zc = self.__dict__.get("_zc")
                 if zc is None:
-                    zc = self._zc = backend.zero_copy(self)
+                    zc = self._zc = backend.zero_copy(ContextIo(self))
         elif self._backend is None:
             raise ContextInvalidError("the context is closed", op=op)
         return zc

@@ -211,11 +211,12 @@ class NpuBackend:
                      for a, p in zip(attrs, plain)]
         return attrs
 
-    def zero_copy(self, host):
-        """librknnrt's zero-copy for the Context ``host`` (:class:`.zero_copy.NpuZeroCopy`)."""
+    def zero_copy(self, io):
+        """librknnrt's zero-copy for the Context ``io`` describes (an
+        :class:`~rknnlite.backends.io_host.IoHost`): a :class:`.zero_copy.NpuZeroCopy`."""
         from .zero_copy import NpuZeroCopy
 
-        return NpuZeroCopy(host, self)
+        return NpuZeroCopy(io, self)
 
     # -- zero-copy (rknn_create_mem*, rknn_set_io_mem, rknn_mem_sync) --------------------------
 

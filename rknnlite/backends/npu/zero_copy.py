@@ -1,6 +1,7 @@
 """Zero-copy I/O of a ``Context`` on the npu backend: librknnrt's own memory and binding.
 
-:class:`NpuZeroCopy` is what ``NpuBackend.zero_copy(ctx)`` gives the Context:
+:class:`NpuZeroCopy` is what ``NpuBackend.zero_copy(io)`` gives the Context (``io``: the
+Context's :class:`~rknnlite.backends.io_host.IoHost`, its lock, attributes and liveness):
 ``create_mem`` is ``rknn_create_mem``/``rknn_create_mem2``, ``create_mem_from_fd`` maps the
 fd (as the software backend does) and wraps the mapping with ``rknn_create_mem_from_fd``,
 ``set_io_mem`` is ``rknn_set_io_mem`` (librknnrt judges the attr: layouts, types, strides,
@@ -28,9 +29,9 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from ...constants import MemAllocFlag, MemSyncMode, TensorMemFlag
-from ...errors import ContextInvalidError, InvalidParamError
-from ..software.binding import check_all_bound, find_tensor
+from ...errors import InvalidParamError
 from ...tensors.memory import TensorMemFields, buffer_array, check_alloc_flags, check_sync_mode, tensor_view
+from ..io_host import IoHost, check_all_bound, find_tensor
 from ..memory import map_fd
 from ...tensors.attr import TensorAttr
 
@@ -161,8 +162,8 @@ class NpuTensorMem(TensorMemFields):
 class NpuZeroCopy:
     """The zero-copy I/O of one Context on an :class:`~rknnlite.backends.npu.NpuBackend`."""
 
-    def __init__(self, host, backend):
-        self._host = host
+    def __init__(self, io: IoHost, backend):
+        self._io = io
         self._backend = backend
         self._lock = threading.Lock()
         #: (is_input, index) -> the memory bound to that tensor
@@ -170,8 +171,7 @@ class NpuZeroCopy:
         self._mems: "weakref.WeakSet[NpuTensorMem]" = weakref.WeakSet()
 
     def _live(self, op: str):
-        if self._host._backend is None:
-            raise ContextInvalidError("the context is closed", op=op)
+        self._io.live(op)
         return self._backend
 
     def create_mem(self, size: int, flags=MemAllocFlag.DEFAULT) -> NpuTensorMem:
@@ -209,8 +209,8 @@ class NpuZeroCopy:
         if not isinstance(attr, TensorAttr):
             raise InvalidParamError(f"set_io_mem takes a TensorAttr (from ctx.inputs, ctx.outputs, ctx.native_inputs "
                                     f"or ctx.native_outputs), got {type(attr).__name__}", op=op)
-        key = find_tensor(self._host, attr)
-        with self._host._lock:
+        key = find_tensor(self._io, attr)
+        with self._io.lock:
             self._live(op).set_io_mem(native, attr)
             with self._lock:
                 self._bound[key] = mem
@@ -227,12 +227,12 @@ class NpuZeroCopy:
 
     def run_bound(self) -> None:
         """``rknn_run`` on the bound memory."""
-        with self._host._lock:
+        with self._io.lock:
             backend = self._live("rknn_run")
             with self._lock:
                 inputs = {i for is_input, i in self._bound if is_input}
                 outputs = {i for is_input, i in self._bound if not is_input}
-            check_all_bound(self._host, inputs, outputs)
+            check_all_bound(self._io, inputs, outputs)
             backend.run_bound()
 
     def release(self) -> None:

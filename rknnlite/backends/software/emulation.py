@@ -13,7 +13,7 @@
   :mod:`rknnlite.tensors.layout` for the model's platform (:func:`native_attr`);
 * ``run`` with pass-through inputs: :meth:`EmulatedNpu.from_pass_through` turns the
   quantized values the NPU would take back into the float data the executor runs;
-* ``zero_copy(host)``: the zero-copy emulation of :mod:`rknnlite.backends.software.binding`.
+* ``zero_copy(io)``: the zero-copy emulation of :mod:`rknnlite.backends.software.binding`.
 
 The mixin needs ``self.model`` (a portable model with ``metadata``, whose ``inputs`` are
 in the graph's layout), ``self.inputs`` (the presented input specs) and ``self.name``.
@@ -144,8 +144,10 @@ class EmulatedNpu:
         return [passed_to_feed(spec, x) if passed else x
                 for spec, x, passed in zip(self.inputs, inputs, pass_through)]
 
-    def zero_copy(self, host):
-        """The zero-copy emulation for the context ``host`` (:class:`~rknnlite.backends.software.binding.EmulatedIo`)."""
+    def zero_copy(self, io):
+        """The zero-copy emulation for the context ``io`` describes (an
+        :class:`~rknnlite.backends.io_host.IoHost`): a
+        :class:`~rknnlite.backends.software.binding.EmulatedIo`."""
         from .binding import EmulatedIo
 
-        return EmulatedIo(host)
+        return EmulatedIo(io)

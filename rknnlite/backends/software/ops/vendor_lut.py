@@ -27,8 +27,6 @@ ran on integer tensors).  Attributes (set by the vendor lowering, checked by ``p
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from ....errors import ModelInvalidError
