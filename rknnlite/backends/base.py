@@ -76,7 +76,7 @@ class Backend(Protocol):
 
     def set_core_mask(self, platform: str, mask: CoreMask) -> None:
         """Run later inferences on the cores ``mask`` names (already validated for ``platform``
-        by :func:`rknnlite.runtime.cores.check_core_mask`)."""
+        by :func:`rknnlite.tensors.topology.check_core_mask`)."""
 
     def set_batch_core_num(self, n: int) -> None:
         """Split a multi-batch model's samples across ``n`` cores (already validated)."""
