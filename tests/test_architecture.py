@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -313,6 +315,17 @@ def test_the_table_names_what_design_md_orders():
     assert [layers[u] for u in order] == sorted(layers[u] for u in order)
     assert layers["constants"] == layers["errors"] < layers["platform"] == layers["tensors"]
     assert layers["runtime"] < min(layers[u] for u in ("api", "pipeline", "vision", "daemon", "toolkit", "cli"))
+
+
+def test_importing_the_package_loads_no_backend():
+    """``import rknnlite`` stays light: the software executor and the npu adapter load when a
+    Context needs them (a board never loads the executor, a host never the binding)."""
+    code = "import sys, rknnlite; print(' '.join(sorted(m for m in sys.modules if m.startswith('rknnlite.'))))"
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                            check=True).stdout.split()
+    assert "rknnlite.runtime.context" in loaded and "rknnlite.tensors.attr" in loaded
+    heavy = ("rknnlite.backends.software", "rknnlite.backends.npu", "rknnlite._native", "rknnlite.toolkit")
+    assert [m for m in loaded if m.startswith(heavy)] == []
 
 
 # -- self-tests: the check finds what it must --------------------------------------------------------
