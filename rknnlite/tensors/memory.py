@@ -33,29 +33,58 @@ class TensorMemory(Protocol):
     destruction.  Sizes and offsets are in bytes."""
 
     @property
-    def size(self) -> int: ...
-    @property
-    def offset(self) -> int: ...
-    @property
-    def fd(self) -> int: ...
-    @property
-    def phys_addr(self) -> int: ...
-    @property
-    def virt_addr(self) -> int: ...
-    @property
-    def flags(self) -> TensorMemFlag: ...
-    @property
-    def alloc_flags(self) -> MemAllocFlag: ...
-    @property
-    def cacheable(self) -> bool: ...
-    @property
-    def destroyed(self) -> bool: ...
+    def size(self) -> int:
+        """Bytes of the memory; tensors fit in ``size - offset``."""
 
-    def array(self, dtype, shape: Optional[Sequence[int]] = None, offset: int = 0) -> np.ndarray: ...
-    def view(self, attr: TensorAttr) -> np.ndarray: ...
-    def sync(self, mode=MemSyncMode.BIDIRECTIONAL) -> None: ...
-    def destroy(self) -> None: ...
-    def close(self) -> None: ...
+    @property
+    def offset(self) -> int:
+        """Where tensor data starts (``create_mem_from_fd``'s offset; 0 for ``create_mem``)."""
+
+    @property
+    def fd(self) -> int:
+        """The memory's file descriptor (-1 when it has none)."""
+
+    @property
+    def phys_addr(self) -> int:
+        """Physical address (0 where there is no physically contiguous memory)."""
+
+    @property
+    def virt_addr(self) -> int:
+        """Address of the memory in this process."""
+
+    @property
+    def flags(self) -> TensorMemFlag:
+        """``ALLOC_INSIDE`` (``create_mem``) or ``FROM_FD``."""
+
+    @property
+    def alloc_flags(self) -> MemAllocFlag:
+        """The :class:`MemAllocFlag` bits it was created with."""
+
+    @property
+    def cacheable(self) -> bool:
+        """False for NON_CACHEABLE memory."""
+
+    @property
+    def destroyed(self) -> bool:
+        """True after :meth:`destroy`."""
+
+    def array(self, dtype, shape: Optional[Sequence[int]] = None, offset: int = 0) -> np.ndarray:
+        """A numpy view (no copy) of ``dtype`` elements from byte ``self.offset + offset``."""
+
+    def view(self, attr: TensorAttr) -> np.ndarray:
+        """The tensor ``attr`` describes as a numpy view (no copy), row padding skipped."""
+
+    def sync(self, mode=MemSyncMode.BIDIRECTIONAL) -> None:
+        """Make the CPU's and the device's views of the memory agree (``rknn_mem_sync``)."""
+
+    def destroy(self) -> None:
+        """Release the memory (``rknn_destroy_mem``); idempotent."""
+
+    def close(self) -> None:
+        """Same as :meth:`destroy`."""
+
+    def check_alive(self, what: str) -> None:
+        """``InvalidParamError`` naming ``what`` once the memory is destroyed."""
 
 
 def check_alloc_flags(flags) -> MemAllocFlag:
