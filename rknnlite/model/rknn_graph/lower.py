@@ -129,7 +129,7 @@ class VendorModel(MetadataInfo):
         metadata: I/O specs in the lowered graph's layout (the Rockchip reader's model order,
             e.g. NCHW; int8 inputs as float32 with their quantization), float dtype, dynamic
             shapes.  The software backend presents the inputs as librknnrt does (NHWC image
-            inputs, :func:`rknnlite.runtime.emulation.presented_input`), as for portable models.
+            inputs, :func:`rknnlite.backends.software.emulation.presented_input`), as for portable models.
         graph: the lowered :class:`VendorGraph`.
         rockchip: the file as :func:`~rknnlite.model.rockchip.read_rockchip` read it.
         preprocess: per input, the file's mean/std (``None`` when it is the identity),
