@@ -369,6 +369,19 @@ def _c2f():
     return g.model([("x", IMG[1])], [(_swish(g, g.conv(y, 24, 16, k=1)), "y")])
 
 
+def _conv_add_hardswish():
+    # HardSwish of a conv plus another branch: ConvAdd, then a standalone HardSwish (MobileNetV3's heads)
+    g = _G(809)
+    y = g.node("Add", [g.conv("x", 3, 16), g.conv("x", 3, 16, k=1)])[0]
+    return g.model([("x", IMG[1])], [(_hardswish(g, y), "y")])
+
+
+def _relu_input():
+    # a Relu no conv precedes (on the normalised image input): a standalone Relu
+    g = _G(810)
+    return g.model([("x", IMG[1])], [(g.conv(g.node("Relu", ["x"])[0], 3, 8, k=1), "y")])
+
+
 def _conv_add_swish():
     # SiLU of a conv plus another branch: ConvAdd, then a standalone exSwish (as in YOLOv8's neck)
     g = _G(803)
@@ -799,6 +812,10 @@ def _cases() -> List[Case]:
         Case("conv_add_swish", "Conv 3->16 3x3 SiLU -> a; Conv 3->16 1x1 SiLU -> b; Conv(a) 1x1 + b; SiLU",
              _conv_add_swish, img,
              purpose="a standalone exSwish after ConvAdd"),
+        Case("conv_add_hardswish", "Conv 3->16 3x3 + Conv 3->16 1x1, y*HardSigmoid(y, 1/6, 0.5)", _conv_add_hardswish,
+             img, purpose="a standalone HardSwish after ConvAdd (MobileNetV3)"),
+        Case("relu_input", "Relu(x) on the normalised image input, Conv 3->8 1x1", _relu_input, img,
+             purpose="a standalone Relu"),
         Case("dist2bbox", "YOLOv8's box decoding: x (1, 4, 84) split, anchor grid - lt, + rb, centre and "
              "size, Concat, times the strides (Ultralytics' ONNX form)", _dist2bbox(), [("x", (1, 4, 84), "normal")],
              purpose="float constants in NC1HWC2 layout (anchors, strides)"),

@@ -31,8 +31,9 @@ ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation inpu
                        [, then Relu]
 Add, Sub, Mul          Add, Sub, Mul (constant operands, plain or NC1HWC2: fp16-rounded
                        values in fp16 files, dequantized integers in int8 files)
-Sigmoid                fp16: Sigmoid; int8: the input's integer codes, then the file's
-                       own lookup tables (a DPU-only task; :func:`.lut.lower_lut_sigmoid`)
+Sigmoid, HardSwish     fp16: Sigmoid, HardSwish; int8: the input's integer codes, then the
+                       file's own lookup tables (a DPU-only task; :func:`.lut.lower_lut_sigmoid`)
+Relu                   Relu (standalone: on a graph input, for instance)
 MaxPool, AveragePool   MaxPool, AveragePool (attributes from the BSON)
 Concat, Transpose      Concat (``axis``), Transpose (``perm``) from the BSON
 Slice                  Slice (the stored int64 starts/ends/axes/steps)
@@ -82,7 +83,7 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu "
-    "ConvTranspose Add Sub Mul AddRelu Sigmoid Expand exSDPAttention "
+    "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
@@ -395,8 +396,13 @@ class _Lowering:
             self.argmax(node)
         elif node.op in ("Add", "Sub", "Mul", "AddRelu"):
             self.elementwise(node)
-        elif node.op in ("Sigmoid", "exSwish"):
+        elif node.op in ("Sigmoid", "exSwish", "HardSwish"):
             self.lut_activation(node)
+        elif node.op == "Relu":
+            x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+            if list(x.shape) != list(out.shape):
+                raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+            self.emit(node, "Relu", self.activation_inputs(node, 1, 1), {})
         elif node.op == "Split":
             self.split(node)
         elif node.op in ("MaxPool", "AveragePool"):
@@ -866,7 +872,7 @@ class _Lowering:
         self.emit(node, node.op, operands, {})
 
     def lut_activation(self, node: VendorNode) -> None:
-        """A standalone Sigmoid or exSwish (``x * sigmoid(x)``): fp16 files compute it in float
+        """A standalone Sigmoid, exSwish (``x * sigmoid(x)``) or HardSwish: fp16 files compute it in float
         (output rounded to fp16; exSwish's inner sigmoid is not rounded, as in a fused one); int8
         files run it on the DPU lookup table the file loads (:func:`.lut.lower_lut_sigmoid`,
         whose tables are the file's own whatever the function)."""
@@ -877,8 +883,8 @@ class _Lowering:
         if "int8" in (x.dtype, out.dtype):
             lower_lut_sigmoid(self, node, x, out)  # refuses a mixed int8/float16 activation
             return
-        if node.op == "Sigmoid":
-            self.emit(node, "Sigmoid", [data], {})
+        if node.op in ("Sigmoid", "HardSwish"):
+            self.emit(node, node.op, [data], {})
             return
         sig = f"{self.names[out.index]}__sigmoid"
         self.keep_float.append(sig)
