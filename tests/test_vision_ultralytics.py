@@ -36,7 +36,9 @@ def assert_matches_ultralytics(dets: Detections, det: np.ndarray, name: str, mas
     iou = box_iou(dets.boxes, det[:, :4])
     match = np.argmax(iou, axis=0)
     assert sorted(match.tolist()) == list(range(len(det)))  # one-to-one
-    assert (iou[match, np.arange(len(det))] >= 0.99).all()
+    # the same boxes to a hundredth of a pixel or 1e-4 of the coordinate (an IoU bound fails a
+    # box a fifth of a pixel wide on float32 noise: the random networks' yolov5 has one)
+    np.testing.assert_allclose(dets.boxes[match], det[:, :4], rtol=1e-4, atol=1e-2)
     np.testing.assert_allclose(dets.scores[match], det[:, 4], atol=score_tol)
     np.testing.assert_array_equal(dets.class_ids[match], det[:, 5].astype(int))
     if name == "yolov8_pose":
