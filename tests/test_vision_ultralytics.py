@@ -10,7 +10,7 @@ import pytest
 
 import rknnlite
 import vision_reference as ref
-from vision_models import DATA, convert, model_zoo_split
+from vision_models import DATA, assert_matches, convert, model_zoo_split
 from rknnlite.vision import YOLO11, Detections, YOLOv5, YOLOv8, YOLOv8Pose, YOLOv8Seg, box_iou
 
 SIZE = (64, 96)
@@ -31,14 +31,7 @@ def outputs_of(data, i):
 
 def assert_matches_ultralytics(dets: Detections, det: np.ndarray, name: str, masks=None, score_tol=1e-5):
     """``det``: Ultralytics' rows x1, y1, x2, y2, score, class, extras (best first)."""
-    assert len(det) > 0
-    assert len(dets) == len(det)
-    iou = box_iou(dets.boxes, det[:, :4])
-    match = np.argmax(iou, axis=0)
-    assert sorted(match.tolist()) == list(range(len(det)))  # one-to-one
-    assert (iou[match, np.arange(len(det))] >= 0.99).all()
-    np.testing.assert_allclose(dets.scores[match], det[:, 4], atol=score_tol)
-    np.testing.assert_array_equal(dets.class_ids[match], det[:, 5].astype(int))
+    match = assert_matches(dets, det[:, :4], det[:, 4], det[:, 5], score_tol)
     if name == "yolov8_pose":
         np.testing.assert_allclose(dets.keypoints[match], det[:, 6:].reshape(-1, 17, 3), atol=1e-3)
     if masks is not None:

@@ -1,4 +1,5 @@
-"""The Ultralytics-built models of tests/data/vision, converted for the vision tests."""
+"""The family-built models of tests/data/vision, converted for the vision tests, and the
+check that a decoder's detections are the family's own."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ import numpy as np
 
 from conftest import REPO
 from rknnlite.toolkit import RKNN
+from rknnlite.vision import Detections, box_iou
 
 DATA = REPO / "tests" / "data" / "vision"
 
 
-def convert(name, tmp_path, quantize=False, images=None, model=None) -> str:
-    """Convert fixture ``name`` (or ONNX bytes ``model``) to a .rknn file in ``tmp_path``."""
+def convert(name, tmp_path, quantize=False, images=None, model=None, mean=0.0, std=255.0) -> str:
+    """Convert fixture ``name`` (or ONNX bytes ``model``) to a .rknn file in ``tmp_path``;
+    the model sees ``(pixel - mean) / std``."""
     rknn = RKNN()
-    assert rknn.config(target_platform="rk3588", mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]],
+    assert rknn.config(target_platform="rk3588", mean_values=[[mean] * 3], std_values=[[std] * 3],
                        float_dtype="float32") == 0
     assert rknn.load_onnx(model if model is not None else str(DATA / f"{name}.onnx")) == 0
     dataset = None
@@ -29,6 +32,24 @@ def convert(name, tmp_path, quantize=False, images=None, model=None) -> str:
     assert rknn.export_rknn(str(path)) == 0
     rknn.release()
     return str(path)
+
+
+def assert_matches(dets: Detections, boxes, scores, class_ids, score_tol: float, keypoints=None,
+                   kp_tol: float = 1e-3) -> np.ndarray:
+    """``dets`` are the reference's detections one to one: IoU >= 0.99, scores within
+    ``score_tol``, same classes, keypoints (x, y) within ``kp_tol`` px.  Returns, per reference
+    row, the index of its detection."""
+    assert len(boxes) > 0
+    assert len(dets) == len(boxes)
+    iou = box_iou(dets.boxes, np.asarray(boxes, np.float32))
+    match = np.argmax(iou, axis=0)
+    assert sorted(match.tolist()) == list(range(len(boxes)))  # one-to-one
+    assert (iou[match, np.arange(len(boxes))] >= 0.99).all()
+    np.testing.assert_allclose(dets.scores[match], scores, atol=score_tol)
+    np.testing.assert_array_equal(dets.class_ids[match], np.asarray(class_ids).astype(int))
+    if keypoints is not None:
+        np.testing.assert_allclose(dets.keypoints[match, :, :2], keypoints, atol=kp_tol)
+    return match
 
 
 def model_zoo_split(name: str) -> bytes:

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Regenerate the YOLOX, RetinaFace and SCRFD fixtures of tests/data/vision: models built from
+the families' own definitions where one installs from PyPI without a GPU stack (random
+weights), and the families' own postprocessing of their outputs, which
+tests/test_vision_families.py holds rknnlite.vision's decoders to.
+
+* YOLOX: ``yolox.models`` (YOLOPAFPN + YOLOXHead, Megvii's ``yolox`` package), exported with
+  the head's per-stride outputs ``reg, sigmoid(obj), sigmoid(cls)`` (1, 5+nc, H, W) as
+  Rockchip's model zoo exports it; reference ``head.decode_outputs`` + ``yolox.utils.postprocess``.
+* RetinaFace: ``facexlib.detection.retinaface.RetinaFace('mobile0.25')`` exported as is
+  (loc, softmax conf, landmarks); reference facexlib's ``PriorBox``, ``decode``,
+  ``decode_landm`` and ``py_cpu_nms`` in the order its ``detect_faces`` runs them.
+* SCRFD: no PyPI package carries its PyTorch definition (it lives in InsightFace's
+  mmdetection tree), so the network is a small stand-in with SCRFD's nine-output layout;
+  the reference is InsightFace's own ``insightface.model_zoo.scrfd.SCRFD.detect`` run on
+  the exported ONNX (onnxruntime), i.e. its own decoding and NMS; the fixture also keeps its
+  candidates before NMS (``cand_<i>``), because its NMS measures boxes in whole pixels
+  (width ``x2 - x1 + 1``), which decides a few borderline pairs differently.
+
+The packages are needed only here, and install without their pinned dependencies::
+
+    pip install --no-deps yolox facexlib insightface loguru   # with torch, torchvision, opencv
+    python tools/make_family_fixtures.py
+
+Per model ``<name>``: ``<name>.onnx`` and ``<name>.npz`` holding ``images``, ``out<k>_<i>``
+(output k for picture i, float32) and ``det_<i>``: rows x1, y1, x2, y2, score, then class
+(YOLOX) or ten landmark coordinates (faces).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_vision_fixtures import CONF, IOU, OUT, SIZE, calibrate, pictures  # noqa: E402
+
+FACE_CONF, FACE_IOU = 0.5, 0.4
+#: SCRFD's InsightFace preprocessing: (x - 127.5) / 128 on RGB
+SCRFD_MEAN, SCRFD_STD = 127.5, 128.0
+
+
+def _as_input(img: np.ndarray):
+    import torch
+    return torch.from_numpy(img.transpose(2, 0, 1)[None].astype(np.float32) / 255.0)
+
+
+def yolox(workdir: Path, images: np.ndarray, nc: int = 3):
+    """A width-1/8 YOLOX-s (PAFPN + decoupled head) from ``yolox.models``."""
+    import torch
+    from yolox.models import YOLOPAFPN, YOLOX, YOLOXHead
+    from yolox.utils import postprocess
+
+    torch.manual_seed(0)
+    width, depth = 0.0625, 0.33
+    model = YOLOX(YOLOPAFPN(depth, width), YOLOXHead(nc, width))
+    head = model.head
+
+    class Features(torch.nn.Module):
+        """Every batch-normalised layer, without YOLOX's training forward (which wants targets)."""
+
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, x):
+            for k, f in enumerate(self.model.backbone(x)):
+                stem = head.stems[k](f)
+                head.cls_convs[k](stem), head.reg_convs[k](stem)
+
+    calibrate(Features(model), torch)
+    with torch.no_grad():
+        for conv in head.reg_preds:  # offsets and log sizes near 0, no sliver boxes
+            conv.weight.mul_(0.2)
+        for conv in head.obj_preds:
+            conv.bias.fill_(-1.0)
+        for conv in head.cls_preds:
+            conv.bias.fill_(0.0)
+
+    class Heads(torch.nn.Module):
+        """The head's per-stride outputs, before YOLOX flattens and decodes them."""
+
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, x):
+            self.model.head.decode_in_inference = False
+            flat = self.model(x)  # (1, N, 5+nc): per stride, its H*W cells row-major
+            outs, start = [], 0
+            for h, w in self.model.head.hw:
+                outs.append(flat[:, start:start + h * w].permute(0, 2, 1).reshape(1, -1, h, w))
+                start += h * w
+            return tuple(outs)
+
+    heads = Heads(model).eval()
+    onnx_path = workdir / "yolox.onnx"
+    torch.onnx.export(heads, torch.zeros(1, 3, *SIZE), str(onnx_path), opset_version=17, input_names=["images"],
+                      output_names=["head8", "head16", "head32"], dynamo=False)
+    data = {"images": images}
+    with torch.no_grad():
+        for i, img in enumerate(images):
+            x = _as_input(img)
+            for k, y in enumerate(heads(x)):
+                data[f"out{k}_{i}"] = y.numpy()
+            head.decode_in_inference = True
+            det = postprocess(model(x), nc, CONF, IOU)[0]
+            det = torch.zeros(0, 7) if det is None else det
+            # x1, y1, x2, y2, obj * class score, class
+            data[f"det_{i}"] = torch.cat([det[:, :4], det[:, 4:5] * det[:, 5:6], det[:, 6:7]], 1).numpy()
+    return onnx_path, data
+
+
+def retinaface(workdir: Path, images: np.ndarray):
+    """facexlib's RetinaFace with its MobileNet-0.25 backbone."""
+    import torch
+    from facexlib.detection.retinaface import RetinaFace
+    from facexlib.detection.retinaface_utils import PriorBox, decode, decode_landm, py_cpu_nms
+
+    torch.manual_seed(0)
+    model = RetinaFace(network_name="mobile0.25", device=torch.device("cpu"))
+    calibrate(model, torch)
+    with torch.no_grad():
+        for head in model.ClassHead:  # (background, face) logits per anchor: few faces
+            head.conv1x1.bias.view(-1, 2)[:, 1] = -2.0
+    onnx_path = workdir / "retinaface.onnx"
+    torch.onnx.export(model, torch.zeros(1, 3, *SIZE), str(onnx_path), opset_version=17, input_names=["images"],
+                      output_names=["loc", "conf", "landm"], dynamo=False)
+    h, w = SIZE
+    scale = torch.tensor([w, h] * 2, dtype=torch.float32)
+    scale1 = torch.tensor([w, h] * 5, dtype=torch.float32)
+    priors = PriorBox(model.cfg, image_size=SIZE).forward()
+    data = {"images": images}
+    with torch.no_grad():
+        for i, img in enumerate(images):
+            loc, conf, landm = model(_as_input(img))
+            for k, y in enumerate((loc, conf, landm)):
+                data[f"out{k}_{i}"] = y.numpy()
+            # detect_faces' steps from the network's outputs on
+            boxes = (decode(loc[0], priors, model.cfg["variance"]) * scale).numpy()
+            landms = (decode_landm(landm[0], priors, model.cfg["variance"]) * scale1).numpy()
+            scores = conf[0, :, 1].numpy()
+            idx = np.where(scores > FACE_CONF)[0]
+            order = idx[scores[idx].argsort()[::-1]]
+            dets = np.hstack((boxes[order], scores[order, None])).astype(np.float32)
+            keep = py_cpu_nms(dets, FACE_IOU)
+            data[f"det_{i}"] = np.concatenate([dets[keep], landms[order][keep]], 1).reshape(-1, 15)
+    return onnx_path, data
+
+
+def scrfd(workdir: Path, images: np.ndarray):
+    """A stand-in network with SCRFD's outputs: per stride 8, 16, 32, two anchors per cell,
+    scores (N, 1) after a sigmoid, box distances (N, 4) and keypoint offsets (N, 10) in
+    stride units, rows ordered (row, column, anchor); outputs scores, boxes, keypoints."""
+    import cv2
+    import torch
+    from insightface.model_zoo.scrfd import SCRFD
+
+    def block(cin, cout):
+        return torch.nn.Sequential(torch.nn.Conv2d(cin, cout, 3, 2, 1, bias=False), torch.nn.BatchNorm2d(cout),
+                                   torch.nn.ReLU())
+
+    class Net(torch.nn.Module):
+        def __init__(self, anchors=2):
+            super().__init__()
+            self.stem = torch.nn.Sequential(block(3, 8), block(8, 16), block(16, 16))
+            self.down = torch.nn.ModuleList([torch.nn.Identity(), block(16, 16), block(16, 16)])
+            self.heads = torch.nn.ModuleList([torch.nn.Conv2d(16, anchors * c, 1) for c in (1, 4, 10)])
+
+        def forward(self, x):
+            x = self.stem(x)
+            feats = []
+            for down in self.down:
+                x = down(x)
+                feats.append(x)
+            outs = [[], [], []]
+            for f in feats:
+                for j, (head, width) in enumerate(zip(self.heads, (1, 4, 10))):
+                    y = head(f).permute(0, 2, 3, 1).reshape(-1, width)
+                    outs[j].append(y.sigmoid() if j == 0 else y)
+            return tuple(outs[0] + outs[1] + outs[2])
+
+    torch.manual_seed(0)
+    net = Net()
+    calibrate(net, torch)
+    with torch.no_grad():
+        net.heads[0].bias.fill_(-3.0)
+        net.heads[1].weight.mul_(0.2)
+        net.heads[1].bias.fill_(1.5)  # box distances 1.5 +- 0.2 strides: no inverted boxes
+    net.eval()
+    onnx_path = workdir / "scrfd.onnx"
+    names = [f"{what}_{s}" for what in ("score", "bbox", "kps") for s in (8, 16, 32)]
+    torch.onnx.export(net, torch.zeros(1, 3, *SIZE), str(onnx_path), opset_version=17, input_names=["images"],
+                      output_names=names, dynamo=False)
+    detector = SCRFD(model_file=str(onnx_path))
+    detector.prepare(-1, det_thresh=FACE_CONF, nms_thresh=FACE_IOU)
+    data = {"images": images}
+    with torch.no_grad():
+        for i, img in enumerate(images):
+            x = torch.from_numpy((img.transpose(2, 0, 1)[None].astype(np.float32) - SCRFD_MEAN) / SCRFD_STD)
+            for k, y in enumerate(net(x)):
+                data[f"out{k}_{i}"] = y.numpy()
+            bgr = cv2.cvtColor(img, cv2.COLOR_RGB2BGR)
+            # its decoding alone (candidates best first), then with its NMS
+            cand, cand_kps = detector._detect_candidates(bgr, detector.input_size, FACE_CONF)
+            data[f"cand_{i}"] = np.concatenate([cand, cand_kps.reshape(len(cand), 10)], 1).astype(np.float32)
+            det, kps = detector.detect(bgr)
+            data[f"det_{i}"] = np.concatenate([det, kps.reshape(len(det), 10)], 1).astype(np.float32)
+    return onnx_path, data
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    images = pictures()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, make in (("yolox", yolox), ("retinaface", retinaface), ("scrfd", scrfd)):
+            onnx_path, data = make(Path(tmp), images)
+            (OUT / f"{name}.onnx").write_bytes(onnx_path.read_bytes())
+            np.savez_compressed(OUT / f"{name}.npz", **data)
+            counts = [len(data[f"det_{i}"]) for i in range(len(images))]
+            print(f"{name}: {onnx_path.stat().st_size} bytes of ONNX, detections per picture {counts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
