@@ -52,9 +52,9 @@ def _dataset(tmp_path, photos) -> str:
     return str(tmp_path / "dataset.txt")
 
 
-def _loaded() -> RKNN:
+def _loaded(**config) -> RKNN:
     rk = RKNN()
-    assert rk.config(mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]], target_platform="rk3588") == 0
+    assert rk.config(mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]], target_platform="rk3588", **config) == 0
     assert rk.load_onnx(str(MODEL)) == 0
     return rk
 
@@ -68,7 +68,7 @@ def _export(rk, tmp_path) -> str:
 
 def _build(tmp_path, photos, caplog, **build):
     caplog.set_level(logging.INFO, logger="rknnlite.toolkit")
-    rk = _loaded()
+    rk = _loaded(**build.pop("config", {}))
     quant = build.pop("quantize", True)
     assert rk.build(do_quantization=quant, dataset=_dataset(tmp_path, photos) if quant else None, **build) == 0
     return _export(rk, tmp_path)
@@ -126,11 +126,16 @@ def test_hybrid_int8_finds_the_float_boxes_on_real_photos(tmp_path, caplog, monk
     assert any("Meet hybrid type, dtype: float16, tensor: output0" in r.getMessage() for r in caplog.records)
     head = _detect(_build_head_float(tmp_path, photos, caplog), photos)
 
+    float32 = _detect(_build(tmp_path, photos, caplog, quantize=False, config={"float_dtype": "float32"}), photos)
+
     lost = _found(float_dets, plain)
     recall, precision = _found(float_dets, hybrid), _found(hybrid, float_dets)
     head_recall, head_precision = _found(float_dets, head), _found(head, float_dets)
-    # the figures of docs/hybrid-quantization.md: plain 0 %; auto hybrid 85 % of the 78 float boxes
-    # found, 90 % of its boxes float's; the head in float16 95 % and 87 %
+    floor = _found(float_dets, float32)
+    # the figures of docs/hybrid-quantization.md: plain 0 %; auto hybrid 85 % of the 78 float16 boxes
+    # found, 90 % of its boxes float16's; the head in float16 92 % and 87 %; and the float32 build
+    # itself finds only 96 %: this random network's logits (+-200) flip on float16 rounding already
     assert lost == 0.0
     assert recall >= 0.8 and precision >= 0.85, (recall, precision)
     assert head_recall >= 0.9 and head_precision >= 0.85 and head_recall > recall, (head_recall, head_precision)
+    assert 0.9 <= floor < 1.0, floor
