@@ -10,7 +10,7 @@ import pytest
 
 import rknnlite
 import vision_reference as ref
-from vision_models import DATA, assert_matches, convert, model_zoo_split
+from vision_models import DATA, assert_matches, assert_same_as_reference, convert, model_zoo_split
 from rknnlite.vision import YOLO11, Detections, YOLOv5, YOLOv8, YOLOv8Pose, YOLOv8Seg, box_iou
 
 SIZE = (64, 96)
@@ -57,14 +57,6 @@ def test_converted_models_on_the_software_backend_find_what_ultralytics_finds(na
             outs = ctx.run([img[None]], data_format="nhwc")
             dets = DECODERS[name]()(outs)
             assert_matches_ultralytics(dets, data[f"det_{i}"], name, data.get(f"mask_{i}"), score_tol=1e-4)
-
-
-def assert_same_as_reference(dets: Detections, kept, tol: float):
-    assert len(dets) == len(kept)
-    for box, score, cls, _ in kept:
-        iou = box_iou(dets.boxes, np.array([box], np.float32))[:, 0]
-        j = int(np.argmax(np.where(dets.class_ids == cls, iou, -1)))
-        assert iou[j] >= 0.99 and abs(dets.scores[j] - score) <= tol
 
 
 def test_model_zoo_split_heads_find_what_ultralytics_finds(tmp_path):

@@ -52,6 +52,21 @@ def assert_matches(dets: Detections, boxes, scores, class_ids, score_tol: float,
     return match
 
 
+def assert_same_as_reference(dets: Detections, kept, tol: float):
+    """``dets`` are tests/vision_reference.py's ``kept`` (box, score, class, extra) one for one:
+    the same-class box at IoU >= 0.99 (or, for a box of no area, which int8 distances can
+    give, the same corners within 1e-3 px), the score within ``tol``."""
+    assert len(dets) == len(kept)
+    for box, score, cls, _ in kept:
+        iou = box_iou(dets.boxes, np.array([box], np.float32))[:, 0]
+        same = dets.class_ids == cls
+        j = int(np.argmax(np.where(same, iou, -1)))
+        if iou[j] < 0.99:
+            j = int(np.argmin(np.where(same, np.abs(dets.boxes - np.float32(box)).max(axis=1), np.inf)))
+            assert np.abs(dets.boxes[j] - np.float32(box)).max() < 1e-3
+        assert abs(dets.scores[j] - score) <= tol
+
+
 def model_zoo_split(name: str) -> bytes:
     """The Ultralytics model with its head split the way Rockchip's model zoo exports it:
     per stride the box distribution (1, 64, H, W), the class scores after a sigmoid

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate the YOLOX, RetinaFace and SCRFD fixtures of tests/data/vision: models built from
+"""Regenerate the YOLOX, YOLOv7, RetinaFace and SCRFD fixtures of tests/data/vision: models built from
 the families' own definitions where one installs from PyPI without a GPU stack (random
 weights), and the families' own postprocessing of their outputs, which
 tests/test_vision_families.py holds rknnlite.vision's decoders to.
@@ -7,6 +7,9 @@ tests/test_vision_families.py holds rknnlite.vision's decoders to.
 * YOLOX: ``yolox.models`` (YOLOPAFPN + YOLOXHead, Megvii's ``yolox`` package), exported with
   the head's per-stride outputs ``reg, sigmoid(obj), sigmoid(cls)`` (1, 5+nc, H, W) as
   Rockchip's model zoo exports it; reference ``head.decode_outputs`` + ``yolox.utils.postprocess``.
+* YOLOv7: the ``yolov7detect`` package's ``Model`` (no model spec ships with it: a small
+  YOLOv7-style one, :data:`YOLOV7_SPEC`, with the IDetect head and YOLOv7's anchors), exported
+  as the model zoo exports it; reference its ``IDetect`` decoding + ``non_max_suppression``.
 * RetinaFace: ``facexlib.detection.retinaface.RetinaFace('mobile0.25')`` exported as is
   (loc, softmax conf, landmarks); reference facexlib's ``PriorBox``, ``decode``,
   ``decode_landm`` and ``py_cpu_nms`` in the order its ``detect_faces`` runs them.
@@ -19,12 +22,12 @@ tests/test_vision_families.py holds rknnlite.vision's decoders to.
 
 The packages are needed only here, and install without their pinned dependencies::
 
-    pip install --no-deps yolox facexlib insightface loguru   # with torch, torchvision, opencv
-    python tools/make_family_fixtures.py
+    pip install --no-deps yolox yolov7detect facexlib insightface loguru pandas seaborn
+    python tools/make_family_fixtures.py [yolox yolov7 retinaface scrfd]   # default: all
 
 Per model ``<name>``: ``<name>.onnx`` and ``<name>.npz`` holding ``images``, ``out<k>_<i>``
 (output k for picture i, float32) and ``det_<i>``: rows x1, y1, x2, y2, score, then class
-(YOLOX) or ten landmark coordinates (faces).
+(YOLOX, YOLOv7) or ten landmark coordinates (faces); YOLOv7's also ``anchors`` (pixels).
 """
 
 from __future__ import annotations
@@ -111,6 +114,76 @@ def yolox(workdir: Path, images: np.ndarray, nc: int = 3):
             det = torch.zeros(0, 7) if det is None else det
             # x1, y1, x2, y2, obj * class score, class
             data[f"det_{i}"] = torch.cat([det[:, :4], det[:, 4:5] * det[:, 5:6], det[:, 6:7]], 1).numpy()
+    return onnx_path, data
+
+
+#: a small YOLOv7-style network in the yolov7 package's model-spec format (no spec ships with the
+#: package): ELAN-like stem, max-pool downsampling, an upsampling neck and YOLOv7's IDetect head
+#: with its default anchors (pixels, strides 8, 16, 32)
+YOLOV7_SPEC = {
+    "nc": 3, "depth_multiple": 1.0, "width_multiple": 1.0,
+    "anchors": [[12, 16, 19, 36, 40, 28], [36, 75, 76, 55, 72, 146], [142, 110, 192, 243, 459, 401]],
+    "backbone": [[-1, 1, "Conv", [8, 3, 2]], [-1, 1, "Conv", [16, 3, 2]],
+                 [-1, 1, "Conv", [16, 1, 1]], [-2, 1, "Conv", [16, 1, 1]], [-1, 1, "Conv", [16, 3, 1]],
+                 [[-1, -2, -3], 1, "Concat", [1]], [-1, 1, "Conv", [16, 1, 1]],
+                 [-1, 1, "MP", []], [-1, 1, "Conv", [32, 3, 1]],     # 8: stride 8
+                 [-1, 1, "MP", []], [-1, 1, "Conv", [32, 3, 1]],     # 10: stride 16
+                 [-1, 1, "MP", []], [-1, 1, "Conv", [32, 3, 1]]],    # 12: stride 32
+    "head": [[-1, 1, "Conv", [16, 1, 1]], [-1, 1, "nn.Upsample", [None, 2, "nearest"]],
+             [[-1, 10], 1, "Concat", [1]], [-1, 1, "Conv", [32, 3, 1]],   # 16
+             [-1, 1, "Conv", [16, 1, 1]], [-1, 1, "nn.Upsample", [None, 2, "nearest"]],
+             [[-1, 8], 1, "Concat", [1]], [-1, 1, "Conv", [32, 3, 1]],    # 20
+             [[20, 16, 12], 1, "IDetect", ["nc", "anchors"]]],
+}
+
+
+def yolov7(workdir: Path, images: np.ndarray):
+    """A YOLOv7-style model built by the ``yolov7detect`` package's ``Model`` from
+    :data:`YOLOV7_SPEC`, exported as the model zoo exports YOLOv7: per stride the head's
+    convolution outputs after a sigmoid, (1, 3*(5+nc), H, W).  The reference is the
+    package's own ``IDetect`` decoding and ``non_max_suppression``."""
+    import copy
+
+    import torch
+    from yolov7.models.yolo import Model
+    from yolov7.utils.general import non_max_suppression
+
+    torch.manual_seed(0)
+    model = Model(copy.deepcopy(YOLOV7_SPEC), ch=3)
+    calibrate(model, torch)
+    detect = model.model[-1]
+    with torch.no_grad():
+        for conv in detect.m:
+            bias = conv.bias.view(detect.na, -1)
+            bias[:, 4] = -2.0   # objectness
+            bias[:, 5:] = 0.0   # classes
+
+    class Heads(torch.nn.Module):
+        """IDetect's raw per-stride outputs (its export mode), back to NCHW, after a sigmoid."""
+
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, x):
+            detect.export = True
+            raw = self.model(x)  # per stride (1, A, H, W, 5+nc)
+            detect.export, detect.training = False, False
+            return tuple(y.permute(0, 1, 4, 2, 3).reshape(1, -1, y.shape[2], y.shape[3]).sigmoid() for y in raw)
+
+    heads = Heads(model).eval()
+    onnx_path = workdir / "yolov7.onnx"
+    torch.onnx.export(heads, torch.zeros(1, 3, *SIZE), str(onnx_path), opset_version=17, input_names=["images"],
+                      output_names=["head8", "head16", "head32"], dynamo=False)
+    data = {"images": images}
+    with torch.no_grad():
+        for i, img in enumerate(images):
+            x = _as_input(img)
+            for k, y in enumerate(heads(x)):
+                data[f"out{k}_{i}"] = y.numpy()
+            model.eval()
+            data[f"det_{i}"] = non_max_suppression(model(x)[0], CONF, IOU)[0].numpy()
+    data["anchors"] = (detect.anchors * detect.stride.view(-1, 1, 1)).numpy()  # pixels
     return onnx_path, data
 
 
@@ -216,7 +289,10 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     images = pictures()
     with tempfile.TemporaryDirectory() as tmp:
-        for name, make in (("yolox", yolox), ("retinaface", retinaface), ("scrfd", scrfd)):
+        only = set(sys.argv[1:])
+        for name, make in (("yolox", yolox), ("yolov7", yolov7), ("retinaface", retinaface), ("scrfd", scrfd)):
+            if only and name not in only:
+                continue
             onnx_path, data = make(Path(tmp), images)
             (OUT / f"{name}.onnx").write_bytes(onnx_path.read_bytes())
             np.savez_compressed(OUT / f"{name}.npz", **data)
