@@ -39,20 +39,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_vision_fixtures import CONF, IOU, OUT, SIZE, calibrate, pictures  # noqa: E402
+from make_vision_fixtures import (CONF, IOU, OUT, SIZE, anchor_yolo, as_input, calibrate,  # noqa: E402
+                                  export_heads, pictures, save, wrapped)
 
 FACE_CONF, FACE_IOU = 0.5, 0.4
 #: SCRFD's InsightFace preprocessing: (x - 127.5) / 128 on RGB
 SCRFD_MEAN, SCRFD_STD = 127.5, 128.0
 
 
-def _as_input(img: np.ndarray):
-    import torch
-    return torch.from_numpy(img.transpose(2, 0, 1)[None].astype(np.float32) / 255.0)
-
-
 def yolox(workdir: Path, images: np.ndarray, nc: int = 3):
-    """A width-1/8 YOLOX-s (PAFPN + decoupled head) from ``yolox.models``."""
+    """A YOLOX of depth 0.33 and width 1/16 (PAFPN + decoupled head) from ``yolox.models``."""
     import torch
     from yolox.models import YOLOPAFPN, YOLOX, YOLOXHead
     from yolox.utils import postprocess
@@ -62,19 +58,13 @@ def yolox(workdir: Path, images: np.ndarray, nc: int = 3):
     model = YOLOX(YOLOPAFPN(depth, width), YOLOXHead(nc, width))
     head = model.head
 
-    class Features(torch.nn.Module):
+    def features(model, x):
         """Every batch-normalised layer, without YOLOX's training forward (which wants targets)."""
+        for k, f in enumerate(model.backbone(x)):
+            stem = model.head.stems[k](f)
+            model.head.cls_convs[k](stem), model.head.reg_convs[k](stem)
 
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
-
-        def forward(self, x):
-            for k, f in enumerate(self.model.backbone(x)):
-                stem = head.stems[k](f)
-                head.cls_convs[k](stem), head.reg_convs[k](stem)
-
-    calibrate(Features(model), torch)
+    calibrate(wrapped(model, features), torch)
     with torch.no_grad():
         for conv in head.reg_preds:  # offsets and log sizes near 0, no sliver boxes
             conv.weight.mul_(0.2)
@@ -83,32 +73,20 @@ def yolox(workdir: Path, images: np.ndarray, nc: int = 3):
         for conv in head.cls_preds:
             conv.bias.fill_(0.0)
 
-    class Heads(torch.nn.Module):
+    def heads(model, x):
         """The head's per-stride outputs, before YOLOX flattens and decodes them."""
+        model.head.decode_in_inference = False
+        flat = model(x)  # (1, N, 5+nc): per stride, its H*W cells row-major
+        outs, start = [], 0
+        for h, w in model.head.hw:
+            outs.append(flat[:, start:start + h * w].permute(0, 2, 1).reshape(1, -1, h, w))
+            start += h * w
+        return tuple(outs)
 
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
-
-        def forward(self, x):
-            self.model.head.decode_in_inference = False
-            flat = self.model(x)  # (1, N, 5+nc): per stride, its H*W cells row-major
-            outs, start = [], 0
-            for h, w in self.model.head.hw:
-                outs.append(flat[:, start:start + h * w].permute(0, 2, 1).reshape(1, -1, h, w))
-                start += h * w
-            return tuple(outs)
-
-    heads = Heads(model).eval()
-    onnx_path = workdir / "yolox.onnx"
-    torch.onnx.export(heads, torch.zeros(1, 3, *SIZE), str(onnx_path), opset_version=17, input_names=["images"],
-                      output_names=["head8", "head16", "head32"], dynamo=False)
-    data = {"images": images}
+    onnx_path, data = export_heads(wrapped(model, heads).eval(), workdir, "yolox", images)
     with torch.no_grad():
         for i, img in enumerate(images):
-            x = _as_input(img)
-            for k, y in enumerate(heads(x)):
-                data[f"out{k}_{i}"] = y.numpy()
+            x = as_input(img)
             head.decode_in_inference = True
             det = postprocess(model(x), nc, CONF, IOU)[0]
             det = torch.zeros(0, 7) if det is None else det
@@ -148,39 +126,19 @@ def yolov7(workdir: Path, images: np.ndarray):
     from yolov7.models.yolo import Model
     from yolov7.utils.general import non_max_suppression
 
-    torch.manual_seed(0)
-    model = Model(copy.deepcopy(YOLOV7_SPEC), ch=3)
-    calibrate(model, torch)
-    detect = model.model[-1]
-    with torch.no_grad():
-        for conv in detect.m:
-            bias = conv.bias.view(detect.na, -1)
-            bias[:, 4] = -2.0   # objectness
-            bias[:, 5:] = 0.0   # classes
+    model, detect = anchor_yolo(Model, copy.deepcopy(YOLOV7_SPEC), -2.0)
 
-    class Heads(torch.nn.Module):
+    def heads(model, x):
         """IDetect's raw per-stride outputs (its export mode), back to NCHW, after a sigmoid."""
+        detect.export = True
+        raw = model(x)  # per stride (1, A, H, W, 5+nc)
+        detect.export, detect.training = False, False
+        return tuple(y.permute(0, 1, 4, 2, 3).reshape(1, -1, y.shape[2], y.shape[3]).sigmoid() for y in raw)
 
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
-
-        def forward(self, x):
-            detect.export = True
-            raw = self.model(x)  # per stride (1, A, H, W, 5+nc)
-            detect.export, detect.training = False, False
-            return tuple(y.permute(0, 1, 4, 2, 3).reshape(1, -1, y.shape[2], y.shape[3]).sigmoid() for y in raw)
-
-    heads = Heads(model).eval()
-    onnx_path = workdir / "yolov7.onnx"
-    torch.onnx.export(heads, torch.zeros(1, 3, *SIZE), str(onnx_path), opset_version=17, input_names=["images"],
-                      output_names=["head8", "head16", "head32"], dynamo=False)
-    data = {"images": images}
+    onnx_path, data = export_heads(wrapped(model, heads).eval(), workdir, "yolov7", images)
     with torch.no_grad():
         for i, img in enumerate(images):
-            x = _as_input(img)
-            for k, y in enumerate(heads(x)):
-                data[f"out{k}_{i}"] = y.numpy()
+            x = as_input(img)
             model.eval()
             data[f"det_{i}"] = non_max_suppression(model(x)[0], CONF, IOU)[0].numpy()
     data["anchors"] = (detect.anchors * detect.stride.view(-1, 1, 1)).numpy()  # pixels
@@ -199,28 +157,22 @@ def retinaface(workdir: Path, images: np.ndarray):
     with torch.no_grad():
         for head in model.ClassHead:  # (background, face) logits per anchor: few faces
             head.conv1x1.bias.view(-1, 2)[:, 1] = -2.0
-    onnx_path = workdir / "retinaface.onnx"
-    torch.onnx.export(model, torch.zeros(1, 3, *SIZE), str(onnx_path), opset_version=17, input_names=["images"],
-                      output_names=["loc", "conf", "landm"], dynamo=False)
+    onnx_path, data = export_heads(model, workdir, "retinaface", images, ("loc", "conf", "landm"))
     h, w = SIZE
     scale = torch.tensor([w, h] * 2, dtype=torch.float32)
     scale1 = torch.tensor([w, h] * 5, dtype=torch.float32)
     priors = PriorBox(model.cfg, image_size=SIZE).forward()
-    data = {"images": images}
-    with torch.no_grad():
-        for i, img in enumerate(images):
-            loc, conf, landm = model(_as_input(img))
-            for k, y in enumerate((loc, conf, landm)):
-                data[f"out{k}_{i}"] = y.numpy()
-            # detect_faces' steps from the network's outputs on
-            boxes = (decode(loc[0], priors, model.cfg["variance"]) * scale).numpy()
-            landms = (decode_landm(landm[0], priors, model.cfg["variance"]) * scale1).numpy()
-            scores = conf[0, :, 1].numpy()
-            idx = np.where(scores > FACE_CONF)[0]
-            order = idx[scores[idx].argsort()[::-1]]
-            dets = np.hstack((boxes[order], scores[order, None])).astype(np.float32)
-            keep = py_cpu_nms(dets, FACE_IOU)
-            data[f"det_{i}"] = np.concatenate([dets[keep], landms[order][keep]], 1).reshape(-1, 15)
+    for i in range(len(images)):
+        loc, conf, landm = (torch.from_numpy(data[f"out{k}_{i}"]) for k in range(3))
+        # detect_faces' steps from the network's outputs on
+        boxes = (decode(loc[0], priors, model.cfg["variance"]) * scale).numpy()
+        landms = (decode_landm(landm[0], priors, model.cfg["variance"]) * scale1).numpy()
+        scores = conf[0, :, 1].numpy()
+        idx = np.where(scores > FACE_CONF)[0]
+        order = idx[scores[idx].argsort()[::-1]]
+        dets = np.hstack((boxes[order], scores[order, None])).astype(np.float32)
+        keep = py_cpu_nms(dets, FACE_IOU)
+        data[f"det_{i}"] = np.concatenate([dets[keep], landms[order][keep]], 1).reshape(-1, 15)
     return onnx_path, data
 
 
@@ -264,24 +216,19 @@ def scrfd(workdir: Path, images: np.ndarray):
         net.heads[1].weight.mul_(0.2)
         net.heads[1].bias.fill_(1.5)  # box distances 1.5 +- 0.2 strides: no inverted boxes
     net.eval()
-    onnx_path = workdir / "scrfd.onnx"
     names = [f"{what}_{s}" for what in ("score", "bbox", "kps") for s in (8, 16, 32)]
-    torch.onnx.export(net, torch.zeros(1, 3, *SIZE), str(onnx_path), opset_version=17, input_names=["images"],
-                      output_names=names, dynamo=False)
+    onnx_path, data = export_heads(
+        net, workdir, "scrfd", images, names,
+        lambda img: torch.from_numpy((img.transpose(2, 0, 1)[None].astype(np.float32) - SCRFD_MEAN) / SCRFD_STD))
     detector = SCRFD(model_file=str(onnx_path))
     detector.prepare(-1, det_thresh=FACE_CONF, nms_thresh=FACE_IOU)
-    data = {"images": images}
-    with torch.no_grad():
-        for i, img in enumerate(images):
-            x = torch.from_numpy((img.transpose(2, 0, 1)[None].astype(np.float32) - SCRFD_MEAN) / SCRFD_STD)
-            for k, y in enumerate(net(x)):
-                data[f"out{k}_{i}"] = y.numpy()
-            bgr = cv2.cvtColor(img, cv2.COLOR_RGB2BGR)
-            # its decoding alone (candidates best first), then with its NMS
-            cand, cand_kps = detector._detect_candidates(bgr, detector.input_size, FACE_CONF)
-            data[f"cand_{i}"] = np.concatenate([cand, cand_kps.reshape(len(cand), 10)], 1).astype(np.float32)
-            det, kps = detector.detect(bgr)
-            data[f"det_{i}"] = np.concatenate([det, kps.reshape(len(det), 10)], 1).astype(np.float32)
+    for i, img in enumerate(images):
+        bgr = cv2.cvtColor(img, cv2.COLOR_RGB2BGR)
+        # its decoding alone (candidates best first), then with its NMS
+        cand, cand_kps = detector._detect_candidates(bgr, detector.input_size, FACE_CONF)
+        data[f"cand_{i}"] = np.concatenate([cand, cand_kps.reshape(len(cand), 10)], 1).astype(np.float32)
+        det, kps = detector.detect(bgr)
+        data[f"det_{i}"] = np.concatenate([det, kps.reshape(len(det), 10)], 1).astype(np.float32)
     return onnx_path, data
 
 
@@ -293,11 +240,7 @@ def main() -> int:
         for name, make in (("yolox", yolox), ("yolov7", yolov7), ("retinaface", retinaface), ("scrfd", scrfd)):
             if only and name not in only:
                 continue
-            onnx_path, data = make(Path(tmp), images)
-            (OUT / f"{name}.onnx").write_bytes(onnx_path.read_bytes())
-            np.savez_compressed(OUT / f"{name}.npz", **data)
-            counts = [len(data[f"det_{i}"]) for i in range(len(images))]
-            print(f"{name}: {onnx_path.stat().st_size} bytes of ONNX, detections per picture {counts}")
+            save(name, *make(Path(tmp), images))
     return 0
 
 
