@@ -124,7 +124,10 @@ def test_hybrid_int8_finds_the_float_boxes_on_real_photos(tmp_path, caplog, monk
     caplog.clear()
     hybrid = _detect(_build(tmp_path, photos, caplog, auto_hybrid=True), photos)
     assert any("Meet hybrid type, dtype: float16, tensor: output0" in r.getMessage() for r in caplog.records)
+    caplog.clear()
     head = _detect(_build_head_float(tmp_path, photos, caplog), photos)
+    floated = {r.getMessage().rsplit(" ", 1)[-1] for r in caplog.records if "Meet hybrid type" in r.getMessage()}
+    assert {"/model.22/cv3.0/cv3.0.2/Conv_output_0", "/model.22/dfl/Softmax_output_0", "output0"} <= floated
 
     float32 = _detect(_build(tmp_path, photos, caplog, quantize=False, config={"float_dtype": "float32"}), photos)
 
