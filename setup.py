@@ -1,4 +1,4 @@
-"""Build script: compiles every ``cython/*.pyx`` into ``rknnlite._native.<name>``.
+"""Build script: compiles every ``cython/<part>/<name>.pyx`` into ``rknnlite._native.<name>``.
 
 Metadata lives in pyproject.toml; this file only declares the extensions.
 """
@@ -17,7 +17,7 @@ def extensions():
     # RKNNLITE_NATIVE_ONLY="a,b" builds just those modules (a developer convenience).
     only = {name for name in os.environ.get("RKNNLITE_NATIVE_ONLY", "").split(",") if name}
     modules = []
-    for pyx in sorted((HERE / "cython").glob("*.pyx")):
+    for pyx in sorted((HERE / "cython").glob("*/*.pyx"), key=lambda p: p.stem):
         if only and pyx.stem not in only:
             continue
         modules.append(
@@ -32,7 +32,7 @@ def extensions():
         )
     return cythonize(
         modules,
-        include_path=["cython", "cython/include"],
+        include_path=["cython/include", "cython/npu", "cython/kernels"],
         build_dir="build/cython" + ("-" + "-".join(sorted(only)) if only else ""),
         compiler_directives={
             "language_level": 3,

@@ -128,8 +128,8 @@ def test_sdist_contains_sources_and_metadata_version(tmp_path):
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
         prefix = tar.getnames()[0].split("/", 1)[0]
         pkg_info = tar.extractfile(f"{prefix}/PKG-INFO").read().decode()
-    for pyx in (ROOT / "cython").glob("*.pyx"):
-        assert f"cython/{pyx.name}" in names
+    for pyx in (ROOT / "cython").rglob("*.pyx"):
+        assert pyx.relative_to(ROOT).as_posix() in names
     for header in (ROOT / "cython" / "include").iterdir():
         if header.suffix in (".h", ".pxd"):
             assert f"cython/include/{header.name}" in names
