@@ -12,6 +12,18 @@ from setuptools import Extension, setup
 
 HERE = Path(__file__).parent
 
+# The C files (cython/src/, headers in cython/include/) each extension module links in.
+C_SOURCES = {
+    "affine_kernels": ["rk_affine.c"],
+    "conv_kernels": ["rk_conv.c"],
+    "custom_op_plugin": ["rk_plugin_host.c"],
+    "elementwise_kernels": ["rk_elementwise.c"],
+    "executor_kernels": ["rk_executor.c"],
+    "layout_kernels": ["rk_layout.c"],
+    "sparse_kernels": ["rk_sparse.c"],
+    "thread_pool": ["rk_pool.c"],
+}
+
 
 def extensions():
     # RKNNLITE_NATIVE_ONLY="a,b" builds just those modules (a developer convenience).
@@ -23,7 +35,7 @@ def extensions():
         modules.append(
             Extension(
                 f"rknnlite._native.{pyx.stem}",
-                [str(pyx.relative_to(HERE))],
+                [str(pyx.relative_to(HERE))] + [f"cython/src/{c}" for c in C_SOURCES.get(pyx.stem, [])],
                 include_dirs=[numpy.get_include(), "cython/include"],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
                 extra_compile_args=["-O3", "-pthread"],
