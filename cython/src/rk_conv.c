@@ -444,166 +444,35 @@ void rk_depthwise(int isa, RK_DW_ARGS) {
    the transform is one long vectorisable loop over f (in chunks of RK_WIN_CHUNK floats
    whose intermediate rows stay in L1), not C short loops of TH * (TW + 1).
    buf: 36 * RK_WIN_CHUNK floats. */
-#define RK_WIN_BODY                                                                         \
-    long Ws = TW + 1, plane = (TH + 1) * Ws, total = C * plane;                             \
-    float *tmp = buf;                                                                       \
-    for (long f0 = 0; f0 < total; f0 += RK_WIN_CHUNK) {                                     \
-        long L = RK_MIN(RK_WIN_CHUNK, total - f0);                                          \
-        for (long j = 0; j < 6; j++) {                                                      \
-            const float *d[6];                                                              \
-            for (long i = 0; i < 6; i++)                                                    \
-                d[i] = S + ((i % 4) * 4 + j % 4) * ss + (i / 4) * Ws + j / 4 + f0;          \
-            const float *restrict d0 = d[0], *restrict d1 = d[1], *restrict d2 = d[2];           \
-            const float *restrict d3 = d[3], *restrict d4 = d[4], *restrict d5 = d[5];           \
-            float *restrict t0 = tmp + j * RK_WIN_CHUNK, *restrict t1 = t0 + 6 * RK_WIN_CHUNK;                \
-            float *restrict t2 = t1 + 6 * RK_WIN_CHUNK, *restrict t3 = t2 + 6 * RK_WIN_CHUNK;                 \
-            float *restrict t4 = t3 + 6 * RK_WIN_CHUNK, *restrict t5 = t4 + 6 * RK_WIN_CHUNK;                 \
-            for (long q = 0; q < L; q++) {                                                  \
-                float a0 = d0[q], a1 = d1[q], a2 = d2[q], a3 = d3[q], a4 = d4[q], a5 = d5[q]; \
-                t0[q] = 4.0f * a0 - 5.0f * a2 + a4;                                         \
-                t1[q] = -4.0f * (a1 + a2) + a3 + a4;                                        \
-                t2[q] = 4.0f * (a1 - a2) - a3 + a4;                                         \
-                t3[q] = 2.0f * (a3 - a1) - a2 + a4;                                         \
-                t4[q] = 2.0f * (a1 - a3) - a2 + a4;                                         \
-                t5[q] = 4.0f * a1 - 5.0f * a3 + a5;                                         \
-            }                                                                               \
-        }                                                                                   \
-        for (long a = 0; a < 6; a++) {                                                      \
-            const float *restrict e0 = tmp + a * 6 * RK_WIN_CHUNK, *restrict e1 = e0 + RK_WIN_CHUNK;          \
-            const float *restrict e2 = e1 + RK_WIN_CHUNK, *restrict e3 = e2 + RK_WIN_CHUNK;                   \
-            const float *restrict e4 = e3 + RK_WIN_CHUNK, *restrict e5 = e4 + RK_WIN_CHUNK;                   \
-            float *restrict v0 = V + (6 * a) * ldv + f0;                                             \
-            float *restrict v1 = v0 + ldv, *restrict v2 = v1 + ldv, *restrict v3 = v2 + ldv;     \
-            float *restrict v4 = v3 + ldv, *restrict v5 = v4 + ldv;                         \
-            for (long q = 0; q < L; q++) {                                                  \
-                float a0 = e0[q], a1 = e1[q], a2 = e2[q], a3 = e3[q], a4 = e4[q], a5 = e5[q]; \
-                v0[q] = 4.0f * a0 - 5.0f * a2 + a4;                                         \
-                v1[q] = -4.0f * (a1 + a2) + a3 + a4;                                        \
-                v2[q] = 4.0f * (a1 - a2) - a3 + a4;                                         \
-                v3[q] = 2.0f * (a3 - a1) - a2 + a4;                                         \
-                v4[q] = 2.0f * (a1 - a3) - a2 + a4;                                         \
-                v5[q] = 4.0f * a1 - 5.0f * a3 + a5;                                         \
-            }                                                                               \
-        }                                                                                   \
-    }
 
 #define RK_WIN_ARGS const float *S, long ss, long C, long TH, long TW, float *V, long ldv, float *buf
-
-/* y[m][4ty + i][4tx + j] = bias[m] + (A^T M A)[i][j] (cropped to OH x OW) from
-   Mt[xi * ldx + m * T + t], t = ty * TW + tx.  buf: 40 * T floats. */
-#define RK_WOUT_BODY                                                                        \
-    long T = TH * TW;                                                                       \
-    float *s1 = buf, *s2 = buf + 24 * T;                                                    \
-    for (long m = 0; m < M; m++) {                                                          \
-        float b0 = bias ? bias[m] : 0.0f;                                                   \
-        float *ym = y + m * ldc;                                                                \
-        for (long a = 0; a < 6; a++) {                                                      \
-            const float *q0 = Mt + (6 * a) * ldx + m * T;                                   \
-            const float *q1 = q0 + ldx, *q2 = q1 + ldx, *q3 = q2 + ldx, *q4 = q3 + ldx, *q5 = q4 + ldx; \
-            float *r0 = s1 + a * 4 * T, *r1 = r0 + T, *r2 = r1 + T, *r3 = r2 + T;           \
-            for (long t = 0; t < T; t++) {                                                  \
-                float m0 = q0[t], m1 = q1[t], m2 = q2[t], m3 = q3[t], m4 = q4[t], m5 = q5[t]; \
-                float p12 = m1 + m2, n12 = m1 - m2, p34 = m3 + m4, n34 = m3 - m4;           \
-                r0[t] = m0 + p12 + p34;                                                     \
-                r1[t] = n12 + 2.0f * n34;                                                   \
-                r2[t] = p12 + 4.0f * p34;                                                   \
-                r3[t] = n12 + 8.0f * n34 + m5;                                              \
-            }                                                                               \
-        }                                                                                   \
-        for (long j = 0; j < 4; j++) {                                                      \
-            const float *q0 = s1 + j * T, *q1 = q0 + 4 * T, *q2 = q1 + 4 * T;               \
-            const float *q3 = q2 + 4 * T, *q4 = q3 + 4 * T, *q5 = q4 + 4 * T;               \
-            float *r0 = s2 + j * T, *r1 = r0 + 4 * T, *r2 = r1 + 4 * T, *r3 = r2 + 4 * T;   \
-            for (long t = 0; t < T; t++) {                                                  \
-                float m0 = q0[t], m1 = q1[t], m2 = q2[t], m3 = q3[t], m4 = q4[t], m5 = q5[t]; \
-                float p12 = m1 + m2, n12 = m1 - m2, p34 = m3 + m4, n34 = m3 - m4;           \
-                r0[t] = b0 + m0 + p12 + p34;                                                \
-                r1[t] = b0 + n12 + 2.0f * n34;                                              \
-                r2[t] = b0 + p12 + 4.0f * p34;                                              \
-                r3[t] = b0 + n12 + 8.0f * n34 + m5;                                         \
-            }                                                                               \
-        }                                                                                   \
-        if (act && !res) rk_act_apply(s2, 16 * T, act);                                     \
-        long full = RK_MIN(TW, OW / 4);                                                     \
-        for (long ty = 0; ty < TH; ty++) {                                                  \
-            for (long i = 0; i < 4; i++) {                                                  \
-                long row = 4 * ty + i;                                                      \
-                if (row >= OH) break;                                                       \
-                float *yr = ym + row * OW;                                                  \
-                const float *o0 = s2 + (4 * i) * T + ty * TW, *o1 = o0 + T, *o2 = o1 + T, *o3 = o2 + T; \
-                for (long tx = 0; tx < full; tx++) {                                        \
-                    yr[4 * tx] = o0[tx]; yr[4 * tx + 1] = o1[tx];                           \
-                    yr[4 * tx + 2] = o2[tx]; yr[4 * tx + 3] = o3[tx];                       \
-                }                                                                           \
-                for (long col = 4 * full; col < OW; col++) yr[col] = o0[(col % 4) * T + col / 4]; \
-            }                                                                               \
-        }                                                                                   \
-        if (res) rk_res_act_apply(ym, res + m * ldc, OH * OW, act);                         \
-    }
-
 /* y (and res): M planes of OH x OW floats, ldc floats apart */
 #define RK_WOUT_ARGS const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW, \
                      const float *bias, float *y, long ldc, float *buf, const rk_act *act, const float *res
 
-static void rk_wino_in_generic(RK_WIN_ARGS) { RK_WIN_BODY }
-static void rk_wino_out_generic(RK_WOUT_ARGS) { RK_WOUT_BODY }
+/* ---------------------------------------------------------------- Winograd F(2x2, 3x3)
+   Same layout with 2x2 output tiles and 4x4 patches (16 transformed components,
+   xi = 4a + b): S is split into 2 x 2 phases, phase-major as above,
+   S[(r * 2 + e) * ss + c * plane + y * (TW + 1) + u] = x[c][2y + r - pt][2u + e - pl];
+   V = B^T d B with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]; Y = A^T M A with
+   A^T = [1 1 1 0; 0 1 -1 -1].  buf: 16 * RK_WIN_CHUNK floats (input), 12 * T floats (output). */
+
+/* The four transforms per ISA, from one body each (the template rk_conv_wino.h): plain C
+   for generic and AVX2+FMA (the compiler vectorises it), explicit AVX-512 vectors for the
+   input transforms of AVX-512F. */
+#define RK_WI_SUFFIX generic
+#define RK_WI_ATTR
+#define RK_WI_VEC 0
+#include "rk_conv_wino.h"
 #if RK_X86
-__attribute__((target("avx2,fma"))) static void rk_wino_in_avx2(RK_WIN_ARGS) { RK_WIN_BODY }
-__attribute__((target("avx2,fma"))) static void rk_wino_out_avx2(RK_WOUT_ARGS) { RK_WOUT_BODY }
-
-/* The 1-D transforms of RK_WIN_BODY / RK_WIN2_BODY on 16 positions (same formulas). */
-#define RK_B6_512(a0, a1, a2, a3, a4, a5, o, st)  {                                         \
-    __m512 c4 = _mm512_set1_ps(4.0f), c5 = _mm512_set1_ps(5.0f), c2 = _mm512_set1_ps(2.0f);  \
-    __m512 s12 = _mm512_add_ps(a1, a2), d12 = _mm512_sub_ps(a1, a2);                         \
-    __m512 d31 = _mm512_sub_ps(a3, a1), a34 = _mm512_add_ps(a3, a4), a24 = _mm512_sub_ps(a4, a2); \
-    st(o[0], _mm512_add_ps(_mm512_sub_ps(_mm512_mul_ps(c4, a0), _mm512_mul_ps(c5, a2)), a4));   \
-    st(o[1], _mm512_sub_ps(a34, _mm512_mul_ps(c4, s12)));                                    \
-    st(o[2], _mm512_add_ps(_mm512_mul_ps(c4, d12), _mm512_sub_ps(a4, a3)));                  \
-    st(o[3], _mm512_add_ps(_mm512_mul_ps(c2, d31), a24));                                    \
-    st(o[4], _mm512_sub_ps(a24, _mm512_mul_ps(c2, d31)));                                    \
-    st(o[5], _mm512_add_ps(_mm512_sub_ps(_mm512_mul_ps(c4, a1), _mm512_mul_ps(c5, a3)), a5));   \
-}
-
-/* RK_WIN_BODY with explicit AVX-512 vectors (the compiler leaves its second loop scalar). */
-__attribute__((target("avx512f")))
-static void rk_wino_in_avx512(RK_WIN_ARGS) {
-    long Ws = TW + 1, plane = (TH + 1) * Ws, total = C * plane;
-    float *tmp = buf;
-    for (long f0 = 0; f0 < total; f0 += RK_WIN_CHUNK) {
-        long L = RK_MIN(RK_WIN_CHUNK, total - f0);
-        for (long j = 0; j < 6; j++) {
-            const float *d[6];
-            for (long i = 0; i < 6; i++)
-                d[i] = S + ((i % 4) * 4 + j % 4) * ss + (i / 4) * Ws + j / 4 + f0;
-            for (long q = 0; q < L; q += 16) {
-                __mmask16 m = rk_mask16(0, (int)RK_MIN(16, L - q));
-                __m512 a0 = _mm512_maskz_loadu_ps(m, d[0] + q), a1 = _mm512_maskz_loadu_ps(m, d[1] + q);
-                __m512 a2 = _mm512_maskz_loadu_ps(m, d[2] + q), a3 = _mm512_maskz_loadu_ps(m, d[3] + q);
-                __m512 a4 = _mm512_maskz_loadu_ps(m, d[4] + q), a5 = _mm512_maskz_loadu_ps(m, d[5] + q);
-                float *o[6];
-                for (int r = 0; r < 6; r++) o[r] = tmp + (r * 6 + j) * RK_WIN_CHUNK + q;
-                #define RK_ST_TMP(p, v) _mm512_store_ps((p), (v))
-                RK_B6_512(a0, a1, a2, a3, a4, a5, o, RK_ST_TMP)
-                #undef RK_ST_TMP
-            }
-        }
-        for (long a = 0; a < 6; a++) {
-            const float *e = tmp + a * 6 * RK_WIN_CHUNK;
-            for (long q = 0; q < L; q += 16) {
-                __mmask16 m = rk_mask16(0, (int)RK_MIN(16, L - q));
-                __m512 a0 = _mm512_load_ps(e + q), a1 = _mm512_load_ps(e + RK_WIN_CHUNK + q);
-                __m512 a2 = _mm512_load_ps(e + 2 * RK_WIN_CHUNK + q), a3 = _mm512_load_ps(e + 3 * RK_WIN_CHUNK + q);
-                __m512 a4 = _mm512_load_ps(e + 4 * RK_WIN_CHUNK + q), a5 = _mm512_load_ps(e + 5 * RK_WIN_CHUNK + q);
-                float *o[6];
-                for (int r = 0; r < 6; r++) o[r] = V + (6 * a + r) * ldv + f0 + q;
-                #define RK_ST_V(p, v) _mm512_mask_storeu_ps((p), m, (v))
-                RK_B6_512(a0, a1, a2, a3, a4, a5, o, RK_ST_V)
-                #undef RK_ST_V
-            }
-        }
-    }
-}
-__attribute__((target("avx512f"))) static void rk_wino_out_avx512(RK_WOUT_ARGS) { RK_WOUT_BODY }
+#define RK_WI_SUFFIX avx2
+#define RK_WI_ATTR __attribute__((target("avx2,fma")))
+#define RK_WI_VEC 0
+#include "rk_conv_wino.h"
+#define RK_WI_SUFFIX avx512
+#define RK_WI_ATTR __attribute__((target("avx512f")))
+#define RK_WI_VEC 16
+#include "rk_conv_wino.h"
 #endif
 
 void rk_wino_in(int isa, RK_WIN_ARGS) {
@@ -622,127 +491,6 @@ void rk_wino_out(int isa, RK_WOUT_ARGS) {
     rk_wino_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res);
 }
 
-/* ---------------------------------------------------------------- Winograd F(2x2, 3x3)
-   Same layout with 2x2 output tiles and 4x4 patches (16 transformed components,
-   xi = 4a + b): S is split into 2 x 2 phases, phase-major as above,
-   S[(r * 2 + e) * ss + c * plane + y * (TW + 1) + u] = x[c][2y + r - pt][2u + e - pl];
-   V = B^T d B with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]; Y = A^T M A with
-   A^T = [1 1 1 0; 0 1 -1 -1].  buf: 16 * RK_WIN_CHUNK floats (input), 12 * T floats (output). */
-#define RK_WIN2_BODY                                                                        \
-    long Ws = TW + 1, plane = (TH + 1) * Ws, total = C * plane;                             \
-    float *tmp = buf;                                                                       \
-    for (long f0 = 0; f0 < total; f0 += RK_WIN_CHUNK) {                                     \
-        long L = RK_MIN(RK_WIN_CHUNK, total - f0);                                          \
-        for (long j = 0; j < 4; j++) {                                                      \
-            const float *d[4];                                                              \
-            for (long i = 0; i < 4; i++)                                                    \
-                d[i] = S + ((i % 2) * 2 + j % 2) * ss + (i / 2) * Ws + j / 2 + f0;          \
-            const float *restrict d0 = d[0], *restrict d1 = d[1], *restrict d2 = d[2];           \
-            const float *restrict d3 = d[3];                                                \
-            float *restrict t0 = tmp + j * RK_WIN_CHUNK, *restrict t1 = t0 + 4 * RK_WIN_CHUNK;                \
-            float *restrict t2 = t1 + 4 * RK_WIN_CHUNK, *restrict t3 = t2 + 4 * RK_WIN_CHUNK;                 \
-            for (long q = 0; q < L; q++) {                                                  \
-                float a0 = d0[q], a1 = d1[q], a2 = d2[q], a3 = d3[q];                       \
-                t0[q] = a0 - a2; t1[q] = a1 + a2; t2[q] = a2 - a1; t3[q] = a1 - a3;         \
-            }                                                                               \
-        }                                                                                   \
-        for (long a = 0; a < 4; a++) {                                                      \
-            const float *restrict e0 = tmp + a * 4 * RK_WIN_CHUNK, *restrict e1 = e0 + RK_WIN_CHUNK;          \
-            const float *restrict e2 = e1 + RK_WIN_CHUNK, *restrict e3 = e2 + RK_WIN_CHUNK;                   \
-            float *restrict v0 = V + (4 * a) * ldv + f0;                                             \
-            float *restrict v1 = v0 + ldv, *restrict v2 = v1 + ldv, *restrict v3 = v2 + ldv;     \
-            for (long q = 0; q < L; q++) {                                                  \
-                float a0 = e0[q], a1 = e1[q], a2 = e2[q], a3 = e3[q];                       \
-                v0[q] = a0 - a2; v1[q] = a1 + a2; v2[q] = a2 - a1; v3[q] = a1 - a3;         \
-            }                                                                               \
-        }                                                                                   \
-    }
-
-#define RK_WOUT2_BODY                                                                       \
-    long T = TH * TW;                                                                       \
-    float *s1 = buf, *s2 = buf + 8 * T;                                                     \
-    for (long m = 0; m < M; m++) {                                                          \
-        float b0 = bias ? bias[m] : 0.0f;                                                   \
-        float *ym = y + m * ldc;                                                                \
-        for (long a = 0; a < 4; a++) {                                                      \
-            const float *q0 = Mt + (4 * a) * ldx + m * T;                                   \
-            const float *q1 = q0 + ldx, *q2 = q1 + ldx, *q3 = q2 + ldx;                     \
-            float *r0 = s1 + a * 2 * T, *r1 = r0 + T;                                       \
-            for (long t = 0; t < T; t++) {                                                  \
-                float m1 = q1[t], m2 = q2[t];                                               \
-                r0[t] = q0[t] + m1 + m2;                                                    \
-                r1[t] = m1 - m2 - q3[t];                                                    \
-            }                                                                               \
-        }                                                                                   \
-        for (long j = 0; j < 2; j++) {                                                      \
-            const float *q0 = s1 + j * T, *q1 = q0 + 2 * T, *q2 = q1 + 2 * T, *q3 = q2 + 2 * T; \
-            float *r0 = s2 + j * T, *r1 = r0 + 2 * T;                                       \
-            for (long t = 0; t < T; t++) {                                                  \
-                float m1 = q1[t], m2 = q2[t];                                               \
-                r0[t] = b0 + (q0[t] + m1 + m2);                                             \
-                r1[t] = b0 + (m1 - m2 - q3[t]);                                             \
-            }                                                                               \
-        }                                                                                   \
-        if (act && !res) rk_act_apply(s2, 4 * T, act);                                      \
-        long full = RK_MIN(TW, OW / 2);                                                     \
-        for (long ty = 0; ty < TH; ty++) {                                                  \
-            for (long i = 0; i < 2; i++) {                                                  \
-                long row = 2 * ty + i;                                                      \
-                if (row >= OH) break;                                                       \
-                float *yr = ym + row * OW;                                                  \
-                const float *o0 = s2 + (2 * i) * T + ty * TW, *o1 = o0 + T;                 \
-                for (long tx = 0; tx < full; tx++) { yr[2 * tx] = o0[tx]; yr[2 * tx + 1] = o1[tx]; } \
-                if (2 * full < OW) yr[2 * full] = o0[full];                                 \
-            }                                                                               \
-        }                                                                                   \
-        if (res) rk_res_act_apply(ym, res + m * ldc, OH * OW, act);                         \
-    }
-
-static void rk_wino2_in_generic(RK_WIN_ARGS) { RK_WIN2_BODY }
-static void rk_wino2_out_generic(RK_WOUT_ARGS) { RK_WOUT2_BODY }
-#if RK_X86
-__attribute__((target("avx2,fma"))) static void rk_wino2_in_avx2(RK_WIN_ARGS) { RK_WIN2_BODY }
-__attribute__((target("avx2,fma"))) static void rk_wino2_out_avx2(RK_WOUT_ARGS) { RK_WOUT2_BODY }
-/* RK_WIN2_BODY with explicit AVX-512 vectors. */
-__attribute__((target("avx512f")))
-static void rk_wino2_in_avx512(RK_WIN_ARGS) {
-    long Ws = TW + 1, plane = (TH + 1) * Ws, total = C * plane;
-    float *tmp = buf;
-    for (long f0 = 0; f0 < total; f0 += RK_WIN_CHUNK) {
-        long L = RK_MIN(RK_WIN_CHUNK, total - f0);
-        for (long j = 0; j < 4; j++) {
-            const float *d[4];
-            for (long i = 0; i < 4; i++)
-                d[i] = S + ((i % 2) * 2 + j % 2) * ss + (i / 2) * Ws + j / 2 + f0;
-            for (long q = 0; q < L; q += 16) {
-                __mmask16 m = rk_mask16(0, (int)RK_MIN(16, L - q));
-                __m512 a0 = _mm512_maskz_loadu_ps(m, d[0] + q), a1 = _mm512_maskz_loadu_ps(m, d[1] + q);
-                __m512 a2 = _mm512_maskz_loadu_ps(m, d[2] + q), a3 = _mm512_maskz_loadu_ps(m, d[3] + q);
-                float *o = tmp + j * RK_WIN_CHUNK + q;
-                _mm512_store_ps(o, _mm512_sub_ps(a0, a2));
-                _mm512_store_ps(o + 4 * RK_WIN_CHUNK, _mm512_add_ps(a1, a2));
-                _mm512_store_ps(o + 8 * RK_WIN_CHUNK, _mm512_sub_ps(a2, a1));
-                _mm512_store_ps(o + 12 * RK_WIN_CHUNK, _mm512_sub_ps(a1, a3));
-            }
-        }
-        for (long a = 0; a < 4; a++) {
-            const float *e = tmp + a * 4 * RK_WIN_CHUNK;
-            for (long q = 0; q < L; q += 16) {
-                __mmask16 m = rk_mask16(0, (int)RK_MIN(16, L - q));
-                __m512 a0 = _mm512_load_ps(e + q), a1 = _mm512_load_ps(e + RK_WIN_CHUNK + q);
-                __m512 a2 = _mm512_load_ps(e + 2 * RK_WIN_CHUNK + q), a3 = _mm512_load_ps(e + 3 * RK_WIN_CHUNK + q);
-                float *o = V + (4 * a) * ldv + f0 + q;
-                _mm512_mask_storeu_ps(o, m, _mm512_sub_ps(a0, a2));
-                _mm512_mask_storeu_ps(o + ldv, m, _mm512_add_ps(a1, a2));
-                _mm512_mask_storeu_ps(o + 2 * ldv, m, _mm512_sub_ps(a2, a1));
-                _mm512_mask_storeu_ps(o + 3 * ldv, m, _mm512_sub_ps(a1, a3));
-            }
-        }
-    }
-}
-__attribute__((target("avx512f"))) static void rk_wino2_out_avx512(RK_WOUT_ARGS) { RK_WOUT2_BODY }
-#endif
-
 void rk_wino2_in(int isa, RK_WIN_ARGS) {
 #if RK_X86
     if (isa >= 2) { rk_wino2_in_avx512(S, ss, C, TH, TW, V, ldv, buf); return; }
@@ -759,7 +507,7 @@ void rk_wino2_out(int isa, RK_WOUT_ARGS) {
     rk_wino2_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res);
 }
 
-/* Winograd input split, phase-major (see RK_WIN_BODY): phase (r, e) of channel c at
+/* Winograd input split, phase-major (see the F(4x4, 3x3) input transform): phase (r, e) of channel c at
    S + (r * t + e) * ss + c * Hs * Ws, S[..][y][u] = x[c][t*y + r - pt][t*u + e - pl] (0 outside
    the image), planes (Hs, Ws), t = 2 or 4.  The AVX-512 version reads each image row once and
    deals it to its t column phases with vector permutes. */
