@@ -3,7 +3,7 @@
 
 Every kernel moves whole elements of ``es`` bytes without looking at their values, so one
 kernel serves every dtype (int8, uint8, float16, int16, float32, ...).  The caller
-(``rknnlite.runtime.layout``) checks shapes and passes flat C-contiguous byte buffers;
+(``rknnlite.tensors.layout``) checks shapes and passes flat C-contiguous byte buffers;
 nothing here allocates the result or raises for bad geometry (the wrappers only refuse
 buffers too small for the geometry they are given).  All loops run without the GIL.
 

@@ -13,8 +13,8 @@ Objects:
 
 * :class:`Library` -- one loaded librknnrt (path, version, symbol table).
 * :class:`RknnContext` -- one ``rknn_context``: queries (answered with the same Python
-  objects ``Context.query`` returns: :class:`~rknnlite.runtime.tensor_attr.TensorAttr`,
-  :class:`~rknnlite.runtime.queries.InputRange`, :class:`~rknnlite.runtime.perf.MemSize`
+  objects ``Context.query`` returns: :class:`~rknnlite.tensors.attr.TensorAttr`,
+  :class:`~rknnlite.tensors.ranges.InputRange`, :class:`~rknnlite.tensors.perf.MemSize`
   ...), general I/O, zero-copy memory, core masks, dynamic shapes, custom operators.
 * :class:`TensorMemory` -- one ``rknn_tensor_mem``; exposes its bytes through the buffer
   protocol (zero-copy: a ``memoryview``/``numpy`` view aliases the runtime's memory).
@@ -45,9 +45,9 @@ from rknnlite._native import abi as _abi
 from rknnlite.constants import QntType, TensorFormat, TensorType
 from rknnlite.errors import (ContextInvalidError, DeviceUnavailableError, InvalidParamError, RKNNError,
                              check as _raise_for)
-from rknnlite.runtime.perf import MemSize
-from rknnlite.runtime.queries import InputRange
-from rknnlite.runtime.tensor_attr import DTYPE_OF_TYPE, TensorAttr
+from rknnlite.tensors.attr import DTYPE_OF_TYPE, TensorAttr
+from rknnlite.tensors.perf import MemSize
+from rknnlite.tensors.ranges import InputRange
 
 __all__ = ["Library", "RknnContext", "TensorMemory", "open_library", "SYMBOLS", "ABI_SIZES"]
 
@@ -684,7 +684,7 @@ cdef class RknnContext:
                 v.drv_version[:strnlen_(v.drv_version, 256)].decode("utf-8", "replace"))
 
     def mem_size(self):
-        """``RKNN_QUERY_MEM_SIZE``: a :class:`~rknnlite.runtime.perf.MemSize` (bytes)."""
+        """``RKNN_QUERY_MEM_SIZE``: a :class:`~rknnlite.tensors.perf.MemSize` (bytes)."""
         cdef rknn_mem_size m
         memset(&m, 0, sizeof(m))
         self._query(RKNN_QUERY_MEM_SIZE, &m, sizeof(m))

@@ -9,7 +9,6 @@ from typing import Tuple
 import numpy as np
 
 from ..constants import QntType, TensorFormat, TensorType
-from ..model.spec import TensorSpec
 
 __all__ = ["TensorAttr", "TYPE_OF_DTYPE", "DTYPE_OF_TYPE", "FORMAT_OF_LAYOUT"]
 
@@ -139,8 +138,10 @@ class TensorAttr:
         }
 
     @classmethod
-    def from_spec(cls, index: int, spec: TensorSpec) -> "TensorAttr":
-        """The attr of a model tensor described by a file's :class:`TensorSpec`.
+    def from_spec(cls, index: int, spec) -> "TensorAttr":
+        """The attr of a model tensor described by a file's tensor spec
+        (:class:`rknnlite.model.spec.TensorSpec`, or anything with its ``name``, ``shape``,
+        ``dtype``, ``layout`` and ``quant`` fields: this package sits below the model layer).
 
         A per-tensor quantized tensor reports its quantized type (INT8) with its zero
         point and scale, as the vendor runtime does for int8 models.

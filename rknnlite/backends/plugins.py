@@ -18,7 +18,7 @@ import os
 from typing import Any, List, Tuple
 
 from ..errors import InvalidParamError
-from .log import logger
+from ..log import logger
 
 __all__ = ["PLUGIN_PREFIX", "PLUGIN_DIR_ENV", "DEFAULT_PLUGIN_DIR", "plugin_dirs", "find_plugin", "load_plugin",
            "native_op_from_address", "resolve_custom_op", "is_native_op"]

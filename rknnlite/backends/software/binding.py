@@ -1,6 +1,6 @@
 """Zero-copy I/O of a ``Context``: ``set_io_mem`` checks and ``run_bound`` runs.
 
-``set_io_mem(mem, attr)`` binds a :class:`~rknnlite.runtime.memory.TensorMem` to the input
+``set_io_mem(mem, attr)`` binds a :class:`~rknnlite.backends.memory.TensorMem` to the input
 or output ``attr`` names (by ``name`` and ``index``, as taken from ``ctx.inputs``,
 ``ctx.outputs``, ``ctx.native_inputs`` or ``ctx.native_outputs``, possibly changed with
 ``attr.replace(type=..., fmt=..., pass_through=...)``), in the layouts the vendor runtime
@@ -50,13 +50,15 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..constants import InitFlag, MemAllocFlag, TensorFormat, TensorType
-from ..errors import ContextInvalidError, InvalidParamError, OutputInvalidError
-from . import layout
-from .memory import TensorMem, allocate, map_fd, tensor_view
-from .tensor_attr import TYPE_OF_DTYPE, TensorAttr
+from ...constants import InitFlag, MemAllocFlag, TensorFormat, TensorType
+from ...errors import InvalidParamError, OutputInvalidError
+from ...tensors import layout
+from ...tensors.attr import TYPE_OF_DTYPE, TensorAttr
+from ...tensors.memory import tensor_view
+from ..io_host import IoHost, check_all_bound, find_tensor
+from ..memory import TensorMem, allocate, map_fd
 
-__all__ = ["EmulatedIo", "IoState", "check_all_bound", "find_tensor", "create_mem", "create_mem_from_fd", "set_io_mem", "run_bound", "release_io"]
+__all__ = ["EmulatedIo", "IoState"]
 
 _NCHW, _NHWC, _NC1HWC2, _UNDEF = TensorFormat.NCHW, TensorFormat.NHWC, TensorFormat.NC1HWC2, TensorFormat.UNDEFINED
 _FORMAT_ARG = {_NHWC: "nhwc", _NCHW: "nchw"}
@@ -156,121 +158,15 @@ class IoState:
         self.outputs.clear()
         self.ready = None
 
-    def prepare(self, ctx) -> tuple:
+    def prepare(self, io: IoHost) -> tuple:
         """``ready``, or the error naming every unbound tensor (the caller holds the lock)."""
-        check_all_bound(ctx, self.inputs, self.outputs)
-        self.ready = ([(p, self.inputs[p.index]) for p in ctx._plans],
-                      [(p, self.outputs[a.index]) for p, a in zip(ctx._out_plans, ctx._outputs)])
+        check_all_bound(io, self.inputs, self.outputs)
+        self.ready = ([(p, self.inputs[p.index]) for p in io.input_plans],
+                      [(p, self.outputs[a.index]) for p, a in zip(io.output_plans, io.outputs)])
         return self.ready
 
 
-def check_all_bound(ctx, inputs, outputs) -> None:
-    """Raise the error of ``run_bound`` naming every input/output of ``ctx`` whose index is
-    not in ``inputs``/``outputs`` (containers of the bound indexes)."""
-    missing = [f"input {a.index} ({a.name!r})" for a in ctx._inputs if a.index not in inputs]
-    missing += [f"output {a.index} ({a.name!r})" for a in ctx._outputs if a.index not in outputs]
-    if missing:
-        raise InvalidParamError(f"run_bound needs every input and output bound with set_io_mem; not bound: "
-                                f"{', '.join(missing)}", op="rknn_run")
-
-
-def _state(ctx, op: str) -> IoState:
-    """The context's IoState (made on first use); raises when the context is closed."""
-    _check_open(ctx, op)
-    state = ctx.__dict__.get("_io")
-    if state is None:
-        with ctx._lock:
-            state = ctx.__dict__.get("_io")
-            if state is None:
-                state = ctx._io = IoState(ctx._lock)
-    return state
-
-
-def _check_open(ctx, op: str) -> None:
-    if ctx._backend is None:
-        raise ContextInvalidError("the context is closed", op=op)
-
-
-# -- memory ------------------------------------------------------------------------------------
-
-
-def create_mem(ctx, size: int, flags=MemAllocFlag.DEFAULT) -> TensorMem:
-    """``Context.create_mem``: new memory owned by ``ctx``."""
-    state = _state(ctx, "rknn_create_mem")
-    mem = allocate(size, flags)
-    state.mems.add(mem)
-    return mem
-
-
-def create_mem_from_fd(ctx, fd: int, size: int, offset: int = 0, flags=MemAllocFlag.DEFAULT) -> TensorMem:
-    """``Context.create_mem_from_fd``: ``fd`` mapped, owned by ``ctx``."""
-    state = _state(ctx, "rknn_create_mem_from_fd")
-    mem = map_fd(fd, size, offset, flags)
-    state.mems.add(mem)
-    return mem
-
-
-def release_io(ctx) -> None:
-    """On ``Context.close``: unbind everything, destroy the memory the context created."""
-    state = ctx.__dict__.get("_io")
-    if state is None:
-        return
-    with state.lock:
-        state.clear()
-        mems = list(state.mems)
-    for mem in mems:
-        mem._release("the context that created it was closed")
-
-
 # -- binding -----------------------------------------------------------------------------------
-
-
-def set_io_mem(ctx, mem, attr) -> None:
-    """``Context.set_io_mem``: check ``attr`` against the tensor it names, then bind."""
-    op = "rknn_set_io_mem"
-    if not isinstance(mem, TensorMem):
-        raise InvalidParamError(f"set_io_mem takes a TensorMem from create_mem/create_mem_from_fd, got "
-                                f"{type(mem).__name__}", op=op)
-    if mem.destroyed:
-        mem._check("set_io_mem")
-    if not isinstance(attr, TensorAttr):
-        raise InvalidParamError(f"set_io_mem takes a TensorAttr (from ctx.inputs, ctx.outputs, ctx.native_inputs "
-                                f"or ctx.native_outputs), got {type(attr).__name__}", op=op)
-    state = _state(ctx, op)
-    is_input, index = find_tensor(ctx, attr)
-    bound = _input(ctx, index, attr, mem) if is_input else _output(ctx, index, attr, mem)
-    need = bound.attr.size_with_stride
-    if mem.size - mem.offset < need:
-        raise InvalidParamError(f"{bound.what} needs {need} bytes (size_with_stride of {_describe(bound.attr)}); the "
-                                f"memory has {mem.size - mem.offset} (size {mem.size} - offset {mem.offset})", op=op)
-    flag = _NO_FLUSH_IN if is_input else _NO_FLUSH_OUT
-    with state.lock:
-        _check_open(ctx, op)
-        mem._check("set_io_mem")
-        if ctx.flags & flag:
-            mem._split()
-        state.bind(is_input, bound)
-        mem._bound.add(state)
-
-
-def find_tensor(ctx, attr: TensorAttr) -> Tuple[bool, int]:
-    """(is_input, index) of the tensor of ``ctx`` that ``attr`` names (by name, at index).
-
-    Raises:
-        InvalidParamError: no such tensor, or its index differs.
-    """
-    for is_input, attrs in ((True, ctx.inputs), (False, ctx.outputs)):
-        for a in attrs:
-            if a.name == attr.name:
-                if a.index != attr.index:
-                    kind = "input" if is_input else "output"
-                    raise InvalidParamError(f"attr names {kind} {attr.name!r}, which has index {a.index}, but its "
-                                            f"index is {attr.index}", op="rknn_set_io_mem")
-                return is_input, a.index
-    names = ", ".join([f"input {a.index} {a.name!r}" for a in ctx.inputs]
-                      + [f"output {a.index} {a.name!r}" for a in ctx.outputs])
-    raise InvalidParamError(f"attr name {attr.name!r} is no input or output of the model ({names})",
-                            op="rknn_set_io_mem")
 
 
 def _describe(attr: TensorAttr) -> str:
@@ -297,11 +193,11 @@ def _is_4d(model: TensorAttr) -> bool:
     return len(model.dims) == 4 and model.fmt in (_NCHW, _NHWC)
 
 
-def _input(ctx, i: int, attr: TensorAttr, mem: TensorMem) -> _Bound:
-    model = ctx.current_inputs[i]
-    plan = ctx._plans[i]
-    native = ctx._native("in", False)[i]
-    nhwc = ctx._native("in", True)[i]
+def _input(io: IoHost, i: int, attr: TensorAttr, mem: TensorMem) -> _Bound:
+    model = io.current_inputs[i]
+    plan = io.input_plans[i]
+    native = io.native(True, False)[i]
+    nhwc = io.native(True, True)[i]
     what = f"input {i} ({model.name!r})"
     raw_types = [TYPE_OF_DTYPE[d.name] for d in plan.accepted if d.name in TYPE_OF_DTYPE]
     if plan.quant is not None:
@@ -345,10 +241,10 @@ def _input(ctx, i: int, attr: TensorAttr, mem: TensorMem) -> _Bound:
     return _Bound(mem, attr, i, what, model, pass_through=passing)
 
 
-def _output(ctx, i: int, attr: TensorAttr, mem: TensorMem) -> _Bound:
-    model = ctx.current_outputs[i]
-    plan = ctx._out_plans[i]
-    native = ctx._native("out", False)[i]
+def _output(io: IoHost, i: int, attr: TensorAttr, mem: TensorMem) -> _Bound:
+    model = io.current_outputs[i]
+    plan = io.output_plans[i]
+    native = io.native(False, False)[i]
     what = f"output {i} ({model.name!r})"
     if plan.quant is not None:
         types = [TensorType.FLOAT32, TensorType.INT8]
@@ -411,72 +307,100 @@ def _check_dims(what: str, attr: TensorAttr, dims: Tuple[int, ...], w_stride: in
     return attr.replace(w_stride=w_stride)
 
 
-# -- running -----------------------------------------------------------------------------------
-
-
-def run_bound(ctx) -> None:
-    """``Context.run_bound``: one run from and into the bound memory."""
-    op = "rknn_run"
-    state = ctx.__dict__.get("_io") or _state(ctx, op)
-    with state.lock:
-        backend = ctx._backend
-        if backend is None:
-            raise ContextInvalidError("the context is closed", op=op)
-        inputs, outputs = state.ready or state.prepare(ctx)
-        flags = int(ctx.flags)
-        feeds = []
-        passes = [bound.pass_through for _, bound in inputs]
-        for plan, bound in inputs:
-            if bound.mem._device is not None and not flags & _NO_FLUSH_IN:
-                bound.mem._flush()  # the runtime cleans the CPU cache before the NPU reads
-            if bound.pass_through and plan.native is None:
-                plan.native = ctx._native("in", False)[plan.index]
-            feeds.append(plan.convert(bound.device_view(), bound.fmt_arg, bound.pass_through))
-        if ctx._shape_sets:
-            ctx._use_set_of(feeds)
-        # Outputs bound as float32 in the model's layout are written by the run itself.
-        direct = None if ctx._shape_sets else [bound.direct_view() for _, bound in outputs]
-        results = backend.run(feeds, pass_through=passes if any(passes) else None, out=direct)
-        if ctx._shape_sets and ctx._current_set not in ctx._set_outputs:
-            ctx._set_outputs[ctx._current_set] = [tuple(y.shape) for y in results]
-        for k, ((out_plan, bound), y) in enumerate(zip(outputs, results)):
-            if direct is None or direct[k] is None:
-                bound.store(y, out_plan)
-        if not flags & _NO_FLUSH_OUT:
-            for _, bound in outputs:
-                if bound.mem._device is not None:
-                    bound.mem._invalidate()  # the runtime invalidates the CPU cache after the NPU wrote
+# -- the zero-copy object ----------------------------------------------------------------------
 
 
 class EmulatedIo:
-    """The software backend's zero-copy (``Backend.zero_copy``): the functions of this
-    module on the context ``host``."""
+    """The software backend's zero-copy (``Backend.zero_copy(io)``) for the context ``io``
+    describes (:class:`~rknnlite.backends.io_host.IoHost`): its bindings and memory
+    (:class:`IoState`), checked and run as the module documentation says."""
 
-    __slots__ = ("host",)
+    __slots__ = ("io", "state")
 
-    def __init__(self, host):
-        self.host = host
+    def __init__(self, io: IoHost):
+        self.io = io
+        self.state = IoState(io.lock)
 
     def create_mem(self, size: int, flags=MemAllocFlag.DEFAULT) -> TensorMem:
-        """:func:`create_mem`."""
-        return create_mem(self.host, size, flags)
+        """``Context.create_mem``: new memory owned by the context."""
+        self.io.live("rknn_create_mem")
+        mem = allocate(size, flags)
+        self.state.mems.add(mem)
+        return mem
 
     def create_mem_from_fd(self, fd: int, size: int, offset: int = 0, flags=MemAllocFlag.DEFAULT) -> TensorMem:
-        """:func:`create_mem_from_fd`."""
-        return create_mem_from_fd(self.host, fd, size, offset, flags)
+        """``Context.create_mem_from_fd``: ``fd`` mapped, owned by the context."""
+        self.io.live("rknn_create_mem_from_fd")
+        mem = map_fd(fd, size, offset, flags)
+        self.state.mems.add(mem)
+        return mem
 
     def set_io_mem(self, mem, attr) -> None:
-        """:func:`set_io_mem`."""
-        set_io_mem(self.host, mem, attr)
+        """``Context.set_io_mem``: check ``attr`` against the tensor it names, then bind."""
+        op = "rknn_set_io_mem"
+        io, state = self.io, self.state
+        if not isinstance(mem, TensorMem):
+            raise InvalidParamError(f"set_io_mem takes a TensorMem from create_mem/create_mem_from_fd, got "
+                                    f"{type(mem).__name__}", op=op)
+        if mem.destroyed:
+            mem.check_alive("set_io_mem")
+        if not isinstance(attr, TensorAttr):
+            raise InvalidParamError(f"set_io_mem takes a TensorAttr (from ctx.inputs, ctx.outputs, "
+                                    f"ctx.native_inputs or ctx.native_outputs), got {type(attr).__name__}", op=op)
+        io.live(op)
+        is_input, index = find_tensor(io, attr)
+        bound = _input(io, index, attr, mem) if is_input else _output(io, index, attr, mem)
+        need = bound.attr.size_with_stride
+        if mem.size - mem.offset < need:
+            raise InvalidParamError(f"{bound.what} needs {need} bytes (size_with_stride of {_describe(bound.attr)}); "
+                                    f"the memory has {mem.size - mem.offset} (size {mem.size} - offset "
+                                    f"{mem.offset})", op=op)
+        flag = _NO_FLUSH_IN if is_input else _NO_FLUSH_OUT
+        with state.lock:
+            io.live(op)
+            mem.check_alive("set_io_mem")
+            if io.flags & flag:
+                mem._split()
+            state.bind(is_input, bound)
+            mem._bound.add(state)
 
     def run_bound(self) -> None:
-        """:func:`run_bound`."""
-        run_bound(self.host)
+        """``Context.run_bound``: one run from and into the bound memory, through the
+        context's run step (``io.execute``, the one ``Context.run`` uses)."""
+        io, state = self.io, self.state
+        with state.lock:
+            backend = io.live("rknn_run")
+            inputs, outputs = state.ready or state.prepare(io)
+            flags = io.flags
+            feeds = []
+            passes = [bound.pass_through for _, bound in inputs]
+            for plan, bound in inputs:
+                if bound.mem._device is not None and not flags & _NO_FLUSH_IN:
+                    bound.mem._flush()  # the runtime cleans the CPU cache before the NPU reads
+                if bound.pass_through and plan.native is None:
+                    plan.native = io.native(True, False)[plan.index]
+                feeds.append(plan.convert(bound.device_view(), bound.fmt_arg, bound.pass_through))
+            # Outputs bound as float32 in the model's layout are written by the run itself.
+            direct = None if io.dynamic else [bound.direct_view() for _, bound in outputs]
+            results = io.execute(backend, feeds, passes if any(passes) else None, direct)
+            for k, ((out_plan, bound), y) in enumerate(zip(outputs, results)):
+                if direct is None or direct[k] is None:
+                    bound.store(y, out_plan)
+            if not flags & _NO_FLUSH_OUT:
+                for _, bound in outputs:
+                    if bound.mem._device is not None:
+                        bound.mem._invalidate()  # the runtime invalidates the CPU cache after the NPU wrote
 
     def owns(self, mem) -> bool:
         """Whether ``mem`` was made by this context's ``create_mem``/``create_mem_from_fd``."""
-        return mem in _state(self.host, "rknn_tensor_mem").mems
+        self.io.live("rknn_tensor_mem")
+        return mem in self.state.mems
 
     def release(self) -> None:
-        """:func:`release_io`."""
-        release_io(self.host)
+        """On ``Context.close``: unbind everything, destroy the memory the context created."""
+        state = self.state
+        with state.lock:
+            state.clear()
+            mems = list(state.mems)
+        for mem in mems:
+            mem._release("the context that created it was closed")

@@ -45,147 +45,22 @@ import mmap
 import os
 import stat
 import weakref
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 import numpy as np
 
-from ..constants import MemAllocFlag, MemSyncMode, TensorFormat, TensorMemFlag
+from ..constants import MemAllocFlag, MemSyncMode, TensorMemFlag
 from ..errors import InvalidParamError, RKNNMemoryError
-from .log import logger
-from .tensor_attr import DTYPE_OF_TYPE, TensorAttr
+from ..log import logger
+from ..tensors.attr import TensorAttr
+from ..tensors.memory import (TensorMemFields, buffer_array, check_alloc_flags, check_count, check_sync_mode,
+                               tensor_view)
 
-__all__ = ["TensorMem", "allocate", "map_fd", "check_alloc_flags", "check_sync_mode", "tensor_view"]
+__all__ = ["TensorMem", "allocate", "map_fd"]
 
-_ALL_ALLOC = MemAllocFlag.CACHEABLE | MemAllocFlag.NON_CACHEABLE | MemAllocFlag.TRY_ALLOC_SRAM
-# (height axis, width axis) of the layouts that have rows
-_HW_AXES = {TensorFormat.NCHW: (2, 3), TensorFormat.NHWC: (1, 2), TensorFormat.NC1HWC2: (2, 3)}
-_RANK = {TensorFormat.NCHW: 4, TensorFormat.NHWC: 4, TensorFormat.NC1HWC2: 5}
 # Only allocate() and map_fd() construct TensorMem: they check the fd and size first (a mapping
 # past the end of a file crashes the process when touched).
 _FACTORY = object()
-
-
-def check_alloc_flags(flags) -> MemAllocFlag:
-    """``flags`` as a :class:`MemAllocFlag`: DEFAULT (= cacheable), CACHEABLE, NON_CACHEABLE,
-    optionally with TRY_ALLOC_SRAM (accepted; the software backend has no SRAM, so the
-    memory is ordinary memory, as the vendor runtime falls back to DDR).
-
-    Raises:
-        InvalidParamError: not an int, unknown bits, or CACHEABLE together with NON_CACHEABLE.
-    """
-    if isinstance(flags, bool) or not isinstance(flags, (int, np.integer)):
-        raise InvalidParamError(f"mem alloc flags must be MemAllocFlag bits (DEFAULT, CACHEABLE, NON_CACHEABLE, "
-                                f"TRY_ALLOC_SRAM), got {flags!r}", op="rknn_create_mem")
-    value = int(flags)
-    if value < 0 or value & ~int(_ALL_ALLOC):
-        raise InvalidParamError(f"mem alloc flags 0x{value:x} has unknown bits; allowed: DEFAULT (0), CACHEABLE (1), "
-                                f"NON_CACHEABLE (2), TRY_ALLOC_SRAM (4)", op="rknn_create_mem")
-    both = MemAllocFlag.CACHEABLE | MemAllocFlag.NON_CACHEABLE
-    if value & both == both:
-        raise InvalidParamError("mem alloc flags CACHEABLE and NON_CACHEABLE exclude each other", op="rknn_create_mem")
-    return MemAllocFlag(value)
-
-
-def check_sync_mode(mode) -> MemSyncMode:
-    """``mode`` as a :class:`MemSyncMode` (TO_DEVICE 1, FROM_DEVICE 2, BIDIRECTIONAL 3).
-
-    Raises:
-        InvalidParamError: anything else.
-    """
-    try:
-        if isinstance(mode, bool):
-            raise ValueError
-        return MemSyncMode(mode)
-    except (ValueError, TypeError):
-        raise InvalidParamError(f"sync mode must be MemSyncMode.TO_DEVICE (1), FROM_DEVICE (2) or "
-                                f"BIDIRECTIONAL (3), got {mode!r}", op="rknn_mem_sync") from None
-
-
-def _count(value, what: str, op: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidParamError(f"{what} must be an int >= {minimum}, got {value!r}", op=op)
-    return int(value)
-
-
-def buffer_array(buf, data_start: int, shown_start: int, size: int, dtype, shape, offset) -> np.ndarray:
-    """``TensorMem.array`` on any buffer: ``dtype`` elements of ``buf`` from byte
-    ``data_start + offset`` in ``shape`` (1-D over what is left when None), no copy.  The
-    memory is ``size`` bytes and its tensor data starts at byte ``shown_start`` (for messages).
-
-    Raises:
-        InvalidParamError: a bad dtype/shape/offset, or more bytes than are left.
-    """
-    op = "rknn_tensor_mem"
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise InvalidParamError(f"array: {dtype!r} is not a numpy dtype", op=op) from None
-    if dt.itemsize == 0 or dt.hasobject:
-        raise InvalidParamError(f"array: dtype {dt} has no fixed-size elements", op=op)
-    skip = _count(offset, "array offset", op, 0)
-    room = size - shown_start - skip
-    if shape is None:
-        dims: Tuple[int, ...] = (max(room, 0) // dt.itemsize,)
-    else:
-        if isinstance(shape, (int, np.integer)):
-            shape = (shape,)
-        dims = tuple(_count(d, "array shape entries", op, 0) for d in shape)
-    count = int(np.prod(dims, dtype=np.int64))
-    if count * dt.itemsize > room:
-        raise InvalidParamError(f"array: {count} x {dt} = {count * dt.itemsize} bytes from byte {shown_start + skip} "
-                                f"do not fit in {size} bytes of tensor memory", op=op)
-    return np.frombuffer(buf, dt, count, data_start + skip).reshape(dims)
-
-
-class TensorMemFields:
-    """The ``rknn_tensor_mem`` fields every tensor memory class reports the same way, from
-    its ``_mem_flag``, ``_alloc_flags`` and ``_destroyed`` attributes, and what every one
-    does alike: ``close()`` and ``with`` destroy it, it cannot be resized or pickled."""
-
-    __slots__ = ()
-
-    @property
-    def flags(self) -> TensorMemFlag:
-        """Where the memory comes from: ``ALLOC_INSIDE`` (``create_mem``) or ``FROM_FD``."""
-        return self._mem_flag
-
-    @property
-    def alloc_flags(self) -> MemAllocFlag:
-        """The :class:`MemAllocFlag` bits it was created with (DEFAULT means cacheable)."""
-        return self._alloc_flags
-
-    @property
-    def cacheable(self) -> bool:
-        """False for NON_CACHEABLE memory; cacheable memory may need :meth:`sync`."""
-        return not self._alloc_flags & MemAllocFlag.NON_CACHEABLE
-
-    @property
-    def destroyed(self) -> bool:
-        """True after :meth:`destroy` (or after the context that created it closed)."""
-        return self._destroyed is not None
-
-    def close(self) -> None:
-        """Same as :meth:`destroy`."""
-        self.destroy()
-
-    def resize(self, newsize) -> None:
-        """Not supported: tensor memory has a fixed size."""
-        raise InvalidParamError("tensor memory cannot be resized; create a new one", op="rknn_tensor_mem")
-
-    def _check(self, what: str) -> None:
-        """InvalidParamError naming ``what`` once the memory is destroyed."""
-        if self._destroyed is not None:
-            raise InvalidParamError(f"{what}: this tensor memory was destroyed ({self._destroyed})",
-                                    op="rknn_tensor_mem")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.destroy()
-
-    def __reduce__(self):
-        raise TypeError("tensor memory cannot be pickled; share its fd (create_mem_from_fd) instead")
 
 
 class TensorMem(TensorMemFields, mmap.mmap):
@@ -257,7 +132,7 @@ class TensorMem(TensorMemFields, mmap.mmap):
     def virt_addr(self) -> int:
         """Address of the start of the mapping in this process (the tensor data starts at
         ``virt_addr + offset``), for C code that takes a pointer."""
-        self._check("virt_addr")
+        self.check_alive("virt_addr")
         holder = ctypes.c_char.from_buffer(self)
         try:
             return ctypes.addressof(holder)
@@ -275,7 +150,7 @@ class TensorMem(TensorMemFields, mmap.mmap):
             InvalidParamError: destroyed memory, a bad dtype/shape/offset, or more bytes
                 than the memory has after the offset.
         """
-        self._check("array")
+        self.check_alive("array")
         return buffer_array(self, self._offset, self._offset, self._size, dtype, shape, offset)
 
     def view(self, attr: TensorAttr) -> np.ndarray:
@@ -288,7 +163,7 @@ class TensorMem(TensorMemFields, mmap.mmap):
             InvalidParamError: destroyed memory, an attr without a numpy dtype or with
                 dynamic dims, or a tensor larger than ``size - offset``.
         """
-        self._check("view")
+        self.check_alive("view")
         if not isinstance(attr, TensorAttr):
             raise InvalidParamError(f"view takes a TensorAttr, got {type(attr).__name__}", op="rknn_tensor_mem")
         return tensor_view(self, self._offset, self._size - self._offset, attr)
@@ -305,7 +180,7 @@ class TensorMem(TensorMemFields, mmap.mmap):
         Raises:
             InvalidParamError: destroyed memory, or a mode that is no MemSyncMode.
         """
-        self._check("sync")
+        self.check_alive("sync")
         mode = check_sync_mode(mode)
         if self._device is None:
             return
@@ -384,7 +259,7 @@ def allocate(size: int, flags=MemAllocFlag.DEFAULT) -> TensorMem:
         InvalidParamError: ``size`` not an int > 0, or bad ``flags``.
         RKNNMemoryError: the memory could not be mapped.
     """
-    size = _count(size, "mem size", "rknn_create_mem", 1)
+    size = check_count(size, "mem size", "rknn_create_mem", 1)
     flags = check_alloc_flags(flags)
     fd = -1
     memfd = getattr(os, "memfd_create", None)
@@ -416,9 +291,9 @@ def map_fd(fd: int, size: int, offset: int = 0, flags=MemAllocFlag.DEFAULT) -> T
             file shorter than ``size`` (touching a mapping past its end would crash).
     """
     op = "rknn_create_mem_from_fd"
-    fd = _count(fd, "fd", op, 0)
-    size = _count(size, "size", op, 1)
-    offset = _count(offset, "offset", op, 0)
+    fd = check_count(fd, "fd", op, 0)
+    size = check_count(size, "size", op, 1)
+    offset = check_count(offset, "offset", op, 0)
     if offset >= size:
         raise InvalidParamError(f"offset {offset} must be smaller than size {size} (size counts from the start of "
                                 f"the fd's memory)", op=op)
@@ -446,39 +321,3 @@ def _seek_size(fd: int) -> Optional[int]:
     except OSError:
         return None
     return end if end > 0 else None
-
-
-def tensor_view(buffer, offset: int, room: int, attr: TensorAttr) -> np.ndarray:
-    """The tensor ``attr`` describes in ``buffer`` from byte ``offset`` (``room`` bytes
-    available), as a numpy view: ``attr.dims`` in ``attr.fmt`` order with rows
-    ``w_stride`` and planes ``h_stride`` apart (padding skipped, so the view may be
-    strided).  No copy; the view holds a buffer export of ``buffer``.
-
-    Raises:
-        InvalidParamError: a type without numpy dtype, dynamic dims, dims of the wrong rank
-            for the format, or a tensor larger than ``room``.
-    """
-    name = DTYPE_OF_TYPE.get(attr.type)
-    if name is None:
-        raise InvalidParamError(f"tensor {attr.name!r} has type {attr.type.name}, which has no numpy view",
-                                op="rknn_tensor_mem")
-    dims = tuple(attr.dims)
-    if any(d < 0 for d in dims):
-        raise InvalidParamError(f"tensor {attr.name!r} has dynamic dims {list(dims)}; set the input shapes first",
-                                op="rknn_tensor_mem")
-    padded = list(dims)
-    if _RANK.get(attr.fmt) == len(dims):
-        h_axis, w_axis = _HW_AXES[attr.fmt]
-        if attr.w_stride:
-            padded[w_axis] = max(attr.w_stride, dims[w_axis])
-        if attr.h_stride:
-            padded[h_axis] = max(attr.h_stride, dims[h_axis])
-    dtype = np.dtype(name)
-    count = int(np.prod(padded, dtype=np.int64))
-    if count * dtype.itemsize > room:
-        raise InvalidParamError(f"tensor {attr.name!r} needs {count * dtype.itemsize} bytes (size_with_stride), "
-                                f"the memory has {room} after its offset", op="rknn_tensor_mem")
-    arr = np.frombuffer(buffer, dtype, count, offset).reshape(padded)
-    if tuple(padded) != dims:
-        arr = arr[tuple(slice(0, d) for d in dims)]
-    return arr

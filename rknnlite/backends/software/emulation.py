@@ -10,10 +10,10 @@
 * ``sdk_version()``: rknnlite's own version (there is no librknnrt);
 * ``dynamic_shapes``: the shape sets stored in the file, in the presented layouts;
 * ``native_attrs(...)``: the NPU's native layouts, computed with the rules of
-  :mod:`rknnlite.runtime.layout` for the model's platform (:func:`native_attr`);
+  :mod:`rknnlite.tensors.layout` for the model's platform (:func:`native_attr`);
 * ``run`` with pass-through inputs: :meth:`EmulatedNpu.from_pass_through` turns the
   quantized values the NPU would take back into the float data the executor runs;
-* ``zero_copy(host)``: the zero-copy emulation of :mod:`rknnlite.runtime.binding`.
+* ``zero_copy(io)``: the zero-copy emulation of :mod:`rknnlite.backends.software.binding`.
 
 The mixin needs ``self.model`` (a portable model with ``metadata``, whose ``inputs`` are
 in the graph's layout), ``self.inputs`` (the presented input specs) and ``self.name``.
@@ -25,18 +25,15 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._version import __version__
-from ..constants import QntType, TensorType
-from ..model.spec import TensorSpec
-from .cores import model_platform
-from .io import passed_to_feed
-from .tensor_attr import TensorAttr
+from ..._version import __version__
+from ...constants import QntType, TensorType
+from ...model.spec import TensorSpec, numpy_dtype
+from ...tensors.attr import TensorAttr
+from ...tensors.layout import native_layout
+from ...tensors.topology import DEFAULT_PLATFORM
 
 __all__ = ["EmulatedNpu", "native_attr", "presented_input", "presented_output", "presented_shape", "to_graph_layout",
-           "DEFAULT_PLATFORM"]
-
-#: The platform whose native layouts a model without target platforms reports.
-DEFAULT_PLATFORM = "rk3588"
+           "passed_to_feed"]
 
 
 #: channel counts of the 4-D inputs librknnrt presents as NHWC ("image" inputs)
@@ -89,8 +86,6 @@ def native_attr(attr: TensorAttr, platform: str, is_input: bool, nhwc: bool) -> 
     4-D inputs NHWC with the platform's ``w_stride``, other 4-D tensors NC1HWC2
     (``nhwc=True``: NHWC, the NATIVE_NHWC_* queries); int8 tensors keep their type, zero
     point and scale, float tensors become FLOAT16."""
-    from .layout import native_layout
-
     if attr.qnt_type == QntType.AFFINE_ASYMMETRIC:
         type_ = attr.type
     elif attr.type in (TensorType.FLOAT32, TensorType.FLOAT16):
@@ -100,6 +95,19 @@ def native_attr(attr: TensorAttr, platform: str, is_input: bool, nhwc: bool) -> 
     native = native_layout(attr.dims, attr.fmt, type_, platform, is_input=is_input, nhwc=nhwc)
     return attr.replace(dims=tuple(native.dims), fmt=native.fmt, type=type_, w_stride=native.w_stride,
                         h_stride=native.h_stride)
+
+
+def passed_to_feed(spec: TensorSpec, x: np.ndarray) -> np.ndarray:
+    """Pass-through data of input ``spec`` (model layout; quantized values of a quantized
+    input) as the float data an executor runs: ``(x - zero_point) * scale`` in float32
+    for a quantized input, ``x`` cast to the spec's dtype otherwise (a new array, or ``x``
+    when it already is that)."""
+    feed = numpy_dtype(spec.dtype)
+    if spec.quant is not None and feed.kind == "f" and x.dtype.kind in "iu":
+        out = np.subtract(x, np.float32(spec.quant.zero_point[0]), dtype=np.float32)
+        np.multiply(out, np.float32(spec.quant.scale[0]), out=out)
+        return out
+    return x if x.dtype == feed else x.astype(feed)
 
 
 class EmulatedNpu:
@@ -120,7 +128,8 @@ class EmulatedNpu:
     def native_attrs(self, is_input: bool, nhwc: bool, current: Sequence[TensorAttr]) -> List[TensorAttr]:
         """Native attributes of the tensors ``current`` describes (model layout, current
         shapes), by the layout rules of the model's first target platform."""
-        platform = model_platform(self.model) or DEFAULT_PLATFORM
+        targets = self.model.metadata.target_platforms
+        platform = str(targets[0]).lower() if targets else DEFAULT_PLATFORM
         return [native_attr(a, platform, is_input, nhwc) for a in current]
 
     def set_input_shapes(self, shapes: Sequence[Tuple[int, ...]]) -> None:
@@ -135,8 +144,10 @@ class EmulatedNpu:
         return [passed_to_feed(spec, x) if passed else x
                 for spec, x, passed in zip(self.inputs, inputs, pass_through)]
 
-    def zero_copy(self, host):
-        """The zero-copy emulation for the context ``host`` (:class:`~rknnlite.runtime.binding.EmulatedIo`)."""
+    def zero_copy(self, io):
+        """The zero-copy emulation for the context ``io`` describes (an
+        :class:`~rknnlite.backends.io_host.IoHost`): a
+        :class:`~rknnlite.backends.software.binding.EmulatedIo`."""
         from .binding import EmulatedIo
 
-        return EmulatedIo(host)
+        return EmulatedIo(io)
