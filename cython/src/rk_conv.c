@@ -475,36 +475,24 @@ void rk_depthwise(int isa, RK_DW_ARGS) {
 #include "rk_conv_wino.h"
 #endif
 
-void rk_wino_in(int isa, RK_WIN_ARGS) {
+/* Calls fn's variant for isa (2: AVX-512F, 1: AVX2+FMA, else generic) with the arguments. */
 #if RK_X86
-    if (isa >= 2) { rk_wino_in_avx512(S, ss, C, TH, TW, V, ldv, buf); return; }
-    if (isa == 1) { rk_wino_in_avx2(S, ss, C, TH, TW, V, ldv, buf); return; }
+#define RK_WI_DISPATCH(fn, ...) do {                                                          \
+    if (isa >= 2) { fn##_avx512(__VA_ARGS__); return; }                                     \
+    if (isa == 1) { fn##_avx2(__VA_ARGS__); return; }                                       \
+    fn##_generic(__VA_ARGS__);                                                              \
+} while (0)
+#else
+#define RK_WI_DISPATCH(fn, ...) do { (void)isa; fn##_generic(__VA_ARGS__); } while (0)
 #endif
-    rk_wino_in_generic(S, ss, C, TH, TW, V, ldv, buf);
-}
 
+void rk_wino_in(int isa, RK_WIN_ARGS) { RK_WI_DISPATCH(rk_wino_in, S, ss, C, TH, TW, V, ldv, buf); }
+void rk_wino2_in(int isa, RK_WIN_ARGS) { RK_WI_DISPATCH(rk_wino2_in, S, ss, C, TH, TW, V, ldv, buf); }
 void rk_wino_out(int isa, RK_WOUT_ARGS) {
-#if RK_X86
-    if (isa >= 2) { rk_wino_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res); return; }
-    if (isa == 1) { rk_wino_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res); return; }
-#endif
-    rk_wino_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res);
+    RK_WI_DISPATCH(rk_wino_out, Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res);
 }
-
-void rk_wino2_in(int isa, RK_WIN_ARGS) {
-#if RK_X86
-    if (isa >= 2) { rk_wino2_in_avx512(S, ss, C, TH, TW, V, ldv, buf); return; }
-    if (isa == 1) { rk_wino2_in_avx2(S, ss, C, TH, TW, V, ldv, buf); return; }
-#endif
-    rk_wino2_in_generic(S, ss, C, TH, TW, V, ldv, buf);
-}
-
 void rk_wino2_out(int isa, RK_WOUT_ARGS) {
-#if RK_X86
-    if (isa >= 2) { rk_wino2_out_avx512(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res); return; }
-    if (isa == 1) { rk_wino2_out_avx2(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res); return; }
-#endif
-    rk_wino2_out_generic(Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res);
+    RK_WI_DISPATCH(rk_wino2_out, Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, act, res);
 }
 
 /* Winograd input split, phase-major (see the F(4x4, 3x3) input transform): phase (r, e) of channel c at
