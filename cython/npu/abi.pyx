@@ -8,16 +8,12 @@ for an unsupported ABI, e.g. 32-bit ARM, or damaged headers), so no native call 
 exchange a mis-sized struct with librknnrt or a plugin.
 """
 
-from rknn_api cimport (rknn_context, rknn_init_extend, rknn_input, rknn_input_output_num,
-                       rknn_input_range, rknn_mem_size, rknn_output, rknn_output_extend,
-                       rknn_perf_detail, rknn_perf_run, rknn_run_extend, rknn_sdk_version,
-                       rknn_tensor_attr, rknn_tensor_mem, rknn_custom_string)
-from rknn_custom_op cimport (rknn_custom_op, rknn_custom_op_attr, rknn_custom_op_context,
-                             rknn_custom_op_tensor)
+from abi_sizes cimport compiled_sizes
 
 __all__ = ["SIZES", "EXPECTED_SIZES", "check_abi"]
 
-#: sizeof of every struct of the ABI on LP64 (x86_64, aarch64), from the public reference.
+#: sizeof of every struct of the ABI on LP64 (x86_64, aarch64), from the public reference: the one
+#: table of expected sizes (rknnrt checks its own compiled sizes against it too).
 EXPECTED_SIZES = {
     "rknn_context": 8,
     "rknn_input_output_num": 8,
@@ -41,27 +37,7 @@ EXPECTED_SIZES = {
 }
 
 #: sizeof of every struct as this extension was compiled.
-SIZES = {
-    "rknn_context": sizeof(rknn_context),
-    "rknn_input_output_num": sizeof(rknn_input_output_num),
-    "rknn_tensor_attr": sizeof(rknn_tensor_attr),
-    "rknn_input_range": sizeof(rknn_input_range),
-    "rknn_perf_detail": sizeof(rknn_perf_detail),
-    "rknn_perf_run": sizeof(rknn_perf_run),
-    "rknn_sdk_version": sizeof(rknn_sdk_version),
-    "rknn_mem_size": sizeof(rknn_mem_size),
-    "rknn_custom_string": sizeof(rknn_custom_string),
-    "rknn_tensor_mem": sizeof(rknn_tensor_mem),
-    "rknn_input": sizeof(rknn_input),
-    "rknn_output": sizeof(rknn_output),
-    "rknn_init_extend": sizeof(rknn_init_extend),
-    "rknn_run_extend": sizeof(rknn_run_extend),
-    "rknn_output_extend": sizeof(rknn_output_extend),
-    "rknn_custom_op_context": sizeof(rknn_custom_op_context),
-    "rknn_custom_op_tensor": sizeof(rknn_custom_op_tensor),
-    "rknn_custom_op_attr": sizeof(rknn_custom_op_attr),
-    "rknn_custom_op": sizeof(rknn_custom_op),
-}
+SIZES = compiled_sizes()
 
 
 def check_abi(sizes=None, expected=None):

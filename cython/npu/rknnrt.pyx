@@ -31,6 +31,7 @@ from libc.stdlib cimport calloc, free
 from libc.string cimport memset, strncpy
 from posix.dlfcn cimport RTLD_LOCAL, RTLD_NOW, dlclose, dlerror, dlopen, dlsym
 
+from abi_sizes cimport compiled_sizes
 from rknn_api cimport *
 from rknn_custom_op cimport (RKNN_TARGET_TYPE_CPU, rknn_custom_op, rknn_custom_op_attr, rknn_custom_op_callback,
                              rknn_custom_op_context, rknn_custom_op_tensor, rknn_register_custom_ops_fn)
@@ -40,6 +41,7 @@ import weakref
 
 import numpy as np
 
+from rknnlite._native import abi as _abi
 from rknnlite.constants import QntType, TensorFormat, TensorType
 from rknnlite.errors import (ContextInvalidError, DeviceUnavailableError, InvalidParamError, RKNNError,
                              check as _raise_for)
@@ -49,19 +51,10 @@ from rknnlite.tensors.ranges import InputRange
 
 __all__ = ["Library", "RknnContext", "TensorMemory", "open_library", "SYMBOLS", "ABI_SIZES"]
 
-#: sizeof of the C structs this binding passes (LP64), checked at import below.
-ABI_SIZES = {
-    "rknn_tensor_attr": 376, "rknn_input": 32, "rknn_output": 24, "rknn_tensor_mem": 40,
-    "rknn_init_extend": 136, "rknn_input_range": 33040, "rknn_mem_size": 64, "rknn_custom_op": 832,
-}
-_SIZES = {
-    "rknn_tensor_attr": sizeof(rknn_tensor_attr), "rknn_input": sizeof(rknn_input),
-    "rknn_output": sizeof(rknn_output), "rknn_tensor_mem": sizeof(rknn_tensor_mem),
-    "rknn_init_extend": sizeof(rknn_init_extend), "rknn_input_range": sizeof(rknn_input_range),
-    "rknn_mem_size": sizeof(rknn_mem_size), "rknn_custom_op": sizeof(rknn_custom_op),
-}
-if sizeof(void*) == 8 and _SIZES != ABI_SIZES:  # pragma: no cover - a broken build
-    raise ImportError(f"rknnrt was compiled with struct sizes {_SIZES}, the ABI needs {ABI_SIZES}")
+#: sizeof of the C structs of the ABI on LP64 (rknnlite._native.abi's table); this module's own
+#: compiled sizes are checked against it at import.
+ABI_SIZES = _abi.EXPECTED_SIZES
+_abi.check_abi(compiled_sizes())
 
 
 cdef struct Api:
