@@ -11,8 +11,13 @@ from typing import Callable, List, Sequence
 
 
 def machine() -> str:
-    """One line naming the CPU (model, usable CPUs) and its caches, for a table header,
-    e.g. ``CPU: AMD EPYC, 2 CPUs usable; caches L1d 32K, L1i 32K, L2 512K, L3 32768K``."""
+    """One line naming the CPU (model, usable CPUs), its caches and the conv kernels' SIMD path
+    (the CPU's best, or ``RKNNLITE_ISA``'s), for a table header, e.g. ``CPU: AMD EPYC, 2 CPUs
+    usable; caches L1d 32K, L1i 32K, L2 512K, L3 32768K; conv kernels avx2``."""
+    import rknnlite.backends.software.ops.conv  # noqa: F401  (applies RKNNLITE_ISA)
+    from rknnlite._native import conv_kernels
+    from rknnlite.backends.software.isa import ISA_NAMES
+
     model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -32,7 +37,8 @@ def machine() -> str:
         suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
         caches.append(f"L{level}{suffix} {size}")
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"CPU: {model}, {usable} CPUs usable; caches {', '.join(caches) or 'unknown'}"
+    return (f"CPU: {model}, {usable} CPUs usable; caches {', '.join(caches) or 'unknown'}; "
+            f"conv kernels {ISA_NAMES[conv_kernels.gemm_isa()]}")
 
 
 def median_ms(fn: Callable[[], object], runs: int, warmup: int = 0) -> float:

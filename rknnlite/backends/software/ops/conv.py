@@ -69,13 +69,15 @@ import numpy as np
 
 from ....errors import ModelInvalidError
 from ...._native import conv_kernels as _ck
+from ..isa import select_isa
 from ..parallel import current_handle, current_threads, parallel_for
 from . import kernel
 from . import sparse as _sparse
 from .attributes import int_list
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
-_ISA = _ck.gemm_isa()
+#: the micro-kernel level in use: the CPU's best, or RKNNLITE_ISA's (see ..isa)
+_ISA = select_isa(_ck)
 _INT32_MAX = 2 ** 31 - 1
 #: floats per packed B block (384 KiB: half of a typical L2)
 _BLOCK_FLOATS = 96 * 1024
