@@ -206,7 +206,7 @@ import rknnlite  # noqa: E402
 from rknnlite.model.graph import Graph, Node  # noqa: E402
 from rknnlite.model.portable import read_portable  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
-from rknnlite.toolkit.quantize import calibrate  # noqa: E402
+from rknnlite.toolkit.quantize import activation_input_bounds, calibrate  # noqa: E402
 
 
 def cosine(a, b) -> float:
@@ -437,3 +437,65 @@ def test_kl_keeps_min_max_when_every_candidate_diverges():
     x = RNG.standard_normal(20_000)
     x[::2] = 0.01  # half the values in one low bin: no threshold describes that
     assert choose(x, "kl_divergence") == choose(x, "normal")
+
+
+# -- ranges of tensors that feed HardSwish / HardSigmoid ---------------------------------------
+
+#: RKNN-Toolkit2 2.5.0, ``hybrid_quantization_step1`` (rk3588, layer, mean 0 / std 1): the
+#: ``.quantization.cfg`` range of ``m`` in ``x -> identity 1x1 Conv -> m -> act -> h -> Conv``
+#: calibrated on ``hard_samples()``; act = ``HardSwish`` and ``m * Clip(m + 3, 0, 6) / 6``
+#: gave the same ranges (measured with /var/tmp/klexp/hs2.py, the harness of
+#: tools/vendor_corpus/kl_ranges.py with those models).
+VENDOR_HARDSWISH_INPUT = {"normal": (-3.0, 16.14744758605957), "kl_divergence": (-3.0, 14.641508870758116)}
+VENDOR_HARDSIGMOID_INPUT = (-1.600000023841858, 2.399999976158142)  # alpha 0.25, beta 0.4, both algorithms
+
+
+def hard_samples():
+    rng = np.random.default_rng(3)
+    return [[(4.0 * rng.standard_normal((1, 1, 64, 64))).astype(np.float32)] for _ in range(4)]
+
+
+def activation_graph(kind):
+    nodes = [Node("Identity", "c1", ["x"], ["m"])]
+    consts = {}
+    if kind == "hardswish":
+        nodes.append(Node("HardSwish", "hs", ["m"], ["h"]))
+    elif kind == "decomposed":
+        consts = {"three": np.array(3.0, np.float32), "zero": np.array(0.0, np.float32),
+                  "six": np.array(6.0, np.float32)}
+        nodes += [Node("Add", "add", ["m", "three"], ["a"]), Node("Clip", "clip", ["a", "zero", "six"], ["c"]),
+                  Node("Mul", "mul", ["m", "c"], ["p"]), Node("Div", "div", ["p", "six"], ["h"])]
+    else:
+        nodes.append(Node("HardSigmoid", "hsig", ["m"], ["h"], {"alpha": 0.25, "beta": 0.4}))
+    nodes.append(Node("Relu", "out", ["h"], ["y"]))
+    return Graph(nodes, ["x"], ["y"], consts)
+
+
+@pytest.mark.parametrize("algorithm", ["normal", "kl_divergence"])
+@pytest.mark.parametrize("kind", ["hardswish", "decomposed"])
+def test_hardswish_inputs_drop_values_below_minus_three(kind, algorithm):
+    got = calibrate(activation_graph(kind), hard_samples(), algorithm=algorithm)["m"]
+    assert got == pytest.approx(VENDOR_HARDSWISH_INPUT[algorithm], abs=1e-5)
+
+
+@pytest.mark.parametrize("algorithm", ["normal", "kl_divergence"])
+def test_hardsigmoid_inputs_keep_only_the_sloped_part(algorithm):
+    got = calibrate(activation_graph("hardsigmoid"), hard_samples(), algorithm=algorithm)["m"]
+    assert got == pytest.approx(VENDOR_HARDSIGMOID_INPUT, abs=1e-6)
+
+
+def test_activation_bounds_need_every_consumer_flat_there():
+    g = activation_graph("hardswish")
+    assert activation_input_bounds(g) == {"m": (-3.0, np.inf)}
+    g.nodes.insert(2, Node("Neg", "other", ["m"], ["n"]))  # m also feeds an op that sees below -3
+    assert activation_input_bounds(g) == {}
+    fused = Graph([Node("ChannelAffine", "add", ["m", "scale", "shift"], ["c"],
+                        {"_activation": "Clip", "_activation_min": 0.0, "_activation_max": 6.0}),
+                   Node("Mul", "mul", ["m", "c"], ["p"])], ["m"], ["p"],
+                  {"scale": np.ones(8, np.float32), "shift": np.full(8, 3.0, np.float32)})
+    assert activation_input_bounds(fused) == {"m": (-3.0, np.inf)}  # Add + Clip as the optimizer fuses them
+    fused.constants["shift"][0] = 2.0
+    assert activation_input_bounds(fused) == {}
+    g = activation_graph("hardsigmoid")
+    g.outputs.append("m")  # a graph output keeps its whole range
+    assert activation_input_bounds(g) == {}
