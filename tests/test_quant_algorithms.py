@@ -92,6 +92,40 @@ VENDOR_KL_RANGES = {
 VENDOR_KL_NEAR = {"laplace_4": 3, "relu_gauss_4": 20, "outliers_4": 3}
 
 
+#: The same runs' ranges of the model input ``x`` (``x_int8``): each calibration sample is
+#: ranged on its own and the ranges are united.
+VENDOR_KL_INPUT_RANGES = {
+    "gauss_4": (-3.837862253189087, 3.9335548877716064),
+    "gauss_16": (-4.253021240234375, 4.015152931213379),
+    "laplace_4": (-9.07628345489502, 7.9222517013549805),
+    "student_t3_4": (-13.924157302826643, 13.924157302826643),
+    "lognormal_4": (0.0, 26.652397479861975),
+    "uniform_4": (-0.9995149970054626, 2.9999823570251465),
+    "relu_gauss_4": (-3.6610817909240723, 4.061606407165527),
+    "half_zero_4": (-3.4948008060455322, 3.617873191833496),
+    "low_spike_4": (-3.6373558044433594, 4.010680198669434),
+    "outliers_4": (-7.51953125, 7.51953125),
+}
+#: As ``VENDOR_KL_NEAR`` for those input ranges (bins of the pooled max |x| / 1024; a
+#: sample's own histogram has at most as wide bins).
+VENDOR_KL_INPUT_NEAR = {"student_t3_4": 7, "lognormal_4": 1, "outliers_4": 65}
+
+
+@pytest.mark.parametrize("name", sorted(VENDOR_KL_INPUT_RANGES))
+def test_kl_ranges_of_model_inputs_equal_the_vendors(name):
+    from kl_vendor_cases import CASES
+
+    make, kind = CASES[name]
+    samples = make()
+    graph = Graph([Node("Relu" if kind == "relu" else "Identity", "op", ["x"], ["y"])], ["x"], ["y"], {})
+    ranges = calibrate(graph, [[s[None, None]] for s in samples], algorithm="kl_divergence")
+    amax = max(abs(v) for s in samples for v in (s.min(), s.max()))
+    bins = amax / calibration.KL_BINS
+    assert affine_range(*ranges["x"]) == pytest.approx(VENDOR_KL_INPUT_RANGES[name],
+                                                       abs=VENDOR_KL_INPUT_NEAR.get(name, 1e-3) * bins)
+    assert affine_range(*ranges["y"]) == pytest.approx(VENDOR_KL_RANGES[name], abs=VENDOR_KL_NEAR.get(name, 1e-3) * bins)
+
+
 @pytest.mark.parametrize("name", sorted(VENDOR_KL_RANGES))
 def test_kl_ranges_equal_the_vendors(name):
     from kl_vendor_cases import CASES

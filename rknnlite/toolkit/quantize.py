@@ -30,7 +30,7 @@ import numpy as np
 
 from ..model.graph import Graph
 from ..model.spec import QuantParams
-from .calibration import ALGORITHMS, QMAX, HistogramObserver, MinMaxObserver, affine_params
+from .calibration import ALGORITHMS, QMAX, HistogramObserver, MinMaxObserver, SampleKLObserver, affine_params
 from .dataset import DatasetError, read_dataset
 
 __all__ = [
@@ -98,7 +98,10 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
     range chosen by ``algorithm`` (see :mod:`rknnlite.toolkit.calibration`) for every
     float graph input (after ``preprocess``: per input ``(mean, std)`` or None) and every
     float node output.  ``normal`` gives the min/max; ``mmse`` and ``kl_divergence``
-    run the samples a second time.  Tensors holding NaN or infinities are left out.
+    run the samples a second time (``kl_divergence`` ranges each sample of a graph input on
+    its own and unites the ranges, as the vendor does).  Tensors feeding only HardSwish or
+    HardSigmoid are then clamped (:func:`bound_activation_inputs`).  Tensors holding NaN
+    or infinities are left out.
     ``progress`` shows a tqdm bar per pass on stderr (when it is a terminal and tqdm is
     installed).  ``custom_ops``: the registered custom operator objects the graph's
     custom nodes run with (``RKNN.reg_custom_op``).
@@ -113,8 +116,16 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
     ranges = first.ranges()
     if algorithm != "normal":
         second = HistogramObserver(ranges, algorithm)
-        _run_pass(graph, samples, preprocess, second.add, _bar(progress, 2, passes), custom_ops)
+        observe = second.add
+        if algorithm == "kl_divergence":  # the model's inputs: per sample, then united
+            inputs, per_sample = set(graph.inputs), SampleKLObserver()
+
+            def observe(name, value):
+                (per_sample if name in inputs else second).add(name, value)
+        _run_pass(graph, samples, preprocess, observe, _bar(progress, 2, passes), custom_ops)
         ranges = second.ranges()
+        if algorithm == "kl_divergence":
+            ranges.update((n, r) for n, r in per_sample.ranges().items() if n in ranges)
     return bound_activation_inputs(graph, ranges)
 
 

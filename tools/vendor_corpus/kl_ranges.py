@@ -7,7 +7,7 @@ Runs ONLY in the vendor's venv (see ``docs/vendor-format-notes.md``)::
 For each case it builds ``[1, 1, 64, 64]`` -> identity 1x1 Conv (-> Relu) -> output,
 calibrates with ``quantized_algorithm='kl_divergence'`` (rk3588, mean 0, std 1) through
 ``hybrid_quantization_step1`` and prints the output tensor's ``min``/``max`` from the
-``.quantization.cfg`` it writes, as Python literals for the test.
+``.quantization.cfg`` it writes (and the input's, in a comment), as Python literals for the test.
 """
 
 import contextlib
@@ -60,13 +60,13 @@ def measure(samples, kind):
                 assert rknn.load_onnx("m.onnx") == 0
                 assert rknn.hybrid_quantization_step1(dataset="ds.txt") == 0
             rknn.release()
-            cfg = YAML(typ="safe").load(open("m.quantization.cfg"))["quantize_parameters"]["y_int8"]
-            return cfg["min"][0], cfg["max"][0]
+            cfg = YAML(typ="safe").load(open("m.quantization.cfg"))["quantize_parameters"]
+            return tuple((cfg[t]["min"][0], cfg[t]["max"][0]) for t in ("x_int8", "y_int8"))
         finally:
             os.chdir(cwd)
 
 
 if __name__ == "__main__":
     for name, (make, kind) in CASES.items():
-        lo, hi = measure(make(), kind)
-        print(f"    {name!r}: ({lo!r}, {hi!r}),", flush=True)
+        (xlo, xhi), (lo, hi) = measure(make(), kind)
+        print(f"    {name!r}: ({lo!r}, {hi!r}),  # input x: ({xlo!r}, {xhi!r})", flush=True)
