@@ -15,6 +15,13 @@ set) and ``OUT/test*.npy`` (8).  ``run`` builds the model with each algorithm
 the toolkit's simulator, compares with onnxruntime float (top-1 and cosine), and copies
 (the calibration arrays go to the dataset in NCHW, as the vendor wants npy
 files in model layout) and copies the ``.quantization.cfg`` of ``hybrid_quantization_step1`` to ``OUT/<toolkit>_<algo>.cfg``.
+
+The det and rec models are compared by their calibrated ranges only::
+
+    python tools/vendor_corpus/ppocr_calib.py pages OUT HEIGHT WIDTH   # 8 text pages / lines
+    <python> tools/vendor_corpus/ppocr_calib.py ranges OUT MODEL vendor|rknnlite HEIGHT WIDTH MEAN STD ALGOS
+
+(``MEAN``/``STD``: one value or three comma-separated; ``ALGOS``: comma-separated.)
 """
 
 import contextlib
@@ -113,8 +120,66 @@ def run(out, model, which):
         json.dump(dict(results=results, ref=[np.ravel(r).round(4).tolist() for r in ref]), f, indent=1)
 
 
+def pages(out, height, width):
+    """8 calibration arrays ``(height, width, 3)`` of printed text lines on white, for the
+    det and rec models (the rec ones are single lines: pass ``height`` 48)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    rng = np.random.default_rng(7)
+    os.makedirs(out, exist_ok=True)
+    for k in range(8):
+        img = Image.new("RGB", (width, height), "white")
+        draw = ImageDraw.Draw(img)
+        y = 4
+        while y < height - 30 or y == 4:
+            font = ImageFont.truetype(os.path.join("/usr/share/fonts/truetype/dejavu",
+                                                   FONTS[int(rng.integers(4))]), int(rng.integers(18, 34)))
+            text = " ".join(rng.choice(WORDS, size=int(rng.integers(2, 6))))
+            draw.text((int(rng.integers(2, 20)), y), text, font=font, fill=(20, 20, 20))
+            y += int(rng.integers(36, 60))
+            if height <= 64:
+                break
+        np.save(os.path.join(out, f"calib{k}.npy"), np.asarray(img, np.float32))
+
+
+def ranges(out, model, which, height, width, mean, std, algos):
+    """``hybrid_quantization_step1`` only, each algorithm: copies the cfg to
+    ``OUT/<toolkit>_<algo>.cfg``."""
+    if which == "vendor":
+        from rknn.api import RKNN
+    else:
+        from rknnlite.toolkit import RKNN
+    out, model = os.path.abspath(out), os.path.abspath(model)
+    calib = sorted(glob.glob(os.path.join(out, "calib*.npy")))
+    for algo in algos.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            cwd = os.getcwd()
+            os.chdir(tmp)
+            try:
+                with open("dataset.txt", "w") as f:
+                    for k, c in enumerate(calib):
+                        np.save(f"c{k}.npy", np.load(c).transpose(2, 0, 1)[None])
+                        f.write(f"c{k}.npy\n")
+                with contextlib.redirect_stdout(io.StringIO()):
+                    rknn = RKNN(verbose=False)
+                    rknn.config(mean_values=[[float(mean)] * 3] if "," not in mean else [[float(v) for v in mean.split(",")]],
+                                std_values=[[float(std)] * 3] if "," not in std else [[float(v) for v in std.split(",")]],
+                                target_platform="rk3588", quantized_algorithm=algo)
+                    assert rknn.load_onnx(model, inputs=["x"], input_size_list=[[1, 3, int(height), int(width)]]) == 0
+                    assert rknn.hybrid_quantization_step1(dataset="dataset.txt") == 0
+                    rknn.release()
+                shutil.copy(glob.glob("*.quantization.cfg")[0], os.path.join(out, f"{which}_{algo}.cfg"))
+                print(which, algo, "done", flush=True)
+            finally:
+                os.chdir(cwd)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "images":
         images(sys.argv[2])
+    elif sys.argv[1] == "pages":
+        pages(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1] == "ranges":
+        ranges(*sys.argv[2:])
     else:
         run(*sys.argv[2:5])
