@@ -123,7 +123,8 @@ def test_kl_ranges_of_model_inputs_equal_the_vendors(name):
     bins = amax / calibration.KL_BINS
     assert affine_range(*ranges["x"]) == pytest.approx(VENDOR_KL_INPUT_RANGES[name],
                                                        abs=VENDOR_KL_INPUT_NEAR.get(name, 1e-3) * bins)
-    assert affine_range(*ranges["y"]) == pytest.approx(VENDOR_KL_RANGES[name], abs=VENDOR_KL_NEAR.get(name, 1e-3) * bins)
+    assert affine_range(*ranges["y"]) == pytest.approx(VENDOR_KL_RANGES[name],
+                                                       abs=VENDOR_KL_NEAR.get(name, 1e-3) * bins)
 
 
 @pytest.mark.parametrize("name", sorted(VENDOR_KL_RANGES))

@@ -13,8 +13,9 @@ right padding that normalises to 0) and writes ``OUT/calib*.npy`` (8, the calibr
 set) and ``OUT/test*.npy`` (8).  ``run`` builds the model with each algorithm
 (rk3588, mean = std = 127.5, input fixed to [1, 3, 48, 192]), runs the 8 test lines on
 the toolkit's simulator, compares with onnxruntime float (top-1 and cosine), and copies
-(the calibration arrays go to the dataset in NCHW, as the vendor wants npy
-files in model layout) and copies the ``.quantization.cfg`` of ``hybrid_quantization_step1`` to ``OUT/<toolkit>_<algo>.cfg``.
+the ``.quantization.cfg`` of ``hybrid_quantization_step1`` to
+``OUT/<toolkit>_<algo>.cfg``.  The calibration arrays go to the dataset in NCHW: the
+vendor wants npy files in model layout.
 
 The det and rec models are compared by their calibrated ranges only::
 
@@ -142,6 +143,12 @@ def pages(out, height, width):
         np.save(os.path.join(out, f"calib{k}.npy"), np.asarray(img, np.float32))
 
 
+def _three(text):
+    """``"127.5"`` or ``"1,2,3"`` -> three floats."""
+    values = [float(v) for v in text.split(",")]
+    return values * 3 if len(values) == 1 else values
+
+
 def ranges(out, model, which, height, width, mean, std, algos):
     """``hybrid_quantization_step1`` only, each algorithm: copies the cfg to
     ``OUT/<toolkit>_<algo>.cfg``."""
@@ -162,8 +169,7 @@ def ranges(out, model, which, height, width, mean, std, algos):
                         f.write(f"c{k}.npy\n")
                 with contextlib.redirect_stdout(io.StringIO()):
                     rknn = RKNN(verbose=False)
-                    rknn.config(mean_values=[[float(mean)] * 3] if "," not in mean else [[float(v) for v in mean.split(",")]],
-                                std_values=[[float(std)] * 3] if "," not in std else [[float(v) for v in std.split(",")]],
+                    rknn.config(mean_values=[_three(mean)], std_values=[_three(std)],
                                 target_platform="rk3588", quantized_algorithm=algo)
                     assert rknn.load_onnx(model, inputs=["x"], input_size_list=[[1, 3, int(height), int(width)]]) == 0
                     assert rknn.hybrid_quantization_step1(dataset="dataset.txt") == 0
