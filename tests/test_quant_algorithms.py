@@ -534,3 +534,21 @@ def test_activation_bounds_need_every_consumer_flat_there():
     g = activation_graph("hardsigmoid")
     g.outputs.append("m")  # a graph output keeps its whole range
     assert activation_input_bounds(g) == {}
+
+
+#: The HardSwish harness with ``x -> Conv, Conv -> Add -> m -> Relu -> h -> Conv`` on
+#: ``2 * N(0, 1)`` (default_rng(5), 4 samples of 64x64): ``m`` gets ``h``'s range.
+VENDOR_RELU_INPUT = {"normal": (0.0, 7.509181022644043), "kl_divergence": (0.0, 6.6181990946643054)}
+
+
+@pytest.mark.parametrize("algorithm", ["normal", "kl_divergence"])
+def test_relu_inputs_take_the_relu_output_range(algorithm):
+    rng = np.random.default_rng(5)
+    samples = [[(2.0 * rng.standard_normal((1, 1, 64, 64))).astype(np.float32)] for _ in range(4)]
+    half = {"half": np.array(0.5, np.float32)}
+    graph = Graph([Node("Mul", "c1", ["x", "half"], ["p"]), Node("Mul", "c2", ["x", "half"], ["q"]),
+                   Node("Add", "add", ["p", "q"], ["m"]), Node("Relu", "relu", ["m"], ["h"]),
+                   Node("Identity", "out", ["h"], ["y"])], ["x"], ["y"], half)
+    ranges = calibrate(graph, samples, algorithm=algorithm)
+    assert ranges["m"] == ranges["h"]
+    assert affine_range(*ranges["m"]) == pytest.approx(VENDOR_RELU_INPUT[algorithm], abs=1e-5)

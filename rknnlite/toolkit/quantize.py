@@ -100,7 +100,8 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
     float node output.  ``normal`` gives the min/max; ``mmse`` and ``kl_divergence``
     run the samples a second time (``kl_divergence`` ranges each sample of a graph input on
     its own and unites the ranges, as the vendor does).  Tensors feeding only HardSwish or
-    HardSigmoid are then clamped (:func:`bound_activation_inputs`).  Tensors holding NaN
+    HardSigmoid are then clamped, and a tensor feeding only a Relu takes the Relu output's
+    range (:func:`bound_activation_inputs`).  Tensors holding NaN
     or infinities are left out.
     ``progress`` shows a tqdm bar per pass on stderr (when it is a terminal and tqdm is
     installed).  ``custom_ops``: the registered custom operator objects the graph's
@@ -135,7 +136,9 @@ def activation_input_bounds(graph: Graph) -> Dict[str, Tuple[float, float]]:
     with or without the ``/ 6``): the interval outside which those consumers are flat,
     ``[-beta / alpha, (1 - beta) / alpha]`` for HardSigmoid, ``[-3, inf]`` for
     HardSwish (also when the optimizer has made ``ChannelAffine(scale 1, shift 3)`` with a
-    fused ``Clip(0, 6)`` of the Add and Clip).  Graph outputs get no bound.  RKNN-Toolkit2 2.5.0 clamps the calibrated
+    fused ``Clip(0, 6)`` of the Add and Clip).  (The vendor also clamps Sigmoid inputs to
+    ``[-7, 7]`` and Tanh inputs to ``[-3.2, 3.2]``; not done here yet, see
+    ``docs/vendor-examples.md``.)  Graph outputs get no bound.  RKNN-Toolkit2 2.5.0 clamps the calibrated
     range of such tensors to that interval under every algorithm (``docs/vendor-examples.md``)."""
     consumers: Dict[str, List] = {}
     for node in graph.nodes:
@@ -195,6 +198,7 @@ def activation_input_bounds(graph: Graph) -> Dict[str, Tuple[float, float]]:
             elif node.op == "HardSwish":
                 lo = max(lo, -3.0)
                 covered.add(id(node))
+
             else:
                 parts = swish_parts(x, node)
                 if parts:
@@ -207,8 +211,19 @@ def activation_input_bounds(graph: Graph) -> Dict[str, Tuple[float, float]]:
 
 def bound_activation_inputs(graph: Graph, ranges: Mapping[str, Tuple[float, float]]) -> Dict[str, Tuple[float, float]]:
     """``ranges`` (a new dict) with each range of :func:`activation_input_bounds` clamped to
-    its bound (a range entirely outside the bound is left as it is)."""
+    its bound (a range entirely outside the bound is left as it is), and the range of a
+    tensor whose only consumer is a Relu replaced by the Relu output's (what the vendor
+    writes for it: it fuses the Relu into the producer)."""
     out = dict(ranges)
+    outputs = set(graph.outputs)
+    consumers: Dict[str, List] = {}
+    for node in graph.nodes:
+        for name in set(node.inputs):
+            consumers.setdefault(name, []).append(node)
+    for name, nodes in consumers.items():  # a Relu's input takes the Relu's output range
+        if len(nodes) == 1 and nodes[0].op == "Relu" and name in out and name not in outputs \
+                and nodes[0].outputs[0] in out:
+            out[name] = out[nodes[0].outputs[0]]
     for name, (blo, bhi) in activation_input_bounds(graph).items():
         if name in out:
             lo, hi = out[name]
