@@ -212,17 +212,18 @@ def activation_input_bounds(graph: Graph) -> Dict[str, Tuple[float, float]]:
 def bound_activation_inputs(graph: Graph, ranges: Mapping[str, Tuple[float, float]]) -> Dict[str, Tuple[float, float]]:
     """``ranges`` (a new dict) with each range of :func:`activation_input_bounds` clamped to
     its bound (a range entirely outside the bound is left as it is), and the range of a
-    tensor whose only consumer is a Relu replaced by the Relu output's (what the vendor
-    writes for it: it fuses the Relu into the producer)."""
+    tensor (not a model input) whose only consumer is a Relu replaced by the Relu output's
+    (what the vendor writes for it: it fuses the Relu into the producer)."""
     out = dict(ranges)
     outputs = set(graph.outputs)
     consumers: Dict[str, List] = {}
     for node in graph.nodes:
         for name in set(node.inputs):
             consumers.setdefault(name, []).append(node)
+    inputs = set(graph.inputs)  # the model's inputs are not fused: they keep their range
     for name, nodes in consumers.items():  # a Relu's input takes the Relu's output range
         if len(nodes) == 1 and nodes[0].op == "Relu" and name in out and name not in outputs \
-                and nodes[0].outputs[0] in out:
+                and name not in inputs and nodes[0].outputs[0] in out:
             out[name] = out[nodes[0].outputs[0]]
     for name, (blo, bhi) in activation_input_bounds(graph).items():
         if name in out:
