@@ -18,21 +18,24 @@ asymmetric int8 ``scale`` and ``zero_point`` (``scale = (hi - lo) / 255``,
   ``2 ** (j / 128)``, ``j = -8 .. 8``, around its best value (never beyond the
   ``normal`` range).  The 1/16 floor keeps every candidate's quantization step at
   least ~2 histogram bins wide, where bin-centre errors are a good estimate.
-* ``kl_divergence`` (:func:`kl_range`): a second pass accumulates a histogram of
-  ``|x|`` (:data:`KL_BINS` equal bins over ``[0, max(-lo, hi)]``).  For every candidate
-  threshold ``T`` at a bin edge ``i`` the reference distribution ``P`` is the histogram
-  up to ``T`` with everything beyond folded into its last bin (exact zeros are left
-  out of the histogram: 0 is on every candidate's grid), and ``Q`` is ``P`` as the
-  int8 grid sees it: the bins below ``T`` merged into as many groups as quantization
-  steps cover ``[0, T]`` (``255 * T / (min(hi, T) + min(-lo, T))``: 128 for a symmetric
-  tensor, 255 for a one-sided one), each group's count spread evenly over its
-  non-empty bins (a last group holding only the folded outliers gets a pseudo-count of
-  one observation, so thresholds in a gap before isolated outliers stay candidates).
-  The ``T`` with the smallest ``KL(P || Q)`` wins (thresholds below as many bins as
-  groups are not tried) and the range is ``[max(lo, -T), min(hi, T)]``.
-  All candidates are evaluated at once from cumulative sums (no Python loop per
-  threshold).  A tensor with fewer than :data:`KL_MIN_VALUES` nonzero values over the
-  whole dataset keeps its ``normal`` range.
+* ``kl_divergence`` (:func:`kl_range`): RKNN-Toolkit2 2.5.0's rule, established by
+  experiment (``docs/vendor-examples.md``).  A second pass accumulates a histogram of
+  ``|x|`` (:data:`KL_BINS` = 1024 equal bins over ``[0, max(-lo, hi)]``); bin 0 (exact
+  zeros and whatever rounds to zero) takes no part.  Of the remaining bins, each
+  candidate ``t = 128 .. 1022`` keeps the first ``t`` as the reference distribution
+  ``P``, everything beyond folded into its last bin.  ``Q`` merges those ``t`` bins
+  (outliers excluded) into :data:`KL_TARGET_BINS` groups of ``t // 128`` bins, the last
+  group taking the remainder, and gives every bin of a group the group's count divided
+  by its number of non-empty bins; the last bin of ``P`` is left out of that spreading.
+  Empty bins of either distribution count :data:`KL_EPS`; both are normalised and the
+  ``t`` with the smallest ``KL(P || Q)`` gives the threshold ``T = (t + 1.5) * width``
+  (the centre of the first bin beyond ``P``), the range being
+  ``[max(lo, -T), min(hi, T)]``.  When even the smallest divergence exceeds
+  :data:`KL_MAX_DIVERGENCE` (a spike in a low bin, a histogram with every other bin
+  empty) the tensor keeps its ``normal`` range.  All candidates are evaluated at once
+  from cumulative sums (no Python loop per threshold).  The model's inputs are the
+  exception (:class:`SampleKLObserver`): each calibration sample is ranged on its own and
+  the input's range is the union.
 
 A tensor whose values are all equal keeps its ``normal`` range under every algorithm.
 """
@@ -47,13 +50,16 @@ __all__ = [
     "ALGORITHMS",
     "MMSE_BINS",
     "KL_BINS",
-    "KL_MIN_VALUES",
+    "KL_TARGET_BINS",
+    "KL_EPS",
+    "KL_MAX_DIVERGENCE",
     "QMIN",
     "QMAX",
     "affine_params",
     "quantize_dequantize",
     "MinMaxObserver",
     "HistogramObserver",
+    "SampleKLObserver",
     "histogram",
     "mmse_range",
     "kl_range",
@@ -65,11 +71,14 @@ ALGORITHMS = ("normal", "mmse", "kl_divergence")
 #: Histogram bins of the ``mmse`` search (over the tensor's ``normal`` range).
 MMSE_BINS = 8192
 #: Histogram bins of ``|x|`` for ``kl_divergence``.
-KL_BINS = 2048
-#: ``kl_divergence`` keeps the min/max of a tensor with fewer nonzero values over the
-#: whole dataset (e.g. the logits of a classifier on a few samples): a histogram that
-#: sparse does not describe a distribution.
-KL_MIN_VALUES = KL_BINS
+KL_BINS = 1024
+#: Groups the candidate distributions are merged into (the int8 levels of ``[0, T]``).
+KL_TARGET_BINS = 128
+#: Stand-in for an empty bin of either distribution.
+KL_EPS = 1e-4
+#: ``kl_divergence`` keeps the min/max of a tensor whose best divergence is larger (the
+#: vendor's boundary, observed in this module's divergences, lies between 0.1021 and 0.1034).
+KL_MAX_DIVERGENCE = 0.1027
 QMIN, QMAX = -128, 127
 _LEVELS = QMAX - QMIN  # 255 steps
 
@@ -163,11 +172,7 @@ class HistogramObserver:
             return
         bins = KL_BINS if self.algorithm == "kl_divergence" else MMSE_BINS
         if self.algorithm == "kl_divergence":
-            counts = histogram(np.abs(value), lo, hi, bins)
-            # Exact zeros (Relu outputs, padding) sit on every candidate's grid: they are
-            # no evidence for or against a threshold, and as a spike in the first bin
-            # they would push KL towards narrow ranges.
-            counts[0] -= value.size - np.count_nonzero(value)
+            counts = histogram(np.abs(value), lo, hi, bins)  # bin 0 is ignored by kl_curve
         else:
             counts = histogram(value, lo, hi, bins)
         if name in self._hist:
@@ -185,11 +190,40 @@ class HistogramObserver:
                 out[name] = (lo, hi)
             elif self.algorithm == "mmse":
                 out[name] = mmse_range(counts, min(lo, 0.0), max(hi, 0.0))
-            elif counts.sum() < KL_MIN_VALUES:
-                out[name] = (lo, hi)
             else:
                 out[name] = kl_range(counts, lo, hi)
         return out
+
+
+class SampleKLObserver:
+    """``kl_divergence`` of the model's inputs, as RKNN-Toolkit2 2.5.0 does it: every
+    calibration array gets its own :func:`kl_range` (a histogram over its own ``|x|``
+    maximum) and a tensor's range is the union of those.  Tensors that ever hold NaN or an
+    infinity are left out."""
+
+    def __init__(self):
+        self._ranges: Dict[str, Tuple[float, float]] = {}
+        self._bad = set()
+
+    def add(self, name: str, value: np.ndarray) -> None:
+        """Account for one float array (not kept)."""
+        if name in self._bad or value.size == 0:
+            return
+        lo, hi = float(np.min(value)), float(np.max(value))
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            self._bad.add(name)
+            return
+        amax = max(-lo, hi, 0.0)
+        if amax > 0 and lo != hi:
+            lo, hi = kl_range(histogram(np.abs(value), 0.0, amax, KL_BINS), lo, hi)
+        if name in self._ranges:
+            old = self._ranges[name]
+            lo, hi = min(old[0], lo), max(old[1], hi)
+        self._ranges[name] = (lo, hi)
+
+    def ranges(self) -> Dict[str, Tuple[float, float]]:
+        """``{tensor: (lo, hi)}`` in first-seen order (a new dict)."""
+        return {n: r for n, r in self._ranges.items() if n not in self._bad}
 
 
 # -- mmse --------------------------------------------------------------------------------------
@@ -245,69 +279,67 @@ def mmse_range(counts: np.ndarray, lo: float, hi: float) -> Tuple[float, float]:
 
 
 def kl_range(counts: np.ndarray, lo: float, hi: float) -> Tuple[float, float]:
-    """The range chosen by KL divergence for the histogram ``counts`` of ``|x|`` (equal
-    bins over ``[0, max(-lo, hi)]``) of a tensor whose values span ``[lo, hi]``: the
-    threshold ``T`` of :func:`kl_curve` with the smallest divergence gives
-    ``[max(lo, -T), min(hi, T)]`` (``[lo, hi]`` itself for an empty histogram)."""
+    """The range chosen by KL divergence for the histogram ``counts`` (:data:`KL_BINS` equal
+    bins of ``|x|`` over ``[0, max(-lo, hi)]``) of a tensor whose values span ``[lo, hi]``:
+    the threshold ``T`` of :func:`kl_curve` with the smallest divergence gives
+    ``[max(lo, -T), min(hi, T)]``.  ``[lo, hi]`` itself when no threshold is tried (an
+    empty histogram) or when even the best divergence exceeds :data:`KL_MAX_DIVERGENCE`."""
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
     thresholds, kl = kl_curve(counts, lo, hi)
     if len(thresholds) == 0:
         return lo, hi
-    best = float(thresholds[int(np.argmin(kl))])
+    k = int(np.argmin(kl))
+    if not kl[k] <= KL_MAX_DIVERGENCE:
+        return lo, hi
+    best = float(thresholds[k])
     return max(lo, -best), min(hi, best)
 
 
 def kl_curve(counts: np.ndarray, lo: float, hi: float) -> Tuple[np.ndarray, np.ndarray]:
-    """``(thresholds, divergences)``: ``KL(P || Q)`` for every candidate threshold (bin
-    edge) of the ``|x|`` histogram ``counts``; see the module docstring.  Divergences
-    are finite: where ``Q`` would have no mass for ``P``'s folded outliers (a gap of empty
-    bins before them) it gets a pseudo-count of one observation.  Both arrays are empty
-    when the histogram is empty or the range is ``[0, 0]``."""
+    """``(thresholds, divergences)`` of the ``|x|`` histogram ``counts`` (equal bins over
+    ``[0, max(-lo, hi)]``), one pair per candidate; see the module docstring for the
+    definition.  Both arrays are empty when the histogram is too short, empty, or the
+    range is ``[0, 0]``."""
     h = np.asarray(counts, np.float64)
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
     amax = max(-lo, hi)
-    n = len(h)
-    total = h.sum()
-    if not amax > 0 or total == 0:
+    g = KL_TARGET_BINS
+    d = h[1:]  # bin 0 (zeros and the values that quantize to zero) takes no part
+    n = len(d)
+    if not amax > 0 or d.sum() == 0 or n <= g:
         return np.zeros(0), np.zeros(0)
-    width = amax / n
-    ch = np.concatenate([[0.0], np.cumsum(h)])
-    cn = np.concatenate([[0], np.cumsum(h > 0)])
-    hlogh = np.where(h > 0, h * np.log(np.where(h > 0, h, 1.0)), 0.0)
-    cl = np.concatenate([[0.0], np.cumsum(hlogh)])
+    width = amax / len(h)
+    eps = KL_EPS
+    log_eps = np.log(eps)
+    ch = np.concatenate([[0.0], np.cumsum(d)])
+    cn = np.concatenate([[0], np.cumsum(d > 0)])
+    dlogd = np.where(d > 0, d * np.log(np.where(d > 0, d, 1.0)), 0.0)
+    cl = np.concatenate([[0.0], np.cumsum(dlogd)])
+    total = ch[-1]
 
-    i = np.arange(1, n + 1)  # candidate thresholds at bin edges: T = i * width
-    t = i * width
-    groups = np.rint(_LEVELS * t / (np.minimum(hi, t) + np.minimum(-lo, t))).astype(np.int64)
-    groups = np.maximum(groups, 1)
-    valid = i >= groups
-    i, t, groups = i[valid], t[valid], groups[valid]
-    if len(i) == 0:
-        return np.zeros(0), np.zeros(0)
+    t = np.arange(g, n)  # P holds the first t bins of d, the last one with the outliers
+    m = t // g
+    last = ch[n] - ch[t - 1]  # P's last bin
+    last_e = np.where(last > 0, last, eps)
+    empty = (t - 1) - cn[t - 1]  # empty bins of P before its last one
+    p_sum = total + eps * (empty + (last == 0))
+    p_log_p = cl[t - 1] + empty * eps * log_eps + last_e * np.log(last_e)
 
-    # P: h[:i] with the outliers (beyond T) added to bin i-1.  Q: per group of bins, the
-    # group's count of h[:i] spread evenly over the group's bins where P > 0.  With S_g
-    # the group counts, N_g their non-empty bins and PS_g the P mass per group:
-    # KL = (sum P log P - sum_g PS_g log(S_g / N_g)) / total - log(total) + log(total - outliers).
-    outliers = total - ch[i]
-    last = h[i - 1] + outliers
-    p_log_p = cl[i - 1] + np.where(last > 0, last * np.log(np.where(last > 0, last, 1.0)), 0.0)
-
-    gmax = int(groups.max())
-    k = np.arange(gmax + 1)[None, :]
-    bounds = np.floor(np.minimum(k, groups[:, None]) * i[:, None] / groups[:, None]).astype(np.int64)
-    s = ch[bounds[:, 1:]] - ch[bounds[:, :-1]]
-    nz = (cn[bounds[:, 1:]] - cn[bounds[:, :-1]]).astype(np.float64)
-    is_last = np.arange(gmax)[None, :] == (groups - 1)[:, None]
-    nz += is_last * ((h[i - 1] == 0) & (outliers > 0))[:, None]
-    ps = s + is_last * outliers[:, None]
-    # A last group with no count below T but the folded outliers: Q gets a pseudo-count
-    # of one observation there (not an infinite divergence, which would forbid every
-    # threshold inside a gap between the bulk and isolated outliers).
-    s = np.where((ps > 0) & (s == 0), 1.0, s)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_q = np.where(s > 0, np.log(np.where(s > 0, s, 1.0)) - np.log(np.where(nz > 0, nz, 1.0)), 0.0)
-        p_log_q = (ps * log_q).sum(axis=1)
-        q_total = s.sum(axis=1)
-        kl = (p_log_p - p_log_q) / total - np.log(total) + np.log(q_total)
-    return t, kl
+    # Q: group j covers m bins from j * m (the last group: to t); its count (outliers
+    # excluded) is spread over the group's non-empty bins, and every bin of the group
+    # gets that share.  The last bin of P is not part of the spreading: Q is eps there.
+    j = np.arange(g)[None, :]
+    a = j * m[:, None]
+    is_last = j == g - 1
+    b_sum = np.where(is_last, t[:, None], a + m[:, None])
+    b = np.where(is_last, (t - 1)[:, None], a + m[:, None])
+    s = ch[b_sum] - ch[a]
+    nz = (cn[b] - cn[a]).astype(np.float64)
+    bins = (b - a).astype(np.float64)
+    ok = (nz > 0) & (s > 0)
+    share = np.where(ok, s / np.where(nz > 0, nz, 1.0), eps)
+    p_mass = (ch[b] - ch[a]) + (bins - nz) * eps  # P's mass over the group, empty bins at eps
+    p_log_q = np.where(ok, p_mass * np.log(share), bins * eps * log_eps).sum(axis=1) + last_e * log_eps
+    q_sum = (bins * share).sum(axis=1) + eps
+    kl = (p_log_p - p_log_q) / p_sum - np.log(p_sum) + np.log(q_sum)
+    return (t + 1.5) * width, kl

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..model.graph import Graph
 from ..model.spec import QuantParams
-from .calibration import ALGORITHMS, QMAX, HistogramObserver, MinMaxObserver, affine_params
+from .calibration import ALGORITHMS, QMAX, HistogramObserver, MinMaxObserver, SampleKLObserver, affine_params
 from .dataset import DatasetError, read_dataset
 
 __all__ = [
@@ -42,6 +42,8 @@ __all__ = [
     "normalise",
     "graph_feeds",
     "calibrate",
+    "activation_input_bounds",
+    "bound_activation_inputs",
     "activation_params",
     "weight_params",
     "weight_axis",
@@ -96,7 +98,11 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
     range chosen by ``algorithm`` (see :mod:`rknnlite.toolkit.calibration`) for every
     float graph input (after ``preprocess``: per input ``(mean, std)`` or None) and every
     float node output.  ``normal`` gives the min/max; ``mmse`` and ``kl_divergence``
-    run the samples a second time.  Tensors holding NaN or infinities are left out.
+    run the samples a second time (``kl_divergence`` ranges each sample of a graph input on
+    its own and unites the ranges, as the vendor does).  Tensors feeding only HardSwish or
+    HardSigmoid are then clamped, and a tensor feeding only a Relu takes the Relu output's
+    range (:func:`bound_activation_inputs`).  Tensors holding NaN
+    or infinities are left out.
     ``progress`` shows a tqdm bar per pass on stderr (when it is a terminal and tqdm is
     installed).  ``custom_ops``: the registered custom operator objects the graph's
     custom nodes run with (``RKNN.reg_custom_op``).
@@ -109,11 +115,123 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
     first = MinMaxObserver()
     _run_pass(graph, samples, preprocess, first.add, _bar(progress, 1, passes), custom_ops)
     ranges = first.ranges()
-    if algorithm == "normal":
-        return ranges
-    second = HistogramObserver(ranges, algorithm)
-    _run_pass(graph, samples, preprocess, second.add, _bar(progress, 2, passes), custom_ops)
-    return second.ranges()
+    if algorithm != "normal":
+        second = HistogramObserver(ranges, algorithm)
+        observe = second.add
+        if algorithm == "kl_divergence":  # the model's inputs: per sample, then united
+            inputs, per_sample = set(graph.inputs), SampleKLObserver()
+
+            def observe(name, value):
+                (per_sample if name in inputs else second).add(name, value)
+        _run_pass(graph, samples, preprocess, observe, _bar(progress, 2, passes), custom_ops)
+        ranges = second.ranges()
+        if algorithm == "kl_divergence":
+            ranges.update((n, r) for n, r in per_sample.ranges().items() if n in ranges)
+    return bound_activation_inputs(graph, ranges)
+
+
+def activation_input_bounds(graph: Graph) -> Dict[str, Tuple[float, float]]:
+    """``{tensor: (lo, hi)}`` for tensors whose every consumer is a HardSigmoid or a
+    HardSwish (the ``HardSwish`` op, or ``x * Clip(x + 3, 0, 6)`` as Paddle exports it,
+    with or without the ``/ 6``): the interval outside which those consumers are flat,
+    ``[-beta / alpha, (1 - beta) / alpha]`` for HardSigmoid, ``[-3, inf]`` for
+    HardSwish (also when the optimizer has made ``ChannelAffine(scale 1, shift 3)`` with a
+    fused ``Clip(0, 6)`` of the Add and Clip).  (The vendor also clamps Sigmoid inputs to
+    ``[-7, 7]`` and Tanh inputs to ``[-3.2, 3.2]``; not done here yet, see
+    ``docs/vendor-examples.md``.)  Graph outputs get no bound.  RKNN-Toolkit2 2.5.0 clamps the calibrated
+    range of such tensors to that interval under every algorithm (``docs/vendor-examples.md``)."""
+    consumers: Dict[str, List] = {}
+    for node in graph.nodes:
+        for name in set(node.inputs):
+            if name:
+                consumers.setdefault(name, []).append(node)
+
+    def scalar(node, index, attr):
+        if index < len(node.inputs) and node.inputs[index] in graph.constants:
+            v = np.asarray(graph.constants[node.inputs[index]])
+            return float(v.reshape(-1)[0]) if v.size == 1 else None
+        return float(node.attrs[attr]) if attr in node.attrs else None
+
+    def const_all(name, value):
+        v = graph.constants.get(name)
+        return v is not None and np.asarray(v).size > 0 and bool(np.all(np.asarray(v) == value))
+
+    def swish_parts(x, node):
+        """The nodes of ``x * Clip(x + 3, 0, 6)`` starting at ``node`` (the Add, or the
+        ChannelAffine with a fused Clip the optimizer makes of Add + Clip), or None."""
+        if node.op == "Add" and len(node.inputs) == 2:
+            other = node.inputs[1] if node.inputs[0] == x else node.inputs[0]
+            if not const_all(other, 3.0) or np.asarray(graph.constants[other]).size != 1:
+                return None
+            clip = consumers.get(node.outputs[0], [])
+            if len(clip) != 1 or clip[0].op != "Clip" or scalar(clip[0], 1, "min") != 0.0 \
+                    or scalar(clip[0], 2, "max") != 6.0:
+                return None
+            head, clipped = [node, clip[0]], clip[0].outputs[0]
+        elif node.op == "ChannelAffine" and node.inputs[0] == x and len(node.inputs) == 3:
+            if not (const_all(node.inputs[1], 1.0) and const_all(node.inputs[2], 3.0)
+                    and node.attrs.get("_activation") == "Clip"
+                    and node.attrs.get("_activation_min") == 0.0 and node.attrs.get("_activation_max") == 6.0):
+                return None
+            head, clipped = [node], node.outputs[0]
+        else:
+            return None
+        mul = consumers.get(clipped, [])
+        if len(mul) != 1 or mul[0].op != "Mul" or x not in mul[0].inputs:
+            return None
+        return head + [mul[0]]
+
+    bounds: Dict[str, Tuple[float, float]] = {}
+    outputs = set(graph.outputs)
+    for x, nodes in consumers.items():
+        if x in outputs:
+            continue
+        lo, hi = -np.inf, np.inf
+        covered = set()
+        for node in nodes:
+            if node.op == "HardSigmoid":
+                alpha, beta = float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))
+                if alpha <= 0:
+                    break
+                lo, hi = max(lo, -beta / alpha), min(hi, (1.0 - beta) / alpha)
+                covered.add(id(node))
+            elif node.op == "HardSwish":
+                lo = max(lo, -3.0)
+                covered.add(id(node))
+
+            else:
+                parts = swish_parts(x, node)
+                if parts:
+                    lo = max(lo, -3.0)
+                    covered.update(id(n) for n in parts)
+        if covered and all(id(n) in covered for n in nodes) and lo < hi:
+            bounds[x] = (lo, hi)
+    return bounds
+
+
+def bound_activation_inputs(graph: Graph, ranges: Mapping[str, Tuple[float, float]]) -> Dict[str, Tuple[float, float]]:
+    """``ranges`` (a new dict) with each range of :func:`activation_input_bounds` clamped to
+    its bound (a range entirely outside the bound is left as it is), and the range of a
+    tensor (not a model input) whose only consumer is a Relu replaced by the Relu output's
+    (what the vendor writes for it: it fuses the Relu into the producer)."""
+    out = dict(ranges)
+    outputs = set(graph.outputs)
+    consumers: Dict[str, List] = {}
+    for node in graph.nodes:
+        for name in set(node.inputs):
+            consumers.setdefault(name, []).append(node)
+    inputs = set(graph.inputs)  # the model's inputs are not fused: they keep their range
+    for name, nodes in consumers.items():  # a Relu's input takes the Relu's output range
+        if len(nodes) == 1 and nodes[0].op == "Relu" and name in out and name not in outputs \
+                and name not in inputs and nodes[0].outputs[0] in out:
+            out[name] = out[nodes[0].outputs[0]]
+    for name, (blo, bhi) in activation_input_bounds(graph).items():
+        if name in out:
+            lo, hi = out[name]
+            lo, hi = max(lo, blo), min(hi, bhi)
+            if lo <= hi:
+                out[name] = (lo, hi)
+    return out
 
 
 def _run_pass(graph: Graph, samples: Iterable[Sequence[np.ndarray]], preprocess,
