@@ -23,16 +23,19 @@ from rknnlite.toolkit import RKNN  # noqa: E402
 from rknnlite.model.spec import QuantParams  # noqa: E402
 from rknnlite.toolkit.hybrid import HybridError, collapsed_channels, read_cfg  # noqa: E402
 
-RNG = np.random.default_rng(41)
+SEED = 41
 CLASSES, BOXES = 12, 4
+#: how far the class scores of a head kept in float16 may be from float: its input is still
+#: int8 (0.022 on this model); plain int8 puts them on one or two codes, up to ~1 away
+SCORE_TOL = 0.03
 
 
-def _head_onnx(path) -> str:
+def _head_onnx(path, rng) -> str:
     """x (1, 3, 8, 8) -> Conv 3->16 Relu -> [Conv 16->4 (x 200, pixels), Sigmoid(Conv 16->12)] -> Concat
     -> Reshape (1, 16, 64): ``output0``."""
-    w1 = (RNG.standard_normal((16, 3, 3, 3)) * 0.5).astype(np.float32)
-    wb = (RNG.standard_normal((BOXES, 16, 1, 1)) * 0.3).astype(np.float32)
-    wc = (RNG.standard_normal((CLASSES, 16, 1, 1)) * 0.3).astype(np.float32)
+    w1 = (rng.standard_normal((16, 3, 3, 3)) * 0.5).astype(np.float32)
+    wb = (rng.standard_normal((BOXES, 16, 1, 1)) * 0.3).astype(np.float32)
+    wc = (rng.standard_normal((CLASSES, 16, 1, 1)) * 0.3).astype(np.float32)
     nodes = [
         helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["feat"]),
@@ -58,12 +61,14 @@ def _head_onnx(path) -> str:
 @pytest.fixture()
 def workdir(tmp_path, monkeypatch):
     """A scratch directory as the current one (step1 writes there), with the model and a
-    4-sample dataset."""
+    4-sample dataset, the same in every test (a seeded generator of its own, so that no test's
+    figures depend on which tests ran before it)."""
     monkeypatch.chdir(tmp_path)
-    _head_onnx(tmp_path / "head.onnx")
+    rng = np.random.default_rng(SEED)
+    _head_onnx(tmp_path / "head.onnx", rng)
     lines = []
     for i in range(4):
-        np.save(tmp_path / f"s{i}.npy", RNG.standard_normal((1, 3, 8, 8)).astype(np.float32))
+        np.save(tmp_path / f"s{i}.npy", rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
         lines.append(f"s{i}.npy")
     (tmp_path / "dataset.txt").write_text("\n".join(lines) + "\n")
     return tmp_path
@@ -129,7 +134,7 @@ def test_auto_hybrid_keeps_the_destroyed_output_in_float16(workdir, caplog):
     assert any("Meet hybrid type, dtype: float16, tensor: output0" in r.getMessage() for r in caplog.records)
     ref = _float_reference(workdir / "head.onnx")
     y = _run(model, np.load(workdir / "s0.npy"))
-    assert np.abs(_class_scores(y) - _class_scores(ref)).max() < 0.02  # scores survive
+    assert np.abs(_class_scores(y) - _class_scores(ref)).max() < SCORE_TOL  # scores survive
     with rknnlite.Context(model) as ctx:
         assert ctx.outputs[0].type != rknnlite.TensorType.INT8
 
@@ -173,7 +178,7 @@ def test_step1_writes_the_three_files_and_step2_builds_the_edited_cfg(workdir, c
     y = rk2.inference(inputs=[np.load("s0.npy")], data_format="nchw")[0]
     rk2.release()
     ref = _float_reference(workdir / "head.onnx")
-    assert np.abs(_class_scores(y) - _class_scores(ref)).max() < 0.02
+    assert np.abs(_class_scores(y) - _class_scores(ref)).max() < SCORE_TOL
 
 
 def test_step1_proposal_and_custom_hybrid_prefill_the_cfg(workdir):
