@@ -42,7 +42,7 @@ A tensor whose values are all equal keeps its ``normal`` range under every algor
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Tuple
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -107,6 +107,18 @@ def quantize_dequantize(x, lo, hi) -> np.ndarray:
     return (q - zp) * scale
 
 
+def _finite_extrema(bad: set, name: str, value: np.ndarray) -> Optional[Tuple[float, float]]:
+    """``(min, max)`` of ``value`` for an observer, or None to skip it: an empty array, a
+    tensor already in ``bad``, or one holding NaN or an infinity (then added to ``bad``)."""
+    if name in bad or value.size == 0:
+        return None
+    lo, hi = float(np.min(value)), float(np.max(value))
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        bad.add(name)
+        return None
+    return lo, hi
+
+
 class MinMaxObserver:
     """Running minimum and maximum per tensor (the ``normal`` algorithm, and the first
     pass of the others).  Tensors that ever hold NaN or an infinity are left out."""
@@ -118,12 +130,10 @@ class MinMaxObserver:
 
     def add(self, name: str, value: np.ndarray) -> None:
         """Account for one float array (not kept)."""
-        if name in self._bad or value.size == 0:
+        extrema = _finite_extrema(self._bad, name, value)
+        if extrema is None:
             return
-        vmin, vmax = float(np.min(value)), float(np.max(value))
-        if not (np.isfinite(vmin) and np.isfinite(vmax)):
-            self._bad.add(name)
-            return
+        vmin, vmax = extrema
         self._lo[name] = min(self._lo.get(name, vmin), vmin)
         self._hi[name] = max(self._hi.get(name, vmax), vmax)
 
@@ -207,12 +217,10 @@ class SampleKLObserver:
 
     def add(self, name: str, value: np.ndarray) -> None:
         """Account for one float array (not kept)."""
-        if name in self._bad or value.size == 0:
+        extrema = _finite_extrema(self._bad, name, value)
+        if extrema is None:
             return
-        lo, hi = float(np.min(value)), float(np.max(value))
-        if not (np.isfinite(lo) and np.isfinite(hi)):
-            self._bad.add(name)
-            return
+        lo, hi = extrema
         amax = max(-lo, hi, 0.0)
         if amax > 0 and lo != hi:
             lo, hi = kl_range(histogram(np.abs(value), 0.0, amax, KL_BINS), lo, hi)
