@@ -1,0 +1,168 @@
+"""Tests a built wheel where it would run.
+
+* x86_64 glibc: a fresh venv of the build host's CPython of that version; pip installs the
+  wheel (its dependencies from the index) and the test requirements; then the core suite
+  (``packaging/core-tests.txt``) and ``rknnlite demo``.
+* aarch64 glibc: the Debian root of the version's suite (``debroot``), under qemu user-mode
+  emulation: ``chroot ROOT qemu-aarch64-static ...`` (no binfmt_misc needed). A fresh venv is
+  made inside the root by its own python3.X; pip installs the wheel with ``--no-index`` from a
+  wheelhouse downloaded on the host for that platform, so nothing compiles. The core suite runs
+  for the versions in ``--qemu-core``, import and ``rknnlite demo`` for every version.
+* musllinux: no musl interpreter can be had here (see packaging/README.md): not tested, so not
+  published.
+
+Every result is a dict: ``{"kind", "result": "passed"|"failed"|"not run", "summary",
+"interpreter"}``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import toolchain
+from targets import DEBIAN_ARCH, Target
+
+TEST_REQUIREMENTS = ["pytest>=7", "PyYAML>=5.4", "Pillow>=9", "tqdm>=4.60"]
+RUNTIME_REQUIREMENTS = ["numpy>=1.22", "cryptography>=41", "psutil>=5.8"]
+QEMU = "/usr/bin/qemu-aarch64-static"
+SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|error).*?)\s*=*$", re.M)
+
+
+def core_files(source: Path) -> list[str]:
+    """The core test files (``packaging/core-tests.txt``), as paths under ``source/tests``."""
+    names = []
+    for line in (source / "packaging" / "core-tests.txt").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            names.append(line)
+    return names
+
+
+def _summary(output: str) -> str:
+    found = SUMMARY.findall(output)
+    return found[-1][0] if found else output.strip().splitlines()[-1][:200] if output.strip() else ""
+
+
+def _outcome(kind: str, interpreter: str, steps) -> dict:
+    """Runs ``steps`` (callables returning output) in order; the first failure ends it."""
+    summary = ""
+    try:
+        for step in steps:
+            out = step()
+            summary = _summary(out) or summary
+    except subprocess.TimeoutExpired as exc:
+        return {"kind": kind, "result": "failed", "summary": f"timed out: {exc.cmd[-1]}",
+                "interpreter": interpreter}
+    except subprocess.CalledProcessError as exc:
+        return {"kind": kind, "result": "failed", "summary": _summary(exc.output or ""),
+                "interpreter": interpreter}
+    return {"kind": kind, "result": "passed", "summary": summary, "interpreter": interpreter}
+
+
+def test_x86_64(target: Target, wheel: Path, source: Path, cache: Path, log: Path) -> dict:
+    """Fresh venv of the host's CPython; core suite and demo."""
+    interpreter = toolchain.host_python(target.python)
+    if interpreter is None:
+        return {"kind": "core", "result": "not run", "summary": f"no CPython {target.python} here",
+                "interpreter": ""}
+    version = subprocess.run([interpreter, "--version"], capture_output=True, text=True).stdout.strip()
+    venv = cache / "test-venvs" / target.name
+    shutil.rmtree(venv, ignore_errors=True)
+    python = str(venv / "bin" / "python")
+    files = [str(source / "tests" / name) for name in core_files(source)]
+    scratch = cache / "test-cwd" / target.name
+    scratch.mkdir(parents=True, exist_ok=True)
+    return _outcome("core + demo", f"{version} ({interpreter})", [
+        lambda: toolchain.run([interpreter, "-m", "venv", str(venv)], log),
+        lambda: toolchain.run([python, "-m", "pip", "install", "-q",
+                               str(wheel), *TEST_REQUIREMENTS], log),
+        lambda: toolchain.run([str(venv / "bin" / "rknnlite"), "demo", "--runs", "2"], log, cwd=scratch),
+        lambda: toolchain.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files], log,
+                              cwd=scratch),
+    ])
+
+
+def _wheelhouse(target: Target, cache: Path, log: Path) -> Path:
+    """Binary wheels of the runtime and test requirements for the aarch64 target, downloaded
+    on the host (no compile under emulation)."""
+    dest = cache / "wheelhouse" / target.name
+    stamp = dest / ".complete"
+    if stamp.is_file():
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    toolchain.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
+                   "--platform", f"manylinux2014_{target.arch}", "--python-version", target.python,
+                   "--implementation", "cp", "-d", str(dest),
+                   *RUNTIME_REQUIREMENTS, *TEST_REQUIREMENTS], log)
+    stamp.touch()
+    return dest
+
+
+def _prepare_root(root: Path) -> None:
+    (root / "dev").mkdir(exist_ok=True)
+    for name, minor in (("null", 3), ("zero", 5), ("random", 8), ("urandom", 9)):
+        node = root / "dev" / name
+        if not node.exists():
+            subprocess.run(["mknod", "-m", "666", str(node), "c", "1", str(minor)], check=True)
+    for sub in ("proc", "tmp"):
+        (root / sub).mkdir(exist_ok=True)
+    os.chmod(root / "tmp", 0o1777)
+    shutil.copyfile(QEMU, root / "usr" / "bin" / "qemu-aarch64-static")
+    os.chmod(root / "usr" / "bin" / "qemu-aarch64-static", 0o755)
+
+
+def test_aarch64(target: Target, wheel: Path, source: Path, cache: Path, log: Path,
+                 core: bool, timeout: float) -> dict:
+    """Under qemu in the version's Debian arm64 root: fresh venv, pip install --no-index,
+    demo, and the core suite when ``core``."""
+    kind = "core + demo (qemu)" if core else "import + demo (qemu)"
+    if not Path(QEMU).is_file():
+        return {"kind": kind, "result": "not run", "interpreter": "",
+                "summary": f"{QEMU} missing (apt-get install qemu-user-static)"}
+    suite = target.debian_suite
+    root = toolchain.debian_root(suite, target.python, DEBIAN_ARCH[target.arch], cache, log)
+    _prepare_root(root)
+    house = _wheelhouse(target, cache, log)
+    inside = Path("/tmp") / f"rknnlite-{target.name}"
+    shutil.rmtree(root / inside.relative_to("/"), ignore_errors=True)
+    (root / inside.relative_to("/")).mkdir(parents=True)
+    shutil.copytree(house, root / inside.relative_to("/") / "wheels")
+    shutil.copy(wheel, root / inside.relative_to("/") / "wheels")
+    shutil.copytree(source / "tests", root / inside.relative_to("/") / "src" / "tests")
+    shutil.copytree(source / "packaging", root / inside.relative_to("/") / "src" / "packaging")
+    shutil.copytree(source / "examples", root / inside.relative_to("/") / "src" / "examples")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(inside), "LANG": "C.UTF-8"}
+
+    def guest(*argv: str) -> list[str]:
+        return ["chroot", str(root), "/usr/bin/qemu-aarch64-static", *argv]
+
+    python = str(inside / "venv" / "bin" / "python")
+    files = [str(inside / "src" / "tests" / name) for name in core_files(source)]
+    steps = [
+        lambda: toolchain.run(guest(f"/usr/bin/python{target.python}", "-m", "venv",
+                                    str(inside / "venv")), log, env=env, timeout=timeout),
+        lambda: toolchain.run(guest(python, "-m", "pip", "install", "-q", "--no-index",
+                                    "--find-links", str(inside / "wheels"), "rknnlite-runtime",
+                                    *TEST_REQUIREMENTS), log, env=env, timeout=timeout),
+        lambda: toolchain.run(guest(python, "-c", "import platform, rknnlite; print(platform.machine(), "
+                                    "rknnlite.__version__, rknnlite.__file__)"), log, env=env),
+        lambda: toolchain.run(guest(python, str(inside / "venv" / "bin" / "rknnlite"), "demo",
+                                    "--runs", "2"), log, env=env, timeout=timeout),
+    ]
+    if core:
+        steps.append(lambda: toolchain.run(guest(python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                                 *files), log, env=env, timeout=timeout))
+    version = (root / "usr" / "bin" / f"python{target.python}").resolve().name
+    subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
+    try:
+        outcome = _outcome(kind, f"Debian {suite} arm64 {version} under qemu", steps)
+    finally:
+        subprocess.run(["umount", str(root / "proc")], check=False)
+    if outcome["result"] == "passed" and not core:
+        outcome["summary"] = "imported and ran the demo"
+    return outcome

@@ -1,0 +1,147 @@
+"""The release wheels (packaging/build_wheels.sh): the manifest packaging/wheels.json, the
+metadata of the wheels in dist/, pyproject's classifiers and the README agree with one another
+and with rknnlite/_version.py."""
+
+from __future__ import annotations
+
+import email
+import hashlib
+import json
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rknnlite._version import __version__
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGING = ROOT / "packaging"
+MANIFEST = PACKAGING / "wheels.json"
+DIST = ROOT / "dist"
+
+sys.path.insert(0, str(PACKAGING / "wheels"))
+import manifest as manifest_io  # noqa: E402
+import targets  # noqa: E402
+
+
+def _pyproject() -> dict:
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        tomllib = pytest.importorskip("tomli")
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict:
+    return json.loads(MANIFEST.read_text())
+
+
+def _minor_range(first: str, last: str) -> list[str]:
+    major, lo = map(int, first.split("."))
+    hi = int(last.split(".")[1])
+    return [f"{major}.{m}" for m in range(lo, hi + 1)]
+
+
+def readme_pythons() -> list[str]:
+    """The supported-Python range the README states ("CPython 3.9–3.13")."""
+    found = re.findall(r"CPython (3\.\d+)[–-](3\.\d+)", (ROOT / "README.md").read_text())
+    assert found, "README.md states no 'CPython 3.X–3.Y' range"
+    assert len(set(found)) == 1, f"README.md states several ranges: {sorted(set(found))}"
+    return _minor_range(*found[0])
+
+
+def classifier_pythons() -> list[str]:
+    found = [c.rsplit(":: ", 1)[1] for c in _pyproject()["project"]["classifiers"]
+             if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)]
+    return sorted(found, key=lambda v: int(v.split(".")[1]))
+
+
+def test_manifest_version_is_the_package_version(manifest):
+    assert manifest["version"] == __version__
+    assert manifest["project"] == _pyproject()["project"]["name"]
+
+
+def test_one_list_of_pythons_everywhere(manifest):
+    pythons = list(targets.PYTHONS)
+    assert manifest["pythons"] == pythons
+    assert classifier_pythons() == pythons
+    assert readme_pythons() == pythons
+    assert _pyproject()["project"]["requires-python"] == f">={pythons[0]}"
+    selectors = _pyproject()["tool"]["cibuildwheel"]["build"].split()
+    assert selectors == [f"cp{v.replace('.', '')}-*" for v in pythons]
+
+
+def test_classifiers_name_the_platforms():
+    classifiers = set(_pyproject()["project"]["classifiers"])
+    assert "Operating System :: POSIX :: Linux" in classifiers
+    assert "Programming Language :: Python :: Implementation :: CPython" in classifiers
+
+
+def test_cibuildwheel_builds_the_same_platform_tags():
+    config = _pyproject()["tool"]["cibuildwheel"]
+    assert config["manylinux-x86_64-image"] == config["manylinux-aarch64-image"] == "manylinux2014"
+    assert config["musllinux-x86_64-image"] == config["musllinux-aarch64-image"] == "musllinux_1_2"
+    assert sorted(config["linux"]["archs"]) == sorted(targets.ARCHS)
+    assert set(targets.PLATFORM_TAG.values()) == {"manylinux_2_17", "musllinux_1_2"}
+
+
+def test_each_wheel_entry_is_consistent(manifest):
+    assert manifest["wheels"], "the manifest lists no wheel"
+    names = {t.name for t in targets.parse_selection("all")}
+    for name, wheel in manifest["wheels"].items():
+        assert name in names, name
+        cp = "cp" + wheel["python"].replace(".", "")
+        assert name.startswith(cp + "-")
+        assert wheel["python"] in manifest["pythons"]
+        assert wheel["file"].startswith(f"rknnlite_runtime-{manifest['version']}-{cp}-{cp}-"), wheel["file"]
+        assert all(tag.startswith(f"{cp}-{cp}-") for tag in wheel["tags"]), wheel["tags"]
+        assert f"{cp}-{cp}-{wheel['platform_tag']}" in wheel["tags"]
+        assert re.fullmatch(r"[0-9a-f]{64}", wheel["sha256"])
+        # auditwheel found the wheel consistent with the tag it carries (or an older one)
+        libc, version, arch = re.fullmatch(r"(manylinux|musllinux)_(\d+_\d+)_(\w+)",
+                                           wheel["auditwheel"]).groups()
+        want = re.fullmatch(r"(manylinux|musllinux)_(\d+_\d+)_(\w+)", wheel["platform_tag"]).groups()
+        assert (libc, arch) == (want[0], want[2]), (name, wheel["auditwheel"])
+        assert tuple(map(int, version.split("_"))) <= tuple(map(int, want[1].split("_")))
+        assert wheel["published"] == (wheel["test"]["result"] == "passed"), name
+        if wheel["test"]["result"] == "passed":
+            assert re.search(r"\d+ passed|imported and ran the demo", wheel["test"]["summary"]), name
+
+
+def test_readme_table_is_generated_from_the_manifest(manifest):
+    text = (PACKAGING / "README.md").read_text()
+    start = text.index(manifest_io.TABLE_START) + len(manifest_io.TABLE_START)
+    assert text[start:text.index(manifest_io.TABLE_END)].strip() == manifest_io.table(manifest).strip(), \
+        "packaging/README.md's wheel table is stale: run packaging/build_wheels.sh --table-only"
+
+
+def _dist_wheels() -> list[Path]:
+    return sorted(DIST.glob(f"rknnlite_runtime-{__version__}-*.whl")) if DIST.is_dir() else []
+
+
+@pytest.mark.parametrize("wheel", _dist_wheels() or [None], ids=lambda p: p.name if p else "none")
+def test_built_wheel_metadata_agrees(wheel, manifest):
+    if wheel is None:
+        pytest.skip("no wheel of this version in dist/ (packaging/build_wheels.sh builds them)")
+    with zipfile.ZipFile(wheel) as z:
+        info = f"rknnlite_runtime-{__version__}.dist-info"
+        meta = email.message_from_bytes(z.read(f"{info}/METADATA"))
+        wheel_file = email.message_from_bytes(z.read(f"{info}/WHEEL"))
+    assert meta["Name"] == "rknnlite-runtime"
+    assert meta["Version"] == __version__
+    assert meta["Requires-Python"] == _pyproject()["project"]["requires-python"]
+    assert meta.get_all("Classifier") == _pyproject()["project"]["classifiers"]
+    assert wheel_file["Root-Is-Purelib"] == "false"
+    tags = wheel_file.get_all("Tag")
+    cp = re.match(rf"rknnlite_runtime-{re.escape(__version__)}-(cp\d+)-", wheel.name).group(1)
+    assert f"{cp[2]}.{cp[3:]}" in manifest["pythons"]
+    assert all(t.startswith(f"{cp}-{cp}-") and re.search(r"(manylinux|musllinux)_\d+_\d+_", t)
+               or t.startswith(f"{cp}-{cp}-manylinux2014_") for t in tags), tags
+    entries = [w for w in manifest["wheels"].values() if w["file"] == wheel.name]
+    assert entries, f"{wheel.name} is in dist/ but not in packaging/wheels.json"
+    assert entries[0]["published"] and entries[0]["tags"] == tags
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == entries[0]["sha256"]
