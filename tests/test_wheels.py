@@ -145,3 +145,23 @@ def test_built_wheel_metadata_agrees(wheel, manifest):
     assert entries, f"{wheel.name} is in dist/ but not in packaging/wheels.json"
     assert entries[0]["published"] and entries[0]["tags"] == tags
     assert hashlib.sha256(wheel.read_bytes()).hexdigest() == entries[0]["sha256"]
+
+
+@pytest.mark.parametrize("python, libc, suffix", [
+    ("3.9", "musllinux", ".cpython-39-aarch64-linux-gnu.so"),
+    ("3.10", "musllinux", ".cpython-310-aarch64-linux-gnu.so"),
+    ("3.11", "musllinux", ".cpython-311-aarch64-linux-musl.so"),
+    ("3.13", "manylinux", ".cpython-313-aarch64-linux-gnu.so"),
+])
+def test_extension_suffix_is_the_target_interpreters(python, libc, suffix):
+    # CPython < 3.11 on musl reports linux-gnu in its triplet (NumPy's musllinux cp39/cp310
+    # wheels name their extensions so); a wrong suffix would leave the extensions unimported
+    assert targets.Target(python, libc, "aarch64").ext_suffix == suffix
+
+
+def test_selection_names_targets_and_rejects_unknown_patterns():
+    assert [t.name for t in targets.parse_selection("cp311-manylinux_*")] == [
+        "cp311-manylinux_x86_64", "cp311-manylinux_aarch64"]
+    assert len(targets.parse_selection("all")) == len(targets.PYTHONS) * 4
+    with pytest.raises(ValueError, match="selects no target"):
+        targets.parse_selection("cp27-*")

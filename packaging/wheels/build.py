@@ -46,9 +46,11 @@ def git(*args: str) -> str:
 
 
 def source_commit() -> str:
-    """HEAD's short hash, with ``-dirty`` when the work tree has uncommitted changes."""
+    """HEAD's short hash, with ``-dirty`` when the work tree has uncommitted changes (other
+    than this script's own outputs, the manifest and the README's table)."""
     commit = git("rev-parse", "--short=12", "HEAD")
-    dirty = git("status", "--porcelain", "--untracked-files=no")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                ":!packaging/wheels.json", ":!packaging/README.md")
     return commit + ("-dirty" if dirty else "")
 
 

@@ -54,8 +54,14 @@ class Target:
 
     @property
     def ext_suffix(self) -> str:
-        """The extension-module suffix the target interpreter expects (its EXT_SUFFIX)."""
-        return f".cpython-{self.cp[2:]}-{self.arch}-linux-{EXT_LIBC[self.libc]}.so"
+        """The extension-module suffix the target interpreter expects (its EXT_SUFFIX).
+
+        CPython names musl in its platform triplet from 3.11 on; a 3.9 or 3.10 built on musl
+        (the musllinux images' own) says ``linux-gnu``, as NumPy's musllinux wheels show."""
+        libc = EXT_LIBC[self.libc]
+        if libc == "musl" and self.python in ("3.9", "3.10"):
+            libc = "gnu"
+        return f".cpython-{self.cp[2:]}-{self.arch}-linux-{libc}.so"
 
     @property
     def debian_suite(self) -> str | None:
