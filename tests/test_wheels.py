@@ -165,3 +165,17 @@ def test_selection_names_targets_and_rejects_unknown_patterns():
     assert len(targets.parse_selection("all")) == len(targets.PYTHONS) * 4
     with pytest.raises(ValueError, match="selects no target"):
         targets.parse_selection("cp27-*")
+
+
+@pytest.mark.parametrize("wanted, found, allowed", [
+    ("manylinux_2_17_x86_64", "manylinux_2_17_x86_64", True),
+    ("manylinux_2_17_x86_64", "manylinux_2_5_x86_64", True),
+    ("manylinux_2_17_x86_64", "manylinux_2_28_x86_64", False),
+    ("manylinux_2_17_aarch64", "manylinux_2_17_x86_64", False),
+    ("musllinux_1_2_aarch64", "musllinux_1_1_aarch64", True),
+    ("musllinux_1_2_aarch64", "manylinux_2_17_aarch64", False),
+])
+def test_a_wheel_is_tagged_only_as_auditwheel_allows(wanted, found, allowed):
+    import matrix as wheel_build
+
+    assert wheel_build.target_allows(wanted, found) is allowed

@@ -1,6 +1,6 @@
 """Builds, checks and tests the wheel matrix into dist/ (run by packaging/build_wheels.sh).
 
-    build.py [--only PATTERNS] [--jobs N] [--force] [--qemu-core 3.11,...] [--table-only]
+    matrix.py [--only PATTERNS] [--jobs N] [--force] [--qemu-core 3.11,...] [--table-only]
 
 For each target (packaging/wheels/targets.py): the sdist of the checked-out commit, Cython run
 once (setup.py's own cythonize call) and the C compiled per target by setuptools with zig as
@@ -85,6 +85,17 @@ def seed_tree(commit: str, version: str, cache: Path, log: Path) -> Path:
     return seed
 
 
+def target_allows(wanted: str, found: str) -> bool:
+    """Whether a wheel consistent with platform tag ``found`` may carry ``wanted``: the same
+    C library family and architecture, and a version no newer (``manylinux_2_5_x86_64``
+    allows ``manylinux_2_17_x86_64``)."""
+    pattern = re.compile(r"(manylinux|musllinux)_(\d+)_(\d+)_(\w+)")
+    a, b = pattern.fullmatch(wanted), pattern.fullmatch(found)
+    if not a or not b or (a[1], a[4]) != (b[1], b[4]):
+        return False
+    return (int(b[2]), int(b[3])) <= (int(a[2]), int(a[3]))
+
+
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -148,22 +159,45 @@ class Matrix:
         return next(raw.glob("*.whl"))
 
     def check(self, target: Target, raw: Path, log: Path) -> tuple[Path, str]:
-        """``auditwheel show`` and ``repair --plat``; the tagged wheel and the tag that
-        auditwheel found the wheel consistent with."""
-        tools = str(Path(sys.executable).parent)
-        env = dict(os.environ, PATH=tools + os.pathsep + os.environ.get("PATH", ""))
-        shown = toolchain.run([f"{tools}/auditwheel", "show", str(raw)], log, env=env)
-        found = CONSISTENT.search(" ".join(shown.split()).replace(' "', ' "'))
-        if not found:
-            raise RuntimeError(f"auditwheel show printed no platform tag:\n{shown}")
+        """Checks the ``linux_<arch>`` wheel with ``auditwheel show`` and tags it: returns the
+        tagged wheel and the tag auditwheel found it consistent with.
+
+        ``auditwheel repair`` only repairs wheels of the host's architecture, and these wheels
+        need no grafted library, so the check is ``show``'s verdict: no external library, and
+        a platform tag no newer than the target's. The wheel is then retagged
+        (``wheel tags``) and shown again."""
+        tools = Path(sys.executable).parent
+        verdict = self.auditwheel(tools, raw, log)
+        if verdict != target.platform_tag and not target_allows(target.platform_tag, verdict):
+            raise RuntimeError(f"auditwheel: {raw.name} is consistent with {verdict}, "
+                               f"not {target.platform_tag}")
         out = self.cache / "checked" / self.commit / target.name
         shutil.rmtree(out, ignore_errors=True)
-        toolchain.run([f"{tools}/auditwheel", "repair", "--plat", target.platform_tag, "-w", str(out),
-                       str(raw)], log, env=env)
-        wheel = next(out.glob("*.whl"))
-        if target.platform_tag not in wheel.name:
-            raise RuntimeError(f"auditwheel wrote {wheel.name}, not a {target.platform_tag} wheel")
-        return wheel, found.group(1)
+        out.mkdir(parents=True)
+        tags = target.platform_tag
+        if target.libc == "manylinux":  # PEP 599's alias of manylinux_2_17
+            tags += f".manylinux2014_{target.arch}"
+        printed = toolchain.run([sys.executable, "-m", "wheel", "tags", "--platform-tag", tags,
+                                 str(raw)], log)
+        made = raw.parent / printed.strip().splitlines()[-1]  # wheel prints the new name
+        wheel = out / made.name
+        shutil.move(made, wheel)
+        again = self.auditwheel(tools, wheel, log)
+        if again != verdict:
+            raise RuntimeError(f"auditwheel: the retagged {wheel.name} is consistent with {again}")
+        return wheel, verdict
+
+    def auditwheel(self, tools: Path, wheel: Path, log: Path) -> str:
+        """``auditwheel show``'s platform tag for ``wheel``; raises when it names an external
+        shared library."""
+        shown = toolchain.run([str(tools / "auditwheel"), "show", str(wheel)], log)
+        flat = " ".join(shown.split())
+        found = CONSISTENT.search(flat)
+        if not found:
+            raise RuntimeError(f"auditwheel show printed no platform tag:\n{shown}")
+        if "requires no external shared libraries" not in flat:
+            raise RuntimeError(f"auditwheel: {wheel.name} needs external shared libraries:\n{shown}")
+        return found.group(1)
 
     def test(self, target: Target, wheel: Path, seed: Path, log: Path) -> dict:
         if target.libc == "musllinux":
