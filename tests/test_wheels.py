@@ -179,3 +179,12 @@ def test_a_wheel_is_tagged_only_as_auditwheel_allows(wanted, found, allowed):
     import matrix as wheel_build
 
     assert wheel_build.target_allows(wanted, found) is allowed
+
+
+def test_pyconfig_loses_only_crypt_h():
+    import toolchain
+
+    text = "#define HAVE_CRYPT_H 1\n#define HAVE_CRYPT_R 1\n#define SIZEOF_LONG 8\n"
+    out = toolchain.without_crypt_h(text)
+    assert "#define HAVE_CRYPT_H" not in out
+    assert "#define HAVE_CRYPT_R 1\n#define SIZEOF_LONG 8\n" in out

@@ -4,9 +4,8 @@
 
 For each target (packaging/wheels/targets.py): the sdist of the checked-out commit, Cython run
 once (setup.py's own cythonize call) and the C compiled per target by setuptools with zig as
-the compiler (``toolchain.compile_env``); ``auditwheel repair --plat`` then both checks the tag
-(it refuses a wheel whose symbols or libraries the tag does not allow) and writes the tagged
-wheel; ``testing`` installs and tests it where it would run. Only a wheel whose tests passed is
+the compiler (``toolchain.compile_env``); ``auditwheel show`` checks the tag (``Matrix.check``)
+and ``wheel tags`` writes it; ``testing`` installs and tests the wheel where it would run. Only a wheel whose tests passed is
 copied into dist/. Each result is recorded in packaging/wheels.json at once, so an interrupted
 run resumes: a target already built, checked and passed for the same commit is skipped unless
 ``--force``. The table in packaging/README.md is regenerated from wheels.json at the end.

@@ -30,6 +30,9 @@ from targets import DEBIAN_ARCH, Target
 TEST_REQUIREMENTS = ["pytest>=7", "PyYAML>=5.4", "Pillow>=9", "tqdm>=4.60"]
 RUNTIME_REQUIREMENTS = ["numpy>=1.22", "cryptography>=41", "psutil>=5.8"]
 QEMU = "/usr/bin/qemu-aarch64-static"
+CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"  # looked up here: the guest's PATH is not the host's
+# the CPythons that NumPy 1.22 (the oldest in [project].dependencies) has wheels for
+OLDEST_NUMPY_PYTHONS = ("3.9", "3.10")
 SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|error).*?)\s*=*$", re.M)
 
 
@@ -77,7 +80,7 @@ def test_x86_64(target: Target, wheel: Path, source: Path, cache: Path, log: Pat
     files = [str(source / "tests" / name) for name in core_files(source)]
     scratch = cache / "test-cwd" / target.name
     scratch.mkdir(parents=True, exist_ok=True)
-    return _outcome("core + demo", f"{version} ({interpreter})", [
+    outcome = _outcome("core + demo", f"{version} ({interpreter})", [
         lambda: toolchain.run([interpreter, "-m", "venv", str(venv)], log),
         lambda: toolchain.run([python, "-m", "pip", "install", "-q",
                                str(wheel), *TEST_REQUIREMENTS], log),
@@ -85,6 +88,43 @@ def test_x86_64(target: Target, wheel: Path, source: Path, cache: Path, log: Pat
         lambda: toolchain.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files], log,
                               cwd=scratch),
     ])
+    if outcome["result"] == "passed" and target.python in OLDEST_NUMPY_PYTHONS:
+        old = test_with_oldest_numpy(target, venv, log)
+        outcome["kind"] += f" + {old['interpreter']}"
+        if old["result"] != "passed":
+            outcome.update(result="failed", summary=f"with {old['interpreter']}: {old['summary']}")
+        else:
+            outcome["summary"] += f"; with {old['summary']}"
+    return outcome
+
+
+def oldest_numpy(pyproject: Path = Path(__file__).resolve().parents[2] / "pyproject.toml") -> str:
+    """The oldest NumPy the dependencies accept, as a pip requirement (``numpy==1.22.*``)."""
+    found = re.search(r'^dependencies\s*=.*?"numpy>=(\d+\.\d+)', pyproject.read_text(), re.M)
+    return f"numpy=={found.group(1)}.*"
+
+
+def test_with_oldest_numpy(target: Target, venv: Path, log: Path) -> dict:
+    """In the test venv of an x86_64 wheel: downgrades NumPy to the oldest the dependencies
+    accept and imports every extension and runs the demo. The extensions are built against
+    NumPy 2's headers with ``NPY_TARGET_VERSION`` (toolchain.compile_env); without it they
+    would refuse the older NumPy at import."""
+    python = str(venv / "bin" / "python")
+    code = ("import pkgutil, importlib, numpy, rknnlite._native as n\n"
+            "names = [m.name for m in pkgutil.iter_modules(n.__path__)]\n"
+            "[importlib.import_module('rknnlite._native.' + m) for m in names]\n"
+            "print(numpy.__version__, len(names), 'extensions imported')\n")
+    imported = []
+    outcome = _outcome("oldest numpy", oldest_numpy(), [
+        lambda: toolchain.run([python, "-m", "pip", "install", "-q", "--only-binary=:all:",
+                               oldest_numpy()], log),
+        lambda: imported.append(toolchain.run([python, "-c", code], log).strip()) or "",
+        lambda: toolchain.run([str(venv / "bin" / "rknnlite"), "demo", "--runs", "2"], log,
+                              cwd=venv),
+    ])
+    if outcome["result"] == "passed":
+        outcome["summary"] = f"numpy {imported[0]}, demo ran"
+    return outcome
 
 
 def _wheelhouse(target: Target, cache: Path, log: Path) -> Path:
@@ -139,7 +179,7 @@ def test_aarch64(target: Target, wheel: Path, source: Path, cache: Path, log: Pa
     env = {"PATH": "/usr/bin:/bin", "HOME": str(inside), "LANG": "C.UTF-8"}
 
     def guest(*argv: str) -> list[str]:
-        return ["chroot", str(root), "/usr/bin/qemu-aarch64-static", *argv]
+        return [CHROOT, str(root), "/usr/bin/qemu-aarch64-static", *argv]
 
     python = str(inside / "venv" / "bin" / "python")
     files = [str(inside / "src" / "tests" / name) for name in core_files(source)]

@@ -128,9 +128,17 @@ def headers(target: Target, cache: Path, log: Path) -> tuple[Path, str]:
         shutil.rmtree(dest, ignore_errors=True)
         shutil.copytree(generic, dest, symlinks=False)
         (dest / "pyconfig.h").unlink()
-        shutil.copyfile(config, dest / "pyconfig.h")
+        (dest / "pyconfig.h").write_text(without_crypt_h(config.read_text()))
         source_file.write_text(source + "\n")
         return dest, source
+
+
+def without_crypt_h(pyconfig: str) -> str:
+    """``pyconfig.h`` with ``HAVE_CRYPT_H`` undefined. CPython 3.9's Python.h includes
+    <crypt.h> when it is set; zig's glibc has no crypt.h (libcrypt is a separate library), and
+    no extension here uses crypt(3)."""
+    return re.sub(r"^#define HAVE_CRYPT_H 1$", "/* #undef HAVE_CRYPT_H (packaging/wheels) */",
+                  pyconfig, flags=re.M)
 
 
 def cpuinfo_object(cache: Path, log: Path) -> Path:
