@@ -143,6 +143,35 @@ def _wheelhouse(target: Target, cache: Path, log: Path) -> Path:
     return dest
 
 
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
+BINFMT_CONF = Path("/usr/lib/binfmt.d/qemu-aarch64.conf")  # from Debian's qemu-user-static
+
+
+def ensure_binfmt() -> str | None:
+    """Makes the kernel run aarch64 programs through qemu (binfmt_misc), as the tests spawn
+    interpreters of their own (venv's ensurepip, the CLI tests). Registers Debian's entry,
+    whose ``F`` flag opens qemu at registration, so it also works inside the chroot. Returns
+    None when it is in place, else why not."""
+    if not (BINFMT / "register").exists():
+        mounted = subprocess.run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT)],
+                                 capture_output=True, text=True)
+        if mounted.returncode:
+            return f"binfmt_misc cannot be mounted: {mounted.stderr.strip()}"
+    entry = BINFMT / "qemu-aarch64"
+    if not entry.exists():
+        if not BINFMT_CONF.is_file():
+            return f"{BINFMT_CONF} missing (apt-get install qemu-user-static)"
+        try:
+            (BINFMT / "register").write_text(BINFMT_CONF.read_text().strip())
+        except OSError as exc:
+            return f"binfmt_misc refused the qemu-aarch64 entry: {exc}"
+    text = entry.read_text()
+    flags = re.search(r"^flags:\s*(\S*)", text, re.M)
+    if not text.startswith("enabled") or not flags or "F" not in flags.group(1):
+        return f"binfmt_misc's qemu-aarch64 entry is disabled or lacks the F flag:\n{text}"
+    return None
+
+
 def _prepare_root(root: Path) -> None:
     (root / "dev").mkdir(exist_ok=True)
     for name, minor in (("null", 3), ("zero", 5), ("random", 8), ("urandom", 9)):
@@ -164,6 +193,9 @@ def test_aarch64(target: Target, wheel: Path, source: Path, cache: Path, log: Pa
     if not Path(QEMU).is_file():
         return {"kind": kind, "result": "not run", "interpreter": "",
                 "summary": f"{QEMU} missing (apt-get install qemu-user-static)"}
+    missing = ensure_binfmt()
+    if missing:
+        return {"kind": kind, "result": "not run", "interpreter": "", "summary": missing}
     suite = target.debian_suite
     root = toolchain.debian_root(suite, target.python, DEBIAN_ARCH[target.arch], cache, log)
     _prepare_root(root)
@@ -186,7 +218,7 @@ def test_aarch64(target: Target, wheel: Path, source: Path, cache: Path, log: Pa
     steps = [
         lambda: toolchain.run(guest(f"/usr/bin/python{target.python}", "-m", "venv",
                                     str(inside / "venv")), log, env=env, timeout=timeout),
-        lambda: toolchain.run(guest(python, "-m", "pip", "install", "-q", "--no-index",
+        lambda: toolchain.run(guest(python, "-m", "pip", "install", "-q", "--no-index", "--only-binary=:all:",
                                     "--find-links", str(inside / "wheels"), "rknnlite-runtime",
                                     *TEST_REQUIREMENTS), log, env=env, timeout=timeout),
         lambda: toolchain.run(guest(python, "-c", "import platform, rknnlite; print(platform.machine(), "
