@@ -178,9 +178,11 @@ def _prepare_root(root: Path) -> None:
         node = root / "dev" / name
         if not node.exists():
             subprocess.run(["mknod", "-m", "666", str(node), "c", "1", str(minor)], check=True)
-    for sub in ("proc", "tmp"):
+    # /dev/shm: POSIX semaphores (multiprocessing's locks, used by the fork tests)
+    for sub in ("proc", "tmp", "dev/shm"):
         (root / sub).mkdir(exist_ok=True)
     os.chmod(root / "tmp", 0o1777)
+    os.chmod(root / "dev" / "shm", 0o1777)
     shutil.copyfile(QEMU, root / "usr" / "bin" / "qemu-aarch64-static")
     os.chmod(root / "usr" / "bin" / "qemu-aarch64-static", 0o755)
 
