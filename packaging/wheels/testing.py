@@ -85,7 +85,7 @@ def test_x86_64(target: Target, wheel: Path, source: Path, cache: Path, log: Pat
         lambda: toolchain.run([python, "-m", "pip", "install", "-q",
                                str(wheel), *TEST_REQUIREMENTS], log),
         lambda: toolchain.run([str(venv / "bin" / "rknnlite"), "demo", "--runs", "2"], log, cwd=scratch),
-        lambda: toolchain.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files], log,
+        lambda: toolchain.run([python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *files], log,
                               cwd=scratch),
     ])
     if outcome["result"] == "passed" and target.python in OLDEST_NUMPY_PYTHONS:
@@ -229,7 +229,7 @@ def test_aarch64(target: Target, wheel: Path, source: Path, cache: Path, log: Pa
                                     "--runs", "2"), log, env=env, timeout=timeout),
     ]
     if core:
-        steps.append(lambda: toolchain.run(guest(python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        steps.append(lambda: toolchain.run(guest(python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
                                                  *files), log, env=env, timeout=timeout))
     version = (root / "usr" / "bin" / f"python{target.python}").resolve().name
     subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
