@@ -181,6 +181,39 @@ def test_a_wheel_is_tagged_only_as_auditwheel_allows(wanted, found, allowed):
     assert wheel_build.target_allows(wanted, found) is allowed
 
 
+# auditwheel 6.8's ``-v show`` on an x86_64 wheel whose symbols (GLIBC_2.14) constrain the tag:
+# without -v it stops after "This constrains ..." and never says whether libraries are external
+CONSTRAINED_SHOW = """
+rknnlite_runtime-0.1.0-cp39-cp39-linux_x86_64.whl is consistent with
+the following platform tag: "manylinux_2_17_x86_64".
+
+The wheel references external versioned symbols in these
+system-provided shared libraries: libc.so.6 with versions
+{'GLIBC_2.2.5', 'GLIBC_2.3.2', 'GLIBC_2.14', 'GLIBC_2.17'}
+
+This constrains the platform tag to "manylinux_2_17_x86_64". In order
+to achieve a more compatible tag, you would need to recompile a new
+wheel from source on a system with earlier versions of these
+libraries, such as a recent manylinux image.
+
+The wheel requires no external shared libraries! :)
+"""
+
+
+def test_auditwheel_verdict_needs_the_tag_and_no_external_library():
+    import matrix as wheel_build
+
+    assert wheel_build.show_verdict(CONSTRAINED_SHOW, "w.whl") == "manylinux_2_17_x86_64"
+    without = CONSTRAINED_SHOW.replace("The wheel requires no external shared libraries! :)", "")
+    with pytest.raises(RuntimeError, match="external shared libraries"):
+        wheel_build.show_verdict(without, "w.whl")
+    external = without + "The following external shared libraries are required by the wheel:\n"
+    with pytest.raises(RuntimeError, match="external shared libraries"):
+        wheel_build.show_verdict(external, "w.whl")
+    with pytest.raises(RuntimeError, match="no platform tag"):
+        wheel_build.show_verdict("nothing", "w.whl")
+
+
 def test_pyconfig_loses_only_crypt_h():
     import toolchain
 

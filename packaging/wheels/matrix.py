@@ -95,6 +95,18 @@ def target_allows(wanted: str, found: str) -> bool:
     return (int(b[2]), int(b[3])) <= (int(a[2]), int(a[3]))
 
 
+def show_verdict(shown: str, name: str) -> str:
+    """The platform tag that ``auditwheel show`` printed for wheel ``name``; raises when it
+    printed none or did not say that the wheel requires no external shared library."""
+    flat = " ".join(shown.split())
+    found = CONSISTENT.search(flat)
+    if not found:
+        raise RuntimeError(f"auditwheel show printed no platform tag for {name}:\n{shown}")
+    if "requires no external shared libraries" not in flat:
+        raise RuntimeError(f"auditwheel: {name} needs external shared libraries:\n{shown}")
+    return found.group(1)
+
+
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -188,15 +200,11 @@ class Matrix:
 
     def auditwheel(self, tools: Path, wheel: Path, log: Path) -> str:
         """``auditwheel show``'s platform tag for ``wheel``; raises when it names an external
-        shared library."""
-        shown = toolchain.run([str(tools / "auditwheel"), "show", str(wheel)], log)
-        flat = " ".join(shown.split())
-        found = CONSISTENT.search(flat)
-        if not found:
-            raise RuntimeError(f"auditwheel show printed no platform tag:\n{shown}")
-        if "requires no external shared libraries" not in flat:
-            raise RuntimeError(f"auditwheel: {wheel.name} needs external shared libraries:\n{shown}")
-        return found.group(1)
+        shared library. ``-v``: when the versioned symbols constrain the tag (GLIBC_2.14's
+        memcpy on x86_64, whose oldest policy is manylinux_2_5), ``show`` stops before its
+        verdict on external libraries unless it is verbose."""
+        shown = toolchain.run([str(tools / "auditwheel"), "-v", "show", str(wheel)], log)
+        return show_verdict(shown, wheel.name)
 
     def test(self, target: Target, wheel: Path, seed: Path, log: Path) -> dict:
         if target.libc == "musllinux":
