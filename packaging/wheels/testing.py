@@ -110,15 +110,19 @@ def test_with_oldest_numpy(target: Target, venv: Path, log: Path) -> dict:
     NumPy 2's headers with ``NPY_TARGET_VERSION`` (toolchain.compile_env); without it they
     would refuse the older NumPy at import."""
     python = str(venv / "bin" / "python")
-    code = ("import pkgutil, importlib, numpy, rknnlite._native as n\n"
+    # run from the venv's folder: from the source tree, ``import rknnlite`` would find the
+    # uncompiled package there first and import no extension at all
+    code = ("import pkgutil, importlib, sys, numpy, rknnlite._native as n\n"
+            "assert n.__file__.startswith(sys.prefix), n.__file__\n"
             "names = [m.name for m in pkgutil.iter_modules(n.__path__)]\n"
+            "assert names, 'no extension in ' + n.__path__[0]\n"
             "[importlib.import_module('rknnlite._native.' + m) for m in names]\n"
             "print(numpy.__version__, len(names), 'extensions imported')\n")
     imported = []
     outcome = _outcome("oldest numpy", oldest_numpy(), [
         lambda: toolchain.run([python, "-m", "pip", "install", "-q", "--only-binary=:all:",
                                oldest_numpy()], log),
-        lambda: imported.append(toolchain.run([python, "-c", code], log).strip()) or "",
+        lambda: imported.append(toolchain.run([python, "-c", code], log, cwd=venv).strip()) or "",
         lambda: toolchain.run([str(venv / "bin" / "rknnlite"), "demo", "--runs", "2"], log,
                               cwd=venv),
     ])
