@@ -35,7 +35,7 @@ from .errors import (
     TargetPlatformMismatchError,
 )
 from .runtime import Context, TensorAttr
-from .runtime.memory import TensorMem
+from .backends.memory import TensorMem
 
 __all__ = [
     "__version__",

@@ -17,6 +17,7 @@ __all__ = [
     "TensorFormat",
     "QntType",
     "CoreMask",
+    "Lite2CoreMasks",
     "QueryCmd",
     "InitFlag",
     "TensorMemFlag",
@@ -97,6 +98,20 @@ class CoreMask(IntEnum):
     CORE_0_1_2 = 7
     ALL = 0xFFFF
     UNDEFINED = 0x10000
+
+
+class Lite2CoreMasks:
+    """The ``NPU_CORE_*`` class attributes of Lite2's ``RKNNLite`` and RKNN-Toolkit2's ``RKNN``
+    (both inherit them), each the :class:`CoreMask` member itself (``NPU_CORE_0_1 is
+    CoreMask.CORE_0_1``; IntEnum, so it compares equal to Lite2's plain ints)."""
+
+    NPU_CORE_AUTO = CoreMask.AUTO
+    NPU_CORE_0 = CoreMask.CORE_0
+    NPU_CORE_1 = CoreMask.CORE_1
+    NPU_CORE_2 = CoreMask.CORE_2
+    NPU_CORE_0_1 = CoreMask.CORE_0_1
+    NPU_CORE_0_1_2 = CoreMask.CORE_0_1_2
+    NPU_CORE_ALL = CoreMask.ALL
 
 
 class QueryCmd(IntEnum):

@@ -4,111 +4,29 @@
 Every file is read under ``root`` (``"/"`` normally; a fake tree in tests), nothing needs
 privileges, and nothing unreadable is an error: it is reported with the reason.
 
-Sources:
-
-* SoC: ``/proc/device-tree/compatible`` (NUL-separated, e.g. ``rockchip,rk3588``).
-* librknnrt: the npu backend's search (argument, ``LIBRKNNRT_PATH``, ``/usr/lib``,
-  ``/usr/lib64``, the loader path); its version is the string embedded in the file, and,
-  when a Rockchip model is given, what ``rknn_query(SDK_VERSION)`` answers for it
-  (API and driver versions; the query needs a context, hence a model).
-* NPU driver: ``/sys/kernel/debug/rknpu/version`` (debugfs, usually root-only), else
-  ``/sys/module/rknpu/version``.
-* NPU load: ``/sys/kernel/debug/rknpu/load`` (per-core percentages).
-* NPU device node: ``/dev/rknpu``, or a DRM render node whose driver is RKNPU
-  (``/sys/class/drm/renderD*/device/driver``).
+Sources: the board's SoC, NPU driver version, NPU load and device nodes as
+:mod:`rknnlite.platform` reads them (the names are re-exported here); librknnrt as the npu
+backend searches it (argument, ``LIBRKNNRT_PATH``, ``/usr/lib``, ``/usr/lib64``, the loader
+path): its version is the string embedded in the file, and, when a Rockchip model is given,
+what ``rknn_query(SDK_VERSION)`` answers for it (API and driver versions; the query needs a
+context, hence a model).
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import platform
-import re
 import sys
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ._version import __version__
 from .backends.npu.library import SEARCH_DIRS, embedded_version, find_library
 from .errors import RKNNError
+from .platform import npu_device_nodes, read_driver_version, read_npu_load, read_soc, under_root
 
 __all__ = ["collect", "format_report", "read_soc", "npu_device_nodes", "read_npu_load", "read_driver_version"]
 
 _PACKAGES = ("numpy", "cryptography", "psutil", "onnx")
-_SOC_RE = re.compile(r"^rockchip,((?:rk|rv)\d{4}[a-z]?)$")
-_LOAD_RE = re.compile(r"Core\s*(\d+)\s*:\s*(\d+)%")
-
-
-def _path(root: str, path: str) -> str:
-    return os.path.join(root, path.lstrip("/"))
-
-
-def _read(root: str, path: str) -> Dict[str, Any]:
-    """``{"text": ...}`` or ``{"error": why}`` for one file under ``root``."""
-    full = _path(root, path)
-    try:
-        with open(full, "rb") as f:
-            return {"text": f.read(1 << 16).decode("utf-8", "replace")}
-    except FileNotFoundError:
-        return {"error": f"{path} does not exist"}
-    except PermissionError:
-        return {"error": f"{path} is not readable without privileges (try sudo)"}
-    except OSError as e:
-        return {"error": f"{path}: {e.strerror or e}"}
-
-
-def read_soc(root: str = "/") -> Dict[str, Any]:
-    """``{"soc": "rk3588" | None, "compatible": [...], "error"?: ...}`` from the device tree."""
-    got = _read(root, "/proc/device-tree/compatible")
-    if "error" in got:
-        return {"soc": None, "compatible": [], "error": got["error"] + " (not a device-tree board?)"}
-    compatible = [c for c in got["text"].split("\0") if c]
-    soc = next((m.group(1) for m in map(_SOC_RE.match, compatible) if m), None)
-    result: Dict[str, Any] = {"soc": soc, "compatible": compatible}
-    if soc is None:
-        result["error"] = "no Rockchip SoC in the device tree's compatible list"
-    return result
-
-
-def read_driver_version(root: str = "/") -> Dict[str, Any]:
-    """``{"version": "0.9.8" | None, "source": path, "error"?: ...}`` of the RKNPU kernel driver."""
-    errors = []
-    for path in ("/sys/kernel/debug/rknpu/version", "/sys/module/rknpu/version"):
-        got = _read(root, path)
-        if "error" in got:
-            errors.append(got["error"])
-            continue
-        text = got["text"].strip()
-        match = re.search(r"v?(\d+\.\d+\.\d+)", text)
-        return {"version": match.group(1) if match else text, "source": path}
-    return {"version": None, "error": "; ".join(errors)}
-
-
-def read_npu_load(root: str = "/") -> Dict[str, Any]:
-    """``{"cores": {0: 12, 1: 0, ...}, "text": ...}`` (percent per core) or ``{"error": ...}``."""
-    got = _read(root, "/sys/kernel/debug/rknpu/load")
-    if "error" in got:
-        return {"cores": None, "error": got["error"]}
-    text = got["text"].strip()
-    cores = {int(c): int(p) for c, p in _LOAD_RE.findall(text)}
-    if not cores:
-        single = re.search(r"(\d+)%", text)
-        if single:
-            cores = {0: int(single.group(1))}
-    return {"cores": {str(k): v for k, v in sorted(cores.items())}, "text": text}
-
-
-def npu_device_nodes(root: str = "/") -> List[str]:
-    """Device nodes of the RKNPU driver that exist under ``root`` (paths as on the board)."""
-    nodes = []
-    if os.path.exists(_path(root, "/dev/rknpu")):
-        nodes.append("/dev/rknpu")
-    for driver in sorted(glob.glob(_path(root, "/sys/class/drm/renderD*/device/driver"))):
-        target = os.path.basename(os.path.realpath(driver)) if os.path.islink(driver) else ""
-        if "rknpu" in target.lower():
-            name = os.path.basename(os.path.dirname(os.path.dirname(driver)))
-            if os.path.exists(_path(root, f"/dev/dri/{name}")):
-                nodes.append(f"/dev/dri/{name}")
-    return nodes
 
 
 def _package_versions() -> Dict[str, Optional[str]]:
@@ -203,7 +121,7 @@ def collect(root: str = "/", environ: Mapping[str, str] = os.environ, library: O
     when ``model`` is given).  ``root`` prefixes every system path read; ``dirs`` overrides
     the librknnrt search directories (default: :data:`SEARCH_DIRS` under ``root``)."""
     if dirs is None:
-        dirs = [_path(root, d) for d in SEARCH_DIRS]
+        dirs = [under_root(root, d) for d in SEARCH_DIRS]
     lib = _librknnrt(library, environ, dirs)
     nodes = npu_device_nodes(root)
     report: Dict[str, Any] = {

@@ -130,6 +130,12 @@ def test_error_codes_match_rknnlite_errors(layout):
         assert layout[("const", name)] == code
 
 
+def test_the_binding_checks_against_the_one_size_table():
+    abi = pytest.importorskip("rknnlite._native.abi")
+    rknnrt = pytest.importorskip("rknnlite._native.rknnrt")
+    assert rknnrt.ABI_SIZES is abi.EXPECTED_SIZES
+
+
 def test_extension_asserts_the_same_sizes_at_import():
     abi = pytest.importorskip("rknnlite._native.abi")
     assert abi.SIZES == abi.EXPECTED_SIZES

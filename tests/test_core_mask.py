@@ -10,6 +10,7 @@ import pytest
 import rknnlite
 from rknnlite import CoreMask, InvalidParamError
 from rknnlite.api import RKNNLite
+from rknnlite.backends.software import parallel
 from rknnlite.runtime import cores
 
 ALL_MASKS = [CoreMask.AUTO, CoreMask.CORE_0, CoreMask.CORE_1, CoreMask.CORE_2, CoreMask.CORE_0_1,
@@ -23,7 +24,7 @@ ACCEPTED = {
 @pytest.fixture()
 def many_cpus(monkeypatch):
     """Pretend 8 usable CPUs so the thread count follows the mask alone."""
-    monkeypatch.setattr(cores, "usable_cpus", lambda: 8)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 8)
     monkeypatch.delenv("RKNNLITE_NUM_THREADS", raising=False)
 
 
@@ -102,7 +103,7 @@ def test_auto_keeps_the_environment_thread_count(conv_relu_model, monkeypatch, m
 
 
 def test_threads_are_capped_by_usable_cpus(conv_relu_model, monkeypatch):
-    monkeypatch.setattr(cores, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
     with rknnlite.Context(conv_relu_model("rk3588")) as ctx:
         ctx.set_core_mask(CoreMask.CORE_0_1_2)
         assert ctx._backend.threads == 2
@@ -184,15 +185,13 @@ def test_lite2_remap(platform, mask, expected, warns):
 
 
 def test_model_platform():
-    class Meta:
-        target_platforms = ("RK3576", "rk3588")
+    class Model:  # the ModelInfo member model_platform reads
+        def __init__(self, *targets):
+            self.target_platforms = targets
 
-    class Model:
-        metadata = Meta()
-
-    assert cores.model_platform(Model()) == "rk3576"
-    assert cores.model_platform(Model(), "RK3566") == "rk3566"
-    assert cores.model_platform(object()) == ""
+    assert cores.model_platform(Model("RK3576", "rk3588")) == "rk3576"
+    assert cores.model_platform(Model("RK3576"), "RK3566") == "rk3566"
+    assert cores.model_platform(Model()) == ""
 
 
 # -- RKNNLite -------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 import rknnlite  # noqa: E402
 from conftest import REPO  # noqa: E402
 from rknnlite.errors import InvalidParamError, ModelInvalidError, RKNNError  # noqa: E402
-from rknnlite.runtime import plugins  # noqa: E402
+from rknnlite.backends import plugins  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 from rknnlite.toolkit.custom_op import get_node_attr  # noqa: E402
 

@@ -1,7 +1,9 @@
 """A YOLOv8 detector (Ultralytics' own definition, random weights: tests/data/vision/yolov8.onnx,
 its head concatenating pixel boxes and 0..1 class scores in one output) quantized to int8 on real
 photographs (scikit-image's bundled samples): plain int8 loses the class scores and the build
-says so; with hybrid quantization (the head kept in float16) it finds the float model's boxes.
+says so; with hybrid quantization it finds the float model's boxes: most of them with only the
+collapsed output in float16 (auto hybrid), nearly all with the whole head (``model.22``) in float16.
+Why the rest differ: docs/hybrid-quantization.md.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("yaml")
 Image = pytest.importorskip("PIL.Image")
+
+import yaml  # noqa: E402
 
 import rknnlite  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
@@ -39,22 +43,54 @@ def _photos():
     return out
 
 
-def _build(tmp_path, photos, caplog, **build):
-    caplog.set_level(logging.INFO, logger="rknnlite.toolkit")
+def _dataset(tmp_path, photos) -> str:
     lines = []
     for i, img in enumerate(photos):
         np.save(tmp_path / f"p{i}.npy", img.transpose(2, 0, 1)[None].astype(np.float32))
         lines.append(str(tmp_path / f"p{i}.npy"))
     (tmp_path / "dataset.txt").write_text("\n".join(lines) + "\n")
+    return str(tmp_path / "dataset.txt")
+
+
+def _loaded(**config) -> RKNN:
     rk = RKNN()
-    assert rk.config(mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]], target_platform="rk3588") == 0
+    assert rk.config(mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]], target_platform="rk3588", **config) == 0
     assert rk.load_onnx(str(MODEL)) == 0
-    quant = build.pop("quantize", True)
-    assert rk.build(do_quantization=quant, dataset=str(tmp_path / "dataset.txt") if quant else None, **build) == 0
+    return rk
+
+
+def _export(rk, tmp_path) -> str:
     path = tmp_path / f"yolo_{len(list(tmp_path.glob('yolo_*')))}.rknn"
     assert rk.export_rknn(str(path)) == 0
     rk.release()
     return str(path)
+
+
+def _build(tmp_path, photos, caplog, **build):
+    caplog.set_level(logging.INFO, logger="rknnlite.toolkit")
+    rk = _loaded(**build.pop("config", {}))
+    quant = build.pop("quantize", True)
+    assert rk.build(do_quantization=quant, dataset=_dataset(tmp_path, photos) if quant else None, **build) == 0
+    return _export(rk, tmp_path)
+
+
+def _build_head_float(tmp_path, photos, caplog):
+    """The vendor's two steps, the cfg edited to keep every tensor of the Detect head
+    (``/model.22/...``, its convolutions and decoding) in float16."""
+    caplog.set_level(logging.INFO, logger="rknnlite.toolkit")
+    rk = _loaded()
+    assert rk.hybrid_quantization_step1(dataset=_dataset(tmp_path, photos)) == 0
+    rk.release()
+    cfg_path = tmp_path / "yolov8.quantization.cfg"
+    cfg = yaml.safe_load(cfg_path.read_text())
+    head = {name: "float16" for name in cfg["quantize_parameters"] if name.startswith("/model.22/")}
+    assert len(head) > 20
+    cfg["custom_quantize_layers"] = {**head, "output0": "float16"}
+    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    rk = RKNN()
+    assert rk.hybrid_quantization_step2(str(tmp_path / "yolov8.model"), str(tmp_path / "yolov8.data"),
+                                        str(cfg_path)) == 0
+    return _export(rk, tmp_path)
 
 
 def _detect(path, photos):
@@ -74,7 +110,8 @@ def _found(reference, dets) -> float:
     return hit / max(total, 1)
 
 
-def test_hybrid_int8_finds_the_float_boxes_on_real_photos(tmp_path, caplog):
+def test_hybrid_int8_finds_the_float_boxes_on_real_photos(tmp_path, caplog, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # hybrid step1 writes its files in the current directory
     photos = _photos()
     float_dets = _detect(_build(tmp_path, photos, caplog, quantize=False), photos)
     assert sum(len(d) for d in float_dets) >= 3  # something to find
@@ -87,6 +124,21 @@ def test_hybrid_int8_finds_the_float_boxes_on_real_photos(tmp_path, caplog):
     caplog.clear()
     hybrid = _detect(_build(tmp_path, photos, caplog, auto_hybrid=True), photos)
     assert any("Meet hybrid type, dtype: float16, tensor: output0" in r.getMessage() for r in caplog.records)
-    found, lost = _found(float_dets, hybrid), _found(float_dets, plain)
-    # random weights put many boxes near the score threshold, where int8 elsewhere in the net moves a few
-    assert found >= 0.8 and found > lost + 0.3, (found, lost)
+    caplog.clear()
+    head = _detect(_build_head_float(tmp_path, photos, caplog), photos)
+    floated = {r.getMessage().rsplit(" ", 1)[-1] for r in caplog.records if "Meet hybrid type" in r.getMessage()}
+    assert {"/model.22/cv3.0/cv3.0.2/Conv_output_0", "/model.22/dfl/Softmax_output_0", "output0"} <= floated
+
+    float32 = _detect(_build(tmp_path, photos, caplog, quantize=False, config={"float_dtype": "float32"}), photos)
+
+    lost = _found(float_dets, plain)
+    recall, precision = _found(float_dets, hybrid), _found(hybrid, float_dets)
+    head_recall, head_precision = _found(float_dets, head), _found(head, float_dets)
+    floor = _found(float_dets, float32)
+    # the figures of docs/hybrid-quantization.md: plain 0 %; auto hybrid 85 % of the 78 float16 boxes
+    # found, 90 % of its boxes float16's; the head in float16 92 % and 87 %; and the float32 build
+    # itself finds only 96 %: this random network's logits (+-200) flip on float16 rounding already
+    assert lost == 0.0
+    assert recall >= 0.8 and precision >= 0.85, (recall, precision)
+    assert head_recall >= 0.9 and head_precision >= 0.85 and head_recall > recall, (head_recall, head_precision)
+    assert 0.9 <= floor < 1.0, floor

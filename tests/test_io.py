@@ -8,7 +8,7 @@ import pytest
 
 import rknnlite
 from rknnlite import InputInvalidError, TensorFormat
-from rknnlite.runtime import layout
+from rknnlite.tensors import layout
 
 RNG = np.random.default_rng(3)
 # the conv models' image input is NHWC (1, 8, 8, 3), as librknnrt reports it: data and mean/std in NHWC

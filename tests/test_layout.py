@@ -1,4 +1,4 @@
-"""Tensor layouts (rknnlite.runtime.layout): platform rules, native layouts, sizes and the
+"""Tensor layouts (rknnlite.tensors.layout): platform rules, native layouts, sizes and the
 NCHW / NHWC <-> NC1HWC2 and row-padding conversions."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 from rknnlite.constants import TensorFormat, TensorType
 from rknnlite.errors import InvalidParamError
-from rknnlite.runtime import layout as L
+from rknnlite.tensors import layout as L
 
 DTYPES = ["int8", "uint8", "float16", "int16", "float32", "int32", "int64", "float64", "bool"]
 

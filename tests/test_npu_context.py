@@ -144,7 +144,7 @@ def test_nc1hwc2_pass_through_is_packed_for_the_runtime(npu):
         native = ctx.native_inputs[0]
         assert native.fmt == TensorFormat.NC1HWC2
         xq = rng.integers(-128, 128, (1, 5, 4, 4), dtype=np.int8)
-        from rknnlite.runtime.layout import nchw_to_nc1hwc2
+        from rknnlite.tensors.layout import nchw_to_nc1hwc2
 
         blocked = nchw_to_nc1hwc2(xq, native.dims[4])
         npu.clear()

@@ -91,6 +91,7 @@ def test_changelog_latest_release_is_package_version():
 def test_manifest_ships_cython_sources_and_headers():
     manifest = (ROOT / "MANIFEST.in").read_text()
     assert re.search(r"^recursive-include cython .*\*\.pyx.*\*\.pxd.*\*\.h", manifest, re.M)
+    assert re.search(r"^recursive-include cython/src \*\.c$", manifest, re.M)
     assert re.search(r"^include .*\bLICENSE\b", manifest, re.M)
     assert re.search(r"^exclude cython/\*\.c$", manifest, re.M)
 
@@ -103,8 +104,8 @@ def _copy_source_tree(dest: Path) -> None:
     for name in ("rknnlite", "cython", "tests", "examples", "packaging", "docs"):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, dest / name, ignore=skip)
-    # C sources of the tests (not generated) are needed; copy them back after the *.c filter
-    for c_file in (ROOT / "tests").rglob("*.c"):
+    # C sources of the tests and of cython/src/ (not generated) are needed; copy them back after the *.c filter
+    for c_file in [*(ROOT / "tests").rglob("*.c"), *(ROOT / "cython" / "src").glob("*.c")]:
         target = dest / c_file.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(c_file, target)
@@ -128,16 +129,19 @@ def test_sdist_contains_sources_and_metadata_version(tmp_path):
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
         prefix = tar.getnames()[0].split("/", 1)[0]
         pkg_info = tar.extractfile(f"{prefix}/PKG-INFO").read().decode()
-    for pyx in (ROOT / "cython").glob("*.pyx"):
-        assert f"cython/{pyx.name}" in names
+    for pyx in (ROOT / "cython").rglob("*.pyx"):
+        assert pyx.relative_to(ROOT).as_posix() in names
     for header in (ROOT / "cython" / "include").iterdir():
         if header.suffix in (".h", ".pxd"):
             assert f"cython/include/{header.name}" in names
+    for c_file in (ROOT / "cython" / "src").glob("*.c"):
+        assert f"cython/src/{c_file.name}" in names
     for required in ("LICENSE", "README.md", "CHANGELOG.md", "setup.py", "pyproject.toml", "tests/conftest.py",
                      "rknnlite/data/demo.rknn", "rknnlite/py.typed", "packaging/core-tests.txt",
                      "packaging/run_tests.sh", "packaging/debian/changelog", "packaging/systemd/rknnlite.service"):
         assert required in names, required
-    assert not [n for n in names if n.endswith((".so", ".pyc")) or (n.startswith("cython/") and n.endswith(".c"))]
+    assert not [n for n in names if n.endswith((".so", ".pyc")) or (n.startswith("cython/") and n.endswith(".c")
+                                                                         and not n.startswith("cython/src/"))]
     assert email.message_from_string(pkg_info)["Version"] == __version__
 
 

@@ -8,7 +8,7 @@ import pytest
 import rknnlite
 from rknnlite import InitFlag, InvalidParamError, QueryCmd, RKNNError
 from rknnlite.backends.software import executor as executor_module
-from rknnlite.runtime.perf import MemSize, OpPerf, PerfDetail, format_shapes
+from rknnlite.tensors.perf import MemSize, OpPerf, PerfDetail, format_shapes
 
 COLUMNS = ["ID", "OpType", "DataType", "Target", "InputShape", "OutputShape", "Cycles(DDR/NPU/Total)", "Time(us)",
            "MacUsage(%)", "WorkLoad(0/1/2)", "RW(KB)", "FullName"]

@@ -7,7 +7,7 @@ import pytest
 
 import rknnlite
 from rknnlite import InitFlag, InvalidParamError, ModelInvalidError, QueryCmd, TensorAttr, TensorFormat, TensorType
-from rknnlite.runtime.queries import InputRange, IoNum
+from rknnlite.tensors.ranges import InputRange, IoNum
 
 
 @pytest.fixture()

@@ -42,6 +42,16 @@ def test_core_constants():
     assert (RKNNLite.NPU_CORE_0_1, RKNNLite.NPU_CORE_0_1_2, RKNNLite.NPU_CORE_ALL) == (3, 7, 0xFFFF)
 
 
+@pytest.mark.parametrize("name", ["AUTO", "0", "1", "2", "0_1", "0_1_2", "ALL"])
+def test_core_constants_are_core_mask_members(name):
+    from rknnlite.constants import CoreMask
+    from rknnlite.toolkit import RKNN
+
+    member = CoreMask[name if name in ("AUTO", "ALL") else f"CORE_{name}"]
+    assert getattr(RKNNLite, f"NPU_CORE_{name}") is member
+    assert getattr(RKNN, f"NPU_CORE_{name}") is member
+
+
 def test_default_data_format_is_nhwc(rk, expected):
     (out,) = rk.inference(inputs=[nhwc(demo_image())])
     np.testing.assert_array_equal(out, expected)

@@ -76,6 +76,21 @@ def test_create_mem_fields_and_flags(ctx, flags, cacheable):
     mem.destroy()
 
 
+def test_every_backends_memory_follows_the_tensor_memory_protocol(ctx):
+    from rknnlite.backends.npu.zero_copy import NpuTensorMem
+    from rknnlite.tensors.memory import TensorMemory
+
+    members = [n for n in vars(TensorMemory) if not n.startswith("_")]
+    assert {"size", "offset", "fd", "flags", "array", "view", "sync", "destroy", "check_alive"} <= set(members)
+    for cls in (TensorMem, NpuTensorMem):
+        assert [n for n in members if not hasattr(cls, n)] == [], cls
+    mem = ctx.create_mem(16)
+    assert isinstance(mem, TensorMemory)
+    mem.destroy()
+    with pytest.raises(InvalidParamError, match="check: this tensor memory was destroyed"):
+        mem.check_alive("check")
+
+
 def test_buffer_protocol_and_views_share_the_memory(ctx):
     mem = ctx.create_mem(64)
     a = mem.array(np.float32, (4, 4))

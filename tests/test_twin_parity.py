@@ -26,7 +26,7 @@ import pytest
 
 import rknnlite
 from rknnlite import QntType, QueryCmd, RKNNError, TensorFormat, TensorType
-from rknnlite.runtime.perf import MemSize
+from rknnlite.tensors.perf import MemSize
 
 pytest.importorskip("onnx", reason="building the portable twins needs the onnx package (extra toolkit)")
 

@@ -19,7 +19,7 @@ import pytest
 
 import rknnlite
 from rknnlite.errors import ModelInvalidError
-from rknnlite.runtime.plugins import PLUGIN_DIR_ENV
+from rknnlite.backends.plugins import PLUGIN_DIR_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "data" / "vendor"

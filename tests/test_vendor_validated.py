@@ -44,7 +44,7 @@ def _evidence_module():
 @pytest.fixture(scope="module")
 def evidence():
     module = _evidence_module()
-    return module, module.corpus_evidence(CORPUS)
+    return module, module.corpus_evidence()  # the corpus and the field exports (tests/data/ultralytics)
 
 
 def test_the_validated_table_is_what_the_corpus_shows(evidence):
@@ -231,3 +231,17 @@ def test_conv_transpose_weights_are_the_flipped_kernel():
             assert np.abs(ours - sim).max() <= 1e-3 * max(1.0, np.abs(sim).max())
         else:
             assert np.mean(np.abs(ours - sim) <= scale * 1.0001) >= 0.99
+
+
+def test_the_docs_table_is_the_code_table():
+    doc = (REPO / "docs" / "vendor-offboard.md").read_text()
+    header = "| platform | RKNN-Toolkit2 | precision | vendor op types validated |"
+    rows = doc.split(header, 1)[1].strip().splitlines()[1:]
+    documented = {}
+    for row in rows:
+        if not row.startswith("|"):
+            break
+        platform, release, precision, ops = (cell.strip() for cell in row.strip().strip("|").split("|"))
+        documented.setdefault((platform, release), {})[precision] = frozenset(ops.split(", "))
+    io_ops = {"InputOperator", "OutputOperator"}  # every file has them; the docs leave them out
+    assert documented == {key: {p: ops - io_ops for p, ops in table.items()} for key, table in VALIDATED.items()}

@@ -10,7 +10,7 @@ import pytest
 
 import rknnlite
 import vision_reference as ref
-from vision_models import DATA, convert, model_zoo_split
+from vision_models import DATA, assert_matches, assert_same_as_reference, convert, model_zoo_split
 from rknnlite.vision import YOLO11, Detections, YOLOv5, YOLOv8, YOLOv8Pose, YOLOv8Seg, box_iou
 
 SIZE = (64, 96)
@@ -31,14 +31,7 @@ def outputs_of(data, i):
 
 def assert_matches_ultralytics(dets: Detections, det: np.ndarray, name: str, masks=None, score_tol=1e-5):
     """``det``: Ultralytics' rows x1, y1, x2, y2, score, class, extras (best first)."""
-    assert len(det) > 0
-    assert len(dets) == len(det)
-    iou = box_iou(dets.boxes, det[:, :4])
-    match = np.argmax(iou, axis=0)
-    assert sorted(match.tolist()) == list(range(len(det)))  # one-to-one
-    assert (iou[match, np.arange(len(det))] >= 0.99).all()
-    np.testing.assert_allclose(dets.scores[match], det[:, 4], atol=score_tol)
-    np.testing.assert_array_equal(dets.class_ids[match], det[:, 5].astype(int))
+    match = assert_matches(dets, det[:, :4], det[:, 4], det[:, 5], score_tol)
     if name == "yolov8_pose":
         np.testing.assert_allclose(dets.keypoints[match], det[:, 6:].reshape(-1, 17, 3), atol=1e-3)
     if masks is not None:
@@ -64,14 +57,6 @@ def test_converted_models_on_the_software_backend_find_what_ultralytics_finds(na
             outs = ctx.run([img[None]], data_format="nhwc")
             dets = DECODERS[name]()(outs)
             assert_matches_ultralytics(dets, data[f"det_{i}"], name, data.get(f"mask_{i}"), score_tol=1e-4)
-
-
-def assert_same_as_reference(dets: Detections, kept, tol: float):
-    assert len(dets) == len(kept)
-    for box, score, cls, _ in kept:
-        iou = box_iou(dets.boxes, np.array([box], np.float32))[:, 0]
-        j = int(np.argmax(np.where(dets.class_ids == cls, iou, -1)))
-        assert iou[j] >= 0.99 and abs(dets.scores[j] - score) <= tol
 
 
 def test_model_zoo_split_heads_find_what_ultralytics_finds(tmp_path):

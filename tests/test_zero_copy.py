@@ -13,7 +13,8 @@ import pytest
 
 import rknnlite
 from rknnlite import InputInvalidError, InvalidParamError, TensorFormat, TensorType
-from rknnlite.runtime import layout
+from rknnlite.runtime.context_io import ContextIo
+from rknnlite.tensors import layout
 
 REPO = Path(__file__).resolve().parent.parent
 RNG = np.random.default_rng(11)
@@ -78,7 +79,7 @@ def test_uint8_nhwc_frame_with_padded_rows_to_float32_output(ctx_of, model):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.uint8])
 def test_float_model_takes_raw_nhwc_input_dtypes(ctx_of, dtype):
     ctx = ctx_of("conv_fp16")
-    attr = ctx.native_inputs[0].replace(type=rknnlite.runtime.tensor_attr.TYPE_OF_DTYPE[np.dtype(dtype).name])
+    attr = ctx.native_inputs[0].replace(type=rknnlite.tensors.attr.TYPE_OF_DTYPE[np.dtype(dtype).name])
     x = image().astype(dtype)
     bind(ctx, attr).view(attr)[...] = nhwc(x)
     out = bind(ctx, ctx.outputs[0].replace(type=TensorType.FLOAT32))  # a float16 model's output says FLOAT16
@@ -343,6 +344,52 @@ def test_dynamic_shape_binding_follows_the_current_shapes(ctx_of):
     assert ctx.current_inputs[0].dims == (1, 8)
     with pytest.raises(InputInvalidError):
         ctx.run([np.ones((1, 5), np.float32)] * 2)
+
+
+# -- the context's one I/O object ------------------------------------------------------------------
+
+
+def test_the_backend_gets_the_io_object_not_the_context(ctx_of, monkeypatch):
+    ctx = ctx_of("add")
+    given = []
+    make = type(ctx._backend).zero_copy
+
+    def spy(backend, io):
+        given.append(io)
+        return make(backend, io)
+
+    monkeypatch.setattr(type(ctx._backend), "zero_copy", spy)
+    bind(ctx, ctx.inputs[0])
+    (io,) = given
+    assert io is not ctx and isinstance(io, ContextIo)
+    assert io.inputs == ctx.inputs and io.outputs == ctx.outputs and io.lock is ctx._lock
+    assert io.native(True, False) == ctx.native_inputs and io.live("rknn_run") is ctx._backend
+    ctx.close()
+    with pytest.raises(rknnlite.ContextInvalidError, match="closed"):
+        io.live("rknn_run")
+
+
+@pytest.mark.parametrize("model, shapes", [("add", None), ("dyn_add", [(1, 8), (1, 8)])])
+def test_run_and_run_bound_share_one_run_step(ctx_of, monkeypatch, model, shapes):
+    ctx = ctx_of(model)
+    if shapes:
+        ctx.set_input_shapes(shapes)
+    steps = []
+    step = rknnlite.Context._execute
+
+    def spy(self, backend, feeds, passes=None, out=None):
+        steps.append([x.shape for x in feeds])
+        return step(self, backend, feeds, passes, out)
+
+    monkeypatch.setattr(rknnlite.Context, "_execute", spy)
+    xs = [np.full(a.dims, k + 1, np.float32) for k, a in enumerate(ctx.current_inputs)]
+    for attr, x in zip(ctx.current_inputs, xs):
+        bind(ctx, attr).array(np.float32)[:] = x.ravel()
+    y = bind(ctx, ctx.current_outputs[0])
+    ctx.run_bound()
+    expected = ctx.run(xs)[0]
+    assert steps == [[x.shape for x in xs]] * 2
+    np.testing.assert_array_equal(y.array(np.float32, expected.shape), expected)
 
 
 # -- the README's camera example ---------------------------------------------------------------------

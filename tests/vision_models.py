@@ -1,4 +1,5 @@
-"""The Ultralytics-built models of tests/data/vision, converted for the vision tests."""
+"""The family-built models of tests/data/vision, converted for the vision tests, and the
+check that a decoder's detections are the family's own."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ import numpy as np
 
 from conftest import REPO
 from rknnlite.toolkit import RKNN
+from rknnlite.vision import Detections, box_iou
 
 DATA = REPO / "tests" / "data" / "vision"
 
 
-def convert(name, tmp_path, quantize=False, images=None, model=None) -> str:
-    """Convert fixture ``name`` (or ONNX bytes ``model``) to a .rknn file in ``tmp_path``."""
+def convert(name, tmp_path, quantize=False, images=None, model=None, mean=0.0, std=255.0) -> str:
+    """Convert fixture ``name`` (or ONNX bytes ``model``) to a .rknn file in ``tmp_path``;
+    the model sees ``(pixel - mean) / std``."""
     rknn = RKNN()
-    assert rknn.config(target_platform="rk3588", mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]],
+    assert rknn.config(target_platform="rk3588", mean_values=[[mean] * 3], std_values=[[std] * 3],
                        float_dtype="float32") == 0
     assert rknn.load_onnx(model if model is not None else str(DATA / f"{name}.onnx")) == 0
     dataset = None
@@ -29,6 +32,40 @@ def convert(name, tmp_path, quantize=False, images=None, model=None) -> str:
     assert rknn.export_rknn(str(path)) == 0
     rknn.release()
     return str(path)
+
+
+def assert_matches(dets: Detections, boxes, scores, class_ids, score_tol: float, keypoints=None,
+                   kp_tol: float = 1e-3) -> np.ndarray:
+    """``dets`` are the reference's detections one to one: the same boxes to a hundredth of a
+    pixel or 1e-4 of the coordinate (an IoU bound fails a box a fifth of a pixel wide on float32
+    noise: the random networks' yolov5 has one), scores within ``score_tol``, same classes,
+    keypoints (x, y) within ``kp_tol`` px.  Returns, per reference row, the index of its detection."""
+    assert len(boxes) > 0
+    assert len(dets) == len(boxes)
+    iou = box_iou(dets.boxes, np.asarray(boxes, np.float32))
+    match = np.argmax(iou, axis=0)
+    assert sorted(match.tolist()) == list(range(len(boxes)))  # one-to-one
+    np.testing.assert_allclose(dets.boxes[match], np.asarray(boxes, np.float32), rtol=1e-4, atol=1e-2)
+    np.testing.assert_allclose(dets.scores[match], scores, atol=score_tol)
+    np.testing.assert_array_equal(dets.class_ids[match], np.asarray(class_ids).astype(int))
+    if keypoints is not None:
+        np.testing.assert_allclose(dets.keypoints[match, :, :2], keypoints, atol=kp_tol)
+    return match
+
+
+def assert_same_as_reference(dets: Detections, kept, tol: float):
+    """``dets`` are tests/vision_reference.py's ``kept`` (box, score, class, extra) one for one:
+    the same-class box at IoU >= 0.99 (or, for a box of no area, which int8 distances can
+    give, the same corners within 1e-3 px), the score within ``tol``."""
+    assert len(dets) == len(kept)
+    for box, score, cls, _ in kept:
+        iou = box_iou(dets.boxes, np.array([box], np.float32))[:, 0]
+        same = dets.class_ids == cls
+        j = int(np.argmax(np.where(same, iou, -1)))
+        if iou[j] < 0.99:
+            j = int(np.argmin(np.where(same, np.abs(dets.boxes - np.float32(box)).max(axis=1), np.inf)))
+            assert np.abs(dets.boxes[j] - np.float32(box)).max() < 1e-3
+        assert abs(dets.scores[j] - score) <= tol
 
 
 def model_zoo_split(name: str) -> bytes:

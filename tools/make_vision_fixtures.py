@@ -104,6 +104,63 @@ def calibrate(model, torch) -> None:
         model.eval()
 
 
+def as_input(img: np.ndarray):
+    """An HWC uint8 RGB picture as the models' input: a (1, 3, H, W) float tensor in 0..1."""
+    import torch
+    return torch.from_numpy(img.transpose(2, 0, 1)[None].astype(np.float32) / 255.0)
+
+
+def export_heads(heads, workdir: Path, name: str, images: np.ndarray, output_names=("head8", "head16", "head32"),
+                 to_input=as_input):
+    """Export the torch module ``heads`` to ``workdir/<name>.onnx`` (input ``images``, SIZE)
+    and run it on ``images``: (the path, ``{"images", "out<k>_<i>"}``)."""
+    import torch
+    path = workdir / f"{name}.onnx"
+    torch.onnx.export(heads, torch.zeros(1, 3, *SIZE), str(path), opset_version=17, input_names=["images"],
+                      output_names=list(output_names), dynamo=False)
+    data = {"images": images}
+    with torch.no_grad():
+        for i, img in enumerate(images):
+            for k, y in enumerate(heads(to_input(img))):
+                data[f"out{k}_{i}"] = y.numpy()
+    return path, data
+
+
+def wrapped(model, forward):
+    """A torch module holding ``model`` (as its ``model`` attribute) whose forward is
+    ``forward(model, x)``: the part of a family's model a fixture exports."""
+    import torch
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, x):
+            return forward(self.model, x)
+
+    return Wrapped()
+
+
+def anchor_yolo(model_class, spec, objectness: float, **kwargs):
+    """An anchor-based YOLO ``model_class(spec, ch=3, **kwargs)`` (the yolov5 / yolov7 packages'
+    ``Model``) with seeded He-normal weights, :func:`calibrate`\ d batch norm, and its head's
+    biases ``objectness`` for every anchor's objectness logit and 0 for the class logits:
+    (model, its detect head)."""
+    import torch
+
+    torch.manual_seed(0)
+    model = model_class(spec, ch=3, **kwargs)
+    calibrate(model, torch)
+    detect = model.model[-1]
+    with torch.no_grad():
+        for conv in detect.m:
+            bias = conv.bias.view(detect.na, -1)
+            bias[:, 4] = objectness
+            bias[:, 5:] = 0.0
+    return model, detect
+
+
 def yolov5(workdir: Path, images: np.ndarray, nc: int = 3):
     """YOLOv5n (Ultralytics' yolov5 package, anchor-based) at width 1/16, exported the way
     Rockchip's model zoo exports it: the three heads' convolution outputs after a sigmoid,
@@ -117,49 +174,36 @@ def yolov5(workdir: Path, images: np.ndarray, nc: int = 3):
 
     spec = yaml.safe_load((Path(yolov5.__file__).parent / "models" / "yolov5n.yaml").read_text())
     spec["nc"], spec["width_multiple"] = nc, 0.0625
-    torch.manual_seed(0)
-    model = Model(spec, ch=3, nc=nc)
-    calibrate(model, torch)
-    detect = model.model[-1]
-    with torch.no_grad():
-        for conv in detect.m:
-            bias = conv.bias.view(detect.na, -1)
-            bias[:, 4] = -1.0   # objectness
-            bias[:, 5:] = 0.0   # classes
+    model, detect = anchor_yolo(Model, spec, -1.0, nc=nc)
 
-    class Heads(torch.nn.Module):
+    def heads(model, x):
         """The model up to the head convolutions, each followed by a sigmoid."""
+        y = []
+        for m in model.model:
+            if m.f != -1:
+                x = y[m.f] if isinstance(m.f, int) else [x if j == -1 else y[j] for j in m.f]
+            if m is detect:
+                return tuple(detect.m[i](x[i]).sigmoid() for i in range(detect.nl))
+            x = m(x)
+            y.append(x if m.i in model.save else None)
 
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
-
-        def forward(self, x):
-            outs, y = [], []
-            for m in self.model.model:
-                if m.f != -1:
-                    x = y[m.f] if isinstance(m.f, int) else [x if j == -1 else y[j] for j in m.f]
-                if m is detect:
-                    return tuple(detect.m[i](x[i]).sigmoid() for i in range(detect.nl))
-                x = m(x)
-                y.append(x if m.i in self.model.save else None)
-            return outs
-
-    heads = Heads(model).eval()
-    onnx_path = workdir / "yolov5.onnx"
-    x0 = torch.zeros(1, 3, *SIZE)
-    torch.onnx.export(heads, x0, str(onnx_path), opset_version=17, input_names=["images"],
-                      output_names=["head8", "head16", "head32"], dynamo=False)
-    data = {"images": images}
+    heads = wrapped(model, heads).eval()
+    onnx_path, data = export_heads(heads, workdir, "yolov5", images)
     with torch.no_grad():
         for i, img in enumerate(images):
-            x = torch.from_numpy(img.transpose(2, 0, 1)[None].astype(np.float32) / 255.0)
-            for k, y in enumerate(heads(x)):
-                data[f"out{k}_{i}"] = y.numpy()
+            x = as_input(img)
             pred = model(x)[0]
             data[f"det_{i}"] = non_max_suppression(pred, CONF, IOU, max_det=300)[0].numpy()
     data["anchors"] = (detect.anchors * detect.stride.view(-1, 1, 1)).numpy()  # pixels
     return onnx_path, data
+
+
+def save(name: str, onnx_path: Path, data: dict) -> None:
+    """Write fixture ``name`` (its ONNX file and npz) to tests/data/vision and say what it holds."""
+    (OUT / f"{name}.onnx").write_bytes(onnx_path.read_bytes())
+    np.savez_compressed(OUT / f"{name}.npz", **data)
+    counts = [len(data[k]) for k in sorted(data) if k.startswith("det_")]
+    print(f"{name}: {onnx_path.stat().st_size} bytes of ONNX, detections per picture {counts}")
 
 
 def main() -> int:
@@ -170,10 +214,7 @@ def main() -> int:
                 for name, (cfg, nc) in MODELS.items()]
         made.append(("yolov5", *yolov5(Path(tmp), images)))
         for name, onnx_path, data in made:
-            (OUT / f"{name}.onnx").write_bytes(onnx_path.read_bytes())
-            np.savez_compressed(OUT / f"{name}.npz", **data)
-            counts = [len(data[f"det_{i}"]) for i in range(len(images))]
-            print(f"{name}: {onnx_path.stat().st_size} bytes of ONNX, detections per picture {counts}")
+            save(name, onnx_path, data)
     return 0
 
 

@@ -28,4 +28,26 @@ typedef struct rk_pool_api {
 #define RK_POOL_CAPSULE "rknnlite._native.thread_pool.rk_pool"
 #define RK_POOL_API_CAPSULE "rknnlite._native.thread_pool.API"
 
+/* The implementation (cython/src/rk_pool.c), linked into rknnlite._native.thread_pool only;
+ * other modules go through rk_pool_api_table in the capsule. */
+#include "rk_api.h"
+
+/* ranges per thread of a dynamic run: enough that a delayed thread's share is small */
+#define RK_CHUNKS_PER_THREAD 4
+
+/* A pool of `threads` threads, caller included, its workers not started; idle workers poll for
+ * spin_ns nanoseconds before they sleep.  NULL when out of memory. */
+RK_API rk_pool *rk_pool_new(int threads, int64_t spin_ns);
+/* Joins the workers (waits for a run in progress); the pool can be started again. */
+RK_API void rk_pool_stop(rk_pool *p);
+/* Frees a stopped pool. */
+RK_API void rk_pool_free(rk_pool *p);
+/* See rk_pool_api. */
+RK_API int rk_pool_ensure(rk_pool *p);
+RK_API int rk_pool_run(rk_pool *p, rk_range_fn fn, void *ctx, int64_t n, int64_t min_chunk);
+/* Work items each thread slot ran (an array of `threads` counters owned by the pool). */
+RK_API int64_t *rk_pool_counts_of(rk_pool *p);
+/* The table published in the thread_pool.API capsule. */
+RK_API extern rk_pool_api rk_pool_api_table;
+
 #endif

@@ -15,3 +15,13 @@ cdef extern from "rk_pool.h" nogil:
 
     const char *RK_POOL_CAPSULE
     const char *RK_POOL_API_CAPSULE
+
+    # the implementation (linked into rknnlite._native.thread_pool only)
+    rk_pool *rk_pool_new(int threads, int64_t spin_ns) nogil
+    void rk_pool_stop(rk_pool *p) nogil
+    void rk_pool_free(rk_pool *p) nogil
+    int rk_pool_ensure(rk_pool *p)
+    int rk_pool_run(rk_pool *p, rk_range_fn fn, void *ctx, int64_t n, int64_t min_chunk) nogil
+    int64_t *rk_pool_counts_of(rk_pool *p) nogil
+    int RK_CHUNKS_PER_THREAD
+    rk_pool_api rk_pool_api_table

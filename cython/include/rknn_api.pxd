@@ -1,7 +1,7 @@
 # Cython declarations of the RKNN runtime C ABI (cython/include/rknn_api.h, API v2.3.2).
 # Declarations only: the binding resolves the functions with dlsym(), using the *_fn pointer
 # types below, so nothing links against librknnrt.  Sizes are asserted at import by
-# rknnlite._native.custom_op_plugin (abi_sizes) and tested by tests/test_abi_layout.py.
+# rknnlite._native.abi and rknnrt (cython/npu/abi_sizes.pxd) and tested by tests/test_abi_layout.py.
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 

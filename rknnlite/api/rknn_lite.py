@@ -10,15 +10,15 @@ where Lite2 refuses with "does not support simulator".
 from __future__ import annotations
 
 import os
-import platform
 from typing import List, Optional
 
 import numpy as np
 
 from .._version import __version__
-from ..constants import InitFlag, TensorFormat
+from ..constants import InitFlag, Lite2CoreMasks, TensorFormat
 from ..errors import RKNNError, error_name
 from ..model.loader import load_model
+from ..platform import board_soc
 from ..runtime.context import Context
 from ..runtime.cores import lite2_remap, supports_core_mask
 from ..runtime.log import InstanceLog
@@ -31,7 +31,7 @@ _DTYPES = ("float32", "float16", "int8", "uint8", "int16", "uint16", "int32", "i
 _NP_DTYPES = frozenset(np.dtype(name) for name in _DTYPES)
 
 
-class RKNNLite:
+class RKNNLite(Lite2CoreMasks):
     """Lite2-compatible runtime object (``from rknnlite.api import RKNNLite``).
 
     Args:
@@ -41,15 +41,9 @@ class RKNNLite:
 
     Neither option touches the root logger: messages go to the ``rknnlite.api``
     logger, and the verbose outputs are handlers of a private logger of this object.
+    The ``NPU_CORE_*`` constants are the :class:`~rknnlite.constants.CoreMask` members
+    (:class:`~rknnlite.constants.Lite2CoreMasks`).
     """
-
-    NPU_CORE_AUTO = 0
-    NPU_CORE_0 = 1
-    NPU_CORE_1 = 2
-    NPU_CORE_2 = 4
-    NPU_CORE_0_1 = 3
-    NPU_CORE_0_1_2 = 7
-    NPU_CORE_ALL = 0xFFFF
 
     def __init__(self, verbose: bool = False, verbose_file: Optional[str] = None):
         self._log = InstanceLog(_LOGGER_NAME, verbose, verbose_file, "%(levelname).1s RKNN: %(message)s")
@@ -82,7 +76,7 @@ class RKNNLite:
         return 0
 
     def init_runtime(self, target=None, device_id=None, async_mode: bool = False,
-                     core_mask: int = NPU_CORE_AUTO) -> int:
+                     core_mask: int = Lite2CoreMasks.NPU_CORE_AUTO) -> int:
         """Initialise the runtime on this host; returns 0, or -1 with the reason logged.
 
         ``target``/``device_id`` select a PC-attached board in Lite2; here they must be
@@ -90,6 +84,9 @@ class RKNNLite:
         ``InitFlag.ASYNC_MASK`` (``RKNN_FLAG_ASYNC_MASK``): :meth:`inference` returns the
         previous frame's outputs (the first call its own), from librknnrt on a board and
         emulated alike off-board; refused (-1) for a dynamic-shape model.
+        On a Rockchip board the context is created for the board's SoC
+        (``Context(target_platform=...)``, :func:`rknnlite.platform.board_soc`), whose core
+        rules ``core_mask`` follows; elsewhere for the model's first target platform.
         """
         if target is not None or device_id is not None:
             self._log.error("target/device_id select a board attached to a PC, which rknnlite does not "
@@ -100,7 +97,8 @@ class RKNNLite:
             return -1
         self._release_runtime()
         try:
-            self._ctx = Context(self._model, flags=InitFlag.ASYNC_MASK if async_mode else 0)
+            self._ctx = Context(self._model, target_platform=board_soc() or None,
+                                flags=InitFlag.ASYNC_MASK if async_mode else 0)
         except RKNNError as e:
             self._log.error("Catch exception when init runtime!")
             self._log.error("RKNN init failed. error code: %s: %s", error_name(e.code), e.message)
@@ -120,8 +118,9 @@ class RKNNLite:
                               "please ignore the above warning message.)", error_name(e.code))
 
     def _apply_core_mask(self, core_mask: int) -> int:
-        """Lite2's step: RK3576/RK3588 only, RK3576 remapping; the rules are runtime.cores'."""
-        platform_name = self._platform()
+        """Lite2's step: RK3576/RK3588 only, RK3576 remapping; the rules are runtime.cores',
+        for the SoC the context runs for (``Context.core_platform``)."""
+        platform_name = self._ctx.core_platform
         if not supports_core_mask(platform_name):
             if core_mask == self.NPU_CORE_AUTO:
                 return 0
@@ -137,15 +136,6 @@ class RKNNLite:
             self._log.error("Invalid core_mask: %s", e)
             return -1
         return 0
-
-    def _platform(self) -> str:
-        """The SoC this runs for: the board's, else the model's first target platform."""
-        soc = _board_soc()
-        if soc:
-            return soc
-        meta = getattr(self._model.model, "metadata", None)
-        targets = getattr(meta, "target_platforms", None) or getattr(self._model.model, "target_platforms", ())
-        return targets[0].lower() if targets else ""
 
     # -- inference -------------------------------------------------------------------------
 
@@ -313,8 +303,7 @@ class RKNNLite:
         if loaded is None:
             self._log.error("Model is not loaded yet, this interface should be called after load_rknn!")
             return None
-        meta = getattr(loaded.model, "metadata", None)
-        filled = list(getattr(meta, "target_platforms", None) or getattr(loaded.model, "target_platforms", ()))
+        filled = list(loaded.model.target_platforms)
         self._log.info("Target platforms filled in RKNN model: %s", filled)
         self._log.info("Target platforms supported by this RKNN model: %s", filled)
         return {"filled_target_platform": filled, "support_target_platform": filled}
@@ -338,17 +327,3 @@ _FAILED = object()
 #: The Lite2 release whose behaviour this facade follows.
 _LITE2_COMPAT_VERSION = "2.5.0"
 
-
-def _board_soc() -> str:
-    """The Rockchip SoC named in ``/proc/device-tree/compatible`` (e.g. ``"rk3588"``), or ``""``."""
-    if platform.machine() not in ("aarch64", "armv7l"):
-        return ""
-    try:
-        with open("/proc/device-tree/compatible", "rb") as f:
-            compatible = f.read().decode("ascii", "replace").lower()
-    except OSError:
-        return ""
-    for soc in ("rk3588", "rk3576", "rk3568", "rk3566", "rk3562", "rv1126b", "rv1106", "rv1103"):
-        if soc in compatible:
-            return soc
-    return ""

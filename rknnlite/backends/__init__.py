@@ -44,10 +44,10 @@ def _vendor_software_backend(loaded: LoadedModel, custom_ops) -> Backend:
     does not know.  The file's op types that no built-in lowering runs are run by a custom
     operator: one of ``custom_ops`` (Python, RKNN-Toolkit2's class form), else a
     ``librkcst_<op type>.so`` plugin found where librknnrt looks for plugins
-    (:mod:`rknnlite.runtime.plugins`), registered as librknnrt does at init."""
+    (:mod:`rknnlite.backends.plugins`), registered as librknnrt does at init."""
     from ..errors import InvalidParamError
     from ..model.rknn_graph import lower_rockchip
-    from ..runtime.plugins import find_plugin, resolve_custom_op
+    from .plugins import find_plugin, resolve_custom_op
     from .software import SoftwareBackend
 
     python_types = {getattr(op, "op_type", None) for op in custom_ops}

@@ -14,8 +14,8 @@ except ImportError:  # pragma: no cover
 from ..constants import CoreMask
 from ..errors import InvalidParamError
 from ..model.spec import TensorSpec
-from ..runtime.perf import MemSize, PerfDetail
-from ..runtime.tensor_attr import TensorAttr
+from ..tensors.perf import MemSize, PerfDetail
+from ..tensors.attr import TensorAttr
 
 
 class Backend(Protocol):
@@ -65,8 +65,10 @@ class Backend(Protocol):
     def set_input_shapes(self, shapes: Sequence[Tuple[int, ...]]) -> None:
         """Switch a dynamic-shape model to ``shapes`` (one of :attr:`dynamic_shapes`)."""
 
-    def zero_copy(self, host) -> "ZeroCopy":
-        """The zero-copy I/O of the Context ``host`` on this backend (made once per Context)."""
+    def zero_copy(self, io) -> "ZeroCopy":
+        """The zero-copy I/O on this backend of the Context ``io`` describes (an
+        :class:`~rknnlite.backends.io_host.IoHost`: its plans, attributes, lock and run step;
+        made once per Context)."""
 
     def dup(self) -> "Backend": ...
 
@@ -74,7 +76,7 @@ class Backend(Protocol):
 
     def set_core_mask(self, platform: str, mask: CoreMask) -> None:
         """Run later inferences on the cores ``mask`` names (already validated for ``platform``
-        by :func:`rknnlite.runtime.cores.check_core_mask`)."""
+        by :func:`rknnlite.tensors.topology.check_core_mask`)."""
 
     def set_batch_core_num(self, n: int) -> None:
         """Split a multi-batch model's samples across ``n`` cores (already validated)."""
@@ -113,9 +115,9 @@ def feed_specs(backend) -> Sequence[TensorSpec]:
 
 class ZeroCopy(Protocol):
     """Zero-copy I/O of one Context (``Context.create_mem``/``set_io_mem``/``run_bound``):
-    emulated on the host by the software backend (:mod:`rknnlite.runtime.binding`),
+    emulated on the host by the software backend (:mod:`rknnlite.backends.software.binding`),
     ``rknn_create_mem``/``rknn_set_io_mem``/``rknn_mem_sync`` on the npu backend.  The
-    memory objects have the :class:`~rknnlite.runtime.memory.TensorMem` interface."""
+    memory objects have the :class:`~rknnlite.backends.memory.TensorMem` interface."""
 
     def create_mem(self, size: int, flags: int = 0): ...
 

@@ -27,17 +27,18 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5
 
 
 class _ProcessCollector:
-    """RSS, CPU time and NPU load, read at scrape time."""
+    """RSS, CPU time and NPU load (under ``sysroot``), read at scrape time."""
 
-    def __init__(self):
+    def __init__(self, sysroot: str):
         import psutil
 
         self._process = psutil.Process()
+        self._sysroot = sysroot
 
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        from ..doctor import read_npu_load
+        from ..platform import read_npu_load
 
         rss = GaugeMetricFamily("rknnlite_process_resident_memory_bytes", "Resident memory of the daemon (bytes).")
         rss.add_metric([], float(self._process.memory_info().rss))
@@ -46,7 +47,7 @@ class _ProcessCollector:
         cpu = CounterMetricFamily("rknnlite_process_cpu_seconds", "CPU time of the daemon (user + system, seconds).")
         cpu.add_metric([], float(times.user + times.system))
         yield cpu
-        cores = read_npu_load().get("cores")
+        cores = read_npu_load(self._sysroot).get("cores")
         if cores:
             load = GaugeMetricFamily("rknnlite_npu_load_percent", "NPU load per core (percent, from the driver).",
                                      labels=["core"])
@@ -56,9 +57,13 @@ class _ProcessCollector:
 
 
 class DaemonMetrics:
-    """The daemon's metrics (see the module doc); ``render()`` gives the /metrics body."""
+    """The daemon's metrics (see the module doc); ``render()`` gives the /metrics body.
 
-    def __init__(self):
+    ``sysroot``: the filesystem root the NPU load is read under (``"/"``; a fake board tree
+    in tests), see :func:`rknnlite.platform.read_npu_load`.
+    """
+
+    def __init__(self, sysroot: str = "/"):
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = CollectorRegistry(auto_describe=True)
@@ -76,7 +81,7 @@ class DaemonMetrics:
         self.errors = Counter("rknnlite_errors", "Failed inferences by kind.", ["model", "kind"], registry=r)
         self.model_ready = Gauge("rknnlite_model_ready", "1 when the model serves, 0 when unavailable.", ["model"],
                                  registry=r)
-        r.register(_ProcessCollector())
+        r.register(_ProcessCollector(sysroot))
         self._children: dict = {}
         self._request_children: dict = {}
 

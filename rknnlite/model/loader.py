@@ -14,6 +14,7 @@ from typing import Any, Optional, Union
 from ..errors import ModelInvalidError
 from . import envelope, rockchip
 from .container import MAGIC as PORTABLE_MAGIC
+from .info import ModelInfo
 from .portable import read_portable
 from .source import ModelSource, open_source
 
@@ -50,14 +51,15 @@ class LoadedModel:
 
     Attributes:
         format: ``PORTABLE``, ``ROCKCHIP`` or ``ROCKCHIP_ENCRYPTED``.
-        model: ``PortableModel``, ``RockchipModel`` or ``RockchipEncryptedInfo``.
+        model: ``PortableModel``, ``RockchipModel`` or ``RockchipEncryptedInfo``, each a
+            :class:`~rknnlite.model.info.ModelInfo`.
         payload: the model bytes (decrypted when the file was encrypted; in memory only).
         source: where the file came from (path or buffer).
         encryption: the envelope's header info when the file was encrypted, else None.
     """
 
     format: str
-    model: Any
+    model: ModelInfo
     payload: memoryview
     source: ModelSource
     encryption: Optional[Any] = None
@@ -111,7 +113,7 @@ def load_model(model: Union[str, bytes, bytearray, memoryview, ModelSource], key
     return LoadedModel(fmt, model, payload, source, info)
 
 
-def parse_payload(fmt: str, payload: memoryview, label: str):
+def parse_payload(fmt: str, payload: memoryview, label: str) -> ModelInfo:
     """Parse plain (not encrypted) model bytes of a known format."""
     if fmt == PORTABLE:
         return read_portable(payload, label)

@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ModelInvalidError
 from .container import Container, pack_weights, read_container, write_container
 from .graph import Graph
+from .info import MetadataInfo
 from .metadata import ModelMetadata, parse_metadata
 
 __all__ = ["PortableModel", "read_portable", "write_portable", "share_weights", "weight_names"]
@@ -20,8 +21,8 @@ WEIGHT_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 
 
 @dataclass(frozen=True)
-class PortableModel:
-    """A loaded portable model.
+class PortableModel(MetadataInfo):
+    """A loaded portable model (a :class:`~rknnlite.model.info.ModelInfo`).
 
     Attributes:
         metadata: validated ``META`` section.

@@ -177,6 +177,12 @@ class RockchipModel:
         """Whether the model was built with several input shapes."""
         return bool(self.dynamic_shapes)
 
+    @property
+    def input_preprocess(self) -> Tuple[()]:
+        """Empty (:class:`~rknnlite.model.info.ModelInfo`): the file's mean/std are applied by
+        librknnrt, or by the lowered model off-board, never on the host side."""
+        return ()
+
     def summary(self) -> dict:
         """A JSON-ready dict (used by ``rknnlite inspect --json``)."""
         return {
@@ -203,7 +209,8 @@ class RockchipModel:
 
 @dataclass(frozen=True)
 class RockchipEncryptedInfo:
-    """What can be said about a vendor-encrypted (``CYPTRKNN``) model without its key."""
+    """What can be said about a vendor-encrypted (``CYPTRKNN``) model without its key (a
+    :class:`~rknnlite.model.info.ModelInfo` that names no platform and no custom string)."""
 
     size: int
     magic: str = CYPT_MAGIC.decode("ascii")
@@ -212,7 +219,23 @@ class RockchipEncryptedInfo:
         "decrypted inside librknnrt on a board"
     )
 
+    @property
+    def target_platforms(self) -> Tuple[str, ...]:
+        """Empty: only librknnrt reads the encrypted file."""
+        return ()
+
+    @property
+    def custom_string(self) -> None:
+        """``None``: only librknnrt reads the encrypted file (``RKNN_QUERY_CUSTOM_STRING``)."""
+        return None
+
+    @property
+    def input_preprocess(self) -> Tuple[()]:
+        """Empty: librknnrt applies the file's own mean/std."""
+        return ()
+
     def summary(self) -> dict:
+        """A JSON-ready dict (``rknnlite inspect --json``)."""
         return {"format": "rockchip-encrypted", "size": self.size, "note": self.note}
 
 

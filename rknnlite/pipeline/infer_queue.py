@@ -103,7 +103,8 @@ class AsyncInferQueue:
         try:
             if isinstance(model_or_context, Context):
                 template = model_or_context
-                template._live()
+                if template.closed:
+                    raise ContextInvalidError("the context is closed", op="rknn_run")
             else:
                 template = Context(model_or_context)
                 self._contexts.append(template)

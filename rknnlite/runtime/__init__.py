@@ -1,6 +1,6 @@
 """The runtime: Context, tensor attributes, logging."""
 
 from .context import Context
-from .tensor_attr import TensorAttr
+from ..tensors.attr import TensorAttr
 
 __all__ = ["Context", "TensorAttr"]

@@ -12,18 +12,20 @@ from ..backends import create_backend
 from ..backends.base import feed_specs
 from ..constants import InitFlag, TensorFormat
 from ..errors import ContextInvalidError, InputInvalidError, InvalidParamError, ModelInvalidError, RKNNError
+from ..log import apply_env_level, logger
 from ..model.loader import LoadedModel, load_model
+from ..tensors.attr import TensorAttr
+from ..tensors.perf import MemSize, PerfDetail
+from ..tensors.ranges import InputRange
+from ..tensors.topology import DEFAULT_PLATFORM
+from .context_io import ContextIo
 from .cores import check_batch_core_num, check_core_mask, model_platform
-from .emulation import DEFAULT_PLATFORM
 from .flags import ALLOC_OUTSIDE, check_init_flags
 from .io import FORMATS, InputPlan, OutputPlan, reorder_shape
-from .log import apply_env_level, logger
-from .perf import MemSize, PerfDetail
-from .queries import InputRange, query
-from .tensor_attr import TensorAttr
+from .queries import query
 
 if TYPE_CHECKING:  # annotations only
-    from .memory import TensorMem
+    from ..tensors.memory import TensorMemory
 
 __all__ = ["Context", "DEFAULT_PLATFORM"]
 
@@ -98,7 +100,6 @@ class Context:
         self._lock = threading.Lock()
         backend = self._backend
         model = self._loaded.model
-        meta = getattr(model, "metadata", None)
         self._inputs = [TensorAttr.from_spec(i, s) for i, s in enumerate(backend.inputs)]
         self._outputs = [TensorAttr.from_spec(i, s) for i, s in enumerate(backend.outputs)]
         sets = backend.dynamic_shapes or ()
@@ -106,7 +107,7 @@ class Context:
         #: of each input's attribute: NHWC for an image input, as librknnrt gives them)
         self._shape_sets: Tuple[Tuple[Tuple[int, ...], ...], ...] = tuple(
             tuple(tuple(int(d) for d in shape) for shape in shape_set) for shape_set in sets)
-        preprocess = meta.preprocess if meta is not None else ()
+        preprocess = model.input_preprocess
         self._plans = [InputPlan(a, s, preprocess[i] if preprocess else None,
                                  shapes=[shape_set[i] for shape_set in self._shape_sets])
                        for i, (a, s) in enumerate(zip(self._inputs, feed_specs(backend)))]
@@ -125,8 +126,7 @@ class Context:
         self._emulate_async = bool(self.flags & InitFlag.ASYNC_MASK) and backend.name != "npu"
 
     def _check_platform(self, target: str) -> None:
-        meta = getattr(self._loaded.model, "metadata", None)
-        targets = [t.lower() for t in getattr(meta, "target_platforms", ())]
+        targets = [t.lower() for t in self._loaded.model.target_platforms]
         if targets and target.lower() not in targets:
             logger.warning("model was built for %s, not %s; running it anyway on the %s backend",
                            ", ".join(targets), target, self._backend.name)
@@ -165,8 +165,7 @@ class Context:
         asked = getattr(self._live(), "custom_string", None)
         if isinstance(asked, str):
             return asked
-        meta = getattr(self._loaded.model, "metadata", None)
-        return getattr(meta, "custom_string", "") or getattr(self._loaded.model, "custom_string", "") or ""
+        return self._loaded.model.custom_string or ""
 
     def sdk_version(self) -> dict:
         """``{"api": ..., "drv": ...}`` versions of the runtime serving this context, as its
@@ -180,7 +179,7 @@ class Context:
     def native_inputs(self) -> List[TensorAttr]:
         """Input attributes in the NPU's native layout (``NATIVE_INPUT_ATTR``), as the
         backend reports them: librknnrt's answer on the npu backend; on the software
-        backend the rules for the model's platform (:func:`rknnlite.runtime.emulation.native_attr`):
+        backend the rules for the model's platform (:func:`rknnlite.backends.software.emulation.native_attr`):
         1/3/4-channel 4-D inputs as NHWC with the platform's ``w_stride``, other 4-D inputs
         NC1HWC2, int8 models INT8 with their zero point and scale, float models FLOAT16.
         For a dynamic-shape model: at the current shapes."""
@@ -355,7 +354,7 @@ class Context:
         """
         return query(self, cmd, index)
 
-    # -- cores, batches, profiling (rules: runtime.cores; records: runtime.perf) -------------
+    # -- cores, batches, profiling (rules: tensors.topology; records: tensors.perf) -------------
 
     def set_core_mask(self, mask) -> None:
         """Choose the NPU cores later runs use (``rknn_set_core_mask``); RK3588/RK3576 only.
@@ -387,8 +386,8 @@ class Context:
         """The per-operator profile of the last run (``RKNN_QUERY_PERF_DETAIL``).
 
         Returns the vendor's fixed-width text table (a new ``str``), or with
-        ``as_text=False`` a :class:`~rknnlite.runtime.perf.PerfDetail` whose ``records``
-        are :class:`~rknnlite.runtime.perf.OpPerf` rows (fields documented there: cycle
+        ``as_text=False`` a :class:`~rknnlite.tensors.perf.PerfDetail` whose ``records``
+        are :class:`~rknnlite.tensors.perf.OpPerf` rows (fields documented there: cycle
         counts are 0 and MAC usage is absent on the software backend).
 
         Raises:
@@ -422,7 +421,7 @@ class Context:
 
     def mem_size(self) -> MemSize:
         """Memory this context uses (``RKNN_QUERY_MEM_SIZE``), in bytes: a
-        :class:`~rknnlite.runtime.perf.MemSize` (``.to_dict()`` for a dict).  The software
+        :class:`~rknnlite.tensors.perf.MemSize` (``.to_dict()`` for a dict).  The software
         backend plans its activation buffers on the first run with each input shape, so
         ``total_internal_size`` is 0 before the first run, except on a context created with
         ``MEM_ALLOC_OUTSIDE``/``INTERNAL_ALLOC_OUTSIDE``, whose first call plans them with one
@@ -445,7 +444,7 @@ class Context:
 
     # -- memory the caller provides (MEM_ALLOC_OUTSIDE / INTERNAL_ALLOC_OUTSIDE) ---------------
 
-    def set_weight_mem(self, mem: "TensorMem") -> None:
+    def set_weight_mem(self, mem: "TensorMemory") -> None:
         """Put the model's weights in ``mem`` (``rknn_set_weight_mem``), memory from this
         context's :meth:`create_mem`/:meth:`create_mem_from_fd` of at least
         ``mem_size().total_weight_size`` bytes after its offset.  Only on a context created
@@ -460,7 +459,7 @@ class Context:
         """
         self._set_model_mem("weight", mem, InitFlag.MEM_ALLOC_OUTSIDE)
 
-    def set_internal_mem(self, mem: "TensorMem") -> None:
+    def set_internal_mem(self, mem: "TensorMemory") -> None:
         """Keep the model's intermediate tensors in ``mem`` (``rknn_set_internal_mem``), memory
         from this context of at least ``mem_size().total_internal_size`` bytes after its
         offset (one memory can serve several contexts run one after the other: wrap it with
@@ -562,11 +561,7 @@ class Context:
                 feeds = [p.convert(x) for p, x in zip(plans, inputs)]
             else:
                 feeds, passes = self._feeds(inputs, data_format, pass_through)
-            if self._shape_sets:
-                self._use_set_of(feeds)
-            outputs = backend.run(feeds, pass_through=passes) if passes else backend.run(feeds)
-            if self._shape_sets and self._current_set not in self._set_outputs:
-                self._set_outputs[self._current_set] = [tuple(y.shape) for y in outputs]
+            outputs = self._execute(backend, feeds, passes)
             if self._emulate_async:  # librknnrt's ASYNC_MASK: the previous frame (the first: its own)
                 previous = self._previous if self._previous is not None else [y.copy() for y in outputs]
                 outputs, self._previous = previous, outputs
@@ -615,6 +610,22 @@ class Context:
                                     op="rknn_inputs_set")
         return [inputs[k] for k in names]
 
+    def _execute(self, backend, feeds: List[np.ndarray], passes: Optional[List[bool]] = None,
+                 out: Optional[list] = None) -> List[np.ndarray]:
+        """The one run step of :meth:`run` and :meth:`run_bound` (the lock held, ``backend``
+        live): a dynamic-shape model switches to the shape set of ``feeds`` (model layout) and
+        remembers that set's output shapes; ``passes`` flags the passed-through inputs
+        (``None``: none); ``out`` (static shapes only) takes outputs written in place."""
+        if not self._shape_sets:
+            if out is not None:
+                return backend.run(feeds, pass_through=passes, out=out)
+            return backend.run(feeds, pass_through=passes) if passes else backend.run(feeds)
+        self._use_set_of(feeds)
+        outputs = backend.run(feeds, pass_through=passes) if passes else backend.run(feeds)
+        if self._current_set not in self._set_outputs:
+            self._set_outputs[self._current_set] = [tuple(y.shape) for y in outputs]
+        return outputs
+
     def _use_set_of(self, feeds: List[np.ndarray]) -> None:
         """Switch a dynamic-shape model to the shape set of ``feeds`` (model layout)."""
         shapes = tuple(x.shape for x in feeds)
@@ -635,19 +646,19 @@ class Context:
                     raise ContextInvalidError("the context is closed", op=op)
                 zc = self.__dict__.get("_zc")
                 if zc is None:
-                    zc = self._zc = backend.zero_copy(self)
+                    zc = self._zc = backend.zero_copy(ContextIo(self))
         elif self._backend is None:
             raise ContextInvalidError("the context is closed", op=op)
         return zc
 
-    def create_mem(self, size: int, flags=0) -> "TensorMem":
+    def create_mem(self, size: int, flags=0) -> "TensorMemory":
         """New zero-filled tensor memory of ``size`` bytes (``rknn_create_mem2``), e.g.
         ``attr.size_with_stride`` bytes for one tensor.  ``flags``:
         :class:`~rknnlite.constants.MemAllocFlag` ``DEFAULT`` (cacheable), ``CACHEABLE``,
         ``NON_CACHEABLE``, optionally ``| TRY_ALLOC_SRAM`` (accepted; ordinary memory on the
         software backend).  The context owns it: closing the context destroys it.  On the
         npu backend this is librknnrt's memory (:class:`~rknnlite.backends.npu.zero_copy.NpuTensorMem`,
-        the same interface); on the software backend a :class:`~rknnlite.runtime.memory.TensorMem`.
+        the same interface); on the software backend a :class:`~rknnlite.backends.memory.TensorMem`.
 
         Raises:
             InvalidParamError: ``size`` not an int > 0, or bad ``flags``.
@@ -656,7 +667,7 @@ class Context:
         """
         return self._zero_copy("rknn_create_mem").create_mem(size, flags)
 
-    def create_mem_from_fd(self, fd: int, size: int, offset: int = 0, *, flags=0) -> "TensorMem":
+    def create_mem_from_fd(self, fd: int, size: int, offset: int = 0, *, flags=0) -> "TensorMemory":
         """Tensor memory over bytes ``[0, size)`` of ``fd`` (``rknn_create_mem_from_fd``): a
         memfd, a dma-buf (camera, DMA heap) or any mappable file, mapped shared, not copied;
         tensors bound to it start at byte ``offset``.  The fd stays the caller's (never
@@ -670,13 +681,13 @@ class Context:
         """
         return self._zero_copy("rknn_create_mem_from_fd").create_mem_from_fd(fd, size, offset, flags)
 
-    def set_io_mem(self, mem: "TensorMem", attr: TensorAttr) -> None:
+    def set_io_mem(self, mem: "TensorMemory", attr: TensorAttr) -> None:
         """Bind ``mem`` to the input or output ``attr`` names (``rknn_set_io_mem``): later
         :meth:`run_bound` calls read that input from it, or write that output into it, in
         the layout and type ``attr`` gives.  Nothing is copied here.  Take ``attr`` from
         :attr:`inputs`/:attr:`outputs`/:attr:`native_inputs`/:attr:`native_outputs`, changed
         with ``attr.replace(type=..., fmt=..., pass_through=...)``; the layouts accepted
-        are listed in :mod:`rknnlite.runtime.binding` (e.g. UINT8 NHWC camera frames with
+        are listed in :mod:`rknnlite.backends.software.binding` (e.g. UINT8 NHWC camera frames with
         rows ``w_stride`` apart, FLOAT32 NCHW outputs); on the npu backend librknnrt
         judges the attr (``rknn_set_io_mem``).  Binding a tensor again replaces its memory.
 
@@ -697,7 +708,7 @@ class Context:
         output is written into its memory once.  By default the runtime flushes the
         inputs' CPU cache before and invalidates the outputs' after; a context created
         with ``InitFlag.DISABLE_FLUSH_INPUT_MEM_CACHE``/``DISABLE_FLUSH_OUTPUT_MEM_CACHE``
-        leaves that to ``mem.sync()`` for cacheable memory (see :mod:`rknnlite.runtime.memory`).
+        leaves that to ``mem.sync()`` for cacheable memory (see :mod:`rknnlite.backends.memory`).
 
         Raises:
             InvalidParamError: an input or output is not bound (all are named).
@@ -724,7 +735,7 @@ class Context:
           ``"librkcst_softmax"``, searched in ``RKNNLITE_OP_PLUGIN_DIR`` then
           ``/usr/lib/rknpu/op_plugins``), a ctypes pointer to an ``rknn_custom_op`` (the
           struct is copied; the ctypes object is kept alive), or what
-          :func:`rknnlite.runtime.plugins.load_plugin` returns.  Its ``init`` runs once per
+          :func:`rknnlite.backends.plugins.load_plugin` returns.  Its ``init`` runs once per
           node now (it may return -14 to keep the runtime's built-in op of that type),
           ``prepare`` and ``compute`` on every run, ``destroy`` at :meth:`close`; see
           :mod:`rknnlite.backends.software.custom_kernels` for the tensors they get.
@@ -741,7 +752,7 @@ class Context:
             RKNNError: (typed by code) a native ``init`` failed; nothing is registered.
             ContextInvalidError: the context is closed.
         """
-        from .plugins import resolve_custom_op
+        from ..backends.plugins import resolve_custom_op
 
         resolved, native = resolve_custom_op(op)
         with self._lock:

@@ -1,27 +1,14 @@
-"""NPU cores per platform and the rules for core masks and batch core counts.
-
-The single source of truth for ``Context.set_core_mask``, ``Context.set_batch_core_num``
-and ``RKNNLite.init_runtime(core_mask=...)``.  Facts (RKNN C API reference):
-
-* NPU cores: RK3588 3, RK3576 2, every other platform 1.
-* ``rknn_set_core_mask`` / ``rknn_set_batch_core_num`` work only on RK3588 and RK3576;
-  elsewhere they fail.
-* ``AUTO`` runs one inference on one (idle) core; ``CORE_n`` pins it to core n;
-  ``CORE_0_1`` / ``CORE_0_1_2`` split one inference across those cores; ``ALL`` means
-  every core of the platform (0_1_2 on RK3588, 0_1 on RK3576).
-* RK3576 has no core 2: ``CORE_2`` and ``CORE_0_1_2`` cannot be set there (the C API
-  rejects them; Lite2 remaps them to ``CORE_0`` / ``CORE_0_1`` with a warning).
-
-The software backend emulates cores with worker threads: see :func:`threads_for_mask`.
+"""The core-mask rules a ``Context`` applies: the platform it runs for (:func:`model_platform`),
+and the NPU topology (:mod:`rknnlite.tensors.topology`), re-exported for the layers above.
+The software backend's thread policy is :func:`rknnlite.backends.software.parallel.threads_for_mask`.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence
 
-from ..constants import CoreMask
-from ..errors import InvalidParamError
+from ..tensors.topology import (CORE_COUNTS, MULTI_CORE_PLATFORMS, check_batch_core_num, check_core_mask, core_count,
+                                lite2_remap, mask_cores, supports_core_mask, usable_cpus)
 
 __all__ = [
     "CORE_COUNTS",
@@ -34,26 +21,7 @@ __all__ = [
     "lite2_remap",
     "check_batch_core_num",
     "usable_cpus",
-    "threads_for_mask",
 ]
-
-#: NPU cores of the multi-core platforms; every other platform has one.
-CORE_COUNTS = {"rk3588": 3, "rk3576": 2}
-
-#: Platforms where the core mask and the batch core count may be set.
-MULTI_CORE_PLATFORMS = tuple(sorted(CORE_COUNTS))
-
-_SETTABLE = frozenset(m for m in CoreMask if m != CoreMask.UNDEFINED)
-
-
-def core_count(platform: str) -> int:
-    """NPU cores of ``platform`` (``"rk3588"`` -> 3; unknown or empty -> 1)."""
-    return CORE_COUNTS.get((platform or "").lower(), 1)
-
-
-def supports_core_mask(platform: str) -> bool:
-    """True on the platforms where ``set_core_mask``/``set_batch_core_num`` are allowed."""
-    return (platform or "").lower() in CORE_COUNTS
 
 
 def model_platform(model: Any, target_platform: Optional[str] = None) -> str:
@@ -61,95 +29,5 @@ def model_platform(model: Any, target_platform: Optional[str] = None) -> str:
     first of the model's target platforms, else ``""`` (treated as a one-core NPU)."""
     if target_platform:
         return str(target_platform).lower()
-    meta = getattr(model, "metadata", None)
-    targets: Sequence[str] = getattr(meta, "target_platforms", None) or getattr(model, "target_platforms", None) or ()
+    targets: Sequence[str] = model.target_platforms  # a rknnlite.model.info.ModelInfo
     return str(targets[0]).lower() if targets else ""
-
-
-def _only_multi_core(platform: str, what: str) -> None:
-    if not supports_core_mask(platform):
-        raise InvalidParamError(
-            f"{what} is only supported on {' and '.join(p.upper() for p in MULTI_CORE_PLATFORMS)} "
-            f"(multi-core NPUs); this context runs for {platform.upper() or 'an unnamed platform'} "
-            "with a single NPU core",
-            op="rknn_set_core_mask" if what == "set_core_mask" else "rknn_set_batch_core_num",
-        )
-
-
-def check_core_mask(platform: str, mask: Any) -> CoreMask:
-    """``mask`` as a :class:`CoreMask` if ``platform`` accepts it, else ``InvalidParamError``.
-
-    Rejected: any mask on a single-core platform; values that are not a settable
-    ``CoreMask`` member (e.g. 5, 6, ``UNDEFINED``); masks naming a core the platform
-    lacks (``CORE_2``/``CORE_0_1_2`` on RK3576).
-    """
-    _only_multi_core(platform, "set_core_mask")
-    valid = ", ".join(f"{m.name}={m.value:#x}" for m in sorted(_SETTABLE, key=int) if _fits(platform, m))
-    if isinstance(mask, bool) or not isinstance(mask, int) or mask not in {int(m) for m in _SETTABLE}:
-        raise InvalidParamError(f"invalid core mask {mask!r}; {platform.upper()} accepts {valid}",
-                                op="rknn_set_core_mask")
-    mask = CoreMask(mask)
-    if not _fits(platform, mask):
-        raise InvalidParamError(
-            f"core mask {mask.name} names core 2, but {platform.upper()} has {core_count(platform)} NPU cores; "
-            f"it accepts {valid}",
-            op="rknn_set_core_mask",
-        )
-    return mask
-
-
-def _fits(platform: str, mask: CoreMask) -> bool:
-    if mask in (CoreMask.AUTO, CoreMask.ALL):
-        return True
-    return int(mask) < (1 << core_count(platform))
-
-
-def mask_cores(platform: str, mask: CoreMask) -> Tuple[int, ...]:
-    """The emulated core indices one inference runs on: ``AUTO`` -> ``(0,)`` (the idle core
-    the software NPU always picks), ``ALL`` -> every core, otherwise the mask's bits."""
-    mask = CoreMask(mask)
-    if mask == CoreMask.AUTO:
-        return (0,)
-    if mask == CoreMask.ALL:
-        return tuple(range(core_count(platform)))
-    return tuple(i for i in range(3) if int(mask) & (1 << i))
-
-
-def lite2_remap(platform: str, mask: int) -> Tuple[int, Optional[str]]:
-    """Lite2's RK3576 remapping for ``init_runtime(core_mask=...)``: ``CORE_2`` -> ``CORE_0``
-    and ``CORE_0_1_2`` -> ``CORE_0_1``; returns ``(mask, warning or None)``."""
-    if (platform or "").lower() != "rk3576" or mask not in (CoreMask.CORE_2, CoreMask.CORE_0_1_2):
-        return mask, None
-    remapped = CoreMask.CORE_0 if mask == CoreMask.CORE_2 else CoreMask.CORE_0_1
-    return int(remapped), (f"RK3576 has 2 NPU cores: core_mask {CoreMask(mask).name} is changed to "
-                           f"{remapped.name}")
-
-
-def check_batch_core_num(platform: str, n: Any) -> int:
-    """``n`` if ``platform`` may run a multi-batch model on ``n`` cores (1 <= n <= cores),
-    else ``InvalidParamError``."""
-    _only_multi_core(platform, "set_batch_core_num")
-    cores = core_count(platform)
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= cores:
-        raise InvalidParamError(f"batch core number must be an integer in 1..{cores} on {platform.upper()}, "
-                                f"not {n!r}", op="rknn_set_batch_core_num")
-    return n
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity set where the OS reports one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def threads_for_mask(platform: str, mask: CoreMask, default: int = 1) -> int:
-    """Worker threads (caller included) one inference uses on the software NPU.
-
-    ``AUTO`` keeps ``default`` (``RKNNLITE_NUM_THREADS`` or 1); an explicit mask uses one
-    thread per emulated core it names, never more than :func:`usable_cpus`.
-    """
-    if CoreMask(mask) == CoreMask.AUTO:
-        return default
-    return max(1, min(len(mask_cores(platform, mask)), usable_cpus()))

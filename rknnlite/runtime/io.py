@@ -36,10 +36,10 @@ from ..constants import QntType, TensorFormat
 from ..errors import InputInvalidError
 from ..model.metadata import Preprocess
 from ..model.spec import TensorSpec, numpy_dtype
-from .log import logger
-from .tensor_attr import TensorAttr
+from ..log import logger
+from ..tensors.attr import TensorAttr
 
-__all__ = ["InputPlan", "OutputPlan", "FORMATS", "dtype_list", "passed_to_feed", "reorder_shape"]
+__all__ = ["InputPlan", "OutputPlan", "FORMATS", "dtype_list", "reorder_shape"]
 
 #: ``data_format`` values a 4-D input may be given in.
 FORMATS = ("nchw", "nhwc")
@@ -214,7 +214,7 @@ class InputPlan:
         values untouched: quantized values (``qdtype``) of a quantized input, normalised
         floats (``feed`` dtype) of a float one.  The backend takes it from there
         (``run(..., pass_through=...)``): librknnrt as is, the software backend after
-        :func:`passed_to_feed`."""
+        :func:`rknnlite.backends.software.emulation.passed_to_feed`."""
         if self.quant is not None:
             want: Tuple[np.dtype, ...] = (self.qdtype,)
         elif self.feed.kind == "f":
@@ -230,7 +230,7 @@ class InputPlan:
             x = self._from_nc1hwc2(x)
         else:
             if native is not None and native.fmt == TensorFormat.NHWC and x.shape == _padded(native):
-                from .layout import unpad_width
+                from ..tensors.layout import unpad_width
 
                 x = unpad_width(x, native.dims[2])  # rows padded to w_stride, as the NPU reads them
                 fmt = "nhwc"
@@ -245,7 +245,7 @@ class InputPlan:
 
     def _from_nc1hwc2(self, x: np.ndarray) -> np.ndarray:
         """Native NC1HWC2 pass-through data as model-layout data (padding lanes dropped)."""
-        from . import layout
+        from ..tensors import layout
 
         native = self.native
         if x.shape != tuple(native.dims):
@@ -285,19 +285,6 @@ class OutputPlan:
         q += np.float32(zp)
         np.clip(q, self.limits[0], self.limits[1], out=q)
         return q.astype(self.qdtype)
-
-
-def passed_to_feed(spec: TensorSpec, x: np.ndarray) -> np.ndarray:
-    """Pass-through data of input ``spec`` (model layout; quantized values of a quantized
-    input) as the float data an executor runs: ``(x - zero_point) * scale`` in float32
-    for a quantized input, ``x`` cast to the spec's dtype otherwise (a new array, or ``x``
-    when it already is that)."""
-    feed = numpy_dtype(spec.dtype)
-    if spec.quant is not None and feed.kind == "f" and x.dtype.kind in "iu":
-        out = np.subtract(x, np.float32(spec.quant.zero_point[0]), dtype=np.float32)
-        np.multiply(out, np.float32(spec.quant.scale[0]), out=out)
-        return out
-    return x if x.dtype == feed else x.astype(feed)
 
 
 def reorder_shape(shape: Tuple[int, ...], source: str, target: str) -> Tuple[int, ...]:

@@ -31,8 +31,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from .._version import __version__
+from ..constants import Lite2CoreMasks
 from ..errors import RKNNError
 from ..runtime.log import InstanceLog
+from .build import float_outputs_per_sample, prepare, preprocess_pairs, proposed_floats, run_build
 
 __all__ = ["RKNN", "TARGET_PLATFORMS"]
 
@@ -61,22 +63,17 @@ _NO_MODEL = "Model is not loaded yet, this interface should be called after load
 _NOT_BUILT = "RKNN model is not built yet, this interface should be called after build or load_rknn!"
 
 
-class RKNN:
+class RKNN(Lite2CoreMasks):
     """The toolkit object (``from rknnlite.toolkit import RKNN``).
 
     Args:
         verbose: also write this object's messages (debug level and up) to stderr.
         verbose_file: also append them to this file (ignored when its directory does
             not exist).
-    """
 
-    NPU_CORE_AUTO = 0
-    NPU_CORE_0 = 1
-    NPU_CORE_1 = 2
-    NPU_CORE_2 = 4
-    NPU_CORE_0_1 = 3
-    NPU_CORE_0_1_2 = 7
-    NPU_CORE_ALL = 0xFFFF
+    The ``NPU_CORE_*`` constants are the :class:`~rknnlite.constants.CoreMask` members
+    (:class:`~rknnlite.constants.Lite2CoreMasks`).
+    """
 
     def __init__(self, verbose: bool = False, verbose_file: Optional[str] = None):
         self._log = InstanceLog(_LOGGER_NAME, verbose, verbose_file)
@@ -480,6 +477,9 @@ class RKNN:
         layers its cfg lists.  After calibration ``build`` warns about what quantization
         destroys: outputs whose channels mostly quantize to one value, layers whose int8
         output loses more than 2 % of cosine.
+
+        The build itself is :mod:`rknnlite.toolkit.build`'s pipeline of named steps; this
+        method checks the arguments and turns what the pipeline raises into ``-1``.
         """
         if not self._alive("build"):
             return -1
@@ -498,120 +498,19 @@ class RKNN:
             return -1
         if dataset is not None and not do_quantization:
             self._log.warning("build: dataset is only used for quantization; ignored")
-        from dataclasses import replace
-
-        from ..model.metadata import Preprocess, build_metadata
-        from ..model.portable import write_portable
-        from . import quantize
-        from . import shapes as shape_sets
-        from .onnx_import import tensor_layout
-        from .optimize import optimize, round_constants_to_float16
-
         cfg = self._config or self._default_config()
-        imported = self._imported
         try:
-            preprocess = self._preprocess(cfg, imported.input_specs)
-        except ValueError as e:
-            self._log.error("build: %s", e)
+            job = prepare(self._imported, cfg, quantize=do_quantization, dataset=dataset, hybrid=self._hybrid,
+                          batch=batch, auto_hybrid=auto_hybrid, custom_ops=self._custom_ops, log=self._log,
+                          verbose=self._verbose, quant_problem=lambda: _quant_config_problem(cfg))
+        except RKNNError as e:
+            self._log.error("build: %s", e.message)
             return -1
-        samples = None
-        if do_quantization and self._hybrid is not None:
-            pass  # hybrid step2: the ranges of step1's cfg, no dataset
-        elif do_quantization:
-            for key in _QUANT_DEFAULTS:
-                problem = _quant_option_problem(key, cfg.get(key, _QUANT_DEFAULTS[key]))
-                if problem:
-                    self._log.error("build: do_quantization=True: %s", problem)
-                    return -1
-            try:
-                samples = quantize.read_dataset(dataset, imported.input_specs, rgb2bgr=cfg["quant_img_RGB2BGR"])
-                if sets:
-                    samples, added = shape_sets.cover_shape_sets(samples, sets)
-                    if added:
-                        self._log.info("build: dynamic_input sets %s have no calibration sample; calibrating "
-                                       "them on the samples fitted to their shapes", added)
-            except (quantize.DatasetError, ValueError) as e:
-                self._log.error("build: do_quantization=True: %s", e)
-                return -1
-        if batch > 1:
-            try:
-                batched_inputs = shape_sets.batch_specs(imported.input_specs, batch, "input",
-                                                        require_unit_batch=True)
-                shape_sets.batch_specs(imported.output_specs, batch, "output", require_unit_batch=False)
-            except RKNNError as e:
-                self._log.error("build: %s", e.message)
-                return -1
-            self._log.debug("build: rknn_batch_size=%d, inputs %s", batch, [list(t.shape) for t in batched_inputs])
         self._release_runtime()
         self._model_bytes = None
         self._log.info("Building model (%s%s)", cfg["float_dtype"], ", int8 quantized" if do_quantization else "")
-        input_specs, output_specs = list(imported.input_specs), list(imported.output_specs)
         try:
-            graph = optimize(imported.graph, imported.shapes)
-            self._prune_and_check(graph, cfg, imported)
-            if sets:
-                per_set = shape_sets.verify_shape_sets(graph, sets, input_specs,
-                                                       custom_ops=list(self._custom_ops.values()))
-                merged = shape_sets.merge_output_shapes(per_set, [t.name for t in output_specs])
-                output_specs = [replace(t, shape=m, layout=tensor_layout(t.dtype, m))
-                                for t, m in zip(output_specs, merged)]
-                self._log.info("build: the graph runs all %d dynamic_input sets; outputs %s", len(sets),
-                               [list(m) for m in merged])
-            if samples is not None or (do_quantization and self._hybrid is not None):
-                method = cfg.get("quantized_method", "channel")
-                if self._hybrid is not None:
-                    ranges = {k: v for k, v in self._hybrid[1].items() if k in set(graph.produced()) | set(graph.inputs)}
-                else:
-                    # Progress bars (tqdm, stderr) only for a verbose object (and on a terminal).
-                    ranges = quantize.calibrate(graph, samples, preprocess or None,
-                                                cfg.get("quantized_algorithm", "normal"), self._verbose,
-                                                custom_ops=list(self._custom_ops.values()))
-                # the float outputs over the samples serve auto hybrid and the warnings alike
-                outputs = self._float_outputs(graph, samples, preprocess) if samples is not None else None
-                floats = self._hybrid_floats(graph, ranges, samples, outputs, preprocess, cfg, auto_hybrid)
-                graph.quant = quantize.quantize_graph(graph, ranges, method, floats)
-                self._log.info("build: %s; %d tensors quantized, %d kept in float16",
-                               f"calibrated on {len(samples)} samples ({cfg.get('quantized_algorithm', 'normal')})"
-                               if samples is not None else "ranges of the hybrid quantization cfg",
-                               len(graph.quant), len(floats))
-                if samples is not None:
-                    self._warn_quantization(graph, samples[0], outputs, preprocess)
-            elif graph.quant:  # a pre-quantized import (load_tflite): the file's own parameters
-                graph.quant = quantize.live_quant(graph)
-                self._log.info("build: the model is quantized already; %d tensors keep its int8 parameters",
-                               len(graph.quant))
-            if graph.quant:
-                input_specs = [replace(t, quant=graph.quant.get(t.name)) for t in input_specs]
-                output_specs = [replace(t, quant=graph.quant.get(t.name)) for t in output_specs]
-            if cfg["float_dtype"] == "float16":
-                round_constants_to_float16(graph)
-            if cfg.get("sparse_infer"):
-                from .sparsity import mark_for_build
-
-                mark_for_build(graph, cfg["target_platform"], self._log)
-            if batch > 1:
-                input_specs = shape_sets.batch_specs(input_specs, batch, "input", require_unit_batch=True)
-                output_specs = shape_sets.batch_specs(output_specs, batch, "output", require_unit_batch=False)
-            metadata = build_metadata(
-                input_specs, output_specs,
-                target_platforms=(cfg["target_platform"],),
-                custom_string=cfg["custom_string"],
-                float_dtype=cfg["float_dtype"],
-                quantization="int8" if samples is not None or graph.quant else None,
-                preprocess=tuple(Preprocess(tuple(m), tuple(s)) for m, s in preprocess) if preprocess else (),
-                dynamic_shapes=shape_sets.stored_order(sets),
-                batch_size=batch,
-            )
-            data = write_portable(metadata, graph)
-            full = None
-            if cfg.get("remove_weight"):
-                from ..model.portable import weight_names
-
-                full, removed = data, weight_names(graph)
-                data = write_portable(metadata, graph, shared=removed)
-                self._log.info("build: remove_weight=True: %d weight tensors left out of the model (%d -> %d bytes); "
-                               "it runs beside a context of the full model (share_weights_with)",
-                               len(removed), len(full), len(data))
+            run_build(job)
         except RKNNError as e:
             self._log.error("build: %s", e.message)
             return -1
@@ -619,101 +518,10 @@ class RKNN:
             self._log.error("build: unexpected %s: %s", type(e).__name__, e, exc_info=True)
             return -1
         self._log.info("build: %d nodes -> %d after optimisation, %d bytes",
-                       len(imported.graph.nodes), len(graph.nodes), len(data))
-        self._model_bytes = data
-        self._full_bytes = full
+                       len(self._imported.graph.nodes), len(job.graph.nodes), len(job.data))
+        self._model_bytes = job.data
+        self._full_bytes = job.full
         return 0
-
-    def _hybrid_floats(self, graph, ranges, samples, outputs, preprocess, cfg, auto_hybrid: bool) -> List[str]:
-        """The tensors hybrid quantization keeps in float16: those step2's cfg lists as
-        float16, and with ``auto_hybrid`` / ``quantized_hybrid_level`` the layers whose int8
-        error is above the threshold (on the first calibration sample) and the outputs whose
-        channels mostly quantize to one value (``outputs``: :meth:`_float_outputs` of the samples)."""
-        from . import hybrid, quantize
-
-        listed = [k for k, dtype in (self._hybrid[0] if self._hybrid else {}).items() if dtype == "float16"]
-        # a listed tensor a Reshape/Transpose... makes from another keeps that one float16 too
-        floats = hybrid.with_layout_producers(graph, listed)
-        for name in floats:
-            if name not in listed:
-                self._log.info("build: %s only moves the values of a float16 tensor: kept in float16 too", name)
-        level = int(cfg.get("quantized_hybrid_level", 0))
-        if (auto_hybrid or level) and samples:
-            cos = float(cfg.get("auto_hybrid_cos_thresh", hybrid.DEFAULT_COS_THRESH))
-            if level:
-                cos = max(cos, hybrid.LEVEL_COS_THRESH[min(level, 3)])
-            quant = quantize.quantize_graph(graph, ranges, cfg.get("quantized_method", "channel"), floats)
-            auto = self._proposed_floats(graph, quant, samples[:1], outputs, preprocess, cos,
-                                         cfg.get("auto_hybrid_euc_thresh"))
-            floats += [name for name in auto if name not in floats]
-        for name in floats:
-            self._log.info("Meet hybrid type, dtype: float16, tensor: %s", name)
-        return floats
-
-    def _proposed_floats(self, graph, quant, error_samples, outputs, preprocess, cos: float,
-                         euc: Optional[float]) -> Dict[str, float]:
-        """``{tensor: score}`` that quantization destroys: layers whose int8 output (each alone,
-        on ``error_samples``) falls below ``cos`` / above ``euc`` (score: the worst cosine), and
-        outputs most of whose channels collapse (``outputs``: their float values per calibration
-        sample, :meth:`_float_outputs`) with the tensors they are reshaped from (score: the share
-        of channels that survive)."""
-        from . import hybrid, quantize
-
-        custom = list(self._custom_ops.values())
-        worst: Dict[str, hybrid.LayerError] = {}
-        for sample in error_samples:
-            for e in hybrid.layer_errors(graph, quant, quantize.graph_feeds(sample, preprocess or None), custom):
-                if e.name not in worst or e.cos < worst[e.name].cos:
-                    worst[e.name] = e
-        out = {name: worst[name].cos for name in hybrid.auto_float_tensors(worst.values(), cos, euc)}
-        for name, (flat, channels, _) in hybrid.collapsed_channels(quant, outputs).items():
-            for tensor in hybrid.with_layout_producers(graph, [name]):
-                out.setdefault(tensor, 1.0 - flat / channels)
-        return out
-
-    def _warn_quantization(self, graph, sample, outputs, preprocess) -> None:
-        """Warn (naming the tensor, the loss and the fix) where quantizing destroys information
-        (layer errors on one calibration ``sample``, collapsed channels in ``outputs``, see
-        :meth:`_float_outputs`): see :func:`rknnlite.toolkit.hybrid.diagnose`."""
-        from . import hybrid, quantize
-
-        custom = list(self._custom_ops.values())
-        errors = hybrid.layer_errors(graph, graph.quant, quantize.graph_feeds(sample, preprocess or None), custom)
-        for message in hybrid.diagnose(graph, graph.quant, outputs, errors):
-            self._log.warning("build: %s", message)
-
-    def _float_outputs(self, graph, samples, preprocess) -> Dict[str, List[np.ndarray]]:
-        """``{output: [float value per calibration sample]}`` of ``graph`` in float32."""
-        from . import quantize
-        from .accuracy import float_outputs
-
-        outs: Dict[str, List[np.ndarray]] = {name: [] for name in graph.outputs}
-        for sample in samples:
-            feeds = quantize.graph_feeds(sample, preprocess or None)
-            for name, value in float_outputs(graph, feeds, list(self._custom_ops.values())).items():
-                outs[name].append(value)
-        return outs
-
-    def _prune_and_check(self, graph, cfg, imported) -> None:
-        """Build steps on the optimised graph: ``model_pruning`` (logs the vendor's result
-        lines) and the check of registered custom ops (raises ModelInvalidError)."""
-        if cfg.get("model_pruning"):
-            from .prune import format_result, prune_channels
-
-            result = prune_channels(graph, imported.shapes)
-            if result.pruned:
-                for line in format_result(result):
-                    self._log.info("%s", line)
-                self._log.debug("model_pruning: channels removed per node: %s", result.channels)
-            else:
-                self._log.info("model_pruning: nothing can be pruned (no channel is all zeros or unread); "
-                               "the model is unchanged")
-        if self._custom_ops:
-            from .custom_op import check_custom_outputs
-
-            checked = check_custom_outputs(graph, self._custom_ops, imported.input_specs, imported.shapes)
-            if checked:
-                self._log.debug("build: %d custom op node(s) checked against their shape_infer", checked)
 
     def _default_config(self) -> Dict[str, Any]:
         self._log.warning("build: target_platform is not set, using the default: %s", _DEFAULT_PLATFORM)
@@ -721,43 +529,6 @@ class RKNN:
                         "target_platform": _DEFAULT_PLATFORM, "float_dtype": "float16", "custom_string": "",
                         **_QUANT_DEFAULTS}
         return self._config
-
-    @staticmethod
-    def _preprocess(cfg, specs) -> List:
-        mean, std = cfg["mean_values"], cfg["std_values"]
-        if mean is None and std is None:
-            return []
-        n = len(specs)
-        for what, values in (("mean_values", mean), ("std_values", std)):
-            if values is not None and len(values) != n:
-                raise ValueError(f"{what} has {len(values)} entries for {n} model inputs")
-        out = []
-        for i, spec in enumerate(specs):
-            m = list(mean[i]) if mean is not None else None
-            s = list(std[i]) if std is not None else None
-            if spec.dtype != "float32" or len(spec.shape) != 4:
-                if (m and any(v != 0 for v in m)) or (s and any(v != 1 for v in s)):
-                    raise ValueError(f"mean/std for input {i} ({spec.name!r}): only 4-D float inputs are normalised")
-                out.append(None)
-                continue
-            channels = spec.shape[1]
-            width = len(m or s)
-            if channels < 0:
-                channels = width
-            m = m or [0.0] * width
-            s = s or [1.0] * width
-            if len(m) == 1:
-                m = m * channels
-            if len(s) == 1:
-                s = s * channels
-            if len(m) != channels or len(s) != channels:
-                raise ValueError(f"mean_values/std_values for input {i} ({spec.name!r}) have {len(m)}/{len(s)} "
-                                 f"values; the input has {channels} channels")
-            out.append((m, s))
-        if all(p is None for p in out):
-            return []
-        # Inputs without normalisation get the identity.
-        return [p if p is not None else ([0.0], [1.0]) for p in out]
 
     def export_rknn(self, export_path, cpp_gen_cfg: bool = False, **kwargs) -> int:
         """Write the built model to ``export_path``.  Returns 0 or -1."""
@@ -876,7 +647,7 @@ class RKNN:
         cfg = self._config
         stem = os.path.splitext(self._source_name)[0] if self._source_name else "model"
         try:
-            preprocess = self._preprocess(cfg, self._imported.input_specs)
+            preprocess = preprocess_pairs(cfg, self._imported.input_specs)
             samples = quantize.read_dataset(dataset, self._imported.input_specs, rgb2bgr=cfg["quant_img_RGB2BGR"])
             graph = optimize(self._imported.graph, self._imported.shapes)
             custom = list(self._custom_ops.values())
@@ -888,9 +659,10 @@ class RKNN:
             if custom_hybrid:
                 layers.update((name, "float16") for name in hybrid.subgraph_tensors(graph, custom_hybrid))
             if proposal:
-                proposals = self._proposed_floats(graph, quant, samples[:proposal_dataset_size],
-                                                  self._float_outputs(graph, samples, preprocess), preprocess,
-                                                  float(cfg["auto_hybrid_cos_thresh"]), cfg.get("auto_hybrid_euc_thresh"))
+                proposals = proposed_floats(graph, quant, samples[:proposal_dataset_size],
+                                            float_outputs_per_sample(graph, samples, preprocess, custom), preprocess,
+                                            float(cfg["auto_hybrid_cos_thresh"]), cfg.get("auto_hybrid_euc_thresh"),
+                                            custom)
                 layers.update((name, "float16") for name in proposals)
             hybrid.write_step1(stem, graph, self._imported, cfg, ranges, quant, layers, proposals,
                                sorted(self._custom_ops))
@@ -1003,7 +775,7 @@ class RKNN:
 
     def init_runtime(self, target: Optional[str] = None, target_sub_class=None, device_id=None,
                      perf_debug: bool = False, eval_mem: bool = False, async_mode: bool = False,
-                     core_mask: int = NPU_CORE_AUTO, **kwargs) -> int:
+                     core_mask: int = Lite2CoreMasks.NPU_CORE_AUTO, **kwargs) -> int:
         """Initialise the simulator (``target=None``: the software backend) on the built or
         loaded model.  Board targets are refused.  Returns 0 or -1."""
         if not self._alive("init_runtime"):
@@ -1142,6 +914,16 @@ def _hybrid_option_problem(key: str, value) -> Optional[str]:
     if key == "quantized_hybrid_level" and not (isinstance(value, (int, np.integer)) and
                                                 not isinstance(value, (bool, np.bool_)) and value >= 0):
         return f"quantized_hybrid_level must be an int >= 0 (0: off; 1-3 keep more layers in float16), not {value!r}"
+    return None
+
+
+def _quant_config_problem(cfg: Dict[str, Any]) -> Optional[str]:
+    """The first quantization option of ``cfg`` that ``build(do_quantization=True)`` cannot
+    use (vendor defaults for the unset ones), or ``None``."""
+    for key, default in _QUANT_DEFAULTS.items():
+        problem = _quant_option_problem(key, cfg.get(key, default))
+        if problem:
+            return problem
     return None
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Layout conversion speed (``rknnlite.runtime.layout``) against a plain memory copy.
+"""Layout conversion speed (``rknnlite.tensors.layout``) against a plain memory copy.
 
     python tools/bench/bench_layout.py [--runs 10] [--rounds 5] [--mb 8] [--only SUBSTRING] [--stat min]
 
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import interleaved_ms, median_ms  # noqa: E402
-from rknnlite.runtime import layout  # noqa: E402
+from rknnlite.tensors import layout  # noqa: E402
 
 
 def _cases(mib: float):

@@ -2,7 +2,7 @@
 """Off-board latency of real Rockchip ``.rknn`` files against the same model's portable build.
 
     python tools/bench/bench_vendor.py [--models convnet,add_mul,dyn_conv,bench] [--variants fp16,i8]
-                                       [--runs 30] [--clock cpu]
+                                       [--architectures DIR] [--ultralytics DIR] [--runs 30] [--clock cpu]
 
 For each model and variant, three things run the same model on the same input, side by side:
   * ``Context(vendor_file, backend="software").run``: the RKNN-Toolkit2 2.5.0 file lowered
@@ -18,6 +18,8 @@ Models: the three fixtures of ``tests/data/rknn-toolkit2`` (convnet, add_mul, dy
 its first shape set 1x3x32x32) and the corpus ``bench`` model of ``tests/data/vendor`` (six 3x3
 conv layers up to 192 channels on 1x3x64x64; its ONNX is rebuilt by
 ``tools/vendor_corpus/models.py`` and its int8 build calibrated on the corpus's 4 samples).
+``--ultralytics DIR`` adds the YOLO exports ``tools/vendor_corpus/ultralytics_export.py --out DIR``
+writes (Ultralytics' own exporter and RKNN-Toolkit2 2.3.2, e.g. YOLOv8n at 640x640).
 All three run single-threaded (BLAS limited to one thread with threadpoolctl, in this script
 only; rknnlite with its default one thread).  The runs are interleaved (each round runs the
 three once, in turn) so that load from other processes hits them alike; the table gives the
@@ -133,6 +135,21 @@ def architecture_case(folder: Path) -> Case:
                 str(dataset) if variant != "fp16" else None, None, [np.load(folder / "in0.npy")])
 
 
+def ultralytics_cases(folder: Path) -> List[Case]:
+    """The exports ``tools/vendor_corpus/ultralytics_export.py --out FOLDER`` wrote: per model,
+    ``<stem>_rknn_model/<stem>-rk3588.rknn`` with its ``.npz`` (the uint8 NCHW image) and
+    ``<stem>.onnx``; Ultralytics' settings (mean 0, std 255, fp16)."""
+    cases = []
+    for rknn_file in sorted(folder.glob("*_rknn_model/*.rknn")):
+        stem = rknn_file.parent.name[:-len("_rknn_model")]
+        with np.load(rknn_file.with_suffix(".npz")) as npz:
+            image = npz["in0"].astype(np.float32)
+        config = {"mean_values": [[0, 0, 0]], "std_values": [[255, 255, 255]]}
+        cases.append(Case(f"{stem} {image.shape[-1]}x{image.shape[-2]} (Ultralytics export)", "fp16", rknn_file,
+                          str(folder / f"{stem}.onnx"), config, None, None, [image]))
+    return cases
+
+
 def portable_build(case: Case, out_dir: str) -> str:
     """``case``'s ONNX converted by rknnlite's toolkit with the vendor file's settings."""
     rk = RKNN()
@@ -185,6 +202,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--variants", default="fp16,i8")
     ap.add_argument("--architectures", metavar="DIR",
                     help="also time the real-architecture files layer_evidence.py built into DIR")
+    ap.add_argument("--ultralytics", metavar="DIR",
+                    help="also time the Ultralytics exports ultralytics_export.py --out DIR wrote")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="clock of every column (cpu: this thread's CPU time)")
@@ -206,6 +225,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             if (folder / "model.rknn").exists() and folder.name.rsplit("_", 1)[-1] in args.variants.split(","):
                 rows[folder.name] = time_case(architecture_case(folder), tmp, args.runs, clock)
                 print(f"  {folder.name}: done", file=sys.stderr)
+        for case in ultralytics_cases(Path(args.ultralytics)) if args.ultralytics else ():
+            rows[case.name] = time_case(case, tmp, args.runs, clock)
+            print(f"  {case.name}: done", file=sys.stderr)
         blas = ", ".join(f"{i['internal_api']} {i.get('version', '')}".strip() for i in threadpool_info())
 
     print(machine())

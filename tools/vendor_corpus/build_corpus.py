@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import hashlib
 import io
 import json
@@ -189,6 +190,21 @@ def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str =
     }
 
 
+def onnx_cases(folder: str) -> List[Case]:
+    """A :class:`Case` per ``folder/*.onnx``: its one input an image (the corpus's mean/std), fp16 and
+    per-channel int8."""
+    import onnx
+
+    cases = []
+    for path in sorted(glob.glob(os.path.join(folder, "*.onnx"))):
+        graph_input = onnx.load(path, load_external_data=False).graph.input[0]
+        dims = tuple(d.dim_value for d in graph_input.type.tensor_type.shape.dim)
+        name = os.path.splitext(os.path.basename(path))[0]
+        cases.append(Case(name, f"{name} (an exported ONNX model)", lambda path=path: onnx.load(path),
+                          [(graph_input.name, dims, "image")], purpose="a real architecture"))
+    return cases
+
+
 def _dataset(case: Case, tmp: str) -> str:
     """Write the calibration samples (NCHW float32 .npy) and their dataset.txt; return its path."""
     lines = []
@@ -209,6 +225,9 @@ def main(argv: List[str] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", help="case names (or name_variant) to (re)build")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--onnx-dir", metavar="DIR",
+                    help="build the ONNX files in DIR (e.g. torchvision_export.py's) as image models, into DIR, "
+                         "instead of the corpus")
     ap.add_argument("--suffix", default="",
                     help="appended to every file stem, for builds with another toolkit version (e.g. _tk232)")
     args = ap.parse_args(argv)
@@ -219,8 +238,10 @@ def main(argv: List[str] = None) -> int:
 
     import onnx
 
-    os.makedirs(os.path.join(OUT, "onnx"), exist_ok=True)
-    manifest_path = os.path.join(OUT, "manifest.json")
+    out_dir = args.onnx_dir or OUT
+    cases = onnx_cases(args.onnx_dir) if args.onnx_dir else CASES
+    os.makedirs(os.path.join(out_dir, "onnx"), exist_ok=True)
+    manifest_path = os.path.join(out_dir, "manifest.json")
     manifest = {"files": {}}
     if os.path.exists(manifest_path):
         with open(manifest_path) as f:
@@ -236,19 +257,19 @@ def main(argv: List[str] = None) -> int:
                          "RKNN-Toolkit2 simulator. .rknn bytes are not reproducible (uninitialised padding).")
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for case in CASES:
+        for case in cases:
             m = case.build()
             onnx_path = os.path.join(tmp, case.name + ".onnx")
             onnx.save(m, onnx_path)
             if os.path.getsize(onnx_path) <= MAX_ONNX_BYTES:
-                onnx.save(m, os.path.join(OUT, "onnx", case.name + ".onnx"))
+                onnx.save(m, os.path.join(out_dir, "onnx", case.name + ".onnx"))
             for variant in case.variants:
                 stem = f"{case.name}_{variant}{args.suffix}"
                 if args.only and case.name not in args.only and f"{case.name}_{variant}" not in args.only:
                     continue
                 t0 = time.perf_counter()
                 try:
-                    entry = build_one(case, variant, onnx_path, tmp, suffix=args.suffix)
+                    entry = build_one(case, variant, onnx_path, tmp, out_dir=out_dir, suffix=args.suffix)
                 except Exception as e:  # keep going: one failing op must not stop the corpus
                     failures += 1
                     print(f"FAIL {stem}: {e}", file=sys.stderr)

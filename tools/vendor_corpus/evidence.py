@@ -3,7 +3,7 @@
 ``rknnlite.model.rknn_graph.validated.VALIDATED`` must equal the table this module derives from
 the corpus (``tests/test_vendor_validated.py`` checks it); run it to print that table::
 
-    python tools/vendor_corpus/evidence.py [--markdown] [CORPUS_DIR]
+    python tools/vendor_corpus/evidence.py [--markdown] [FOLDER ...]
 
 A file counts as evidence when it runs off-board and meets the fidelity bounds against the
 simulator outputs stored beside it (``<stem>.npz``: ``in*`` raw NCHW inputs, ``out*`` the
@@ -29,6 +29,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data" / "vendor"
+#: vendor files exported by real clients' own tools (:mod:`ultralytics_export`), one folder per model
+FIELD = ROOT / "tests" / "data" / "ultralytics"
 FP16_TOLERANCE = 1e-3
 MIN_COSINE = 0.9999
 MIN_WITHIN_ONE_STEP = 0.99
@@ -125,9 +127,11 @@ def _custom_ops(stem: str) -> list:
     return [op() for op in case.custom_ops] if case is not None else []
 
 
-def corpus_evidence(corpus: Path = CORPUS) -> List[FileEvidence]:
-    """:func:`file_evidence` of every ``.rknn`` file with simulator outputs in ``corpus``."""
-    return [file_evidence(p) for p in sorted(corpus.glob("*.rknn")) if p.with_suffix(".npz").exists()]
+def corpus_evidence(*folders: Path) -> List[FileEvidence]:
+    """:func:`file_evidence` of every ``.rknn`` file with simulator outputs in ``folders`` and
+    their subfolders (the corpus and the field exports by default)."""
+    files = sorted({p for folder in folders or (CORPUS, FIELD) for p in folder.rglob("*.rknn")})
+    return [file_evidence(p) for p in files if p.with_suffix(".npz").exists()]
 
 
 def derived_table(evidence: List[FileEvidence]) -> Dict[Tuple[str, str], Dict[str, FrozenSet[str]]]:
@@ -142,10 +146,10 @@ def derived_table(evidence: List[FileEvidence]) -> Dict[Tuple[str, str], Dict[st
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("corpus", nargs="?", default=str(CORPUS))
+    ap.add_argument("folders", nargs="*", type=Path, help="default: the corpus and the field exports")
     ap.add_argument("--markdown", action="store_true", help="print the per-file table for docs/vendor-offboard.md")
     args = ap.parse_args(argv)
-    evidence = corpus_evidence(Path(args.corpus))
+    evidence = corpus_evidence(*args.folders)
     if args.markdown:
         print("| file | platform | toolkit | precision | result |\n|---|---|---|---|---|")
         for e in evidence:

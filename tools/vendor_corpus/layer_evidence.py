@@ -13,7 +13,7 @@ output of that node.  Two steps, in two Pythons::
     python tools/vendor_corpus/layer_evidence.py compare OUT_DIR
 
 ``OUT_DIR/<case>_<variant>/`` holds ``model.rknn``, ``in0.npy`` (raw NCHW input) and the
-``snapshot/`` the toolkit writes.  The cases are ``models.ARCHITECTURES``; the variants those
+``snapshot/`` the toolkit writes.  The cases are ``models.ARCHITECTURES`` (and corpus cases named with ``--only``); the variants those
 of ``build_corpus.py`` (fp16 and per-channel int8).
 """
 
@@ -31,7 +31,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from models import ARCHITECTURES, Case  # noqa: E402
+from models import ARCHITECTURES, CASES, Case  # noqa: E402
 
 INPUT_SEED = 1234
 CALIB_SEED = 4321
@@ -156,7 +156,7 @@ def main(argv=None) -> int:
     ap.add_argument("out")
     ap.add_argument("--only", nargs="*", help="architecture names")
     args = ap.parse_args(argv)
-    for case in ARCHITECTURES:
+    for case in ARCHITECTURES + [c for c in CASES if args.only and c.name in args.only]:
         if args.only and case.name not in args.only:
             continue
         for variant in VARIANTS:

@@ -369,6 +369,19 @@ def _c2f():
     return g.model([("x", IMG[1])], [(_swish(g, g.conv(y, 24, 16, k=1)), "y")])
 
 
+def _conv_add_hardswish():
+    # HardSwish of a conv plus another branch: ConvAdd, then a standalone HardSwish (MobileNetV3's heads)
+    g = _G(809)
+    y = g.node("Add", [g.conv("x", 3, 16), g.conv("x", 3, 16, k=1)])[0]
+    return g.model([("x", IMG[1])], [(_hardswish(g, y), "y")])
+
+
+def _relu_input():
+    # a Relu no conv precedes (on the normalised image input): a standalone Relu
+    g = _G(810)
+    return g.model([("x", IMG[1])], [(g.conv(g.node("Relu", ["x"])[0], 3, 8, k=1), "y")])
+
+
 def _conv_add_swish():
     # SiLU of a conv plus another branch: ConvAdd, then a standalone exSwish (as in YOLOv8's neck)
     g = _G(803)
@@ -376,6 +389,49 @@ def _conv_add_swish():
     b = _swish(g, g.conv("x", 3, 16, k=1))
     y = g.node("Add", [g.conv(a, 16, 16, k=1), b])[0]
     return g.model([("x", IMG[1])], [(_swish(g, y), "y")])
+
+
+def _psa_attention(seed: int = 807, dim: int = 128, heads: int = 2, side: int = 4):
+    """YOLO11's C2PSA attention as Ultralytics' ONNX export writes it: a 1x1 qkv conv, a Reshape to
+    (B, heads, 2 * key_dim + head_dim, N), a Split, softmax((q^T k) * key_dim^-0.5), v attn^T, a
+    Reshape back, plus the depthwise positional conv of v and a 1x1 projection."""
+    def build():
+        g = _G(seed)
+        hd = dim // heads
+        kd = hd // 2
+        n = side * side
+        qkv = g.conv("x", dim, dim + 2 * kd * heads, k=1)
+        q, k, v = g.node("Split", [g.node("Reshape", [qkv, g.const(np.array([1, heads, 2 * kd + hd, n], np.int64))])[0],
+                                   g.const(np.array([kd, kd, hd], np.int64))], n_out=3, axis=2)
+        att = g.node("MatMul", [g.node("Transpose", [q], perm=[0, 1, 3, 2])[0], k])[0]
+        att = g.node("Softmax", [g.node("Mul", [att, g.const(np.array(kd ** -0.5, np.float32))])[0]], axis=-1)[0]
+        o = g.node("MatMul", [v, g.node("Transpose", [att], perm=[0, 1, 3, 2])[0]])[0]
+        shape = g.const(np.array([1, dim, side, side], np.int64))
+        o = g.node("Reshape", [o, shape])[0]
+        pe = g.conv(g.node("Reshape", [v, shape])[0], dim, dim, k=3, group=dim)
+        return g.model([("x", (1, dim, side, side))], [(g.conv(g.node("Add", [o, pe])[0], dim, dim, k=1), "y")])
+    return build
+
+
+def _dist2bbox(seed: int = 808, grids=((8, 8), (16, 4), (32, 2))):
+    """YOLOv8's box decoding after the DFL (Ultralytics' ``dist2bbox`` and stride scaling, as its
+    ONNX export writes them): distances (1, 4, N) split into left-top and right-bottom, subtracted
+    from and added to the anchor grid, centre and size concatenated, times the strides."""
+    def build():
+        g = _G(seed)
+        anchors = np.concatenate([np.stack(np.meshgrid(np.arange(n) + 0.5, np.arange(n) + 0.5), 0).reshape(2, -1)
+                                  for _, n in grids], axis=1)[None].astype(np.float32)
+        strides = np.concatenate([np.full(n * n, s, np.float32) for s, n in grids])[None, None]
+        count = anchors.shape[-1]
+        lt, rb = g.node("Split", ["x", g.const(np.array([2, 2], np.int64))], n_out=2, axis=1)
+        a = g.const(anchors)
+        x1y1 = g.node("Sub", [a, lt])[0]
+        x2y2 = g.node("Add", [a, rb])[0]
+        centre = g.node("Div", [g.node("Add", [x1y1, x2y2])[0], g.const(np.array(2, np.float32))])[0]
+        size = g.node("Sub", [x2y2, x1y1])[0]
+        y = g.node("Mul", [g.node("Concat", [centre, size], axis=1)[0], g.const(strides)])[0]
+        return g.model([("x", (1, 4, count))], [(y, "y")])
+    return build
 
 
 class CstChannelSoftmax:
@@ -756,6 +812,17 @@ def _cases() -> List[Case]:
         Case("conv_add_swish", "Conv 3->16 3x3 SiLU -> a; Conv 3->16 1x1 SiLU -> b; Conv(a) 1x1 + b; SiLU",
              _conv_add_swish, img,
              purpose="a standalone exSwish after ConvAdd"),
+        Case("conv_add_hardswish", "Conv 3->16 3x3 + Conv 3->16 1x1, y*HardSigmoid(y, 1/6, 0.5)", _conv_add_hardswish,
+             img, purpose="a standalone HardSwish after ConvAdd (MobileNetV3)"),
+        Case("relu_input", "Relu(x) on the normalised image input, Conv 3->8 1x1", _relu_input, img,
+             purpose="a standalone Relu"),
+        Case("dist2bbox", "YOLOv8's box decoding: x (1, 4, 84) split, anchor grid - lt, + rb, centre and "
+             "size, Concat, times the strides (Ultralytics' ONNX form)", _dist2bbox(), [("x", (1, 4, 84), "normal")],
+             purpose="float constants in NC1HWC2 layout (anchors, strides)"),
+        Case("psa_attention", "YOLO11 C2PSA attention (Ultralytics' ONNX form): qkv Conv 128->256 1x1, Reshape "
+             "(1, 2, 128, 16), Split [32, 32, 64], Softmax(q^T k / sqrt(32)), v attn^T, Reshape, + depthwise 3x3 "
+             "of v, Conv 128->128 1x1", _psa_attention(), [("x", (1, 128, 4, 4), "normal")],
+             purpose="exSDPAttention (YOLO11)"),
         Case("bench", "6 x (Conv 3x3 Relu) 3-32-64-96-128-160-192, s2 at 1,3,5; GAP; Conv 192->16 1x1",
              _bench, [("x", (1, 3, 64, 64), "image")], purpose="benchmark"),
     ]

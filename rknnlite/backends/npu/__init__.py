@@ -26,8 +26,8 @@ import numpy as np
 from ...constants import CoreMask, InitFlag, QntType, QueryCmd, TensorFormat, TensorType
 from ...errors import ModelInvalidError, RKNNError, error_class
 from ...model.spec import QuantParams, TensorSpec
-from ...runtime.perf import MemSize, PerfDetail
-from ...runtime.tensor_attr import DTYPE_OF_TYPE, TYPE_OF_DTYPE, TensorAttr
+from ...tensors.perf import MemSize, PerfDetail
+from ...tensors.attr import DTYPE_OF_TYPE, TYPE_OF_DTYPE, TensorAttr
 from ..base import check_out
 from .perf import parse_perf_detail
 from .runtime import load_runtime
@@ -211,11 +211,12 @@ class NpuBackend:
                      for a, p in zip(attrs, plain)]
         return attrs
 
-    def zero_copy(self, host):
-        """librknnrt's zero-copy for the Context ``host`` (:class:`.zero_copy.NpuZeroCopy`)."""
+    def zero_copy(self, io):
+        """librknnrt's zero-copy for the Context ``io`` describes (an
+        :class:`~rknnlite.backends.io_host.IoHost`): a :class:`.zero_copy.NpuZeroCopy`."""
         from .zero_copy import NpuZeroCopy
 
-        return NpuZeroCopy(host, self)
+        return NpuZeroCopy(io, self)
 
     # -- zero-copy (rknn_create_mem*, rknn_set_io_mem, rknn_mem_sync) --------------------------
 
@@ -363,7 +364,7 @@ def _nhwc_dims(attr: TensorAttr) -> Tuple[int, ...]:
 
 def _to_native(x: np.ndarray, fmt: TensorFormat, native: TensorAttr) -> Tuple[np.ndarray, TensorFormat]:
     """Pass-through data ``x`` (4-D in ``fmt``) in the input's native layout, and that layout."""
-    from ...runtime import layout
+    from ...tensors import layout
 
     if x.ndim != 4 or fmt not in (TensorFormat.NCHW, TensorFormat.NHWC):
         return x, fmt

@@ -1,7 +1,7 @@
-"""librknnrt's ``RKNN_QUERY_PERF_DETAIL`` text as a :class:`~rknnlite.runtime.perf.PerfDetail`.
+"""librknnrt's ``RKNN_QUERY_PERF_DETAIL`` text as a :class:`~rknnlite.tensors.perf.PerfDetail`.
 
-The runtime answers with a fixed-width table (see :mod:`rknnlite.runtime.perf`); its rows
-are parsed into :class:`~rknnlite.runtime.perf.OpPerf` records, and :meth:`text` returns
+The runtime answers with a fixed-width table (see :mod:`rknnlite.tensors.perf`); its rows
+are parsed into :class:`~rknnlite.tensors.perf.OpPerf` records, and :meth:`text` returns
 the runtime's own table unchanged.
 """
 
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
-from ...runtime.perf import OpPerf, PerfDetail
+from ...tensors.perf import OpPerf, PerfDetail
 
 __all__ = ["RuntimePerfDetail", "parse_perf_detail"]
 

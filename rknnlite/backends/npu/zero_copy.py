@@ -1,6 +1,7 @@
 """Zero-copy I/O of a ``Context`` on the npu backend: librknnrt's own memory and binding.
 
-:class:`NpuZeroCopy` is what ``NpuBackend.zero_copy(ctx)`` gives the Context:
+:class:`NpuZeroCopy` is what ``NpuBackend.zero_copy(io)`` gives the Context (``io``: the
+Context's :class:`~rknnlite.backends.io_host.IoHost`, its lock, attributes and liveness):
 ``create_mem`` is ``rknn_create_mem``/``rknn_create_mem2``, ``create_mem_from_fd`` maps the
 fd (as the software backend does) and wraps the mapping with ``rknn_create_mem_from_fd``,
 ``set_io_mem`` is ``rknn_set_io_mem`` (librknnrt judges the attr: layouts, types, strides,
@@ -9,7 +10,7 @@ inputs and invalidates outputs around each run unless the context was created wi
 ``InitFlag.DISABLE_FLUSH_INPUT_MEM_CACHE``/``DISABLE_FLUSH_OUTPUT_MEM_CACHE``, and
 ``mem.sync()`` is ``rknn_mem_sync``.
 
-:class:`NpuTensorMem` has the interface of :class:`~rknnlite.runtime.memory.TensorMem`
+:class:`NpuTensorMem` has the interface of :class:`~rknnlite.backends.memory.TensorMem`
 over the runtime's ``rknn_tensor_mem`` (its ``virt_addr``): ``array``/``view`` are numpy
 views of the runtime's memory (no copy).  Its bytes are reachable through the buffer
 protocol of :attr:`NpuTensorMem.buffer` (``memoryview(mem.buffer)``), since a Python
@@ -28,10 +29,11 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from ...constants import MemAllocFlag, MemSyncMode, TensorMemFlag
-from ...errors import ContextInvalidError, InvalidParamError
-from ...runtime.binding import check_all_bound, find_tensor
-from ...runtime.memory import TensorMemFields, buffer_array, check_alloc_flags, check_sync_mode, map_fd, tensor_view
-from ...runtime.tensor_attr import TensorAttr
+from ...errors import InvalidParamError
+from ...tensors.memory import TensorMemFields, buffer_array, check_alloc_flags, check_sync_mode, tensor_view
+from ..io_host import IoHost, check_all_bound, find_tensor
+from ..memory import map_fd
+from ...tensors.attr import TensorAttr
 
 __all__ = ["NpuZeroCopy", "NpuTensorMem"]
 
@@ -39,7 +41,7 @@ _OP = "rknn_tensor_mem"
 
 
 class NpuTensorMem(TensorMemFields):
-    """One ``rknn_tensor_mem`` of a context, with the :class:`~rknnlite.runtime.memory.TensorMem`
+    """One ``rknn_tensor_mem`` of a context, with the :class:`~rknnlite.backends.memory.TensorMem`
     interface.  Made by ``Context.create_mem``/``create_mem_from_fd`` on the npu backend."""
 
     def __init__(self, native, owner: "NpuZeroCopy", size: int, offset: int, alloc_flags: MemAllocFlag,
@@ -148,7 +150,7 @@ class NpuTensorMem(TensorMemFields):
         self._mapping = None
 
     def _live_native(self, what: str):
-        self._check(what)
+        self.check_alive(what)
         return self._native
 
     def __repr__(self) -> str:
@@ -160,8 +162,8 @@ class NpuTensorMem(TensorMemFields):
 class NpuZeroCopy:
     """The zero-copy I/O of one Context on an :class:`~rknnlite.backends.npu.NpuBackend`."""
 
-    def __init__(self, host, backend):
-        self._host = host
+    def __init__(self, io: IoHost, backend):
+        self._io = io
         self._backend = backend
         self._lock = threading.Lock()
         #: (is_input, index) -> the memory bound to that tensor
@@ -169,8 +171,7 @@ class NpuZeroCopy:
         self._mems: "weakref.WeakSet[NpuTensorMem]" = weakref.WeakSet()
 
     def _live(self, op: str):
-        if self._host._backend is None:
-            raise ContextInvalidError("the context is closed", op=op)
+        self._io.live(op)
         return self._backend
 
     def create_mem(self, size: int, flags=MemAllocFlag.DEFAULT) -> NpuTensorMem:
@@ -185,7 +186,7 @@ class NpuZeroCopy:
 
     def create_mem_from_fd(self, fd: int, size: int, offset: int = 0, flags=MemAllocFlag.DEFAULT) -> NpuTensorMem:
         """``rknn_create_mem_from_fd`` over ``fd`` mapped here (checked as on the software
-        backend: :func:`~rknnlite.runtime.memory.map_fd`); the fd stays the caller's."""
+        backend: :func:`~rknnlite.backends.memory.map_fd`); the fd stays the caller's."""
         backend = self._live("rknn_create_mem_from_fd")
         mapping = map_fd(fd, size, offset, flags)
         try:
@@ -208,8 +209,8 @@ class NpuZeroCopy:
         if not isinstance(attr, TensorAttr):
             raise InvalidParamError(f"set_io_mem takes a TensorAttr (from ctx.inputs, ctx.outputs, ctx.native_inputs "
                                     f"or ctx.native_outputs), got {type(attr).__name__}", op=op)
-        key = find_tensor(self._host, attr)
-        with self._host._lock:
+        key = find_tensor(self._io, attr)
+        with self._io.lock:
             self._live(op).set_io_mem(native, attr)
             with self._lock:
                 self._bound[key] = mem
@@ -226,12 +227,12 @@ class NpuZeroCopy:
 
     def run_bound(self) -> None:
         """``rknn_run`` on the bound memory."""
-        with self._host._lock:
+        with self._io.lock:
             backend = self._live("rknn_run")
             with self._lock:
                 inputs = {i for is_input, i in self._bound if is_input}
                 outputs = {i for is_input, i in self._bound if not is_input}
-            check_all_bound(self._host, inputs, outputs)
+            check_all_bound(self._io, inputs, outputs)
             backend.run_bound()
 
     def release(self) -> None:

@@ -1,7 +1,7 @@
 """The software NPU: runs portable models on the CPU with the runtime's semantics.
 
 Emulated NPU cores are worker threads.  The core mask sets how many threads one
-inference uses (see :func:`rknnlite.runtime.cores.threads_for_mask`); a model built with
+inference uses (see :func:`rknnlite.backends.software.parallel.threads_for_mask`); a model built with
 ``rknn_batch_size=N`` is run sample by sample through the batch-1 graph stored in the
 file, on ``set_batch_core_num(n)`` emulated cores in parallel, each with its own buffers.
 
@@ -21,14 +21,14 @@ from ...constants import CoreMask
 from ...errors import InputInvalidError, ModelInvalidError
 from ...model.portable import PortableModel
 from ...model.source import ModelSource
-from ...runtime.cores import mask_cores, threads_for_mask
-from ...runtime.emulation import EmulatedNpu, presented_input, presented_output, to_graph_layout
-from ...runtime.perf import MemSize, OpPerf, PerfDetail
+from ...tensors.topology import mask_cores
+from .emulation import EmulatedNpu, presented_input, presented_output, to_graph_layout
+from ...tensors.perf import MemSize, OpPerf, PerfDetail
 from .custom_kernels import CustomOpRegistry
 from .ops import sparse
 from ..base import check_out
 from .executor import ExecutionState, Executor, OpSample
-from .parallel import WorkerPool, threads_from_env
+from .parallel import WorkerPool, threads_for_mask, threads_from_env
 
 __all__ = ["SoftwareBackend"]
 
@@ -119,7 +119,7 @@ class SoftwareBackend(EmulatedNpu):
         no copy); each sample runs alone and the outputs are concatenated along axis 0
         (straight into ``out`` when given).  Passed-through inputs are dequantized first
         (:meth:`EmulatedNpu.from_pass_through`).  Inputs presented as NHWC (image inputs,
-        :func:`~rknnlite.runtime.emulation.presented_input`) are first copied into the graph's
+        :func:`~rknnlite.backends.software.emulation.presented_input`) are first copied into the graph's
         NCHW; a vendor ``.rknn`` model (:class:`~rknnlite.model.rknn_graph.VendorModel`) then
         normalises them with the file's mean/std (new arrays;
         :meth:`~rknnlite.model.rknn_graph.VendorModel.graph_inputs`).

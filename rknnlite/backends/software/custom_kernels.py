@@ -36,7 +36,7 @@ import numpy as np
 
 from ...errors import InputInvalidError, InvalidParamError, ModelInvalidError, RKNNError, check, error_name
 from ...model.spec import numpy_dtype
-from ...runtime.log import logger
+from ...log import logger
 from .executor import CustomOpKernel, Executor
 from .ops import KERNELS, KernelSpec
 

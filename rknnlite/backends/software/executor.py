@@ -171,6 +171,7 @@ class Executor:
         const_values = dict(self.constants)
         self.constant_slots = frozenset(const_values)
         self.steps: List[_Step] = []
+        unrounded = set(self.float_slots)  # float32 tensors in float16 mode, and identities of them
         for i, node in enumerate(graph.nodes):
             spec = custom[node.op].spec(node) if node.op in custom else KERNELS.get(node.op) or _unregistered(node)
             ins = [names[n] if n else -1 for n in node.inputs]
@@ -185,6 +186,15 @@ class Executor:
             data_dependent = spec.data_dependent or any(a not in const_values for a in shape_args)
             self.steps.append(_Step(i, node, spec, attrs, ins, [names[n] if n else -1 for n in node.outputs],
                                     data_dependent))
+            if any(slot in unrounded for slot in ins):
+                # a value-preserving op would pass a float32 tensor (a vendor graph's input) through
+                # unrounded, where the vendor simulator rounds its output (a Reshape or Relu opening
+                # the graph); the compiler's identity convs pass it on unrounded (the next op computes
+                # from float32 values)
+                if node.op == "Identity":
+                    unrounded.update(self.steps[-1].outs)
+                else:
+                    self.steps[-1].exact = False
         # Slots no later step reads: dropped right after their last reader (or producer) runs,
         # so an unplanned run holds only live tensors.
         last = {}

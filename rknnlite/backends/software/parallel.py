@@ -9,8 +9,9 @@ default) it is a plain call.  Bodies must release the GIL for real speed-up
 which range, nor that a worker takes part at all (ranges are handed out dynamically:
 per-thread scratch, not per-range).  Compiled kernels skip Python altogether: they
 take :func:`current_handle` and run C range functions on the same native workers.
-Thread count: the context's core mask, or ``RKNNLITE_NUM_THREADS``; BLAS's own threads
-are the process's business and are never changed here.
+Thread count: the context's core mask (:func:`threads_for_mask`: the software NPU's
+thread policy, one thread per emulated core), or ``RKNNLITE_NUM_THREADS``; BLAS's own
+threads are the process's business and are never changed here.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, List, Optional
 
 from ..._native.thread_pool import CHUNKS_PER_THREAD, NativePool
+from ...constants import CoreMask
+from ...tensors.topology import mask_cores, usable_cpus
 
 __all__ = ["WorkerPool", "WorkRecorder", "parallel_for", "using", "threads_from_env", "spin_from_env",
-           "current_threads", "current_handle"]
+           "current_threads", "current_handle", "threads_for_mask"]
 
 _local = threading.local()
 
@@ -47,6 +50,17 @@ def threads_from_env(default: int = 1) -> int:
     except ValueError:
         return default
     return value if value > 0 else default
+
+
+def threads_for_mask(platform: str, mask: CoreMask, default: int = 1) -> int:
+    """Worker threads (caller included) one inference uses on the software NPU.
+
+    ``AUTO`` keeps ``default`` (``RKNNLITE_NUM_THREADS`` or 1); an explicit mask uses one
+    thread per emulated core it names, never more than :func:`~rknnlite.tensors.topology.usable_cpus`.
+    """
+    if CoreMask(mask) == CoreMask.AUTO:
+        return default
+    return max(1, min(len(mask_cores(platform, mask)), usable_cpus()))
 
 
 class WorkerPool:

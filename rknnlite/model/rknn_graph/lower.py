@@ -29,13 +29,18 @@ ConvLeakyRelu,         read from the node's DPU registers (rk3576/rv1126b: their
 ConvHardSigmoid        map and ``BnCfg`` / ``BsCfg`` tensors, :mod:`.f2act`)
 ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
                        [, then Relu]
-Add, Sub, Mul          Add, Sub, Mul (plain constant operands: fp16-rounded values in
-                       fp16 files, dequantized integers in int8 files)
-Sigmoid                fp16: Sigmoid; int8: the input's integer codes, then the file's
-                       own lookup tables (a DPU-only task; :func:`.lut.lower_lut_sigmoid`)
+Add, Sub, Mul          Add, Sub, Mul (constant operands, plain or NC1HWC2: fp16-rounded
+                       values in fp16 files, dequantized integers in int8 files)
+Sigmoid, HardSwish     fp16: Sigmoid, HardSwish; int8: the input's integer codes, then the
+                       file's own lookup tables (a DPU-only task; :func:`.lut.lower_lut_sigmoid`)
+Relu                   Relu (standalone: on a graph input, for instance)
 MaxPool, AveragePool   MaxPool, AveragePool (attributes from the BSON)
 Concat, Transpose      Concat (``axis``), Transpose (``perm``) from the BSON
 Slice                  Slice (the stored int64 starts/ends/axes/steps)
+Expand                 Expand (the stored int64 shape; the compiler's tiling of a
+                       pooling window that covers the whole map)
+exSDPAttention         Transpose, MatMul, Mul (``scale`` from the BSON), Softmax, MatMul
+                       (YOLO11's attention; fp16 files; float32 inside, the output rounded)
 Resize                 Resize (parameters f0 coordinate mode, f4 mode, f5 nearest
                        mode; the stored float32 scales)
 exSoftmax13            Softmax (``axis`` from the parameter table)
@@ -60,6 +65,7 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from ..graph import Graph, Node
+from ..info import MetadataInfo
 from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
@@ -77,7 +83,7 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu "
-    "ConvTranspose Add Sub Mul AddRelu Sigmoid "
+    "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
@@ -115,14 +121,16 @@ class VendorGraph(Graph):
 
 
 @dataclass(frozen=True)
-class VendorModel:
-    """A vendor ``.rknn`` file ready for the software backend.
+class VendorModel(MetadataInfo):
+    """A vendor ``.rknn`` file ready for the software backend (a
+    :class:`~rknnlite.model.info.ModelInfo`; ``input_preprocess`` is empty: the file's
+    mean/std are :attr:`preprocess`, applied by :meth:`graph_inputs`).
 
     Attributes:
         metadata: I/O specs in the lowered graph's layout (the Rockchip reader's model order,
             e.g. NCHW; int8 inputs as float32 with their quantization), float dtype, dynamic
             shapes.  The software backend presents the inputs as librknnrt does (NHWC image
-            inputs, :func:`rknnlite.runtime.emulation.presented_input`), as for portable models.
+            inputs, :func:`rknnlite.backends.software.emulation.presented_input`), as for portable models.
         graph: the lowered :class:`VendorGraph`.
         rockchip: the file as :func:`~rknnlite.model.rockchip.read_rockchip` read it.
         preprocess: per input, the file's mean/std (``None`` when it is the identity),
@@ -146,6 +154,15 @@ class VendorModel:
     platform: Optional[str] = None
     toolkit: Optional[str] = None
     precision: str = "fp16"
+
+    def summary(self) -> dict:
+        """The file's JSON-ready description (:meth:`RockchipModel.summary`) with what the
+        lowering made of it under ``"lowered"``: platform, toolkit release, precision and
+        the vendor op types (first-use order)."""
+        d = self.rockchip.summary()
+        d["lowered"] = {"platform": self.platform, "toolkit": self.toolkit, "precision": self.precision,
+                        "vendor_ops": list(self.vendor_ops)}
+        return d
 
     def graph_inputs(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
         """``inputs`` (in the graph's layout, ``metadata.inputs``; float32 unless passed
@@ -379,8 +396,13 @@ class _Lowering:
             self.argmax(node)
         elif node.op in ("Add", "Sub", "Mul", "AddRelu"):
             self.elementwise(node)
-        elif node.op in ("Sigmoid", "exSwish"):
+        elif node.op in ("Sigmoid", "exSwish", "HardSwish"):
             self.lut_activation(node)
+        elif node.op == "Relu":
+            x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+            if list(x.shape) != list(out.shape):
+                raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+            self.emit(node, "Relu", self.activation_inputs(node, 1, 1), {})
         elif node.op == "Split":
             self.split(node)
         elif node.op in ("MaxPool", "AveragePool"):
@@ -399,6 +421,10 @@ class _Lowering:
             self.emit(node, "Transpose", self.activation_inputs(node, 1, 1), {"perm": perm})
         elif node.op == "Slice":
             self.slice(node)
+        elif node.op == "Expand":
+            self.expand(node)
+        elif node.op == "exSDPAttention":
+            self.sdp_attention(node)
         elif node.op == "Resize":
             self.resize(node)
         elif node.op == "exSoftmax13":
@@ -469,17 +495,34 @@ class _Lowering:
         """A constant operand of an element-wise op (plain layout) as a float32 model-shape array:
         float values as stored (rounded to fp16 in an fp16 file, as the vendor simulator does),
         integer ones dequantized with the tensor's scale/zero point."""
-        if t.layout not in ("plain", "NCHW"):
-            raise self.error(f"{node.label}: constant {t.name!r} has layout {t.layout}; plain constants only")
+        blocked = t.layout == "NC1HWC2"  # float constants beside NPU-layout activations (YOLOv8's anchor grid)
+        if t.layout not in ("plain", "NCHW") and not blocked:
+            raise self.error(f"{node.label}: constant {t.name!r} has layout {t.layout}; plain, NCHW or NC1HWC2 "
+                             "constants only")
+        if blocked and (len(t.shape) != 4 or len(t.npu_shape) != 5 or t.npu_shape[:1] != t.shape[:1]
+                        or t.npu_shape[2:4] != t.shape[2:] or t.npu_shape[1] * t.npu_shape[4] < t.shape[1]
+                        or t.dtype not in ("float16", "float32", "int8")):
+            raise self.error(f"{node.label}: NC1HWC2 constant {t.name!r} ({t.dtype}, NPU shape {list(t.npu_shape)}) "
+                             f"does not hold a float or int8 tensor of shape {list(t.shape)}")
+        if blocked and t.dtype == "int8":
+            # corpus dist2bbox_i8: these ops, computed exactly on the decoded codes, leave 25-40 % of their
+            # outputs one step from the simulator's (its element-wise requantization is not decoded)
+            raise self.error(f"{node.label}: int8 constant {t.name!r} in NC1HWC2 layout (an int8 anchor grid or "
+                             "stride table): int8 element-wise ops with such constants do not match the vendor "
+                             "simulator off-board (4.8 % of outputs 2-3 steps away), so they are refused")
         raw = self.vf.tensor_data(self.sg, t)
         dtypes = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "int8": "i1", "int16": "<i2"}
         if t.dtype not in dtypes:
             raise self.error(f"{node.label}: constant {t.name!r} has dtype {t.dtype}")
-        count = int(np.prod(t.shape)) if t.shape else 1
+        stored = t.npu_shape if blocked else t.shape
+        count = int(np.prod(stored)) if stored else 1
         item = np.dtype(dtypes[t.dtype])
         if len(raw) < count * item.itemsize:
             raise self.error(f"{node.label}: constant {t.name!r} needs {count * item.itemsize} bytes, has {len(raw)}")
-        values = np.frombuffer(raw, item, count).reshape(t.shape)
+        values = np.frombuffer(raw, item, count).reshape(stored)
+        if blocked:  # (N, C1, H, W, C2) -> (N, C1 * C2, H, W), the padding channels dropped
+            n, c1, h, w, c2 = stored
+            values = np.ascontiguousarray(values.transpose(0, 1, 4, 2, 3).reshape(n, c1 * c2, h, w)[:, :t.shape[1]])
         if item.kind == "f":
             array = values.astype(np.float32)
         else:
@@ -829,7 +872,7 @@ class _Lowering:
         self.emit(node, node.op, operands, {})
 
     def lut_activation(self, node: VendorNode) -> None:
-        """A standalone Sigmoid or exSwish (``x * sigmoid(x)``): fp16 files compute it in float
+        """A standalone Sigmoid, exSwish (``x * sigmoid(x)``) or HardSwish: fp16 files compute it in float
         (output rounded to fp16; exSwish's inner sigmoid is not rounded, as in a fused one); int8
         files run it on the DPU lookup table the file loads (:func:`.lut.lower_lut_sigmoid`,
         whose tables are the file's own whatever the function)."""
@@ -840,8 +883,8 @@ class _Lowering:
         if "int8" in (x.dtype, out.dtype):
             lower_lut_sigmoid(self, node, x, out)  # refuses a mixed int8/float16 activation
             return
-        if node.op == "Sigmoid":
-            self.emit(node, "Sigmoid", [data], {})
+        if node.op in ("Sigmoid", "HardSwish"):
+            self.emit(node, node.op, [data], {})
             return
         sig = f"{self.names[out.index]}__sigmoid"
         self.keep_float.append(sig)
@@ -1030,6 +1073,58 @@ class _Lowering:
         names = [self.constant(self.names[t.index], v) for t, v in zip(consts, values)]
         self.emit(node, "Slice", [data] + names, {})
 
+    def expand(self, node: VendorNode) -> None:
+        (data,) = self.activation_inputs(node, 1, 1)
+        if len(node.inputs) != 2:
+            raise self.error(f"{node.label} has {len(node.inputs)} inputs; Expand takes data and an int64 shape")
+        t = self.tensor(node.inputs[1], node)
+        shape = self.int64_const(node, t)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        try:  # ONNX Expand: numpy broadcasting of the input against the shape
+            got = list(np.broadcast_shapes(tuple(x.shape), tuple(int(d) for d in shape)))
+        except ValueError:
+            got = None
+        if got != list(out.shape):
+            raise self.error(f"{node.label}: expanding {list(x.shape)} to {shape.tolist()} gives "
+                             f"{got if got is not None else 'no broadcast shape'}; the file says {list(out.shape)}")
+        self.emit(node, "Expand", [data, self.constant(self.names[t.index], shape)], {})
+
+    def sdp_attention(self, node: VendorNode) -> None:
+        """The compiler's fused scaled dot-product attention (YOLO11's C2PSA: ``v softmax(q^T k *
+        scale)^T``) over 4-D tensors (heads, channels, 1, tokens), as ONNX nodes whose
+        intermediates stay float32: only the output is rounded, as by one NPU op."""
+        q, k, v = self.activation_inputs(node, 3, 3)
+        tq, tk, tv = (self.tensor(i, node) for i in node.inputs[:3])
+        out = self.single_output(node)
+        if self.int8 or any(t.dtype != "float16" for t in (tq, tk, tv, out)):
+            raise self.error(f"{node.label}: exSDPAttention on {[t.dtype for t in (tq, tk, tv, out)]} tensors; "
+                             "only float16 attention (fp16 files) was decoded")
+        shapes = [list(t.shape) for t in (tq, tk, tv, out)]
+        if (any(len(sh) != 4 or sh[2] != 1 for sh in shapes) or shapes[0] != shapes[1] or shapes[2] != shapes[3]
+                or shapes[2][0] != shapes[0][0] or shapes[2][3] != shapes[0][3]):
+            raise self.error(f"{node.label}: q, k, v and output shapes {shapes} are not (heads, d, 1, tokens), "
+                             "(heads, d, 1, tokens), (heads, c, 1, tokens), (heads, c, 1, tokens)")
+        scale = self.bson(node, "scale")
+        if not isinstance(scale, float) or not np.isfinite(scale):
+            raise self.error(f"{node.label}: attribute 'scale' is {scale!r}; a finite float was expected")
+        base = self.names[out.index]
+
+        def step(op: str, inputs: List[str], attrs: dict, suffix: str) -> str:
+            name = f"{base}__{suffix}"
+            self.keep_float.append(name)
+            self.emit(node, op, inputs, attrs, output=name)
+            return name
+
+        q_t = step("Transpose", [q], {"perm": [0, 2, 3, 1]}, "q_t")  # (heads, 1, tokens, d)
+        k_t = step("Transpose", [k], {"perm": [0, 2, 1, 3]}, "k_t")  # (heads, 1, d, tokens)
+        scores = step("MatMul", [q_t, k_t], {}, "scores")
+        scaled = step("Mul", [scores, self.constant(f"{base}__scale", np.array(scale, np.float32), keep_float=True)],
+                      {}, "scaled")
+        attn = step("Softmax", [scaled], {"axis": -1}, "attn")
+        v_t = step("Transpose", [v], {"perm": [0, 2, 1, 3]}, "v_t")  # (heads, 1, c, tokens)
+        mixed = step("MatMul", [v_t, step("Transpose", [attn], {"perm": [0, 1, 3, 2]}, "attn_t")], {}, "mixed")
+        self.emit(node, "Transpose", [mixed], {"perm": [0, 2, 1, 3]})
+
     def resize(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)
         p = node.params
@@ -1038,7 +1133,10 @@ class _Lowering:
             raise self.error(f"{node.label}: Resize parameters {p} are not understood (known: modes {_RESIZE_MODES}, "
                              f"coordinate modes {_RESIZE_COORDS}, nearest modes {_RESIZE_NEAREST})")
         consts = [self.tensor(i, node) for i in node.inputs[1:] if self.tensor(i, node).kind == "shape"]
-        scales = [t for t in consts if t.dtype == "float32" and t.shape and t.shape[0] > 0]
+        # ONNX's empty "roi" input is an "empty_placeholder" tensor without data (shape (0,) or, from
+        # toolkit 2.3.2, (1,))
+        scales = [t for t in consts if t.dtype == "float32" and t.shape and t.shape[0] > 0
+                  and not (t.buffer == 0 and t.name.startswith("empty_placeholder"))]
         if len(scales) != 1:
             raise self.error(f"{node.label} needs one float32 scales constant, has {[t.name for t in consts]}")
         t = scales[0]

@@ -40,7 +40,7 @@ from ...errors import ModelInvalidError
 from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Requant, Task, node_registers, requant_of,
                      task_writes)
 
-__all__ = ["LutTables", "LutStage", "read_lut_tables", "lut_stage", "lut_attrs", "lower_lut_conv",
+__all__ = ["LutTables", "LutStage", "read_lut_tables", "lut_stage", "lut_attrs", "table_problem", "lower_lut_conv",
            "lut_task_registers", "lower_lut_sigmoid"]
 
 REG_LUT_ACCESS = 0x4100
@@ -173,16 +173,27 @@ def lut_stage(regs: Dict[Tuple[int, int], int], where: str) -> LutStage:
                     _i16(lo_scale >> 16) / float(1 << ((lo_shift >> 5) & 0x1F)))
 
 
+def table_problem(le_entries: int, lo_entries: int, le_start: int, le_end: int, lo_start: int, lo_end: int,
+                  index_shift: int) -> Optional[str]:
+    """What is wrong with tables of these sizes over these index ranges (two adjacent ascending
+    ranges, one entry every ``2^index_shift`` units from start to end inclusive), or ``None``."""
+    if not (0 <= index_shift < 31 and le_start < le_end == lo_start < lo_end):
+        return (f"table ranges LE [{le_start}, {le_end}] and LO [{lo_start}, {lo_end}] with entry spacing "
+                f"2^{index_shift} are not two adjacent ascending ranges")
+    for name, count, (a, b) in (("LE", le_entries, (le_start, le_end)), ("LO", lo_entries, (lo_start, lo_end))):
+        entries = ((b - a) >> index_shift) + 1
+        if (b - a) % (1 << index_shift) or count != entries:
+            return (f"the {name} table has {count} entries; its range [{a}, {b}] in steps of 2^{index_shift} "
+                    f"needs {entries}")
+    return None
+
+
 def lut_attrs(stage: LutStage, tables: LutTables, mul: np.ndarray, mul_shift: Optional[int], out_multiplier: float,
               out_zero_point: int, out_scale: float, where: str) -> dict:
     """The ``VendorLutActivation`` attributes of a node: its index map per channel
     (``mul``: the channel multipliers, ignored when ``mul_shift`` is ``None``, the stage
     bypassed), tables, slopes and output conversion (``out_multiplier`` =
     ``OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``; the output tensor's zero point and scale)."""
-    # imported here, not at the top: the model package stays free of the software backend until a
-    # file needs the op
-    from ...backends.software.ops.vendor_lut import table_problem
-
     problem = table_problem(len(tables.le), len(tables.lo), stage.le_start, stage.le_end, stage.lo_start,
                             stage.lo_end, stage.entry_shift)
     if problem:

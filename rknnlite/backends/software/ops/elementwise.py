@@ -160,7 +160,7 @@ def erf_into(x: np.ndarray, o: np.ndarray) -> np.ndarray:
     """``o[...] = erf(x)`` element-wise (same shapes; computed in float32); returns ``o``.
 
     Uses the compiled vectorised loop (within 1 float32 ulp, see
-    ``cython/elementwise_kernels.pyx``) when available, else ``math.erf`` per element.
+    ``cython/kernels/elementwise_kernels.pyx``) when available, else ``math.erf`` per element.
     """
     if _native is not None:
         return _via_exp(_native.erf_from_exp, x, o, half=False)

@@ -187,6 +187,6 @@ def prepare_conv(attrs, w: Optional[np.ndarray], nd: Optional[int], group: int) 
 def layer_ratios(graph) -> Dict[str, str]:
     """``{"<op>:<node name>": SparseRation}`` for every node the toolkit marked
     (``attrs["_sparsity"]``), keyed like perf_detail's FullName column: the argument of
-    :meth:`rknnlite.runtime.perf.PerfDetail.with_sparsity`."""
+    :meth:`rknnlite.tensors.perf.PerfDetail.with_sparsity`."""
     return {f"{n.op}:{n.name}": _RATIO.get(n.attrs["_sparsity"], "0%") for n in graph.nodes
             if isinstance(n.attrs.get("_sparsity"), str)}

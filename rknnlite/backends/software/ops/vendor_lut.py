@@ -27,14 +27,13 @@ ran on integer tensors).  Attributes (set by the vendor lowering, checked by ``p
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from ....errors import ModelInvalidError
+from ....model.rknn_graph.lut import table_problem
 from . import kernel
 
-__all__ = ["vendor_lut_activation", "table_problem"]
+__all__ = ["vendor_lut_activation"]
 
 _OP = "VendorLutActivation"
 _FLOATS = ("index_offset", "le_uflow_slope", "lo_oflow_slope", "out_multiplier", "out_scale")
@@ -64,21 +63,6 @@ def _prepare(attrs, consts):
                                 "positive", op=_OP)
     attrs["index_scale"], attrs["le_table"], attrs["lo_table"] = scale, tables[0], tables[1]
     return attrs
-
-
-def table_problem(le_entries: int, lo_entries: int, le_start: int, le_end: int, lo_start: int, lo_end: int,
-                  index_shift: int) -> Optional[str]:
-    """What is wrong with tables of these sizes over these index ranges (two adjacent ascending
-    ranges, one entry every ``2^index_shift`` units from start to end inclusive), or ``None``."""
-    if not (0 <= index_shift < 31 and le_start < le_end == lo_start < lo_end):
-        return (f"table ranges LE [{le_start}, {le_end}] and LO [{lo_start}, {lo_end}] with entry spacing "
-                f"2^{index_shift} are not two adjacent ascending ranges")
-    for name, count, (a, b) in (("LE", le_entries, (le_start, le_end)), ("LO", lo_entries, (lo_start, lo_end))):
-        entries = ((b - a) >> index_shift) + 1
-        if (b - a) % (1 << index_shift) or count != entries:
-            return (f"the {name} table has {count} entries; its range [{a}, {b}] in steps of 2^{index_shift} "
-                    f"needs {entries}")
-    return None
 
 
 def _interpolate(table: np.ndarray, start: int, shift: int, u: np.ndarray) -> np.ndarray:

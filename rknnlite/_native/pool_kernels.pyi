@@ -1,0 +1,9 @@
+"""Stub of the compiled ``rknnlite._native.pool_kernels`` (cython/kernels/pool_kernels.pyx): what Python calls."""
+
+from typing import Any
+
+from numpy.typing import ArrayLike as Buffer
+
+def avg_pool(x: Buffer, y: Buffer, kd: int, kh: int, kw: int, sd: int, sh: int, sw: int, dd: int, dh: int, dw: int, pd: int, ph: int, pw: int, ped: int, peh: int, pew: int, count_include_pad: Any, p0: int, p1: int, specialise: Any = ...) -> Any: ...
+def max_pool(x: Buffer, y: Buffer, kd: int, kh: int, kw: int, sd: int, sh: int, sw: int, dd: int, dh: int, dw: int, pd: int, ph: int, pw: int, empty_value: Any, p0: int, p1: int, specialise: bool = ...) -> Any: ...
+def max_pool_indices(x: Buffer, y: Buffer, idx: Buffer, sd: int, sh: int, sw: int, dd: int, dh: int, dw: int, pd: int, ph: int, pw: int, d_lo: Buffer, d_hi: Buffer, h_lo: Buffer, h_hi: Buffer, w_lo: Buffer, w_hi: Buffer, empty_value: Any, col_major: bool) -> Any: ...

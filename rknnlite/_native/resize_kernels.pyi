@@ -1,0 +1,9 @@
+"""Stub of the compiled ``rknnlite._native.resize_kernels`` (cython/kernels/resize_kernels.pyx): what Python calls."""
+
+from typing import Any
+
+from numpy.typing import ArrayLike as Buffer
+
+def gather_axis(x: Buffer, y: Buffer, idx: Buffer) -> Any: ...
+def interp_axis(x: Buffer, y: Buffer, idx: Buffer, w: Buffer) -> Any: ...
+def nearest_2d(x: Buffer, y: Buffer, ih: Buffer, iw: Buffer) -> Any: ...
