@@ -221,3 +221,13 @@ def test_pyconfig_loses_only_crypt_h():
     out = toolchain.without_crypt_h(text)
     assert "#define HAVE_CRYPT_H" not in out
     assert "#define HAVE_CRYPT_R 1\n#define SIZEOF_LONG 8\n" in out
+
+
+def test_aarch64_wheelhouse_adds_what_pip_download_leaves_out_for_older_pythons():
+    import testing
+
+    # pytest's exceptiongroup and tomli are marked python_version < "3.11"; pip download
+    # evaluates that for its own interpreter, not the target's
+    assert {"exceptiongroup>=1", "tomli>=1"} <= set(testing.backports("3.9"))
+    assert testing.backports("3.10") == testing.backports("3.9")
+    assert testing.backports("3.11") == testing.backports("3.13") == []

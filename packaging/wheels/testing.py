@@ -136,15 +136,26 @@ def _wheelhouse(target: Target, cache: Path, log: Path) -> Path:
     on the host (no compile under emulation)."""
     dest = cache / "wheelhouse" / target.name
     stamp = dest / ".complete"
-    if stamp.is_file():
+    wanted = [*RUNTIME_REQUIREMENTS, *TEST_REQUIREMENTS, *backports(target.python)]
+    if stamp.is_file() and stamp.read_text().split() == wanted:
         return dest
     dest.mkdir(parents=True, exist_ok=True)
     toolchain.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
                    "--platform", f"manylinux2014_{target.arch}", "--python-version", target.python,
-                   "--implementation", "cp", "-d", str(dest),
-                   *RUNTIME_REQUIREMENTS, *TEST_REQUIREMENTS], log)
-    stamp.touch()
+                   "--implementation", "cp", "-d", str(dest), *wanted], log)
+    stamp.write_text("\n".join(wanted) + "\n")
     return dest
+
+
+def backports(python: str) -> list[str]:
+    """What the requirements need on ``python`` beyond what ``pip download`` fetches for it.
+
+    ``pip download --python-version`` picks wheels for the target version but evaluates the
+    environment markers for the interpreter that runs it (the tools venv's 3.11): pytest's
+    ``exceptiongroup; python_version < "3.11"`` and the like are left out for 3.9 and 3.10."""
+    if tuple(map(int, python.split("."))) < (3, 11):
+        return ["exceptiongroup>=1", "tomli>=1", "typing-extensions>=4.6"]
+    return []
 
 
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
