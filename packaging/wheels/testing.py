@@ -188,6 +188,11 @@ def ensure_binfmt() -> str | None:
 
 
 def _prepare_root(root: Path) -> None:
+    # merged /usr (trixie's libc6 ships only /usr/lib/ld-linux-aarch64.so.1): the links that
+    # a debootstrapped root has and an unpacked one lacks
+    for alias in ("bin", "sbin", "lib"):
+        if not os.path.lexists(root / alias) and (root / "usr" / alias).is_dir():
+            os.symlink(f"usr/{alias}", root / alias)
     (root / "dev").mkdir(exist_ok=True)
     for name, minor in (("null", 3), ("zero", 5), ("random", 8), ("urandom", 9)):
         node = root / "dev" / name
