@@ -30,6 +30,7 @@ from targets import DEBIAN_ARCH, Target
 TEST_REQUIREMENTS = ["pytest>=7", "PyYAML>=5.4", "Pillow>=9", "tqdm>=4.60"]
 RUNTIME_REQUIREMENTS = ["numpy>=1.22", "cryptography>=41", "psutil>=5.8"]
 QEMU = "/usr/bin/qemu-aarch64-static"
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"  # looked up here: the guest's PATH is not the host's
 # the CPythons that NumPy 1.22 (the oldest in [project].dependencies) has wheels for
 OLDEST_NUMPY_PYTHONS = ("3.9", "3.10")
@@ -203,6 +204,13 @@ def _prepare_root(root: Path) -> None:
         (root / sub).mkdir(exist_ok=True)
     os.chmod(root / "tmp", 0o1777)
     os.chmod(root / "dev" / "shm", 0o1777)
+    # pip (Debian's ensurepip wheel, 25.x in trixie) loads the system CA bundle when it starts,
+    # even with --no-index; an unpacked root has no bundle (update-ca-certificates never ran),
+    # so it gets the host's public one
+    bundle = root / "etc" / "ssl" / "certs" / "ca-certificates.crt"
+    if not bundle.is_file() and HOST_CA_BUNDLE.is_file():
+        bundle.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(HOST_CA_BUNDLE, bundle)
     shutil.copyfile(QEMU, root / "usr" / "bin" / "qemu-aarch64-static")
     os.chmod(root / "usr" / "bin" / "qemu-aarch64-static", 0o755)
 
