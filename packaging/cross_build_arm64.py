@@ -23,7 +23,7 @@ Only the compiler runs for the target; nothing is emulated:
    multiarch half. The C library headers and the libraries linked are the cross toolchain's
    (glibc 2.36 on Debian 12); a C library no newer than the root's (2.41 on Debian 13) is what
    keeps the extensions loadable there. The host's numpy include dir is replaced by
-   the root's. x86-only code in the .pyx files is under ``#if defined(__x86_64__)``, so the
+   the root's. x86-only code in cython/src/*.c is under ``#if defined(__x86_64__)``, so the
    aarch64 build takes the portable paths.
 3. The Python files and dist-info come from setuptools' bdist_wheel run on the host without
    extensions (a ``py3-none-any`` wheel); the script adds the cross-built extensions, marks the
@@ -251,7 +251,7 @@ def main(argv=None) -> int:
         setup_kwargs = cythonize_with_setup_py(src)
         extensions = setup_kwargs["ext_modules"]
         modules = sorted(ext.name.rsplit(".", 1)[-1] for ext in extensions)
-        sources = sorted(path.stem for path in (src / "cython").glob("*.pyx"))
+        sources = sorted(path.stem for path in (src / "cython").glob("*/*.pyx"))
         if modules != sources:
             raise BuildError(f"setup.py declared the modules {modules}; {src}/cython has {sources}")
         log(f"cythonized {len(extensions)} modules in {time.monotonic() - start:.0f} s")
