@@ -119,7 +119,7 @@ def test_kl_ranges_of_model_inputs_equal_the_vendors(name):
     samples = make()
     graph = Graph([Node("Relu" if kind == "relu" else "Identity", "op", ["x"], ["y"])], ["x"], ["y"], {})
     ranges = calibrate(graph, [[s[None, None]] for s in samples], algorithm="kl_divergence")
-    amax = max(abs(v) for s in samples for v in (s.min(), s.max()))
+    amax = float(max(abs(v) for s in samples for v in (s.min(), s.max())))  # pytest.approx wants a Python float
     bins = amax / calibration.KL_BINS
     assert affine_range(*ranges["x"]) == pytest.approx(VENDOR_KL_INPUT_RANGES[name],
                                                        abs=VENDOR_KL_INPUT_NEAR.get(name, 1e-3) * bins)
@@ -143,7 +143,7 @@ def test_kl_ranges_equal_the_vendors(name):
         second.add("t", s)
     lo, hi = affine_range(*second.ranges()["t"])
     want = VENDOR_KL_RANGES[name]
-    amax = max(abs(v) for s in samples for v in (s.min(), s.max()))
+    amax = float(max(abs(v) for s in samples for v in (s.min(), s.max())))  # pytest.approx wants a Python float
     tol = VENDOR_KL_NEAR.get(name, 1e-3) * amax / calibration.KL_BINS
     assert lo == pytest.approx(want[0], abs=tol) and hi == pytest.approx(want[1], abs=tol)
 
