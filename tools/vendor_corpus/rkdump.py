@@ -22,6 +22,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from rknnlite.model.flatbuf import FlatBuffer, Table  # noqa: E402
+from rknnlite.model.rknn_graph.regcmd import Task  # noqa: E402
 
 DTYPES = {1: "f32", 3: "i8", 5: "i16", 6: "i32", 7: "i64", 10: "f16", 13: "raw"}
 KINDS = {1: "input", 2: "output", 3: "act", 4: "const", 5: "shape", 6: "lut", 8: "genconst", 9: "regcmd",
@@ -67,19 +68,6 @@ class Node:
     param: Optional[Table]
     bson: Dict[str, object]
     table: Table = field(repr=False)
-
-
-@dataclass
-class Task:
-    flags: int
-    op_idx: int
-    enable_mask: int
-    int_mask: int
-    int_clear: int
-    int_status: int
-    regcfg_amount: int
-    regcfg_offset: int
-    regcmd_addr: int
 
 
 class RknnFile:
