@@ -104,12 +104,19 @@ def test_int8_weights_dequantize_to_the_onnx_initializers(vendor_fixtures):
     init = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(vendor_fixtures / "onnx" / "dyn_conv.onnx")).graph.initializer}
     loaded = load_model(str(vendor_fixtures / "rknn" / "dyn_conv_i8.rknn"))
     graph = lower_rockchip(loaded.payload, loaded.model).graph
-    for name in ("w1", "w2"):
-        w, ref = graph.constants[name], init[name]
-        step = (ref.max(axis=(1, 2, 3)) - ref.min(axis=(1, 2, 3))) / 255  # per-channel asymmetric int8 step
-        assert np.all(np.abs(w - ref) <= step.reshape(-1, 1, 1, 1) * 0.51)
-    for name in ("b1", "b2"):
-        np.testing.assert_allclose(graph.constants[name], init[name], atol=1e-3)
+    for w_name, b_name in (("w1", "b1"), ("w2", "b2")):
+        # the conv runs on integer weights and codes; VendorRequant's multipliers carry the scales
+        conv = next(n for n in graph.nodes if n.op == "Conv" and n.inputs[1] == w_name)
+        codes = next(n for n in graph.nodes if n.outputs[0] == conv.inputs[0])
+        requant = next(n for n in graph.nodes if n.inputs[0] == conv.outputs[0])
+        assert codes.op == "VendorCodes" and requant.op == "VendorRequant"
+        w_int, b_int = graph.constants[w_name], graph.constants[b_name]
+        assert np.array_equal(w_int, np.round(w_int)) and np.array_equal(b_int, np.round(b_int))
+        step = np.asarray(requant.attrs["multiplier"]) * requant.attrs["scale"]  # s_in * s_w[c]
+        w, ref = w_int * (step / codes.attrs["scale"]).reshape(-1, 1, 1, 1), init[w_name]
+        q_step = (ref.max(axis=(1, 2, 3)) - ref.min(axis=(1, 2, 3))) / 255  # per-channel asymmetric int8 step
+        assert np.all(np.abs(w - ref) <= q_step.reshape(-1, 1, 1, 1) * 0.51)
+        np.testing.assert_allclose(b_int * step, init[b_name], atol=1e-3)
 
 
 def test_weight_tiles_rows_and_padding():
@@ -691,7 +698,7 @@ FIDELITY = {
     "deconv_k4s2_fp16": ("9.54e-07", 1, "99.99"), "deconv_k4s2_i8": ("0.071", 1, "99.98"),
     "avgpool_fp16": ("0", 0, "100.00"), "avgpool_i8": ("0.0985", 1, "95.23"),
     "avgpool_i8_layer": ("0.0985", 1, "95.16"), "bench_fp16": ("0.00195", 35, "43.75"),
-    "bench_i8": ("0.0506", 1, "62.50"), "bench_i8_layer": ("0.0506", 1, "75.00"),
+    "bench_i8": ("0.0506", 1, "75.00"), "bench_i8_layer": ("0.0506", 1, "75.00"),
     "concat_fp16": ("0.000244", 1, "99.98"), "concat_i8": ("0.113", 1, "99.96"),
     "concat_i8_layer": ("0", 0, "100.00"), "conv_add_relu_fp16": ("0.000488", 3, "99.93"),
     "conv_add_relu_i8": ("0.0736", 1, "99.05"), "conv_add_relu_i8_layer": ("0.0736", 1, "99.80"),
@@ -920,7 +927,10 @@ def test_conv_add_relu_is_conv_then_residual_add_then_relu(variant):
     model = _corpus_lowered(stem)
     assert model.vendor_ops == ("InputOperator", "ConvRelu", "ConvAddRelu", "OutputOperator")
     nodes = [n for n in model.graph.nodes if n.name == "Conv:Conv16_ConvAddRelu"]
-    assert [n.op for n in nodes] == ["Conv", "Add", "Relu"]
+    if variant == "i8":  # the integer accumulator, scaled to real units per channel, before the residual
+        assert [n.op for n in nodes[:3]] == ["VendorCodes", "Conv", "Mul"]
+        nodes = nodes[2:]
+    assert [n.op for n in nodes] == ["Conv" if variant == "fp16" else "Mul", "Add", "Relu"]
     assert nodes[1].inputs == [nodes[0].outputs[0], "relu_5"]  # the residual: the output two convs back
     assert nodes[2].outputs == ["y"]
     (y,), (ref,) = _corpus_run(stem)
@@ -950,8 +960,8 @@ def test_fp16_standalone_sigmoid_is_a_rounded_float_sigmoid():
 
 def test_int8_standalone_sigmoid_runs_the_files_lookup_table():
     model = _corpus_lowered("sigmoid_mul_i8")
-    assert [n.op for n in model.graph.nodes] == ["Add", "Div", "Round", "VendorLutActivation", "Mul"]
-    lut = model.graph.nodes[3].attrs
+    assert [n.op for n in model.graph.nodes] == ["Add", "VendorCodes", "VendorLutActivation", "Mul"]
+    lut = model.graph.nodes[2].attrs
     assert len(lut["le_table"]) == len(lut["lo_table"]) == 513
     assert lut["le_table"][-1] == lut["lo_table"][0] == 16384  # sigmoid(0) = 0.5 at 1.0 = 32768
     # the index map takes the codes q - zp: the file's offset A = -zp * M folds the zero point in
@@ -980,7 +990,7 @@ def test_int8_sigmoid_without_a_lookup_task_is_refused_by_name(tmp_path):
 def test_int8_softmax_runs_in_float16_after_a_data_convert():
     model = _corpus_lowered("softmax_i8")
     assert model.vendor_ops == ("InputOperator", "Conv", "exDataConvert", "exSoftmax13", "OutputOperator")
-    assert [n.op for n in model.graph.nodes] == ["Conv", "Identity", "Softmax"]
+    assert [n.op for n in model.graph.nodes] == ["VendorCodes", "Conv", "VendorRequant", "Identity", "Softmax"]
     (y,), (ref,) = _corpus_run("softmax_i8")
     # rows of float16 probabilities: they sum to 1 within float16 rounding, as the simulator's do
     np.testing.assert_allclose(y.sum(axis=1), 1.0, atol=2 ** -10)
@@ -1061,10 +1071,11 @@ def _patch_tensor(name: str, change):
 
 
 def _fused_part(stem: str):
-    """(op, attrs, constant inputs) of the lowered node after the conv of a one-conv corpus file."""
+    """(op, attrs, constant inputs) of the lowered node after the conv of a one-conv corpus
+    file (int8: after its accumulator, VendorCodes and the integer Conv, scaled to real units)."""
     model = _corpus_lowered(stem)
-    conv, act = model.graph.nodes
-    assert conv.op == "Conv" and act.inputs[0] == conv.outputs[0]
+    *conv, act = model.graph.nodes
+    assert [n.op for n in conv] in (["Conv"], ["VendorCodes", "Conv", "Mul"]) and act.inputs[0] == conv[-1].outputs[0]
     return act.op, act.attrs, [model.graph.constants[name].tolist() for name in act.inputs[1:]]
 
 
@@ -1080,8 +1091,12 @@ def test_rk3576_int8_leaky_relu_slope_comes_from_its_bncfg_tensor():
     ("conv_relu6_rk3576_i8", [0.0, 6.0]),  # CLAMP_MAX in channel 0's accumulator unit (not s_in * max s_w: 6.76)
 ])
 def test_rk3576_int8_clip_bounds_come_from_its_registers(stem, bounds):
-    op, attrs, consts = _fused_part(stem)
-    assert (op, attrs, consts) == ("Clip", {}, bounds)
+    # a Clip commutes with the rounding: it is the requantization's code range
+    codes, conv, requant = _corpus_lowered(stem).graph.nodes
+    assert (codes.op, conv.op, requant.op) == ("VendorCodes", "Conv", "VendorRequant")
+    a = requant.attrs
+    assert [(a["qmin"] - a["zero_point"]) * a["scale"], (a["qmax"] - a["zero_point"]) * a["scale"]] == \
+        pytest.approx(bounds, abs=a["scale"] / 2)
     (y,), (ref,) = _corpus_run(stem)
     assert _cos(y, ref) >= 0.9999
     assert y.min() >= bounds[0] - 1e-6 and y.max() <= bounds[1] + 1e-6

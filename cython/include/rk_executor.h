@@ -14,5 +14,11 @@ RK_API long rke_round_fp16_avx2(const float *s, float *d, long n);
  * handles; returns how many (0 without AVX2). */
 RK_API long rke_fake_quant_avx2(const float *s, float *d, long n, float scale, float zp, float qmin,
                                 float qmax);
+/* d[i] = rint(s[i] / scale) for the leading values it handles; returns how many (0 without AVX2). */
+RK_API long rke_codes_avx2(const float *s, float *d, long n, float scale);
+/* d[i] = (clip(rint(s[i] * mul) + zp, qmin, qmax) - zp) * scale (the product in double) for the
+ * leading values it handles; returns how many (0 without AVX2). */
+RK_API long rke_requant_avx2(const float *s, float *d, long n, double mul, float zp, float qmin, float qmax,
+                             float scale);
 
 #endif

@@ -2,13 +2,13 @@
 """Kernels the executor itself needs; each runs without the GIL."""
 
 from libc.stdint cimport uint32_t
-from libc.math cimport rintf
+from libc.math cimport rint, rintf
 from libc.string cimport memcpy
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBUF_WRITABLE
 
 import sys
 
-from rk_executor cimport rke_fake_quant_avx2, rke_round_fp16_avx2, rke_vector_ok
+from rk_executor cimport rke_codes_avx2, rke_fake_quant_avx2, rke_requant_avx2, rke_round_fp16_avx2, rke_vector_ok
 
 cdef bint _VECTOR = rke_vector_ok()
 
@@ -194,3 +194,84 @@ def is_fp16_exact(const float[::1] data):
                 exact = False
                 break
     return exact
+
+
+def int8_codes(src, dst, float scale):
+    """``dst[...] = rint(src / scale)`` in one pass: the integer codes ``q - zp`` of an int8
+    tensor the executor stores as ``(q - zp) * scale`` (exact: the quotient is within an ulp
+    of the integer).  ``src`` and ``dst``: C-contiguous float32 buffers of one size (``dst``
+    writable; it may be ``src``).  GIL released, no allocation."""
+    if not scale > 0:
+        raise ValueError(f"quantization scale must be positive, got {scale}")
+    cdef Py_buffer s, d
+    _float_buffer(src, &s, False)
+    try:
+        _float_buffer(dst, &d, True)
+    except BaseException:
+        PyBuffer_Release(&s)
+        raise
+    cdef Py_ssize_t i = 0, n = d.len // 4
+    cdef const float *sp = <const float *>s.buf
+    cdef float *dp = <float *>d.buf
+    try:
+        if s.len != d.len:
+            raise ValueError(f"source of {s.len // 4} values, destination of {n}")
+        with nogil:
+            if _VECTOR:
+                i = rke_codes_avx2(sp, dp, n, scale)
+            while i < n:
+                dp[i] = rintf(sp[i] / scale)
+                i += 1
+    finally:
+        PyBuffer_Release(&s)
+        PyBuffer_Release(&d)
+
+
+def requant_channels(src, dst, const double[::1] multiplier, Py_ssize_t inner, int zero_point, float scale,
+                     int qmin=-128, int qmax=127):
+    """Requantize an int8 conv's integer accumulator to its output's grid, in one pass.
+
+    ``src`` holds ``(outer, C, inner)`` values in C order (``C = len(multiplier)``); each
+    becomes ``(clip(rint(acc * multiplier[c]) + zero_point, qmin, qmax) - zero_point) * scale``,
+    the product in double (exact for an accumulator below 2^24 and a multiplier of up to 29
+    significant bits), the result float32 as :func:`fake_quant_inplace` writes grid values.
+    ``dst``: a writable C-contiguous float32 buffer of ``src``'s size (it may be ``src``).
+    GIL released, no allocation."""
+    if not scale > 0:
+        raise ValueError(f"quantization scale must be positive, got {scale}")
+    cdef Py_ssize_t channels = multiplier.shape[0]
+    if channels < 1 or inner < 1:
+        raise ValueError(f"{channels} channels of {inner} values: both must be positive")
+    cdef Py_buffer s, d
+    _float_buffer(src, &s, False)
+    try:
+        _float_buffer(dst, &d, True)
+    except BaseException:
+        PyBuffer_Release(&s)
+        raise
+    cdef Py_ssize_t n = d.len // 4, row, rows, i, k
+    cdef const float *sp = <const float *>s.buf
+    cdef float *dp = <float *>d.buf
+    cdef double m, q
+    cdef float zp = zero_point
+    try:
+        if s.len != d.len or n % (channels * inner):
+            raise ValueError(f"source of {s.len // 4} and destination of {n} values for {channels} channels of "
+                             f"{inner}")
+        rows = n // inner
+        with nogil:
+            for row in range(rows):
+                m = multiplier[row % channels]
+                k = row * inner
+                i = rke_requant_avx2(sp + k, dp + k, inner, m, zp, qmin, qmax, scale) if _VECTOR else 0
+                while i < inner:
+                    q = rint(<double>sp[k + i] * m) + zero_point
+                    if q < qmin:
+                        q = qmin
+                    elif q > qmax:
+                        q = qmax
+                    dp[k + i] = (<float>q - zp) * scale
+                    i += 1
+    finally:
+        PyBuffer_Release(&s)
+        PyBuffer_Release(&d)

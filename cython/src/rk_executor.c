@@ -1,5 +1,5 @@
-/* AVX2 passes of the software executor: float16 rounding and fake quantization (see
- * rk_executor.h). */
+/* AVX2 passes of the software executor: float16 rounding, fake quantization and the int8
+ * codes / requantization of a vendor int8 conv (see rk_executor.h). */
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -61,7 +61,51 @@ long rke_fake_quant_avx2(const float *s, float *d, long n, float scale, float zp
     }
     return i;
 }
+
+/* d[i] = rint(s[i] / scale): the integer code of an int8 grid value (division, as the
+   scalar loop).  Returns how many leading elements were done (a multiple of 8). */
+__attribute__((target("avx2")))
+long rke_codes_avx2(const float *s, float *d, long n, float scale) {
+    __m256 vs = _mm256_set1_ps(scale);
+    long i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(d + i, _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(s + i), vs),
+                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    return i;
+}
+
+/* d[i] = (clip(rint(s[i] * mul) + zp, qmin, qmax) - zp) * scale, the product in double
+   (an integer accumulator below 2^24 times a multiplier of up to 29 significant bits is
+   exact there), the rest as the scalar loop.  Returns how many leading elements were done
+   (a multiple of 8). */
+__attribute__((target("avx2")))
+long rke_requant_avx2(const float *s, float *d, long n, double mul, float zp, float qmin, float qmax,
+                      float scale) {
+    __m256d vm = _mm256_set1_pd(mul), vz = _mm256_set1_pd(zp);
+    __m256d vlo = _mm256_set1_pd(qmin), vhi = _mm256_set1_pd(qmax);
+    __m256 vzf = _mm256_set1_ps(zp), vs = _mm256_set1_ps(scale);
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(s + i);
+        __m256d lo = _mm256_round_pd(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)), vm),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256d hi = _mm256_round_pd(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), vm),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        lo = _mm256_min_pd(vhi, _mm256_max_pd(vlo, _mm256_add_pd(lo, vz)));   /* operand order: nan passes */
+        hi = _mm256_min_pd(vhi, _mm256_max_pd(vlo, _mm256_add_pd(hi, vz)));
+        __m256 q = _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+        _mm256_storeu_ps(d + i, _mm256_mul_ps(_mm256_sub_ps(q, vzf), vs));
+    }
+    return i;
+}
 #else
+long rke_codes_avx2(const float *s, float *d, long n, float scale) {
+    (void)s; (void)d; (void)n; (void)scale; return 0;
+}
+long rke_requant_avx2(const float *s, float *d, long n, double mul, float zp, float qmin, float qmax,
+                      float scale) {
+    (void)s; (void)d; (void)n; (void)mul; (void)zp; (void)qmin; (void)qmax; (void)scale; return 0;
+}
 long rke_round_fp16_avx2(const float *s, float *d, long n) { (void)s; (void)d; (void)n; return 0; }
 long rke_fake_quant_avx2(const float *s, float *d, long n, float scale, float zp, float qmin,
                                 float qmax) {

@@ -96,13 +96,15 @@ class CustomOpKernel:
 
 
 class _Step:
-    __slots__ = ("node", "spec", "attrs", "ins", "outs", "index", "data_dependent", "exact")
+    __slots__ = ("node", "spec", "attrs", "ins", "outs", "index", "data_dependent", "exact", "on_grid")
 
     def __init__(self, index: int, node: Node, spec: KernelSpec, attrs: dict, ins: List[int], outs: List[int],
                  data_dependent: bool):
         self.index = index
         #: float outputs are already at storage precision (see VALUE_PRESERVING)
         self.exact = node.op in VALUE_PRESERVING
+        #: the kernel writes its output on that slot's int8 grid already (KernelSpec.grid)
+        self.on_grid = False
         self.node = node
         self.spec = spec
         self.attrs = attrs
@@ -186,6 +188,8 @@ class Executor:
             data_dependent = spec.data_dependent or any(a not in const_values for a in shape_args)
             self.steps.append(_Step(i, node, spec, attrs, ins, [names[n] if n else -1 for n in node.outputs],
                                     data_dependent))
+            if spec.grid is not None and len(self.steps[-1].outs) == 1:
+                self.steps[-1].on_grid = _within(spec.grid(attrs), self.quant_slots.get(self.steps[-1].outs[0]))
             if any(slot in unrounded for slot in ins):
                 # a value-preserving op would pass a float32 tensor (a vendor graph's input) through
                 # unrounded, where the vendor simulator rounds its output (a Reshape or Relu opening
@@ -585,7 +589,8 @@ class ExecutionState:
                     q = quant.get(slot)
                     if q is not None:
                         value = _own_float32(value, args, out is not None)
-                        fake_quant_inplace(value, *q)
+                        if not step.on_grid:
+                            fake_quant_inplace(value, *q)
                     elif (rounding and slot not in floats and not (step.exact and skip_exact
                                                                    and value.dtype == np.float32)) \
                             or slot in self.executor.fp16_slots:
@@ -664,6 +669,8 @@ class ExecutionState:
                     continue
                 q = quant.get(slot)
                 if q is not None:
+                    if step.on_grid:
+                        continue
                     calls.append(partial(fake_quant_inplace, o, *q))
                 elif (rounding and slot not in ex.float_slots and not (step.exact and skip_exact)) \
                         or slot in ex.fp16_slots:
@@ -687,6 +694,15 @@ def _unregistered(node: Node) -> KernelSpec:
         )
 
     return KernelSpec(node.op, fn, data_dependent=True)
+
+
+def _within(grid, q) -> bool:
+    """Whether values on ``grid`` (a kernel's ``(scale, zero point, qmin, qmax)``) are on the
+    quantized slot's grid ``q`` (same float32 scale and zero point, a range inside its)."""
+    if q is None or grid is None:
+        return False
+    scale, zp, lo, hi = grid
+    return np.float32(scale) == np.float32(q[0]) and zp == q[1] and q[2] <= lo <= hi <= q[3]
 
 
 def _staged(x: np.ndarray, q, rounding: bool) -> bool:

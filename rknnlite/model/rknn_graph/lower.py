@@ -9,17 +9,21 @@ simulator's semantics hold (``shared/reference/rknn-graph-execution.md`` §4, §
   (normalised with the file's mean/std in float32) and the biases are not rounded (the
   graph's ``keep_float`` names, honoured by the executor).
 * **int8 files** run in the executor's int8 mode (``graph.quant``): every int8 activation
-  keeps the tensor's scale/zero point, weights are dequantized with the per-channel scale
-  recovered from the node's DPU registers, biases per the bias-block formula; tensors the
-  file keeps in fp16 (after ``exDataConvert``) are float32 here.
+  keeps the tensor's scale/zero point; convs and deconvs compute the NPU's exact integer
+  accumulator from the input's codes and the integer weights and bias, then convert it per
+  channel with the multiplier the node's DPU registers and bias blocks hold
+  (:mod:`.accumulator`); tensors the file keeps in fp16 (after ``exDataConvert``) are float32
+  here.
 
 Lowering (one vendor node -> executor nodes):
 
 =====================  =============================================================
 InputOperator          none (its output is a graph input; NPU helper inputs ignored)
 OutputOperator         none (its input is a graph output)
-Conv, ConvRelu         Conv (``_activation="Relu"``); a compiler-inserted identity
-                       1x1 conv (the NHWC -> NC1HWC2 "Pre_weight") -> Identity
+Conv, ConvRelu         Conv (``_activation="Relu"``); int8: VendorCodes, the integer
+                       Conv, VendorRequant (Relu, Clip: its code range); a
+                       compiler-inserted identity 1x1 conv (the NHWC -> NC1HWC2
+                       "Pre_weight") -> Identity
 ConvSigmoid,           Conv, then Sigmoid / x*Sigmoid(x) / HardSwish; int8 files (and
 ConvExSwish,           int8 HardSigmoid): the integer accumulator, then the file's own
 ConvHardSwish          lookup tables (VendorLutActivation, see :mod:`.lut`; rk3576/rv1126b:
@@ -70,6 +74,7 @@ from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
+from .accumulator import Accumulator, emit_accumulator, emit_requant, grid_code
 from .f2act import F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import Requant, fused_activation, node_registers, read_tasks, requant_of
@@ -296,6 +301,8 @@ class _Lowering:
         self.int8 = any(t.dtype == "int8" for t in activations)
         #: per int8 conv node: its quantization method, "channel" (bias blocks) or "layer" (plain bias)
         self.methods: Dict[int, str] = {}
+        #: int8 tensor name -> the name of its integer codes (:func:`.accumulator.emit_codes`)
+        self.codes: Dict[str, str] = {}
         self._tasks = None
         self._regcmd = None
 
@@ -640,12 +647,12 @@ class _Lowering:
                 lower_lut_conv(self, node, x, out, w, weight, b, attrs,
                                stage_of=lambda tables: f2_lut_stage(self, node, out, tables))
                 return
-            weight_f, bias_f, unit = self.int8_conv_constants(node, x, out, w, weight, b)
+            weight_f, bias_f, unit, acc = self.int8_conv_constants(node, x, out, w, weight, b)
             params = None
             if unit is None and activation in _REGISTER_ACTIVATIONS:  # rk3576/rv1126b: their own map (.f2act)
                 params = f2_activation(self, node, x, out, w, b, weight.shape[0])
         else:
-            params = None
+            params, acc = None, None
             if activation in _REGISTER_ACTIVATIONS and self.f2_platform():  # rk3576/rv1126b: their own map
                 params = f2_fp16_activation(self, node, out)
             if w.dtype != "float16":
@@ -661,6 +668,23 @@ class _Lowering:
                 (not self.int8 or _same_quant(x, out)):
             self.methods.pop(node.index, None)  # compiler identity convs keep a plain bias in every file
             self.emit(node, "Identity", [self.names[x.index]], {})
+            return
+        if acc is not None:  # int8: the NPU's exact accumulator, then one conversion per channel
+            total = emit_accumulator(self, node, x, out, w, b, acc, attrs)
+            qo = self.activation_quant(out)
+            s_out, zp_out = qo.scale[0], qo.zero_point[0]
+            if activation in (None, "Relu", "Clip"):  # these commute with the rounding: a narrower code range
+                lo, hi = -128, 127
+                if activation == "Relu":
+                    lo = max(lo, zp_out)
+                elif activation == "Clip":
+                    params = self.register_params(node, unit, params)
+                    lo, hi = grid_code(params["min"], s_out, zp_out), grid_code(params["max"], s_out, zp_out)
+                emit_requant(self, node, total, acc, out, s_out, zp_out, lo, hi)
+                return
+            conv = f"{self.names[out.index]}__conv"
+            self.emit_scaled(node, total, acc, conv)
+            self.fused(node, activation, conv, extra, unit, params)
             return
         inputs = [self.names[x.index], self.constant(self.names[w.index], weight_f)]
         if bias_f is not None:
@@ -683,10 +707,7 @@ class _Lowering:
         else they are read from the rk3588-family registers."""
         out_name = self.names[self.single_output(node).index]
         if activation in _REGISTER_ACTIVATIONS:
-            if params is None:
-                where = f"{self.label}: {node.label}"
-                regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
-                params = fused_activation(regs, node.op, where, unit if self.int8 else None)
+            params = self.register_params(node, unit, params)
             if activation == "LeakyRelu":
                 # The register holds the slope rounded (float16, or round(alpha * 2^14)); the simulator uses
                 # the ONNX value, taken to be the shortest decimal rounding to it (0.1, not 0.0999756).
@@ -717,9 +738,21 @@ class _Lowering:
         else:
             self.emit(node, activation, [conv], {})
 
+    def register_params(self, node: VendorNode, unit: Optional[float],
+                        params: Optional[Dict[str, float]]) -> Dict[str, float]:
+        """A fused Clip / LeakyRelu / HardSigmoid's parameters: ``params`` when already decoded
+        (rk3576/rv1126b), else read from the node's rk3588-family registers (``unit``: an int8
+        file's accumulator unit)."""
+        if params is not None:
+            return params
+        where = f"{self.label}: {node.label}"
+        regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
+        return fused_activation(regs, node.op, where, unit if self.int8 else None)
+
     def int8_conv_constants(self, node: VendorNode, x: VendorTensor, out: VendorTensor, w: VendorTensor,
-                            q: np.ndarray, b: Optional[VendorTensor]) -> Tuple[np.ndarray, np.ndarray, Optional[float]]:
-        """Float weight, bias and accumulator unit (the real value of one accumulator step,
+                            q: np.ndarray, b: Optional[VendorTensor]
+                            ) -> Tuple[np.ndarray, np.ndarray, Optional[float], Accumulator]:
+        """Float weight, bias, accumulator unit (the real value of one accumulator step,
         ``s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``; ``None`` when the registers are not read) of
         an int8 conv: ``w = (q - zp_w[c]) * s_w[c]`` and
         ``b = (bias_i32 + zp_in * sum(q - zp_w)) * s_in * s_w[c]``, with
@@ -743,7 +776,7 @@ class _Lowering:
             self.methods[node.index] = "channel"  # their per-layer files are refused (one stored scale)
             bias_i32, w_zp, _ = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}", self.bias_block(node, x, out))
             centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
-            return _dequantized(centred, bias_i32, zp_in, s_in, stored) + (None,)
+            return self.int8_conv_terms(centred, bias_i32, zp_in, s_in, stored, None)
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
         requant = requant_of(regs, where)
         bias_i32, w_zp, mul = self.int8_bias(node, x, out, b, requant, channels)
@@ -759,7 +792,21 @@ class _Lowering:
         else:
             raise self.error(f"{node.label}: the bias block's channel multipliers {mul.tolist()} are not all positive")
         centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
-        return _dequantized(centred, bias_i32, zp_in, s_in, m * s_out / s_in) + (s_out * requant.multiplier,)
+        return self.int8_conv_terms(centred, bias_i32, zp_in, s_in, m * s_out / s_in, s_out * requant.multiplier)
+
+    @staticmethod
+    def int8_conv_terms(centred: np.ndarray, bias_i32: np.ndarray, zp_in: int, s_in: float, s_w: np.ndarray,
+                        unit: Optional[float]) -> Tuple[np.ndarray, np.ndarray, Optional[float], Accumulator]:
+        """``(float weight, float bias, unit, accumulator)`` of an int8 conv from its centred
+        integer weight ``q - zp_w``, int32 bias and weight scales."""
+        acc = Accumulator(centred, bias_i32 + zp_in * centred.sum(axis=(1, 2, 3)), s_in, zp_in, s_in * s_w)
+        return _dequantized(centred, bias_i32, zp_in, s_in, s_w) + (unit, acc)
+
+    def emit_scaled(self, node: VendorNode, total: str, acc: Accumulator, output: str) -> None:
+        """``output`` = the accumulator tensor ``total`` times the real value of one accumulator
+        step per channel: the real conv output a fused part that needs it reads."""
+        step = self.constant(f"{output}__step", acc.step.reshape(1, -1, 1, 1).astype(np.float32))
+        self.emit(node, "Mul", [total, step], {}, output=output)
 
     def int8_bias(self, node: VendorNode, x: VendorTensor, out: VendorTensor, b: VendorTensor, requant: Requant,
                   channels: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -894,8 +941,8 @@ class _Lowering:
     def deconv(self, node: VendorNode) -> None:
         """ConvTranspose: attributes from the BSON (the parameter table's kernel and dilations
         must agree), the weight tiles hold the spatially flipped kernel in ``[Cout][Cin]`` blocks
-        (the conv a deconvolution runs as), the bias as a conv's.  fp16: float weights; int8: the weights and bias
-        dequantized as a conv's (:meth:`int8_conv_constants`)."""
+        (the conv a deconvolution runs as), the bias as a conv's.  fp16: float weights; int8: the exact
+        integer accumulator of a conv's (:mod:`.accumulator`), scaled per channel."""
         if node.param_type != 2:
             raise self.error(f"{node.label} has parameter-union type {node.param_type}; a deconv table (2) was expected")
         out = self.single_output(node)
@@ -931,24 +978,27 @@ class _Lowering:
         if list(weight.shape[2:]) != attrs["kernel_shape"] or x.shape[1] != cin or expected != list(out.shape):
             raise self.error(f"{node.label}: weight {list(weight.shape)} and attributes give output {expected}, the "
                              f"file says {list(out.shape)} from input {list(x.shape)}")
+        attrs.pop("group")
         if self.int8:
             # the conv formula per output channel, on the [Cout, Cin, kh, kw] view of the weight
-            weight_f, bias_f, _ = self.int8_conv_constants(node, x, out, w, tiles, b)
-            weight_f = np.ascontiguousarray(weight_f.transpose(1, 0, 2, 3))
-        else:
-            if w.dtype != "float16":
-                raise self.error(f"{node.label}: weight {w.name!r} has dtype {w.dtype}; fp16 files store float16")
-            weight_f = weight.astype(np.float32)
-            bias_f = None
-            if b is not None:
-                if b.dtype != "float32":
-                    raise self.error(f"{node.label}: bias {b.name!r} has dtype {b.dtype}; fp16 files store float32")
-                bias_f = decode_float_bias(self.vf.tensor_data(self.sg, b), cout,
-                                           f"{self.label}: {node.label} bias {b.name!r}")
+            _, _, _, acc = self.int8_conv_constants(node, x, out, w, tiles, b)
+            total = emit_accumulator(self, node, x, out, w, b, acc, attrs, transposed=True)
+            qo = self.activation_quant(out)
+            emit_requant(self, node, total, acc, out, qo.scale[0], qo.zero_point[0])
+            return
+        if w.dtype != "float16":
+            raise self.error(f"{node.label}: weight {w.name!r} has dtype {w.dtype}; fp16 files store float16")
+        weight_f = weight.astype(np.float32)
+        bias_f = None
+        if b is not None:
+            if b.dtype != "float32":
+                raise self.error(f"{node.label}: bias {b.name!r} has dtype {b.dtype}; fp16 files store float32")
+            bias_f = decode_float_bias(self.vf.tensor_data(self.sg, b), cout,
+                                       f"{self.label}: {node.label} bias {b.name!r}")
         inputs = [self.names[x.index], self.constant(self.names[w.index], weight_f)]
         if bias_f is not None:
             inputs.append(self.constant(self.names[b.index], bias_f, keep_float=True))
-        self.emit(node, "ConvTranspose", inputs, {k: v for k, v in attrs.items() if k != "group"})
+        self.emit(node, "ConvTranspose", inputs, attrs)
 
     def argmax(self, node: VendorNode) -> None:
         """ArgMax (a CPU op in the file): axis and keepdims from the BSON, int64 indices of the

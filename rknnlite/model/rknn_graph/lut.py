@@ -15,10 +15,10 @@ function on the NPU's DPU lookup table (``docs/vendor-format-notes.md`` §1, §8
   ``{oflow shift[9:5], uflow shift[4:0]}``), and the output conversion of the table value to
   int8 (``OUT_CVT`` 0x4080/0x4084/0x4088).
 
-:func:`lower_lut_conv` lowers such a node to three executor nodes: ``Div`` + ``Round``
+:func:`lower_lut_conv` lowers such a node to three executor nodes: ``VendorCodes``
 (the input's integer codes ``q - zp``), ``Conv`` on integer-valued weights ``q_w - zp_w``
-and bias ``bias_i32 + zp_in * sum(q_w - zp_w)`` (the accumulator, exact while it stays
-below 2^24 in float32), and ``VendorLutActivation``
+and bias ``bias_i32 + zp_in * sum(q_w - zp_w)`` (the exact accumulator,
+:mod:`.accumulator`), and ``VendorLutActivation``
 (:mod:`rknnlite.backends.software.ops.vendor_lut`) with the decoded tables.  No weight
 scale and no per-function constant is needed.  Registers outside the observed layout
 raise :class:`~rknnlite.errors.ModelInvalidError` naming them.
@@ -30,13 +30,13 @@ task: :func:`lower_lut_sigmoid` feeds the input's integer codes straight to
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ...errors import ModelInvalidError
+from .accumulator import Accumulator, emit_accumulator, emit_codes
 from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Requant, Task, node_registers, requant_of,
                      task_writes)
 
@@ -51,8 +51,6 @@ REG_LE_START, REG_LE_END, REG_LO_START, REG_LO_END = 0x4110, 0x4114, 0x4118, 0x4
 REG_LE_SLOPE_SCALE, REG_LE_SLOPE_SHIFT, REG_LO_SLOPE_SCALE, REG_LO_SLOPE_SHIFT = 0x4120, 0x4124, 0x4128, 0x412C
 _LUT_CFG_SEEN = (0x68,)
 _WRITE_LE, _WRITE_LO = 0x20000, 0x30000
-_FLOAT32_EXACT = 1 << 24
-_log = logging.getLogger("rknnlite.vendor")
 
 
 @dataclass(frozen=True)
@@ -241,23 +239,10 @@ def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict,
         raise lowering.error(f"{node.label}: OUT_CVT_OFFSET is {requant.offset} but the output's zero point is "
                              f"{qo.zero_point[0]}; the register layout is not the one decoded")
     centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
-    bias = bias_i32 + zp_in * centred.sum(axis=(1, 2, 3))
+    acc = Accumulator(centred, bias_i32 + zp_in * centred.sum(axis=(1, 2, 3)), s_in, zp_in)
     params = lut_attrs(stage, tables, mul, requant.mul_shift, requant.multiplier, qo.zero_point[0], qo.scale[0], where)
-    x_span = max(127 - zp_in, zp_in + 128)
-    if np.max(np.abs(centred).sum(axis=(1, 2, 3)) * x_span + np.abs(bias)) >= _FLOAT32_EXACT:
-        _log.debug("%s: its accumulator may pass 2^24, where float32 rounds it (relative error 6e-8)", where)
-    out_name = lowering.names[out.index]
-    codes = f"{out_name}__codes"
-    lowering.emit(node, "Div", [lowering.names[x.index], lowering.constant(f"{out_name}__in_scale",
-                                                                           np.array(s_in, np.float32))], {},
-                  output=f"{codes}__scaled")
-    lowering.emit(node, "Round", [f"{codes}__scaled"], {}, output=codes)
-    conv_attrs = dict(attrs, _winograd=False)  # the integer accumulator must not carry Winograd's rounding
-    acc = f"{out_name}__acc"
-    lowering.emit(node, "Conv", [codes, lowering.constant(lowering.names[w.index], centred.astype(np.float32)),
-                                 lowering.constant(lowering.names[b.index], bias.astype(np.float32))],
-                  conv_attrs, output=acc)
-    lowering.emit(node, "VendorLutActivation", [acc], params)
+    total = emit_accumulator(lowering, node, x, out, w, b, acc, attrs)
+    lowering.emit(node, "VendorLutActivation", [total], params)
 
 
 def lut_task_registers(regcmd, tasks: List[Task], node_index: int, where: str) -> Dict[Tuple[int, int], int]:
@@ -282,7 +267,7 @@ def lower_lut_sigmoid(lowering, node, x, out) -> None:
     ``_Lowering``; ``x``/``out`` the vendor tensors).  The NPU runs it on the DPU alone: one
     task of the node loads the tables, a later one maps the input's raw int8 code ``q`` to the
     table index ``u = (q * M + A) >> s`` (``A`` = ``-zp_in * M`` folds the zero point in) and
-    converts the table value to int8 with ``OUT_CVT``.  Lowered to ``Div`` + ``Round`` (the
+    converts the table value to int8 with ``OUT_CVT``.  Lowered to ``VendorCodes`` (the
     codes ``q - zp_in``) and ``VendorLutActivation`` with offset ``(A + zp_in * M) / 2^s``."""
     where = f"{lowering.label}: {node.label}"
     if x.dtype != "int8" or out.dtype != "int8":
@@ -307,10 +292,4 @@ def lower_lut_sigmoid(lowering, node, x, out) -> None:
     stage = replace(stage, index_add=stage.index_add + zp_in * stage.index_mul)  # the map of the codes q - zp_in
     params = lut_attrs(stage, tables, np.ones(channels, np.int64), None, requant.multiplier, qo.zero_point[0],
                        qo.scale[0], where)
-    out_name = lowering.names[out.index]
-    codes = f"{out_name}__codes"
-    lowering.emit(node, "Div", [lowering.names[x.index], lowering.constant(f"{out_name}__in_scale",
-                                                                           np.array(s_in, np.float32))], {},
-                  output=f"{codes}__scaled")
-    lowering.emit(node, "Round", [f"{codes}__scaled"], {}, output=codes)
-    lowering.emit(node, "VendorLutActivation", [codes], params)
+    lowering.emit(node, "VendorLutActivation", [emit_codes(lowering, node, lowering.names[x.index], s_in)], params)

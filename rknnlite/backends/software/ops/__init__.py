@@ -30,6 +30,11 @@ Registration options:
 * ``caches_inputs=(i, ...)``: once the kernel has run, it keeps its own derived
   form of these inputs when they are model constants (packed weights) and never
   reads the originals again, so the runtime may drop their file pages from memory.
+* ``grid(attrs) -> (scale, zero_point, qmin, qmax)``: the kernel writes its (single)
+  output on that integer grid already, so where the output tensor is quantized with
+  the same scale and zero point and a range that contains ``[qmin, qmax]``, the
+  executor skips its own snapping pass (an optimisation only: the pass would not
+  change a value).
 """
 
 from __future__ import annotations
@@ -50,18 +55,19 @@ class KernelSpec:
     prepare: Optional[Callable] = None
     data_dependent: bool = False
     caches_inputs: tuple = ()
+    grid: Optional[Callable] = None
 
 
 KERNELS: Dict[str, KernelSpec] = {}
 
 
 def kernel(*op_types: str, out: bool = False, prepare: Optional[Callable] = None, data_dependent: bool = False,
-           caches_inputs: tuple = ()):
+           caches_inputs: tuple = (), grid: Optional[Callable] = None):
     """Register the decorated function as the kernel of ``op_types`` (see the module doc)."""
 
     def register(fn):
         for op in op_types:
-            KERNELS[op] = KernelSpec(op, fn, out, prepare, data_dependent, tuple(caches_inputs))
+            KERNELS[op] = KernelSpec(op, fn, out, prepare, data_dependent, tuple(caches_inputs), grid)
         return fn
 
     return register
@@ -82,4 +88,4 @@ def supported_ops() -> List[str]:
     return sorted(KERNELS)
 
 
-from . import activation, affine, conv, elementwise, linear, norm, pool, reduce, resize, rnn, shape, tensor, vendor_lut  # noqa: E402,F401,E501
+from . import activation, affine, conv, elementwise, linear, norm, pool, reduce, resize, rnn, shape, tensor, vendor_int8, vendor_lut  # noqa: E402,F401,E501

@@ -1,0 +1,100 @@
+"""``VendorCodes`` and ``VendorRequant``: the integer ends of a vendor int8 conv (internal ops).
+
+A Rockchip NPU multiplies int8 codes, sums them in an int32 accumulator and converts the
+sum to the output's int8 grid with one multiplier per channel (``rknnlite/model/rknn_graph/
+accumulator.py``).  The executor stores an int8 tensor as its real value ``(q - zp) * scale``
+(float32), so a vendor int8 conv runs as three nodes: ``VendorCodes`` (the input's codes
+``q - zp``), a ``Conv`` on integer-valued weights (the exact accumulator) and
+``VendorRequant`` (the accumulator to the output's grid).
+
+``VendorCodes``: input ``[x]``; attribute ``scale`` (the input's); output ``rint(x / scale)``.
+
+``VendorRequant``: input ``[acc]`` (``N, C, ...``); attributes ``multiplier`` (C floats: the
+real value of one accumulator step over the output scale), ``zero_point``, ``scale`` (the
+output's), ``qmin`` / ``qmax`` (the int8 range, narrowed by a fused Relu or Clip); output
+``(clip(rint(acc * multiplier[c]) + zero_point, qmin, qmax) - zero_point) * scale``, the
+product in double.
+
+Both write into the executor's buffer when given one and allocate otherwise; float32
+outputs of the input's shape.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...._native.executor_kernels import int8_codes, requant_channels
+from ....errors import ModelInvalidError
+from . import kernel
+
+__all__ = ["vendor_codes", "vendor_requant"]
+
+
+def _positive(attrs, name: str, op: str) -> float:
+    value = attrs.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)) or not float(value) > 0:
+        raise ModelInvalidError(f"{op}: attribute {name} must be a finite positive number, got {value!r}", op=op)
+    return float(value)
+
+
+def _int(attrs, name: str, op: str, lo: int, hi: int) -> int:
+    value = attrs.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not lo <= int(value) <= hi:
+        raise ModelInvalidError(f"{op}: attribute {name} must be an integer in [{lo}, {hi}], got {value!r}", op=op)
+    return int(value)
+
+
+def _target(x: np.ndarray, out) -> np.ndarray:
+    if out is not None and out[0].dtype == np.float32 and out[0].flags.c_contiguous and out[0].shape == x.shape:
+        return out[0]
+    return np.empty(x.shape, np.float32)
+
+
+def _codes_prepare(attrs, consts):
+    return dict(attrs, scale=_positive(attrs, "scale", "VendorCodes"))
+
+
+@kernel("VendorCodes", out=True, prepare=_codes_prepare)
+def vendor_codes(inputs, attrs, out=None):
+    """The integer codes ``rint(x / scale)`` of an int8 tensor stored as real values."""
+    x = np.ascontiguousarray(inputs[0], dtype=np.float32)
+    y = _target(x, out)
+    int8_codes(x, y, attrs["scale"])
+    return [y]
+
+
+def _requant_prepare(attrs, consts):
+    op = "VendorRequant"
+    try:
+        multiplier = np.ascontiguousarray(attrs.get("multiplier"), dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        multiplier = np.empty(0)
+    if multiplier.size == 0 or not np.all(np.isfinite(multiplier)) or not np.all(multiplier > 0):
+        raise ModelInvalidError(f"{op}: attribute multiplier must hold one finite positive number per channel, got "
+                                f"{attrs.get('multiplier')!r}", op=op)
+    qmin = _int(attrs, "qmin", op, -128, 127)
+    qmax = _int(attrs, "qmax", op, qmin, 127)
+    return dict(attrs, multiplier=multiplier, scale=_positive(attrs, "scale", op),
+                zero_point=_int(attrs, "zero_point", op, -128, 127), qmin=qmin, qmax=qmax)
+
+
+def _requant_grid(attrs):
+    return attrs["scale"], attrs["zero_point"], attrs["qmin"], attrs["qmax"]
+
+
+@kernel("VendorRequant", out=True, prepare=_requant_prepare, grid=_requant_grid)
+def vendor_requant(inputs, attrs, out=None):
+    """An int8 conv's accumulator on its output's int8 grid (see the module doc)."""
+    acc = np.ascontiguousarray(inputs[0], dtype=np.float32)
+    multiplier = attrs["multiplier"]
+    if acc.ndim < 2 or acc.shape[1] != multiplier.size:
+        raise ModelInvalidError(f"VendorRequant: input of shape {list(acc.shape)} does not have the "
+                                f"{multiplier.size} channels of its multipliers on axis 1", op="VendorRequant")
+    y = _target(acc, out)
+    if acc.size:
+        requant_channels(acc, y, multiplier, acc.size // (acc.shape[0] * acc.shape[1]), attrs["zero_point"],
+                         attrs["scale"], attrs["qmin"], attrs["qmax"])
+    return [y]
