@@ -382,6 +382,29 @@ def _relu_input():
     return g.model([("x", IMG[1])], [(g.conv(g.node("Relu", ["x"])[0], 3, 8, k=1), "y")])
 
 
+def _pad(mode: str, pads, value: Optional[float] = None, seed: int = 0, last: bool = True):
+    # Conv 3->8, ONNX Pad (opset 13: pads and constant_value inputs)[, Conv 8->8 3x3 without pads]
+    def build():
+        g = _G(seed)
+        ins = [g.conv("x", 3, 8), g.const(np.asarray(pads, np.int64), "pads")]
+        if value is not None:
+            ins.append(g.const(np.asarray(value, np.float32), "value"))
+        y = g.node("Pad", ins, mode=mode)[0]
+        return g.model([("x", IMG[1])], [(g.conv(y, 8 + pads[1] + pads[5], 8, k=3, pad=0) if last else y, "y")])
+    return build
+
+
+def _dilated_pad():
+    # DeepLabV3's ASPP on a small map: a 3x3 conv with dilation and pads 24 (beyond what a conv pads
+    # itself) on an 8x8 map; the compiler moves the pads into a Pad of its own (no BSON, no value)
+    g = _G(815)
+    y = g.conv("x", 3, 8, stride=2)
+    w = (g.rng.standard_normal((8, 8, 3, 3)) * (1.5 / np.sqrt(72))).astype(np.float32)
+    y = g.node("Conv", [y, g.const(w, "w"), g.const((g.rng.standard_normal(8) * 0.1).astype(np.float32), "b")],
+               kernel_shape=[3, 3], strides=[1, 1], pads=[24, 24, 24, 24], dilations=[24, 24])[0]
+    return g.model([("x", IMG[1])], [(y, "y")])
+
+
 def _conv_add_swish():
     # SiLU of a conv plus another branch: ConvAdd, then a standalone exSwish (as in YOLOv8's neck)
     g = _G(803)
@@ -814,6 +837,17 @@ def _cases() -> List[Case]:
              purpose="a standalone exSwish after ConvAdd"),
         Case("conv_add_hardswish", "Conv 3->16 3x3 + Conv 3->16 1x1, y*HardSigmoid(y, 1/6, 0.5)", _conv_add_hardswish,
              img, purpose="a standalone HardSwish after ConvAdd (MobileNetV3)"),
+        Case("pad_zero", "Conv 3->8 3x3, Pad constant (no value: 0) pads [0,1,1,2,0,2,2,1] (channels too), the output",
+             _pad("constant", [0, 1, 1, 2, 0, 2, 2, 1], seed=811, last=False), img,
+             purpose="a zero Pad no conv follows (before a conv the compiler folds it into the conv's pads)"),
+        Case("pad_value", "Conv 3->8 3x3, Pad constant 0.5 pads [0,0,2,1,0,0,1,2], Conv 8->8 3x3 pads 0",
+             _pad("constant", [0, 0, 2, 1, 0, 0, 1, 2], 0.5, seed=812), img, purpose="a Pad with a nonzero constant"),
+        Case("pad_reflect", "Conv 3->8 3x3, Pad reflect pads [0,0,1,2,0,0,2,1], Conv 8->8 3x3 pads 0",
+             _pad("reflect", [0, 0, 1, 2, 0, 0, 2, 1], seed=813), img, purpose="a reflect Pad"),
+        Case("pad_edge", "Conv 3->8 3x3, Pad edge pads [0,0,1,2,0,0,2,1], Conv 8->8 3x3 pads 0",
+             _pad("edge", [0, 0, 1, 2, 0, 0, 2, 1], seed=814), img, purpose="an edge Pad"),
+        Case("dilated_pad", "Conv 3->8 3x3 stride 2, Conv 8->8 3x3 dilation 24 pads 24 (8x8 map)", _dilated_pad, img,
+             purpose="the compiler's own Pad (DeepLabV3's ASPP: pads a conv cannot hold)"),
         Case("relu_input", "Relu(x) on the normalised image input, Conv 3->8 1x1", _relu_input, img,
              purpose="a standalone Relu"),
         Case("dist2bbox", "YOLOv8's box decoding: x (1, 4, 84) split, anchor grid - lt, + rb, centre and "

@@ -39,6 +39,9 @@ Concat, Transpose      Concat (``axis``), Transpose (``perm``) from the BSON
 Slice                  Slice (the stored int64 starts/ends/axes/steps)
 Expand                 Expand (the stored int64 shape; the compiler's tiling of a
                        pooling window that covers the whole map)
+Pad                    Pad (mode from parameter table 30, checked against the BSON: constant,
+                       reflect, edge; the stored int64 pads; constant mode's float32 value.
+                       The compiler's own Pads, which carry a conv's large pads, have no BSON)
 exSDPAttention         Transpose, MatMul, Mul (``scale`` from the BSON), Softmax, MatMul
                        (YOLO11's attention; fp16 files; float32 inside, the output rounded)
 Resize                 Resize (parameters f0 coordinate mode, f4 mode, f5 nearest
@@ -84,7 +87,8 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu "
     "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention "
-    "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax".split())
+    "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax "
+    "Pad".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
@@ -104,6 +108,8 @@ _F2_LUT_ACTIVATIONS = ("Sigmoid", "HardSigmoid")
 _RESIZE_MODES = ("nearest", "linear")
 _RESIZE_COORDS = ("asymmetric", "half_pixel", "align_corners", "pytorch_half_pixel")
 _RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+#: Pad modes the lowering runs (the vendor stores ONNX's mode string; "wrap" was never built)
+_PAD_MODES = ("constant", "reflect", "edge")
 _ACTIVATION_KINDS = ("input", "output", "activation")
 _WEIGHT_KINDS = ("const", "generated")
 _IDENTITY_TOLERANCE = 1e-3
@@ -423,6 +429,8 @@ class _Lowering:
             self.slice(node)
         elif node.op == "Expand":
             self.expand(node)
+        elif node.op == "Pad":
+            self.pad(node)
         elif node.op == "exSDPAttention":
             self.sdp_attention(node)
         elif node.op == "Resize":
@@ -1088,6 +1096,59 @@ class _Lowering:
             raise self.error(f"{node.label}: expanding {list(x.shape)} to {shape.tolist()} gives "
                              f"{got if got is not None else 'no broadcast shape'}; the file says {list(out.shape)}")
         self.emit(node, "Expand", [data, self.constant(self.names[t.index], shape)], {})
+
+    def pad(self, node: VendorNode) -> None:
+        """ONNX Pad as the compiler keeps it (parameter table 30: the mode string, also in the
+        BSON): data, the int64 ``pads`` constant and, for a constant pad given one, a float32
+        ``constant_value`` (stored float32 in int8 files too; it lands on the output's int8 grid
+        or is rounded to float16, as every value the op writes)."""
+        (data,) = self.activation_inputs(node, 1, 1)
+        where = f"{node.label} (platform {self.platform()}, toolkit {self.rk.toolkit_version or '?'})"
+        mode = node.params.get("mode")
+        stored = attr_value(node, "mode")  # none in the compiler's own Pads (their BSON is empty)
+        if mode not in _PAD_MODES or stored not in (None, mode):
+            raise self.error(f"{where}: Pad mode {mode!r} (parameter table; BSON "
+                             f"{'none' if stored is None else repr(stored)}); the lowering runs modes "
+                             f"{', '.join(_PAD_MODES)}")
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        consts = [self.tensor(i, node) for i in node.inputs[1:]]
+        if not 1 <= len(consts) <= 2 or (len(consts) == 2 and mode != "constant"):
+            raise self.error(f"{where}: {len(consts)} constant inputs {[t.name for t in consts]} to a {mode!r} Pad; "
+                             "pads and (constant mode) a constant_value were expected")
+        pads = self.int64_const(node, consts[0])
+        rank = len(x.shape)
+        if len(pads) != 2 * rank or np.any(pads < 0):
+            raise self.error(f"{where}: pads {pads.tolist()} for a rank-{rank} input; {2 * rank} non-negative "
+                             "values were expected (negative pads, crops, were never built)")
+        got = [d + int(b) + int(e) for d, b, e in zip(x.shape, pads[:rank], pads[rank:])]
+        if got != list(out.shape):
+            raise self.error(f"{where}: pads {pads.tolist()} on {list(x.shape)} give {got}; the file says "
+                             f"{list(out.shape)}")
+        if mode == "reflect" and any(max(b, e) >= d for d, b, e in zip(x.shape, pads[:rank], pads[rank:])):
+            raise self.error(f"{where}: reflect pads {pads.tolist()} reach beyond an axis of {list(x.shape)}")
+        if x.dtype != out.dtype or x.dtype not in ("float16", "int8") or \
+                (x.dtype == "int8" and not _same_quant(x, out)):
+            raise self.error(f"{where}: Pad input {x.dtype} (scale {list(x.scale)}, zero point {list(x.zero_point)}), "
+                             f"output {out.dtype} (scale {list(out.scale)}, zero point {list(out.zero_point)}); only "
+                             "float16, or int8 keeping its quantization, was decoded")
+        inputs = [data, self.constant(self.names[consts[0].index], pads)]
+        if len(consts) == 2:
+            t = consts[1]
+            raw = self.vf.tensor_data(self.sg, t)
+            if t.dtype != "float32" or t.kind != "shape" or list(t.shape) != [1] or len(raw) < 4:
+                raise self.error(f"{where}: constant_value {t.name!r} is a {t.dtype} {t.kind} tensor of shape "
+                                 f"{list(t.shape)} ({len(raw)} bytes); one float32 value was expected")
+            value = np.frombuffer(raw, "<f4", 1).astype(np.float32)
+            if not np.isfinite(value[0]):
+                raise self.error(f"{where}: constant_value {float(value[0])!r} is not finite")
+            if out.dtype == "int8":
+                code = np.round(value[0] / out.scale[0]) + out.zero_point[0]
+                if not -128 <= code <= 127:
+                    raise self.error(f"{where}: constant_value {float(value[0])!r} is code {int(code)} on the "
+                                     f"output's int8 grid (scale {out.scale[0]}, zero point {out.zero_point[0]}); "
+                                     "a value outside the grid's range (saturated) was never built")
+            inputs.append(self.constant(self.names[t.index], value))
+        self.emit(node, "Pad", inputs, {"mode": mode})
 
     def sdp_attention(self, node: VendorNode) -> None:
         """The compiler's fused scaled dot-product attention (YOLO11's C2PSA: ``v softmax(q^T k *
