@@ -788,6 +788,9 @@ FIDELITY = {
     "pad_reflect_fp16": ("0.00195", 1, "99.96"), "pad_reflect_i8": ("0.144", 1, "99.74"),
     "pad_edge_fp16": ("0.00195", 1, "99.91"), "pad_edge_i8": ("0.119", 1, "99.35"),
     "dilated_pad_fp16": ("0", 0, "100.00"), "dilated_pad_i8": ("0", 0, "100.00"),
+    # the compiler's split of a wide conv: the simulator computes the unsplit conv (summing the branches'
+    # float16-rounded results instead: 401 of 1024 outputs off, up to 2 ulps)
+    "wide_dilated_fp16": ("9.54e-07", 1, "99.90"),
 }
 #: corpus files refused unless RKNNLITE_VENDOR_UNVALIDATED=1, with the docs' percentage of values
 #: within one step and cosine (5 decimals)

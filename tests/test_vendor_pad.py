@@ -183,3 +183,62 @@ def test_an_int8_pad_that_requantizes_is_refused(monkeypatch):
     _doctor(monkeypatch, tensor_change=zero_point)
     _refused("pad_edge_i8", r"Pad input int8 \(scale \[[0-9.]+\], zero point \[3\]\), output int8 "
                             r"\(scale \[[0-9.]+\], zero point \[5\]\); only float16, or int8 keeping its quantization")
+
+
+# -- the compiler's split of a wide conv after its own Pad (DeepLabV3's ASPP; corpus wide_dilated) ----
+
+
+def test_a_wide_dilated_conv_is_split_into_channel_branches_that_sum_in_float32():
+    model = lower_rockchip(_loaded("wide_dilated_fp16").payload, _loaded("wide_dilated_fp16").model)
+    assert model.vendor_ops == ("InputOperator", "Conv", "Pad", "Split", "ConvAdd", "OutputOperator")
+    (split,) = [n for n in model.graph.nodes if n.op == "Split"]
+    assert split.attrs == {"axis": 1}  # the parameter table's: no size constant, no BSON
+    assert model.graph.constants[split.inputs[1]].tolist() == [64, 64, 64, 64]  # 256 channels
+    assert split.inputs[0] == _pad_node(model).outputs[0]
+    # the simulator computes the unsplit conv: every partial sum stays float32, only the output is rounded
+    partial = ["y_branch1", "Conv:Conv8_branch0_ConvAdd", "Conv:Conv8_branch2_ConvAdd"]
+    adds = {n.name: n.outputs[0] for n in model.graph.nodes if n.op == "Add"}
+    kept = set(model.graph.keep_float)
+    assert {"y_branch1", adds[partial[1]], adds[partial[2]]} <= kept
+    assert {n.outputs[0] for n in model.graph.nodes if n.op == "Conv" and n.name.startswith("Conv:Conv8")} <= kept
+    assert adds["Conv:Conv8_branch3_ConvAdd"] == "y" and "y" not in kept
+
+
+def test_a_conv_after_the_compilers_pad_has_auto_pad_valid_and_no_pads():
+    loaded = _loaded("wide_dilated_fp16")
+    rk = loaded.model
+    vf = read_vendor_graph(loaded.payload, rk.header_size, rk.model_size, rk.label)
+    branches = [n for n in vf.subgraphs[0].nodes if n.op == "ConvAdd"]
+    assert [(n.params["auto_pad"], n.params["pads"]) for n in branches] == [("VALID", [0, 0, 0, 0])] * 3
+
+
+def test_auto_pad_valid_with_pads_is_refused(monkeypatch):
+    def pads(n):
+        return dataclasses.replace(n, params=dict(n.params, pads=[1, 1, 1, 1])) if n.op == "ConvAdd" else n
+
+    original = lower_mod.read_vendor_graph
+
+    def read_vendor_graph(*args, **kwargs):
+        vf = original(*args, **kwargs)
+        sg = vf.subgraphs[0]
+        return dataclasses.replace(vf, subgraphs=(dataclasses.replace(sg, nodes=tuple(pads(n) for n in sg.nodes)),))
+
+    monkeypatch.setattr(lower_mod, "read_vendor_graph", read_vendor_graph)
+    _refused("wide_dilated_fp16", r"has auto_pad 'VALID' with pads \[1, 1, 1, 1\]; only explicit pads \(NOTSET\), "
+                                  r"or VALID with pads 0")
+
+
+def test_a_split_without_size_constant_on_another_axis_is_refused(monkeypatch):
+    def axis(n):
+        return dataclasses.replace(n, params=dict(n.params, axis=2)) if n.op == "Split" else n
+
+    original = lower_mod.read_vendor_graph
+
+    def read_vendor_graph(*args, **kwargs):
+        vf = original(*args, **kwargs)
+        sg = vf.subgraphs[0]
+        return dataclasses.replace(vf, subgraphs=(dataclasses.replace(sg, nodes=tuple(axis(n) for n in sg.nodes)),))
+
+    monkeypatch.setattr(lower_mod, "read_vendor_graph", read_vendor_graph)
+    _refused("wide_dilated_fp16", r"a Split without size constant or BSON on axis 2; only the compiler's channel "
+                                  r"split \(axis 1\) was decoded")

@@ -394,15 +394,17 @@ def _pad(mode: str, pads, value: Optional[float] = None, seed: int = 0, last: bo
     return build
 
 
-def _dilated_pad():
+def _dilated_pad(seed: int = 815, channels: int = 8, out: int = 8, first: int = 3):
     # DeepLabV3's ASPP on a small map: a 3x3 conv with dilation and pads 24 (beyond what a conv pads
     # itself) on an 8x8 map; the compiler moves the pads into a Pad of its own (no BSON, no value)
-    g = _G(815)
-    y = g.conv("x", 3, 8, stride=2)
-    w = (g.rng.standard_normal((8, 8, 3, 3)) * (1.5 / np.sqrt(72))).astype(np.float32)
-    y = g.node("Conv", [y, g.const(w, "w"), g.const((g.rng.standard_normal(8) * 0.1).astype(np.float32), "b")],
-               kernel_shape=[3, 3], strides=[1, 1], pads=[24, 24, 24, 24], dilations=[24, 24])[0]
-    return g.model([("x", IMG[1])], [(y, "y")])
+    def build():
+        g = _G(seed)
+        y = g.conv("x", 3, channels, k=first, stride=2)
+        w = (g.rng.standard_normal((out, channels, 3, 3)) * (1.5 / np.sqrt(9 * channels))).astype(np.float32)
+        y = g.node("Conv", [y, g.const(w, "w"), g.const((g.rng.standard_normal(out) * 0.1).astype(np.float32), "b")],
+                   kernel_shape=[3, 3], strides=[1, 1], pads=[24, 24, 24, 24], dilations=[24, 24])[0]
+        return g.model([("x", IMG[1])], [(y, "y")])
+    return build
 
 
 def _conv_add_swish():
@@ -846,8 +848,12 @@ def _cases() -> List[Case]:
              _pad("reflect", [0, 0, 1, 2, 0, 0, 2, 1], seed=813), img, purpose="a reflect Pad"),
         Case("pad_edge", "Conv 3->8 3x3, Pad edge pads [0,0,1,2,0,0,2,1], Conv 8->8 3x3 pads 0",
              _pad("edge", [0, 0, 1, 2, 0, 0, 2, 1], seed=814), img, purpose="an edge Pad"),
-        Case("dilated_pad", "Conv 3->8 3x3 stride 2, Conv 8->8 3x3 dilation 24 pads 24 (8x8 map)", _dilated_pad, img,
+        Case("dilated_pad", "Conv 3->8 3x3 stride 2, Conv 8->8 3x3 dilation 24 pads 24 (8x8 map)", _dilated_pad(), img,
              purpose="the compiler's own Pad (DeepLabV3's ASPP: pads a conv cannot hold)"),
+        Case("wide_dilated", "Conv 3->256 1x1 stride 2, Conv 256->16 3x3 dilation 24 pads 24 (8x8 map)",
+             _dilated_pad(816, 256, 16, 1), img, variants=("fp16",),
+             purpose="the compiler's own Pad, then its channel split of a wide conv (fp16: 2 branches, a Split "
+                     "without size constant and a ConvAdd with auto_pad VALID; DeepLabV3's ASPP)"),
         Case("relu_input", "Relu(x) on the normalised image input, Conv 3->8 1x1", _relu_input, img,
              purpose="a standalone Relu"),
         Case("dist2bbox", "YOLOv8's box decoding: x (1, 4, 84) split, anchor grid - lt, + rb, centre and "

@@ -28,12 +28,17 @@ ConvClip,              Conv, then Clip / LeakyRelu / HardSigmoid with the parame
 ConvLeakyRelu,         read from the node's DPU registers (rk3576/rv1126b: their own
 ConvHardSigmoid        map and ``BnCfg`` / ``BsCfg`` tensors, :mod:`.f2act`)
 ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
-                       [, then Relu]
+                       [, then Relu]; ``auto_pad`` NOTSET, or VALID with pads 0 (a conv
+                       whose pads the compiler moved into a Pad)
 Add, Sub, Mul          Add, Sub, Mul (constant operands, plain or NC1HWC2: fp16-rounded
                        values in fp16 files, dequantized integers in int8 files)
 Sigmoid, HardSwish     fp16: Sigmoid, HardSwish; int8: the input's integer codes, then the
                        file's own lookup tables (a DPU-only task; :func:`.lut.lower_lut_sigmoid`)
 Relu                   Relu (standalone: on a graph input, for instance)
+Split                  Split (axis and sizes from the parameter table, checked against the
+                       BSON and size constant; the compiler's channel split of a wide conv
+                       has neither: its branch convs' partial sums stay float32 in fp16
+                       files, as the simulator computes the unsplit conv)
 MaxPool, AveragePool   MaxPool, AveragePool (attributes from the BSON)
 Concat, Transpose      Concat (``axis``), Transpose (``perm``) from the BSON
 Slice                  Slice (the stored int64 starts/ends/axes/steps)
@@ -300,6 +305,23 @@ class _Lowering:
                 raise self.error(f"activation tensor {t.index} ({t.name!r}) has layout NHWC (code 1), which was "
                                  "observed only on NPU helper tensors, never on data the graph computes")
         self.int8 = any(t.dtype == "int8" for t in activations)
+        #: the compiler's split of a wide conv (DeepLabV3's ASPP): a Split without size constant or BSON
+        #: cuts the input channels into branches, one conv per branch, each adding the previous ones'
+        #: result as its residual.  The simulator computes the unsplit conv, so in fp16 files the
+        #: partial sums stay float32 and only the last conv's output is rounded.
+        branches = {t for n in self.sg.nodes if n.op == "Split" and len(n.inputs) == 1 and not n.bson
+                    for t in n.outputs}
+        self.branch_convs = {n.index for n in self.sg.nodes
+                             if n.op in _CONV_ACTIVATIONS and n.inputs and n.inputs[0] in branches}
+        consumers: Dict[int, List[VendorNode]] = {}
+        for n in self.sg.nodes:
+            for t in n.inputs:
+                consumers.setdefault(t, []).append(n)
+        self.partial_sums = {n.outputs[0] for n in self.sg.nodes
+                             if n.index in self.branch_convs and len(n.outputs) == 1 and consumers.get(n.outputs[0])
+                             and all(c.index in self.branch_convs and c.inputs[0] != n.outputs[0]
+                                     and _CONV_ACTIVATIONS[c.op] in _RESIDUAL_ACTIVATIONS
+                                     for c in consumers[n.outputs[0]])}
         #: per int8 conv node: its quantization method, "channel" (bias blocks) or "layer" (plain bias)
         self.methods: Dict[int, str] = {}
         self._tasks = None
@@ -637,8 +659,10 @@ class _Lowering:
             raise self.error(f"{node.label}: weight {list(weight.shape)} does not match kernel_shape {kernel}")
         attrs = {"kernel_shape": kernel, "pads": list(p["pads"]), "strides": list(p["strides"]),
                  "dilations": list(p["dilations"]), "group": group}
-        if p.get("auto_pad", "NOTSET") not in ("NOTSET", ""):
-            raise self.error(f"{node.label} has auto_pad {p['auto_pad']!r}; only explicit pads (NOTSET) are supported")
+        # VALID (no padding) is what the compiler writes on a conv whose pads it moved into a Pad of its own
+        if p.get("auto_pad", "NOTSET") not in ("NOTSET", "") and not (p["auto_pad"] == "VALID" and not any(p["pads"])):
+            raise self.error(f"{node.label} has auto_pad {p['auto_pad']!r} with pads {list(p['pads'])}; only explicit "
+                             "pads (NOTSET), or VALID with pads 0, are supported")
         _check_conv_shape(self, node, x, out, weight.shape, attrs)
         if self.int8:
             if activation in _LUT_ACTIVATIONS and self.stored_weight_scales(w, weight.shape[0]) is None:
@@ -673,13 +697,19 @@ class _Lowering:
         inputs = [self.names[x.index], self.constant(self.names[w.index], weight_f)]
         if bias_f is not None:
             inputs.append(self.constant(self.names[b.index], bias_f, keep_float=True))
+        branch = node.index in self.branch_convs and not self.int8
+        if branch and out.index in self.partial_sums:  # a partial sum of a split conv (see __init__)
+            self.keep_float.append(self.names[out.index])
         if activation in (None, "Relu"):
             if activation is not None:
                 attrs["_activation"] = activation  # relu commutes with the rounding and the int8 grid
             self.emit(node, "Conv", inputs, attrs)
             return
-        # conv, rounded to fp16 (fp16 files) or kept float (int8 files), then the fused part
+        # conv, rounded to fp16 (fp16 files; not a split conv's branch) or kept float (int8 files), then
+        # the fused part
         conv = f"{self.names[out.index]}__conv"
+        if branch:
+            self.keep_float.append(conv)
         self.emit(node, "Conv", inputs, attrs, output=conv)
         self.fused(node, activation, conv, extra, unit, params)
 
@@ -1004,21 +1034,30 @@ class _Lowering:
         (data,) = self.activation_inputs(node, 1, 1)
         x = self.tensor(node.inputs[0], node)
         consts = [self.tensor(i, node) for i in node.inputs[1:]]
-        if len(consts) != 1 or consts[0].kind != "shape":
-            raise self.error(f"{node.label} needs one int64 split-size constant, has {[t.kind for t in consts]}")
-        sizes = self.int64_const(node, consts[0])
         axis = int(node.params.get("axis", -1))
-        bson_axis = self.bson_int(node, "axis")
-        if sizes.tolist() != list(node.params.get("split", [])) or bson_axis != axis:
-            raise self.error(f"{node.label}: split sizes {sizes.tolist()} / axis {axis} disagree with its parameter "
-                             f"table {node.params} or BSON axis {bson_axis}")
+        if not consts and not node.attrs:
+            # the compiler's own split of a wide conv's input channels into branches (DeepLabV3's ASPP):
+            # no size constant, no BSON, only the parameter table (axis 1 seen)
+            sizes = np.array(node.params.get("split", []), np.int64)
+            if axis != 1:
+                raise self.error(f"{node.label}: a Split without size constant or BSON on axis {axis}; only the "
+                                 "compiler's channel split (axis 1) was decoded")
+            size_name = self.constant(f"{self.names[node.outputs[0]]}__split_sizes", sizes)
+        else:
+            if len(consts) != 1 or consts[0].kind != "shape":
+                raise self.error(f"{node.label} needs one int64 split-size constant, has {[t.kind for t in consts]}")
+            sizes = self.int64_const(node, consts[0])
+            bson_axis = self.bson_int(node, "axis")
+            if sizes.tolist() != list(node.params.get("split", [])) or bson_axis != axis:
+                raise self.error(f"{node.label}: split sizes {sizes.tolist()} / axis {axis} disagree with its "
+                                 f"parameter table {node.params} or BSON axis {bson_axis}")
+            size_name = self.constant(self.names[consts[0].index], sizes)
         outs = [self.tensor(i, node) for i in node.outputs]
         if not 0 <= axis < len(x.shape) or len(outs) != len(sizes) or sum(sizes.tolist()) != x.shape[axis] or any(
                 list(o.shape) != list(x.shape[:axis]) + [int(n)] + list(x.shape[axis + 1:]) for o, n in zip(outs, sizes)):
             raise self.error(f"{node.label}: sizes {sizes.tolist()} on axis {axis} of {list(x.shape)} do not give its "
                              f"outputs {[list(o.shape) for o in outs]}")
-        self.nodes.append(Node("Split", node.name or f"Split#{node.index}",
-                               [data, self.constant(self.names[consts[0].index], sizes)],
+        self.nodes.append(Node("Split", node.name or f"Split#{node.index}", [data, size_name],
                                [self.names[o.index] for o in outs], {"axis": axis}))
 
     def pool(self, node: VendorNode) -> None:
