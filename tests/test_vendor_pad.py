@@ -4,6 +4,8 @@ The corpus cases ``pad_zero``, ``pad_value``, ``pad_reflect``, ``pad_edge`` (ONN
 keeps) and ``dilated_pad`` (the compiler's own Pad: DeepLabV3's ASPP, a dilated conv whose pads a
 conv cannot hold) were built with RKNN-Toolkit2 2.5.0 for rk3588 (``tools/vendor_corpus/models.py``).
 Their fidelity against the simulator is asserted in ``tests/test_vendor_offboard.py`` (``FIDELITY``).
+The other forms torchvision's DeepLabV3-MobileNetV3 compiles to are here too: the compiler's channel
+split of a wide conv after its Pad (``wide_dilated``) and Resize by sizes (``resize_sizes``).
 """
 
 from __future__ import annotations
@@ -242,3 +244,26 @@ def test_a_split_without_size_constant_on_another_axis_is_refused(monkeypatch):
     monkeypatch.setattr(lower_mod, "read_vendor_graph", read_vendor_graph)
     _refused("wide_dilated_fp16", r"a Split without size constant or BSON on axis 2; only the compiler's channel "
                                   r"split \(axis 1\) was decoded")
+
+
+# -- Resize by sizes (torchvision's interpolate(size=...); DeepLabV3's upsampling; corpus resize_sizes) ----
+
+
+@pytest.mark.parametrize("stem", ["resize_sizes_fp16", "resize_sizes_i8"])
+def test_a_resize_by_sizes_lowers_with_the_stored_sizes(stem):
+    model = lower_rockchip(_loaded(stem).payload, _loaded(stem).model)
+    resizes = [n for n in model.graph.nodes if n.op == "Resize"]
+    assert [n.inputs[1:3] for n in resizes] == [["", ""], ["", ""]]  # no roi, no scales
+    assert [model.graph.constants[n.inputs[3]].tolist() for n in resizes] == [[1, 8, 16, 16], [1, 8, 8, 8]]
+    assert [n.attrs["mode"] for n in resizes] == ["linear", "linear"]
+    assert [n.attrs["coordinate_transformation_mode"] for n in resizes] == ["half_pixel", "half_pixel"]
+
+
+def test_sizes_that_are_not_the_files_output_shape_are_refused(monkeypatch):
+    original = lower_mod._Lowering.int64_const
+
+    def int64_const(self, node, t):
+        return np.array([1, 8, 16, 15], np.int64) if node.op == "Resize" else original(self, node, t)
+
+    monkeypatch.setattr(lower_mod._Lowering, "int64_const", int64_const)
+    _refused("resize_sizes_fp16", r"sizes \[1, 8, 16, 15\] of a rank-4 input are not the output shape \[1, 8, 16, 16\]")

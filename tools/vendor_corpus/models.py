@@ -286,6 +286,21 @@ def _resize(mode: str):
     return build
 
 
+def _resize_sizes():
+    # torchvision's F.interpolate(size=..., mode="bilinear") as exported: Resize with a sizes input, from an
+    # 8x8 map (x2) and from a 1x1 pooled map (DeepLabV3's ASPP pooling branch and its final upsampling)
+    g = _G(817)
+    y = g.conv("x", 3, 8, stride=2)
+    roi, scales = g.const(np.zeros(0, np.float32)), g.const(np.zeros(0, np.float32))
+
+    def up(t, size):
+        return g.node("Resize", [t, roi, scales, g.const(np.array([1, 8, size, size], np.int64), "sizes")],
+                      mode="linear", coordinate_transformation_mode="half_pixel")[0]
+
+    pooled = g.conv(g.node("GlobalAveragePool", [y])[0], 8, 8, k=1)
+    return g.model([("x", IMG[1])], [(up(y, 16), "y0"), (up(pooled, 8), "y1")])
+
+
 def _mbblock():
     g = _G(401)
     y = g.node("Relu", [g.conv("x", 3, 16)])[0]
@@ -854,6 +869,8 @@ def _cases() -> List[Case]:
              _dilated_pad(816, 256, 16, 1), img, variants=("fp16",),
              purpose="the compiler's own Pad, then its channel split of a wide conv (fp16: 2 branches, a Split "
                      "without size constant and a ConvAdd with auto_pad VALID; DeepLabV3's ASPP)"),
+        Case("resize_sizes", "Conv 3->8 3x3 stride 2 -> Resize(sizes 16x16, linear half_pixel); GAP, Conv 1x1 -> "
+             "Resize(sizes 8x8)", _resize_sizes, img, purpose="Resize by sizes (torchvision's interpolate(size=...))"),
         Case("relu_input", "Relu(x) on the normalised image input, Conv 3->8 1x1", _relu_input, img,
              purpose="a standalone Relu"),
         Case("dist2bbox", "YOLOv8's box decoding: x (1, 4, 84) split, anchor grid - lt, + rb, centre and "

@@ -50,7 +50,7 @@ Pad                    Pad (mode from parameter table 30, checked against the BS
 exSDPAttention         Transpose, MatMul, Mul (``scale`` from the BSON), Softmax, MatMul
                        (YOLO11's attention; fp16 files; float32 inside, the output rounded)
 Resize                 Resize (parameters f0 coordinate mode, f4 mode, f5 nearest
-                       mode; the stored float32 scales)
+                       mode; the stored float32 scales, or int64 sizes)
 exSoftmax13            Softmax (``axis`` from the parameter table)
 Reshape                Reshape (the stored int64 shape)
 exDataConvert          Identity (int8 <-> float16 per its ``i_dtype``/``o_dtype``)
@@ -1237,17 +1237,26 @@ class _Lowering:
         # toolkit 2.3.2, (1,))
         scales = [t for t in consts if t.dtype == "float32" and t.shape and t.shape[0] > 0
                   and not (t.buffer == 0 and t.name.startswith("empty_placeholder"))]
-        if len(scales) != 1:
-            raise self.error(f"{node.label} needs one float32 scales constant, has {[t.name for t in consts]}")
+        sizes = [t for t in consts if t.dtype == "int64"]
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        attrs = {"mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest}
+        if not scales and len(sizes) == 1:  # ONNX's sizes input (torchvision's interpolate(size=...))
+            values = self.int64_const(node, sizes[0])
+            if values.tolist() != list(out.shape) or len(values) != len(x.shape):
+                raise self.error(f"{node.label}: sizes {values.tolist()} of a rank-{len(x.shape)} input are not the "
+                                 f"output shape {list(out.shape)}")
+            self.emit(node, "Resize", [data, "", "", self.constant(self.names[sizes[0].index], values)], attrs)
+            return
+        if len(scales) != 1 or sizes:
+            raise self.error(f"{node.label} needs one float32 scales constant or one int64 sizes constant, has "
+                             f"{[t.name for t in consts]}")
         t = scales[0]
         raw = self.vf.tensor_data(self.sg, t)
         if len(raw) < 4 * t.shape[0]:
             raise self.error(f"{node.label}: scales {t.name!r} needs {4 * t.shape[0]} bytes, has {len(raw)}")
         values = np.frombuffer(raw, "<f4", t.shape[0]).astype(np.float32)
-        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
         if [int(np.floor(d * s)) for d, s in zip(x.shape, values)] != list(out.shape):
             raise self.error(f"{node.label}: scales {values.tolist()} do not give the output shape {list(out.shape)}")
-        attrs = {"mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest}
         self.emit(node, "Resize", [data, "", self.constant(self.names[t.index], values)], attrs)
 
     def data_convert(self, node: VendorNode) -> None:
