@@ -643,6 +643,7 @@ CORPUS_REFUSED = {
     "dist2bbox_i8_tk232": "int8 constant 'c5' in NC1HWC2 layout",
     "psa_attention_i8": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16 attention",
     "psa_attention_i8_tk232": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16",
+    "wide_dilated_i8": "an exDataConvert without BSON",
     # run with their custom op registered in tests/test_vendor_custom_ops.py
     "cst_softmax_fp16": "'cstChannelSoftmax' is a custom op: register it",
     "cst_softmax_i8": "'cstChannelSoftmax' is a custom op: register it",

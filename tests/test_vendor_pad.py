@@ -246,6 +246,12 @@ def test_a_split_without_size_constant_on_another_axis_is_refused(monkeypatch):
                                   r"split \(axis 1\) was decoded")
 
 
+def test_the_int8_form_of_the_split_float16_branches_is_refused_by_name():
+    _refused("wide_dilated_i8", r"node 3 \(exDataConvert\): an exDataConvert without BSON \(int8 tensor 'conv_3_pad' "
+                                r"to float16\), the compiler's own around a float16 split conv in an int8 file; those "
+                                r"branches do not match the vendor simulator off-board")
+
+
 # -- Resize by sizes (torchvision's interpolate(size=...); DeepLabV3's upsampling; corpus resize_sizes) ----
 
 

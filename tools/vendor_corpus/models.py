@@ -866,9 +866,10 @@ def _cases() -> List[Case]:
         Case("dilated_pad", "Conv 3->8 3x3 stride 2, Conv 8->8 3x3 dilation 24 pads 24 (8x8 map)", _dilated_pad(), img,
              purpose="the compiler's own Pad (DeepLabV3's ASPP: pads a conv cannot hold)"),
         Case("wide_dilated", "Conv 3->256 1x1 stride 2, Conv 256->16 3x3 dilation 24 pads 24 (8x8 map)",
-             _dilated_pad(816, 256, 16, 1), img, variants=("fp16",),
-             purpose="the compiler's own Pad, then its channel split of a wide conv (fp16: 2 branches, a Split "
-                     "without size constant and a ConvAdd with auto_pad VALID; DeepLabV3's ASPP)"),
+             _dilated_pad(816, 256, 16, 1), img,
+             purpose="the compiler's own Pad, then its channel split of a wide conv (4 branches, a Split without "
+                     "size constant and ConvAdds with auto_pad VALID; DeepLabV3's ASPP); int8 runs the branches "
+                     "in float16 between exDataConvert nodes (refused)"),
         Case("resize_sizes", "Conv 3->8 3x3 stride 2 -> Resize(sizes 16x16, linear half_pixel); GAP, Conv 1x1 -> "
              "Resize(sizes 8x8)", _resize_sizes, img, purpose="Resize by sizes (torchvision's interpolate(size=...))"),
         Case("relu_input", "Relu(x) on the normalised image input, Conv 3->8 1x1", _relu_input, img,
