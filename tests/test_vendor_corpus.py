@@ -354,3 +354,19 @@ def test_fact_rk3576_int8_first_conv_weight_layout(facts):
     model = onnx.load(str(CORPUS / "onnx" / "convnet_rk3576.onnx"))
     w = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}["w1"]
     np.testing.assert_allclose(deq.transpose(1, 3, 0, 2), w, atol=scales.max() * 0.51)
+
+
+def test_layer_evidence_finds_snapshots_through_the_toolkits_name_map(tmp_path):
+    # accuracy_analysis writes "/model/a.b/Conv_output_0" as "_model_a_b_Conv_output_0.txt" and
+    # lists the mapping in map_name_to_file.txt (torchvision's DeepLabV3 export)
+    layer_evidence = _load_tool("layer_evidence", {})
+    snapshot = tmp_path / "snapshot"
+    (snapshot / "simulator").mkdir(parents=True)
+    (snapshot / "map_name_to_file.txt").write_text(
+        "layer_name    file_name\n" + "-" * 30 + "\nx    x.txt\n/model/a.b/Conv_output_0    _model_a_b_Conv_output_0.txt\n")
+    (snapshot / "simulator" / "_model_a_b_Conv_output_0.txt").write_text("1.5\n2.5\n")
+    (snapshot / "simulator" / "x.txt").write_text("3\n")
+    got = layer_evidence._snapshot(str(tmp_path), "/model/a.b/Conv_output_0", (1, 2))
+    assert got.tolist() == [[1.5, 2.5]]
+    assert layer_evidence._snapshot(str(tmp_path), "x", (1,)).tolist() == [3.0]
+    assert layer_evidence._snapshot(str(tmp_path), "missing", (1,)) is None

@@ -650,6 +650,7 @@ CORPUS_REFUSED = {
     "dist2bbox_i8_tk232": "int8 constant 'c5' in NC1HWC2 layout",
     "psa_attention_i8": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16 attention",
     "psa_attention_i8_tk232": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16",
+    "wide_dilated_i8": "an exDataConvert without BSON",
     # run with their custom op registered in tests/test_vendor_custom_ops.py
     "cst_softmax_fp16": "'cstChannelSoftmax' is a custom op: register it",
     "cst_softmax_i8": "'cstChannelSoftmax' is a custom op: register it",
@@ -698,7 +699,7 @@ FIDELITY = {
     "deconv_k4s2_fp16": ("9.54e-07", 1, "99.99"), "deconv_k4s2_i8": ("0.071", 1, "99.98"),
     "avgpool_fp16": ("0", 0, "100.00"), "avgpool_i8": ("0.0985", 1, "95.23"),
     "avgpool_i8_layer": ("0.0985", 1, "95.16"), "bench_fp16": ("0.00195", 35, "43.75"),
-    "bench_i8": ("0.0506", 1, "75.00"), "bench_i8_layer": ("0.0506", 1, "75.00"),
+    "bench_i8": ("0.0506", 1, "75.00"), "bench_i8_layer": ("0.0506", 1, "81.25"),
     "concat_fp16": ("0.000244", 1, "99.98"), "concat_i8": ("0.113", 1, "99.96"),
     "concat_i8_layer": ("0", 0, "100.00"), "conv_add_relu_fp16": ("0.000488", 3, "99.93"),
     "conv_add_relu_i8": ("0.0736", 1, "99.05"), "conv_add_relu_i8_layer": ("0.0736", 1, "99.80"),
@@ -788,6 +789,17 @@ FIDELITY = {
     "conv_add_hardswish_fp16_tk232": ("0", 0, "100.00"), "conv_add_hardswish_i8_tk232": ("0.0744", 1, "99.78"),
     "relu_input_fp16": ("2.38e-07", 1, "99.95"), "relu_input_i8": ("0", 0, "100.00"),
     "relu_input_fp16_tk232": ("2.38e-07", 1, "99.95"), "relu_input_i8_tk232": ("0", 0, "100.00"),
+    # Pad (measured on the Intel Xeon only): pad_value's first conv rounds one value a float16 ulp off the
+    # simulator's, which the second conv spreads (14 ulps of an output near 0.07)
+    "pad_zero_fp16": ("0", 0, "100.00"), "pad_zero_i8": ("0.063", 1, "99.95"),
+    "pad_value_fp16": ("0.00781", 14, "98.79"), "pad_value_i8": ("0.104", 1, "99.87"),
+    "pad_reflect_fp16": ("0.00195", 1, "99.96"), "pad_reflect_i8": ("0.144", 1, "99.74"),
+    "pad_edge_fp16": ("0.00195", 1, "99.91"), "pad_edge_i8": ("0.119", 1, "99.35"),
+    "dilated_pad_fp16": ("0", 0, "100.00"), "dilated_pad_i8": ("0", 0, "100.00"),
+    # the compiler's split of a wide conv: the simulator computes the unsplit conv (summing the branches'
+    # float16-rounded results instead: 401 of 1024 outputs off, up to 2 ulps)
+    "wide_dilated_fp16": ("9.54e-07", 1, "99.90"),
+    "resize_sizes_fp16": ("0", 0, "100.00"), "resize_sizes_i8": ("0.0764", 1, "98.83"),
 }
 #: corpus files refused unless RKNNLITE_VENDOR_UNVALIDATED=1, with the docs' percentage of values
 #: within one step and cosine (5 decimals)

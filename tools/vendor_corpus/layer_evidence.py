@@ -110,11 +110,22 @@ def compare(folder: str) -> Tuple[List[Tuple[str, str, Tuple[float, str]]], str]
 
 
 def _snapshot(folder: str, name: str, shape) -> np.ndarray:
-    path = os.path.join(folder, "snapshot", "simulator", name + ".txt")
+    path = os.path.join(folder, "snapshot", "simulator", _snapshot_files(folder).get(name, name + ".txt"))
     if not os.path.exists(path):
         return None
     values = np.loadtxt(path, dtype=np.float32)
     return values.reshape(shape) if values.size == int(np.prod(shape)) else None
+
+
+def _snapshot_files(folder: str) -> Dict[str, str]:
+    """Tensor name -> snapshot file name, from the toolkit's ``map_name_to_file.txt`` (names with
+    ``/`` or ``.``, such as torch exports', are written with ``_``); empty when there is none."""
+    path = os.path.join(folder, "snapshot", "map_name_to_file.txt")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        rows = [line.split() for line in f.read().splitlines()[2:]]
+    return {row[0]: row[1] for row in rows if len(row) == 2}
 
 
 def _figures(ours: np.ndarray, sim: np.ndarray, quant) -> Tuple[float, str]:

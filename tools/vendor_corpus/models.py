@@ -286,6 +286,21 @@ def _resize(mode: str):
     return build
 
 
+def _resize_sizes():
+    # torchvision's F.interpolate(size=..., mode="bilinear") as exported: Resize with a sizes input, from an
+    # 8x8 map (x2) and from a 1x1 pooled map (DeepLabV3's ASPP pooling branch and its final upsampling)
+    g = _G(817)
+    y = g.conv("x", 3, 8, stride=2)
+    roi, scales = g.const(np.zeros(0, np.float32)), g.const(np.zeros(0, np.float32))
+
+    def up(t, size):
+        return g.node("Resize", [t, roi, scales, g.const(np.array([1, 8, size, size], np.int64), "sizes")],
+                      mode="linear", coordinate_transformation_mode="half_pixel")[0]
+
+    pooled = g.conv(g.node("GlobalAveragePool", [y])[0], 8, 8, k=1)
+    return g.model([("x", IMG[1])], [(up(y, 16), "y0"), (up(pooled, 8), "y1")])
+
+
 def _mbblock():
     g = _G(401)
     y = g.node("Relu", [g.conv("x", 3, 16)])[0]
@@ -380,6 +395,31 @@ def _relu_input():
     # a Relu no conv precedes (on the normalised image input): a standalone Relu
     g = _G(810)
     return g.model([("x", IMG[1])], [(g.conv(g.node("Relu", ["x"])[0], 3, 8, k=1), "y")])
+
+
+def _pad(mode: str, pads, value: Optional[float] = None, seed: int = 0, last: bool = True):
+    # Conv 3->8, ONNX Pad (opset 13: pads and constant_value inputs)[, Conv 8->8 3x3 without pads]
+    def build():
+        g = _G(seed)
+        ins = [g.conv("x", 3, 8), g.const(np.asarray(pads, np.int64), "pads")]
+        if value is not None:
+            ins.append(g.const(np.asarray(value, np.float32), "value"))
+        y = g.node("Pad", ins, mode=mode)[0]
+        return g.model([("x", IMG[1])], [(g.conv(y, 8 + pads[1] + pads[5], 8, k=3, pad=0) if last else y, "y")])
+    return build
+
+
+def _dilated_pad(seed: int = 815, channels: int = 8, out: int = 8, first: int = 3):
+    # DeepLabV3's ASPP on a small map: a 3x3 conv with dilation and pads 24 (beyond what a conv pads
+    # itself) on an 8x8 map; the compiler moves the pads into a Pad of its own (no BSON, no value)
+    def build():
+        g = _G(seed)
+        y = g.conv("x", 3, channels, k=first, stride=2)
+        w = (g.rng.standard_normal((out, channels, 3, 3)) * (1.5 / np.sqrt(9 * channels))).astype(np.float32)
+        y = g.node("Conv", [y, g.const(w, "w"), g.const((g.rng.standard_normal(out) * 0.1).astype(np.float32), "b")],
+                   kernel_shape=[3, 3], strides=[1, 1], pads=[24, 24, 24, 24], dilations=[24, 24])[0]
+        return g.model([("x", IMG[1])], [(y, "y")])
+    return build
 
 
 def _conv_add_swish():
@@ -814,6 +854,24 @@ def _cases() -> List[Case]:
              purpose="a standalone exSwish after ConvAdd"),
         Case("conv_add_hardswish", "Conv 3->16 3x3 + Conv 3->16 1x1, y*HardSigmoid(y, 1/6, 0.5)", _conv_add_hardswish,
              img, purpose="a standalone HardSwish after ConvAdd (MobileNetV3)"),
+        Case("pad_zero", "Conv 3->8 3x3, Pad constant (no value: 0) pads [0,1,1,2,0,2,2,1] (channels too), the output",
+             _pad("constant", [0, 1, 1, 2, 0, 2, 2, 1], seed=811, last=False), img,
+             purpose="a zero Pad no conv follows (before a conv the compiler folds it into the conv's pads)"),
+        Case("pad_value", "Conv 3->8 3x3, Pad constant 0.5 pads [0,0,2,1,0,0,1,2], Conv 8->8 3x3 pads 0",
+             _pad("constant", [0, 0, 2, 1, 0, 0, 1, 2], 0.5, seed=812), img, purpose="a Pad with a nonzero constant"),
+        Case("pad_reflect", "Conv 3->8 3x3, Pad reflect pads [0,0,1,2,0,0,2,1], Conv 8->8 3x3 pads 0",
+             _pad("reflect", [0, 0, 1, 2, 0, 0, 2, 1], seed=813), img, purpose="a reflect Pad"),
+        Case("pad_edge", "Conv 3->8 3x3, Pad edge pads [0,0,1,2,0,0,2,1], Conv 8->8 3x3 pads 0",
+             _pad("edge", [0, 0, 1, 2, 0, 0, 2, 1], seed=814), img, purpose="an edge Pad"),
+        Case("dilated_pad", "Conv 3->8 3x3 stride 2, Conv 8->8 3x3 dilation 24 pads 24 (8x8 map)", _dilated_pad(), img,
+             purpose="the compiler's own Pad (DeepLabV3's ASPP: pads a conv cannot hold)"),
+        Case("wide_dilated", "Conv 3->256 1x1 stride 2, Conv 256->16 3x3 dilation 24 pads 24 (8x8 map)",
+             _dilated_pad(816, 256, 16, 1), img,
+             purpose="the compiler's own Pad, then its channel split of a wide conv (4 branches, a Split without "
+                     "size constant and ConvAdds with auto_pad VALID; DeepLabV3's ASPP); int8 runs the branches "
+                     "in float16 between exDataConvert nodes (refused)"),
+        Case("resize_sizes", "Conv 3->8 3x3 stride 2 -> Resize(sizes 16x16, linear half_pixel); GAP, Conv 1x1 -> "
+             "Resize(sizes 8x8)", _resize_sizes, img, purpose="Resize by sizes (torchvision's interpolate(size=...))"),
         Case("relu_input", "Relu(x) on the normalised image input, Conv 3->8 1x1", _relu_input, img,
              purpose="a standalone Relu"),
         Case("dist2bbox", "YOLOv8's box decoding: x (1, 4, 84) split, anchor grid - lt, + rb, centre and "

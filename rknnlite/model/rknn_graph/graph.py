@@ -31,7 +31,7 @@ KINDS = {0: "none", 1: "input", 2: "output", 3: "activation", 4: "const", 5: "sh
          8: "generated", 9: "regcmd", 10: "task"}
 #: Node slot 7: parameter-union type -> the op family whose table it is.
 PARAM_TYPES = {0: "none", 1: "conv", 2: "deconv", 3: "maxpool", 5: "avgpool", 19: "concat", 20: "split", 25: "transpose",
-               26: "resize", 51: "argmax",
+               26: "resize", 30: "pad", 51: "argmax",
                61: "softmax"}
 #: Tensor kinds whose data is in a buffer.
 CONST_KINDS = ("const", "shape", "lut", "generated", "regcmd", "task")
@@ -268,6 +268,8 @@ def _params(family: str, p: Table) -> Dict[str, Any]:
         return {"axis": p.i32(0, 0), "split": list(p.scalars(1, "i32") or ())}
     if family == "resize":
         return {"coordinate_transformation_mode": p.string(0), "mode": p.string(4), "nearest_mode": p.string(5)}
+    if family == "pad":  # slot 0: the ONNX mode string (the BSON has it too)
+        return {"mode": p.string(0)}
     return {}  # maxpool, avgpool, concat, transpose: their attributes are in the BSON
 
 

@@ -32,21 +32,29 @@ ConvClip,              Conv, then Clip / LeakyRelu / HardSigmoid with the parame
 ConvLeakyRelu,         read from the node's DPU registers (rk3576/rv1126b: their own
 ConvHardSigmoid        map and ``BnCfg`` / ``BsCfg`` tensors, :mod:`.f2act`)
 ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
-                       [, then Relu]
+                       [, then Relu]; ``auto_pad`` NOTSET, or VALID with pads 0 (a conv
+                       whose pads the compiler moved into a Pad)
 Add, Sub, Mul          Add, Sub, Mul (constant operands, plain or NC1HWC2: fp16-rounded
                        values in fp16 files, dequantized integers in int8 files)
 Sigmoid, HardSwish     fp16: Sigmoid, HardSwish; int8: the input's integer codes, then the
                        file's own lookup tables (a DPU-only task; :func:`.lut.lower_lut_sigmoid`)
 Relu                   Relu (standalone: on a graph input, for instance)
+Split                  Split (axis and sizes from the parameter table, checked against the
+                       BSON and size constant; the compiler's channel split of a wide conv
+                       has neither: its branch convs' partial sums stay float32 in fp16
+                       files, as the simulator computes the unsplit conv)
 MaxPool, AveragePool   MaxPool, AveragePool (attributes from the BSON)
 Concat, Transpose      Concat (``axis``), Transpose (``perm``) from the BSON
 Slice                  Slice (the stored int64 starts/ends/axes/steps)
 Expand                 Expand (the stored int64 shape; the compiler's tiling of a
                        pooling window that covers the whole map)
+Pad                    Pad (mode from parameter table 30, checked against the BSON: constant,
+                       reflect, edge; the stored int64 pads; constant mode's float32 value.
+                       The compiler's own Pads, which carry a conv's large pads, have no BSON)
 exSDPAttention         Transpose, MatMul, Mul (``scale`` from the BSON), Softmax, MatMul
                        (YOLO11's attention; fp16 files; float32 inside, the output rounded)
 Resize                 Resize (parameters f0 coordinate mode, f4 mode, f5 nearest
-                       mode; the stored float32 scales)
+                       mode; the stored float32 scales, or int64 sizes)
 exSoftmax13            Softmax (``axis`` from the parameter table)
 Reshape                Reshape (the stored int64 shape)
 exDataConvert          Identity (int8 <-> float16 per its ``i_dtype``/``o_dtype``)
@@ -89,7 +97,8 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu "
     "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention "
-    "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax".split())
+    "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax "
+    "Pad".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
@@ -109,6 +118,8 @@ _F2_LUT_ACTIVATIONS = ("Sigmoid", "HardSigmoid")
 _RESIZE_MODES = ("nearest", "linear")
 _RESIZE_COORDS = ("asymmetric", "half_pixel", "align_corners", "pytorch_half_pixel")
 _RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+#: Pad modes the lowering runs (the vendor stores ONNX's mode string; "wrap" was never built)
+_PAD_MODES = ("constant", "reflect", "edge")
 _ACTIVATION_KINDS = ("input", "output", "activation")
 _WEIGHT_KINDS = ("const", "generated")
 _IDENTITY_TOLERANCE = 1e-3
@@ -299,6 +310,23 @@ class _Lowering:
                 raise self.error(f"activation tensor {t.index} ({t.name!r}) has layout NHWC (code 1), which was "
                                  "observed only on NPU helper tensors, never on data the graph computes")
         self.int8 = any(t.dtype == "int8" for t in activations)
+        #: the compiler's split of a wide conv (DeepLabV3's ASPP): a Split without size constant or BSON
+        #: cuts the input channels into branches, one conv per branch, each adding the previous ones'
+        #: result as its residual.  The simulator computes the unsplit conv, so in fp16 files the
+        #: partial sums stay float32 and only the last conv's output is rounded.
+        branches = {t for n in self.sg.nodes if n.op == "Split" and len(n.inputs) == 1 and not n.bson
+                    for t in n.outputs}
+        self.branch_convs = {n.index for n in self.sg.nodes
+                             if n.op in _CONV_ACTIVATIONS and n.inputs and n.inputs[0] in branches}
+        consumers: Dict[int, List[VendorNode]] = {}
+        for n in self.sg.nodes:
+            for t in n.inputs:
+                consumers.setdefault(t, []).append(n)
+        self.partial_sums = {n.outputs[0] for n in self.sg.nodes
+                             if n.index in self.branch_convs and len(n.outputs) == 1 and consumers.get(n.outputs[0])
+                             and all(c.index in self.branch_convs and c.inputs[0] != n.outputs[0]
+                                     and _CONV_ACTIVATIONS[c.op] in _RESIDUAL_ACTIVATIONS
+                                     for c in consumers[n.outputs[0]])}
         #: per int8 conv node: its quantization method, "channel" (bias blocks) or "layer" (plain bias)
         self.methods: Dict[int, str] = {}
         #: int8 tensor name -> the name of its integer codes (:func:`.accumulator.emit_codes`)
@@ -430,6 +458,8 @@ class _Lowering:
             self.slice(node)
         elif node.op == "Expand":
             self.expand(node)
+        elif node.op == "Pad":
+            self.pad(node)
         elif node.op == "exSDPAttention":
             self.sdp_attention(node)
         elif node.op == "Resize":
@@ -636,8 +666,10 @@ class _Lowering:
             raise self.error(f"{node.label}: weight {list(weight.shape)} does not match kernel_shape {kernel}")
         attrs = {"kernel_shape": kernel, "pads": list(p["pads"]), "strides": list(p["strides"]),
                  "dilations": list(p["dilations"]), "group": group}
-        if p.get("auto_pad", "NOTSET") not in ("NOTSET", ""):
-            raise self.error(f"{node.label} has auto_pad {p['auto_pad']!r}; only explicit pads (NOTSET) are supported")
+        # VALID (no padding) is what the compiler writes on a conv whose pads it moved into a Pad of its own
+        if p.get("auto_pad", "NOTSET") not in ("NOTSET", "") and not (p["auto_pad"] == "VALID" and not any(p["pads"])):
+            raise self.error(f"{node.label} has auto_pad {p['auto_pad']!r} with pads {list(p['pads'])}; only explicit "
+                             "pads (NOTSET), or VALID with pads 0, are supported")
         _check_conv_shape(self, node, x, out, weight.shape, attrs)
         if self.int8:
             if activation in _LUT_ACTIVATIONS and self.stored_weight_scales(w, weight.shape[0]) is None:
@@ -689,13 +721,19 @@ class _Lowering:
         inputs = [self.names[x.index], self.constant(self.names[w.index], weight_f)]
         if bias_f is not None:
             inputs.append(self.constant(self.names[b.index], bias_f, keep_float=True))
+        branch = node.index in self.branch_convs and not self.int8
+        if branch and out.index in self.partial_sums:  # a partial sum of a split conv (see __init__)
+            self.keep_float.append(self.names[out.index])
         if activation in (None, "Relu"):
             if activation is not None:
                 attrs["_activation"] = activation  # relu commutes with the rounding and the int8 grid
             self.emit(node, "Conv", inputs, attrs)
             return
-        # conv, rounded to fp16 (fp16 files) or kept float (int8 files), then the fused part
+        # conv, rounded to fp16 (fp16 files; not a split conv's branch) or kept float (int8 files), then
+        # the fused part
         conv = f"{self.names[out.index]}__conv"
+        if branch:
+            self.keep_float.append(conv)
         self.emit(node, "Conv", inputs, attrs, output=conv)
         self.fused(node, activation, conv, extra, unit, params)
 
@@ -1046,21 +1084,30 @@ class _Lowering:
         (data,) = self.activation_inputs(node, 1, 1)
         x = self.tensor(node.inputs[0], node)
         consts = [self.tensor(i, node) for i in node.inputs[1:]]
-        if len(consts) != 1 or consts[0].kind != "shape":
-            raise self.error(f"{node.label} needs one int64 split-size constant, has {[t.kind for t in consts]}")
-        sizes = self.int64_const(node, consts[0])
         axis = int(node.params.get("axis", -1))
-        bson_axis = self.bson_int(node, "axis")
-        if sizes.tolist() != list(node.params.get("split", [])) or bson_axis != axis:
-            raise self.error(f"{node.label}: split sizes {sizes.tolist()} / axis {axis} disagree with its parameter "
-                             f"table {node.params} or BSON axis {bson_axis}")
+        if not consts and not node.attrs:
+            # the compiler's own split of a wide conv's input channels into branches (DeepLabV3's ASPP):
+            # no size constant, no BSON, only the parameter table (axis 1 seen)
+            sizes = np.array(node.params.get("split", []), np.int64)
+            if axis != 1:
+                raise self.error(f"{node.label}: a Split without size constant or BSON on axis {axis}; only the "
+                                 "compiler's channel split (axis 1) was decoded")
+            size_name = self.constant(f"{self.names[node.outputs[0]]}__split_sizes", sizes)
+        else:
+            if len(consts) != 1 or consts[0].kind != "shape":
+                raise self.error(f"{node.label} needs one int64 split-size constant, has {[t.kind for t in consts]}")
+            sizes = self.int64_const(node, consts[0])
+            bson_axis = self.bson_int(node, "axis")
+            if sizes.tolist() != list(node.params.get("split", [])) or bson_axis != axis:
+                raise self.error(f"{node.label}: split sizes {sizes.tolist()} / axis {axis} disagree with its "
+                                 f"parameter table {node.params} or BSON axis {bson_axis}")
+            size_name = self.constant(self.names[consts[0].index], sizes)
         outs = [self.tensor(i, node) for i in node.outputs]
         if not 0 <= axis < len(x.shape) or len(outs) != len(sizes) or sum(sizes.tolist()) != x.shape[axis] or any(
                 list(o.shape) != list(x.shape[:axis]) + [int(n)] + list(x.shape[axis + 1:]) for o, n in zip(outs, sizes)):
             raise self.error(f"{node.label}: sizes {sizes.tolist()} on axis {axis} of {list(x.shape)} do not give its "
                              f"outputs {[list(o.shape) for o in outs]}")
-        self.nodes.append(Node("Split", node.name or f"Split#{node.index}",
-                               [data, self.constant(self.names[consts[0].index], sizes)],
+        self.nodes.append(Node("Split", node.name or f"Split#{node.index}", [data, size_name],
                                [self.names[o.index] for o in outs], {"axis": axis}))
 
     def pool(self, node: VendorNode) -> None:
@@ -1139,6 +1186,59 @@ class _Lowering:
                              f"{got if got is not None else 'no broadcast shape'}; the file says {list(out.shape)}")
         self.emit(node, "Expand", [data, self.constant(self.names[t.index], shape)], {})
 
+    def pad(self, node: VendorNode) -> None:
+        """ONNX Pad as the compiler keeps it (parameter table 30: the mode string, also in the
+        BSON): data, the int64 ``pads`` constant and, for a constant pad given one, a float32
+        ``constant_value`` (stored float32 in int8 files too; it lands on the output's int8 grid
+        or is rounded to float16, as every value the op writes)."""
+        (data,) = self.activation_inputs(node, 1, 1)
+        where = f"{node.label} (platform {self.platform()}, toolkit {self.rk.toolkit_version or '?'})"
+        mode = node.params.get("mode")
+        stored = attr_value(node, "mode")  # none in the compiler's own Pads (their BSON is empty)
+        if mode not in _PAD_MODES or stored not in (None, mode):
+            raise self.error(f"{where}: Pad mode {mode!r} (parameter table; BSON "
+                             f"{'none' if stored is None else repr(stored)}); the lowering runs modes "
+                             f"{', '.join(_PAD_MODES)}")
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        consts = [self.tensor(i, node) for i in node.inputs[1:]]
+        if not 1 <= len(consts) <= 2 or (len(consts) == 2 and mode != "constant"):
+            raise self.error(f"{where}: {len(consts)} constant inputs {[t.name for t in consts]} to a {mode!r} Pad; "
+                             "pads and (constant mode) a constant_value were expected")
+        pads = self.int64_const(node, consts[0])
+        rank = len(x.shape)
+        if len(pads) != 2 * rank or np.any(pads < 0):
+            raise self.error(f"{where}: pads {pads.tolist()} for a rank-{rank} input; {2 * rank} non-negative "
+                             "values were expected (negative pads, crops, were never built)")
+        got = [d + int(b) + int(e) for d, b, e in zip(x.shape, pads[:rank], pads[rank:])]
+        if got != list(out.shape):
+            raise self.error(f"{where}: pads {pads.tolist()} on {list(x.shape)} give {got}; the file says "
+                             f"{list(out.shape)}")
+        if mode == "reflect" and any(max(b, e) >= d for d, b, e in zip(x.shape, pads[:rank], pads[rank:])):
+            raise self.error(f"{where}: reflect pads {pads.tolist()} reach beyond an axis of {list(x.shape)}")
+        if x.dtype != out.dtype or x.dtype not in ("float16", "int8") or \
+                (x.dtype == "int8" and not _same_quant(x, out)):
+            raise self.error(f"{where}: Pad input {x.dtype} (scale {list(x.scale)}, zero point {list(x.zero_point)}), "
+                             f"output {out.dtype} (scale {list(out.scale)}, zero point {list(out.zero_point)}); only "
+                             "float16, or int8 keeping its quantization, was decoded")
+        inputs = [data, self.constant(self.names[consts[0].index], pads)]
+        if len(consts) == 2:
+            t = consts[1]
+            raw = self.vf.tensor_data(self.sg, t)
+            if t.dtype != "float32" or t.kind != "shape" or list(t.shape) != [1] or len(raw) < 4:
+                raise self.error(f"{where}: constant_value {t.name!r} is a {t.dtype} {t.kind} tensor of shape "
+                                 f"{list(t.shape)} ({len(raw)} bytes); one float32 value was expected")
+            value = np.frombuffer(raw, "<f4", 1).astype(np.float32)
+            if not np.isfinite(value[0]):
+                raise self.error(f"{where}: constant_value {float(value[0])!r} is not finite")
+            if out.dtype == "int8":
+                code = np.round(value[0] / out.scale[0]) + out.zero_point[0]
+                if not -128 <= code <= 127:
+                    raise self.error(f"{where}: constant_value {float(value[0])!r} is code {int(code)} on the "
+                                     f"output's int8 grid (scale {out.scale[0]}, zero point {out.zero_point[0]}); "
+                                     "a value outside the grid's range (saturated) was never built")
+            inputs.append(self.constant(self.names[t.index], value))
+        self.emit(node, "Pad", inputs, {"mode": mode})
+
     def sdp_attention(self, node: VendorNode) -> None:
         """The compiler's fused scaled dot-product attention (YOLO11's C2PSA: ``v softmax(q^T k *
         scale)^T``) over 4-D tensors (heads, channels, 1, tokens), as ONNX nodes whose
@@ -1187,17 +1287,26 @@ class _Lowering:
         # toolkit 2.3.2, (1,))
         scales = [t for t in consts if t.dtype == "float32" and t.shape and t.shape[0] > 0
                   and not (t.buffer == 0 and t.name.startswith("empty_placeholder"))]
-        if len(scales) != 1:
-            raise self.error(f"{node.label} needs one float32 scales constant, has {[t.name for t in consts]}")
+        sizes = [t for t in consts if t.dtype == "int64"]
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        attrs = {"mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest}
+        if not scales and len(sizes) == 1:  # ONNX's sizes input (torchvision's interpolate(size=...))
+            values = self.int64_const(node, sizes[0])
+            if values.tolist() != list(out.shape) or len(values) != len(x.shape):
+                raise self.error(f"{node.label}: sizes {values.tolist()} of a rank-{len(x.shape)} input are not the "
+                                 f"output shape {list(out.shape)}")
+            self.emit(node, "Resize", [data, "", "", self.constant(self.names[sizes[0].index], values)], attrs)
+            return
+        if len(scales) != 1 or sizes:
+            raise self.error(f"{node.label} needs one float32 scales constant or one int64 sizes constant, has "
+                             f"{[t.name for t in consts]}")
         t = scales[0]
         raw = self.vf.tensor_data(self.sg, t)
         if len(raw) < 4 * t.shape[0]:
             raise self.error(f"{node.label}: scales {t.name!r} needs {4 * t.shape[0]} bytes, has {len(raw)}")
         values = np.frombuffer(raw, "<f4", t.shape[0]).astype(np.float32)
-        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
         if [int(np.floor(d * s)) for d, s in zip(x.shape, values)] != list(out.shape):
             raise self.error(f"{node.label}: scales {values.tolist()} do not give the output shape {list(out.shape)}")
-        attrs = {"mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest}
         self.emit(node, "Resize", [data, "", self.constant(self.names[t.index], values)], attrs)
 
     def data_convert(self, node: VendorNode) -> None:
@@ -1205,6 +1314,14 @@ class _Lowering:
         src, dst = attr_value(node, "i_dtype"), attr_value(node, "o_dtype")
         known = ("int8", "float16")
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        if not node.bson and {x.dtype, out.dtype} == set(known):
+            # corpus wide_dilated_i8: the compiler's split of a wide conv runs in float16 between two such
+            # nodes; computed as the unsplit float conv (or with the branches rounded), 77-84 % of the
+            # outputs of three such builds were the simulator's, the rest 1-2 steps away
+            raise self.error(f"{node.label}: an exDataConvert without BSON ({x.dtype} tensor {x.name!r} to "
+                             f"{out.dtype}), the compiler's own around a float16 split conv in an int8 file; "
+                             "those branches do not match the vendor simulator off-board (77-84 % of outputs "
+                             "exact, the rest 1-2 steps away), so they are refused")
         if src not in known or dst not in known or x.dtype != src or out.dtype != dst:
             raise self.error(f"{node.label} converts {src!r} ({x.dtype} tensor) to {dst!r} ({out.dtype} tensor); "
                              f"the lowering converts between {' and '.join(known)}")
