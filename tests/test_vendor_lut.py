@@ -112,6 +112,46 @@ def test_lut_kernel_interpolates_extends_and_requantizes():
     np.testing.assert_array_equal(y2.ravel(), [7.0, 8.0])
 
 
+def _lut_reference(acc, a):
+    """The module doc's formula, element by element in Python floats."""
+    out = np.empty(acc.shape, np.float32)
+    step = float(1 << a["index_shift"])
+    le, lo = list(a["le_table"]), list(a["lo_table"])
+    for idx in np.ndindex(acc.shape):
+        u = float(acc[idx]) * a["index_scale"][idx[1]] + a["index_offset"]
+        if u > a["lo_end"]:
+            t = lo[-1] + (u - a["lo_end"]) * a["lo_oflow_slope"]
+        elif u < a["le_start"]:
+            t = le[0] + (u - a["le_start"]) * a["le_uflow_slope"]
+        else:
+            table, start = (lo, a["lo_start"]) if u >= a["lo_start"] else (le, a["le_start"])
+            pos = (u - start) / step
+            k = min(int(np.floor(pos)), len(table) - 2)
+            t = table[k] + (table[k + 1] - table[k]) * (pos - k)
+        q = min(127.0, max(-128.0, np.floor(t * a["out_multiplier"] + 0.5) + a["out_zero_point"]))
+        out[idx] = (q - a["out_zero_point"]) * a["out_scale"]
+    return out
+
+
+def test_lut_kernel_matches_the_formula_over_every_region():
+    rng = np.random.default_rng(11)
+    attrs = _attrs(index_scale=[0.7, 1.3, 2.1], index_offset=-3.5, le_table=rng.integers(-300, 300, 5).tolist(),
+                   lo_table=rng.integers(-300, 300, 5).tolist(), le_start=-64, le_end=0, lo_start=0, lo_end=64,
+                   index_shift=4, le_uflow_slope=0.375, lo_oflow_slope=-1.25, out_multiplier=0.4,
+                   out_zero_point=7, out_scale=0.05)
+    acc = rng.uniform(-150, 150, (2, 3, 4, 5)).astype(np.float32)  # below, inside both tables and above
+    acc[0, 0, 0, :3] = [0.0, 3.5 / 0.7, np.nan]  # u = -3.5, u = 0 exactly (the LO table's start), nan
+    acc[1, 2, 3, :2] = [np.inf, -np.inf]  # the slopes (LO's negative) take both to -inf
+    (y,) = vendor_lut_activation([acc], attrs)
+    ref = _lut_reference(np.where(np.isnan(acc), 0, acc), attrs)
+    ok = ~np.isnan(acc)
+    np.testing.assert_array_equal(y[ok], ref[ok])
+    assert np.isnan(y[0, 0, 0, 2]) and np.all(y[1, 2, 3, :2] == np.float32(-6.75))  # -inf slope ends: int8 -128
+    out = [np.full(acc.shape, 9.0, np.float32)]  # into the executor's buffer
+    assert vendor_lut_activation([acc], attrs, out)[0] is out[0]
+    np.testing.assert_array_equal(out[0][ok], ref[ok])
+
+
 def test_lut_kernel_refuses_inconsistent_attributes():
     with pytest.raises(ModelInvalidError, match="LO table has 2 entries"):
         _attrs(lo_table=[0, 1])

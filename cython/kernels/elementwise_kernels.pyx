@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""Vectorised float32 erf and exact GELU (numpy has no erf ufunc).
+"""Vectorised float32 erf and exact GELU (numpy has no erf ufunc), and the lookup-table stage of
+a vendor int8 conv (:func:`lut_rows`).
 
 A loop calling C ``erff``/``erfcf`` costs ~15 ns per element, far from memory speed.
 These loops are instead branch-free arithmetic the C compiler vectorises, finishing
@@ -20,7 +21,7 @@ undone exactly by the factor ``1 + lo``, ``lo`` being the dropped part recompute
 double.  Measured: erf within 1 float32 ulp, GELU within 4 ulps (tails included).
 """
 
-from rk_elementwise cimport rkl_erf_from_exp, rkl_gelu_from_exp
+from rk_elementwise cimport rkl_erf_from_exp, rkl_gelu_from_exp, rkl_lut, rkl_lut_rows
 
 cdef inline int _check(Py_ssize_t n, Py_ssize_t m) except -1:
     if n != m:
@@ -50,3 +51,29 @@ def gelu_from_exp(const float[::1] x, float[::1] work):
     if n:
         with nogil:
             rkl_gelu_from_exp(&x[0], &work[0], n)
+
+
+def lut_rows(const float[::1] acc, float[::1] out, const double[::1] index_scale, Py_ssize_t inner,
+             const double[::1] tables, Py_ssize_t le_entries, double index_offset, double le_start, double le_end,
+             double lo_start, double lo_end, double step, double le_uflow_slope, double lo_oflow_slope,
+             double out_multiplier, double out_zero_point, double out_scale):
+    """The NPU lookup-table stage over ``acc`` (flat float32, ``rows x inner`` values, row ``r``
+    in channel ``r % len(index_scale)``) into ``out`` (flat float32, same length), as
+    ``rknnlite.backends.software.ops.vendor_lut`` defines it.  ``tables``: the LE table's
+    ``le_entries`` values, then the LO table's; adjacent ranges (``le_end == lo_start``), entries
+    ``step`` index units apart, at least two in each table."""
+    cdef Py_ssize_t n = acc.shape[0], channels = index_scale.shape[0]
+    _check(n, out.shape[0])
+    if channels < 1 or inner < 1 or n % (channels * inner):
+        raise ValueError(f"{n} values are not rows of {inner} in {channels} channels")
+    if le_entries < 2 or tables.shape[0] - le_entries < 2 or le_end != lo_start or not step > 0:
+        raise ValueError("the tables need two entries or more, adjacent ranges and a positive step")
+    cdef rkl_lut p
+    p.both, p.le_n, p.lo_n = &tables[0], le_entries, tables.shape[0] - le_entries
+    p.index_offset, p.le_start, p.le_end, p.lo_start, p.lo_end, p.step = (
+        index_offset, le_start, le_end, lo_start, lo_end, step)
+    p.le_uflow_slope, p.lo_oflow_slope = le_uflow_slope, lo_oflow_slope
+    p.out_multiplier, p.out_zero_point, p.out_scale = out_multiplier, out_zero_point, out_scale
+    if n:
+        with nogil:
+            rkl_lut_rows(&acc[0], &out[0], n // inner, inner, &index_scale[0], channels, &p)

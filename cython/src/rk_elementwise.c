@@ -1,4 +1,5 @@
-/* erf and exact gelu over float32 arrays, from exp terms numpy computed (see rk_elementwise.h). */
+/* erf and exact gelu over float32 arrays, from exp terms numpy computed, and a vendor int8 conv's
+ * lookup-table stage (see rk_elementwise.h). */
 #include <math.h>
 #include <stddef.h>
 #include "rk_elementwise.h"
@@ -14,6 +15,17 @@
 #define RKL_EW_VECTORIZE __attribute__((optimize("no-trapping-math")))
 #else
 #define RKL_EW_VECTORIZE
+#endif
+
+/* The same clones, with a * b + c never contracted to one fused multiply-add: the lookup-table
+   stage must round as numpy does, on every CPU. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__x86_64__) && defined(__linux__)
+#define RKL_EW_UNFUSED __attribute__((optimize("no-trapping-math", "fp-contract=off"), \
+    target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#elif defined(__GNUC__) && !defined(__clang__)
+#define RKL_EW_UNFUSED __attribute__((optimize("no-trapping-math", "fp-contract=off")))
+#else
+#define RKL_EW_UNFUSED
 #endif
 
 /* erf(z) for |z| < 1, u = z*z */
@@ -51,5 +63,43 @@ RKL_EW_VECTORIZE void rkl_gelu_from_exp(const float *x, float *w, ptrdiff_t n) {
         double c = RKL_ERFC_LARGE(e, t);
         double large = z < 0 ? c : 2.0 - c;
         w[i] = (float)(0.5 * xd * (a < 1.0 ? small : large));
+    }
+}
+
+/* Branch-free, so the target clones vectorise it (gathers from the two tables laid end to end in
+   p->both): u outside both tables still computes a clamped interpolation, then the select drops it.
+   step is a power of two, so multiplying by its inverse is the division. */
+RKL_EW_UNFUSED void rkl_lut_rows(const float *acc, float *out, ptrdiff_t rows, ptrdiff_t inner,
+                                 const double *index_scale, ptrdiff_t channels, const rkl_lut *p) {
+    const double *both = p->both;
+    const double le_first = both[0], lo_last = both[p->le_n + p->lo_n - 1];
+    const double le_last_k = (double)(p->le_n - 2), lo_last_k = (double)(p->lo_n - 2);
+    const double inv_step = 1.0 / p->step, offset = p->index_offset;
+    const double le_start = p->le_start, lo_start = p->lo_start, lo_end = p->lo_end;
+    const double le_slope = p->le_uflow_slope, lo_slope = p->lo_oflow_slope;
+    const double mul = p->out_multiplier, zp = p->out_zero_point, oscale = p->out_scale;
+    const int lo_base = (int)p->le_n;
+    for (ptrdiff_t row = 0; row < rows; row++) {
+        const double scale = index_scale[row % channels];
+        const float *a = acc + row * inner;
+        float *o = out + row * inner;
+        for (ptrdiff_t i = 0; i < inner; i++) {
+            double u = (double)a[i] * scale + offset;
+            int in_lo = u >= lo_start;
+            double pos = (u - (in_lo ? lo_start : le_start)) * inv_step;
+            double k = floor(pos);
+            double kmax = in_lo ? lo_last_k : le_last_k;
+            k = k >= 0.0 ? k : 0.0;  /* below the tables, and nan: entry 0 (dropped below) */
+            k = k > kmax ? kmax : k;
+            int at = (int)k + (in_lo ? lo_base : 0);
+            double t = both[at] + (both[at + 1] - both[at]) * (pos - k);
+            t = u < le_start ? le_first + (u - le_start) * le_slope : t;
+            t = u > lo_end ? lo_last + (u - lo_end) * lo_slope : t;
+            t = u == u ? t : u;  /* nan stays nan */
+            double q = floor(t * mul + 0.5) + zp;
+            q = q < -128.0 ? -128.0 : q;
+            q = q > 127.0 ? 127.0 : q;
+            o[i] = (float)((q - zp) * oscale);
+        }
     }
 }

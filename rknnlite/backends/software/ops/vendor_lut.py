@@ -22,7 +22,8 @@ ran on integer tensors).  Attributes (set by the vendor lowering, checked by ``p
 ``index_scale`` (C floats), ``index_offset``, ``le_table`` / ``lo_table`` (int sequences of
 ``(end - start) / 2^index_shift + 1`` entries), ``le_start``, ``le_end``, ``lo_start``,
 ``lo_end``, ``index_shift``, ``le_uflow_slope``, ``lo_oflow_slope``, ``out_multiplier``,
-``out_zero_point``, ``out_scale``.  The output is a new float32 array.
+``out_zero_point``, ``out_scale``.  The output is float32, written into the executor's buffer
+when it passes one (the compiled loop ``elementwise_kernels.lut_rows``, GIL released).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 
 from ....errors import ModelInvalidError
 from ....model.rknn_graph.lut import table_problem
+from ...._native.elementwise_kernels import lut_rows
 from . import kernel
 
 __all__ = ["vendor_lut_activation"]
@@ -62,40 +64,24 @@ def _prepare(attrs, consts):
         raise ModelInvalidError(f"{_OP}: index scales, output multiplier and output scale must be finite and "
                                 "positive", op=_OP)
     attrs["index_scale"], attrs["le_table"], attrs["lo_table"] = scale, tables[0], tables[1]
+    attrs["_tables"] = np.concatenate(tables)  # the two end to end, as the compiled loop reads them
     return attrs
 
 
-def _interpolate(table: np.ndarray, start: int, shift: int, u: np.ndarray) -> np.ndarray:
-    """Linear interpolation in ``table`` (entry ``k`` at ``start + k * 2^shift``) at ``u`` inside its range."""
-    pos = (u - start) / float(1 << shift)
-    k = np.minimum(np.floor(pos).astype(np.int64), len(table) - 2)
-    frac = pos - k
-    return table[k] + (table[k + 1] - table[k]) * frac
-
-
-@kernel(_OP, prepare=_prepare)
+@kernel(_OP, prepare=_prepare, out=True)
 def vendor_lut_activation(inputs, attrs, out=None):
-    """Apply the NPU lookup-table stage to a conv accumulator (see the module doc); a new
-    float32 array of the input's shape."""
-    acc = inputs[0]
+    """Apply the NPU lookup-table stage to a conv accumulator (see the module doc); float32 of
+    the input's shape, into the executor's buffer when given one."""
+    acc = np.ascontiguousarray(inputs[0], dtype=np.float32)
     scale = attrs["index_scale"]
     if acc.ndim < 2 or acc.shape[1] != len(scale):
         raise ModelInvalidError(f"{_OP}: input of shape {list(acc.shape)} does not have the {len(scale)} channels "
                                 "of its index scales on axis 1", op=_OP)
-    u = acc.astype(np.float64) * scale.reshape((1, -1) + (1,) * (acc.ndim - 2)) + attrs["index_offset"]
-    le_start, le_end, lo_start, lo_end = attrs["le_start"], attrs["le_end"], attrs["lo_start"], attrs["lo_end"]
-    le, lo, shift = attrs["le_table"], attrs["lo_table"], attrs["index_shift"]
-    t = np.empty_like(u)
-    under, over = u < le_start, u > lo_end
-    in_le = ~under & (u < le_end)
-    in_lo = ~over & (u >= lo_start)
-    t[in_le] = _interpolate(le, le_start, shift, u[in_le])
-    t[in_lo] = _interpolate(lo, lo_start, shift, u[in_lo])
-    t[under] = le[0] + (u[under] - le_start) * attrs["le_uflow_slope"]
-    t[over] = lo[-1] + (u[over] - lo_end) * attrs["lo_oflow_slope"]
-    zp = attrs["out_zero_point"]
-    q = np.floor(t * attrs["out_multiplier"] + 0.5)
-    np.clip(q + zp, -128, 127, out=q)
-    q -= zp
-    q *= attrs["out_scale"]
-    return [q.astype(np.float32)]
+    y = out[0] if out is not None and out[0].flags.c_contiguous and out[0].shape == acc.shape \
+        and out[0].dtype == np.float32 else np.empty(acc.shape, np.float32)
+    if acc.size:
+        lut_rows(acc.reshape(-1), y.reshape(-1), scale, acc.size // (acc.shape[0] * acc.shape[1]),
+                 attrs["_tables"], len(attrs["le_table"]), attrs["index_offset"], attrs["le_start"], attrs["le_end"],
+                 attrs["lo_start"], attrs["lo_end"], float(1 << attrs["index_shift"]), attrs["le_uflow_slope"],
+                 attrs["lo_oflow_slope"], attrs["out_multiplier"], attrs["out_zero_point"], attrs["out_scale"])
+    return [y]
