@@ -139,9 +139,9 @@ class _G:
         return self.node("Conv", ins, kernel_shape=[k, k], strides=[stride, stride],
                          pads=[pad, pad, pad, pad], group=group)[0]
 
-    def model(self, inputs, outputs, custom_domain: Optional[str] = None):
+    def model(self, inputs, outputs, custom_domain: Optional[str] = None, opset: int = OPSET):
         """``inputs``: [(name, shape)]; ``outputs``: [(tensor, name[, onnx elem type])] (renamed
-        via Identity-free rename; float unless a type is given)."""
+        via Identity-free rename; float unless a type is given); ``opset``: the default domain's."""
         import onnx
         from onnx import helper, TensorProto
 
@@ -161,7 +161,7 @@ class _G:
              for out in outputs],
             initializer=self.inits,
         )
-        opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(custom_domain, 1)] if custom_domain else [])
+        opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(custom_domain, 1)] if custom_domain else [])
         m = helper.make_model(g, opset_imports=opsets, producer_name="rknnlite-corpus")
         m.ir_version = IR_VERSION
         if custom_domain:  # shape inference and the checker know no custom op
@@ -664,6 +664,70 @@ def _unet_like(seed: int = 815, size: int = 64, width: int = 8, classes: int = 5
     return build
 
 
+def _linear(g: "_G", t: str, cin: int, cout: int) -> str:
+    """``t @ W + b`` as PyTorch's ONNX export writes a Linear (MatMul by a constant, then Add)."""
+    w = g.const((g.rng.standard_normal((cin, cout)) / np.sqrt(cin)).astype(np.float32), "w")
+    return g.node("Add", [g.node("MatMul", [t, w])[0], g.const((g.rng.standard_normal(cout) * 0.1)
+                                                               .astype(np.float32), "b")])[0]
+
+
+def _layer_norm13(g: "_G", t: str, dim: int, affine: bool = True) -> str:
+    """LayerNorm over the last axis as opset-13 exports write it (ReduceMean, Sub, Pow, Sqrt, Div,
+    then Mul by gamma and Add beta: random ones when ``affine``, else ones and zeros)."""
+    c = g.node("Sub", [t, g.node("ReduceMean", [t], axes=[-1], keepdims=1)[0]])[0]
+    var = g.node("ReduceMean", [g.node("Pow", [c, g.const(np.array(2, np.float32))])[0]], axes=[-1], keepdims=1)[0]
+    std = g.node("Sqrt", [g.node("Add", [var, g.const(np.array(1e-5, np.float32))])[0]])[0]
+    gamma = (1 + 0.5 * g.rng.standard_normal(dim)).astype(np.float32) if affine else np.ones(dim, np.float32)
+    beta = (0.3 * g.rng.standard_normal(dim)).astype(np.float32) if affine else np.zeros(dim, np.float32)
+    return g.node("Add", [g.node("Mul", [g.node("Div", [c, std])[0], g.const(gamma)])[0], g.const(beta)])[0]
+
+
+def _gelu(g: "_G", t: str) -> str:
+    """GELU in its Erf form as PyTorch exports it: ``x * (erf(x / sqrt 2) + 1) * 0.5``."""
+    return g.node("Mul", [g.node("Mul", [t, g.node("Add", [g.node("Erf", [g.node("Div", [
+        t, g.const(np.array(np.sqrt(2), np.float32))])[0]])[0], g.const(np.array(1, np.float32))])[0]])[0],
+        g.const(np.array(0.5, np.float32))])[0]
+
+
+def _layernorm(seed: int = 820, tokens: int = 16, dim: int = 32, opset: int = 13):
+    """LayerNorm of a (1, tokens, dim) input over the last axis with random gamma/beta: decomposed
+    (opset 13) or ONNX's LayerNormalization (opset 17)."""
+    def build():
+        g = _G(seed)
+        if opset >= 17:
+            gamma = g.const((1 + 0.5 * g.rng.standard_normal(dim)).astype(np.float32))
+            beta = g.const((0.3 * g.rng.standard_normal(dim)).astype(np.float32))
+            y = g.node("LayerNormalization", ["x", gamma, beta], axis=-1, epsilon=1e-5)[0]
+        else:
+            y = _layer_norm13(g, "x", dim)
+        return g.model([("x", (1, tokens, dim))], [(y, "y")], opset=opset)
+    return build
+
+
+def _linear_case(seed: int = 822, tokens: int = 16, cin: int = 32, cout: int = 48):
+    def build():
+        g = _G(seed)
+        return g.model([("x", (1, tokens, cin))], [(_linear(g, "x", cin, cout), "y")])
+    return build
+
+
+def _matmul_act(seed: int = 823):
+    """MatMul of two activations (attention scores without the softmax): a (1, 2, 16, 8) @ b (1, 2, 8, 12)."""
+    def build():
+        g = _G(seed)
+        return g.model([("a", (1, 2, 16, 8)), ("b", (1, 2, 8, 12))], [(g.node("MatMul", ["a", "b"])[0], "y")])
+    return build
+
+
+def _linear_gelu(seed: int = 824, tokens: int = 16, dim: int = 32):
+    """A transformer MLP's first half: Linear 32->64 then GELU (Erf form); and GELU alone on the input."""
+    def build():
+        g = _G(seed)
+        return g.model([("x", (1, tokens, dim))], [(_gelu(g, _linear(g, "x", dim, 2 * dim)), "y"),
+                                                   (_gelu(g, "x"), "z")])
+    return build
+
+
 def _transformer_like(seed: int = 816, tokens: int = 16, dim: int = 32, heads: int = 2):
     """One transformer encoder layer: LayerNorm (decomposed), Q/K/V MatMuls, scaled dot-product attention
     (Softmax), output projection, residuals, an MLP with GELU (Erf form)."""
@@ -823,6 +887,18 @@ def _cases() -> List[Case]:
              "(1, 2, 128, 16), Split [32, 32, 64], Softmax(q^T k / sqrt(32)), v attn^T, Reshape, + depthwise 3x3 "
              "of v, Conv 128->128 1x1", _psa_attention(), [("x", (1, 128, 4, 4), "normal")],
              purpose="exSDPAttention (YOLO11)"),
+        Case("layernorm13", "LayerNorm over the last axis of (1, 16, 32) as opset-13 exports write it "
+             "(ReduceMean, Sub, Pow, Sqrt, Div, Mul gamma, Add beta; random gamma/beta)", _layernorm(),
+             [("x", (1, 16, 32), "normal")], purpose="exNorm (transformers)"),
+        Case("layernorm17", "LayerNormalization(axis=-1, epsilon=1e-5) of (1, 16, 32), opset 17, random gamma/beta",
+             _layernorm(821, opset=17), [("x", (1, 16, 32), "normal")], purpose="exNorm from opset 17"),
+        Case("linear", "x (1, 16, 32) @ W (32, 48) + b (PyTorch's Linear)", _linear_case(),
+             [("x", (1, 16, 32), "normal")], purpose="MatMul by a constant (transformers)"),
+        Case("matmul_act", "a (1, 2, 16, 8) @ b (1, 2, 8, 12), both inputs", _matmul_act(),
+             [("a", (1, 2, 16, 8), "normal"), ("b", (1, 2, 8, 12), "normal")],
+             purpose="MatMul of two activations (transformers)"),
+        Case("linear_gelu", "GELU (Erf form) of Linear 32->64 of x (1, 16, 32) -> y, and of x itself -> z",
+             _linear_gelu(), [("x", (1, 16, 32), "normal")], purpose="GELU (transformers)"),
         Case("bench", "6 x (Conv 3x3 Relu) 3-32-64-96-128-160-192, s2 at 1,3,5; GAP; Conv 192->16 1x1",
              _bench, [("x", (1, 3, 64, 64), "image")], purpose="benchmark"),
     ]
