@@ -40,7 +40,17 @@ Slice                  Slice (the stored int64 starts/ends/axes/steps)
 Expand                 Expand (the stored int64 shape; the compiler's tiling of a
                        pooling window that covers the whole map)
 exSDPAttention         Transpose, MatMul, Mul (``scale`` from the BSON), Softmax, MatMul
-                       (YOLO11's attention; fp16 files; float32 inside, the output rounded)
+                       (YOLO11's and transformers' attention; fp16 files; float32 inside, the
+                       output rounded)
+exNorm                 Transpose, LayerNormalization (``eps`` from the parameter table, mode
+                       ``layer`` over axes [1] of (N, C, 1, T)), Transpose: a LayerNorm (opset-13
+                       chain or opset-17 op); the stored float16 scale and float32 bias (rounded
+                       to fp16), the NPU's all-ones reduce-mean weights (float16 and bfloat16,
+                       dtype code 16) checked; fp16 files; float32 inside, the output rounded
+exMatMul               Transpose, MatMul, Transpose: (H, K, 1, M) x (H, K, 1, N) -> (H, M, 1, N),
+                       a MatMul of two activations; fp16 files, float32 inside
+exGelu, ConvExGelu     Gelu (exact, Erf form) [after the Conv, rounded to fp16 first]; fp16 files
+                       (a MatMul by a constant, PyTorch's Linear, is a 1x1 Conv)
 Resize                 Resize (parameters f0 coordinate mode, f4 mode, f5 nearest
                        mode; the stored float32 scales)
 exSoftmax13            Softmax (``axis`` from the parameter table)
@@ -82,19 +92,21 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 #: Vendor op types the lowering runs.
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
-    "ConvHardSwish ConvAdd ConvAddRelu "
-    "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention "
+    "ConvHardSwish ConvAdd ConvAddRelu ConvExGelu "
+    "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention exNorm exMatMul exGelu "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
                      "ConvHardSigmoid": "HardSigmoid",
                      "ConvSigmoid": "Sigmoid", "ConvExSwish": "Swish", "ConvHardSwish": "HardSwish", "ConvAdd": "Add",
-                     "ConvAddRelu": "AddRelu"}
+                     "ConvAddRelu": "AddRelu", "ConvExGelu": "Gelu"}
 #: fused parts that add the node's extra activation input (the residual)
 _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu")
 #: fused activations an int8 file computes with the DPU lookup table (run from the file's tables: .lut)
 _LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")
+#: fused activations lowered only in fp16 files (int8 files refused by name)
+_FP16_ONLY_ACTIVATIONS = ("Gelu",)
 #: fused activations whose parameters are DPU registers
 _REGISTER_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
 # int8 lookup-table activations run from the tables on rk3576/rv1126b too; HardSwish and ExSwish
@@ -425,6 +437,12 @@ class _Lowering:
             self.expand(node)
         elif node.op == "exSDPAttention":
             self.sdp_attention(node)
+        elif node.op == "exNorm":
+            self.layer_norm(node)
+        elif node.op == "exMatMul":
+            self.matmul(node)
+        elif node.op == "exGelu":
+            self.gelu(node)
         elif node.op == "Resize":
             self.resize(node)
         elif node.op == "exSoftmax13":
@@ -632,6 +650,9 @@ class _Lowering:
         if p.get("auto_pad", "NOTSET") not in ("NOTSET", ""):
             raise self.error(f"{node.label} has auto_pad {p['auto_pad']!r}; only explicit pads (NOTSET) are supported")
         _check_conv_shape(self, node, x, out, weight.shape, attrs)
+        if self.int8 and activation in _FP16_ONLY_ACTIVATIONS:
+            raise self.error(f"{node.label}: {node.op} in an int8 file (its GELU lookup table, the 'exGelu' tensor, "
+                             "is not decoded); only fp16 files run it off-board")
         if self.int8:
             if activation in _LUT_ACTIVATIONS and self.stored_weight_scales(w, weight.shape[0]) is None:
                 lower_lut_conv(self, node, x, out, w, weight, b, attrs)  # the file's tables, rk3588-family map
@@ -1124,6 +1145,119 @@ class _Lowering:
         v_t = step("Transpose", [v], {"perm": [0, 2, 1, 3]}, "v_t")  # (heads, 1, c, tokens)
         mixed = step("MatMul", [v_t, step("Transpose", [attn], {"perm": [0, 1, 3, 2]}, "attn_t")], {}, "mixed")
         self.emit(node, "Transpose", [mixed], {"perm": [0, 2, 1, 3]})
+
+    def float16_only(self, node: VendorNode, tensors: Sequence[VendorTensor], what: str) -> None:
+        """Refuse ``node`` unless it is in an fp16 file on float16 tensors (``what``: the op in words)."""
+        if self.int8 or any(t.dtype != "float16" for t in tensors):
+            raise self.error(f"{node.label}: {node.op} ({what}) on {[t.dtype for t in tensors]} tensors in "
+                             f"{'an int8' if self.int8 else 'an fp16'} file; only its float16 form (fp16 files) "
+                             "was decoded")
+
+    def float_steps(self, node: VendorNode, base: str):
+        """``step(op, inputs, attrs, suffix)``: emit one executor node of vendor ``node`` whose
+        output (``<base>__<suffix>``) stays float32, as inside one NPU op; returns its name."""
+        def step(op: str, inputs: List[str], attrs: dict, suffix: str) -> str:
+            name = f"{base}__{suffix}"
+            self.keep_float.append(name)
+            self.emit(node, op, inputs, attrs, output=name)
+            return name
+        return step
+
+    def layer_norm(self, node: VendorNode) -> None:
+        """exNorm with mode ``layer``: the compiler's LayerNorm (from an opset-13 ReduceMean/Sub/
+        Pow/Sqrt/Div/Mul/Add chain or an opset-17 LayerNormalization) over axis 1 of (N, C, 1, T)
+        tokens-last tensors.  Its constant inputs: the scale (float16) and bias (float32) as
+        stored (both rounded to fp16, as the simulator does; absent when they are the identity),
+        and the NPU's reduce-mean weights ``<node>_rm_fp16_weight`` (float16) and
+        ``<node>_rm_bf16_weight`` (bfloat16), vectors of ones that must be so.  fp16 files only:
+        float32 inside, the output rounded."""
+        (data,) = self.activation_inputs(node, 1, 1)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        self.float16_only(node, (x, out), "LayerNorm")
+        p = node.params
+        if node.param_type != 87 or p.get("mode") != "layer" or p.get("axes") != [1]:
+            raise self.error(f"{node.label}: parameter table {p} (type {node.param_type}); only mode 'layer' over "
+                             "axes [1] (a norm table, 87) was decoded")
+        eps = p["eps"]
+        if not (np.isfinite(eps) and eps > 0):
+            raise self.error(f"{node.label}: parameter eps is {eps!r}; a positive float was expected")
+        shape = list(x.shape)
+        if len(shape) != 4 or shape[2] != 1 or list(out.shape) != shape:
+            raise self.error(f"{node.label}: input {shape} -> output {list(out.shape)}; (N, C, 1, T) in and out "
+                             "was expected")
+        channels = shape[1]
+        consts = [self.tensor(i, node) for i in node.inputs[1:] if self.tensor(i, node).kind not in _ACTIVATION_KINDS]
+        helpers = [t for t in consts if re.search(r"_rm_(fp16|bf16)_weight$", t.name)]
+        for t in helpers:
+            self.ones_weight(node, t, channels)
+        affine = [t for t in consts if t not in helpers]
+        if not affine:
+            gamma, beta = np.ones(channels, np.float32), np.zeros(channels, np.float32)
+        elif (len(affine) == 2 and [t.dtype for t in affine] == ["float16", "float32"]
+              and all(int(np.prod(t.shape)) == channels for t in affine)):
+            gamma, beta = (self.float_values(node, t, channels) for t in affine)
+        else:
+            raise self.error(f"{node.label}: constant inputs {[(t.name, t.dtype, list(t.shape)) for t in affine]}; a "
+                             f"float16 scale and a float32 bias of {channels} values (or neither) were expected")
+        base = self.names[out.index]
+        step = self.float_steps(node, base)
+        last = step("Transpose", [data], {"perm": [0, 2, 3, 1]}, "nhwc")
+        normed = step("LayerNormalization", [last, self.constant(f"{base}__scale", gamma),
+                                             self.constant(f"{base}__bias", beta)],
+                      {"axis": -1, "epsilon": float(eps)}, "normed")
+        self.emit(node, "Transpose", [normed], {"perm": [0, 3, 1, 2]})
+
+    def float_values(self, node: VendorNode, t: VendorTensor, count: int) -> np.ndarray:
+        """The ``count`` float16/float32/bfloat16 values of constant ``t`` as float32."""
+        raw = self.vf.tensor_data(self.sg, t)
+        size = 4 if t.dtype == "float32" else 2
+        if t.dtype not in ("float16", "float32", "bfloat16") or len(raw) < size * count:
+            raise self.error(f"{node.label}: constant {t.name!r} ({t.dtype}, {len(raw)} bytes) does not hold {count} "
+                             "float values")
+        if t.dtype == "bfloat16":  # the upper half of a float32
+            return (np.frombuffer(raw, "<u2", count).astype(np.uint32) << 16).view(np.float32)
+        return np.frombuffer(raw, "<f4" if size == 4 else "<f2", count).astype(np.float32)
+
+    def ones_weight(self, node: VendorNode, t: VendorTensor, count: int) -> None:
+        """Check an exNorm's reduce-mean weight ``t``: ``count`` ones (float16, or bfloat16 for
+        ``*_rm_bf16_weight``)."""
+        expected = "bfloat16" if t.name.endswith("_rm_bf16_weight") else "float16"
+        if t.dtype != expected or t.kind != "generated" or int(np.prod(t.shape)) != count:
+            raise self.error(f"{node.label}: reduce-mean weight {t.name!r} is a {t.dtype} {t.kind} tensor of shape "
+                             f"{list(t.shape)}; {count} {expected} values were expected")
+        values = self.float_values(node, t, count)
+        if not np.all(values == 1):
+            raise self.error(f"{node.label}: reduce-mean weight {t.name!r} holds {values.tolist()}; only ones "
+                             "(a plain mean) were observed")
+
+    def matmul(self, node: VendorNode) -> None:
+        """exMatMul, the compiler's MatMul of two activations: ``a`` (H, K, 1, M) and ``b`` (H, K,
+        1, N) -> (H, M, 1, N), ``out[h, m, 0, n] = sum_k a[h, k, 0, m] b[h, k, 0, n]`` (the
+        Transposes around it bring the ONNX operands there).  fp16 files only: float32 inside,
+        the output rounded."""
+        a, b = self.activation_inputs(node, 2, 2)
+        ta, tb = (self.tensor(i, node) for i in node.inputs[:2])
+        out = self.single_output(node)
+        self.float16_only(node, (ta, tb, out), "MatMul of two activations")
+        sa, sb, so = list(ta.shape), list(tb.shape), list(out.shape)
+        if (len(sa) != 4 or len(sb) != 4 or sa[2] != 1 or sb[2] != 1 or sa[:2] != sb[:2]
+                or so != [sa[0], sa[3], 1, sb[3]]):
+            raise self.error(f"{node.label}: operands {sa}, {sb} -> {so}; (H, K, 1, M), (H, K, 1, N) -> (H, M, 1, N) "
+                             "was expected")
+        step = self.float_steps(node, self.names[out.index])
+        product = step("MatMul", [step("Transpose", [a], {"perm": [0, 2, 3, 1]}, "a_t"),
+                                  step("Transpose", [b], {"perm": [0, 2, 1, 3]}, "b_t")], {}, "product")
+        self.emit(node, "Transpose", [product], {"perm": [0, 2, 1, 3]})
+
+    def gelu(self, node: VendorNode) -> None:
+        """A standalone exGelu (``x (erf(x / sqrt 2) + 1) / 2``): fp16 files compute it in float,
+        the output rounded."""
+        (data,) = self.activation_inputs(node, 1, 1)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        self.float16_only(node, (x, out), "GELU")
+        if list(x.shape) != list(out.shape):
+            raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+        self.emit(node, "Gelu", [data], {})
 
     def resize(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)
