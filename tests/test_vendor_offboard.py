@@ -643,11 +643,8 @@ CORPUS_REFUSED = {
     "dist2bbox_i8_tk232": "int8 constant 'c5' in NC1HWC2 layout",
     "psa_attention_i8": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16 attention",
     "psa_attention_i8_tk232": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16",
-    # transformer op types: their int8 arithmetic is not decoded (tests/test_vendor_transformer.py)
-    "layernorm13_i8": r"exNorm \(LayerNorm\) on \['int8', 'int8'\] tensors in an int8 file",
-    "layernorm17_i8": r"exNorm \(LayerNorm\) on \['int8', 'int8'\] tensors in an int8 file",
+    # a MatMul of two activations: its int8 arithmetic is not decoded (tests/test_vendor_transformer.py)
     "matmul_act_i8": r"exMatMul \(MatMul of two activations\) on \['int8', 'int8', 'int8'\] tensors",
-    "linear_gelu_i8": r"exGelu \(GELU\) on \['int8', 'int8'\] tensors in an int8 file",
     # run with their custom op registered in tests/test_vendor_custom_ops.py
     "cst_softmax_fp16": "'cstChannelSoftmax' is a custom op: register it",
     "cst_softmax_i8": "'cstChannelSoftmax' is a custom op: register it",
@@ -786,10 +783,12 @@ FIDELITY = {
     "conv_add_hardswish_fp16_tk232": ("0", 0, "100.00"), "conv_add_hardswish_i8_tk232": ("0.0744", 1, "99.78"),
     "relu_input_fp16": ("2.38e-07", 1, "99.95"), "relu_input_i8": ("0", 0, "100.00"),
     "relu_input_fp16_tk232": ("2.38e-07", 1, "99.95"), "relu_input_i8_tk232": ("0", 0, "100.00"),
-    # a transformer's op types (fp16; their int8 builds are refused but linear's, a 1x1 conv)
-    "layernorm13_fp16": ("0", 0, "100.00"), "layernorm17_fp16": ("0", 0, "100.00"),
+    # a transformer's op types (matmul_act_i8 is refused)
+    "layernorm13_fp16": ("0", 0, "100.00"), "layernorm13_i8": ("0.0495", 1, "99.61"),
+    "layernorm17_fp16": ("0", 0, "100.00"), "layernorm17_i8": ("0", 0, "100.00"),
     "linear_fp16": ("0", 0, "100.00"), "linear_i8": ("0", 0, "100.00"),
     "matmul_act_fp16": ("0", 0, "100.00"), "linear_gelu_fp16": ("0", 0, "100.00"),
+    "linear_gelu_i8": ("0.0157", 1, "99.61"),
 }
 #: corpus files refused unless RKNNLITE_VENDOR_UNVALIDATED=1, with the docs' percentage of values
 #: within one step and cosine (5 decimals)

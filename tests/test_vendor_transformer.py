@@ -267,19 +267,61 @@ def test_a_linear_layer_is_a_one_by_one_conv():
                                   w.T.astype(np.float16).astype(np.float32))
 
 
-@pytest.mark.parametrize("stem, message", [
-    ("layernorm13_i8", r"exNorm \(LayerNorm\) on \['int8', 'int8'\] tensors in an int8 file"),
-    ("matmul_act_i8", r"exMatMul \(MatMul of two activations\) on \['int8', 'int8', 'int8'\] tensors in an int8"),
-    ("linear_gelu_i8", r"exGelu \(GELU\) on \['int8', 'int8'\] tensors in an int8 file"),
-])
-def test_int8_transformer_ops_are_refused_by_name(stem, message):
-    with pytest.raises(ModelInvalidError, match=message + r".*only its float16 form \(fp16 files\) was decoded"):
-        _lowered(stem, validate=False)
+def test_int8_matmul_of_two_activations_is_refused_by_name():
+    with pytest.raises(ModelInvalidError, match=r"exMatMul \(MatMul of two activations\) on \['int8', 'int8', 'int8'\] "
+                                                r"tensors in an int8 file; only its float16 form \(fp16 files\) was decoded"):
+        _lowered("matmul_act_i8", validate=False)
 
 
-def test_an_int8_conv_with_gelu_is_refused_by_name(monkeypatch):
-    monkeypatch.setattr(lower_mod._Lowering, "gelu", lambda self, node: self.emit(
-        node, "Identity", self.activation_inputs(node, 1, 1), {}))  # past the standalone exGelu
-    with pytest.raises(ModelInvalidError, match=r"node 4 \(ConvExGelu 'Conv:MatMul3#2'\): ConvExGelu in an int8 file "
-                                                r"\(its GELU lookup table, the 'exGelu' tensor, is not decoded\)"):
+# -- int8: exNorm on the grids of its scale and bias, GELU from the file's tables ----------------------
+
+def test_int8_layer_norm_puts_its_scale_and_bias_on_their_int8_grids():
+    model = _lowered("layernorm13_i8")
+    loaded = load_model(str(CORPUS / "layernorm13_i8.rknn"))
+    sg = read_vendor_graph(loaded.payload, loaded.model.header_size, loaded.model.model_size, "f").subgraphs[0]
+    stored = {t.name: t for t in sg.tensors if t.name in ("c17", "c20")}
+    (norm,) = [n for n in model.graph.nodes if n.op == "LayerNormalization"]
+    gamma, beta = (model.graph.constants[name] for name in norm.inputs[1:])
+    weights = [w for w in _onnx_initializers("layernorm13") if w.shape == (32,)]
+    for got, t, raw in ((gamma, stored["c17"], weights[0].astype(np.float16)), (beta, stored["c20"], weights[1])):
+        (s,), (zp,) = t.scale, t.zero_point
+        codes = np.clip(np.rint(raw.astype(np.float64) / s) + zp, -128, 127)
+        np.testing.assert_allclose(got, (codes - zp) * s, rtol=1e-6)
+        assert not np.allclose(got, raw, rtol=0, atol=1e-6)  # not the stored values themselves
+    (y,), (ref,) = _run("layernorm17_i8")
+    assert np.array_equal(y, ref)
+
+
+def test_an_int8_layer_norm_scale_without_quantization_is_refused(monkeypatch):
+    original = lower_mod._Lowering.tensor
+
+    def tensor(self, index, node):
+        t = original(self, index, node)
+        return dataclasses.replace(t, scale=(), zero_point=()) if t.name == "c20" else t
+
+    monkeypatch.setattr(lower_mod._Lowering, "tensor", tensor)
+    with pytest.raises(ModelInvalidError, match=r"constant 'c20' of an int8 file has scale \[\] and zero point \[\]; "
+                                                "one positive scale and one int8 zero point were expected"):
+        _lowered("layernorm13_i8")
+
+
+def test_int8_gelu_runs_from_the_files_lookup_tables():
+    model = _lowered("linear_gelu_i8")
+    assert [n.op for n in model.graph.nodes if n.name == "exGelu:Mul32_2gelu"] == ["Div", "Round",
+                                                                                    "VendorLutActivation"]
+    assert [n.op for n in model.graph.nodes if n.name == "Conv:MatMul3#2"][-1] == "VendorLutActivation"
+    ys, refs = _run("linear_gelu_i8")
+    for y, ref in zip(ys, refs):
+        assert np.mean(y == ref) >= 0.99 and np.abs(y - ref).max() <= 0.016
+
+
+@pytest.mark.parametrize("op", ["exGelu", "ConvExGelu"])
+def test_int8_gelu_on_rk3576_is_refused_by_name(monkeypatch, op):
+    monkeypatch.setattr(lower_mod._Lowering, "f2_platform", lambda self: True)
+    monkeypatch.setattr(lower_mod._Lowering, "platform", lambda self: "rk3576")
+    if op == "ConvExGelu":  # past the standalone exGelu
+        monkeypatch.setattr(lower_mod._Lowering, "gelu", lambda self, node: self.emit(
+            node, "Identity", self.activation_inputs(node, 1, 1), {}))
+    with pytest.raises(ModelInvalidError, match=rf"{op} in an int8 rk3576 file: its lookup-table index map there was "
+                                                "not decoded"):
         _lowered("linear_gelu_i8", validate=False)

@@ -46,11 +46,13 @@ exNorm                 Transpose, LayerNormalization (``eps`` from the parameter
                        ``layer`` over axes [1] of (N, C, 1, T)), Transpose: a LayerNorm (opset-13
                        chain or opset-17 op); the stored float16 scale and float32 bias (rounded
                        to fp16), the NPU's all-ones reduce-mean weights (float16 and bfloat16,
-                       dtype code 16) checked; fp16 files; float32 inside, the output rounded
+                       dtype code 16) checked; float32 inside, the output rounded; int8 files:
+                       the scale and bias put on the int8 grids the file stores with them
 exMatMul               Transpose, MatMul, Transpose: (H, K, 1, M) x (H, K, 1, N) -> (H, M, 1, N),
                        a MatMul of two activations; fp16 files, float32 inside
-exGelu, ConvExGelu     Gelu (exact, Erf form) [after the Conv, rounded to fp16 first]; fp16 files
-                       (a MatMul by a constant, PyTorch's Linear, is a 1x1 Conv)
+exGelu, ConvExGelu     fp16: Gelu (exact, Erf form) [after the Conv, rounded to fp16 first];
+                       int8 (rk3588 family): the file's own lookup tables, as Sigmoid (a MatMul
+                       by a constant, PyTorch's Linear, is a 1x1 Conv)
 Resize                 Resize (parameters f0 coordinate mode, f4 mode, f5 nearest
                        mode; the stored float32 scales)
 exSoftmax13            Softmax (``axis`` from the parameter table)
@@ -104,9 +106,10 @@ _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "Conv
 #: fused parts that add the node's extra activation input (the residual)
 _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu")
 #: fused activations an int8 file computes with the DPU lookup table (run from the file's tables: .lut)
-_LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")
-#: fused activations lowered only in fp16 files (int8 files refused by name)
-_FP16_ONLY_ACTIVATIONS = ("Gelu",)
+_LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu")
+#: int8 lookup-table activations run from the file's tables only on the rk3588 family (refused on
+#: rk3576/rv1126b, whose index map for them was not decoded)
+_RK3588_LUT_ACTIVATIONS = ("Gelu",)
 #: fused activations whose parameters are DPU registers
 _REGISTER_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
 # int8 lookup-table activations run from the tables on rk3576/rv1126b too; HardSwish and ExSwish
@@ -650,9 +653,9 @@ class _Lowering:
         if p.get("auto_pad", "NOTSET") not in ("NOTSET", ""):
             raise self.error(f"{node.label} has auto_pad {p['auto_pad']!r}; only explicit pads (NOTSET) are supported")
         _check_conv_shape(self, node, x, out, weight.shape, attrs)
-        if self.int8 and activation in _FP16_ONLY_ACTIVATIONS:
-            raise self.error(f"{node.label}: {node.op} in an int8 file (its GELU lookup table, the 'exGelu' tensor, "
-                             "is not decoded); only fp16 files run it off-board")
+        if self.int8 and activation in _RK3588_LUT_ACTIVATIONS and self.f2_platform():
+            raise self.error(f"{node.label}: {node.op} in an int8 {self.platform()} file: its lookup-table index map "
+                             "there was not decoded (rk3588-family int8 files run it from the file's tables)")
         if self.int8:
             if activation in _LUT_ACTIVATIONS and self.stored_weight_scales(w, weight.shape[0]) is None:
                 lower_lut_conv(self, node, x, out, w, weight, b, attrs)  # the file's tables, rk3588-family map
@@ -1169,11 +1172,14 @@ class _Lowering:
         tokens-last tensors.  Its constant inputs: the scale (float16) and bias (float32) as
         stored (both rounded to fp16, as the simulator does; absent when they are the identity),
         and the NPU's reduce-mean weights ``<node>_rm_fp16_weight`` (float16) and
-        ``<node>_rm_bf16_weight`` (bfloat16), vectors of ones that must be so.  fp16 files only:
-        float32 inside, the output rounded."""
+        ``<node>_rm_bf16_weight`` (bfloat16), vectors of ones that must be so.  Float32 inside,
+        the output rounded (fp16 files) or requantized (int8 files, where the simulator puts the
+        scale and bias on the int8 grids of their own scale and zero point first)."""
         (data,) = self.activation_inputs(node, 1, 1)
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
-        self.float16_only(node, (x, out), "LayerNorm")
+        quantized = self.int8 and x.dtype == out.dtype == "int8"
+        if not quantized:
+            self.float16_only(node, (x, out), "LayerNorm")
         p = node.params
         if node.param_type != 87 or p.get("mode") != "layer" or p.get("axes") != [1]:
             raise self.error(f"{node.label}: parameter table {p} (type {node.param_type}); only mode 'layer' over "
@@ -1196,6 +1202,8 @@ class _Lowering:
         elif (len(affine) == 2 and [t.dtype for t in affine] == ["float16", "float32"]
               and all(int(np.prod(t.shape)) == channels for t in affine)):
             gamma, beta = (self.float_values(node, t, channels) for t in affine)
+            if quantized:  # the simulator puts them on the int8 grids the file gives them
+                gamma, beta = (self.fake_quantized(node, t, v) for t, v in zip(affine, (gamma, beta)))
         else:
             raise self.error(f"{node.label}: constant inputs {[(t.name, t.dtype, list(t.shape)) for t in affine]}; a "
                              f"float16 scale and a float32 bias of {channels} values (or neither) were expected")
@@ -1206,6 +1214,15 @@ class _Lowering:
                                              self.constant(f"{base}__bias", beta)],
                       {"axis": -1, "epsilon": float(eps)}, "normed")
         self.emit(node, "Transpose", [normed], {"perm": [0, 3, 1, 2]})
+
+    def fake_quantized(self, node: VendorNode, t: VendorTensor, values: np.ndarray) -> np.ndarray:
+        """``values`` of constant ``t`` put on the int8 grid of its own scale and zero point."""
+        if len(t.scale) != 1 or len(t.zero_point) != 1 or not t.scale[0] > 0 or not -128 <= t.zero_point[0] <= 127:
+            raise self.error(f"{node.label}: constant {t.name!r} of an int8 file has scale {list(t.scale)} and zero "
+                             f"point {list(t.zero_point)}; one positive scale and one int8 zero point were expected")
+        s, zp = float(t.scale[0]), int(t.zero_point[0])
+        codes = np.clip(np.rint(values.astype(np.float64) / s) + zp, -128, 127)
+        return ((codes - zp) * s).astype(np.float32)
 
     def float_values(self, node: VendorNode, t: VendorTensor, count: int) -> np.ndarray:
         """The ``count`` float16/float32/bfloat16 values of constant ``t`` as float32."""
@@ -1251,12 +1268,19 @@ class _Lowering:
 
     def gelu(self, node: VendorNode) -> None:
         """A standalone exGelu (``x (erf(x / sqrt 2) + 1) / 2``): fp16 files compute it in float,
-        the output rounded."""
+        the output rounded; int8 files (rk3588 family) run the DPU lookup table the file loads
+        (:func:`.lut.lower_lut_sigmoid`, whose tables are the file's own whatever the function)."""
         (data,) = self.activation_inputs(node, 1, 1)
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
-        self.float16_only(node, (x, out), "GELU")
         if list(x.shape) != list(out.shape):
             raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+        if self.int8 and x.dtype == out.dtype == "int8":
+            if self.f2_platform():
+                raise self.error(f"{node.label}: exGelu in an int8 {self.platform()} file: its lookup-table index map "
+                                 "there was not decoded (rk3588-family int8 files run it from the file's tables)")
+            lower_lut_sigmoid(self, node, x, out)
+            return
+        self.float16_only(node, (x, out), "GELU")
         self.emit(node, "Gelu", [data], {})
 
     def resize(self, node: VendorNode) -> None:
