@@ -899,6 +899,10 @@ def _cases() -> List[Case]:
              purpose="MatMul of two activations (transformers)"),
         Case("linear_gelu", "GELU (Erf form) of Linear 32->64 of x (1, 16, 32) -> y, and of x itself -> z",
              _linear_gelu(), [("x", (1, 16, 32), "normal")], purpose="GELU (transformers)"),
+        Case("encoder_layer", "the transformer_like architecture (one encoder layer: LayerNorm, Q/K/V Linear, "
+             "scaled dot-product attention, projection, residuals, MLP with GELU), 16 tokens x 32, its weights",
+             _transformer_like(), [("x", (1, 16, 32), "normal")],
+             purpose="a transformer end to end (exNorm without scale and bias, exSDPAttention over tokens)"),
         Case("bench", "6 x (Conv 3x3 Relu) 3-32-64-96-128-160-192, s2 at 1,3,5; GAP; Conv 192->16 1x1",
              _bench, [("x", (1, 3, 64, 64), "image")], purpose="benchmark"),
     ]
