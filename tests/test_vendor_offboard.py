@@ -793,6 +793,7 @@ FIDELITY = {
     # the transformer_like architecture end to end: one-ulp conv, attention and GELU differences
     # (float32 sums in another order) carried through the residuals; its int8 build is refused
     "encoder_layer_fp16": ("0.00195", 16, "88.48"),
+    "gather_fp16": ("0", 0, "100.00"), "gather_i8": ("0", 0, "100.00"),
 }
 #: corpus files refused unless RKNNLITE_VENDOR_UNVALIDATED=1, with the docs' percentage of values
 #: within one step and cosine (5 decimals)

@@ -325,3 +325,17 @@ def test_int8_gelu_on_rk3576_is_refused_by_name(monkeypatch, op):
     with pytest.raises(ModelInvalidError, match=rf"{op} in an int8 rk3576 file: its lookup-table index map there was "
                                                 "not decoded"):
         _lowered("linear_gelu_i8", validate=False)
+
+
+@pytest.mark.parametrize("stem", ["gather_fp16", "gather_i8"])
+def test_a_gather_of_tokens_is_a_one_by_one_conv_selecting_them(stem):
+    model = _lowered(stem)
+    assert "Gather" not in model.vendor_ops
+    (conv,) = [n for n in model.graph.nodes if n.name == "Conv:Gather3_2conv"]
+    assert conv.op == "Conv"
+    weight = model.graph.constants[conv.inputs[1]][:, :, 0, 0]
+    (scale,) = {float(v) for v in weight[weight != 0]}  # one nonzero per row: 1 (int8: its dequantized 1)
+    np.testing.assert_array_equal(np.argmax(weight, axis=1), [0, 5, 2, 15])
+    assert (weight != 0).sum() == 4 and scale == pytest.approx(1, rel=1e-2)
+    (y,), (ref,) = _run(stem)
+    assert np.array_equal(y, ref)

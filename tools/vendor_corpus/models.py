@@ -728,6 +728,16 @@ def _linear_gelu(seed: int = 824, tokens: int = 16, dim: int = 32):
     return build
 
 
+def _gather(seed: int = 825):
+    """Token picking as transformer heads write it: Gather(x, [0, 5, 2, 15], axis=1) of a (1, 16, 32)
+    input (a class token and others), then a Linear 32->8."""
+    def build():
+        g = _G(seed)
+        picked = g.node("Gather", ["x", g.const(np.array([0, 5, 2, 15], np.int64))], axis=1)[0]
+        return g.model([("x", (1, 16, 32))], [(_linear(g, picked, 32, 8), "y")])
+    return build
+
+
 def _transformer_like(seed: int = 816, tokens: int = 16, dim: int = 32, heads: int = 2):
     """One transformer encoder layer: LayerNorm (decomposed), Q/K/V MatMuls, scaled dot-product attention
     (Softmax), output projection, residuals, an MLP with GELU (Erf form)."""
@@ -899,6 +909,8 @@ def _cases() -> List[Case]:
              purpose="MatMul of two activations (transformers)"),
         Case("linear_gelu", "GELU (Erf form) of Linear 32->64 of x (1, 16, 32) -> y, and of x itself -> z",
              _linear_gelu(), [("x", (1, 16, 32), "normal")], purpose="GELU (transformers)"),
+        Case("gather", "Gather(x, [0, 5, 2, 15], axis=1) of x (1, 16, 32), then Linear 32->8", _gather(),
+             [("x", (1, 16, 32), "normal")], purpose="Gather (a transformer's token picking)"),
         Case("encoder_layer", "the transformer_like architecture (one encoder layer: LayerNorm, Q/K/V Linear, "
              "scaled dot-product attention, projection, residuals, MLP with GELU), 16 tokens x 32, its weights",
              _transformer_like(), [("x", (1, 16, 32), "normal")],
