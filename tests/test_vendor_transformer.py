@@ -267,10 +267,59 @@ def test_a_linear_layer_is_a_one_by_one_conv():
                                   w.T.astype(np.float16).astype(np.float32))
 
 
-def test_int8_matmul_of_two_activations_is_refused_by_name():
-    with pytest.raises(ModelInvalidError, match=r"exMatMul \(MatMul of two activations\) on \['int8', 'int8', 'int8'\] "
-                                                r"tensors in an int8 file; only its float16 form \(fp16 files\) was decoded"):
-        _lowered("matmul_act_i8", validate=False)
+def _patch_registers(target: int, regs, change):
+    """A patch rewriting every regcmd write of ``(target, reg)``, ``reg`` in ``regs`` (value ``v`` ->
+    ``change(v)``)."""
+    def patch(data: bytearray) -> None:
+        view = _tensor_bytes(data, "regcmd")
+        found = 0
+        for at in range(0, len(view) - 7, 8):
+            (entry,) = struct.unpack_from("<Q", view, at)
+            if entry >> 48 == target and entry & 0xFFFF in regs:
+                value = change((entry >> 16) & 0xFFFFFFFF) & 0xFFFFFFFF
+                struct.pack_into("<Q", view, at, (entry & ~(0xFFFFFFFF << 16)) | (value << 16))
+                found += 1
+        assert found
+
+    return patch
+
+
+def test_int8_matmul_is_the_npus_integer_pipeline():
+    model = _lowered("matmul_act_i8")
+    nodes = [n for n in model.graph.nodes if n.name.startswith("exMatMul:")]
+    assert [n.op for n in nodes] == ["Div", "Round", "Div", "Round", "Mul", "Add", "Floor", "Transpose", "Transpose",
+                                     "MatMul", "Mul", "Transpose"]
+    consts = model.graph.constants
+    (cvt,) = [consts[i] for n in nodes if n.op == "Mul" for i in n.inputs if i.endswith("__cvt")]
+    assert float(cvt) == 0x7328 / 2 ** 15  # CNA_CVT_CON1's scale 29480 over its 15-bit truncate
+    (unit,) = [consts[i] for n in nodes if n.op == "Mul" for i in n.inputs if i.endswith("__unit")]
+    assert float(unit) == pytest.approx(0x41D3 / 2 ** 21 * model.graph.quant["y_mm"].scale[0], rel=1e-6)
+    (y,), (ref,) = _run("matmul_act_i8")
+    assert np.array_equal(y, ref)  # without the CNA conversion of b: 77.6 % equal (cosine 0.99989)
+
+
+@pytest.mark.parametrize("regs, change, message", [
+    ((0x1050, 0x1054, 0x1058, 0x105C), lambda v: v + 1, r"CNA_CVT_CON1 \(0x1050\) = 0x7328000f \(scale 29480, offset 15\) with shift 15; the "
+                              r"offset must undo the zero point -14 of 'b_rs'"),
+    ((0x1058,), lambda v: v + 0x10000, r"CNA_CVT_CON1..4 \(0x1050-0x105c\) differ"),
+    ((0x104C,), lambda v: v ^ 0x10, r"CNA_CVT_CON0 \(0x104c\) = 0x3cf3cea; the observed layout is four equal"),
+    ((0x104C,), lambda v: v | 0x4, r"CNA_CVT_CON0 \(0x104c\) = 0x3cf3cfe; the observed layout"),
+])
+def test_int8_matmul_cna_conversion_registers_are_checked(tmp_path, regs, change, message):
+    path = _doctored(tmp_path, "matmul_act_i8", _patch_registers(0x0201, regs, change))
+    with pytest.raises(ModelInvalidError, match=r"exMatMul 'exMatMul:MatMul2#1'\): " + message):
+        rknnlite.Context(path, backend="software")
+
+
+@pytest.mark.parametrize("regs, change, message", [
+    ((0x4054,), lambda v: v - 1, r"BS_ALU_SRC \(0x4054\) give weight zero point 21; a plain layer zero point equal to "
+                              r"'a_tp_rs''s \(20\)"),
+    ((0x4080,), lambda v: 0, r"OUT_CVT offset 0, scale 0x41d3, shift 0x15; the output's zero point -2"),
+])
+def test_int8_matmul_dpu_registers_are_checked(tmp_path, regs, change, message):
+    path = _doctored(tmp_path, "matmul_act_i8", _patch_registers(0x1001, regs, change))
+    with pytest.raises(ModelInvalidError, match=message):
+        rknnlite.Context(path, backend="software")
 
 
 # -- int8: exNorm on the grids of its scale and bias, GELU from the file's tables ----------------------

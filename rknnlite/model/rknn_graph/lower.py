@@ -49,7 +49,9 @@ exNorm                 Transpose, LayerNormalization (``eps`` from the parameter
                        dtype code 16) checked; float32 inside, the output rounded; int8 files:
                        the scale and bias put on the int8 grids the file stores with them
 exMatMul               Transpose, MatMul, Transpose: (H, K, 1, M) x (H, K, 1, N) -> (H, M, 1, N),
-                       a MatMul of two activations; fp16 files, float32 inside
+                       a MatMul of two activations; fp16 files: float32 inside; int8 files: the
+                       operands' integer codes, the second converted as the CNA registers say
+                       (``CVT_CON0..4``), the accumulator requantized (OUT_CVT)
 exGelu, ConvExGelu     fp16: Gelu (exact, Erf form) [after the Conv, rounded to fp16 first];
                        int8 (rk3588 family): the file's own lookup tables, as Sigmoid (a MatMul
                        by a constant, PyTorch's Linear, is a 1x1 Conv)
@@ -84,7 +86,7 @@ from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
 from .f2act import F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage
 from .lut import lower_lut_conv, lower_lut_sigmoid
-from .regcmd import Requant, fused_activation, node_registers, read_tasks, requant_of
+from .regcmd import TARGET_DPU, Requant, fused_activation, node_registers, read_tasks, requant_of
 from .regcmd import shortest_decimal as _shortest
 from .validated import check_validated, toolkit_release
 from .weights import decode_float_bias, decode_int8_bias, decode_int32_bias, decode_weight
@@ -122,6 +124,10 @@ _RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 _ACTIVATION_KINDS = ("input", "output", "activation")
 _WEIGHT_KINDS = ("const", "generated")
 _IDENTITY_TOLERANCE = 1e-3
+#: CNA registers of an int8 exMatMul's input conversion (``CVT_CON0``, then ``CVT_CON1..4``)
+_TARGET_CNA = 0x0201
+_REG_CNA_CVT_CON0 = 0x104C
+_REG_CNA_CVT_SCALES = (0x1050, 0x1054, 0x1058, 0x105C)
 
 
 class VendorGraph(Graph):
@@ -1250,21 +1256,86 @@ class _Lowering:
     def matmul(self, node: VendorNode) -> None:
         """exMatMul, the compiler's MatMul of two activations: ``a`` (H, K, 1, M) and ``b`` (H, K,
         1, N) -> (H, M, 1, N), ``out[h, m, 0, n] = sum_k a[h, k, 0, m] b[h, k, 0, n]`` (the
-        Transposes around it bring the ONNX operands there).  fp16 files only: float32 inside,
-        the output rounded."""
+        Transposes around it bring the ONNX operands there).  fp16 files: float32 inside, the
+        output rounded; int8 files: the NPU's integer pipeline (:meth:`int8_matmul_operands`)."""
         a, b = self.activation_inputs(node, 2, 2)
         ta, tb = (self.tensor(i, node) for i in node.inputs[:2])
         out = self.single_output(node)
-        self.float16_only(node, (ta, tb, out), "MatMul of two activations")
+        quantized = self.int8 and ta.dtype == tb.dtype == out.dtype == "int8"
+        if not quantized:
+            self.float16_only(node, (ta, tb, out), "MatMul of two activations")
         sa, sb, so = list(ta.shape), list(tb.shape), list(out.shape)
         if (len(sa) != 4 or len(sb) != 4 or sa[2] != 1 or sb[2] != 1 or sa[:2] != sb[:2]
                 or so != [sa[0], sa[3], 1, sb[3]]):
             raise self.error(f"{node.label}: operands {sa}, {sb} -> {so}; (H, K, 1, M), (H, K, 1, N) -> (H, M, 1, N) "
                              "was expected")
         step = self.float_steps(node, self.names[out.index])
+        if quantized:
+            a, b, unit = self.int8_matmul_operands(node, ta, tb, out, a, b, step)
         product = step("MatMul", [step("Transpose", [a], {"perm": [0, 2, 3, 1]}, "a_t"),
                                   step("Transpose", [b], {"perm": [0, 2, 1, 3]}, "b_t")], {}, "product")
+        if quantized:  # the accumulator in real units; the executor requantizes it to the output's grid
+            product = step("Mul", [product, self.constant(f"{self.names[out.index]}__unit", np.array(unit, np.float32),
+                                                          keep_float=True)], {}, "scaled")
         self.emit(node, "Transpose", [product], {"perm": [0, 2, 1, 3]})
+
+    def int8_matmul_operands(self, node: VendorNode, ta: VendorTensor, tb: VendorTensor, out: VendorTensor,
+                             a: str, b: str, step) -> Tuple[str, str, float]:
+        """An int8 exMatMul as the NPU runs it: a conv whose weight is ``a`` (its zero point in
+        BS_ALU_SRC) and whose data is ``b``, converted on input by the CNA (``CVT_CON0`` 0x104c:
+        shift ``t`` in its four 6-bit truncate fields, low bits 0xa; ``CVT_CON1..4``
+        0x1050-0x105c, all equal: scale in bits 16..31, offset in bits 0..15, the negated zero point
+        of ``b``) to ``b' = floor(((q_b - zp_b) * scale + 2^(t-1)) / 2^t)``, then
+        ``y = round(sum (q_a - zp_a) * b' * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT) + OUT_CVT_OFFSET``.
+        Returns the names of the integer operands and the real value of one accumulator step."""
+        where = f"{self.label}: {node.label}"
+        regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
+
+        def reg(target: int, address: int, name: str) -> int:
+            value = regs.get((target, address))
+            if value is None:
+                raise self.error(f"{node.label}: its conv task does not write {name} ({address:#x})")
+            return value
+
+        con0 = reg(_TARGET_CNA, _REG_CNA_CVT_CON0, "CNA_CVT_CON0")
+        truncates = {(con0 >> shift) & 0x3F for shift in (4, 10, 16, 22)}
+        if con0 & 0xF != 0xA or con0 >> 28 or len(truncates) != 1:
+            raise self.error(f"{node.label}: CNA_CVT_CON0 (0x104c) = {con0:#x}; the observed layout is four equal "
+                             "6-bit truncate shifts in bits 4..27 over the low bits 0xa (a signed, converted input)")
+        (shift,) = truncates
+        cons = {reg(_TARGET_CNA, address, f"CNA_CVT_CON{k + 1}") for k, address in enumerate(_REG_CNA_CVT_SCALES)}
+        if len(cons) != 1:
+            raise self.error(f"{node.label}: CNA_CVT_CON1..4 (0x1050-0x105c) differ ({sorted(hex(v) for v in cons)}); "
+                             "one scale and offset for all four were observed")
+        (con,) = cons
+        scale, offset = con >> 16, _signed16(con & 0xFFFF)
+        qa, qb, qo = (self.activation_quant(t) for t in (ta, tb, out))
+        if offset != -qb.zero_point[0] or scale == 0 or shift == 0:
+            raise self.error(f"{node.label}: CNA_CVT_CON1 (0x1050) = {con:#x} (scale {scale}, offset {offset}) with "
+                             f"shift {shift}; the offset must undo the zero point {qb.zero_point[0]} of {tb.name!r} "
+                             "and the scale and shift be set")
+        alu_cfg = reg(TARGET_DPU, 0x4050, "BS_ALU_CFG")
+        weight_zp = -_signed16(reg(TARGET_DPU, 0x4054, "BS_ALU_SRC") & 0xFFFF)
+        if alu_cfg & 1 or weight_zp != qa.zero_point[0]:
+            raise self.error(f"{node.label}: BS_ALU_CFG (0x4050) = {alu_cfg:#x} and BS_ALU_SRC (0x4054) give weight zero "
+                             f"point {weight_zp}; a plain layer zero point equal to {ta.name!r}'s "
+                             f"({qa.zero_point[0]}) was expected")
+        offset_out = _signed32(reg(TARGET_DPU, 0x4080, "OUT_CVT_OFFSET"))
+        out_scale = reg(TARGET_DPU, 0x4084, "OUT_CVT_SCALE")
+        out_shift = reg(TARGET_DPU, 0x4088, "OUT_CVT_SHIFT")
+        if offset_out != qo.zero_point[0] or out_scale & ~0xFFFF or out_shift & ~0x3F:
+            raise self.error(f"{node.label}: OUT_CVT offset {offset_out}, scale {out_scale:#x}, shift {out_shift:#x}; "
+                             f"the output's zero point {qo.zero_point[0]}, a 16-bit scale and a 6-bit shift were "
+                             "expected")
+        base = self.names[out.index]
+        consts = {k: self.constant(f"{base}__{k}", np.array(v, np.float32), keep_float=True) for k, v in
+                  (("a_scale", qa.scale[0]), ("b_scale", qb.scale[0]), ("cvt", scale / float(1 << shift)),
+                   ("half", 0.5))}
+        codes_a = step("Round", [step("Div", [a, consts["a_scale"]], {}, "a_div")], {}, "a_codes")
+        codes_b = step("Round", [step("Div", [b, consts["b_scale"]], {}, "b_div")], {}, "b_codes")
+        converted = step("Floor", [step("Add", [step("Mul", [codes_b, consts["cvt"]], {}, "b_mul"), consts["half"]],
+                                        {}, "b_half")], {}, "b_cvt")
+        return codes_a, converted, out_scale / float(1 << out_shift) * qo.scale[0]
 
     def gelu(self, node: VendorNode) -> None:
         """A standalone exGelu (``x (erf(x / sqrt 2) + 1) / 2``): fp16 files compute it in float,
@@ -1317,6 +1388,14 @@ class _Lowering:
             raise self.error(f"{node.label} converts {src!r} ({x.dtype} tensor) to {dst!r} ({out.dtype} tensor); "
                              f"the lowering converts between {' and '.join(known)}")
         self.emit(node, "Identity", [data], {})
+
+
+def _signed16(value: int) -> int:
+    return value - (1 << 16) if value >= 1 << 15 else value
+
+
+def _signed32(value: int) -> int:
+    return value - (1 << 32) if value >= 1 << 31 else value
 
 
 def _with_dims(spec: TensorSpec, dims: Tuple[int, ...]) -> TensorSpec:

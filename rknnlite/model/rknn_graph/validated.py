@@ -68,7 +68,7 @@ rk3588   2.3.2  fp16       Add Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSw
 rk3588   2.3.2  int8       Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid HardSwish InputOperator OutputOperator Relu exDataConvert exSoftmax13
 rk3588   2.3.2  int8-layer Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
 rk3588   2.5.0  fp16       Add AddRelu ArgMax AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Relu Reshape Resize Sigmoid Slice Split Sub Transpose exGelu exMatMul exNorm exSDPAttention exSoftmax13 exSwish
-rk3588   2.5.0  int8       Add AddRelu ArgMax AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Relu Reshape Resize Sigmoid Slice Split Sub Transpose exDataConvert exGelu exNorm exSoftmax13 exSwish
+rk3588   2.5.0  int8       Add AddRelu ArgMax AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Relu Reshape Resize Sigmoid Slice Split Sub Transpose exDataConvert exGelu exMatMul exNorm exSoftmax13 exSwish
 rk3588   2.5.0  int8-layer AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
 rv1126b  2.3.2  fp16       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
 rv1126b  2.3.2  int8       Conv ConvRelu InputOperator OutputOperator
