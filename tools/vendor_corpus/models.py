@@ -901,9 +901,12 @@ def _cases() -> List[Case]:
              "(ReduceMean, Sub, Pow, Sqrt, Div, Mul gamma, Add beta; random gamma/beta)", _layernorm(),
              [("x", (1, 16, 32), "normal")], purpose="exNorm (transformers)"),
         Case("layernorm17", "LayerNormalization(axis=-1, epsilon=1e-5) of (1, 16, 32), opset 17, random gamma/beta",
-             _layernorm(821, opset=17), [("x", (1, 16, 32), "normal")], purpose="exNorm from opset 17"),
+             _layernorm(821, opset=17), [("x", (1, 16, 32), "normal")], variants=("fp16",),
+             purpose="exNorm from opset 17 (int8: the same node as layernorm13's; its helper weights make int8 "
+                     "builds 290 KB)"),
         Case("linear", "x (1, 16, 32) @ W (32, 48) + b (PyTorch's Linear)", _linear_case(),
-             [("x", (1, 16, 32), "normal")], purpose="MatMul by a constant (transformers)"),
+             [("x", (1, 16, 32), "normal")], variants=("fp16",),
+             purpose="MatMul by a constant (transformers; int8: a 1x1 conv like any other, 290 KB of helpers)"),
         Case("matmul_act", "a (1, 2, 16, 8) @ b (1, 2, 8, 12), both inputs", _matmul_act(),
              [("a", (1, 2, 16, 8), "normal"), ("b", (1, 2, 8, 12), "normal")],
              purpose="MatMul of two activations (transformers)"),
@@ -913,8 +916,9 @@ def _cases() -> List[Case]:
              [("x", (1, 16, 32), "normal")], purpose="Gather (a transformer's token picking)"),
         Case("encoder_layer", "the transformer_like architecture (one encoder layer: LayerNorm, Q/K/V Linear, "
              "scaled dot-product attention, projection, residuals, MLP with GELU), 16 tokens x 32, its weights",
-             _transformer_like(), [("x", (1, 16, 32), "normal")],
-             purpose="a transformer end to end (exNorm without scale and bias, exSDPAttention over tokens)"),
+             _transformer_like(), [("x", (1, 16, 32), "normal")], variants=("fp16",),
+             purpose="a transformer end to end (exNorm without scale and bias, exSDPAttention over tokens; int8: "
+                     "refused at its int8 exSDPAttention, as psa_attention_i8)"),
         Case("bench", "6 x (Conv 3x3 Relu) 3-32-64-96-128-160-192, s2 at 1,3,5; GAP; Conv 192->16 1x1",
              _bench, [("x", (1, 3, 64, 64), "image")], purpose="benchmark"),
     ]
