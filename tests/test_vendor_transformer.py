@@ -311,6 +311,19 @@ def test_int8_matmul_cna_conversion_registers_are_checked(tmp_path, regs, change
         rknnlite.Context(path, backend="software")
 
 
+def test_int8_matmul_with_a_bn_stage_is_refused(tmp_path):
+    def patch(data):  # the conv task's 0x405c write becomes a BN_MUL (0x4068) write, as an attention's
+        view = _tensor_bytes(data, "regcmd")
+        for at in range(0, len(view) - 7, 8):
+            (entry,) = struct.unpack_from("<Q", view, at)
+            if entry >> 48 == 0x1001 and entry & 0xFFFF == 0x405C:
+                struct.pack_into("<Q", view, at, (0x1001 << 48) | (0x40001000 << 16) | 0x4068)
+
+    with pytest.raises(ModelInvalidError, match=r"its conv task writes the BN stage \(0x4068 = 0x40001000\), which "
+                                                "no observed exMatMul sets"):
+        rknnlite.Context(_doctored(tmp_path, "matmul_act_i8", patch), backend="software")
+
+
 @pytest.mark.parametrize("regs, change, message", [
     ((0x4054,), lambda v: v - 1, r"BS_ALU_SRC \(0x4054\) give weight zero point 21; a plain layer zero point equal to "
                               r"'a_tp_rs''s \(20\)"),

@@ -54,7 +54,8 @@ exMatMul               Transpose, MatMul, Transpose: (H, K, 1, M) x (H, K, 1, N)
                        (``CVT_CON0..4``), the accumulator requantized (OUT_CVT)
 exGelu, ConvExGelu     fp16: Gelu (exact, Erf form) [after the Conv, rounded to fp16 first];
                        int8 (rk3588 family): the file's own lookup tables, as Sigmoid (a MatMul
-                       by a constant, PyTorch's Linear, is a 1x1 Conv)
+                       by a constant, PyTorch's Linear, is a 1x1 Conv; so is a Gather of tokens
+                       by constant indices, with a 0/1 selection weight)
 Resize                 Resize (parameters f0 coordinate mode, f4 mode, f5 nearest
                        mode; the stored float32 scales)
 exSoftmax13            Softmax (``axis`` from the parameter table)
@@ -1320,6 +1321,12 @@ class _Lowering:
             raise self.error(f"{node.label}: BS_ALU_CFG (0x4050) = {alu_cfg:#x} and BS_ALU_SRC (0x4054) give weight zero "
                              f"point {weight_zp}; a plain layer zero point equal to {ta.name!r}'s "
                              f"({qa.zero_point[0]}) was expected")
+        bn = {address: regs[(TARGET_DPU, address)] for address in (0x4060, 0x4064, 0x4068)
+              if (TARGET_DPU, address) in regs}
+        if bn:  # an int8 attention's scores conv multiplies there (by its scale); no exMatMul did
+            raise self.error(f"{node.label}: its conv task writes the BN stage ("
+                             f"{', '.join(f'{a:#x} = {v:#x}' for a, v in sorted(bn.items()))}), which no observed "
+                             "exMatMul sets; its arithmetic there was not decoded")
         offset_out = _signed32(reg(TARGET_DPU, 0x4080, "OUT_CVT_OFFSET"))
         out_scale = reg(TARGET_DPU, 0x4084, "OUT_CVT_SCALE")
         out_shift = reg(TARGET_DPU, 0x4088, "OUT_CVT_SHIFT")
