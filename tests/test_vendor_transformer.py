@@ -402,3 +402,48 @@ def test_a_gather_of_tokens_is_a_one_by_one_conv_selecting_them(stem):
     assert (weight != 0).sum() == 4 and scale == pytest.approx(1, rel=1e-2)
     (y,), (ref,) = _run(stem)
     assert np.array_equal(y, ref)
+
+
+# -- an embedding lookup: Gather on the CPU ----------------------------------------------------------
+
+def test_an_embedding_lookup_is_a_gather_of_the_float16_table_by_the_int64_ids():
+    model = _lowered("embedding_fp16")
+    (gather,) = [n for n in model.graph.nodes if n.op == "Gather"]
+    assert gather.attrs == {"axis": 0} and gather.inputs[1] == "ids"
+    (table,) = [w for w in _onnx_initializers("embedding") if w.shape == (50, 32)]
+    np.testing.assert_array_equal(model.graph.constants[gather.inputs[0]], table.astype(np.float16).astype(np.float32))
+    assert model.metadata.inputs[0].dtype == "int64"
+    data = np.load(CORPUS / "embedding_fp16.npz")
+    with rknnlite.Context(str(CORPUS / "embedding_fp16.rknn"), backend="software") as ctx:
+        (y,) = ctx.run([data["in0"]])
+    ref = data["out0"].reshape(y.shape)
+    assert np.mean(y == ref) >= 0.99 and np.abs(y - ref).max() <= 2 ** -14  # the Linear's conv: 1 ulp
+
+
+def test_an_embedding_table_of_another_dtype_is_refused(tmp_path):
+    def patch(data):  # the float16 table relabelled int16
+        data[_tensor_table(data, "table1").field_pos(0)] = 5
+
+    with pytest.raises(ModelInvalidError, match=r"a Gather of a int16 shape tensor 'table1' by int64 input 'ids'; only "
+                                                "a float16 constant table indexed by an int64 graph input"):
+        rknnlite.Context(_doctored(tmp_path, "embedding_fp16", patch), backend="software")
+
+
+def test_token_ids_that_another_op_reads_are_refused(tmp_path):
+    def patch(data):  # the ids relabelled float16: no longer int64 token ids
+        data[_tensor_table(data, "ids").field_pos(0)] = 10
+
+    with pytest.raises(ModelInvalidError, match=r"Gather of a float16 shape tensor 'table1' by float16 input 'ids'"):
+        rknnlite.Context(_doctored(tmp_path, "embedding_fp16", patch), backend="software")
+
+
+def test_an_embedding_gather_on_another_axis_is_refused(monkeypatch):
+    original = lower_mod._Lowering.bson
+
+    def bson(self, node, name, default=None):
+        return 1 if (node.op, name) == ("Gather", "axis") else original(self, node, name, default)
+
+    monkeypatch.setattr(lower_mod._Lowering, "bson", bson)
+    with pytest.raises(ModelInvalidError, match=r"axis 1 of a \[50, 32\] table by \[1, 16\] indices -> \[1, 16, 32\]; "
+                                                r"rows \(axis 0\) of a 2-D table were expected"):
+        _lowered("embedding_fp16")

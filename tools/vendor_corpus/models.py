@@ -24,6 +24,8 @@ OPSET = 13
 IR_VERSION = 8
 IMAGE_MEAN = [0.0, 128.0, 64.0]
 IMAGE_STD = [255.0, 64.0, 32.0]
+#: vocabulary size of "tokens" inputs (int64 ids) and of the embedding tables that read them
+TOKEN_VOCAB = 50
 
 
 @dataclass
@@ -35,7 +37,8 @@ class Case:
         graph: a one-line human description of the ONNX graph.
         build: ``() -> onnx.ModelProto``.
         inputs: ``[(name, shape, kind)]`` with kind ``"image"`` (raw 0..255, mean/std
-            applied by the model) or ``"normal"`` (N(0,1), no mean/std).
+            applied by the model), ``"normal"`` (N(0,1), no mean/std) or ``"tokens"`` (int64
+            token ids in ``[0, TOKEN_VOCAB)``).
         variants: which conversions to make: ``"fp16"``, ``"i8"`` (normal/channel),
             ``"i8_layer"`` (normal/layer).
         platform: the ``target_platform``.
@@ -78,6 +81,8 @@ class Case:
         for _, shape, kind in self.inputs:
             if kind == "image":
                 out.append(rng.uniform(0.0, 255.0, size=shape).astype(np.float32))
+            elif kind == "tokens":
+                out.append(rng.integers(0, TOKEN_VOCAB, size=shape).astype(np.int64))
             else:
                 out.append(rng.standard_normal(size=shape).astype(np.float32))
         return out
@@ -738,6 +743,21 @@ def _gather(seed: int = 825):
     return build
 
 
+def _embedding(seed: int = 826, tokens: int = 16, dim: int = 32):
+    """A transformer's input: Gather(table (TOKEN_VOCAB, 32), ids (1, 16) int64) -> (1, 16, 32), then
+    a Linear 32->16."""
+    def build():
+        from onnx import TensorProto, helper
+
+        g = _G(seed)
+        table = g.const(g.rng.standard_normal((TOKEN_VOCAB, dim)).astype(np.float32), "table")
+        emb = g.node("Gather", [table, "ids"], axis=0)[0]
+        m = g.model([("ids", (1, tokens))], [(_linear(g, emb, dim, 16), "y")])
+        m.graph.input[0].type.tensor_type.elem_type = TensorProto.INT64
+        return m
+    return build
+
+
 def _transformer_like(seed: int = 816, tokens: int = 16, dim: int = 32, heads: int = 2):
     """One transformer encoder layer: LayerNorm (decomposed), Q/K/V MatMuls, scaled dot-product attention
     (Softmax), output projection, residuals, an MLP with GELU (Erf form)."""
@@ -914,6 +934,8 @@ def _cases() -> List[Case]:
              _linear_gelu(), [("x", (1, 16, 32), "normal")], purpose="GELU (transformers)"),
         Case("gather", "Gather(x, [0, 5, 2, 15], axis=1) of x (1, 16, 32), then Linear 32->8", _gather(),
              [("x", (1, 16, 32), "normal")], purpose="Gather (a transformer's token picking)"),
+        Case("embedding", "Gather(table (50, 32), ids (1, 16) int64, axis=0), then Linear 32->16", _embedding(),
+             [("ids", (1, 16), "tokens")], variants=("fp16",), purpose="Gather: an embedding lookup (CPU)"),
         Case("encoder_layer", "the transformer_like architecture (one encoder layer: LayerNorm, Q/K/V Linear, "
              "scaled dot-product attention, projection, residuals, MLP with GELU), 16 tokens x 32, its weights",
              _transformer_like(), [("x", (1, 16, 32), "normal")], variants=("fp16",),

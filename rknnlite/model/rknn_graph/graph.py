@@ -34,7 +34,7 @@ KINDS = {0: "none", 1: "input", 2: "output", 3: "activation", 4: "const", 5: "sh
 #: Node slot 7: parameter-union type -> the op family whose table it is.
 PARAM_TYPES = {0: "none", 1: "conv", 2: "deconv", 3: "maxpool", 5: "avgpool", 19: "concat", 20: "split", 25: "transpose",
                26: "resize", 51: "argmax",
-               61: "softmax", 87: "norm"}
+               50: "gather", 61: "softmax", 87: "norm"}
 #: Tensor kinds whose data is in a buffer.
 CONST_KINDS = ("const", "shape", "lut", "generated", "regcmd", "task")
 

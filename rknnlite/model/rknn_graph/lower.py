@@ -58,6 +58,8 @@ exGelu, ConvExGelu     fp16: Gelu (exact, Erf form) [after the Conv, rounded to 
                        by constant indices, with a 0/1 selection weight)
 Resize                 Resize (parameters f0 coordinate mode, f4 mode, f5 nearest
                        mode; the stored float32 scales)
+Gather                 Gather: an embedding lookup (a float16 constant table, int64 ids that are
+                       a graph input; fp16 files)
 exSoftmax13            Softmax (``axis`` from the parameter table)
 Reshape                Reshape (the stored int64 shape)
 exDataConvert          Identity (int8 <-> float16 per its ``i_dtype``/``o_dtype``)
@@ -98,7 +100,7 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu ConvExGelu "
-    "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention exNorm exMatMul exGelu "
+    "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention exNorm exMatMul exGelu Gather "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
@@ -306,12 +308,17 @@ class _Lowering:
         activations = [t for t in self.sg.tensors if t.kind in _ACTIVATION_KINDS]
         #: the int64 tensors an ArgMax writes (the only int64 activations observed)
         self.indices = {i for n in self.sg.nodes if n.op == "ArgMax" for i in n.outputs}
+        #: int64 graph inputs that only a Gather's indices read (token ids of an embedding lookup)
+        self.token_ids = {t.index for t in activations if t.kind == "input" and t.dtype == "int64" and
+                          all(n.op == "Gather" and n.inputs[1:2] == (t.index,) for n in self.sg.nodes
+                              if t.index in n.inputs)}
         for t in activations:
-            if t.dtype == "int64" and t.index in self.indices:
+            if t.dtype == "int64" and (t.index in self.indices or t.index in self.token_ids):
                 continue
             if t.dtype not in ("float16", "float32", "int8"):
                 raise self.error(f"activation tensor {t.index} ({t.name!r}) has dtype {t.dtype}; the lowering runs "
-                                 "float16, float32 and int8 activations (and an ArgMax's int64 output)")
+                                 "float16, float32 and int8 activations (and an ArgMax's int64 output, and int64 "
+                                 "graph inputs that only a Gather's indices read)")
             if t.layout == "NHWC" and not _is_helper(t):  # seen only on rk3562's output helper tensors
                 raise self.error(f"activation tensor {t.index} ({t.name!r}) has layout NHWC (code 1), which was "
                                  "observed only on NPU helper tensors, never on data the graph computes")
@@ -453,6 +460,8 @@ class _Lowering:
             self.matmul(node)
         elif node.op == "exGelu":
             self.gelu(node)
+        elif node.op == "Gather":
+            self.gather(node)
         elif node.op == "Resize":
             self.resize(node)
         elif node.op == "exSoftmax13":
@@ -1360,6 +1369,29 @@ class _Lowering:
             return
         self.float16_only(node, (x, out), "GELU")
         self.emit(node, "Gelu", [data], {})
+
+    def gather(self, node: VendorNode) -> None:
+        """Gather, an embedding lookup on the CPU: rows of a constant table (stored float16 in
+        fp16 files) picked by an int64 graph input; ``axis`` from the BSON (0 observed)."""
+        if len(node.inputs) != 2:
+            raise self.error(f"{node.label} has {len(node.inputs)} inputs; Gather takes a table and indices")
+        table, ids = (self.tensor(i, node) for i in node.inputs)
+        out = self.single_output(node)
+        if table.kind not in ("const", "shape") or table.dtype != "float16" or ids.index not in self.token_ids:
+            raise self.error(f"{node.label}: a Gather of a {table.dtype} {table.kind} tensor {table.name!r} by "
+                             f"{ids.dtype} {ids.kind} {ids.name!r}; only a float16 constant table indexed by an int64 "
+                             "graph input (an embedding lookup in an fp16 file) was decoded")
+        axis = self.bson_int(node, "axis", 0)
+        if axis != 0 or len(table.shape) != 2 or list(out.shape) != list(ids.shape) + [table.shape[1]]:
+            raise self.error(f"{node.label}: axis {axis} of a {list(table.shape)} table by {list(ids.shape)} indices "
+                             f"-> {list(out.shape)}; rows (axis 0) of a 2-D table were expected")
+        raw = self.vf.tensor_data(self.sg, table)
+        count = int(np.prod(table.shape))
+        if len(raw) < 2 * count:
+            raise self.error(f"{node.label}: table {table.name!r} needs {2 * count} bytes, has {len(raw)}")
+        values = np.frombuffer(raw, "<f2", count).astype(np.float32).reshape(table.shape)
+        self.emit(node, "Gather", [self.constant(self.names[table.index], values), self.names[ids.index]],
+                  {"axis": 0})
 
     def resize(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)
