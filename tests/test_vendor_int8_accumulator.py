@@ -60,7 +60,7 @@ def _int64_conv(codes: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
 
 @needs_corpus
 @pytest.mark.parametrize("stem", ["conv_sigmoid_i8", "conv_relu6_i8", "mbblock_i8", "convnet_rk3576_i8",
-                                  "bench_i8_layer"])
+                                  "mbblock_i8_layer"])
 def test_the_accumulator_is_the_exact_integer_sum(stem):
     lowered = _lowered(stem)
     g = lowered.graph
@@ -96,7 +96,7 @@ def test_a_plain_int8_conv_is_its_accumulator_times_the_register_multiplier():
 
 
 @needs_corpus
-@pytest.mark.parametrize("stem", ["bench_i8", "bench_i8_layer", "convnet_i8", "deconv_k2s2_i8", "mbblock_i8",
+@pytest.mark.parametrize("stem", ["bench_i8", "conv_add_relu_i8_layer", "convnet_i8", "deconv_k2s2_i8", "mbblock_i8",
                                   "conv_add_relu_i8", "convnet_rk3576_i8"])
 def test_int8_files_give_the_same_codes_on_every_isa_path_this_cpu_runs(stem, request, monkeypatch):
     native = ck.gemm_isa()

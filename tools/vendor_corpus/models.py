@@ -24,6 +24,8 @@ OPSET = 13
 IR_VERSION = 8
 IMAGE_MEAN = [0.0, 128.0, 64.0]
 IMAGE_STD = [255.0, 64.0, 32.0]
+#: vocabulary size of "tokens" inputs (int64 ids) and of the embedding tables that read them
+TOKEN_VOCAB = 50
 
 
 @dataclass
@@ -35,7 +37,8 @@ class Case:
         graph: a one-line human description of the ONNX graph.
         build: ``() -> onnx.ModelProto``.
         inputs: ``[(name, shape, kind)]`` with kind ``"image"`` (raw 0..255, mean/std
-            applied by the model) or ``"normal"`` (N(0,1), no mean/std).
+            applied by the model), ``"normal"`` (N(0,1), no mean/std) or ``"tokens"`` (int64
+            token ids in ``[0, TOKEN_VOCAB)``).
         variants: which conversions to make: ``"fp16"``, ``"i8"`` (normal/channel),
             ``"i8_layer"`` (normal/layer).
         platform: the ``target_platform``.
@@ -78,6 +81,8 @@ class Case:
         for _, shape, kind in self.inputs:
             if kind == "image":
                 out.append(rng.uniform(0.0, 255.0, size=shape).astype(np.float32))
+            elif kind == "tokens":
+                out.append(rng.integers(0, TOKEN_VOCAB, size=shape).astype(np.int64))
             else:
                 out.append(rng.standard_normal(size=shape).astype(np.float32))
         return out
@@ -139,9 +144,9 @@ class _G:
         return self.node("Conv", ins, kernel_shape=[k, k], strides=[stride, stride],
                          pads=[pad, pad, pad, pad], group=group)[0]
 
-    def model(self, inputs, outputs, custom_domain: Optional[str] = None):
+    def model(self, inputs, outputs, custom_domain: Optional[str] = None, opset: int = OPSET):
         """``inputs``: [(name, shape)]; ``outputs``: [(tensor, name[, onnx elem type])] (renamed
-        via Identity-free rename; float unless a type is given)."""
+        via Identity-free rename; float unless a type is given); ``opset``: the default domain's."""
         import onnx
         from onnx import helper, TensorProto
 
@@ -161,7 +166,7 @@ class _G:
              for out in outputs],
             initializer=self.inits,
         )
-        opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(custom_domain, 1)] if custom_domain else [])
+        opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(custom_domain, 1)] if custom_domain else [])
         m = helper.make_model(g, opset_imports=opsets, producer_name="rknnlite-corpus")
         m.ir_version = IR_VERSION
         if custom_domain:  # shape inference and the checker know no custom op
@@ -704,6 +709,95 @@ def _unet_like(seed: int = 815, size: int = 64, width: int = 8, classes: int = 5
     return build
 
 
+def _linear(g: "_G", t: str, cin: int, cout: int) -> str:
+    """``t @ W + b`` as PyTorch's ONNX export writes a Linear (MatMul by a constant, then Add)."""
+    w = g.const((g.rng.standard_normal((cin, cout)) / np.sqrt(cin)).astype(np.float32), "w")
+    return g.node("Add", [g.node("MatMul", [t, w])[0], g.const((g.rng.standard_normal(cout) * 0.1)
+                                                               .astype(np.float32), "b")])[0]
+
+
+def _layer_norm13(g: "_G", t: str, dim: int, affine: bool = True) -> str:
+    """LayerNorm over the last axis as opset-13 exports write it (ReduceMean, Sub, Pow, Sqrt, Div,
+    then Mul by gamma and Add beta: random ones when ``affine``, else ones and zeros)."""
+    c = g.node("Sub", [t, g.node("ReduceMean", [t], axes=[-1], keepdims=1)[0]])[0]
+    var = g.node("ReduceMean", [g.node("Pow", [c, g.const(np.array(2, np.float32))])[0]], axes=[-1], keepdims=1)[0]
+    std = g.node("Sqrt", [g.node("Add", [var, g.const(np.array(1e-5, np.float32))])[0]])[0]
+    gamma = (1 + 0.5 * g.rng.standard_normal(dim)).astype(np.float32) if affine else np.ones(dim, np.float32)
+    beta = (0.3 * g.rng.standard_normal(dim)).astype(np.float32) if affine else np.zeros(dim, np.float32)
+    return g.node("Add", [g.node("Mul", [g.node("Div", [c, std])[0], g.const(gamma)])[0], g.const(beta)])[0]
+
+
+def _gelu(g: "_G", t: str) -> str:
+    """GELU in its Erf form as PyTorch exports it: ``x * (erf(x / sqrt 2) + 1) * 0.5``."""
+    return g.node("Mul", [g.node("Mul", [t, g.node("Add", [g.node("Erf", [g.node("Div", [
+        t, g.const(np.array(np.sqrt(2), np.float32))])[0]])[0], g.const(np.array(1, np.float32))])[0]])[0],
+        g.const(np.array(0.5, np.float32))])[0]
+
+
+def _layernorm(seed: int = 820, tokens: int = 16, dim: int = 32, opset: int = 13):
+    """LayerNorm of a (1, tokens, dim) input over the last axis with random gamma/beta: decomposed
+    (opset 13) or ONNX's LayerNormalization (opset 17)."""
+    def build():
+        g = _G(seed)
+        if opset >= 17:
+            gamma = g.const((1 + 0.5 * g.rng.standard_normal(dim)).astype(np.float32))
+            beta = g.const((0.3 * g.rng.standard_normal(dim)).astype(np.float32))
+            y = g.node("LayerNormalization", ["x", gamma, beta], axis=-1, epsilon=1e-5)[0]
+        else:
+            y = _layer_norm13(g, "x", dim)
+        return g.model([("x", (1, tokens, dim))], [(y, "y")], opset=opset)
+    return build
+
+
+def _linear_case(seed: int = 822, tokens: int = 16, cin: int = 32, cout: int = 48):
+    def build():
+        g = _G(seed)
+        return g.model([("x", (1, tokens, cin))], [(_linear(g, "x", cin, cout), "y")])
+    return build
+
+
+def _matmul_act(seed: int = 823):
+    """MatMul of two activations (attention scores without the softmax): a (1, 2, 16, 8) @ b (1, 2, 8, 12)."""
+    def build():
+        g = _G(seed)
+        return g.model([("a", (1, 2, 16, 8)), ("b", (1, 2, 8, 12))], [(g.node("MatMul", ["a", "b"])[0], "y")])
+    return build
+
+
+def _linear_gelu(seed: int = 824, tokens: int = 16, dim: int = 32):
+    """A transformer MLP's first half: Linear 32->64 then GELU (Erf form); and GELU alone on the input."""
+    def build():
+        g = _G(seed)
+        return g.model([("x", (1, tokens, dim))], [(_gelu(g, _linear(g, "x", dim, 2 * dim)), "y"),
+                                                   (_gelu(g, "x"), "z")])
+    return build
+
+
+def _gather(seed: int = 825):
+    """Token picking as transformer heads write it: Gather(x, [0, 5, 2, 15], axis=1) of a (1, 16, 32)
+    input (a class token and others), then a Linear 32->8."""
+    def build():
+        g = _G(seed)
+        picked = g.node("Gather", ["x", g.const(np.array([0, 5, 2, 15], np.int64))], axis=1)[0]
+        return g.model([("x", (1, 16, 32))], [(_linear(g, picked, 32, 8), "y")])
+    return build
+
+
+def _embedding(seed: int = 826, tokens: int = 16, dim: int = 32):
+    """A transformer's input: Gather(table (TOKEN_VOCAB, 32), ids (1, 16) int64) -> (1, 16, 32), then
+    a Linear 32->16."""
+    def build():
+        from onnx import TensorProto, helper
+
+        g = _G(seed)
+        table = g.const(g.rng.standard_normal((TOKEN_VOCAB, dim)).astype(np.float32), "table")
+        emb = g.node("Gather", [table, "ids"], axis=0)[0]
+        m = g.model([("ids", (1, tokens))], [(_linear(g, emb, dim, 16), "y")])
+        m.graph.input[0].type.tensor_type.elem_type = TensorProto.INT64
+        return m
+    return build
+
+
 def _transformer_like(seed: int = 816, tokens: int = 16, dim: int = 32, heads: int = 2):
     """One transformer encoder layer: LayerNorm (decomposed), Q/K/V MatMuls, scaled dot-product attention
     (Softmax), output projection, residuals, an MLP with GELU (Erf form)."""
@@ -881,6 +975,30 @@ def _cases() -> List[Case]:
              "(1, 2, 128, 16), Split [32, 32, 64], Softmax(q^T k / sqrt(32)), v attn^T, Reshape, + depthwise 3x3 "
              "of v, Conv 128->128 1x1", _psa_attention(), [("x", (1, 128, 4, 4), "normal")],
              purpose="exSDPAttention (YOLO11)"),
+        Case("layernorm13", "LayerNorm over the last axis of (1, 16, 32) as opset-13 exports write it "
+             "(ReduceMean, Sub, Pow, Sqrt, Div, Mul gamma, Add beta; random gamma/beta)", _layernorm(),
+             [("x", (1, 16, 32), "normal")], purpose="exNorm (transformers)"),
+        Case("layernorm17", "LayerNormalization(axis=-1, epsilon=1e-5) of (1, 16, 32), opset 17, random gamma/beta",
+             _layernorm(821, opset=17), [("x", (1, 16, 32), "normal")], variants=("fp16",),
+             purpose="exNorm from opset 17 (int8: the same node as layernorm13's; its helper weights make int8 "
+                     "builds 290 KB)"),
+        Case("linear", "x (1, 16, 32) @ W (32, 48) + b (PyTorch's Linear)", _linear_case(),
+             [("x", (1, 16, 32), "normal")], variants=("fp16",),
+             purpose="MatMul by a constant (transformers; int8: a 1x1 conv like any other, 290 KB of helpers)"),
+        Case("matmul_act", "a (1, 2, 16, 8) @ b (1, 2, 8, 12), both inputs", _matmul_act(),
+             [("a", (1, 2, 16, 8), "normal"), ("b", (1, 2, 8, 12), "normal")],
+             purpose="MatMul of two activations (transformers)"),
+        Case("linear_gelu", "GELU (Erf form) of Linear 32->64 of x (1, 16, 32) -> y, and of x itself -> z",
+             _linear_gelu(), [("x", (1, 16, 32), "normal")], purpose="GELU (transformers)"),
+        Case("gather", "Gather(x, [0, 5, 2, 15], axis=1) of x (1, 16, 32), then Linear 32->8", _gather(),
+             [("x", (1, 16, 32), "normal")], purpose="Gather (a transformer's token picking)"),
+        Case("embedding", "Gather(table (50, 32), ids (1, 16) int64, axis=0), then Linear 32->16", _embedding(),
+             [("ids", (1, 16), "tokens")], variants=("fp16",), purpose="Gather: an embedding lookup (CPU)"),
+        Case("encoder_layer", "the transformer_like architecture (one encoder layer: LayerNorm, Q/K/V Linear, "
+             "scaled dot-product attention, projection, residuals, MLP with GELU), 16 tokens x 32, its weights",
+             _transformer_like(), [("x", (1, 16, 32), "normal")], variants=("fp16",),
+             purpose="a transformer end to end (exNorm without scale and bias, exSDPAttention over tokens; int8: "
+                     "refused at its int8 exSDPAttention, as psa_attention_i8)"),
         Case("bench", "6 x (Conv 3x3 Relu) 3-32-64-96-128-160-192, s2 at 1,3,5; GAP; Conv 192->16 1x1",
              _bench, [("x", (1, 3, 64, 64), "image")], purpose="benchmark"),
     ]
@@ -891,9 +1009,10 @@ def _cases() -> List[Case]:
 
 
 #: cases also built with per-layer quantization: each op family the lowering runs per layer (the
-#: LeakyRelu and rk3576 ones are refused: their per-layer registers and biases were never decoded)
+#: LeakyRelu and rk3576 ones are refused: their per-layer registers and biases were never decoded;
+#: ``bench`` no longer, for the corpus's size: 737 KB, and mbblock and conv_add_relu stack convs too)
 _PER_LAYER_TOO = ("conv_relu6", "conv_leaky01", "conv_sigmoid", "avgpool", "concat", "mbblock", "conv_add_relu",
-                  "bench", "two_input", "convnet_rk3576")
+                  "two_input", "convnet_rk3576")
 
 
 CASES: List[Case] = _cases()

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from rknnlite.model.flatbuf import FlatBuffer, Table  # noqa: E402
 from rknnlite.model.rknn_graph.regcmd import Task  # noqa: E402
 
-DTYPES = {1: "f32", 3: "i8", 5: "i16", 6: "i32", 7: "i64", 10: "f16", 13: "raw"}
+DTYPES = {1: "f32", 3: "i8", 5: "i16", 6: "i32", 7: "i64", 10: "f16", 13: "raw", 16: "bf16"}
 KINDS = {1: "input", 2: "output", 3: "act", 4: "const", 5: "shape", 6: "lut", 8: "genconst", 9: "regcmd",
          10: "task"}
 TARGETS = {0x0201: "CNA", 0x0801: "CORE", 0x1001: "DPU", 0x2001: "RDMA", 0x4001: "PPU", 0x8001: "PPU_RDMA",

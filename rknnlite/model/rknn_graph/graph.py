@@ -22,8 +22,10 @@ from .bson import decode_bson
 __all__ = ["VendorTensor", "VendorNode", "VendorSubgraph", "VendorFile", "read_vendor_graph",
            "DTYPES", "LAYOUTS", "KINDS", "PARAM_TYPES"]
 
-#: Tensor slot 0: dtype code -> name (0 only on the empty tensor 0).
-DTYPES = {0: "none", 1: "float32", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 10: "float16", 13: "raw"}
+#: Tensor slot 0: dtype code -> name (0 only on the empty tensor 0; 16, bfloat16, only on the
+#: ``*_rm_bf16_weight`` helper constant of an ``exNorm``, a vector of ones).
+DTYPES = {0: "none", 1: "float32", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 10: "float16", 13: "raw",
+          16: "bfloat16"}
 #: Tensor slot 1: layout code -> name.
 LAYOUTS = {0: "plain", 1: "NHWC", 2: "NCHW", 64: "NC1HWC2", 65: "weight"}
 #: Tensor slot 2: kind code -> name.
@@ -31,8 +33,8 @@ KINDS = {0: "none", 1: "input", 2: "output", 3: "activation", 4: "const", 5: "sh
          8: "generated", 9: "regcmd", 10: "task"}
 #: Node slot 7: parameter-union type -> the op family whose table it is.
 PARAM_TYPES = {0: "none", 1: "conv", 2: "deconv", 3: "maxpool", 5: "avgpool", 19: "concat", 20: "split", 25: "transpose",
-               26: "resize", 30: "pad", 51: "argmax",
-               61: "softmax"}
+               26: "resize", 30: "pad", 50: "gather", 51: "argmax",
+               61: "softmax", 87: "norm"}
 #: Tensor kinds whose data is in a buffer.
 CONST_KINDS = ("const", "shape", "lut", "generated", "regcmd", "task")
 
@@ -266,6 +268,8 @@ def _params(family: str, p: Table) -> Dict[str, Any]:
         return {"axis": p.i32(0, 1)}
     if family == "split":
         return {"axis": p.i32(0, 0), "split": list(p.scalars(1, "i32") or ())}
+    if family == "norm":  # exNorm (LayerNorm): also in the BSON as mode / eps / axes
+        return {"mode": p.string(0), "eps": p.f32(1, float("nan")), "axes": list(p.scalars(2, "i32") or ())}
     if family == "resize":
         return {"coordinate_transformation_mode": p.string(0), "mode": p.string(4), "nearest_mode": p.string(5)}
     if family == "pad":  # slot 0: the ONNX mode string (the BSON has it too)
