@@ -42,6 +42,7 @@ __all__ = [
     "normalise",
     "graph_feeds",
     "calibrate",
+    "ACTIVATION_INPUT_BOUNDS",
     "activation_input_bounds",
     "bound_activation_inputs",
     "activation_params",
@@ -99,9 +100,9 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
     float graph input (after ``preprocess``: per input ``(mean, std)`` or None) and every
     float node output.  ``normal`` gives the min/max; ``mmse`` and ``kl_divergence``
     run the samples a second time (``kl_divergence`` ranges each sample of a graph input on
-    its own and unites the ranges, as the vendor does).  Tensors feeding only HardSwish or
-    HardSigmoid are then clamped, and a tensor feeding only a Relu takes the Relu output's
-    range (:func:`bound_activation_inputs`).  Tensors holding NaN
+    its own and unites the ranges, as the vendor does).  Tensors feeding only a HardSwish,
+    HardSigmoid, Sigmoid or Tanh are then clamped, and a tensor feeding only a Relu takes
+    the Relu output's range (:func:`bound_activation_inputs`).  Tensors holding NaN
     or infinities are left out.
     ``progress`` shows a tqdm bar per pass on stderr (when it is a terminal and tqdm is
     installed).  ``custom_ops``: the registered custom operator objects the graph's
@@ -130,16 +131,35 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
     return bound_activation_inputs(graph, ranges)
 
 
+def _hardsigmoid_bound(attrs: Mapping) -> Optional[Tuple[float, float]]:
+    alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
+    return (-beta / alpha, (1.0 - beta) / alpha) if alpha > 0 else None
+
+
+#: op -> ``bound(attrs)``: the interval a tensor feeding that activation is clamped to, or
+#: None for none (RKNN-Toolkit2 2.5.0, every algorithm; measured in
+#: ``tests/act_bound_vendor_cases.py`` and ``docs/vendor-examples.md``).  HardSigmoid and
+#: HardSwish are flat outside theirs; Sigmoid and Tanh are within 1e-3 and 4e-3 of their
+#: limits there.  The ``x * Clip(x + 3, 0, 6) [/ 6]`` form of HardSwish counts as a HardSwish.
+ACTIVATION_INPUT_BOUNDS: Dict[str, Callable[[Mapping], Optional[Tuple[float, float]]]] = {
+    "HardSigmoid": _hardsigmoid_bound,
+    "HardSwish": lambda attrs: (-3.0, np.inf),
+    "Sigmoid": lambda attrs: (-7.0, 7.0),
+    "Tanh": lambda attrs: (-3.2, 3.2),
+}
+
+
 def activation_input_bounds(graph: Graph) -> Dict[str, Tuple[float, float]]:
-    """``{tensor: (lo, hi)}`` for tensors whose every consumer is a HardSigmoid or a
-    HardSwish (the ``HardSwish`` op, or ``x * Clip(x + 3, 0, 6)`` as Paddle exports it,
-    with or without the ``/ 6``): the interval outside which those consumers are flat,
-    ``[-beta / alpha, (1 - beta) / alpha]`` for HardSigmoid, ``[-3, inf]`` for
-    HardSwish (also when the optimizer has made ``ChannelAffine(scale 1, shift 3)`` with a
-    fused ``Clip(0, 6)`` of the Add and Clip).  (The vendor also clamps Sigmoid inputs to
-    ``[-7, 7]`` and Tanh inputs to ``[-3.2, 3.2]``; not done here yet, see
-    ``docs/vendor-examples.md``.)  Graph outputs get no bound.  RKNN-Toolkit2 2.5.0 clamps the calibrated
-    range of such tensors to that interval under every algorithm (``docs/vendor-examples.md``)."""
+    """``{tensor: (lo, hi)}`` for tensors whose one consumer is an activation of
+    :data:`ACTIVATION_INPUT_BOUNDS` (HardSigmoid ``[-beta / alpha, (1 - beta) / alpha]``,
+    HardSwish ``[-3, inf]``, Sigmoid ``[-7, 7]``, Tanh ``[-3.2, 3.2]``): the bound of that
+    activation.  A HardSwish may also be ``x * Clip(x + 3, 0, 6)`` as Paddle exports it, with
+    or without the ``/ 6`` (its Add and Mul both read ``x``; also when the optimizer has made
+    ``ChannelAffine(scale 1, shift 3)`` with a fused ``Clip(0, 6)`` of the Add and Clip).
+    A tensor read by anything else as well, by two activations (even two Sigmoids) or that
+    is a graph output gets no bound; graph inputs do.  RKNN-Toolkit2 2.5.0 clamps the
+    calibrated range of such tensors to that interval under every algorithm
+    (``docs/vendor-examples.md``)."""
     consumers: Dict[str, List] = {}
     for node in graph.nodes:
         for name in set(node.inputs):
@@ -181,37 +201,31 @@ def activation_input_bounds(graph: Graph) -> Dict[str, Tuple[float, float]]:
             return None
         return head + [mul[0]]
 
+    def activation(x, nodes):
+        """The one activation reading ``x`` as ``(op, attrs)``, or None."""
+        if len(nodes) == 1:
+            return nodes[0].op, nodes[0].attrs
+        if len(nodes) == 2:  # the two heads of a decomposed HardSwish
+            parts = swish_parts(x, nodes[0]) or swish_parts(x, nodes[1])
+            if parts and all(any(n is p for p in parts) for n in nodes):
+                return "HardSwish", {}
+        return None
+
     bounds: Dict[str, Tuple[float, float]] = {}
     outputs = set(graph.outputs)
     for x, nodes in consumers.items():
-        if x in outputs:
-            continue
-        lo, hi = -np.inf, np.inf
-        covered = set()
-        for node in nodes:
-            if node.op == "HardSigmoid":
-                alpha, beta = float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))
-                if alpha <= 0:
-                    break
-                lo, hi = max(lo, -beta / alpha), min(hi, (1.0 - beta) / alpha)
-                covered.add(id(node))
-            elif node.op == "HardSwish":
-                lo = max(lo, -3.0)
-                covered.add(id(node))
-
-            else:
-                parts = swish_parts(x, node)
-                if parts:
-                    lo = max(lo, -3.0)
-                    covered.update(id(n) for n in parts)
-        if covered and all(id(n) in covered for n in nodes) and lo < hi:
-            bounds[x] = (lo, hi)
+        act = activation(x, nodes) if x not in outputs else None
+        rule = ACTIVATION_INPUT_BOUNDS.get(act[0]) if act else None
+        bound = rule(act[1]) if rule else None
+        if bound is not None and bound[0] < bound[1]:
+            bounds[x] = bound
     return bounds
 
 
 def bound_activation_inputs(graph: Graph, ranges: Mapping[str, Tuple[float, float]]) -> Dict[str, Tuple[float, float]]:
-    """``ranges`` (a new dict) with each range of :func:`activation_input_bounds` clamped to
-    its bound (a range entirely outside the bound is left as it is), and the range of a
+    """``ranges`` (a new dict) with each range of :func:`activation_input_bounds`, widened to
+    contain 0 (as quantization does anyway), clamped to its bound (a range entirely above a
+    Sigmoid's ``[-7, 7]`` becomes ``[0, 7]``, as the vendor writes it), and the range of a
     tensor (not a model input) whose only consumer is a Relu replaced by the Relu output's
     (what the vendor writes for it: it fuses the Relu into the producer)."""
     out = dict(ranges)
@@ -228,7 +242,7 @@ def bound_activation_inputs(graph: Graph, ranges: Mapping[str, Tuple[float, floa
     for name, (blo, bhi) in activation_input_bounds(graph).items():
         if name in out:
             lo, hi = out[name]
-            lo, hi = max(lo, blo), min(hi, bhi)
+            lo, hi = max(min(lo, 0.0), blo), min(max(hi, 0.0), bhi)
             if lo <= hi:
                 out[name] = (lo, hi)
     return out
