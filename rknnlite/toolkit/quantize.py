@@ -44,6 +44,8 @@ __all__ = [
     "calibrate",
     "ACTIVATION_INPUT_BOUNDS",
     "activation_input_bounds",
+    "OUTPUT_RANGE_TO_INPUT",
+    "AVERAGE_POOL_MAX_KERNEL",
     "bound_activation_inputs",
     "activation_params",
     "weight_params",
@@ -101,9 +103,9 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
     float node output.  ``normal`` gives the min/max; ``mmse`` and ``kl_divergence``
     run the samples a second time (``kl_divergence`` ranges each sample of a graph input on
     its own and unites the ranges, as the vendor does).  Tensors feeding only a HardSwish,
-    HardSigmoid, Sigmoid or Tanh are then clamped, and a tensor feeding only a Relu takes
-    the Relu output's range (:func:`bound_activation_inputs`).  Tensors holding NaN
-    or infinities are left out.
+    HardSigmoid, Sigmoid or Tanh are then clamped, a tensor feeding only a Relu or a MaxPool
+    takes its output's range, and pooled tensors their input's
+    (:func:`bound_activation_inputs`).  Tensors holding NaN or infinities are left out.
     ``progress`` shows a tqdm bar per pass on stderr (when it is a terminal and tqdm is
     installed).  ``custom_ops``: the registered custom operator objects the graph's
     custom nodes run with (``RKNN.reg_custom_op``).
@@ -222,29 +224,60 @@ def activation_input_bounds(graph: Graph) -> Dict[str, Tuple[float, float]]:
     return bounds
 
 
+#: Ops whose input takes the output's range when the op is its only reader and the input is
+#: not a graph output: op -> whether a model input does too.  The vendor fuses a Relu into
+#: the tensor's producer (a model input has none); a MaxPool's input and output share one
+#: range, the output's when the pool is the only reader.
+OUTPUT_RANGE_TO_INPUT = {"Relu": False, "MaxPool": True}
+
+#: The largest AveragePool kernel side the vendor keeps as a pool whose output shares its
+#: input's range (a wider kernel becomes depthwise convolutions with ranges of their own).
+AVERAGE_POOL_MAX_KERNEL = 7
+
+
+def _takes_input_range(node) -> bool:
+    """Whether ``node``'s output gets its input's range: a MaxPool, or an AveragePool with a
+    2-D kernel of sides up to :data:`AVERAGE_POOL_MAX_KERNEL`."""
+    if node.op == "MaxPool":
+        return True
+    kernel = node.attrs.get("kernel_shape")
+    return node.op == "AveragePool" and kernel is not None and len(kernel) == 2 \
+        and max(kernel) <= AVERAGE_POOL_MAX_KERNEL
+
+
 def bound_activation_inputs(graph: Graph, ranges: Mapping[str, Tuple[float, float]]) -> Dict[str, Tuple[float, float]]:
-    """``ranges`` (a new dict) with each range of :func:`activation_input_bounds`, widened to
-    contain 0 (as quantization does anyway), clamped to its bound (a range entirely above a
-    Sigmoid's ``[-7, 7]`` becomes ``[0, 7]``, as the vendor writes it), and the range of a
-    tensor (not a model input) whose only consumer is a Relu replaced by the Relu output's
-    (what the vendor writes for it: it fuses the Relu into the producer)."""
+    """``ranges`` (a new dict) with the vendor's rules applied, in this order:
+
+    1. each range of :func:`activation_input_bounds`, widened to contain 0 (as quantization
+       does anyway), clamped to its bound (a range entirely above a Sigmoid's ``[-7, 7]``
+       becomes ``[0, 7]``, as the vendor writes it);
+    2. last node first, the range of a tensor whose only reader is an op of
+       :data:`OUTPUT_RANGE_TO_INPUT` (a Relu, a MaxPool) replaced by that op's output range
+       (not for graph outputs, nor for model inputs read by a Relu);
+    3. first node first, the output of a MaxPool or of an AveragePool with a kernel up to
+       7 x 7 given its input's range (also when it is a graph output).
+
+    ``docs/vendor-examples.md`` has the measurements."""
     out = dict(ranges)
-    outputs = set(graph.outputs)
-    consumers: Dict[str, List] = {}
-    for node in graph.nodes:
-        for name in set(node.inputs):
-            consumers.setdefault(name, []).append(node)
-    inputs = set(graph.inputs)  # the model's inputs are not fused: they keep their range
-    for name, nodes in consumers.items():  # a Relu's input takes the Relu's output range
-        if len(nodes) == 1 and nodes[0].op == "Relu" and name in out and name not in outputs \
-                and name not in inputs and nodes[0].outputs[0] in out:
-            out[name] = out[nodes[0].outputs[0]]
     for name, (blo, bhi) in activation_input_bounds(graph).items():
         if name in out:
             lo, hi = out[name]
             lo, hi = max(min(lo, 0.0), blo), min(max(hi, 0.0), bhi)
             if lo <= hi:
                 out[name] = (lo, hi)
+    outputs, inputs = set(graph.outputs), set(graph.inputs)
+    readers: Dict[str, int] = {}
+    for node in graph.nodes:
+        for name in set(node.inputs):
+            readers[name] = readers.get(name, 0) + 1
+    for node in reversed(graph.nodes):
+        x = node.inputs[0] if node.inputs else None
+        if node.op in OUTPUT_RANGE_TO_INPUT and readers.get(x) == 1 and x in out and x not in outputs \
+                and (OUTPUT_RANGE_TO_INPUT[node.op] or x not in inputs) and node.outputs[0] in out:
+            out[x] = out[node.outputs[0]]
+    for node in graph.nodes:
+        if _takes_input_range(node) and node.inputs and node.inputs[0] in out and node.outputs[0] in out:
+            out[node.outputs[0]] = out[node.inputs[0]]
     return out
 
 

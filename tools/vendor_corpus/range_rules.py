@@ -1,13 +1,13 @@
-"""Measure RKNN-Toolkit2's ranges for the tensors feeding Sigmoid / Tanh (``tests/act_bound_vendor_cases.py``).
+"""Measure RKNN-Toolkit2's ranges around activations and pools (``tests/range_rule_vendor_cases.py``).
 
 Runs ONLY in the vendor's venv (see ``docs/vendor-format-notes.md``)::
 
-    /var/tmp/rkt/bin/python tools/vendor_corpus/act_bounds.py [kind or data ...]
+    /var/tmp/rkt/bin/python tools/vendor_corpus/range_rules.py [-a] [kind or data ...]
 
-For each case of ``act_bound_vendor_cases.CASES`` (optionally only those of the given model kinds or data) it
+For each case of ``range_rule_vendor_cases.CASES`` (optionally only those of the given model kinds or data) it
 saves the model and its 4 calibration samples, runs ``hybrid_quantization_step1`` (rk3588,
 ``quantized_method='layer'``, mean 0, std 1, the case's algorithm) and prints the
-``min``/``max`` the ``.quantization.cfg`` writes for the tensor feeding the activation(s), as
+``min``/``max`` the ``.quantization.cfg`` writes for the case's ``pinned`` tensors, as
 Python literals for ``VENDOR``, with the data's own min/max in a comment (and, with ``-a``,
 every int8 activation tensor's range).
 """
@@ -24,7 +24,7 @@ import onnx
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-import act_bound_vendor_cases as cases  # noqa: E402
+import range_rule_vendor_cases as cases  # noqa: E402
 
 
 def measure(kind, data, algorithm):
@@ -62,8 +62,7 @@ if __name__ == "__main__":
             continue
         x = np.concatenate([s.ravel() for s in cases.samples(data)])
         got = measure(kind, data, algorithm)
-        name = cases.activation_input(kind)
-        pinned = got.get(name, got.get(name + "_int8"))
+        pinned = {name: got.get(name, got.get(name + "_int8")) for name in cases.pinned(kind)}
         print(f"    {(kind, data, algorithm)!r}: {pinned!r},  # data [{x.min():.4f}, {x.max():.4f}]", flush=True)
         if every:
             print(f"    # {got!r}")
