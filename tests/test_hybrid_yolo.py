@@ -135,10 +135,16 @@ def test_hybrid_int8_finds_the_float_boxes_on_real_photos(tmp_path, caplog, monk
     recall, precision = _found(float_dets, hybrid), _found(hybrid, float_dets)
     head_recall, head_precision = _found(float_dets, head), _found(head, float_dets)
     floor = _found(float_dets, float32)
-    # the figures of docs/hybrid-quantization.md: plain 0 %; auto hybrid 85 % of the 78 float16 boxes
-    # found, 90 % of its boxes float16's; the head in float16 92 % and 87 %; and the float32 build
-    # itself finds only 96 %: this random network's logits (+-200) flip on float16 rounding already
+    # the figures of docs/hybrid-quantization.md: plain 0 %; auto hybrid 82 % of the 78 float16 boxes
+    # found, 78 % of its boxes float16's; the head in float16 92 % and 87 %; and the float32 build
+    # itself finds only 96 %: this random network's logits (+-200) flip on float16 rounding already.
+    # Auto hybrid's precision was 90 % before the class logits (the Sigmoid's input) were clamped to
+    # [-7, 7] as the vendor does.  Their +-200 int8 grid (step 1.6) rounded each logit near the 0.25
+    # threshold (-1.1) to -1.57 or 0, a threshold of about 0.31 in effect, which dropped chelsea's
+    # marginal boxes.  Not a loss of the clamp: built through step1/step2 with output0 and the Split
+    # in float16, the clamped int8 logits and unclamped float16 logits give the same boxes (85 % /
+    # 82 %), and those decoded at 0.31 give 87 % again (docs/hybrid-quantization.md).  Hence 0.75.
     assert lost == 0.0
-    assert recall >= 0.8 and precision >= 0.85, (recall, precision)
+    assert recall >= 0.8 and precision >= 0.75, (recall, precision)
     assert head_recall >= 0.9 and head_precision >= 0.85 and head_recall > recall, (head_recall, head_precision)
     assert 0.9 <= floor < 1.0, floor

@@ -42,7 +42,10 @@ __all__ = [
     "normalise",
     "graph_feeds",
     "calibrate",
+    "ACTIVATION_INPUT_BOUNDS",
     "activation_input_bounds",
+    "OUTPUT_RANGE_TO_INPUT",
+    "AVERAGE_POOL_MAX_KERNEL",
     "bound_activation_inputs",
     "activation_params",
     "weight_params",
@@ -99,10 +102,10 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
     float graph input (after ``preprocess``: per input ``(mean, std)`` or None) and every
     float node output.  ``normal`` gives the min/max; ``mmse`` and ``kl_divergence``
     run the samples a second time (``kl_divergence`` ranges each sample of a graph input on
-    its own and unites the ranges, as the vendor does).  Tensors feeding only HardSwish or
-    HardSigmoid are then clamped, and a tensor feeding only a Relu takes the Relu output's
-    range (:func:`bound_activation_inputs`).  Tensors holding NaN
-    or infinities are left out.
+    its own and unites the ranges, as the vendor does).  Tensors feeding only a HardSwish,
+    HardSigmoid, Sigmoid or Tanh are then clamped, a tensor feeding only a Relu or a MaxPool
+    takes its output's range, and pooled tensors their input's
+    (:func:`bound_activation_inputs`).  Tensors holding NaN or infinities are left out.
     ``progress`` shows a tqdm bar per pass on stderr (when it is a terminal and tqdm is
     installed).  ``custom_ops``: the registered custom operator objects the graph's
     custom nodes run with (``RKNN.reg_custom_op``).
@@ -130,16 +133,35 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
     return bound_activation_inputs(graph, ranges)
 
 
+def _hardsigmoid_bound(attrs: Mapping) -> Optional[Tuple[float, float]]:
+    alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
+    return (-beta / alpha, (1.0 - beta) / alpha) if alpha > 0 else None
+
+
+#: op -> ``bound(attrs)``: the interval a tensor feeding that activation is clamped to, or
+#: None for none (RKNN-Toolkit2 2.5.0, every algorithm; measured in
+#: ``tests/act_bound_vendor_cases.py`` and ``docs/vendor-examples.md``).  HardSigmoid and
+#: HardSwish are flat outside theirs; Sigmoid and Tanh are within 1e-3 and 4e-3 of their
+#: limits there.  The ``x * Clip(x + 3, 0, 6) [/ 6]`` form of HardSwish counts as a HardSwish.
+ACTIVATION_INPUT_BOUNDS: Dict[str, Callable[[Mapping], Optional[Tuple[float, float]]]] = {
+    "HardSigmoid": _hardsigmoid_bound,
+    "HardSwish": lambda attrs: (-3.0, np.inf),
+    "Sigmoid": lambda attrs: (-7.0, 7.0),
+    "Tanh": lambda attrs: (-3.2, 3.2),
+}
+
+
 def activation_input_bounds(graph: Graph) -> Dict[str, Tuple[float, float]]:
-    """``{tensor: (lo, hi)}`` for tensors whose every consumer is a HardSigmoid or a
-    HardSwish (the ``HardSwish`` op, or ``x * Clip(x + 3, 0, 6)`` as Paddle exports it,
-    with or without the ``/ 6``): the interval outside which those consumers are flat,
-    ``[-beta / alpha, (1 - beta) / alpha]`` for HardSigmoid, ``[-3, inf]`` for
-    HardSwish (also when the optimizer has made ``ChannelAffine(scale 1, shift 3)`` with a
-    fused ``Clip(0, 6)`` of the Add and Clip).  (The vendor also clamps Sigmoid inputs to
-    ``[-7, 7]`` and Tanh inputs to ``[-3.2, 3.2]``; not done here yet, see
-    ``docs/vendor-examples.md``.)  Graph outputs get no bound.  RKNN-Toolkit2 2.5.0 clamps the calibrated
-    range of such tensors to that interval under every algorithm (``docs/vendor-examples.md``)."""
+    """``{tensor: (lo, hi)}`` for tensors whose one consumer is an activation of
+    :data:`ACTIVATION_INPUT_BOUNDS` (HardSigmoid ``[-beta / alpha, (1 - beta) / alpha]``,
+    HardSwish ``[-3, inf]``, Sigmoid ``[-7, 7]``, Tanh ``[-3.2, 3.2]``): the bound of that
+    activation.  A HardSwish may also be ``x * Clip(x + 3, 0, 6)`` as Paddle exports it, with
+    or without the ``/ 6`` (its Add and Mul both read ``x``; also when the optimizer has made
+    ``ChannelAffine(scale 1, shift 3)`` with a fused ``Clip(0, 6)`` of the Add and Clip).
+    A tensor read by anything else as well, by two activations (even two Sigmoids) or that
+    is a graph output gets no bound; graph inputs do.  RKNN-Toolkit2 2.5.0 clamps the
+    calibrated range of such tensors to that interval under every algorithm
+    (``docs/vendor-examples.md``)."""
     consumers: Dict[str, List] = {}
     for node in graph.nodes:
         for name in set(node.inputs):
@@ -181,56 +203,81 @@ def activation_input_bounds(graph: Graph) -> Dict[str, Tuple[float, float]]:
             return None
         return head + [mul[0]]
 
+    def activation(x, nodes):
+        """The one activation reading ``x`` as ``(op, attrs)``, or None."""
+        if len(nodes) == 1:
+            return nodes[0].op, nodes[0].attrs
+        if len(nodes) == 2:  # the two heads of a decomposed HardSwish
+            parts = swish_parts(x, nodes[0]) or swish_parts(x, nodes[1])
+            if parts and all(any(n is p for p in parts) for n in nodes):
+                return "HardSwish", {}
+        return None
+
     bounds: Dict[str, Tuple[float, float]] = {}
     outputs = set(graph.outputs)
     for x, nodes in consumers.items():
-        if x in outputs:
-            continue
-        lo, hi = -np.inf, np.inf
-        covered = set()
-        for node in nodes:
-            if node.op == "HardSigmoid":
-                alpha, beta = float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))
-                if alpha <= 0:
-                    break
-                lo, hi = max(lo, -beta / alpha), min(hi, (1.0 - beta) / alpha)
-                covered.add(id(node))
-            elif node.op == "HardSwish":
-                lo = max(lo, -3.0)
-                covered.add(id(node))
-
-            else:
-                parts = swish_parts(x, node)
-                if parts:
-                    lo = max(lo, -3.0)
-                    covered.update(id(n) for n in parts)
-        if covered and all(id(n) in covered for n in nodes) and lo < hi:
-            bounds[x] = (lo, hi)
+        act = activation(x, nodes) if x not in outputs else None
+        rule = ACTIVATION_INPUT_BOUNDS.get(act[0]) if act else None
+        bound = rule(act[1]) if rule else None
+        if bound is not None and bound[0] < bound[1]:
+            bounds[x] = bound
     return bounds
 
 
+#: Ops whose input takes the output's range when the op is its only reader and the input is
+#: not a graph output: op -> whether a model input does too.  The vendor fuses a Relu into
+#: the tensor's producer (a model input has none); a MaxPool's input and output share one
+#: range, the output's when the pool is the only reader.
+OUTPUT_RANGE_TO_INPUT = {"Relu": False, "MaxPool": True}
+
+#: The largest AveragePool kernel side the vendor keeps as a pool whose output shares its
+#: input's range (a wider kernel becomes depthwise convolutions with ranges of their own).
+AVERAGE_POOL_MAX_KERNEL = 7
+
+
+def _takes_input_range(node) -> bool:
+    """Whether ``node``'s output gets its input's range: a MaxPool, or an AveragePool with a
+    2-D kernel of sides up to :data:`AVERAGE_POOL_MAX_KERNEL`."""
+    if node.op == "MaxPool":
+        return True
+    kernel = node.attrs.get("kernel_shape")
+    return node.op == "AveragePool" and kernel is not None and len(kernel) == 2 \
+        and max(kernel) <= AVERAGE_POOL_MAX_KERNEL
+
+
 def bound_activation_inputs(graph: Graph, ranges: Mapping[str, Tuple[float, float]]) -> Dict[str, Tuple[float, float]]:
-    """``ranges`` (a new dict) with each range of :func:`activation_input_bounds` clamped to
-    its bound (a range entirely outside the bound is left as it is), and the range of a
-    tensor (not a model input) whose only consumer is a Relu replaced by the Relu output's
-    (what the vendor writes for it: it fuses the Relu into the producer)."""
+    """``ranges`` (a new dict) with the vendor's rules applied, in this order:
+
+    1. each range of :func:`activation_input_bounds`, widened to contain 0 (as quantization
+       does anyway), clamped to its bound (a range entirely above a Sigmoid's ``[-7, 7]``
+       becomes ``[0, 7]``, as the vendor writes it);
+    2. last node first, the range of a tensor whose only reader is an op of
+       :data:`OUTPUT_RANGE_TO_INPUT` (a Relu, a MaxPool) replaced by that op's output range
+       (not for graph outputs, nor for model inputs read by a Relu);
+    3. first node first, the output of a MaxPool or of an AveragePool with a kernel up to
+       7 x 7 given its input's range (also when it is a graph output).
+
+    ``docs/vendor-examples.md`` has the measurements."""
     out = dict(ranges)
-    outputs = set(graph.outputs)
-    consumers: Dict[str, List] = {}
-    for node in graph.nodes:
-        for name in set(node.inputs):
-            consumers.setdefault(name, []).append(node)
-    inputs = set(graph.inputs)  # the model's inputs are not fused: they keep their range
-    for name, nodes in consumers.items():  # a Relu's input takes the Relu's output range
-        if len(nodes) == 1 and nodes[0].op == "Relu" and name in out and name not in outputs \
-                and name not in inputs and nodes[0].outputs[0] in out:
-            out[name] = out[nodes[0].outputs[0]]
     for name, (blo, bhi) in activation_input_bounds(graph).items():
         if name in out:
             lo, hi = out[name]
-            lo, hi = max(lo, blo), min(hi, bhi)
+            lo, hi = max(min(lo, 0.0), blo), min(max(hi, 0.0), bhi)
             if lo <= hi:
                 out[name] = (lo, hi)
+    outputs, inputs = set(graph.outputs), set(graph.inputs)
+    readers: Dict[str, int] = {}
+    for node in graph.nodes:
+        for name in set(node.inputs):
+            readers[name] = readers.get(name, 0) + 1
+    for node in reversed(graph.nodes):
+        x = node.inputs[0] if node.inputs else None
+        if node.op in OUTPUT_RANGE_TO_INPUT and readers.get(x) == 1 and x in out and x not in outputs \
+                and (OUTPUT_RANGE_TO_INPUT[node.op] or x not in inputs) and node.outputs[0] in out:
+            out[x] = out[node.outputs[0]]
+    for node in graph.nodes:
+        if _takes_input_range(node) and node.inputs and node.inputs[0] in out and node.outputs[0] in out:
+            out[node.outputs[0]] = out[node.inputs[0]]
     return out
 
 
