@@ -24,6 +24,10 @@ C_SOURCES = {
     "thread_pool": ["rk_pool.c"],
 }
 
+# executor_kernels' scalar loops must round as a Mul then an Add (numpy's order), never as one fused
+# multiply-add, which compilers emit by default where the CPU has it (aarch64)
+EXTRA_FLAGS = {"executor_kernels": ["-ffp-contract=off"]}
+
 
 def extensions():
     # RKNNLITE_NATIVE_ONLY="a,b" builds just those modules (a developer convenience).
@@ -38,7 +42,7 @@ def extensions():
                 [str(pyx.relative_to(HERE))] + [f"cython/src/{c}" for c in C_SOURCES.get(pyx.stem, [])],
                 include_dirs=[numpy.get_include(), "cython/include"],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-                extra_compile_args=["-O3", "-pthread"],
+                extra_compile_args=["-O3", "-pthread"] + EXTRA_FLAGS.get(pyx.stem, []),
                 extra_link_args=["-pthread"],  # the native worker pool (older glibc, musl)
             )
         )

@@ -15,7 +15,7 @@ import pytest
 import rknnlite
 from rknnlite import ModelInvalidError
 from rknnlite._native import conv_kernels as ck
-from rknnlite._native.executor_kernels import int8_codes, requant_channels
+from rknnlite._native.executor_kernels import add_requant_channels, int8_codes, requant_channels
 from rknnlite.backends.software.executor import Executor
 from rknnlite.backends.software.ops import KERNELS
 from rknnlite.backends.software.ops import conv as conv_ops
@@ -141,6 +141,30 @@ def test_requant_kernel_is_the_exact_product_rounded_per_channel():
     # ties go to even, as the executor's own quantization rounds
     requant_channels(np.array([5, 7, -5], np.float32), out[:1, :1, :3], np.array([0.5]), 3, 0, 1.0)
     np.testing.assert_array_equal(out[0, 0, :3], [2, 4, -2])
+
+
+def test_add_requant_kernel_is_the_mul_add_relu_and_quantization_it_fuses():
+    rng = np.random.default_rng(5)
+    acc = rng.integers(-(1 << 20), 1 << 20, size=(1, 3, 45)).astype(np.float32)
+    res = rng.uniform(-8, 8, size=acc.shape).astype(np.float32)
+    step = np.array([3e-6, 7e-6, 1.1e-5], np.float32)
+    for relu in (False, True):
+        out = np.empty_like(acc)
+        add_requant_channels(acc, res, out, step, 45, 5, 0.0625, relu)
+        v = acc * step.reshape(1, -1, 1) + res  # float32: the Mul, then the Add
+        if relu:
+            v = np.maximum(v, np.float32(0))
+        q = np.clip(np.rint(v / np.float32(0.0625)) + 5, -128, 127)
+        np.testing.assert_array_equal(out, (q - np.float32(5)) * np.float32(0.0625))
+    (y,) = KERNELS["VendorAddRequant"].fn([acc, res], KERNELS["VendorAddRequant"].prepare(
+        {"step": step.tolist(), "relu": True, "zero_point": 5, "scale": 0.0625, "qmin": -128, "qmax": 127}, [None]))
+    np.testing.assert_array_equal(y, out)
+    with pytest.raises(ModelInvalidError, match="residual of shape"):
+        KERNELS["VendorAddRequant"].fn([acc, res[:, :2]], KERNELS["VendorAddRequant"].prepare(
+            {"step": step.tolist(), "relu": False, "zero_point": 0, "scale": 1.0, "qmin": -128, "qmax": 127}, [None]))
+    with pytest.raises(ModelInvalidError, match="relu must be a bool"):
+        KERNELS["VendorAddRequant"].prepare({"step": [1.0], "relu": "yes", "zero_point": 0, "scale": 1.0,
+                                             "qmin": -128, "qmax": 127}, [None])
 
 
 @pytest.mark.parametrize("attrs, words", [

@@ -788,6 +788,7 @@ FIDELITY = {
     "conv_add_hardswish_fp16": ("0", 0, "100.00"), "conv_add_hardswish_i8": ("0.0744", 1, "99.95"),
     "conv_add_hardswish_fp16_tk232": ("0", 0, "100.00"), "conv_add_hardswish_i8_tk232": ("0.0744", 1, "99.78"),
     "relu_input_fp16": ("2.38e-07", 1, "99.95"), "relu_input_i8": ("0", 0, "100.00"),
+    "gemm_hardswish_fp16": ("0", 0, "100.00"), "gemm_hardswish_i8": ("0", 0, "100.00"),
     "relu_input_fp16_tk232": ("2.38e-07", 1, "99.95"), "relu_input_i8_tk232": ("0", 0, "100.00"),
     # Pad (measured on the Intel Xeon only): pad_value's first conv rounds one value a float16 ulp off the
     # simulator's, which the second conv spreads (14 ulps of an output near 0.07)
@@ -951,12 +952,13 @@ def test_conv_add_relu_is_conv_then_residual_add_then_relu(variant):
     model = _corpus_lowered(stem)
     assert model.vendor_ops == ("InputOperator", "ConvRelu", "ConvAddRelu", "OutputOperator")
     nodes = [n for n in model.graph.nodes if n.name == "Conv:Conv16_ConvAddRelu"]
-    if variant == "i8":  # the integer accumulator, scaled to real units per channel, before the residual
-        assert [n.op for n in nodes[:3]] == ["VendorCodes", "Conv", "Mul"]
-        nodes = nodes[2:]
-    assert [n.op for n in nodes] == ["Conv" if variant == "fp16" else "Mul", "Add", "Relu"]
-    assert nodes[1].inputs == [nodes[0].outputs[0], "relu_5"]  # the residual: the output two convs back
-    assert nodes[2].outputs == ["y"]
+    if variant == "fp16":
+        assert [n.op for n in nodes] == ["Conv", "Add", "Relu"]
+        assert nodes[1].inputs == [nodes[0].outputs[0], "relu_5"]  # the residual: the output two convs back
+    else:  # the integer accumulator, then acc * step + residual, Relu and the output's grid in one pass
+        assert [n.op for n in nodes] == ["VendorCodes", "Conv", "VendorAddRequant"]
+        assert nodes[2].inputs == [nodes[1].outputs[0], "relu_5"] and nodes[2].attrs["relu"] is True
+    assert nodes[-1].outputs == ["y"]
     (y,), (ref,) = _corpus_run(stem)
     assert y.min() == 0.0 and ref.min() == 0.0 and (y == 0).mean() > 0.05  # the relu clips
     if variant == "fp16":

@@ -20,5 +20,9 @@ RK_API long rke_codes_avx2(const float *s, float *d, long n, float scale);
  * leading values it handles; returns how many (0 without AVX2). */
 RK_API long rke_requant_avx2(const float *s, float *d, long n, double mul, float zp, float qmin, float qmax,
                              float scale);
+/* d[i] = (clip(rint(v / scale) + zp, qmin, qmax) - zp) * scale, v = acc[i] * step + res[i] (then
+ * max(v, 0) when relu), in float32, for the leading values it handles; returns how many (0 without AVX2). */
+RK_API long rke_add_requant_avx2(const float *acc, const float *res, float *d, long n, float step, float scale,
+                                 float zp, float qmin, float qmax, int relu);
 
 #endif

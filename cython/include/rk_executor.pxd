@@ -7,3 +7,5 @@ cdef extern from "rk_executor.h" nogil:
     long rke_codes_avx2(const float *s, float *d, long n, float scale)
     long rke_requant_avx2(const float *s, float *d, long n, double mul, float zp, float qmin, float qmax,
                           float scale)
+    long rke_add_requant_avx2(const float *acc, const float *res, float *d, long n, float step, float scale,
+                              float zp, float qmin, float qmax, int relu)

@@ -8,7 +8,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIG
 
 import sys
 
-from rk_executor cimport rke_codes_avx2, rke_fake_quant_avx2, rke_requant_avx2, rke_round_fp16_avx2, rke_vector_ok
+from rk_executor cimport rke_add_requant_avx2, rke_codes_avx2, rke_fake_quant_avx2, rke_requant_avx2, rke_round_fp16_avx2, rke_vector_ok
 
 cdef bint _VECTOR = rke_vector_ok()
 
@@ -274,4 +274,64 @@ def requant_channels(src, dst, const double[::1] multiplier, Py_ssize_t inner, i
                     i += 1
     finally:
         PyBuffer_Release(&s)
+        PyBuffer_Release(&d)
+
+
+def add_requant_channels(acc, residual, dst, const float[::1] step, Py_ssize_t inner, int zero_point, float scale,
+                         bint relu=False, int qmin=-128, int qmax=127):
+    """A conv's accumulator plus a residual, on the output's int8 grid, in one pass.
+
+    ``acc`` and ``residual`` hold ``(outer, C, inner)`` values in C order (``C = len(step)``);
+    each output is ``v = acc * step[c] + residual`` (then ``max(v, 0)`` when ``relu``), snapped
+    as :func:`fake_quant_inplace` snaps: float32 operations in the order a Mul, an Add, a Relu
+    and the output's quantization would run them.  ``dst``: a writable C-contiguous float32
+    buffer of the same size (it may be ``acc`` or ``residual``).  GIL released, no allocation."""
+    if not scale > 0:
+        raise ValueError(f"quantization scale must be positive, got {scale}")
+    cdef Py_ssize_t channels = step.shape[0]
+    if channels < 1 or inner < 1:
+        raise ValueError(f"{channels} channels of {inner} values: both must be positive")
+    cdef Py_buffer a, r, d
+    _float_buffer(acc, &a, False)
+    try:
+        _float_buffer(residual, &r, False)
+    except BaseException:
+        PyBuffer_Release(&a)
+        raise
+    try:
+        _float_buffer(dst, &d, True)
+    except BaseException:
+        PyBuffer_Release(&a)
+        PyBuffer_Release(&r)
+        raise
+    cdef Py_ssize_t n = d.len // 4, row, rows, i, k
+    cdef const float *ap = <const float *>a.buf
+    cdef const float *rp = <const float *>r.buf
+    cdef float *dp = <float *>d.buf
+    cdef float v, q, st, zp = zero_point
+    try:
+        if a.len != d.len or r.len != d.len or n % (channels * inner):
+            raise ValueError(f"accumulator of {a.len // 4}, residual of {r.len // 4} and destination of {n} values "
+                             f"for {channels} channels of {inner}")
+        rows = n // inner
+        with nogil:
+            for row in range(rows):
+                st = step[row % channels]
+                k = row * inner
+                i = rke_add_requant_avx2(ap + k, rp + k, dp + k, inner, st, scale, zp, qmin, qmax, relu) \
+                    if _VECTOR else 0
+                while i < inner:
+                    v = ap[k + i] * st + rp[k + i]
+                    if relu and v < 0:
+                        v = 0
+                    q = rintf(v / scale) + zero_point
+                    if q < qmin:
+                        q = qmin
+                    elif q > qmax:
+                        q = qmax
+                    dp[k + i] = (q - zero_point) * scale
+                    i += 1
+    finally:
+        PyBuffer_Release(&a)
+        PyBuffer_Release(&r)
         PyBuffer_Release(&d)

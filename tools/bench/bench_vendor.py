@@ -2,7 +2,8 @@
 """Off-board latency of real Rockchip ``.rknn`` files against the same model's portable build.
 
     python tools/bench/bench_vendor.py [--models convnet,add_mul,dyn_conv,bench] [--variants fp16,i8]
-                                       [--architectures DIR] [--ultralytics DIR] [--runs 30] [--clock cpu]
+                                       [--architectures DIR] [--onnx-dir DIR] [--ultralytics DIR]
+                                       [--runs 30] [--clock cpu]
 
 For each model and variant, three things run the same model on the same input, side by side:
   * ``Context(vendor_file, backend="software").run``: the RKNN-Toolkit2 2.5.0 file lowered
@@ -18,7 +19,8 @@ Models: the three fixtures of ``tests/data/rknn-toolkit2`` (convnet, add_mul, dy
 its first shape set 1x3x32x32) and the corpus ``bench`` model of ``tests/data/vendor`` (six 3x3
 conv layers up to 192 channels on 1x3x64x64; its ONNX is rebuilt by
 ``tools/vendor_corpus/models.py`` and its int8 build calibrated on the corpus's 4 samples).
-``--ultralytics DIR`` adds the YOLO exports ``tools/vendor_corpus/ultralytics_export.py --out DIR``
+``--onnx-dir DIR`` adds the builds ``build_corpus.py --onnx-dir DIR`` made (torchvision's own
+ResNet50 and MobileNets, exported by ``torchvision_export.py``).  ``--ultralytics DIR`` adds the YOLO exports ``tools/vendor_corpus/ultralytics_export.py --out DIR``
 writes (Ultralytics' own exporter and RKNN-Toolkit2 2.3.2, e.g. YOLOv8n at 640x640).
 All three run single-threaded (BLAS limited to one thread with threadpoolctl, in this script
 only; rknnlite with its default one thread).  The runs are interleaved (each round runs the
@@ -98,8 +100,25 @@ def corpus_case(name: str, variant: str, tmp: str) -> Case:
     sys.path.insert(0, str(REPO / "tools" / "vendor_corpus"))
     from models import CASES
 
-    entry = json.loads((CORPUS / "manifest.json").read_text())["files"][f"{name}_{variant}"]
-    model_case = next(c for c in CASES if c.name == name)
+    return manifest_case(CORPUS, name, variant, next(c for c in CASES if c.name == name), tmp)
+
+
+def onnx_dir_cases(folder: Path, variants: List[str], tmp: str) -> List[Case]:
+    """The builds ``build_corpus.py --onnx-dir FOLDER`` made of ``FOLDER/*.onnx`` (e.g. the
+    torchvision architectures ``torchvision_export.py`` writes), per variant."""
+    sys.path.insert(0, str(REPO / "tools" / "vendor_corpus"))
+    from build_corpus import onnx_cases
+
+    files = json.loads((folder / "manifest.json").read_text())["files"]
+    return [manifest_case(folder, c.name, v, c, tmp) for c in onnx_cases(str(folder)) for v in variants
+            if f"{c.name}_{v}" in files]
+
+
+def manifest_case(folder: Path, name: str, variant: str, model_case, tmp: str) -> Case:
+    """``<name>_<variant>`` of a folder ``build_corpus.py`` wrote (its manifest.json: settings
+    and files), ``model_case`` the ``models.Case`` it was built from (ONNX: ``folder/<name>.onnx``
+    when there is one, else rebuilt; calibration samples regenerated)."""
+    entry = json.loads((folder / "manifest.json").read_text())["files"][f"{name}_{variant}"]
     config = {k: v for k, v in entry["config"].items()
               if k in ("mean_values", "std_values", "quantized_algorithm", "quantized_method", "dynamic_input")}
     dataset = None
@@ -113,11 +132,13 @@ def corpus_case(name: str, variant: str, tmp: str) -> Case:
             lines.append(" ".join(paths))
         dataset = os.path.join(tmp, f"dataset_{name}.txt")
         Path(dataset).write_text("\n".join(lines) + "\n")
-    with np.load(CORPUS / entry["npz"]) as npz:
+    with np.load(folder / entry["npz"]) as npz:
         inputs = [npz[f"in{k}"] for k in range(len(entry["inputs"]))]
-    onnx_path = os.path.join(tmp, f"{name}.onnx")
-    Path(onnx_path).write_bytes(model_case.build().SerializeToString())
-    return Case(name, variant, CORPUS / entry["file"], onnx_path, config, dataset, None, inputs)
+    onnx_path = folder / f"{name}.onnx"
+    if not onnx_path.exists():
+        onnx_path = Path(tmp) / f"{name}.onnx"
+        onnx_path.write_bytes(model_case.build().SerializeToString())
+    return Case(name, variant, folder / entry["file"], str(onnx_path), config, dataset, None, inputs)
 
 
 def architecture_case(folder: Path) -> Case:
@@ -202,6 +223,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--variants", default="fp16,i8")
     ap.add_argument("--architectures", metavar="DIR",
                     help="also time the real-architecture files layer_evidence.py built into DIR")
+    ap.add_argument("--onnx-dir", metavar="DIR",
+                    help="also time the builds build_corpus.py --onnx-dir DIR made (e.g. torchvision's ResNet50)")
     ap.add_argument("--ultralytics", metavar="DIR",
                     help="also time the Ultralytics exports ultralytics_export.py --out DIR wrote")
     ap.add_argument("--runs", type=int, default=30)
@@ -225,6 +248,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             if (folder / "model.rknn").exists() and folder.name.rsplit("_", 1)[-1] in args.variants.split(","):
                 rows[folder.name] = time_case(architecture_case(folder), tmp, args.runs, clock)
                 print(f"  {folder.name}: done", file=sys.stderr)
+        for case in onnx_dir_cases(Path(args.onnx_dir), args.variants.split(","), tmp) if args.onnx_dir else ():
+            rows[f"{case.name}_{case.variant}"] = time_case(case, tmp, args.runs, clock)
+            print(f"  {case.name}_{case.variant}: done", file=sys.stderr)
         for case in ultralytics_cases(Path(args.ultralytics)) if args.ultralytics else ():
             rows[case.name] = time_case(case, tmp, args.runs, clock)
             print(f"  {case.name}: done", file=sys.stderr)

@@ -396,6 +396,19 @@ def _conv_add_hardswish():
     return g.model([("x", IMG[1])], [(_hardswish(g, y), "y")])
 
 
+def _gemm_hardswish():
+    # MobileNetV3's classifier: GAP, Flatten, Gemm, HardSwish (a standalone HardSwish between the two
+    # Gemms' 1x1 convs in 2.5.0 too), Gemm
+    g = _G(818)
+    y = g.node("Flatten", [g.node("GlobalAveragePool", [g.conv("x", 3, 16)])[0]], axis=1)[0]
+
+    def gemm(t, cin, cout):
+        w = g.const((g.rng.standard_normal((cout, cin)) / np.sqrt(cin)).astype(np.float32), "w")
+        b = g.const((g.rng.standard_normal(cout) * 0.5).astype(np.float32), "b")
+        return g.node("Gemm", [t, w, b], transB=1)[0]
+    return g.model([("x", IMG[1])], [(gemm(_hardswish(g, gemm(y, 16, 48)), 48, 10), "y")])
+
+
 def _relu_input():
     # a Relu no conv precedes (on the normalised image input): a standalone Relu
     g = _G(810)
@@ -948,6 +961,8 @@ def _cases() -> List[Case]:
              purpose="a standalone exSwish after ConvAdd"),
         Case("conv_add_hardswish", "Conv 3->16 3x3 + Conv 3->16 1x1, y*HardSigmoid(y, 1/6, 0.5)", _conv_add_hardswish,
              img, purpose="a standalone HardSwish after ConvAdd (MobileNetV3)"),
+        Case("gemm_hardswish", "Conv 3->16 3x3, GAP, Flatten, Gemm 16->48, y*HardSigmoid(y, 1/6, 0.5), Gemm 48->10",
+             _gemm_hardswish, img, purpose="a standalone HardSwish between Gemms (MobileNetV3's classifier, 2.5.0)"),
         Case("pad_zero", "Conv 3->8 3x3, Pad constant (no value: 0) pads [0,1,1,2,0,2,2,1] (channels too), the output",
              _pad("constant", [0, 1, 1, 2, 0, 2, 2, 1], seed=811, last=False), img,
              purpose="a zero Pad no conv follows (before a conv the compiler folds it into the conv's pads)"),

@@ -19,8 +19,9 @@ the simulator on AVX-512 and AVX2, 75 % on the generic path).
 
 Then one conversion per channel: ``VendorRequant`` puts the accumulator on the output's int8
 grid, ``rint(acc * step[c] / s_out)``, with a fused Relu or Clip as the narrowed code range
-(:func:`emit_requant`; :mod:`rknnlite.backends.software.ops.vendor_int8`); a fused part that
-needs the real value (LeakyRelu, a residual Add...) gets ``acc * step[c]``; a lookup-table
+(:func:`emit_requant`; :mod:`rknnlite.backends.software.ops.vendor_int8`); a residual Add
+[and Relu] fuses with the conversion (:func:`emit_add_requant`); a fused part that needs the
+real value (LeakyRelu, HardSigmoid...) gets ``acc * step[c]``; a lookup-table
 activation takes the accumulator itself (:mod:`.lut`).
 """
 
@@ -32,7 +33,8 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["Accumulator", "FLOAT32_EXACT", "emit_accumulator", "emit_codes", "emit_requant", "grid_code"]
+__all__ = ["Accumulator", "FLOAT32_EXACT", "emit_accumulator", "emit_add_requant", "emit_codes", "emit_requant",
+           "grid_code"]
 
 #: integers below this magnitude are exact in float32 (24-bit significand)
 FLOAT32_EXACT = 1 << 24
@@ -107,3 +109,12 @@ def grid_code(value: float, s_out: float, zp_out: int) -> int:
     executor quantizes (float32 division, ties to even), clamped to int8."""
     q = float(np.rint(np.float32(value) / np.float32(s_out))) + zp_out
     return int(min(127.0, max(-128.0, q)))
+
+
+def emit_add_requant(lowering, node, total: str, acc: Accumulator, residual: str, out, s_out: float, zp_out: int,
+                     relu: bool) -> None:
+    """Emit ``VendorAddRequant``: ``acc * step[c] + residual`` (a ConvAdd; then Relu: a
+    ConvAddRelu) on the int8 grid of vendor tensor ``out``."""
+    lowering.emit(node, "VendorAddRequant", [total, residual],
+                  {"step": acc.step.astype(np.float32).tolist(), "relu": relu, "zero_point": zp_out, "scale": s_out,
+                   "qmin": -128, "qmax": 127}, output=lowering.names[out.index])

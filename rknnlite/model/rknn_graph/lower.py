@@ -32,7 +32,7 @@ ConvClip,              Conv, then Clip / LeakyRelu / HardSigmoid with the parame
 ConvLeakyRelu,         read from the node's DPU registers (rk3576/rv1126b: their own
 ConvHardSigmoid        map and ``BnCfg`` / ``BsCfg`` tensors, :mod:`.f2act`)
 ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
-                       [, then Relu]; ``auto_pad`` NOTSET, or VALID with pads 0 (a conv
+                       [, then Relu]; int8: the integer Conv, then VendorAddRequant; ``auto_pad`` NOTSET, or VALID with pads 0 (a conv
                        whose pads the compiler moved into a Pad)
 Add, Sub, Mul          Add, Sub, Mul (constant operands, plain or NC1HWC2: fp16-rounded
                        values in fp16 files, dequantized integers in int8 files)
@@ -99,7 +99,7 @@ from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
-from .accumulator import Accumulator, emit_accumulator, emit_requant, grid_code
+from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, grid_code
 from .f2act import F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import TARGET_DPU, Requant, fused_activation, node_registers, read_tasks, requant_of
@@ -753,6 +753,10 @@ class _Lowering:
                     params = self.register_params(node, unit, params)
                     lo, hi = grid_code(params["min"], s_out, zp_out), grid_code(params["max"], s_out, zp_out)
                 emit_requant(self, node, total, acc, out, s_out, zp_out, lo, hi)
+                return
+            if activation in _RESIDUAL_ACTIVATIONS:  # the Mul, Add [and Relu] and the output's grid in one pass
+                emit_add_requant(self, node, total, acc, self.names[extra[0].index], out, s_out, zp_out,
+                                 relu=activation == "AddRelu")
                 return
             conv = f"{self.names[out.index]}__conv"
             self.emit_scaled(node, total, acc, conv)

@@ -1,4 +1,5 @@
-"""``VendorCodes`` and ``VendorRequant``: the integer ends of a vendor int8 conv (internal ops).
+"""``VendorCodes``, ``VendorRequant`` and ``VendorAddRequant``: the integer ends of a vendor int8
+conv (internal ops).
 
 A Rockchip NPU multiplies int8 codes, sums them in an int32 accumulator and converts the
 sum to the output's int8 grid with one multiplier per channel (``rknnlite/model/rknn_graph/
@@ -15,7 +16,12 @@ output's), ``qmin`` / ``qmax`` (the int8 range, narrowed by a fused Relu or Clip
 ``(clip(rint(acc * multiplier[c]) + zero_point, qmin, qmax) - zero_point) * scale``, the
 product in double.
 
-Both write into the executor's buffer when given one and allocate otherwise; float32
+``VendorAddRequant``: inputs ``[acc, residual]`` (same shape); attributes ``step`` (C floats: the
+real value of one accumulator step), ``relu`` (bool), ``zero_point``, ``scale``, ``qmin``,
+``qmax``; output ``v = acc * step[c] + residual`` (then ``max(v, 0)``) on the output's grid, in
+float32 as the Mul, Add, Relu and quantization it fuses (a ConvAdd / ConvAddRelu).
+
+All three write into the executor's buffer when given one and allocate otherwise; float32
 outputs of the input's shape.
 """
 
@@ -25,11 +31,11 @@ import math
 
 import numpy as np
 
-from ...._native.executor_kernels import int8_codes, requant_channels
+from ...._native.executor_kernels import add_requant_channels, int8_codes, requant_channels
 from ....errors import ModelInvalidError
 from . import kernel
 
-__all__ = ["vendor_codes", "vendor_requant"]
+__all__ = ["vendor_add_requant", "vendor_codes", "vendor_requant"]
 
 
 def _positive(attrs, name: str, op: str) -> float:
@@ -97,4 +103,40 @@ def vendor_requant(inputs, attrs, out=None):
     if acc.size:
         requant_channels(acc, y, multiplier, acc.size // (acc.shape[0] * acc.shape[1]), attrs["zero_point"],
                          attrs["scale"], attrs["qmin"], attrs["qmax"])
+    return [y]
+
+
+def _add_requant_prepare(attrs, consts):
+    op = "VendorAddRequant"
+    try:
+        step = np.ascontiguousarray(attrs.get("step"), dtype=np.float32).reshape(-1)
+    except (TypeError, ValueError):
+        step = np.empty(0, np.float32)
+    if step.size == 0 or not np.all(np.isfinite(step)) or not np.all(step > 0):
+        raise ModelInvalidError(f"{op}: attribute step must hold one finite positive number per channel, got "
+                                f"{attrs.get('step')!r}", op=op)
+    relu = attrs.get("relu", False)
+    if not isinstance(relu, (bool, np.bool_)):
+        raise ModelInvalidError(f"{op}: attribute relu must be a bool, got {relu!r}", op=op)
+    qmin = _int(attrs, "qmin", op, -128, 127)
+    qmax = _int(attrs, "qmax", op, qmin, 127)
+    return dict(attrs, step=step, relu=bool(relu), scale=_positive(attrs, "scale", op),
+                zero_point=_int(attrs, "zero_point", op, -128, 127), qmin=qmin, qmax=qmax)
+
+
+@kernel("VendorAddRequant", out=True, prepare=_add_requant_prepare, grid=_requant_grid)
+def vendor_add_requant(inputs, attrs, out=None):
+    """An int8 ConvAdd / ConvAddRelu: the accumulator in real units plus the residual, on the
+    output's int8 grid (see the module doc)."""
+    acc = np.ascontiguousarray(inputs[0], dtype=np.float32)
+    res = np.ascontiguousarray(inputs[1], dtype=np.float32)
+    step = attrs["step"]
+    if acc.ndim < 2 or acc.shape[1] != step.size or res.shape != acc.shape:
+        raise ModelInvalidError(f"VendorAddRequant: accumulator of shape {list(acc.shape)} and residual of shape "
+                                f"{list(res.shape)}; both must have the {step.size} channels of its steps on axis 1",
+                                op="VendorAddRequant")
+    y = _target(acc, out)
+    if acc.size:
+        add_requant_channels(acc, res, y, step, acc.size // (acc.shape[0] * acc.shape[1]), attrs["zero_point"],
+                             attrs["scale"], attrs["relu"], attrs["qmin"], attrs["qmax"])
     return [y]
