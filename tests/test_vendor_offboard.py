@@ -1181,11 +1181,30 @@ def test_rk3576_fp16_leaky_relu_slope_comes_from_its_bscfg_tensor():
 
 
 def test_rk3576_fp16_clip_bounds_are_the_second_clamp_pair():
-    # first pair (-4.0, 2.0), second (-1.0, 2.0): the second is the ONNX bounds, the simulator's clamp
-    assert _fused_part("conv_clip_rk3576_fp16") == ("Clip", {}, [-1.0, 2.0])
+    # first pair (-4.0, 2.0), second (-1.0, 2.0): the second is the ONNX bounds, the simulator's clamp;
+    # float16 values, so the clip commutes with the float16 rounding and is fused into the conv
+    (conv,) = _corpus_lowered("conv_clip_rk3576_fp16").graph.nodes
+    assert conv.op == "Conv" and conv.attrs["_activation"] == "Clip"
+    assert (conv.attrs["_activation_min"], conv.attrs["_activation_max"]) == (-1.0, 2.0)
     (y,), (ref,) = _corpus_run("conv_clip_rk3576_fp16")
     assert _cos(y, ref) >= 0.99999
     assert y.min() == -1.0 and y.max() == 2.0
+
+
+def test_an_fp16_clip_to_bounds_float16_cannot_hold_stays_a_clip_after_the_rounded_conv(monkeypatch):
+    # a bound float16 would round (0.1) does not commute with the rounding: Conv, then Clip
+    from rknnlite.model.rknn_graph import lower as lower_mod
+
+    original = lower_mod._Lowering.register_params
+
+    def params(self, node, unit, given):
+        p = original(self, node, unit, given)
+        return dict(p, max=0.1) if node.op == "ConvClip" else p
+
+    monkeypatch.setattr(lower_mod._Lowering, "register_params", params)
+    model = _corpus_lowered("conv_clip_rk3576_fp16")
+    assert [n.op for n in model.graph.nodes] == ["Conv", "Clip"]
+    assert model.graph.constants[model.graph.nodes[1].inputs[2]].tolist() == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize("bound, first", [

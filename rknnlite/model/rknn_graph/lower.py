@@ -30,7 +30,9 @@ ConvHardSwish          lookup tables (VendorLutActivation, see :mod:`.lut`; rk35
                        Sigmoid and HardSigmoid only, their index map from :mod:`.f2act`)
 ConvClip,              Conv, then Clip / LeakyRelu / HardSigmoid with the parameters
 ConvLeakyRelu,         read from the node's DPU registers (rk3576/rv1126b: their own
-ConvHardSigmoid        map and ``BnCfg`` / ``BsCfg`` tensors, :mod:`.f2act`)
+ConvHardSigmoid        map and ``BnCfg`` / ``BsCfg`` tensors, :mod:`.f2act`); a Clip to
+                       float16 bounds is the conv's own (fp16) or VendorRequant's code
+                       range (int8)
 ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
                        [, then Relu]; int8: the integer Conv, then VendorAddRequant; ``auto_pad`` NOTSET, or VALID with pads 0 (a conv
                        whose pads the compiler moved into a Pad)
@@ -773,6 +775,13 @@ class _Lowering:
                 attrs["_activation"] = activation  # relu commutes with the rounding and the int8 grid
             self.emit(node, "Conv", inputs, attrs)
             return
+        if activation == "Clip" and not branch:
+            params = self.register_params(node, unit, params)
+            if all(float(np.float16(params[k])) == params[k] for k in ("min", "max")):
+                # a clip to float16 values commutes with the float16 rounding: fused into the conv (Relu6)
+                attrs.update(_activation="Clip", _activation_min=params["min"], _activation_max=params["max"])
+                self.emit(node, "Conv", inputs, attrs)
+                return
         # conv, rounded to fp16 (fp16 files; not a split conv's branch) or kept float (int8 files), then
         # the fused part
         conv = f"{self.names[out.index]}__conv"
