@@ -135,12 +135,15 @@ def test_requant_kernel_is_the_exact_product_rounded_per_channel():
     acc = rng.integers(-(1 << 23), 1 << 23, size=(2, 5, 37)).astype(np.float32)
     m = rng.uniform(1e-6, 4e-5, 5)
     out = np.empty_like(acc)
-    requant_channels(acc, out, m, 37, -3, 0.05, -100, 90)
+    requant_channels(acc.reshape(-1), out.reshape(-1), m, 37, -3, 0.05, -100, 90)
     q = np.clip(np.rint(acc.astype(np.float64) * m[None, :, None]) - 3, -100, 90)  # exact in float64
     np.testing.assert_array_equal(out, (q.astype(np.float32) + np.float32(3)) * np.float32(0.05))
     # ties go to even, as the executor's own quantization rounds
-    requant_channels(np.array([5, 7, -5], np.float32), out[:1, :1, :3], np.array([0.5]), 3, 0, 1.0)
-    np.testing.assert_array_equal(out[0, 0, :3], [2, 4, -2])
+    ties = np.empty(3, np.float32)
+    requant_channels(np.array([5, 7, -5], np.float32), ties, np.array([0.5]), 3, 0, 1.0)
+    np.testing.assert_array_equal(ties, [2, 4, -2])
+    with pytest.raises(ValueError, match="rows of 37 in 5 channels"):
+        requant_channels(acc.reshape(-1)[:-1], out.reshape(-1)[:-1], m, 37, -3, 0.05)
 
 
 def test_add_requant_kernel_is_the_mul_add_relu_and_quantization_it_fuses():
@@ -150,7 +153,7 @@ def test_add_requant_kernel_is_the_mul_add_relu_and_quantization_it_fuses():
     step = np.array([3e-6, 7e-6, 1.1e-5], np.float32)
     for relu in (False, True):
         out = np.empty_like(acc)
-        add_requant_channels(acc, res, out, step, 45, 5, 0.0625, relu)
+        add_requant_channels(acc.reshape(-1), res.reshape(-1), out.reshape(-1), step, 45, 5, 0.0625, relu)
         v = acc * step.reshape(1, -1, 1) + res  # float32: the Mul, then the Add
         if relu:
             v = np.maximum(v, np.float32(0))

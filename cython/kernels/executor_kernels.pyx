@@ -196,142 +196,96 @@ def is_fp16_exact(const float[::1] data):
     return exact
 
 
-def int8_codes(src, dst, float scale):
-    """``dst[...] = rint(src / scale)`` in one pass: the integer codes ``q - zp`` of an int8
+
+def int8_codes(const float[::1] src, float[::1] dst, float scale):
+    """``dst[i] = rint(src[i] / scale)`` in one pass: the integer codes ``q - zp`` of an int8
     tensor the executor stores as ``(q - zp) * scale`` (exact: the quotient is within an ulp
-    of the integer).  ``src`` and ``dst``: C-contiguous float32 buffers of one size (``dst``
-    writable; it may be ``src``).  GIL released, no allocation."""
-    if not scale > 0:
-        raise ValueError(f"quantization scale must be positive, got {scale}")
-    cdef Py_buffer s, d
-    _float_buffer(src, &s, False)
-    try:
-        _float_buffer(dst, &d, True)
-    except BaseException:
-        PyBuffer_Release(&s)
-        raise
-    cdef Py_ssize_t i = 0, n = d.len // 4
-    cdef const float *sp = <const float *>s.buf
-    cdef float *dp = <float *>d.buf
-    try:
-        if s.len != d.len:
-            raise ValueError(f"source of {s.len // 4} values, destination of {n}")
-        with nogil:
-            if _VECTOR:
-                i = rke_codes_avx2(sp, dp, n, scale)
-            while i < n:
-                dp[i] = rintf(sp[i] / scale)
-                i += 1
-    finally:
-        PyBuffer_Release(&s)
-        PyBuffer_Release(&d)
-
-
-def requant_channels(src, dst, const double[::1] multiplier, Py_ssize_t inner, int zero_point, float scale,
-                     int qmin=-128, int qmax=127):
-    """Requantize an int8 conv's integer accumulator to its output's grid, in one pass.
-
-    ``src`` holds ``(outer, C, inner)`` values in C order (``C = len(multiplier)``); each
-    becomes ``(clip(rint(acc * multiplier[c]) + zero_point, qmin, qmax) - zero_point) * scale``,
-    the product in double (exact for an accumulator below 2^24 and a multiplier of up to 29
-    significant bits), the result float32 as :func:`fake_quant_inplace` writes grid values.
-    ``dst``: a writable C-contiguous float32 buffer of ``src``'s size (it may be ``src``).
+    of the integer).  ``src`` and ``dst``: flat float32 of one length (``dst`` may be ``src``).
     GIL released, no allocation."""
     if not scale > 0:
         raise ValueError(f"quantization scale must be positive, got {scale}")
-    cdef Py_ssize_t channels = multiplier.shape[0]
+    cdef Py_ssize_t i = 0, n = _rows(src.shape[0], dst.shape[0], src.shape[0], 1, 1)
+    if n == 0:
+        return
+    with nogil:
+        if _VECTOR:
+            i = rke_codes_avx2(&src[0], &dst[0], n, scale)
+        while i < n:
+            dst[i] = rintf(src[i] / scale)
+            i += 1
+
+
+cdef Py_ssize_t _rows(Py_ssize_t n, Py_ssize_t m, Py_ssize_t other, Py_ssize_t channels, Py_ssize_t inner) except -1:
+    """Rows of ``inner`` values in flat buffers of ``n`` (source), ``m`` (destination) and
+    ``other`` values (a second source), channel ``row % channels`` each; ValueError otherwise."""
     if channels < 1 or inner < 1:
         raise ValueError(f"{channels} channels of {inner} values: both must be positive")
-    cdef Py_buffer s, d
-    _float_buffer(src, &s, False)
-    try:
-        _float_buffer(dst, &d, True)
-    except BaseException:
-        PyBuffer_Release(&s)
-        raise
-    cdef Py_ssize_t n = d.len // 4, row, rows, i, k
-    cdef const float *sp = <const float *>s.buf
-    cdef float *dp = <float *>d.buf
+    if n != m or other != m or n % (channels * inner):
+        raise ValueError(f"sources of {n} and {other} values and a destination of {m} are not rows of {inner} "
+                         f"in {channels} channels")
+    return n // inner
+
+
+def requant_channels(const float[::1] src, float[::1] dst, const double[::1] multiplier, Py_ssize_t inner,
+                     int zero_point, float scale, int qmin=-128, int qmax=127):
+    """Requantize an int8 conv's integer accumulator to its output's grid, in one pass.
+
+    ``src`` holds ``(outer, C, inner)`` values in C order, flat (``C = len(multiplier)``); each
+    becomes ``(clip(rint(acc * multiplier[c]) + zero_point, qmin, qmax) - zero_point) * scale``,
+    the product in double (exact for an accumulator below 2^24 and a multiplier of up to 29
+    significant bits), the result float32 as :func:`fake_quant_inplace` writes grid values.
+    ``dst``: flat float32 of the same length (it may be ``src``).  GIL released, no allocation."""
+    if not scale > 0:
+        raise ValueError(f"quantization scale must be positive, got {scale}")
+    cdef Py_ssize_t channels = multiplier.shape[0]
+    cdef Py_ssize_t rows = _rows(src.shape[0], dst.shape[0], src.shape[0], channels, inner), row, i, k
     cdef double m, q
     cdef float zp = zero_point
-    try:
-        if s.len != d.len or n % (channels * inner):
-            raise ValueError(f"source of {s.len // 4} and destination of {n} values for {channels} channels of "
-                             f"{inner}")
-        rows = n // inner
-        with nogil:
-            for row in range(rows):
-                m = multiplier[row % channels]
-                k = row * inner
-                i = rke_requant_avx2(sp + k, dp + k, inner, m, zp, qmin, qmax, scale) if _VECTOR else 0
-                while i < inner:
-                    q = rint(<double>sp[k + i] * m) + zero_point
-                    if q < qmin:
-                        q = qmin
-                    elif q > qmax:
-                        q = qmax
-                    dp[k + i] = (<float>q - zp) * scale
-                    i += 1
-    finally:
-        PyBuffer_Release(&s)
-        PyBuffer_Release(&d)
+    with nogil:
+        for row in range(rows):
+            m = multiplier[row % channels]
+            k = row * inner
+            i = rke_requant_avx2(&src[k], &dst[k], inner, m, zp, qmin, qmax, scale) if _VECTOR else 0
+            while i < inner:
+                q = rint(<double>src[k + i] * m) + zero_point
+                if q < qmin:
+                    q = qmin
+                elif q > qmax:
+                    q = qmax
+                dst[k + i] = (<float>q - zp) * scale
+                i += 1
 
 
-def add_requant_channels(acc, residual, dst, const float[::1] step, Py_ssize_t inner, int zero_point, float scale,
-                         bint relu=False, int qmin=-128, int qmax=127):
+def add_requant_channels(const float[::1] acc, const float[::1] residual, float[::1] dst, const float[::1] step,
+                         Py_ssize_t inner, int zero_point, float scale, bint relu=False, int qmin=-128,
+                         int qmax=127):
     """A conv's accumulator plus a residual, on the output's int8 grid, in one pass.
 
-    ``acc`` and ``residual`` hold ``(outer, C, inner)`` values in C order (``C = len(step)``);
-    each output is ``v = acc * step[c] + residual`` (then ``max(v, 0)`` when ``relu``), snapped
-    as :func:`fake_quant_inplace` snaps: float32 operations in the order a Mul, an Add, a Relu
-    and the output's quantization would run them.  ``dst``: a writable C-contiguous float32
-    buffer of the same size (it may be ``acc`` or ``residual``).  GIL released, no allocation."""
+    ``acc`` and ``residual`` hold ``(outer, C, inner)`` values in C order, flat (``C =
+    len(step)``); each output is ``v = acc * step[c] + residual`` (then ``max(v, 0)`` when
+    ``relu``), snapped as :func:`fake_quant_inplace` snaps: float32 operations in the order a
+    Mul, an Add, a Relu and the output's quantization would run them (this module is built
+    without fused multiply-adds).  ``dst``: flat float32 of the same length (it may be ``acc``
+    or ``residual``).  GIL released, no allocation."""
     if not scale > 0:
         raise ValueError(f"quantization scale must be positive, got {scale}")
     cdef Py_ssize_t channels = step.shape[0]
-    if channels < 1 or inner < 1:
-        raise ValueError(f"{channels} channels of {inner} values: both must be positive")
-    cdef Py_buffer a, r, d
-    _float_buffer(acc, &a, False)
-    try:
-        _float_buffer(residual, &r, False)
-    except BaseException:
-        PyBuffer_Release(&a)
-        raise
-    try:
-        _float_buffer(dst, &d, True)
-    except BaseException:
-        PyBuffer_Release(&a)
-        PyBuffer_Release(&r)
-        raise
-    cdef Py_ssize_t n = d.len // 4, row, rows, i, k
-    cdef const float *ap = <const float *>a.buf
-    cdef const float *rp = <const float *>r.buf
-    cdef float *dp = <float *>d.buf
+    cdef Py_ssize_t rows = _rows(acc.shape[0], dst.shape[0], residual.shape[0], channels, inner), row, i, k
     cdef float v, q, st, zp = zero_point
-    try:
-        if a.len != d.len or r.len != d.len or n % (channels * inner):
-            raise ValueError(f"accumulator of {a.len // 4}, residual of {r.len // 4} and destination of {n} values "
-                             f"for {channels} channels of {inner}")
-        rows = n // inner
-        with nogil:
-            for row in range(rows):
-                st = step[row % channels]
-                k = row * inner
-                i = rke_add_requant_avx2(ap + k, rp + k, dp + k, inner, st, scale, zp, qmin, qmax, relu) \
-                    if _VECTOR else 0
-                while i < inner:
-                    v = ap[k + i] * st + rp[k + i]
-                    if relu and v < 0:
-                        v = 0
-                    q = rintf(v / scale) + zero_point
-                    if q < qmin:
-                        q = qmin
-                    elif q > qmax:
-                        q = qmax
-                    dp[k + i] = (q - zero_point) * scale
-                    i += 1
-    finally:
-        PyBuffer_Release(&a)
-        PyBuffer_Release(&r)
-        PyBuffer_Release(&d)
+    with nogil:
+        for row in range(rows):
+            st = step[row % channels]
+            k = row * inner
+            i = rke_add_requant_avx2(&acc[k], &residual[k], &dst[k], inner, st, scale, zp, qmin, qmax, relu) \
+                if _VECTOR else 0
+            while i < inner:
+                v = acc[k + i] * st + residual[k + i]
+                if relu and v < 0:
+                    v = 0
+                q = rintf(v / scale) + zero_point
+                if q < qmin:
+                    q = qmin
+                elif q > qmax:
+                    q = qmax
+                dst[k + i] = (q - zero_point) * scale
+                i += 1

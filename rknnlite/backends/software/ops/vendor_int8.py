@@ -53,6 +53,25 @@ def _int(attrs, name: str, op: str, lo: int, hi: int) -> int:
     return int(value)
 
 
+def _grid_attrs(attrs, op: str) -> dict:
+    """The output grid attributes (``scale``, ``zero_point``, ``qmin``, ``qmax``), checked."""
+    qmin = _int(attrs, "qmin", op, -128, 127)
+    return {"scale": _positive(attrs, "scale", op), "zero_point": _int(attrs, "zero_point", op, -128, 127),
+            "qmin": qmin, "qmax": _int(attrs, "qmax", op, qmin, 127)}
+
+
+def _channel_values(attrs, name: str, op: str, dtype) -> np.ndarray:
+    """Attribute ``name``: one finite positive number per channel, as a flat ``dtype`` array."""
+    try:
+        values = np.ascontiguousarray(attrs.get(name), dtype=dtype).reshape(-1)
+    except (TypeError, ValueError):
+        values = np.empty(0, dtype)
+    if values.size == 0 or not np.all(np.isfinite(values)) or not np.all(values > 0):
+        raise ModelInvalidError(f"{op}: attribute {name} must hold one finite positive number per channel, got "
+                                f"{attrs.get(name)!r}", op=op)
+    return values
+
+
 def _target(x: np.ndarray, out) -> np.ndarray:
     if out is not None and out[0].dtype == np.float32 and out[0].flags.c_contiguous and out[0].shape == x.shape:
         return out[0]
@@ -68,23 +87,14 @@ def vendor_codes(inputs, attrs, out=None):
     """The integer codes ``rint(x / scale)`` of an int8 tensor stored as real values."""
     x = np.ascontiguousarray(inputs[0], dtype=np.float32)
     y = _target(x, out)
-    int8_codes(x, y, attrs["scale"])
+    int8_codes(x.reshape(-1), y.reshape(-1), attrs["scale"])
     return [y]
 
 
 def _requant_prepare(attrs, consts):
     op = "VendorRequant"
-    try:
-        multiplier = np.ascontiguousarray(attrs.get("multiplier"), dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        multiplier = np.empty(0)
-    if multiplier.size == 0 or not np.all(np.isfinite(multiplier)) or not np.all(multiplier > 0):
-        raise ModelInvalidError(f"{op}: attribute multiplier must hold one finite positive number per channel, got "
-                                f"{attrs.get('multiplier')!r}", op=op)
-    qmin = _int(attrs, "qmin", op, -128, 127)
-    qmax = _int(attrs, "qmax", op, qmin, 127)
-    return dict(attrs, multiplier=multiplier, scale=_positive(attrs, "scale", op),
-                zero_point=_int(attrs, "zero_point", op, -128, 127), qmin=qmin, qmax=qmax)
+    multiplier = _channel_values(attrs, "multiplier", op, np.float64)
+    return dict(attrs, multiplier=multiplier, **_grid_attrs(attrs, op))
 
 
 def _requant_grid(attrs):
@@ -101,27 +111,19 @@ def vendor_requant(inputs, attrs, out=None):
                                 f"{multiplier.size} channels of its multipliers on axis 1", op="VendorRequant")
     y = _target(acc, out)
     if acc.size:
-        requant_channels(acc, y, multiplier, acc.size // (acc.shape[0] * acc.shape[1]), attrs["zero_point"],
+        requant_channels(acc.reshape(-1), y.reshape(-1), multiplier, acc.size // (acc.shape[0] * acc.shape[1]),
+                         attrs["zero_point"],
                          attrs["scale"], attrs["qmin"], attrs["qmax"])
     return [y]
 
 
 def _add_requant_prepare(attrs, consts):
     op = "VendorAddRequant"
-    try:
-        step = np.ascontiguousarray(attrs.get("step"), dtype=np.float32).reshape(-1)
-    except (TypeError, ValueError):
-        step = np.empty(0, np.float32)
-    if step.size == 0 or not np.all(np.isfinite(step)) or not np.all(step > 0):
-        raise ModelInvalidError(f"{op}: attribute step must hold one finite positive number per channel, got "
-                                f"{attrs.get('step')!r}", op=op)
+    step = _channel_values(attrs, "step", op, np.float32)
     relu = attrs.get("relu", False)
     if not isinstance(relu, (bool, np.bool_)):
         raise ModelInvalidError(f"{op}: attribute relu must be a bool, got {relu!r}", op=op)
-    qmin = _int(attrs, "qmin", op, -128, 127)
-    qmax = _int(attrs, "qmax", op, qmin, 127)
-    return dict(attrs, step=step, relu=bool(relu), scale=_positive(attrs, "scale", op),
-                zero_point=_int(attrs, "zero_point", op, -128, 127), qmin=qmin, qmax=qmax)
+    return dict(attrs, step=step, relu=bool(relu), **_grid_attrs(attrs, op))
 
 
 @kernel("VendorAddRequant", out=True, prepare=_add_requant_prepare, grid=_requant_grid)
@@ -137,6 +139,7 @@ def vendor_add_requant(inputs, attrs, out=None):
                                 op="VendorAddRequant")
     y = _target(acc, out)
     if acc.size:
-        add_requant_channels(acc, res, y, step, acc.size // (acc.shape[0] * acc.shape[1]), attrs["zero_point"],
+        add_requant_channels(acc.reshape(-1), res.reshape(-1), y.reshape(-1), step,
+                             acc.size // (acc.shape[0] * acc.shape[1]), attrs["zero_point"],
                              attrs["scale"], attrs["relu"], attrs["qmin"], attrs["qmax"])
     return [y]
