@@ -214,34 +214,29 @@ def test_a_conv_after_the_compilers_pad_has_auto_pad_valid_and_no_pads():
     assert [(n.params["auto_pad"], n.params["pads"]) for n in branches] == [("VALID", [0, 0, 0, 0])] * 3
 
 
-def test_auto_pad_valid_with_pads_is_refused(monkeypatch):
-    def pads(n):
-        return dataclasses.replace(n, params=dict(n.params, pads=[1, 1, 1, 1])) if n.op == "ConvAdd" else n
+def _patched_nodes(monkeypatch, op: str, **params) -> None:
+    """Lower with ``params`` set in the parameter table of every ``op`` node of subgraph 0."""
+    def patch(n):
+        return dataclasses.replace(n, params=dict(n.params, **params)) if n.op == op else n
 
     original = lower_mod.read_vendor_graph
 
     def read_vendor_graph(*args, **kwargs):
         vf = original(*args, **kwargs)
         sg = vf.subgraphs[0]
-        return dataclasses.replace(vf, subgraphs=(dataclasses.replace(sg, nodes=tuple(pads(n) for n in sg.nodes)),))
+        return dataclasses.replace(vf, subgraphs=(dataclasses.replace(sg, nodes=tuple(patch(n) for n in sg.nodes)),))
 
     monkeypatch.setattr(lower_mod, "read_vendor_graph", read_vendor_graph)
+
+
+def test_auto_pad_valid_with_pads_is_refused(monkeypatch):
+    _patched_nodes(monkeypatch, "ConvAdd", pads=[1, 1, 1, 1])
     _refused("wide_dilated_fp16", r"has auto_pad 'VALID' with pads \[1, 1, 1, 1\]; only explicit pads \(NOTSET\), "
                                   r"or VALID with pads 0")
 
 
 def test_a_split_without_size_constant_on_another_axis_is_refused(monkeypatch):
-    def axis(n):
-        return dataclasses.replace(n, params=dict(n.params, axis=2)) if n.op == "Split" else n
-
-    original = lower_mod.read_vendor_graph
-
-    def read_vendor_graph(*args, **kwargs):
-        vf = original(*args, **kwargs)
-        sg = vf.subgraphs[0]
-        return dataclasses.replace(vf, subgraphs=(dataclasses.replace(sg, nodes=tuple(axis(n) for n in sg.nodes)),))
-
-    monkeypatch.setattr(lower_mod, "read_vendor_graph", read_vendor_graph)
+    _patched_nodes(monkeypatch, "Split", axis=2)
     _refused("wide_dilated_fp16", r"a Split without size constant or BSON on axis 2; only the compiler's channel "
                                   r"split \(axis 1\) was decoded")
 
