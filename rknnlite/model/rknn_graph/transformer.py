@@ -1,0 +1,252 @@
+"""The vendor op types of transformers: exNorm (LayerNorm), exMatMul, exGelu and Gather.
+
+Each ``lower_*`` function emits the executor nodes of one vendor node on ``lowering`` (lower.py's
+``_Lowering``), as :mod:`.lut` does for the lookup-table activations; the lowering table in
+:mod:`.lower` lists what each becomes.  Fields the decoding has not seen raise
+:class:`~rknnlite.errors.ModelInvalidError` naming them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Tuple
+
+import numpy as np
+
+from .accumulator import emit_codes
+from .graph import VendorNode, VendorTensor
+from .lut import lower_lut_sigmoid
+from .regcmd import TARGET_DPU, node_registers
+
+__all__ = ["float_values", "lower_gather", "lower_gelu", "lower_layer_norm", "lower_matmul"]
+
+_ACTIVATION_KINDS = ("input", "output", "activation")
+#: CNA registers of an int8 exMatMul's input conversion (``CVT_CON0``, then ``CVT_CON1..4``)
+_TARGET_CNA = 0x0201
+_REG_CNA_CVT_CON0 = 0x104C
+_REG_CNA_CVT_SCALES = (0x1050, 0x1054, 0x1058, 0x105C)
+
+
+def _signed16(value: int) -> int:
+    return value - (1 << 16) if value >= 1 << 15 else value
+
+
+def _signed32(value: int) -> int:
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def lower_layer_norm(lowering, node: VendorNode) -> None:
+    """exNorm with mode ``layer``: the compiler's LayerNorm (from an opset-13 ReduceMean/Sub/
+    Pow/Sqrt/Div/Mul/Add chain or an opset-17 LayerNormalization) over axis 1 of (N, C, 1, T)
+    tokens-last tensors.  Its constant inputs: the scale (float16) and bias (float32) as
+    stored (both rounded to fp16, as the simulator does; absent when they are the identity),
+    and the NPU's reduce-mean weights ``<node>_rm_fp16_weight`` (float16) and
+    ``<node>_rm_bf16_weight`` (bfloat16), vectors of ones that must be so.  Float32 inside,
+    the output rounded (fp16 files) or requantized (int8 files, where the simulator puts the
+    scale and bias on the int8 grids of their own scale and zero point first)."""
+    (data,) = lowering.activation_inputs(node, 1, 1)
+    x, out = lowering.tensor(node.inputs[0], node), lowering.single_output(node)
+    quantized = lowering.int8 and x.dtype == out.dtype == "int8"
+    if not quantized:
+        lowering.float16_only(node, (x, out), "LayerNorm")
+    p = node.params
+    if node.param_type != 87 or p.get("mode") != "layer" or p.get("axes") != [1]:
+        raise lowering.error(f"{node.label}: parameter table {p} (type {node.param_type}); only mode 'layer' over "
+                         "axes [1] (a norm table, 87) was decoded")
+    eps = p["eps"]
+    if not (np.isfinite(eps) and eps > 0):
+        raise lowering.error(f"{node.label}: parameter eps is {eps!r}; a positive float was expected")
+    shape = list(x.shape)
+    if len(shape) != 4 or shape[2] != 1 or list(out.shape) != shape:
+        raise lowering.error(f"{node.label}: input {shape} -> output {list(out.shape)}; (N, C, 1, T) in and out "
+                         "was expected")
+    channels = shape[1]
+    consts = [lowering.tensor(i, node) for i in node.inputs[1:] if lowering.tensor(i, node).kind not in _ACTIVATION_KINDS]
+    helpers = [t for t in consts if re.search(r"_rm_(fp16|bf16)_weight$", t.name)]
+    for t in helpers:
+        _ones_weight(lowering, node, t, channels)
+    affine = [t for t in consts if t not in helpers]
+    if not affine:
+        gamma, beta = np.ones(channels, np.float32), np.zeros(channels, np.float32)
+    elif (len(affine) == 2 and [t.dtype for t in affine] == ["float16", "float32"]
+          and all(int(np.prod(t.shape)) == channels for t in affine)):
+        gamma, beta = (float_values(lowering, node, t, channels) for t in affine)
+        if quantized:  # the simulator puts them on the int8 grids the file gives them
+            gamma, beta = (_fake_quantized(lowering, node, t, v) for t, v in zip(affine, (gamma, beta)))
+    else:
+        raise lowering.error(f"{node.label}: constant inputs {[(t.name, t.dtype, list(t.shape)) for t in affine]}; a "
+                         f"float16 scale and a float32 bias of {channels} values (or neither) were expected")
+    base = lowering.names[out.index]
+    step = lowering.float_steps(node, base)
+    last = step("Transpose", [data], {"perm": [0, 2, 3, 1]}, "nhwc")
+    normed = step("LayerNormalization", [last, lowering.constant(f"{base}__scale", gamma),
+                                         lowering.constant(f"{base}__bias", beta)],
+                  {"axis": -1, "epsilon": float(eps)}, "normed")
+    lowering.emit(node, "Transpose", [normed], {"perm": [0, 3, 1, 2]})
+
+
+def _fake_quantized(lowering, node: VendorNode, t: VendorTensor, values: np.ndarray) -> np.ndarray:
+    """``values`` of constant ``t`` put on the int8 grid of its own scale and zero point."""
+    if len(t.scale) != 1 or len(t.zero_point) != 1 or not t.scale[0] > 0 or not -128 <= t.zero_point[0] <= 127:
+        raise lowering.error(f"{node.label}: constant {t.name!r} of an int8 file has scale {list(t.scale)} and zero "
+                         f"point {list(t.zero_point)}; one positive scale and one int8 zero point were expected")
+    s, zp = float(t.scale[0]), int(t.zero_point[0])
+    codes = np.clip(np.rint(values.astype(np.float64) / s) + zp, -128, 127)
+    return ((codes - zp) * s).astype(np.float32)
+
+
+def float_values(lowering, node: VendorNode, t: VendorTensor, count: int) -> np.ndarray:
+    """The ``count`` float16/float32/bfloat16 values of constant ``t`` as float32."""
+    raw = lowering.vf.tensor_data(lowering.sg, t)
+    size = 4 if t.dtype == "float32" else 2
+    if t.dtype not in ("float16", "float32", "bfloat16") or len(raw) < size * count:
+        raise lowering.error(f"{node.label}: constant {t.name!r} ({t.dtype}, {len(raw)} bytes) does not hold {count} "
+                         "float values")
+    if t.dtype == "bfloat16":  # the upper half of a float32
+        return (np.frombuffer(raw, "<u2", count).astype(np.uint32) << 16).view(np.float32)
+    return np.frombuffer(raw, "<f4" if size == 4 else "<f2", count).astype(np.float32)
+
+
+def _ones_weight(lowering, node: VendorNode, t: VendorTensor, count: int) -> None:
+    """Check an exNorm's reduce-mean weight ``t``: ``count`` ones (float16, or bfloat16 for
+    ``*_rm_bf16_weight``)."""
+    expected = "bfloat16" if t.name.endswith("_rm_bf16_weight") else "float16"
+    if t.dtype != expected or t.kind != "generated" or int(np.prod(t.shape)) != count:
+        raise lowering.error(f"{node.label}: reduce-mean weight {t.name!r} is a {t.dtype} {t.kind} tensor of shape "
+                         f"{list(t.shape)}; {count} {expected} values were expected")
+    values = float_values(lowering, node, t, count)
+    if not np.all(values == 1):
+        raise lowering.error(f"{node.label}: reduce-mean weight {t.name!r} holds {values.tolist()}; only ones "
+                         "(a plain mean) were observed")
+
+
+def lower_matmul(lowering, node: VendorNode) -> None:
+    """exMatMul, the compiler's MatMul of two activations: ``a`` (H, K, 1, M) and ``b`` (H, K,
+    1, N) -> (H, M, 1, N), ``out[h, m, 0, n] = sum_k a[h, k, 0, m] b[h, k, 0, n]`` (the
+    Transposes around it bring the ONNX operands there).  fp16 files: float32 inside, the
+    output rounded; int8 files: the NPU's integer pipeline (:meth:`int8_matmul_operands`)."""
+    a, b = lowering.activation_inputs(node, 2, 2)
+    ta, tb = (lowering.tensor(i, node) for i in node.inputs[:2])
+    out = lowering.single_output(node)
+    quantized = lowering.int8 and ta.dtype == tb.dtype == out.dtype == "int8"
+    if not quantized:
+        lowering.float16_only(node, (ta, tb, out), "MatMul of two activations")
+    sa, sb, so = list(ta.shape), list(tb.shape), list(out.shape)
+    if (len(sa) != 4 or len(sb) != 4 or sa[2] != 1 or sb[2] != 1 or sa[:2] != sb[:2]
+            or so != [sa[0], sa[3], 1, sb[3]]):
+        raise lowering.error(f"{node.label}: operands {sa}, {sb} -> {so}; (H, K, 1, M), (H, K, 1, N) -> (H, M, 1, N) "
+                         "was expected")
+    step = lowering.float_steps(node, lowering.names[out.index])
+    if quantized:
+        a, b, unit = _int8_matmul_operands(lowering, node, ta, tb, out, a, b, step)
+    product = step("MatMul", [step("Transpose", [a], {"perm": [0, 2, 3, 1]}, "a_t"),
+                              step("Transpose", [b], {"perm": [0, 2, 1, 3]}, "b_t")], {}, "product")
+    if quantized:  # the accumulator in real units; the executor requantizes it to the output's grid
+        product = step("Mul", [product, lowering.constant(f"{lowering.names[out.index]}__unit", np.array(unit, np.float32),
+                                                      keep_float=True)], {}, "scaled")
+    lowering.emit(node, "Transpose", [product], {"perm": [0, 2, 1, 3]})
+
+
+def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: VendorTensor, out: VendorTensor,
+                         a: str, b: str, step) -> Tuple[str, str, float]:
+    """An int8 exMatMul as the NPU runs it: a conv whose weight is ``a`` (its zero point in
+    BS_ALU_SRC) and whose data is ``b``, converted on input by the CNA (``CVT_CON0`` 0x104c:
+    shift ``t`` in its four 6-bit truncate fields, low bits 0xa; ``CVT_CON1..4``
+    0x1050-0x105c, all equal: scale in bits 16..31, offset in bits 0..15, the negated zero point
+    of ``b``) to ``b' = floor(((q_b - zp_b) * scale + 2^(t-1)) / 2^t)``, then
+    ``y = round(sum (q_a - zp_a) * b' * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT) + OUT_CVT_OFFSET``.
+    Returns the names of the integer operands and the real value of one accumulator step."""
+    where = f"{lowering.label}: {node.label}"
+    regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
+
+    def reg(target: int, address: int, name: str) -> int:
+        value = regs.get((target, address))
+        if value is None:
+            raise lowering.error(f"{node.label}: its conv task does not write {name} ({address:#x})")
+        return value
+
+    con0 = reg(_TARGET_CNA, _REG_CNA_CVT_CON0, "CNA_CVT_CON0")
+    truncates = {(con0 >> shift) & 0x3F for shift in (4, 10, 16, 22)}
+    if con0 & 0xF != 0xA or con0 >> 28 or len(truncates) != 1:
+        raise lowering.error(f"{node.label}: CNA_CVT_CON0 (0x104c) = {con0:#x}; the observed layout is four equal "
+                         "6-bit truncate shifts in bits 4..27 over the low bits 0xa (a signed, converted input)")
+    (shift,) = truncates
+    cons = {reg(_TARGET_CNA, address, f"CNA_CVT_CON{k + 1}") for k, address in enumerate(_REG_CNA_CVT_SCALES)}
+    if len(cons) != 1:
+        raise lowering.error(f"{node.label}: CNA_CVT_CON1..4 (0x1050-0x105c) differ ({sorted(hex(v) for v in cons)}); "
+                         "one scale and offset for all four were observed")
+    (con,) = cons
+    scale, offset = con >> 16, _signed16(con & 0xFFFF)
+    qa, qb, qo = (lowering.activation_quant(t) for t in (ta, tb, out))
+    if offset != -qb.zero_point[0] or scale == 0 or shift == 0:
+        raise lowering.error(f"{node.label}: CNA_CVT_CON1 (0x1050) = {con:#x} (scale {scale}, offset {offset}) with "
+                         f"shift {shift}; the offset must undo the zero point {qb.zero_point[0]} of {tb.name!r} "
+                         "and the scale and shift be set")
+    alu_cfg = reg(TARGET_DPU, 0x4050, "BS_ALU_CFG")
+    weight_zp = -_signed16(reg(TARGET_DPU, 0x4054, "BS_ALU_SRC") & 0xFFFF)
+    if alu_cfg & 1 or weight_zp != qa.zero_point[0]:
+        raise lowering.error(f"{node.label}: BS_ALU_CFG (0x4050) = {alu_cfg:#x} and BS_ALU_SRC (0x4054) give weight zero "
+                         f"point {weight_zp}; a plain layer zero point equal to {ta.name!r}'s "
+                         f"({qa.zero_point[0]}) was expected")
+    bn = {address: regs[(TARGET_DPU, address)] for address in (0x4060, 0x4064, 0x4068)
+          if (TARGET_DPU, address) in regs}
+    if bn:  # an int8 attention's scores conv multiplies there (by its scale); no exMatMul did
+        raise lowering.error(f"{node.label}: its conv task writes the BN stage ("
+                         f"{', '.join(f'{a:#x} = {v:#x}' for a, v in sorted(bn.items()))}), which no observed "
+                         "exMatMul sets; its arithmetic there was not decoded")
+    offset_out = _signed32(reg(TARGET_DPU, 0x4080, "OUT_CVT_OFFSET"))
+    out_scale = reg(TARGET_DPU, 0x4084, "OUT_CVT_SCALE")
+    out_shift = reg(TARGET_DPU, 0x4088, "OUT_CVT_SHIFT")
+    if offset_out != qo.zero_point[0] or out_scale & ~0xFFFF or out_shift & ~0x3F:
+        raise lowering.error(f"{node.label}: OUT_CVT offset {offset_out}, scale {out_scale:#x}, shift {out_shift:#x}; "
+                         f"the output's zero point {qo.zero_point[0]}, a 16-bit scale and a 6-bit shift were "
+                         "expected")
+    base = lowering.names[out.index]
+    consts = {k: lowering.constant(f"{base}__{k}", np.array(v, np.float32), keep_float=True) for k, v in
+              (("cvt", scale / float(1 << shift)), ("half", 0.5))}
+    codes_a, codes_b = emit_codes(lowering, node, a, qa.scale[0]), emit_codes(lowering, node, b, qb.scale[0])
+    converted = step("Floor", [step("Add", [step("Mul", [codes_b, consts["cvt"]], {}, "b_mul"), consts["half"]],
+                                    {}, "b_half")], {}, "b_cvt")
+    return codes_a, converted, out_scale / float(1 << out_shift) * qo.scale[0]
+
+
+def lower_gelu(lowering, node: VendorNode) -> None:
+    """A standalone exGelu (``x (erf(x / sqrt 2) + 1) / 2``): fp16 files compute it in float,
+    the output rounded; int8 files (rk3588 family) run the DPU lookup table the file loads
+    (:func:`.lut.lower_lut_sigmoid`, whose tables are the file's own whatever the function)."""
+    (data,) = lowering.activation_inputs(node, 1, 1)
+    x, out = lowering.tensor(node.inputs[0], node), lowering.single_output(node)
+    if list(x.shape) != list(out.shape):
+        raise lowering.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+    if lowering.int8 and x.dtype == out.dtype == "int8":
+        if lowering.f2_platform():
+            raise lowering.error(f"{node.label}: exGelu in an int8 {lowering.platform()} file: its lookup-table index map "
+                             "there was not decoded (rk3588-family int8 files run it from the file's tables)")
+        lower_lut_sigmoid(lowering, node, x, out)
+        return
+    lowering.float16_only(node, (x, out), "GELU")
+    lowering.emit(node, "Gelu", [data], {})
+
+
+def lower_gather(lowering, node: VendorNode) -> None:
+    """Gather, an embedding lookup on the CPU: rows of a constant table (stored float16 in
+    fp16 files) picked by an int64 graph input; ``axis`` from the BSON (0 observed)."""
+    if len(node.inputs) != 2:
+        raise lowering.error(f"{node.label} has {len(node.inputs)} inputs; Gather takes a table and indices")
+    table, ids = (lowering.tensor(i, node) for i in node.inputs)
+    out = lowering.single_output(node)
+    if table.kind not in ("const", "shape") or table.dtype != "float16" or ids.index not in lowering.token_ids:
+        raise lowering.error(f"{node.label}: a Gather of a {table.dtype} {table.kind} tensor {table.name!r} by "
+                         f"{ids.dtype} {ids.kind} {ids.name!r}; only a float16 constant table indexed by an int64 "
+                         "graph input (an embedding lookup in an fp16 file) was decoded")
+    axis = lowering.bson_int(node, "axis", 0)
+    if axis != 0 or len(table.shape) != 2 or list(out.shape) != list(ids.shape) + [table.shape[1]]:
+        raise lowering.error(f"{node.label}: axis {axis} of a {list(table.shape)} table by {list(ids.shape)} indices "
+                         f"-> {list(out.shape)}; rows (axis 0) of a 2-D table were expected")
+    raw = lowering.vf.tensor_data(lowering.sg, table)
+    count = int(np.prod(table.shape))
+    if len(raw) < 2 * count:
+        raise lowering.error(f"{node.label}: table {table.name!r} needs {2 * count} bytes, has {len(raw)}")
+    values = np.frombuffer(raw, "<f2", count).astype(np.float32).reshape(table.shape)
+    lowering.emit(node, "Gather", [lowering.constant(lowering.names[table.index], values), lowering.names[ids.index]],
+              {"axis": 0})
