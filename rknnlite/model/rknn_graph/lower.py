@@ -580,11 +580,13 @@ class _Lowering:
             raise self.error(f"{node.label}: NC1HWC2 constant {t.name!r} ({t.dtype}, NPU shape {list(t.npu_shape)}) "
                              f"does not hold a float or int8 tensor of shape {list(t.shape)}")
         if blocked and t.dtype == "int8":
-            # corpus dist2bbox_i8: these ops, computed exactly on the decoded codes, leave 25-40 % of their
-            # outputs one step from the simulator's (its element-wise requantization is not decoded)
+            # corpus dist2bbox_i8, layer by layer: with the ONNX's float constants every op equals the
+            # simulator's output; with this int8 copy 60-75 % do (docs/vendor-format-notes.md)
             raise self.error(f"{node.label}: int8 constant {t.name!r} in NC1HWC2 layout (an int8 anchor grid or "
-                             "stride table): int8 element-wise ops with such constants do not match the vendor "
-                             "simulator off-board (4.8 % of outputs 2-3 steps away), so they are refused")
+                             f"stride table, scale {t.scale[0] if t.scale else '?'}): the vendor simulator computes "
+                             "with the ONNX model's float values, which the file does not hold (its int8 copy "
+                             "rounds each by up to half a step), so off-board results would differ from the "
+                             "simulator's (2-3 output steps on 4.8 % of values); refused")
         raw = self.vf.tensor_data(self.sg, t)
         dtypes = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "int8": "i1", "int16": "<i2"}
         if t.dtype not in dtypes:
