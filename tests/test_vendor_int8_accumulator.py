@@ -22,7 +22,7 @@ from rknnlite.backends.software.ops import conv as conv_ops
 from rknnlite.model.graph import Graph, Node
 from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph import lower_rockchip
-from rknnlite.model.rknn_graph.accumulator import FLOAT32_EXACT, Accumulator
+from rknnlite.model.rknn_graph.accumulator import FLOAT32_EXACT, Accumulator, fuse_codes
 from rknnlite.model.spec import QuantParams
 
 CORPUS = Path(__file__).parent / "data" / "vendor"
@@ -109,6 +109,40 @@ def test_int8_files_give_the_same_codes_on_every_isa_path_this_cpu_runs(stem, re
     for level, outputs in results.items():
         for y, ref in zip(outputs, results[0]):
             np.testing.assert_array_equal(y, ref, err_msg=f"{stem}: ISA level {level} differs from the generic path")
+
+
+@needs_corpus
+@pytest.mark.parametrize("stem", ["bench_i8", "mbblock_i8", "c2f_i8", "convnet_i8"])
+def test_fused_codes_give_the_same_outputs_with_fewer_passes(stem):
+    data = np.load(CORPUS / f"{stem}.npz")
+    loaded = load_model(str(CORPUS / f"{stem}.rknn"))
+    runs = {}
+    for fuse in (False, True):
+        model = lower_rockchip(loaded.payload, loaded.model, fuse=fuse)
+        inputs = model.graph_inputs([data[f"in{k}"] for k in range(len(model.graph.inputs))])
+        runs[fuse] = ([n.op for n in model.graph.nodes].count("VendorCodes"),
+                      Executor(model.graph, float_dtype="float32").run(inputs))
+    assert runs[True][0] < runs[False][0]  # a requantization or lookup table wrote the next conv's codes
+    for fused, plain in zip(runs[True][1], runs[False][1]):
+        np.testing.assert_array_equal(fused, plain)
+
+
+def test_codes_are_fused_only_into_their_one_writer_on_the_same_grid():
+    def graph(scale=0.5, outputs=("y",), extra_reader=False):
+        nodes = [Node("VendorRequant", "a", ["acc"], ["t"], {"multiplier": [1.0], "zero_point": 3, "scale": 0.5,
+                                                             "qmin": -128, "qmax": 127}),
+                 Node("VendorCodes", "b", ["t"], ["t__codes"], {"scale": scale}),
+                 Node("Conv", "c", ["t__codes", "w"], ["y"], {})]
+        if extra_reader:
+            nodes.append(Node("Relu", "d", ["t"], ["z"], {}))
+        return fuse_codes(nodes, outputs)
+
+    fused = graph()
+    assert [n.op for n in fused] == ["VendorRequant", "Conv"]
+    assert fused[0].outputs == ["t__codes"] and fused[0].attrs["scale"] == 1.0
+    assert [n.op for n in graph(extra_reader=True)][:2] == ["VendorRequant", "VendorCodes"]  # t is read twice
+    assert [n.op for n in graph(outputs=("y", "t"))][:2] == ["VendorRequant", "VendorCodes"]  # t is an output
+    assert [n.op for n in graph(scale=0.25)][:2] == ["VendorRequant", "VendorCodes"]  # another grid
 
 
 def test_accumulator_bound_says_when_float32_holds_every_partial_sum():

@@ -104,7 +104,7 @@ def test_int8_weights_dequantize_to_the_onnx_initializers(vendor_fixtures):
 
     init = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(vendor_fixtures / "onnx" / "dyn_conv.onnx")).graph.initializer}
     loaded = load_model(str(vendor_fixtures / "rknn" / "dyn_conv_i8.rknn"))
-    graph = lower_rockchip(loaded.payload, loaded.model).graph
+    graph = lower_rockchip(loaded.payload, loaded.model, fuse=False).graph  # each conv with its VendorCodes
     for w_name, b_name in (("w1", "b1"), ("w2", "b2")):
         # the conv runs on integer weights and codes; VendorRequant's multipliers carry the scales
         conv = next(n for n in graph.nodes if n.op == "Conv" and n.inputs[1] == w_name)
@@ -956,8 +956,11 @@ def test_conv_add_relu_is_conv_then_residual_add_then_relu(variant):
         assert [n.op for n in nodes] == ["Conv", "Add", "Relu"]
         assert nodes[1].inputs == [nodes[0].outputs[0], "relu_5"]  # the residual: the output two convs back
     else:  # the integer accumulator, then acc * step + residual, Relu and the output's grid in one pass
-        assert [n.op for n in nodes] == ["VendorCodes", "Conv", "VendorAddRequant"]
-        assert nodes[2].inputs == [nodes[1].outputs[0], "relu_5"] and nodes[2].attrs["relu"] is True
+        assert [n.op for n in nodes] == ["Conv", "VendorAddRequant"]
+        assert nodes[1].inputs == [nodes[0].outputs[0], "relu_5"] and nodes[1].attrs["relu"] is True
+        # its input's codes come straight from the previous conv's requantization (fuse_codes)
+        (writer,) = [n for n in model.graph.nodes if n.outputs == [nodes[0].inputs[0]]]
+        assert writer.op == "VendorRequant" and writer.attrs["scale"] == 1.0
     assert nodes[-1].outputs == ["y"]
     (y,), (ref,) = _corpus_run(stem)
     assert y.min() == 0.0 and ref.min() == 0.0 and (y == 0).mean() > 0.05  # the relu clips

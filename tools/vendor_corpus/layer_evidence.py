@@ -81,7 +81,7 @@ def compare(folder: str) -> Tuple[List[Tuple[str, str, Tuple[float, str]]], str]
     from rknnlite.model.rknn_graph.lower import VendorGraph
 
     loaded = load_model(os.path.join(folder, "model.rknn"))
-    model = lower_rockchip(loaded.payload, loaded.model, validate=False)
+    model = lower_rockchip(loaded.payload, loaded.model, validate=False, fuse=False)  # every vendor tensor kept
     g = model.graph
     raw = np.load(os.path.join(folder, "in0.npy"))
     # the lowered graph takes its inputs in its own layout (NCHW here), normalised by graph_inputs

@@ -10,7 +10,9 @@ the simulator on AVX-512 and AVX2, 75 % on the generic path).
 :func:`emit_accumulator` lowers the sum as the NPU forms it:
 
 * ``VendorCodes``: the input's integer codes ``q_x - zp_x`` (exact: the executor stores an
-  int8 tensor as ``(q - zp) * scale``), once per tensor;
+  int8 tensor as ``(q - zp) * scale``), once per tensor; where the tensor's writer is another int8
+  conv's conversion and the codes its only reader, that writer outputs the codes instead
+  (:func:`fuse_codes`);
 * ``Conv`` on integer-valued float32 weights ``q_w - zp_w`` and bias
   ``bias_i32 + zp_x * sum(q_w - zp_w)``, without Winograd (whose transforms are not
   integer): every product and partial sum is an integer, so float32 holds it exactly while
@@ -28,14 +30,18 @@ activation takes the accumulator itself (:mod:`.lut`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Optional
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Collection, List, Optional
 
 import numpy as np
 
 __all__ = ["Accumulator", "FLOAT32_EXACT", "emit_accumulator", "emit_add_requant", "emit_codes", "emit_requant",
-           "grid_code"]
+           "fuse_codes", "grid_code"]
 
+#: ops that can write an int8 tensor's integer codes ``q - zp`` instead of its real values: the
+#: attribute that scales their output (set to 1 for the codes)
+_CODE_WRITERS = {"VendorRequant": "scale", "VendorLutActivation": "out_scale"}
 #: integers below this magnitude are exact in float32 (24-bit significand)
 FLOAT32_EXACT = 1 << 24
 _log = logging.getLogger("rknnlite.vendor")
@@ -118,3 +124,26 @@ def emit_add_requant(lowering, node, total: str, acc: Accumulator, residual: str
     lowering.emit(node, "VendorAddRequant", [total, residual],
                   {"step": acc.step.astype(np.float32).tolist(), "relu": relu, "zero_point": zp_out, "scale": s_out,
                    "qmin": -128, "qmax": 127}, output=lowering.names[out.index])
+
+
+def fuse_codes(nodes: List, outputs: Collection[str]) -> List:
+    """``nodes`` with each ``VendorCodes`` whose input only it reads, and which a requantization
+    or lookup table writes (not a graph output), folded into that writer: the writer outputs
+    the codes ``q - zp`` directly (its output scale set to 1), saving a pass over the tensor.
+    The values are the same: ``rint((q - zp) * s / s)`` is ``q - zp``."""
+    readers = Counter(name for node in nodes for name in node.inputs)
+    writers = {node.outputs[0]: node for node in nodes if node.op in _CODE_WRITERS}
+    fused = {}
+    for node in nodes:
+        if node.op != "VendorCodes":
+            continue
+        source = node.inputs[0]
+        writer = writers.get(source)
+        if writer is None or readers[source] != 1 or source in outputs:
+            continue
+        key = _CODE_WRITERS[writer.op]
+        if np.float32(writer.attrs[key]) != np.float32(node.attrs["scale"]):
+            continue  # another grid: the codes are not the writer's
+        fused[id(writer)] = replace(writer, outputs=[node.outputs[0]], attrs=dict(writer.attrs, **{key: 1.0}))
+        fused[id(node)] = None
+    return [fused.get(id(node), node) for node in nodes if fused.get(id(node), node) is not None]

@@ -103,7 +103,7 @@ from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
-from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, grid_code
+from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import T4_BN_CFG_OF, Requant, fused_activation, node_registers, read_tasks, requant_of, requant_t4
@@ -236,7 +236,7 @@ def op_support(payload, rockchip: RockchipModel) -> List[Tuple[str, int, bool]]:
 
 
 def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True,
-                   custom: Callable[[str], bool] = lambda op: False) -> VendorModel:
+                   custom: Callable[[str], bool] = lambda op: False, fuse: bool = True) -> VendorModel:
     """Lower a Rockchip ``.rknn`` file (``payload``: its bytes, ``rockchip``: what the reader
     made of them) for the software backend.  ``validate=False`` skips the check that the
     file's platform, toolkit version, precision and op types were validated against the
@@ -244,7 +244,9 @@ def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True,
     ``custom(op_type)``: whether a registered custom operator runs that op type (asked for the
     file's op types the lowering does not run itself: a ``cst*`` op, or a standard type compiled
     as custom); their nodes are lowered to nodes of that type with the file's attributes, for
-    the operator to compute.
+    the operator to compute.  ``fuse=False`` keeps every vendor tensor of an int8 file in the
+    graph (no :func:`.accumulator.fuse_codes`: for the tools that compare each tensor with the
+    simulator's).
 
     Raises:
         ModelInvalidError: an op type, tensor, attribute or register this lowering does not
@@ -259,7 +261,7 @@ def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True,
     custom = frozenset(op for op in {n.op for sg in vf.subgraphs for n in sg.nodes} - SUPPORTED_OPS if custom(op))
     _check_ops(vf, label, custom)
     _check_subgraphs(vf, label)
-    model = _Lowering(vf, rockchip, custom).run()
+    model = _Lowering(vf, rockchip, custom, fuse).run()
     if validate:  # a custom op runs the user's code: only the file's own ops need the evidence
         check_validated(label, model.platform, model.toolkit, model.precision,
                         [op for op in model.vendor_ops if op not in custom])
@@ -311,9 +313,11 @@ def _check_subgraphs(vf: VendorFile, label: str) -> None:
 
 
 class _Lowering:
-    def __init__(self, vf: VendorFile, rockchip: RockchipModel, custom: FrozenSet[str] = frozenset()):
+    def __init__(self, vf: VendorFile, rockchip: RockchipModel, custom: FrozenSet[str] = frozenset(),
+                 fuse: bool = True):
         self.vf = vf
         self.custom = custom
+        self.fuse = fuse
         self.rk = rockchip
         self.label = rockchip.label
         self.sg: VendorSubgraph = vf.subgraphs[0]
@@ -386,6 +390,8 @@ class _Lowering:
             self.keep_float.append(name)
         for node in sg.nodes:
             self.lower(node)
+        if self.fuse:
+            self.nodes = fuse_codes(self.nodes, out_names)
         produced = set(in_names) | {name for node in self.nodes for name in node.outputs}
         for t in sg.tensors:
             if t.kind in _ACTIVATION_KINDS and t.dtype == "int8" and self.names[t.index] in produced:
