@@ -1238,6 +1238,22 @@ def test_rk3576_fp16_leaky_relu_slope_comes_from_its_bscfg_tensor():
     assert (y < 0).any()  # the slope is exercised
 
 
+def test_an_rk3562_int8_deconv_is_refused_by_name(monkeypatch):
+    # rk3562 int8 convs have their own register map; a ConvTranspose's was never decoded (a KeyError before)
+    from rknnlite.model.rknn_graph import lower as lower_mod
+
+    original = lower_mod._Lowering.deconv
+
+    def deconv(self, node):  # the file's ConvTranspose, as if in an rk3562 file
+        self.t4_platform, self.platform = (lambda: True), (lambda: "rk3562")
+        return original(self, node)
+
+    monkeypatch.setattr(lower_mod._Lowering, "deconv", deconv)
+    with pytest.raises(ModelInvalidError, match=r"ConvTranspose in an int8 rk3562 file: its requantization "
+                                                r"registers there were not decoded"):
+        _corpus_lowered("deconv_k2s2_i8")
+
+
 def test_rk3576_fp16_clip_bounds_are_the_second_clamp_pair():
     # first pair (-4.0, 2.0), second (-1.0, 2.0): the second is the ONNX bounds, the simulator's clamp;
     # float16 values, so the clip commutes with the float16 rounding and is fused into the conv

@@ -882,6 +882,9 @@ class _Lowering:
             return self.int8_conv_terms(centred, bias_i32, zp_in, s_in, stored, None)
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
         if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
+            if node.op not in _CONV_ACTIVATIONS:
+                raise self.error(f"{node.label}: {node.op} in an int8 {self.platform()} file: its requantization "
+                                 "registers there were not decoded (those of convs were)")
             requant = requant_t4(regs, where, _CONV_ACTIVATIONS[node.op])
         else:
             requant = requant_of(regs, where)
