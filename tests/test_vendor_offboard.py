@@ -24,6 +24,7 @@ from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph import SUPPORTED_OPS, f2act, lower_rockchip, op_support
 from rknnlite.model.rknn_graph.graph import read_vendor_graph
 from rknnlite.model.rknn_graph.lower import VendorGraph
+from rknnlite.model.rknn_graph.regcmd import requant_t4
 from rknnlite.model.rknn_graph.validated import UnvalidatedVendorFileWarning
 from rknnlite.model.rknn_graph.weights import decode_int8_bias, decode_weight
 
@@ -642,8 +643,6 @@ def _corpus():
 #: corpus files refused at load, each with what its refusal names (tests/test_vendor_validated.py)
 CORPUS_REFUSED = {
     "conv_leaky01_i8_layer": r"BS_MUL_CFG \(0x4048\) = 0x40000100 sets bits outside",
-    "convnet_rk3562_i8": r"OUT_CVT_SHIFT \(0x4088\) = 0x80000000 sets bits outside",
-    "two_input_rk3562_i8": r"OUT_CVT_SHIFT \(0x4088\) = 0x80000000 sets bits outside",
     "convnet_rk3576_i8_layer": "hold one value: a per-layer quantized",
     "two_input_rv1126b_i8_tk232": "ConvAddRelu in int8 rv1126b files from RKNN-Toolkit2 2.3.2 was not validated",
     "dist2bbox_i8": "int8 constant 'c5' in NC1HWC2 layout",
@@ -731,7 +730,7 @@ FIDELITY = {
     "convnet_i8_layer_tk220": ("0.0649", 1, "98.59"), "convnet_i8_layer_tk230": ("0.0649", 1, "98.59"),
     "convnet_i8_layer_tk232": ("0.0649", 1, "98.59"), "convnet_i8_tk220": ("0.0649", 1, "98.12"),
     "convnet_i8_tk230": ("0.0649", 1, "98.12"), "convnet_i8_tk232": ("0.0649", 1, "98.12"),
-    "convnet_rk3562_fp16": ("0.000244", 1, "99.38"), "convnet_rk3566_fp16": ("0.000244", 1, "99.38"),
+    "convnet_rk3562_fp16": ("0.000244", 1, "99.38"), "convnet_rk3562_i8": ("0.0649", 1, "98.12"), "convnet_rk3566_fp16": ("0.000244", 1, "99.38"),
     "convnet_rk3566_fp16_tk220": ("0.000244", 1, "99.38"),
     "convnet_rk3566_fp16_tk230": ("0.000244", 1, "99.38"),
     "convnet_rk3566_fp16_tk232": ("0.000244", 1, "99.38"), "convnet_rk3566_i8": ("0.0649", 1, "98.12"),
@@ -770,6 +769,7 @@ FIDELITY = {
     "two_input_i8_layer_tk230": ("0", 0, "100.00"), "two_input_i8_layer_tk232": ("0", 0, "100.00"),
     "two_input_i8_tk220": ("0.138", 1, "99.71"), "two_input_i8_tk230": ("0.138", 1, "99.71"),
     "two_input_i8_tk232": ("0.138", 1, "99.71"), "two_input_rk3562_fp16": ("0", 0, "100.00"),
+    "two_input_rk3562_i8": ("0.138", 1, "99.71"),
     "two_input_rk3566_fp16": ("0", 0, "100.00"), "two_input_rk3566_fp16_tk220": ("0", 0, "100.00"),
     "two_input_rk3566_fp16_tk230": ("0", 0, "100.00"), "two_input_rk3566_fp16_tk232": ("0", 0, "100.00"),
     "two_input_rk3566_i8": ("0.138", 1, "99.71"), "two_input_rk3566_i8_tk220": ("0.138", 1, "99.71"),
@@ -1152,6 +1152,61 @@ def test_rk3576_activation_registers_outside_the_observed_layout_are_named(tmp_p
     assert "Conv:Conv4" in str(info.value)
     (y,), (ref,) = _corpus_run(stem)  # the real file still loads and runs
     assert _cos(y, ref) >= 0.9999
+
+
+# rk3562 int8 convs ("RKNPU t4" DPU map, regcmd.requant_t4): every decoded register value doctored
+@pytest.mark.parametrize("stem, reg, change, message", [
+    ("convnet_rk3562_i8", 0x40B0, lambda v: v | 0x10000, r"OUT_CVT_SCALE \(0x40b0\) = 0x1599f .*only a 16-bit scale was"),
+    ("two_input_rk3562_i8", 0x40B0, lambda v: v & 0xFFFF,
+     r"OUT_CVT_SCALE \(0x40b0\) = 0x5a69 .*only a 16-bit scale with bit 16 set \(residual convs\)"),
+    ("convnet_rk3562_i8", 0x40B4, lambda v: v | 0x40, r"OUT_CVT_SHIFT \(0x40b4\) = 0x56 .*a 6-bit shift"),
+    ("convnet_rk3562_i8", 0x40AC, lambda v: (v + 1) & 0xFFFFFFFF, r"OUT_CVT_OFFSET is -127 but the output's zero point"),
+    ("convnet_rk3562_i8", 0x4054, lambda v: 0x800F0000, r"BS_MUL_CFG \(0x4054\) = 0x800f0000 .*only 0x800e0000"),
+    ("convnet_rk3562_i8", 0x4048, lambda v: 0xE01, r"0x4048 \(0x4048\) = 0xe01 in an rk3562 int8 file; only 0x80000000"),
+    ("convnet_rk3562_i8", 0x4050, lambda v: 0x125, r"0x4050 \(0x4050\) = 0x125 .*only 0x1 was"),
+    ("convnet_rk3562_i8", 0x4060, lambda v: 0x53, r"BN_CFG \(0x4060\) = 0x53 .*only 0x12 for Relu"),
+    ("two_input_rk3562_i8", 0x4060, lambda v: 0x12, r"BN_CFG \(0x4060\) = 0x12 .*only 0x13 for a plain conv"),
+    ("convnet_rk3562_i8", 0x407C, lambda v: 0x8002C0C0, r"EW_CFG \(0x407c\) = 0x8002c0c0 .*only 0x10041c1 for Relu"),
+    ("two_input_rk3562_i8", 0x407C, lambda v: 0x010041C1, r"EW_CFG \(0x407c\) = 0x10041c1 .*only 0x8002c0c0 for AddRelu"),
+    ("convnet_rk3562_i8", 0x4088, lambda v: 0, r"EW_CVT_SHIFT \(0x4088\) = 0x0 .*only 0x80000000 \(bit 31"),
+    ("two_input_rk3562_i8", 0x4088, lambda v: 0x80000000, r"EW_CVT_SHIFT \(0x4088\) = 0x80000000 .*only 0 \(residual"),
+])
+def test_rk3562_int8_registers_outside_the_observed_map_are_named(tmp_path, stem, reg, change, message):
+    path = _doctored_corpus(tmp_path, stem, _patch_registers(0x1001, reg, change))
+    with pytest.raises(ModelInvalidError, match=message):
+        rknnlite.Context(path, backend="software")
+    (y,), (ref,) = _corpus_run(stem)  # the real file still loads and runs
+    assert _cos(y, ref) >= 0.9999
+
+
+def test_rk3562_int8_bias_blocks_hold_four_channels(tmp_path):
+    # 32-byte blocks (i32 bias x4 | i16 -zp_w x4 | u16 mul x4) although the activations' C2 is 16; read
+    # as rk3588's 8-channel blocks, the multipliers of channels 0-3 would be the next block's zero points
+    def biases(stem: str, per_block: int) -> dict:
+        loaded = load_model(str(CORPUS / f"{stem}.rknn"))
+        vf = read_vendor_graph(loaded.payload, loaded.model.header_size, loaded.model.model_size, stem)
+        sg = vf.subgraphs[0]
+        return {t.name: [a.tolist() for a in decode_int8_bias(vf.tensor_data(sg, t), t.shape[0], t.name, per_block)]
+                for t in sg.tensors if t.name in ("b2", "b8", "b14")}
+
+    assert biases("convnet_rk3562_i8", 4) == biases("convnet_i8", 8)  # the same values as rk3588's, regrouped
+    assert biases("convnet_rk3562_i8", 8)["b14"][2][:4] == [14, 24, 65528, 65496]  # block 1's -zp_w as multipliers
+    zero_mul = _patch_tensor("b14", lambda raw: raw[:24] + bytes(2) + raw[26:])  # block 0, channel 0's multiplier
+    path = _doctored_corpus(tmp_path, "convnet_rk3562_i8", zero_mul)
+    with pytest.raises(ModelInvalidError, match=r"Conv:Conv16.*channel multipliers \[0, 12485, 11518, 9613, 15465"):
+        rknnlite.Context(path, backend="software")
+
+
+def test_rk3562_int8_fused_activations_not_decoded_are_named(tmp_path):
+    def clip(data: bytearray) -> None:  # the first ConvRelu node's type name -> ConvClip (same length)
+        at = data.index(b"ConvRelu\0")
+        data[at:at + 8] = b"ConvClip"
+
+    path = _doctored_corpus(tmp_path, "convnet_rk3562_i8", clip)
+    with pytest.raises(ModelInvalidError, match=r"ConvClip in an int8 rk3562 file: the registers of its fused Clip"):
+        rknnlite.Context(path, backend="software")
+    with pytest.raises(ModelInvalidError, match=r"a fused LeakyRelu in an rk3562 int8 conv"):
+        requant_t4({}, "here", "LeakyRelu")
 
 
 def test_rk3576_int8_bncfg_tensor_outside_the_observed_layout_is_named(tmp_path):

@@ -13,12 +13,14 @@ rk3562/rk3566/rk3568/rk3576/rk3588/rv1126b), ``rk3576_acts`` (LeakyRelu 0.1/0.2/
 Clip (0,6)/(-1,2)/(0,3) with three weight seeds and the plain conv for rk3576; a
 few of them for rv1126b), ``rk3576_lut`` (HardSigmoid grid on rk3576 and rk3588, Sigmoid,
 HardSwish, Swish on rk3576, HardSigmoid and Sigmoid on rv1126b), ``rk3576_fp16_clip`` (more
-Clip bounds on rk3576, for the first clamp pair of fp16 files).
+Clip bounds on rk3576, for the first clamp pair of fp16 files), ``rk3562_i8`` (nine corpus
+models rebuilt for rk3562, int8).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -98,6 +100,12 @@ def families():
                                             (-2.0, 8.0), (-0.1, 0.3), (1.0, 3.0), (-5.0, -1.0))],
         "platforms": [Case(f"p_plat_{p}", "convnet", __import__("models")._convnet(), img, platform=p)
                       for p in ("rk3562", "rk3566", "rk3568", "rk3576", "rk3588", "rv1126b")],
+        # corpus models rebuilt for rk3562 (run with --variants i8 i8_layer): which int8 files the
+        # rk3562 map of docs/vendor-format-notes.md §1c runs, and that the rest are refused by name
+        "rk3562_i8": [dataclasses.replace(c, name=f"p3562_{c.name}", platform="rk3562")
+                      for c in __import__("models").CASES
+                      if c.name in ("convnet", "conv_add_relu", "concat", "maxpool", "conv_relu6",
+                                    "conv_leaky01", "conv_sigmoid", "mbblock", "bench")],
     }
     return fam
 

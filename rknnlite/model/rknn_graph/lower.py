@@ -12,7 +12,9 @@ simulator's semantics hold (``shared/reference/rknn-graph-execution.md`` §4, §
   keeps the tensor's scale/zero point; convs and deconvs compute the NPU's exact integer
   accumulator from the input's codes and the integer weights and bias, then convert it per
   channel with the multiplier the node's DPU registers and bias blocks hold
-  (:mod:`.accumulator`); tensors the file keeps in fp16 (after ``exDataConvert``) are float32
+  (:mod:`.accumulator`; rk3562 writes those registers in its own map,
+  :func:`.regcmd.requant_t4`, and fuses only Relu and a residual AddRelu there; rk3576/rv1126b
+  store the weight scales); tensors the file keeps in fp16 (after ``exDataConvert``) are float32
   here.
 
 Lowering (one vendor node -> executor nodes):
@@ -104,8 +106,8 @@ from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_va
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, grid_code
 from .f2act import F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage
 from .lut import lower_lut_conv, lower_lut_sigmoid
+from .regcmd import T4_BN_CFG_OF, Requant, fused_activation, node_registers, read_tasks, requant_of, requant_t4
 from .transformer import lower_gather, lower_gelu, lower_layer_norm, lower_matmul
-from .regcmd import Requant, fused_activation, node_registers, read_tasks, requant_of
 from .regcmd import shortest_decimal as _shortest
 from .validated import check_validated, toolkit_release
 from .weights import decode_float_bias, decode_int8_bias, decode_int32_bias, decode_weight
@@ -710,6 +712,9 @@ class _Lowering:
         if self.int8 and activation in _RK3588_LUT_ACTIVATIONS and self.f2_platform():
             raise self.error(f"{node.label}: {node.op} in an int8 {self.platform()} file: its lookup-table index map "
                              "there was not decoded (rk3588-family int8 files run it from the file's tables)")
+        if self.int8 and self.t4_platform() and activation not in T4_BN_CFG_OF:
+            raise self.error(f"{node.label}: {node.op} in an int8 rk3562 file: the registers of its fused "
+                             f"{activation} were not decoded (plain, Relu and residual AddRelu convs were)")
         if self.int8:
             if activation in _LUT_ACTIVATIONS and self.stored_weight_scales(w, weight.shape[0]) is None:
                 lower_lut_conv(self, node, x, out, w, weight, b, attrs)  # the file's tables, rk3588-family map
@@ -845,7 +850,9 @@ class _Lowering:
         an int8 conv: ``w = (q - zp_w[c]) * s_w[c]`` and
         ``b = (bias_i32 + zp_in * sum(q - zp_w)) * s_in * s_w[c]``, with
         ``s_w[c] = OUT_CVT_SCALE / 2^OUT_CVT_SHIFT * mul[c] / 2^mul_shift * s_out / s_in`` (no
-        ``mul[c]`` factor when the multiplier stage is bypassed), or the per-channel scales the
+        ``mul[c]`` factor when the multiplier stage is bypassed; rk3562 writes OUT_CVT and the
+        multipliers' shift in its own map, :func:`.regcmd.requant_t4`, and its bias blocks hold 4
+        channels, :meth:`bias_block`), or the per-channel scales the
         file stores (rk3576/rv1126b: ``<weight>_w4a16_weight``, float16), whose DPU registers
         follow another map, read only for a fused Clip / LeakyRelu (:mod:`.f2act`).  A
         lookup-table conv of the other platforms is lowered by :func:`.lut.lower_lut_conv`
@@ -866,7 +873,10 @@ class _Lowering:
             centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
             return self.int8_conv_terms(centred, bias_i32, zp_in, s_in, stored, None)
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
-        requant = requant_of(regs, where)
+        if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
+            requant = requant_t4(regs, where, _CONV_ACTIVATIONS[node.op])
+        else:
+            requant = requant_of(regs, where)
         bias_i32, w_zp, mul = self.int8_bias(node, x, out, b, requant, channels)
         qo = self.activation_quant(out)
         s_out, zp_out = qo.scale[0], qo.zero_point[0]
@@ -913,7 +923,11 @@ class _Lowering:
                 np.zeros(channels, np.int64))
 
     def bias_block(self, node: VendorNode, x: VendorTensor, out: VendorTensor) -> int:
-        """Channels per int8 bias block: half the C2 of the conv's NC1HWC2 activations."""
+        """Channels per int8 bias block: half the C2 of the conv's NC1HWC2 activations, except
+        on rk3562, whose int8 activations have C2 = 16 and whose bias blocks hold 4 channels (as
+        rk3566's, whose C2 is 8)."""
+        if self.int8 and self.t4_platform():
+            return 4
         c2 = [t.npu_shape[-1] for t in (out, x) if t.layout == "NC1HWC2" and len(t.npu_shape) == 5]
         if not c2:
             raise self.error(f"{node.label}: neither its input nor its output is NC1HWC2, so the channels per "
@@ -941,6 +955,11 @@ class _Lowering:
         """Whether the file targets rk3576 or rv1126b, whose DPU registers follow the map of
         :mod:`.f2act` (for fp16 files, where no stored weight scale tells it)."""
         return self.platform() in F2_PLATFORMS
+
+    def t4_platform(self) -> bool:
+        """Whether the file targets rk3562 ("RKNPU t4"), whose int8 convs follow the DPU map of
+        :func:`.regcmd.requant_t4`."""
+        return self.platform() == "rk3562"
 
     def stored_weight_scales(self, w: VendorTensor, channels: int) -> Optional[np.ndarray]:
         """The per-channel weight scales rk3576/rv1126b files store next to an int8 weight

@@ -16,6 +16,11 @@ bias blocks; clear: a plain int32 bias, the weight zero point in 0x4054, negated
 (the output zero point, signed), ``OUT_CVT_SCALE`` 0x4084 (16-bit multiplier) and
 ``OUT_CVT_SHIFT`` 0x4088 (6-bit shift).  Bits this module does not understand set in
 those registers raise :class:`~rknnlite.errors.ModelInvalidError`.
+
+rk3562 ("RKNPU t4") int8 convs hold the same values in another map (:func:`requant_t4`,
+``docs/vendor-format-notes.md`` §1c): OUT_CVT at 0x40ac/0x40b0/0x40b4 (0x4080..0x4088 there
+convert a residual operand; 0x4088 = 0x80000000 when there is none), the multipliers' shift
+in 0x4054, bias blocks of 4 channels.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ...errors import ModelInvalidError
 
-__all__ = ["Task", "Requant", "read_tasks", "node_registers", "task_writes", "requant_of",
+__all__ = ["Task", "Requant", "read_tasks", "node_registers", "task_writes", "requant_of", "requant_t4",
            "fused_activation", "shortest_decimal", "TARGET_DPU"]
 
 TASK_SIZE = 40
@@ -162,6 +167,69 @@ def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
         operand = reg(REG_BS_ALU_SRC, 0xFFFF, "BS_ALU_SRC")
         weight_zp = -(operand - (1 << 16) if operand >= 1 << 15 else operand)
     return Requant(scale, shift, mul_shift, offset, blocks, weight_zp)
+
+
+# rk3562 ("RKNPU t4") int8 convs: another DPU map (docs/vendor-format-notes.md §1c); only the values
+# observed there are accepted
+T4_OUT_CVT = (0x40AC, 0x40B0, 0x40B4)  # offset (signed), scale, shift: rk3588's 0x4080/84/88 moved by 0x2c
+T4_OUT_CVT_RESIDUAL = 0x10000  # 0x40b0 bit 16, set on the residual convs (ConvAddRelu), the scale below it
+T4_BS_MUL = 0x4054  # bit 31 and the channel multipliers' shift in bits 16..21 (rk3588: 0x4048 bits 8..13)
+T4_BS_MUL_OBSERVED = 0x800E0000  # shift 14, the only value seen (the multipliers are normalised to 2^14)
+T4_FIXED = {0x4048: 0x80000000, 0x4050: 0x1}  # rk3588's BS_MUL_CFG / BS_ALU_CFG addresses: bias blocks on
+T4_EW_CVT_SHIFT = 0x4088  # 0x80000000 (no element-wise operand) or 0 (a residual conv's EW conversion)
+T4_BN_CFG = 0x4060
+T4_BN_CFG_OF = {None: 0x13, "Relu": 0x12, "AddRelu": 0x13}
+T4_EW_CFG = 0x407C
+T4_EW_CFG_OF = {None: 0x010041C1, "Relu": 0x010041C1, "AddRelu": 0x8002C0C0}
+
+
+def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str]) -> Requant:
+    """The output conversion of an rk3562 int8 conv (its "RKNPU t4" DPU map): ``OUT_CVT``
+    offset/scale/shift at 0x40ac/0x40b0/0x40b4, per-channel bias blocks (0x4050 = 1) whose
+    multipliers have the shift in 0x4054 bits 16..21 (bit 31 set).  ``activation``: the conv's
+    fused part (``None``, ``"Relu"``, ``"AddRelu"``), whose 0x4060, 0x407c and residual
+    bits are checked.  Every register value other than the observed ones is refused by name."""
+    def reg(address: int, name: str) -> int:
+        value = regs.get((TARGET_DPU, address))
+        if value is None:
+            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {name} ({address:#x}) "
+                                    "(rk3562 int8 map)", op="load")
+        return value
+
+    def refuse(name: str, address: int, value: int, expected: str) -> ModelInvalidError:
+        return ModelInvalidError(f"{where}: DPU register {name} ({address:#x}) = {value:#x} in an rk3562 int8 file; "
+                                 f"only {expected} was observed and decoded", op="load")
+
+    if activation not in T4_BN_CFG_OF:
+        raise ModelInvalidError(f"{where}: a fused {activation} in an rk3562 int8 conv; its registers were not "
+                                "decoded (plain, Relu and residual AddRelu convs were)", op="load")
+    residual = activation == "AddRelu"
+    for address, expected in T4_FIXED.items():
+        value = reg(address, f"{address:#x}")
+        if value != expected:
+            raise refuse(f"{address:#x}", address, value, f"{expected:#x}")
+    cfg = reg(T4_BN_CFG, "BN_CFG")
+    if cfg != T4_BN_CFG_OF[activation]:
+        raise refuse("BN_CFG", T4_BN_CFG, cfg, f"{T4_BN_CFG_OF[activation]:#x} for {activation or 'a plain conv'}")
+    ew_cfg = reg(T4_EW_CFG, "EW_CFG")
+    if ew_cfg != T4_EW_CFG_OF[activation]:
+        raise refuse("EW_CFG", T4_EW_CFG, ew_cfg, f"{T4_EW_CFG_OF[activation]:#x} for {activation or 'a plain conv'}")
+    ew_shift = reg(T4_EW_CVT_SHIFT, "EW_CVT_SHIFT")
+    if ew_shift != (0 if residual else 0x80000000):
+        raise refuse("EW_CVT_SHIFT", T4_EW_CVT_SHIFT, ew_shift, "0 (residual convs)" if residual else
+                     "0x80000000 (bit 31: no element-wise operand)")
+    mul_cfg = reg(T4_BS_MUL, "BS_MUL_CFG")
+    if mul_cfg != T4_BS_MUL_OBSERVED:
+        raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{T4_BS_MUL_OBSERVED:#x} (bit 31, shift 14 in bits 16..21)")
+    offset, scale, shift = (reg(a, n) for a, n in zip(T4_OUT_CVT, ("OUT_CVT_OFFSET", "OUT_CVT_SCALE",
+                                                                   "OUT_CVT_SHIFT")))
+    flag = T4_OUT_CVT_RESIDUAL if residual else 0
+    if scale & ~0xFFFF != flag:
+        raise refuse("OUT_CVT_SCALE", T4_OUT_CVT[1], scale,
+                      "a 16-bit scale" + (" with bit 16 set (residual convs)" if residual else ""))
+    if shift & ~0x3F:
+        raise refuse("OUT_CVT_SHIFT", T4_OUT_CVT[2], shift, "a 6-bit shift")
+    return Requant(scale & 0xFFFF, shift, (mul_cfg >> 16) & 0x3F, _i32(offset), True, 0)
 
 
 def shortest_decimal(value: float, stored) -> float:

@@ -40,6 +40,7 @@ PRECISIONS = ("fp16", "int8", "int8-layer")
 #: by ``python tools/vendor_corpus/evidence.py`` from the corpus; the test requires equality.
 _TABLE = """
 rk3562   2.5.0  fp16       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
+rk3562   2.5.0  int8       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
 rk3566   2.2.0  fp16       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
 rk3566   2.2.0  int8       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
 rk3566   2.3.0  fp16       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
