@@ -77,7 +77,10 @@ def test_short_reasons_group_the_refusals(coverage):
     assert short("build returned -1: build: Current target_platform(rv1103) not support do_quantization = False!") \
         == "the toolkit builds no fp16 file"
     assert short("RKNN-Toolkit2 2.3.2 was not validated for rk3562") == "toolkit release not validated for the platform"
-    assert short("node 9 (Foo 'x'): something new") == "(Foo 'x'): something new"
+    assert short("node 9 (Foo 'x'): something new") == "Foo: something new"
+    assert short("node 1 (ConvExSwish 'Conv:Conv4'): ConvExSwish in an int8 rk3562 file: the registers of its fused "
+                 "Swish were not decoded (plain, Relu and residual AddRelu convs were)") == \
+        "ConvExSwish: rk3562 int8 fused Swish not decoded"
 
 
 def test_markdown_table(coverage):
@@ -95,15 +98,19 @@ def test_markdown_table(coverage):
     lines = coverage.markdown(found).splitlines()
     assert lines[0] == "RKNN-Toolkit2 2.5.0:"  # the newest release first
     assert lines[2] == "| architecture | precision | rk3588 | rk3566 | rv1106 |"
-    assert lines[4] == ("| resnet18_like | fp16 | runs (max\\|d\\| 0.0002, bound 0.001) | refused: ops not validated: "
-                        "MaxPool, Reshape; unvalidated: meets the bounds, cos 1 | not built: build returned -1: no fp16 |")
-    assert lines[5] == ("| resnet18_like | int8 | runs (cos 0.9999500, 99.90 % in 1 step) | refused: ops not validated: "
-                        "MaxPool, Reshape | runs, outside the bounds (cos 0.99) |")
-    assert lines[7] == f"- refused: ops not validated (2 files), e.g. resnet18_like fp16 rk3566: {rk3566}"
-    assert "- not built: build returned -1: no fp16 (1 files), e.g. resnet18_like fp16 rv1106: " \
+    assert lines[4] == ("| resnet18_like | fp16 | runs (max\\|d\\| 0.0002, bound 0.001) | refused: ops not "
+                        "validated: MaxPool, Reshape; unvalidated: meets the bounds, cos 1 | not built: build "
+                        "returned -1: no fp16 |")
+    assert lines[5] == ("| resnet18_like | int8 | runs (cos 0.9999500, 99.90 % in 1 step) | refused: ops not "
+                        "validated: MaxPool, Reshape | runs, outside the bounds (cos 0.99) |")
+    assert lines[7] == "RKNN-Toolkit2 2.3.2:"
+    assert lines[11] == "| resnet18_like | fp16 | refused: toolkit release not validated for the platform |"
+    assert lines[13] == "Why (files per toolkit release; one full reason):"
+    assert lines[15] == f"- refused: ops not validated: 2 with 2.5.0; e.g. resnet18_like fp16 rk3566 (2.5.0): {rk3566}"
+    assert "- not built: build returned -1: no fp16: 1 with 2.5.0; e.g. resnet18_like fp16 rv1106 (2.5.0): " \
            "build returned -1: no fp16" in lines
-    assert "RKNN-Toolkit2 2.3.2:" in lines
-    assert "| resnet18_like | fp16 | refused: toolkit release not validated for the platform |" in lines
+    assert "- refused: toolkit release not validated for the platform: 1 with 2.3.2; e.g. resnet18_like fp16 " \
+           "rk3588 (2.3.2): RKNN-Toolkit2 2.3.2 was not validated for rk3588" in lines
 
 
 def test_outcomes_of_a_validated_corpus_file(coverage, tmp_path, monkeypatch):

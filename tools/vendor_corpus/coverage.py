@@ -246,6 +246,12 @@ SHORT_REASONS = [
      lambda m: f"{m['op']}: one lookup table loaded, not two"),
     (r"\((?P<op>\w+) [^)]*\): no task of node \d+ runs the lookup table", lambda m: f"{m['op']}: no lookup-table task"),
     (r"exSDPAttention on \['int8'", lambda m: "int8 exSDPAttention"),
+    (r"\((?P<op>\w+) [^)]*\): \w+ in an int8 rk3562 file: the registers of its fused (?P<act>\w+) were not decoded",
+     lambda m: f"{m['op']}: rk3562 int8 fused {m['act']} not decoded"),
+    (r"a grouped or dilated ConvTranspose \(group (?P<g>\d+), dilations \[1, 1\]\) was never observed",
+     lambda m: f"ConvTranspose of group {m['g']} never observed"),
+    (r"\((?P<op>\w+) [^)]*\): parameter table .* \(type (?P<t>\d+)\)$",
+     lambda m: f"{m['op']}: parameter table type {m['t']}"),
     (r"\((?P<op>\w+) [^)]*\): CNA_CVT_CON1 \S+ = \S+ \(scale 1, offset 0\) with shift 0",
      lambda m: f"{m['op']} CNA_CVT_CON1 layout"),
 ]
@@ -267,20 +273,23 @@ def short_reason(reason: str) -> str:
         return "the toolkit builds no fp16 file"
     if "Invalid target_platform" in reason:
         return "the toolkit does not know the platform"
-    return re.sub(r"^node \d+ ", "", reason)[:80]
+    return re.sub(r"^node \d+ \((\w+) '[^']*'\)( weight '[^']*')?: ", r"\1: ", reason)[:80]
 
 
 def markdown(found: List[Outcome], platforms: Iterable[str] = PLATFORMS) -> str:
-    """One Markdown table per toolkit: a row per (architecture, precision), a column per
-    platform; a cell is ``runs (figures)`` (``runs, outside the bounds (...)`` when it does
-    not meet them), ``refused: <group>`` or ``not built: <group>`` (:func:`short_reason`);
-    under the table, each group with one full reason."""
+    """One Markdown table per toolkit (the newest first): a row per (architecture, precision), a
+    column per platform; a cell is ``runs (figures)`` (``runs, outside the bounds (...)`` when
+    it does not meet them), ``refused: <group>``, ``fails: <exception>`` or ``not built:
+    <group>`` (:func:`short_reason`).  Under the tables, each group: how many files per toolkit,
+    and one full reason."""
     lines: List[str] = []
-    for toolkit in sorted({o.toolkit for o in found}, reverse=True):
+    toolkits = sorted({o.toolkit for o in found}, key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v)),
+                      reverse=True)
+    groups: Dict[str, Tuple[str, Dict[str, int]]] = {}
+    for toolkit in toolkits:
         rows = [o for o in found if o.toolkit == toolkit]
         cols = [p for p in platforms if any(o.platform == p for o in rows)]
         cols += sorted({o.platform for o in rows} - set(cols))
-        groups: Dict[str, Tuple[str, List[str]]] = {}
         cells: Dict[Tuple[str, str, str], str] = {}
         for o in rows:
             precision = PRECISION.get(o.variant, o.variant)
@@ -288,9 +297,10 @@ def markdown(found: List[Outcome], platforms: Iterable[str] = PLATFORMS) -> str:
                 cell = f"runs ({_short(o.detail)})" if o.ok else f"runs, outside the bounds ({_short(o.detail)})"
             else:
                 short = short_reason(o.detail)
-                group = re.sub(r":.*", "", short) if short.startswith("ops not validated") else short
-                groups.setdefault(f"{o.status}: {group}", (o.detail, []))[1].append(
-                    f"{o.case} {precision} {o.platform}")
+                group = f"{o.status}: " + (short.split(":")[0] if short.startswith("ops not validated") else short)
+                example = f"{o.case} {precision} {o.platform} ({toolkit}): {o.detail}"
+                counts = groups.setdefault(group, (example, {}))[1]
+                counts[toolkit] = counts.get(toolkit, 0) + 1
                 cell = f"{o.status}: {short}"
             if o.unvalidated:
                 cell += f"; unvalidated: {_short(o.unvalidated)}"
@@ -298,15 +308,16 @@ def markdown(found: List[Outcome], platforms: Iterable[str] = PLATFORMS) -> str:
         lines.append(f"RKNN-Toolkit2 {toolkit}:\n")
         lines.append("| architecture | precision | " + " | ".join(cols) + " |")
         lines.append("|---|---|" + "---|" * len(cols))
-        order = sorted({(o.case, PRECISION.get(o.variant, o.variant)) for o in rows})
-        for case, precision in order:
+        for case, precision in sorted({(o.case, PRECISION.get(o.variant, o.variant)) for o in rows}):
             lines.append(f"| {case} | {precision} | "
                          + " | ".join(cells.get((case, precision, p), "") for p in cols).replace("|d|", "\\|d\\|")
                          + " |")
         lines.append("")
-        for group, (example, where) in sorted(groups.items(), key=lambda g: -len(g[1][1])):
-            lines.append(f"- {group} ({len(where)} files), e.g. {where[0]}: {example}")
-        lines.append("")
+    if groups:
+        lines.append("Why (files per toolkit release; one full reason):\n")
+    for group, (example, counts) in sorted(groups.items(), key=lambda g: -sum(g[1][1].values())):
+        per = ", ".join(f"{counts[t]} with {t}" for t in toolkits if t in counts)
+        lines.append(f"- {group}: {per}; e.g. {example}")
     return "\n".join(lines).rstrip() + "\n"
 
 
