@@ -77,6 +77,14 @@ def output_fidelity(ours: np.ndarray, sim: np.ndarray, scale: Optional[float], i
     return worst <= bound, f"max |diff| {worst:.3g} (bound {bound:.3g})"
 
 
+def stored_io(path: Path) -> Tuple[List[np.ndarray], List[np.ndarray]]:
+    """``(inputs, simulator outputs)`` stored beside a built file (``<stem>.npz``: ``in*``, ``out*``)."""
+    data = np.load(Path(path).with_suffix(".npz"))
+    inputs = [data[k] for k in sorted((k for k in data.files if k.startswith("in")), key=lambda k: int(k[2:]))]
+    sims = [data[k] for k in sorted((k for k in data.files if k.startswith("out")), key=lambda k: int(k[3:]))]
+    return inputs, sims
+
+
 def file_evidence(path: Path) -> FileEvidence:
     """Lower and run one corpus file (validation off) and compare it with its simulator outputs."""
     import rknnlite
@@ -95,9 +103,7 @@ def file_evidence(path: Path) -> FileEvidence:
     except rknnlite.RKNNError as e:
         return FileEvidence(name, key, "?", frozenset(), False, f"refused: {e}")
     key, precision = (model.platform, model.toolkit), model.precision
-    data = np.load(path.with_suffix(".npz"))
-    inputs = [data[k] for k in sorted((k for k in data.files if k.startswith("in")), key=lambda k: int(k[2:]))]
-    sims = [data[k] for k in sorted((k for k in data.files if k.startswith("out")), key=lambda k: int(k[3:]))]
+    inputs, sims = stored_io(path)
     saved = os.environ.get(ALLOW_ENV)
     os.environ[ALLOW_ENV] = "1"
     try:
