@@ -140,7 +140,7 @@ def _hardsigmoid_bound(attrs: Mapping) -> Optional[Tuple[float, float]]:
 
 #: op -> ``bound(attrs)``: the interval a tensor feeding that activation is clamped to, or
 #: None for none (RKNN-Toolkit2 2.5.0, every algorithm; measured in
-#: ``tests/act_bound_vendor_cases.py`` and ``docs/vendor-examples.md``).  HardSigmoid and
+#: ``tests/range_rule_vendor_cases.py`` and ``docs/vendor-examples.md``).  HardSigmoid and
 #: HardSwish are flat outside theirs; Sigmoid and Tanh are within 1e-3 and 4e-3 of their
 #: limits there.  The ``x * Clip(x + 3, 0, 6) [/ 6]`` form of HardSwish counts as a HardSwish.
 ACTIVATION_INPUT_BOUNDS: Dict[str, Callable[[Mapping], Optional[Tuple[float, float]]]] = {
