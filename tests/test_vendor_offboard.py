@@ -27,6 +27,7 @@ from rknnlite.model.rknn_graph.lower import VendorGraph
 from rknnlite.model.rknn_graph.regcmd import requant_t4
 from rknnlite.model.rknn_graph.validated import UnvalidatedVendorFileWarning
 from rknnlite.model.rknn_graph.weights import decode_int8_bias, decode_weight
+from vendor_files import doctored_copy
 
 #: (model, case, inputs, outputs) of the fixture io/ files
 CASES = [("convnet", "x0", 1, 1), ("add_mul", "ab0", 2, 2), ("dyn_conv", "s0_32x32", 1, 1),
@@ -200,11 +201,7 @@ def test_int8_bias_block():
 
 
 def _doctored(fixtures, tmp_path, name: str, patch) -> str:
-    data = bytearray((fixtures / "rknn" / f"{name}.rknn").read_bytes())
-    patch(data)
-    path = tmp_path / f"doctored_{name}.rknn"
-    path.write_bytes(bytes(data))
-    return str(path)
+    return doctored_copy(fixtures / "rknn" / f"{name}.rknn", tmp_path, patch)
 
 
 def _first_subgraph(data: bytearray):
@@ -939,11 +936,7 @@ def _corpus_run(stem: str, path=None):
 
 
 def _doctored_corpus(tmp_path, stem: str, patch) -> str:
-    data = bytearray((CORPUS / f"{stem}.rknn").read_bytes())
-    patch(data)
-    path = tmp_path / f"doctored_{stem}.rknn"
-    path.write_bytes(bytes(data))
-    return str(path)
+    return doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch)
 
 
 @pytest.mark.parametrize("variant", ["fp16", "i8"])

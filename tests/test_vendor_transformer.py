@@ -27,6 +27,7 @@ from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph import lower as lower_mod
 from rknnlite.model.rknn_graph import lower_rockchip
 from rknnlite.model.rknn_graph.graph import read_vendor_graph
+from vendor_files import doctored_copy
 
 CORPUS = Path(__file__).resolve().parent / "data" / "vendor"
 
@@ -64,11 +65,7 @@ def _node_table(data: bytearray, op: str):
 
 
 def _doctored(tmp_path, stem: str, patch) -> str:
-    data = bytearray((CORPUS / f"{stem}.rknn").read_bytes())
-    patch(data)
-    path = tmp_path / f"doctored_{stem}.rknn"
-    path.write_bytes(bytes(data))
-    return str(path)
+    return doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch)
 
 
 def _tensor_bytes(data: bytearray, name: str) -> memoryview:

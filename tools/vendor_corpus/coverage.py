@@ -22,7 +22,6 @@ repository.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -74,6 +73,7 @@ def build(out_dir: str, platforms: Iterable[str], only: Optional[List[str]] = No
     """Build (in the toolkit's venv) every case x platform x variant into ``out_dir``."""
     import onnx
     from build_corpus import _versions, build_one, onnx_cases
+    from fp16_overflow_probe import vendor_log
     from models import ARCHITECTURES
 
     version = _versions().get("rknn-toolkit2", "unknown")
@@ -97,9 +97,9 @@ def build(out_dir: str, platforms: Iterable[str], only: Optional[List[str]] = No
                     name = stem(case.name, variant, platform, tag)
                     entry = {"case": case.name, "variant": variant, "platform": platform, "toolkit": version}
                     t0 = time.perf_counter()
-                    console = os.path.join(tmp, "console.txt")
+                    console = os.path.join(tmp, f"console_{name}.txt")
                     try:
-                        with _fd_capture(console):  # the toolkit's logger writes to the process's stderr
+                        with vendor_log(console):  # the toolkit's logger writes to the process's stderr
                             build_one(dataclasses.replace(case, platform=platform), variant, onnx_path, tmp,
                                       out_dir=out_dir, suffix=f"_{platform}_tk{tag}")
                         entry["built"] = True
@@ -114,26 +114,6 @@ def build(out_dir: str, platforms: Iterable[str], only: Optional[List[str]] = No
                         json.dump(manifest, f, indent=1, sort_keys=True)
     print(f"{failures} build(s) failed", file=sys.stderr)
     return 0
-
-
-@contextlib.contextmanager
-def _fd_capture(path: str):
-    """Send file descriptors 1 and 2 to ``path`` for the duration."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    with open(path, "w") as f:
-        os.dup2(f.fileno(), 1)
-        os.dup2(f.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in saved:
-                os.close(fd)
 
 
 # --- step 2: what a user gets ------------------------------------------------------------------
