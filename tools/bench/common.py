@@ -102,3 +102,33 @@ def ort_one_node(op: str, x, attrs: dict, initializers=(), opset: int = 17):
     out = np.empty_like(y)
     binding.bind_output("y", "cpu", 0, np.float32, out.shape, out.ctypes.data)
     return (lambda: sess.run_with_iobinding(binding)), out
+
+
+def sgemm_scaling_pair(n: int = 512, per_thread: int = 2):
+    """``(one, two, close)``: ``one()`` runs ``2 * per_thread`` float32 n x n matrix products in
+    the calling thread; ``two()`` runs the same products split over two Python threads at once
+    (numpy releases the GIL in BLAS; BLAS itself limited to one thread by the caller).  Their
+    wall-time ratio is the machine's own two-thread scaling of plain sgemm, the reference of a
+    runtime's two-thread speed-up measured in the same rounds.  ``close()`` ends the threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    outs = [np.empty((n, n), np.float32) for _ in range(2)]
+    pool = ThreadPoolExecutor(max_workers=2)
+
+    def work(k: int) -> None:
+        for _ in range(per_thread):
+            np.matmul(a, b, out=outs[k])
+
+    def one() -> None:
+        work(0)
+        work(1)
+
+    def two() -> None:
+        for f in [pool.submit(work, 0), pool.submit(work, 1)]:
+            f.result()
+
+    return one, two, pool.shutdown
