@@ -861,6 +861,20 @@ def _bench():
 TWO_INPUT = "Conv 3->8 3x3 on a, Conv 3->8 3x3 on b, Add, Relu, Conv 8->4 1x1"
 
 
+def _resnet_mobilenet_ops(platform: str) -> List[Case]:
+    """maxpool, reshape, mbblock (depthwise, ConvAdd) and conv_relu6 (ConvClip) built for ``platform``:
+    the op families ResNet- and MobileNetV2-style networks need there."""
+    img = [IMG]
+    return [Case(f"maxpool_{platform}", f"same as maxpool, {platform}", _pool(201, "maxpool"), img, platform=platform,
+                 purpose=f"MaxPool on {platform}"),
+            Case(f"reshape_{platform}", f"same as reshape, {platform}", _reshape, img, platform=platform,
+                 purpose=f"Reshape on {platform}"),
+            Case(f"mbblock_{platform}", f"same as mbblock, {platform}", _mbblock, img, platform=platform,
+                 purpose=f"depthwise and ConvAdd on {platform}"),
+            Case(f"conv_relu6_{platform}", f"same as conv_relu6, {platform}", _conv_act(101, _clip(0.0, 6.0)), img,
+                 platform=platform, purpose=f"ConvClip on {platform}")]
+
+
 def _cases() -> List[Case]:
     img = [IMG]
     acts = [
@@ -941,20 +955,7 @@ def _cases() -> List[Case]:
         Case("convnet_rk3562", "same graph and weights as convnet, rk3562", _convnet(), img, platform="rk3562",
              purpose="rk3562"),
         # rk3566/rk3568 (the commonest boards after rk3588): the op families ResNet and MobileNetV2 need there
-        Case("maxpool_rk3566", "same as maxpool, rk3566", _pool(201, "maxpool"), img, platform="rk3566",
-             purpose="MaxPool on rk3566"),
-        Case("reshape_rk3566", "same as reshape, rk3566", _reshape, img, platform="rk3566", purpose="Reshape on rk3566"),
-        Case("mbblock_rk3566", "same as mbblock, rk3566", _mbblock, img, platform="rk3566",
-             purpose="depthwise and ConvAdd on rk3566"),
-        Case("conv_relu6_rk3566", "same as conv_relu6, rk3566", _conv_act(101, _clip(0.0, 6.0)), img,
-             platform="rk3566", purpose="ConvClip on rk3566"),
-        Case("maxpool_rk3568", "same as maxpool, rk3568", _pool(201, "maxpool"), img, platform="rk3568",
-             purpose="MaxPool on rk3568"),
-        Case("reshape_rk3568", "same as reshape, rk3568", _reshape, img, platform="rk3568", purpose="Reshape on rk3568"),
-        Case("mbblock_rk3568", "same as mbblock, rk3568", _mbblock, img, platform="rk3568",
-             purpose="depthwise and ConvAdd on rk3568"),
-        Case("conv_relu6_rk3568", "same as conv_relu6, rk3568", _conv_act(101, _clip(0.0, 6.0)), img,
-             platform="rk3568", purpose="ConvClip on rk3568"),
+        *_resnet_mobilenet_ops("rk3566"), *_resnet_mobilenet_ops("rk3568"),
         Case("two_input_rk3562", TWO_INPUT + ", rk3562", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
              platform="rk3562", purpose="two inputs on rk3562"),
         Case("cst_softmax", "Conv 3->8 3x3, cstChannelSoftmax(axis=1) (a custom op), Conv 8->4 1x1", _cst_softmax(),
