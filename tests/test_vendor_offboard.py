@@ -795,6 +795,12 @@ FIDELITY = {
     "reshape_rk3568_fp16": ("0", 0, "100.00"), "reshape_rk3568_i8": ("0", 0, "100.00"),
     "mbblock_rk3568_fp16": ("1.79e-07", 3, "99.95"), "mbblock_rk3568_i8": ("0.0927", 1, "99.07"),
     "conv_relu6_rk3568_fp16": ("4.77e-07", 1, "99.98"), "conv_relu6_rk3568_i8": ("0.0235", 1, "99.90"),
+    "add_relu_rk3566_fp16": ("0", 0, "100.00"),
+    "add_relu_rk3566_i8": ("0", 0, "100.00"),
+    "c2f_rk3566_fp16": ("0.000488", 1, "99.90"),
+    "add_relu_rk3568_fp16": ("0", 0, "100.00"),
+    "add_relu_rk3568_i8": ("0", 0, "100.00"),
+    "c2f_rk3568_fp16": ("0.000488", 1, "99.90"),
     "relu_input_fp16_tk232": ("2.38e-07", 1, "99.95"), "relu_input_i8_tk232": ("0", 0, "100.00"),
     # Pad (measured on the Intel Xeon only): pad_value's first conv rounds one value a float16 ulp off the
     # simulator's, which the second conv spreads (14 ulps of an output near 0.07)

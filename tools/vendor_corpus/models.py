@@ -861,9 +861,10 @@ def _bench():
 TWO_INPUT = "Conv 3->8 3x3 on a, Conv 3->8 3x3 on b, Add, Relu, Conv 8->4 1x1"
 
 
-def _resnet_mobilenet_ops(platform: str) -> List[Case]:
-    """maxpool, reshape, mbblock (depthwise, ConvAdd) and conv_relu6 (ConvClip) built for ``platform``:
-    the op families ResNet- and MobileNetV2-style networks need there."""
+def _board_ops(platform: str) -> List[Case]:
+    """maxpool, reshape, mbblock (depthwise, ConvAdd), conv_relu6 (ConvClip), add_relu (AddRelu) and
+    c2f (Split, Concat, ConvExSwish; fp16: its int8 lookup tables are another layout there) built for
+    ``platform``: the op families ResNet-, MobileNetV2- and ShuffleNet-style networks need there."""
     img = [IMG]
     return [Case(f"maxpool_{platform}", f"same as maxpool, {platform}", _pool(201, "maxpool"), img, platform=platform,
                  purpose=f"MaxPool on {platform}"),
@@ -872,7 +873,12 @@ def _resnet_mobilenet_ops(platform: str) -> List[Case]:
             Case(f"mbblock_{platform}", f"same as mbblock, {platform}", _mbblock, img, platform=platform,
                  purpose=f"depthwise and ConvAdd on {platform}"),
             Case(f"conv_relu6_{platform}", f"same as conv_relu6, {platform}", _conv_act(101, _clip(0.0, 6.0)), img,
-                 platform=platform, purpose=f"ConvClip on {platform}")]
+                 platform=platform, purpose=f"ConvClip on {platform}"),
+            Case(f"add_relu_{platform}", f"same as add_relu, {platform}", _add_relu,
+                 [("a", (1, 20, 8, 8), "normal"), ("b", (1, 20, 8, 8), "normal")], platform=platform,
+                 purpose=f"a standalone AddRelu on {platform}"),
+            Case(f"c2f_{platform}", f"same as c2f, {platform}", _c2f, img, variants=("fp16",), platform=platform,
+                 purpose=f"Split, Concat and ConvExSwish on {platform}")]
 
 
 def _cases() -> List[Case]:
@@ -955,7 +961,7 @@ def _cases() -> List[Case]:
         Case("convnet_rk3562", "same graph and weights as convnet, rk3562", _convnet(), img, platform="rk3562",
              purpose="rk3562"),
         # rk3566/rk3568 (the commonest boards after rk3588): the op families ResNet and MobileNetV2 need there
-        *_resnet_mobilenet_ops("rk3566"), *_resnet_mobilenet_ops("rk3568"),
+        *_board_ops("rk3566"), *_board_ops("rk3568"),
         Case("two_input_rk3562", TWO_INPUT + ", rk3562", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
              platform="rk3562", purpose="two inputs on rk3562"),
         Case("cst_softmax", "Conv 3->8 3x3, cstChannelSoftmax(axis=1) (a custom op), Conv 8->4 1x1", _cst_softmax(),

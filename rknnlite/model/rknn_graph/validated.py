@@ -47,10 +47,10 @@ rk3566   2.3.0  fp16       Conv ConvAddRelu ConvRelu InputOperator OutputOperato
 rk3566   2.3.0  int8       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
 rk3566   2.3.2  fp16       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
 rk3566   2.3.2  int8       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
-rk3566   2.5.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape
-rk3566   2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape
-rk3568   2.5.0  fp16       Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape
-rk3568   2.5.0  int8       Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape
+rk3566   2.5.0  fp16       Add AddRelu Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvRelu InputOperator MaxPool OutputOperator Reshape Split
+rk3566   2.5.0  int8       AddRelu Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape
+rk3568   2.5.0  fp16       Add AddRelu Concat Conv ConvAdd ConvClip ConvExSwish ConvRelu InputOperator MaxPool OutputOperator Reshape Split
+rk3568   2.5.0  int8       AddRelu Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape
 rk3576   2.2.0  fp16       Conv ConvRelu InputOperator OutputOperator
 rk3576   2.2.0  int8       Conv ConvRelu InputOperator OutputOperator
 rk3576   2.3.0  fp16       Conv ConvRelu InputOperator OutputOperator
