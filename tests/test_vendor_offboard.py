@@ -99,6 +99,16 @@ def test_fp16_weights_are_the_onnx_initializers(vendor_fixtures):
     assert np.all(graph.constants["gap_2conv0_i1"] == 1 / 32)
 
 
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_the_compilers_identity_convs_become_identities(vendor_fixtures, variant):
+    # add_mul: an unnamed 1x1 identity conv before each input (the NHWC -> NC1HWC2 "Pre_weight")
+    loaded = load_model(str(vendor_fixtures / "rknn" / f"add_mul_{variant}.rknn"))
+    nodes = lower_rockchip(loaded.payload, loaded.model).graph.nodes
+    identities = [n for n in nodes if n.op == "Identity"]
+    assert len(identities) == 2 and all(n.name.startswith("Conv") for n in identities)
+    assert not any(n.op in ("Conv", "VendorCodes", "VendorRequant") for n in nodes)
+
+
 def test_int8_weights_dequantize_to_the_onnx_initializers(vendor_fixtures):
     onnx = pytest.importorskip("onnx")
     from onnx import numpy_helper

@@ -61,11 +61,27 @@ class Accumulator:
     zp_in: int
     step: Optional[np.ndarray] = None
 
+    @classmethod
+    def of(cls, q: np.ndarray, w_zp: np.ndarray, bias_i32: np.ndarray, zp_in: int, s_in: float,
+           s_w: Optional[np.ndarray] = None) -> "Accumulator":
+        """From an int8 conv's weight codes ``q`` (``[O, ...]``) and zero points ``w_zp[c]``, its
+        int32 bias (which leaves out ``zp_in * sum(q - zp_w)``), the input's quantization and the
+        weight scales ``s_w[c]`` (``None``: the accumulator feeds a lookup table)."""
+        centred = q.astype(np.int64) - np.asarray(w_zp, np.int64).reshape(-1, 1, 1, 1)
+        step = None if s_w is None else s_in * s_w
+        return cls(centred, bias_i32 + zp_in * centred.sum(axis=(1, 2, 3)), s_in, zp_in, step)
+
     @property
     def bound(self) -> int:
         """The largest accumulator magnitude any int8 input can produce."""
         x_span = max(127 - self.zp_in, self.zp_in + 128)
         return int(np.max(np.abs(self.weight).sum(axis=(1, 2, 3)) * x_span + np.abs(self.bias)))
+
+    def real(self):
+        """The float32 ``(weight, bias)`` of the conv in real units: ``(q_w - zp_w) * s_w[c]`` and
+        the bias times one accumulator step, ``s_in * s_w[c]`` (needs :attr:`step`)."""
+        weight = (self.weight * (self.step / self.s_in).reshape(-1, 1, 1, 1)).astype(np.float32)
+        return weight, (self.bias * self.step).astype(np.float32)
 
     @property
     def exact(self) -> bool:
@@ -146,4 +162,5 @@ def fuse_codes(nodes: List, outputs: Collection[str]) -> List:
             continue  # another grid: the codes are not the writer's
         fused[id(writer)] = replace(writer, outputs=[node.outputs[0]], attrs=dict(writer.attrs, **{key: 1.0}))
         fused[id(node)] = None
-    return [fused.get(id(node), node) for node in nodes if fused.get(id(node), node) is not None]
+    kept = (fused.get(id(node), node) for node in nodes)
+    return [node for node in kept if node is not None]

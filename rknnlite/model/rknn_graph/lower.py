@@ -36,8 +36,9 @@ ConvHardSigmoid        map and ``BnCfg`` / ``BsCfg`` tensors, :mod:`.f2act`); a 
                        float16 bounds is the conv's own (fp16) or VendorRequant's code
                        range (int8)
 ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
-                       [, then Relu]; int8: the integer Conv, then VendorAddRequant; ``auto_pad`` NOTSET, or VALID with pads 0 (a conv
-                       whose pads the compiler moved into a Pad)
+                       [, then Relu]; int8: the integer Conv, then VendorAddRequant;
+                       ``auto_pad`` NOTSET, or VALID with pads 0 (a conv whose pads the
+                       compiler moved into a Pad)
 Add, Sub, Mul          Add, Sub, Mul (constant operands, plain or NC1HWC2: fp16-rounded
                        values in fp16 files, dequantized integers in int8 files)
 Sigmoid, HardSwish     fp16: Sigmoid, HardSwish; int8: the input's integer codes, then the
@@ -731,8 +732,8 @@ class _Lowering:
                 lower_lut_conv(self, node, x, out, w, weight, b, attrs,
                                stage_of=lambda tables: f2_lut_stage(self, node, out, tables))
                 return
-            weight_f, bias_f, unit, acc = self.int8_conv_constants(node, x, out, w, weight, b)
-            params = None
+            unit, acc = self.int8_conv_constants(node, x, out, w, weight, b)
+            weight_f = bias_f = params = None
             if unit is None and activation in _REGISTER_ACTIVATIONS:  # rk3576/rv1126b: their own map (.f2act)
                 params = f2_activation(self, node, x, out, w, b, weight.shape[0])
         else:
@@ -748,8 +749,8 @@ class _Lowering:
                     raise self.error(f"{node.label}: bias {b.name!r} has dtype {b.dtype}; fp16 files store float32")
                 bias_f = decode_float_bias(self.vf.tensor_data(self.sg, b), weight.shape[0],
                                            f"{self.label}: {node.label} bias {b.name!r}")
-        if activation is None and _is_identity(node, weight_f, bias_f, attrs) and \
-                (not self.int8 or _same_quant(x, out)):
+        if activation is None and (not self.int8 or _same_quant(x, out)) and \
+                _is_identity(node, attrs, weight.shape, lambda: acc.real() if acc is not None else (weight_f, bias_f)):
             self.methods.pop(node.index, None)  # compiler identity convs keep a plain bias in every file
             self.emit(node, "Identity", [self.names[x.index]], {})
             return
@@ -851,12 +852,12 @@ class _Lowering:
         return fused_activation(regs, node.op, where, unit if self.int8 else None)
 
     def int8_conv_constants(self, node: VendorNode, x: VendorTensor, out: VendorTensor, w: VendorTensor,
-                            q: np.ndarray, b: Optional[VendorTensor]
-                            ) -> Tuple[np.ndarray, np.ndarray, Optional[float], Accumulator]:
-        """Float weight, bias, accumulator unit (the real value of one accumulator step,
-        ``s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``; ``None`` when the registers are not read) of
-        an int8 conv: ``w = (q - zp_w[c]) * s_w[c]`` and
-        ``b = (bias_i32 + zp_in * sum(q - zp_w)) * s_in * s_w[c]``, with
+                            q: np.ndarray, b: Optional[VendorTensor]) -> Tuple[Optional[float], Accumulator]:
+        """The accumulator unit (the real value of one accumulator step at the largest weight
+        scale, ``s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``, for register parameters; ``None`` when
+        the registers are not read) and the :class:`.accumulator.Accumulator` of an int8 conv:
+        the integer weight ``q - zp_w[c]``, the bias ``bias_i32 + zp_in * sum(q - zp_w)`` and the
+        real value of one accumulator step per channel, ``s_in * s_w[c]``, with
         ``s_w[c] = OUT_CVT_SCALE / 2^OUT_CVT_SHIFT * mul[c] / 2^mul_shift * s_out / s_in`` (no
         ``mul[c]`` factor when the multiplier stage is bypassed; rk3562 writes OUT_CVT and the
         multipliers' shift in its own map, :func:`.regcmd.requant_t4`, and its bias blocks hold 4
@@ -878,8 +879,7 @@ class _Lowering:
         if stored is not None:
             self.methods[node.index] = "channel"  # their per-layer files are refused (one stored scale)
             bias_i32, w_zp, _ = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}", self.bias_block(node, x, out))
-            centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
-            return self.int8_conv_terms(centred, bias_i32, zp_in, s_in, stored, None)
+            return None, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, stored)
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
         if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
             if node.op not in _CONV_ACTIVATIONS:
@@ -900,16 +900,7 @@ class _Lowering:
             m = requant.multiplier * mul.astype(np.float64) / float(1 << requant.mul_shift)
         else:
             raise self.error(f"{node.label}: the bias block's channel multipliers {mul.tolist()} are not all positive")
-        centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
-        return self.int8_conv_terms(centred, bias_i32, zp_in, s_in, m * s_out / s_in, s_out * requant.multiplier)
-
-    @staticmethod
-    def int8_conv_terms(centred: np.ndarray, bias_i32: np.ndarray, zp_in: int, s_in: float, s_w: np.ndarray,
-                        unit: Optional[float]) -> Tuple[np.ndarray, np.ndarray, Optional[float], Accumulator]:
-        """``(float weight, float bias, unit, accumulator)`` of an int8 conv from its centred
-        integer weight ``q - zp_w``, int32 bias and weight scales."""
-        acc = Accumulator(centred, bias_i32 + zp_in * centred.sum(axis=(1, 2, 3)), s_in, zp_in, s_in * s_w)
-        return _dequantized(centred, bias_i32, zp_in, s_in, s_w) + (unit, acc)
+        return s_out * requant.multiplier, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, m * s_out / s_in)
 
     def emit_scaled(self, node: VendorNode, total: str, acc: Accumulator, output: str) -> None:
         """``output`` = the accumulator tensor ``total`` times the real value of one accumulator
@@ -1099,7 +1090,7 @@ class _Lowering:
         attrs.pop("group")
         if self.int8:
             # the conv formula per output channel, on the [Cout, Cin, kh, kw] view of the weight
-            _, _, _, acc = self.int8_conv_constants(node, x, out, w, tiles, b)
+            _, acc = self.int8_conv_constants(node, x, out, w, tiles, b)
             total = emit_accumulator(self, node, x, out, w, b, acc, attrs, transposed=True)
             qo = self.activation_quant(out)
             emit_requant(self, node, total, acc, out, qo.scale[0], qo.zero_point[0])
@@ -1466,24 +1457,19 @@ def _check_conv_shape(lowering: _Lowering, node: VendorNode, x: VendorTensor, ou
                              f"{list(out.shape)}")
 
 
-def _is_identity(node: VendorNode, weight: np.ndarray, bias: Optional[np.ndarray], attrs: dict) -> bool:
-    """A compiler-inserted (unnamed) 1x1 conv whose weight is the identity and bias zero."""
-    if node.name or weight.shape[0] != weight.shape[1] or weight.shape[2:] != (1, 1) or attrs["group"] != 1:
+def _is_identity(node: VendorNode, attrs: dict, shape: Tuple[int, ...], values) -> bool:
+    """A compiler-inserted (unnamed) 1x1 conv whose weight is the identity and bias zero
+    (``shape``: the weight's; ``values()``: its float ``(weight, bias)``, asked for only when
+    the node and shape could be one)."""
+    if node.name or shape[0] != shape[1] or tuple(shape[2:]) != (1, 1) or attrs["group"] != 1:
         return False
     if attrs["strides"] != [1, 1] or any(attrs["pads"]):
         return False
+    weight, bias = values()
     eye = np.eye(weight.shape[0], dtype=np.float32)
     if not np.allclose(weight[:, :, 0, 0], eye, rtol=0, atol=_IDENTITY_TOLERANCE):
         return False
     return bias is None or bool(np.all(np.abs(bias) <= _IDENTITY_TOLERANCE))
-
-
-def _dequantized(centred: np.ndarray, bias_i32: np.ndarray, zp_in: int, s_in: float,
-                 s_w: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Float weight ``(q - zp_w) * s_w[c]`` and bias ``(bias_i32 + zp_in * sum(q - zp_w)) * s_in * s_w[c]``."""
-    weight = (centred * s_w.reshape(-1, 1, 1, 1)).astype(np.float32)
-    bias = ((bias_i32 + zp_in * centred.sum(axis=(1, 2, 3))) * s_in * s_w).astype(np.float32)
-    return weight, bias
 
 
 def _hard_sigmoid_params(scale: float, offset: float) -> Tuple[float, float]:

@@ -238,8 +238,7 @@ def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict,
     if requant.offset != qo.zero_point[0]:
         raise lowering.error(f"{node.label}: OUT_CVT_OFFSET is {requant.offset} but the output's zero point is "
                              f"{qo.zero_point[0]}; the register layout is not the one decoded")
-    centred = q.astype(np.int64) - w_zp.reshape(-1, 1, 1, 1)
-    acc = Accumulator(centred, bias_i32 + zp_in * centred.sum(axis=(1, 2, 3)), s_in, zp_in)
+    acc = Accumulator.of(q, w_zp, bias_i32, zp_in, s_in)
     params = lut_attrs(stage, tables, mul, requant.mul_shift, requant.multiplier, qo.zero_point[0], qo.scale[0], where)
     total = emit_accumulator(lowering, node, x, out, w, b, acc, attrs)
     lowering.emit(node, "VendorLutActivation", [total], params)
