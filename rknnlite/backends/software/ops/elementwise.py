@@ -57,6 +57,14 @@ def dest(out: Optional[Sequence[np.ndarray]], shape, dtype, index: int = 0) -> n
     return np.empty(shape, dtype)
 
 
+def flat_dest(out: Optional[Sequence[np.ndarray]], shape) -> np.ndarray:
+    """``out[0]`` when it is a C-contiguous float32 array of ``shape`` (what a compiled loop
+    writes through a flat view), else a new one."""
+    if out is not None and out[0].dtype == np.float32 and out[0].flags.c_contiguous and out[0].shape == shape:
+        return out[0]
+    return np.empty(shape, np.float32)
+
+
 if _ERR_STATE is not None:
     #: ``silence_fp()`` ignores every numpy floating-point error on this thread (context) and
     #: returns a token; ``restore_fp(token)`` puts back the state it replaced.  The pair

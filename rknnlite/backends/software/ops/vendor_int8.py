@@ -34,16 +34,16 @@ import numpy as np
 from ...._native.executor_kernels import add_requant_channels, int8_codes, requant_channels
 from ....errors import ModelInvalidError
 from . import kernel
+from .elementwise import check_float, flat_dest
 
 __all__ = ["vendor_add_requant", "vendor_codes", "vendor_requant"]
 
 
 def _positive(attrs, name: str, op: str) -> float:
-    value = attrs.get(name)
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(value)) or not float(value) > 0:
+    value = check_float(op, attrs, name, None)
+    if not math.isfinite(value) or not value > 0:
         raise ModelInvalidError(f"{op}: attribute {name} must be a finite positive number, got {value!r}", op=op)
-    return float(value)
+    return value
 
 
 def _int(attrs, name: str, op: str, lo: int, hi: int) -> int:
@@ -72,12 +72,6 @@ def _channel_values(attrs, name: str, op: str, dtype) -> np.ndarray:
     return values
 
 
-def _target(x: np.ndarray, out) -> np.ndarray:
-    if out is not None and out[0].dtype == np.float32 and out[0].flags.c_contiguous and out[0].shape == x.shape:
-        return out[0]
-    return np.empty(x.shape, np.float32)
-
-
 def _codes_prepare(attrs, consts):
     return dict(attrs, scale=_positive(attrs, "scale", "VendorCodes"))
 
@@ -86,7 +80,7 @@ def _codes_prepare(attrs, consts):
 def vendor_codes(inputs, attrs, out=None):
     """The integer codes ``rint(x / scale)`` of an int8 tensor stored as real values."""
     x = np.ascontiguousarray(inputs[0], dtype=np.float32)
-    y = _target(x, out)
+    y = flat_dest(out, x.shape)
     int8_codes(x.reshape(-1), y.reshape(-1), attrs["scale"])
     return [y]
 
@@ -109,11 +103,10 @@ def vendor_requant(inputs, attrs, out=None):
     if acc.ndim < 2 or acc.shape[1] != multiplier.size:
         raise ModelInvalidError(f"VendorRequant: input of shape {list(acc.shape)} does not have the "
                                 f"{multiplier.size} channels of its multipliers on axis 1", op="VendorRequant")
-    y = _target(acc, out)
+    y = flat_dest(out, acc.shape)
     if acc.size:
         requant_channels(acc.reshape(-1), y.reshape(-1), multiplier, acc.size // (acc.shape[0] * acc.shape[1]),
-                         attrs["zero_point"],
-                         attrs["scale"], attrs["qmin"], attrs["qmax"])
+                         attrs["zero_point"], attrs["scale"], attrs["qmin"], attrs["qmax"])
     return [y]
 
 
@@ -137,7 +130,7 @@ def vendor_add_requant(inputs, attrs, out=None):
         raise ModelInvalidError(f"VendorAddRequant: accumulator of shape {list(acc.shape)} and residual of shape "
                                 f"{list(res.shape)}; both must have the {step.size} channels of its steps on axis 1",
                                 op="VendorAddRequant")
-    y = _target(acc, out)
+    y = flat_dest(out, acc.shape)
     if acc.size:
         add_requant_channels(acc.reshape(-1), res.reshape(-1), y.reshape(-1), step,
                              acc.size // (acc.shape[0] * acc.shape[1]), attrs["zero_point"],

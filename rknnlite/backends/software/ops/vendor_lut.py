@@ -34,6 +34,7 @@ from ....errors import ModelInvalidError
 from ....model.rknn_graph.lut import table_problem
 from ...._native.elementwise_kernels import lut_rows
 from . import kernel
+from .elementwise import flat_dest
 
 __all__ = ["vendor_lut_activation"]
 
@@ -77,8 +78,7 @@ def vendor_lut_activation(inputs, attrs, out=None):
     if acc.ndim < 2 or acc.shape[1] != len(scale):
         raise ModelInvalidError(f"{_OP}: input of shape {list(acc.shape)} does not have the {len(scale)} channels "
                                 "of its index scales on axis 1", op=_OP)
-    y = out[0] if out is not None and out[0].flags.c_contiguous and out[0].shape == acc.shape \
-        and out[0].dtype == np.float32 else np.empty(acc.shape, np.float32)
+    y = flat_dest(out, acc.shape)
     if acc.size:
         lut_rows(acc.reshape(-1), y.reshape(-1), scale, acc.size // (acc.shape[0] * acc.shape[1]),
                  attrs["_tables"], len(attrs["le_table"]), attrs["index_offset"], attrs["le_start"], attrs["le_end"],
