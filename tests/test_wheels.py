@@ -231,3 +231,53 @@ def test_aarch64_wheelhouse_adds_what_pip_download_leaves_out_for_older_pythons(
     assert {"exceptiongroup>=1", "tomli>=1"} <= set(testing.backports("3.9"))
     assert testing.backports("3.10") == testing.backports("3.9")
     assert testing.backports("3.11") == testing.backports("3.13") == []
+
+
+def test_every_python_has_a_pinned_source_for_the_interpreters_built_here():
+    import cpython
+
+    assert sorted(cpython.SOURCES) == sorted(targets.PYTHONS)
+    for version, source in {**cpython.SOURCES, **cpython.DEPENDENCIES}.items():
+        assert re.fullmatch(r"[0-9a-f]{64}", source.sha256), version
+        assert source.url.startswith(("http://deb.debian.org/", "http://archive.ubuntu.com/")), source.url
+        if version in cpython.SOURCES:
+            assert f"python{version}_{version}." in source.filename, source.filename
+
+
+def test_interpreters_are_built_for_musl_and_for_the_aarch64_versions_debian_lacks():
+    import cpython
+
+    built = {t.name for t in targets.parse_selection("all") if cpython.needed(t)}
+    assert built == ({f"cp{v.replace('.', '')}-musllinux_{a}" for v in targets.PYTHONS
+                      for a in targets.ARCHS}
+                     | {"cp310-manylinux_aarch64", "cp312-manylinux_aarch64"})
+    assert cpython.triple(targets.Target("3.12", "manylinux", "aarch64")) == (
+        "aarch64-linux-gnu", "aarch64-linux-gnu.2.17")
+    assert cpython.triple(targets.Target("3.9", "musllinux", "x86_64")) == (
+        "x86_64-linux-musl", "x86_64-linux-musl")
+
+
+def test_the_cross_compiler_wrapper_drops_the_build_hosts_system_dirs(tmp_path):
+    import subprocess
+
+    import cpython
+
+    # /bin/echo stands in for zig: the wrapper's output is the command it would run
+    tools = cpython.compiler_dir(targets.Target("3.11", "musllinux", "aarch64"), tmp_path,
+                                 zig=Path("/bin/echo"))
+    out = subprocess.run([str(tools / "aarch64-linux-musl-cc"), "-I/usr/include",
+                          "-I/usr/include/x86_64-linux-gnu", "-I/usr/local/include", "-Iown/include",
+                          "-L/usr/lib/x86_64-linux-gnu", "-L/lib64", "-Lown/lib", "-O2", "a b.c"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["cc", "-target", "aarch64-linux-musl", "-Iown/include", "-Lown/lib", "-O2",
+                   "a", "b.c"]
+    assert subprocess.run([str(tools / "dpkg-architecture"), "-qDEB_HOST_MULTIARCH"]).returncode != 0
+
+
+def test_the_wheelhouse_of_a_musl_target_takes_musllinux_wheels():
+    import testing
+
+    assert testing.wheelhouse_platforms(targets.Target("3.9", "musllinux", "aarch64")) == [
+        "musllinux_1_2_aarch64", "musllinux_1_1_aarch64"]
+    assert testing.wheelhouse_platforms(targets.Target("3.12", "manylinux", "aarch64")) == [
+        "manylinux2014_aarch64"]

@@ -49,19 +49,21 @@ def _apt_options(state: Path, arch: str) -> list[str]:
     ]
 
 
-def fetch_root(suite: str, arch: str, packages: list[str], cache: Path, log: Path) -> Path:
+def fetch_root(suite: str, arch: str, packages: list[str], cache: Path, log: Path,
+               name: str | None = None) -> Path:
     """Downloads ``packages`` and their dependencies for ``suite``/``arch`` and unpacks them.
 
-    Returns the root (``cache/roots/<suite>-<arch>``). A root already unpacked with the same
-    package list is reused: the list is recorded in ``<root>/.rknnlite-packages``.
+    Returns the root (``cache/roots/<name>``, by default ``<suite>-<arch>``). A root already
+    unpacked with the same package list is reused: the list is recorded in
+    ``<root>/.rknnlite-packages``.
     """
     cache = cache.resolve()
-    root = cache / "roots" / f"{suite}-{arch}"
+    root = cache / "roots" / (name or f"{suite}-{arch}")
     stamp = root / ".rknnlite-packages"
     wanted = " ".join(sorted(packages)) + "\n"
     if stamp.is_file() and stamp.read_text() == wanted:
         return root
-    state = cache / "apt" / f"{suite}-{arch}"
+    state = cache / "apt" / root.name  # its own: every .deb in its archive cache is unpacked
     for sub in ("sources.list.d", "preferences.d", "lib/lists/partial", "cache/archives/partial"):
         (state / sub).mkdir(parents=True, exist_ok=True)
     (state / "sources.list").write_text(

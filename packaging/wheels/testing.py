@@ -3,13 +3,17 @@
 * x86_64 glibc: a fresh venv of the build host's CPython of that version; pip installs the
   wheel (its dependencies from the index) and the test requirements; then the core suite
   (``packaging/core-tests.txt``) and ``rknnlite demo``.
-* aarch64 glibc: the Debian root of the version's suite (``debroot``), under qemu user-mode
-  emulation: ``chroot ROOT qemu-aarch64-static ...`` (no binfmt_misc needed). A fresh venv is
-  made inside the root by its own python3.X; pip installs the wheel with ``--no-index`` from a
-  wheelhouse downloaded on the host for that platform, so nothing compiles. The core suite runs
-  for the versions in ``--qemu-core``, import and ``rknnlite demo`` for every version.
-* musllinux: no musl interpreter can be had here (see packaging/README.md): not tested, so not
-  published.
+* everything else in a root (``test_in_root``), entered with ``chroot``, under qemu user-mode
+  emulation for aarch64 (``chroot ROOT qemu-aarch64-static ...``):
+  - aarch64 glibc: the Debian root of the version's suite (``debroot``) and its python3.X; for
+    3.10 and 3.12, which Debian never released, an interpreter built here (``cpython``) in the
+    bookworm root;
+  - musllinux: a root holding only Debian's ``musl`` package (no glibc, as on Alpine) and a musl
+    CPython built here (``cpython``).
+  A fresh venv is made inside the root by its interpreter; pip installs the wheel with
+  ``--no-index`` from a wheelhouse downloaded on the host for that platform, so nothing
+  compiles. ``rknnlite demo`` runs for every version; the core suite for every x86_64 musl
+  wheel and for the aarch64 versions in ``--qemu-core``.
 
 Every result is a dict: ``{"kind", "result": "passed"|"failed"|"not run", "summary",
 "interpreter"}``.
@@ -24,14 +28,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cpython
 import toolchain
 from targets import DEBIAN_ARCH, Target
 
 TEST_REQUIREMENTS = ["pytest>=7", "PyYAML>=5.4", "Pillow>=9", "tqdm>=4.60"]
 RUNTIME_REQUIREMENTS = ["numpy>=1.22", "cryptography>=41", "psutil>=5.8"]
+PIP = "pip>=23"  # installed first in the test venvs of the roots
 QEMU = "/usr/bin/qemu-aarch64-static"
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"  # looked up here: the guest's PATH is not the host's
 # the CPythons that NumPy 1.22 (the oldest in [project].dependencies) has wheels for
 OLDEST_NUMPY_PYTHONS = ("3.9", "3.10")
 SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|error).*?)\s*=*$", re.M)
@@ -132,17 +137,26 @@ def test_with_oldest_numpy(target: Target, venv: Path, log: Path) -> dict:
     return outcome
 
 
+def wheelhouse_platforms(target: Target) -> list[str]:
+    """The platform tags ``pip download`` fetches the target's dependencies for: manylinux2014,
+    or musllinux_1_2 and its predecessor 1_1 (NumPy 2.0's CPython 3.9 wheels are 1_1)."""
+    if target.libc == "musllinux":
+        return [f"musllinux_1_2_{target.arch}", f"musllinux_1_1_{target.arch}"]
+    return [f"manylinux2014_{target.arch}"]
+
+
 def _wheelhouse(target: Target, cache: Path, log: Path) -> Path:
-    """Binary wheels of the runtime and test requirements for the aarch64 target, downloaded
-    on the host (no compile under emulation)."""
+    """Binary wheels of the runtime and test requirements for a target tested in a root,
+    downloaded on the host (nothing compiles in the root, or under emulation)."""
     dest = cache / "wheelhouse" / target.name
     stamp = dest / ".complete"
-    wanted = [*RUNTIME_REQUIREMENTS, *TEST_REQUIREMENTS, *backports(target.python)]
+    wanted = [*RUNTIME_REQUIREMENTS, *TEST_REQUIREMENTS, *backports(target.python), PIP]
     if stamp.is_file() and stamp.read_text().split() == wanted:
         return dest
     dest.mkdir(parents=True, exist_ok=True)
+    platforms = [arg for tag in wheelhouse_platforms(target) for arg in ("--platform", tag)]
     toolchain.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
-                   "--platform", f"manylinux2014_{target.arch}", "--python-version", target.python,
+                   *platforms, "--python-version", target.python,
                    "--implementation", "cp", "-d", str(dest), *wanted], log)
     stamp.write_text("\n".join(wanted) + "\n")
     return dest
@@ -188,7 +202,7 @@ def ensure_binfmt() -> str | None:
     return None
 
 
-def _prepare_root(root: Path) -> None:
+def _prepare_root(root: Path, emulated: bool) -> None:
     # merged /usr (trixie's libc6 ships only /usr/lib/ld-linux-aarch64.so.1): the links that
     # a debootstrapped root has and an unpacked one lacks
     for alias in ("bin", "sbin", "lib"):
@@ -211,24 +225,49 @@ def _prepare_root(root: Path) -> None:
     if not bundle.is_file() and HOST_CA_BUNDLE.is_file():
         bundle.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(HOST_CA_BUNDLE, bundle)
-    shutil.copyfile(QEMU, root / "usr" / "bin" / "qemu-aarch64-static")
-    os.chmod(root / "usr" / "bin" / "qemu-aarch64-static", 0o755)
+    if emulated:
+        (root / "usr" / "bin").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(QEMU, root / "usr" / "bin" / "qemu-aarch64-static")
+        os.chmod(root / "usr" / "bin" / "qemu-aarch64-static", 0o755)
 
 
-def test_aarch64(target: Target, wheel: Path, source: Path, cache: Path, log: Path,
-                 core: bool, timeout: float) -> dict:
-    """Under qemu in the version's Debian arm64 root: fresh venv, pip install --no-index,
-    demo, and the core suite when ``core``."""
-    kind = "core + demo (qemu)" if core else "import + demo (qemu)"
-    if not Path(QEMU).is_file():
-        return {"kind": kind, "result": "not run", "interpreter": "",
-                "summary": f"{QEMU} missing (apt-get install qemu-user-static)"}
-    missing = ensure_binfmt()
-    if missing:
-        return {"kind": kind, "result": "not run", "interpreter": "", "summary": missing}
+def _interpreter(target: Target, runner: list[str], cache: Path, log: Path) -> tuple[Path, str, str]:
+    """The root a target is tested in (prepared), the interpreter's path inside it and its
+    description: Debian's python3.X in its suite's arm64 root, or one built here (``cpython``)."""
+    if cpython.needed(target):
+        root = cpython.root_for(target, cache, log)
+        _prepare_root(root, bool(runner))
+        path, label = cpython.install(target, root, runner, cache, log)
+        return root, path, label
     suite = target.debian_suite
     root = toolchain.debian_root(suite, target.python, DEBIAN_ARCH[target.arch], cache, log)
-    _prepare_root(root)
+    _prepare_root(root, bool(runner))
+    version = (root / "usr" / "bin" / f"python{target.python}").resolve().name
+    return root, f"/usr/bin/python{target.python}", f"Debian {suite} arm64 {version}"
+
+
+def test_in_root(target: Target, wheel: Path, source: Path, cache: Path, log: Path,
+                 core: bool, timeout: float) -> dict:
+    """In the target's root (``chroot``; aarch64 under qemu): fresh venv, pip install
+    --no-index, demo, and the core suite when ``core``."""
+    emulated = target.arch == "aarch64"
+    kind = ("core + demo" if core else "import + demo") + (" (qemu)" if emulated else "")
+    if emulated:
+        if not Path(QEMU).is_file():
+            return {"kind": kind, "result": "not run", "interpreter": "",
+                    "summary": f"{QEMU} missing (apt-get install qemu-user-static)"}
+        missing = ensure_binfmt()
+        if missing:
+            return {"kind": kind, "result": "not run", "interpreter": "", "summary": missing}
+    runner = ["/usr/bin/qemu-aarch64-static"] if emulated else []
+    try:
+        root, interpreter, label = _interpreter(target, runner, cache, log)
+    except toolchain.Unavailable as exc:
+        return {"kind": kind, "result": "not run", "interpreter": "", "summary": str(exc)}
+    except (subprocess.CalledProcessError, RuntimeError, OSError) as exc:
+        lines = str(getattr(exc, "output", "") or exc).strip().splitlines()
+        return {"kind": kind, "result": "failed", "interpreter": "",
+                "summary": f"no interpreter: {lines[-1] if lines else type(exc).__name__}"}
     house = _wheelhouse(target, cache, log)
     inside = Path("/tmp") / f"rknnlite-{target.name}"
     shutil.rmtree(root / inside.relative_to("/"), ignore_errors=True)
@@ -241,13 +280,17 @@ def test_aarch64(target: Target, wheel: Path, source: Path, cache: Path, log: Pa
     env = {"PATH": "/usr/bin:/bin", "HOME": str(inside), "LANG": "C.UTF-8"}
 
     def guest(*argv: str) -> list[str]:
-        return [CHROOT, str(root), "/usr/bin/qemu-aarch64-static", *argv]
+        return [toolchain.CHROOT, str(root), *runner, *argv]
 
     python = str(inside / "venv" / "bin" / "python")
     files = [str(inside / "src" / "tests" / name) for name in core_files(source)]
     steps = [
-        lambda: toolchain.run(guest(f"/usr/bin/python{target.python}", "-m", "venv",
-                                    str(inside / "venv")), log, env=env, timeout=timeout),
+        lambda: toolchain.run(guest(interpreter, "-m", "venv", str(inside / "venv")), log,
+                              env=env, timeout=timeout),
+        # the pip of 3.9's ensurepip (20.2) knows no musllinux tag
+        lambda: toolchain.run(guest(python, "-m", "pip", "install", "-q", "--no-index", "--upgrade",
+                                    "--find-links", str(inside / "wheels"), "pip"), log, env=env,
+                              timeout=timeout),
         lambda: toolchain.run(guest(python, "-m", "pip", "install", "-q", "--no-index", "--only-binary=:all:",
                                     "--find-links", str(inside / "wheels"), "rknnlite-runtime",
                                     *TEST_REQUIREMENTS), log, env=env, timeout=timeout),
@@ -259,10 +302,9 @@ def test_aarch64(target: Target, wheel: Path, source: Path, cache: Path, log: Pa
     if core:
         steps.append(lambda: toolchain.run(guest(python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
                                                  *files), log, env=env, timeout=timeout))
-    version = (root / "usr" / "bin" / f"python{target.python}").resolve().name
     subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
     try:
-        outcome = _outcome(kind, f"Debian {suite} arm64 {version} under qemu", steps)
+        outcome = _outcome(kind, label + (" under qemu" if emulated else ""), steps)
     finally:
         subprocess.run(["umount", str(root / "proc")], check=False)
     if outcome["result"] == "passed" and not core:

@@ -32,6 +32,7 @@ from pathlib import Path
 import debroot
 from targets import DEBIAN_ARCH, Target
 
+CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"  # looked up here: the guest's PATH is not the host's
 MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
 CPUINFO_SUITE = "bookworm"  # libgcc-12-dev: cpuinfo.o for x86_64
 BUILD_REQUIREMENTS = ["setuptools>=64", "wheel", "Cython>=3.0,<4", "numpy>=2.0"]
@@ -40,7 +41,8 @@ _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 
-def _lock(key: str) -> threading.Lock:
+def lock(key: str) -> threading.Lock:
+    """The lock of one shared resource (a root, a venv, a header folder), by name."""
     with _locks_guard:
         return _locks.setdefault(key, threading.Lock())
 
@@ -60,7 +62,7 @@ def root_packages(suite: str, python: str, arch: str) -> list[str]:
 
 def debian_root(suite: str, python: str, arch: str, cache: Path, log: Path) -> Path:
     """The unpacked Debian root for ``suite``/``arch`` (Debian architecture name)."""
-    with _lock(f"root-{suite}-{arch}"):
+    with lock(f"root-{suite}-{arch}"):
         return debroot.fetch_root(suite, arch, root_packages(suite, python, arch), cache, log)
 
 
@@ -83,7 +85,7 @@ def host_python(version: str) -> str | None:
 
 def build_venv(version: str, cache: Path, log: Path) -> Path:
     """A venv of the host's CPython ``version`` with the build requirements; its python."""
-    with _lock(f"venv-{version}"):
+    with lock(f"venv-{version}"):
         venv = cache / "venvs" / f"build-{version}"
         python = venv / "bin" / "python"
         stamp = venv / ".rknnlite-ready"
@@ -104,7 +106,7 @@ def headers(target: Target, cache: Path, log: Path) -> tuple[Path, str]:
     came from (for the manifest)."""
     dest = cache / "headers" / f"{target.cp}-{target.arch}" / f"python{target.python}"
     source_file = dest.parent / "SOURCE"
-    with _lock(f"headers-{target.cp}-{target.arch}"):
+    with lock(f"headers-{target.cp}-{target.arch}"):
         if (dest / "Python.h").is_file() and source_file.is_file():
             return dest, source_file.read_text().strip()
         suite = target.debian_suite
@@ -113,6 +115,14 @@ def headers(target: Target, cache: Path, log: Path) -> tuple[Path, str]:
             generic = root / "usr" / "include" / f"python{target.python}"
             config = root / "usr" / "include" / MULTIARCH[target.arch] / f"python{target.python}" / "pyconfig.h"
             source = f"Debian {suite} libpython{target.python}-dev ({DEBIAN_ARCH[target.arch]})"
+        elif target.arch == "aarch64":
+            import cpython  # it builds with this module's tools
+
+            # the glibc interpreter's, for the musl wheel too (as with Debian's headers)
+            glibc = Target(target.python, "manylinux", target.arch)
+            generic = cpython.include_dir(glibc, cache, log)
+            config = generic / "pyconfig.h"
+            source = cpython.describe(glibc)
         elif target.arch == "x86_64" and host_python(target.python):
             interpreter = host_python(target.python)
             include = subprocess.run(
@@ -122,7 +132,7 @@ def headers(target: Target, cache: Path, log: Path) -> tuple[Path, str]:
             source = f"the build host's CPython {target.python} ({interpreter})"
         else:
             raise Unavailable(f"no {target.arch} headers for CPython {target.python}: Debian "
-                              "has no suite with it, and only x86_64 can use the host's")
+                              "has no suite with it and no CPython of it is on the build host")
         if not (generic / "Python.h").is_file() or not config.is_file():
             raise Unavailable(f"{source}: Python.h or pyconfig.h missing under {generic}")
         shutil.rmtree(dest, ignore_errors=True)
@@ -144,7 +154,7 @@ def without_crypt_h(pyconfig: str) -> str:
 def cpuinfo_object(cache: Path, log: Path) -> Path:
     """``cpuinfo.o`` from Debian's libgcc-12-dev (amd64), extracted once."""
     dest = cache / "cpuinfo" / "cpuinfo.o"
-    with _lock("cpuinfo"):
+    with lock("cpuinfo"):
         if dest.is_file():
             return dest
         root = debian_root(CPUINFO_SUITE, "3.11", "amd64", cache, log)
