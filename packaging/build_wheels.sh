@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, checks (auditwheel) and tests the release wheels into dist/, without containers:
 #   packaging/build_wheels.sh [--only cp311-manylinux_x86_64,...] [--jobs 2] [--force] ...
-# manylinux_2_17 and musllinux_1_2, x86_64 and aarch64, CPython 3.9-3.13, compiled with zig's
+# manylinux_2_17 and musllinux_1_2, x86_64 and aarch64, CPython 3.9-3.14, compiled with zig's
 # clang. See packaging/README.md ("Release wheels without containers") and
 # `packaging/wheels/matrix.py --help`. Needs root (Debian roots are unpacked and chrooted into
 # for the aarch64 tests) on Debian or Ubuntu: the host packages below are installed with apt-get

@@ -274,10 +274,27 @@ def test_the_cross_compiler_wrapper_drops_the_build_hosts_system_dirs(tmp_path):
     assert subprocess.run([str(tools / "dpkg-architecture"), "-qDEB_HOST_MULTIARCH"]).returncode != 0
 
 
-def test_the_wheelhouse_of_a_musl_target_takes_musllinux_wheels():
+def test_the_wheelhouse_takes_the_wheels_each_libc_accepts():
     import testing
 
     assert testing.wheelhouse_platforms(targets.Target("3.9", "musllinux", "aarch64")) == [
         "musllinux_1_2_aarch64", "musllinux_1_1_aarch64"]
-    assert testing.wheelhouse_platforms(targets.Target("3.12", "manylinux", "aarch64")) == [
-        "manylinux2014_aarch64"]
+    assert testing.wheelhouse_platforms(targets.Target("3.14", "manylinux", "aarch64")) == [
+        "manylinux2014_aarch64", "manylinux_2_28_aarch64"]
+
+
+def test_a_cross_build_runs_under_a_build_interpreter_of_the_sources_exact_version(monkeypatch, tmp_path):
+    import cpython
+    import toolchain
+
+    assert {v: s.version for v, s in cpython.SOURCES.items()}["3.13"] == "3.13.5"
+    monkeypatch.setattr(toolchain, "host_python", lambda version, cache=None: sys.executable)
+    built = []
+    monkeypatch.setattr(cpython, "build_host", lambda version, cache, log: built.append(version) or "built")
+    mine = ".".join(map(str, sys.version_info[:3]))
+    monkeypatch.setitem(cpython.SOURCES, "3.99", cpython.Source("http://x/python3.99_" + mine + ".orig.tar.xz",
+                                                                  "0" * 64, "this interpreter's version"))
+    assert cpython.build_interpreter("3.99", tmp_path, tmp_path / "log") == sys.executable
+    monkeypatch.setitem(cpython.SOURCES, "3.99", cpython.Source("http://x/python3.99_3.99.0.orig.tar.xz",
+                                                                  "0" * 64, "another patch release"))
+    assert cpython.build_interpreter("3.99", tmp_path, tmp_path / "log") == "built" and built == ["3.99"]

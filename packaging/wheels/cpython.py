@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -50,6 +51,11 @@ class Source:
     def filename(self) -> str:
         return self.url.rsplit("/", 1)[1]
 
+    @property
+    def version(self) -> str:
+        """The upstream version in a CPython tarball's name (``python3.13_3.13.5.orig.tar.xz``)."""
+        return re.search(r"_(\d+\.\d+\.\d+)\.orig", self.filename).group(1)
+
 
 DEBIAN = "http://deb.debian.org/debian/pool/main"
 UBUNTU = "http://archive.ubuntu.com/ubuntu/pool/main"
@@ -69,6 +75,10 @@ SOURCES = {
     "3.13": Source(f"{DEBIAN}/p/python3.13/python3.13_3.13.5.orig.tar.xz",
                    "93e583f243454e6e9e4588ca2c2662206ad961659863277afcdb96801647d640",
                    "CPython 3.13.5 (Debian trixie's python3.13 source)"),
+    # Debian forky's python3.14 source tarball is not served by the mirror reachable here
+    "3.14": Source(f"{UBUNTU}/p/python3.14/python3.14_3.14.4.orig.tar.xz",
+                   "d923c51303e38e249136fc1bdf3568d56ecb03214efdef48516176d3d7faaef8",
+                   "CPython 3.14.4 (Ubuntu resolute's python3.14 source)"),
 }
 # bookworm's libffi tarball carries its configure script (trixie's is a git snapshot without)
 DEPENDENCIES = {
@@ -230,6 +240,19 @@ def dependencies(target: Target, cache: Path, log: Path) -> Path:
         return deps
 
 
+def build_interpreter(version: str, cache: Path, log: Path) -> str:
+    """The interpreter that runs a cross build's own scripts: the host's CPython of exactly the
+    source's version, else one built for the host from that source (``build_host``). Another
+    patch release does not do: 3.13.5's build fails under 3.13.0 with 3.13.5's library."""
+    found = toolchain.host_python(version)
+    if found:
+        done = subprocess.run([found, "-c", "import platform; print(platform.python_version())"],
+                              capture_output=True, text=True)
+        if done.stdout.strip() == SOURCES[version].version:
+            return found
+    return build_host(version, cache, log)
+
+
 def build(target: Target, cache: Path, log: Path) -> Path:
     """The interpreter for ``target``, installed (``DESTDIR``) into a staging tree under the
     cache; returns that tree, which mirrors the root (``opt/pythonX.Y/...``)."""
@@ -240,10 +263,7 @@ def build(target: Target, cache: Path, log: Path) -> Path:
     with toolchain.lock(f"cpython-{name}"):
         if stamp.is_file():
             return stage
-        build_python = toolchain.host_python(target.python)
-        if build_python is None:
-            raise toolchain.Unavailable(f"cross-compiling CPython {target.python} needs a "
-                                        f"CPython {target.python} on the build host")
+        build_python = build_interpreter(target.python, cache, log)
         deps = dependencies(target, cache, log)
         work = cache / "cpython" / "work" / name
         shutil.rmtree(work, ignore_errors=True)
@@ -279,6 +299,37 @@ def build(target: Target, cache: Path, log: Path) -> Path:
         shutil.rmtree(work, ignore_errors=True)
         stamp.touch()
         return stage
+
+
+def build_host(version: str, cache: Path, log: Path) -> str:
+    """A CPython ``version`` for the build host itself, from the pinned source: built natively
+    with the host's compiler and libraries (so with ssl, for pip), installed under
+    ``cache/cpython/host``; returns its interpreter. For a version the host lacks (3.14 here)
+    it builds and tests the x86_64 glibc wheel; for one whose patch release differs from the
+    source's (3.13.0 here, 3.13.5 pinned) it runs the cross builds' scripts."""
+    if version not in SOURCES:
+        raise toolchain.Unavailable(f"no CPython {version} on the build host, and no source "
+                                    "pinned to build one (packaging/wheels/cpython.py)")
+    dest = cache.resolve() / "cpython" / "host" / f"python{version}"
+    python = dest / "bin" / f"python{version}"
+    with toolchain.lock(f"host-{version}"):
+        if (dest / ".built").is_file():
+            return str(python)
+        work = cache / "cpython" / "work" / f"host-{version}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        tree = _unpack(fetch(SOURCES[version], cache), work)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("CC", "CFLAGS", "LDFLAGS", "CPPFLAGS", "LDSHARED")}
+        shutil.rmtree(dest, ignore_errors=True)
+        toolchain.run(["./configure", f"--prefix={dest}"], log, cwd=tree, env=env)
+        toolchain.run(["make", "-j2"], log, cwd=tree, env=env)
+        toolchain.run(["make", "install"], log, cwd=tree, env=env)
+        shutil.rmtree(dest / "lib" / f"python{version}" / "test", ignore_errors=True)
+        toolchain.run([str(python), "-c", "import ssl, " + ", ".join(REQUIRED_MODULES)], log)
+        shutil.rmtree(work, ignore_errors=True)
+        (dest / ".built").touch()
+        return str(python)
 
 
 # what the tests and pip need of the standard library's extension modules: CPython's build

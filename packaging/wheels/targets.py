@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
+PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
 ARCHS = ("x86_64", "aarch64")
 LIBCS = ("manylinux", "musllinux")
 
 # Debian suites carrying each CPython as the suite's python3.X (headers: libpython3.X-dev; the
-# aarch64 test interpreter: python3.X from the same suite). Debian never released 3.10 or 3.12.
-DEBIAN_SUITE = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
+# aarch64 test interpreter: python3.X from the same suite). Debian never released 3.10 or 3.12;
+# 3.14 is in forky (testing).
+DEBIAN_SUITE = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie", "3.14": "forky"}
 DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 PLATFORM_TAG = {"manylinux": "manylinux_2_17", "musllinux": "musllinux_1_2"}
 ZIG_TRIPLE = {"manylinux": "{arch}-linux-gnu.2.17", "musllinux": "{arch}-linux-musl"}

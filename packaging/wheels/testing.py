@@ -75,10 +75,11 @@ def _outcome(kind: str, interpreter: str, steps) -> dict:
 
 def test_x86_64(target: Target, wheel: Path, source: Path, cache: Path, log: Path) -> dict:
     """Fresh venv of the host's CPython; core suite and demo."""
-    interpreter = toolchain.host_python(target.python)
-    if interpreter is None:
-        return {"kind": "core", "result": "not run", "summary": f"no CPython {target.python} here",
-                "interpreter": ""}
+    try:
+        interpreter = toolchain.host_interpreter(target.python, cache, log)
+    except (toolchain.Unavailable, subprocess.CalledProcessError) as exc:
+        return {"kind": "core", "result": "not run", "interpreter": "",
+                "summary": f"no CPython {target.python} here: {str(exc).splitlines()[0]}"}
     version = subprocess.run([interpreter, "--version"], capture_output=True, text=True).stdout.strip()
     venv = cache / "test-venvs" / target.name
     shutil.rmtree(venv, ignore_errors=True)
@@ -138,11 +139,12 @@ def test_with_oldest_numpy(target: Target, venv: Path, log: Path) -> dict:
 
 
 def wheelhouse_platforms(target: Target) -> list[str]:
-    """The platform tags ``pip download`` fetches the target's dependencies for: manylinux2014,
-    or musllinux_1_2 and its predecessor 1_1 (NumPy 2.0's CPython 3.9 wheels are 1_1)."""
+    """The platform tags ``pip download`` fetches the target's dependencies for: manylinux2014
+    and manylinux_2_28 (NumPy's CPython 3.14 wheels are 2_28 only; every test root has a newer
+    glibc), or musllinux_1_2 and its predecessor 1_1 (NumPy 2.0's CPython 3.9 wheels are 1_1)."""
     if target.libc == "musllinux":
         return [f"musllinux_1_2_{target.arch}", f"musllinux_1_1_{target.arch}"]
-    return [f"manylinux2014_{target.arch}"]
+    return [f"manylinux2014_{target.arch}", f"manylinux_2_28_{target.arch}"]
 
 
 def _wheelhouse(target: Target, cache: Path, log: Path) -> Path:
@@ -225,10 +227,14 @@ def _prepare_root(root: Path, emulated: bool) -> None:
     if not bundle.is_file() and HOST_CA_BUNDLE.is_file():
         bundle.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(HOST_CA_BUNDLE, bundle)
-    if emulated:
-        (root / "usr" / "bin").mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(QEMU, root / "usr" / "bin" / "qemu-aarch64-static")
-        os.chmod(root / "usr" / "bin" / "qemu-aarch64-static", 0o755)
+    inside = root / "usr" / "bin" / "qemu-aarch64-static"
+    if emulated and not (inside.is_file() and inside.read_bytes() == Path(QEMU).read_bytes()):
+        # replaced, not rewritten: another test of the same root may be running it
+        inside.parent.mkdir(parents=True, exist_ok=True)
+        partial = inside.with_suffix(".partial")
+        shutil.copyfile(QEMU, partial)
+        os.chmod(partial, 0o755)
+        os.replace(partial, inside)
 
 
 def _interpreter(target: Target, runner: list[str], cache: Path, log: Path) -> tuple[Path, str, str]:
@@ -236,12 +242,14 @@ def _interpreter(target: Target, runner: list[str], cache: Path, log: Path) -> t
     description: Debian's python3.X in its suite's arm64 root, or one built here (``cpython``)."""
     if cpython.needed(target):
         root = cpython.root_for(target, cache, log)
-        _prepare_root(root, bool(runner))
+        with toolchain.lock(f"prepare-{root}"):
+            _prepare_root(root, bool(runner))
         path, label = cpython.install(target, root, runner, cache, log)
         return root, path, label
     suite = target.debian_suite
     root = toolchain.debian_root(suite, target.python, DEBIAN_ARCH[target.arch], cache, log)
-    _prepare_root(root, bool(runner))
+    with toolchain.lock(f"prepare-{root}"):
+        _prepare_root(root, bool(runner))
     version = (root / "usr" / "bin" / f"python{target.python}").resolve().name
     return root, f"/usr/bin/python{target.python}", f"Debian {suite} arm64 {version}"
 

@@ -66,12 +66,16 @@ def debian_root(suite: str, python: str, arch: str, cache: Path, log: Path) -> P
         return debroot.fetch_root(suite, arch, root_packages(suite, python, arch), cache, log)
 
 
-def host_python(version: str) -> str | None:
-    """An x86_64 CPython ``version`` on the build host (PATH, then pyenv), or None."""
+def host_python(version: str, cache: Path | None = None) -> str | None:
+    """An x86_64 CPython ``version`` on the build host (PATH, then pyenv, then one that
+    ``cpython.build_host`` built under ``cache``), or None."""
     found = shutil.which(f"python{version}")
     candidates = ([found] if found else []) + sorted(
         glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")),
         reverse=True)
+    built = (cache.resolve() / "cpython" / "host" / f"python{version}") if cache else None
+    if built and (built / ".built").is_file():
+        candidates.append(str(built / "bin" / f"python{version}"))
     for path in candidates:
         done = subprocess.run(
             [path, "-c", "import sys; print('%d.%d' % sys.version_info[:2], sys.executable)"],
@@ -83,6 +87,17 @@ def host_python(version: str) -> str | None:
     return None
 
 
+def host_interpreter(version: str, cache: Path, log: Path) -> str:
+    """The build host's CPython ``version`` (``host_python``), or one built for it from the
+    pinned source when the host has none (``cpython.build_host``)."""
+    found = host_python(version, cache)
+    if found:
+        return found
+    import cpython  # it builds with this module's tools
+
+    return cpython.build_host(version, cache, log)
+
+
 def build_venv(version: str, cache: Path, log: Path) -> Path:
     """A venv of the host's CPython ``version`` with the build requirements; its python."""
     with lock(f"venv-{version}"):
@@ -91,9 +106,7 @@ def build_venv(version: str, cache: Path, log: Path) -> Path:
         stamp = venv / ".rknnlite-ready"
         if stamp.is_file():
             return python
-        interpreter = host_python(version)
-        if interpreter is None:
-            raise Unavailable(f"no CPython {version} on this host to build with")
+        interpreter = host_interpreter(version, cache, log)
         shutil.rmtree(venv, ignore_errors=True)
         run([interpreter, "-m", "venv", str(venv)], log)
         run([str(python), "-m", "pip", "install", "-q", *BUILD_REQUIREMENTS], log)
