@@ -42,6 +42,15 @@ RK_API rk_pool *rk_pool_new(int threads, int64_t spin_ns);
 RK_API void rk_pool_stop(rk_pool *p);
 /* Frees a stopped pool. */
 RK_API void rk_pool_free(rk_pool *p);
+/* At interpreter exit: tells the workers to end without joining them and without touching the
+ * interpreter (each leaves its thread state behind), and leaves the pool allocated for them;
+ * later runs go serial.  CPython 3.14 parks for good a thread that asks for the GIL once
+ * finalization has begun, as a worker does to drop its thread state, so a join there would
+ * never return.  thread_pool stops every pool at exit (atexit), before finalization begins;
+ * this is for a pool whose workers started after that. */
+RK_API void rk_pool_abandon(rk_pool *p);
+/* Whether the interpreter is finalizing (call with the GIL). */
+RK_API int rk_py_finalizing(void);
 /* See rk_pool_api. */
 RK_API int rk_pool_ensure(rk_pool *p);
 RK_API int rk_pool_run(rk_pool *p, rk_range_fn fn, void *ctx, int64_t n, int64_t min_chunk);

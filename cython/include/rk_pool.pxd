@@ -20,6 +20,8 @@ cdef extern from "rk_pool.h" nogil:
     rk_pool *rk_pool_new(int threads, int64_t spin_ns) nogil
     void rk_pool_stop(rk_pool *p) nogil
     void rk_pool_free(rk_pool *p) nogil
+    void rk_pool_abandon(rk_pool *p) nogil
+    int rk_py_finalizing()
     int rk_pool_ensure(rk_pool *p)
     int rk_pool_run(rk_pool *p, rk_range_fn fn, void *ctx, int64_t n, int64_t min_chunk) nogil
     int64_t *rk_pool_counts_of(rk_pool *p) nogil

@@ -12,12 +12,15 @@ for each range).  A worker spins briefly after each run before it sleeps, becaus
 model's next split usually follows within microseconds.
 """
 
+import atexit
+import weakref
+
 from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int64_t
 
-from rk_pool cimport (RK_CHUNKS_PER_THREAD, RK_POOL_API_CAPSULE, RK_POOL_CAPSULE, rk_pool, rk_pool_api,
-                     rk_pool_api_table, rk_pool_counts_of, rk_pool_ensure, rk_pool_free, rk_pool_new,
-                     rk_pool_run, rk_pool_stop, rk_range_fn)
+from rk_pool cimport (RK_CHUNKS_PER_THREAD, RK_POOL_API_CAPSULE, RK_POOL_CAPSULE, rk_pool, rk_pool_abandon,
+                     rk_pool_api, rk_pool_api_table, rk_pool_counts_of, rk_pool_ensure, rk_pool_free,
+                     rk_pool_new, rk_pool_run, rk_pool_stop, rk_py_finalizing, rk_range_fn)
 
 __all__ = ["NativePool", "API", "CHUNKS_PER_THREAD", "SPIN_NS"]
 
@@ -29,6 +32,19 @@ SPIN_NS = 1000000
 
 #: ranges per thread of a run with more work items than threads
 CHUNKS_PER_THREAD = RK_CHUNKS_PER_THREAD
+
+
+# the pools whose workers may be running, stopped (joined) at interpreter exit while their
+# workers can still take the GIL to drop their thread states (see rk_pool_abandon)
+_live = weakref.WeakSet()
+
+
+def _stop_all():
+    for pool in list(_live):
+        pool.close()
+
+
+atexit.register(_stop_all)
 
 
 cdef class _PyRanges:
@@ -66,6 +82,7 @@ cdef class NativePool:
     cdef rk_pool *p
     cdef readonly int threads
     cdef readonly long long spin_ns
+    cdef object __weakref__
 
     def __cinit__(self, int threads=1, long long spin_ns=-1):
         self.threads = max(1, threads)
@@ -73,13 +90,19 @@ cdef class NativePool:
         self.p = rk_pool_new(self.threads, self.spin_ns)
         if self.p == NULL:
             raise MemoryError("NativePool: cannot allocate the pool")
+        if self.threads > 1:
+            _live.add(self)
 
     def __dealloc__(self):
-        if self.p != NULL:
+        if self.p == NULL:
+            return
+        if rk_py_finalizing():
+            rk_pool_abandon(self.p)  # the workers may be parked for good (rk_pool.h)
+        else:
             with nogil:
                 rk_pool_stop(self.p)
                 rk_pool_free(self.p)
-            self.p = NULL
+        self.p = NULL
 
     @property
     def handle(self):
@@ -114,6 +137,10 @@ cdef class NativePool:
         return out
 
     def close(self):
-        """Stop the workers (idempotent; a later run starts new ones)."""
+        """Stop the workers (idempotent; a later run starts new ones).  At interpreter exit
+        they are told to end and not waited for, and later runs go serial."""
+        if rk_py_finalizing():
+            rk_pool_abandon(self.p)
+            return
         with nogil:
             rk_pool_stop(self.p)

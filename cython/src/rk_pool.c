@@ -33,6 +33,7 @@ struct rk_pool {
     unsigned long gen;      /* bumped by every run that uses the workers */
     int sleepers;
     int busy;               /* a run is in progress */
+    int abandoned;          /* left at interpreter exit: workers end without the Python API */
     /* the run in progress */
     rk_range_fn fn;
     void *ctx;
@@ -128,6 +129,13 @@ static void rk_pool_serve(rk_pool *p, int slot, unsigned long seen) {
     pthread_mutex_unlock(&p->mu);
 }
 
+static int rk_pool_left(rk_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    int left = p->abandoned;
+    pthread_mutex_unlock(&p->mu);
+    return left;
+}
+
 static void *rk_pool_worker(void *arg) {
     rk_worker_arg w = *(rk_worker_arg *)arg;
     free(arg);
@@ -138,9 +146,11 @@ static void *rk_pool_worker(void *arg) {
 #endif
     /* a thread state for the worker's life: Python ranges run on it, and the
        thread-local data they keep (scratch buffers) lasts from run to run */
+    if (rk_pool_left(w.pool)) return NULL;
     PyGILState_STATE gil = PyGILState_Ensure();
     PyThreadState *ts = PyEval_SaveThread();
     rk_pool_serve(w.pool, w.slot, w.seen);
+    if (rk_pool_left(w.pool)) return NULL;  /* the interpreter is going: its state too */
     PyEval_RestoreThread(ts);
     PyGILState_Release(gil);
     return NULL;
@@ -169,6 +179,25 @@ void rk_pool_stop(rk_pool *p) {
     pthread_mutex_unlock(&p->mu);
 }
 
+void rk_pool_abandon(rk_pool *p) {
+    pthread_mutex_lock(&p->mu);
+    int started = p->pid == getpid() ? p->started : 0;
+    p->busy = 1;                /* for good: whatever runs now runs serially on its caller */
+    p->stop = 1;
+    p->abandoned = 1;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < started; i++) pthread_detach(p->tids[i]);
+}
+
+int rk_py_finalizing(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
 void rk_pool_free(rk_pool *p) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
@@ -179,7 +208,8 @@ void rk_pool_free(rk_pool *p) {
 }
 
 int rk_pool_ensure(rk_pool *p) {
-    if (p->threads < 2) return 0;
+    /* at interpreter exit no worker starts (it would need the GIL): runs go serial */
+    if (p->threads < 2 || rk_py_finalizing()) return 0;
     pid_t pid = getpid();
     if (p->started && p->pid != pid) {
         /* a forked child: the parent's workers do not exist here, and the lock may
