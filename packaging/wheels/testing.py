@@ -205,6 +205,12 @@ def ensure_binfmt() -> str | None:
 
 
 def _prepare_root(root: Path, emulated: bool) -> None:
+    """Makes an unpacked root enterable (the tests of several targets may share it)."""
+    with toolchain.lock(f"prepare-{root}"):
+        _prepare_root_unlocked(root, emulated)
+
+
+def _prepare_root_unlocked(root: Path, emulated: bool) -> None:
     # merged /usr (trixie's libc6 ships only /usr/lib/ld-linux-aarch64.so.1): the links that
     # a debootstrapped root has and an unpacked one lacks
     for alias in ("bin", "sbin", "lib"):
@@ -242,14 +248,12 @@ def _interpreter(target: Target, runner: list[str], cache: Path, log: Path) -> t
     description: Debian's python3.X in its suite's arm64 root, or one built here (``cpython``)."""
     if cpython.needed(target):
         root = cpython.root_for(target, cache, log)
-        with toolchain.lock(f"prepare-{root}"):
-            _prepare_root(root, bool(runner))
+        _prepare_root(root, bool(runner))
         path, label = cpython.install(target, root, runner, cache, log)
         return root, path, label
     suite = target.debian_suite
     root = toolchain.debian_root(suite, target.python, DEBIAN_ARCH[target.arch], cache, log)
-    with toolchain.lock(f"prepare-{root}"):
-        _prepare_root(root, bool(runner))
+    _prepare_root(root, bool(runner))
     version = (root / "usr" / "bin" / f"python{target.python}").resolve().name
     return root, f"/usr/bin/python{target.python}", f"Debian {suite} arm64 {version}"
 
