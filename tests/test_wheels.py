@@ -298,3 +298,36 @@ def test_a_cross_build_runs_under_a_build_interpreter_of_the_sources_exact_versi
     monkeypatch.setitem(cpython.SOURCES, "3.99", cpython.Source("http://x/python3.99_3.99.0.orig.tar.xz",
                                                                   "0" * 64, "another patch release"))
     assert cpython.build_interpreter("3.99", tmp_path, tmp_path / "log") == "built" and built == ["3.99"]
+
+
+def test_musl_is_detected_from_a_header_zigs_clang_does_not_replace(tmp_path):
+    import cpython
+
+    (tmp_path / "Misc").mkdir()
+    probe = tmp_path / "Misc" / "platform_triplet.c"
+    probe.write_text("# else\n// Heuristic to detect musl libc\n"
+                     "#  include <stdarg.h>\n#  ifdef __DEFINED_va_list\n#   define LIBC musl\n")
+    cpython.detect_musl_by_its_own_header(tmp_path)
+    assert "#  include <stdio.h>\n#  ifdef __DEFINED_va_list" in probe.read_text()
+    probe.write_text("#  ifdef __MUSL__\n")  # a heuristic this build does not know
+    with pytest.raises(RuntimeError, match="musl heuristic"):
+        cpython.detect_musl_by_its_own_header(tmp_path)
+    cpython.detect_musl_by_its_own_header(tmp_path / "3.12-tree")  # no probe file: nothing to do
+
+
+@pytest.mark.parametrize("found, ok", [(".cpython-313-x86_64-linux-musl.so", True),
+                                       (".cpython-313.so", False),
+                                       (".cpython-313-x86_64-linux-gnu.so", False)])
+def test_a_built_interpreter_must_have_the_targets_extension_suffix(tmp_path, found, ok):
+    import cpython
+
+    target = targets.Target("3.13", "musllinux", "x86_64")
+    library = tmp_path / "opt" / "python3.13" / "lib" / "python3.13"
+    library.mkdir(parents=True)
+    (library / "_sysconfigdata__linux_x.py").write_text(
+        f"build_time_vars = {{'EXT_SUFFIX': {found!r}, 'SOABI': 'cpython-313'}}\n")
+    if ok:
+        cpython.check_ext_suffix(target, tmp_path)
+    else:
+        with pytest.raises(RuntimeError, match="extension suffix"):
+            cpython.check_ext_suffix(target, tmp_path)

@@ -17,6 +17,12 @@ What the cross build needs besides the knobs autoconf documents:
   setup.py adds ``/usr/include`` and the Debian multiarch dirs (from ``cc -E -v`` and
   ``dpkg-architecture``), which are glibc's headers for the build host, so the compiler
   wrapper drops them, ``dpkg-architecture`` is hidden and ``pkg-config`` disabled;
+* musl is told apart from glibc by its headers: CPython 3.13 and later preprocess
+  ``Misc/platform_triplet.c``, which includes ``<stdarg.h>`` and looks for musl's
+  ``__DEFINED_va_list``, but zig's clang finds its own ``stdarg.h`` first, so the triplet came
+  out empty (extension suffix ``.cpython-313.so``, which no musllinux wheel carries); the
+  source asks ``<stdio.h>`` instead (musl's, which marks ``va_list`` the same way), and a built
+  interpreter whose extension suffix is not the target's is refused (``check_ext_suffix``);
 * modules whose libraries are not built here (ssl, sqlite, lzma, bz2, uuid, curses, readline,
   dbm, tkinter) are listed as disabled; the tests and pip (installing from local wheels) need
   none of them, and ctypes (libffi), zlib and the rest of the standard library are built.
@@ -157,6 +163,37 @@ def _unpack(tarball: Path, into: Path) -> Path:
     return into / top
 
 
+MUSL_PROBE = ("#  include <stdarg.h>\n#  ifdef __DEFINED_va_list",
+              "#  include <stdio.h>\n#  ifdef __DEFINED_va_list")
+
+
+def detect_musl_by_its_own_header(tree: Path) -> None:
+    """Makes ``Misc/platform_triplet.c`` (CPython 3.13 on; earlier versions have none) look for
+    musl's mark in a header that zig's clang does not replace (see the module's docstring)."""
+    probe = tree / "Misc" / "platform_triplet.c"
+    if not probe.is_file():
+        return
+    text = probe.read_text()
+    if MUSL_PROBE[0] not in text:
+        raise RuntimeError(f"{probe}: the musl heuristic is not the one expected here "
+                           f"({MUSL_PROBE[0]!r}); check how this version detects musl")
+    probe.write_text(text.replace(MUSL_PROBE[0], MUSL_PROBE[1]))
+
+
+def check_ext_suffix(target: Target, stage: Path) -> None:
+    """Refuses a built interpreter whose extension suffix is not ``target.ext_suffix`` (what
+    the wheels of NumPy and of this project carry): it would import none of them."""
+    library = stage / prefix(target.python).lstrip("/") / "lib" / f"python{target.python}"
+    found = []
+    for data in library.glob("_sysconfigdata_*.py"):
+        namespace: dict = {}
+        exec(compile(data.read_text(), str(data), "exec"), namespace)
+        found.append(namespace["build_time_vars"]["EXT_SUFFIX"])
+    if found != [target.ext_suffix]:
+        raise RuntimeError(f"the CPython built for {target.zig_triple} has extension suffix "
+                           f"{found or 'none'}; expected {target.ext_suffix!r}")
+
+
 def compiler_dir(target: Target, cache: Path, zig: Path | None = None) -> Path:
     """A folder of small programs that autoconf and make find on PATH: ``<triple>-cc`` (zig's
     clang for the target, dropping the host's system dirs), ``-ar``, ``-ranlib``,
@@ -270,6 +307,8 @@ def build(target: Target, cache: Path, log: Path) -> Path:
         work.mkdir(parents=True)
         tree = _unpack(fetch(SOURCES[target.python], cache), work)
         (tree / "config.site").write_text(CONFIG_SITE)
+        if target.libc == "musllinux":
+            detect_musl_by_its_own_header(tree)
         (tree / "Modules" / "Setup.local").write_text("*disabled*\n" + "\n".join(DISABLED_MODULES) + "\n")
         # 3.9 and 3.10 find the build interpreter on PATH; 3.11 on are told
         env = _env(target, cache, Path(build_python).parent)
@@ -296,6 +335,7 @@ def build(target: Target, cache: Path, log: Path) -> Path:
         toolchain.run(["make", f"DESTDIR={stage}", "install"], log, cwd=tree, env=env)
         library = stage / prefix(target.python).lstrip("/") / "lib" / f"python{target.python}"
         shutil.rmtree(library / "test", ignore_errors=True)  # CPython's own tests: not needed
+        check_ext_suffix(target, stage)
         shutil.rmtree(work, ignore_errors=True)
         stamp.touch()
         return stage
