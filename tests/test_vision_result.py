@@ -106,3 +106,22 @@ def test_to_source_maps_boxes_keypoints_and_masks():
     np.testing.assert_allclose(s.keypoints, [[[100, 50, 1]]], atol=1e-4)
     assert s.masks.shape == (1, 100, 200) and s.masks.all()
     assert len(Detections.empty(masks_shape=(4, 4), keypoints=5)) == 0
+
+
+def test_selection_keeps_every_field_aligned():
+    masks = np.zeros((3, 4, 4), bool)
+    masks[1, 0, 0] = True
+    kp = np.arange(3 * 2 * 3, dtype=np.float32).reshape(3, 2, 3)
+    d = Detections(np.arange(12, dtype=np.float32).reshape(3, 4), np.array([0.9, 0.5, 0.2], np.float32),
+                   np.array([2, 0, 1], np.int32), masks, kp, labels=["a", "b", "c"], frame_id=7)
+    sure = d[d.scores >= 0.5]
+    assert len(sure) == 2 and sure.class_ids.tolist() == [2, 0] and sure.frame_id == 7 and sure.labels == d.labels
+    assert sure.boxes.tolist() == d.boxes[:2].tolist() and sure.masks[1, 0, 0] and sure.keypoints.shape == (2, 2, 3)
+    one = d[1]
+    assert len(one) == 1 and one.scores.tolist() == [0.5] and one.label(0) == "a"
+    assert d[[2, 0]].class_ids.tolist() == [1, 2] and d[1:].scores.tolist() == pytest.approx([0.5, 0.2])
+    assert len(d[[]]) == 0 and len(Detections.empty()[np.zeros(0, bool)]) == 0
+    for bad in (np.ones(2, bool), [3], [0.5], [[0]]):
+        with pytest.raises(IndexError):
+            d[bad]
+    assert len(d) == 3  # untouched

@@ -46,6 +46,34 @@ class Detections:
     def __len__(self) -> int:
         return int(self.scores.shape[0])
 
+    def __getitem__(self, index) -> "Detections":
+        """The detections selected by ``index``: a boolean mask of length N
+        (``dets[dets.scores >= 0.5]``), integer positions, a slice, or one position (a
+        Detections of one).  The order of ``index`` is kept; arrays are new (numpy indexing)
+        except for a slice, which shares them.  Raises ``IndexError`` for a mask of another
+        length or a position out of range."""
+        if isinstance(index, (int, np.integer)):
+            index = [int(index)]
+        if not isinstance(index, slice):
+            index = np.asarray(index)
+            if index.dtype == bool:
+                if index.shape != (len(self),):
+                    raise IndexError(f"a boolean selection of Detections needs shape ({len(self)},), "
+                                     f"got {index.shape}")
+            elif index.size == 0:
+                index = index.astype(np.intp)
+            elif not np.issubdtype(index.dtype, np.integer) or index.ndim != 1:
+                raise IndexError("Detections are selected by a boolean mask, integer positions or a "
+                                 f"slice, not {index.dtype} of shape {index.shape}")
+            elif ((index < -len(self)) | (index >= len(self))).any():
+                raise IndexError(f"position out of range for {len(self)} detections: {index.tolist()}")
+
+        def pick(a):
+            return None if a is None else a[index]
+
+        return self.replace(boxes=self.boxes[index], scores=self.scores[index], class_ids=self.class_ids[index],
+                            masks=pick(self.masks), keypoints=pick(self.keypoints))
+
     def replace(self, **changes) -> "Detections":
         """A copy with some fields changed (arrays are shared, not copied)."""
         return dataclasses.replace(self, **changes)
