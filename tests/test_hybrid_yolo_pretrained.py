@@ -153,9 +153,10 @@ def test_pretrained_yolov8_int8_with_its_head_in_float16_finds_the_float_boxes(m
     plain = _detect(_export(rk, tmp_path / "int8.rknn"), photos)  # output0 in int8: the check can fail
 
     # measured here (docs/hybrid-quantization.md): the 10 confident float16 boxes and the quantized
-    # builds' own are found in the other at IoU >= 0.85 both ways; the boxes that come and go are
-    # the ambiguous face class (FACE_MALE next to FACE_FEMALE) and a cat face, all below 0.36
+    # builds' own are found in the other at IoU >= 0.953 (head) and 0.886 (auto hybrid) both ways;
+    # the boxes that come and go are the ambiguous face class (FACE_MALE next to FACE_FEMALE), the
+    # smallest tiled faces and a cat face, all below 0.36.  0.8 leaves room for another CPU's sums.
     for name, quantized in (("head in float16", head), ("auto hybrid", auto)):
-        assert _unmatched(float16, quantized, 0.85) == [], name
-        assert _unmatched(quantized, float16, 0.85) == [], name
-    assert _unmatched(float16, plain, 0.85) != []
+        assert _unmatched(float16, quantized, 0.8) == [], name
+        assert _unmatched(quantized, float16, 0.8) == [], name
+    assert _unmatched(float16, plain, 0.8) != []
