@@ -23,6 +23,11 @@ What they show:
   the vendor rewrites the pool (depthwise convolutions) and ``p`` keeps its own range, as does
   a GlobalAveragePool's.  A MaxPool's input gets the output's range when the MaxPool is its
   only reader (a model input too); otherwise the output gets the input's.
+* Where the rules meet (``*_then_*`` kinds), the clamp comes first and the sharing after it: a
+  pooled tensor read by a Sigmoid alone is not clamped behind an AveragePool (it takes the
+  pool input's unclamped range, ``[-73, 81]``), and behind a MaxPool the clamp reaches the
+  pool's input too (both ``[-7, 7]``); a Relu output read by a Sigmoid (Tanh) alone is clamped
+  to ``[0, 7]`` (``[0, 3.2]``) and the Relu's input takes it.
 """
 
 import numpy as np
@@ -72,6 +77,13 @@ MODELS = {
                          ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]})], ("y",)),
     "input_maxpool_2x2": ("x -> MaxPool 2x2 -> h", [("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]})],
                           ("y",)),
+    # where two rules meet: the pooled tensor (or the Relu's output) is read by a Sigmoid alone
+    "avgpool_3x2_then_sigmoid": ("m -> AveragePool 3x2 -> p -> Sigmoid -> h",
+                                 [(_AVG, {"kernel_shape": [3, 2], "strides": [3, 2]}), ("Sigmoid", {})], ("y",)),
+    "maxpool_2x2_then_sigmoid": ("m -> MaxPool 2x2 -> p -> Sigmoid -> h",
+                                 [("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]}), ("Sigmoid", {})], ("y",)),
+    "relu_then_sigmoid": ("m -> Relu -> r -> Sigmoid -> h", [("Relu", {}), ("Sigmoid", {})], ("y",)),
+    "relu_then_tanh": ("m -> Relu -> r -> Tanh -> h", [("Relu", {}), ("Tanh", {})], ("y",)),
 }
 
 #: data name -> (seed, scale, shift)
@@ -102,9 +114,15 @@ def pinned(kind):
     ``m`` gets ``r``'s range, and rknnlite fuses the Relu into the Conv).  The vendor's cfg
     calls a model input or output ``<name>_int8``."""
     readers = [op for op, _ in MODELS[kind][1]]
+    first = "r" if "Relu" in readers else source(kind)
     if not any(op.endswith("Pool") for op in readers):
-        return (source(kind),)
-    return ("r" if "Relu" in readers else source(kind), "h")
+        return (first,)
+    return (first, "p" if _chained(kind) else "h")
+
+
+def _chained(kind):
+    """Whether the kind's readers follow one another (``... -> p -> Sigmoid -> h``)."""
+    return "_then_" in kind
 
 
 def _pooled(size, attrs):
@@ -127,7 +145,11 @@ def onnx_model(kind):
     if acts[0][0] == "Relu":
         nodes.append(node("Relu", [src], ["r"], name="relu"))
         src, acts = "r", acts[1:]
-    if kind == "swish":
+    if _chained(kind) and len(acts) == 2:  # pool -> p -> activation -> h
+        (pool, pool_attrs), (act, act_attrs) = acts
+        nodes += [node(pool, [src], ["p"], name="pool", **pool_attrs), node(act, ["p"], ["h"], name="act", **act_attrs)]
+        shape = [1, 1] + _pooled(64, pool_attrs)
+    elif kind == "swish":
         nodes += [node("Sigmoid", [src], ["s"], name="sig"), node("Mul", [src, "s"], ["h"], name="mul")]
     elif len(acts) == 2:
         nodes += [node(acts[0][0], [src], ["s"], name="act1", **acts[0][1]),
@@ -161,7 +183,10 @@ CASES = [(kind, data, algorithm) for kind in ("sigmoid", "tanh") for data in ("w
                                                 "two_sigmoids", "hardsigmoid_and_hardswish", "swish",
                                                 "input_sigmoid") for algorithm in ("normal", "kl_divergence")] + \
         [(kind, "gauss", algorithm) for kind in _POOLS for algorithm in ("normal", "kl_divergence")] + \
-        [(kind, "gauss", "mmse") for kind in ("avgpool_3x2", "maxpool_2x2")]
+        [(kind, "gauss", "mmse") for kind in ("avgpool_3x2", "maxpool_2x2")] + \
+        [(kind, "wide", algorithm) for kind in ("avgpool_3x2_then_sigmoid", "maxpool_2x2_then_sigmoid",
+                                                "relu_then_sigmoid", "relu_then_tanh")
+         for algorithm in ("normal", "kl_divergence")]
 
 #: (kind, data, algorithm) -> {tensor: (min, max)} of :func:`pinned` as the vendor's cfg writes
 #: them (``tools/vendor_corpus/range_rules.py``).  The data's own min / max: wide
@@ -330,4 +355,34 @@ VENDOR = {
         'm': (-1.3217915296554565, 4.061606407165527),
         'h': (-1.3217915296554565, 4.061606407165527),
     },
+    ('avgpool_3x2_then_sigmoid', 'gauss', 'normal'): {
+        'm': (-3.6610817909240723, 4.061606407165527),
+        'p': (-3.6610817909240723, 4.061606407165527),
+    },
+    ('avgpool_3x2_then_sigmoid', 'gauss', 'kl_divergence'): {
+        'm': (-3.6610817909240723, 3.670914775226265),
+        'p': (-3.6610817909240723, 3.670914775226265),
+    },
+    ('maxpool_2x2_then_sigmoid', 'gauss', 'normal'): {
+        'm': (-1.3217915296554565, 4.061606407165527),
+        'p': (-1.3217915296554565, 4.061606407165527),
+    },
+    ('maxpool_2x2_then_sigmoid', 'gauss', 'kl_divergence'): {
+        'm': (-1.3217915296554565, 4.061606407165527),
+        'p': (-1.3217915296554565, 4.061606407165527),
+    },
+    ('avgpool_3x2_then_sigmoid', 'wide', 'normal'): {
+        'm': (-73.03689575195312, 80.73723602294922),
+        'p': (-73.03689575195312, 80.73723602294922),
+    },
+    ('avgpool_3x2_then_sigmoid', 'wide', 'kl_divergence'): {
+        'm': (-73.03689575195312, 73.20754262432456),
+        'p': (-73.03689575195312, 73.20754262432456),
+    },
+    ('maxpool_2x2_then_sigmoid', 'wide', 'normal'): {'m': (-7.0, 7.0), 'p': (-7.0, 7.0)},
+    ('maxpool_2x2_then_sigmoid', 'wide', 'kl_divergence'): {'m': (-7.0, 7.0), 'p': (-7.0, 7.0)},
+    ('relu_then_sigmoid', 'wide', 'normal'): {'r': (0.0, 7.0)},
+    ('relu_then_sigmoid', 'wide', 'kl_divergence'): {'r': (0.0, 7.0)},
+    ('relu_then_tanh', 'wide', 'normal'): {'r': (0.0, 3.2)},
+    ('relu_then_tanh', 'wide', 'kl_divergence'): {'r': (0.0, 3.2)},
 }
