@@ -19,11 +19,11 @@ pytest.importorskip("onnx")
 pytest.importorskip("yaml")
 Image = pytest.importorskip("PIL.Image")
 
-import yaml  # noqa: E402
 
 import rknnlite  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 from rknnlite.vision import YOLOv8, box_iou, letterbox  # noqa: E402
+from vision_models import head_in_float16, picture_dataset  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = REPO / "tests" / "data" / "vision" / "yolov8.onnx"
@@ -41,15 +41,6 @@ def _photos():
         rgb = np.asarray(Image.open(folder / name).convert("RGB"))
         out.append(letterbox(rgb, SIZE)[0])  # HWC uint8, the model's size
     return out
-
-
-def _dataset(tmp_path, photos) -> str:
-    lines = []
-    for i, img in enumerate(photos):
-        np.save(tmp_path / f"p{i}.npy", img.transpose(2, 0, 1)[None].astype(np.float32))
-        lines.append(str(tmp_path / f"p{i}.npy"))
-    (tmp_path / "dataset.txt").write_text("\n".join(lines) + "\n")
-    return str(tmp_path / "dataset.txt")
 
 
 def _loaded(**config) -> RKNN:
@@ -70,7 +61,7 @@ def _build(tmp_path, photos, caplog, **build):
     caplog.set_level(logging.INFO, logger="rknnlite.toolkit")
     rk = _loaded(**build.pop("config", {}))
     quant = build.pop("quantize", True)
-    assert rk.build(do_quantization=quant, dataset=_dataset(tmp_path, photos) if quant else None, **build) == 0
+    assert rk.build(do_quantization=quant, dataset=picture_dataset(tmp_path, photos) if quant else None, **build) == 0
     return _export(rk, tmp_path)
 
 
@@ -78,19 +69,7 @@ def _build_head_float(tmp_path, photos, caplog):
     """The vendor's two steps, the cfg edited to keep every tensor of the Detect head
     (``/model.22/...``, its convolutions and decoding) in float16."""
     caplog.set_level(logging.INFO, logger="rknnlite.toolkit")
-    rk = _loaded()
-    assert rk.hybrid_quantization_step1(dataset=_dataset(tmp_path, photos)) == 0
-    rk.release()
-    cfg_path = tmp_path / "yolov8.quantization.cfg"
-    cfg = yaml.safe_load(cfg_path.read_text())
-    head = {name: "float16" for name in cfg["quantize_parameters"] if name.startswith("/model.22/")}
-    assert len(head) > 20
-    cfg["custom_quantize_layers"] = {**head, "output0": "float16"}
-    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    rk = RKNN()
-    assert rk.hybrid_quantization_step2(str(tmp_path / "yolov8.model"), str(tmp_path / "yolov8.data"),
-                                        str(cfg_path)) == 0
-    return _export(rk, tmp_path)
+    return _export(head_in_float16(_loaded(), tmp_path, "yolov8", picture_dataset(tmp_path, photos), 21), tmp_path)
 
 
 def _detect(path, photos):

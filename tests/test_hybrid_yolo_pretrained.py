@@ -23,12 +23,13 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-yaml = pytest.importorskip("yaml")
+pytest.importorskip("yaml")
 Image = pytest.importorskip("PIL.Image")
 
 import rknnlite  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 from rknnlite.vision import YOLOv8, box_iou, letterbox  # noqa: E402
+from vision_models import head_in_float16, picture_dataset  # noqa: E402
 
 pytestmark = pytest.mark.slow  # five builds of a 3M-parameter network: about a minute
 
@@ -69,15 +70,6 @@ def _photos() -> list:
     return [letterbox(rgb, SIZE)[0] for rgb in out]
 
 
-def _dataset(folder: Path, photos) -> str:
-    lines = []
-    for i, img in enumerate(photos):
-        np.save(folder / f"p{i}.npy", img.transpose(2, 0, 1)[None].astype(np.float32))
-        lines.append(str(folder / f"p{i}.npy"))
-    (folder / "dataset.txt").write_text("\n".join(lines) + "\n")
-    return str(folder / "dataset.txt")
-
-
 def _loaded(model) -> RKNN:
     rk = RKNN()
     assert rk.config(mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]], target_platform="rk3588") == 0
@@ -89,22 +81,6 @@ def _export(rk, path: Path) -> Path:
     assert rk.export_rknn(str(path)) == 0
     rk.release()
     return path
-
-
-def _build_head_float(model, folder: Path, dataset: str) -> Path:
-    """The vendor's two steps, the cfg edited to keep every tensor of the Detect head in float16."""
-    rk = _loaded(model)
-    assert rk.hybrid_quantization_step1(dataset=dataset) == 0
-    rk.release()
-    cfg_path = folder / "320n.quantization.cfg"
-    cfg = yaml.safe_load(cfg_path.read_text())
-    head = {name: "float16" for name in cfg["quantize_parameters"] if name.startswith("/model.22/")}
-    assert len(head) > 40
-    cfg["custom_quantize_layers"] = {**head, "output0": "float16"}
-    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    rk = RKNN()
-    assert rk.hybrid_quantization_step2(str(folder / "320n.model"), str(folder / "320n.data"), str(cfg_path)) == 0
-    return _export(rk, folder / "head_float16.rknn")
 
 
 def _detect(path: Path, photos) -> list:
@@ -130,7 +106,7 @@ def test_pretrained_yolov8_int8_with_its_head_in_float16_finds_the_float_boxes(m
     monkeypatch.chdir(tmp_path)  # hybrid step1 writes its files in the current directory
     caplog.set_level(logging.INFO, logger="rknnlite.toolkit")
     photos = _photos()
-    dataset = _dataset(tmp_path, photos)
+    dataset = picture_dataset(tmp_path, photos)
 
     rk = _loaded(model)
     assert rk.build(do_quantization=False) == 0
@@ -138,7 +114,8 @@ def test_pretrained_yolov8_int8_with_its_head_in_float16_finds_the_float_boxes(m
     confident = sum(int((d.scores >= CONFIDENT).sum()) for d in float16)
     assert confident >= 8, [d.scores.tolist() for d in float16]  # faces in the astronaut and cameraman views
 
-    head = _detect(_build_head_float(model, tmp_path, dataset), photos)
+    head = _detect(_export(head_in_float16(_loaded(model), tmp_path, "320n", dataset, 41),
+                           tmp_path / "head_float16.rknn"), photos)
     floated = {r.getMessage().rsplit(" ", 1)[-1] for r in caplog.records if "Meet hybrid type" in r.getMessage()}
     assert {"/model.22/dfl/Softmax_output_0", "output0"} <= floated
 

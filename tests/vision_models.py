@@ -3,6 +3,8 @@ check that a decoder's detections are the family's own."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from conftest import REPO
@@ -19,19 +21,45 @@ def convert(name, tmp_path, quantize=False, images=None, model=None, mean=0.0, s
     assert rknn.config(target_platform="rk3588", mean_values=[[mean] * 3], std_values=[[std] * 3],
                        float_dtype="float32") == 0
     assert rknn.load_onnx(model if model is not None else str(DATA / f"{name}.onnx")) == 0
-    dataset = None
-    if quantize:
-        lines = []
-        for i, img in enumerate(images):
-            np.save(tmp_path / f"img{i}.npy", img.transpose(2, 0, 1)[None].astype(np.float32))
-            lines.append(f"img{i}.npy")
-        (tmp_path / "dataset.txt").write_text("\n".join(lines) + "\n")
-        dataset = str(tmp_path / "dataset.txt")
+    dataset = picture_dataset(tmp_path, images) if quantize else None
     assert rknn.build(do_quantization=quantize, dataset=dataset) == 0
     path = tmp_path / f"{name}.rknn"
     assert rknn.export_rknn(str(path)) == 0
     rknn.release()
     return str(path)
+
+
+def picture_dataset(folder, pictures) -> str:
+    """A calibration ``dataset.txt`` in ``folder``: each (H, W, 3) picture saved as a
+    (1, 3, H, W) float32 ``.npy``; returns the list's path."""
+    lines = []
+    for i, img in enumerate(pictures):
+        np.save(folder / f"img{i}.npy", img.transpose(2, 0, 1)[None].astype(np.float32))
+        lines.append(str(folder / f"img{i}.npy"))
+    (folder / "dataset.txt").write_text("\n".join(lines) + "\n")
+    return str(folder / "dataset.txt")
+
+
+def head_in_float16(rknn: RKNN, folder: Path, stem: str, dataset: str, at_least: int) -> RKNN:
+    """The vendor's two hybrid steps on the loaded ``rknn`` (released here), run in ``folder``
+    (the current directory, where step1 writes ``<stem>.model/.data/.quantization.cfg``, stem
+    that of the ONNX file): the cfg edited to keep every tensor of a YOLOv8 Detect head
+    (``/model.22/...``, at least ``at_least`` of them) and ``output0`` in float16.  Returns the
+    step2 RKNN, built, to export."""
+    import yaml
+
+    assert rknn.hybrid_quantization_step1(dataset=dataset) == 0
+    rknn.release()
+    cfg_path = folder / f"{stem}.quantization.cfg"
+    cfg = yaml.safe_load(cfg_path.read_text())
+    head = {name: "float16" for name in cfg["quantize_parameters"] if name.startswith("/model.22/")}
+    assert len(head) >= at_least, sorted(head)
+    cfg["custom_quantize_layers"] = {**head, "output0": "float16"}
+    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    step2 = RKNN()
+    assert step2.hybrid_quantization_step2(str(folder / f"{stem}.model"), str(folder / f"{stem}.data"),
+                                           str(cfg_path)) == 0
+    return step2
 
 
 def assert_matches(dets: Detections, boxes, scores, class_ids, score_tol: float, keypoints=None,
