@@ -331,3 +331,11 @@ def test_a_built_interpreter_must_have_the_targets_extension_suffix(tmp_path, fo
     else:
         with pytest.raises(RuntimeError, match="extension suffix"):
             cpython.check_ext_suffix(target, tmp_path)
+
+
+def test_arm64_test_roots_hold_libstdcxx_which_manylinux_wheels_may_link():
+    import toolchain
+
+    assert "libstdc++6" in toolchain.root_packages("forky", "3.14", "arm64")
+    assert toolchain.root_packages("forky", "3.14", "arm64")[:2] == ["libpython3.14-dev", "python3.14-venv"]
+    assert "libstdc++6" not in toolchain.root_packages("bookworm", "3.11", "amd64")  # headers only: tests run on the host

@@ -53,8 +53,12 @@ class Unavailable(RuntimeError):
 
 def root_packages(suite: str, python: str, arch: str) -> list[str]:
     """What the Debian root of ``suite``/``arch`` holds: the headers, and on arm64 the test
-    interpreter with its venv module; bookworm amd64 also gives libgcc's cpuinfo.o."""
+    interpreter with its venv module and libstdc++ (every glibc system has it and manylinux lets
+    wheels link it: NumPy's manylinux_2_28 aarch64 wheels for 3.14 do, and Debian's python3.14
+    does not pull it in); bookworm amd64 also gives libgcc's cpuinfo.o."""
     packages = [f"libpython{python}-dev", f"python{python}-venv"]
+    if arch != "amd64":
+        packages.append("libstdc++6")
     if suite == CPUINFO_SUITE and arch == "amd64":
         packages.append("libgcc-12-dev")
     return packages
