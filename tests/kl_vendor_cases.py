@@ -3,10 +3,29 @@
 Imported by ``tests/test_quant_algorithms.py`` and by ``tools/vendor_corpus/kl_ranges.py``
 (which runs in the vendor's venv, so this module needs numpy only).  Each case is a list of
 calibration samples, each a ``(64, 64)`` float32 array: one channel of a ``[1, 1, 64, 64]``
-input fed through an identity 1x1 convolution (``relu`` cases: followed by a Relu).
+input fed through an identity 1x1 convolution (``relu`` cases: followed by a Relu):
+:func:`onnx_model`.
 """
 
 import numpy as np
+
+
+def onnx_model(kind):
+    """``x [1, 1, 64, 64] -> identity 1x1 Conv (-> Relu for kind "relu") -> y`` as an ONNX
+    ``ModelProto`` (needs the onnx package)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if kind == "relu" else "y"])]
+    if kind == "relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 64, 64])],
+        [numpy_helper.from_array(np.ones((1, 1, 1, 1), np.float32), "w"),
+         numpy_helper.from_array(np.zeros(1, np.float32), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model
 
 
 def _samples(seed, n, gen):
