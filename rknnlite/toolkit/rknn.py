@@ -61,6 +61,8 @@ _QUANT_DEFAULTS = {"quantized_dtype": "asymmetric_quantized-8", "quantized_algor
 
 _NO_MODEL = "Model is not loaded yet, this interface should be called after load_onnx!"
 _NOT_BUILT = "RKNN model is not built yet, this interface should be called after build or load_rknn!"
+_NO_RUNTIME = "The runtime has not been initialized, please call init_runtime first!"
+_SIMULATOR_ONLY = "Not support in simulator environment, please set target in init_runtime!"
 
 
 class RKNN(Lite2CoreMasks):
@@ -881,6 +883,74 @@ class RKNN(Lite2CoreMasks):
         self._log.warning("inference: The dims of input(ndarray) shape %s is wrong, expect dims is %d! Try expand "
                           "dims to %s!", tuple(x.shape), rank, tuple(y.shape))
         return y
+
+    # -- board-only calls, as the vendor's simulator answers them --------------------------------
+
+    def eval_perf(self, is_print: bool = True, fix_freq: bool = True):
+        """Per-layer time on a board.  The vendor's needs ``init_runtime(target=...)``; its
+        simulator, like this toolkit (which has no board connection), raises ``ValueError``:
+        "The runtime has not been initialized, please call init_runtime first!" before
+        ``init_runtime``, "Not support in simulator environment, please set target in
+        init_runtime!" after.  Time a model here with ``rknnlite.Context(...).run`` or
+        ``tools/bench``."""
+        return self._board_only("eval_perf")
+
+    def eval_memory(self, is_print: bool = True):
+        """Memory use on a board; raises ``ValueError`` here as :meth:`eval_perf` does."""
+        return self._board_only("eval_memory")
+
+    def get_sdk_version(self):
+        """The board's runtime and driver versions; raises ``ValueError`` here as
+        :meth:`eval_perf` does (``rknnlite.api.RKNNLite.get_sdk_version`` answers on a board)."""
+        return self._board_only("get_sdk_version")
+
+    def list_devices(self):
+        """``(adb_devices, ntb_devices)``: the boards connected for ``init_runtime(target=...)``.
+        Always ``([], [])``: this toolkit connects to none (the vendor's prints "None devices
+        connected." in that case; this one logs it)."""
+        self._log.info("list_devices: None devices connected.")
+        return [], []
+
+    def clear_op_cache(self) -> None:
+        """Clears the simulator's per-op state kept between stream inferences.  The software
+        backend keeps none between runs, so there is nothing to clear once ``init_runtime``
+        has run; before it, ``ValueError`` as the vendor's (which fails on its missing runtime)."""
+        if self._ctx is None:
+            self._log.error("clear_op_cache: %s", _NO_RUNTIME)
+            raise ValueError(_NO_RUNTIME)
+
+    def codegen(self, output_path: str, inputs=None, overwrite: bool = False) -> int:
+        """The vendor writes a C++ project that runs the exported model through librknnrt on a
+        board.  librknnrt cannot load the portable ``.rknn`` files this toolkit exports, so
+        such a project could only fail there: refused, -1, with the reason logged.  On a board,
+        run the exported file with ``rknnlite.api.RKNNLite`` (or ``rknnlite serve``)."""
+        if not self._alive("codegen"):
+            return -1
+        self._log.error("codegen: the generated C++ demo runs the model through librknnrt, which cannot load the "
+                        "portable .rknn files rknnlite's toolkit exports; run %s on the board with "
+                        "rknnlite.api.RKNNLite, or convert with RKNN-Toolkit2 for a C deployment",
+                        "the exported file" if self._model_bytes is not None else "an exported file")
+        return -1
+
+    def optimize_onnx(self, model: str, optimized_path: Optional[str] = None, passes_enable=None,
+                      inputs_for_dump=None) -> int:
+        """The vendor's NPU graph optimisation of a quantization-annotated ONNX file (its
+        ``quantization_annotation`` entries, from quantization-aware training).  Not
+        implemented here: a missing file raises ``ValueError`` as the vendor's does; any
+        other file is refused with -1 and the reason logged."""
+        if not os.path.isfile(str(model)):
+            message = f"Model file {model} not found!"
+            self._log.error("optimize_onnx: %s", message)
+            raise ValueError(message)
+        self._log.error("optimize_onnx: not supported by rknnlite's toolkit (the vendor's optimises ONNX files "
+                        "that carry 'quantization_annotation' from quantization-aware training); load the "
+                        "model with load_onnx and build it")
+        return -1
+
+    def _board_only(self, name: str):
+        message = _NO_RUNTIME if self._ctx is None else _SIMULATOR_ONLY
+        self._log.error("%s: %s", name, message)
+        raise ValueError(message)
 
     # -- lifetime ------------------------------------------------------------------------------
 
