@@ -167,6 +167,18 @@ def test_sdk_version_and_platforms(rk, caplog):
     assert rk.list_support_target_platform(str(DEMO_MODEL_PATH)) == platforms
 
 
+
+#: every public method of rknn-toolkit-lite2 2.5.0's ``RKNNLite`` (its rknnlite/api/rknn_lite.py)
+LITE2_METHODS = ("get_sdk_version", "inference", "init_runtime", "list_devices", "list_support_target_platform",
+                 "load_rknn", "release")
+
+
+def test_every_lite2_method_exists_and_no_device_is_listed(caplog):
+    assert [m for m in LITE2_METHODS if not callable(getattr(RKNNLite, m, None))] == []
+    with caplog.at_level(logging.INFO, logger="rknnlite"):
+        assert RKNNLite().list_devices() == ([], [])
+    assert "None devices connected." in caplog.text
+
 def test_core_mask_rules(caplog):
     from rknnlite.model.portable import read_portable, write_portable
     import dataclasses

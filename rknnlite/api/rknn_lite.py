@@ -10,7 +10,7 @@ where Lite2 refuses with "does not support simulator".
 from __future__ import annotations
 
 import os
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -289,6 +289,13 @@ class RKNNLite(Lite2CoreMasks):
             return None
         v = self._ctx.sdk_version()
         return "\n".join(["=" * 51, "RKNN VERSION:", f"  API: {v['api']}", f"  DRV: {v['drv']}", "=" * 51])
+
+    def list_devices(self) -> Tuple[List[str], List[str]]:
+        """``(adb_devices, ntb_devices)``: the boards Lite2 reaches over adb or NTB from a host.
+        Always ``([], [])``: rknnlite runs models on the machine it is on (its NPU, or the
+        software backend) and drives no other; logs "None devices connected." as Lite2 prints."""
+        self._log.info("None devices connected.")
+        return [], []
 
     def list_support_target_platform(self, rknn_model=None) -> Optional[dict]:
         """Target platforms of a model file (default: the loaded one), as Lite2 reports them.
