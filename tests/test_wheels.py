@@ -339,3 +339,11 @@ def test_arm64_test_roots_hold_libstdcxx_which_manylinux_wheels_may_link():
     assert "libstdc++6" in toolchain.root_packages("forky", "3.14", "arm64")
     assert toolchain.root_packages("forky", "3.14", "arm64")[:2] == ["libpython3.14-dev", "python3.14-venv"]
     assert "libstdc++6" not in toolchain.root_packages("bookworm", "3.11", "amd64")  # headers only: tests run on the host
+
+
+def test_aarch64_wheels_are_tested_on_the_oldest_board_core():
+    import testing
+
+    runner, env = testing.emulation(True)
+    assert runner == [testing.QEMU, "-cpu", "cortex-a53"] and env == {"QEMU_CPU": "cortex-a53"}
+    assert testing.emulation(False) == ([], {})

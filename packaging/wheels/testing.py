@@ -4,7 +4,7 @@
   wheel (its dependencies from the index) and the test requirements; then the core suite
   (``packaging/core-tests.txt``) and ``rknnlite demo``.
 * everything else in a root (``test_in_root``), entered with ``chroot``, under qemu user-mode
-  emulation for aarch64 (``chroot ROOT qemu-aarch64-static ...``):
+  emulation for aarch64 (``chroot ROOT qemu-aarch64-static -cpu cortex-a53 ...``: ``BOARD_CPU``):
   - aarch64 glibc: the Debian root of the version's suite (``debroot``) and its python3.X; for
     3.10 and 3.12, which Debian never released, an interpreter built here (``cpython``) in the
     bookworm root;
@@ -36,6 +36,11 @@ TEST_REQUIREMENTS = ["pytest>=7", "PyYAML>=5.4", "Pillow>=9", "tqdm>=4.60"]
 RUNTIME_REQUIREMENTS = ["numpy>=1.22", "cryptography>=41", "psutil>=5.8"]
 PIP = "pip>=23"  # installed first in the test venvs of the roots
 QEMU = "/usr/bin/qemu-aarch64-static"
+# the CPU qemu emulates: the oldest core of the supported SoCs (RK3562, RK3576's little cores),
+# ARMv8.0-A, so a wheel (or a dependency's wheel) that needs anything newer fails here; qemu's
+# default "max" CPU has SVE and SME, and OpenBLAS's SME kernels raise spurious floating-point
+# flags there (NumPy 2.5's musllinux wheels warned "overflow encountered in matmul")
+BOARD_CPU = "cortex-a53"
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 # the CPythons that NumPy 1.22 (the oldest in [project].dependencies) has wheels for
 OLDEST_NUMPY_PYTHONS = ("3.9", "3.10")
@@ -258,6 +263,15 @@ def _interpreter(target: Target, runner: list[str], cache: Path, log: Path) -> t
     return root, f"/usr/bin/python{target.python}", f"Debian {suite} arm64 {version}"
 
 
+def emulation(emulated: bool) -> tuple[list[str], dict[str, str]]:
+    """The command prefix that runs an aarch64 program under qemu as ``BOARD_CPU``, and the
+    environment that makes the programs it spawns (through binfmt_misc, which passes no
+    ``-cpu``) emulate the same CPU; nothing for a native target."""
+    if not emulated:
+        return [], {}
+    return [QEMU, "-cpu", BOARD_CPU], {"QEMU_CPU": BOARD_CPU}
+
+
 def test_in_root(target: Target, wheel: Path, source: Path, cache: Path, log: Path,
                  core: bool, timeout: float) -> dict:
     """In the target's root (``chroot``; aarch64 under qemu): fresh venv, pip install
@@ -271,7 +285,7 @@ def test_in_root(target: Target, wheel: Path, source: Path, cache: Path, log: Pa
         missing = ensure_binfmt()
         if missing:
             return {"kind": kind, "result": "not run", "interpreter": "", "summary": missing}
-    runner = ["/usr/bin/qemu-aarch64-static"] if emulated else []
+    runner, qemu_env = emulation(emulated)
     try:
         root, interpreter, label = _interpreter(target, runner, cache, log)
     except toolchain.Unavailable as exc:
@@ -289,7 +303,7 @@ def test_in_root(target: Target, wheel: Path, source: Path, cache: Path, log: Pa
     shutil.copytree(source / "tests", root / inside.relative_to("/") / "src" / "tests")
     shutil.copytree(source / "packaging", root / inside.relative_to("/") / "src" / "packaging")
     shutil.copytree(source / "examples", root / inside.relative_to("/") / "src" / "examples")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(inside), "LANG": "C.UTF-8"}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(inside), "LANG": "C.UTF-8", **qemu_env}
 
     def guest(*argv: str) -> list[str]:
         return [toolchain.CHROOT, str(root), *runner, *argv]
