@@ -13,6 +13,7 @@ normalised input.  Other inputs are N(0, 1) and use no mean/std.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -861,12 +862,13 @@ def _bench():
 TWO_INPUT = "Conv 3->8 3x3 on a, Conv 3->8 3x3 on b, Add, Relu, Conv 8->4 1x1"
 
 
-def _board_ops(platform: str) -> List[Case]:
+def _board_ops(platform: str, variants: Tuple[str, ...] = ("fp16", "i8")) -> List[Case]:
     """maxpool, reshape, mbblock (depthwise, ConvAdd), conv_relu6 (ConvClip), add_relu (AddRelu) and
     c2f (Split, Concat, ConvExSwish; fp16: its int8 lookup tables are another layout there) built for
-    ``platform``: the op families ResNet-, MobileNetV2- and ShuffleNet-style networks need there."""
+    ``platform``: the op families ResNet-, MobileNetV2- and ShuffleNet-style networks need there.
+    ``variants``: the precisions (c2f is fp16 only)."""
     img = [IMG]
-    return [Case(f"maxpool_{platform}", f"same as maxpool, {platform}", _pool(201, "maxpool"), img, platform=platform,
+    cases = [Case(f"maxpool_{platform}", f"same as maxpool, {platform}", _pool(201, "maxpool"), img, platform=platform,
                  purpose=f"MaxPool on {platform}"),
             Case(f"reshape_{platform}", f"same as reshape, {platform}", _reshape, img, platform=platform,
                  purpose=f"Reshape on {platform}"),
@@ -879,6 +881,16 @@ def _board_ops(platform: str) -> List[Case]:
                  purpose=f"a standalone AddRelu on {platform}"),
             Case(f"c2f_{platform}", f"same as c2f, {platform}", _c2f, img, variants=("fp16",), platform=platform,
                  purpose=f"Split, Concat and ConvExSwish on {platform}")]
+    return [dataclasses.replace(c, variants=tuple(v for v in c.variants if v in variants)) for c in cases]
+
+
+def _rk3576_fp16_ops() -> List[Case]:
+    """The board ops for rk3576 in fp16 (its int8 weight tiles are another layout, refused), less
+    conv_relu6 (rk3576 has its own, int8, and ConvClip in fp16 from conv_clip_rk3576), plus
+    conv_add_relu (ConvAddRelu, which ResNet-style networks need)."""
+    cases = [c for c in _board_ops("rk3576", ("fp16",)) if not c.name.startswith("conv_relu6")]
+    return cases + [Case("conv_add_relu_rk3576", "same as conv_add_relu, rk3576", _conv_add_relu, [IMG],
+                         variants=("fp16",), platform="rk3576", purpose="ConvAddRelu on rk3576")]
 
 
 def _cases() -> List[Case]:
@@ -961,7 +973,7 @@ def _cases() -> List[Case]:
         Case("convnet_rk3562", "same graph and weights as convnet, rk3562", _convnet(), img, platform="rk3562",
              purpose="rk3562"),
         # rk3566/rk3568 (the commonest boards after rk3588): the op families ResNet and MobileNetV2 need there
-        *_board_ops("rk3566"), *_board_ops("rk3568"),
+        *_board_ops("rk3566"), *_board_ops("rk3568"), *_rk3576_fp16_ops(),
         Case("two_input_rk3562", TWO_INPUT + ", rk3562", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
              platform="rk3562", purpose="two inputs on rk3562"),
         Case("cst_softmax", "Conv 3->8 3x3, cstChannelSoftmax(axis=1) (a custom op), Conv 8->4 1x1", _cst_softmax(),
@@ -1042,6 +1054,12 @@ def _cases() -> List[Case]:
     for case in cases:
         if case.name in _PER_LAYER_TOO:
             case.variants = tuple(case.variants) + ("i8_layer",)
+    # rk3576 fp16: the op families YOLOv8- and MobileNetV3-style networks add there (same graphs
+    # and weights as the rk3588 cases)
+    named = {c.name: c for c in cases}
+    cases += [dataclasses.replace(named[n], name=f"{n}_rk3576", graph=f"same as {n}, rk3576", platform="rk3576",
+                                  variants=("fp16",), purpose=f"{named[n].purpose} on rk3576")
+              for n in ("resize_nearest", "sigmoid_mul", "softmax", "conv_hardswish", "conv_add_swish")]
     return cases
 
 

@@ -57,7 +57,7 @@ rk3576   2.3.0  fp16       Conv ConvRelu InputOperator OutputOperator
 rk3576   2.3.0  int8       Conv ConvRelu InputOperator OutputOperator
 rk3576   2.3.2  fp16       Conv ConvRelu InputOperator OutputOperator
 rk3576   2.3.2  int8       Conv ConvRelu InputOperator OutputOperator
-rk3576   2.5.0  fp16       Conv ConvClip ConvHardSigmoid ConvLeakyRelu ConvRelu InputOperator OutputOperator
+rk3576   2.5.0  fp16       Add AddRelu Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSoftmax13 exSwish
 rk3576   2.5.0  int8       Conv ConvClip ConvHardSigmoid ConvLeakyRelu ConvRelu InputOperator OutputOperator
 rk3588   2.2.0  fp16       Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator exSoftmax13
 rk3588   2.2.0  int8       Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator exDataConvert exSoftmax13
