@@ -96,13 +96,20 @@ cdef class NativePool:
     def __dealloc__(self):
         if self.p == NULL:
             return
-        if rk_py_finalizing():
-            rk_pool_abandon(self.p)  # the workers may be parked for good (rk_pool.h)
-        else:
-            with nogil:
-                rk_pool_stop(self.p)
-                rk_pool_free(self.p)
+        if self._halt():
+            rk_pool_free(self.p)
         self.p = NULL
+
+    cdef bint _halt(self):
+        """Stops (joins) the workers, or at interpreter exit abandons them, as they may be
+        parked for good there (rk_pool.h); an abandoned pool stays allocated for them.
+        Returns whether the workers were stopped."""
+        if rk_py_finalizing():
+            rk_pool_abandon(self.p)
+            return False
+        with nogil:
+            rk_pool_stop(self.p)
+        return True
 
     @property
     def handle(self):
@@ -139,8 +146,4 @@ cdef class NativePool:
     def close(self):
         """Stop the workers (idempotent; a later run starts new ones).  At interpreter exit
         they are told to end and not waited for, and later runs go serial."""
-        if rk_py_finalizing():
-            rk_pool_abandon(self.p)
-            return
-        with nogil:
-            rk_pool_stop(self.p)
+        self._halt()
