@@ -212,40 +212,36 @@ def ensure_binfmt() -> str | None:
 def _prepare_root(root: Path, emulated: bool) -> None:
     """Makes an unpacked root enterable (the tests of several targets may share it)."""
     with toolchain.lock(f"prepare-{root}"):
-        _prepare_root_unlocked(root, emulated)
-
-
-def _prepare_root_unlocked(root: Path, emulated: bool) -> None:
-    # merged /usr (trixie's libc6 ships only /usr/lib/ld-linux-aarch64.so.1): the links that
-    # a debootstrapped root has and an unpacked one lacks
-    for alias in ("bin", "sbin", "lib"):
-        if not os.path.lexists(root / alias) and (root / "usr" / alias).is_dir():
-            os.symlink(f"usr/{alias}", root / alias)
-    (root / "dev").mkdir(exist_ok=True)
-    for name, minor in (("null", 3), ("zero", 5), ("random", 8), ("urandom", 9)):
-        node = root / "dev" / name
-        if not node.exists():
-            subprocess.run(["mknod", "-m", "666", str(node), "c", "1", str(minor)], check=True)
-    # /dev/shm: POSIX semaphores (multiprocessing's locks, used by the fork tests)
-    for sub in ("proc", "tmp", "dev/shm"):
-        (root / sub).mkdir(exist_ok=True)
-    os.chmod(root / "tmp", 0o1777)
-    os.chmod(root / "dev" / "shm", 0o1777)
-    # pip (Debian's ensurepip wheel, 25.x in trixie) loads the system CA bundle when it starts,
-    # even with --no-index; an unpacked root has no bundle (update-ca-certificates never ran),
-    # so it gets the host's public one
-    bundle = root / "etc" / "ssl" / "certs" / "ca-certificates.crt"
-    if not bundle.is_file() and HOST_CA_BUNDLE.is_file():
-        bundle.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(HOST_CA_BUNDLE, bundle)
-    inside = root / "usr" / "bin" / "qemu-aarch64-static"
-    if emulated and not (inside.is_file() and inside.read_bytes() == Path(QEMU).read_bytes()):
-        # replaced, not rewritten: another test of the same root may be running it
-        inside.parent.mkdir(parents=True, exist_ok=True)
-        partial = inside.with_suffix(".partial")
-        shutil.copyfile(QEMU, partial)
-        os.chmod(partial, 0o755)
-        os.replace(partial, inside)
+        # merged /usr (trixie's libc6 ships only /usr/lib/ld-linux-aarch64.so.1): the links that
+        # a debootstrapped root has and an unpacked one lacks
+        for alias in ("bin", "sbin", "lib"):
+            if not os.path.lexists(root / alias) and (root / "usr" / alias).is_dir():
+                os.symlink(f"usr/{alias}", root / alias)
+        (root / "dev").mkdir(exist_ok=True)
+        for name, minor in (("null", 3), ("zero", 5), ("random", 8), ("urandom", 9)):
+            node = root / "dev" / name
+            if not node.exists():
+                subprocess.run(["mknod", "-m", "666", str(node), "c", "1", str(minor)], check=True)
+        # /dev/shm: POSIX semaphores (multiprocessing's locks, used by the fork tests)
+        for sub in ("proc", "tmp", "dev/shm"):
+            (root / sub).mkdir(exist_ok=True)
+        os.chmod(root / "tmp", 0o1777)
+        os.chmod(root / "dev" / "shm", 0o1777)
+        # pip (Debian's ensurepip wheel, 25.x in trixie) loads the system CA bundle when it starts,
+        # even with --no-index; an unpacked root has no bundle (update-ca-certificates never ran),
+        # so it gets the host's public one
+        bundle = root / "etc" / "ssl" / "certs" / "ca-certificates.crt"
+        if not bundle.is_file() and HOST_CA_BUNDLE.is_file():
+            bundle.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(HOST_CA_BUNDLE, bundle)
+        inside = root / "usr" / "bin" / "qemu-aarch64-static"
+        if emulated and not (inside.is_file() and inside.read_bytes() == Path(QEMU).read_bytes()):
+            # replaced, not rewritten: another test of the same root may be running it
+            inside.parent.mkdir(parents=True, exist_ok=True)
+            partial = inside.with_suffix(".partial")
+            shutil.copyfile(QEMU, partial)
+            os.chmod(partial, 0o755)
+            os.replace(partial, inside)
 
 
 def _interpreter(target: Target, runner: list[str], cache: Path, log: Path) -> tuple[Path, str, str]:
