@@ -322,14 +322,7 @@ def test_mmse_builds_quantize_like_the_vendor_s(name, tmp_path):
 
     make, kind = CASES[name]
     samples = make()
-    onnx.save(onnx_model(kind), str(tmp_path / "m.onnx"))
-    for i, sample in enumerate(samples):
-        np.save(tmp_path / f"s{i}.npy", sample[None, None])
-    (tmp_path / "ds.txt").write_text("".join(f"{tmp_path}/s{i}.npy\n" for i in range(len(samples))))
-    rknn = RKNN()
-    assert rknn.config(target_platform="rk3588", quantized_algorithm="mmse", quantized_method="layer",
-                       mean_values=[[0]], std_values=[[1]]) == 0
-    assert rknn.load_onnx(str(tmp_path / "m.onnx")) == 0
+    rknn = loaded_case(onnx_model(kind), [s[None, None] for s in samples], "mmse", tmp_path)
     assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
     assert rknn.export_rknn(str(tmp_path / "m.rknn")) == 0
     rknn.release()
@@ -605,19 +598,27 @@ NOT_EXACT = {("avgpool_3x2", "gauss", "mmse"): None, ("maxpool_2x2", "gauss", "m
 OWN_MMSE = {("sigmoid", "narrow", "mmse"), ("tanh", "narrow", "mmse")}
 
 
-def step1_ranges(model, samples, algorithm, tmp_path):
-    """``{tensor: (min, max)}`` of the ``.quantization.cfg`` rknnlite's ``hybrid_quantization_step1``
-    writes for ``model`` (rk3588, layer, mean 0 / std 1), as the vendor's were measured."""
-    yaml = pytest.importorskip("yaml")
+def loaded_case(model, samples, algorithm, tmp_path) -> RKNN:
+    """An RKNN with ``model`` loaded, configured as the vendor's ranges were measured (rk3588,
+    layer, mean 0 / std 1, ``algorithm``), its calibration ``samples`` (each in model layout)
+    listed in ``tmp_path/ds.txt``."""
     onnx.save(model, str(tmp_path / "m.onnx"))
     for i, s in enumerate(samples):
         np.save(tmp_path / f"s{i}.npy", s)
-    (tmp_path / "ds.txt").write_text("".join(f"s{i}.npy\n" for i in range(len(samples))))
+    (tmp_path / "ds.txt").write_text("".join(f"{tmp_path / f's{i}.npy'}\n" for i in range(len(samples))))
     rknn = RKNN()
     assert rknn.config(target_platform="rk3588", quantized_algorithm=algorithm, quantized_method="layer",
                        mean_values=[[0]], std_values=[[1]]) == 0
     assert rknn.load_onnx(str(tmp_path / "m.onnx")) == 0
-    assert rknn.hybrid_quantization_step1(dataset="ds.txt") == 0
+    return rknn
+
+
+def step1_ranges(model, samples, algorithm, tmp_path):
+    """``{tensor: (min, max)}`` of the ``.quantization.cfg`` rknnlite's ``hybrid_quantization_step1``
+    writes for ``model`` (rk3588, layer, mean 0 / std 1), as the vendor's were measured."""
+    yaml = pytest.importorskip("yaml")
+    rknn = loaded_case(model, samples, algorithm, tmp_path)
+    assert rknn.hybrid_quantization_step1(dataset=str(tmp_path / "ds.txt")) == 0
     rknn.release()
     cfg = yaml.safe_load((tmp_path / "m.quantization.cfg").read_text())["quantize_parameters"]
     return {name: (v["min"][0], v["max"][0]) for name, v in cfg.items()}

@@ -54,35 +54,37 @@ def _calibrated(samples, kind, algorithm):
     return rknn
 
 
+@contextlib.contextmanager
+def _scratch():
+    """A temporary directory as the current one (the toolkit writes its files there)."""
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)
+        try:
+            yield
+        finally:
+            os.chdir(cwd)
+
+
 def measure(samples, kind):
     from ruamel.yaml import YAML
 
-    cwd = os.getcwd()
-    with tempfile.TemporaryDirectory() as tmp:
-        os.chdir(tmp)
-        try:
-            rknn = _calibrated(samples, kind, "kl_divergence")
-            with contextlib.redirect_stdout(io.StringIO()):
-                assert rknn.hybrid_quantization_step1(dataset="ds.txt") == 0
-            rknn.release()
-            cfg = YAML(typ="safe").load(open("m.quantization.cfg"))["quantize_parameters"]
-            return tuple((cfg[t]["min"][0], cfg[t]["max"][0]) for t in ("x_int8", "y_int8"))
-        finally:
-            os.chdir(cwd)
+    with _scratch():
+        rknn = _calibrated(samples, kind, "kl_divergence")
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert rknn.hybrid_quantization_step1(dataset="ds.txt") == 0
+        rknn.release()
+        cfg = YAML(typ="safe").load(open("m.quantization.cfg"))["quantize_parameters"]
+        return tuple((cfg[t]["min"][0], cfg[t]["max"][0]) for t in ("x_int8", "y_int8"))
 
 
 def build(samples, kind, algorithm, out):
-    cwd = os.getcwd()
-    with tempfile.TemporaryDirectory() as tmp:
-        os.chdir(tmp)
-        try:
-            rknn = _calibrated(samples, kind, algorithm)
-            with contextlib.redirect_stdout(io.StringIO()):
-                assert rknn.build(do_quantization=True, dataset="ds.txt") == 0
-                assert rknn.export_rknn(out) == 0
-            rknn.release()
-        finally:
-            os.chdir(cwd)
+    with _scratch():
+        rknn = _calibrated(samples, kind, algorithm)
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert rknn.build(do_quantization=True, dataset="ds.txt") == 0
+            assert rknn.export_rknn(out) == 0
+        rknn.release()
 
 
 if __name__ == "__main__":
