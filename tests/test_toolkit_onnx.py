@@ -417,7 +417,9 @@ def test_activation_fusion_clip_and_leaky(name, act_nodes, inits, opset, want):
     assert ops(g) == ["Conv"] and g.nodes[0].outputs == ["y"]
     assert {k: v for k, v in g.nodes[0].attrs.items() if k.startswith("_activation")} == want
     x = (3 * RNG.standard_normal((1, 3, 6, 6))).astype(np.float32)
-    check_against_ort(m, {"x": x}, g)
+    # 27 products of up to ~10 each: a float32 sum's rounding is a few 1e-6 wherever terms
+    # cancel, and the two runtimes add in different orders (seen: 2.9e-6 on a 0.106 output)
+    check_against_ort(m, {"x": x}, g, atol=3e-5)
     np.testing.assert_array_equal(run_graph(g, [x])[0], run_graph(import_onnx(m).graph, [x])[0])
     # the full optimiser fuses too and drops the bounds' constants
     im = import_onnx(m)

@@ -20,6 +20,10 @@ RK_API int rk_isa_level(void);
 RK_API int rk_mr(int isa, int t);
 /* Columns per B panel (NR) of the micro-kernel of isa, transposed (t) or not. */
 RK_API int rk_nr(int isa, int t);
+/* rk_gather_gemm sweeps a K block of A (M x kc floats) larger than this many bytes A panel
+ * by A panel; derived from the host's L2 (rknnlite/backends/software/blocking.py).  Set it
+ * before any GEMM runs: it is read without synchronisation. */
+RK_API void rk_set_a_block_bytes(long bytes);
 /* Unfolds one image (C channels of D x H x W, channel stride cs) into cols for a convolution
  * (accumulate_back 0), or folds cols back into it, accumulating (col2im, accumulate_back 1). */
 RK_API void rk_im2col(const float *x, long C, long D, long H, long W, long cs, long kd, long kh, long kw, long sd, long sh, long sw, long dd, long dh, long dw, long pd, long ph, long pw, long OD, long OH, long OW, float *cols, int accumulate_back);

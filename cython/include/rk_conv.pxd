@@ -12,6 +12,7 @@ cdef extern from "rk_conv.h" nogil:
     int rk_isa_level()
     int rk_mr(int isa, int t)
     int rk_nr(int isa, int t)
+    void rk_set_a_block_bytes(long bytes)
     void rk_im2col(const float *x, long C, long D, long H, long W, long cs,
                    long kd, long kh, long kw, long sd, long sh, long sw,
                    long dd, long dh, long dw, long pd, long ph, long pw,

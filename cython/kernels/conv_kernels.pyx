@@ -37,7 +37,7 @@ cnp.import_array()
 
 from rk_conv cimport (RK_WIN_CHUNK, rk_act, rk_bblock_stride, rk_bias_act, rk_depthwise, rk_gather_gemm,
                      rk_gather_gemm_batch, rk_im2col, rk_isa_level, rk_mr, rk_nr, rk_pack_gather_b,
-                     rk_phase_split, rk_transpose, rk_wino2_in, rk_wino2_out, rk_wino_in, rk_wino_out,
+                     rk_phase_split, rk_set_a_block_bytes, rk_transpose, rk_wino2_in, rk_wino2_out, rk_wino_in, rk_wino_out,
                      rk_wino_split)
 
 cdef int _ISA = rk_isa_level()
@@ -110,6 +110,16 @@ def limit_isa(int level):
     global _ISA
     _ISA = min(max(level, 0), rk_isa_level())
     return _ISA
+
+
+def set_a_block_bytes(long nbytes):
+    """Above how many bytes a K block of the weights (M x kc floats) makes the gather GEMM
+    sweep weight panel by weight panel rather than B panel by B panel (the host's L2 share:
+    ``Blocking.a_block_bytes``).  Process-wide; set once, before any GEMM runs (the conv op
+    does it on import).  Changes speed only, never a value."""
+    if nbytes <= 0:
+        raise ValueError(f"set_a_block_bytes: {nbytes} is not a positive number of bytes")
+    rk_set_a_block_bytes(nbytes)
 
 
 def panel_shape(transposed=False):

@@ -951,6 +951,12 @@ static void rk_kernel_256(long kc, const float *a, const float *b, float *c, lon
 #endif
 
 /* Tile geometry per (isa, transposed): rows per weight panel and columns per B panel. */
+/* A K block of A (M x kc floats) past this many bytes is swept A panel by A panel
+   (rk_gather_gemm); set from the host's L2 by rk_set_a_block_bytes. */
+static long rk_a_block_bytes = 512 * 1024;
+
+void rk_set_a_block_bytes(long bytes) { rk_a_block_bytes = bytes > 0 ? bytes : 1; }
+
 int rk_mr(int isa, int t) { return isa >= 2 ? (t ? 32 : 8) : 6; }    /* K5T_MR, K5_MR, K2_MR */
 int rk_nr(int isa, int t) { return isa >= 2 ? (t ? 7 : 32) : 16; }    /* K5T_NR, K5_NR, K2_NR */
 
@@ -1015,7 +1021,7 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
                panel sweep would write short pieces of M output rows far apart (one write
                stream per row, beyond what the prefetchers follow), an A panel sweep writes
                MR rows sequentially. */
-            int m_outer = transposed || M * kc * (long)sizeof(float) > 512 * 1024 || (wide && M > 2 * MR);
+            int m_outer = transposed || M * kc * (long)sizeof(float) > rk_a_block_bytes || (wide && M > 2 * MR);
             long np = (nc + NR - 1) / NR, nm = (M + MR - 1) / MR;
             /* grid store plans of the block's panels, made once (not per m panel) */
             int cached = gw > 0 && np <= RK_SPLAN_CACHE;

@@ -2,42 +2,23 @@
 
 from __future__ import annotations
 
-import os
-import platform
 import statistics
 import time
-from pathlib import Path
 from typing import Callable, List, Sequence
 
 
 def machine() -> str:
-    """One line naming the CPU (model, usable CPUs), its caches and the conv kernels' SIMD path
-    (the CPU's best, or ``RKNNLITE_ISA``'s), for a table header, e.g. ``CPU: AMD EPYC, 2 CPUs
-    usable; caches L1d 32K, L1i 32K, L2 512K, L3 32768K; conv kernels avx2``."""
+    """One line naming the CPU (model, usable CPUs), the data caches the kernels block for and
+    the conv kernels' SIMD path (the CPU's best, or ``RKNNLITE_ISA``'s), for a table header,
+    e.g. ``CPU: AMD EPYC, 2 CPUs usable; caches L1d 32K, L2 512K, L3 32768K (sysfs); conv
+    kernels avx2``."""
     import rknnlite.backends.software.ops.conv  # noqa: F401  (applies RKNNLITE_ISA)
     from rknnlite._native import conv_kernels
+    from rknnlite.backends.software.host_cpu import cpu_model, detect_caches
     from rknnlite.backends.software.isa import ISA_NAMES
+    from rknnlite.tensors.topology import usable_cpus
 
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith(("model name", "hardware")):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    caches = []
-    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-        try:
-            level = (index / "level").read_text().strip()
-            kind = (index / "type").read_text().strip()
-            size = (index / "size").read_text().strip()
-        except OSError:
-            continue
-        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
-        caches.append(f"L{level}{suffix} {size}")
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"CPU: {model}, {usable} CPUs usable; caches {', '.join(caches) or 'unknown'}; "
+    return (f"CPU: {cpu_model()}, {usable_cpus()} CPUs usable; caches {detect_caches().describe()}; "
             f"conv kernels {ISA_NAMES[conv_kernels.gemm_isa()]}")
 
 

@@ -69,6 +69,8 @@ import numpy as np
 
 from ....errors import ModelInvalidError
 from ...._native import conv_kernels as _ck
+from ..blocking import derive_blocking
+from ..host_cpu import detect_caches
 from ..isa import select_isa
 from ..parallel import current_handle, current_threads, parallel_for
 from . import kernel
@@ -78,10 +80,13 @@ from .attributes import int_list
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 #: the micro-kernel level in use: the CPU's best, or RKNNLITE_ISA's (see ..isa)
 _ISA = select_isa(_ck)
+#: cache blocking and split sizes from this host's caches (RKNNLITE_CPU_CACHES overrides them)
+BLOCKING = derive_blocking(detect_caches(), _ISA)
+_ck.set_a_block_bytes(BLOCKING.a_block_bytes)
 _INT32_MAX = 2 ** 31 - 1
-#: floats per packed B block (384 KiB: half of a typical L2)
-_BLOCK_FLOATS = 96 * 1024
-_MAX_KC = 512
+#: floats per packed B block, and the largest K block (see ..blocking)
+_BLOCK_FLOATS = BLOCKING.b_block_floats
+_MAX_KC = BLOCKING.max_kc
 
 _tls = threading.local()
 
@@ -441,9 +446,9 @@ def _use_winograd(ca: _ConvAttrs, g: _Geometry, C: int) -> int:
 #: input transform, GEMMs and output transform of a band run back to back on one thread,
 #: so the band's V and M are still in cache when read (measured: 56x56 layers of
 #: resnet50 / densenet121 / inception_v2 ~15-20% faster).  Banding never changes a value.
-_WINO_V_CACHE = 512 * 1024
-_WINO_U_CACHE = 4 * 1024 * 1024
-_WINO_V_BAND = 256 * 1024
+_WINO_V_CACHE = BLOCKING.wino_v_cache
+_WINO_U_CACHE = BLOCKING.wino_u_cache
+_WINO_V_BAND = BLOCKING.wino_v_band
 _WINO_BAND_MIN_TILES = 64
 #: With several threads every Winograd Conv whose weights fit is banded, in bands of at
 #: least this many tiles: one fork-join per layer (a band is a whole unit of work for a
@@ -688,7 +693,7 @@ _ITEMS_PER_THREAD = 4
 
 #: a GEMM with fewer multiply-adds than this runs on the calling thread: waking the
 #: workers costs tens of microseconds, more than such a layer takes
-_PARALLEL_MIN_MACS = 1 << 22
+_PARALLEL_MIN_MACS = BLOCKING.parallel_min_macs
 
 
 def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, transposed: bool = False,

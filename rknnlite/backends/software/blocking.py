@@ -1,0 +1,80 @@
+"""Cache blocking and work-splitting sizes of the conv kernels, derived from the host CPU.
+
+Each size is a fraction of a cache level of :func:`~.host_cpu.detect_caches` (or a rate of
+the SIMD path in use), never a constant tuned for one CPU.  The fractions were measured on
+the CPU the kernels were first tuned on (an AMD EPYC, Zen 4: 32 KiB L1d, 1 MiB L2, 32 MiB
+L3, AVX-512), where they give the sizes that were best there; on another CPU the same
+fractions of its own caches apply.  ``RKNNLITE_CPU_CACHES`` (see ``host_cpu``) changes the
+caches they are taken from.  None of these sizes changes a computed value: they only decide
+how the same sums are cut into cache-sized pieces and threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .host_cpu import CpuCaches
+
+__all__ = ["Blocking", "derive_blocking", "macs_per_cycle"]
+
+#: Multiply-adds per cycle of one core on each micro-kernel level (two FMA pipes of 16, 8 or
+#: 4 float32 lanes: AVX-512, AVX2, and the 128-bit SIMD a BLAS or the compiler uses on the
+#: generic path)
+_MACS_PER_CYCLE = {2: 32, 1: 16, 0: 8}
+#: A layer splits across threads when one thread would take at least this many cycles on it
+#: (about 45 us at 3 GHz: several times a worker's wake-up and join)
+_SPLIT_MIN_CYCLES = 1 << 17
+
+
+def macs_per_cycle(isa_level: int) -> int:
+    """Peak float32 multiply-adds per cycle of the micro-kernel level (2 AVX-512, 1 AVX2,
+    0 generic)."""
+    return _MACS_PER_CYCLE.get(isa_level, _MACS_PER_CYCLE[0])
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """Sizes the conv kernels cut their work by.
+
+    Attributes:
+        b_block_floats: floats of one packed B block of the gather GEMM (3/8 of L2: the block
+            stays in L2 beside the A panel and the output tile streaming through it).
+        max_kc: largest K block, in floats: the largest power of two whose 8-row A panel
+            (8 x ``max_kc`` floats) fills at most half of L1d.
+        a_block_bytes: a K block of A (M x kc floats) larger than this goes A panel by A
+            panel instead of B panel by B panel (half of L2).
+        wino_v_cache: a Winograd layer whose transformed input passes this many bytes runs in
+            bands of tile rows (half of L2).
+        wino_v_band: bytes of transformed input per band (a quarter of L2).
+        wino_u_cache: banding needs the transformed weights within this many bytes (four L2s,
+            at most half of L3 where there is one: every band reads them again).
+        parallel_min_macs: a layer with fewer multiply-adds stays on one thread
+            (:data:`_SPLIT_MIN_CYCLES` cycles of the path's peak rate).
+    """
+
+    b_block_floats: int
+    max_kc: int
+    a_block_bytes: int
+    wino_v_cache: int
+    wino_v_band: int
+    wino_u_cache: int
+    parallel_min_macs: int
+
+
+def derive_blocking(caches: CpuCaches, isa_level: int) -> Blocking:
+    """The :class:`Blocking` for these caches and micro-kernel level (see the attributes
+    for each rule).  Every size is at least what one micro-kernel panel needs."""
+    l1d, l2 = max(caches.l1d, 4 << 10), max(caches.l2, 64 << 10)
+    kc = 128
+    while kc * 2 * 8 * 4 <= l1d // 2 and kc < 4096:
+        kc *= 2
+    u_cache = 4 * l2 if caches.l3 <= 0 else max(l2, min(4 * l2, caches.l3 // 2))
+    return Blocking(
+        b_block_floats=max(16 << 10, (3 * l2 // 8) // 4),
+        max_kc=kc,
+        a_block_bytes=l2 // 2,
+        wino_v_cache=l2 // 2,
+        wino_v_band=l2 // 4,
+        wino_u_cache=u_cache,
+        parallel_min_macs=macs_per_cycle(isa_level) * _SPLIT_MIN_CYCLES,
+    )

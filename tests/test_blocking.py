@@ -1,0 +1,123 @@
+"""The conv kernels' blocking sizes come from the host's caches (rknnlite/backends/software/blocking.py):
+the rules, and that a process takes them from RKNNLITE_CPU_CACHES without any output changing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rknnlite.backends.software.blocking import Blocking, derive_blocking, macs_per_cycle
+from rknnlite.backends.software.host_cpu import CpuCaches
+
+K, M = 1 << 10, 1 << 20
+
+
+def test_the_tuning_cpu_gets_the_sizes_measured_best_there():
+    # AMD EPYC (Zen 4): 32 KiB L1d, 1 MiB L2, 32 MiB L3, AVX-512
+    assert derive_blocking(CpuCaches(32 * K, M, 32 * M, "sysfs"), 2) == Blocking(
+        b_block_floats=96 * K, max_kc=512, a_block_bytes=512 * K, wino_v_cache=512 * K, wino_v_band=256 * K,
+        wino_u_cache=4 * M, parallel_min_macs=1 << 22)
+
+
+def test_cache_sizes_scale_with_l2():
+    small = derive_blocking(CpuCaches(32 * K, 512 * K, 32 * M, "sysfs"), 2)
+    big = derive_blocking(CpuCaches(48 * K, 2 * M, 300 * M, "sysfs"), 2)   # a Xeon's 2 MiB L2
+    assert big.b_block_floats == 4 * small.b_block_floats
+    for name in ("a_block_bytes", "wino_v_cache", "wino_v_band", "wino_u_cache"):
+        assert getattr(big, name) == 4 * getattr(small, name), name
+
+
+@pytest.mark.parametrize("l1d, kc", [(16 * K, 256), (32 * K, 512), (48 * K, 512), (64 * K, 1024), (1 * K, 128)])
+def test_k_block_is_the_largest_power_of_two_whose_a_panel_fits_half_of_l1d(l1d, kc):
+    assert derive_blocking(CpuCaches(l1d, M, 0, "sysfs"), 2).max_kc == kc
+
+
+def test_transformed_weights_bound_by_half_the_last_level():
+    assert derive_blocking(CpuCaches(32 * K, M, 3 * M, "sysfs"), 2).wino_u_cache == M + M // 2
+    assert derive_blocking(CpuCaches(32 * K, M, 0, "sysfs"), 2).wino_u_cache == 4 * M   # no L3
+    assert derive_blocking(CpuCaches(32 * K, M, 1 * M, "sysfs"), 2).wino_u_cache == M   # never below L2
+
+
+def test_tiny_caches_still_give_workable_blocks():
+    b = derive_blocking(CpuCaches(1, 1, 0, "RKNNLITE_CPU_CACHES"), 0)
+    assert b.b_block_floats >= 16 * K and b.max_kc >= 128
+    assert min(b.a_block_bytes, b.wino_v_cache, b.wino_v_band, b.wino_u_cache) > 0
+
+
+def test_split_threshold_follows_the_paths_rate():
+    rates = [macs_per_cycle(level) for level in (0, 1, 2)]
+    assert rates == sorted(rates) and rates[2] == 2 * rates[1]
+    caches = CpuCaches(32 * K, M, 0, "sysfs")
+    assert [derive_blocking(caches, level).parallel_min_macs for level in (0, 1, 2)] == [1 << 20, 1 << 21, 1 << 22]
+
+
+SHAPE = (1, 48, 96, 96)
+PROBE = """
+import json, sys
+import numpy as np
+import rknnlite
+from rknnlite.backends.software.ops import conv
+x = np.random.default_rng(3).standard_normal((1, 48, 96, 96)).astype(np.float32)
+with rknnlite.Context(sys.argv[1]) as ctx:
+    y = ctx.run([x], data_format="nchw")[0]
+bands = conv._winograd_bands(4, 12, 12, 16, 96, conv._WINO_BAND_MIN_TILES, conv._WINO_V_CACHE)
+print(json.dumps({"block": conv._BLOCK_FLOATS, "kc": conv._MAX_KC, "bands": 0 if bands is None else len(bands),
+                  "panel_major": 96 * conv._MAX_KC * 4 > conv.BLOCKING.a_block_bytes,
+                  "y": y.ravel().view(np.uint32).tolist()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def conv_stack_path(portable_model, tmp_path_factory):
+    """Conv 3x3 stride 2 (gather GEMM, K = 432, 96 weight rows), a 1x1 Conv (K = 96) and a
+    Winograd Conv 3x3 (16 -> 96 channels on 12 x 12 tiles): every blocked kernel of the
+    float path."""
+    from rknnlite.model.graph import Node
+    from rknnlite.model.spec import TensorSpec
+
+    rng = np.random.default_rng(0)
+    consts = {"w0": (rng.standard_normal((96, 48, 3, 3)) * 0.1).astype(np.float32),
+              "w1": (rng.standard_normal((16, 96, 1, 1)) * 0.1).astype(np.float32),
+              "w2": (rng.standard_normal((96, 16, 3, 3)) * 0.2).astype(np.float32),
+              "b0": rng.standard_normal(96).astype(np.float32), "b1": rng.standard_normal(16).astype(np.float32),
+              "b2": rng.standard_normal(96).astype(np.float32)}
+    nodes = [Node("Conv", "c0", ["x", "w0", "b0"], ["a"], {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+             Node("Relu", "r0", ["a"], ["ar"]),
+             Node("Conv", "c1", ["ar", "w1", "b1"], ["c"]),
+             Node("Conv", "c2", ["c", "w2", "b2"], ["y"], {"pads": [1, 1, 1, 1]})]
+    data = portable_model(nodes, [TensorSpec("x", SHAPE, "float32", "NCHW")],
+                          [TensorSpec("y", (1, 96, 48, 48), "float32", "NCHW")], consts)
+    path = tmp_path_factory.mktemp("blocking") / "convs.rknn"
+    path.write_bytes(data)
+    return path
+
+
+def _probe(path, caches=None, threads=1):
+    env = dict(os.environ, RKNNLITE_NUM_THREADS=str(threads))
+    env.pop("RKNNLITE_CPU_CACHES", None)
+    if caches is not None:
+        env["RKNNLITE_CPU_CACHES"] = caches
+    out = subprocess.run([sys.executable, "-c", PROBE, str(path)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_blocking_from_other_caches_changes_no_output_bit(conv_stack_path, threads):
+    native = _probe(conv_stack_path, threads=threads)
+    # K blocks of 128 and weight-panel-major sweeps (A blocks past 32 KiB)
+    tiny = _probe(conv_stack_path, "l1d=8K,l2=64K,l3=256K", threads=threads)
+    # the Winograd layer in bands (its transformed input passes 128 KiB, its weights fit 1 MiB)
+    banded = _probe(conv_stack_path, "l2=256K,l3=64M", threads=threads)
+    # K blocks of 2048 (every K in one block), one pass everywhere
+    huge = _probe(conv_stack_path, "l1d=128K,l2=8M,l3=512M", threads=threads)
+    assert (tiny["kc"], tiny["block"], tiny["panel_major"]) == (128, 16 * K, True)
+    assert (banded["bands"], huge["bands"]) == (2, 0)
+    assert (huge["kc"], huge["block"], huge["panel_major"]) == (2048, 3 * 8 * M // 8 // 4, False)
+    assert native["y"] == tiny["y"] == banded["y"] == huge["y"]
