@@ -91,9 +91,22 @@ def _software_backend() -> Dict[str, Any]:
         except ImportError:
             missing.append(name)
     result: Dict[str, Any] = {"available": True, "runs": "portable rknnlite models (rknnlite.toolkit output)"}
+    result["cpu"] = _host_cpu()
     if missing:
         result["note"] = f"compiled kernels missing ({', '.join(missing)}): slower pure-numpy paths are used"
     return result
+
+
+def _host_cpu() -> str:
+    """The CPU and the caches the software backend's kernels block for (RKNNLITE_CPU_CACHES
+    applied), or why they cannot be read."""
+    from .backends.software.host_cpu import cpu_model, detect_caches
+    from .errors import InvalidParamError
+
+    try:
+        return f"{cpu_model()}; caches {detect_caches().describe()}"
+    except InvalidParamError as e:
+        return f"{cpu_model()}; caches unreadable: {e}"
 
 
 def _npu_backend(lib: Dict[str, Any], nodes: List[str]) -> Dict[str, Any]:
@@ -173,6 +186,8 @@ def format_report(report: Dict[str, Any]) -> str:
         lines.append(f"  {name:<9} {state}: runs {b['runs']}")
         for reason in b.get("why_not", []):
             lines.append(f"            - {reason}")
+        if b.get("cpu"):
+            lines.append(f"            CPU: {b['cpu']}")
         if b.get("note"):
             lines.append(f"            note: {b['note']}")
     if "model" in report:

@@ -10,6 +10,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# The conv kernels' measured Winograd/direct crossover (backends/software/ops/conv_costs.py)
+# depends on timing; the suite keeps the built-in rule so that every run takes the same
+# paths (tests/test_calibration.py turns it on where it is the subject).  Set here, before
+# any test imports the backend, so subprocesses inherit it too.
+os.environ["RKNNLITE_CALIBRATION"] = "off"
+
 
 #: Real Rockchip files, their ONNX sources, datasets and outputs (see its README.md).
 VENDOR_FIXTURES = REPO / "tests" / "data" / "rknn-toolkit2"

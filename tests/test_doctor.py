@@ -155,3 +155,13 @@ def test_cli_doctor_library_option(capsys, isolated, fake_rknnrt):
     assert cli.main(["doctor", "--json", "--library", str(fake_rknnrt)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["librknnrt"]["loaded"] is True and report["librknnrt"]["found_by"] == "argument"
+
+
+def test_software_backend_names_the_cpu_and_the_caches_it_blocks_for(tmp_path, isolated, monkeypatch):
+    monkeypatch.setenv("RKNNLITE_CPU_CACHES", "l2=2M")
+    report = doctor.collect(root=str(tmp_path))
+    cpu = report["backends"]["software"]["cpu"]
+    assert "L2 2048K" in cpu and "RKNNLITE_CPU_CACHES" in cpu
+    assert f"CPU: {cpu}" in doctor.format_report(report)
+    monkeypatch.setenv("RKNNLITE_CPU_CACHES", "l2=lots")  # reported, not raised
+    assert "caches unreadable" in doctor.collect(root=str(tmp_path))["backends"]["software"]["cpu"]

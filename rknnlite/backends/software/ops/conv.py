@@ -27,8 +27,10 @@ How Conv runs (one image at a time, one GEMM per group):
   output scale (direct: ~3e-7).  Where F(4x4)'s transformed weights (36 M C floats)
   would pass the per-layer cap, or the output has too few 4x4 tiles (7x7), F(2x2, 3x3)
   is used if it fits (16 M C floats, 16 2x2 tiles; 2.25x fewer multiply-adds, error
-  ~1e-6).  A node whose attrs carry ``"_winograd": False`` (set by the caller before
-  ``prepare``) never uses Winograd.  Large images (56x56 layers) run in bands of tile
+  ~1e-6).  Where few channels make the transforms cost more than they save, the direct
+  GEMM runs instead: the crossover is measured once per CPU model (``conv_costs``).  A
+  node whose attrs carry ``"_winograd": False`` (set by the caller before ``prepare``)
+  never uses Winograd, ``"always"`` whenever it is eligible.  Large images (56x56 layers) run in bands of tile
   rows, each band transformed, multiplied and transformed back on one thread while its
   data is still in cache (see ``_WINO_V_BAND``); banding never changes a value.
 * Depthwise convolution (one input channel per group) runs a direct compiled loop.
@@ -70,10 +72,12 @@ import numpy as np
 from ....errors import ModelInvalidError
 from ...._native import conv_kernels as _ck
 from ..blocking import derive_blocking
+from ..calibration import mode as calibration_mode
 from ..host_cpu import detect_caches
 from ..isa import select_isa
 from ..parallel import current_handle, current_threads, parallel_for
 from . import kernel
+from . import conv_costs
 from . import sparse as _sparse
 from .attributes import int_list
 
@@ -83,6 +87,7 @@ _ISA = select_isa(_ck)
 #: cache blocking and split sizes from this host's caches (RKNNLITE_CPU_CACHES overrides them)
 BLOCKING = derive_blocking(detect_caches(), _ISA)
 _ck.set_a_block_bytes(BLOCKING.a_block_bytes)
+calibration_mode()  # a bad RKNNLITE_CALIBRATION fails the first software Context, by name
 _INT32_MAX = 2 ** 31 - 1
 #: floats per packed B block, and the largest K block (see ..blocking)
 _BLOCK_FLOATS = BLOCKING.b_block_floats
@@ -292,7 +297,10 @@ def _conv_prepare(attrs, consts):
                                 f"needs attribute _residual)", op="Conv")
     new = dict(attrs)
     new["_conv"] = plan = _ConvPlan(ca, w, b)
-    plan.winograd = bool(attrs.get("_winograd", True))
+    winograd = attrs.get("_winograd", True)
+    if winograd not in _WINOGRAD_MODES:
+        raise ModelInvalidError(f"attribute _winograd must be True, False or 'always', got {winograd!r}", op="Conv")
+    plan.winograd = winograd
     plan.act = _fused_activation(attrs)
     plan.residual = bool(residual)
     # layers the toolkit marked sparse (attrs["_sparsity"]) may run the sparse kernel
@@ -383,9 +391,9 @@ def _geometry(plan: _ConvPlan, x_shape, w_shape) -> _Geometry:
         g.path = "depthwise"
         pb2, pe2 = _pad3(pb, 0)[1:], _pad3(pe, 0)[1:]
         g.dw_pads = (pb2[0], pb2[1], pe2[0], pe2[1])
-    elif plan.winograd and _use_winograd(ca, g, C):
+    elif plan.winograd and _use_winograd(ca, g, C, plan.winograd == "always"):
         g.path = "winograd"
-        g.wtile = t = _use_winograd(ca, g, C)
+        g.wtile = t = _use_winograd(ca, g, C, True)
         th, tw = -(-out_sp[0] // t), -(-out_sp[1] // t)
         g.tiles = (th, tw)
         # V columns live on a (th + 1, tw + 1) grid per channel; the GEMM gathers the th*tw real tiles
@@ -419,13 +427,17 @@ def _geometry(plan: _ConvPlan, x_shape, w_shape) -> _Geometry:
 #: or with fewer output tiles than this (weights streamed from memory for little work),
 #: the direct gather GEMM is used instead.
 _WINO_MAX_U_FLOATS = 1024 * 1024
+#: attrs["_winograd"]: True (when eligible and measured faster), False (never), "always" (when eligible)
+_WINOGRAD_MODES = (True, False, "always")
 _WINO_MIN_TILES = 16
 
 
-def _use_winograd(ca: _ConvAttrs, g: _Geometry, C: int) -> int:
+def _use_winograd(ca: _ConvAttrs, g: _Geometry, C: int, always: bool = False) -> int:
     """Output tile size of the Winograd variant to use, 4 (F(4x4, 3x3)) or 2 (F(2x2, 3x3)),
     or 0 for none: 2-D 3x3 stride-1 undilated ungrouped convolutions big enough to gain
-    (enough channels and tiles) and small enough for the transformed weights."""
+    (enough channels and tiles) and small enough for the transformed weights, and (unless
+    ``always``) estimated faster than the direct GEMM by this CPU's measured costs
+    (``conv_costs``; without a measurement every such convolution)."""
     if not _ISA or ca.nd != 2 or ca.group != 1 or g.ksz != [3, 3]:
         return 0
     if any(s != 1 for s in ca.strides) or any(d != 1 for d in ca.dilations):
@@ -435,7 +447,8 @@ def _use_winograd(ca: _ConvAttrs, g: _Geometry, C: int) -> int:
     for t, comps in ((4, 36), (2, 16)):
         tiles = (-(-g.out_sp[0] // t)) * (-(-g.out_sp[1] // t))
         if tiles >= _WINO_MIN_TILES and comps * g.Mg * C <= _WINO_MAX_U_FLOATS:
-            return t
+            costs = None if always else conv_costs.current_costs(_ISA)
+            return t if costs is None or costs.winograd_pays(C, g.Mg, g.out_sp, t) else 0
     return 0
 
 

@@ -1,0 +1,177 @@
+"""Whether a 3x3 convolution runs faster as Winograd or as the direct gather GEMM on this CPU.
+
+Winograd F(4x4, 3x3) does 4x fewer multiply-adds than the direct GEMM (F(2x2, 3x3) 2.25x)
+but pays, per output tile, for transforming every input and every output channel.  Where
+channels are few (squeezenet's 16-channel 3x3 layers, densenet's 32-output ones) the
+transforms can outweigh the saving.  Where the crossover lies depends on the CPU's FMA rate
+against its load and shuffle throughput, which neither the caches nor the SIMD path tell
+(an AMD EPYC, Zen 5: direct 1.4x faster at 16 input channels on 56x56, Winograd 1.3x
+faster at 64), so it is measured once per CPU model (``..calibration``) on a few probe
+layers, and a cost model fitted to them decides every layer:
+
+* direct: ``d * 9*M*C*N`` (``N`` output pixels),
+* Winograd: ``T * A * (w * M*C + (t_in * C + t_out * M) / 36)`` for ``T`` tiles of
+  ``A`` = 36 (F(4x4)) or 16 (F(2x2)) transformed components.
+
+The fitted seconds per multiply-add ``d`` and ``w`` and per transformed tile-channel ``t_in``,
+``t_out`` are stored.  With ``RKNNLITE_CALIBRATION=off`` (or no micro-kernels) the built-in
+rule alone decides: Winograd for every eligible layer.  The choice never changes what is
+computed beyond Winograd's documented rounding (``conv`` module docstring).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass
+from itertools import combinations
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ..calibration import calibrated
+from ..host_cpu import cpu_model, detect_caches
+from ..parallel import using
+
+__all__ = ["PROBES", "WinogradCosts", "current_costs", "fit", "measure_probes"]
+
+#: probe layers (input channels, output channels, square output size): few and many
+#: channels on both sides, big and small images
+PROBES = ((16, 64, 28), (32, 64, 28), (64, 64, 28), (16, 128, 14), (64, 128, 14), (128, 32, 28))
+_REPEATS = 5
+_SCHEMA = "conv-winograd/1"
+
+
+@dataclass(frozen=True)
+class WinogradCosts:
+    """Fitted costs in seconds (see the module docstring)."""
+
+    direct_mac: float
+    winograd_mac: float
+    transform_in: float
+    transform_out: float
+
+    def winograd_pays(self, C: int, M: int, out_hw: Sequence[int], tile: int) -> bool:
+        """True when Winograd F(tile x tile) is estimated faster than the direct GEMM for a
+        C -> M channel 3x3 convolution with output ``out_hw``."""
+        oh, ow = out_hw
+        tiles = (-(-oh // tile)) * (-(-ow // tile))
+        comps = (tile + 2) ** 2
+        direct = self.direct_mac * 9 * M * C * oh * ow
+        winograd = tiles * comps * (self.winograd_mac * M * C + (self.transform_in * C + self.transform_out * M) / 36)
+        return winograd < direct
+
+    @classmethod
+    def from_value(cls, value: Dict) -> Optional["WinogradCosts"]:
+        """The costs a stored measurement holds, or None if it is malformed."""
+        try:
+            costs = cls(**{k: float(value[k]) for k in ("direct_mac", "winograd_mac", "transform_in",
+                                                          "transform_out")})
+        except (KeyError, TypeError, ValueError):
+            return None
+        fields = asdict(costs).values()
+        if not all(np.isfinite(v) and v >= 0 for v in fields) or costs.direct_mac <= 0 or costs.winograd_mac <= 0:
+            return None
+        return costs
+
+
+def _nnls(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative least squares for a few columns: the best of every subset's plain fit
+    that comes out non-negative."""
+    best, best_res = np.zeros(a.shape[1]), float(np.sum(y * y))
+    cols = range(a.shape[1])
+    for k in range(1, a.shape[1] + 1):
+        for subset in combinations(cols, k):
+            sol = np.linalg.lstsq(a[:, subset], y, rcond=None)[0]
+            if np.any(sol < 0):
+                continue
+            res = float(np.sum((a[:, subset] @ sol - y) ** 2))
+            if res < best_res:
+                best_res, best = res, np.zeros(a.shape[1])
+                best[list(subset)] = sol
+    return best
+
+
+def fit(probes: Sequence[Dict]) -> Optional[WinogradCosts]:
+    """The :class:`WinogradCosts` of measured probes (dicts with ``C``, ``M``, ``size``,
+    ``direct_s``, ``winograd_s``: F(4x4) on a ``size`` x ``size`` output), fitted in relative
+    error; None when the measurements cannot give positive multiply-add costs."""
+    if not probes:
+        return None
+    direct, rows, target = [], [], []
+    for p in probes:
+        C, M, n = p["C"], p["M"], p["size"]
+        tiles = (-(-n // 4)) ** 2
+        direct.append(p["direct_s"] / (9 * M * C * n * n))
+        # winograd_s = tiles * 36 * (w*M*C + (t_in*C + t_out*M)/36), each row scaled to relative error
+        row = np.array([tiles * 36 * M * C, tiles * C, tiles * M], np.float64)
+        rows.append(row / p["winograd_s"])
+        target.append(1.0)
+    w = _nnls(np.array(rows), np.array(target))
+    return WinogradCosts.from_value({"direct_mac": statistics.median(direct), "winograd_mac": w[0],
+                                     "transform_in": w[1], "transform_out": w[2]})
+
+
+def measure_probes(repeats: int = _REPEATS) -> List[Dict]:
+    """Time each :data:`PROBES` layer both ways on the calling thread (the fastest of
+    ``repeats`` interleaved runs, thread CPU time): a list of :func:`fit`'s dicts."""
+    from . import KERNELS  # the Conv kernel itself, forced down each path
+
+    spec = KERNELS["Conv"]
+    rng = np.random.default_rng(0)
+    out = []
+    with using(None):  # one thread, whatever run this happens in
+        for C, M, n in PROBES:
+            x = rng.standard_normal((1, C, n, n)).astype(np.float32)
+            w = (rng.standard_normal((M, C, 3, 3)) * 0.1).astype(np.float32)
+            b = np.zeros(M, np.float32)
+            y = [np.empty((1, M, n, n), np.float32)]
+            runs = []
+            for how in ("always", False):
+                prepared = spec.prepare({"pads": [1, 1, 1, 1], "_opset": 17, "_winograd": how}, [None, w, b])
+                runs.append(lambda prepared=prepared: spec.fn([x, w, b], prepared, out=y))
+            best = [float("inf")] * 2
+            for rep in range(repeats + 1):
+                for i, run in enumerate(runs):
+                    t = time.thread_time_ns()
+                    run()
+                    if rep:  # the first round warms caches and packs weights
+                        best[i] = min(best[i], (time.thread_time_ns() - t) * 1e-9)
+            out.append({"C": C, "M": M, "size": n, "winograd_s": best[0], "direct_s": best[1]})
+    return out
+
+
+_UNSET = object()
+_lock = threading.Lock()
+_costs = _UNSET
+
+
+def _load(isa_level: int) -> Optional[WinogradCosts]:
+    key = {"choice": _SCHEMA, "cpu": cpu_model(), "caches": detect_caches().describe(), "isa": isa_level}
+
+    def measure() -> dict:
+        probes = measure_probes()
+        costs = fit(probes)
+        return {"probes": probes, **(asdict(costs) if costs is not None else {})}
+
+    value = calibrated("conv-winograd", key, measure)
+    if value is None:
+        return None
+    costs = WinogradCosts.from_value(value)
+    if costs is None and "probes" not in value:  # a damaged file: measure again
+        value = calibrated("conv-winograd", key, measure, environ=dict(os.environ, RKNNLITE_CALIBRATION="refresh"))
+        costs = WinogradCosts.from_value(value)
+    return costs
+
+
+def current_costs(isa_level: int) -> Optional[WinogradCosts]:
+    """This CPU's :class:`WinogradCosts` (measured on the first call of the process when none
+    are stored), or None: calibration off, or the measurement gave no usable fit."""
+    global _costs
+    if _costs is _UNSET:
+        with _lock:
+            if _costs is _UNSET:
+                _costs = _load(isa_level)
+    return _costs
