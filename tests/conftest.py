@@ -75,6 +75,38 @@ def _conv_relu_model(platform: str = "rk3588", batch: int = 1, channels: int = 8
     return write_portable(meta, graph)
 
 
+@pytest.fixture
+def set_kernel_isa(monkeypatch, request):
+    """``set_kernel_isa(level)`` -> the level now in use: the conv micro-kernels (compiled and
+    the Python side's ``_ISA``) take path ``level`` (2 AVX-512, 1 AVX2, 0 generic; never
+    above the CPU's) until the test ends, as ``RKNNLITE_ISA`` would for a process.  Weights
+    must be prepared after the call (packing follows the path)."""
+    from rknnlite._native import conv_kernels as ck
+    from rknnlite.backends.software.ops import conv as conv_mod
+
+    before = ck.gemm_isa()
+    request.addfinalizer(lambda: ck.limit_isa(before))
+
+    def set_level(level: int) -> int:
+        used = ck.limit_isa(level)
+        monkeypatch.setattr(conv_mod, "_ISA", used)
+        return used
+
+    return set_level
+
+
+@pytest.fixture(params=["avx512", "avx2"])
+def micro_kernel_isa(request, set_kernel_isa):
+    """Each micro-kernel path (``RKNNLITE_ISA`` name), set for the test; a path this CPU cannot
+    execute skips, saying so."""
+    from rknnlite.backends.software.isa import ISA_LEVELS
+
+    level = ISA_LEVELS[request.param]
+    if set_kernel_isa(level) != level:
+        pytest.skip(f"this CPU cannot execute the {request.param} micro-kernels")
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def conv_relu_model():
     """``conv_relu_model(platform="rk3588", batch=1, channels=8, size=16, float_dtype="float32")``

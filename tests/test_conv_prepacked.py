@@ -19,7 +19,9 @@ from conv_threads import (CONV, assert_every_thread_takes_part, assert_threads_g
 from rknnlite._native import conv_kernels as ck
 from rknnlite.backends.software.ops import conv as conv_mod
 
-pytestmark = pytest.mark.skipif(ck.gemm_isa() == 0, reason="no gather-GEMM micro-kernel on this CPU")
+# every test on each micro-kernel path this CPU executes
+pytestmark = [pytest.mark.skipif(ck.gemm_isa() == 0, reason="no gather-GEMM micro-kernel on this CPU"),
+              pytest.mark.usefixtures("micro_kernel_isa")]
 
 
 def _gemm_operands(K, M, N, transposed, seed=0):

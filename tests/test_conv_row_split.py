@@ -17,7 +17,9 @@ from conv_threads import CONV, assert_threads_give_the_one_thread_conv, conv_cas
 from rknnlite._native import conv_kernels as ck
 from rknnlite.backends.software.ops import conv as conv_mod
 
-pytestmark = pytest.mark.skipif(ck.gemm_isa() == 0, reason="no gather-GEMM micro-kernel on this CPU")
+# every test on each micro-kernel path this CPU executes
+pytestmark = [pytest.mark.skipif(ck.gemm_isa() == 0, reason="no gather-GEMM micro-kernel on this CPU"),
+              pytest.mark.usefixtures("micro_kernel_isa")]
 
 # (C, M, size, kernel, stride, residual): 1x1 at 14x14 (normal tiles), 1x1 at 7x7 (transposed
 # tiles), strided 3x3 (phase planes; at 40 -> 20 computed on the plane grid), and M not a
@@ -96,11 +98,11 @@ def test_grouped_weights_are_split_by_columns_only(size):
     np.testing.assert_allclose(one[0], np.maximum(ref + b[:, None, None], 0), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.skipif(conv_mod._ISA < 2, reason="transposed tiles need AVX-512 (this CPU runs 7x7 outputs in "
-                                                 "normal tiles)")
 def test_transposed_rows_are_finished_by_their_work_items(monkeypatch):
     """7x7 outputs run as transposed tiles: each row part is transposed back (and gets its
     residual and activation) in the work item that computed it, not in one serial pass."""
+    if conv_mod._ISA < 2:
+        pytest.skip("transposed tiles need AVX-512 (the AVX2 path runs 7x7 outputs in normal tiles)")
     ranges = []
     real = conv_mod._untranspose
 

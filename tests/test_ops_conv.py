@@ -95,20 +95,18 @@ def _close(actual, expected, rtol=2e-5):
 
 
 @pytest.fixture(params=["native", "avx2", "blas"])
-def conv_path(request, monkeypatch):
+def conv_path(request, set_kernel_isa):
     """Run Conv tests with the CPU's best micro-kernels, with the AVX2 ones (on AVX-512
     CPUs) and with the BLAS fallback."""
     from rknnlite._native import conv_kernels as ck
 
     native = ck.gemm_isa()
     if request.param == "blas":
-        monkeypatch.setattr(conv_mod, "_ISA", 0)
+        set_kernel_isa(0)
     elif request.param == "avx2":
         if native < 2:
             pytest.skip("the native run already covers AVX2 (or there is no micro-kernel)")
-        ck.limit_isa(1)
-        monkeypatch.setattr(conv_mod, "_ISA", 1)
-        request.addfinalizer(lambda: ck.limit_isa(native))
+        set_kernel_isa(1)
     elif native == 0:
         pytest.skip("no AVX2/AVX-512 micro-kernel on this CPU")
     return request.param

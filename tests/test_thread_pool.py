@@ -16,7 +16,12 @@ from rknnlite._native import conv_kernels as ck
 from rknnlite._native.thread_pool import NativePool
 from rknnlite.backends.software.parallel import WorkerPool
 
-needs_gemm = pytest.mark.skipif(ck.gemm_isa() == 0, reason="no gather-GEMM micro-kernel on this CPU")
+
+
+def needs_gemm(test):
+    """A gather-GEMM test: run on each micro-kernel path this CPU executes, skipped without one."""
+    test = pytest.mark.usefixtures("micro_kernel_isa")(test)
+    return pytest.mark.skipif(ck.gemm_isa() == 0, reason="no gather-GEMM micro-kernel on this CPU")(test)
 
 
 def covered(pool: NativePool, n: int) -> list:

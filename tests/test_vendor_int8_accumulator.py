@@ -18,7 +18,6 @@ from rknnlite._native import conv_kernels as ck
 from rknnlite._native.executor_kernels import add_requant_channels, int8_codes, requant_channels
 from rknnlite.backends.software.executor import Executor
 from rknnlite.backends.software.ops import KERNELS
-from rknnlite.backends.software.ops import conv as conv_ops
 from rknnlite.model.graph import Graph, Node
 from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph import lower_rockchip
@@ -98,13 +97,10 @@ def test_a_plain_int8_conv_is_its_accumulator_times_the_register_multiplier():
 @needs_corpus
 @pytest.mark.parametrize("stem", ["bench_i8", "conv_add_relu_i8_layer", "convnet_i8", "deconv_k2s2_i8", "mbblock_i8",
                                   "conv_add_relu_i8", "convnet_rk3576_i8"])
-def test_int8_files_give_the_same_codes_on_every_isa_path_this_cpu_runs(stem, request, monkeypatch):
-    native = ck.gemm_isa()
-    request.addfinalizer(lambda: ck.limit_isa(native))
+def test_int8_files_give_the_same_codes_on_every_isa_path_this_cpu_runs(stem, set_kernel_isa):
     results = {}
-    for level in range(native + 1):  # generic, avx2, avx512: the float32 sums run in other orders
-        ck.limit_isa(level)
-        monkeypatch.setattr(conv_ops, "_ISA", level)  # what RKNNLITE_ISA sets when the process starts
+    for level in range(ck.gemm_isa() + 1):  # generic, avx2, avx512: the float32 sums run in other orders
+        set_kernel_isa(level)  # what RKNNLITE_ISA sets when the process starts
         results[level] = _run(stem)
     for level, outputs in results.items():
         for y, ref in zip(outputs, results[0]):

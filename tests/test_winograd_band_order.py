@@ -15,7 +15,9 @@ from conv_threads import CONV, assert_every_thread_takes_part, conv_case, run_co
 from rknnlite._native import conv_kernels as ck
 from rknnlite.backends.software.ops import conv as conv_mod
 
-pytestmark = pytest.mark.skipif(ck.gemm_isa() == 0, reason="no Winograd micro-kernels on this CPU")
+# every test on each micro-kernel path this CPU executes
+pytestmark = [pytest.mark.skipif(ck.gemm_isa() == 0, reason="no Winograd micro-kernels on this CPU"),
+              pytest.mark.usefixtures("micro_kernel_isa")]
 
 
 @pytest.mark.parametrize("th, tw", [(14, 14), (7, 7), (9, 5)])
