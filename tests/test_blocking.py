@@ -21,7 +21,7 @@ def test_the_tuning_cpu_gets_the_sizes_measured_best_there():
     # AMD EPYC (Zen 4): 32 KiB L1d, 1 MiB L2, 32 MiB L3, AVX-512
     assert derive_blocking(CpuCaches(32 * K, M, 32 * M, "sysfs"), 2) == Blocking(
         b_block_floats=96 * K, max_kc=512, a_block_bytes=512 * K, wino_v_cache=512 * K, wino_v_band=256 * K,
-        wino_u_cache=4 * M, parallel_min_macs=1 << 22)
+        wino_u_cache=4 * M, parallel_min_macs=1 << 22, winograd_phases_min_macs=6 << 22)
 
 
 def test_cache_sizes_scale_with_l2():

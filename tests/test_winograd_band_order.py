@@ -48,6 +48,39 @@ def test_two_threads_give_the_one_thread_result_on_both_threads(C, size, residua
     np.testing.assert_allclose(one[0], np.maximum(ref, 0), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("C, M, size, residual", [(96, 128, 14, False), (128, 160, 14, True), (192, 320, 7, False),
+                                                  (128, 72, 14, True)])
+def test_images_too_small_for_bands_share_their_output_channels(C, M, size, residual):
+    """A 14x14 or 7x7 layer has too few tiles for two bands: with two threads, each transforms
+    the whole input and computes about half of the output channels (whole weight panels:
+    72 channels split 40 + 32 on 8-row panels), bit for bit the one-thread result."""
+    inputs, attrs, shape = conv_case(C, M, size, 3, 1, residual, weight_scale=0.05, winograd=None)
+    g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)
+    assert g.path == "winograd" and g.wbands_mt is None and g.wband_whole is not None
+    one = run_conv(inputs, attrs, shape, 1)
+    assert not np.isnan(one).any()
+    assert_every_thread_takes_part(CONV, inputs, attrs, shape, one)
+    three = run_conv(inputs, attrs, shape, 3)  # more parts than some layers have panels for each
+    np.testing.assert_array_equal(three, one)
+
+
+def test_channel_parts_of_one_band_cover_every_channel_once():
+    inputs, attrs, shape = conv_case(64, 20, 14, 3, 1, True, weight_scale=0.05, winograd=None)
+    g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)
+    u = attrs["_conv"].winograd_for(inputs[1], g.wtile)
+    th, tw = g.tiles
+    scratch = np.zeros(ck.winograd_bands_scratch(64, 20, th, tw, 1 << 16) + 16, np.float32)
+    want = run_conv(inputs, attrs, shape, 1)
+    for mparts in (1, 2, 3, 7):  # 20 channels are 3 panels of 8 (or 4 of 6): some parts get none
+        y = np.full(shape, np.nan, np.float32)
+        ck.winograd_bands(None, inputs[0], u, inputs[2], y, inputs[3], g.wband_whole, 1, 1, tw, scratch,
+                          act=attrs["_conv"].act, tile=g.wtile, mparts=mparts)
+        np.testing.assert_array_equal(y, want, err_msg=f"mparts={mparts}")
+    with pytest.raises(ValueError, match="mparts"):
+        ck.winograd_bands(None, inputs[0], u, inputs[2], y, inputs[3], g.wband_whole, 1, 1, tw, scratch,
+                          act=attrs["_conv"].act, tile=g.wtile, mparts=0)
+
+
 def test_winograd_bands_refuse_work_that_does_not_match():
     inputs, attrs, shape = conv_case(64, 64, 56, 3, 1, True, weight_scale=0.05, winograd=None)
     g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)

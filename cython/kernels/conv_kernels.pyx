@@ -819,7 +819,7 @@ ctypedef struct _WinoBands:
     rk_act act
     long pt, pl, TW
     _WinoBand *bands
-    long nbands
+    long nbands, mparts
     float *scratch
     long sstride, o_mt, o_buf, o_split, o_blk
 
@@ -833,21 +833,30 @@ cdef int _wino_band_items(void *ctx, int64_t j0, int64_t j1, int slot) noexcept 
     cdef float *split = base + wb.o_split
     cdef float *blk = base + wb.o_blk
     cdef const _WinoBand *b
-    cdef int64_t j, i
-    cdef long n, t = wb.tile, row0, row1, ldc = wb.OH * wb.OW
+    cdef int64_t j, i, per = wb.nbands * wb.mparts
+    cdef long n, t = wb.tile, row0, row1, ldc = wb.OH * wb.OW, part, p0, p1, m0, mc
+    cdef long MR = rk_mr(_ISA, 0), panels = (wb.M + MR - 1) // MR
     cdef const float *rp
     for j in range(j0, j1):
-        i = j // wb.nbands
-        b = &wb.bands[j % wb.nbands]
+        i = j // per
+        b = &wb.bands[(j % per) // wb.mparts]
+        part = (j % per) % wb.mparts
+        # this item's output channels: whole weight panels, so every row is computed as unsplit
+        p0, p1 = panels * part // wb.mparts, panels * (part + 1) // wb.mparts
+        m0 = p0 * MR
+        mc = min(wb.M, p1 * MR) - m0
+        if mc <= 0:
+            continue
         n = b.r1 - b.r0
         _wino_in(wb.x + i * wb.C * wb.H * wb.W, wb.C, wb.H, wb.W, 0, wb.C, wb.tile, wb.pt - t * b.r0, wb.pl, n,
                  wb.TW, split, v, buf)
-        rk_gather_gemm_batch(_ISA, wb.nb, v, _wino_stride(wb.C * (n + 1) * (wb.TW + 1)), b.off, b.idx, wb.M, b.K,
-                             wb.u, wb.astride, mt, wb.M * b.N, b.N, blk, b.kcb, b.ncb, b.N)
+        rk_gather_gemm_batch(_ISA, wb.nb, v, _wino_stride(wb.C * (n + 1) * (wb.TW + 1)), b.off, b.idx, mc, b.K,
+                             wb.u + p0 * b.K * MR, wb.astride, mt, mc * b.N, b.N, blk, b.kcb, b.ncb, b.N)
         row0, row1 = t * b.r0, min(wb.OH, t * b.r1)
-        rp = wb.res + i * wb.M * ldc + row0 * wb.OW if wb.res != NULL else NULL
-        _wino_out(wb.tile, mt, wb.M * n * wb.TW, wb.M, n, wb.TW, row1 - row0, wb.OW, wb.bias,
-                  wb.y + i * wb.M * ldc + row0 * wb.OW, ldc, buf, &wb.act if wb.has_act else NULL, rp)
+        rp = wb.res + i * wb.M * ldc + m0 * ldc + row0 * wb.OW if wb.res != NULL else NULL
+        _wino_out(wb.tile, mt, mc * n * wb.TW, mc, n, wb.TW, row1 - row0, wb.OW,
+                  wb.bias + m0 if wb.bias != NULL else NULL,
+                  wb.y + i * wb.M * ldc + m0 * ldc + row0 * wb.OW, ldc, buf, &wb.act if wb.has_act else NULL, rp)
     return 0
 
 
@@ -873,16 +882,19 @@ def winograd_bands_scratch(Py_ssize_t C, Py_ssize_t M, Py_ssize_t rows, Py_ssize
 
 
 def winograd_bands(pool, const float[:, :, :, ::1] x, const float[:, :, :, ::1] u, bias, float[:, :, :, ::1] y,
-                   residual, bands, int pt, int pl, int TW, float[::1] scratch, act=None, int tile=4):
+                   residual, bands, int pt, int pl, int TW, float[::1] scratch, act=None, int tile=4,
+                   int mparts=1):
     """Banded Winograd F(tile x tile, 3x3) Conv of every image of ``x`` (n, C, H, W) into
     ``y`` (n, M, OH, OW), on the threads of ``pool`` (a ``WorkerPool.handle`` capsule;
     None: the caller alone) without the GIL.
 
-    Work item ``j`` is band ``bands[j % len(bands)]`` of image ``j // len(bands)``: its
-    tile rows go through :func:`winograd_input`, :func:`gather_gemm_batch` and
-    :func:`winograd_output` on one thread, in that thread's share of ``scratch`` (at
-    least ``threads * winograd_bands_scratch(...) + 16`` floats), with the same values
-    as those calls.  ``bands``: ``[(tile_row_begin, tile_row_end, off, idx, kcb, ncb),
+    Work items are (image, band, channel part), channel part fastest: a band's tile rows go
+    through :func:`winograd_input`, then :func:`gather_gemm_batch` and
+    :func:`winograd_output` for part ``k`` of ``mparts`` near-equal runs of whole weight
+    panels (output channels), on one thread, in that thread's share of ``scratch`` (at
+    least ``threads * winograd_bands_scratch(...) + 16`` floats), with the same values as
+    those calls.  ``mparts`` > 1 shares one band among threads (each transforms the band's
+    input itself): for images too small to cut into bands.  ``bands``: ``[(tile_row_begin, tile_row_end, off, idx, kcb, ncb),
     ...]`` (``off``/``idx``: int32 gather tables of that band height); ``u``:
     ``pack_weights`` of the (tile+2)^2 transformed weight matrices (M x C); ``pt``/``pl``:
     top/left padding; ``TW``: tiles per row; ``bias``, ``act``, ``residual`` (None or
@@ -905,6 +917,9 @@ def winograd_bands(pool, const float[:, :, :, ::1] x, const float[:, :, :, ::1] 
         raise ValueError("winograd_bands: weights, input and output do not match")
     if TW <= 0 or wb.OW > tile * TW or not bands:
         raise ValueError("winograd_bands: bad tile grid or no bands")
+    if mparts < 1:
+        raise ValueError(f"winograd_bands: mparts must be >= 1, got {mparts}")
+    wb.mparts = mparts
     wb.bias = NULL
     if bias is not None:
         bview = bias
@@ -948,6 +963,6 @@ def winograd_bands(pool, const float[:, :, :, ::1] x, const float[:, :, :, ::1] 
         wb.nb, wb.astride = nb, u.shape[1] * u.shape[2] * u.shape[3]
         wb.tile, wb.pt, wb.pl, wb.TW = tile, pt, pl, TW
         with nogil:
-            _run_items(pool_p, _wino_band_items, &wb, n_img * wb.nbands)
+            _run_items(pool_p, _wino_band_items, &wb, n_img * wb.nbands * mparts)
     finally:
         PyMem_Free(wb.bands)

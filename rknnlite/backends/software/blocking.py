@@ -24,6 +24,10 @@ _MACS_PER_CYCLE = {2: 32, 1: 16, 0: 8}
 #: A layer splits across threads when one thread would take at least this many cycles on it
 #: (about 45 us at 3 GHz: several times a worker's wake-up and join)
 _SPLIT_MIN_CYCLES = 1 << 17
+#: A Winograd layer split phase by phase pays three fork-joins with a GIL hand-off per work
+#: item: below 6x the one-split work it ran slower on two threads than on one (Zen 5 EPYC,
+#: inception_v2's 7x7 and 14x14 layers of 12M-16M Winograd multiply-adds: 0.62x-0.94x)
+_PHASE_SPLITS = 6
 
 
 def macs_per_cycle(isa_level: int) -> int:
@@ -50,6 +54,10 @@ class Blocking:
             at most half of L3 where there is one: every band reads them again).
         parallel_min_macs: a layer with fewer multiply-adds stays on one thread
             (:data:`_SPLIT_MIN_CYCLES` cycles of the path's peak rate).
+        winograd_phases_min_macs: the same for a Winograd layer split phase by phase (input
+            transform, products, output transform: three fork-joins, each running Python
+            work items on the workers) rather than in native bands: :data:`_PHASE_SPLITS`
+            times ``parallel_min_macs``.
     """
 
     b_block_floats: int
@@ -59,6 +67,7 @@ class Blocking:
     wino_v_band: int
     wino_u_cache: int
     parallel_min_macs: int
+    winograd_phases_min_macs: int
 
 
 def derive_blocking(caches: CpuCaches, isa_level: int) -> Blocking:
@@ -77,4 +86,5 @@ def derive_blocking(caches: CpuCaches, isa_level: int) -> Blocking:
         wino_v_band=l2 // 4,
         wino_u_cache=u_cache,
         parallel_min_macs=macs_per_cycle(isa_level) * _SPLIT_MIN_CYCLES,
+        winograd_phases_min_macs=_PHASE_SPLITS * macs_per_cycle(isa_level) * _SPLIT_MIN_CYCLES,
     )

@@ -32,7 +32,10 @@ How Conv runs (one image at a time, one GEMM per group):
   node whose attrs carry ``"_winograd": False`` (set by the caller before ``prepare``)
   never uses Winograd, ``"always"`` whenever it is eligible.  Large images (56x56 layers) run in bands of tile
   rows, each band transformed, multiplied and transformed back on one thread while its
-  data is still in cache (see ``_WINO_V_BAND``); banding never changes a value.
+  data is still in cache (see ``_WINO_V_BAND``); banding never changes a value.  With
+  several threads, an image too small for two bands (14x14, 7x7) is shared by output
+  channels instead: each thread transforms the whole input and computes its share of
+  the channels, in one native split.
 * Depthwise convolution (one input channel per group) runs a direct compiled loop.
 * Elsewhere (no such CPU, huge tensors, tiny GEMMs): im2col into a per-thread
   scratch buffer and ``np.matmul`` into the output; a 1x1 stride-1 unpadded Conv is one
@@ -330,7 +333,7 @@ class _Geometry:
 
     __slots__ = ("in_sp", "out_sp", "ksz", "pb", "pe", "N", "K", "Cg", "Mg", "path", "direct", "split",
                  "psize", "off", "idx", "transposed", "kcb", "ncb", "dw_pads", "tiles", "wtile", "grid", "chan_in",
-                 "dw_args", "wbands", "wbands_mt")
+                 "dw_args", "wbands", "wbands_mt", "wband_whole")
 
 
 def _pad3(v: Sequence[int], fill: int) -> List[int]:
@@ -383,7 +386,7 @@ def _geometry(plan: _ConvPlan, x_shape, w_shape) -> _Geometry:
     g.transposed = False
     g.dw_pads = None
     g.dw_args = None
-    g.wbands = g.wbands_mt = None
+    g.wbands = g.wbands_mt = g.wband_whole = None
     empty = g.N == 0 or g.Mg == 0 or x_shape[0] == 0
     if empty:
         g.path = "empty"
@@ -407,6 +410,8 @@ def _geometry(plan: _ConvPlan, x_shape, w_shape) -> _Geometry:
         g.K, g.N = kfull, n_full
         g.wbands = _winograd_bands(t, th, tw, C, g.Mg, _WINO_BAND_MIN_TILES, _WINO_V_CACHE)
         g.wbands_mt = _winograd_bands(t, th, tw, C, g.Mg, _WINO_MT_BAND_MIN_TILES, 0)
+        if (t + 2) * (t + 2) * C * (th + 1) * (tw + 1) * 4 <= _WINO_V_CACHE:
+            g.wband_whole = [_winograd_band(0, th, C, tw, {})]
     else:
         g.path = "blas"
         if _ISA and g.K > 0 and all(v > 0 for v in in_sp):
@@ -467,6 +472,9 @@ _WINO_BAND_MIN_TILES = 64
 #: least this many tiles: one fork-join per layer (a band is a whole unit of work for a
 #: thread) instead of one per phase; measured faster on two threads for 14x14 to 56x56.
 _WINO_MT_BAND_MIN_TILES = 16
+#: An unbanded Winograd Conv (one band would be too few tiles, or its transformed weights
+#: too big) splits each phase across the threads only from this much work (see ..blocking)
+_WINO_PHASES_MIN_MACS = BLOCKING.winograd_phases_min_macs
 
 
 def _winograd_bands(t: int, th: int, tw: int, C: int, M: int, min_tiles: int, v_cache: int):
@@ -483,20 +491,24 @@ def _winograd_bands(t: int, th: int, tw: int, C: int, M: int, min_tiles: int, v_
         return None
     if nbands % 2 and nbands < th:
         nbands += 1  # an even count of near-equal bands: two threads share them evenly
-    bands, tables = [], {}
-    for k in range(nbands):
-        r0, r1 = th * k // nbands, th * (k + 1) // nbands
-        n = r1 - r0
-        if n not in tables:
-            off = (np.arange(C, dtype=np.int64) * (n + 1) * (tw + 1)).astype(np.int32)
-            ty, tx = np.meshgrid(np.arange(n), np.arange(tw), indexing="ij")
-            idx = (ty * (tw + 1) + tx).reshape(-1).astype(np.int32)
-            tables[n] = (off, idx) + _blocks(C, len(idx), False)
-        bands.append((r0, r1) + tables[n])
+    tables = {}
+    bands = [_winograd_band(th * k // nbands, th * (k + 1) // nbands, C, tw, tables) for k in range(nbands)]
     # biggest first: threads taking bands in turn then end together (14 tile rows in
     # 2,2,2,2,2,2,1,1 finish in 7 band-rows per thread; in 1,2,2,2,1,2,2,2, in 8)
     bands.sort(key=lambda band: band[0] - band[1])
     return bands
+
+
+def _winograd_band(r0: int, r1: int, C: int, tw: int, tables: dict) -> tuple:
+    """Band ``(r0, r1, off, idx, kcb, ncb)`` of tile rows [r0, r1) (``tables``: the gather
+    tables made so far, by band height, shared by bands of one height)."""
+    n = r1 - r0
+    if n not in tables:
+        off = (np.arange(C, dtype=np.int64) * (n + 1) * (tw + 1)).astype(np.int32)
+        ty, tx = np.meshgrid(np.arange(n), np.arange(tw), indexing="ij")
+        idx = (ty * (tw + 1) + tx).reshape(-1).astype(np.int32)
+        tables[n] = (off, idx) + _blocks(C, len(idx), False)
+    return (r0, r1) + tables[n]
 
 
 def _run_winograd(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bias, y: np.ndarray,
@@ -506,7 +518,8 @@ def _run_winograd(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, b
     t = g.wtile
     ncomp = (t + 2) * (t + 2)
     u = plan.winograd_for(w, t)
-    bands = g.wbands_mt if current_threads() > 1 else g.wbands
+    threads = current_threads()
+    bands = g.wbands_mt if threads > 1 else g.wbands
     if bands is not None:
         _run_winograd_bands(g, bands, plan, x, u, bias, y, res)
         return
@@ -514,6 +527,11 @@ def _run_winograd(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, b
     M = w.shape[0]
     th, tw = g.tiles
     T = th * tw
+    if threads > 1 and g.wband_whole is not None and M * C * T * ncomp >= _PARALLEL_MIN_MACS:
+        # too few tiles for bands, and the whole transformed input is cache-sized: every
+        # thread transforms it and takes a share of the output channels, in one native split
+        _run_winograd_bands(g, g.wband_whole, plan, x, u, bias, y, res, mparts=threads)
+        return
     nv, vstride, nsplit, nbuf = _ck.winograd_scratch(C, th, tw, t)
     v = _scratch("wino_v", nv)
     mt = _scratch("wino_m", ncomp * M * T)
@@ -533,7 +551,7 @@ def _run_winograd(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, b
         own = _scratch("wino_buf", nbuf)
         _ck.winograd_output(mt, M, th, tw, bias, yi, own, m0, m1, act=plan.act, tile=t, residual=ri)
 
-    split_work = parallel_for if M * C * T * ncomp >= _PARALLEL_MIN_MACS else _serial
+    split_work = parallel_for if M * C * T * ncomp >= _WINO_PHASES_MIN_MACS else _serial
     for i in range(n_img):
         xi, yi = x[i], y[i]
         ri = None if res is None else res[i]
@@ -543,11 +561,12 @@ def _run_winograd(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, b
 
 
 def _run_winograd_bands(g: _Geometry, bands, plan: _ConvPlan, x: np.ndarray, u: np.ndarray, bias, y: np.ndarray,
-                        res: Optional[np.ndarray]) -> None:
+                        res: Optional[np.ndarray], mparts: int = 1) -> None:
     """Banded Winograd (see _WINO_V_BAND): every band of tile rows goes through the input
     transform, the GEMMs and the output transform on one thread with that thread's
     scratch; the bands are shared out across the run's native threads
-    (``winograd_bands``, no GIL hand-off)."""
+    (``winograd_bands``, no GIL hand-off).  ``mparts`` > 1 cuts each band's output
+    channels into that many work items (each transforms the band's input itself)."""
     t = g.wtile
     C, M = x.shape[1], y.shape[1]
     th, tw = g.tiles
@@ -557,7 +576,8 @@ def _run_winograd_bands(g: _Geometry, bands, plan: _ConvPlan, x: np.ndarray, u: 
     pool = current_handle() if big else None
     threads = current_threads() if pool is not None else 1
     scratch = _scratch("wino_bands", threads * _ck.winograd_bands_scratch(C, M, rows, tw, nblock, tile=t) + 16)
-    _ck.winograd_bands(pool, x, u, bias, y, res, bands, g.pb[0], g.pb[1], tw, scratch, act=plan.act, tile=t)
+    _ck.winograd_bands(pool, x, u, bias, y, res, bands, g.pb[0], g.pb[1], tw, scratch, act=plan.act, tile=t,
+                       mparts=mparts)
 
 
 def _serial(n: int, body, min_chunk: int = 1) -> None:
