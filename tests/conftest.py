@@ -75,6 +75,27 @@ def _conv_relu_model(platform: str = "rk3588", batch: int = 1, channels: int = 8
     return write_portable(meta, graph)
 
 
+def _json_probe(code: str, *args, env=None, timeout: float = 120) -> dict:
+    """Run ``code`` in a fresh interpreter with ``args`` as ``sys.argv[1:]`` and ``env`` (default
+    this process's environment); the JSON it prints.  Fails the test, with its stderr, when
+    the interpreter fails."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env, capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="session")
+def json_probe():
+    """``json_probe(code, *args, env=None, timeout=120)`` -> the JSON ``code`` prints in a fresh
+    interpreter: for what a process reads once (environment variables, CPU paths)."""
+    return _json_probe
+
+
 @pytest.fixture
 def set_kernel_isa(monkeypatch, request):
     """``set_kernel_isa(level)`` -> the level now in use: the conv micro-kernels (compiled and

@@ -3,10 +3,7 @@ the rules, and that a process takes them from RKNNLITE_CPU_CACHES without any ou
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -97,26 +94,23 @@ def conv_stack_path(portable_model, tmp_path_factory):
     return path
 
 
-def _probe(path, caches=None, threads=1):
+def _probe(json_probe, path, caches=None, threads=1):
     env = dict(os.environ, RKNNLITE_NUM_THREADS=str(threads))
     env.pop("RKNNLITE_CPU_CACHES", None)
     if caches is not None:
         env["RKNNLITE_CPU_CACHES"] = caches
-    out = subprocess.run([sys.executable, "-c", PROBE, str(path)], env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return json_probe(PROBE, path, env=env)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_blocking_from_other_caches_changes_no_output_bit(conv_stack_path, threads):
-    native = _probe(conv_stack_path, threads=threads)
+def test_blocking_from_other_caches_changes_no_output_bit(conv_stack_path, threads, json_probe):
+    native = _probe(json_probe, conv_stack_path, threads=threads)
     # K blocks of 128 and weight-panel-major sweeps (A blocks past 32 KiB)
-    tiny = _probe(conv_stack_path, "l1d=8K,l2=64K,l3=256K", threads=threads)
+    tiny = _probe(json_probe, conv_stack_path, "l1d=8K,l2=64K,l3=256K", threads=threads)
     # the Winograd layer in bands (its transformed input passes 128 KiB, its weights fit 1 MiB)
-    banded = _probe(conv_stack_path, "l2=256K,l3=64M", threads=threads)
+    banded = _probe(json_probe, conv_stack_path, "l2=256K,l3=64M", threads=threads)
     # K blocks of 2048 (every K in one block), one pass everywhere
-    huge = _probe(conv_stack_path, "l1d=128K,l2=8M,l3=512M", threads=threads)
+    huge = _probe(json_probe, conv_stack_path, "l1d=128K,l2=8M,l3=512M", threads=threads)
     assert (tiny["kc"], tiny["block"], tiny["panel_major"]) == (128, 16 * K, True)
     assert (banded["bands"], huge["bands"]) == (2, 0)
     assert (huge["kc"], huge["block"], huge["panel_major"]) == (2048, 3 * 8 * M // 8 // 4, False)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -223,12 +221,8 @@ else:
 """
 
 
-def _run(model_path, env, how="measure"):
-    full = dict(os.environ, **env)
-    out = subprocess.run([sys.executable, "-c", PROBE, str(model_path), how], env=full, capture_output=True,
-                         text=True, timeout=180)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+def _run(json_probe, model_path, env, how="measure"):
+    return json_probe(PROBE, model_path, how, env=dict(os.environ, **env), timeout=180)
 
 
 @pytest.fixture(scope="module")
@@ -239,19 +233,19 @@ def model_path(conv_relu_model, tmp_path_factory):
 
 
 @needs_winograd
-def test_a_process_measures_once_per_machine_and_later_ones_read_it(model_path, tmp_path):
+def test_a_process_measures_once_per_machine_and_later_ones_read_it(model_path, tmp_path, json_probe):
     env = {"RKNNLITE_CALIBRATION": "auto", "RKNNLITE_CACHE_DIR": str(tmp_path)}
-    first = _run(model_path, env)
+    first = _run(json_probe, model_path, env)
     (stored,) = tmp_path.glob("conv-winograd-*.json")
     content = json.loads(stored.read_text())
     assert content["key"]["choice"] == "conv-winograd/1" and content["key"]["isa"] == conv_mod._ISA
     assert [(p["C"], p["M"], p["size"]) for p in content["value"]["probes"]] == list(PROBES)
     assert all(p["winograd_s"] > 0 and p["direct_s"] > 0 for p in content["value"]["probes"])
-    second = _run(model_path, env, "stored-only")
+    second = _run(json_probe, model_path, env, "stored-only")
     assert first["costs"] == second["costs"] and stored.read_text() == json.dumps(content, indent=1, sort_keys=True)
 
 
-def test_a_bad_mode_fails_the_first_context_by_name(model_path, tmp_path):
-    result = _run(model_path, {"RKNNLITE_CALIBRATION": "maybe", "RKNNLITE_CACHE_DIR": str(tmp_path)})
+def test_a_bad_mode_fails_the_first_context_by_name(model_path, tmp_path, json_probe):
+    result = _run(json_probe, model_path, {"RKNNLITE_CALIBRATION": "maybe", "RKNNLITE_CACHE_DIR": str(tmp_path)})
     assert "RKNNLITE_CALIBRATION='maybe'" in result["error"]
     assert not list(tmp_path.iterdir())

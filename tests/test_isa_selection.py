@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -53,12 +50,8 @@ def test_unknown_or_unavailable_paths_are_refused(value, cpu, words):
         assert word in str(info.value)
 
 
-def _probe(model_path, value):
-    env = dict(os.environ, RKNNLITE_ISA=value)
-    out = subprocess.run([sys.executable, "-c", PROBE, str(model_path)], env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+def _probe(json_probe, model_path, value):
+    return json_probe(PROBE, model_path, env=dict(os.environ, RKNNLITE_ISA=value))
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +61,8 @@ def model_path(conv_relu_model, tmp_path_factory):
     return path
 
 
-def test_each_path_this_cpu_executes_runs_a_model_to_the_same_result(model_path):
-    results = {name: _probe(model_path, name) for name, level in (("generic", 0), ("avx2", 1), ("avx512", 2))
+def test_each_path_this_cpu_executes_runs_a_model_to_the_same_result(model_path, json_probe):
+    results = {name: _probe(json_probe, model_path, name) for name, level in (("generic", 0), ("avx2", 1), ("avx512", 2))
                if level <= CPU}
     for name, result in results.items():
         assert result["level"] == {"generic": 0, "avx2": 1, "avx512": 2}[name]
@@ -78,6 +71,6 @@ def test_each_path_this_cpu_executes_runs_a_model_to_the_same_result(model_path)
         np.testing.assert_allclose(np.array(result["y"], np.float32), reference, rtol=1e-5, atol=1e-5)
 
 
-def test_a_bad_value_fails_the_context_by_name(model_path):
-    result = _probe(model_path, "neon")
+def test_a_bad_value_fails_the_context_by_name(model_path, json_probe):
+    result = _probe(json_probe, model_path, "neon")
     assert "RKNNLITE_ISA='neon'" in result["error"]
