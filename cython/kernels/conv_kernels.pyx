@@ -37,8 +37,8 @@ cnp.import_array()
 
 from rk_conv cimport (RK_WIN_CHUNK, rk_act, rk_bblock_stride, rk_bias_act, rk_depthwise, rk_gather_gemm,
                      rk_gather_gemm_batch, rk_im2col, rk_isa_level, rk_mr, rk_nr, rk_pack_gather_b,
-                     rk_phase_split, rk_set_a_block_bytes, rk_transpose, rk_wino2_in, rk_wino2_out, rk_wino_in, rk_wino_out,
-                     rk_wino_split)
+                     rk_phase_split, rk_set_a_block_bytes, rk_transpose, rk_wino2_in, rk_wino2_out, rk_wino_in,
+                     rk_wino_out, rk_wino_split)
 
 cdef int _ISA = rk_isa_level()
 
@@ -894,8 +894,9 @@ def winograd_bands(pool, const float[:, :, :, ::1] x, const float[:, :, :, ::1] 
     panels (output channels), on one thread, in that thread's share of ``scratch`` (at
     least ``threads * winograd_bands_scratch(...) + 16`` floats), with the same values as
     those calls.  ``mparts`` > 1 shares one band among threads (each transforms the band's
-    input itself): for images too small to cut into bands.  ``bands``: ``[(tile_row_begin, tile_row_end, off, idx, kcb, ncb),
-    ...]`` (``off``/``idx``: int32 gather tables of that band height); ``u``:
+    input itself): for images too small to cut into bands.  ``bands``:
+    ``[(tile_row_begin, tile_row_end, off, idx, kcb, ncb), ...]`` (``off``/``idx``: int32
+    gather tables of that band height); ``u``:
     ``pack_weights`` of the (tile+2)^2 transformed weight matrices (M x C); ``pt``/``pl``:
     top/left padding; ``TW``: tiles per row; ``bias``, ``act``, ``residual`` (None or
     ``y``'s shape, C-contiguous) as in :func:`winograd_output`."""

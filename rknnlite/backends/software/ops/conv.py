@@ -30,7 +30,8 @@ How Conv runs (one image at a time, one GEMM per group):
   ~1e-6).  Where few channels make the transforms cost more than they save, the direct
   GEMM runs instead: the crossover is measured once per CPU model (``conv_costs``).  A
   node whose attrs carry ``"_winograd": False`` (set by the caller before ``prepare``)
-  never uses Winograd, ``"always"`` whenever it is eligible.  Large images (56x56 layers) run in bands of tile
+  never uses Winograd, ``"always"`` whenever it is eligible.  Large images (56x56
+  layers) run in bands of tile
   rows, each band transformed, multiplied and transformed back on one thread while its
   data is still in cache (see ``_WINO_V_BAND``); banding never changes a value.  With
   several threads, an image too small for two bands (14x14, 7x7) is shared by output
