@@ -92,6 +92,7 @@ def _software_backend() -> Dict[str, Any]:
             missing.append(name)
     result: Dict[str, Any] = {"available": True, "runs": "portable rknnlite models (rknnlite.toolkit output)"}
     result["cpu"] = _host_cpu()
+    result["calibration"] = _calibration()
     if missing:
         result["note"] = f"compiled kernels missing ({', '.join(missing)}): slower pure-numpy paths are used"
     return result
@@ -107,6 +108,28 @@ def _host_cpu() -> str:
         return f"{cpu_model()}; caches {detect_caches().describe()}"
     except InvalidParamError as e:
         return f"{cpu_model()}; caches unreadable: {e}"
+
+
+def _calibration() -> str:
+    """Whether the Winograd/direct crossover is measured for this CPU and where it is kept
+    (never measures), or why it cannot be known."""
+    from .errors import RKNNError
+
+    try:
+        from .backends.software import calibration
+        from .backends.software.ops import conv, conv_costs
+
+        how = calibration.mode()
+        path = calibration.stored_path(conv_costs.CHOICE, conv_costs.calibration_key(conv._ISA))
+    except RKNNError as e:
+        return f"unavailable: {e}"
+    if how == "off":
+        return "off (RKNNLITE_CALIBRATION): built-in kernel choices"
+    if conv._ISA == 0:
+        return f"{how}: nothing to measure on the generic path"
+    if how == "auto" and path.is_file():
+        return f"auto: Winograd/direct crossover measured, kept in {path}"
+    return f"{how}: Winograd/direct crossover measured on first use, kept in {path}"
 
 
 def _npu_backend(lib: Dict[str, Any], nodes: List[str]) -> Dict[str, Any]:
@@ -188,6 +211,8 @@ def format_report(report: Dict[str, Any]) -> str:
             lines.append(f"            - {reason}")
         if b.get("cpu"):
             lines.append(f"            CPU: {b['cpu']}")
+        if b.get("calibration"):
+            lines.append(f"            calibration: {b['calibration']}")
         if b.get("note"):
             lines.append(f"            note: {b['note']}")
     if "model" in report:

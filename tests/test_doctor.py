@@ -165,3 +165,25 @@ def test_software_backend_names_the_cpu_and_the_caches_it_blocks_for(tmp_path, i
     assert f"CPU: {cpu}" in doctor.format_report(report)
     monkeypatch.setenv("RKNNLITE_CPU_CACHES", "l2=lots")  # reported, not raised
     assert "caches unreadable" in doctor.collect(root=str(tmp_path))["backends"]["software"]["cpu"]
+
+
+def test_software_backend_says_whether_the_kernel_choices_are_measured(tmp_path, isolated, monkeypatch):
+    from rknnlite.backends.software import calibration
+    from rknnlite.backends.software.ops import conv, conv_costs
+
+    if conv._ISA == 0:
+        pytest.skip("the generic path measures nothing")
+    monkeypatch.setenv("RKNNLITE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("RKNNLITE_CALIBRATION", "auto")
+    path = calibration.stored_path(conv_costs.CHOICE, conv_costs.calibration_key(conv._ISA))
+    before = doctor.collect(root=str(tmp_path))["backends"]["software"]["calibration"]
+    assert before == f"auto: Winograd/direct crossover measured on first use, kept in {path}"
+    assert not path.exists()  # the doctor never measures
+    calibration.calibrated(conv_costs.CHOICE, conv_costs.calibration_key(conv._ISA), lambda: {"probes": []})
+    after = doctor.collect(root=str(tmp_path))["backends"]["software"]["calibration"]
+    assert after == f"auto: Winograd/direct crossover measured, kept in {path}"
+    assert f"calibration: {after}" in doctor.format_report(doctor.collect(root=str(tmp_path)))
+    monkeypatch.setenv("RKNNLITE_CALIBRATION", "off")
+    assert doctor.collect(root=str(tmp_path))["backends"]["software"]["calibration"].startswith("off")
+    monkeypatch.setenv("RKNNLITE_CALIBRATION", "often")  # reported, not raised
+    assert "RKNNLITE_CALIBRATION='often'" in doctor.collect(root=str(tmp_path))["backends"]["software"]["calibration"]

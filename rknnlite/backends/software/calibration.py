@@ -36,7 +36,7 @@ from ..._version import __version__
 from ...errors import InvalidParamError
 from ...log import logger
 
-__all__ = ["MODES", "cache_dir", "calibrated", "mode"]
+__all__ = ["MODES", "cache_dir", "calibrated", "mode", "stored_path"]
 
 #: RKNNLITE_CALIBRATION values
 MODES = ("auto", "off", "refresh")
@@ -62,9 +62,11 @@ def cache_dir(environ: Optional[Mapping[str, str]] = None) -> Path:
     return Path(base) / "rknnlite"
 
 
-def _file_for(name: str, key: Mapping) -> Path:
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return Path(f"{name}-{digest}.json")
+def stored_path(name: str, key: Mapping, environ: Optional[Mapping[str, str]] = None) -> Path:
+    """The file that holds (or would hold) measurement ``name`` for ``key`` (this release)."""
+    full_key = dict(key, rknnlite=__version__)
+    digest = hashlib.sha256(json.dumps(full_key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir(environ) / f"{name}-{digest}.json"
 
 
 def _read(path: Path, name: str, key: Mapping) -> Optional[dict]:
@@ -110,7 +112,7 @@ def calibrated(name: str, key: Mapping, measure: Callable[[], dict],
     if how == "off":
         return None
     full_key = dict(key, rknnlite=__version__)
-    path = cache_dir(environ) / _file_for(name, full_key)
+    path = stored_path(name, key, environ)
     if how == "auto":
         value = _read(path, name, full_key)
         if value is not None:

@@ -35,13 +35,15 @@ from ..calibration import calibrated
 from ..host_cpu import cpu_model, detect_caches
 from ..parallel import using
 
-__all__ = ["PROBES", "WinogradCosts", "current_costs", "fit", "measure_probes"]
+__all__ = ["CHOICE", "PROBES", "WinogradCosts", "calibration_key", "current_costs", "fit", "measure_probes"]
 
 #: probe layers (input channels, output channels, square output size): few and many
 #: channels on both sides, big and small images
 PROBES = ((16, 64, 28), (32, 64, 28), (64, 64, 28), (16, 128, 14), (64, 128, 14), (128, 32, 28))
 _REPEATS = 5
 _SCHEMA = "conv-winograd/1"
+#: the measurement's name in the calibration store
+CHOICE = "conv-winograd"
 
 
 @dataclass(frozen=True)
@@ -148,20 +150,25 @@ _lock = threading.Lock()
 _costs = _UNSET
 
 
+def calibration_key(isa_level: int) -> dict:
+    """What the stored measurement is valid for: this CPU model, its caches, the SIMD level."""
+    return {"choice": _SCHEMA, "cpu": cpu_model(), "caches": detect_caches().describe(), "isa": isa_level}
+
+
 def _load(isa_level: int) -> Optional[WinogradCosts]:
-    key = {"choice": _SCHEMA, "cpu": cpu_model(), "caches": detect_caches().describe(), "isa": isa_level}
+    key = calibration_key(isa_level)
 
     def measure() -> dict:
         probes = measure_probes()
         costs = fit(probes)
         return {"probes": probes, **(asdict(costs) if costs is not None else {})}
 
-    value = calibrated("conv-winograd", key, measure)
+    value = calibrated(CHOICE, key, measure)
     if value is None:
         return None
     costs = WinogradCosts.from_value(value)
     if costs is None and "probes" not in value:  # a damaged file: measure again
-        value = calibrated("conv-winograd", key, measure, environ=dict(os.environ, RKNNLITE_CALIBRATION="refresh"))
+        value = calibrated(CHOICE, key, measure, environ=dict(os.environ, RKNNLITE_CALIBRATION="refresh"))
         costs = WinogradCosts.from_value(value)
     return costs
 
