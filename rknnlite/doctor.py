@@ -91,8 +91,15 @@ def _software_backend() -> Dict[str, Any]:
         except ImportError:
             missing.append(name)
     result: Dict[str, Any] = {"available": True, "runs": "portable rknnlite models (rknnlite.toolkit output)"}
+    from .errors import RKNNError
+
+    try:  # loading the backend applies its variables (RKNNLITE_ISA, ...): a bad one stops every Context
+        __import__("rknnlite.backends.software")
+    except RKNNError as e:
+        result["available"], result["why_not"] = False, [str(e)]
     result["cpu"] = _host_cpu()
-    result["calibration"] = _calibration()
+    if result["available"]:
+        result["calibration"] = _calibration()
     if missing:
         result["note"] = f"compiled kernels missing ({', '.join(missing)}): slower pure-numpy paths are used"
     return result
@@ -101,12 +108,15 @@ def _software_backend() -> Dict[str, Any]:
 def _host_cpu() -> str:
     """The CPU and the caches the software backend's kernels block for (RKNNLITE_CPU_CACHES
     applied), or why they cannot be read."""
-    from .backends.software.host_cpu import cpu_model, detect_caches
-    from .errors import InvalidParamError
+    from .errors import RKNNError
 
+    try:  # importing the backend applies its variables (RKNNLITE_ISA): a bad one is reported
+        from .backends.software.host_cpu import cpu_model, detect_caches
+    except RKNNError as e:
+        return f"unknown: {e}"
     try:
         return f"{cpu_model()}; caches {detect_caches().describe()}"
-    except InvalidParamError as e:
+    except RKNNError as e:
         return f"{cpu_model()}; caches unreadable: {e}"
 
 
@@ -116,16 +126,18 @@ def _calibration() -> str:
     from .errors import RKNNError
 
     try:
+        from ._native import conv_kernels
         from .backends.software import calibration
-        from .backends.software.ops import conv, conv_costs
+        from .backends.software.ops import conv_costs  # the ops load the conv kernels: RKNNLITE_ISA applied
 
         how = calibration.mode()
-        path = calibration.stored_path(conv_costs.CHOICE, conv_costs.calibration_key(conv._ISA))
+        level = conv_kernels.gemm_isa()
+        path = calibration.stored_path(conv_costs.CHOICE, conv_costs.calibration_key(level))
     except RKNNError as e:
         return f"unavailable: {e}"
     if how == "off":
         return "off (RKNNLITE_CALIBRATION): built-in kernel choices"
-    if conv._ISA == 0:
+    if level == 0:
         return f"{how}: nothing to measure on the generic path"
     if how == "auto" and path.is_file():
         return f"auto: Winograd/direct crossover measured, kept in {path}"

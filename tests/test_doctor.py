@@ -187,3 +187,13 @@ def test_software_backend_says_whether_the_kernel_choices_are_measured(tmp_path,
     assert doctor.collect(root=str(tmp_path))["backends"]["software"]["calibration"].startswith("off")
     monkeypatch.setenv("RKNNLITE_CALIBRATION", "often")  # reported, not raised
     assert "RKNNLITE_CALIBRATION='often'" in doctor.collect(root=str(tmp_path))["backends"]["software"]["calibration"]
+
+
+def test_a_bad_kernel_path_makes_the_software_backend_unavailable_by_name(json_probe):
+    code = ("import json\nfrom rknnlite import doctor\n"
+            "r = doctor.collect(root='/nonexistent')\n"
+            "print(json.dumps([r['backends']['software'], doctor.format_report(r)]))")
+    software, text = json_probe(code, env=dict(os.environ, RKNNLITE_ISA="neon"))
+    assert software["available"] is False and "RKNNLITE_ISA='neon'" in software["why_not"][0]
+    assert "calibration" not in software  # nothing to say of kernels that do not load
+    assert "software  NOT available" in text and "RKNNLITE_ISA='neon'" in text
