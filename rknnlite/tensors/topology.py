@@ -19,7 +19,7 @@ The software backend emulates cores with worker threads: see
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from ..constants import CoreMask
 from ..errors import InvalidParamError
@@ -34,6 +34,7 @@ __all__ = [
     "mask_cores",
     "lite2_remap",
     "check_batch_core_num",
+    "usable_cpu_ids",
     "usable_cpus",
 ]
 
@@ -129,10 +130,17 @@ def check_batch_core_num(platform: str, n: Any) -> int:
     return n
 
 
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity set where the OS reports one): the host
-    side of the topology, what emulated cores and worker pools are bounded by."""
+def usable_cpu_ids() -> List[int]:
+    """The CPU numbers this process may run on, ascending: its affinity set where the OS
+    reports one, else ``0 .. cpu_count - 1``."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        ids = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        ids = []
+    return ids or list(range(os.cpu_count() or 1))
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (:func:`usable_cpu_ids`): the host side of the
+    topology, what emulated cores and worker pools are bounded by."""
+    return len(usable_cpu_ids())

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from ...errors import InvalidParamError
+from ...tensors.topology import usable_cpu_ids
 
 __all__ = ["CpuCaches", "DEFAULT_CACHES", "cpu_model", "detect_caches", "parse_size"]
 
@@ -76,15 +77,6 @@ def _cpu_list(text: str) -> set:
         lo, _, hi = part.partition("-")
         cpus.update(range(int(lo), int(hi or lo) + 1))
     return cpus
-
-
-def _usable(cpus: Optional[Iterable[int]]) -> list:
-    if cpus is not None:
-        return sorted(cpus)
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))
 
 
 def _from_sysfs(root: Path, cpus: list) -> dict:
@@ -162,7 +154,8 @@ def detect_caches(environ: Optional[Mapping[str, str]] = None, *, sysfs: str = _
         InvalidParamError: ``RKNNLITE_CPU_CACHES`` is set and malformed.
     """
     env = os.environ if environ is None else environ
-    sizes, source = _from_sysfs(Path(sysfs), _usable(cpus)), "sysfs"
+    usable = usable_cpu_ids() if cpus is None else sorted(cpus)
+    sizes, source = _from_sysfs(Path(sysfs), usable), "sysfs"
     if not sizes and use_sysconf:
         sizes, source = _from_sysconf(), "sysconf"
     if not sizes:
