@@ -96,6 +96,14 @@ def test_a_damaged_or_foreign_file_is_measured_again(env, damage):
     assert json.loads(stored.read_text())["value"]["n"] == 2  # and stored again
 
 
+def test_a_value_its_reader_refuses_is_measured_again(env):
+    measure = Counter()
+    accept = lambda value: value["n"] != 1  # noqa: E731
+    assert calibration.calibrated("thing", KEY, measure, env, accept=accept)["n"] == 1  # measured: not vetted
+    assert calibration.calibrated("thing", KEY, measure, env, accept=accept)["n"] == 2  # n=1 refused
+    assert calibration.calibrated("thing", KEY, measure, env, accept=accept)["n"] == 2 and measure.calls == 2
+
+
 def test_an_unwritable_directory_keeps_the_measurement_to_the_process(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
@@ -149,6 +157,22 @@ def test_few_channels_go_direct_many_go_winograd():
                                     "transform_out": 0}])
 def test_malformed_costs_are_none(value):
     assert WinogradCosts.from_value(value) is None
+
+
+def test_a_stored_file_without_costs_or_probes_is_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("RKNNLITE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("RKNNLITE_CALIBRATION", "auto")
+    monkeypatch.setattr(conv_costs, "measure_probes", lambda: _probes_from(TRUE))
+    key = conv_costs.calibration_key(2)
+    path = calibration.stored_path(conv_costs.CHOICE, key)
+    path.write_text(json.dumps({"key": dict(key, rknnlite=calibration.__version__), "value": {"junk": 1}}))
+    got = conv_costs._load(2)
+    assert got.direct_mac == pytest.approx(TRUE.direct_mac, rel=1e-6)
+    assert len(json.loads(path.read_text())["value"]["probes"]) == len(PROBES)  # stored again
+    # a stored measurement whose fit failed (probes, no costs) is kept: no usable costs, no re-measuring
+    monkeypatch.setattr(conv_costs, "measure_probes", lambda: pytest.fail("measured again"))
+    path.write_text(json.dumps({"key": dict(key, rknnlite=calibration.__version__), "value": {"probes": []}}))
+    assert conv_costs._load(2) is None
 
 
 def test_fit_of_nothing_usable_is_none():

@@ -69,7 +69,7 @@ def stored_path(name: str, key: Mapping, environ: Optional[Mapping[str, str]] = 
     return cache_dir(environ) / f"{name}-{digest}.json"
 
 
-def _read(path: Path, name: str, key: Mapping) -> Optional[dict]:
+def _read(path: Path, name: str, key: Mapping, accept: Optional[Callable[[dict], bool]]) -> Optional[dict]:
     try:
         stored = json.loads(path.read_text())
     except FileNotFoundError:
@@ -79,6 +79,9 @@ def _read(path: Path, name: str, key: Mapping) -> Optional[dict]:
         return None
     if not isinstance(stored, dict) or stored.get("key") != dict(key) or not isinstance(stored.get("value"), dict):
         logger.debug("calibration %s: %s holds another key or no value; measuring again", name, path)
+        return None
+    if accept is not None and not accept(stored["value"]):
+        logger.debug("calibration %s: %s holds a value its reader refuses; measuring again", name, path)
         return None
     return stored["value"]
 
@@ -99,11 +102,13 @@ def _write(path: Path, name: str, key: Mapping, value: dict) -> None:
 
 
 def calibrated(name: str, key: Mapping, measure: Callable[[], dict],
-               environ: Optional[Mapping[str, str]] = None) -> Optional[dict]:
+               environ: Optional[Mapping[str, str]] = None,
+               accept: Optional[Callable[[dict], bool]] = None) -> Optional[dict]:
     """The stored measurement ``name`` for ``key`` (JSON-serialisable mapping), made by
     ``measure()`` (a JSON-serialisable dict) and stored when there is none; None when
     ``RKNNLITE_CALIBRATION=off``.  The rknnlite version joins the key: a new release
-    measures again.
+    measures again.  ``accept(value)`` (optional) vets a stored value: one it refuses is
+    measured again, like a damaged file.
 
     Raises:
         InvalidParamError: ``RKNNLITE_CALIBRATION`` holds an unknown mode.
@@ -114,7 +119,7 @@ def calibrated(name: str, key: Mapping, measure: Callable[[], dict],
     full_key = dict(key, rknnlite=__version__)
     path = stored_path(name, key, environ)
     if how == "auto":
-        value = _read(path, name, full_key)
+        value = _read(path, name, full_key, accept)
         if value is not None:
             return value
     value = measure()

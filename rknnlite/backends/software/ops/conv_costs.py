@@ -21,7 +21,6 @@ computed beyond Winograd's documented rounding (``conv`` module docstring).
 
 from __future__ import annotations
 
-import os
 import statistics
 import threading
 import time
@@ -163,14 +162,9 @@ def _load(isa_level: int) -> Optional[WinogradCosts]:
         costs = fit(probes)
         return {"probes": probes, **(asdict(costs) if costs is not None else {})}
 
-    value = calibrated(CHOICE, key, measure)
-    if value is None:
-        return None
-    costs = WinogradCosts.from_value(value)
-    if costs is None and "probes" not in value:  # a damaged file: measure again
-        value = calibrated(CHOICE, key, measure, environ=dict(os.environ, RKNNLITE_CALIBRATION="refresh"))
-        costs = WinogradCosts.from_value(value)
-    return costs
+    # a stored value holds usable costs, or the probes a failed fit came from; else it is damaged
+    value = calibrated(CHOICE, key, measure, accept=lambda v: "probes" in v or WinogradCosts.from_value(v) is not None)
+    return None if value is None else WinogradCosts.from_value(value)
 
 
 def current_costs(isa_level: int) -> Optional[WinogradCosts]:
