@@ -91,8 +91,6 @@ def _software_backend() -> Dict[str, Any]:
         except ImportError:
             missing.append(name)
     result: Dict[str, Any] = {"available": True, "runs": "portable rknnlite models (rknnlite.toolkit output)"}
-    from .errors import RKNNError
-
     try:  # loading the backend applies its variables (RKNNLITE_ISA, ...): a bad one stops every Context
         __import__("rknnlite.backends.software")
     except RKNNError as e:
@@ -108,8 +106,6 @@ def _software_backend() -> Dict[str, Any]:
 def _host_cpu() -> str:
     """The CPU and the caches the software backend's kernels block for (RKNNLITE_CPU_CACHES
     applied), or why they cannot be read."""
-    from .errors import RKNNError
-
     try:  # importing the backend applies its variables (RKNNLITE_ISA): a bad one is reported
         from .backends.software.host_cpu import cpu_model, detect_caches
     except RKNNError as e:
@@ -123,8 +119,6 @@ def _host_cpu() -> str:
 def _calibration() -> str:
     """Whether the Winograd/direct crossover is measured for this CPU and where it is kept
     (never measures), or why it cannot be known."""
-    from .errors import RKNNError
-
     try:
         from ._native import conv_kernels
         from .backends.software import calibration
