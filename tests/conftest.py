@@ -15,6 +15,13 @@ REPO = Path(__file__).resolve().parent.parent
 # paths (tests/test_calibration.py turns it on where it is the subject).  Set here, before
 # any test imports the backend, so subprocesses inherit it too.
 os.environ["RKNNLITE_CALIBRATION"] = "off"
+# The same for the caches the conv kernels block for (backends/software/host_cpu.py): the
+# thresholds that choose a layer's banding and thread split are fractions of them, and the
+# tests' layer sizes sit on either side of those the CPU the kernels were tuned on gives (an
+# EPYC with 32K L1d, 1M L2, 32M L3).  Pinned, every machine (or a chroot without /sys) plans the
+# same; tests/test_host_cpu.py and tests/test_blocking.py give the detection their own
+# environment where it is the subject.
+os.environ["RKNNLITE_CPU_CACHES"] = "l1d=32K,l2=1M,l3=32M"
 
 
 #: Real Rockchip files, their ONNX sources, datasets and outputs (see its README.md).
@@ -99,8 +106,8 @@ def json_probe():
 @pytest.fixture
 def set_kernel_isa(monkeypatch, request):
     """``set_kernel_isa(level)`` -> the level now in use: the conv micro-kernels (compiled and
-    the Python side's ``_ISA``) take path ``level`` (2 AVX-512, 1 AVX2, 0 generic; never
-    above the CPU's) until the test ends, as ``RKNNLITE_ISA`` would for a process.  Weights
+    the Python side's ``_ISA``) take path ``level`` (2 AVX-512, 1 AVX2 or NEON, 0 generic;
+    never above the CPU's) until the test ends, as ``RKNNLITE_ISA`` would for a process.  Weights
     must be prepared after the call (packing follows the path)."""
     from rknnlite._native import conv_kernels as ck
     from rknnlite.backends.software.ops import conv as conv_mod
@@ -116,10 +123,17 @@ def set_kernel_isa(monkeypatch, request):
     return set_level
 
 
-@pytest.fixture(params=["avx512", "avx2"])
+def _micro_kernel_paths():
+    from rknnlite.backends.software.isa import ISA_LEVELS
+
+    return [name for name, level in ISA_LEVELS.items() if level > 0]
+
+
+@pytest.fixture(params=_micro_kernel_paths())
 def micro_kernel_isa(request, set_kernel_isa):
-    """Each micro-kernel path (``RKNNLITE_ISA`` name), set for the test; a path this CPU cannot
-    execute skips, saying so."""
+    """Each micro-kernel path of this machine's architecture (``RKNNLITE_ISA`` name: avx512 and
+    avx2 on x86-64, neon on aarch64), set for the test; a path this CPU cannot execute skips,
+    saying so."""
     from rknnlite.backends.software.isa import ISA_LEVELS
 
     level = ISA_LEVELS[request.param]

@@ -16,7 +16,7 @@ K, M = 1 << 10, 1 << 20
 
 def test_the_tuning_cpu_gets_the_sizes_measured_best_there():
     # AMD EPYC (Zen 4): 32 KiB L1d, 1 MiB L2, 32 MiB L3, AVX-512
-    assert derive_blocking(CpuCaches(32 * K, M, 32 * M, "sysfs"), 2) == Blocking(
+    assert derive_blocking(CpuCaches(32 * K, M, 32 * M, "sysfs"), 2, "x86_64") == Blocking(
         b_block_floats=96 * K, max_kc=512, a_block_bytes=512 * K, wino_v_cache=512 * K, wino_v_band=256 * K,
         wino_u_cache=4 * M, parallel_min_macs=1 << 22, winograd_phases_min_macs=6 << 22)
 
@@ -47,10 +47,13 @@ def test_tiny_caches_still_give_workable_blocks():
 
 
 def test_split_threshold_follows_the_paths_rate():
-    rates = [macs_per_cycle(level) for level in (0, 1, 2)]
+    rates = [macs_per_cycle(level, "x86_64") for level in (0, 1, 2)]
     assert rates == sorted(rates) and rates[2] == 2 * rates[1]
     caches = CpuCaches(32 * K, M, 0, "sysfs")
-    assert [derive_blocking(caches, level).parallel_min_macs for level in (0, 1, 2)] == [1 << 20, 1 << 21, 1 << 22]
+    assert [derive_blocking(caches, level, "x86_64").parallel_min_macs for level in (0, 1, 2)] == [1 << 20, 1 << 21, 1 << 22]
+    # NEON: two 128-bit FMA pipes (Cortex-A76), the rate of the generic path
+    assert [macs_per_cycle(level, "aarch64") for level in (0, 1)] == [8, 8]
+    assert derive_blocking(caches, 1, "aarch64").parallel_min_macs == 1 << 20
 
 
 SHAPE = (1, 48, 96, 96)

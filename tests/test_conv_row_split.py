@@ -102,7 +102,7 @@ def test_transposed_rows_are_finished_by_their_work_items(monkeypatch):
     """7x7 outputs run as transposed tiles: each row part is transposed back (and gets its
     residual and activation) in the work item that computed it, not in one serial pass."""
     if conv_mod._ISA < 2:
-        pytest.skip("transposed tiles need AVX-512 (the AVX2 path runs 7x7 outputs in normal tiles)")
+        pytest.skip("transposed tiles need AVX-512 (this path runs 7x7 outputs in normal tiles)")
     ranges = []
     real = conv_mod._untranspose
 

@@ -14,7 +14,8 @@ typedef struct { int kind; float lo, hi, alpha; } rk_act;
 /* Positions per chunk of the Winograd input transforms (their buf holds 36 or 16 chunks). */
 #define RK_WIN_CHUNK 256
 
-/* 0: no micro-kernel on this CPU (callers use im2col + BLAS); 1: AVX2+FMA; 2: AVX-512F. */
+/* 0: no micro-kernel on this CPU (callers use im2col + BLAS); 1: AVX2+FMA (x86-64) or NEON
+ * (aarch64, always); 2: AVX-512F. */
 RK_API int rk_isa_level(void);
 /* Rows per weight panel (MR) of the micro-kernel of isa, transposed (t) or not. */
 RK_API int rk_mr(int isa, int t);

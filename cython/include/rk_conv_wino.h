@@ -4,7 +4,9 @@
  *   RK_WI_ATTR    their attributes (the target of the ISA, or nothing);
  *   RK_WI_VEC     0: the loops are plain C over floats, which the compiler vectorises for the
  *                 target; 16: the input transforms run on explicit AVX-512 vectors of 16 floats
- *                 (masked at the end of a chunk), as the compiler leaves their second loop scalar.
+ *                 (masked at the end of a chunk), as the compiler leaves their second loop scalar;
+ *                 4: the same on NEON vectors of 4 floats (a chunk's last partial vector goes
+ *                 through rk_neon_load_part / rk_neon_store_part below).
  * One body per transform: F(4x4, 3x3) input / output (rk_wino_in_*, rk_wino_out_*) and
  * F(2x2, 3x3) input / output (rk_wino2_in_*, rk_wino2_out_*); see rk_conv.c for the layouts.
  * With RK_WI_VEC 0 every formula expands to the same C expression, operation for operation,
@@ -26,6 +28,32 @@
 #define RK_SUB(a, b) _mm512_sub_ps((a), (b))
 #define RK_MUL(a, b) _mm512_mul_ps((a), (b))
 #define RK_K(c) _mm512_set1_ps(c)
+#elif RK_WI_VEC == 4
+#ifndef RK_NEON_PARTS
+#define RK_NEON_PARTS
+/* The first n (< 4) floats at p, the other lanes zero; and the first n lanes of v stored to p. */
+static inline float32x4_t rk_neon_load_part(const float *p, long n) {
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (long i = 0; i < n; i++) t[i] = p[i];
+    return vld1q_f32(t);
+}
+static inline void rk_neon_store_part(float *p, float32x4_t v, long n) {
+    float t[4];
+    vst1q_f32(t, v);
+    for (long i = 0; i < n; i++) p[i] = t[i];
+}
+#endif
+#define RK_V float32x4_t
+#define RK_W 4
+#define RK_MASK(n) long n_ = (n)
+#define RK_LD_IN(p) (n_ >= 4 ? vld1q_f32(p) : rk_neon_load_part((p), n_))
+#define RK_LD_TMP(p) vld1q_f32(p)                     /* buf rows: RK_WIN_CHUNK floats, a multiple of 4 */
+#define RK_ST_TMP(p, v) vst1q_f32((p), (v))
+#define RK_ST_OUT(p, v) (n_ >= 4 ? vst1q_f32((p), (v)) : rk_neon_store_part((p), (v), n_))
+#define RK_ADD(a, b) vaddq_f32((a), (b))
+#define RK_SUB(a, b) vsubq_f32((a), (b))
+#define RK_MUL(a, b) vmulq_f32((a), (b))
+#define RK_K(c) vdupq_n_f32(c)
 #elif RK_WI_VEC == 0
 #define RK_V float
 #define RK_W 1
@@ -39,7 +67,7 @@
 #define RK_MUL(a, b) ((a) * (b))
 #define RK_K(c) (c)
 #else
-#error "RK_WI_VEC must be 0 or 16"
+#error "RK_WI_VEC must be 0, 4 or 16"
 #endif
 
 /* The 1-D transforms on RK_W positions: B^T of F(4x4, 3x3) (6 points) and of F(2x2, 3x3)

@@ -5,7 +5,7 @@
   ``A`` pre-packed by ``pack_weights``: a GEMM whose right-hand matrix is gathered on
   the fly from an image (``off``/``idx`` tables describe a convolution, see
   ``phase_split``), packed block by block into a cache-sized scratch buffer, with
-  AVX-512 / AVX2+FMA micro-kernels chosen at run time.  ``gemm_isa() == 0`` means
+  AVX-512 / AVX2+FMA (x86-64) or NEON (aarch64) micro-kernels chosen at run time.  ``gemm_isa() == 0`` means
   no such kernel on this CPU (callers then use im2col + BLAS).
 * ``phase_split``: zero-padded, stride-phase-split copy of an image, which turns
   every strided/dilated/padded convolution into offset lookups for ``gather_gemm``.
@@ -99,12 +99,13 @@ def activation_numpy(y, act):
 
 
 def gemm_isa():
-    """Micro-kernel level of this CPU: 2 = AVX-512F, 1 = AVX2+FMA, 0 = none (use BLAS)."""
+    """Micro-kernel level of this CPU: 2 = AVX-512F, 1 = AVX2+FMA (x86-64) or NEON (aarch64),
+    0 = none (use BLAS)."""
     return _ISA
 
 
 def limit_isa(int level):
-    """Use micro-kernels up to ``level`` (0 none, 1 AVX2+FMA, 2 AVX-512) -- never above what
+    """Use micro-kernels up to ``level`` (0 none, 1 AVX2+FMA or NEON, 2 AVX-512) -- never above what
     the CPU has; returns the level now in use.  For tests of the narrower code paths:
     weights packed before the change must be repacked (``panel_shape`` changes)."""
     global _ISA

@@ -2,12 +2,21 @@
 #include <stdint.h>
 #include <string.h>
 #include "rk_conv.h"
+#include "rk_conv_tile.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define RK_X86 1
 #include <immintrin.h>
 #else
 #define RK_X86 0
+#endif
+/* aarch64: Advanced SIMD (NEON) is part of the base architecture, so its micro-kernel needs
+   no run-time check. */
+#if defined(__aarch64__) && defined(__ARM_NEON) && (defined(__GNUC__) || defined(__clang__))
+#define RK_NEON 1
+#include <arm_neon.h>
+#else
+#define RK_NEON 0
 #endif
 
 #define RK_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -26,12 +35,14 @@ static inline void rk_valid_range(long n, long s, long t, long out, long *lo, lo
     *lo = a; *hi = b;
 }
 
-/* 0: no micro-kernel (use BLAS); 1: AVX2+FMA; 2: AVX-512F. */
+/* 0: no micro-kernel (use BLAS); 1: AVX2+FMA (x86) or NEON (aarch64); 2: AVX-512F. */
 int rk_isa_level(void) {
 #if RK_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return 2;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
+#elif RK_NEON
+    return 1;
 #endif
     return 0;
 }
@@ -424,6 +435,8 @@ void rk_depthwise(int isa, RK_DW_ARGS) {
     }
     if (isa >= 2) { rk_depthwise_avx512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act, res); return; }
     if (isa == 1) { rk_depthwise_avx2(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act, res); return; }
+#else
+    (void)isa;
 #endif
     rk_depthwise_generic(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act, res);
 }
@@ -457,9 +470,13 @@ void rk_depthwise(int isa, RK_DW_ARGS) {
    V = B^T d B with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]; Y = A^T M A with
    A^T = [1 1 1 0; 0 1 -1 -1].  buf: 16 * RK_WIN_CHUNK floats (input), 12 * T floats (output). */
 
+#if RK_NEON
+#include "rk_conv_neon.h"
+#endif
+
 /* The four transforms per ISA, from one body each (the template rk_conv_wino.h): plain C
-   for generic and AVX2+FMA (the compiler vectorises it), explicit AVX-512 vectors for the
-   input transforms of AVX-512F. */
+   for generic and AVX2+FMA (the compiler vectorises it), explicit AVX-512 or NEON vectors for
+   the input transforms of AVX-512F and of NEON. */
 #define RK_WI_SUFFIX generic
 #define RK_WI_ATTR
 #define RK_WI_VEC 0
@@ -474,12 +491,23 @@ void rk_depthwise(int isa, RK_DW_ARGS) {
 #define RK_WI_VEC 16
 #include "rk_conv_wino.h"
 #endif
+#if RK_NEON
+#define RK_WI_SUFFIX neon
+#define RK_WI_ATTR
+#define RK_WI_VEC 4
+#include "rk_conv_wino.h"
+#endif
 
-/* Calls fn's variant for isa (2: AVX-512F, 1: AVX2+FMA, else generic) with the arguments. */
+/* Calls fn's variant for isa (2: AVX-512F, 1: AVX2+FMA or NEON, else generic) with the arguments. */
 #if RK_X86
 #define RK_WI_DISPATCH(fn, ...) do {                                                          \
     if (isa >= 2) { fn##_avx512(__VA_ARGS__); return; }                                     \
     if (isa == 1) { fn##_avx2(__VA_ARGS__); return; }                                       \
+    fn##_generic(__VA_ARGS__);                                                              \
+} while (0)
+#elif RK_NEON
+#define RK_WI_DISPATCH(fn, ...) do {                                                          \
+    if (isa >= 1) { fn##_neon(__VA_ARGS__); return; }                                       \
     fn##_generic(__VA_ARGS__);                                                              \
 } while (0)
 #else
@@ -550,6 +578,8 @@ void rk_wino_split(int isa, const float *x, long C, long H, long W, long t, long
                           long Hs, long Ws, float *S, long ss) {
 #if RK_X86
     if (isa >= 2) { rk_wino_split_512(x, C, H, W, t, pt, pl, Hs, Ws, S, ss); return; }
+#else
+    (void)isa;
 #endif
     long plane = Hs * Ws;
     for (long c = 0; c < C; c++)
@@ -588,6 +618,8 @@ __attribute__((target("avx2,fma"))) static void rk_bias_act_avx2(RK_BIAS_ACT_ARG
 void rk_bias_act(int isa, RK_BIAS_ACT_ARGS) {
 #if RK_X86
     if (isa >= 1) { rk_bias_act_avx2(y, M, N, ldy, bias, act, res, ldr); return; }
+#else
+    (void)isa;
 #endif
     rk_bias_act_generic(y, M, N, ldy, bias, act, res, ldr);
 }
@@ -596,6 +628,7 @@ void rk_bias_act(int isa, RK_BIAS_ACT_ARGS) {
    Packed A: panels of MR rows, A_p[panel][k][MR] (rows past M are zero).
    Packed B block: panels of NR columns, B_p[panel][k][NR] (columns past N are zero). */
 
+#if RK_X86
 /* Contiguous runs of idx[n0 .. n0+w): run r covers lanes [lane[r], lane[r+1]) and
    starts at source index src[r].  Returns the number of runs. */
 static int rk_runs(const int32_t *idx, long n0, long w, int *lane, int32_t *src) {
@@ -607,7 +640,6 @@ static int rk_runs(const int32_t *idx, long n0, long w, int *lane, int32_t *src)
     return nr;
 }
 
-#if RK_X86
 /* ---- AVX-512.  Normal tiles: MR x NR = 8 x 32 (vectors along n, 16 zmm accumulators).
    Transposed tiles for small N: 32 x 7 (vectors along m, written into Y^T). */
 #define K5_MR 8
@@ -615,21 +647,6 @@ static int rk_runs(const int32_t *idx, long n0, long w, int *lane, int32_t *src)
 #define K5T_MR 32
 #define K5T_NR 7
 
-/* act (non-NULL) on the accumulator tile ACC[R][V] (R x V registers), kind hoisted. */
-#define RK_ACT_TILE(ACC, R, V, act, VEC, SET1, MAX, MIN, LEAKY)                                     \
-    do {                                                                                          \
-        if ((act)->kind == 1) {                                                                   \
-            VEC lo_ = SET1((act)->lo), hi_ = SET1((act)->hi);                                     \
-            _Pragma("GCC unroll 8")                                                               \
-            for (int r_ = 0; r_ < (R); r_++)                                                      \
-                for (int v_ = 0; v_ < (V); v_++) ACC[r_][v_] = MIN(hi_, MAX(lo_, ACC[r_][v_]));   \
-        } else if ((act)->kind == 2) {                                                            \
-            VEC al_ = SET1((act)->alpha);                                                         \
-            _Pragma("GCC unroll 8")                                                               \
-            for (int r_ = 0; r_ < (R); r_++)                                                      \
-                for (int v_ = 0; v_ < (V); v_++) ACC[r_][v_] = LEAKY(ACC[r_][v_], al_);           \
-        }                                                                                         \
-    } while (0)
 #define RK_LEAKY512(v, al) _mm512_mask_mul_ps((v), _mm512_cmp_ps_mask((v), _mm512_setzero_ps(), _CMP_LT_OQ), (v), (al))
 #define RK_LEAKY256(v, al) _mm256_blendv_ps((v), _mm256_mul_ps((v), (al)), _mm256_cmp_ps((v), _mm256_setzero_ps(), _CMP_LT_OQ))
 #define RK_ACT_TILE512(ACC, R, V, act) \
@@ -950,6 +967,7 @@ static void rk_kernel_256(long kc, const float *a, const float *b, float *c, lon
 }
 #endif
 
+
 /* A K block of A (M x kc floats) past this many bytes is swept A panel by A panel
    (rk_gather_gemm); set from the host's L2 by rk_set_a_block_bytes. */
 static long rk_a_block_bytes = 512 * 1024;
@@ -957,8 +975,13 @@ static long rk_a_block_bytes = 512 * 1024;
 void rk_set_a_block_bytes(long bytes) { rk_a_block_bytes = bytes > 0 ? bytes : 1; }
 
 /* Tile geometry per (isa, transposed): rows per weight panel and columns per B panel. */
+#if RK_NEON
+int rk_mr(int isa, int t) { (void)isa; (void)t; return 8; }    /* KN_MR */
+int rk_nr(int isa, int t) { (void)isa; (void)t; return 12; }   /* KN_NR */
+#else
 int rk_mr(int isa, int t) { return isa >= 2 ? (t ? 32 : 8) : 6; }    /* K5T_MR, K5_MR, K2_MR */
 int rk_nr(int isa, int t) { return isa >= 2 ? (t ? 7 : 32) : 16; }    /* K5T_NR, K5_NR, K2_NR */
+#endif
 
 /* Weights are read from memory once per K block, by the first tile of each A panel (the
    other tiles find the panel in cache): left alone, that tile waits on memory for the whole
@@ -987,6 +1010,20 @@ long rk_bblock_stride(long kcb, long nc, int NR) {
     return ((kcb * ((nc + NR - 1) / NR) * NR) + 15) & ~15L;
 }
 
+#if RK_X86 || RK_NEON
+/* B block [k0, k0 + kc) x [n0, n0 + nc) packed in panels of the NR columns of isa's tiles. */
+static void rk_packB(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
+                     long k0, long kc, long n0, long nc, float *Bp, int NR) {
+#if RK_X86
+    if (isa >= 2) rk_packB_512(P, off, idx, k0, kc, n0, nc, Bp, NR, !transposed);
+    else rk_packB_256(P, off, idx, k0, kc, n0, nc, Bp);
+#else
+    (void)isa; (void)transposed; (void)NR;
+    rk_packB_neon(P, off, idx, k0, kc, n0, nc, Bp);
+#endif
+}
+#endif
+
 /* Y[m, n] (row stride ldy) = bias[m] + sum_k A[m, k] * P[off[k] + idx[n]], n in [n_begin, n_end).
    transposed (AVX-512 only): Y is Y^T instead, Y[n, m] with row stride ldy.
    Bp: scratch of at least kcb * ncb floats, 64-byte aligned.  Bpre: NULL, or the B blocks
@@ -998,13 +1035,15 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
                            float *Y, long ldy, float *Bp, long kcb, long ncb,
                            long n_begin, long n_end, long gw, long gow, const rk_act *act,
                            const float *R, const float *Bpre) {
-#if RK_X86
+#if RK_X86 || RK_NEON
     if (act && act->kind == 0) act = NULL;
     if (isa < 2) transposed = 0;
     if (isa < 2 || transposed) gw = 0;
     int MR = rk_mr(isa, transposed), NR = rk_nr(isa, transposed);
     int wide = (n_end - n_begin) >= 1024;
+#if RK_X86
     rk_splan plans[RK_SPLAN_CACHE];
+#endif
     for (long n0 = n_begin; n0 < n_end; n0 += ncb) {
         long nc = RK_MIN(ncb, n_end - n0);
         for (long k0 = 0; k0 < K; k0 += kcb) {
@@ -1012,8 +1051,7 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
             const rk_act *ka = k0 + kc >= K ? act : NULL;   /* finished values: last K block */
             const float *kr = k0 + kc >= K ? R : NULL;
             if (Bpre) Bp = (float *)Bpre + (k0 / kcb) * rk_bblock_stride(kcb, nc, NR);
-            else if (isa >= 2) rk_packB_512(P, off, idx, k0, kc, n0, nc, Bp, NR, !transposed);
-            else rk_packB_256(P, off, idx, k0, kc, n0, nc, Bp);
+            else rk_packB(isa, transposed, P, off, idx, k0, kc, n0, nc, Bp, NR);
             /* Stream the smaller operand: with A's block (M x kc) cache-resident, go panel
                by panel of B reusing it (B panel hot in L1); otherwise keep each A panel hot
                and sweep the B block (transposed tiles always: their A panels are large).
@@ -1023,25 +1061,29 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
                MR rows sequentially. */
             int m_outer = transposed || M * kc * (long)sizeof(float) > rk_a_block_bytes || (wide && M > 2 * MR);
             long np = (nc + NR - 1) / NR, nm = (M + MR - 1) / MR;
+#if RK_X86
             /* grid store plans of the block's panels, made once (not per m panel) */
             int cached = gw > 0 && np <= RK_SPLAN_CACHE;
             if (cached)
                 for (long p = 0; p < np; p++)
                     rk_make_splan(&plans[p], n0 + p * NR, (int)RK_MIN(NR, nc - p * NR), gw, gow);
+#endif
             for (long outer = 0; outer < (m_outer ? nm : np); outer++)
             for (long inner = 0; inner < (m_outer ? np : nm); inner++) {
                 long p = m_outer ? inner : outer, m0 = (m_outer ? outer : inner) * MR;
                 int nv = (int)RK_MIN(NR, nc - p * NR);
                 long q0 = n0 + p * NR;
                 const float *bp = Bp + p * kc * NR;
+                float *yc = Y + q0;   /* column q0 of row 0 (plain layout) */
+#if RK_X86
                 int direct = isa >= 2 && !transposed && nv == 32 && idx[q0 + 31] - idx[q0] == 31;
                 rk_splan plan, *sp = NULL;
-                float *yc = Y + q0;   /* column q0 of row 0 (plain layout) */
                 if (gw > 0) {
                     if (cached) sp = &plans[p];
                     else { rk_make_splan(&plan, q0, nv, gw, gow); sp = &plan; }
                     yc = Y;
                 }
+#endif
                 const float *ap = Ap + (m0 / MR) * K * MR + k0 * MR;
                 int mv = (int)RK_MIN(MR, M - m0);
                 const float *bm = bias ? bias + m0 : NULL;
@@ -1050,6 +1092,10 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
                 const float *pf;
                 long npf;
                 rk_a_prefetch(m_outer, outer, inner, np, M, K, MR, m0, kc, ap, &pf, &npf);
+#if RK_NEON
+                (void)gw; (void)gow;   /* grid stores: AVX-512 only */
+                rk_kernel_neon(kc, ap, bp, yt, ldy, k0 == 0, bm, mv, nv, ka, rt, pf, npf);
+#else
                 if (transposed)
                     rk_kernel_512t(kc, ap, bp, Y + q0 * ldy + m0, ldy, k0 == 0, bm, mv, nv, ka, pf, npf);
                 else if (direct)
@@ -1060,6 +1106,7 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
                     rk_kernel_512(kc, ap, bp, NULL, yt, ldy, k0 == 0, bm, mv, nv, sp, ka, rt, pf, npf);
                 else
                     rk_kernel_256(kc, ap, bp, yt, ldy, k0 == 0, bm, mv, nv, ka, rt);
+#endif
             }
         }
     }
@@ -1072,14 +1119,13 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
 void rk_pack_gather_b(int isa, int transposed, const float *P, const int32_t *off,
                              const int32_t *idx, long K, long kcb, long n0, long nc,
                              long kb_begin, long kb_end, float *Bpre) {
-#if RK_X86
+#if RK_X86 || RK_NEON
     if (isa < 2) transposed = 0;
     int NR = rk_nr(isa, transposed);
     long bs = rk_bblock_stride(kcb, nc, NR);
     for (long kb = kb_begin; kb < kb_end; kb++) {
         long k0 = kb * kcb, kc = RK_MIN(kcb, K - k0);
-        if (isa >= 2) rk_packB_512(P, off, idx, k0, kc, n0, nc, Bpre + kb * bs, NR, !transposed);
-        else rk_packB_256(P, off, idx, k0, kc, n0, nc, Bpre + kb * bs);
+        rk_packB(isa, transposed, P, off, idx, k0, kc, n0, nc, Bpre + kb * bs, NR);
     }
 #endif
 }

@@ -12,15 +12,18 @@ how the same sums are cut into cache-sized pieces and threads.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from .host_cpu import CpuCaches
+from .isa import isa_levels
 
 __all__ = ["Blocking", "derive_blocking", "macs_per_cycle"]
 
 #: Multiply-adds per cycle of one core on each micro-kernel level (two FMA pipes of 16, 8 or
 #: 4 float32 lanes: AVX-512, AVX2, and the 128-bit SIMD a BLAS or the compiler uses on the
-#: generic path)
+#: generic path); level 1 on aarch64 is NEON, two 128-bit pipes as the generic path
 _MACS_PER_CYCLE = {2: 32, 1: 16, 0: 8}
+_MACS_PER_CYCLE_ARM = {1: 8, 0: 8}
 #: A layer splits across threads when one thread would take at least this many cycles on it
 #: (about 45 us at 3 GHz: several times a worker's wake-up and join)
 _SPLIT_MIN_CYCLES = 1 << 17
@@ -30,10 +33,11 @@ _SPLIT_MIN_CYCLES = 1 << 17
 _PHASE_SPLITS = 6
 
 
-def macs_per_cycle(isa_level: int) -> int:
-    """Peak float32 multiply-adds per cycle of the micro-kernel level (2 AVX-512, 1 AVX2,
-    0 generic)."""
-    return _MACS_PER_CYCLE.get(isa_level, _MACS_PER_CYCLE[0])
+def macs_per_cycle(isa_level: int, machine: Optional[str] = None) -> int:
+    """Peak float32 multiply-adds per cycle of the micro-kernel level on ``machine`` (default
+    this one): 2 AVX-512, 1 AVX2 (x86-64) or NEON (aarch64), 0 generic."""
+    table = _MACS_PER_CYCLE_ARM if "neon" in isa_levels(machine) else _MACS_PER_CYCLE
+    return table.get(isa_level, table[0])
 
 
 @dataclass(frozen=True)
@@ -70,9 +74,10 @@ class Blocking:
     winograd_phases_min_macs: int
 
 
-def derive_blocking(caches: CpuCaches, isa_level: int) -> Blocking:
-    """The :class:`Blocking` for these caches and micro-kernel level (see the attributes
-    for each rule).  Every size is at least what one micro-kernel panel needs."""
+def derive_blocking(caches: CpuCaches, isa_level: int, machine: Optional[str] = None) -> Blocking:
+    """The :class:`Blocking` for these caches and micro-kernel level on ``machine`` (default
+    this one; see the attributes for each rule).  Every size is at least what one micro-kernel
+    panel needs."""
     l1d, l2 = max(caches.l1d, 4 << 10), max(caches.l2, 64 << 10)
     kc = 128
     while kc * 2 * 8 * 4 <= l1d // 2 and kc < 4096:
@@ -85,6 +90,6 @@ def derive_blocking(caches: CpuCaches, isa_level: int) -> Blocking:
         wino_v_cache=l2 // 2,
         wino_v_band=l2 // 4,
         wino_u_cache=u_cache,
-        parallel_min_macs=macs_per_cycle(isa_level) * _SPLIT_MIN_CYCLES,
-        winograd_phases_min_macs=_PHASE_SPLITS * macs_per_cycle(isa_level) * _SPLIT_MIN_CYCLES,
+        parallel_min_macs=macs_per_cycle(isa_level, machine) * _SPLIT_MIN_CYCLES,
+        winograd_phases_min_macs=_PHASE_SPLITS * macs_per_cycle(isa_level, machine) * _SPLIT_MIN_CYCLES,
     )

@@ -1,0 +1,110 @@
+/* The NEON micro-kernel of the gather GEMM (aarch64), included by cython/src/rk_conv.c where
+ * RK_NEON is set, after <arm_neon.h>, rk_conv.h, rk_conv_tile.h and RK_MIN.  The intrinsics it
+ * uses: vld1q_f32, vst1q_f32, vdupq_n_f32, vfmaq_laneq_f32, vaddq_f32, vmulq_f32, vmaxq_f32,
+ * vminq_f32, vcltq_f32, vbslq_f32 (and vsubq_f32 in the Winograd template's 4-lane form);
+ * tests/native/neon_emulated.h gives C versions of them, so its checks run on any host.  Packed layouts: see "gather GEMM" in rk_conv.c. */
+#ifndef RK_CONV_NEON_H
+#define RK_CONV_NEON_H
+
+/* ---- NEON (aarch64): MR x NR = 8 x 12 (vectors of 4 along n, 24 of the 32 q registers
+   accumulate; 3 hold the B row, 2 the A column).  Every aarch64 core has it: on an RK3588's
+   Cortex-A76 two 128-bit FMA pipes, on the A55/A53 of the other SoCs one. */
+#define KN_MR 8
+#define KN_NR 12
+
+#define RK_LEAKY128(v, al) vbslq_f32(vcltq_f32((v), vdupq_n_f32(0.0f)), vmulq_f32((v), (al)), (v))
+#define RK_ACT_TILE128(ACC, R, V, act) \
+    RK_ACT_TILE(ACC, R, V, act, float32x4_t, vdupq_n_f32, vmaxq_f32, vminq_f32, RK_LEAKY128)
+
+static void rk_packB_neon(const float *P, const int32_t *off, const int32_t *idx,
+                          long k0, long kc, long n0, long nc, float *Bp) {
+    for (long p = 0; p * KN_NR < nc; p++) {
+        long nb = n0 + p * KN_NR, w = RK_MIN(KN_NR, n0 + nc - nb);
+        float *dst = Bp + p * kc * KN_NR;
+        if (w == KN_NR && idx[nb + KN_NR - 1] - idx[nb] == KN_NR - 1) {
+            const float *base = P + idx[nb];
+            for (long k = 0; k < kc; k++) {
+                const float *s = base + off[k0 + k];
+                vst1q_f32(dst, vld1q_f32(s));
+                vst1q_f32(dst + 4, vld1q_f32(s + 4));
+                vst1q_f32(dst + 8, vld1q_f32(s + 8));
+                dst += KN_NR;
+            }
+            continue;
+        }
+        for (long k = 0; k < kc; k++) {
+            const float *s = P + off[k0 + k];
+            long t = 0;
+            for (; t < w; t++) dst[t] = s[idx[nb + t]];
+            for (; t < KN_NR; t++) dst[t] = 0.0f;
+            dst += KN_NR;
+        }
+    }
+}
+
+/* Row r of the tile += a[r] * (b0, b1, b2): a[r] is lane L of the A vector AV. */
+#define RK_NEON_ROW(R, AV, L)                                   \
+    do {                                                         \
+        acc[R][0] = vfmaq_laneq_f32(acc[R][0], b0, AV, L);       \
+        acc[R][1] = vfmaq_laneq_f32(acc[R][1], b1, AV, L);       \
+        acc[R][2] = vfmaq_laneq_f32(acc[R][2], b2, AV, L);       \
+    } while (0)
+
+/* C tile (mv x nv of 8 x 12) += A panel (kc x 8) * B panel (kc x 12); first: start from the
+   bias (or zero) instead of C.  rc: residual added after the last K block (mirrors c).
+   pf, npf: see rk_a_prefetch. */
+static void rk_kernel_neon(long kc, const float *a, const float *b, float *c, long ldc,
+                           int first, const float *bias, int mv, int nv, const rk_act *act,
+                           const float *rc, const float *pf, long npf) {
+    float32x4_t acc[KN_MR][3];
+    float tmp[KN_MR * KN_NR];
+    int full = (mv == KN_MR && nv == KN_NR);
+    if (first) {
+        for (int r = 0; r < KN_MR; r++) {
+            float32x4_t init = vdupq_n_f32(bias ? bias[r < mv ? r : 0] : 0.0f);
+            acc[r][0] = acc[r][1] = acc[r][2] = init;
+        }
+    } else {
+        const float *src = c;
+        long ld = ldc;
+        if (!full) {
+            for (int r = 0; r < KN_MR; r++)
+                for (int t = 0; t < KN_NR; t++) tmp[r * KN_NR + t] = (r < mv && t < nv) ? c[r * ldc + t] : 0.0f;
+            src = tmp; ld = KN_NR;
+        }
+        for (int r = 0; r < KN_MR; r++)
+            for (int v = 0; v < 3; v++) acc[r][v] = vld1q_f32(src + r * ld + 4 * v);
+    }
+    for (long k = 0; k < kc; k++) {
+        float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8);
+        float32x4_t a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4);
+        if (k < npf) __builtin_prefetch(pf + 16 * k, 0, 2);   /* see rk_a_prefetch */
+        RK_NEON_ROW(0, a0, 0); RK_NEON_ROW(1, a0, 1); RK_NEON_ROW(2, a0, 2); RK_NEON_ROW(3, a0, 3);
+        RK_NEON_ROW(4, a1, 0); RK_NEON_ROW(5, a1, 1); RK_NEON_ROW(6, a1, 2); RK_NEON_ROW(7, a1, 3);
+        a += KN_MR;
+        b += KN_NR;
+    }
+    if (rc) {
+        const float *src = rc;
+        long ld = ldc;
+        if (!full) {
+            for (int r = 0; r < KN_MR; r++)
+                for (int t = 0; t < KN_NR; t++) tmp[r * KN_NR + t] = (r < mv && t < nv) ? rc[r * ldc + t] : 0.0f;
+            src = tmp; ld = KN_NR;
+        }
+        for (int r = 0; r < KN_MR; r++)
+            for (int v = 0; v < 3; v++) acc[r][v] = vaddq_f32(acc[r][v], vld1q_f32(src + r * ld + 4 * v));
+    }
+    if (act) RK_ACT_TILE128(acc, KN_MR, 3, act);
+    if (full) {
+        for (int r = 0; r < KN_MR; r++)
+            for (int v = 0; v < 3; v++) vst1q_f32(c + r * ldc + 4 * v, acc[r][v]);
+    } else {
+        for (int r = 0; r < KN_MR; r++)
+            for (int v = 0; v < 3; v++) vst1q_f32(tmp + r * KN_NR + 4 * v, acc[r][v]);
+        for (int r = 0; r < mv; r++)
+            for (int t = 0; t < nv; t++) c[r * ldc + t] = tmp[r * KN_NR + t];
+    }
+}
+
+#endif
