@@ -75,9 +75,15 @@ grep -q '^flags:.*F' /proc/sys/fs/binfmt_misc/qemu-aarch64 \
 packages=python3,python3-dev,python3-pip,python3-numpy,python3-numpy-dev
 packages=$packages,python3-cryptography,python3-cffi-backend,python3-psutil,python3-pytest
 # (debootstrap does not resolve virtual packages: python3-cffi-backend is listed for python3-cryptography)
+# gcc: the tests that compile a C check (tests/native: the NEON kernels, the Winograd template)
+packages=$packages,gcc,libc6-dev
 if [ ! -x "$root/usr/bin/python3" ]; then
     log "debootstrap: trixie arm64 into $root (one time)"
     debootstrap --arch=arm64 --variant=minbase --include="$packages" trixie "$root" "$mirror"
+elif [ ! -x "$root/usr/bin/gcc" ]; then   # a root made before gcc was on the list
+    log "apt-get: gcc into $root (one time)"
+    chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q gcc libc6-dev
 fi
 
 work=$(mktemp -d)
@@ -109,8 +115,11 @@ echo \"[arm64 \$(date -u +%T)] running the $tests tests\"
 PYTHON=/build/venv/bin/python bash ./$src/packaging/run_tests.sh /build/$src $tests
 echo \"[arm64 \$(date -u +%T)] done\""
 status=0
+# qemu emulates the oldest core of the supported SoCs (Cortex-A53, ARMv8.0-A; QEMU_CPU overrides):
+# its default "max" core has features no board has, which would hide a kernel that needs them.
+log "emulated core: ${QEMU_CPU:-cortex-a53}"
 timeout "${RKNNLITE_ARM64_TIMEOUT:-1800}" chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-    LC_ALL=C.UTF-8 bash -c "$inner" 2>&1 | tee "$out/arm64-run.log" || status=$?
+    LC_ALL=C.UTF-8 QEMU_CPU="${QEMU_CPU:-cortex-a53}" bash -c "$inner" 2>&1 | tee "$out/arm64-run.log" || status=$?
 log "wheel: $out/$(basename "$wheel")"
 [ "$status" = 124 ] && log "stopped by the ${RKNNLITE_ARM64_TIMEOUT:-1800} s limit"
 log "exit status $status (log: $out/arm64-run.log)"
