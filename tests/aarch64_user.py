@@ -18,7 +18,7 @@ from typing import List
 PAGE = 4096
 _STACK_TOP, _STACK_SIZE = 0x7FFF_0000_0000, 8 << 20
 _MMAP_BASE = 0x7000_0000_0000
-_ENOSYS, _ENOTTY, _EBADF = 38, 25, 9
+_ENOSYS, _ENOTTY, _EBADF, _EINVAL = 38, 25, 9, 22
 #: AT_HWCAP bits: FP, ASIMD (NEON)
 _HWCAP = 0b11
 
@@ -38,10 +38,11 @@ def _up(n: int) -> int:
     return (n + PAGE - 1) // PAGE * PAGE
 
 
-def run(path: str, argv0: str = "program", cpu: str = "A53", max_instructions: int = 0) -> Run:
+def run(path: str, argv0: str = "program", cpu: str = "A53", timeout_s: float = 300.0) -> Run:
     """Run the static aarch64 ELF program at ``path`` on an emulated Cortex-``cpu`` (A53, A57,
     A72) and return what it did.  Raises ``ValueError`` for a file that is not a static aarch64
-    executable, ``RuntimeError`` when the emulation stops on a fault."""
+    executable, ``RuntimeError`` when the emulation stops on a fault or the program has not
+    exited after ``timeout_s`` seconds."""
     from unicorn import UC_ARCH_ARM64, UC_HOOK_INTR, UC_MODE_ARM, Uc, UcError
     from unicorn import arm64_const as a
 
@@ -118,16 +119,18 @@ def run(path: str, argv0: str = "program", cpu: str = "A53", max_instructions: i
                 uc.mem_map(heap["end"], _up(want) - heap["end"])
                 heap["end"] = _up(want)
             ret = max(want, heap["start"]) if want else heap["start"]
-        elif nr == 222:  # mmap: anonymous memory only
-            length = _up(x[1])
-            if x[4] != 0xFFFFFFFFFFFFFFFF and not (x[3] & 0x20):
+        elif nr == 222:  # mmap: anonymous memory only (MAP_ANONYMOUS), never at a given address
+            if not x[3] & 0x20:
                 ret = -_ENOSYS
             else:
-                ret = heap["mmap"]
+                ret, length = heap["mmap"], _up(x[1])
                 uc.mem_map(ret, length)
                 heap["mmap"] += length + PAGE
         elif nr == 215:  # munmap
-            uc.mem_unmap(x[0], _up(x[1]))
+            try:
+                uc.mem_unmap(x[0], _up(x[1]))
+            except UcError:
+                ret = -_EINVAL
         elif nr == 29:  # ioctl (isatty)
             ret = -_ENOTTY
         elif nr in (226, 233, 134, 135):  # mprotect, madvise, rt_sigaction, rt_sigprocmask
@@ -141,9 +144,11 @@ def run(path: str, argv0: str = "program", cpu: str = "A53", max_instructions: i
 
     uc.hook_add(UC_HOOK_INTR, syscall)
     try:
-        uc.emu_start(entry, 0, count=max_instructions)
+        uc.emu_start(entry, 0, timeout=int(timeout_s * 1e6))
     except UcError as e:
         raise RuntimeError(f"{path}: emulation stopped at pc {uc.reg_read(a.UC_ARM64_REG_PC):#x}: {e}") from e
+    if result.status < 0:
+        raise RuntimeError(f"{path}: still running after {timeout_s:g} s (pc {uc.reg_read(a.UC_ARM64_REG_PC):#x})")
     result.stdout, result.stderr = out[1].decode(errors="replace"), out[2].decode(errors="replace")
     return result
 

@@ -98,6 +98,10 @@ def test_the_emulator_reports_a_failing_program_and_refuses_what_it_cannot_run(z
                       'fprintf(stderr, "details\\n"); return 3; }\n')
     ran = run_on_unicorn(zig_aarch64([source], "fails"))
     assert (ran.status, ran.stdout, ran.stderr) == (3, "bad case 7\n", "details\n")
+    spin = tmp_path / "spin.c"
+    spin.write_text("int main(void) { volatile unsigned x = 0; for (;;) x++; }\n")
+    with pytest.raises(RuntimeError, match="still running after 0.5 s"):
+        run_on_unicorn(zig_aarch64([spin], "spin"), timeout_s=0.5)
     with pytest.raises(ValueError, match="not a 64-bit aarch64 ELF"):
         run_on_unicorn(str(source))
     with pytest.raises(ValueError, match="not a (64-bit aarch64 ELF|static executable)"):

@@ -2,7 +2,8 @@
  * RK_NEON is set, after <arm_neon.h>, rk_conv.h, rk_conv_tile.h and RK_MIN.  The intrinsics it
  * uses: vld1q_f32, vst1q_f32, vdupq_n_f32, vfmaq_laneq_f32, vaddq_f32, vmulq_f32, vmaxq_f32,
  * vminq_f32, vcltq_f32, vbslq_f32 (and vsubq_f32 in the Winograd template's 4-lane form);
- * tests/native/neon_emulated.h gives C versions of them, so its checks run on any host.  Packed layouts: see "gather GEMM" in rk_conv.c. */
+ * tests/native/neon_emulated.h gives C versions of them, so its checks run on any host.
+ * Packed layouts: see "gather GEMM" in rk_conv.c. */
 #ifndef RK_CONV_NEON_H
 #define RK_CONV_NEON_H
 
@@ -16,6 +17,9 @@
 #define RK_ACT_TILE128(ACC, R, V, act) \
     RK_ACT_TILE(ACC, R, V, act, float32x4_t, vdupq_n_f32, vmaxq_f32, vminq_f32, RK_LEAKY128)
 
+/* B block [k0, k0 + kc) x [n0, n0 + nc) into panels of 12 columns, Bp[p][k][12]: a panel
+   whose columns are one contiguous run of the source is copied by vectors, any other gathered
+   column by column (zeros past nc). */
 static void rk_packB_neon(const float *P, const int32_t *off, const int32_t *idx,
                           long k0, long kc, long n0, long nc, float *Bp) {
     for (long p = 0; p * KN_NR < nc; p++) {

@@ -967,7 +967,6 @@ static void rk_kernel_256(long kc, const float *a, const float *b, float *c, lon
 }
 #endif
 
-
 /* A K block of A (M x kc floats) past this many bytes is swept A panel by A panel
    (rk_gather_gemm); set from the host's L2 by rk_set_a_block_bytes. */
 static long rk_a_block_bytes = 512 * 1024;
@@ -976,8 +975,8 @@ void rk_set_a_block_bytes(long bytes) { rk_a_block_bytes = bytes > 0 ? bytes : 1
 
 /* Tile geometry per (isa, transposed): rows per weight panel and columns per B panel. */
 #if RK_NEON
-int rk_mr(int isa, int t) { (void)isa; (void)t; return 8; }    /* KN_MR */
-int rk_nr(int isa, int t) { (void)isa; (void)t; return 12; }   /* KN_NR */
+int rk_mr(int isa, int t) { (void)isa; (void)t; return KN_MR; }
+int rk_nr(int isa, int t) { (void)isa; (void)t; return KN_NR; }
 #else
 int rk_mr(int isa, int t) { return isa >= 2 ? (t ? 32 : 8) : 6; }    /* K5T_MR, K5_MR, K2_MR */
 int rk_nr(int isa, int t) { return isa >= 2 ? (t ? 7 : 32) : 16; }    /* K5T_NR, K5_NR, K2_NR */

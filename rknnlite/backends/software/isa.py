@@ -70,7 +70,7 @@ def requested_isa(cpu_level: int, environ: Optional[Mapping[str, str]] = None,
                                 f"{', '.join(levels)} or unset")
     level = levels[raw]
     if level > cpu_level:
-        best = next(name for name, value in levels.items() if value == cpu_level)
+        best = next((name for name, value in levels.items() if value == cpu_level), f"level {cpu_level}")
         raise InvalidParamError(f"RKNNLITE_ISA={raw!r}: this CPU cannot execute that path; its best is {best!r}")
     return level
 
