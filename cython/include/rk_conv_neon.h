@@ -17,34 +17,9 @@
 #define RK_ACT_TILE128(ACC, R, V, act) \
     RK_ACT_TILE(ACC, R, V, act, float32x4_t, vdupq_n_f32, vmaxq_f32, vminq_f32, RK_LEAKY128)
 
-/* B block [k0, k0 + kc) x [n0, n0 + nc) into panels of 12 columns, Bp[p][k][12]: a panel
-   whose columns are one contiguous run of the source is copied by vectors, any other gathered
-   column by column (zeros past nc). */
+/* B block into panels of 12 columns (RK_PACKB_BODY of rk_conv_tile.h). */
 static void rk_packB_neon(const float *P, const int32_t *off, const int32_t *idx,
-                          long k0, long kc, long n0, long nc, float *Bp) {
-    for (long p = 0; p * KN_NR < nc; p++) {
-        long nb = n0 + p * KN_NR, w = RK_MIN(KN_NR, n0 + nc - nb);
-        float *dst = Bp + p * kc * KN_NR;
-        if (w == KN_NR && idx[nb + KN_NR - 1] - idx[nb] == KN_NR - 1) {
-            const float *base = P + idx[nb];
-            for (long k = 0; k < kc; k++) {
-                const float *s = base + off[k0 + k];
-                vst1q_f32(dst, vld1q_f32(s));
-                vst1q_f32(dst + 4, vld1q_f32(s + 4));
-                vst1q_f32(dst + 8, vld1q_f32(s + 8));
-                dst += KN_NR;
-            }
-            continue;
-        }
-        for (long k = 0; k < kc; k++) {
-            const float *s = P + off[k0 + k];
-            long t = 0;
-            for (; t < w; t++) dst[t] = s[idx[nb + t]];
-            for (; t < KN_NR; t++) dst[t] = 0.0f;
-            dst += KN_NR;
-        }
-    }
-}
+                          long k0, long kc, long n0, long nc, float *Bp) RK_PACKB_BODY(KN_NR)
 
 /* Row r of the tile += a[r] * (b0, b1, b2): a[r] is lane L of the A vector AV. */
 #define RK_NEON_ROW(R, AV, L)                                   \
@@ -53,6 +28,16 @@ static void rk_packB_neon(const float *P, const int32_t *off, const int32_t *idx
         acc[R][1] = vfmaq_laneq_f32(acc[R][1], b1, AV, L);       \
         acc[R][2] = vfmaq_laneq_f32(acc[R][2], b2, AV, L);       \
     } while (0)
+
+/* Where a tile's 8 x 12 values are read from: c itself (row stride ldc) when the tile is full,
+   else tmp (row stride 12) holding its mv x nv values and zeros. */
+static inline const float *rk_neon_tile_src(const float *c, long ldc, int mv, int nv, float *tmp, long *ld) {
+    if (mv == KN_MR && nv == KN_NR) { *ld = ldc; return c; }
+    for (int r = 0; r < KN_MR; r++)
+        for (int t = 0; t < KN_NR; t++) tmp[r * KN_NR + t] = (r < mv && t < nv) ? c[r * ldc + t] : 0.0f;
+    *ld = KN_NR;
+    return tmp;
+}
 
 /* C tile (mv x nv of 8 x 12) += A panel (kc x 8) * B panel (kc x 12); first: start from the
    bias (or zero) instead of C.  rc: residual added after the last K block (mirrors c).
@@ -69,13 +54,8 @@ static void rk_kernel_neon(long kc, const float *a, const float *b, float *c, lo
             acc[r][0] = acc[r][1] = acc[r][2] = init;
         }
     } else {
-        const float *src = c;
-        long ld = ldc;
-        if (!full) {
-            for (int r = 0; r < KN_MR; r++)
-                for (int t = 0; t < KN_NR; t++) tmp[r * KN_NR + t] = (r < mv && t < nv) ? c[r * ldc + t] : 0.0f;
-            src = tmp; ld = KN_NR;
-        }
+        long ld;
+        const float *src = rk_neon_tile_src(c, ldc, mv, nv, tmp, &ld);
         for (int r = 0; r < KN_MR; r++)
             for (int v = 0; v < 3; v++) acc[r][v] = vld1q_f32(src + r * ld + 4 * v);
     }
@@ -88,14 +68,9 @@ static void rk_kernel_neon(long kc, const float *a, const float *b, float *c, lo
         a += KN_MR;
         b += KN_NR;
     }
-    if (rc) {
-        const float *src = rc;
-        long ld = ldc;
-        if (!full) {
-            for (int r = 0; r < KN_MR; r++)
-                for (int t = 0; t < KN_NR; t++) tmp[r * KN_NR + t] = (r < mv && t < nv) ? rc[r * ldc + t] : 0.0f;
-            src = tmp; ld = KN_NR;
-        }
+    if (rc) {   /* residual: rc mirrors c */
+        long ld;
+        const float *src = rk_neon_tile_src(rc, ldc, mv, nv, tmp, &ld);
         for (int r = 0; r < KN_MR; r++)
             for (int v = 0; v < 3; v++) acc[r][v] = vaddq_f32(acc[r][v], vld1q_f32(src + r * ld + 4 * v));
     }

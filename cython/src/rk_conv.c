@@ -872,31 +872,10 @@ static void rk_kernel_512t(long kc, const float *a, const float *b, float *ct, l
 #define K2_MR 6
 #define K2_NR 16
 
+/* B block into panels of 16 columns (RK_PACKB_BODY). */
 __attribute__((target("avx2,fma")))
 static void rk_packB_256(const float *P, const int32_t *off, const int32_t *idx,
-                         long k0, long kc, long n0, long nc, float *Bp) {
-    for (long p = 0; p * K2_NR < nc; p++) {
-        long nb = n0 + p * K2_NR, w = RK_MIN(K2_NR, n0 + nc - nb);
-        float *dst = Bp + p * kc * K2_NR;
-        if (w == K2_NR && idx[nb + K2_NR - 1] - idx[nb] == K2_NR - 1) {
-            const float *base = P + idx[nb];
-            for (long k = 0; k < kc; k++) {
-                const float *s = base + off[k0 + k];
-                _mm256_store_ps(dst, _mm256_loadu_ps(s));
-                _mm256_store_ps(dst + 8, _mm256_loadu_ps(s + 8));
-                dst += K2_NR;
-            }
-            continue;
-        }
-        for (long k = 0; k < kc; k++) {
-            const float *s = P + off[k0 + k];
-            long t = 0;
-            for (; t < w; t++) dst[t] = s[idx[nb + t]];
-            for (; t < K2_NR; t++) dst[t] = 0.0f;
-            dst += K2_NR;
-        }
-    }
-}
+                         long k0, long kc, long n0, long nc, float *Bp) RK_PACKB_BODY(K2_NR)
 
 __attribute__((target("avx2,fma")))
 static void rk_kernel_256(long kc, const float *a, const float *b, float *c, long ldc,
