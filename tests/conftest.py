@@ -24,6 +24,20 @@ os.environ["RKNNLITE_CALIBRATION"] = "off"
 os.environ["RKNNLITE_CPU_CACHES"] = "l1d=32K,l2=1M,l3=32M"
 
 
+#: the suite's markers, registered here rather than in pyproject.toml: packaging/run_tests.sh runs
+#: the tests against an installed wheel from outside the tree, where pyproject.toml is not read
+MARKERS = (
+    "npu: needs a Rockchip NPU and librknnrt.so (skipped elsewhere)",
+    "slow: takes more than a few seconds",
+    "fake_rknnrt_case: a vendor-behaviour test whose models the fake librknnrt can run (it gets a fake-npu case)",
+)
+
+
+def pytest_configure(config):
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
+
+
 #: Real Rockchip files, their ONNX sources, datasets and outputs (see its README.md).
 VENDOR_FIXTURES = REPO / "tests" / "data" / "rknn-toolkit2"
 
