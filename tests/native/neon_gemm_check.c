@@ -1,8 +1,8 @@
 /* Runs the conv kernels of cython/src/rk_conv.c on the CPU they were compiled for, through their
  * public entry points, against plain C: the gather GEMM (packing per call and prepacked, several
  * K and column blocks, row panels and columns that do not fill a tile, gathered columns, bias,
- * residual, both activations, a column range that starts past 0) and the Winograd transforms at
- * the micro-kernel level against the generic ones.  Built for aarch64 it checks the NEON path
+ * residual, both activations, a column range that starts past 0), the Winograd input transforms
+ * at the micro-kernel level against the generic ones, and its output transforms against A^T M A.  Built for aarch64 it checks the NEON path
  * (rk_isa_level() must be 1 there); tests/test_neon_kernels.py runs it natively or under qemu.
  * Prints "ok <cases>" and exits 0, else names the first failing case. */
 #define _POSIX_C_SOURCE 200112L
@@ -97,6 +97,42 @@ static int check_wino(long C, long TH, long TW, int t) {
     return ok;
 }
 
+/* The Winograd output transforms at the micro-kernel level against y = bias + A^T M A per tile
+   (cropped to OH x OW), then the residual and a clip, in double. */
+static int check_wino_out(long M, long TH, long TW, int t) {
+    static const double A4[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+    static const double A2[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+    int isa = rk_isa_level(), n = t + 2;
+    long T = TH * TW, OH = t * TH - 1, OW = t * TW - 1, ldx = M * T + 3, ldc = OH * OW;
+    float *Mt = falloc(n * n * ldx), *bias = falloc(M), *res = falloc(M * ldc), *y = falloc(M * ldc);
+    float *buf = falloc(40 * T);
+    for (long i = 0; i < n * n * ldx; i++) Mt[i] = rnd();
+    for (long i = 0; i < M; i++) bias[i] = rnd();
+    for (long i = 0; i < M * ldc; i++) res[i] = rnd();
+    rk_act act = {1, -1.5f, 1.5f, 0.0f};
+    if (t == 4) rk_wino_out(isa, Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, &act, res);
+    else rk_wino2_out(isa, Mt, ldx, M, TH, TW, OH, OW, bias, y, ldc, buf, &act, res);
+    int ok = 1;
+    for (long m = 0; m < M && ok; m++)
+        for (long oy = 0; oy < OH && ok; oy++)
+            for (long ox = 0; ox < OW && ok; ox++) {
+                long ty = oy / t, tx = ox / t, i = oy % t, j = ox % t, q = ty * TW + tx;
+                double s = bias[m];
+                for (int a = 0; a < n; a++)
+                    for (int b = 0; b < n; b++) {
+                        double at = t == 4 ? A4[i][a] * A4[j][b] : A2[i][a] * A2[j][b];
+                        s += at * Mt[(a * n + b) * ldx + m * T + q];
+                    }
+                s += res[m * ldc + oy * OW + ox];
+                float want = act_ref((float)s, &act), got = y[m * ldc + oy * OW + ox];
+                ok = fabsf(got - want) <= 1e-4f * (1.0f + fabsf(want));
+                if (!ok) printf("winograd output F(%dx%d) M=%ld TH=%ld TW=%ld: y[%ld, %ld, %ld] = %.9g, expected %.9g\n",
+                                t, t, M, TH, TW, m, oy, ox, got, want);
+            }
+    free(Mt); free(bias); free(res); free(y); free(buf);
+    return ok;
+}
+
 int main(void) {
 #if defined(__aarch64__)
     if (rk_isa_level() != 1) { printf("rk_isa_level() is %d on aarch64, expected 1 (NEON)\n", rk_isa_level()); return 1; }
@@ -111,7 +147,10 @@ int main(void) {
                                        (int)(a + c) % 2, (int)(a + b + v) % 3, v == 3 ? 5 : 0);
     static const long grids[][3] = {{1, 1, 1}, {3, 2, 3}, {17, 4, 5}, {9, 14, 14}};
     for (size_t g = 0; g < 4; g++)
-        for (int t = 2; t <= 4; t += 2, cases++) bad += !check_wino(grids[g][0], grids[g][1], grids[g][2], t);
+        for (int t = 2; t <= 4; t += 2, cases += 2) {
+            bad += !check_wino(grids[g][0], grids[g][1], grids[g][2], t);
+            bad += !check_wino_out(grids[g][0], grids[g][1], grids[g][2], t);
+        }
     if (bad) return 1;
     printf("ok %d\n", cases);
     return 0;
