@@ -283,8 +283,8 @@ def converted_fixture(vendor_fixtures, tmp_path_factory):
 def compile_c(tmp_path_factory):
     """``compile_c(sources, name, shared=False, args=())`` -> Path of the built program or
     ``lib<name>``-style shared library (``name`` is the file name), compiled with the
-    system C compiler (``$CC``, ``cc`` or ``gcc``) with ``cython/include`` on the include
-    path, into a session temp dir.  Skips the test (with the reason) when there is no
+    system C compiler (``$CC``, ``cc`` or ``gcc``; ``compile_c.cc``) with ``cython/include`` on
+    the include path, into a session temp dir.  Skips the test (with the reason) when there is no
     compiler; a compile error fails it, showing the compiler's output."""
     import shutil
     import subprocess
@@ -306,6 +306,7 @@ def compile_c(tmp_path_factory):
             pytest.fail(f"compiling {name} failed:\n{' '.join(cmd)}\n{done.stdout}{done.stderr}")
         return out
 
+    build.cc = cc  # the compiler, for tests that probe what it supports
     return build
 
 

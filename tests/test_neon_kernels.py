@@ -29,8 +29,23 @@ BOARD_CPU = "cortex-a53"
 GEMM_CHECK_OK = "ok 160"
 
 
-def test_the_neon_tile_and_packing_match_a_scalar_model(compile_c):
-    exe = compile_c(NATIVE / "neon_tile_check.c", "neon_tile_check", args=(f"-I{NATIVE}", "-lm"))
+#: AddressSanitizer and UndefinedBehaviorSanitizer, stopping at the first report
+SANITIZERS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer")
+
+
+@pytest.mark.parametrize("sanitized", [False, True], ids=["plain", "asan-ubsan"])
+def test_the_neon_tile_and_packing_match_a_scalar_model(compile_c, sanitized, tmp_path):
+    """Also under ASan + UBSan: the guard values catch a write outside the tile, the sanitizers
+    a read outside any buffer (a partial tile's rows or columns past mv x nv)."""
+    args = (f"-I{NATIVE}", "-lm")
+    if sanitized:
+        probe = tmp_path / "probe.c"
+        probe.write_text("int main(void) { return 0; }\n")
+        if subprocess.run([compile_c.cc, *SANITIZERS, str(probe), "-o", str(tmp_path / "probe")],
+                          capture_output=True).returncode != 0:
+            pytest.skip(f"{compile_c.cc} cannot build with {' '.join(SANITIZERS[:1])} (no libasan/libubsan)")
+        args = (*SANITIZERS, *args)
+    exe = compile_c(NATIVE / "neon_tile_check.c", "neon_tile_check" + ("_san" if sanitized else ""), args=args)
     done = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == "ok 226"

@@ -60,15 +60,21 @@ static float act_model(float x, const rk_act *a) {
     return x < 0.0f ? x * a->alpha : x;
 }
 
-/* One tile: kc steps, mv x nv valid, first or accumulating, with or without bias and residual. */
+/* One tile: kc steps, mv x nv valid, first or accumulating, with or without bias and residual.
+   C and the residual are heap blocks that end at the tile's last value, (mv - 1) * LDC + nv
+   floats, so under AddressSanitizer any access past the tile's rows or its last row's columns
+   is reported; a write between the tile's rows (columns nv .. LDC - 1) changes a guard value. */
 static int check_tile(long kc, int mv, int nv, int first, int with_bias, int with_res, int act_kind) {
-    enum { LDC = 19, ROWS = 10 };
-    float a[64 * KN_MR], b[64 * KN_NR], c[ROWS * LDC], want[ROWS * LDC], rc[ROWS * LDC], bias[KN_MR];
+    enum { LDC = 19 };
+    long n = (long)(mv - 1) * LDC + nv;
+    float a[64 * KN_MR], b[64 * KN_NR], bias[KN_MR];
+    float *c = malloc(n * sizeof *c), *want = malloc(n * sizeof *want), *rc = malloc(n * sizeof *rc);
+    if (!c || !want || !rc) { puts("out of memory"); exit(2); }
     for (long i = 0; i < kc * KN_MR; i++) a[i] = rnd();
     for (long i = 0; i < kc * KN_NR; i++) b[i] = rnd();
     for (int i = 0; i < KN_MR; i++) bias[i] = rnd();
-    for (int i = 0; i < ROWS * LDC; i++) { rc[i] = rnd(); c[i] = (i / LDC < mv && i % LDC < nv) ? rnd() : GUARD; }
-    memcpy(want, c, sizeof c);
+    for (long i = 0; i < n; i++) { rc[i] = rnd(); c[i] = i % LDC < nv ? rnd() : GUARD; }
+    memcpy(want, c, n * sizeof *c);
     rk_act act = {act_kind, -0.25f, 0.5f, 0.125f};
     const rk_act *ap = act_kind ? &act : NULL;
     for (int r = 0; r < mv; r++)
@@ -80,17 +86,16 @@ static int check_tile(long kc, int mv, int nv, int first, int with_bias, int wit
         }
     float pf[16 * 64];   /* a prefetch target: never read as data */
     rk_kernel_neon(kc, a, b, c, LDC, first, with_bias ? bias : NULL, mv, nv, ap, with_res ? rc : NULL, pf, kc / 2);
-    if (memcmp(c, want, sizeof c) != 0) {
-        for (int i = 0; i < ROWS * LDC; i++)
-            if (memcmp(&c[i], &want[i], 4) != 0) {
-                printf("tile kc=%ld mv=%d nv=%d first=%d bias=%d res=%d act=%d: row %d column %d is %.9g, "
-                       "expected %.9g\n", kc, mv, nv, first, with_bias, with_res, act_kind, i / LDC, i % LDC,
-                       c[i], want[i]);
-                break;
-            }
-        return 0;
-    }
-    return 1;
+    int ok = memcmp(c, want, n * sizeof *c) == 0;
+    for (long i = 0; i < n && !ok; i++)
+        if (memcmp(&c[i], &want[i], 4) != 0) {
+            printf("tile kc=%ld mv=%d nv=%d first=%d bias=%d res=%d act=%d: row %ld column %ld is %.9g, "
+                   "expected %.9g\n", kc, mv, nv, first, with_bias, with_res, act_kind, i / LDC, i % LDC,
+                   c[i], want[i]);
+            break;
+        }
+    free(c); free(want); free(rc);
+    return ok;
 }
 
 int main(void) {
