@@ -82,7 +82,12 @@ def ort_one_node(op: str, x, attrs: dict, initializers=(), opset: int = 17):
     binding.bind_cpu_input("x", x)
     out = np.empty_like(y)
     binding.bind_output("y", "cpu", 0, np.float32, out.shape, out.ctypes.data)
-    return (lambda: sess.run_with_iobinding(binding)), out
+
+    def run():
+        sess.run_with_iobinding(binding)
+        return out  # the run writes into out's memory: holding it here keeps it alive as long as run
+
+    return run, out
 
 
 def sgemm_scaling_pair(n: int = 512, per_thread: int = 2):
