@@ -540,10 +540,18 @@ class GilProbe:
         ticker.start()
         try:
             advances = []
-            for model in (self.conv, self.hold):
-                self.marks.clear()
-                _finishes(lambda: run(model, self.ops, self.x))
-                advances.append(self.marks["end"] - self.marks["begin"])
+            # The Conv's free-GIL window is a few milliseconds: on a loaded machine the ticker
+            # may not be scheduled within one of them, so it gets three tries (the best counts).
+            # A kernel that holds the GIL gives 0 on every try.
+            for model, tries in ((self.conv, 3), (self.hold, 1)):
+                best = 0
+                for _ in range(tries):
+                    self.marks.clear()
+                    _finishes(lambda: run(model, self.ops, self.x))
+                    best = max(best, self.marks["end"] - self.marks["begin"])
+                    if best > 0:
+                        break
+                advances.append(best)
         finally:
             stop.append(True)
             ticker.join(THREAD_LIMIT)
