@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import List
 
 PAGE = 4096
@@ -46,7 +47,7 @@ def run(path: str, argv0: str = "program", cpu: str = "A53", timeout_s: float = 
     from unicorn import UC_ARCH_ARM64, UC_HOOK_INTR, UC_MODE_ARM, Uc, UcError
     from unicorn import arm64_const as a
 
-    image = open(path, "rb").read()
+    image = Path(path).read_bytes()
     if image[:4] != b"\x7fELF" or image[4] != 2 or struct.unpack_from("<H", image, 18)[0] != 183:
         raise ValueError(f"{path}: not a 64-bit aarch64 ELF file")
     e_type, _, _, entry, phoff = struct.unpack_from("<HHIQQ", image, 16)

@@ -22,7 +22,7 @@ import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, Optional, Sequence, Union
 
 __all__ = ["FakeTensor", "fake_node", "fake_model_bytes", "write_fake_model", "add_mul_model"]
 

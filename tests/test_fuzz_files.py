@@ -20,7 +20,6 @@ import random
 import re
 import struct
 
-import numpy as np
 import pytest
 
 import rknnlite

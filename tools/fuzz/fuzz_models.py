@@ -38,8 +38,6 @@ def write_seeds(corpus: Path) -> int:
     them; returns how many files it wrote."""
     from conftest import _context_models
 
-    from rknnlite.model.envelope import encrypt
-
     corpus.mkdir(parents=True, exist_ok=True)
     seeds = {}
     for folder in (REPO / "tests" / "data" / "vendor", REPO / "tests" / "data" / "rknn-toolkit2" / "rknn"):

@@ -801,7 +801,7 @@ def _embedding(seed: int = 826, tokens: int = 16, dim: int = 32):
     """A transformer's input: Gather(table (TOKEN_VOCAB, 32), ids (1, 16) int64) -> (1, 16, 32), then
     a Linear 32->16."""
     def build():
-        from onnx import TensorProto, helper
+        from onnx import TensorProto
 
         g = _G(seed)
         table = g.const(g.rng.standard_normal((TOKEN_VOCAB, dim)).astype(np.float32), "table")
