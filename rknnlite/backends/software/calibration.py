@@ -62,10 +62,14 @@ def cache_dir(environ: Optional[Mapping[str, str]] = None) -> Path:
     return Path(base) / "rknnlite"
 
 
+def _versioned(key: Mapping) -> dict:
+    """``key`` with this rknnlite release joined: a new release measures again."""
+    return dict(key, rknnlite=__version__)
+
+
 def stored_path(name: str, key: Mapping, environ: Optional[Mapping[str, str]] = None) -> Path:
     """The file that holds (or would hold) measurement ``name`` for ``key`` (this release)."""
-    full_key = dict(key, rknnlite=__version__)
-    digest = hashlib.sha256(json.dumps(full_key, sort_keys=True).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps(_versioned(key), sort_keys=True).encode()).hexdigest()[:16]
     return cache_dir(environ) / f"{name}-{digest}.json"
 
 
@@ -116,7 +120,7 @@ def calibrated(name: str, key: Mapping, measure: Callable[[], dict],
     how = mode(environ)
     if how == "off":
         return None
-    full_key = dict(key, rknnlite=__version__)
+    full_key = _versioned(key)
     path = stored_path(name, key, environ)
     if how == "auto":
         value = _read(path, name, full_key, accept)
