@@ -1017,6 +1017,9 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
     if (act && act->kind == 0) act = NULL;
     if (isa < 2) transposed = 0;
     if (isa < 2 || transposed) gw = 0;
+#if RK_NEON
+    (void)gw; (void)gow;   /* grid stores: AVX-512 only */
+#endif
     int MR = rk_mr(isa, transposed), NR = rk_nr(isa, transposed);
     int wide = (n_end - n_begin) >= 1024;
 #if RK_X86
@@ -1071,7 +1074,6 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
                 long npf;
                 rk_a_prefetch(m_outer, outer, inner, np, M, K, MR, m0, kc, ap, &pf, &npf);
 #if RK_NEON
-                (void)gw; (void)gow;   /* grid stores: AVX-512 only */
                 rk_kernel_neon(kc, ap, bp, yt, ldy, k0 == 0, bm, mv, nv, ka, rt, pf, npf);
 #else
                 if (transposed)
