@@ -27,6 +27,17 @@ SOURCE = Path(__file__).parent.parent / "cython" / "src" / "rk_conv.c"
 BOARD_CPU = "cortex-a53"
 #: what neon_gemm_check prints when every case holds
 GEMM_CHECK_OK = "ok 160"
+#: how a check is built for aarch64 by a cross compiler (static: it runs without a root)
+STATIC_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", "-static", f"-I{SOURCE.parent.parent / 'include'}")
+
+
+def _build_static(compiler, sources, exe, env=None) -> str:
+    """``exe`` built from ``sources`` by ``compiler`` (a command list) with STATIC_FLAGS; a
+    compile error fails the test with the compiler's output."""
+    cmd = [*compiler, *STATIC_FLAGS, *map(str, sources), "-o", str(exe), "-lm"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, " ".join(cmd) + "\n" + done.stdout + done.stderr
+    return str(exe)
 
 
 #: AddressSanitizer and UndefinedBehaviorSanitizer, stopping at the first report
@@ -68,12 +79,7 @@ def _aarch64_program(compile_c, tmp_path):
         pytest.skip("running the NEON kernels on this x86-64 host needs aarch64-linux-gnu-gcc and qemu-aarch64 "
                     "(Debian: gcc-aarch64-linux-gnu qemu-user-static); the arm64 run of packaging/build_arm64.sh "
                     "runs them under emulation")
-    exe = tmp_path / "neon_gemm_check"
-    cmd = [cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", "-static", f"-I{SOURCE.parent.parent / 'include'}",
-           *map(str, sources), "-o", str(exe), "-lm"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, " ".join(cmd) + "\n" + done.stdout + done.stderr
-    return [qemu, "-cpu", BOARD_CPU, str(exe)]
+    return [qemu, "-cpu", BOARD_CPU, _build_static([cc], sources, tmp_path / "neon_gemm_check")]
 
 
 def test_the_neon_gemm_and_winograd_paths_of_rk_conv_match_plain_c_on_aarch64(compile_c, tmp_path):
@@ -95,13 +101,8 @@ def zig_aarch64(tmp_path_factory):
     cache = str(out / "cache")
 
     def build(sources, name):
-        exe = out / name
-        cmd = [sys.executable, "-m", "ziglang", "cc", "-target", "aarch64-linux-musl", "-static", "-O2", "-Wall",
-               "-Wextra", "-Werror", f"-I{SOURCE.parent.parent / 'include'}", *map(str, sources), "-o", str(exe), "-lm"]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
-                              env={**os.environ, "ZIG_GLOBAL_CACHE_DIR": cache, "ZIG_LOCAL_CACHE_DIR": cache})
-        assert done.returncode == 0, " ".join(cmd) + "\n" + done.stdout + done.stderr
-        return str(exe)
+        return _build_static([sys.executable, "-m", "ziglang", "cc", "-target", "aarch64-linux-musl"], sources,
+                             out / name, env={**os.environ, "ZIG_GLOBAL_CACHE_DIR": cache, "ZIG_LOCAL_CACHE_DIR": cache})
 
     return build
 
