@@ -51,20 +51,11 @@ def vendor_fixtures() -> Path:
 
 @pytest.fixture(scope="session")
 def corpus_cases() -> dict:
-    """``tools/vendor_corpus/models.py`` cases by name (imported by path; numpy only): the
-    sources of the vendor corpus in ``tests/data/vendor``."""
-    import importlib.util
-    import sys
+    """``tools/vendor_corpus/models.py`` cases by name: the sources of the vendor corpus in
+    ``tests/data/vendor`` (see ``tests/corpus.py``)."""
+    from corpus import MODELS
 
-    path = REPO / "tools" / "vendor_corpus" / "models.py"
-    spec = importlib.util.spec_from_file_location("_vendor_corpus_models", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up while the class is built
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return {c.name: c for c in mod.CASES}
+    return {c.name: c for c in MODELS.CASES}
 
 
 @pytest.fixture(scope="session")

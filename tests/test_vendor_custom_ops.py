@@ -10,10 +10,6 @@ is refused at load, naming the op and both ways.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -21,27 +17,14 @@ import rknnlite
 from rknnlite.errors import ModelInvalidError
 from rknnlite.backends.plugins import PLUGIN_DIR_ENV
 
-REPO = Path(__file__).resolve().parent.parent
-CORPUS = REPO / "tests" / "data" / "vendor"
+from corpus import CORPUS, MODELS, REPO, corpus_arrays
+
 PLUGIN_SOURCE = REPO / "tests" / "native" / "cst_softmax_plugin.c"
-
-
-def _models():
-    spec = importlib.util.spec_from_file_location("_corpus_models_cst", REPO / "tools" / "vendor_corpus" / "models.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return module
-
-
-OP = _models().CstChannelSoftmax
+OP = MODELS.CstChannelSoftmax
 
 
 def _io(variant):
-    data = np.load(CORPUS / f"cst_softmax_{variant}.npz")
+    data = corpus_arrays(f"cst_softmax_{variant}")
     return str(CORPUS / f"cst_softmax_{variant}.rknn"), data["in0"], data["out0"]
 
 

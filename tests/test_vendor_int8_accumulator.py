@@ -7,8 +7,6 @@ so int8 outputs near a rounding boundary differed between machines.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -24,7 +22,8 @@ from rknnlite.model.rknn_graph import lower_rockchip
 from rknnlite.model.rknn_graph.accumulator import FLOAT32_EXACT, Accumulator, fuse_codes
 from rknnlite.model.spec import QuantParams
 
-CORPUS = Path(__file__).parent / "data" / "vendor"
+from corpus import CORPUS, corpus_arrays
+
 needs_corpus = pytest.mark.skipif(not (CORPUS / "bench_i8.rknn").is_file(), reason="no vendor corpus")
 
 
@@ -34,7 +33,7 @@ def _lowered(stem: str):
 
 
 def _run(stem: str):
-    data = np.load(CORPUS / f"{stem}.npz")
+    data = corpus_arrays(stem)
     with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
         return ctx.run([data[f"in{k}"] for k in range(len(ctx.inputs))], data_format="nchw")
 
@@ -68,7 +67,7 @@ def test_the_accumulator_is_the_exact_integer_sum(stem):
     assert codes_node.op == "VendorCodes" and conv.inputs[0] == codes_node.outputs[0]
     assert conv.attrs["_winograd"] is False  # Winograd's transforms are not integer
     head = Graph(g.nodes[:first + 1], list(g.inputs), [conv.outputs[0]], g.constants, g.quant)
-    raw = np.load(CORPUS / f"{stem}.npz")["in0"]  # NCHW, the lowered graph's layout
+    raw = corpus_arrays(stem)["in0"]  # NCHW, the lowered graph's layout
     x = lowered.graph_inputs([raw])[0]  # normalised with the file's mean/std
     (acc,) = Executor(head, float_dtype="float32").run([x])
     # the same sum in int64 from the input's codes, the integer weights and bias of the graph
@@ -110,7 +109,7 @@ def test_int8_files_give_the_same_codes_on_every_isa_path_this_cpu_runs(stem, se
 @needs_corpus
 @pytest.mark.parametrize("stem", ["bench_i8", "mbblock_i8", "c2f_i8", "convnet_i8"])
 def test_fused_codes_give_the_same_outputs_with_fewer_passes(stem):
-    data = np.load(CORPUS / f"{stem}.npz")
+    data = corpus_arrays(stem)
     loaded = load_model(str(CORPUS / f"{stem}.rknn"))
     runs = {}
     for fuse in (False, True):

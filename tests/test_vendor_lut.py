@@ -9,7 +9,6 @@ refused by name.
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +23,8 @@ from rknnlite.model.rknn_graph.graph import read_vendor_graph
 from rknnlite.model.rknn_graph.lut import lut_stage, read_lut_tables
 from rknnlite.model.rknn_graph.regcmd import TARGET_DPU, node_registers, read_tasks
 
-CORPUS = Path(__file__).parent / "data" / "vendor"
+from corpus import CORPUS, corpus_arrays
+
 LUT_FILES = ["conv_sigmoid_i8", "conv_swish_i8", "conv_hardswish_i8", "conv_hardsigmoid_i8",
              "conv_hardsigmoid_rk3576_i8"]
 
@@ -167,7 +167,7 @@ def test_lut_kernel_refuses_inconsistent_attributes():
 @needs_corpus
 @pytest.mark.parametrize("name", LUT_FILES)
 def test_lut_file_matches_the_vendor_simulator(name):
-    data = np.load(CORPUS / f"{name}.npz")
+    data = corpus_arrays(name)
     with rknnlite.Context(str(CORPUS / f"{name}.rknn"), backend="software") as ctx:
         y = ctx.run([data["in0"]], data_format="nchw")[0]
         step = ctx.outputs[0].scale

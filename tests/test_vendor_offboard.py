@@ -27,6 +27,7 @@ from rknnlite.model.rknn_graph.lower import VendorGraph
 from rknnlite.model.rknn_graph.regcmd import requant_t4
 from rknnlite.model.rknn_graph.validated import UnvalidatedVendorFileWarning
 from rknnlite.model.rknn_graph.weights import decode_int8_bias, decode_weight
+from corpus import CORPUS, MODELS, corpus_arrays
 from vendor_files import doctored_copy
 
 #: (model, case, inputs, outputs) of the fixture io/ files
@@ -428,7 +429,7 @@ def test_fp16_inputs_are_normalised_before_any_rounding():
     # The attribute says FLOAT16, but float32 data reaches the backend as it is: normalised in
     # float32 as the simulator does, not rounded to float16 first (bit-exact on this file).
     entry = dict(_corpus())["avgpool_fp16"]
-    data = np.load(CORPUS / entry["npz"])
+    data = corpus_arrays("avgpool_fp16")
     x, ref = data["in0"], data["out0"]
     with rknnlite.Context(str(CORPUS / entry["file"]), backend="software") as ctx:
         assert ctx.inputs[0].type == TensorType.FLOAT16
@@ -441,13 +442,13 @@ def test_fp16_inputs_are_normalised_before_any_rounding():
 def test_inputs_are_presented_in_librknnrt_layouts():
     # 4-D inputs with 1, 3 or 4 channels are NHWC (dims, dynamic ranges, default data layout); others keep NCHW
     entry = dict(_corpus())["sub_fp16"]  # two 20-channel inputs, no mean/std
-    data = np.load(CORPUS / entry["npz"])
+    data = corpus_arrays("sub_fp16")
     a, b = data["in0"], data["in1"]
     with rknnlite.Context(str(CORPUS / entry["file"]), backend="software") as ctx:
         assert [(i.fmt, i.dims) for i in ctx.inputs] == [(TensorFormat.NCHW, (1, 20, 8, 8))] * 2
         np.testing.assert_array_equal(ctx.run([a, b])[0], data["out0"])
     entry = dict(_corpus())["convnet_fp16"]
-    data = np.load(CORPUS / entry["npz"])
+    data = corpus_arrays("convnet_fp16")
     x = data["in0"]
     with rknnlite.Context(str(CORPUS / entry["file"]), backend="software") as ctx:
         (attr,) = ctx.inputs
@@ -640,7 +641,6 @@ def test_vendor_graph_decodes_every_fixture(vendor_rknn_files):
 
 # -- the vendor corpus (tests/data/vendor, built with RKNN-Toolkit2 2.5.0; see its manifest.json) --------
 
-CORPUS = __import__("pathlib").Path(__file__).parent / "data" / "vendor"
 FIELD = CORPUS.parent / "ultralytics"  # vendor files exported by Ultralytics' own exporter
 
 def _corpus():
@@ -670,7 +670,7 @@ def test_corpus_file_runs_like_the_simulator(name, entry):
         with pytest.raises(ModelInvalidError, match=CORPUS_REFUSED[name]):
             rknnlite.Context(path, backend="software")
         return
-    data = np.load(CORPUS / entry["npz"])
+    data = corpus_arrays(name)
     inputs = [data[f"in{k}"] for k in range(len(entry["inputs"]))]
     with rknnlite.Context(path, backend="software") as ctx:
         outputs = ctx.run(inputs, data_format="nchw")
@@ -856,7 +856,7 @@ def _fidelity_runs(vendor_fixtures, stem: str):
         path = CORPUS / f"{stem}.rknn"
         if not path.exists():  # a field export: tests/data/ultralytics/<name>_rknn_model/<stem>.rknn
             (path,) = FIELD.rglob(f"{stem}.rknn")
-        data = np.load(path.with_suffix(".npz"))
+        data = MODELS.stored_arrays(path.with_suffix(".npz"))
         with rknnlite.Context(str(path), backend="software") as ctx:
             outputs = ctx.run([data[f"in{k}"] for k in range(len(ctx.inputs))], data_format="nchw")
             return [(a, y, data[f"out{k}"].reshape(y.shape)) for k, (a, y) in enumerate(zip(ctx.outputs, outputs))]
@@ -952,7 +952,7 @@ def _corpus_lowered(stem: str):
 
 def _corpus_run(stem: str, path=None):
     """(outputs, simulator outputs) of corpus file ``stem`` (or of ``path``, a doctored copy)."""
-    data = np.load(CORPUS / f"{stem}.npz")
+    data = corpus_arrays(stem)
     entry = dict(_corpus())[stem]
     inputs = [data[f"in{k}"] for k in range(len(entry["inputs"]))]
     with rknnlite.Context(str(path or CORPUS / f"{stem}.rknn"), backend="software") as ctx:
@@ -1372,7 +1372,7 @@ def test_int8_file_float16_tensors_are_rounded_like_the_simulator():
     model = _corpus_lowered("softmax_i8")
     assert model.graph.round_fp16 == {"conv_3__float16", "y"}
     assert _corpus_lowered("softmax_fp16").graph.round_fp16 == frozenset()  # fp16 files round everything anyway
-    data = np.load(CORPUS / "softmax_i8.npz")
+    data = corpus_arrays("softmax_i8")
     ref = data["out0"]
     for flags in (0, rknnlite.InitFlag.COLLECT_PERF_MASK):  # planned runs, and profiled runs
         with rknnlite.Context(str(CORPUS / "softmax_i8.rknn"), backend="software", flags=flags) as ctx:

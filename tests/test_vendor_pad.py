@@ -11,7 +11,6 @@ split of a wide conv after its Pad (``wide_dilated``) and Resize by sizes (``res
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +21,8 @@ from rknnlite.model.rknn_graph import lower as lower_mod
 from rknnlite.model.rknn_graph import lower_rockchip
 from rknnlite.model.rknn_graph.graph import read_vendor_graph
 
-CORPUS = Path(__file__).resolve().parent / "data" / "vendor"
+from corpus import CORPUS, corpus_arrays
+
 PADS = [0, 0, 1, 2, 0, 0, 2, 1]
 #: stem -> (mode, pads, constant_value or None when the node has no such input)
 CASES = {
@@ -72,7 +72,7 @@ def test_the_pad_value_lands_on_the_int8_grid_as_the_simulator_writes_it():
     # pad_zero: the Pad writes the graph output, so the border is the padded value itself
     import rknnlite
 
-    data = np.load(CORPUS / "pad_zero_i8.npz")
+    data = corpus_arrays("pad_zero_i8")
     with rknnlite.Context(str(CORPUS / "pad_zero_i8.rknn"), backend="software") as ctx:
         (y,) = ctx.run([data["in0"]], data_format="nchw")
         scale, zp = ctx.outputs[0].scale, ctx.outputs[0].zp

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,9 +26,10 @@ from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph import lower as lower_mod
 from rknnlite.model.rknn_graph import lower_rockchip
 from rknnlite.model.rknn_graph.graph import read_vendor_graph
+
+from corpus import CORPUS, corpus_arrays
 from vendor_files import doctored_copy
 
-CORPUS = Path(__file__).resolve().parent / "data" / "vendor"
 
 
 def _lowered(stem: str, validate: bool = True):
@@ -38,7 +38,7 @@ def _lowered(stem: str, validate: bool = True):
 
 
 def _run(stem: str):
-    data = np.load(CORPUS / f"{stem}.npz")
+    data = corpus_arrays(stem)
     with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
         outs = ctx.run([data[f"in{k}"] for k in range(len(ctx.inputs))], data_format="nchw")
     return outs, [data[f"out{k}"].reshape(y.shape) for k, y in enumerate(outs)]
@@ -415,7 +415,7 @@ def test_an_embedding_lookup_is_a_gather_of_the_float16_table_by_the_int64_ids()
     (table,) = [w for w in _onnx_initializers("embedding") if w.shape == (50, 32)]
     np.testing.assert_array_equal(model.graph.constants[gather.inputs[0]], table.astype(np.float16).astype(np.float32))
     assert model.metadata.inputs[0].dtype == "int64"
-    data = np.load(CORPUS / "embedding_fp16.npz")
+    data = corpus_arrays("embedding_fp16")
     with rknnlite.Context(str(CORPUS / "embedding_fp16.rknn"), backend="software") as ctx:
         (y,) = ctx.run([data["in0"]])
     ref = data["out0"].reshape(y.shape)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib.util
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,8 +28,7 @@ from rknnlite.model.rknn_graph.regcmd import REG_BS_ALU_SRC, TARGET_DPU, requant
 from rknnlite.model.rknn_graph.validated import (ALLOW_ENV, VALIDATED, UnvalidatedVendorFileWarning, toolkit_release,
                                              unvalidated)
 
-REPO = Path(__file__).resolve().parent.parent
-CORPUS = REPO / "tests" / "data" / "vendor"
+from corpus import CORPUS, REPO, corpus_arrays, inputs_of
 
 
 def _evidence_module():
@@ -77,8 +75,8 @@ def test_the_corpus_spans_platforms_toolkits_and_precisions(evidence):
 
 
 def _run(stem: str):
-    data = np.load(CORPUS / f"{stem}.npz")
-    inputs = [data[k] for k in sorted(k for k in data.files if k.startswith("in"))]
+    data = corpus_arrays(stem)
+    inputs = inputs_of(data)
     with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
         outs = ctx.run(inputs, data_format="nchw")
         scale = ctx.outputs[0].scale if ctx.outputs[0].type == rknnlite.TensorType.INT8 else None

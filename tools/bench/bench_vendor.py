@@ -95,8 +95,8 @@ def fixture_case(name: str, variant: str) -> Case:
 
 
 def corpus_case(name: str, variant: str, tmp: str) -> Case:
-    """A corpus model of ``tests/data/vendor`` (settings from its manifest.json, input from its
-    npz, ONNX rebuilt by ``tools/vendor_corpus/models.py``, calibration samples regenerated)."""
+    """A corpus model of ``tests/data/vendor`` (settings from its manifest.json, input regenerated
+    from its recorded seed, ONNX rebuilt by ``tools/vendor_corpus/models.py``, calibration samples regenerated)."""
     sys.path.insert(0, str(REPO / "tools" / "vendor_corpus"))
     from models import CASES
 
@@ -132,8 +132,10 @@ def manifest_case(folder: Path, name: str, variant: str, model_case, tmp: str) -
             lines.append(" ".join(paths))
         dataset = os.path.join(tmp, f"dataset_{name}.txt")
         Path(dataset).write_text("\n".join(lines) + "\n")
-    with np.load(folder / entry["npz"]) as npz:
-        inputs = [npz[f"in{k}"] for k in range(len(entry["inputs"]))]
+    from models import stored_arrays  # tools/vendor_corpus, on the path of both callers
+
+    arrays = stored_arrays(folder / entry["npz"])  # the corpus's inputs are regenerated from their seed
+    inputs = [arrays[f"in{k}"] for k in range(len(entry["inputs"]))]
     onnx_path = folder / f"{name}.onnx"
     if not onnx_path.exists():
         onnx_path = Path(tmp) / f"{name}.onnx"

@@ -13,9 +13,10 @@ model with the vendor toolkit, runs the toolkit's simulator on fixed inputs and
 writes
 
 * ``<name>_<variant>.rknn``: the exported file;
-* ``<name>_<variant>.npz``: ``in0..`` the raw NCHW float32 inputs (before
-  mean/std), ``out0..`` the simulator outputs, ``ref0..`` onnxruntime's outputs
-  on the normalised inputs;
+* ``<name>_<variant>.npz``: ``out0..`` the simulator outputs, ``ref0..``
+  onnxruntime's outputs on the normalised inputs (the raw NCHW inputs, before
+  mean/std, are ``Case.make_inputs(input_seed)``: ``models.stored_arrays``
+  regenerates them; builds of other ONNX files store them as ``in0..``);
 * ``onnx/<name>.onnx`` (small models only) and ``manifest.json``, which
   describes every file (graph, settings, I/O, accuracy, tool versions).
 
@@ -100,9 +101,11 @@ def _call(log: io.StringIO, fn, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str = OUT, suffix: str = "") -> dict:
+def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str = OUT, suffix: str = "",
+              store_inputs: bool = True) -> dict:
     """Convert, export and simulate one (case, variant) into ``out_dir`` as
-    ``<case>_<variant><suffix>.rknn``; returns its manifest entry."""
+    ``<case>_<variant><suffix>.rknn``; returns its manifest entry.  ``store_inputs=False`` leaves
+    the inputs out of the ``.npz`` (a case of :data:`models.CASES` regenerates them)."""
     import onnxruntime as ort
     from rknn.api import RKNN
 
@@ -153,9 +156,7 @@ def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str =
     ref = sess.run(None, feeds)
     out_names = [o.name for o in sess.get_outputs()]
 
-    arrays = {}
-    for k, x in enumerate(raw):
-        arrays[f"in{k}"] = x
+    arrays = {f"in{k}": x for k, x in enumerate(raw)} if store_inputs else {}
     for k, y in enumerate(sim):
         arrays[f"out{k}"] = np.asarray(y)
     for k, y in enumerate(ref):
@@ -253,8 +254,9 @@ def main(argv: List[str] = None) -> int:
     if not args.suffix:
         manifest["versions"] = versions
     manifest["notes"] = ("Vendor .rknn files built from this project's own random ONNX models; inputs are raw "
-                         "NCHW float32 before mean/std; ref = onnxruntime on the normalised inputs; out = "
-                         "RKNN-Toolkit2 simulator. .rknn bytes are not reproducible (uninitialised padding).")
+                         "NCHW float32 before mean/std, the model's Case.make_inputs(input_seed) (not stored); "
+                         "ref = onnxruntime on the normalised inputs; out = RKNN-Toolkit2 simulator. .rknn bytes "
+                         "are not reproducible (uninitialised padding).")
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
@@ -269,7 +271,8 @@ def main(argv: List[str] = None) -> int:
                     continue
                 t0 = time.perf_counter()
                 try:
-                    entry = build_one(case, variant, onnx_path, tmp, out_dir=out_dir, suffix=args.suffix)
+                    entry = build_one(case, variant, onnx_path, tmp, out_dir=out_dir, suffix=args.suffix,
+                                      store_inputs=bool(args.onnx_dir))
                 except Exception as e:  # keep going: one failing op must not stop the corpus
                     failures += 1
                     print(f"FAIL {stem}: {e}", file=sys.stderr)

@@ -6,8 +6,8 @@ the corpus (``tests/test_vendor_validated.py`` checks it); run it to print that 
     python tools/vendor_corpus/evidence.py [--markdown] [FOLDER ...]
 
 A file counts as evidence when it runs off-board and meets the fidelity bounds against the
-simulator outputs stored beside it (``<stem>.npz``: ``in*`` raw NCHW inputs, ``out*`` the
-simulator's outputs):
+simulator outputs stored beside it (``<stem>.npz``: ``out*`` the simulator's outputs; the raw
+NCHW inputs ``in*`` stored too, or regenerated for the corpus's files, see ``models.stored_arrays``):
 
 * float outputs of fp16 files: ``max |ours - sim| <= 1e-3 * max(1, max |sim|)``;
 * int8 outputs: cosine >= 0.9999 and >= 99 % of elements within one quantization step;
@@ -77,11 +77,19 @@ def output_fidelity(ours: np.ndarray, sim: np.ndarray, scale: Optional[float], i
     return worst <= bound, f"max |diff| {worst:.3g} (bound {bound:.3g})"
 
 
+def _models():
+    """``models.py`` of this folder (the corpus's cases), imported by name as the tools do."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import models
+
+    return models
+
+
 def stored_io(path: Path) -> Tuple[List[np.ndarray], List[np.ndarray]]:
-    """``(inputs, simulator outputs)`` stored beside a built file (``<stem>.npz``: ``in*``, ``out*``)."""
-    data = np.load(Path(path).with_suffix(".npz"))
-    inputs = [data[k] for k in sorted((k for k in data.files if k.startswith("in")), key=lambda k: int(k[2:]))]
-    sims = [data[k] for k in sorted((k for k in data.files if k.startswith("out")), key=lambda k: int(k[3:]))]
+    """``(inputs, simulator outputs)`` kept beside a built file (``models.stored_arrays``)."""
+    data = _models().stored_arrays(Path(path).with_suffix(".npz"))
+    inputs = [data[k] for k in sorted((k for k in data if k.startswith("in")), key=lambda k: int(k[2:]))]
+    sims = [data[k] for k in sorted((k for k in data if k.startswith("out")), key=lambda k: int(k[3:]))]
     return inputs, sims
 
 
@@ -126,10 +134,7 @@ def file_evidence(path: Path) -> FileEvidence:
 def _custom_ops(stem: str) -> list:
     """The custom operators corpus file ``stem`` was built with (``models.Case.custom_ops``),
     instantiated: its op types are the user's code, not vendor ops to validate."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from models import CASES
-
-    case = max((c for c in CASES if stem.startswith(c.name + "_")), key=lambda c: len(c.name), default=None)
+    case = max((c for c in _models().CASES if stem.startswith(c.name + "_")), key=lambda c: len(c.name), default=None)
     return [op() for op in case.custom_ops] if case is not None else []
 
 

@@ -14,12 +14,14 @@ normalised input.  Other inputs are N(0, 1) and use no mean/std.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["ARCHITECTURES", "Case", "CASES", "DYNAMIC_SETS", "IMAGE_MEAN", "IMAGE_STD", "OPSET"]
+__all__ = ["ARCHITECTURES", "Case", "CASES", "DYNAMIC_SETS", "IMAGE_MEAN", "IMAGE_STD", "OPSET", "stored_arrays"]
 
 OPSET = 13
 IR_VERSION = 8
@@ -1091,3 +1093,23 @@ ARCHITECTURES: List[Case] = [
     Case("yolov8n_like", "YOLOv8n's structure at width 8: C2f, SPPF, PAN neck, DFL head, 4 classes, 160x160",
          _yolov8n_like(), [("x", (1, 3, 160, 160), "image")], purpose="a real detector architecture (issue 19)"),
 ]
+
+
+def stored_arrays(npz_path) -> Dict[str, np.ndarray]:
+    """The arrays kept beside a built file (``<stem>.npz``), by key: ``in0..`` the raw NCHW inputs,
+    ``out0..`` the simulator's outputs, ``ref0..`` onnxruntime's.
+
+    The corpus's ``.npz`` files do not hold their inputs: they are :meth:`Case.make_inputs` of the
+    case and ``input_seed`` that ``manifest.json`` (in the same folder) records for the stem, and
+    are regenerated here.  Builds of other ONNX files (``coverage.py``, ``--onnx-dir``) store them.
+    """
+    path = Path(npz_path)
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    if "in0" not in arrays:
+        with open(path.parent / "manifest.json") as f:
+            entry = json.load(f)["files"][path.stem]
+        case = next(c for c in CASES if c.name == entry["model"])
+        arrays.update((f"in{k}", x) for k, x in enumerate(case.make_inputs(entry["input_seed"])))
+    return arrays
+
