@@ -3,6 +3,7 @@ it (``tools/vendor_corpus/models.py``, imported by path; numpy only) and each fi
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -31,10 +32,28 @@ MODELS = _load_models()
 
 def corpus_arrays(stem: str) -> Dict[str, np.ndarray]:
     """A corpus file's arrays by key: ``in0..`` its raw NCHW inputs (regenerated from the
-    manifest's seed), ``out0..`` the simulator's outputs, ``ref0..`` onnxruntime's."""
+    manifest's seed) and ``out0..`` the simulator's outputs."""
     return MODELS.stored_arrays(CORPUS / f"{stem}.npz")
 
 
 def inputs_of(arrays: Dict[str, np.ndarray]) -> list:
     """The ``in0..`` arrays of :func:`corpus_arrays`'s result, in order."""
     return [arrays[f"in{k}"] for k in range(sum(k.startswith("in") for k in arrays))]
+
+
+@functools.lru_cache(maxsize=None)
+def _onnxruntime_session(model: str):
+    import onnxruntime as ort
+
+    case = next(c for c in MODELS.CASES if c.name == model)
+    proto = (case.reference or case.build)()  # onnxruntime runs no custom op: the standard-op twin
+    return case, ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def onnxruntime_outputs(model: str, raw_inputs: list) -> list:
+    """onnxruntime's outputs of corpus case ``model``'s ONNX on ``raw_inputs`` normalised as the
+    vendor file does it (the references ``manifest.json``'s ``cos`` and ``max_abs`` compare the
+    simulator with), float32."""
+    case, session = _onnxruntime_session(model)
+    feeds = {name: x for (name, _, _), x in zip(case.inputs, case.normalise(raw_inputs))}
+    return [np.asarray(y, np.float32) for y in session.run(None, feeds)]

@@ -5,9 +5,9 @@ RKNN-Toolkit2 (in its own venv); these tests need only the project and numpy:
 
 * every ``.rknn`` parses with the project's reader and its I/O (names, shapes,
   NPU dtypes, target platform) matches ``manifest.json``;
-* every ``.npz`` holds the simulator outputs and onnxruntime references, with
-  the recorded shapes and agreement figures (the inputs are not stored: the
-  recorded generator and seed give them);
+* every ``.npz`` holds the simulator outputs with the recorded shapes, and
+  their recorded agreement with onnxruntime holds (the inputs are not stored:
+  the recorded generator and seed give them; nor are onnxruntime's outputs);
 * the manifest and the directory list the same files, and the corpus stays small.
 """
 
@@ -24,13 +24,13 @@ import pytest
 
 from rknnlite.model.loader import ROCKCHIP, load_model
 
-from corpus import CORPUS, corpus_arrays
+from corpus import CORPUS, corpus_arrays, inputs_of, onnxruntime_outputs
 
 MODELS_PY = Path(__file__).resolve().parent.parent / "tools" / "vendor_corpus" / "models.py"
 #: the main 2.5.0 corpus, the builds of 2.2.0, 2.3.0 and 2.3.2, and per-platform cases (rk3566's 440 KB
 #: took it past the first bound of 16 MiB; rk3576's fp16 op families, 1 MB, fill it to 9 KB below
-#: this one): every file validates a (platform, toolkit, op) combination.  Not storing the inputs,
-#: which the cases regenerate, gave back 1 MB.
+#: this one): every file validates a (platform, toolkit, op) combination.  Storing only the
+#: simulator's outputs (the cases regenerate the inputs and onnxruntime's outputs) gave back 3.7 MB.
 MAX_CORPUS_BYTES = 18 * 1024 * 1024
 #: models whose int8 build ends in a float16 op, so that its output stays float16
 FLOAT16_OUTPUT_MODELS = ("softmax",)
@@ -128,30 +128,32 @@ def test_rknn_file_parses_and_matches_manifest(stem, entry):
 
 
 @pytest.mark.parametrize("stem,entry", ENTRIES, ids=IDS)
-def test_npz_matches_manifest(stem, entry, corpus_cases):
+def test_npz_matches_manifest(stem, entry):
     with np.load(CORPUS / entry["npz"]) as z:
         stored = set(z.files)
-    n_in, n_out = len(entry["inputs"]), len(entry["outputs"])
-    # the inputs are not stored: they are what the recorded generator and seed give
-    assert stored == {f"out{k}" for k in range(n_out)} | {f"ref{k}" for k in range(n_out)}
+    n_out = len(entry["outputs"])
+    # only the simulator's outputs are stored: the inputs follow from the recorded generator and
+    # seed, onnxruntime's outputs from the case's ONNX
+    assert stored == {f"out{k}" for k in range(n_out)}
     arrays = corpus_arrays(stem)
-    regenerated = corpus_cases[entry["model"]].make_inputs(entry["input_seed"])
-    assert len(regenerated) == n_in
-    for k, spec in enumerate(entry["inputs"]):
-        x = arrays[f"in{k}"]
+    inputs = inputs_of(arrays)
+    assert len(inputs) == len(entry["inputs"])
+    for x, spec in zip(inputs, entry["inputs"]):
         assert x.dtype == (np.int64 if spec["kind"] == "tokens" else np.float32) and list(x.shape) == spec["shape"]
-        np.testing.assert_array_equal(x, regenerated[k])
 
-    for k, spec in enumerate(entry["outputs"]):
-        sim, ref = arrays[f"out{k}"], arrays[f"ref{k}"]
+    refs = onnxruntime_outputs(entry["model"], inputs)
+    assert len(refs) == n_out
+    for k, (spec, ref) in enumerate(zip(entry["outputs"], refs)):
+        sim = arrays[f"out{k}"]
         assert list(ref.shape) == spec["shape"]
         assert list(sim.shape) == spec["sim_shape"] and str(sim.dtype) == spec["sim_dtype"]
-        assert ref.dtype == np.float32
         assert np.isfinite(sim).all() and np.isfinite(ref).all()
-        # The recorded agreement is the agreement of the stored arrays ...
-        assert _cos(sim, ref) == pytest.approx(spec["cos"], abs=1e-9)
+        # The recorded agreement is that of the simulator's outputs with onnxruntime's (this
+        # onnxruntime may round a last bit otherwise than the one of the build) ...
+        scale = max(1.0, float(np.abs(ref).max(initial=0.0)))
+        assert _cos(sim, ref) == pytest.approx(spec["cos"], abs=1e-7)
         assert float(np.max(np.abs(sim.astype(np.float64).reshape(ref.shape) - ref))) == pytest.approx(
-            spec["max_abs"], rel=1e-6, abs=1e-9)
+            spec["max_abs"], abs=1e-6 * scale)
         # ... and the simulator agrees with onnxruntime (the files are a usable reference).
         if entry["model"] in INDEX_OUTPUT_MODELS:  # labels: int8 ties and one-step moves change a few
             assert np.mean(sim.reshape(ref.shape) == ref) >= (1.0 if entry["variant"] == "fp16" else 0.98)

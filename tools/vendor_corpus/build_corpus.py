@@ -13,10 +13,12 @@ model with the vendor toolkit, runs the toolkit's simulator on fixed inputs and
 writes
 
 * ``<name>_<variant>.rknn``: the exported file;
-* ``<name>_<variant>.npz``: ``out0..`` the simulator outputs, ``ref0..``
-  onnxruntime's outputs on the normalised inputs (the raw NCHW inputs, before
-  mean/std, are ``Case.make_inputs(input_seed)``: ``models.stored_arrays``
-  regenerates them; builds of other ONNX files store them as ``in0..``);
+* ``<name>_<variant>.npz``: ``out0..`` the simulator outputs, the one thing
+  that needs the vendor toolkit.  The raw NCHW inputs (before mean/std) are
+  ``Case.make_inputs(input_seed)`` and onnxruntime's outputs on the normalised
+  inputs follow from the case's ONNX, so the corpus does not store them
+  (``models.stored_arrays`` regenerates the inputs); builds of other ONNX files
+  store both, as ``in0..`` and ``ref0..``;
 * ``onnx/<name>.onnx`` (small models only) and ``manifest.json``, which
   describes every file (graph, settings, I/O, accuracy, tool versions).
 
@@ -102,10 +104,11 @@ def _call(log: io.StringIO, fn, *args, **kwargs):
 
 
 def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str = OUT, suffix: str = "",
-              store_inputs: bool = True) -> dict:
+              self_contained: bool = True) -> dict:
     """Convert, export and simulate one (case, variant) into ``out_dir`` as
-    ``<case>_<variant><suffix>.rknn``; returns its manifest entry.  ``store_inputs=False`` leaves
-    the inputs out of the ``.npz`` (a case of :data:`models.CASES` regenerates them)."""
+    ``<case>_<variant><suffix>.rknn``; returns its manifest entry.  ``self_contained=False``
+    leaves the inputs and onnxruntime's outputs out of the ``.npz`` (a case of
+    :data:`models.CASES` regenerates both); the manifest records their agreement either way."""
     import onnxruntime as ort
     from rknn.api import RKNN
 
@@ -156,11 +159,10 @@ def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str =
     ref = sess.run(None, feeds)
     out_names = [o.name for o in sess.get_outputs()]
 
-    arrays = {f"in{k}": x for k, x in enumerate(raw)} if store_inputs else {}
-    for k, y in enumerate(sim):
-        arrays[f"out{k}"] = np.asarray(y)
-    for k, y in enumerate(ref):
-        arrays[f"ref{k}"] = np.asarray(y, np.float32)
+    arrays = {f"out{k}": np.asarray(y) for k, y in enumerate(sim)}
+    if self_contained:
+        arrays.update((f"in{k}", x) for k, x in enumerate(raw))
+        arrays.update((f"ref{k}", np.asarray(y, np.float32)) for k, y in enumerate(ref))
     np.savez_compressed(npz_path, **arrays)
 
     return {
@@ -254,9 +256,10 @@ def main(argv: List[str] = None) -> int:
     if not args.suffix:
         manifest["versions"] = versions
     manifest["notes"] = ("Vendor .rknn files built from this project's own random ONNX models; inputs are raw "
-                         "NCHW float32 before mean/std, the model's Case.make_inputs(input_seed) (not stored); "
-                         "ref = onnxruntime on the normalised inputs; out = RKNN-Toolkit2 simulator. .rknn bytes "
-                         "are not reproducible (uninitialised padding).")
+                         "NCHW float32 before mean/std, the model's Case.make_inputs(input_seed); the .npz files "
+                         "hold out = RKNN-Toolkit2 simulator outputs only (inputs and onnxruntime's outputs on "
+                         "the normalised inputs are regenerated; cos/max_abs record sim against onnxruntime). "
+                         ".rknn bytes are not reproducible (uninitialised padding).")
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
@@ -272,7 +275,7 @@ def main(argv: List[str] = None) -> int:
                 t0 = time.perf_counter()
                 try:
                     entry = build_one(case, variant, onnx_path, tmp, out_dir=out_dir, suffix=args.suffix,
-                                      store_inputs=bool(args.onnx_dir))
+                                      self_contained=bool(args.onnx_dir))
                 except Exception as e:  # keep going: one failing op must not stop the corpus
                     failures += 1
                     print(f"FAIL {stem}: {e}", file=sys.stderr)

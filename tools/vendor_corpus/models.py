@@ -725,6 +725,52 @@ def _unet_like(seed: int = 815, size: int = 64, width: int = 8, classes: int = 5
     return build
 
 
+def _classifier_ops(seed: int = 831, width: int = 8):
+    """The op families of ResNet-, MobileNetV2- and ShuffleNet-style classifiers in one small
+    graph, each block's output kept: stem conv + Relu, max pool, a basic block (ConvAddRelu), a
+    channel Split, an inverted residual with ReLU6 and a depthwise conv (ConvClip, ConvAdd), a
+    Concat, then global pool, Flatten and Gemm (Reshape)."""
+    def build():
+        g = _G(seed)
+        relu = lambda t: g.node("Relu", [t])[0]  # noqa: E731
+        zero, six = g.const(np.array(0, np.float32)), g.const(np.array(6, np.float32))
+        relu6 = lambda t: g.node("Clip", [t, zero, six])[0]  # noqa: E731
+        a = relu(g.conv("x", 3, width))
+        p = g.node("MaxPool", [a], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])[0]
+        r = relu(g.node("Add", [g.conv(relu(g.conv(p, width, width)), width, width), p])[0])
+        half = width // 2
+        s0, s1 = g.node("Split", [r, g.const(np.array([half, half], np.int64))], n_out=2, axis=1)
+        e = relu6(g.conv(s1, half, 4 * half, k=1))
+        e = relu6(g.conv(e, 4 * half, 4 * half, group=4 * half))
+        c = g.node("Concat", [s0, g.node("Add", [s1, g.conv(e, 4 * half, half, k=1)])[0]], axis=1)[0]
+        y = g.node("Flatten", [g.node("GlobalAveragePool", [c])[0]])[0]
+        w = g.const((g.rng.standard_normal((10, width)) / np.sqrt(width)).astype(np.float32), "w")
+        y = g.node("Gemm", [y, w, g.const(np.zeros(10, np.float32), "b")], transB=1)[0]
+        return g.model([("x", (1, 3, 16, 16))], [(c, "features"), (y, "logits")])
+    return build
+
+
+def _segmenter_ops(seed: int = 832, width: int = 8, classes: int = 5):
+    """The op families of a UNet-style segmenter in one small graph: a ConvTranspose and a
+    bilinear Resize up path with skip Concats, the class map and its ArgMax (both outputs)."""
+    def build():
+        from onnx import TensorProto
+
+        g = _G(seed)
+        relu = lambda t: g.node("Relu", [t])[0]  # noqa: E731
+        e1 = relu(g.conv("x", 3, width))
+        e2 = relu(g.conv(g.node("MaxPool", [e1], kernel_shape=[2, 2], strides=[2, 2])[0], width, 2 * width))
+        w = (g.rng.standard_normal((2 * width, width, 2, 2)) * 0.3).astype(np.float32)
+        u = g.node("ConvTranspose", [e2, g.const(w, "w")], kernel_shape=[2, 2], strides=[2, 2])[0]
+        r = g.node("Resize", [e2, g.const(np.zeros(0, np.float32)), g.const(np.array([1, 1, 2, 2], np.float32))],
+                   mode="linear", coordinate_transformation_mode="half_pixel")[0]
+        d = relu(g.conv(g.node("Concat", [u, r, e1], axis=1)[0], 4 * width, width))
+        logits = g.conv(d, width, classes, k=1)
+        label = g.node("ArgMax", [logits], axis=1, keepdims=1)[0]
+        return g.model([("x", (1, 3, 16, 16))], [(logits, "logits"), (label, "label", TensorProto.INT64)])
+    return build
+
+
 def _linear(g: "_G", t: str, cin: int, cout: int) -> str:
     """``t @ W + b`` as PyTorch's ONNX export writes a Linear (MatMul by a constant, then Add)."""
     w = g.const((g.rng.standard_normal((cin, cout)) / np.sqrt(cin)).astype(np.float32), "w")
@@ -1097,11 +1143,12 @@ ARCHITECTURES: List[Case] = [
 
 def stored_arrays(npz_path) -> Dict[str, np.ndarray]:
     """The arrays kept beside a built file (``<stem>.npz``), by key: ``in0..`` the raw NCHW inputs,
-    ``out0..`` the simulator's outputs, ``ref0..`` onnxruntime's.
+    ``out0..`` the simulator's outputs and, where stored, ``ref0..`` onnxruntime's.
 
-    The corpus's ``.npz`` files do not hold their inputs: they are :meth:`Case.make_inputs` of the
-    case and ``input_seed`` that ``manifest.json`` (in the same folder) records for the stem, and
-    are regenerated here.  Builds of other ONNX files (``coverage.py``, ``--onnx-dir``) store them.
+    The corpus's ``.npz`` files hold the simulator's outputs only.  Their inputs are
+    :meth:`Case.make_inputs` of the case and ``input_seed`` that ``manifest.json`` (in the same
+    folder) records for the stem, regenerated here; onnxruntime's outputs follow from the case's
+    ONNX.  Builds of other ONNX files (``coverage.py``, ``--onnx-dir``) store both.
     """
     path = Path(npz_path)
     with np.load(path) as data:
