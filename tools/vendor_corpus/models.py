@@ -941,6 +941,26 @@ def _rk3576_fp16_ops() -> List[Case]:
                          variants=("fp16",), platform="rk3576", purpose="ConvAddRelu on rk3576")]
 
 
+def _family_cases() -> List[Case]:
+    """:func:`_classifier_ops` and :func:`_segmenter_ops` per platform: one small file validates
+    the op families of a whole kind of network for a (platform, toolkit release, precision).
+    Built where that adds to the validated table: the older toolkit releases (``--suffix
+    _tk232`` etc.) and the platforms whose 2.5.0 files lacked these families.  int8 only where
+    the platform's int8 weight tiles are decoded (not rk3576, rv1126b)."""
+    cases = []
+    for platform in ("rk3588", "rk3566", "rk3576", "rv1126b", "rk3562"):
+        suffix = "" if platform == "rk3588" else f"_{platform}"
+        variants = ("fp16", "i8") if platform in ("rk3588", "rk3566") else ("fp16",)
+        for name, build, what in (("classifier_ops", _classifier_ops(), "ResNet, MobileNetV2 and ShuffleNet"),
+                                  ("segmenter_ops", _segmenter_ops(), "UNet-style segmenters")):
+            if name == "classifier_ops" and platform == "rk3562":  # its fused Clip is not decoded
+                continue
+            graph = _classifier_ops.__doc__ if name == "classifier_ops" else _segmenter_ops.__doc__
+            cases.append(Case(name + suffix, " ".join(graph.split()), build, [IMG], variants=variants,
+                              platform=platform, purpose=f"the op families of {what} on {platform}"))
+    return cases
+
+
 def _cases() -> List[Case]:
     img = [IMG]
     acts = [
@@ -1021,7 +1041,7 @@ def _cases() -> List[Case]:
         Case("convnet_rk3562", "same graph and weights as convnet, rk3562", _convnet(), img, platform="rk3562",
              purpose="rk3562"),
         # rk3566/rk3568 (the commonest boards after rk3588): the op families ResNet and MobileNetV2 need there
-        *_board_ops("rk3566"), *_board_ops("rk3568"), *_rk3576_fp16_ops(),
+        *_board_ops("rk3566"), *_board_ops("rk3568"), *_rk3576_fp16_ops(), *_family_cases(),
         Case("two_input_rk3562", TWO_INPUT + ", rk3562", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
              platform="rk3562", purpose="two inputs on rk3562"),
         Case("cst_softmax", "Conv 3->8 3x3, cstChannelSoftmax(axis=1) (a custom op), Conv 8->4 1x1", _cst_softmax(),

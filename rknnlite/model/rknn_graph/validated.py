@@ -39,41 +39,41 @@ PRECISIONS = ("fp16", "int8", "int8-layer")
 #: One line per (platform, toolkit release, precision): the vendor op types checked there.  Printed
 #: by ``python tools/vendor_corpus/evidence.py`` from the corpus; the test requires equality.
 _TABLE = """
-rk3562   2.5.0  fp16       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
+rk3562   2.5.0  fp16       ArgMax Conv ConvAdd ConvAddRelu ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Resize
 rk3562   2.5.0  int8       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
-rk3566   2.2.0  fp16       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
-rk3566   2.2.0  int8       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
-rk3566   2.3.0  fp16       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
-rk3566   2.3.0  int8       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
-rk3566   2.3.2  fp16       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
-rk3566   2.3.2  int8       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
-rk3566   2.5.0  fp16       Add AddRelu Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rk3566   2.5.0  int8       AddRelu Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape
+rk3566   2.2.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
+rk3566   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
+rk3566   2.3.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
+rk3566   2.3.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
+rk3566   2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Resize Split
+rk3566   2.3.2  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Resize Split
+rk3566   2.5.0  fp16       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Resize Split
+rk3566   2.5.0  int8       AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Resize Split
 rk3568   2.5.0  fp16       Add AddRelu Concat Conv ConvAdd ConvClip ConvExSwish ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3568   2.5.0  int8       AddRelu Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape
-rk3576   2.2.0  fp16       Conv ConvRelu InputOperator OutputOperator
+rk3576   2.2.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3576   2.2.0  int8       Conv ConvRelu InputOperator OutputOperator
-rk3576   2.3.0  fp16       Conv ConvRelu InputOperator OutputOperator
+rk3576   2.3.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3576   2.3.0  int8       Conv ConvRelu InputOperator OutputOperator
-rk3576   2.3.2  fp16       Conv ConvRelu InputOperator OutputOperator
+rk3576   2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Resize Split
 rk3576   2.3.2  int8       Conv ConvRelu InputOperator OutputOperator
-rk3576   2.5.0  fp16       Add AddRelu Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSoftmax13 exSwish
+rk3576   2.5.0  fp16       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSoftmax13 exSwish
 rk3576   2.5.0  int8       Conv ConvClip ConvHardSigmoid ConvLeakyRelu ConvRelu InputOperator OutputOperator
-rk3588   2.2.0  fp16       Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator exSoftmax13
-rk3588   2.2.0  int8       Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator exDataConvert exSoftmax13
+rk3588   2.2.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator MaxPool OutputOperator Reshape Split exSoftmax13
+rk3588   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator MaxPool OutputOperator Reshape Split exDataConvert exSoftmax13
 rk3588   2.2.0  int8-layer Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
-rk3588   2.3.0  fp16       Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator exSoftmax13
-rk3588   2.3.0  int8       Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator exDataConvert exSoftmax13
+rk3588   2.3.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator MaxPool OutputOperator Reshape Split exSoftmax13
+rk3588   2.3.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator MaxPool OutputOperator Reshape Split exDataConvert exSoftmax13
 rk3588   2.3.0  int8-layer Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
-rk3588   2.3.2  fp16       Add Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvRelu ConvSigmoid Expand HardSwish InputOperator MaxPool Mul OutputOperator Relu Reshape Resize Sigmoid Split Sub Transpose exSDPAttention exSoftmax13
-rk3588   2.3.2  int8       Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid HardSwish InputOperator OutputOperator Relu exDataConvert exSoftmax13
+rk3588   2.3.2  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvRelu ConvSigmoid ConvTranspose Expand HardSwish InputOperator MaxPool Mul OutputOperator Relu Reshape Resize Sigmoid Split Sub Transpose exSDPAttention exSoftmax13
+rk3588   2.3.2  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid ConvTranspose HardSwish InputOperator MaxPool OutputOperator Relu Reshape Resize Split exDataConvert exSoftmax13
 rk3588   2.3.2  int8-layer Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
 rk3588   2.5.0  fp16       Add AddRelu ArgMax AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose Gather HardSwish InputOperator MaxPool Mul OutputOperator Pad Relu Reshape Resize Sigmoid Slice Split Sub Transpose exGelu exMatMul exNorm exSDPAttention exSoftmax13 exSwish
 rk3588   2.5.0  int8       Add AddRelu ArgMax AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose HardSwish InputOperator MaxPool Mul OutputOperator Pad Relu Reshape Resize Sigmoid Slice Split Sub Transpose exDataConvert exGelu exMatMul exNorm exSoftmax13 exSwish
 rk3588   2.5.0  int8-layer AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
-rv1126b  2.3.2  fp16       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
+rv1126b  2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Resize Split
 rv1126b  2.3.2  int8       Conv ConvRelu InputOperator OutputOperator
-rv1126b  2.5.0  fp16       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
+rv1126b  2.5.0  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Resize Split
 rv1126b  2.5.0  int8       Conv ConvAddRelu ConvRelu InputOperator OutputOperator
 """
 
