@@ -26,7 +26,8 @@ from rknnlite.model.rknn_graph.graph import read_vendor_graph
 from rknnlite.model.rknn_graph.lower import VendorGraph
 from rknnlite.model.rknn_graph.regcmd import requant_t4
 from rknnlite.model.rknn_graph.validated import UnvalidatedVendorFileWarning
-from rknnlite.model.rknn_graph.weights import decode_int8_bias, decode_weight
+from rknnlite.model.rknn_graph.weights import decode_depthwise_weight, decode_int8_bias, decode_weight
+
 from corpus import CORPUS, MODELS, corpus_arrays
 from vendor_files import doctored_copy
 
@@ -179,9 +180,9 @@ def test_packed_int8_weight_of_rk3576_first_convs():
         decode_weight(rows.tobytes(), (1, 1, 2, 3, 2, 4), (2, 3, 2, 3), "int8", "w", npu_size=999)
 
 
-def test_packed_layout_is_chosen_by_platform_even_when_the_size_matches_the_tiles():
+def test_packed_layout_is_chosen_by_the_caller_even_when_the_size_matches_the_tiles():
     # rv1126b first conv of 8 channels: npu shape [1,1,3,3,16,4] holds 576 bytes of tiles, and the
-    # packed layout's size is 8 * 3 * 3 * 8 = 576 as well; only the platform tells them apart
+    # packed layout's size is 8 * 3 * 3 * 8 = 576 as well; only the conv's registers tell them apart
     w = (np.arange(8 * 3 * 3 * 3) % 97 - 48).astype(np.int8).reshape(8, 3, 3, 3)
     rows = np.zeros((3, 16, 16), np.int8)
     for h in range(3):
@@ -192,6 +193,79 @@ def test_packed_layout_is_chosen_by_platform_even_when_the_size_matches_the_tile
     np.testing.assert_array_equal(out, w)
     tiled = decode_weight(rows.tobytes(), (1, 1, 3, 3, 16, 4), (8, 3, 3, 3), "int8", "w", npu_size=576)
     assert not np.array_equal(tiled, w)
+
+
+def test_packed_rows_of_a_wide_kernel_are_padded_to_32_bytes():
+    # rk3576 7x7 stem (ResNet): 7 groups of the 3 input weights and the zero point fill 28 bytes of
+    # a 32-byte row, one row per (kh, output lane)
+    w = (np.arange(2 * 3 * 1 * 7) % 101 - 50).astype(np.int8).reshape(2, 3, 1, 7)  # [O=2, I=3, kh=1, kw=7]
+    rows = np.zeros((1, 2, 32), np.int8)
+    for o in range(2):
+        rows[0, o, :28] = np.array([list(w[o, :, 0, k]) + [9] for k in range(7)], np.int8).ravel()
+    out = decode_weight(rows.tobytes(), (1, 1, 1, 7, 2, 4), (2, 3, 1, 7), "int8", "w", npu_size=2 * 7 * 8, packed=True)
+    np.testing.assert_array_equal(out, w)
+    with pytest.raises(ModelInvalidError, match="needs 64 bytes"):
+        decode_weight(rows.tobytes()[:48], (1, 1, 1, 7, 2, 4), (2, 3, 1, 7), "int8", "w", packed=True)
+
+
+def _depthwise_bytes(w: np.ndarray, stored_zp: np.ndarray, iblk: int) -> bytes:
+    """rk3576 depthwise layout: per input block and tap, each channel pair as w0 w1 -zp0 -zp1."""
+    _, c, kh, kw = w.shape
+    blocks = -(-c // iblk)
+    lanes_w = np.zeros((kh, kw, blocks * iblk), np.int8)
+    lanes_w[:, :, :c] = w[0].transpose(1, 2, 0)
+    lanes_z = np.zeros((kh, kw, blocks * iblk), np.int8)
+    lanes_z[:, :, :c] = stored_zp
+    quads = np.stack([lanes_w.reshape(kh, kw, blocks, iblk // 2, 2), lanes_z.reshape(kh, kw, blocks, iblk // 2, 2)],
+                     axis=4)  # kh, kw, block, pair, (w, z), member
+    return quads.transpose(2, 0, 1, 3, 4, 5).tobytes()
+
+
+def test_rk3576_depthwise_weight_holds_its_zero_points():
+    w = (np.arange(5 * 2 * 3) % 37 - 18).astype(np.int8).reshape(1, 5, 2, 3)  # 5 channels, one block of 8
+    zp = np.array([3, -4, 0, 127, -128])
+    stored = ((-zp + 128) % 256 - 128).astype(np.int8)  # -zp as int8: 128 (zp -128) wraps to -128
+    raw = _depthwise_bytes(w, stored, 8)
+    weight, w_zp = decode_depthwise_weight(raw, (1, 1, 2, 3, 1, 8), (1, 5, 2, 3), "w", npu_size=len(raw))
+    np.testing.assert_array_equal(weight, w)
+    assert w_zp.tolist() == zp.tolist()
+    # two input blocks of 4 (rk3576 writes (1, 2, kh, kw, 1, 64) for 128 channels)
+    raw2 = _depthwise_bytes(w, stored, 4)
+    weight, w_zp = decode_depthwise_weight(raw2, (1, 2, 2, 3, 1, 4), (1, 5, 2, 3), "w", npu_size=len(raw2))
+    np.testing.assert_array_equal(weight, w)
+    assert w_zp.tolist() == zp.tolist()
+    with pytest.raises(ModelInvalidError, match="hold 96 bytes but the tensor's NPU size is 48"):
+        decode_depthwise_weight(raw, (1, 1, 2, 3, 1, 8), (1, 5, 2, 3), "w", npu_size=48)
+    with pytest.raises(ModelInvalidError, match="do not fit"):
+        decode_depthwise_weight(raw, (1, 1, 3, 3, 1, 8), (1, 5, 2, 3), "w")
+    with pytest.raises(ModelInvalidError, match="needs 96 bytes, has 50"):
+        decode_depthwise_weight(raw[:50], (1, 1, 2, 3, 1, 8), (1, 5, 2, 3), "w")
+    changed = bytearray(raw)
+    changed[4 * 4 + 2] ^= 1  # the zero point of channel 0 at the second tap
+    with pytest.raises(ModelInvalidError, match="differ between kernel taps"):
+        decode_depthwise_weight(bytes(changed), (1, 1, 2, 3, 1, 8), (1, 5, 2, 3), "w")
+
+
+def test_int8_bias_block_without_zero_points():
+    # rk3576/rv1126b depthwise convs: i32 bias[8] | u16 mul[8] (their weight holds the zero points)
+    block = np.arange(8, dtype="<i4").tobytes() + np.full(8, 16384, "<u2").tobytes()
+    bias, zp, mul = decode_int8_bias(block * 2, 11, "b", zero_points=False)
+    assert bias.tolist() == list(range(8)) + [0, 1, 2] and zp is None and mul.tolist() == [16384] * 11
+    with pytest.raises(ModelInvalidError, match="need 96 bytes"):
+        decode_int8_bias(block, 11, "b", zero_points=False)
+
+
+@pytest.mark.parametrize("low_bits, refusal", [(5, r"CNA_CONV_CON1 \(0x100c\) = 0x2000a005 .* low bits 6 \(packed\) "
+                                                    r"and 2 \(tiles\) only"),
+                                               (6, "a packed int8 weight .* has NPU size 288; 576 was observed")])
+def test_rk3576_first_conv_layout_is_read_from_its_registers(tmp_path, low_bits, refusal):
+    # depthwise_rk3576_i8's first conv (8 channels on an 8x8 image) keeps its weight in tiles (CNA_CONV_CON1
+    # low bits 2); the same conv on a 16x16 image (classifier_ops) is packed (6).  Other bits are refused,
+    # and with 6 the tiles are read as the packed layout, whose size they do not have.
+    path = _doctored_corpus(tmp_path, "depthwise_rk3576_i8",
+                            _patch_registers(0x0201, 0x100C, lambda v: (v & ~0xF) | low_bits if v & 0xF == 2 else v))
+    with pytest.raises(ModelInvalidError, match=refusal):
+        rknnlite.Context(path, backend="software")
 
 
 def test_int8_bias_block():

@@ -765,6 +765,18 @@ def _mobilenetv3_ops(seed: int = 833, width: int = 16):
     return build
 
 
+def _depthwise(seed: int = 834, width: int = 24):
+    """Conv 3->8 3x3 + Relu on an 8x8 image, Conv 8->24 1x1 + Relu, then a depthwise 3x3 conv +
+    Clip(0, 6) (MobileNetV2's inverted residual, 24 channels: one input block of 32, padded)."""
+    def build():
+        g = _G(seed)
+        h = g.node("Relu", [g.conv("x", 3, 8)])[0]
+        h = g.node("Relu", [g.conv(h, 8, width, k=1)])[0]
+        y = _clip(0.0, 6.0)(g, g.conv(h, width, width, group=width))
+        return g.model([("x", (1, 3, 8, 8))], [(y, "y")])
+    return build
+
+
 def _segmenter_ops(seed: int = 832, width: int = 8, classes: int = 5):
     """The op families of a UNet-style segmenter in one small graph: a ConvTranspose and a
     bilinear Resize up path with skip Concats, the class map and its ArgMax (both outputs)."""
@@ -1063,6 +1075,10 @@ def _cases() -> List[Case]:
              purpose="rk3562"),
         # rk3566/rk3568 (the commonest boards after rk3588): the op families ResNet and MobileNetV2 need there
         *_board_ops("rk3566"), *_board_ops("rk3568"), *_rk3576_fp16_ops(), *_family_cases(),
+        *(Case(f"depthwise_{p}", " ".join(_depthwise.__doc__.split()), _depthwise(), [("x", (1, 3, 8, 8), "image")],
+               variants=("i8",),
+               platform=p, purpose=f"the int8 depthwise weight layout of {p} (zero points beside the weights)")
+          for p in ("rk3576", "rv1126b")),
         Case("two_input_rk3562", TWO_INPUT + ", rk3562", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
              platform="rk3562", purpose="two inputs on rk3562"),
         Case("cst_softmax", "Conv 3->8 3x3, cstChannelSoftmax(axis=1) (a custom op), Conv 8->4 1x1", _cst_softmax(),

@@ -66,7 +66,6 @@ import numpy as np
 from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
 from .regcmd import TARGET_DPU, Requant, node_registers, shortest_decimal
-from .weights import decode_int8_bias
 
 __all__ = ["f2_activation", "f2_fp16_activation", "f2_lut_stage", "F2_ACT_CFG", "F2_OUT_CVT",
            "F2_PLATFORMS"]
@@ -144,8 +143,7 @@ def f2_activation(lowering, node, x, out, w, b, channels: int) -> Dict[str, floa
         raise refuse("no fused-activation layout is known for this op")
     unit = _register_unit(lowering, node, x, out, w, channels, reg, where)
     if cfg == _ACT_CLAMP and mode == _MODE_PLAIN and lo_reg == 0 and 0 < hi_reg < _INT_MAX and not add_back:
-        _, _, mul = decode_int8_bias(lowering.vf.tensor_data(lowering.sg, b), channels, f"{where} bias {b.name!r}",
-                                     lowering.bias_block(node, x, out))
+        _, _, mul = lowering.bias_blocks(node, x, out, b, channels)
         if mul.max() != _MUL_ONE or mul[0] <= 0:
             raise refuse(f"the channel multipliers {mul.tolist()} are not normalised to a largest of 2^14")
         unit0 = unit * float(mul[0]) / _MUL_ONE  # channel 0's raw accumulator (module doc)

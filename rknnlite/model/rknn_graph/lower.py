@@ -107,11 +107,13 @@ from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_va
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage
 from .lut import lower_lut_conv, lower_lut_sigmoid
-from .regcmd import T4_BN_CFG_OF, Requant, fused_activation, node_registers, read_tasks, requant_of, requant_t4
+from .regcmd import (REG_CNA_CONV_CON1, T4_BN_CFG_OF, TARGET_CNA, Requant, fused_activation, node_registers,
+                     read_tasks, requant_of, requant_t4)
 from .transformer import lower_gather, lower_gelu, lower_layer_norm, lower_matmul
 from .regcmd import shortest_decimal as _shortest
 from .validated import check_validated, toolkit_release
-from .weights import decode_float_bias, decode_int8_bias, decode_int32_bias, decode_weight
+from .weights import (decode_depthwise_weight, decode_float_bias, decode_int8_bias, decode_int32_bias,
+                      decode_weight)
 
 __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_support", "vendor_op_counts"]
 
@@ -366,6 +368,8 @@ class _Lowering:
         self.methods: Dict[int, str] = {}
         #: int8 tensor name -> the name of its integer codes (:func:`.accumulator.emit_codes`)
         self.codes: Dict[str, str] = {}
+        #: per rk3576/rv1126b int8 depthwise conv node: the weight zero points its weight holds
+        self.weight_zero_points: Dict[int, np.ndarray] = {}
         self._tasks = None
         self._regcmd = None
 
@@ -698,9 +702,15 @@ class _Lowering:
         kernel = list(p["kernel_shape"])
         where = f"{self.label}: {node.label} weight {w.name!r}"
         raw = self.vf.tensor_data(self.sg, w)
-        # rk3576/rv1126b int8 convs on a graph input store their weight packed
-        packed = self.int8 and self.f2_platform() and x.kind == "input"
-        weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size, packed=packed)
+        # rk3576/rv1126b int8 convs on a graph input may store their weight packed, and their
+        # depthwise convs the weight zero points beside the weights
+        first = self.int8 and self.f2_platform() and x.kind == "input"
+        packed = first and self.packed_weight(node, where)
+        if self.int8 and self.f2_platform() and group > 1 and not first and w.dtype == "int8":
+            weight, self.weight_zero_points[node.index] = decode_depthwise_weight(raw, w.npu_shape, w.shape, where,
+                                                                                  w.size)
+        else:
+            weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size, packed=packed)
         channels_in = x.shape[1] if len(x.shape) == 4 else -1
         if group > 1:
             if not (w.shape[0] == 1 and w.shape[1] == group == channels_in):
@@ -873,12 +883,11 @@ class _Lowering:
             raise self.error(f"{node.label} has no int32 bias; its weight quantization cannot be recovered")
         where = f"{self.label}: {node.label}"
         channels = q.shape[0]
-        raw = self.vf.tensor_data(self.sg, b)
         s_in, zp_in = self.activation_quant(x).scale[0], self.activation_quant(x).zero_point[0]
         stored = self.stored_weight_scales(w, channels)
         if stored is not None:
             self.methods[node.index] = "channel"  # their per-layer files are refused (one stored scale)
-            bias_i32, w_zp, _ = decode_int8_bias(raw, channels, f"{where} bias {b.name!r}", self.bias_block(node, x, out))
+            bias_i32, w_zp, _ = self.bias_blocks(node, x, out, b, channels)
             return None, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, stored)
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
         if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
@@ -918,11 +927,33 @@ class _Lowering:
         raw = self.vf.tensor_data(self.sg, b)
         if requant.bias_blocks:
             self.methods[node.index] = "channel"
-            return decode_int8_bias(raw, channels, where, self.bias_block(node, x, out))
+            return self.bias_blocks(node, x, out, b, channels)
         if channels > 1:  # one output channel: per-layer and per-channel are the same (e.g. a DFL conv)
             self.methods[node.index] = "layer"
         return (decode_int32_bias(raw, channels, where), np.full(channels, requant.weight_zp, np.int64),
                 np.zeros(channels, np.int64))
+
+    def packed_weight(self, node: VendorNode, where: str) -> bool:
+        """Whether an rk3576/rv1126b int8 conv on a graph input stores its weight packed
+        (:func:`.weights.decode_packed_weight`) or in tiles: the low four bits of its
+        CNA_CONV_CON1, 6 or 2 (the input's width decides which the compiler picks)."""
+        con1 = node_registers(self.regcmd(), self.tasks(), node.index, where).get((TARGET_CNA, REG_CNA_CONV_CON1))
+        if con1 is None or con1 & 0xF not in (2, 6):
+            raise self.error(f"{node.label}: CNA_CONV_CON1 (0x100c) = {con1 if con1 is None else hex(con1)} on an int8 "
+                             f"{self.platform()} conv reading a graph input; its weight layout is known for low bits "
+                             "6 (packed) and 2 (tiles) only")
+        return con1 & 0xF == 6
+
+    def bias_blocks(self, node: VendorNode, x: VendorTensor, out: VendorTensor, b: VendorTensor,
+                    channels: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(bias_i32, w_zp, mul)`` per output channel from an int8 conv's per-channel bias blocks
+        (:func:`.weights.decode_int8_bias`); the weight zero points come from the weight where it
+        holds them (rk3576/rv1126b depthwise convs, :attr:`weight_zero_points`)."""
+        in_weight = self.weight_zero_points.get(node.index)
+        bias_i32, w_zp, mul = decode_int8_bias(self.vf.tensor_data(self.sg, b), channels,
+                                               f"{self.label}: {node.label} bias {b.name!r}",
+                                               self.bias_block(node, x, out), zero_points=in_weight is None)
+        return bias_i32, (w_zp if in_weight is None else in_weight), mul
 
     def bias_block(self, node: VendorNode, x: VendorTensor, out: VendorTensor) -> int:
         """Channels per int8 bias block: half the C2 of the conv's NC1HWC2 activations, except

@@ -32,11 +32,15 @@ from typing import Dict, List, Optional, Tuple
 from ...errors import ModelInvalidError
 
 __all__ = ["Task", "Requant", "read_tasks", "node_registers", "task_writes", "requant_of", "requant_t4",
-           "fused_activation", "shortest_decimal", "TARGET_DPU"]
+           "fused_activation", "shortest_decimal", "TARGET_CNA", "TARGET_DPU", "REG_CNA_CONV_CON1"]
 
 TASK_SIZE = 40
 _TASK = struct.Struct("<8IQ")
+TARGET_CNA = 0x0201
 TARGET_DPU = 0x1001
+#: CNA_CONV_CON1: its low four bits are 6 on rk3576/rv1126b int8 convs whose weight is packed
+#: (:func:`.weights.decode_packed_weight`), 2 on those whose weight is in tiles
+REG_CNA_CONV_CON1 = 0x100C
 REG_BS_CFG = 0x4040
 REG_BS_ALU_CFG = 0x4050  # bit 0: per-channel bias blocks; clear: plain int32 bias (per-layer files)
 REG_BS_ALU_SRC = 0x4054  # plain-bias layout: minus the layer's weight zero point, a signed 16-bit field

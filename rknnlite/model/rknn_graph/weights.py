@@ -11,7 +11,9 @@ and dropped.
 Bias blocks: fp16 models store float32 biases (padded).  int8 models with per-channel
 quantization store blocks of ``n`` output channels, ``i32 bias[n] | i16 -w_zp[n] | u16 mul[n]``
 (``n`` = 8 on rk3588/rk3576, 4 on rk3566: half the C2 of the platform's int8 activations); per-layer quantization (and the compiler's
-identity convs) a plain int32 array (the registers say which, see :mod:`.regcmd`).
+identity convs) a plain int32 array (the registers say which, see :mod:`.regcmd`).  rk3576 and
+rv1126b int8 depthwise convs keep the weight zero points beside the weights
+(:func:`decode_depthwise_weight`) and their bias blocks are ``i32 bias[n] | u16 mul[n]``.
 
 Every function returns new arrays (copies of the file's bytes in model layout).
 """
@@ -24,10 +26,11 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 
-__all__ = ["decode_weight", "decode_packed_weight", "decode_float_bias", "decode_int32_bias", "decode_int8_bias"]
+__all__ = ["decode_weight", "decode_packed_weight", "decode_depthwise_weight", "decode_float_bias", "decode_int32_bias",
+           "decode_int8_bias"]
 
 _ITEM = {"float16": np.dtype("<f2"), "int8": np.dtype("i1")}
-_PACKED_ROW = 16  # bytes per (kh, o) row of the packed layout
+_PACKED_ALIGN = 16  # a (kh, o) row of the packed layout is padded to a multiple of this many bytes
 
 
 def _error(where: str, message: str) -> ModelInvalidError:
@@ -62,11 +65,10 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
     # the size of the O real channels; the buffer holds every tile
     unpadded = o_total * tiles[0][1] * tiles[0][5] * kh * kw * item.itemsize
     if packed:
-        if not (dtype == "int8" and len(tiles) == 1 and tiles[0][:2] == (1, 1) and i_total < tiles[0][5]
-                and tiles[0][5] * kw <= _PACKED_ROW):
+        if not (dtype == "int8" and len(tiles) == 1 and tiles[0][:2] == (1, 1) and i_total < tiles[0][5]):
             raise _error(where, f"an rk3576/rv1126b int8 conv on a graph input has {dtype} weight tiles {tiles} for "
                                 f"{list(shape)}; only the packed layout (one tile, fewer input channels than its "
-                                f"input block, kw blocks in a {_PACKED_ROW}-byte row) was observed")
+                                "input block) was observed")
         iblk = tiles[0][5]
         # observed: the size counts 2 * iblk bytes per (O, kh, kw), whatever the padded rows
         if npu_size is not None and npu_size != o_total * kh * kw * 2 * iblk:
@@ -116,25 +118,65 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
     return out
 
 
+def decode_depthwise_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], where: str,
+                            npu_size: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """``(weight, w_zp)`` of an rk3576/rv1126b int8 depthwise conv: the weight ``[1, C, kh, kw]``
+    int8 and the per-channel weight zero points, int64.
+
+    The tiles ``(1, n_iblk, kh, kw, 1, iblk)`` hold, per input block and kernel tap, each pair
+    of channels as four bytes ``w[c] w[c+1] -zp[c] -zp[c+1]`` (``-zp`` as int8, so 128 is
+    stored as -128), channels past ``C`` zero: twice the bytes of the tiles, which is the
+    tensor's NPU size.  The zero points repeat at every tap; a file where they differ is
+    refused (``docs/vendor-format-notes.md`` §6)."""
+    if len(shape) != 4 or shape[0] != 1 or min(shape) < 1:
+        raise _error(where, f"depthwise weight model shape {list(shape)} is not [1, C, kh, kw]")
+    _, channels, kh, kw = (int(d) for d in shape)
+    if len(npu_shape) != 6:
+        raise _error(where, f"depthwise weight NPU shape {list(npu_shape)} is not one 6-tuple")
+    n_oblk, n_iblk, th, tw, oblk, iblk = (int(v) for v in npu_shape)
+    if (n_oblk, oblk, th, tw) != (1, 1, kh, kw) or iblk < 2 or iblk % 2 or not 0 < channels <= n_iblk * iblk:
+        raise _error(where, f"depthwise weight tiles {list(npu_shape)} do not fit {list(shape)}; only "
+                            "(1, n, kh, kw, 1, even input block) covering the channels was observed")
+    lanes = n_iblk * iblk
+    need = 2 * lanes * kh * kw
+    if npu_size is not None and npu_size != need:
+        raise _error(where, f"depthwise weight tiles {list(npu_shape)} with their zero points hold {need} bytes "
+                            f"but the tensor's NPU size is {npu_size}")
+    data = np.frombuffer(raw, np.int8)
+    if len(data) < need:
+        raise _error(where, f"a depthwise weight {list(shape)} needs {need} bytes, has {len(data)}")
+    # [block][kh][kw][pair][w0 w1 z0 z1] -> [kh][kw][lane] weights and zero points
+    quads = data[:need].reshape(n_iblk, kh, kw, iblk // 2, 2, 2).transpose(1, 2, 0, 3, 5, 4)
+    quads = quads.reshape(kh, kw, lanes, 2)[:, :, :channels]
+    negated = quads[..., 1].astype(np.int64)
+    if np.any(negated != negated[:1, :1]):
+        raise _error(where, "the weight zero points beside a depthwise weight differ between kernel taps")
+    w_zp = -negated[0, 0]
+    w_zp[w_zp == 128] = -128  # -(-128) does not fit int8: stored as -128
+    weight = np.ascontiguousarray(quads[..., 0].transpose(2, 0, 1))[None]
+    return weight, w_zp
+
+
 def decode_packed_weight(raw, shape: Sequence[int], iblk: int, where: str,
                          o_stride: Optional[int] = None) -> np.ndarray:
     """An int8 weight in the packed layout of rk3576/rv1126b first convs (few input channels):
-    ``[kh][O_pad][16 bytes]``, each 16-byte row ``kw`` groups of ``iblk`` bytes (the ``I``
-    weights, then the channel's weight zero point in the spare lanes), zero-padded; ``O_pad``
-    (``o_stride``, the NPU shape's output block, e.g. 32 for 20 channels; default ``O``) rows
-    per ``kh``, those past ``O`` zero.  ``[O, I, kh, kw]`` int8, a new array
-    (``docs/vendor-format-notes.md`` §6)."""
+    ``[kh][O_pad][row]``, each row ``kw`` groups of ``iblk`` bytes (the ``I`` weights, then the
+    channel's weight zero point in the spare lanes), zero-padded to a multiple of 16 bytes (16
+    for a 3x3 kernel, 32 for a 7x7); ``O_pad`` (``o_stride``, the NPU shape's output block, e.g.
+    32 for 20 channels; default ``O``) rows per ``kh``, those past ``O`` zero.
+    ``[O, I, kh, kw]`` int8, a new array (``docs/vendor-format-notes.md`` §6)."""
     o_total, i_total, kh, kw = (int(d) for d in shape)
     o_stride = o_total if o_stride is None else int(o_stride)
     if i_total >= iblk:
         raise _error(where, f"a packed weight needs fewer than {iblk} input channels, has {i_total}")
     if o_stride < o_total:
         raise _error(where, f"a packed weight of {o_total} output channels cannot have {o_stride} rows per kernel row")
-    need = kh * o_stride * _PACKED_ROW
+    row = -(-kw * iblk // _PACKED_ALIGN) * _PACKED_ALIGN
+    need = kh * o_stride * row
     data = np.frombuffer(raw, np.int8)
     if len(data) < need:
         raise _error(where, f"a packed weight [{o_total}, {i_total}, {kh}, {kw}] needs {need} bytes, has {len(data)}")
-    rows = data[:need].reshape(kh, o_stride, _PACKED_ROW)[:, :o_total, :kw * iblk].reshape(kh, o_total, kw, iblk)
+    rows = data[:need].reshape(kh, o_stride, row)[:, :o_total, :kw * iblk].reshape(kh, o_total, kw, iblk)
     return np.ascontiguousarray(rows[..., :i_total].transpose(1, 3, 0, 2))
 
 
@@ -154,21 +196,24 @@ def decode_int32_bias(raw, channels: int, where: str) -> np.ndarray:
     return data[:4 * channels].view("<i4").astype(np.int64)
 
 
-def decode_int8_bias(raw, channels: int, where: str, per_block: int = 8) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def decode_int8_bias(raw, channels: int, where: str, per_block: int = 8,
+                     zero_points: bool = True) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
     """``(bias_i32, w_zp, mul)`` per output channel from the int8 per-channel bias blocks of
     ``per_block`` channels (8 on rk3588/rk3576, 4 on rk3566: half the int8 activations' C2):
     the integer bias, the weight zero point (the block stores its negation) and the
-    normalised multiplier ``round(2^14 * s_w[c] / max s_w)``; int64 arrays."""
+    normalised multiplier ``round(2^14 * s_w[c] / max s_w)``; int64 arrays.
+    ``zero_points=False``: blocks without the zero points (``i32 bias[n] | u16 mul[n]``, rk3576
+    and rv1126b depthwise convs, whose weight holds them); ``w_zp`` is then ``None``."""
     if per_block not in (4, 8):
         raise _error(where, f"int8 bias blocks of {per_block} channels were never observed (4 or 8)")
-    size = 8 * per_block
+    n = per_block
+    size = (8 if zero_points else 6) * n
     data = np.frombuffer(raw, np.uint8)
     blocks = -(-channels // per_block)
     if len(data) < size * blocks:
         raise _error(where, f"int8 bias blocks for {channels} channels need {size * blocks} bytes, have {len(data)}")
     raw_blocks = data[:size * blocks].reshape(blocks, size)
-    n = per_block
     bias = raw_blocks[:, :4 * n].copy().view("<i4").reshape(-1)[:channels].astype(np.int64)
-    zp = -raw_blocks[:, 4 * n:6 * n].copy().view("<i2").reshape(-1)[:channels].astype(np.int64)
-    mul = raw_blocks[:, 6 * n:8 * n].copy().view("<u2").reshape(-1)[:channels].astype(np.int64)
+    zp = -raw_blocks[:, 4 * n:6 * n].copy().view("<i2").reshape(-1)[:channels].astype(np.int64) if zero_points else None
+    mul = raw_blocks[:, size - 2 * n:].copy().view("<u2").reshape(-1)[:channels].astype(np.int64)
     return bias, zp, mul
