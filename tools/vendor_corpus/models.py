@@ -777,6 +777,42 @@ def _depthwise(seed: int = 834, width: int = 24):
     return build
 
 
+def _compact_ops(seed: int = 835, width: int = 8):
+    """The classifier op families in as few int8 layers as hold them (rk3576/rv1126b int8 convs are
+    within one step, not exact, so depth would blur the check), on an 8x8 image: conv + Relu, a
+    channel Split, ReLU6 1x1 conv and a residual 1x1 conv (ConvClip, ConvAdd), Concat, max pool,
+    Flatten and Gemm (Reshape); the Concat and the logits are the outputs."""
+    def build():
+        g = _G(seed)
+        a = g.node("Relu", [g.conv("x", 3, width)])[0]
+        half = width // 2
+        s0, s1 = g.node("Split", [a, g.const(np.array([half, half], np.int64))], n_out=2, axis=1)
+        e = _clip(0.0, 6.0)(g, g.conv(s1, half, width, k=1))
+        c = g.node("Concat", [s0, g.node("Add", [s1, g.conv(e, width, half, k=1)])[0]], axis=1)[0]
+        p = g.node("MaxPool", [c], kernel_shape=[2, 2], strides=[2, 2])[0]
+        y = g.node("Flatten", [p])[0]
+        w = g.const((g.rng.standard_normal((10, width * 16)) / np.sqrt(width * 16)).astype(np.float32), "w")
+        y = g.node("Gemm", [y, w, g.const(np.zeros(10, np.float32), "b")], transB=1)[0]
+        return g.model([("x", (1, 3, 8, 8))], [(c, "features"), (y, "logits")])
+    return build
+
+
+def _hardswish_ops(seed: int = 836, width: int = 8):
+    """MobileNetV3's int8 op families without its depthwise HardSwish (whose simulator output
+    this runtime matches to 80 %, format notes), on an 8x8 image: conv + HardSwish, 1x1 conv +
+    HardSwish, squeeze-and-excitation (global pool, 1x1 conv + Relu, 1x1 conv + HardSigmoid,
+    Mul) and a residual 1x1 conv (ConvAdd); the block's output and the excitation are outputs."""
+    def build():
+        g = _G(seed)
+        h = _hardswish(g, g.conv("x", 3, width))
+        d = _hardswish(g, g.conv(h, width, width, k=1))
+        e = g.node("Relu", [g.conv(g.node("GlobalAveragePool", [d])[0], width, width // 2, k=1)])[0]
+        e = g.node("HardSigmoid", [g.conv(e, width // 2, width, k=1)], alpha=1.0 / 6.0, beta=0.5)[0]
+        y = g.node("Add", [g.conv(g.node("Mul", [d, e])[0], width, width, k=1), h])[0]
+        return g.model([("x", (1, 3, 8, 8))], [(y, "features"), (e, "excitation")])
+    return build
+
+
 def _segmenter_ops(seed: int = 832, width: int = 8, classes: int = 5):
     """The op families of a UNet-style segmenter in one small graph: a ConvTranspose and a
     bilinear Resize up path with skip Concats, the class map and its ArgMax (both outputs)."""
@@ -1075,6 +1111,12 @@ def _cases() -> List[Case]:
              purpose="rk3562"),
         # rk3566/rk3568 (the commonest boards after rk3588): the op families ResNet and MobileNetV2 need there
         *_board_ops("rk3566"), *_board_ops("rk3568"), *_rk3576_fp16_ops(), *_family_cases(),
+        *(Case(f"compact_ops_{p}", " ".join(_compact_ops.__doc__.split()), _compact_ops(),
+               [("x", (1, 3, 8, 8), "image")], variants=("i8",), platform=p,
+               purpose=f"the int8 op families of classifiers on {p}") for p in ("rk3576", "rv1126b")),
+        *(Case("hardswish_ops" + ("" if p == "rk3588" else f"_{p}"), " ".join(_hardswish_ops.__doc__.split()),
+               _hardswish_ops(), [("x", (1, 3, 8, 8), "image")], variants=("i8",), platform=p,
+               purpose=f"MobileNetV3's int8 op families on {p}") for p in ("rk3588", "rk3576", "rv1126b")),
         *(Case(f"depthwise_{p}", " ".join(_depthwise.__doc__.split()), _depthwise(), [("x", (1, 3, 8, 8), "image")],
                variants=("i8",),
                platform=p, purpose=f"the int8 depthwise weight layout of {p} (zero points beside the weights)")
