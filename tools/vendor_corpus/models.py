@@ -996,12 +996,12 @@ def _board_ops(platform: str, variants: Tuple[str, ...] = ("fp16", "i8")) -> Lis
 
 
 def _rk3576_fp16_ops() -> List[Case]:
-    """The board ops for rk3576 in fp16 (its int8 weight tiles are another layout, refused), less
-    conv_relu6 (rk3576 has its own, int8, and ConvClip in fp16 from conv_clip_rk3576), plus
-    conv_add_relu (ConvAddRelu, which ResNet-style networks need)."""
+    """The board ops for rk3576 in fp16, less conv_relu6 (rk3576 has its own, int8, and ConvClip
+    in fp16 from conv_clip_rk3576), plus conv_add_relu (ConvAddRelu, which ResNet-style networks
+    need; int8 too)."""
     cases = [c for c in _board_ops("rk3576", ("fp16",)) if not c.name.startswith("conv_relu6")]
     return cases + [Case("conv_add_relu_rk3576", "same as conv_add_relu, rk3576", _conv_add_relu, [IMG],
-                         variants=("fp16",), platform="rk3576", purpose="ConvAddRelu on rk3576")]
+                         variants=("fp16", "i8"), platform="rk3576", purpose="ConvAddRelu on rk3576")]
 
 
 def _family_cases() -> List[Case]:
@@ -1207,6 +1207,10 @@ def _cases() -> List[Case]:
     cases += [dataclasses.replace(named[n], name=f"{n}_rk3576", graph=f"same as {n}, rk3576", platform="rk3576",
                                   variants=("fp16",), purpose=f"{named[n].purpose} on rk3576")
               for n in ("resize_nearest", "sigmoid_mul", "softmax", "conv_hardswish", "conv_add_swish")]
+    # rk3562 fp16: Reshape and YOLOv8's C2f families (its fused Clip is not decoded, so not _board_ops)
+    cases += [dataclasses.replace(named[n], name=f"{n}_rk3562", graph=f"same as {n}, rk3562", platform="rk3562",
+                                  variants=("fp16",), purpose=f"{named[n].purpose} on rk3562")
+              for n in ("reshape", "c2f")]
     return cases
 
 
