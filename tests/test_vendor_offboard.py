@@ -208,6 +208,21 @@ def test_packed_rows_of_a_wide_kernel_are_padded_to_32_bytes():
         decode_weight(rows.tobytes()[:48], (1, 1, 1, 7, 2, 4), (2, 3, 1, 7), "int8", "w", packed=True)
 
 
+def test_packed_rows_of_two_output_blocks_follow_each_other():
+    # rk3576 ResNet stem (64 channels on a 32x32 or larger image): npu shape [2,1,7,7,32,4], the 7 kernel
+    # rows of the first 32 channels, then those of the next 32: [block][kh][oblk][row]
+    w = (np.arange(3 * 3 * 2 * 3) % 90 - 45).astype(np.int8).reshape(3, 3, 2, 3)  # [O=3, I=3, kh=2, kw=3]
+    rows = np.zeros((2, 2, 2, 16), np.int8)  # two blocks of 2 output lanes
+    for o in range(3):
+        for h in range(2):
+            rows[o // 2, h, o % 2, :12] = np.array([list(w[o, :, h, k]) + [o] for k in range(3)], np.int8).ravel()
+    out = decode_weight(rows.tobytes(), (2, 1, 2, 3, 2, 4), (3, 3, 2, 3), "int8", "w", npu_size=3 * 6 * 8,
+                        packed=True)
+    np.testing.assert_array_equal(out, w)
+    with pytest.raises(ModelInvalidError, match="cannot have 3 blocks of 2 rows"):
+        decode_weight(bytes(256), (3, 1, 2, 3, 2, 4), (3, 3, 2, 3), "int8", "w", packed=True)
+
+
 def _depthwise_bytes(w: np.ndarray, stored_zp: np.ndarray, iblk: int) -> bytes:
     """rk3576 depthwise layout: per input block and tap, each channel pair as w0 w1 -zp0 -zp1."""
     _, c, kh, kw = w.shape
@@ -232,6 +247,21 @@ def test_rk3576_depthwise_weight_holds_its_zero_points():
     # two input blocks of 4 (rk3576 writes (1, 2, kh, kw, 1, 64) for 128 channels)
     raw2 = _depthwise_bytes(w, stored, 4)
     weight, w_zp = decode_depthwise_weight(raw2, (1, 2, 2, 3, 1, 4), (1, 5, 2, 3), "w", npu_size=len(raw2))
+    np.testing.assert_array_equal(weight, w)
+    assert w_zp.tolist() == zp.tolist()
+    # a row of several tiles (torchvision's 232-channel ShuffleNet: 3 blocks of 64, then one of 48), and a
+    # tile of no blocks, which holds nothing: here 4 channels, then 2 (one padded)
+    quads = []
+    for lanes, iblk in ((range(0, 4), 4), (range(4, 6), 2)):
+        ws = np.zeros((2, 3, iblk), np.int8)
+        zs = np.zeros((2, 3, iblk), np.int8)
+        for k, c in enumerate(lanes):
+            if c < 5:
+                ws[:, :, k], zs[:, :, k] = w[0, c], stored[c]
+        quads.append(np.stack([ws.reshape(2, 3, iblk // 2, 2), zs.reshape(2, 3, iblk // 2, 2)], axis=3).tobytes())
+    raw3 = b"".join(quads)
+    weight, w_zp = decode_depthwise_weight(raw3, (1, 0, 2, 3, 1, 64, 1, 1, 2, 3, 1, 4, 1, 1, 2, 3, 1, 2),
+                                           (1, 5, 2, 3), "w", npu_size=len(raw3))
     np.testing.assert_array_equal(weight, w)
     assert w_zp.tolist() == zp.tolist()
     with pytest.raises(ModelInvalidError, match="hold 96 bytes but the tensor's NPU size is 48"):

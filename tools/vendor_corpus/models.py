@@ -813,6 +813,16 @@ def _hardswish_ops(seed: int = 836, width: int = 8):
     return build
 
 
+def _resnet_stem(seed: int = 837, width: int = 64):
+    """ResNet's stem at full width on a 32x32 image: Conv 3->64 7x7 stride 2 + Relu, MaxPool 3x3 s2."""
+    def build():
+        g = _G(seed)
+        y = g.node("Relu", [g.conv("x", 3, width, k=7, stride=2)])[0]
+        y = g.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])[0]
+        return g.model([("x", (1, 3, 32, 32))], [(y, "y")])
+    return build
+
+
 def _segmenter_ops(seed: int = 832, width: int = 8, classes: int = 5):
     """The op families of a UNet-style segmenter in one small graph: a ConvTranspose and a
     bilinear Resize up path with skip Concats, the class map and its ArgMax (both outputs)."""
@@ -1111,6 +1121,10 @@ def _cases() -> List[Case]:
              purpose="rk3562"),
         # rk3566/rk3568 (the commonest boards after rk3588): the op families ResNet and MobileNetV2 need there
         *_board_ops("rk3566"), *_board_ops("rk3568"), *_rk3576_fp16_ops(), *_family_cases(),
+        *(Case(f"resnet_stem_{p}", " ".join(_resnet_stem.__doc__.split()), _resnet_stem(),
+               [("x", (1, 3, 32, 32), "image")], variants=("i8",),
+               platform=p, purpose=f"the packed int8 weight of a 64-channel 7x7 first conv on {p} (two output "
+                                   "blocks of 32-byte rows)") for p in ("rk3576", "rv1126b")),
         *(Case(f"compact_ops_{p}", " ".join(_compact_ops.__doc__.split()), _compact_ops(),
                [("x", (1, 3, 8, 8), "image")], variants=("i8",), platform=p,
                purpose=f"the int8 op families of classifiers on {p}") for p in ("rk3576", "rv1126b")),

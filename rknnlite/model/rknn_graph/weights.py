@@ -65,7 +65,8 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
     # the size of the O real channels; the buffer holds every tile
     unpadded = o_total * tiles[0][1] * tiles[0][5] * kh * kw * item.itemsize
     if packed:
-        if not (dtype == "int8" and len(tiles) == 1 and tiles[0][:2] == (1, 1) and i_total < tiles[0][5]):
+        if not (dtype == "int8" and len(tiles) == 1 and tiles[0][0] >= 1 and tiles[0][1] == 1
+                and i_total < tiles[0][5]):
             raise _error(where, f"an rk3576/rv1126b int8 conv on a graph input has {dtype} weight tiles {tiles} for "
                                 f"{list(shape)}; only the packed layout (one tile, fewer input channels than its "
                                 "input block) was observed")
@@ -74,7 +75,7 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
         if npu_size is not None and npu_size != o_total * kh * kw * 2 * iblk:
             raise _error(where, f"a packed int8 weight {list(shape)} (input block {iblk}) has NPU size {npu_size}; "
                                 f"{o_total * kh * kw * 2 * iblk} was observed for that shape")
-        return decode_packed_weight(raw, shape, iblk, where, tiles[0][4])
+        return decode_packed_weight(raw, shape, iblk, where, tiles[0][4], tiles[0][0])
     if npu_size is not None and npu_size != tile_bytes and not (
             npu_size == unpadded and all(t[1] * t[5] == tiles[0][1] * tiles[0][5] for t in tiles)):
         raise _error(where, f"weight tiles {tiles} hold {tile_bytes} bytes but the tensor's NPU size is {npu_size}")
@@ -123,60 +124,71 @@ def decode_depthwise_weight(raw, npu_shape: Sequence[int], shape: Sequence[int],
     """``(weight, w_zp)`` of an rk3576/rv1126b int8 depthwise conv: the weight ``[1, C, kh, kw]``
     int8 and the per-channel weight zero points, int64.
 
-    The tiles ``(1, n_iblk, kh, kw, 1, iblk)`` hold, per input block and kernel tap, each pair
-    of channels as four bytes ``w[c] w[c+1] -zp[c] -zp[c+1]`` (``-zp`` as int8, so 128 is
-    stored as -128), channels past ``C`` zero: twice the bytes of the tiles, which is the
-    tensor's NPU size.  The zero points repeat at every tap; a file where they differ is
-    refused (``docs/vendor-format-notes.md`` §6)."""
+    The NPU shape is one row of tiles ``(1, n_iblk, kh, kw, 1, iblk)`` (several when the
+    channels are not a multiple of one block, e.g. 3 blocks of 64 then one of 48; a tuple of
+    no blocks is skipped).  Each tile holds, per input block and kernel tap, each pair of
+    channels as four bytes ``w[c] w[c+1] -zp[c] -zp[c+1]`` (``-zp`` as int8, so 128 is stored
+    as -128), channels past ``C`` zero: twice the bytes of the tiles, which is the tensor's NPU
+    size.  The zero points repeat at every tap; a file where they differ is refused
+    (``docs/vendor-format-notes.md`` §6)."""
     if len(shape) != 4 or shape[0] != 1 or min(shape) < 1:
         raise _error(where, f"depthwise weight model shape {list(shape)} is not [1, C, kh, kw]")
     _, channels, kh, kw = (int(d) for d in shape)
-    if len(npu_shape) != 6:
-        raise _error(where, f"depthwise weight NPU shape {list(npu_shape)} is not one 6-tuple")
-    n_oblk, n_iblk, th, tw, oblk, iblk = (int(v) for v in npu_shape)
-    if (n_oblk, oblk, th, tw) != (1, 1, kh, kw) or iblk < 2 or iblk % 2 or not 0 < channels <= n_iblk * iblk:
-        raise _error(where, f"depthwise weight tiles {list(npu_shape)} do not fit {list(shape)}; only "
-                            "(1, n, kh, kw, 1, even input block) covering the channels was observed")
-    lanes = n_iblk * iblk
+    if not npu_shape or len(npu_shape) % 6:
+        raise _error(where, f"depthwise weight NPU shape {list(npu_shape)} is not a list of 6-tuples")
+    tiles = [tuple(int(v) for v in npu_shape[k:k + 6]) for k in range(0, len(npu_shape), 6)]
+    if any(t[0] != 1 or t[4] != 1 or t[2:4] != (kh, kw) or t[1] < 0 or t[5] < 2 or t[5] % 2 for t in tiles) \
+            or not 0 < channels <= sum(t[1] * t[5] for t in tiles) or sum(t[1] for t in tiles) < 1:
+        raise _error(where, f"depthwise weight tiles {tiles} do not fit {list(shape)}; only rows of "
+                            "(1, n, kh, kw, 1, even input block) covering the channels were observed")
+    lanes = sum(t[1] * t[5] for t in tiles)
     need = 2 * lanes * kh * kw
     if npu_size is not None and npu_size != need:
-        raise _error(where, f"depthwise weight tiles {list(npu_shape)} with their zero points hold {need} bytes "
+        raise _error(where, f"depthwise weight tiles {tiles} with their zero points hold {need} bytes "
                             f"but the tensor's NPU size is {npu_size}")
     data = np.frombuffer(raw, np.int8)
     if len(data) < need:
         raise _error(where, f"a depthwise weight {list(shape)} needs {need} bytes, has {len(data)}")
-    # [block][kh][kw][pair][w0 w1 z0 z1] -> [kh][kw][lane] weights and zero points
-    quads = data[:need].reshape(n_iblk, kh, kw, iblk // 2, 2, 2).transpose(1, 2, 0, 3, 5, 4)
-    quads = quads.reshape(kh, kw, lanes, 2)[:, :, :channels]
-    negated = quads[..., 1].astype(np.int64)
+    parts, pos = [], 0
+    for _, n_i, _, _, _, iblk in tiles:
+        count = 2 * n_i * iblk * kh * kw
+        # [block][kh][kw][pair][w0 w1 z0 z1] -> [kh][kw][lane][weight, zero point]
+        quads = data[pos:pos + count].reshape(n_i, kh, kw, iblk // 2, 2, 2).transpose(1, 2, 0, 3, 5, 4)
+        parts.append(quads.reshape(kh, kw, n_i * iblk, 2))
+        pos += count
+    lanes_of = np.concatenate(parts, axis=2)[:, :, :channels]
+    negated = lanes_of[..., 1].astype(np.int64)
     if np.any(negated != negated[:1, :1]):
         raise _error(where, "the weight zero points beside a depthwise weight differ between kernel taps")
     w_zp = -negated[0, 0]
     w_zp[w_zp == 128] = -128  # -(-128) does not fit int8: stored as -128
-    weight = np.ascontiguousarray(quads[..., 0].transpose(2, 0, 1))[None]
+    weight = np.ascontiguousarray(lanes_of[..., 0].transpose(2, 0, 1))[None]
     return weight, w_zp
 
 
 def decode_packed_weight(raw, shape: Sequence[int], iblk: int, where: str,
-                         o_stride: Optional[int] = None) -> np.ndarray:
+                         o_stride: Optional[int] = None, o_blocks: int = 1) -> np.ndarray:
     """An int8 weight in the packed layout of rk3576/rv1126b first convs (few input channels):
-    ``[kh][O_pad][row]``, each row ``kw`` groups of ``iblk`` bytes (the ``I`` weights, then the
-    channel's weight zero point in the spare lanes), zero-padded to a multiple of 16 bytes (16
-    for a 3x3 kernel, 32 for a 7x7); ``O_pad`` (``o_stride``, the NPU shape's output block, e.g.
-    32 for 20 channels; default ``O``) rows per ``kh``, those past ``O`` zero.
-    ``[O, I, kh, kw]`` int8, a new array (``docs/vendor-format-notes.md`` §6)."""
+    ``[o_blocks][kh][o_stride][row]``, each row ``kw`` groups of ``iblk`` bytes (the ``I``
+    weights, then the channel's weight zero point in the spare lanes), zero-padded to a
+    multiple of 16 bytes (16 for a 3x3 kernel, 32 for a 7x7).  ``o_stride`` is the NPU shape's
+    output block (e.g. 32 for 20 channels; default ``O``) and ``o_blocks`` its count (64
+    channels of a ResNet stem: 2 blocks of 32); rows past ``O`` are zero.  ``[O, I, kh, kw]``
+    int8, a new array (``docs/vendor-format-notes.md`` §6)."""
     o_total, i_total, kh, kw = (int(d) for d in shape)
     o_stride = o_total if o_stride is None else int(o_stride)
     if i_total >= iblk:
         raise _error(where, f"a packed weight needs fewer than {iblk} input channels, has {i_total}")
-    if o_stride < o_total:
-        raise _error(where, f"a packed weight of {o_total} output channels cannot have {o_stride} rows per kernel row")
+    if o_blocks < 1 or o_stride * o_blocks < o_total or o_stride * (o_blocks - 1) >= o_total:
+        raise _error(where, f"a packed weight of {o_total} output channels cannot have {o_blocks} blocks of "
+                            f"{o_stride} rows per kernel row")
     row = -(-kw * iblk // _PACKED_ALIGN) * _PACKED_ALIGN
-    need = kh * o_stride * row
+    need = o_blocks * kh * o_stride * row
     data = np.frombuffer(raw, np.int8)
     if len(data) < need:
         raise _error(where, f"a packed weight [{o_total}, {i_total}, {kh}, {kw}] needs {need} bytes, has {len(data)}")
-    rows = data[:need].reshape(kh, o_stride, row)[:, :o_total, :kw * iblk].reshape(kh, o_total, kw, iblk)
+    rows = data[:need].reshape(o_blocks, kh, o_stride, row).transpose(1, 0, 2, 3).reshape(kh, o_blocks * o_stride, row)
+    rows = rows[:, :o_total, :kw * iblk].reshape(kh, o_total, kw, iblk)
     return np.ascontiguousarray(rows[..., :i_total].transpose(1, 3, 0, 2))
 
 
