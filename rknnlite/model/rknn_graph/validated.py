@@ -52,11 +52,11 @@ rk3566   2.5.0  int8       AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvCl
 rk3568   2.5.0  fp16       Add AddRelu Concat Conv ConvAdd ConvClip ConvExSwish ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3568   2.5.0  int8       AddRelu Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape
 rk3576   2.2.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rk3576   2.2.0  int8       Conv ConvClip ConvRelu InputOperator OutputOperator
+rk3576   2.2.0  int8       Concat Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3576   2.3.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rk3576   2.3.0  int8       Conv ConvClip ConvRelu InputOperator OutputOperator
+rk3576   2.3.0  int8       Concat Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3576   2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
-rk3576   2.3.2  int8       Conv ConvClip ConvRelu InputOperator MaxPool OutputOperator
+rk3576   2.3.2  int8       Concat Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3576   2.5.0  fp16       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSoftmax13 exSwish
 rk3576   2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
 rk3588   2.2.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid InputOperator MaxPool Mul OutputOperator Reshape Split exSoftmax13
@@ -72,7 +72,7 @@ rk3588   2.5.0  fp16       Add AddRelu ArgMax AveragePool Concat Conv ConvAdd Co
 rk3588   2.5.0  int8       Add AddRelu ArgMax AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose HardSwish InputOperator MaxPool Mul OutputOperator Pad Relu Reshape Resize Sigmoid Slice Split Sub Transpose exDataConvert exGelu exMatMul exNorm exSoftmax13 exSwish
 rk3588   2.5.0  int8-layer AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
 rv1126b  2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
-rv1126b  2.3.2  int8       Conv ConvClip ConvRelu InputOperator MaxPool OutputOperator
+rv1126b  2.3.2  int8       Concat Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rv1126b  2.5.0  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
 rv1126b  2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
 """
