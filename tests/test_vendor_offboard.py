@@ -1295,6 +1295,10 @@ def test_rk3576_activation_registers_outside_the_observed_layout_are_named(tmp_p
     ("two_input_rk3562_i8", 0x407C, lambda v: 0x010041C1, r"EW_CFG \(0x407c\) = 0x10041c1 .*only 0x8002c0c0 for AddRelu"),
     ("convnet_rk3562_i8", 0x4088, lambda v: 0, r"EW_CVT_SHIFT \(0x4088\) = 0x0 .*only 0x80000000 \(bit 31"),
     ("two_input_rk3562_i8", 0x4088, lambda v: 0x80000000, r"EW_CVT_SHIFT \(0x4088\) = 0x80000000 .*only 0 \(residual"),
+    # a depthwise conv writes its own values of these two (its weight holds the zero points)
+    ("depthwise_rk3562_i8", 0x4050, lambda v: 0x1 if v == 0x125 else v, r"0x4050 \(0x4050\) = 0x1 .*only 0x125 was"),
+    ("depthwise_rk3562_i8", 0x4054, lambda v: 0x800E0000 if v == 0xE0000 else v,
+     r"BS_MUL_CFG \(0x4054\) = 0x800e0000 .*only 0xe0000 \(shift 14 in bits 16..21\) on a depthwise conv"),
 ])
 def test_rk3562_int8_registers_outside_the_observed_map_are_named(tmp_path, stem, reg, change, message):
     path = _doctored_corpus(tmp_path, stem, _patch_registers(0x1001, reg, change))

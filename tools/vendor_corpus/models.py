@@ -765,14 +765,19 @@ def _mobilenetv3_ops(seed: int = 833, width: int = 16):
     return build
 
 
-def _depthwise(seed: int = 834, width: int = 24):
+def _relu(g: _G, y: str) -> str:
+    return g.node("Relu", [y])[0]
+
+
+def _depthwise(seed: int = 834, width: int = 24, act: Callable[["_G", str], str] = _clip(0.0, 6.0)):
     """Conv 3->8 3x3 + Relu on an 8x8 image, Conv 8->24 1x1 + Relu, then a depthwise 3x3 conv +
-    Clip(0, 6) (MobileNetV2's inverted residual, 24 channels: one input block of 32, padded)."""
+    Clip(0, 6) (MobileNetV2's inverted residual, 24 channels: one input block of 32, padded; ``act``:
+    Relu where a fused Clip is not decoded)."""
     def build():
         g = _G(seed)
         h = g.node("Relu", [g.conv("x", 3, 8)])[0]
         h = g.node("Relu", [g.conv(h, 8, width, k=1)])[0]
-        y = _clip(0.0, 6.0)(g, g.conv(h, width, width, group=width))
+        y = act(g, g.conv(h, width, width, group=width))
         return g.model([("x", (1, 3, 8, 8))], [(y, "y")])
     return build
 
@@ -1131,10 +1136,11 @@ def _cases() -> List[Case]:
         *(Case("hardswish_ops" + ("" if p == "rk3588" else f"_{p}"), " ".join(_hardswish_ops.__doc__.split()),
                _hardswish_ops(), [("x", (1, 3, 8, 8), "image")], variants=("i8",), platform=p,
                purpose=f"MobileNetV3's int8 op families on {p}") for p in ("rk3588", "rk3576", "rv1126b")),
-        *(Case(f"depthwise_{p}", " ".join(_depthwise.__doc__.split()), _depthwise(), [("x", (1, 3, 8, 8), "image")],
+        *(Case(f"depthwise_{p}", " ".join(_depthwise.__doc__.split()) + (" Relu there." if p == "rk3562" else ""),
+               _depthwise(act=_relu) if p == "rk3562" else _depthwise(), [("x", (1, 3, 8, 8), "image")],
                variants=("i8",),
                platform=p, purpose=f"the int8 depthwise weight layout of {p} (zero points beside the weights)")
-          for p in ("rk3576", "rv1126b")),
+          for p in ("rk3576", "rv1126b", "rk3562")),
         Case("two_input_rk3562", TWO_INPUT + ", rk3562", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
              platform="rk3562", purpose="two inputs on rk3562"),
         Case("cst_softmax", "Conv 3->8 3x3, cstChannelSoftmax(axis=1) (a custom op), Conv 8->4 1x1", _cst_softmax(),

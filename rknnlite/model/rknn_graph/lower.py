@@ -368,7 +368,7 @@ class _Lowering:
         self.methods: Dict[int, str] = {}
         #: int8 tensor name -> the name of its integer codes (:func:`.accumulator.emit_codes`)
         self.codes: Dict[str, str] = {}
-        #: per rk3576/rv1126b int8 depthwise conv node: the weight zero points its weight holds
+        #: per rk3576/rv1126b/rk3562 int8 depthwise conv node: the weight zero points its weight holds
         self.weight_zero_points: Dict[int, np.ndarray] = {}
         self._tasks = None
         self._regcmd = None
@@ -703,10 +703,10 @@ class _Lowering:
         where = f"{self.label}: {node.label} weight {w.name!r}"
         raw = self.vf.tensor_data(self.sg, w)
         # rk3576/rv1126b int8 convs on a graph input may store their weight packed, and their
-        # depthwise convs the weight zero points beside the weights
+        # depthwise convs (rk3562's too) the weight zero points beside the weights
         first = self.int8 and self.f2_platform() and x.kind == "input"
         packed = first and self.packed_weight(node, where)
-        if self.int8 and self.f2_platform() and group > 1 and not first and w.dtype == "int8":
+        if self.int8 and (self.f2_platform() or self.t4_platform()) and group > 1 and not first and w.dtype == "int8":
             weight, self.weight_zero_points[node.index] = decode_depthwise_weight(raw, w.npu_shape, w.shape, where,
                                                                                   w.size)
         else:
@@ -894,7 +894,7 @@ class _Lowering:
             if node.op not in _CONV_ACTIVATIONS:
                 raise self.error(f"{node.label}: {node.op} in an int8 {self.platform()} file: its requantization "
                                  "registers there were not decoded (those of convs were)")
-            requant = requant_t4(regs, where, _CONV_ACTIVATIONS[node.op])
+            requant = requant_t4(regs, where, _CONV_ACTIVATIONS[node.op], node.index in self.weight_zero_points)
         else:
             requant = requant_of(regs, where)
         bias_i32, w_zp, mul = self.int8_bias(node, x, out, b, requant, channels)
@@ -948,7 +948,7 @@ class _Lowering:
                     channels: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(bias_i32, w_zp, mul)`` per output channel from an int8 conv's per-channel bias blocks
         (:func:`.weights.decode_int8_bias`); the weight zero points come from the weight where it
-        holds them (rk3576/rv1126b depthwise convs, :attr:`weight_zero_points`)."""
+        holds them (rk3576/rv1126b/rk3562 depthwise convs, :attr:`weight_zero_points`)."""
         in_weight = self.weight_zero_points.get(node.index)
         bias_i32, w_zp, mul = decode_int8_bias(self.vf.tensor_data(self.sg, b), channels,
                                                f"{self.label}: {node.label} bias {b.name!r}",

@@ -179,7 +179,9 @@ T4_OUT_CVT = (0x40AC, 0x40B0, 0x40B4)  # offset (signed), scale, shift: rk3588's
 T4_OUT_CVT_RESIDUAL = 0x10000  # 0x40b0 bit 16, set on the residual convs (ConvAddRelu), the scale below it
 T4_BS_MUL = 0x4054  # bit 31 and the channel multipliers' shift in bits 16..21 (rk3588: 0x4048 bits 8..13)
 T4_BS_MUL_OBSERVED = 0x800E0000  # shift 14, the only value seen (the multipliers are normalised to 2^14)
+T4_BS_MUL_DEPTHWISE = 0x000E0000  # depthwise convs: bit 31 clear, the multipliers still apply (simulator)
 T4_FIXED = {0x4048: 0x80000000, 0x4050: 0x1}  # rk3588's BS_MUL_CFG / BS_ALU_CFG addresses: bias blocks on
+T4_BS_ALU_DEPTHWISE = 0x125  # 0x4050 of depthwise convs (bias blocks on, as 0x1; their zero points in the weight)
 T4_EW_CVT_SHIFT = 0x4088  # 0x80000000 (no element-wise operand) or 0 (a residual conv's EW conversion)
 T4_BN_CFG = 0x4060
 T4_BN_CFG_OF = {None: 0x13, "Relu": 0x12, "AddRelu": 0x13}
@@ -187,10 +189,13 @@ T4_EW_CFG = 0x407C
 T4_EW_CFG_OF = {None: 0x010041C1, "Relu": 0x010041C1, "AddRelu": 0x8002C0C0}
 
 
-def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str]) -> Requant:
+def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
+               depthwise: bool = False) -> Requant:
     """The output conversion of an rk3562 int8 conv (its "RKNPU t4" DPU map): ``OUT_CVT``
     offset/scale/shift at 0x40ac/0x40b0/0x40b4, per-channel bias blocks (0x4050 = 1) whose
-    multipliers have the shift in 0x4054 bits 16..21 (bit 31 set).  ``activation``: the conv's
+    multipliers have the shift in 0x4054 bits 16..21 (bit 31 set).  A ``depthwise`` conv
+    (its weight holds the zero points) writes 0x125 and bit 31 clear instead, with the same
+    arithmetic as the simulator shows.  ``activation``: the conv's
     fused part (``None``, ``"Relu"``, ``"AddRelu"``), whose 0x4060, 0x407c and residual
     bits are checked.  Every register value other than the observed ones is refused by name."""
     def reg(address: int, name: str) -> int:
@@ -209,6 +214,7 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
                                 "decoded (plain, Relu and residual AddRelu convs were)", op="load")
     residual = activation == "AddRelu"
     for address, expected in T4_FIXED.items():
+        expected = T4_BS_ALU_DEPTHWISE if depthwise and address == 0x4050 else expected
         value = reg(address, f"{address:#x}")
         if value != expected:
             raise refuse(f"{address:#x}", address, value, f"{expected:#x}")
@@ -223,8 +229,9 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         raise refuse("EW_CVT_SHIFT", T4_EW_CVT_SHIFT, ew_shift, "0 (residual convs)" if residual else
                      "0x80000000 (bit 31: no element-wise operand)")
     mul_cfg = reg(T4_BS_MUL, "BS_MUL_CFG")
-    if mul_cfg != T4_BS_MUL_OBSERVED:
-        raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{T4_BS_MUL_OBSERVED:#x} (bit 31, shift 14 in bits 16..21)")
+    if mul_cfg != (T4_BS_MUL_DEPTHWISE if depthwise else T4_BS_MUL_OBSERVED):
+        raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{T4_BS_MUL_DEPTHWISE:#x} (shift 14 in bits 16..21) on a "
+                     "depthwise conv" if depthwise else f"{T4_BS_MUL_OBSERVED:#x} (bit 31, shift 14 in bits 16..21)")
     offset, scale, shift = (reg(a, n) for a, n in zip(T4_OUT_CVT, ("OUT_CVT_OFFSET", "OUT_CVT_SCALE",
                                                                    "OUT_CVT_SHIFT")))
     flag = T4_OUT_CVT_RESIDUAL if residual else 0
