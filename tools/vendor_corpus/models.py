@@ -782,6 +782,23 @@ def _depthwise(seed: int = 834, width: int = 24, act: Callable[["_G", str], str]
     return build
 
 
+def _channel_ops(seed: int = 838, width: int = 8):
+    """ShuffleNet's and ResNet's shape families in three int8 layers, on an 8x8 image: conv + Relu,
+    a channel Split, a 1x1 conv + Relu on one half, Concat, max pool, Flatten and Gemm (Reshape);
+    the Concat and the logits are the outputs."""
+    def build():
+        g = _G(seed)
+        a = g.node("Relu", [g.conv("x", 3, width)])[0]
+        half = width // 2
+        s0, s1 = g.node("Split", [a, g.const(np.array([half, half], np.int64))], n_out=2, axis=1)
+        c = g.node("Concat", [s0, g.node("Relu", [g.conv(s1, half, half, k=1)])[0]], axis=1)[0]
+        y = g.node("Flatten", [g.node("MaxPool", [c], kernel_shape=[2, 2], strides=[2, 2])[0]])[0]
+        w = g.const((g.rng.standard_normal((10, width * 16)) / np.sqrt(width * 16)).astype(np.float32), "w")
+        y = g.node("Gemm", [y, w, g.const(np.zeros(10, np.float32), "b")], transB=1)[0]
+        return g.model([("x", (1, 3, 8, 8))], [(c, "features"), (y, "logits")])
+    return build
+
+
 def _compact_ops(seed: int = 835, width: int = 8):
     """The classifier op families in as few int8 layers as hold them (rk3576/rv1126b int8 convs are
     within one step, not exact, so depth would blur the check), on an 8x8 image: conv + Relu, a
@@ -1130,6 +1147,9 @@ def _cases() -> List[Case]:
                [("x", (1, 3, 32, 32), "image")], variants=("i8",),
                platform=p, purpose=f"the packed int8 weight of a 64-channel 7x7 first conv on {p} (two output "
                                    "blocks of 32-byte rows)") for p in ("rk3576", "rv1126b")),
+        Case("channel_ops_rk3562", " ".join(_channel_ops.__doc__.split()), _channel_ops(), [("x", (1, 3, 8, 8), "image")],
+             variants=("i8",), platform="rk3562", purpose="Split, Concat, MaxPool and Reshape in rk3562 int8 files "
+                                                          "(where a fused Clip or Add is not decoded)"),
         *(Case(f"compact_ops_{p}", " ".join(_compact_ops.__doc__.split()), _compact_ops(),
                [("x", (1, 3, 8, 8), "image")], variants=("i8",), platform=p,
                purpose=f"the int8 op families of classifiers on {p}") for p in ("rk3576", "rv1126b")),
