@@ -34,7 +34,8 @@ MODELS_PY = Path(__file__).resolve().parent.parent / "tools" / "vendor_corpus" /
 #: int8) took that and 1.2 MB more (20.1 MB), so the bound went from 18 to 20 MiB.  Git stores the
 #: corpus compressed to about 40 % (the .rknn files are mostly padding): a clone carries 7.5 MB of it.
 MAX_CORPUS_BYTES = 20 * 1024 * 1024
-#: models whose int8 build ends in a float16 op, so that its output stays float16
+#: models (and their rk35xx copies, ``<model>_rk...``) whose int8 build ends in a
+#: float16 op, so that its output stays float16
 FLOAT16_OUTPUT_MODELS = ("softmax",)
 
 
@@ -111,8 +112,8 @@ def test_rknn_file_parses_and_matches_manifest(stem, entry):
         assert [s.name for s in specs] == [e["name"] for e in expected]
         assert [list(s.shape) for s in specs] == [e["shape"] for e in expected]
         # an int8 file whose last op runs in float16 (exSoftmax13) keeps that output float16
-        npu_dtype = "int8" if quantized and not (specs is model.outputs and entry["model"] in FLOAT16_OUTPUT_MODELS) \
-            else "float16"
+        float16_out = entry["model"].split("_rk")[0] in FLOAT16_OUTPUT_MODELS
+        npu_dtype = "int8" if quantized and not (specs is model.outputs and float16_out) else "float16"
         for s, e in zip(specs, expected):
             # int64 token ids stay int64 (an embedding's Gather reads them), as do ArgMax's labels
             if e.get("kind") == "tokens" or e.get("sim_dtype") == "int64":

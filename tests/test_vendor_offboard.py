@@ -363,19 +363,22 @@ def test_unknown_enum_values_are_named(vendor_fixtures, tmp_path, what, subgraph
     assert "known:" in str(info.value)
 
 
-def _patch_registers(target: int, reg: int, change):
+def _patch_registers(target: int, reg: int, change, indexed: bool = False):
     """A patch setting the value of every ``(target, reg)`` write of the register command stream
-    to ``change(value)``."""
+    to ``change(value)`` (``indexed``: ``change(value, n)``, ``n`` counting those writes from 0)."""
     def patch(data: bytearray) -> None:
         sg = _first_subgraph(data)
         tensors = sg.tables(0)
         regcmd = next(t for t in tensors if t.u8(2) == 9)
         vec = FlatBuffer(data, 64, struct.unpack_from("<Q", data, 16)[0]).root().vector(20).table(regcmd.u32(18)).vector(0, 1)
         raw = bytes(vec.raw())
+        n = 0
         for k in range(0, len(raw), 8):
             (entry,) = struct.unpack_from("<Q", raw, k)
             if entry >> 48 == target and entry & 0xFFFF == reg:
-                value = change((entry >> 16) & 0xFFFFFFFF)
+                old = (entry >> 16) & 0xFFFFFFFF
+                value = change(old, n) if indexed else change(old)
+                n += 1
                 struct.pack_into("<Q", data, vec.pos + k, (entry & ~(0xFFFFFFFF << 16)) | (value << 16))
 
     return patch
@@ -1306,6 +1309,24 @@ def test_rk3562_int8_registers_outside_the_observed_map_are_named(tmp_path, stem
         rknnlite.Context(path, backend="software")
     (y,), (ref,) = _corpus_run(stem)  # the real file still loads and runs
     assert _cos(y, ref) >= 0.9999
+
+
+def test_rk3566_lookup_tables_load_in_two_tasks(tmp_path):
+    # rk3566 tasks hold fewer register writes: one task loads the LE table, the next the LO table, each
+    # with a 514th entry that copies entry 1; the conv's BN_CFG is 0x48 (rk3588: 0x20040)
+    stem = "conv_add_swish_rk3566_lut_i8"
+    (y,), (ref,) = _corpus_run(stem)
+    assert _cos(y, ref) >= 0.9999
+    one_table = _patch_registers(0x1001, 0x4100, lambda v: 0 if v == 0x30000 else v)
+    with pytest.raises(ModelInvalidError, match=r"load LUT tables \[0\], not both table 0 \(LE\) and table 1"):
+        rknnlite.Context(_doctored_corpus(tmp_path, stem, one_table), backend="software")
+    # the LE table's 514th entry (the file's first LUT data write precedes the table) no longer a copy of entry 1
+    extra = _patch_registers(0x1001, 0x4104, lambda v, n: v ^ 1 if n == 514 else v, indexed=True)
+    with pytest.raises(ModelInvalidError, match=r"the rk3566 LE table has 514 entries ending in \[.*\]; 513 and a copy"):
+        rknnlite.Context(_doctored_corpus(tmp_path, stem, extra), backend="software")
+    bn_cfg = _patch_registers(0x1001, 0x4060, lambda v: 0x20040 if v == 0x48 else v)
+    with pytest.raises(ModelInvalidError, match=r"0x4060 = 0x20040 is not the observed layout \(BN_CFG 0x48\)"):
+        rknnlite.Context(_doctored_corpus(tmp_path, stem, bn_cfg), backend="software")
 
 
 def test_rk3562_int8_bias_blocks_hold_four_channels(tmp_path):

@@ -1007,9 +1007,9 @@ TWO_INPUT = "Conv 3->8 3x3 on a, Conv 3->8 3x3 on b, Add, Relu, Conv 8->4 1x1"
 
 def _board_ops(platform: str, variants: Tuple[str, ...] = ("fp16", "i8")) -> List[Case]:
     """maxpool, reshape, mbblock (depthwise, ConvAdd), conv_relu6 (ConvClip), add_relu (AddRelu) and
-    c2f (Split, Concat, ConvExSwish; fp16: its int8 lookup tables are another layout there) built for
-    ``platform``: the op families ResNet-, MobileNetV2- and ShuffleNet-style networks need there.
-    ``variants``: the precisions (c2f is fp16 only)."""
+    c2f (Split, Concat, ConvExSwish; fp16 here, rk3566's int8 lookup tables are ``c2f_rk3566_lut``)
+    built for ``platform``: the op families ResNet-, MobileNetV2- and ShuffleNet-style networks need
+    there.  ``variants``: the precisions (c2f is fp16 only)."""
     img = [IMG]
     cases = [Case(f"maxpool_{platform}", f"same as maxpool, {platform}", _pool(201, "maxpool"), img, platform=platform,
                  purpose=f"MaxPool on {platform}"),
@@ -1155,7 +1155,7 @@ def _cases() -> List[Case]:
                purpose=f"the int8 op families of classifiers on {p}") for p in ("rk3576", "rv1126b")),
         *(Case("hardswish_ops" + ("" if p == "rk3588" else f"_{p}"), " ".join(_hardswish_ops.__doc__.split()),
                _hardswish_ops(), [("x", (1, 3, 8, 8), "image")], variants=("i8",), platform=p,
-               purpose=f"MobileNetV3's int8 op families on {p}") for p in ("rk3588", "rk3576", "rv1126b")),
+               purpose=f"MobileNetV3's int8 op families on {p}") for p in ("rk3588", "rk3576", "rv1126b", "rk3566")),
         *(Case(f"depthwise_{p}", " ".join(_depthwise.__doc__.split()) + (" Relu there." if p == "rk3562" else ""),
                _depthwise(act=_relu) if p == "rk3562" else _depthwise(), [("x", (1, 3, 8, 8), "image")],
                variants=("i8",),
@@ -1247,6 +1247,11 @@ def _cases() -> List[Case]:
     cases += [dataclasses.replace(named[n], name=f"{n}_rk3576", graph=f"same as {n}, rk3576", platform="rk3576",
                                   variants=("fp16",), purpose=f"{named[n].purpose} on rk3576")
               for n in ("resize_nearest", "sigmoid_mul", "softmax", "conv_hardswish", "conv_add_swish")]
+    # rk3566 int8: the lookup-table families (its tasks load the two tables one at a time) of YOLOv8
+    # (C2f, standalone exSwish, Sigmoid, the DFL's Softmax); MobileNetV3's are hardswish_ops_rk3566
+    cases += [dataclasses.replace(named[n], name=f"{n}_rk3566_lut", graph=f"same as {n}, rk3566", platform="rk3566",
+                                  variants=("i8",), purpose=f"{named[n].purpose} on rk3566")
+              for n in ("c2f", "conv_add_swish", "sigmoid_mul", "softmax")]
     # rk3562 fp16: Reshape and YOLOv8's C2f families (its fused Clip is not decoded, so not _board_ops)
     cases += [dataclasses.replace(named[n], name=f"{n}_rk3562", graph=f"same as {n}, rk3562", platform="rk3562",
                                   variants=("fp16",), purpose=f"{named[n].purpose} on rk3562")

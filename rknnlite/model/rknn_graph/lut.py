@@ -37,8 +37,8 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .accumulator import Accumulator, emit_accumulator, emit_codes
-from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Requant, Task, node_registers, requant_of,
-                     task_writes)
+from .regcmd import (BN_LUT, BN_LUT_LITE, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Requant, Task,
+                     node_registers, requant_of, task_writes)
 
 __all__ = ["LutTables", "LutStage", "read_lut_tables", "lut_stage", "lut_attrs", "table_problem", "lower_lut_conv",
            "lut_task_registers", "lower_lut_sigmoid"]
@@ -92,22 +92,23 @@ def _i16(bits: int) -> int:
 
 
 def read_lut_tables(regcmd, tasks: List[Task], node_index: int, where: str) -> LutTables:
-    """The LE and LO tables written by the first task of node ``node_index`` that loads them
-    (``0x4100`` = 0x20000 / 0x30000, then the entries to ``0x4104``)."""
+    """The LE and LO tables of node ``node_index``: written to ``0x4104`` after ``0x4100`` =
+    0x20000 (LE) / 0x30000 (LO) by its first task that loads them, or (rk3566, whose tasks hold
+    fewer register writes) by two consecutive tasks, one table each."""
+    tables: Dict[int, List[int]] = {}
     for task in tasks:
         if task.op_idx != node_index:
             continue
         writes = [(reg, value) for target, reg, value in task_writes(regcmd, task, where) if target == TARGET_DPU]
         if not any(reg == REG_LUT_ACCESS and value in (_WRITE_LE, _WRITE_LO) for reg, value in writes):
             continue
-        tables: Dict[int, List[int]] = {}
         current: Optional[int] = None
         for reg, value in writes:
             if reg == REG_LUT_ACCESS:
                 if value in (_WRITE_LE, _WRITE_LO):
                     if value in tables:
-                        raise ModelInvalidError(f"{where}: LUT table {value >> 16 & 1} is loaded twice by one task",
-                                                op="load")
+                        raise ModelInvalidError(f"{where}: LUT table {value >> 16 & 1} is loaded twice before the "
+                                                "other one", op="load")
                     current = value
                     tables[current] = []
                 elif value == 0:
@@ -120,17 +121,44 @@ def read_lut_tables(regcmd, tasks: List[Task], node_index: int, where: str) -> L
                     raise ModelInvalidError(f"{where}: LUT entry {len(tables[current])} of table "
                                             f"{current >> 16 & 1} is {value:#x}, not a sign-extended int16", op="load")
                 tables[current].append(_i16(value & 0xFFFF))
-        if set(tables) != {_WRITE_LE, _WRITE_LO}:
-            raise ModelInvalidError(f"{where}: the LUT task loads tables {[t >> 16 & 1 for t in tables]}, "
-                                    "not both table 0 (LE) and table 1 (LO)", op="load")
-        return LutTables(np.array(tables[_WRITE_LE], np.int16), np.array(tables[_WRITE_LO], np.int16))
+        if set(tables) == {_WRITE_LE, _WRITE_LO}:
+            return LutTables(np.array(tables[_WRITE_LE], np.int16), np.array(tables[_WRITE_LO], np.int16))
+    if tables:
+        raise ModelInvalidError(f"{where}: the tasks of node {node_index} load LUT tables "
+                                f"{[t >> 16 & 1 for t in tables]}, not both table 0 (LE) and table 1 (LO)", op="load")
     raise ModelInvalidError(f"{where}: no task of node {node_index} loads a lookup table (0x4100 = 0x20000/0x30000)",
                             op="load")
 
 
-def lut_stage(regs: Dict[Tuple[int, int], int], where: str) -> LutStage:
+def _lite(lowering) -> bool:
+    """Whether the file targets rk3566/rk3568 ("RKNPU lite"): its lookup-table convs write
+    ``BN_CFG`` = ``BN_LUT_LITE`` and its tasks load the two tables one at a time, each with
+    one entry more (a copy of entry 1, as if the table wrapped around)."""
+    return lowering.platform() in ("rk3566", "rk3568")
+
+
+def _bn_cfg(lowering) -> int:
+    """The ``BN_CFG`` of a lookup-table conv in the file's register map."""
+    return BN_LUT_LITE if _lite(lowering) else BN_LUT
+
+
+def _node_tables(lowering, node, where: str) -> LutTables:
+    """The tables node ``node`` loads (:func:`read_lut_tables`), without rk3566's extra entries
+    (checked to be a copy of entry 1; anything else is refused)."""
+    tables = read_lut_tables(lowering.regcmd(), lowering.tasks(), node.index, where)
+    if not _lite(lowering):
+        return tables
+    for table, name in ((tables.le, "LE"), (tables.lo, "LO")):
+        if len(table) != 514 or table[-1] != table[1]:
+            raise ModelInvalidError(f"{where}: the rk3566 {name} table has {len(table)} entries ending in "
+                                    f"{table[-1:].tolist()}; 513 and a copy of entry 1 were observed", op="load")
+    return LutTables(tables.le[:513], tables.lo[:513])
+
+
+def lut_stage(regs: Dict[Tuple[int, int], int], where: str, bn_cfg: int = BN_LUT) -> LutStage:
     """The lookup-table registers of a conv task (``{(target, reg): value}``), decoded and
-    checked against the layout observed (see the module doc)."""
+    checked against the layout observed (see the module doc); ``bn_cfg``: the platform's
+    ``BN_CFG`` of a lookup-table conv (rk3566/rk3568: ``BN_LUT_LITE``)."""
     def reg(address: int) -> int:
         value = regs.get((TARGET_DPU, address))
         if value is None:
@@ -142,8 +170,8 @@ def lut_stage(regs: Dict[Tuple[int, int], int], where: str) -> LutStage:
         return ModelInvalidError(f"{where}: lookup-table register {address:#x} = {reg(address):#x} is not the "
                                  f"observed layout ({expected})", op="load")
 
-    if reg(REG_BN_CFG) != BN_LUT:
-        raise refuse(REG_BN_CFG, f"BN_CFG {BN_LUT:#x}")
+    if reg(REG_BN_CFG) != bn_cfg:
+        raise refuse(REG_BN_CFG, f"BN_CFG {bn_cfg:#x}")
     bits = reg(REG_BN_MUL)
     if bits & 0xFF or bits >> 16 == 0:
         raise refuse(REG_BN_MUL, "multiplier M in bits 16..31, shift s in bits 8..15, low byte 0")
@@ -223,10 +251,10 @@ def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict,
                              f"(got {x.dtype}, {q.dtype}, {out.dtype})")
     if b is None or b.dtype != "int32":
         raise lowering.error(f"{node.label} has no int32 bias; its accumulator cannot be recovered")
-    tables = read_lut_tables(lowering.regcmd(), lowering.tasks(), node.index, where)
+    tables = _node_tables(lowering, node, where)
     if stage_of is None:
         regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
-        requant, stage = requant_of(regs, where), lut_stage(regs, where)
+        requant, stage = requant_of(regs, where), lut_stage(regs, where, _bn_cfg(lowering))
     else:
         stage, requant = stage_of(tables)
     channels = q.shape[0]
@@ -244,10 +272,12 @@ def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict,
     lowering.emit(node, "VendorLutActivation", [total], params)
 
 
-def lut_task_registers(regcmd, tasks: List[Task], node_index: int, where: str) -> Dict[Tuple[int, int], int]:
+def lut_task_registers(regcmd, tasks: List[Task], node_index: int, where: str,
+                       bn_cfg: int = BN_LUT) -> Dict[Tuple[int, int], int]:
     """``{(target, reg): value}`` of the first task of node ``node_index`` that runs the
-    lookup table (writes ``BN_CFG`` = ``BN_LUT``) without loading it: the DPU-only task of a
-    standalone int8 LUT op (its tables are loaded by an earlier task of the same node)."""
+    lookup table (writes ``BN_CFG`` = ``bn_cfg``, the platform's) without loading it: the
+    DPU-only task of a standalone int8 LUT op (its tables are loaded by an earlier task of the
+    same node)."""
     for task in tasks:
         if task.op_idx != node_index:
             continue
@@ -255,9 +285,9 @@ def lut_task_registers(regcmd, tasks: List[Task], node_index: int, where: str) -
         regs = {(target, reg): value for target, reg, value in writes}
         loads = any(target == TARGET_DPU and reg == REG_LUT_ACCESS and value in (_WRITE_LE, _WRITE_LO)
                     for target, reg, value in writes)
-        if not loads and regs.get((TARGET_DPU, REG_BN_CFG)) == BN_LUT:
+        if not loads and regs.get((TARGET_DPU, REG_BN_CFG)) == bn_cfg:
             return regs
-    raise ModelInvalidError(f"{where}: no task of node {node_index} runs the lookup table (BN_CFG {BN_LUT:#x} "
+    raise ModelInvalidError(f"{where}: no task of node {node_index} runs the lookup table (BN_CFG {bn_cfg:#x} "
                             "without a table load)", op="load")
 
 
@@ -272,13 +302,13 @@ def lower_lut_sigmoid(lowering, node, x, out) -> None:
     if x.dtype != "int8" or out.dtype != "int8":
         raise lowering.error(f"{node.label}: an int8 lookup-table {node.op} needs int8 input and output "
                              f"(got {x.dtype}, {out.dtype})")
-    regs = lut_task_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
+    regs = lut_task_registers(lowering.regcmd(), lowering.tasks(), node.index, where, _bn_cfg(lowering))
     requant = requant_of(regs, where)
     if requant.mul_shift is not None:
         raise lowering.error(f"{node.label}: its lookup-table task enables the per-channel multiplier stage, which a "
                              "DPU-only op has no multipliers for; the register layout is not the one decoded")
-    stage = lut_stage(regs, where)
-    tables = read_lut_tables(lowering.regcmd(), lowering.tasks(), node.index, where)
+    stage = lut_stage(regs, where, _bn_cfg(lowering))
+    tables = _node_tables(lowering, node, where)
     qi, qo = lowering.activation_quant(x), lowering.activation_quant(out)
     s_in, zp_in = qi.scale[0], qi.zero_point[0]
     if requant.offset != qo.zero_point[0]:

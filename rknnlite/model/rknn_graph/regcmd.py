@@ -32,7 +32,8 @@ from typing import Dict, List, Optional, Tuple
 from ...errors import ModelInvalidError
 
 __all__ = ["Task", "Requant", "read_tasks", "node_registers", "task_writes", "requant_of", "requant_t4",
-           "fused_activation", "shortest_decimal", "TARGET_CNA", "TARGET_DPU", "REG_CNA_CONV_CON1"]
+           "fused_activation", "shortest_decimal", "TARGET_CNA", "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT",
+           "BN_LUT_LITE"]
 
 TASK_SIZE = 40
 _TASK = struct.Struct("<8IQ")
@@ -59,6 +60,7 @@ _BN_LEAKY = 0x62
 _BN_CLIP = 0x92
 _BN_CLIP_SHIFTED = 0x20090
 BN_LUT = 0x20040  # the conv output indexes a lookup table: u = x * f16(0x4068 >> 16) + f32(0x4064)
+BN_LUT_LITE = 0x48  # the same on rk3566/rk3568 ("RKNPU lite"), whose int8 index map is otherwise rk3588's
 
 
 @dataclass(frozen=True)
