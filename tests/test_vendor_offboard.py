@@ -1311,7 +1311,7 @@ def test_rk3562_int8_registers_outside_the_observed_map_are_named(tmp_path, stem
     assert _cos(y, ref) >= 0.9999
 
 
-def test_rk3566_lookup_tables_load_in_two_tasks(tmp_path):
+def test_rk3566_lookup_tables_and_their_bn_cfg(tmp_path):
     # rk3566 tasks hold fewer register writes: one task loads the LE table, the next the LO table, each
     # with a 514th entry that copies entry 1; the conv's BN_CFG is 0x48 (rk3588: 0x20040)
     stem = "conv_add_swish_rk3566_lut_i8"
@@ -1327,6 +1327,11 @@ def test_rk3566_lookup_tables_load_in_two_tasks(tmp_path):
     bn_cfg = _patch_registers(0x1001, 0x4060, lambda v: 0x20040 if v == 0x48 else v)
     with pytest.raises(ModelInvalidError, match=r"0x4060 = 0x20040 is not the observed layout \(BN_CFG 0x48\)"):
         rknnlite.Context(_doctored_corpus(tmp_path, stem, bn_cfg), backend="software")
+    # fp16: the fused HardSigmoid's index map (M, A as on rk3588) behind that BN_CFG
+    with pytest.raises(ModelInvalidError, match=r"DPU registers of ConvHardSigmoid \(0x4060=0x20040, .*fp16 file"):
+        rknnlite.Context(_doctored_corpus(tmp_path, "mobilenetv3_ops_rk3566_fp16", bn_cfg), backend="software")
+    (y, e), (ref, ref_e) = _corpus_run("mobilenetv3_ops_rk3566_fp16")
+    assert np.abs(e - ref_e.reshape(e.shape)).max() <= 1e-3 and np.abs(y - ref.reshape(y.shape)).max() <= 0.02
 
 
 def test_rk3562_int8_bias_blocks_hold_four_channels(tmp_path):

@@ -1049,9 +1049,8 @@ def _family_cases() -> List[Case]:
         for builder, what in ((_classifier_ops, "ResNet, MobileNetV2 and ShuffleNet"),
                               (_segmenter_ops, "UNet-style segmenters"), (_mobilenetv3_ops, "MobileNetV3")):
             name = builder.__name__[1:]
-            # rk3562's fused Clip and the fused HardSigmoid of rk3562 and rk3566 are not decoded
-            if (name, platform) in (("classifier_ops", "rk3562"), ("mobilenetv3_ops", "rk3562"),
-                                    ("mobilenetv3_ops", "rk3566")):
+            # rk3562's fused Clip and HardSigmoid are not decoded
+            if (name, platform) in (("classifier_ops", "rk3562"), ("mobilenetv3_ops", "rk3562")):
                 continue
             # int8 mobilenetv3_ops stays out: the simulator puts the depthwise conv's output on an int8
             # grid of its own before the fused HardSwish (a scale the file does not hold), so the

@@ -107,8 +107,8 @@ from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_va
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage
 from .lut import lower_lut_conv, lower_lut_sigmoid
-from .regcmd import (REG_CNA_CONV_CON1, T4_BN_CFG_OF, TARGET_CNA, Requant, fused_activation, node_registers,
-                     read_tasks, requant_of, requant_t4)
+from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, TARGET_CNA, Requant, fused_activation,
+                     node_registers, read_tasks, requant_of, requant_t4)
 from .transformer import lower_gather, lower_gelu, lower_layer_norm, lower_matmul
 from .regcmd import shortest_decimal as _shortest
 from .validated import check_validated, toolkit_release
@@ -859,7 +859,7 @@ class _Lowering:
             return params
         where = f"{self.label}: {node.label}"
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
-        return fused_activation(regs, node.op, where, unit if self.int8 else None)
+        return fused_activation(regs, node.op, where, unit if self.int8 else None, self.lut_bn_cfg())
 
     def int8_conv_constants(self, node: VendorNode, x: VendorTensor, out: VendorTensor, w: VendorTensor,
                             q: np.ndarray, b: Optional[VendorTensor]) -> Tuple[Optional[float], Accumulator]:
@@ -988,6 +988,16 @@ class _Lowering:
         """Whether the file targets rk3576 or rv1126b, whose DPU registers follow the map of
         :mod:`.f2act` (for fp16 files, where no stored weight scale tells it)."""
         return self.platform() in F2_PLATFORMS
+
+    def lite_platform(self) -> bool:
+        """Whether the file targets rk3566/rk3568 ("RKNPU lite"): rk3588's DPU map but for the
+        ``BN_CFG`` of a lookup table (:data:`.regcmd.BN_LUT_LITE`), and its tables loaded by two
+        tasks (:mod:`.lut`)."""
+        return self.platform() in ("rk3566", "rk3568")
+
+    def lut_bn_cfg(self) -> int:
+        """The ``BN_CFG`` value of a conv that indexes a lookup table, in the file's DPU map."""
+        return BN_LUT_LITE if self.lite_platform() else BN_LUT
 
     def t4_platform(self) -> bool:
         """Whether the file targets rk3562 ("RKNPU t4"), whose int8 convs follow the DPU map of

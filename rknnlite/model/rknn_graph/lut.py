@@ -37,7 +37,7 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .accumulator import Accumulator, emit_accumulator, emit_codes
-from .regcmd import (BN_LUT, BN_LUT_LITE, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Requant, Task,
+from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Requant, Task,
                      node_registers, requant_of, task_writes)
 
 __all__ = ["LutTables", "LutStage", "read_lut_tables", "lut_stage", "lut_attrs", "table_problem", "lower_lut_conv",
@@ -130,23 +130,12 @@ def read_lut_tables(regcmd, tasks: List[Task], node_index: int, where: str) -> L
                             op="load")
 
 
-def _lite(lowering) -> bool:
-    """Whether the file targets rk3566/rk3568 ("RKNPU lite"): its lookup-table convs write
-    ``BN_CFG`` = ``BN_LUT_LITE`` and its tasks load the two tables one at a time, each with
-    one entry more (a copy of entry 1, as if the table wrapped around)."""
-    return lowering.platform() in ("rk3566", "rk3568")
-
-
-def _bn_cfg(lowering) -> int:
-    """The ``BN_CFG`` of a lookup-table conv in the file's register map."""
-    return BN_LUT_LITE if _lite(lowering) else BN_LUT
-
-
 def _node_tables(lowering, node, where: str) -> LutTables:
-    """The tables node ``node`` loads (:func:`read_lut_tables`), without rk3566's extra entries
-    (checked to be a copy of entry 1; anything else is refused)."""
+    """The tables node ``node`` loads (:func:`read_lut_tables`), without the entry rk3566/rk3568
+    write after each (a copy of entry 1, as if the table wrapped around; anything else is
+    refused)."""
     tables = read_lut_tables(lowering.regcmd(), lowering.tasks(), node.index, where)
-    if not _lite(lowering):
+    if not lowering.lite_platform():
         return tables
     for table, name in ((tables.le, "LE"), (tables.lo, "LO")):
         if len(table) != 514 or table[-1] != table[1]:
@@ -254,7 +243,7 @@ def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict,
     tables = _node_tables(lowering, node, where)
     if stage_of is None:
         regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
-        requant, stage = requant_of(regs, where), lut_stage(regs, where, _bn_cfg(lowering))
+        requant, stage = requant_of(regs, where), lut_stage(regs, where, lowering.lut_bn_cfg())
     else:
         stage, requant = stage_of(tables)
     channels = q.shape[0]
@@ -302,12 +291,12 @@ def lower_lut_sigmoid(lowering, node, x, out) -> None:
     if x.dtype != "int8" or out.dtype != "int8":
         raise lowering.error(f"{node.label}: an int8 lookup-table {node.op} needs int8 input and output "
                              f"(got {x.dtype}, {out.dtype})")
-    regs = lut_task_registers(lowering.regcmd(), lowering.tasks(), node.index, where, _bn_cfg(lowering))
+    regs = lut_task_registers(lowering.regcmd(), lowering.tasks(), node.index, where, lowering.lut_bn_cfg())
     requant = requant_of(regs, where)
     if requant.mul_shift is not None:
         raise lowering.error(f"{node.label}: its lookup-table task enables the per-channel multiplier stage, which a "
                              "DPU-only op has no multipliers for; the register layout is not the one decoded")
-    stage = lut_stage(regs, where, _bn_cfg(lowering))
+    stage = lut_stage(regs, where, lowering.lut_bn_cfg())
     tables = _node_tables(lowering, node, where)
     qi, qo = lowering.activation_quant(x), lowering.activation_quant(out)
     s_in, zp_in = qi.scale[0], qi.zero_point[0]

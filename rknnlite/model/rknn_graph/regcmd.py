@@ -265,7 +265,7 @@ def _i32(bits: int) -> int:
 
 
 def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
-                     unit: Optional[float] = None) -> Dict[str, float]:
+                     unit: Optional[float] = None, lut_cfg: int = BN_LUT) -> Dict[str, float]:
     """The parameters of a conv's fused activation, from the node's DPU registers:
     ``{"alpha": slope}`` for ``ConvLeakyRelu``, ``{"min": lo, "max": hi}`` for ``ConvClip``,
     and (fp16 files) ``{"lut_scale": M, "lut_offset": A}`` for ``ConvHardSigmoid`` (its
@@ -275,6 +275,7 @@ def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
     ``unit``: ``None`` for an fp16 file, whose registers hold floats; for an int8 file the
     real value of one accumulator unit (``s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``), which
     scales its integer clip bounds; its LeakyRelu slope is ``round(alpha * 2^14)``.
+    ``lut_cfg``: the platform's ``BN_CFG`` of a lookup-table conv (rk3566/rk3568: ``BN_LUT_LITE``).
 
     Observed layouts (and only those are accepted): LeakyRelu: ``BN_CFG`` 0x62, the slope
     in the high half of 0x4068 (float16, or the integer).  Clip: ``BN_CFG`` 0x92 ->
@@ -291,7 +292,7 @@ def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
         return _f32(reg(address)) if unit is None else _i32(reg(address)) * unit
 
     cfg = reg(REG_BN_CFG)
-    if op == "ConvHardSigmoid" and cfg == BN_LUT and unit is None:
+    if op == "ConvHardSigmoid" and cfg == lut_cfg and unit is None:
         bits = reg(REG_BN_MUL)
         if bits & 0xFFFF == 0:
             scale = struct.unpack("<e", struct.pack("<H", bits >> 16))[0]
