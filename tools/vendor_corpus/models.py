@@ -1246,10 +1246,11 @@ def _cases() -> List[Case]:
     cases += [dataclasses.replace(named[n], name=f"{n}_rk3576", graph=f"same as {n}, rk3576", platform="rk3576",
                                   variants=("fp16",), purpose=f"{named[n].purpose} on rk3576")
               for n in ("resize_nearest", "sigmoid_mul", "softmax", "conv_hardswish", "conv_add_swish")]
-    # rk3566 int8: the lookup-table families (its tasks load the two tables one at a time) of YOLOv8
-    # (C2f, standalone exSwish, Sigmoid, the DFL's Softmax); MobileNetV3's are hardswish_ops_rk3566
+    # rk3566: the lookup-table families (its int8 tasks load the two tables one at a time) of YOLOv8
+    # (C2f, standalone exSwish, Sigmoid, the DFL's Softmax; c2f_rk3566 is the fp16 C2f); MobileNetV3's
+    # are hardswish_ops_rk3566 and mobilenetv3_ops_rk3566
     cases += [dataclasses.replace(named[n], name=f"{n}_rk3566_lut", graph=f"same as {n}, rk3566", platform="rk3566",
-                                  variants=("i8",), purpose=f"{named[n].purpose} on rk3566")
+                                  variants=("i8",) if n == "c2f" else ("fp16", "i8"), purpose=f"{named[n].purpose} on rk3566")
               for n in ("c2f", "conv_add_swish", "sigmoid_mul", "softmax")]
     # rk3562 fp16: Reshape and YOLOv8's C2f families (its fused Clip is not decoded, so not _board_ops)
     cases += [dataclasses.replace(named[n], name=f"{n}_rk3562", graph=f"same as {n}, rk3562", platform="rk3562",

@@ -47,7 +47,7 @@ rk3566   2.3.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu Inp
 rk3566   2.3.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3566   2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
 rk3566   2.3.2  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Resize Split
-rk3566   2.5.0  fp16       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
+rk3566   2.5.0  fp16       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSoftmax13 exSwish
 rk3566   2.5.0  int8       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exDataConvert exSoftmax13 exSwish
 rk3568   2.5.0  fp16       Add AddRelu Concat Conv ConvAdd ConvClip ConvExSwish ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3568   2.5.0  int8       AddRelu Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape
