@@ -16,7 +16,8 @@ CORPUS = REPO / "tests" / "data" / "vendor"
 
 
 def _load_models():
-    spec = importlib.util.spec_from_file_location("_vendor_corpus_models", REPO / "tools" / "vendor_corpus" / "models.py")
+    path = REPO / "tools" / "vendor_corpus" / "models.py"
+    spec = importlib.util.spec_from_file_location("_vendor_corpus_models", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
     try:
