@@ -1062,6 +1062,33 @@ def _family_cases() -> List[Case]:
     return cases
 
 
+def _int8_platform_cases() -> List[Case]:
+    """The int8 layouts and op families of the platforms whose int8 convs are within one step of
+    the simulator (rk3576, rv1126b) or follow their own register map (rk3562, rk3566), in as few
+    layers as hold them: a packed 7x7 stem, the depthwise weight layout, and the classifier and
+    MobileNetV3 families."""
+    image8 = [("x", (1, 3, 8, 8), "image")]
+    doc = lambda builder: " ".join(builder.__doc__.split())  # noqa: E731
+    return [
+        *(Case(f"resnet_stem_{p}", doc(_resnet_stem), _resnet_stem(), [("x", (1, 3, 32, 32), "image")],
+               variants=("i8",), platform=p, purpose=f"the packed int8 weight of a 64-channel 7x7 first conv on {p} "
+                                                     "(two output blocks of 32-byte rows)")
+          for p in ("rk3576", "rv1126b")),
+        Case("channel_ops_rk3562", doc(_channel_ops), _channel_ops(), image8, variants=("i8",), platform="rk3562",
+             purpose="Split, Concat, MaxPool and Reshape in rk3562 int8 files (where a fused Clip or Add is not "
+                     "decoded)"),
+        *(Case(f"compact_ops_{p}", doc(_compact_ops), _compact_ops(), image8, variants=("i8",), platform=p,
+               purpose=f"the int8 op families of classifiers on {p}") for p in ("rk3576", "rv1126b")),
+        *(Case("hardswish_ops" + ("" if p == "rk3588" else f"_{p}"), doc(_hardswish_ops), _hardswish_ops(), image8,
+               variants=("i8",), platform=p, purpose=f"MobileNetV3's int8 op families on {p}")
+          for p in ("rk3588", "rk3576", "rv1126b", "rk3566")),
+        *(Case(f"depthwise_{p}", doc(_depthwise) + (" Relu there." if p == "rk3562" else ""),
+               _depthwise(act=_relu) if p == "rk3562" else _depthwise(), image8, variants=("i8",), platform=p,
+               purpose=f"the int8 depthwise weight layout of {p} (zero points beside the weights)")
+          for p in ("rk3576", "rv1126b", "rk3562")),
+    ]
+
+
 def _cases() -> List[Case]:
     img = [IMG]
     acts = [
@@ -1142,26 +1169,7 @@ def _cases() -> List[Case]:
         Case("convnet_rk3562", "same graph and weights as convnet, rk3562", _convnet(), img, platform="rk3562",
              purpose="rk3562"),
         # rk3566/rk3568 (the commonest boards after rk3588): the op families ResNet and MobileNetV2 need there
-        *_board_ops("rk3566"), *_board_ops("rk3568"), *_rk3576_fp16_ops(), *_family_cases(),
-        *(Case(f"resnet_stem_{p}", " ".join(_resnet_stem.__doc__.split()), _resnet_stem(),
-               [("x", (1, 3, 32, 32), "image")], variants=("i8",),
-               platform=p, purpose=f"the packed int8 weight of a 64-channel 7x7 first conv on {p} (two output "
-                                   "blocks of 32-byte rows)") for p in ("rk3576", "rv1126b")),
-        Case("channel_ops_rk3562", " ".join(_channel_ops.__doc__.split()), _channel_ops(),
-             [("x", (1, 3, 8, 8), "image")],
-             variants=("i8",), platform="rk3562", purpose="Split, Concat, MaxPool and Reshape in rk3562 int8 files "
-                                                          "(where a fused Clip or Add is not decoded)"),
-        *(Case(f"compact_ops_{p}", " ".join(_compact_ops.__doc__.split()), _compact_ops(),
-               [("x", (1, 3, 8, 8), "image")], variants=("i8",), platform=p,
-               purpose=f"the int8 op families of classifiers on {p}") for p in ("rk3576", "rv1126b")),
-        *(Case("hardswish_ops" + ("" if p == "rk3588" else f"_{p}"), " ".join(_hardswish_ops.__doc__.split()),
-               _hardswish_ops(), [("x", (1, 3, 8, 8), "image")], variants=("i8",), platform=p,
-               purpose=f"MobileNetV3's int8 op families on {p}") for p in ("rk3588", "rk3576", "rv1126b", "rk3566")),
-        *(Case(f"depthwise_{p}", " ".join(_depthwise.__doc__.split()) + (" Relu there." if p == "rk3562" else ""),
-               _depthwise(act=_relu) if p == "rk3562" else _depthwise(), [("x", (1, 3, 8, 8), "image")],
-               variants=("i8",),
-               platform=p, purpose=f"the int8 depthwise weight layout of {p} (zero points beside the weights)")
-          for p in ("rk3576", "rv1126b", "rk3562")),
+        *_board_ops("rk3566"), *_board_ops("rk3568"), *_rk3576_fp16_ops(), *_family_cases(), *_int8_platform_cases(),
         Case("two_input_rk3562", TWO_INPUT + ", rk3562", _two_input(), [("a",) + IMG[1:], ("b",) + IMG[1:]],
              platform="rk3562", purpose="two inputs on rk3562"),
         Case("cst_softmax", "Conv 3->8 3x3, cstChannelSoftmax(axis=1) (a custom op), Conv 8->4 1x1", _cst_softmax(),
