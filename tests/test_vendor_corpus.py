@@ -150,11 +150,12 @@ def test_npz_matches_manifest(stem, entry):
         assert list(sim.shape) == spec["sim_shape"] and str(sim.dtype) == spec["sim_dtype"]
         assert np.isfinite(sim).all() and np.isfinite(ref).all()
         # The recorded agreement is that of the simulator's outputs with onnxruntime's (this
-        # onnxruntime may round a last bit otherwise than the one of the build) ...
+        # onnxruntime, on this CPU, may sum in another order than the build's: 1.4e-7 of the
+        # output's scale at most on a Zen 5, hence the margin) ...
         scale = max(1.0, float(np.abs(ref).max(initial=0.0)))
-        assert _cos(sim, ref) == pytest.approx(spec["cos"], abs=1e-7)
+        assert _cos(sim, ref) == pytest.approx(spec["cos"], abs=1e-6)
         assert float(np.max(np.abs(sim.astype(np.float64).reshape(ref.shape) - ref))) == pytest.approx(
-            spec["max_abs"], abs=1e-6 * scale)
+            spec["max_abs"], abs=1e-5 * scale)
         # ... and the simulator agrees with onnxruntime (the files are a usable reference).
         if spec["sim_dtype"] == "int64":  # ArgMax's labels: int8 ties and one-step moves change a few
             assert np.mean(sim.reshape(ref.shape) == ref) >= (1.0 if entry["variant"] == "fp16" else 0.98)
