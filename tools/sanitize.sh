@@ -53,6 +53,7 @@ TREE=$OUT/tree
 rm -rf "$TREE"
 mkdir -p "$TREE"
 cp -r rknnlite tests cython pyproject.toml "$TREE"/  # cython/include: the ABI test compiles against the headers
+mkdir -p "$TREE"/tools && cp -r tools/vendor_corpus "$TREE"/tools/  # the vendor corpus tests regenerate inputs
 cp "$OUT"/lib/rknnlite/_native/*.so "$TREE"/rknnlite/_native/
 export LD_PRELOAD="$($CC -print-file-name=libasan.so)"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:use_sigaltstack=0"
