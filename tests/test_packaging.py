@@ -101,7 +101,7 @@ def _copy_source_tree(dest: Path) -> None:
                                   ".pytest_cache", ".venv")
     for name in ("setup.py", "pyproject.toml", "MANIFEST.in", "README.md", "LICENSE", "CHANGELOG.md"):
         shutil.copy2(ROOT / name, dest / name)
-    for name in ("rknnlite", "cython", "tests", "examples", "packaging", "docs"):
+    for name in ("rknnlite", "cython", "tests", "examples", "packaging", "docs", "tools/vendor_corpus"):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, dest / name, ignore=skip)
     # C sources of the tests and of cython/src/ (not generated) are needed; copy them back after the *.c filter
@@ -138,7 +138,8 @@ def test_sdist_contains_sources_and_metadata_version(tmp_path):
         assert f"cython/src/{c_file.name}" in names
     for required in ("LICENSE", "README.md", "CHANGELOG.md", "setup.py", "pyproject.toml", "tests/conftest.py",
                      "rknnlite/data/demo.rknn", "rknnlite/py.typed", "packaging/core-tests.txt",
-                     "packaging/run_tests.sh", "packaging/debian/changelog", "packaging/systemd/rknnlite.service"):
+                     "packaging/run_tests.sh", "packaging/debian/changelog", "packaging/systemd/rknnlite.service",
+                     "tools/vendor_corpus/models.py"):
         assert required in names, required
     assert not [n for n in names if n.endswith((".so", ".pyc")) or (n.startswith("cython/") and n.endswith(".c")
                                                                          and not n.startswith("cython/src/"))]
