@@ -936,7 +936,7 @@ class _Lowering:
     def packed_weight(self, node: VendorNode, where: str) -> bool:
         """Whether an rk3576/rv1126b int8 conv on a graph input stores its weight packed
         (:func:`.weights.decode_packed_weight`) or in tiles: the low four bits of its
-        CNA_CONV_CON1, 6 or 2 (the input's width decides which the compiler picks)."""
+        CNA_CONV_CON1, 6 or 2 (the compiler picks tiles for small images)."""
         con1 = node_registers(self.regcmd(), self.tasks(), node.index, where).get((TARGET_CNA, REG_CNA_CONV_CON1))
         if con1 is None or con1 & 0xF not in (2, 6):
             raise self.error(f"{node.label}: CNA_CONV_CON1 (0x100c) = {con1 if con1 is None else hex(con1)} on an int8 "
