@@ -923,14 +923,13 @@ class _Lowering:
         bias blocks, or (per-layer quantization: a plain int32 bias) the layer's one weight
         zero point from the registers and multipliers of 0.  Records which quantization
         method the file uses (:attr:`methods`)."""
-        where = f"{self.label}: {node.label} bias {b.name!r}"
-        raw = self.vf.tensor_data(self.sg, b)
         if requant.bias_blocks:
             self.methods[node.index] = "channel"
             return self.bias_blocks(node, x, out, b, channels)
         if channels > 1:  # one output channel: per-layer and per-channel are the same (e.g. a DFL conv)
             self.methods[node.index] = "layer"
-        return (decode_int32_bias(raw, channels, where), np.full(channels, requant.weight_zp, np.int64),
+        where = f"{self.label}: {node.label} bias {b.name!r}"
+        return (decode_int32_bias(self.vf.tensor_data(self.sg, b), channels, where), np.full(channels, requant.weight_zp, np.int64),
                 np.zeros(channels, np.int64))
 
     def packed_weight(self, node: VendorNode, where: str) -> bool:

@@ -215,8 +215,8 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         raise ModelInvalidError(f"{where}: a fused {activation} in an rk3562 int8 conv; its registers were not "
                                 "decoded (plain, Relu and residual AddRelu convs were)", op="load")
     residual = activation == "AddRelu"
-    for address, expected in T4_FIXED.items():
-        expected = T4_BS_ALU_DEPTHWISE if depthwise and address == 0x4050 else expected
+    fixed = {**T4_FIXED, 0x4050: T4_BS_ALU_DEPTHWISE} if depthwise else T4_FIXED
+    for address, expected in fixed.items():
         value = reg(address, f"{address:#x}")
         if value != expected:
             raise refuse(f"{address:#x}", address, value, f"{expected:#x}")
