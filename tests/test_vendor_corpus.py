@@ -26,7 +26,6 @@ from rknnlite.model.loader import ROCKCHIP, load_model
 
 from corpus import CORPUS, corpus_arrays, inputs_of, onnxruntime_outputs
 
-MODELS_PY = Path(__file__).resolve().parent.parent / "tools" / "vendor_corpus" / "models.py"
 #: the main 2.5.0 corpus, the builds of 2.2.0, 2.3.0 and 2.3.2, and per-platform cases: every file
 #: validates a (platform, toolkit, op) combination.  Storing only the simulator's outputs (the cases
 #: regenerate the inputs and onnxruntime's outputs) gave back 3.7 MB; the op-family files (classifier,
