@@ -46,7 +46,7 @@ def inputs_of(arrays: Dict[str, np.ndarray]) -> list:
 def _onnxruntime_session(model: str):
     import onnxruntime as ort
 
-    case = next(c for c in MODELS.CASES if c.name == model)
+    case = MODELS.case_named(model)
     proto = (case.reference or case.build)()  # onnxruntime runs no custom op: the standard-op twin
     return case, ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
 

@@ -24,12 +24,12 @@ import pytest
 
 import rknnlite
 from conftest import VENDOR_FIXTURES, _context_models, _conv_relu_model
+from corpus import CORPUS
 from fuzzing import FuzzWorker, CaseFailed, portable_mutations, vendor_mutations, vendor_regions
 from rknnlite import ModelInvalidError
 from rknnlite.model.envelope import encrypt
 from test_vendor_offboard import CORPUS_REFUSED
 
-CORPUS = VENDOR_FIXTURES.parent / "vendor"
 VENDOR_FILES = sorted(CORPUS.glob("*.rknn")) + sorted((VENDOR_FIXTURES / "rknn").glob("*.rknn"))
 #: Mutations per vendor file (the 1.4 MB benchmark model gets fewer: it takes longest to run).
 VENDOR_CASES, BENCH_CASES = 20, 8

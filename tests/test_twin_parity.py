@@ -19,7 +19,6 @@ affine-quantized with a positive scale and an int8 zero point; both with weights
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,9 +27,10 @@ import rknnlite
 from rknnlite import QntType, QueryCmd, RKNNError, TensorFormat, TensorType
 from rknnlite.tensors.perf import MemSize
 
+from corpus import CORPUS
+
 pytest.importorskip("onnx", reason="building the portable twins needs the onnx package (extra toolkit)")
 
-CORPUS = Path(__file__).resolve().parent / "data" / "vendor"
 MANIFEST = json.loads((CORPUS / "manifest.json").read_text())["files"]
 CALIB_SEED, CALIB_SAMPLES = 4321, 4  # tools/vendor_corpus/build_corpus.py's calibration
 TWINS = [f"{model}{platform}_{variant}" for model in ("convnet", "twoin", "dynconv")

@@ -9,7 +9,6 @@ RKNN-Toolkit2 2.5.0 and 2.3.2 (``tools/vendor_corpus/models.py``); both compile 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +18,8 @@ from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph import lower as lower_mod
 from rknnlite.model.rknn_graph import lower_rockchip
 
-CORPUS = Path(__file__).resolve().parent / "data" / "vendor"
+from corpus import CORPUS
+
 NODE = "exSDPAttention:MatMul25#1_2sdpa"
 
 

@@ -98,9 +98,9 @@ def corpus_case(name: str, variant: str, tmp: str) -> Case:
     """A corpus model of ``tests/data/vendor`` (settings from its manifest.json, input regenerated
     from its recorded seed, ONNX rebuilt by ``tools/vendor_corpus/models.py``, calibration samples regenerated)."""
     sys.path.insert(0, str(REPO / "tools" / "vendor_corpus"))
-    from models import CASES
+    from models import case_named
 
-    return manifest_case(CORPUS, name, variant, next(c for c in CASES if c.name == name), tmp)
+    return manifest_case(CORPUS, name, variant, case_named(name), tmp)
 
 
 def onnx_dir_cases(folder: Path, variants: List[str], tmp: str) -> List[Case]:

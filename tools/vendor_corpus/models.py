@@ -21,7 +21,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["ARCHITECTURES", "Case", "CASES", "DYNAMIC_SETS", "IMAGE_MEAN", "IMAGE_STD", "OPSET", "stored_arrays"]
+__all__ = ["ARCHITECTURES", "Case", "CASES", "DYNAMIC_SETS", "IMAGE_MEAN", "IMAGE_STD", "OPSET", "case_named",
+           "stored_arrays"]
 
 OPSET = 13
 IR_VERSION = 8
@@ -1300,6 +1301,14 @@ ARCHITECTURES: List[Case] = [
 ]
 
 
+def case_named(name: str) -> Case:
+    """The case of :data:`CASES` called ``name`` (a corpus file's manifest ``model``)."""
+    found = [c for c in CASES if c.name == name]
+    if not found:
+        raise KeyError(f"no corpus case is called {name!r}")
+    return found[0]
+
+
 def stored_arrays(npz_path) -> Dict[str, np.ndarray]:
     """The arrays kept beside a built file (``<stem>.npz``), by key: ``in0..`` the raw NCHW inputs,
     ``out0..`` the simulator's outputs and, where stored, ``ref0..`` onnxruntime's.
@@ -1315,7 +1324,7 @@ def stored_arrays(npz_path) -> Dict[str, np.ndarray]:
     if "in0" not in arrays:
         with open(path.parent / "manifest.json") as f:
             entry = json.load(f)["files"][path.stem]
-        case = next(c for c in CASES if c.name == entry["model"])
+        case = case_named(entry["model"])
         arrays.update((f"in{k}", x) for k, x in enumerate(case.make_inputs(entry["input_seed"])))
     return arrays
 
