@@ -4,6 +4,10 @@ wait_all, close from any thread, and the GIL released while inference runs."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -18,7 +22,7 @@ from rknnlite.model.graph import Node
 from rknnlite.model.spec import TensorSpec
 from rknnlite.pipeline import AsyncInferQueue
 
-from conftest import THREAD_LIMIT as LIMIT  # noqa: E402
+from conftest import REPO, THREAD_LIMIT as LIMIT  # noqa: E402
 
 
 class Gate:
@@ -309,6 +313,58 @@ def test_wait_all_timeout(gate_model):
         gate.open.set()
         f.result(LIMIT)
         q.wait_all()
+
+
+# -- Ctrl-C --------------------------------------------------------------------------------------
+
+# Ctrl-C while wait_all waits to take the queue's lock back (another thread holds it): over a plain Lock
+# the KeyboardInterrupt left wait() without the lock, and the with block released the other thread's hold
+INTERRUPTED_REACQUIRE_SCRIPT = r"""
+import json, os, signal, sys, threading, time
+import numpy as np
+from rknnlite.pipeline import AsyncInferQueue
+
+q = AsyncInferQueue(open(sys.argv[1], "rb").read(), jobs=1)
+release = threading.Event()
+q.set_callback(lambda result, userdata: release.wait())  # the inference stays pending until released
+errors = []
+
+def hold_the_lock_while_interrupting():
+    try:
+        while not q._cond._waiters:  # the main thread waits in wait_all
+            time.sleep(0.01)
+        with q._cond:
+            q._cond.notify_all()  # it wakes and waits to take the lock back ...
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGINT)  # ... when Ctrl-C arrives
+            time.sleep(0.3)
+    except BaseException as e:  # leaving the with block: the lock must still have been ours
+        errors.append(repr(e))
+    release.set()
+
+helper = threading.Thread(target=hold_the_lock_while_interrupting)
+helper.start()
+q.start_async([np.zeros((1, 8, 8, 4), np.float32)])
+interrupted = False
+try:
+    q.wait_all()
+except KeyboardInterrupt:
+    interrupted = True
+helper.join()
+q.wait_all(timeout=30)  # the queue still works
+q.close()
+print(json.dumps({"interrupted": interrupted, "errors": errors}))
+"""
+
+
+def test_ctrl_c_while_wait_all_retakes_the_lock_leaves_the_lock_consistent(conv_model, tmp_path):
+    model = tmp_path / "conv.rknn"
+    model.write_bytes(conv_model)
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_REACQUIRE_SCRIPT, str(model)], capture_output=True,
+                          text=True, timeout=LIMIT, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"interrupted": True, "errors": []}
 
 
 # -- the GIL ----------------------------------------------------------------------------------

@@ -459,6 +459,54 @@ def test_keyboard_interrupt_while_blocked_in_push_closes_cleanly():
     assert r["threads"] == 1  # every worker thread ended
 
 
+# Ctrl-C while push waits to take the pipeline's lock back (another thread holds it): a Condition over a
+# plain Lock re-acquires it with an interruptible acquire, so the KeyboardInterrupt left wait() without the
+# lock and the with block released the other thread's hold (a worker then died on its own release and
+# close() waited forever: the CI hang of test_keyboard_interrupt_while_blocked_in_push_closes_cleanly)
+INTERRUPTED_REACQUIRE_SCRIPT = r"""
+import json, os, signal, threading, time
+from rknnlite.pipeline import Pipeline
+
+pipe = Pipeline(lambda k: k, maxsize=1)
+errors = []
+
+def hold_the_lock_while_interrupting():
+    try:
+        while not pipe._space._waiters:  # the main thread waits for room
+            time.sleep(0.01)
+        with pipe._lock:
+            pipe._space.notify()  # it wakes and waits to take the lock back ...
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGINT)  # ... when Ctrl-C arrives
+            time.sleep(0.3)
+    except BaseException as e:  # leaving the with block: the lock must still have been ours
+        errors.append(repr(e))
+
+helper = threading.Thread(target=hold_the_lock_while_interrupting)
+helper.start()
+interrupted = False
+try:
+    with pipe:
+        while True:
+            pipe.push(0)
+except KeyboardInterrupt:
+    interrupted = True
+helper.join()
+s = pipe.stats()
+print(json.dumps({"interrupted": interrupted, "errors": errors, "in_flight": s.in_flight,
+                  "threads": threading.active_count()}))
+"""
+
+
+def test_ctrl_c_while_push_retakes_the_lock_leaves_the_lock_consistent():
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_REACQUIRE_SCRIPT], capture_output=True, text=True,
+                          timeout=LIMIT, env=env)
+    assert done.returncode == 0, done.stderr
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    assert r == {"interrupted": True, "errors": [], "in_flight": 0, "threads": 1}
+
+
 # -- stats ------------------------------------------------------------------------------------
 
 def test_stats_report_throughput_latency_depths_drops_and_errors(finishes):

@@ -123,7 +123,9 @@ class AsyncInferQueue:
                 ctx.close()
             raise
         self.label = str(getattr(getattr(template, "_loaded", None), "label", "model"))
-        self._cond = threading.Condition(threading.Lock())
+        # over an RLock (the default), whose restore after a wait a Ctrl-C cannot interrupt (see
+        # Pipeline.__init__)
+        self._cond = threading.Condition()
         self._idle: List[Context] = list(self._contexts)
         self._pending = 0  # accepted tasks whose result has not been delivered yet
         self._errors: List[BaseException] = []

@@ -172,7 +172,11 @@ class Pipeline:
         self.drop = drop
         self.on_error = on_error
 
-        lock = threading.Lock()
+        # An RLock, not a Lock: a Condition over a Lock takes it back after a wait with an
+        # acquire that a signal interrupts, so a Ctrl-C arriving then leaves ``wait`` without the
+        # lock and the ``with`` block releases another thread's hold (its worker then dies and
+        # close() waits forever).  An RLock's restore cannot be interrupted.
+        lock = threading.RLock()
         self._lock = lock
         self._work_ready = [threading.Condition(lock) for _ in self._stages]
         self._space = threading.Condition(lock)   # push waits for room
