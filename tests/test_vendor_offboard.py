@@ -21,7 +21,7 @@ from rknnlite.backends.npu import library as npu_library
 from rknnlite.model.flatbuf import FlatBuffer
 from rknnlite.model.graph import Node
 from rknnlite.model.loader import load_model
-from rknnlite.model.rknn_graph import SUPPORTED_OPS, f2act, lower_rockchip, op_support
+from rknnlite.model.rknn_graph import SUPPORTED_OPS, f2act, lower_rockchip, op_support, t4act
 from rknnlite.model.rknn_graph.graph import read_vendor_graph
 from rknnlite.model.rknn_graph.lower import VendorGraph
 from rknnlite.model.rknn_graph.regcmd import requant_t4
@@ -1282,7 +1282,7 @@ def test_rk3576_activation_registers_outside_the_observed_layout_are_named(tmp_p
     assert _cos(y, ref) >= 0.9999
 
 
-# rk3562 int8 convs ("RKNPU t4" DPU map, regcmd.requant_t4): every decoded register value doctored
+# rk3562 convs ("RKNPU t4" DPU map, regcmd.requant_t4 and .t4act): every decoded register value doctored
 @pytest.mark.parametrize("stem, reg, change, message", [
     ("convnet_rk3562_i8", 0x40B0, lambda v: v | 0x10000, r"OUT_CVT_SCALE \(0x40b0\) = 0x1599f .*only a 16-bit scale was"),
     ("two_input_rk3562_i8", 0x40B0, lambda v: v & 0xFFFF,
@@ -1296,19 +1296,43 @@ def test_rk3576_activation_registers_outside_the_observed_layout_are_named(tmp_p
     ("two_input_rk3562_i8", 0x4060, lambda v: 0x12, r"BN_CFG \(0x4060\) = 0x12 .*only 0x13 for a plain conv"),
     ("convnet_rk3562_i8", 0x407C, lambda v: 0x8002C0C0, r"EW_CFG \(0x407c\) = 0x8002c0c0 .*only 0x10041c1 for Relu"),
     ("two_input_rk3562_i8", 0x407C, lambda v: 0x010041C1, r"EW_CFG \(0x407c\) = 0x10041c1 .*only 0x8002c0c0 for AddRelu"),
-    ("convnet_rk3562_i8", 0x4088, lambda v: 0, r"EW_CVT_SHIFT \(0x4088\) = 0x0 .*only 0x80000000 \(bit 31"),
-    ("two_input_rk3562_i8", 0x4088, lambda v: 0x80000000, r"EW_CVT_SHIFT \(0x4088\) = 0x80000000 .*only 0 \(residual"),
+    ("convnet_rk3562_i8", 0x4088, lambda v: 0, r"EW_CLAMP_MIN \(0x4088\) = 0x0 .*only 0x80000000 \(INT32_MIN"),
+    ("two_input_rk3562_i8", 0x4088, lambda v: 0x80000000,
+     r"EW_CLAMP_MIN \(0x4088\) = 0x80000000 .*only 0 \(the Relu after a residual add\)"),
     # a depthwise conv writes its own values of these two (its weight holds the zero points)
-    ("depthwise_rk3562_i8", 0x4050, lambda v: 0x1 if v == 0x125 else v, r"0x4050 \(0x4050\) = 0x1 .*only 0x125 was"),
-    ("depthwise_rk3562_i8", 0x4054, lambda v: 0x800E0000 if v == 0xE0000 else v,
+    ("activation_ops_rk3562_i8", 0x4050, lambda v: 0x1 if v == 0x125 else v,
+     r"0x4050 \(0x4050\) = 0x1 .*only 0x125 was"),
+    ("activation_ops_rk3562_i8", 0x4054, lambda v: 0x800E0000 if v == 0xE0000 else v,
      r"BS_MUL_CFG \(0x4054\) = 0x800e0000 .*only 0xe0000 \(shift 14 in bits 16..21\) on a depthwise conv"),
+    # fused activations (t4act.t4_activation), fp16 files too
+    ("activation_ops_hsig_rk3562_fp16", 0x4068, lambda v: v | 1 if v == 0x2E660000 else v,
+     r"fp16 ConvLeakyRelu on rk3562: not the LeakyRelu layout .*0x4068=0x2e660001"),
+    ("activation_ops_hsig_rk3562_fp16", 0x4040, lambda v: 0x3F000000 if v == 0x3F800000 else v,
+     r"fp16 ConvClip on rk3562: not a clamp layout .*0x4064 = -0x4040"),
+    ("activation_ops_hsig_rk3562_fp16", 0x4078, lambda v: 0x40A00000 if v == 0x40C00000 else v,
+     r"fp16 ConvClip on rk3562: the second clamp pair \['0x0', '0x40a00000'\] is not the first"),
+    ("activation_ops_hsig_rk3562_fp16", 0x4060, lambda v: 0x20040 if v == 0x20000 else v,
+     r"fp16 ConvHardSigmoid on rk3562: not the HardSigmoid index layout"),
+    ("activation_ops_rk3562_i8", 0x4068, lambda v: v | 1 if v == 0x06660000 else v,
+     r"int8 ConvLeakyRelu on rk3562: not the LeakyRelu layout"),
+    ("activation_ops_rk3562_i8", 0x4090, lambda v: (v + 1) & 0xFFFFFFFF if v else v,
+     r"int8 ConvClip on rk3562: not a clamp layout \(BN_CFG 0x12, or 0x20010 with EW_ADD = -BN_ADD\)"),
+    ("activation_ops_rk3562_i8", 0x4068, lambda v: 1 if v == 0 else v, r"int8 ConvClip on rk3562: BN_MUL is not 0"),
+    # lookup-table convs: rk3588's table registers behind rk3562's BN_CFG and LUT_CFG
+    ("activation_ops_rk3562_i8", 0x4108, lambda v: 0x68 if v == 0x160 else v,
+     r"lookup-table register 0x4108 = 0x68 is not the observed layout \(0x160\)"),
+    ("activation_ops_rk3562_i8", 0x4060, lambda v: 0x20040 if v == 0x20000 else v,
+     r"lookup-table register 0x4060 = 0x20040 is not the observed layout \(BN_CFG 0x20000\)"),
+    # requant_t4: a shifted clamp's BN_CFG needs its own EW_CFG
+    ("activation_ops_rk3562_i8", 0x4060, lambda v: 0x20010 if v == 0x12 else v,
+     r"EW_CFG \(0x407c\) = 0x10041c1 .*only 0x241c0 for Clip \(BN_CFG 0x20010\)"),
 ])
-def test_rk3562_int8_registers_outside_the_observed_map_are_named(tmp_path, stem, reg, change, message):
+def test_rk3562_registers_outside_the_observed_map_are_named(tmp_path, stem, reg, change, message):
     path = _doctored_corpus(tmp_path, stem, _patch_registers(0x1001, reg, change))
     with pytest.raises(ModelInvalidError, match=message):
         rknnlite.Context(path, backend="software")
-    (y,), (ref,) = _corpus_run(stem)  # the real file still loads and runs
-    assert _cos(y, ref) >= 0.9999
+    for y, ref in zip(*_corpus_run(stem)):  # the real file still loads and runs
+        assert _cos(y, ref) >= 0.9999
 
 
 def test_rk3566_lookup_tables_and_their_bn_cfg(tmp_path):
@@ -1357,11 +1381,86 @@ def test_rk3562_int8_fused_activations_not_decoded_are_named(tmp_path):
         at = data.index(b"ConvRelu\0")
         data[at:at + 8] = b"ConvClip"
 
+    # a Relu's registers (BN_CFG 0x12 as a Clip from 0, but nothing clamped) are not a Clip's
     path = _doctored_corpus(tmp_path, "convnet_rk3562_i8", clip)
-    with pytest.raises(ModelInvalidError, match=r"ConvClip in an int8 rk3562 file: the registers of its fused Clip"):
+    with pytest.raises(ModelInvalidError, match=r"int8 ConvClip on rk3562: not a clamp from 0 to a positive CLAMP_MAX"):
         rknnlite.Context(path, backend="software")
-    with pytest.raises(ModelInvalidError, match=r"a fused LeakyRelu in an rk3562 int8 conv"):
-        requant_t4({}, "here", "LeakyRelu")
+    with pytest.raises(ModelInvalidError, match=r"a fused Gelu in an rk3562 int8 conv"):
+        requant_t4({}, "here", "Gelu")
+
+
+def test_rk3562_fused_activation_parameters_come_from_its_registers():
+    # activation_ops: Clip(0, 6) twice (BN_CFG 0x12, the second on a depthwise conv), LeakyRelu(0.1) (0x22,
+    # slope in 0x4068's high half), Clip(-1, 2) (0x20010: the shifted clamp) and, fp16, HardSigmoid(0.3, 0.4)
+    # (0x20000: u = (x + A) * M, A in 0x4064, M in 0x4068); int8: the lookup tables, whose index adds A
+    # before the multiplication (read as rk3588's y * M + A, the HardSigmoid's output is 51 % within a step)
+    fp16 = _corpus_lowered("activation_ops_hsig_rk3562_fp16").graph.nodes
+    assert [(n.op, n.attrs.get("_activation_min"), n.attrs.get("_activation_max")) for n in fp16 if
+            n.attrs.get("_activation") == "Clip"] == [("Conv", 0.0, 6.0), ("Conv", 0.0, 6.0), ("Conv", -1.0, 2.0)]
+    assert [(n.op, n.attrs) for n in fp16 if n.op in ("LeakyRelu", "HardSigmoid")] == [
+        ("LeakyRelu", {"alpha": 0.1}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4})]
+    int8 = _corpus_lowered("activation_ops_rk3562_i8").graph.nodes
+    assert [(n.op, n.attrs) for n in int8 if n.op == "LeakyRelu"] == [("LeakyRelu", {"alpha": 0.1})]
+    # HardSwish, HardSigmoid, Swish and Sigmoid: the file's tables, rk3562's index map (t4act.t4_lut_stage)
+    assert sum(n.op == "VendorLutActivation" for n in int8) == 4
+    for stem in ("activation_ops_hsig_rk3562_fp16", "activation_ops_rk3562_i8"):
+        for y, ref in zip(*_corpus_run(stem)):
+            assert _cos(y, ref) >= 0.99998
+
+
+def test_rk3562_leaky_relu_multiplier_shift_counts_its_slope_bits():
+    # 0x4054's shift is 14 more than rk3588's 0x4048 shift for the same file (its slope stage is Q14)
+    regs = {(0x1001, a): v for a, v in {0x4048: 0x80000000, 0x4050: 0x1, 0x4060: 0x22, 0x407C: 0x010041C1,
+                                        0x4088: 0x80000000, 0x4054: 0x800F0000, 0x40AC: 0xFFFFFF91,
+                                        0x40B0: 0x6A78, 0x40B4: 0x24}.items()}
+    requant = requant_t4(regs, "here", "LeakyRelu")
+    assert (requant.scale, requant.shift, requant.mul_shift, requant.offset) == (0x6A78, 0x24, 1, -111)
+    assert requant_t4({**regs, (0x1001, 0x4054): 0x800E0000}, "here", "LeakyRelu").mul_shift == 0
+    with pytest.raises(ModelInvalidError, match=r"0x800d0000 .*only bit 31 and a shift of at least 14"):
+        requant_t4({**regs, (0x1001, 0x4054): 0x800D0000}, "here", "LeakyRelu")
+    with pytest.raises(ModelInvalidError, match=r"BN_CFG \(0x4060\) = 0x22 .*only 0x12 or 0x20010 for Clip"):
+        requant_t4(regs, "here", "Clip")
+    with pytest.raises(ModelInvalidError, match=r"a fused LeakyRelu in an rk3562 int8 depthwise conv"):
+        requant_t4(regs, "here", "LeakyRelu", depthwise=True)
+
+
+# the DPU registers of two rk3562 int8 tasks of vendor builds (probe files, docs/vendor-format-notes.md §1d):
+# YOLOv8n's one-channel DFL conv (a plain int32 bias) and a standalone Sigmoid's lookup-table task
+_RK3562_DFL_CONV = {0x4048: 0x80000000, 0x4050: 0x2, 0x4054: 0x80000080, 0x4060: 0x13, 0x407C: 0x010041C1,
+                    0x4088: 0x80000000, 0x40AC: 0xFFFFFF80, 0x40B0: 0x4040, 0x40B4: 0x16}
+_RK3562_SIGMOID_TASK = {0x4048: 0x80000000, 0x4050: 0x2, 0x4054: 0x0, 0x4060: 0x20000, 0x4064: 0x0,
+                        0x4068: 0x47470700, 0x407C: 0x01004140, 0x4088: 0x0, 0x40AC: 0xFFFFFF80, 0x40B0: 0x17F81,
+                        0x40B4: 0x16, 0x4108: 0x160, 0x410C: 0x50500, 0x4110: 0xFFFFC000, 0x4114: 0x0, 0x4118: 0x0,
+                        0x411C: 0x4000, 0x4120: 0x5A43, 0x4124: 0x16, 0x4128: 0x0, 0x412C: 0x0}
+
+
+def _dpu(values: dict, **changed) -> dict:
+    return {(0x1001, a): v for a, v in {**values, **{int(k[1:], 16): v for k, v in changed.items()}}.items()}
+
+
+def test_rk3562_plain_bias_conv_takes_its_weight_zero_point_from_0x4054():
+    # 0x4050 = 2 (rk3588: BS_ALU_CFG bit 0 clear), 0x4054 = bit 31 | rk3588's BS_ALU_SRC (0x80: zp_w = -128)
+    requant = requant_t4(_dpu(_RK3562_DFL_CONV), "here", None)
+    assert (requant.scale, requant.shift, requant.mul_shift, requant.offset, requant.bias_blocks,
+            requant.weight_zp) == (0x4040, 0x16, None, -128, False, -128)
+    with pytest.raises(ModelInvalidError, match=r"0x4054\) = 0x800e0080 .*a 16-bit BS_ALU_SRC"):
+        requant_t4(_dpu(_RK3562_DFL_CONV, r4054=0x800E0080), "here", None)
+    with pytest.raises(ModelInvalidError, match=r"0x4050 \(0x4050\) = 0x2 .*only 0x125"):  # not on a depthwise conv
+        requant_t4(_dpu(_RK3562_DFL_CONV), "here", None, depthwise=True)
+
+
+def test_rk3562_standalone_lookup_table_task():
+    # u = ((q + A) * M) >> s as in the lookup-table convs; no bias, no multipliers; OUT_CVT with bit 16 (the
+    # input comes through the element-wise path)
+    stage, requant = t4act.t4_lut_task(_dpu(_RK3562_SIGMOID_TASK, r4064=0xFFFFFFFF), "here")
+    assert (stage.index_mul, stage.index_add, stage.index_shift) == (0x4747, -0x4747, 7)
+    assert (requant.scale, requant.shift, requant.mul_shift, requant.offset) == (0x7F81, 0x16, None, -128)
+    for changed, message in ((dict(r4050=0x1), r"0x4050 = 0x1 .*only 0x2"),
+                             (dict(r4088=0x5), r"0x4088 = 0x5 .*only 0x0 or 0x80000000"),
+                             (dict(r40B0=0x7F81), r"OUT_CVT scale/shift 0x7f81/0x16 .*bit 16 set"),
+                             (dict(r4108=0x68), r"0x4108 = 0x68 is not the observed layout \(0x160\)")):
+        with pytest.raises(ModelInvalidError, match=message):
+            t4act.t4_lut_task(_dpu(_RK3562_SIGMOID_TASK, **changed), "here")
 
 
 def test_rk3576_int8_bncfg_tensor_outside_the_observed_layout_is_named(tmp_path):

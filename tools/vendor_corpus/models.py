@@ -766,37 +766,15 @@ def _mobilenetv3_ops(seed: int = 833, width: int = 16):
     return build
 
 
-def _relu(g: _G, y: str) -> str:
-    return g.node("Relu", [y])[0]
-
-
-def _depthwise(seed: int = 834, width: int = 24, act: Callable[["_G", str], str] = _clip(0.0, 6.0)):
+def _depthwise(seed: int = 834, width: int = 24):
     """Conv 3->8 3x3 + Relu on an 8x8 image, Conv 8->24 1x1 + Relu, then a depthwise 3x3 conv +
-    Clip(0, 6) (MobileNetV2's inverted residual, 24 channels: one input block of 32, padded; ``act``:
-    Relu where a fused Clip is not decoded)."""
+    Clip(0, 6) (MobileNetV2's inverted residual, 24 channels: one input block of 32, padded)."""
     def build():
         g = _G(seed)
         h = g.node("Relu", [g.conv("x", 3, 8)])[0]
         h = g.node("Relu", [g.conv(h, 8, width, k=1)])[0]
-        y = act(g, g.conv(h, width, width, group=width))
+        y = _clip(0.0, 6.0)(g, g.conv(h, width, width, group=width))
         return g.model([("x", (1, 3, 8, 8))], [(y, "y")])
-    return build
-
-
-def _channel_ops(seed: int = 838, width: int = 8):
-    """ShuffleNet's and ResNet's shape families in three int8 layers, on an 8x8 image: conv + Relu,
-    a channel Split, a 1x1 conv + Relu on one half, Concat, max pool, Flatten and Gemm (Reshape);
-    the Concat and the logits are the outputs."""
-    def build():
-        g = _G(seed)
-        a = g.node("Relu", [g.conv("x", 3, width)])[0]
-        half = width // 2
-        s0, s1 = g.node("Split", [a, g.const(np.array([half, half], np.int64))], n_out=2, axis=1)
-        c = g.node("Concat", [s0, g.node("Relu", [g.conv(s1, half, half, k=1)])[0]], axis=1)[0]
-        y = g.node("Flatten", [g.node("MaxPool", [c], kernel_shape=[2, 2], strides=[2, 2])[0]])[0]
-        w = g.const((g.rng.standard_normal((10, width * 16)) / np.sqrt(width * 16)).astype(np.float32), "w")
-        y = g.node("Gemm", [y, w, g.const(np.zeros(10, np.float32), "b")], transB=1)[0]
-        return g.model([("x", (1, 3, 8, 8))], [(c, "features"), (y, "logits")])
     return build
 
 
@@ -833,6 +811,39 @@ def _hardswish_ops(seed: int = 836, width: int = 8):
         e = g.node("HardSigmoid", [g.conv(e, width // 2, width, k=1)], alpha=1.0 / 6.0, beta=0.5)[0]
         y = g.node("Add", [g.conv(g.node("Mul", [d, e])[0], width, width, k=1), h])[0]
         return g.model([("x", (1, 3, 8, 8))], [(y, "features"), (e, "excitation")])
+    return build
+
+
+def _activation_ops(seed: int = 839, width: int = 8, tables: bool = True):
+    """rk3562's fused activations (and, int8, its shape families) in small layers on an 8x8 image:
+    conv 3->8 + Clip(0, 6), depthwise 3x3 + Clip(0, 6) (MobileNetV2's ReLU6), 1x1 conv +
+    LeakyRelu(0.1), 1x1 conv + Clip(-1, 2) (the shifted clamp), 1x1 conv + HardSwish and
+    squeeze-and-excitation (global pool, 1x1 conv + HardSigmoid, Mul); then, with ``tables`` (the
+    int8 file: the lookup-table activations), 1x1 conv + Swish and a residual 1x1 conv (ConvAdd),
+    a 1x1 conv + Sigmoid on the clamp's output as a second output (at the chain's end its 1/255
+    grid drifts past the bounds on rk3588 as on rk3562), and ShuffleNet's and ResNet's shape
+    families on the first conv's output: a channel Split, a 1x1 conv + Relu on one half, Concat,
+    max pool and Flatten (Reshape; a third output; a Gemm after it is 0.9985 from float in int8,
+    below the corpus's bound for a reference).  The HardSigmoid is (0.3, 0.4), whose table index
+    has an offset (MobileNetV3's (1/6, 1/2) has none)."""
+    def build():
+        g = _G(seed)
+        first = _clip(0.0, 6.0)(g, g.conv("x", 3, width))
+        y = _clip(0.0, 6.0)(g, g.conv(first, width, width, group=width))
+        y = _leaky(0.1)(g, g.conv(y, width, width, k=1))
+        y = _clip(-1.0, 2.0)(g, g.conv(y, width, width, k=1))
+        h = _hardswish(g, g.conv(y, width, width, k=1))
+        e = _hardsigmoid(0.3, 0.4)(g, g.conv(g.node("GlobalAveragePool", [h])[0], width, width, k=1))
+        m = g.node("Mul", [h, e])[0]
+        if not tables:
+            return g.model([("x", (1, 3, 8, 8))], [(m, "y")])
+        r = g.node("Add", [g.conv(_swish(g, g.conv(m, width, width, k=1)), width, width, k=1), m])[0]
+        gate = _sigmoid(g, g.conv(y, width, width, k=1))
+        half = width // 2
+        s0, s1 = g.node("Split", [first, g.const(np.array([half, half], np.int64))], n_out=2, axis=1)
+        c = g.node("Concat", [s0, g.node("Relu", [g.conv(s1, half, half, k=1)])[0]], axis=1)[0]
+        f = g.node("Flatten", [g.node("MaxPool", [c], kernel_shape=[2, 2], strides=[2, 2])[0]])[0]
+        return g.model([("x", (1, 3, 8, 8))], [(r, "y"), (gate, "gate"), (f, "pooled")])
     return build
 
 
@@ -1051,7 +1062,7 @@ def _family_cases() -> List[Case]:
         for builder, what in ((_classifier_ops, "ResNet, MobileNetV2 and ShuffleNet"),
                               (_segmenter_ops, "UNet-style segmenters"), (_mobilenetv3_ops, "MobileNetV3")):
             name = builder.__name__[1:]
-            # rk3562's fused Clip and HardSigmoid are not decoded
+            # rk3562: its fused Clip and HardSigmoid registers are held by the smaller activation_ops cases
             if (name, platform) in (("classifier_ops", "rk3562"), ("mobilenetv3_ops", "rk3562")):
                 continue
             # int8 mobilenetv3_ops stays out: the simulator puts the depthwise conv's output on an int8
@@ -1075,18 +1086,21 @@ def _int8_platform_cases() -> List[Case]:
                variants=("i8",), platform=p, purpose=f"the packed int8 weight of a 64-channel 7x7 first conv on {p} "
                                                      "(two output blocks of 32-byte rows)")
           for p in ("rk3576", "rv1126b")),
-        Case("channel_ops_rk3562", doc(_channel_ops), _channel_ops(), image8, variants=("i8",), platform="rk3562",
-             purpose="Split, Concat, MaxPool and Reshape in rk3562 int8 files (where a fused Clip or Add is not "
-                     "decoded)"),
         *(Case(f"compact_ops_{p}", doc(_compact_ops), _compact_ops(), image8, variants=("i8",), platform=p,
                purpose=f"the int8 op families of classifiers on {p}") for p in ("rk3576", "rv1126b")),
         *(Case("hardswish_ops" + ("" if p == "rk3588" else f"_{p}"), doc(_hardswish_ops), _hardswish_ops(), image8,
                variants=("i8",), platform=p, purpose=f"MobileNetV3's int8 op families on {p}")
           for p in ("rk3588", "rk3576", "rv1126b", "rk3566")),
-        *(Case(f"depthwise_{p}", doc(_depthwise) + (" Relu there." if p == "rk3562" else ""),
-               _depthwise(act=_relu) if p == "rk3562" else _depthwise(), image8, variants=("i8",), platform=p,
+        Case("activation_ops_rk3562", doc(_activation_ops), _activation_ops(), image8, variants=("i8",),
+             platform="rk3562", purpose="rk3562's int8 fused activations: Clip (from 0 and shifted, on a depthwise "
+                                        "conv too), LeakyRelu, the lookup tables (HardSwish, HardSigmoid, Swish, "
+                                        "Sigmoid) and a residual Add; Split, Concat, MaxPool and Reshape"),
+        Case("activation_ops_hsig_rk3562", doc(_activation_ops), _activation_ops(tables=False), image8,
+             variants=("fp16",), platform="rk3562", purpose="rk3562's fp16 fused Clip, LeakyRelu and HardSigmoid "
+                                                            "registers, HardSwish and Mul"),
+        *(Case(f"depthwise_{p}", doc(_depthwise), _depthwise(), image8, variants=("i8",), platform=p,
                purpose=f"the int8 depthwise weight layout of {p} (zero points beside the weights)")
-          for p in ("rk3576", "rv1126b", "rk3562")),
+          for p in ("rk3576", "rv1126b")),  # rk3562's: in activation_ops_rk3562
     ]
 
 

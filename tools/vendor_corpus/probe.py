@@ -14,7 +14,9 @@ Clip (0,6)/(-1,2)/(0,3) with three weight seeds and the plain conv for rk3576; a
 few of them for rv1126b), ``rk3576_lut`` (HardSigmoid grid on rk3576 and rk3588, Sigmoid,
 HardSwish, Swish on rk3576, HardSigmoid and Sigmoid on rv1126b), ``rk3576_fp16_clip`` (more
 Clip bounds on rk3576, for the first clamp pair of fp16 files), ``rk3562_i8`` (nine corpus
-models rebuilt for rk3562, int8).
+models rebuilt for rk3562, int8), ``rk3562_acts`` (Clip bounds, HardSigmoid, LeakyRelu,
+HardSwish, Swish and the plain conv on rk3562: its fused-activation registers), ``standalone_lut``
+(Sigmoid and Swish after a Concat on rk3562 and rk3588: the DPU-only lookup-table task).
 """
 
 from __future__ import annotations
@@ -51,6 +53,14 @@ def _resize(mode: str, ctm: str, nearest_mode: str = "floor", scale: float = 2.0
         r = g.node("Resize", [y, g.const(np.zeros(0, np.float32)),
                               g.const(np.array([1, 1, scale, scale], np.float32))], **attrs)[0]
         return g.model([("x", IMG[1])], [(r, "y")])
+    return build
+
+
+def _standalone(act):
+    def build():
+        g = _G(311)
+        y = g.node("Concat", [g.conv("x", 3, 8), g.conv("x", 3, 8, k=1)], axis=1)[0]
+        return g.model([("x", IMG[1])], [(act(g, y), "y")])
     return build
 
 
@@ -98,6 +108,24 @@ def families():
                              for lo, hi in ((-2.0, 2.0), (-1.0, 3.0), (-1.0, 6.0), (-0.5, 2.0), (-3.0, 2.0),
                                             (-1.0, 1.0), (-4.0, 4.0), (-1.5, 2.0), (-0.25, 2.0), (-8.0, 2.0),
                                             (-2.0, 8.0), (-0.1, 0.3), (1.0, 3.0), (-5.0, -1.0))],
+        "rk3562_acts": [Case(f"p3562_clip_{lo}_{hi}", f"Clip({lo},{hi}) on rk3562", _conv_act(102, _clip(lo, hi)),
+                             img, platform="rk3562")
+                        for lo, hi in ((0.0, 6.0), (0.0, 3.0), (-1.0, 2.0), (0.5, 4.0), (-6.0, 6.0))] +
+                       [Case(f"p3562_hsig_a{a}_b{b}", f"HardSigmoid({a},{b}) on rk3562",
+                             _conv_act(106, _hardsigmoid(a, b)), img, platform="rk3562")
+                        for a, b in ((0.3, 0.4), (0.2, 0.5), (0.1, 0.9))] +
+                       [Case(f"p3562_leaky_{a}", f"LeakyRelu({a}) on rk3562", _conv_act(103, _leaky(a)), img,
+                             platform="rk3562") for a in (0.1, 0.2)] +
+                       [Case(f"p3562_{n}", f"{n} on rk3562", _conv_act(s, f), img, platform="rk3562")
+                        for n, f, s in (("sigmoid", _sigmoid, 105), ("hardswish", _hardswish, 107),
+                                        ("swish", _swish, 108))] +
+                       [Case("p3562_plain", "Conv 3->20 (weights of the leaky probes) on rk3562", _plain, img,
+                             platform="rk3562")] +
+                       [Case(f"p{p[2:]}_act_ops", "corpus activation_ops", __import__("models")._activation_ops(),
+                             [("x", (1, 3, 8, 8), "image")], platform=p) for p in ("rk3562", "rk3588")],
+        # standalone lookup-table ops (a DPU-only task): Sigmoid and x * Sigmoid(x) (exSwish) after a Concat
+        "standalone_lut": [Case(f"p{p[2:]}_sa_{n}", f"Concat of two convs, then {n}", _standalone(f), img, platform=p)
+                           for p in ("rk3562", "rk3588") for n, f in (("sigmoid", _sigmoid), ("swish", _swish))],
         "platforms": [Case(f"p_plat_{p}", "convnet", __import__("models")._convnet(), img, platform=p)
                       for p in ("rk3562", "rk3566", "rk3568", "rk3576", "rk3588", "rv1126b")],
         # corpus models rebuilt for rk3562 (run with --variants i8 i8_layer): which int8 files the

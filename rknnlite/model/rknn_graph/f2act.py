@@ -65,10 +65,10 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
-from .regcmd import TARGET_DPU, Requant, node_registers, shortest_decimal
+from .regcmd import TARGET_DPU, Requant, dpu_reader, node_registers, shortest_decimal
 
-__all__ = ["f2_activation", "f2_fp16_activation", "f2_lut_stage", "F2_ACT_CFG", "F2_OUT_CVT",
-           "F2_PLATFORMS"]
+__all__ = ["f2_activation", "f2_fp16_activation", "f2_lut_stage", "clamp_from_zero", "hard_sigmoid_of",
+           "shifted_clamp", "F2_ACT_CFG", "F2_OUT_CVT", "F2_PLATFORMS"]
 
 #: target platforms whose files use the DPU register map decoded here
 F2_PLATFORMS = ("rk3576", "rv1126b")
@@ -111,12 +111,7 @@ def f2_activation(lowering, node, x, out, w, b, channels: int) -> Dict[str, floa
     where = f"{lowering.label}: {node.label}"
     regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
 
-    def reg(address: int) -> int:
-        value = regs.get((TARGET_DPU, address))
-        if value is None:
-            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x} (rk3576 "
-                                    "register map)", op="load")
-        return value
+    reg = dpu_reader(regs, where, "(rk3576 register map)")
 
     def refuse(what: str) -> ModelInvalidError:
         shown = ", ".join(f"{a:#x}={regs.get((TARGET_DPU, a), 0):#x}"
@@ -144,20 +139,33 @@ def f2_activation(lowering, node, x, out, w, b, channels: int) -> Dict[str, floa
     unit = _register_unit(lowering, node, x, out, w, channels, reg, where)
     if cfg == _ACT_CLAMP and mode == _MODE_PLAIN and lo_reg == 0 and 0 < hi_reg < _INT_MAX and not add_back:
         _, _, mul = lowering.bias_blocks(node, x, out, b, channels)
-        if mul.max() != _MUL_ONE or mul[0] <= 0:
-            raise refuse(f"the channel multipliers {mul.tolist()} are not normalised to a largest of 2^14")
-        unit0 = unit * float(mul[0]) / _MUL_ONE  # channel 0's raw accumulator (module doc)
-        hi = shortest_decimal(hi_reg * unit0, lambda c: round(c / unit0) == hi_reg)
-        return {"min": 0.0, "max": hi}
+        return clamp_from_zero(hi_reg, unit, mul, refuse)
     if cfg == _ACT_CLAMP_SHIFTED and mode == _MODE_SHIFTED and lo_reg == 0 and 0 < hi_reg < _INT_MAX:
         words = None if bn is None else bn.view("<i4")
         if words is None or words[0] != -add_back or words[4] != -add_back or np.any(np.delete(words, (0, 4))):
             raise refuse(f"the add-before-clamp words {None if words is None else words.tolist()} are not "
                          f"-EW_ADD ({-add_back}) at words 0 and 4")
-        lo = shortest_decimal(add_back * unit, lambda c: round(c / unit) == add_back)
-        hi = shortest_decimal(lo + hi_reg * unit, lambda c: round((c - lo) / unit) == hi_reg)
-        return {"min": lo, "max": hi}
+        return shifted_clamp(add_back, hi_reg, unit)
     raise refuse("not a clamp layout (ACT_CFG 0x902 with CLAMP_MIN 0, or 0x920 with CLAMP_MODE 0x241c0)")
+
+
+def clamp_from_zero(hi_reg: int, unit: float, mul: np.ndarray, refuse) -> Dict[str, float]:
+    """``{"min": 0, "max": hi}`` of an int8 clamp from 0 to ``CLAMP_MAX`` = ``hi_reg``, which
+    counts in **channel 0's** raw accumulator unit: ``unit * mul[0] / 2^14`` (``mul``: the bias
+    blocks' channel multipliers, normalised to a largest of 2^14; module doc).  Shared by the
+    rk3576/rv1126b and rk3562 (:mod:`.t4act`) maps; ``refuse(what)`` makes their error."""
+    if mul.max() != _MUL_ONE or mul[0] <= 0:
+        raise refuse(f"the channel multipliers {mul.tolist()} are not normalised to a largest of 2^14")
+    unit0 = unit * float(mul[0]) / _MUL_ONE
+    return {"min": 0.0, "max": shortest_decimal(hi_reg * unit0, lambda c: round(c / unit0) == hi_reg)}
+
+
+def shifted_clamp(add_back: int, hi_reg: int, unit: float) -> Dict[str, float]:
+    """``{"min": lo, "max": hi}`` of an int8 shifted clamp: ``x - add_back`` clamped to
+    ``[0, hi_reg]``, then ``+ add_back``, all in accumulator units ``unit`` (module doc)."""
+    lo = shortest_decimal(add_back * unit, lambda c: round(c / unit) == add_back)
+    hi = shortest_decimal(lo + hi_reg * unit, lambda c: round((c - lo) / unit) == hi_reg)
+    return {"min": lo, "max": hi}
 
 
 def _bn_words(lowering, out) -> Optional[np.ndarray]:
@@ -209,6 +217,14 @@ def _fp16_hard_sigmoid(lowering, node, out, regs, refuse) -> Dict[str, float]:
             np.any(np.delete(bits, (0, 4, 8))):
         raise refuse(f"the index-map words {[hex(v) for v in bits.tolist()]} are not A (float32), 0, 0, 0, A, 0, 0, 0, "
                      "M (float16), then zeros")
+    return hard_sigmoid_of(add, scale)
+
+
+def hard_sigmoid_of(add: float, scale: float) -> Dict[str, float]:
+    """``{"alpha": a, "beta": b}`` of a HardSigmoid whose lookup-table index is
+    ``u = (x + add) * scale`` (``scale`` the float16 ``a * 32768``, ``add`` the float32
+    ``(b - 0.5) / a``), each the shortest decimal that gives the stored value (the simulator
+    uses the ONNX values).  Shared by the rk3576/rv1126b and rk3562 (:mod:`.t4act`) maps."""
     alpha = shortest_decimal(scale / 32768, lambda a: float(np.float16(a * 32768)) == scale)
     # the stored A is within a float32 ulp or two of (beta - 0.5) / alpha (-0.33333337 for (0.3, 0.4))
     ulps = 2 * float(np.spacing(np.float32(abs(add)))) if add else 0.0
@@ -246,12 +262,7 @@ def f2_fp16_activation(lowering, node, out) -> Dict[str, float]:
     regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
     shown_regs = (F2_ACT_CFG,) + _CLAMP + _CLAMP_AGAIN + (_CLAMP_MODE, _EW_ADD)
 
-    def reg(address: int) -> int:
-        value = regs.get((TARGET_DPU, address))
-        if value is None:
-            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x} (rk3576 "
-                                    "register map)", op="load")
-        return value
+    reg = dpu_reader(regs, where, "(rk3576 register map)")
 
     def refuse(what: str) -> ModelInvalidError:
         shown = ", ".join(f"{a:#x}={regs.get((TARGET_DPU, a), 0):#x}" for a in shown_regs)
@@ -321,12 +332,7 @@ def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requ
     where = f"{lowering.label}: {node.label}"
     regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
 
-    def reg(address: int) -> int:
-        value = regs.get((TARGET_DPU, address))
-        if value is None:
-            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x} (rk3576 "
-                                    "register map)", op="load")
-        return value
+    reg = dpu_reader(regs, where, "(rk3576 register map)")
 
     def refuse(what: str) -> ModelInvalidError:
         return ModelInvalidError(f"{where}: int8 lookup-table {node.op} on rk3576/rv1126b: {what}; only the layout in "

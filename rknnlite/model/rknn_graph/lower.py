@@ -13,7 +13,8 @@ simulator's semantics hold (``shared/reference/rknn-graph-execution.md`` §4, §
   accumulator from the input's codes and the integer weights and bias, then convert it per
   channel with the multiplier the node's DPU registers and bias blocks hold
   (:mod:`.accumulator`; rk3562 writes those registers in its own map,
-  :func:`.regcmd.requant_t4`, and fuses only Relu and a residual AddRelu there; rk3576/rv1126b
+  :func:`.regcmd.requant_t4`, and fuses Relu, Clip, LeakyRelu and a residual AddRelu there,
+  :mod:`.t4act`; rk3576/rv1126b
   store the weight scales); tensors the file keeps in fp16 (after ``exDataConvert``) are float32
   here.
 
@@ -107,8 +108,9 @@ from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_va
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage
 from .lut import lower_lut_conv, lower_lut_sigmoid
-from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, TARGET_CNA, Requant, fused_activation,
-                     node_registers, read_tasks, requant_of, requant_t4)
+from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
+                     fused_activation, node_registers, read_tasks, requant_of, requant_t4)
+from .t4act import t4_activation, t4_lut_stage, t4_lut_task
 from .transformer import lower_gather, lower_gelu, lower_layer_norm, lower_matmul
 from .regcmd import shortest_decimal as _shortest
 from .validated import check_validated, toolkit_release
@@ -733,8 +735,14 @@ class _Lowering:
                              "there was not decoded (rk3588-family int8 files run it from the file's tables)")
         if self.int8 and self.t4_platform() and activation not in T4_BN_CFG_OF:
             raise self.error(f"{node.label}: {node.op} in an int8 rk3562 file: the registers of its fused "
-                             f"{activation} were not decoded (plain, Relu and residual AddRelu convs were)")
+                             f"{activation} were not decoded (plain, Relu, Clip, LeakyRelu, lookup-table and "
+                             "residual Add and AddRelu convs were)")
         if self.int8:
+            if activation in _LUT_ACTIVATIONS and self.t4_platform():  # the file's tables, rk3562's map
+                depthwise = node.index in self.weight_zero_points
+                lower_lut_conv(self, node, x, out, w, weight, b, attrs,
+                               stage_of=lambda tables: t4_lut_stage(self, node, activation, depthwise))
+                return
             if activation in _LUT_ACTIVATIONS and self.stored_weight_scales(w, weight.shape[0]) is None:
                 lower_lut_conv(self, node, x, out, w, weight, b, attrs)  # the file's tables, rk3588-family map
                 return
@@ -746,10 +754,14 @@ class _Lowering:
             weight_f = bias_f = params = None
             if unit is None and activation in _REGISTER_ACTIVATIONS:  # rk3576/rv1126b: their own map (.f2act)
                 params = f2_activation(self, node, x, out, w, b, weight.shape[0])
+            elif self.t4_platform() and activation in _REGISTER_ACTIVATIONS:  # rk3562: its own map (.t4act)
+                params = t4_activation(self, node, x, out, b, unit)
         else:
             params, acc = None, None
             if activation in _REGISTER_ACTIVATIONS and self.f2_platform():  # rk3576/rv1126b: their own map
                 params = f2_fp16_activation(self, node, out)
+            elif activation in _REGISTER_ACTIVATIONS and self.t4_platform():  # rk3562: its own map
+                params = t4_activation(self, node, x, out, b, None)
             if w.dtype != "float16":
                 raise self.error(f"{node.label}: weight {w.name!r} has dtype {w.dtype}; fp16 files store float16")
             weight_f = weight.astype(np.float32)
@@ -996,7 +1008,7 @@ class _Lowering:
 
     def lut_bn_cfg(self) -> int:
         """The ``BN_CFG`` value of a conv that indexes a lookup table, in the file's DPU map."""
-        return BN_LUT_LITE if self.lite_platform() else BN_LUT
+        return BN_LUT_LITE if self.lite_platform() else T4_BN_LUT if self.t4_platform() else BN_LUT
 
     def t4_platform(self) -> bool:
         """Whether the file targets rk3562 ("RKNPU t4"), whose int8 convs follow the DPU map of
@@ -1077,7 +1089,8 @@ class _Lowering:
         if list(x.shape) != list(out.shape):
             raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
         if "int8" in (x.dtype, out.dtype):
-            lower_lut_sigmoid(self, node, x, out)  # refuses a mixed int8/float16 activation
+            # refuses a mixed int8/float16 activation
+            lower_lut_sigmoid(self, node, x, out, decode=t4_lut_task if self.t4_platform() else None)
             return
         if node.op in ("Sigmoid", "HardSwish"):
             self.emit(node, node.op, [data], {})

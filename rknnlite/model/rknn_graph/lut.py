@@ -37,7 +37,7 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .accumulator import Accumulator, emit_accumulator, emit_codes
-from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Requant, Task,
+from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Requant, Task, dpu_reader,
                      node_registers, requant_of, task_writes)
 
 __all__ = ["LutTables", "LutStage", "read_lut_tables", "lut_stage", "lut_attrs", "table_problem", "lower_lut_conv",
@@ -144,16 +144,13 @@ def _node_tables(lowering, node, where: str) -> LutTables:
     return LutTables(tables.le[:513], tables.lo[:513])
 
 
-def lut_stage(regs: Dict[Tuple[int, int], int], where: str, bn_cfg: int = BN_LUT) -> LutStage:
+def lut_stage(regs: Dict[Tuple[int, int], int], where: str, bn_cfg: int = BN_LUT,
+              lut_cfgs: Tuple[int, ...] = _LUT_CFG_SEEN) -> LutStage:
     """The lookup-table registers of a conv task (``{(target, reg): value}``), decoded and
     checked against the layout observed (see the module doc); ``bn_cfg``: the platform's
-    ``BN_CFG`` of a lookup-table conv (rk3566/rk3568: ``BN_LUT_LITE``)."""
-    def reg(address: int) -> int:
-        value = regs.get((TARGET_DPU, address))
-        if value is None:
-            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x}, which a "
-                                    "lookup-table conv needs", op="load")
-        return value
+    ``BN_CFG`` of a lookup-table conv (rk3566/rk3568: ``BN_LUT_LITE``), ``lut_cfgs``: its
+    ``LUT_CFG`` values seen (rk3562: :data:`.t4act.T4_LUT_CFG`)."""
+    reg = dpu_reader(regs, where, "(a lookup-table conv needs it)")
 
     def refuse(address: int, expected: str) -> ModelInvalidError:
         return ModelInvalidError(f"{where}: lookup-table register {address:#x} = {reg(address):#x} is not the "
@@ -164,8 +161,8 @@ def lut_stage(regs: Dict[Tuple[int, int], int], where: str, bn_cfg: int = BN_LUT
     bits = reg(REG_BN_MUL)
     if bits & 0xFF or bits >> 16 == 0:
         raise refuse(REG_BN_MUL, "multiplier M in bits 16..31, shift s in bits 8..15, low byte 0")
-    if reg(REG_LUT_CFG) not in _LUT_CFG_SEEN:
-        raise refuse(REG_LUT_CFG, ", ".join(f"{v:#x}" for v in _LUT_CFG_SEEN))
+    if reg(REG_LUT_CFG) not in lut_cfgs:
+        raise refuse(REG_LUT_CFG, ", ".join(f"{v:#x}" for v in lut_cfgs))
     info = reg(REG_LUT_INFO)
     le_select, lo_select = (info >> 8) & 0xFF, (info >> 16) & 0xFF
     if info & ~0xFFFF00 or le_select != lo_select or not 0 < le_select < 16:
@@ -280,23 +277,30 @@ def lut_task_registers(regcmd, tasks: List[Task], node_index: int, where: str,
                             "without a table load)", op="load")
 
 
-def lower_lut_sigmoid(lowering, node, x, out) -> None:
+def lower_lut_sigmoid(lowering, node, x, out,
+                      decode: Optional[Callable[[Dict[Tuple[int, int], int], str], Tuple[LutStage, Requant]]] = None
+                      ) -> None:
     """Emit the executor nodes of a standalone int8 ``Sigmoid`` on ``lowering`` (lower.py's
     ``_Lowering``; ``x``/``out`` the vendor tensors).  The NPU runs it on the DPU alone: one
     task of the node loads the tables, a later one maps the input's raw int8 code ``q`` to the
     table index ``u = (q * M + A) >> s`` (``A`` = ``-zp_in * M`` folds the zero point in) and
     converts the table value to int8 with ``OUT_CVT``.  Lowered to ``VendorCodes`` (the
-    codes ``q - zp_in``) and ``VendorLutActivation`` with offset ``(A + zp_in * M) / 2^s``."""
+    codes ``q - zp_in``) and ``VendorLutActivation`` with offset ``(A + zp_in * M) / 2^s``.
+    ``decode``: for a register map other than rk3588's (rk3562, :func:`.t4act.t4_lut_task`),
+    the index map and output conversion of the task's registers."""
     where = f"{lowering.label}: {node.label}"
     if x.dtype != "int8" or out.dtype != "int8":
         raise lowering.error(f"{node.label}: an int8 lookup-table {node.op} needs int8 input and output "
                              f"(got {x.dtype}, {out.dtype})")
     regs = lut_task_registers(lowering.regcmd(), lowering.tasks(), node.index, where, lowering.lut_bn_cfg())
-    requant = requant_of(regs, where)
+    if decode is not None:
+        stage, requant = decode(regs, where)
+    else:
+        requant = requant_of(regs, where)
+        stage = lut_stage(regs, where, lowering.lut_bn_cfg())
     if requant.mul_shift is not None:
         raise lowering.error(f"{node.label}: its lookup-table task enables the per-channel multiplier stage, which a "
                              "DPU-only op has no multipliers for; the register layout is not the one decoded")
-    stage = lut_stage(regs, where, lowering.lut_bn_cfg())
     tables = _node_tables(lowering, node, where)
     qi, qo = lowering.activation_quant(x), lowering.activation_quant(out)
     s_in, zp_in = qi.scale[0], qi.zero_point[0]

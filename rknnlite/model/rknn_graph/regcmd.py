@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ...errors import ModelInvalidError
 
-__all__ = ["Task", "Requant", "read_tasks", "node_registers", "task_writes", "requant_of", "requant_t4",
+__all__ = ["Task", "Requant", "read_tasks", "node_registers", "task_writes", "dpu_reader", "requant_of", "requant_t4",
            "fused_activation", "shortest_decimal", "TARGET_CNA", "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT",
            "BN_LUT_LITE"]
 
@@ -134,6 +134,19 @@ def task_writes(regcmd, task: Task, where: str) -> List[Tuple[int, int, int]]:
             for entry in struct.unpack_from(f"<{count}Q", regcmd, start)]
 
 
+def dpu_reader(regs: Dict[Tuple[int, int], int], where: str, context: str = "") -> Callable[[int], int]:
+    """``reg(address)``: the value a task's register writes ``regs`` give DPU register
+    ``address``, raising :class:`~rknnlite.errors.ModelInvalidError` (``where``, then
+    ``context``, e.g. "(rk3562 register map)") when the task does not write it."""
+    def reg(address: int) -> int:
+        value = regs.get((TARGET_DPU, address))
+        if value is None:
+            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x}"
+                                    f"{' ' + context if context else ''}", op="load")
+        return value
+    return reg
+
+
 def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
     """The output conversion registers of a node (see the module doc)."""
     def reg(address: int, mask: int, name: str) -> int:
@@ -182,13 +195,24 @@ T4_OUT_CVT_RESIDUAL = 0x10000  # 0x40b0 bit 16, set on the residual convs (ConvA
 T4_BS_MUL = 0x4054  # bit 31 and the channel multipliers' shift in bits 16..21 (rk3588: 0x4048 bits 8..13)
 T4_BS_MUL_OBSERVED = 0x800E0000  # shift 14, the only value seen (the multipliers are normalised to 2^14)
 T4_BS_MUL_DEPTHWISE = 0x000E0000  # depthwise convs: bit 31 clear, the multipliers still apply (simulator)
-T4_FIXED = {0x4048: 0x80000000, 0x4050: 0x1}  # rk3588's BS_MUL_CFG / BS_ALU_CFG addresses: bias blocks on
+T4_FIXED = {0x4048: 0x80000000}  # rk3588's BS_MUL_CFG address (0x4050, rk3588's BS_ALU_CFG: by the bias layout)
 T4_BS_ALU_DEPTHWISE = 0x125  # 0x4050 of depthwise convs (bias blocks on, as 0x1; their zero points in the weight)
-T4_EW_CVT_SHIFT = 0x4088  # 0x80000000 (no element-wise operand) or 0 (a residual conv's EW conversion)
+T4_BS_ALU_PLAIN = 0x2  # 0x4050 of a plain int32 bias (a one-channel conv, or per-layer quantization)
+T4_EW_CLAMP_MIN = 0x4088  # the element-wise stage's lower clamp: 0 (a Relu after the residual add) or INT32_MIN
 T4_BN_CFG = 0x4060
-T4_BN_CFG_OF = {None: 0x13, "Relu": 0x12, "AddRelu": 0x13}
+#: the ``BN_CFG`` values observed per fused activation (Clip: from 0, shifted; :mod:`.t4act`)
+T4_BN_LUT = 0x20000  # the conv output indexes the lookup table (rk3588: BN_LUT)
+T4_BN_CFG_OF = {None: (0x13,), "Relu": (0x12,), "Add": (0x13,), "AddRelu": (0x13,), "Clip": (0x12, 0x20010), "LeakyRelu": (0x22,),
+                **{lut: (T4_BN_LUT,) for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")}}
 T4_EW_CFG = 0x407C
-T4_EW_CFG_OF = {None: 0x010041C1, "Relu": 0x010041C1, "AddRelu": 0x8002C0C0}
+T4_EW_CFG_PLAIN = 0x010041C1
+#: ``EW_CFG`` (rk3576's clamp mode) where it is not the plain one: by BN_CFG, or on a residual conv
+T4_EW_CFG_OF = {0x20010: 0x000241C0, T4_BN_LUT: 0x01004140, "Add": 0x8002C0C0, "AddRelu": 0x8002C0C0}
+#: a LeakyRelu conv's slope stage multiplies by round(alpha * 2^14) (by 2^14 on the positive
+#: side), and its multiplier shift in 0x4054 counts those 14 bits: the shift that scales the
+#: accumulator is the field minus 14 (fields 14 and 15 seen, rk3588's 0x4048 shifts 0 and 1 for
+#: the same files)
+_T4_LEAKY_SLOPE_BITS = 14
 
 
 def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
@@ -197,9 +221,14 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     offset/scale/shift at 0x40ac/0x40b0/0x40b4, per-channel bias blocks (0x4050 = 1) whose
     multipliers have the shift in 0x4054 bits 16..21 (bit 31 set).  A ``depthwise`` conv
     (its weight holds the zero points) writes 0x125 and bit 31 clear instead, with the same
-    arithmetic as the simulator shows.  ``activation``: the conv's
-    fused part (``None``, ``"Relu"``, ``"AddRelu"``), whose 0x4060, 0x407c and residual
-    bits are checked.  Every register value other than the observed ones is refused by name."""
+    arithmetic as the simulator shows.  A conv with a plain int32 bias (0x4050 = 2: one output
+    channel, e.g. YOLOv8's DFL conv) has no multiplier stage and 0x4054 = bit 31 | rk3588's
+    BS_ALU_SRC (minus the weight zero point, 16 bits).  ``activation``: the conv's
+    fused part (``None``, ``"Relu"``, ``"Add"``, ``"AddRelu"``, ``"Clip"``, ``"LeakyRelu"``, or a
+    lookup-table activation), whose 0x4060, 0x407c and residual bits are checked (a Clip's or
+    LeakyRelu's own parameters: :func:`.t4act.t4_activation`; a lookup table's:
+    :func:`.t4act.t4_lut_stage`).  Every register value other than the observed ones is
+    refused by name."""
     def reg(address: int, name: str) -> int:
         value = regs.get((TARGET_DPU, address))
         if value is None:
@@ -211,27 +240,39 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         return ModelInvalidError(f"{where}: DPU register {name} ({address:#x}) = {value:#x} in an rk3562 int8 file; "
                                  f"only {expected} was observed and decoded", op="load")
 
-    if activation not in T4_BN_CFG_OF:
-        raise ModelInvalidError(f"{where}: a fused {activation} in an rk3562 int8 conv; its registers were not "
-                                "decoded (plain, Relu and residual AddRelu convs were)", op="load")
-    residual = activation == "AddRelu"
-    fixed = {**T4_FIXED, 0x4050: T4_BS_ALU_DEPTHWISE} if depthwise else T4_FIXED
+    if activation not in T4_BN_CFG_OF or (depthwise and activation == "LeakyRelu"):
+        raise ModelInvalidError(f"{where}: a fused {activation} in an rk3562 int8 {'depthwise ' * depthwise}conv; its "
+                                "registers were not decoded (plain, Relu, Clip, LeakyRelu, lookup-table and residual "
+                                "Add and AddRelu convs were)", op="load")
+    residual = activation in ("Add", "AddRelu")
+    leaky = activation == "LeakyRelu"
+    plain = not depthwise and not leaky and regs.get((TARGET_DPU, 0x4050)) == T4_BS_ALU_PLAIN
+    fixed = {**T4_FIXED, 0x4050: T4_BS_ALU_DEPTHWISE if depthwise else T4_BS_ALU_PLAIN if plain else 0x1}
     for address, expected in fixed.items():
         value = reg(address, f"{address:#x}")
         if value != expected:
             raise refuse(f"{address:#x}", address, value, f"{expected:#x}")
     cfg = reg(T4_BN_CFG, "BN_CFG")
-    if cfg != T4_BN_CFG_OF[activation]:
-        raise refuse("BN_CFG", T4_BN_CFG, cfg, f"{T4_BN_CFG_OF[activation]:#x} for {activation or 'a plain conv'}")
-    ew_cfg = reg(T4_EW_CFG, "EW_CFG")
-    if ew_cfg != T4_EW_CFG_OF[activation]:
-        raise refuse("EW_CFG", T4_EW_CFG, ew_cfg, f"{T4_EW_CFG_OF[activation]:#x} for {activation or 'a plain conv'}")
-    ew_shift = reg(T4_EW_CVT_SHIFT, "EW_CVT_SHIFT")
-    if ew_shift != (0 if residual else 0x80000000):
-        raise refuse("EW_CVT_SHIFT", T4_EW_CVT_SHIFT, ew_shift, "0 (residual convs)" if residual else
-                     "0x80000000 (bit 31: no element-wise operand)")
+    if cfg not in T4_BN_CFG_OF[activation]:
+        raise refuse("BN_CFG", T4_BN_CFG, cfg, f"{' or '.join(hex(v) for v in T4_BN_CFG_OF[activation])} for "
+                     f"{activation or 'a plain conv'}")
+    ew_cfg, ew_expected = reg(T4_EW_CFG, "EW_CFG"), T4_EW_CFG_OF.get(activation, T4_EW_CFG_OF.get(cfg, T4_EW_CFG_PLAIN))
+    if ew_cfg != ew_expected:
+        raise refuse("EW_CFG", T4_EW_CFG, ew_cfg, f"{ew_expected:#x} for {activation or 'a plain conv'} (BN_CFG {cfg:#x})")
+    ew_min = reg(T4_EW_CLAMP_MIN, "EW_CLAMP_MIN")
+    if ew_min != (0 if activation == "AddRelu" else 0x80000000):
+        raise refuse("EW_CLAMP_MIN", T4_EW_CLAMP_MIN, ew_min, "0 (the Relu after a residual add)" if
+                     activation == "AddRelu" else "0x80000000 (INT32_MIN: no clamp after the element-wise stage)")
     mul_cfg = reg(T4_BS_MUL, "BS_MUL_CFG")
-    if mul_cfg != (T4_BS_MUL_DEPTHWISE if depthwise else T4_BS_MUL_OBSERVED):
+    if plain:
+        if mul_cfg & 0x7FFF0000 or not mul_cfg >> 31:
+            raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, "bit 31 and a 16-bit BS_ALU_SRC (minus the weight zero "
+                         "point) on a plain-bias conv")
+    elif leaky:
+        if mul_cfg & ~0x3F0000 != T4_BS_MUL_OBSERVED & ~0x3F0000 or (mul_cfg >> 16) & 0x3F < _T4_LEAKY_SLOPE_BITS:
+            raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, "bit 31 and a shift of at least 14 in bits 16..21 on a "
+                         "LeakyRelu conv")
+    elif mul_cfg != (T4_BS_MUL_DEPTHWISE if depthwise else T4_BS_MUL_OBSERVED):
         raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{T4_BS_MUL_DEPTHWISE:#x} (shift 14 in bits 16..21) on a "
                      "depthwise conv" if depthwise else f"{T4_BS_MUL_OBSERVED:#x} (bit 31, shift 14 in bits 16..21)")
     offset, scale, shift = (reg(a, n) for a, n in zip(T4_OUT_CVT, ("OUT_CVT_OFFSET", "OUT_CVT_SCALE",
@@ -242,7 +283,12 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
                       "a 16-bit scale" + (" with bit 16 set (residual convs)" if residual else ""))
     if shift & ~0x3F:
         raise refuse("OUT_CVT_SHIFT", T4_OUT_CVT[2], shift, "a 6-bit shift")
-    return Requant(scale & 0xFFFF, shift, (mul_cfg >> 16) & 0x3F, _i32(offset), True, 0)
+    if plain:
+        operand = mul_cfg & 0xFFFF
+        return Requant(scale & 0xFFFF, shift, None, _i32(offset), False,
+                       -(operand - (1 << 16) if operand >= 1 << 15 else operand))
+    mul_shift = ((mul_cfg >> 16) & 0x3F) - (_T4_LEAKY_SLOPE_BITS if leaky else 0)
+    return Requant(scale & 0xFFFF, shift, mul_shift, _i32(offset), True, 0)
 
 
 def shortest_decimal(value: float, stored) -> float:
@@ -282,11 +328,7 @@ def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
     ``[0, r(0x406c)]``; ``BN_CFG`` 0x20090 -> ``x + a`` (``a = r(0x4064)``) clipped to
     ``[0, r(0x406c)]`` then ``- a`` (0x4090..0x40ac hold ``-a``): ``[-a, r(0x406c) - a]``,
     ``r`` the register as a float32 (fp16 files) or an int32 times ``unit``."""
-    def reg(address: int) -> int:
-        value = regs.get((TARGET_DPU, address))
-        if value is None:
-            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x}", op="load")
-        return value
+    reg = dpu_reader(regs, where)
 
     def real(address: int) -> float:
         return _f32(reg(address)) if unit is None else _i32(reg(address)) * unit
