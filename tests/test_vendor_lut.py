@@ -251,10 +251,49 @@ def _bncfg_doctored(change) -> bytes:
     (lambda: _bncfg_doctored(lambda w: w[:12] + [0x0E0F] + w[13:]), r"index-map words .* s \| s << 8"),
     (lambda: _bncfg_doctored(lambda w: w[:1] + [7] + w[2:]), r"index-map words \[-1846, 7,"),
     (lambda: _doctored("conv_hardsigmoid_rk3576_i8", 0x4108, 0x02000006, 0x68), r"0x4108 = 0x68, not 0x2000006"),
-    (lambda: _doctored("conv_hardsigmoid_rk3576_i8", 0x4170, 0, 0x40004000), r"0x4170 = 0x40004000, not 0x0"),
+    (lambda: _doctored("conv_hardsigmoid_rk3576_i8", 0x4170, 0, 0x40004000),
+     r"the LO overflow slope registers \['0x40004000', '0x0', '0x0'\] are not one 16-bit scale and one shift"),
     (lambda: _doctored("conv_hardsigmoid_rk3576_i8", 0x4194, 0x7FFF7FFF, 0x7FFE7FFE), r"0x4194 .* not 0x7fff7fff"),
     (lambda: _doctored("conv_hardsigmoid_rk3576_i8", 0x4144, 0x4000, 0x2000), r"0x4140..0x414c \[8192, 16384\]"),
 ])
 def test_rk3576_lookup_layout_outside_the_observed_one_is_refused_by_name(raw, named):
     with pytest.raises(ModelInvalidError, match=r"ConvHardSigmoid on rk3576/rv1126b: .*" + named):
         rknnlite.Context(raw(), backend="software")
+
+
+# -- standalone lookup-table ops (a DPU-only task): rk3576/rv1126b and rk3562 maps -----------------------------
+
+
+def _lut_nodes(name):
+    loaded = load_model(str(CORPUS / f"{name}.rknn"))
+    graph = vendor_lower.lower_rockchip(loaded.payload, loaded.model).graph
+    return [n for n in graph.nodes if n.op == "VendorLutActivation"]
+
+
+@needs_corpus
+@pytest.mark.parametrize("name", ["standalone_lut_rk3576_i8", "standalone_lut_rk3562_i8"])
+def test_standalone_sigmoid_and_swish_run_their_dpu_only_task(name):
+    # exSwish then Sigmoid of one Concat; the slopes outside the tables are rk3588's values: Sigmoid's LE
+    # underflow 0x5a43 / 2^22 (rk3576: 0x4150/0x4154 and 0x4160; rk3562: 0x4120/0x4124), exSwish's LO
+    # overflow 0x4032 / 2^13 (rk3576: 0x4170/0x4174 and 0x4184; rk3562: 0x4128/0x412c)
+    swish, sigmoid = _lut_nodes(name)
+    assert (swish.attrs["le_uflow_slope"], swish.attrs["lo_oflow_slope"]) == (0.0, 0x4032 / 2 ** 13)
+    assert (sigmoid.attrs["le_uflow_slope"], sigmoid.attrs["lo_oflow_slope"]) == (0x5A43 / 2 ** 22, 0.0)
+    data = corpus_arrays(name)
+    with rknnlite.Context(str(CORPUS / f"{name}.rknn"), backend="software") as ctx:
+        outputs = ctx.run([data["in0"]], data_format="nchw")
+    for k, y in enumerate(outputs):
+        ref = data[f"out{k}"].reshape(y.shape)
+        step = float(np.abs(np.diff(np.unique(ref))).min())
+        assert np.mean(np.abs(y - ref) <= step * 1.01) >= 0.99
+
+
+@needs_corpus
+@pytest.mark.parametrize("reg, old, new, named", [
+    (0x4154, 0x5A435A43, 0x5A425A43, r"the LE underflow slope registers \['0x5a435a43', '0x5a425a43', '0x16161616'\]"),
+    (0x4184, 0x0D0D0D0D, 0x0D0D0D0C, r"the LO overflow slope registers .*'0xd0d0d0c'\]"),
+    (0x40B0, 0x17F81, 0x7F81, r"OUT_CVT scale/shift 0x7f81/0x16 .* a 16-bit scale with bit 16 set"),
+])
+def test_rk3576_standalone_lookup_task_outside_the_observed_layout_is_refused_by_name(reg, old, new, named):
+    with pytest.raises(ModelInvalidError, match=r"on rk3576/rv1126b: .*" + named):
+        rknnlite.Context(_doctored("standalone_lut_rk3576_i8", reg, old, new), backend="software")

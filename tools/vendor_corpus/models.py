@@ -847,6 +847,17 @@ def _activation_ops(seed: int = 839, width: int = 8, tables: bool = True):
     return build
 
 
+def _standalone_lut(seed: int = 840, width: int = 8):
+    """The standalone int8 lookup-table ops (a DPU-only task, no conv to fuse into) on an 8x8
+    image: the Concat of a 3x3 and a 1x1 conv (3->8 each), then exSwish (``x * sigmoid(x)``) and
+    Sigmoid of it, two outputs (YOLOv8's head and C2f blocks hold both)."""
+    def build():
+        g = _G(seed)
+        c = g.node("Concat", [g.conv("x", 3, width), g.conv("x", 3, width, k=1)], axis=1)[0]
+        return g.model([("x", (1, 3, 8, 8))], [(_swish(g, c), "swish"), (_sigmoid(g, c), "sigmoid")])
+    return build
+
+
 def _resnet_stem(seed: int = 837, width: int = 64):
     """ResNet's stem at full width on a 32x32 image: Conv 3->64 7x7 stride 2 + Relu, MaxPool 3x3 s2."""
     def build():
@@ -1098,6 +1109,9 @@ def _int8_platform_cases() -> List[Case]:
         Case("activation_ops_hsig_rk3562", doc(_activation_ops), _activation_ops(tables=False), image8,
              variants=("fp16",), platform="rk3562", purpose="rk3562's fp16 fused Clip, LeakyRelu and HardSigmoid "
                                                             "registers, HardSwish and Mul"),
+        *(Case(f"standalone_lut_{p}", doc(_standalone_lut), _standalone_lut(), image8, variants=("i8",), platform=p,
+               purpose=f"{p}'s DPU-only lookup-table task (standalone Sigmoid and exSwish)")
+          for p in ("rk3576", "rk3562")),
         *(Case(f"depthwise_{p}", doc(_depthwise), _depthwise(), image8, variants=("i8",), platform=p,
                purpose=f"the int8 depthwise weight layout of {p} (zero points beside the weights)")
           for p in ("rk3576", "rv1126b")),  # rk3562's: in activation_ops_rk3562

@@ -16,7 +16,7 @@ HardSwish, Swish on rk3576, HardSigmoid and Sigmoid on rv1126b), ``rk3576_fp16_c
 Clip bounds on rk3576, for the first clamp pair of fp16 files), ``rk3562_i8`` (nine corpus
 models rebuilt for rk3562, int8), ``rk3562_acts`` (Clip bounds, HardSigmoid, LeakyRelu,
 HardSwish, Swish and the plain conv on rk3562: its fused-activation registers), ``standalone_lut``
-(Sigmoid and Swish after a Concat on rk3562 and rk3588: the DPU-only lookup-table task).
+(Sigmoid and Swish after a Concat on rk3562, rk3588, rk3576 and rv1126b: the DPU-only lookup-table task).
 """
 
 from __future__ import annotations
@@ -124,8 +124,10 @@ def families():
                        [Case(f"p{p[2:]}_act_ops", "corpus activation_ops", __import__("models")._activation_ops(),
                              [("x", (1, 3, 8, 8), "image")], platform=p) for p in ("rk3562", "rk3588")],
         # standalone lookup-table ops (a DPU-only task): Sigmoid and x * Sigmoid(x) (exSwish) after a Concat
-        "standalone_lut": [Case(f"p{p[2:]}_sa_{n}", f"Concat of two convs, then {n}", _standalone(f), img, platform=p)
-                           for p in ("rk3562", "rk3588") for n, f in (("sigmoid", _sigmoid), ("swish", _swish))],
+        "standalone_lut": [Case(f"p{p[2:]}_sa_{n}", f"Concat of two convs, then {n}", _standalone(f), img,
+                                platform=p)
+                           for p in ("rk3562", "rk3588", "rk3576", "rv1126b")
+                           for n, f in (("sigmoid", _sigmoid), ("swish", _swish))],
         "platforms": [Case(f"p_plat_{p}", "convnet", __import__("models")._convnet(), img, platform=p)
                       for p in ("rk3562", "rk3566", "rk3568", "rk3576", "rk3588", "rv1126b")],
         # corpus models rebuilt for rk3562 (run with --variants i8 i8_layer): which int8 files the

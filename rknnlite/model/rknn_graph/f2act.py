@@ -1,5 +1,5 @@
 """Fused activations of RKNPU "f2"/"f3" files (rk3576, rv1126b): Clip, LeakyRelu, and the
-lookup-table index map of HardSigmoid and Sigmoid.
+lookup-table index map of HardSigmoid and Sigmoid, fused or standalone (Sigmoid, exSwish).
 
 These platforms' DPU register map is not rk3588's (``docs/vendor-format-notes.md`` §1b,
 §6).  What a fused ``ConvClip`` / ``ConvLeakyRelu`` needs was located by converting one conv
@@ -48,9 +48,17 @@ shift ``s`` in bytes 0 and 1): ``u = ((y + A) * M) >> s``, ``y = acc * mul[c] >>
 ``k`` bytes 0 and 1 of ``<output>_BScfgTensor``.  The conv task's DPU registers give
 ``ACT_CFG`` 0x20, ``CLAMP_MODE`` 0x01004140, ``LUT_CFG`` 0x4108 = 0x02000006, the entry
 spacing 0x410c (as rk3588), the index range's start (0x4110..0x411c, four copies) and end
-(0x4140..0x414c, four copies), and the table values used outside it (0x4188/0x418c: the
-first LE entry, 0x4190/0x4194: the last LO entry, i.e. a clamp); 0x4170/0x4174/0x4184
-(slopes outside the tables; set by HardSwish) must be 0.
+(0x4140..0x414c, four copies), the table values used outside it (0x4188/0x418c: the
+first LE entry, 0x4190/0x4194: the last LO entry) and the slopes beyond them, each in four
+copies: the LE table's underflow (16-bit scale in 0x4150/0x4154, shift in the bytes of 0x4160)
+and the LO table's overflow (0x4170/0x4174, 0x4184), rk3588's 0x4120..0x412c values (Sigmoid:
+0x5a43 / 2^22 below; Swish, HardSwish: 0x4032 / 2^13 above).
+
+**Standalone int8 Sigmoid / exSwish** (:func:`f2_lut_task`, probe family ``standalone_lut``)
+run a DPU-only task after the table load with the same registers and index-map words (of the
+op's output tensor, ``u = ((q + A) * M) >> s`` on the input's raw codes), no ``BScfgTensor``
+(no channel multipliers) and OUT_CVT scale bit 16 set (the input comes through the
+element-wise path).
 
 Every register and tensor word outside these observed values raises
 :class:`~rknnlite.errors.ModelInvalidError` naming it.
@@ -67,8 +75,8 @@ from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
 from .regcmd import TARGET_DPU, Requant, dpu_reader, node_registers, shortest_decimal
 
-__all__ = ["f2_activation", "f2_fp16_activation", "f2_lut_stage", "clamp_from_zero", "hard_sigmoid_of",
-           "shifted_clamp", "F2_ACT_CFG", "F2_OUT_CVT", "F2_PLATFORMS"]
+__all__ = ["f2_activation", "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of",
+           "shifted_clamp", "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS"]
 
 #: target platforms whose files use the DPU register map decoded here
 F2_PLATFORMS = ("rk3576", "rv1126b")
@@ -204,7 +212,7 @@ def _fp16_hard_sigmoid(lowering, node, out, regs, refuse) -> Dict[str, float]:
     ``<output>_BnCfg_BNcfgTensor``, so ``alpha = M / 32768`` and ``beta = 0.5 + A * alpha``
     (each the shortest decimal that gives the stored value; the simulator uses the ONNX
     values)."""
-    for address, value in _LUT_REGISTERS.items():
+    for address, value in {**_LUT_REGISTERS, **_NO_LO_SLOPE}.items():
         if regs.get((TARGET_DPU, address)) != value:
             raise refuse(f"DPU register {address:#x} is not {value:#x} (the lookup-table layout)")
     name = f"{out.name}_BnCfg_BNcfgTensor"
@@ -302,15 +310,22 @@ def f2_fp16_activation(lowering, node, out) -> Dict[str, float]:
     return {"min": lo, "max": hi}
 
 
-_ACT_LUT, _MODE_LUT, _LUT_CFG = 0x20, 0x01004140, 0x02000006
+#: ACT_CFG (0x4060) of a lookup-table task
+F2_ACT_LUT = 0x20
+_MODE_LUT, _LUT_CFG = 0x01004140, 0x02000006
 _LUT_INFO = 0x410C
 _LUT_START, _LUT_END = (0x4110, 0x4114, 0x4118, 0x411C), (0x4140, 0x4144, 0x4148, 0x414C)
-_LUT_SLOPES = (0x4170, 0x4174, 0x4184)
+#: the slopes outside the tables, each value in four copies: the LE table's underflow (16-bit
+#: scales in 0x4150/0x4154, 8-bit shifts in 0x4160) and the LO table's overflow (0x4170/0x4174, 0x4184)
+_LE_UFLOW, _LO_OFLOW = ((0x4150, 0x4154), 0x4160), ((0x4170, 0x4174), 0x4184)
 _LUT_LOW, _LUT_HIGH = (0x4188, 0x418C), (0x4190, 0x4194)
 _CFG_BYTES = 64
-#: the fixed registers of a lookup-table conv task
-_LUT_REGISTERS = {F2_ACT_CFG: _ACT_LUT, _CLAMP_MODE: _MODE_LUT, 0x4108: _LUT_CFG, _EW_ADD: 0,
-                  **{a: 0 for a in _LUT_SLOPES}}
+#: the fixed registers of a lookup-table task
+_LUT_REGISTERS = {F2_ACT_CFG: F2_ACT_LUT, _CLAMP_MODE: _MODE_LUT, 0x4108: _LUT_CFG, _EW_ADD: 0}
+#: an fp16 HardSigmoid's index-map task sets no LO overflow slope
+_NO_LO_SLOPE = {a: 0 for a in (*_LO_OFLOW[0], _LO_OFLOW[1])}
+#: OUT_CVT scale bit 16 on a DPU-only task: the input comes through the element-wise path
+_EW_INPUT = 0x10000
 
 
 def _pair(value: int) -> int:
@@ -318,26 +333,12 @@ def _pair(value: int) -> int:
     return (value & 0xFFFF) * 0x10001
 
 
-def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requant]:
-    """The index map and output conversion of an int8 lookup-table conv of an rk3576/rv1126b
-    file (see the module doc), in the terms of :mod:`.lut`: a ``LutStage`` (index
-    ``u = (y * M + A * M) / 2^s``, ranges, no slopes outside them) and a ``Requant`` (the
-    ``OUT_CVT`` of the table value, the channel multipliers' shift ``k``).  ``tables``: the
-    node's tables (:func:`.lut.read_lut_tables`), whose end entries the registers repeat.
-    Reads the node's registers and the first 64 bytes of two tensors.
-
-    Raises:
-        ModelInvalidError: a register or tensor word outside the observed layout, naming it.
-    """
-    where = f"{lowering.label}: {node.label}"
-    regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
-
+def _table_stage(lowering, out, regs, tables: LutTables, refuse, where: str) -> LutStage:
+    """The lookup-table registers of an rk3576/rv1126b task (conv or DPU-only) and the index
+    map words of ``<output>_BnCfg_BNcfgTensor`` as a ``LutStage``: ``u = (y * M + A * M) / 2^s``,
+    the ranges, the slopes outside them (module doc).  ``tables``: the node's tables, whose end
+    entries the registers repeat; ``refuse(what)`` makes the caller's error."""
     reg = dpu_reader(regs, where, "(rk3576 register map)")
-
-    def refuse(what: str) -> ModelInvalidError:
-        return ModelInvalidError(f"{where}: int8 lookup-table {node.op} on rk3576/rv1126b: {what}; only the layout in "
-                                 "docs/vendor-format-notes.md §1b was decoded", op="load")
-
     expected = dict(_LUT_REGISTERS)
     expected.update({_LUT_LOW[0]: (int(tables.le[0]) & 0xFFFF) << 16, _LUT_LOW[1]: _pair(int(tables.le[0])),
                      _LUT_HIGH[0]: (int(tables.lo[-1]) & 0xFFFF) << 16, _LUT_HIGH[1]: _pair(int(tables.lo[-1]))})
@@ -354,6 +355,13 @@ def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requ
                      "one start and one end, four times each")
     start, end = starts.pop(), ends.pop()
     middle = start + (len(tables.le) - 1 << spacing)
+    slopes = []
+    for (scales, shifts), name in ((_LE_UFLOW, "LE underflow"), (_LO_OFLOW, "LO overflow")):
+        scale, shift = reg(scales[0]) & 0xFFFF, reg(shifts) & 0xFF
+        if any(reg(a) != _pair(scale) for a in scales) or reg(shifts) != shift * 0x01010101 or shift > 31:
+            raise refuse(f"the {name} slope registers {[hex(reg(a)) for a in (*scales, shifts)]} are not one 16-bit "
+                         "scale and one shift, four copies each")
+        slopes.append((scale - (1 << 16) if scale >= 1 << 15 else scale) / float(1 << shift))
     stage_words = _cfg_words(lowering, f"{out.name}_BnCfg_BNcfgTensor", where)
     if stage_words is None:
         raise refuse(f"no index-map tensor {out.name + '_BnCfg_BNcfgTensor'!r}")
@@ -363,18 +371,69 @@ def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requ
             np.any(np.delete(stage_words, (0, 4, 8, 12))):
         raise refuse(f"the index-map words {stage_words.tolist()} are not A, 0, 0, 0, A, 0, 0, 0, M, 0, 0, 0, "
                      "s | s << 8 (zeros elsewhere)")
+    return LutStage(mul, add * mul, shift, start, middle, middle, end, spacing, slopes[0], slopes[1])
+
+
+def _out_cvt(reg, refuse, ew_input: bool) -> Tuple[int, int, int]:
+    """``(offset, scale, shift)`` of the task's OUT_CVT (0x40ac..0x40b4); ``ew_input``: a
+    DPU-only task, whose scale has bit 16 set."""
+    offset, scale, out_shift = (reg(a) for a in F2_OUT_CVT)
+    flag = _EW_INPUT if ew_input else 0
+    if scale & ~0xFFFF != flag or not 0 < scale & 0xFFFF or out_shift >= 64:
+        raise refuse(f"OUT_CVT scale/shift {scale:#x}/{out_shift:#x} (0x40b0/0x40b4) are not a 16-bit scale"
+                     f"{' with bit 16 set' if ew_input else ''} and a shift")
+    return _i32(offset), scale & 0xFFFF, out_shift
+
+
+def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requant]:
+    """The index map and output conversion of an int8 lookup-table conv of an rk3576/rv1126b
+    file (see the module doc), in the terms of :mod:`.lut`: a ``LutStage`` (index
+    ``u = (y * M + A * M) / 2^s``, ranges, slopes outside them) and a ``Requant`` (the
+    ``OUT_CVT`` of the table value, the channel multipliers' shift ``k``).  ``tables``: the
+    node's tables (:func:`.lut.read_lut_tables`), whose end entries the registers repeat.
+    Reads the node's registers and the first 64 bytes of two tensors.
+
+    Raises:
+        ModelInvalidError: a register or tensor word outside the observed layout, naming it.
+    """
+    where = f"{lowering.label}: {node.label}"
+    regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
+
+    def refuse(what: str) -> ModelInvalidError:
+        return ModelInvalidError(f"{where}: int8 lookup-table {node.op} on rk3576/rv1126b: {what}; only the layout in "
+                                 "docs/vendor-format-notes.md §1b was decoded", op="load")
+
+    stage = _table_stage(lowering, out, regs, tables, refuse, where)
     bs_words = _cfg_words(lowering, f"{out.name}_BScfgTensor", where)
     if bs_words is None:
         raise refuse(f"no tensor {out.name + '_BScfgTensor'!r}")
     mul_shift = int(bs_words[0]) & 0xFF
     if bs_words[0] != mul_shift * 0x101 or not 0 < mul_shift < 32 or np.any(bs_words[1:4]):
         raise refuse(f"{out.name + '_BScfgTensor'!r} starts {bs_words[:4].tolist()}, not k | k << 8 then zeros")
-    offset, scale, out_shift = (reg(a) for a in F2_OUT_CVT)
-    if not 0 < scale < 1 << 16 or out_shift >= 64:
-        raise refuse(f"OUT_CVT scale/shift {scale:#x}/{out_shift:#x} (0x40b0/0x40b4) are not a 16-bit scale and a "
-                     "shift")
-    stage = LutStage(mul, add * mul, shift, start, middle, middle, end, spacing, 0.0, 0.0)
-    return stage, Requant(scale, out_shift, mul_shift, _i32(offset))
+    offset, scale, out_shift = _out_cvt(dpu_reader(regs, where, "(rk3576 register map)"), refuse, ew_input=False)
+    return stage, Requant(scale, out_shift, mul_shift, offset)
+
+
+def f2_lut_task(lowering, node, out, regs: Dict[Tuple[int, int], int], tables: LutTables) -> Tuple[LutStage, Requant]:
+    """The index map and output conversion of rk3576/rv1126b's DPU-only lookup-table task (a
+    standalone int8 Sigmoid or exSwish; ``regs``: the task's ``{(target, reg): value}``): the
+    table registers and index-map words of a lookup-table conv (``u = ((q + A) * M) >> s`` on
+    the input's raw codes; module doc), no channel multipliers (no ``BScfgTensor``), and
+    OUT_CVT with 0x40b0 bit 16 set (the input comes through the element-wise path).  For
+    :func:`.lut.lower_lut_sigmoid`'s ``decode``.
+
+    Raises:
+        ModelInvalidError: a register or tensor word outside the observed layout, naming it.
+    """
+    where = f"{lowering.label}: {node.label}"
+
+    def refuse(what: str) -> ModelInvalidError:
+        return ModelInvalidError(f"{where}: int8 lookup-table {node.op} (a DPU-only task) on rk3576/rv1126b: {what}; "
+                                 "only the layout in docs/vendor-format-notes.md §1b was decoded", op="load")
+
+    stage = _table_stage(lowering, out, regs, tables, refuse, where)
+    offset, scale, out_shift = _out_cvt(dpu_reader(regs, where, "(rk3576 register map)"), refuse, ew_input=True)
+    return stage, Requant(scale, out_shift, None, offset, False, 0)
 
 
 def _cfg_words(lowering, name: str, where: str) -> Optional[np.ndarray]:

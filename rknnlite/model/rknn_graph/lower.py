@@ -106,7 +106,7 @@ from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
-from .f2act import F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage
+from .f2act import F2_ACT_LUT, F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage, f2_lut_task
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
                      fused_activation, node_registers, read_tasks, requant_of, requant_t4)
@@ -1008,6 +1008,8 @@ class _Lowering:
 
     def lut_bn_cfg(self) -> int:
         """The ``BN_CFG`` value of a conv that indexes a lookup table, in the file's DPU map."""
+        if self.f2_platform():
+            return F2_ACT_LUT  # its ACT_CFG, at rk3588's BN_CFG address
         return BN_LUT_LITE if self.lite_platform() else T4_BN_LUT if self.t4_platform() else BN_LUT
 
     def t4_platform(self) -> bool:
@@ -1089,8 +1091,9 @@ class _Lowering:
         if list(x.shape) != list(out.shape):
             raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
         if "int8" in (x.dtype, out.dtype):
-            # refuses a mixed int8/float16 activation
-            lower_lut_sigmoid(self, node, x, out, decode=t4_lut_task if self.t4_platform() else None)
+            decode = (lambda regs, where, tables: t4_lut_task(regs, where)) if self.t4_platform() else \
+                (lambda regs, where, tables: f2_lut_task(self, node, out, regs, tables)) if self.f2_platform() else None
+            lower_lut_sigmoid(self, node, x, out, decode=decode)  # refuses a mixed int8/float16 activation
             return
         if node.op in ("Sigmoid", "HardSwish"):
             self.emit(node, node.op, [data], {})

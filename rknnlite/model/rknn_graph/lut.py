@@ -278,30 +278,31 @@ def lut_task_registers(regcmd, tasks: List[Task], node_index: int, where: str,
 
 
 def lower_lut_sigmoid(lowering, node, x, out,
-                      decode: Optional[Callable[[Dict[Tuple[int, int], int], str], Tuple[LutStage, Requant]]] = None
-                      ) -> None:
+                      decode: Optional[Callable[[Dict[Tuple[int, int], int], str, LutTables],
+                                                Tuple[LutStage, Requant]]] = None) -> None:
     """Emit the executor nodes of a standalone int8 ``Sigmoid`` on ``lowering`` (lower.py's
     ``_Lowering``; ``x``/``out`` the vendor tensors).  The NPU runs it on the DPU alone: one
     task of the node loads the tables, a later one maps the input's raw int8 code ``q`` to the
     table index ``u = (q * M + A) >> s`` (``A`` = ``-zp_in * M`` folds the zero point in) and
     converts the table value to int8 with ``OUT_CVT``.  Lowered to ``VendorCodes`` (the
     codes ``q - zp_in``) and ``VendorLutActivation`` with offset ``(A + zp_in * M) / 2^s``.
-    ``decode``: for a register map other than rk3588's (rk3562, :func:`.t4act.t4_lut_task`),
-    the index map and output conversion of the task's registers."""
+    ``decode(regs, where, tables)``: for a register map other than rk3588's (rk3562,
+    :func:`.t4act.t4_lut_task`; rk3576/rv1126b, :func:`.f2act.f2_lut_task`), the index map and
+    output conversion of the task's registers."""
     where = f"{lowering.label}: {node.label}"
     if x.dtype != "int8" or out.dtype != "int8":
         raise lowering.error(f"{node.label}: an int8 lookup-table {node.op} needs int8 input and output "
                              f"(got {x.dtype}, {out.dtype})")
     regs = lut_task_registers(lowering.regcmd(), lowering.tasks(), node.index, where, lowering.lut_bn_cfg())
+    tables = _node_tables(lowering, node, where)
     if decode is not None:
-        stage, requant = decode(regs, where)
+        stage, requant = decode(regs, where, tables)
     else:
         requant = requant_of(regs, where)
         stage = lut_stage(regs, where, lowering.lut_bn_cfg())
     if requant.mul_shift is not None:
         raise lowering.error(f"{node.label}: its lookup-table task enables the per-channel multiplier stage, which a "
                              "DPU-only op has no multipliers for; the register layout is not the one decoded")
-    tables = _node_tables(lowering, node, where)
     qi, qo = lowering.activation_quant(x), lowering.activation_quant(out)
     s_in, zp_in = qi.scale[0], qi.zero_point[0]
     if requant.offset != qo.zero_point[0]:

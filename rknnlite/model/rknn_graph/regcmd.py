@@ -202,7 +202,8 @@ T4_EW_CLAMP_MIN = 0x4088  # the element-wise stage's lower clamp: 0 (a Relu afte
 T4_BN_CFG = 0x4060
 #: the ``BN_CFG`` values observed per fused activation (Clip: from 0, shifted; :mod:`.t4act`)
 T4_BN_LUT = 0x20000  # the conv output indexes the lookup table (rk3588: BN_LUT)
-T4_BN_CFG_OF = {None: (0x13,), "Relu": (0x12,), "Add": (0x13,), "AddRelu": (0x13,), "Clip": (0x12, 0x20010), "LeakyRelu": (0x22,),
+T4_BN_CFG_OF = {None: (0x13,), "Relu": (0x12,), "Add": (0x13,), "AddRelu": (0x13,), "Clip": (0x12, 0x20010),
+                "LeakyRelu": (0x22,),
                 **{lut: (T4_BN_LUT,) for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")}}
 T4_EW_CFG = 0x407C
 T4_EW_CFG_PLAIN = 0x010041C1
@@ -258,7 +259,8 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
                      f"{activation or 'a plain conv'}")
     ew_cfg, ew_expected = reg(T4_EW_CFG, "EW_CFG"), T4_EW_CFG_OF.get(activation, T4_EW_CFG_OF.get(cfg, T4_EW_CFG_PLAIN))
     if ew_cfg != ew_expected:
-        raise refuse("EW_CFG", T4_EW_CFG, ew_cfg, f"{ew_expected:#x} for {activation or 'a plain conv'} (BN_CFG {cfg:#x})")
+        raise refuse("EW_CFG", T4_EW_CFG, ew_cfg,
+                     f"{ew_expected:#x} for {activation or 'a plain conv'} (BN_CFG {cfg:#x})")
     ew_min = reg(T4_EW_CLAMP_MIN, "EW_CLAMP_MIN")
     if ew_min != (0 if activation == "AddRelu" else 0x80000000):
         raise refuse("EW_CLAMP_MIN", T4_EW_CLAMP_MIN, ew_min, "0 (the Relu after a residual add)" if

@@ -40,7 +40,7 @@ PRECISIONS = ("fp16", "int8", "int8-layer")
 #: by ``python tools/vendor_corpus/evidence.py`` from the corpus; the test requires equality.
 _TABLE = """
 rk3562   2.5.0  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
-rk3562   2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid InputOperator MaxPool Mul OutputOperator Reshape Split
+rk3562   2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid InputOperator MaxPool Mul OutputOperator Reshape Sigmoid Split exSwish
 rk3566   2.2.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3566   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3566   2.3.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
@@ -58,7 +58,7 @@ rk3576   2.3.0  int8       Concat Conv ConvAdd ConvClip ConvRelu InputOperator M
 rk3576   2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
 rk3576   2.3.2  int8       Concat Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3576   2.5.0  fp16       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSoftmax13 exSwish
-rk3576   2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
+rk3576   2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Sigmoid Split exSwish
 rk3588   2.2.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid InputOperator MaxPool Mul OutputOperator Reshape Split exSoftmax13
 rk3588   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid InputOperator MaxPool Mul OutputOperator Reshape Split exDataConvert exSoftmax13
 rk3588   2.2.0  int8-layer Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
