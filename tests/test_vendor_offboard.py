@@ -1489,19 +1489,23 @@ def test_rk3576_fp16_leaky_relu_slope_comes_from_its_bscfg_tensor():
     assert (y < 0).any()  # the slope is exercised
 
 
-def test_an_rk3562_int8_deconv_is_refused_by_name(monkeypatch):
-    # rk3562 int8 convs have their own register map; a ConvTranspose's was never decoded (a KeyError before)
+def test_an_rk3562_int8_deconv_reads_a_plain_conv_s_registers(monkeypatch):
+    # rk3562 writes a ConvTranspose's requantization as a plain conv's (corpus segmenter_ops_rk3562_i8: 0x4050 =
+    # 1, 0x4054 = 0x800e0000, OUT_CVT at 0x40ac..0x40b4 with rk3588's values); rk3588's registers read that way
+    # are refused by name (a KeyError before)
     from rknnlite.model.rknn_graph import lower as lower_mod
 
+    assert "ConvTranspose" in _corpus_lowered("segmenter_ops_rk3562_i8").vendor_ops
+    for y, ref in zip(*_corpus_run("segmenter_ops_rk3562_i8")):
+        assert _cos(y, ref) >= 0.9999
     original = lower_mod._Lowering.deconv
 
-    def deconv(self, node):  # the file's ConvTranspose, as if in an rk3562 file
+    def deconv(self, node):  # the rk3588 file's ConvTranspose, as if in an rk3562 file
         self.t4_platform, self.platform = (lambda: True), (lambda: "rk3562")
         return original(self, node)
 
     monkeypatch.setattr(lower_mod._Lowering, "deconv", deconv)
-    with pytest.raises(ModelInvalidError, match=r"ConvTranspose in an int8 rk3562 file: its requantization "
-                                                r"registers there were not decoded"):
+    with pytest.raises(ModelInvalidError, match=r"DPU register 0x4048 \(0x4048\) = 0xe01 in an rk3562 int8 file"):
         _corpus_lowered("deconv_k2s2_i8")
 
 

@@ -1064,8 +1064,9 @@ def _family_cases() -> List[Case]:
     small file validates the op families of a whole kind of network for a (platform, toolkit
     release, precision).  Built where that adds to the validated table: the older toolkit releases
     (``--suffix _tk232`` etc.) and the platforms whose 2.5.0 files lacked these families.  int8 on
-    rk3588 and rk3566 only: rk3576/rv1126b int8 convs are within one step of the simulator rather
-    than exact, and seven layers of them drift past the bounds (:func:`_compact_ops` there)."""
+    rk3588 and rk3566 (and rk3562's segmenter family) only: rk3576/rv1126b int8 convs are within one
+    step of the simulator rather than exact, and seven layers of them drift past the bounds
+    (:func:`_compact_ops` there)."""
     cases = []
     for platform in ("rk3588", "rk3566", "rk3576", "rv1126b", "rk3562"):
         suffix = "" if platform == "rk3588" else f"_{platform}"
@@ -1078,9 +1079,12 @@ def _family_cases() -> List[Case]:
                 continue
             # int8 mobilenetv3_ops stays out: the simulator puts the depthwise conv's output on an int8
             # grid of its own before the fused HardSwish (a scale the file does not hold), so the
-            # fused lookup table off-board matches 80 % of that layer and the file misses the bounds
+            # fused lookup table off-board matches 80 % of that layer and the file misses the bounds.
+            # rk3562's int8 convs are exact, as rk3588's: its segmenter family in int8 too
+            chosen = ("fp16",) if name == "mobilenetv3_ops" else \
+                ("fp16", "i8") if (name, platform) == ("segmenter_ops", "rk3562") else variants
             cases.append(Case(name + suffix, " ".join(builder.__doc__.split()), builder(), [IMG],
-                              variants=("fp16",) if name == "mobilenetv3_ops" else variants, platform=platform,
+                              variants=chosen, platform=platform,
                               purpose=f"the op families of {what} on {platform}"))
     return cases
 

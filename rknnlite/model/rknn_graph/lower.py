@@ -903,10 +903,10 @@ class _Lowering:
             return None, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, stored)
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
         if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
-            if node.op not in _CONV_ACTIVATIONS:
+            if node.op not in _CONV_ACTIVATIONS and node.op != "ConvTranspose":  # a deconv: a plain conv's registers
                 raise self.error(f"{node.label}: {node.op} in an int8 {self.platform()} file: its requantization "
-                                 "registers there were not decoded (those of convs were)")
-            requant = requant_t4(regs, where, _CONV_ACTIVATIONS[node.op], node.index in self.weight_zero_points)
+                                 "registers there were not decoded (those of convs and deconvs were)")
+            requant = requant_t4(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points)
         else:
             requant = requant_of(regs, where)
         bias_i32, w_zp, mul = self.int8_bias(node, x, out, b, requant, channels)
