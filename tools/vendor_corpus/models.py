@@ -818,10 +818,10 @@ def _activation_ops(seed: int = 839, width: int = 8, tables: bool = True):
     """rk3562's fused activations (and, int8, its shape families) in small layers on an 8x8 image:
     conv 3->8 + Clip(0, 6), depthwise 3x3 + Clip(0, 6) (MobileNetV2's ReLU6), 1x1 conv +
     LeakyRelu(0.1), 1x1 conv + Clip(-1, 2) (the shifted clamp), 1x1 conv + HardSwish and
-    squeeze-and-excitation (global pool, 1x1 conv + HardSigmoid, Mul); then, with ``tables`` (the
-    int8 file: the lookup-table activations), 1x1 conv + Swish and a residual 1x1 conv (ConvAdd),
-    a 1x1 conv + Sigmoid on the clamp's output as a second output (at the chain's end its 1/255
-    grid drifts past the bounds on rk3588 as on rk3562), and ShuffleNet's and ResNet's shape
+    squeeze-and-excitation (global pool, 1x1 conv + HardSigmoid, Mul), and a residual 1x1 conv
+    (ConvAdd); with ``tables`` (the int8 file: the lookup-table activations), a 1x1 conv + Swish
+    before it, a 1x1 conv + Sigmoid on the clamp's output as a second output (at the chain's end
+    its 1/255 grid drifts past the bounds on rk3588 as on rk3562), and ShuffleNet's and ResNet's shape
     families on the first conv's output: a channel Split, a 1x1 conv + Relu on one half, Concat,
     max pool and Flatten (Reshape; a third output; a Gemm after it is 0.9985 from float in int8,
     below the corpus's bound for a reference).  The HardSigmoid is (0.3, 0.4), whose table index
@@ -835,8 +835,9 @@ def _activation_ops(seed: int = 839, width: int = 8, tables: bool = True):
         h = _hardswish(g, g.conv(y, width, width, k=1))
         e = _hardsigmoid(0.3, 0.4)(g, g.conv(g.node("GlobalAveragePool", [h])[0], width, width, k=1))
         m = g.node("Mul", [h, e])[0]
-        if not tables:
-            return g.model([("x", (1, 3, 8, 8))], [(m, "y")])
+        if not tables:  # a residual 1x1 conv (ConvAdd; of its own input the compiler folds it into the weight)
+            r = g.node("Add", [g.conv(m, width, width, k=1), h])[0]
+            return g.model([("x", (1, 3, 8, 8))], [(r, "y")])
         r = g.node("Add", [g.conv(_swish(g, g.conv(m, width, width, k=1)), width, width, k=1), m])[0]
         gate = _sigmoid(g, g.conv(y, width, width, k=1))
         half = width // 2

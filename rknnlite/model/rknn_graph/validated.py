@@ -39,6 +39,8 @@ PRECISIONS = ("fp16", "int8", "int8-layer")
 #: One line per (platform, toolkit release, precision): the vendor op types checked there.  Printed
 #: by ``python tools/vendor_corpus/evidence.py`` from the corpus; the test requires equality.
 _TABLE = """
+rk3562   2.3.2  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
+rk3562   2.3.2  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
 rk3562   2.5.0  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
 rk3562   2.5.0  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSwish
 rk3566   2.2.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
