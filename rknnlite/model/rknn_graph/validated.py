@@ -41,7 +41,7 @@ PRECISIONS = ("fp16", "int8", "int8-layer")
 _TABLE = """
 rk3562   2.3.2  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
 rk3562   2.3.2  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
-rk3562   2.5.0  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
+rk3562   2.5.0  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split Transpose exNorm exSDPAttention
 rk3562   2.5.0  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSwish
 rk3566   2.2.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3566   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
@@ -75,7 +75,7 @@ rk3588   2.5.0  int8       Add AddRelu ArgMax AveragePool Concat Conv ConvAdd Co
 rk3588   2.5.0  int8-layer AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
 rv1126b  2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
 rv1126b  2.3.2  int8       Concat Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rv1126b  2.5.0  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
+rv1126b  2.5.0  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split Transpose exNorm exSDPAttention
 rv1126b  2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
 """
 
