@@ -297,3 +297,14 @@ def test_standalone_sigmoid_and_swish_run_their_dpu_only_task(name):
 def test_rk3576_standalone_lookup_task_outside_the_observed_layout_is_refused_by_name(reg, old, new, named):
     with pytest.raises(ModelInvalidError, match=r"on rk3576/rv1126b: .*" + named):
         rknnlite.Context(_doctored("standalone_lut_rk3576_i8", reg, old, new), backend="software")
+
+
+@needs_corpus
+@pytest.mark.parametrize("name, old", [("conv_hardsigmoid_rk3576_i8", 0x80011111), ("conv_relu6_rk3576_i8", 0x80011111)])
+def test_rk3576_plain_bias_layout_is_refused_by_name(name, old):
+    # 0x4050 bits 16..19 = 2: a plain int32 bias (per-layer files; YOLOv8's one-channel DFL conv, whose weight
+    # zero point of -128 was read as 0 from a bias block before: 255 steps off), refused
+    raw = _doctored(name, 0x4050, old, old + 0x10000)
+    with pytest.raises(ModelInvalidError, match=r"BS_ALU_CFG \(0x4050\) = 0x80021111 on an rk3576/rv1126b int8 conv: "
+                                                r"a plain int32 bias"):
+        rknnlite.Context(raw, backend="software")

@@ -8,7 +8,7 @@ tensor, and each lowered node runs on those values and is compared with the simu
 output of that node.  Two steps, in two Pythons::
 
     # 1. in the venv that holds RKNN-Toolkit2 (see build_corpus.py): build and dump
-    /var/tmp/rkt/bin/python tools/vendor_corpus/layer_evidence.py build OUT_DIR [--only NAME ...]
+    /var/tmp/rkt/bin/python tools/vendor_corpus/layer_evidence.py build OUT_DIR [--only NAME ...] [--platform P]
     # 2. with the project's Python: compare, one row per architecture file
     python tools/vendor_corpus/layer_evidence.py compare OUT_DIR
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import os
 import sys
@@ -166,10 +167,13 @@ def main(argv=None) -> int:
     ap.add_argument("step", choices=("build", "compare"))
     ap.add_argument("out")
     ap.add_argument("--only", nargs="*", help="architecture names")
+    ap.add_argument("--platform", help="build for this target platform instead of the case's own")
     args = ap.parse_args(argv)
     for case in ARCHITECTURES + [c for c in CASES if args.only and c.name in args.only]:
         if args.only and case.name not in args.only:
             continue
+        if args.platform:
+            case = dataclasses.replace(case, platform=args.platform)
         for variant in VARIANTS:
             folder = os.path.join(args.out, f"{case.name}_{variant}")
             if args.step == "build":

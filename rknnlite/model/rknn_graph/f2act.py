@@ -75,7 +75,7 @@ from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
 from .regcmd import TARGET_DPU, Requant, dpu_reader, node_registers, shortest_decimal
 
-__all__ = ["f2_activation", "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of",
+__all__ = ["f2_activation", "f2_bias_layout", "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of",
            "shifted_clamp", "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS"]
 
 #: target platforms whose files use the DPU register map decoded here
@@ -102,6 +102,29 @@ _UNIT_TOLERANCE = 1e-2
 
 def _i32(bits: int) -> int:
     return bits - (1 << 32) if bits >= 1 << 31 else bits
+
+
+#: BS_ALU_CFG 0x4050 bits 16..19: 1 per-channel bias blocks (0x80011011, 0x80011111; depthwise
+#: 0x13033, 0x13133), 2 a plain int32 bias (per-layer files, and a one-channel conv such as YOLOv8's
+#: DFL conv, whose weight zero point was not located in these files' registers)
+_BS_ALU = 0x4050
+_BIAS_BLOCKS = 1
+
+
+def f2_bias_layout(regs: Dict[Tuple[int, int], int], where: str) -> None:
+    """Check that an rk3576/rv1126b int8 conv holds per-channel bias blocks (``BS_ALU_CFG``
+    0x4050 bits 16..19 = 1), the only bias layout whose weight zero points were decoded there.
+
+    Raises:
+        ModelInvalidError: another layout (2: a plain int32 bias, whose weight zero point these
+            files keep elsewhere), naming the register.
+    """
+    value = dpu_reader(regs, where, "(rk3576 register map)")(_BS_ALU)
+    if (value >> 16) & 0xF != _BIAS_BLOCKS:
+        raise ModelInvalidError(f"{where}: BS_ALU_CFG (0x4050) = {value:#x} on an rk3576/rv1126b int8 conv: a plain "
+                                "int32 bias (bits 16..19 = 2, as in per-layer files and one-channel convs such as "
+                                "YOLOv8's DFL), whose weight zero point was not located; only per-channel bias blocks "
+                                "(bits 16..19 = 1) were decoded", op="load")
 
 
 def f2_activation(lowering, node, x, out, w, b, channels: int) -> Dict[str, float]:
@@ -403,6 +426,7 @@ def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requ
         return ModelInvalidError(f"{where}: int8 lookup-table {node.op} on rk3576/rv1126b: {what}; only the layout in "
                                  "docs/vendor-format-notes.md §1b was decoded", op="load")
 
+    f2_bias_layout(regs, where)
     stage = _table_stage(lowering, out, regs, tables, refuse, where)
     bs_words = _cfg_words(lowering, f"{out.name}_BScfgTensor", where)
     if bs_words is None:

@@ -106,7 +106,7 @@ from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
-from .f2act import F2_ACT_LUT, F2_PLATFORMS, f2_activation, f2_fp16_activation, f2_lut_stage, f2_lut_task
+from .f2act import F2_ACT_LUT, F2_PLATFORMS, f2_activation, f2_bias_layout, f2_fp16_activation, f2_lut_stage, f2_lut_task
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
                      fused_activation, node_registers, read_tasks, requant_of, requant_t4)
@@ -899,6 +899,7 @@ class _Lowering:
         stored = self.stored_weight_scales(w, channels)
         if stored is not None:
             self.methods[node.index] = "channel"  # their per-layer files are refused (one stored scale)
+            f2_bias_layout(node_registers(self.regcmd(), self.tasks(), node.index, where), where)
             bias_i32, w_zp, _ = self.bias_blocks(node, x, out, b, channels)
             return None, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, stored)
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
