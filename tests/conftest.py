@@ -101,6 +101,31 @@ def _json_probe(code: str, *args, env=None, timeout: float = 120) -> dict:
     return json.loads(out.stdout)
 
 
+def _ctrl_c_probe(code: str, *args, timeout: float = 60.0) -> dict:
+    """Run ``code`` (it sends itself SIGINT) in a fresh interpreter that imports this checkout, with
+    SIGINT at its default disposition: a run started in the background (``cmd &``) has SIGINT
+    ignored, which a child inherits, and Python then installs no KeyboardInterrupt handler.  The
+    JSON of the last line it prints; fails the test, with its stderr, when it fails."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env, capture_output=True, text=True,
+                         timeout=timeout, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def ctrl_c_probe():
+    """``ctrl_c_probe(code, *args)`` -> the JSON ``code`` prints last, run where Ctrl-C raises
+    KeyboardInterrupt whatever this run's own SIGINT disposition (see ``_ctrl_c_probe``)."""
+    return _ctrl_c_probe
+
+
 @pytest.fixture(scope="session")
 def json_probe():
     """``json_probe(code, *args, env=None, timeout=120)`` -> the JSON ``code`` prints in a fresh

@@ -4,10 +4,6 @@ wait_all, close from any thread, and the GIL released while inference runs."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -22,7 +18,7 @@ from rknnlite.model.graph import Node
 from rknnlite.model.spec import TensorSpec
 from rknnlite.pipeline import AsyncInferQueue
 
-from conftest import REPO, THREAD_LIMIT as LIMIT  # noqa: E402
+from conftest import THREAD_LIMIT as LIMIT  # noqa: E402
 
 
 class Gate:
@@ -357,14 +353,10 @@ print(json.dumps({"interrupted": interrupted, "errors": errors}))
 """
 
 
-def test_ctrl_c_while_wait_all_retakes_the_lock_leaves_the_lock_consistent(conv_model, tmp_path):
+def test_ctrl_c_while_wait_all_retakes_the_lock_leaves_the_lock_consistent(ctrl_c_probe, conv_model, tmp_path):
     model = tmp_path / "conv.rknn"
     model.write_bytes(conv_model)
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-c", INTERRUPTED_REACQUIRE_SCRIPT, str(model)], capture_output=True,
-                          text=True, timeout=LIMIT, env=env)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"interrupted": True, "errors": []}
+    assert ctrl_c_probe(INTERRUPTED_REACQUIRE_SCRIPT, model) == {"interrupted": True, "errors": []}
 
 
 # -- the GIL ----------------------------------------------------------------------------------

@@ -5,11 +5,8 @@ the GIL released while a stage infers.  Every wait is bounded (``finishes``, tim
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import subprocess
-import sys
 import threading
 import time
 
@@ -20,7 +17,7 @@ import rknnlite
 from rknnlite.errors import InvalidParamError, RKNNTimeoutError
 from rknnlite.pipeline import AsyncInferQueue, Carry, FrameError, Pipeline, PipelineClosedError, Result
 
-from conftest import REPO, THREAD_LIMIT as LIMIT  # noqa: E402
+from conftest import THREAD_LIMIT as LIMIT  # noqa: E402
 
 
 class Gate:
@@ -448,12 +445,8 @@ print(json.dumps({"interrupted": interrupted, "pushed": s.pushed, "completed": s
 """
 
 
-def test_keyboard_interrupt_while_blocked_in_push_closes_cleanly():
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-c", INTERRUPT_SCRIPT], capture_output=True, text=True, timeout=LIMIT,
-                          env=env)
-    assert done.returncode == 0, done.stderr
-    r = json.loads(done.stdout.strip().splitlines()[-1])
+def test_keyboard_interrupt_while_blocked_in_push_closes_cleanly(ctrl_c_probe):
+    r = ctrl_c_probe(INTERRUPT_SCRIPT)
     assert r["interrupted"] and r["pushed"] >= 4 and r["in_flight"] == 0
     assert r["completed"] + r["failed"] + r["cancelled"] + r["dropped"] == r["pushed"]
     assert r["threads"] == 1  # every worker thread ended
@@ -498,12 +491,8 @@ print(json.dumps({"interrupted": interrupted, "errors": errors, "in_flight": s.i
 """
 
 
-def test_ctrl_c_while_push_retakes_the_lock_leaves_the_lock_consistent():
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-c", INTERRUPTED_REACQUIRE_SCRIPT], capture_output=True, text=True,
-                          timeout=LIMIT, env=env)
-    assert done.returncode == 0, done.stderr
-    r = json.loads(done.stdout.strip().splitlines()[-1])
+def test_ctrl_c_while_push_retakes_the_lock_leaves_the_lock_consistent(ctrl_c_probe):
+    r = ctrl_c_probe(INTERRUPTED_REACQUIRE_SCRIPT)
     assert r == {"interrupted": True, "errors": [], "in_flight": 0, "threads": 1}
 
 
