@@ -13,10 +13,9 @@ simulator's semantics hold (``shared/reference/rknn-graph-execution.md`` §4, §
   accumulator from the input's codes and the integer weights and bias, then convert it per
   channel with the multiplier the node's DPU registers and bias blocks hold
   (:mod:`.accumulator`; rk3562 writes those registers in its own map,
-  :func:`.regcmd.requant_t4`, and fuses Relu, Clip, LeakyRelu and a residual AddRelu there,
-  :mod:`.t4act`; rk3576/rv1126b
-  store the weight scales); tensors the file keeps in fp16 (after ``exDataConvert``) are float32
-  here.
+  :func:`.regcmd.requant_t4`, and its fused activations and lookup tables too, :mod:`.t4act`;
+  rk3576/rv1126b store the weight scales, :mod:`.f2act`); tensors the file keeps in fp16 (after
+  ``exDataConvert``) are float32 here.
 
 Lowering (one vendor node -> executor nodes):
 
@@ -106,7 +105,8 @@ from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
-from .f2act import F2_ACT_LUT, F2_PLATFORMS, f2_activation, f2_bias_layout, f2_fp16_activation, f2_lut_stage, f2_lut_task
+from .f2act import (F2_ACT_LUT, F2_PLATFORMS, f2_activation, f2_bias_layout, f2_fp16_activation, f2_lut_stage,
+                    f2_lut_task)
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
                      fused_activation, node_registers, read_tasks, requant_of, requant_t4)

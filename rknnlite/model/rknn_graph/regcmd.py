@@ -200,8 +200,8 @@ T4_BS_ALU_DEPTHWISE = 0x125  # 0x4050 of depthwise convs (bias blocks on, as 0x1
 T4_BS_ALU_PLAIN = 0x2  # 0x4050 of a plain int32 bias (a one-channel conv, or per-layer quantization)
 T4_EW_CLAMP_MIN = 0x4088  # the element-wise stage's lower clamp: 0 (a Relu after the residual add) or INT32_MIN
 T4_BN_CFG = 0x4060
-#: the ``BN_CFG`` values observed per fused activation (Clip: from 0, shifted; :mod:`.t4act`)
 T4_BN_LUT = 0x20000  # the conv output indexes the lookup table (rk3588: BN_LUT)
+#: the ``BN_CFG`` values observed per fused activation (Clip: from 0, shifted; :mod:`.t4act`)
 T4_BN_CFG_OF = {None: (0x13,), "Relu": (0x12,), "Add": (0x13,), "AddRelu": (0x13,), "Clip": (0x12, 0x20010),
                 "LeakyRelu": (0x22,),
                 **{lut: (T4_BN_LUT,) for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")}}
@@ -257,7 +257,8 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     if cfg not in T4_BN_CFG_OF[activation]:
         raise refuse("BN_CFG", T4_BN_CFG, cfg, f"{' or '.join(hex(v) for v in T4_BN_CFG_OF[activation])} for "
                      f"{activation or 'a plain conv'}")
-    ew_cfg, ew_expected = reg(T4_EW_CFG, "EW_CFG"), T4_EW_CFG_OF.get(activation, T4_EW_CFG_OF.get(cfg, T4_EW_CFG_PLAIN))
+    ew_cfg = reg(T4_EW_CFG, "EW_CFG")
+    ew_expected = T4_EW_CFG_OF.get(activation, T4_EW_CFG_OF.get(cfg, T4_EW_CFG_PLAIN))
     if ew_cfg != ew_expected:
         raise refuse("EW_CFG", T4_EW_CFG, ew_cfg,
                      f"{ew_expected:#x} for {activation or 'a plain conv'} (BN_CFG {cfg:#x})")

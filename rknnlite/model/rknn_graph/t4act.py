@@ -1,4 +1,6 @@
-"""Fused Clip, LeakyRelu and HardSigmoid of RKNPU "t4" files (rk3562).
+"""Fused activations and lookup tables of RKNPU "t4" files (rk3562): Clip, LeakyRelu and (fp16)
+HardSigmoid from registers (:func:`t4_activation`), int8 lookup-table convs
+(:func:`t4_lut_stage`) and standalone lookup-table ops (:func:`t4_lut_task`).
 
 rk3562's DPU map is neither rk3588's nor rk3576's (``docs/vendor-format-notes.md`` §1c,
 §1d).  What a fused activation needs was located by converting one conv with different
