@@ -300,7 +300,8 @@ def test_rk3576_standalone_lookup_task_outside_the_observed_layout_is_refused_by
 
 
 @needs_corpus
-@pytest.mark.parametrize("name, old", [("conv_hardsigmoid_rk3576_i8", 0x80011111), ("conv_relu6_rk3576_i8", 0x80011111)])
+@pytest.mark.parametrize("name, old", [("conv_hardsigmoid_rk3576_i8", 0x80011111),
+                                       ("conv_relu6_rk3576_i8", 0x80011111)])
 def test_rk3576_plain_bias_layout_is_refused_by_name(name, old):
     # 0x4050 bits 16..19 = 2: a plain int32 bias (per-layer files; YOLOv8's one-channel DFL conv, whose weight
     # zero point of -128 was read as 0 from a bias block before: 255 steps off), refused
