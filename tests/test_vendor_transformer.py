@@ -242,6 +242,34 @@ def test_matmul_of_another_geometry_is_refused(tmp_path):
         rknnlite.Context(_doctored(tmp_path, "matmul_act_fp16", patch), backend="software")
 
 
+def test_a_matmul_times_a_constant_keeps_its_fused_factor():
+    # (a @ b) * 0.25 compiles to one exMatMul with BSON c_type "mul" and the float32 scalar as a third input (an
+    # attention's 1/sqrt(d); rk3566 has no exSDPAttention). Read without it the output was 4x the simulator's
+    # (max |d| 7.99) in a validated rk3588 file.
+    model = _lowered("matmul_scaled_fp16")
+    nodes = [n for n in model.graph.nodes if n.name.startswith("exMatMul:")]
+    assert [n.op for n in nodes] == ["Transpose", "Transpose", "MatMul", "Mul", "Transpose"]
+    assert model.graph.constants[nodes[3].inputs[1]].tolist() == 0.25
+    (y,), (ref,) = _run("matmul_scaled_fp16")
+    assert np.array_equal(y, ref)
+
+
+def _c_type_add(data: bytearray) -> None:  # the exMatMul's BSON c_type "mul" made "add" (same length)
+    at = data.index(b"mul\0", data.index(b"c_type"))
+    data[at:at + 3] = b"add"
+
+
+@pytest.mark.parametrize("patch, message", [
+    (lambda data: _tensor_bytes(data, "c3").__setitem__(slice(0, 4), struct.pack("<f", 0.3)),
+     r"an exMatMul multiplied by 0.30000001192092896 in an fp16 file; only fp16 files and powers of two"),
+    (_c_type_add, r"c_type 'add' with constant inputs \[\('c3', 'float32', \[1, 1, 1, 1\]\)\]; only 'mul' by one "
+                  r"float32 scalar"),
+])
+def test_a_matmul_factor_outside_the_checked_ones_is_refused(tmp_path, patch, message):
+    with pytest.raises(ModelInvalidError, match=message):
+        rknnlite.Context(_doctored(tmp_path, "matmul_scaled_fp16", patch), backend="software")
+
+
 # -- GELU: exGelu, ConvExGelu -----------------------------------------------------------------------
 
 def test_gelu_is_the_exact_erf_form_after_a_rounded_conv():

@@ -937,11 +937,15 @@ def _linear_case(seed: int = 822, tokens: int = 16, cin: int = 32, cout: int = 4
     return build
 
 
-def _matmul_act(seed: int = 823):
-    """MatMul of two activations (attention scores without the softmax): a (1, 2, 16, 8) @ b (1, 2, 8, 12)."""
+def _matmul_act(seed: int = 823, factor: Optional[float] = None):
+    """MatMul of two activations (attention scores without the softmax): a (1, 2, 16, 8) @ b (1, 2, 8, 12)
+    [times the constant ``factor``, which the compiler fuses into the exMatMul: ``c_type`` "mul"]."""
     def build():
         g = _G(seed)
-        return g.model([("a", (1, 2, 16, 8)), ("b", (1, 2, 8, 12))], [(g.node("MatMul", ["a", "b"])[0], "y")])
+        y = g.node("MatMul", ["a", "b"])[0]
+        if factor is not None:
+            y = g.node("Mul", [y, g.const(np.array(factor, np.float32))])[0]
+        return g.model([("a", (1, 2, 16, 8)), ("b", (1, 2, 8, 12))], [(y, "y")])
     return build
 
 
@@ -1271,6 +1275,9 @@ def _cases() -> List[Case]:
         Case("matmul_act", "a (1, 2, 16, 8) @ b (1, 2, 8, 12), both inputs", _matmul_act(),
              [("a", (1, 2, 16, 8), "normal"), ("b", (1, 2, 8, 12), "normal")],
              purpose="MatMul of two activations (transformers)"),
+        Case("matmul_scaled", "(a (1, 2, 16, 8) @ b (1, 2, 8, 12)) * 0.25, both inputs", _matmul_act(factor=0.25),
+             [("a", (1, 2, 16, 8), "normal"), ("b", (1, 2, 8, 12), "normal")], variants=("fp16",),
+             purpose="an exMatMul with a fused factor (c_type 'mul': an attention's 1/sqrt(d))"),
         Case("linear_gelu", "GELU (Erf form) of Linear 32->64 of x (1, 16, 32) -> y, and of x itself -> z",
              _linear_gelu(), [("x", (1, 16, 32), "normal")], purpose="GELU (transformers)"),
         Case("gather", "Gather(x, [0, 5, 2, 15], axis=1) of x (1, 16, 32), then Linear 32->8", _gather(),

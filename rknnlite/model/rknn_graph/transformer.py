@@ -9,12 +9,12 @@ Each ``lower_*`` function emits the executor nodes of one vendor node on ``lower
 from __future__ import annotations
 
 import re
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
 from .accumulator import emit_codes
-from .graph import VendorNode, VendorTensor
+from .graph import VendorNode, VendorTensor, attr_value
 from .lut import lower_lut_sigmoid
 from .regcmd import TARGET_DPU, node_registers
 
@@ -137,14 +137,43 @@ def lower_matmul(lowering, node: VendorNode) -> None:
         raise lowering.error(f"{node.label}: operands {sa}, {sb} -> {so}; (H, K, 1, M), (H, K, 1, N) -> (H, M, 1, N) "
                          "was expected")
     step = lowering.float_steps(node, lowering.names[out.index])
+    factor = _matmul_factor(lowering, node, quantized)
     if quantized:
         a, b, unit = _int8_matmul_operands(lowering, node, ta, tb, out, a, b, step)
     product = step("MatMul", [step("Transpose", [a], {"perm": [0, 2, 3, 1]}, "a_t"),
                               step("Transpose", [b], {"perm": [0, 2, 1, 3]}, "b_t")], {}, "product")
+    if factor is not None:  # a power of two: exact before the rounding as after it
+        product = step("Mul", [product, lowering.constant(f"{lowering.names[out.index]}__factor",
+                                                          np.array(factor, np.float32), keep_float=True)], {},
+                       "factored")
     if quantized:  # the accumulator in real units; the executor requantizes it to the output's grid
         product = step("Mul", [product, lowering.constant(f"{lowering.names[out.index]}__unit", np.array(unit, np.float32),
                                                       keep_float=True)], {}, "scaled")
     lowering.emit(node, "Transpose", [product], {"perm": [0, 2, 1, 3]})
+
+
+def _matmul_factor(lowering, node: VendorNode, quantized: bool) -> Optional[float]:
+    """The constant an exMatMul multiplies its product by (BSON ``c_type`` = ``"mul"`` and a
+    float32 scalar input: an attention's ``1/sqrt(d)`` that the compiler fused, e.g. on rk3566,
+    which has no exSDPAttention), or ``None``.  Only fp16 files and powers of two (exact in any
+    order with the float16 rounding) were checked against the simulator; anything else is
+    refused by name, as is any other ``c_type``."""
+    c_type = attr_value(node, "c_type")
+    if c_type is None:
+        return None
+    constants = [t for t in (lowering.tensor(i, node) for i in node.inputs[2:]) if t.kind in ("const", "shape")]
+    if c_type != "mul" or len(constants) != 1 or constants[0].dtype != "float32" or \
+            int(np.prod(constants[0].shape)) != 1:
+        raise lowering.error(f"{node.label}: c_type {c_type!r} with constant inputs "
+                             f"{[(t.name, t.dtype, list(t.shape)) for t in constants]}; only 'mul' by one float32 "
+                             "scalar was decoded")
+    factor = float(np.frombuffer(bytes(lowering.vf.tensor_data(lowering.sg, constants[0]))[:4], "<f4")[0])
+    mantissa, _ = np.frexp(factor)
+    if quantized or not (factor > 0 and mantissa == 0.5):
+        raise lowering.error(f"{node.label}: an exMatMul multiplied by {factor!r} in an "
+                             f"{'int8' if quantized else 'fp16'} file; only fp16 files and powers of two were checked "
+                             "against the simulator")
+    return factor
 
 
 def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: VendorTensor, out: VendorTensor,
