@@ -1389,6 +1389,18 @@ def test_rk3562_int8_fused_activations_not_decoded_are_named(tmp_path):
         requant_t4({}, "here", "Gelu")
 
 
+def test_a_softmax_whose_bson_axis_is_not_its_parameter_table_s_is_refused(tmp_path):
+    # exSoftmax13 holds its axis twice (parameter table and BSON); the lowering reads the table and checks the BSON
+    def axis_2(data: bytearray) -> None:
+        needle = b"\x03axis\x00\x1d\x00\x00\x00\x02dtype\x00\x02\x00\x00\x00i\x00\x10value\x00\x01\x00\x00\x00"
+        assert data.count(needle) == 1
+        at = data.index(needle) + len(needle) - 4
+        data[at:at + 4] = struct.pack("<i", 2)
+
+    with pytest.raises(ModelInvalidError, match=r"exSoftmax13 .*BSON axis 2 is not the parameter table's 1"):
+        rknnlite.Context(_doctored_corpus(tmp_path, "softmax_fp16", axis_2), backend="software")
+
+
 def test_rk3562_fused_activation_parameters_come_from_its_registers():
     # activation_ops: Clip(0, 6) twice (BN_CFG 0x12, the second on a depthwise conv), LeakyRelu(0.1) (0x22,
     # slope in 0x4068's high half), Clip(-1, 2) (0x20010: the shifted clamp) and, fp16, HardSigmoid(0.3, 0.4)

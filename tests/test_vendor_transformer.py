@@ -270,6 +270,18 @@ def test_a_matmul_factor_outside_the_checked_ones_is_refused(tmp_path, patch, me
         rknnlite.Context(_doctored(tmp_path, "matmul_scaled_fp16", patch), backend="software")
 
 
+def test_a_bson_attribute_the_lowering_does_not_read_is_refused(tmp_path):
+    # every op's BSON names are checked against those its lowering reads (lower._BSON_ATTRIBUTES): an
+    # attribute nothing reads would be dropped, as exMatMul's c_type was; here c_type renamed c_typf
+    def rename(data: bytearray) -> None:
+        at = data.index(b"c_type\0")
+        data[at:at + 6] = b"c_typf"
+
+    with pytest.raises(ModelInvalidError, match=r"BSON attribute\(s\) \['c_typf'\] of a exMatMul, whose meaning the "
+                                                r"lowering does not read \(it reads \['c_type'\]\)"):
+        rknnlite.Context(_doctored(tmp_path, "matmul_scaled_fp16", rename), backend="software")
+
+
 # -- GELU: exGelu, ConvExGelu -----------------------------------------------------------------------
 
 def test_gelu_is_the_exact_erf_form_after_a_rounded_conv():

@@ -150,6 +150,18 @@ _RESIZE_COORDS = ("asymmetric", "half_pixel", "align_corners", "pytorch_half_pix
 _RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 #: Pad modes the lowering runs (the vendor stores ONNX's mode string; "wrap" was never built)
 _PAD_MODES = ("constant", "reflect", "edge")
+#: the BSON attribute names each op's lowering reads or checks (the union of those the corpus and the
+#: coverage builds hold, less int8 exSDPAttention's quantization, which is refused; Reshape's
+#: allowzero cannot matter: the output shape is the tensor's); any other name is refused by name
+#: rather than silently dropped
+_BSON_ATTRIBUTES: Dict[str, FrozenSet[str]] = {op: frozenset(names.split()) for op, names in {
+    "ArgMax": "axis keepdims select_last_index", "AveragePool": "kernel_shape pads strides", "Concat": "axis",
+    "Conv": "auto_pad dilations group kernel_shape pads strides",
+    "ConvTranspose": "auto_pad dilations group kernel_shape pads strides", "Gather": "axis",
+    "MaxPool": "auto_pad ceil_mode dilations kernel_shape pads strides", "Pad": "mode", "Reshape": "allowzero",
+    "Resize": "coordinate_transformation_mode mode nearest_mode", "Split": "axis", "Transpose": "perm",
+    "exDataConvert": "i_dtype o_dtype", "exMatMul": "c_type", "exNorm": "axes eps mode", "exSDPAttention": "scale",
+    "exSoftmax13": "axis"}.items()}
 _ACTIVATION_KINDS = ("input", "output", "activation")
 _WEIGHT_KINDS = ("const", "generated")
 _IDENTITY_TOLERANCE = 1e-3
@@ -516,15 +528,25 @@ class _Lowering:
         elif node.op == "Resize":
             self.resize(node)
         elif node.op == "exSoftmax13":
-            self.emit(node, "Softmax", self.activation_inputs(node, 1, 1), {"axis": int(node.params.get("axis", 1))})
+            axis = int(node.params.get("axis", 1))
+            if attr_value(node, "axis", axis) != axis:
+                raise self.error(f"{node.label}: BSON axis {attr_value(node, 'axis')} is not the parameter table's "
+                                 f"{axis}")
+            self.emit(node, "Softmax", self.activation_inputs(node, 1, 1), {"axis": axis})
         elif node.op == "Reshape":
             self.reshape(node)
         elif node.op == "exDataConvert":
             self.data_convert(node)
         elif node.op in self.custom:
             self.custom_node(node)
+            return  # a custom op's attributes are its implementation's to read
         else:  # _check_ops let an op through that nothing lowers
             raise self.error(f"vendor op type {node.op!r} ({node.label}) has no lowering")
+        if node.op not in ("InputOperator", "OutputOperator"):
+            unread = sorted(set(node.attrs) - _BSON_ATTRIBUTES.get(node.op, frozenset()))
+            if unread:  # e.g. exMatMul's c_type, which a lowering that does not read it would drop
+                raise self.error(f"{node.label}: BSON attribute(s) {unread} of a {node.op}, whose meaning the lowering "
+                                 f"does not read (it reads {sorted(_BSON_ATTRIBUTES.get(node.op, ())) or 'none'})")
 
     # -- helpers -----------------------------------------------------------------------------
 
