@@ -101,6 +101,27 @@ def _json_probe(code: str, *args, env=None, timeout: float = 120) -> dict:
     return json.loads(out.stdout)
 
 
+#: Python source for the Ctrl-C probes: ``interrupt_while_retaking(cond, errors)`` waits until a
+#: thread waits on ``cond``, holds its lock and wakes it, then sends this process SIGINT while that
+#: thread waits to take the lock back; an exception leaving the ``with`` block (the lock released
+#: under it) goes to ``errors``
+CTRL_C_WHILE_RETAKING = r"""
+import os, signal, time
+
+def interrupt_while_retaking(cond, errors):
+    try:
+        while not cond._waiters:
+            time.sleep(0.01)
+        with cond:
+            cond.notify_all()  # the waiter wakes and waits to take the lock back ...
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGINT)  # ... when Ctrl-C arrives
+            time.sleep(0.3)
+    except BaseException as e:
+        errors.append(repr(e))
+"""
+
+
 def _ctrl_c_probe(code: str, *args, timeout: float = 60.0) -> dict:
     """Run ``code`` (it sends itself SIGINT) in a fresh interpreter that imports this checkout, with
     SIGINT at its default disposition: a run started in the background (``cmd &``) has SIGINT

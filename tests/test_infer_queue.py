@@ -18,7 +18,7 @@ from rknnlite.model.graph import Node
 from rknnlite.model.spec import TensorSpec
 from rknnlite.pipeline import AsyncInferQueue
 
-from conftest import THREAD_LIMIT as LIMIT  # noqa: E402
+from conftest import CTRL_C_WHILE_RETAKING, THREAD_LIMIT as LIMIT  # noqa: E402
 
 
 class Gate:
@@ -315,8 +315,8 @@ def test_wait_all_timeout(gate_model):
 
 # Ctrl-C while wait_all waits to take the queue's lock back (another thread holds it): over a plain Lock
 # the KeyboardInterrupt left wait() without the lock, and the with block released the other thread's hold
-INTERRUPTED_REACQUIRE_SCRIPT = r"""
-import json, os, signal, sys, threading, time
+INTERRUPTED_REACQUIRE_SCRIPT = CTRL_C_WHILE_RETAKING + r"""
+import json, sys, threading
 import numpy as np
 from rknnlite.pipeline import AsyncInferQueue
 
@@ -324,21 +324,8 @@ q = AsyncInferQueue(open(sys.argv[1], "rb").read(), jobs=1)
 release = threading.Event()
 q.set_callback(lambda result, userdata: release.wait())  # the inference stays pending until released
 errors = []
-
-def hold_the_lock_while_interrupting():
-    try:
-        while not q._cond._waiters:  # the main thread waits in wait_all
-            time.sleep(0.01)
-        with q._cond:
-            q._cond.notify_all()  # it wakes and waits to take the lock back ...
-            time.sleep(0.2)
-            os.kill(os.getpid(), signal.SIGINT)  # ... when Ctrl-C arrives
-            time.sleep(0.3)
-    except BaseException as e:  # leaving the with block: the lock must still have been ours
-        errors.append(repr(e))
-    release.set()
-
-helper = threading.Thread(target=hold_the_lock_while_interrupting)
+# wait_all waits on the queue's condition; the inference is released once Ctrl-C has come
+helper = threading.Thread(target=lambda: (interrupt_while_retaking(q._cond, errors), release.set()))
 helper.start()
 q.start_async([np.zeros((1, 8, 8, 4), np.float32)])
 interrupted = False

@@ -17,7 +17,7 @@ import rknnlite
 from rknnlite.errors import InvalidParamError, RKNNTimeoutError
 from rknnlite.pipeline import AsyncInferQueue, Carry, FrameError, Pipeline, PipelineClosedError, Result
 
-from conftest import THREAD_LIMIT as LIMIT  # noqa: E402
+from conftest import CTRL_C_WHILE_RETAKING, THREAD_LIMIT as LIMIT  # noqa: E402
 
 
 class Gate:
@@ -455,27 +455,14 @@ def test_keyboard_interrupt_while_blocked_in_push_closes_cleanly(ctrl_c_probe):
 # Ctrl-C while push waits to take the pipeline's lock back (another thread holds it): a Condition over a
 # plain Lock re-acquires it with an interruptible acquire, so the KeyboardInterrupt left wait() without the
 # lock and the with block released the other thread's hold (a worker then died on its own release and
-# close() waited forever: the CI hang of test_keyboard_interrupt_while_blocked_in_push_closes_cleanly)
-INTERRUPTED_REACQUIRE_SCRIPT = r"""
-import json, os, signal, threading, time
+# close() could wait forever)
+INTERRUPTED_REACQUIRE_SCRIPT = CTRL_C_WHILE_RETAKING + r"""
+import json, threading
 from rknnlite.pipeline import Pipeline
 
 pipe = Pipeline(lambda k: k, maxsize=1)
 errors = []
-
-def hold_the_lock_while_interrupting():
-    try:
-        while not pipe._space._waiters:  # the main thread waits for room
-            time.sleep(0.01)
-        with pipe._lock:
-            pipe._space.notify()  # it wakes and waits to take the lock back ...
-            time.sleep(0.2)
-            os.kill(os.getpid(), signal.SIGINT)  # ... when Ctrl-C arrives
-            time.sleep(0.3)
-    except BaseException as e:  # leaving the with block: the lock must still have been ours
-        errors.append(repr(e))
-
-helper = threading.Thread(target=hold_the_lock_while_interrupting)
+helper = threading.Thread(target=interrupt_while_retaking, args=(pipe._space, errors))  # push waits for room
 helper.start()
 interrupted = False
 try:
