@@ -309,3 +309,21 @@ def test_rk3576_plain_bias_layout_is_refused_by_name(name, old):
     with pytest.raises(ModelInvalidError, match=r"BS_ALU_CFG \(0x4050\) = 0x80021111 on an rk3576/rv1126b int8 conv: "
                                                 r"a plain int32 bias"):
         rknnlite.Context(raw, backend="software")
+
+
+@needs_corpus
+def test_rk3576_hard_swish_convs_run_from_the_file_s_tables():
+    # with the slopes beyond the tables decoded, rk3576's int8 ConvHardSwish runs its own table (the exact
+    # function matched 90.6 % of hardswish_ops' first output exactly, the table 97.5 %)
+    name = "hardswish_ops_rk3576_i8"
+    loaded = load_model(str(CORPUS / f"{name}.rknn"))
+    model = vendor_lower.lower_rockchip(loaded.payload, loaded.model)
+    # the two HardSwish convs (a linear slope above their tables) and the HardSigmoid gate (none)
+    tables = [n.attrs["lo_oflow_slope"] for n in model.graph.nodes if n.op == "VendorLutActivation"]
+    assert len(tables) == 3 and sum(slope > 0 for slope in tables) == 2
+    data = corpus_arrays(name)
+    with rknnlite.Context(str(CORPUS / f"{name}.rknn"), backend="software") as ctx:
+        y = ctx.run([data["in0"]], data_format="nchw")[0]
+    ref = data["out0"].reshape(y.shape)
+    step = float(np.min(np.diff(np.unique(ref))))
+    assert np.mean(np.abs(y - ref) < step / 2) >= 0.97
