@@ -73,7 +73,7 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
-from .regcmd import TARGET_DPU, Requant, dpu_reader, node_registers, shortest_decimal
+from .regcmd import TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers, shortest_decimal
 
 __all__ = ["f2_activation", "f2_bias_layout", "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero",
            "hard_sigmoid_of", "shifted_clamp", "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS"]
@@ -98,10 +98,6 @@ _BN_BYTES = 32
 #: how far the register unit may be from s_in * max s_w (the stored fp16 scales) before the
 #: registers are taken not to be the map decoded here
 _UNIT_TOLERANCE = 1e-2
-
-
-def _i32(bits: int) -> int:
-    return bits - (1 << 32) if bits >= 1 << 31 else bits
 
 
 #: BS_ALU_CFG 0x4050 bits 16..19: 1 per-channel bias blocks (0x80011011, 0x80011111; depthwise
@@ -151,10 +147,10 @@ def f2_activation(lowering, node, x, out, w, b, channels: int) -> Dict[str, floa
                                  "in docs/vendor-format-notes.md §1b were decoded", op="load")
 
     cfg, mode = reg(F2_ACT_CFG), reg(_CLAMP_MODE)
-    lo_reg, hi_reg = (_i32(reg(a)) for a in _CLAMP)
-    if tuple(_i32(reg(a)) for a in _CLAMP_AGAIN) != (lo_reg, hi_reg):
+    lo_reg, hi_reg = (i32(reg(a)) for a in _CLAMP)
+    if tuple(i32(reg(a)) for a in _CLAMP_AGAIN) != (lo_reg, hi_reg):
         raise refuse(f"the second clamp pair {[hex(reg(a)) for a in _CLAMP_AGAIN]} is not the first")
-    add_back = _i32(reg(_EW_ADD))
+    add_back = i32(reg(_EW_ADD))
     bn = _bn_words(lowering, out)
     if node.op == "ConvLeakyRelu":
         if cfg != _ACT_LEAKY or mode != _MODE_PLAIN or (lo_reg, hi_reg) != (_INT_MIN, _INT_MAX) or add_back:
@@ -215,7 +211,7 @@ def _register_unit(lowering, node, x, out, w, channels: int, reg, where: str) ->
     and against ``s_in * max s_w`` from the stored weight scales."""
     offset, scale, shift = (reg(a) for a in F2_OUT_CVT)
     qo, qi = lowering.activation_quant(out), lowering.activation_quant(x)
-    if _i32(offset) != qo.zero_point[0] or not 0 < scale < 1 << 16 or shift >= 64:
+    if i32(offset) != qo.zero_point[0] or not 0 < scale < 1 << 16 or shift >= 64:
         raise ModelInvalidError(
             f"{where}: OUT_CVT {offset:#x}/{scale:#x}/{shift:#x} (0x40ac/0x40b0/0x40b4) is not (the output's zero "
             f"point {qo.zero_point[0]}, a 16-bit scale, a shift); the rk3576 register map is not the one decoded",
@@ -243,7 +239,7 @@ def _fp16_hard_sigmoid(lowering, node, out, regs, refuse) -> Dict[str, float]:
     if words is None:
         raise refuse(f"no index-map tensor {name!r}")
     bits = words.view("<u4")
-    add, scale = _f32(int(bits[0])), float(np.frombuffer(struct.pack("<H", int(bits[8]) & 0xFFFF), "<f2")[0])
+    add, scale = f32(int(bits[0])), float(np.frombuffer(struct.pack("<H", int(bits[8]) & 0xFFFF), "<f2")[0])
     if bits[4] != bits[0] or bits[8] >> 16 or not (np.isfinite(add) and np.isfinite(scale) and scale > 0) or \
             np.any(np.delete(bits, (0, 4, 8))):
         raise refuse(f"the index-map words {[hex(v) for v in bits.tolist()]} are not A (float32), 0, 0, 0, A, 0, 0, 0, "
@@ -261,10 +257,6 @@ def hard_sigmoid_of(add: float, scale: float) -> Dict[str, float]:
     ulps = 2 * float(np.spacing(np.float32(abs(add)))) if add else 0.0
     beta = shortest_decimal(0.5 + add * alpha, lambda b: abs(float(np.float32((b - 0.5) / alpha)) - add) <= ulps)
     return {"alpha": alpha, "beta": beta}
-
-
-def _f32(bits: int) -> float:
-    return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
 def _mirrored(bits: int) -> int:
@@ -324,7 +316,7 @@ def f2_fp16_activation(lowering, node, out) -> Dict[str, float]:
             raise refuse(f"the slope tensor {name!r} starts {words.tolist()}, not one positive float16 slope then "
                          "zeros")
         return {"alpha": slope}
-    lo, hi = (_f32(v) for v in second)
+    lo, hi = (f32(v) for v in second)
     if cfg != _ACT_CLAMP or not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
         raise refuse("not the clamp layout (ACT_CFG 0x902, finite float32 bounds lo <= hi)")
     if first != tuple(_mirrored(v) for v in second):
@@ -372,7 +364,7 @@ def _table_stage(lowering, out, regs, tables: LutTables, refuse, where: str) -> 
     spacing = (info >> 8) & 0xFF
     if info & ~0xFFFF00 or (info >> 16) & 0xFF != spacing or not 0 < spacing < 16:
         raise refuse(f"LUT_INFO 0x410c = {info:#x} is not one entry spacing 2^k in bits 8..15 and 16..23")
-    starts, ends = {_i32(reg(a)) for a in _LUT_START}, {_i32(reg(a)) for a in _LUT_END}
+    starts, ends = {i32(reg(a)) for a in _LUT_START}, {i32(reg(a)) for a in _LUT_END}
     if len(starts) != 1 or len(ends) != 1:
         raise refuse(f"the range registers 0x4110..0x411c {sorted(starts)} / 0x4140..0x414c {sorted(ends)} are not "
                      "one start and one end, four times each")
@@ -384,7 +376,7 @@ def _table_stage(lowering, out, regs, tables: LutTables, refuse, where: str) -> 
         if any(reg(a) != _pair(scale) for a in scales) or reg(shifts) != shift * 0x01010101 or shift > 31:
             raise refuse(f"the {name} slope registers {[hex(reg(a)) for a in (*scales, shifts)]} are not one 16-bit "
                          "scale and one shift, four copies each")
-        slopes.append((scale - (1 << 16) if scale >= 1 << 15 else scale) / float(1 << shift))
+        slopes.append(i16(scale) / float(1 << shift))
     stage_words = _cfg_words(lowering, f"{out.name}_BnCfg_BNcfgTensor", where)
     if stage_words is None:
         raise refuse(f"no index-map tensor {out.name + '_BnCfg_BNcfgTensor'!r}")
@@ -405,7 +397,7 @@ def _out_cvt(reg, refuse, ew_input: bool) -> Tuple[int, int, int]:
     if scale & ~0xFFFF != flag or not 0 < scale & 0xFFFF or out_shift >= 64:
         raise refuse(f"OUT_CVT scale/shift {scale:#x}/{out_shift:#x} (0x40b0/0x40b4) are not a 16-bit scale"
                      f"{' with bit 16 set' if ew_input else ''} and a shift")
-    return _i32(offset), scale & 0xFFFF, out_shift
+    return i32(offset), scale & 0xFFFF, out_shift
 
 
 def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requant]:

@@ -37,7 +37,7 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .accumulator import Accumulator, emit_accumulator, emit_codes
-from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Requant, Task, dpu_reader,
+from .regcmd import (BN_LUT, REG_BN_ADD, REG_BN_CFG, REG_BN_MUL, TARGET_DPU, Requant, Task, dpu_reader, i16, i32,
                      node_registers, requant_of, task_writes)
 
 __all__ = ["LutTables", "LutStage", "read_lut_tables", "lut_stage", "lut_attrs", "table_problem", "lower_lut_conv",
@@ -83,14 +83,6 @@ class LutStage:
     lo_oflow_slope: float
 
 
-def _i32(bits: int) -> int:
-    return bits - (1 << 32) if bits >= 1 << 31 else bits
-
-
-def _i16(bits: int) -> int:
-    return bits - (1 << 16) if bits >= 1 << 15 else bits
-
-
 def read_lut_tables(regcmd, tasks: List[Task], node_index: int, where: str) -> LutTables:
     """The LE and LO tables of node ``node_index``: written to ``0x4104`` after ``0x4100`` =
     0x20000 (LE) / 0x30000 (LO) by its first task that loads them, or (rk3566, whose tasks hold
@@ -120,7 +112,7 @@ def read_lut_tables(regcmd, tasks: List[Task], node_index: int, where: str) -> L
                 if value >> 15 not in (0, 0x1FFFF):
                     raise ModelInvalidError(f"{where}: LUT entry {len(tables[current])} of table "
                                             f"{current >> 16 & 1} is {value:#x}, not a sign-extended int16", op="load")
-                tables[current].append(_i16(value & 0xFFFF))
+                tables[current].append(i16(value & 0xFFFF))
         if set(tables) == {_WRITE_LE, _WRITE_LO}:
             return LutTables(np.array(tables[_WRITE_LE], np.int16), np.array(tables[_WRITE_LO], np.int16))
     if tables:
@@ -167,7 +159,7 @@ def lut_stage(regs: Dict[Tuple[int, int], int], where: str, bn_cfg: int = BN_LUT
     le_select, lo_select = (info >> 8) & 0xFF, (info >> 16) & 0xFF
     if info & ~0xFFFF00 or le_select != lo_select or not 0 < le_select < 16:
         raise refuse(REG_LUT_INFO, "one entry spacing 2^k for both tables in bits 8..15 and 16..23")
-    le_start, le_end, lo_start, lo_end = (_i32(reg(a)) for a in (REG_LE_START, REG_LE_END, REG_LO_START, REG_LO_END))
+    le_start, le_end, lo_start, lo_end = (i32(reg(a)) for a in (REG_LE_START, REG_LE_END, REG_LO_START, REG_LO_END))
     if not le_start < le_end == lo_start < lo_end:
         raise ModelInvalidError(f"{where}: LUT ranges LE [{le_start}, {le_end}] and LO [{lo_start}, {lo_end}] are not "
                                 "two adjacent ascending ranges (the observed layout)", op="load")
@@ -180,9 +172,9 @@ def lut_stage(regs: Dict[Tuple[int, int], int], where: str, bn_cfg: int = BN_LUT
         raise refuse(REG_LO_SLOPE_SCALE, "no LO underflow slope")
     if le_shift & ~0x3FF or lo_shift & ~0x3FF:
         raise refuse(REG_LE_SLOPE_SHIFT if le_shift & ~0x3FF else REG_LO_SLOPE_SHIFT, "two 5-bit shifts")
-    return LutStage(bits >> 16, _i32(reg(REG_BN_ADD)), (bits >> 8) & 0xFF, le_start, le_end, lo_start, lo_end,
-                    le_select, _i16(le_scale & 0xFFFF) / float(1 << (le_shift & 0x1F)),
-                    _i16(lo_scale >> 16) / float(1 << ((lo_shift >> 5) & 0x1F)))
+    return LutStage(bits >> 16, i32(reg(REG_BN_ADD)), (bits >> 8) & 0xFF, le_start, le_end, lo_start, lo_end,
+                    le_select, i16(le_scale & 0xFFFF) / float(1 << (le_shift & 0x1F)),
+                    i16(lo_scale >> 16) / float(1 << ((lo_shift >> 5) & 0x1F)))
 
 
 def table_problem(le_entries: int, lo_entries: int, le_start: int, le_end: int, lo_start: int, lo_end: int,

@@ -32,8 +32,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 from ...errors import ModelInvalidError
 
 __all__ = ["Task", "Requant", "read_tasks", "node_registers", "task_writes", "dpu_reader", "requant_of", "requant_t4",
-           "fused_activation", "shortest_decimal", "TARGET_CNA", "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT",
-           "BN_LUT_LITE"]
+           "fused_activation", "shortest_decimal", "f32", "i16", "i32", "TARGET_CNA", "TARGET_DPU",
+           "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE"]
 
 TASK_SIZE = 40
 _TASK = struct.Struct("<8IQ")
@@ -184,7 +184,7 @@ def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
                                     f"bias blocks (BS_ALU_CFG {alu_cfg:#x}) were never observed", op="load")
         # A 16-bit field: a zero point of 14 is written 0xfff2, not 0xfffffff2.
         operand = reg(REG_BS_ALU_SRC, 0xFFFF, "BS_ALU_SRC")
-        weight_zp = -(operand - (1 << 16) if operand >= 1 << 15 else operand)
+        weight_zp = -i16(operand)
     return Requant(scale, shift, mul_shift, offset, blocks, weight_zp)
 
 
@@ -288,10 +288,9 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         raise refuse("OUT_CVT_SHIFT", T4_OUT_CVT[2], shift, "a 6-bit shift")
     if plain:
         operand = mul_cfg & 0xFFFF
-        return Requant(scale & 0xFFFF, shift, None, _i32(offset), False,
-                       -(operand - (1 << 16) if operand >= 1 << 15 else operand))
+        return Requant(scale & 0xFFFF, shift, None, i32(offset), False, -i16(operand))
     mul_shift = ((mul_cfg >> 16) & 0x3F) - (_T4_LEAKY_SLOPE_BITS if leaky else 0)
-    return Requant(scale & 0xFFFF, shift, mul_shift, _i32(offset), True, 0)
+    return Requant(scale & 0xFFFF, shift, mul_shift, i32(offset), True, 0)
 
 
 def shortest_decimal(value: float, stored) -> float:
@@ -305,12 +304,19 @@ def shortest_decimal(value: float, stored) -> float:
     return value
 
 
-def _f32(bits: int) -> float:
+def f32(bits: int) -> float:
+    """A 32-bit register word read as a float32."""
     return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
-def _i32(bits: int) -> int:
+def i32(bits: int) -> int:
+    """A 32-bit register word read as a signed int32."""
     return bits - (1 << 32) if bits >= 1 << 31 else bits
+
+
+def i16(bits: int) -> int:
+    """A 16-bit register field read as a signed int16."""
+    return bits - (1 << 16) if bits >= 1 << 15 else bits
 
 
 def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
@@ -334,7 +340,7 @@ def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
     reg = dpu_reader(regs, where)
 
     def real(address: int) -> float:
-        return _f32(reg(address)) if unit is None else _i32(reg(address)) * unit
+        return f32(reg(address)) if unit is None else i32(reg(address)) * unit
 
     cfg = reg(REG_BN_CFG)
     if op == "ConvHardSigmoid" and cfg == lut_cfg and unit is None:
@@ -342,7 +348,7 @@ def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
         if bits & 0xFFFF == 0:
             scale = struct.unpack("<e", struct.pack("<H", bits >> 16))[0]
             if scale > 0:
-                return {"lut_scale": float(scale), "lut_offset": _f32(reg(REG_BN_ADD))}
+                return {"lut_scale": float(scale), "lut_offset": f32(reg(REG_BN_ADD))}
     elif op == "ConvLeakyRelu" and cfg == _BN_LEAKY:
         bits = reg(REG_BN_MUL)
         if bits & 0xFFFF == 0:

@@ -37,8 +37,8 @@ import numpy as np
 from ...errors import ModelInvalidError
 from .f2act import clamp_from_zero, hard_sigmoid_of, shifted_clamp
 from .lut import LutStage, lut_stage
-from .regcmd import (T4_BN_LUT, T4_OUT_CVT, T4_OUT_CVT_RESIDUAL, TARGET_DPU, Requant, dpu_reader, node_registers,
-                     requant_t4, shortest_decimal)
+from .regcmd import (T4_BN_LUT, T4_OUT_CVT, T4_OUT_CVT_RESIDUAL, TARGET_DPU, Requant, dpu_reader, f32, i32,
+                     node_registers, requant_t4, shortest_decimal)
 
 __all__ = ["t4_activation", "t4_lut_stage", "t4_lut_task", "T4_CLAMP", "T4_CLAMP_SHIFTED", "T4_LEAKY", "T4_LUT_CFG"]
 
@@ -53,16 +53,8 @@ _MUL_ONE = 1 << 14
 T4_LUT_CFG = 0x160
 
 
-def _f32(bits: int) -> float:
-    return struct.unpack("<f", struct.pack("<I", bits))[0]
-
-
 def _f16(bits: int) -> float:
     return float(np.frombuffer(struct.pack("<H", bits & 0xFFFF), "<f2")[0])
-
-
-def _i32(bits: int) -> int:
-    return bits - (1 << 32) if bits >= 1 << 31 else bits
 
 
 def t4_activation(lowering, node, x, out, b, unit) -> Dict[str, float]:
@@ -102,7 +94,7 @@ def t4_activation(lowering, node, x, out, b, unit) -> Dict[str, float]:
             raise refuse("not the LeakyRelu layout (BN_CFG 0x22, a positive slope in 0x4068's high half, no clamp)")
         return {"alpha": slope}
     if node.op == "ConvHardSigmoid" and not int8:
-        scale, offset = _f16(mul_bits >> 16), _f32(add)
+        scale, offset = _f16(mul_bits >> 16), f32(add)
         if cfg != _HARD_SIGMOID or clamp != _NO_CLAMP or shift or mul_bits & 0xFFFF or \
                 not (np.isfinite(offset) and np.isfinite(scale) and scale > 0):
             raise refuse("not the HardSigmoid index layout (BN_CFG 0x20000, A float32 in 0x4064, M float16 in "
@@ -113,21 +105,21 @@ def t4_activation(lowering, node, x, out, b, unit) -> Dict[str, float]:
     if mul_bits:
         raise refuse("BN_MUL is not 0 (a clamp layout)")
     if int8:
-        lo_reg, hi_reg = (_i32(v) for v in clamp)
+        lo_reg, hi_reg = (i32(v) for v in clamp)
         if lo_reg != 0 or not 0 < hi_reg < (1 << 31) - 1:
             raise refuse("not a clamp from 0 to a positive CLAMP_MAX")
         if cfg == T4_CLAMP and not add and not shift:
             _, _, mul = lowering.bias_blocks(node, x, out, b, out.shape[1])
             return clamp_from_zero(hi_reg, unit, mul, refuse)
-        if cfg == T4_CLAMP_SHIFTED and _i32(shift) == -_i32(add):
-            return shifted_clamp(_i32(shift), hi_reg, unit)
+        if cfg == T4_CLAMP_SHIFTED and i32(shift) == -i32(add):
+            return shifted_clamp(i32(shift), hi_reg, unit)
         raise refuse("not a clamp layout (BN_CFG 0x12, or 0x20010 with EW_ADD = -BN_ADD)")
-    lo, hi = (_f32(v) for v in clamp)
+    lo, hi = (f32(v) for v in clamp)
     if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
         raise refuse("the clamp pair is not finite float32 bounds lo <= hi")
     if cfg == T4_CLAMP and not add and not shift and lo == 0:
         return {"min": 0.0, "max": hi}
-    before = _f32(shift)  # the value added before the clamp, -lo; BN_ADD adds it back
+    before = f32(shift)  # the value added before the clamp, -lo; BN_ADD adds it back
     if cfg == T4_CLAMP_SHIFTED and lo == 0 and np.isfinite(before) and add == struct.unpack(
             "<I", struct.pack("<f", -before))[0]:
         low = shortest_decimal(-before, lambda v: float(np.float32(-v)) == before)
@@ -188,4 +180,4 @@ def t4_lut_task(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[LutStage,
                                 op="load")
     stage = lut_stage(regs, where, T4_BN_LUT, (T4_LUT_CFG,))
     return (replace(stage, index_add=stage.index_add * stage.index_mul),
-            Requant(scale & 0xFFFF, shift, None, _i32(offset), False, 0))
+            Requant(scale & 0xFFFF, shift, None, i32(offset), False, 0))

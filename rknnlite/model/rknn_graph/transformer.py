@@ -16,7 +16,7 @@ import numpy as np
 from .accumulator import emit_codes
 from .graph import VendorNode, VendorTensor, attr_value
 from .lut import lower_lut_sigmoid
-from .regcmd import TARGET_DPU, node_registers
+from .regcmd import TARGET_DPU, i16, node_registers
 
 __all__ = ["float_values", "lower_gather", "lower_gelu", "lower_layer_norm", "lower_matmul"]
 
@@ -25,10 +25,6 @@ _ACTIVATION_KINDS = ("input", "output", "activation")
 _TARGET_CNA = 0x0201
 _REG_CNA_CVT_CON0 = 0x104C
 _REG_CNA_CVT_SCALES = (0x1050, 0x1054, 0x1058, 0x105C)
-
-
-def _signed16(value: int) -> int:
-    return value - (1 << 16) if value >= 1 << 15 else value
 
 
 def _signed32(value: int) -> int:
@@ -205,14 +201,14 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
         raise lowering.error(f"{node.label}: CNA_CVT_CON1..4 (0x1050-0x105c) differ ({sorted(hex(v) for v in cons)}); "
                          "one scale and offset for all four were observed")
     (con,) = cons
-    scale, offset = con >> 16, _signed16(con & 0xFFFF)
+    scale, offset = con >> 16, i16(con & 0xFFFF)
     qa, qb, qo = (lowering.activation_quant(t) for t in (ta, tb, out))
     if offset != -qb.zero_point[0] or scale == 0 or shift == 0:
         raise lowering.error(f"{node.label}: CNA_CVT_CON1 (0x1050) = {con:#x} (scale {scale}, offset {offset}) with "
                          f"shift {shift}; the offset must undo the zero point {qb.zero_point[0]} of {tb.name!r} "
                          "and the scale and shift be set")
     alu_cfg = reg(TARGET_DPU, 0x4050, "BS_ALU_CFG")
-    weight_zp = -_signed16(reg(TARGET_DPU, 0x4054, "BS_ALU_SRC") & 0xFFFF)
+    weight_zp = -i16(reg(TARGET_DPU, 0x4054, "BS_ALU_SRC") & 0xFFFF)
     if alu_cfg & 1 or weight_zp != qa.zero_point[0]:
         raise lowering.error(f"{node.label}: BS_ALU_CFG (0x4050) = {alu_cfg:#x} and BS_ALU_SRC (0x4054) give weight zero "
                          f"point {weight_zp}; a plain layer zero point equal to {ta.name!r}'s "
