@@ -16,7 +16,7 @@ node's first CNA task (DPU target 0x1001, the last write wins):
   ``round(alpha * 2^14)``), or a HardSigmoid's index scale ``M`` (float16);
 * the clamp pair 0x406c/0x4070, again at 0x4074/0x4078 (``INT32_MIN``/``INT32_MAX`` bits
   when nothing is clamped), float32 in fp16 files, int32 in int8 files;
-* fp16 files: 0x4040 holds ``-lo`` too (the shifted clamp); int8 files: ``EW_ADD`` 0x4090
+* fp16 files: 0x4040 holds ``-lo`` (added before the shifted clamp); int8 files: ``EW_ADD`` 0x4090
   (int32) the value added back after it, ``CLAMP_MODE`` 0x407c 0x010041c1 or 0x000241c0
   (shifted), checked by :func:`.regcmd.requant_t4` with the rest of the requantization.
 
@@ -42,7 +42,7 @@ from .regcmd import (T4_BN_LUT, T4_OUT_CVT, T4_OUT_CVT_RESIDUAL, TARGET_DPU, Req
 
 __all__ = ["t4_activation", "t4_lut_stage", "t4_lut_task", "T4_CLAMP", "T4_CLAMP_SHIFTED", "T4_LEAKY", "T4_LUT_CFG"]
 
-_BN_CFG, _BN_ADD, _BN_MUL, _FP16_SHIFT = 0x4060, 0x4064, 0x4068, 0x4040
+_BN_CFG, _BN_ADD, _BN_MUL, _FP16_ADD_BEFORE = 0x4060, 0x4064, 0x4068, 0x4040
 _CLAMP, _CLAMP_AGAIN = (0x406C, 0x4070), (0x4074, 0x4078)
 _EW_ADD = 0x4090
 #: ``BN_CFG`` values of rk3562's fused activations
@@ -72,7 +72,7 @@ def t4_activation(lowering, node, x, out, b, unit) -> Dict[str, float]:
     where = f"{lowering.label}: {node.label}"
     regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
     int8 = unit is not None
-    shown_regs = (_BN_CFG, _BN_ADD, _BN_MUL) + _CLAMP + ((_EW_ADD,) if int8 else (_FP16_SHIFT,))
+    shown_regs = (_BN_CFG, _BN_ADD, _BN_MUL) + _CLAMP + ((_EW_ADD,) if int8 else (_FP16_ADD_BEFORE,))
 
     reg = dpu_reader(regs, where, "(rk3562 register map)")
 
@@ -85,17 +85,18 @@ def t4_activation(lowering, node, x, out, b, unit) -> Dict[str, float]:
     clamp = tuple(reg(a) for a in _CLAMP)
     if tuple(reg(a) for a in _CLAMP_AGAIN) != clamp:
         raise refuse(f"the second clamp pair {[hex(reg(a)) for a in _CLAMP_AGAIN]} is not the first")
-    shift = reg(_EW_ADD) if int8 else reg(_FP16_SHIFT)
+    # the shifted clamp's other value: int8 EW_ADD (added back after it), fp16 0x4040 (added before it)
+    shifted = reg(_EW_ADD) if int8 else reg(_FP16_ADD_BEFORE)
     if node.op == "ConvLeakyRelu":
         slope_bits = mul_bits >> 16
         slope = slope_bits / float(_MUL_ONE) if int8 else _f16(slope_bits)
-        if cfg != T4_LEAKY or clamp != _NO_CLAMP or add or shift or mul_bits & 0xFFFF or \
+        if cfg != T4_LEAKY or clamp != _NO_CLAMP or add or shifted or mul_bits & 0xFFFF or \
                 not (np.isfinite(slope) and 0 < slope and slope_bits < 0x8000):
             raise refuse("not the LeakyRelu layout (BN_CFG 0x22, a positive slope in 0x4068's high half, no clamp)")
         return {"alpha": slope}
     if node.op == "ConvHardSigmoid" and not int8:
         scale, offset = _f16(mul_bits >> 16), f32(add)
-        if cfg != _HARD_SIGMOID or clamp != _NO_CLAMP or shift or mul_bits & 0xFFFF or \
+        if cfg != _HARD_SIGMOID or clamp != _NO_CLAMP or shifted or mul_bits & 0xFFFF or \
                 not (np.isfinite(offset) and np.isfinite(scale) and scale > 0):
             raise refuse("not the HardSigmoid index layout (BN_CFG 0x20000, A float32 in 0x4064, M float16 in "
                          "0x4068's high half, no clamp)")
@@ -108,18 +109,18 @@ def t4_activation(lowering, node, x, out, b, unit) -> Dict[str, float]:
         lo_reg, hi_reg = (i32(v) for v in clamp)
         if lo_reg != 0 or not 0 < hi_reg < (1 << 31) - 1:
             raise refuse("not a clamp from 0 to a positive CLAMP_MAX")
-        if cfg == T4_CLAMP and not add and not shift:
+        if cfg == T4_CLAMP and not add and not shifted:
             _, _, mul = lowering.bias_blocks(node, x, out, b, out.shape[1])
             return clamp_from_zero(hi_reg, unit, mul, refuse)
-        if cfg == T4_CLAMP_SHIFTED and i32(shift) == -i32(add):
-            return shifted_clamp(i32(shift), hi_reg, unit)
+        if cfg == T4_CLAMP_SHIFTED and i32(shifted) == -i32(add):
+            return shifted_clamp(i32(shifted), hi_reg, unit)
         raise refuse("not a clamp layout (BN_CFG 0x12, or 0x20010 with EW_ADD = -BN_ADD)")
     lo, hi = (f32(v) for v in clamp)
     if not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):
         raise refuse("the clamp pair is not finite float32 bounds lo <= hi")
-    if cfg == T4_CLAMP and not add and not shift and lo == 0:
+    if cfg == T4_CLAMP and not add and not shifted and lo == 0:
         return {"min": 0.0, "max": hi}
-    before = f32(shift)  # the value added before the clamp, -lo; BN_ADD adds it back
+    before = f32(shifted)  # the value added before the clamp, -lo; BN_ADD adds it back
     if cfg == T4_CLAMP_SHIFTED and lo == 0 and np.isfinite(before) and add == struct.unpack(
             "<I", struct.pack("<f", -before))[0]:
         low = shortest_decimal(-before, lambda v: float(np.float32(-v)) == before)
@@ -142,17 +143,23 @@ def t4_lut_stage(lowering, node, activation: str, depthwise: bool) -> Tuple[LutS
     """
     where = f"{lowering.label}: {node.label}"
     regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
+    return _table_stage(regs, where), requant_t4(regs, where, activation, depthwise)
+
+
+def _table_stage(regs: Dict[Tuple[int, int], int], where: str) -> LutStage:
+    """rk3588's table registers behind rk3562's BN_CFG and LUT_CFG, ``A`` added before the
+    multiplication (``u = ((y + A) * M) >> s``, i.e. ``index_add = A * M``)."""
     stage = lut_stage(regs, where, T4_BN_LUT, (T4_LUT_CFG,))
-    return replace(stage, index_add=stage.index_add * stage.index_mul), requant_t4(regs, where, activation, depthwise)
+    return replace(stage, index_add=stage.index_add * stage.index_mul)
 
 
-#: the fixed registers of rk3562's DPU-only lookup-table task (a standalone Sigmoid / exSwish):
-#: rk3588's BS_MUL_CFG address as a conv's, the bias and the multiplier stages off, the clamp mode
-#: of a lookup-table conv
-_TASK_FIXED = {0x4048: 0x80000000, 0x4050: 0x2, 0x4054: 0x0, 0x407C: 0x01004140}
-#: 0x4088, the element-wise stage's lower clamp on convs: 0 (standalone Sigmoid) and INT32_MIN
-#: (exSwish) seen, each matching the simulator (the input is the element-wise operand here)
-_TASK_EW_MIN = (0x0, 0x80000000)
+#: the registers of rk3562's DPU-only lookup-table task (a standalone Sigmoid / exSwish) and the
+#: values observed: rk3588's BS_MUL_CFG address as a conv's, the bias and the multiplier stages off,
+#: the clamp mode of a lookup-table conv, and 0x4088 (the element-wise stage's lower clamp on convs:
+#: 0 with Sigmoid, INT32_MIN with exSwish, each matching the simulator; the input is the
+#: element-wise operand here)
+_TASK_FIXED = {0x4048: (0x80000000,), 0x4050: (0x2,), 0x4054: (0x0,), 0x407C: (0x01004140,),
+               0x4088: (0x0, 0x80000000)}
 
 
 def t4_lut_task(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[LutStage, Requant]:
@@ -168,16 +175,14 @@ def t4_lut_task(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[LutStage,
     """
     reg = dpu_reader(regs, where, "(rk3562 register map)")
 
-    for address, expected in (*_TASK_FIXED.items(), (0x4088, _TASK_EW_MIN)):
-        if reg(address) not in (expected if isinstance(expected, tuple) else (expected,)):
-            shown = " or ".join(hex(v) for v in (expected if isinstance(expected, tuple) else (expected,)))
+    for address, seen in _TASK_FIXED.items():
+        if reg(address) not in seen:
             raise ModelInvalidError(f"{where}: DPU register {address:#x} = {reg(address):#x} in rk3562's lookup-table "
-                                    f"task; only {shown} was observed and decoded", op="load")
+                                    f"task; only {' or '.join(hex(v) for v in seen)} was observed and decoded",
+                                    op="load")
     offset, scale, shift = (reg(a) for a in T4_OUT_CVT)
     if scale & ~0xFFFF != T4_OUT_CVT_RESIDUAL or shift & ~0x3F:
         raise ModelInvalidError(f"{where}: OUT_CVT scale/shift {scale:#x}/{shift:#x} (0x40b0/0x40b4) in rk3562's "
                                 "lookup-table task; a 16-bit scale with bit 16 set and a 6-bit shift were observed",
                                 op="load")
-    stage = lut_stage(regs, where, T4_BN_LUT, (T4_LUT_CFG,))
-    return (replace(stage, index_add=stage.index_add * stage.index_mul),
-            Requant(scale & 0xFFFF, shift, None, i32(offset), False, 0))
+    return _table_stage(regs, where), Requant(scale & 0xFFFF, shift, None, i32(offset), False, 0)
