@@ -16,7 +16,8 @@ HardSwish, Swish on rk3576, HardSigmoid and Sigmoid on rv1126b), ``rk3576_fp16_c
 Clip bounds on rk3576, for the first clamp pair of fp16 files), ``rk3562_i8`` (nine corpus
 models rebuilt for rk3562, int8), ``rk3562_acts`` (Clip bounds, HardSigmoid, LeakyRelu,
 HardSwish, Swish and the plain conv on rk3562: its fused-activation registers), ``standalone_lut``
-(Sigmoid and Swish after a Concat on rk3562, rk3588, rk3576 and rv1126b: the DPU-only lookup-table task).
+(the corpus case of that name, Sigmoid and exSwish after a Concat, on rk3562, rk3588, rk3576 and
+rv1126b: the DPU-only lookup-table task).
 """
 
 from __future__ import annotations
@@ -53,14 +54,6 @@ def _resize(mode: str, ctm: str, nearest_mode: str = "floor", scale: float = 2.0
         r = g.node("Resize", [y, g.const(np.zeros(0, np.float32)),
                               g.const(np.array([1, 1, scale, scale], np.float32))], **attrs)[0]
         return g.model([("x", IMG[1])], [(r, "y")])
-    return build
-
-
-def _standalone(act):
-    def build():
-        g = _G(311)
-        y = g.node("Concat", [g.conv("x", 3, 8), g.conv("x", 3, 8, k=1)], axis=1)[0]
-        return g.model([("x", IMG[1])], [(act(g, y), "y")])
     return build
 
 
@@ -123,11 +116,10 @@ def families():
                              platform="rk3562")] +
                        [Case(f"p{p[2:]}_act_ops", "corpus activation_ops", __import__("models")._activation_ops(),
                              [("x", (1, 3, 8, 8), "image")], platform=p) for p in ("rk3562", "rk3588")],
-        # standalone lookup-table ops (a DPU-only task): Sigmoid and x * Sigmoid(x) (exSwish) after a Concat
-        "standalone_lut": [Case(f"p{p[2:]}_sa_{n}", f"Concat of two convs, then {n}", _standalone(f), img,
-                                platform=p)
-                           for p in ("rk3562", "rk3588", "rk3576", "rv1126b")
-                           for n, f in (("sigmoid", _sigmoid), ("swish", _swish))],
+        # standalone lookup-table ops (a DPU-only task): the corpus case standalone_lut on every platform
+        "standalone_lut": [Case(f"p{p[2:]}_sa", "corpus standalone_lut", __import__("models")._standalone_lut(),
+                                [("x", (1, 3, 8, 8), "image")], platform=p)
+                           for p in ("rk3562", "rk3588", "rk3576", "rv1126b")],
         "platforms": [Case(f"p_plat_{p}", "convnet", __import__("models")._convnet(), img, platform=p)
                       for p in ("rk3562", "rk3566", "rk3568", "rk3576", "rk3588", "rv1126b")],
         # corpus models rebuilt for rk3562 (run with --variants i8 i8_layer): which int8 files the
