@@ -164,14 +164,19 @@ def test_lut_kernel_refuses_inconsistent_attributes():
 # -- the corpus files against the vendor simulator -----------------------------------------------------
 
 
+def _against_the_simulator(name):
+    """(outputs, the simulator's outputs, each output's quantization step) of corpus file ``name``."""
+    data = corpus_arrays(name)
+    with rknnlite.Context(str(CORPUS / f"{name}.rknn"), backend="software") as ctx:
+        outputs = ctx.run([data["in0"]], data_format="nchw")
+        steps = [o.scale for o in ctx.outputs]
+    return outputs, [data[f"out{k}"].reshape(y.shape) for k, y in enumerate(outputs)], steps
+
+
 @needs_corpus
 @pytest.mark.parametrize("name", LUT_FILES)
 def test_lut_file_matches_the_vendor_simulator(name):
-    data = corpus_arrays(name)
-    with rknnlite.Context(str(CORPUS / f"{name}.rknn"), backend="software") as ctx:
-        y = ctx.run([data["in0"]], data_format="nchw")[0]
-        step = ctx.outputs[0].scale
-    ref = data["out0"].reshape(y.shape)
+    (y, *_), (ref, *_), (step, *_) = _against_the_simulator(name)
     a, b = y.ravel().astype(np.float64), ref.ravel().astype(np.float64)
     assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) >= 0.99999
     steps = np.rint(np.abs(y - ref) / step)
@@ -279,12 +284,7 @@ def test_standalone_sigmoid_and_swish_run_their_dpu_only_task(name):
     swish, sigmoid = _lut_nodes(name)
     assert (swish.attrs["le_uflow_slope"], swish.attrs["lo_oflow_slope"]) == (0.0, 0x4032 / 2 ** 13)
     assert (sigmoid.attrs["le_uflow_slope"], sigmoid.attrs["lo_oflow_slope"]) == (0x5A43 / 2 ** 22, 0.0)
-    data = corpus_arrays(name)
-    with rknnlite.Context(str(CORPUS / f"{name}.rknn"), backend="software") as ctx:
-        outputs = ctx.run([data["in0"]], data_format="nchw")
-    for k, y in enumerate(outputs):
-        ref = data[f"out{k}"].reshape(y.shape)
-        step = float(np.abs(np.diff(np.unique(ref))).min())
+    for y, ref, step in zip(*_against_the_simulator(name)):
         assert np.mean(np.abs(y - ref) <= step * 1.01) >= 0.99
 
 
@@ -316,14 +316,8 @@ def test_rk3576_hard_swish_convs_run_from_the_file_s_tables():
     # with the slopes beyond the tables decoded, rk3576's int8 ConvHardSwish runs its own table (the exact
     # function matched 90.6 % of hardswish_ops' first output exactly, the table 97.5 %)
     name = "hardswish_ops_rk3576_i8"
-    loaded = load_model(str(CORPUS / f"{name}.rknn"))
-    model = vendor_lower.lower_rockchip(loaded.payload, loaded.model)
     # the two HardSwish convs (a linear slope above their tables) and the HardSigmoid gate (none)
-    tables = [n.attrs["lo_oflow_slope"] for n in model.graph.nodes if n.op == "VendorLutActivation"]
+    tables = [n.attrs["lo_oflow_slope"] for n in _lut_nodes(name)]
     assert len(tables) == 3 and sum(slope > 0 for slope in tables) == 2
-    data = corpus_arrays(name)
-    with rknnlite.Context(str(CORPUS / f"{name}.rknn"), backend="software") as ctx:
-        y = ctx.run([data["in0"]], data_format="nchw")[0]
-    ref = data["out0"].reshape(y.shape)
-    step = float(np.min(np.diff(np.unique(ref))))
+    (y, *_), (ref, *_), (step, *_) = _against_the_simulator(name)
     assert np.mean(np.abs(y - ref) < step / 2) >= 0.97
