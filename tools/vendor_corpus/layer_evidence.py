@@ -180,7 +180,8 @@ def main(argv=None) -> int:
                 build(case, variant, folder)
                 print(f"built {folder}", flush=True)
                 continue
-            print(f"{case.name} {variant}: {_verdict(folder)}", flush=True)
+            verdict = _verdict(folder) if os.path.isdir(folder) else "not built"
+            print(f"{case.name} {variant}: {verdict}", flush=True)
     return 0
 
 

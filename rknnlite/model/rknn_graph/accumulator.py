@@ -108,7 +108,8 @@ def emit_accumulator(lowering, node, x, out, w, b, acc: Accumulator, attrs: dict
         _log.debug("%s: %s: its accumulator may reach %d, past 2^24, where float32 rounds it (relative error 6e-8)",
                    lowering.label, node.label, acc.bound)
     codes = emit_codes(lowering, node, lowering.names[x.index], acc.s_in)
-    weight = acc.weight.transpose(1, 0, 2, 3) if transposed else acc.weight
+    # a depthwise deconv's [C, 1, kh, kw] is already both views
+    weight = acc.weight.transpose(1, 0, 2, 3) if transposed and attrs.get("group", 1) == 1 else acc.weight
     total = f"{lowering.names[out.index]}__acc"
     lowering.emit(node, "ConvTranspose" if transposed else "Conv",
                   [codes, lowering.constant(lowering.names[w.index], np.ascontiguousarray(weight, np.float32)),

@@ -1152,22 +1152,45 @@ class _Lowering:
             if list(node.params.get(key, ())) != attrs[key]:
                 raise self.error(f"{node.label}: parameter table {key} {node.params[key]} disagrees with the BSON "
                                  f"{attrs[key]}")
-        if attrs["group"] != 1 or attrs["dilations"] != [1, 1] or node.params.get("auto_pad") not in ("NOTSET", ""):
-            raise self.error(f"{node.label}: a grouped or dilated ConvTranspose (group {attrs['group']}, dilations "
+        group = attrs["group"]
+        if group not in (1, x.shape[1]) or attrs["dilations"] != [1, 1] or \
+                node.params.get("auto_pad") not in ("NOTSET", ""):
+            raise self.error(f"{node.label}: a grouped or dilated ConvTranspose (group {group}, dilations "
                              f"{attrs['dilations']}) was never observed")
         cin, cout, kh, kw = (int(d) for d in w.shape)
         where = f"{self.label}: {node.label} weight {w.name!r}"
-        # the tiles hold the kernel flipped in both spatial axes (the conv a deconvolution runs as)
-        tiles = decode_weight(self.vf.tensor_data(self.sg, w), w.npu_shape, (cout, cin, kh, kw), w.dtype, where,
-                              w.size)[:, :, ::-1, ::-1]
-        weight = np.ascontiguousarray(tiles.transpose(1, 0, 2, 3))  # ONNX [Cin, Cout, kh, kw]
+        raw = self.vf.tensor_data(self.sg, w)
+        if group == 1:
+            # the tiles hold the kernel flipped in both spatial axes (the conv a deconvolution runs as)
+            tiles = decode_weight(raw, w.npu_shape, (cout, cin, kh, kw), w.dtype, where, w.size)[:, :, ::-1, ::-1]
+            weight = np.ascontiguousarray(tiles.transpose(1, 0, 2, 3))  # ONNX [Cin, Cout, kh, kw]
+        else:
+            # depthwise (RKNN-Toolkit2 2.2.0/2.3.0 compile a bilinear Resize to one): a depthwise conv's
+            # tiles, [1, C, kh, kw]; observed only with kernels symmetric under the flip, so which of
+            # the two orders the tiles hold is unknown, and a kernel that would tell is refused
+            if cout != 1 or (self.int8 and self.f2_platform()):
+                raise self.error(f"{node.label}: a depthwise ConvTranspose with weight {list(w.shape)} in an "
+                                 f"{'int8' if self.int8 else 'fp16'} {self.platform()} file; only weights [C, 1, kh, "
+                                 "kw] of fp16 files and of rk3588-family and rk3562 int8 files were observed")
+            if self.int8 and self.t4_platform():  # a depthwise conv's tiles, its zero points beside the weights
+                dw, self.weight_zero_points[node.index] = decode_depthwise_weight(raw, w.npu_shape, (1, cin, kh, kw),
+                                                                                  where, w.size)
+            else:
+                dw = decode_weight(raw, w.npu_shape, (1, cin, kh, kw), w.dtype, where, w.size)
+            # [C, 1, kh, kw] is at once the deconv's weight and the conv view (one channel per group)
+            weight = tiles = np.ascontiguousarray(dw.transpose(1, 0, 2, 3))
+            if not np.array_equal(tiles, tiles[:, :, ::-1, ::-1]):
+                raise self.error(f"{node.label}: a depthwise ConvTranspose whose kernel is not symmetric under a "
+                                 "half turn; the order of its taps was never observed")
+            cout = cin
         expected = [x.shape[0], cout] + [(x.shape[2 + k] - 1) * attrs["strides"][k] - attrs["pads"][k] -
                                          attrs["pads"][k + 2] + attrs["kernel_shape"][k] + attrs["output_padding"][k]
                                          for k in range(2)]
         if list(weight.shape[2:]) != attrs["kernel_shape"] or x.shape[1] != cin or expected != list(out.shape):
             raise self.error(f"{node.label}: weight {list(weight.shape)} and attributes give output {expected}, the "
                              f"file says {list(out.shape)} from input {list(x.shape)}")
-        attrs.pop("group")
+        if group == 1:
+            attrs.pop("group")
         if self.int8:
             # the conv formula per output channel, on the [Cout, Cin, kh, kw] view of the weight
             _, acc = self.int8_conv_constants(node, x, out, w, tiles, b)
