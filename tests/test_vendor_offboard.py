@@ -1521,6 +1521,58 @@ def test_an_rk3562_int8_deconv_reads_a_plain_conv_s_registers(monkeypatch):
         _corpus_lowered("deconv_k2s2_i8")
 
 
+def _depthwise_deconv(stem: str):
+    (node,) = [n for n in _corpus_lowered(stem).graph.nodes if n.op == "ConvTranspose" and n.attrs.get("group", 1) > 1]
+    return node
+
+
+@pytest.mark.parametrize("stem", ["segmenter_ops_rk3562_fp16_tk230", "segmenter_ops_i8_tk220"])
+def test_older_toolkits_bilinear_resize_is_a_depthwise_deconv(stem):
+    # RKNN-Toolkit2 2.2.0/2.3.0 compile the segmenter's bilinear Resize to a group-16 ConvTranspose whose
+    # 4x4 kernel is [1, 3, 3, 1] / 4 squared (1/16, 3/16, 9/16 in the fp16 tiles); off the simulator's
+    # own answer the refusal before, and the simulator's is the deconv's, not the Resize's (cos 0.987
+    # against onnxruntime in the fp16 build)
+    node = _depthwise_deconv(stem)
+    assert node.attrs["group"] == 16 and node.attrs["kernel_shape"] == [4, 4]
+    (logits, labels), (sim_logits, sim_labels) = _corpus_run(stem)
+    assert np.array_equal(labels, sim_labels)
+    if "_fp16" in stem:
+        assert np.abs(logits - sim_logits).max() <= 1e-3 * max(1.0, np.abs(sim_logits).max())
+    else:
+        assert _cos(logits, sim_logits) >= 0.9999
+
+
+def test_a_depthwise_deconv_whose_kernel_tells_its_tap_order_is_refused(tmp_path):
+    # the tiles are (kh, kw, C) float16; the first kernel row is 1/16, 3/16, 3/16, 1/16 for each of the
+    # 16 channels.  A kernel no longer symmetric under a half turn would need the tap order, never observed
+    row = struct.pack("<64e", *[1 / 16] * 16, *[3 / 16] * 16, *[3 / 16] * 16, *[1 / 16] * 16)
+
+    def patch(data):
+        at = data.find(row)
+        assert at > 0
+        data[at:at + 2] = struct.pack("<e", 0.125)
+
+    path = doctored_copy(CORPUS / "segmenter_ops_rk3562_fp16_tk230.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match="not symmetric under a half turn; the order of its taps"):
+        rknnlite.Context(path, backend="software")
+
+
+def test_an_rk3576_int8_depthwise_deconv_is_refused(monkeypatch):
+    # rk3576/rv1126b int8 depthwise weights hold zero points beside them and their deconvs were never decoded
+    from rknnlite.model.rknn_graph import lower as lower_mod
+
+    original = lower_mod._Lowering.deconv
+
+    def deconv(self, node):  # the rk3588 file's depthwise deconv, as if in an rk3576 file
+        self.f2_platform, self.platform = (lambda: True), (lambda: "rk3576")
+        return original(self, node)
+
+    monkeypatch.setattr(lower_mod._Lowering, "deconv", deconv)
+    with pytest.raises(ModelInvalidError, match=r"a depthwise ConvTranspose with weight \[16, 1, 4, 4\] in an int8 "
+                                                r"rk3576 file"):
+        _corpus_lowered("segmenter_ops_i8_tk220")
+
+
 def test_rk3576_fp16_clip_bounds_are_the_second_clamp_pair():
     # first pair (-4.0, 2.0), second (-1.0, 2.0): the second is the ONNX bounds, the simulator's clamp;
     # float16 values, so the clip commutes with the float16 rounding and is fused into the conv

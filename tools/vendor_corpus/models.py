@@ -1119,9 +1119,8 @@ def _int8_platform_cases() -> List[Case]:
              variants=("fp16",), platform="rk3562", purpose="rk3562's fp16 fused Clip, LeakyRelu and HardSigmoid "
                                                             "registers, HardSwish and Mul"),
         *(Case(f"encoder_layer_{p}", f"same as encoder_layer, {p}", _transformer_like(), [("x", (1, 16, 32), "normal")],
-               variants=("fp16",), platform=p, purpose=f"a transformer's fp16 op families on {p} (rk3576's and "
-                                                        "rk3566's files would not fit the corpus bound)")
-          for p in ("rk3562", "rv1126b")),
+               variants=("fp16",), platform=p, purpose=f"a transformer's fp16 op families on {p}")
+          for p in ("rk3562", "rv1126b", "rk3566", "rk3576")),
         *(Case(f"standalone_lut_{p}", doc(_standalone_lut), _standalone_lut(), image8, variants=("i8",), platform=p,
                purpose=f"{p}'s DPU-only lookup-table task (standalone Sigmoid and exSwish)")
           for p in ("rk3576", "rk3562")),

@@ -39,41 +39,45 @@ PRECISIONS = ("fp16", "int8", "int8-layer")
 #: One line per (platform, toolkit release, precision): the vendor op types checked there.  Printed
 #: by ``python tools/vendor_corpus/evidence.py`` from the corpus; the test requires equality.
 _TABLE = """
-rk3562   2.3.2  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
+rk3562   2.2.0  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Split
+rk3562   2.2.0  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Split
+rk3562   2.3.0  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Split Transpose exNorm exSDPAttention
+rk3562   2.3.0  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Split
+rk3562   2.3.2  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split Transpose exNorm exSDPAttention
 rk3562   2.3.2  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
 rk3562   2.5.0  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split Transpose exNorm exSDPAttention
 rk3562   2.5.0  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSwish
-rk3566   2.2.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rk3566   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rk3566   2.3.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rk3566   2.3.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rk3566   2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
+rk3566   2.2.0  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Split
+rk3566   2.2.0  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Split
+rk3566   2.3.0  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Split Transpose exMatMul exNorm exSoftmax13
+rk3566   2.3.0  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Split
+rk3566   2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split Transpose exMatMul exNorm exSoftmax13
 rk3566   2.3.2  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Resize Split
-rk3566   2.5.0  fp16       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSoftmax13 exSwish
+rk3566   2.5.0  fp16       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exMatMul exNorm exSoftmax13 exSwish
 rk3566   2.5.0  int8       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exDataConvert exSoftmax13 exSwish
 rk3568   2.5.0  fp16       Add AddRelu Concat Conv ConvAdd ConvClip ConvExSwish ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rk3568   2.5.0  int8       AddRelu Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape
-rk3576   2.2.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rk3576   2.2.0  int8       Concat Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rk3576   2.3.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rk3576   2.3.0  int8       Concat Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rk3576   2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
-rk3576   2.3.2  int8       Concat Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rk3576   2.5.0  fp16       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSoftmax13 exSwish
+rk3576   2.2.0  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Split
+rk3576   2.2.0  int8       Concat Conv ConvAdd ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
+rk3576   2.3.0  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Split Transpose exNorm exSDPAttention
+rk3576   2.3.0  int8       Concat Conv ConvAdd ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
+rk3576   2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split Transpose exNorm exSDPAttention
+rk3576   2.3.2  int8       Concat Conv ConvAdd ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
+rk3576   2.5.0  fp16       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exGelu exNorm exSDPAttention exSoftmax13 exSwish
 rk3576   2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Sigmoid Split exSwish
-rk3588   2.2.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid InputOperator MaxPool Mul OutputOperator Reshape Split exSoftmax13
-rk3588   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid InputOperator MaxPool Mul OutputOperator Reshape Split exDataConvert exSoftmax13
+rk3588   2.2.0  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Split exSoftmax13
+rk3588   2.2.0  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Split exDataConvert exSoftmax13
 rk3588   2.2.0  int8-layer Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
-rk3588   2.3.0  fp16       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid InputOperator MaxPool Mul OutputOperator Reshape Split exSoftmax13
-rk3588   2.3.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid InputOperator MaxPool Mul OutputOperator Reshape Split exDataConvert exSoftmax13
+rk3588   2.3.0  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Split Transpose exNorm exSDPAttention exSoftmax13
+rk3588   2.3.0  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Split exDataConvert exSoftmax13
 rk3588   2.3.0  int8-layer Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
-rk3588   2.3.2  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid ConvTranspose Expand HardSwish InputOperator MaxPool Mul OutputOperator Relu Reshape Resize Sigmoid Split Sub Transpose exSDPAttention exSoftmax13
+rk3588   2.3.2  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid ConvTranspose Expand HardSwish InputOperator MaxPool Mul OutputOperator Relu Reshape Resize Sigmoid Split Sub Transpose exNorm exSDPAttention exSoftmax13
 rk3588   2.3.2  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid ConvTranspose HardSwish InputOperator MaxPool Mul OutputOperator Relu Reshape Resize Split exDataConvert exSoftmax13
 rk3588   2.3.2  int8-layer Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
 rk3588   2.5.0  fp16       Add AddRelu ArgMax AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose Gather HardSwish InputOperator MaxPool Mul OutputOperator Pad Relu Reshape Resize Sigmoid Slice Split Sub Transpose exGelu exMatMul exNorm exSDPAttention exSoftmax13 exSwish
 rk3588   2.5.0  int8       Add AddRelu ArgMax AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose HardSwish InputOperator MaxPool Mul OutputOperator Pad Relu Reshape Resize Sigmoid Slice Split Sub Transpose exDataConvert exGelu exMatMul exNorm exSoftmax13 exSwish
 rk3588   2.5.0  int8-layer AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
-rv1126b  2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
+rv1126b  2.3.2  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split Transpose exNorm exSDPAttention
 rv1126b  2.3.2  int8       Concat Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rv1126b  2.5.0  fp16       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split Transpose exNorm exSDPAttention
 rv1126b  2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
