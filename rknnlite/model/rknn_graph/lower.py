@@ -37,6 +37,7 @@ ConvHardSigmoid        map and ``BnCfg`` / ``BsCfg`` tensors, :mod:`.f2act`); a 
                        range (int8)
 ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
                        [, then Relu]; int8: the integer Conv, then VendorAddRequant;
+ConvReluAdd            Conv, Relu, then Add of the residual (fp16; int8 is refused)
                        ``auto_pad`` NOTSET, or VALID with pads 0 (a conv whose pads the
                        compiler moved into a Pad)
 Add, Sub, Mul          Add, Sub, Mul (constant operands, plain or NC1HWC2: fp16-rounded
@@ -122,7 +123,7 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 #: Vendor op types the lowering runs.
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
-    "ConvHardSwish ConvAdd ConvAddRelu ConvExGelu "
+    "ConvHardSwish ConvAdd ConvAddRelu ConvReluAdd ConvExGelu "
     "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention exNorm exMatMul exGelu Gather "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax "
     "Pad".split())
@@ -131,9 +132,9 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
                      "ConvHardSigmoid": "HardSigmoid",
                      "ConvSigmoid": "Sigmoid", "ConvExSwish": "Swish", "ConvHardSwish": "HardSwish", "ConvAdd": "Add",
-                     "ConvAddRelu": "AddRelu", "ConvExGelu": "Gelu"}
-#: fused parts that add the node's extra activation input (the residual)
-_RESIDUAL_ACTIVATIONS = ("Add", "AddRelu")
+                     "ConvAddRelu": "AddRelu", "ConvReluAdd": "ReluAdd", "ConvExGelu": "Gelu"}
+#: fused parts that add the node's extra activation input (the residual; ReluAdd: Relu before the Add)
+_RESIDUAL_ACTIVATIONS = ("Add", "AddRelu", "ReluAdd")
 #: fused activations an int8 file computes with the DPU lookup table (run from the file's tables: .lut)
 _LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu")
 #: int8 lookup-table activations run from the file's tables only on the rk3588 family (refused on
@@ -760,6 +761,10 @@ class _Lowering:
             raise self.error(f"{node.label}: {node.op} in an int8 rk3562 file: the registers of its fused "
                              f"{activation} were not decoded (plain, Relu, Clip, LeakyRelu, lookup-table and "
                              "residual Add and AddRelu convs were)")
+        if self.int8 and activation == "ReluAdd":
+            raise self.error(f"{node.label}: an int8 ConvReluAdd: the simulator puts the Relu's output on an int8 "
+                             "grid of its own before the Add, a scale the file does not hold (its registers add the "
+                             "unrounded Relu), so no decoding of it was checked")
         if self.int8:
             if activation in _LUT_ACTIVATIONS and self.t4_platform():  # the file's tables, rk3562's map
                 depthwise = node.index in self.weight_zero_points
@@ -812,7 +817,7 @@ class _Lowering:
                     lo, hi = grid_code(params["min"], s_out, zp_out), grid_code(params["max"], s_out, zp_out)
                 emit_requant(self, node, total, acc, out, s_out, zp_out, lo, hi)
                 return
-            if activation in _RESIDUAL_ACTIVATIONS:  # the Mul, Add [and Relu] and the output's grid in one pass
+            if activation in ("Add", "AddRelu"):  # the Mul, Add [and Relu] and the output's grid in one pass
                 emit_add_requant(self, node, total, acc, self.names[extra[0].index], out, s_out, zp_out,
                                  relu=activation == "AddRelu")
                 return
@@ -882,6 +887,10 @@ class _Lowering:
             added = f"{out_name}__add"
             self.emit(node, "Add", [conv, self.names[extra[0].index]], {}, output=added)
             self.emit(node, "Relu", [added], {})
+        elif activation == "ReluAdd":  # a residual added to the conv's Relu (YOLOv5-style bottlenecks with Relu)
+            rectified = f"{out_name}__relu"
+            self.emit(node, "Relu", [conv], {}, output=rectified)
+            self.emit(node, "Add", [rectified, self.names[extra[0].index]], {})
         else:
             self.emit(node, activation, [conv], {})
 
