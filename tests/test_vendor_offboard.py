@@ -764,6 +764,7 @@ CORPUS_REFUSED = {
     "psa_attention_i8": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16 attention",
     "psa_attention_i8_tk232": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16",
     "wide_dilated_i8": "an exDataConvert without BSON",
+    "conv_relu_add_i8": "an int8 ConvReluAdd: the simulator puts the Relu's output on an int8 grid",
     # run with their custom op registered in tests/test_vendor_custom_ops.py
     "cst_softmax_fp16": "'cstChannelSoftmax' is a custom op: register it",
     "cst_softmax_i8": "'cstChannelSoftmax' is a custom op: register it",
@@ -1571,6 +1572,15 @@ def test_an_rk3576_int8_depthwise_deconv_is_refused(monkeypatch):
     with pytest.raises(ModelInvalidError, match=r"a depthwise ConvTranspose with weight \[16, 1, 4, 4\] in an int8 "
                                                 r"rk3576 file"):
         _corpus_lowered("segmenter_ops_i8_tk220")
+
+
+def test_conv_relu_add_adds_the_residual_after_the_relu():
+    # corpus conv_relu_add: y = a + relu(conv(...)), which the toolkit fuses into one ConvReluAdd node; read as
+    # ConvAddRelu (relu of the sum) the negative conv outputs would come out as a, not a + 0
+    ops = [n.op for n in _corpus_lowered("conv_relu_add_fp16").graph.nodes]
+    assert ops[-2:] == ["Relu", "Add"]
+    (y,), (ref,) = _corpus_run("conv_relu_add_fp16")
+    assert np.abs(y - ref).max() <= 1e-3 * max(1.0, np.abs(ref).max())
 
 
 def test_rk3576_fp16_clip_bounds_are_the_second_clamp_pair():

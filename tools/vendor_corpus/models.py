@@ -890,6 +890,59 @@ def _segmenter_ops(seed: int = 832, width: int = 8, classes: int = 5):
     return build
 
 
+def _detector_ops(seed: int = 841, width: int = 8, classes: int = 4, reg_max: int = 16):
+    """The op families of YOLOv8-style detectors in one small graph: a C2f-style block (Split, a
+    bottleneck with its residual, a standalone Add, Concat), SPPF's chained 5x5 MaxPools, a
+    nearest Resize x2 and its Concat, and the anchor-free head (box and class convs; the DFL:
+    Reshape, Transpose, Softmax over the bins and its fixed 1x1 conv; Sigmoid on the classes;
+    Concat).  The convs end in Relu, not SiLU (``c2f`` holds YOLOv8's Conv-SiLU): in int8 the
+    simulator computes SiLU in float on scales the file rounds, so one-step differences in a
+    fraction of a percent of a SiLU's outputs would grow through the head past the bounds."""
+    def build():
+        g = _G(seed)
+        w = width
+
+        def cbr(x, cin, cout, k=3, stride=1):
+            return g.node("Relu", [g.conv(x, cin, cout, k=k, stride=stride)])[0]
+
+        p = cbr("x", 3, w, stride=2)                                           # 8x8
+        a, b = g.node("Split", [cbr(p, w, w, k=1), g.const(np.array([w // 2, w // 2], np.int64))], n_out=2, axis=1)
+        h = g.node("Add", [b, g.conv(cbr(b, w // 2, w // 2), w // 2, w // 2)])[0]
+        parts = [a, b, h, g.node("Add", [a, b])[0]]
+        q = cbr(g.node("Concat", parts, axis=1)[0], 2 * w, w, k=1)
+        pools = [cbr(q, w, w // 2, k=1, stride=2)]                             # 4x4
+        for _ in range(3):
+            pools.append(g.node("MaxPool", [pools[-1]], kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])[0])
+        s = cbr(g.node("Concat", pools, axis=1)[0], 2 * w, w, k=1)
+        up = g.node("Resize", [s, g.const(np.zeros(0, np.float32)), g.const(np.array([1, 1, 2, 2], np.float32))],
+                    mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")[0]
+        n = cbr(g.node("Concat", [up, q], axis=1)[0], 2 * w, w)               # 8x8
+        # the head reads the stem: its Sigmoid and Softmax turn one int8 step of their input into
+        # several of their output, so it stays one conv from the input.  As Ultralytics exports it:
+        # box and class maps concatenated, flattened and split again, the class scores' Sigmoid standalone
+        anchors, channels = 64, 4 * reg_max + classes
+        t = g.node("Concat", [g.conv(p, w, 4 * reg_max, k=1), g.conv(p, w, classes, k=1)], axis=1)[0]
+        t = g.node("Reshape", [t, g.const(np.array([1, channels, -1], np.int64))])[0]
+        box, cls = g.node("Split", [t, g.const(np.array([4 * reg_max, classes], np.int64))], n_out=2, axis=1)
+        d = g.node("Reshape", [box, g.const(np.array([1, 4, reg_max, anchors], np.int64))])[0]
+        d = g.node("Softmax", [g.node("Transpose", [d], perm=[0, 2, 1, 3])[0]], axis=1)[0]
+        bins = g.const(np.arange(reg_max, dtype=np.float32).reshape(1, reg_max, 1, 1), "w")
+        d = g.node("Reshape", [g.node("Conv", [d, bins], kernel_shape=[1, 1])[0], g.const(np.array([1, 4, anchors],
+                                                                                                 np.int64))])[0]
+        y = g.node("Concat", [d, g.node("Sigmoid", [cls])[0]], axis=1)[0]
+        return g.model([("x", (1, 3, 16, 16))], [(n, "features"), (y, "output0")])
+    return build
+
+
+def _conv_relu_add():
+    # Conv -> Relu, then a residual added after the Relu: the vendor's ConvReluAdd (YOLOv5-style
+    # bottlenecks with Relu, x + relu(conv(relu(conv(x)))))
+    g = _G(842)
+    a = g.node("Relu", [g.conv("x", 3, 16)])[0]
+    h = g.node("Relu", [g.conv(g.node("Relu", [g.conv(a, 16, 16, k=1)])[0], 16, 16)])[0]
+    return g.model([("x", IMG[1])], [(g.node("Add", [a, h])[0], "y")])
+
+
 def _linear(g: "_G", t: str, cin: int, cout: int) -> str:
     """``t @ W + b`` as PyTorch's ONNX export writes a Linear (MatMul by a constant, then Add)."""
     w = g.const((g.rng.standard_normal((cin, cout)) / np.sqrt(cin)).astype(np.float32), "w")
@@ -1121,6 +1174,11 @@ def _int8_platform_cases() -> List[Case]:
         *(Case(f"encoder_layer_{p}", f"same as encoder_layer, {p}", _transformer_like(), [("x", (1, 16, 32), "normal")],
                variants=("fp16",), platform=p, purpose=f"a transformer's fp16 op families on {p}")
           for p in ("rk3562", "rv1126b", "rk3566", "rk3576")),
+        *(Case("detector_ops" + ("" if p == "rk3588" else f"_{p}"), doc(_detector_ops), _detector_ops(), [IMG],
+               variants=("fp16",) if p in ("rk3576", "rv1126b") else ("fp16", "i8"), platform=p,
+               purpose=f"the op families of YOLOv8-style detectors on {p} (int8 rk3576/rv1126b: their DFL conv's "
+                       "plain bias is not decoded)")
+          for p in ("rk3588", "rk3566", "rk3576", "rk3562", "rv1126b")),
         *(Case(f"standalone_lut_{p}", doc(_standalone_lut), _standalone_lut(), image8, variants=("i8",), platform=p,
                purpose=f"{p}'s DPU-only lookup-table task (standalone Sigmoid and exSwish)")
           for p in ("rk3576", "rk3562")),
@@ -1163,6 +1221,10 @@ def _cases() -> List[Case]:
              _mbblock, img, purpose="mobilenet-like block"),
         Case("conv_add_relu", "Conv 3->16 3x3 Relu -> a; Conv 16->16 1x1 Relu; Conv 16->16 3x3; Add a; Relu",
              _conv_add_relu, img, purpose="ConvAddRelu"),
+        Case("conv_relu_add", "Conv 3->16 3x3 Relu -> a; Conv 16->16 1x1 Relu; Conv 16->16 3x3 Relu; Add a",
+             _conv_relu_add, img,
+             purpose="ConvReluAdd (int8: refused; the simulator puts the Relu's output on an int8 grid of its own, "
+                     "a scale the file does not hold)"),
         Case("sigmoid_mul", "Sigmoid(a + b) * a; a, b 1x20x8x8", _sigmoid_mul,
              [("a", (1, 20, 8, 8), "normal"), ("b", (1, 20, 8, 8), "normal")], purpose="standalone Sigmoid, Mul"),
         Case("softmax", "Conv 3->20 3x3, Softmax(axis=1)", _softmax, img, purpose="exSoftmax13, exDataConvert"),
@@ -1307,10 +1369,12 @@ def _cases() -> List[Case]:
                                   variants=("i8",) if n == "c2f" else ("fp16", "i8"),
                                   purpose=f"{named[n].purpose} on rk3566")
               for n in ("c2f", "conv_add_swish", "sigmoid_mul", "softmax")]
-    # rk3562 fp16: Reshape and YOLOv8's C2f families (its fused Clip is not decoded, so not _board_ops)
-    cases += [dataclasses.replace(named[n], name=f"{n}_rk3562", graph=f"same as {n}, rk3562", platform="rk3562",
-                                  variants=("fp16",), purpose=f"{named[n].purpose} on rk3562")
-              for n in ("reshape", "c2f")]
+    # rk3562 and rv1126b fp16: Reshape and YOLOv8's C2f and standalone-SiLU families beside their
+    # detector_ops (rk3562's fused Clip was not decoded when these came, so not _board_ops)
+    cases += [dataclasses.replace(named[n], name=f"{n}_{p}", graph=f"same as {n}, {p}", platform=p,
+                                  variants=("fp16",), purpose=f"{named[n].purpose} on {p}")
+              for p, names in (("rk3562", ("reshape", "c2f", "conv_add_swish")), ("rv1126b", ("c2f", "conv_add_swish")))
+              for n in names]
     return cases
 
 
