@@ -99,6 +99,26 @@ def test_layer_norm_matches_the_simulator_bit_for_bit():
         assert np.array_equal(y, ref)
 
 
+def test_toolkit_2_2_0_layer_norm_takes_its_axes_from_the_bson(tmp_path):
+    # RKNN-Toolkit2 2.2.0 leaves the norm table's axes empty (later releases write [1]); its BSON says [1]
+    loaded = load_model(str(CORPUS / "encoder_layer_fp16_tk220.rknn"))
+    sg = read_vendor_graph(loaded.payload, loaded.model.header_size, loaded.model.model_size, "f").subgraphs[0]
+    norms = [n for n in sg.nodes if n.op == "exNorm"]
+    assert norms and all(n.params["axes"] == [] for n in norms)
+    (y,), (ref,) = _run("encoder_layer_fp16_tk220")
+    assert np.abs(y - ref).max() <= 1e-3 * max(1.0, np.abs(ref).max())
+    axes_one = b"axes\x00&\x00\x00\x00\x02dtype\x00\x03\x00\x00\x00is\x00\x04value\x00\x0c\x00\x00\x00\x100\x00\x01"
+
+    def patch(data):  # the first exNorm's BSON axes [1] -> [2]
+        at = data.find(axes_one)
+        assert at > 0
+        data[at + len(axes_one) - 1] = 2
+
+    with pytest.raises(ModelInvalidError, match=r"parameter table .*'axes': \[\]\} \(type 87\), BSON axes \[2\]; only "
+                                                r"mode 'layer' over axes \[1\]"):
+        rknnlite.Context(_doctored(tmp_path, "encoder_layer_fp16_tk220", patch), backend="software")
+
+
 def test_the_bfloat16_tensor_is_the_reduce_mean_weight_of_ones():
     loaded = load_model(str(CORPUS / "layernorm13_fp16.rknn"))
     sg = read_vendor_graph(loaded.payload, loaded.model.header_size, loaded.model.model_size, "f").subgraphs[0]
@@ -158,7 +178,8 @@ def test_a_layer_norm_over_other_axes_is_refused(tmp_path):
         assert struct.unpack_from("<i", data, vec.pos)[0] == 1
         struct.pack_into("<i", data, vec.pos, 3)
 
-    with pytest.raises(ModelInvalidError, match=r"'axes': \[3\]\} \(type 87\); only mode 'layer' over axes \[1\]"):
+    with pytest.raises(ModelInvalidError, match=r"'axes': \[3\]\} \(type 87\), BSON axes \[1\]; only mode 'layer' over "
+                                                r"axes \[1\]"):
         rknnlite.Context(_doctored(tmp_path, "layernorm13_fp16", patch), backend="software")
 
 

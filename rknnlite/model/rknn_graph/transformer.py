@@ -46,9 +46,12 @@ def lower_layer_norm(lowering, node: VendorNode) -> None:
     if not quantized:
         lowering.float16_only(node, (x, out), "LayerNorm")
     p = node.params
-    if node.param_type != 87 or p.get("mode") != "layer" or p.get("axes") != [1]:
-        raise lowering.error(f"{node.label}: parameter table {p} (type {node.param_type}); only mode 'layer' over "
-                         "axes [1] (a norm table, 87) was decoded")
+    # RKNN-Toolkit2 2.2.0 leaves the table's axes empty; its BSON holds them, as later releases' do
+    axes = p.get("axes") or attr_value(node, "axes")
+    if node.param_type != 87 or p.get("mode") != "layer" or axes != [1] or attr_value(node, "axes", axes) != axes:
+        raise lowering.error(f"{node.label}: parameter table {p} (type {node.param_type}), BSON axes "
+                             f"{attr_value(node, 'axes')}; only mode 'layer' over axes [1] (a norm table, 87) was "
+                             "decoded")
     eps = p["eps"]
     if not (np.isfinite(eps) and eps > 0):
         raise lowering.error(f"{node.label}: parameter eps is {eps!r}; a positive float was expected")
