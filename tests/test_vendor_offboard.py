@@ -1523,16 +1523,16 @@ def test_an_rk3562_int8_deconv_reads_a_plain_conv_s_registers(monkeypatch):
 
 
 def _depthwise_deconv(stem: str):
-    (node,) = [n for n in _corpus_lowered(stem).graph.nodes if n.op == "ConvTranspose" and n.attrs.get("group", 1) > 1]
+    nodes = _corpus_lowered(stem).graph.nodes
+    (node,) = [n for n in nodes if n.op == "ConvTranspose" and n.attrs.get("group", 1) > 1]
     return node
 
 
 @pytest.mark.parametrize("stem", ["segmenter_ops_rk3562_fp16_tk230", "segmenter_ops_i8_tk220"])
 def test_older_toolkits_bilinear_resize_is_a_depthwise_deconv(stem):
     # RKNN-Toolkit2 2.2.0/2.3.0 compile the segmenter's bilinear Resize to a group-16 ConvTranspose whose
-    # 4x4 kernel is [1, 3, 3, 1] / 4 squared (1/16, 3/16, 9/16 in the fp16 tiles); off the simulator's
-    # own answer the refusal before, and the simulator's is the deconv's, not the Resize's (cos 0.987
-    # against onnxruntime in the fp16 build)
+    # 4x4 kernel is [1, 3, 3, 1] / 4 squared (1/16, 3/16, 9/16 in the fp16 tiles), refused before.  The
+    # simulator follows the deconv, not ONNX's Resize (cos 0.987 against onnxruntime in the fp16 build)
     node = _depthwise_deconv(stem)
     assert node.attrs["group"] == 16 and node.attrs["kernel_shape"] == [4, 4]
     (logits, labels), (sim_logits, sim_labels) = _corpus_run(stem)
@@ -1576,7 +1576,7 @@ def test_an_rk3576_int8_depthwise_deconv_is_refused(monkeypatch):
 
 def test_conv_relu_add_adds_the_residual_after_the_relu():
     # corpus conv_relu_add: y = a + relu(conv(...)), which the toolkit fuses into one ConvReluAdd node; read as
-    # ConvAddRelu (relu of the sum) the negative conv outputs would come out as a, not a + 0
+    # ConvAddRelu (relu of the sum), a negative conv output would be subtracted from a instead of adding 0
     ops = [n.op for n in _corpus_lowered("conv_relu_add_fp16").graph.nodes]
     assert ops[-2:] == ["Relu", "Add"]
     (y,), (ref,) = _corpus_run("conv_relu_add_fp16")

@@ -37,9 +37,9 @@ ConvHardSigmoid        map and ``BnCfg`` / ``BsCfg`` tensors, :mod:`.f2act`); a 
                        range (int8)
 ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
                        [, then Relu]; int8: the integer Conv, then VendorAddRequant;
-ConvReluAdd            Conv, Relu, then Add of the residual (fp16; int8 is refused)
                        ``auto_pad`` NOTSET, or VALID with pads 0 (a conv whose pads the
                        compiler moved into a Pad)
+ConvReluAdd            Conv, Relu, then Add of the residual (fp16; int8 is refused)
 Add, Sub, Mul          Add, Sub, Mul (constant operands, plain or NC1HWC2: fp16-rounded
                        values in fp16 files, dequantized integers in int8 files)
 Sigmoid, HardSwish     fp16: Sigmoid, HardSwish; int8: the input's integer codes, then the
