@@ -21,14 +21,13 @@ import pytest
 
 import rknnlite
 from rknnlite.errors import ModelInvalidError
-from rknnlite.model.flatbuf import FlatBuffer
 from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph import lower as lower_mod
 from rknnlite.model.rknn_graph import lower_rockchip
 from rknnlite.model.rknn_graph.graph import read_vendor_graph
 
 from corpus import CORPUS, corpus_arrays
-from vendor_files import doctored_copy
+from vendor_files import doctored_copy, subgraph_table, tensor_bytes, tensor_table
 
 
 
@@ -52,27 +51,12 @@ def _onnx_initializers(case: str):
     return [numpy_helper.to_array(i) for i in model.graph.initializer]
 
 
-def _subgraph(data: bytearray):
-    return FlatBuffer(data, 64, struct.unpack_from("<Q", data, 16)[0]).root("Model").vector(2).table(0)
-
-
-def _tensor_table(data: bytearray, name: str):
-    return next(t for t in _subgraph(data).tables(0) if t.string(5, "") == name)
-
-
 def _node_table(data: bytearray, op: str):
-    return next(n for n in _subgraph(data).tables(1) if n.string(1, "") == op)
+    return next(n for n in subgraph_table(data).tables(1) if n.string(1, "") == op)
 
 
 def _doctored(tmp_path, stem: str, patch) -> str:
     return doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch)
-
-
-def _tensor_bytes(data: bytearray, name: str) -> memoryview:
-    t = _tensor_table(data, name)
-    root = FlatBuffer(data, 64, struct.unpack_from("<Q", data, 16)[0]).root()
-    vec = root.vector(20).table(t.u32(18)).vector(0, 1)
-    return memoryview(data)[vec.pos:vec.pos + len(vec.raw())]
 
 
 # -- LayerNorm: exNorm ---------------------------------------------------------------------------
@@ -125,12 +109,12 @@ def test_the_bfloat16_tensor_is_the_reduce_mean_weight_of_ones():
     (bf16,) = [t for t in sg.tensors if t.dtype == "bfloat16"]
     assert bf16.name == "ReduceMean2_2ln_rm_bf16_weight" and bf16.kind == "generated" and bf16.shape == (1, 32, 1, 1)
     data = bytearray((CORPUS / "layernorm13_fp16.rknn").read_bytes())
-    assert bytes(_tensor_bytes(data, bf16.name)) == struct.pack("<H", 0x3F80) * 32  # bfloat16 1.0
+    assert bytes(tensor_bytes(data, bf16.name)) == struct.pack("<H", 0x3F80) * 32  # bfloat16 1.0
 
 
 def test_an_unknown_dtype_code_beside_bfloat16_is_named(tmp_path):
     def patch(data):
-        data[_tensor_table(data, "ReduceMean2_2ln_rm_bf16_weight").field_pos(0)] = 17
+        data[tensor_table(data, "ReduceMean2_2ln_rm_bf16_weight").field_pos(0)] = 17
 
     with pytest.raises(ModelInvalidError, match=r"tensor 17 \('ReduceMean2_2ln_rm_bf16_weight'\) has unknown "
                                                 r"dtype code 17 \(known: .*16 bfloat16\)"):
@@ -140,7 +124,7 @@ def test_an_unknown_dtype_code_beside_bfloat16_is_named(tmp_path):
 @pytest.mark.parametrize("name, dtype", [("ReduceMean2_2ln_rm_bf16_weight", 10), ("ReduceMean2_2ln_rm_fp16_weight", 16)])
 def test_a_reduce_mean_weight_of_another_dtype_is_refused(tmp_path, name, dtype):
     def patch(data):
-        data[_tensor_table(data, name).field_pos(0)] = dtype
+        data[tensor_table(data, name).field_pos(0)] = dtype
 
     expected = "bfloat16" if "bf16" in name else "float16"
     with pytest.raises(ModelInvalidError, match=rf"reduce-mean weight '{name}' is a \w+ generated tensor of shape "
@@ -152,7 +136,7 @@ def test_a_reduce_mean_weight_of_another_dtype_is_refused(tmp_path, name, dtype)
                                        ("ReduceMean2_2ln_rm_fp16_weight", 0x3C00)])
 def test_a_reduce_mean_weight_other_than_ones_is_refused(tmp_path, name, one):
     def patch(data):
-        view = _tensor_bytes(data, name)
+        view = tensor_bytes(data, name)
         assert bytes(view[:2]) == struct.pack("<H", one)
         view[:2] = struct.pack("<H", one + 0x80)  # 1.0 -> 2.0 (bfloat16) / 1.125 (float16)
 
@@ -206,7 +190,7 @@ def test_the_epsilon_is_the_parameter_tables(tmp_path):
 
 def test_a_layer_norm_scale_of_another_dtype_is_refused(tmp_path):
     def patch(data):  # the scale (float16) relabelled as the bias's float32
-        data[_tensor_table(data, "c17").field_pos(0)] = 1
+        data[tensor_table(data, "c17").field_pos(0)] = 1
 
     with pytest.raises(ModelInvalidError, match=r"constant inputs \[\('c17', 'float32', \[1, 32, 1, 1\]\), \('c20', "
                                                 r"'float32', \[1, 32, 1, 1\]\)\]; a float16 scale and a float32 bias"):
@@ -254,7 +238,7 @@ def test_matmul_of_two_activations_is_a_batched_matmul():
 
 def test_matmul_of_another_geometry_is_refused(tmp_path):
     def patch(data):  # the output (2, 16, 1, 12) made (2, 12, 1, 16)
-        vec = _tensor_table(data, "y_mm").vector(4, 4)
+        vec = tensor_table(data, "y_mm").vector(4, 4)
         assert struct.unpack_from("<4i", data, vec.pos) == (2, 16, 1, 12)
         struct.pack_into("<4i", data, vec.pos, 2, 12, 1, 16)
 
@@ -281,7 +265,7 @@ def _c_type_add(data: bytearray) -> None:  # the exMatMul's BSON c_type "mul" ma
 
 
 @pytest.mark.parametrize("patch, message", [
-    (lambda data: _tensor_bytes(data, "c3").__setitem__(slice(0, 4), struct.pack("<f", 0.3)),
+    (lambda data: tensor_bytes(data, "c3").__setitem__(slice(0, 4), struct.pack("<f", 0.3)),
      r"an exMatMul multiplied by 0.30000001192092896 in an fp16 file; only fp16 files and powers of two"),
     (_c_type_add, r"c_type 'add' with constant inputs \[\('c3', 'float32', \[1, 1, 1, 1\]\)\]; only 'mul' by one "
                   r"float32 scalar"),
@@ -329,7 +313,7 @@ def _patch_registers(target: int, regs, change):
     """A patch rewriting every regcmd write of ``(target, reg)``, ``reg`` in ``regs`` (value ``v`` ->
     ``change(v)``)."""
     def patch(data: bytearray) -> None:
-        view = _tensor_bytes(data, "regcmd")
+        view = tensor_bytes(data, "regcmd")
         found = 0
         for at in range(0, len(view) - 7, 8):
             (entry,) = struct.unpack_from("<Q", view, at)
@@ -371,7 +355,7 @@ def test_int8_matmul_cna_conversion_registers_are_checked(tmp_path, regs, change
 
 def test_int8_matmul_with_a_bn_stage_is_refused(tmp_path):
     def patch(data):  # the conv task's 0x405c write becomes a BN_MUL (0x4068) write, as an attention's
-        view = _tensor_bytes(data, "regcmd")
+        view = tensor_bytes(data, "regcmd")
         for at in range(0, len(view) - 7, 8):
             (entry,) = struct.unpack_from("<Q", view, at)
             if entry >> 48 == 0x1001 and entry & 0xFFFF == 0x405C:
@@ -485,7 +469,7 @@ def test_an_embedding_lookup_is_a_gather_of_the_float16_table_by_the_int64_ids()
 
 def test_an_embedding_table_of_another_dtype_is_refused(tmp_path):
     def patch(data):  # the float16 table relabelled int16
-        data[_tensor_table(data, "table1").field_pos(0)] = 5
+        data[tensor_table(data, "table1").field_pos(0)] = 5
 
     with pytest.raises(ModelInvalidError, match=r"a Gather of a int16 shape tensor 'table1' by int64 input 'ids'; only "
                                                 "a float16 constant table indexed by an int64 graph input"):
@@ -494,7 +478,7 @@ def test_an_embedding_table_of_another_dtype_is_refused(tmp_path):
 
 def test_token_ids_that_another_op_reads_are_refused(tmp_path):
     def patch(data):  # the ids relabelled float16: no longer int64 token ids
-        data[_tensor_table(data, "ids").field_pos(0)] = 10
+        data[tensor_table(data, "ids").field_pos(0)] = 10
 
     with pytest.raises(ModelInvalidError, match=r"Gather of a float16 shape tensor 'table1' by float16 input 'ids'"):
         rknnlite.Context(_doctored(tmp_path, "embedding_fp16", patch), backend="software")

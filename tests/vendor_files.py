@@ -3,8 +3,11 @@ what it does not know."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Callable
+
+from rknnlite.model.flatbuf import FlatBuffer
 
 
 def doctored_copy(source: Path, tmp_path: Path, patch: Callable[[bytearray], None]) -> str:
@@ -14,3 +17,21 @@ def doctored_copy(source: Path, tmp_path: Path, patch: Callable[[bytearray], Non
     path = Path(tmp_path) / f"doctored_{Path(source).stem}.rknn"
     path.write_bytes(bytes(data))
     return str(path)
+
+
+def subgraph_table(data: bytearray):
+    """The first subgraph's FlatBuffer table of a vendor file's bytes."""
+    return FlatBuffer(data, 64, struct.unpack_from("<Q", data, 16)[0]).root("Model").vector(2).table(0)
+
+
+def tensor_table(data: bytearray, name: str):
+    """The FlatBuffer table of the tensor called ``name`` in the first subgraph."""
+    return next(t for t in subgraph_table(data).tables(0) if t.string(5, "") == name)
+
+
+def tensor_bytes(data: bytearray, name: str) -> memoryview:
+    """The stored bytes of tensor ``name``, a view into ``data`` (writes doctor the file)."""
+    t = tensor_table(data, name)
+    root = FlatBuffer(data, 64, struct.unpack_from("<Q", data, 16)[0]).root()
+    vec = root.vector(20).table(t.u32(18)).vector(0, 1)
+    return memoryview(data)[vec.pos:vec.pos + len(vec.raw())]

@@ -105,6 +105,7 @@ from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
+from .helpers import check_concat_selection, check_softmax_sum_weight
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import (F2_ACT_LUT, F2_PLATFORMS, f2_activation, f2_bias_layout, f2_fp16_activation, f2_lut_stage,
                     f2_lut_task)
@@ -504,7 +505,10 @@ class _Lowering:
             axis = self.bson_int(node, "axis")
             if not -rank <= axis < rank:
                 raise self.error(f"{node.label}: axis {axis} of a rank-{rank} input")
-            self.emit(node, "Concat", self.activation_inputs(node, 1, 1 << 16), {"axis": axis})
+            inputs = self.activation_inputs(node, 1, 1 << 16)
+            parts = [self.tensor(i, node) for i in node.inputs if self.names.get(i) in inputs]
+            check_concat_selection(self, node, [int(t.shape[axis]) for t in parts])
+            self.emit(node, "Concat", inputs, {"axis": axis})
         elif node.op == "Transpose":
             perm = self.bson_ints(node, "perm")
             rank = len(self.tensor(node.inputs[0], node).shape) if node.inputs else 0
@@ -534,7 +538,9 @@ class _Lowering:
             if attr_value(node, "axis", axis) != axis:
                 raise self.error(f"{node.label}: BSON axis {attr_value(node, 'axis')} is not the parameter table's "
                                  f"{axis}")
-            self.emit(node, "Softmax", self.activation_inputs(node, 1, 1), {"axis": axis})
+            data = self.activation_inputs(node, 1, 1)
+            check_softmax_sum_weight(self, node, int(self.tensor(node.inputs[0], node).shape[axis]))
+            self.emit(node, "Softmax", data, {"axis": axis})
         elif node.op == "Reshape":
             self.reshape(node)
         elif node.op == "exDataConvert":

@@ -1,0 +1,65 @@
+"""The constants the compiler generates beside a Concat or an exSoftmax13, checked for what the
+lowering takes them to be.
+
+The lowering runs a vendor Concat as ONNX's Concat and an exSoftmax13 as ONNX's Softmax, and
+does not read these constants.  That is right only when they are what every observed file holds:
+
+* a Concat's ``<output>_conv_weight``: the 1x1 conv by which the NPU gathers its inputs'
+  channels, each input's channels on lanes of their own (padded to the layout's channel
+  block), into the output: a 0/1 matrix ``[C_out, lanes]`` taking the inputs' channels in
+  order;
+* an exSoftmax13's ``<input>_rs_weight``: the reduce-sum weight, ones over the softmax's axis.
+
+A compiler that folded something more into them (a channel permutation, a scale) would make
+the lowering's answer silently wrong, so anything else is refused by name.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+
+from .graph import VendorNode, VendorTensor
+from .weights import decode_weight
+
+__all__ = ["check_concat_selection", "check_softmax_sum_weight"]
+
+
+def _generated(lowering, node: VendorNode, suffix: str) -> List[VendorTensor]:
+    tensors = [lowering.tensor(i, node) for i in node.inputs]
+    return [t for t in tensors if t.kind == "generated" and t.name.endswith(suffix)]
+
+
+def check_concat_selection(lowering, node: VendorNode, channels: List[int]) -> None:
+    """Refuse a Concat over axis 1 whose ``*_conv_weight`` is not the in-order selection of its
+    inputs' ``channels`` (a row per output channel, one 1 in it; each input's channels on
+    consecutive lanes, the inputs in order)."""
+    for t in _generated(lowering, node, "_conv_weight"):
+        where = f"{lowering.label}: {node.label} helper weight {t.name!r}"
+        if len(t.shape) != 4 or t.shape[0] != sum(channels) or list(t.shape[2:]) != [1, 1]:
+            raise lowering.error(f"{node.label}: helper weight {t.name!r} of shape {list(t.shape)}; a 1x1 selection "
+                                 f"of the {sum(channels)} output channels was expected")
+        w = decode_weight(lowering.vf.tensor_data(lowering.sg, t), t.npu_shape, t.shape, t.dtype, where, t.size)
+        w = w.reshape(t.shape[0], t.shape[1]).astype(np.float64)
+        lanes = np.argmax(w != 0, axis=1)
+        one_each = np.array_equal(np.count_nonzero(w, axis=1), np.ones(len(w))) and np.all(w[np.arange(len(w)),
+                                                                                             lanes] == 1)
+        starts = np.cumsum([0] + channels[:-1])
+        contiguous = all(np.array_equal(np.diff(lanes[s:s + c]), np.ones(c - 1)) for s, c in zip(starts, channels))
+        if not (one_each and contiguous and np.all(np.diff(lanes) > 0)):
+            raise lowering.error(f"{node.label}: helper weight {t.name!r} is not the in-order selection of its inputs' "
+                                 f"{channels} channels (output channel -> lane {lanes.tolist()}); only that was "
+                                 "observed, so the Concat it serves is not run as a plain Concat")
+
+
+def check_softmax_sum_weight(lowering, node: VendorNode, channels: int) -> None:
+    """Refuse an exSoftmax13 over ``channels`` values whose ``*_rs_weight`` (the reduce-sum weight,
+    shape ``[1 or 8, channels, 1, 1]``) does not start with ``channels`` ones (a plain sum; what
+    follows is padding: zeros on rk3576/rv1126b, whatever memory held on the others)."""
+    for t in _generated(lowering, node, "_rs_weight"):
+        raw = np.frombuffer(lowering.vf.tensor_data(lowering.sg, t), "<f2") if t.dtype == "float16" else np.zeros(0)
+        if len(t.shape) != 4 or t.shape[1] != channels or raw.size < channels or not np.all(raw[:channels] == 1):
+            raise lowering.error(f"{node.label}: reduce-sum weight {t.name!r} ({t.dtype}, {list(t.shape)}) begins "
+                                 f"{raw[:channels].tolist()}; {channels} float16 ones (a plain sum over the softmax's "
+                                 "axis) were expected")
