@@ -126,7 +126,27 @@ def test_collapsed_channels_takes_samples_of_different_shapes():
         return y
 
     found = collapsed_channels({"y": QuantParams("int8", (100 / 255,), (-128,))}, {"y": [sample(6, 6), sample(4, 8)]})
-    assert found == {"y": (3, 4, 100.0)}
+    assert found == {"y": (3, 4, 100.0, 1)}
+
+
+def test_map_channels_that_keep_a_few_values_are_reported():
+    # a YOLOX/YOLOv5-style head: pixel box offsets beside 0..1 scores on an 8x8 grid.  The scores span
+    # about 2.5 steps of the boxes' scale (0.39): not one value, but three at most, as good as lost
+    from rknnlite.model.spec import QuantParams
+    from rknnlite.toolkit.hybrid import FEW_STEPS, collapsed_channels, diagnose
+
+    rng = np.random.default_rng(3)
+    head = np.concatenate([rng.uniform(-50, 50, (1, 4, 8, 8)), rng.uniform(0, 1, (1, 12, 8, 8))], axis=1)
+    q = QuantParams("int8", (100 / 255,), (0,))
+    flat, channels, widest, steps = collapsed_channels({"y": q}, {"y": [head.astype(np.float32)]})["y"]
+    assert (flat, channels, steps) == (12, 16, FEW_STEPS) and widest > 90
+    (warning,) = diagnose(None, {"y": q}, {"y": [head.astype(np.float32)]})
+    assert warning.startswith("12 of 16 channels of y quantize to at most 5 values (their range is below 4 int8 "
+                              "steps of 0.3922")
+    # one value per channel (logits): only the one-step rule applies, whatever the spans
+    logits = [np.zeros((1, 16), np.float32), np.ones((1, 16), np.float32)]  # spans of 2.5 steps
+    logits[0][0, 0] = 100.0
+    assert collapsed_channels({"y": q}, {"y": logits}) == {}
 
 
 def test_auto_hybrid_keeps_the_destroyed_output_in_float16(workdir, caplog):
@@ -252,5 +272,5 @@ def test_constant_channels_are_not_reported_as_collapsed():
     # channels that vary below one step are reported
     varying = [np.full((1, 8), 0.1, np.float32), np.full((1, 8), 0.4, np.float32)]
     varying[1][0, :2] = [100.0, -100.0]
-    flat, channels, widest = collapsed_channels({"y": q}, {"y": varying})["y"]
-    assert (flat, channels) == (6, 8) and widest == pytest.approx(100.1, abs=1e-4)
+    flat, channels, widest, steps = collapsed_channels({"y": q}, {"y": varying})["y"]
+    assert (flat, channels, steps) == (6, 8, 1) and widest == pytest.approx(100.1, abs=1e-4)

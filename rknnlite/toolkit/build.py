@@ -365,7 +365,7 @@ def proposed_floats(graph: Graph, quant, error_samples, outputs, preprocess: Pre
             if e.name not in worst or e.cos < worst[e.name].cos:
                 worst[e.name] = e
     out = {name: worst[name].cos for name in hybrid.auto_float_tensors(worst.values(), cos, euc)}
-    for name, (flat, channels, _) in hybrid.collapsed_channels(quant, outputs).items():
+    for name, (flat, channels, _, _) in hybrid.collapsed_channels(quant, outputs).items():
         for tensor in hybrid.with_layout_producers(graph, [name]):
             out.setdefault(tensor, 1.0 - flat / channels)
     return out

@@ -16,8 +16,9 @@ RKNN-Toolkit2 defines the workflow (``shared/reference/rknn-toolkit2-api-facts.m
 themselves from each layer's error (:func:`layer_errors`): a layer whose quantized output has a
 cosine below ``auto_hybrid_cos_thresh`` (default 0.98), or (when given) a euclidean distance above
 ``auto_hybrid_euc_thresh``, against the float value, each layer run alone on float inputs; and
-an output most of whose channels quantize to one value (:func:`collapsed_channels`), which a
-cosine over the whole tensor misses when its other channels dominate the norm.
+an output most of whose channels quantize to one value, or to a few for maps
+(:func:`collapsed_channels`), which a cosine over the whole tensor misses when its other
+channels dominate the norm.
 
 :func:`diagnose` is what ``build`` warns with after calibration: outputs whose channels mostly
 quantize to one value (a concatenated detection head: pixel boxes beside 0..1 class scores) and
@@ -269,13 +270,23 @@ def _norm(value):
     return value
 
 
+#: A channel with at least :data:`MAP_VALUES` values per sample (a map, such as a detection head's
+#: grid) whose range spans fewer than :data:`FEW_STEPS` int8 steps is as good as lost: its values
+#: land on at most FEW_STEPS + 1 codes (YOLOX/YOLOv5-style heads that concatenate pixel boxes with
+#: 0..1 scores: the scores get two to four).  Channels of one value per sample (a classifier's
+#: logits) keep the one-step rule: their span across a few calibration samples says little.
+FEW_STEPS = 4
+MAP_VALUES = 16
+
+
 def collapsed_channels(quant: Mapping[str, QuantParams], samples_out: Mapping[str, Sequence[np.ndarray]]
-                       ) -> Dict[str, Tuple[int, int, float]]:
-    """``{tensor: (flat channels, channels, widest channel span)}`` for the int8 tensors
-    (``samples_out``: their float values over the calibration samples) whose channels
-    (axis 1) mostly span less than one int8 step: at least a quarter of them, and two, come
-    out as one value.  A channel whose calibration values are all equal (span 0, e.g. one
-    value per channel and one sample) loses nothing and is not counted."""
+                       ) -> Dict[str, Tuple[int, int, float, int]]:
+    """``{tensor: (flat channels, channels, widest channel span, steps)}`` for the int8 tensors
+    (``samples_out``: their float values over the calibration samples) whose channels (axis 1)
+    mostly span less than ``steps`` int8 steps: 1 (they come out as one value) or, failing
+    that, for maps of at least :data:`MAP_VALUES` values per channel, :data:`FEW_STEPS`; at
+    least a quarter of the channels, and two.  A channel whose calibration values are all equal (span 0, e.g. one value
+    per channel and one sample) loses nothing and is not counted."""
     out = {}
     for name, values in samples_out.items():
         q = quant.get(name)
@@ -284,13 +295,16 @@ def collapsed_channels(quant: Mapping[str, QuantParams], samples_out: Mapping[st
         channels = np.shape(values[0])[1]
         if any(np.ndim(v) < 2 or np.shape(v)[1] != channels for v in values):
             continue
+        is_map = min(int(np.prod(np.shape(v)[2:])) for v in values) >= MAP_VALUES
         # per sample (their shapes may differ: dynamic shapes), then over the samples
         lows = [np.moveaxis(np.asarray(v, np.float64), 1, 0).reshape(channels, -1).min(axis=1) for v in values]
         highs = [np.moveaxis(np.asarray(v, np.float64), 1, 0).reshape(channels, -1).max(axis=1) for v in values]
         span = np.max(highs, axis=0) - np.min(lows, axis=0)
-        flat = int(np.sum((span > 0) & (span < q.scale[0])))
-        if flat >= max(2, channels // 4):
-            out[name] = (flat, channels, float(span.max()))
+        for steps in (1, FEW_STEPS) if is_map else (1,):  # the strongest statement that holds
+            flat = int(np.sum((span > 0) & (span < steps * q.scale[0])))
+            if flat >= max(2, channels // 4):
+                out[name] = (flat, channels, float(span.max()), steps)
+                break
     return out
 
 
@@ -323,12 +337,14 @@ def diagnose(graph: Graph, quant: Mapping[str, QuantParams], samples_out: Mappin
     :func:`collapsed_channels`, and layers whose int8 output (``errors``,
     :func:`layer_errors`) has a cosine below ``cos_warn`` against float."""
     warnings = []
-    for name, (flat, channels, widest) in collapsed_channels(quant, samples_out).items():
+    for name, (flat, channels, widest, steps) in collapsed_channels(quant, samples_out).items():
+        what = ("quantize to one value (their range is below one int8 step" if steps == 1 else
+                f"quantize to at most {steps + 1} values (their range is below {steps} int8 steps")
         warnings.append(
-            f"{flat} of {channels} channels of {name} quantize to one value (their range is below one int8 step "
-            f"of {quant[name].scale[0]:.4g}: the tensor's range, {widest:.4g} wide, is set by its other channels); "
-            f"keep {name} in float16 with hybrid quantization (hybrid_quantization_step1, custom_quantize_layers, "
-            "or build(auto_hybrid=True)), or split the output so each part gets its own scale")
+            f"{flat} of {channels} channels of {name} {what} of {quant[name].scale[0]:.4g}: the tensor's range, "
+            f"{widest:.4g} wide, is set by its other channels); keep {name} in float16 with hybrid quantization "
+            "(hybrid_quantization_step1, custom_quantize_layers, or build(auto_hybrid=True)), or split the output "
+            "so each part gets its own scale")
     for e in errors:
         if not math.isnan(e.cos) and e.cos < cos_warn:
             warnings.append(f"layer {e.op} -> {e.name}: its int8 output has cosine {e.cos:.4f} against float "
