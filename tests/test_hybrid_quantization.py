@@ -258,6 +258,48 @@ def test_editing_min_max_changes_the_parameters(workdir):
         read_cfg(str(workdir / "bad.cfg"), params, list(params))
 
 
+def _step1_parameters(workdir, algorithm):
+    import json
+
+    rk = RKNN()
+    assert rk.config(target_platform="rk3588", quantized_algorithm=algorithm) == 0
+    assert rk.load_onnx("head.onnx") == 0
+    assert rk.hybrid_quantization_step1(dataset="dataset.txt") == 0
+    rk.release()
+    return json.loads((workdir / "head.data").read_text())["parameters"]
+
+
+def _scales(model_bytes) -> dict:
+    from rknnlite.model.loader import load_model
+
+    return {name: q.scale for name, q in load_model(model_bytes).model.graph.quant.items()}
+
+
+def test_mmse_step1_shows_kl_ranges_and_step2_builds_with_mmse(workdir, caplog):
+    # RKNN-Toolkit2 2.5.0, measured (convnet, rk3588): under mmse, step1's cfg holds the kl_divergence
+    # ranges (relu_5 max 10.373), step2 builds with the mmse search's (the plain mmse build's scales,
+    # 0.042754 there) and refuses an edited min/max with the message below
+    kl = _step1_parameters(workdir, "kl_divergence")
+    shown = _step1_parameters(workdir, "mmse")
+    assert {k: (v["min"], v["max"]) for k, v in shown.items()} == {k: (v["min"], v["max"]) for k, v in kl.items()}
+    rk = RKNN()
+    assert rk.hybrid_quantization_step2("head.model", "head.data", "head.quantization.cfg") == 0
+    assert rk.export_rknn("step2.rknn") == 0
+    stepped = _scales((workdir / "step2.rknn").read_bytes())
+    plain = _scales(_build(workdir, caplog, config={"quantized_algorithm": "mmse"}))
+    assert stepped == plain
+    assert any(_scales(_build(workdir, caplog, config={"quantized_algorithm": "kl_divergence"}))[k] != v
+               for k, v in plain.items())  # the two algorithms differ on this model: the check has teeth
+    _step1_parameters(workdir, "mmse")
+    text = (workdir / "head.quantization.cfg").read_text()
+    head, tail = text.split("    output0:\n", 1)
+    (workdir / "head.quantization.cfg").write_text(head + "    output0:\n" + tail.replace(
+        f"        max:\n        -   {shown['output0']['max'][0]!r}", "        max:\n        -   1.0", 1))
+    caplog.set_level(logging.ERROR, logger="rknnlite.toolkit")
+    assert RKNN().hybrid_quantization_step2("head.model", "head.data", "head.quantization.cfg") == -1
+    assert "Not support modify quantize_parameters when config.quantized_algorithm = mmse" in caplog.text
+
+
 def test_step1_needs_config_and_a_model(caplog):
     caplog.set_level(logging.ERROR, logger="rknnlite.toolkit")
     assert RKNN().hybrid_quantization_step1(dataset="dataset.txt") == -1

@@ -357,11 +357,15 @@ _DATA_FORMAT = "rknnlite-hybrid-1"
 
 def write_step1(stem: str, graph: Graph, imported, cfg: Mapping, ranges: Mapping[str, Tuple[float, float]],
                 quant: Mapping[str, QuantParams], layers: Mapping[str, str],
-                proposals: Optional[Mapping[str, float]], custom_ops: Sequence[str]) -> None:
+                proposals: Optional[Mapping[str, float]], custom_ops: Sequence[str],
+                build_ranges: Optional[Mapping[str, Tuple[float, float]]] = None) -> None:
     """Write step1's three files in the current directory (see the module doc): ``graph`` the
     optimised float graph of ``imported`` (the toolkit's ImportedModel), ``cfg`` the toolkit
-    configuration, ``ranges``/``quant`` the calibration, ``layers`` the pre-filled
-    ``custom_quantize_layers``, ``custom_ops`` the registered custom op types step2 needs."""
+    configuration, ``ranges``/``quant`` the calibration the cfg shows, ``layers`` the
+    pre-filled ``custom_quantize_layers``, ``custom_ops`` the registered custom op types step2
+    needs.  ``build_ranges``: the ranges step2 builds with when they are not the cfg's (``mmse``:
+    the cfg shows the kl_divergence ranges, as the vendor's does, and its min/max may not be
+    edited)."""
     from ..model.metadata import build_metadata
     from ..model.portable import write_portable
 
@@ -373,6 +377,8 @@ def write_step1(stem: str, graph: Graph, imported, cfg: Mapping, ranges: Mapping
     parameters = quantize_parameters(ranges, quant, list(graph.inputs) + graph.produced())
     data = {"format": _DATA_FORMAT, "config": _jsonable(dict(cfg)), "opset": int(imported.opset),
             "parameters": parameters, "custom_ops": list(custom_ops)}
+    if build_ranges is not None:
+        data["build_ranges"] = {name: [float(lo), float(hi)] for name, (lo, hi) in build_ranges.items()}
     with open(stem + DATA_SUFFIX, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1)
     write_cfg(stem + CFG_SUFFIX, layers, parameters, proposals)
@@ -409,6 +415,12 @@ def read_step2(model_input: str, data_input: str, cfg_path: str, custom_ops: Seq
                              input_specs=list(meta.inputs), output_specs=list(meta.outputs), opset=data["opset"])
     layers, ranges = read_cfg(cfg_path, data["parameters"], list(graph.inputs) + graph.produced())
     config = dict(data["config"])
+    if "build_ranges" in data:  # mmse: its search's ranges, which the cfg does not show
+        shown = {name: (float(_one(f["min"])), float(_one(f["max"]))) for name, f in data["parameters"].items()}
+        if ranges != shown:
+            raise HybridError(f"Not support modify quantize_parameters when config.quantized_algorithm = "
+                              f"{config.get('quantized_algorithm')}")
+        ranges = {name: (float(lo), float(hi)) for name, (lo, hi) in data["build_ranges"].items()}
     return imported, config, layers, ranges
 
 
