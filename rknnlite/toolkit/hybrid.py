@@ -285,8 +285,8 @@ def collapsed_channels(quant: Mapping[str, QuantParams], samples_out: Mapping[st
     (``samples_out``: their float values over the calibration samples) whose channels (axis 1)
     mostly span less than ``steps`` int8 steps: 1 (they come out as one value) or, failing
     that, for maps of at least :data:`MAP_VALUES` values per channel, :data:`FEW_STEPS`; at
-    least a quarter of the channels, and two.  A channel whose calibration values are all equal (span 0, e.g. one value
-    per channel and one sample) loses nothing and is not counted."""
+    least a quarter of the channels, and two.  A channel whose calibration values are all
+    equal (span 0, e.g. one value per channel and one sample) loses nothing and is not counted."""
     out = {}
     for name, values in samples_out.items():
         q = quant.get(name)

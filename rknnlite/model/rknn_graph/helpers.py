@@ -43,8 +43,7 @@ def check_concat_selection(lowering, node: VendorNode, channels: List[int]) -> N
         w = decode_weight(lowering.vf.tensor_data(lowering.sg, t), t.npu_shape, t.shape, t.dtype, where, t.size)
         w = w.reshape(t.shape[0], t.shape[1]).astype(np.float64)
         lanes = np.argmax(w != 0, axis=1)
-        one_each = np.array_equal(np.count_nonzero(w, axis=1), np.ones(len(w))) and np.all(w[np.arange(len(w)),
-                                                                                             lanes] == 1)
+        one_each = np.all(np.count_nonzero(w, axis=1) == 1) and np.all(w[np.arange(len(w)), lanes] == 1)
         starts = np.cumsum([0] + channels[:-1])
         contiguous = all(np.array_equal(np.diff(lanes[s:s + c]), np.ones(c - 1)) for s, c in zip(starts, channels))
         if not (one_each and contiguous and np.all(np.diff(lanes) > 0)):
