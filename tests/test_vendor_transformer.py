@@ -27,7 +27,7 @@ from rknnlite.model.rknn_graph import lower_rockchip
 from rknnlite.model.rknn_graph.graph import read_vendor_graph
 
 from corpus import CORPUS, corpus_arrays
-from vendor_files import doctored_copy, subgraph_table, tensor_bytes, tensor_table
+from vendor_files import doctored_copy, patch_registers, subgraph_table, tensor_bytes, tensor_table
 
 
 
@@ -309,23 +309,6 @@ def test_a_linear_layer_is_a_one_by_one_conv():
                                   w.T.astype(np.float16).astype(np.float32))
 
 
-def _patch_registers(target: int, regs, change):
-    """A patch rewriting every regcmd write of ``(target, reg)``, ``reg`` in ``regs`` (value ``v`` ->
-    ``change(v)``)."""
-    def patch(data: bytearray) -> None:
-        view = tensor_bytes(data, "regcmd")
-        found = 0
-        for at in range(0, len(view) - 7, 8):
-            (entry,) = struct.unpack_from("<Q", view, at)
-            if entry >> 48 == target and entry & 0xFFFF in regs:
-                value = change((entry >> 16) & 0xFFFFFFFF) & 0xFFFFFFFF
-                struct.pack_into("<Q", view, at, (entry & ~(0xFFFFFFFF << 16)) | (value << 16))
-                found += 1
-        assert found
-
-    return patch
-
-
 def test_int8_matmul_is_the_npus_integer_pipeline():
     model = _lowered("matmul_act_i8")
     nodes = [n for n in model.graph.nodes if n.name.startswith("exMatMul:")]
@@ -348,7 +331,7 @@ def test_int8_matmul_is_the_npus_integer_pipeline():
     ((0x104C,), lambda v: v | 0x4, r"CNA_CVT_CON0 \(0x104c\) = 0x3cf3cfe; the observed layout"),
 ])
 def test_int8_matmul_cna_conversion_registers_are_checked(tmp_path, regs, change, message):
-    path = _doctored(tmp_path, "matmul_act_i8", _patch_registers(0x0201, regs, change))
+    path = _doctored(tmp_path, "matmul_act_i8", patch_registers(0x0201, regs, change))
     with pytest.raises(ModelInvalidError, match=r"exMatMul 'exMatMul:MatMul2#1'\): " + message):
         rknnlite.Context(path, backend="software")
 
@@ -372,7 +355,7 @@ def test_int8_matmul_with_a_bn_stage_is_refused(tmp_path):
     ((0x4080,), lambda v: 0, r"OUT_CVT offset 0, scale 0x41d3, shift 0x15; the output's zero point -2"),
 ])
 def test_int8_matmul_dpu_registers_are_checked(tmp_path, regs, change, message):
-    path = _doctored(tmp_path, "matmul_act_i8", _patch_registers(0x1001, regs, change))
+    path = _doctored(tmp_path, "matmul_act_i8", patch_registers(0x1001, regs, change))
     with pytest.raises(ModelInvalidError, match=message):
         rknnlite.Context(path, backend="software")
 

@@ -35,3 +35,20 @@ def tensor_bytes(data: bytearray, name: str) -> memoryview:
     root = FlatBuffer(data, 64, struct.unpack_from("<Q", data, 16)[0]).root()
     vec = root.vector(20).table(t.u32(18)).vector(0, 1)
     return memoryview(data)[vec.pos:vec.pos + len(vec.raw())]
+
+
+def patch_registers(target: int, regs, change):
+    """A patch rewriting every regcmd write of ``(target, reg)``, ``reg`` in ``regs`` (value ``v`` ->
+    ``change(v)``)."""
+    def patch(data: bytearray) -> None:
+        view = tensor_bytes(data, "regcmd")
+        found = 0
+        for at in range(0, len(view) - 7, 8):
+            (entry,) = struct.unpack_from("<Q", view, at)
+            if entry >> 48 == target and entry & 0xFFFF in regs:
+                value = change((entry >> 16) & 0xFFFFFFFF) & 0xFFFFFFFF
+                struct.pack_into("<Q", view, at, (entry & ~(0xFFFFFFFF << 16)) | (value << 16))
+                found += 1
+        assert found
+
+    return patch

@@ -75,7 +75,7 @@ from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
 from .regcmd import TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers, shortest_decimal
 
-__all__ = ["f2_activation", "f2_bias_layout", "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero",
+__all__ = ["f2_activation", "f2_bias_layout", "f2_deconv_requant", "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero",
            "hard_sigmoid_of", "shifted_clamp", "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS"]
 
 #: target platforms whose files use the DPU register map decoded here
@@ -121,6 +121,29 @@ def f2_bias_layout(regs: Dict[Tuple[int, int], int], where: str) -> None:
                                 "int32 bias (bits 16..19 = 2, as in per-layer files and one-channel convs such as "
                                 "YOLOv8's DFL), whose weight zero point was not located; only per-channel bias blocks "
                                 "(bits 16..19 = 1) were decoded", op="load")
+
+
+#: the bias blocks' channel multipliers are normalised to 2^14 (the largest weight scale)
+_BLOCK_MUL_SHIFT = 14
+
+
+def f2_deconv_requant(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
+    """The output conversion of an rk3576/rv1126b int8 ConvTranspose, whose weight has no stored
+    per-channel scale (``<weight>_w4a16_weight``): ``OUT_CVT`` at 0x40ac..0x40b4 gives the
+    accumulator unit ``s_in * max_c s_w`` (on convs with a stored scale: within 1.3e-4 of it) and
+    the bias blocks (BS_ALU_CFG bits 16..19 = 1) the channel multipliers over 2^14, as rk3588's.
+
+    Raises:
+        ModelInvalidError: another bias layout or an OUT_CVT outside the observed form.
+    """
+    f2_bias_layout(regs, where)
+    reg = dpu_reader(regs, where, "(rk3576 register map)")
+
+    def refuse(message: str) -> ModelInvalidError:
+        return ModelInvalidError(f"{where}: {message} on an rk3576/rv1126b int8 ConvTranspose", op="load")
+
+    offset, scale, shift = _out_cvt(reg, refuse, ew_input=False)
+    return Requant(scale, shift, _BLOCK_MUL_SHIFT, offset, True, 0)
 
 
 def f2_activation(lowering, node, x, out, w, b, channels: int) -> Dict[str, float]:

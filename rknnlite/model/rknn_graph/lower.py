@@ -107,8 +107,8 @@ from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
 from .helpers import check_concat_selection, check_softmax_sum_weight
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
-from .f2act import (F2_ACT_LUT, F2_PLATFORMS, f2_activation, f2_bias_layout, f2_fp16_activation, f2_lut_stage,
-                    f2_lut_task)
+from .f2act import (F2_ACT_LUT, F2_PLATFORMS, f2_activation, f2_bias_layout, f2_deconv_requant, f2_fp16_activation,
+                    f2_lut_stage, f2_lut_task)
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
                      fused_activation, node_registers, read_tasks, requant_of, requant_t4)
@@ -946,6 +946,8 @@ class _Lowering:
                 raise self.error(f"{node.label}: {node.op} in an int8 {self.platform()} file: its requantization "
                                  "registers there were not decoded (those of convs and deconvs were)")
             requant = requant_t4(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points)
+        elif self.f2_platform() and node.op == "ConvTranspose":  # no stored weight scale: registers and blocks
+            requant = f2_deconv_requant(regs, where)
         else:
             requant = requant_of(regs, where)
         bias_i32, w_zp, mul = self.int8_bias(node, x, out, b, requant, channels)

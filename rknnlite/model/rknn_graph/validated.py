@@ -62,9 +62,9 @@ rk3576   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigm
 rk3576   2.3.0  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exNorm exSDPAttention exSoftmax13
 rk3576   2.3.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
 rk3576   2.3.2  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exNorm exSDPAttention exSoftmax13
-rk3576   2.3.2  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
+rk3576   2.3.2  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
 rk3576   2.5.0  fp16       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exGelu exNorm exSDPAttention exSoftmax13 exSwish
-rk3576   2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Sigmoid Split exSwish
+rk3576   2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSwish
 rk3588   2.2.0  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvReluAdd ConvSigmoid ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exNorm exSDPAttention exSoftmax13
 rk3588   2.2.0  int8       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exDataConvert exSoftmax13
 rk3588   2.2.0  int8-layer Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
@@ -78,9 +78,9 @@ rk3588   2.5.0  fp16       Add AddRelu ArgMax AveragePool Concat Conv ConvAdd Co
 rk3588   2.5.0  int8       Add AddRelu ArgMax AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose Expand HardSwish InputOperator MaxPool Mul OutputOperator Pad Relu Reshape Resize Sigmoid Slice Split Sub Transpose exDataConvert exGelu exMatMul exNorm exSoftmax13 exSwish
 rk3588   2.5.0  int8-layer AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
 rv1126b  2.3.2  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exNorm exSDPAttention exSoftmax13
-rv1126b  2.3.2  int8       Concat Conv ConvAdd ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
+rv1126b  2.3.2  int8       ArgMax Concat Conv ConvAdd ConvClip ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Resize Split
 rv1126b  2.5.0  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exNorm exSDPAttention exSoftmax13 exSwish
-rv1126b  2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
+rv1126b  2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
 """
 
 
