@@ -18,7 +18,6 @@ import pytest
 import rknnlite
 from rknnlite import DeviceUnavailableError, ModelInvalidError, QntType, TensorFormat, TensorType
 from rknnlite.backends.npu import library as npu_library
-from rknnlite.model.flatbuf import FlatBuffer
 from rknnlite.model.graph import Node
 from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph import SUPPORTED_OPS, f2act, lower_rockchip, op_support, t4act
@@ -29,7 +28,7 @@ from rknnlite.model.rknn_graph.validated import UnvalidatedVendorFileWarning
 from rknnlite.model.rknn_graph.weights import decode_depthwise_weight, decode_int8_bias, decode_weight
 
 from corpus import CORPUS, MODELS, corpus_arrays
-from vendor_files import doctored_copy, patch_registers
+from vendor_files import doctored_copy, patch_registers, subgraph_table, tensor_bytes
 
 #: (model, case, inputs, outputs) of the fixture io/ files
 CASES = [("convnet", "x0", 1, 1), ("add_mul", "ab0", 2, 2), ("dyn_conv", "s0_32x32", 1, 1),
@@ -293,7 +292,7 @@ def test_rk3576_first_conv_layout_is_read_from_its_registers(tmp_path, low_bits,
     # low bits 2); the same conv on a 16x16 image (classifier_ops) is packed (6).  Other bits are refused,
     # and with 6 the tiles are read as the packed layout, whose size they do not have.
     path = _doctored_corpus(tmp_path, "depthwise_rk3576_i8",
-                            _patch_registers(0x0201, 0x100C, lambda v: (v & ~0xF) | low_bits if v & 0xF == 2 else v))
+                            patch_registers(0x0201, (0x100C,), lambda v: (v & ~0xF) | low_bits if v & 0xF == 2 else v))
     with pytest.raises(ModelInvalidError, match=refusal):
         rknnlite.Context(path, backend="software")
 
@@ -319,11 +318,6 @@ def _doctored(fixtures, tmp_path, name: str, patch) -> str:
     return doctored_copy(fixtures / "rknn" / f"{name}.rknn", tmp_path, patch)
 
 
-def _first_subgraph(data: bytearray):
-    size = struct.unpack_from("<Q", data, 16)[0]
-    return FlatBuffer(data, 64, size).root("Model").vector(2).table(0)
-
-
 def _rename_op(data: bytearray, old: bytes, new: bytes) -> None:
     needle = struct.pack("<I", len(old)) + old + b"\0"
     assert data.count(needle) == 1 and len(new) == len(old)
@@ -342,7 +336,7 @@ def test_unknown_op_type_fails_at_load_naming_it(vendor_fixtures, tmp_path):
 
 def _patch_slot(subgraph_slot: int, index: int, slot: int, value: int):
     def patch(data: bytearray) -> None:
-        table = _first_subgraph(data).vector(subgraph_slot).table(index)
+        table = subgraph_table(data).vector(subgraph_slot).table(index)
         pos = table.field_pos(slot)
         assert pos, "the fixture stores this field"
         data[pos] = value
@@ -363,29 +357,8 @@ def test_unknown_enum_values_are_named(vendor_fixtures, tmp_path, what, subgraph
     assert "known:" in str(info.value)
 
 
-def _patch_registers(target: int, reg: int, change, indexed: bool = False):
-    """A patch setting the value of every ``(target, reg)`` write of the register command stream
-    to ``change(value)`` (``indexed``: ``change(value, n)``, ``n`` counting those writes from 0)."""
-    def patch(data: bytearray) -> None:
-        sg = _first_subgraph(data)
-        tensors = sg.tables(0)
-        regcmd = next(t for t in tensors if t.u8(2) == 9)
-        vec = FlatBuffer(data, 64, struct.unpack_from("<Q", data, 16)[0]).root().vector(20).table(regcmd.u32(18)).vector(0, 1)
-        raw = bytes(vec.raw())
-        n = 0
-        for k in range(0, len(raw), 8):
-            (entry,) = struct.unpack_from("<Q", raw, k)
-            if entry >> 48 == target and entry & 0xFFFF == reg:
-                old = (entry >> 16) & 0xFFFFFFFF
-                value = change(old, n) if indexed else change(old)
-                n += 1
-                struct.pack_into("<Q", data, vec.pos + k, (entry & ~(0xFFFFFFFF << 16)) | (value << 16))
-
-    return patch
-
-
 def test_unknown_register_bits_are_named(vendor_fixtures, tmp_path):
-    patch = _patch_registers(0x1001, 0x4088, lambda value: value | 0x8000)  # OUT_CVT_SHIFT
+    patch = patch_registers(0x1001, (0x4088,), lambda value: value | 0x8000)  # OUT_CVT_SHIFT
     path = _doctored(vendor_fixtures, tmp_path, "convnet_i8", patch)
     with pytest.raises(ModelInvalidError, match="OUT_CVT_SHIFT .* sets bits outside 0x3f"):
         rknnlite.Context(path, backend="software")
@@ -1129,7 +1102,7 @@ def test_int8_standalone_sigmoid_runs_the_files_lookup_table():
 
 def test_int8_standalone_sigmoid_reads_its_tables_from_the_file(tmp_path):
     # the same file with the lookup-table entries zeroed gives sigmoid 0 where the table is used
-    path = _doctored_corpus(tmp_path, "sigmoid_mul_i8", _patch_registers(0x1001, 0x4104, lambda value: 0))
+    path = _doctored_corpus(tmp_path, "sigmoid_mul_i8", patch_registers(0x1001, (0x4104,), lambda value: 0))
     (y,), (ref,) = _corpus_run("sigmoid_mul_i8", path)
     assert np.abs(y).max() < np.abs(ref).max() / 4
 
@@ -1137,7 +1110,7 @@ def test_int8_standalone_sigmoid_reads_its_tables_from_the_file(tmp_path):
 def test_int8_sigmoid_without_a_lookup_task_is_refused_by_name(tmp_path):
     # BN_CFG (0x4060) no longer says "lookup table" in the Sigmoid's DPU task
     path = _doctored_corpus(tmp_path, "sigmoid_mul_i8",
-                            _patch_registers(0x1001, 0x4060, lambda value: 0x20041 if value == 0x20040 else value))
+                            patch_registers(0x1001, (0x4060,), lambda value: 0x20041 if value == 0x20040 else value))
     with pytest.raises(ModelInvalidError, match=r"Sigmoid4.*no task of node 3 runs the lookup table"):
         rknnlite.Context(path, backend="software")
     (y,), (ref,) = _corpus_run("sigmoid_mul_i8")  # the real file still loads and runs
@@ -1215,14 +1188,10 @@ def _patch_tensor(name: str, change):
     """A patch replacing the stored bytes of tensor ``name`` (first subgraph) by ``change(bytes)``
     (same length)."""
     def patch(data: bytearray) -> None:
-        sg = _first_subgraph(data)
-        tensors = sg.tables(0)
-        t = next(t for t in tensors if t.string(5, "") == name)
-        root = FlatBuffer(data, 64, struct.unpack_from("<Q", data, 16)[0]).root()
-        vec = root.vector(20).table(t.u32(18)).vector(0, 1)
-        new = change(bytes(vec.raw()))
-        assert len(new) == len(vec.raw())
-        data[vec.pos:vec.pos + len(new)] = new
+        view = tensor_bytes(data, name)
+        new = change(bytes(view))
+        assert len(new) == len(view)
+        view[:] = new
 
     return patch
 
@@ -1277,7 +1246,7 @@ def test_rk3576_int8_clip_bounds_come_from_its_registers(stem, bounds):
     ("conv_leaky_rk3576_fp16", 0x407C, lambda v: 0x000241C0, r"not the plain clamp mode"),
 ])
 def test_rk3576_activation_registers_outside_the_observed_layout_are_named(tmp_path, stem, reg, change, message):
-    path = _doctored_corpus(tmp_path, stem, _patch_registers(0x1001, reg, change))
+    path = _doctored_corpus(tmp_path, stem, patch_registers(0x1001, (reg,), change))
     with pytest.raises(ModelInvalidError, match=message) as info:
         rknnlite.Context(path, backend="software")
     assert "Conv:Conv4" in str(info.value)
@@ -1331,7 +1300,7 @@ def test_rk3576_activation_registers_outside_the_observed_layout_are_named(tmp_p
      r"EW_CFG \(0x407c\) = 0x10041c1 .*only 0x241c0 for Clip \(BN_CFG 0x20010\)"),
 ])
 def test_rk3562_registers_outside_the_observed_map_are_named(tmp_path, stem, reg, change, message):
-    path = _doctored_corpus(tmp_path, stem, _patch_registers(0x1001, reg, change))
+    path = _doctored_corpus(tmp_path, stem, patch_registers(0x1001, (reg,), change))
     with pytest.raises(ModelInvalidError, match=message):
         rknnlite.Context(path, backend="software")
     for y, ref in zip(*_corpus_run(stem)):  # the real file still loads and runs
@@ -1344,14 +1313,14 @@ def test_rk3566_lookup_tables_and_their_bn_cfg(tmp_path):
     stem = "conv_add_swish_rk3566_lut_i8"
     (y,), (ref,) = _corpus_run(stem)
     assert _cos(y, ref) >= 0.9999
-    one_table = _patch_registers(0x1001, 0x4100, lambda v: 0 if v == 0x30000 else v)
+    one_table = patch_registers(0x1001, (0x4100,), lambda v: 0 if v == 0x30000 else v)
     with pytest.raises(ModelInvalidError, match=r"load LUT tables \[0\], not both table 0 \(LE\) and table 1"):
         rknnlite.Context(_doctored_corpus(tmp_path, stem, one_table), backend="software")
     # the LE table's 514th entry (the file's first LUT data write precedes the table) no longer a copy of entry 1
-    extra = _patch_registers(0x1001, 0x4104, lambda v, n: v ^ 1 if n == 514 else v, indexed=True)
+    extra = patch_registers(0x1001, (0x4104,), lambda v, n: v ^ 1 if n == 514 else v, indexed=True)
     with pytest.raises(ModelInvalidError, match=r"rk3566 LE table has 514 entries ending in \[.*\]; 513 and a copy"):
         rknnlite.Context(_doctored_corpus(tmp_path, stem, extra), backend="software")
-    bn_cfg = _patch_registers(0x1001, 0x4060, lambda v: 0x20040 if v == 0x48 else v)
+    bn_cfg = patch_registers(0x1001, (0x4060,), lambda v: 0x20040 if v == 0x48 else v)
     with pytest.raises(ModelInvalidError, match=r"0x4060 = 0x20040 is not the observed layout \(BN_CFG 0x48\)"):
         rknnlite.Context(_doctored_corpus(tmp_path, stem, bn_cfg), backend="software")
     # fp16: the fused HardSigmoid's index map (M, A as on rk3588) behind that BN_CFG
@@ -1667,7 +1636,7 @@ def test_rk3576_fp16_hard_sigmoid_index_map_outside_the_observed_layout_is_named
     with pytest.raises(ModelInvalidError, match=r"fp16 ConvHardSigmoid on rk3576/rv1126b: the index-map words "
                                                  r"\['0xbeaaaaac', '0x0', '0x0', '0x0', '0x3f800000'"):
         rknnlite.Context(path, backend="software")
-    path = _doctored_corpus(tmp_path, "conv_hardsigmoid_rk3576_fp16", _patch_registers(0x1001, 0x4174, lambda v: 1))
+    path = _doctored_corpus(tmp_path, "conv_hardsigmoid_rk3576_fp16", patch_registers(0x1001, (0x4174,), lambda v: 1))
     with pytest.raises(ModelInvalidError, match=r"DPU register 0x4174 is not 0x0 \(the lookup-table layout\)"):
         rknnlite.Context(path, backend="software")
 

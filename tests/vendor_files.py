@@ -37,16 +37,18 @@ def tensor_bytes(data: bytearray, name: str) -> memoryview:
     return memoryview(data)[vec.pos:vec.pos + len(vec.raw())]
 
 
-def patch_registers(target: int, regs, change):
+def patch_registers(target: int, regs, change, indexed: bool = False):
     """A patch rewriting every regcmd write of ``(target, reg)``, ``reg`` in ``regs`` (value ``v`` ->
-    ``change(v)``)."""
+    ``change(v)``; ``indexed``: ``change(v, n)``, ``n`` counting those writes from 0).  It asserts
+    that the file writes one at least."""
     def patch(data: bytearray) -> None:
         view = tensor_bytes(data, "regcmd")
         found = 0
         for at in range(0, len(view) - 7, 8):
             (entry,) = struct.unpack_from("<Q", view, at)
             if entry >> 48 == target and entry & 0xFFFF in regs:
-                value = change((entry >> 16) & 0xFFFFFFFF) & 0xFFFFFFFF
+                old = (entry >> 16) & 0xFFFFFFFF
+                value = (change(old, found) if indexed else change(old)) & 0xFFFFFFFF
                 struct.pack_into("<Q", view, at, (entry & ~(0xFFFFFFFF << 16)) | (value << 16))
                 found += 1
         assert found

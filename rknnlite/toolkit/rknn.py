@@ -656,10 +656,14 @@ class RKNN(Lite2CoreMasks):
             algorithm = cfg.get("quantized_algorithm", "normal")
             ranges = quantize.calibrate(graph, samples, preprocess or None, algorithm, self._verbose,
                                         custom_ops=custom)
-            quant = quantize.quantize_graph(graph, ranges, cfg.get("quantized_method", "channel"))
+            method = cfg.get("quantized_method", "channel")
+            quant = quantize.quantize_graph(graph, ranges, method)
             # the vendor's cfg under mmse shows the kl_divergence ranges; step2 builds with mmse's own
-            shown = quantize.calibrate(graph, samples, preprocess or None, "kl_divergence", self._verbose,
-                                       custom_ops=custom) if algorithm == "mmse" else ranges
+            shown, shown_quant = ranges, quant
+            if algorithm == "mmse":
+                shown = quantize.calibrate(graph, samples, preprocess or None, "kl_divergence", self._verbose,
+                                           custom_ops=custom)
+                shown_quant = quantize.quantize_graph(graph, shown, method)
             layers: Dict[str, str] = {}
             proposals: Optional[Dict[str, float]] = None
             if custom_hybrid:
@@ -670,10 +674,8 @@ class RKNN(Lite2CoreMasks):
                                             float(cfg["auto_hybrid_cos_thresh"]), cfg.get("auto_hybrid_euc_thresh"),
                                             custom)
                 layers.update((name, "float16") for name in proposals)
-            hybrid.write_step1(stem, graph, self._imported, cfg, shown,
-                               quantize.quantize_graph(graph, shown, cfg.get("quantized_method", "channel")),
-                               layers, proposals, sorted(self._custom_ops),
-                               build_ranges=ranges if shown is not ranges else None)
+            hybrid.write_step1(stem, graph, self._imported, cfg, shown, shown_quant, layers, proposals,
+                               sorted(self._custom_ops), build_ranges=ranges if shown is not ranges else None)
         except (quantize.DatasetError, ValueError, RKNNError) as e:
             self._log.error("hybrid_quantization_step1: %s", getattr(e, "message", e))
             return -1
