@@ -51,7 +51,9 @@ class Backend(Protocol):
         input, normalised floats of a float one); the backend hands it to the NPU as is
         (librknnrt ``pass_through=1``) or converts it itself (software).  ``out[i]``, when
         given, is a writable array of output ``i``'s exact shape that receives it (and is
-        returned in its place)."""
+        returned in its place).  ``inputs`` may be strided views of the caller's data (a
+        transposed NCHW array given for an NHWC input): the backend copies what it needs
+        contiguous."""
 
     def sdk_version(self) -> dict:
         """``{"api": ..., "drv": ...}``: the versions of the runtime serving this backend."""

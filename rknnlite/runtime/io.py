@@ -104,7 +104,10 @@ class InputPlan:
     def convert(self, x, fmt: Optional[str] = None, pass_through: bool = False) -> np.ndarray:
         """``x`` (one user array) as the backend runs it: model layout, ``feed`` dtype.
 
-        Returns ``x`` itself when it already is that (no copy), else a reused
+        Returns ``x`` itself, or a view of it, when its dtype already is that (no copy: a
+        view transposed to the model layout, or any strided array, goes to the backend,
+        which copies what it needs contiguous -- NCHW data of an NHWC image input then
+        reaches the software backend's NCHW graph without a round trip), else a reused
         per-input buffer overwritten by the next call.  ``fmt`` is the layout of 4-D
         data (``"nchw"``/``"nhwc"``, ``None`` = the model's).
 
@@ -133,7 +136,7 @@ class InputPlan:
         self._check_shape(x)
         if self.preprocess is not None:
             return _normalise(x, self.preprocess, self._buffer(x.shape, np.float32), self.what, self.layout)
-        if x.dtype == self.feed and x.flags.c_contiguous:
+        if x.dtype == self.feed:
             return x
         return self._copy(x)
 

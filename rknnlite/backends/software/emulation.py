@@ -71,13 +71,16 @@ def presented_shape(shape: Sequence[int], graph_spec: TensorSpec) -> Tuple[int, 
 
 def to_graph_layout(inputs: List[np.ndarray], graph: Sequence[TensorSpec],
                     presented: Sequence[TensorSpec]) -> List[np.ndarray]:
-    """``inputs`` (in the ``presented`` layouts) as the graph takes them: each input presented
-    as NHWC but NCHW in ``graph`` transposed into a new C-contiguous NCHW array; the others
-    (and the caller's arrays) untouched."""
+    """``inputs`` (in the ``presented`` layouts, any strides) as the graph takes them,
+    C-contiguous: each input presented as NHWC but NCHW in ``graph`` transposed to NCHW (no
+    copy when it is a transposed view of NCHW data), the others copied only when strided;
+    the caller's arrays untouched."""
     out = list(inputs)
     for i, (g, p) in enumerate(zip(graph, presented)):
         if g.layout != p.layout and out[i].ndim == 4:
-            out[i] = np.ascontiguousarray(out[i].transpose(0, 3, 1, 2))
+            out[i] = out[i].transpose(0, 3, 1, 2)
+        if not out[i].flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
+            out[i] = np.ascontiguousarray(out[i])
     return out
 
 

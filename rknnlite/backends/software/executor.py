@@ -281,36 +281,48 @@ _TYPE_NAMES = {"i1": "INT8", "u1": "UINT8", "i2": "INT16", "u2": "UINT16", "i4":
 
 class _Plan:
     """Preallocated outputs for one input-shape signature: ``outs[step] = [array | None, ...]``
-    (``None`` for an unplanned step), and the compiled run when every step is planned."""
+    (``None`` for an unplanned step and for a view step), the steps whose output is a view
+    of their input's buffer (``views``, ``KernelSpec.view``), the Concat steps whose inputs
+    were all written into their output by their producers (``joins``: nothing left to
+    copy), and the compiled run when every step is planned or a view."""
 
-    __slots__ = ("outs", "nbytes", "program")
+    __slots__ = ("outs", "views", "joins", "nbytes", "program")
 
-    def __init__(self, outs: List[Optional[List[Optional[np.ndarray]]]], nbytes: int):
+    def __init__(self, outs: List[Optional[List[Optional[np.ndarray]]]], views: frozenset, joins: frozenset,
+                 nbytes: int):
         self.outs = outs
+        self.views = views
+        self.joins = joins
         self.nbytes = nbytes
         self.program: Optional[_Program] = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether every step has its buffers or is a view step (the signature compiles)."""
+        return all(outs is not None or i in self.views for i, outs in enumerate(self.outs))
 
 
 class _Program:
     """A fully planned signature as direct calls (see "Compiled runs" in the module doc).
 
     ``env`` holds every tensor of the signature: constants, planned buffers and input
-    staging buffers, permanently; only the inputs fed as they are (``fed``) change per run
-    and are cleared after it.  ``inputs[i]`` is ``(slot, staging buffer or None, quant,
+    staging buffers, permanently; only the inputs fed as they are and the views of them
+    (``fed``) change per run and are cleared after it.  ``inputs[i]`` is ``(slot, staging buffer or None, quant,
     round)``; ``calls`` are zero-argument callables run in order, ``owners[k]`` the step
     of ``calls[k]`` (for error messages).
     """
 
     __slots__ = ("signature", "env", "inputs", "fed", "calls", "owners", "staging_bytes", "outputs")
 
-    def __init__(self, signature, env, inputs, calls, owners, output_slots):
+    def __init__(self, signature, env, inputs, calls, owners, output_slots, transient):
         #: ``[(shape, dtype), ...]`` the feeds must have exactly
         self.signature = signature
         #: ``[(shape, dtype), ...]`` of the graph outputs
         self.outputs = [(env[s].shape, env[s].dtype) if env[s] is not None else (None, None) for s in output_slots]
         self.env = env
         self.inputs = inputs
-        self.fed = [slot for slot, buf, _, _ in inputs if buf is None]
+        #: the slots cleared after a run: inputs fed as they are, and views taken of them
+        self.fed = [slot for slot in transient if env[slot] is None]
         self.calls = calls
         self.owners = owners
         self.staging_bytes = sum(buf.nbytes for _, buf, _, _ in inputs if buf is not None)
@@ -627,8 +639,8 @@ class ExecutionState:
             evicted = self._plans.pop(next(iter(self._plans)))
             if evicted.program is not None and evicted.program is self._last:
                 self._last = None
-        plan = self._plans[signature] = _make_plan(self.executor, layout, self.arena)
-        if all(outs is not None for outs in plan.outs):
+        plan = self._plans[signature] = _make_plan(self.executor, layout, self.arena, self.overrides)
+        if plan.complete:
             plan.program = self._compile(plan, layout, feeds)
 
     def _compile(self, plan: _Plan, layout: List[Optional[Tuple[tuple, np.dtype]]],
@@ -654,32 +666,32 @@ class ExecutionState:
             inputs.append((slot, buf, q, ex.input_round[i]))
         calls: List[Callable[[], Any]] = []
         owners: List[_Step] = []
-        rounding, quant = ex._round, ex.quant_slots
-        skip_exact = not quant
+        quant = ex.quant_slots
+        transient = list(ex.input_slots)
         for step in ex.steps:
             out = plan.outs[step.index]
             spec = self.overrides.get(step.index, step.spec) if self.overrides else step.spec
-            calls.append(_bound_call(step, spec, out, env, meta) or _kernel_call(step, spec, out, env))
-            owners.append(step)
+            if step.index in plan.views:
+                view = _view_call(step, spec, env)
+                if view is not None:  # the input's buffer is not fixed: the view is taken per run
+                    calls.append(view)
+                    owners.append(step)
+                    transient.append(step.outs[0])
+                continue
+            if step.index not in plan.joins:  # a join has nothing left to copy
+                calls.append(_bound_call(step, spec, out, env, meta) or _kernel_call(step, spec, out, env))
+                owners.append(step)
             for slot, o in zip(step.outs, out):
                 if slot < 0:
                     continue
                 env[slot] = o
-                if o.dtype.kind != "f":
+                if o.dtype.kind != "f" or not _passes(ex, step, slot):
                     continue
                 q = quant.get(slot)
-                if q is not None:
-                    if step.on_grid:
-                        continue
-                    calls.append(partial(fake_quant_inplace, o, *q))
-                elif (rounding and slot not in ex.float_slots and not (step.exact and skip_exact)) \
-                        or slot in ex.fp16_slots:
-                    calls.append(partial(round_fp16_inplace, o))
-                else:
-                    continue
+                calls.append(partial(fake_quant_inplace, o, *q) if q is not None else partial(round_fp16_inplace, o))
                 owners.append(step)
         signature = [(x.shape, x.dtype) for x in feeds]
-        return _Program(signature, env, inputs, calls, owners, ex.output_slots)
+        return _Program(signature, env, inputs, calls, owners, ex.output_slots, transient)
 
 
 def _unregistered(node: Node) -> KernelSpec:
@@ -762,6 +774,23 @@ def _bound_call(step: _Step, spec: KernelSpec, out: List[Optional[np.ndarray]], 
     return lambda: fn(*[env[s] for s in ins], *extra)
 
 
+def _view_call(step: _Step, spec: KernelSpec, env: List[Optional[np.ndarray]]) -> Optional[Callable[[], None]]:
+    """A view step of a program (``KernelSpec.view``): its output set in ``env`` once, as a
+    view of its input's fixed buffer (None returned: nothing to run), or, when that input
+    changes per run (a graph input fed as it is), a call taking the view each run."""
+    ins, slot = step.ins, step.outs[0]
+    if env[ins[0]] is not None:
+        view = spec.fn([env[s] if s >= 0 else None for s in ins], step.attrs)[0]
+        if np.shares_memory(view, env[ins[0]]):
+            env[slot] = view
+            return None
+
+    def call() -> None:
+        env[slot] = spec.fn([env[s] if s >= 0 else None for s in ins], step.attrs)[0]
+
+    return call
+
+
 def _kernel_call(step: _Step, spec: KernelSpec, out: List[Optional[np.ndarray]],
                  env: List[Optional[np.ndarray]]) -> Callable[[], None]:
     """A step of a program calling its kernel with its planned outputs.  A kernel that
@@ -813,7 +842,7 @@ def _fake_quant_constant(a: np.ndarray, q, limits: Tuple[int, int]) -> np.ndarra
 
 
 def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]],
-               arena: Optional[np.ndarray] = None) -> _Plan:
+               arena: Optional[np.ndarray] = None, overrides: Optional[Dict[int, KernelSpec]] = None) -> _Plan:
     """Assign buffers to the planned tensors of one run, reusing them by liveness.
 
     A step is planned when its kernel writes into given outputs, its output shapes are
@@ -821,11 +850,14 @@ def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]],
     its inputs, so they keep every buffer their inputs rely on alive while read.  Each
     buffer is a multiple of 64 bytes; with ``arena`` (a uint8 array: the context's internal
     memory, ``set_internal_mem``) the buffers are consecutive slices of it instead of new
-    allocations (:class:`InvalidParamError` when it is too small).
+    allocations (:class:`InvalidParamError` when it is too small).  Views and joins
+    (:func:`_aliases`, :func:`_joined_slots`) follow the kernel a step runs (``overrides``).
     """
     steps = ex.steps
+    specs = [overrides.get(step.index, step.spec) if overrides else step.spec for step in steps]
     dynamic = [False] * ex.n_tensors
     planned = [False] * len(steps)
+    views = set()
     # deps[s]: the planned tensors whose buffers tensor s may live in (itself, or through views)
     deps: List[Tuple[int, ...]] = [()] * ex.n_tensors
     last_use: Dict[int, int] = {}
@@ -833,6 +865,8 @@ def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]],
         tainted = step.data_dependent or any(s >= 0 and dynamic[s] for s in step.ins)
         planned[step.index] = (step.spec.out and not tainted
                                and all(s < 0 or layout[s] is not None for s in step.outs))
+        if planned[step.index] and _aliases(ex, step, specs[step.index], layout):
+            views.add(step.index)
         for s in step.ins:
             for r in deps[s] if s >= 0 else ():
                 last_use[r] = step.index
@@ -840,42 +874,142 @@ def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]],
         for s in step.outs:
             if s >= 0:
                 dynamic[s] = tainted
-                deps[s] = (s,) if planned[step.index] else inherited
+                deps[s] = (s,) if planned[step.index] and step.index not in views else inherited
     for s in ex.output_slots:
         for r in deps[s]:
             last_use[r] = len(steps)
 
+    joined = _joined_slots(ex, layout, specs, planned, views)
+    for s, (root, _) in joined.items():  # a root's buffer holds its members while they are read
+        last_use[root] = max(last_use.get(root, -1), last_use.get(s, -1))
     outs: List[Optional[List[Optional[np.ndarray]]]] = [None] * len(steps)
     free: List[np.ndarray] = []  # byte buffers not in use
     busy: Dict[int, np.ndarray] = {}  # planned slot -> its byte buffer
     total = 0
+
+    def buffer(s: int) -> np.ndarray:
+        """Slot ``s``'s array, its byte buffer taken (from ``free``, else new) when it has none."""
+        nonlocal total
+        shape, dtype = layout[s]
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        buf = busy.get(s)
+        if buf is None:
+            buf = _take(free, max(nbytes, 1))
+            if buf is None:
+                size = -(-max(nbytes, 1) // 64) * 64
+                if arena is None:
+                    buf = np.empty(size, np.uint8)
+                elif total + size <= arena.nbytes:
+                    buf = arena[total:total + size]
+                else:
+                    raise InvalidParamError(
+                        f"the internal memory has {arena.nbytes} bytes; these input shapes need more "
+                        f"(mem_size().total_internal_size after a run with them)", op="rknn_run")
+                total += buf.nbytes
+            busy[s] = buf
+        return buf[:nbytes].view(dtype).reshape(shape)
+
     for step in steps:
-        if planned[step.index]:
+        if planned[step.index] and step.index not in views:
             arrays: List[Optional[np.ndarray]] = []
             for s in step.outs:
                 if s < 0:
                     arrays.append(None)
-                    continue
-                shape, dtype = layout[s]
-                nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-                buf = _take(free, max(nbytes, 1))
-                if buf is None:
-                    size = -(-max(nbytes, 1) // 64) * 64
-                    if arena is None:
-                        buf = np.empty(size, np.uint8)
-                    elif total + size <= arena.nbytes:
-                        buf = arena[total:total + size]
-                    else:
-                        raise InvalidParamError(
-                            f"the internal memory has {arena.nbytes} bytes; these input shapes need more "
-                            f"(mem_size().total_internal_size after a run with them)", op="rknn_run")
-                    total += buf.nbytes
-                busy[s] = buf
-                arrays.append(buf[:nbytes].view(dtype).reshape(shape))
+                elif s in joined:  # written straight into its slice of a Concat's output
+                    root, chain = joined[s]
+                    view = buffer(root)
+                    for index in reversed(chain):
+                        view = view[index]
+                    arrays.append(view)
+                else:
+                    arrays.append(buffer(s))
             outs[step.index] = arrays
         for r in [r for r in busy if last_use.get(r, step.index) <= step.index]:
             free.append(busy.pop(r))
-    return _Plan(outs, total)
+    joins = frozenset(step.index for step in steps if specs[step.index].joins and step.outs
+                      and all(s in joined for s in step.ins))
+    return _Plan(outs, frozenset(views), joins, total)
+
+
+def _joined_slots(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]], specs: List[KernelSpec],
+                  planned: List[bool], views: set) -> Dict[int, Tuple[int, List[tuple]]]:
+    """The tensors a planned run writes straight into their slice of a Concat's output
+    (``KernelSpec.joins``): ``{slot: (root slot, [index, ...])}``, the slot's array being
+    ``root[index_k]...[index_1]`` -- a Concat's output may itself be joined into the next
+    one (DenseNet's growing feature maps all live in the last Concat's buffer).
+
+    A Concat's input is joined when a planned step produces it, it is no graph output, it
+    appears once in that Concat and in no earlier joined one, its slice is contiguous (the
+    axes before the concat axis all have size 1), and its values cannot change while it is
+    read: either nothing but that Concat reads it, or no Concat it ends up in snaps or
+    rounds its output in place (:func:`_passes`)."""
+    readers: Dict[int, int] = {}
+    producer: Dict[int, _Step] = {}
+    for step in ex.steps:
+        for s in step.ins:
+            readers[s] = readers.get(s, 0) + 1
+        for s in step.outs:
+            producer[s] = step
+    outputs = set(ex.output_slots)
+    direct: Dict[int, Tuple[int, tuple]] = {}  # slot -> (Concat output, its slice)
+    steady: Dict[int, bool] = {}  # Concat output -> leaves its values as written
+    for step in ex.steps:
+        if not (specs[step.index].joins and planned[step.index] and len(step.outs) == 1 and step.outs[0] >= 0
+                and all(s >= 0 and layout[s] is not None for s in step.ins)):
+            continue
+        target = step.outs[0]
+        shape, dtype = layout[target]
+        axis = step.attrs.get("axis", 0)
+        axis = axis + len(shape) if axis < 0 else axis
+        if not 0 <= axis < len(shape) or int(np.prod(shape[:axis], dtype=np.int64)) != 1:
+            continue
+        steady[target] = not _passes(ex, step, target)
+        start = 0
+        for s in step.ins:
+            width = layout[s][0][axis]
+            p = producer.get(s)
+            if (p is not None and planned[p.index] and p.index not in views and s not in outputs and s not in direct
+                    and step.ins.count(s) == 1 and layout[s][1] == dtype):
+                direct[s] = (target, (slice(None),) * axis + (slice(start, start + width),))
+            start += width
+    for s in list(direct):
+        if readers.get(s, 0) > 1:  # read elsewhere too: every Concat above it must leave it as written
+            t = direct[s][0]
+            while t is not None and steady[t]:
+                t = direct[t][0] if t in direct else None
+            if t is not None:
+                del direct[s]
+    joined: Dict[int, Tuple[int, List[tuple]]] = {}
+    for s, (t, index) in direct.items():
+        chain = [index]
+        while t in direct:
+            t, outer = direct[t]
+            chain.append(outer)
+        joined[s] = (t, chain)
+    return joined
+
+
+def _aliases(ex: Executor, step: _Step, spec: KernelSpec, layout: List[Optional[Tuple[tuple, np.dtype]]]) -> bool:
+    """Whether a planned ``step`` reads its input's buffer through a view instead of a buffer
+    of its own: a view kernel (``KernelSpec.view``) with one output, of its input's dtype,
+    that the executor leaves as the kernel gives it (no rounding or snapping pass, which
+    would change the input's values in place)."""
+    if not spec.view or len(step.outs) != 1 or step.outs[0] < 0 or not step.ins or step.ins[0] < 0:
+        return False
+    slot = step.outs[0]
+    source = layout[step.ins[0]]
+    if source is None or source[1] != layout[slot][1]:
+        return False
+    return layout[slot][1].kind != "f" or not _passes(ex, step, slot)
+
+
+def _passes(ex: Executor, step: _Step, slot: int) -> bool:
+    """Whether a planned run snaps ``step``'s float output ``slot`` to its int8 grid or rounds
+    it to float16 after the step (in place, in the output's buffer)."""
+    if slot in ex.quant_slots:
+        return not step.on_grid
+    return (ex._round and slot not in ex.float_slots and not (step.exact and not ex.quant_slots)) \
+        or slot in ex.fp16_slots
 
 
 def _take(free: List[np.ndarray], nbytes: int) -> Optional[np.ndarray]:

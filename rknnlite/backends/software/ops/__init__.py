@@ -35,6 +35,12 @@ Registration options:
   the same scale and zero point and a range that contains ``[qmin, qmax]``, the
   executor skips its own snapping pass (an optimisation only: the pass would not
   change a value).
+* ``view=True``: called without ``out``, the kernel's single output is a view of input 0
+  (a reshape: same values, same dtype) whenever that input is C-contiguous, so a planned
+  run gives the step no buffer of its own and reads the input's buffer through the view.
+* ``joins=True``: the kernel concatenates its inputs along ``attrs["axis"]`` (ONNX
+  Concat) and, given ``out``, copies only the inputs that are not already their slices
+  of it; a planned run lets producers write their outputs straight into those slices.
 """
 
 from __future__ import annotations
@@ -56,18 +62,21 @@ class KernelSpec:
     data_dependent: bool = False
     caches_inputs: tuple = ()
     grid: Optional[Callable] = None
+    view: bool = False
+    joins: bool = False
 
 
 KERNELS: Dict[str, KernelSpec] = {}
 
 
 def kernel(*op_types: str, out: bool = False, prepare: Optional[Callable] = None, data_dependent: bool = False,
-           caches_inputs: tuple = (), grid: Optional[Callable] = None):
+           caches_inputs: tuple = (), grid: Optional[Callable] = None, view: bool = False,
+           joins: bool = False):
     """Register the decorated function as the kernel of ``op_types`` (see the module doc)."""
 
     def register(fn):
         for op in op_types:
-            KERNELS[op] = KernelSpec(op, fn, out, prepare, data_dependent, tuple(caches_inputs), grid)
+            KERNELS[op] = KernelSpec(op, fn, out, prepare, data_dependent, tuple(caches_inputs), grid, view, joins)
         return fn
 
     return register

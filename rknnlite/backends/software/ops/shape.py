@@ -139,7 +139,7 @@ def _prepare_reshape(attrs, consts):
     return attrs
 
 
-@kernel("Reshape", out=True, prepare=_prepare_reshape)
+@kernel("Reshape", out=True, view=True, prepare=_prepare_reshape)
 def reshape(inputs, attrs, out=None):
     """Reshape ``data`` to the ``shape`` input (``-1`` inferred, ``0`` copies the input
     dimension unless ``allowzero=1``).  A view of ``data`` when ``out`` is None."""
@@ -156,7 +156,7 @@ def _prepare_flatten(attrs, consts):
     return attrs
 
 
-@kernel("Flatten", out=True, prepare=_prepare_flatten)
+@kernel("Flatten", out=True, view=True, prepare=_prepare_flatten)
 def flatten(inputs, attrs, out=None):
     """Reshape to 2-D ``(prod(shape[:axis]), prod(shape[axis:]))``; ``axis`` in ``[-r, r]``.
     A view of the input when ``out`` is None."""
@@ -198,7 +198,7 @@ def _prepare_axes(op):
     return prepare
 
 
-@kernel("Squeeze", out=True, prepare=_prepare_axes("Squeeze"))
+@kernel("Squeeze", out=True, view=True, prepare=_prepare_axes("Squeeze"))
 def squeeze(inputs, attrs, out=None):
     """Remove size-1 dimensions: the listed ``axes`` (each must have size 1), or every
     size-1 dimension when no axes are given.  A view when ``out`` is None."""
@@ -215,7 +215,7 @@ def squeeze(inputs, attrs, out=None):
     return _reshaped(x, shape, out)
 
 
-@kernel("Unsqueeze", out=True, prepare=_prepare_axes("Unsqueeze"))
+@kernel("Unsqueeze", out=True, view=True, prepare=_prepare_axes("Unsqueeze"))
 def unsqueeze(inputs, attrs, out=None):
     """Insert size-1 dimensions at ``axes`` (indices into the *output* shape, negative
     allowed, any order).  A view when ``out`` is None."""
@@ -233,7 +233,7 @@ def unsqueeze(inputs, attrs, out=None):
 # -- Identity / Dropout --------------------------------------------------------------------
 
 
-@kernel("Identity", out=True)
+@kernel("Identity", out=True, view=True)
 def identity(inputs, attrs, out=None):
     """The input itself (no copy) when ``out`` is None, else a copy into ``out[0]``."""
     x = inputs[0]

@@ -73,16 +73,29 @@ def _prepare_concat(attrs, consts):
     return attrs
 
 
-@kernel("Concat", out=True, prepare=_prepare_concat)
+@kernel("Concat", out=True, prepare=_prepare_concat, joins=True)
 def concat(inputs, attrs, out=None):
-    """Join the inputs along ``axis`` (negative counts from the back)."""
+    """Join the inputs along ``axis`` (negative counts from the back).  With ``out``, inputs
+    that already are their slices of ``out[0]`` (the executor had their producers write
+    there, ``KernelSpec.joins``) are not copied."""
     xs = [x for x in inputs if x is not None]
     axis = _axis(attrs["axis"], xs[0].ndim, "Concat")
     o = _slot(out, 0)
     if o is None:
         return [np.concatenate(xs, axis=axis)]
-    np.concatenate(xs, axis=axis, out=o)
+    start = 0
+    for x in xs:
+        part = o[(slice(None),) * axis + (slice(start, start + x.shape[axis]),)]
+        if not _same_view(part, x):
+            np.copyto(part, x)
+        start += x.shape[axis]
     return [o]
+
+
+def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` are the same elements of the same memory."""
+    return (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
 def _prepare_split(attrs, consts):
