@@ -756,13 +756,15 @@ static void NAME(long kc, const float *a, const float *b, const int32_t *boff, f
             }                                                                                     \
         }                                                                                         \
     }                                                                                             \
-    /* the residual and output rows of the next tile along n (the next call in A-panel            \
-       order): start fetching them now, this tile's FMAs hide the memory latency */               \
-    if (!sp && kc >= 16) {                                                                        \
+    /* the residual and output rows of a later tile along n (the next calls in A-panel order):   \
+       start fetching them now, this tile's FMAs hide the memory latency; grid stores (sp) fetch \
+       two panels ahead (a strided conv's big output comes from memory: the 3->64 stem 25 % faster) */ \
+    if (kc >= 16) {                                                                               \
         for (int r = 0; r < mv; r++) {                                                            \
             for (int v = 0; v < NV; v++) {                                                        \
-                if (rc) _mm_prefetch((const char *)(rc + r * ldc + 32 + 16 * v), _MM_HINT_T0);    \
-                _mm_prefetch((const char *)(c + r * ldc + 32 + 16 * v), _MM_HINT_T0);             \
+                long ahead = sp ? sp->off[v][0] + 64 : 32 + 16 * v;                               \
+                if (rc) _mm_prefetch((const char *)(rc + r * ldc + ahead), _MM_HINT_T0);          \
+                _mm_prefetch((const char *)(c + r * ldc + ahead), _MM_HINT_T0);                   \
             }                                                                                     \
         }                                                                                         \
     }                                                                                             \
