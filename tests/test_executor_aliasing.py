@@ -148,7 +148,8 @@ def test_a_joined_concat_still_snaps_its_output_to_its_grid():
 
 
 @pytest.mark.parametrize("case, kept", [(dict(same_twice=True), "a"), (dict(output_part=True), "b"),
-                                        (dict(axis=2), "a")], ids=["same-input-twice", "graph-output", "strided-slices"])
+                                        (dict(axis=2), "a")],
+                         ids=["same-input-twice", "graph-output", "strided-slices"])
 def test_concat_inputs_that_cannot_be_written_in_place_are_copied(case, kept):
     ex = Executor(_concat_graph(**case), "float32")
     state, plan = _compiled(ex, _image(0))

@@ -13,15 +13,18 @@ soon as every reader of its previous tensor has run.  Later runs with that
 signature write into the planned buffers and allocate nothing tensor-sized, except
 the returned outputs.  Tensors whose shape depends on data (after a
 ``data_dependent`` kernel) and outputs of kernels that cannot write in place stay
-unplanned and are allocated per run.
+unplanned and are allocated per run.  Two kinds of step copy nothing in a plan: a view
+step (``KernelSpec.view``: Reshape and its kin) reads its input's buffer through a view,
+and the producers of a Concat's inputs (``KernelSpec.joins``) write into its output's
+slices, wherever no snapping or rounding pass could change a value another step reads.
 
 Compiled runs: when every step of a signature is planned, the plan is also compiled into
 a :class:`_Program`, a flat list of direct calls (each input staged into its own buffer in
-one pass, each bindable element-wise kernel bound to its buffers, see ``fn.bind`` in
-``ops/elementwise.py``, rounding passes on the planned buffers) run under one
-floating-point error state and without per-step bookkeeping.  A run whose inputs have
-exactly that signature's shapes and dtypes takes it; it computes the same values as the
-step loop.
+one pass, each bindable kernel -- element-wise ops, one-image Convs -- bound to its
+buffers, see ``fn.bind`` in ``ops/elementwise.py``, view steps and joined Concats left
+out, rounding passes on the planned buffers) run under one floating-point error state
+and without per-step bookkeeping.  A run whose inputs have exactly that signature's
+shapes and dtypes takes it; it computes the same values as the step loop.
 
 Outputs: ``run`` returns new arrays (copies of the output buffers), or, given
 ``out=[array, ...]``, writes each output into the caller's array with ``np.copyto``
@@ -307,9 +310,9 @@ class _Program:
 
     ``env`` holds every tensor of the signature: constants, planned buffers and input
     staging buffers, permanently; only the inputs fed as they are and the views of them
-    (``fed``) change per run and are cleared after it.  ``inputs[i]`` is ``(slot, staging buffer or None, quant,
-    round)``; ``calls`` are zero-argument callables run in order, ``owners[k]`` the step
-    of ``calls[k]`` (for error messages).
+    (``fed``) change per run and are cleared after it.  ``inputs[i]`` is ``(slot, staging
+    buffer or None, quant, round)``; ``calls`` are zero-argument callables run in order,
+    ``owners[k]`` the step of ``calls[k]`` (for error messages).
     """
 
     __slots__ = ("signature", "env", "inputs", "fed", "calls", "owners", "staging_bytes", "outputs")

@@ -888,9 +888,9 @@ def _pointwise_blas(a: np.ndarray, b: np.ndarray, y: np.ndarray, bias, act, res)
         body(0, nbands)
 
 
-def _run_depthwise(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray, act,
-                   res3: Optional[np.ndarray] = None) -> None:
-    n_img, C = x.shape[0], x.shape[1]
+def _depthwise_args(g: _Geometry, ca: _ConvAttrs, C: int) -> tuple:
+    """``(image shape, output shape, weight shape, geometry, scratch floats)`` of the
+    depthwise kernel for geometry ``g`` of a ``C``-channel input (made once per geometry)."""
     args = g.dw_args
     if args is None:
         H, W = _pad3(g.in_sp, 1)[1:]
@@ -901,7 +901,13 @@ def _run_depthwise(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, b
         pt, pl, pb, pr = g.dw_pads
         args = g.dw_args = ((C, H, W), (-1, OH, OW), (-1, kh, kw), (sh, sw, dh, dw, pt, pl, pb, pr),
                             _ck.depthwise_scratch_size(H, W, pt, pl, pb, pr))
-    xshape, yshape, wshape, geo, nscratch = args
+    return args
+
+
+def _run_depthwise(g: _Geometry, ca: _ConvAttrs, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray, act,
+                   res3: Optional[np.ndarray] = None) -> None:
+    n_img, C = x.shape[0], x.shape[1]
+    xshape, yshape, wshape, geo, nscratch = _depthwise_args(g, ca, C)
     w3 = np.ascontiguousarray(w, dtype=np.float32).reshape(wshape)
     scratch = _scratch("dwpad", nscratch)
     for i in range(n_img):
@@ -987,6 +993,67 @@ def conv(inputs, attrs, out=None):
             np.copyto(target, y)
         return out
     return [y]
+
+
+def _bind_conv(attrs, ins, out):
+    """A compiled run's direct call of a one-image Conv with constant weights and bias and no
+    fused residual (see ``bind`` in ``ops/elementwise.py``), or None: a depthwise conv, or a
+    gather GEMM that takes the image as it is (no stride phases, grid stores or transposed
+    tiles).
+
+    The call skips the kernel's per-call checks and dispatch, which cost more than a small
+    layer's multiply-adds; it computes exactly what :func:`conv` does, and hands over to it
+    for other inputs or when a run has several threads to share out a GEMM."""
+    plan = attrs.get("_conv")
+    if (plan is None or plan.ca is None or plan.residual or attrs.get("_sparse") is not None or not out
+            or out[0] is None or not out[0].flags.c_contiguous or len(ins) not in (2, 3) or ins[0][0][0] != 1
+            or any(meta[1] != np.float32 for meta in ins)):
+        return None
+    (x_shape, _), (w_shape, _) = ins[0], ins[1]
+    if len(x_shape) != plan.ca.nd + 2 or len(w_shape) != plan.ca.nd + 2:
+        return None
+    g = _geometry(plan, x_shape, w_shape)
+    if g.path == "depthwise":
+        return _bind_depthwise(g, plan, attrs, out, x_shape[1])
+    if g.path != "gather" or g.split is not None or g.transposed or g.grid is not None:
+        return None
+    y = out[0]
+    y2 = y.reshape(w_shape[0], g.N)
+    serial = g.Mg * g.K * len(g.idx) * plan.ca.group < _PARALLEL_MIN_MACS  # one thread whatever the run has
+    pstride = g.Cg * g.chan_in
+    args = (g.off, g.idx)
+    blocks = (g.Mg, g.kcb, g.ncb, g.kcb * g.ncb + 16)
+
+    def call(x, w, b=None):
+        if w is not plan.w_src or b is not plan.b_src or not (serial or current_threads() == 1):
+            return conv([x, w] if b is None else [x, w, b], attrs, out)
+        Mg, kcb, ncb, nscratch = blocks
+        _ck.gather_gemm(x.reshape(-1), *args, plan.packed_for(w, False), Mg, plan.bias, y2,
+                        _scratch("block", nscratch), kcb, ncb, pstride=pstride, act=plan.act)
+        return out
+
+    return call, ()
+
+
+def _bind_depthwise(g: _Geometry, plan: _ConvPlan, attrs, out, C: int):
+    """:func:`_bind_conv`'s call of a depthwise conv (one thread: the kernel is not split)."""
+    xshape, yshape, wshape, geo, nscratch = _depthwise_args(g, plan.ca, C)
+    y = out[0].reshape(yshape)
+    w3 = None
+
+    def call(x, w, b=None):
+        nonlocal w3
+        if w is not plan.w_src or b is not plan.b_src:
+            return conv([x, w] if b is None else [x, w, b], attrs, out)
+        if w3 is None:
+            w3 = np.ascontiguousarray(w, dtype=np.float32).reshape(wshape)
+        _ck.depthwise(x.reshape(xshape), w3, plan.bias, y, *geo, _scratch("dwpad", nscratch), plan.act)
+        return out
+
+    return call, ()
+
+
+conv.bind = _bind_conv
 
 
 # ---------------------------------------------------------------------------- ConvTranspose
