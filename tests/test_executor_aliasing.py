@@ -48,8 +48,12 @@ def _reshape_graph(first: str = "Relu") -> Graph:
                                        "k": np.linspace(-2, 2, 6, dtype=np.float32)})
 
 
-def _one_feed(seed: int):
-    return [np.random.default_rng(seed).standard_normal((2, 3, 4)).astype(np.float32)]
+def _feeds_of(shape):
+    """``feeds(seed)``: one float32 input of ``shape``, random per seed."""
+    return lambda seed: [np.random.default_rng(seed).standard_normal(shape).astype(np.float32)]
+
+
+_one_feed = _feeds_of((2, 3, 4))
 
 
 @pytest.mark.parametrize("float_dtype", ["float16", "float32"])
@@ -59,7 +63,7 @@ def test_a_reshape_in_a_program_reads_its_input_buffer(float_dtype):
     assert plan.views == {1}
     env = plan.program.env
     assert np.shares_memory(env[_slot(ex, "v")], env[_slot(ex, "r")])
-    assert len(plan.program.calls) < len(ex.steps) + 2  # no call left for the view
+    assert all(owner.node.op != "Reshape" for owner in plan.program.owners)  # no call left for the view
     _agrees(ex, state, _one_feed)
 
 
@@ -119,8 +123,7 @@ def _concat_graph(axis: int = 1, also_read: bool = False, same_twice: bool = Fal
     return Graph(nodes, ["x"], outputs, {"w1": w1, "w2": w2})
 
 
-def _image(seed: int):
-    return [np.random.default_rng(seed).standard_normal((1, 2, 6, 7)).astype(np.float32)]
+_image = _feeds_of((1, 2, 6, 7))
 
 
 @pytest.mark.parametrize("float_dtype", ["float16", "float32"])
