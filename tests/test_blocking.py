@@ -17,8 +17,21 @@ K, M = 1 << 10, 1 << 20
 def test_the_tuning_cpu_gets_the_sizes_measured_best_there():
     # AMD EPYC (Zen 4): 32 KiB L1d, 1 MiB L2, 32 MiB L3, AVX-512
     assert derive_blocking(CpuCaches(32 * K, M, 32 * M, "sysfs"), 2, "x86_64") == Blocking(
-        b_block_floats=96 * K, max_kc=512, a_block_bytes=512 * K, wino_v_cache=512 * K, wino_v_band=256 * K,
-        wino_u_cache=4 * M, parallel_min_macs=1 << 22, winograd_phases_min_macs=6 << 22)
+        b_block_floats=96 * K, max_kc=512, a_block_bytes=512 * K, direct_b_bytes=32 * K, wino_v_cache=512 * K,
+        wino_v_band=256 * K, wino_u_cache=4 * M, parallel_min_macs=1 << 22, winograd_phases_min_macs=6 << 22)
+
+
+@pytest.mark.parametrize("l1d", [32 * K, 48 * K])
+def test_b_panels_are_read_unpacked_only_while_the_weights_fit_l1d(l1d):
+    from rknnlite.backends.software.ops import conv
+
+    assert derive_blocking(CpuCaches(l1d, M, 32 * M, "sysfs"), 2).direct_b_bytes == l1d
+    x = np.zeros((1, 64, 8, 8), np.float32)
+    limit = conv.BLOCKING.direct_b_bytes
+    for m, expected in ((limit // (64 * 4), True), (limit // (64 * 4) + 1, False)):
+        plan = conv._conv_prepare({"kernel_shape": [1, 1], "_opset": 17}, [None, np.zeros((m, 64, 1, 1), np.float32),
+                                                                           None])["_conv"]
+        assert conv._geometry(plan, x.shape, (m, 64, 1, 1)).direct_b is expected
 
 
 def test_cache_sizes_scale_with_l2():

@@ -35,23 +35,27 @@ def _gemm_operands(K, M, N, transposed, seed=0):
     return P, off, idx, a, packs, bias
 
 
-@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("transposed, direct_b", [(False, True), (False, False), (True, True)])
 @pytest.mark.parametrize("K, kcb", [(300, 100), (300, 128), (77, 77)])
-def test_prepacked_b_gives_the_packing_gemm_result(transposed, K, kcb):
+def test_prepacked_b_gives_the_packing_gemm_result(transposed, direct_b, K, kcb):
     if transposed and ck.gemm_isa() < 2:
         pytest.skip("transposed tiles need AVX-512")
-    M, N = 40, 49
+    M, N = 40, 70  # two whole 32-column panels (read unpacked with direct_b) and a partial one
     P, off, idx, a, packs, bias = _gemm_operands(K, M, N, transposed)
     shape = (N, M) if transposed else (M, N)
     ncb = -(-N // ck.panel_shape(transposed)[1]) * ck.panel_shape(transposed)[1]
     scratch = np.empty(kcb * ncb + 16, np.float32)
     ref = np.full(shape, np.nan, np.float32)
     ck.gather_gemm(P, off, idx, packs, M, bias, ref, scratch, kcb, ncb, transposed=transposed)
+    if not transposed:  # packed or read unpacked, the same sums in the same order
+        other = np.full(shape, np.nan, np.float32)
+        ck.gather_gemm(P, off, idx, packs, M, bias, other, scratch, kcb, ncb, direct_b=not direct_b)
+        np.testing.assert_array_equal(other, ref)
     # packed in two K block ranges (as two threads would), then read by two row parts
     pre = np.full(ck.prepacked_size(K, kcb, N, transposed) + 16, np.nan, np.float32)
     nkb = -(-K // kcb)
-    ck.pack_gather_b(P, off, idx, pre, kcb, transposed=transposed, kb_begin=0, kb_end=nkb // 2)
-    ck.pack_gather_b(P, off, idx, pre, kcb, transposed=transposed, kb_begin=nkb // 2, kb_end=nkb)
+    ck.pack_gather_b(P, off, idx, pre, kcb, transposed=transposed, kb_begin=0, kb_end=nkb // 2, direct_b=direct_b)
+    ck.pack_gather_b(P, off, idx, pre, kcb, transposed=transposed, kb_begin=nkb // 2, kb_end=nkb, direct_b=direct_b)
     mr = ck.panel_shape(transposed)[0]
     cut = mr * (packs.shape[1] // 2) or M
     got = np.full(shape, np.nan, np.float32)
@@ -61,7 +65,7 @@ def test_prepacked_b_gives_the_packing_gemm_result(transposed, K, kcb):
         p0, p1 = m0 // mr, -(-m1 // mr)
         ck.gather_gemm(P, off, idx, packs[:, p0:p1], m1 - m0, bias[m0:m1],
                        got[:, m0:m1] if transposed else got[m0:m1], scratch, kcb, ncb, transposed=transposed,
-                       prepacked=pre)
+                       prepacked=pre, direct_b=direct_b)
     np.testing.assert_array_equal(got, ref)
     np.testing.assert_allclose(ref if not transposed else ref.T,
                                a.astype(np.float64) @ P[:K * N].reshape(K, N) + bias[:, None], rtol=1e-4, atol=1e-4)

@@ -40,7 +40,7 @@ RK_API void rk_wino2_out(int isa, const float *Mt, long ldx, long M, long TH, lo
 /* Winograd F(4x4, 3x3) output transform with bias, residual and activation; buf: 40 * T floats. */
 RK_API void rk_wino_out(int isa, const float *Mt, long ldx, long M, long TH, long TW, long OH, long OW, const float *bias, float *y, long ldc, float *buf, const rk_act *act, const float *res);
 /* nb independent gather GEMMs: P, Ap and Y advance by pstride, astride, ystride floats. */
-RK_API void rk_gather_gemm_batch(int isa, long nb, const float *P, long pstride, const int32_t *off, const int32_t *idx, long M, long K, const float *Ap, long astride, float *Y, long ystride, long ldy, float *Bp, long kcb, long ncb, long N);
+RK_API void rk_gather_gemm_batch(int isa, long nb, const float *P, long pstride, const int32_t *off, const int32_t *idx, long M, long K, const float *Ap, long astride, float *Y, long ystride, long ldy, float *Bp, long kcb, long ncb, long N, int direct_b);
 /* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols. */
 RK_API void rk_transpose(const float *src, long rows, long cols, long lds, float *dst, long ldd);
 /* Zero-padded, stride-phase-split copy of an image (C x D x H x W) into P. */
@@ -49,12 +49,14 @@ RK_API void rk_phase_split(const float *x, long C, long D, long H, long W, long 
  * residual and activation; pad: scratch for a padded row. */
 RK_API void rk_depthwise(int isa, const float *x, long C, long H, long W, const float *w, long M, long mult, long kh, long kw, long sh, long sw, long dh, long dw, long pt, long pl, long pb, long pr, long OH, long OW, const float *bias, float *y, float *pad, const rk_act *act, const float *res);
 /* Y[m, n] (row stride ldy) = bias[m] + sum_k A[m, k] * P[off[k] + idx[n]], n in [n_begin, n_end),
- * A packed by pack_weights; then residual R and activation.  Bp: B scratch; Bpre: prepacked B or NULL. */
-RK_API void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx, long M, long K, const float *Ap, const float *bias, float *Y, long ldy, float *Bp, long kcb, long ncb, long n_begin, long n_end, long gw, long gow, const rk_act *act, const float *R, const float *Bpre);
+ * A packed by pack_weights; then residual R and activation.  Bp: B scratch; Bpre: prepacked B or NULL;
+ * direct_b: B panels of 32 contiguous columns read straight from P (AVX-512 normal tiles) instead of packed. */
+RK_API void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx, long M, long K, const float *Ap, const float *bias, float *Y, long ldy, float *Bp, long kcb, long ncb, long n_begin, long n_end, long gw, long gow, const rk_act *act, const float *R, const float *Bpre, int direct_b);
 /* Floats between the K blocks of prepacked B (rk_pack_gather_b). */
 RK_API long rk_bblock_stride(long kcb, long nc, int NR);
-/* Packs the B blocks of K blocks [kb_begin, kb_end) of columns [n0, n0 + nc) into Bpre. */
-RK_API void rk_pack_gather_b(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx, long K, long kcb, long n0, long nc, long kb_begin, long kb_end, float *Bpre);
+/* Packs the B blocks of K blocks [kb_begin, kb_end) of columns [n0, n0 + nc) into Bpre (direct_b as the
+ * rk_gather_gemm calls reading them: the panels they read straight from P are left out). */
+RK_API void rk_pack_gather_b(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx, long K, long kcb, long n0, long nc, long kb_begin, long kb_end, float *Bpre, int direct_b);
 /* y[m][n] = act(y[m][n] + bias[m] + res[m][n]) for an (M, N) block (row strides ldy, ldr). */
 RK_API void rk_bias_act(int isa, float *y, long M, long N, long ldy, const float *bias, const rk_act *act, const float *res, long ldr);
 

@@ -28,7 +28,7 @@ cdef extern from "rk_conv.h" nogil:
     void rk_gather_gemm_batch(int isa, long nb, const float *P, long pstride,
                               const int32_t *off, const int32_t *idx, long M, long K,
                               const float *Ap, long astride, float *Y, long ystride, long ldy,
-                              float *Bp, long kcb, long ncb, long N)
+                              float *Bp, long kcb, long ncb, long N, int direct_b)
     void rk_transpose(const float *src, long rows, long cols, long lds, float *dst, long ldd)
     void rk_phase_split(const float *x, long C, long D, long H, long W,
                         long sd, long sh, long sw, long pd, long ph, long pw,
@@ -41,9 +41,10 @@ cdef extern from "rk_conv.h" nogil:
                         long M, long K, const float *Ap, const float *bias,
                         float *Y, long ldy, float *Bp, long kcb, long ncb,
                         long n_begin, long n_end, long gw, long gow, const rk_act *act, const float *R,
-                        const float *Bpre)
+                        const float *Bpre, int direct_b)
     long rk_bblock_stride(long kcb, long nc, int NR)
     void rk_pack_gather_b(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
-                          long K, long kcb, long n0, long nc, long kb_begin, long kb_end, float *Bpre)
+                          long K, long kcb, long n0, long nc, long kb_begin, long kb_end, float *Bpre,
+                          int direct_b)
     void rk_bias_act(int isa, float *y, long M, long N, long ldy, const float *bias, const rk_act *act,
                      const float *res, long ldr)

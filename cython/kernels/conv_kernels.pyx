@@ -155,7 +155,7 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
                 a_packed, Py_ssize_t M, bias, float[:, :] y,
                 float[::1] scratch, Py_ssize_t kcb, Py_ssize_t ncb,
                 Py_ssize_t n_begin=0, Py_ssize_t n_end=-1, bint transposed=False, grid=None, act=None,
-                Py_ssize_t pstride=0, residual=None, prepacked=None):
+                Py_ssize_t pstride=0, residual=None, prepacked=None, bint direct_b=True):
     """``y[m, n] = act(bias[m] + sum_k A[m, k] * P[off[k] + idx[n]] + residual[m, n])`` for n in
     [n_begin, n_end).
 
@@ -181,11 +181,16 @@ def gather_gemm(const float[::1] P, const int32_t[::1] off, const int32_t[::1] i
     ``[n_begin, n_end)`` packed by :func:`pack_gather_b` with the same ``P``, ``off``,
     ``idx``, ``kcb`` and ``transposed`` (one group, ``n_end - n_begin <= ncb``): ``B`` is
     then read from it instead of being packed into ``scratch``, with the same values, so
-    calls on disjoint row ranges of the weights can share one packing.  Releases the GIL.
+    calls on disjoint row ranges of the weights can share one packing (it must have been
+    packed with the same ``direct_b``).
+
+    ``direct_b``: the normal AVX-512 tiles read a B panel of 32 contiguous columns straight
+    from ``P`` instead of packing it (same values; faster while the weights are few, see
+    ``Blocking.direct_b_bytes``).  Releases the GIL.
     """
     cdef _Gemm g
     if _gemm_setup(&g, P, off, idx, a_packed, M, bias, y, kcb, ncb, n_begin, n_end, transposed, grid, act,
-                   pstride, residual, prepacked) == 0:
+                   pstride, residual, prepacked, direct_b) == 0:
         return
     cdef float *bp = <float *><intptr_t>_aligned_ptr(scratch, kcb * ncb)
     with nogil:
@@ -204,7 +209,7 @@ cdef int _tile_kind(bint transposed, str who) except -1:
 
 ctypedef struct _Gemm:
     # one gather GEMM, checked by _gemm_setup (see gather_gemm)
-    int t, mr, has_act
+    int t, mr, has_act, direct_b
     const float *P
     const int32_t *off
     const int32_t *idx
@@ -220,7 +225,7 @@ ctypedef struct _Gemm:
 cdef int _gemm_setup(_Gemm *g, const float[::1] P, const int32_t[::1] off, const int32_t[::1] idx,
                      a_packed, Py_ssize_t M, bias, float[:, :] y, Py_ssize_t kcb, Py_ssize_t ncb,
                      Py_ssize_t n_begin, Py_ssize_t n_end, bint transposed, grid, act, Py_ssize_t pstride,
-                     residual, prepacked) except -1:
+                     residual, prepacked, bint direct_b) except -1:
     """Check gather_gemm's arguments and fill ``g``; 0 when there is nothing to compute."""
     cdef const float[:, :, :, ::1] a4 = a_packed if a_packed.ndim == 4 else a_packed[None]
     cdef Py_ssize_t G = a4.shape[0], K = off.shape[0], N = idx.shape[0]
@@ -267,7 +272,7 @@ cdef int _gemm_setup(_Gemm *g, const float[::1] P, const int32_t[::1] off, const
         if t:
             raise ValueError("gather_gemm: no residual with transposed tiles")
         g.res = _residual_ptr(residual, (y.shape[0], y.shape[1]), g.ldy, "gather_gemm")
-    g.t, g.mr = t, MR
+    g.t, g.mr, g.direct_b = t, MR, direct_b
     g.P, g.off, g.idx = &P[0], &off[0], &idx[0]
     g.M, g.K, g.G, g.N, g.panels = M, K, G, N, (M + MR - 1) // MR
     g.pstride, g.astride = pstride, a4.shape[1] * a4.shape[2] * a4.shape[3]
@@ -287,7 +292,7 @@ cdef void _gemm_span(const _Gemm *g, float *bp, long p0, long p1, long n0, long 
         rk_gather_gemm(_ISA, g.t, g.P + gi * g.pstride, g.off, g.idx, m1 - m0, g.K,
                        g.a + gi * g.astride + p0 * g.K * g.mr, g.bias + r if g.bias != NULL else NULL,
                        g.y + (r if g.t else r * g.ldy), g.ldy, bp, g.kcb, g.ncb, n0, n1, g.gw, g.gow, ap,
-                       g.res + r * g.ldy if g.res != NULL else NULL, g.pre)
+                       g.res + r * g.ldy if g.res != NULL else NULL, g.pre, g.direct_b)
 
 
 ctypedef struct _GemmItems:
@@ -353,7 +358,8 @@ cdef int _run_items(rk_pool *pool, rk_range_fn fn, void *ctx, int64_t n) noexcep
 def gather_gemm_items(pool, const float[::1] P, const int32_t[::1] off, const int32_t[::1] idx,
                       a_packed, Py_ssize_t M, bias, float[:, :] y, float[::1] scratch, Py_ssize_t kcb,
                       Py_ssize_t ncb, row_parts=None, bint transposed=False, grid=None,
-                      act=None, Py_ssize_t pstride=0, residual=None, prepacked=None, finish=None):
+                      act=None, Py_ssize_t pstride=0, residual=None, prepacked=None, finish=None,
+                      bint direct_b=True):
     """:func:`gather_gemm` over all columns, cut into work items run on the threads of
     ``pool`` (a ``WorkerPool.handle`` capsule; None: the caller alone) without the GIL.
 
@@ -364,10 +370,11 @@ def gather_gemm_items(pool, const float[::1] P, const int32_t[::1] off, const in
     block per thread).  ``finish=(y, residual, act)`` (transposed tiles, row parts and
     one column block only): after an item's rows are computed, they are transposed
     from ``y`` (Y^T) into ``finish``'s ``y`` (M, N), adding ``residual`` (or None) and
-    then applying ``act`` when there is a residual, while they are in cache."""
+    then applying ``act`` when there is a residual, while they are in cache.  ``direct_b``
+    as in :func:`gather_gemm`."""
     cdef _GemmItems it
     if _gemm_setup(&it.g, P, off, idx, a_packed, M, bias, y, kcb, ncb, 0, -1, transposed, grid, act, pstride,
-                   residual, prepacked) == 0:
+                   residual, prepacked, direct_b) == 0:
         return
     cdef rk_pool *pool_p = _pool_from(pool)
     cdef int threads = _POOL_API.threads(pool_p) if pool_p != NULL else 1
@@ -420,11 +427,12 @@ def prepacked_size(Py_ssize_t K, Py_ssize_t kcb, Py_ssize_t n, bint transposed=F
 
 def pack_gather_b(const float[::1] P, const int32_t[::1] off, const int32_t[::1] idx, float[::1] out,
                   Py_ssize_t kcb, Py_ssize_t n_begin=0, Py_ssize_t n_end=-1, bint transposed=False,
-                  Py_ssize_t kb_begin=0, Py_ssize_t kb_end=-1, pool=None):
+                  Py_ssize_t kb_begin=0, Py_ssize_t kb_end=-1, pool=None, bint direct_b=True):
     """Pack the B blocks (K blocks ``[kb_begin, kb_end)``, default all, of ``kcb`` rows) of
     columns ``[n_begin, n_end)`` of a gather GEMM into ``out`` (at least
     ``prepacked_size(K, kcb, n_end - n_begin, transposed) + 16`` floats), for
-    :func:`gather_gemm`'s ``prepacked``: the same blocks it packs itself.  Disjoint K
+    :func:`gather_gemm`'s ``prepacked``: the same blocks it packs itself with the same
+    ``direct_b`` (the panels it reads straight from ``P`` are left out).  Disjoint K
     block ranges can be packed on several threads; ``pool`` (a ``WorkerPool.handle``
     capsule) shares the K blocks out across its threads itself.  Releases the GIL."""
     cdef Py_ssize_t K = off.shape[0], N = idx.shape[0]
@@ -441,6 +449,7 @@ def pack_gather_b(const float[::1] P, const int32_t[::1] off, const int32_t[::1]
     pb.dst = <float *><intptr_t>_aligned_ptr(out, prepacked_size(K, kcb, n_end - n_begin, transposed))
     pb.t, pb.P, pb.off, pb.idx, pb.K, pb.kcb, pb.n0, pb.nc, pb.kb0 = t, &P[0], &off[0], &idx[0], K, kcb, n_begin, \
         n_end - n_begin, kb_begin
+    pb.direct_b = direct_b
     cdef rk_pool *pool_p = _pool_from(pool)
     with nogil:
         _run_items(pool_p, _pack_b_items, &pb, kb_end - kb_begin)
@@ -448,7 +457,7 @@ def pack_gather_b(const float[::1] P, const int32_t[::1] off, const int32_t[::1]
 
 ctypedef struct _PackB:
     # pack_gather_b's work: K blocks kb0 + [j0, j1) are the work items
-    int t
+    int t, direct_b
     const float *P
     const int32_t *off
     const int32_t *idx
@@ -458,7 +467,8 @@ ctypedef struct _PackB:
 
 cdef int _pack_b_items(void *ctx, int64_t j0, int64_t j1, int slot) noexcept nogil:
     cdef _PackB *pb = <_PackB *>ctx
-    rk_pack_gather_b(_ISA, pb.t, pb.P, pb.off, pb.idx, pb.K, pb.kcb, pb.n0, pb.nc, pb.kb0 + j0, pb.kb0 + j1, pb.dst)
+    rk_pack_gather_b(_ISA, pb.t, pb.P, pb.off, pb.idx, pb.K, pb.kcb, pb.n0, pb.nc, pb.kb0 + j0, pb.kb0 + j1, pb.dst,
+                     pb.direct_b)
     return 0
 
 
@@ -797,7 +807,7 @@ def gather_gemm_batch(const float[::1] P, Py_ssize_t pstride, const int32_t[::1]
     cdef long astride = a_packed.shape[1] * a_packed.shape[2] * a_packed.shape[3]
     with nogil:
         rk_gather_gemm_batch(_ISA, nb, &P[0], pstride, &off[0], &idx[0], M, K, &a_packed[0, 0, 0, 0],
-                             astride, &y[0], M * N, N, bp, kcb, ncb, N)
+                             astride, &y[0], M * N, N, bp, kcb, ncb, N, 1)
 
 
 ctypedef struct _WinoBand:
@@ -852,7 +862,7 @@ cdef int _wino_band_items(void *ctx, int64_t j0, int64_t j1, int slot) noexcept 
         _wino_in(wb.x + i * wb.C * wb.H * wb.W, wb.C, wb.H, wb.W, 0, wb.C, wb.tile, wb.pt - t * b.r0, wb.pl, n,
                  wb.TW, split, v, buf)
         rk_gather_gemm_batch(_ISA, wb.nb, v, _wino_stride(wb.C * (n + 1) * (wb.TW + 1)), b.off, b.idx, mc, b.K,
-                             wb.u + p0 * b.K * MR, wb.astride, mt, mc * b.N, b.N, blk, b.kcb, b.ncb, b.N)
+                             wb.u + p0 * b.K * MR, wb.astride, mt, mc * b.N, b.N, blk, b.kcb, b.ncb, b.N, 1)
         row0, row1 = t * b.r0, min(wb.OH, t * b.r1)
         rp = wb.res + i * wb.M * ldc + m0 * ldc + row0 * wb.OW if wb.res != NULL else NULL
         _wino_out(wb.tile, mt, mc * n * wb.TW, mc, n, wb.TW, row1 - row0, wb.OW,

@@ -991,14 +991,15 @@ long rk_bblock_stride(long kcb, long nc, int NR) {
 }
 
 #if RK_X86 || RK_NEON
-/* B block [k0, k0 + kc) x [n0, n0 + nc) packed in panels of the NR columns of isa's tiles. */
-static void rk_packB(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
-                     long k0, long kc, long n0, long nc, float *Bp, int NR) {
+/* B block [k0, k0 + kc) x [n0, n0 + nc) packed in panels of the NR columns of isa's tiles;
+   skip_direct: the panels the normal AVX-512 tiles read straight from P are left out. */
+static void rk_packB(int isa, int transposed, int skip_direct, const float *P, const int32_t *off,
+                     const int32_t *idx, long k0, long kc, long n0, long nc, float *Bp, int NR) {
 #if RK_X86
-    if (isa >= 2) rk_packB_512(P, off, idx, k0, kc, n0, nc, Bp, NR, !transposed);
+    if (isa >= 2) rk_packB_512(P, off, idx, k0, kc, n0, nc, Bp, NR, skip_direct && !transposed);
     else rk_packB_256(P, off, idx, k0, kc, n0, nc, Bp);
 #else
-    (void)isa; (void)transposed; (void)NR;
+    (void)isa; (void)transposed; (void)skip_direct; (void)NR;
     rk_packB_neon(P, off, idx, k0, kc, n0, nc, Bp);
 #endif
 }
@@ -1009,15 +1010,18 @@ static void rk_packB(int isa, int transposed, const float *P, const int32_t *off
    Bp: scratch of at least kcb * ncb floats, 64-byte aligned.  Bpre: NULL, or the B blocks
    already packed by rk_pack_gather_b for the single column block [n_begin, n_end) (then
    n_end - n_begin <= ncb and Bp is unused): several calls on disjoint row ranges of A
-   share one packing. */
+   share one packing.  direct_b: the normal AVX-512 tiles read a B panel of 32 contiguous
+   columns straight from P instead of packing it (the packing and every call sharing it
+   must agree; see Blocking.direct_b_bytes for when it pays). */
 void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off, const int32_t *idx,
                            long M, long K, const float *Ap, const float *bias,
                            float *Y, long ldy, float *Bp, long kcb, long ncb,
                            long n_begin, long n_end, long gw, long gow, const rk_act *act,
-                           const float *R, const float *Bpre) {
+                           const float *R, const float *Bpre, int direct_b) {
 #if RK_X86 || RK_NEON
     if (act && act->kind == 0) act = NULL;
     if (isa < 2) transposed = 0;
+    if (isa < 2 || transposed) direct_b = 0;
     if (isa < 2 || transposed) gw = 0;
 #if RK_NEON
     (void)gw; (void)gow;   /* grid stores: AVX-512 only */
@@ -1034,7 +1038,7 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
             const rk_act *ka = k0 + kc >= K ? act : NULL;   /* finished values: last K block */
             const float *kr = k0 + kc >= K ? R : NULL;
             if (Bpre) Bp = (float *)Bpre + (k0 / kcb) * rk_bblock_stride(kcb, nc, NR);
-            else rk_packB(isa, transposed, P, off, idx, k0, kc, n0, nc, Bp, NR);
+            else rk_packB(isa, transposed, direct_b, P, off, idx, k0, kc, n0, nc, Bp, NR);
             /* Stream the smaller operand: with A's block (M x kc) cache-resident, go panel
                by panel of B reusing it (B panel hot in L1); otherwise keep each A panel hot
                and sweep the B block (transposed tiles always: their A panels are large).
@@ -1059,7 +1063,7 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
                 const float *bp = Bp + p * kc * NR;
                 float *yc = Y + q0;   /* column q0 of row 0 (plain layout) */
 #if RK_X86
-                int direct = isa >= 2 && !transposed && nv == 32 && idx[q0 + 31] - idx[q0] == 31;
+                int direct = direct_b && nv == 32 && idx[q0 + 31] - idx[q0] == 31;
                 rk_splan plan, *sp = NULL;
                 if (gw > 0) {
                     if (cached) sp = &plans[p];
@@ -1100,14 +1104,14 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
    Bpre + kb * rk_bblock_stride(kcb, nc, NR) (Bpre 64-byte aligned). */
 void rk_pack_gather_b(int isa, int transposed, const float *P, const int32_t *off,
                              const int32_t *idx, long K, long kcb, long n0, long nc,
-                             long kb_begin, long kb_end, float *Bpre) {
+                             long kb_begin, long kb_end, float *Bpre, int direct_b) {
 #if RK_X86 || RK_NEON
     if (isa < 2) transposed = 0;
     int NR = rk_nr(isa, transposed);
     long bs = rk_bblock_stride(kcb, nc, NR);
     for (long kb = kb_begin; kb < kb_end; kb++) {
         long k0 = kb * kcb, kc = RK_MIN(kcb, K - k0);
-        rk_packB(isa, transposed, P, off, idx, k0, kc, n0, nc, Bpre + kb * bs, NR);
+        rk_packB(isa, transposed, direct_b, P, off, idx, k0, kc, n0, nc, Bpre + kb * bs, NR);
     }
 #endif
 }
@@ -1116,8 +1120,8 @@ void rk_pack_gather_b(int isa, int transposed, const float *P, const int32_t *of
 void rk_gather_gemm_batch(int isa, long nb, const float *P, long pstride,
                                  const int32_t *off, const int32_t *idx, long M, long K,
                                  const float *Ap, long astride, float *Y, long ystride, long ldy,
-                                 float *Bp, long kcb, long ncb, long N) {
+                                 float *Bp, long kcb, long ncb, long N, int direct_b) {
     for (long i = 0; i < nb; i++)
         rk_gather_gemm(isa, 0, P + i * pstride, off, idx, M, K, Ap + i * astride, NULL,
-                       Y + i * ystride, ldy, Bp, kcb, ncb, 0, N, 0, 0, NULL, NULL, NULL);
+                       Y + i * ystride, ldy, Bp, kcb, ncb, 0, N, 0, 0, NULL, NULL, NULL, direct_b);
 }

@@ -56,10 +56,10 @@ static int check_gemm(long M, long C, long W, int gathered, long kcb, long ncb, 
         long nc = n_end - n_begin, nkb = (K + kcb - 1) / kcb;
         ncb = nc;
         Bpre = falloc(nkb * rk_bblock_stride(kcb, nc, NR));
-        rk_pack_gather_b(isa, 0, P, off, idx, K, kcb, n_begin, nc, 0, nkb, Bpre);
+        rk_pack_gather_b(isa, 0, P, off, idx, K, kcb, n_begin, nc, 0, nkb, Bpre, 1);
     }
     rk_gather_gemm(isa, 0, P, off, idx, M, K, Ap, bias, Y, N, Bp, kcb, ncb, n_begin, n_end, 0, 0,
-                   act_kind ? &act : NULL, with_res ? R : NULL, Bpre);
+                   act_kind ? &act : NULL, with_res ? R : NULL, Bpre, 1);
     int ok = 1;
     for (long m = 0; m < M && ok; m++)
         for (long n = 0; n < N && ok; n++) {

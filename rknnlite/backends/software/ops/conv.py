@@ -334,7 +334,7 @@ class _Geometry:
 
     __slots__ = ("in_sp", "out_sp", "ksz", "pb", "pe", "N", "K", "Cg", "Mg", "path", "direct", "split",
                  "psize", "off", "idx", "transposed", "kcb", "ncb", "dw_pads", "tiles", "wtile", "grid", "chan_in",
-                 "dw_args", "wbands", "wbands_mt", "wband_whole")
+                 "dw_args", "wbands", "wbands_mt", "wband_whole", "direct_b")
 
 
 def _pad3(v: Sequence[int], fill: int) -> List[int]:
@@ -644,8 +644,10 @@ def _blocks(K: int, n: int, transposed: bool) -> Tuple[int, int]:
 
 
 def _ck_blocks(g: _Geometry) -> None:
-    """K and N block sizes of the packed B blocks."""
+    """K and N block sizes of the packed B blocks, and whether B panels are read straight
+    from the image (``direct_b``: while the weights fit ``BLOCKING.direct_b_bytes``)."""
     g.kcb, g.ncb = _blocks(g.K, len(g.idx), g.transposed)
+    g.direct_b = g.Mg * g.K * 4 <= BLOCKING.direct_b_bytes
 
 
 def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bias, y3: np.ndarray,
@@ -769,7 +771,7 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
         kw["act"] = act
     if threads == 1:
         _ck.gather_gemm(P, g.off, g.idx, packs, g.Mg, bias, y, scratch, g.kcb, ncb, pstride=pstride,
-                        residual=residual, **kw)
+                        residual=residual, direct_b=g.direct_b, **kw)
         if untranspose is not None:
             _untranspose(y, *untranspose, 0, g.Mg * len(packs))
         return
@@ -779,11 +781,11 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
         # every row part multiplies the same B: pack it once, shared, not once per part
         # (a 1x1 Conv's normal tiles read B straight from P: nothing to share)
         kw["prepacked"] = pre = _scratch("prepacked", _ck.prepacked_size(g.K, g.kcb, n, transposed) + 16)
-        _pack_b(P, g.off, g.idx, pre, g.kcb, n, transposed)
+        _pack_b(P, g.off, g.idx, pre, g.kcb, n, transposed, g.direct_b)
     blocks = _scratch("blocks", threads * (g.kcb * ncb + 16) + 16)  # one B block per thread
     _ck.gather_gemm_items(current_handle(), P, g.off, g.idx, packs, g.Mg, bias, y, blocks, g.kcb, ncb,
                           row_parts=rows, pstride=pstride, residual=residual,
-                          finish=untranspose if finish_items else None, **kw)
+                          finish=untranspose if finish_items else None, direct_b=g.direct_b, **kw)
     if untranspose is not None and not finish_items:
         _untranspose(y, *untranspose, 0, g.Mg * len(packs))
 
@@ -793,12 +795,12 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
 _PARALLEL_MIN_PACK = 1 << 17
 
 
-def _pack_b(P, off, idx, pre: np.ndarray, kcb: int, n: int, transposed: bool) -> None:
+def _pack_b(P, off, idx, pre: np.ndarray, kcb: int, n: int, transposed: bool, direct_b: bool) -> None:
     """Pack every K block of the gather GEMM's B (columns ``[0, n)``) into ``pre``, the K
     blocks shared out across the run's native threads when there is enough to pack."""
     nkb = -(-off.shape[0] // kcb)
     pool = current_handle() if nkb > 1 and off.shape[0] * n >= _PARALLEL_MIN_PACK else None
-    _ck.pack_gather_b(P, off, idx, pre, kcb, 0, n, transposed, pool=pool)
+    _ck.pack_gather_b(P, off, idx, pre, kcb, 0, n, transposed, pool=pool, direct_b=direct_b)
 
 
 def _row_parts(panels: int, nblocks: int, threads: int) -> List[Tuple[int, int]]:
@@ -1022,14 +1024,14 @@ def _bind_conv(attrs, ins, out):
     serial = g.Mg * g.K * len(g.idx) * plan.ca.group < _PARALLEL_MIN_MACS  # one thread whatever the run has
     pstride = g.Cg * g.chan_in
     args = (g.off, g.idx)
-    blocks = (g.Mg, g.kcb, g.ncb, g.kcb * g.ncb + 16)
+    blocks = (g.Mg, g.kcb, g.ncb, g.kcb * g.ncb + 16, g.direct_b)
 
     def call(x, w, b=None):
         if w is not plan.w_src or b is not plan.b_src or not (serial or current_threads() == 1):
             return conv([x, w] if b is None else [x, w, b], attrs, out)
-        Mg, kcb, ncb, nscratch = blocks
+        Mg, kcb, ncb, nscratch, direct_b = blocks
         _ck.gather_gemm(x.reshape(-1), *args, plan.packed_for(w, False), Mg, plan.bias, y2,
-                        _scratch("block", nscratch), kcb, ncb, pstride=pstride, act=plan.act)
+                        _scratch("block", nscratch), kcb, ncb, pstride=pstride, act=plan.act, direct_b=direct_b)
         return out
 
     return call, ()
