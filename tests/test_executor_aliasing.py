@@ -179,6 +179,18 @@ def test_an_input_read_elsewhere_is_joined_only_where_the_concat_keeps_the_value
     _agrees(ex, state, _image)
 
 
+def test_a_joined_concat_that_is_a_graph_output_is_delivered_whole():
+    graph = _concat_graph()
+    graph.outputs.append("c")
+    ex = Executor(graph, "float32")
+    state, plan = _compiled(ex, _image(0))
+    assert plan.joins == {2}
+    _agrees(ex, state, _image)
+    y, c = state.run(_image(4))
+    assert not np.shares_memory(c, plan.program.env[_slot(ex, "c")])  # a copy the caller owns
+    np.testing.assert_allclose(y, 1 / (1 + np.exp(-c)), rtol=1e-6)
+
+
 def _dense_graph() -> Graph:
     """Two DenseNet steps: each Concat's output is read by a conv and joined into the next."""
     rng = np.random.default_rng(3)
