@@ -159,9 +159,9 @@ def test_row_parts_share_one_packing(monkeypatch, case):
     run_conv(inputs, attrs, shape, 2)
     # one packing of every K block, shared out by the run's native pool when it is big enough
     g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)
-    if not g.transposed and g.K == g.Cg:
-        # a 1x1 Conv in normal tiles (the AVX2 kernel has no transposed tiles) reads B straight
-        # from the image: nothing to pack or share
+    if not g.transposed and g.K == g.Cg and g.direct_b:
+        # a 1x1 Conv in normal tiles (the AVX2 kernel has no transposed tiles) whose weights fit
+        # Blocking.direct_b_bytes reads B straight from the image: nothing to pack or share
         assert packed == [] and prepacked == [False]
         return
     shared = -(-g.K // g.kcb) > 1 and g.K * len(g.idx) >= conv_mod._PARALLEL_MIN_PACK

@@ -777,9 +777,9 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
         return
     nblocks = -(-n // ncb)
     finish_items = untranspose is not None and rows is not None and nblocks == 1
-    if rows is not None and nblocks == 1 and (transposed or grid is not None or g.K != g.Cg):
+    if rows is not None and nblocks == 1 and (transposed or grid is not None or g.K != g.Cg or not g.direct_b):
         # every row part multiplies the same B: pack it once, shared, not once per part
-        # (a 1x1 Conv's normal tiles read B straight from P: nothing to share)
+        # (a 1x1 Conv whose normal tiles read B straight from P has nothing to share)
         kw["prepacked"] = pre = _scratch("prepacked", _ck.prepacked_size(g.K, g.kcb, n, transposed) + 16)
         _pack_b(P, g.off, g.idx, pre, g.kcb, n, transposed, g.direct_b)
     blocks = _scratch("blocks", threads * (g.kcb * ncb + 16) + 16)  # one B block per thread
