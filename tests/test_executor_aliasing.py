@@ -217,13 +217,18 @@ def test_chained_concats_live_in_the_last_ones_buffer(float_dtype):
     _agrees(ex, state, _image)
 
 
-def test_the_concat_kernel_copies_only_what_is_not_in_place():
+def test_the_concat_kernel_copies_only_what_is_not_in_place(monkeypatch):
+    from rknnlite.backends.software.ops import tensor
+
+    copied = []
+    real_copyto = np.copyto
+    monkeypatch.setattr(tensor.np, "copyto", lambda dst, src, **kw: (copied.append(src), real_copyto(dst, src, **kw)))
     concat = KERNELS["Concat"].fn
     out = np.zeros((1, 5, 2), np.float32)
     out[:, :2] = 7  # "written by its producer"
     rest = np.arange(6, dtype=np.float32).reshape(1, 3, 2)
     (got,) = concat([out[:, :2], rest], {"axis": 1}, [out])
-    assert got is out
+    assert got is out and len(copied) == 1 and copied[0] is rest  # the part in place is not copied
     np.testing.assert_array_equal(out, np.concatenate([np.full((1, 2, 2), 7, np.float32), rest], axis=1))
     elsewhere = np.full((1, 2, 2), 3, np.float32)
     concat([elsewhere, rest], {"axis": 1}, [out])

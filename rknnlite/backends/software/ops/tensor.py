@@ -94,8 +94,9 @@ def concat(inputs, attrs, out=None):
 
 def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether ``a`` and ``b`` are the same elements of the same memory."""
-    return (a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
-            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+    # .ctypes.data, not __array_interface__: numpy 2.x keeps memory for good after many
+    # __array_interface__ lookups (see model/source.py), and this runs per inference
+    return a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype and a.ctypes.data == b.ctypes.data
 
 
 def _prepare_split(attrs, consts):
