@@ -732,6 +732,12 @@ _ITEMS_PER_THREAD = 4
 _PARALLEL_MIN_MACS = BLOCKING.parallel_min_macs
 
 
+def _serial_gemm(g: _Geometry, groups: int) -> bool:
+    """Whether the gather GEMMs of ``groups`` groups of geometry ``g`` run on the calling thread
+    whatever the run's threads (fewer multiply-adds than :data:`_PARALLEL_MIN_MACS`)."""
+    return g.Mg * g.K * len(g.idx) * groups < _PARALLEL_MIN_MACS
+
+
 def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, transposed: bool = False,
                  grid=None, residual=None, untranspose=None) -> None:
     """The gather GEMMs of every group (one compiled call), split across the run's threads.
@@ -753,7 +759,7 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
     current run's native threads (``gather_gemm_items``), without the GIL."""
     n = len(g.idx)
     ncb = g.ncb
-    threads = current_threads() if g.Mg * g.K * n * len(packs) >= _PARALLEL_MIN_MACS else 1
+    threads = 1 if _serial_gemm(g, len(packs)) else current_threads()
     rows = None  # every row (and every group) in each work item
     if threads > 1 and -(-n // ncb) < _ITEMS_PER_THREAD * threads:
         nr = _ck.panel_shape(transposed)[1]
@@ -1019,18 +1025,15 @@ def _bind_conv(attrs, ins, out):
         return _bind_depthwise(g, plan, attrs, out, x_shape[1])
     if g.path != "gather" or g.split is not None or g.transposed or g.grid is not None:
         return None
-    y = out[0]
-    y2 = y.reshape(w_shape[0], g.N)
-    serial = g.Mg * g.K * len(g.idx) * plan.ca.group < _PARALLEL_MIN_MACS  # one thread whatever the run has
-    pstride = g.Cg * g.chan_in
-    args = (g.off, g.idx)
-    blocks = (g.Mg, g.kcb, g.ncb, g.kcb * g.ncb + 16, g.direct_b)
+    y2 = out[0].reshape(w_shape[0], g.N)
+    serial = _serial_gemm(g, plan.ca.group)
+    off, idx, Mg, kcb, ncb, direct_b = g.off, g.idx, g.Mg, g.kcb, g.ncb, g.direct_b
+    pstride, nscratch = g.Cg * g.chan_in, g.kcb * g.ncb + 16
 
     def call(x, w, b=None):
         if w is not plan.w_src or b is not plan.b_src or not (serial or current_threads() == 1):
             return conv([x, w] if b is None else [x, w, b], attrs, out)
-        Mg, kcb, ncb, nscratch, direct_b = blocks
-        _ck.gather_gemm(x.reshape(-1), *args, plan.packed_for(w, False), Mg, plan.bias, y2,
+        _ck.gather_gemm(x.reshape(-1), off, idx, plan.packed_for(w, False), Mg, plan.bias, y2,
                         _scratch("block", nscratch), kcb, ncb, pstride=pstride, act=plan.act, direct_b=direct_b)
         return out
 
