@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+import warnings
 
+import numpy as np
 import pytest
 
 from rknnlite.backends.software.executor import Executor
@@ -61,6 +63,30 @@ def test_work_runs_on_worker_threads():
     finally:
         pool.close()
     assert caller in idents and len(idents) == 2
+
+
+def test_workers_run_under_the_callers_floating_point_settings():
+    """numpy keeps error settings per thread: a worker must not warn where the caller would not."""
+    caller = threading.get_ident()
+    seen = {}
+    worker_ran = threading.Event()
+
+    def body(start, stop):
+        seen[threading.get_ident()] = np.geterr()["over"]
+        np.float32(3e38) * np.float32(10)  # overflow: warns under numpy's default settings
+        if threading.get_ident() != caller:
+            worker_ran.set()
+        else:
+            worker_ran.wait(10)
+
+    pool = WorkerPool(2)
+    try:
+        with warnings.catch_warnings(), np.errstate(over="ignore"), using(pool):
+            warnings.simplefilter("error")
+            parallel_for(2, body)
+    finally:
+        pool.close()
+    assert len(seen) == 2 and set(seen.values()) == {"ignore"}
 
 
 def test_a_run_while_the_pool_is_busy_runs_on_its_own_caller():

@@ -24,7 +24,11 @@ one pass, each bindable kernel -- element-wise ops, one-image Convs -- bound to 
 buffers, see ``fn.bind`` in ``ops/elementwise.py``, view steps and joined Concats left
 out, rounding passes on the planned buffers) run under one floating-point error state
 and without per-step bookkeeping.  A run whose inputs have exactly that signature's
-shapes and dtypes takes it; it computes the same values as the step loop.
+shapes and dtypes takes it; it computes the same values as the step loop.  With several
+threads, the independent branches of a block (an Inception block's four, a fire module's
+two) may run side by side, one thread each (``branches``): such a plan keeps every tensor
+of a block in a buffer of its own until the block ends, and the program's first runs
+measure, per block, whether that beats splitting each call across the threads.
 
 Outputs: ``run`` returns new arrays (copies of the output buffers), or, given
 ``out=[array, ...]``, writes each output into the caller's array with ``np.copyto``
@@ -60,6 +64,7 @@ from ...errors import InputInvalidError, InvalidParamError, ModelInvalidError, R
 from ...model.graph import Graph, Node
 from ..base import check_out
 from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
+from .branches import CallFailed, Probe, Region, conflicts, find_regions, run_program
 from .ops.elementwise import restore_fp, silence_fp
 from .parallel import WorkerPool, WorkRecorder, current_threads, threads_from_env, using
 
@@ -214,6 +219,8 @@ class Executor:
         for slot, index in last.items():
             if slot not in keep:
                 self.release_after[index].append(slot)
+        #: independent branches a run with several threads may run side by side (``branches``)
+        self.regions: List[Region] = find_regions(self.steps, self.input_slots)
 
     def _check_ops(self, custom: Mapping[str, CustomOpKernel]) -> None:
         missing = sorted({n.op for n in self.graph.nodes if n.op not in KERNELS and n.op not in custom})
@@ -315,7 +322,8 @@ class _Program:
     ``owners[k]`` the step of ``calls[k]`` (for error messages).
     """
 
-    __slots__ = ("signature", "env", "inputs", "fed", "calls", "owners", "staging_bytes", "outputs")
+    __slots__ = ("signature", "env", "inputs", "fed", "calls", "owners", "staging_bytes", "outputs", "regions",
+                 "probe", "forks")
 
     def __init__(self, signature, env, inputs, calls, owners, output_slots, transient):
         #: ``[(shape, dtype), ...]`` the feeds must have exactly
@@ -329,6 +337,12 @@ class _Program:
         self.calls = calls
         self.owners = owners
         self.staging_bytes = sum(buf.nbytes for _, buf, _, _ in inputs if buf is not None)
+        #: with several threads: ``(start, stop, call indices per branch)`` per region
+        #: that may run forked (``_call_regions``), its timings and the forks chosen
+        #: (None until the probing runs are done)
+        self.regions: List[Tuple[int, int, List[List[int]]]] = []
+        self.probe: Optional[Probe] = None
+        self.forks: Optional[list] = None
 
 
 class ExecutionState:
@@ -377,10 +391,13 @@ class ExecutionState:
         self._last = None
 
     def set_threads(self, threads: int) -> None:
-        """Use ``threads`` worker threads (caller included) per run from now on."""
+        """Use ``threads`` worker threads (caller included) per run from now on (forgets the
+        plans: one thread reuses buffers across branches, several keep them apart)."""
         if threads != self.pool.threads:
             self.pool.close()
             self.pool = WorkerPool(threads)
+            self._plans.clear()
+            self._last = None
 
     def close(self) -> None:
         """Stop the worker threads and drop the buffers."""
@@ -441,6 +458,7 @@ class ExecutionState:
                 profile.append(self._transfer("InputOperator", ex.graph.inputs[i], slot, env[slot], t0))
             if layout is not None:
                 layout[slot] = (x.shape, env[slot].dtype)
+        token = silence_fp()  # as in compiled runs: inf and nan are values here, not errors
         try:
             if profile is None:
                 if self.pool.threads == 1 and current_threads() == 1:
@@ -465,6 +483,7 @@ class ExecutionState:
             if layout is not None:
                 self._remember(signature, layout, feeds)
         finally:
+            restore_fp(token)
             for i in range(len(env)):
                 env[i] = None
         return results
@@ -485,6 +504,8 @@ class ExecutionState:
                 if self.pool.threads == 1 and current_threads() == 1:
                     for k, call in enumerate(prog.calls):
                         call()
+                elif prog.regions:
+                    self._run_branches(prog)
                 else:
                     with using(self.pool):
                         for k, call in enumerate(prog.calls):
@@ -492,6 +513,10 @@ class ExecutionState:
             except RKNNError:
                 raise
             except Exception as e:  # a kernel's numpy error: name the node, keep the cause
+                if isinstance(e, CallFailed):
+                    k, e = e.index, e.error
+                    if isinstance(e, RKNNError):
+                        raise e from None
                 raise _step_failed(prog.owners[k], [env[s] if s >= 0 else None for s in prog.owners[k].ins], e) \
                     from e
             finally:
@@ -510,6 +535,16 @@ class ExecutionState:
         finally:
             for slot in prog.fed:
                 env[slot] = None
+
+    def _run_branches(self, prog: "_Program") -> None:
+        """The calls of a program with regions (``branches``) on several threads: its first
+        runs probe (:class:`~.branches.Probe`), later ones fork the regions the probe chose
+        and split the other calls across the threads as usual.  A failing call raises
+        :class:`~.branches.CallFailed`."""
+        if prog.forks is None:
+            prog.forks = prog.probe.run(prog.calls, self.pool)
+        else:
+            run_program(prog.calls, prog.forks, self.pool)
 
     def _deliver(self, values: List[np.ndarray], out: Optional[Sequence[Optional[np.ndarray]]]) -> List[np.ndarray]:
         """The run's results: copies of ``values``, or ``values`` written into ``out``."""
@@ -642,7 +677,8 @@ class ExecutionState:
             evicted = self._plans.pop(next(iter(self._plans)))
             if evicted.program is not None and evicted.program is self._last:
                 self._last = None
-        plan = self._plans[signature] = _make_plan(self.executor, layout, self.arena, self.overrides)
+        regions = self.executor.regions if self.pool.threads > 1 else ()
+        plan = self._plans[signature] = _make_plan(self.executor, layout, self.arena, self.overrides, regions)
         if plan.complete:
             plan.program = self._compile(plan, layout, feeds)
 
@@ -694,7 +730,39 @@ class ExecutionState:
                 calls.append(partial(fake_quant_inplace, o, *q) if q is not None else partial(round_fp16_inplace, o))
                 owners.append(step)
         signature = [(x.shape, x.dtype) for x in feeds]
-        return _Program(signature, env, inputs, calls, owners, ex.output_slots, transient)
+        prog = _Program(signature, env, inputs, calls, owners, ex.output_slots, transient)
+        if self.pool.threads > 1:
+            prog.regions = _call_regions(ex, owners, env, self.overrides)
+            prog.probe = Probe(prog.regions, len(calls), self.pool.threads) if prog.regions else None
+        return prog
+
+
+def _call_regions(ex: Executor, owners: List[_Step], env: List[Optional[np.ndarray]],
+                  overrides: Mapping[int, KernelSpec]) -> List[Tuple[int, int, List[List[int]]]]:
+    """The executor's regions as calls of a program: ``(start, stop, [call indices per
+    branch])``, calls ``[start, stop)`` being the region's.  A region is left out when fewer
+    than two branches have a call, when a step of it runs another kernel than its own
+    (``overrides``: a custom operator, user code not assumed safe to run beside another
+    call), or when branches would share bytes one of them writes (:func:`conflicts`: a
+    plan made for one thread)."""
+    result = []
+    for region in ex.regions:
+        branch_of = {i: b for b, steps in enumerate(region.branches) for i in steps}
+        members = [k for k, st in enumerate(owners) if st.index in branch_of]
+        if not members or any(i in overrides for i in branch_of):
+            continue
+        start, stop = members[0], members[-1] + 1
+        branches: List[List[int]] = [[] for _ in region.branches]
+        for k in range(start, stop):
+            branches[branch_of[owners[k].index]].append(k)
+        branches = [b for b in branches if b]
+        if len(branches) < 2:
+            continue
+        touched = [[([env[s] for s in owners[k].ins if s >= 0], [env[s] for s in owners[k].outs if s >= 0])
+                    for k in b] for b in branches]
+        if not conflicts(touched):
+            result.append((start, stop, branches))
+    return result
 
 
 def _unregistered(node: Node) -> KernelSpec:
@@ -845,7 +913,8 @@ def _fake_quant_constant(a: np.ndarray, q, limits: Tuple[int, int]) -> np.ndarra
 
 
 def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]],
-               arena: Optional[np.ndarray] = None, overrides: Optional[Dict[int, KernelSpec]] = None) -> _Plan:
+               arena: Optional[np.ndarray] = None, overrides: Optional[Dict[int, KernelSpec]] = None,
+               regions: Sequence[Region] = ()) -> _Plan:
     """Assign buffers to the planned tensors of one run, reusing them by liveness.
 
     A step is planned when its kernel writes into given outputs, its output shapes are
@@ -855,6 +924,8 @@ def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]],
     memory, ``set_internal_mem``) the buffers are consecutive slices of it instead of new
     allocations (:class:`InvalidParamError` when it is too small).  Views and joins
     (:func:`_aliases`, :func:`_joined_slots`) follow the kernel a step runs (``overrides``).
+    Every tensor a step of one of ``regions`` reads or writes keeps its buffer until the
+    region's last step, so that branches run side by side never share one (``branches``).
     """
     steps = ex.steps
     specs = [overrides.get(step.index, step.spec) if overrides else step.spec for step in steps]
@@ -881,6 +952,11 @@ def _make_plan(ex: Executor, layout: List[Optional[Tuple[tuple, np.dtype]]],
     for s in ex.output_slots:
         for r in deps[s]:
             last_use[r] = len(steps)
+    for region in regions:
+        for i in (i for branch in region.branches for i in branch):
+            for s in steps[i].ins + steps[i].outs:
+                for r in deps[s] if s >= 0 else ():
+                    last_use[r] = max(last_use.get(r, region.last), region.last)
 
     joined = _joined_slots(ex, layout, specs, planned, views)
     for s, (root, _) in joined.items():  # a root's buffer holds its members while they are read

@@ -22,12 +22,14 @@ import weakref
 from contextlib import contextmanager
 from typing import Callable, Iterator, List, Optional
 
+import numpy as np
+
 from ..._native.thread_pool import CHUNKS_PER_THREAD, NativePool
 from ...constants import CoreMask
 from ...tensors.topology import mask_cores, usable_cpus
 
 __all__ = ["WorkerPool", "WorkRecorder", "parallel_for", "using", "threads_from_env", "spin_from_env",
-           "current_threads", "current_handle", "threads_for_mask"]
+           "current_threads", "current_handle", "threads_for_mask", "serial_pool"]
 
 _local = threading.local()
 
@@ -97,9 +99,10 @@ class WorkerPool:
         """Run ``body(start, stop)`` over disjoint contiguous ranges covering ``range(n)``, each
         at least ``min_chunk`` long (one range ``(0, n)`` when the work is too small to
         split), on up to ``threads`` threads; the first exception of a body is re-raised
-        after every thread has left the ranges."""
+        after every thread has left the ranges.  Every thread runs ``body`` with the caller's
+        numpy floating-point error settings (a run silences them: a worker must too)."""
         if n > 0:
-            self._native.map_ranges(n, body, max(1, min_chunk))
+            self._native.map_ranges(n, _with_caller_fp(body), max(1, min_chunk))
 
     @property
     def handle(self) -> Optional[object]:
@@ -116,7 +119,31 @@ class WorkerPool:
         self._native.close()
 
 
+def _with_caller_fp(body: Callable[[int, int], None]) -> Callable[[int, int], None]:
+    """``body`` run under the calling thread's numpy floating-point error settings on any
+    other thread (numpy keeps them per thread)."""
+    caller, settings = threading.get_ident(), np.geterr()
+
+    def run(start: int, stop: int) -> None:
+        if threading.get_ident() == caller:
+            body(start, stop)
+            return
+        previous = np.seterr(**settings)
+        try:
+            body(start, stop)
+        finally:
+            np.seterr(**previous)
+
+    return run
+
+
 _SERIAL = WorkerPool(1)
+
+
+def serial_pool() -> WorkerPool:
+    """The one-thread pool: ``using(serial_pool())`` makes the kernels of a block run
+    unsplit on their caller (e.g. one branch of a forked region per thread)."""
+    return _SERIAL
 
 
 @contextmanager
