@@ -382,6 +382,84 @@ def test_softmax_bad_axis():
         run("Softmax", np.zeros((2, 3), f32), axis="1")
 
 
+@pytest.fixture
+def native_softmax_calls(monkeypatch):
+    """The row counts of every native softmax call made while the test runs."""
+    from rknnlite.backends.software.ops import activation
+    calls = []
+    native = activation.softmax_rows
+
+    def counted(x, y):
+        calls.append(x.shape[0])
+        native(x, y)
+
+    monkeypatch.setattr(activation, "softmax_rows", counted)
+    return calls
+
+
+@pytest.mark.parametrize("shape, axis, opset, axes", [
+    ((1, 1000, 1, 1), 1, 9, (1, 2, 3)),   # a classifier's scores, legacy coercion to 2-D
+    ((1, 1000, 1, 1), 1, 13, (1,)),       # one axis followed by size-1 axes only
+    ((4, 37), -1, 13, (1,)),
+    ((2, 3, 5), 1, 11, (1, 2)),
+])
+def test_a_small_softmax_over_trailing_axes_is_one_native_call(shape, axis, opset, axes, native_softmax_calls):
+    x = (np.random.default_rng(3).standard_normal(shape) * 8).astype(f32)
+    got = run("Softmax", x, opset=opset, axis=axis)
+    assert native_softmax_calls == [x.size // math.prod(x.shape[a] for a in axes)]
+    # float32 rounding of x - max (up to ~50 here) alone moves exp by up to ~4e-6
+    np.testing.assert_allclose(got, _softmax_ref(x, axes), rtol=1e-5, atol=1e-30)
+
+
+def test_softmax_over_a_middle_axis_or_a_big_tensor_stays_with_numpy(native_softmax_calls):
+    from rknnlite.backends.software.ops.activation import _NATIVE_SOFTMAX_MAX
+    x = np.random.default_rng(4).standard_normal((2, 3, 4)).astype(f32)
+    np.testing.assert_allclose(run("Softmax", x, axis=1), _softmax_ref(x, (1,)), rtol=1e-5)
+    big = np.random.default_rng(5).standard_normal((2, _NATIVE_SOFTMAX_MAX)).astype(f32)
+    np.testing.assert_allclose(run("Softmax", big), _softmax_ref(big, (1,)), rtol=1e-5)
+    assert native_softmax_calls == []
+
+
+def test_native_softmax_special_values_follow_numpy(native_softmax_calls):
+    x = np.array([[1, np.nan, 2], [-np.inf, 0, 0], [np.inf, 0, 1], [np.nan, 1, 1], [-np.inf] * 3], f32)
+    got = run("Softmax", x)
+    assert native_softmax_calls == [5]
+    assert np.isnan(got[0]).all() and np.isnan(got[3]).all()  # a nan anywhere: the whole row
+    np.testing.assert_array_equal(got[1], [0, 0.5, 0.5])
+    assert np.isnan(got[2]).all()                             # inf - inf in the sum
+    assert np.isnan(got[4]).all()
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(_softmax_ref(x, (1,))))
+
+
+def test_a_compiled_softmax_calls_the_native_loop_directly(native_softmax_calls):
+    from rknnlite.backends.software.executor import Executor
+    from rknnlite.model.graph import Graph, Node
+    graph = Graph([Node("Relu", "r", ["x"], ["h"]), Node("Softmax", "s", ["h"], ["y"], {"axis": 1, "_opset": 9})],
+                  ["x"], ["y"])
+    ex = Executor(graph, "float32")
+    state = ex.new_state()
+    x = np.random.default_rng(6).standard_normal((1, 10, 1, 1)).astype(f32)
+    for _ in range(3):
+        np.testing.assert_allclose(state.run([x])[0], _softmax_ref(np.maximum(x, 0), (1, 2, 3)), rtol=1e-6)
+    (plan,) = state._plans.values()
+    assert "_bind_softmax" in plan.program.calls[-1].func.__qualname__
+    assert len(native_softmax_calls) == 3
+
+
+def test_a_bound_softmax_given_a_strided_input_takes_the_kernel(native_softmax_calls):
+    spec = KERNELS["Softmax"]
+    attrs = spec.prepare({"axis": -1, "_opset": 13}, [None])
+    out = np.empty((2, 6), f32)
+    call, extra = spec.fn.bind(attrs, [((2, 6), np.dtype(f32))], [out])
+    x = np.random.default_rng(7).standard_normal((2, 12)).astype(f32)
+    call(x[:, ::2], *extra)
+    np.testing.assert_allclose(out, _softmax_ref(x[:, ::2], (1,)), rtol=1e-6)
+    call(np.ascontiguousarray(x[:, 1::2]), *extra)
+    np.testing.assert_allclose(out, _softmax_ref(x[:, 1::2], (1,)), rtol=1e-6)
+    assert native_softmax_calls == [2]  # the strided input went through the kernel, which checks contiguity
+
+
 def test_softmax_empty_tensor():
     assert run("Softmax", np.zeros((0, 3), f32)).shape == (0, 3)
 

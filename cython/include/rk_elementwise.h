@@ -13,6 +13,11 @@ RK_API void rkl_erf_from_exp(const float *x, float *w, ptrdiff_t n);
  * elementwise_kernels.pyx computed with numpy for x[i] (see gelu there). */
 RK_API void rkl_gelu_from_exp(const float *x, float *w, ptrdiff_t n);
 
+/* Softmax of rows rows of n contiguous float32 values (n >= 1): y = exp(x - max) / sum, the sum
+ * accumulated in double; a nan in a row makes the whole row nan (as numpy's max does).  x and y
+ * may be the same array. */
+RK_API void rkl_softmax_rows(const float *x, float *y, ptrdiff_t rows, ptrdiff_t n);
+
 /* A vendor int8 conv's lookup-table stage (rknnlite/backends/software/ops/vendor_lut.py): the two
  * tables laid end to end in both (le_n entries of LE, then lo_n of LO; entries step index units
  * apart over [le_start, le_end] and [lo_start, lo_end], adjacent: le_end == lo_start), the slopes

@@ -3,6 +3,7 @@
 cdef extern from "rk_elementwise.h" nogil:
     void rkl_erf_from_exp(const float *x, float *w, Py_ssize_t n)
     void rkl_gelu_from_exp(const float *x, float *w, Py_ssize_t n)
+    void rkl_softmax_rows(const float *x, float *y, Py_ssize_t rows, Py_ssize_t n)
     ctypedef struct rkl_lut:
         const double *both
         Py_ssize_t le_n, lo_n

@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""Vectorised float32 erf and exact GELU (numpy has no erf ufunc), and the lookup-table stage of
-a vendor int8 conv (:func:`lut_rows`).
+"""Vectorised float32 erf and exact GELU (numpy has no erf ufunc), the softmax of short rows
+(:func:`softmax_rows`), and the lookup-table stage of a vendor int8 conv (:func:`lut_rows`).
 
 A loop calling C ``erff``/``erfcf`` costs ~15 ns per element, far from memory speed.
 These loops are instead branch-free arithmetic the C compiler vectorises, finishing
@@ -21,7 +21,7 @@ undone exactly by the factor ``1 + lo``, ``lo`` being the dropped part recompute
 double.  Measured: erf within 1 float32 ulp, GELU within 4 ulps (tails included).
 """
 
-from rk_elementwise cimport rkl_erf_from_exp, rkl_gelu_from_exp, rkl_lut, rkl_lut_rows
+from rk_elementwise cimport rkl_erf_from_exp, rkl_gelu_from_exp, rkl_lut, rkl_lut_rows, rkl_softmax_rows
 
 cdef inline int _check(Py_ssize_t n, Py_ssize_t m) except -1:
     if n != m:
@@ -51,6 +51,18 @@ def gelu_from_exp(const float[::1] x, float[::1] work):
     if n:
         with nogil:
             rkl_gelu_from_exp(&x[0], &work[0], n)
+
+
+def softmax_rows(const float[:, ::1] x, float[:, ::1] y):
+    """Softmax of each row of ``x`` into ``y`` (float32, C-contiguous, same shape; may be the
+    same array): ``exp(x - max) / sum`` with libm's ``expf`` and the sum in double, a row with a
+    nan all nan.  Releases the GIL."""
+    cdef Py_ssize_t rows = x.shape[0], n = x.shape[1]
+    if y.shape[0] != rows or y.shape[1] != n:
+        raise ValueError(f"output shape ({y.shape[0]}, {y.shape[1]}) differs from the input's ({rows}, {n})")
+    if rows and n:
+        with nogil:
+            rkl_softmax_rows(&x[0, 0], &y[0, 0], rows, n)
 
 
 def lut_rows(const float[::1] acc, float[::1] out, const double[::1] index_scale, Py_ssize_t inner,

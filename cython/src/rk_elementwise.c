@@ -173,3 +173,23 @@ void rkl_lut_rows(const float *acc, float *out, ptrdiff_t rows, ptrdiff_t inner,
 #endif
     rkl_lut_row(acc, out, rows, inner, index_scale, channels, p);
 }
+
+/* Scalar: libm's expf does not vectorise here, and the rows this serves are short (a classifier's
+   scores), where numpy's per-call cost is what this saves. */
+void rkl_softmax_rows(const float *x, float *y, ptrdiff_t rows, ptrdiff_t n) {
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const float *a = x + r * n;
+        float *b = y + r * n;
+        float m = a[0];
+        for (ptrdiff_t i = 1; i < n && m == m; i++)
+            if (a[i] > m || a[i] != a[i]) m = a[i];
+        double s = 0.0;
+        for (ptrdiff_t i = 0; i < n; i++) {
+            float e = expf(a[i] - m);
+            b[i] = e;
+            s += e;
+        }
+        float total = (float)s;
+        for (ptrdiff_t i = 0; i < n; i++) b[i] = b[i] / total;
+    }
+}
