@@ -157,18 +157,21 @@ def json_probe():
 @pytest.fixture
 def set_kernel_isa(monkeypatch, request):
     """``set_kernel_isa(level)`` -> the level now in use: the conv micro-kernels (compiled and
-    the Python side's ``_ISA``) take path ``level`` (2 AVX-512, 1 AVX2 or NEON, 0 generic;
+    the Python side's ``_ISA``) and the float32 pooling passes take path ``level`` (2 AVX-512, 1 AVX2 or NEON, 0 generic;
     never above the CPU's) until the test ends, as ``RKNNLITE_ISA`` would for a process.  Weights
     must be prepared after the call (packing follows the path)."""
     from rknnlite._native import conv_kernels as ck
+    from rknnlite._native import pool_kernels as pk
     from rknnlite.backends.software.ops import conv as conv_mod
 
-    before = ck.gemm_isa()
-    request.addfinalizer(lambda: ck.limit_isa(before))
+    before, pool_before = ck.gemm_isa(), pk.isa_level()
+    request.addfinalizer(lambda: (ck.limit_isa(before), pk.limit_isa(pool_before)))
 
     def set_level(level: int) -> int:
         used = ck.limit_isa(level)
         monkeypatch.setattr(conv_mod, "_ISA", used)
+        if pk.limit_isa(level) != used:
+            raise AssertionError(f"the pooling passes took level {pk.isa_level()}, the conv kernels {used}")
         return used
 
     return set_level

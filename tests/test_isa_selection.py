@@ -1,4 +1,5 @@
-"""RKNNLITE_ISA: the conv micro-kernel path a process uses (rknnlite/backends/software/isa.py)."""
+"""RKNNLITE_ISA: the conv micro-kernel path and the pooling passes' SIMD level a process uses
+(rknnlite/backends/software/isa.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import json, sys
 import numpy as np
 import rknnlite
 from rknnlite._native import conv_kernels as ck
+from rknnlite._native import pool_kernels as pk
 x = np.random.default_rng(1).standard_normal((1, 8, 16, 16)).astype(np.float32)
 try:
     with rknnlite.Context(sys.argv[1]) as ctx:
@@ -26,7 +28,7 @@ try:
 except rknnlite.InvalidParamError as e:
     print(json.dumps({"error": str(e)}))
 else:
-    print(json.dumps({"level": ck.gemm_isa(), "y": y.ravel().tolist()}))
+    print(json.dumps({"level": ck.gemm_isa(), "pool_level": pk.isa_level(), "y": y.ravel().tolist()}))
 """
 
 
@@ -72,7 +74,7 @@ def model_path(conv_relu_model, tmp_path_factory):
 def test_each_path_this_cpu_executes_runs_a_model_to_the_same_result(model_path, json_probe):
     results = {name: _probe(json_probe, model_path, name) for name, level in ISA_LEVELS.items() if level <= CPU}
     for name, result in results.items():
-        assert result["level"] == ISA_LEVELS[name]
+        assert result["level"] == result["pool_level"] == ISA_LEVELS[name]
     reference = np.array(results["generic"]["y"], np.float32)
     for result in results.values():
         np.testing.assert_allclose(np.array(result["y"], np.float32), reference, rtol=1e-5, atol=1e-5)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from onnx_cases import assert_matches, kernel_params, run_with_kernels
 
+from rknnlite.backends.software.isa import ISA_LEVELS
 from rknnlite.backends.software.ops import KERNELS
 from rknnlite.errors import ModelInvalidError
 
@@ -343,6 +344,16 @@ FAST_2D = [
 ]
 
 
+@pytest.fixture(params=sorted(ISA_LEVELS, key=ISA_LEVELS.get))
+def pool_isa(request, set_kernel_isa):
+    """Each SIMD level of the float32 pooling passes (``RKNNLITE_ISA`` names: generic, avx2 and
+    avx512 on x86-64, neon on aarch64), set for the test; a level this CPU lacks skips."""
+    level = ISA_LEVELS[request.param]
+    if set_kernel_isa(level) != level:
+        pytest.skip(f"this CPU cannot execute the {request.param} path")
+    return request.param
+
+
 @pytest.fixture(params=[True, False], ids=["fast", "generic"])
 def specialise(request, monkeypatch):
     from rknnlite.backends.software.ops import pool
@@ -364,7 +375,7 @@ def _full_attrs(attrs):
 
 
 @pytest.mark.parametrize("cfg", FAST_2D, ids=_config_id)
-def test_maxpool_2d_bit_exact(cfg, specialise):
+def test_maxpool_2d_bit_exact(cfg, specialise, pool_isa):
     shape, attrs = cfg
     # Many ties; no -0.0 (between -0.0 and +0.0 the first in the loops' order wins).
     x = np.round(_x_for(shape) * 2) / 2 + np.float32(0)
@@ -377,9 +388,27 @@ def test_maxpool_2d_bit_exact(cfg, specialise):
         np.testing.assert_array_equal(y, ry)
 
 
+@pytest.mark.parametrize("cfg", FAST_2D[::3], ids=_config_id)
+def test_every_simd_path_gives_the_baseline_s_bits_with_nan_and_inf(cfg, pool_isa, set_kernel_isa):
+    shape, attrs = cfg
+    x = _x_for(shape, seed=2)
+    x.flat[::5] = np.nan
+    x.flat[1::7] = np.inf
+    x.flat[2::11] = -np.inf
+    path = [_run(op, [x], dict(attrs, _num_outputs=1))[0] for op in ("MaxPool", "AveragePool")]
+    set_kernel_isa(0)
+    baseline = [_run(op, [x], dict(attrs, _num_outputs=1))[0] for op in ("MaxPool", "AveragePool")]
+    for got, want in zip(path, baseline):
+        # the same nan positions; a nan's sign and payload are not values (inf + -inf makes the
+        # CPU's default nan, and which of two nans an add keeps follows the instruction's operand order)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        real = ~np.isnan(want)
+        np.testing.assert_array_equal(_bits(got[real]), _bits(want[real]))
+
+
 @pytest.mark.parametrize("cfg", FAST_2D, ids=_config_id)
 @pytest.mark.parametrize("count_include_pad", [0, 1])
-def test_averagepool_2d_matches_numpy_order(cfg, count_include_pad, specialise):
+def test_averagepool_2d_matches_numpy_order(cfg, count_include_pad, specialise, pool_isa):
     shape, attrs = cfg
     x = _x_for(shape)
     (y,) = _run("AveragePool", [x], dict(attrs, count_include_pad=count_include_pad))

@@ -21,7 +21,10 @@ row (an ``(od, oh)`` pair):
    (float32, correctly rounded), precomputed per output position.
 
 The common shapes (kernel 2 or 3, stride 1 or 2, no dilation) have their own loops
-with compile-time strides, which the C compiler vectorises.  Two layouts skip the
+with compile-time strides, which the C compiler vectorises.  For float32 both passes run
+in ``cython/src/rk_pooling.c``, built for each SIMD level of the machine (AVX-512F, AVX2,
+baseline; :func:`limit_isa` narrows it, ``RKNNLITE_ISA`` through ``ops/pool.py``) with the
+same order of operations as the loops here, which serve the other dtypes.  Two layouts skip the
 per-row structure altogether:
 
 * stride-1 "same" pooling of a 2-D plane (output as large as the input, e.g. 3x3 pad 1):
@@ -53,6 +56,25 @@ optional second output); it takes per-output tap ranges computed by the caller.
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
+
+from rk_pooling cimport rkp_cpu_level, rkp_horiz_avg, rkp_horiz_max, rkp_vert_max, rkp_vert_sum
+
+# The SIMD level of the float32 passes (rk_pooling.c): the CPU's best unless limit_isa narrows it.
+cdef int _ISA = rkp_cpu_level()
+
+
+def isa_level():
+    """SIMD level of the float32 pooling passes: 2 AVX-512F, 1 AVX2 (x86-64) or NEON (aarch64,
+    the baseline build there), 0 baseline."""
+    return _ISA
+
+
+def limit_isa(int level):
+    """Run the float32 passes at ``level`` at most (never above the CPU's); returns the level now in
+    use.  Every level computes the same values (``RKNNLITE_ISA``, tests of each path)."""
+    global _ISA
+    _ISA = min(max(level, 0), rkp_cpu_level())
+    return _ISA
 
 ctypedef fused max_t:
     float
@@ -190,7 +212,16 @@ cdef int _pool_plan(_PoolPlan* pp, str who, Py_ssize_t P, Py_ssize_t yP, Py_ssiz
 
 cdef inline void _vert_max(max_t* dst, const max_t* base, const Py_ssize_t* offs, int nr,
                            Py_ssize_t n, bint spec) noexcept nogil:
-    """dst[0:n] = element-wise max of the nr rows ``base + offs[j]``, in order (nr >= 1)."""
+    """dst[0:n] = element-wise max of the nr rows ``base + offs[j]``, in order (nr >= 1).  float32
+    runs the C passes (rk_pooling.c, per SIMD level), other dtypes the loops below."""
+    if max_t is float:
+        rkp_vert_max(_ISA, dst, base, offs, nr, n, spec)
+    else:
+        _vert_max_loops(dst, base, offs, nr, n, spec)
+
+
+cdef inline void _vert_max_loops(max_t* dst, const max_t* base, const Py_ssize_t* offs, int nr,
+                                 Py_ssize_t n, bint spec) noexcept nogil:
     cdef const max_t* a = base + offs[0]
     cdef const max_t* b
     cdef const max_t* c
@@ -224,7 +255,16 @@ cdef inline void _vert_max(max_t* dst, const max_t* base, const Py_ssize_t* offs
 
 cdef inline void _horiz_max(max_t* out, const max_t* t, Py_ssize_t OW, int kw, int sw, int dw,
                             bint spec) noexcept nogil:
-    """out[o] = max of t[o*sw + k*dw] over k in [0, kw), taps in order."""
+    """out[o] = max of t[o*sw + k*dw] over k in [0, kw), taps in order.  float32 runs the C
+    passes, as in _vert_max."""
+    if max_t is float:
+        rkp_horiz_max(_ISA, out, t, OW, kw, sw, dw, spec)
+    else:
+        _horiz_max_loops(out, t, OW, kw, sw, dw, spec)
+
+
+cdef inline void _horiz_max_loops(max_t* out, const max_t* t, Py_ssize_t OW, int kw, int sw, int dw,
+                                  bint spec) noexcept nogil:
     cdef Py_ssize_t o
     cdef int k
     cdef max_t u, v
@@ -430,67 +470,13 @@ def max_pool(const max_t[:, :, :, ::1] x, max_t[:, :, :, ::1] y,
 cdef inline void _vert_sum(float* dst, const float* base, const Py_ssize_t* offs, int nr,
                            Py_ssize_t n, bint spec) noexcept nogil:
     """dst[0:n] = element-wise sum of the nr rows ``base + offs[j]``, added in order (nr >= 1)."""
-    cdef const float* a = base + offs[0]
-    cdef const float* b
-    cdef const float* c
-    cdef Py_ssize_t i
-    cdef int j
-    if nr == 1:
-        memcpy(dst, a, n * sizeof(float))
-        return
-    b = base + offs[1]
-    if spec and nr == 3:
-        c = base + offs[2]
-        for i in range(n):
-            dst[i] = (a[i] + b[i]) + c[i]
-        return
-    for i in range(n):
-        dst[i] = a[i] + b[i]
-    for j in range(2, nr):
-        c = base + offs[j]
-        for i in range(n):
-            dst[i] = dst[i] + c[i]
+    rkp_vert_sum(_ISA, dst, base, offs, nr, n, spec)
 
 
 cdef inline void _horiz_avg(float* out, const float* t, Py_ssize_t OW, int kw, int sw, int dw,
                             const float* inv, bint spec) noexcept nogil:
     """out[o] = (sum of t[o*sw + k*dw] over k in [0, kw), in order) * inv[o]."""
-    cdef Py_ssize_t o
-    cdef int k
-    cdef float acc
-    cdef const float* src
-    if spec and dw == 1:
-        if kw == 3 and sw == 2:
-            for o in range(OW):
-                out[o] = ((t[2 * o] + t[2 * o + 1]) + t[2 * o + 2]) * inv[o]
-            return
-        if kw == 3 and sw == 1:
-            for o in range(OW):
-                out[o] = ((t[o] + t[o + 1]) + t[o + 2]) * inv[o]
-            return
-        if kw == 2 and sw == 2:
-            for o in range(OW):
-                out[o] = (t[2 * o] + t[2 * o + 1]) * inv[o]
-            return
-        if kw == 2 and sw == 1:
-            for o in range(OW):
-                out[o] = (t[o] + t[o + 1]) * inv[o]
-            return
-    if OW >= 8 and sw == 1:
-        memcpy(out, t, OW * sizeof(float))
-        for k in range(1, kw):
-            src = t + k * dw
-            for o in range(OW):
-                out[o] = out[o] + src[o]
-        for o in range(OW):
-            out[o] = out[o] * inv[o]
-        return
-    for o in range(OW):
-        src = t + o * sw
-        acc = src[0]
-        for k in range(1, kw):
-            acc = acc + src[k * dw]
-        out[o] = acc * inv[o]
+    rkp_horiz_avg(_ISA, out, t, OW, kw, sw, dw, inv, spec)
 
 
 cdef void _edges_avg(float* out, const float* v, Py_ssize_t H, Py_ssize_t W, int kw, int pw,

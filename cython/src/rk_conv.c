@@ -3,20 +3,13 @@
 #include <string.h>
 #include "rk_conv.h"
 #include "rk_conv_tile.h"
+#include "rk_cpu.h"
 
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-#define RK_X86 1
+#if RK_X86
 #include <immintrin.h>
-#else
-#define RK_X86 0
 #endif
-/* aarch64: Advanced SIMD (NEON) is part of the base architecture, so its micro-kernel needs
-   no run-time check. */
-#if defined(__aarch64__) && defined(__ARM_NEON) && (defined(__GNUC__) || defined(__clang__))
-#define RK_NEON 1
+#if RK_NEON
 #include <arm_neon.h>
-#else
-#define RK_NEON 0
 #endif
 
 #define RK_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -36,16 +29,7 @@ static inline void rk_valid_range(long n, long s, long t, long out, long *lo, lo
 }
 
 /* 0: no micro-kernel (use BLAS); 1: AVX2+FMA (x86) or NEON (aarch64); 2: AVX-512F. */
-int rk_isa_level(void) {
-#if RK_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return 2;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
-#elif RK_NEON
-    return 1;
-#endif
-    return 0;
-}
+int rk_isa_level(void) { return rk_cpu_level(); }
 
 /* ---------------------------------------------------------------- fused activation
    Applied by every output stage (micro-kernel stores, Winograd output transform,

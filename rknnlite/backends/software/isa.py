@@ -17,8 +17,9 @@ unset, ``""``   best   any      the CPU's best
 A name of the other architecture, any other value, and a path the CPU cannot execute are refused
 with :class:`~rknnlite.errors.InvalidParamError`: a typo must not quietly leave the default in
 place.
-The variable is read once, when the backend's conv op is first imported (the first software
-Context of the process).  Element-wise and layout kernels choose their own SIMD and do not
+The variable is read once, when the backend's conv and pooling ops are first imported (the first
+software Context of the process); the float32 pooling passes take the same level (NEON on aarch64
+is their baseline build).  Element-wise and layout kernels choose their own SIMD and do not
 follow it.
 """
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import Dict, Mapping, Optional
+from typing import Callable, Dict, Mapping, Optional
 
 from ...errors import InvalidParamError
 
@@ -75,7 +76,7 @@ def requested_isa(cpu_level: int, environ: Optional[Mapping[str, str]] = None,
     return level
 
 
-def select_isa(kernels) -> int:
-    """Apply ``RKNNLITE_ISA`` to the compiled conv kernels (``kernels.limit_isa``) and return the
-    level now in use."""
-    return kernels.limit_isa(requested_isa(kernels.gemm_isa()))
+def select_isa(limit: Callable[[int], int], cpu_level: int) -> int:
+    """Apply ``RKNNLITE_ISA`` to compiled kernels whose best level is ``cpu_level``: ``limit(level)``
+    (their ``limit_isa``) sets it; returns the level now in use."""
+    return limit(requested_isa(cpu_level))

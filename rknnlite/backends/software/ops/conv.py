@@ -87,7 +87,7 @@ from .attributes import int_list
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 #: the micro-kernel level in use: the CPU's best, or RKNNLITE_ISA's (see ..isa)
-_ISA = select_isa(_ck)
+_ISA = select_isa(_ck.limit_isa, _ck.gemm_isa())
 #: cache blocking and split sizes from this host's caches (RKNNLITE_CPU_CACHES overrides them)
 BLOCKING = derive_blocking(detect_caches(), _ISA)
 _ck.set_a_block_bytes(BLOCKING.a_block_bytes)

@@ -15,10 +15,15 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import ModelInvalidError
+from ...._native import pool_kernels
 from ...._native.pool_kernels import avg_pool, max_pool, max_pool_indices
+from ..isa import select_isa
 from ..parallel import current_threads, parallel_for
 from . import kernel
 from .attributes import int_list
+
+#: the SIMD level of the float32 passes (``RKNNLITE_ISA``, see ``..isa``)
+_ISA = select_isa(pool_kernels.limit_isa, pool_kernels.isa_level())
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 _MAX_DTYPES = (np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64)

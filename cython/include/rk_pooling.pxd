@@ -1,0 +1,11 @@
+# Cython declarations of the float32 pooling passes (cython/include/rk_pooling.h).
+
+cdef extern from "rk_pooling.h" nogil:
+    int rkp_cpu_level()
+    void rkp_vert_max(int isa, float *d, const float *base, const Py_ssize_t *offs, int nr, Py_ssize_t n,
+                      int spec)
+    void rkp_vert_sum(int isa, float *d, const float *base, const Py_ssize_t *offs, int nr, Py_ssize_t n,
+                      int spec)
+    void rkp_horiz_max(int isa, float *out, const float *t, Py_ssize_t OW, int kw, int sw, int dw, int spec)
+    void rkp_horiz_avg(int isa, float *out, const float *t, Py_ssize_t OW, int kw, int sw, int dw,
+                       const float *inv, int spec)
