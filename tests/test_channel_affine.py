@@ -183,6 +183,73 @@ def test_native_rejects_mismatch():
         ak.channel_affine(x, np.zeros(2, np.float32), np.zeros(2, np.float32), x, 7)
 
 
+@pytest.mark.parametrize("shape", [(1, 128, 56, 56), (2, 7, 100, 190)])
+def test_a_big_tensor_is_split_across_the_run_s_threads_with_the_same_bits(shape):
+    from rknnlite.backends.software.parallel import WorkerPool, WorkRecorder, using
+    x, s, b = data(shape)
+    attrs = {"_activation": "Relu"}
+    pool = WorkerPool(2)
+    try:
+        recorder = WorkRecorder(pool)
+        with using(recorder):
+            (y,) = run_kernel(x, s, b, attrs)
+        counts = recorder.take()
+    finally:
+        pool.close()
+    np.testing.assert_array_equal(y, reference(x, s, b, attrs))
+    assert sum(counts) == shape[0] * shape[1] and len(counts) == 2  # every row once, handed to the pool
+
+
+def test_a_small_tensor_stays_on_the_calling_thread():
+    from rknnlite.backends.software.parallel import WorkerPool, WorkRecorder, using
+    x, s, b = data((1, 8, 16, 16))
+    pool = WorkerPool(2)
+    try:
+        recorder = WorkRecorder(pool)
+        with using(recorder):
+            run_kernel(x, s, b)
+        assert recorder.take() == [0, 0]  # not handed to the pool at all
+    finally:
+        pool.close()
+
+
+def test_native_rejects_a_pool_that_is_not_one():
+    from rknnlite._native import affine_kernels as ak
+    x = np.zeros((1, 2, 3), np.float32)
+    with pytest.raises(TypeError, match="pool must be"):
+        ak.channel_affine(x, np.zeros(2, np.float32), np.zeros(2, np.float32), x, 0, 0.0, 0.0, 0.0, object())
+
+
+def test_a_compiled_run_calls_the_native_loop_directly():
+    from rknnlite.backends.software.executor import Executor
+    from rknnlite.model.graph import Graph, Node
+    x, s, b = data((1, 6, 5, 5))
+    graph = Graph([Node("Relu", "r", ["x"], ["h"]),
+                   Node("ChannelAffine", "a", ["h", "s", "b"], ["y"], {"_activation": "LeakyRelu"})],
+                  ["x"], ["y"], {"s": s, "b": b})
+    state = Executor(graph, "float32").new_state()
+    for seed in range(3):
+        xi = (np.random.default_rng(seed).standard_normal(x.shape) * 3).astype(np.float32)
+        want = reference(np.maximum(xi, 0), s, b, {"_activation": "LeakyRelu"})
+        np.testing.assert_array_equal(state.run([xi])[0], want)
+    (plan,) = state._plans.values()
+    assert "_bind" in plan.program.calls[-1].func.__qualname__
+
+
+def test_a_bound_call_given_strided_values_takes_the_kernel():
+    x, s, b = data((2, 4, 6, 6))
+    attrs = SPEC.prepare({"_activation": "Relu"}, [None, s, b])
+    out = np.empty(x.shape, np.float32)
+    call, extra = SPEC.fn.bind(attrs, [(x.shape, np.dtype(np.float32)), ((4,), np.dtype(np.float32)),
+                                       ((4,), np.dtype(np.float32))], [out])
+    wide = np.repeat(x, 2, axis=3)
+    call(wide[..., ::2], s, b, *extra)
+    np.testing.assert_array_equal(out, reference(x, s, b, {"_activation": "Relu"}))
+    s2, b2 = np.repeat(s, 2)[::2], np.repeat(b, 2)[::2]
+    call(x, s2, b2, *extra)
+    np.testing.assert_array_equal(out, reference(x, s, b, {"_activation": "Relu"}))
+
+
 def test_empty_tensor():
     x = np.zeros((0, 3, 2, 2), np.float32)
     (y,) = run_kernel(x, np.ones(3, np.float32), np.ones(3, np.float32))

@@ -5,10 +5,10 @@
 
 #include "rk_api.h"
 
-/* y[r * inner + i] = act(x[r * inner + i] * scale[r % C] + shift[r % C]) over rows x inner
- * float32 values (y may be x), product and sum rounded separately (no FMA).  kind: 0 none,
- * 1 min(max(v, lo), hi), 2 LeakyRelu with slope alpha.  AVX2 clone chosen at run time. */
-RK_API void rka_channel_affine(const float *x, float *y, long rows, long C, long inner,
+/* y[r * inner + i] = act(x[r * inner + i] * scale[r % C] + shift[r % C]) for rows r in [r0, r1)
+ * of inner float32 values each (y may be x), product and sum rounded separately (no FMA).  kind:
+ * 0 none, 1 min(max(v, lo), hi), 2 LeakyRelu with slope alpha.  AVX2 clone chosen at run time. */
+RK_API void rka_channel_affine(const float *x, float *y, long r0, long r1, long C, long inner,
                                const float *scale, const float *shift, int kind, float lo, float hi,
                                float alpha);
 

@@ -5,7 +5,7 @@
    hi = +inf), 2 LeakyRelu (v < 0 ? v * alpha : v).  The operand order keeps nan,
    like numpy's maximum / minimum. */
 #define RKA_BODY {                                                                     \
-    for (long r = 0; r < rows; r++) {                                                  \
+    for (long r = r0; r < r1; r++) {                                                   \
         const float s = scale[r % C], b = shift[r % C];                                \
         const float *xp = x + r * inner;                                               \
         float *yp = y + r * inner;                                                     \
@@ -30,7 +30,7 @@
         }                                                                              \
     }                                                                                  \
 }
-#define RKA_ARGS const float *x, float *y, long rows, long C, long inner,             \
+#define RKA_ARGS const float *x, float *y, long r0, long r1, long C, long inner,      \
                  const float *scale, const float *shift, int kind, float lo, float hi,  \
                  float alpha
 
@@ -52,7 +52,7 @@ void rka_channel_affine(RKA_ARGS) {
 #if RKA_HAVE_AVX2
     static int isa = -1;
     if (isa < 0) { __builtin_cpu_init(); isa = __builtin_cpu_supports("avx2") ? 1 : 0; }
-    if (isa) { rka_avx2(x, y, rows, C, inner, scale, shift, kind, lo, hi, alpha); return; }
+    if (isa) { rka_avx2(x, y, r0, r1, C, inner, scale, shift, kind, lo, hi, alpha); return; }
 #endif
-    rka_generic(x, y, rows, C, inner, scale, shift, kind, lo, hi, alpha);
+    rka_generic(x, y, r0, r1, C, inner, scale, shift, kind, lo, hi, alpha);
 }

@@ -11,14 +11,20 @@ Attributes: ``_activation``: absent / None, ``"Relu"``, ``"Clip"`` (with optiona
 float ``_activation_min`` / ``_activation_max``; an absent one does not clip) or
 ``"LeakyRelu"`` (``_activation_alpha``, default 0.01) - the same convention as the
 Conv kernel's fused activations.
+
+A big tensor's rows (one channel of one image each) are shared out across the run's
+threads from compiled code; compiled runs call the native loop directly (``bind``).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ....errors import ModelInvalidError
 from ...._native import affine_kernels as _ak
+from ..parallel import SPLIT_MIN_ELEMENTS, current_handle
 from . import kernel
 
 __all__ = ["ACTIVATIONS", "channel_affine"]
@@ -86,6 +92,14 @@ def _vector(p: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(p, dtype=np.float32).reshape(-1)
 
 
+def _split(rows: int, inner: int) -> tuple:
+    """``(pool, min_rows)`` of the native loop: the run's pool when every thread gets at least
+    ``SPLIT_MIN_ELEMENTS`` elements, else None (the caller alone)."""
+    if rows * inner < 2 * SPLIT_MIN_ELEMENTS:
+        return None, 1
+    return current_handle(), -(-SPLIT_MIN_ELEMENTS // inner)
+
+
 @kernel(_OP, out=True, prepare=_prepare)
 def channel_affine(inputs, attrs, out=None):
     """ChannelAffine: ``act(x * scale[c] + shift[c])`` with ``c`` the axis-1 index of ``x``.
@@ -119,9 +133,36 @@ def channel_affine(inputs, attrs, out=None):
     else:
         work = np.empty(x.shape, np.float32)
     xc = np.ascontiguousarray(x)
-    _ak.channel_affine(xc.reshape(n, c, inner), _vector(scale), _vector(shift), work.reshape(n, c, inner), *args)
+    _ak.channel_affine(xc.reshape(n, c, inner), _vector(scale), _vector(shift), work.reshape(n, c, inner), *args,
+                       *_split(n * c, inner))
     if target is None:
         return [work]
     if work is not target:
         np.copyto(target, work, casting="unsafe")
     return [target]
+
+
+def _bind(attrs, ins, out):
+    """A compiled run's direct native call (``bind``, see ``ops/elementwise.py``) for float32
+    inputs and a C-contiguous float32 output: the views are taken once; a run whose input is
+    not C-contiguous goes through :func:`channel_affine`."""
+    if (len(ins) != 3 or any(meta[1] != np.float32 for meta in ins) or len(ins[0][0]) < 2 or not out
+            or out[0] is None or out[0].dtype != np.float32 or not out[0].flags.c_contiguous):
+        return None
+    shape = ins[0][0]
+    n, c, inner = shape[0], shape[1], math.prod(shape[2:])
+    if ins[1][0] != (c,) or ins[2][0] != (c,) or out[0].shape != shape:
+        return None
+    y3 = out[0].reshape(n, c, inner)
+    args = attrs.get("_act_args") or _activation_args(attrs)
+
+    def call(x, scale, shift):
+        if not (x.flags.c_contiguous and scale.flags.c_contiguous and shift.flags.c_contiguous):
+            return channel_affine([x, scale, shift], attrs, out)
+        _ak.channel_affine(x.reshape(n, c, inner), scale, shift, y3, *args, *_split(n * c, inner))
+        return out
+
+    return call, ()
+
+
+channel_affine.bind = _bind

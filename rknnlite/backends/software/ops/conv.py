@@ -79,7 +79,7 @@ from ..blocking import derive_blocking
 from ..calibration import mode as calibration_mode
 from ..host_cpu import detect_caches
 from ..isa import select_isa
-from ..parallel import current_handle, current_threads, parallel_for
+from ..parallel import SPLIT_MIN_ELEMENTS, current_handle, current_threads, parallel_for
 from . import kernel
 from . import conv_costs
 from . import sparse as _sparse
@@ -692,7 +692,7 @@ def _run_gather(g: _Geometry, plan: _ConvPlan, x: np.ndarray, w: np.ndarray, bia
 
 #: a strided Conv's input copy (phase split or subsampling) of fewer floats than this
 #: runs on the calling thread: below it the copy takes less than waking a worker gains
-_PARALLEL_MIN_COPY = 1 << 17
+_PARALLEL_MIN_COPY = SPLIT_MIN_ELEMENTS
 
 
 def _by_channels(C: int, floats: int, body) -> None:

@@ -18,7 +18,7 @@ from ....errors import ModelInvalidError
 from ...._native import pool_kernels
 from ...._native.pool_kernels import avg_pool, max_pool, max_pool_indices
 from ..isa import select_isa
-from ..parallel import current_threads, parallel_for
+from ..parallel import SPLIT_MIN_ELEMENTS, current_threads, parallel_for
 from . import kernel
 from .attributes import int_list
 
@@ -29,11 +29,8 @@ _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 _MAX_DTYPES = (np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64)
 
 #: Elements (input or output, whichever is more) per thread below which a pooling call
-#: is not split across threads: one thread pools several thousand elements per
-#: microsecond, and waking the workers costs tens of microseconds (measured up to ~100
-#: on a VM), so smaller parts would not gain (measured: resnet50's 3x3/2 max pool of
-#: 64x112x112, 802k elements, 125 -> 90 us on two threads with this limit; 1 << 19 kept it serial).
-_PARALLEL_MIN_ELEMENTS = 1 << 17
+#: is not split across threads (see SPLIT_MIN_ELEMENTS)
+_PARALLEL_MIN_ELEMENTS = SPLIT_MIN_ELEMENTS
 
 #: False makes the native loops skip their shape-specialised variants (tests compare both).
 _SPECIALISE = True
