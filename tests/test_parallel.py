@@ -41,8 +41,10 @@ def test_every_index_once(threads, n):
     assert seen == list(range(n))
 
 
-def test_work_runs_on_worker_threads():
-    """While the caller is busy in a range, a worker takes the others."""
+def _on_caller_and_worker(n, work):
+    """``parallel_for(n)`` on a two-thread pool whose ranges both the caller and a worker take
+    (the caller's range waits until a worker has run one); ``work()`` runs in every range.
+    Returns the idents of the threads that ran ranges."""
     caller = threading.get_ident()
     idents = set()
     lock = threading.Lock()
@@ -51,6 +53,7 @@ def test_work_runs_on_worker_threads():
     def body(start, stop):
         with lock:
             idents.add(threading.get_ident())
+        work()
         if threading.get_ident() != caller:
             worker_ran.set()
         else:
@@ -59,33 +62,29 @@ def test_work_runs_on_worker_threads():
     pool = WorkerPool(2)
     try:
         with using(pool):
-            parallel_for(100, body)
+            parallel_for(n, body)
     finally:
         pool.close()
-    assert caller in idents and len(idents) == 2
+    return idents
+
+
+def test_work_runs_on_worker_threads():
+    """While the caller is busy in a range, a worker takes the others."""
+    idents = _on_caller_and_worker(100, lambda: None)
+    assert threading.get_ident() in idents and len(idents) == 2
 
 
 def test_workers_run_under_the_callers_floating_point_settings():
     """numpy keeps error settings per thread: a worker must not warn where the caller would not."""
-    caller = threading.get_ident()
     seen = {}
-    worker_ran = threading.Event()
 
-    def body(start, stop):
+    def work():
         seen[threading.get_ident()] = np.geterr()["over"]
         np.float32(3e38) * np.float32(10)  # overflow: warns under numpy's default settings
-        if threading.get_ident() != caller:
-            worker_ran.set()
-        else:
-            worker_ran.wait(10)
 
-    pool = WorkerPool(2)
-    try:
-        with warnings.catch_warnings(), np.errstate(over="ignore"), using(pool):
-            warnings.simplefilter("error")
-            parallel_for(2, body)
-    finally:
-        pool.close()
+    with warnings.catch_warnings(), np.errstate(over="ignore"):
+        warnings.simplefilter("error")
+        _on_caller_and_worker(2, work)
     assert len(seen) == 2 and set(seen.values()) == {"ignore"}
 
 
