@@ -13,7 +13,7 @@ import pytest
 from rknnlite.backends.software.branches import Fork, Probe, conflicts, deal, find_regions
 from rknnlite.backends.software.executor import Executor
 from rknnlite.backends.software.ops import KERNELS, KernelSpec
-from rknnlite.errors import InputInvalidError
+from rknnlite.errors import InputInvalidError, InvalidParamError
 from rknnlite.model.graph import Graph, Node
 
 _RNG = np.random.default_rng(7)
@@ -178,6 +178,25 @@ def test_a_region_with_a_step_run_by_another_kernel_is_not_forked():
     state.run(_feeds(0))
     (start, _, _), = _program(state).regions
     assert _program(state).owners[start].node.name.startswith("B")
+
+
+@pytest.mark.parametrize("value", ["0", "off", " OFF "])
+def test_rknnlite_branches_off_keeps_a_two_thread_plan_as_one_thread_s(monkeypatch, value):
+    ex = Executor(_inception(), "float32")
+    monkeypatch.setenv("RKNNLITE_BRANCHES", value)
+    off = ex.new_state(threads=2)
+    off.run(_feeds(0))
+    assert _program(off).regions == [] and _program(off).probe is None
+    monkeypatch.setenv("RKNNLITE_BRANCHES", "on")
+    on = ex.new_state(threads=2)
+    on.run(_feeds(0))
+    assert len(_program(on).regions) == 2 and off.planned_bytes < on.planned_bytes
+
+
+def test_a_bad_rknnlite_branches_value_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv("RKNNLITE_BRANCHES", "maybe")
+    with pytest.raises(InvalidParamError, match="RKNNLITE_BRANCHES='maybe'.*1, on, 0 or off"):
+        Executor(_inception(), "float32").new_state(threads=2)
 
 
 # ------------------------------------------------------------------------------ forked runs

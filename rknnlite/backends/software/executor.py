@@ -66,7 +66,7 @@ from ..base import check_out
 from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
 from .branches import CallFailed, Probe, Region, conflicts, find_regions, run_program
 from .ops.elementwise import restore_fp, silence_fp
-from .parallel import WorkerPool, WorkRecorder, current_threads, threads_from_env, using
+from .parallel import WorkerPool, WorkRecorder, branches_from_env, current_threads, threads_from_env, using
 
 __all__ = ["Executor", "ExecutionState", "CustomOpKernel", "OpSample"]
 
@@ -358,6 +358,8 @@ class ExecutionState:
         self._release = release
         self._released: set = set()
         self.pool = WorkerPool(threads if threads is not None else threads_from_env())
+        #: whether several threads may run independent branches side by side (RKNNLITE_BRANCHES)
+        self.branches = branches_from_env()
         self._plans: Dict[tuple, _Plan] = {}
         self._env: List[Optional[np.ndarray]] = [None] * executor.n_tensors
         self._staging: Dict[int, np.ndarray] = {}
@@ -536,6 +538,10 @@ class ExecutionState:
             for slot in prog.fed:
                 env[slot] = None
 
+    def _forks_branches(self) -> bool:
+        """Whether this state's runs may fork regions (several threads, ``branches`` on)."""
+        return self.pool.threads > 1 and self.branches
+
     def _run_branches(self, prog: "_Program") -> None:
         """The calls of a program with regions (``branches``) on several threads: its first
         runs probe (:class:`~.branches.Probe`), later ones fork the regions the probe chose
@@ -677,7 +683,7 @@ class ExecutionState:
             evicted = self._plans.pop(next(iter(self._plans)))
             if evicted.program is not None and evicted.program is self._last:
                 self._last = None
-        regions = self.executor.regions if self.pool.threads > 1 else ()
+        regions = self.executor.regions if self._forks_branches() else ()
         plan = self._plans[signature] = _make_plan(self.executor, layout, self.arena, self.overrides, regions)
         if plan.complete:
             plan.program = self._compile(plan, layout, feeds)
@@ -731,7 +737,7 @@ class ExecutionState:
                 owners.append(step)
         signature = [(x.shape, x.dtype) for x in feeds]
         prog = _Program(signature, env, inputs, calls, owners, ex.output_slots, transient)
-        if self.pool.threads > 1:
+        if self._forks_branches():
             prog.regions = _call_regions(ex, owners, env, self.overrides)
             prog.probe = Probe(prog.regions, len(calls), self.pool.threads) if prog.regions else None
         return prog

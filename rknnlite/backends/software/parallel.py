@@ -26,10 +26,12 @@ import numpy as np
 
 from ..._native.thread_pool import CHUNKS_PER_THREAD, NativePool
 from ...constants import CoreMask
+from ...errors import InvalidParamError
 from ...tensors.topology import mask_cores, usable_cpus
 
 __all__ = ["WorkerPool", "WorkRecorder", "parallel_for", "using", "threads_from_env", "spin_from_env",
-           "current_threads", "current_handle", "threads_for_mask", "serial_pool", "SPLIT_MIN_ELEMENTS"]
+           "current_threads", "current_handle", "threads_for_mask", "serial_pool", "SPLIT_MIN_ELEMENTS",
+           "branches_from_env"]
 
 _local = threading.local()
 
@@ -49,6 +51,18 @@ def spin_from_env() -> int:
     except ValueError:
         return -1
     return value * 1000 if value >= 0 else -1
+
+
+def branches_from_env() -> bool:
+    """``RKNNLITE_BRANCHES``: whether a context with several threads may run independent branches
+    side by side (``branches``): ``1``/``on`` (the default, also when unset or empty) or
+    ``0``/``off``.  Any other value raises :class:`~rknnlite.errors.InvalidParamError`."""
+    raw = os.environ.get("RKNNLITE_BRANCHES", "").strip().lower()
+    if raw in ("", "1", "on"):
+        return True
+    if raw in ("0", "off"):
+        return False
+    raise InvalidParamError(f"RKNNLITE_BRANCHES={raw!r}: expected 1, on, 0 or off (or unset)")
 
 
 def threads_from_env(default: int = 1) -> int:
