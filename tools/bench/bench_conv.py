@@ -35,7 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ort_one_node  # noqa: E402
+from common import machine, ort_one_node  # noqa: E402
 from rknnlite.backends.software.ops import KERNELS  # noqa: E402
 
 #: (name, input NCHW, (M, kh, kw), stride, pad, group)
@@ -174,6 +174,7 @@ def main(argv=None) -> int:
         total_r += mr * count
         flops = 2.0 * y_o.size * (xs[1] // group) * kh * kw
         rows.append((name, count, mr, mo, mr / mo, flops / mr / 1e6, err))
+    print(machine())
     print("| Conv layer | count | rknnlite ms | onnxruntime ms | ratio | rknnlite GFLOP/s | max rel. diff |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, count, mr, mo, ratio, gf, err in rows:

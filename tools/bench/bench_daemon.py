@@ -49,7 +49,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import machine  # noqa: E402
 from rknnlite.model.graph import Graph, Node  # noqa: E402
 from rknnlite.model.metadata import build_metadata  # noqa: E402
 from rknnlite.model.portable import write_portable  # noqa: E402
@@ -289,6 +291,7 @@ def main() -> int:
             print(f"loopback, {args.clients} raw-socket client process(es) x {args.concurrency} connections, "
                   f"{args.instances} context(s) per model, --loop {args.loop}, {args.rounds} rounds; "
                   f"{os.cpu_count()} CPUs; load average {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after\n")
+            print(machine())
             print("| model | tensors | requests | req/s median (min) | p50 ms | p99 ms "
                   "| server CPU µs/req median (min) | client CPU µs/req | errors |")
             print("|---|---|---:|---:|---:|---:|---:|---:|---:|")

@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import interleaved_ms, median_ms  # noqa: E402
+from common import interleaved_ms, machine, median_ms  # noqa: E402
 from rknnlite.tensors import layout  # noqa: E402
 
 
@@ -89,6 +89,7 @@ def main(argv=None) -> int:
                     help="best median of --runs calls (default) or fastest single call")
     args = ap.parse_args(argv)
 
+    print(machine())
     print(f"| conversion ({args.mb:g} MiB) | ms | GB/s | memcpy GB/s | % of memcpy |")
     print("|---|---:|---:|---:|---:|")
     for name, fn, x, arg, y in _cases(args.mb):

@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import median_ms  # noqa: E402
+from common import machine, median_ms  # noqa: E402
 from rknnlite.model import envelope  # noqa: E402
 from rknnlite.model.graph import Graph, Node  # noqa: E402
 from rknnlite.model.loader import load_model  # noqa: E402
@@ -84,6 +84,7 @@ def main() -> int:
     print(f"model: {mb:.1f} MB portable container, {len(weights)} constants; median of {args.repeat} runs, "
           f"page cache warm; {os.cpu_count()} CPUs")
     print()
+    print(machine())
     print("| operation | time (ms) |")
     print("|---|---:|")
     for name, ms in rows:

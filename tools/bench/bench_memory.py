@@ -47,6 +47,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import machine  # noqa: E402
 
 MB = 1 << 20
 KB = 1 << 10
@@ -304,6 +307,7 @@ def main(argv=None) -> int:
             rows.append((f"{args.cycles:,} tensor-memory cycles", label,
                          measure("mems", engine, model, args.cycles)["growth"], args.cycles))
 
+    print(machine())
     print(f"resnet50 (light, float16 build), {args.dups} extra contexts, each run twice\n")
     print("| | first context | per extra context | weights | planned activations per context |")
     print("|---|---:|---:|---:|---:|")

@@ -30,8 +30,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rknnlite  # noqa: E402
+from common import machine  # noqa: E402
 from rknnlite.api import RKNNLite  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 
@@ -109,6 +111,7 @@ def main(argv=None) -> int:
         lite.release()
 
     ort_us = statistics.median(samples[variants[0][0]])
+    print(machine())
     print(f"1x4 Add ({args.float_dtype} build), median of {args.rounds} rounds x {args.calls} calls\n")
     print("| call | µs per call | vs onnxruntime | target |")
     print("|---|---:|---:|---:|")

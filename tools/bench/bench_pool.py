@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ort_one_node  # noqa: E402
+from common import machine, ort_one_node  # noqa: E402
 from rknnlite.backends.software.ops import KERNELS  # noqa: E402
 from rknnlite.backends.software.parallel import WorkerPool, using  # noqa: E402
 
@@ -156,6 +156,7 @@ def main(argv=None) -> int:
     if pool is not None:
         head += f" rknnlite {args.threads} threads us |"
         rule += "---:|"
+    print(machine())
     print(head + " max diff |")
     print(rule + "---:|")
     for name, count, med, diff in rows:

@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import interleaved_ms, median_ratio  # noqa: E402
+from common import interleaved_ms, machine, median_ratio  # noqa: E402
 from rknnlite.backends.software.ops import sparse  # noqa: E402
 from rknnlite.backends.software.ops.conv import _conv_prepare, conv  # noqa: E402
 from rknnlite.toolkit.sparsity import sparsify_weight, weight_view  # noqa: E402
@@ -82,6 +82,7 @@ def bench_layers(runs: int, clock):
         td, ts = interleaved_ms([dense, forced], runs, warmup=2, clocks=[clock, clock])
         rows.append((name, path, statistics.median(td), statistics.median(ts), median_ratio(ts, td),
                      "sparse" if auto else "dense"))
+    print(machine())
     print("| layer | dense path | dense ms | sparse kernel ms | sparse / dense | rule picks |")
     print("|---|---|---|---|---|---|")
     for name, path, td, ts, r, pick in rows:

@@ -41,7 +41,7 @@ import rknnlite  # noqa: E402
 from rknnlite import TensorType  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 
-from common import interleaved_ms  # noqa: E402
+from common import interleaved_ms, machine  # noqa: E402
 
 
 def add_onnx():
@@ -148,6 +148,7 @@ def main() -> None:
     unit = lambda ms: f"{ms * 1e3:.1f} µs" if ms < 1 else f"{ms:.2f} ms"  # noqa: E731
     print(f"rknnlite zero-copy vs copying I/O (software backend, median of {args.rounds} rounds; "
           f"overhead = time - backend.run)\n")
+    print(machine())
     print("| model | run() | run_bound() | write frame + run_bound() | backend.run | run() overhead | "
           "run_bound() overhead |")
     print("|---|---|---|---|---|---|---|")
