@@ -189,18 +189,16 @@ class Probe:
             return None
         fork = (self.runs - self.SINGLE_RUNS) % 2 == 0
         times = self.forked if fork else self.split
-        k = 0
-        with using(pool):
-            for i, cand in enumerate(self.candidates):
-                _run_calls(calls, k, cand.start)
-                t0 = perf_counter_ns()
-                if fork:
-                    run_forked(calls, cand, pool)
-                else:
-                    _run_calls(calls, cand.start, cand.stop)
-                times[i] = min(times[i], perf_counter_ns() - t0)
-                k = cand.stop
-            _run_calls(calls, k, len(calls))
+
+        def trial(i: int, cand: Fork) -> None:
+            t0 = perf_counter_ns()
+            if fork:
+                run_forked(calls, cand, pool)
+            else:
+                _run_calls(calls, cand.start, cand.stop)
+            times[i] = min(times[i], perf_counter_ns() - t0)
+
+        run_program(calls, self.candidates, pool, trial)
         self.runs += 1
         if self.runs < self.SINGLE_RUNS + 2 * self.TRIALS:
             return None
@@ -253,13 +251,18 @@ def run_forked(calls: Sequence[Callable[[], object]], fork: Fork, pool: WorkerPo
     pool.map_ranges(len(streams), body)
 
 
-def run_program(calls: Sequence[Callable[[], object]], forks: Sequence[Fork], pool: WorkerPool) -> None:
-    """Every call of a program on ``pool``'s threads: the forks' regions forked, the other
-    calls split as usual.  Raises :class:`CallFailed`."""
+def run_program(calls: Sequence[Callable[[], object]], forks: Sequence[Fork], pool: WorkerPool,
+                region: Optional[Callable[[int, Fork], None]] = None) -> None:
+    """Every call of a program on ``pool``'s threads: the forks' regions forked (or, given
+    ``region``, run by ``region(i, forks[i])``), the other calls split as usual.  Raises
+    :class:`CallFailed`."""
     k = 0
     with using(pool):
-        for fork in forks:
+        for i, fork in enumerate(forks):
             _run_calls(calls, k, fork.start)
-            run_forked(calls, fork, pool)
+            if region is None:
+                run_forked(calls, fork, pool)
+            else:
+                region(i, fork)
             k = fork.stop
         _run_calls(calls, k, len(calls))
