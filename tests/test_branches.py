@@ -300,3 +300,39 @@ def test_a_call_failing_while_probing_is_reported_with_its_index():
 
 def test_a_kernel_spec_override_is_a_kernelspec():
     assert isinstance(KERNELS["Relu"], KernelSpec)
+
+
+# ------------------------------------------------------------------ a real architecture
+
+
+@pytest.mark.parametrize("name", ["inception_v2", "squeezenet"])
+def test_a_zoo_model_forked_everywhere_gives_the_single_thread_bits(name, tmp_path, monkeypatch):
+    """The onnx package's light models (Inception blocks, fire modules; not written here),
+    float32: every region the probe found forked, against one thread and the zoo's own output."""
+    pytest.importorskip("onnx")
+    import rknnlite
+    from rknnlite.toolkit import RKNN
+    from test_light_models import load_case
+
+    model, inputs, expected, atol = load_case(name)
+    rknn = RKNN()
+    try:
+        assert rknn.config(target_platform="rk3588", float_dtype="float32") == 0
+        assert rknn.load_onnx(model) == 0 and rknn.build(do_quantization=False) == 0
+        path = str(tmp_path / f"{name}.rknn")
+        assert rknn.export_rknn(path) == 0
+    finally:
+        rknn.release()
+    monkeypatch.setenv("RKNNLITE_NUM_THREADS", "1")
+    with rknnlite.Context(path) as one:
+        single = one.run(inputs, data_format="nchw")[0]
+    monkeypatch.setenv("RKNNLITE_NUM_THREADS", "2")
+    with rknnlite.Context(path) as two:
+        for _ in range(1 + Probe.SINGLE_RUNS + 2 * Probe.TRIALS):
+            np.testing.assert_array_equal(two.run(inputs, data_format="nchw")[0], single)
+        prog = two._backend._state._last
+        assert len(prog.probe.candidates) >= 2
+        prog.forks = list(prog.probe.candidates)
+        forked = two.run(inputs, data_format="nchw")[0]
+    np.testing.assert_array_equal(forked, single)
+    np.testing.assert_allclose(forked, expected, rtol=1e-3, atol=atol)
