@@ -14,11 +14,14 @@ from rknnlite.backends.software.host_cpu import CpuCaches
 K, M = 1 << 10, 1 << 20
 
 
-def test_the_tuning_cpu_gets_the_sizes_measured_best_there():
+def test_the_tuning_cpus_get_the_sizes_measured_best_there():
     # AMD EPYC (Zen 4): 32 KiB L1d, 1 MiB L2, 32 MiB L3, AVX-512
     assert derive_blocking(CpuCaches(32 * K, M, 32 * M, "sysfs"), 2, "x86_64") == Blocking(
-        b_block_floats=96 * K, max_kc=512, a_block_bytes=512 * K, direct_b_bytes=32 * K, wino_v_cache=512 * K,
+        b_block_floats=96 * K, max_kc=128, a_block_bytes=16 * K, direct_b_bytes=32 * K, wino_v_cache=512 * K,
         wino_v_band=256 * K, wino_u_cache=4 * M, parallel_min_macs=1 << 22, winograd_phases_min_macs=6 << 22)
+    # Sapphire Rapids Xeon: 48 KiB L1d, 2 MiB L2, where the K block and panel order were measured
+    xeon = derive_blocking(CpuCaches(48 * K, 2 * M, 480 * M, "sysfs"), 2, "x86_64")
+    assert (xeon.max_kc, xeon.a_block_bytes) == (256, 24 * K)
 
 
 @pytest.mark.parametrize("l1d", [32 * K, 48 * K])
@@ -36,15 +39,28 @@ def test_b_panels_are_read_unpacked_only_while_the_weights_fit_l1d(l1d):
 
 def test_cache_sizes_scale_with_l2():
     small = derive_blocking(CpuCaches(32 * K, 512 * K, 32 * M, "sysfs"), 2)
-    big = derive_blocking(CpuCaches(48 * K, 2 * M, 300 * M, "sysfs"), 2)   # a Xeon's 2 MiB L2
+    big = derive_blocking(CpuCaches(32 * K, 2 * M, 300 * M, "sysfs"), 2)   # a Xeon's 2 MiB L2
     assert big.b_block_floats == 4 * small.b_block_floats
-    for name in ("a_block_bytes", "wino_v_cache", "wino_v_band", "wino_u_cache"):
+    for name in ("wino_v_cache", "wino_v_band", "wino_u_cache"):
         assert getattr(big, name) == 4 * getattr(small, name), name
+    assert big.a_block_bytes == small.a_block_bytes
 
 
-@pytest.mark.parametrize("l1d, kc", [(16 * K, 256), (32 * K, 512), (48 * K, 512), (64 * K, 1024), (1 * K, 128)])
-def test_k_block_is_the_largest_power_of_two_whose_a_panel_fits_half_of_l1d(l1d, kc):
-    assert derive_blocking(CpuCaches(l1d, M, 0, "sysfs"), 2).max_kc == kc
+@pytest.mark.parametrize("l1d", [16 * K, 32 * K, 48 * K, 64 * K])
+def test_only_weights_that_fit_half_of_l1d_are_swept_b_panel_by_b_panel(l1d):
+    assert derive_blocking(CpuCaches(l1d, M, 0, "sysfs"), 2).a_block_bytes == l1d // 2
+
+
+@pytest.mark.parametrize("machine, level, l1d, kc", [
+    # AVX-512: A panel 8 + B panel 32 floats per k (transposed tiles 32 + 7 fit the same)
+    ("x86_64", 2, 16 * K, 128), ("x86_64", 2, 32 * K, 128), ("x86_64", 2, 48 * K, 256), ("x86_64", 2, 64 * K, 256),
+    ("x86_64", 2, 128 * K, 512), ("x86_64", 2, 1 * K, 128),
+    # AVX2: 6 + 16 floats per k
+    ("x86_64", 1, 32 * K, 256), ("x86_64", 1, 48 * K, 512),
+    # NEON: 8 + 12 floats per k
+    ("aarch64", 1, 32 * K, 256), ("aarch64", 1, 64 * K, 512)])
+def test_k_block_is_the_largest_power_of_two_whose_tile_panels_fit_l1d(machine, level, l1d, kc):
+    assert derive_blocking(CpuCaches(l1d, M, 0, "sysfs"), level, machine).max_kc == kc
 
 
 def test_transformed_weights_bound_by_half_the_last_level():
@@ -121,13 +137,13 @@ def _probe(json_probe, path, caches=None, threads=1):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_blocking_from_other_caches_changes_no_output_bit(conv_stack_path, threads, json_probe):
     native = _probe(json_probe, conv_stack_path, threads=threads)
-    # K blocks of 128 and weight-panel-major sweeps (A blocks past 32 KiB)
+    # K blocks of 128 and weight-panel-major sweeps (A blocks past 4 KiB)
     tiny = _probe(json_probe, conv_stack_path, "l1d=8K,l2=64K,l3=256K", threads=threads)
     # the Winograd layer in bands (its transformed input passes 128 KiB, its weights fit 1 MiB)
     banded = _probe(json_probe, conv_stack_path, "l2=256K,l3=64M", threads=threads)
-    # K blocks of 2048 (every K in one block), one pass everywhere
-    huge = _probe(json_probe, conv_stack_path, "l1d=128K,l2=8M,l3=512M", threads=threads)
+    # K blocks of 4096 (every K in one block), one pass everywhere, B-panel sweeps
+    huge = _probe(json_probe, conv_stack_path, "l1d=4M,l2=8M,l3=512M", threads=threads)
     assert (tiny["kc"], tiny["block"], tiny["panel_major"]) == (128, 16 * K, True)
     assert (banded["bands"], huge["bands"]) == (2, 0)
-    assert (huge["kc"], huge["block"], huge["panel_major"]) == (2048, 3 * 8 * M // 8 // 4, False)
+    assert (huge["kc"], huge["block"], huge["panel_major"]) == (4096, 3 * 8 * M // 8 // 4, False)
     assert native["y"] == tiny["y"] == banded["y"] == huge["y"]

@@ -115,7 +115,7 @@ def limit_isa(int level):
 
 def set_a_block_bytes(long nbytes):
     """Above how many bytes a K block of the weights (M x kc floats) makes the gather GEMM
-    sweep weight panel by weight panel rather than B panel by B panel (the host's L2 share:
+    sweep weight panel by weight panel rather than B panel by B panel (half the host's L1d:
     ``Blocking.a_block_bytes``).  Process-wide; set once, before any GEMM runs (the conv op
     does it on import).  Changes speed only, never a value."""
     if nbytes <= 0:

@@ -934,7 +934,7 @@ static void rk_kernel_256(long kc, const float *a, const float *b, float *c, lon
 
 /* A K block of A (M x kc floats) past this many bytes is swept A panel by A panel
    (rk_gather_gemm); set from the host's L2 by rk_set_a_block_bytes. */
-static long rk_a_block_bytes = 512 * 1024;
+static long rk_a_block_bytes = 24 * 1024;
 
 void rk_set_a_block_bytes(long bytes) { rk_a_block_bytes = bytes > 0 ? bytes : 1; }
 
@@ -1023,9 +1023,11 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
             const float *kr = k0 + kc >= K ? R : NULL;
             if (Bpre) Bp = (float *)Bpre + (k0 / kcb) * rk_bblock_stride(kcb, nc, NR);
             else rk_packB(isa, transposed, direct_b, P, off, idx, k0, kc, n0, nc, Bp, NR);
-            /* Stream the smaller operand: with A's block (M x kc) cache-resident, go panel
-               by panel of B reusing it (B panel hot in L1); otherwise keep each A panel hot
-               and sweep the B block (transposed tiles always: their A panels are large).
+            /* With A's block (M x kc) small enough to stay in L1 beside a B panel, go panel
+               by panel of B reusing it; otherwise keep each A panel hot and sweep the B block
+               (transposed tiles always: their A panels are large): the weights, cold in a
+               model, then stream in once and evenly, where a B-panel sweep would read the
+               whole block of them during its first pass (see Blocking.a_block_bytes).
                Wide outputs with more than two row panels also go A panel by A panel: a B
                panel sweep would write short pieces of M output rows far apart (one write
                stream per row, beyond what the prefetchers follow), an A panel sweep writes

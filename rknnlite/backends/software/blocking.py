@@ -3,8 +3,9 @@
 Each size is a fraction of a cache level of :func:`~.host_cpu.detect_caches` (or a rate of
 the SIMD path in use), never a constant tuned for one CPU.  The fractions were measured on
 the CPU the kernels were first tuned on (an AMD EPYC, Zen 4: 32 KiB L1d, 1 MiB L2, 32 MiB
-L3, AVX-512), where they give the sizes that were best there; on another CPU the same
-fractions of its own caches apply.  ``RKNNLITE_CPU_CACHES`` (see ``host_cpu``) changes the
+L3, AVX-512), where they give the sizes that were best there, except the K block and the
+panel order, which fit L1d and were measured inside whole models (cold weights) on a Sapphire
+Rapids Xeon; on another CPU the same fractions of its own caches apply.  ``RKNNLITE_CPU_CACHES`` (see ``host_cpu``) changes the
 caches they are taken from.  None of these sizes changes a computed value: they only decide
 how the same sums are cut into cache-sized pieces and threads.
 """
@@ -19,6 +20,11 @@ from .isa import isa_levels
 
 __all__ = ["Blocking", "derive_blocking", "macs_per_cycle"]
 
+#: Floats per k step of the widest micro-kernel tile on each level, its A panel and its B panel
+#: together (AVX-512: 8 x 32 normal tiles, 32 x 7 transposed; AVX2 6 x 16; NEON 8 x 12; the
+#: generic path's BLAS GEMMs take no K block from here, it gets NEON's)
+_TILE_FLOATS = {2: 8 + 32, 1: 6 + 16, 0: 8 + 12}
+_TILE_FLOATS_ARM = {1: 8 + 12, 0: 8 + 12}
 #: Multiply-adds per cycle of one core on each micro-kernel level (two FMA pipes of 16, 8 or
 #: 4 float32 lanes: AVX-512, AVX2, and the 128-bit SIMD a BLAS or the compiler uses on the
 #: generic path); level 1 on aarch64 is NEON, two 128-bit pipes as the generic path
@@ -47,10 +53,19 @@ class Blocking:
     Attributes:
         b_block_floats: floats of one packed B block of the gather GEMM (3/8 of L2: the block
             stays in L2 beside the A panel and the output tile streaming through it).
-        max_kc: largest K block, in floats: the largest power of two whose 8-row A panel
-            (8 x ``max_kc`` floats) fills at most half of L1d.
+        max_kc: largest K block, in floats: the largest power of two at which one tile's A
+            and B panels (``max_kc`` x (MR + NR) floats) fit in L1d together, so the panel a
+            sweep reuses stays in L1 while the other streams past it (measured on a Sapphire
+            Rapids Xeon, 48 KiB L1d, inside ResNet-50: 256 against 512, where the B panel
+            alone filled 64 KiB, made its 14x14 and 7x7 layers 5-9 % faster).
         a_block_bytes: a K block of A (M x kc floats) larger than this goes A panel by A
-            panel instead of B panel by B panel (half of L2).
+            panel instead of B panel by B panel (half of L1d).  In a model the weights come
+            from memory (each layer's are read once per run): swept B panel by B panel, a K
+            block of them is read in the first sweep, at 4 bytes per cycle on AVX-512 whatever
+            the shape, and the layer waits on memory for that sweep; A panel by A panel they
+            stream in once, evenly, over the whole block.  Only weights small enough to stay in
+            L1 beside the B panel keep the B-panel sweep (measured on the same Xeon inside
+            ResNet-50: its 14x14 and 28x28 1x1 layers 8-17 % faster).
         direct_b_bytes: a gather GEMM reads its B panels straight from the image (32
             contiguous columns, unpacked) only while its weights (M x K floats per group) fit
             in this many bytes (L1d); with more weight panels each B panel is read again per
@@ -86,14 +101,15 @@ def derive_blocking(caches: CpuCaches, isa_level: int, machine: Optional[str] = 
     this one; see the attributes for each rule).  Every size is at least what one micro-kernel
     panel needs."""
     l1d, l2 = max(caches.l1d, 4 << 10), max(caches.l2, 64 << 10)
+    tile = (_TILE_FLOATS_ARM if "neon" in isa_levels(machine) else _TILE_FLOATS).get(isa_level, _TILE_FLOATS[0])
     kc = 128
-    while kc * 2 * 8 * 4 <= l1d // 2 and kc < 4096:
+    while kc * 2 * tile * 4 <= l1d and kc < 4096:
         kc *= 2
     u_cache = 4 * l2 if caches.l3 <= 0 else max(l2, min(4 * l2, caches.l3 // 2))
     return Blocking(
         b_block_floats=max(16 << 10, (3 * l2 // 8) // 4),
         max_kc=kc,
-        a_block_bytes=l2 // 2,
+        a_block_bytes=l1d // 2,
         direct_b_bytes=l1d,
         wino_v_cache=l2 // 2,
         wino_v_band=l2 // 4,
