@@ -133,7 +133,13 @@ CONV_CASES = [
     ((1, 2, 5, 5), (3, 2, 7, 7), (1, 1), (1, 1), (3, 3, 3, 3), 1, False),      # kernel larger than input
     ((1, 4, 30, 70), (8, 4, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),     # grid columns (padded)
     ((2, 5, 61, 83), (7, 5, 3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1, True),     # grid columns (strided)
+    ((1, 2, 90, 150), (5, 2, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),    # GRID_MANY_PANELS
 ]
+
+#: a grid GEMM (K = 18) whose column blocks hold more panels than rk_conv.c keeps store plans for
+#: on the stack (RK_SPLAN_CACHE): their plans go to the heap, made once per block
+GRID_MANY_PANELS = ((1, 2, 90, 150), (5, 2, 3, 3))
+SPLAN_STACK_PANELS = 128
 
 
 @pytest.mark.parametrize("xs, ws, strides, dil, pads, group, bias", CONV_CASES)
@@ -235,6 +241,11 @@ def test_conv_paths_selected():
 
     if conv_mod._ISA >= 2:  # the padded-row grid and transposed tiles are AVX-512 paths
         assert grid((1, 4, 30, 70), (8, 4, 3, 3), pads=[1, 1, 1, 1]) == (30, 72, 70)
+        assert grid(*GRID_MANY_PANELS, pads=[1, 1, 1, 1]) == (90, 152, 150)
+        attrs = conv_mod._conv_prepare({"pads": [1, 1, 1, 1], "_opset": 17}, [None, None])
+        attrs["_conv"].ca = conv_mod._ConvAttrs(attrs, "Conv", 2)
+        g = conv_mod._geometry(attrs["_conv"], *GRID_MANY_PANELS)
+        assert g.ncb // conv_mod._ck.panel_shape(False)[1] > SPLAN_STACK_PANELS  # test_conv_2d covers the heap plans
         assert grid((1, 3, 224, 224), (64, 3, 7, 7), pads=[3, 3, 3, 3], strides=[2, 2]) == (112, 115, 112)
         assert path((1, 512, 7, 7), (512, 512, 3, 3), pads=[1, 1, 1, 1]) == ("gather", True)
     else:

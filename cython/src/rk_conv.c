@@ -1,5 +1,6 @@
 /* Convolution hot loops of the software backend (see rk_conv.h and conv_kernels.pyx). */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "rk_conv.h"
 #include "rk_conv_tile.h"
@@ -714,6 +715,7 @@ static void rk_make_splan(rk_splan *sp, long q0, int nv, long gw, long gow) {
     }
 }
 
+/* grid store plans of a block's panels kept on the stack; more go to the heap */
 #define RK_SPLAN_CACHE 128
 
 /* C tile (mv x nv of 8 x 16*NV) += A panel (kc x 8) * B panel (kc x 32, first 16*NV used).
@@ -1013,7 +1015,14 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
     int MR = rk_mr(isa, transposed), NR = rk_nr(isa, transposed);
     int wide = (n_end - n_begin) >= 1024;
 #if RK_X86
-    rk_splan plans[RK_SPLAN_CACHE];
+    /* a grid GEMM makes each panel's store plan once per block, not once per tile (a plan per
+       tile took a third of a 3x3/2 3->64 stem's time: short K, a block of 227 panels) */
+    rk_splan plans_stack[RK_SPLAN_CACHE], *plans = plans_stack;
+    long plans_cap = RK_SPLAN_CACHE, npmax = (RK_MIN(ncb, n_end - n_begin) + NR - 1) / NR;
+    if (gw > 0 && npmax > plans_cap) {
+        rk_splan *heap = malloc((size_t)npmax * sizeof(rk_splan));
+        if (heap) { plans = heap; plans_cap = npmax; }   /* else: plans made per tile */
+    }
 #endif
     for (long n0 = n_begin; n0 < n_end; n0 += ncb) {
         long nc = RK_MIN(ncb, n_end - n0);
@@ -1036,7 +1045,7 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
             long np = (nc + NR - 1) / NR, nm = (M + MR - 1) / MR;
 #if RK_X86
             /* grid store plans of the block's panels, made once (not per m panel) */
-            int cached = gw > 0 && np <= RK_SPLAN_CACHE;
+            int cached = gw > 0 && np <= plans_cap;
             if (cached)
                 for (long p = 0; p < np; p++)
                     rk_make_splan(&plans[p], n0 + p * NR, (int)RK_MIN(NR, nc - p * NR), gw, gow);
@@ -1082,6 +1091,9 @@ void rk_gather_gemm(int isa, int transposed, const float *P, const int32_t *off,
             }
         }
     }
+#if RK_X86
+    if (plans != plans_stack) free(plans);
+#endif
 #endif
 }
 
