@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -116,26 +117,53 @@ def test_an_unwritable_directory_keeps_the_measurement_to_the_process(tmp_path):
 
 # -- the Winograd/direct cost model ------------------------------------------------------------
 
-TRUE = WinogradCosts(direct_mac=1.2e-11, winograd_mac=1.4e-11, transform_in=2e-8, transform_out=3e-8)
+TRUE = WinogradCosts(direct_mac=1.2e-11, winograd_mac=1.4e-11, transform_in=2e-8, transform_out=3e-8,
+                     f2_mac=0.9e-11, f2_in=2e-8, f2_out=2e-8)
+#: the same CPU priced as before F(2x2) had costs of its own
+F4_ONLY = replace(TRUE, f2_mac=0.0, f2_in=0.0, f2_out=0.0)
+FIELDS = ("direct_mac", "winograd_mac", "transform_in", "transform_out", "f2_mac", "f2_in", "f2_out")
 
 
 def _probes_from(costs: WinogradCosts, noise=None):
     rng = np.random.default_rng(1)
     out = []
     for C, M, n in PROBES:
-        tiles = (-(-n // 4)) ** 2
-        wino = tiles * 36 * (costs.winograd_mac * M * C + (costs.transform_in * C + costs.transform_out * M) / 36)
+        tile = 4 if (-(-n // 4)) ** 2 >= conv_mod._WINO_MIN_TILES else 2   # what "always" runs
+        w, t_in, t_out = costs.tile_costs(tile)
+        wino = (-(-n // tile)) ** 2 * (tile + 2) ** 2 * (w * M * C + (t_in * C + t_out * M) / 36)
         direct = costs.direct_mac * 9 * M * C * n * n
         if noise:
             wino, direct = wino * (1 + noise * rng.standard_normal()), direct * (1 + noise * rng.standard_normal())
-        out.append({"C": C, "M": M, "size": n, "winograd_s": wino, "direct_s": direct})
+        out.append({"C": C, "M": M, "size": n, "tile": tile, "winograd_s": wino, "direct_s": direct})
     return out
 
 
 def test_fit_recovers_the_costs_behind_the_timings():
     got = fit(_probes_from(TRUE))
-    for name in ("direct_mac", "winograd_mac", "transform_in", "transform_out"):
+    for name in FIELDS:
         assert getattr(got, name) == pytest.approx(getattr(TRUE, name), rel=1e-6), name
+
+
+def test_probes_run_both_tile_sizes():
+    assert {p["tile"] for p in _probes_from(TRUE)} == {2, 4}
+    assert sum(p["tile"] == 2 for p in _probes_from(TRUE)) >= 3   # one per fitted F(2x2) cost
+
+
+def test_f2_costs_of_their_own_decide_small_outputs():
+    # 7x7 outputs have too few 4x4 tiles: F(2x2), whose GEMMs cost per multiply-add what F(4x4)'s do not
+    assert [TRUE.winograd_pays(C, M, (7, 7), 2) for C, M in ((128, 192), (160, 224), (16, 64))] == [True, True, False]
+    assert not F4_ONLY.winograd_pays(128, 192, (7, 7), 2) and not F4_ONLY.winograd_pays(160, 224, (7, 7), 2)
+    assert TRUE.winograd_pays(64, 64, (56, 56), 4) == F4_ONLY.winograd_pays(64, 64, (56, 56), 4)
+
+
+def test_a_measurement_without_f2_probes_prices_f2_as_f4():
+    got = fit([p for p in _probes_from(TRUE) if p["tile"] == 4])
+    assert (got.f2_mac, got.f2_in, got.f2_out) == (0.0, 0.0, 0.0)
+    assert got.tile_costs(2) == got.tile_costs(4) == pytest.approx((TRUE.winograd_mac, TRUE.transform_in,
+                                                                   TRUE.transform_out), rel=1e-6)
+    # probes stored before F(2x2) was measured have no "tile": F(4x4)
+    old = [{k: v for k, v in p.items() if k != "tile"} for p in _probes_from(TRUE) if p["tile"] == 4]
+    assert fit(old) == got
 
 
 def test_fit_with_noisy_timings_keeps_the_decisions():
@@ -154,7 +182,11 @@ def test_few_channels_go_direct_many_go_winograd():
                                    {"direct_mac": 1e-11, "winograd_mac": 1e-11, "transform_in": -1,
                                     "transform_out": 0},
                                    {"direct_mac": float("nan"), "winograd_mac": 1e-11, "transform_in": 0,
-                                    "transform_out": 0}])
+                                    "transform_out": 0},
+                                   {"direct_mac": 1e-11, "winograd_mac": 1e-11, "transform_in": 0,
+                                    "transform_out": 0, "f2_mac": "x"},
+                                   {"direct_mac": 1e-11, "winograd_mac": 1e-11, "transform_in": 0,
+                                    "transform_out": 0, "f2_mac": 1e-11, "f2_in": -1, "f2_out": 0}])
 def test_malformed_costs_are_none(value):
     assert WinogradCosts.from_value(value) is None
 
@@ -207,6 +239,10 @@ def test_measured_costs_decide_each_layer(monkeypatch):
     assert forced == "winograd"
     np.testing.assert_allclose(y_few, y_forced, rtol=1e-4, atol=1e-4)
     assert _conv(64, 64, 28, False)[0] == "gather"
+    # a 7x7 output (F(2x2)) by F(2x2)'s own costs
+    assert _conv(128, 192, 7)[0] == "winograd"
+    monkeypatch.setattr(conv_costs, "_costs", F4_ONLY)
+    assert _conv(128, 192, 7)[0] == "gather"
 
 
 @needs_winograd
@@ -262,7 +298,7 @@ def test_a_process_measures_once_per_machine_and_later_ones_read_it(model_path, 
     first = _run(json_probe, model_path, env)
     (stored,) = tmp_path.glob("conv-winograd-*.json")
     content = json.loads(stored.read_text())
-    assert content["key"]["choice"] == "conv-winograd/1" and content["key"]["isa"] == conv_mod._ISA
+    assert content["key"]["choice"] == "conv-winograd/2" and content["key"]["isa"] == conv_mod._ISA
     assert [(p["C"], p["M"], p["size"]) for p in content["value"]["probes"]] == list(PROBES)
     assert all(p["winograd_s"] > 0 and p["direct_s"] > 0 for p in content["value"]["probes"])
     second = _run(json_probe, model_path, env, "stored-only")

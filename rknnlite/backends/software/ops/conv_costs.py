@@ -14,7 +14,11 @@ layers, and a cost model fitted to them decides every layer:
   ``A`` = 36 (F(4x4)) or 16 (F(2x2)) transformed components.
 
 The fitted seconds per multiply-add ``d`` and ``w`` and per transformed tile-channel ``t_in``,
-``t_out`` are stored.  With ``RKNNLITE_CALIBRATION=off`` (or no micro-kernels) the built-in
+``t_out`` are stored, ``w``, ``t_in`` and ``t_out`` once for each tile size: F(2x2) runs only
+where an output has too few 4x4 tiles (7x7 maps), where its 16 GEMMs of 16 tiles each cost per
+multiply-add what F(4x4)'s larger ones do not (a Sapphire Rapids Xeon: F(2x2) 10-28 % faster than
+direct on inception_v2's 160-224 channel 7x7 layers, where costs fitted on F(4x4) alone chose
+direct).  A measurement without F(2x2) probes prices F(2x2) with F(4x4)'s costs.  With ``RKNNLITE_CALIBRATION=off`` (or no micro-kernels) the built-in
 rule alone decides: Winograd for every eligible layer.  The choice never changes what is
 computed beyond Winograd's documented rounding (``conv`` module docstring).
 """
@@ -38,9 +42,10 @@ __all__ = ["CHOICE", "PROBES", "WinogradCosts", "calibration_key", "current_cost
 
 #: probe layers (input channels, output channels, square output size): few and many
 #: channels on both sides, big and small images
-PROBES = ((16, 64, 28), (32, 64, 28), (64, 64, 28), (16, 128, 14), (64, 128, 14), (128, 32, 28))
+PROBES = ((16, 64, 28), (32, 64, 28), (64, 64, 28), (16, 128, 14), (64, 128, 14), (128, 32, 28),
+          (64, 128, 7), (128, 192, 7), (192, 320, 7))
 _REPEATS = 5
-_SCHEMA = "conv-winograd/1"
+_SCHEMA = "conv-winograd/2"
 #: the measurement's name in the calibration store
 CHOICE = "conv-winograd"
 
@@ -53,6 +58,10 @@ class WinogradCosts:
     winograd_mac: float
     transform_in: float
     transform_out: float
+    #: F(2x2)'s own ``w``, ``t_in``, ``t_out``; 0 (no F(2x2) probe fitted): F(4x4)'s apply
+    f2_mac: float = 0.0
+    f2_in: float = 0.0
+    f2_out: float = 0.0
 
     def winograd_pays(self, C: int, M: int, out_hw: Sequence[int], tile: int) -> bool:
         """True when Winograd F(tile x tile) is estimated faster than the direct GEMM for a
@@ -60,16 +69,24 @@ class WinogradCosts:
         oh, ow = out_hw
         tiles = (-(-oh // tile)) * (-(-ow // tile))
         comps = (tile + 2) ** 2
+        w, t_in, t_out = self.tile_costs(tile)
         direct = self.direct_mac * 9 * M * C * oh * ow
-        winograd = tiles * comps * (self.winograd_mac * M * C + (self.transform_in * C + self.transform_out * M) / 36)
+        winograd = tiles * comps * (w * M * C + (t_in * C + t_out * M) / 36)
         return winograd < direct
+
+    def tile_costs(self, tile: int) -> tuple:
+        """``(w, t_in, t_out)`` of Winograd F(tile x tile)."""
+        if tile == 2 and self.f2_mac > 0:
+            return self.f2_mac, self.f2_in, self.f2_out
+        return self.winograd_mac, self.transform_in, self.transform_out
 
     @classmethod
     def from_value(cls, value: Dict) -> Optional["WinogradCosts"]:
         """The costs a stored measurement holds, or None if it is malformed."""
         try:
             costs = cls(**{k: float(value[k]) for k in ("direct_mac", "winograd_mac", "transform_in",
-                                                          "transform_out")})
+                                                          "transform_out")},
+                        **{k: float(value[k]) for k in ("f2_mac", "f2_in", "f2_out") if k in value})
         except (KeyError, TypeError, ValueError):
             return None
         fields = asdict(costs).values()
@@ -95,30 +112,40 @@ def _nnls(a: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def fit(probes: Sequence[Dict]) -> Optional[WinogradCosts]:
-    """The :class:`WinogradCosts` of measured probes (dicts with ``C``, ``M``, ``size``,
-    ``direct_s``, ``winograd_s``: F(4x4) on a ``size`` x ``size`` output), fitted in relative
-    error; None when the measurements cannot give positive multiply-add costs."""
-    if not probes:
-        return None
-    direct, rows, target = [], [], []
+def _fit_tile(probes: Sequence[Dict], tile: int) -> np.ndarray:
+    """``[w, t_in, t_out]`` of the probes run as F(tile x tile) (zeros: none)."""
+    rows = []
     for p in probes:
         C, M, n = p["C"], p["M"], p["size"]
-        tiles = (-(-n // 4)) ** 2
-        direct.append(p["direct_s"] / (9 * M * C * n * n))
-        # winograd_s = tiles * 36 * (w*M*C + (t_in*C + t_out*M)/36), each row scaled to relative error
-        row = np.array([tiles * 36 * M * C, tiles * C, tiles * M], np.float64)
-        rows.append(row / p["winograd_s"])
-        target.append(1.0)
-    w = _nnls(np.array(rows), np.array(target))
-    return WinogradCosts.from_value({"direct_mac": statistics.median(direct), "winograd_mac": w[0],
-                                     "transform_in": w[1], "transform_out": w[2]})
+        tiles, comps = (-(-n // tile)) ** 2, (tile + 2) ** 2
+        # winograd_s = tiles * comps * (w*M*C + (t_in*C + t_out*M)/36), each row scaled to relative error
+        rows.append(np.array([tiles * comps * M * C, tiles * comps * C / 36, tiles * comps * M / 36],
+                             np.float64) / p["winograd_s"])
+    return _nnls(np.array(rows), np.ones(len(rows))) if rows else np.zeros(3)
+
+
+def fit(probes: Sequence[Dict]) -> Optional[WinogradCosts]:
+    """The :class:`WinogradCosts` of measured probes (dicts with ``C``, ``M``, ``size``,
+    ``direct_s``, ``winograd_s`` on a ``size`` x ``size`` output, and ``tile``: the Winograd
+    variant that ran, 4 when left out), fitted in relative error, each tile size on its own
+    probes; None when the measurements cannot give positive multiply-add costs."""
+    if not probes:
+        return None
+    direct = [p["direct_s"] / (9 * p["M"] * p["C"] * p["size"] ** 2) for p in probes]
+    w4 = _fit_tile([p for p in probes if p.get("tile", 4) == 4], 4)
+    w2 = _fit_tile([p for p in probes if p.get("tile", 4) == 2], 2)
+    if w2[0] <= 0:
+        w2 = np.zeros(3)   # no usable F(2x2) fit: F(4x4)'s costs price it
+    return WinogradCosts.from_value({"direct_mac": statistics.median(direct), "winograd_mac": w4[0],
+                                     "transform_in": w4[1], "transform_out": w4[2],
+                                     "f2_mac": w2[0], "f2_in": w2[1], "f2_out": w2[2]})
 
 
 def measure_probes(repeats: int = _REPEATS) -> List[Dict]:
     """Time each :data:`PROBES` layer both ways on the calling thread (the fastest of
     ``repeats`` interleaved runs, thread CPU time): a list of :func:`fit`'s dicts."""
     from . import KERNELS  # the Conv kernel itself, forced down each path
+    from .conv import _geometry
 
     spec = KERNELS["Conv"]
     rng = np.random.default_rng(0)
@@ -133,6 +160,8 @@ def measure_probes(repeats: int = _REPEATS) -> List[Dict]:
             for how in ("always", False):
                 prepared = spec.prepare({"pads": [1, 1, 1, 1], "_opset": 17, "_winograd": how}, [None, w, b])
                 runs.append(lambda prepared=prepared: spec.fn([x, w, b], prepared, out=y))
+                if how == "always":
+                    prepared_always = prepared
             best = [float("inf")] * 2
             for rep in range(repeats + 1):
                 for i, run in enumerate(runs):
@@ -140,7 +169,8 @@ def measure_probes(repeats: int = _REPEATS) -> List[Dict]:
                     run()
                     if rep:  # the first round warms caches and packs weights
                         best[i] = min(best[i], (time.thread_time_ns() - t) * 1e-9)
-            out.append({"C": C, "M": M, "size": n, "winograd_s": best[0], "direct_s": best[1]})
+            tile = _geometry(prepared_always["_conv"], x.shape, w.shape).wtile
+            out.append({"C": C, "M": M, "size": n, "tile": tile, "winograd_s": best[0], "direct_s": best[1]})
     return out
 
 
