@@ -18,7 +18,8 @@ def test_the_tuning_cpus_get_the_sizes_measured_best_there():
     # AMD EPYC (Zen 4): 32 KiB L1d, 1 MiB L2, 32 MiB L3, AVX-512
     assert derive_blocking(CpuCaches(32 * K, M, 32 * M, "sysfs"), 2, "x86_64") == Blocking(
         b_block_floats=96 * K, max_kc=128, a_block_bytes=16 * K, direct_b_bytes=32 * K, wino_v_cache=512 * K,
-        wino_v_band=256 * K, wino_u_cache=4 * M, parallel_min_macs=1 << 22, winograd_phases_min_macs=6 << 22)
+        wino_v_band=256 * K, wino_u_cache=4 * M, column_split_weights_bytes=512 * K, parallel_min_macs=1 << 22,
+        winograd_phases_min_macs=6 << 22)
     # Sapphire Rapids Xeon: 48 KiB L1d, 2 MiB L2, where the K block and panel order were measured
     xeon = derive_blocking(CpuCaches(48 * K, 2 * M, 480 * M, "sysfs"), 2, "x86_64")
     assert (xeon.max_kc, xeon.a_block_bytes) == (256, 24 * K)
@@ -41,7 +42,7 @@ def test_cache_sizes_scale_with_l2():
     small = derive_blocking(CpuCaches(32 * K, 512 * K, 32 * M, "sysfs"), 2)
     big = derive_blocking(CpuCaches(32 * K, 2 * M, 300 * M, "sysfs"), 2)   # a Xeon's 2 MiB L2
     assert big.b_block_floats == 4 * small.b_block_floats
-    for name in ("wino_v_cache", "wino_v_band", "wino_u_cache"):
+    for name in ("wino_v_cache", "wino_v_band", "wino_u_cache", "column_split_weights_bytes"):
         assert getattr(big, name) == 4 * getattr(small, name), name
     assert big.a_block_bytes == small.a_block_bytes
 

@@ -1,10 +1,12 @@
-"""Multithreaded gather-GEMM Conv on narrow outputs: split by weight rows.
+"""Multithreaded gather-GEMM Conv on narrow outputs: by columns while the weights stay in L2, else by rows.
 
 A 14x14 or 7x7 output has only 7 column panels; split across 2 threads by columns alone
-one thread does 4 of them and the other 3.  ``_gemm_blocks`` cuts such outputs (and those
-whose weights outweigh the image) by rows instead, on weight-panel boundaries, so every
-thread gets about 4 work items, and every output stays bit for bit what one thread
-computes.
+one thread does 4 of them and the other 3.  While the weights fit half of L2
+(``Blocking.column_split_weights_bytes``) ``_gemm_blocks`` splits them so anyway: each thread
+packs only its own columns, and no packing is shared between cores.  Bigger weights (and
+weights that outweigh the image) are cut by rows instead, on weight-panel boundaries, so
+every thread gets about 4 work items.  Either way every output stays bit for bit what one
+thread computes.
 """
 
 from __future__ import annotations
@@ -56,12 +58,25 @@ def recording_items(monkeypatch):
 
 @pytest.mark.parametrize("case, threads", [(CASES[0], 2), (CASES[1], 2), (CASES[0], 3), (CASES[3], 2),
                                            (CASES[4], 2)])
-def test_narrow_outputs_give_every_thread_several_items(monkeypatch, case, threads):
-    """7 column panels alone would give 2 threads a 4/3 split: the rows are cut instead."""
+def test_narrow_outputs_with_big_weights_give_every_thread_several_items(monkeypatch, case, threads):
+    """Weights past the column-split bound: 7 column panels alone would give 2 threads a 4/3
+    split, and every column block would read the weights again: the rows are cut instead."""
+    monkeypatch.setattr(conv_mod, "_COLUMN_SPLIT_WEIGHTS", 0)
     calls = recording_items(monkeypatch)
     inputs, attrs, shape = conv_case(*case)
     run_conv(inputs, attrs, shape, threads)
     assert calls and min(items for items, _, _ in calls) >= 4 * threads
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[4]])
+def test_narrow_outputs_whose_weights_stay_in_l2_are_split_by_columns(monkeypatch, case):
+    inputs, attrs, shape = conv_case(*case)
+    C, M = case[0], case[1]
+    assert M * C * 4 <= conv_mod._COLUMN_SPLIT_WEIGHTS and M < case[2] ** 2   # fits; the image outweighs them
+    calls = recording_items(monkeypatch)
+    np.testing.assert_array_equal(run_conv(inputs, attrs, shape, 2), run_conv(inputs, attrs, shape, 1))
+    nr = ck.panel_shape(False)[1]
+    assert calls == [(-(-case[2] ** 2 // nr), None, None)]   # one item per column panel, every row in each
 
 
 def test_row_parts_start_on_panel_boundaries():

@@ -730,6 +730,8 @@ _ITEMS_PER_THREAD = 4
 #: a GEMM with fewer multiply-adds than this runs on the calling thread: waking the
 #: workers costs tens of microseconds, more than such a layer takes
 _PARALLEL_MIN_MACS = BLOCKING.parallel_min_macs
+#: a GEMM with few column panels is split by columns while its weights fit this (bytes)
+_COLUMN_SPLIT_WEIGHTS = BLOCKING.column_split_weights_bytes
 
 
 def _serial_gemm(g: _Geometry, groups: int) -> bool:
@@ -747,9 +749,12 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
     on weight-panel boundaries; each thread packs into its own scratch).  Wide outputs are
     split by columns: with several threads the blocks are narrowed (to a multiple of the
     panel width) so each thread gets a few.  Narrow ones (14x14, 7x7: 7 column panels,
-    a 4/3 split for 2 threads), and those whose weights outweigh the image, are split by
-    rows instead (see :func:`_row_parts`): the weights, then the bigger operand, are read
-    once per column block as on one thread, not once per narrowed block.
+    a 4/3 split for 2 threads) are split by columns too while their weights stay in L2
+    (:data:`_COLUMN_SPLIT_WEIGHTS`): each thread packs only its own columns.  Those whose
+    weights outweigh the image, and narrow ones with weights past that, are split by rows
+    instead (see :func:`_row_parts`): the weights, then the bigger operand, are read once
+    per column block as on one thread, not once per narrowed block, and every row part
+    reads one shared packing of B.
 
     ``untranspose=(y, residual, act)`` (transposed tiles: ``y`` here is Y^T): the rows
     go to that ``y``, with the residual and then the activation when there is a
@@ -765,8 +770,10 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
         nr = _ck.panel_shape(transposed)[1]
         narrow = max(nr, n // (_ITEMS_PER_THREAD * threads) // nr * nr)
         # rows when the weights (Mg x K) outweigh the image block (K x n), or when even
-        # one-panel column blocks are too few to share out evenly
-        if len(packs) == 1 and (g.Mg > n or -(-n // narrow) < _ITEMS_PER_THREAD * threads):
+        # one-panel column blocks are too few to share out evenly and the weights, read
+        # again by every column block, would not stay in L2
+        few = -(-n // narrow) < _ITEMS_PER_THREAD * threads
+        if len(packs) == 1 and (g.Mg > n or (few and g.Mg * g.K * 4 > _COLUMN_SPLIT_WEIGHTS)):
             if n <= 2 * ncb:  # one column block (not one plus a sliver: 196 = 192 + 4)
                 ncb = -(-n // nr) * nr
             rows = _row_parts(packs.shape[1], -(-n // ncb), threads)
