@@ -149,7 +149,7 @@ def test_use_rule(monkeypatch):
 
 
 def test_model_runs_sparse_kernel_with_dense_results(monkeypatch):
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
     import rknnlite
