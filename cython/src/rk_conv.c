@@ -935,7 +935,7 @@ static void rk_kernel_256(long kc, const float *a, const float *b, float *c, lon
 #endif
 
 /* A K block of A (M x kc floats) past this many bytes is swept A panel by A panel
-   (rk_gather_gemm); set from the host's L2 by rk_set_a_block_bytes. */
+   (rk_gather_gemm); set from the host's L1d by rk_set_a_block_bytes. */
 static long rk_a_block_bytes = 24 * 1024;
 
 void rk_set_a_block_bytes(long bytes) { rk_a_block_bytes = bytes > 0 ? bytes : 1; }

@@ -5,9 +5,10 @@ the SIMD path in use), never a constant tuned for one CPU.  The fractions were m
 the CPU the kernels were first tuned on (an AMD EPYC, Zen 4: 32 KiB L1d, 1 MiB L2, 32 MiB
 L3, AVX-512), where they give the sizes that were best there, except the K block and the
 panel order, which fit L1d and were measured inside whole models (cold weights) on a Sapphire
-Rapids Xeon; on another CPU the same fractions of its own caches apply.  ``RKNNLITE_CPU_CACHES`` (see ``host_cpu``) changes the
-caches they are taken from.  None of these sizes changes a computed value: they only decide
-how the same sums are cut into cache-sized pieces and threads.
+Rapids Xeon; on another CPU the same fractions of its own caches apply.
+``RKNNLITE_CPU_CACHES`` (see ``host_cpu``) changes the caches they are taken from.  None of
+these sizes changes a computed value: they only decide how the same sums are cut into
+cache-sized pieces and threads.
 """
 
 from __future__ import annotations

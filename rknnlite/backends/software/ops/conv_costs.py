@@ -18,9 +18,10 @@ The fitted seconds per multiply-add ``d`` and ``w`` and per transformed tile-cha
 where an output has too few 4x4 tiles (7x7 maps), where its 16 GEMMs of 16 tiles each cost per
 multiply-add what F(4x4)'s larger ones do not (a Sapphire Rapids Xeon: F(2x2) 10-28 % faster than
 direct on inception_v2's 160-224 channel 7x7 layers, where costs fitted on F(4x4) alone chose
-direct).  A measurement without F(2x2) probes prices F(2x2) with F(4x4)'s costs.  With ``RKNNLITE_CALIBRATION=off`` (or no micro-kernels) the built-in
-rule alone decides: Winograd for every eligible layer.  The choice never changes what is
-computed beyond Winograd's documented rounding (``conv`` module docstring).
+direct).  A measurement without F(2x2) probes prices F(2x2) with F(4x4)'s costs.  With
+``RKNNLITE_CALIBRATION=off`` (or no micro-kernels) the built-in rule alone decides: Winograd for
+every eligible layer.  The choice never changes what is computed beyond Winograd's documented
+rounding (``conv`` module docstring).
 """
 
 from __future__ import annotations
