@@ -88,10 +88,12 @@ def ort_layers(path: Path, feeds: Dict[str, np.ndarray], runs: int) -> List[Tupl
         session.run(None, feeds)
     with open(session.end_profiling()) as f:
         events = [e for e in json.load(f) if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
-    per_run = len(events) // (runs + 1)
+    # a node's events share its name; how many runs the profile holds is onnxruntime's business
+    by_node: Dict[str, List[dict]] = {}
+    for e in events:
+        by_node.setdefault(e["name"], []).append(e)
     rows = []
-    for i in range(per_run):
-        column = [events[r * per_run + i] for r in range(1, runs + 1)]  # the first run warms up
+    for column in by_node.values():
         args = column[0]["args"]
         shapes = [[list(d.values())[0] for d in args.get(k, [])] for k in ("input_type_shape", "output_type_shape")]
         rows.append((layer_key(args.get("op_name", "?"), *shapes), float(min(e["dur"] for e in column))))
