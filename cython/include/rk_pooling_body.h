@@ -24,17 +24,24 @@ RKP_ATTR static void RKP_NAME(rkp_max_into)(float *restrict d, const float *rest
     for (ptrdiff_t i = 0; i < n; i++) d[i] = RKP_GT(d[i], c[i]);
 }
 
-RKP_ATTR static void RKP_NAME(rkp_vert_max)(float *d, const float *base, const ptrdiff_t *offs, int nr,
-                                            ptrdiff_t n, int spec) {
-    if (nr == 1) {
-        memcpy(d, base + offs[0], (size_t)n * sizeof(float));
-    } else if (spec && nr == 3) {
-        RKP_NAME(rkp_max3)(d, base + offs[0], base + offs[1], base + offs[2], n);
-    } else {
-        RKP_NAME(rkp_max2)(d, base + offs[0], base + offs[1], n);
-        for (int j = 2; j < nr; j++) RKP_NAME(rkp_max_into)(d, base + offs[j], n);
+/* d[0:n] = the nr >= 1 rows base + offs[j] combined in order by OP's three-row, two-row and
+   in-place passes (OP3, OP2, OP_into) */
+#ifndef RKP_VERT_BODY
+#define RKP_VERT_BODY(OP)                                                                       \
+    {                                                                                           \
+        if (nr == 1) {                                                                          \
+            memcpy(d, base + offs[0], (size_t)n * sizeof(float));                               \
+        } else if (spec && nr == 3) {                                                           \
+            RKP_NAME(OP##3)(d, base + offs[0], base + offs[1], base + offs[2], n);              \
+        } else {                                                                                \
+            RKP_NAME(OP##2)(d, base + offs[0], base + offs[1], n);                              \
+            for (int j = 2; j < nr; j++) RKP_NAME(OP##_into)(d, base + offs[j], n);             \
+        }                                                                                       \
     }
-}
+#endif
+
+RKP_ATTR static void RKP_NAME(rkp_vert_max)(float *d, const float *base, const ptrdiff_t *offs, int nr,
+                                            ptrdiff_t n, int spec) RKP_VERT_BODY(rkp_max)
 
 RKP_ATTR static void RKP_NAME(rkp_sum3)(float *restrict d, const float *restrict a, const float *restrict b,
                                         const float *restrict c, ptrdiff_t n) {
@@ -51,16 +58,7 @@ RKP_ATTR static void RKP_NAME(rkp_sum_into)(float *restrict d, const float *rest
 }
 
 RKP_ATTR static void RKP_NAME(rkp_vert_sum)(float *d, const float *base, const ptrdiff_t *offs, int nr,
-                                            ptrdiff_t n, int spec) {
-    if (nr == 1) {
-        memcpy(d, base + offs[0], (size_t)n * sizeof(float));
-    } else if (spec && nr == 3) {
-        RKP_NAME(rkp_sum3)(d, base + offs[0], base + offs[1], base + offs[2], n);
-    } else {
-        RKP_NAME(rkp_sum2)(d, base + offs[0], base + offs[1], n);
-        for (int j = 2; j < nr; j++) RKP_NAME(rkp_sum_into)(d, base + offs[j], n);
-    }
-}
+                                            ptrdiff_t n, int spec) RKP_VERT_BODY(rkp_sum)
 
 RKP_ATTR static void RKP_NAME(rkp_horiz_max)(float *restrict out, const float *restrict t, ptrdiff_t OW, int kw,
                                              int sw, int dw, int spec) {

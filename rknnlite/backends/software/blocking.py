@@ -110,7 +110,8 @@ def derive_blocking(caches: CpuCaches, isa_level: int, machine: Optional[str] = 
     this one; see the attributes for each rule).  Every size is at least what one micro-kernel
     panel needs."""
     l1d, l2 = max(caches.l1d, 4 << 10), max(caches.l2, 64 << 10)
-    tile = (_TILE_FLOATS_ARM if "neon" in isa_levels(machine) else _TILE_FLOATS).get(isa_level, _TILE_FLOATS[0])
+    tiles = _TILE_FLOATS_ARM if "neon" in isa_levels(machine) else _TILE_FLOATS
+    tile = tiles.get(isa_level, tiles[0])
     kc = 128
     while kc * 2 * tile * 4 <= l1d and kc < 4096:
         kc *= 2

@@ -157,12 +157,9 @@ def measure_probes(repeats: int = _REPEATS) -> List[Dict]:
             w = (rng.standard_normal((M, C, 3, 3)) * 0.1).astype(np.float32)
             b = np.zeros(M, np.float32)
             y = [np.empty((1, M, n, n), np.float32)]
-            runs = []
-            for how in ("always", False):
-                prepared = spec.prepare({"pads": [1, 1, 1, 1], "_opset": 17, "_winograd": how}, [None, w, b])
-                runs.append(lambda prepared=prepared: spec.fn([x, w, b], prepared, out=y))
-                if how == "always":
-                    prepared_always = prepared
+            prepared = [spec.prepare({"pads": [1, 1, 1, 1], "_opset": 17, "_winograd": how}, [None, w, b])
+                        for how in ("always", False)]
+            runs = [lambda p=p: spec.fn([x, w, b], p, out=y) for p in prepared]
             best = [float("inf")] * 2
             for rep in range(repeats + 1):
                 for i, run in enumerate(runs):
@@ -170,7 +167,7 @@ def measure_probes(repeats: int = _REPEATS) -> List[Dict]:
                     run()
                     if rep:  # the first round warms caches and packs weights
                         best[i] = min(best[i], (time.thread_time_ns() - t) * 1e-9)
-            tile = _geometry(prepared_always["_conv"], x.shape, w.shape).wtile
+            tile = _geometry(prepared[0]["_conv"], x.shape, w.shape).wtile
             out.append({"C": C, "M": M, "size": n, "tile": tile, "winograd_s": best[0], "direct_s": best[1]})
     return out
 
