@@ -301,6 +301,8 @@ def test_a_process_measures_once_per_machine_and_later_ones_read_it(model_path, 
     assert content["key"]["choice"] == "conv-winograd/2" and content["key"]["isa"] == conv_mod._ISA
     assert [(p["C"], p["M"], p["size"]) for p in content["value"]["probes"]] == list(PROBES)
     assert all(p["winograd_s"] > 0 and p["direct_s"] > 0 for p in content["value"]["probes"])
+    # each probe records the Winograd variant that ran: F(2x2) on the 7x7 outputs, F(4x4) elsewhere
+    assert [p["tile"] for p in content["value"]["probes"]] == [2 if n == 7 else 4 for _, _, n in PROBES]
     second = _run(json_probe, model_path, env, "stored-only")
     assert first["costs"] == second["costs"] and stored.read_text() == json.dumps(content, indent=1, sort_keys=True)
 
