@@ -114,6 +114,11 @@ def conv_path(request, set_kernel_isa):
 
 # ---------------------------------------------------------------------------- Conv
 
+#: a grid GEMM (K = 18) whose column blocks hold more panels than rk_conv.c keeps store plans for
+#: on the stack (RK_SPLAN_CACHE): their plans go to the heap, made once per block
+GRID_MANY_PANELS = ((1, 2, 90, 150), (5, 2, 3, 3))
+SPLAN_STACK_PANELS = 128
+
 CONV_CASES = [
     # (x shape, w shape, strides, dilations, pads, group, bias)
     ((1, 3, 11, 13), (5, 3, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),
@@ -133,13 +138,8 @@ CONV_CASES = [
     ((1, 2, 5, 5), (3, 2, 7, 7), (1, 1), (1, 1), (3, 3, 3, 3), 1, False),      # kernel larger than input
     ((1, 4, 30, 70), (8, 4, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),     # grid columns (padded)
     ((2, 5, 61, 83), (7, 5, 3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1, True),     # grid columns (strided)
-    ((1, 2, 90, 150), (5, 2, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1, True),    # GRID_MANY_PANELS
+    (*GRID_MANY_PANELS, (1, 1), (1, 1), (1, 1, 1, 1), 1, True),
 ]
-
-#: a grid GEMM (K = 18) whose column blocks hold more panels than rk_conv.c keeps store plans for
-#: on the stack (RK_SPLAN_CACHE): their plans go to the heap, made once per block
-GRID_MANY_PANELS = ((1, 2, 90, 150), (5, 2, 3, 3))
-SPLAN_STACK_PANELS = 128
 
 
 @pytest.mark.parametrize("xs, ws, strides, dil, pads, group, bias", CONV_CASES)
