@@ -96,16 +96,30 @@ def test_layouts_grayscale_and_dtypes(tmp_path, monkeypatch):
         read_dataset_text(tmp_path, "c.png\n", [one])
 
 
-def test_paths_are_relative_to_the_current_directory(tmp_path, monkeypatch):
+def test_paths_are_relative_to_the_dataset_file(tmp_path, monkeypatch, caplog):
+    """RKNN-Toolkit2 2.5.0 reads a dataset's relative paths from the dataset file's folder
+    (Rockchip's examples list ``./imgs/...`` beside a dataset.txt used from another folder);
+    a file found only under the current directory is still read, with a warning."""
     sub = tmp_path / "data"
-    sub.mkdir()
-    np.save(sub / "s.npy", np.zeros((1, 3, 4, 6), np.float32))
-    (sub / "rel_cwd.txt").write_text("data/s.npy\n")
-    (sub / "rel_file.txt").write_text("s.npy\n")
+    (sub / "imgs").mkdir(parents=True)
+    np.save(sub / "imgs" / "s.npy", np.zeros((1, 3, 4, 6), np.float32))
+    np.save(tmp_path / "cwd_only.npy", np.ones((1, 3, 4, 6), np.float32))
+    (sub / "beside.txt").write_text("./imgs/s.npy\n")
+    (sub / "cwd.txt").write_text("cwd_only.npy\n")
+    (sub / "gone.txt").write_text("imgs/gone.npy\n")
+    elsewhere = tmp_path / "run"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with caplog.at_level(logging.WARNING, logger="rknnlite.toolkit"):
+        (sample,) = read_dataset(sub / "beside.txt", [NCHW])
+    assert float(sample[0].max()) == 0.0 and not caplog.records
     monkeypatch.chdir(tmp_path)
-    assert len(read_dataset(Path("data") / "rel_cwd.txt", [NCHW])) == 1
-    with pytest.raises(DatasetError, match="line 1: cannot read 's.npy': no such file"):
-        read_dataset("data/rel_file.txt", [NCHW])
+    with caplog.at_level(logging.WARNING, logger="rknnlite.toolkit"):
+        (sample,) = read_dataset("data/cwd.txt", [NCHW])
+    assert float(sample[0].min()) == 1.0
+    assert "'cwd_only.npy' is not in the dataset file's folder" in caplog.text
+    with pytest.raises(DatasetError, match="line 1: cannot read 'data/imgs/gone.npy': no such file"):
+        read_dataset("data/gone.txt", [NCHW])
 
 
 def test_npy_samples(tmp_path, monkeypatch):

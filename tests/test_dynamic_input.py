@@ -396,7 +396,7 @@ def _dyn_conv_build(fixtures, quantize):
     r = RKNN()
     assert r.config(**_dyn_conv_config(fixtures)) == 0
     assert r.load_onnx(str(fixtures / "onnx" / "dyn_conv.onnx")) == 0
-    assert r.build(do_quantization=quantize, dataset="dataset_dyn_conv.txt" if quantize else None) == 0
+    assert r.build(do_quantization=quantize, dataset=str(fixtures / "dataset_dyn_conv.txt") if quantize else None) == 0
     assert r.init_runtime() == 0
     return r
 
@@ -418,7 +418,7 @@ def test_dyn_conv_fp16_matches_the_vendor_simulator_on_every_shape(vendor_fixtur
 
 
 def test_dyn_conv_int8_matches_the_vendor_simulator_and_onnxruntime(vendor_fixtures, monkeypatch):
-    monkeypatch.chdir(vendor_fixtures)  # dataset paths are relative to the current directory
+    monkeypatch.chdir(vendor_fixtures / "io")  # the dataset's paths are read from its own folder
     r = _dyn_conv_build(vendor_fixtures, quantize=True)
     assert load_model(r._model_bytes).model.metadata.quantization == "int8"
     for case in DYN_CASES:

@@ -18,9 +18,8 @@
         std_values: [128.0, 128.0, 128.0]
 
 ``models`` may also be a list of such entries (one ``.rknn`` per entry).  Paths
-inside the dataset file are taken relative to the dataset file's own directory
-(relative to the current directory when ``RKNN.build`` is called directly), so a
-yml, its dataset and its images can move together.  The target platform comes
+inside the dataset file are taken relative to the dataset file's own directory (as
+``RKNN.build`` reads them), so a yml, its dataset and its images can move together.  The target platform comes
 from ``-t``.
 
 :func:`read_config` validates the file (unknown keys and wrong types name the key
@@ -33,7 +32,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -263,18 +261,18 @@ def _build(job: ModelJob, target: str, path: Optional[str], verbose: bool, quant
     if float_dtype is not None:
         configs["float_dtype"] = float_dtype
     try:
-        with _absolute_dataset(job.dataset if quantize else None) as dataset:
-            steps = (
-                ("config", lambda: rknn.config(target_platform=target, **configs)),
-                ("load_onnx", lambda: rknn.load_onnx(job.model_file, inputs=job.inputs,
-                                                     input_size_list=job.input_size_list, outputs=job.outputs)),
-                ("build", lambda: rknn.build(do_quantization=quantize, dataset=dataset)),
-            )
-            if path is not None:
-                steps += (("export_rknn", lambda: rknn.export_rknn(path)),)
-            for step, call in steps:
-                if call() != 0:
-                    raise ConvertError(f"{job.source}: model {job.name!r}: {step} failed (the reason is logged above)")
+        dataset = job.dataset if quantize else None
+        steps = (
+            ("config", lambda: rknn.config(target_platform=target, **configs)),
+            ("load_onnx", lambda: rknn.load_onnx(job.model_file, inputs=job.inputs,
+                                                 input_size_list=job.input_size_list, outputs=job.outputs)),
+            ("build", lambda: rknn.build(do_quantization=quantize, dataset=dataset)),
+        )
+        if path is not None:
+            steps += (("export_rknn", lambda: rknn.export_rknn(path)),)
+        for step, call in steps:
+            if call() != 0:
+                raise ConvertError(f"{job.source}: model {job.name!r}: {step} failed (the reason is logged above)")
     except BaseException:
         rknn.release()
         raise
@@ -282,31 +280,6 @@ def _build(job: ModelJob, target: str, path: Optional[str], verbose: bool, quant
         rknn.release()
         return None
     return rknn
-
-
-class _absolute_dataset:
-    """A temporary copy of a dataset file with every path made absolute (relative paths
-    are resolved against the dataset file's directory); yields None for no dataset."""
-
-    def __init__(self, dataset: Optional[str]):
-        self._dataset = dataset
-        self._tmp: Optional[str] = None
-
-    def __enter__(self) -> Optional[str]:
-        if self._dataset is None:
-            return None
-        base = os.path.dirname(os.path.abspath(self._dataset))
-        with open(self._dataset, "r", encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        rewritten = [" ".join(os.path.join(base, p) for p in line.split()) for line in lines]
-        fd, self._tmp = tempfile.mkstemp(prefix="rknnlite-dataset-", suffix=".txt")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write("\n".join(rewritten) + "\n")
-        return self._tmp
-
-    def __exit__(self, *exc) -> None:
-        if self._tmp is not None:
-            os.unlink(self._tmp)
 
 
 def _accuracy(job: ModelJob, target: str, path: str, files: Sequence[str], verbose: bool) -> List[List[float]]:

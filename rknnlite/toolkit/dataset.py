@@ -3,8 +3,10 @@
 The file format is RKNN-Toolkit2's:
 
 * one sample per line, one path per model input separated by spaces (whitespace);
-* paths are relative to the current working directory (not to the dataset file), as
-  the vendor resolves them;
+* a relative path is read from the dataset file's folder, as RKNN-Toolkit2 2.5.0 resolves
+  it (its examples list ``./imgs/...`` beside their ``dataset.txt`` and run from elsewhere);
+  one found only under the current working directory is read from there, with a warning
+  (the vendor would not find it);
 * blank lines are skipped (the vendor's chapter defines no comment syntax, so a line
   starting with ``#`` is a path like any other).
 
@@ -24,6 +26,7 @@ Samples are raw values *before* mean/std: the model normalises them itself.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import List, Optional, Sequence, Tuple
 
@@ -32,6 +35,8 @@ import numpy as np
 from ..model.spec import TensorSpec, numpy_dtype
 
 __all__ = ["DatasetError", "IMAGE_EXTS", "read_dataset", "dataset_lines", "load_sample", "load_image"]
+
+_log = logging.getLogger("rknnlite.toolkit")
 
 #: File name endings read as images (any case).
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp")
@@ -44,8 +49,8 @@ class DatasetError(ValueError):
 def read_dataset(path, input_specs: Sequence[TensorSpec], rgb2bgr: bool = False) -> List[List[np.ndarray]]:
     """Read a calibration dataset file: returns one list of arrays (one per input) per sample.
 
-    ``path`` and the paths inside it are resolved against the current working directory.
-    Every returned array is new (files are read and closed), shaped like its input (a
+    ``path`` is resolved against the current working directory, the paths inside it as
+    :func:`dataset_lines` says.  Every returned array is new (files are read and closed), shaped like its input (a
     ``-1`` dim takes the sample's size) and of the input's dtype.  ``rgb2bgr`` reverses
     the channel order of image samples only (``config(quant_img_RGB2BGR=True)``).
 
@@ -72,7 +77,9 @@ def read_dataset(path, input_specs: Sequence[TensorSpec], rgb2bgr: bool = False)
 
 def dataset_lines(path) -> List[Tuple[int, List[str]]]:
     """The sample lines of a dataset file as ``(line number, [path per input])``, blank
-    lines skipped; the paths are returned as written (not resolved, not checked).
+    lines skipped.  A relative path is joined to the dataset file's folder (RKNN-Toolkit2
+    2.5.0's rule); when no file is there but one is under the current working directory,
+    that one is returned and a warning logged.  The files are not otherwise checked.
 
     Raises :class:`DatasetError` when ``path`` is None or the file cannot be read."""
     if path is None:
@@ -84,7 +91,25 @@ def dataset_lines(path) -> List[Tuple[int, List[str]]]:
             lines = f.read().splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise DatasetError(f"cannot read dataset {name!r}: {e}") from None
-    return [(lineno, line.split()) for lineno, line in enumerate(lines, 1) if line.split()]
+    folder = os.path.dirname(os.path.abspath(name))
+    return [(lineno, [_sample_path(p, folder, f"dataset {name!r} line {lineno}") for p in line.split()])
+            for lineno, line in enumerate(lines, 1) if line.split()]
+
+
+def _sample_path(path: str, folder: str, where: str) -> str:
+    if os.path.isabs(path):
+        return path
+    beside = os.path.join(folder, path)
+    try:  # relative to the current directory again, as short as it gets, for messages
+        beside = os.path.relpath(beside)
+    except ValueError:  # another drive (Windows)
+        beside = os.path.normpath(beside)
+    if not os.path.exists(beside) and os.path.exists(path):
+        _log.warning("%s: %r is not in the dataset file's folder %r; read from the current directory "
+                     "(RKNN-Toolkit2 reads relative dataset paths from the dataset file's folder only)",
+                     where, path, folder)
+        return path
+    return beside
 
 
 def load_sample(path: str, tensor, rgb2bgr: bool = False, where: Optional[str] = None,
@@ -132,8 +157,7 @@ def _load_sample(path: str, spec: TensorSpec, index: int, where: str, rgb2bgr: b
 
 def _npy_sample(path: str, spec: TensorSpec, what: str, where: str) -> np.ndarray:
     if not os.path.isfile(path):
-        raise DatasetError(f"{where}: cannot read {path!r}: no such file (paths are relative to the current "
-                           f"directory {os.getcwd()!r})")
+        raise DatasetError(f"{where}: cannot read {path!r}: no such file")
     try:
         a = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
@@ -184,8 +208,7 @@ def _image_sample(path: str, spec: TensorSpec, what: str, where: str, rgb2bgr: b
         raise DatasetError(f"{where}: {path!r}: an image can only feed a 4-D input; {what} has shape "
                            f"{list(spec.shape)}; give a .npy array")
     if not os.path.isfile(path):
-        raise DatasetError(f"{where}: cannot read {path!r}: no such file (paths are relative to the current "
-                           f"directory {os.getcwd()!r})")
+        raise DatasetError(f"{where}: cannot read {path!r}: no such file")
     channels_first, c, h, w = _image_layout(spec)
     if c not in (1, 3, -1):
         raise DatasetError(f"{where}: {path!r}: {what} has {c} channels; images give 1 (grayscale) or 3 (RGB); "
