@@ -193,14 +193,16 @@ def test_channels_are_kept_where_removing_them_could_change_an_output():
     w1[1] = 0
     b1 = np.zeros(3, np.float32)
     w2 = np.ones((2, 3, 1, 1), np.float32)
-    # a zero channel through Sigmoid becomes 0.5: not removable
-    g = _conv_graph(w1, b1, w2, between=[("Sigmoid", {}, ())])
+    # a zero channel through Sigmoid becomes 0.5: not removable where the consumer pads it
+    g = _conv_graph(w1, b1, np.ones((2, 3, 3, 3), np.float32), between=[("Sigmoid", {}, ())])
+    g.nodes[-1].attrs["pads"] = [1, 1, 1, 1]
     assert not prune_channels(g).pruned
     # read by a graph output: not removable
     g = _conv_graph(w1, b1, w2, outputs=("y", "a"))
     assert not prune_channels(g).pruned
-    # a non-zero bias (no activation) makes a constant channel: not removable
-    g = _conv_graph(w1, np.array([0, 1, 0], np.float32), w2)
+    # a non-zero bias (no activation) makes a constant channel: not removable into a padded conv
+    g = _conv_graph(w1, np.array([0, 1, 0], np.float32), np.ones((2, 3, 3, 3), np.float32))
+    g.nodes[-1].attrs["auto_pad"] = "SAME_UPPER"
     assert not prune_channels(g).pruned
     # the same through Relu with a negative bias is zero: removed
     g = _conv_graph(w1, np.array([0, -1, 0], np.float32), w2, between=[("Relu", {}, ())])
@@ -217,6 +219,80 @@ def test_channels_are_kept_where_removing_them_could_change_an_output():
     g = _conv_graph(w1b, b1, w2b)
     assert prune_channels(g).channels == {"c1": 1}  # channel 1 (zero) only
     assert g.constants[g.nodes[0].inputs[1]].shape[0] == 2
+
+
+def test_constant_channels_fold_into_an_unpadded_consumers_bias():
+    """RKNN-Toolkit2 removes a channel that is a non-zero constant where a 1x1 (unpadded) conv
+    or a Gemm reads it, the constant joining the consumer's bias."""
+    w1 = np.ones((3, 2, 1, 1), np.float32)
+    w1[1] = 0
+    w2 = np.arange(12, dtype=np.float32).reshape(4, 3, 1, 1)
+    g = _conv_graph(w1, np.array([0, 2, 0], np.float32), w2, between=[("Sigmoid", {}, ())])
+    assert prune_channels(g).channels == {"c1": 1}
+    c2 = g.nodes[-1]
+    assert g.constants[c2.inputs[1]].shape == (4, 2, 1, 1)
+    s = 1 / (1 + np.exp(-2.0))  # the channel's constant after Sigmoid
+    np.testing.assert_allclose(g.constants[c2.inputs[2]], s * w2[:, 1, 0, 0], rtol=1e-6)
+    # a Gemm consumer (alpha 2, beta 0.5, no C): C gets alpha * v * B[j] / beta
+    b = np.arange(15, dtype=np.float32).reshape(3, 5)
+    g = Graph([Node("Conv", "c1", ["x", "w1", "b1"], ["a"], {}), Node("GlobalAveragePool", "p", ["a"], ["pa"], {}),
+               Node("Flatten", "f", ["pa"], ["fa"], {"axis": 1}),
+               Node("Gemm", "d", ["fa", "B"], ["y"], {"alpha": 2.0, "beta": 0.5})],
+              ["x"], ["y"], {"w1": w1, "b1": np.array([0, 3, 0], np.float32), "B": b})
+    assert prune_channels(g).channels == {"c1": 1}
+    d = g.nodes[-1]
+    assert g.constants[d.inputs[1]].shape == (2, 5)
+    np.testing.assert_allclose(g.constants[d.inputs[2]], 2.0 * 3 * b[1] / 0.5, rtol=1e-6)
+
+
+def _mobilenet_block(path):
+    """x(1,3,12,12) -> Conv (3->8) -> Relu -> depthwise 3x3 (pad 1) -> BatchNormalization -> Clip(0, 6) ->
+    Conv 1x1 (8->6) -> Relu -> GlobalAveragePool -> Flatten -> Gemm (6->5): channels 2 and 5 of the
+    first conv have zero weights and a bias (3, -1)."""
+    rng = np.random.default_rng(11)
+    w1, b1 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    w1[[2, 5]] = 0
+    b1[2], b1[5] = 3.0, -1.0
+    wd, bd = rng.standard_normal((8, 1, 3, 3)).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    scale, shift = rng.random(8).astype(np.float32) + 0.5, rng.standard_normal(8).astype(np.float32)
+    mean, var = rng.standard_normal(8).astype(np.float32), rng.random(8).astype(np.float32) + 0.5
+    w2, b2 = rng.standard_normal((6, 8, 1, 1)).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    wg = rng.standard_normal((6, 5)).astype(np.float32)
+    names = "w1 b1 wd bd scale shift mean var w2 b2 wg lo hi".split()
+    arrays = [w1, b1, wd, bd, scale, shift, mean, var, w2, b2, wg, np.float32(0), np.float32(6)]
+    inits = [numpy_helper.from_array(np.asarray(a), n) for a, n in zip(arrays, names)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a"], ["ar"]),
+        helper.make_node("Conv", ["ar", "wd", "bd"], ["d"], pads=[1, 1, 1, 1], group=8),
+        helper.make_node("BatchNormalization", ["d", "scale", "shift", "mean", "var"], ["bn"]),
+        helper.make_node("Clip", ["bn", "lo", "hi"], ["r6"]),
+        helper.make_node("Conv", ["r6", "w2", "b2"], ["c"]),
+        helper.make_node("Relu", ["c"], ["cr"]),
+        helper.make_node("GlobalAveragePool", ["cr"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "wg"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 3, 12, 12])],
+                          [helper.make_tensor_value_info("y", F, [1, 5])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return str(path)
+
+
+def test_zero_channels_are_pruned_through_a_depthwise_block(tmp_path):
+    """A zero channel of a MobileNet block (channel 5: bias -1 through Relu) goes from the first
+    conv, the depthwise conv and its BatchNormalization; the constant it holds after them joins the
+    1x1 conv's bias.  Channel 2 (the constant 3) stays: the padded depthwise conv makes it vary at
+    the border."""
+    onnx_path = _mobilenet_block(tmp_path / "m.onnx")
+    full_path, full = model_graph(build(onnx_path, False), tmp_path, "full.rknn")
+    pruned_path, pruned = model_graph(build(onnx_path, True), tmp_path, "pruned.rknn")
+    x = np.random.default_rng(2).random((1, 3, 12, 12)).astype(np.float32)
+    np.testing.assert_allclose(pruned.run([x], data_format="nchw")[0], full.run([x], data_format="nchw")[0],
+                               rtol=1e-5, atol=1e-5)
+    shapes = sorted(weight_shapes(pruned_path)[0].values())
+    assert shapes == [(6, 5), (6, 7, 1, 1), (7, 1, 3, 3), (7, 3, 3, 3)], shapes
+    assert weight_shapes(pruned_path)[1] < weight_shapes(full_path)[1]
 
 
 def test_shared_weights_are_not_modified_in_place():

@@ -1,9 +1,9 @@
-"""Lossless channel pruning: ``config(model_pruning=True)``.
+"""Channel pruning: ``config(model_pruning=True)``.
 
 RKNN-Toolkit2's model pruning removes "weights and feature channels that have no impact
-on the model": it changes no output value.  This pass does the same on the optimised
-graph (after BatchNormalization and activations are folded into the convolutions),
-one *channel* at a time.  A channel ``j`` of a producer's output is removed when
+on the model".  This pass does the same on the optimised graph (after BatchNormalization
+and activations are folded into the convolutions), one *channel* at a time.  A channel
+``j`` of a producer's output is removed when
 
 * the producer is a ``Conv`` (``group == 1``, constant float weight and bias, no fused
   residual) or a ``Gemm`` (constant float ``B``, a constant per-column ``C`` or none,
@@ -11,23 +11,30 @@ one *channel* at a time.  A channel ``j`` of a producer's output is removed when
 * every path from its output reaches, through channel-wise ops (``Relu``, ``LeakyRelu``,
   ``Clip`` with constant bounds, ``Sigmoid``, ``Tanh``, ``MaxPool``, ``AveragePool``,
   ``GlobalAveragePool``, ``GlobalMaxPool``, ``ChannelAffine``, ``Flatten(axis=1)`` of a
-  global pool), only *consumers* that read it as the contracted dimension: ``Conv``
+  global pool, depthwise ``Conv``: one constant float filter per channel, no fused
+  residual), only *consumers* that read it as the contracted dimension: ``Conv``
   (``group == 1``, as its data input) or ``Gemm`` (as ``A``, ``transA == 0``), none of
   it being a graph output, and
-* the channel cannot reach the output: either it is **zero where every consumer reads
-  it** (its weight slice is all zeros, so it holds the constant ``act(bias)``; that
-  constant is carried through the ops on the way, e.g. a negative bias through ``Relu``
-  gives 0, through ``Sigmoid`` 0.5, and it must be exactly 0 at each consumer), or
-  **every consumer's weight slice for it is all zeros** (whatever it holds, nothing
-  reads it; channels whose producer weights are not all finite are kept, since
-  ``inf * 0`` is NaN).
+* the channel cannot change an output other than through a constant:
+
+  - it is **constant where every consumer reads it** (its weight slice is all zeros, so it
+    holds the constant ``act(bias)``; that constant is carried through the ops on the way,
+    e.g. a negative bias through ``Relu`` gives 0, through ``Sigmoid`` 0.5, through a
+    depthwise conv ``act(b)`` when it was 0, or ``act(v * sum(w) + b)`` without padding),
+    and each consumer either reads 0 or takes the constant into its bias exactly: a
+    ``Conv`` without padding (every output reads every tap: ``v * sum(W[:, j])`` joins
+    the bias) or a ``Gemm`` with ``beta != 0`` (``alpha * v * B[j]`` joins ``beta * C``),
+    as RKNN-Toolkit2 does for the zero channels of a MobileNet's depthwise blocks; or
+  - **every consumer's weight slice for it is all zeros** (whatever it holds, nothing
+    reads it; channels whose producer weights are not all finite are kept, since
+    ``inf * 0`` is NaN).
 
 The channel's weight row and bias entry go from the producer, its entries from
-``ChannelAffine`` scale/shift on the way, and its input slice from every consumer's
-weight.  Consumers' sums lose only terms that were exactly 0, so outputs stay the same
-(up to the order float32 sums are accumulated in, which the smaller matrices may
-change).  The pass repeats until nothing changes.  Constants other nodes share are
-never modified in place: sliced copies get new names.
+``ChannelAffine`` scale/shift and depthwise convs on the way, and its input slice from
+every consumer's weight.  Outputs stay the same up to float32 rounding: a consumer's sums
+lose terms that were exactly 0 or that joined its bias, and the smaller matrices may
+accumulate in another order.  The pass repeats until nothing changes.  Constants other
+nodes share are never modified in place: sliced copies get new names.
 """
 
 from __future__ import annotations
@@ -156,6 +163,7 @@ class _Producer:
 class _Path:
     consumers: List[Tuple[Node, int, np.ndarray]]  # (node, weight axis of the channel, channel values)
     affines: List[Node]                # ChannelAffine nodes on the way
+    depthwise: List[Node] = field(default_factory=list)  # depthwise Convs on the way
     ok: bool = True
 
 
@@ -232,6 +240,12 @@ def _trace(graph: Graph, start: str, values: np.ndarray, users, outputs: Set[str
             elif node.op == "Gemm" and not node.attrs.get("transA", 0) and _const_float(graph, node, 1) \
                     and graph.constants[node.inputs[1]].ndim == 2:
                 path.consumers.append((node, 1 if node.attrs.get("transB", 0) else 0, vals))
+            elif node.op == "Conv" and _depthwise(graph, node):
+                if len(node.outputs) != 1:
+                    path.ok = False
+                    return path
+                path.depthwise.append(node)
+                stack.append((node.outputs[0], pooled, _depthwise_through(graph, node, vals)))
             elif node.op in _PASS_THROUGH and len(node.outputs) >= 1:
                 after = _through(graph, node, vals, pooled)
                 if after is None or any(o and (o in outputs or users.get(o)) for o in node.outputs[1:]):
@@ -245,6 +259,69 @@ def _trace(graph: Graph, start: str, values: np.ndarray, users, outputs: Set[str
                 return path
     path.ok = bool(path.consumers)
     return path
+
+
+def _depthwise(graph: Graph, node: Node) -> bool:
+    """A Conv with one constant float ``[C, 1, ...]`` filter per channel (``group == C``),
+    an optional constant bias and no fused residual: channel ``j`` out reads channel ``j`` in."""
+    if not _const_float(graph, node, 1) or node.attrs.get("_residual") or len(node.inputs) > 3:
+        return False
+    if len(node.inputs) == 3 and node.inputs[2] and not _const_float(graph, node, 2):
+        return False
+    w = graph.constants[node.inputs[1]]
+    return w.ndim >= 3 and w.shape[1] == 1 and int(node.attrs.get("group", 1)) == w.shape[0] > 1
+
+
+def _no_padding(node: Node) -> bool:
+    """Whether every output position of a Conv reads every tap from inside its input."""
+    pads = node.attrs.get("pads") or ()
+    return node.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID", b"NOTSET", b"VALID") \
+        and not any(int(p) for p in pads)
+
+
+def _depthwise_through(graph: Graph, node: Node, vals: np.ndarray) -> np.ndarray:
+    """Per-channel constants after a depthwise Conv (NaN where not constant): a zero
+    channel gives its bias, a constant ``v`` ``v * sum(w) + b`` when no tap reads padding;
+    then the fused activation."""
+    w = np.asarray(graph.constants[node.inputs[1]], np.float64)
+    if vals.size != w.shape[0]:
+        return np.full(vals.shape, np.nan)
+    b = np.zeros(w.shape[0])
+    if len(node.inputs) == 3 and node.inputs[2]:
+        b = np.asarray(graph.constants[node.inputs[2]], np.float64).reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        full = vals * w.reshape(w.shape[0], -1).sum(axis=1) + b
+    out = np.where(vals == 0, b, full if _no_padding(node) else np.nan)
+    return _activation(node, np.where(np.isnan(vals), np.nan, out))
+
+
+def _foldable(graph: Graph, node: Node) -> bool:
+    """Whether a consumer can take a constant input channel into its bias exactly."""
+    if node.op == "Conv":
+        return _no_padding(node)
+    return float(node.attrs.get("beta", 1.0)) != 0.0
+
+
+def _fold_constants(graph: Graph, node: Node, axis: int, vals: np.ndarray) -> None:
+    """Add what the constant channels ``vals`` (0 elsewhere) contribute to a consumer's
+    output into its bias (a new bias constant, or ``C`` of a Gemm, created if missing)."""
+    w = np.asarray(graph.constants[node.inputs[1]], np.float64)
+    per_channel = np.moveaxis(w, axis, 0)  # [channel, ...]
+    if node.op == "Conv":
+        add = np.tensordot(vals, per_channel.reshape(per_channel.shape[0], per_channel.shape[1], -1).sum(axis=2),
+                           axes=1)
+        k, m = 2, w.shape[0]
+    else:
+        add = vals @ per_channel * float(node.attrs.get("alpha", 1.0)) / float(node.attrs.get("beta", 1.0))
+        k, m = 2, add.size
+    old = graph.constants.get(node.inputs[k]) if len(node.inputs) > k and node.inputs[k] else None
+    base = np.zeros(m) if old is None else np.broadcast_to(np.asarray(old, np.float64).reshape(-1), (m,))
+    bias = (base + add).astype(np.float32)
+    if old is not None and np.ndim(old) == 2:
+        bias = bias.reshape(1, m)
+    if len(node.inputs) <= k:
+        node.inputs = list(node.inputs) + [""] * (k + 1 - len(node.inputs))
+    _set_input(graph, node, k, bias, "pruned_folded_B")
 
 
 def _const_float(graph: Graph, node: Node, k: int) -> bool:
@@ -318,18 +395,23 @@ def _prune_producer(graph: Graph, node: Node) -> int:
     path = _trace(graph, node.outputs[0], values, users, set(graph.outputs))
     if not path.ok:
         return 0
-    zero_out = zero_w.copy()
+    constant = zero_w.copy()
     unread = finite.copy()
     for consumer, axis, vals in path.consumers:
         cw = np.asarray(consts[consumer.inputs[1]])
         if cw.shape[axis] != info.m:
             return 0  # e.g. a Flatten over more than the channels
-        zero_out &= vals == 0
+        taken = np.isfinite(vals) & ((vals == 0) | _foldable(graph, consumer))
+        constant &= taken
         unread &= np.all(np.moveaxis(cw, axis, 0).reshape(info.m, -1) == 0, axis=1)
-    drop = zero_out | unread
+    drop = constant | unread
     n_drop = int(np.count_nonzero(drop))
     if n_drop == 0 or n_drop == info.m:
         return 0  # nothing to remove, or a channel-less tensor (leave such graphs alone)
+    for consumer, axis, vals in path.consumers:
+        folded = np.where(drop & ~unread & (vals != 0), vals, 0.0)
+        if np.any(folded):
+            _fold_constants(graph, consumer, axis, folded)
     keep = np.flatnonzero(~drop)
     _set_input(graph, node, 1, np.take(np.asarray(info.w), keep, axis=info.w_axis), "pruned_W")
     if info.bias_index >= 0:
@@ -340,6 +422,11 @@ def _prune_producer(graph: Graph, node: Node) -> int:
     for affine in path.affines:
         for k, tag in ((1, "pruned_scale"), (2, "pruned_shift")):
             _set_input(graph, affine, k, np.asarray(consts[affine.inputs[k]])[keep], tag)
+    for dw in path.depthwise:
+        _set_input(graph, dw, 1, np.asarray(consts[dw.inputs[1]])[keep], "pruned_W")
+        if len(dw.inputs) == 3 and dw.inputs[2]:
+            _set_input(graph, dw, 2, np.asarray(consts[dw.inputs[2]]).reshape(-1)[keep], "pruned_B")
+        dw.attrs = dict(dw.attrs, group=int(keep.size))
     for consumer, axis, _ in path.consumers:
         _set_input(graph, consumer, 1, np.take(np.asarray(consts[consumer.inputs[1]]), keep, axis=axis),
                    "pruned_W")
