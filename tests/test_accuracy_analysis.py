@@ -100,8 +100,23 @@ def test_int8_model_report_and_files(int8_rknn, tmp_path, caplog):
     # map_name_to_file.txt: header, dashes, one row per tensor
     lines = (out_dir / "map_name_to_file.txt").read_text().splitlines()
     assert lines[0].split() == ["layer_name", "file_name"] and set(lines[1]) == {"-"}
-    assert [line.split() for line in lines[2:]] == [[n, n] for n in rows]
+    assert [line.split() for line in lines[2:]] == [[n, f"{n}.txt"] for n in rows]
     assert "accuracy_analysis: output y: cos" in caplog.text
+    # the table is logged too (the vendor prints it), euclidean distances with 5 decimals
+    assert "[Sigmoid] y" in caplog.text
+    assert re.search(r"\[Conv\] c2 +\d\.\d{5} \| \d+\.\d{5} +\d\.\d{5} \| \d+\.\d{5}", text), text
+
+
+def test_output_dir_none_writes_the_tables_into_snapshot(int8_rknn, tmp_path, monkeypatch):
+    """Rockchip's functions/quantize_algorithm_mmse and hybrid_quant/step2.py call
+    ``accuracy_analysis(inputs=[...], output_dir=None)``: RKNN-Toolkit2 2.5.0 returns 0 and
+    writes only ``./snapshot/error_analysis.txt`` and ``map_name_to_file.txt``."""
+    monkeypatch.chdir(tmp_path)
+    assert int8_rknn.accuracy_analysis(["s1.npy"], output_dir=None) == 0
+    assert sorted(p.name for p in (tmp_path / "snapshot").iterdir()) == ["error_analysis.txt",
+                                                                          "map_name_to_file.txt"]
+    assert list(parse_report((tmp_path / "snapshot" / "error_analysis.txt").read_text())) == \
+        ["x", "r1", "p1", "c2", "y"]
 
 
 def test_image_input_and_ref_outputs(int8_rknn, tmp_path):
@@ -177,7 +192,7 @@ def test_file_names_replace_slash_and_colon_only(tmp_path, monkeypatch):
     lines = (tmp_path / "snap" / "map_name_to_file.txt").read_text().splitlines()
     col = lines[0].index("file_name")  # names may hold spaces: the columns are aligned
     rows = {line[:col].rstrip(): line[col:] for line in lines[2:]}
-    assert rows == {"in put": "in put", "blk/act:0": "blk_act_0", "blk_act_0": "blk_act_0_1"}
+    assert rows == {"in put": "in put.txt", "blk/act:0": "blk_act_0.txt", "blk_act_0": "blk_act_0_1.txt"}
     for fname in rows.values():
-        assert (tmp_path / "snap" / "golden" / f"{fname}.txt").is_file()
-        assert (tmp_path / "snap" / "simulator" / "npy" / f"{fname}.npy").is_file()
+        assert (tmp_path / "snap" / "golden" / fname).is_file()
+        assert (tmp_path / "snap" / "simulator" / "npy" / fname.replace(".txt", ".npy")).is_file()

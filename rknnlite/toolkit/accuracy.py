@@ -133,14 +133,15 @@ def load_inputs(inputs: Sequence[Any], specs) -> List[np.ndarray]:
 
 def analyse(model, raw_inputs: Sequence[np.ndarray], output_dir: str, custom_ops: Sequence = (),
             ref_outputs: Optional[Sequence[np.ndarray]] = None,
-            reference_graph: Optional[Graph] = None) -> AnalysisResult:
+            reference_graph: Optional[Graph] = None, tensor_files: bool = True) -> AnalysisResult:
     """Run the analysis on a loaded portable ``model`` (:class:`PortableModel`) and write
-    the files (see the module doc).  ``raw_inputs`` are model-layout arrays before
-    mean/std; ``ref_outputs`` (optional) are expected final outputs compared with the
-    simulator's; ``reference_graph`` (optional) is the float graph the model was built
-    from (same tensor names), run for the golden values.  Raises ``OSError`` when
-    ``output_dir`` cannot be written and :class:`~rknnlite.errors.RKNNError` when the
-    model cannot run."""
+    the files (see the module doc; with ``tensor_files=False`` only ``error_analysis.txt``
+    and ``map_name_to_file.txt``, as RKNN-Toolkit2 does for ``output_dir=None``).
+    ``raw_inputs`` are model-layout arrays before mean/std; ``ref_outputs`` (optional)
+    are expected final outputs compared with the simulator's; ``reference_graph``
+    (optional) is the float graph the model was built from (same tensor names), run for
+    the golden values.  Raises ``OSError`` when ``output_dir`` cannot be written and
+    :class:`~rknnlite.errors.RKNNError` when the model cannot run."""
     from ..backends.software.executor import Executor
 
     meta = model.metadata
@@ -181,7 +182,7 @@ def analyse(model, raw_inputs: Sequence[np.ndarray], output_dir: str, custom_ops
 
     os.makedirs(output_dir, exist_ok=True)
     names = _file_names(list(graph.inputs) + produced)
-    for sub, values in (("golden", golden), ("simulator", simulated)):
+    for sub, values in (("golden", golden), ("simulator", simulated)) if tensor_files else ():
         folder = os.path.join(output_dir, sub)
         os.makedirs(os.path.join(folder, "npy"), exist_ok=True)
         for name, fname in names.items():
@@ -231,7 +232,7 @@ def format_report(result: AnalysisResult) -> List[str]:
 def _cell(cos: float, euc: float) -> str:
     if math.isnan(cos):
         return f"{'-':<20}"
-    return f"{cos:.5f} | {euc:<8.5g}  "
+    return f"{cos:.5f} | {euc:<8.5f}  "
 
 
 def _preprocess(x: np.ndarray, spec, p) -> np.ndarray:
@@ -312,10 +313,11 @@ def single_layer_outputs(graph: Graph, golden: Dict[str, np.ndarray], float_dtyp
 
 def format_name_map(names: Dict[str, str]) -> List[str]:
     """The lines of ``map_name_to_file.txt``: a ``layer_name  file_name`` header, a dashed
-    line, then one ``tensor  file`` row per tensor."""
+    line, then one ``tensor  file`` row per tensor (the ``.txt`` file's name, as the vendor
+    writes it)."""
     width = max([len(n) for n in names] + [len("layer_name")]) + 2
     lines = [f"{'layer_name':<{width}}file_name", "-" * (width + 20)]
-    lines += [f"{name:<{width}}{fname}" for name, fname in names.items()]
+    lines += [f"{name:<{width}}{fname}.txt" for name, fname in names.items()]
     return lines
 
 

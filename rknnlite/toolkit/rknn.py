@@ -720,10 +720,13 @@ class RKNN(Lite2CoreMasks):
         calibration dataset reads them (model layout, NCHW for 4-D inputs, raw values
         before mean/std); arrays in that form are accepted too.  ``ref_outputs``
         (optional): expected final outputs (``.npy`` paths or arrays) compared with the
-        simulator's.  Writes ``golden/`` and ``simulator/`` (one ``.npy`` per tensor) and
-        ``error_analysis.txt`` (per tensor: cosine and euclidean distance, accumulated
-        ("entire") and of the layer alone ("single")); see :mod:`rknnlite.toolkit.accuracy`.
-        Only the simulator is supported: ``target``/``device_id`` must be None.
+        simulator's.  Writes ``golden/`` and ``simulator/`` (one ``.txt`` and one ``.npy``
+        per tensor), ``map_name_to_file.txt`` and ``error_analysis.txt`` (per tensor: cosine
+        and euclidean distance, accumulated ("entire") and of the layer alone ("single"));
+        see :mod:`rknnlite.toolkit.accuracy`.  ``output_dir=None``, as in RKNN-Toolkit2,
+        writes only the two tables, into ``./snapshot``.  The error table is also logged
+        (info level: shown with ``verbose=True``).  Only the simulator is supported:
+        ``target``/``device_id`` must be None.
         """
         what = "accuracy_analysis"
         if not self._alive(what):
@@ -736,7 +739,7 @@ class RKNN(Lite2CoreMasks):
             self._log.error("%s: %s", what, _NOT_BUILT)
             return -1
         from ..model.loader import load_model
-        from .accuracy import MAP_NAME, analyse, load_inputs
+        from .accuracy import MAP_NAME, analyse, format_report, load_inputs
 
         try:
             model = load_model(self._model_bytes).model
@@ -745,8 +748,9 @@ class RKNN(Lite2CoreMasks):
             if ref_outputs is not None:
                 refs = [np.load(r, allow_pickle=False) if isinstance(r, (str, os.PathLike)) else np.asarray(r)
                         for r in (ref_outputs if isinstance(ref_outputs, (list, tuple)) else [ref_outputs])]
-            result = analyse(model, raw, os.fspath(output_dir), list(self._custom_ops.values()), refs,
-                             self._float_reference())
+            out_dir = os.path.join(".", "snapshot") if output_dir is None else os.fspath(output_dir)
+            result = analyse(model, raw, out_dir, list(self._custom_ops.values()), refs, self._float_reference(),
+                             tensor_files=output_dir is not None)
         except RKNNError as e:
             self._log.error("%s: %s", what, e.message)
             return -1
@@ -756,6 +760,8 @@ class RKNN(Lite2CoreMasks):
         except OSError as e:
             self._log.error("%s: cannot read or write %s: %s", what, e.filename or output_dir, e.strerror or e)
             return -1
+        for line in format_report(result):
+            self._log.info("%s", line)
         by_name = {layer.name: layer for layer in result.layers}
         for name in result.outputs:
             layer = by_name[name]
