@@ -201,3 +201,19 @@ def test_dynamic_input_shapes_are_given_as_tensorflow_sees_them(tf_graphs):
         (y,) = rknn.inference([x])
         np.testing.assert_allclose(y, x * 2 + 1, rtol=1e-6)
     rknn.release()
+
+
+def test_the_conversion_child_has_a_fixed_hash_seed(monkeypatch, tmp_path):
+    """tf2onnx names some nodes in set order: without a fixed PYTHONHASHSEED the same .pb gave
+    hybrid_quantization_step1 different tensor names (and .cfg keys) from run to run."""
+    seen = {}
+
+    def fake_run(cmd, input=None, stdout=None, stderr=None, env=None, check=False):
+        seen.update(env)
+        return subprocess.CompletedProcess(cmd, 1, b"", b"stopped here")
+
+    monkeypatch.setenv("PYTHONHASHSEED", "random")
+    monkeypatch.setattr(tf_loader.subprocess, "run", fake_run)
+    with pytest.raises(ModelInvalidError, match="stopped here"):
+        tf_loader._run_child({"out": str(tmp_path / "m.onnx")}, str(tmp_path / "m.pb"))
+    assert seen["PYTHONHASHSEED"] == "0"

@@ -176,6 +176,9 @@ def _run_child(request: dict, tf_pb) -> None:
 
     env = dict(os.environ)
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"  # the child's C++ info/warning chatter; errors still come
+    # tf2onnx names some nodes in set order: a fixed hash seed makes a .pb convert to the same
+    # graph every time (hybrid_quantization_step1's .cfg keys and .model bytes differed by run)
+    env["PYTHONHASHSEED"] = "0"
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(rknnlite.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run([sys.executable, "-m", __name__], input=json.dumps(request).encode(),
