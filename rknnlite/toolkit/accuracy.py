@@ -30,14 +30,14 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from ..model.graph import Graph
 
 __all__ = ["LayerError", "AnalysisResult", "load_inputs", "analyse", "cosine", "euclidean", "format_report",
-           "REPORT_NAME", "MAP_NAME", "format_name_map", "float_outputs", "single_layer_outputs"]
+           "REPORT_NAME", "MAP_NAME", "format_name_map", "float_outputs", "single_layer_outputs", "relu_read"]
 
 #: Name of the report file written into ``output_dir``.
 REPORT_NAME = "error_analysis.txt"
@@ -162,6 +162,7 @@ def analyse(model, raw_inputs: Sequence[np.ndarray], output_dir: str, custom_ops
         c, e = cosine(simulated[name], golden[name]), euclidean(simulated[name], golden[name])
         layers.append(LayerError("Input", name, c, e, c, e))
     single = single_layer_outputs(graph, golden, meta.float_dtype, custom_ops)
+    seen = relu_read(graph)
     nan = float("nan")
     for name in produced:
         g, s = golden.get(name), simulated[name]
@@ -169,6 +170,8 @@ def analyse(model, raw_inputs: Sequence[np.ndarray], output_dir: str, custom_ops
             layers.append(LayerError(op_of[name], name, nan, nan, nan, nan))
             continue
         one = single.get(name)
+        if name in seen:
+            g, s, one = (None if v is None else np.maximum(v, 0) for v in (g, s, one))
         layers.append(LayerError(
             op_of[name], name, cosine(s, g), euclidean(s, g),
             cosine(one, g) if one is not None else nan, euclidean(one, g) if one is not None else nan))
@@ -199,6 +202,20 @@ def analyse(model, raw_inputs: Sequence[np.ndarray], output_dir: str, custom_ops
     with open(report_path, "w", encoding="utf-8") as f:
         f.write("\n".join(format_report(result)) + "\n")
     return result
+
+
+def relu_read(graph: Graph) -> Set[str]:
+    """The tensors (not graph outputs) that only a Relu reads.  Quantization gives such a tensor the Relu's range (the vendor's
+    rule, :func:`~rknnlite.toolkit.quantize.bound_activation_inputs`): its negative values
+    are lost, and nothing reads them.  Errors are measured on what is read, so that a
+    correctly quantized Conv before a Relu does not report the loss of values the Relu
+    drops anyway: compare ``max(x, 0)`` of such tensors."""
+    readers: Dict[str, List[str]] = {}
+    for node in graph.nodes:
+        for name in set(node.inputs):
+            readers.setdefault(name, []).append(node.op)
+    outputs = set(graph.outputs)
+    return {name for name, ops in readers.items() if ops == ["Relu"] and name not in outputs}
 
 
 def format_report(result: AnalysisResult) -> List[str]:

@@ -79,14 +79,16 @@ class LayerError:
 def layer_errors(graph: Graph, quant: Mapping[str, QuantParams], feeds: Sequence[np.ndarray],
                  custom_ops: Sequence = ()) -> List[LayerError]:
     """Each node's quantized output error on one sample (``feeds``: the graph inputs after
-    mean/std), the node run alone in int8 on the float values of its inputs, in graph order."""
-    from .accuracy import cosine, euclidean, float_outputs, single_layer_outputs
+    mean/std), the node run alone in int8 on the float values of its inputs, in graph order;
+    a tensor only a Relu reads is compared on what the Relu keeps (:func:`.accuracy.relu_read`)."""
+    from .accuracy import cosine, euclidean, float_outputs, relu_read, single_layer_outputs
 
     plain = Graph(graph.nodes, list(graph.inputs), graph.produced(), graph.constants)
     golden = float_outputs(plain, feeds, custom_ops)
     golden.update(zip(graph.inputs, feeds))
     quantized = Graph(graph.nodes, list(graph.inputs), list(graph.outputs), graph.constants, dict(quant))
     single = single_layer_outputs(quantized, golden, "float32", custom_ops)
+    read = relu_read(graph)
     out = []
     for node in graph.nodes:
         for name in node.outputs:
@@ -95,8 +97,10 @@ def layer_errors(graph: Graph, quant: Mapping[str, QuantParams], feeds: Sequence
             if name not in quant:
                 out.append(LayerError(name, node.op, math.nan, math.nan))
                 continue
-            out.append(LayerError(name, node.op, cosine(single[name], golden[name]),
-                                  euclidean(single[name], golden[name])))
+            s, g = single[name], golden[name]
+            if name in read:
+                s, g = np.maximum(s, 0), np.maximum(g, 0)
+            out.append(LayerError(name, node.op, cosine(s, g), euclidean(s, g)))
     return out
 
 
