@@ -146,8 +146,6 @@ ERROR_CASES = [
     ("other.txt", "text.txt\n", "line 1: 'text.txt': unsupported file type"),
     ("shape.txt", "good.npy\nbad_shape.npy\n",
      "line 2: 'bad_shape.npy' has shape [1, 2, 4, 6], input 0 ('x') needs [1, 3, 4, 6] (NCHW, float32)"),
-    ("size.txt", "good.png\nbig.png\n",
-     "line 2: 'big.png' is 8x5 (width x height); input 0 ('x') [1, 3, 4, 6] needs 6x4 images"),
     ("corrupt.txt", "broken.jpg\n", "line 1: cannot read image 'broken.jpg'"),
     ("pickle.txt", "obj.npy\n", "line 1: cannot read 'obj.npy'"),
 ]
@@ -159,7 +157,6 @@ def make_error_files(tmp_path):
     np.save(tmp_path / "bad_shape.npy", good[:, :2])
     np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     save_image(tmp_path / "good.png", rgb())
-    save_image(tmp_path / "big.png", rgb(5, 8))
     (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8 not a jpeg")
     (tmp_path / "text.txt").write_text("1 2 3")
 
@@ -258,13 +255,42 @@ def test_build_logs_dataset_errors(tmp_path, monkeypatch, caplog):
     caplog.set_level(logging.ERROR, logger="rknnlite.toolkit")
     monkeypatch.chdir(tmp_path)
     save_image(tmp_path / "ok.png", rgb())
-    save_image(tmp_path / "big.png", rgb(5, 8))
-    (tmp_path / "ds.txt").write_text("ok.png\nbig.png\n")
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG not a png")
+    (tmp_path / "ds.txt").write_text("ok.png\nbroken.png\n")
     assert build_quant("ds.txt") is None
     msg = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR][-1]
-    assert "dataset 'ds.txt' line 2: 'big.png' is 8x5" in msg
+    assert "dataset 'ds.txt' line 2: cannot read image 'broken.png'" in msg
     (tmp_path / "ds.txt").write_text("ok.png\n")
     assert build_quant("ds.txt") is not None  # the same toolkit flow works once the data is fixed
+
+
+#: a 5x3 (width x height) RGB image and OpenCV 4.11's cv2.resize(..., (2, 2), INTER_LINEAR) of it
+#: (the resize RKNN-Toolkit2 2.5.0 applies to calibration images of another size)
+SMALL = (np.arange(3 * 5 * 3).reshape(3, 5, 3) * 37 % 256).astype(np.uint8)
+SMALL_2X2 = [[[94, 131, 168], [115, 136, 125]], [[158, 195, 88], [132, 153, 190]]]
+
+
+def test_images_of_another_size_are_resized_as_the_vendor_does(tmp_path, monkeypatch, caplog):
+    """Rockchip's onnx/yolov5 example calibrates a 640x640 model on an 810x1080 bus.jpg:
+    RKNN-Toolkit2 resizes such images (OpenCV's bilinear), it does not refuse them."""
+    from rknnlite.toolkit.dataset import resize_linear
+
+    monkeypatch.chdir(tmp_path)
+    save_image(tmp_path / "small.png", SMALL)
+    spec = TensorSpec("x", (1, 3, 2, 2), "float32", "NCHW")
+    with caplog.at_level(logging.INFO, logger="rknnlite.toolkit"):
+        ((x,),) = read_dataset_text(tmp_path, "small.png\n", [spec])
+    np.testing.assert_array_equal(x[0].transpose(1, 2, 0), SMALL_2X2)
+    assert "'small.png' is 5x3 (width x height); resized to 2x2" in caplog.text
+    # larger images, downscaled as OpenCV does (equal wherever it is installed)
+    big = RNG.integers(0, 256, (97, 131, 3), dtype=np.uint8)
+    out = resize_linear(big, 40, 64)
+    assert out.shape == (40, 64, 3) and out.dtype == np.uint8
+    flat = RNG.integers(0, 256, (1, 1, 3), dtype=np.uint8)
+    np.testing.assert_array_equal(resize_linear(np.broadcast_to(flat, (9, 7, 3)), 4, 5),
+                                  np.broadcast_to(flat, (4, 5, 3)))
+    cv2 = pytest.importorskip("cv2")
+    np.testing.assert_array_equal(out, cv2.resize(big, (64, 40), interpolation=cv2.INTER_LINEAR))
 
 
 def test_load_sample_for_a_spec_or_a_runtime_attr(tmp_path, monkeypatch):
