@@ -20,12 +20,14 @@ Files written under ``output_dir``, in RKNN-Toolkit2's snapshot layout: for each
 ``golden/<file>.txt`` and ``simulator/<file>.txt`` (the values flattened in model layout,
 one per line, 6 decimals) and ``golden/npy/<file>.npy`` / ``simulator/npy/<file>.npy``
 (float32, shaped); ``<file>`` is the tensor name with ``/``, ``\\`` and ``:`` replaced by
-``_`` (a clash gets ``_1``, ``_2``, ...); ``map_name_to_file.txt`` maps tensor names to
+``_`` (a clash gets ``_1``, ``_2``, ...; a name longer than 200 bytes is cut and gets a hash
+of itself); ``map_name_to_file.txt`` maps tensor names to
 file names; ``error_analysis.txt`` holds the table (see :func:`format_report`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
@@ -338,6 +340,11 @@ def format_name_map(names: Dict[str, str]) -> List[str]:
     return lines
 
 
+#: Longest file name stem (in UTF-8 bytes) of a snapshot file: file systems take 255 bytes,
+#: and TFLite's fused tensor names (``a;b;c``) run to several hundred.
+_MAX_STEM_BYTES = 200
+
+
 def _file_names(names: Sequence[str]) -> Dict[str, str]:
     taken = set()
     result = {}
@@ -345,6 +352,9 @@ def _file_names(names: Sequence[str]) -> Dict[str, str]:
         base = re.sub(r"[/\\:\x00]", "_", name) or "tensor"
         if base in (".", ".."):
             base = "tensor"
+        if len(base.encode()) > _MAX_STEM_BYTES:  # a prefix, and a hash of the whole name to tell them apart
+            digest = hashlib.sha1(name.encode()).hexdigest()[:12]
+            base = base.encode()[:_MAX_STEM_BYTES - 13].decode(errors="ignore") + "_" + digest
         fname, k = base, 1
         while fname.lower() in taken:
             fname = f"{base}_{k}"
