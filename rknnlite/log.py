@@ -46,36 +46,53 @@ def apply_env_level(environ=os.environ) -> int | None:
     return level
 
 
+def _shown(logger: logging.Logger, level: int) -> bool:
+    """Whether the application's logging shows a ``level`` message of ``logger``: the level
+    enabled and, on the way up, a handler (other than a NullHandler) that takes it."""
+    if not logger.isEnabledFor(level):
+        return False
+    node: Optional[logging.Logger] = logger
+    while node is not None:
+        if any(not isinstance(h, logging.NullHandler) and level >= h.level for h in node.handlers):
+            return True
+        node = node.parent if node.propagate else None
+    return False
+
+
+def _private(name: str, handler: logging.Handler, fmt: str) -> logging.Logger:
+    """A logger registered nowhere (not in logging's manager) with one handler."""
+    own = logging.Logger(name, logging.DEBUG)
+    handler.setFormatter(logging.Formatter(fmt))
+    own.addHandler(handler)
+    return own
+
+
 class InstanceLog:
     """Messages of one API object (``RKNNLite``, the toolkit's ``RKNN``).
 
     They always go to the named package logger (``rknnlite.api``, ``rknnlite.toolkit``);
-    with ``verbose`` also to stderr and with ``verbose_file`` to that file (ignored when
-    its directory does not exist, as Lite2 does), through handlers of a private logger
-    that is registered nowhere: nothing global changes.
+    with ``verbose`` also to stderr (unless the application's own logging configuration
+    already shows that message: a handler on the way up and the level enabled, so no line
+    is printed twice) and with ``verbose_file`` to that file (ignored when its directory
+    does not exist, as Lite2 does), through handlers of private loggers that are
+    registered nowhere: nothing global changes.
     """
 
     def __init__(self, name: str, verbose: bool = False, verbose_file: Optional[str] = None,
                  fmt: str = "%(levelname).1s %(message)s"):
         self._shared = logging.getLogger(name)
-        self._own: Optional[logging.Logger] = None
-        handlers: List[logging.Handler] = []
-        if verbose:
-            handlers.append(logging.StreamHandler(sys.stderr))
+        self._console = _private(f"{name}.console", logging.StreamHandler(sys.stderr), fmt) if verbose else None
+        self._file: Optional[logging.Logger] = None
         if verbose_file and os.path.isdir(os.path.dirname(os.path.abspath(verbose_file))):
-            handlers.append(logging.FileHandler(verbose_file))
-        if handlers:
-            own = logging.Logger(f"{name}.instance", logging.DEBUG)
-            for h in handlers:
-                h.setFormatter(logging.Formatter(fmt))
-                own.addHandler(h)
-            self._own = own
+            self._file = _private(f"{name}.file", logging.FileHandler(verbose_file), fmt)
 
     def log(self, level: int, msg: str, *args, exc_info=False) -> None:
         """Log to the package logger and, when verbose, to this object's own outputs."""
         self._shared.log(level, msg, *args, exc_info=exc_info)
-        if self._own is not None:
-            self._own.log(level, msg, *args, exc_info=exc_info)
+        if self._console is not None and not _shown(self._shared, level):
+            self._console.log(level, msg, *args, exc_info=exc_info)
+        if self._file is not None:
+            self._file.log(level, msg, *args, exc_info=exc_info)
 
     def debug(self, msg: str, *args) -> None:
         self.log(logging.DEBUG, msg, *args)
@@ -91,8 +108,9 @@ class InstanceLog:
 
     def close(self) -> None:
         """Close this object's own handlers (idempotent)."""
-        if self._own is not None:
-            for h in list(self._own.handlers):
-                h.close()
-                self._own.removeHandler(h)
-            self._own = None
+        for own in (self._console, self._file):
+            if own is not None:
+                for h in list(own.handlers):
+                    h.close()
+                    own.removeHandler(h)
+        self._console = self._file = None

@@ -87,3 +87,25 @@ def test_verbose_rknnlite_writes_its_own_output_only(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "E RKNN: Invalid RKNN model path: /no/such/model.rknn" in out.stderr
     assert "Invalid RKNN model path" in (tmp_path / "lite.log").read_text()
+
+
+def test_verbose_lines_are_not_printed_twice_under_the_applications_logging():
+    """With ``logging.basicConfig(level=INFO)`` every verbose line printed twice (the
+    application's handler and the verbose one); a level the application does not show is
+    still printed by verbose."""
+    script = textwrap.dedent(
+        """
+        import logging
+        logging.basicConfig(level=logging.WARNING, format="APP %(levelname)s %(message)s")
+        from rknnlite.api import RKNNLite
+        rk = RKNNLite(verbose=True)
+        rk.load_rknn("/no/such/model.rknn")
+        rk._log.info("an info line")
+        rk.release()
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("Invalid RKNN model path: /no/such/model.rknn") == 1, out.stderr
+    assert "APP ERROR" in out.stderr
+    assert "I RKNN: an info line" in out.stderr and "APP INFO" not in out.stderr
