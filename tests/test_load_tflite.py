@@ -221,7 +221,42 @@ _CASES = {
     "fully_connected_from_4d": lambda: _single(
         "FULLY_CONNECTED", [[1, 2, 2, 3]], [1, 5], "FullyConnectedOptions",
         [np.random.default_rng(4).standard_normal((5, 12)).astype(np.float32)], FusedActivationFunction=NONE),
+    "keras_dynamic_batch_reshape": lambda: _keras_dynamic_batch_reshape(),
+    "pack_activations": lambda: _pack_activations(),
 }
+
+
+def _keras_dynamic_batch_reshape() -> bytes:
+    """What Keras writes for ``Reshape((10,))`` in a model saved with a dynamic batch:
+    SHAPE -> STRIDED_SLICE (the batch, shrunk to a scalar) -> PACK with 10 -> RESHAPE."""
+    b = TFLiteBuilder()
+    x = b.tensor("x", [1, 1, 1, 10])
+    shape = b.tensor("shape", [4], dtype=np.int32)
+    b.op("SHAPE", [x], [shape], "ShapeOptions", OutType=2)  # INT32
+    batch = b.tensor("batch", [], dtype=np.int32)
+    one = np.array([1], np.int32)
+    b.op("STRIDED_SLICE", [shape, b.tensor("begin", [1], data=np.array([0], np.int32)),
+                           b.tensor("end", [1], data=one), b.tensor("strides", [1], data=one)], [batch],
+         "StridedSliceOptions", BeginMask=0, EndMask=0, ShrinkAxisMask=1)
+    target = b.tensor("target", [2], dtype=np.int32)
+    b.op("PACK", [batch, b.tensor("ten", [], data=np.array(10, np.int32))], [target], "PackOptions",
+         ValuesCount=2, Axis=0)
+    flat = b.tensor("flat", [1, 10])
+    b.op("RESHAPE", [x, target], [flat])
+    y = b.tensor("y", [1, 10])
+    b.op("SOFTMAX", [flat], [y], "SoftmaxOptions", Beta=1.0)
+    return b.finish([x], [y])
+
+
+def _pack_activations() -> bytes:
+    """PACK of two activations on a middle axis: [2, 3] and [2, 3] -> [2, 2, 3]."""
+    b = TFLiteBuilder()
+    x0, x1 = b.tensor("x0", [2, 3]), b.tensor("x1", [2, 3])
+    r0 = b.tensor("r0", [2, 3])
+    b.op("RELU", [x0], [r0])
+    y = b.tensor("y", [2, 2, 3])
+    b.op("PACK", [r0, x1], [y], "PackOptions", ValuesCount=2, Axis=-2)
+    return b.finish([x0, x1], [y])
 
 
 @needs_interpreter

@@ -754,6 +754,32 @@ def _concat(c: _Converter, op: _Op) -> None:
                       lambda y: c.node("Concat", ins, [y], axis=axis))
 
 
+def _shape(c: _Converter, op: _Op) -> None:
+    """SHAPE(x): a constant, the static shape the file gives ``x`` in TFLite's layout (Keras
+    writes SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE for a model saved with a dynamic batch;
+    the runtime shapes are fixed)."""
+    x = c.root(op.inputs[0])
+    i = op.outputs[0]
+    dtype = np.int64 if op.options is not None and op.options.OutType() == 4 else np.int32  # TensorType INT64
+    c.t[i] = replace(c.t[i], data=np.array(c.t[x].shape, dtype))
+
+
+def _pack(c: _Converter, op: _Op) -> None:
+    """PACK(values..., axis): the inputs (TFLite's layout) stacked on a new ``axis``."""
+    i = op.outputs[0]
+    axis = int(op.options.Axis()) if op.options is not None else 0
+    axis = axis + c.rank(i) if axis < 0 else axis
+    if not 0 <= axis < c.rank(i):
+        raise ModelInvalidError(f"{c.label(op)}: axis {axis} of a rank-{c.rank(i)} output", op=_OP)
+    ins = []
+    for k in op.inputs:
+        name = c.tfl(k)
+        lifted = c.fresh(f"{name}/unsqueezed")
+        c.node("Unsqueeze", [name, c.const(f"{lifted}/axes", np.array([axis], np.int64))], [lifted])
+        ins.append(lifted)
+    c.node("Concat", ins, [c.define(i, False)], axis=axis)
+
+
 def _mean(c: _Converter, op: _Op) -> None:
     x = c.root(op.inputs[0])
     rank = c.rank(x)
@@ -994,7 +1020,7 @@ _CONVERTERS = {
     "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SQUARED_DIFFERENCE": _squared_difference, "RSQRT": _rsqrt,
     "TRANSPOSE_CONV": _transpose_conv, "SPLIT": _split, "SPLIT_V": _split, "STRIDED_SLICE": _strided_slice,
     "BATCH_MATMUL": _batch_matmul, "GATHER": _gather, "DEPTH_TO_SPACE": _depth_to_space,
-    "DENSIFY": _densify_op,
+    "DENSIFY": _densify_op, "SHAPE": _shape, "PACK": _pack,
     **{k: _binary for k in _BINARY}, **{k: _unary for k in _UNARY},
 }
 #: Builtin TFLite ops this loader converts.
