@@ -86,6 +86,10 @@ class ImportedModel:
             uses them to fold ``Shape``/``Size`` of statically shaped tensors.
         dynamic_shapes: the ``dynamic_input`` shape sets (``sets[s][i]``: input ``i`` in
             set ``s``), or ``()`` for a static import.
+        raw_outputs: per output, ``(dtype, scale, zero_point)`` when the source file gives
+            it an integer type (a quantized TFLite file's ``uint8``/``int8`` outputs), else
+            None; ``()`` when none has one.  ``RKNN.inference`` returns such outputs in that
+            type, as RKNN-Toolkit2 does.
     """
 
     graph: Graph
@@ -94,6 +98,7 @@ class ImportedModel:
     opset: int
     shapes: Dict[str, Tuple[int, ...]] = field(default_factory=dict)
     dynamic_shapes: ShapeSets = ()
+    raw_outputs: Tuple[Optional[Tuple[str, float, int]], ...] = ()
 
 
 def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=None,

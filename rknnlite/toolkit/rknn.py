@@ -824,7 +824,9 @@ class RKNN(Lite2CoreMasks):
 
     def inference(self, inputs, data_type=None, data_format=None, inputs_pass_through=None,
                   get_frame_id: bool = False):
-        """Run the model; returns the outputs (float outputs as float32), or None.
+        """Run the model; returns the outputs (float outputs as float32), or None.  The
+        ``uint8``/``int8`` outputs of a quantized TFLite file come in that type, on the
+        file's scale and zero point, as RKNN-Toolkit2 returns them.
 
         ``inputs``: a list with one array per model input.  An array of lower rank than
         its input gets leading 1s (``(128, 128, 1)`` -> ``(1, 128, 128, 1)``, a view) with
@@ -883,6 +885,12 @@ class RKNN(Lite2CoreMasks):
             self._log.error("inference: unexpected %s: %s", type(e).__name__, e, exc_info=True)
             return None
         outputs = [o.astype(np.float32, copy=False) if o.dtype.kind == "f" else o for o in outputs]
+        raw = self._imported.raw_outputs if self._imported is not None else ()
+        for k, spec in enumerate(raw):
+            if spec is not None and outputs[k].dtype.kind == "f":
+                dtype, scale, zp = spec
+                info = np.iinfo(dtype)
+                outputs[k] = np.clip(np.rint(outputs[k] / scale) + zp, info.min, info.max).astype(dtype)
         if get_frame_id:
             self._frames = getattr(self, "_frames", 0) + 1
             outputs.append(self._frames)

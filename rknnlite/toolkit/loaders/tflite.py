@@ -1104,4 +1104,14 @@ def load_tflite(model, input_is_quant: bool = False, *, dynamic_input=None, cust
                              for s, i in zip(imported.output_specs, outputs)]
     imported.graph.quant = c.quant
     imported.graph.quant = live_quant(imported.graph)
+    imported.raw_outputs = _raw_outputs([tensors[i] for i in outputs])
     return imported
+
+
+def _raw_outputs(outs: Sequence[_Tensor]) -> tuple:
+    """``ImportedModel.raw_outputs`` of a file's output tensors: ``(dtype, scale, zp)`` of
+    each per-tensor quantized ``uint8``/``int8`` output."""
+    names = {3: "uint8", 9: "int8"}  # TFLite's UINT8, INT8
+    raw = tuple((names[t.type], float(t.scale[0]), int(t.zero_point[0]))
+                if t.quantized and t.type in names and len(t.scale) == 1 else None for t in outs)
+    return raw if any(r is not None for r in raw) else ()
