@@ -41,6 +41,7 @@ from ..errors import ModelInvalidError
 from ..model.graph import Graph, Node
 from ..model.spec import TensorSpec
 from .onnx_attrs import default_opset, node_attrs
+from .qdq import QDQ_OPS, read_qdq
 from .shapes import ShapeSets, check_sets_against_inputs, merge_shapes, validate_shape_sets
 
 __all__ = ["ImportedModel", "import_onnx", "tensor_layout", "ONNX_DTYPES", "UNSUPPORTED_ELEM_TYPES"]
@@ -183,7 +184,7 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
                     op=_OP)
     nodes = [g.node[i] for i in sorted(needed)]
     custom = dict(custom_ops or {})
-    _check_ops([n for n in nodes if n.op_type not in custom])
+    _check_ops([n for n in nodes if n.op_type not in custom and n.op_type not in QDQ_OPS])
     if custom:
         from .custom_op import check_custom_node
 
@@ -238,6 +239,7 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
             _check_elem(elem, f"tensor {name!r}")
 
     graph = Graph(graph_nodes, in_names, out_names, constants)
+    graph.quant = read_qdq(graph)
     try:
         graph.validate()
     except ModelInvalidError as e:

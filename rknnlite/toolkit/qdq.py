@@ -1,0 +1,217 @@
+"""Quantization-aware ONNX models: ``QuantizeLinear`` / ``DequantizeLinear`` read into the
+graph's quantization table.
+
+A QAT model exported to ONNX (PyTorch's quantized modules through ``load_pytorch``,
+TensorFlow's FakeQuant through tf2onnx, ONNX Runtime's QDQ tools) carries its int8 grid as
+``DequantizeLinear`` of constant integer weights and ``QuantizeLinear -> (Cast) ->
+DequantizeLinear`` pairs on activations.  RKNN-Toolkit2 builds such a model with the file's
+own scales and zero points (``build(do_quantization=False)``); so does rknnlite, the same way
+it builds a quantized TFLite file:
+
+* ``DequantizeLinear`` of a constant becomes the float constant ``(q - zp) * scale``; an
+  int8/uint8 weight also gets its parameters (per tensor or per channel along ``axis``) in
+  the table, so the build re-quantizes it onto exactly its own grid (an int32 bias is only
+  dequantized: the runtime derives its bias from the float value);
+* an activation pair ``x -> QuantizeLinear -> [Cast ...] -> DequantizeLinear -> y`` goes,
+  ``y``'s readers read ``x``, and ``x`` gets the pair's parameters;
+* uint8 parameters become the runtime's int8 grid (zero point - 128, the same values).
+
+Anything else is refused by name: an activation ``QuantizeLinear`` whose output is read by
+something other than a ``DequantizeLinear`` with the same parameters, per-channel
+activation parameters, types other than int8/uint8 (int32 for a constant bias), or
+parameters that are not constants.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..errors import ModelInvalidError
+from ..model.graph import Graph, Node
+from ..model.spec import QuantParams
+
+__all__ = ["QDQ_OPS", "read_qdq"]
+
+#: The ONNX ops this pass removes.
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+
+_OP = "load_onnx"
+_INT_TYPES = (np.int8, np.uint8)
+
+
+def read_qdq(graph: Graph) -> Dict[str, QuantParams]:
+    """Remove ``graph``'s QuantizeLinear/DequantizeLinear nodes (in place; see the module
+    doc) and return the quantization table they describe.  A graph without them is left
+    as it is and gives ``{}``.  Raises :class:`ModelInvalidError` naming the node for what
+    cannot be read."""
+    if not any(n.op in QDQ_OPS for n in graph.nodes):
+        return {}
+    from .optimize import fold_constants
+
+    fold_constants(graph)  # exporters compute zero points and biases with small constant subgraphs
+    quant: Dict[str, QuantParams] = {}
+    producer = {o: n for n in graph.nodes for o in n.outputs}
+    rename: Dict[str, str] = {}
+    dropped = set()
+    for node in graph.nodes:
+        if node.op != "DequantizeLinear":
+            continue
+        x = node.inputs[0]
+        if x in graph.constants:
+            value, params = _dequantize_constant(graph, node)
+            graph.constants[node.outputs[0]] = value
+            if params is not None:
+                quant[node.outputs[0]] = params
+            dropped.add(node.name)
+            continue
+        chain, q = _back_to_quantize(x, producer)
+        if q is not None and q.inputs[0] in graph.constants:  # a float constant put on its grid
+            value, params = _fake_quantize_constant(graph, q, node)
+            graph.constants[node.outputs[0]] = value
+            quant[node.outputs[0]] = params
+            dropped.update([node.name, q.name] + [n.name for n in chain])
+            continue
+        if q is None:
+            raise ModelInvalidError(f"DequantizeLinear node {node.name!r} reads {x!r}, which no QuantizeLinear "
+                                    f"produces: only constants and QuantizeLinear -> DequantizeLinear pairs are "
+                                    f"read", op=_OP)
+        params = _activation_params(graph, q)
+        if _activation_params(graph, node) != params:
+            raise ModelInvalidError(f"DequantizeLinear node {node.name!r} does not use the scale and zero point of "
+                                    f"QuantizeLinear node {q.name!r}: a requantization is not supported", op=_OP)
+        source = rename.get(q.inputs[0], q.inputs[0])
+        quant.setdefault(source, params)
+        rename[node.outputs[0]] = source
+        dropped.add(node.name)
+        dropped.update(n.name for n in chain)
+        dropped.add(q.name)
+    _check_quantize_readers(graph, dropped)
+    graph.nodes = [n for n in graph.nodes if n.name not in dropped]
+    for node in graph.nodes:
+        node.inputs = [rename.get(i, i) for i in node.inputs]
+    # a pair's output that is a graph output keeps its name: an Identity of the source
+    for k, name in enumerate(graph.outputs):
+        if name in rename:
+            graph.nodes.append(Node("Identity", f"{name}/dequantized", [rename[name]], [name], {}))
+            quant[name] = quant[rename[name]]
+    return quant
+
+
+def _dequantize_constant(graph: Graph, node: Node) -> Tuple[np.ndarray, Optional[QuantParams]]:
+    """The float value of a DequantizeLinear of a constant, and its parameters for the table
+    (None for an int32 bias)."""
+    q = np.asarray(graph.constants[node.inputs[0]])
+    scale = _const(graph, node, 1, "scale").astype(np.float32)
+    zp = _const(graph, node, 2, "zero point", optional=True)
+    zp = np.zeros(scale.shape, q.dtype) if zp is None else zp
+    if q.dtype.type not in _INT_TYPES + (np.int32,) or zp.dtype != q.dtype:
+        raise ModelInvalidError(f"DequantizeLinear node {node.name!r}: values of type {q.dtype} with a zero point "
+                                f"of type {zp.dtype}; int8, uint8 (or an int32 bias) with the same type were "
+                                f"expected", op=_OP)
+    axis = int(node.attrs.get("axis", 1))
+    axis = axis + q.ndim if axis < 0 else axis
+    if scale.size > 1:
+        if scale.ndim != 1 or not 0 <= axis < q.ndim or q.shape[axis] != scale.size or zp.shape != scale.shape:
+            raise ModelInvalidError(f"DequantizeLinear node {node.name!r}: {scale.size} scales for axis {axis} of "
+                                    f"a {list(q.shape)} constant", op=_OP)
+        shape = [1] * q.ndim
+        shape[axis] = -1
+        value = (q.astype(np.float32) - zp.reshape(shape).astype(np.float32)) * scale.reshape(shape)
+    else:
+        value = (q.astype(np.float32) - np.float32(zp.reshape(-1)[0])) * np.float32(scale.reshape(-1)[0])
+    if q.dtype == np.int32:
+        return value.astype(np.float32), None
+    shift = 128 if q.dtype == np.uint8 else 0
+    zps = tuple(int(z) - shift for z in zp.reshape(-1))
+    scales = tuple(float(s) for s in scale.reshape(-1))
+    return value.astype(np.float32), QuantParams("int8", scales, zps, axis if scale.size > 1 else None)
+
+
+def _fake_quantize_constant(graph: Graph, q: Node, dq: Node) -> Tuple[np.ndarray, QuantParams]:
+    """A float constant through QuantizeLinear -> DequantizeLinear (same parameters): its
+    values on the grid, and the grid."""
+    w = np.asarray(graph.constants[q.inputs[0]], np.float32)
+    scale = _const(graph, q, 1, "scale").astype(np.float32)
+    zp = _const(graph, q, 2, "zero point", optional=True)
+    zp = np.zeros(scale.shape, np.uint8) if zp is None else zp
+    if zp.dtype.type not in _INT_TYPES:
+        raise ModelInvalidError(f"QuantizeLinear node {q.name!r}: zero point of type {zp.dtype}; int8 or uint8 was "
+                                f"expected", op=_OP)
+    for k, what in ((1, "scale"), (2, "zero point")):
+        a, b = _const(graph, q, k, what, optional=True), _const(graph, dq, k, what, optional=True)
+        if (a is None) != (b is None) or (a is not None and not np.array_equal(a, b)):
+            raise ModelInvalidError(f"DequantizeLinear node {dq.name!r} does not use the {what} of QuantizeLinear "
+                                    f"node {q.name!r}: a requantization is not supported", op=_OP)
+    info = np.iinfo(zp.dtype)
+    axis = int(q.attrs.get("axis", 1))
+    axis = axis + w.ndim if axis < 0 else axis
+    shape = [1] * w.ndim
+    if scale.size > 1:
+        shape[axis] = -1
+    s, z = scale.reshape(shape), zp.reshape(shape).astype(np.float32)
+    ints = np.clip(np.rint(w / s) + z, info.min, info.max)
+    shift = 128 if zp.dtype == np.uint8 else 0
+    params = QuantParams("int8", tuple(float(v) for v in scale.reshape(-1)),
+                         tuple(int(v) - shift for v in zp.reshape(-1)), axis if scale.size > 1 else None)
+    return ((ints - z) * s).astype(np.float32), params
+
+
+def _activation_params(graph: Graph, node: Node) -> QuantParams:
+    scale = _const(graph, node, 1, "scale")
+    zp = _const(graph, node, 2, "zero point", optional=True)
+    if scale.size != 1 or (zp is not None and zp.size != 1):
+        raise ModelInvalidError(f"{node.op} node {node.name!r}: per-channel parameters on an activation are not "
+                                f"supported (one scale and zero point per tensor)", op=_OP)
+    if zp is not None and zp.dtype.type not in _INT_TYPES:
+        raise ModelInvalidError(f"{node.op} node {node.name!r}: zero point of type {zp.dtype}; int8 or uint8 was "
+                                f"expected", op=_OP)
+    shift = 128 if zp is not None and zp.dtype == np.uint8 else 0
+    z = 0 if zp is None else int(zp.reshape(-1)[0])
+    return QuantParams("int8", (float(np.float32(scale.reshape(-1)[0])),), (z - shift,))
+
+
+def _back_to_quantize(x: str, producer: Dict[str, Node]) -> Tuple[List[Node], Optional[Node]]:
+    """The Cast nodes between ``x`` and the QuantizeLinear it comes from, and that node."""
+    chain = []
+    node = producer.get(x)
+    while node is not None and node.op == "Cast":
+        chain.append(node)
+        node = producer.get(node.inputs[0])
+    return chain, node if node is not None and node.op == "QuantizeLinear" else None
+
+
+def _check_quantize_readers(graph: Graph, dropped: set) -> None:
+    """Every QuantizeLinear (and Cast after it) goes with its pairs: refuse one whose output
+    something else reads (an integer tensor the runtime does not hold)."""
+    integer = {o: n for n in graph.nodes if n.name in dropped and n.op != "DequantizeLinear" for o in n.outputs}
+    for node in graph.nodes:
+        if node.name in dropped:
+            continue
+        if node.op == "QuantizeLinear":
+            raise ModelInvalidError(f"QuantizeLinear node {node.name!r}: its output is read by something other "
+                                    f"than a DequantizeLinear (or is a graph output); only QuantizeLinear -> "
+                                    f"DequantizeLinear pairs are supported", op=_OP)
+        for name in node.inputs:
+            if name in integer:
+                src = integer[name]
+                raise ModelInvalidError(f"node {node.name!r} ({node.op}) reads {name!r}, the integer output of "
+                                        f"{src.op} node {src.name!r}; only QuantizeLinear -> DequantizeLinear pairs "
+                                        f"are supported", op=_OP)
+    for name in graph.outputs:
+        if name in integer:
+            src = integer[name]
+            raise ModelInvalidError(f"graph output {name!r} is the integer output of {src.op} node {src.name!r}; "
+                                    f"only QuantizeLinear -> DequantizeLinear pairs are supported", op=_OP)
+
+
+def _const(graph: Graph, node: Node, k: int, what: str, optional: bool = False) -> Optional[np.ndarray]:
+    name = node.inputs[k] if len(node.inputs) > k else ""
+    if not name:
+        if optional:
+            return None
+        raise ModelInvalidError(f"{node.op} node {node.name!r} has no {what}", op=_OP)
+    if name not in graph.constants:
+        raise ModelInvalidError(f"{node.op} node {node.name!r}: its {what} {name!r} is not a constant", op=_OP)
+    return np.asarray(graph.constants[name])
