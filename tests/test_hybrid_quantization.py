@@ -214,6 +214,30 @@ def test_step1_proposal_and_custom_hybrid_prefill_the_cfg(workdir):
     rk.release()
 
 
+def test_a_tensor_the_optimiser_fused_names_the_layer_it_went_into(workdir, caplog):
+    """RKNN-Toolkit2 keeps tensors such as a BatchNormalization's output in its graph (its
+    hybrid_quant example's tips name ``.../BatchNorm/batchnorm/add_1:0``); rknnlite fuses them
+    into their layer, and such a name in custom_quantize_layers keeps that layer in float16."""
+    from rknnlite.model.loader import load_model
+
+    rk = RKNN()
+    assert rk.config(target_platform="rk3588") == 0
+    assert rk.load_onnx("head.onnx") == 0
+    assert rk.hybrid_quantization_step1(dataset="dataset.txt") == 0
+    rk.release()
+    cfg = (workdir / "head.quantization.cfg").read_text()
+    assert "    c1:\n" not in cfg and "    feat:\n" in cfg  # the Conv's output went into Conv+Relu
+    (workdir / "head.quantization.cfg").write_text(
+        cfg.replace("custom_quantize_layers: {}", "custom_quantize_layers:\n    c1: float16"))
+    rk2 = RKNN()
+    with caplog.at_level(logging.INFO, logger="rknnlite.toolkit"):
+        assert rk2.hybrid_quantization_step2("head.model", "head.data", "head.quantization.cfg") == 0
+    assert "'c1' was fused into the layer of 'feat', which is kept in float16" in caplog.text
+    quant = load_model(rk2._model_bytes).model.graph.quant
+    assert "feat" not in quant and "cls" in quant
+    rk2.release()
+
+
 def test_step2_refuses_edits_it_cannot_honour(workdir, caplog):
     rk = RKNN()
     assert rk.config(target_platform="rk3588") == 0

@@ -32,6 +32,7 @@ calibration ranges (the vendor writes ONNX and a pickle; the names and the cfg a
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
@@ -43,7 +44,9 @@ from ..model.spec import QuantParams
 
 __all__ = ["CFG_SUFFIX", "DATA_SUFFIX", "MODEL_SUFFIX", "HYBRID_DTYPES", "EDITABLE", "HybridError",
            "LayerError", "layer_errors", "auto_float_tensors", "subgraph_tensors", "quantize_parameters",
-           "write_cfg", "read_cfg", "collapsed_channels", "with_layout_producers", "diagnose", "write_step1", "read_step2", "DEFAULT_COS_THRESH", "LEVEL_COS_THRESH"]
+           "write_cfg", "read_cfg", "collapsed_channels", "with_layout_producers", "diagnose", "write_step1", "read_step2", "DEFAULT_COS_THRESH", "LEVEL_COS_THRESH", "fused_tensors"]
+
+_log = logging.getLogger("rknnlite.toolkit")
 
 MODEL_SUFFIX, DATA_SUFFIX, CFG_SUFFIX = ".model", ".data", ".quantization.cfg"
 #: dtypes ``custom_quantize_layers`` accepts here (the vendor also has int16)
@@ -216,12 +219,14 @@ def _scalar(value) -> str:
     return repr(float(value)) if isinstance(value, float) else str(value)
 
 
-def read_cfg(path: str, parameters: Mapping[str, dict], tensors: Iterable[str]
-             ) -> Tuple[Dict[str, str], Dict[str, Tuple[float, float]]]:
+def read_cfg(path: str, parameters: Mapping[str, dict], tensors: Iterable[str],
+             fused: Optional[Mapping[str, str]] = None) -> Tuple[Dict[str, str], Dict[str, Tuple[float, float]]]:
     """``(custom_quantize_layers, ranges)`` from an edited cfg: the layer dtypes (checked
-    against ``tensors``, the model's tensors) and the activation ranges with the user's
-    ``min`` / ``max`` edits.  ``parameters`` are the ones step1 wrote; any other edited field
-    raises :class:`HybridError`, as the vendor refuses it."""
+    against ``tensors``, the model's tensors, or a name of ``fused``, the loaded model's
+    tensors the optimiser fused into a layer, which stands for that layer's output, see
+    :func:`fused_tensors`) and the activation ranges with the user's ``min`` / ``max`` edits.
+    ``parameters`` are the ones step1 wrote; any other edited field raises
+    :class:`HybridError`, as the vendor refuses it."""
     import yaml
 
     try:
@@ -237,12 +242,19 @@ def read_cfg(path: str, parameters: Mapping[str, dict], tensors: Iterable[str]
     if not isinstance(layers, dict):
         raise HybridError(f"custom_quantize_layers in {path} must be a mapping of tensor name -> dtype")
     known = set(tensors)
+    fused = fused or {}
+    chosen: Dict[str, str] = {}
     for name, dtype in layers.items():
-        if name not in known:
+        if name not in known and fused.get(name) not in known:
             raise HybridError(f"Invalid operands name '{name}' in custom_quantize_layers!")
         if dtype not in HYBRID_DTYPES:
             raise HybridError(f"'{dtype}' not supported in custom_quantize_layers! (supported here: "
                               f"{', '.join(HYBRID_DTYPES)})")
+        if name not in known:
+            _log.info("hybrid_quantization_step2: %r was fused into the layer of %r, which is kept in %s",
+                      name, fused[name], dtype)
+        chosen[name if name in known else fused[name]] = dtype
+    layers = chosen
     edited = doc.get("quantize_parameters") or {}
     if not isinstance(edited, dict):
         raise HybridError(f"quantize_parameters in {path} must be a mapping of tensor name -> fields")
@@ -359,6 +371,33 @@ def diagnose(graph: Graph, quant: Mapping[str, QuantParams], samples_out: Mappin
 _DATA_FORMAT = "rknnlite-hybrid-1"
 
 
+def fused_tensors(loaded: Graph, optimised: Graph) -> Dict[str, str]:
+    """``{tensor of the loaded graph: tensor of the optimised graph}`` for the tensors the
+    optimiser fused away (a BatchNormalization folded into its Conv, an activation into its
+    layer): each maps to the first tensor downstream, along its only readers, that the
+    optimised graph still has.  RKNN-Toolkit2 keeps such tensors in its graph, and its
+    hybrid_quant example's tips name one (``.../BatchNorm/batchnorm/add_1:0``)."""
+    kept = set(optimised.inputs) | set(optimised.produced())
+    readers: Dict[str, List] = {}
+    for node in loaded.nodes:
+        for name in set(node.inputs):
+            readers.setdefault(name, []).append(node)
+    out: Dict[str, str] = {}
+    for name in loaded.produced():
+        if name in kept:
+            continue
+        seen, current = set(), name
+        while current not in kept and current not in seen:
+            seen.add(current)
+            after = readers.get(current, [])
+            if len(after) != 1 or not after[0].outputs:
+                break
+            current = after[0].outputs[0]
+        if current in kept:
+            out[name] = current
+    return out
+
+
 def write_step1(stem: str, graph: Graph, imported, cfg: Mapping, ranges: Mapping[str, Tuple[float, float]],
                 quant: Mapping[str, QuantParams], layers: Mapping[str, str],
                 proposals: Optional[Mapping[str, float]], custom_ops: Sequence[str],
@@ -380,7 +419,7 @@ def write_step1(stem: str, graph: Graph, imported, cfg: Mapping, ranges: Mapping
         f.write(write_portable(metadata, plain))
     parameters = quantize_parameters(ranges, quant, list(graph.inputs) + graph.produced())
     data = {"format": _DATA_FORMAT, "config": _jsonable(dict(cfg)), "opset": int(imported.opset),
-            "parameters": parameters, "custom_ops": list(custom_ops)}
+            "parameters": parameters, "custom_ops": list(custom_ops), "fused": fused_tensors(imported.graph, graph)}
     if build_ranges is not None:
         data["build_ranges"] = {name: [float(lo), float(hi)] for name, (lo, hi) in build_ranges.items()}
     with open(stem + DATA_SUFFIX, "w", encoding="utf-8") as f:
@@ -417,7 +456,8 @@ def read_step2(model_input: str, data_input: str, cfg_path: str, custom_ops: Seq
     meta = loaded.model.metadata
     imported = ImportedModel(graph=Graph(graph.nodes, list(graph.inputs), list(graph.outputs), graph.constants),
                              input_specs=list(meta.inputs), output_specs=list(meta.outputs), opset=data["opset"])
-    layers, ranges = read_cfg(cfg_path, data["parameters"], list(graph.inputs) + graph.produced())
+    layers, ranges = read_cfg(cfg_path, data["parameters"], list(graph.inputs) + graph.produced(),
+                              data.get("fused"))
     config = dict(data["config"])
     if "build_ranges" in data:  # mmse: its search's ranges, which the cfg does not show
         shown = {name: (float(_one(f["min"])), float(_one(f["max"]))) for name, f in data["parameters"].items()}
