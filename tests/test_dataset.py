@@ -229,6 +229,20 @@ def build_quant(dataset, rgb2bgr=False):
         rknn.release()
 
 
+def test_rgb2bgr_says_what_it_reverses(caplog):
+    """RKNN-Toolkit2 warns that quant_img_RGB2BGR concerns image samples only and puts
+    mean/std in BGR order; rknnlite says the same."""
+    rknn = RKNN()
+    with caplog.at_level(logging.WARNING, logger="rknnlite.toolkit"):
+        assert rknn.config(target_platform="rk3588", quant_img_RGB2BGR=True) == 0
+    assert "quant_img_RGB2BGR=True" in caplog.text and "BGR order" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rknnlite.toolkit"):
+        assert rknn.config(target_platform="rk3588") == 0
+    assert "quant_img_RGB2BGR" not in caplog.text
+    rknn.release()
+
+
 def test_build_calibrates_on_images_with_rgb2bgr(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     images = [rgb() for _ in range(3)]

@@ -240,6 +240,10 @@ class RKNN(Lite2CoreMasks):
         self._config["model_pruning"] = pruning
         self._config["sparse_infer"] = sparse_infer
         self._config["remove_weight"] = remove_weight
+        if quant_img_RGB2BGR:
+            self._log.warning("config: quant_img_RGB2BGR=True: calibration images (jpg/jpeg/png/bmp) are reversed "
+                              "to BGR when loaded, .npy samples are used as they are; mean_values / std_values "
+                              "then apply in BGR order")
         self._log.debug("config: %s", self._config)
         return 0
 
