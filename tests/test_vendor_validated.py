@@ -15,6 +15,7 @@ first-conv weight whose size matched the tiled layout by chance).
 from __future__ import annotations
 
 import importlib.util
+import struct
 import sys
 import warnings
 
@@ -29,6 +30,7 @@ from rknnlite.model.rknn_graph.validated import (ALLOW_ENV, VALIDATED, Unvalidat
                                              unvalidated)
 
 from corpus import CORPUS, REPO, corpus_arrays, inputs_of
+from vendor_files import doctored_copy, patch_registers, tensor_bytes
 
 
 def _evidence_module():
@@ -187,9 +189,35 @@ def test_toolkit_release_takes_the_leading_version():
     assert toolkit_release("") is None and toolkit_release(None) is None and toolkit_release("v2") is None
 
 
-def test_rk3576_and_rv1126b_per_layer_files_are_refused_by_name():
-    with pytest.raises(ModelInvalidError, match="hold one value: a per-layer quantized"):
-        rknnlite.Context(str(CORPUS / "convnet_rk3576_i8_layer.rknn"), backend="software")
+def test_rk3576_plain_bias_convs_take_their_weight_zero_point_from_the_bscfg_tensor(tmp_path):
+    """An rk3576/rv1126b int8 conv with a plain int32 bias (BS_ALU_CFG 0x4050 bits 16..19 = 2: every
+    conv of a per-layer file, YOLOv8's one-channel DFL conv) keeps its one weight zero point,
+    negated, in word 0 of ``<output>_BScfgTensor`` (words 1..7 zero); the corpus test checks the
+    file against the simulator.  The word is read (another value changes the output), anything
+    else there, or another bias layout, is refused by name."""
+    source = CORPUS / "convnet_rk3576_i8_layer.rknn"
+    x = inputs_of(corpus_arrays("convnet_rk3576_i8_layer"))
+
+    def run(path):
+        with rknnlite.Context(str(path), backend="software") as ctx:
+            return ctx.run(x, data_format="nchw")[0]
+
+    reference = run(source)
+    moved = doctored_copy(source, tmp_path, lambda d: struct.pack_into(
+        "<i", tensor_bytes(d, "relu_5_BScfgTensor"), 0,
+        struct.unpack_from("<i", tensor_bytes(d, "relu_5_BScfgTensor"), 0)[0] + 5))
+    assert np.abs(run(moved) - reference).max() > 0
+    (tmp_path / "a").mkdir()
+    noise = doctored_copy(source, tmp_path / "a",
+                          lambda d: struct.pack_into("<i", tensor_bytes(d, "relu_5_BScfgTensor"), 4, 7))
+    with pytest.raises(ModelInvalidError, match="then seven zero words was expected"):
+        rknnlite.Context(noise, backend="software")
+    (tmp_path / "b").mkdir()
+    layout3 = doctored_copy(source, tmp_path / "b",
+                            patch_registers(0x1001, (0x4050,), lambda v: (v & ~0xF0000) | 0x30000))
+    with pytest.raises(ModelInvalidError, match=r"bias layout 3 \(bits 16..19\); only per-channel bias blocks \(1\) "
+                                                r"or a plain int32 bias \(2\)"):
+        rknnlite.Context(layout3, backend="software")
 
 
 def test_validated_files_raise_no_warning():

@@ -75,8 +75,8 @@ from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
 from .regcmd import TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers, shortest_decimal
 
-__all__ = ["f2_activation", "f2_bias_layout", "f2_deconv_requant", "f2_fp16_activation", "f2_lut_stage",
-           "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "shifted_clamp", "F2_ACT_CFG", "F2_ACT_LUT",
+__all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_deconv_requant",
+           "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "shifted_clamp", "F2_ACT_CFG", "F2_ACT_LUT",
            "F2_OUT_CVT", "F2_PLATFORMS"]
 
 #: target platforms whose files use the DPU register map decoded here
@@ -103,25 +103,49 @@ _UNIT_TOLERANCE = 1e-2
 
 #: BS_ALU_CFG 0x4050 bits 16..19: 1 per-channel bias blocks (0x80011011, 0x80011111; depthwise
 #: 0x13033, 0x13133), 2 a plain int32 bias (per-layer files, and a one-channel conv such as YOLOv8's
-#: DFL conv, whose weight zero point was not located in these files' registers)
+#: DFL conv), whose weight zero point is word 0 of ``<output>_BScfgTensor``, negated
 _BS_ALU = 0x4050
 _BIAS_BLOCKS = 1
+_PLAIN_BIAS = 2
 
 
-def f2_bias_layout(regs: Dict[Tuple[int, int], int], where: str) -> None:
-    """Check that an rk3576/rv1126b int8 conv holds per-channel bias blocks (``BS_ALU_CFG``
-    0x4050 bits 16..19 = 1), the only bias layout whose weight zero points were decoded there.
+def f2_bias_layout(regs: Dict[Tuple[int, int], int], where: str, plain: bool = False) -> int:
+    """The bias layout of an rk3576/rv1126b int8 conv (``BS_ALU_CFG`` 0x4050 bits 16..19): 1,
+    per-channel bias blocks, or (with ``plain``: the callers that read it) 2, a plain int32 bias
+    with one weight zero point (:func:`f2_plain_weight_zero_point`).
 
     Raises:
-        ModelInvalidError: another layout (2: a plain int32 bias, whose weight zero point these
-            files keep elsewhere), naming the register.
+        ModelInvalidError: another layout, naming the register.
     """
     value = dpu_reader(regs, where, "(rk3576 register map)")(_BS_ALU)
-    if (value >> 16) & 0xF != _BIAS_BLOCKS:
-        raise ModelInvalidError(f"{where}: BS_ALU_CFG (0x4050) = {value:#x} on an rk3576/rv1126b int8 conv: a plain "
-                                "int32 bias (bits 16..19 = 2, as in per-layer files and one-channel convs such as "
-                                "YOLOv8's DFL), whose weight zero point was not located; only per-channel bias blocks "
-                                "(bits 16..19 = 1) were decoded", op="load")
+    layout = (value >> 16) & 0xF
+    if layout == _BIAS_BLOCKS or (plain and layout == _PLAIN_BIAS):
+        return layout
+    known = "per-channel bias blocks (1) or a plain int32 bias (2)" if plain else "per-channel bias blocks (1)"
+    raise ModelInvalidError(f"{where}: BS_ALU_CFG (0x4050) = {value:#x} on an rk3576/rv1126b int8 conv: bias layout "
+                            f"{layout} (bits 16..19); only {known} were decoded here", op="load")
+
+
+def f2_plain_weight_zero_point(lowering, out, where: str) -> int:
+    """The one weight zero point of an rk3576/rv1126b int8 conv with a plain int32 bias (layout
+    2): word 0 of ``<output>_BScfgTensor``, negated (as rk3588's BS_ALU_SRC 0x4054), words 1..7
+    zero; the rest of the tensor is uninitialised memory.  Measured on 19 convs of zero points
+    -128..127 (0 included), rk3576 and rv1126b, layer and one-channel per-channel builds: the
+    stored weights are ``round(w / s + zp_w)`` and the bias ``round(b / (s_in s_w)) - zp_in *
+    sum(q_w - zp_w)`` exactly.
+
+    Raises:
+        ModelInvalidError: no such tensor, or its words not of that form."""
+    name = f"{out.name}_BScfgTensor"
+    words = _cfg_words(lowering, name, where)
+    if words is None:
+        raise ModelInvalidError(f"{where}: a plain int32 bias (BS_ALU_CFG layout 2) without {name!r}, which holds the "
+                                "weight zero point", op="load")
+    zp = -int(words[0])
+    if np.any(words[1:8] != 0) or not -128 <= zp <= 127:
+        raise ModelInvalidError(f"{where}: {name!r} starts {words[:8].tolist()}; the negated weight zero point "
+                                "(-128..127) then seven zero words was expected", op="load")
+    return zp
 
 
 #: the bias blocks' channel multipliers are normalised to 2^14 (the largest weight scale)

@@ -108,7 +108,7 @@ from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_va
 from .helpers import check_concat_selection, check_softmax_sum_weight
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import (F2_ACT_LUT, F2_PLATFORMS, f2_activation, f2_bias_layout, f2_deconv_requant, f2_fp16_activation,
-                    f2_lut_stage, f2_lut_task)
+                    f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point)
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
                      fused_activation, node_registers, read_tasks, requant_of, requant_t4)
@@ -936,9 +936,14 @@ class _Lowering:
         s_in, zp_in = self.activation_quant(x).scale[0], self.activation_quant(x).zero_point[0]
         stored = self.stored_weight_scales(w, channels)
         if stored is not None:
-            self.methods[node.index] = "channel"  # their per-layer files are refused (one stored scale)
-            f2_bias_layout(node_registers(self.regcmd(), self.tasks(), node.index, where), where)
-            bias_i32, w_zp, _ = self.bias_blocks(node, x, out, b, channels)
+            regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
+            if f2_bias_layout(regs, where, plain=True) == 1:
+                self.methods[node.index] = "channel"
+                bias_i32, w_zp, _ = self.bias_blocks(node, x, out, b, channels)
+            else:  # a plain int32 bias and one weight zero point: per-layer files, one-channel convs
+                self.methods[node.index] = "layer" if channels > 1 else "channel"
+                bias_i32 = decode_int32_bias(self.vf.tensor_data(self.sg, b), channels, f"{where} bias {b.name!r}")
+                w_zp = np.full(channels, f2_plain_weight_zero_point(self, out, where), np.int64)
             return None, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, stored)
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
         if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
@@ -1060,16 +1065,15 @@ class _Lowering:
 
     def stored_weight_scales(self, w: VendorTensor, channels: int) -> Optional[np.ndarray]:
         """The per-channel weight scales rk3576/rv1126b files store next to an int8 weight
-        (``<weight>_w4a16_weight``, float16), or ``None`` when the file has none."""
+        (``<weight>_w4a16_weight``, float16; a per-layer file's one scale for every channel), or
+        ``None`` when the file has none."""
         found = [t for t in self.sg.tensors if t.name == f"{w.name}_w4a16_weight"]
         if not found:
             return None
         t = found[0]
         raw = self.vf.tensor_data(self.sg, t)
-        if t.dtype == "float16" and len(raw) == 2 and channels > 1:
-            raise self.error(f"weight scales {t.name!r} hold one value: a per-layer quantized "
-                             f"({'/'.join(F2_PLATFORMS)}) file, whose bias and weight zero point layout was not "
-                             "validated off-board (per-channel quantization is)")
+        if t.dtype == "float16" and len(raw) == 2 and channels > 1:  # per-layer quantization: one scale
+            raw = bytes(raw) * channels
         if t.dtype != "float16" or len(raw) < 2 * channels:
             raise self.error(f"weight scales {t.name!r} ({t.dtype}, {len(raw)} bytes) are not {channels} float16 values")
         scales = np.frombuffer(raw, "<f2", channels).astype(np.float64)

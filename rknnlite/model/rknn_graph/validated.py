@@ -65,6 +65,7 @@ rk3576   2.3.2  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip C
 rk3576   2.3.2  int8       ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
 rk3576   2.5.0  fp16       Add AddRelu ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exGelu exNorm exSDPAttention exSoftmax13 exSwish
 rk3576   2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSwish
+rk3576   2.5.0  int8-layer Conv ConvRelu InputOperator OutputOperator
 rk3588   2.2.0  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvReluAdd ConvSigmoid ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exNorm exSDPAttention exSoftmax13
 rk3588   2.2.0  int8       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvSigmoid ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exDataConvert exSoftmax13
 rk3588   2.2.0  int8-layer Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
