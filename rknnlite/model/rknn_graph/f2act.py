@@ -76,8 +76,8 @@ from .lut import LutStage, LutTables
 from .regcmd import TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers, shortest_decimal
 
 __all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_deconv_requant",
-           "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "shifted_clamp", "F2_ACT_CFG", "F2_ACT_LUT",
-           "F2_OUT_CVT", "F2_PLATFORMS"]
+           "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "shifted_clamp",
+           "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS"]
 
 #: target platforms whose files use the DPU register map decoded here
 F2_PLATFORMS = ("rk3576", "rv1126b")
