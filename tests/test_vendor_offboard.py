@@ -805,7 +805,7 @@ FIDELITY = {
     "conv_relu6_i8_layer_tk220": ("0.0235", 1, "99.94"), "conv_relu6_i8_layer_tk230": ("0.0235", 1, "99.94"),
     "conv_relu6_i8_layer_tk232": ("0.0235", 1, "99.94"), "conv_relu6_i8_tk220": ("0.0235", 1, "99.90"),
     "conv_relu6_i8_tk230": ("0.0235", 1, "99.90"), "conv_relu6_i8_tk232": ("0.0235", 1, "99.90"),
-    "convnet_rk3576_i8_layer": ("0.0649", 1, "97.03"),
+    "convnet_rk3576_i8_layer": ("0.0649", 1, "97.03"), "convnet_rv1126b_i8_layer": ("0.0649", 1, "97.03"),
     "conv_relu6_rk3576_i8": ("0.0235", 1, "99.49"), "conv_sigmoid_fp16": ("1.53e-05", 1, "99.80"),
     "conv_sigmoid_fp16_tk220": ("1.53e-05", 1, "99.80"), "conv_sigmoid_fp16_tk230": ("1.53e-05", 1, "99.80"),
     "conv_sigmoid_fp16_tk232": ("1.53e-05", 1, "99.80"), "conv_sigmoid_i8": ("0.00392", 1, "99.92"),

@@ -82,6 +82,7 @@ rv1126b  2.3.2  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip C
 rv1126b  2.3.2  int8       ArgMax Concat Conv ConvAdd ConvClip ConvRelu ConvTranspose InputOperator MaxPool OutputOperator Reshape Resize Split
 rv1126b  2.5.0  fp16       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exNorm exSDPAttention exSoftmax13 exSwish
 rv1126b  2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Split
+rv1126b  2.5.0  int8-layer Conv ConvRelu InputOperator OutputOperator
 """
 
 
