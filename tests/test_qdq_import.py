@@ -145,6 +145,14 @@ def test_what_cannot_be_read_is_refused_by_name():
             n.attribute.extend([helper.make_attribute("axis", 1)])
     with pytest.raises(ModelInvalidError, match="per-channel parameters on an activation"):
         import_onnx(m)
+    # a second QuantizeLinear putting the same tensor on another grid
+    m = qdq_model()
+    m.graph.node.extend([helper.make_node("QuantizeLinear", ["r", "s_other", "z_out"], ["r_q2"]),
+                         helper.make_node("DequantizeLinear", ["r_q2", "s_other", "z_out"], ["r2"])])
+    m.graph.initializer.append(_init("s_other", np.float32(0.1)))
+    m.graph.output.append(helper.make_tensor_value_info("r2", F, [1, 4, 8, 8]))
+    with pytest.raises(ModelInvalidError, match="on another grid than an earlier QuantizeLinear"):
+        import_onnx(m)
     # a DequantizeLinear of an activation that no QuantizeLinear produces
     m = _replace(qdq_model(), "xd", [helper.make_node("DequantizeLinear", ["x", "s_in"], ["xd"])])
     with pytest.raises(ModelInvalidError, match="which no QuantizeLinear produces"):

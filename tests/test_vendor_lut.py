@@ -300,14 +300,18 @@ def test_rk3576_standalone_lookup_task_outside_the_observed_layout_is_refused_by
 
 
 @needs_corpus
-@pytest.mark.parametrize("name, old", [("conv_hardsigmoid_rk3576_i8", 0x80011111),
-                                       ("conv_relu6_rk3576_i8", 0x80011111)])
-def test_rk3576_plain_bias_layout_is_refused_by_name(name, old):
+@pytest.mark.parametrize("name, old, named", [
+    # a lookup-table conv: never seen with a plain bias
+    ("conv_hardsigmoid_rk3576_i8", 0x80011111, r"BS_ALU_CFG \(0x4050\) = 0x80021111 on an rk3576/rv1126b int8 conv: "
+                                               r"bias layout 2 \(bits 16..19\); only per-channel bias blocks \(1\)"),
+    # a conv: reads the weight zero point from the BScfgTensor, which holds a per-channel conv's words here
+    ("conv_relu6_rk3576_i8", 0x80011111, r"'y_BScfgTensor' starts \[3598, 0, .*the negated weight zero point"),
+])
+def test_rk3576_plain_bias_layout_is_refused_by_name(name, old, named):
     # 0x4050 bits 16..19 = 2: a plain int32 bias (per-layer files; YOLOv8's one-channel DFL conv, whose weight
-    # zero point of -128 was read as 0 from a bias block before: 255 steps off), refused
+    # zero point of -128 was read as 0 from a bias block before: 255 steps off), where the file is not one
     raw = _doctored(name, 0x4050, old, old + 0x10000)
-    with pytest.raises(ModelInvalidError, match=r"BS_ALU_CFG \(0x4050\) = 0x80021111 on an rk3576/rv1126b int8 conv: "
-                                                r"a plain int32 bias"):
+    with pytest.raises(ModelInvalidError, match=named):
         rknnlite.Context(raw, backend="software")
 
 

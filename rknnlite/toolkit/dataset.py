@@ -52,8 +52,8 @@ def read_dataset(path, input_specs: Sequence[TensorSpec], rgb2bgr: bool = False)
     """Read a calibration dataset file: returns one list of arrays (one per input) per sample.
 
     ``path`` is resolved against the current working directory, the paths inside it as
-    :func:`dataset_lines` says.  Every returned array is new (files are read and closed), shaped like its input (a
-    ``-1`` dim takes the sample's size) and of the input's dtype.  ``rgb2bgr`` reverses
+    :func:`dataset_lines` says.  Every returned array is new (files are read and closed),
+    shaped like its input (a ``-1`` dim takes the sample's size) and of the input's dtype.  ``rgb2bgr`` reverses
     the channel order of image samples only (``config(quant_img_RGB2BGR=True)``).
 
     Raises :class:`DatasetError` naming the dataset file and line for: no dataset, an

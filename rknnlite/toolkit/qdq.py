@@ -17,8 +17,8 @@ it builds a quantized TFLite file:
 * uint8 parameters become the runtime's int8 grid (zero point - 128, the same values).
 
 Anything else is refused by name: an activation ``QuantizeLinear`` whose output is read by
-something other than a ``DequantizeLinear`` with the same parameters, per-channel
-activation parameters, types other than int8/uint8 (int32 for a constant bias), or
+something other than a ``DequantizeLinear`` with the same parameters, two grids for one
+tensor, per-channel activation parameters, types other than int8/uint8 (int32 for a constant bias), or
 parameters that are not constants.
 """
 
@@ -82,7 +82,10 @@ def read_qdq(graph: Graph) -> Dict[str, QuantParams]:
             raise ModelInvalidError(f"DequantizeLinear node {node.name!r} does not use the scale and zero point of "
                                     f"QuantizeLinear node {q.name!r}: a requantization is not supported", op=_OP)
         source = rename.get(q.inputs[0], q.inputs[0])
-        quant.setdefault(source, params)
+        if quant.setdefault(source, params) != params:
+            raise ModelInvalidError(f"QuantizeLinear node {q.name!r} puts {source!r} on another grid than an earlier "
+                                    f"QuantizeLinear of it ({params} against {quant[source]}): one grid per tensor "
+                                    f"is supported", op=_OP)
         rename[node.outputs[0]] = source
         dropped.add(node.name)
         dropped.update(n.name for n in chain)
