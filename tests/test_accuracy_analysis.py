@@ -173,15 +173,12 @@ def test_cosine_and_euclidean_edge_cases():
     assert euclidean(np.array([0.0, 3.0]), np.array([4.0, 0.0])) == pytest.approx(5.0)
 
 
-def test_long_tensor_names_get_files_the_file_system_takes(tmp_path, monkeypatch):
-    """TFLite's fused tensor names (``a;b;c``, several hundred characters) exceeded the
-    255-byte file name limit: accuracy_analysis failed on a Keras MobileNet."""
-    monkeypatch.chdir(tmp_path)
-    long_a = ";".join(f"model/block_{i}/conv/Relu6" for i in range(20))
-    long_b = long_a + ";tail"  # the same first 200 bytes
-    nodes = [helper.make_node("Relu", ["x"], [long_a]), helper.make_node("Sigmoid", [long_a], [long_b])]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 4])],
-                          [helper.make_tensor_value_info(long_b, F, [1, 4])])
+def _analyse_chain(x: str, a: str, y: str) -> None:
+    """Build ``x -> Relu -> a -> Sigmoid -> y`` (float, [1, 4]) in the current directory and run
+    accuracy_analysis on one sample into ``snap``."""
+    nodes = [helper.make_node("Relu", [x], [a]), helper.make_node("Sigmoid", [a], [y])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(x, F, [1, 4])],
+                          [helper.make_tensor_value_info(y, F, [1, 4])])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "n.onnx")
     np.save("s.npy", np.linspace(-1, 1, 4, dtype=np.float32).reshape(1, 4))
     rk = RKNN()
@@ -190,6 +187,15 @@ def test_long_tensor_names_get_files_the_file_system_takes(tmp_path, monkeypatch
     assert rk.build(do_quantization=False) == 0
     assert rk.accuracy_analysis(["s.npy"], output_dir="snap") == 0
     rk.release()
+
+
+def test_long_tensor_names_get_files_the_file_system_takes(tmp_path, monkeypatch):
+    """TFLite's fused tensor names (``a;b;c``, several hundred characters) exceeded the
+    255-byte file name limit: accuracy_analysis failed on a Keras MobileNet."""
+    monkeypatch.chdir(tmp_path)
+    long_a = ";".join(f"model/block_{i}/conv/Relu6" for i in range(20))
+    long_b = long_a + ";tail"  # the same first 200 bytes
+    _analyse_chain("x", long_a, long_b)
     files = sorted(p.name for p in (tmp_path / "snap" / "golden").glob("*.txt"))
     assert len(files) == 3 and max(len(f.encode()) for f in files) <= 255, files
     text = (tmp_path / "snap" / "map_name_to_file.txt").read_text()
@@ -200,18 +206,7 @@ def test_file_names_replace_slash_and_colon_only(tmp_path, monkeypatch):
     """The vendor's file naming: '/' and ':' become '_', other characters (spaces) stay;
     two names that end up equal get distinct files, and the map names them."""
     monkeypatch.chdir(tmp_path)
-    nodes = [helper.make_node("Relu", ["in put"], ["blk/act:0"]),
-             helper.make_node("Sigmoid", ["blk/act:0"], ["blk_act_0"])]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("in put", F, [1, 4])],
-                          [helper.make_tensor_value_info("blk_act_0", F, [1, 4])])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "n.onnx")
-    np.save("s.npy", np.linspace(-1, 1, 4, dtype=np.float32).reshape(1, 4))
-    rk = RKNN()
-    assert rk.config(target_platform="rk3588") == 0
-    assert rk.load_onnx("n.onnx") == 0
-    assert rk.build(do_quantization=False) == 0
-    assert rk.accuracy_analysis(["s.npy"], output_dir="snap") == 0
-    rk.release()
+    _analyse_chain("in put", "blk/act:0", "blk_act_0")
     lines = (tmp_path / "snap" / "map_name_to_file.txt").read_text().splitlines()
     col = lines[0].index("file_name")  # names may hold spaces: the columns are aligned
     rows = {line[:col].rstrip(): line[col:] for line in lines[2:]}

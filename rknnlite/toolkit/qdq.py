@@ -189,24 +189,19 @@ def _check_quantize_readers(graph: Graph, dropped: set) -> None:
     """Every QuantizeLinear (and Cast after it) goes with its pairs: refuse one whose output
     something else reads (an integer tensor the runtime does not hold)."""
     integer = {o: n for n in graph.nodes if n.name in dropped and n.op != "DequantizeLinear" for o in n.outputs}
+    readers = [(f"node {n.name!r} ({n.op}) reads {name!r},", name) for n in graph.nodes if n.name not in dropped
+               for name in n.inputs]
+    readers += [(f"graph output {name!r} is", name) for name in graph.outputs]
     for node in graph.nodes:
-        if node.name in dropped:
-            continue
-        if node.op == "QuantizeLinear":
+        if node.op == "QuantizeLinear" and node.name not in dropped:
             raise ModelInvalidError(f"QuantizeLinear node {node.name!r}: its output is read by something other "
                                     f"than a DequantizeLinear (or is a graph output); only QuantizeLinear -> "
                                     f"DequantizeLinear pairs are supported", op=_OP)
-        for name in node.inputs:
-            if name in integer:
-                src = integer[name]
-                raise ModelInvalidError(f"node {node.name!r} ({node.op}) reads {name!r}, the integer output of "
-                                        f"{src.op} node {src.name!r}; only QuantizeLinear -> DequantizeLinear pairs "
-                                        f"are supported", op=_OP)
-    for name in graph.outputs:
+    for who, name in readers:
         if name in integer:
             src = integer[name]
-            raise ModelInvalidError(f"graph output {name!r} is the integer output of {src.op} node {src.name!r}; "
-                                    f"only QuantizeLinear -> DequantizeLinear pairs are supported", op=_OP)
+            raise ModelInvalidError(f"{who} the integer output of {src.op} node {src.name!r}; only "
+                                    f"QuantizeLinear -> DequantizeLinear pairs are supported", op=_OP)
 
 
 def _const(graph: Graph, node: Node, k: int, what: str, optional: bool = False) -> Optional[np.ndarray]:
