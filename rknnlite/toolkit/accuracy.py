@@ -207,8 +207,9 @@ def analyse(model, raw_inputs: Sequence[np.ndarray], output_dir: str, custom_ops
 
 
 def relu_read(graph: Graph) -> Set[str]:
-    """The tensors (not graph outputs) that only a Relu reads.  Quantization gives such a tensor the Relu's range (the vendor's
-    rule, :func:`~rknnlite.toolkit.quantize.bound_activation_inputs`): its negative values
+    """The tensors (not graph outputs) that only a Relu reads.  Quantization gives such a
+    tensor the Relu's range (the vendor's rule,
+    :func:`~rknnlite.toolkit.quantize.bound_activation_inputs`): its negative values
     are lost, and nothing reads them.  Errors are measured on what is read, so that a
     correctly quantized Conv before a Relu does not report the loss of values the Relu
     drops anyway: compare ``max(x, 0)`` of such tensors."""

@@ -44,7 +44,8 @@ from ..model.spec import QuantParams
 
 __all__ = ["CFG_SUFFIX", "DATA_SUFFIX", "MODEL_SUFFIX", "HYBRID_DTYPES", "EDITABLE", "HybridError",
            "LayerError", "layer_errors", "auto_float_tensors", "subgraph_tensors", "quantize_parameters",
-           "write_cfg", "read_cfg", "collapsed_channels", "with_layout_producers", "diagnose", "write_step1", "read_step2", "DEFAULT_COS_THRESH", "LEVEL_COS_THRESH", "fused_tensors"]
+           "write_cfg", "read_cfg", "collapsed_channels", "with_layout_producers", "diagnose", "write_step1",
+           "read_step2", "DEFAULT_COS_THRESH", "LEVEL_COS_THRESH", "fused_tensors"]
 
 _log = logging.getLogger("rknnlite.toolkit")
 
@@ -419,7 +420,8 @@ def write_step1(stem: str, graph: Graph, imported, cfg: Mapping, ranges: Mapping
         f.write(write_portable(metadata, plain))
     parameters = quantize_parameters(ranges, quant, list(graph.inputs) + graph.produced())
     data = {"format": _DATA_FORMAT, "config": _jsonable(dict(cfg)), "opset": int(imported.opset),
-            "parameters": parameters, "custom_ops": list(custom_ops), "fused": fused_tensors(imported.graph, graph)}
+            "parameters": parameters, "custom_ops": list(custom_ops),
+            "fused": fused_tensors(imported.graph, graph)}
     if build_ranges is not None:
         data["build_ranges"] = {name: [float(lo), float(hi)] for name, (lo, hi) in build_ranges.items()}
     with open(stem + DATA_SUFFIX, "w", encoding="utf-8") as f:

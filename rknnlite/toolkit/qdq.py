@@ -95,7 +95,7 @@ def read_qdq(graph: Graph) -> Dict[str, QuantParams]:
     for node in graph.nodes:
         node.inputs = [rename.get(i, i) for i in node.inputs]
     # a pair's output that is a graph output keeps its name: an Identity of the source
-    for k, name in enumerate(graph.outputs):
+    for name in graph.outputs:
         if name in rename:
             graph.nodes.append(Node("Identity", f"{name}/dequantized", [rename[name]], [name], {}))
             quant[name] = quant[rename[name]]

@@ -449,8 +449,8 @@ class RKNN(Lite2CoreMasks):
         ``do_quantization=True`` builds an int8 model calibrated on ``dataset``: a text
         file with one sample per line and one path per model input separated by
         spaces, relative paths read from the dataset file's folder (as in the vendor
-        toolkit); each path names an image (JPEG/PNG/BMP of the input's size, RGB;
-        ``quant_img_RGB2BGR=True`` reverses it to BGR) or a ``.npy`` array in the
+        toolkit); each path names an image (JPEG/PNG/BMP, RGB, resized to the input's size
+        as the vendor resizes it; ``quant_img_RGB2BGR=True`` reverses it to BGR) or a ``.npy`` array in the
         model's layout (NCHW float32), raw values *before* mean/std (see
         :mod:`rknnlite.toolkit.dataset`).  Activations (graph inputs after mean/std and
         every node output) get asymmetric int8 per tensor from the range the
