@@ -207,7 +207,6 @@ class _NeedsArgs(_NoOpType):
 @pytest.mark.parametrize("obj, words", [
     (_NoOpType, ["op_type"]),
     (_IntOpType, ["op_type", "3"]),
-    (_Standard, ["standard ONNX operator", "cstSoftmax"]),
     (_Internal, ["rknnlite itself"]),
     (_MisnamedMethod, ["shape_infer(self, node, in_shapes, in_dtypes)", "'shapeinfer'"]),
     (_WrongParams, ["compute(self, node, inputs)", "compute(self, n, inputs)"]),
@@ -229,6 +228,21 @@ def test_custom_op_class_rules(obj, words, caplog):
         assert rk.reg_custom_op(obj) == -1
     assert words[0] in caplog.text
     assert rk.reg_custom_op(cstSoftmax()) == 0  # still usable
+
+
+def test_a_standard_op_type_is_ignored_with_a_warning_as_the_vendor_does(caplog):
+    """RKNN-Toolkit2 answers reg_custom_op of an ``ArgMax`` class (Rockchip's custom_op/replace_onnx)
+    with a warning, ignores the call and returns 0; validate_custom_op itself refuses it."""
+    from rknnlite.backends.software.ops import KERNELS
+
+    with pytest.raises(InvalidParamError, match="standard ONNX operator.*cstSoftmax"):
+        validate_custom_op(_Standard, reserved=tuple(KERNELS))
+    rk = RKNN()
+    rk.config(target_platform="rk3566")
+    with caplog.at_level(logging.WARNING, logger="rknnlite.toolkit"):
+        assert rk.reg_custom_op(_Standard) == 0
+    assert "op_type 'Softmax' is a standard ONNX operator: this call is ignored" in caplog.text
+    assert not rk._custom_ops
 
 
 def test_attribute_and_constant_input_types_are_checked(tmp_path, caplog):

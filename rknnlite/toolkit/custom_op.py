@@ -38,6 +38,7 @@ from ..model.graph import Node
 
 __all__ = [
     "get_node_attr",
+    "standard_op_type",
     "validate_custom_op",
     "custom_op_label",
     "check_custom_node",
@@ -160,6 +161,13 @@ def validate_custom_op(obj, reserved: Sequence[str] = ()) -> Any:
                 f"custom operator class {cls} ({op_type}): {method} must be {method}(self, {', '.join(params)}), "
                 f"got {method}(self, {', '.join(got)}); the parameter names must be exactly these", op=_OP)
     return op
+
+
+def standard_op_type(obj) -> Optional[str]:
+    """The ``op_type`` of a custom operator class (or instance) when it names a standard ONNX
+    operator (RKNN-Toolkit2 ignores such a registration with a warning), else None."""
+    op_type = getattr(obj, "op_type", None)
+    return op_type if isinstance(op_type, str) and op_type and _is_onnx_op(op_type) else None
 
 
 def _is_onnx_op(op_type: str) -> bool:

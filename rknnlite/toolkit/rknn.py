@@ -259,7 +259,9 @@ class RKNN(Lite2CoreMasks):
         attributes, and run with ``compute`` by :meth:`init_runtime`/:meth:`inference`.
         At run time outside the toolkit, give an instance of the same class to
         ``rknnlite.Context(model, custom_ops=[...])``.  Registering an op type again
-        replaces the earlier class (with a warning).
+        replaces the earlier class (with a warning).  A class whose ``op_type`` is a standard
+        ONNX operator is ignored with a warning and 0, as RKNN-Toolkit2 ignores it (Rockchip's
+        ``custom_op/replace_onnx`` example registers ``ArgMax``).
         """
         if not self._alive("reg_custom_op"):
             return -1
@@ -268,8 +270,14 @@ class RKNN(Lite2CoreMasks):
                             "rknn.load_xxx()")
             return -1
         from ..backends.software.ops import KERNELS
-        from .custom_op import validate_custom_op
+        from .custom_op import standard_op_type, validate_custom_op
 
+        standard = standard_op_type(custom_op)
+        if standard is not None:  # the vendor's answer: a warning, the call ignored, 0
+            self._log.warning("reg_custom_op: op_type %r is a standard ONNX operator: this call is ignored and the "
+                              "model runs %s as the standard op; a custom operator needs a new op type (e.g. "
+                              "'cst%s')", standard, standard, standard)
+            return 0
         try:
             op = validate_custom_op(custom_op, reserved=tuple(KERNELS))
         except RKNNError as e:
