@@ -189,7 +189,11 @@ def test_constant_tensors_give_valid_parameters(algorithm, value):
 
 
 def test_kl_curve_matches_the_definition():
-    """The vectorised divergences equal KL(P || Q) built bin by bin for every candidate."""
+    """The vectorised divergences equal, bit for bit, KL(P || Q) built candidate by candidate
+    with the vendor's float32 rules (kl_curve's docstring): P's last bin with the running tail,
+    Q's groups spread over all their bins, the last group empty when t = 128 m, both smoothed,
+    every sum float32 in order."""
+    f32 = np.float32
     h = RNG.integers(0, 50, 1024).astype(np.float64)
     h[RNG.random(1024) < 0.3] = 0
     h[-60:] = 0
@@ -197,25 +201,53 @@ def test_kl_curve_matches_the_definition():
     lo, hi = -2.0, 6.0
     t, kl = kl_curve(h, lo, hi)
     width = max(-lo, hi) / len(h)
-    d = h[1:]
+    d = h[1:].astype(f32)
     assert len(t) == len(d) - 128
-    for ti, got in zip(t, kl):
+
+    def seq(a):
+        return np.cumsum(np.asarray(a, f32), dtype=f32)[-1]
+
+    def smooth(x):
+        zero = x == 0
+        if zero.all():
+            return x
+        cut = f32(f32(zero.sum()) * f32(calibration.KL_EPS)) / f32((~zero).sum())
+        return np.where(zero, f32(calibration.KL_EPS), x - cut).astype(f32)
+
+    tail = seq(d[128:])
+    for k, (ti, got) in enumerate(zip(t, kl)):
         n = int(round(ti / width - 1.5))
+        assert n == 128 + k
         p = d[:n].copy()
-        p[-1] += d[n:].sum()
+        p[-1] = f32(d[n - 1] + tail)
+        base_last = f32(p[-1] - tail)
         m = n // 128
-        q = np.zeros(n)
-        for g in range(128):
-            a = g * m
-            stop = a + m if g < 127 else n  # the group's count
-            spread = a + m if g < 127 else n - 1  # the bins it is spread over
-            nonzero = (p[a:spread] > 0).sum()
-            if nonzero:
-                q[a:spread] = d[a:stop].sum() / nonzero
-        p[p == 0] = calibration.KL_EPS
-        q[q == 0] = calibration.KL_EPS
-        pn, qn = p / p.sum(), q / q.sum()
-        assert got == pytest.approx(float(np.sum(pn * np.log(pn / qn))), rel=1e-9, abs=1e-12)
+        q = np.zeros(n, f32)
+        for g in range(127):
+            part = d[g * m:(g + 1) * m]
+            if np.count_nonzero(part):
+                q[g * m:(g + 1) * m] = f32(seq(part) / f32(np.count_nonzero(part)))
+        a = 127 * m
+        if n > 128 * m and np.count_nonzero(d[a:n - 1]):
+            q[a:n - 1] = f32(seq(np.append(d[a:n - 1], base_last)) / f32(np.count_nonzero(d[a:n - 1])))
+        ps, qs = smooth(p), smooth(q)
+        pn, qn = (ps / seq(ps)).astype(f32), (qs / seq(qs)).astype(f32)
+        want = seq((pn * np.log((pn / qn).astype(f32).astype(np.float64)).astype(f32)).astype(f32))
+        assert f32(got) == want, (n, got, want)
+        tail = f32(tail - d[n])
+
+
+def test_kl_histogram_bins_as_the_vendor_and_drops_the_maximum():
+    """fast_histogram's rule: bin floor(|x| * 1024 / amax); the value at amax falls out (with
+    |x| * (1024 / amax) it rounded into the last bin, and a tie between two candidates then went
+    the other way on tests/kl_vendor_cases.py's student_t3_4)."""
+    from rknnlite.toolkit.calibration import kl_histogram
+
+    x = np.array([0.0, -0.25, 0.5, 1.0, -1.0, 0.999999], np.float32)
+    h = kl_histogram(x, 1.0)
+    assert h.sum() == 4 and h[0] == 1 and h[256] == 1 and h[512] == 1 and h[1023] == 1
+    amax = 21.201988220214844
+    assert kl_histogram(np.array([amax], np.float32), amax).sum() == 0
 
 
 def test_affine_params_vectorised_like_the_scalar_formula():

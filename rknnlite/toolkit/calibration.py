@@ -18,24 +18,18 @@ asymmetric int8 ``scale`` and ``zero_point`` (``scale = (hi - lo) / 255``,
   ``2 ** (j / 128)``, ``j = -8 .. 8``, around its best value (never beyond the
   ``normal`` range).  The 1/16 floor keeps every candidate's quantization step at
   least ~2 histogram bins wide, where bin-centre errors are a good estimate.
-* ``kl_divergence`` (:func:`kl_range`): RKNN-Toolkit2 2.5.0's rule, established by
-  experiment (``docs/vendor-examples.md``).  A second pass accumulates a histogram of
-  ``|x|`` (:data:`KL_BINS` = 1024 equal bins over ``[0, max(-lo, hi)]``); bin 0 (exact
-  zeros and whatever rounds to zero) takes no part.  Of the remaining bins, each
-  candidate ``t = 128 .. 1022`` keeps the first ``t`` as the reference distribution
-  ``P``, everything beyond folded into its last bin.  ``Q`` merges those ``t`` bins
-  (outliers excluded) into :data:`KL_TARGET_BINS` groups of ``t // 128`` bins, the last
-  group taking the remainder, and gives every bin of a group the group's count divided
-  by its number of non-empty bins; the last bin of ``P`` is left out of that spreading.
-  Empty bins of either distribution count :data:`KL_EPS`; both are normalised and the
-  ``t`` with the smallest ``KL(P || Q)`` gives the threshold ``T = (t + 1.5) * width``
-  (the centre of the first bin beyond ``P``), the range being
-  ``[max(lo, -T), min(hi, T)]``.  When even the smallest divergence exceeds
-  :data:`KL_MAX_DIVERGENCE` (a spike in a low bin, a histogram with every other bin
-  empty) the tensor keeps its ``normal`` range.  All candidates are evaluated at once
-  from cumulative sums (no Python loop per threshold).  The model's inputs are the
-  exception (:class:`SampleKLObserver`): each calibration sample is ranged on its own and
-  the input's range is the union.
+* ``kl_divergence`` (:func:`kl_range`): RKNN-Toolkit2 2.5.0's rule, reconstructed from its
+  ``calc_kl`` (its float32 divergences reproduced bit for bit; ``docs/vendor-examples.md``).
+  A second pass accumulates a histogram of ``|x|`` (:func:`kl_histogram`: :data:`KL_BINS` =
+  1024 equal bins over ``[0, max(-lo, hi))``, the maximum itself falling out); bin 0 takes no
+  part.  Each candidate ``t = 128 .. 1022`` compares ``P`` (the first ``t`` bins, the rest
+  folded into the last) with ``Q`` (:data:`KL_TARGET_BINS` groups spread over their bins, see
+  :func:`kl_curve`), both smoothed with :data:`KL_EPS` and normalised, in float32; the ``t``
+  with the smallest positive divergence (the first of equal ones) gives the threshold
+  ``T = (t + 1.5) * width`` and the range ``[max(lo, -T), min(hi, T)]``.  When even the
+  smallest divergence exceeds :data:`KL_MAX_DIVERGENCE` the tensor keeps its ``normal``
+  range.  The model's inputs are the exception (:class:`SampleKLObserver`): each
+  calibration sample is ranged on its own and the input's range is the union.
 
 A tensor whose values are all equal keeps its ``normal`` range under every algorithm.
 """
@@ -64,6 +58,7 @@ __all__ = [
     "mmse_range",
     "kl_range",
     "kl_curve",
+    "kl_histogram",
 ]
 
 #: ``config(quantized_algorithm=...)`` values implemented here.
@@ -77,8 +72,8 @@ KL_TARGET_BINS = 128
 #: Stand-in for an empty bin of either distribution.
 KL_EPS = 1e-4
 #: ``kl_divergence`` keeps the min/max of a tensor whose best divergence is larger (the
-#: vendor's boundary, observed in this module's divergences, lies between 0.1021 and 0.1034).
-KL_MAX_DIVERGENCE = 0.1027
+#: vendor's ``compute_kl_divergence`` threshold: it kept min/max at 0.1087 and clipped at 0.0990).
+KL_MAX_DIVERGENCE = 0.1
 QMIN, QMAX = -128, 127
 _LEVELS = QMAX - QMIN  # 255 steps
 
@@ -182,7 +177,7 @@ class HistogramObserver:
             return
         bins = KL_BINS if self.algorithm == "kl_divergence" else MMSE_BINS
         if self.algorithm == "kl_divergence":
-            counts = histogram(np.abs(value), lo, hi, bins)  # bin 0 is ignored by kl_curve
+            counts = kl_histogram(value, hi)  # bin 0 is ignored by kl_curve
         else:
             counts = histogram(value, lo, hi, bins)
         if name in self._hist:
@@ -223,7 +218,7 @@ class SampleKLObserver:
         lo, hi = extrema
         amax = max(-lo, hi, 0.0)
         if amax > 0 and lo != hi:
-            lo, hi = kl_range(histogram(np.abs(value), 0.0, amax, KL_BINS), lo, hi)
+            lo, hi = kl_range(kl_histogram(value, amax), lo, hi)
         if name in self._ranges:
             old = self._ranges[name]
             lo, hi = min(old[0], lo), max(old[1], hi)
@@ -288,66 +283,108 @@ def mmse_range(counts: np.ndarray, lo: float, hi: float) -> Tuple[float, float]:
 
 def kl_range(counts: np.ndarray, lo: float, hi: float) -> Tuple[float, float]:
     """The range chosen by KL divergence for the histogram ``counts`` (:data:`KL_BINS` equal
-    bins of ``|x|`` over ``[0, max(-lo, hi)]``) of a tensor whose values span ``[lo, hi]``:
-    the threshold ``T`` of :func:`kl_curve` with the smallest divergence gives
-    ``[max(lo, -T), min(hi, T)]``.  ``[lo, hi]`` itself when no threshold is tried (an
-    empty histogram) or when even the best divergence exceeds :data:`KL_MAX_DIVERGENCE`."""
+    bins of ``|x|`` over ``[0, max(-lo, hi)]``, :func:`kl_histogram`) of a tensor whose values
+    span ``[lo, hi]``: the threshold ``T`` of :func:`kl_curve` with the smallest positive
+    divergence (the first of equal ones) gives ``[max(lo, -T), min(hi, T)]``.  ``[lo, hi]`` itself
+    when no threshold is tried (an empty histogram) or when even the best divergence exceeds
+    :data:`KL_MAX_DIVERGENCE`."""
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
     thresholds, kl = kl_curve(counts, lo, hi)
-    if len(thresholds) == 0:
+    positive = kl > 0
+    if not positive.any():
         return lo, hi
-    k = int(np.argmin(kl))
+    k = int(np.argmin(np.where(positive, kl, np.inf)))  # the first of equal minima, as the vendor's
     if not kl[k] <= KL_MAX_DIVERGENCE:
         return lo, hi
     best = float(thresholds[k])
     return max(lo, -best), min(hi, best)
 
 
+def kl_histogram(values: np.ndarray, amax: float) -> np.ndarray:
+    """The :data:`KL_BINS` counts of ``|values|`` over ``[0, amax)`` as RKNN-Toolkit2 bins them
+    (``fast_histogram``): bin ``floor(|x| * KL_BINS / amax)`` computed in float64 in that order
+    (``|x| * (KL_BINS / amax)`` rounds the maximum itself into the last bin), a value at ``amax``
+    or beyond counted nowhere (the tensor's maximum falls out)."""
+    x = np.abs(np.asarray(values, np.float64).reshape(-1))
+    idx = np.floor(x * KL_BINS / amax)
+    idx = idx[idx < KL_BINS].astype(np.intp)
+    return np.bincount(idx, minlength=KL_BINS)
+
+
+def _seq_sum(a: np.ndarray) -> np.ndarray:
+    """Row sums of a float32 2-D array added one element after another, as a C loop adds them."""
+    return np.cumsum(a, axis=1, dtype=np.float32)[:, -1]
+
+
 def kl_curve(counts: np.ndarray, lo: float, hi: float) -> Tuple[np.ndarray, np.ndarray]:
     """``(thresholds, divergences)`` of the ``|x|`` histogram ``counts`` (equal bins over
-    ``[0, max(-lo, hi)]``), one pair per candidate; see the module docstring for the
-    definition.  Both arrays are empty when the histogram is too short, empty, or the
-    range is ``[0, 0]``."""
-    h = np.asarray(counts, np.float64)
+    ``[0, max(-lo, hi)]``), one pair per candidate ``t``, computed as RKNN-Toolkit2 2.5.0's
+    ``calc_kl`` computes them (reconstructed from its binary and checked on every candidate of
+    its own histograms: the same float32 values).  Bin 0 takes no part; of the others (``d``),
+    candidate ``t`` (128 .. ``len(d)`` - 1) makes
+
+    * ``P``: ``d[:t]``, its last bin plus everything beyond (the tail kept as a float32 running
+      difference);
+    * ``Q``: :data:`KL_TARGET_BINS` groups of ``m = t // 128`` bins; every bin of a group gets the
+      group's float32 sum over its number of non-zero bins; the last group runs from
+      ``127 m`` to ``t - 1`` (its sum includes ``P``'s last bin, its count does not; empty when
+      ``t = 128 m``); ``Q``'s last bin stays 0;
+    * both smoothed: zero bins become :data:`KL_EPS`, the others lose ``zeros * eps / nonzeros``;
+      normalised by their sums; ``KL = sum(p * log(p / q))``, every sum float32 in order.
+
+    The threshold of ``t`` is ``(t + 1.5) * width``.  Both arrays are empty when the histogram
+    is too short, empty, or the range is ``[0, 0]``."""
+    f32 = np.float32
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
     amax = max(-lo, hi)
     g = KL_TARGET_BINS
-    d = h[1:]  # bin 0 (zeros and the values that quantize to zero) takes no part
+    h = np.asarray(counts, np.float64)
+    d = h[1:].astype(f32)
     n = len(d)
-    if not amax > 0 or d.sum() == 0 or n <= g:
+    if not amax > 0 or not d.any() or n <= g:
         return np.zeros(0), np.zeros(0)
     width = amax / len(h)
-    eps = KL_EPS
-    log_eps = np.log(eps)
-    ch = np.concatenate([[0.0], np.cumsum(d)])
-    cn = np.concatenate([[0], np.cumsum(d > 0)])
-    dlogd = np.where(d > 0, d * np.log(np.where(d > 0, d, 1.0)), 0.0)
-    cl = np.concatenate([[0.0], np.cumsum(dlogd)])
-    total = ch[-1]
-
-    t = np.arange(g, n)  # P holds the first t bins of d, the last one with the outliers
+    t = np.arange(g, n)
+    rows, cols = len(t), n
+    inside = np.arange(cols)[None, :] < t[:, None]
+    # the tail beyond P's last bin: sum(d[g:]) in order, then minus d[t] one candidate after another
+    tail = np.cumsum(np.concatenate([[_seq_sum(d[None, g:])[0]], -d[g:n - 1]]), dtype=f32)
+    last_p = (d[t - 1] + tail).astype(f32)
+    last_base = (last_p - tail).astype(f32)
+    p = np.where(inside, d[None, :], f32(0)).astype(f32)
+    p[np.arange(rows), t - 1] = last_p
+    q = np.zeros((rows, cols), f32)
     m = t // g
-    last = ch[n] - ch[t - 1]  # P's last bin
-    last_e = np.where(last > 0, last, eps)
-    empty = (t - 1) - cn[t - 1]  # empty bins of P before its last one
-    p_sum = total + eps * (empty + (last == 0))
-    p_log_p = cl[t - 1] + empty * eps * log_eps + last_e * np.log(last_e)
+    for mm in np.unique(m):
+        sel = np.nonzero(m == mm)[0]
+        groups = d[:(g - 1) * mm].reshape(g - 1, mm)
+        nz = np.count_nonzero(groups, axis=1)
+        values = np.where(nz > 0, (_seq_sum(groups) / np.maximum(nz, 1).astype(f32)).astype(f32), f32(0))
+        q[np.ix_(sel, np.arange((g - 1) * mm))] = np.repeat(values, mm)[None, :]
+        a = (g - 1) * mm
+        run = np.cumsum(d[a:], dtype=f32)  # run[k] = d[a] + ... + d[a + k], in order
+        nonzero = np.concatenate([[0], np.cumsum(d[a:] != 0)])
+        tt = t[sel]
+        count = nonzero[tt - 1 - a]  # non-zero bins of d[a:t-1]
+        before = run[np.maximum(tt - 2 - a, 0)]
+        total = np.where(tt - 1 > a, (before + last_base[sel]).astype(f32), last_base[sel]).astype(f32)
+        value = np.where((count > 0) & (tt > g * mm), (total / np.maximum(count, 1).astype(f32)).astype(f32), f32(0))
+        span = (np.arange(cols)[None, :] >= a) & (np.arange(cols)[None, :] < (tt - 1)[:, None])
+        q[sel] = np.where(span, value[:, None], q[sel]).astype(f32)
 
-    # Q: group j covers m bins from j * m (the last group: to t); its count (outliers
-    # excluded) is spread over the group's non-empty bins, and every bin of the group
-    # gets that share.  The last bin of P is not part of the spreading: Q is eps there.
-    j = np.arange(g)[None, :]
-    a = j * m[:, None]
-    is_last = j == g - 1
-    b_sum = np.where(is_last, t[:, None], a + m[:, None])
-    b = np.where(is_last, (t - 1)[:, None], a + m[:, None])
-    s = ch[b_sum] - ch[a]
-    nz = (cn[b] - cn[a]).astype(np.float64)
-    bins = (b - a).astype(np.float64)
-    ok = (nz > 0) & (s > 0)
-    share = np.where(ok, s / np.where(nz > 0, nz, 1.0), eps)
-    p_mass = (ch[b] - ch[a]) + (bins - nz) * eps  # P's mass over the group, empty bins at eps
-    p_log_q = np.where(ok, p_mass * np.log(share), bins * eps * log_eps).sum(axis=1) + last_e * log_eps
-    q_sum = (bins * share).sum(axis=1) + eps
-    kl = (p_log_p - p_log_q) / p_sum - np.log(p_sum) + np.log(q_sum)
+    def smooth(x: np.ndarray) -> np.ndarray:  # an all-zero row stays zero (its divergence is NaN: skipped)
+        zero = (x == 0) & inside
+        nzero = zero.sum(axis=1).astype(f32)
+        nnz = (inside & ~zero).sum(axis=1).astype(f32)
+        cut = ((nzero * f32(KL_EPS)).astype(f32) / np.maximum(nnz, 1)).astype(f32)
+        out = np.where(zero, f32(KL_EPS), np.where(inside, (x - cut[:, None]).astype(f32), f32(0))).astype(f32)
+        return np.where((nnz > 0)[:, None], out, x).astype(f32)
+
+    ps, qs = smooth(p), smooth(q)
+    with np.errstate(divide="ignore", invalid="ignore"):  # an all-zero Q row: NaN, never chosen
+        pn = (ps / _seq_sum(ps)[:, None]).astype(f32)
+        qn = (qs / _seq_sum(qs)[:, None]).astype(f32)
+        ratio = np.where(inside, (pn / np.where(inside, qn, f32(1))).astype(f32), f32(1))
+        terms = np.where(inside, (pn * np.log(ratio.astype(np.float64)).astype(f32)).astype(f32), f32(0))
+    kl = _seq_sum(terms.astype(f32)).astype(np.float64)
     return (t + 1.5) * width, kl
