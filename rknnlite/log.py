@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import List, Optional
+from typing import Optional
 
 __all__ = ["logger", "LOG_LEVELS", "TRACE", "apply_env_level", "InstanceLog"]
 
