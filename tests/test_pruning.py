@@ -243,6 +243,16 @@ def test_constant_channels_fold_into_an_unpadded_consumers_bias():
     d = g.nodes[-1]
     assert g.constants[d.inputs[1]].shape == (2, 5)
     np.testing.assert_allclose(g.constants[d.inputs[2]], 2.0 * 3 * b[1] / 0.5, rtol=1e-6)
+    # a C of one value per output row and column (not a bias) or a Conv bias computed at run time: kept
+    g = Graph([Node("Conv", "c1", ["x", "w1", "b1"], ["a"], {}), Node("GlobalAveragePool", "p", ["a"], ["pa"], {}),
+               Node("Flatten", "f", ["pa"], ["fa"], {"axis": 1}), Node("Gemm", "d", ["fa", "B", "C"], ["y"], {})],
+              ["x"], ["y"], {"w1": w1, "b1": np.array([0, 3, 0], np.float32), "B": b,
+                             "C": np.ones((4, 5), np.float32)})
+    assert not prune_channels(g).pruned
+    g = _conv_graph(w1, np.array([0, 2, 0], np.float32), w2, between=[("Sigmoid", {}, ())])
+    g.nodes[-1].inputs.append("runtime_bias")
+    g.inputs.append("runtime_bias")
+    assert not prune_channels(g).pruned
 
 
 def _mobilenet_block(path):

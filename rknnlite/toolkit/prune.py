@@ -296,10 +296,21 @@ def _depthwise_through(graph: Graph, node: Node, vals: np.ndarray) -> np.ndarray
 
 
 def _foldable(graph: Graph, node: Node) -> bool:
-    """Whether a consumer can take a constant input channel into its bias exactly."""
+    """Whether a consumer can take a constant input channel into its bias exactly: an
+    unpadded Conv or a Gemm with ``beta != 0``, whose bias (``C``) is absent or a constant
+    with one value per output (or one in all)."""
+    k = 2
+    bias = node.inputs[k] if len(node.inputs) > k and node.inputs[k] else None
+    if bias is not None and not _const_float(graph, node, k):
+        return False
+    w = graph.constants[node.inputs[1]]
     if node.op == "Conv":
-        return _no_padding(node)
-    return float(node.attrs.get("beta", 1.0)) != 0.0
+        outputs = w.shape[0]
+        fits = _no_padding(node)
+    else:
+        outputs = w.shape[0] if node.attrs.get("transB", 0) else w.shape[1]
+        fits = float(node.attrs.get("beta", 1.0)) != 0.0
+    return fits and (bias is None or np.size(graph.constants[bias]) in (1, outputs))
 
 
 def _fold_constants(graph: Graph, node: Node, axis: int, vals: np.ndarray) -> None:
