@@ -295,13 +295,16 @@ def _depthwise_through(graph: Graph, node: Node, vals: np.ndarray) -> np.ndarray
     return _activation(node, np.where(np.isnan(vals), np.nan, out))
 
 
+#: the bias input of a Conv and the ``C`` input of a Gemm
+_BIAS = 2
+
+
 def _foldable(graph: Graph, node: Node) -> bool:
     """Whether a consumer can take a constant input channel into its bias exactly: an
     unpadded Conv or a Gemm with ``beta != 0``, whose bias (``C``) is absent or a constant
     with one value per output (or one in all)."""
-    k = 2
-    bias = node.inputs[k] if len(node.inputs) > k and node.inputs[k] else None
-    if bias is not None and not _const_float(graph, node, k):
+    bias = node.inputs[_BIAS] if len(node.inputs) > _BIAS and node.inputs[_BIAS] else None
+    if bias is not None and not _const_float(graph, node, _BIAS):
         return False
     w = graph.constants[node.inputs[1]]
     if node.op == "Conv":
@@ -321,10 +324,9 @@ def _fold_constants(graph: Graph, node: Node, axis: int, vals: np.ndarray) -> No
     if node.op == "Conv":
         add = np.tensordot(vals, per_channel.reshape(per_channel.shape[0], per_channel.shape[1], -1).sum(axis=2),
                            axes=1)
-        k, m = 2, w.shape[0]
     else:
         add = vals @ per_channel * float(node.attrs.get("alpha", 1.0)) / float(node.attrs.get("beta", 1.0))
-        k, m = 2, add.size
+    m, k = add.size, _BIAS
     old = graph.constants.get(node.inputs[k]) if len(node.inputs) > k and node.inputs[k] else None
     base = np.zeros(m) if old is None else np.broadcast_to(np.asarray(old, np.float64).reshape(-1), (m,))
     bias = (base + add).astype(np.float32)
