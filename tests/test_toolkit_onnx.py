@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 
 import numpy as np
@@ -21,6 +22,7 @@ from rknnlite.model.loader import load_model  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 from rknnlite.toolkit.onnx_import import import_onnx  # noqa: E402
 from rknnlite.toolkit.optimize import (  # noqa: E402
+    reshaped_shapes,
     conv_fusable_activations,
     finalize_outputs,
     fold_batchnorm,
@@ -789,6 +791,47 @@ def test_fold_dense_bias_refusals(name, first, chain, inits, a_shape, out_shape)
     a = RNG.standard_normal((2, 3, 5) if name == "matmul-3d" else (3, 5)).astype(np.float32)
     im = import_onnx(m)
     check_against_ort(m, {"a": a}, optimize(im.graph, im.shapes))
+
+
+def test_dense_bias_folds_after_a_reshape_whose_shape_folding_computes():
+    """PaddlePaddle's classifier head (PP-OCR cls): ``Reshape(x, Concat(Cast(Slice(Cast(Shape(x)))),
+    Cast(4)))`` then ``MatMul`` and ``Add``, opset 11.  ONNX inference does not follow that chain,
+    so import leaves the Reshape's output unknown;
+    once folding makes its target constant, :func:`reshaped_shapes` gives it (2, 4) and the
+    head becomes one Gemm (quantized once, as the vendor's FC)."""
+    i64 = TensorProto.INT64
+    nodes = [helper.make_node("Shape", ["x"], ["s64"]),
+             helper.make_node("Cast", ["s64"], ["s"], to=TensorProto.INT32),
+             helper.make_node("Slice", ["s", "zero", "one", "zero"], ["s0"]),
+             helper.make_node("Cast", ["s0"], ["c0"], to=i64),
+             helper.make_node("Cast", ["four"], ["c1"], to=i64),
+             helper.make_node("Concat", ["c0", "c1"], ["target"], axis=-1),
+             helper.make_node("Reshape", ["x", "target"], ["r"]),
+             helper.make_node("MatMul", ["r", "w"], ["p"]),
+             helper.make_node("Add", ["p", "k"], ["y"])]
+    inits = [init("zero", np.int64([0])), init("one", np.int64([1])), init("four", np.int32([4])),
+             init("w", RNG.standard_normal((4, 3)).astype(np.float32)), init("k", np.float32([1, 2, 3]))]
+    m = model(nodes, [vi("x", F, [2, 4, 1, 1])], [vi("y", F, None)], inits, opset=11, ir=7)
+    im = import_onnx(m)
+    g = im.graph
+    fold_constants(g, im.shapes)
+    assert im.shapes.get("r") is None and fold_dense_bias(copy.deepcopy(g), im.shapes) == 0
+    shapes = reshaped_shapes(g, im.shapes)
+    assert shapes["r"] == (2, 4) and "r" not in im.shapes
+    assert fold_dense_bias(g, shapes) == 1
+    im = import_onnx(m)
+    x = RNG.standard_normal((2, 4, 1, 1)).astype(np.float32)
+    assert ops(check_against_ort(m, {"x": x}, optimize(im.graph, im.shapes)))[-1] == "Gemm"
+
+
+@pytest.mark.parametrize("target, src, expect", [
+    ([0, -1], (2, 3, 4), (2, 12)), ([-1], (2, 3), (6,)), ([4, 0], (2, 3), None), ([5, -1], (2, 3), None),
+    ([-1, -1], (2, 3), None), ([0, 0, 0], (2, 3), None),
+])
+def test_reshaped_shapes_follows_onnx_rules(target, src, expect):
+    g = Graph([Node("Reshape", "r", ["x", "t"], ["y"], {})], ["x"], ["y"], {"t": np.int64(target)})
+    assert reshaped_shapes(g, {"x": src}).get("y") == expect
+    assert reshaped_shapes(g, {"x": (-1, 3)}).get("y") is None  # a dynamic input dim: unknown
 
 
 def test_fold_dense_bias_refuses_integer_products():

@@ -5,6 +5,8 @@
    outputs (Shape/Gather/Concat chains, ConstantOfShape, Reshape of a constant...);
    ``Shape``/``Size`` of a tensor whose shape is fully static folds too.  Folded values
    keep the dtype the kernel gives (int64 shapes stay int64, floats are float32).
+   Then :func:`reshaped_shapes` gives the passes below the shapes of Reshapes whose
+   target shape folding made constant.
 2. :func:`remove_identities` - ``Identity`` and inference-mode ``Dropout`` are removed
    and their consumers rewired; graph outputs keep their names.
 3. :func:`fold_batchnorm` - an inference ``BatchNormalization`` right after a ``Conv``
@@ -51,6 +53,7 @@ from ..model.graph import Graph, Node
 __all__ = [
     "optimize",
     "fold_constants",
+    "reshaped_shapes",
     "remove_identities",
     "fold_batchnorm",
     "fold_conv_affine",
@@ -83,13 +86,14 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     g = copy.copy(graph)  # keeps any other graph fields
     g.nodes = [Node(n.op, n.name, list(n.inputs), list(n.outputs), dict(n.attrs)) for n in graph.nodes]
     g.inputs, g.outputs, g.constants = list(graph.inputs), list(graph.outputs), dict(graph.constants)
-    counts = {
-        "constant folding": fold_constants(g, shapes),
+    counts = {"constant folding": fold_constants(g, shapes)}
+    shapes = reshaped_shapes(g, shapes)
+    counts.update({
         "identity/dropout removal": remove_identities(g),
         "batchnorm folding": fold_batchnorm(g),
         "conv affine folding": fold_conv_affine(g),
         "dense bias folding": fold_dense_bias(g, shapes),
-    }
+    })
     # after the folds above, so that a Conv they extended can take its residual and activation too
     if residual_fusion:
         counts["residual add fusion"] = fuse_residual_add(g, shapes)
@@ -103,6 +107,30 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
 
 
 # -- 1. constant folding ---------------------------------------------------------------------
+
+
+def reshaped_shapes(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]]) -> Dict[str, Tuple[int, ...]]:
+    """``shapes`` (a new dict) with the output shape of each ``Reshape`` whose target shape is a
+    constant (after :func:`fold_constants`: a ``Shape -> Gather -> Concat`` chain that import-time
+    inference could not follow) and whose input shape is static, in graph order, so that one
+    Reshape's result feeds the next.  ONNX rules: ``0`` copies the input's dim (unless
+    ``allowzero``), one ``-1`` takes what is left; an inconsistent target is left unknown."""
+    out = {k: tuple(v) for k, v in (shapes or {}).items()}
+    for node in graph.nodes:
+        if node.op != "Reshape" or len(node.inputs) < 2 or len(node.outputs) != 1 or node.outputs[0] in out:
+            continue
+        src, target = out.get(node.inputs[0]), graph.constants.get(node.inputs[1])
+        if src is None or any(int(d) < 0 for d in src) or target is None or target.dtype.kind not in "iu":
+            continue
+        dims = [int(d) for d in np.ravel(target)]
+        if not node.attrs.get("allowzero", 0):
+            dims = [src[k] if d == 0 and k < len(src) else d for k, d in enumerate(dims)]
+        size, known = int(np.prod(src, dtype=np.int64)), int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+        if dims.count(-1) == 1 and known > 0 and size % known == 0:
+            dims[dims.index(-1)] = size // known
+        if all(d >= 0 for d in dims) and int(np.prod(dims, dtype=np.int64)) == size:
+            out[node.outputs[0]] = tuple(dims)
+    return out
 
 
 def fold_constants(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
