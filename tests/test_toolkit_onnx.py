@@ -30,6 +30,7 @@ from rknnlite.toolkit.optimize import (  # noqa: E402
     fold_conv_affine,
     fold_dense_bias,
     fuse_activations,
+    fuse_hard_swish,
     optimize,
     remove_dead_nodes,
     remove_identities,
@@ -791,6 +792,60 @@ def test_fold_dense_bias_refusals(name, first, chain, inits, a_shape, out_shape)
     a = RNG.standard_normal((2, 3, 5) if name == "matmul-3d" else (3, 5)).astype(np.float32)
     im = import_onnx(m)
     check_against_ort(m, {"a": a}, optimize(im.graph, im.shapes))
+
+
+def _swish_model(form, opset=11, extra_reader=None, **consts):
+    """A conv then a decomposed HardSwish of its output: ``paddle`` (``Add 3, Clip 0..6, Mul x,
+    Div 6``; ``paddle-mul``: the last step ``Mul 1/6``, the Add's constant first) or ``torch``
+    (``Mul(x, HardSigmoid(x, 1/6, 0.5))``)."""
+    k = {"three": 3.0, "lo": 0.0, "hi": 6.0, "six": 6.0, "alpha": 1 / 6, **consts}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])]
+    inits = [init("w", (RNG.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32))]
+    if form.startswith("paddle"):
+        add_in = ["three", "c"] if form == "paddle-mul" else ["c", "three"]
+        nodes += [helper.make_node("Add", add_in, ["a"]), helper.make_node("Clip", ["a", "lo", "hi"], ["g"]),
+                  helper.make_node("Mul", ["c", "g"], ["m"])]
+        if form == "paddle-mul":
+            nodes.append(helper.make_node("Mul", ["m", "sixth"], ["y"]))
+            inits.append(init("sixth", np.float32(1 / k["six"])))
+        else:
+            nodes.append(helper.make_node("Div", ["m", "six"], ["y"]))
+            inits.append(init("six", np.float32(k["six"])))
+        inits += [init(n, np.float32(k[n])) for n in ("three", "lo", "hi")]
+    else:
+        nodes += [helper.make_node("HardSigmoid", ["c"], ["g"], alpha=k["alpha"], beta=0.5),
+                  helper.make_node("Mul", ["g", "c"], ["y"])]
+    outputs = [vi("y", F, None)]
+    if extra_reader:
+        nodes.append(helper.make_node("Neg", [extra_reader], ["n"]))
+        outputs.append(vi("n", F, None))
+    return model(nodes, [vi("x", F, [1, 3, 6, 6])], outputs, inits, opset=opset, ir=7)
+
+
+@pytest.mark.parametrize("form", ["paddle", "paddle-mul", "torch"])
+def test_fuse_hard_swish_makes_one_node_of_the_exported_forms(form):
+    m = _swish_model(form)
+    g = import_onnx(m).graph
+    assert fuse_hard_swish(g) == 1 and ops(g) == ["Conv", "HardSwish"]
+    assert g.nodes[1].inputs == ["c"] and g.nodes[1].outputs == ["y"]
+    x = RNG.uniform(-2, 2, (1, 3, 6, 6)).astype(np.float32)
+    im = import_onnx(m)
+    assert "HardSwish" in ops(check_against_ort(m, {"x": x}, optimize(im.graph, im.shapes), atol=1e-5))
+
+
+@pytest.mark.parametrize("form, change", [
+    ("paddle", {"extra_reader": "a"}), ("paddle", {"extra_reader": "g"}), ("paddle", {"extra_reader": "m"}),
+    ("paddle", {"three": 2.5}), ("paddle", {"hi": 5.0}), ("paddle", {"six": 3.0}), ("paddle-mul", {"six": 5.0}),
+    ("torch", {"alpha": 0.2}), ("torch", {"extra_reader": "g"}),
+])
+def test_fuse_hard_swish_leaves_other_graphs(form, change):
+    m = _swish_model(form, **change)
+    g = import_onnx(m).graph
+    before = ops(g)
+    assert fuse_hard_swish(g) == 0 and ops(g) == before
+    x = RNG.uniform(-4, 4, (1, 3, 6, 6)).astype(np.float32)
+    im = import_onnx(m)
+    check_against_ort(m, {"x": x}, optimize(im.graph, im.shapes), atol=1e-5)
 
 
 def test_dense_bias_folds_after_a_reshape_whose_shape_folding_computes():

@@ -8,7 +8,8 @@
    Then :func:`reshaped_shapes` gives the passes below the shapes of Reshapes whose
    target shape folding made constant.
 2. :func:`remove_identities` - ``Identity`` and inference-mode ``Dropout`` are removed
-   and their consumers rewired; graph outputs keep their names.
+   and their consumers rewired; graph outputs keep their names.  Then
+   :func:`fuse_hard_swish` makes a HardSwish exported as several nodes one node again.
 3. :func:`fold_batchnorm` - an inference ``BatchNormalization`` right after a ``Conv``
    whose output nothing else reads is merged into the Conv's weights and bias
    (computed in float64, stored as float32).
@@ -55,6 +56,7 @@ __all__ = [
     "fold_constants",
     "reshaped_shapes",
     "remove_identities",
+    "fuse_hard_swish",
     "fold_batchnorm",
     "fold_conv_affine",
     "fold_dense_bias",
@@ -90,6 +92,7 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     shapes = reshaped_shapes(g, shapes)
     counts.update({
         "identity/dropout removal": remove_identities(g),
+        "hard swish fusion": fuse_hard_swish(g),
         "batchnorm folding": fold_batchnorm(g),
         "conv affine folding": fold_conv_affine(g),
         "dense bias folding": fold_dense_bias(g, shapes),
@@ -281,6 +284,89 @@ def _consumers(graph: Graph) -> Dict[str, List[Node]]:
             if name:
                 users.setdefault(name, []).append(n)
     return users
+
+
+# -- 2b. decomposed HardSwish -----------------------------------------------------------------
+
+
+def fuse_hard_swish(graph: Graph) -> int:
+    """Rewrite a HardSwish exported as several nodes into one ``HardSwish`` node; returns how many.
+
+    Two forms, ``x`` any tensor:
+
+    * ``Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6)`` (or the last step ``Mul(., 1/6)``), as
+      PaddlePaddle exports ``hardswish`` (PP-OCR, PP-LCNet);
+    * ``Mul(x, HardSigmoid(x, alpha=1/6, beta=0.5))``, as PyTorch exports ``Hardswish``
+      below opset 14.
+
+    The same function (``x * clip(x / 6 + 0.5, 0, 1)``, equal up to float32 rounding), and the
+    form the vendor's compiler runs: one activation whose output alone is quantized, where the
+    decomposed form would put an int8 grid on each intermediate.  Conditions: every intermediate
+    has the next node as its only reader and is not a graph output; the constants are scalars
+    (3, 0, 6 and 6 or 1/6 within float32 rounding)."""
+    consts = graph.constants
+    users = _consumers(graph)
+    outputs = set(graph.outputs)
+
+    def only_reader(name: str) -> Optional[Node]:
+        readers = users.get(name, [])
+        return readers[0] if len(readers) == 1 and name not in outputs and len(readers[0].outputs) == 1 else None
+
+    def other(node: Node, name: str) -> Optional[str]:
+        if len(node.inputs) != 2 or name not in node.inputs or node.inputs[0] == node.inputs[1]:
+            return None
+        return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
+
+    def close(v, value: float) -> bool:
+        return isinstance(v, (int, float, np.number)) and not isinstance(v, bool) \
+            and abs(float(v) - value) <= 1e-6 * abs(value)
+
+    def scalar(name: Optional[str], value: float) -> bool:
+        k = consts.get(name) if name else None
+        return k is not None and k.dtype.kind == "f" and k.size == 1 and close(k.reshape(()).item(), value)
+
+    def scalar_attr(node: Node, name: str, default: float, value: float) -> bool:
+        return close(node.attrs.get(name, default), value)
+
+    fused = 0
+    for node in list(graph.nodes):
+        if node not in graph.nodes or len(node.outputs) != 1:
+            continue
+        chain: List[Node] = [node]
+        if node.op == "Add" and len(node.inputs) == 2:
+            x = next((a for a, b in (node.inputs, node.inputs[::-1]) if scalar(b, 3.0)), None)
+            clip = only_reader(node.outputs[0])
+            if x is None or clip is None or clip.op != "Clip" or clip.inputs[0] != node.outputs[0] \
+                    or _fusable_activation_attrs(clip, consts) != _RELU6:
+                continue
+            chain.append(clip)
+        elif node.op == "HardSigmoid" and len(node.inputs) == 1 and scalar_attr(node, "alpha", 0.2, 1 / 6) \
+                and scalar_attr(node, "beta", 0.5, 0.5):
+            x = node.inputs[0]
+        else:
+            continue
+        gate = chain[-1].outputs[0]
+        mul = only_reader(gate)
+        if mul is None or mul.op != "Mul" or other(mul, gate) != x:
+            continue
+        chain.append(mul)
+        if node.op == "Add":  # then / 6
+            last = only_reader(mul.outputs[0])
+            if last is None or last.inputs[0] != mul.outputs[0] or not (
+                    last.op == "Div" and len(last.inputs) == 2 and scalar(last.inputs[1], 6.0)
+                    or last.op == "Mul" and scalar(other(last, mul.outputs[0]), 1 / 6)):
+                continue
+            chain.append(last)
+        end = chain[-1]
+        graph.nodes[graph.nodes.index(end)] = Node("HardSwish", end.name, [x], list(end.outputs),
+                                                   {k: v for k, v in end.attrs.items() if k == "_opset"})
+        for part in chain[:-1]:
+            graph.nodes.remove(part)
+        fused += 1
+    return fused
+
+
+_RELU6 = {"_activation": "Clip", "_activation_min": 0.0, "_activation_max": 6.0}
 
 
 # -- 3. BatchNormalization into Conv ---------------------------------------------------------
