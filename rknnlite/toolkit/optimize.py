@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -1104,8 +1104,9 @@ def finalize_outputs(graph: Graph) -> int:
 # -- storage precision -----------------------------------------------------------------------
 
 
-def round_constants_to_float16(graph: Graph) -> int:
-    """Store every float constant as float32 values rounded to float16 precision, in place.
+def round_constants_to_float16(graph: Graph, keep: Collection[str] = ()) -> int:
+    """Store every float constant but those named in ``keep`` as float32 values rounded to
+    float16 precision, in place.
 
     A float16 model then holds exactly what the NPU would, and the runtime uses the
     weights straight from the (memory-mapped) file instead of rounding a copy.
@@ -1116,7 +1117,7 @@ def round_constants_to_float16(graph: Graph) -> int:
     changed = 0
     for name, value in graph.constants.items():
         a = np.asarray(value)
-        if a.dtype.kind != "f":
+        if a.dtype.kind != "f" or name in keep:
             continue
         rounded = np.array(a, dtype=np.float32)
         round_fp16_inplace(rounded.reshape(-1))

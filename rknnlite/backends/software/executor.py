@@ -43,8 +43,10 @@ Numeric modes: ``float16`` stores every float tensor at half precision between n
 ``float32`` keeps full precision (an exact reference mode of this project).  In an
 int8 model (``Graph.quant`` set), each quantized tensor is stored on its int8 grid
 (``(clip(round(x / scale) + zp) - zp) * scale``; weights per tensor or per channel),
-so every kernel sees exactly the values an int8 tensor holds; accumulation inside
-kernels is float32, and tensors without quantization follow ``float_dtype``.  Tensors a
+so every kernel sees exactly the values an int8 tensor holds, and tensors without
+quantization follow ``float_dtype``.  int8 convs and dense layers sum their integer codes
+exactly, as the NPU does (:mod:`.integer_convs`, applied when the graph is compiled); other
+kernels compute in float32.  Tensors a
 graph names in ``keep_float`` (a vendor graph's normalised inputs, float32 biases and the
 intermediates of fused activations) stay float32 in float16 mode, as the vendor simulator
 keeps them.
@@ -64,6 +66,7 @@ from ...errors import InputInvalidError, InvalidParamError, ModelInvalidError, R
 from ...model.graph import Graph, Node
 from ..base import check_out
 from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
+from .integer_convs import integer_convs
 from .branches import CallFailed, Probe, Region, conflicts, find_regions, run_program
 from .ops.elementwise import restore_fp, silence_fp
 from .parallel import WorkerPool, WorkRecorder, branches_from_env, current_threads, threads_from_env, using
@@ -141,6 +144,7 @@ class Executor:
                  defer_missing: bool = False):
         if float_dtype not in FLOAT_DTYPES:
             raise InvalidParamError(f"float_dtype must be 'float16' or 'float32', not {float_dtype!r}")
+        graph, exact_sums = integer_convs(graph)
         self.graph = graph
         self.float_dtype = float_dtype
         self._round = float_dtype == "float16"
@@ -162,7 +166,7 @@ class Executor:
         #: tensors stored at float32 even in float16 mode (``graph.keep_float``: a vendor graph's
         #: normalised inputs, float32 biases and fused-activation intermediates, which the vendor
         #: simulator does not round)
-        self.float_slots = frozenset(names[n] for n in getattr(graph, "keep_float", ()) if n in names)
+        self.float_slots = frozenset(names[n] for n in exact_sums.union(getattr(graph, "keep_float", ())) if n in names)
         #: tensors rounded to float16 in every mode (``graph.round_fp16``: the float16 tensors
         #: of a vendor int8 graph, e.g. after ``exDataConvert``)
         self.fp16_slots = frozenset(names[n] for n in getattr(graph, "round_fp16", ()) if n in names)
