@@ -56,7 +56,7 @@ def integer_convs(graph: Graph) -> Tuple[Graph, FrozenSet[str]]:
             nodes.append(node)
             continue
         changed = True
-        x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
+        x, y = node.inputs[0], node.outputs[0]
         if x not in codes:
             codes[x] = _unique(f"{x}__codes", taken)
             nodes.append(Node("VendorCodes", node.name, [x], [codes[x]], {"scale": float(acc.s_in)}))
