@@ -114,8 +114,8 @@ def test_hybrid_int8_finds_the_float_boxes_on_real_photos(tmp_path, caplog, monk
     recall, precision = _found(float_dets, hybrid), _found(hybrid, float_dets)
     head_recall, head_precision = _found(float_dets, head), _found(head, float_dets)
     floor = _found(float_dets, float32)
-    # the figures of docs/hybrid-quantization.md: plain 0 %; auto hybrid 85 % of the 78 float16 boxes
-    # found, 81 % of its boxes float16's; the head in float16 90 % and 84 %; and the float32 build
+    # the figures of docs/hybrid-quantization.md: plain 0 %; auto hybrid 90 % of the 78 float16 boxes
+    # found, 82 % of its boxes float16's; the head in float16 99 % and 89 %; and the float32 build
     # itself finds only 96 %: this random network's logits (+-200) flip on float16 rounding already.
     # Auto hybrid's precision was 90 % before the class logits (the Sigmoid's input) were clamped to
     # [-7, 7] as the vendor does.  Their +-200 int8 grid (step 1.6) rounded each logit near the 0.25
@@ -127,7 +127,7 @@ def test_hybrid_int8_finds_the_float_boxes_on_real_photos(tmp_path, caplog, monk
     figures = (recall, precision, head_recall, head_precision)
     assert recall >= 0.8 and precision >= 0.75, figures
     # (each change of int8 arithmetic moves a few of this random network's boxes: the head's 92 % /
-    # 87 % with float32 sums and float16 biases, 91 % / 89 % with exact sums, 90 % / 84 % with int32
-    # biases; hence 0.85 / 0.8)
-    assert head_recall >= 0.85 and head_precision >= 0.8 and head_recall >= recall, figures
+    # 87 % with float32 sums, float16 biases and symmetric weights; 90 % / 84 % at worst on the way
+    # to exact sums, int32 biases and the vendor's asymmetric weights)
+    assert head_recall >= 0.9 and head_precision >= 0.85 and head_recall >= recall, figures
     assert 0.9 <= floor < 1.0, floor

@@ -18,6 +18,7 @@ import rknnlite  # noqa: E402
 from rknnlite.model.loader import load_model  # noqa: E402
 from rknnlite.model.portable import read_portable  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
+from rknnlite.model.spec import QuantParams  # noqa: E402
 from rknnlite.toolkit.quantize import activation_params, weight_axis, weight_params  # noqa: E402
 from toolkit_logs import errors  # noqa: E402
 
@@ -122,13 +123,16 @@ def test_channel_and_layer_methods_differ_in_weight_tables(vendor_fixtures, monk
     tables = {}
     for method in ("channel", "layer"):
         rknn = build_vendor(vendor_fixtures, "convnet", method)
-        tables[method] = read_portable(memoryview(rknn._model_bytes)).graph.quant
+        graph = read_portable(memoryview(rknn._model_bytes)).graph
+        tables[method] = graph.quant
         rknn.release()
     ch, layer = tables["channel"], tables["layer"]
     assert len(ch["conv_w"].scale) == 8 and ch["conv_w"].axis == 0
     assert len(ch["fc_w"].scale) == 10 and ch["fc_w"].axis == 0  # Gemm transB=1: rows are outputs
     assert len(layer["conv_w"].scale) == 1 and layer["conv_w"].axis is None
-    assert layer["conv_w"].scale[0] == pytest.approx(max(ch["conv_w"].scale))
+    w = np.asarray(graph.constants["conv_w"], np.float64)  # one asymmetric range over all channels
+    assert layer["conv_w"].scale[0] == pytest.approx((max(w.max(), 0) - min(w.min(), 0)) / 255, rel=1e-3)
+    assert layer["conv_w"].scale[0] >= max(ch["conv_w"].scale)
     assert ch["relu"] == layer["relu"]  # activations do not depend on the method
     assert "conv_b" not in ch and "fc_b" not in ch  # biases stay float
 
@@ -209,15 +213,16 @@ def test_quant_params_follow_the_min_max_formula(tmp_path, monkeypatch):
         assert q.scale[0] == pytest.approx(scale, rel=1e-5), name
         assert q.zero_point[0] == int(np.clip(np.round(-128 - vmin / scale), -128, 127)), name
     assert quant["r"].zero_point == (-128,)  # a Relu output starts at 0
-    # Per-channel symmetric weights on each op's output-channel axis.
+    # Per-channel asymmetric weights (the vendor's rule) on each op's output-channel axis.
     w = weights["w"]
-    assert quant["w"].axis == 0 and quant["w"].zero_point == (0,) * 4
-    np.testing.assert_allclose(quant["w"].scale[:2], np.abs(w[:2]).reshape(2, -1).max(axis=1) / 127, rtol=1e-6)
-    assert quant["w"].scale[2] > 0  # all-zero channel: any positive scale
+    assert quant["w"].axis == 0
+    span = lambda a, axis: np.maximum(a.max(axis=axis), 0) - np.minimum(a.min(axis=axis), 0)  # noqa: E731
+    np.testing.assert_allclose(quant["w"].scale[:2], span(w[:2].reshape(2, -1), 1) / 255, rtol=1e-6)
+    assert quant["w"].scale[2] > 0 and quant["w"].zero_point[2] == 0  # all-zero channel
     assert quant["fc"].axis == 1  # Gemm transB=0: B is [K, N]
-    np.testing.assert_allclose(quant["fc"].scale, np.abs(weights["fc"]).max(axis=0) / 127, rtol=1e-6)
+    np.testing.assert_allclose(quant["fc"].scale, span(weights["fc"], 0) / 255, rtol=1e-6)
     assert quant["mm"].axis == 1
-    np.testing.assert_allclose(quant["mm"].scale, np.abs(weights["mm"]).max(axis=0) / 127, rtol=1e-6)
+    np.testing.assert_allclose(quant["mm"].scale, span(weights["mm"], 0) / 255, rtol=1e-6)
     assert "b" not in quant
 
     # The runtime reports the I/O quantization and runs the model close to float.
@@ -242,9 +247,15 @@ def test_parameter_helpers():
     assert activation_params(-3.0, -1.0).zero_point == (127,)
     assert activation_params(0.0, 0.0).scale[0] > 0
     w = np.array([[1.0, -2.0], [0.5, 0.25]], np.float32)
-    assert weight_params(w, 0).scale == pytest.approx((2 / 127, 0.5 / 127))
-    assert weight_params(w, 1).scale == pytest.approx((1 / 127, 2 / 127))
-    assert weight_params(w, None).scale == pytest.approx((2 / 127,))
+    # asymmetric per slice, the range widened to contain 0: every channel uses all 256 codes
+    q = weight_params(w, 0)
+    assert q.scale == pytest.approx((3 / 255, 0.5 / 255)) and q.zero_point == (int(np.round(-128 + 2 / (3 / 255))), -128)
+    assert weight_params(w, 1).scale == pytest.approx((1 / 255, 2.25 / 255))
+    assert weight_params(w, None).scale == pytest.approx((3 / 255,))
+    assert weight_params(np.zeros((2, 3), np.float32), 0) == QuantParams("int8", (1.0, 1.0), (0, 0), 0)
+    for channel, (scale, zp) in zip(w, zip(q.scale, q.zero_point)):  # the extremes land on -128 and 127
+        codes = np.clip(np.round(channel / scale) + zp, -128, 127)
+        assert codes.min() == -128 or codes.max() == 127
     assert weight_axis("Conv", {}, np.zeros((4, 3, 3, 3))) == 0
     assert weight_axis("ConvTranspose", {}, np.zeros((3, 4, 3, 3))) == 1
     assert weight_axis("Gemm", {"transB": 1}, w) == 0 and weight_axis("Gemm", {}, w) == 1

@@ -12,9 +12,10 @@ The steps:
    :mod:`rknnlite.toolkit.calibration`).
 3. :func:`quantize_graph` turns those ranges into :class:`~rknnlite.model.spec.QuantParams`:
    activations asymmetric int8 per tensor (:func:`activation_params`), the constant
-   weights of ``Conv`` / ``ConvTranspose`` / ``Gemm`` / ``MatMul`` symmetric int8 per
+   weights of ``Conv`` / ``ConvTranspose`` / ``Gemm`` / ``MatMul`` asymmetric int8 per
    output channel (method ``"channel"``) or per tensor (``"layer"``)
-   (:func:`weight_params`).  Biases and other constants stay float.
+   (:func:`weight_params`).  Biases and other constants stay float (the runtime holds an
+   int8 conv's bias as int32 in accumulator units).
 
 The software executor then stores every quantized tensor on its int8 grid (fake
 quantization), which is what the vendor's simulator does too; the parameters of the
@@ -30,7 +31,7 @@ import numpy as np
 
 from ..model.graph import Graph
 from ..model.spec import QuantParams
-from .calibration import ALGORITHMS, QMAX, HistogramObserver, MinMaxObserver, SampleKLObserver, affine_params
+from .calibration import ALGORITHMS, HistogramObserver, MinMaxObserver, SampleKLObserver, affine_params
 from .dataset import DatasetError, read_dataset
 
 __all__ = [
@@ -339,16 +340,21 @@ def activation_params(vmin: float, vmax: float) -> QuantParams:
 
 
 def weight_params(w: np.ndarray, axis: Optional[int]) -> QuantParams:
-    """Symmetric int8 for a weight: ``scale = max|w| / 127``, zero point 0, per slice along
-    ``axis`` (per channel) or for the whole tensor (``axis=None``).  All-zero channels
-    get scale 1 (their values stay 0 whatever the scale)."""
-    a = np.abs(np.asarray(w, dtype=np.float64))
-    if axis is None:
-        peaks = np.array([a.max() if a.size else 0.0])
+    """Asymmetric int8 for a weight, as RKNN-Toolkit2 quantizes weights: per slice along
+    ``axis`` (per channel) or for the whole tensor (``axis=None``), the slice's range widened
+    to contain 0, ``scale = (max - min) / 255`` and ``zero_point = round(-128 - min / scale)``
+    (:func:`~rknnlite.toolkit.calibration.affine_params`, the activations' rule), so every
+    channel uses all 256 codes.  (The vendor's int8 files hold such weights: each channel's
+    codes span exactly 255 around its zero point; a symmetric ``max|w| / 127`` step is up to
+    twice as coarse on a one-sided channel.)  All-zero slices get scale 1, zero point 0."""
+    a = np.asarray(w, dtype=np.float64)
+    flat = a.reshape(1, -1) if axis is None else np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
+    if flat.shape[1] == 0:
+        lo = hi = np.zeros(flat.shape[0])
     else:
-        peaks = np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1).max(axis=1)
-    scales = tuple(float(p / QMAX) if p > 0 else 1.0 for p in peaks)
-    return QuantParams("int8", scales, (0,) * len(scales), axis)
+        lo, hi = flat.min(axis=1), flat.max(axis=1)
+    scales, zps = affine_params(lo, hi)
+    return QuantParams("int8", tuple(float(v) for v in scales), tuple(int(v) for v in zps), axis)
 
 
 def weight_axis(op: str, attrs: Mapping, w: np.ndarray) -> Optional[int]:
