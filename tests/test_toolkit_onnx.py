@@ -31,6 +31,8 @@ from rknnlite.toolkit.optimize import (  # noqa: E402
     fold_dense_bias,
     fuse_activations,
     fuse_hard_swish,
+    global_pool_stages,
+    split_global_average_pools,
     optimize,
     remove_dead_nodes,
     remove_identities,
@@ -846,6 +848,71 @@ def test_fuse_hard_swish_leaves_other_graphs(form, change):
     x = RNG.uniform(-4, 4, (1, 3, 6, 6)).astype(np.float32)
     im = import_onnx(m)
     check_against_ort(m, {"x": x}, optimize(im.graph, im.shapes), atol=1e-5)
+
+
+#: The stages RKNN-Toolkit2 2.5.0 compiled GlobalAveragePools of these sizes into (its rk3588 int8
+#: and float16 files, read back with the vendor lowering): (kernel, strides, pads) per stage.
+VENDOR_POOL_STAGES = {
+    (8, 8): [([7, 7], [7, 7], [3, 3, 3, 3]), ([2, 2], [1, 1], [0, 0, 0, 0])],
+    (13, 13): [([7, 7], [7, 7], [0, 0, 1, 1]), ([2, 2], [1, 1], [0, 0, 0, 0])],
+    (14, 14): [([7, 7], [7, 7], [0, 0, 0, 0]), ([2, 2], [1, 1], [0, 0, 0, 0])],
+    (16, 16): [([7, 7], [7, 7], [2, 2, 3, 3]), ([3, 3], [1, 1], [0, 0, 0, 0])],
+    (20, 7): [([7, 7], [7, 1], [0, 0, 1, 0]), ([3, 1], [1, 1], [0, 0, 0, 0])],
+    (7, 20): [([7, 7], [1, 7], [0, 0, 0, 1]), ([1, 3], [1, 1], [0, 0, 0, 0])],
+    (30, 30): [([7, 7], [7, 7], [2, 2, 3, 3]), ([5, 5], [1, 1], [0, 0, 0, 0])],
+    (49, 49): [([7, 7], [7, 7], [0, 0, 0, 0]), ([7, 7], [1, 1], [0, 0, 0, 0])],
+    (50, 50): [([7, 7], [7, 7], [3, 3, 3, 3]), ([7, 7], [7, 7], [3, 3, 3, 3]), ([2, 2], [1, 1], [0, 0, 0, 0])],
+    (12, 96): [([7, 7], [7, 7], [1, 1, 1, 1]), ([2, 7], [1, 7], [0, 0, 0, 0]), ([1, 2], [1, 1], [0, 0, 0, 0])],
+}
+
+
+@pytest.mark.parametrize("size", sorted(VENDOR_POOL_STAGES))
+def test_global_pool_stages_are_the_vendors(size):
+    assert [tuple(stage) for stage in global_pool_stages(*size)] == [tuple(s) for s in VENDOR_POOL_STAGES[size]]
+
+
+@pytest.mark.parametrize("size", [(13, 13), (12, 96), (50, 50), (7, 20)])
+def test_split_global_average_pool_computes_the_mean_with_the_vendors_names(size):
+    h, w = size
+    m = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap")],
+              [vi("x", F, [1, 5, h, w])], [vi("y", F, None)])
+    im = import_onnx(m)
+    g = optimize(im.graph, im.shapes)
+    stages = VENDOR_POOL_STAGES[size]
+    convs = [n for n in g.nodes if n.op == "Conv"]
+    assert "GlobalAveragePool" not in ops(g) and len(convs) == len(stages)
+    assert [n.name for n in convs] == [f"gap_2conv{k}" for k in range(len(stages))]
+    assert [n.outputs[0] for n in convs] == [f"gap_2conv{k}" for k in range(len(stages) - 1)] + ["y"]
+    factor = (1 / (h * w)) ** (1 / len(stages))
+    for conv, (kernel, strides, pads) in zip(convs, stages):
+        assert conv.attrs["kernel_shape"] == kernel and conv.attrs["strides"] == strides and conv.attrs["pads"] == pads
+        assert conv.attrs["group"] == 5 and np.allclose(g.constants[conv.inputs[1]], factor, rtol=1e-7)
+    x = RNG.uniform(-1, 1, (1, 5, h, w)).astype(np.float32)
+    check_against_ort(m, {"x": x}, g, rtol=1e-5, atol=1e-6)
+
+
+def test_int8_build_quantizes_each_stage_of_a_split_pool(tmp_path):
+    """The vendor's int8 files put an int8 grid on each stage's output, with a calibrated range
+    (its hybrid cfg lists ``<pool>_2conv0`` ...): so does the build."""
+    m = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap")],
+              [vi("x", F, [1, 3, 13, 13])], [vi("y", F, None)])
+    np.save(tmp_path / "x.npy", RNG.uniform(-1, 1, (1, 3, 13, 13)).astype(np.float32))
+    (tmp_path / "dataset.txt").write_text("x.npy\n")
+    rknn = RKNN()
+    rknn.config(target_platform="rk3588")
+    assert rknn.load_onnx(m) == 0 and rknn.build(do_quantization=True, dataset=str(tmp_path / "dataset.txt")) == 0
+    graph = load_model(rknn._model_bytes).model.graph
+    assert {"gap_2conv0", "y"} <= set(graph.quant) and graph.quant["gap_2conv0"].dtype == "int8"
+    assert [n.op for n in graph.nodes if n.op == "Conv"] == ["Conv", "Conv"]
+
+
+def test_global_average_pool_stays_when_small_or_of_unknown_size():
+    m = model([helper.make_node("GlobalAveragePool", ["x"], ["y"])], [vi("x", F, [1, 4, 7, 7])], [vi("y", F, None)])
+    im = import_onnx(m)
+    assert split_global_average_pools(im.graph, im.shapes) == 0 and ops(im.graph) == ["GlobalAveragePool"]
+    m = model([helper.make_node("GlobalAveragePool", ["x"], ["y"])], [vi("x", F, [1, 4, "H", "W"])], [vi("y", F, None)])
+    im = import_onnx(m)
+    assert split_global_average_pools(im.graph, im.shapes) == 0 and ops(im.graph) == ["GlobalAveragePool"]
 
 
 def test_dense_bias_folds_after_a_reshape_whose_shape_folding_computes():

@@ -18,7 +18,9 @@
    ``Conv`` or ``ConvTranspose`` is merged into its weights and bias the same way.
 5. :func:`fold_dense_bias` - ``Gemm`` without C, or ``MatMul`` of a 2-D input by a
    constant matrix, followed by ``Add`` (or ``Sub``) of a constant bias becomes one
-   ``Gemm`` with that bias as C (bit for bit what the two nodes computed).
+   ``Gemm`` with that bias as C (bit for bit what the two nodes computed).  Then
+   :func:`split_global_average_pools` makes a ``GlobalAveragePool`` over more than 7 x 7
+   the chain of depthwise convs the vendor's compiler makes of it.
 6. :func:`fuse_residual_add` - ``Add`` / ``Sum`` of a ``Conv`` output (read by nothing
    else) and another tensor of the same static shape becomes one Conv with that tensor
    as a 4th, residual input (``attrs["_residual"]``), added before any activation.
@@ -60,6 +62,8 @@ __all__ = [
     "fold_batchnorm",
     "fold_conv_affine",
     "fold_dense_bias",
+    "global_pool_stages",
+    "split_global_average_pools",
     "fuse_residual_add",
     "fuse_channel_affine",
     "fuse_activations",
@@ -96,6 +100,7 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
         "batchnorm folding": fold_batchnorm(g),
         "conv affine folding": fold_conv_affine(g),
         "dense bias folding": fold_dense_bias(g, shapes),
+        "global average pool split": split_global_average_pools(g, shapes),
     })
     # after the folds above, so that a Conv they extended can take its residual and activation too
     if residual_fusion:
@@ -704,6 +709,80 @@ def _unique(taken, name: str) -> str:
     while f"{name}_{k}" in taken:
         k += 1
     return f"{name}_{k}"
+
+
+# -- 5b. GlobalAveragePool as depthwise convs ------------------------------------------------
+
+#: The largest kernel side of one stage of a split GlobalAveragePool.
+POOL_STAGE_MAX = 7
+
+
+def global_pool_stages(height: int, width: int) -> List[Tuple[List[int], List[int], List[int]]]:
+    """The depthwise conv stages RKNN-Toolkit2 2.5.0 compiles a ``GlobalAveragePool`` over
+    ``height x width`` into, as ``(kernel_shape, strides, pads)`` (ONNX order, pads
+    ``[top, left, bottom, right]``): per stage and per side, a side above 7 takes a 7-wide
+    kernel with stride 7 over the side zero-padded to a multiple of 7 (half the padding,
+    rounded down, before), a side of 7 or less one kernel over all of it; until 1 x 1 is left.
+    Observed in its files for 8 x 8 ... 50 x 50, 7 x 20, 20 x 7, 12 x 96 and 16 x 16 (e.g.
+    12 x 96: 7 x 7 / 7 with one pixel of padding, then 2 x 7 / (1, 7), then 1 x 2)."""
+    stages = []
+    sides = [height, width]
+    while sides != [1, 1]:
+        kernel, strides, before, after = [], [], [], []
+        for k, side in enumerate(sides):
+            if side > POOL_STAGE_MAX:
+                out = -(-side // POOL_STAGE_MAX)
+                pad = out * POOL_STAGE_MAX - side
+                kernel.append(POOL_STAGE_MAX), strides.append(POOL_STAGE_MAX)
+                before.append(pad // 2), after.append(pad - pad // 2)
+                sides[k] = out
+            else:
+                kernel.append(side), strides.append(1), before.append(0), after.append(0)
+                sides[k] = 1
+        stages.append((kernel, strides, before + after))
+    return stages
+
+
+def split_global_average_pools(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
+    """Rewrite each ``GlobalAveragePool`` over a static ``N, C, H, W`` input with ``H`` or ``W``
+    above 7 into the depthwise convs of :func:`global_pool_stages`, as the vendor's compiler does
+    (float and int8 builds alike); returns how many pools were split.
+
+    Every stage's kernel holds ``(1 / (H * W)) ** (1 / stages)`` (the vendor's weights: one
+    value, so an int8 build gives each stage 255 codes of it), the padding is zeros, and the
+    stages' outputs are tensors of their own, named ``<pool>_2conv<k>`` as the vendor names
+    them: an int8 build calibrates and quantizes each one, where one pool would round once.
+    The last stage writes the pool's output."""
+    shapes = shapes or {}
+    taken = set(graph.constants) | set(graph.inputs) | {o for n in graph.nodes for o in n.outputs}
+    split = 0
+    for node in list(graph.nodes):
+        if node.op != "GlobalAveragePool" or len(node.inputs) != 1 or len(node.outputs) != 1:
+            continue
+        shape = shapes.get(node.inputs[0])
+        if shape is None or len(shape) != 4 or any(int(d) <= 0 for d in shape):
+            continue
+        channels, height, width = (int(d) for d in shape[1:])
+        if max(height, width) <= POOL_STAGE_MAX:
+            continue
+        stages = global_pool_stages(height, width)
+        value = np.float32((1.0 / (height * width)) ** (1.0 / len(stages)))
+        base = node.name or node.outputs[0]
+        convs, x = [], node.inputs[0]
+        for k, (kernel, strides, pads) in enumerate(stages):
+            weight = _unique(taken, f"{base}_2conv{k}_weight")
+            taken.add(weight)
+            graph.constants[weight] = np.full((channels, 1) + tuple(kernel), value, np.float32)
+            out = node.outputs[0] if k == len(stages) - 1 else _unique(taken, f"{base}_2conv{k}")
+            taken.add(out)
+            attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads, "group": channels,
+                     "dilations": [1, 1], **{a: v for a, v in node.attrs.items() if a == "_opset"}}
+            convs.append(Node("Conv", f"{base}_2conv{k}", [x, weight], [out], attrs))
+            x = out
+        at = graph.nodes.index(node)
+        graph.nodes[at:at + 1] = convs
+        split += 1
+    return split
 
 
 # -- 6. residual add fusion ------------------------------------------------------------------
