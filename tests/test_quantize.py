@@ -249,7 +249,8 @@ def test_parameter_helpers():
     w = np.array([[1.0, -2.0], [0.5, 0.25]], np.float32)
     # asymmetric per slice, the range widened to contain 0: every channel uses all 256 codes
     q = weight_params(w, 0)
-    assert q.scale == pytest.approx((3 / 255, 0.5 / 255)) and q.zero_point == (int(np.round(-128 + 2 / (3 / 255))), -128)
+    assert q.scale == pytest.approx((3 / 255, 0.5 / 255))
+    assert q.zero_point == (int(np.round(-128 + 2 / (3 / 255))), -128)
     assert weight_params(w, 1).scale == pytest.approx((1 / 255, 2.25 / 255))
     assert weight_params(w, None).scale == pytest.approx((3 / 255,))
     assert weight_params(np.zeros((2, 3), np.float32), 0) == QuantParams("int8", (1.0, 1.0), (0, 0), 0)

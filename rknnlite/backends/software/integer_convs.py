@@ -4,7 +4,7 @@ A portable int8 model (``Graph.quant``) stores each quantized tensor as its real
 int8 grid.  Summing those real values in float32 rounds every partial sum, in an order the
 conv kernel and the CPU's SIMD width choose, so an output near a rounding boundary lands on
 one int8 step or the next depending on the machine; across a deep network these steps add up
-(a QAT MobileNet v1: cosine 0.93 against the TFLite interpreter where exact sums give 0.98).
+(a QAT MobileNet v1 gave cosine 0.93 against the TFLite interpreter; summed exactly, 0.997).
 The NPU, and the vendor's simulator, multiply int8 codes and sum them exactly.
 
 :func:`integer_convs` rewrites each int8 ``Conv`` of such a graph into the three nodes a vendor
