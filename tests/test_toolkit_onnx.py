@@ -32,6 +32,7 @@ from rknnlite.toolkit.optimize import (  # noqa: E402
     fuse_activations,
     fuse_hard_swish,
     global_pool_stages,
+    spatial_means_as_pools,
     split_global_average_pools,
     optimize,
     remove_dead_nodes,
@@ -904,6 +905,38 @@ def test_int8_build_quantizes_each_stage_of_a_split_pool(tmp_path):
     graph = load_model(rknn._model_bytes).model.graph
     assert {"gap_2conv0", "y"} <= set(graph.quant) and graph.quant["gap_2conv0"].dtype == "int8"
     assert [n.op for n in graph.nodes if n.op == "Conv"] == ["Conv", "Conv"]
+
+
+@pytest.mark.parametrize("size, keepdims, opset, axes", [
+    ((13, 13), 1, 13, [2, 3]), ((13, 13), 0, 13, [-1, -2]), ((12, 96), 1, 18, [2, 3]), ((7, 7), 0, 18, [3, 2]),
+])
+def test_spatial_mean_is_the_vendors_pool(size, keepdims, opset, axes):
+    """RKNN-Toolkit2 compiles ``ReduceMean(r, axes=[2, 3])`` as a pool named ``r_gavg`` (split into
+    ``r_gavg_2conv<k>`` stages), and ``keepdims=0`` as that pool then ``Reshape`` ``r_gavg_rs``
+    (read from its rk3588 int8 files of 13 x 13 and 12 x 96 means)."""
+    h, w = size
+    mean = (helper.make_node("ReduceMean", ["r"], ["y"], axes=axes, keepdims=keepdims) if opset < 18 else
+            helper.make_node("ReduceMean", ["r", "axes"], ["y"], keepdims=keepdims))
+    inits = [init("axes", np.int64(axes))] if opset >= 18 else []
+    m = model([helper.make_node("Relu", ["x"], ["r"]), mean], [vi("x", F, [1, 4, h, w])], [vi("y", F, None)],
+              inits, opset=opset)
+    im = import_onnx(m)
+    g = optimize(im.graph, im.shapes)
+    stages = len(global_pool_stages(h, w)) if max(h, w) > 7 else 0
+    names = [n.name for n in g.nodes[1:]]
+    expect = [f"r_gavg_2conv{k}" for k in range(stages)] or ["r_gavg"]
+    assert names == expect + (["r_gavg_rs"] if not keepdims else [])
+    x = RNG.uniform(-1, 1, (1, 4, h, w)).astype(np.float32)
+    check_against_ort(m, {"x": x}, g, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("axes, shape", [([1], [1, 4, 13, 13]), ([2], [1, 4, 13, 13]), ([1, 2], [1, 13, 13]),
+                                         ([2, 3], [1, 4, "H", 13])])
+def test_other_means_stay(axes, shape):
+    m = model([helper.make_node("ReduceMean", ["x"], ["y"], axes=axes)], [vi("x", F, shape)], [vi("y", F, None)],
+              opset=13)
+    im = import_onnx(m)
+    assert spatial_means_as_pools(im.graph, im.shapes) == 0 and ops(im.graph) == ["ReduceMean"]
 
 
 def test_global_average_pool_stays_when_small_or_of_unknown_size():

@@ -19,8 +19,9 @@
 5. :func:`fold_dense_bias` - ``Gemm`` without C, or ``MatMul`` of a 2-D input by a
    constant matrix, followed by ``Add`` (or ``Sub``) of a constant bias becomes one
    ``Gemm`` with that bias as C (bit for bit what the two nodes computed).  Then
-   :func:`split_global_average_pools` makes a ``GlobalAveragePool`` over more than 7 x 7
-   the chain of depthwise convs the vendor's compiler makes of it.
+   :func:`spatial_means_as_pools` makes a ``ReduceMean`` over H and W a
+   ``GlobalAveragePool``, and :func:`split_global_average_pools` a ``GlobalAveragePool``
+   over more than 7 x 7 the chain of depthwise convs the vendor's compiler makes of it.
 6. :func:`fuse_residual_add` - ``Add`` / ``Sum`` of a ``Conv`` output (read by nothing
    else) and another tensor of the same static shape becomes one Conv with that tensor
    as a 4th, residual input (``attrs["_residual"]``), added before any activation.
@@ -63,6 +64,7 @@ __all__ = [
     "fold_conv_affine",
     "fold_dense_bias",
     "global_pool_stages",
+    "spatial_means_as_pools",
     "split_global_average_pools",
     "fuse_residual_add",
     "fuse_channel_affine",
@@ -100,6 +102,7 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
         "batchnorm folding": fold_batchnorm(g),
         "conv affine folding": fold_conv_affine(g),
         "dense bias folding": fold_dense_bias(g, shapes),
+        "spatial mean as a pool": spatial_means_as_pools(g, shapes),
         "global average pool split": split_global_average_pools(g, shapes),
     })
     # after the folds above, so that a Conv they extended can take its residual and activation too
@@ -741,6 +744,43 @@ def global_pool_stages(height: int, width: int) -> List[Tuple[List[int], List[in
                 sides[k] = 1
         stages.append((kernel, strides, before + after))
     return stages
+
+
+def spatial_means_as_pools(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
+    """Rewrite each ``ReduceMean`` over axes 2 and 3 of a static 4-D input ``x`` (TensorFlow's and
+    Keras' global pooling) into ``GlobalAveragePool`` named ``<x>_gavg``, followed by a
+    ``Reshape`` to ``(N, C)`` named ``<x>_gavg_rs`` when ``keepdims`` is 0, as RKNN-Toolkit2
+    compiles it (then split as any pool: ``<x>_gavg_2conv<k>``); returns how many."""
+    shapes = shapes or {}
+    taken = set(graph.constants) | set(graph.inputs) | {o for n in graph.nodes for o in n.outputs}
+    rewritten = 0
+    for node in list(graph.nodes):
+        if node.op != "ReduceMean" or not node.inputs or len(node.outputs) != 1:
+            continue
+        x = node.inputs[0]
+        shape = shapes.get(x)
+        if shape is None or len(shape) != 4 or any(int(d) <= 0 for d in shape):
+            continue
+        axes = node.attrs.get("axes")
+        if len(node.inputs) > 1 and node.inputs[1]:
+            axes = graph.constants.get(node.inputs[1])
+        if axes is None or sorted(int(a) % 4 for a in np.ravel(axes)) != [2, 3]:
+            continue
+        opset = {a: v for a, v in node.attrs.items() if a == "_opset"}
+        pool = _unique(taken, f"{x}_gavg")
+        taken.add(pool)
+        if node.attrs.get("keepdims", 1):
+            rewrite = [Node("GlobalAveragePool", pool, [x], [node.outputs[0]], dict(opset))]
+        else:
+            target = _unique(taken, f"{pool}_rs_shape")
+            taken.add(target)
+            graph.constants[target] = np.array([int(shape[0]), int(shape[1])], np.int64)
+            rewrite = [Node("GlobalAveragePool", pool, [x], [pool], dict(opset)),
+                       Node("Reshape", f"{pool}_rs", [pool, target], [node.outputs[0]], dict(opset))]
+        at = graph.nodes.index(node)
+        graph.nodes[at:at + 1] = rewrite
+        rewritten += 1
+    return rewritten
 
 
 def split_global_average_pools(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
