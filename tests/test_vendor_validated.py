@@ -220,6 +220,31 @@ def test_rk3576_plain_bias_convs_take_their_weight_zero_point_from_the_bscfg_ten
         rknnlite.Context(layout3, backend="software")
 
 
+#: the vendor op types of torchvision's classifiers as RKNN-Toolkit2 2.5.0 compiles them (128x128,
+#: ``torchvision_export.py`` then ``coverage.py build --onnx-dir``; every platform below, fp16 and
+#: int8, holds a subset): issue 19's real architectures (docs/vendor-offboard.md, "torchvision's own
+#: definitions").  ConvSigmoid, int8 ConvExSwish, the classifier's standalone HardSwish and ResNet's
+#: standalone AddRelu were refused outside rk3588 until the ``conv_sigmoid_*``, ``conv_swish_*``,
+#: ``gemm_hardswish_*`` and ``add_relu_*`` corpus files validated them there.
+TORCHVISION_OPS = {
+    "efficientnet_b0": {"Conv", "ConvAdd", "ConvExSwish", "ConvSigmoid", "Mul", "Reshape"},
+    "mobilenet_v2": {"Conv", "ConvAdd", "ConvClip", "Reshape"},
+    "mobilenet_v3_large": {"Conv", "ConvAdd", "ConvHardSigmoid", "ConvHardSwish", "ConvRelu", "HardSwish", "Mul",
+                           "Reshape"},
+    "resnet18": {"AddRelu", "Conv", "ConvAdd", "ConvAddRelu", "ConvRelu", "MaxPool", "Reshape", "Split"},
+    "resnet50": {"Conv", "ConvAdd", "ConvAddRelu", "ConvRelu", "MaxPool", "Reshape", "Split"},
+    "shufflenet_v2_x1_0": {"Concat", "Conv", "ConvAdd", "ConvRelu", "MaxPool", "Reshape", "Split"},
+}
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int8"])
+@pytest.mark.parametrize("platform", ["rk3588", "rk3576", "rk3566", "rk3562", "rv1126b"])
+def test_torchvision_classifiers_op_types_are_validated_on_every_platform(platform, precision):
+    refused = {arch: unvalidated(platform, "2.5.0", precision, ops | {"InputOperator", "OutputOperator"})
+               for arch, ops in TORCHVISION_OPS.items()}
+    assert {arch: why for arch, why in refused.items() if why} == {}
+
+
 def test_validated_files_raise_no_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

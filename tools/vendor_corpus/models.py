@@ -1111,8 +1111,9 @@ def _board_ops(platform: str, variants: Tuple[str, ...] = ("fp16", "i8")) -> Lis
 def _rk3576_fp16_ops() -> List[Case]:
     """The board ops for rk3576 in fp16, less conv_relu6 (rk3576 has its own, int8, and ConvClip
     in fp16 from conv_clip_rk3576), plus conv_add_relu (ConvAddRelu, which ResNet-style networks
-    need; int8 too)."""
-    cases = [c for c in _board_ops("rk3576", ("fp16",)) if not c.name.startswith("conv_relu6")]
+    need; int8 too); add_relu in int8 too (ResNet18's standalone AddRelu, issue 19)."""
+    cases = [dataclasses.replace(c, variants=("fp16", "i8")) if c.name == "add_relu_rk3576" else c
+             for c in _board_ops("rk3576", ("fp16",)) if not c.name.startswith("conv_relu6")]
     return cases + [Case("conv_add_relu_rk3576", "same as conv_add_relu, rk3576", _conv_add_relu, [IMG],
                          variants=("fp16", "i8"), platform="rk3576", purpose="ConvAddRelu on rk3576")]
 
@@ -1383,6 +1384,17 @@ def _cases() -> List[Case]:
                                   variants=("fp16",), purpose=f"{named[n].purpose} on {p}")
               for p, names in (("rk3562", ("reshape", "c2f", "conv_add_swish")), ("rv1126b", ("c2f", "conv_add_swish")))
               for n in names]
+    # issue 19, torchvision's architectures on the other platforms: EfficientNet's squeeze-and-excitation
+    # gate (ConvSigmoid) and SiLU convs (ConvExSwish, int8), MobileNetV3's classifier (a standalone
+    # HardSwish between Gemms) and ResNet's residual Relu where no conv fuses it (a standalone AddRelu)
+    cases += [dataclasses.replace(named[n], name=f"{n}_{p}", graph=f"same as {n}, {p}", platform=p,
+                                  variants=variants, purpose=f"{named[n].purpose} on {p}")
+              for n, platforms, variants in (
+                  ("conv_sigmoid", ("rk3576", "rk3566", "rk3562", "rv1126b"), ("fp16", "i8")),
+                  ("conv_swish", ("rk3576", "rv1126b"), ("i8",)),
+                  ("gemm_hardswish", ("rk3576", "rk3566", "rk3562", "rv1126b"), ("fp16", "i8")),
+                  ("add_relu", ("rk3562", "rv1126b"), ("fp16", "i8")))
+              for p in platforms]
     return cases
 
 
