@@ -22,7 +22,7 @@ _QUANT_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767
 #: Normal float32 magnitudes (a scale outside them is lost in the kernels' float32 arithmetic).
 _F32_TINY, _F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
 
-__all__ = ["Node", "Graph"]
+__all__ = ["Node", "Graph", "unique_name"]
 
 _TENSOR_ATTR = "$tensor"
 
@@ -192,3 +192,13 @@ def _names(value, what: str, allow_empty: bool = False) -> List[str]:
     if not isinstance(value, list) or not all(isinstance(s, str) and (s or allow_empty) for s in value):
         raise TypeError(f"{what} must be a list of tensor names")
     return list(value)
+
+
+def unique_name(base: str, taken: set) -> str:
+    """``base``, or ``base_1``, ``base_2``... : the first not in ``taken``, which it joins (the
+    names a graph rewrite gives the tensors and constants it adds)."""
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    taken.add(name)
+    return name

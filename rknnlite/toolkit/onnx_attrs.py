@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+from ..model.graph import unique_name
+
 __all__ = ["node_attrs", "default_opset", "unique_name"]
 
 
@@ -40,12 +42,3 @@ def node_attrs(node, opset: int) -> Dict[str, Any]:
         attrs[a.name] = value
     attrs["_opset"] = opset
     return attrs
-
-
-def unique_name(base: str, taken: set) -> str:
-    """``base``, or ``base_1``, ``base_2``... : the first not in ``taken``, which it joins."""
-    name, k = base, 1
-    while name in taken:
-        name, k = f"{base}_{k}", k + 1
-    taken.add(name)
-    return name

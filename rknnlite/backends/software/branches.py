@@ -10,8 +10,10 @@ both threads busy with whole layers, as two independent single-threaded GEMMs do
 * :func:`find_regions` finds the blocks in the step order: a *region* lies between two
   places where at most one computed tensor is live (a block's input, its Concat's
   output), and holds the steps before its last one (the join), when they form two or
-  more groups that read nothing from each other (*branches*).  Graph inputs count as
-  tensors made before the first step; constants never separate anything.
+  more groups that read nothing from each other (*branches*).  A first step whose output
+  several branches read (the merged 1x1 convs of a block, ``sibling_convs``) stays before
+  the region, run by both threads.  Graph inputs count as tensors made before the first
+  step; constants never separate anything.
 * A planned run gives every tensor a region touches its own buffer until the region's
   last step (the executor's memory plan, ``_make_plan``), so the branches never share a
   buffer; :func:`conflicts` checks that on the compiled program's arrays once more before
@@ -97,28 +99,39 @@ def find_regions(steps: Sequence, input_slots: Sequence[int]) -> List[Region]:
     regions = []
     for a, b in zip(cuts, cuts[1:]):
         last = b - 2  # step b - 1 joins the branches
-        if last - a < 1:
-            continue
-        parent = list(range(a, last + 1))
-
-        def root(i: int) -> int:
-            while parent[i - a] != i:
-                parent[i - a] = parent[parent[i - a] - a]
-                i = parent[i - a]
-            return i
-
-        for st in steps[a:last + 1]:
-            for s in st.ins:
-                p = producer.get(s)
-                if p is not None and p >= 0 and a <= p <= last:
-                    parent[root(st.index) - a] = root(p)
-        groups = {}
-        for i in range(a, last + 1):
-            groups.setdefault(root(i), []).append(i)
+        groups = _groups(steps, producer, a, last)
+        # a prologue: a first step that several branches read (the merged 1x1 convs of an
+        # Inception block, sibling_convs) runs before the fork, not inside one branch
+        while last - a >= 2 and len(_groups(steps, producer, a + 1, last)) > len(groups):
+            a += 1
+            groups = _groups(steps, producer, a, last)
         if len(groups) > 1:
-            branches = tuple(sorted(tuple(g) for g in groups.values()))
-            regions.append(Region(branches, a, last))
+            regions.append(Region(groups, a, last))
     return regions
+
+
+def _groups(steps: Sequence, producer: dict, a: int, last: int) -> Tuple[Tuple[int, ...], ...]:
+    """Steps ``[a, last]`` in groups that read nothing from each other (each in step order,
+    the groups sorted); none when the range has fewer than two steps."""
+    if last - a < 1:
+        return ()
+    parent = list(range(a, last + 1))
+
+    def root(i: int) -> int:
+        while parent[i - a] != i:
+            parent[i - a] = parent[parent[i - a] - a]
+            i = parent[i - a]
+        return i
+
+    for st in steps[a:last + 1]:
+        for s in st.ins:
+            p = producer.get(s)
+            if p is not None and p >= 0 and a <= p <= last:
+                parent[root(st.index) - a] = root(p)
+    groups = {}
+    for i in range(a, last + 1):
+        groups.setdefault(root(i), []).append(i)
+    return tuple(sorted(tuple(g) for g in groups.values()))
 
 
 def _extent(a: Optional[np.ndarray]) -> Optional[Tuple[int, int]]:

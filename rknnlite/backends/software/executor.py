@@ -46,7 +46,8 @@ int8 model (``Graph.quant`` set), each quantized tensor is stored on its int8 gr
 so every kernel sees exactly the values an int8 tensor holds, and tensors without
 quantization follow ``float_dtype``.  int8 convs and dense layers sum their integer codes
 exactly, as the NPU does (:mod:`.integer_convs`, applied when the graph is compiled); other
-kernels compute in float32.  Tensors a
+kernels compute in float32.  Pointwise convs reading one tensor run as one wider conv whose
+output channels the original outputs view (:mod:`.sibling_convs`; every value as before).  Tensors a
 graph names in ``keep_float`` (a vendor graph's normalised inputs, float32 biases and the
 intermediates of fused activations) stay float32 in float16 mode, as the vendor simulator
 keeps them.
@@ -67,6 +68,7 @@ from ...model.graph import Graph, Node
 from ..base import check_out
 from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
 from .integer_convs import integer_convs
+from .sibling_convs import merge_sibling_convs
 from .branches import CallFailed, Probe, Region, conflicts, find_regions, run_program
 from .ops.elementwise import restore_fp, silence_fp
 from .parallel import WorkerPool, WorkRecorder, branches_from_env, current_threads, threads_from_env, using
@@ -79,7 +81,7 @@ FLOAT_DTYPES = ("float16", "float32")
 #: at storage precision their outputs are too, so the float16 rounding pass is skipped.
 VALUE_PRESERVING = frozenset(
     "Relu MaxPool GlobalMaxPool Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather "
-    "GatherElements Identity Dropout Neg Abs Max Min Tile Expand DepthToSpace SpaceToDepth".split()
+    "GatherElements Identity Dropout Neg Abs Max Min Tile Expand DepthToSpace SpaceToDepth ChannelSlice".split()
 )
 
 
@@ -144,7 +146,7 @@ class Executor:
                  defer_missing: bool = False):
         if float_dtype not in FLOAT_DTYPES:
             raise InvalidParamError(f"float_dtype must be 'float16' or 'float32', not {float_dtype!r}")
-        graph, exact_sums = integer_convs(graph)
+        graph, exact_sums = merge_sibling_convs(*integer_convs(graph))
         self.graph = graph
         self.float_dtype = float_dtype
         self._round = float_dtype == "float16"

@@ -29,7 +29,7 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 import numpy as np
 
-from ...model.graph import Graph, Node
+from ...model.graph import Graph, Node, unique_name
 from ...model.rknn_graph.accumulator import Accumulator, fuse_codes, grid_code
 
 __all__ = ["int32_biases", "integer_convs"]
@@ -58,9 +58,9 @@ def integer_convs(graph: Graph) -> Tuple[Graph, FrozenSet[str]]:
         changed = True
         x, y = node.inputs[0], node.outputs[0]
         if x not in codes:
-            codes[x] = _unique(f"{x}__codes", taken)
+            codes[x] = unique_name(f"{x}__codes", taken)
             nodes.append(Node("VendorCodes", node.name, [x], [codes[x]], {"scale": float(acc.s_in)}))
-        weight, bias, total = (_unique(f"{y}__{part}", taken) for part in ("int_weight", "int_bias", "acc"))
+        weight, bias, total = (unique_name(f"{y}__{part}", taken) for part in ("int_weight", "int_bias", "acc"))
         constants[bias] = acc.bias.astype(np.float32)
         attrs = {k: v for k, v in node.attrs.items() if not k.startswith(("_activation", "_residual"))}
         if node.op == "Conv":
@@ -168,13 +168,3 @@ def _code_range(attrs, s_out: float, zp_out: int) -> Tuple[int, int]:
         qmax = 127 if hi is None or not math.isfinite(hi) else grid_code(hi, s_out, zp_out)
         return qmin, max(qmin, qmax)
     return -128, 127
-
-
-def _unique(name: str, taken: Set[str]) -> str:
-    """``name`` (a numeric suffix added when ``taken`` holds it already), added to ``taken``."""
-    k, candidate = 0, name
-    while candidate in taken:
-        k += 1
-        candidate = f"{name}{k}"
-    taken.add(candidate)
-    return candidate

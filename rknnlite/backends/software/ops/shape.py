@@ -1,4 +1,5 @@
-"""Shape-only kernels: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout, Shape, Size.
+"""Shape-only kernels: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout, Shape, Size, and the
+backend's own ``ChannelSlice``.
 
 Zero-copy: with ``out=None``, Reshape, Flatten, Squeeze, Unsqueeze, Identity and
 Dropout return *views* of their input (numpy reshapes in C order, so the result is a
@@ -241,6 +242,31 @@ def identity(inputs, attrs, out=None):
     if o is None:
         return [x]
     np.copyto(o, x)
+    return [o]
+
+
+def _prepare_channel_slice(attrs, consts):
+    start, end = attrs.get("start"), attrs.get("end")
+    if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end):
+        raise _invalid("ChannelSlice", f"needs integer attributes 0 <= start < end, got start={start!r}, end={end!r}")
+    return attrs
+
+
+@kernel("ChannelSlice", out=True, view=True, prepare=_prepare_channel_slice)
+def channel_slice(inputs, attrs, out=None):
+    """Channels ``[start, end)`` of ``x`` (axis 1), the backend's own op (the outputs of convs
+    merged by :mod:`..sibling_convs`).  With ``out`` None: a view of ``x`` when the channels are
+    contiguous (a C-contiguous ``x`` of one image), else a C-contiguous copy; with ``out``, a
+    copy into ``out[0]``."""
+    x = inputs[0]
+    start, end = attrs["start"], attrs["end"]
+    if end > x.shape[1]:
+        raise _invalid("ChannelSlice", f"channels [{start}, {end}) of an input with {x.shape[1]} channels")
+    part = x[:, start:end]
+    o = _slot(out, 0)
+    if o is None:
+        return [part if part.flags.c_contiguous else np.ascontiguousarray(part)]
+    np.copyto(o, part)
     return [o]
 
 
