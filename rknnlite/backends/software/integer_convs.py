@@ -19,6 +19,18 @@ qualifies when its input and output are int8 per tensor, its weight a constant q
 (per tensor or per output channel), its bias absent or a float constant, and its fused
 activation none, ``Relu`` or ``Clip`` (with a residual: none or ``Relu``); any other conv
 keeps the real-valued computation.
+
+A qualifying conv without groups or a fused activation whose output only a ``HardSwish``
+reads runs as the vendor's simulator runs its fused ``ConvHardSwish``: the HardSwish takes
+the accumulator in real units, ``acc * s_x * s_w[c]`` (a ``Mul`` writing the conv's output,
+whose quantization the rewritten graph drops), with no int8 grid between the conv and the
+activation (:func:`_real_hard_swish`).  The vendor's snapshots of PP-OCR's
+cls model show it: every one of its 18 HardSwish outputs is ``round(hswish(pre) / s_y)``
+of the snapshot's pre-activation, which is unquantized after a normal conv (18,110 distinct
+values of 18,432) and on an int8 grid of its own after a depthwise one (183 of 9,216), a
+grid the portable graph gives that tensor too; so do tiny probes of input ranges +-0.2 to +-10
+(``tests/test_lut_activation_rule.py``).  (The NPU computes the activation through its lookup
+table, :mod:`rknnlite.model.rknn_graph.lut`; the simulator does not.)
 """
 
 from __future__ import annotations
@@ -49,6 +61,11 @@ def integer_convs(graph: Graph) -> Tuple[Graph, FrozenSet[str]]:
     keep: List[str] = []
     codes: Dict[str, str] = {}
     taken = set(constants) | set(graph.inputs) | {o for n in graph.nodes for o in n.outputs}
+    readers: Dict[str, List[Node]] = {}
+    for node in graph.nodes:
+        for name in set(node.inputs):
+            readers.setdefault(name, []).append(node)
+    real: Set[str] = set()  # conv outputs written as the real accumulator, off their int8 grid
     changed = False
     for node in graph.nodes:
         acc = _accumulator(graph, node)
@@ -71,7 +88,13 @@ def integer_convs(graph: Graph) -> Tuple[Graph, FrozenSet[str]]:
             nodes.append(Node("Gemm", node.name, [codes[x], weight, bias], [total], dict(attrs, transB=1)))
         q = graph.quant[y]
         grid = {"zero_point": int(q.zero_point[0]), "scale": float(q.scale[0])}
-        if node.attrs.get("_residual"):
+        if _real_hard_swish(graph, node, readers):
+            step = unique_name(f"{y}__step", taken)
+            constants[step] = acc.step.astype(np.float32).reshape(1, -1, 1, 1)
+            nodes.append(Node("Mul", node.name, [total, step], [y], {}))
+            real.add(y)
+            keep += [step, y]
+        elif node.attrs.get("_residual"):
             nodes.append(Node("VendorAddRequant", node.name, [total, node.inputs[3]], [y],
                               dict(grid, step=acc.step.astype(np.float32).tolist(),
                                    relu=node.attrs.get("_activation") == "Relu", qmin=-128, qmax=127)))
@@ -87,6 +110,8 @@ def integer_convs(graph: Graph) -> Tuple[Graph, FrozenSet[str]]:
     nodes = fuse_codes(nodes, graph.outputs)
     out = copy.copy(graph)  # a vendor graph's keep_float / round_fp16 stay
     out.nodes, out.constants = nodes, constants
+    if real:
+        out.quant = {k: v for k, v in graph.quant.items() if k not in real}
     return out, frozenset(keep)
 
 
@@ -133,6 +158,19 @@ def _accumulator(graph: Graph, node: Node) -> Optional[Accumulator]:
     # the conv runs on the input's codes q_x - zp_x, so its bias is the real bias's (Accumulator.of
     # takes a vendor bias, which leaves out zp_x * sum(q_w - zp_w))
     return Accumulator(q - zp_w.reshape(-1, 1, 1, 1), bias_i32, s_x, int(qx.zero_point[0]), step)
+
+
+def _real_hard_swish(graph: Graph, node: Node, readers: Dict[str, List[Node]]) -> bool:
+    """Whether qualifying conv ``node``'s HardSwish takes its accumulator in real units (module
+    doc): a Conv without groups (a depthwise conv's output keeps its grid), fused activation or
+    residual, whose output one node alone reads, a ``HardSwish`` with an int8 per-tensor output.
+    Being a graph output does not matter: ``accuracy_analysis`` makes every tensor one, and the
+    vendor's snapshot shows such a conv output unquantized too."""
+    users = readers.get(node.outputs[0], [])
+    if node.op != "Conv" or node.attrs.get("_activation") or node.attrs.get("_residual") \
+            or len(users) != 1 or users[0].op != "HardSwish" or users[0].inputs != node.outputs:
+        return False
+    return int(node.attrs.get("group", 1)) == 1 and _per_tensor_int8(graph.quant.get(users[0].outputs[0]))
 
 
 def _weight_oihw(graph: Graph, node: Node) -> Optional[np.ndarray]:
