@@ -274,6 +274,70 @@ def test_paths_and_rknn_logging(tmp_path, caplog):
     rknn.release()
 
 
+SSD_NET = """
+name: "ssd"  # the layers of Rockchip's caffe/vgg-ssd example (VGG_VOC0712_SSD_300x300) around a head
+layer { name: "input" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 8 dim: 8 } } }
+layer { name: "conv4_3" type: "Convolution" bottom: "data" top: "conv4_3"
+        convolution_param { num_output: 6 pad: 1 kernel_size: 3 } }
+layer { name: "relu4_3" type: "ReLU" bottom: "conv4_3" top: "conv4_3" }
+layer { name: "fc7" type: "Convolution" bottom: "conv4_3" top: "fc7"
+        convolution_param { num_output: 4 kernel_size: 3 stride: 2 pad: 1 } }
+layer { name: "conv4_3_norm" type: "Normalize" bottom: "conv4_3" top: "conv4_3_norm"
+        norm_param { across_spatial: false scale_filler { type: "constant" value: 20 } channel_shared: false } }
+layer { name: "fc7_norm" type: "Normalize" bottom: "fc7" top: "fc7_norm" }
+layer { name: "conv4_3_norm_mbox_loc" type: "Convolution" bottom: "conv4_3_norm" top: "conv4_3_norm_mbox_loc"
+        convolution_param { num_output: 8 pad: 1 kernel_size: 3 } }
+layer { name: "conv4_3_norm_mbox_loc_perm" type: "Permute" bottom: "conv4_3_norm_mbox_loc"
+        top: "conv4_3_norm_mbox_loc_perm" permute_param { order: 0 order: 2 order: 3 order: 1 } }
+layer { name: "conv4_3_norm_mbox_loc_flat" type: "Flatten" bottom: "conv4_3_norm_mbox_loc_perm"
+        top: "conv4_3_norm_mbox_loc_flat" flatten_param { axis: 1 } }
+layer { name: "conv4_3_norm_mbox_priorbox" type: "PriorBox" bottom: "conv4_3_norm" bottom: "data"
+        top: "conv4_3_norm_mbox_priorbox"
+        prior_box_param { min_size: 2.0 max_size: 4.0 flip: true clip: false variance: 0.1 variance: 0.1
+                          variance: 0.2 variance: 0.2 step: 1 offset: 0.5 } }
+layer { name: "fc7_mbox_loc_perm" type: "Permute" bottom: "fc7_norm" top: "fc7_mbox_loc_perm"
+        permute_param { order: 0 order: 2 } }
+layer { name: "fc7_mbox_loc_flat" type: "Flatten" bottom: "fc7_mbox_loc_perm" top: "fc7_mbox_loc_flat" }
+layer { name: "fc7_mbox_priorbox" type: "PriorBox" bottom: "fc7" bottom: "data" top: "fc7_mbox_priorbox"
+        prior_box_param { min_size: 4.0 step: 2 } }
+layer { name: "mbox_loc" type: "Concat" bottom: "conv4_3_norm_mbox_loc_flat" bottom: "fc7_mbox_loc_flat"
+        top: "mbox_loc" concat_param { axis: 1 } }
+layer { name: "mbox_priorbox" type: "Concat" bottom: "conv4_3_norm_mbox_priorbox" bottom: "fc7_mbox_priorbox"
+        top: "mbox_priorbox" concat_param { axis: 2 } }
+layer { name: "mbox_conf_softmax" type: "Softmax" bottom: "conv4_3_norm" top: "mbox_conf_softmax" }
+"""
+
+
+def test_ssd_layers_and_removed_prior_boxes(caplog):
+    caplog.set_level(logging.WARNING, logger="rknnlite.toolkit")
+    wts = {"conv4_3": [rand(6, 3, 3, 3), rand(6)], "fc7": [rand(4, 6, 3, 3), rand(4)],
+           "conv4_3_norm": [RNG.uniform(10, 30, 6).astype(np.float32)], "fc7_norm": [np.array([3.0], np.float32)],
+           "conv4_3_norm_mbox_loc": [rand(8, 6, 3, 3), rand(8)]}
+    x = rand(1, 3, 8, 8, scale=1.0)
+    outs, imported = run_caffe(SSD_NET, cb.caffemodel(wts), [x])
+    # the PriorBox layers and the Concat of their priors are gone: the heads are the outputs
+    assert [o.name for o in imported.output_specs] == ["mbox_loc", "mbox_conf_softmax"]
+    assert "conv4_3_norm_mbox_priorbox, fc7_mbox_priorbox, mbox_priorbox" in caplog.text
+    c43 = np.maximum(ref_conv(x, *wts["conv4_3"], pad=(1, 1)), 0)
+    fc7 = ref_conv(c43, *wts["fc7"], stride=(2, 2), pad=(1, 1))
+    # Normalize: over the channels of each position times a scale per channel, or (the
+    # defaults) over the whole sample times one scale
+    norm = c43 / np.sqrt((c43 ** 2).sum(axis=1, keepdims=True) + 1e-10) * wts["conv4_3_norm"][0][:, None, None]
+    fc7_norm = fc7 / np.sqrt((fc7 ** 2).sum() + 1e-10) * 3.0
+    loc = ref_conv(norm, *wts["conv4_3_norm_mbox_loc"], pad=(1, 1)).transpose(0, 2, 3, 1).reshape(1, -1)
+    # Permute order 0, 2: Caffe appends the axes left out (1, 3)
+    fc7_loc = fc7_norm.transpose(0, 2, 1, 3).reshape(1, -1)
+    np.testing.assert_allclose(outs[0], np.concatenate([loc, fc7_loc], axis=1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(outs[1], ref_softmax(norm, 1), rtol=1e-4, atol=1e-6)
+
+
+def test_what_reads_prior_boxes_and_other_blobs_is_refused():
+    msg = load_error(HEAD + 'layer { name: "p" type: "PriorBox" bottom: "data" bottom: "data" top: "p" '
+                     'prior_box_param { min_size: 2.0 } }\n'
+                     'layer { name: "cat" type: "Concat" bottom: "p" bottom: "data" top: "cat" }')
+    assert "layer 'cat' (Concat, line 3)" in msg and "'p'" in msg and "PriorBox" in msg
+
+
 # -- errors ----------------------------------------------------------------------------------------
 
 
@@ -295,8 +359,9 @@ def test_unknown_layer_type_is_named():
 def test_rknn_reports_errors_and_stays_usable(caplog):
     caplog.set_level(logging.ERROR, logger="rknnlite.toolkit")
     rknn = RKNN()
-    assert rknn.load_caffe((HEAD + 'layer { name: "p" type: "PriorBox" bottom: "data" top: "p" }').encode()) == -1
-    assert "load_caffe" in caplog.records[-1].getMessage() and "'PriorBox'" in caplog.records[-1].getMessage()
+    text = HEAD + 'layer { name: "d" type: "DetectionOutput" bottom: "data" top: "d" }'
+    assert rknn.load_caffe(text.encode()) == -1
+    assert "load_caffe" in caplog.records[-1].getMessage() and "'DetectionOutput'" in caplog.records[-1].getMessage()
     assert rknn.load_caffe((HEAD + 'layer { name: "r" type: "ReLU" bottom: "data" top: "r" }').encode()) == 0
     rknn.release()
 

@@ -93,6 +93,26 @@ def test_qdq_model_runs_on_its_own_grid(weights, tmp_path):
     r.release()
 
 
+def test_a_reshape_after_the_last_pair_keeps_its_grid(tmp_path):
+    """A layout op after the last QuantizeLinear -> DequantizeLinear (TensorFlow-slim's
+    ``SpatialSqueeze`` after the logits' FakeQuant in the vendor's tensorflow/inception_v3_qat
+    example) moves int8 values: the output is exactly on the grid, as the vendor's int8
+    Reshape gives it, not rounded to float16."""
+    m = qdq_model(out_name="yq")
+    g = m.graph
+    g.node.append(helper.make_node("Reshape", ["yq", "flat"], ["y"]))
+    g.initializer.append(_init("flat", np.array([1, -1], np.int64)))
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("y", F, [1, 256]))
+    r, _ = _build(m, tmp_path)
+    x = (RNG.random((1, 3, 8, 8)) * 4 - 2).astype(np.float32)
+    (got,) = r.inference([x], data_format="nchw")
+    assert got.dtype == np.float32 and got.max() > 1.0
+    steps = got / np.float32(S_OUT)
+    np.testing.assert_allclose(steps, np.round(steps), atol=1e-4)
+    r.release()
+
+
 def test_the_files_parameters_are_the_table():
     imported = import_onnx(qdq_model())
     g = imported.graph

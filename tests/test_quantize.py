@@ -263,6 +263,35 @@ def test_parameter_helpers():
     assert weight_axis("MatMul", {}, np.zeros((2, 3, 4))) == 2
 
 
+def test_layout_ops_after_a_softmax_stay_float(tmp_path, monkeypatch):
+    """An SSD confidence head (``Softmax -> Flatten``; here ``Softmax -> Transpose ->
+    Reshape``) stays float16 to the output in an int8 build, as the vendor's does (its
+    caffe/vgg-ssd example): quantizing the Reshape would put the probabilities on 256 codes."""
+    monkeypatch.chdir(tmp_path)
+    w = RNG.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Softmax", ["c"], ["sm"], axis=1),
+             helper.make_node("Transpose", ["sm"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("Reshape", ["t", "shape"], ["y"])]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array([1, -1, 8], np.int64), "shape")]
+    graph = helper.make_graph(nodes, "head", [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", F, [1, 64, 8])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    samples = [[RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)] for _ in range(2)]
+    dataset = write_dataset(tmp_path, samples)
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3566") == 0
+    assert rknn.load_onnx(m.SerializeToString()) == 0
+    assert rknn.build(do_quantization=True, dataset=dataset) == 0
+    assert rknn.export_rknn("head.rknn") == 0
+    quant = load_model("head.rknn").model.graph.quant
+    assert "c" in quant and not {"sm", "t", "y"} & set(quant)
+    assert rknn.init_runtime() == 0
+    (y,) = rknn.inference(samples[0], data_format="nchw")
+    assert len(np.unique(y)) > 256  # not one int8 grid
+    rknn.release()
+
+
 # -- errors ------------------------------------------------------------------------------------
 
 def build_tiny(dataset, **config):

@@ -53,6 +53,7 @@ __all__ = [
     "weight_axis",
     "quantize_graph",
     "live_quant",
+    "through_layout_ops",
 ]
 
 #: ``config(quantized_dtype=...)`` values this toolkit builds (both mean asymmetric int8).
@@ -65,6 +66,11 @@ QUANTIZED_METHODS = ("channel", "layer")
 #: Ops whose outputs stay float (the vendor computes them in float16 after int8 inputs:
 #: a Softmax output is a float16 tensor in its int8 models).
 FLOAT_OUTPUT_OPS = ("Softmax", "LogSoftmax")
+#: Ops that only move values.  Reading a :data:`FLOAT_OUTPUT_OPS` output (directly or through
+#: others of them) they stay float too (the vendor's SSD head ``Softmax -> Flatten`` and a
+#: ``Softmax -> Transpose -> Reshape`` output are float16 to the end); reading an int8 tensor
+#: of a pre-quantized model they keep its grid (:func:`through_layout_ops`).
+LAYOUT_OPS = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity")
 
 #: Ops whose constant input 1 is a weight quantized per output channel.
 WEIGHT_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
@@ -376,7 +382,8 @@ def quantize_graph(graph: Graph, ranges: Mapping[str, Tuple[float, float]],
                    method: str = "channel", float_tensors: Collection[str] = ()) -> Dict[str, QuantParams]:
     """The quantization table for ``graph`` from calibration ``ranges`` (see :func:`calibrate`):
     every calibrated activation per tensor, except tensors some node reads as a shape
-    argument (they stay exact) and outputs of :data:`FLOAT_OUTPUT_OPS`; the float
+    argument (they stay exact) and outputs of :data:`FLOAT_OUTPUT_OPS` (and of the
+    :data:`LAYOUT_OPS` after them); the float
     constant input 1 of Conv / ConvTranspose / Gemm / MatMul per channel
     (``method="channel"``) or per tensor (``"layer"``).  ``float_tensors`` (hybrid
     quantization) stay float, and so do the weights of the layers that produce them.
@@ -386,9 +393,13 @@ def quantize_graph(graph: Graph, ranges: Mapping[str, Tuple[float, float]],
     from ..backends.software.ops import SHAPE_INPUTS
 
     keep_float = set(float_tensors)
+    float_values: set = set()
+    for node in graph.nodes:  # topological order
+        moved = node.op in LAYOUT_OPS and bool(node.inputs) and node.inputs[0] in float_values
+        if node.op in FLOAT_OUTPUT_OPS or moved:
+            float_values.update(node.outputs)
+    keep_float |= float_values
     for node in graph.nodes:
-        if node.op in FLOAT_OUTPUT_OPS:
-            keep_float.update(node.outputs)
         if node.op in WEIGHT_OPS and len(node.inputs) > 1 and any(o in float_tensors for o in node.outputs):
             keep_float.add(node.inputs[1])  # a float16 layer keeps its weights float
         for k in SHAPE_INPUTS.get(node.op, ()):
@@ -411,6 +422,20 @@ def quantize_graph(graph: Graph, ranges: Mapping[str, Tuple[float, float]],
             q = weight_params(w, None)  # shared by layers that disagree on the axis: one scale fits all
         quant[name] = q
     return quant
+
+
+def through_layout_ops(graph: Graph, quant: Mapping[str, QuantParams]) -> Dict[str, QuantParams]:
+    """``quant`` plus, for each output of a :data:`LAYOUT_OPS` node that has no entry
+    and reads a tensor that has one, that entry: the op only moves int8 values, so they stay
+    on their grid, as the vendor keeps them (a quantization-aware TensorFlow graph's
+    ``SpatialSqueeze`` after its last FakeQuant is an int8 Reshape in its build; left to
+    float16, the output would be rounded off the grid).  Returns a new dict."""
+    out = dict(quant)
+    for node in graph.nodes:  # topological order
+        if node.op in LAYOUT_OPS and node.inputs and node.inputs[0] in out:
+            for o in node.outputs:
+                out.setdefault(o, out[node.inputs[0]])
+    return out
 
 
 def live_quant(graph: Graph) -> Dict[str, QuantParams]:

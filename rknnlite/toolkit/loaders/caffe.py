@@ -37,6 +37,12 @@ Layers (Caffe semantics, inference phase):
 * ``Concat`` (``axis``/``concat_dim``), ``Flatten`` (``axis``, ``end_axis``), ``Reshape``
   (``shape`` with ``0``/``-1``, ``axis``, ``num_axes``), ``Dropout`` (identity; times
   ``1 - dropout_ratio`` when ``scale_train: false``), ``Split``, ``Input``.
+* SSD's layers: ``Permute`` (``order``; the axes it leaves out follow in their order),
+  ``Normalize`` (``across_spatial``, ``channel_shared``; L2 norm times the scale blob).
+  ``PriorBox`` layers are removed, with every layer that reads only what they produce (the
+  ``mbox_priorbox`` Concat), as RKNN-Toolkit2 removes them: the priors are constants the
+  application's post-processing holds, and the model's outputs are the location and
+  confidence heads (a warning names the removed layers).
 
 Other layer types raise :class:`~rknnlite.errors.ModelInvalidError` naming the type and
 the layer.  ``onnx`` is imported only when :func:`load_caffe` runs.
@@ -692,23 +698,65 @@ def _split(c: _Converter, layer: _Layer) -> None:
         c.node("Identity", [x], c.top(layer, i, shape))
 
 
+def _permute(c: _Converter, layer: _Layer) -> None:
+    x, shape = c.bottom(layer, 0)
+    rank = len(shape)
+    order = [_axis(v, rank, layer, c, "order") for v in layer.param("permute_param").all("order")]
+    if len(set(order)) != len(order):
+        raise c.error(layer, f"order {order} names an axis twice")
+    # Caffe appends the axes the order leaves out, in their own order
+    perm = order + [a for a in range(rank) if a not in order]
+    c.node("Transpose", [x], c.top(layer, 0, tuple(shape[a] for a in perm)), perm=perm)
+
+
+def _normalize(c: _Converter, layer: _Layer) -> None:
+    """SSD's ``Normalize``: ``x / ||x||_2`` over the channels of each position
+    (``across_spatial: false``) or over all of a sample (the default), times a learned
+    scale per channel (or one, ``channel_shared``).  Caffe adds ``eps`` (1e-10) to the
+    squared norm, which changes nothing a float32 norm can show but a zero vector."""
+    p = layer.param("norm_param")
+    x, shape = c.bottom(layer, 0)
+    if len(shape) < 2:
+        raise c.error(layer, f"needs an (N, C, ...) input, got shape {list(shape)}")
+    across = _bool(p.get("across_spatial", "true"), layer, c, "across_spatial")
+    shared = _bool(p.get("channel_shared", "true"), layer, c, "channel_shared")
+    ch = shape[1]
+    (scale,) = c.blobs(layer, [(1,) if shared else (ch,)])
+    if across:
+        flat = c.node("Flatten", [x], c.temp(layer, "flat", (shape[0], int(np.prod(shape[1:], dtype=np.int64)))),
+                      axis=1)
+        unit = c.node("LpNormalization", [flat], c.temp(layer, "l2", c.shapes[flat]), axis=1, p=2)
+        target = c.const(layer, "shape", np.array([0] + list(shape[1:]), np.int64))
+        unit = c.node("Reshape", [unit, target], c.temp(layer, "l2_shaped", shape))
+    else:
+        unit = c.node("LpNormalization", [x], c.temp(layer, "l2", shape), axis=1, p=2)
+    factor = scale.reshape((1,) if shared else ((ch,) + (1,) * (len(shape) - 2)))
+    c.node("Mul", [unit, c.const(layer, "scale", factor)], c.top(layer, 0, shape))
+
+
 _CONVERTERS: Dict[str, Callable[[_Converter, _Layer], None]] = {
     "Convolution": _convolution, "Pooling": _pooling, "ReLU": _relu, "Sigmoid": _unary("Sigmoid"),
     "TanH": _unary("Tanh"), "InnerProduct": _inner_product, "Softmax": _softmax, "BatchNorm": _batch_norm,
     "Scale": _scale, "Eltwise": _eltwise, "Concat": _concat, "Flatten": _flatten, "Reshape": _reshape,
-    "Dropout": _dropout, "Split": _split,
+    "Dropout": _dropout, "Split": _split, "Permute": _permute, "Normalize": _normalize,
 }
 
+#: Layers that compute constants for a post-processing step: dropped with what only they
+#: feed (RKNN-Toolkit2 removes them too), so their blobs are not model outputs.
+_DROPPED_LAYERS = ("PriorBox",)
+
 #: The Caffe layer types :func:`load_caffe` converts.
-SUPPORTED_LAYERS = tuple(sorted(list(_CONVERTERS) + ["Input"]))
+SUPPORTED_LAYERS = tuple(sorted(list(_CONVERTERS) + ["Input"] + list(_DROPPED_LAYERS)))
 
 
 def caffe_to_onnx(net: TextMessage, weights: Dict[str, List[np.ndarray]], input_name=None,
-                  dynamic_input=None, label: str = "the prototxt", weights_label: str = "the caffemodel"):
+                  dynamic_input=None, label: str = "the prototxt", weights_label: str = "the caffemodel",
+                  warn=None):
     """The ``onnx.ModelProto`` (opset 13) of a parsed net and its weights (see the module
     docstring).  ``input_name``: input names (blob or ``Input`` layer names) to put first,
     in this order.  ``dynamic_input``: the shape sets; dims that vary across them become
-    symbolic in the ONNX inputs.
+    symbolic in the ONNX inputs.  ``warn``: called with a message naming the dropped
+    ``PriorBox`` layers, if any.
 
     Raises:
         ModelInvalidError: an unsupported layer type or option, missing or mis-sized
@@ -744,14 +792,30 @@ def caffe_to_onnx(net: TextMessage, weights: Dict[str, List[np.ndarray]], input_
         c.current[blob] = blob
         c.shapes[blob] = tuple(shape)
         graph_inputs.append(helper.make_tensor_value_info(blob, TensorProto.FLOAT, dims))
+    dropped_blobs: set = set()
+    dropped: List[str] = []
     for layer in layers:
         if layer.type == "Input":
             continue
+        if layer.type in _DROPPED_LAYERS or (layer.bottoms and all(b in dropped_blobs for b in layer.bottoms)):
+            for i, blob in enumerate(layer.bottoms):
+                if blob not in dropped_blobs:
+                    c.bottom(layer, i)  # read: a blob only this layer reads is no model output
+            dropped_blobs.update(layer.tops)
+            dropped.append(layer.name)
+            continue
+        late = [b for b in layer.bottoms if b in dropped_blobs]
+        if late:
+            raise c.error(layer, f"reads {', '.join(map(repr, late))}, which comes from a dropped "
+                                 f"{'/'.join(_DROPPED_LAYERS)} layer, together with other blobs")
         convert = _CONVERTERS.get(layer.type)
         if convert is None:
             raise ModelInvalidError(f"{label}: {layer.label}: Caffe layer type {layer.type!r} is not supported; "
                                     f"supported: {', '.join(SUPPORTED_LAYERS)}", op=_OP)
         convert(c, layer)
+    if dropped and warn is not None:
+        warn(f"{', '.join(_DROPPED_LAYERS)} layers and what only they feed are removed, as RKNN-Toolkit2 "
+             f"removes them (the priors are constants for the post-processing): {', '.join(dropped)}")
     latest = set(c.current.values())
     outputs = [t for t in c.produced if t not in c.consumed and t in latest]
     if not outputs:
@@ -800,5 +864,5 @@ def load_caffe(model, blobs=None, input_name=None, dynamic_input=None, custom_op
     label = os.fspath(model) if isinstance(model, (str, os.PathLike)) else "the prototxt"
     weights_label = os.fspath(blobs) if isinstance(blobs, (str, os.PathLike)) else \
         ("the caffemodel" if blobs is not None else "the model (blobs=None)")
-    proto = caffe_to_onnx(net, weights, input_name, dynamic_input, label, weights_label)
+    proto = caffe_to_onnx(net, weights, input_name, dynamic_input, label, weights_label, warn)
     return import_onnx(proto, dynamic_input=dynamic_input, custom_ops=custom_ops, warn=warn)
