@@ -692,6 +692,46 @@ def test_conv_depthwise_3x3(conv_path, hw, strides, pads, mult):
     _close(y, _ref_conv(x, w, b, strides, (1, 1), pads[:2], pads[2:], C))
 
 
+def _depthwise_in_tap_order(x, w, b, strides, pads):
+    """A depthwise conv summed as the few-column kernel sums it: per output, the bias, then each
+    tap's product added in row-major tap order, every step rounded to float32 (a product, then
+    a sum); padding taps add ``w * 0``."""
+    C, (kh, kw), (sh, sw) = x.shape[1], w.shape[2:], strides
+    xp = np.pad(x[0], ((0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh, ow = (xp.shape[1] - kh) // sh + 1, (xp.shape[2] - kw) // sw + 1
+    acc = np.broadcast_to(b[:, None, None], (C, oh, ow)).astype(np.float32)
+    for i in range(kh):
+        for j in range(kw):
+            taps = xp[:, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+            acc = acc + w[:, 0, i, j][:, None, None] * taps  # float32 throughout
+    return acc[None]
+
+
+@pytest.mark.parametrize("hw, kernel, strides, pads", [
+    ((13, 13), (7, 7), (7, 7), (0, 0, 1, 1)),   # a split 13x13 pool's first stage
+    ((2, 2), (2, 2), (1, 1), (0, 0, 0, 0)),     # ... and its second
+    ((10, 10), (7, 7), (7, 7), (2, 2, 2, 2)),
+    ((9, 5), (5, 3), (2, 1), (1, 0, 1, 2)),     # uneven taps, padding on every side
+])
+def test_conv_depthwise_of_few_columns_sums_in_tap_order(conv_path, hw, kernel, strides, pads):
+    """Outputs narrower than 8 columns take 16 channels side by side (37 channels: two blocks and
+    a part), each output summed in tap order without fused multiply-adds: the same bits on every
+    kernel path; a fused Relu applies after."""
+    rng = np.random.default_rng(23)
+    C = 37
+    x = rng.standard_normal((1, C) + hw, dtype=np.float32)
+    w = rng.standard_normal((C, 1) + kernel, dtype=np.float32)
+    b = rng.standard_normal(C, dtype=np.float32)
+    attrs = {"strides": list(strides), "pads": list(pads), "group": C, "kernel_shape": list(kernel)}
+    (y,) = _run("Conv", [x, w, b], attrs, [None, w, b])
+    assert y.shape[-1] < 8
+    want = _depthwise_in_tap_order(x, w, b, strides, pads)
+    np.testing.assert_array_equal(y, want)
+    (yr,) = _run("Conv", [x, w, b], dict(attrs, _activation="Relu"), [None, w, b])
+    np.testing.assert_array_equal(yr, np.maximum(want, 0))
+    _close(y, _ref_conv(x, w, b, strides, (1, 1), pads[:2], pads[2:], C))
+
+
 @pytest.mark.parametrize("xs, m, pads", [
     ((1, 256, 14, 14), 256, (1, 1, 1, 1)),  # F(4x4) weights would pass the cap: F(2x2)
     ((2, 32, 7, 7), 40, (1, 1, 1, 1)),      # 7x7: too few 4x4 tiles

@@ -907,6 +907,29 @@ def test_int8_build_quantizes_each_stage_of_a_split_pool(tmp_path):
     assert [n.op for n in graph.nodes if n.op == "Conv"] == ["Conv", "Conv"]
 
 
+@pytest.mark.parametrize("float_dtype, quantize, split", [("float16", False, True), ("float32", False, False),
+                                                         ("float32", True, True)])
+def test_only_builds_that_round_split_a_wide_pool(tmp_path, float_dtype, quantize, split):
+    """The stages round as the vendor's only where values are rounded (float16 storage, int8
+    grids); a float32 build without quantization keeps the exact, one-pass pool, and
+    ``accuracy_analysis`` compares it with a float graph optimised the same way."""
+    m = model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap")],
+              [vi("x", F, [1, 3, 13, 13])], [vi("y", F, None)])
+    np.save(tmp_path / "x.npy", RNG.uniform(-1, 1, (1, 3, 13, 13)).astype(np.float32))
+    (tmp_path / "dataset.txt").write_text("x.npy\n")
+    rknn = RKNN()
+    rknn.config(target_platform="rk3588", float_dtype=float_dtype)
+    assert rknn.load_onnx(m) == 0
+    assert rknn.build(do_quantization=quantize, dataset=str(tmp_path / "dataset.txt") if quantize else None) == 0
+    graph = load_model(rknn._model_bytes).model.graph
+    assert ("GlobalAveragePool" not in [n.op for n in graph.nodes]) == split
+    im = import_onnx(m)
+    expected = optimize(im.graph, im.shapes, split_pools=split)
+    assert [n.op for n in rknn._float_reference(float_dtype, quantize).nodes] == [n.op for n in expected.nodes]
+    assert rknn.accuracy_analysis(inputs=[str(tmp_path / "x.npy")], output_dir=str(tmp_path / "snap")) == 0
+    rknn.release()
+
+
 @pytest.mark.parametrize("size, keepdims, opset, axes", [
     ((13, 13), 1, 13, [2, 3]), ((13, 13), 0, 13, [-1, -2]), ((12, 96), 1, 18, [2, 3]), ((7, 7), 0, 18, [3, 2]),
 ])

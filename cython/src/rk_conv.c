@@ -243,6 +243,56 @@ void rk_phase_split(RK_PS_ARGS) {
 /* ---------------------------------------------------------------- depthwise
    Output channel m reads input channel m / mult (group == C, M == C * mult).
    pad: scratch plane of (H + pt + pb) * (W + pl + pr) floats. */
+
+/* Outputs of a few columns (a split global pool's 7x7/7 stages: 2x2 outputs per plane): the
+   plane loop below would run a handful of iterations per tap, so 16 channels go side by side
+   instead.  Each output is its bias plus the taps in row-major order (padding taps add w * 0,
+   as from a padded plane), every step a product then a sum, never one fused multiply-add
+   (GCC: fp-contract=off; clang fuses only within one expression, and the product is a
+   statement of its own): the same bits on every SIMD level and CPU. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define RK_DW_UNFUSED __attribute__((optimize("fp-contract=off")))
+#else
+#define RK_DW_UNFUSED
+#endif
+#define RK_DW_FEW_COLUMNS                                                                \
+    (mult == 1 && OW < 8 && !(kh == 3 && kw == 3 && dh == 1 && dw == 1 && (sw == 1 || sw == 2)))
+#define RK_DW_FEW_BODY                                                                   \
+    (void)C; (void)mult; (void)pb; (void)pr; (void)pad;                                  \
+    for (long m0 = 0; m0 < M; m0 += 16) {                                                \
+        long nb = RK_MIN(16, M - m0);                                                    \
+        for (long oy = 0; oy < OH; oy++)                                                 \
+        for (long ox = 0; ox < OW; ox++) {                                               \
+            float acc[16];                                                               \
+            for (long l = 0; l < nb; l++) acc[l] = bias ? bias[m0 + l] : 0.0f;           \
+            for (long i = 0; i < kh; i++) {                                              \
+                long iy = oy * sh + i * dh - pt;                                         \
+                for (long j = 0; j < kw; j++) {                                          \
+                    long ix = ox * sw + j * dw - pl;                                     \
+                    const float *ws = w + m0 * kh * kw + i * kw + j;                     \
+                    if (iy >= 0 && iy < H && ix >= 0 && ix < W) {                        \
+                        const float *xs = x + m0 * H * W + iy * W + ix;                  \
+                        for (long l = 0; l < nb; l++) {                                  \
+                            float p = ws[l * kh * kw] * xs[l * H * W];                   \
+                            acc[l] = acc[l] + p;                                         \
+                        }                                                                \
+                    } else {                                                             \
+                        for (long l = 0; l < nb; l++) {                                  \
+                            float p = ws[l * kh * kw] * 0.0f;                            \
+                            acc[l] = acc[l] + p;                                         \
+                        }                                                                \
+                    }                                                                    \
+                }                                                                        \
+            }                                                                            \
+            for (long l = 0; l < nb; l++) y[(m0 + l) * OH * OW + oy * OW + ox] = acc[l]; \
+        }                                                                                \
+        for (long m = m0; m < m0 + nb; m++) {                                            \
+            float *ym = y + m * OH * OW;                                                 \
+            if (res) rk_res_act_apply(ym, res + m * OH * OW, OH * OW, act);              \
+            else if (act) rk_act_apply(ym, OH * OW, act);                                \
+        }                                                                                \
+    }
+
 #define RK_DW_BODY                                                                       \
     (void)C;                        /* implied by M and mult */                         \
     long HP = H + pt + pb, WP = W + pl + pr;                                            \
@@ -308,9 +358,12 @@ void rk_phase_split(RK_PS_ARGS) {
                    const float *bias, float *y, float *pad, const rk_act *act, const float *res
 
 static void rk_depthwise_generic(RK_DW_ARGS) { RK_DW_BODY }
+RK_DW_UNFUSED static void rk_depthwise_few_generic(RK_DW_ARGS) { RK_DW_FEW_BODY }
 #if RK_X86
 __attribute__((target("avx2,fma"))) static void rk_depthwise_avx2(RK_DW_ARGS) { RK_DW_BODY }
 __attribute__((target("avx512f"))) static void rk_depthwise_avx512(RK_DW_ARGS) { RK_DW_BODY }
+RK_DW_UNFUSED __attribute__((target("avx2"))) static void rk_depthwise_few_avx2(RK_DW_ARGS) { RK_DW_FEW_BODY }
+RK_DW_UNFUSED __attribute__((target("avx512f"))) static void rk_depthwise_few_avx512(RK_DW_ARGS) { RK_DW_FEW_BODY }
 #endif
 
 #if RK_X86
@@ -413,6 +466,14 @@ static void rk_depthwise3x3_512(RK_DW_ARGS) {
 #endif
 
 void rk_depthwise(int isa, RK_DW_ARGS) {
+    if (RK_DW_FEW_COLUMNS) {
+#if RK_X86
+        if (isa >= 2) { rk_depthwise_few_avx512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act, res); return; }
+        if (isa == 1) { rk_depthwise_few_avx2(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act, res); return; }
+#endif
+        rk_depthwise_few_generic(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act, res);
+        return;
+    }
 #if RK_X86
     if (isa >= 2 && kh == 3 && kw == 3 && dh == 1 && dw == 1 && (sw == 1 || sw == 2) && (sh == 1 || sh == 2)) {
         rk_depthwise3x3_512(x, C, H, W, w, M, mult, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, OH, OW, bias, y, pad, act, res);

@@ -181,9 +181,11 @@ def prepare(imported, cfg: Dict[str, Any], *, quantize: bool, dataset: Optional[
 
 
 def _optimize(job: BuildJob) -> None:
-    from .optimize import optimize
+    from .optimize import optimize, splits_pools
 
-    job.graph = optimize(job.imported.graph, job.imported.shapes)
+    quantized = job.quantize or job.hybrid is not None or bool(job.imported.graph.quant)
+    job.graph = optimize(job.imported.graph, job.imported.shapes,
+                         split_pools=splits_pools(job.cfg["float_dtype"], quantized))
     job.input_specs, job.output_specs = list(job.imported.input_specs), list(job.imported.output_specs)
 
 

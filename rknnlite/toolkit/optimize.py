@@ -21,7 +21,8 @@
    ``Gemm`` with that bias as C (bit for bit what the two nodes computed).  Then
    :func:`spatial_means_as_pools` makes a ``ReduceMean`` over H and W a
    ``GlobalAveragePool``, and :func:`split_global_average_pools` a ``GlobalAveragePool``
-   over more than 7 x 7 the chain of depthwise convs the vendor's compiler makes of it.
+   over more than 7 x 7 the chain of depthwise convs the vendor's compiler makes of it
+   (in builds that round values, :func:`splits_pools`).
 6. :func:`fuse_residual_add` - ``Add`` / ``Sum`` of a ``Conv`` output (read by nothing
    else) and another tensor of the same static shape becomes one Conv with that tensor
    as a 4th, residual input (``attrs["_residual"]``), added before any activation.
@@ -66,6 +67,7 @@ __all__ = [
     "global_pool_stages",
     "spatial_means_as_pools",
     "split_global_average_pools",
+    "splits_pools",
     "fuse_residual_add",
     "fuse_channel_affine",
     "fuse_activations",
@@ -81,14 +83,15 @@ _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformL
 
 
 def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
-             activation_fusion: bool = True, residual_fusion: bool = True) -> Graph:
+             activation_fusion: bool = True, residual_fusion: bool = True, split_pools: bool = True) -> Graph:
     """Run every pass (see the module doc) on a copy of ``graph`` and return the copy.
 
     ``shapes`` maps tensor names to static shapes (``-1`` for an unknown dim), e.g.
     :attr:`ImportedModel.shapes <rknnlite.toolkit.onnx_import.ImportedModel.shapes>`;
     it lets ``Shape``/``Size`` of statically shaped tensors fold, and residual adds fuse
-    (they need both operands' shapes).  ``activation_fusion`` / ``residual_fusion``:
-    run :func:`fuse_activations` / :func:`fuse_residual_add`.  Constant arrays are
+    (they need both operands' shapes).  ``activation_fusion`` / ``residual_fusion`` /
+    ``split_pools``: run :func:`fuse_activations` / :func:`fuse_residual_add` /
+    :func:`split_global_average_pools` (see :func:`splits_pools`).  Constant arrays are
     shared with the input graph, not copied.
     """
     g = copy.copy(graph)  # keeps any other graph fields
@@ -103,7 +106,7 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
         "conv affine folding": fold_conv_affine(g),
         "dense bias folding": fold_dense_bias(g, shapes),
         "spatial mean as a pool": spatial_means_as_pools(g, shapes),
-        "global average pool split": split_global_average_pools(g, shapes),
+        "global average pool split": split_global_average_pools(g, shapes) if split_pools else 0,
     })
     # after the folds above, so that a Conv they extended can take its residual and activation too
     if residual_fusion:
@@ -783,10 +786,21 @@ def spatial_means_as_pools(graph: Graph, shapes: Optional[Mapping[str, Sequence[
     return rewritten
 
 
+def splits_pools(float_dtype: str, quantized: bool) -> bool:
+    """Whether a build of ``float_dtype`` (``"float16"`` / ``"float32"``), quantized or not,
+    splits wide GlobalAveragePools as the vendor does (:func:`split_global_average_pools`):
+    wherever values are rounded between the stages (float16 storage, int8 grids), so that they
+    round as the vendor's do.  A float32 build without quantization has no vendor counterpart
+    and keeps the pool: the exact mean, and one fast pass where the stages are depthwise convs
+    of a few outputs each."""
+    return float_dtype != "float32" or quantized
+
+
 def split_global_average_pools(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
     """Rewrite each ``GlobalAveragePool`` over a static ``N, C, H, W`` input with ``H`` or ``W``
     above 7 into the depthwise convs of :func:`global_pool_stages`, as the vendor's compiler does
-    (float and int8 builds alike); returns how many pools were split.
+    (float16 and int8 builds alike; a build runs it where :func:`splits_pools` says); returns how
+    many pools were split.
 
     Every stage's kernel holds ``(1 / (H * W)) ** (1 / stages)`` (the vendor's weights: one
     value, so an int8 build gives each stage 255 codes of it), the padding is zeros, and the

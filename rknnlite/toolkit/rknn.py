@@ -761,7 +761,8 @@ class RKNN(Lite2CoreMasks):
                 refs = [np.load(r, allow_pickle=False) if isinstance(r, (str, os.PathLike)) else np.asarray(r)
                         for r in (ref_outputs if isinstance(ref_outputs, (list, tuple)) else [ref_outputs])]
             out_dir = os.path.join(".", "snapshot") if output_dir is None else os.fspath(output_dir)
-            result = analyse(model, raw, out_dir, list(self._custom_ops.values()), refs, self._float_reference(),
+            reference = self._float_reference(model.metadata.float_dtype, bool(model.graph.quant))
+            result = analyse(model, raw, out_dir, list(self._custom_ops.values()), refs, reference,
                              tensor_files=output_dir is not None)
         except RKNNError as e:
             self._log.error("%s: %s", what, e.message)
@@ -785,14 +786,15 @@ class RKNN(Lite2CoreMasks):
                        os.path.join(os.path.dirname(result.report_path), MAP_NAME))
         return 0
 
-    def _float_reference(self):
-        """The float graph the built model comes from (optimised, pruned as configured,
-        not quantized, not rounded), or None when the model was not built from ONNX here."""
+    def _float_reference(self, float_dtype: str, quantized: bool):
+        """The float graph a model of ``float_dtype`` (quantized or not) built here comes from
+        (optimised as that build was, pruned as configured, not quantized, not rounded), or None
+        when the model was not built from ONNX here."""
         if self._imported is None:
             return None
-        from .optimize import optimize
+        from .optimize import optimize, splits_pools
 
-        graph = optimize(self._imported.graph, self._imported.shapes)
+        graph = optimize(self._imported.graph, self._imported.shapes, split_pools=splits_pools(float_dtype, quantized))
         if (self._config or {}).get("model_pruning"):
             from .prune import prune_channels
 
