@@ -301,8 +301,12 @@ def test_zero_channels_are_pruned_through_a_depthwise_block(tmp_path):
     np.testing.assert_allclose(pruned.run([x], data_format="nchw")[0], full.run([x], data_format="nchw")[0],
                                rtol=1e-5, atol=1e-5)
     shapes = sorted(weight_shapes(pruned_path)[0].values())
-    # (6, 1, 7, 7) and (6, 1, 2, 2): the 12 x 12 GlobalAveragePool as the vendor's two depthwise
-    # convs, pruned to the 6 channels left along with the rest
+    # a float32 build keeps the 12 x 12 GlobalAveragePool whole: it has no weights to prune
+    assert shapes == [(6, 5), (6, 7, 1, 1), (7, 1, 3, 3), (7, 3, 3, 3)], shapes
+    # a float16 build splits it into the vendor's two depthwise convs, (6, 1, 7, 7) and
+    # (6, 1, 2, 2), pruned to the 6 channels left along with the rest
+    half_path, _ = model_graph(build(onnx_path, True, "float16"), tmp_path, "half.rknn")
+    shapes = sorted(weight_shapes(half_path)[0].values())
     assert shapes == [(6, 1, 2, 2), (6, 1, 7, 7), (6, 5), (6, 7, 1, 1), (7, 1, 3, 3), (7, 3, 3, 3)], shapes
     assert weight_shapes(pruned_path)[1] < weight_shapes(full_path)[1]
 
