@@ -292,6 +292,65 @@ def test_layout_ops_after_a_softmax_stay_float(tmp_path, monkeypatch):
     rknn.release()
 
 
+@pytest.mark.parametrize("algorithm", ["normal", "mmse"])
+def test_near_zero_weight_channels_quantize_to_zero(tmp_path, monkeypatch, algorithm):
+    """PP-OCRv4 rec has output channels of weights near 0: subnormal (``p2o.Conv.20``, max
+    3e-39) or spanning 3.8e-36 (``conv2d_117.w_0``, whose step 1.5e-38 ``mmse`` halves).  The
+    step would be no normal float32 and the build failed writing the model.  Such channels
+    get scale 1, zero point 0 (all their codes 0), as an all-zero one does."""
+    monkeypatch.chdir(tmp_path)
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    w[1] = RNG.uniform(-3e-39, 3e-39, (3, 3, 3)).astype(np.float32)
+    w[3] = RNG.uniform(-2.7e-36, 1.0e-36, (3, 3, 3)).astype(np.float32)
+    w[3, 0, 0, :2] = -2.7e-36, 1.0e-36
+    q = weight_params(w, 0)
+    assert q.scale[1] == q.scale[3] == 1.0 and q.zero_point[1] == q.zero_point[3] == 0
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "sub", [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", F, [1, 4, 8, 8])],
+                              [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    samples = [[RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)] for _ in range(2)]
+    dataset = write_dataset(tmp_path, samples)
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", quantized_algorithm=algorithm) == 0
+    assert rknn.load_onnx(m.SerializeToString()) == 0
+    assert rknn.build(do_quantization=True, dataset=dataset) == 0
+    assert rknn.init_runtime() == 0
+    (y,) = rknn.inference(samples[0], data_format="nchw")
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": samples[0][0]})[0]
+    assert np.abs(y[0, [1, 3]]).max() < 1e-6 and cosine(y, ref) > 0.99
+    rknn.release()
+
+
+def test_a_conv_bias_survives_a_near_zero_weight_channel(tmp_path, monkeypatch):
+    """PP-OCRv4 rec's depthwise ``p2o.Conv.13`` has channels of weights within 1e-14 of 0 (step
+    3e-17) under a bias of -0.45: in units of input step times weight step the bias is beyond
+    int32 and was clipped, the channel's output 0 where the vendor's simulator gives the bias.
+    The weight step is raised until the bias fits."""
+    monkeypatch.chdir(tmp_path)
+    w = RNG.standard_normal((4, 1, 3, 3)).astype(np.float32)
+    w[2] = RNG.uniform(-7e-15, 0, (1, 3, 3)).astype(np.float32)
+    b = np.array([0.1, -0.2, -0.45, 0.3], np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], group=4)]
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", F, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", F, [1, 4, 8, 8])],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    samples = [[RNG.standard_normal((1, 4, 8, 8)).astype(np.float32)] for _ in range(2)]
+    dataset = write_dataset(tmp_path, samples)
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588") == 0
+    assert rknn.load_onnx(m.SerializeToString()) == 0
+    assert rknn.build(do_quantization=True, dataset=dataset) == 0
+    assert rknn.init_runtime() == 0
+    (y,) = rknn.inference(samples[0], data_format="nchw")
+    rknn.release()
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": samples[0][0]})[0]
+    step = (ref.max() - min(ref.min(), 0)) / 255  # about the output's int8 step
+    np.testing.assert_allclose(y[0, 2], -0.45, atol=step)
+
+
 # -- errors ------------------------------------------------------------------------------------
 
 def build_tiny(dataset, **config):

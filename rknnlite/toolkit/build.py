@@ -234,12 +234,12 @@ def _quantize(job: BuildJob) -> None:
     if samples is not None or (job.quantize and job.hybrid is not None):
         method = cfg.get("quantized_method", "channel")
         if job.hybrid is not None:
-            known = set(graph.produced()) | set(graph.inputs)
+            known = set(graph.produced()) | set(graph.inputs) | set(graph.constants)  # mmse: weights too
             ranges = {k: v for k, v in job.hybrid[1].items() if k in known}
         else:
             # Progress bars (tqdm, stderr) only for a verbose object (and on a terminal).
             ranges = quantize.calibrate(graph, samples, job.preprocess or None, cfg.get("quantized_algorithm", "normal"),
-                                        job.verbose, custom_ops=job.custom)
+                                        job.verbose, custom_ops=job.custom, method=method)
         # the float outputs over the samples serve auto hybrid and the warnings alike
         outputs = float_outputs_per_sample(graph, samples, job.preprocess, job.custom) if samples is not None else None
         floats = _hybrid_floats(job, ranges, outputs)

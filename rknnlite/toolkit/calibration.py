@@ -7,17 +7,13 @@ asymmetric int8 ``scale`` and ``zero_point`` (``scale = (hi - lo) / 255``,
 ``zero_point = round(-128 - lo / scale)``).
 
 * ``normal``: the observed minimum and maximum (:class:`MinMaxObserver`, one pass).
-* ``mmse`` (:func:`mmse_range`): a second pass accumulates a histogram of each
-  activation (:data:`MMSE_BINS` equal bins over its ``normal`` range).  The clipping
-  range is then searched by brute force for the smallest squared error of
-  quantize-dequantize over the histogram (each bin's count times the error at its
-  centre): candidate ends are the ``normal`` ends times the fractions
-  ``2 ** (-k / 16)``, ``k = 0 .. 64`` (1 down to 1/16); the upper and lower ends are
-  optimised in turn (coordinate descent, two rounds; a one-sided tensor such as a Relu
-  output only moves its nonzero end), then each end is refined with the fractions
-  ``2 ** (j / 128)``, ``j = -8 .. 8``, around its best value (never beyond the
-  ``normal`` range).  The 1/16 floor keeps every candidate's quantization step at
-  least ~2 histogram bins wide, where bin-centre errors are a good estimate.
+* ``mmse``: RKNN-Toolkit2 2.5.0's ``MmseQaunt2`` (traced in its build; ``docs/vendor-examples.md``),
+  a layer-by-layer search that starts from the ``kl_divergence`` parameters and keeps each
+  tensor's zero point (:func:`rknnlite.toolkit.quantize.mmse_search`, which also tunes the
+  weights); the pieces it shares are here: every candidate multiplies a scale by one of :data:`MMSE_MULTIPLIERS`
+  (:func:`mmse_fake_quant`, the vendor's float32 arithmetic) and is judged by the mean squared
+  error of a layer's output against float (:func:`mmse_error`, the vendor's float32 sums); the
+  smallest error wins, the first of equal ones (:func:`mmse_best`).
 * ``kl_divergence`` (:func:`kl_range`): RKNN-Toolkit2 2.5.0's rule, reconstructed from its
   ``calc_kl`` (its float32 divergences reproduced bit for bit; ``docs/vendor-examples.md``).
   A second pass accumulates a histogram of ``|x|`` (:func:`kl_histogram`: :data:`KL_BINS` =
@@ -42,7 +38,9 @@ import numpy as np
 
 __all__ = [
     "ALGORITHMS",
-    "MMSE_BINS",
+    "MMSE_MULTIPLIERS",
+    "MMSE_NORMAL_BELOW",
+    "MMSE_CHANNEL_MIN_SIZE",
     "KL_BINS",
     "KL_TARGET_BINS",
     "KL_EPS",
@@ -54,8 +52,10 @@ __all__ = [
     "MinMaxObserver",
     "HistogramObserver",
     "SampleKLObserver",
-    "histogram",
-    "mmse_range",
+    "mmse_fake_quant",
+    "mmse_error",
+    "mmse_errors",
+    "mmse_best",
     "kl_range",
     "kl_curve",
     "kl_histogram",
@@ -63,8 +63,15 @@ __all__ = [
 
 #: ``config(quantized_algorithm=...)`` values implemented here.
 ALGORITHMS = ("normal", "mmse", "kl_divergence")
-#: Histogram bins of the ``mmse`` search (over the tensor's ``normal`` range).
-MMSE_BINS = 8192
+#: ``mmse``: the factors a scale is multiplied by, in the order they are tried (``0.5 .. 2``).
+MMSE_MULTIPLIERS = np.linspace(0.5, 2.0, 50)
+#: ``mmse`` also searches around a tensor's min/max parameters when its ``kl_divergence`` scale
+#: is below this fraction of the min/max scale.
+MMSE_NORMAL_BELOW = 0.9
+#: ``mmse`` under ``quantized_method='channel'`` picks a weight multiplier per output channel
+#: when the layer's output has at least this many values per channel and sample (14 x 14; one
+#: multiplier for the whole weight below: the vendor's build, probed from 1 x 195 to 1 x 196).
+MMSE_CHANNEL_MIN_SIZE = 196
 #: Histogram bins of ``|x|`` for ``kl_divergence``.
 KL_BINS = 1024
 #: Groups the candidate distributions are merged into (the int8 levels of ``[0, T]``).
@@ -77,8 +84,6 @@ KL_MAX_DIVERGENCE = 0.1
 QMIN, QMAX = -128, 127
 _LEVELS = QMAX - QMIN  # 255 steps
 
-_COARSE = 2.0 ** (-np.arange(65) / 16.0)  # 1 .. 1/16
-_FINE = 2.0 ** (np.arange(-8, 9) / 128.0)
 
 
 def affine_params(lo, hi) -> Tuple[np.ndarray, np.ndarray]:
@@ -137,66 +142,39 @@ class MinMaxObserver:
         return {n: (self._lo[n], self._hi[n]) for n in self._lo if n not in self._bad}
 
 
-def histogram(values: np.ndarray, lo: float, hi: float, bins: int) -> np.ndarray:
-    """Counts (int64, ``bins`` long) of ``values`` in ``bins`` equal bins over ``[lo, hi]``;
-    values outside go to the end bins.  ``hi`` must be greater than ``lo``."""
-    x = np.asarray(values).reshape(-1)
-    factor = bins / (hi - lo)
-    # float32 arithmetic halves the memory traffic; float64 where float32 cannot hold the factor.
-    dtype = np.float32 if x.dtype == np.float32 and factor < 1e30 and abs(lo) < 1e30 else np.float64
-    idx = np.subtract(x, dtype(lo), dtype=dtype)
-    idx *= dtype(factor)
-    np.clip(idx, 0, bins - 1, out=idx)
-    return np.bincount(idx.astype(np.intp), minlength=bins)
-
-
 class HistogramObserver:
-    """Second calibration pass of ``mmse`` / ``kl_divergence``: one histogram per tensor
-    over the first pass's ``ranges`` (signed values for ``mmse``, ``|x|`` for
-    ``kl_divergence``); :meth:`ranges` applies the algorithm to each."""
+    """Second calibration pass of ``kl_divergence`` (also the start of ``mmse``): one
+    :func:`kl_histogram` of ``|x|`` per tensor over the first pass's ``ranges``;
+    :meth:`ranges` applies :func:`kl_range` to each."""
 
-    def __init__(self, ranges: Mapping[str, Tuple[float, float]], algorithm: str):
-        if algorithm not in ("mmse", "kl_divergence"):
-            raise ValueError(f"no histogram algorithm {algorithm!r}; use 'mmse' or 'kl_divergence'")
+    def __init__(self, ranges: Mapping[str, Tuple[float, float]], algorithm: str = "kl_divergence"):
+        if algorithm != "kl_divergence":
+            raise ValueError(f"no histogram algorithm {algorithm!r}; use 'kl_divergence'")
         self.algorithm = algorithm
         self._ranges = dict(ranges)
         self._hist: Dict[str, np.ndarray] = {}
-
-    def _span(self, name: str) -> Tuple[float, float]:
-        lo, hi = self._ranges[name]
-        if self.algorithm == "kl_divergence":
-            return 0.0, max(-min(lo, 0.0), hi, 0.0)
-        return min(lo, 0.0), max(hi, 0.0)
 
     def add(self, name: str, value: np.ndarray) -> None:
         """Account for one float array of a tensor the first pass ranged (others are ignored)."""
         if name not in self._ranges or value.size == 0:
             return
-        lo, hi = self._span(name)
-        if not hi > lo:
+        lo, hi = self._ranges[name]
+        amax = max(-min(lo, 0.0), hi, 0.0)
+        if not amax > 0:
             return
-        bins = KL_BINS if self.algorithm == "kl_divergence" else MMSE_BINS
-        if self.algorithm == "kl_divergence":
-            counts = kl_histogram(value, hi)  # bin 0 is ignored by kl_curve
-        else:
-            counts = histogram(value, lo, hi, bins)
+        counts = kl_histogram(value, amax)  # bin 0 is ignored by kl_curve
         if name in self._hist:
             self._hist[name] += counts
         else:
             self._hist[name] = counts
 
     def ranges(self) -> Dict[str, Tuple[float, float]]:
-        """``{tensor: (lo, hi)}`` chosen by the algorithm; the first pass's range where no
+        """``{tensor: (lo, hi)}`` chosen by :func:`kl_range`; the first pass's range where no
         histogram was collected (a constant or empty tensor)."""
         out = {}
         for name, (lo, hi) in self._ranges.items():
             counts = self._hist.get(name)
-            if counts is None or lo == hi:
-                out[name] = (lo, hi)
-            elif self.algorithm == "mmse":
-                out[name] = mmse_range(counts, min(lo, 0.0), max(hi, 0.0))
-            else:
-                out[name] = kl_range(counts, lo, hi)
+            out[name] = (lo, hi) if counts is None or lo == hi else kl_range(counts, lo, hi)
         return out
 
 
@@ -232,50 +210,62 @@ class SampleKLObserver:
 # -- mmse --------------------------------------------------------------------------------------
 
 
-def _qdq_sse(centres: np.ndarray, counts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Squared quantize-dequantize error of a histogram for each candidate range
-    (``lo``/``hi`` 1-D, same length): a vector of sums."""
-    scale, zp = affine_params(lo, hi)
-    scale, zp = scale[:, None], zp[:, None]
-    q = np.clip(np.round(centres[None, :] / scale) + zp, QMIN, QMAX)
-    err = (q - zp) * scale
-    err -= centres[None, :]
-    err *= err
-    return err @ counts
+def mmse_fake_quant(x: np.ndarray, scale, zero_point, multiplier: float = 1.0, axis: Optional[int] = None,
+                    qmin: int = QMIN, qmax: int = QMAX) -> np.ndarray:
+    """``x`` quantized with ``scale * multiplier`` and ``zero_point`` and back (a new float32
+    array), in RKNN-Toolkit2's ``mmse`` arithmetic: the step ``float32(scale) * float32(multiplier)``
+    in float32, ``round(x / step)`` (half to even) in float32, plus the zero point, clipped to
+    ``[qmin, qmax]``, minus the zero point, times the step.  ``scale`` / ``zero_point`` are scalars
+    or, with ``axis``, one per slice along that axis (per channel)."""
+    x = np.asarray(x, np.float32)
+    step = np.asarray(scale, np.float32) * np.float32(multiplier)
+    zp = np.asarray(zero_point, np.float32)
+    if axis is not None:
+        shape = [1] * x.ndim
+        shape[axis] = -1
+        step, zp = step.reshape(shape), zp.reshape(shape)
+    q = np.round(x / step) + zp
+    np.clip(q, qmin, qmax, out=q)
+    q -= zp
+    q *= step
+    return q.astype(np.float32, copy=False)
 
 
-def mmse_range(counts: np.ndarray, lo: float, hi: float) -> Tuple[float, float]:
-    """The clipping range inside ``[lo, hi]`` (``lo <= 0 <= hi``) with the smallest squared
-    quantize-dequantize error for the histogram ``counts`` (equal bins over
-    ``[lo, hi]``); see the module docstring for the search."""
-    counts = np.asarray(counts, np.float64)
-    lo, hi = float(lo), float(hi)
-    if not hi > lo or counts.sum() == 0:
-        return lo, hi
-    width = (hi - lo) / len(counts)
-    keep = counts > 0
-    centres = (lo + (np.nonzero(keep)[0] + 0.5) * width)
-    counts = counts[keep]
-    best_lo, best_hi = lo, hi
+def mmse_error(u: np.ndarray, v: np.ndarray) -> float:
+    """Mean squared difference of two float32 arrays as RKNN-Toolkit2's ``mmse`` computes it
+    (``mean_squared_error`` of its libcpputils2, AVX path): eight float32 running sums over
+    blocks of eight elements (``i = 0, 8, ...`` while ``i + 8 <= n``), folded as
+    ``((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7))``, then the remaining squares added in
+    float64 and the total divided by ``n``."""
+    return float(mmse_errors(np.reshape(u, (1, -1)), np.reshape(v, (1, -1)))[0])
 
-    def pick(fractions, side):
-        nonlocal best_lo, best_hi
-        f = np.minimum(fractions, 1.0)
-        if side == "hi":
-            los, his = np.full(len(f), best_lo), hi * f
-        else:
-            los, his = lo * f, np.full(len(f), best_hi)
-        k = int(np.argmin(_qdq_sse(centres, counts, los, his)))
-        best_lo, best_hi = float(los[k]), float(his[k])
 
-    sides = [s for s, end in (("hi", hi), ("lo", lo)) if end != 0.0]
-    for _ in range(2):
-        for side in sides:
-            pick(_COARSE, side)
-    for side in sides:
-        current = best_hi / hi if side == "hi" else best_lo / lo
-        pick(current * _FINE, side)
-    return best_lo, best_hi
+def mmse_errors(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """:func:`mmse_error` of each row of two 2-D arrays of the same shape (float64 array)."""
+    u = np.asarray(u, np.float32)
+    v = np.asarray(v, np.float32)
+    rows, n = u.shape
+    if n == 0:
+        return np.zeros(rows)
+    blocks = (n - 8) // 8 + 1 if n >= 8 else 0
+    total = np.zeros(rows)
+    with np.errstate(over="ignore", invalid="ignore"):  # float32 overflows to inf, as the vendor's does
+        d = u - v
+        d *= d
+        if blocks:
+            lanes = np.cumsum(d[:, :8 * blocks].reshape(rows, blocks, 8), axis=1, dtype=np.float32)[:, -1]
+            t = lanes[:, 4:] + lanes[:, :4]
+            total = ((t[:, 0] + t[:, 1]) + (t[:, 2] + t[:, 3])).astype(np.float64)
+    for k in range(8 * blocks, n):
+        total += d[:, k]
+    return total / n
+
+
+def mmse_best(errors) -> int:
+    """Index of the smallest of ``errors`` (the first of equal ones; NaN never), as the search
+    keeps a candidate only when it is strictly better."""
+    e = np.asarray(errors, np.float64)
+    return int(np.argmin(np.where(np.isnan(e), np.inf, e)))
 
 
 # -- kl_divergence -----------------------------------------------------------------------------

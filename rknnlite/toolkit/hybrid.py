@@ -423,7 +423,8 @@ def write_step1(stem: str, graph: Graph, imported, cfg: Mapping, ranges: Mapping
             "parameters": parameters, "custom_ops": list(custom_ops),
             "fused": fused_tensors(imported.graph, graph)}
     if build_ranges is not None:
-        data["build_ranges"] = {name: [float(lo), float(hi)] for name, (lo, hi) in build_ranges.items()}
+        data["build_ranges"] = {name: [_jsonable_end(lo), _jsonable_end(hi)]
+                                for name, (lo, hi) in build_ranges.items()}
     with open(stem + DATA_SUFFIX, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1)
     write_cfg(stem + CFG_SUFFIX, layers, parameters, proposals)
@@ -466,8 +467,18 @@ def read_step2(model_input: str, data_input: str, cfg_path: str, custom_ops: Seq
         if ranges != shown:
             raise HybridError(f"Not support modify quantize_parameters when config.quantized_algorithm = "
                               f"{config.get('quantized_algorithm')}")
-        ranges = {name: (float(lo), float(hi)) for name, (lo, hi) in data["build_ranges"].items()}
+        ranges = {name: (_range_end(lo), _range_end(hi)) for name, (lo, hi) in data["build_ranges"].items()}
     return imported, config, layers, ranges
+
+
+def _jsonable_end(end):
+    """A range end for the ``.data`` file: a float, or a list of them (an mmse weight's channels)."""
+    return [float(v) for v in end] if isinstance(end, (tuple, list, np.ndarray)) else float(end)
+
+
+def _range_end(end):
+    """A range end read back from the ``.data`` file (see :func:`_jsonable_end`)."""
+    return tuple(float(v) for v in end) if isinstance(end, list) else float(end)
 
 
 def _jsonable(value):

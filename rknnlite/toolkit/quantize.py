@@ -7,9 +7,10 @@ The steps:
 2. :func:`calibrate` runs the optimised float32 graph over the samples (after the
    configured mean/std, as the runtime applies it) and chooses a range for every float
    activation - the graph inputs after normalisation and every node output - with the
-   configured algorithm: ``normal`` (min/max, one pass over the data), ``mmse`` or
-   ``kl_divergence`` (a second pass collecting histograms; see
-   :mod:`rknnlite.toolkit.calibration`).
+   configured algorithm: ``normal`` (min/max, one pass over the data), ``kl_divergence`` (a
+   second pass collecting histograms; see :mod:`rknnlite.toolkit.calibration`) or ``mmse``
+   (the ``kl_divergence`` parameters searched layer by layer, the weights' too:
+   :func:`mmse_search`).
 3. :func:`quantize_graph` turns those ranges into :class:`~rknnlite.model.spec.QuantParams`:
    activations asymmetric int8 per tensor (:func:`activation_params`), the constant
    weights of ``Conv`` / ``ConvTranspose`` / ``Gemm`` / ``MatMul`` asymmetric int8 per
@@ -29,9 +30,11 @@ from typing import Callable, Collection, Dict, Iterable, Iterator, List, Mapping
 
 import numpy as np
 
-from ..model.graph import Graph
+from ..model.graph import Graph, Node
 from ..model.spec import QuantParams
-from .calibration import ALGORITHMS, HistogramObserver, MinMaxObserver, SampleKLObserver, affine_params
+from .calibration import (ALGORITHMS, MMSE_CHANNEL_MIN_SIZE, MMSE_MULTIPLIERS, MMSE_NORMAL_BELOW, QMAX, QMIN,
+                          HistogramObserver, MinMaxObserver, SampleKLObserver, affine_params, mmse_best, mmse_errors,
+                          mmse_fake_quant)
 from .dataset import DatasetError, read_dataset
 
 __all__ = [
@@ -43,6 +46,9 @@ __all__ = [
     "normalise",
     "graph_feeds",
     "calibrate",
+    "mmse_search",
+    "MMSE_PASS_OPS",
+    "MMSE_FUSED_ACTIVATIONS",
     "ACTIVATION_INPUT_BOUNDS",
     "activation_input_bounds",
     "OUTPUT_RANGE_TO_INPUT",
@@ -103,7 +109,7 @@ def graph_feeds(sample: Sequence[np.ndarray], preprocess) -> List[np.ndarray]:
 def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
               preprocess: Optional[Sequence[Optional[Tuple[Sequence[float], Sequence[float]]]]] = None,
               algorithm: str = "normal", progress: bool = False,
-              custom_ops: Sequence[object] = ()) -> Dict[str, Tuple[float, float]]:
+              custom_ops: Sequence[object] = (), method: str = "channel") -> Dict[str, Tuple[float, float]]:
     """Run ``graph`` in float32 over ``samples`` and return ``{tensor: (lo, hi)}``, the
     range chosen by ``algorithm`` (see :mod:`rknnlite.toolkit.calibration`) for every
     float graph input (after ``preprocess``: per input ``(mean, std)`` or None) and every
@@ -112,7 +118,11 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
     its own and unites the ranges, as the vendor does).  Tensors feeding only a HardSwish,
     HardSigmoid, Sigmoid or Tanh are then clamped, a tensor feeding only a Relu or a MaxPool
     takes its output's range, and pooled tensors their input's
-    (:func:`bound_activation_inputs`).  Tensors holding NaN or infinities are left out.
+    (:func:`bound_activation_inputs`).  ``mmse`` then searches those ``kl_divergence``
+    parameters layer by layer (:func:`mmse_search`; ``method``, the ``quantized_method``, says
+    whether weights are searched per channel) and also returns the range of every weight it
+    tuned (per channel: ``(lows, highs)`` tuples), which :func:`quantize_graph` uses.
+    Tensors holding NaN or infinities are left out.
     ``progress`` shows a tqdm bar per pass on stderr (when it is a terminal and tqdm is
     installed).  ``custom_ops``: the registered custom operator objects the graph's
     custom nodes run with (``RKNN.reg_custom_op``).
@@ -124,20 +134,20 @@ def calibrate(graph: Graph, samples: Iterable[Sequence[np.ndarray]],
     passes = 1 if algorithm == "normal" else 2
     first = MinMaxObserver()
     _run_pass(graph, samples, preprocess, first.add, _bar(progress, 1, passes), custom_ops)
-    ranges = first.ranges()
-    if algorithm != "normal":
-        second = HistogramObserver(ranges, algorithm)
-        observe = second.add
-        if algorithm == "kl_divergence":  # the model's inputs: per sample, then united
-            inputs, per_sample = set(graph.inputs), SampleKLObserver()
+    ranges = minmax = first.ranges()
+    if algorithm != "normal":  # mmse starts from the kl_divergence ranges
+        second = HistogramObserver(ranges)
+        inputs, per_sample = set(graph.inputs), SampleKLObserver()  # the model's inputs: per sample, then united
 
-            def observe(name, value):
-                (per_sample if name in inputs else second).add(name, value)
+        def observe(name, value):
+            (per_sample if name in inputs else second).add(name, value)
         _run_pass(graph, samples, preprocess, observe, _bar(progress, 2, passes), custom_ops)
         ranges = second.ranges()
-        if algorithm == "kl_divergence":
-            ranges.update((n, r) for n, r in per_sample.ranges().items() if n in ranges)
-    return bound_activation_inputs(graph, ranges)
+        ranges.update((n, r) for n, r in per_sample.ranges().items() if n in ranges)
+    ranges = bound_activation_inputs(graph, ranges)
+    if algorithm == "mmse":
+        ranges = mmse_search(graph, samples, preprocess, ranges, minmax, method, custom_ops)
+    return ranges
 
 
 def _hardsigmoid_bound(attrs: Mapping) -> Optional[Tuple[float, float]]:
@@ -288,11 +298,245 @@ def bound_activation_inputs(graph: Graph, ranges: Mapping[str, Tuple[float, floa
     return out
 
 
+# -- mmse --------------------------------------------------------------------------------------
+
+#: Activations that form one ``mmse`` layer with the (not grouped) Conv before them, as the
+#: vendor's layers are (a HardSwish after a depthwise conv is a layer of its own there; a Relu is
+#: fused into the conv here already).
+MMSE_FUSED_ACTIVATIONS = ("HardSwish",)
+#: Ops at which the ``mmse`` search leaves the input's parameters alone (their output keeps the
+#: input's grid; the vendor skips its MaxPool and Reshape layers the same way).
+MMSE_PASS_OPS = frozenset("Relu MaxPool GlobalMaxPool Reshape Flatten Squeeze Unsqueeze Transpose Identity "
+                          "Dropout".split())
+_INT32 = (-(2 ** 31), 2 ** 31 - 1)
+
+
+def _f32_product(scale, multiplier):
+    """``float32(scale) * float32(multiplier)`` in float64: how the vendor updates a searched scale."""
+    return np.asarray(scale, np.float32).astype(np.float64) * np.asarray(multiplier, np.float32).astype(np.float64)
+
+
+def _grid_range(scale, zp) -> Tuple:
+    """The range whose :func:`affine_params` are ``(scale, zp)``: ``(qmin - zp) * scale`` to
+    ``(qmax - zp) * scale`` (floats, or tuples for per-channel arrays)."""
+    lo, hi = (QMIN - np.asarray(zp)) * np.asarray(scale), (QMAX - np.asarray(zp)) * np.asarray(scale)
+    if np.ndim(lo):
+        return tuple(float(v) for v in lo), tuple(float(v) for v in hi)
+    return float(lo), float(hi)
+
+
+def _rows(arrays: Sequence[np.ndarray], axis: Optional[int] = None) -> np.ndarray:
+    """The samples' values one after another, as the vendor stacks them: one row, or one row
+    per slice along ``axis`` (per channel)."""
+    if axis is None:
+        return np.concatenate([np.asarray(a, np.float32).reshape(-1) for a in arrays])[None]
+    stacked = np.stack([np.asarray(a, np.float32) for a in arrays])
+    return np.moveaxis(stacked, axis + 1, 0).reshape(stacked.shape[axis + 1], -1)
+
+
+class _Layer:
+    """Nodes run on their own in float32 over every sample (no int8 grid between them), with
+    some constants replaced."""
+
+    def __init__(self, nodes: List, graph: Graph, inputs: List[str], custom_ops: Sequence[object]):
+        self.nodes, self.inputs, self.custom_ops = nodes, inputs, custom_ops
+        self.outputs = [o for node in nodes for o in node.outputs]
+        self.constants = {c: graph.constants[c] for node in nodes for c in node.inputs if c in graph.constants}
+        self._plain = None
+
+    def run(self, feeds: Mapping[str, Sequence[np.ndarray]], constants: Mapping[str, np.ndarray] = None):
+        """Per output of :attr:`outputs`, the list of per-sample values."""
+        from ..backends.software.executor import Executor
+
+        if constants or self._plain is None:
+            ex = Executor(Graph(list(self.nodes), list(self.inputs), list(self.outputs),
+                                {**self.constants, **(constants or {})}), "float32", self.custom_ops)
+            if not constants:
+                self._plain = ex
+        else:
+            ex = self._plain
+        n = len(next(iter(feeds.values()))) if feeds else 1
+        state = ex.new_state()
+        try:
+            per_sample = [state.run([feeds[t][i] for t in self.inputs]) for i in range(n)]
+        finally:
+            state.close()
+        return [list(v) for v in zip(*per_sample)]
+
+
+def _output_axis(op: str, weight_axis_: Optional[int], ndim: int) -> Optional[int]:
+    """The axis of ``op``'s output holding the channels of its weight's ``weight_axis_``."""
+    if weight_axis_ is None:
+        return None
+    return ndim - 1 if op == "MatMul" else 1
+
+
+def mmse_search(graph: Graph, samples: Sequence[Sequence[np.ndarray]], preprocess,
+                ranges: Mapping[str, Tuple[float, float]], minmax: Mapping[str, Tuple[float, float]],
+                method: str = "channel", custom_ops: Sequence[object] = ()) -> Dict[str, Tuple]:
+    """RKNN-Toolkit2 2.5.0's ``mmse`` (its ``MmseQaunt2``, traced in its build): ``ranges`` (the
+    ``kl_divergence`` ones) tuned node by node in graph order, each candidate scored by
+    :func:`~rknnlite.toolkit.calibration.mmse_error` between the node's float output and its
+    output from the quantized path (inputs as quantized upstream, fake-quantized again with
+    their parameters).  At each node with a weight (Conv, ConvTranspose, Gemm, MatMul):
+
+    1. the weight's scale (per output channel under ``method="channel"``, each channel
+       keeping the multiplier best for its own output channel when the output has at least
+       :data:`~rknnlite.toolkit.calibration.MMSE_CHANNEL_MIN_SIZE` values per channel, one
+       multiplier for all below) times each of
+       :data:`~rknnlite.toolkit.calibration.MMSE_MULTIPLIERS`, zero point kept, the bias
+       fake-quantized to int32 with ``input scale * weight scale``;
+    2. then the scale of the node's input the same way (the weight as chosen), unless the
+       input has other readers, the node has other activation inputs or is one of
+       :data:`MMSE_PASS_OPS`; when the input's ``kl_divergence`` scale is below
+       :data:`~rknnlite.toolkit.calibration.MMSE_NORMAL_BELOW` of its min/max scale, the
+       multipliers are also tried on the min/max parameters and those win when strictly better.
+
+    A Conv (not grouped) whose only reader is one of :data:`MMSE_FUSED_ACTIVATIONS` forms one layer
+    with it (scored on the activation's output; the tensor between them is not searched); a
+    conv with a fused residual Add is scored before the sum, as the vendor's separate conv.
+    A node without a weight only has step 2.  A graph output no node reads is searched last, its
+    error taken on the tensor itself.  A tensor whose values are all equal keeps its range.  The
+    chosen scale is ``float32(scale) * float32(m)`` and the range is that grid's
+    ``[(-128 - zp) * scale, (127 - zp) * scale]``; the result holds the ranges of the
+    activations as the search leaves them (the rules of :func:`bound_activation_inputs` are not
+    applied again: a searched HardSwish input may reach below -3, a MaxPool's output differ
+    from its input, as in the vendor's table) and of the weights searched (per channel: tuples
+    of ends)."""
+    consts = graph.constants
+    values: Dict[str, List[np.ndarray]] = {}
+    _run_pass(graph, samples, preprocess, lambda n, v: values.setdefault(n, []).append(v), _identity, custom_ops,
+              floats_only=False)
+    act = {n: tuple(float(v) for v in affine_params(lo, hi)) for n, (lo, hi) in ranges.items() if n not in consts}
+    readers: Dict[str, int] = {}
+    for node in graph.nodes:
+        for name in set(node.inputs):
+            readers[name] = readers.get(name, 0) + 1
+    for name in graph.outputs:
+        readers[name] = readers.get(name, 0) + 1
+    out = {n: r for n, r in ranges.items() if n not in consts}
+    weights: Dict[str, Tuple] = {}
+    quantized = {n: values[n] for n in graph.inputs if n in values}  # values along the quantized path
+
+    def fake(name, arrays, scale=None, zp=None, m=1.0):
+        if name not in act or not arrays or arrays[0].dtype.kind != "f":
+            return arrays
+        s, z = act[name] if scale is None else (scale, zp)
+        return [mmse_fake_quant(a, s, z, m) for a in arrays]
+
+    def search(name, score):
+        """Tune ``act[name]`` by ``score(scale, zp, m) -> (error, result)``; the best result."""
+        lo, hi = minmax.get(name, (0.0, 0.0))
+        if lo == hi:  # a constant keeps its range
+            return score(*act[name], 1.0)[1]
+        bases = [act[name]]
+        normal = tuple(float(v) for v in affine_params(lo, hi))
+        if act[name][0] < MMSE_NORMAL_BELOW * normal[0]:
+            bases.append(normal)
+        best = None
+        for base in bases:
+            trials = [score(base[0], base[1], m) for m in MMSE_MULTIPLIERS]
+            k = mmse_best([e for e, _ in trials])
+            if best is None or trials[k][0] < best[0]:
+                best = (trials[k][0], base, MMSE_MULTIPLIERS[k], trials[k][1])
+        _, (scale, zp), m, result = best
+        act[name] = (float(_f32_product(scale, m)), zp)
+        out[name] = _grid_range(*act[name])
+        return result
+
+    consumers: Dict[str, List] = {}
+    for node in graph.nodes:
+        for name in set(node.inputs):
+            consumers.setdefault(name, []).append(node)
+    fused = set()
+    for node in graph.nodes:
+        inputs = [t for t in dict.fromkeys(node.inputs) if t and t not in consts]
+        if id(node) in fused or not node.outputs or any(t not in quantized for t in inputs):
+            continue
+        nodes = [node]
+        after = consumers.get(node.outputs[0], [])
+        if node.op == "Conv" and int(node.attrs.get("group", 1)) == 1 and len(node.outputs) == 1 \
+                and readers.get(node.outputs[0]) == 1 and len(after) == 1 and after[0].op in MMSE_FUSED_ACTIVATIONS:
+            nodes.append(after[0])  # one layer, as the vendor compiles them: its input is never searched
+            fused.add(id(after[0]))
+        layer = scoring = _Layer(nodes, graph, inputs, custom_ops)
+        result = layer.outputs.index(nodes[-1].outputs[0])
+        feeds = {t: fake(t, quantized[t]) for t in inputs}
+        reference = values.get(nodes[-1].outputs[0])
+        if node.op == "Conv" and node.attrs.get("_residual") and not node.attrs.get("_activation") \
+                and len(node.inputs) == 4 and len(inputs) == 2 and inputs[0] == node.inputs[0]:
+            # the vendor's conv and its Add are two layers: the conv is scored before the sum
+            attrs = {k: v for k, v in node.attrs.items() if k != "_residual"}
+            scoring = _Layer([Node(node.op, node.name, node.inputs[:3], [node.outputs[0] + "/conv"], attrs)],
+                             graph, inputs[:1], custom_ops)
+            reference = scoring.run({inputs[0]: values[inputs[0]]})[0]
+            result = 0
+        searchable = reference is not None and reference[0].dtype.kind == "f" and reference[0].size > 0
+        replaced: Dict[str, np.ndarray] = {}
+        w = node.inputs[1] if node.op in WEIGHT_OPS and len(node.inputs) > 1 else None
+        wv = consts.get(w) if w else None
+        if searchable and wv is not None and wv.dtype.kind == "f" and wv.size and inputs:
+            axis = weight_axis(node.op, node.attrs, wv) if method == "channel" else None
+            q = weight_params(wv, axis)
+            scales, zps = np.asarray(q.scale), np.asarray(q.zero_point)
+            b = node.inputs[2] if node.op in ("Conv", "ConvTranspose", "Gemm") and len(node.inputs) > 2 else None
+            bv = consts.get(b) if b else None
+            in_scale = act.get(inputs[0], (None,))[0]
+            if bv is None or bv.dtype.kind != "f" or in_scale is None \
+                    or (len(scales) > 1 and bv.shape != scales.shape):
+                b = None
+
+            def constants(wscale, m):
+                c = {w: mmse_fake_quant(wv, wscale, zps, m, axis)}
+                if b is not None:  # int32, scale input scale * weight scale
+                    bscale = in_scale * (wscale * m)
+                    c[b] = mmse_fake_quant(bv, bscale if len(scales) > 1 else bscale[0], 0, 1.0,
+                                           0 if len(scales) > 1 else None, *_INT32)
+                return c
+
+            oaxis = _output_axis(node.op, axis, reference[0].ndim)
+            channels = len(scales) if oaxis is not None and reference[0].shape[oaxis] == len(scales) \
+                and reference[0].size // len(scales) >= MMSE_CHANNEL_MIN_SIZE else 0
+            along = oaxis if channels else None
+            target = _rows(reference, along)
+            scored = {t: feeds[t] for t in scoring.inputs}
+            errors = np.asarray([mmse_errors(target, _rows(scoring.run(scored, constants(scales, m))[result], along))
+                                 for m in MMSE_MULTIPLIERS])
+            picks = MMSE_MULTIPLIERS[[mmse_best(errors[:, c]) for c in range(errors.shape[1])]]
+            scales = _f32_product(scales, picks if channels else picks[0])
+            weights[w] = _grid_range(scales if axis is not None else float(scales[0]),
+                                     zps if axis is not None else int(zps[0]))
+            replaced = constants(scales, 1.0)
+        t = inputs[0] if inputs else None
+        if searchable and t in act and len(scoring.inputs) == 1 and readers.get(t) == 1 \
+                and node.op not in MMSE_PASS_OPS and quantized[t][0].dtype.kind == "f":
+            target = _rows(reference)
+
+            def score(scale, zp, m):
+                got = scoring.run({t: fake(t, quantized[t], scale, zp, m)}, replaced)
+                return mmse_errors(target, _rows(got[result]))[0], got
+            outputs = search(t, score)  # the best candidate's outputs go on
+            if scoring is not layer:
+                feeds[t] = fake(t, quantized[t])
+                outputs = layer.run(feeds, replaced)
+        else:
+            outputs = layer.run(feeds, replaced)
+        quantized.update(zip(layer.outputs, outputs))
+    for name in graph.outputs:
+        if name in act and readers.get(name) == 1 and name in quantized and quantized[name][0].dtype.kind == "f":
+            target = _rows(values[name])
+            search(name, lambda scale, zp, m: (
+                mmse_errors(target, _rows(fake(name, quantized[name], scale, zp, m)))[0], None))
+    out.update(weights)
+    return out
+
+
 def _run_pass(graph: Graph, samples: Iterable[Sequence[np.ndarray]], preprocess,
               observe: Callable[[str, np.ndarray], None],
-              wrap: Callable[[Iterable], Iterable], custom_ops: Sequence[object] = ()) -> None:
+              wrap: Callable[[Iterable], Iterable], custom_ops: Sequence[object] = (),
+              floats_only: bool = True) -> None:
     """Run every sample through ``graph`` (float32) and hand each float graph input (after
-    its mean/std) and node output to ``observe(name, value)``."""
+    its mean/std) and node output (every one unless ``floats_only``) to ``observe(name, value)``."""
     from ..backends.software.executor import Executor
 
     produced = graph.produced()
@@ -304,7 +548,7 @@ def _run_pass(graph: Graph, samples: Iterable[Sequence[np.ndarray]], preprocess,
             feeds = graph_feeds(sample, preprocess)
             outs = state.run(feeds)
             for name, value in zip(watched, feeds + outs):
-                if value.dtype.kind == "f":
+                if not floats_only or value.dtype.kind == "f":
                     observe(name, value)
     finally:
         state.close()
@@ -352,13 +596,20 @@ def weight_params(w: np.ndarray, axis: Optional[int]) -> QuantParams:
     (:func:`~rknnlite.toolkit.calibration.affine_params`, the activations' rule), so every
     channel uses all 256 codes.  (The vendor's int8 files hold such weights: each channel's
     codes span exactly 255 around its zero point; a symmetric ``max|w| / 127`` step is up to
-    twice as coarse on a one-sided channel.)  All-zero slices get scale 1, zero point 0."""
+    twice as coarse on a one-sided channel.)  All-zero slices get scale 1, zero point 0, and
+    so do slices whose step, or half of it (``mmse`` multiplies steps by
+    :data:`~rknnlite.toolkit.calibration.MMSE_MULTIPLIERS`), would not be a normal float32:
+    weights below about 1e-36, as PP-OCRv4 rec has in two channels.  They are 0 in int8
+    either way."""
     a = np.asarray(w, dtype=np.float64)
     flat = a.reshape(1, -1) if axis is None else np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
     if flat.shape[1] == 0:
         lo = hi = np.zeros(flat.shape[0])
     else:
         lo, hi = flat.min(axis=1), flat.max(axis=1)
+        tiny = float(np.finfo(np.float32).tiny) / float(np.min(MMSE_MULTIPLIERS))
+        zero = (np.maximum(hi, 0) - np.minimum(lo, 0)) / 255 < tiny
+        lo, hi = np.where(zero, 0.0, lo), np.where(zero, 0.0, hi)
     scales, zps = affine_params(lo, hi)
     return QuantParams("int8", tuple(float(v) for v in scales), tuple(int(v) for v in zps), axis)
 
@@ -385,7 +636,8 @@ def quantize_graph(graph: Graph, ranges: Mapping[str, Tuple[float, float]],
     argument (they stay exact) and outputs of :data:`FLOAT_OUTPUT_OPS` (and of the
     :data:`LAYOUT_OPS` after them); the float
     constant input 1 of Conv / ConvTranspose / Gemm / MatMul per channel
-    (``method="channel"``) or per tensor (``"layer"``).  ``float_tensors`` (hybrid
+    (``method="channel"``) or per tensor (``"layer"``), or from their own entry of ``ranges``
+    when ``mmse`` searched them (per channel when the ends are sequences).  ``float_tensors`` (hybrid
     quantization) stay float, and so do the weights of the layers that produce them.
     Returns a new dict; ``graph`` is not changed."""
     if method not in QUANTIZED_METHODS:
@@ -416,12 +668,44 @@ def quantize_graph(graph: Graph, ranges: Mapping[str, Tuple[float, float]],
         w = graph.constants.get(name)
         if w is None or w.dtype.kind != "f" or w.size == 0 or name in keep_float:
             continue
-        axis = weight_axis(node.op, node.attrs, w) if method == "channel" else None
-        q = weight_params(w, axis)
+        if name in ranges:  # searched by mmse: per channel when its ends are sequences
+            lo, hi = ranges[name]
+            scales, zps = affine_params(lo, hi)
+            axis = weight_axis(node.op, node.attrs, w) if np.ndim(lo) else None
+            q = QuantParams("int8", tuple(float(v) for v in np.ravel(scales)), tuple(int(v) for v in np.ravel(zps)),
+                            axis)
+        else:
+            axis = weight_axis(node.op, node.attrs, w) if method == "channel" else None
+            q = weight_params(w, axis)
         if name in quant and quant[name] != q:
             q = weight_params(w, None)  # shared by layers that disagree on the axis: one scale fits all
-        quant[name] = q
+        quant[name] = _bias_fits(q, node, graph.constants, quant)
     return quant
+
+
+def _bias_fits(q: QuantParams, node, constants: Mapping[str, np.ndarray],
+               quant: Mapping[str, QuantParams]) -> QuantParams:
+    """``q`` (the weight of ``node``) with every channel's step raised, where needed, to
+    ``|b| / (s_x * (2^31 - 1))``: an int8 Conv or Gemm holds its bias ``b`` as int32 in units
+    of ``s_x * s_w`` (input step times weight step), so a smaller step clips the bias, to 0 in
+    effect.  PP-OCRv4 rec has such channels: weights within 1e-14 of 0 (step 3e-17) under a
+    bias of -0.45, which the vendor's simulator keeps.  The zero point is recomputed for the
+    channel's range on the coarser step (PP-OCR's weights, far below it, quantize to 0)."""
+    if node.op not in ("Conv", "Gemm") or len(node.inputs) < 3:
+        return q
+    b, qx = constants.get(node.inputs[2]), quant.get(node.inputs[0])
+    if b is None or b.dtype.kind != "f" or qx is None or len(qx.scale) != 1:
+        return q
+    need = np.abs(np.asarray(b, np.float64).reshape(-1)) / (qx.scale[0] * _INT32[1])
+    scale, zp = np.asarray(q.scale), np.asarray(q.zero_point)
+    if len(scale) == 1:
+        need = need.max(initial=0.0, keepdims=True)
+    if need.size != scale.size or np.all(scale >= need):
+        return q
+    lo = (QMIN - zp) * scale  # the channel's minimum, widened to 0
+    new = np.maximum(scale, need)
+    zp = np.where(scale < need, np.clip(np.round(QMIN - lo / new), QMIN, QMAX), zp)
+    return QuantParams(q.dtype, tuple(float(v) for v in new), tuple(int(v) for v in zp), q.axis)
 
 
 def through_layout_ops(graph: Graph, quant: Mapping[str, QuantParams]) -> Dict[str, QuantParams]:

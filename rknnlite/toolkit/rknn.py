@@ -666,9 +666,9 @@ class RKNN(Lite2CoreMasks):
             graph = optimize(self._imported.graph, self._imported.shapes)
             custom = list(self._custom_ops.values())
             algorithm = cfg.get("quantized_algorithm", "normal")
-            ranges = quantize.calibrate(graph, samples, preprocess or None, algorithm, self._verbose,
-                                        custom_ops=custom)
             method = cfg.get("quantized_method", "channel")
+            ranges = quantize.calibrate(graph, samples, preprocess or None, algorithm, self._verbose,
+                                        custom_ops=custom, method=method)
             quant = quantize.quantize_graph(graph, ranges, method)
             # the vendor's cfg under mmse shows the kl_divergence ranges; step2 builds with mmse's own
             shown, shown_quant = ranges, quant

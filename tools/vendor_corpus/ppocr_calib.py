@@ -17,12 +17,19 @@ the ``.quantization.cfg`` of ``hybrid_quantization_step1`` to
 ``OUT/<toolkit>_<algo>.cfg``.  The calibration arrays go to the dataset in NCHW: the
 vendor wants npy files in model layout.
 
-The det and rec models are compared by their calibrated ranges only::
+The det and rec models are compared by their calibrated ranges and end to end::
 
-    python tools/vendor_corpus/ppocr_calib.py pages OUT HEIGHT WIDTH   # 8 text pages / lines
+    python tools/vendor_corpus/ppocr_calib.py pages OUT HEIGHT WIDTH   # 8 + 8 text pages / lines
     <python> tools/vendor_corpus/ppocr_calib.py ranges OUT MODEL vendor|rknnlite HEIGHT WIDTH MEAN STD ALGOS
 
 (``MEAN``/``STD``: one value or three comma-separated; ``ALGOS``: comma-separated.)
+``pages`` also writes 8 test arrays ``OUT/test*.npy``; ``e2e`` builds each algorithm, runs
+them on the simulator (outputs to ``OUT/<toolkit>_<algo>_e2e.npy``, models to
+``OUT/<toolkit>_<algo>.rknn``) and compares with onnxruntime float (det: cosine of the
+probability map and F1 of the map binarised at 0.3, PP-OCR's threshold; rec: cosine of the
+output and the greedy CTC decoding)::
+
+    <python> tools/vendor_corpus/ppocr_calib.py e2e OUT MODEL vendor|rknnlite HEIGHT WIDTH MEAN STD ALGOS
 """
 
 import contextlib
@@ -123,12 +130,13 @@ def run(out, model, which):
 
 def pages(out, height, width):
     """8 calibration arrays ``(height, width, 3)`` of printed text lines on white, for the
-    det and rec models (the rec ones are single lines: pass ``height`` 48)."""
+    det and rec models (the rec ones are single lines: pass ``height`` 48), then 8 test
+    arrays drawn the same way (the calibration ones do not depend on them)."""
     from PIL import Image, ImageDraw, ImageFont
 
     rng = np.random.default_rng(7)
     os.makedirs(out, exist_ok=True)
-    for k in range(8):
+    for k in range(16):
         img = Image.new("RGB", (width, height), "white")
         draw = ImageDraw.Draw(img)
         y = 4
@@ -140,7 +148,8 @@ def pages(out, height, width):
             y += int(rng.integers(36, 60))
             if height <= 64:
                 break
-        np.save(os.path.join(out, f"calib{k}.npy"), np.asarray(img, np.float32))
+        name = ("calib%d" if k < 8 else "test%d") % (k % 8)
+        np.save(os.path.join(out, name + ".npy"), np.asarray(img, np.float32))
 
 
 def _three(text):
@@ -180,6 +189,70 @@ def ranges(out, model, which, height, width, mean, std, algos):
                 os.chdir(cwd)
 
 
+def _ctc(probs):
+    """Greedy CTC decoding of ``[1, T, classes]``: argmax per step, repeats collapsed,
+    blank (0) dropped."""
+    best = np.argmax(probs[0], axis=-1)
+    return [int(c) for k, c in enumerate(best) if c and (k == 0 or c != best[k - 1])]
+
+
+def e2e(out, model, which, height, width, mean, std, algos):
+    """Builds each algorithm, runs the test arrays on the simulator and compares with
+    onnxruntime float: det (one output channel) by the cosine of the probability map and
+    the F1 of the map binarised at 0.3, rec by the cosine of the output and whether the
+    greedy CTC decoding equals float's.  Writes ``OUT/<toolkit>_e2e.json``."""
+    import onnxruntime as ort
+
+    if which == "vendor":
+        from rknn.api import RKNN
+    else:
+        from rknnlite.toolkit import RKNN
+    out, model = os.path.abspath(out), os.path.abspath(model)
+    calib = sorted(glob.glob(os.path.join(out, "calib*.npy")))
+    tests = [np.load(t) for t in sorted(glob.glob(os.path.join(out, "test*.npy")))]
+    mean, std = np.float32(_three(mean)), np.float32(_three(std))
+    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    ref = [sess.run(None, {"x": ((t - mean) / std).transpose(2, 0, 1)[None].astype(np.float32)})[0]
+           for t in tests]
+    results = {}
+    for algo in algos.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            cwd = os.getcwd()
+            os.chdir(tmp)
+            try:
+                with open("dataset.txt", "w") as f:
+                    for k, c in enumerate(calib):
+                        np.save(f"c{k}.npy", np.load(c).transpose(2, 0, 1)[None])
+                        f.write(f"c{k}.npy\n")
+                with contextlib.redirect_stdout(io.StringIO()):
+                    rknn = RKNN(verbose=False)
+                    rknn.config(mean_values=[mean.tolist()], std_values=[std.tolist()],
+                                target_platform="rk3588", quantized_algorithm=algo)
+                    assert rknn.load_onnx(model, inputs=["x"], input_size_list=[[1, 3, int(height), int(width)]]) == 0
+                    assert rknn.build(do_quantization=True, dataset="dataset.txt") == 0
+                    rknn.export_rknn(os.path.join(out, f"{which}_{algo}.rknn"))
+                    assert rknn.init_runtime() == 0
+                    got = [np.reshape(rknn.inference(inputs=[t[None]], data_format="nhwc")[0], r.shape)
+                           for t, r in zip(tests, ref)]
+                    rknn.release()
+            finally:
+                os.chdir(cwd)
+        np.save(os.path.join(out, f"{which}_{algo}_e2e.npy"), np.stack(got))
+        cos = [cosine(g, r) for g, r in zip(got, ref)]
+        if ref[0].shape[1] == 1:  # det: probability map
+            f1 = [2 * np.sum((g > 0.3) & (r > 0.3)) / max(1, np.sum(g > 0.3) + np.sum(r > 0.3))
+                  for g, r in zip(got, ref)]
+            results[algo] = dict(cos=cos, f1=[float(v) for v in f1])
+            extra = f"binarised F1 min {min(f1):.4f} mean {np.mean(f1):.4f}"
+        else:  # rec: CTC
+            same = [_ctc(g) == _ctc(r) for g, r in zip(got, ref)]
+            results[algo] = dict(cos=cos, decoded=[_ctc(g) for g in got], same=same)
+            extra = f"decoded equal {sum(same)}/{len(same)}"
+        print(f"{which} {algo}: cosine min {min(cos):.5f} mean {np.mean(cos):.5f}, {extra}", flush=True)
+    with open(os.path.join(out, f"{which}_e2e.json"), "w") as f:
+        json.dump(dict(results=results, ref_decoded=[_ctc(r) for r in ref] if ref[0].ndim == 3 else None), f, indent=1)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "images":
         images(sys.argv[2])
@@ -187,5 +260,7 @@ if __name__ == "__main__":
         pages(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[1] == "ranges":
         ranges(*sys.argv[2:])
+    elif sys.argv[1] == "e2e":
+        e2e(*sys.argv[2:])
     else:
         run(*sys.argv[2:5])
