@@ -219,10 +219,13 @@ def test_device_id_warns_and_uses_the_software_backend(project, capsys):
     assert "ms per inference" in captured.out
 
 
-def test_verbose_prints_the_toolkit_log(project, capsys):
+def test_verbose_prints_the_toolkit_log(project, capsys, monkeypatch):
     yml = write_yml(project, BASIC.format(quantize="false"))
+    monkeypatch.chdir(project)
     assert main(["convert", "-i", str(yml), "-o", str(project / "o"), "-t", "rk3588", "-v"]) == 0
     assert "I Loading" in capsys.readouterr().err
+    # the toolkit's verbose build() writes check*.onnx into the cwd; a conversion does not
+    assert not list(project.glob("check*.onnx"))
 
 
 def test_cli_leaves_no_handler_behind(project):

@@ -189,7 +189,8 @@ def test_build_logs_sparse_ratio_per_layer(records, mode, text):
         rk.release()
 
 
-def test_verbose_build_prints_the_lines(capfd):
+def test_verbose_build_prints_the_lines(capfd, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a verbose build writes its check*.onnx files there
     rk = _build(_model(_conv_weight("4:2_ic")), verbose=True)
     rk.release()
     assert "Conv:c1 SparseRation: 50% (IC)" in capfd.readouterr().err

@@ -5,7 +5,9 @@
 :func:`run_build`; it only translates what they raise into the toolkit's ``-1`` and log
 lines.  The steps, in :data:`STEPS` order, each a function of the job:
 
-1. ``optimize``: :func:`rknnlite.toolkit.optimize.optimize` on the imported graph (a copy).
+1. ``optimize``: :func:`rknnlite.toolkit.optimize.optimize` on the imported graph (a copy);
+   the job's ``stages`` callback hears its stages (``RKNN(verbose=True)`` writes them as
+   ``check*.onnx``, :mod:`rknnlite.toolkit.check_models`).
 2. ``prune``: ``config(model_pruning=True)``'s channel pruning (logs the vendor's lines).
 3. ``custom_ops``: registered custom ops checked against their ``shape_infer``.
 4. ``shape_sets``: a ``dynamic_input`` model run once on every shape set; the outputs get
@@ -59,6 +61,7 @@ class BuildJob:
         custom_ops: the registered custom operators by op type.
         log: the ``RKNN`` object's logger (an ``InstanceLog``).
         verbose: progress bars during calibration.
+        stages: the ``stages`` callback of :func:`~rknnlite.toolkit.optimize.optimize`, or ``None``.
         graph, input_specs, output_specs: the graph and I/O specs as the steps leave them.
         steps_run: the names of the steps run so far, in order.
         data: the built model's bytes (the ``write`` step); ``full``: the model with its
@@ -76,6 +79,7 @@ class BuildJob:
     custom_ops: Dict[str, Any]
     log: Any
     verbose: bool = False
+    stages: Optional[Callable[[str, Graph], None]] = None
     graph: Optional[Graph] = None
     input_specs: List[TensorSpec] = field(default_factory=list)
     output_specs: List[TensorSpec] = field(default_factory=list)
@@ -137,12 +141,13 @@ def preprocess_pairs(cfg: Dict[str, Any], specs: Sequence[TensorSpec]) -> Prepro
 
 def prepare(imported, cfg: Dict[str, Any], *, quantize: bool, dataset: Optional[str], hybrid: Optional[Hybrid],
             batch: int, auto_hybrid: bool, custom_ops: Dict[str, Any], log, verbose: bool,
-            quant_problem: Callable[[], Optional[str]]) -> BuildJob:
+            quant_problem: Callable[[], Optional[str]],
+            stages: Optional[Callable[[str, Graph], None]] = None) -> BuildJob:
     """Check what the build needs before it starts and make its :class:`BuildJob`: the
     configuration's mean/std, the calibration samples (``dataset`` read, fitted to the
     ``dynamic_input`` sets no sample matches), the batch against the I/O specs.
     ``quant_problem()`` names what is wrong with the quantization options (or ``None``);
-    asked only when samples are to be read.
+    asked only when samples are to be read.  ``stages``: see :attr:`BuildJob.stages`.
 
     Raises:
         InvalidParamError: its message is the toolkit's log line after ``"build: "``.
@@ -174,7 +179,7 @@ def prepare(imported, cfg: Dict[str, Any], *, quantize: bool, dataset: Optional[
         shape_sets.batch_specs(imported.output_specs, batch, "output", require_unit_batch=False)
         log.debug("build: rknn_batch_size=%d, inputs %s", batch, [list(t.shape) for t in batched])
     return BuildJob(imported, cfg, preprocess, quantize, samples, hybrid, batch, auto_hybrid, custom_ops, log,
-                    verbose)
+                    verbose, stages)
 
 
 # -- the steps -------------------------------------------------------------------------------------
@@ -185,7 +190,7 @@ def _optimize(job: BuildJob) -> None:
 
     quantized = job.quantize or job.hybrid is not None or bool(job.imported.graph.quant)
     job.graph = optimize(job.imported.graph, job.imported.shapes,
-                         split_pools=splits_pools(job.cfg["float_dtype"], quantized))
+                         split_pools=splits_pools(job.cfg["float_dtype"], quantized), stages=job.stages)
     job.input_specs, job.output_specs = list(job.imported.input_specs), list(job.imported.output_specs)
 
 

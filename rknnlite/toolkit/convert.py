@@ -266,7 +266,9 @@ def _build(job: ModelJob, target: str, path: Optional[str], verbose: bool, quant
             ("config", lambda: rknn.config(target_platform=target, **configs)),
             ("load_onnx", lambda: rknn.load_onnx(job.model_file, inputs=job.inputs,
                                                  input_size_list=job.input_size_list, outputs=job.outputs)),
-            ("build", lambda: rknn.build(do_quantization=quantize, dataset=dataset)),
+            # not build(): a verbose RKNN's build writes the check*.onnx debug files into the cwd,
+            # which a conversion of several models (and its float reference) would overwrite
+            ("build", lambda: rknn._build(quantize, dataset, None, False, check_models=False)),
         )
         if path is not None:
             steps += (("export_rknn", lambda: rknn.export_rknn(path)),)

@@ -5,8 +5,12 @@
    outputs (Shape/Gather/Concat chains, ConstantOfShape, Reshape of a constant...);
    ``Shape``/``Size`` of a tensor whose shape is fully static folds too.  Folded values
    keep the dtype the kernel gives (int64 shapes stay int64, floats are float32).
-   Then :func:`reshaped_shapes` gives the passes below the shapes of Reshapes whose
-   target shape folding made constant.
+   Then :func:`remove_dead_nodes` drops what no output needs (as the vendor's constant
+   folding does), and :func:`reshaped_shapes` gives the passes below the shapes of
+   Reshapes whose target shape folding made constant.
+1b. :func:`correct_ops` - ``Conv`` / ``ConvTranspose`` state their ``kernel_shape``,
+   ``strides``, ``dilations`` and ``pads`` explicitly, and a ``Reshape`` target with ``0`` /
+   ``-1`` whose result is static becomes that shape (the vendor's ``correct_ops`` stage).
 2. :func:`remove_identities` - ``Identity`` and inference-mode ``Dropout`` are removed
    and their consumers rewired; graph outputs keep their names.  Then
    :func:`fuse_hard_swish` makes a HardSwish exported as several nodes one node again.
@@ -42,13 +46,21 @@ node, so every output is produced by a node.
 
 Every pass mutates the graph it is given and returns how many nodes it changed;
 :func:`optimize` copies the graph first and runs them all.
+
+The passes fall into RKNN-Toolkit2's four optimiser stages (:data:`STAGES`), which
+``optimize(..., stages=callback)`` reports (what ``RKNN(verbose=True)`` writes as
+``check*.onnx``, see :mod:`rknnlite.toolkit.check_models`): ``base_optimize`` (the graph
+as given), ``fold_constant`` (1), ``correct_ops`` (1b) and ``fuse_ops`` (2-9 and the
+outputs' finishing).  The Conv's fused activation and residual add (6, 8) are how the
+software kernels run a Conv, not graph rewrites (the vendor's compiler fuses them after
+its stages): they alone do not make ``fuse_ops`` a change.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-from typing import Collection, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -57,8 +69,10 @@ from ..model.graph import Graph, Node
 
 __all__ = [
     "optimize",
+    "STAGES",
     "fold_constants",
     "reshaped_shapes",
+    "correct_ops",
     "remove_identities",
     "fuse_hard_swish",
     "fold_batchnorm",
@@ -82,8 +96,16 @@ _log = logging.getLogger("rknnlite.toolkit")
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 
 
+#: RKNN-Toolkit2's optimiser stages, in order, as :func:`optimize` reports them.
+STAGES = ("base_optimize", "fold_constant", "correct_ops", "fuse_ops")
+
+#: Passes of the ``fuse_ops`` stage that alone leave it unchanged (see the module doc).
+_KERNEL_FUSIONS = ("residual add fusion", "activation fusion")
+
+
 def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
-             activation_fusion: bool = True, residual_fusion: bool = True, split_pools: bool = True) -> Graph:
+             activation_fusion: bool = True, residual_fusion: bool = True, split_pools: bool = True,
+             stages: Optional[Callable[[str, Graph], None]] = None) -> Graph:
     """Run every pass (see the module doc) on a copy of ``graph`` and return the copy.
 
     ``shapes`` maps tensor names to static shapes (``-1`` for an unknown dim), e.g.
@@ -93,13 +115,24 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     ``split_pools``: run :func:`fuse_activations` / :func:`fuse_residual_add` /
     :func:`split_global_average_pools` (see :func:`splits_pools`).  Constant arrays are
     shared with the input graph, not copied.
+
+    ``stages(name, graph)``, when given, is called with ``"base_optimize"`` and ``graph``
+    first, then after each later stage of :data:`STAGES` that changed the graph, with the
+    graph as that stage leaves it (the one being optimised: read it, do not change it).
     """
+    if stages is not None:
+        stages(STAGES[0], graph)
     g = copy.copy(graph)  # keeps any other graph fields
     g.nodes = [Node(n.op, n.name, list(n.inputs), list(n.outputs), dict(n.attrs)) for n in graph.nodes]
     g.inputs, g.outputs, g.constants = list(graph.inputs), list(graph.outputs), dict(graph.constants)
-    counts = {"constant folding": fold_constants(g, shapes)}
+    counts = {"constant folding": fold_constants(g, shapes), "dead node removal": remove_dead_nodes(g)}
+    if stages is not None and any(counts.values()):
+        stages(STAGES[1], g)
     shapes = reshaped_shapes(g, shapes)
-    counts.update({
+    counts["op correction"] = correct_ops(g, shapes)
+    if stages is not None and counts["op correction"]:
+        stages(STAGES[2], g)
+    fusions = {
         "identity/dropout removal": remove_identities(g),
         "hard swish fusion": fuse_hard_swish(g),
         "batchnorm folding": fold_batchnorm(g),
@@ -107,15 +140,18 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
         "dense bias folding": fold_dense_bias(g, shapes),
         "spatial mean as a pool": spatial_means_as_pools(g, shapes),
         "global average pool split": split_global_average_pools(g, shapes) if split_pools else 0,
-    })
+    }
     # after the folds above, so that a Conv they extended can take its residual and activation too
     if residual_fusion:
-        counts["residual add fusion"] = fuse_residual_add(g, shapes)
-    counts["channel affine fusion"] = fuse_channel_affine(g, shapes)
+        fusions["residual add fusion"] = fuse_residual_add(g, shapes)
+    fusions["channel affine fusion"] = fuse_channel_affine(g, shapes)
     if activation_fusion:
-        counts["activation fusion"] = fuse_activations(g)
-    counts["dead node removal"] = remove_dead_nodes(g)
-    counts["output finalisation"] = finalize_outputs(g)
+        fusions["activation fusion"] = fuse_activations(g)
+    fusions["dead node removal (after fusion)"] = remove_dead_nodes(g)
+    fusions["output finalisation"] = finalize_outputs(g)
+    counts.update(fusions)
+    if stages is not None and any(v for k, v in fusions.items() if k not in _KERNEL_FUSIONS):
+        stages(STAGES[3], g)
     _log.debug("optimize: %s; %d nodes left", ", ".join(f"{k} {v}" for k, v in counts.items()), len(g.nodes))
     return g
 
@@ -232,6 +268,58 @@ def _dropout_is_inference(node: Node, consts) -> bool:
         mode = consts.get(node.inputs[2])
         return mode is not None and not bool(np.asarray(mode).reshape(-1)[0])
     return True
+
+
+# -- 1b. explicit attributes -----------------------------------------------------------------
+
+
+def correct_ops(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
+    """State what ONNX leaves implicit, as RKNN-Toolkit2's ``correct_ops`` stage does;
+    returns the number of nodes changed.  Nothing computes differently.
+
+    * ``Conv`` / ``ConvTranspose``: the absent ones of ``kernel_shape`` (the weight's
+      spatial dims), ``strides`` and ``dilations`` (ones) and ``pads`` (zeros; not with an
+      ``auto_pad`` other than ``NOTSET`` nor a ConvTranspose's ``output_shape``).  Only
+      when the weight's shape is known (a constant or ``shapes``).
+    * ``Reshape`` whose target (a constant) holds ``0`` (without ``allowzero``) or ``-1`` and
+      whose output shape is static in ``shapes`` (see :func:`reshaped_shapes`): the target
+      becomes that shape (int64; a new constant when something else reads the old one).
+    """
+    shapes = shapes or {}
+    consts = graph.constants
+    users = _consumers(graph)
+    changed = 0
+    for node in graph.nodes:
+        if node.op in ("Conv", "ConvTranspose") and len(node.inputs) > 1:
+            w = consts.get(node.inputs[1])
+            wshape = tuple(w.shape) if w is not None else tuple(shapes.get(node.inputs[1]) or ())
+            nd = len(wshape) - 2
+            if nd < 1 or any(int(d) < 0 for d in wshape):
+                continue
+            add: Dict[str, object] = {"kernel_shape": [int(d) for d in wshape[2:]], "strides": [1] * nd,
+                                      "dilations": [1] * nd}
+            if node.attrs.get("auto_pad", "NOTSET") == "NOTSET" and "output_shape" not in node.attrs:
+                add["pads"] = [0] * (2 * nd)
+            add = {k: v for k, v in add.items() if k not in node.attrs}
+            if add:
+                node.attrs.update(add)
+                changed += 1
+        elif node.op == "Reshape" and len(node.inputs) == 2 and len(node.outputs) == 1:
+            target = consts.get(node.inputs[1])
+            out = shapes.get(node.outputs[0])
+            if target is None or target.dtype.kind not in "iu" or out is None or any(int(d) < 0 for d in out):
+                continue
+            dims = [int(d) for d in np.ravel(target)]
+            if len(dims) != len(out) or not (-1 in dims or (0 in dims and not node.attrs.get("allowzero", 0))):
+                continue
+            value = np.array([int(d) for d in out], np.int64)
+            name = node.inputs[1]
+            if len(users.get(name, [])) > 1 or name in graph.outputs:
+                name = _unique(consts, f"{node.name}/shape")
+            consts[name] = value
+            node.inputs = [node.inputs[0], name]
+            changed += 1
+    return changed
 
 
 # -- 2. Identity / Dropout removal -----------------------------------------------------------

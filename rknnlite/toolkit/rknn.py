@@ -492,9 +492,20 @@ class RKNN(Lite2CoreMasks):
         destroys: outputs whose channels mostly quantize to one value, layers whose int8
         output loses more than 2 % of cosine.
 
+        With ``RKNN(verbose=True)`` the optimiser's stages are written into the current
+        working directory as the vendor writes them: ``check0_base_optimize.onnx`` and,
+        for each later stage that changed the graph, ``check1_fold_constant.onnx``,
+        ``check2_correct_ops.onnx``, ``check3_fuse_ops.onnx`` (see
+        :mod:`rknnlite.toolkit.check_models`; a file that cannot be written is a warning).
+
         The build itself is :mod:`rknnlite.toolkit.build`'s pipeline of named steps; this
         method checks the arguments and turns what the pipeline raises into ``-1``.
         """
+        return self._build(do_quantization, dataset, rknn_batch_size, auto_hybrid, check_models=self._verbose)
+
+    def _build(self, do_quantization: bool, dataset: Optional[str], rknn_batch_size: Optional[int],
+               auto_hybrid: bool, check_models: bool) -> int:
+        """:meth:`build`; ``check_models``: write the optimiser's ``check*.onnx`` files."""
         if not self._alive("build"):
             return -1
         if self._imported is None:
@@ -516,7 +527,8 @@ class RKNN(Lite2CoreMasks):
         try:
             job = prepare(self._imported, cfg, quantize=do_quantization, dataset=dataset, hybrid=self._hybrid,
                           batch=batch, auto_hybrid=auto_hybrid, custom_ops=self._custom_ops, log=self._log,
-                          verbose=self._verbose, quant_problem=lambda: _quant_config_problem(cfg))
+                          verbose=self._verbose, quant_problem=lambda: _quant_config_problem(cfg),
+                          stages=self._stage_writer("build") if check_models else None)
         except RKNNError as e:
             self._log.error("build: %s", e.message)
             return -1
@@ -536,6 +548,14 @@ class RKNN(Lite2CoreMasks):
         self._model_bytes = job.data
         self._full_bytes = job.full
         return 0
+
+    def _stage_writer(self, what: str):
+        """The ``optimize`` callback writing the loaded model's ``check*.onnx`` files in the cwd."""
+        from .check_models import stage_writer
+
+        imported = self._imported
+        return stage_writer(imported.input_specs, imported.output_specs, imported.opset, imported.shapes, self._log,
+                            what)
 
     def _default_config(self) -> Dict[str, Any]:
         self._log.warning("build: target_platform is not set, using the default: %s", _DEFAULT_PLATFORM)
@@ -638,7 +658,9 @@ class RKNN(Lite2CoreMasks):
         ``custom_quantize_layers`` with the layers whose int8 output loses the most (their
         cosine as a comment, judged on ``proposal_dataset_size`` samples);
         ``custom_hybrid=[[input_name, output_name], ...]`` fills it with the tensors between
-        each pair.  Returns 0 or -1."""
+        each pair.  With ``RKNN(verbose=True)`` it also writes the optimiser's ``check*.onnx``
+        files, as :meth:`build` does (step2's build does not, as in the vendor toolkit).
+        Returns 0 or -1."""
         if not self._alive("hybrid_quantization_step1"):
             return -1
         if self._config is None:
@@ -663,7 +685,9 @@ class RKNN(Lite2CoreMasks):
         try:
             preprocess = preprocess_pairs(cfg, self._imported.input_specs)
             samples = quantize.read_dataset(dataset, self._imported.input_specs, rgb2bgr=cfg["quant_img_RGB2BGR"])
-            graph = optimize(self._imported.graph, self._imported.shapes)
+            # verbose: the optimiser's check*.onnx files, as the vendor's step1 writes them
+            graph = optimize(self._imported.graph, self._imported.shapes,
+                             stages=self._stage_writer("hybrid_quantization_step1") if self._verbose else None)
             custom = list(self._custom_ops.values())
             algorithm = cfg.get("quantized_algorithm", "normal")
             method = cfg.get("quantized_method", "channel")
@@ -721,7 +745,8 @@ class RKNN(Lite2CoreMasks):
         self._imported = imported
         self._source_name = os.path.basename(os.fspath(model_input))
         self._hybrid = (layers, ranges)
-        return self.build(do_quantization=True)
+        # the vendor's step2 writes no check*.onnx files, verbose or not
+        return self._build(True, None, None, False, check_models=False)
 
     def accuracy_analysis(self, inputs, ref_outputs=None, output_dir: str = "./snapshot", target=None,
                           device_id=None) -> int:
