@@ -292,6 +292,23 @@ def test_layout_ops_after_a_softmax_stay_float(tmp_path, monkeypatch):
     rknn.release()
 
 
+def _int8_and_float(graph, shape, tmp_path, **config):
+    """``graph`` (one input ``x`` of ``shape``) built in int8 for rk3588, calibrated on two random
+    samples: its output on the first sample, and onnxruntime's float output."""
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    samples = [[RNG.standard_normal(shape).astype(np.float32)] for _ in range(2)]
+    dataset = write_dataset(tmp_path, samples)
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", **config) == 0
+    assert rknn.load_onnx(m.SerializeToString()) == 0
+    assert rknn.build(do_quantization=True, dataset=dataset) == 0
+    assert rknn.init_runtime() == 0
+    (y,) = rknn.inference(samples[0], data_format="nchw")
+    rknn.release()
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": samples[0][0]})[0]
+    return y, ref
+
+
 @pytest.mark.parametrize("algorithm", ["normal", "mmse"])
 def test_near_zero_weight_channels_quantize_to_zero(tmp_path, monkeypatch, algorithm):
     """PP-OCRv4 rec has output channels of weights near 0: subnormal (``p2o.Conv.20``, max
@@ -309,18 +326,8 @@ def test_near_zero_weight_channels_quantize_to_zero(tmp_path, monkeypatch, algor
     graph = helper.make_graph(nodes, "sub", [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", F, [1, 4, 8, 8])],
                               [numpy_helper.from_array(w, "w")])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-    samples = [[RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)] for _ in range(2)]
-    dataset = write_dataset(tmp_path, samples)
-    rknn = RKNN()
-    assert rknn.config(target_platform="rk3588", quantized_algorithm=algorithm) == 0
-    assert rknn.load_onnx(m.SerializeToString()) == 0
-    assert rknn.build(do_quantization=True, dataset=dataset) == 0
-    assert rknn.init_runtime() == 0
-    (y,) = rknn.inference(samples[0], data_format="nchw")
-    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": samples[0][0]})[0]
+    y, ref = _int8_and_float(graph, (1, 3, 8, 8), tmp_path, quantized_algorithm=algorithm)
     assert np.abs(y[0, [1, 3]]).max() < 1e-6 and cosine(y, ref) > 0.99
-    rknn.release()
 
 
 def test_a_conv_bias_survives_a_near_zero_weight_channel(tmp_path, monkeypatch):
@@ -336,17 +343,7 @@ def test_a_conv_bias_survives_a_near_zero_weight_channel(tmp_path, monkeypatch):
     graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", F, [1, 4, 8, 8])],
                               [helper.make_tensor_value_info("y", F, [1, 4, 8, 8])],
                               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-    samples = [[RNG.standard_normal((1, 4, 8, 8)).astype(np.float32)] for _ in range(2)]
-    dataset = write_dataset(tmp_path, samples)
-    rknn = RKNN()
-    assert rknn.config(target_platform="rk3588") == 0
-    assert rknn.load_onnx(m.SerializeToString()) == 0
-    assert rknn.build(do_quantization=True, dataset=dataset) == 0
-    assert rknn.init_runtime() == 0
-    (y,) = rknn.inference(samples[0], data_format="nchw")
-    rknn.release()
-    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": samples[0][0]})[0]
+    y, ref = _int8_and_float(graph, (1, 4, 8, 8), tmp_path)
     step = (ref.max() - min(ref.min(), 0)) / 255  # about the output's int8 step
     np.testing.assert_allclose(y[0, 2], -0.45, atol=step)
 

@@ -158,6 +158,14 @@ def _three(text):
     return values * 3 if len(values) == 1 else values
 
 
+def _write_dataset(calib):
+    """``dataset.txt`` in the cwd: each ``calib*.npy`` (HWC) saved there as ``c<k>.npy`` (NCHW)."""
+    with open("dataset.txt", "w") as f:
+        for k, c in enumerate(calib):
+            np.save(f"c{k}.npy", np.load(c).transpose(2, 0, 1)[None])
+            f.write(f"c{k}.npy\n")
+
+
 def ranges(out, model, which, height, width, mean, std, algos):
     """``hybrid_quantization_step1`` only, each algorithm: copies the cfg to
     ``OUT/<toolkit>_<algo>.cfg``."""
@@ -172,10 +180,7 @@ def ranges(out, model, which, height, width, mean, std, algos):
             cwd = os.getcwd()
             os.chdir(tmp)
             try:
-                with open("dataset.txt", "w") as f:
-                    for k, c in enumerate(calib):
-                        np.save(f"c{k}.npy", np.load(c).transpose(2, 0, 1)[None])
-                        f.write(f"c{k}.npy\n")
+                _write_dataset(calib)
                 with contextlib.redirect_stdout(io.StringIO()):
                     rknn = RKNN(verbose=False)
                     rknn.config(mean_values=[_three(mean)], std_values=[_three(std)],
@@ -220,10 +225,7 @@ def e2e(out, model, which, height, width, mean, std, algos):
             cwd = os.getcwd()
             os.chdir(tmp)
             try:
-                with open("dataset.txt", "w") as f:
-                    for k, c in enumerate(calib):
-                        np.save(f"c{k}.npy", np.load(c).transpose(2, 0, 1)[None])
-                        f.write(f"c{k}.npy\n")
+                _write_dataset(calib)
                 with contextlib.redirect_stdout(io.StringIO()):
                     rknn = RKNN(verbose=False)
                     rknn.config(mean_values=[mean.tolist()], std_values=[std.tolist()],
