@@ -177,3 +177,103 @@ def test_what_cannot_be_read_is_refused_by_name():
     m = _replace(qdq_model(), "xd", [helper.make_node("DequantizeLinear", ["x", "s_in"], ["xd"])])
     with pytest.raises(ModelInvalidError, match="which no QuantizeLinear produces"):
         import_onnx(m)
+
+
+# -- grids the vendor gives the tensors a quantization-aware model leaves without ------------------
+#
+# Measured with RKNN-Toolkit2 2.5.0 (rk3566, build(do_quantization=False)) on small TensorFlow
+# FakeQuant graphs (tf.contrib.quantize naming; the vendor reads them through tf2onnx, i.e. as the
+# QuantizeLinear -> DequantizeLinear pairs built here), decoding each tensor's dtype, scale and zero
+# point from the vendor's .rknn: its tensorflow/inception_v3_qat example (issue 21).
+
+SA, SB, SC = 0.02, 0.04, 0.01   # the grids of the pairs: uint8, zero point 0 (int8 -128)
+
+
+def _qat_model(body, outputs):
+    """x (1,3,8,8, float, no pair, as the example's input) -> Conv -> pair ``SA`` -> a, and
+    Conv -> pair ``SB`` -> b; then ``body``: ``(op, inputs, output, attrs)`` tuples, where op
+    ``"pair"`` puts its input on grid ``attrs["scale"]`` and ``"conv"`` is a 1x1 Conv."""
+    nodes, inits, channels = [], [], {"x": 3}
+    convs = [("conv", ["x"], "ca", {}), ("pair", ["ca"], "a", {"scale": SA}),
+             ("conv", ["x"], "cb", {}), ("pair", ["cb"], "b", {"scale": SB})]
+    for k, (op, ins, out, attrs) in enumerate(convs + list(body)):
+        channels[out] = 4 if op == "conv" else sum(channels[i] for i in ins) if op == "Concat" else channels[ins[0]]
+        if op == "pair":
+            n, i = _pair(ins[0], out, attrs["scale"], 0, f"p{k}")
+            nodes += n
+            inits += i
+        elif op == "conv":
+            nodes.append(helper.make_node("Conv", [ins[0], f"w{k}"], [out]))
+            inits.append(_init(f"w{k}", RNG.standard_normal((4, channels[ins[0]], 1, 1)).astype(np.float32) * 0.5))
+        else:
+            nodes.append(helper.make_node(op, ins, [out], **attrs))
+    g = helper.make_graph(nodes, "qat", [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info(o, F, None) for o in outputs], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+_MAXPOOL = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+_AVGPOOL = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+_GRID_CASES = {
+    # FakeQuant'd conv -> MaxPool (-> MaxPool) -> FakeQuant'd conv: int8 on the conv's grid
+    "maxpool": ([("MaxPool", ["a"], "m", _MAXPOOL), ("MaxPool", ["m"], "m2", _MAXPOOL), ("conv", ["m2"], "y", {})],
+                {"m": SA, "m2": SA}),
+    # AvgPool 3x3 stride 1 padded: its input's grid, even over a FakeQuant of its own (dropped)
+    "avgpool": ([("AveragePool", ["a"], "p", _AVGPOOL), ("pair", ["p"], "pq", {"scale": SC}),
+                 ("conv", ["pq"], "y", {})], {"p": SA}),
+    # two grids -> Concat: float16 (its inputs dequantized); one grid: int8 on it
+    "concat": ([("Concat", ["a", "b"], "k", {"axis": 1}), ("Concat", ["a", "a"], "k2", {"axis": 1}),
+                ("Concat", ["k", "k2"], "y", {"axis": 1})], {"k": None, "k2": SA}),
+    # Concat -> AvgPool -> FakeQuant c: the Concat (its only reader a pool) on c's grid, its inputs
+    # requantized to it; so through a MaxPool, through chains of pools, into a conv without one
+    "back": ([("Concat", ["a", "b"], "k", {"axis": 1}), ("AveragePool", ["k"], "p", _AVGPOOL),
+              ("pair", ["p"], "pq", {"scale": SC}),
+              ("Concat", ["a", "b"], "k2", {"axis": 1}), ("MaxPool", ["k2"], "m", _MAXPOOL),
+              ("MaxPool", ["m"], "m2", _MAXPOOL), ("pair", ["m2"], "mq", {"scale": SC}),
+              ("conv", ["a"], "c", {}), ("MaxPool", ["c"], "m3", _MAXPOOL), ("pair", ["m3"], "m3q", {"scale": SB}),
+              ("Concat", ["pq", "mq", "m3q"], "y", {"axis": 1})],
+             {"k": SC, "p": SC, "k2": SC, "m": SC, "m2": SC, "c": SB, "m3": SB}),
+    # ... not into a tensor read by something else too (the Concat also feeds a conv)
+    "two_readers": ([("Concat", ["a", "b"], "k", {"axis": 1}), ("MaxPool", ["k"], "m", _MAXPOOL),
+                     ("pair", ["m"], "mq", {"scale": SC}), ("conv", ["k"], "c", {}),
+                     ("Concat", ["mq", "c"], "y", {"axis": 1})], {"k": None, "m": SC}),
+    # FakeQuant a -> MaxPool -> MaxPool -> FakeQuant c: the tensor between the pools is float16
+    # (a forward, c backward); one MaxPool between them has its input's grid, then c's
+    "conflict": ([("MaxPool", ["a"], "m", _MAXPOOL), ("MaxPool", ["m"], "m2", _MAXPOOL),
+                  ("pair", ["m2"], "mq", {"scale": SC}), ("MaxPool", ["b"], "m3", _MAXPOOL),
+                  ("pair", ["m3"], "m3q", {"scale": SC}), ("Concat", ["mq", "m3q"], "y", {"axis": 1})],
+                 {"m": None, "m2": SC, "m3": SC}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_GRID_CASES))
+def test_tensors_without_a_pair_take_the_grid_the_vendor_gives_them(case):
+    from rknnlite.toolkit.quantize import implied_grids
+
+    body, expected = _GRID_CASES[case]
+    g = import_onnx(_qat_model(body, ["y"])).graph
+    quant = implied_grids(g, g.quant)
+    got = {t: (quant[t].scale[0] if t in quant else None) for t in expected}
+    assert got == pytest.approx(expected)
+    assert all(quant[t].zero_point == (-128,) for t, s in expected.items() if s is not None)
+    assert "x" not in quant  # the float input takes no grid
+
+
+def test_a_qat_build_runs_pools_and_concats_on_the_vendors_grids(tmp_path):
+    """The built model's table (``build(do_quantization=False)``): the MaxPool on the conv's
+    grid, the Concat before ``AvgPool -> FakeQuant`` on the FakeQuant's; its output values are
+    on that grid."""
+    from rknnlite.model.loader import load_model
+
+    body = [("MaxPool", ["a"], "m", _MAXPOOL), ("Concat", ["m", "b"], "k", {"axis": 1}),
+            ("AveragePool", ["k"], "p", _AVGPOOL), ("pair", ["p"], "y", {"scale": SC})]
+    r, _ = _build(_qat_model(body, ["y"]), tmp_path)
+    quant = load_model(r._model_bytes).model.graph.quant
+    assert quant["m"].scale == pytest.approx((SA,)) and quant["k"].scale == pytest.approx((SC,))
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    (got,) = r.inference([x], data_format="nchw")
+    steps = got / np.float32(SC)
+    np.testing.assert_allclose(steps, np.round(steps), atol=1e-3)
+    r.release()

@@ -256,7 +256,7 @@ def _quantize(job: BuildJob) -> None:
         if samples is not None:
             _warn_quantization(job, samples[0], outputs)
     elif graph.quant:  # a pre-quantized import (load_tflite): the file's own parameters
-        graph.quant = quantize.through_layout_ops(graph, quantize.live_quant(graph))
+        graph.quant = quantize.implied_grids(graph, quantize.live_quant(graph))
         job.log.info("build: the model is quantized already; %d tensors keep its int8 parameters", len(graph.quant))
     if graph.quant:
         job.input_specs = [replace(t, quant=graph.quant.get(t.name)) for t in job.input_specs]

@@ -59,7 +59,10 @@ __all__ = [
     "weight_axis",
     "quantize_graph",
     "live_quant",
-    "through_layout_ops",
+    "implied_grids",
+    "QAT_PASS_OPS",
+    "QAT_SAME_GRID_OPS",
+    "QAT_BACK_PRODUCERS",
 ]
 
 #: ``config(quantized_dtype=...)`` values this toolkit builds (both mean asymmetric int8).
@@ -75,8 +78,21 @@ FLOAT_OUTPUT_OPS = ("Softmax", "LogSoftmax")
 #: Ops that only move values.  Reading a :data:`FLOAT_OUTPUT_OPS` output (directly or through
 #: others of them) they stay float too (the vendor's SSD head ``Softmax -> Flatten`` and a
 #: ``Softmax -> Transpose -> Reshape`` output are float16 to the end); reading an int8 tensor
-#: of a pre-quantized model they keep its grid (:func:`through_layout_ops`).
+#: of a pre-quantized model they keep its grid (:func:`implied_grids`).
 LAYOUT_OPS = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+#: Ops through which a pre-quantized model's grid passes where the model gives none
+#: (:func:`implied_grids`): their output keeps their input's int8 parameters, and a
+#: tensor they alone read (made by one of :data:`QAT_BACK_PRODUCERS`) takes their output's.
+QAT_PASS_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool", "Relu")
+#: :data:`QAT_PASS_OPS` whose int8 output always has their input's parameters (the vendor
+#: drops a FakeQuant's own grid after a TensorFlow AvgPool, a global one too).  Not
+#: GlobalAveragePool: a TFLite ``MEAN`` keeps its own output grid in the vendor's build
+#: (``tflite/mobilenet_v1_qat``).
+QAT_SAME_GRID_OPS = ("AveragePool",)
+#: Producers of a tensor that takes its only reader's grid backwards (:func:`implied_grids`):
+#: those the vendor was seen to do it for.  An ``Add`` before a ``Relu`` is not one (the vendor
+#: fuses the pair; PyTorch's ``add_relu`` is on the Relu's grid either way).
+QAT_BACK_PRODUCERS = ("Concat", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool")
 
 #: Ops whose constant input 1 is a weight quantized per output channel.
 WEIGHT_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
@@ -708,17 +724,63 @@ def _bias_fits(q: QuantParams, node, constants: Mapping[str, np.ndarray],
     return QuantParams(q.dtype, tuple(float(v) for v in new), tuple(int(v) for v in zp), q.axis)
 
 
-def through_layout_ops(graph: Graph, quant: Mapping[str, QuantParams]) -> Dict[str, QuantParams]:
-    """``quant`` plus, for each output of a :data:`LAYOUT_OPS` node that has no entry
-    and reads a tensor that has one, that entry: the op only moves int8 values, so they stay
-    on their grid, as the vendor keeps them (a quantization-aware TensorFlow graph's
-    ``SpatialSqueeze`` after its last FakeQuant is an int8 Reshape in its build; left to
-    float16, the output would be rounded off the grid).  Returns a new dict."""
-    out = dict(quant)
+def implied_grids(graph: Graph, quant: Mapping[str, QuantParams]) -> Dict[str, QuantParams]:
+    """``quant`` (a pre-quantized model's own table) plus the int8 parameters the vendor gives
+    the tensors the model leaves without, as RKNN-Toolkit2 2.5.0 builds quantization-aware
+    TensorFlow graphs (``build(do_quantization=False)``, ``rk3566``; small FakeQuant graphs
+    and its ``tensorflow/inception_v3_qat`` example):
+
+    * forward: the output of a :data:`LAYOUT_OPS` or :data:`QAT_PASS_OPS` node (MaxPool,
+      AveragePool, Relu) keeps its input's parameters (a MaxPool / 3x3 AvgPool after a
+      FakeQuant'd conv is int8 on that conv's grid; an int8 Reshape after the last
+      FakeQuant); a Concat's output takes its inputs' parameters when they are all the same
+      (inputs on different grids give a float16 Concat);
+    * backward: a tensor of a :data:`QAT_BACK_PRODUCERS` node (Concat, Conv, pools) whose only
+      reader is a :data:`QAT_PASS_OPS` node with parameters on its output takes them
+      (``Concat -> AvgPool -> FakeQuant``: the Concat is int8 on the FakeQuant's grid, its
+      inputs requantized to it; a conv without a FakeQuant before ``MaxPool -> FakeQuant``),
+      through chains of pools;
+    * where the two disagree (``FakeQuant a -> MaxPool -> MaxPool -> FakeQuant b``: the
+      tensor between the pools) the tensor stays float16;
+    * a :data:`QAT_SAME_GRID_OPS` node (AvgPool) with parameters on its input has them on its
+      output too, replacing a FakeQuant's of its own.
+
+    Graph inputs never take parameters this way.  Returns a new dict."""
+    own = dict(quant)
+    readers: Dict[str, List[Node]] = {}
+    for node in graph.nodes:
+        for i in node.inputs:
+            if i:
+                readers.setdefault(i, []).append(node)
+    fixed = set(graph.inputs) | set(graph.constants) | set(graph.outputs)
+    producer = {o: node.op for node in graph.nodes for o in node.outputs if o}
+    back: Dict[str, QuantParams] = {}
+    for node in reversed(graph.nodes):  # reverse topological order: chains of pass ops
+        if node.op not in QAT_PASS_OPS or not node.inputs or not node.outputs:
+            continue
+        x, y = node.inputs[0], node.outputs[0]
+        p = own.get(y, back.get(y))
+        if (p is not None and x not in own and x not in fixed and producer.get(x) in QAT_BACK_PRODUCERS
+                and len(readers.get(x, ())) == 1):
+            back[x] = p
+    out = dict(own)
     for node in graph.nodes:  # topological order
-        if node.op in LAYOUT_OPS and node.inputs and node.inputs[0] in out:
-            for o in node.outputs:
-                out.setdefault(o, out[node.inputs[0]])
+        fwd = None
+        if node.op in LAYOUT_OPS or node.op in QAT_PASS_OPS:
+            fwd = out.get(node.inputs[0]) if node.inputs else None
+        elif node.op == "Concat":
+            ins = [out.get(i) for i in node.inputs if i and i not in graph.constants]
+            fwd = ins[0] if ins and all(q is not None and q == ins[0] for q in ins) else None
+        for o in node.outputs:
+            if not o or o in graph.constants:
+                continue
+            if o in own:
+                if fwd is not None and node.op in QAT_SAME_GRID_OPS:
+                    out[o] = fwd
+            elif fwd is not None and (o not in back or back[o] == fwd):
+                out[o] = fwd
+            elif fwd is None and o in back:
+                out[o] = back[o]
     return out
 
 
