@@ -277,3 +277,104 @@ def test_a_qat_build_runs_pools_and_concats_on_the_vendors_grids(tmp_path):
     steps = got / np.float32(SC)
     np.testing.assert_allclose(steps, np.round(steps), atol=1e-3)
     r.release()
+
+
+# -- an activation between a conv's pair and the next ----------------------------------------------
+#
+# ``conv -> pair a -> Relu / Clip / LeakyRelu (-> pair b) -> conv``, built by RKNN-Toolkit2 2.5.0
+# (rk3566, do_quantization=False) from TensorFlow FakeQuant graphs and from these QDQ models (the
+# probes relu, mrelu, mrelu6, mreluout, mrelufq, mleaky, mleakyfq and their ONNX twins o_*, issue
+# 21): a Relu or Clip is fused (ConvRelu / ConvClip; after a float-input conv a Relu / Clip on its
+# int8 output), on grid b when the activation has a pair of its own (a dropped), else on grid a; a
+# LeakyRelu with a pair of its own is fused on b (ConvLeakyRelu), without one it runs in float16
+# on the conv's int8 output (grid a).
+
+def _act_model(act, pair_after):
+    """_qat_model's ``a`` -> 1x1 conv -> pair ``SC`` -> ``act`` -> r (-> pair ``SB``) -> conv -> y."""
+    body = [("conv", ["a"], "c", {}), ("pair", ["c"], "cq", {"scale": SC})]
+    if act == "Clip":
+        body.append(("Clip", ["cq", "lo", "hi"], "r", {}))
+    else:
+        body.append((act, ["cq"], "r", {"alpha": 0.2} if act == "LeakyRelu" else {}))
+    if pair_after:
+        body.append(("pair", ["r"], "rq", {"scale": SB}))
+    body.append(("conv", ["rq" if pair_after else "r"], "y", {}))
+    return _with_bounds(_qat_model(body, ["y"]))
+
+
+def _with_bounds(m):
+    """``m`` with the constants ``lo`` = 0 and ``hi`` = 0.6, a Clip's bounds."""
+    m.graph.initializer.extend([_init("lo", np.float32(0)), _init("hi", np.float32(0.6))])
+    return m
+
+
+_ACT_CASES = {  # (activation, pair after it): (grid of r, grid of c, r made by the conv)
+    ("Relu", False): (SC, None, True),
+    ("Relu", True): (SB, None, True),
+    ("Clip", False): (SC, None, True),
+    ("Clip", True): (SB, None, True),
+    ("LeakyRelu", False): (None, SC, False),
+    ("LeakyRelu", True): (SB, None, True),
+}
+
+
+@pytest.mark.parametrize("act,pair_after", sorted(_ACT_CASES))
+def test_an_activation_after_a_conv_pair_is_on_the_vendors_grid(act, pair_after):
+    from rknnlite.toolkit.optimize import optimize
+    from rknnlite.toolkit.quantize import implied_grids, live_quant
+
+    r_grid, c_grid, fused = _ACT_CASES[act, pair_after]
+    imported = import_onnx(_act_model(act, pair_after))
+    table = dict(imported.graph.quant)
+    g = optimize(imported.graph, imported.shapes)
+    quant = implied_grids(g, live_quant(g))
+    producer = {o: n for n in g.nodes for o in n.outputs}
+    assert (producer["r"].op == "Conv") == fused
+    assert (quant["r"].scale[0] if "r" in quant else None) == pytest.approx(r_grid)
+    assert (quant["c"].scale[0] if "c" in quant else None) == pytest.approx(c_grid)
+    assert imported.graph.quant == table  # the import's own table is not changed
+
+
+def test_a_relu_after_a_conv_pair_runs_on_the_pairs_grid(tmp_path):
+    """``conv -> pair -> Relu`` as the graph output (the probe mreluout: the vendor's int8
+    ConvRelu output on the pair's grid): the output values are on that grid (a float Relu
+    output before), a few steps at most from onnxruntime's (the 1x1 conv's float weights are
+    quantized to int8)."""
+    body = [("conv", ["a"], "c", {}), ("pair", ["c"], "cq", {"scale": SC}), ("Relu", ["cq"], "y", {})]
+    r, path = _build(_qat_model(body, ["y"]), tmp_path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    (got,) = r.inference([x], data_format="nchw")
+    steps = got / np.float32(SC)
+    np.testing.assert_allclose(steps, np.round(steps), atol=1e-3)
+    assert np.abs(got - sess.run(None, {"x": x})[0]).max() <= 3 * SC
+    r.release()
+
+
+_CLIP = ["lo", "hi"]
+_CLIP_CASES = {
+    # Concat on one grid -> Relu6 (probe catr6): the vendor's int8 Clip keeps its input's grid
+    "forward": ([("Concat", ["a", "a"], "k", {"axis": 1}), ("Clip", ["k"] + _CLIP, "r", {}), ("conv", ["r"], "y", {})],
+                {"k": SA, "r": SA}),
+    # Concat of two grids -> Relu6 -> pair (probe catrelu6): the Concat on the pair's grid
+    "backward": ([("Concat", ["a", "b"], "k", {"axis": 1}), ("Clip", ["k"] + _CLIP, "r", {}),
+                  ("pair", ["r"], "rq", {"scale": SC}), ("conv", ["rq"], "y", {})], {"k": SC, "r": SC}),
+    # a conv's pair read by a Relu6 and by a conv (probe fanr6): the Clip, not fused, on the pair's grid
+    "two_readers": ([("conv", ["a"], "c", {}), ("pair", ["c"], "cq", {"scale": SC}), ("Clip", ["cq"] + _CLIP, "r", {}),
+                     ("conv", ["r"], "y1", {}), ("conv", ["cq"], "y2", {}), ("Concat", ["y1", "y2"], "y", {"axis": 1})],
+                    {"c": SC, "r": SC}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_CLIP_CASES))
+def test_a_clip_passes_grids_as_a_relu(case):
+    from rknnlite.toolkit.optimize import optimize
+    from rknnlite.toolkit.quantize import implied_grids, live_quant
+
+    body, expected = _CLIP_CASES[case]
+    imported = import_onnx(_with_bounds(_qat_model(body, ["y"])))
+    g = optimize(imported.graph, imported.shapes)
+    assert any(n.op == "Clip" for n in g.nodes)
+    quant = implied_grids(g, live_quant(g))
+    got = {t: (quant[t].scale[0] if t in quant else None) for t in expected}
+    assert got == pytest.approx(expected)

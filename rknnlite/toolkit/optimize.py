@@ -66,6 +66,7 @@ import numpy as np
 
 from ..errors import ModelInvalidError
 from ..model.graph import Graph, Node
+from ..model.spec import QuantParams
 
 __all__ = [
     "optimize",
@@ -1209,12 +1210,22 @@ def fuse_activations(graph: Graph, supported: Optional[Sequence[str]] = None) ->
 
     A nan bound or alpha is never fused.  The Conv takes over the activation's output
     name; the activation node is removed (its constant bounds become dead constants).
+
+    In a pre-quantized graph (``graph.quant``, e.g. a QuantizeLinear -> DequantizeLinear pair
+    or a TensorFlow FakeQuant between the Conv and the activation), the fused output has the
+    activation output's own grid if it has one (the Conv's is dropped), else the Conv
+    output's: a ``Relu`` or ``Clip`` is exact on that grid (it clamps int8 values), so the
+    one node rounds as RKNN-Toolkit2 2.5.0 does (``ConvRelu`` / ``ConvClip`` on it, or a
+    ``Relu`` / ``Clip`` on the Conv's int8 output).  A ``LeakyRelu`` without a grid of its own
+    is not fused there: the vendor runs it in float on the Conv's int8 output.
     """
     supported = set(conv_fusable_activations() if supported is None else supported)
     if not supported:
         return 0
     users = _consumers(graph)
     producers = {o: n for n in graph.nodes for o in n.outputs if o}
+    quant = getattr(graph, "quant", None) or {}
+    moved: Dict[str, QuantParams] = {}
     fused = 0
     for act in list(graph.nodes):
         if act.op not in supported or not act.inputs or len(act.outputs) != 1:
@@ -1228,11 +1239,18 @@ def fuse_activations(graph: Graph, supported: Optional[Sequence[str]] = None) ->
         y = conv.outputs[0]
         if y in graph.outputs or len(users.get(y, [])) != 1:
             continue
+        z = act.outputs[0]
+        if y in quant and z not in quant:
+            if act.op == "LeakyRelu":
+                continue
+            moved[z] = quant[y]
         conv.attrs.update(extra)
-        conv.outputs = [act.outputs[0]]
+        conv.outputs = [z]
         graph.nodes.remove(act)
-        producers[act.outputs[0]] = conv
+        producers[z] = conv
         fused += 1
+    if moved:
+        graph.quant = {**graph.quant, **moved}  # a new table: optimize's copy shares the import's
     return fused
 
 

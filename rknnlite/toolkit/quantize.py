@@ -83,7 +83,11 @@ LAYOUT_OPS = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identi
 #: Ops through which a pre-quantized model's grid passes where the model gives none
 #: (:func:`implied_grids`): their output keeps their input's int8 parameters, and a
 #: tensor they alone read (made by one of :data:`QAT_BACK_PRODUCERS`) takes their output's.
-QAT_PASS_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool", "Relu")
+#: A ``Clip`` (TensorFlow's Relu6) as a ``Relu``: the vendor's int8 Clip keeps its input's grid
+#: (``Concat -> Relu6``, a conv's output read by a Relu6 and another conv) and a Concat before
+#: ``Relu6 -> FakeQuant`` takes the FakeQuant's.  One after a Conv is fused into it first
+#: (:func:`~rknnlite.toolkit.optimize.fuse_activations` keeps the grids).
+QAT_PASS_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool", "Relu", "Clip")
 #: :data:`QAT_PASS_OPS` whose int8 output always has their input's parameters (the vendor
 #: drops a FakeQuant's own grid after a TensorFlow AvgPool, a global one too).  Not
 #: GlobalAveragePool: a TFLite ``MEAN`` keeps its own output grid in the vendor's build
@@ -731,7 +735,7 @@ def implied_grids(graph: Graph, quant: Mapping[str, QuantParams]) -> Dict[str, Q
     and its ``tensorflow/inception_v3_qat`` example):
 
     * forward: the output of a :data:`LAYOUT_OPS` or :data:`QAT_PASS_OPS` node (MaxPool,
-      AveragePool, Relu) keeps its input's parameters (a MaxPool / 3x3 AvgPool after a
+      AveragePool, Relu, Clip) keeps its input's parameters (a MaxPool / 3x3 AvgPool after a
       FakeQuant'd conv is int8 on that conv's grid; an int8 Reshape after the last
       FakeQuant); a Concat's output takes its inputs' parameters when they are all the same
       (inputs on different grids give a float16 Concat);
