@@ -1000,3 +1000,37 @@ def test_winograd_input_layout(isa, tile, xs, pads, th, tw):
                         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
     finally:
         ck.limit_isa(native)
+
+
+@pytest.mark.parametrize("tile", [4, 2])
+def test_winograd_weights_round_as_one_multiply_and_two_fused_adds(tile):
+    """winograd_weights: ``G k G^T`` in float64, every sum of three products as a multiply and
+    two fused multiply-adds in index order (what numpy's einsum over OpenBLAS gave), then
+    rounded to float32: checked against exact rational arithmetic, one rounding per step."""
+    from fractions import Fraction
+
+    from rknnlite._native import conv_kernels as ck
+
+    def fma(a, b, c):
+        return float(Fraction(a) * Fraction(b) + Fraction(c))
+
+    g = {4: np.array([[1.0, 0.0, 0.0], [-2.0 / 3.0, -2.0 / 3.0, -2.0 / 3.0], [-2.0 / 3.0, 2.0 / 3.0, -2.0 / 3.0],
+                      [1.0 / 6.0, 1.0 / 3.0, 2.0 / 3.0], [1.0 / 6.0, -1.0 / 3.0, 2.0 / 3.0], [0.0, 0.0, 4.0]]) / 4.0,
+         2: np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])}[tile].tolist()
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((3, 2, 3, 3)) * 0.1).astype(np.float32)
+    w[0, 0, 0, 0], w[2, 1, 1, 2] = np.inf, np.nan
+    u = ck.winograd_weights(w, tile)
+    a = tile + 2
+    assert u.shape == (a * a, 3, 2) and u.dtype == np.float32
+    for m in range(3):
+        for c in range(2):
+            k = w[m, c].astype(np.float64).tolist()
+            if not np.isfinite(w[m, c]).all():
+                assert not np.isfinite(u[:, m, c]).all()
+                continue
+            t = [[fma(k[2][j], g[r][2], fma(k[1][j], g[r][1], k[0][j] * g[r][0])) for j in range(3)] for r in range(a)]
+            for r in range(a):
+                for s in range(a):
+                    want = np.float32(fma(t[r][2], g[s][2], fma(t[r][1], g[s][1], t[r][0] * g[s][0])))
+                    assert u[r * a + s, m, c].tobytes() == want.tobytes(), (m, c, r, s)

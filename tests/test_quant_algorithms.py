@@ -92,6 +92,44 @@ def test_mmse_error_adds_as_the_vendor_s_avx_loop():
     assert calibration.mmse_error(u[:5], v[:5]) == float(np.sum(np.float32(u[:5] - v[:5]) ** 2, dtype=np.float64) / 5)
 
 
+def _mmse_error_loop(u, v) -> float:
+    """The vendor's ``mean_squared_error`` written out one value at a time (numpy scalars)."""
+    d = [np.float32(a - b) * np.float32(a - b) for a, b in zip(u, v)]
+    lanes = [np.float32(0)] * 8
+    blocks = len(d) // 8
+    for i in range(blocks):
+        lanes = [lanes[k] + d[8 * i + k] for k in range(8)]
+    total = float(((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7])))
+    for x in d[8 * blocks:]:
+        total += float(x)
+    return total / len(d)
+
+
+def test_mmse_errors_equal_the_plain_loop_bit_for_bit():
+    """The compiled rows of :func:`mmse_errors` add as the loop above: row lengths below 8 and
+    not a multiple of 8, overflowing squares (inf) and nan."""
+    rng = np.random.default_rng(11)
+    for n in (1, 5, 7, 8, 9, 16, 23, 1003):
+        u = (rng.standard_normal((3, n)) * [[1e-3], [1.0], [1e19]]).astype(np.float32)
+        v = (u + rng.standard_normal((3, n)) * 0.01).astype(np.float32)
+        if n > 8:
+            u[0, n // 2] = np.inf
+            v[1, n - 1] = np.nan
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = np.array([_mmse_error_loop(a, b) for a, b in zip(u, v)])
+        got = calibration.mmse_errors(u, v)
+        assert got.dtype == np.float64 and np.array_equal(got, want, equal_nan=True), n
+        assert all(calibration.mmse_error(a, b) == w or np.isnan(w) for a, b, w in zip(u, v, want))
+    assert np.isinf(calibration.mmse_errors(np.full((1, 9), 1e30, np.float32), np.zeros((1, 9), np.float32))[0])
+    for pieces, length in ((1, 5), (3, 3), (4, 7), (2, 8), (5, 13)):  # blocks of 8 across the pieces
+        u = rng.standard_normal((3, pieces * length)).astype(np.float32)
+        parts = [rng.standard_normal((3, length)).astype(np.float32) for _ in range(pieces)]
+        parts[-1][1, 0] = np.nan
+        want = calibration.mmse_errors(u, np.concatenate(parts, axis=1))
+        got = calibration.mmse_errors_pieces(u, parts)
+        assert np.array_equal(got, want, equal_nan=True) and np.isnan(got[1]), (pieces, length)
+
+
 def test_mmse_fake_quant_steps_in_float32():
     """The vendor's step is ``float32(scale) * float32(multiplier)`` in float32: a weight of 1 on
     ``[0, 1]`` (scale 1/255, zero point -128) under the multiplier 0.5918... clips to 255 steps of it."""

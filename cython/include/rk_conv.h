@@ -31,6 +31,10 @@ RK_API void rk_im2col(const float *x, long C, long D, long H, long W, long cs, l
 /* Winograd F(4x4, 3x3) input transform of the phase-split image S into V (see rk_conv.c);
  * buf: 36 * RK_WIN_CHUNK floats, 64-byte aligned. */
 RK_API void rk_wino_in(int isa, const float *S, long ss, long C, long TH, long TW, float *V, long ldv, float *buf);
+/* Winograd F(A-2 x A-2, 3x3) weight transform of MC 3x3 float32 kernels w by G (A x 3 doubles, A <= 6)
+ * into u (A*A rows of MC float32): (G k G^T) in double, each sum of three products as a multiply and two
+ * fused multiply-adds in index order (see rk_conv.c). */
+RK_API void rk_wino_weights(const float *w, long MC, const double *G, int A, float *u);
 /* Zero-padded split of x into t x t phases (t = 2 or 4) for the Winograd transforms. */
 RK_API void rk_wino_split(int isa, const float *x, long C, long H, long W, long t, long pt, long pl, long Hs, long Ws, float *S, long ss);
 /* Winograd F(2x2, 3x3) input transform; buf: 16 * RK_WIN_CHUNK floats. */

@@ -18,6 +18,7 @@ cdef extern from "rk_conv.h" nogil:
                    long dd, long dh, long dw, long pd, long ph, long pw,
                    long OD, long OH, long OW, float *cols, int accumulate_back)
     void rk_wino_in(int isa, const float *S, long ss, long C, long TH, long TW, float *V, long ldv, float *buf)
+    void rk_wino_weights(const float *w, long MC, const double *G, int A, float *u)
     void rk_wino_split(int isa, const float *x, long C, long H, long W, long t, long pt, long pl,
                        long Hs, long Ws, float *S, long ss)
     void rk_wino2_in(int isa, const float *S, long ss, long C, long TH, long TW, float *V, long ldv, float *buf)

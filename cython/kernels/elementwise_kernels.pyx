@@ -21,7 +21,10 @@ undone exactly by the factor ``1 + lo``, ``lo`` being the dropped part recompute
 double.  Measured: erf within 1 float32 ulp, GELU within 4 ulps (tails included).
 """
 
-from rk_elementwise cimport rkl_erf_from_exp, rkl_gelu_from_exp, rkl_lut, rkl_lut_rows, rkl_softmax_rows
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+
+from rk_elementwise cimport (rkl_erf_from_exp, rkl_fake_quant, rkl_gelu_from_exp, rkl_lut, rkl_lut_rows,
+                            rkl_mmse_pieces, rkl_mmse_rows, rkl_softmax_rows)
 
 cdef inline int _check(Py_ssize_t n, Py_ssize_t m) except -1:
     if n != m:
@@ -89,3 +92,69 @@ def lut_rows(const float[::1] acc, float[::1] out, const double[::1] index_scale
     if n:
         with nogil:
             rkl_lut_rows(&acc[0], &out[0], n // inner, inner, &index_scale[0], channels, &p)
+
+
+def mmse_rows(const float[:, ::1] u, const float[:, ::1] v, double[::1] out):
+    """RKNN-Toolkit2's mean squared error of each row of ``u`` against the same row of ``v``
+    (float32, C-contiguous, same shape, at least one column) into ``out`` (float64, one per
+    row): eight float32 lane sums over the blocks of eight, folded, the tail in float64 (see
+    ``rknnlite.toolkit.calibration.mmse_errors``).  Releases the GIL."""
+    cdef Py_ssize_t rows = u.shape[0], n = u.shape[1]
+    if v.shape[0] != rows or v.shape[1] != n:
+        raise ValueError(f"shapes ({rows}, {n}) and ({v.shape[0]}, {v.shape[1]}) differ")
+    if out.shape[0] != rows:
+        raise ValueError(f"{rows} rows but {out.shape[0]} outputs")
+    if n < 1:
+        raise ValueError("rows of no values")
+    if rows:
+        with nogil:
+            rkl_mmse_rows(&u[0, 0], &v[0, 0], &out[0], rows, n)
+
+
+def fake_quant(const float[::1] x, float[::1] y, Py_ssize_t channels, Py_ssize_t inner, const float[::1] step,
+               const float[::1] zp, float qmin, float qmax):
+    """RKNN-Toolkit2's ``mmse`` fake quantization of ``x`` into ``y`` (flat float32 of equal
+    length; may be the same array), in float32: ``q = rint(x / step) + zp`` clipped to
+    ``[qmin, qmax]`` (nan stays nan), ``y = (q - zp) * step``.  ``x`` is blocks of ``channels``
+    runs of ``inner`` values (a C-contiguous array with ``channels`` along one axis, ``inner``
+    the product of the later axes), run ``c`` of each block taking ``step[c]`` and ``zp[c]``
+    (see ``rknnlite.toolkit.calibration.mmse_fake_quant``).  Releases the GIL."""
+    cdef Py_ssize_t n = x.shape[0]
+    _check(n, y.shape[0])
+    if channels < 1 or inner < 0 or step.shape[0] != channels or zp.shape[0] != channels:
+        raise ValueError(f"{channels} channels, {step.shape[0]} steps and {zp.shape[0]} zero points")
+    if inner == 0 or n % (channels * inner):
+        if n == 0:
+            return
+        raise ValueError(f"{n} values are not blocks of {channels} runs of {inner}")
+    with nogil:
+        rkl_fake_quant(&x[0], &y[0], n // (channels * inner), channels, inner, &step[0], &zp[0], qmin, qmax)
+
+
+def mmse_pieces(const float[:, ::1] u, pieces, double[::1] out):
+    """:func:`mmse_rows` of ``u`` (float32, C-contiguous, rows x n) against the rows made of
+    ``pieces`` laid side by side (a sequence of float32 C-contiguous arrays of rows x n / len(pieces)
+    values each: row r is piece 0's row r, then piece 1's, ...), into ``out`` (float64, one per
+    row), without copying the pieces together.  Releases the GIL."""
+    cdef Py_ssize_t rows = u.shape[0], n = u.shape[1], npieces = len(pieces), length, p
+    cdef const float[:, ::1] view
+    if out.shape[0] != rows:
+        raise ValueError(f"{rows} rows but {out.shape[0]} outputs")
+    if npieces < 1 or n < 1 or n % npieces:
+        raise ValueError(f"rows of {n} values are not {npieces} pieces")
+    length = n // npieces
+    if rows == 0:
+        return
+    cdef const float **ptrs = <const float **>PyMem_Malloc(npieces * sizeof(float *))
+    if ptrs == NULL:
+        raise MemoryError()
+    try:
+        for p in range(npieces):
+            view = pieces[p]
+            if view.shape[0] != rows or view.shape[1] != length:
+                raise ValueError(f"piece {p} is ({view.shape[0]}, {view.shape[1]}), not ({rows}, {length})")
+            ptrs[p] = &view[0, 0]
+        with nogil:
+            rkl_mmse_pieces(&u[0, 0], ptrs, npieces, length, &out[0], rows)
+    finally:
+        PyMem_Free(ptrs)

@@ -1,4 +1,5 @@
 /* Convolution hot loops of the software backend (see rk_conv.h and conv_kernels.pyx). */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,39 @@ void rk_phase_split(RK_PS_ARGS) {
     if (rk_isa_cached == 1) { rk_phase_split_avx2(x, C, D, H, W, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P); return; }
 #endif
     rk_phase_split_generic(x, C, D, H, W, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P);
+}
+
+/* Winograd weight transform: u[(A*a + b) * MC + p] = (G k G^T)[a, b] for each 3x3 kernel k = w + 9 p,
+   G (A x 3, double), the sums of three products as one multiply and two fused multiply-adds in index
+   order (rows of G k, then of that times G^T), rounded to float32 at the end: bit for bit what
+   numpy's einsum over OpenBLAS (dgemm, K = 3) computed before on the x86-64 hosts measured, now the
+   same on every CPU (fma is exact: the generic path's libm call gives the same values). */
+#define RK_WW_ARGS const float *w, long MC, const double *G, int A, float *u
+#define RK_WW_BODY { \
+    for (long p = 0; p < MC; p++) { \
+        const float *k = w + 9 * p; \
+        double t[6][3]; \
+        for (int a = 0; a < A; a++) \
+            for (int j = 0; j < 3; j++) \
+                t[a][j] = fma((double)k[6 + j], G[3 * a + 2], \
+                              fma((double)k[3 + j], G[3 * a + 1], (double)k[j] * G[3 * a])); \
+        for (int a = 0; a < A; a++) \
+            for (int b = 0; b < A; b++) \
+                u[(long)(a * A + b) * MC + p] = (float)fma(t[a][2], G[3 * b + 2], \
+                                                           fma(t[a][1], G[3 * b + 1], t[a][0] * G[3 * b])); \
+    } \
+}
+static void rk_wino_weights_generic(RK_WW_ARGS) RK_WW_BODY
+#if RK_X86
+__attribute__((target("avx2,fma"))) static void rk_wino_weights_fma(RK_WW_ARGS) RK_WW_BODY
+#endif
+void rk_wino_weights(RK_WW_ARGS) {
+    if (A < 1 || A > 6) return;
+    if (rk_isa_cached < 0) rk_isa_cached = rk_isa_level();
+#if RK_X86
+    if (rk_isa_cached >= 1) { rk_wino_weights_fma(w, MC, G, A, u); return; }
+#endif
+    rk_wino_weights_generic(w, MC, G, A, u);
 }
 
 /* ---------------------------------------------------------------- depthwise

@@ -1,6 +1,6 @@
 """Stub of the compiled ``rknnlite._native.elementwise_kernels`` (cython/kernels/elementwise_kernels.pyx): what Python calls."""
 
-from typing import Any
+from typing import Any, Sequence
 
 from numpy.typing import ArrayLike as Buffer
 
@@ -11,3 +11,7 @@ def lut_rows(acc: Buffer, out: Buffer, index_scale: Buffer, inner: int, tables: 
              index_offset: float,
              le_start: float, le_end: float, lo_start: float, lo_end: float, step: float, le_uflow_slope: float,
              lo_oflow_slope: float, out_multiplier: float, out_zero_point: float, out_scale: float) -> Any: ...
+def mmse_rows(u: Buffer, v: Buffer, out: Buffer) -> None: ...
+def mmse_pieces(u: Buffer, pieces: Sequence[Buffer], out: Buffer) -> None: ...
+def fake_quant(x: Buffer, y: Buffer, channels: int, inner: int, step: Buffer, zp: Buffer, qmin: float,
+               qmax: float) -> None: ...

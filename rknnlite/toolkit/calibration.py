@@ -36,6 +36,8 @@ from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
+from .._native import elementwise_kernels as _ew
+
 __all__ = [
     "ALGORITHMS",
     "MMSE_MULTIPLIERS",
@@ -55,6 +57,7 @@ __all__ = [
     "mmse_fake_quant",
     "mmse_error",
     "mmse_errors",
+    "mmse_errors_pieces",
     "mmse_best",
     "kl_range",
     "kl_curve",
@@ -220,6 +223,19 @@ def mmse_fake_quant(x: np.ndarray, scale, zero_point, multiplier: float = 1.0, a
     x = np.asarray(x, np.float32)
     step = np.asarray(scale, np.float32) * np.float32(multiplier)
     zp = np.asarray(zero_point, np.float32)
+    if axis is None:
+        channels, inner = 1, x.size
+    elif -x.ndim <= axis < x.ndim:
+        channels, inner = x.shape[axis], int(np.prod(x.shape[axis % x.ndim + 1:]))
+    else:
+        channels = inner = 0
+    if x.size and channels and step.ndim <= x.ndim and zp.ndim <= x.ndim and step.size in (1, channels) \
+            and zp.size in (1, channels):  # the same float32 arithmetic in a compiled loop
+        out = np.empty(x.shape, np.float32)
+        _ew.fake_quant(np.ascontiguousarray(x).reshape(-1), out.reshape(-1), channels, inner,
+                       np.broadcast_to(step.reshape(-1), (channels,)).copy(),
+                       np.broadcast_to(zp.reshape(-1), (channels,)).copy(), np.float32(qmin), np.float32(qmax))
+        return out
     if axis is not None:
         shape = [1] * x.ndim
         shape[axis] = -1
@@ -241,24 +257,30 @@ def mmse_error(u: np.ndarray, v: np.ndarray) -> float:
 
 
 def mmse_errors(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """:func:`mmse_error` of each row of two 2-D arrays of the same shape (float64 array)."""
-    u = np.asarray(u, np.float32)
-    v = np.asarray(v, np.float32)
+    """:func:`mmse_error` of each row of two 2-D arrays of the same shape (float64 array; a
+    compiled loop, ``elementwise_kernels.mmse_rows``, that adds in the vendor's order)."""
+    u = np.ascontiguousarray(u, np.float32)
+    v = np.ascontiguousarray(v, np.float32)
     rows, n = u.shape
     if n == 0:
         return np.zeros(rows)
-    blocks = (n - 8) // 8 + 1 if n >= 8 else 0
-    total = np.zeros(rows)
-    with np.errstate(over="ignore", invalid="ignore"):  # float32 overflows to inf, as the vendor's does
-        d = u - v
-        d *= d
-        if blocks:
-            lanes = np.cumsum(d[:, :8 * blocks].reshape(rows, blocks, 8), axis=1, dtype=np.float32)[:, -1]
-            t = lanes[:, 4:] + lanes[:, :4]
-            total = ((t[:, 0] + t[:, 1]) + (t[:, 2] + t[:, 3])).astype(np.float64)
-    for k in range(8 * blocks, n):
-        total += d[:, k]
-    return total / n
+    out = np.empty(rows)
+    _ew.mmse_rows(u, v, out)
+    return out
+
+
+def mmse_errors_pieces(u: np.ndarray, pieces) -> np.ndarray:
+    """:func:`mmse_errors` of ``u`` (rows x n) against the rows made of ``pieces`` laid side by
+    side (each rows x n / len(pieces); row r is piece 0's row r, then piece 1's, ...), without
+    copying them together: the same sums in the same order."""
+    u = np.ascontiguousarray(u, np.float32)
+    pieces = [np.ascontiguousarray(p, np.float32) for p in pieces]
+    rows, n = u.shape
+    if n == 0:
+        return np.zeros(rows)
+    out = np.empty(rows)
+    _ew.mmse_pieces(u, pieces, out)
+    return out
 
 
 def mmse_best(errors) -> int:

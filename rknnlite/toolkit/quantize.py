@@ -33,8 +33,8 @@ import numpy as np
 from ..model.graph import Graph, Node
 from ..model.spec import QuantParams
 from .calibration import (ALGORITHMS, MMSE_CHANNEL_MIN_SIZE, MMSE_MULTIPLIERS, MMSE_NORMAL_BELOW, QMAX, QMIN,
-                          HistogramObserver, MinMaxObserver, SampleKLObserver, affine_params, mmse_best, mmse_errors,
-                          mmse_fake_quant)
+                          HistogramObserver, MinMaxObserver, SampleKLObserver, affine_params, mmse_best,
+                          mmse_errors_pieces, mmse_fake_quant)
 from .dataset import DatasetError, read_dataset
 
 __all__ = [
@@ -350,8 +350,26 @@ def _rows(arrays: Sequence[np.ndarray], axis: Optional[int] = None) -> np.ndarra
     per slice along ``axis`` (per channel)."""
     if axis is None:
         return np.concatenate([np.asarray(a, np.float32).reshape(-1) for a in arrays])[None]
-    stacked = np.stack([np.asarray(a, np.float32) for a in arrays])
-    return np.moveaxis(stacked, axis + 1, 0).reshape(stacked.shape[axis + 1], -1)
+    arrays = [np.asarray(a) for a in arrays]
+    shape = arrays[0].shape
+    if any(a.shape != shape for a in arrays):
+        raise ValueError(f"samples of shapes {sorted({a.shape for a in arrays})} do not stack")
+    rows = np.empty((shape[axis], len(arrays), arrays[0].size // max(shape[axis], 1)), np.float32)
+    for i, a in enumerate(arrays):  # one copy: rows[c, i] is sample i's slice c
+        rows[:, i] = np.moveaxis(a, axis, 0).reshape(shape[axis], -1)
+    return rows.reshape(shape[axis], -1)
+
+
+def _errors(target: np.ndarray, arrays: Sequence[np.ndarray], axis: Optional[int] = None) -> np.ndarray:
+    """``mmse_errors(target, _rows(arrays, axis))``, the same sums, without copying the samples
+    into rows (a sample is copied only when its rows are no view of it)."""
+    if axis is None:
+        pieces = [np.reshape(a, (1, -1)) for a in arrays]
+    else:
+        pieces = [np.moveaxis(a, axis, 0).reshape(np.shape(a)[axis], -1) for a in arrays]
+    if len({p.shape for p in pieces}) != 1:  # samples of different sizes (one row): copied together
+        return mmse_errors_pieces(target, [_rows(arrays, axis)])
+    return mmse_errors_pieces(target, pieces)
 
 
 class _Layer:
@@ -363,18 +381,25 @@ class _Layer:
         self.outputs = [o for node in nodes for o in node.outputs]
         self.constants = {c: graph.constants[c] for node in nodes for c in node.inputs if c in graph.constants}
         self._plain = None
+        self._last = (None, None)  # (constants, executor) of the last run with replaced constants
 
     def run(self, feeds: Mapping[str, Sequence[np.ndarray]], constants: Mapping[str, np.ndarray] = None):
-        """Per output of :attr:`outputs`, the list of per-sample values."""
+        """Per output of :attr:`outputs`, the list of per-sample values.  The executor (its packed
+        weights) is kept for the next run with no ``constants`` or with the same mapping object,
+        which must not change in between (the input candidates of one layer share it)."""
         from ..backends.software.executor import Executor
 
-        if constants or self._plain is None:
+        if not constants and self._plain is not None:
+            ex = self._plain
+        elif constants and self._last[0] is constants:
+            ex = self._last[1]
+        else:
             ex = Executor(Graph(list(self.nodes), list(self.inputs), list(self.outputs),
                                 {**self.constants, **(constants or {})}), "float32", self.custom_ops)
-            if not constants:
+            if constants:
+                self._last = (constants, ex)
+            else:
                 self._plain = ex
-        else:
-            ex = self._plain
         n = len(next(iter(feeds.values()))) if feeds else 1
         state = ex.new_state()
         try:
@@ -520,7 +545,7 @@ def mmse_search(graph: Graph, samples: Sequence[Sequence[np.ndarray]], preproces
             along = oaxis if channels else None
             target = _rows(reference, along)
             scored = {t: feeds[t] for t in scoring.inputs}
-            errors = np.asarray([mmse_errors(target, _rows(scoring.run(scored, constants(scales, m))[result], along))
+            errors = np.asarray([_errors(target, scoring.run(scored, constants(scales, m))[result], along)
                                  for m in MMSE_MULTIPLIERS])
             picks = MMSE_MULTIPLIERS[[mmse_best(errors[:, c]) for c in range(errors.shape[1])]]
             scales = _f32_product(scales, picks if channels else picks[0])
@@ -534,7 +559,7 @@ def mmse_search(graph: Graph, samples: Sequence[Sequence[np.ndarray]], preproces
 
             def score(scale, zp, m):
                 got = scoring.run({t: fake(t, quantized[t], scale, zp, m)}, replaced)
-                return mmse_errors(target, _rows(got[result]))[0], got
+                return _errors(target, got[result])[0], got
             outputs = search(t, score)  # the best candidate's outputs go on
             if scoring is not layer:
                 feeds[t] = fake(t, quantized[t])
@@ -546,7 +571,7 @@ def mmse_search(graph: Graph, samples: Sequence[Sequence[np.ndarray]], preproces
         if name in act and readers.get(name) == 1 and name in quantized and quantized[name][0].dtype.kind == "f":
             target = _rows(values[name])
             search(name, lambda scale, zp, m: (
-                mmse_errors(target, _rows(fake(name, quantized[name], scale, zp, m)))[0], None))
+                _errors(target, fake(name, quantized[name], scale, zp, m))[0], None))
     out.update(weights)
     return out
 
