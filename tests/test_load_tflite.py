@@ -282,12 +282,26 @@ def test_single_op_matches_interpreter(case):
 # -- pre-quantized models --------------------------------------------------------------------
 
 
-def _quant_network(rng, ranges=None, qtype=np.int8):
+def _vendor_grid(q, s, axis):
+    """int8 weight codes ``q`` with zero point 0 and scales ``s`` (per channel along ``axis``) put
+    on the grid RKNN-Toolkit2 gives them (``rknnlite.toolkit.qdq.symmetric_grids``): scale x
+    128/127, codes re-rounded (float32).  A file built with these is the model the vendor (and
+    rknnlite) runs, the interpreter's reference for it."""
+    s32 = np.asarray(s, np.float32).reshape(-1)
+    s2 = s32 * np.float32(128) / np.float32(127)
+    shape = [1] * q.ndim
+    shape[axis] = -1
+    codes = np.rint((q.astype(np.float32) * s32.reshape(shape)) / s2.reshape(shape))
+    return np.clip(codes, -127, 127).astype(np.int8), s2.astype(np.float64)
+
+
+def _quant_network(rng, ranges=None, qtype=np.int8, vendor=False):
     """Float input -> QUANTIZE -> conv (stride 2, RELU) -> depthwise (RELU6) -> 1x1 conv -> ADD
     -> AVERAGE_POOL -> RESHAPE -> FULLY_CONNECTED -> DEQUANTIZE (and SOFTMAX -> DEQUANTIZE).
     ``ranges=None``: the float network (every tensor float32); otherwise each activation
     is ``qtype`` quantized over its ``ranges[name]`` and the weights per output channel
-    (int8) or per tensor (uint8)."""
+    (int8) or per tensor (uint8).  ``vendor``: the int8 weights on the vendor's grid
+    (:func:`_vendor_grid`), their biases requantized to it."""
     rs = np.random.default_rng(5)
     weights = {"w1": rs.standard_normal((8, 3, 3, 3)) * 0.4, "b1": rs.standard_normal(8) * 0.1,
                "wd": rs.standard_normal((1, 3, 3, 8)) * 0.5, "bd": rs.standard_normal(8) * 0.1,
@@ -322,6 +336,8 @@ def _quant_network(rng, ranges=None, qtype=np.int8):
             shape = [1] * w.ndim
             shape[axis] = -1
             q = np.clip(np.round(w / s.reshape(shape)), -127, 127).astype(np.int8)
+            if vendor:
+                q, s = _vendor_grid(q, s, axis)
             return b.tensor(name, w.shape, data=q, scale=s, zero_point=np.zeros_like(s, np.int64), axis=axis)
         s = (w.max() - w.min()) / 255
         zp = int(round(-w.min() / s))
@@ -342,7 +358,8 @@ def _quant_network(rng, ranges=None, qtype=np.int8):
     def weight_scales(name, axis):
         w = weights[name]
         if qtype == np.int8:
-            return np.abs(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)).max(axis=1) / 127
+            s = np.abs(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)).max(axis=1) / 127
+            return np.asarray(s, np.float32) * np.float32(128) / np.float32(127) if vendor else s
         return (w.max() - w.min()) / 255
 
     x = b.tensor("input", [1, 9, 9, 3])
@@ -403,11 +420,11 @@ def _ranges(data, samples):
     return out
 
 
-def _quant_model(qtype):
+def _quant_model(qtype, vendor=False):
     rng = np.random.default_rng(9)
     samples = [rng.standard_normal((1, 9, 9, 3)).astype(np.float32) for _ in range(8)]
     ranges = _ranges(_quant_network(rng), samples)
-    data, params = _quant_network(rng, ranges, qtype)
+    data, params = _quant_network(rng, ranges, qtype, vendor)
     return data, params, samples
 
 
@@ -421,8 +438,11 @@ def _cosine(a, b) -> float:
 def test_prequantized_model_matches_interpreter(qtype, tmp_path):
     data, params, samples = _quant_model(qtype)
     r = _rknn(data, quantize=False)  # no calibration: the file's own parameters
+    # the vendor's grids: the int8 weights (zero point 0) on scale x 128/127; the reference
+    # is the interpreter running the file with them (the uint8 file's weights keep theirs)
+    reference = _quant_model(qtype, vendor=True)[0]
     for x in samples[:4]:
-        ref = interpret(data, [x])
+        ref = interpret(reference, [x])
         got = r.inference(inputs=[x])
         # one-step differences (rounding ties) inside the net add up in the FC: a few steps at most
         assert np.abs(got[0] - ref[0]).max() <= 3 * params["fc_q"][0]
@@ -441,14 +461,15 @@ def test_prequantized_model_matches_interpreter(qtype, tmp_path):
         assert o.qnt_type == QntType.AFFINE_ASYMMETRIC and o.zp == params["fc_q"][1] - shift
         # the int8 values the model returns are the file's grid (uint8 shifted by 128)
         raw = ctx.run([samples[0]], data_format="nhwc", want_float=False)[0]
-        ref = interpret(data, [samples[0]])[0]
+        ref = interpret(reference, [samples[0]])[0]
         expect = np.round(ref / params["fc_q"][0]) + params["fc_q"][1] - shift
         assert raw.dtype == np.int8 and np.abs(raw.astype(int) - expect).max() <= 3
 
 
-def _quant_layer(kind: str, qtype) -> bytes:
+def _quant_layer(kind: str, qtype, vendor=False) -> bytes:
     """One quantized layer with quantized input(s) and output, no (DE)QUANTIZE: its inputs
-    are exact on both sides, so the outputs must agree within one step."""
+    are exact on both sides, so the outputs must agree within one step.  ``vendor``: the int8
+    weights on the vendor's grid (:func:`_vendor_grid`), the biases requantized to it."""
     rs = np.random.default_rng(13)
     b = TFLiteBuilder()
     u8 = qtype == np.uint8
@@ -466,8 +487,10 @@ def _quant_layer(kind: str, qtype) -> bytes:
             return b.tensor("w", shape, data=q, scale=[sc], zero_point=[zp]), np.full(shape[0 if axis == 0 else 3], sc)
         sc = np.abs(np.moveaxis(w, axis, 0).reshape(shape[axis], -1)).max(axis=1) / 127
         q = np.clip(np.round(w / sc.reshape([-1 if d == axis else 1 for d in range(len(shape))])), -127, 127)
-        return b.tensor("w", shape, data=q.astype(np.int8), scale=sc, zero_point=np.zeros(sc.size, np.int64),
-                        axis=axis), sc
+        q = q.astype(np.int8)
+        if vendor:
+            q, sc = _vendor_grid(q, sc, axis)
+        return b.tensor("w", shape, data=q, scale=sc, zero_point=np.zeros(sc.size, np.int64), axis=axis), sc
 
     def bias(n, in_scale, w_scales):
         sc = in_scale * np.broadcast_to(w_scales, (n,))
@@ -521,7 +544,7 @@ def test_prequantized_layer_within_one_step(kind, qtype):
         qp = t.Quantization()
         qs.append(q)
         reals.append(((q.astype(np.float32) - qp.ZeroPoint(0)) * np.float32(qp.Scale(0))).astype(np.float32))
-    ref = interpret(data, qs)[0]
+    ref = interpret(_quant_layer(kind, qtype, vendor=True), qs)[0]  # the file on the vendor's grids
     got = _run(data, reals)[0]  # the output in the file's type and grid, as the interpreter gives it
     assert got.dtype == ref.dtype == qtype
     assert np.abs(got.astype(int) - ref.astype(int)).max() <= 1
@@ -540,6 +563,38 @@ def test_prequantized_table_in_graph():
 
 
 @needs_interpreter
+def test_zero_point_0_grids_are_the_vendors_symmetric_ones():
+    """RKNN-Toolkit2 2.5.0 builds Rockchip's tflite/mobilenet_v1_qat (rk3566) with its uint8
+    input (zero point 128: int8 zero point 0) on 0.0078125 x 128/127, the 0.007874015718698502 its
+    file stores, and every int8 weight with zero point 0 on scale x 128/127, codes re-rounded
+    (decoded from its file, /var/tmp/s24/mbw.py, 2026-12-04); grids with other zero points keep
+    theirs (``rknnlite.toolkit.qdq.symmetric_grids``)."""
+    b = TFLiteBuilder()
+    x = b.tensor("input", [1, 4, 4, 2])
+    xq = b.tensor("input_q", [1, 4, 4, 2], np.uint8, scale=[0.0078125], zero_point=[128])
+    b.op("QUANTIZE", [x], [xq])
+    q_w = np.arange(-63, 81, 2, dtype=np.int64).reshape(4, 3, 3, 2) % 255 - 127
+    q_w.reshape(-1)[:3] = [127, 64, -127]
+    s_w = np.array([0.01, 0.02, 0.03, 0.04])
+    w = b.tensor("w", [4, 3, 3, 2], data=q_w.astype(np.int8), scale=s_w, zero_point=np.zeros(4, np.int64), axis=0)
+    bias = b.tensor("b", [4], data=np.array([10, -20, 30, 0], np.int32), scale=0.0078125 * s_w,
+                    zero_point=np.zeros(4, np.int64))
+    y = b.tensor("y", [1, 4, 4, 4], np.uint8, scale=[0.05], zero_point=[0])
+    b.op("CONV_2D", [xq, w, bias], [y], "Conv2DOptions", **_conv_opts(SAME, 1, RELU))
+    out = b.tensor("out", [1, 4, 4, 4])
+    b.op("DEQUANTIZE", [y], [out])
+    g = load_tflite(b.finish([x], [out])).graph
+    q = g.quant
+    assert q["input"].scale == (0.007874015718698502,) and q["input"].zero_point == (0,)
+    assert q["y"].scale == (float(np.float32(0.05)),) and q["y"].zero_point == (-128,)
+    (name,) = [k for k in q if k in g.constants]
+    s2 = s_w.astype(np.float32) * np.float32(128) / np.float32(127)
+    assert q[name].scale == tuple(float(v) for v in s2) and q[name].axis == 0
+    codes = np.rint(g.constants[name] / s2[:, None, None, None]).transpose(0, 2, 3, 1)  # OIHW -> TFLite's OHWI
+    assert codes.reshape(-1)[:3].tolist() == [126, 63, -126]
+    assert np.abs(codes - q_w * 127 / 128).max() <= 0.5
+
+
 def test_calibrating_a_prequantized_model_replaces_its_table(tmp_path, monkeypatch):
     data, params, samples = _quant_model(np.int8)
     monkeypatch.chdir(tmp_path)

@@ -118,7 +118,8 @@ def test_the_files_parameters_are_the_table():
     g = imported.graph
     assert not [n for n in g.nodes if n.op in ("QuantizeLinear", "DequantizeLinear", "Cast")]
     q = g.quant
-    assert q["x"].scale == pytest.approx((S_IN,)) and q["x"].zero_point == (Z_IN - 128,)  # uint8 -> int8
+    # uint8 -> int8; zero point 128 is int8 zero point 0: the vendor's symmetric grid (below)
+    assert q["x"].scale == pytest.approx((S_IN * 128 / 127,)) and q["x"].zero_point == (Z_IN - 128,)
     assert q["r"].scale == pytest.approx((S_OUT,)) and q["r"].zero_point == (Z_OUT - 128,)
     assert q["wd"].axis == 0 and len(q["wd"].scale) == 4 and q["wd"].zero_point == (0, 0, 0, 0)
     assert "bd" not in q  # an int32 bias is only dequantized
@@ -126,6 +127,74 @@ def test_the_files_parameters_are_the_table():
     assert conv.inputs == ["x", "wd", "bd"]
     # the graph output keeps its name
     assert g.outputs == ["y"] and q["y"] == q["r"]
+
+
+def _zero_point_model(act_type, act_zp, per_channel=True):
+    """x -> pair -> Conv 3x3 (int8 weights with zero point 0, as ONNX Runtime's quantizer writes
+    them; codes 127, 64, -128 among them; float bias) -> pair -> y, the pairs on ``act_type``
+    zero point ``act_zp`` with scales 0.02 / 0.04 (probe ``qdq_probe.py`` of /var/tmp/s24)."""
+    rng = np.random.default_rng(5)
+    q_w = rng.integers(-100, 100, (4, 3, 3, 3)).astype(np.int8)
+    q_w[0, 0, 0, :3] = [127, 64, -128]
+    s_w = np.array([0.01, 0.02, 0.015, 0.03], np.float32) if per_channel else np.float32(0.01)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s_in", "z_in"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s_in", "z_in"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "s_w", "z_w"], ["wd"], **({"axis": 0} if per_channel else {})),
+             helper.make_node("Conv", ["xd", "wd", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["c", "s_out", "z_out"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "s_out", "z_out"], ["y"])]
+    inits = [_init("s_in", np.float32(0.02)), _init("z_in", act_type(act_zp)), _init("wq", q_w), _init("s_w", s_w),
+             _init("z_w", np.zeros(4, np.int8) if per_channel else np.int8(0)),
+             _init("b", (rng.standard_normal(4) * 0.1).astype(np.float32)),
+             _init("s_out", np.float32(0.04)), _init("z_out", act_type(act_zp))]
+    g = helper.make_graph(nodes, "zp", [helper.make_tensor_value_info("x", F, [1, 3, 6, 6])],
+                          [helper.make_tensor_value_info("y", F, [1, 4, 6, 6])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m, q_w, s_w
+
+
+@pytest.mark.parametrize("act_type, act_zp, moved", [(np.uint8, 128, True), (np.int8, 0, True),
+                                                     (np.int8, -1, False), (np.uint8, 0, False)],
+                         ids=["uint8-128", "int8-0", "int8-minus1", "uint8-0"])
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
+def test_zero_point_0_grids_are_the_vendors_symmetric_ones(act_type, act_zp, moved, per_channel):
+    """RKNN-Toolkit2 2.5.0 (rk3566, build(do_quantization=False); probes qdq_probe.py and
+    tf_probe.py, /var/tmp/s24, 2026-12-04, every tensor decoded from its files) turns an int8
+    grid whose zero points are all 0 into the symmetric one, scale x 128/127 in float32: the
+    pairs with uint8 zero point 128 or int8 zero point 0 (0.02 -> 0.020157480612397194, the
+    number its file stores; 0.04 -> 0.04031496122479439), and every zero-point-0 weight, per
+    channel or per tensor, its codes re-rounded (127 -> 126, 64 -> 63, -128 -> -127).  A zero
+    point of -1 or a uint8 zero point of 0 keeps its grid."""
+    model, q_w, s_w = _zero_point_model(act_type, act_zp, per_channel)
+    g = import_onnx(model).graph
+    shift = 128 if act_type == np.uint8 else 0
+    for name, scale in (("x", 0.02), ("c", 0.04)):
+        want = {0.02: 0.020157480612397194, 0.04: 0.04031496122479439}[scale] if moved else float(np.float32(scale))
+        assert g.quant[name].scale == (want,) and g.quant[name].zero_point == (act_zp - shift,)
+    w = g.quant["wd"]
+    s2 = np.atleast_1d(s_w) * np.float32(128) / np.float32(127)
+    assert w.scale == tuple(float(v) for v in s2) and set(w.zero_point) == {0}
+    value = g.constants["wd"]
+    codes = value / (s2[:, None, None, None] if per_channel else s2[0])
+    np.testing.assert_allclose(codes, np.rint(codes), atol=1e-4)
+    codes = np.rint(codes)
+    assert codes[0, 0, 0, :3].tolist() == [126, 63, -127]
+    assert np.abs(codes - q_w.astype(np.int64) * 127 / 128).max() <= 0.5
+
+
+def test_a_build_on_the_symmetric_grid_returns_its_values(tmp_path):
+    """The vendor's simulator returns the output of a uint8-zero-point-128 pair on scale x
+    128/127 (every value of probe qdq_probe.py's pc_u128 a multiple of 0.04 x 128/127, none of
+    0.04); so does rknnlite."""
+    model, _, _ = _zero_point_model(np.uint8, 128)
+    r, _ = _build(model, tmp_path)
+    x = (RNG.random((1, 3, 6, 6)) * 4 - 2).astype(np.float32)
+    (got,) = r.inference([x], data_format="nchw")
+    steps = got / np.float32(0.04 * 128 / 127)
+    np.testing.assert_allclose(steps, np.round(steps), atol=1e-3)
+    assert np.abs(got / np.float32(0.04) - np.round(got / np.float32(0.04))).max() > 0.1
+    r.release()
 
 
 def _replace(model, old, new_nodes, new_inits=()):

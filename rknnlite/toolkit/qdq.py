@@ -5,8 +5,8 @@ A QAT model exported to ONNX (PyTorch's quantized modules through ``load_pytorch
 TensorFlow's FakeQuant through tf2onnx, ONNX Runtime's QDQ tools) carries its int8 grid as
 ``DequantizeLinear`` of constant integer weights and ``QuantizeLinear -> (Cast) ->
 DequantizeLinear`` pairs on activations.  RKNN-Toolkit2 builds such a model with the file's
-own scales and zero points (``build(do_quantization=False)``); so does rknnlite, the same way
-it builds a quantized TFLite file:
+own scales and zero points (``build(do_quantization=False)``), a zero point of 0 aside (the
+last item); so does rknnlite, the same way it builds a quantized TFLite file:
 
 * ``DequantizeLinear`` of a constant becomes the float constant ``(q - zp) * scale``; an
   int8/uint8 weight also gets its parameters (per tensor or per channel along ``axis``) in
@@ -14,7 +14,9 @@ it builds a quantized TFLite file:
   dequantized: the runtime derives its bias from the float value);
 * an activation pair ``x -> QuantizeLinear -> [Cast ...] -> DequantizeLinear -> y`` goes,
   ``y``'s readers read ``x``, and ``x`` gets the pair's parameters;
-* uint8 parameters become the runtime's int8 grid (zero point - 128, the same values).
+* uint8 parameters become the runtime's int8 grid (zero point - 128, the same values);
+* last, every int8 grid whose zero points are all 0 becomes the symmetric grid RKNN-Toolkit2
+  gives it, ``scale * 128/127`` (:func:`symmetric_grids`; a TFLite file's table gets the same).
 
 Anything else is refused by name: an activation ``QuantizeLinear`` whose output is read by
 something other than a ``DequantizeLinear`` with the same parameters, two grids for one
@@ -24,7 +26,7 @@ parameters that are not constants.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -32,7 +34,7 @@ from ..errors import ModelInvalidError
 from ..model.graph import Graph, Node
 from ..model.spec import QuantParams
 
-__all__ = ["QDQ_OPS", "read_qdq"]
+__all__ = ["QDQ_OPS", "read_qdq", "symmetric_grids"]
 
 #: The ONNX ops this pass removes.
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
@@ -99,7 +101,54 @@ def read_qdq(graph: Graph) -> Dict[str, QuantParams]:
         if name in rename:
             graph.nodes.append(Node("Identity", f"{name}/dequantized", [rename[name]], [name], {}))
             quant[name] = quant[rename[name]]
-    return quant
+    return symmetric_grids(quant, graph.constants)
+
+
+def symmetric_grids(quant: Dict[str, QuantParams], constants: Dict[str, np.ndarray],
+                    keep: Iterable[str] = ()) -> Dict[str, QuantParams]:
+    """A pre-quantized model's table as RKNN-Toolkit2 builds it: every int8 grid whose zero
+    points are all 0 (an activation, or a weight per tensor or per channel) becomes the
+    symmetric grid through its negative end, ``scale * 128/127`` (float32) with zero point 0;
+    a weight in ``constants`` is put on it (codes ``rint(value / scale')``, float32, as the
+    vendor rounds them: ``q * 127/128``, so 127 becomes 126, -128 -127, 64 63).  Other grids
+    (a zero point of -1, uint8 zero point 0, any other dtype) and the names in ``keep`` are
+    left as they are.  Returns a new table; ``constants`` is updated in place.
+
+    Probes (RKNN-Toolkit2 2.5.0, ``build(do_quantization=False)``, rk3566, 2026-12-04; the
+    tensors decoded from the vendor's files, its simulator's outputs on the new grids; see
+    docs/vendor-examples.md):
+
+    * QDQ ONNX: activation pairs with uint8 zero point 128 or int8 zero point 0, the model's
+      input and output included (0.02 -> 0.0201575); ONNX Runtime-style int8 weights with
+      zero point 0, per channel and per tensor (each scale * 128/127, codes re-rounded, the
+      float or int32 bias kept as a real value); a zero point of -1 or a uint8 zero point of
+      0 keeps its grid (its zero-point-0 weights still change);
+    * PyTorch (``resnet18_qat`` example): the qint8 per-channel weights;
+    * TFLite (``mobilenet_v1_qat`` example): the input (0.0078125 -> 0.00787402) and the
+      per-channel weights;
+    * TensorFlow FakeQuant (through tf2onnx, as QDQ pairs): activations whose nudged zero
+      point is 128 (int8 0; 0.048107 -> 0.048486).  Its weights keep their scale in the vendor's
+      build; here the conversion folds them into float constants, with no table entry.
+
+    Calibrated builds (``do_quantization=True``) are not concerned: an input calibrated on
+    exactly [-1, 1] keeps scale 2/255 with zero point 0 there."""
+    keep = set(keep)
+    out: Dict[str, QuantParams] = {}
+    for name, q in quant.items():
+        if name in keep or q.dtype != "int8" or any(z != 0 for z in q.zero_point):
+            out[name] = q
+            continue
+        scales = np.asarray(q.scale, np.float32) * np.float32(128) / np.float32(127)
+        out[name] = QuantParams("int8", tuple(float(s) for s in scales), q.zero_point, q.axis)
+        if name in constants:
+            value = np.asarray(constants[name])
+            shape = [1] * value.ndim
+            if q.axis is not None:
+                shape[q.axis] = -1
+            s = scales.reshape(shape) if q.axis is not None else scales[0]
+            codes = np.clip(np.rint(value.astype(np.float32) / s), -127, 127)
+            constants[name] = (codes * s).astype(np.float32)
+    return out
 
 
 def _dequantize_constant(graph: Graph, node: Node) -> Tuple[np.ndarray, Optional[QuantParams]]:

@@ -24,7 +24,9 @@ Layout (the decision, see ``docs/toolkit-loaders.md``):
   end), ``VALID`` no padding.
 
 Quantized models: a file whose activations are int8/uint8 (TFLite's post-training or
-quantization-aware integer models) keeps its own parameters.  Weights and biases are
+quantization-aware integer models) keeps its own parameters, except that an int8 grid with
+zero point 0 becomes the symmetric one RKNN-Toolkit2 gives it (``scale * 128/127``, weights
+re-rounded onto it: :func:`~rknnlite.toolkit.qdq.symmetric_grids`).  Weights and biases are
 stored dequantized (``(q - zero_point) * scale``, exactly on their grids) and the
 quantization table goes into ``ImportedModel.graph.quant``: activations per tensor,
 weights per output channel (``QuantParams.axis`` follows the weight's new layout).
@@ -310,6 +312,7 @@ class _Converter:
         self.inits: Dict[str, np.ndarray] = {}
         self.const_names: Dict[tuple, str] = {}  # (tensor, perm, rank) -> initializer name
         self.quant: Dict[str, QuantParams] = {}
+        self.raw_inputs: set = set()  # input_is_quant inputs: their step-1 grid is no file grid
         self.taken: set = set()
         self.ir: Dict[int, Tuple[str, bool]] = {}  # tensor -> (IR name, held as NCHW)
         self.nhwc_views: Dict[int, str] = {}
@@ -491,6 +494,7 @@ class _Converter:
                                     f"scale", op=_OP)
         if self.quantized:
             self.quant[name] = QuantParams("int16" if t.type == 7 else "int8", (1.0,), (-128 if t.type == 3 else 0,))
+            self.raw_inputs.add(name)
         shifted = self.fresh(f"{name}/minus_zero_point")
         self.node("Sub", [name, self.const(f"{name}/zero_point", np.float32(t.zero_point[0]))], [shifted])
         real = self.fresh(f"{name}/dequantized")
@@ -1063,6 +1067,7 @@ def load_tflite(model, input_is_quant: bool = False, *, dynamic_input=None, cust
     from onnx import helper
 
     from ..onnx_import import import_onnx
+    from ..qdq import symmetric_grids
     from ..quantize import live_quant
 
     data, label = read_source(model, "TFLite", "model", _OP)
@@ -1103,7 +1108,7 @@ def load_tflite(model, input_is_quant: bool = False, *, dynamic_input=None, cust
     imported.output_specs = [replace(s, layout="NHWC") if c.rank(i) == 4 and s.layout == "NCHW" else s
                              for s, i in zip(imported.output_specs, outputs)]
     imported.graph.quant = c.quant
-    imported.graph.quant = live_quant(imported.graph)
+    imported.graph.quant = symmetric_grids(live_quant(imported.graph), imported.graph.constants, keep=c.raw_inputs)
     imported.raw_outputs = _raw_outputs([tensors[i] for i in outputs])
     return imported
 
