@@ -35,22 +35,20 @@ typedef struct {
 RK_API void rkl_lut_rows(const float *acc, float *out, ptrdiff_t rows, ptrdiff_t inner, const double *index_scale,
                          ptrdiff_t channels, const rkl_lut *p);
 
-/* RKNN-Toolkit2's mean squared error (its libcpputils2 mean_squared_error, AVX path) of each of
- * rows rows of n float32 values, u against v, into out[r] (double): d = (u - v) * (u - v) in
- * float32, eight float32 running sums over the blocks of eight (i = 0, 8, ... while i + 8 <= n),
- * folded as ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7)) in float32, the remaining d added in
- * double one after another, the total divided by n (n >= 1); inf and nan propagate. */
-RK_API void rkl_mmse_rows(const float *u, const float *v, double *out, ptrdiff_t rows, ptrdiff_t n);
-
 /* RKNN-Toolkit2's mmse fake quantization, all in float32: for each of outer blocks of channels
  * channels of inner values (value i of channel c), q = rint(x / step[c]) + zp[c], clipped to
  * [qmin, qmax] (nan stays nan), y = (q - zp[c]) * step[c].  x and y may be the same array. */
 RK_API void rkl_fake_quant(const float *x, float *y, ptrdiff_t outer, ptrdiff_t channels, ptrdiff_t inner,
                            const float *step, const float *zp, float qmin, float qmax);
 
-/* rkl_mmse_rows of u (rows rows of npieces * len values) against the rows made of npieces pieces
- * laid side by side: row r of v is pieces[0][r * len ...] then pieces[1][r * len ...] and so on
- * (len values each); the same sums in the same order, without copying the pieces together. */
+/* RKNN-Toolkit2's mean squared error (its libcpputils2 mean_squared_error, AVX path) of each of
+ * rows rows of n = npieces * len float32 values, u against v, into out[r] (double), where row r
+ * of v is pieces[0][r * len ...] then pieces[1][r * len ...] and so on (len values each: the
+ * pieces are read in place, never copied together; one piece is a plain rows x n array):
+ * d = (u - v) * (u - v) in float32, eight float32 running sums over the blocks of eight
+ * (i = 0, 8, ... while i + 8 <= n), folded as ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7))
+ * in float32, the remaining d added in double one after another, the total divided by n
+ * (n >= 1); inf and nan propagate. */
 RK_API void rkl_mmse_pieces(const float *u, const float *const *pieces, ptrdiff_t npieces, ptrdiff_t len,
                             double *out, ptrdiff_t rows);
 

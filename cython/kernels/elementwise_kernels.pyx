@@ -24,7 +24,7 @@ double.  Measured: erf within 1 float32 ulp, GELU within 4 ulps (tails included)
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 
 from rk_elementwise cimport (rkl_erf_from_exp, rkl_fake_quant, rkl_gelu_from_exp, rkl_lut, rkl_lut_rows,
-                            rkl_mmse_pieces, rkl_mmse_rows, rkl_softmax_rows)
+                            rkl_mmse_pieces, rkl_softmax_rows)
 
 cdef inline int _check(Py_ssize_t n, Py_ssize_t m) except -1:
     if n != m:
@@ -94,23 +94,6 @@ def lut_rows(const float[::1] acc, float[::1] out, const double[::1] index_scale
             rkl_lut_rows(&acc[0], &out[0], n // inner, inner, &index_scale[0], channels, &p)
 
 
-def mmse_rows(const float[:, ::1] u, const float[:, ::1] v, double[::1] out):
-    """RKNN-Toolkit2's mean squared error of each row of ``u`` against the same row of ``v``
-    (float32, C-contiguous, same shape, at least one column) into ``out`` (float64, one per
-    row): eight float32 lane sums over the blocks of eight, folded, the tail in float64 (see
-    ``rknnlite.toolkit.calibration.mmse_errors``).  Releases the GIL."""
-    cdef Py_ssize_t rows = u.shape[0], n = u.shape[1]
-    if v.shape[0] != rows or v.shape[1] != n:
-        raise ValueError(f"shapes ({rows}, {n}) and ({v.shape[0]}, {v.shape[1]}) differ")
-    if out.shape[0] != rows:
-        raise ValueError(f"{rows} rows but {out.shape[0]} outputs")
-    if n < 1:
-        raise ValueError("rows of no values")
-    if rows:
-        with nogil:
-            rkl_mmse_rows(&u[0, 0], &v[0, 0], &out[0], rows, n)
-
-
 def fake_quant(const float[::1] x, float[::1] y, Py_ssize_t channels, Py_ssize_t inner, const float[::1] step,
                const float[::1] zp, float qmin, float qmax):
     """RKNN-Toolkit2's ``mmse`` fake quantization of ``x`` into ``y`` (flat float32 of equal
@@ -132,10 +115,13 @@ def fake_quant(const float[::1] x, float[::1] y, Py_ssize_t channels, Py_ssize_t
 
 
 def mmse_pieces(const float[:, ::1] u, pieces, double[::1] out):
-    """:func:`mmse_rows` of ``u`` (float32, C-contiguous, rows x n) against the rows made of
-    ``pieces`` laid side by side (a sequence of float32 C-contiguous arrays of rows x n / len(pieces)
-    values each: row r is piece 0's row r, then piece 1's, ...), into ``out`` (float64, one per
-    row), without copying the pieces together.  Releases the GIL."""
+    """RKNN-Toolkit2's mean squared error of each row of ``u`` (float32, C-contiguous, rows x n,
+    n >= 1) against the same row made of ``pieces`` laid side by side (a sequence of float32
+    C-contiguous arrays of rows x n / len(pieces) values each: row r is piece 0's row r, then
+    piece 1's, ...; one piece is a plain array of u's shape), into ``out`` (float64, one per
+    row), reading the pieces in place: eight float32 lane sums over the blocks of eight,
+    folded, the tail in float64 (see ``rknnlite.toolkit.calibration.mmse_errors``).  Releases
+    the GIL."""
     cdef Py_ssize_t rows = u.shape[0], n = u.shape[1], npieces = len(pieces), length, p
     cdef const float[:, ::1] view
     if out.shape[0] != rows:

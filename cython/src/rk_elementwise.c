@@ -194,28 +194,6 @@ void rkl_softmax_rows(const float *x, float *y, ptrdiff_t rows, ptrdiff_t n) {
     }
 }
 
-/* Unfused: each square is rounded to float32 before it is added, as the vendor's AVX loop rounds
-   it; the eight lanes are independent, so the block loop vectorises without reordering a sum. */
-RKL_EW_UNFUSED void rkl_mmse_rows(const float *u, const float *v, double *out, ptrdiff_t rows, ptrdiff_t n) {
-    for (ptrdiff_t r = 0; r < rows; r++) {
-        const float *a = u + r * n, *b = v + r * n;
-        float lane[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-        ptrdiff_t i = 0;
-        for (; i + 8 <= n; i += 8)
-            for (int k = 0; k < 8; k++) {
-                float d = a[i + k] - b[i + k];
-                lane[k] += d * d;
-            }
-        double total = (double)(((lane[0] + lane[4]) + (lane[1] + lane[5]))
-                                + ((lane[2] + lane[6]) + (lane[3] + lane[7])));
-        for (; i < n; i++) {
-            float d = a[i] - b[i];
-            total += (double)(d * d);
-        }
-        out[r] = total / (double)n;
-    }
-}
-
 /* Unfused: the product is rounded to float32 after the subtraction, as numpy's two steps round. */
 RKL_EW_UNFUSED void rkl_fake_quant(const float *x, float *y, ptrdiff_t outer, ptrdiff_t channels, ptrdiff_t inner,
                                    const float *step, const float *zp, float qmin, float qmax) {
@@ -233,8 +211,10 @@ RKL_EW_UNFUSED void rkl_fake_quant(const float *x, float *y, ptrdiff_t outer, pt
         }
 }
 
-/* The lane of value i is i % 8 wherever the pieces split the blocks; whole blocks inside a piece
-   take the vectorised loop. */
+/* Unfused: each square is rounded to float32 before it is added, as the vendor's AVX loop rounds
+   it.  The lane of value i is i % 8 wherever the pieces split the blocks; whole blocks inside a
+   piece take the block loop, whose eight lanes are independent, so it vectorises without
+   reordering a sum. */
 RKL_EW_UNFUSED void rkl_mmse_pieces(const float *u, const float *const *pieces, ptrdiff_t npieces, ptrdiff_t len,
                                     double *out, ptrdiff_t rows) {
     const ptrdiff_t n = npieces * len, end = n - n % 8;  /* values [end, n) are the tail */

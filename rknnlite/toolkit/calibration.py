@@ -258,15 +258,8 @@ def mmse_error(u: np.ndarray, v: np.ndarray) -> float:
 
 def mmse_errors(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """:func:`mmse_error` of each row of two 2-D arrays of the same shape (float64 array; a
-    compiled loop, ``elementwise_kernels.mmse_rows``, that adds in the vendor's order)."""
-    u = np.ascontiguousarray(u, np.float32)
-    v = np.ascontiguousarray(v, np.float32)
-    rows, n = u.shape
-    if n == 0:
-        return np.zeros(rows)
-    out = np.empty(rows)
-    _ew.mmse_rows(u, v, out)
-    return out
+    compiled loop, ``elementwise_kernels.mmse_pieces``, that adds in the vendor's order)."""
+    return mmse_errors_pieces(u, [v])
 
 
 def mmse_errors_pieces(u: np.ndarray, pieces) -> np.ndarray:
