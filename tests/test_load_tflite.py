@@ -567,7 +567,7 @@ def test_zero_point_0_grids_are_the_vendors_symmetric_ones():
     """RKNN-Toolkit2 2.5.0 builds Rockchip's tflite/mobilenet_v1_qat (rk3566) with its uint8
     input (zero point 128: int8 zero point 0) on 0.0078125 x 128/127, the 0.007874015718698502 its
     file stores, and every int8 weight with zero point 0 on scale x 128/127, codes re-rounded
-    (decoded from its file, /var/tmp/s24/mbw.py, 2026-12-04); grids with other zero points keep
+    (decoded from its file, 2026-12-04); grids with other zero points keep
     theirs (``rknnlite.toolkit.qdq.symmetric_grids``)."""
     b = TFLiteBuilder()
     x = b.tensor("input", [1, 4, 4, 2])

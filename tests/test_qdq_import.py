@@ -132,7 +132,7 @@ def test_the_files_parameters_are_the_table():
 def _zero_point_model(act_type, act_zp, per_channel=True):
     """x -> pair -> Conv 3x3 (int8 weights with zero point 0, as ONNX Runtime's quantizer writes
     them; codes 127, 64, -128 among them; float bias) -> pair -> y, the pairs on ``act_type``
-    zero point ``act_zp`` with scales 0.02 / 0.04 (probe ``qdq_probe.py`` of /var/tmp/s24)."""
+    zero point ``act_zp`` with scales 0.02 / 0.04 (a session's probe, 2026-12-04)."""
     rng = np.random.default_rng(5)
     q_w = rng.integers(-100, 100, (4, 3, 3, 3)).astype(np.int8)
     q_w[0, 0, 0, :3] = [127, 64, -128]
@@ -159,8 +159,8 @@ def _zero_point_model(act_type, act_zp, per_channel=True):
                          ids=["uint8-128", "int8-0", "int8-minus1", "uint8-0"])
 @pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
 def test_zero_point_0_grids_are_the_vendors_symmetric_ones(act_type, act_zp, moved, per_channel):
-    """RKNN-Toolkit2 2.5.0 (rk3566, build(do_quantization=False); probes qdq_probe.py and
-    tf_probe.py, /var/tmp/s24, 2026-12-04, every tensor decoded from its files) turns an int8
+    """RKNN-Toolkit2 2.5.0 (rk3566, build(do_quantization=False); probes of the QDQ and
+    TensorFlow FakeQuant models, 2026-12-04, every tensor decoded from its files) turns an int8
     grid whose zero points are all 0 into the symmetric one, scale x 128/127 in float32: the
     pairs with uint8 zero point 128 or int8 zero point 0 (0.02 -> 0.020157480612397194, the
     number its file stores; 0.04 -> 0.04031496122479439), and every zero-point-0 weight, per
