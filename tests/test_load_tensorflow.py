@@ -33,11 +33,21 @@ _MAKER = textwrap.dedent("""
     import tensorflow as tf
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-    def make(name, kind, shape, seed):
+    def make(name, kind, shape, seed, fq=None):
         rng = np.random.default_rng(seed)
         const = lambda *s: tf.constant((rng.standard_normal(s) * 0.5).astype(np.float32))
 
+        def fake_quant(v, lo, hi, narrow=False, name=None):
+            return tf.quantization.fake_quant_with_min_max_vars(v, tf.constant(lo), tf.constant(hi),
+                                                                narrow_range=narrow, name=name)
+
         def body(x):
+            if kind == "qat":  # weights FakeQuant'd on fq = [lo, hi, narrow]; the input stays float
+                lo, hi, narrow = fq
+                w1 = fake_quant(tf.clip_by_value(const(3, 3, 3, 8), lo, hi), lo, hi, narrow)
+                y = fake_quant(tf.nn.relu6(tf.nn.conv2d(x, w1, strides=1, padding="SAME")), 0.0, 3.0)
+                w2 = fake_quant(tf.clip_by_value(const(3, 3, 8, 4), lo, hi), lo, hi, narrow)
+                return fake_quant(tf.nn.conv2d(y, w2, strides=1, padding="SAME"), -4.0, 4.0, name="out")
             if kind == "convnet":
                 y = tf.nn.conv2d(x, const(3, 3, 3, 6), strides=1, padding="SAME")
                 y = tf.nn.relu(tf.nn.bias_add(y, const(6)))
@@ -71,6 +81,9 @@ _GRAPHS = [
     {"name": "affine2d", "kind": "affine", "shape": [1, 5], "seed": 0},
     {"name": "sin", "kind": "sin", "shape": [1, 8], "seed": 0},
     {"name": "affine_dyn", "kind": "affine", "shape": [1, None, None, 3], "seed": 0},
+    {"name": "qat_narrow", "kind": "qat", "shape": [1, 8, 8, 3], "seed": 1, "fq": [-0.9, 0.9, True]},
+    {"name": "qat_wide", "kind": "qat", "shape": [1, 8, 8, 3], "seed": 1, "fq": [-0.9, 0.9, False]},
+    {"name": "qat_asym", "kind": "qat", "shape": [1, 8, 8, 3], "seed": 1, "fq": [-0.5, 1.0, False]},
 ]
 
 
@@ -217,3 +230,90 @@ def test_the_conversion_child_has_a_fixed_hash_seed(monkeypatch, tmp_path):
     with pytest.raises(ModelInvalidError, match="stopped here"):
         tf_loader._run_child({"out": str(tmp_path / "m.onnx")}, str(tmp_path / "m.pb"))
     assert seen["PYTHONHASHSEED"] == "0"
+
+
+# -- quantization-aware graphs: the grids of FakeQuant'd weights --------------------------------
+
+
+@pytest.mark.parametrize("lo, hi, narrow, grid", [
+    (-0.9, 0.9, True, (np.float32(1.8) / np.float32(254), 0)),
+    (-0.9, 0.9, False, (np.float32(1.8) / np.float32(255), 0)),   # zero point 127.5 rounds to 128
+    (-0.5, 1.0, False, (np.float32(1.5) / np.float32(255), -43)),  # 85 - 128
+    (0.5, 2.0, False, (np.float32(1.5) / np.float32(255), -128)),  # 0 outside: clamped to code 0
+    (-2.0, -0.5, True, (np.float32(1.5) / np.float32(254), 127)),  # clamped to code 255
+])
+def test_fake_quant_grids_are_tensorflows_nudged_ones(lo, hi, narrow, grid):
+    scale, zp = tf_loader.nudged_grid(lo, hi, narrow)
+    assert np.float32(scale) == grid[0] and zp == grid[1]
+
+
+def _conv_graph(x_quant):
+    """x -> Conv(w, b) -> y, x on ``x_quant`` (or float when None)."""
+    from rknnlite.model.graph import Graph, Node
+    from rknnlite.model.spec import QuantParams
+
+    w = np.array([-1.0, -0.5, 0.0, 0.5, 0.99, 1.0], np.float32).reshape(2, 3, 1, 1)
+    g = Graph([Node("Conv", "conv", ["x", "w", "b"], ["y"], {})], ["x"], ["y"],
+              {"w": w, "b": np.zeros(2, np.float32)})
+    g.quant = {} if x_quant is None else {"x": QuantParams("int8", x_quant, (0,))}
+    return g
+
+
+@pytest.mark.parametrize("zp, lowest", [(0, -127), (-43, -128)])
+def test_weight_grids_keep_the_fake_quants_grid(zp, lowest):
+    """RKNN-Toolkit2 2.5.0 (rk3566, build(do_quantization=False), codes decoded from its files):
+    a FakeQuant'd weight keeps the FakeQuant's scale and zero point, not the x 128/127 grid a
+    QDQ weight with zero point 0 gets; with zero point 0 a code of -128 becomes -127.  With
+    the same input the second conv of each probe equalled its simulator bit for bit."""
+    g = _conv_graph((0.05,))
+    scale = 1.0 / 128
+    tf_loader.weight_grids(g, {"w": (scale, zp), "gone": (0.1, 0)})
+    q = g.quant["w"]
+    assert (q.dtype, q.scale, q.zero_point, q.axis) == ("int8", (float(np.float32(scale)),), (zp,), None)
+    codes = g.constants["w"] / np.float32(scale) + zp
+    w = np.array([-1.0, -0.5, 0.0, 0.5, 0.99, 1.0]).reshape(2, 3, 1, 1)
+    np.testing.assert_array_equal(codes, np.clip(np.rint(w * 128) + zp, lowest, 127))
+    assert "gone" not in g.quant and "gone" not in g.constants
+
+
+def test_weight_grids_leave_float_convs_and_gridded_weights_alone():
+    g = _conv_graph(None)  # a conv reading a float input runs in float16 in the vendor's build
+    w = g.constants["w"].copy()
+    tf_loader.weight_grids(g, {"w": (1.0 / 128, 0)})
+    assert "w" not in g.quant
+    np.testing.assert_array_equal(g.constants["w"], w)
+    g = _conv_graph((0.05,))
+    from rknnlite.model.spec import QuantParams
+    g.quant["w"] = QuantParams("int8", (0.02,), (0,))
+    tf_loader.weight_grids(g, {"w": (1.0 / 128, 0)})
+    assert g.quant["w"].scale == (0.02,)
+    np.testing.assert_array_equal(g.constants["w"], w)
+
+
+@pytest.mark.parametrize("name", ["qat_narrow", "qat_wide", "qat_asym"])
+def test_fake_quantized_weights_keep_their_grid_through_tf2onnx(tf_graphs, name):
+    """TensorFlow's constant folding turns a FakeQuant on a weight into a plain constant inside
+    tf2onnx; the loader gives it back its grid when its conv reads an int8 input."""
+    pb, x, y_tf = tf_graphs(name)
+    lo, hi, narrow = next(g["fq"] for g in _GRAPHS if g["name"] == name)
+    imported = tf_loader.load_tensorflow(pb, ["x"], [[1, 8, 8, 3]], ["out"])
+    graph = imported.graph
+    convs = [n for n in graph.nodes if n.op == "Conv"]
+    assert len(convs) == 2
+    first, second = (n.inputs[1] for n in convs)
+    assert first not in graph.quant  # its input is the float model input
+    scale, zp = tf_loader.nudged_grid(lo, hi, narrow)
+    q = graph.quant[second]
+    assert (q.scale, q.zero_point) == ((scale,), (zp,))
+    codes = graph.constants[second] / np.float32(scale) + zp
+    np.testing.assert_allclose(codes, np.rint(codes), atol=1e-3)
+    assert codes.min() >= (-127 if zp == 0 else -128)
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3566") == 0
+    assert rknn.load_tensorflow(pb, ["x"], [[1, 8, 8, 3]], ["out"]) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn.init_runtime() == 0
+    (y,) = rknn.inference([x])
+    rknn.release()
+    step = 8.0 / 255  # the output FakeQuant's
+    assert np.abs(y.reshape(y_tf.shape) - y_tf).max() <= 2.5 * step

@@ -127,8 +127,9 @@ def symmetric_grids(quant: Dict[str, QuantParams], constants: Dict[str, np.ndarr
     * TFLite (``mobilenet_v1_qat`` example): the input (0.0078125 -> 0.00787402) and the
       per-channel weights;
     * TensorFlow FakeQuant (through tf2onnx, as QDQ pairs): activations whose nudged zero
-      point is 128 (int8 0; 0.048107 -> 0.048486).  Its weights keep their scale in the vendor's
-      build; here the conversion folds them into float constants, with no table entry.
+      point is 128 (int8 0; 0.048107 -> 0.048486).  Its weights keep their own grid in the vendor's
+      build, not this one: TensorFlow folds them into float constants inside tf2onnx and
+      :func:`rknnlite.toolkit.loaders.tensorflow.weight_grids` gives them their grid back.
 
     Calibrated builds (``do_quantization=True``) are not concerned: an input calibrated on
     exactly [-1, 1] keeps scale 2/255 with zero point 0 there."""

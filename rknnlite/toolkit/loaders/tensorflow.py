@@ -13,6 +13,15 @@ turned into an NCHW model input (tf2onnx's ``inputs_as_nchw``: the graph transpo
 internally), so the model's inputs follow the toolkit's convention and ``inference`` takes
 NHWC data as it does for every model.  ``input_size_list`` and ``dynamic_input`` give the
 shapes as the TensorFlow graph sees them (NHWC).  Outputs keep TensorFlow's layout.
+
+Quantization-aware graphs: tf2onnx turns an activation's ``FakeQuantWithMinMaxVars`` into a
+QuantizeLinear / DequantizeLinear pair (read by :mod:`~rknnlite.toolkit.qdq`), but TensorFlow's
+constant folding turns one on a constant (a weight) into a plain float constant, and its grid
+would be lost.  The child reports those grids (TensorFlow's nudged scale and zero point, on
+the int8 grid) for the constants tf2onnx names after the FakeQuant node, and
+:func:`weight_grids` puts them in the model's quantization table as RKNN-Toolkit2 2.5.0 does:
+the FakeQuant's own scale and zero point (not the symmetric x 128/127 grid a QDQ ONNX weight
+with zero point 0 gets; with zero point 0 its codes are clipped to [-127, 127]).
 """
 
 from __future__ import annotations
@@ -25,10 +34,14 @@ import sys
 import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from ...errors import ModelInvalidError
+from ...model.graph import Graph
+from ...model.spec import QuantParams
 from .common import shape_sets
 
-__all__ = ["load_tensorflow", "REQUIRED_PACKAGES", "INSTALL_HINT", "ONNX_OPSET"]
+__all__ = ["load_tensorflow", "weight_grids", "nudged_grid", "REQUIRED_PACKAGES", "INSTALL_HINT", "ONNX_OPSET"]
 
 _OP = "load_tensorflow"
 
@@ -38,6 +51,10 @@ REQUIRED_PACKAGES = ("tensorflow", "tf2onnx")
 INSTALL_HINT = "pip install 'rknnlite-runtime[tensorflow]' (or: pip install tensorflow-cpu tf2onnx)"
 #: The ONNX opset tf2onnx is asked to write.
 ONNX_OPSET = 13
+
+#: Suffix of the file (beside the ONNX model) where the child writes the weight grids, JSON
+#: ``{initializer name: [scale, zero point]}``.
+_GRIDS = ".grids.json"
 
 # Exit status and first stdout line of the conversion child: 0 and nothing on success;
 # otherwise 2 and one JSON object {"kind": "missing" | "invalid", "message": ...}.
@@ -89,13 +106,54 @@ def load_tensorflow(tf_pb, inputs: Sequence[str], input_size_list, outputs: Sequ
         _run_child(request, tf_pb)
         with open(onnx_path, "rb") as f:
             onnx_bytes = f.read()
+        grids = {}
+        if os.path.isfile(onnx_path + _GRIDS):
+            with open(onnx_path + _GRIDS, encoding="utf-8") as f:
+                grids = {name: (float(s), int(z)) for name, (s, z) in json.load(f).items()}
     nchw = set(to_nchw)
     onnx_sizes = [_to_nchw(s) if n in nchw else s for n, s in zip(in_names, sizes)]
     onnx_sets = None
     if sets is not None:
         onnx_sets = [[_to_nchw(s) if n in nchw else s for n, s in zip(in_names, st)] for st in sets]
-    return import_onnx(onnx_bytes, input_size_list=onnx_sizes, dynamic_input=onnx_sets,
-                       custom_ops=custom_ops, warn=warn)
+    imported = import_onnx(onnx_bytes, input_size_list=onnx_sizes, dynamic_input=onnx_sets,
+                           custom_ops=custom_ops, warn=warn)
+    weight_grids(imported.graph, grids)
+    return imported
+
+
+def nudged_grid(lo: float, hi: float, narrow_range: bool = False) -> Tuple[float, int]:
+    """``(scale, zero_point)`` of an 8-bit ``FakeQuantWithMinMaxVars(min=lo, max=hi)`` on the
+    int8 grid: TensorFlow's nudging, in float32 (codes 0..255, or 1..255 with ``narrow_range``;
+    the zero point ``qmin - lo / scale`` rounded half away from zero and clamped to the codes),
+    the zero point then shifted by -128."""
+    qmin, qmax = np.float32(1 if narrow_range else 0), np.float32(255)
+    lo, hi = np.float32(lo), np.float32(hi)
+    scale = (hi - lo) / (qmax - qmin)
+    zp = qmin - lo / scale
+    nudged = qmin if zp < qmin else qmax if zp > qmax else np.sign(zp) * np.floor(np.abs(zp) + np.float32(0.5))
+    return float(scale), int(nudged) - 128
+
+
+def weight_grids(graph: Graph, grids: Dict[str, Tuple[float, int]]) -> None:
+    """Put each constant of ``grids`` (name -> ``(scale, zero_point)``, int8) that the graph
+    still holds as the weight of a Conv, ConvTranspose or Gemm whose input is on an int8
+    grid, and that has no grid yet, on that grid in ``graph.quant``, its values re-rounded
+    onto it (a conv reading a float input runs in float16 in the vendor's build, on the
+    FakeQuant's values: such a weight is left as it is).  As RKNN-Toolkit2 2.5.0 builds such a weight (rk3566, the codes
+    decoded from its files: narrow-range [-0.9, 0.9], full-range [-0.9, 0.9] and [-0.5, 1.0]
+    FakeQuants): the FakeQuant's scale and zero point are kept; with zero point 0 the codes
+    are clipped to [-127, 127] (a full-range code of -128 becomes -127), otherwise they keep
+    [-128, 127].  Changes ``graph.quant`` and ``graph.constants`` in place."""
+    int8_reads = {node.inputs[1] for node in graph.nodes
+                  if node.op in ("Conv", "ConvTranspose", "Gemm") and len(node.inputs) > 1
+                  and getattr(graph.quant.get(node.inputs[0]), "dtype", None) == "int8"}
+    for name, (scale, zp) in grids.items():
+        if name not in graph.constants or name in graph.quant or name not in int8_reads:
+            continue
+        s = np.float32(scale)
+        codes = np.clip(np.rint(np.asarray(graph.constants[name], np.float32) / s) + zp, -127 if zp == 0 else -128, 127)
+        graph.constants[name] = ((codes - zp) * s).astype(np.float32)
+        graph.quant[name] = QuantParams("int8", (float(s),), (zp,))
 
 
 # -- arguments -------------------------------------------------------------------------------
@@ -247,9 +305,65 @@ def _child_main() -> int:  # pragma: no cover - runs in the child process (cover
             shape_override=request["shapes"], tensors_to_rename=rename or None)
     except Exception as e:  # tf2onnx raises whatever its graph handling raised
         return fail("invalid", f"tf2onnx cannot convert the graph: {type(e).__name__}: {e}")
+    grids = _constant_fake_quants(graph_def, tf.make_ndarray)
+    folded = {}
+    for init in model.graph.initializer:  # tf2onnx names a folded constant "<node>__<n>"
+        node, _, n = init.name.rpartition("__")
+        if node in grids and n.isdigit():
+            folded[init.name] = grids[node]
+    with open(request["out"] + _GRIDS, "w", encoding="utf-8") as f:
+        json.dump(folded, f)
     with open(request["out"], "wb") as f:
         f.write(model.SerializeToString())
     return 0
+
+
+def _constant_fake_quants(graph_def, make_ndarray) -> Dict[str, Tuple[float, int]]:
+    """Per 8-bit ``FakeQuantWithMinMaxVars`` node whose min and max are constants (through
+    Identity nodes, as ``<var>/read``) and whose input is computed from constants alone (a
+    weight, or a weight folded with its batch norm, ``mul_fold``): its :func:`nudged_grid`."""
+    nodes = {n.name: n for n in graph_def.node}
+    known: Dict[str, bool] = {}
+
+    def node_of(ref: str) -> str:
+        return ref.lstrip("^").split(":")[0]
+
+    def constant(ref: str):
+        name = node_of(ref)
+        while name in nodes and nodes[name].op == "Identity" and nodes[name].input:
+            name = node_of(nodes[name].input[0])
+        node = nodes.get(name)
+        return make_ndarray(node.attr["value"].tensor) if node is not None and node.op == "Const" else None
+
+    def from_constants(ref: str) -> bool:
+        root, entered = node_of(ref), set()
+        stack = [(root, False)]
+        while stack:  # post-order without recursion: frozen graphs can be deep
+            name, inputs_done = stack.pop()
+            if name in known:
+                continue
+            node = nodes.get(name)
+            if node is None or node.op == "Const" or not node.input:
+                known[name] = node is not None and node.op == "Const"
+            elif inputs_done:
+                known[name] = all(known.get(node_of(i), False) for i in node.input)
+            elif name in entered:  # a cycle (a loop's NextIteration): not a constant
+                known[name] = False
+            else:
+                entered.add(name)
+                stack.append((name, True))
+                stack.extend((node_of(i), False) for i in node.input)
+        return known[root]
+
+    grids = {}
+    for node in graph_def.node:
+        if node.op != "FakeQuantWithMinMaxVars" or len(node.input) < 3 or node.attr["num_bits"].i not in (0, 8):
+            continue
+        lo, hi = constant(node.input[1]), constant(node.input[2])
+        if lo is None or hi is None or lo.size != 1 or hi.size != 1 or not from_constants(node.input[0]):
+            continue
+        grids[node.name] = nudged_grid(float(lo), float(hi), bool(node.attr["narrow_range"].b))
+    return grids
 
 
 if __name__ == "__main__":  # pragma: no cover - the conversion child
