@@ -4,6 +4,8 @@ Rockchip's pytorch/resnet18_qat example, and compared with onnxruntime running t
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -76,6 +78,30 @@ def _build(model, tmp_path):
     assert r.build(do_quantization=False) == 0
     assert r.init_runtime() == 0
     return r, str(path)
+
+
+def test_calibrating_a_qdq_model_warns_that_its_grids_are_replaced(tmp_path, monkeypatch, caplog):
+    """RKNN-Toolkit2 2.5.0 refuses build(do_quantization=True) after a QDQ or FakeQuant model
+    ("If a quantized model has been import, please set do_quantization = False.", -1); rknnlite
+    calibrates, and says that the file's own grids are replaced."""
+    monkeypatch.chdir(tmp_path)
+    onnx.save(qdq_model(), "qdq.onnx")
+    for i in range(2):
+        np.save(f"s{i}.npy", (RNG.random((1, 3, 8, 8)) * 4 - 2).astype(np.float32))
+    (tmp_path / "ds.txt").write_text("s0.npy\ns1.npy\n")
+    r = RKNN()
+    assert r.config(target_platform="rk3588", mean_values=[[0, 0, 0]], std_values=[[1, 1, 1]]) == 0
+    assert r.load_onnx("qdq.onnx") == 0
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rknnlite.toolkit"):
+        assert r.build(do_quantization=True, dataset="ds.txt") == 0
+    warned = [m.getMessage() for m in caplog.records if "carries its own quantization" in m.getMessage()]
+    assert len(warned) == 1 and "build(do_quantization=False) keeps them" in warned[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rknnlite.toolkit"):
+        assert r.build(do_quantization=False) == 0
+    assert not [m for m in caplog.records if "carries its own quantization" in m.getMessage()]
+    r.release()
 
 
 @pytest.mark.parametrize("weights", ["int8", "float"])

@@ -164,6 +164,14 @@ def prepare(imported, cfg: Dict[str, Any], *, quantize: bool, dataset: Optional[
         problem = quant_problem()
         if problem:
             raise InvalidParamError(f"do_quantization=True: {problem}", op="build")
+        if imported.graph.quant:
+            # RKNN-Toolkit2 2.5.0 refuses this build (-1, "If a quantized model has been import,
+            # please set do_quantization = False.", QDQ ONNX and TensorFlow FakeQuant alike);
+            # rknnlite calibrates, so the file's own grids are dropped: say so
+            log.warning("build: do_quantization=True on a model that carries its own quantization "
+                        "(%d tensors: QDQ pairs, FakeQuant or a quantized file): calibration on the "
+                        "dataset replaces those parameters; build(do_quantization=False) keeps them "
+                        "(RKNN-Toolkit2 refuses this build and returns -1)", len(imported.graph.quant))
         sets = imported.dynamic_shapes
         try:
             samples = quant.read_dataset(dataset, imported.input_specs, rgb2bgr=cfg["quant_img_RGB2BGR"])
