@@ -14,6 +14,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from rknnlite.errors import ModelInvalidError  # noqa: E402
+from rknnlite.model.spec import QuantParams  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 from rknnlite.toolkit.onnx_import import import_onnx  # noqa: E402
 
@@ -232,6 +233,36 @@ def _replace(model, old, new_nodes, new_inits=()):
     g.node.extend(nodes)
     g.initializer.extend(new_inits)
     return model
+
+
+def test_layout_ops_between_a_pair_move_the_float_values(tmp_path):
+    """tf2onnx's transpose optimizer puts a Transpose between a QuantizeLinear and its
+    DequantizeLinear (a TensorFlow FakeQuant before an NHWC flatten): the layout ops then move
+    the float values, their output on the pair's grid, and the model equals onnxruntime's."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["x_q"]),
+             helper.make_node("Transpose", ["x_q"], ["x_t"], perm=[0, 2, 3, 1]),
+             helper.make_node("Reshape", ["x_t", "flat"], ["x_f"]),
+             helper.make_node("DequantizeLinear", ["x_f", "s", "z"], ["y"])]
+    inits = [_init("s", np.float32(0.03)), _init("z", np.uint8(100)), _init("flat", np.array([1, -1], np.int64))]
+    g = helper.make_graph(nodes, "moved", [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", F, [1, 192])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    imported = import_onnx(m)
+    ops = [n.op for n in imported.graph.nodes]
+    assert "QuantizeLinear" not in ops and "DequantizeLinear" not in ops and ops.count("Transpose") == 1
+    grid = QuantParams("int8", (float(np.float32(0.03)),), (-28,))
+    assert imported.graph.quant["x"] == grid and imported.graph.quant["y"] == grid
+    r, path = _build(m, tmp_path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    x = (RNG.random((1, 3, 8, 8)) * 6 - 3).astype(np.float32)
+    np.testing.assert_allclose(r.inference([x], data_format="nchw")[0], sess.run(None, {"x": x})[0], atol=1e-6)
+    r.release()
+    # the moved codes read by anything but the pair: refused by name
+    m.graph.node.append(helper.make_node("Cast", ["x_t"], ["x_int"], to=TensorProto.FLOAT))
+    m.graph.output.append(helper.make_tensor_value_info("x_int", F, [1, 8, 8, 3]))
+    with pytest.raises(ModelInvalidError, match="Transpose node .* is also read by Cast node"):
+        import_onnx(m)
 
 
 def test_what_cannot_be_read_is_refused_by_name():

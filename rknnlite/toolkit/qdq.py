@@ -14,6 +14,9 @@ last item); so does rknnlite, the same way it builds a quantized TFLite file:
   dequantized: the runtime derives its bias from the float value);
 * an activation pair ``x -> QuantizeLinear -> [Cast ...] -> DequantizeLinear -> y`` goes,
   ``y``'s readers read ``x``, and ``x`` gets the pair's parameters;
+* layout ops between a pair's QuantizeLinear and DequantizeLinear (Transpose, Reshape,
+  Squeeze, Unsqueeze, Flatten, Identity: tf2onnx's transpose optimizer moves a Transpose
+  there) stay and move the float values instead, their output on the pair's grid;
 * uint8 parameters become the runtime's int8 grid (zero point - 128, the same values);
 * last, every int8 grid whose zero points are all 0 becomes the symmetric grid RKNN-Toolkit2
   gives it, ``scale * 128/127`` (:func:`symmetric_grids`; a TFLite file's table gets the same).
@@ -40,6 +43,9 @@ __all__ = ["QDQ_OPS", "read_qdq", "symmetric_grids"]
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 
 _OP = "load_onnx"
+#: Ops that only move values, read between a QuantizeLinear and its DequantizeLinear (their
+#: first input the codes; tf2onnx's transpose optimizer puts a Transpose there)
+_LAYOUT_OPS = ("Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity")
 _INT_TYPES = (np.int8, np.uint8)
 
 
@@ -88,9 +94,23 @@ def read_qdq(graph: Graph) -> Dict[str, QuantParams]:
             raise ModelInvalidError(f"QuantizeLinear node {q.name!r} puts {source!r} on another grid than an earlier "
                                     f"QuantizeLinear of it ({params} against {quant[source]}): one grid per tensor "
                                     f"is supported", op=_OP)
-        rename[node.outputs[0]] = source
+        # layout ops between the pair (tf2onnx moves a Transpose there) move the codes: they
+        # now move the float values, and their output is on the pair's grid
+        last = source
+        for moved in reversed([n for n in chain if n.op in _LAYOUT_OPS]):
+            other = next((n for n in graph.nodes if moved.outputs[0] in n.inputs and n not in chain
+                          and n.op != "DequantizeLinear"), None)
+            if other is not None:
+                raise ModelInvalidError(f"{moved.op} node {moved.name!r} between QuantizeLinear node {q.name!r} and "
+                                        f"DequantizeLinear node {node.name!r} is also read by {other.op} node "
+                                        f"{other.name!r}: integer values read outside a pair are not supported",
+                                        op=_OP)
+            moved.inputs = [last] + list(moved.inputs[1:])
+            last = moved.outputs[0]
+            quant[last] = params
+        rename[node.outputs[0]] = last
         dropped.add(node.name)
-        dropped.update(n.name for n in chain)
+        dropped.update(n.name for n in chain if n.op not in _LAYOUT_OPS)
         dropped.add(q.name)
     _check_quantize_readers(graph, dropped)
     graph.nodes = [n for n in graph.nodes if n.name not in dropped]
@@ -226,10 +246,11 @@ def _activation_params(graph: Graph, node: Node) -> QuantParams:
 
 
 def _back_to_quantize(x: str, producer: Dict[str, Node]) -> Tuple[List[Node], Optional[Node]]:
-    """The Cast nodes between ``x`` and the QuantizeLinear it comes from, and that node."""
+    """The Cast and layout nodes between ``x`` and the QuantizeLinear it comes from (nearest
+    ``x`` first), and that node."""
     chain = []
     node = producer.get(x)
-    while node is not None and node.op == "Cast":
+    while node is not None and (node.op == "Cast" or node.op in _LAYOUT_OPS):
         chain.append(node)
         node = producer.get(node.inputs[0])
     return chain, node if node is not None and node.op == "QuantizeLinear" else None
