@@ -263,6 +263,17 @@ def test_layout_ops_between_a_pair_move_the_float_values(tmp_path):
     m.graph.output.append(helper.make_tensor_value_info("x_int", F, [1, 8, 8, 3]))
     with pytest.raises(ModelInvalidError, match="Transpose node .* is also read by Cast node"):
         import_onnx(m)
+    # a constant's codes moved between the pair: refused (never read without its Transpose)
+    g = helper.make_graph([nodes[0], nodes[1], helper.make_node("DequantizeLinear", ["x_t", "s", "z"], ["w"]),
+                           helper.make_node("Add", ["x", "w"], ["y"])], "const",
+                          [helper.make_tensor_value_info("x", F, [1, 8, 8, 3])],
+                          [helper.make_tensor_value_info("y", F, [1, 8, 8, 3])],
+                          inits[:2] + [_init("x_const", RNG.random((1, 3, 8, 8)).astype(np.float32))])
+    g.node[0].input[0] = "x_const"
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    with pytest.raises(ModelInvalidError, match="reads a constant put on its grid .* moved by Transpose"):
+        import_onnx(m)
 
 
 def test_what_cannot_be_read_is_refused_by_name():

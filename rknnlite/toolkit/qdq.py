@@ -75,6 +75,11 @@ def read_qdq(graph: Graph) -> Dict[str, QuantParams]:
             dropped.add(node.name)
             continue
         chain, q = _back_to_quantize(x, producer)
+        if q is not None and q.inputs[0] in graph.constants and any(n.op in _LAYOUT_OPS for n in chain):
+            raise ModelInvalidError(f"DequantizeLinear node {node.name!r} reads a constant put on its grid by "
+                                    f"QuantizeLinear node {q.name!r} and then moved by "
+                                    f"{', '.join(n.op for n in chain if n.op in _LAYOUT_OPS)}: only a "
+                                    f"constant's QuantizeLinear -> [Cast] -> DequantizeLinear is read", op=_OP)
         if q is not None and q.inputs[0] in graph.constants:  # a float constant put on its grid
             value, params = _fake_quantize_constant(graph, q, node)
             graph.constants[node.outputs[0]] = value
