@@ -36,6 +36,7 @@ import numpy as np
 from ..errors import ModelInvalidError
 from ..model.graph import Graph, Node
 from ..model.spec import QuantParams
+from .quantize import LAYOUT_OPS
 
 __all__ = ["QDQ_OPS", "read_qdq", "symmetric_grids"]
 
@@ -43,9 +44,6 @@ __all__ = ["QDQ_OPS", "read_qdq", "symmetric_grids"]
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 
 _OP = "load_onnx"
-#: Ops that only move values, read between a QuantizeLinear and its DequantizeLinear (their
-#: first input the codes; tf2onnx's transpose optimizer puts a Transpose there)
-_LAYOUT_OPS = ("Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity")
 _INT_TYPES = (np.int8, np.uint8)
 
 
@@ -75,10 +73,10 @@ def read_qdq(graph: Graph) -> Dict[str, QuantParams]:
             dropped.add(node.name)
             continue
         chain, q = _back_to_quantize(x, producer)
-        if q is not None and q.inputs[0] in graph.constants and any(n.op in _LAYOUT_OPS for n in chain):
+        if q is not None and q.inputs[0] in graph.constants and any(n.op in LAYOUT_OPS for n in chain):
             raise ModelInvalidError(f"DequantizeLinear node {node.name!r} reads a constant put on its grid by "
                                     f"QuantizeLinear node {q.name!r} and then moved by "
-                                    f"{', '.join(n.op for n in chain if n.op in _LAYOUT_OPS)}: only a "
+                                    f"{', '.join(n.op for n in chain if n.op in LAYOUT_OPS)}: only a "
                                     f"constant's QuantizeLinear -> [Cast] -> DequantizeLinear is read", op=_OP)
         if q is not None and q.inputs[0] in graph.constants:  # a float constant put on its grid
             value, params = _fake_quantize_constant(graph, q, node)
@@ -102,7 +100,7 @@ def read_qdq(graph: Graph) -> Dict[str, QuantParams]:
         # layout ops between the pair (tf2onnx moves a Transpose there) move the codes: they
         # now move the float values, and their output is on the pair's grid
         last = source
-        for moved in reversed([n for n in chain if n.op in _LAYOUT_OPS]):
+        for moved in reversed([n for n in chain if n.op in LAYOUT_OPS]):
             other = next((n for n in graph.nodes if moved.outputs[0] in n.inputs and n not in chain
                           and n.op != "DequantizeLinear"), None)
             if other is not None:
@@ -115,7 +113,7 @@ def read_qdq(graph: Graph) -> Dict[str, QuantParams]:
             quant[last] = params
         rename[node.outputs[0]] = last
         dropped.add(node.name)
-        dropped.update(n.name for n in chain if n.op not in _LAYOUT_OPS)
+        dropped.update(n.name for n in chain if n.op not in LAYOUT_OPS)
         dropped.add(q.name)
     _check_quantize_readers(graph, dropped)
     graph.nodes = [n for n in graph.nodes if n.name not in dropped]
@@ -255,7 +253,7 @@ def _back_to_quantize(x: str, producer: Dict[str, Node]) -> Tuple[List[Node], Op
     ``x`` first), and that node."""
     chain = []
     node = producer.get(x)
-    while node is not None and (node.op == "Cast" or node.op in _LAYOUT_OPS):
+    while node is not None and (node.op == "Cast" or node.op in LAYOUT_OPS):
         chain.append(node)
         node = producer.get(node.inputs[0])
     return chain, node if node is not None and node.op == "QuantizeLinear" else None

@@ -139,11 +139,12 @@ def weight_grids(graph: Graph, grids: Dict[str, Tuple[float, int]]) -> None:
     still holds as the weight of a Conv, ConvTranspose or Gemm whose input is on an int8
     grid, and that has no grid yet, on that grid in ``graph.quant``, its values re-rounded
     onto it (a conv reading a float input runs in float16 in the vendor's build, on the
-    FakeQuant's values: such a weight is left as it is).  As RKNN-Toolkit2 2.5.0 builds such a weight (rk3566, the codes
-    decoded from its files: narrow-range [-0.9, 0.9], full-range [-0.9, 0.9] and [-0.5, 1.0]
-    FakeQuants): the FakeQuant's scale and zero point are kept; with zero point 0 the codes
-    are clipped to [-127, 127] (a full-range code of -128 becomes -127), otherwise they keep
-    [-128, 127].  Changes ``graph.quant`` and ``graph.constants`` in place."""
+    FakeQuant's values: such a weight is left as it is).  As RKNN-Toolkit2 2.5.0 builds such
+    a weight (rk3566, the codes decoded from its files: narrow-range [-0.9, 0.9], full-range
+    [-0.9, 0.9] and [-0.5, 1.0] FakeQuants): the FakeQuant's scale and zero point are kept;
+    with zero point 0 the codes are clipped to [-127, 127] (a full-range code of -128 becomes
+    -127), otherwise they keep [-128, 127].  Changes ``graph.quant`` and ``graph.constants``
+    in place."""
     int8_reads = {node.inputs[1] for node in graph.nodes
                   if node.op in ("Conv", "ConvTranspose", "Gemm") and len(node.inputs) > 1
                   and getattr(graph.quant.get(node.inputs[0]), "dtype", None) == "int8"}
