@@ -48,6 +48,17 @@ _MAKER = textwrap.dedent("""
                 y = fake_quant(tf.nn.relu6(tf.nn.conv2d(x, w1, strides=1, padding="SAME")), 0.0, 3.0)
                 w2 = fake_quant(tf.clip_by_value(const(3, 3, 8, 4), lo, hi), lo, hi, narrow)
                 return fake_quant(tf.nn.conv2d(y, w2, strides=1, padding="SAME"), -4.0, 4.0, name="out")
+            if kind in ("qat_dw", "qat_dense"):  # a depthwise conv or a Dense, its weight FakeQuant'd
+                lo, hi, narrow = fq
+                w1 = fake_quant(tf.clip_by_value(const(3, 3, 3, 8), lo, hi), lo, hi, narrow)
+                y = fake_quant(tf.nn.relu6(tf.nn.conv2d(x, w1, strides=1, padding="SAME")), 0.0, 3.0)
+                if kind == "qat_dw":
+                    wd = fake_quant(tf.clip_by_value(const(3, 3, 8, 1), lo, hi), lo, hi, narrow)
+                    y = tf.nn.depthwise_conv2d(y, wd, strides=[1, 1, 1, 1], padding="SAME")
+                else:
+                    wf = fake_quant(tf.clip_by_value(const(8 * 8 * 8, 5) * 0.2, lo, hi), lo, hi, narrow)
+                    y = tf.matmul(tf.reshape(y, [1, -1]), wf)
+                return fake_quant(y, -4.0, 4.0, name="out")
             if kind == "convnet":
                 y = tf.nn.conv2d(x, const(3, 3, 3, 6), strides=1, padding="SAME")
                 y = tf.nn.relu(tf.nn.bias_add(y, const(6)))
@@ -84,6 +95,8 @@ _GRAPHS = [
     {"name": "qat_narrow", "kind": "qat", "shape": [1, 8, 8, 3], "seed": 1, "fq": [-0.9, 0.9, True]},
     {"name": "qat_wide", "kind": "qat", "shape": [1, 8, 8, 3], "seed": 1, "fq": [-0.9, 0.9, False]},
     {"name": "qat_asym", "kind": "qat", "shape": [1, 8, 8, 3], "seed": 1, "fq": [-0.5, 1.0, False]},
+    {"name": "qat_dw", "kind": "qat_dw", "shape": [1, 8, 8, 3], "seed": 1, "fq": [-0.5, 1.0, False]},
+    {"name": "qat_dense", "kind": "qat_dense", "shape": [1, 8, 8, 3], "seed": 1, "fq": [-0.9, 0.9, True]},
 ]
 
 
@@ -317,3 +330,32 @@ def test_fake_quantized_weights_keep_their_grid_through_tf2onnx(tf_graphs, name)
     rknn.release()
     step = 8.0 / 255  # the output FakeQuant's
     assert np.abs(y.reshape(y_tf.shape) - y_tf).max() <= 2.5 * step
+
+
+@pytest.mark.parametrize("name, op", [("qat_dw", "Conv"), ("qat_dense", "MatMul")])
+def test_depthwise_and_dense_weights_keep_their_grid(tf_graphs, name, op):
+    """tf2onnx transposes a depthwise weight and folds it again under a name of its own
+    (``const_fold_opt__N``); the conversion finds its FakeQuant by value.  A Dense's MatMul
+    reads the FakeQuant'd conv output through a flatten (grid implied through the layout
+    ops).  RKNN-Toolkit2 2.5.0 cannot load either graph (the depthwise one: "The
+    const_fold_opt__35 dismatch name in QAT information !"; the Dense one crashes its build,
+    rk3566, ``tools/vendor_corpus/tf_qat_probe.py``), so the rule is its conv rule:
+    the FakeQuant's own scale and zero point."""
+    pb, x, y_tf = tf_graphs(name)
+    lo, hi, narrow = next(g["fq"] for g in _GRAPHS if g["name"] == name)
+    graph = tf_loader.load_tensorflow(pb, ["x"], [[1, 8, 8, 3]], ["out"]).graph
+    node = [n for n in graph.nodes if n.op == op][-1]
+    weight = node.inputs[1]
+    scale, zp = tf_loader.nudged_grid(lo, hi, narrow)
+    q = graph.quant[weight]
+    assert (q.scale, q.zero_point) == ((scale,), (zp,))
+    codes = graph.constants[weight] / np.float32(scale) + zp
+    np.testing.assert_allclose(codes, np.rint(codes), atol=1e-3)
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3566") == 0
+    assert rknn.load_tensorflow(pb, ["x"], [[1, 8, 8, 3]], ["out"]) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn.init_runtime() == 0
+    (y,) = rknn.inference([x])
+    rknn.release()
+    assert np.abs(y.reshape(y_tf.shape) - y_tf).max() <= 2.5 * 8.0 / 255

@@ -21,8 +21,9 @@ would be lost.  The child reports those grids (TensorFlow's nudged scale and zer
 the int8 grid) for the constants tf2onnx names after the FakeQuant node, and
 :func:`weight_grids` puts them in the model's quantization table as RKNN-Toolkit2 2.5.0 does:
 the FakeQuant's own scale and zero point (not the symmetric x 128/127 grid a QDQ ONNX weight
-with zero point 0 gets; with zero point 0 its codes are clipped to [-127, 127]).
-"""
+with zero point 0 gets; with zero point 0 its codes are clipped to [-127, 127]).  A constant
+tf2onnx folds again under a name of its own (a depthwise weight, ``const_fold_opt__N``) is
+matched to its FakeQuant by value."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ import numpy as np
 from ...errors import ModelInvalidError
 from ...model.graph import Graph
 from ...model.spec import QuantParams
+from ..quantize import WEIGHT_OPS, implied_grids
 from .common import shape_sets
 
 __all__ = ["load_tensorflow", "weight_grids", "nudged_grid", "REQUIRED_PACKAGES", "INSTALL_HINT", "ONNX_OPSET"]
@@ -136,8 +138,9 @@ def nudged_grid(lo: float, hi: float, narrow_range: bool = False) -> Tuple[float
 
 def weight_grids(graph: Graph, grids: Dict[str, Tuple[float, int]]) -> None:
     """Put each constant of ``grids`` (name -> ``(scale, zero_point)``, int8) that the graph
-    still holds as the weight of a Conv, ConvTranspose or Gemm whose input is on an int8
-    grid, and that has no grid yet, on that grid in ``graph.quant``, its values re-rounded
+    still holds as the weight of a Conv, ConvTranspose, Gemm or MatMul whose input is on an
+    int8 grid (its own, or one implied through layout ops, as a Dense's after a flatten), and
+    that has no grid yet, on that grid in ``graph.quant``, its values re-rounded
     onto it (a conv reading a float input runs in float16 in the vendor's build, on the
     FakeQuant's values: such a weight is left as it is).  As RKNN-Toolkit2 2.5.0 builds such
     a weight (rk3566, the codes decoded from its files: narrow-range [-0.9, 0.9], full-range
@@ -145,9 +148,10 @@ def weight_grids(graph: Graph, grids: Dict[str, Tuple[float, int]]) -> None:
     with zero point 0 the codes are clipped to [-127, 127] (a full-range code of -128 becomes
     -127), otherwise they keep [-128, 127].  Changes ``graph.quant`` and ``graph.constants``
     in place."""
+    quant = implied_grids(graph, graph.quant)  # a Dense reads a FakeQuant'd conv's output through a flatten
     int8_reads = {node.inputs[1] for node in graph.nodes
-                  if node.op in ("Conv", "ConvTranspose", "Gemm") and len(node.inputs) > 1
-                  and getattr(graph.quant.get(node.inputs[0]), "dtype", None) == "int8"}
+                  if node.op in WEIGHT_OPS and len(node.inputs) > 1
+                  and getattr(quant.get(node.inputs[0]), "dtype", None) == "int8"}
     for name, (scale, zp) in grids.items():
         if name not in graph.constants or name in graph.quant or name not in int8_reads:
             continue
@@ -312,11 +316,43 @@ def _child_main() -> int:  # pragma: no cover - runs in the child process (cover
         node, _, n = init.name.rpartition("__")
         if node in grids and n.isdigit():
             folded[init.name] = grids[node]
+    named = {init.rpartition("__")[0] for init in folded}
+    unnamed = [node for node in grids if node not in named]
+    if unnamed:
+        folded.update(_match_by_value(model, graph_def, unnamed, grids, folded, tf))
     with open(request["out"] + _GRIDS, "w", encoding="utf-8") as f:
         json.dump(folded, f)
     with open(request["out"], "wb") as f:
         f.write(model.SerializeToString())
     return 0
+
+
+def _match_by_value(model, graph_def, fake_quants: List[str], grids, taken, tf) -> Dict[str, Tuple[float, int]]:
+    """Grids for the initializers tf2onnx folded again under a name of its own
+    (``const_fold_opt__N``: a depthwise weight, transposed and reshaped): TensorFlow computes
+    each FakeQuant's output, and an initializer holding exactly those values, in any layout,
+    takes its grid.  A value set two initializers (or two FakeQuants) share is left alone."""
+    from onnx import numpy_helper
+
+    with tf.Graph().as_default() as g:
+        tf.compat.v1.import_graph_def(graph_def, name="")
+        with tf.compat.v1.Session(graph=g) as session:
+            values = session.run([f"{name}:0" for name in fake_quants])
+    wanted: Dict[bytes, List[str]] = {}
+    for name, v in zip(fake_quants, values):
+        wanted.setdefault(np.sort(np.asarray(v, np.float32).reshape(-1)).tobytes(), []).append(name)
+    found: Dict[bytes, List[str]] = {}
+    for init in model.graph.initializer:
+        if init.name in taken:
+            continue
+        arr = numpy_helper.to_array(init)
+        if arr.dtype != np.float32 or arr.size == 0:
+            continue
+        key = np.sort(arr.reshape(-1)).tobytes()
+        if key in wanted:
+            found.setdefault(key, []).append(init.name)
+    return {inits[0]: grids[wanted[key][0]] for key, inits in found.items()
+            if len(inits) == 1 and len(wanted[key]) == 1}
 
 
 def _constant_fake_quants(graph_def, make_ndarray) -> Dict[str, Tuple[float, int]]:
