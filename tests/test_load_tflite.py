@@ -46,10 +46,10 @@ def errors(caplog):
     return messages
 
 
-def _rknn(data, quantize=False, input_is_quant=False, tmp_path=None):
+def _rknn(data, quantize=False, tmp_path=None, **load_kw):
     r = RKNN()
     assert r.config(target_platform="rk3588", float_dtype="float32") == 0
-    assert r.load_tflite(data, input_is_quant=input_is_quant) == 0
+    assert r.load_tflite(data, **load_kw) == 0
     assert r.build(do_quantization=quantize) == 0
     assert r.init_runtime() == 0
     return r
@@ -545,7 +545,9 @@ def test_prequantized_layer_within_one_step(kind, qtype):
         qs.append(q)
         reals.append(((q.astype(np.float32) - qp.ZeroPoint(0)) * np.float32(qp.Scale(0))).astype(np.float32))
     ref = interpret(_quant_layer(kind, qtype, vendor=True), qs)[0]  # the file on the vendor's grids
-    got = _run(data, reals)[0]  # the output in the file's type and grid, as the interpreter gives it
+    got = _run(data, reals, input_is_quant=False)[0]  # the output in the file's type and grid, as the interpreter gives it
+    codes = _run(data, qs)[0]  # the default: the inputs take the file's codes, as the vendor's
+    assert np.abs(codes.astype(int) - ref.astype(int)).max() <= 1
     assert got.dtype == ref.dtype == qtype
     assert np.abs(got.astype(int) - ref.astype(int)).max() <= 1
 
@@ -595,7 +597,10 @@ def test_zero_point_0_grids_are_the_vendors_symmetric_ones():
     assert np.abs(codes - q_w * 127 / 128).max() <= 0.5
 
 
-def test_calibrating_a_prequantized_model_replaces_its_table(tmp_path, monkeypatch):
+def test_calibrating_a_prequantized_model_is_refused(tmp_path, monkeypatch, caplog):
+    """RKNN-Toolkit2 2.5.0 returns -1 for build(do_quantization=True) after a full-integer
+    TFLite file ("If a quantized model has been import, please set do_quantization = False.",
+    probed with a Keras conv net, rk3566): calibration would replace the file's table."""
     data, params, samples = _quant_model(np.int8)
     monkeypatch.chdir(tmp_path)
     for i, x in enumerate(samples):
@@ -604,15 +609,17 @@ def test_calibrating_a_prequantized_model_replaces_its_table(tmp_path, monkeypat
     r = RKNN()
     r.config(target_platform="rk3588", float_dtype="float32")
     assert r.load_tflite(data) == 0
-    assert r.build(do_quantization=True, dataset="dataset.txt") == 0
+    with caplog.at_level(logging.ERROR, logger="rknnlite.toolkit"):
+        assert r.build(do_quantization=True, dataset="dataset.txt") == -1
+    assert any("please set do_quantization = False" in r.getMessage() for r in caplog.records)
+    assert r.build(do_quantization=False) == 0
     assert r.export_rknn("c.rknn") == 0
     r.release()
     with Context("c.rknn") as ctx:
         a = ctx.inputs[0]
         assert a.qnt_type == QntType.AFFINE_ASYMMETRIC
-        lo = min(float(x.min()) for x in samples)
-        hi = max(float(x.max()) for x in samples)
-        assert a.scale == pytest.approx((hi - lo) / 255, rel=1e-3)  # calibrated, not the file's
+        assert a.scale == pytest.approx(params["input_q"][0], rel=1e-6)  # the file's grid, not calibrated
+        assert a.zp == params["input_q"][1]
 
 
 @needs_interpreter
@@ -642,18 +649,71 @@ def _int8_input_model():
     return b.finish([x], [y])
 
 
-def test_input_is_quant():
-    """``input_is_quant=True`` feeds the quantized values; the quantized output comes back in
-    the file's type and grid (RKNN-Toolkit2 returns a quantized TFLite file's uint8/int8
-    outputs as they are: Rockchip's tflite/mobilenet_v1_qat dequantizes them itself)."""
+def test_quantized_inputs_take_the_files_codes():
+    """A quantized (int8/uint8) input takes the file's codes by default, as RKNN-Toolkit2 2.5.0
+    feeds them (it has no ``input_is_quant``; a uint8 and an int8 full-integer TFLite file,
+    rk3566, gave the interpreter's outputs when fed the codes, as uint8/int8 or float32
+    arrays, and garbage when fed real values); ``input_is_quant=False`` makes it take real
+    values.  The quantized output comes back in the file's type and grid (Rockchip's
+    tflite/mobilenet_v1_qat dequantizes it itself)."""
     data = _int8_input_model()
     q = np.array([[-10, 0, 3, 20]], np.float32)  # quantized values
-    raw = _run(data, [q], input_is_quant=True)[0]
-    assert raw.dtype == np.int8
-    np.testing.assert_array_equal(raw, np.maximum(q, 3))  # Relu on the grid: max(q, zero point)
-    # the default: the input takes real values
-    got = _run(data, [np.array([[-2.0, 0.0, 1.5, 4.0]], np.float32)])[0]
+    for kw in ({}, {"input_is_quant": True}):
+        raw = _run(data, [q], **kw)[0]
+        assert raw.dtype == np.int8
+        np.testing.assert_array_equal(raw, np.maximum(q, 3))  # Relu on the grid: max(q, zero point)
+    got = _run(data, [np.array([[-2.0, 0.0, 1.5, 4.0]], np.float32)], input_is_quant=False)[0]
     np.testing.assert_array_equal(got, [[3, 3, 6, 11]])
+
+
+def _uint8_input_model(out_zp=100):
+    """A uint8 input on scale 1/128, zero point 128 (int8 zero point 0: the vendor's symmetric
+    grid applies) -> RELU -> uint8 output on scale 1/128, zero point ``out_zp``."""
+    b = TFLiteBuilder()
+    x = b.tensor("x", [1, 6], np.uint8, scale=[1 / 128], zero_point=[128])
+    y = b.tensor("y", [1, 6], np.uint8, scale=[1 / 128], zero_point=[out_zp])
+    b.op("RELU", [x], [y])
+    return b.finish([x], [y])
+
+
+def test_codes_keep_their_values_on_the_symmetric_input_grid():
+    """RKNN-Toolkit2 2.5.0 stores a uint8 input of zero point 128 as int8 on scale
+    ``s * 128/127`` and feeds the codes unchanged (its file's input: 0.0079048667 for a
+    0.0078431 input; its simulator's outputs equal the interpreter's within one step on a
+    MobileNet-like net, ``tools/vendor_corpus/tflite_uint8_probe.py``): the input means
+    ``(x - 128) * s * 128/127``, and rknnlite's follows (codes re-rounded onto the new grid
+    gave outputs one step off the vendor's)."""
+    data = _uint8_input_model()
+    g = load_tflite(data).graph
+    s2 = np.float32(1 / 128) * np.float32(128) / np.float32(127)
+    (mul,) = [n for n in g.nodes if n.op == "Mul"]
+    assert g.constants[mul.inputs[1]] == s2 and g.quant[mul.outputs[0]].scale == (float(s2),)
+    x = np.array([[128, 200, 255, 100, 129, 191]], np.uint8)
+    got = _run(data, [x])[0]
+    assert got.dtype == np.uint8
+    want = np.maximum(np.rint((x.astype(np.float64) - 128) * 128 / 127), 0) + 100
+    np.testing.assert_array_equal(got, want)  # 200 -> 173 (the interpreter: 172), 255 -> 228 (227)
+
+
+def test_mean_and_std_do_not_apply_to_an_input_taking_codes(caplog):
+    """The vendor ignores mean_values/std_values on such an input (100/50 and none gave the
+    same outputs); rknnlite does too, and says so unless they are the file's own grid
+    (mean = zero point, std = 1/scale, as the mobilenet_v1_qat example sets 128/128)."""
+    data = _uint8_input_model()
+    x = np.array([[128, 200, 255, 100, 129, 191]], np.uint8)
+    want = _run(data, [x])[0]
+    for mean, std, warned in ((100, 50, True), (128, 128, False)):
+        r = RKNN()
+        assert r.config(target_platform="rk3588", mean_values=[[mean]], std_values=[[std]]) == 0
+        assert r.load_tflite(data) == 0
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="rknnlite.toolkit"):
+            assert r.build(do_quantization=False) == 0
+        msgs = [m.getMessage() for m in caplog.records if "are not applied" in m.getMessage()]
+        assert bool(msgs) == warned and (not msgs or "input_is_quant=False" in msgs[0])
+        assert r.init_runtime() == 0
+        np.testing.assert_array_equal(r.inference([x])[0], want)
+        r.release()
 
 
 @needs_interpreter

@@ -15,8 +15,9 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from rknnlite.errors import ModelInvalidError  # noqa: E402
 from rknnlite.model.spec import QuantParams  # noqa: E402
-from rknnlite.toolkit import RKNN  # noqa: E402
+from rknnlite.toolkit import RKNN
 from rknnlite.toolkit.onnx_import import import_onnx  # noqa: E402
+from toolkit_logs import errors  # noqa: E402
 
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(23)
@@ -81,10 +82,12 @@ def _build(model, tmp_path):
     return r, str(path)
 
 
-def test_calibrating_a_qdq_model_warns_that_its_grids_are_replaced(tmp_path, monkeypatch, caplog):
-    """RKNN-Toolkit2 2.5.0 refuses build(do_quantization=True) after a QDQ or FakeQuant model
-    ("If a quantized model has been import, please set do_quantization = False.", -1); rknnlite
-    calibrates, and says that the file's own grids are replaced."""
+def test_calibrating_a_qdq_model_is_refused_as_the_vendor_refuses_it(tmp_path, monkeypatch, caplog):
+    """RKNN-Toolkit2 2.5.0 refuses build(do_quantization=True) after a QDQ ONNX, TensorFlow
+    FakeQuant or quantized TFLite model ("If a quantized model has been import, please set
+    do_quantization = False.", -1) and hybrid_quantization_step1 ("Not support QAT model!",
+    -1; probed on a quantized TFLite file): calibrating would replace the model's own grids.
+    The object stays usable: the build on the model's grids follows."""
     monkeypatch.chdir(tmp_path)
     onnx.save(qdq_model(), "qdq.onnx")
     for i in range(2):
@@ -95,13 +98,21 @@ def test_calibrating_a_qdq_model_warns_that_its_grids_are_replaced(tmp_path, mon
     assert r.load_onnx("qdq.onnx") == 0
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="rknnlite.toolkit"):
-        assert r.build(do_quantization=True, dataset="ds.txt") == 0
-    warned = [m.getMessage() for m in caplog.records if "carries its own quantization" in m.getMessage()]
-    assert len(warned) == 1 and "build(do_quantization=False) keeps them" in warned[0]
+        assert r.build(do_quantization=True, dataset="ds.txt") == -1
+    (msg,) = errors(caplog)
+    assert "If a quantized model has been import, please set do_quantization = False" in msg
+    assert "carries its own quantization" in msg and "build(do_quantization=False)" in msg
+    caplog.clear()  # hybrid_quantization_step1 calibrates too: "Not support QAT model!", -1
+    with caplog.at_level(logging.WARNING, logger="rknnlite.toolkit"):
+        assert r.hybrid_quantization_step1(dataset="ds.txt") == -1
+    (msg,) = errors(caplog)
+    assert "Not support QAT model!" in msg and not list(tmp_path.glob("qdq.*.cfg"))
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="rknnlite.toolkit"):
         assert r.build(do_quantization=False) == 0
-    assert not [m for m in caplog.records if "carries its own quantization" in m.getMessage()]
+    assert not errors(caplog)
+    assert r.init_runtime() == 0
+    assert r.inference([np.zeros((1, 8, 8, 3), np.float32)])[0].size
     r.release()
 
 

@@ -96,10 +96,13 @@ class BuildJob:
 # -- preparing -----------------------------------------------------------------------------------
 
 
-def preprocess_pairs(cfg: Dict[str, Any], specs: Sequence[TensorSpec]) -> Preprocess:
+def preprocess_pairs(cfg: Dict[str, Any], specs: Sequence[TensorSpec],
+                     raw_inputs: Sequence[Optional[Tuple[str, float, int]]] = ()) -> Preprocess:
     """Per input the ``(mean, std)`` channel lists of ``config(mean_values=, std_values=)``
     (one value is repeated over the channels; inputs without normalisation get the
-    identity), or ``[]`` when none is set.  Only 4-D float inputs are normalised.
+    identity), or ``[]`` when none is set.  Only 4-D float inputs are normalised, and not
+    those ``raw_inputs`` marks (``ImportedModel.raw_inputs``: they take a quantized file's
+    codes, which RKNN-Toolkit2 feeds as they are whatever the configuration says).
 
     Raises:
         ValueError: a list of the wrong length, or mean/std on an input that cannot take it.
@@ -115,6 +118,9 @@ def preprocess_pairs(cfg: Dict[str, Any], specs: Sequence[TensorSpec]) -> Prepro
     for i, spec in enumerate(specs):
         m = list(mean[i]) if mean is not None else None
         s = list(std[i]) if std is not None else None
+        if i < len(raw_inputs) and raw_inputs[i] is not None:
+            out.append(None)
+            continue
         if spec.dtype != "float32" or len(spec.shape) != 4:
             if (m and any(v != 0 for v in m)) or (s and any(v != 1 for v in s)):
                 raise ValueError(f"mean/std for input {i} ({spec.name!r}): only 4-D float inputs are normalised")
@@ -139,6 +145,26 @@ def preprocess_pairs(cfg: Dict[str, Any], specs: Sequence[TensorSpec]) -> Prepro
     return [p if p is not None else ([0.0], [1.0]) for p in out]
 
 
+def _warn_unused_normalisation(cfg: Dict[str, Any], imported, log) -> None:
+    """Say when ``mean_values``/``std_values`` are set for an input that takes a quantized
+    file's codes (they do not apply there), unless they are the file's own grid
+    (``mean = zero point``, ``std = 1 / scale``: the normalisation the codes already carry,
+    as Rockchip's ``tflite/mobilenet_v1_qat`` example sets them)."""
+    for i, raw in enumerate(imported.raw_inputs):
+        if raw is None:
+            continue
+        dtype, scale, zp = raw
+        mean = cfg["mean_values"][i] if cfg["mean_values"] else None
+        std = cfg["std_values"][i] if cfg["std_values"] else None
+        if all(v is None or np.allclose(np.asarray(v, np.float64), want, rtol=1e-2)
+               for v, want in ((mean, zp), (std, 1.0 / scale))):
+            continue
+        log.warning("build: mean_values/std_values of input %r (%s, %s) are not applied: it takes the "
+                    "file's %s codes as they are (zero point %d, scale %.6g), as RKNN-Toolkit2 does; "
+                    "load_tflite(..., input_is_quant=False) makes it take real values instead",
+                    imported.input_specs[i].name, mean, std, dtype, zp, scale)
+
+
 def prepare(imported, cfg: Dict[str, Any], *, quantize: bool, dataset: Optional[str], hybrid: Optional[Hybrid],
             batch: int, auto_hybrid: bool, custom_ops: Dict[str, Any], log, verbose: bool,
             quant_problem: Callable[[], Optional[str]],
@@ -156,22 +182,23 @@ def prepare(imported, cfg: Dict[str, Any], *, quantize: bool, dataset: Optional[
     from . import shapes as shape_sets
 
     try:
-        preprocess = preprocess_pairs(cfg, imported.input_specs)
+        preprocess = preprocess_pairs(cfg, imported.input_specs, imported.raw_inputs)
     except ValueError as e:
         raise InvalidParamError(str(e), op="build") from None
+    _warn_unused_normalisation(cfg, imported, log)
     samples = None
     if quantize and hybrid is None:
         problem = quant_problem()
         if problem:
             raise InvalidParamError(f"do_quantization=True: {problem}", op="build")
         if imported.graph.quant:
-            # RKNN-Toolkit2 2.5.0 refuses this build (-1, "If a quantized model has been import,
-            # please set do_quantization = False.", QDQ ONNX and TensorFlow FakeQuant alike);
-            # rknnlite calibrates, so the file's own grids are dropped: say so
-            log.warning("build: do_quantization=True on a model that carries its own quantization "
-                        "(%d tensors: QDQ pairs, FakeQuant or a quantized file): calibration on the "
-                        "dataset replaces those parameters; build(do_quantization=False) keeps them "
-                        "(RKNN-Toolkit2 refuses this build and returns -1)", len(imported.graph.quant))
+            # as RKNN-Toolkit2 2.5.0 (-1 with this sentence; QDQ ONNX, TensorFlow FakeQuant and
+            # quantized TFLite alike): calibrating would silently replace the model's own grids
+            raise InvalidParamError(
+                "If a quantized model has been import, please set do_quantization = False: the model "
+                f"carries its own quantization ({len(imported.graph.quant)} tensors: QDQ pairs, FakeQuant "
+                "nodes or a quantized file), which build(do_quantization=False) uses; calibrating on a "
+                "dataset would replace it", op="build")
         sets = imported.dynamic_shapes
         try:
             samples = quant.read_dataset(dataset, imported.input_specs, rgb2bgr=cfg["quant_img_RGB2BGR"])

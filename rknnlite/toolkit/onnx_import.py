@@ -91,6 +91,10 @@ class ImportedModel:
             it an integer type (a quantized TFLite file's ``uint8``/``int8`` outputs), else
             None; ``()`` when none has one.  ``RKNN.inference`` returns such outputs in that
             type, as RKNN-Toolkit2 does.
+        raw_inputs: per input, ``(dtype, scale, zero_point)`` of the source file's grid when
+            the input takes that file's integer codes (a quantized TFLite file's
+            ``uint8``/``int8`` inputs, as RKNN-Toolkit2 feeds them; ``mean_values`` and
+            ``std_values`` do not apply to it), else None; ``()`` when none does.
     """
 
     graph: Graph
@@ -100,6 +104,7 @@ class ImportedModel:
     shapes: Dict[str, Tuple[int, ...]] = field(default_factory=dict)
     dynamic_shapes: ShapeSets = ()
     raw_outputs: Tuple[Optional[Tuple[str, float, int]], ...] = ()
+    raw_inputs: Tuple[Optional[Tuple[str, float, int]], ...] = ()
 
 
 def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=None,

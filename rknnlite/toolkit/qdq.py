@@ -154,8 +154,8 @@ def symmetric_grids(quant: Dict[str, QuantParams], constants: Dict[str, np.ndarr
       build, not this one: TensorFlow folds them into float constants inside tf2onnx and
       :func:`rknnlite.toolkit.loaders.tensorflow.weight_grids` gives them their grid back.
 
-    Calibrated builds (``do_quantization=True``) are not concerned: an input calibrated on
-    exactly [-1, 1] keeps scale 2/255 with zero point 0 there."""
+    Calibrated builds (``do_quantization=True``, refused for such models) are not concerned: an
+    input calibrated on exactly [-1, 1] keeps scale 2/255 with zero point 0 there."""
     keep = set(keep)
     out: Dict[str, QuantParams] = {}
     for name, q in quant.items():

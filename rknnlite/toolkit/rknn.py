@@ -307,14 +307,16 @@ class RKNN(Lite2CoreMasks):
 
         return self._load_model("load_onnx", model, importer)
 
-    def load_tflite(self, model, input_is_quant=False) -> int:
+    def load_tflite(self, model, input_is_quant=True) -> int:
         """Load a TensorFlow Lite model (``.tflite`` path or bytes).  Returns 0 or -1.
 
         4-D inputs become NCHW model inputs (``inference`` takes NHWC data by default);
         4-D outputs stay NHWC, as the TFLite interpreter returns them.  An int8/uint8
         quantized file keeps its own scales and zero points: ``build(do_quantization=False)``
-        makes an int8 model from them.  ``input_is_quant=True``: quantized inputs take the
-        quantized values themselves.  Needs the ``tflite`` package (see
+        makes an int8 model from them.  A quantized (uint8/int8) input takes the file's
+        codes themselves (the uint8 image of a uint8 model), as RKNN-Toolkit2 feeds it,
+        and ``mean_values``/``std_values`` do not apply to it; ``input_is_quant=False``
+        (an rknnlite option) makes it take real values instead.  Needs the ``tflite`` package (see
         :mod:`rknnlite.toolkit.loaders.tflite`).
         """
         def importer():
@@ -466,9 +468,11 @@ class RKNN(Lite2CoreMasks):
         see :mod:`rknnlite.toolkit.calibration`); the weights of Conv, ConvTranspose, Gemm
         and MatMul symmetric int8 per output channel (``quantized_method='channel'``)
         or per tensor (``'layer'``); biases stay float.  See
-        :mod:`rknnlite.toolkit.quantize`.  A model loaded quantized already (``load_tflite``
-        of an int8/uint8 file) builds as int8 with its own parameters when
-        ``do_quantization=False``; ``True`` calibrates it afresh.
+        :mod:`rknnlite.toolkit.quantize`.  A model loaded quantized already (QDQ ONNX,
+        TensorFlow FakeQuant, an int8/uint8 TFLite or quantized PyTorch file) builds as int8
+        with its own parameters when ``do_quantization=False``; ``True`` returns -1, as
+        RKNN-Toolkit2 does ("If a quantized model has been import, please set
+        do_quantization = False.").
 
         A model loaded with ``config(dynamic_input=...)`` is built as one graph and run
         once on every shape set (a set it cannot run fails the build, naming the set and
@@ -669,6 +673,11 @@ class RKNN(Lite2CoreMasks):
         if self._imported is None:
             self._log.error("hybrid_quantization_step1: %s", _NO_MODEL)
             return -1
+        if self._imported.graph.quant:  # RKNN-Toolkit2 2.5.0: -1, "Not support QAT model!"
+            self._log.error("hybrid_quantization_step1: Not support QAT model! The model carries its own "
+                            "quantization (QDQ pairs, FakeQuant nodes or a quantized file): build it with "
+                            "build(do_quantization=False), which uses its grids")
+            return -1
         if rknn_batch_size not in (None, 1) or self._config.get("dynamic_input"):
             self._log.error("hybrid_quantization_step1: rknn_batch_size and dynamic_input are not supported with "
                             "hybrid quantization yet")
@@ -683,7 +692,7 @@ class RKNN(Lite2CoreMasks):
         cfg = self._config
         stem = os.path.splitext(self._source_name)[0] if self._source_name else "model"
         try:
-            preprocess = preprocess_pairs(cfg, self._imported.input_specs)
+            preprocess = preprocess_pairs(cfg, self._imported.input_specs, self._imported.raw_inputs)
             samples = quantize.read_dataset(dataset, self._imported.input_specs, rgb2bgr=cfg["quant_img_RGB2BGR"])
             # verbose: the optimiser's check*.onnx files, as the vendor's step1 writes them
             graph = optimize(self._imported.graph, self._imported.shapes,

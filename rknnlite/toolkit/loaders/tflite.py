@@ -32,8 +32,8 @@ quantization table goes into ``ImportedModel.graph.quant``: activations per tens
 weights per output channel (``QuantParams.axis`` follows the weight's new layout).
 uint8 tensors become the runtime's asymmetric int8 by shifting their zero point by
 -128 (the grid is the same).  ``RKNN.build(do_quantization=False)`` then builds an int8
-model with those parameters without calibration; ``do_quantization=True`` calibrates
-afresh instead.  ``QUANTIZE`` (float -> int) and ``DEQUANTIZE`` (int -> float, also
+model with those parameters without calibration; ``do_quantization=True`` is refused, as
+RKNN-Toolkit2 refuses it (calibration would replace them).  ``QUANTIZE`` (float -> int) and ``DEQUANTIZE`` (int -> float, also
 float16 -> float32 weights) are no nodes: both sides are one tensor carrying the int
 side's parameters.  A file with float activations and int8 weights (dynamic-range
 "hybrid" models) is loaded as a float model with the weights dequantized.
@@ -313,6 +313,8 @@ class _Converter:
         self.const_names: Dict[tuple, str] = {}  # (tensor, perm, rank) -> initializer name
         self.quant: Dict[str, QuantParams] = {}
         self.raw_inputs: set = set()  # input_is_quant inputs: their step-1 grid is no file grid
+        # input_is_quant inputs: graph input -> (its scale constant, the dequantized tensor)
+        self.code_inputs: Dict[str, Tuple[str, str]] = {}
         self.taken: set = set()
         self.ir: Dict[int, Tuple[str, bool]] = {}  # tensor -> (IR name, held as NCHW)
         self.nhwc_views: Dict[int, str] = {}
@@ -498,9 +500,11 @@ class _Converter:
         shifted = self.fresh(f"{name}/minus_zero_point")
         self.node("Sub", [name, self.const(f"{name}/zero_point", np.float32(t.zero_point[0]))], [shifted])
         real = self.fresh(f"{name}/dequantized")
-        self.node("Mul", [shifted, self.const(f"{name}/scale", np.float32(t.scale[0]))], [real])
+        scale = self.const(f"{name}/scale", np.float32(t.scale[0]))
+        self.node("Mul", [shifted, scale], [real])
         if q is not None:
             self.quant[real] = q
+        self.code_inputs[name] = (scale, real)
         return real
 
     def add_outputs(self) -> List[str]:
@@ -1034,16 +1038,19 @@ SUPPORTED_OPS = tuple(sorted(_CONVERTERS))
 # -- entry point -----------------------------------------------------------------------------
 
 
-def load_tflite(model, input_is_quant: bool = False, *, dynamic_input=None, custom_ops=None,
+def load_tflite(model, input_is_quant: bool = True, *, dynamic_input=None, custom_ops=None,
                 warn=None):
     """Convert a TensorFlow Lite model to the toolkit's IR (what ``RKNN.load_tflite`` calls).
 
     Args:
         model: path of a ``.tflite`` file, or its bytes (read once; not kept).
         input_is_quant: for inputs the file quantizes (int8/uint8 input tensors): ``True``
-            means the caller feeds the quantized values themselves and the model
-            dequantizes them with the file's scale and zero point; ``False`` (default)
-            means the input takes real values.  Float inputs ignore it.
+            (default) means the caller feeds the quantized values themselves (the image's
+            uint8 pixels of a uint8 model, as to the TFLite interpreter) and the model
+            dequantizes them with the file's scale and zero point, as RKNN-Toolkit2 2.5.0
+            does (it has no such option, and ignores ``mean_values``/``std_values`` there);
+            ``False`` means the input takes real values, quantized onto the file's grid
+            (an rknnlite option).  Float inputs ignore it.
         dynamic_input, custom_ops, warn: as :func:`~rknnlite.toolkit.onnx_import.import_onnx`
             (``dynamic_input`` shapes are given in the model's input layout: NCHW for
             4-D inputs).
@@ -1109,14 +1116,29 @@ def load_tflite(model, input_is_quant: bool = False, *, dynamic_input=None, cust
                              for s, i in zip(imported.output_specs, outputs)]
     imported.graph.quant = c.quant
     imported.graph.quant = symmetric_grids(live_quant(imported.graph), imported.graph.constants, keep=c.raw_inputs)
-    imported.raw_outputs = _raw_outputs([tensors[i] for i in outputs])
+    _codes_keep_their_values(imported.graph, c.code_inputs)
+    imported.raw_outputs = _raw_grids([tensors[i] for i in outputs])
+    reals = {real for _, real in c.code_inputs.values()}  # what add_inputs recorded for those inputs
+    imported.raw_inputs = _raw_grids([tensors[i] if c.ir[i][0] in reals else None for i in inputs])
     return imported
 
 
-def _raw_outputs(outs: Sequence[_Tensor]) -> tuple:
-    """``ImportedModel.raw_outputs`` of a file's output tensors: ``(dtype, scale, zp)`` of
-    each per-tensor quantized ``uint8``/``int8`` output."""
+def _codes_keep_their_values(graph, code_inputs: Dict[str, Tuple[str, str]]) -> None:
+    """An input taking the file's codes whose grid became the symmetric one keeps its codes:
+    RKNN-Toolkit2 2.5.0 stores the new scale (x 128/127) on the model input and feeds the
+    codes unchanged (a uint8 input of zero point 128: ``x - 128`` on scale ``s * 128/127``),
+    so the dequantizing ``Mul`` takes the new scale rather than re-rounding the codes."""
+    for scale, real in code_inputs.values():
+        q = graph.quant.get(real)
+        if q is not None and scale in graph.constants and len(q.scale) == 1:
+            graph.constants[scale] = np.asarray(np.float32(q.scale[0]), graph.constants[scale].dtype)
+
+
+def _raw_grids(tensors: Sequence[Optional[_Tensor]]) -> tuple:
+    """``ImportedModel.raw_outputs`` / ``raw_inputs`` of a file's tensors: ``(dtype, scale,
+    zp)`` of each per-tensor quantized ``uint8``/``int8`` one (None for the others)."""
     names = {3: "uint8", 9: "int8"}  # TFLite's UINT8, INT8
     raw = tuple((names[t.type], float(t.scale[0]), int(t.zero_point[0]))
-                if t.quantized and t.type in names and len(t.scale) == 1 else None for t in outs)
+                if t is not None and t.quantized and t.type in names and len(t.scale) == 1 else None
+                for t in tensors)
     return raw if any(r is not None for r in raw) else ()
