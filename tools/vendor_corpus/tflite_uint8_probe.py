@@ -3,7 +3,7 @@
 A maintainer tool for the ``tflite/mobilenet_v1_qat`` comparison (docs/vendor-examples.md):
 writes a small Keras MobileNetV1-like net (conv 3x3/2, depthwise-separable blocks with ReLU6,
 global average pool, 1x1 conv classifier, softmax) converted by TensorFlow's own converter to a
-full-integer TFLite file with uint8 input and output, then builds it with RKNN-Toolkit2
+full-integer TFLite file with uint8 (``--int8``: int8) input and output, then builds it with RKNN-Toolkit2
 (``do_quantization=False``, rk3566) and runs the simulator (its ``accuracy_analysis`` refuses
 a quantized model without a board: "The QAT model need set 'target'!").  Run it in the vendor-toolkit venv::
 
@@ -24,7 +24,7 @@ import numpy as np
 SIZE = 64
 
 
-def make_model(seed: int = 3):
+def make_model(seed: int = 3, qtype: str = "uint8"):
     import tensorflow as tf
 
     tf.keras.utils.set_random_seed(seed)
@@ -64,8 +64,8 @@ def make_model(seed: int = 3):
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = rep
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.uint8
-    conv.inference_output_type = tf.uint8
+    conv.inference_input_type = getattr(tf, qtype)
+    conv.inference_output_type = getattr(tf, qtype)
     return conv.convert()
 
 
@@ -73,14 +73,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--platform", default="rk3566")
+    ap.add_argument("--int8", action="store_true", help="int8 input and output instead of uint8")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     os.chdir(args.out)
     import tensorflow as tf
 
     with open("model.tflite", "wb") as f:
-        f.write(make_model())
-    x = np.random.default_rng(11).integers(0, 256, (1, SIZE, SIZE, 3)).astype(np.uint8)
+        f.write(make_model(qtype="int8" if args.int8 else "uint8"))
+    lo = -128 if args.int8 else 0
+    x = np.random.default_rng(11).integers(lo, lo + 256, (1, SIZE, SIZE, 3)).astype(np.int8 if args.int8 else np.uint8)
     np.save("x.npy", x)
     interp = tf.lite.Interpreter(model_path="model.tflite")
     interp.allocate_tensors()
