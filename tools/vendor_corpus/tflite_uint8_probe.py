@@ -10,7 +10,8 @@ a quantized model without a board: "The QAT model need set 'target'!").  Run it 
     PYTHONPATH=. /var/tmp/rkt/bin/python tools/vendor_corpus/tflite_uint8_probe.py --out /tmp/tfl8
 
 Saves ``model.tflite``, ``x.npy`` (the uint8 NHWC image), ``tflite.npy`` (the interpreter's
-output) and ``vendor.npy`` (the simulator's).
+output) and ``vendor.npy`` (the simulator's); with ``--features`` also ``tflite1.npy`` and
+``vendor1.npy`` (the second output, in the interpreter's output order).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 SIZE = 64
 
 
-def make_model(seed: int = 3, qtype: str = "uint8"):
+def make_model(seed: int = 3, qtype: str = "uint8", features: bool = False):
     import tensorflow as tf
 
     tf.keras.utils.set_random_seed(seed)
@@ -40,11 +41,12 @@ def make_model(seed: int = 3, qtype: str = "uint8"):
         x = L.Conv2D(filters, 1, use_bias=False)(x)
         x = L.BatchNormalization()(x)
         x = L.ReLU(6.0)(x)
+    feat = x
     x = L.GlobalAveragePooling2D(keepdims=True)(x)
     x = L.Conv2D(10, 1)(x)
     x = L.Reshape((10,))(x)
     out = L.Softmax()(x)
-    model = tf.keras.Model(inp, out)
+    model = tf.keras.Model(inp, [feat, out] if features else out)
     rng = np.random.default_rng(seed)
     images = [rng.uniform(-1, 1, (8, SIZE, SIZE, 3)).astype(np.float32) for _ in range(4)]
     # batch-norm statistics measured on the images, so activations stay in range
@@ -74,13 +76,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--platform", default="rk3566")
     ap.add_argument("--int8", action="store_true", help="int8 input and output instead of uint8")
+    ap.add_argument("--features", action="store_true",
+                    help="also output the last block's feature map (128 x 4 x 4): a per-element comparison")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     os.chdir(args.out)
     import tensorflow as tf
 
     with open("model.tflite", "wb") as f:
-        f.write(make_model(qtype="int8" if args.int8 else "uint8"))
+        f.write(make_model(qtype="int8" if args.int8 else "uint8", features=args.features))
     lo = -128 if args.int8 else 0
     x = np.random.default_rng(11).integers(lo, lo + 256, (1, SIZE, SIZE, 3)).astype(np.int8 if args.int8 else np.uint8)
     np.save("x.npy", x)
@@ -88,7 +92,8 @@ def main(argv=None) -> int:
     interp.allocate_tensors()
     interp.set_tensor(interp.get_input_details()[0]["index"], x)
     interp.invoke()
-    np.save("tflite.npy", interp.get_tensor(interp.get_output_details()[0]["index"]))
+    for k, d in enumerate(interp.get_output_details()):
+        np.save(f"tflite{k or ''}.npy", interp.get_tensor(d["index"]))
 
     from rknn.api import RKNN
 
@@ -98,8 +103,8 @@ def main(argv=None) -> int:
     assert r.build(do_quantization=False) == 0
     assert r.export_rknn("model.rknn") == 0
     assert r.init_runtime() == 0
-    (y,) = r.inference(inputs=[x])
-    np.save("vendor.npy", y)
+    for k, y in enumerate(r.inference(inputs=[x])):
+        np.save(f"vendor{k or ''}.npy", y)
     r.release()
     return 0
 
