@@ -526,3 +526,33 @@ def test_a_clip_passes_grids_as_a_relu(case):
     quant = implied_grids(g, live_quant(g))
     got = {t: (quant[t].scale[0] if t in quant else None) for t in expected}
     assert got == pytest.approx(expected)
+
+
+def test_an_identity_to_the_output_keeps_the_grid_before_it(tmp_path):
+    """PyTorch's DeQuantStub exports as an Identity to the graph output after the last pair;
+    removing it renames the producer's output, and the grid went with the old name: the int8
+    Add before it wrote float values off its grid (a quantized PyTorch probe: outputs up to
+    3.8 steps from RKNN-Toolkit2's, ``tools/vendor_corpus/torch_qat_probe.py``)."""
+    s_out, z_out = 0.05, 100
+    nodes, inits = _pair("x", "xd", S_IN, Z_IN, "in")
+    nodes.append(helper.make_node("Add", ["xd", "xd"], ["a"]))
+    n, i = _pair("a", "ad", s_out, z_out, "out")
+    nodes += n + [helper.make_node("Identity", ["ad"], ["y"])]
+    inits += i
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])], inits)
+    path = tmp_path / "add.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    r = RKNN()
+    assert r.config(target_platform="rk3588") == 0
+    assert r.load_onnx(str(path)) == 0
+    assert r.build(do_quantization=False) == 0
+    assert r.init_runtime() == 0
+    x = (RNG.random((1, 3, 4, 4)) * 4 - 2).astype(np.float32)
+    (y,) = r.inference([x], data_format="nchw")
+    r.release()
+    codes = y / np.float32(s_out)
+    np.testing.assert_allclose(codes, np.rint(codes), atol=1e-3)  # on the Add's output grid
+    qx = np.clip(np.rint(x / S_IN) + Z_IN, 0, 255)
+    want = np.clip(np.rint(2 * (qx - Z_IN) * S_IN / s_out) + z_out, 0, 255)
+    assert np.abs(np.rint(codes) + z_out - want).max() <= 1  # one step: the input's symmetric grid

@@ -352,6 +352,10 @@ def remove_identities(graph: Graph) -> int:
         graph.nodes.remove(node)
         producer.outputs = [dst if o == src else o for o in producer.outputs]
         _replace_uses(graph, src, dst)
+        if src in graph.quant and dst not in graph.quant:
+            # a pre-quantized model's grid goes with the tensor (PyTorch's DeQuantStub is an
+            # Identity to the output: without it the int8 Add before it lost its output grid)
+            graph.quant[dst] = graph.quant[src]
         removed += 1
     return removed
 
