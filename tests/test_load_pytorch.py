@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -245,3 +246,43 @@ def test_missing_onnx_gives_install_hint(tmp_path, toolkit_log, monkeypatch):
     assert RKNN().load_pytorch(str(path), [[1, 2, 8, 8]]) == -1
     (err,) = errors(toolkit_log)
     assert "pip install 'rknnlite-runtime[toolkit]'" in err
+
+
+_VENDOR_TORCH = Path(__file__).parent / "data" / "vendor_torch"
+
+
+def test_quantized_layers_take_the_modules_float_bias():
+    """PyTorch's exporter writes a quantized conv's bias as int32 on the file's scales; the
+    loader gives the conv the float bias the module keeps instead (RKNN-Toolkit2 2.5.0
+    quantizes that one, once, on its own build's scales)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit.load's deprecation notice
+        module = torch.jit.load(str(_VENDOR_TORCH / "mobilenet_like_qnnpack.pt"))
+    proto = torchscript_to_onnx(module, [[1, 3, 32, 32]])
+    inits = {i.name: i for i in proto.graph.initializer}
+    convs = [n for n in proto.graph.node if n.op_type == "Conv"]
+    assert len(convs) == 7 and all(n.input[2] in inits for n in convs)
+    from onnx import numpy_helper
+
+    stem = dict(module.named_modules())["body.0"]
+    _, bias = torch.ops.quantized.conv2d_unpack(stem._packed_params)
+    np.testing.assert_array_equal(numpy_helper.to_array(inits[convs[0].input[2]]), bias.detach().numpy())
+    assert not [n for n in proto.graph.node if n.op_type == "DequantizeLinear"
+                and any(o == c.input[2] for c in convs for o in n.output)]
+
+
+def test_quantized_model_equals_the_vendors_simulator():
+    """A quantized MobileNet-like TorchScript module (tests/data/vendor_torch/README.md):
+    the dequantized feature map after seven quantized convs equals RKNN-Toolkit2 2.5.0's
+    simulator on at least 99.8 % of the values, every one within a step (88.7 % with the
+    exporter's int32 biases, a double rounding the vendor does not make)."""
+    ref = np.load(_VENDOR_TORCH / "mobilenet_like_qnnpack_sim.npz")
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3566") == 0
+    assert rknn.load_pytorch(str(_VENDOR_TORCH / "mobilenet_like_qnnpack.pt"), [[1, 3, 32, 32]]) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn.init_runtime() == 0
+    (y,) = rknn.inference([ref["x"]], data_format="nchw")
+    rknn.release()
+    steps = np.abs(y.reshape(ref["output"].shape) - ref["output"]) / ref["grid"][0]
+    assert steps.max() <= 1.01 and (steps < 0.01).mean() >= 0.998

@@ -186,6 +186,7 @@ def torchscript_to_onnx(model, input_size_list, dynamic_input=None, warn=None):
                                     f"{[list(s) for s in sizes]}: {type(e).__name__}: {reason}", op=_OP) from None
     _record(caught, warn)
     proto = onnx.load_from_string(buffer.getvalue())
+    _float_biases(torch, module, proto)
     # Stable output names: an Identity per output (removed again by the optimizer).
     g = proto.graph
     for k, out in enumerate(g.output):
@@ -194,6 +195,72 @@ def torchscript_to_onnx(model, input_size_list, dynamic_input=None, warn=None):
             g.node.append(helper.make_node("Identity", [out.name], [new], name=new))
             out.name = new
     return proto
+
+
+_UNPACK = ("conv2d_unpack", "conv1d_unpack", "conv3d_unpack", "linear_unpack")
+
+
+def _packed_bias(torch, module):
+    """The float bias a quantized conv / linear module keeps in its packed parameters, or
+    None (not such a module, no bias, or a packing this PyTorch cannot unpack)."""
+    packed = getattr(module, "_packed_params", None)
+    packed = getattr(packed, "_packed_params", packed)  # quantized Linear nests it one level down
+    if packed is None:
+        return None
+    for name in _UNPACK:
+        try:
+            _, bias = getattr(torch.ops.quantized, name)(packed)
+        except Exception:  # noqa: BLE001 - a wrong unpacker for this packing raises whatever it raises
+            continue
+        return None if bias is None else bias.detach().float().numpy()
+    return None
+
+
+def _float_biases(torch, module, proto) -> None:
+    """Give each quantized conv / linear of the exported graph the float bias of its module.
+
+    PyTorch's exporter writes a quantized layer's bias as an int32 ``DequantizeLinear`` on the
+    input and weight scales of the file, a rounding of the float bias the module holds.
+    RKNN-Toolkit2 2.5.0 reads the float bias and quantizes it once, on the scales of its own
+    build (which can differ: the symmetric grids): its int32 biases equal
+    ``rint(bias / (s_x * s_w))`` of the float bias on every channel of a quantized MobileNet-like
+    probe (``tools/vendor_corpus/torch_qat_probe.py``), not the exported ones (half of them one
+    unit off).  The node is matched to its module by the exporter's node name
+    (``/body/0/Conv`` -> ``body.0``); the replaced ``DequantizeLinear`` goes when nothing else
+    reads it."""
+    from onnx import numpy_helper
+
+    modules = dict(module.named_modules())
+    g = proto.graph
+    producers = {o: n for n in g.node for o in n.output}
+    inits = {i.name for i in g.initializer}
+    readers: dict = {}
+    for n in g.node:
+        for i in n.input:
+            readers[i] = readers.get(i, 0) + 1
+    dead = []
+    for node in g.node:
+        if node.op_type not in ("Conv", "Gemm", "MatMul", "ConvTranspose") or len(node.input) < 3:
+            continue
+        dq = producers.get(node.input[2])
+        if dq is None or dq.op_type != "DequantizeLinear":
+            continue
+        codes = producers.get(dq.input[0])  # the exporter writes them as a Constant node
+        if dq.input[0] not in inits and (codes is None or codes.op_type != "Constant"):
+            continue
+        path = ".".join(node.name.strip("/").split("/")[:-1])
+        bias = _packed_bias(torch, modules.get(path)) if path in modules else None
+        if bias is None:
+            continue
+        name = f"{path}.float_bias"
+        g.initializer.append(numpy_helper.from_array(bias.astype("float32"), name))
+        if readers.get(node.input[2], 0) == 1:
+            dead.append(dq)
+            if codes is not None and readers.get(dq.input[0], 0) == 1:
+                dead.append(codes)
+        node.input[2] = name
+    for dq in dead:
+        g.node.remove(dq)
 
 
 def _torchscript_exporter(torch) -> dict:
