@@ -11,7 +11,8 @@ element.  Run it in the vendor-toolkit venv (its torch, 2.4)::
     PYTHONPATH=. /var/tmp/rkt/bin/python tools/vendor_corpus/torch_qat_probe.py --out /tmp/tq
 
 ``--blocks N`` keeps N of the three blocks, ``--no-skip`` drops the final residual 1x1 conv and
-quantized Add (docs/toolkit-loaders.md has the per-depth agreement).  Saves ``model.pt``, ``x.npy`` (NCHW float input), ``torch.npy`` (PyTorch's quantized output),
+quantized Add (docs/toolkit-loaders.md has the per-depth agreement); ``--conv-add`` builds
+:func:`make_conv_add` instead, the pattern whose vendor rule is not yet the toolkit's.  Saves ``model.pt``, ``x.npy`` (NCHW float input), ``torch.npy`` (PyTorch's quantized output),
 ``vendor.npy`` (the simulator's) and ``grid.json`` (the output's scale and zero point).
 """
 
@@ -77,6 +78,39 @@ def make_model(engine: str, seed: int = 5, blocks: int = 3, skip: bool = True):
     return net
 
 
+def make_conv_add(engine: str, seed: int = 0):
+    """``x -> QuantStub -> add(x, conv1x1(x)) -> DeQuantStub`` (16 channels, 8x8): the vendor
+    folds the Add into the conv (its file holds one ``conv_weight_new``: ``W + I``, quantized per
+    output channel from each row's min/max with 0 included, codes spanning [-128, 127]); the
+    output is then one requantization of the folded conv, without the conv's own grid."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.quant, self.dequant = torch.ao.quantization.QuantStub(), torch.ao.quantization.DeQuantStub()
+            self.conv = nn.Conv2d(16, 16, 1)
+            self.add = torch.ao.nn.quantized.FloatFunctional()
+
+        def forward(self, x):
+            x = self.quant(x)
+            return self.dequant(self.add.add(x, self.conv(x)))
+
+    net = Net().eval()
+    torch.backends.quantized.engine = engine
+    net.qconfig = torch.ao.quantization.get_default_qconfig(engine)
+    torch.ao.quantization.prepare(net, inplace=True)
+    rng = np.random.default_rng(1)
+    with torch.no_grad():
+        for _ in range(4):
+            net(torch.from_numpy(rng.uniform(-1, 3, (1, 16, 8, 8)).astype(np.float32)))
+    torch.ao.quantization.convert(net, inplace=True)
+    return net
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -84,20 +118,24 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", default="qnnpack", choices=("qnnpack", "fbgemm"))
     ap.add_argument("--blocks", type=int, default=3, help="depthwise-separable blocks after the stem (0-3)")
     ap.add_argument("--no-skip", action="store_true", help="no residual 1x1 conv + add at the end")
+    ap.add_argument("--conv-add", action="store_true",
+                    help="instead: add(x, conv1x1(x)) on a 16x8x8 input (see make_conv_add)")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     os.chdir(args.out)
     import torch
 
-    net = make_model(args.engine, blocks=args.blocks, skip=not args.no_skip)
-    x = np.random.default_rng(11).uniform(-1, 1, (1, 3, SIZE, SIZE)).astype(np.float32)
+    net = make_conv_add(args.engine) if args.conv_add else make_model(args.engine, blocks=args.blocks,
+                                                                        skip=not args.no_skip)
+    shape = (1, 16, 8, 8) if args.conv_add else (1, 3, SIZE, SIZE)
+    x = np.random.default_rng(11).uniform(-1, 1, shape).astype(np.float32)
     with torch.no_grad():
         traced = torch.jit.trace(net, torch.from_numpy(x))
         ref = traced(torch.from_numpy(x)).numpy()
     traced.save("model.pt")
     np.save("x.npy", x)
     np.save("torch.npy", ref)
-    last = net.add if not args.no_skip else [m for m in net.body.modules() if hasattr(m, "scale")][-1]
+    last = net.add if args.conv_add or not args.no_skip else [m for m in net.body.modules() if hasattr(m, "scale")][-1]
     scale, zp = float(last.scale), int(last.zero_point)
     with open("grid.json", "w") as f:
         json.dump({"scale": scale, "zero_point": zp}, f)
@@ -106,7 +144,7 @@ def main(argv=None) -> int:
 
     r = RKNN(verbose=False)
     r.config(target_platform=args.platform)
-    assert r.load_pytorch("model.pt", input_size_list=[[1, 3, SIZE, SIZE]]) == 0
+    assert r.load_pytorch("model.pt", input_size_list=[list(shape)]) == 0
     assert r.build(do_quantization=False) == 0
     assert r.export_rknn("model.rknn") == 0
     assert r.init_runtime() == 0
