@@ -445,10 +445,13 @@ def test_prequantized_model_matches_interpreter(qtype, tmp_path):
     for x in samples[:4]:
         ref = interpret(reference, [x])
         got = r.inference(inputs=[x])
-        # one-step differences (rounding ties) inside the net add up in the FC: a few steps at most
+        # one-step differences (rounding ties) inside the net add up in the FC: a few steps at most.
+        # The ADD of the depthwise output and the 1x1 conv of it is one conv (W + I) in the
+        # vendor's build and rknnlite's (optimize.fold_input_residual; RKNN-Toolkit2 2.5.0 on this
+        # file: its sum tensor equals rknnlite's on every value), not in the interpreter's
         assert np.abs(got[0] - ref[0]).max() <= 3 * params["fc_q"][0]
-        assert _cosine(got[0], ref[0]) >= 0.999
-        assert _cosine(got[1], ref[1]) >= 0.999
+        assert _cosine(got[0], ref[0]) >= 0.998
+        assert _cosine(got[1], ref[1]) >= 0.998
     path = tmp_path / "q.rknn"
     assert r.export_rknn(str(path)) == 0
     r.release()

@@ -29,6 +29,7 @@ from rknnlite.toolkit.optimize import (  # noqa: E402
     fold_constants,
     fold_conv_affine,
     fold_dense_bias,
+    fold_input_residual,
     fuse_activations,
     fuse_hard_swish,
     global_pool_stages,
@@ -1230,3 +1231,42 @@ def test_float16_build_rounds_float_constants_and_runtime_uses_them_in_place(tmp
     np.testing.assert_array_equal(stored, w.astype(np.float16).astype(np.float32))
     ex = Executor(model.graph, "float16")
     assert dict((ex.slot_name(s), v) for s, v in ex.constants)["w"] is stored
+
+
+def _conv_add_model():
+    w = (RNG.standard_normal((6, 6, 1, 1)) * 0.3).astype(np.float32)
+    b = (RNG.standard_normal(6) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"]), helper.make_node("Add", ["x", "c"], ["y"])]
+    return model(nodes, [vi("x", F, [1, 6, 5, 5])], [vi("y", F, None)], [init("w", w), init("b", b)], opset=13), w
+
+
+def test_input_residual_folds_into_the_conv_weight():
+    """Add(x, Conv1x1(x)) with as many output as input channels becomes one Conv with weight
+    W + I, as RKNN-Toolkit2's compiler writes it (one Conv, weight ``w_new``, in float16 and
+    int8 files)."""
+    m, w = _conv_add_model()
+    g = import_onnx(m).graph
+    assert fold_input_residual(g) == 1
+    assert ops(g) == ["Conv"] and g.nodes[0].outputs == ["y"] and g.nodes[0].inputs[1] == "w_new"
+    np.testing.assert_allclose(g.constants["w_new"], w + np.eye(6, dtype=np.float32).reshape(6, 6, 1, 1))
+    np.testing.assert_array_equal(g.constants["w"], w)  # the original (maybe shared) is untouched
+    check_against_ort(m, {"x": RNG.standard_normal((1, 6, 5, 5)).astype(np.float32)}, g)
+
+
+@pytest.mark.parametrize("change", ["channels", "kernel", "stride", "pads", "group", "activation", "reader", "output"])
+def test_input_residual_stays_where_the_fold_does_not_hold(change):
+    w = np.zeros((8 if change == "channels" else 6, 6, 3 if change == "kernel" else 1) + ((3,) if change == "kernel" else (1,)),
+                 np.float32)
+    attrs = {"strides": [2, 2] if change == "stride" else [1, 1], "pads": [1, 1, 1, 1] if change == "pads" else [0] * 4,
+             "group": 2 if change == "group" else 1}
+    if change == "activation":
+        attrs["_activation"] = "Relu"
+    nodes = [Node("Conv", "conv", ["x", "w"], ["c"], attrs), Node("Add", "add", ["x", "c"], ["y"], {})]
+    outputs = ["y"]
+    if change == "reader":
+        nodes.append(Node("Relu", "relu", ["c"], ["r"], {}))
+        outputs.append("r")
+    if change == "output":
+        outputs.append("c")
+    g = Graph(nodes, ["x"], outputs, {"w": w})
+    assert fold_input_residual(g) == 0 and ops(g)[:2] == ["Conv", "Add"]

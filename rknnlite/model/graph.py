@@ -59,6 +59,10 @@ class Graph:
         #: Quantization of tensors by name (int8 models): activations per tensor,
         #: weights per tensor or per channel (``QuantParams.axis``).
         self.quant: Dict[str, QuantParams] = dict(quant or {})
+        #: A pre-quantized model's weights as its file gives them, for the constants whose
+        #: values the vendor's symmetric grid re-rounded (``toolkit.qdq.symmetric_grids``):
+        #: RKNN-Toolkit2's compiler folds from these (``toolkit.optimize.fold_input_residual``).
+        self.unrounded: Dict[str, np.ndarray] = {}
 
     def validate(self) -> None:
         """Check names resolve in order: each node input is a graph input, a constant or an

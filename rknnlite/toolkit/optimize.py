@@ -27,6 +27,8 @@
    ``GlobalAveragePool``, and :func:`split_global_average_pools` a ``GlobalAveragePool``
    over more than 7 x 7 the chain of depthwise convs the vendor's compiler makes of it
    (in builds that round values, :func:`splits_pools`).
+5c. :func:`fold_input_residual` - ``Add(x, Conv(x))`` of a channel-preserving 1x1 conv
+   becomes ``Conv(x, W + I)``, as the vendor's compiler folds it (in every build).
 6. :func:`fuse_residual_add` - ``Add`` / ``Sum`` of a ``Conv`` output (read by nothing
    else) and another tensor of the same static shape becomes one Conv with that tensor
    as a 4th, residual input (``attrs["_residual"]``), added before any activation.
@@ -83,6 +85,7 @@ __all__ = [
     "spatial_means_as_pools",
     "split_global_average_pools",
     "splits_pools",
+    "fold_input_residual",
     "fuse_residual_add",
     "fuse_channel_affine",
     "fuse_activations",
@@ -126,6 +129,7 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     g = copy.copy(graph)  # keeps any other graph fields
     g.nodes = [Node(n.op, n.name, list(n.inputs), list(n.outputs), dict(n.attrs)) for n in graph.nodes]
     g.inputs, g.outputs, g.constants = list(graph.inputs), list(graph.outputs), dict(graph.constants)
+    g.quant = dict(graph.quant)  # passes move a pre-quantized model's grids: not the caller's table
     counts = {"constant folding": fold_constants(g, shapes), "dead node removal": remove_dead_nodes(g)}
     if stages is not None and any(counts.values()):
         stages(STAGES[1], g)
@@ -141,6 +145,7 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
         "dense bias folding": fold_dense_bias(g, shapes),
         "spatial mean as a pool": spatial_means_as_pools(g, shapes),
         "global average pool split": split_global_average_pools(g, shapes) if split_pools else 0,
+        "input residual folding": fold_input_residual(g),
     }
     # after the folds above, so that a Conv they extended can take its residual and activation too
     if residual_fusion:
@@ -998,6 +1003,77 @@ def fuse_residual_add(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]
         users[r] = [conv if n is add else n for n in users.get(r, [])]
         fused += 1
     return fused
+
+
+def fold_input_residual(graph: Graph) -> int:
+    """Fold ``Add(x, Conv(x))`` of a 1x1 conv that keeps the channel count into the conv,
+    as RKNN-Toolkit2 2.5.0's compiler does: ``z = Conv(x, W + I, B)``; returns how many.
+
+    The vendor's files of such a block hold one conv with a weight ``<W>_new`` (float16,
+    calibrated int8 and pre-quantized builds alike, rk3566), and its simulator computes the
+    folded conv: in a pre-quantized model the Add's output is one requantization of it,
+    without the conv's own grid, and the new weight takes the vendor's weight grid
+    (:func:`~rknnlite.toolkit.quantize.weight_params`, per output channel; a quantized
+    PyTorch probe equals its output on every value so, against 79 % when the conv is rounded
+    onto its own grid first, ``tools/vendor_corpus/torch_qat_probe.py --conv-add``).  In a
+    float build the fold changes only roundings.  A pre-quantized weight is folded as its file
+    gives it (:attr:`Graph.unrounded <rknnlite.model.graph.Graph.unrounded>`), not as the
+    symmetric grid re-rounded it: the vendor's folded codes are those.  Only for a Conv with a constant float
+    weight ``[C, C, 1, 1]``, stride 1, no padding, dilation 1, group 1, no fused activation
+    or residual yet, whose output nothing but this Add reads and which is no graph output;
+    the weight is a new constant (the old one may be shared)."""
+    from .quantize import weight_params
+
+    users = _consumers(graph)
+    producers = {o: n for n in graph.nodes for o in n.outputs if o}
+    outputs = set(graph.outputs)
+    quant = getattr(graph, "quant", None)
+    folded = 0
+    for add in list(graph.nodes):
+        if add.op != "Add" or len(add.inputs) != 2 or len(add.outputs) != 1 or not add.outputs[0]:
+            continue
+        for k in (0, 1):
+            c, x = add.inputs[k], add.inputs[1 - k]
+            conv = producers.get(c)
+            if conv is None or not _is_channel_preserving_1x1(conv, graph.constants) or conv.inputs[0] != x:
+                continue
+            if c in outputs or len(users.get(c, [])) != 1:
+                continue
+            # a pre-quantized weight as the file gives it, not re-rounded onto the symmetric grid
+            w = getattr(graph, "unrounded", {}).get(conv.inputs[1], graph.constants[conv.inputs[1]])
+            name = _unique(graph.constants, f"{conv.inputs[1]}_new")
+            w_new = (w.astype(np.float64) + np.eye(w.shape[0]).reshape(w.shape)).astype(np.float32)
+            if quant and conv.inputs[1] in quant:  # a pre-quantized model: the vendor's weight grid
+                q = weight_params(w_new, 0)
+                s = np.asarray(q.scale, np.float64).reshape(-1, 1, 1, 1)
+                z = np.asarray(q.zero_point, np.float64).reshape(-1, 1, 1, 1)
+                w_new = ((np.clip(np.rint(w_new / s) + z, -128, 127) - z) * s).astype(np.float32)
+                quant[name] = q
+            if quant:
+                quant.pop(c, None)
+            graph.constants[name] = w_new
+            conv.inputs = [x, name] + list(conv.inputs[2:])
+            conv.outputs = [add.outputs[0]]
+            graph.nodes.remove(add)
+            producers[add.outputs[0]] = conv
+            folded += 1
+            break
+    return folded
+
+
+def _is_channel_preserving_1x1(conv: Node, consts) -> bool:
+    if conv.op != "Conv" or len(conv.outputs) != 1 or not 2 <= len(conv.inputs) <= 3:
+        return False
+    if "_activation" in conv.attrs or conv.attrs.get("_residual") or conv.inputs[0] in consts:
+        return False
+    w = consts.get(conv.inputs[1])
+    if w is None or w.dtype.kind != "f" or w.ndim != 4 or w.shape[2:] != (1, 1) or w.shape[0] != w.shape[1]:
+        return False
+    a = conv.attrs
+    flat = lambda key, default: [int(v) for v in a.get(key, default)]  # noqa: E731
+    return (int(a.get("group", 1)) == 1 and all(v == 1 for v in flat("strides", [1, 1]))
+            and all(v == 0 for v in flat("pads", [0, 0, 0, 0])) and all(v == 1 for v in flat("dilations", [1, 1]))
+            and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID", b"NOTSET", b"VALID"))
 
 
 def _same_static_shape(a: Optional[Sequence[int]], b: Optional[Sequence[int]]) -> bool:

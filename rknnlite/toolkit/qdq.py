@@ -124,18 +124,21 @@ def read_qdq(graph: Graph) -> Dict[str, QuantParams]:
         if name in rename:
             graph.nodes.append(Node("Identity", f"{name}/dequantized", [rename[name]], [name], {}))
             quant[name] = quant[rename[name]]
-    return symmetric_grids(quant, graph.constants)
+    return symmetric_grids(quant, graph.constants, unrounded=graph.unrounded)
 
 
 def symmetric_grids(quant: Dict[str, QuantParams], constants: Dict[str, np.ndarray],
-                    keep: Iterable[str] = ()) -> Dict[str, QuantParams]:
+                    keep: Iterable[str] = (), unrounded: Optional[Dict[str, np.ndarray]] = None
+                    ) -> Dict[str, QuantParams]:
     """A pre-quantized model's table as RKNN-Toolkit2 builds it: every int8 grid whose zero
     points are all 0 (an activation, or a weight per tensor or per channel) becomes the
     symmetric grid through its negative end, ``scale * 128/127`` (float32) with zero point 0;
     a weight in ``constants`` is put on it (codes ``rint(value / scale')``, float32, as the
     vendor rounds them: ``q * 127/128``, so 127 becomes 126, -128 -127, 64 63).  Other grids
     (a zero point of -1, uint8 zero point 0, any other dtype) and the names in ``keep`` are
-    left as they are.  Returns a new table; ``constants`` is updated in place.
+    left as they are.  Returns a new table; ``constants`` is updated in place, and each
+    re-rounded constant's previous value goes into ``unrounded`` when given
+    (:attr:`Graph.unrounded <rknnlite.model.graph.Graph.unrounded>`).
 
     Probes (RKNN-Toolkit2 2.5.0, ``build(do_quantization=False)``, rk3566, 2026-12-04; the
     tensors decoded from the vendor's files, its simulator's outputs on the new grids; see
@@ -171,6 +174,8 @@ def symmetric_grids(quant: Dict[str, QuantParams], constants: Dict[str, np.ndarr
                 shape[q.axis] = -1
             s = scales.reshape(shape) if q.axis is not None else scales[0]
             codes = np.clip(np.rint(value.astype(np.float32) / s), -127, 127)
+            if unrounded is not None:
+                unrounded[name] = value
             constants[name] = (codes * s).astype(np.float32)
     return out
 

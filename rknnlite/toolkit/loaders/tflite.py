@@ -1115,7 +1115,8 @@ def load_tflite(model, input_is_quant: bool = True, *, dynamic_input=None, custo
     imported.output_specs = [replace(s, layout="NHWC") if c.rank(i) == 4 and s.layout == "NCHW" else s
                              for s, i in zip(imported.output_specs, outputs)]
     imported.graph.quant = c.quant
-    imported.graph.quant = symmetric_grids(live_quant(imported.graph), imported.graph.constants, keep=c.raw_inputs)
+    imported.graph.quant = symmetric_grids(live_quant(imported.graph), imported.graph.constants, keep=c.raw_inputs,
+                                           unrounded=imported.graph.unrounded)
     _codes_keep_their_values(imported.graph, c.code_inputs)
     imported.raw_outputs = _raw_grids([tensors[i] for i in outputs])
     reals = {real for _, real in c.code_inputs.values()}  # what add_inputs recorded for those inputs
