@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     ap.add_argument("--platform", default="rk3566")
     ap.add_argument("--int8", action="store_true", help="int8 input and output instead of uint8")
     ap.add_argument("--features", action="store_true",
-                    help="also output the last block's feature map (128 x 4 x 4): a per-element comparison")
+                    help="also output the last block's feature map (8 x 8 x 128): a per-element comparison")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     os.chdir(args.out)
