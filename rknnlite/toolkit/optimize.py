@@ -1011,17 +1011,19 @@ def fold_input_residual(graph: Graph) -> int:
 
     The vendor's files of such a block hold one conv with a weight ``<W>_new`` (float16,
     calibrated int8 and pre-quantized builds alike, rk3566), and its simulator computes the
-    folded conv: in a pre-quantized model the Add's output is one requantization of it,
-    without the conv's own grid, and the new weight takes the vendor's weight grid
-    (:func:`~rknnlite.toolkit.quantize.weight_params`, per output channel; a quantized
-    PyTorch probe equals its output on every value so, against 79 % when the conv is rounded
-    onto its own grid first, ``tools/vendor_corpus/torch_qat_probe.py --conv-add``).  In a
-    float build the fold changes only roundings.  A pre-quantized weight is folded as its file
-    gives it (:attr:`Graph.unrounded <rknnlite.model.graph.Graph.unrounded>`), not as the
-    symmetric grid re-rounded it: the vendor's folded codes are those.  Only for a Conv with a constant float
-    weight ``[C, C, 1, 1]``, stride 1, no padding, dilation 1, group 1, no fused activation
-    or residual yet, whose output nothing but this Add reads and which is no graph output;
-    the weight is a new constant (the old one may be shared)."""
+    folded conv.  In a pre-quantized model the Add's output is one requantization of it,
+    without the conv's own grid; the new weight takes the vendor's weight grid
+    (:func:`~rknnlite.toolkit.quantize.weight_params`, per output channel) and is folded from
+    the weight as the file gives it (:attr:`Graph.unrounded
+    <rknnlite.model.graph.Graph.unrounded>`), not as the symmetric grid re-rounded it.  So
+    a quantized PyTorch probe equals the vendor's output on every value (79 % when the conv
+    was rounded onto its own grid first; ``tools/vendor_corpus/torch_qat_probe.py
+    --conv-add``).  In a float build the fold changes only roundings.
+
+    Only for a Conv with a constant float weight ``[C, C, 1, 1]``, stride 1, no padding,
+    dilation 1, group 1, no fused activation or residual yet, whose output nothing but this
+    Add reads and which is no graph output; the weight is a new constant (the old one may be
+    shared)."""
     from .quantize import weight_params
 
     users = _consumers(graph)

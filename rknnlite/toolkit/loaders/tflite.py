@@ -33,10 +33,12 @@ weights per output channel (``QuantParams.axis`` follows the weight's new layout
 uint8 tensors become the runtime's asymmetric int8 by shifting their zero point by
 -128 (the grid is the same).  ``RKNN.build(do_quantization=False)`` then builds an int8
 model with those parameters without calibration; ``do_quantization=True`` is refused, as
-RKNN-Toolkit2 refuses it (calibration would replace them).  ``QUANTIZE`` (float -> int) and ``DEQUANTIZE`` (int -> float, also
-float16 -> float32 weights) are no nodes: both sides are one tensor carrying the int
-side's parameters.  A file with float activations and int8 weights (dynamic-range
-"hybrid" models) is loaded as a float model with the weights dequantized.
+RKNN-Toolkit2 refuses it (calibration would replace them).  ``QUANTIZE`` (float -> int)
+and ``DEQUANTIZE`` (int -> float, also float16 -> float32 weights) are no nodes: both
+sides are one tensor carrying the int side's parameters.  A uint8/int8 model input takes
+the file's codes (``input_is_quant``, see :func:`load_tflite`).  A file with float
+activations and int8 weights (dynamic-range "hybrid" models) is loaded as a float model
+with the weights dequantized.
 """
 
 from __future__ import annotations
