@@ -12,8 +12,10 @@ element.  Run it in the vendor-toolkit venv (its torch, 2.4)::
 
 ``--blocks N`` keeps N of the three blocks, ``--no-skip`` drops the final residual 1x1 conv and
 quantized Add (docs/toolkit-loaders.md has the per-depth agreement); ``--conv-add`` builds
-:func:`make_conv_add` instead, the pattern whose vendor rule is not yet the toolkit's.  Saves ``model.pt``, ``x.npy`` (NCHW float input), ``torch.npy`` (PyTorch's quantized output),
-``vendor.npy`` (the simulator's) and ``grid.json`` (the output's scale and zero point).
+:func:`make_conv_add` instead (the vendor folds the Add into the conv, as
+``optimize.fold_input_residual`` now does).  Saves ``model.pt``, ``x.npy`` (NCHW float
+input), ``torch.npy`` (PyTorch's quantized output), ``vendor.npy`` (the simulator's) and
+``grid.json`` (the output's scale and zero point).
 """
 
 from __future__ import annotations
