@@ -315,8 +315,8 @@ class _Converter:
         self.const_names: Dict[tuple, str] = {}  # (tensor, perm, rank) -> initializer name
         self.quant: Dict[str, QuantParams] = {}
         self.raw_inputs: set = set()  # input_is_quant inputs: their step-1 grid is no file grid
-        # input_is_quant inputs: graph input -> (its scale constant, the dequantized tensor)
-        self.code_inputs: Dict[str, Tuple[str, str]] = {}
+        # input_is_quant inputs: TFLite tensor index -> (its scale constant, the dequantized tensor)
+        self.code_inputs: Dict[int, Tuple[str, str]] = {}
         self.taken: set = set()
         self.ir: Dict[int, Tuple[str, bool]] = {}  # tensor -> (IR name, held as NCHW)
         self.nhwc_views: Dict[int, str] = {}
@@ -484,15 +484,17 @@ class _Converter:
             infos.append(self.h.make_tensor_value_info(name, getattr(TensorProto, elem), shape))
             q = self.quant_of(t)
             if self.input_is_quant and t.quantized and t.type in _QUANT_TYPES:
-                name = self.dequantize_input(t, name, q)
+                self.code_inputs[i] = self.dequantize_input(t, name, q)
+                name = self.code_inputs[i][1]  # the graph reads the dequantized tensor
             elif q is not None:
                 self.quant[name] = q
             self.ir[i] = (name, is_nchw)
         return infos
 
-    def dequantize_input(self, t: _Tensor, name: str, q: Optional[QuantParams]) -> str:
+    def dequantize_input(self, t: _Tensor, name: str, q: Optional[QuantParams]) -> Tuple[str, str]:
         """``input_is_quant=True``: the input ``name`` takes the quantized values (exact on
-        an integer grid of step 1); ``(x - zero_point) * scale`` is the tensor the file means."""
+        an integer grid of step 1); ``(x - zero_point) * scale`` is the tensor the file means.
+        Returns the names of the scale constant and of that tensor."""
         if t.scale.size != 1:
             raise ModelInvalidError(f"input {t.name!r} is quantized per channel; input_is_quant=True needs one "
                                     f"scale", op=_OP)
@@ -506,8 +508,7 @@ class _Converter:
         self.node("Mul", [shifted, scale], [real])
         if q is not None:
             self.quant[real] = q
-        self.code_inputs[name] = (scale, real)
-        return real
+        return scale, real
 
     def add_outputs(self) -> List[str]:
         """Name the graph outputs as the file does, 4-D ones back in NHWC."""
@@ -1121,12 +1122,11 @@ def load_tflite(model, input_is_quant: bool = True, *, dynamic_input=None, custo
                                            unrounded=imported.graph.unrounded)
     _codes_keep_their_values(imported.graph, c.code_inputs)
     imported.raw_outputs = _raw_grids([tensors[i] for i in outputs])
-    reals = {real for _, real in c.code_inputs.values()}  # what add_inputs recorded for those inputs
-    imported.raw_inputs = _raw_grids([tensors[i] if c.ir[i][0] in reals else None for i in inputs])
+    imported.raw_inputs = _raw_grids([tensors[i] if i in c.code_inputs else None for i in inputs])
     return imported
 
 
-def _codes_keep_their_values(graph, code_inputs: Dict[str, Tuple[str, str]]) -> None:
+def _codes_keep_their_values(graph, code_inputs: Dict[int, Tuple[str, str]]) -> None:
     """An input taking the file's codes whose grid became the symmetric one keeps its codes:
     RKNN-Toolkit2 2.5.0 stores the new scale (x 128/127) on the model input and feeds the
     codes unchanged (a uint8 input of zero point 128: ``x - 128`` on scale ``s * 128/127``),
