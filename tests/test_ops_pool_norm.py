@@ -182,6 +182,38 @@ def test_averagepool_matches_loops(cfg, count_include_pad):
     np.testing.assert_allclose(y, ry, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("cfg", POOL_CONFIGS, ids=_config_id)
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_an_integer_output_averagepool_sums_in_row_major_order(cfg, count_include_pad):
+    """An AveragePool whose output the executor keeps on an integer grid (``_int_output``)
+    adds each window's float32 taps one by one in row-major order and divides by the count
+    in float32, as RKNN-Toolkit2's simulator does (tests/test_qdq_import.py pins that
+    against the vendor): bit-exact against a direct loop doing that."""
+    shape, attrs = cfg
+    rng = np.random.default_rng(len(shape) + 11)
+    x = (rng.integers(-60, 60, shape) * np.float32(0.0388743)).astype(np.float32)
+    (y,) = _run("AveragePool", [x], dict(attrs, count_include_pad=count_include_pad, _int_output=True))
+    ks = attrs["kernel_shape"]
+    nd = len(ks)
+    strides, dilations = attrs.get("strides", [1] * nd), attrs.get("dilations", [1] * nd)
+    geo = _geometry(x.shape[2:], ks, strides, dilations, attrs.get("pads", [0] * 2 * nd),
+                    attrs.get("auto_pad", "NOTSET"), attrs.get("ceil_mode", 0))
+    want = np.zeros(x.shape[:2] + tuple(g[2] for g in geo), np.float32)
+    for b, ch in itertools.product(*map(range, x.shape[:2])):
+        for o in itertools.product(*[range(g[2]) for g in geo]):
+            acc, count = None, 0
+            for t in itertools.product(*map(range, ks)):
+                pos = [o[a] * strides[a] - geo[a][0] + t[a] * dilations[a] for a in range(nd)]
+                real = all(0 <= pos[a] < x.shape[2 + a] for a in range(nd))
+                count += real or (count_include_pad and all(-geo[a][0] <= pos[a] < x.shape[2 + a] + geo[a][1]
+                                                            for a in range(nd)))
+                if real:
+                    v = x[(b, ch) + tuple(pos)]
+                    acc = v if acc is None else np.float32(acc + v)
+            want[(b, ch) + o] = np.float32(acc) / np.float32(count) if count and acc is not None else 0
+    np.testing.assert_array_equal(y, want)
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.int64, np.float64])
 def test_maxpool_keeps_dtype(dtype):
     x = np.random.default_rng(0).integers(-100 if dtype != np.uint8 else 0, 100, (1, 2, 6, 6)).astype(dtype)

@@ -5,6 +5,7 @@ Rockchip's pytorch/resnet18_qat example, and compared with onnxruntime running t
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -556,3 +557,37 @@ def test_an_identity_to_the_output_keeps_the_grid_before_it(tmp_path):
     qx = np.clip(np.rint(x / S_IN) + Z_IN, 0, 255)
     want = np.clip(np.rint(2 * (qx - Z_IN) * S_IN / s_out) + z_out, 0, 255)
     assert np.abs(np.rint(codes) + z_out - want).max() <= 1  # one step: the input's symmetric grid
+
+
+_AVGPOOL_SIM = Path(__file__).parent / "data" / "vendor_qdq" / "avgpool_sim.npz"
+
+
+@pytest.mark.parametrize("case", ["pool_2_2_0", "pool_2_2_1", "pool_3_2_1", "pool_3_2_1_inc", "pool_4_4_0"])
+def test_int8_average_pools_equal_the_vendors_simulator(case, tmp_path):
+    """An int8 AveragePool sums each window's dequantized taps one by one in row-major order
+    and divides by the count (RKNN-Toolkit2's simulator, tests/data/vendor_qdq/README.md): the
+    float kernel's separable order and reciprocal round a window whose mean is a grid midpoint
+    the other way (2x2: 95.7 % of these codes equal; 3x3 pad 1 borders: 99.7 %)."""
+    sim = np.load(_AVGPOOL_SIM)
+    scale, zp = 0.0388743, 73
+    k, stride, pad, *inc = case.split("_")[1:]
+    nodes, inits = _pair("x", "xd", scale, zp, "in")
+    nodes.append(helper.make_node("AveragePool", ["xd"], ["p"], kernel_shape=[int(k)] * 2,
+                                  strides=[int(stride)] * 2, pads=[int(pad)] * 4, count_include_pad=int(bool(inc))))
+    n, i = _pair("p", "y", scale, zp, "out")
+    g = helper.make_graph(nodes + n, "g", [helper.make_tensor_value_info("x", F, [1, 16, 32, 32])],
+                          [helper.make_tensor_value_info("y", F, None)], inits + i)
+    path = tmp_path / "avgpool.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    r = RKNN()
+    assert r.config(target_platform="rk3566") == 0
+    assert r.load_onnx(str(path)) == 0
+    assert r.build(do_quantization=False) == 0
+    assert r.init_runtime() == 0
+    x = ((sim["codes"][None].astype(np.int32) - zp) * np.float32(scale)).astype(np.float32)
+    (y,) = r.inference([x], data_format="nchw")
+    r.release()
+    codes = np.rint(y / np.float32(scale)).astype(np.int32) + zp
+    want = sim[case][None].astype(np.int32)
+    assert codes.shape == want.shape
+    assert np.array_equal(codes, want), f"{(codes == want).mean():.4f} equal"

@@ -8,10 +8,20 @@ Writes ``avgp.onnx`` (``x -> Q/DQ -> AveragePool -> Q/DQ -> y``, one uint8 grid,
 (2026-12-04): the vendor dequantizes to float32 ``(q - zp) * s``, sums each window
 sequentially in row-major tap order (``((t00 + t01) + t10) + t11``), multiplies by 1/4 and
 divides by ``s`` (float32), rounding half to even: equal on all 4,096 values, 988 of them
-ties.  rknnlite's separable order (``(t00 + t10) + (t01 + t11)``) gives 95.7 %::
+ties.  rknnlite's separable order (``(t00 + t10) + (t01 + t11)``) gave 95.7 %::
 
     PYTHONPATH=. /var/tmp/rkt/bin/python tools/vendor_corpus/qdq_avgpool_probe.py --out /tmp/avgp
     python tools/vendor_corpus/qdq_avgpool_probe.py --out /tmp/avgp --analyse
+
+``--analyse`` reads that default 2x2/2 run.  Other pools (``--pool k,stride,pad``,
+``--count-include-pad``, ``--ceil``, ``--shape``): with 3x3/2 pad 1 the border windows of 4
+and 6 real taps showed that the sum is DIVIDED by the count in float32 (99.7 % multiplying by
+its reciprocal); 2x2/2 pad 1, 4x4/4 and count_include_pad=1 then equal too (the runtime's
+integer-grid AveragePool does this since).  ``--pool global``: a GlobalAveragePool over 7x7 is
+one window (exact); over 8x8 the vendor's compiler writes two depthwise convs (7x7/7 pad 3,
+all-127 int8 weights, then 2x2) requantized in between: a float emulation of that with the
+intermediate on the output's grid gives 98.5 %, rknnlite's single window 83 % (one step).
+The exported ``avgp.rknn`` can be read with ``rkdump.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ import numpy as np
 S, Z = 0.0388743, 73  # uint8 zero point 73: int8 -55, no symmetric grid
 
 
-def build(out: str) -> None:
+def build(out: str, shape, pool: str, include_pad: bool, ceil: bool) -> None:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     from rknn.api import RKNN
@@ -34,15 +44,20 @@ def build(out: str) -> None:
         return [helper.make_node("QuantizeLinear", [x, "s", "z"], [f"{tag}_q"]),
                 helper.make_node("DequantizeLinear", [f"{tag}_q", "s", "z"], [y])]
 
-    nodes = pair("x", "xd", "in") + [helper.make_node("AveragePool", ["xd"], ["p"], kernel_shape=[2, 2],
-                                                      strides=[2, 2])] + pair("p", "y", "out")
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32, 32])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 16, 16])],
+    if pool == "global":
+        node = helper.make_node("GlobalAveragePool", ["xd"], ["p"])
+    else:
+        k, st, pad = (int(v) for v in pool.split(","))
+        node = helper.make_node("AveragePool", ["xd"], ["p"], kernel_shape=[k, k], strides=[st, st],
+                                pads=[pad] * 4, count_include_pad=int(include_pad), ceil_mode=int(ceil))
+    nodes = pair("x", "xd", "in") + [node] + pair("p", "y", "out")
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                           [numpy_helper.from_array(np.float32(S), "s"), numpy_helper.from_array(np.uint8(Z), "z")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
     onnx.save(m, os.path.join(out, "avgp.onnx"))
-    codes = np.random.default_rng(3).integers(0, 256, (1, 16, 32, 32))
+    codes = np.random.default_rng(3).integers(0, 256, shape)
     x = ((codes - Z) * np.float32(S)).astype(np.float32)
     np.save(os.path.join(out, "x.npy"), x)
     np.save(os.path.join(out, "codes.npy"), codes)
@@ -50,6 +65,7 @@ def build(out: str) -> None:
     r.config(target_platform="rk3566")
     assert r.load_onnx(os.path.join(out, "avgp.onnx")) == 0
     assert r.build(do_quantization=False) == 0
+    assert r.export_rknn(os.path.join(out, "avgp.rknn")) == 0
     assert r.init_runtime() == 0
     (y,) = r.inference(inputs=[x], data_format="nchw")
     np.save(os.path.join(out, "vendor.npy"), y)
@@ -71,12 +87,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--analyse", action="store_true")
+    ap.add_argument("--pool", default="2,2,0",
+                    help="'kernel,stride,pad' of a square AveragePool (default 2,2,0), or 'global'")
+    ap.add_argument("--count-include-pad", action="store_true")
+    ap.add_argument("--shape", default="1,16,32,32", help="the input's NCHW shape (default 1,16,32,32)")
+    ap.add_argument("--ceil", action="store_true")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     if args.analyse:
         analyse(args.out)
     else:
-        build(args.out)
+        build(args.out, tuple(int(v) for v in args.shape.split(",")), args.pool, args.count_include_pad, args.ceil)
     return 0
 
 

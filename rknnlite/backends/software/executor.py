@@ -193,6 +193,11 @@ class Executor:
             ins = [names[n] if n else -1 for n in node.inputs]
             attrs = dict(node.attrs)
             attrs.setdefault("_num_outputs", len(node.outputs))
+            outs = [names[n] for n in node.outputs if n]
+            if outs and all(slot in self.quant_slots for slot in outs):
+                # for kernels whose integer arithmetic on the NPU is not their float one's
+                # (the summation order of an int8 AveragePool)
+                attrs["_int_output"] = True
             if spec.prepare is not None:
                 try:
                     attrs = spec.prepare(attrs, [const_values.get(s) for s in ins])

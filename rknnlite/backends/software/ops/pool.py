@@ -12,6 +12,8 @@ See the package docstring for the calling convention.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ....errors import ModelInvalidError
@@ -244,15 +246,53 @@ def average_pool_kernel(inputs, attrs, out=None):
     The divisor counts the real elements of each window, or (``count_include_pad=1``)
     its taps inside the padded extent, never the ceil-mode overhang past the end
     padding; the sum is multiplied by its float32 reciprocal.  Dilations per opset 19.
+    An output the executor keeps on an integer grid (``attrs["_int_output"]``) is summed
+    and divided as the vendor's int8 pooling does instead (:func:`_avg_pool_row_major`).
     Writes into ``out`` when given; copies X only when it is not contiguous.
     """
     x = inputs[0]
     plan = _plan(x, attrs)
     x4 = np.ascontiguousarray(x, dtype=np.float32).reshape(plan.in4)
     y, y_dest = _target(out, 0, plan.out_shape, np.dtype(np.float32))
+    if attrs.get("_int_output"):
+        _avg_pool_row_major(x4, y.reshape(plan.out4), plan.geo, bool(attrs.get("count_include_pad", 0)))
+        return [_finish(y, y_dest)]
     args = plan.native + [g[4] for g in plan.geo] + [bool(attrs.get("count_include_pad", 0))]
     _over_planes(avg_pool, x4, y.reshape(plan.out4), args)
     return [_finish(y, y_dest)]
+
+
+def _avg_pool_row_major(x4, y4, geo, count_include_pad):
+    """AveragePool of an integer-grid output, as the NPU's int8 pooling sums a window.
+
+    RKNN-Toolkit2's simulator adds the dequantized float32 taps of each window one by one
+    in row-major order (``((t00 + t01) + t10) + t11``), where the native kernel's separable
+    passes add column sums; the two round apart when an even-count window's mean lies on a
+    grid midpoint (``tools/vendor_corpus/qdq_avgpool_probe.py``: this order equals the
+    simulator on all 4,096 values of a 2x2/2 probe, 988 of them ties; the separable one
+    95.7 %).  Padding adds 0.0.  The sum is divided by the count in float32 (the native
+    kernel multiplies by its reciprocal): with 3x3/2 pad 1 the border windows of 4 and 6
+    real taps then equal the simulator's too (100 %, 99.7 % multiplying).  A window with
+    nothing to count gives 0.  x4: (P, D, H, W), y4: (P, OD, OH, OW), float32; allocates a
+    padded copy of x4.
+    """
+    pads, counts = [(0, 0)], []
+    for (k, s, d, pb, pe, n_out), size in zip(geo, x4.shape[1:]):
+        end = max(pe, (n_out - 1) * s + (k - 1) * d + 1 - pb - size)
+        pads.append((pb, end))
+        bounds = (-pb, size + pe) if count_include_pad else (0, size)
+        lo, hi = _tap_range(n_out, k, s, d, pb, *bounds)
+        counts.append(hi - lo)
+    xp = np.pad(x4, pads)
+    count = (counts[0][:, None, None] * counts[1][None, :, None] * counts[2][None, None, :]).astype(np.float32)
+    for i, tap in enumerate(itertools.product(*(range(g[0]) for g in geo))):
+        window = tuple(slice(t * d, t * d + (n - 1) * s + 1, s) for t, (_, s, d, _, _, n) in zip(tap, geo))
+        if i == 0:
+            np.copyto(y4, xp[(slice(None),) + window])
+        else:
+            np.add(y4, xp[(slice(None),) + window], out=y4)
+    np.divide(y4, count, out=y4, where=count > 0)
+    y4[:, count == 0] = 0
 
 
 def _global_setup(inputs, out):
