@@ -50,10 +50,16 @@ def test_nchw_data_is_transposed(ctx):
 
 
 def test_pass_through_skips_normalisation(ctx):
+    """Passed-through data is the NPU's own: float16 for this model's input, where the
+    normalised image reaches the first conv in float32 (as the vendor's simulator has it), so
+    the two agree to float16 precision, not bit for bit."""
     img = demo_image()
     normalised = (img.astype(np.float32) - 127.5) / 127.5
     np.testing.assert_allclose(ctx.run([normalised], pass_through=[True], data_format="nchw")[0],
-                               ctx.run([img], data_format="nchw")[0], atol=1e-6)
+                               ctx.run([img], data_format="nchw")[0], atol=2e-4)
+    half = normalised.astype(np.float16)
+    np.testing.assert_array_equal(ctx.run([half], pass_through=[True], data_format="nchw")[0],
+                                  ctx.run([half.astype(np.float32)], pass_through=[True], data_format="nchw")[0])
 
 
 @pytest.mark.parametrize(

@@ -1253,12 +1253,39 @@ def test_input_residual_folds_into_the_conv_weight():
     check_against_ort(m, {"x": RNG.standard_normal((1, 6, 5, 5)).astype(np.float32)}, g)
 
 
-@pytest.mark.parametrize("change", ["channels", "kernel", "stride", "pads", "group", "activation", "reader", "output"])
+@pytest.mark.parametrize("kernel, attrs", [
+    (3, {"pads": [1, 1, 1, 1]}),
+    (5, {"pads": [2, 2, 2, 2]}),
+    (3, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    (3, {"pads": [1, 1, 1, 1], "group": 6}),
+    (1, {"group": 6}),
+])
+def test_input_residual_folds_any_same_padded_conv(kernel, attrs):
+    """RKNN-Toolkit2 2.5.0 folds the residual of any conv that keeps channels and size (its
+    files hold ``<w>_new`` for 3x3 pad 1, 5x5 pad 2, 3x3 dilation 2 pad 2 and depthwise 3x3 and
+    1x1, rk3588): the identity goes on the centre tap (on the one input channel of a depthwise
+    weight)."""
+    depthwise = attrs.get("group", 1) > 1
+    w = (RNG.standard_normal((6, 1 if depthwise else 6, kernel, kernel)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], **attrs), helper.make_node("Add", ["c", "x"], ["y"])]
+    m = model(nodes, [vi("x", F, [1, 6, 9, 9])], [vi("y", F, None)], [init("w", w)], opset=13)
+    g = import_onnx(m).graph
+    assert fold_input_residual(g) == 1 and ops(g) == ["Conv"]
+    identity = np.zeros_like(w)
+    identity[np.arange(6), 0 if depthwise else np.arange(6), kernel // 2, kernel // 2] = 1
+    np.testing.assert_array_equal(g.constants["w_new"], w + identity)
+    check_against_ort(m, {"x": RNG.standard_normal((1, 6, 9, 9)).astype(np.float32)}, g)
+
+
+@pytest.mark.parametrize("change", ["channels", "kernel", "stride", "pads", "group", "activation", "reader", "output", "asymmetric"])
 def test_input_residual_stays_where_the_fold_does_not_hold(change):
     w = np.zeros((8 if change == "channels" else 6, 6, 3 if change == "kernel" else 1) + ((3,) if change == "kernel" else (1,)),
                  np.float32)
     attrs = {"strides": [2, 2] if change == "stride" else [1, 1], "pads": [1, 1, 1, 1] if change == "pads" else [0] * 4,
              "group": 2 if change == "group" else 1}
+    if change == "asymmetric":  # "same" size, but not centred: the vendor keeps its ConvAdd
+        w = np.zeros((6, 6, 3, 3), np.float32)
+        attrs["pads"] = [0, 0, 2, 2]
     if change == "activation":
         attrs["_activation"] = "Relu"
     nodes = [Node("Conv", "conv", ["x", "w"], ["c"], attrs), Node("Add", "add", ["x", "c"], ["y"], {})]

@@ -6,6 +6,11 @@ built the way the vendor build was (``config`` from ``manifest.json``,
 before mean/std) and compared with the vendor simulator's outputs of the fp16 build.
 dyn_conv was built by the vendor with ``dynamic_input``; here one model per shape is
 built with ``input_size_list`` (dynamic_input itself comes later).
+
+Since the inputs and the biases stay float32 in float16 mode, as the simulator keeps them,
+convnet and add_mul equal the simulator's outputs bit for bit (add_mul 48-61 % before) and
+dyn_conv, normalised by its mean/std, on all but one of its 4,480 values (80-86 % before;
+the one is a float16 unit apart).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ pytest.importorskip("onnx")
 from rknnlite.toolkit import RKNN  # noqa: E402
 
 MAX_ABS_ERROR = 5e-3
+#: the share of dyn_conv's values that may differ (by at most MAX_ABS_ERROR); see the module doc
+MAX_UNEQUAL_SHARE = 1e-3
 
 
 def manifest_run(fixtures, model: str, variant: str = "fp16") -> dict:
@@ -74,8 +81,7 @@ def test_static_models_match_the_vendor_simulator(vendor_fixtures, model):
         assert len(outputs) == len(expected)
         for k, (a, e) in enumerate(zip(outputs, expected)):
             assert a.shape == e.shape and a.dtype == np.float32
-            err = float(np.max(np.abs(a - e)))
-            assert err <= MAX_ABS_ERROR, f"{model} {case} output {k}: max abs error {err}"
+            np.testing.assert_array_equal(a, e, err_msg=f"{model} {case} output {k}")
 
 
 def test_dyn_conv_one_build_per_shape_matches_the_vendor_simulator(vendor_fixtures):
@@ -90,3 +96,4 @@ def test_dyn_conv_one_build_per_shape_matches_the_vendor_simulator(vendor_fixtur
             assert a.shape == e.shape
             err = float(np.max(np.abs(a - e)))
             assert err <= MAX_ABS_ERROR, f"dyn_conv {case} output {k}: max abs error {err}"
+            assert np.mean(a != e) <= MAX_UNEQUAL_SHARE, f"dyn_conv {case} output {k}: {np.mean(a == e):.4f} equal"

@@ -301,10 +301,9 @@ def _quantize(job: BuildJob) -> None:
 def _float16(job: BuildJob) -> None:
     if job.cfg["float_dtype"] != "float16":
         return
-    from ..backends.software.integer_convs import int32_biases
     from .optimize import round_constants_to_float16
 
-    round_constants_to_float16(job.graph, keep=int32_biases(job.graph))
+    round_constants_to_float16(job.graph, keep=job.graph.biases())
 
 
 def _sparsity(job: BuildJob) -> None:

@@ -27,8 +27,8 @@
    ``GlobalAveragePool``, and :func:`split_global_average_pools` a ``GlobalAveragePool``
    over more than 7 x 7 the chain of depthwise convs the vendor's compiler makes of it
    (in builds that round values, :func:`splits_pools`).
-5c. :func:`fold_input_residual` - ``Add(x, Conv(x))`` of a channel-preserving 1x1 conv
-   becomes ``Conv(x, W + I)``, as the vendor's compiler folds it (in every build).
+5c. :func:`fold_input_residual` - ``Add(x, Conv(x))`` of a channel-preserving conv with
+   "same" padding becomes ``Conv(x, W + I)``, as the vendor's compiler folds it (in every build).
 6. :func:`fuse_residual_add` - ``Add`` / ``Sum`` of a ``Conv`` output (read by nothing
    else) and another tensor of the same static shape becomes one Conv with that tensor
    as a 4th, residual input (``attrs["_residual"]``), added before any activation.
@@ -1006,12 +1006,15 @@ def fuse_residual_add(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]
 
 
 def fold_input_residual(graph: Graph) -> int:
-    """Fold ``Add(x, Conv(x))`` of a 1x1 conv that keeps the channel count into the conv,
-    as RKNN-Toolkit2 2.5.0's compiler does: ``z = Conv(x, W + I, B)``; returns how many.
+    """Fold ``Add(x, Conv(x))`` of a conv that keeps the channel count and the spatial size
+    into the conv, as RKNN-Toolkit2 2.5.0's compiler does: ``z = Conv(x, W + I, B)``, the
+    identity on the tap that reads ``x`` in place (the kernel's centre); returns how many.
 
     The vendor's files of such a block hold one conv with a weight ``<W>_new`` (float16,
-    calibrated int8 and pre-quantized builds alike, rk3566), and its simulator computes the
-    folded conv.  In a pre-quantized model the Add's output is one requantization of it,
+    calibrated int8 and pre-quantized builds alike, rk3566 and rk3588: 1x1, 3x3 pad 1, 5x5 pad 2,
+    3x3 dilation 2 pad 2, depthwise 3x3 and 1x1; not with asymmetric pads, which stay a
+    ConvAdd), and its simulator computes the folded conv (a float16 3x3 block equals it on every
+    value, 91 % unfolded: ``tests/test_float16_inputs.py``).  In a pre-quantized model the Add's output is one requantization of it,
     without the conv's own grid; the new weight takes the vendor's weight grid
     (:func:`~rknnlite.toolkit.quantize.weight_params`, per output channel) and is folded from
     the weight as the file gives it (:attr:`Graph.unrounded
@@ -1020,10 +1023,11 @@ def fold_input_residual(graph: Graph) -> int:
     was rounded onto its own grid first; ``tools/vendor_corpus/torch_qat_probe.py
     --conv-add``).  In a float build the fold changes only roundings.
 
-    Only for a Conv with a constant float weight ``[C, C, 1, 1]``, stride 1, no padding,
-    dilation 1, group 1, no fused activation or residual yet, whose output nothing but this
-    Add reads and which is no graph output; the weight is a new constant (the old one may be
-    shared)."""
+    Only for a Conv with a constant float weight ``[C, C, k...]`` (group 1) or ``[C, 1, k...]``
+    (depthwise, group C), stride 1, explicit pads equal at both ends with ``(k - 1) * d / 2``
+    on each axis (no ``auto_pad``), no fused activation or residual yet, whose output nothing
+    but this Add reads and which is no graph output; the weight is a new constant (the old
+    one may be shared)."""
     from .quantize import weight_params
 
     users = _consumers(graph)
@@ -1037,14 +1041,18 @@ def fold_input_residual(graph: Graph) -> int:
         for k in (0, 1):
             c, x = add.inputs[k], add.inputs[1 - k]
             conv = producers.get(c)
-            if conv is None or not _is_channel_preserving_1x1(conv, graph.constants) or conv.inputs[0] != x:
+            tap = _identity_tap(conv, graph.constants) if conv is not None and conv.inputs[0] == x else None
+            if tap is None:
                 continue
             if c in outputs or len(users.get(c, [])) != 1:
                 continue
             # a pre-quantized weight as the file gives it, not re-rounded onto the symmetric grid
             w = getattr(graph, "unrounded", {}).get(conv.inputs[1], graph.constants[conv.inputs[1]])
             name = _unique(graph.constants, f"{conv.inputs[1]}_new")
-            w_new = (w.astype(np.float64) + np.eye(w.shape[0]).reshape(w.shape)).astype(np.float32)
+            w_new = w.astype(np.float64)
+            channels = np.arange(w.shape[0])
+            w_new[(channels, channels if w.shape[1] > 1 else 0) + tap] += 1
+            w_new = w_new.astype(np.float32)
             if quant and conv.inputs[1] in quant:  # a pre-quantized model: the vendor's weight grid
                 q = weight_params(w_new, 0)
                 # the codes in float64, as the vendor's: snapped later in float32 by the runtime,
@@ -1065,19 +1073,34 @@ def fold_input_residual(graph: Graph) -> int:
     return folded
 
 
-def _is_channel_preserving_1x1(conv: Node, consts) -> bool:
+def _identity_tap(conv: Node, consts) -> Optional[Tuple[int, ...]]:
+    """The kernel index of the tap reading the output position's own input element, when
+    ``conv`` keeps channels and spatial size as :func:`fold_input_residual` requires; else None."""
     if conv.op != "Conv" or len(conv.outputs) != 1 or not 2 <= len(conv.inputs) <= 3:
-        return False
+        return None
     if "_activation" in conv.attrs or conv.attrs.get("_residual") or conv.inputs[0] in consts:
-        return False
+        return None
     w = consts.get(conv.inputs[1])
-    if w is None or w.dtype.kind != "f" or w.ndim != 4 or w.shape[2:] != (1, 1) or w.shape[0] != w.shape[1]:
-        return False
+    if w is None or w.dtype.kind != "f" or w.ndim < 3:
+        return None
     a = conv.attrs
+    nd = w.ndim - 2
+    group = int(a.get("group", 1))
+    if not ((group == 1 and w.shape[1] == w.shape[0]) or (group == w.shape[0] and w.shape[1] == 1)):
+        return None
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+        return None
     flat = lambda key, default: [int(v) for v in a.get(key, default)]  # noqa: E731
-    return (int(a.get("group", 1)) == 1 and all(v == 1 for v in flat("strides", [1, 1]))
-            and all(v == 0 for v in flat("pads", [0, 0, 0, 0])) and all(v == 1 for v in flat("dilations", [1, 1]))
-            and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID", b"NOTSET", b"VALID"))
+    strides, dilations, pads = flat("strides", [1] * nd), flat("dilations", [1] * nd), flat("pads", [0] * 2 * nd)
+    if len(strides) != nd or len(dilations) != nd or len(pads) != 2 * nd or any(v != 1 for v in strides):
+        return None
+    tap = []
+    for axis, k in enumerate(w.shape[2:]):
+        reach = (k - 1) * dilations[axis]
+        if reach % 2 or pads[axis] != reach // 2 or pads[nd + axis] != reach // 2:
+            return None
+        tap.append((k - 1) // 2)
+    return tuple(tap)
 
 
 def _same_static_shape(a: Optional[Sequence[int]], b: Optional[Sequence[int]]) -> bool:

@@ -62,6 +62,11 @@ def build_graph(kind: str, weight_range, seed: int = 1):
                                        name="DW/depthwise")
             y = fake_quant(tf.nn.relu6(y, name="DW/Relu6"), "DW/act_quant", 0.0, 6.0)
             y = tf.nn.conv2d(y, weight("Conv2", (1, 1, 8, 4)), strides=1, padding="SAME", name="Conv2/Conv2D")
+        elif kind == "conv":
+            y = tf.nn.conv2d(y, weight("Conv2", (3, 3, 8, 4)), strides=1, padding="SAME", name="Conv2/Conv2D")
+        elif kind == "first":
+            tf.identity(y, name="out")
+            return g.as_graph_def(), _runner(g)
         elif kind == "dense":
             y = tf.reshape(y, [1, -1], name="Flatten")
             y = tf.matmul(y, weight("FC", (8 * 8 * 8, 10)), name="FC/MatMul")
@@ -69,13 +74,17 @@ def build_graph(kind: str, weight_range, seed: int = 1):
             raise ValueError(kind)
         out = fake_quant(y, "Out/act_quant", -8.0, 8.0)
         tf.identity(out, name="out")
-    graph_def = g.as_graph_def()
+    return g.as_graph_def(), _runner(g)
+
+
+def _runner(g):
+    import tensorflow as tf
 
     def run(inp):
         with tf.compat.v1.Session(graph=g) as s:
             return s.run("out:0", {"input:0": inp})
 
-    return graph_def, run
+    return run
 
 
 def vendor_build(pb: str, rknn_path: str, inp: np.ndarray, platform: str):

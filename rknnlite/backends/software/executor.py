@@ -48,9 +48,12 @@ quantization follow ``float_dtype``.  int8 convs and dense layers sum their inte
 exactly, as the NPU does (:mod:`.integer_convs`, applied when the graph is compiled); other
 kernels compute in float32.  Pointwise convs reading one tensor run as one wider conv whose
 output channels the original outputs view (:mod:`.sibling_convs`; every value as before).  Tensors a
-graph names in ``keep_float`` (a vendor graph's normalised inputs, float32 biases and the
-intermediates of fused activations) stay float32 in float16 mode, as the vendor simulator
-keeps them.
+graph names in ``keep_float`` (a vendor graph's float32 biases and the intermediates of fused
+activations), every graph's inputs and every conv and dense bias stay float32 in float16
+mode, as the vendor simulator keeps them: a float16 conv reading an input computes from the
+float32 values, any other op on one rounds its own output (``tests/test_float16_inputs.py``).  A step whose outputs are all
+on integer grids is told so (``attrs["_int_output"]``) for kernels whose int8 arithmetic in
+the simulator is not their float one (an AveragePool's summation order).
 """
 
 from __future__ import annotations
@@ -61,13 +64,13 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 import numpy as np
 
-from ..._native.executor_kernels import (copy_fake_quant, copy_round_fp16, fake_quant_inplace, is_fp16_exact,
-                                         round_fp16_inplace)
+from ..._native.executor_kernels import copy_fake_quant, fake_quant_inplace, is_fp16_exact, round_fp16_inplace
 from ...errors import InputInvalidError, InvalidParamError, ModelInvalidError, RKNNError
 from ...model.graph import Graph, Node
 from ..base import check_out
 from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
 from .integer_convs import integer_convs
+from .float16_residuals import split_residuals
 from .sibling_convs import merge_sibling_convs
 from .branches import CallFailed, Probe, Region, conflicts, find_regions, run_program
 from .ops.elementwise import restore_fp, silence_fp
@@ -146,6 +149,8 @@ class Executor:
                  defer_missing: bool = False):
         if float_dtype not in FLOAT_DTYPES:
             raise InvalidParamError(f"float_dtype must be 'float16' or 'float32', not {float_dtype!r}")
+        if float_dtype == "float16":
+            graph = split_residuals(graph)
         graph, exact_sums = merge_sibling_convs(*integer_convs(graph))
         self.graph = graph
         self.float_dtype = float_dtype
@@ -165,15 +170,15 @@ class Executor:
         self.input_slots = [names[n] for n in graph.inputs]
         self.output_slots = [names[n] for n in graph.outputs]
         self._names = names
-        #: tensors stored at float32 even in float16 mode (``graph.keep_float``: a vendor graph's
-        #: normalised inputs, float32 biases and fused-activation intermediates, which the vendor
-        #: simulator does not round)
-        self.float_slots = frozenset(names[n] for n in exact_sums.union(getattr(graph, "keep_float", ())) if n in names)
+        #: tensors stored at float32 even in float16 mode, which the vendor simulator does not
+        #: round: the graph's inputs (normalised in float32; its float16 conv on an input
+        #: computes from the float32 values), conv and dense biases (``Graph.biases``) and
+        #: ``graph.keep_float`` (a vendor graph's fused-activation intermediates)
+        self.float_slots = frozenset(names[n] for n in exact_sums.union(getattr(graph, "keep_float", ()),
+                                                                        graph.inputs, graph.biases()) if n in names)
         #: tensors rounded to float16 in every mode (``graph.round_fp16``: the float16 tensors
         #: of a vendor int8 graph, e.g. after ``exDataConvert``)
         self.fp16_slots = frozenset(names[n] for n in getattr(graph, "round_fp16", ()) if n in names)
-        #: per graph input: whether staging rounds it to float16
-        self.input_round = [self._round and s not in self.float_slots for s in self.input_slots]
         qmax = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
         #: per-tensor quantized activations: slot -> (scale, zero point, qmin, qmax)
         self.quant_slots: Dict[int, Tuple[float, int, int, int]] = {
@@ -329,7 +334,7 @@ class _Program:
     ``env`` holds every tensor of the signature: constants, planned buffers and input
     staging buffers, permanently; only the inputs fed as they are and the views of them
     (``fed``) change per run and are cleared after it.  ``inputs[i]`` is ``(slot, staging
-    buffer or None, quant, round)``; ``calls`` are zero-argument callables run in order,
+    buffer or None, quant)``; ``calls`` are zero-argument callables run in order,
     ``owners[k]`` the step of ``calls[k]`` (for error messages).
     """
 
@@ -347,7 +352,7 @@ class _Program:
         self.fed = [slot for slot in transient if env[slot] is None]
         self.calls = calls
         self.owners = owners
-        self.staging_bytes = sum(buf.nbytes for _, buf, _, _ in inputs if buf is not None)
+        self.staging_bytes = sum(buf.nbytes for _, buf, _ in inputs if buf is not None)
         #: with several threads: ``(start, stop, call indices per branch)`` per region
         #: that may run forked (``_call_regions``), its timings and the forks chosen
         #: (None until the probing runs are done)
@@ -506,11 +511,11 @@ class ExecutionState:
         """A run of a compiled signature (the feeds match ``prog.signature`` exactly)."""
         env = prog.env
         try:
-            for x, (slot, buf, q, rnd) in zip(feeds, prog.inputs):
+            for x, (slot, buf, q) in zip(feeds, prog.inputs):
                 if buf is None:
                     env[slot] = x
-                elif not (rnd and q is None and copy_round_fp16(x, buf)):  # the common case, inlined
-                    _stage_into(buf, x, q, rnd)
+                else:
+                    _stage_into(buf, x, q)
             k = 0
             token = silence_fp()
             try:
@@ -611,17 +616,17 @@ class ExecutionState:
         )
 
     def _stage(self, index: int, x: np.ndarray) -> np.ndarray:
-        """A float input in storage precision (float16 rounding or its int8 grid), converted
-        in a reused buffer; no copy when it already is float32 and needs neither."""
+        """A float input as float32 (on its int8 grid when it has one; float16 mode reads
+        inputs unrounded), converted in a reused buffer; no copy when it already is float32
+        without a grid."""
         ex = self.executor
         q = ex.quant_slots.get(ex.input_slots[index])
-        rounding = ex.input_round[index]
-        if not _staged(x, q, rounding):
+        if not _staged(x, q):
             return x
         buf = self._staging.get(index)
         if buf is None or buf.shape != x.shape:
             buf = self._staging[index] = np.empty(x.shape, np.float32)
-        _stage_into(buf, x, q, rounding)
+        _stage_into(buf, x, q)
         return buf
 
     def _execute(self, env: List[Optional[np.ndarray]], plan: Optional[_Plan], layout,
@@ -714,12 +719,12 @@ class ExecutionState:
         for i, (slot, x) in enumerate(zip(ex.input_slots, feeds)):
             q = ex.quant_slots.get(slot)
             buf = None
-            if _staged(x, q, ex.input_round[i]):
+            if _staged(x, q):
                 buf = self._staging.pop(i, None)  # the first run's buffer: the program owns it now
                 if buf is None or buf.shape != x.shape:
                     buf = np.empty(x.shape, np.float32)
                 env[slot] = buf
-            inputs.append((slot, buf, q, ex.input_round[i]))
+            inputs.append((slot, buf, q))
         calls: List[Callable[[], Any]] = []
         owners: List[_Step] = []
         quant = ex.quant_slots
@@ -805,23 +810,19 @@ def _within(grid, q) -> bool:
     return np.float32(scale) == np.float32(q[0]) and zp == q[1] and q[2] <= lo <= hi <= q[3]
 
 
-def _staged(x: np.ndarray, q, rounding: bool) -> bool:
+def _staged(x: np.ndarray, q) -> bool:
     """Whether a feed is converted into a staging buffer (a float input that is not float32
-    already, or needs float16 rounding or its int8 grid ``q``), else used as it is."""
-    return x.dtype.kind == "f" and (x.dtype != np.float32 or rounding or q is not None)
+    already, or needs its int8 grid ``q``), else used as it is."""
+    return x.dtype.kind == "f" and (x.dtype != np.float32 or q is not None)
 
 
-def _stage_into(buf: np.ndarray, x: np.ndarray, q, rounding: bool) -> None:
-    """``buf[...] = x`` (float32) at storage precision: on the int8 grid ``q``, else rounded
-    to float16 when ``rounding``; one pass when ``x`` is C-contiguous float32."""
+def _stage_into(buf: np.ndarray, x: np.ndarray, q) -> None:
+    """``buf[...] = x`` (float32), on the int8 grid ``q`` when given; one pass when ``x`` is
+    C-contiguous float32."""
     if q is not None:
         if not copy_fake_quant(x, buf, *q):
             np.copyto(buf, x, casting="unsafe")
             fake_quant_inplace(buf, *q)
-    elif rounding:
-        if not copy_round_fp16(x, buf):
-            np.copyto(buf, x, casting="unsafe")
-            round_fp16_inplace(buf)
     else:
         np.copyto(buf, x, casting="unsafe")
 

@@ -44,7 +44,7 @@ import numpy as np
 from ...model.graph import Graph, Node, unique_name
 from ...model.rknn_graph.accumulator import Accumulator, fuse_codes, grid_code
 
-__all__ = ["int32_biases", "integer_convs"]
+__all__ = ["integer_convs"]
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 
@@ -113,14 +113,6 @@ def integer_convs(graph: Graph) -> Tuple[Graph, FrozenSet[str]]:
     if real:
         out.quant = {k: v for k, v in graph.quant.items() if k not in real}
     return out, frozenset(keep)
-
-
-def int32_biases(graph: Graph) -> Set[str]:
-    """The bias constants of the convs and dense layers :func:`integer_convs` sums exactly: the
-    NPU holds them as int32 in accumulator units, so a float16 build keeps them at float32
-    (rounded to float16, a bias of 20,000 units would move by up to 10)."""
-    return {node.inputs[2] for node in graph.nodes
-            if len(node.inputs) > 2 and node.inputs[2] and _accumulator(graph, node) is not None}
 
 
 def _accumulator(graph: Graph, node: Node) -> Optional[Accumulator]:

@@ -5,9 +5,10 @@
 simulator's semantics hold (``shared/reference/rknn-graph-execution.md`` §4, §5):
 
 * **fp16 files** run in the executor's ``float16`` mode: each op computes in float from
-  fp16 weights and float32 biases, and its output is rounded to fp16; the graph inputs
-  (normalised with the file's mean/std in float32) and the biases are not rounded (the
-  graph's ``keep_float`` names, honoured by the executor).
+  fp16 weights and float32 biases, and its output is rounded to fp16; the biases are not
+  rounded (the graph's ``keep_float`` names, honoured by the executor), nor are the graph
+  inputs (normalised with the file's mean/std in float32), which the executor reads as given
+  in every graph.
 * **int8 files** run in the executor's int8 mode (``graph.quant``): every int8 activation
   keeps the tensor's scale/zero point; convs and deconvs compute the NPU's exact integer
   accumulator from the input's codes and the integer weights and bias, then convert it per
@@ -172,8 +173,8 @@ _IDENTITY_TOLERANCE = 1e-3
 
 class VendorGraph(Graph):
     """A :class:`Graph` lowered from a vendor file.  ``keep_float`` names the tensors the
-    executor keeps at float32 in float16 mode (graph inputs, float32 biases), as the vendor
-    simulator does."""
+    executor keeps at float32 in float16 mode (float32 biases, fused-activation intermediates;
+    graph inputs are kept in every graph), as the vendor simulator does."""
 
     def __init__(self, *args, keep_float: Sequence[str] = (), round_fp16: Sequence[str] = (), **kwargs):
         super().__init__(*args, **kwargs)
@@ -408,8 +409,6 @@ class _Lowering:
         if in_names != [s.name for s in specs_in] or out_names != [s.name for s in specs_out]:
             raise self.error(f"the graph's I/O tensors {in_names} -> {out_names} are not the JSON trailer's "
                              f"{[s.name for s in specs_in]} -> {[s.name for s in specs_out]}")
-        for name in in_names:
-            self.keep_float.append(name)
         for node in sg.nodes:
             self.lower(node)
         if self.fuse:
