@@ -560,6 +560,28 @@ def test_an_identity_to_the_output_keeps_the_grid_before_it(tmp_path):
 
 
 _AVGPOOL_SIM = Path(__file__).parent / "data" / "vendor_qdq" / "avgpool_sim.npz"
+_AVGPOOL_GRID = (0.0388743, 73)
+
+
+def _pool_through_a_pair(node, shape, codes, tmp_path):
+    """``x -> pair -> node -> pair -> y`` (one uint8 grid) built for rk3566 and run on ``codes``:
+    the output codes."""
+    scale, zp = _AVGPOOL_GRID
+    nodes, inits = _pair("x", "xd", scale, zp, "in")
+    n, i = _pair("p", "y", scale, zp, "out")
+    g = helper.make_graph(nodes + [node] + n, "g", [helper.make_tensor_value_info("x", F, list(shape))],
+                          [helper.make_tensor_value_info("y", F, None)], inits + i)
+    path = tmp_path / "pool.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    r = RKNN()
+    assert r.config(target_platform="rk3566") == 0
+    assert r.load_onnx(str(path)) == 0
+    assert r.build(do_quantization=False) == 0
+    assert r.init_runtime() == 0
+    x = ((codes[None].astype(np.int32) - zp) * np.float32(scale)).astype(np.float32)
+    (y,) = r.inference([x], data_format="nchw")
+    r.release()
+    return np.rint(y / np.float32(scale)).astype(np.int32) + zp
 
 
 @pytest.mark.parametrize("case", ["pool_2_2_0", "pool_2_2_1", "pool_3_2_1", "pool_3_2_1_inc", "pool_4_4_0"])
@@ -569,25 +591,26 @@ def test_int8_average_pools_equal_the_vendors_simulator(case, tmp_path):
     float kernel's separable order and reciprocal round a window whose mean is a grid midpoint
     the other way (2x2: 95.7 % of these codes equal; 3x3 pad 1 borders: 99.7 %)."""
     sim = np.load(_AVGPOOL_SIM)
-    scale, zp = 0.0388743, 73
-    k, stride, pad, *inc = case.split("_")[1:]
-    nodes, inits = _pair("x", "xd", scale, zp, "in")
-    nodes.append(helper.make_node("AveragePool", ["xd"], ["p"], kernel_shape=[int(k)] * 2,
-                                  strides=[int(stride)] * 2, pads=[int(pad)] * 4, count_include_pad=int(bool(inc))))
-    n, i = _pair("p", "y", scale, zp, "out")
-    g = helper.make_graph(nodes + n, "g", [helper.make_tensor_value_info("x", F, [1, 16, 32, 32])],
-                          [helper.make_tensor_value_info("y", F, None)], inits + i)
-    path = tmp_path / "avgpool.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
-    r = RKNN()
-    assert r.config(target_platform="rk3566") == 0
-    assert r.load_onnx(str(path)) == 0
-    assert r.build(do_quantization=False) == 0
-    assert r.init_runtime() == 0
-    x = ((sim["codes"][None].astype(np.int32) - zp) * np.float32(scale)).astype(np.float32)
-    (y,) = r.inference([x], data_format="nchw")
-    r.release()
-    codes = np.rint(y / np.float32(scale)).astype(np.int32) + zp
+    k, stride, pad, *inc = (int(v) if v.isdigit() else v for v in case.split("_")[1:])
+    node = helper.make_node("AveragePool", ["xd"], ["p"], kernel_shape=[k, k], strides=[stride, stride],
+                            pads=[pad] * 4, count_include_pad=int(bool(inc)))
+    codes = _pool_through_a_pair(node, (1, 16, 32, 32), sim["codes"], tmp_path)
     want = sim[case][None].astype(np.int32)
     assert codes.shape == want.shape
     assert np.array_equal(codes, want), f"{(codes == want).mean():.4f} equal"
+
+
+@pytest.mark.parametrize("size", [12, 20, 32])
+def test_int8_global_pools_equal_the_vendors_simulator(size, tmp_path):
+    """A GlobalAveragePool over more than 7 x 7 compiles into depthwise conv stages
+    (``optimize.split_global_average_pools``).  In a pre-quantized build the vendor gives the
+    stage between them its input's grid times the stage's gain (12 x 12: x3) and int8 weights
+    of code 127, and its simulator sums each stage in float32 tap by tap as a pool: equal on
+    every channel (before: no grid between the stages, 89 % of the 12 x 12 channels equal)."""
+    sim = np.load(_AVGPOOL_SIM)
+    codes = sim[f"global_{size}x{size}_codes"] if size != 32 else sim["codes"]
+    node = helper.make_node("GlobalAveragePool", ["xd"], ["p"])
+    got = _pool_through_a_pair(node, (1,) + codes.shape, codes, tmp_path)
+    want = sim[f"global_{size}x{size}"][None].astype(np.int32)
+    assert got.shape == want.shape
+    assert np.array_equal(got, want), f"{(got == want).mean():.4f} equal"

@@ -893,6 +893,23 @@ def test_split_global_average_pool_computes_the_mean_with_the_vendors_names(size
     check_against_ort(m, {"x": x}, g, rtol=1e-5, atol=1e-6)
 
 
+#: the most real elements one window of each stage covers, per pool size (from the stages above)
+STAGE_TAPS = {(8, 8): [16, 4], (12, 12): [36, 4], (20, 20): [49, 9], (32, 32): [49, 25], (12, 96): [42, 14, 2]}
+
+
+@pytest.mark.parametrize("size", sorted(STAGE_TAPS))
+def test_each_pool_stage_records_its_most_real_taps(size):
+    """``_pool_stage_taps`` (the gain of a stage's grid in a pre-quantized build) counts the
+    unpadded elements of the fullest window: 8 x 8's first stage, 7 x 7 / 7 with 3 pixels of
+    padding, covers 4 x 4 of them."""
+    h, w = size
+    m = model([helper.make_node("GlobalAveragePool", ["x"], ["y"], name="gap")], [vi("x", F, [1, 2, h, w])],
+              [vi("y", F, None)])
+    im = import_onnx(m)
+    g = optimize(im.graph, im.shapes)
+    assert [n.attrs["_pool_stage_taps"] for n in g.nodes if n.op == "Conv"] == STAGE_TAPS[size]
+
+
 def test_int8_build_quantizes_each_stage_of_a_split_pool(tmp_path):
     """The vendor's int8 files put an int8 grid on each stage's output, with a calibrated range
     (its hybrid cfg lists ``<pool>_2conv0`` ...): so does the build."""
@@ -1277,7 +1294,8 @@ def test_input_residual_folds_any_same_padded_conv(kernel, attrs):
     check_against_ort(m, {"x": RNG.standard_normal((1, 6, 9, 9)).astype(np.float32)}, g)
 
 
-@pytest.mark.parametrize("change", ["channels", "kernel", "stride", "pads", "group", "activation", "reader", "output", "asymmetric"])
+@pytest.mark.parametrize("change", ["channels", "kernel", "stride", "pads", "group", "activation", "reader", "output",
+                                    "asymmetric"])
 def test_input_residual_stays_where_the_fold_does_not_hold(change):
     w = np.zeros((8 if change == "channels" else 6, 6, 3 if change == "kernel" else 1) + ((3,) if change == "kernel" else (1,)),
                  np.float32)

@@ -904,7 +904,9 @@ def split_global_average_pools(graph: Graph, shapes: Optional[Mapping[str, Seque
     value, so an int8 build gives each stage 255 codes of it), the padding is zeros, and the
     stages' outputs are tensors of their own, named ``<pool>_2conv<k>`` as the vendor names
     them: an int8 build calibrates and quantizes each one, where one pool would round once.
-    The last stage writes the pool's output."""
+    The last stage writes the pool's output.  Each stage records in ``attrs["_pool_stage_taps"]``
+    the most real (unpadded) input elements one of its windows covers, from which a
+    pre-quantized build gives an intermediate stage its grid (:func:`..quantize.implied_grids`)."""
     shapes = shapes or {}
     taken = set(graph.constants) | set(graph.inputs) | {o for n in graph.nodes for o in n.outputs}
     split = 0
@@ -920,21 +922,35 @@ def split_global_average_pools(graph: Graph, shapes: Optional[Mapping[str, Seque
         stages = global_pool_stages(height, width)
         value = np.float32((1.0 / (height * width)) ** (1.0 / len(stages)))
         base = node.name or node.outputs[0]
-        convs, x = [], node.inputs[0]
+        convs, x, sides = [], node.inputs[0], (height, width)
         for k, (kernel, strides, pads) in enumerate(stages):
             weight = _unique(taken, f"{base}_2conv{k}_weight")
             taken.add(weight)
             graph.constants[weight] = np.full((channels, 1) + tuple(kernel), value, np.float32)
             out = node.outputs[0] if k == len(stages) - 1 else _unique(taken, f"{base}_2conv{k}")
             taken.add(out)
+            taps, sides = _stage_windows(sides, kernel, strides, pads)
             attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads, "group": channels,
-                     "dilations": [1, 1], **{a: v for a, v in node.attrs.items() if a == "_opset"}}
+                     "dilations": [1, 1], "_pool_stage_taps": taps,
+                     **{a: v for a, v in node.attrs.items() if a == "_opset"}}
             convs.append(Node("Conv", f"{base}_2conv{k}", [x, weight], [out], attrs))
             x = out
         at = graph.nodes.index(node)
         graph.nodes[at:at + 1] = convs
         split += 1
     return split
+
+
+def _stage_windows(sides, kernel, strides, pads) -> Tuple[int, Tuple[int, ...]]:
+    """Of a 2-D pooling stage over ``sides``: the most input elements (not padding) one window
+    covers, and the output's sides."""
+    taps, out = 1, []
+    for a, side in enumerate(sides):
+        n_out = (side + pads[a] + pads[a + 2] - kernel[a]) // strides[a] + 1
+        starts = [o * strides[a] - pads[a] for o in range(n_out)]
+        taps *= max(min(t + kernel[a], side) - max(t, 0) for t in starts)
+        out.append(n_out)
+    return taps, tuple(out)
 
 
 # -- 6. residual add fusion ------------------------------------------------------------------
@@ -1014,8 +1030,9 @@ def fold_input_residual(graph: Graph) -> int:
     calibrated int8 and pre-quantized builds alike, rk3566 and rk3588: 1x1, 3x3 pad 1, 5x5 pad 2,
     3x3 dilation 2 pad 2, depthwise 3x3 and 1x1; not with asymmetric pads, which stay a
     ConvAdd), and its simulator computes the folded conv (a float16 3x3 block equals it on every
-    value, 91 % unfolded: ``tests/test_float16_inputs.py``).  In a pre-quantized model the Add's output is one requantization of it,
-    without the conv's own grid; the new weight takes the vendor's weight grid
+    value, 91 % unfolded: ``tests/test_float16_residuals.py``).  In a pre-quantized model the
+    Add's output is one requantization of it, without the conv's own grid; the new weight
+    takes the vendor's weight grid
     (:func:`~rknnlite.toolkit.quantize.weight_params`, per output channel) and is folded from
     the weight as the file gives it (:attr:`Graph.unrounded
     <rknnlite.model.graph.Graph.unrounded>`), not as the symmetric grid re-rounded it.  So

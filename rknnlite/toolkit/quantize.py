@@ -800,6 +800,10 @@ def implied_grids(graph: Graph, quant: Mapping[str, QuantParams]) -> Dict[str, Q
         elif node.op == "Concat":
             ins = [out.get(i) for i in node.inputs if i and i not in graph.constants]
             fwd = ins[0] if ins and all(q is not None and q == ins[0] for q in ins) else None
+        elif node.attrs.get("_pool_stage_taps") and out.get(node.inputs[0]) is not None:
+            weight = graph.constants[node.inputs[1]]
+            fwd = _pool_stage_grid(out[node.inputs[0]], weight, node.attrs["_pool_stage_taps"])
+            out.setdefault(node.inputs[1], weight_params(weight, 0))  # the vendor's int8 weight: code 127
         for o in node.outputs:
             if not o or o in graph.constants:
                 continue
@@ -811,6 +815,18 @@ def implied_grids(graph: Graph, quant: Mapping[str, QuantParams]) -> Dict[str, Q
             elif fwd is None and o in back:
                 out[o] = back[o]
     return out
+
+
+def _pool_stage_grid(q: QuantParams, weight: np.ndarray, taps: int) -> Optional[QuantParams]:
+    """The int8 grid of a split GlobalAveragePool's stage output (``optimize.split_global_average_pools``)
+    in a pre-quantized build: its input's, the scale times the window's gain (its one weight value
+    times the most real elements a window covers), as RKNN-Toolkit2 2.5.0 stores it (e.g. 8 x 8:
+    stage ``7 x 7 / 7`` pad 3 of weights 1/8 over 16 real elements, scale x2; 12 x 12 x3, 20 x 20
+    x2.45, 32 x 32 x1.53125, zero point kept; ``tools/vendor_corpus/qdq_avgpool_probe.py --pool global``)."""
+    if len(q.scale) != 1:
+        return None
+    gain = float(np.float32(weight.flat[0])) * taps
+    return QuantParams(q.dtype, (float(np.float32(q.scale[0] * gain)),), q.zero_point)
 
 
 def live_quant(graph: Graph) -> Dict[str, QuantParams]:

@@ -51,9 +51,11 @@ output channels the original outputs view (:mod:`.sibling_convs`; every value as
 graph names in ``keep_float`` (a vendor graph's float32 biases and the intermediates of fused
 activations), every graph's inputs and every conv and dense bias stay float32 in float16
 mode, as the vendor simulator keeps them: a float16 conv reading an input computes from the
-float32 values, any other op on one rounds its own output (``tests/test_float16_inputs.py``).  A step whose outputs are all
-on integer grids is told so (``attrs["_int_output"]``) for kernels whose int8 arithmetic in
-the simulator is not their float one (an AveragePool's summation order).
+float32 values, any other op on one rounds its own output (``tests/test_float16_inputs.py``);
+a conv's fused residual is added after its output is rounded (:mod:`.float16_residuals`).  A
+step whose outputs are all on integer grids is told so (``attrs["_int_output"]``) for kernels
+whose int8 arithmetic in the simulator is not their float one (an AveragePool's summation
+order).
 """
 
 from __future__ import annotations

@@ -17,8 +17,10 @@ Relu or Clip as its code range; a fused residual, ``_residual``, as ``VendorAddR
 ``Gemm`` (``alpha = beta = 1``, no ``transA``) with a constant weight runs the same way.  A conv
 qualifies when its input and output are int8 per tensor, its weight a constant quantized int8
 (per tensor or per output channel), its bias absent or a float constant, and its fused
-activation none, ``Relu`` or ``Clip`` (with a residual: none or ``Relu``); any other conv
-keeps the real-valued computation.
+activation none, ``Relu`` or ``Clip`` (with a residual: none or ``Relu``), and it is not a
+stage of a split GlobalAveragePool (``attrs["_pool_stage_taps"]``, which the simulator sums in
+float32 as the pool it replaces: :func:`rknnlite.backends.software.ops.pool.pool_stage_conv`);
+any other conv keeps the real-valued computation.
 
 A qualifying conv without groups or a fused activation whose output only a ``HardSwish``
 reads runs as the vendor's simulator runs its fused ``ConvHardSwish``: the HardSwish takes
@@ -120,8 +122,8 @@ def _accumulator(graph: Graph, node: Node) -> Optional[Accumulator]:
     doc), else None; a Gemm's weight as ``[N, K, 1, 1]``."""
     weight = _weight_oihw(graph, node)
     fused = (None, "Relu") if node.attrs.get("_residual") else (None, "Relu", "Clip")
-    if weight is None or node.attrs.get("_activation") not in fused:
-        return None
+    if weight is None or node.attrs.get("_activation") not in fused or node.attrs.get("_pool_stage_taps"):
+        return None  # a split GlobalAveragePool's stage sums in float32 as the pool would (ops.pool)
     x, w = node.inputs[0], node.inputs[1]
     b = node.inputs[2] if len(node.inputs) >= 3 else ""
     qx, qw, qy = graph.quant.get(x), graph.quant.get(w), graph.quant.get(node.outputs[0])

@@ -84,6 +84,7 @@ from . import kernel
 from . import conv_costs
 from . import sparse as _sparse
 from .attributes import int_list
+from .pool import pool_stage_conv
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 #: the micro-kernel level in use: the CPU's best, or RKNNLITE_ISA's (see ..isa)
@@ -953,6 +954,9 @@ def conv(inputs, attrs, out=None):
                                 f"{ca.nd} spatial axes", op="Conv")
     if w is not plan.w_src:
         ca.check_weights(w)
+    if (attrs.get("_pool_stage_taps") and attrs.get("_int_output") and b is None and not plan.residual
+            and plan.act is None and x.ndim == 4 and w.shape[1] == 1 and ca.group == w.shape[0] == x.shape[1]):
+        return [pool_stage_conv(x, w, attrs, out)]
     g = _geometry(plan, x.shape, w.shape)
     if b is None:
         bias = None

@@ -273,26 +273,58 @@ def _avg_pool_row_major(x4, y4, geo, count_include_pad):
     95.7 %).  Padding adds 0.0.  The sum is divided by the count in float32 (the native
     kernel multiplies by its reciprocal): with 3x3/2 pad 1 the border windows of 4 and 6
     real taps then equal the simulator's too (100 %, 99.7 % multiplying).  A window with
-    nothing to count gives 0.  x4: (P, D, H, W), y4: (P, OD, OH, OW), float32; allocates a
-    padded copy of x4.
+    nothing to count gives 0.  x4: (P, D, H, W), y4: (P, OD, OH, OW), float32.
     """
-    pads, counts = [(0, 0)], []
+    counts = []
     for (k, s, d, pb, pe, n_out), size in zip(geo, x4.shape[1:]):
-        end = max(pe, (n_out - 1) * s + (k - 1) * d + 1 - pb - size)
-        pads.append((pb, end))
         bounds = (-pb, size + pe) if count_include_pad else (0, size)
         lo, hi = _tap_range(n_out, k, s, d, pb, *bounds)
         counts.append(hi - lo)
-    xp = np.pad(x4, pads)
     count = (counts[0][:, None, None] * counts[1][None, :, None] * counts[2][None, None, :]).astype(np.float32)
-    for i, tap in enumerate(itertools.product(*(range(g[0]) for g in geo))):
-        window = tuple(slice(t * d, t * d + (n - 1) * s + 1, s) for t, (_, s, d, _, _, n) in zip(tap, geo))
-        if i == 0:
-            np.copyto(y4, xp[(slice(None),) + window])
-        else:
-            np.add(y4, xp[(slice(None),) + window], out=y4)
+    _windows_in_order(x4, y4, geo)
     np.divide(y4, count, out=y4, where=count > 0)
     y4[:, count == 0] = 0
+
+
+def _windows_in_order(x4, y4, geo, tap_weights=None):
+    """``y4`` = each window's taps of ``x4`` (times the plane's tap weight when
+    ``tap_weights``, (P, taps) float32) added one float32 addition at a time in row-major
+    tap order; padding reads 0.0.  x4: (P, D, H, W), y4: (P, OD, OH, OW), float32; allocates
+    a padded copy of x4."""
+    pads = [(0, 0)]
+    for (k, s, d, pb, pe, n_out), size in zip(geo, x4.shape[1:]):
+        pads.append((pb, max(pe, (n_out - 1) * s + (k - 1) * d + 1 - pb - size)))
+    xp = np.pad(x4, pads)
+    for i, tap in enumerate(itertools.product(*(range(g[0]) for g in geo))):
+        window = xp[(slice(None),) + tuple(slice(t * d, t * d + (n - 1) * s + 1, s)
+                                           for t, (_, s, d, _, _, n) in zip(tap, geo))]
+        if tap_weights is not None:
+            window = window * tap_weights[:, i].reshape(-1, 1, 1, 1)
+        if i == 0:
+            np.copyto(y4, window)
+        else:
+            np.add(y4, window, out=y4)
+
+
+def pool_stage_conv(x, w, attrs, out=None):
+    """A stage of a split GlobalAveragePool (a depthwise Conv without bias the toolkit marks
+    ``attrs["_pool_stage_taps"]``) whose output is on an integer grid: each window's products
+    ``x * w`` (the weight as its int8 grid holds it) added one at a time in row-major tap order
+    in float32, as RKNN-Toolkit2's simulator computes them (its int8 pooling order,
+    :func:`_avg_pool_row_major`; ``tools/vendor_corpus/qdq_avgpool_probe.py --pool global``, a
+    pre-quantized build: 12 x 12 and 20 x 20 equal on every value, 8 x 8 98.5 %, where exact
+    integer sums gave 91 / 100 / 94 %; calibrated builds compare alike either way).
+    :mod:`..integer_convs` leaves these convs to it.
+    x: (N, C, H, W) float32, w: (C, 1, kh, kw); returns the (N, C, OH, OW) float32 output
+    (written into ``out`` when it is a C-contiguous float32 array of that shape)."""
+    pool_attrs = {"kernel_shape": list(w.shape[2:]), "strides": attrs["strides"], "pads": attrs["pads"],
+                  "dilations": attrs.get("dilations", [1] * (w.ndim - 2)), "auto_pad": "NOTSET"}
+    plan = _Plan(pool_attrs, x.shape)
+    y, dest = _target(out, 0, plan.out_shape, np.dtype(np.float32))
+    taps = np.tile(np.ascontiguousarray(w, dtype=np.float32).reshape(w.shape[0], -1), (x.shape[0], 1))
+    _windows_in_order(np.ascontiguousarray(x, dtype=np.float32).reshape(plan.in4), y.reshape(plan.out4), plan.geo,
+                      taps)
+    return _finish(y, dest)
 
 
 def _global_setup(inputs, out):
