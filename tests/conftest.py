@@ -222,6 +222,33 @@ def portable_model():
     return _portable_model
 
 
+@pytest.fixture()
+def run_unquantized_build(tmp_path):
+    """``run_unquantized_build(graph, feeds, platform="rk3588")`` -> the outputs of an ONNX
+    ``GraphProto`` (saved as an opset-13 model) built by the toolkit without calibration
+    (``build(do_quantization=False)``: float16, or a quantization-aware model's own grids) and
+    run on ``feeds`` (NCHW) by its simulator."""
+    def run(graph, feeds, platform="rk3588"):
+        import onnx
+        from onnx import helper
+
+        from rknnlite.toolkit import RKNN
+
+        path = tmp_path / "model.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+        rknn = RKNN()
+        try:
+            assert rknn.config(target_platform=platform) == 0
+            assert rknn.load_onnx(str(path)) == 0
+            assert rknn.build(do_quantization=False) == 0
+            assert rknn.init_runtime() == 0
+            return rknn.inference(list(feeds), data_format="nchw")
+        finally:
+            rknn.release()
+
+    return run
+
+
 def _context_models() -> dict:
     """Small hand-built models for the Context tests, by name (portable bytes)."""
     import numpy as np

@@ -13,7 +13,6 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from rknnlite.toolkit import RKNN  # noqa: E402
 
 _SIM = Path(__file__).parent / "data" / "vendor_fp16" / "input_consumers_sim.npz"
 
@@ -33,21 +32,11 @@ _GRAPHS = {
 
 
 @pytest.mark.parametrize("case", sorted(_GRAPHS))
-def test_a_float16_build_reads_its_input_as_the_vendor_does(case, tmp_path):
+def test_a_float16_build_reads_its_input_as_the_vendor_does(case, run_unquantized_build):
     sim = np.load(_SIM)
     inits = [numpy_helper.from_array(sim[k], k) for k in ("w", "w2", "c2")]
     g = helper.make_graph(_GRAPHS[case], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    path = tmp_path / f"{case}.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
-    r = RKNN()
-    assert r.config(target_platform="rk3566") == 0
-    assert r.load_onnx(str(path)) == 0
-    assert r.build(do_quantization=False) == 0
-    assert r.init_runtime() == 0
-    x = sim["x" if case == "conv" else "x2"]
-    (y,) = r.inference([x], data_format="nchw")
-    r.release()
+    (y,) = run_unquantized_build(g, [sim["x" if case == "conv" else "x2"]], platform="rk3566")
     assert y.dtype == np.float32
     np.testing.assert_array_equal(y, sim[case])
-

@@ -16,7 +16,6 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from rknnlite.backends.software.executor import Executor  # noqa: E402
 from rknnlite.backends.software.float16_residuals import split_residuals  # noqa: E402
 from rknnlite.model.graph import Graph, Node  # noqa: E402
-from rknnlite.toolkit import RKNN  # noqa: E402
 
 _SIM = Path(__file__).parent / "data" / "vendor_fp16" / "residual_sim.npz"
 
@@ -25,20 +24,12 @@ def _conv(x, w, b, y):
     return helper.make_node("Conv", [x, w, b], [y], pads=[1, 1, 1, 1])
 
 
-def _run(nodes, sim, prefix, tmp_path):
+def _run(run_build, nodes, sim, prefix):
     inits = [numpy_helper.from_array(sim[k], k[len(prefix) + 1:]) for k in sim.files
              if k.startswith(prefix + "_w") or k.startswith(prefix + "_b")]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    path = tmp_path / "m.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
-    r = RKNN()
-    assert r.config(target_platform="rk3588") == 0
-    assert r.load_onnx(str(path)) == 0
-    assert r.build(do_quantization=False) == 0
-    assert r.init_runtime() == 0
-    (y,) = r.inference([sim[prefix + "_x"]], data_format="nchw")
-    r.release()
+    (y,) = run_build(g, [sim[prefix + "_x"]])
     return y
 
 
@@ -51,16 +42,16 @@ def _assert_within_noise(y, want):
     assert np.abs(y - want).max() <= 2.0 ** -10  # a float16 unit of the values near 1
 
 
-def test_a_3x3_conv_plus_its_input_is_one_conv_as_the_vendors(tmp_path):
+def test_a_3x3_conv_plus_its_input_is_one_conv_as_the_vendors(run_unquantized_build):
     """``relu(conv_a(x)) -> relu(conv_b(a) + a)``: 91 % of the values equal to the simulator's
     when the Add stayed a residual; folded, 99.95 % (direct convs) or 99.8 % (Winograd)."""
     sim = np.load(_SIM)
     nodes = [_conv("x", "wa", "ba", "ca"), helper.make_node("Relu", ["ca"], ["a"]), _conv("a", "wb", "bb", "b"),
              helper.make_node("Add", ["b", "a"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
-    _assert_within_noise(_run(nodes, sim, "fold", tmp_path), sim["fold_vendor"])
+    _assert_within_noise(_run(run_unquantized_build, nodes, sim, "fold"), sim["fold_vendor"])
 
 
-def test_a_conv_plus_another_tensor_rounds_the_conv_first(tmp_path):
+def test_a_conv_plus_another_tensor_rounds_the_conv_first(run_unquantized_build):
     """``conv_c(b) + a`` (a ResNet block's sum): 92 % equal to the simulator's when the sum was
     rounded once; with the conv's output rounded to float16 first 99.9 % (direct convs) or
     99.3 % (Winograd)."""
@@ -68,7 +59,7 @@ def test_a_conv_plus_another_tensor_rounds_the_conv_first(tmp_path):
     nodes = [_conv("x", "wa", "ba", "ca"), helper.make_node("Relu", ["ca"], ["a"]), _conv("a", "wb", "bb", "cb"),
              helper.make_node("Relu", ["cb"], ["b"]), _conv("b", "wc", "bc", "c"),
              helper.make_node("Add", ["c", "a"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
-    _assert_within_noise(_run(nodes, sim, "convadd", tmp_path), sim["convadd_vendor"])
+    _assert_within_noise(_run(run_unquantized_build, nodes, sim, "convadd"), sim["convadd_vendor"])
 
 
 @pytest.mark.parametrize("activation, attrs, expect", [

@@ -529,7 +529,7 @@ def test_a_clip_passes_grids_as_a_relu(case):
     assert got == pytest.approx(expected)
 
 
-def test_an_identity_to_the_output_keeps_the_grid_before_it(tmp_path):
+def test_an_identity_to_the_output_keeps_the_grid_before_it(run_unquantized_build):
     """PyTorch's DeQuantStub exports as an Identity to the graph output after the last pair;
     removing it renames the producer's output, and the grid went with the old name: the int8
     Add before it wrote float values off its grid (a quantized PyTorch probe: outputs up to
@@ -542,16 +542,8 @@ def test_an_identity_to_the_output_keeps_the_grid_before_it(tmp_path):
     inits += i
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])], inits)
-    path = tmp_path / "add.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
-    r = RKNN()
-    assert r.config(target_platform="rk3588") == 0
-    assert r.load_onnx(str(path)) == 0
-    assert r.build(do_quantization=False) == 0
-    assert r.init_runtime() == 0
     x = (RNG.random((1, 3, 4, 4)) * 4 - 2).astype(np.float32)
-    (y,) = r.inference([x], data_format="nchw")
-    r.release()
+    (y,) = run_unquantized_build(g, [x])
     codes = y / np.float32(s_out)
     np.testing.assert_allclose(codes, np.rint(codes), atol=1e-3)  # on the Add's output grid
     qx = np.clip(np.rint(x / S_IN) + Z_IN, 0, 255)
@@ -563,7 +555,7 @@ _AVGPOOL_SIM = Path(__file__).parent / "data" / "vendor_qdq" / "avgpool_sim.npz"
 _AVGPOOL_GRID = (0.0388743, 73)
 
 
-def _pool_through_a_pair(node, shape, codes, tmp_path):
+def _pool_through_a_pair(run_build, node, shape, codes):
     """``x -> pair -> node -> pair -> y`` (one uint8 grid) built for rk3566 and run on ``codes``:
     the output codes."""
     scale, zp = _AVGPOOL_GRID
@@ -571,21 +563,13 @@ def _pool_through_a_pair(node, shape, codes, tmp_path):
     n, i = _pair("p", "y", scale, zp, "out")
     g = helper.make_graph(nodes + [node] + n, "g", [helper.make_tensor_value_info("x", F, list(shape))],
                           [helper.make_tensor_value_info("y", F, None)], inits + i)
-    path = tmp_path / "pool.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
-    r = RKNN()
-    assert r.config(target_platform="rk3566") == 0
-    assert r.load_onnx(str(path)) == 0
-    assert r.build(do_quantization=False) == 0
-    assert r.init_runtime() == 0
     x = ((codes[None].astype(np.int32) - zp) * np.float32(scale)).astype(np.float32)
-    (y,) = r.inference([x], data_format="nchw")
-    r.release()
+    (y,) = run_build(g, [x], platform="rk3566")
     return np.rint(y / np.float32(scale)).astype(np.int32) + zp
 
 
 @pytest.mark.parametrize("case", ["pool_2_2_0", "pool_2_2_1", "pool_3_2_1", "pool_3_2_1_inc", "pool_4_4_0"])
-def test_int8_average_pools_equal_the_vendors_simulator(case, tmp_path):
+def test_int8_average_pools_equal_the_vendors_simulator(case, run_unquantized_build):
     """An int8 AveragePool sums each window's dequantized taps one by one in row-major order
     and divides by the count (RKNN-Toolkit2's simulator, tests/data/vendor_qdq/README.md): the
     float kernel's separable order and reciprocal round a window whose mean is a grid midpoint
@@ -594,14 +578,14 @@ def test_int8_average_pools_equal_the_vendors_simulator(case, tmp_path):
     k, stride, pad, *inc = (int(v) if v.isdigit() else v for v in case.split("_")[1:])
     node = helper.make_node("AveragePool", ["xd"], ["p"], kernel_shape=[k, k], strides=[stride, stride],
                             pads=[pad] * 4, count_include_pad=int(bool(inc)))
-    codes = _pool_through_a_pair(node, (1, 16, 32, 32), sim["codes"], tmp_path)
+    codes = _pool_through_a_pair(run_unquantized_build, node, (1, 16, 32, 32), sim["codes"])
     want = sim[case][None].astype(np.int32)
     assert codes.shape == want.shape
     assert np.array_equal(codes, want), f"{(codes == want).mean():.4f} equal"
 
 
 @pytest.mark.parametrize("size", [12, 20, 32])
-def test_int8_global_pools_equal_the_vendors_simulator(size, tmp_path):
+def test_int8_global_pools_equal_the_vendors_simulator(size, run_unquantized_build):
     """A GlobalAveragePool over more than 7 x 7 compiles into depthwise conv stages
     (``optimize.split_global_average_pools``).  In a pre-quantized build the vendor gives the
     stage between them its input's grid times the stage's gain (12 x 12: x3) and int8 weights
@@ -610,7 +594,7 @@ def test_int8_global_pools_equal_the_vendors_simulator(size, tmp_path):
     sim = np.load(_AVGPOOL_SIM)
     codes = sim[f"global_{size}x{size}_codes"] if size != 32 else sim["codes"]
     node = helper.make_node("GlobalAveragePool", ["xd"], ["p"])
-    got = _pool_through_a_pair(node, (1,) + codes.shape, codes, tmp_path)
+    got = _pool_through_a_pair(run_unquantized_build, node, (1,) + codes.shape, codes)
     want = sim[f"global_{size}x{size}"][None].astype(np.int32)
     assert got.shape == want.shape
     assert np.array_equal(got, want), f"{(got == want).mean():.4f} equal"
