@@ -1276,6 +1276,7 @@ def test_input_residual_folds_into_the_conv_weight():
     (3, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
     (3, {"pads": [1, 1, 1, 1], "group": 6}),
     (1, {"group": 6}),
+    (1, {"auto_pad": "VALID"}),
 ])
 def test_input_residual_folds_any_same_padded_conv(kernel, attrs):
     """RKNN-Toolkit2 2.5.0 folds the residual of any conv that keeps channels and size (its

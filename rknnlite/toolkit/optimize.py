@@ -1042,9 +1042,9 @@ def fold_input_residual(graph: Graph) -> int:
 
     Only for a Conv with a constant float weight ``[C, C, k...]`` (group 1) or ``[C, 1, k...]``
     (depthwise, group C), stride 1, explicit pads equal at both ends with ``(k - 1) * d / 2``
-    on each axis (no ``auto_pad``), no fused activation or residual yet, whose output nothing
-    but this Add reads and which is no graph output; the weight is a new constant (the old
-    one may be shared)."""
+    on each axis (``auto_pad`` VALID: a 1x1 conv), no fused activation or residual yet, whose
+    output nothing but this Add reads and which is no graph output; the weight is a new
+    constant (the old one may be shared)."""
     from .quantize import weight_params
 
     users = _consumers(graph)
@@ -1105,10 +1105,12 @@ def _identity_tap(conv: Node, consts) -> Optional[Tuple[int, ...]]:
     group = int(a.get("group", 1))
     if not ((group == 1 and w.shape[1] == w.shape[0]) or (group == w.shape[0] and w.shape[1] == 1)):
         return None
-    if a.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+    auto_pad = a.get("auto_pad", "NOTSET")
+    if auto_pad not in ("NOTSET", "VALID", b"NOTSET", b"VALID"):
         return None
     flat = lambda key, default: [int(v) for v in a.get(key, default)]  # noqa: E731
-    strides, dilations, pads = flat("strides", [1] * nd), flat("dilations", [1] * nd), flat("pads", [0] * 2 * nd)
+    strides, dilations = flat("strides", [1] * nd), flat("dilations", [1] * nd)
+    pads = [0] * 2 * nd if auto_pad in ("VALID", b"VALID") else flat("pads", [0] * 2 * nd)
     if len(strides) != nd or len(dilations) != nd or len(pads) != 2 * nd or any(v != 1 for v in strides):
         return None
     tap = []
