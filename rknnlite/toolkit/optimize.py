@@ -1030,7 +1030,7 @@ def fold_input_residual(graph: Graph) -> int:
     calibrated int8 and pre-quantized builds alike, rk3566 and rk3588: 1x1, 3x3 pad 1, 5x5 pad 2,
     3x3 dilation 2 pad 2, depthwise 3x3 and 1x1; not with asymmetric pads, which stay a
     ConvAdd), and its simulator computes the folded conv (a float16 3x3 block equals it on every
-    value, 91 % unfolded: ``tests/test_float16_residuals.py``).  In a pre-quantized model the
+    value, 91 % unfolded: ``tests/test_float16_rules.py``).  In a pre-quantized model the
     Add's output is one requantization of it, without the conv's own grid; the new weight
     takes the vendor's weight grid
     (:func:`~rknnlite.toolkit.quantize.weight_params`, per output channel) and is folded from

@@ -52,7 +52,8 @@ graph names in ``keep_float`` (a vendor graph's float32 biases and the intermedi
 activations), every graph's inputs and every conv and dense bias stay float32 in float16
 mode, as the vendor simulator keeps them: a float16 conv reading an input computes from the
 float32 values, any other op on one rounds its own output (``tests/test_float16_inputs.py``);
-a conv's fused residual is added after its output is rounded (:mod:`.float16_residuals`).  A
+a conv's fused residual is added after its output is rounded, and SiLU's sigmoid is not
+rounded (:mod:`.float16_rules`).  A
 step whose outputs are all on integer grids is told so (``attrs["_int_output"]``) for kernels
 whose int8 arithmetic in the simulator is not their float one (an AveragePool's summation
 order).
@@ -72,7 +73,7 @@ from ...model.graph import Graph, Node
 from ..base import check_out
 from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
 from .integer_convs import integer_convs
-from .float16_residuals import split_residuals
+from .float16_rules import split_residuals, swish_gates
 from .sibling_convs import merge_sibling_convs
 from .branches import CallFailed, Probe, Region, conflicts, find_regions, run_program
 from .ops.elementwise import restore_fp, silence_fp
@@ -154,6 +155,8 @@ class Executor:
         if float_dtype == "float16":
             graph = split_residuals(graph)
         graph, exact_sums = merge_sibling_convs(*integer_convs(graph))
+        if float_dtype == "float16":
+            exact_sums = exact_sums | swish_gates(graph)
         self.graph = graph
         self.float_dtype = float_dtype
         self._round = float_dtype == "float16"
@@ -174,8 +177,9 @@ class Executor:
         self._names = names
         #: tensors stored at float32 even in float16 mode, which the vendor simulator does not
         #: round: the graph's inputs (normalised in float32; its float16 conv on an input
-        #: computes from the float32 values), conv and dense biases (``Graph.biases``) and
-        #: ``graph.keep_float`` (a vendor graph's fused-activation intermediates)
+        #: computes from the float32 values), conv and dense biases (``Graph.biases``), SiLU's
+        #: sigmoid (``float16_rules.swish_gates``) and ``graph.keep_float`` (a vendor graph's
+        #: fused-activation intermediates)
         self.float_slots = frozenset(names[n] for n in exact_sums.union(getattr(graph, "keep_float", ()),
                                                                         graph.inputs, graph.biases()) if n in names)
         #: tensors rounded to float16 in every mode (``graph.round_fp16``: the float16 tensors
