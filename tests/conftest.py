@@ -224,18 +224,18 @@ def portable_model():
 
 @pytest.fixture()
 def run_unquantized_build(tmp_path):
-    """``run_unquantized_build(graph, feeds, platform="rk3588")`` -> the outputs of an ONNX
-    ``GraphProto`` (saved as an opset-13 model) built by the toolkit without calibration
+    """``run_unquantized_build(graph, feeds, platform="rk3588", opset=13)`` -> the outputs of an
+    ONNX ``GraphProto`` (saved as a model of that opset) built by the toolkit without calibration
     (``build(do_quantization=False)``: float16, or a quantization-aware model's own grids) and
     run on ``feeds`` (NCHW) by its simulator."""
-    def run(graph, feeds, platform="rk3588"):
+    def run(graph, feeds, platform="rk3588", opset=13):
         import onnx
         from onnx import helper
 
         from rknnlite.toolkit import RKNN
 
         path = tmp_path / "model.onnx"
-        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), str(path))
         rknn = RKNN()
         try:
             assert rknn.config(target_platform=platform) == 0

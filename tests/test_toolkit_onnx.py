@@ -32,6 +32,7 @@ from rknnlite.toolkit.optimize import (  # noqa: E402
     fold_input_residual,
     fuse_activations,
     fuse_hard_swish,
+    fuse_layer_norm,
     global_pool_stages,
     spatial_means_as_pools,
     split_global_average_pools,
@@ -1316,3 +1317,53 @@ def test_input_residual_stays_where_the_fold_does_not_hold(change):
         outputs.append("c")
     g = Graph(nodes, ["x"], outputs, {"w": w})
     assert fold_input_residual(g) == 0 and ops(g)[:2] == ["Conv", "Add"]
+
+
+def _layer_norm_chain(square="pow", scale=True, bias=True, axes=(-1,), reader=False, opset=13):
+    """The opset-13 arithmetic of a LayerNorm of ``x`` (2, 5, 8), as PyTorch exports nn.LayerNorm."""
+    g = (1 + 0.3 * RNG.standard_normal(8)).astype(np.float32)
+    b = (0.2 * RNG.standard_normal(8)).astype(np.float32)
+    inits = [init("two", np.float32(2)), init("eps", np.float32(1e-5)), init("g", g), init("b", b)]
+
+    def mean(x, y):
+        if opset >= 18:
+            return helper.make_node("ReduceMean", [x, "axes"], [y])
+        return helper.make_node("ReduceMean", [x], [y], axes=list(axes))
+
+    if opset >= 18:
+        inits.append(init("axes", np.array(axes, np.int64)))
+    nodes = [mean("x", "m"), helper.make_node("Sub", ["x", "m"], ["d"]),
+             helper.make_node("Pow", ["d", "two"], ["p"]) if square == "pow" else helper.make_node("Mul", ["d", "d"], ["p"]),
+             mean("p", "v"), helper.make_node("Add", ["v", "eps"], ["ve"]), helper.make_node("Sqrt", ["ve"], ["s"]),
+             helper.make_node("Div", ["d", "s"], ["n"])]
+    last = "n"
+    if scale:
+        nodes.append(helper.make_node("Mul", ["n", "g"], ["ng"]))
+        last = "ng"
+    if bias and scale:
+        nodes.append(helper.make_node("Add", ["ng", "b"], ["nb"]))
+        last = "nb"
+    nodes.append(helper.make_node("Identity", [last], ["y"]))
+    outputs = [vi("y", F, None)] + ([vi("d", F, None)] if reader else [])
+    return model(nodes, [vi("x", F, [2, 5, 8])], outputs, inits, opset=opset)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"square": "mul"}, {"bias": False}, {"scale": False}, {"axes": (2,)},
+                                    {"opset": 18}])
+def test_layer_norm_arithmetic_becomes_one_node(kwargs):
+    """nn.LayerNorm exported below opset 17 (PyTorch) is one LayerNormalization, as the vendor
+    compiles it (one exNorm); the values are onnxruntime's."""
+    m = _layer_norm_chain(**kwargs)
+    im = import_onnx(m)
+    g = optimize(im.graph, im.shapes)
+    assert ops(g) == ["LayerNormalization"]
+    assert g.nodes[0].attrs["axis"] == -1 and g.nodes[0].attrs["epsilon"] == pytest.approx(1e-5)
+    check_against_ort(m, {"x": RNG.standard_normal((2, 5, 8)).astype(np.float32) * 3}, g, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kwargs", [{"axes": (1,)}, {"axes": (1, 2)}, {"reader": True}])
+def test_layer_norm_arithmetic_stays_where_the_fusion_does_not_hold(kwargs):
+    """A mean over another axis or over two, or an intermediate read elsewhere: unchanged."""
+    im = import_onnx(_layer_norm_chain(**kwargs))
+    g = im.graph
+    assert fuse_layer_norm(g, im.shapes) == 0 and "LayerNormalization" not in ops(g)

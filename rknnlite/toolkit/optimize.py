@@ -13,7 +13,8 @@
    ``-1`` whose result is static becomes that shape (the vendor's ``correct_ops`` stage).
 2. :func:`remove_identities` - ``Identity`` and inference-mode ``Dropout`` are removed
    and their consumers rewired; graph outputs keep their names.  Then
-   :func:`fuse_hard_swish` makes a HardSwish exported as several nodes one node again.
+   :func:`fuse_hard_swish` makes a HardSwish exported as several nodes one node again, and
+   :func:`fuse_layer_norm` a LayerNorm exported as its arithmetic one ``LayerNormalization``.
 3. :func:`fold_batchnorm` - an inference ``BatchNormalization`` right after a ``Conv``
    whose output nothing else reads is merged into the Conv's weights and bias
    (computed in float64, stored as float32).
@@ -78,6 +79,7 @@ __all__ = [
     "correct_ops",
     "remove_identities",
     "fuse_hard_swish",
+    "fuse_layer_norm",
     "fold_batchnorm",
     "fold_conv_affine",
     "fold_dense_bias",
@@ -140,6 +142,7 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     fusions = {
         "identity/dropout removal": remove_identities(g),
         "hard swish fusion": fuse_hard_swish(g),
+        "layer norm fusion": fuse_layer_norm(g, shapes),
         "batchnorm folding": fold_batchnorm(g),
         "conv affine folding": fold_conv_affine(g),
         "dense bias folding": fold_dense_bias(g, shapes),
@@ -476,6 +479,119 @@ def fuse_hard_swish(graph: Graph) -> int:
 
 
 _RELU6 = {"_activation": "Clip", "_activation_min": 0.0, "_activation_max": 6.0}
+
+
+# -- 2c. decomposed LayerNorm ------------------------------------------------------------------
+
+
+def fuse_layer_norm(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
+    """Rewrite a LayerNorm exported as its arithmetic into one ``LayerNormalization`` node (last
+    axis); returns how many.
+
+    The opset < 17 export of ``nn.LayerNorm`` (PyTorch, and the form RKNN-Toolkit2 documents):
+    ``m = ReduceMean(x)``, ``d = Sub(x, m)``, ``Pow(d, 2)`` (or ``Mul(d, d)``), ``ReduceMean``,
+    ``Add(., eps)``, ``Sqrt``, ``n = Div(d, .)``, then optionally ``Mul(n, scale)`` and
+    ``Add(., bias)``, every mean over the last axis only.  The vendor's compiler makes it one
+    exNorm, which its simulator computes in float32 and rounds once (in float16 builds a
+    decomposed one rounds after every op: a probe 41 % bit-equal to the simulator's output).
+    Conditions: each intermediate is read only by the next node (``d`` by the square and the
+    Div) and is no graph output; ``eps``, ``2`` are scalar constants, scale and bias constants
+    of the last axis' length (or broadcastable to it); a LayerNorm without a scale needs the
+    last axis' length from ``shapes``."""
+    consts = graph.constants
+    users = _consumers(graph)
+    outputs = set(graph.outputs)
+    shapes = shapes or {}
+
+    def only(name: str, op: str) -> Optional[Node]:
+        readers = users.get(name, [])
+        if len(readers) != 1 or name in outputs or readers[0].op != op or len(readers[0].outputs) != 1:
+            return None
+        return readers[0]
+
+    def scalar(name: str) -> Optional[float]:
+        k = consts.get(name)
+        return float(k.reshape(())) if k is not None and k.dtype.kind == "f" and k.size == 1 else None
+
+    def last_axis_mean(node: Node) -> bool:
+        axes = node.attrs.get("axes")
+        if len(node.inputs) > 1 and node.inputs[1]:
+            axes = consts.get(node.inputs[1])
+        if axes is None or np.size(axes) != 1 or not node.attrs.get("keepdims", 1):
+            return False
+        axis = int(np.ravel(axes)[0])
+        rank = len(shapes.get(node.inputs[0], ()))
+        return axis == -1 or (rank > 0 and axis == rank - 1)
+
+    def vector(name: str, length: Optional[int]) -> Optional[np.ndarray]:
+        k = consts.get(name)
+        if k is None or k.dtype.kind != "f" or k.ndim > 1 or (length is not None and k.size not in (1, length)):
+            return None
+        return k
+
+    fused = 0
+    for mean in list(graph.nodes):
+        if mean not in graph.nodes or mean.op != "ReduceMean" or not last_axis_mean(mean):
+            continue
+        x = mean.inputs[0]
+        sub = only(mean.outputs[0], "Sub")
+        if sub is None or sub.inputs != [x, mean.outputs[0]]:
+            continue
+        d = sub.outputs[0]
+        readers = list({id(n): n for n in users.get(d, [])}.values())  # Mul(d, d) reads it twice
+        if d in outputs or len(readers) != 2:
+            continue
+        square = next((n for n in readers if n.op == "Pow" and n.inputs[0] == d and scalar(n.inputs[1]) == 2.0
+                       or n.op == "Mul" and n.inputs == [d, d]), None)
+        div = next((n for n in readers if n.op == "Div" and n.inputs[0] == d), None)
+        if square is None or div is None:
+            continue
+        var = only(square.outputs[0], "ReduceMean")
+        if var is None or not last_axis_mean(var):
+            continue
+        add_eps = only(var.outputs[0], "Add")
+        eps = scalar(add_eps.inputs[1]) if add_eps is not None and add_eps.inputs[0] == var.outputs[0] else None
+        sqrt = only(add_eps.outputs[0], "Sqrt") if eps is not None else None
+        if sqrt is None or div.inputs[1] != sqrt.outputs[0] or len(users.get(sqrt.outputs[0], [])) != 1:
+            continue
+        chain = [mean, sub, square, var, add_eps, sqrt, div]
+        end, scale, bias = div, None, None
+        length = (shapes.get(x) or [None])[-1]
+        length = int(length) if isinstance(length, (int, np.integer)) and length > 0 else None
+        mul = only(div.outputs[0], "Mul")
+        if mul is not None:
+            other = mul.inputs[1] if mul.inputs[0] == div.outputs[0] else mul.inputs[0]
+            scale = vector(other, length)
+            if scale is not None:
+                chain.append(mul)
+                end = mul
+                add = only(mul.outputs[0], "Add")
+                if add is not None:
+                    other = add.inputs[1] if add.inputs[0] == mul.outputs[0] else add.inputs[0]
+                    bias = vector(other, length)
+                    if bias is not None:
+                        chain.append(add)
+                        end = add
+        if scale is None:
+            if length is None:
+                continue
+            scale = np.ones(length, np.float32)
+        if length is None and scale.size == 1 and (bias is None or bias.size == 1):
+            continue  # a scalar scale and bias need the axis length to become vectors
+        length = length or max(scale.size, 1 if bias is None else bias.size)
+        scale_name = _unique(consts, f"{end.name or end.outputs[0]}_ln_scale")
+        consts[scale_name] = np.broadcast_to(scale.astype(np.float32), (length,)).copy()
+        inputs = [x, scale_name]
+        if bias is not None:
+            bias_name = _unique(consts, f"{end.name or end.outputs[0]}_ln_bias")
+            consts[bias_name] = np.broadcast_to(bias.astype(np.float32), (length,)).copy()
+            inputs.append(bias_name)
+        attrs = {"axis": -1, "epsilon": float(eps), **{k: v for k, v in end.attrs.items() if k == "_opset"}}
+        graph.nodes[graph.nodes.index(end)] = Node("LayerNormalization", end.name, inputs, list(end.outputs), attrs)
+        for part in chain[:-1]:
+            graph.nodes.remove(part)
+        fused += 1
+    return fused
 
 
 # -- 3. BatchNormalization into Conv ---------------------------------------------------------

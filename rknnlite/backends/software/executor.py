@@ -73,7 +73,7 @@ from ...model.graph import Graph, Node
 from ..base import check_out
 from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
 from .integer_convs import integer_convs
-from .float16_rules import split_residuals, swish_gates
+from .float16_rules import HALF_INPUT_OPS, split_residuals, swish_gates
 from .sibling_convs import merge_sibling_convs
 from .branches import CallFailed, Probe, Region, conflicts, find_regions, run_program
 from .ops.elementwise import restore_fp, silence_fp
@@ -209,6 +209,8 @@ class Executor:
                 # for kernels whose integer arithmetic on the NPU is not their float one's
                 # (the summation order of an int8 AveragePool)
                 attrs["_int_output"] = True
+            if self._round and node.op in HALF_INPUT_OPS and ins and ins[0] in unrounded:
+                attrs["_half_input"] = True  # the simulator's exNorm reads float16 even from a float32 tensor
             if spec.prepare is not None:
                 try:
                     attrs = spec.prepare(attrs, [const_values.get(s) for s in ins])

@@ -121,11 +121,14 @@ def layer_normalization(inputs, attrs, out=None):
 
     Scale and B broadcast unidirectionally to X.  Outputs ``[Y, Mean, InvStdDev]``
     (the last two shaped ``X.shape[:axis] + (1,) * (rank - axis)``), all float32.
-    ``stash_type=11`` computes the statistics in float64, else in float32.  Writes
-    into ``out`` when given; allocates only per-row statistics otherwise.
+    ``stash_type=11`` computes the statistics in float64, else in float32.  With
+    ``attrs["_half_input"]`` (set by the float16 executor) X is first rounded to float16 (a
+    copy).  Writes into ``out`` when given; allocates only per-row statistics otherwise.
     """
     x, scale = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
+    if attrs.get("_half_input"):  # float16 mode, a float32 input (see backends.software.float16_rules)
+        x = x.astype(np.float16).astype(np.float32)
     r = x.ndim
     axis = attrs.get("axis", -1)
     if not -r <= axis < r:
