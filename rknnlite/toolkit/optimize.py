@@ -558,20 +558,14 @@ def fuse_layer_norm(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] 
         end, scale, bias = div, None, None
         length = (shapes.get(x) or [None])[-1]
         length = int(length) if isinstance(length, (int, np.integer)) and length > 0 else None
-        mul = only(div.outputs[0], "Mul")
-        if mul is not None:
-            other = mul.inputs[1] if mul.inputs[0] == div.outputs[0] else mul.inputs[0]
-            scale = vector(other, length)
-            if scale is not None:
-                chain.append(mul)
-                end = mul
-                add = only(mul.outputs[0], "Add")
-                if add is not None:
-                    other = add.inputs[1] if add.inputs[0] == mul.outputs[0] else add.inputs[0]
-                    bias = vector(other, length)
-                    if bias is not None:
-                        chain.append(add)
-                        end = add
+        for op in ("Mul", "Add"):  # the scale, then the bias (only after a scale)
+            step = only(end.outputs[0], op)
+            k = step and vector(step.inputs[1] if step.inputs[0] == end.outputs[0] else step.inputs[0], length)
+            if k is None or (op == "Add" and scale is None):
+                break
+            chain.append(step)
+            end = step
+            scale, bias = (k, bias) if op == "Mul" else (scale, k)
         if scale is None:
             if length is None:
                 continue
