@@ -31,6 +31,7 @@ from rknnlite.toolkit.optimize import (  # noqa: E402
     fold_dense_bias,
     fold_input_residual,
     fuse_activations,
+    fuse_gelu,
     fuse_hard_swish,
     fuse_layer_norm,
     global_pool_stages,
@@ -1367,3 +1368,33 @@ def test_layer_norm_arithmetic_stays_where_the_fusion_does_not_hold(kwargs):
     im = import_onnx(_layer_norm_chain(**kwargs))
     g = im.graph
     assert fuse_layer_norm(g, im.shapes) == 0 and "LayerNormalization" not in ops(g)
+
+
+def _gelu_chain(form="div", half_first=False, extra_reader=False):
+    """The exact GELU of ``x`` as PyTorch exports ``nn.GELU()`` below opset 20."""
+    inits = [init("one", np.float32(1)), init("half", np.float32(0.5)),
+             init("k", np.float32(np.sqrt(2)) if form == "div" else np.float32(1 / np.sqrt(2)))]
+    scale = helper.make_node("Div" if form == "div" else "Mul", ["x", "k"], ["s"])
+    nodes = [helper.make_node("Relu", ["i"], ["x"]), scale, helper.make_node("Erf", ["s"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"])]
+    if half_first:
+        nodes += [helper.make_node("Mul", ["x", "half"], ["xh"]), helper.make_node("Mul", ["xh", "e1"], ["y"])]
+    else:
+        nodes += [helper.make_node("Mul", ["x", "e1"], ["xe"]), helper.make_node("Mul", ["xe", "half"], ["y"])]
+    outputs = [vi("y", F, None)] + ([vi("e", F, None)] if extra_reader else [])
+    return model(nodes, [vi("i", F, [2, 7])], outputs, inits, opset=13)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"form": "mul"}, {"half_first": True}])
+def test_gelu_arithmetic_becomes_one_node(kwargs):
+    """nn.GELU() exported below opset 20 is one Gelu (the vendor's exGelu); onnxruntime's values."""
+    m = _gelu_chain(**kwargs)
+    im = import_onnx(m)
+    g = optimize(im.graph, im.shapes)
+    assert ops(g) == ["Relu", "Gelu"]
+    check_against_ort(m, {"i": RNG.standard_normal((2, 7)).astype(np.float32) * 3}, g)
+
+
+def test_gelu_arithmetic_stays_when_a_step_is_read_elsewhere():
+    im = import_onnx(_gelu_chain(extra_reader=True))
+    assert fuse_gelu(im.graph) == 0 and "Gelu" not in ops(im.graph)

@@ -105,12 +105,15 @@ def _matmul_prepare(attrs, consts):
 @kernel("MatMul", out=True, prepare=_matmul_prepare)
 def matmul(inputs, attrs, out=None):
     """ONNX MatMul (numpy ``matmul`` semantics: N-D batch broadcasting, 1-D operands
-    promoted and their axis removed).  Writes into ``out[0]`` when given."""
+    promoted and their axis removed).  With ``attrs["_half_input"]`` (set by the float16
+    executor) A is first rounded to float16 (a copy).  Writes into ``out[0]`` when given."""
     a, b = inputs[0], inputs[1]
     dtype = _out_dtype(a, b)
     if dtype.kind == "f":
         a = a.astype(np.float32, copy=False)
         b = b.astype(np.float32, copy=False)
+        if attrs.get("_half_input"):  # float16 mode, a float32 input (see backends.software.float16_rules)
+            a = a.astype(np.float16).astype(np.float32)
     target = out[0] if out is not None else None
     if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
         # (..., M, K) @ (K, N): one GEMM over all rows instead of one per batch entry
