@@ -210,7 +210,7 @@ class Executor:
                 # (the summation order of an int8 AveragePool)
                 attrs["_int_output"] = True
             if self._round and node.op in HALF_INPUT_OPS and ins and ins[0] in unrounded:
-                attrs["_half_input"] = True  # the simulator's exNorm reads float16 even from a float32 tensor
+                attrs["_half_input"] = True  # the simulator's exNorm / exMatMul read float16 even from float32
             if spec.prepare is not None:
                 try:
                     attrs = spec.prepare(attrs, [const_values.get(s) for s in ins])
