@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from functools import partial
 from typing import Callable, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -404,6 +405,35 @@ def _consumers(graph: Graph) -> Dict[str, List[Node]]:
 # -- 2b. decomposed HardSwish -----------------------------------------------------------------
 
 
+def _sole_reader(users: Mapping[str, List[Node]], outputs, name: str, op: Optional[str] = None) -> Optional[Node]:
+    """The one node reading ``name`` (of type ``op`` when given) with one output, when nothing
+    else reads it and it is no graph output (``outputs``); else None: a fusion's chain link."""
+    readers = users.get(name, [])
+    if len(readers) != 1 or name in outputs or len(readers[0].outputs) != 1 or op not in (None, readers[0].op):
+        return None
+    return readers[0]
+
+
+def _other_operand(node: Node, name: str) -> Optional[str]:
+    """The input of a two-input ``node`` that is not ``name`` (None when ``name`` is not one of
+    them, or is both)."""
+    if len(node.inputs) != 2 or name not in node.inputs or node.inputs[0] == node.inputs[1]:
+        return None
+    return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
+
+
+def _close(v, value: float) -> bool:
+    """``v`` is a number within float32 rounding (1e-6 relative) of ``value``."""
+    return isinstance(v, (int, float, np.number)) and not isinstance(v, bool) \
+        and abs(float(v) - value) <= 1e-6 * abs(value)
+
+
+def _scalar_is(consts: Mapping[str, np.ndarray], name: Optional[str], value: float) -> bool:
+    """``name`` is a one-element float constant within float32 rounding of ``value``."""
+    k = consts.get(name) if name else None
+    return k is not None and k.dtype.kind == "f" and k.size == 1 and _close(k.reshape(()).item(), value)
+
+
 def fuse_hard_swish(graph: Graph) -> int:
     """Rewrite a HardSwish exported as several nodes into one ``HardSwish`` node; returns how many.
 
@@ -422,26 +452,12 @@ def fuse_hard_swish(graph: Graph) -> int:
     consts = graph.constants
     users = _consumers(graph)
     outputs = set(graph.outputs)
-
-    def only_reader(name: str) -> Optional[Node]:
-        readers = users.get(name, [])
-        return readers[0] if len(readers) == 1 and name not in outputs and len(readers[0].outputs) == 1 else None
-
-    def other(node: Node, name: str) -> Optional[str]:
-        if len(node.inputs) != 2 or name not in node.inputs or node.inputs[0] == node.inputs[1]:
-            return None
-        return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
-
-    def close(v, value: float) -> bool:
-        return isinstance(v, (int, float, np.number)) and not isinstance(v, bool) \
-            and abs(float(v) - value) <= 1e-6 * abs(value)
-
-    def scalar(name: Optional[str], value: float) -> bool:
-        k = consts.get(name) if name else None
-        return k is not None and k.dtype.kind == "f" and k.size == 1 and close(k.reshape(()).item(), value)
+    only_reader = partial(_sole_reader, users, outputs)
+    other = _other_operand
+    scalar = partial(_scalar_is, consts)
 
     def scalar_attr(node: Node, name: str, default: float, value: float) -> bool:
-        return close(node.attrs.get(name, default), value)
+        return _close(node.attrs.get(name, default), value)
 
     fused = 0
     for node in list(graph.nodes):
@@ -500,31 +516,17 @@ def fuse_gelu(graph: Graph) -> int:
     its simulator that way, 52 % rounding after each op).  Conditions: each intermediate is read
     only by the next node and is no graph output; the constants are scalars within float32
     rounding of sqrt 2 (or its inverse), 1 and 0.5."""
-    consts = graph.constants
-    users = _consumers(graph)
     outputs = set(graph.outputs)
-
-    def only(name: str, op: str) -> Optional[Node]:
-        readers = users.get(name, [])
-        if len(readers) != 1 or name in outputs or readers[0].op != op or len(readers[0].outputs) != 1:
-            return None
-        return readers[0]
-
-    def other(node: Node, name: str) -> Optional[str]:
-        if len(node.inputs) != 2 or name not in node.inputs or node.inputs[0] == node.inputs[1]:
-            return None
-        return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
-
-    def scalar(name: Optional[str], value: float) -> bool:
-        k = consts.get(name) if name else None
-        return (k is not None and k.dtype.kind == "f" and k.size == 1
-                and abs(float(k.reshape(())) - value) <= 1e-6 * abs(value))
-
+    other = _other_operand
+    scalar = partial(_scalar_is, graph.constants)
+    producer = {o: n for n in graph.nodes for o in n.outputs if o}
+    users = _consumers(graph)
     fused = 0
     for erf in list(graph.nodes):
         if erf not in graph.nodes or erf.op != "Erf" or len(erf.inputs) != 1:
             continue
-        scale = next((n for n in graph.nodes if erf.inputs[0] in n.outputs), None)
+        only = partial(_sole_reader, users, outputs)
+        scale = producer.get(erf.inputs[0])
         if scale is None or len(users.get(erf.inputs[0], [])) != 1 or erf.inputs[0] in outputs:
             continue
         if scale.op == "Div" and len(scale.inputs) == 2 and scalar(scale.inputs[1], _SQRT2):
@@ -548,7 +550,7 @@ def fuse_gelu(graph: Graph) -> int:
                 continue
             chain = [scale, erf, add, first, last]
         else:  # (x * 0.5) * (1 + erf)
-            half = next((n for n in graph.nodes if partner in n.outputs), None)
+            half = producer.get(partner)
             if half is None or half.op != "Mul" or not scalar(other(half, x), 0.5) \
                     or len(users.get(partner, [])) != 1 or partner in outputs:
                 continue
@@ -559,8 +561,9 @@ def fuse_gelu(graph: Graph) -> int:
         position = min(graph.nodes.index(n) for n in chain)
         for part in chain:
             graph.nodes.remove(part)
-        graph.nodes.insert(position, Node("Gelu", end.name, [x], list(end.outputs),
-                                          {k: v for k, v in end.attrs.items() if k == "_opset"}))
+        gelu = Node("Gelu", end.name, [x], list(end.outputs), {k: v for k, v in end.attrs.items() if k == "_opset"})
+        graph.nodes.insert(position, gelu)
+        producer.update((o, gelu) for o in gelu.outputs)
         users = _consumers(graph)
         fused += 1
     return fused
@@ -587,12 +590,7 @@ def fuse_layer_norm(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] 
     users = _consumers(graph)
     outputs = set(graph.outputs)
     shapes = shapes or {}
-
-    def only(name: str, op: str) -> Optional[Node]:
-        readers = users.get(name, [])
-        if len(readers) != 1 or name in outputs or readers[0].op != op or len(readers[0].outputs) != 1:
-            return None
-        return readers[0]
+    only = partial(_sole_reader, users, outputs)
 
     def scalar(name: str) -> Optional[float]:
         k = consts.get(name)
