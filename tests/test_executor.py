@@ -72,12 +72,12 @@ def test_new_input_shape_gets_its_own_plan():
 
 def test_float16_mode_stores_every_computed_tensor_at_half_precision():
     """Every op's output and every constant is rounded to float16; the graph inputs are read
-    as given, as RKNN-Toolkit2's simulator reads them (tests/test_float16_inputs.py): 2049 + 1
+    as given, as RKNN-Toolkit2's simulator reads 4-D ones (tests/test_float16_inputs.py): 2049 + 1
     is 2050 from the float32 input, 2048 had the input been rounded first."""
     graph = Graph([Node("Add", "add", ["a", "b"], ["s"]), Node("Mul", "mul", ["s", "k"], ["y"])],
                   ["a", "b"], ["y"], {"k": np.array([1.0001], np.float32)})
-    a = np.array([1.0, 2049.0, 1e-7, 70000.0], np.float32)
-    b = np.array([2 ** -11, 1.0, 0.0, 0.0], np.float32)
+    a = np.array([1.0, 2049.0, 1e-7, 70000.0], np.float32).reshape(1, 1, 1, 4)
+    b = np.array([2 ** -11, 1.0, 0.0, 0.0], np.float32).reshape(1, 1, 1, 4)
     def h(v):
         with np.errstate(over="ignore"):
             return np.asarray(v, np.float32).astype(np.float16).astype(np.float32)
@@ -211,12 +211,13 @@ def test_float16_model_uses_prerounded_weights_in_place():
 
 def test_value_preserving_ops_keep_float16_results_exact():
     graph = Graph([Node("Mul", "m", ["x", "k"], ["t"]), Node("Relu", "r", ["t"], ["u"]),
-                   Node("Transpose", "tr", ["u"], ["y"], {"perm": [1, 0]})],
+                   Node("Transpose", "tr", ["u"], ["y"], {"perm": [0, 1, 3, 2]})],
                   ["x"], ["y"], {"k": np.array([1.3], np.float32)})
-    x = np.random.default_rng(8).standard_normal((3, 5)).astype(np.float32)
+    x = np.random.default_rng(8).standard_normal((1, 1, 3, 5)).astype(np.float32)
     out = Executor(graph, "float16").run([x])[0]
     h = lambda v: v.astype(np.float16).astype(np.float32)  # noqa: E731
-    np.testing.assert_array_equal(out, np.maximum(h(x * h(np.float32(1.3))), 0).T)  # x read unrounded
+    # a 4-D x is read unrounded
+    np.testing.assert_array_equal(out, np.maximum(h(x * h(np.float32(1.3))), 0).transpose(0, 1, 3, 2))
 
 
 def test_constants_a_kernel_caches_are_released_once():
@@ -240,3 +241,18 @@ def test_mapped_model_runs_after_its_pages_are_released(tmp_path):
         expected = in_memory.run([x])[0]
         for _ in range(3):
             np.testing.assert_array_equal(mapped.run([x])[0], expected)
+
+
+def test_exposed_tensors_come_after_the_outputs_as_computed_unexposed():
+    """``expose`` returns intermediates without making them outputs: a float16 dense product
+    stays float32 inside (an output would be rounded), and the output is unchanged."""
+    rng = np.random.default_rng(13)
+    graph = Graph([Node("MatMul", "mm", ["x", "w"], ["m"]), Node("Add", "a", ["m", "b"], ["y"])], ["x"], ["y"],
+                  {"w": rng.standard_normal((8, 8)).astype(np.float32), "b": rng.standard_normal(8).astype(np.float32)})
+    x = rng.standard_normal((1, 1, 4, 8)).astype(np.float32)
+    (y,) = Executor(graph, "float16").run([x])
+    y2, m = Executor(graph, "float16", expose=["m"]).run([x])
+    np.testing.assert_array_equal(y2, y)
+    assert not np.array_equal(m, m.astype(np.float16).astype(np.float32))
+    with pytest.raises(InvalidParamError, match="expose"):
+        Executor(graph, "float16", expose=["nope"])

@@ -190,8 +190,8 @@ def test_a_kernel_returning_a_new_array_is_copied_into_its_planned_buffer():
 def test_compiled_runs_allocate_nothing_tensor_sized():
     graph = Graph([Node("Add", "add", ["a", "b"], ["s"]), Node("Mul", "mul", ["s", "a"], ["y"])], ["a", "b"], ["y"])
     state = Executor(graph, "float16").new_state()
-    a, b = np.ones((256, 256), np.float32), np.full((256, 256), 2.0, np.float32)
-    out = [np.empty((256, 256), np.float32)]
+    a, b = np.ones((1, 1, 256, 256), np.float32), np.full((1, 1, 256, 256), 2.0, np.float32)
+    out = [np.empty((1, 1, 256, 256), np.float32)]
     state.run([a, b])
     state.run([a, b], out)
     tracemalloc.start()
@@ -204,7 +204,7 @@ def test_compiled_runs_allocate_nothing_tensor_sized():
         tracemalloc.stop()
     assert peak - base < 256 * 256 * 4 // 8
     np.testing.assert_array_equal(out[0], 3.0)
-    assert state.staging_bytes == 0  # float32 inputs are read in place: float16 mode does not round them
+    assert state.staging_bytes == 0  # 4-D float32 inputs are read in place: float16 mode does not round them
 
 
 def test_bound_elementwise_ops_compute_what_their_kernels_do():

@@ -1,7 +1,8 @@
 """float16 builds read a graph input as RKNN-Toolkit2's simulator does: a float16 conv computes
-from the float32 values as given (float16 weights, its result rounded to float16), and any other
-op on the input rounds its own output (tests/data/vendor_fp16/README.md).  Rounding the input to
-float16 first left 60 % of a conv's outputs equal to the vendor's."""
+from the float32 values of a 4-D input as given (float16 weights, its result rounded to float16),
+and any other op on it rounds its own output (tests/data/vendor_fp16/README.md).  Rounding the
+input to float16 first left 60 % of a conv's outputs equal to the vendor's.  An input of any other
+rank is converted to the NPU's layout first, which rounds it: every op reads it as float16."""
 
 from __future__ import annotations
 
@@ -40,3 +41,49 @@ def test_a_float16_build_reads_its_input_as_the_vendor_does(case, run_unquantize
     (y,) = run_unquantized_build(g, [sim["x" if case == "conv" else "x2"]], platform="rk3566")
     assert y.dtype == np.float32
     np.testing.assert_array_equal(y, sim[case])
+
+
+_RANK_SIM = Path(__file__).parent / "data" / "vendor_fp16" / "input_rank_sim.npz"
+F = TensorProto.FLOAT
+
+
+@pytest.mark.parametrize("case", ["add2", "add3", "add5", "mm4", "ln4"])
+def test_an_input_of_rank_other_than_4_is_read_as_float16(case, run_unquantized_build):
+    """``Add(x, MatMul(x, w))`` on a 2-D and a 3-D input and ``Add(x, Sigmoid(x))`` on a 5-D one:
+    every value equal to the simulator's (66-69 % with the input read as float32, as a 4-D one
+    is); a 4-D input still reaches a MatMul or a LayerNorm as float16 (``HALF_INPUT_OPS``)."""
+    sim = np.load(_RANK_SIM)
+    x = sim[f"{case}_x"]
+    inits = [numpy_helper.from_array(sim[f"{case}_w"], "w")] if f"{case}_w" in sim.files else []
+    if case in ("add2", "add3"):
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["x", "m"], ["y"])]
+    elif case == "add5":
+        nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Add", ["x", "s"], ["y"])]
+    elif case == "mm4":
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["y"])]
+    else:
+        inits = [numpy_helper.from_array(np.ones(32, np.float32), "g"), numpy_helper.from_array(np.zeros(32, np.float32), "b")]
+        nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1, epsilon=1e-5)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, list(x.shape))],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    (y,) = run_unquantized_build(g, [x], opset=17 if case == "ln4" else 13)
+    np.testing.assert_array_equal(y, sim[f"{case}_vendor"])
+
+
+@pytest.mark.parametrize("shape, staged", [((1, 1, 64, 64), False), ((64, 64), True), ((1, 64, 64), True)])
+def test_float16_mode_stages_a_rounded_copy_of_an_input_of_another_rank(shape, staged):
+    """The copy is made once per shape (compiled runs reuse it) and rounded on every run; a
+    4-D float32 input is read in place; float32 mode never rounds."""
+    from rknnlite.backends.software.executor import Executor
+    from rknnlite.model.graph import Graph, Node
+
+    graph = Graph([Node("Add", "a", ["x", "x"], ["y"])], ["x"], ["y"])
+    state = Executor(graph, "float16").new_state()
+    half = lambda v: v.astype(np.float16).astype(np.float32)  # noqa: E731
+    for seed in range(3):  # unplanned, planned, compiled
+        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+        want = half((half(x) if staged else x) * 2)
+        np.testing.assert_array_equal(state.run([x])[0], want)
+    assert (state.staging_bytes > 0) is staged
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(Executor(graph, "float32").run([x])[0], x + x)

@@ -49,6 +49,11 @@ class Graph:
     node marks an omitted optional input, as in ONNX.
     """
 
+    #: float16 runs: a float input of any rank but 4 is rounded to float16 as it is staged, as
+    #: the layout conversion RKNN-Toolkit2's compiler puts after such an input rounds it
+    #: (``Executor.staging``).  A graph holding the compiler's own nodes (a vendor file's) says False.
+    layout_rounds_inputs = True
+
     def __init__(self, nodes: List[Node], inputs: List[str], outputs: List[str],
                  constants: Optional[Dict[str, np.ndarray]] = None,
                  quant: Optional[Dict[str, QuantParams]] = None):
@@ -108,12 +113,37 @@ class Graph:
                                             f"{list(shape)} constant", op="load")
 
     def biases(self) -> Set[str]:
-        """The constants a ``Conv``, ``ConvTranspose`` or ``Gemm`` reads as its bias (input 2).
-        A float16 model keeps them at float32, as the NPU's bias blocks and RKNN-Toolkit2's
+        """The constants a ``Conv``, ``ConvTranspose`` or ``Gemm`` reads as its bias (input 2), and
+        the biases of :meth:`dense_layers`.  A float16 model keeps them at float32, as the NPU's bias blocks and RKNN-Toolkit2's
         simulator do (a float16 build of ``conv -> relu -> 1x1 conv`` equals the simulator's on
         every value with float32 biases, on 92 % with rounded ones)."""
         return {n.inputs[2] for n in self.nodes
-                if n.op in ("Conv", "ConvTranspose", "Gemm") and len(n.inputs) > 2 and n.inputs[2] in self.constants}
+                if n.op in ("Conv", "ConvTranspose", "Gemm") and len(n.inputs) > 2 and n.inputs[2] in self.constants} \
+            | set(self.dense_layers().values())
+
+    def dense_layers(self) -> Dict[str, str]:
+        """``{product: bias}`` of each dense layer exported as ``Add(MatMul(x, W), b)`` (PyTorch's
+        ``Linear`` on a tensor of more than two dimensions): ``W`` a 2-D constant, the product read
+        by that Add only and no graph output, ``b`` a float constant of ``W``'s output width along
+        the last axis.  The vendor compiles each to one 1x1 conv, whose float16 form adds the
+        float32 bias to the unrounded product."""
+        readers: Dict[str, List[Node]] = {}
+        for node in self.nodes:
+            for name in set(node.inputs):
+                readers.setdefault(name, []).append(node)
+        layers: Dict[str, str] = {}
+        for node in self.nodes:
+            w = self.constants.get(node.inputs[1]) if node.op == "MatMul" and len(node.inputs) == 2 else None
+            if w is None or w.ndim != 2 or node.inputs[0] in self.constants or node.outputs[0] in self.outputs:
+                continue
+            users = readers.get(node.outputs[0], [])
+            if len(users) != 1 or users[0].op != "Add" or len(users[0].inputs) != 2:
+                continue
+            bias = users[0].inputs[1] if users[0].inputs[0] == node.outputs[0] else users[0].inputs[0]
+            b = self.constants.get(bias)
+            if b is not None and b.dtype.kind == "f" and b.size == w.shape[1] and b.shape[-1:] == (w.shape[1],):
+                layers[node.outputs[0]] = bias
+        return layers
 
     def produced(self) -> List[str]:
         """Every tensor a node produces, in execution order, once each (graph inputs and

@@ -49,11 +49,13 @@ exactly, as the NPU does (:mod:`.integer_convs`, applied when the graph is compi
 kernels compute in float32.  Pointwise convs reading one tensor run as one wider conv whose
 output channels the original outputs view (:mod:`.sibling_convs`; every value as before).  Tensors a
 graph names in ``keep_float`` (a vendor graph's float32 biases and the intermediates of fused
-activations), every graph's inputs and every conv and dense bias stay float32 in float16
-mode, as the vendor simulator keeps them: a float16 conv reading an input computes from the
-float32 values, any other op on one rounds its own output (``tests/test_float16_inputs.py``);
-a conv's fused residual is added after its output is rounded, and SiLU's sigmoid is not
-rounded (:mod:`.float16_rules`).  A
+activations), every graph's 4-D inputs and every conv and dense bias stay float32 in float16
+mode, as the vendor simulator keeps them: a float16 conv reading such an input computes from
+the float32 values, any other op on one rounds its own output; an input of another rank is
+rounded when staged, as the simulator's layout conversion rounds it (``Executor.staging``,
+``tests/test_float16_inputs.py``).  A conv's fused residual is added after its output is
+rounded; SiLU's sigmoid, a dense layer's product and an attention's scores and probabilities
+are not rounded (:mod:`.float16_rules`).  A
 step whose outputs are all on integer grids is told so (``attrs["_int_output"]``) for kernels
 whose int8 arithmetic in the simulator is not their float one (an AveragePool's summation
 order).
@@ -73,7 +75,7 @@ from ...model.graph import Graph, Node
 from ..base import check_out
 from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
 from .integer_convs import integer_convs
-from .float16_rules import HALF_INPUT_OPS, split_residuals, swish_gates
+from .float16_rules import HALF_INPUT_OPS, attention_intermediates, split_residuals, swish_gates
 from .sibling_convs import merge_sibling_convs
 from .branches import CallFailed, Probe, Region, conflicts, find_regions, run_program
 from .ops.elementwise import restore_fp, silence_fp
@@ -114,6 +116,10 @@ class CustomOpKernel:
         return KernelSpec(op.op_type, run, out=False, prepare=None, data_dependent=True)
 
 
+#: :meth:`Executor.staging`'s value for a feed rounded to float16
+HALF_STAGING = "float16"
+
+
 class _Step:
     __slots__ = ("node", "spec", "attrs", "ins", "outs", "index", "data_dependent", "exact", "on_grid")
 
@@ -146,17 +152,24 @@ class Executor:
             anyway; running one raises :class:`ModelInvalidError` naming it, unless the
             state runs it with an override (:meth:`ExecutionState.use_kernels`).  Without
             it such a model fails here.
+        expose: tensors a run returns after the graph's outputs, computed as when they are not
+            returned (``graph.outputs`` extended instead would end the float16 rules' fused chains
+            there: a dense layer's product or an attention's scores rounded; what
+            ``accuracy_analysis`` must not change).
     """
 
     def __init__(self, graph: Graph, float_dtype: str = "float16", custom_ops: Sequence[Any] = (),
-                 defer_missing: bool = False):
+                 defer_missing: bool = False, expose: Sequence[str] = ()):
         if float_dtype not in FLOAT_DTYPES:
             raise InvalidParamError(f"float_dtype must be 'float16' or 'float32', not {float_dtype!r}")
+        #: float16 mode rounds inputs of other ranks than 4 when staged (``Graph.layout_rounds_inputs``)
+        self._half_feeds = float_dtype == "float16" and graph.layout_rounds_inputs
         if float_dtype == "float16":
             graph = split_residuals(graph)
         graph, exact_sums = merge_sibling_convs(*integer_convs(graph))
+        attention = attention_intermediates(graph) if float_dtype == "float16" else set()
         if float_dtype == "float16":
-            exact_sums = exact_sums | swish_gates(graph)
+            exact_sums = exact_sums | swish_gates(graph) | set(graph.dense_layers()) | attention
         self.graph = graph
         self.float_dtype = float_dtype
         self._round = float_dtype == "float16"
@@ -173,12 +186,19 @@ class Executor:
                     names.setdefault(name, len(names))
         self.n_tensors = len(names)
         self.input_slots = [names[n] for n in graph.inputs]
-        self.output_slots = [names[n] for n in graph.outputs]
+        missing = [n for n in expose if n not in names]
+        if missing:
+            raise InvalidParamError(f"expose: {missing[:5]} are not tensors of the graph")
+        #: what a run returns: the graph's outputs, then ``expose``
+        self.output_names = list(graph.outputs) + [n for n in expose]
+        self.output_slots = [names[n] for n in self.output_names]
         self._names = names
         #: tensors stored at float32 even in float16 mode, which the vendor simulator does not
         #: round: the graph's inputs (normalised in float32; its float16 conv on an input
         #: computes from the float32 values), conv and dense biases (``Graph.biases``), SiLU's
-        #: sigmoid (``float16_rules.swish_gates``) and ``graph.keep_float`` (a vendor graph's
+        #: sigmoid (``float16_rules.swish_gates``), a dense layer's product
+        #: (``Graph.dense_layers``), an attention's scores and probabilities
+        #: (``attention_intermediates``) and ``graph.keep_float`` (a vendor graph's
         #: fused-activation intermediates)
         self.float_slots = frozenset(names[n] for n in exact_sums.union(getattr(graph, "keep_float", ()),
                                                                         graph.inputs, graph.biases()) if n in names)
@@ -209,7 +229,8 @@ class Executor:
                 # for kernels whose integer arithmetic on the NPU is not their float one's
                 # (the summation order of an int8 AveragePool)
                 attrs["_int_output"] = True
-            if self._round and node.op in HALF_INPUT_OPS and ins and ins[0] in unrounded:
+            if self._round and node.op in HALF_INPUT_OPS and ins and ins[0] in unrounded \
+                    and node.inputs[0] not in attention:
                 attrs["_half_input"] = True  # the simulator's exNorm / exMatMul read float16 even from float32
             if spec.prepare is not None:
                 try:
@@ -256,6 +277,19 @@ class Executor:
                 f"{', '.join(supported_ops())}",
                 op="rknn_init",
             )
+
+    def staging(self, slot: int, x: np.ndarray):
+        """How the feed ``x`` of input ``slot`` is staged: its int8 grid ``(scale, zero point,
+        qmin, qmax)``, :data:`HALF_STAGING`, or None (as given).  float16 mode rounds a float
+        feed of any rank but 4 to float16: the vendor's simulator converts such an input's
+        layout first, and every op reads the float16 copy (a 2-, 3- or 5-D input added to an
+        activation: every value equal to the simulator's that way, 66-69 % unrounded); a 4-D
+        input stays float32 (a conv and an Add read it so, ``tests/test_float16_inputs.py``), and so
+        does any input of a graph whose nodes convert layouts themselves (a vendor file's)."""
+        q = self.quant_slots.get(slot)
+        if q is None and self._half_feeds and x.ndim != 4 and x.dtype.kind == "f":
+            return HALF_STAGING
+        return q
 
     def _store_constant(self, a: np.ndarray, quant=None, limits=None, keep_float: bool = False) -> np.ndarray:
         if a.dtype.kind != "f":
@@ -342,7 +376,7 @@ class _Program:
     ``env`` holds every tensor of the signature: constants, planned buffers and input
     staging buffers, permanently; only the inputs fed as they are and the views of them
     (``fed``) change per run and are cleared after it.  ``inputs[i]`` is ``(slot, staging
-    buffer or None, quant)``; ``calls`` are zero-argument callables run in order,
+    buffer or None, staging rule: ``Executor.staging``)``; ``calls`` are zero-argument callables run in order,
     ``owners[k]`` the step of ``calls[k]`` (for error messages).
     """
 
@@ -501,7 +535,7 @@ class ExecutionState:
                 if out is not None:
                     self._check_out(out, values)
                 results = []
-                for k, (name, s) in enumerate(zip(ex.graph.outputs, ex.output_slots)):
+                for k, (name, s) in enumerate(zip(ex.output_names, ex.output_slots)):
                     t0 = perf_counter_ns()
                     results.append(self._deliver_one(env[s], None if out is None else out[k]))
                     profile.append(self._transfer("OutputOperator", name, s, env[s], t0))
@@ -584,7 +618,7 @@ class ExecutionState:
         return [self._deliver_one(v, o) for v, o in zip(values, out)]
 
     def _check_out(self, out, values: List[np.ndarray]) -> None:
-        check_out(out, self.executor.graph.outputs, [(np.shape(v), v.dtype) for v in values])
+        check_out(out, self.executor.output_names, [(np.shape(v), v.dtype) for v in values])
 
     @staticmethod
     def _deliver_one(value: np.ndarray, dest: Optional[np.ndarray]) -> np.ndarray:
@@ -624,11 +658,11 @@ class ExecutionState:
         )
 
     def _stage(self, index: int, x: np.ndarray) -> np.ndarray:
-        """A float input as float32 (on its int8 grid when it has one; float16 mode reads
-        inputs unrounded), converted in a reused buffer; no copy when it already is float32
-        without a grid."""
+        """A float input as float32 (on its int8 grid when it has one; rounded to float16 as
+        :meth:`Executor.staging` says), converted in a reused buffer; no copy when it already is
+        float32 and nothing else applies."""
         ex = self.executor
-        q = ex.quant_slots.get(ex.input_slots[index])
+        q = ex.staging(ex.input_slots[index], x)
         if not _staged(x, q):
             return x
         buf = self._staging.get(index)
@@ -725,7 +759,7 @@ class ExecutionState:
             meta[slot] = (value.shape, value.dtype)
         inputs = []
         for i, (slot, x) in enumerate(zip(ex.input_slots, feeds)):
-            q = ex.quant_slots.get(slot)
+            q = ex.staging(slot, x)
             buf = None
             if _staged(x, q):
                 buf = self._staging.pop(i, None)  # the first run's buffer: the program owns it now
@@ -820,14 +854,17 @@ def _within(grid, q) -> bool:
 
 def _staged(x: np.ndarray, q) -> bool:
     """Whether a feed is converted into a staging buffer (a float input that is not float32
-    already, or needs its int8 grid ``q``), else used as it is."""
+    already, or needs its int8 grid or float16 rounding ``q``), else used as it is."""
     return x.dtype.kind == "f" and (x.dtype != np.float32 or q is not None)
 
 
 def _stage_into(buf: np.ndarray, x: np.ndarray, q) -> None:
-    """``buf[...] = x`` (float32), on the int8 grid ``q`` when given; one pass when ``x`` is
-    C-contiguous float32."""
-    if q is not None:
+    """``buf[...] = x`` (float32), on the int8 grid ``q`` when given, rounded to float16 when
+    ``q`` is :data:`HALF_STAGING`; one pass when ``x`` is C-contiguous float32 on a grid."""
+    if q is HALF_STAGING:
+        np.copyto(buf, x, casting="unsafe")
+        round_fp16_inplace(buf.reshape(-1))
+    elif q is not None:
         if not copy_fake_quant(x, buf, *q):
             np.copyto(buf, x, casting="unsafe")
             fake_quant_inplace(buf, *q)

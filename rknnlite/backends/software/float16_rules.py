@@ -14,24 +14,34 @@ graph rewrites and tensor sets the executor applies in float16 mode.
   activation runs after it as its own node.  A conv whose output is on an int8 grid keeps its
   residual (:mod:`.integer_convs` runs it as the vendor's int8 ConvAdd).
 * **LayerNorm's and MatMul's input** (:data:`HALF_INPUT_OPS`).  Where the graph keeps a tensor
-  float32 (a graph input), the simulator's exNorm and exMatMul still read it as float16 (a
-  LayerNorm on a graph input equals it on every value with the input rounded first, 68.6 %
-  without; ``MatMul -> GELU`` on a graph input 98 % with, 60 % without); the executor tells such
-  a step so (``attrs["_half_input"]``) and the kernel rounds its copy of the input.  A conv
-  reads the float32 values (``tests/test_float16_inputs.py``).
+  float32 (a 4-D graph input; inputs of other ranks are rounded when staged,
+  ``Executor.staging``), the simulator's exNorm and exMatMul still read it as float16 (a
+  LayerNorm or a MatMul by a constant on a 1x2x16x32 input: every value equal to the simulator's
+  with the input rounded first, 56-69 % without); the executor tells such a step so
+  (``attrs["_half_input"]``) and the kernel rounds its copy of the input.  A conv and an Add
+  read the float32 values (``tests/test_float16_inputs.py``).
 * **SiLU** (:func:`swish_gates`).  ``Mul(x, Sigmoid(x))`` (PyTorch's SiLU, YOLOv8's activation)
   is one float16 rounding in the simulator: the sigmoid stays float32 (a YOLOv8-style net's
   first SiLU equals its snapshot on 99.96 % of the values that way, 79 % rounding the sigmoid).
+* **Dense layers** (:meth:`Graph.dense_layers <rknnlite.model.graph.Graph.dense_layers>`).
+  ``Add(MatMul(x, W), b)`` with constant ``W`` and a bias along the last axis (PyTorch's
+  ``Linear`` on a 3-D tensor) is one 1x1 conv in the simulator: the product stays float32, the
+  float32 bias (kept so at build, ``Graph.biases``) is added and the sum rounded once.
+* **Attention** (:func:`attention_intermediates`).  ``MatMul(Softmax(MatMul(q, k) [* scale]
+  [+ mask]), v)`` is one exSDPAttention: scores, scaled scores and probabilities stay float32
+  and only its output is rounded (on a two-head attention of a graph input, every value equal
+  to the simulator's that way, 54-65 % rounding any of them).  The second MatMul reads the
+  float32 probabilities (no :data:`HALF_INPUT_OPS` rounding).
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Set
 
 from ...model.graph import Graph, Node, unique_name
 
-__all__ = ["HALF_INPUT_OPS", "split_residuals", "swish_gates"]
+__all__ = ["HALF_INPUT_OPS", "attention_intermediates", "split_residuals", "swish_gates"]
 
 #: ops that read their data input (input 0) as float16 in the simulator even when the tensor
 #: is kept float32 (module doc)
@@ -77,13 +87,27 @@ def _activation_node(conv: Node, activation: str, x: str, y: str) -> Node:
     return Node(activation, name, [x], [y], {})
 
 
-def swish_gates(graph: Graph) -> Set[str]:
-    """The outputs of the ``Sigmoid`` nodes whose only reader is ``Mul(x, Sigmoid(x))`` of the
-    sigmoid's own input (either operand order): kept float32 in float16 mode (module doc)."""
+def _readers(graph: Graph) -> Dict[str, List[Node]]:
+    """Each tensor's reading nodes (a node reading it twice counted once)."""
     readers: Dict[str, List[Node]] = {}
     for node in graph.nodes:
         for name in set(node.inputs):
             readers.setdefault(name, []).append(node)
+    return readers
+
+
+def _sole_reader(graph: Graph, readers: Dict[str, List[Node]], name: str, *ops: str) -> Optional[Node]:
+    """The one node (of one of ``ops``) reading ``name``, a tensor that is no graph output."""
+    users = readers.get(name, [])
+    if len(users) != 1 or name in graph.outputs or users[0].op not in ops or len(users[0].outputs) != 1:
+        return None
+    return users[0]
+
+
+def swish_gates(graph: Graph) -> Set[str]:
+    """The outputs of the ``Sigmoid`` nodes whose only reader is ``Mul(x, Sigmoid(x))`` of the
+    sigmoid's own input (either operand order): kept float32 in float16 mode (module doc)."""
+    readers = _readers(graph)
     gates = set()
     for node in graph.nodes:
         if node.op != "Sigmoid" or len(node.inputs) != 1 or len(node.outputs) != 1:
@@ -93,3 +117,46 @@ def swish_gates(graph: Graph) -> Set[str]:
         if len(users) == 1 and users[0].op == "Mul" and sorted(users[0].inputs) == sorted([node.inputs[0], gate]):
             gates.add(gate)
     return gates
+
+
+def attention_intermediates(graph: Graph) -> Set[str]:
+    """The scores, scaled scores and probabilities of each scaled dot-product attention:
+    ``MatMul(Softmax(s), v)`` over the last axis, ``s`` = ``MatMul(q, k)`` of two activations,
+    optionally multiplied or divided by a scalar constant and added to a constant mask, every
+    link read by the next one only.  Kept float32 in float16 mode (module doc)."""
+    readers = _readers(graph)
+    kept: Set[str] = set()
+    for node in graph.nodes:
+        if node.op != "MatMul" or len(node.inputs) != 2 or any(n in graph.constants for n in node.inputs):
+            continue
+        chain, t = [node.outputs[0]], node.outputs[0]
+        step = _sole_reader(graph, readers, t, "Mul", "Div", "Add", "Softmax")
+        seen = set()
+        while step is not None and step.op != "Softmax" and step.op not in seen and _constant_operand(graph, step, t):
+            seen.add(step.op if step.op == "Add" else "scale")
+            t = step.outputs[0]
+            chain.append(t)
+            step = _sole_reader(graph, readers, t, "Mul", "Div", "Add", "Softmax")
+        if step is None or step.op != "Softmax" or not _last_axis(step):
+            continue
+        mix = _sole_reader(graph, readers, step.outputs[0], "MatMul")
+        if mix is not None and mix.inputs[0] == step.outputs[0] and mix.inputs[1] not in graph.constants:
+            kept.update(chain + [step.outputs[0]])
+    return kept
+
+
+def _constant_operand(graph: Graph, node: Node, x: str) -> bool:
+    """``node`` combines ``x`` with a constant as an attention's scale (a scalar, ``x`` first for a
+    Div) or mask (an Add of any constant)."""
+    if len(node.inputs) != 2 or x not in node.inputs or node.inputs[0] == node.inputs[1]:
+        return False
+    other = graph.constants.get(node.inputs[1] if node.inputs[0] == x else node.inputs[0])
+    if other is None or other.dtype.kind != "f":
+        return False
+    return node.op == "Add" or (other.size == 1 and (node.op == "Mul" or node.inputs[0] == x))
+
+
+def _last_axis(softmax: Node) -> bool:
+    """``softmax`` normalises over the last axis (opset 13's default; -1 written out below it)."""
+    default = -1 if softmax.attrs.get("_opset", 13) >= 13 else 1
+    return softmax.attrs.get("axis", default) == -1

@@ -176,6 +176,9 @@ class VendorGraph(Graph):
     executor keeps at float32 in float16 mode (float32 biases, fused-activation intermediates;
     graph inputs are kept in every graph), as the vendor simulator does."""
 
+    #: the file's own Reshape / Transpose / identity-conv nodes convert an input's layout
+    layout_rounds_inputs = False
+
     def __init__(self, *args, keep_float: Sequence[str] = (), round_fp16: Sequence[str] = (), **kwargs):
         super().__init__(*args, **kwargs)
         self.keep_float: FrozenSet[str] = frozenset(keep_float)
