@@ -254,28 +254,28 @@ def test_a_tensor_only_a_relu_reads_is_measured_on_what_the_relu_keeps(tmp_path,
 
 
 def test_the_simulator_column_is_what_inference_computes(tmp_path):
-    """The snapshot of every tensor comes from the same run as ``inference``: a float16 dense
-    layer adds its bias to the unrounded product, which making the product an output of the
-    run would round (the output then differed from inference's on a third of the values)."""
+    """The snapshot of every tensor comes from the same run as ``inference``: a float16
+    attention keeps its scores and probabilities float32, which making them outputs of the run
+    would round (the output then differed from inference's on most values)."""
     rng = np.random.default_rng(12)
-    w, b = rng.standard_normal((32, 32)).astype(np.float32) / 6, rng.standard_normal(32).astype(np.float32)
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
-             helper.make_node("Relu", ["a"], ["y"])]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 16, 32])],
-                          [helper.make_tensor_value_info("y", F, None)],
-                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
-    path = tmp_path / "d.onnx"
+    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"]), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"])]
+    shape = [1, 2, 8, 8]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, shape) for n in "qkv"],
+                          [helper.make_tensor_value_info("y", F, None)])
+    path = tmp_path / "a.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
-    x = rng.standard_normal((1, 16, 32)).astype(np.float32)
-    np.save(tmp_path / "x.npy", x)
+    feeds = [rng.standard_normal(shape).astype(np.float32) * 2 for _ in range(3)]
+    for n, x in zip("qkv", feeds):
+        np.save(tmp_path / f"{n}.npy", x)
     rk = RKNN()
     rk.config(target_platform="rk3588")
     assert rk.load_onnx(str(path)) == 0 and rk.build(do_quantization=False) == 0
-    assert rk.accuracy_analysis([str(tmp_path / "x.npy")], output_dir=str(tmp_path / "o")) == 0
+    assert rk.accuracy_analysis([str(tmp_path / f"{n}.npy") for n in "qkv"], output_dir=str(tmp_path / "o")) == 0
     assert rk.init_runtime() == 0
-    (y,) = rk.inference([x], data_format="nchw")
+    (y,) = rk.inference(feeds, data_format="nchw")
     rk.release()
     snap = tmp_path / "o" / "simulator" / "npy"
     np.testing.assert_array_equal(np.load(snap / "y.npy").reshape(y.shape), y)
-    m = np.load(snap / "m.npy")
-    assert not np.array_equal(m, m.astype(np.float16).astype(np.float32))  # the product stays float32
+    scores = np.load(snap / "s.npy")
+    assert not np.array_equal(scores, scores.astype(np.float16).astype(np.float32))  # kept float32

@@ -757,8 +757,12 @@ def test_fold_dense_bias(name, first, chain, inits, a_shape):
     ("gemm-has-c", helper.make_node("Gemm", ["a", "b", "c0"], ["p"]), [helper.make_node("Add", ["p", "k"], ["y"])],
      [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("c0", np.float32([1, 2, 3, 4])),
       init("k", np.float32([1, 2, 3, 4]))], (3, 5), (3, 4)),
-    ("matmul-3d", helper.make_node("MatMul", ["a", "b"], ["p"]), [helper.make_node("Add", ["p", "k"], ["y"])],
+    ("matmul-3d-dynamic", helper.make_node("MatMul", ["a", "b"], ["p"]), [helper.make_node("Add", ["p", "k"], ["y"])],
      [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("k", np.float32([1, 2, 3, 4]))],
+     ("N", 3, 5), ("N", 3, 4)),
+    ("matmul-3d-bias-per-row", helper.make_node("MatMul", ["a", "b"], ["p"]),
+     [helper.make_node("Add", ["p", "k"], ["y"])],
+     [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("k", np.ones((3, 1), np.float32))],
      (2, 3, 5), (2, 3, 4)),
     ("matmul-3d-weight", helper.make_node("MatMul", ["a", "b"], ["p"]), [helper.make_node("Add", ["p", "k"], ["y"])],
      [init("b", RNG.standard_normal((1, 5, 4)).astype(np.float32)), init("k", np.float32([1, 2, 3, 4]))],
@@ -795,9 +799,33 @@ def test_fold_dense_bias_refusals(name, first, chain, inits, a_shape, out_shape)
     g = im.graph
     before = ops(g)
     assert fold_dense_bias(g, im.shapes) == 0 and ops(g) == before
-    a = RNG.standard_normal((2, 3, 5) if name == "matmul-3d" else (3, 5)).astype(np.float32)
+    a = RNG.standard_normal((2, 3, 5) if name in ("matmul-3d-dynamic", "matmul-3d-bias-per-row") else (3, 5)).astype(np.float32)
     im = import_onnx(m)
     check_against_ort(m, {"a": a}, optimize(im.graph, im.shapes))
+
+
+@pytest.mark.parametrize("activation", [None, "Relu", "Gelu"])
+def test_a_dense_layer_on_tokens_is_a_gemm_on_their_rows(activation):
+    """``Add(MatMul(a, W), b)`` on a (2, 3, 5) input is one Gemm between two Reshapes (the
+    vendor's one 1x1 conv: its int8 form rounds once), computing the same values; an activation
+    that alone reads the sum moves before the Reshape back, next to its producer."""
+    chain = [helper.make_node("Add", ["p", "k"], ["s" if activation else "y"])]
+    if activation:
+        chain.append(helper.make_node(activation, ["s"], ["y"]))
+    inits = [init("b", RNG.standard_normal((5, 4)).astype(np.float32)), init("k", RNG.standard_normal((1, 1, 4)).astype(np.float32))]
+    m = _dense_model(helper.make_node("MatMul", ["a", "b"], ["p"]), chain, inits, (2, 3, 5), (2, 3, 4))
+    if activation == "Gelu":
+        m.opset_import[0].version = 20
+    im = import_onnx(m)
+    g = im.graph
+    assert fold_dense_bias(g, im.shapes) == 1
+    assert ops(g) == ["Reshape", "Gemm"] + ([activation] if activation else []) + ["Reshape"]
+    assert [list(g.constants[n.inputs[1]]) for n in g.nodes if n.op == "Reshape"] == [[6, 5], [2, 3, 4]]
+    assert g.nodes[-1].outputs == ["y"] and g.constants[g.nodes[1].inputs[2]].shape == (4,)
+    a = RNG.standard_normal((2, 3, 5)).astype(np.float32)
+    np.testing.assert_allclose(run_graph(g, [a])[0], run_graph(import_onnx(m).graph, [a])[0], rtol=1e-6, atol=1e-6)
+    if activation != "Gelu":
+        check_against_ort(m, {"a": a}, g)
 
 
 def _swish_model(form, opset=11, extra_reader=None, **consts):

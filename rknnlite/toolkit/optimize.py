@@ -70,7 +70,7 @@ from typing import Callable, Collection, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from ..errors import ModelInvalidError
-from ..model.graph import Graph, Node
+from ..model.graph import Graph, Node, unique_name
 from ..model.spec import QuantParams
 
 __all__ = [
@@ -921,8 +921,14 @@ def fold_dense_bias(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] 
       order) or ``Sub(Y, k)``: the Gemm gets ``C = k`` (``-k`` for Sub) and ``beta = 1``.
     * ``MatMul(A, B)`` with ``B`` a constant 2-D float matrix and ``A`` known (from
       ``shapes``) to be 2-D, followed by the same: becomes ``Gemm(A, B, k)``.
+    * The same ``MatMul`` on an ``A`` of a static shape ``(..., M', K)`` of rank 3 or more
+      (PyTorch's ``Linear`` on tokens), with ``k`` along the last axis only: becomes
+      ``Reshape(A, (M, K))``, ``Gemm``, ``Reshape`` back to ``(..., M', N)``.  RKNN-Toolkit2
+      compiles it to one 1x1 conv, whose int8 form sums in int32 with the bias and rounds
+      once: two nodes put the product on an int8 grid of its own before the bias (a 1x16x32
+      ``Linear`` + Relu: 75 % of the values equal to the vendor simulator's; 99 % as a Gemm).
 
-    Both compute exactly what the two nodes did (the same float32 product, then one
+    Each computes exactly what the two nodes did (the same float32 product, then one
     float32 addition of the same values).  Conditions: the product's output has that one
     reader and is not a graph output; ``k`` is a float constant that broadcasts onto the
     ``(M, N)`` product without changing its shape (rank <= 2; each dim 1 or equal to the
@@ -949,10 +955,17 @@ def fold_dense_bias(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] 
             continue
         k_name = add.inputs[1] if add.inputs[0] == y else add.inputs[0]
         k = consts.get(k_name)
-        if k is None or k.dtype.kind != "f" or k.ndim > 2:
+        if k is None or k.dtype.kind != "f":
             continue
         dims = _dense_dims(dense, consts, shapes)
-        if dims is None:
+        rows = _token_rows(dense, consts, shapes) if dims is None else None
+        if rows is not None and k.size in (1, rows[-1]) and k.ndim <= len(rows) and k.shape[-1:] in ((1,), (k.size,)):
+            dims = (int(np.prod(rows[:-1], dtype=np.int64)), rows[-1])
+            if k.ndim > 1:
+                k = k.reshape(-1)
+                k_name = _unique(consts, f"{dense.name}/C")
+                consts[k_name] = np.asarray(k, np.float32)
+        if dims is None or k.ndim > 2:
             continue
         kshape = (1,) * (2 - k.ndim) + k.shape
         if any(d != 1 and d != known for d, known in zip(kshape, dims)):
@@ -970,8 +983,58 @@ def fold_dense_bias(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] 
             dense.attrs = {a: v for a, v in dense.attrs.items() if a.startswith("_")}  # _opset, _num_outputs
         dense.outputs = [add.outputs[0]]
         graph.nodes.remove(add)
+        if rows is not None:
+            _gemm_on_rows(graph, dense, rows, shapes)
         folded += 1
     return folded
+
+
+def _token_rows(node: Node, consts, shapes) -> Optional[Tuple[int, ...]]:
+    """The output shape ``(..., M', N)`` of a ``MatMul`` of an input of static rank >= 3 by a
+    constant 2-D float matrix, else None."""
+    b = consts.get(node.inputs[1]) if node.op == "MatMul" and len(node.inputs) == 2 else None
+    a_shape = shapes.get(node.inputs[0])
+    if b is None or b.dtype.kind != "f" or b.ndim != 2 or a_shape is None or len(a_shape) < 3:
+        return None
+    if any(d is None or int(d) < 0 for d in a_shape) or int(a_shape[-1]) != b.shape[0]:
+        return None
+    return tuple(int(d) for d in a_shape[:-1]) + (int(b.shape[1]),)
+
+
+#: one-input elementwise activations a dense layer's rows pass through before being reshaped
+#: back (:func:`_gemm_on_rows`): the vendor fuses them into the layer's conv
+_ROW_ACTIVATIONS = frozenset("Relu Clip LeakyRelu Sigmoid HardSigmoid HardSwish Tanh Gelu".split())
+
+
+def _gemm_on_rows(graph: Graph, gemm: Node, rows: Tuple[int, ...], shapes: Dict) -> None:
+    """Put ``gemm`` (made of a MatMul of rank ``len(rows)``) between two Reshapes: its input to
+    ``(M, K)`` rows, its output back to ``rows``, after the activation that alone reads it (so
+    that the activation's quantization rules and fusion see the Gemm as its producer)."""
+    taken = set(graph.constants) | set(graph.inputs) | {o for n in graph.nodes for o in n.outputs}
+    a, y = gemm.inputs[0], gemm.outputs[0]
+    m, k = int(np.prod(rows[:-1], dtype=np.int64)), int(graph.constants[gemm.inputs[1]].shape[0])
+    flat, product = unique_name(f"{a}__rows", taken), unique_name(f"{y}__rows", taken)
+    to_rows, back = unique_name(f"{gemm.name}/rows", taken), unique_name(f"{gemm.name}/shape", taken)
+    graph.constants[to_rows] = np.array([m, k], np.int64)
+    graph.constants[back] = np.array(rows, np.int64)
+    opset = {a: v for a, v in gemm.attrs.items() if a == "_opset"}
+    gemm.inputs[0], gemm.outputs = flat, [product]
+    shapes[flat], shapes[product] = (m, k), (m, rows[-1])
+    tail, moved = product, []
+    users = _consumers(graph)
+    while y not in graph.outputs and len(users.get(y, [])) == 1:
+        act = users[y][0]
+        if act.op not in _ROW_ACTIVATIONS or act.inputs[:1] != [y] or len(act.outputs) != 1 \
+                or any(n not in graph.constants for n in act.inputs[1:] if n):
+            break
+        graph.nodes.remove(act)
+        act.inputs[0], y = tail, act.outputs[0]
+        tail = act.outputs[0] = unique_name(f"{y}__rows", taken)
+        shapes[tail] = (m, rows[-1])
+        moved.append(act)
+    at = graph.nodes.index(gemm)
+    graph.nodes[at:at + 1] = [Node("Reshape", f"{gemm.name}__rows", [a, to_rows], [flat], dict(opset)), gemm,
+                              *moved, Node("Reshape", f"{gemm.name}__unrows", [tail, back], [y], dict(opset))]
 
 
 def _dense_dims(node: Node, consts, shapes) -> Optional[Tuple[Optional[int], Optional[int]]]:
