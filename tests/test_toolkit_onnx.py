@@ -828,6 +828,22 @@ def test_a_dense_layer_on_tokens_is_a_gemm_on_their_rows(activation):
         check_against_ort(m, {"a": a}, g)
 
 
+def test_dense_layers_on_one_input_share_its_rows():
+    """q, k and v of one tensor: one Reshape to rows feeds the three Gemms."""
+    nodes = []
+    inits = []
+    for n in "qkv":
+        nodes += [helper.make_node("MatMul", ["a", f"w{n}"], [f"m{n}"]), helper.make_node("Add", [f"m{n}", f"b{n}"], [n])]
+        inits += [init(f"w{n}", RNG.standard_normal((5, 4)).astype(np.float32)), init(f"b{n}", RNG.standard_normal(4).astype(np.float32))]
+    nodes.append(helper.make_node("Sum", ["q", "k", "v"], ["y"]))
+    m = _dense_model(nodes[0], nodes[1:], inits, (2, 3, 5), (2, 3, 4))
+    im = import_onnx(m)
+    g = im.graph
+    assert fold_dense_bias(g, im.shapes) == 3
+    assert ops(g).count("Reshape") == 4 and ops(g).count("Gemm") == 3
+    check_against_ort(m, {"a": RNG.standard_normal((2, 3, 5)).astype(np.float32)}, g)
+
+
 def _swish_model(form, opset=11, extra_reader=None, **consts):
     """A conv then a decomposed HardSwish of its output: ``paddle`` (``Add 3, Clip 0..6, Mul x,
     Div 6``; ``paddle-mul``: the last step ``Mul 1/6``, the Add's constant first) or ``torch``

@@ -1013,11 +1013,17 @@ def _gemm_on_rows(graph: Graph, gemm: Node, rows: Tuple[int, ...], shapes: Dict)
     taken = set(graph.constants) | set(graph.inputs) | {o for n in graph.nodes for o in n.outputs}
     a, y = gemm.inputs[0], gemm.outputs[0]
     m, k = int(np.prod(rows[:-1], dtype=np.int64)), int(graph.constants[gemm.inputs[1]].shape[0])
-    flat, product = unique_name(f"{a}__rows", taken), unique_name(f"{y}__rows", taken)
-    to_rows, back = unique_name(f"{gemm.name}/rows", taken), unique_name(f"{gemm.name}/shape", taken)
-    graph.constants[to_rows] = np.array([m, k], np.int64)
-    graph.constants[back] = np.array(rows, np.int64)
     opset = {a: v for a, v in gemm.attrs.items() if a == "_opset"}
+    # the rows of ``a`` another dense layer already made (q, k and v of one input)
+    made = next((n for n in graph.nodes if n.op == "Reshape" and n.inputs[0] == a and shapes.get(n.outputs[0]) == (m, k)
+                 and n.name.endswith("__rows")), None)
+    flat = made.outputs[0] if made is not None else unique_name(f"{a}__rows", taken)
+    to_rows = [] if made is not None else [Node("Reshape", f"{gemm.name}__rows", [a, unique_name(f"{gemm.name}/rows", taken)],
+                                                [flat], dict(opset))]
+    for node in to_rows:
+        graph.constants[node.inputs[1]] = np.array([m, k], np.int64)
+    product, back = unique_name(f"{y}__rows", taken), unique_name(f"{gemm.name}/shape", taken)
+    graph.constants[back] = np.array(rows, np.int64)
     gemm.inputs[0], gemm.outputs = flat, [product]
     shapes[flat], shapes[product] = (m, k), (m, rows[-1])
     tail, moved = product, []
@@ -1033,8 +1039,7 @@ def _gemm_on_rows(graph: Graph, gemm: Node, rows: Tuple[int, ...], shapes: Dict)
         shapes[tail] = (m, rows[-1])
         moved.append(act)
     at = graph.nodes.index(gemm)
-    graph.nodes[at:at + 1] = [Node("Reshape", f"{gemm.name}__rows", [a, to_rows], [flat], dict(opset)), gemm,
-                              *moved, Node("Reshape", f"{gemm.name}__unrows", [tail, back], [y], dict(opset))]
+    graph.nodes[at:at + 1] = [*to_rows, gemm, *moved, Node("Reshape", f"{gemm.name}__unrows", [tail, back], [y], dict(opset))]
 
 
 def _dense_dims(node: Node, consts, shapes) -> Optional[Tuple[Optional[int], Optional[int]]]:
