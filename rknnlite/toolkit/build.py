@@ -301,9 +301,11 @@ def _quantize(job: BuildJob) -> None:
 def _float16(job: BuildJob) -> None:
     if job.cfg["float_dtype"] != "float16":
         return
+    from ..backends.software.float16_rules import attention_intermediates
     from .optimize import round_constants_to_float16
 
-    round_constants_to_float16(job.graph, keep=job.graph.biases())
+    # what the float16 executor keeps float32 among the constants
+    round_constants_to_float16(job.graph, keep=job.graph.biases() | attention_intermediates(job.graph))
 
 
 def _sparsity(job: BuildJob) -> None:

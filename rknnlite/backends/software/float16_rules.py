@@ -28,9 +28,10 @@ graph rewrites and tensor sets the executor applies in float16 mode.
   ``Linear`` on a 3-D tensor) is one 1x1 conv in the simulator: the product stays float32, the
   float32 bias (kept so at build, ``Graph.biases``) is added and the sum rounded once.
 * **Attention** (:func:`attention_intermediates`).  ``MatMul(Softmax(MatMul(q, k) [* scale]
-  [+ mask]), v)`` is one exSDPAttention: scores, scaled scores and probabilities stay float32
+  [+ mask]), v)`` (or ``v`` times the transposed probabilities) is one exSDPAttention: scores, scaled scores and probabilities stay float32
   and only its output is rounded (on a two-head attention of a graph input, every value equal
-  to the simulator's that way, 54-65 % rounding any of them).  The second MatMul reads the
+  to the simulator's that way, 54-65 % rounding any of them); its scale stays float32 (the
+  vendor's file holds it so: YOLO11's ``8 ** -0.5`` rounded to float16 left 79 % equal).  The second MatMul reads the
   float32 probabilities (no :data:`HALF_INPUT_OPS` rounding).
 """
 
@@ -121,9 +122,11 @@ def swish_gates(graph: Graph) -> Set[str]:
 
 def attention_intermediates(graph: Graph) -> Set[str]:
     """The scores, scaled scores and probabilities of each scaled dot-product attention:
-    ``MatMul(Softmax(s), v)`` over the last axis, ``s`` = ``MatMul(q, k)`` of two activations,
+    ``MatMul(Softmax(s), v)`` over the last axis, or ``MatMul(v, Transpose(Softmax(s)))`` with
+    the last two axes swapped (YOLO11's C2PSA), ``s`` = ``MatMul(q, k)`` of two activations,
     optionally multiplied or divided by a scalar constant and added to a constant mask, every
-    link read by the next one only.  Kept float32 in float16 mode (module doc)."""
+    link read by the next one only; and those scale and mask constants.  Kept float32 in
+    float16 mode (module doc; the build keeps the constants so too)."""
     readers = _readers(graph)
     kept: Set[str] = set()
     for node in graph.nodes:
@@ -139,9 +142,21 @@ def attention_intermediates(graph: Graph) -> Set[str]:
             step = _sole_reader(graph, readers, t, "Mul", "Div", "Add", "Softmax")
         if step is None or step.op != "Softmax" or not _last_axis(step):
             continue
-        mix = _sole_reader(graph, readers, step.outputs[0], "MatMul")
-        if mix is not None and mix.inputs[0] == step.outputs[0] and mix.inputs[1] not in graph.constants:
-            kept.update(chain + [step.outputs[0]])
+        probs = [step.outputs[0]]
+        mix = _sole_reader(graph, readers, probs[0], "MatMul", "Transpose")
+        if mix is not None and mix.op == "Transpose":  # v · pᵀ (YOLO11's C2PSA)
+            perm = list(mix.attrs.get("perm", ()))
+            if len(perm) < 2 or perm != list(range(len(perm) - 2)) + [len(perm) - 1, len(perm) - 2]:
+                continue
+            probs.append(mix.outputs[0])
+            mix = _sole_reader(graph, readers, probs[1], "MatMul")
+            if mix is None or mix.inputs[1] != probs[1] or mix.inputs[0] in graph.constants:
+                continue
+        elif mix is None or mix.inputs[0] != probs[0] or mix.inputs[1] in graph.constants:
+            continue
+        kept.update(chain + probs)
+        links = [n for n in graph.nodes if n.outputs[:1] and n.outputs[0] in chain[1:]]  # the scale, the mask
+        kept.update(c for n in links for c in n.inputs if c in graph.constants)
     return kept
 
 
