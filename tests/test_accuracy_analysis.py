@@ -279,3 +279,29 @@ def test_the_simulator_column_is_what_inference_computes(tmp_path):
     np.testing.assert_array_equal(np.load(snap / "y.npy").reshape(y.shape), y)
     scores = np.load(snap / "s.npy")
     assert not np.array_equal(scores, scores.astype(np.float16).astype(np.float32))  # kept float32
+
+
+def test_int8_convs_in_a_row_keep_their_snapshots(tmp_path, monkeypatch):
+    """The tensor between two int8 convs, which the run otherwise passes on as codes, is still
+    there to snapshot; and the output's snapshot is what inference returns."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(14)
+    w1, w2 = (rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((6, 3, 3, 3), (4, 6, 1, 1)))
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", F, [1, 4, 8, 8])],
+                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "c.onnx")
+    for i, s in enumerate(SAMPLES):
+        np.save(f"s{i}.npy", s[None])
+    (tmp_path / "ds.txt").write_text("\n".join(f"s{i}.npy" for i in range(4)))
+    rk = RKNN()
+    rk.config(target_platform="rk3588")
+    assert rk.load_onnx("c.onnx") == 0 and rk.build(do_quantization=True, dataset="ds.txt") == 0
+    assert rk.accuracy_analysis(["s0.npy"], output_dir="o") == 0
+    assert rk.init_runtime() == 0
+    (y,) = rk.inference([SAMPLES[0][None]], data_format="nchw")
+    rk.release()
+    assert (tmp_path / "o" / "simulator" / "npy" / "r1.npy").exists()
+    np.testing.assert_array_equal(np.load(tmp_path / "o" / "simulator" / "npy" / "y.npy").reshape(y.shape), y)

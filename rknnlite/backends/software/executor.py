@@ -166,7 +166,7 @@ class Executor:
         self._half_feeds = float_dtype == "float16" and graph.layout_rounds_inputs
         if float_dtype == "float16":
             graph = split_residuals(graph)
-        graph, exact_sums = merge_sibling_convs(*integer_convs(graph))
+        graph, exact_sums = merge_sibling_convs(*integer_convs(graph, expose))
         attention = attention_intermediates(graph) if float_dtype == "float16" else set()
         if float_dtype == "float16":
             exact_sums = exact_sums | swish_gates(graph) | set(graph.dense_layers()) | attention

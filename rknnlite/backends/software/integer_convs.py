@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Collection, Dict, FrozenSet, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -51,11 +51,12 @@ __all__ = ["integer_convs"]
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
-def integer_convs(graph: Graph) -> Tuple[Graph, FrozenSet[str]]:
+def integer_convs(graph: Graph, keep_tensors: Collection[str] = ()) -> Tuple[Graph, FrozenSet[str]]:
     """``graph`` with its qualifying int8 convs summed exactly (module doc), and the names of the
     tensors and constants the rewrite adds, which must stay float32 in float16 mode (the
     accumulator, the integer weights and biases).  Returns ``graph`` itself when no conv
-    qualifies."""
+    qualifies.  ``keep_tensors`` (besides the graph's outputs) stay tensors of the result: a
+    run that returns them (``Executor(expose=...)``) must find them."""
     if not graph.quant:
         return graph, frozenset()
     nodes: List[Node] = []
@@ -109,7 +110,7 @@ def integer_convs(graph: Graph) -> Tuple[Graph, FrozenSet[str]]:
         return graph, frozenset()
     used = {name for node in nodes for name in node.inputs}
     constants = {k: v for k, v in constants.items() if k in used or k in graph.outputs}
-    nodes = fuse_codes(nodes, graph.outputs)
+    nodes = fuse_codes(nodes, set(graph.outputs) | set(keep_tensors))
     out = copy.copy(graph)  # a vendor graph's keep_float / round_fp16 stay
     out.nodes, out.constants = nodes, constants
     if real:
