@@ -21,8 +21,8 @@ from rknnlite.model.graph import Graph, Node  # noqa: E402
 from rknnlite.model.loader import load_model  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 from rknnlite.toolkit.onnx_import import import_onnx  # noqa: E402
+from rknnlite.toolkit.static_shapes import static_shapes  # noqa: E402
 from rknnlite.toolkit.optimize import (  # noqa: E402
-    reshaped_shapes,
     conv_fusable_activations,
     finalize_outputs,
     fold_batchnorm,
@@ -1039,7 +1039,7 @@ def test_dense_bias_folds_after_a_reshape_whose_shape_folding_computes():
     """PaddlePaddle's classifier head (PP-OCR cls): ``Reshape(x, Concat(Cast(Slice(Cast(Shape(x)))),
     Cast(4)))`` then ``MatMul`` and ``Add``, opset 11.  ONNX inference does not follow that chain,
     so import leaves the Reshape's output unknown;
-    once folding makes its target constant, :func:`reshaped_shapes` gives it (2, 4) and the
+    once folding makes its target constant, :func:`static_shapes` gives it (2, 4) and the
     head becomes one Gemm (quantized once, as the vendor's FC)."""
     i64 = TensorProto.INT64
     nodes = [helper.make_node("Shape", ["x"], ["s64"]),
@@ -1058,7 +1058,7 @@ def test_dense_bias_folds_after_a_reshape_whose_shape_folding_computes():
     g = im.graph
     fold_constants(g, im.shapes)
     assert im.shapes.get("r") is None and fold_dense_bias(copy.deepcopy(g), im.shapes) == 0
-    shapes = reshaped_shapes(g, im.shapes)
+    shapes = static_shapes(g, im.shapes)
     assert shapes["r"] == (2, 4) and "r" not in im.shapes
     assert fold_dense_bias(g, shapes) == 1
     im = import_onnx(m)
@@ -1066,14 +1066,42 @@ def test_dense_bias_folds_after_a_reshape_whose_shape_folding_computes():
     assert ops(check_against_ort(m, {"x": x}, optimize(im.graph, im.shapes)))[-1] == "Gemm"
 
 
+def test_shapes_follow_through_a_folded_reshape_to_the_next_shape_and_dense_layer():
+    """PP-OCRv4 rec's neck: a Reshape whose target Paddle computes from ``Shape`` (through Cast,
+    Slice, Concat: unknown at import), a Transpose, then another such Reshape of the Transpose's
+    output, then a Linear on the tokens.  Folding follows the shapes node by node
+    (``static_shapes.output_shape``), so the second ``Shape`` folds and the Linear becomes a Gemm
+    on rows."""
+    i64 = TensorProto.INT64
+
+    def paddle_reshape(x, rest, y):  # Reshape(x, Concat(Cast(Slice(Cast(Shape(x)), 0, 1)), rest))
+        return [helper.make_node("Shape", [x], [f"{y}_s"]), helper.make_node("Cast", [f"{y}_s"], [f"{y}_s32"], to=TensorProto.INT32),
+                helper.make_node("Slice", [f"{y}_s32", "zero", "one", "zero"], [f"{y}_n"]),
+                helper.make_node("Cast", [f"{y}_n"], [f"{y}_n64"], to=i64),
+                helper.make_node("Concat", [f"{y}_n64", rest], [f"{y}_t"], axis=0),
+                helper.make_node("Reshape", [x, f"{y}_t"], [y])]
+
+    nodes = paddle_reshape("x", "rest1", "r1") + [helper.make_node("Transpose", ["r1"], ["t"], perm=[0, 2, 1])] \
+        + paddle_reshape("t", "rest2", "r2") + [helper.make_node("MatMul", ["r2", "w"], ["p"]),
+                                                 helper.make_node("Add", ["p", "k"], ["y"])]
+    inits = [init("zero", np.int64([0])), init("one", np.int64([1])), init("rest1", np.int64([4, 6])),
+             init("rest2", np.int64([6, 4])), init("w", RNG.standard_normal((4, 3)).astype(np.float32)),
+             init("k", np.float32([1, 2, 3]))]
+    m = model(nodes, [vi("x", F, [1, 4, 6])], [vi("y", F, None)], inits, opset=11, ir=7)
+    im = import_onnx(m)
+    assert im.shapes.get("t") is None and im.shapes.get("r2") is None
+    g = check_against_ort(m, {"x": RNG.standard_normal((1, 4, 6)).astype(np.float32)}, optimize(im.graph, im.shapes))
+    assert "Shape" not in ops(g) and "Gemm" in ops(g) and "MatMul" not in ops(g)
+
+
 @pytest.mark.parametrize("target, src, expect", [
     ([0, -1], (2, 3, 4), (2, 12)), ([-1], (2, 3), (6,)), ([4, 0], (2, 3), None), ([5, -1], (2, 3), None),
     ([-1, -1], (2, 3), None), ([0, 0, 0], (2, 3), None),
 ])
-def test_reshaped_shapes_follows_onnx_rules(target, src, expect):
+def test_static_shapes_reshape_as_onnx_does(target, src, expect):
     g = Graph([Node("Reshape", "r", ["x", "t"], ["y"], {})], ["x"], ["y"], {"t": np.int64(target)})
-    assert reshaped_shapes(g, {"x": src}).get("y") == expect
-    assert reshaped_shapes(g, {"x": (-1, 3)}).get("y") is None  # a dynamic input dim: unknown
+    assert static_shapes(g, {"x": src}).get("y") == expect
+    assert static_shapes(g, {"x": (-1, 3)}).get("y") is None  # a dynamic input dim: unknown
 
 
 def test_fold_dense_bias_refuses_integer_products():

@@ -6,8 +6,9 @@
    ``Shape``/``Size`` of a tensor whose shape is fully static folds too.  Folded values
    keep the dtype the kernel gives (int64 shapes stay int64, floats are float32).
    Then :func:`remove_dead_nodes` drops what no output needs (as the vendor's constant
-   folding does), and :func:`reshaped_shapes` gives the passes below the shapes of
-   Reshapes whose target shape folding made constant.
+   folding does), and :func:`~rknnlite.toolkit.static_shapes.static_shapes` gives the passes
+   below the static shapes import could not infer (after a Reshape whose target folding made
+   constant).
 1b. :func:`correct_ops` - ``Conv`` / ``ConvTranspose`` state their ``kernel_shape``,
    ``strides``, ``dilations`` and ``pads`` explicitly, and a ``Reshape`` target with ``0`` /
    ``-1`` whose result is static becomes that shape (the vendor's ``correct_ops`` stage).
@@ -72,12 +73,12 @@ import numpy as np
 from ..errors import ModelInvalidError
 from ..model.graph import Graph, Node, unique_name
 from ..model.spec import QuantParams
+from .static_shapes import output_shape, static_shapes
 
 __all__ = [
     "optimize",
     "STAGES",
     "fold_constants",
-    "reshaped_shapes",
     "correct_ops",
     "remove_identities",
     "fuse_gelu",
@@ -138,7 +139,7 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     counts = {"constant folding": fold_constants(g, shapes), "dead node removal": remove_dead_nodes(g)}
     if stages is not None and any(counts.values()):
         stages(STAGES[1], g)
-    shapes = reshaped_shapes(g, shapes)
+    shapes = static_shapes(g, shapes)
     counts["op correction"] = correct_ops(g, shapes)
     if stages is not None and counts["op correction"]:
         stages(STAGES[2], g)
@@ -172,32 +173,10 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
 # -- 1. constant folding ---------------------------------------------------------------------
 
 
-def reshaped_shapes(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]]) -> Dict[str, Tuple[int, ...]]:
-    """``shapes`` (a new dict) with the output shape of each ``Reshape`` whose target shape is a
-    constant (after :func:`fold_constants`: a ``Shape -> Gather -> Concat`` chain that import-time
-    inference could not follow) and whose input shape is static, in graph order, so that one
-    Reshape's result feeds the next.  ONNX rules: ``0`` copies the input's dim (unless
-    ``allowzero``), one ``-1`` takes what is left; an inconsistent target is left unknown."""
-    out = {k: tuple(v) for k, v in (shapes or {}).items()}
-    for node in graph.nodes:
-        if node.op != "Reshape" or len(node.inputs) < 2 or len(node.outputs) != 1 or node.outputs[0] in out:
-            continue
-        src, target = out.get(node.inputs[0]), graph.constants.get(node.inputs[1])
-        if src is None or any(int(d) < 0 for d in src) or target is None or target.dtype.kind not in "iu":
-            continue
-        dims = [int(d) for d in np.ravel(target)]
-        if not node.attrs.get("allowzero", 0):
-            dims = [src[k] if d == 0 and k < len(src) else d for k, d in enumerate(dims)]
-        size, known = int(np.prod(src, dtype=np.int64)), int(np.prod([d for d in dims if d != -1], dtype=np.int64))
-        if dims.count(-1) == 1 and known > 0 and size % known == 0:
-            dims[dims.index(-1)] = size // known
-        if all(d >= 0 for d in dims) and int(np.prod(dims, dtype=np.int64)) == size:
-            out[node.outputs[0]] = tuple(dims)
-    return out
-
-
 def fold_constants(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
-    """Replace nodes computable at build time by constants; returns the number folded.
+    """Replace nodes computable at build time by constants; returns the number folded.  A
+    ``Shape`` of a tensor whose shape is static (``shapes``, or what the nodes before it give,
+    :func:`~rknnlite.toolkit.static_shapes.output_shape`) folds too.
 
     Raises :class:`ModelInvalidError` naming the node if its kernel fails on constant
     inputs (it would fail at run time as well).
@@ -212,6 +191,10 @@ def fold_constants(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] =
         values = _fold_node(node, consts, shapes, KERNELS)
         if values is None:
             kept.append(node)
+            if node.outputs and node.outputs[0] and node.outputs[0] not in shapes:
+                shape = output_shape(node, consts, shapes)  # for a later Shape of it
+                if shape is not None:
+                    shapes[node.outputs[0]] = shape
             continue
         for name, value in zip(node.outputs, values):
             if name:
@@ -295,7 +278,7 @@ def correct_ops(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = No
       ``auto_pad`` other than ``NOTSET`` nor a ConvTranspose's ``output_shape``).  Only
       when the weight's shape is known (a constant or ``shapes``).
     * ``Reshape`` whose target (a constant) holds ``0`` (without ``allowzero``) or ``-1`` and
-      whose output shape is static in ``shapes`` (see :func:`reshaped_shapes`): the target
+      whose output shape is static in ``shapes`` (see :func:`~rknnlite.toolkit.static_shapes.static_shapes`): the target
       becomes that shape (int64; a new constant when something else reads the old one).
     """
     shapes = shapes or {}
