@@ -223,12 +223,24 @@ def portable_model():
 
 
 @pytest.fixture()
-def run_unquantized_build(tmp_path):
+def run_unquantized_build(run_calibrated_build):
     """``run_unquantized_build(graph, feeds, platform="rk3588", opset=13)`` -> the outputs of an
     ONNX ``GraphProto`` (saved as a model of that opset) built by the toolkit without calibration
     (``build(do_quantization=False)``: float16, or a quantization-aware model's own grids) and
     run on ``feeds`` (NCHW) by its simulator."""
     def run(graph, feeds, platform="rk3588", opset=13):
+        return run_calibrated_build(graph, None, feeds, platform, opset)
+
+    return run
+
+
+@pytest.fixture
+def run_calibrated_build(tmp_path):
+    """``run_calibrated_build(graph, samples, feeds, platform="rk3588", opset=13)``: as
+    :func:`run_unquantized_build`, but an int8 build calibrated on ``samples`` (one array per
+    dataset line, single-input models; ``None``: no calibration)."""
+    def run(graph, samples, feeds, platform="rk3588", opset=13):
+        import numpy as np
         import onnx
         from onnx import helper
 
@@ -236,11 +248,18 @@ def run_unquantized_build(tmp_path):
 
         path = tmp_path / "model.onnx"
         onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), str(path))
+        if samples is not None:
+            for i, sample in enumerate(samples):
+                np.save(tmp_path / f"sample{i}.npy", sample)
+            (tmp_path / "dataset.txt").write_text("\n".join(str(tmp_path / f"sample{i}.npy") for i in range(len(samples))))
         rknn = RKNN()
         try:
             assert rknn.config(target_platform=platform) == 0
             assert rknn.load_onnx(str(path)) == 0
-            assert rknn.build(do_quantization=False) == 0
+            if samples is None:
+                assert rknn.build(do_quantization=False) == 0
+            else:
+                assert rknn.build(do_quantization=True, dataset=str(tmp_path / "dataset.txt")) == 0
             assert rknn.init_runtime() == 0
             return rknn.inference(list(feeds), data_format="nchw")
         finally:

@@ -2,8 +2,8 @@
 ``Add(Conv(x), x)`` of a "same"-padded conv is one conv of weight ``W + I``
 (``optimize.fold_input_residual``), a conv's output plus another tensor is rounded to float16
 before the addition (``float16_rules.split_residuals``), SiLU's sigmoid is not rounded
-(``float16_rules.swish_gates``), nor are a dense layer's product (``Graph.dense_layers``) and an
-attention's scores and probabilities (``float16_rules.attention_intermediates``)."""
+(``float16_rules.swish_gates``), nor is a dense layer's product (``Graph.dense_layers``); an
+attention's rules are in ``test_attention.py``."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from rknnlite.backends.software.executor import Executor  # noqa: E402
-from rknnlite.backends.software.float16_rules import (  # noqa: E402
-    attention_intermediates, split_residuals, swish_gates)
+from rknnlite.backends.software.float16_rules import split_residuals, swish_gates  # noqa: E402
 from rknnlite.model.graph import Graph, Node  # noqa: E402
 
 _SIM = Path(__file__).parent / "data" / "vendor_fp16" / "residual_sim.npz"
@@ -189,112 +188,8 @@ def test_gelu_after_a_matmul_of_an_input_is_the_vendors(run_unquantized_build):
     assert np.abs(y - want).max() <= 2.0 ** -9
 
 
-def _attention_graph(sim, form: str):
-    """Two-head attention of ``x`` (1x16x32) as a transformer exports it: ``Linear`` q, k, v (MatMul
-    and bias Add), Reshape/Transpose to heads, ``Softmax(q kᵀ * 0.25 [+ mask])``, ``p v``, back."""
-    T, C, H = 16, 32, 2
-    nodes, inits = [], [numpy_helper.from_array(np.array([1, T, H, C // H], np.int64), "heads"),
-                        numpy_helper.from_array(np.array([1, T, C], np.int64), "tokens"),
-                        numpy_helper.from_array(np.array(0.25, np.float32), "scale")]
-    for n in "qkv":
-        inits += [numpy_helper.from_array(sim[f"attn_{form}_w{n}"], f"w{n}"),
-                  numpy_helper.from_array(sim[f"attn_{form}_b{n}"], f"b{n}")]
-        nodes += [helper.make_node("MatMul", ["x", f"w{n}"], [f"{n}m"]), helper.make_node("Add", [f"{n}m", f"b{n}"], [f"{n}a"]),
-                  helper.make_node("Reshape", [f"{n}a", "heads"], [f"{n}r"]),
-                  helper.make_node("Transpose", [f"{n}r"], [n], perm=[0, 2, 1, 3])]
-    nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]), helper.make_node("MatMul", ["q", "kt"], ["s"]),
-              helper.make_node("Mul", ["s", "scale"], ["ss" if form == "mul" else "sm"])]
-    if form == "mask":
-        inits.append(numpy_helper.from_array(np.triu(np.full((T, T), -1e4, np.float32), 1), "mask"))
-        nodes.append(helper.make_node("Add", ["sm", "mask"], ["ss"]))
-    nodes += [helper.make_node("Softmax", ["ss"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["o"]),
-              helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]), helper.make_node("Reshape", ["ot", "tokens"], ["y"])]
-    return helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, T, C])],
-                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-
-
-def test_yolo11_attention_is_the_vendors_exsdpattention(run_unquantized_build):
-    """YOLO11's C2PSA attention on a 4-D input (a qkv 1x1 conv, Reshape, Split, ``v`` times the
-    transposed probabilities, scale ``8 ** -0.5``): one exSDPAttention in the vendor's file, with
-    the scale float32.  Every value equal to the simulator's (52 % before; 79 % with the scale
-    rounded to float16)."""
-    sim = np.load(_SIM.parent / "psa_sim.npz")
-    C, N, heads, kd, hd = 32, 16, 2, 8, 16
-    inits = [numpy_helper.from_array(sim["w"], "w"), numpy_helper.from_array(sim["b"], "b"),
-             numpy_helper.from_array(np.array([1, heads, 2 * kd + hd, N], np.int64), "shp"),
-             numpy_helper.from_array(np.array([kd, kd, hd], np.int64), "sizes"),
-             numpy_helper.from_array(np.array(kd ** -0.5, np.float32), "scale"),
-             numpy_helper.from_array(np.array([1, C, 4, 4], np.int64), "shp2")]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["qkv"]), helper.make_node("Reshape", ["qkv", "shp"], ["r"]),
-             helper.make_node("Split", ["r", "sizes"], ["q", "k", "v"], axis=2),
-             helper.make_node("Transpose", ["q"], ["qt"], perm=[0, 1, 3, 2]), helper.make_node("MatMul", ["qt", "k"], ["s"]),
-             helper.make_node("Mul", ["s", "scale"], ["ss"]), helper.make_node("Softmax", ["ss"], ["p"], axis=-1),
-             helper.make_node("Transpose", ["p"], ["pt"], perm=[0, 1, 3, 2]), helper.make_node("MatMul", ["v", "pt"], ["o"]),
-             helper.make_node("Reshape", ["o", "shp2"], ["y"])]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 4, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    (y,) = run_unquantized_build(g, [sim["x"]])
-    np.testing.assert_array_equal(y, sim["vendor"])
-
-
-@pytest.mark.parametrize("form", ["mul", "mask"])
-def test_attention_is_the_vendors_exsdpattention(form, run_unquantized_build):
-    """The q, k and v Linears add their float32 bias to the unrounded product (one 1x1 conv in the
-    vendor's file) and the attention rounds only its output (exSDPAttention, with a causal mask
-    as its 4th input): every value equal to the simulator's (33 % before, 73 % with the
-    attention's rule alone)."""
-    sim = np.load(_SIM.parent / "attention_sim.npz")
-    (y,) = run_unquantized_build(_attention_graph(sim, form), [sim[f"attn_{form}_x"]])
-    np.testing.assert_array_equal(y, sim[f"attn_{form}_vendor"])
-
-
 def _mm(a, b, y):
     return Node("MatMul", f"mm_{y}", [a, b], [y])
-
-
-@pytest.mark.parametrize("nodes, kept", [
-    ([_mm("q", "k", "s"), Node("Mul", "m", ["s", "c"], ["t"]), Node("Softmax", "sm", ["t"], ["p"], {"axis": -1}),
-      _mm("p", "v", "y")], {"s", "t", "p", "c"}),
-    ([_mm("q", "k", "s"), Node("Div", "d", ["s", "c"], ["t"]), Node("Add", "a", ["t", "mask"], ["u"]),
-      Node("Softmax", "sm", ["u"], ["p"]), _mm("p", "v", "y")], {"s", "t", "u", "p", "c", "mask"}),  # opset 13's default
-    ([_mm("q", "k", "s"), Node("Mul", "m", ["c", "s"], ["t"]), Node("Softmax", "sm", ["t"], ["p"], {"axis": -1}),
-      Node("Transpose", "tr", ["p"], ["pt"], {"perm": [0, 1, 3, 2]}), _mm("v", "pt", "y")],
-     {"s", "t", "p", "pt", "c"}),  # YOLO11's v · pᵀ
-    ([_mm("q", "k", "s"), Node("Softmax", "sm", ["s"], ["p"], {"axis": -1}),
-      Node("Transpose", "tr", ["p"], ["pt"], {"perm": [1, 0, 2, 3]}), _mm("v", "pt", "y")], set()),  # not the last two
-    ([_mm("q", "k", "s"), Node("Softmax", "sm", ["s"], ["p"], {"axis": -1}),
-      Node("Transpose", "tr", ["p"], ["pt"], {"perm": [0, 1, 3, 2]}), _mm("pt", "v", "y")], set()),  # pᵀ first
-    ([_mm("q", "k", "s"), Node("Softmax", "sm", ["s"], ["p"], {"axis": -1}), _mm("p", "v", "y")], {"s", "p"}),
-    ([_mm("q", "k", "s"), Node("Div", "d", ["c", "s"], ["t"]), Node("Softmax", "sm", ["t"], ["p"], {"axis": -1}),
-      _mm("p", "v", "y")], set()),  # c / s is no scale
-    ([_mm("q", "k", "s"), Node("Softmax", "sm", ["s"], ["p"], {"axis": 1, "_opset": 11}), _mm("p", "v", "y")],
-     set()),  # not over the last axis
-    ([_mm("q", "k", "s"), Node("Softmax", "sm", ["s"], ["p"], {"axis": -1}), _mm("v", "p", "y")], set()),  # p second
-    ([_mm("q", "w", "s"), Node("Softmax", "sm", ["s"], ["p"], {"axis": -1}), _mm("p", "v", "y")], set()),  # constant k
-    ([_mm("q", "k", "s"), Node("Softmax", "sm", ["s"], ["p"], {"axis": -1}), _mm("p", "v", "y"),
-      Node("Relu", "r", ["p"], ["z"])], set()),  # the probabilities read elsewhere too
-])
-def test_attention_intermediates_are_the_links_of_one_attention(nodes, kept):
-    consts = {"c": np.array(4.0, np.float32), "mask": np.zeros((4, 4), np.float32), "w": np.ones((4, 4), np.float32)}
-    graph = Graph(nodes, ["q", "k", "v"], [n.outputs[0] for n in nodes if n.outputs[0] in ("y", "z")], consts)
-    assert attention_intermediates(graph) == kept
-
-
-def test_float16_mode_reads_the_attention_probabilities_unrounded():
-    """The second MatMul multiplies the float32 probabilities (no ``_half_input`` rounding) and
-    only the output is rounded."""
-    nodes = [_mm("q", "k", "s"), Node("Softmax", "sm", ["s"], ["p"], {"axis": -1}), _mm("p", "v", "y")]
-    graph = Graph(nodes, ["q", "k", "v"], ["y"], {})
-    rng = np.random.default_rng(4)
-    half = lambda v: v.astype(np.float16).astype(np.float32)  # noqa: E731
-    q, k, v = (half(rng.standard_normal((1, 2, 8, 8)).astype(np.float32) * 2) for _ in range(3))
-    (y,) = Executor(graph, "float16").run([q, k, v])
-    s = q @ k
-    e = np.exp(s - s.max(-1, keepdims=True))
-    want = half((e / e.sum(-1, keepdims=True)) @ v)
-    assert np.mean(y == want) >= 0.99 and np.abs(y - want).max() <= 2.0 ** -10
-    rounded = half(half(half(e / e.sum(-1, keepdims=True)) @ v))
-    assert np.mean(y == rounded) < 0.9
 
 
 @pytest.mark.parametrize("bias_shape, dense", [((8,), True), ((1, 1, 8), True), ((4,), False), ((8, 1), False)])

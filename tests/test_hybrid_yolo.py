@@ -114,8 +114,8 @@ def test_hybrid_int8_finds_the_float_boxes_on_real_photos(tmp_path, caplog, monk
     recall, precision = _found(float_dets, hybrid), _found(hybrid, float_dets)
     head_recall, head_precision = _found(float_dets, head), _found(head, float_dets)
     floor = _found(float_dets, float32)
-    # the figures of docs/hybrid-quantization.md: plain 0 %; auto hybrid 90 % of the 78 float16 boxes
-    # found, 82 % of its boxes float16's; the head in float16 99 % and 89 %; and the float32 build
+    # the figures of docs/hybrid-quantization.md: plain 0 %; auto hybrid 87 % of the 78 float16 boxes
+    # found, 79 % of its boxes float16's; the head in float16 91 % and 83 %; and the float32 build
     # itself finds only 96 %: this random network's logits (+-200) flip on float16 rounding already.
     # Auto hybrid's precision was 90 % before the class logits (the Sigmoid's input) were clamped to
     # [-7, 7] as the vendor does.  Their +-200 int8 grid (step 1.6) rounded each logit near the 0.25
@@ -128,6 +128,7 @@ def test_hybrid_int8_finds_the_float_boxes_on_real_photos(tmp_path, caplog, monk
     assert recall >= 0.8 and precision >= 0.75, figures
     # (each change of int8 arithmetic moves a few of this random network's boxes: the head's 92 % /
     # 87 % with float32 sums, float16 biases and symmetric weights; 90 % / 84 % at worst on the way
-    # to exact sums, int32 biases and the vendor's asymmetric weights)
-    assert head_recall >= 0.9 and head_precision >= 0.85 and head_recall >= recall, figures
+    # to exact sums, int32 biases and the vendor's asymmetric weights; 99 % / 89 % with weight codes
+    # of float16-rounded weights, 91 % / 83 % with the vendor's codes of the float32 ones)
+    assert head_recall >= 0.9 and head_precision >= 0.8 and head_recall >= recall, figures
     assert 0.9 <= floor < 1.0, floor

@@ -419,10 +419,11 @@ def test_light_resnet50_int8_stays_close_to_float(tmp_path, monkeypatch):
         assert cosine(q, f) >= 0.99, cosine(q, f)
 
 
-def test_a_dense_layer_on_tokens_rounds_once_as_the_vendors_conv(tmp_path):
+def test_a_dense_layer_on_tokens_rounds_once_as_the_vendors_conv(run_calibrated_build):
     """``Relu(MatMul(x, w) + b)`` on 1x16x32 tokens: the vendor's one ConvRelu sums the bias in
     int32 and rounds once; as two nodes, the product got an int8 grid of its own (75 % of the
-    values equal to the simulator's).  As a Gemm on the token rows: 99 %, the rest one step."""
+    values equal to the simulator's).  As a Gemm on the token rows, with the weight codes of the
+    float32 weights (``snap_weights``; from float16-rounded ones, 99 %): every value."""
     sim = np.load(Path(__file__).parent / "data" / "vendor_int8" / "dense_tokens_sim.npz")
     F = TensorProto.FLOAT
     nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
@@ -430,20 +431,32 @@ def test_a_dense_layer_on_tokens_rounds_once_as_the_vendors_conv(tmp_path):
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 16, 32])],
                           [helper.make_tensor_value_info("y", F, None)],
                           [numpy_helper.from_array(sim["w"], "w"), numpy_helper.from_array(sim["b"], "b")])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(tmp_path / "d.onnx"))
-    for i, c in enumerate(sim["cal"]):
-        np.save(tmp_path / f"c{i}.npy", c)
-    (tmp_path / "ds.txt").write_text("\n".join(str(tmp_path / f"c{i}.npy") for i in range(len(sim["cal"]))))
-    rk = RKNN()
-    try:
-        rk.config(target_platform="rk3588")
-        assert rk.load_onnx(str(tmp_path / "d.onnx")) == 0
-        assert rk.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
-        assert rk.init_runtime() == 0
-        (y,) = rk.inference([sim["x"]], data_format="nchw")
-    finally:
-        rk.release()
-    want = sim["vendor"]
-    step = np.min(np.diff(np.unique(want)))
-    assert np.mean(y == want) >= 0.98, f"{np.mean(y == want):.4f} equal"
-    assert np.abs(y - want).max() <= step * 1.001
+    (y,) = run_calibrated_build(g, sim["cal"], [sim["x"]])
+    np.testing.assert_array_equal(y, sim["vendor"])
+
+
+def test_weights_keep_the_codes_of_their_float32_values(tmp_path):
+    """A calibrated build stores each int8 weight on its grid, codes from the float32 weights in
+    float64 (``snap_weights``); float16 storage keeps them, except where a channel's step is below
+    float16's range (``codes_lost_in_float16``: those stay float32)."""
+    from rknnlite.model.graph import Graph, Node
+    from rknnlite.toolkit.quantize import codes_lost_in_float16, snap_weights, weight_params
+
+    rng = np.random.default_rng(15)
+    w = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)
+    w[3] *= 1e-9  # a channel of step ~1e-11: no float16 value
+    graph = Graph([Node("Conv", "c", ["x", "w"], ["y"])], ["x"], ["y"], {"w": w})
+    q = weight_params(w, 0)
+    graph.quant = {"w": q}
+    assert snap_weights(graph) == 1
+    stored = graph.constants["w"]
+    scale = np.asarray(q.scale).reshape(-1, 1, 1, 1)
+    zp = np.asarray(q.zero_point).reshape(-1, 1, 1, 1)
+    codes = np.rint(stored / scale) + zp
+    np.testing.assert_allclose(stored / scale + zp, codes, atol=1e-3)  # on the grid
+    np.testing.assert_array_equal(codes, np.clip(np.rint(w.astype(np.float64) / scale) + zp, -128, 127))
+    assert codes_lost_in_float16(graph) == {"w"}
+    graph.constants["w"] = stored[:3].copy()
+    graph.quant = {"w": weight_params(graph.constants["w"], 0)}
+    snap_weights(graph)
+    assert codes_lost_in_float16(graph) == set()

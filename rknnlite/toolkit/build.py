@@ -284,6 +284,7 @@ def _quantize(job: BuildJob) -> None:
         outputs = float_outputs_per_sample(graph, samples, job.preprocess, job.custom) if samples is not None else None
         floats = _hybrid_floats(job, ranges, outputs)
         graph.quant = quantize.quantize_graph(graph, ranges, method, floats)
+        quantize.snap_weights(graph)
         job.log.info("build: %s; %d tensors quantized, %d kept in float16",
                      f"calibrated on {len(samples)} samples ({cfg.get('quantized_algorithm', 'normal')})"
                      if samples is not None else "ranges of the hybrid quantization cfg",
@@ -303,9 +304,12 @@ def _float16(job: BuildJob) -> None:
         return
     from ..backends.software.float16_rules import attention_intermediates
     from .optimize import round_constants_to_float16
+    from .quantize import codes_lost_in_float16
 
-    # what the float16 executor keeps float32 among the constants
-    round_constants_to_float16(job.graph, keep=job.graph.biases() | attention_intermediates(job.graph))
+    # what the float16 executor keeps float32 among the constants, and int8 weights whose
+    # codes float16 would change
+    keep = job.graph.biases() | attention_intermediates(job.graph) | codes_lost_in_float16(job.graph)
+    round_constants_to_float16(job.graph, keep=keep)
 
 
 def _sparsity(job: BuildJob) -> None:

@@ -38,8 +38,9 @@ graph rewrites and tensor sets the executor applies in float16 mode.
 from __future__ import annotations
 
 import copy
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Set
 
+from ...model.attention import find_attentions
 from ...model.graph import Graph, Node, unique_name
 
 __all__ = ["HALF_INPUT_OPS", "attention_intermediates", "split_residuals", "swish_gates"]
@@ -97,14 +98,6 @@ def _readers(graph: Graph) -> Dict[str, List[Node]]:
     return readers
 
 
-def _sole_reader(graph: Graph, readers: Dict[str, List[Node]], name: str, *ops: str) -> Optional[Node]:
-    """The one node (of one of ``ops``) reading ``name``, a tensor that is no graph output."""
-    users = readers.get(name, [])
-    if len(users) != 1 or name in graph.outputs or users[0].op not in ops or len(users[0].outputs) != 1:
-        return None
-    return users[0]
-
-
 def swish_gates(graph: Graph) -> Set[str]:
     """The outputs of the ``Sigmoid`` nodes whose only reader is ``Mul(x, Sigmoid(x))`` of the
     sigmoid's own input (either operand order): kept float32 in float16 mode (module doc)."""
@@ -121,57 +114,10 @@ def swish_gates(graph: Graph) -> Set[str]:
 
 
 def attention_intermediates(graph: Graph) -> Set[str]:
-    """The scores, scaled scores and probabilities of each scaled dot-product attention:
-    ``MatMul(Softmax(s), v)`` over the last axis, or ``MatMul(v, Transpose(Softmax(s)))`` with
-    the last two axes swapped (YOLO11's C2PSA), ``s`` = ``MatMul(q, k)`` of two activations,
-    optionally multiplied or divided by a scalar constant and added to a constant mask, every
-    link read by the next one only; and those scale and mask constants.  Kept float32 in
-    float16 mode (module doc; the build keeps the constants so too)."""
-    readers = _readers(graph)
+    """The scores, scaled scores and probabilities of each scaled dot-product attention
+    (:func:`rknnlite.model.attention.find_attentions`), and its scale and mask constants: kept
+    float32 in float16 mode (module doc; the build keeps the constants so too)."""
     kept: Set[str] = set()
-    for node in graph.nodes:
-        if node.op != "MatMul" or len(node.inputs) != 2 or any(n in graph.constants for n in node.inputs):
-            continue
-        chain, t = [node.outputs[0]], node.outputs[0]
-        step = _sole_reader(graph, readers, t, "Mul", "Div", "Add", "Softmax")
-        seen = set()
-        while step is not None and step.op != "Softmax" and step.op not in seen and _constant_operand(graph, step, t):
-            seen.add(step.op if step.op == "Add" else "scale")
-            t = step.outputs[0]
-            chain.append(t)
-            step = _sole_reader(graph, readers, t, "Mul", "Div", "Add", "Softmax")
-        if step is None or step.op != "Softmax" or not _last_axis(step):
-            continue
-        probs = [step.outputs[0]]
-        mix = _sole_reader(graph, readers, probs[0], "MatMul", "Transpose")
-        if mix is not None and mix.op == "Transpose":  # v · pᵀ (YOLO11's C2PSA)
-            perm = list(mix.attrs.get("perm", ()))
-            if len(perm) < 2 or perm != list(range(len(perm) - 2)) + [len(perm) - 1, len(perm) - 2]:
-                continue
-            probs.append(mix.outputs[0])
-            mix = _sole_reader(graph, readers, probs[1], "MatMul")
-            if mix is None or mix.inputs[1] != probs[1] or mix.inputs[0] in graph.constants:
-                continue
-        elif mix is None or mix.inputs[0] != probs[0] or mix.inputs[1] in graph.constants:
-            continue
-        kept.update(chain + probs)
-        links = [n for n in graph.nodes if n.outputs[:1] and n.outputs[0] in chain[1:]]  # the scale, the mask
-        kept.update(c for n in links for c in n.inputs if c in graph.constants)
+    for att in find_attentions(graph):
+        kept.update((att.scores, *att.links, *att.probs, *att.constants))
     return kept
-
-
-def _constant_operand(graph: Graph, node: Node, x: str) -> bool:
-    """``node`` combines ``x`` with a constant as an attention's scale (a scalar, ``x`` first for a
-    Div) or mask (an Add of any constant)."""
-    if len(node.inputs) != 2 or x not in node.inputs or node.inputs[0] == node.inputs[1]:
-        return False
-    other = graph.constants.get(node.inputs[1] if node.inputs[0] == x else node.inputs[0])
-    if other is None or other.dtype.kind != "f":
-        return False
-    return node.op == "Add" or (other.size == 1 and (node.op == "Mul" or node.inputs[0] == x))
-
-
-def _last_axis(softmax: Node) -> bool:
-    """``softmax`` normalises over the last axis (opset 13's default; -1 written out below it)."""
-    default = -1 if softmax.attrs.get("_opset", 13) >= 13 else 1
-    return softmax.attrs.get("axis", default) == -1
