@@ -735,8 +735,6 @@ CORPUS_REFUSED = {
     "two_input_rv1126b_i8_tk232": "ConvAddRelu in int8 rv1126b files from RKNN-Toolkit2 2.3.2 was not validated",
     "dist2bbox_i8": "int8 constant 'c5' in NC1HWC2 layout",
     "dist2bbox_i8_tk232": "int8 constant 'c5' in NC1HWC2 layout",
-    "psa_attention_i8": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16 attention",
-    "psa_attention_i8_tk232": r"exSDPAttention on \['int8', 'int8', 'int8', 'int8'\] tensors; only float16",
     "wide_dilated_i8": "an exDataConvert without BSON",
     "conv_relu_add_i8": "an int8 ConvReluAdd: the simulator puts the Relu's output on an int8 grid",
     # run with their custom op registered in tests/test_vendor_custom_ops.py
@@ -877,6 +875,8 @@ FIDELITY = {
     "dist2bbox_fp16": ("0", 0, "100.00"), "dist2bbox_fp16_tk232": ("0", 0, "100.00"),
     # YOLO11's attention: its float32 reductions round a few outputs differently
     "psa_attention_fp16": ("0.00195", 3, "99.12"), "psa_attention_fp16_tk232": ("0.00195", 3, "99.12"),
+    # int8: 97.02 % on AMD EPYC; the attention's float32 sums run in another order on another CPU
+    "psa_attention_i8": ("0.0991", 1, "96.80"), "psa_attention_i8_tk232": ("0.0991", 1, "96.80"),
     "conv_add_hardswish_fp16": ("0", 0, "100.00"), "conv_add_hardswish_i8": ("0.0744", 1, "99.95"),
     "conv_add_hardswish_fp16_tk232": ("0", 0, "100.00"), "conv_add_hardswish_i8_tk232": ("0.0744", 1, "99.78"),
     "relu_input_fp16": ("2.38e-07", 1, "99.95"), "relu_input_i8": ("0", 0, "100.00"),
@@ -1685,3 +1685,17 @@ def test_int8_file_float16_tensors_are_rounded_like_the_simulator():
                 (y,) = ctx.run([data["in0"]], data_format="nchw")
                 np.testing.assert_array_equal(y, y.astype(np.float16).astype(np.float32))
                 assert np.mean(y == ref.reshape(y.shape)) >= 0.99
+
+
+# int8 exSDPAttention: its two int8 grids come from the scores tasks' registers (transformer.attention_grids)
+@pytest.mark.parametrize("target, reg, change, message", [
+    (0x1001, 0x4068, lambda v: v + 0x1000000 if v else v, r"multiplies by the scale 0\.17677"),
+    (0x1001, 0x4068, lambda v: v | 0x2 if v else v, r"scores task .*BN 0x5a821102"),
+    (0x0201, 0x1050, lambda v: v + 1 if v >> 16 != 1 else v, r"converts q \(its zero point -7\)"),
+    (0x0201, 0x104C, lambda v: v | 0x30000000 if v & 0xF == 0xA else v, r"CVT_CON0 0x33cf3cfa"),
+])
+def test_int8_attention_registers_outside_the_decoded_form_are_named(tmp_path, target, reg, change, message):
+    path = _doctored_corpus(tmp_path, "psa_attention_i8", patch_registers(target, (reg,), change))
+    with pytest.raises(ModelInvalidError, match=message) as info:
+        rknnlite.Context(path, backend="software")
+    assert "exSDPAttention" in str(info.value)

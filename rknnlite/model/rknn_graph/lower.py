@@ -114,7 +114,7 @@ from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
                      fused_activation, node_registers, read_tasks, requant_of, requant_t4)
 from .t4act import t4_activation, t4_lut_stage, t4_lut_task
-from .transformer import lower_gather, lower_gelu, lower_layer_norm, lower_matmul
+from .transformer import attention_grids, lower_gather, lower_gelu, lower_layer_norm, lower_matmul
 from .regcmd import shortest_decimal as _shortest
 from .validated import check_validated, toolkit_release
 from .weights import (decode_depthwise_weight, decode_float_bias, decode_int8_bias, decode_int32_bias,
@@ -155,16 +155,17 @@ _RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 #: Pad modes the lowering runs (the vendor stores ONNX's mode string; "wrap" was never built)
 _PAD_MODES = ("constant", "reflect", "edge")
 #: the BSON attribute names each op's lowering reads or checks (the union of those the corpus and the
-#: coverage builds hold, less int8 exSDPAttention's quantization, which is refused; Reshape's
-#: allowzero cannot matter: the output shape is the tensor's); any other name is refused by name
-#: rather than silently dropped
+#: coverage builds hold; int8 exSDPAttention's q_matmul / q_softmax only name its grids, which its
+#: registers give; Reshape's allowzero cannot matter: the output shape is the tensor's); any other
+#: name is refused by name rather than silently dropped
 _BSON_ATTRIBUTES: Dict[str, FrozenSet[str]] = {op: frozenset(names.split()) for op, names in {
     "ArgMax": "axis keepdims select_last_index", "AveragePool": "kernel_shape pads strides", "Concat": "axis",
     "Conv": "auto_pad dilations group kernel_shape pads strides",
     "ConvTranspose": "auto_pad dilations group kernel_shape pads strides", "Gather": "axis",
     "MaxPool": "auto_pad ceil_mode dilations kernel_shape pads strides", "Pad": "mode", "Reshape": "allowzero",
     "Resize": "coordinate_transformation_mode mode nearest_mode", "Split": "axis", "Transpose": "perm",
-    "exDataConvert": "i_dtype o_dtype", "exMatMul": "c_type", "exNorm": "axes eps mode", "exSDPAttention": "scale",
+    "exDataConvert": "i_dtype o_dtype", "exMatMul": "c_type", "exNorm": "axes eps mode",
+    "exSDPAttention": "q_matmul q_softmax scale",
     "exSoftmax13": "axis"}.items()}
 _ACTIVATION_KINDS = ("input", "output", "activation")
 _WEIGHT_KINDS = ("const", "generated")
@@ -1439,13 +1440,17 @@ class _Lowering:
     def sdp_attention(self, node: VendorNode) -> None:
         """The compiler's fused scaled dot-product attention (YOLO11's C2PSA: ``v softmax(q^T k *
         scale)^T``) over 4-D tensors (heads, channels, 1, tokens), as ONNX nodes whose
-        intermediates stay float32: only the output is rounded, as by one NPU op."""
+        intermediates stay float32: only the output is rounded, as by one NPU op.  In int8 files
+        the scores and the probabilities are put on the int8 grids the registers give
+        (:func:`.transformer.attention_grids`), as the simulator does."""
         q, k, v = self.activation_inputs(node, 3, 3)
         tq, tk, tv = (self.tensor(i, node) for i in node.inputs[:3])
         out = self.single_output(node)
-        if self.int8 or any(t.dtype != "float16" for t in (tq, tk, tv, out)):
-            raise self.error(f"{node.label}: exSDPAttention on {[t.dtype for t in (tq, tk, tv, out)]} tensors; "
-                             "only float16 attention (fp16 files) was decoded")
+        dtypes = [t.dtype for t in (tq, tk, tv, out)]
+        if dtypes != (["int8"] * 4 if self.int8 else ["float16"] * 4):
+            raise self.error(f"{node.label}: exSDPAttention on {dtypes} tensors in "
+                             f"{'an int8' if self.int8 else 'an fp16'} file; only int8 attention in int8 files and "
+                             "float16 attention in fp16 files were decoded")
         shapes = [list(t.shape) for t in (tq, tk, tv, out)]
         if (any(len(sh) != 4 or sh[2] != 1 for sh in shapes) or shapes[0] != shapes[1] or shapes[2] != shapes[3]
                 or shapes[2][0] != shapes[0][0] or shapes[2][3] != shapes[0][3]):
@@ -1454,6 +1459,7 @@ class _Lowering:
         scale = self.bson(node, "scale")
         if not isinstance(scale, float) or not np.isfinite(scale):
             raise self.error(f"{node.label}: attribute 'scale' is {scale!r}; a finite float was expected")
+        grids = attention_grids(self, node, scale) if self.int8 else None
         base = self.names[out.index]
         step = self.float_steps(node, base)
         q_t = step("Transpose", [q], {"perm": [0, 2, 3, 1]}, "q_t")  # (heads, 1, tokens, d)
@@ -1462,6 +1468,8 @@ class _Lowering:
         scaled = step("Mul", [scores, self.constant(f"{base}__scale", np.array(scale, np.float32), keep_float=True)],
                       {}, "scaled")
         attn = step("Softmax", [scaled], {"axis": -1}, "attn")
+        if grids is not None:  # the grids of the BSON's q_matmul and q_softmax
+            self.quant[scores], self.quant[attn] = grids
         v_t = step("Transpose", [v], {"perm": [0, 2, 1, 3]}, "v_t")  # (heads, 1, c, tokens)
         mixed = step("MatMul", [v_t, step("Transpose", [attn], {"perm": [0, 1, 3, 2]}, "attn_t")], {}, "mixed")
         self.emit(node, "Transpose", [mixed], {"perm": [0, 2, 1, 3]})

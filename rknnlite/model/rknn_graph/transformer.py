@@ -1,4 +1,5 @@
-"""The vendor op types of transformers: exNorm (LayerNorm), exMatMul, exGelu and Gather.
+"""The vendor op types of transformers: exNorm (LayerNorm), exMatMul, exGelu and Gather, and
+the int8 grids of an exSDPAttention (:func:`attention_grids`).
 
 Each ``lower_*`` function emits the executor nodes of one vendor node on ``lowering`` (lower.py's
 ``_Lowering``), as :mod:`.lut` does for the lookup-table activations; the lowering table in
@@ -9,16 +10,17 @@ Each ``lower_*`` function emits the executor nodes of one vendor node on ``lower
 from __future__ import annotations
 
 import re
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from .accumulator import emit_codes
 from .graph import VendorNode, VendorTensor, attr_value
 from .lut import lower_lut_sigmoid
-from .regcmd import TARGET_DPU, i16, node_registers
+from ..spec import QuantParams
+from .regcmd import TARGET_DPU, i16, node_registers, task_writes
 
-__all__ = ["float_values", "lower_gather", "lower_gelu", "lower_layer_norm", "lower_matmul"]
+__all__ = ["attention_grids", "float_values", "lower_gather", "lower_gelu", "lower_layer_norm", "lower_matmul"]
 
 _ACTIVATION_KINDS = ("input", "output", "activation")
 #: CNA registers of an int8 exMatMul's input conversion (``CVT_CON0``, then ``CVT_CON1..4``)
@@ -278,3 +280,92 @@ def lower_gather(lowering, node: VendorNode) -> None:
     values = np.frombuffer(raw, "<f2", count).astype(np.float32).reshape(table.shape)
     lowering.emit(node, "Gather", [lowering.constant(lowering.names[table.index], values), lowering.names[ids.index]],
               {"axis": 0})
+
+
+def attention_grids(lowering, node: VendorNode, scale: float) -> Tuple[QuantParams, QuantParams]:
+    """The int8 grids of an int8 exSDPAttention's scores and probabilities (its BSON names them
+    ``q_matmul`` and ``q_softmax``; their scales are in no tensor, only in its registers), as the
+    simulator uses them: the unscaled scores ``q kᵀ`` on the ``q_matmul`` grid, then ``scale``
+    and the softmax in float, the probabilities on ``q_softmax``'s (zero point -128, ``[0, max]``).
+
+    From the node's first run of tasks (the whole-tensor configuration; register writes carry
+    over from task to task), rk3588 map:
+
+    * each scores task (a CNA task writing the BN multiplier 0x4068: ``scale`` = its high 16 bits
+      over 2^(16 + s), the low 16 bits 0x1000 | s << 8) converts q on input (``CVT_CON0`` 0x104c: truncate shift
+      ``t``, low bits 0xa; ``CVT_CON1`` 0x1050: scale ``c`` high, offset ``-zp_q`` low) and
+      writes OUT_CVT (offset = the grid's zero point, 16-bit scale ``m``, shift ``n``):
+      ``s_qm = s_q s_k / (c / 2^t * bn * m / 2^n)``;
+    * each mixing task (BS_ALU_SRC 0x4054 = ``-zp_v``, OUT_CVT offset = the output's zero point,
+      its input conversion bypassed: ``CVT_CON0`` 0xb) gives the NPU's probability step
+      ``s_out * m / 2^n / s_v``: codes 0..127 over ``[0, max]``, twice the simulator's 255-level
+      step.
+
+    Probed on a two-head attention built by RKNN-Toolkit2 2.5.0 (rk3588): both scales within 4e-5
+    of its cfg's; the simulator's output equals the lowering's on every value.  Anything else is
+    refused by name."""
+    where = f"{lowering.label}: {node.label}"
+    if lowering.t4_platform() or lowering.f2_platform():
+        raise lowering.error(f"{node.label}: an int8 exSDPAttention on {lowering.platform()}: only rk3588's "
+                             "registers were decoded")
+    tq, tk, tv = (lowering.tensor(i, node) for i in node.inputs[:3])
+    out = lowering.single_output(node)
+    qq, qk, qv, qo = (lowering.activation_quant(t) for t in (tq, tk, tv, out))
+    scores, mixes = [], []
+    for writes, regs in _task_states(lowering, node, where):
+        own = lambda a: writes.get((TARGET_DPU, a))  # noqa: E731
+        if own(0x4068):
+            scores.append(regs)
+        elif own(0x4054) is not None and i16(own(0x4054) & 0xFFFF) == -qv.zero_point[0] \
+                and own(0x4080) is not None and _signed32(own(0x4080)) == qo.zero_point[0]:
+            mixes.append(regs)
+    if not scores or not mixes:
+        raise lowering.error(f"{node.label}: {len(scores)} scores tasks (BN multiplier 0x4068 set) and {len(mixes)} "
+                             "mixing tasks (BS_ALU_SRC = -zp_v, OUT_CVT offset = the output's zero point) were found; "
+                             "at least one of each was expected")
+    fields = {tuple(r.get(k) for k in ((_TARGET_CNA, 0x104C), (_TARGET_CNA, 0x1050), (TARGET_DPU, 0x4068),
+                                       (TARGET_DPU, 0x4080), (TARGET_DPU, 0x4084), (TARGET_DPU, 0x4088)))
+              for r in scores}
+    mix_fields = {tuple(r.get(k) for k in ((_TARGET_CNA, 0x104C), (_TARGET_CNA, 0x1050), (TARGET_DPU, 0x4084),
+                                           (TARGET_DPU, 0x4088))) for r in mixes}
+    if len(fields) != 1 or len(mix_fields) != 1 or any(v is None for v in next(iter(fields)) + next(iter(mix_fields))):
+        raise lowering.error(f"{node.label}: its scores tasks write {sorted(map(str, fields))} and its mixing tasks "
+                             f"{sorted(map(str, mix_fields))} (CVT_CON0/1, BN 0x4068, OUT_CVT); one complete set each "
+                             "was expected")
+    ((con0, con1, bn, offset, m, n),) = fields
+    truncates = {(con0 >> k) & 0x3F for k in (4, 10, 16, 22)}
+    bn_scale = (bn >> 16) / float(1 << (16 + ((bn >> 8) & 0xF)))
+    if (con0 & 0xF != 0xA or con0 >> 28 or len(truncates) != 1 or i16(con1 & 0xFFFF) != -qq.zero_point[0]
+            or con1 >> 16 == 0 or bn & 0xF0FF != 0x1000 or abs(bn_scale - scale) > 1e-4 * abs(scale)
+            or m & ~0xFFFF or n & ~0x3F or not -128 <= _signed32(offset) <= 127):
+        raise lowering.error(f"{node.label}: scores task CVT_CON0 {con0:#x}, CVT_CON1 {con1:#x}, BN {bn:#x}, OUT_CVT "
+                             f"{offset:#x}/{m:#x}/{n:#x}; the decoded form converts q (its zero point "
+                             f"{qq.zero_point[0]}), multiplies by the scale {scale!r} and writes an int8 grid")
+    (t,) = truncates
+    s_scores = qq.scale[0] * qk.scale[0] / ((con1 >> 16) / float(1 << t) * bn_scale * m / float(1 << n))
+    ((mcon0, mcon1, m2, n2),) = mix_fields
+    if mcon0 != 0xB or mcon1 != 0x10000 or m2 & ~0xFFFF or n2 & ~0x3F or m2 == 0:
+        raise lowering.error(f"{node.label}: mixing task CVT_CON0 {mcon0:#x}, CVT_CON1 {mcon1:#x}, OUT_CVT scale "
+                             f"{m2:#x} shift {n2:#x}; an unconverted input (0xb, 0x10000) and a 16-bit scale were "
+                             "expected")
+    s_probs = qo.scale[0] * m2 / float(1 << n2) / qv.scale[0] / 2
+    return (QuantParams("int8", (float(s_scores),), (_signed32(offset),)),
+            QuantParams("int8", (float(s_probs),), (-128,)))
+
+
+def _task_states(lowering, node: VendorNode, where: str) -> List[Tuple[Dict, Dict]]:
+    """``(its own writes, the register state)`` at each CNA task of the node's first run of
+    tasks (writes accumulate from its first task on), as ``{(target, register): value}``."""
+    state: Dict[Tuple[int, int], int] = {}
+    states, started = [], False
+    for task in lowering.tasks():
+        if task.op_idx != node.index:
+            if started:
+                break
+            continue
+        started = True
+        writes = {(target, reg): value for target, reg, value in task_writes(lowering.regcmd(), task, where)}
+        state.update(writes)
+        if task.enable_mask & 1:
+            states.append((writes, dict(state)))
+    return states
