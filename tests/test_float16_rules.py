@@ -199,3 +199,25 @@ def test_dense_layers_are_matmuls_by_a_constant_plus_a_bias(bias_shape, dense):
                   {"w": w, "b": np.zeros(bias_shape, np.float32)})
     assert graph.dense_layers() == ({"m": "b"} if dense else {})
     assert ("b" in graph.biases()) is dense
+
+
+def test_an_int8_input_reaches_a_layer_norm_unrounded():
+    """``HALF_INPUT_OPS`` round a float32 graph input for LayerNorm and MatMul; an int8 input
+    is read on its grid as it is (the vendor's int8 exNorm: every value of a transformer's first
+    LayerNorm equal to its simulator's, 98 % with the input rounded to float16)."""
+    from rknnlite.model.spec import QuantParams
+
+    sx, sy = 0.024286386078479244, 0.02366624813453824
+    graph = Graph([Node("LayerNormalization", "ln", ["x", "g", "b"], ["y"], {"axis": -1, "epsilon": 1e-5})], ["x"], ["y"],
+                  {"g": np.ones(32, np.float32), "b": np.zeros(32, np.float32)},
+                  {"x": QuantParams("int8", (sx,), (-1,)), "y": QuantParams("int8", (sy,), (-7,))})
+    codes = np.random.default_rng(16).integers(-128, 128, (1, 16, 32))
+    x = ((codes + 1) * sx).astype(np.float32)
+
+    def layer_norm(v):
+        d = v - v.mean(-1, keepdims=True)
+        return np.clip(np.rint(d / np.sqrt((d * d).mean(-1, keepdims=True) + np.float32(1e-5)) / sy) - 7, -128, 127)
+
+    (y,) = Executor(graph, "float16").run([x])
+    np.testing.assert_array_equal(np.rint(y / sy) - 7, layer_norm(x))
+    assert np.any(layer_norm(x.astype(np.float16).astype(np.float32)) != layer_norm(x))

@@ -230,8 +230,9 @@ class Executor:
                 # (the summation order of an int8 AveragePool)
                 attrs["_int_output"] = True
             if self._round and node.op in HALF_INPUT_OPS and ins and ins[0] in unrounded \
-                    and node.inputs[0] not in attention:
-                attrs["_half_input"] = True  # the simulator's exNorm / exMatMul read float16 even from float32
+                    and ins[0] not in self.quant_slots and node.inputs[0] not in attention:
+                # the simulator's exNorm / exMatMul read float16 even from float32 (not an int8 input's values)
+                attrs["_half_input"] = True
             if spec.prepare is not None:
                 try:
                     attrs = spec.prepare(attrs, [const_values.get(s) for s in ins])

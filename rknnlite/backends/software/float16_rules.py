@@ -19,7 +19,8 @@ graph rewrites and tensor sets the executor applies in float16 mode.
   LayerNorm or a MatMul by a constant on a 1x2x16x32 input: every value equal to the simulator's
   with the input rounded first, 56-69 % without); the executor tells such a step so
   (``attrs["_half_input"]``) and the kernel rounds its copy of the input.  A conv and an Add
-  read the float32 values (``tests/test_float16_inputs.py``).
+  read the float32 values (``tests/test_float16_inputs.py``), and so does any op an input on an
+  int8 grid (an int8 build's): the vendor's int8 exNorm reads the grid values.
 * **SiLU** (:func:`swish_gates`).  ``Mul(x, Sigmoid(x))`` (PyTorch's SiLU, YOLOv8's activation)
   is one float16 rounding in the simulator: the sigmoid stays float32 (a YOLOv8-style net's
   first SiLU equals its snapshot on 99.96 % of the values that way, 79 % rounding the sigmoid).
