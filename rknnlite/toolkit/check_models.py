@@ -158,7 +158,8 @@ class _Writer:
 
     def node(self, node) -> None:
         attrs = node.attrs
-        if node.op in ("Conv", "ConvTranspose") and (attrs.get("_activation") or attrs.get("_residual")):
+        if node.op in ("Conv", "ConvTranspose") and (attrs.get("_activation") or attrs.get("_residual")) \
+                or node.op == "Gemm" and attrs.get("_residual"):
             self._conv(node)
         elif node.op == "ChannelAffine":
             self._channel_affine(node)

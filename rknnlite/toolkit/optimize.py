@@ -73,6 +73,7 @@ import numpy as np
 from ..errors import ModelInvalidError
 from ..model.graph import Graph, Node, unique_name
 from ..model.spec import QuantParams
+from .dense_residuals import ROW_ACTIVATIONS, fuse_dense_residuals
 from .static_shapes import output_shape, static_shapes
 
 __all__ = [
@@ -151,6 +152,7 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
         "batchnorm folding": fold_batchnorm(g),
         "conv affine folding": fold_conv_affine(g),
         "dense bias folding": fold_dense_bias(g, shapes),
+        "dense residual fusion": fuse_dense_residuals(g, shapes),
         "spatial mean as a pool": spatial_means_as_pools(g, shapes),
         "global average pool split": split_global_average_pools(g, shapes) if split_pools else 0,
         "input residual folding": fold_input_residual(g),
@@ -984,11 +986,6 @@ def _token_rows(node: Node, consts, shapes) -> Optional[Tuple[int, ...]]:
     return tuple(int(d) for d in a_shape[:-1]) + (int(b.shape[1]),)
 
 
-#: one-input elementwise activations a dense layer's rows pass through before being reshaped
-#: back (:func:`_gemm_on_rows`): the vendor fuses them into the layer's conv
-_ROW_ACTIVATIONS = frozenset("Relu Clip LeakyRelu Sigmoid HardSigmoid HardSwish Tanh Gelu".split())
-
-
 def _gemm_on_rows(graph: Graph, gemm: Node, rows: Tuple[int, ...], shapes: Dict) -> None:
     """Put ``gemm`` (made of a MatMul of rank ``len(rows)``) between two Reshapes: its input to
     ``(M, K)`` rows, its output back to ``rows``, after the activation that alone reads it (so
@@ -1013,7 +1010,7 @@ def _gemm_on_rows(graph: Graph, gemm: Node, rows: Tuple[int, ...], shapes: Dict)
     users = _consumers(graph)
     while y not in graph.outputs and len(users.get(y, [])) == 1:
         act = users[y][0]
-        if act.op not in _ROW_ACTIVATIONS or act.inputs[:1] != [y] or len(act.outputs) != 1 \
+        if act.op not in ROW_ACTIVATIONS or act.inputs[:1] != [y] or len(act.outputs) != 1 \
                 or any(n not in graph.constants for n in act.inputs[1:] if n):
             break
         graph.nodes.remove(act)

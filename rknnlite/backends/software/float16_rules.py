@@ -59,14 +59,15 @@ def split_residuals(graph: Graph) -> Graph:
     nodes: List[Node] = []
     changed = False
     for node in graph.nodes:
-        if node.op != "Conv" or not node.attrs.get("_residual") or len(node.inputs) < 4 or node.outputs[0] in quant:
+        if node.op not in ("Conv", "Gemm") or not node.attrs.get("_residual") or len(node.inputs) < 4 \
+                or node.outputs[0] in quant:
             nodes.append(node)
             continue
         changed = True
         y = node.outputs[0]
         conv_out = unique_name(f"{y}__conv", taken)
         attrs = {k: v for k, v in node.attrs.items() if not k.startswith(("_residual", "_activation"))}
-        nodes.append(Node("Conv", node.name, list(node.inputs[:3]), [conv_out], attrs))
+        nodes.append(Node(node.op, node.name, list(node.inputs[:3]), [conv_out], attrs))
         activation = node.attrs.get("_activation")
         sum_out = y if activation is None else unique_name(f"{y}__sum", taken)
         nodes.append(Node("Add", f"{node.name}__add", [conv_out, node.inputs[3]], [sum_out], {}))

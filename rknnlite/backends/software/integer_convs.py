@@ -32,7 +32,10 @@ of the snapshot's pre-activation, which is unquantized after a normal conv (18,1
 values of 18,432) and on an int8 grid of its own after a depthwise one (183 of 9,216), a
 grid the portable graph gives that tensor too; so do tiny probes of input ranges +-0.2 to +-10
 (``tests/test_lut_activation_rule.py``).  (The NPU computes the activation through its lookup
-table, :mod:`rknnlite.model.rknn_graph.lut`; the simulator does not.)
+table, :mod:`rknnlite.model.rknn_graph.lut`; the simulator does not.)  A Gemm (a dense layer on token rows) whose
+output only a ``Gelu`` reads does the same, as the vendor's ConvExGelu (a transformer's MLP:
+``tests/test_dense_residuals.py``), and a Gemm's fused residual (``toolkit.dense_residuals``) is
+its ConvAdd as a Conv's.
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ def integer_convs(graph: Graph, keep_tensors: Collection[str] = ()) -> Tuple[Gra
         grid = {"zero_point": int(q.zero_point[0]), "scale": float(q.scale[0])}
         if _real_hard_swish(graph, node, readers):
             step = unique_name(f"{y}__step", taken)
-            constants[step] = acc.step.astype(np.float32).reshape(1, -1, 1, 1)
+            constants[step] = acc.step.astype(np.float32).reshape((1, -1, 1, 1) if node.op == "Conv" else (1, -1))
             nodes.append(Node("Mul", node.name, [total, step], [y], {}))
             real.add(y)
             keep += [step, y]
@@ -155,15 +158,22 @@ def _accumulator(graph: Graph, node: Node) -> Optional[Accumulator]:
     return Accumulator(q - zp_w.reshape(-1, 1, 1, 1), bias_i32, s_x, int(qx.zero_point[0]), step)
 
 
+#: (layer, activation) pairs the vendor fuses, the activation reading the real accumulator:
+#: ConvHardSwish, and a dense layer's ConvExGelu (a transformer's MLP: its GELU output equals the
+#: simulator's on every value so, 78 % from the layer's int8 output)
+_REAL_ACTIVATIONS = {("Conv", "HardSwish"), ("Gemm", "Gelu")}
+
+
 def _real_hard_swish(graph: Graph, node: Node, readers: Dict[str, List[Node]]) -> bool:
-    """Whether qualifying conv ``node``'s HardSwish takes its accumulator in real units (module
-    doc): a Conv without groups (a depthwise conv's output keeps its grid), fused activation or
-    residual, whose output one node alone reads, a ``HardSwish`` with an int8 per-tensor output.
+    """Whether qualifying conv ``node``'s HardSwish (a Gemm's Gelu) takes its accumulator in real
+    units (module doc): a Conv without groups (a depthwise conv's output keeps its grid), fused
+    activation or residual, whose output one node alone reads, an activation of
+    :data:`_REAL_ACTIVATIONS` with an int8 per-tensor output.
     Being a graph output does not matter: ``accuracy_analysis`` makes every tensor one, and the
     vendor's snapshot shows such a conv output unquantized too."""
     users = readers.get(node.outputs[0], [])
-    if node.op != "Conv" or node.attrs.get("_activation") or node.attrs.get("_residual") \
-            or len(users) != 1 or users[0].op != "HardSwish" or users[0].inputs != node.outputs:
+    if node.attrs.get("_activation") or node.attrs.get("_residual") or len(users) != 1 \
+            or (node.op, users[0].op) not in _REAL_ACTIVATIONS or users[0].inputs != node.outputs:
         return False
     return int(node.attrs.get("group", 1)) == 1 and _per_tensor_int8(graph.quant.get(users[0].outputs[0]))
 
@@ -172,7 +182,7 @@ def _weight_oihw(graph: Graph, node: Node) -> Optional[np.ndarray]:
     """The float weight of a Conv (``[O, I/group, kh, kw]``; a 4th input only as its residual)
     or of a plain Gemm (``alpha = beta = 1``, ``transA = 0``; as ``[N, K, 1, 1]``) with a
     constant weight, else None."""
-    most = 4 if node.op == "Conv" and node.attrs.get("_residual") else 3
+    most = 4 if node.attrs.get("_residual") else 3
     if node.op not in ("Conv", "Gemm") or len(node.outputs) != 1 or not 2 <= len(node.inputs) <= most:
         return None
     weight = graph.constants.get(node.inputs[1])

@@ -55,8 +55,9 @@ def _out_dtype(a: np.ndarray, b: np.ndarray) -> np.dtype:
 @kernel("Gemm", out=True, prepare=_gemm_prepare)
 def gemm(inputs, attrs, out=None):
     """ONNX Gemm: ``Y = alpha * A' @ B' + beta * C`` with ``A' = A.T`` if transA (same for B);
-    C optional and unidirectionally broadcast to (M, N).  Writes into ``out[0]`` when given
-    (only a C-sized scratch when ``beta`` is neither 0 nor 1)."""
+    C optional and unidirectionally broadcast to (M, N); with ``attrs["_residual"]`` plus a 4th
+    input of shape (M, N).  Writes into ``out[0]`` when given (only a C-sized scratch when
+    ``beta`` is neither 0 nor 1)."""
     a, b = inputs[0], inputs[1]
     c = inputs[2] if len(inputs) > 2 else None
     if a.ndim != 2 or b.ndim != 2:
@@ -94,6 +95,10 @@ def gemm(inputs, attrs, out=None):
             tmp = _scratch(c.size, y.dtype).reshape(c.shape)
             np.multiply(c, beta, out=tmp, casting="unsafe")
             y += tmp
+    if attrs.get("_residual"):  # a dense layer's fused residual (toolkit.dense_residuals), (M, N)
+        if len(inputs) < 4 or np.shape(inputs[3]) != y.shape:
+            raise ModelInvalidError(f"attribute _residual needs a 4th input of shape {list(y.shape)}", op="Gemm")
+        y += inputs[3]
     return [y] if target is None else out
 
 
