@@ -190,7 +190,7 @@ class Executor:
         if missing:
             raise InvalidParamError(f"expose: {missing[:5]} are not tensors of the graph")
         #: what a run returns: the graph's outputs, then ``expose``
-        self.output_names = list(graph.outputs) + [n for n in expose]
+        self.output_names = list(graph.outputs) + list(expose)
         self.output_slots = [names[n] for n in self.output_names]
         self._names = names
         #: tensors stored at float32 even in float16 mode, which the vendor simulator does not
