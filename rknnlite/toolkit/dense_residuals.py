@@ -37,7 +37,10 @@ __all__ = ["ROW_ACTIVATIONS", "fuse_dense_residuals"]
 
 def fuse_dense_residuals(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
     """Fuse or fold each qualifying residual ``Add`` of a dense layer on rows (module doc) in
-    place; returns how many.  ``shapes``: static shapes (the residual must have the sum's)."""
+    place; returns how many.  ``shapes``: static shapes (the residual must have the sum's).
+    Nothing in a pre-quantized import (``graph.quant``), whose Linears stay MatMuls."""
+    if graph.quant:  # a pre-quantized import: its grids are the model's, not these fusions'
+        return 0
     shapes = dict(shapes or {})
     folded = 0
     readers = _readers(graph)

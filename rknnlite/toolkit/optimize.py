@@ -907,7 +907,8 @@ def fold_dense_bias(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] 
     * ``MatMul(A, B)`` with ``B`` a constant 2-D float matrix and ``A`` known (from
       ``shapes``) to be 2-D, followed by the same: becomes ``Gemm(A, B, k)``.
     * The same ``MatMul`` on an ``A`` of a static shape ``(..., M', K)`` of rank 3 or more
-      (PyTorch's ``Linear`` on tokens), with ``k`` along the last axis only: becomes
+      (PyTorch's ``Linear`` on tokens), with ``k`` along the last axis only, in a model that is
+      not pre-quantized: becomes
       ``Reshape(A, (M, K))``, ``Gemm``, ``Reshape`` back to ``(..., M', N)``.  RKNN-Toolkit2
       compiles it to one 1x1 conv, whose int8 form sums in int32 with the bias and rounds
       once: two nodes put the product on an int8 grid of its own before the bias (a 1x16x32
@@ -943,7 +944,8 @@ def fold_dense_bias(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] 
         if k is None or k.dtype.kind != "f":
             continue
         dims = _dense_dims(dense, consts, shapes)
-        rows = _token_rows(dense, consts, shapes) if dims is None else None
+        # (not in a pre-quantized import: the rows would need grids the model does not give)
+        rows = _token_rows(dense, consts, shapes) if dims is None and not graph.quant else None
         if rows is not None and k.size in (1, rows[-1]) and k.ndim <= len(rows) and k.shape[-1:] in ((1,), (k.size,)):
             dims = (int(np.prod(rows[:-1], dtype=np.int64)), rows[-1])
             if k.ndim > 1:
