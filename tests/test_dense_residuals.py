@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
+from float16_compare import assert_float16_matches  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from rknnlite.toolkit.dense_residuals import fuse_dense_residuals  # noqa: E402
@@ -68,7 +69,7 @@ def test_float16_residuals_of_dense_layers_are_the_vendors(kind, run_unquantized
     sim = np.load(_SIM)
     ys = run_unquantized_build(_graph(sim, kind), [sim["x"]], opset=17)
     for k, y in enumerate(ys):
-        np.testing.assert_array_equal(y, sim[f"{kind}_fp16_{k}"])
+        assert_float16_matches(y, sim[f"{kind}_fp16_{k}"])
 
 
 def _rewritten(kind: str):
@@ -116,7 +117,7 @@ def test_a_transformer_encoder_layer_is_the_vendors(precision, run_calibrated_bu
                                 opset=model.opset_import[0].version)
     want = sim[precision]
     if precision == "fp16":
-        np.testing.assert_array_equal(y, want)
+        assert_float16_matches(y, want)
     else:
         step = np.diff(np.unique(want)).min()
         np.testing.assert_array_equal(np.rint(y / step), np.rint(want / step))
