@@ -36,10 +36,7 @@ def find_attentions(graph: Graph) -> List[Attention]:
     with the last two axes swapped (YOLO11's C2PSA), where ``s`` = ``MatMul(q, k)`` of two
     activations, optionally multiplied or divided by a scalar constant and added to a constant
     mask, every link read by the next one only (and no graph output)."""
-    readers: Dict[str, List[Node]] = {}
-    for node in graph.nodes:
-        for name in set(node.inputs):
-            readers.setdefault(name, []).append(node)
+    readers = graph.readers()
     sole = lambda name, *ops: _sole_reader(graph, readers, name, *ops)  # noqa: E731
     found = []
     for node in graph.nodes:

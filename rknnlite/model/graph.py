@@ -121,16 +121,22 @@ class Graph:
                 if n.op in ("Conv", "ConvTranspose", "Gemm") and len(n.inputs) > 2 and n.inputs[2] in self.constants} \
             | set(self.dense_layers().values())
 
+    def readers(self) -> Dict[str, List[Node]]:
+        """Each tensor's reading nodes, in graph order (a node reading it twice listed once)."""
+        readers: Dict[str, List[Node]] = {}
+        for node in self.nodes:
+            for name in dict.fromkeys(node.inputs):
+                if name:
+                    readers.setdefault(name, []).append(node)
+        return readers
+
     def dense_layers(self) -> Dict[str, str]:
         """``{product: bias}`` of each dense layer exported as ``Add(MatMul(x, W), b)`` (PyTorch's
         ``Linear`` on a tensor of more than two dimensions): ``W`` a 2-D constant, the product read
         by that Add only and no graph output, ``b`` a float constant of ``W``'s output width along
         the last axis.  The vendor compiles each to one 1x1 conv, whose float16 form adds the
         float32 bias to the unrounded product."""
-        readers: Dict[str, List[Node]] = {}
-        for node in self.nodes:
-            for name in set(node.inputs):
-                readers.setdefault(name, []).append(node)
+        readers = self.readers()
         layers: Dict[str, str] = {}
         for node in self.nodes:
             w = self.constants.get(node.inputs[1]) if node.op == "MatMul" and len(node.inputs) == 2 else None

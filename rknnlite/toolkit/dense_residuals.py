@@ -22,7 +22,7 @@ dense layer's or a LayerNorm's output), probed on rk3588 int8, 1x16x32 tokens
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -43,7 +43,7 @@ def fuse_dense_residuals(graph: Graph, shapes: Optional[Mapping[str, Sequence[in
         return 0
     shapes = dict(shapes or {})
     folded = 0
-    readers = _readers(graph)
+    readers = graph.readers()
     producers = {o: n for n in graph.nodes for o in n.outputs if o}
     for add in list(graph.nodes):
         match = _dense_residual(graph, add, readers, producers, shapes)
@@ -63,18 +63,9 @@ def fuse_dense_residuals(graph: Graph, shapes: Optional[Mapping[str, Sequence[in
         elif not _fuse(graph, add, gemm, back, r, shapes):
             continue
         folded += 1
-        readers = _readers(graph)
+        readers = graph.readers()
         producers = {o: n for n in graph.nodes for o in n.outputs if o}
     return folded
-
-
-def _readers(graph: Graph) -> Dict[str, List[Node]]:
-    readers: Dict[str, List[Node]] = {}
-    for node in graph.nodes:
-        for name in set(node.inputs):
-            if name:
-                readers.setdefault(name, []).append(node)
-    return readers
 
 
 def _dense_residual(graph: Graph, add: Node, readers, producers, shapes):

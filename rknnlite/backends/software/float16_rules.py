@@ -39,7 +39,7 @@ graph rewrites and tensor sets the executor applies in float16 mode.
 from __future__ import annotations
 
 import copy
-from typing import Dict, List, Set
+from typing import List, Set
 
 from ...model.attention import find_attentions
 from ...model.graph import Graph, Node, unique_name
@@ -91,19 +91,10 @@ def _activation_node(conv: Node, activation: str, x: str, y: str) -> Node:
     return Node(activation, name, [x], [y], {})
 
 
-def _readers(graph: Graph) -> Dict[str, List[Node]]:
-    """Each tensor's reading nodes (a node reading it twice counted once)."""
-    readers: Dict[str, List[Node]] = {}
-    for node in graph.nodes:
-        for name in set(node.inputs):
-            readers.setdefault(name, []).append(node)
-    return readers
-
-
 def swish_gates(graph: Graph) -> Set[str]:
     """The outputs of the ``Sigmoid`` nodes whose only reader is ``Mul(x, Sigmoid(x))`` of the
     sigmoid's own input (either operand order): kept float32 in float16 mode (module doc)."""
-    readers = _readers(graph)
+    readers = graph.readers()
     gates = set()
     for node in graph.nodes:
         if node.op != "Sigmoid" or len(node.inputs) != 1 or len(node.outputs) != 1:

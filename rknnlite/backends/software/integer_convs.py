@@ -67,10 +67,7 @@ def integer_convs(graph: Graph, keep_tensors: Collection[str] = ()) -> Tuple[Gra
     keep: List[str] = []
     codes: Dict[str, str] = {}
     taken = set(constants) | set(graph.inputs) | {o for n in graph.nodes for o in n.outputs}
-    readers: Dict[str, List[Node]] = {}
-    for node in graph.nodes:
-        for name in set(node.inputs):
-            readers.setdefault(name, []).append(node)
+    readers = graph.readers()
     real: Set[str] = set()  # conv outputs written as the real accumulator, off their int8 grid
     changed = False
     for node in graph.nodes:
