@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -497,3 +499,57 @@ def test_channels_propagated_when_shapes_are_missing():
     # a per-channel constant whose length does not match the propagated channel count is refused
     g = import_onnx(m, ["x"], [[1, C, HW, HW]], None).graph
     assert fuse_channel_affine(g, {"x": (1, C + 1, HW, HW)}) == 0
+
+
+# ------------------------------------------------------------ as RKNN-Toolkit2 compiles them
+
+_AFFINE_SIM = Path(__file__).parent / "data" / "vendor_int8" / "affine_sim.npz"
+
+
+def _affine_chain(sim, constant_first: bool):
+    """``Conv -> HardSwish -> Mul -> Add -> Conv`` with per-channel ``c``, ``d``; the data operand
+    of the Mul and the Add first (the vendor: one BatchNormalization) or second (Mul and Add)."""
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node("HardSwish", ["h"], ["hs"]),
+             helper.make_node("Mul", ["c", "hs"] if constant_first else ["hs", "c"], ["m"]),
+             helper.make_node("Add", ["d", "m"] if constant_first else ["m", "d"], ["a"]),
+             helper.make_node("Conv", ["a", "w2", "b2"], ["y"], pads=[1, 1, 1, 1])]
+    return helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 3, 16, 16])],
+                             [helper.make_tensor_value_info("y", F, [1, 8, 16, 16])],
+                             [init(k, sim[k]) for k in ("w1", "b1", "w2", "b2", "c", "d")])
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp16"])
+@pytest.mark.parametrize("kind", ["data_first", "constant_first"])
+def test_affine_chains_are_the_vendors(kind, precision, run_calibrated_build):
+    """Every value the simulator's (RKNN-Toolkit2 2.5.0, ``tests/data/vendor_int8/README.md``):
+    ``Mul(x, c) + d`` is one op computing in float32 from float32 parameters (float16 67 %, int8
+    97.8 % with the parameters rounded to float16); ``Mul(c, x)`` then ``Add(d, m)`` are two ops,
+    each rounding (int8 71.8 %, float16 48 % as one op), the int8 ones reading float32 constants
+    (97.5 % with float16 ones)."""
+    from float16_compare import assert_float16_matches
+
+    sim = np.load(_AFFINE_SIM)
+    (y,) = run_calibrated_build(_affine_chain(sim, kind == "constant_first"),
+                                sim["cal"] if precision == "int8" else None, [sim["x"]], opset=14)
+    want = sim[f"{kind}_{precision}"]
+    if precision == "fp16":
+        assert_float16_matches(y, want)
+    else:
+        step = np.diff(np.unique(want)).min()
+        np.testing.assert_array_equal(np.rint(y / step), np.rint(want / step))
+
+
+@pytest.mark.parametrize("constant_first", [False, True])
+def test_constant_first_links_stay_ops_of_their_own_in_rounding_builds(constant_first):
+    """``constant_first=False`` (builds that round as the vendor's) ends a chain before a
+    ``Mul(c, x)`` / ``Add(c, x)``; a chain of data-first links still fuses, and a float32 build
+    (the default) fuses either."""
+    sim = np.load(_AFFINE_SIM)
+    model = helper.make_model(_affine_chain(sim, constant_first), opset_imports=[helper.make_opsetid("", 14)])
+    for keep_order in (False, True):
+        im = import_onnx(model)
+        fused = fuse_channel_affine(im.graph, im.shapes, constant_first=not keep_order)
+        separate = keep_order and constant_first
+        assert fused == (0 if separate else 1)
+        assert ("ChannelAffine" in ops(im.graph)) is not separate

@@ -121,6 +121,20 @@ class Graph:
                 if n.op in ("Conv", "ConvTranspose", "Gemm") and len(n.inputs) > 2 and n.inputs[2] in self.constants} \
             | set(self.dense_layers().values())
 
+    def float32_constants(self) -> Set[str]:
+        """The constants a float16 model keeps at float32, as RKNN-Toolkit2's simulator does:
+        :meth:`biases`, and the scale and shift of each ``ChannelAffine`` (the vendor's
+        ``BatchNormalization`` computes ``x * scale + shift`` in float32 from float32 parameters
+        and rounds once: a float16 build of ``HardSwish -> Mul -> Add`` equals the simulator's on
+        every value so, on 67 % with the parameters rounded); and the constant operand of a ``Mul``
+        or ``Add`` with an int8 output (the vendor's int8 ``Mul`` holds it as float32, its ``Add`` as
+        int32 in a step far finer than float16's: with them rounded, 97.5 % of such a chain's codes
+        equal the simulator's; a float16 ``Mul`` or ``Add`` does round it)."""
+        quant = self.quant or {}
+        return self.biases() | {name for n in self.nodes
+                                if n.op == "ChannelAffine" or (n.op in ("Mul", "Add") and n.outputs[0] in quant)
+                                for name in n.inputs[1 if n.op == "ChannelAffine" else 0:3] if name in self.constants}
+
     def readers(self) -> Dict[str, List[Node]]:
         """Each tensor's reading nodes, in graph order (a node reading it twice listed once)."""
         readers: Dict[str, List[Node]] = {}

@@ -224,8 +224,9 @@ def _optimize(job: BuildJob) -> None:
     from .optimize import optimize, splits_pools
 
     quantized = job.quantize or job.hybrid is not None or bool(job.imported.graph.quant)
-    job.graph = optimize(job.imported.graph, job.imported.shapes,
-                         split_pools=splits_pools(job.cfg["float_dtype"], quantized), stages=job.stages)
+    rounds = splits_pools(job.cfg["float_dtype"], quantized)
+    job.graph = optimize(job.imported.graph, job.imported.shapes, split_pools=rounds, split_affines=rounds,
+                         stages=job.stages)
     job.input_specs, job.output_specs = list(job.imported.input_specs), list(job.imported.output_specs)
 
 
@@ -308,7 +309,7 @@ def _float16(job: BuildJob) -> None:
 
     # what the float16 executor keeps float32 among the constants, and int8 weights whose
     # codes float16 would change
-    keep = job.graph.biases() | attention_intermediates(job.graph) | codes_lost_in_float16(job.graph)
+    keep = job.graph.float32_constants() | attention_intermediates(job.graph) | codes_lost_in_float16(job.graph)
     round_constants_to_float16(job.graph, keep=keep)
 
 

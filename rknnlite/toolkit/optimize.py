@@ -116,7 +116,7 @@ _KERNEL_FUSIONS = ("residual add fusion", "activation fusion")
 
 def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
              activation_fusion: bool = True, residual_fusion: bool = True, split_pools: bool = True,
-             stages: Optional[Callable[[str, Graph], None]] = None) -> Graph:
+             split_affines: bool = False, stages: Optional[Callable[[str, Graph], None]] = None) -> Graph:
     """Run every pass (see the module doc) on a copy of ``graph`` and return the copy.
 
     ``shapes`` maps tensor names to static shapes (``-1`` for an unknown dim), e.g.
@@ -124,8 +124,11 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     it lets ``Shape``/``Size`` of statically shaped tensors fold, and residual adds fuse
     (they need both operands' shapes).  ``activation_fusion`` / ``residual_fusion`` /
     ``split_pools``: run :func:`fuse_activations` / :func:`fuse_residual_add` /
-    :func:`split_global_average_pools` (see :func:`splits_pools`).  Constant arrays are
-    shared with the input graph, not copied.
+    :func:`split_global_average_pools` (see :func:`splits_pools`).  ``split_affines``: keep a
+    ``Mul`` / ``Add`` whose constant is the first operand out of :func:`fuse_channel_affine`'s
+    chains, as the vendor's compiler does (builds pass what :func:`splits_pools` says; the
+    default fuses them, which float32 computes exactly).
+    Constant arrays are shared with the input graph, not copied.
 
     ``stages(name, graph)``, when given, is called with ``"base_optimize"`` and ``graph``
     first, then after each later stage of :data:`STAGES` that changed the graph, with the
@@ -160,7 +163,7 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     # after the folds above, so that a Conv they extended can take its residual and activation too
     if residual_fusion:
         fusions["residual add fusion"] = fuse_residual_add(g, shapes)
-    fusions["channel affine fusion"] = fuse_channel_affine(g, shapes)
+    fusions["channel affine fusion"] = fuse_channel_affine(g, shapes, constant_first=not split_affines)
     if activation_fusion:
         fusions["activation fusion"] = fuse_activations(g)
     fusions["dead node removal (after fusion)"] = remove_dead_nodes(g)
@@ -1379,7 +1382,8 @@ def _same_static_shape(a: Optional[Sequence[int]], b: Optional[Sequence[int]]) -
 _CHANNEL_AFFINE_ACTIVATIONS = ("Relu", "Clip", "LeakyRelu")
 
 
-def fuse_channel_affine(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None) -> int:
+def fuse_channel_affine(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
+                        constant_first: bool = True) -> int:
     """Replace per-channel affine chains that no Conv absorbs by one internal
     ``ChannelAffine`` node (``y = act(x * scale[c] + shift[c])``, one memory pass);
     returns the number of nodes removed.
@@ -1400,6 +1404,11 @@ def fuse_channel_affine(graph: Graph, shapes: Optional[Mapping[str, Sequence[int
     not quantized; ``x`` is not the output of a Conv / ConvTranspose that
     :func:`fold_conv_affine` could fold the chain into; the chain is a
     ``BatchNormalization`` or at least two nodes (a lone ``Mul`` / ``Add`` gains nothing).
+    ``constant_first=False`` also ends a chain before a binary op whose constant is its first
+    operand (``Mul(c, x)``, ``Add(c, x)``): RKNN-Toolkit2's compiler makes a ``Mul`` then ``Add``
+    one ``BatchNormalization`` only when the data is the first operand of both, and otherwise
+    keeps two ops, each rounding its output (int8 grid or float16; probed with 2.5.0, PP-OCRv4
+    rec's learnable affine blocks ``Mul(w, x) + b``); builds that round as the vendor's pass it.
     The composed scale and shift are computed in float64 and stored as float32
     constants (a chain whose values are not finite in float32 is left alone).  The new
     node takes the chain's first node's place and its last node's output name.
@@ -1434,6 +1443,8 @@ def fuse_channel_affine(graph: Graph, shapes: Optional[Mapping[str, Sequence[int
         v = x
         node = first
         while True:
+            if not constant_first and node.op != "BatchNormalization" and node.inputs[0] != v:
+                break
             step = _affine_step(node, v, consts, users, outputs, m, 4)
             if step is None:
                 break

@@ -195,13 +195,14 @@ class Executor:
         self._names = names
         #: tensors stored at float32 even in float16 mode, which the vendor simulator does not
         #: round: the graph's inputs (normalised in float32; its float16 conv on an input
-        #: computes from the float32 values), conv and dense biases (``Graph.biases``), SiLU's
+        #: computes from the float32 values), conv and dense biases and ChannelAffine parameters
+        #: (``Graph.float32_constants``), SiLU's
         #: sigmoid (``float16_rules.swish_gates``), a dense layer's product
         #: (``Graph.dense_layers``), an attention's scores and probabilities
         #: (``attention_intermediates``) and ``graph.keep_float`` (a vendor graph's
         #: fused-activation intermediates)
         self.float_slots = frozenset(names[n] for n in exact_sums.union(getattr(graph, "keep_float", ()),
-                                                                        graph.inputs, graph.biases()) if n in names)
+                                                                        graph.inputs, graph.float32_constants()) if n in names)
         #: tensors rounded to float16 in every mode (``graph.round_fp16``: the float16 tensors
         #: of a vendor int8 graph, e.g. after ``exDataConvert``)
         self.fp16_slots = frozenset(names[n] for n in getattr(graph, "round_fp16", ()) if n in names)
