@@ -453,6 +453,24 @@ def _conv_add_swish():
     return g.model([("x", IMG[1])], [(_swish(g, y), "y")])
 
 
+def _affine_ops():
+    """Per-channel affine steps no conv absorbs (an activation before them): ``Mul(hs, c) + d``,
+    which the vendor makes one ``BatchNormalization``, and an ONNX ``BatchNormalization`` then
+    ``Relu`` (its ``BatchNormalizationRelu``), as PP-OCRv4 det's and rec's files hold them."""
+    g = _G(811)
+    hs = _hardswish(g, g.conv("x", 3, 16))
+    c = g.const(g.rng.uniform(0.3, 1.6, (1, 16, 1, 1)).astype(np.float32))
+    d = g.const((g.rng.standard_normal((1, 16, 1, 1)) * 0.3).astype(np.float32))
+    a = g.node("Add", [g.node("Mul", [hs, c])[0], d])[0]
+    h2 = _hardswish(g, g.conv(a, 16, 16))  # padded: the affine cannot fold into it
+    bn = g.node("BatchNormalization", [h2, g.const(g.rng.uniform(0.5, 1.5, 16).astype(np.float32)),
+                                        g.const((g.rng.standard_normal(16) * 0.2).astype(np.float32)),
+                                        g.const((g.rng.standard_normal(16) * 0.3).astype(np.float32)),
+                                        g.const(g.rng.uniform(0.5, 2.0, 16).astype(np.float32))], epsilon=1e-5)[0]
+    r = g.node("Relu", [bn])[0]
+    return g.model([("x", IMG[1])], [(g.conv(r, 16, 8, k=1), "y")])
+
+
 def _psa_attention(seed: int = 807, dim: int = 128, heads: int = 2, side: int = 4):
     """YOLO11's C2PSA attention as Ultralytics' ONNX export writes it: a 1x1 qkv conv, a Reshape to
     (B, heads, 2 * key_dim + head_dim, N), a Split, softmax((q^T k) * key_dim^-0.5), v attn^T, a
@@ -1321,6 +1339,9 @@ def _cases() -> List[Case]:
         Case("dist2bbox", "YOLOv8's box decoding: x (1, 4, 84) split, anchor grid - lt, + rb, centre and "
              "size, Concat, times the strides (Ultralytics' ONNX form)", _dist2bbox(), [("x", (1, 4, 84), "normal")],
              purpose="float constants in NC1HWC2 layout (anchors, strides)"),
+        Case("affine_ops", "Conv 3->16 3x3 HardSwish, Mul by c + d (per channel); Conv 16->16 3x3 p1 HardSwish, "
+             "BatchNormalization, Relu; Conv 16->8 1x1", _affine_ops, img,
+             purpose="BatchNormalization, BatchNormalizationRelu (PP-OCRv4)"),
         Case("psa_attention", "YOLO11 C2PSA attention (Ultralytics' ONNX form): qkv Conv 128->256 1x1, Reshape "
              "(1, 2, 128, 16), Split [32, 32, 64], Softmax(q^T k / sqrt(32)), v attn^T, Reshape, + depthwise 3x3 "
              "of v, Conv 128->128 1x1", _psa_attention(), [("x", (1, 128, 4, 4), "normal")],

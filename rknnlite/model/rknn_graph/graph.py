@@ -32,8 +32,8 @@ LAYOUTS = {0: "plain", 1: "NHWC", 2: "NCHW", 64: "NC1HWC2", 65: "weight"}
 KINDS = {0: "none", 1: "input", 2: "output", 3: "activation", 4: "const", 5: "shape", 6: "lut",
          8: "generated", 9: "regcmd", 10: "task"}
 #: Node slot 7: parameter-union type -> the op family whose table it is.
-PARAM_TYPES = {0: "none", 1: "conv", 2: "deconv", 3: "maxpool", 5: "avgpool", 19: "concat", 20: "split", 25: "transpose",
-               26: "resize", 30: "pad", 50: "gather", 51: "argmax",
+PARAM_TYPES = {0: "none", 1: "conv", 2: "deconv", 3: "maxpool", 5: "avgpool", 17: "batchnorm", 19: "concat",
+               20: "split", 25: "transpose", 26: "resize", 30: "pad", 50: "gather", 51: "argmax",
                61: "softmax", 87: "norm"}
 #: Tensor kinds whose data is in a buffer.
 CONST_KINDS = ("const", "shape", "lut", "generated", "regcmd", "task")
@@ -272,6 +272,8 @@ def _params(family: str, p: Table) -> Dict[str, Any]:
         return {"mode": p.string(0), "eps": p.f32(1, float("nan")), "axes": list(p.scalars(2, "i32") or ())}
     if family == "resize":
         return {"coordinate_transformation_mode": p.string(0), "mode": p.string(4), "nearest_mode": p.string(5)}
+    if family == "batchnorm":  # slot 1: the training momentum (the BSON has both)
+        return {"epsilon": p.f32(0, 0.0)}
     if family == "pad":  # slot 0: the ONNX mode string (the BSON has it too)
         return {"mode": p.string(0)}
     return {}  # maxpool, avgpool, concat, transpose: their attributes are in the BSON

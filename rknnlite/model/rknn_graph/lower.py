@@ -80,6 +80,10 @@ Resize                 Resize (parameters f0 coordinate mode, f4 mode, f5 neares
 Gather                 Gather: an embedding lookup (a float16 constant table, int64 ids that are
                        a graph input; fp16 files)
 exSoftmax13            Softmax (``axis`` from the parameter table)
+BatchNormalization,    ChannelAffine [with Relu]: ``x * scale + bias`` per channel in float32 (the
+BatchNormalizationRelu compiler's folded form: mean 0, variance 1, epsilon 0); fp16 files: the
+                       stored float16 scale and float32 bias; int8 files: int16 scale codes and the
+                       int32 bias in accumulator units (:mod:`.batchnorm`)
 Reshape                Reshape (the stored int64 shape)
 exDataConvert          Identity (int8 <-> float16 per its ``i_dtype``/``o_dtype``)
 =====================  =============================================================
@@ -106,6 +110,7 @@ from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
+from .batchnorm import lower_batch_norm
 from .helpers import check_concat_selection, check_softmax_sum_weight
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import (F2_ACT_LUT, F2_PLATFORMS, f2_activation, f2_bias_layout, f2_deconv_requant, f2_fp16_activation,
@@ -128,7 +133,7 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "ConvHardSwish ConvAdd ConvAddRelu ConvReluAdd ConvExGelu "
     "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention exNorm exMatMul exGelu Gather "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax "
-    "Pad".split())
+    "Pad BatchNormalization BatchNormalizationRelu".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
@@ -159,14 +164,15 @@ _PAD_MODES = ("constant", "reflect", "edge")
 #: registers give; Reshape's allowzero cannot matter: the output shape is the tensor's); any other
 #: name is refused by name rather than silently dropped
 _BSON_ATTRIBUTES: Dict[str, FrozenSet[str]] = {op: frozenset(names.split()) for op, names in {
-    "ArgMax": "axis keepdims select_last_index", "AveragePool": "kernel_shape pads strides", "Concat": "axis",
+    "ArgMax": "axis keepdims select_last_index", "AveragePool": "ceil_mode count_include_pad kernel_shape pads strides",
+    "Concat": "axis",
     "Conv": "auto_pad dilations group kernel_shape pads strides",
     "ConvTranspose": "auto_pad dilations group kernel_shape pads strides", "Gather": "axis",
     "MaxPool": "auto_pad ceil_mode dilations kernel_shape pads strides", "Pad": "mode", "Reshape": "allowzero",
     "Resize": "coordinate_transformation_mode mode nearest_mode", "Split": "axis", "Transpose": "perm",
     "exDataConvert": "i_dtype o_dtype", "exMatMul": "c_type", "exNorm": "axes eps mode",
     "exSDPAttention": "q_matmul q_softmax scale",
-    "exSoftmax13": "axis"}.items()}
+    "exSoftmax13": "axis", "BatchNormalization": "epsilon momentum", "BatchNormalizationRelu": "epsilon momentum"}.items()}
 _ACTIVATION_KINDS = ("input", "output", "activation")
 _WEIGHT_KINDS = ("const", "generated")
 _IDENTITY_TOLERANCE = 1e-3
@@ -530,6 +536,8 @@ class _Lowering:
             lower_layer_norm(self, node)
         elif node.op == "exMatMul":
             lower_matmul(self, node)
+        elif node.op in ("BatchNormalization", "BatchNormalizationRelu"):
+            lower_batch_norm(self, node)
         elif node.op == "exGelu":
             lower_gelu(self, node)
         elif node.op == "Gather":
@@ -1322,8 +1330,9 @@ class _Lowering:
             attrs["dilations"] = self.bson_ints(node, "dilations", [1] * len(kernel))
         else:
             include = self.bson_int(node, "count_include_pad", 0)
-            if include:
-                attrs["count_include_pad"] = 1
+            if include or ceil_mode:  # Paddle's exports write both as 0; no file with either set was checked
+                raise self.error(f"{node.label}: an AveragePool with ceil_mode {ceil_mode} and count_include_pad "
+                                 f"{include}; only 0 and 0 (ONNX's defaults) were checked against the simulator")
         n = len(kernel)
         if not (n and len(x.shape) == 2 + n and len(attrs["strides"]) == n and len(attrs["pads"]) == 2 * n
                 and len(attrs.get("dilations", kernel)) == n and min(kernel + attrs["strides"]) >= 1
