@@ -881,6 +881,9 @@ FIDELITY = {
     # model's float32 one (one ulp at the BatchNormalization on about half the values, which the next two
     # convs spread; an output near 0 counts 181 ulps of 0.0156, 8.9e-4 of the output's scale)
     "affine_ops_fp16": ("0.0156", 181, "41.26"), "affine_ops_i8": ("0.118", 1, "98.19"),
+    # int8 exSDPAttention with zero points 0: q unconverted (64 tokens), v and the output (their registers
+    # carried over)
+    "encoder_layer_kl_i8": ("0.0603", 2, "89.21"), "psa_attention_kl_i8": ("0.0924", 1, "90.04"),
     "conv_add_hardswish_fp16": ("0", 0, "100.00"), "conv_add_hardswish_i8": ("0.0744", 1, "99.95"),
     "conv_add_hardswish_fp16_tk232": ("0", 0, "100.00"), "conv_add_hardswish_i8_tk232": ("0.0744", 1, "99.78"),
     "relu_input_fp16": ("2.38e-07", 1, "99.95"), "relu_input_i8": ("0", 0, "100.00"),
@@ -1700,6 +1703,24 @@ def test_int8_file_float16_tensors_are_rounded_like_the_simulator():
 ])
 def test_int8_attention_registers_outside_the_decoded_form_are_named(tmp_path, target, reg, change, message):
     path = _doctored_corpus(tmp_path, "psa_attention_i8", patch_registers(target, (reg,), change))
+    with pytest.raises(ModelInvalidError, match=message) as info:
+        rknnlite.Context(path, backend="software")
+    assert "exSDPAttention" in str(info.value)
+
+
+# the other forms: q taken unconverted when its zero point is 0 (encoder_layer_kl_i8: CVT_CON0 0xb,
+# CVT_CON1 0x10000, as PP-OCRv4 rec's kl_divergence and mmse files), and a mixing task that leaves
+# BS_ALU_SRC and the OUT_CVT offset as earlier tasks set them (psa_attention_kl_i8: zero points 0)
+@pytest.mark.parametrize("stem, target, reg, change, message", [
+    ("encoder_layer_kl_i8", 0x0201, 0x1050, lambda v: v + 1 if v == 0x10000 else v,
+     r"scores task CVT_CON0 0xb, CVT_CON1 0x10001"),
+    ("encoder_layer_kl_i8", 0x0201, 0x104C, lambda v: v | 0x10 if v == 0xB else v, r"CVT_CON0 0x1b"),
+    ("psa_attention_kl_i8", 0x1001, 0x4084, lambda v: v | 0x10000 if v == 21550 else v,
+     r"2 scores tasks .* and 0 mixing tasks"),
+])
+def test_int8_attention_zero_point_forms_outside_the_decoded_one_are_named(tmp_path, stem, target, reg, change,
+                                                                           message):
+    path = _doctored_corpus(tmp_path, stem, patch_registers(target, (reg,), change))
     with pytest.raises(ModelInvalidError, match=message) as info:
         rknnlite.Context(path, backend="software")
     assert "exSDPAttention" in str(info.value)

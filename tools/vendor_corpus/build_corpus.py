@@ -117,7 +117,7 @@ def build_one(case: Case, variant: str, onnx_path: str, tmp: str, out_dir: str =
     rknn_path = os.path.join(out_dir, stem + ".rknn")
     npz_path = os.path.join(out_dir, stem + ".npz")
     mean, std = case.mean_std()
-    config = dict(target_platform=case.platform, **spec["config"], **case.extra_config)
+    config = {"target_platform": case.platform, **spec["config"], **case.extra_config}  # the case overrides
     if mean is not None:
         config.update(mean_values=mean, std_values=std)
     build = dict(spec["build"])

@@ -1346,6 +1346,10 @@ def _cases() -> List[Case]:
              "(1, 2, 128, 16), Split [32, 32, 64], Softmax(q^T k / sqrt(32)), v attn^T, Reshape, + depthwise 3x3 "
              "of v, Conv 128->128 1x1", _psa_attention(), [("x", (1, 128, 4, 4), "normal")],
              purpose="exSDPAttention (YOLO11)"),
+        Case("psa_attention_kl", "psa_attention's graph and weights, int8 by kl_divergence", _psa_attention(),
+             [("x", (1, 128, 4, 4), "normal")], variants=("i8",),
+             extra_config={"quantized_algorithm": "kl_divergence"},
+             purpose="an int8 exSDPAttention whose v and output have zero point 0 (its mixing task writes neither)"),
         Case("layernorm13", "LayerNorm over the last axis of (1, 16, 32) as opset-13 exports write it "
              "(ReduceMean, Sub, Pow, Sqrt, Div, Mul gamma, Add beta; random gamma/beta)", _layernorm(),
              [("x", (1, 16, 32), "normal")], purpose="exNorm (transformers)"),
@@ -1373,6 +1377,10 @@ def _cases() -> List[Case]:
              _transformer_like(), [("x", (1, 16, 32), "normal")], variants=("fp16",),
              purpose="a transformer end to end (exNorm without scale and bias, exSDPAttention over tokens; int8: "
                      "refused at its int8 exSDPAttention, as psa_attention_i8)"),
+        Case("encoder_layer_kl", "encoder_layer's graph and weights on 64 tokens, int8 by kl_divergence (whose "
+             "range of q is symmetric: zero point 0)", _transformer_like(tokens=64), [("x", (1, 64, 32), "normal")],
+             variants=("i8",), extra_config={"quantized_algorithm": "kl_divergence"},
+             purpose="an int8 exSDPAttention whose scores task takes q unconverted (CVT_CON0 0xb), as PP-OCRv4 rec's"),
         Case("bench", "6 x (Conv 3x3 Relu) 3-32-64-96-128-160-192, s2 at 1,3,5; GAP; Conv 192->16 1x1",
              _bench, [("x", (1, 3, 64, 64), "image")], purpose="benchmark"),
     ]

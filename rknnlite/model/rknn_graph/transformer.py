@@ -293,11 +293,13 @@ def attention_grids(lowering, node: VendorNode, scale: float) -> Tuple[QuantPara
 
     * each scores task (a CNA task writing the BN multiplier 0x4068: ``scale`` = its high 16 bits
       over 2^(16 + s), the low 16 bits 0x1000 | s << 8) converts q on input (``CVT_CON0`` 0x104c: truncate shift
-      ``t``, low bits 0xa; ``CVT_CON1`` 0x1050: scale ``c`` high, offset ``-zp_q`` low) and
+      ``t``, low bits 0xa; ``CVT_CON1`` 0x1050: scale ``c`` high, offset ``-zp_q`` low), or takes it as
+      it is when q's zero point is 0 (``CVT_CON0`` 0xb, ``CVT_CON1`` 0x10000: ``c`` 1, ``t`` 0), and
       writes OUT_CVT (offset = the grid's zero point, 16-bit scale ``m``, shift ``n``):
       ``s_qm = s_q s_k / (c / 2^t * bn * m / 2^n)``;
-    * each mixing task (BS_ALU_SRC 0x4054 = ``-zp_v``, OUT_CVT offset = the output's zero point,
-      its input conversion bypassed: ``CVT_CON0`` 0xb) gives the NPU's probability step
+    * each mixing task (writing a 16-bit OUT_CVT scale; BS_ALU_SRC 0x4054 = ``-zp_v`` and the OUT_CVT
+      offset = the output's zero point, as written or carried over from an earlier task when they
+      are 0; its input conversion bypassed: ``CVT_CON0`` 0xb) gives the NPU's probability step
       ``s_out * m / 2^n / s_v``: codes 0..127 over ``[0, max]``, twice the simulator's 255-level
       step.
 
@@ -316,12 +318,14 @@ def attention_grids(lowering, node: VendorNode, scale: float) -> Tuple[QuantPara
         own = lambda a: writes.get((TARGET_DPU, a))  # noqa: E731
         if own(0x4068):
             scores.append(regs)
-        elif own(0x4054) is not None and i16(own(0x4054) & 0xFFFF) == -qv.zero_point[0] \
-                and own(0x4080) is not None and _signed32(own(0x4080)) == qo.zero_point[0]:
-            mixes.append(regs)
+        elif own(0x4084) is not None and not own(0x4084) & ~0xFFFF \
+                and i16(regs.get((TARGET_DPU, 0x4054), 0) & 0xFFFF) == -qv.zero_point[0] \
+                and _signed32(regs.get((TARGET_DPU, 0x4080), 0)) == qo.zero_point[0]:
+            mixes.append(regs)  # BS_ALU_SRC and the OUT_CVT offset may carry over (zero points 0)
     if not scores or not mixes:
         raise lowering.error(f"{node.label}: {len(scores)} scores tasks (BN multiplier 0x4068 set) and {len(mixes)} "
-                             "mixing tasks (BS_ALU_SRC = -zp_v, OUT_CVT offset = the output's zero point) were found; "
+                             "mixing tasks (a 16-bit OUT_CVT scale, BS_ALU_SRC = -zp_v, OUT_CVT offset = the output's "
+                             "zero point) were found; "
                              "at least one of each was expected")
     fields = {tuple(r.get(k) for k in ((_TARGET_CNA, 0x104C), (_TARGET_CNA, 0x1050), (TARGET_DPU, 0x4068),
                                        (TARGET_DPU, 0x4080), (TARGET_DPU, 0x4084), (TARGET_DPU, 0x4088)))
@@ -333,9 +337,12 @@ def attention_grids(lowering, node: VendorNode, scale: float) -> Tuple[QuantPara
                              f"{sorted(map(str, mix_fields))} (CVT_CON0/1, BN 0x4068, OUT_CVT); one complete set each "
                              "was expected")
     ((con0, con1, bn, offset, m, n),) = fields
-    truncates = {(con0 >> k) & 0x3F for k in (4, 10, 16, 22)}
+    # q converted on input (0xa, then the truncate shifts), or taken as it is (0xb, scale 1 and
+    # offset 0: q's zero point 0, as PP-OCRv4 rec's kl_divergence and mmse builds have it)
+    truncates = {0} if con0 == 0xB and con1 == 0x10000 else {(con0 >> k) & 0x3F for k in (4, 10, 16, 22)}
     bn_scale = (bn >> 16) / float(1 << (16 + ((bn >> 8) & 0xF)))
-    if (con0 & 0xF != 0xA or con0 >> 28 or len(truncates) != 1 or i16(con1 & 0xFFFF) != -qq.zero_point[0]
+    if (con0 & 0xF != (0xB if con0 == 0xB else 0xA) or con0 >> 28 or len(truncates) != 1
+            or i16(con1 & 0xFFFF) != -qq.zero_point[0]
             or con1 >> 16 == 0 or bn & 0xF0FF != 0x1000 or abs(bn_scale - scale) > 1e-4 * abs(scale)
             or m & ~0xFFFF or n & ~0x3F or not -128 <= _signed32(offset) <= 127):
         raise lowering.error(f"{node.label}: scores task CVT_CON0 {con0:#x}, CVT_CON1 {con1:#x}, BN {bn:#x}, OUT_CVT "
