@@ -267,7 +267,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from rknnlite.backends.software.executor import Executor  # noqa: E402
 from rknnlite.toolkit.onnx_import import import_onnx  # noqa: E402
-from rknnlite.toolkit.optimize import fuse_channel_affine, optimize  # noqa: E402
+from rknnlite.toolkit.optimize import fold_affine_into_conv, fuse_channel_affine, optimize  # noqa: E402
 
 F = TensorProto.FLOAT
 C, HW = 6, 5
@@ -506,31 +506,34 @@ def test_channels_propagated_when_shapes_are_missing():
 _AFFINE_SIM = Path(__file__).parent / "data" / "vendor_int8" / "affine_sim.npz"
 
 
-def _affine_chain(sim, constant_first: bool):
+def _affine_chain(sim, constant_first: bool, pointwise: bool = False):
     """``Conv -> HardSwish -> Mul -> Add -> Conv`` with per-channel ``c``, ``d``; the data operand
-    of the Mul and the Add first (the vendor: one BatchNormalization) or second (Mul and Add)."""
+    of the Mul and the Add first (the vendor: one BatchNormalization, folded into an unpadded
+    conv after it) or second (Mul and Add); the last conv 3x3 padded or (``pointwise``) 1x1."""
+    last = helper.make_node("Conv", ["a", "w3", "b2"], ["y"]) if pointwise else \
+        helper.make_node("Conv", ["a", "w2", "b2"], ["y"], pads=[1, 1, 1, 1])
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["h"], pads=[1, 1, 1, 1]),
              helper.make_node("HardSwish", ["h"], ["hs"]),
              helper.make_node("Mul", ["c", "hs"] if constant_first else ["hs", "c"], ["m"]),
-             helper.make_node("Add", ["d", "m"] if constant_first else ["m", "d"], ["a"]),
-             helper.make_node("Conv", ["a", "w2", "b2"], ["y"], pads=[1, 1, 1, 1])]
+             helper.make_node("Add", ["d", "m"] if constant_first else ["m", "d"], ["a"]), last]
     return helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 3, 16, 16])],
                              [helper.make_tensor_value_info("y", F, [1, 8, 16, 16])],
-                             [init(k, sim[k]) for k in ("w1", "b1", "w2", "b2", "c", "d")])
+                             [init(k, sim[k]) for k in ("w1", "b1", "w3" if pointwise else "w2", "b2", "c", "d")])
 
 
 @pytest.mark.parametrize("precision", ["int8", "fp16"])
-@pytest.mark.parametrize("kind", ["data_first", "constant_first"])
+@pytest.mark.parametrize("kind", ["data_first", "constant_first", "data_first_1x1", "constant_first_1x1"])
 def test_affine_chains_are_the_vendors(kind, precision, run_calibrated_build):
     """Every value the simulator's (RKNN-Toolkit2 2.5.0, ``tests/data/vendor_int8/README.md``):
     ``Mul(x, c) + d`` is one op computing in float32 from float32 parameters (float16 67 %, int8
-    97.8 % with the parameters rounded to float16); ``Mul(c, x)`` then ``Add(d, m)`` are two ops,
-    each rounding (int8 71.8 %, float16 48 % as one op), the int8 ones reading float32 constants
-    (97.5 % with float16 ones)."""
+    97.8 % with the parameters rounded to float16), folded into an unpadded conv that reads it
+    (``_1x1``: 48 % and 84 % as an op); ``Mul(c, x)`` then ``Add(d, m)`` are two ops, each
+    rounding, before either conv (int8 71.8 %, float16 48 % as one op), the int8 ones reading
+    float32 constants (97.5 % with float16 ones)."""
     from float16_compare import assert_float16_matches
 
     sim = np.load(_AFFINE_SIM)
-    (y,) = run_calibrated_build(_affine_chain(sim, kind == "constant_first"),
+    (y,) = run_calibrated_build(_affine_chain(sim, kind.startswith("constant_first"), kind.endswith("_1x1")),
                                 sim["cal"] if precision == "int8" else None, [sim["x"]], opset=14)
     want = sim[f"{kind}_{precision}"]
     if precision == "fp16":
@@ -553,3 +556,31 @@ def test_constant_first_links_stay_ops_of_their_own_in_rounding_builds(constant_
         separate = keep_order and constant_first
         assert fused == (0 if separate else 1)
         assert ("ChannelAffine" in ops(im.graph)) is not separate
+        assert fold_affine_into_conv(im.graph) == 0  # the 3x3 conv after it is padded
+
+
+@pytest.mark.parametrize("group", [1, 2, 6])
+def test_an_affine_an_unpadded_conv_reads_folds_into_it(group):
+    """``conv(x * s + t)`` as one conv of weight ``W * s`` (per input channel of each output's
+    group) and bias ``b + sum W * t``: float32 results within rounding of the two ops'; a padded
+    conv, an affine with an activation or one the graph also outputs stay as they are."""
+    w = RNG.standard_normal((C, C // group, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Mul", ["n", "s"], ["m"]),
+             helper.make_node("Add", ["m", "t"], ["a"]), helper.make_node("Conv", ["a", "w", "b"], ["y"], group=group)]
+    inits = [init("s", RNG.uniform(0.5, 2, (1, C, 1, 1)).astype(np.float32)),
+             init("t", RNG.standard_normal((1, C, 1, 1)).astype(np.float32)), init("w", w),
+             init("b", RNG.standard_normal(C).astype(np.float32))]
+    m = make_model(nodes, inits)
+    im = import_onnx(m, ["x"], [[1, C, HW, HW]], None)
+    g = optimize(im.graph, im.shapes, vendor_affines=True)
+    assert ops(g) == ["Neg", "Conv"]
+    x = RNG.standard_normal((1, C, HW, HW)).astype(np.float32)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(Executor(g, "float32").run([x])[0], sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    padded = make_model(nodes[:3] + [helper.make_node("Conv", ["a", "w", "b"], ["y"], group=group, pads=[1, 1, 1, 1])],
+                        inits)
+    im = import_onnx(padded, ["x"], [[1, C, HW, HW]], None)
+    assert "ChannelAffine" in ops(optimize(im.graph, im.shapes, vendor_affines=True))
+    also_output = make_model(nodes, inits, extra_outputs=["a"])
+    im = import_onnx(also_output, ["x"], [[1, C, HW, HW]], None)
+    assert "ChannelAffine" in ops(optimize(im.graph, im.shapes, vendor_affines=True))

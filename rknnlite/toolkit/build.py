@@ -225,7 +225,7 @@ def _optimize(job: BuildJob) -> None:
 
     quantized = job.quantize or job.hybrid is not None or bool(job.imported.graph.quant)
     rounds = splits_pools(job.cfg["float_dtype"], quantized)
-    job.graph = optimize(job.imported.graph, job.imported.shapes, split_pools=rounds, split_affines=rounds,
+    job.graph = optimize(job.imported.graph, job.imported.shapes, split_pools=rounds, vendor_affines=rounds,
                          stages=job.stages)
     job.input_specs, job.output_specs = list(job.imported.input_specs), list(job.imported.output_specs)
 

@@ -39,7 +39,10 @@
 7. :func:`fuse_channel_affine` - an inference ``BatchNormalization`` or a chain of
    per-channel ``Mul`` / ``Add`` / ``Sub`` / ``Div`` by constants that no Conv can absorb
    (e.g. after a ``Concat``), with an optional Relu / Clip / LeakyRelu, becomes one
-   ``ChannelAffine`` node: one pass over the tensor instead of several.
+   ``ChannelAffine`` node: one pass over the tensor instead of several.  In builds that
+   round as the vendor's (``vendor_affines``) a ``Mul(c, x)`` / ``Add(c, x)`` stays an op of
+   its own and :func:`fold_affine_into_conv` folds a ``ChannelAffine`` an unpadded Conv reads
+   into that conv, as RKNN-Toolkit2's compiler does.
 8. :func:`fuse_activations` - ``Conv`` followed by an activation the conv kernel can
    apply itself becomes one Conv with ``attrs["_activation"]`` (only when the conv
    kernel declares support; see the function).  It runs after 3-5, so
@@ -94,6 +97,7 @@ __all__ = [
     "splits_pools",
     "fold_input_residual",
     "fuse_residual_add",
+    "fold_affine_into_conv",
     "fuse_channel_affine",
     "fuse_activations",
     "remove_dead_nodes",
@@ -116,7 +120,7 @@ _KERNEL_FUSIONS = ("residual add fusion", "activation fusion")
 
 def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None, *,
              activation_fusion: bool = True, residual_fusion: bool = True, split_pools: bool = True,
-             split_affines: bool = False, stages: Optional[Callable[[str, Graph], None]] = None) -> Graph:
+             vendor_affines: bool = False, stages: Optional[Callable[[str, Graph], None]] = None) -> Graph:
     """Run every pass (see the module doc) on a copy of ``graph`` and return the copy.
 
     ``shapes`` maps tensor names to static shapes (``-1`` for an unknown dim), e.g.
@@ -124,10 +128,12 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     it lets ``Shape``/``Size`` of statically shaped tensors fold, and residual adds fuse
     (they need both operands' shapes).  ``activation_fusion`` / ``residual_fusion`` /
     ``split_pools``: run :func:`fuse_activations` / :func:`fuse_residual_add` /
-    :func:`split_global_average_pools` (see :func:`splits_pools`).  ``split_affines``: keep a
-    ``Mul`` / ``Add`` whose constant is the first operand out of :func:`fuse_channel_affine`'s
-    chains, as the vendor's compiler does (builds pass what :func:`splits_pools` says; the
-    default fuses them, which float32 computes exactly).
+    :func:`split_global_average_pools` (see :func:`splits_pools`).  ``vendor_affines``: arrange
+    per-channel affine steps as RKNN-Toolkit2's compiler does (builds pass what
+    :func:`splits_pools` says): a ``Mul`` / ``Add`` whose constant is the first operand stays an
+    op of its own (:func:`fuse_channel_affine`), and a chain an unpadded ``Conv`` reads folds
+    into that conv (:func:`fold_affine_into_conv`); the default fuses every chain into one
+    ``ChannelAffine``, which float32 computes exactly.
     Constant arrays are shared with the input graph, not copied.
 
     ``stages(name, graph)``, when given, is called with ``"base_optimize"`` and ``graph``
@@ -163,7 +169,9 @@ def optimize(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     # after the folds above, so that a Conv they extended can take its residual and activation too
     if residual_fusion:
         fusions["residual add fusion"] = fuse_residual_add(g, shapes)
-    fusions["channel affine fusion"] = fuse_channel_affine(g, shapes, constant_first=not split_affines)
+    fusions["channel affine fusion"] = fuse_channel_affine(g, shapes, constant_first=not vendor_affines)
+    if vendor_affines:
+        fusions["affine into conv folding"] = fold_affine_into_conv(g)
     if activation_fusion:
         fusions["activation fusion"] = fuse_activations(g)
     fusions["dead node removal (after fusion)"] = remove_dead_nodes(g)
@@ -1490,6 +1498,63 @@ def fuse_channel_affine(graph: Graph, shapes: Optional[Mapping[str, Sequence[int
         producers[fused_node.outputs[0]] = fused_node
         users[x] = [fused_node if n is first else n for n in users.get(x, [])]
         removed += len(chain) - 1
+    return removed
+
+
+def fold_affine_into_conv(graph: Graph) -> int:
+    """Fold each ``ChannelAffine`` (no activation) whose one reader is an unpadded ``Conv``
+    into that conv's weights and bias, as RKNN-Toolkit2's compiler folds a ``BatchNormalization``
+    (its form of ``Mul(x, c) + d``) before a conv; returns the number of nodes removed.
+
+    ``conv(x * s + t)`` is ``conv'(x)`` with ``W'[o, i] = W[o, i] * s[i]`` and ``b'[o] = b[o] +
+    sum W[o, i] * t[i]`` (``i`` over the input channels of ``o``'s group), computed in float64
+    and stored as float32.  Only without padding: a padded border would see the shift ``t`` the
+    conv's zeros do not have.  The affine's output must be no graph output and read by that conv
+    alone, as its data input; the conv must take :func:`fold_conv_affine`'s form (constant float
+    weight and bias, nothing fused yet).  A float16 and an int8 build of ``HardSwish -> Mul ->
+    Add -> 1x1 Conv`` equal the simulator's on every value so (48 % and 84 % without)."""
+    consts = graph.constants
+    users = _consumers(graph)
+    outputs = set(graph.outputs)
+    removed = 0
+    for node in list(graph.nodes):
+        if node.op != "ChannelAffine" or node.attrs.get("_activation") or len(node.inputs) != 3 \
+                or len(node.outputs) != 1 or node.outputs[0] in outputs:
+            continue
+        readers = users.get(node.outputs[0], [])
+        conv = readers[0] if len(readers) == 1 else None
+        if conv is None or conv.op != "Conv" or conv.inputs[0] != node.outputs[0] \
+                or node.outputs[0] in conv.inputs[1:]:
+            continue
+        info = _conv_params(conv, consts)
+        if info is None or any(int(p) for p in conv.attrs.get("pads", ())) \
+                or conv.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+            continue
+        w, b, m = info
+        group = conv.attrs.get("group", 1)
+        scale, shift = consts.get(node.inputs[1]), consts.get(node.inputs[2])
+        if scale is None or shift is None or isinstance(group, bool) or not isinstance(group, (int, np.integer)) \
+                or group < 1 or m % group or scale.size != w.shape[1] * group or shift.size != scale.size:
+            continue
+        rows = np.arange(m) // (m // int(group))  # each output channel's group
+        cells = (1,) * (w.ndim - 2)
+        s = np.asarray(scale, np.float64).reshape(int(group), -1)[rows].reshape((m, -1) + cells)
+        t = np.asarray(shift, np.float64).reshape(int(group), -1)[rows].reshape((m, -1) + cells)
+        w64 = np.asarray(w, np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            new_w = (w64 * s).astype(np.float32)
+            new_b = ((np.zeros(m) if b is None else np.asarray(b, np.float64).reshape(-1))
+                     + (w64 * t).sum(axis=tuple(range(1, w.ndim)))).astype(np.float32)
+        if not (np.all(np.isfinite(new_w)) and np.all(np.isfinite(new_b))):
+            continue
+        w_name = _unique(consts, f"{conv.name}/W_input_affine")
+        consts[w_name] = new_w
+        b_name = _unique(consts, f"{conv.name}/B_input_affine")
+        consts[b_name] = new_b
+        conv.inputs = [node.inputs[0], w_name, b_name]
+        graph.nodes.remove(node)
+        users[node.inputs[0]] = [conv if n is node else n for n in users.get(node.inputs[0], [])]
+        removed += 1
     return removed
 
 

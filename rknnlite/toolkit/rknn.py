@@ -695,7 +695,7 @@ class RKNN(Lite2CoreMasks):
             preprocess = preprocess_pairs(cfg, self._imported.input_specs, self._imported.raw_inputs)
             samples = quantize.read_dataset(dataset, self._imported.input_specs, rgb2bgr=cfg["quant_img_RGB2BGR"])
             # verbose: the optimiser's check*.onnx files, as the vendor's step1 writes them
-            graph = optimize(self._imported.graph, self._imported.shapes, split_affines=True,
+            graph = optimize(self._imported.graph, self._imported.shapes, vendor_affines=True,
                              stages=self._stage_writer("hybrid_quantization_step1") if self._verbose else None)
             custom = list(self._custom_ops.values())
             algorithm = cfg.get("quantized_algorithm", "normal")
@@ -829,7 +829,7 @@ class RKNN(Lite2CoreMasks):
         from .optimize import optimize, splits_pools
 
         rounds = splits_pools(float_dtype, quantized)
-        graph = optimize(self._imported.graph, self._imported.shapes, split_pools=rounds, split_affines=rounds)
+        graph = optimize(self._imported.graph, self._imported.shapes, split_pools=rounds, vendor_affines=rounds)
         if (self._config or {}).get("model_pruning"):
             from .prune import prune_channels
 
