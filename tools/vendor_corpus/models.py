@@ -1339,9 +1339,10 @@ def _cases() -> List[Case]:
         Case("dist2bbox", "YOLOv8's box decoding: x (1, 4, 84) split, anchor grid - lt, + rb, centre and "
              "size, Concat, times the strides (Ultralytics' ONNX form)", _dist2bbox(), [("x", (1, 4, 84), "normal")],
              purpose="float constants in NC1HWC2 layout (anchors, strides)"),
-        Case("affine_ops", "Conv 3->16 3x3 HardSwish, Mul by c + d (per channel); Conv 16->16 3x3 p1 HardSwish, "
-             "BatchNormalization, Relu; Conv 16->8 1x1", _affine_ops, img,
-             purpose="BatchNormalization, BatchNormalizationRelu (PP-OCRv4)"),
+        *(Case("affine_ops" + ("" if p == "rk3588" else f"_{p}"), "Conv 3->16 3x3 HardSwish, Mul by c + d (per "
+               "channel); Conv 16->16 3x3 p1 HardSwish, BatchNormalization, Relu; Conv 16->8 1x1", _affine_ops, img,
+               platform=p, purpose=f"BatchNormalization, BatchNormalizationRelu (PP-OCRv4) on {p}")
+          for p in ("rk3588", "rk3566", "rk3562", "rk3576", "rv1126b")),
         Case("psa_attention", "YOLO11 C2PSA attention (Ultralytics' ONNX form): qkv Conv 128->256 1x1, Reshape "
              "(1, 2, 128, 16), Split [32, 32, 64], Softmax(q^T k / sqrt(32)), v attn^T, Reshape, + depthwise 3x3 "
              "of v, Conv 128->128 1x1", _psa_attention(), [("x", (1, 128, 4, 4), "normal")],
