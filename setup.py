@@ -20,7 +20,7 @@ C_SOURCES = {
     "elementwise_kernels": ["rk_elementwise.c"],
     "executor_kernels": ["rk_executor.c"],
     "layout_kernels": ["rk_layout.c"],
-    "pool_kernels": ["rk_pooling.c"],
+    "pool_kernels": ["rk_pooling.c", "rk_pooling_narrow.c"],
     "sparse_kernels": ["rk_sparse.c"],
     "thread_pool": ["rk_pool.c"],
 }

@@ -357,6 +357,15 @@ FAST_2D = [
     ((1, 2, 9, 7), dict(kernel_shape=[1, 1], strides=[2, 2])),
     ((1, 2, 11, 12), dict(kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 0, 1])),
     ((1, 2, 11, 12), dict(kernel_shape=[4, 5], strides=[3, 3], pads=[2, 1, 2, 3], ceil_mode=1)),
+    # the narrow-plane limits (pool_kernels.narrow_fits): padded row 64, 32 outputs, long kernels
+    ((1, 2, 5, 63), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 2, 5, 64), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 2, 6, 32), dict(kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])),
+    ((1, 2, 6, 33), dict(kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])),
+    ((1, 2, 4, 20), dict(kernel_shape=[2, 17], strides=[1, 1], pads=[0, 8, 1, 8])),
+    ((1, 2, 4, 20), dict(kernel_shape=[2, 18], strides=[1, 1], pads=[0, 8, 1, 9])),
+    ((1, 2, 7, 40), dict(kernel_shape=[3, 9], strides=[2, 2], pads=[1, 4, 1, 4], ceil_mode=1)),
+    ((1, 2, 9, 31), dict(kernel_shape=[3, 4], strides=[3, 2], pads=[1, 3, 2, 0])),
     # dilations: the generic loops
     ((1, 2, 11, 12), dict(kernel_shape=[3, 3], strides=[1, 1], dilations=[2, 2], pads=[2, 2, 2, 2])),
     ((1, 2, 11, 12), dict(kernel_shape=[2, 3], strides=[2, 1], dilations=[3, 2], ceil_mode=1)),
@@ -454,6 +463,24 @@ def test_averagepool_2d_matches_numpy_order(cfg, count_include_pad, specialise, 
     if not np.isneginf(_np_pool_2d(x, "max", **_full_attrs(attrs))).any():
         ry, _ = _ref_pool(x, "avg", count_include_pad=count_include_pad, **attrs)
         np.testing.assert_allclose(y, ry, rtol=1e-5, atol=1e-6)
+
+
+def test_the_narrow_plane_layout_takes_the_light_models_small_planes(set_kernel_isa):
+    """On AVX-512 the 7x7-28x28 planes of the light models run as whole planes in one C call,
+    the limits as documented; below AVX-512 the row loops take them."""
+    from rknnlite._native import pool_kernels as pk
+
+    if set_kernel_isa(2) != 2:
+        assert not pk.narrow_fits(14, 7, 3, 2, 1, 0)
+        pytest.skip("this CPU cannot execute the avx512 path")
+    assert pk.narrow_fits(14, 7, 3, 2, 1, 0) and pk.narrow_fits(28, 28, 3, 1, 1, 1)
+    assert pk.narrow_fits(63, 32, 3, 2, 1, 1) and not pk.narrow_fits(64, 32, 3, 2, 1, 1)
+    assert pk.narrow_fits(32, 32, 5, 1, 1, 2) and not pk.narrow_fits(33, 33, 5, 1, 1, 2)
+    assert pk.narrow_fits(20, 20, 17, 1, 1, 8) and not pk.narrow_fits(20, 20, 18, 1, 1, 8)
+    assert not pk.narrow_fits(14, 5, 3, 3, 1, 0) and not pk.narrow_fits(14, 10, 3, 1, 2, 0)
+    assert pk.narrow_fits(56, 28, 3, 2, 1, 0) and not pk.narrow_fits(112, 56, 3, 2, 1, 1)
+    set_kernel_isa(1)
+    assert not pk.narrow_fits(14, 7, 3, 2, 1, 0)
 
 
 @pytest.mark.parametrize("cfg", FAST_2D, ids=_config_id)

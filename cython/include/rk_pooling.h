@@ -24,5 +24,17 @@ RK_API void rkp_horiz_max(int isa, float *out, const float *t, ptrdiff_t OW, int
 /* out[o] = (sum of t[o*sw + k*dw] over k in [0, kw), in order) * inv[o]. */
 RK_API void rkp_horiz_avg(int isa, float *out, const float *t, ptrdiff_t OW, int kw, int sw, int dw,
                           const float *inv, int spec);
+/* Whether rkp_narrow_pool takes a 2-D window of this geometry at level isa: AVX-512F, no
+ * dilation along W, stride 1 (kernel <= 17) or 2 (kernel <= 32), pw + W <= 64, OW <= 32. */
+RK_API int rkp_narrow_fits(int isa, ptrdiff_t W, ptrdiff_t OW, int kw, int sw, int dw, int pw);
+/* Whole planes of max (is_max) or average pooling: for each of the planes (input stride in_stride,
+ * output nq x OW), output row q reduces its nrows[q] real input rows (offsets offs[q * per + j] into
+ * the plane) element-wise in order, then each output column reduces its kw taps of that row padded
+ * with pw leading and enough trailing ident values (-inf, or the dtype's empty value, for max; 0 for
+ * sums), in tap order; sums are then multiplied by inv[q * OW + o].  The row passes' exact order of
+ * operations, so the same results.  Only for a geometry rkp_narrow_fits accepts. */
+RK_API void rkp_narrow_pool(int isa, int is_max, float *y, const float *x, ptrdiff_t planes, ptrdiff_t in_stride,
+                            ptrdiff_t W, ptrdiff_t OW, ptrdiff_t nq, const int *nrows, const ptrdiff_t *offs,
+                            int per, int kw, int sw, int pw, float ident, const float *inv);
 
 #endif

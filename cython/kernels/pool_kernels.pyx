@@ -24,7 +24,7 @@ The common shapes (kernel 2 or 3, stride 1 or 2, no dilation) have their own loo
 with compile-time strides, which the C compiler vectorises.  For float32 both passes run
 in ``cython/src/rk_pooling.c``, built for each SIMD level of the machine (AVX-512F, AVX2,
 baseline; :func:`limit_isa` narrows it, ``RKNNLITE_ISA`` through ``ops/pool.py``) with the
-same order of operations as the loops here, which serve the other dtypes.  Two layouts skip the
+same order of operations as the loops here, which serve the other dtypes.  Three layouts skip the
 per-row structure altogether:
 
 * stride-1 "same" pooling of a 2-D plane (output as large as the input, e.g. 3x3 pad 1):
@@ -32,6 +32,12 @@ per-row structure altogether:
   and the horizontal pass as one loop over the whole plane; the columns whose window
   crosses a row edge are then recomputed one by one.  The arithmetic, order included,
   is the row loops' own, so the results are bit-identical to them;
+* narrow planes on AVX-512 CPUs (padded row of at most 64 elements, at most 32 outputs per
+  row, stride 1 or 2 along W, no dilation along W; :func:`narrow_fits`): whole planes in one C
+  call (``cython/src/rk_pooling_narrow.c``), the padded scratch row held in vector registers and
+  the taps read with lane permutes, in the row loops' order of operations (bit-identical to
+  them).  The row loops' per-row set-up and scalar tails are most of their time on 7x7-28x28
+  planes;
 * a window that covers the whole plane (global pooling, or a 7x7 kernel on a 7x7
   plane): the plane is reduced as one flat array in 8 interleaved partial results
   (lane ``j`` takes elements ``j, j+8, ...``) combined pairwise.  For max this is
@@ -57,7 +63,8 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
-from rk_pooling cimport rkp_cpu_level, rkp_horiz_avg, rkp_horiz_max, rkp_vert_max, rkp_vert_sum
+from rk_pooling cimport (rkp_cpu_level, rkp_horiz_avg, rkp_horiz_max, rkp_narrow_fits, rkp_narrow_pool,
+                         rkp_vert_max, rkp_vert_sum)
 
 # The SIMD level of the float32 passes (rk_pooling.c): the CPU's best unless limit_isa narrows it.
 cdef int _ISA = rkp_cpu_level()
@@ -67,6 +74,12 @@ def isa_level():
     """SIMD level of the float32 pooling passes: 2 AVX-512F, 1 AVX2 (x86-64) or NEON (aarch64,
     the baseline build there), 0 baseline."""
     return _ISA
+
+
+def narrow_fits(Py_ssize_t W, Py_ssize_t OW, int kw, int sw, int dw, int pw):
+    """Whether a float32 pool of this geometry along W (input width, output width, kernel, stride,
+    dilation, begin pad) runs in the narrow-plane layout at the current SIMD level (module docstring)."""
+    return bool(rkp_narrow_fits(_ISA, W, OW, kw, sw, dw, pw))
 
 
 def limit_isa(int level):
@@ -89,6 +102,7 @@ cdef enum:
     MODE_ROWS = 0
     MODE_SAME = 1
     MODE_PLANE = 2
+    MODE_NARROW = 3
 
 
 # ---------------------------------------------------------------------------- geometry
@@ -138,12 +152,15 @@ cdef inline Py_ssize_t _scratch_len(Py_ssize_t W, Py_ssize_t OW, int kw, int sw,
 
 cdef int _choose_mode(Py_ssize_t D, Py_ssize_t H, Py_ssize_t W, Py_ssize_t OD, Py_ssize_t OH, Py_ssize_t OW,
                       int kd, int kh, int kw, int sh, int sw, int dh, int dw, int pw,
-                      const int* nrows, bint specialise) noexcept nogil:
-    """The layout of the work (MODE_*): see the module docstring."""
+                      const int* nrows, bint specialise, bint native) noexcept nogil:
+    """The layout of the work (MODE_*): see the module docstring.  ``native``: float32, whose
+    passes run in C."""
     if not specialise:
         return MODE_ROWS
     if OD == 1 and OH == 1 and OW == 1 and nrows[0] == D * H and _count_taps(0, kw, sw, dw, pw, 0, W) == W:
         return MODE_PLANE
+    if native and rkp_narrow_fits(_ISA, W, OW, kw, sw, dw, pw):
+        return MODE_NARROW
     if (D == 1 and kd == 1 and OD == 1 and sh == 1 and sw == 1 and dh == 1 and dw == 1
             and OH == H and OW == W and H >= kh and W >= kw):
         return MODE_SAME
@@ -176,7 +193,7 @@ cdef void _pool_plan_free(_PoolPlan* pp) noexcept:
 cdef int _pool_plan(_PoolPlan* pp, str who, Py_ssize_t P, Py_ssize_t yP, Py_ssize_t D, Py_ssize_t H,
                     Py_ssize_t W, Py_ssize_t OD, Py_ssize_t OH, Py_ssize_t OW, int kd, int kh, int kw,
                     int sd, int sh, int sw, int dd, int dh, int dw, int pd, int ph, int pw,
-                    Py_ssize_t p0, Py_ssize_t p1, bint specialise) except -1:
+                    Py_ssize_t p0, Py_ssize_t p1, bint specialise, bint native) except -1:
     """The setup max_pool and avg_pool share: argument checks, the row plan, the pass mode
     and the scratch sizes.  Returns 0 when there is nothing to compute (nothing
     allocated), else 1 with ``pp``'s arrays allocated (free them with _pool_plan_free)."""
@@ -199,7 +216,7 @@ cdef int _pool_plan(_PoolPlan* pp, str who, Py_ssize_t P, Py_ssize_t yP, Py_ssiz
     _row_plan(D, H, W, OD, OH, kd, kh, sd, sh, dd, dh, pd, ph, pp.nrows, pp.offs)
     for i in range(kh):
         pp.rel[i] = (i - ph) * W
-    pp.mode = _choose_mode(D, H, W, OD, OH, OW, kd, kh, kw, sh, sw, dh, dw, pw, pp.nrows, specialise)
+    pp.mode = _choose_mode(D, H, W, OD, OH, OW, kd, kh, kw, sh, sw, dh, dw, pw, pp.nrows, specialise, native)
     pp.L = _scratch_len(W, OW, kw, sw, dw, pw)
     # Row mode: up to G padded scratch rows (about 16 KB), all vertical results of a
     # group before its horizontal pass, so loads never wait on just-stored data.
@@ -404,12 +421,19 @@ def max_pool(const max_t[:, :, :, ::1] x, max_t[:, :, :, ::1] y,
     cdef max_t* yrow
     cdef const max_t* plane
     if not _pool_plan(&pp, "max_pool", P, y.shape[0], D, H, W, OD, OH, OW, kd, kh, kw, sd, sh, sw,
-                      dd, dh, dw, pd, ph, pw, p0, p1, specialise):
+                      dd, dh, dw, pd, ph, pw, p0, p1, specialise, max_t is float):
         return None
     cdef int* nrows = pp.nrows
     cdef Py_ssize_t* offs = pp.offs
     cdef Py_ssize_t* rel = pp.rel
     mode, L, G, B, n_tmp = pp.mode, pp.L, pp.G, pp.B, pp.n_tmp
+    if max_t is float:
+        if mode == MODE_NARROW:
+            with nogil:
+                rkp_narrow_pool(_ISA, 1, &y[p0, 0, 0, 0], &x[p0, 0, 0, 0], p1 - p0, D * HW, W, OW, nq, nrows, offs,
+                                <int> per, kw, sw, pw, empty_value, NULL)
+            _pool_plan_free(&pp)
+            return None
     tmp = <max_t*> malloc(n_tmp * sizeof(max_t))
     if tmp == NULL:
         _pool_plan_free(&pp)
@@ -562,7 +586,7 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] y,
     cdef const float* plane
     cdef double rc
     if not _pool_plan(&pp, "avg_pool", P, y.shape[0], D, H, W, OD, OH, OW, kd, kh, kw, sd, sh, sw,
-                      dd, dh, dw, pd, ph, pw, p0, p1, specialise):
+                      dd, dh, dw, pd, ph, pw, p0, p1, specialise, True):
         return None
     cdef int* nrows = pp.nrows
     cdef Py_ssize_t* offs = pp.offs
@@ -599,7 +623,10 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] y,
                 inv[q * OW + o] = <float> (1.0 / (rc * wc[o])) if rc * wc[o] > 0 else 0
         for o in range(n_tmp):
             tmp[o] = 0
-        if mode == MODE_SAME:
+        if mode == MODE_NARROW:
+            rkp_narrow_pool(_ISA, 0, &y[p0, 0, 0, 0], &x[p0, 0, 0, 0], p1 - p0, D * HW, W, OW, nq, nrows, offs,
+                            <int> per, kw, sw, pw, 0, inv)
+        elif mode == MODE_SAME:
             for b in range(1, B):
                 memcpy(inv + b * HW, inv, HW * sizeof(float))
             # As in max_pool: a block's vertical sums in tmp, then y; plane edges redone.
