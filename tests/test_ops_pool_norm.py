@@ -560,46 +560,57 @@ def test_average_padding_adds_positive_zero():
     ("GlobalMaxPool", (2, 9, 6, 5), {}),
 ], ids=["max", "avg-same", "avg-ceil", "gap", "gmp"])
 def test_threads_split_planes_without_changing_results(op, shape, attrs, threads, monkeypatch):
+    """Split by planes over the native workers (every plane counted once, in ranges the
+    threads share), with the one-thread result bit for bit."""
     from rknnlite.backends.software import parallel
     from rknnlite.backends.software.ops import pool
 
     x = _x_for(shape, seed=3)
     attrs = dict(attrs, _num_outputs=1)
     serial = _run(op, [x], attrs)[0]
-    calls = []
-    real_parallel_for = pool.parallel_for
-
-    def counting(n, body, min_chunk=1):
-        calls.append((n, min_chunk))
-        real_parallel_for(n, body, min_chunk)
-
-    monkeypatch.setattr(pool, "parallel_for", counting)
     monkeypatch.setattr(pool, "_PARALLEL_MIN_ELEMENTS", 64)
     workers = parallel.WorkerPool(threads)
+    recorder = parallel.WorkRecorder(workers)
     try:
-        with parallel.using(workers):
+        with parallel.using(recorder):
             out = [np.full(serial.shape, np.nan, np.float32)]
             split = _run(op, [x], attrs, out=out)[0]
+            counts = recorder.take()
     finally:
         workers.close()
-    assert calls and calls[0][0] == shape[0] * shape[1] and calls[0][1] < calls[0][0]
+    assert sum(counts) == shape[0] * shape[1] and len(counts) == threads
     assert split is out[0]
     np.testing.assert_array_equal(_bits(split), _bits(serial))
 
 
-def test_small_tensors_stay_on_the_calling_thread(monkeypatch):
-    from rknnlite.backends.software import parallel
-    from rknnlite.backends.software.ops import pool
+def test_the_split_runs_on_every_thread_without_the_gil():
+    """A 128-plane 3x3 average pool split in two: both threads run planes (native ranges, so
+    a worker never waits for the interpreter), the one-thread result bit for bit."""
+    from conv_threads import assert_every_thread_takes_part, run_kernel
 
-    monkeypatch.setattr(pool, "parallel_for", lambda *a, **k: pytest.fail("split a small tensor"))
+    from rknnlite.backends.software.ops import KERNELS
+
+    ap = KERNELS["AveragePool"]
+    x = _x_for((1, 128, 56, 56), seed=4)
+    attrs = ap.prepare({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, [None])
+    one = run_kernel(ap, [x], attrs, (1, 128, 56, 56), 1)
+    assert_every_thread_takes_part(ap, [x], attrs, (1, 128, 56, 56), one)
+
+
+def test_small_tensors_stay_on_the_calling_thread():
+    from rknnlite.backends.software import parallel
+
     x = _x_for((1, 8, 14, 14))
     workers = parallel.WorkerPool(4)
+    recorder = parallel.WorkRecorder(workers)
     try:
-        with parallel.using(workers):
+        with parallel.using(recorder):
             _run("MaxPool", [x], dict(kernel_shape=[3, 3], strides=[2, 2], _num_outputs=1))
             _run("AveragePool", [x], dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+            counts = recorder.take()
     finally:
         workers.close()
+    assert not any(counts[1:])  # no worker ran a plane
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 7, 7), (1, 4, 13, 13), (2, 3, 1, 1), (1, 2, 3, 4, 5), (1, 3, 1, 17)])

@@ -59,12 +59,19 @@ result never depends on the split.
 optional second output); it takes per-output tap ranges computed by the caller.
 """
 
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
+from rk_pool cimport RK_POOL_API_CAPSULE, RK_POOL_CAPSULE, rk_pool, rk_pool_api, rk_range_fn
+
 from rk_pooling cimport (rkp_cpu_level, rkp_horiz_avg, rkp_horiz_max, rkp_narrow_fits, rkp_narrow_pool,
                          rkp_vert_max, rkp_vert_sum)
+
+from rknnlite._native import thread_pool as _thread_pool
+
+cdef rk_pool_api *_POOL_API = <rk_pool_api *>PyCapsule_GetPointer(_thread_pool.API, RK_POOL_API_CAPSULE)
 
 # The SIMD level of the float32 passes (rk_pooling.c): the CPU's best unless limit_isa narrows it.
 cdef int _ISA = rkp_cpu_level()
@@ -400,91 +407,190 @@ cdef inline max_t _plane_max(const max_t* a, Py_ssize_t n, max_t empty) noexcept
     return u
 
 
+cdef struct _Job:
+    # one max_pool / avg_pool call, shared by the ranges of planes its threads run
+    const void* x       # plane 0 of the input (D x H x W values per plane)
+    void* y             # plane 0 of the output (nq x OW values per plane)
+    const void* empty   # max: the value of a window with no real element (the dtype's)
+    const float* inv    # avg: 1 / count per output position (B copies in "same" mode)
+    _PoolPlan* pp
+    Py_ssize_t p0       # the call's first plane: range [a, b) is planes p0 + a .. p0 + b
+    Py_ssize_t H, W, HW, OW, nq, per
+    int D, kh, kw, sw, dw, ph, pw, peh, pew
+    int dtype           # max: which max_t (_DT_*)
+    bint specialise
+
+
+cdef enum:
+    _DT_FLOAT = 0
+    _DT_DOUBLE = 1
+    _DT_INT8 = 2
+    _DT_UINT8 = 3
+    _DT_INT32 = 4
+    _DT_INT64 = 5
+
+
+cdef int _max_planes(const max_t* x, max_t* y, const _Job* j, max_t empty_value, Py_ssize_t p0,
+                     Py_ssize_t p1) noexcept nogil:
+    """Planes [p0, p1) of a max_pool call (see its docstring); -1 when out of memory."""
+    cdef const _PoolPlan* pp = j.pp
+    cdef Py_ssize_t H = j.H, W = j.W, HW = j.HW, OW = j.OW, nq = j.nq, per = j.per
+    cdef Py_ssize_t D = j.D, L = pp.L, G = pp.G, B = pp.B
+    cdef int kh = j.kh, kw = j.kw, sw = j.sw, dw = j.dw, ph = j.ph, pw = j.pw, pew = j.pew, peh = j.peh
+    cdef bint specialise = j.specialise
+    cdef const int* nrows = pp.nrows
+    cdef const Py_ssize_t* offs = pp.offs
+    cdef const Py_ssize_t* rel = pp.rel
+    cdef Py_ssize_t p, q, q0, g, ng, nb, b, n, o
+    cdef int nr
+    cdef max_t* yrow
+    cdef const max_t* plane
+    cdef max_t* tmp
+    if pp.mode == MODE_NARROW:
+        if max_t is float:
+            rkp_narrow_pool(_ISA, 1, y + p0 * nq * OW, x + p0 * D * HW, p1 - p0, D * HW, W, OW, nq, nrows, offs,
+                            <int> per, kw, sw, pw, empty_value, NULL)
+        return 0
+    tmp = <max_t*> malloc(pp.n_tmp * sizeof(max_t))
+    if tmp == NULL:
+        return -1
+    for o in range(pp.n_tmp):
+        tmp[o] = empty_value
+    if pp.mode == MODE_SAME:
+        # tmp holds a block's vertical maxima (nb planes of H x W), then y the
+        # horizontal ones; the first/last rows of each plane and the columns whose
+        # window crosses a row edge are redone plane by plane.
+        p = p0
+        while p < p1:
+            nb = min(B, p1 - p)
+            n = nb * HW
+            plane = x + p * HW
+            yrow = y + p * HW
+            _vert_max(tmp + ph * W, plane + ph * W, rel, kh, n - (ph + peh) * W, True)
+            for b in range(nb):
+                for q in range(ph):
+                    _vert_max(tmp + b * HW + q * W, plane + b * HW, offs + q * per, nrows[q], W, True)
+                for q in range(H - peh, H):
+                    _vert_max(tmp + b * HW + q * W, plane + b * HW, offs + q * per, nrows[q], W, True)
+            _horiz_max(yrow + pw, tmp, n - pw - pew, kw, 1, 1, True)
+            for b in range(nb):
+                _edges_max(yrow + b * HW, tmp + b * HW, H, W, kw, pw, empty_value)
+            p += nb
+    else:
+        for p in range(p0, p1):
+            plane = x + p * D * HW
+            yrow = y + p * nq * OW
+            if pp.mode == MODE_PLANE:
+                yrow[0] = _plane_max(plane, D * HW, empty_value)
+                continue
+            q0 = 0
+            while q0 < nq:
+                ng = min(G, nq - q0)
+                for g in range(ng):
+                    nr = nrows[q0 + g]
+                    if nr > 0:
+                        _vert_max(tmp + g * L + pw, plane, offs + (q0 + g) * per, nr, W, specialise)
+                for g in range(ng):
+                    if nrows[q0 + g] == 0:
+                        for o in range(OW):
+                            yrow[o] = empty_value
+                    else:
+                        _horiz_max(yrow, tmp + g * L, OW, kw, sw, dw, specialise)
+                    yrow += OW
+                q0 += G
+    free(tmp)
+    return 0
+
+
+cdef int _max_range(void* ctx, int64_t a, int64_t b, int slot) noexcept nogil:
+    """rk_range_fn of max_pool: planes p0 + [a, b) in the call's dtype."""
+    cdef const _Job* j = <const _Job*> ctx
+    cdef Py_ssize_t p0 = j.p0 + a, p1 = j.p0 + b
+    if j.dtype == _DT_FLOAT:
+        return _max_planes(<const float*> j.x, <float*> j.y, j, (<const float*> j.empty)[0], p0, p1)
+    if j.dtype == _DT_DOUBLE:
+        return _max_planes(<const double*> j.x, <double*> j.y, j, (<const double*> j.empty)[0], p0, p1)
+    if j.dtype == _DT_INT8:
+        return _max_planes(<const signed char*> j.x, <signed char*> j.y, j, (<const signed char*> j.empty)[0], p0, p1)
+    if j.dtype == _DT_UINT8:
+        return _max_planes(<const unsigned char*> j.x, <unsigned char*> j.y, j, (<const unsigned char*> j.empty)[0],
+                           p0, p1)
+    if j.dtype == _DT_INT32:
+        return _max_planes(<const int*> j.x, <int*> j.y, j, (<const int*> j.empty)[0], p0, p1)
+    return _max_planes(<const long long*> j.x, <long long*> j.y, j, (<const long long*> j.empty)[0], p0, p1)
+
+
+cdef rk_pool* _pool_of(object pool) except? NULL:
+    """The native pool of a ``WorkerPool.handle`` capsule (None: NULL, the caller alone)."""
+    if pool is None:
+        return NULL
+    if not PyCapsule_IsValid(pool, RK_POOL_CAPSULE):
+        raise TypeError(f"pool must be a WorkerPool.handle capsule or None, got {type(pool).__name__}")
+    return <rk_pool*> PyCapsule_GetPointer(pool, RK_POOL_CAPSULE)
+
+
+cdef void _job_geometry(_Job* job, _PoolPlan* pp, Py_ssize_t p0, Py_ssize_t D, Py_ssize_t H, Py_ssize_t W,
+                        Py_ssize_t OD, Py_ssize_t OH, Py_ssize_t OW, int kd, int kh, int kw, int sw, int dw,
+                        int ph, int pw, bint specialise) noexcept:
+    job.pp = pp
+    job.p0 = p0
+    job.D, job.H, job.W, job.HW, job.OW, job.nq = D, H, W, H * W, OW, OD * OH
+    job.per = <Py_ssize_t> kd * kh
+    job.kh, job.kw, job.sw, job.dw, job.ph, job.pw = kh, kw, sw, dw, ph, pw
+    job.peh, job.pew = kh - 1 - ph, kw - 1 - pw
+    job.specialise = specialise
+
+
+cdef int _run_planes(rk_range_fn fn, _Job* job, rk_pool* p, Py_ssize_t planes, int64_t min_chunk) noexcept nogil:
+    """fn over the job's planes, on the caller alone (p NULL) or shared out over p's threads."""
+    if p == NULL:
+        return fn(job, 0, planes, 0)
+    return _POOL_API.run(p, fn, job, planes, min_chunk if min_chunk > 1 else 1)
+
+
 def max_pool(const max_t[:, :, :, ::1] x, max_t[:, :, :, ::1] y,
              int kd, int kh, int kw, int sd, int sh, int sw, int dd, int dh, int dw,
              int pd, int ph, int pw, max_t empty_value,
-             Py_ssize_t p0, Py_ssize_t p1, bint specialise=True):
+             Py_ssize_t p0, Py_ssize_t p1, bint specialise=True, pool=None, int64_t min_chunk=1):
     """Max over each pooling window of planes ``[p0, p1)``, written into ``y``.
 
     x: (P, D, H, W) input, C-contiguous.  y: (P, OD, OH, OW) output, C-contiguous; planes
     ``p0:p1`` are written fully.  Padding never wins: only real elements are compared,
     and a window with no real element gets ``empty_value``.  ``specialise=False`` forces
-    the generic row loops (same results; for tests).  Releases the GIL.
+    the generic row loops (same results; for tests).  ``pool``: a ``WorkerPool.handle``
+    capsule (None: the caller alone) whose threads share the planes, at least ``min_chunk``
+    each, from compiled code (no GIL hand-off); a plane's result never depends on the split.
+    Releases the GIL.
     """
     cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
     cdef Py_ssize_t OD = y.shape[1], OH = y.shape[2], OW = y.shape[3]
-    cdef Py_ssize_t p, q, q0, g, ng, G, B, nb, b, n, o, L, n_tmp, nq = OD * OH, HW = H * W
-    cdef Py_ssize_t per = <Py_ssize_t> kd * kh
-    cdef int nr, mode, pew = kw - 1 - pw, peh = kh - 1 - ph
     cdef _PoolPlan pp
-    cdef max_t* tmp
-    cdef max_t* yrow
-    cdef const max_t* plane
+    cdef _Job job
+    cdef rk_pool* p = _pool_of(pool)
+    cdef int rc
     if not _pool_plan(&pp, "max_pool", P, y.shape[0], D, H, W, OD, OH, OW, kd, kh, kw, sd, sh, sw,
                       dd, dh, dw, pd, ph, pw, p0, p1, specialise, max_t is float):
         return None
-    cdef int* nrows = pp.nrows
-    cdef Py_ssize_t* offs = pp.offs
-    cdef Py_ssize_t* rel = pp.rel
-    mode, L, G, B, n_tmp = pp.mode, pp.L, pp.G, pp.B, pp.n_tmp
+    _job_geometry(&job, &pp, p0, D, H, W, OD, OH, OW, kd, kh, kw, sw, dw, ph, pw, specialise)
+    job.x = &x[0, 0, 0, 0]
+    job.y = &y[0, 0, 0, 0]
+    job.empty = &empty_value
+    job.inv = NULL
     if max_t is float:
-        if mode == MODE_NARROW:
-            with nogil:
-                rkp_narrow_pool(_ISA, 1, &y[p0, 0, 0, 0], &x[p0, 0, 0, 0], p1 - p0, D * HW, W, OW, nq, nrows, offs,
-                                <int> per, kw, sw, pw, empty_value, NULL)
-            _pool_plan_free(&pp)
-            return None
-    tmp = <max_t*> malloc(n_tmp * sizeof(max_t))
-    if tmp == NULL:
-        _pool_plan_free(&pp)
-        raise MemoryError()
+        job.dtype = _DT_FLOAT
+    elif max_t is double:
+        job.dtype = _DT_DOUBLE
+    elif sizeof(max_t) == 1:
+        job.dtype = _DT_INT8 if <max_t> -1 < 0 else _DT_UINT8
+    elif sizeof(max_t) == 4:
+        job.dtype = _DT_INT32
+    else:
+        job.dtype = _DT_INT64
     with nogil:
-        for o in range(n_tmp):
-            tmp[o] = empty_value
-        if mode == MODE_SAME:
-            # tmp holds a block's vertical maxima (nb planes of H x W), then y the
-            # horizontal ones; the first/last rows of each plane and the columns whose
-            # window crosses a row edge are redone plane by plane.
-            p = p0
-            while p < p1:
-                nb = min(B, p1 - p)
-                n = nb * HW
-                plane = &x[p, 0, 0, 0]
-                yrow = &y[p, 0, 0, 0]
-                _vert_max(tmp + ph * W, plane + ph * W, rel, kh, n - (ph + peh) * W, True)
-                for b in range(nb):
-                    for q in range(ph):
-                        _vert_max(tmp + b * HW + q * W, plane + b * HW, offs + q * per, nrows[q], W, True)
-                    for q in range(H - peh, H):
-                        _vert_max(tmp + b * HW + q * W, plane + b * HW, offs + q * per, nrows[q], W, True)
-                _horiz_max(yrow + pw, tmp, n - pw - pew, kw, 1, 1, True)
-                for b in range(nb):
-                    _edges_max(yrow + b * HW, tmp + b * HW, H, W, kw, pw, empty_value)
-                p += nb
-        else:
-            for p in range(p0, p1):
-                plane = &x[p, 0, 0, 0]
-                yrow = &y[p, 0, 0, 0]
-                if mode == MODE_PLANE:
-                    yrow[0] = _plane_max(plane, D * HW, empty_value)
-                    continue
-                q0 = 0
-                while q0 < nq:
-                    ng = min(G, nq - q0)
-                    for g in range(ng):
-                        nr = nrows[q0 + g]
-                        if nr > 0:
-                            _vert_max(tmp + g * L + pw, plane, offs + (q0 + g) * per, nr, W, specialise)
-                    for g in range(ng):
-                        if nrows[q0 + g] == 0:
-                            for o in range(OW):
-                                yrow[o] = empty_value
-                        else:
-                            _horiz_max(yrow, tmp + g * L, OW, kw, sw, dw, specialise)
-                        yrow += OW
-                    q0 += G
+        rc = _run_planes(_max_range, &job, p, p1 - p0, min_chunk)
     _pool_plan_free(&pp)
-    free(tmp)
+    if rc:
+        raise MemoryError()
     return None
 
 
@@ -558,10 +664,83 @@ cdef inline float _plane_sum(const float* a, Py_ssize_t n) noexcept nogil:
     return total
 
 
+cdef int _avg_range(void* ctx, int64_t a, int64_t b, int slot) noexcept nogil:
+    """rk_range_fn of avg_pool: planes p0 + [a, b) (see its docstring); -1 when out of memory."""
+    cdef const _Job* j = <const _Job*> ctx
+    cdef const _PoolPlan* pp = j.pp
+    cdef const float* x = <const float*> j.x
+    cdef float* y = <float*> j.y
+    cdef const float* inv = j.inv
+    cdef Py_ssize_t H = j.H, W = j.W, HW = j.HW, OW = j.OW, nq = j.nq, per = j.per
+    cdef Py_ssize_t D = j.D, L = pp.L, G = pp.G, B = pp.B
+    cdef int kh = j.kh, kw = j.kw, sw = j.sw, dw = j.dw, ph = j.ph, pw = j.pw, pew = j.pew, peh = j.peh
+    cdef bint specialise = j.specialise
+    cdef const int* nrows = pp.nrows
+    cdef const Py_ssize_t* offs = pp.offs
+    cdef const Py_ssize_t* rel = pp.rel
+    cdef Py_ssize_t p0 = j.p0 + a, p1 = j.p0 + b
+    cdef Py_ssize_t p, q, q0, g, ng, nb, bb, n, o
+    cdef int nr
+    cdef float* yrow
+    cdef const float* plane
+    cdef float* tmp
+    if pp.mode == MODE_NARROW:
+        rkp_narrow_pool(_ISA, 0, y + p0 * nq * OW, x + p0 * D * HW, p1 - p0, D * HW, W, OW, nq, nrows, offs,
+                        <int> per, kw, sw, pw, 0, inv)
+        return 0
+    tmp = <float*> malloc(pp.n_tmp * sizeof(float))
+    if tmp == NULL:
+        return -1
+    for o in range(pp.n_tmp):
+        tmp[o] = 0
+    if pp.mode == MODE_SAME:
+        # As in max_pool: a block's vertical sums in tmp, then y; plane edges redone.
+        p = p0
+        while p < p1:
+            nb = min(B, p1 - p)
+            n = nb * HW
+            plane = x + p * HW
+            yrow = y + p * HW
+            _vert_sum(tmp + ph * W, plane + ph * W, rel, kh, n - (ph + peh) * W, True)
+            for bb in range(nb):
+                for q in range(ph):
+                    _vert_sum(tmp + bb * HW + q * W, plane + bb * HW, offs + q * per, nrows[q], W, True)
+                for q in range(H - peh, H):
+                    _vert_sum(tmp + bb * HW + q * W, plane + bb * HW, offs + q * per, nrows[q], W, True)
+            _horiz_avg(yrow + pw, tmp, n - pw - pew, kw, 1, 1, inv + pw, True)
+            for bb in range(nb):
+                _edges_avg(yrow + bb * HW, tmp + bb * HW, H, W, kw, pw, inv)
+            p += nb
+    else:
+        for p in range(p0, p1):
+            plane = x + p * D * HW
+            yrow = y + p * nq * OW
+            if pp.mode == MODE_PLANE:
+                yrow[0] = _plane_sum(plane, D * HW) * inv[0]
+                continue
+            q0 = 0
+            while q0 < nq:
+                ng = min(G, nq - q0)
+                for g in range(ng):
+                    nr = nrows[q0 + g]
+                    if nr > 0:
+                        _vert_sum(tmp + g * L + pw, plane, offs + (q0 + g) * per, nr, W, specialise)
+                for g in range(ng):
+                    if nrows[q0 + g] == 0:
+                        for o in range(OW):
+                            yrow[o] = 0
+                    else:
+                        _horiz_avg(yrow, tmp + g * L, OW, kw, sw, dw, inv + (q0 + g) * OW, specialise)
+                    yrow += OW
+                q0 += G
+    free(tmp)
+    return 0
+
+
 def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] y,
              int kd, int kh, int kw, int sd, int sh, int sw, int dd, int dh, int dw,
              int pd, int ph, int pw, int ped, int peh, int pew, bint count_include_pad,
-             Py_ssize_t p0, Py_ssize_t p1, bint specialise=True):
+             Py_ssize_t p0, Py_ssize_t p1, bint specialise=True, pool=None, int64_t min_chunk=1):
     """Mean over each pooling window of planes ``[p0, p1)``, written into ``y``.
 
     x: (P, D, H, W) float32, C-contiguous.  y: (P, OD, OH, OW) float32, C-contiguous;
@@ -571,39 +750,38 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] y,
     extent (begin pads ``pd, ph, pw``, end pads ``ped, peh, pew``; a ceil-mode overhang
     past the end padding is never counted).  A window with nothing to count gives 0.
     ``specialise=False`` forces the generic row loops (for tests; see the module
-    docstring for when results may differ).  Releases the GIL.
+    docstring for when results may differ).  ``pool`` and ``min_chunk``: as in
+    :func:`max_pool`.  Releases the GIL.
     """
     cdef Py_ssize_t P = x.shape[0], D = x.shape[1], H = x.shape[2], W = x.shape[3]
     cdef Py_ssize_t OD = y.shape[1], OH = y.shape[2], OW = y.shape[3]
-    cdef Py_ssize_t p, q, q0, g, ng, G, B, nb, b, o, n, L, n_tmp, n_inv, nq = OD * OH, HW = H * W
-    cdef Py_ssize_t per = <Py_ssize_t> kd * kh
-    cdef int nr, mode, same_pew = kw - 1 - pw, same_peh = kh - 1 - ph
+    cdef Py_ssize_t q, b, o, n, n_inv, nq = OD * OH, HW = H * W
     cdef _PoolPlan pp
-    cdef float* tmp = NULL
+    cdef _Job job
+    cdef rk_pool* p = _pool_of(pool)
     cdef float* inv = NULL
     cdef float* wc = NULL
-    cdef float* yrow
-    cdef const float* plane
     cdef double rc
+    cdef int failed
     if not _pool_plan(&pp, "avg_pool", P, y.shape[0], D, H, W, OD, OH, OW, kd, kh, kw, sd, sh, sw,
                       dd, dh, dw, pd, ph, pw, p0, p1, specialise, True):
         return None
-    cdef int* nrows = pp.nrows
-    cdef Py_ssize_t* offs = pp.offs
-    cdef Py_ssize_t* rel = pp.rel
-    mode, L, G, B, n_tmp = pp.mode, pp.L, pp.G, pp.B, pp.n_tmp
     # in "same" mode inv holds B copies of the plane's reciprocals, so the block's
     # horizontal loop can scale as it goes
-    n_inv = max(nq * OW, B * HW)
-    tmp = <float*> malloc(n_tmp * sizeof(float))
+    n_inv = max(nq * OW, pp.B * HW)
     inv = <float*> malloc(n_inv * sizeof(float))
     wc = <float*> malloc(OW * sizeof(float))
-    if tmp == NULL or inv == NULL or wc == NULL:
+    if inv == NULL or wc == NULL:
         _pool_plan_free(&pp)
-        free(tmp)
         free(inv)
         free(wc)
         raise MemoryError()
+    _job_geometry(&job, &pp, p0, D, H, W, OD, OH, OW, kd, kh, kw, sw, dw, ph, pw, specialise)
+    job.x = &x[0, 0, 0, 0]
+    job.y = &y[0, 0, 0, 0]
+    job.empty = NULL
+    job.inv = inv
+    job.dtype = _DT_FLOAT
     with nogil:
         # 1 / count per output position.  A zero count only occurs where the sum is 0
         # (no real element), which then stays 0.
@@ -618,60 +796,18 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] y,
                 rc = <double> (_count_taps(q // OH, kd, sd, dd, pd, -pd, D + ped)
                                * _count_taps(q % OH, kh, sh, dh, ph, -ph, H + peh))
             else:
-                rc = <double> nrows[q]
+                rc = <double> pp.nrows[q]
             for o in range(OW):
                 inv[q * OW + o] = <float> (1.0 / (rc * wc[o])) if rc * wc[o] > 0 else 0
-        for o in range(n_tmp):
-            tmp[o] = 0
-        if mode == MODE_NARROW:
-            rkp_narrow_pool(_ISA, 0, &y[p0, 0, 0, 0], &x[p0, 0, 0, 0], p1 - p0, D * HW, W, OW, nq, nrows, offs,
-                            <int> per, kw, sw, pw, 0, inv)
-        elif mode == MODE_SAME:
-            for b in range(1, B):
+        if pp.mode == MODE_SAME:
+            for b in range(1, pp.B):
                 memcpy(inv + b * HW, inv, HW * sizeof(float))
-            # As in max_pool: a block's vertical sums in tmp, then y; plane edges redone.
-            p = p0
-            while p < p1:
-                nb = min(B, p1 - p)
-                n = nb * HW
-                plane = &x[p, 0, 0, 0]
-                yrow = &y[p, 0, 0, 0]
-                _vert_sum(tmp + ph * W, plane + ph * W, rel, kh, n - (ph + same_peh) * W, True)
-                for b in range(nb):
-                    for q in range(ph):
-                        _vert_sum(tmp + b * HW + q * W, plane + b * HW, offs + q * per, nrows[q], W, True)
-                    for q in range(H - same_peh, H):
-                        _vert_sum(tmp + b * HW + q * W, plane + b * HW, offs + q * per, nrows[q], W, True)
-                _horiz_avg(yrow + pw, tmp, n - pw - same_pew, kw, 1, 1, inv + pw, True)
-                for b in range(nb):
-                    _edges_avg(yrow + b * HW, tmp + b * HW, H, W, kw, pw, inv)
-                p += nb
-        else:
-            for p in range(p0, p1):
-                plane = &x[p, 0, 0, 0]
-                yrow = &y[p, 0, 0, 0]
-                if mode == MODE_PLANE:
-                    yrow[0] = _plane_sum(plane, D * HW) * inv[0]
-                    continue
-                q0 = 0
-                while q0 < nq:
-                    ng = min(G, nq - q0)
-                    for g in range(ng):
-                        nr = nrows[q0 + g]
-                        if nr > 0:
-                            _vert_sum(tmp + g * L + pw, plane, offs + (q0 + g) * per, nr, W, specialise)
-                    for g in range(ng):
-                        if nrows[q0 + g] == 0:
-                            for o in range(OW):
-                                yrow[o] = 0
-                        else:
-                            _horiz_avg(yrow, tmp + g * L, OW, kw, sw, dw, inv + (q0 + g) * OW, specialise)
-                        yrow += OW
-                    q0 += G
+        failed = _run_planes(_avg_range, &job, p, p1 - p0, min_chunk)
     _pool_plan_free(&pp)
-    free(tmp)
     free(inv)
     free(wc)
+    if failed:
+        raise MemoryError()
     return None
 
 

@@ -35,11 +35,12 @@ __all__ = ["WorkerPool", "WorkRecorder", "parallel_for", "using", "threads_from_
 
 _local = threading.local()
 
-#: A memory-bound pass (a pool, a per-channel affine, a strided copy) is split across a run's
+#: A memory-bound pass (a per-channel affine, a strided copy) is split across a run's
 #: threads only when every thread gets at least this many elements: one thread passes several
-#: thousand per microsecond, and handing work to a worker costs tens of microseconds (measured
-#: up to ~100 on a VM; resnet50's 3x3/2 max pool of 64x112x112, 802k elements: 125 -> 90 us on
-#: two threads with this limit, where 1 << 19 kept it serial).
+#: thousand per microsecond, and handing a Python body to a worker costs tens of microseconds
+#: (measured up to ~100 on a VM; resnet50's 3x3/2 max pool of 64x112x112, 802k elements, when
+#: pools still split with Python bodies: 125 -> 90 us on two threads with this limit, where
+#: 1 << 19 kept it serial).  The pools, split as native ranges, use a quarter of it (ops/pool.py).
 SPLIT_MIN_ELEMENTS = 1 << 17
 
 

@@ -5,8 +5,8 @@ three spatial axes, and the global pools of 4-D and wider float32 tensors, run i
 compiled ``rknnlite._native.pool_kernels`` loops (GIL released, separable: a vertical
 pass over the window's rows, then a horizontal pass over a padded scratch row),
 written straight into the caller's output when it is C-contiguous.  Big tensors are
-split by planes (batch x channel) across the run's worker threads; a plane's result
-does not depend on the split.  MaxPool's optional Indices output takes a slower loop.
+split by planes (batch x channel) across the run's native worker threads (compiled
+ranges, no GIL hand-off); a plane's result does not depend on the split.  MaxPool's optional Indices output takes a slower loop.
 See the package docstring for the calling convention.
 """
 
@@ -20,7 +20,7 @@ from ....errors import ModelInvalidError
 from ...._native import pool_kernels
 from ...._native.pool_kernels import avg_pool, max_pool, max_pool_indices
 from ..isa import select_isa
-from ..parallel import SPLIT_MIN_ELEMENTS, current_threads, parallel_for
+from ..parallel import SPLIT_MIN_ELEMENTS, current_handle, current_threads
 from . import kernel
 from .attributes import int_list
 
@@ -31,8 +31,11 @@ _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 _MAX_DTYPES = (np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64)
 
 #: Elements (input or output, whichever is more) per thread below which a pooling call
-#: is not split across threads (see SPLIT_MIN_ELEMENTS)
-_PARALLEL_MIN_ELEMENTS = SPLIT_MIN_ELEMENTS
+#: is not split across threads.  A quarter of SPLIT_MIN_ELEMENTS, which prices a Python
+#: body's GIL hand-off: the pools' planes are shared out as native ranges, a few
+#: microseconds a split (on the Xeon of README, inside inception_v2 on two threads, its
+#: pools took 845 us at SPLIT_MIN_ELEMENTS and 740 at a quarter of it; 855 on one thread).
+_PARALLEL_MIN_ELEMENTS = SPLIT_MIN_ELEMENTS // 4
 
 #: False makes the native loops skip their shape-specialised variants (tests compare both).
 _SPECIALISE = True
@@ -181,19 +184,15 @@ def _finish(work, dest):
 
 
 def _over_planes(fn, x4, y4, args):
-    """``fn(x4, y4, *args, p0, p1, _SPECIALISE)`` over all planes, split by planes across
-    the run's threads when every part gets at least ``_PARALLEL_MIN_ELEMENTS`` elements."""
+    """``fn(x4, y4, *args, 0, planes, _SPECIALISE, pool, min_chunk)`` over all planes, split by
+    planes across the run's native workers (no GIL hand-off) when every part gets at least
+    ``_PARALLEL_MIN_ELEMENTS`` elements."""
     planes = x4.shape[0]
     work = max(x4.size, y4.size)
-    specialise = _SPECIALISE
     if planes < 2 or work < 2 * _PARALLEL_MIN_ELEMENTS or current_threads() < 2:
-        fn(x4, y4, *args, 0, planes, specialise)
+        fn(x4, y4, *args, 0, planes, _SPECIALISE)
         return
-
-    def body(p0, p1):
-        fn(x4, y4, *args, p0, p1, specialise)
-
-    parallel_for(planes, body, min_chunk=max(1, -(-_PARALLEL_MIN_ELEMENTS * planes // work)))
+    fn(x4, y4, *args, 0, planes, _SPECIALISE, current_handle(), max(1, -(-_PARALLEL_MIN_ELEMENTS * planes // work)))
 
 
 @kernel("MaxPool", out=True, prepare=_prepare_pool("MaxPool"))
