@@ -733,6 +733,9 @@ def _corpus():
 CORPUS_REFUSED = {
     "conv_leaky01_i8_layer": r"BS_MUL_CFG \(0x4048\) = 0x40000100 sets bits outside",
     "two_input_rv1126b_i8_tk232": "ConvAddRelu in int8 rv1126b files from RKNN-Toolkit2 2.3.2 was not validated",
+    # cosine 0.99989, 99.17 % within one step against the simulator: below the bounds
+    "affine_ops_rv1126b_i8_tk232": "BatchNormalization, BatchNormalizationRelu, ConvHardSwish in int8 rv1126b files "
+                                   "from RKNN-Toolkit2 2.3.2 were not validated",
     "dist2bbox_i8": "int8 constant 'c5' in NC1HWC2 layout",
     "dist2bbox_i8_tk232": "int8 constant 'c5' in NC1HWC2 layout",
     "wide_dilated_i8": "an exDataConvert without BSON",
