@@ -185,8 +185,10 @@ def test_native_rejects_mismatch():
         ak.channel_affine(x, np.zeros(2, np.float32), np.zeros(2, np.float32), x, 7)
 
 
-@pytest.mark.parametrize("shape", [(1, 128, 56, 56), (2, 7, 100, 190)])
+@pytest.mark.parametrize("shape", [(1, 128, 56, 56), (2, 7, 100, 190), (1, 992, 14, 14)])
 def test_a_big_tensor_is_split_across_the_run_s_threads_with_the_same_bits(shape):
+    """Split as native ranges from NATIVE_SPLIT_MIN_ELEMENTS per thread: DenseNet's 992x14x14
+    BatchNormalization+Relu too."""
     from rknnlite.backends.software.parallel import WorkerPool, WorkRecorder, using
     x, s, b = data(shape)
     attrs = {"_activation": "Relu"}

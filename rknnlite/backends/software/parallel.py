@@ -31,6 +31,7 @@ from ...tensors.topology import mask_cores, usable_cpus
 
 __all__ = ["WorkerPool", "WorkRecorder", "parallel_for", "using", "threads_from_env", "spin_from_env",
            "current_threads", "current_handle", "threads_for_mask", "serial_pool", "SPLIT_MIN_ELEMENTS",
+           "NATIVE_SPLIT_MIN_ELEMENTS",
            "branches_from_env"]
 
 _local = threading.local()
@@ -40,8 +41,15 @@ _local = threading.local()
 #: thousand per microsecond, and handing a Python body to a worker costs tens of microseconds
 #: (measured up to ~100 on a VM; resnet50's 3x3/2 max pool of 64x112x112, 802k elements, when
 #: pools still split with Python bodies: 125 -> 90 us on two threads with this limit, where
-#: 1 << 19 kept it serial).  The pools, split as native ranges, use a quarter of it (ops/pool.py).
+#: 1 << 19 kept it serial).
 SPLIT_MIN_ELEMENTS = 1 << 17
+
+#: The same for a memory-bound pass whose ranges are native (a C range function on the pool's
+#: workers, no GIL hand-off: the pools, the per-channel affine): a split costs a few microseconds,
+#: so a quarter of SPLIT_MIN_ELEMENTS.  Measured on the Xeon of README, on two threads:
+#: inception_v2's pools 845 -> 740 us (855 on one thread), densenet121's BatchNormalization+Relu
+#: affines 3675 -> 3207 us (3621 on one thread).
+NATIVE_SPLIT_MIN_ELEMENTS = SPLIT_MIN_ELEMENTS // 4
 
 
 def spin_from_env() -> int:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ....errors import ModelInvalidError
 from ...._native import affine_kernels as _ak
-from ..parallel import SPLIT_MIN_ELEMENTS, current_handle
+from ..parallel import NATIVE_SPLIT_MIN_ELEMENTS, current_handle
 from . import kernel
 
 __all__ = ["ACTIVATIONS", "channel_affine"]
@@ -94,10 +94,10 @@ def _vector(p: np.ndarray) -> np.ndarray:
 
 def _split(rows: int, inner: int) -> tuple:
     """``(pool, min_rows)`` of the native loop: the run's pool when every thread gets at least
-    ``SPLIT_MIN_ELEMENTS`` elements, else None (the caller alone)."""
-    if rows * inner < 2 * SPLIT_MIN_ELEMENTS:
+    ``NATIVE_SPLIT_MIN_ELEMENTS`` elements, else None (the caller alone)."""
+    if rows * inner < 2 * NATIVE_SPLIT_MIN_ELEMENTS:
         return None, 1
-    return current_handle(), -(-SPLIT_MIN_ELEMENTS // inner)
+    return current_handle(), -(-NATIVE_SPLIT_MIN_ELEMENTS // inner)
 
 
 @kernel(_OP, out=True, prepare=_prepare)

@@ -6,8 +6,9 @@ compiled ``rknnlite._native.pool_kernels`` loops (GIL released, separable: a ver
 pass over the window's rows, then a horizontal pass over a padded scratch row),
 written straight into the caller's output when it is C-contiguous.  Big tensors are
 split by planes (batch x channel) across the run's native worker threads (compiled
-ranges, no GIL hand-off); a plane's result does not depend on the split.  MaxPool's optional Indices output takes a slower loop.
-See the package docstring for the calling convention.
+ranges, no GIL hand-off); a plane's result does not depend on the split.  MaxPool's
+optional Indices output takes a slower loop.  See the package docstring for the calling
+convention.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ....errors import ModelInvalidError
 from ...._native import pool_kernels
 from ...._native.pool_kernels import avg_pool, max_pool, max_pool_indices
 from ..isa import select_isa
-from ..parallel import SPLIT_MIN_ELEMENTS, current_handle, current_threads
+from ..parallel import NATIVE_SPLIT_MIN_ELEMENTS, current_handle, current_threads
 from . import kernel
 from .attributes import int_list
 
@@ -31,11 +32,8 @@ _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 _MAX_DTYPES = (np.float32, np.float64, np.int8, np.uint8, np.int32, np.int64)
 
 #: Elements (input or output, whichever is more) per thread below which a pooling call
-#: is not split across threads.  A quarter of SPLIT_MIN_ELEMENTS, which prices a Python
-#: body's GIL hand-off: the pools' planes are shared out as native ranges, a few
-#: microseconds a split (on the Xeon of README, inside inception_v2 on two threads, its
-#: pools took 845 us at SPLIT_MIN_ELEMENTS and 740 at a quarter of it; 855 on one thread).
-_PARALLEL_MIN_ELEMENTS = SPLIT_MIN_ELEMENTS // 4
+#: is not split across threads (its planes are shared out as native ranges)
+_PARALLEL_MIN_ELEMENTS = NATIVE_SPLIT_MIN_ELEMENTS
 
 #: False makes the native loops skip their shape-specialised variants (tests compare both).
 _SPECIALISE = True
