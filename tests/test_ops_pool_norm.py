@@ -358,6 +358,12 @@ FAST_2D = [
     ((1, 2, 11, 12), dict(kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 0, 1])),
     ((1, 2, 11, 12), dict(kernel_shape=[4, 5], strides=[3, 3], pads=[2, 1, 2, 3], ceil_mode=1)),
     # the narrow-plane limits (pool_kernels.narrow_fits): padded row 64, 32 outputs, long kernels
+    # (AVX-512); padded row 32, 16 outputs, stride 1 up to 8 outputs (AVX2)
+    ((1, 2, 5, 31), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 2, 5, 32), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 2, 6, 8), dict(kernel_shape=[3, 9], strides=[1, 1], pads=[1, 4, 1, 4])),
+    ((1, 2, 6, 9), dict(kernel_shape=[2, 5], strides=[1, 1], pads=[0, 2, 1, 2])),
+    ((1, 2, 7, 30), dict(kernel_shape=[3, 16], strides=[2, 2], pads=[1, 1, 1, 1])),
     ((1, 2, 5, 63), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
     ((1, 2, 5, 64), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
     ((1, 2, 6, 32), dict(kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])),
@@ -467,19 +473,29 @@ def test_averagepool_2d_matches_numpy_order(cfg, count_include_pad, specialise, 
 
 def test_the_narrow_plane_layout_takes_the_light_models_small_planes(set_kernel_isa):
     """On AVX-512 the 7x7-28x28 planes of the light models run as whole planes in one C call,
-    the limits as documented; below AVX-512 the row loops take them."""
+    the limits as documented; AVX2 takes half the widths, stride 1 only up to 8 outputs (its
+    taps cost more than the row loops' flat passes past that); the baseline never."""
+    import platform
+
     from rknnlite._native import pool_kernels as pk
 
-    if set_kernel_isa(2) != 2:
-        assert not pk.narrow_fits(14, 7, 3, 2, 1, 0)
-        pytest.skip("this CPU cannot execute the avx512 path")
-    assert pk.narrow_fits(14, 7, 3, 2, 1, 0) and pk.narrow_fits(28, 28, 3, 1, 1, 1)
-    assert pk.narrow_fits(63, 32, 3, 2, 1, 1) and not pk.narrow_fits(64, 32, 3, 2, 1, 1)
-    assert pk.narrow_fits(32, 32, 5, 1, 1, 2) and not pk.narrow_fits(33, 33, 5, 1, 1, 2)
-    assert pk.narrow_fits(20, 20, 17, 1, 1, 8) and not pk.narrow_fits(20, 20, 18, 1, 1, 8)
-    assert not pk.narrow_fits(14, 5, 3, 3, 1, 0) and not pk.narrow_fits(14, 10, 3, 1, 2, 0)
-    assert pk.narrow_fits(56, 28, 3, 2, 1, 0) and not pk.narrow_fits(112, 56, 3, 2, 1, 1)
-    set_kernel_isa(1)
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        assert set_kernel_isa(1) <= 1 and not pk.narrow_fits(14, 7, 3, 2, 1, 0)
+        pytest.skip("the narrow-plane layout is x86-64 only")
+    if set_kernel_isa(2) == 2:
+        assert pk.narrow_fits(14, 7, 3, 2, 1, 0) and pk.narrow_fits(28, 28, 3, 1, 1, 1)
+        assert pk.narrow_fits(63, 32, 3, 2, 1, 1) and not pk.narrow_fits(64, 32, 3, 2, 1, 1)
+        assert pk.narrow_fits(32, 32, 5, 1, 1, 2) and not pk.narrow_fits(33, 33, 5, 1, 1, 2)
+        assert pk.narrow_fits(20, 20, 17, 1, 1, 8) and not pk.narrow_fits(20, 20, 18, 1, 1, 8)
+        assert not pk.narrow_fits(14, 5, 3, 3, 1, 0) and not pk.narrow_fits(14, 10, 3, 1, 2, 0)
+        assert pk.narrow_fits(56, 28, 3, 2, 1, 0) and not pk.narrow_fits(112, 56, 3, 2, 1, 1)
+    if set_kernel_isa(1) == 1:
+        assert pk.narrow_fits(14, 7, 3, 2, 1, 0) and pk.narrow_fits(27, 13, 3, 2, 1, 0)
+        assert pk.narrow_fits(31, 16, 3, 2, 1, 1) and not pk.narrow_fits(32, 16, 3, 2, 1, 1)
+        assert pk.narrow_fits(7, 7, 3, 1, 1, 1) and not pk.narrow_fits(14, 14, 3, 1, 1, 1)
+        assert pk.narrow_fits(8, 8, 9, 1, 1, 4) and not pk.narrow_fits(8, 8, 10, 1, 1, 4)
+        assert not pk.narrow_fits(14, 10, 3, 1, 2, 0)
+    set_kernel_isa(0)
     assert not pk.narrow_fits(14, 7, 3, 2, 1, 0)
 
 

@@ -24,8 +24,10 @@ RK_API void rkp_horiz_max(int isa, float *out, const float *t, ptrdiff_t OW, int
 /* out[o] = (sum of t[o*sw + k*dw] over k in [0, kw), in order) * inv[o]. */
 RK_API void rkp_horiz_avg(int isa, float *out, const float *t, ptrdiff_t OW, int kw, int sw, int dw,
                           const float *inv, int spec);
-/* Whether rkp_narrow_pool takes a 2-D window of this geometry at level isa: AVX-512F, no
- * dilation along W, stride 1 (kernel <= 17) or 2 (kernel <= 32), pw + W <= 64, OW <= 32. */
+/* Whether rkp_narrow_pool takes a 2-D window of this geometry at level isa: no dilation along W,
+ * and with AVX-512F (isa 2) stride 1 (kernel <= 17) or 2 (kernel <= 32), pw + W <= 64, OW <= 32;
+ * with AVX2 (isa 1 on x86-64) half of each (kernel <= 9 or 16, pw + W <= 32, OW <= 16), stride 1
+ * only up to 8 outputs.  Never on other machines. */
 RK_API int rkp_narrow_fits(int isa, ptrdiff_t W, ptrdiff_t OW, int kw, int sw, int dw, int pw);
 /* Whole planes of max (is_max) or average pooling: for each of the planes (input stride in_stride,
  * output nq x OW), output row q reduces its nrows[q] real input rows (offsets offs[q * per + j] into

@@ -32,12 +32,12 @@ per-row structure altogether:
   and the horizontal pass as one loop over the whole plane; the columns whose window
   crosses a row edge are then recomputed one by one.  The arithmetic, order included,
   is the row loops' own, so the results are bit-identical to them;
-* narrow planes on AVX-512 CPUs (padded row of at most 64 elements, at most 32 outputs per
-  row, stride 1 or 2 along W, no dilation along W; :func:`narrow_fits`): whole planes in one C
-  call (``cython/src/rk_pooling_narrow.c``), the padded scratch row held in vector registers and
-  the taps read with lane permutes, in the row loops' order of operations (bit-identical to
-  them).  The row loops' per-row set-up and scalar tails are most of their time on 7x7-28x28
-  planes;
+* narrow planes on x86-64 (AVX-512: padded row of at most 64 elements, at most 32 outputs per
+  row, stride 1 or 2 along W, no dilation along W; AVX2: half those, stride 1 only up to 8
+  outputs; :func:`narrow_fits`): whole planes in one C call (``cython/src/rk_pooling_narrow.c``),
+  the padded scratch row held in vector registers and the taps read with lane permutes, in the
+  row loops' order of operations (bit-identical to them).  The row loops' per-row set-up and
+  scalar tails are most of their time on 7x7-28x28 planes;
 * a window that covers the whole plane (global pooling, or a 7x7 kernel on a 7x7
   plane): the plane is reduced as one flat array in 8 interleaved partial results
   (lane ``j`` takes elements ``j, j+8, ...``) combined pairwise.  For max this is

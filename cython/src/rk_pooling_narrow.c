@@ -1,14 +1,15 @@
-/* Whole-plane pooling of narrow 2-D planes with AVX-512 (see rk_pooling.h: rkp_narrow_fits,
+/* Whole-plane pooling of narrow 2-D planes with AVX-512 or AVX2 (see rk_pooling.h: rkp_narrow_fits,
  * rkp_narrow_pool).
  *
  * The row passes of rk_pooling.c cost a call, a vector loop's set-up and a scalar tail per output
  * row; on a 14 x 14 plane that is most of the time.  Here a plane's padded scratch row lives in
- * up to four zmm registers (lanes [pw, pw + W) the input row, identity elsewhere, loaded with one
+ * up to four vector registers (lanes [pw, pw + W) the input row, identity elsewhere, loaded with one
  * masked load per register and input row), the vertical pass combines them row by row, and the
  * horizontal pass reads its taps with lane permutes: stride 1 tap k of output lane j is scratch
  * lane j + k; stride 2 splits the scratch into its even and odd lanes first.  The order of
  * operations is the row loops' own (vertical: rows in window order; horizontal: taps in order,
- * then * 1/count), so results are bit-identical to them. */
+ * then * 1/count), so results are bit-identical to them.  AVX2 has no two-register permute: a tap
+ * there is two one-register permutes and a blend, and its limits are half AVX-512's. */
 #include <stddef.h>
 #include "rk_cpu.h"
 #include "rk_pooling.h"
@@ -16,14 +17,20 @@
 #if RK_X86
 #include <immintrin.h>
 
-#define RKN_REGS 4      /* scratch registers: pw + W <= 64 */
-#define RKN_CHUNKS 2    /* output registers per row: OW <= 32 */
+#define RKN_REGS 4      /* AVX-512 scratch registers: pw + W <= 64 */
+#define RKN_CHUNKS 2    /* AVX-512 output registers per row: OW <= 32 */
+#define RK2_REGS 4      /* AVX2: pw + W <= 32 */
+#define RK2_CHUNKS 2    /* AVX2: OW <= 16 */
 
 int rkp_narrow_fits(int isa, ptrdiff_t W, ptrdiff_t OW, int kw, int sw, int dw, int pw) {
-    if (isa < 2 || dw != 1 || OW < 1 || W < 1 || pw < 0 || kw < 1) return 0;
-    if (pw + W > 16 * RKN_REGS || OW > 16 * RKN_CHUNKS) return 0;
-    if (sw == 1) return kw <= 17;   /* lane j + k of two registers */
-    if (sw == 2) return kw <= 32;   /* lane j + k / 2 of two parity registers */
+    if (isa < 1 || dw != 1 || OW < 1 || W < 1 || pw < 0 || kw < 1) return 0;
+    int lanes = isa >= 2 ? 16 : 8, regs = isa >= 2 ? RKN_REGS : RK2_REGS, chunks = isa >= 2 ? RKN_CHUNKS : RK2_CHUNKS;
+    if (pw + W > lanes * regs || OW > lanes * chunks) return 0;
+    /* AVX2's stride-1 taps (two permutes and a blend each, all on one port) lose to the row loops'
+       flat "same" passes past one output register (bench_pool on the Xeon: 3x3 576@14 79 against 41 us) */
+    if (isa < 2 && sw == 1 && OW > lanes) return 0;
+    if (sw == 1) return kw <= lanes + 1;   /* lane j + k of two registers */
+    if (sw == 2) return kw <= 2 * lanes;   /* lane j + k / 2 of two parity registers */
     return 0;
 }
 
@@ -128,11 +135,123 @@ static void rkn_run(int is_max, float *y, const float *x, ptrdiff_t planes, ptrd
                                                                    parity);
 }
 
+/* ---- AVX2: 8 lanes, the same passes */
+
+#define RK2_COMBINE(is_max, a, b) ((is_max) ? _mm256_max_ps((b), (a)) : _mm256_add_ps((a), (b)))
+
+/* lanes j + s (s in [0, 8]) of the 16-lane concatenation (lo, hi): idx = (j + s) & 7, hi_lanes
+   selects the lanes j + s >= 8 */
+#define RK2_SHIFT(lo, hi, idx, hi_lanes) \
+    _mm256_blendv_ps(_mm256_permutevar8x32_ps((lo), (idx)), _mm256_permutevar8x32_ps((hi), (idx)), (hi_lanes))
+
+__attribute__((target("avx2"), always_inline))
+static inline void rk2_plane(const int IS_MAX, const int SW, const int NR, const int NC, float *y, const float *plane,
+                             ptrdiff_t OW, ptrdiff_t nq, const int *nrows, const ptrdiff_t *offs, int per, int kw,
+                             int pw, __m256 ident, const float *inv, const __m256i *lmask, const __m256i *idx,
+                             const __m256 *hi_lanes) {
+    const int left = (int)(OW - 8 * (NC - 1));
+    const __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i all = _mm256_set1_epi32(-1);
+    /* stride 2: the even / odd lanes of a register pair, from lanes 0, 2, 4, 6 (1, 3, 5, 7) of each */
+    const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6), odd = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+    const __m256 upper = _mm256_castsi256_ps(_mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1));
+    for (ptrdiff_t q = 0; q < nq; q++, y += OW) {
+        const int nr = nrows[q];
+        const ptrdiff_t *rows = offs + q * per;
+        __m256 t[2 * RK2_CHUNKS + 2];
+        for (int i = 0; i < 2 * RK2_CHUNKS + 2; i++) t[i] = ident;
+        if (nr > 0) {
+            for (int i = 0; i < NR; i++) t[i] = _mm256_maskload_ps(plane + rows[0] - pw + 8 * i, lmask[i]);
+            for (int r = 1; r < nr; r++)
+                for (int i = 0; i < NR; i++) {
+                    __m256 v = _mm256_maskload_ps(plane + rows[r] - pw + 8 * i, lmask[i]);
+                    t[i] = RK2_COMBINE(IS_MAX, t[i], v);
+                }
+            if (IS_MAX)
+                for (int i = 0; i < NR; i++) t[i] = _mm256_blendv_ps(ident, t[i], _mm256_castsi256_ps(lmask[i]));
+        }
+        __m256 e[RK2_CHUNKS + 1], o[RK2_CHUNKS + 1];
+        if (SW == 2)
+            for (int c = 0; c <= NC; c++) {
+                e[c] = _mm256_blendv_ps(_mm256_permutevar8x32_ps(t[2 * c], even),
+                                        _mm256_permutevar8x32_ps(t[2 * c + 1], even), upper);
+                o[c] = _mm256_blendv_ps(_mm256_permutevar8x32_ps(t[2 * c], odd),
+                                        _mm256_permutevar8x32_ps(t[2 * c + 1], odd), upper);
+            }
+        for (int c = 0; c < NC; c++) {
+            __m256 acc;
+            if (nr == 0) {
+                acc = ident;
+            } else if (SW == 1) {
+                acc = t[c];
+                for (int k = 1; k < kw; k++)
+                    acc = RK2_COMBINE(IS_MAX, acc, RK2_SHIFT(t[c], t[c + 1], idx[k], hi_lanes[k]));
+            } else {
+                acc = e[c];
+                for (int k = 1; k < kw; k++) {
+                    __m256 lo = (k & 1) ? o[c] : e[c], hi = (k & 1) ? o[c + 1] : e[c + 1];
+                    int a = k >> 1;
+                    acc = RK2_COMBINE(IS_MAX, acc, a ? RK2_SHIFT(lo, hi, idx[a], hi_lanes[a]) : lo);
+                }
+            }
+            __m256i om = c == NC - 1 ? last : all;
+            if (!IS_MAX) acc = _mm256_mul_ps(acc, _mm256_maskload_ps(inv + q * OW + 8 * c, om));
+            _mm256_maskstore_ps(y + 8 * c, om, acc);
+        }
+    }
+}
+
+#define RK2_ARGS float *y, const float *x, ptrdiff_t planes, ptrdiff_t in_stride, ptrdiff_t OW, ptrdiff_t nq, \
+                 const int *nrows, const ptrdiff_t *offs, int per, int kw, int pw, __m256 ident, const float *inv, \
+                 const __m256i *lmask, const __m256i *idx, const __m256 *hi_lanes
+typedef void (*rk2_fn)(RK2_ARGS);
+#define RK2_INSTANCE(M, S, R, C)                                                                            \
+    __attribute__((target("avx2"))) static void rk2_##M##S##R##C(RK2_ARGS) {                              \
+        for (ptrdiff_t p = 0; p < planes; p++)                                                              \
+            rk2_plane(M, S, R, C, y + p * nq * OW, x + p * in_stride, OW, nq, nrows, offs, per, kw, pw, ident, \
+                      inv, lmask, idx, hi_lanes);                                                           \
+    }
+#define RK2_BY_C(M, S, R) RK2_INSTANCE(M, S, R, 1) RK2_INSTANCE(M, S, R, 2)
+#define RK2_BY_R(M, S) RK2_BY_C(M, S, 1) RK2_BY_C(M, S, 2) RK2_BY_C(M, S, 3) RK2_BY_C(M, S, 4)
+RK2_BY_R(0, 1) RK2_BY_R(0, 2) RK2_BY_R(1, 1) RK2_BY_R(1, 2)
+#define RK2_ROW_C(M, S, R) {rk2_##M##S##R##1, rk2_##M##S##R##2}
+#define RK2_ROW_R(M, S) {RK2_ROW_C(M, S, 1), RK2_ROW_C(M, S, 2), RK2_ROW_C(M, S, 3), RK2_ROW_C(M, S, 4)}
+/* [is_max][sw - 1][NR - 1][NC - 1] */
+static const rk2_fn rk2_table[2][2][RK2_REGS][RK2_CHUNKS] = {
+    {RK2_ROW_R(0, 1), RK2_ROW_R(0, 2)}, {RK2_ROW_R(1, 1), RK2_ROW_R(1, 2)}};
+
+__attribute__((target("avx2")))
+static void rk2_run(int is_max, float *y, const float *x, ptrdiff_t planes, ptrdiff_t in_stride, ptrdiff_t W,
+                    ptrdiff_t OW, ptrdiff_t nq, const int *nrows, const ptrdiff_t *offs, int per, int kw, int sw,
+                    int pw, float ident, const float *inv) {
+    __m256i lmask[RK2_REGS], idx[9];
+    __m256 hi_lanes[9];
+    int nregs = 0;
+    for (int i = 0; i < RK2_REGS; i++) {
+        int m[8], any = 0;
+        for (int j = 0; j < 8; j++) {
+            m[j] = (8 * i + j >= pw && 8 * i + j < pw + W) ? -1 : 0;
+            any |= m[j];
+        }
+        lmask[i] = _mm256_loadu_si256((const __m256i *)m);
+        if (any) nregs = i + 1;
+    }
+    for (int s = 0; s <= 8; s++) {
+        int ix[8], hi[8];
+        for (int j = 0; j < 8; j++) { ix[j] = (j + s) & 7; hi[j] = j + s >= 8 ? -1 : 0; }
+        idx[s] = _mm256_loadu_si256((const __m256i *)ix);
+        hi_lanes[s] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)hi));
+    }
+    rk2_table[is_max != 0][sw - 1][nregs - 1][(OW + 7) / 8 - 1](y, x, planes, in_stride, OW, nq, nrows, offs, per,
+                                                                 kw, pw, _mm256_set1_ps(ident), inv, lmask, idx,
+                                                                 hi_lanes);
+}
+
 void rkp_narrow_pool(int isa, int is_max, float *y, const float *x, ptrdiff_t planes, ptrdiff_t in_stride,
                      ptrdiff_t W, ptrdiff_t OW, ptrdiff_t nq, const int *nrows, const ptrdiff_t *offs, int per,
                      int kw, int sw, int pw, float ident, const float *inv) {
-    (void)isa;
-    rkn_run(is_max, y, x, planes, in_stride, W, OW, nq, nrows, offs, per, kw, sw, pw, ident, inv);
+    if (isa >= 2) rkn_run(is_max, y, x, planes, in_stride, W, OW, nq, nrows, offs, per, kw, sw, pw, ident, inv);
+    else rk2_run(is_max, y, x, planes, in_stride, W, OW, nq, nrows, offs, per, kw, sw, pw, ident, inv);
 }
 
 #else
