@@ -90,29 +90,44 @@ static inline void rkn_plane(const int IS_MAX, const int SW, const int NR, const
     }
 }
 
-#define RKN_ARGS float *y, const float *x, ptrdiff_t planes, ptrdiff_t in_stride, ptrdiff_t OW, ptrdiff_t nq, \
-                 const int *nrows, const ptrdiff_t *offs, int per, int kw, int pw, __m512 ident, const float *inv, \
-                 const __mmask16 *lmask, const __m512i *shift, const __m512i *parity
-typedef void (*rkn_fn)(RKN_ARGS);
-#define RKN_INSTANCE(M, S, R, C)                                                                            \
-    __attribute__((target("avx512f"))) static void rkn_##M##S##R##C(RKN_ARGS) {                           \
+/* Instances P_<is_max><stride><NR><NC> of P_plane for every case, each a loop over the planes,
+   and P_table[is_max][stride - 1][NR - 1][NC - 1] of them (P: rkn AVX-512, rk2 AVX2; P_ARGS their
+   parameters, ta and tb the lane tables P_plane reads) */
+_Static_assert(RKN_REGS == 4 && RKN_CHUNKS == 2 && RK2_REGS == 4 && RK2_CHUNKS == 2,
+               "RKX_TABLE makes the instances of 1-4 scratch and 1-2 output registers");
+#define RKX_INSTANCE(P, ISA, M, S, R, C)                                                                    \
+    __attribute__((target(ISA))) static void P##_##M##S##R##C(P##_ARGS) {                                  \
         for (ptrdiff_t p = 0; p < planes; p++)                                                              \
-            rkn_plane(M, S, R, C, y + p * nq * OW, x + p * in_stride, OW, nq, nrows, offs, per, kw, pw, ident, \
-                      inv, lmask, shift, parity);                                                           \
+            P##_plane(M, S, R, C, y + p * nq * OW, x + p * in_stride, OW, nq, nrows, offs, per, kw, pw, ident, \
+                      inv, lmask, ta, tb);                                                                  \
     }
-#define RKN_BY_C(M, S, R) RKN_INSTANCE(M, S, R, 1) RKN_INSTANCE(M, S, R, 2)
-#define RKN_BY_R(M, S) RKN_BY_C(M, S, 1) RKN_BY_C(M, S, 2) RKN_BY_C(M, S, 3) RKN_BY_C(M, S, 4)
-RKN_BY_R(0, 1) RKN_BY_R(0, 2) RKN_BY_R(1, 1) RKN_BY_R(1, 2)
-#define RKN_ROW_C(M, S, R) {rkn_##M##S##R##1, rkn_##M##S##R##2}
-#define RKN_ROW_R(M, S) {RKN_ROW_C(M, S, 1), RKN_ROW_C(M, S, 2), RKN_ROW_C(M, S, 3), RKN_ROW_C(M, S, 4)}
-/* [is_max][sw - 1][NR - 1][NC - 1] */
-static const rkn_fn rkn_table[2][2][RKN_REGS][RKN_CHUNKS] = {
-    {RKN_ROW_R(0, 1), RKN_ROW_R(0, 2)}, {RKN_ROW_R(1, 1), RKN_ROW_R(1, 2)}};
+#define RKX_BY_C(P, ISA, M, S, R) RKX_INSTANCE(P, ISA, M, S, R, 1) RKX_INSTANCE(P, ISA, M, S, R, 2)
+#define RKX_BY_R(P, ISA, M, S) \
+    RKX_BY_C(P, ISA, M, S, 1) RKX_BY_C(P, ISA, M, S, 2) RKX_BY_C(P, ISA, M, S, 3) RKX_BY_C(P, ISA, M, S, 4)
+#define RKX_ROW_C(P, M, S, R) {P##_##M##S##R##1, P##_##M##S##R##2}
+#define RKX_ROW_R(P, M, S) {RKX_ROW_C(P, M, S, 1), RKX_ROW_C(P, M, S, 2), RKX_ROW_C(P, M, S, 3), RKX_ROW_C(P, M, S, 4)}
+#define RKX_TABLE(P, ISA)                                                                                   \
+    typedef void (*P##_fn)(P##_ARGS);                                                                       \
+    RKX_BY_R(P, ISA, 0, 1) RKX_BY_R(P, ISA, 0, 2) RKX_BY_R(P, ISA, 1, 1) RKX_BY_R(P, ISA, 1, 2)           \
+    static const P##_fn P##_table[2][2][4][2] = {{RKX_ROW_R(P, 0, 1), RKX_ROW_R(P, 0, 2)},                 \
+                                                 {RKX_ROW_R(P, 1, 1), RKX_ROW_R(P, 1, 2)}};
+
+/* an instance's parameters: VEC the vector type, MASK the load masks', TA and TB the lane tables' */
+#define RKX_ARGS(VEC, MASK, TA, TB)                                                                         \
+    float *y, const float *x, ptrdiff_t planes, ptrdiff_t in_stride, ptrdiff_t OW, ptrdiff_t nq,            \
+    const int *nrows, const ptrdiff_t *offs, int per, int kw, int pw, VEC ident, const float *inv,          \
+    const MASK *lmask, const TA *ta, const TB *tb
+/* P_run's: rkp_narrow_pool's, but for the level */
+#define RKX_RUN_ARGS                                                                                        \
+    int is_max, float *y, const float *x, ptrdiff_t planes, ptrdiff_t in_stride, ptrdiff_t W, ptrdiff_t OW, \
+    ptrdiff_t nq, const int *nrows, const ptrdiff_t *offs, int per, int kw, int sw, int pw, float ident,    \
+    const float *inv
+
+#define rkn_ARGS RKX_ARGS(__m512, __mmask16, __m512i, __m512i)
+RKX_TABLE(rkn, "avx512f")
 
 __attribute__((target("avx512f")))
-static void rkn_run(int is_max, float *y, const float *x, ptrdiff_t planes, ptrdiff_t in_stride, ptrdiff_t W,
-                    ptrdiff_t OW, ptrdiff_t nq, const int *nrows, const ptrdiff_t *offs, int per, int kw, int sw,
-                    int pw, float ident, const float *inv) {
+static void rkn_run(RKX_RUN_ARGS) {
     __mmask16 lmask[RKN_REGS];
     int nregs = 0;
     for (int i = 0; i < RKN_REGS; i++) {
@@ -201,29 +216,11 @@ static inline void rk2_plane(const int IS_MAX, const int SW, const int NR, const
     }
 }
 
-#define RK2_ARGS float *y, const float *x, ptrdiff_t planes, ptrdiff_t in_stride, ptrdiff_t OW, ptrdiff_t nq, \
-                 const int *nrows, const ptrdiff_t *offs, int per, int kw, int pw, __m256 ident, const float *inv, \
-                 const __m256i *lmask, const __m256i *idx, const __m256 *hi_lanes
-typedef void (*rk2_fn)(RK2_ARGS);
-#define RK2_INSTANCE(M, S, R, C)                                                                            \
-    __attribute__((target("avx2"))) static void rk2_##M##S##R##C(RK2_ARGS) {                              \
-        for (ptrdiff_t p = 0; p < planes; p++)                                                              \
-            rk2_plane(M, S, R, C, y + p * nq * OW, x + p * in_stride, OW, nq, nrows, offs, per, kw, pw, ident, \
-                      inv, lmask, idx, hi_lanes);                                                           \
-    }
-#define RK2_BY_C(M, S, R) RK2_INSTANCE(M, S, R, 1) RK2_INSTANCE(M, S, R, 2)
-#define RK2_BY_R(M, S) RK2_BY_C(M, S, 1) RK2_BY_C(M, S, 2) RK2_BY_C(M, S, 3) RK2_BY_C(M, S, 4)
-RK2_BY_R(0, 1) RK2_BY_R(0, 2) RK2_BY_R(1, 1) RK2_BY_R(1, 2)
-#define RK2_ROW_C(M, S, R) {rk2_##M##S##R##1, rk2_##M##S##R##2}
-#define RK2_ROW_R(M, S) {RK2_ROW_C(M, S, 1), RK2_ROW_C(M, S, 2), RK2_ROW_C(M, S, 3), RK2_ROW_C(M, S, 4)}
-/* [is_max][sw - 1][NR - 1][NC - 1] */
-static const rk2_fn rk2_table[2][2][RK2_REGS][RK2_CHUNKS] = {
-    {RK2_ROW_R(0, 1), RK2_ROW_R(0, 2)}, {RK2_ROW_R(1, 1), RK2_ROW_R(1, 2)}};
+#define rk2_ARGS RKX_ARGS(__m256, __m256i, __m256i, __m256)
+RKX_TABLE(rk2, "avx2")
 
 __attribute__((target("avx2")))
-static void rk2_run(int is_max, float *y, const float *x, ptrdiff_t planes, ptrdiff_t in_stride, ptrdiff_t W,
-                    ptrdiff_t OW, ptrdiff_t nq, const int *nrows, const ptrdiff_t *offs, int per, int kw, int sw,
-                    int pw, float ident, const float *inv) {
+static void rk2_run(RKX_RUN_ARGS) {
     __m256i lmask[RK2_REGS], idx[9];
     __m256 hi_lanes[9];
     int nregs = 0;
