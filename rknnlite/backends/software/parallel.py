@@ -46,7 +46,8 @@ SPLIT_MIN_ELEMENTS = 1 << 17
 
 #: The same for a memory-bound pass whose ranges are native (a C range function on the pool's
 #: workers, no GIL hand-off: the pools, the per-channel affine): a split costs a few microseconds,
-#: so a quarter of SPLIT_MIN_ELEMENTS.  Measured on the Xeon of README, on two threads:
+#: so a quarter of SPLIT_MIN_ELEMENTS.  Measured on the Xeon of README, on two threads (profiled
+#: runs, InitFlag.COLLECT_PERF_MASK):
 #: inception_v2's pools 845 -> 740 us (855 on one thread), densenet121's BatchNormalization+Relu
 #: affines 3675 -> 3207 us (3621 on one thread).
 NATIVE_SPLIT_MIN_ELEMENTS = SPLIT_MIN_ELEMENTS // 4
