@@ -48,7 +48,7 @@ RK_API void rk_gather_gemm_batch(int isa, long nb, const float *P, long pstride,
 /* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols. */
 RK_API void rk_transpose(const float *src, long rows, long cols, long lds, float *dst, long ldd);
 /* Zero-padded, stride-phase-split copy of an image (C x D x H x W) into P. */
-RK_API void rk_phase_split(const float *x, long C, long D, long H, long W, long sd, long sh, long sw, long pd, long ph, long pw, long Ds, long Hs, long Ws, float *P);
+RK_API void rk_phase_split(int isa, const float *x, long C, long D, long H, long W, long sd, long sh, long sw, long pd, long ph, long pw, long Ds, long Hs, long Ws, float *P);
 /* Direct depthwise convolution (one input channel per group, mult outputs each) with bias,
  * residual and activation; pad: scratch for a padded row. */
 RK_API void rk_depthwise(int isa, const float *x, long C, long H, long W, const float *w, long M, long mult, long kh, long kw, long sh, long sw, long dh, long dw, long pt, long pl, long pb, long pr, long OH, long OW, const float *bias, float *y, float *pad, const rk_act *act, const float *res);

@@ -31,7 +31,7 @@ cdef extern from "rk_conv.h" nogil:
                               const float *Ap, long astride, float *Y, long ystride, long ldy,
                               float *Bp, long kcb, long ncb, long N, int direct_b)
     void rk_transpose(const float *src, long rows, long cols, long lds, float *dst, long ldd)
-    void rk_phase_split(const float *x, long C, long D, long H, long W,
+    void rk_phase_split(int isa, const float *x, long C, long D, long H, long W,
                         long sd, long sh, long sw, long pd, long ph, long pw,
                         long Ds, long Hs, long Ws, float *P)
     void rk_depthwise(int isa, const float *x, long C, long H, long W, const float *w, long M, long mult,

@@ -500,7 +500,7 @@ def phase_split(const float[:, :, :, ::1] x, int sd, int sh, int sw, int pd, int
         out[:] = 0
         return
     with nogil:
-        rk_phase_split(&x[0, 0, 0, 0], C, x.shape[1], x.shape[2], x.shape[3], sd, sh, sw, pd, ph, pw,
+        rk_phase_split(_ISA, &x[0, 0, 0, 0], C, x.shape[1], x.shape[2], x.shape[3], sd, sh, sw, pd, ph, pw,
                        Ds, Hs, Ws, &out[0])
 
 

@@ -163,40 +163,105 @@ void rk_transpose(const float *src, long rows, long cols, long lds, float *dst, 
 static int rk_isa_cached = -1;
 
 #if RK_X86
-/* dst[i] = src[i * s] for i < n, s in {2, 4}; reads stay below src[(n - 1) * s + 1]. */
+/* dst[i] = src[i * 4] for i < n; reads stay below src[(n - 1) * 4 + 1].  (Stride 2 has its own
+   split, rk_phase_split_w2.) */
 __attribute__((target("avx512f")))
-static long rk_strided_copy_512(float *dst, const float *src, long n, long s) {
+static long rk_strided_copy4_512(float *dst, const float *src, long n) {
+    const __m512i ix = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    const __m512i jx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 24, 25, 26, 27, 28, 29, 30, 31);
     long i = 0;
-    if (s == 2) {
-        const __m512i ix = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        for (; i + 16 < n; i += 16) {
-            __m512 a = _mm512_loadu_ps(src + 2 * i), b = _mm512_loadu_ps(src + 2 * i + 16);
-            _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(a, ix, b));
-        }
-    } else if (s == 4) {
-        const __m512i ix = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
-        const __m512i jx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 24, 25, 26, 27, 28, 29, 30, 31);
-        for (; i + 16 < n; i += 16) {
-            const float *p = src + 4 * i;
-            __m512 lo = _mm512_permutex2var_ps(_mm512_loadu_ps(p), ix, _mm512_loadu_ps(p + 16));
-            __m512 hi = _mm512_permutex2var_ps(_mm512_loadu_ps(p + 32), ix, _mm512_loadu_ps(p + 48));
-            _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(lo, jx, hi));
-        }
+    for (; i + 16 < n; i += 16) {
+        const float *p = src + 4 * i;
+        __m512 lo = _mm512_permutex2var_ps(_mm512_loadu_ps(p), ix, _mm512_loadu_ps(p + 16));
+        __m512 hi = _mm512_permutex2var_ps(_mm512_loadu_ps(p + 32), ix, _mm512_loadu_ps(p + 48));
+        _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(lo, jx, hi));
     }
     return i;
 }
+
+/* Bit l set for the lanes l < 16 with 0 <= j + l < W. */
+static inline unsigned rk_lanes_inside(long j, long W) {
+    long lo = j < 0 ? -j : 0, hi = W - j < 16 ? W - j : 16;
+    return hi <= lo ? 0u : ((1u << hi) - 1u) & ~((1u << lo) - 1u);
+}
+
+/* Both column phases of one input row of a stride-2 split: d0[x] = R[2x], d1[x] = R[2x + 1] for
+   x < Ws, R[j] = src[j - pw] inside [0, W), 0 outside.  Masked loads read only the row's own
+   floats (masked-off lanes touch no memory), so the padding costs nothing extra; a row is a
+   pair of loads, two permutes and two stores per 16 outputs, where the per-phase strided copy
+   paid a call and a scalar tail per phase and row (most of the split of a 14x14 image). */
+__attribute__((target("avx512f")))
+static void rk_row_w2_512(const float *src, long W, long pw, long Ws, float *d0, float *d1) {
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (long o = 0; o < Ws; o += 16) {
+        long j = 2 * o - pw;
+        __m512 lo = _mm512_maskz_loadu_ps((__mmask16)rk_lanes_inside(j, W), src + j);
+        __m512 hi = _mm512_maskz_loadu_ps((__mmask16)rk_lanes_inside(j + 16, W), src + j + 16);
+        __mmask16 m = (__mmask16)(Ws - o >= 16 ? 0xffffu : (1u << (Ws - o)) - 1u);
+        _mm512_mask_storeu_ps(d0 + o, m, _mm512_permutex2var_ps(lo, ev, hi));
+        _mm512_mask_storeu_ps(d1 + o, m, _mm512_permutex2var_ps(lo, od, hi));
+    }
+}
+
+/* rk_row_w2_512 in 8 lanes: maskload reads only the lanes inside the row; a permute puts each
+   half's even lanes low and odd lanes high, and 128-bit permutes pair them up. */
+__attribute__((target("avx2,fma")))
+static void rk_row_w2_avx2(const float *src, long W, long pw, long Ws, float *d0, float *d1) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i parity = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m256i before = _mm256_set1_epi32(-1), width = _mm256_set1_epi32((int)W);
+    for (long o = 0; o < Ws; o += 8) {
+        long j = 2 * o - pw;
+        __m256i ja = _mm256_add_epi32(lane, _mm256_set1_epi32((int)j));
+        __m256i jb = _mm256_add_epi32(ja, _mm256_set1_epi32(8));
+        __m256i ma = _mm256_and_si256(_mm256_cmpgt_epi32(ja, before), _mm256_cmpgt_epi32(width, ja));
+        __m256i mb = _mm256_and_si256(_mm256_cmpgt_epi32(jb, before), _mm256_cmpgt_epi32(width, jb));
+        __m256 a = _mm256_permutevar8x32_ps(_mm256_maskload_ps(src + j, ma), parity);
+        __m256 b = _mm256_permutevar8x32_ps(_mm256_maskload_ps(src + j + 8, mb), parity);
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(Ws - o < 8 ? Ws - o : 8)), lane);
+        _mm256_maskstore_ps(d0 + o, m, _mm256_permute2f128_ps(a, b, 0x20));
+        _mm256_maskstore_ps(d1 + o, m, _mm256_permute2f128_ps(a, b, 0x31));
+    }
+}
+
+typedef void (*rk_row_w2_fn)(const float *, long, long, long, float *, float *);
+
+/* rk_phase_split for sw == 2: the column phases of each row pair come from one pass over it. */
+static void rk_phase_split_w2(rk_row_w2_fn row, const float *x, long C, long D, long H, long W, long sd,
+                              long sh, long pd, long ph, long pw, long Ds, long Hs, long Ws, float *P) {
+    long plane = Ds * Hs * Ws;
+    for (long c = 0; c < C; c++)
+    for (long a = 0; a < sd; a++)
+    for (long b = 0; b < sh; b++) {
+        float *p0 = P + ((c * sd + a) * sh + b) * 2 * plane, *p1 = p0 + plane;
+        for (long z = 0; z < Ds; z++) {
+            long iz = z * sd + a - pd;
+            for (long y = 0; y < Hs; y++) {
+                long iy = y * sh + b - ph, r = (z * Hs + y) * Ws;
+                if (iz < 0 || iz >= D || iy < 0 || iy >= H) {
+                    memset(p0 + r, 0, Ws * sizeof(float));
+                    memset(p1 + r, 0, Ws * sizeof(float));
+                } else {
+                    row(x + ((c * D + iz) * H + iy) * W, W, pw, Ws, p0 + r, p1 + r);
+                }
+            }
+        }
+    }
+}
 #endif
 
-static void rk_strided_copy(float *dst, const float *src, long n, long s) {
+static void rk_strided_copy(int isa, float *dst, const float *src, long n, long s) {
     long i = 0;
 #if RK_X86
-    if (rk_isa_cached < 0) rk_isa_cached = rk_isa_level();
-    if (rk_isa_cached >= 2) i = rk_strided_copy_512(dst, src, n, s);
+    if (isa >= 2 && s == 4) i = rk_strided_copy4_512(dst, src, n);
+#else
+    (void)isa;
 #endif
     for (; i < n; i++) dst[i] = src[i * s];
 }
 
-#define RK_PS_ARGS const float *x, long C, long D, long H, long W, long sd, long sh, long sw, \
+#define RK_PS_ARGS int isa, const float *x, long C, long D, long H, long W, long sd, long sh, long sw, \
                    long pd, long ph, long pw, long Ds, long Hs, long Ws, float *P
 #define RK_PS_BODY { \
     for (long c = 0; c < C; c++) \
@@ -215,7 +280,7 @@ static void rk_strided_copy(float *dst, const float *src, long n, long s) {
                 const float *src = x + ((c * D + iz) * H + iy) * W + (e - pw); \
                 if (sw != 1) { \
                     for (long o = 0; o < xlo; o++) dst[o] = 0.0f; \
-                    if (xhi > xlo) rk_strided_copy(dst + xlo, src + xlo * sw, xhi - xlo, sw); \
+                    if (xhi > xlo) rk_strided_copy(isa, dst + xlo, src + xlo * sw, xhi - xlo, sw); \
                     for (long o = xhi; o < Ws; o++) dst[o] = 0.0f; \
                     continue; \
                 } \
@@ -233,12 +298,15 @@ __attribute__((target("avx2,fma"))) static void rk_phase_split_avx2(RK_PS_ARGS) 
 __attribute__((target("avx512f"))) static void rk_phase_split_avx512(RK_PS_ARGS) RK_PS_BODY
 #endif
 void rk_phase_split(RK_PS_ARGS) {
-    if (rk_isa_cached < 0) rk_isa_cached = rk_isa_level();
 #if RK_X86
-    if (rk_isa_cached >= 2) { rk_phase_split_avx512(x, C, D, H, W, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P); return; }
-    if (rk_isa_cached == 1) { rk_phase_split_avx2(x, C, D, H, W, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P); return; }
+    if (sw == 2 && isa >= 1) {
+        rk_phase_split_w2(isa >= 2 ? rk_row_w2_512 : rk_row_w2_avx2, x, C, D, H, W, sd, sh, pd, ph, pw, Ds, Hs, Ws, P);
+        return;
+    }
+    if (isa >= 2) { rk_phase_split_avx512(isa, x, C, D, H, W, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P); return; }
+    if (isa == 1) { rk_phase_split_avx2(isa, x, C, D, H, W, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P); return; }
 #endif
-    rk_phase_split_generic(x, C, D, H, W, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P);
+    rk_phase_split_generic(isa, x, C, D, H, W, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws, P);
 }
 
 /* Winograd weight transform: u[(A*a + b) * MC + p] = (G k G^T)[a, b] for each 3x3 kernel k = w + 9 p,
