@@ -64,6 +64,24 @@ def test_images_too_small_for_bands_share_their_output_channels(C, M, size, resi
     np.testing.assert_array_equal(three, one)
 
 
+def test_one_thread_runs_a_small_image_as_one_native_call(monkeypatch):
+    """On one thread too, a 14x14 layer whose transformed input is cache-sized runs as one band
+    in one native call (transform, products, inverse), not as three Python-driven passes over
+    the whole image; both give the same values bit for bit."""
+    inputs, attrs, shape = conv_case(128, 160, 14, 3, 1, True, weight_scale=0.05, winograd=None)
+    g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)
+    assert g.path == "winograd" and g.wbands is None and g.wband_whole is not None
+    passes = []
+    transform = conv_mod._ck.winograd_input
+    monkeypatch.setattr(conv_mod._ck, "winograd_input", lambda *a, **k: (passes.append(a), transform(*a, **k))[1])
+    one = run_conv(inputs, attrs, shape, 1)
+    assert passes == []
+    monkeypatch.setattr(g, "wband_whole", None)
+    three = run_conv(inputs, attrs, shape, 1)
+    assert passes, "without the whole band the three passes run"
+    np.testing.assert_array_equal(one, three)
+
+
 def test_channel_parts_of_one_band_cover_every_channel_once():
     inputs, attrs, shape = conv_case(64, 20, 14, 3, 1, True, weight_scale=0.05, winograd=None)
     g = conv_mod._geometry(attrs["_conv"], inputs[0].shape, inputs[1].shape)
