@@ -1,5 +1,6 @@
 """Compiled runs call a one-image Conv's native kernel directly (``conv.bind``): gather
-GEMMs that take the image as it is, and depthwise convs.  The direct call gives the step
+GEMMs that take the image as it is, depthwise convs, and Winograd convs run as bands (or as
+one band) in one native call.  The direct call gives the step
 loop's values bit for bit, and hands over to the full kernel where it would not: other
 inputs than the node's constants, or a run with threads to share a big GEMM out."""
 
@@ -24,11 +25,11 @@ LAYERS = [
 ]
 
 
-def _graph(c: int, m: int, k: int, group: int, stride: int, pad: int, seed: int = 0) -> Graph:
+def _graph(c: int, m: int, k: int, group: int, stride: int, pad: int, seed: int = 0, **extra) -> Graph:
     rng = np.random.default_rng(seed)
     w = (rng.standard_normal((m, c // group, k, k)) * 0.3).astype(np.float32)
     b = rng.standard_normal(m).astype(np.float32)
-    attrs = {"group": group, "strides": [stride, stride], "pads": [pad] * 4, "kernel_shape": [k, k]}
+    attrs = {"group": group, "strides": [stride, stride], "pads": [pad] * 4, "kernel_shape": [k, k], **extra}
     nodes = [Node("Conv", "conv", ["x", "w", "b"], ["c"], attrs), Node("Clip", "clip", ["c", "lo", "hi"], ["y"])]
     return Graph(nodes, ["x"], ["y"], {"w": w, "b": b, "lo": np.float32(0), "hi": np.float32(6)})
 
@@ -101,3 +102,28 @@ def test_other_weights_than_the_nodes_constants_go_to_the_full_kernel():
     call(x, other, b, *extra)
     expected = np.einsum("mc,nchw->nmhw", other[:, :, 0, 0], x) + b[None, :, None, None]
     np.testing.assert_allclose(out[0], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("size, banded", [(13, False), (56, True)])
+def test_a_compiled_winograd_conv_is_one_native_call(monkeypatch, size, banded):
+    if conv_module._ISA == 0:
+        pytest.skip("no Winograd micro-kernels on this CPU")
+    if banded:  # bands of a few tile rows even for this small layer
+        monkeypatch.setattr(conv_module, "_WINO_V_CACHE", 0)
+        monkeypatch.setattr(conv_module, "_WINO_BAND_MIN_TILES", 1)
+        monkeypatch.setattr(conv_module, "_WINO_V_BAND", 1)
+    ex = Executor(_graph(32, 48, 3, 1, 1, 1, _winograd="always"), "float32")
+    state = ex.new_state(threads=1)
+    state.run(_feed(32, size, 0))
+    g = next(iter(ex.steps[0].attrs["_conv"].geoms.values()))
+    assert g.path == "winograd" and (g.wbands is not None) == banded and (g.wband_whole is None) == banded
+    calls = _KernelCalls(monkeypatch)
+    reference = ex.run(_feed(32, size, 1))  # the unplanned step loop
+    np.testing.assert_array_equal(state.run(_feed(32, size, 1))[0], reference[0])
+    assert calls.count == 0
+    # another thread count hands over to the full kernel, which shares the work out
+    state.set_threads(2)
+    state.run(_feed(32, size, 0))  # plans again
+    calls.count = 0
+    np.testing.assert_array_equal(state.run(_feed(32, size, 1))[0], reference[0])
+    assert calls.count == 1

@@ -576,14 +576,19 @@ def _run_winograd_bands(g: _Geometry, bands, plan: _ConvPlan, x: np.ndarray, u: 
     t = g.wtile
     C, M = x.shape[1], y.shape[1]
     th, tw = g.tiles
-    rows = max(b[1] - b[0] for b in bands)
-    nblock = max(b[4] * b[5] for b in bands) + 16
     big = M * C * th * tw * (t + 2) * (t + 2) >= _PARALLEL_MIN_MACS
     pool = current_handle() if big else None
     threads = current_threads() if pool is not None else 1
-    scratch = _scratch("wino_bands", threads * _ck.winograd_bands_scratch(C, M, rows, tw, nblock, tile=t) + 16)
+    scratch = _scratch("wino_bands", threads * _bands_scratch(g, bands, C, M) + 16)
     _ck.winograd_bands(pool, x, u, bias, y, res, bands, g.pb[0], g.pb[1], tw, scratch, act=plan.act, tile=t,
                        mparts=mparts)
+
+
+def _bands_scratch(g: _Geometry, bands, C: int, M: int) -> int:
+    """Floats of one thread's scratch for ``winograd_bands`` over ``bands``."""
+    rows = max(b[1] - b[0] for b in bands)
+    nblock = max(b[4] * b[5] for b in bands) + 16
+    return _ck.winograd_bands_scratch(C, M, rows, g.tiles[1], nblock, tile=g.wtile)
 
 
 def _serial(n: int, body, min_chunk: int = 1) -> None:
@@ -1020,9 +1025,9 @@ def conv(inputs, attrs, out=None):
 
 def _bind_conv(attrs, ins, out):
     """A compiled run's direct call of a one-image Conv with constant weights and bias and no
-    fused residual (see ``bind`` in ``ops/elementwise.py``), or None: a depthwise conv, or a
-    gather GEMM that takes the image as it is (no stride phases, grid stores or transposed
-    tiles).
+    fused residual (see ``bind`` in ``ops/elementwise.py``), or None: a depthwise conv, a
+    Winograd conv that runs in bands (or as one band), or a gather GEMM that takes the image
+    as it is (no stride phases, grid stores or transposed tiles).
 
     The call skips the kernel's per-call checks and dispatch, which cost more than a small
     layer's multiply-adds; it computes exactly what :func:`conv` does, and hands over to it
@@ -1038,6 +1043,8 @@ def _bind_conv(attrs, ins, out):
     g = _geometry(plan, x_shape, w_shape)
     if g.path == "depthwise":
         return _bind_depthwise(g, plan, attrs, out, x_shape[1])
+    if g.path == "winograd":
+        return _bind_winograd(g, plan, attrs, out, x_shape[1], w_shape[0])
     if g.path != "gather" or g.split is not None or g.transposed or g.grid is not None:
         return None
     y2 = out[0].reshape(w_shape[0], g.N)
@@ -1050,6 +1057,27 @@ def _bind_conv(attrs, ins, out):
             return conv([x, w] if b is None else [x, w, b], attrs, out)
         _ck.gather_gemm(x.reshape(-1), off, idx, plan.packed_for(w, False), Mg, plan.bias, y2,
                         _scratch("block", nscratch), kcb, ncb, pstride=pstride, act=plan.act, direct_b=direct_b)
+        return out
+
+    return call, ()
+
+
+def _bind_winograd(g: _Geometry, plan: _ConvPlan, attrs, out, C: int, M: int):
+    """:func:`_bind_conv`'s call of a Winograd conv whose one-thread run is a single
+    ``winograd_bands`` call (its bands, or the whole image as one band; see
+    :func:`_run_winograd`); None for the three-pass form."""
+    bands = g.wbands if g.wbands is not None else g.wband_whole
+    if bands is None:
+        return None
+    t, tw, (pt, pl) = g.wtile, g.tiles[1], g.pb[:2]
+    nscratch = _bands_scratch(g, bands, C, M) + 16
+    y = out[0]
+
+    def call(x, w, b=None):
+        if w is not plan.w_src or b is not plan.b_src or current_threads() != 1 or not x.flags.c_contiguous:
+            return conv([x, w] if b is None else [x, w, b], attrs, out)
+        _ck.winograd_bands(None, x, plan.winograd_for(w, t), plan.bias, y, None, bands, pt, pl, tw,
+                           _scratch("wino_bands", nscratch), act=plan.act, tile=t)
         return out
 
     return call, ()
