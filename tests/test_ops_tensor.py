@@ -321,6 +321,38 @@ def test_concat_out_and_empty_parts():
         call("Concat", [a, a])
 
 
+def test_a_bound_concat_copies_only_what_is_not_already_in_place(monkeypatch):
+    """``concat.bind``: inputs that are their slice of the output are recognised once and
+    never copied; the others are copied on every call (new values each time), and a new
+    array object gets a new verdict.  The call keeps no input alive."""
+    import gc
+    import weakref
+
+    out = [np.zeros((1, 7, 2), np.float32)]
+    ins = [((1, 3, 2), np.dtype(np.float32)), ((1, 4, 2), np.dtype(np.float32))]
+    call_bound, extra = KERNELS["Concat"].fn.bind({"axis": 1}, ins, out)
+    joined = out[0][:, :3]  # a producer that wrote into its slice
+    joined[...] = 1
+    other = np.full((1, 4, 2), 2, np.float32)
+    copies = []
+    copyto = np.copyto
+    monkeypatch.setattr(np, "copyto", lambda dst, src, **kw: (copies.append(src), copyto(dst, src, **kw)))
+    for value in (2, 5):
+        other[...] = value
+        assert call_bound(joined, other, *extra) is out
+        np.testing.assert_array_equal(out[0][0, 3:], value)
+    assert len(copies) == 2 and all(c is other for c in copies)  # never the joined input
+    np.testing.assert_array_equal(out[0][0, :3], 1)
+    moved = np.full((1, 3, 2), 9, np.float32)  # another object in the first place: copied
+    call_bound(moved, other, *extra)
+    np.testing.assert_array_equal(out[0][0, :3], 9)
+    ref = weakref.ref(moved)
+    del moved, copies[:]
+    gc.collect()
+    assert ref() is None
+    assert KERNELS["Concat"].fn.bind({"axis": 1}, ins[:1], out) is None  # the parts must fill the output
+
+
 def test_split_forms():
     x = rand(7, 2)
     parts = call("Split", [x], num_outputs=3)

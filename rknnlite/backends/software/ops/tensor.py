@@ -12,7 +12,8 @@ are usually constants, which lets the executor infer output shapes ahead of time
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Tuple
+import weakref
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -97,6 +98,45 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
     # .ctypes.data, not __array_interface__: numpy 2.x keeps memory for good after many
     # __array_interface__ lookups (see model/source.py), and this runs per inference
     return a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype and a.ctypes.data == b.ctypes.data
+
+
+def _bind_concat(attrs, ins, out):
+    """A compiled run's Concat (see ``bind`` in ``ops/elementwise.py``): the output's slices
+    are made once, and each input's verdict (already its slice of the output, or to be
+    copied there) is kept with a weak reference to the input array, so later runs given the
+    same arrays (a program's fixed buffers) compare objects instead of addresses.  An array
+    never changes the memory it points at, so the verdict holds for as long as that object is
+    passed; nothing is kept alive for it."""
+    o = _slot(out, 0)
+    if o is None or not ins:
+        return None
+    axis = _axis(attrs["axis"], len(ins[0][0]), "Concat")
+    parts, start = [], 0
+    for shape, _ in ins:
+        if len(shape) != o.ndim:
+            return None
+        parts.append(o[(slice(None),) * axis + (slice(start, start + shape[axis]),)])
+        start += shape[axis]
+    if start != o.shape[axis]:
+        return None
+    seen: List[Optional[Tuple[weakref.ref, bool]]] = [None] * len(parts)
+
+    def call(*xs):
+        for i, (part, x) in enumerate(zip(parts, xs)):
+            known = seen[i]
+            if known is not None and known[0]() is x:
+                joined = known[1]
+            else:
+                joined = _same_view(part, x)
+                seen[i] = (weakref.ref(x), joined)
+            if not joined:
+                np.copyto(part, x)
+        return out
+
+    return call, ()
+
+
+concat.bind = _bind_concat
 
 
 def _prepare_split(attrs, consts):
