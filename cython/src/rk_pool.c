@@ -41,12 +41,26 @@ struct rk_pool {
     int parts, fixed;
     int64_t next;           /* next chunk to hand out (atomic) */
     int failed;             /* a range returned nonzero (atomic) */
-    int active;             /* workers inside the run */
+    int active;             /* workers inside the run (changed under mu, atomically: the caller polls it) */
     int closed;             /* the caller has finished: no worker may enter */
     int64_t *counts;        /* work items each thread slot ran */
 };
 
 typedef struct { rk_pool *pool; int slot; unsigned long seen; } rk_worker_arg;
+
+/* This process's id, kept instead of a getpid() per run (a system call, about a microsecond
+   on a VM, twice per split layer): read once, and again in a forked child (pthread_atfork). */
+static pid_t rk_pid_cached;
+static pthread_once_t rk_pid_once = PTHREAD_ONCE_INIT;
+static void rk_pid_refresh(void) { rk_pid_cached = getpid(); }
+static void rk_pid_init(void) {
+    rk_pid_refresh();
+    pthread_atfork(NULL, NULL, rk_pid_refresh);
+}
+static pid_t rk_pid(void) {
+    pthread_once(&rk_pid_once, rk_pid_init);
+    return rk_pid_cached;
+}
 
 static int64_t rk_now_ns(void) {
     struct timespec ts;
@@ -86,23 +100,28 @@ static void rk_pool_fixed(rk_pool *p, int slot) {
     p->counts[slot] += b - a;
 }
 
+/* Polls cond (read without the lock) while it holds and the pool is not stopping, for at most
+   the pool's spin time, yielding the core now and then. */
+#define RK_POLL(p, cond) do {                                                   \
+        int64_t until_ = rk_now_ns() + (p)->spin_ns;                            \
+        int polls_ = 0;                                                         \
+        while ((cond) && !__atomic_load_n(&(p)->stop, __ATOMIC_RELAXED)) {      \
+            RK_PAUSE();                                                         \
+            if (++polls_ == 64) {                                               \
+                polls_ = 0;                                                     \
+                if (rk_now_ns() >= until_) break;                               \
+                sched_yield();  /* a thread waiting for this core gets it */    \
+            }                                                                   \
+        }                                                                       \
+    } while (0)
+
 static void rk_pool_serve(rk_pool *p, int slot, unsigned long seen) {
     pthread_mutex_lock(&p->mu);
     for (;;) {
         if (p->gen == seen && !p->stop) {
             /* poll for a while without the lock: the next run usually comes soon */
             pthread_mutex_unlock(&p->mu);
-            int64_t until = rk_now_ns() + p->spin_ns;
-            int polls = 0;
-            while (__atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) == seen
-                   && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED)) {
-                RK_PAUSE();
-                if (++polls == 64) {
-                    polls = 0;
-                    if (rk_now_ns() >= until) break;
-                    sched_yield();  /* a thread waiting for this core gets it */
-                }
-            }
+            RK_POLL(p, __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) == seen);
             pthread_mutex_lock(&p->mu);
             while (p->gen == seen && !p->stop) {
                 p->sleepers++;
@@ -119,12 +138,12 @@ static void rk_pool_serve(rk_pool *p, int slot, unsigned long seen) {
             rk_pool_fixed(p, slot);
         } else {
             if (p->closed) continue;              /* the caller already took every range */
-            p->active++;
+            __atomic_add_fetch(&p->active, 1, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&p->mu);
             rk_pool_take(p, slot);
         }
         pthread_mutex_lock(&p->mu);
-        if (--p->active == 0 && p->closed) pthread_cond_signal(&p->done);
+        if (__atomic_sub_fetch(&p->active, 1, __ATOMIC_RELEASE) == 0 && p->closed) pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
 }
@@ -160,13 +179,13 @@ static void *rk_pool_worker(void *arg) {
 void rk_pool_stop(rk_pool *p) {
     int started;
     pthread_mutex_lock(&p->mu);
-    while (p->busy && p->pid == getpid()) {
+    while (p->busy && p->pid == rk_pid()) {
         pthread_mutex_unlock(&p->mu);
         struct timespec pause = {0, 1000000};
         nanosleep(&pause, NULL);
         pthread_mutex_lock(&p->mu);
     }
-    started = p->pid == getpid() ? p->started : 0;
+    started = p->pid == rk_pid() ? p->started : 0;
     p->busy = 1;                /* runs started while the workers leave go serial */
     p->stop = 1;
     pthread_cond_broadcast(&p->wake);
@@ -181,7 +200,7 @@ void rk_pool_stop(rk_pool *p) {
 
 void rk_pool_abandon(rk_pool *p) {
     pthread_mutex_lock(&p->mu);
-    int started = p->pid == getpid() ? p->started : 0;
+    int started = p->pid == rk_pid() ? p->started : 0;
     p->busy = 1;                /* for good: whatever runs now runs serially on its caller */
     p->stop = 1;
     p->abandoned = 1;
@@ -210,7 +229,7 @@ void rk_pool_free(rk_pool *p) {
 int rk_pool_ensure(rk_pool *p) {
     /* at interpreter exit no worker starts (it would need the GIL): runs go serial */
     if (p->threads < 2 || rk_py_finalizing()) return 0;
-    pid_t pid = getpid();
+    pid_t pid = rk_pid();
     if (p->started && p->pid != pid) {
         /* a forked child: the parent's workers do not exist here, and the lock may
            have been held by one of them at the fork */
@@ -244,7 +263,7 @@ int rk_pool_run(rk_pool *p, rk_range_fn fn, void *ctx, int64_t n, int64_t min_ch
     int serial = parts <= 1;
     if (!serial) {
         pthread_mutex_lock(&p->mu);
-        serial = p->busy || p->pid != getpid() || p->started < parts - 1;
+        serial = p->busy || p->pid != rk_pid() || p->started < parts - 1;
         if (!serial) p->busy = 1;
         else pthread_mutex_unlock(&p->mu);
     }
@@ -262,7 +281,7 @@ int rk_pool_run(rk_pool *p, rk_range_fn fn, void *ctx, int64_t n, int64_t min_ch
     p->fixed = chunks == parts;
     p->failed = 0;
     p->closed = 0;
-    p->active = p->fixed ? (int)parts - 1 : 0;
+    __atomic_store_n(&p->active, p->fixed ? (int)parts - 1 : 0, __ATOMIC_RELAXED);
     p->next = 0;
     __atomic_store_n(&p->gen, p->gen + 1, __ATOMIC_RELEASE);
     if (p->sleepers) pthread_cond_broadcast(&p->wake);
@@ -271,6 +290,13 @@ int rk_pool_run(rk_pool *p, rk_range_fn fn, void *ctx, int64_t n, int64_t min_ch
     else rk_pool_take(p, 0);
     pthread_mutex_lock(&p->mu);
     p->closed = 1;
+    if (__atomic_load_n(&p->active, __ATOMIC_RELAXED) > 0) {
+        /* poll for the workers' last ranges before sleeping: they usually end within
+           microseconds of the caller's, and a sleep costs a futex wake-up and a reschedule */
+        pthread_mutex_unlock(&p->mu);
+        RK_POLL(p, __atomic_load_n(&p->active, __ATOMIC_ACQUIRE) > 0);
+        pthread_mutex_lock(&p->mu);
+    }
     while (p->active > 0) pthread_cond_wait(&p->done, &p->mu);
     p->busy = 0;
     int failed = p->failed;
