@@ -49,6 +49,30 @@ def test_counts_follow_the_thread_slots():
         pool.close()
 
 
+@pytest.mark.parametrize("spin_ns", [0, 10_000_000])
+def test_the_join_waits_for_every_worker_range_polling_or_asleep(spin_ns):
+    """The caller ends its ranges first (the worker's range is slower) and waits for the
+    worker: by polling (a long spin) or asleep on the join (no spin); either way the run
+    returns only once every range is done, run after run."""
+    import time
+
+    pool = NativePool(2, spin_ns=spin_ns)
+    try:
+        for _ in range(20):
+            done = []
+
+            def body(a, b):
+                if a > 0:  # the worker's range (the caller takes range 0)
+                    time.sleep(0.002)
+                done.append((a, b))
+
+            pool.map_ranges(2, body)
+            assert sorted(done) == [(0, 1), (1, 2)]
+        assert pool.take_counts() == [20, 20]
+    finally:
+        pool.close()
+
+
 def test_one_thread_pool_runs_everything_on_the_caller():
     pool = NativePool(1)
     seen = []

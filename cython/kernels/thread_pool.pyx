@@ -9,7 +9,8 @@ functions (``rk_range_fn``, see ``cython/include/rk_pool.h``) through the capsul
 ``API`` and a pool's ``handle``, so a split convolution costs no GIL hand-off at all;
 :meth:`NativePool.map_ranges` runs Python callables on the same threads (taking the GIL
 for each range).  A worker spins briefly after each run before it sleeps, because a
-model's next split usually follows within microseconds.
+model's next split usually follows within microseconds; the caller, done with its own
+ranges, polls as long for the workers' last ones before it sleeps on the join.
 """
 
 import atexit
@@ -74,8 +75,9 @@ cdef int _call_py_range(_PyRanges job, int64_t start, int64_t stop) noexcept:
 
 cdef class NativePool:
     """``threads - 1`` native worker threads (the caller is the last one), started on first
-    use.  ``spin_ns``: how long an idle worker polls for the next run (yielding its core to
-    any thread waiting for it) before it sleeps; -1: ``SPIN_NS``.  One run at a time: a run started while another is in progress (from a range, or
+    use.  ``spin_ns``: how long an idle worker polls for the next run, and a caller for the
+    end of the workers' ranges (yielding its core to any thread waiting for it), before it
+    sleeps; -1: ``SPIN_NS``.  One run at a time: a run started while another is in progress (from a range, or
     another thread) runs serially on its caller.  Workers end with :meth:`close` or when
     the pool is garbage; a forked child starts its own."""
 
