@@ -336,7 +336,7 @@ class _Geometry:
 
     __slots__ = ("in_sp", "out_sp", "ksz", "pb", "pe", "N", "K", "Cg", "Mg", "path", "direct", "split",
                  "psize", "off", "idx", "transposed", "kcb", "ncb", "dw_pads", "tiles", "wtile", "grid", "chan_in",
-                 "dw_args", "wbands", "wbands_mt", "wband_whole", "direct_b")
+                 "dw_args", "wbands", "wbands_mt", "wband_whole", "direct_b", "splits")
 
 
 def _pad3(v: Sequence[int], fill: int) -> List[int]:
@@ -390,6 +390,7 @@ def _geometry(plan: _ConvPlan, x_shape, w_shape) -> _Geometry:
     g.dw_pads = None
     g.dw_args = None
     g.wbands = g.wbands_mt = g.wband_whole = None
+    g.splits = {}  # _split_plan's results, by thread count and panels
     empty = g.N == 0 or g.Mg == 0 or x_shape[0] == 0
     if empty:
         g.path = "empty"
@@ -773,22 +774,12 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
     holds every column, else once for all rows at the end.  The work items run on the
     current run's native threads (``gather_gemm_items``), without the GIL."""
     n = len(g.idx)
-    ncb = g.ncb
     threads = 1 if _serial_gemm(g, len(packs)) else current_threads()
-    rows = None  # every row (and every group) in each work item
-    if threads > 1 and -(-n // ncb) < _ITEMS_PER_THREAD * threads:
-        nr = _ck.panel_shape(transposed)[1]
-        narrow = max(nr, n // (_ITEMS_PER_THREAD * threads) // nr * nr)
-        # rows when the weights (Mg x K) outweigh the image block (K x n), or when even
-        # one-panel column blocks are too few to share out evenly and the weights, read
-        # again by every column block, would not stay in L2
-        few = -(-n // narrow) < _ITEMS_PER_THREAD * threads
-        if len(packs) == 1 and (g.Mg > n or (few and g.Mg * g.K * 4 > _COLUMN_SPLIT_WEIGHTS)):
-            if n <= 2 * ncb:  # one column block (not one plus a sliver: 196 = 192 + 4)
-                ncb = -(-n // nr) * nr
-            rows = _row_parts(packs.shape[1], -(-n // ncb), threads)
-        else:
-            ncb = narrow
+    key = (threads, len(packs), packs.shape[1], transposed, _ITEMS_PER_THREAD, _COLUMN_SPLIT_WEIGHTS)
+    split = g.splits.get(key)
+    if split is None:
+        split = g.splits[key] = _split_plan(g, threads, len(packs), packs.shape[1], transposed)
+    ncb, rows = split
     kw = {"transposed": True} if transposed else ({"grid": grid} if grid is not None else {})
     if act is not None:
         kw["act"] = act
@@ -811,6 +802,26 @@ def _gemm_blocks(g: _Geometry, P, packs, bias, y, scratch, act, pstride: int, tr
                           finish=untranspose if finish_items else None, direct_b=g.direct_b, **kw)
     if untranspose is not None and not finish_items:
         _untranspose(y, *untranspose, 0, g.Mg * len(packs))
+
+
+def _split_plan(g: _Geometry, threads: int, groups: int, panels: int, transposed: bool) -> tuple:
+    """``(ncb, rows)`` of :func:`_gemm_blocks` on ``threads`` threads: the column block width
+    and the row parts (None: every row in each work item), as its docstring says; the same
+    for every call of a geometry, so it is kept per thread count (``_Geometry.splits``)."""
+    n, ncb = len(g.idx), g.ncb
+    if threads == 1 or -(-n // ncb) >= _ITEMS_PER_THREAD * threads:
+        return ncb, None
+    nr = _ck.panel_shape(transposed)[1]
+    narrow = max(nr, n // (_ITEMS_PER_THREAD * threads) // nr * nr)
+    # rows when the weights (Mg x K) outweigh the image block (K x n), or when even
+    # one-panel column blocks are too few to share out evenly and the weights, read
+    # again by every column block, would not stay in L2
+    few = -(-n // narrow) < _ITEMS_PER_THREAD * threads
+    if groups == 1 and (g.Mg > n or (few and g.Mg * g.K * 4 > _COLUMN_SPLIT_WEIGHTS)):
+        if n <= 2 * ncb:  # one column block (not one plus a sliver: 196 = 192 + 4)
+            ncb = -(-n // nr) * nr
+        return ncb, _row_parts(panels, -(-n // ncb), threads)
+    return narrow, None
 
 
 #: a shared B packing (see _gemm_blocks) of fewer floats than this is done by the
@@ -1030,8 +1041,8 @@ def _bind_conv(attrs, ins, out):
     as it is (no stride phases, grid stores or transposed tiles).
 
     The call skips the kernel's per-call checks and dispatch, which cost more than a small
-    layer's multiply-adds; it computes exactly what :func:`conv` does, and hands over to it
-    for other inputs or when a run has several threads to share out a GEMM."""
+    layer's multiply-adds; it computes exactly what :func:`conv` does (with several threads,
+    through the same split), and hands over to it for other inputs."""
     plan = attrs.get("_conv")
     if (plan is None or plan.ca is None or plan.residual or attrs.get("_sparse") is not None or not out
             or out[0] is None or not out[0].flags.c_contiguous or len(ins) not in (2, 3) or ins[0][0][0] != 1
@@ -1053,10 +1064,14 @@ def _bind_conv(attrs, ins, out):
     pstride, nscratch = g.Cg * g.chan_in, g.kcb * g.ncb + 16
 
     def call(x, w, b=None):
-        if w is not plan.w_src or b is not plan.b_src or not (serial or current_threads() == 1):
+        if w is not plan.w_src or b is not plan.b_src:
             return conv([x, w] if b is None else [x, w, b], attrs, out)
-        _ck.gather_gemm(x.reshape(-1), off, idx, plan.packed_for(w, False), Mg, plan.bias, y2,
-                        _scratch("block", nscratch), kcb, ncb, pstride=pstride, act=plan.act, direct_b=direct_b)
+        if serial or current_threads() == 1:
+            _ck.gather_gemm(x.reshape(-1), off, idx, plan.packed_for(w, False), Mg, plan.bias, y2,
+                            _scratch("block", nscratch), kcb, ncb, pstride=pstride, act=plan.act, direct_b=direct_b)
+        else:  # shared out as the full kernel does (_run_gather), without its per-call checks
+            _gemm_blocks(g, x.reshape(-1), plan.packed_for(w, False), plan.bias, y2, _scratch("block", nscratch),
+                         plan.act, pstride)
         return out
 
     return call, ()
@@ -1074,8 +1089,11 @@ def _bind_winograd(g: _Geometry, plan: _ConvPlan, attrs, out, C: int, M: int):
     y = out[0]
 
     def call(x, w, b=None):
-        if w is not plan.w_src or b is not plan.b_src or current_threads() != 1 or not x.flags.c_contiguous:
+        if w is not plan.w_src or b is not plan.b_src or not x.flags.c_contiguous:
             return conv([x, w] if b is None else [x, w, b], attrs, out)
+        if current_threads() != 1:  # shared out as the full kernel does, without its per-call checks
+            _run_winograd(g, plan, x, w, plan.bias, y, None)
+            return out
         _ck.winograd_bands(None, x, plan.winograd_for(w, t), plan.bias, y, None, bands, pt, pl, tw,
                            _scratch("wino_bands", nscratch), act=plan.act, tile=t)
         return out
