@@ -19,7 +19,7 @@ def test_the_tuning_cpus_get_the_sizes_the_rules_give():
     # (its K block and panel order now follow the L1d rules measured on the Xeon below)
     assert derive_blocking(CpuCaches(32 * K, M, 32 * M, "sysfs"), 2, "x86_64") == Blocking(
         b_block_floats=96 * K, max_kc=128, a_block_bytes=16 * K, direct_b_bytes=32 * K, wino_v_cache=512 * K,
-        wino_v_band=256 * K, wino_u_cache=4 * M, column_split_weights_bytes=512 * K, parallel_min_macs=1 << 22,
+        wino_v_band=256 * K, wino_u_cache=4 * M, column_split_weights_bytes=512 * K, parallel_min_macs=1 << 21,
         winograd_phases_min_macs=6 << 22)
     # Sapphire Rapids Xeon: 48 KiB L1d, 2 MiB L2, where the K block and panel order were measured
     xeon = derive_blocking(CpuCaches(48 * K, 2 * M, 480 * M, "sysfs"), 2, "x86_64")
@@ -81,10 +81,10 @@ def test_split_threshold_follows_the_paths_rate():
     rates = [macs_per_cycle(level, "x86_64") for level in (0, 1, 2)]
     assert rates == sorted(rates) and rates[2] == 2 * rates[1]
     caches = CpuCaches(32 * K, M, 0, "sysfs")
-    assert [derive_blocking(caches, level, "x86_64").parallel_min_macs for level in (0, 1, 2)] == [1 << 20, 1 << 21, 1 << 22]
+    assert [derive_blocking(caches, level, "x86_64").parallel_min_macs for level in (0, 1, 2)] == [1 << 19, 1 << 20, 1 << 21]
     # NEON: two 128-bit FMA pipes (Cortex-A76), the rate of the generic path
     assert [macs_per_cycle(level, "aarch64") for level in (0, 1)] == [8, 8]
-    assert derive_blocking(caches, 1, "aarch64").parallel_min_macs == 1 << 20
+    assert derive_blocking(caches, 1, "aarch64").parallel_min_macs == 1 << 19
 
 
 SHAPE = (1, 48, 96, 96)

@@ -32,12 +32,14 @@ _TILE_FLOATS_ARM = {1: 8 + 12, 0: 8 + 12}
 _MACS_PER_CYCLE = {2: 32, 1: 16, 0: 8}
 _MACS_PER_CYCLE_ARM = {1: 8, 0: 8}
 #: A layer splits across threads when one thread would take at least this many cycles on it
-#: (about 45 us at 3 GHz: several times a worker's wake-up and join)
-_SPLIT_MIN_CYCLES = 1 << 17
+#: (about 22 us at 3 GHz: several times a worker's wake-up and join, which the caller polls
+#: for; twice this before the join polled: on the Xeon of README, two threads, squeezenet
+#: 3.58 -> 3.44 ms and inception_v2 16.56 -> 16.41 with the half, densenet121 alike)
+_SPLIT_MIN_CYCLES = 1 << 16
 #: A Winograd layer split phase by phase pays three fork-joins with a GIL hand-off per work
-#: item: below 6x the one-split work it ran slower on two threads than on one (Zen 5 EPYC,
+#: item: below 12x the one-split work it ran slower on two threads than on one (Zen 5 EPYC,
 #: inception_v2's 7x7 and 14x14 layers of 12M-16M Winograd multiply-adds: 0.62x-0.94x)
-_PHASE_SPLITS = 6
+_PHASE_SPLITS = 12
 
 
 def macs_per_cycle(isa_level: int, machine: Optional[str] = None) -> int:
