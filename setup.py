@@ -15,7 +15,7 @@ HERE = Path(__file__).parent
 # The C files (cython/src/, headers in cython/include/) each extension module links in.
 C_SOURCES = {
     "affine_kernels": ["rk_affine.c"],
-    "conv_kernels": ["rk_conv.c"],
+    "conv_kernels": ["rk_conv.c", "rk_gemv.c"],
     "custom_op_plugin": ["rk_plugin_host.c"],
     "elementwise_kernels": ["rk_elementwise.c"],
     "executor_kernels": ["rk_executor.c"],

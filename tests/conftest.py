@@ -196,6 +196,25 @@ def micro_kernel_isa(request, set_kernel_isa):
     return request.param
 
 
+def _kernel_paths():
+    from rknnlite.backends.software.isa import ISA_LEVELS
+
+    return list(ISA_LEVELS)
+
+
+@pytest.fixture(params=_kernel_paths())
+def kernel_isa(request, set_kernel_isa):
+    """Each kernel path of this machine's architecture, the generic one included (``RKNNLITE_ISA``
+    name: avx512, avx2 and generic on x86-64, neon and generic on aarch64), set for the test; a
+    path this CPU cannot execute skips, saying so."""
+    from rknnlite.backends.software.isa import ISA_LEVELS
+
+    level = ISA_LEVELS[request.param]
+    if set_kernel_isa(level) != level:
+        pytest.skip(f"this CPU cannot execute the {request.param} path")
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def conv_relu_model():
     """``conv_relu_model(platform="rk3588", batch=1, channels=8, size=16, float_dtype="float32")``

@@ -10,8 +10,6 @@ import pytest
 
 from rknnlite._native import conv_kernels as ck
 
-LEVELS = {"avx512": 2, "avx2": 1, "generic": 0}
-
 
 def reference(x, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws):
     """out[c, a, b, e, z, y, x] = x[c, z*sd+a-pd, y*sh+b-ph, x*sw+e-pw], 0 outside."""
@@ -34,14 +32,6 @@ def split(x, sd, sh, sw, pd, ph, pw, Ds, Hs, Ws):
     return out[:n]
 
 
-@pytest.fixture(params=list(LEVELS))
-def isa_path(request, set_kernel_isa):
-    level = LEVELS[request.param]
-    if set_kernel_isa(level) != level:
-        pytest.skip(f"this CPU cannot execute the {request.param} path")
-    return request.param
-
-
 # (H, W, kernel, stride, pad): a 3x3/2 conv's split at 7x7 to 56x56 (one to four 16-lane
 # chunks per row, odd and even widths), a 7x7/2 stem's (pad 3), stride 4 and stride 3.
 @pytest.mark.parametrize("H, W, k, s, p", [
@@ -49,7 +39,7 @@ def isa_path(request, set_kernel_isa):
     (13, 31, 3, 2, 0), (9, 40, 7, 2, 3), (112, 112, 7, 2, 3), (5, 3, 3, 2, 2), (1, 1, 3, 2, 1),
     (17, 70, 4, 4, 0), (20, 45, 3, 3, 1), (16, 37, 8, 4, 2),
 ])
-def test_every_path_equals_the_definition(isa_path, H, W, k, s, p):
+def test_every_path_equals_the_definition(kernel_isa, H, W, k, s, p):
     rng = np.random.default_rng(H * 131 + W)
     x = rng.standard_normal((3, 1, H, W)).astype(np.float32)
     Hs, Ws = -(-(H + 2 * p) // s), -(-(W + 2 * p) // s)
@@ -58,14 +48,14 @@ def test_every_path_equals_the_definition(isa_path, H, W, k, s, p):
 
 
 @pytest.mark.parametrize("Ws_extra", [0, 1, 5, 17])
-def test_planes_wider_than_the_image_are_zero_past_it(isa_path, Ws_extra):
+def test_planes_wider_than_the_image_are_zero_past_it(kernel_isa, Ws_extra):
     # the gather GEMM's planes can be wider than the padded image (they hold the whole output grid)
     x = np.arange(2 * 9 * 11, dtype=np.float32).reshape(2, 1, 9, 11) + 1
     args = (1, 2, 2, 0, 1, 1, 1, 6, 7 + Ws_extra)
     np.testing.assert_array_equal(split(x, *args), reference(x, *args))
 
 
-def test_three_dimensional_strides(isa_path):
+def test_three_dimensional_strides(kernel_isa):
     x = np.random.default_rng(3).standard_normal((2, 6, 9, 19)).astype(np.float32)
     args = (2, 2, 2, 1, 1, 1, 4, 6, 11)
     np.testing.assert_array_equal(split(x, *args), reference(x, *args))

@@ -65,7 +65,7 @@ if [ $# -eq 0 ]; then
         tests/test_winograd_band_order.py tests/test_ops_conv.py tests/test_executor_kernels.py \
         tests/test_layout.py tests/test_ops_elementwise.py tests/test_sparse_kernel.py \
         tests/test_thread_pool.py tests/test_abi_layout.py tests/test_vendor_int8_accumulator.py \
-        tests/test_vendor_lut.py
+        tests/test_vendor_lut.py tests/test_conv_phase_split.py tests/test_gemv.py
 fi
 $PY -m pytest -q -p no:cacheprovider "$@"
 echo "sanitize.sh: the kernel tests pass under AddressSanitizer + UndefinedBehaviorSanitizer"

@@ -39,6 +39,7 @@ from rk_conv cimport (RK_WIN_CHUNK, rk_act, rk_bblock_stride, rk_bias_act, rk_de
                      rk_gather_gemm_batch, rk_im2col, rk_isa_level, rk_mr, rk_nr, rk_pack_gather_b,
                      rk_phase_split, rk_set_a_block_bytes, rk_transpose, rk_wino2_in, rk_wino2_out, rk_wino_in,
                      rk_wino_out, rk_wino_split, rk_wino_weights)
+from rk_gemv cimport rk_gemv_rows
 
 cdef int _ISA = rk_isa_level()
 
@@ -552,6 +553,46 @@ def col2im(float[:, ::1] cols, float[:, :, :, ::1] y, kernel, strides, dilations
         rk_im2col(&y[0, 0, 0, 0], C, y.shape[1], y.shape[2], y.shape[3], y.shape[1] * y.shape[2] * y.shape[3],
                   kd, kh, kw, sd, sh, sw,
                   dd, dh, dw, pd, ph, pw, GD, GH, GW, &cols[0, 0], 1)
+
+
+cdef struct _Gemv:
+    int isa
+    const float *x
+    const float *w
+    long ldw, K
+    float *y
+
+
+cdef int _gemv_items(void *ctx, int64_t j0, int64_t j1, int slot) noexcept nogil:
+    cdef _Gemv *g = <_Gemv *>ctx
+    rk_gemv_rows(g.isa, g.x, g.w, g.ldw, g.K, g.y, j0, j1)
+    return 0
+
+
+def gemv(pool, const float[::1] x, const float[:, ::1] w, float[::1] y, Py_ssize_t min_rows=64):
+    """``y[j] = sum_k x[k] * w[j, k]`` (``w``: rows x K, row-major; ``x``: K; ``y``: rows),
+    rows shared out in ranges of at least ``min_rows`` across the threads of ``pool`` (a
+    ``WorkerPool.handle`` capsule; None: the caller alone), without the GIL.  Each row's sum is
+    formed the same way whatever range it falls in, so the thread count never changes a
+    value.  The kernels' ISA level (``limit_isa``): AVX-512, AVX2+FMA or generic C."""
+    cdef _Gemv g
+    if x.shape[0] != w.shape[1] or y.shape[0] != w.shape[0]:
+        raise ValueError(f"gemv: w is {w.shape[0]} x {w.shape[1]}, x has {x.shape[0]} values, y {y.shape[0]}")
+    if min_rows < 1:
+        raise ValueError(f"gemv: min_rows must be >= 1, got {min_rows}")
+    if w.shape[0] == 0:
+        return
+    if w.shape[1] == 0:
+        y[:] = 0
+        return
+    g.isa, g.x, g.w, g.ldw, g.K, g.y = _ISA, &x[0], &w[0, 0], w.shape[1], w.shape[1], &y[0]
+    cdef rk_pool *pool_p = _pool_from(pool)
+    cdef int64_t rows = w.shape[0]
+    with nogil:
+        if pool_p == NULL:
+            _gemv_items(&g, 0, rows, 0)
+        else:
+            _POOL_API.run(pool_p, _gemv_items, &g, rows, min_rows)
 
 
 def depthwise_scratch_size(H, W, pt, pl, pb, pr):

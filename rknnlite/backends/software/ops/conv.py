@@ -85,6 +85,7 @@ from . import kernel
 from . import conv_costs
 from . import sparse as _sparse
 from .attributes import int_list
+from .linear import gemv, gemv_fits
 from .pool import pool_stage_conv
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -901,9 +902,17 @@ def _pointwise_blas(a: np.ndarray, b: np.ndarray, y: np.ndarray, bias, act, res)
     column bands (strided views, no copies): each band is one BLAS GEMM followed by its
     compiled output stage while the band is still in cache; the bands are shared out
     across the run's threads.  The bands depend on N only, so the result does not
-    depend on the thread count."""
+    depend on the thread count.  One column (N = 1) is a matrix-vector product:
+    :func:`.linear.gemv`, its weight rows shared out."""
     M, K = a.shape
     n = y.shape[1]
+    if n == 1 and gemv_fits(1, a) and b.flags.c_contiguous and y.flags.c_contiguous:
+        # one output position (a classifier's 1x1 conv on a 1x1 map): a matrix-vector product,
+        # the weights' rows shared out across the threads
+        gemv(b.reshape(1, K), a, y.reshape(1, M))
+        if bias is not None or act is not None or res is not None:
+            _ck.bias_act(y, bias, act, residual=res)
+        return
     nbands = max(2, (n + _PW_BAND // 2) // _PW_BAND)
     band = -(-(-(-n // nbands)) // 16) * 16
     stage = bias is not None or act is not None or res is not None

@@ -2,7 +2,9 @@
 
 Both run on numpy's BLAS (``np.matmul`` straight into the output buffer); MatMul
 folds the batch axes of a contiguous left operand into one GEMM when the right
-operand is a plain matrix.
+operand is a plain matrix.  A Gemm of a few rows against row-major weights (``transB``: a
+classifier's matrix-vector product, bound by reading the weights) runs on the compiled
+``gemv`` instead, its weight rows shared out across the run's threads (:func:`gemv`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import threading
 
 import numpy as np
 
+from ...._native import conv_kernels as _ck
 from ....errors import ModelInvalidError
+from ..parallel import NATIVE_SPLIT_MIN_ELEMENTS, current_handle
 from . import kernel
 from .sparse import log_layer
 
@@ -29,6 +33,32 @@ def _scratch(n: int, dtype) -> np.ndarray:
         buf = np.empty(max(n, 16), dtype)
         bufs[dtype] = buf
     return buf[:n]
+
+
+#: a product of at most this many rows against at least GEMV_MIN_WEIGHTS weights runs on
+#: the compiled matrix-vector kernel (with a micro-kernel ISA: AVX2 / AVX-512 / NEON-class)
+GEMV_MAX_ROWS = 4
+GEMV_MIN_WEIGHTS = 1 << 14
+
+
+def gemv_fits(rows: int, w: np.ndarray) -> bool:
+    """Whether ``rows`` rows times the transposed row-major float32 matrix ``w`` (out x in) run
+    on :func:`gemv`: a choice made from the shapes and the CPU alone, never the thread count."""
+    return (_ck.gemm_isa() >= 1 and 0 < rows <= GEMV_MAX_ROWS and w.ndim == 2 and w.dtype == np.float32
+            and w.flags.c_contiguous and w.size >= GEMV_MIN_WEIGHTS)
+
+
+def gemv(a: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
+    """``y = a @ w.T`` (``a``: rows x K float32, ``w``: N x K row-major, ``y``: rows x N, both
+    C-contiguous) on the compiled matrix-vector kernel, one row of ``a`` at a time, ``w``'s rows
+    shared out across the run's threads when each gets at least ``NATIVE_SPLIT_MIN_ELEMENTS``
+    weights; every output is summed the same way on any thread count."""
+    n, k = w.shape
+    split = w.size >= 2 * NATIVE_SPLIT_MIN_ELEMENTS
+    pool = current_handle() if split else None
+    min_rows = max(16, -(-NATIVE_SPLIT_MIN_ELEMENTS // max(k, 1)))
+    for i in range(a.shape[0]):
+        _ck.gemv(pool, a[i], w, y[i], min_rows=min_rows)
 
 
 def _gemm_prepare(attrs, consts):
@@ -62,6 +92,7 @@ def gemm(inputs, attrs, out=None):
     c = inputs[2] if len(inputs) > 2 else None
     if a.ndim != 2 or b.ndim != 2:
         raise ModelInvalidError(f"A and B must be 2-D, got shapes {list(a.shape)} and {list(b.shape)}", op="Gemm")
+    w = b if attrs.get("transB", 0) else None  # row-major weights of a matrix-vector product
     if attrs.get("transA", 0):
         a = a.T
     if attrs.get("transB", 0):
@@ -83,8 +114,11 @@ def gemm(inputs, attrs, out=None):
     shape = (a.shape[0], b.shape[1])
     y = target if target is not None else np.empty(shape, dtype)
     a = a.astype(np.float32, copy=False)
-    b = b.astype(np.float32, copy=False)
-    np.matmul(a, b, out=y)
+    if (w is not None and gemv_fits(a.shape[0], w) and a.flags.c_contiguous and y.dtype == np.float32
+            and y.flags.c_contiguous):
+        gemv(a, w, y)
+    else:
+        np.matmul(a, b.astype(np.float32, copy=False), out=y)
     if alpha != 1.0:
         y *= alpha
     if c is not None and beta != 0.0:
