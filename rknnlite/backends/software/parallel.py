@@ -63,8 +63,9 @@ NATIVE_SPLIT_MIN_ELEMENTS = SPLIT_MIN_ELEMENTS // 4
 
 
 def spin_from_env() -> int:
-    """``RKNNLITE_SPIN_US`` (microseconds an idle worker polls for the next split before it
-    sleeps) in nanoseconds; -1 (the pool's default, 1 ms) when unset or not an int >= 0."""
+    """``RKNNLITE_SPIN_US`` (microseconds an idle worker polls for the next split, and a caller
+    for the workers' last ranges at a join, before it sleeps) in nanoseconds; -1 (the pool's
+    default, 1 ms) when unset or not an int >= 0."""
     try:
         value = int(os.environ.get("RKNNLITE_SPIN_US", ""))
     except ValueError:
