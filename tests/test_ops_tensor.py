@@ -351,6 +351,7 @@ def test_a_bound_concat_copies_only_what_is_not_already_in_place(monkeypatch):
     gc.collect()
     assert ref() is None
     assert KERNELS["Concat"].fn.bind({"axis": 1}, ins[:1], out) is None  # the parts must fill the output
+    assert KERNELS["Concat"].fn.bind({"axis": 3}, ins, out) is None  # a bad axis: the kernel says so at run time
 
 
 def test_split_forms():

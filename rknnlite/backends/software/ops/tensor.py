@@ -108,9 +108,9 @@ def _bind_concat(attrs, ins, out):
     never changes the memory it points at, so the verdict holds for as long as that object is
     passed; nothing is kept alive for it."""
     o = _slot(out, 0)
-    if o is None or not ins:
-        return None
-    axis = _axis(attrs["axis"], len(ins[0][0]), "Concat")
+    if o is None or not ins or not -o.ndim <= int(attrs.get("axis", o.ndim)) < o.ndim:
+        return None  # the kernel reports a bad axis at run time
+    axis = _axis(attrs["axis"], o.ndim, "Concat")
     parts, start = [], 0
     for shape, _ in ins:
         if len(shape) != o.ndim:
