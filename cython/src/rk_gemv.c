@@ -35,7 +35,7 @@ static void rk_gemv512_##R(const float *x, const float *w, long ldw, long K, flo
 RK_GEMV512_ROWS(4)
 RK_GEMV512_ROWS(1)
 
-/* The AVX2 form: 8 lanes, 16 per step, the tail through a zero-padded copy of 16 floats. */
+/* The AVX2 form: 8 lanes, 16 per step, the tail through masked loads as above. */
 #define RK_GEMV256_ROWS(R)                                                                       \
 __attribute__((target("avx2,fma")))                                                              \
 static void rk_gemv256_##R(const float *x, const float *w, long ldw, long K, float *y) {          \
@@ -49,13 +49,13 @@ static void rk_gemv256_##R(const float *x, const float *w, long ldw, long K, flo
             b[r] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(w + r * ldw + k + 8), b[r]);              \
         }                                                                                        \
     }                                                                                            \
-    float xt[16] = {0}, wt[16];                                                                  \
-    long rest = K - k;                                                                           \
-    for (long i = 0; i < rest; i++) xt[i] = x[k + i];                                            \
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                              \
+    __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(K - k)), lane);                      \
+    __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(K - k - 8)), lane);                  \
+    __m256 x0 = _mm256_maskload_ps(x + k, m0), x1 = _mm256_maskload_ps(x + k + 8, m1);           \
     for (int r = 0; r < R; r++) {                                                                \
-        for (long i = 0; i < 16; i++) wt[i] = i < rest ? w[r * ldw + k + i] : 0.0f;              \
-        a[r] = _mm256_fmadd_ps(_mm256_loadu_ps(xt), _mm256_loadu_ps(wt), a[r]);                  \
-        b[r] = _mm256_fmadd_ps(_mm256_loadu_ps(xt + 8), _mm256_loadu_ps(wt + 8), b[r]);          \
+        a[r] = _mm256_fmadd_ps(x0, _mm256_maskload_ps(w + r * ldw + k, m0), a[r]);                \
+        b[r] = _mm256_fmadd_ps(x1, _mm256_maskload_ps(w + r * ldw + k + 8, m1), b[r]);            \
         __m256 s = _mm256_add_ps(a[r], b[r]);                                                    \
         __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));           \
         h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                                  \

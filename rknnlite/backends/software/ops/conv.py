@@ -1068,6 +1068,7 @@ def _bind_conv(attrs, ins, out):
     if g.path != "gather" or g.split is not None or g.transposed or g.grid is not None:
         return None
     y2 = out[0].reshape(w_shape[0], g.N)
+    y3 = y2.reshape(1, w_shape[0], g.N)
     serial = _serial_gemm(g, plan.ca.group)
     off, idx, Mg, kcb, ncb, direct_b = g.off, g.idx, g.Mg, g.kcb, g.ncb, g.direct_b
     pstride, nscratch = g.Cg * g.chan_in, g.kcb * g.ncb + 16
@@ -1078,9 +1079,8 @@ def _bind_conv(attrs, ins, out):
         if serial or current_threads() == 1:
             _ck.gather_gemm(x.reshape(-1), off, idx, plan.packed_for(w, False), Mg, plan.bias, y2,
                             _scratch("block", nscratch), kcb, ncb, pstride=pstride, act=plan.act, direct_b=direct_b)
-        else:  # shared out as the full kernel does (_run_gather), without its per-call checks
-            _gemm_blocks(g, x.reshape(-1), plan.packed_for(w, False), plan.bias, y2, _scratch("block", nscratch),
-                         plan.act, pstride)
+        else:  # shared out as the full kernel does, without its per-call checks
+            _run_gather(g, plan, x, w, plan.bias, y3)
         return out
 
     return call, ()
