@@ -219,7 +219,7 @@ def _format_summary(s: dict) -> str:
     for key, label in (("producer", "producer"), ("toolkit_full_version", "toolkit"), ("npu_target", "npu"),
                        ("framework", "source"), ("inference_type", "shapes"), ("target_platforms", "targets"),
                        ("float_dtype", "float"), ("quantization", "quant"), ("custom_string", "custom"),
-                       ("batch_size", "batch"), ("size", "size"), ("note", "note")):
+                       ("batch_size", "batch"), ("size", "size"), ("note", "note"), ("graph_error", "graph")):
         value = s.get(key)
         if value in (None, "", []):
             continue

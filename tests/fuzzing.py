@@ -95,7 +95,8 @@ def vendor_regions(data: bytes) -> Dict[str, List[Tuple[int, int]]]:
     ``flatbuffer`` (the whole model section), ``tables`` (the Model, Subgraph, Tensor and Node
     tables with their vtables), ``bson`` (the nodes' ONNX attribute blobs), ``regcmd`` (register
     command streams and task tables), ``weights`` (constant tensors' buffers), ``json`` (the
-    trailer).  Found with the library's own readers."""
+    trailer).  In an rv1106 container ``flatbuffer`` is its graph section, ``regcmd`` and
+    ``weights`` its sections.  Found with the library's own readers."""
     from rknnlite.model.flatbuf import FlatBuffer
     from rknnlite.model.rockchip import read_rockchip
     from rknnlite.model.rknn_graph.graph import KINDS
@@ -103,21 +104,28 @@ def vendor_regions(data: bytes) -> Dict[str, List[Tuple[int, int]]]:
     rk = read_rockchip(data)
     start, end = rk.header_size, rk.header_size + rk.model_size
     spans: Dict[str, List[Tuple[int, int]]] = {
-        "header": [(0, start)], "flatbuffer": [(start, end)], "json": [(end, len(data))],
-        "tables": [], "bson": [], "regcmd": [], "weights": []}
-    root = FlatBuffer(data, start, rk.model_size).root("Model")
+        "header": [(0, start)], "flatbuffer": [(rk.graph_offset, rk.graph_offset + rk.graph_size)],
+        "json": [(end, len(data))], "tables": [], "bson": [], "regcmd": [], "weights": []}
+    if rk.packed is not None:  # an rv1106 container: its sections ahead of the graph
+        spans["header"] = [(0, rk.packed.tasks[0])]
+        spans["regcmd"] = [(o, o + n) for o, n in (rk.packed.tasks, rk.packed.regcmd)]
+        spans["weights"] = [(rk.packed.weights[0], rk.packed.weights[0] + rk.packed.weights[1])]
+    schema = rk.schema
+    root = FlatBuffer(data, rk.graph_offset, rk.graph_size).root("Model")
     spans["tables"] += _table_span(root)
-    buffers = root.vector(20)
-    for sg in root.tables(2) or ():
+    buffers = root.vector(schema.m_buffers) if schema.m_buffers is not None else None
+    for sg in root.tables(schema.m_subgraphs) or ():
         spans["tables"] += _table_span(sg)
-        for node in sg.tables(1) or ():
+        for node in sg.tables(schema.sg_nodes) or ():
             spans["tables"] += _table_span(node)
-            blob = node.vector(9, 1)
+            blob = node.vector(schema.n_bson, 1) if schema.n_bson is not None else None
             if blob is not None and len(blob):
                 spans["bson"].append(_vector_span(blob))
-        for tensor in sg.tables(0) or ():
+        for tensor in sg.tables(schema.sg_tensors) or ():
             spans["tables"] += _table_span(tensor)
-            kind, index = KINDS.get(tensor.u8(2)), tensor.u32(18)
+            if schema.t_buffer is None:
+                continue
+            kind, index = KINDS.get(tensor.u8(schema.t_kind)), tensor.u32(schema.t_buffer)
             if not index or buffers is None or index >= len(buffers):
                 continue
             blob = buffers.table(index).vector(0, 1)

@@ -352,12 +352,15 @@ def test_older_flatbuffer_versions_accepted(small_file):
 
 
 def test_packed_rv1106_container(small_file):
-    """0x1004: not a FlatBuffer; the JSON trailer is all we read."""
+    """0x1004 whose sections cannot be located: the JSON trailer is all we read, and
+    ``graph_error`` says why (tests/test_vendor_rv1106.py reads real ones)."""
     payload = struct.pack("<III", 0x18, 0xFFFFFFFF, 1) + bytes(range(256)) * 4
     data = _rebuild(small_file, version=0x1004, payload=payload)
     model = read_rockchip(data, label="rv1106.rknn")
     want = read_rockchip(small_file)
-    assert model.flatbuffer is False
+    assert model.flatbuffer is False and model.packed is None
+    assert model.graph_error.startswith("its section table (task area 4294967295")
+    assert "never observed" in read_rockchip(_rebuild(small_file, version=0x1003, payload=payload)).graph_error
     assert model.format_version == 0x1004
     assert [(t.name, t.shape) for t in model.inputs] == [(t.name, t.shape) for t in want.inputs]
     assert [(t.name, t.shape) for t in model.outputs] == [(t.name, t.shape) for t in want.outputs]

@@ -31,9 +31,10 @@ from corpus import CORPUS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: validates a (platform, toolkit, op) combination.  What the corpus costs a clone is what git stores:
 #: each file zlib-compressed.  The .rknn files are mostly padding (zeros between aligned sections) and
 #: compress to about a quarter, so the bound is on that compressed size; at 21 MiB on disk the corpus
-#: cost 7.7 MiB; at 40.8 MiB (2026-12-05) 11.98 MiB.  The checkout's own size has a looser bound of
-#: its own.
-MAX_CORPUS_COMPRESSED_BYTES = 12 * 1024 * 1024
+#: cost 7.7 MiB; at 40.8 MiB (2026-12-05) 11.98 MiB, and 12.08 MiB with the rv1106/rv1103 container
+#: files (eight of 22 KB, one per platform and toolkit release).  The checkout's own size has a looser
+#: bound of its own.
+MAX_CORPUS_COMPRESSED_BYTES = 12.25 * 1024 * 1024
 MAX_CORPUS_BYTES = 44 * 1024 * 1024
 #: models (and their rk35xx copies, ``<model>_rk...``) whose int8 build ends in a
 #: float16 op, so that its output stays float16
@@ -98,7 +99,8 @@ def test_rknn_file_parses_and_matches_manifest(stem, entry):
     loaded = load_model(str(path))
     assert loaded.format == ROCKCHIP
     model = loaded.model
-    assert model.format_version == 6
+    # rv1106/rv1103 files are the 0x1004 container, whose graph section is a FlatBuffer too
+    assert model.format_version == (0x1004 if entry["config"]["target_platform"] in ("rv1106", "rv1103") else 6)
     assert model.flatbuffer
     assert model.toolkit_version == entry["toolkit_version"]
     assert model.target_platform == entry["config"]["target_platform"]

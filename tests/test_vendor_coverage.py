@@ -49,8 +49,9 @@ def test_refusal_reason_of_the_lowering(coverage):
     message = ("m.rknn: vendor op type 'exFoo' (node 3 of subgraph 0) cannot run off-board; unsupported here: exFoo; "
                "register a custom op; supported: Add, Conv")
     assert coverage.refusal_reason(message) == "vendor op type 'exFoo' (node 3 of subgraph 0) cannot run off-board"
-    assert coverage.refusal_reason("m.rknn: format 0x2 files (rv1106 container) are not a FlatBuffer") == \
-        "format 0x2 files (rv1106 container) are not a FlatBuffer"
+    assert coverage.refusal_reason("m.rknn: format 0x1003 files (rv1106 container) keep their graph in a section that "
+                                   "could not be read: x; such a file cannot be run off-board") == \
+        "format 0x1003 files (rv1106 container) keep their graph in a section that could not be read: x"
 
 
 def test_build_error_takes_the_toolkit_error_line(coverage):
@@ -75,8 +76,10 @@ def test_short_reasons_group_the_refusals(coverage):
                  "outside 0x3f, whose meaning is unknown") == "OUT_CVT_SHIFT bit 31"
     assert short("node 3 (ConvClip 'Conv:Conv20') weight 'w17': weight tiles [(1, 1, 3, 3, 1, 32)] hold 288 bytes "
                  "but the tensor's NPU size is 576") == "weight tiles of another size"
-    assert short("format 0x1004 files (rv1106 container) are not a FlatBuffer and cannot be run off-board") == \
-        "rv1106 container, not a FlatBuffer"
+    assert short("format 0x1004 files (rv1106 container) keep their graph in a section that could not be read: its "
+                 "section table (...) ends at 0x1e4") == "rv1106 container, graph section not located"
+    assert short("vendor op types ConvClip, MaxPool in an rv1106/rv1103 container cannot run off-board: its graph "
+                 "stores no attributes") == "rv1106 container, registers not decoded: ConvClip, MaxPool"
     assert short("build returned -1: build: Current target_platform(rv1103) not support do_quantization = False!") \
         == "the toolkit builds no fp16 file"
     assert short("RKNN-Toolkit2 2.3.2 was not validated for rk3562") == "toolkit release not validated for the platform"

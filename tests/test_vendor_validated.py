@@ -174,7 +174,7 @@ def test_inspect_says_when_a_platform_and_toolkit_were_never_validated(tmp_path,
 def test_unvalidated_explains_each_level():
     ops = {"InputOperator", "OutputOperator", "Conv"}
     assert unvalidated("rk3588", "2.5.0", "int8", ops) is None
-    assert "target platform 'rv1106'" in unvalidated("rv1106", "2.5.0", "int8", ops)
+    assert "target platform 'rk2118'" in unvalidated("rk2118", "2.5.0", "int8", ops)
     assert "RKNN-Toolkit2 (version not recorded)" in unvalidated("rk3588", None, "int8", ops)
     assert "int8-layer rk3566 files from RKNN-Toolkit2 2.5.0 were not validated" in \
         unvalidated("rk3566", "2.5.0", "int8-layer", ops)

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Callable
 
 from rknnlite.model.flatbuf import FlatBuffer
+from rknnlite.model.rockchip import read_rockchip
+from rknnlite.model.schema import T3
 
 
 def doctored_copy(source: Path, tmp_path: Path, patch: Callable[[bytearray], None]) -> str:
@@ -19,9 +21,16 @@ def doctored_copy(source: Path, tmp_path: Path, patch: Callable[[bytearray], Non
     return str(path)
 
 
+def _graph(data: bytearray) -> FlatBuffer:
+    """The FlatBuffer graph of a vendor file's bytes (the model section, or an rv1106 container's
+    graph section)."""
+    rk = read_rockchip(bytes(data))
+    return FlatBuffer(data, rk.graph_offset, rk.graph_size)
+
+
 def subgraph_table(data: bytearray):
     """The first subgraph's FlatBuffer table of a vendor file's bytes."""
-    return FlatBuffer(data, 64, struct.unpack_from("<Q", data, 16)[0]).root("Model").vector(2).table(0)
+    return _graph(data).root("Model").vector(2).table(0)
 
 
 def tensor_table(data: bytearray, name: str):
@@ -31,9 +40,16 @@ def tensor_table(data: bytearray, name: str):
 
 def tensor_bytes(data: bytearray, name: str) -> memoryview:
     """The stored bytes of tensor ``name``, a view into ``data`` (writes doctor the file)."""
+    rk = read_rockchip(bytes(data))
+    if rk.packed is not None:  # an rv1106 container: its sections, and constants at offsets into one
+        if name in ("regcmd", "task"):
+            start, size = getattr(rk.packed, "regcmd" if name == "regcmd" else "tasks")
+            return memoryview(data)[start:start + size]
+        t = tensor_table(data, name)
+        start = rk.packed.weights[0] + t.u32(T3.t_offset)
+        return memoryview(data)[start:start + t.u32(T3.t_size)]
     t = tensor_table(data, name)
-    root = FlatBuffer(data, 64, struct.unpack_from("<Q", data, 16)[0]).root()
-    vec = root.vector(20).table(t.u32(18)).vector(0, 1)
+    vec = _graph(data).root().vector(20).table(t.u32(18)).vector(0, 1)
     return memoryview(data)[vec.pos:vec.pos + len(vec.raw())]
 
 

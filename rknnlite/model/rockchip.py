@@ -12,9 +12,11 @@ Layout (little-endian; see ``shared/reference/rknn-file-format.md``)::
 The JSON trailer names the inputs and outputs; the FlatBuffer root table
 ("Model") carries the compiler/toolkit versions, the target, the custom string,
 the batch size, the dynamic shapes and, per subgraph, the tensors with their
-int8 quantization parameters.  The rv1106 container (0x1001-0x1004) carries a
-packed, undocumented payload instead of a FlatBuffer: only the JSON trailer is
-read there, and the FlatBuffer fields are ``None``.
+int8 quantization parameters.  The rv1106 container (0x1004) packs tasks, register
+commands and weights ahead of a FlatBuffer of another schema (:mod:`.packed`,
+:data:`.schema.T3`); when its sections cannot be located (or for 0x1001-0x1003, never
+observed) only the JSON trailer is read, the FlatBuffer fields are ``None`` and
+``graph_error`` says why.
 
 Nothing here executes the model; weights and the NPU command stream are left
 in place.  Every structural problem raises :class:`ModelInvalidError` naming the
@@ -35,6 +37,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..constants import MAX_DIMS, MAX_DYNAMIC_SHAPE_NUM
 from ..errors import ModelInvalidError
 from .flatbuf import FlatBuffer, Table
+from .packed import PackedSections, locate_sections
+from .schema import T3, V6, Schema
 from .spec import QuantParams, TensorSpec
 
 __all__ = [
@@ -55,8 +59,10 @@ CYPT_MAGIC = b"CYPTRKNN"
 
 #: Format versions whose model section is a FlatBuffer.
 FLATBUFFER_VERSIONS = frozenset(range(1, 7))
-#: Format versions of the rv1106-style container (packed, undocumented model section).
+#: Format versions of the rv1106-style container (sections ahead of a FlatBuffer, :mod:`.packed`).
 PACKED_VERSIONS = frozenset(range(0x1001, 0x1005))
+#: The one packed version whose sections were observed (and are located).
+_PACKED_OBSERVED = 0x1004
 
 HEADER_SIZE = 64
 _SHORT_HEADER_SIZE = 24  # versions 1 and 0x1001: no reserved block
@@ -64,29 +70,7 @@ _MAX_DIM = 1 << 31
 _MAX_BATCH = 1 << 16
 _MAX_DESCRIPTION = 1 << 20  # bytes of Python-literal text we are willing to parse
 
-# Model root table slots (reference §3).
-_M_VERSION = 0
-_M_TARGET = 1
-_M_SUBGRAPHS = 2
-_M_DESCRIPTION = 3
-_M_COMPILER_VERSION = 6
-_M_TOOLKIT_VERSION = 7
-_M_TARGET_PLATFORM = 8
-_M_FRAMEWORK = 9
-_M_CUSTOM_STRING = 11
-_M_INPUT_INFO = 12
-_M_OUTPUT_INFO = 13
-_M_BATCH_SIZE = 14
-_M_INFERENCE_TYPE = 16
-_M_DYNAMIC_SHAPES = 17
-
-# Subgraph / Tensor slots.
-_SG_TENSORS = 0
-_T_DTYPE = 0
-_T_KIND = 2
-_T_NAME = 5
-_T_SCALE = 10
-_T_ZERO_POINT = 11
+# Tensor enum values (slots: :mod:`.schema`).
 _T_DTYPE_INT8 = 3
 _T_KIND_INPUT = 1
 _T_KIND_OUTPUT = 2
@@ -126,8 +110,16 @@ class RockchipModel:
             ``"float16"`` for float ones; ``quant`` for int8 tensors).
         target_platforms: JSON ``target_platform`` (e.g. ``["rk3588"]``).
         toolkit_version: JSON ``version`` (e.g. ``"2.5.0"``).
-        flatbuffer: whether the model section was read as a FlatBuffer; when
-            ``False`` every FlatBuffer field below is ``None``/empty.
+        flatbuffer: whether a FlatBuffer graph was read (the model section, or the graph
+            section of an rv1106 container); when ``False`` every FlatBuffer field below is
+            ``None``/empty.
+        graph_offset / graph_size: where that FlatBuffer is in the file (the model section
+            for versions 1-6).
+        schema: its slot numbers (:data:`.schema.V6`, or :data:`.schema.T3` for rv1106).
+        packed: the sections of an rv1106 container (:class:`.packed.PackedSections`), else
+            ``None``.
+        graph_error: why the graph of an rv1106 container could not be read (``None`` when it
+            was, and for other files).
         npu_target: Model[1], e.g. ``"RKNPU v2"``.
         compiler_version: Model[6] decoded, e.g. 20500 -> ``"2.5.0"``.
         toolkit_full_version: Model[7], e.g. ``"2.5.0(compiler version: ...)"``.
@@ -158,6 +150,11 @@ class RockchipModel:
     target_platforms: List[str]
     toolkit_version: Optional[str]
     flatbuffer: bool = True
+    graph_offset: int = 0
+    graph_size: int = 0
+    schema: Schema = field(default=V6, repr=False)
+    packed: Optional[PackedSections] = None
+    graph_error: Optional[str] = None
     npu_target: Optional[str] = None
     compiler_version: Optional[str] = None
     toolkit_full_version: Optional[str] = None
@@ -187,7 +184,8 @@ class RockchipModel:
         """A JSON-ready dict (used by ``rknnlite inspect --json``)."""
         return {
             "format": "rockchip-rknn",
-            "format_version": str(self.format_version),
+            "format_version": f"{self.format_version:#x}" if self.format_version in PACKED_VERSIONS
+            else str(self.format_version),
             "toolkit_version": self.toolkit_version,
             "toolkit_full_version": self.toolkit_full_version,
             "compiler_version": self.compiler_version,
@@ -202,6 +200,8 @@ class RockchipModel:
             "dynamic_shapes": [[list(s) for s in shapes] for shapes in self.dynamic_shapes],
             "batch_size": self.batch_size,
             "flatbuffer": self.flatbuffer,
+            "packed": self.packed.to_dict() if self.packed is not None else None,
+            "graph_error": self.graph_error,
             "size": self.file_size,
             "model_size": self.model_size,
         }
@@ -375,10 +375,11 @@ class _Reader:
                     f"the model section has no FlatBuffer identifier 'RKNN' at {header + 4:#x} "
                     f"(found {ident!r})"
                 )
-            fields, inputs, outputs = self.read_flatbuffer(fb.root("Model"), inputs, outputs)
+            fields, inputs, outputs = self.read_flatbuffer(fb.root("Model"), inputs, outputs, V6)
+            fields.update(graph_offset=header, graph_size=model_size)
         else:
-            inputs = [_default_dtype(t) for t in inputs]
-            outputs = [_default_dtype(t) for t in outputs]
+            fields, inputs, outputs = self.read_packed(version, model_size, inputs, outputs)
+            is_fb = fields.get("graph_error") is None
 
         return RockchipModel(
             label=self.label,
@@ -394,6 +395,31 @@ class _Reader:
             flatbuffer=is_fb,
             **fields,
         )
+
+    def read_packed(self, version: int, model_size: int, inputs: List[TensorSpec], outputs: List[TensorSpec]):
+        """The FlatBuffer fields of an rv1106 container, read from its graph section; or, when
+        that cannot be located or read, only ``graph_error`` saying why (on a board librknnrt
+        still loads the file: nothing here refuses it)."""
+        if version != _PACKED_OBSERVED:
+            reason = f"format {version:#x} containers were never observed (only {_PACKED_OBSERVED:#x})"
+        else:
+            sections = locate_sections(self.view, model_size)
+            reason = sections if isinstance(sections, str) else None
+        if reason is None:
+            offset, size = sections.graph
+            try:
+                fb = FlatBuffer(self.view, offset, size, self.label)
+                ident = fb.identifier()
+                if ident != RKNN_MAGIC:
+                    raise self.error(f"no FlatBuffer identifier 'RKNN' at {offset + 4:#x} (found {ident!r})")
+                fields, inputs, outputs = self.read_flatbuffer(fb.root("Model"), inputs, outputs, T3)
+            except ModelInvalidError as e:
+                reason = f"its graph section does not read as a FlatBuffer ({e})"
+            else:
+                fields.update(graph_offset=offset, graph_size=size, schema=T3, packed=sections)
+                return fields, inputs, outputs
+        fields = {"graph_error": reason}
+        return fields, [_default_dtype(t) for t in inputs], [_default_dtype(t) for t in outputs]
 
     # -- JSON trailer --------------------------------------------------------
 
@@ -506,9 +532,10 @@ class _Reader:
 
     # -- FlatBuffer ----------------------------------------------------------
 
-    def read_flatbuffer(self, root: Table, inputs: List[TensorSpec], outputs: List[TensorSpec]):
-        compiler = root.i32(_M_COMPILER_VERSION, 0)
-        batch_text = root.string(_M_BATCH_SIZE)
+    def read_flatbuffer(self, root: Table, inputs: List[TensorSpec], outputs: List[TensorSpec],
+                        schema: Schema):
+        compiler = root.i32(schema.m_compiler_version, 0)
+        batch_text = _optional(root.string, schema.m_batch_size)
         batch = 1
         if batch_text is not None and batch_text.strip():
             try:
@@ -519,14 +546,14 @@ class _Reader:
                 raise self.error(f"FlatBuffer batch size {batch} is out of range")
             batch = max(batch, 1)
 
-        subgraphs = root.vector(_M_SUBGRAPHS)
+        subgraphs = root.vector(schema.m_subgraphs)
         if subgraphs is None or len(subgraphs) == 0:
             raise self.error("the FlatBuffer Model has no subgraphs")
-        description = _literal_dict(root.bytes(_M_DESCRIPTION))
-        input_info = _json_dict(root.string(_M_INPUT_INFO))
-        output_info = _json_dict(root.string(_M_OUTPUT_INFO))
+        description = _literal_dict(root.bytes(schema.m_description))
+        input_info = _json_dict(_optional(root.string, schema.m_input_info))
+        output_info = _json_dict(_optional(root.string, schema.m_output_info))
 
-        tensors = _index_tensors(subgraphs.table(0, "Subgraph"))
+        tensors = _index_tensors(subgraphs.table(0, "Subgraph"), schema)
         quant_tab = description.get("quant_tab") if description is not None else None
         if not isinstance(quant_tab, dict):
             quant_tab = {}
@@ -534,15 +561,15 @@ class _Reader:
         outputs = [self.refine(t, output_info, tensors, quant_tab, _T_KIND_OUTPUT) for t in outputs]
 
         fields = dict(
-            npu_target=root.string(_M_TARGET),
+            npu_target=root.string(schema.m_target),
             compiler_version=_decode_compiler_version(compiler),
-            toolkit_full_version=root.string(_M_TOOLKIT_VERSION),
-            target_platform=root.string(_M_TARGET_PLATFORM),
-            framework=root.string(_M_FRAMEWORK),
-            custom_string=root.string(_M_CUSTOM_STRING, ""),
+            toolkit_full_version=root.string(schema.m_toolkit_version),
+            target_platform=root.string(schema.m_target_platform),
+            framework=root.string(schema.m_framework),
+            custom_string=_optional(root.string, schema.m_custom_string) or "",
             batch_size=batch,
-            inference_type=root.string(_M_INFERENCE_TYPE),
-            dynamic_shapes=self.dynamic_shapes(root, inputs),
+            inference_type=_optional(root.string, schema.m_inference_type),
+            dynamic_shapes=self.dynamic_shapes(root, inputs, schema),
             num_subgraphs=len(subgraphs),
             description=description,
             input_info=input_info,
@@ -563,8 +590,8 @@ class _Reader:
                 quant = _quant_from_tab(quant_tab.get(spec.name))
         return TensorSpec(spec.name, spec.shape, dtype, spec.layout, quant)
 
-    def dynamic_shapes(self, root: Table, inputs: List[TensorSpec]) -> List[List[Tuple[int, ...]]]:
-        ranges = root.vector(_M_DYNAMIC_SHAPES)
+    def dynamic_shapes(self, root: Table, inputs: List[TensorSpec], schema: Schema) -> List[List[Tuple[int, ...]]]:
+        ranges = _optional(root.vector, schema.m_dynamic_shapes)
         if ranges is None or len(ranges) == 0:
             return []
         # Observed: one ShapeRange per input, holding that input's shape in every set.
@@ -651,27 +678,32 @@ def _json_dict(text: Optional[str]) -> Optional[Dict[str, Any]]:
     return value if isinstance(value, dict) else None
 
 
-def _index_tensors(subgraph: Table) -> Dict[str, List[Table]]:
+def _optional(read, slot: Optional[int]):
+    """``read(slot)``, or ``None`` for a slot the schema does not have."""
+    return None if slot is None else read(slot)
+
+
+def _index_tensors(subgraph: Table, schema: Schema) -> Dict[str, List[Tuple[Table, Schema]]]:
     """Subgraph tensors by name (only names; their fields are read on demand)."""
-    out: Dict[str, List[Table]] = {}
-    vec = subgraph.vector(_SG_TENSORS)
+    out: Dict[str, List[Tuple[Table, Schema]]] = {}
+    vec = subgraph.vector(schema.sg_tensors)
     if vec is None:
         return out
     for tensor in vec.tables("Tensor"):
-        name = tensor.string(_T_NAME)
+        name = tensor.string(schema.t_name)
         if name:
-            out.setdefault(name, []).append(tensor)
+            out.setdefault(name, []).append((tensor, schema))
     return out
 
 
 def _quant_from_tensors(candidates, kind: int) -> Optional[QuantParams]:
     """Scale/zero point of the int8 tensor with this name, preferring the I/O kind."""
-    ordered = sorted(candidates, key=lambda t: t.u8(_T_KIND) != kind)
-    for tensor in ordered:
-        if tensor.u8(_T_DTYPE) != _T_DTYPE_INT8:
+    ordered = sorted(candidates, key=lambda ts: ts[0].u8(ts[1].t_kind) != kind)
+    for tensor, schema in ordered:
+        if tensor.u8(schema.t_dtype) != _T_DTYPE_INT8:
             continue
-        scale = tensor.scalars(_T_SCALE, "f32")
-        zero_point = tensor.scalars(_T_ZERO_POINT, "i32")
+        scale = tensor.scalars(schema.t_scale, "f32")
+        zero_point = tensor.scalars(schema.t_zero_point, "i32")
         quant = _make_quant(scale, zero_point)
         if quant is not None:
             return quant

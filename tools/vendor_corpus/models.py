@@ -1425,7 +1425,33 @@ def _cases() -> List[Case]:
                   ("gemm_hardswish", ("rk3576", "rk3566", "rk3562", "rv1126b"), ("fp16", "i8")),
                   ("add_relu", ("rk3562", "rv1126b"), ("fp16", "i8")))
               for p in platforms]
+    # issue 19, the rv1106/rv1103 container ("RKNPU t3", int8 only): plain convs and Relu, whose
+    # attributes are in the CNA registers there (strides, top/left pads, kernel sizes up to 7)
+    cases += [Case(f"conv_pads_{p}", " ".join(_conv_pads.__doc__.split()), _conv_pads(), img, variants=("i8",),
+                   platform=p, purpose=f"the conv attributes and requantization of the {p} container")
+              for p in ("rv1106", "rv1103")]
     return cases
+
+
+def _conv_pads():
+    """Conv 3->8 7x7 s2 pads 3 Relu; Conv 8->8 5x5 pads (2, 1, 2, 1); Conv 8->8 3x3 s2 pads
+    (0, 0, 1, 1) Relu; Conv 8->6 3x3 p1; Conv 6->4 1x1: one attribute of the conv per layer (an
+    rv1106 file stores them only in its registers)."""
+    def build():
+        g = _G(509)
+        y = g.node("Relu", [g.conv("x", 3, 8, k=7, stride=2)])[0]
+        y = _pads_conv(g, y, 8, 8, 5, 1, [2, 1, 2, 1])
+        y = g.node("Relu", [_pads_conv(g, y, 8, 8, 3, 2, [0, 0, 1, 1])])[0]
+        y = g.conv(g.conv(y, 8, 6), 6, 4, k=1)
+        return g.model([("x", (1, 3, 16, 16))], [(y, "y")])
+    return build
+
+
+def _pads_conv(g: "_G", x: str, cin: int, cout: int, k: int, stride: int, pads: List[int]) -> str:
+    w = (g.rng.standard_normal((cout, cin, k, k)) * (1.5 / np.sqrt(cin * k * k))).astype(np.float32)
+    b = (g.rng.standard_normal(cout) * 0.1).astype(np.float32)
+    return g.node("Conv", [x, g.const(w, "w"), g.const(b, "b")], kernel_shape=[k, k], strides=[stride, stride],
+                  pads=pads)[0]
 
 
 #: cases also built with per-layer quantization: each op family the lowering runs per layer (the

@@ -13,13 +13,15 @@ of the file's bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from ...errors import ModelInvalidError
 from ..flatbuf import FlatBuffer, Table
+from ..packed import PackedSections
+from ..schema import V6, Schema
 from .bson import decode_bson
 
-__all__ = ["VendorTensor", "VendorNode", "VendorSubgraph", "VendorFile", "read_vendor_graph",
+__all__ = ["VendorTensor", "VendorNode", "VendorSubgraph", "VendorFile", "PackedVendorFile", "read_vendor_graph",
            "DTYPES", "LAYOUTS", "KINDS", "PARAM_TYPES"]
 
 #: Tensor slot 0: dtype code -> name (0 only on the empty tensor 0; 16, bfloat16, only on the
@@ -38,12 +40,6 @@ PARAM_TYPES = {0: "none", 1: "conv", 2: "deconv", 3: "maxpool", 5: "avgpool", 17
 #: Tensor kinds whose data is in a buffer.
 CONST_KINDS = ("const", "shape", "lut", "generated", "regcmd", "task")
 
-# Model root / Subgraph / Tensor / Node slots.
-_M_SUBGRAPHS, _M_BUFFERS = 2, 20
-_SG_TENSORS, _SG_NODES, _SG_INPUTS, _SG_OUTPUTS, _SG_PREPROC = 0, 1, 2, 3, 4
-_T_DTYPE, _T_LAYOUT, _T_KIND, _T_NPU_SHAPE, _T_SHAPE, _T_NAME = 0, 1, 2, 3, 4, 5
-_T_SCALE, _T_ZERO_POINT, _T_SIZE, _T_BUFFER = 10, 11, 12, 18
-_N_TYPE, _N_NAME, _N_TARGET, _N_INPUTS, _N_OUTPUTS, _N_PARAM_TYPE, _N_PARAM, _N_BSON = 1, 2, 3, 4, 5, 7, 8, 9
 
 
 @dataclass(frozen=True)
@@ -60,6 +56,8 @@ class VendorTensor:
         scale / zero_point: int8 activation quantization (empty when absent).
         buffer: index into the file's buffers for constants (0 = none).
         size: byte size on the NPU.
+        offset: an rv1106 container's constant: its byte offset in the weight section
+            (``None`` in other files).
     """
 
     index: int
@@ -73,6 +71,7 @@ class VendorTensor:
     zero_point: Tuple[int, ...] = ()
     buffer: int = 0
     size: int = 0
+    offset: Optional[int] = None
 
     @property
     def is_const(self) -> bool:
@@ -179,16 +178,51 @@ class VendorFile:
         return self.buffer(tensor.buffer, where)
 
 
-def read_vendor_graph(payload, header_size: int, model_size: int, label: str) -> VendorFile:
-    """Decode the subgraphs of the FlatBuffer at ``payload[header_size:header_size+model_size]``
-    (the values :func:`rknnlite.model.rockchip.read_rockchip` reports)."""
-    fb = FlatBuffer(payload, header_size, model_size, label)
+@dataclass(frozen=True)
+class PackedVendorFile(VendorFile):
+    """The graph of an rv1106 container: its constants, task records and register commands are
+    sections of the file (``packed``: :class:`~rknnlite.model.packed.PackedSections`), not
+    buffers (it has none)."""
+
+    _payload: Any = field(default=None, repr=False)
+    packed: Optional[PackedSections] = None
+
+    def tensor_data(self, sg: VendorSubgraph, tensor: VendorTensor) -> memoryview:
+        """A constant's bytes from the weight section (``offset``, ``size``); the "task" and
+        "regcmd" tensors' from their sections.  Read-only views of the file, no copy."""
+        where = f"subgraph {sg.index} tensor {tensor.index} ({tensor.name!r})"
+        if not tensor.is_const:
+            raise ModelInvalidError(f"{self.label}: {where} is a {tensor.kind} tensor, not stored data", op="load")
+        if tensor.kind in ("task", "regcmd"):
+            start, size = getattr(self.packed, "tasks" if tensor.kind == "task" else "regcmd")
+            return self._payload[start:start + size]
+        start, section = self.packed.weights
+        offset = tensor.offset or 0
+        if offset + tensor.size > section:
+            raise ModelInvalidError(f"{self.label}: {where} takes {tensor.size} bytes at offset {offset} of the "
+                                    f"{section}-byte weight section", op="load")
+        return self._payload[start + offset:start + offset + tensor.size]
+
+
+def read_vendor_graph(payload, offset: int, size: int, label: str, schema: Schema = V6,
+                      packed: Optional[PackedSections] = None) -> VendorFile:
+    """Decode the subgraphs of the FlatBuffer at ``payload[offset:offset+size]`` (for versions
+    1-6 the model section: ``header_size`` and ``model_size`` as
+    :func:`rknnlite.model.rockchip.read_rockchip` reports them; in general its ``graph_offset``,
+    ``graph_size``, ``schema`` and ``packed``).  ``packed``: the sections of an rv1106 container,
+    whose constants are in its weight section (:class:`PackedVendorFile`)."""
+    fb = FlatBuffer(payload, offset, size, label)
     root = fb.root("Model")
-    vec = root.vector(_M_SUBGRAPHS)
+    vec = root.vector(schema.m_subgraphs)
     if vec is None or len(vec) == 0:
         raise ModelInvalidError(f"{label}: the FlatBuffer Model has no subgraphs", op="load")
-    subgraphs = tuple(_subgraph(vec.table(i, "Subgraph"), i, label) for i in range(len(vec)))
-    return VendorFile(label, subgraphs, root.vector(_M_BUFFERS))
+    subgraphs = tuple(_subgraph(vec.table(i, "Subgraph"), i, label, schema) for i in range(len(vec)))
+    if packed is not None:
+        return PackedVendorFile(label, subgraphs, None, memoryview(payload).toreadonly(), packed)
+    if schema.m_buffers is None:
+        raise ModelInvalidError(f"{label}: a {schema.name} graph keeps its constants in the container's sections, "
+                                "which were not given", op="load")
+    return VendorFile(label, subgraphs, root.vector(schema.m_buffers))
 
 
 def _error(label: str, message: str) -> ModelInvalidError:
@@ -203,15 +237,15 @@ def _enum(table: Dict[int, str], code: int, what: str, where: str, label: str) -
     return name
 
 
-def _subgraph(sg: Table, index: int, label: str) -> VendorSubgraph:
-    tensors = tuple(_tensor(t, i, index, label) for i, t in enumerate(sg.tables(_SG_TENSORS) or ()))
-    nodes = tuple(_node(n, i, index, label) for i, n in enumerate(sg.tables(_SG_NODES) or ()))
+def _subgraph(sg: Table, index: int, label: str, schema: Schema) -> VendorSubgraph:
+    tensors = tuple(_tensor(t, i, index, label, schema) for i, t in enumerate(sg.tables(schema.sg_tensors) or ()))
+    nodes = tuple(_node(n, i, index, label, schema) for i, n in enumerate(sg.tables(schema.sg_nodes) or ()))
     preproc = []
-    for p in sg.tables(_SG_PREPROC) or ():
+    for p in (sg.tables(schema.sg_preproc) if schema.sg_preproc is not None else None) or ():
         preproc.append((tuple(p.scalars(0, "f32") or ()), tuple(p.scalars(1, "f32") or ()),
                         tuple(p.scalars(2, "i32") or ())))
-    result = VendorSubgraph(index, tensors, nodes, tuple(sg.scalars(_SG_INPUTS, "i32") or ()),
-                            tuple(sg.scalars(_SG_OUTPUTS, "i32") or ()), tuple(preproc))
+    result = VendorSubgraph(index, tensors, nodes, tuple(sg.scalars(schema.sg_inputs, "i32") or ()),
+                            tuple(sg.scalars(schema.sg_outputs, "i32") or ()), tuple(preproc))
     for t in result.inputs + result.outputs:
         result.tensor(t, f"{label}: subgraph {index} I/O list")
     for node in nodes:
@@ -220,38 +254,42 @@ def _subgraph(sg: Table, index: int, label: str) -> VendorSubgraph:
     return result
 
 
-def _tensor(t: Table, index: int, sg: int, label: str) -> VendorTensor:
-    name = t.string(_T_NAME, "") or ""
+def _tensor(t: Table, index: int, sg: int, label: str, schema: Schema) -> VendorTensor:
+    name = t.string(schema.t_name, "") or ""
     where = f"subgraph {sg} tensor {index} ({name!r})"
-    dtype = _enum(DTYPES, t.u8(_T_DTYPE), "dtype", where, label)
-    layout = _enum(LAYOUTS, t.u8(_T_LAYOUT), "layout", where, label)
-    kind = _enum(KINDS, t.u8(_T_KIND), "tensor kind", where, label)
+    dtype = _enum(DTYPES, t.u8(schema.t_dtype), "dtype", where, label)
+    layout = _enum(LAYOUTS, t.u8(schema.t_layout), "layout", where, label)
+    kind = _enum(KINDS, t.u8(schema.t_kind), "tensor kind", where, label)
     if (dtype == "none") != (kind == "none"):
         raise _error(label, f"{where}: dtype {dtype} with tensor kind {kind} (only the empty tensor has neither)")
     tensor = VendorTensor(
         index=index, name=name, dtype=dtype, layout=layout, kind=kind,
-        npu_shape=tuple(t.scalars(_T_NPU_SHAPE, "i32") or ()), shape=tuple(t.scalars(_T_SHAPE, "i32") or ()),
-        scale=tuple(t.scalars(_T_SCALE, "f32") or ()), zero_point=tuple(t.scalars(_T_ZERO_POINT, "i32") or ()),
-        buffer=t.u32(_T_BUFFER), size=t.u32(_T_SIZE),
+        npu_shape=tuple(t.scalars(schema.t_npu_shape, "i32") or ()), shape=tuple(t.scalars(schema.t_shape, "i32") or ()),
+        scale=tuple(t.scalars(schema.t_scale, "f32") or ()), zero_point=tuple(t.scalars(schema.t_zero_point, "i32") or ()),
+        buffer=t.u32(schema.t_buffer) if schema.t_buffer is not None else 0, size=t.u32(schema.t_size),
+        offset=t.u32(schema.t_offset) if schema.t_offset is not None else None,
     )
     return tensor
 
 
-def _node(n: Table, index: int, sg: int, label: str) -> VendorNode:
-    op = n.string(_N_TYPE, "") or ""
-    name = n.string(_N_NAME, "") or ""
+def _node(n: Table, index: int, sg: int, label: str, schema: Schema) -> VendorNode:
+    op = n.string(schema.n_type, "") or ""
+    name = n.string(schema.n_name, "") or ""
     where = f"subgraph {sg} node {index} ({op} {name!r})"
     if not op:
         raise _error(label, f"subgraph {sg} node {index} has no op type")
-    param_type = n.u8(_N_PARAM_TYPE)
+    if schema.n_param_type is None:  # T3: no parameter table, no BSON (see .t3conv)
+        return VendorNode(index, op, name, tuple(n.scalars(schema.n_inputs, "i32") or ()),
+                          tuple(n.scalars(schema.n_outputs, "i32") or ()), where=f"{label}: {where}")
+    param_type = n.u8(schema.n_param_type)
     family = PARAM_TYPES.get(param_type)
-    table = n.table(_N_PARAM, "Param")
+    table = n.table(schema.n_param, "Param")
     if family not in (None, "none") and table is None:
         raise _error(label, f"{where} declares a {family} parameter table but has none")
     params = _params(family, table) if table is not None and family is not None else {}
-    raw = n.scalars(_N_BSON, "u8")
-    return VendorNode(index, op, name, tuple(n.scalars(_N_INPUTS, "i32") or ()),
-                      tuple(n.scalars(_N_OUTPUTS, "i32") or ()), param_type, params, bytes(raw or b""),
+    raw = n.scalars(schema.n_bson, "u8")
+    return VendorNode(index, op, name, tuple(n.scalars(schema.n_inputs, "i32") or ()),
+                      tuple(n.scalars(schema.n_outputs, "i32") or ()), param_type, params, bytes(raw or b""),
                       f"{label}: {where}")
 
 

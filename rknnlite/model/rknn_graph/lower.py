@@ -99,7 +99,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -109,6 +109,7 @@ from ..info import MetadataInfo
 from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
+from ..schema import T3
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
 from .batchnorm import lower_batch_norm
 from .helpers import check_concat_selection, check_softmax_sum_weight
@@ -118,6 +119,7 @@ from .f2act import (F2_ACT_LUT, F2_PLATFORMS, f2_activation, f2_bias_layout, f2_
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
                      fused_activation, node_registers, read_tasks, requant_of, requant_t4)
+from .t3conv import T3_OPS, T3_PLATFORMS, requant_t3, t3_conv_params, t3_unsupported_ops
 from .t4act import t4_activation, t4_lut_stage, t4_lut_task
 from .transformer import attention_grids, lower_gather, lower_gelu, lower_layer_norm, lower_matmul
 from .regcmd import shortest_decimal as _shortest
@@ -255,15 +257,33 @@ class VendorModel(MetadataInfo):
         return out
 
 
+def read_graph(payload, rockchip: RockchipModel) -> VendorFile:
+    """The decoded graph of a vendor file: its model section, or the graph section of an rv1106
+    container.
+
+    Raises:
+        ModelInvalidError: a file whose graph was not found (an rv1106 container whose
+            sections could not be located: ``rockchip.graph_error``), or a malformed graph.
+    """
+    if not rockchip.flatbuffer:
+        raise ModelInvalidError(f"{rockchip.label}: format {rockchip.format_version:#x} files (rv1106 container) "
+                                f"keep their graph in a section that could not be read: {rockchip.graph_error}; such "
+                                "a file cannot be run off-board", op="load")
+    return read_vendor_graph(payload, rockchip.graph_offset, rockchip.graph_size, rockchip.label, rockchip.schema,
+                             rockchip.packed)
+
+
 def vendor_op_counts(payload, rockchip: RockchipModel) -> Dict[str, int]:
     """How many nodes of each vendor op type the file's first subgraph has (first-use order)."""
-    vf = read_vendor_graph(payload, rockchip.header_size, rockchip.model_size, rockchip.label)
-    return dict(Counter(node.op for node in vf.subgraphs[0].nodes))
+    return dict(Counter(node.op for node in read_graph(payload, rockchip).subgraphs[0].nodes))
 
 
 def op_support(payload, rockchip: RockchipModel) -> List[Tuple[str, int, bool]]:
-    """``[(vendor op type, node count, runs off-board), ...]`` for ``rknnlite inspect``."""
-    return [(op, n, op in SUPPORTED_OPS) for op, n in vendor_op_counts(payload, rockchip).items()]
+    """``[(vendor op type, node count, runs off-board), ...]`` for ``rknnlite inspect`` (in an
+    rv1106 container, only the op types whose attributes were decoded from its registers)."""
+    counts = vendor_op_counts(payload, rockchip)
+    blocked = set(t3_unsupported_ops(list(counts))) if rockchip.schema is T3 else set()
+    return [(op, n, op in SUPPORTED_OPS and op not in blocked) for op, n in counts.items()]
 
 
 def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True,
@@ -285,12 +305,11 @@ def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True,
             message names it and the file.
     """
     label = rockchip.label
-    if not rockchip.flatbuffer:
-        raise ModelInvalidError(f"{label}: format {rockchip.format_version:#x} files (rv1106 container) are not a "
-                                "FlatBuffer and cannot be run off-board", op="load")
-    vf = read_vendor_graph(payload, rockchip.header_size, rockchip.model_size, label)
+    vf = read_graph(payload, rockchip)
     custom = frozenset(op for op in {n.op for sg in vf.subgraphs for n in sg.nodes} - SUPPORTED_OPS if custom(op))
     _check_ops(vf, label, custom)
+    if rockchip.schema is T3:
+        _check_t3_ops(vf, label)
     _check_subgraphs(vf, label)
     model = _Lowering(vf, rockchip, custom, fuse).run()
     if validate:  # a custom op runs the user's code: only the file's own ops need the evidence
@@ -311,6 +330,21 @@ def _check_ops(vf: VendorFile, label: str, custom: FrozenSet[str] = frozenset())
     for sg in vf.subgraphs:
         for node in sg.nodes:
             node.check_params()
+
+
+#: an rv1106 container's weights end on a multiple of this many bytes
+_T3_WEIGHT_ALIGN = 64
+
+
+def _check_t3_ops(vf: VendorFile, label: str) -> None:
+    """An rv1106 container's nodes have no attributes of their own: only the op types whose
+    attributes were decoded from the NPU registers can run (:mod:`.t3conv`)."""
+    missing = t3_unsupported_ops([n.op for sg in vf.subgraphs for n in sg.nodes])
+    if missing:
+        raise ModelInvalidError(
+            f"{label}: vendor op type{'s' if len(missing) > 1 else ''} {', '.join(missing)} in an rv1106/rv1103 "
+            "container cannot run off-board: its graph stores no attributes, and those of only "
+            f"{', '.join(sorted(T3_OPS))} were decoded from the NPU registers", op="load")
 
 
 def _custom_hint(op: str) -> str:
@@ -720,7 +754,7 @@ class _Lowering:
     # -- op lowerings ------------------------------------------------------------------------
 
     def conv(self, node: VendorNode) -> None:
-        if node.param_type != 1:
+        if node.param_type != 1 and not self.t3_platform():
             raise self.error(f"{node.label} has parameter-union type {node.param_type}; a conv table (1) was expected")
         out = self.single_output(node)
         if len(node.inputs) < 2:
@@ -740,7 +774,7 @@ class _Lowering:
         if len(extra) != residuals:
             raise self.error(f"{node.label} has {len(extra)} extra activation inputs "
                              f"{[t.name for t in extra]}; {node.op} takes {residuals}")
-        p = node.params
+        p = self.conv_params(node, x, w, out)
         group = int(p.get("group", 1))
         kernel = list(p["kernel_shape"])
         where = f"{self.label}: {node.label} weight {w.name!r}"
@@ -753,7 +787,8 @@ class _Lowering:
             weight, self.weight_zero_points[node.index] = decode_depthwise_weight(raw, w.npu_shape, w.shape, where,
                                                                                   w.size)
         else:
-            weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size, packed=packed)
+            weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size, packed=packed,
+                                   align=_T3_WEIGHT_ALIGN if self.t3_platform() else 1)
         channels_in = x.shape[1] if len(x.shape) == 4 else -1
         if group > 1:
             if not (w.shape[0] == 1 and w.shape[1] == group == channels_in):
@@ -911,6 +946,15 @@ class _Lowering:
         else:
             self.emit(node, activation, [conv], {})
 
+    def conv_params(self, node: VendorNode, x: VendorTensor, w: VendorTensor, out: VendorTensor) -> Dict[str, Any]:
+        """A conv's attributes: its parameter table, or in an rv1106 container (which has
+        none) its CNA registers (:func:`.t3conv.t3_conv_params`)."""
+        if not self.t3_platform():
+            return node.params
+        where = f"{self.label}: {node.label}"
+        return t3_conv_params(node_registers(self.regcmd(), self.tasks(), node.index, where), w.shape, x.shape,
+                              out.shape, where)
+
     def register_params(self, node: VendorNode, unit: Optional[float],
                         params: Optional[Dict[str, float]]) -> Dict[str, float]:
         """A fused Clip / LeakyRelu / HardSigmoid's parameters: ``params`` when already decoded
@@ -962,6 +1006,8 @@ class _Lowering:
                 raise self.error(f"{node.label}: {node.op} in an int8 {self.platform()} file: its requantization "
                                  "registers there were not decoded (those of convs and deconvs were)")
             requant = requant_t4(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points)
+        elif self.t3_platform():
+            requant = requant_t3(regs, where, _CONV_ACTIVATIONS.get(node.op))
         elif self.f2_platform() and node.op == "ConvTranspose":  # no stored weight scale: registers and blocks
             requant = f2_deconv_requant(regs, where)
         else:
@@ -1027,7 +1073,7 @@ class _Lowering:
         """Channels per int8 bias block: half the C2 of the conv's NC1HWC2 activations, except
         on rk3562, whose int8 activations have C2 = 16 and whose bias blocks hold 4 channels (as
         rk3566's, whose C2 is 8)."""
-        if self.int8 and self.t4_platform():
+        if self.int8 and (self.t4_platform() or self.t3_platform()):
             return 4
         c2 = [t.npu_shape[-1] for t in (out, x) if t.layout == "NC1HWC2" and len(t.npu_shape) == 5]
         if not c2:
@@ -1068,6 +1114,11 @@ class _Lowering:
         if self.f2_platform():
             return F2_ACT_LUT  # its ACT_CFG, at rk3588's BN_CFG address
         return BN_LUT_LITE if self.lite_platform() else T4_BN_LUT if self.t4_platform() else BN_LUT
+
+    def t3_platform(self) -> bool:
+        """Whether the file is an rv1106/rv1103 container ("RKNPU t3"), whose convs take their
+        attributes and requantization from the registers of :mod:`.t3conv`."""
+        return self.rk.schema is T3 or self.platform() in T3_PLATFORMS
 
     def t4_platform(self) -> bool:
         """Whether the file targets rk3562 ("RKNPU t4"), whose int8 convs follow the DPU map of

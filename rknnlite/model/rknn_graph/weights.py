@@ -38,7 +38,7 @@ def _error(where: str, message: str) -> ModelInvalidError:
 
 
 def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: str, where: str,
-                  npu_size: Optional[int] = None, packed: bool = False) -> np.ndarray:
+                  npu_size: Optional[int] = None, packed: bool = False, align: int = 1) -> np.ndarray:
     """The weight ``[O, I, kh, kw]`` (``shape``, the model shape) from its tiles.
 
     ``dtype`` is ``"float16"`` or ``"int8"`` (the stored values, not dequantized); a new
@@ -48,7 +48,9 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
     whose weight uses the packed layout of :func:`decode_packed_weight` (one tile of fewer
     input channels than its input block, ``kw`` blocks fitting a 16-byte row; anything else
     is refused).  The caller decides it from the platform and the conv's input, never from
-    the size, which can equal the tiles' byte count by chance (8 output channels).
+    the size, which can equal the tiles' byte count by chance (8 output channels).  ``align``:
+    the NPU size may also be the tiles' byte count rounded up to a multiple of it (rv1106
+    weights end on 64 bytes).
     ``where`` names the tensor in messages."""
     if dtype not in _ITEM:
         raise _error(where, f"weights of dtype {dtype} are not supported (float16 or int8)")
@@ -76,7 +78,7 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
             raise _error(where, f"a packed int8 weight {list(shape)} (input block {iblk}) has NPU size {npu_size}; "
                                 f"{o_total * kh * kw * 2 * iblk} was observed for that shape")
         return decode_packed_weight(raw, shape, iblk, where, tiles[0][4], tiles[0][0])
-    if npu_size is not None and npu_size != tile_bytes and not (
+    if npu_size is not None and npu_size not in (tile_bytes, -(-tile_bytes // align) * align) and not (
             npu_size == unpadded and all(t[1] * t[5] == tiles[0][1] * tiles[0][5] for t in tiles)):
         raise _error(where, f"weight tiles {tiles} hold {tile_bytes} bytes but the tensor's NPU size is {npu_size}")
     if o_total * i_total * kh * kw * item.itemsize > len(data):  # before allocating a forged shape

@@ -1,0 +1,185 @@
+"""rv1106/rv1103 files (the 0x1004 container, "RKNPU t3") run off-board, or are refused by name.
+
+The container packs task records, register commands and weights ahead of a FlatBuffer graph of
+its own schema (:mod:`rknnlite.model.packed`, :data:`rknnlite.model.schema.T3`).  Its nodes
+carry no attributes: a conv's strides and pads are read from its CNA registers, its
+requantization from its DPU registers (:mod:`rknnlite.model.rknn_graph.t3conv`).  The corpus
+files ``conv_pads_rv1106_i8*`` / ``conv_pads_rv1103_i8*`` (RKNN-Toolkit2 2.2.0 to 2.5.0) hold one
+conv attribute per layer; that they meet the fidelity bounds is checked with every corpus file
+(``tests/test_vendor_validated.py``).  Here: the container's decoding, the attributes against the
+ONNX model's, and a refusal for every decoder input doctored.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+
+import numpy as np
+import pytest
+
+import rknnlite
+from rknnlite.errors import ModelInvalidError
+from rknnlite.model.packed import locate_sections
+from rknnlite.model.rknn_graph.lower import lower_rockchip
+from rknnlite.model.rknn_graph.regcmd import TARGET_CNA, TARGET_DPU
+from rknnlite.model.rknn_graph.t3conv import t3_conv_params
+from rknnlite.model.rknn_graph.weights import decode_weight
+from rknnlite.model.rockchip import read_rockchip
+from rknnlite.model.schema import T3
+
+from corpus import CORPUS, REPO
+from vendor_files import doctored_copy, patch_registers, tensor_table
+
+STEMS = [f"conv_pads_{p}_i8{s}" for p in ("rv1106", "rv1103") for s in ("", "_tk232", "_tk230", "_tk220")]
+STEM = "conv_pads_rv1106_i8"
+
+
+def _model(stem: str = STEM):
+    data = (CORPUS / f"{stem}.rknn").read_bytes()
+    return data, read_rockchip(data, label=stem)
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_the_container_sections_and_graph_are_located(stem):
+    data, rk = _model(stem)
+    assert rk.format_version == 0x1004 and rk.flatbuffer and rk.schema is T3 and rk.graph_error is None
+    assert rk.npu_target == "RKNPU t3" and rk.target_platform == stem.split("_")[2]
+    p = rk.packed
+    # the sections follow one another up to the end of the model section, the graph last
+    assert p.tasks[0] == 0x80 and p.tasks[1] % 40 == 0
+    assert p.regcmd[0] + p.regcmd[1] == p.weights[0] and p.weights[0] + p.weights[1] == p.graph[0]
+    assert (rk.graph_offset, rk.graph_size) == p.graph and p.graph[0] + p.graph[1] == 0x40 + rk.model_size
+    assert data[p.graph[0] + 4:p.graph[0] + 8] == b"RKNN"
+    # the I/O tensors are int8 with the graph's quantization
+    assert [t.dtype for t in rk.inputs + rk.outputs] == ["int8", "int8"]
+    assert rk.inputs[0].quant is not None and rk.outputs[0].quant is not None
+    assert rk.summary()["packed"]["weights"] == list(p.weights)
+
+
+def test_the_conv_attributes_from_the_registers_are_the_onnx_model_s():
+    sys.path.insert(0, str(REPO / "tools" / "vendor_corpus"))
+    import models
+
+    onnx_convs = [n for n in models.case_named(STEM[:-3]).build().graph.node if n.op_type == "Conv"]
+    model = lower_rockchip(*_model())
+    convs = [n for n in model.graph.nodes if n.op == "Conv"]
+    assert len(convs) == len(onnx_convs) == 5
+    for ours, theirs in zip(convs, onnx_convs):
+        want = {a.name: list(a.ints) if a.ints else a.i for a in theirs.attribute}
+        assert ours.attrs["kernel_shape"] == want["kernel_shape"] and ours.attrs["strides"] == want["strides"]
+        top, left, bottom, right = ours.attrs["pads"]
+        w_top, w_left, w_bottom, w_right = want["pads"]
+        assert (top, left) == (w_top, w_left)
+        # the registers hold the fewest bottom/right pads that give the output size: the same output
+        assert bottom <= w_bottom and right <= w_right
+
+
+def test_the_corpus_file_runs_and_matches_the_simulator():
+    from corpus import corpus_arrays, inputs_of
+
+    arrays = corpus_arrays(STEM)
+    with rknnlite.Context(str(CORPUS / f"{STEM}.rknn"), backend="software") as ctx:
+        (ours,) = ctx.run(inputs_of(arrays))
+    sim = arrays["out0"]
+    scale = read_rockchip((CORPUS / f"{STEM}.rknn").read_bytes()).outputs[0].quant.scale[0]
+    assert ours.shape == sim.shape
+    assert np.abs(ours - sim).max() <= scale * 1.0001
+
+
+def _refused(tmp_path, patch, match: str, stem: str = STEM) -> None:
+    path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=match):
+        rknnlite.Context(path, backend="software")
+
+
+@pytest.mark.parametrize("reg, change, match", [
+    (0x100C, lambda v: v | 7, r"CNA_CONV_CON1 \(0x100c\) = 0x[0-9a-f]*7: only plain convs"),
+    (0x1014, lambda v: v | 0x210000, r"CNA_CONV_CON3 \(0x1014\) = 0x2100[0-9a-f]+ sets bits beyond the strides \(dilated"),
+    (0x1068, lambda v: v | 0x30, r"CNA_PAD_CON0 \(0x1068\) = 0x[0-9a-f]+ sets bits beyond the top and left pads"),
+    (0x1068, lambda v: v + 1, r"cannot map input"),
+    (0x1038, lambda v: v + 1, r"register 0x1038 = 0x[0-9a-f]+ is not the weight's kernel"),
+])
+def test_a_doctored_cna_register_is_refused_by_name(tmp_path, reg, change, match):
+    _refused(tmp_path, patch_registers(TARGET_CNA, {reg}, change), match)
+
+
+@pytest.mark.parametrize("reg, value, match", [
+    (0x4054, 0x8F000000, r"DPU register 0x4054 = 0x8f000000 in an rv1106 int8 .*only 0x8e000000"),
+    (0x4048, 0x0, r"DPU register 0x4048 = 0x0 in an rv1106 int8 .*only 0x1"),
+    (0x4060, 0x22, r"DPU register 0x4060 = 0x22 in an rv1106 int8"),
+    (0x4050, 0x30000002, r"DPU register 0x4050 = 0x30000002"),
+])
+def test_a_doctored_dpu_register_is_refused_by_name(tmp_path, reg, value, match):
+    _refused(tmp_path, patch_registers(TARGET_DPU, {reg}, lambda v: value), match)
+
+
+def test_an_op_type_whose_registers_were_not_decoded_is_refused_naming_it(tmp_path):
+    def patch(data: bytearray) -> None:  # "ConvRelu" -> "ConvClip": its clamp registers were not decoded
+        at = data.index(b"ConvRelu", read_rockchip(bytes(data)).graph_offset)
+        data[at:at + 8] = b"ConvClip"
+
+    _refused(tmp_path, patch, r"vendor op type ConvClip in an rv1106/rv1103 container cannot run off-board: its "
+                              r"graph stores no attributes, and those of only Conv, ConvRelu")
+
+
+def test_a_section_table_that_does_not_add_up_is_refused_with_the_reason(tmp_path):
+    def patch(data: bytearray) -> None:
+        struct.pack_into("<I", data, 0x40 + 12, struct.unpack_from("<I", data, 0x40 + 12)[0] + 8)  # regcmd size
+
+    path = doctored_copy(CORPUS / f"{STEM}.rknn", tmp_path, patch)
+    rk = read_rockchip(open(path, "rb").read())  # the file still reads (librknnrt would load it on a board)
+    assert not rk.flatbuffer and "section table" in rk.graph_error
+    with pytest.raises(ModelInvalidError, match="keep their graph in a section that could not be read: its section "
+                                                "table"):
+        rknnlite.Context(path, backend="software")
+
+
+def test_locate_sections_names_what_does_not_fit():
+    table = struct.pack("<6I", 100, 0x40, 3, 8, 0, 0)  # three 40-byte tasks in a 64-byte area
+    assert "3 tasks (120 bytes) in a 64-byte task area" in locate_sections(bytes(0x40) + table + bytes(300), 300)
+    assert "too short for the section table" in locate_sections(bytes(0x48), 8)
+    table = struct.pack("<6I", 4, 0x100, 1, 0, 0, 0)  # a 4-byte graph after the task area
+    assert "too short for a FlatBuffer" in locate_sections(bytes(0x40) + table + bytes(0x184 - 0x58), 0x144)
+    table = struct.pack("<6I", 100, 0x100, 1, 0, 0, 0)
+    assert "ends at 0x1e4, not at the end of the model section (0x184)" in \
+        locate_sections(bytes(0x40) + table + bytes(0x184 - 0x58), 0x144)
+
+
+def test_a_weight_whose_size_is_not_its_tiles_rounded_to_64_bytes_is_refused():
+    raw = np.arange(1600, dtype=np.uint8).astype(np.int8).tobytes()
+    tiles, shape = (1, 1, 7, 7, 8, 4), (8, 3, 7, 7)  # 1568 bytes, 1600 on 64
+    assert decode_weight(raw, tiles, shape, "int8", "w", 1600, align=64).shape == shape
+    with pytest.raises(ModelInvalidError, match="hold 1568 bytes but the tensor's NPU size is 1600"):
+        decode_weight(raw, tiles, shape, "int8", "w", 1600)
+    with pytest.raises(ModelInvalidError, match="NPU size is 1664"):
+        decode_weight(raw + bytes(64), tiles, shape, "int8", "w", 1664, align=64)
+
+
+def test_t3_conv_params_refuse_registers_that_contradict_the_shapes():
+    regs = {(TARGET_CNA, 0x100C): 0, (TARGET_CNA, 0x1014): 0x9, (TARGET_CNA, 0x1068): 0x101,
+            (TARGET_CNA, 0x1038): 0x3030008}
+    params = t3_conv_params(regs, (8, 4, 3, 3), (1, 4, 10, 10), (1, 8, 10, 10), "c")
+    assert params["pads"] == [1, 1, 1, 1] and params["strides"] == [1, 1] and params["group"] == 1
+    with pytest.raises(ModelInvalidError, match="cannot map input"):
+        t3_conv_params(regs, (8, 4, 3, 3), (1, 4, 10, 10), (1, 8, 12, 10), "c")
+    with pytest.raises(ModelInvalidError, match="does not write CNA register 0x1068"):
+        t3_conv_params({k: v for k, v in regs.items() if k[1] != 0x1068}, (8, 4, 3, 3), (1, 4, 10, 10),
+                       (1, 8, 10, 10), "c")
+
+
+def test_inspect_lists_the_ops_of_an_rv1106_file(capsys):
+    from rknnlite.cli import main
+
+    assert main(["inspect", str(CORPUS / f"{STEM}.rknn")]) == 0
+    out = capsys.readouterr().out
+    assert "RKNPU t3" in out and "ConvRelu" in out and "off-board: runs" in out
+
+
+def test_tensor_table_reads_the_t3_schema():
+    data = bytearray((CORPUS / f"{STEM}.rknn").read_bytes())
+    rk = read_rockchip(bytes(data))
+    names = [t.name for t in lower_rockchip(bytes(data), rk).graph.nodes]
+    assert names  # the graph lowered
+    t = tensor_table(data, rk.inputs[0].name)
+    assert tuple(t.scalars(T3.t_scale, "f32")) == rk.inputs[0].quant.scale
