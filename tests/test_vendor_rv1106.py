@@ -24,7 +24,8 @@ from rknnlite.model.packed import locate_sections
 from rknnlite.model.rknn_graph.lower import lower_rockchip
 from rknnlite.model.rknn_graph.regcmd import TARGET_CNA, TARGET_DPU
 from rknnlite.model.rknn_graph.t3conv import t3_conv_params
-from rknnlite.model.rknn_graph.weights import decode_weight
+from rknnlite.model.rknn_graph.graph import read_vendor_graph
+from rknnlite.model.rknn_graph.weights import decode_depthwise_weight, decode_weight
 from rknnlite.model.rockchip import read_rockchip
 from rknnlite.model.schema import T3
 
@@ -48,7 +49,8 @@ def test_the_container_sections_and_graph_are_located(stem):
     p = rk.packed
     # the sections follow one another up to the end of the model section, the graph last
     assert p.tasks[0] == 0x80 and p.tasks[1] % 40 == 0
-    assert p.regcmd[0] + p.regcmd[1] == p.weights[0] and p.weights[0] + p.weights[1] == p.graph[0]
+    assert p.regcmd[0] + p.regcmd[1] == p.generated[0] and p.generated[0] + p.generated[1] == p.weights[0]
+    assert p.weights[0] + p.weights[1] == p.graph[0]
     assert (rk.graph_offset, rk.graph_size) == p.graph and p.graph[0] + p.graph[1] == 0x40 + rk.model_size
     assert data[p.graph[0] + 4:p.graph[0] + 8] == b"RKNN"
     # the I/O tensors are int8 with the graph's quantization
@@ -114,18 +116,18 @@ def test_a_doctored_dpu_register_is_refused_by_name(tmp_path, reg, value, match)
     _refused(tmp_path, patch_registers(TARGET_DPU, {reg}, lambda v: value), match)
 
 
-def test_an_op_type_whose_registers_were_not_decoded_is_refused_naming_it(tmp_path):
-    def patch(data: bytearray) -> None:  # "ConvRelu" -> "ConvClip": its clamp registers were not decoded
-        at = data.index(b"ConvRelu", read_rockchip(bytes(data)).graph_offset)
-        data[at:at + 8] = b"ConvClip"
+def test_an_op_type_whose_attributes_are_not_recovered_is_refused_naming_it(tmp_path):
+    def patch(data: bytearray) -> None:  # an op type string "Conv" -> "Relu", which runs on other platforms
+        at = data.index(b"\x04\x00\x00\x00Conv\x00", read_rockchip(bytes(data)).graph_offset)
+        data[at + 4:at + 8] = b"Relu"
 
-    _refused(tmp_path, patch, r"vendor op type ConvClip in an rv1106/rv1103 container cannot run off-board: its "
-                              r"graph stores no attributes, and those of only Conv, ConvRelu")
+    _refused(tmp_path, patch, r"vendor op type Relu in an rv1106/rv1103 container cannot run off-board: its graph "
+                              r"stores no attributes, and those of only .*Conv, ConvAdd")
 
 
 def test_a_section_table_that_does_not_add_up_is_refused_with_the_reason(tmp_path):
-    def patch(data: bytearray) -> None:
-        struct.pack_into("<I", data, 0x40 + 12, struct.unpack_from("<I", data, 0x40 + 12)[0] + 8)  # regcmd size
+    def patch(data: bytearray) -> None:  # register commands running into the graph
+        struct.pack_into("<I", data, 0x40 + 12, struct.unpack_from("<I", data, 0x40 + 12)[0] + 0x400)
 
     path = doctored_copy(CORPUS / f"{STEM}.rknn", tmp_path, patch)
     rk = read_rockchip(open(path, "rb").read())  # the file still reads (librknnrt would load it on a board)
@@ -142,7 +144,7 @@ def test_locate_sections_names_what_does_not_fit():
     table = struct.pack("<6I", 4, 0x100, 1, 0, 0, 0)  # a 4-byte graph after the task area
     assert "too short for a FlatBuffer" in locate_sections(bytes(0x40) + table + bytes(0x184 - 0x58), 0x144)
     table = struct.pack("<6I", 100, 0x100, 1, 0, 0, 0)
-    assert "ends at 0x1e4, not at the end of the model section (0x184)" in \
+    assert "weights 0 and graph 100 bytes) needs 96 bytes more than the 324-byte model section" in \
         locate_sections(bytes(0x40) + table + bytes(0x184 - 0x58), 0x144)
 
 
@@ -183,3 +185,85 @@ def test_tensor_table_reads_the_t3_schema():
     assert names  # the graph lowered
     t = tensor_table(data, rk.inputs[0].name)
     assert tuple(t.scalars(T3.t_scale, "f32")) == rk.inputs[0].quant.scale
+
+
+FAMILY = "classifier_ops_rv1106_i8"
+
+
+def test_the_classifier_families_recover_their_attributes():
+    """Depthwise convs, a Clip, residual Adds, a MaxPool, a Split, a Concat and a Reshape: each
+    lowered with the attributes of the ONNX model (classifier_ops)."""
+    model = lower_rockchip(*_model(FAMILY))
+    by_op = {}
+    for node in model.graph.nodes:
+        by_op.setdefault(node.op, []).append(node)
+    (pool,) = by_op["MaxPool"]
+    # ONNX pads (1, 1, 1, 1); the registers hold the ones the output needs: no bottom or right row
+    assert pool.attrs["kernel_shape"] == [3, 3] and pool.attrs["strides"] == [2, 2] and pool.attrs["pads"] == [1, 1, 0, 0]
+    assert [n.attrs["axis"] for n in by_op["Split"]] == [1] and [n.attrs["axis"] for n in by_op["Concat"]] == [1]
+    groups = sorted(n.attrs["group"] for n in by_op["Conv"])
+    assert groups[-3:] == [8, 8, 16]  # the global pool's two depthwise convs and the inverted residual's
+    assert "VendorAddRequant" in by_op and len(by_op["Reshape"]) == 1
+
+
+def _ppu_refused(tmp_path, reg, change, match):
+    _refused(tmp_path, patch_registers(0x4001, {reg}, change), match, FAMILY)
+
+
+@pytest.mark.parametrize("reg, change, match", [
+    (0x6024, lambda v: 0x10, r"OPERATION_MODE_CFG \(0x6024\) = 0x10 on a MaxPool; only 0x11"),
+    (0x6034, lambda v: v | 0x1000, r"set bits outside the kernel, stride and pad fields"),
+    (0x6034, lambda v: v + 1, r"a 3x4 MaxPool with strides \(2, 2\) .* does not map"),
+    (0x6040, lambda v: v | 0x2000, r"pads \(1, 1, 2, 0\) does not map"),
+])
+def test_a_doctored_ppu_register_is_refused_by_name(tmp_path, reg, change, match):
+    _ppu_refused(tmp_path, reg, change, match)
+
+
+def test_a_clip_bound_written_twice_differently_is_refused(tmp_path):
+    _refused(tmp_path, patch_registers(TARGET_DPU, {0x40E4}, lambda v: v if v >= 0x7FFFFFFF else v + 1),
+             r"the upper clamps 0x4028 = 0x[0-9a-f]+, 0x40e4 = 0x[0-9a-f]+ of an rv1106 int8 ConvClip", FAMILY)
+
+
+def test_a_residual_conv_without_its_scale_flag_is_refused(tmp_path):
+    _refused(tmp_path, patch_registers(TARGET_DPU, {0x4084}, lambda v: v & 0xFFFF),
+             r"OUT_CVT scale 0x[0-9a-f]+ / shift 0x[0-9a-f]+ in an rv1106 int8 AddRelu conv; a 16-bit scale with bit "
+             r"16 set", FAMILY)
+
+
+def test_shape_constants_are_not_read_from_the_container():
+    data, rk = _model(FAMILY)
+    vf = read_vendor_graph(data, rk.graph_offset, rk.graph_size, FAMILY, rk.schema, rk.packed)
+    sg = vf.subgraphs[0]
+    shape = next(t for t in sg.tensors if t.kind == "shape")
+    with pytest.raises(ModelInvalidError, match="is a shape constant, which an rv1106 container does not store"):
+        vf.tensor_data(sg, shape)
+
+
+def test_an_axis_the_shapes_cannot_tell_is_refused():
+    from rknnlite.model.rknn_graph import t3nodes
+
+    class Node:
+        node = type("N", (), {"where": "n"})()
+
+        def refuse(self, message):
+            return ModelInvalidError(message)
+
+    assert t3nodes._axis(Node(), (1, 8, 4, 4), [(1, 3, 4, 4), (1, 5, 4, 4)]) == 1
+    for whole, parts in (((1, 8, 4, 4), [(1, 8, 4, 4)]), ((1, 8, 4, 4), [(1, 4, 2, 4), (1, 4, 2, 4)]),
+                         ((1, 8, 4, 4), [(1, 3, 4, 4), (1, 3, 4, 4)]), ((1, 8, 4), [(1, 8, 4, 4)])):
+        with pytest.raises(ModelInvalidError):
+            t3nodes._axis(Node(), whole, parts)
+
+
+def test_an_rv1106_depthwise_weight_interleaves_each_channel_with_its_zero_point():
+    weight = np.arange(-8, 10, dtype=np.int8).reshape(1, 2, 3, 3)  # two channels
+    zp = np.array([3, -128])
+    lanes = np.zeros((3, 3, 4, 2), np.int8)  # [kh][kw][lane of 4][weight, -zp]
+    lanes[:, :, :2, 0] = weight[0].transpose(1, 2, 0)
+    lanes[:, :, :2, 1] = (-zp).astype(np.int8)  # -(-128) is stored as -128
+    raw = lanes.tobytes() + bytes(56)  # 72 bytes of tiles, 128 on 64
+    got, got_zp = decode_depthwise_weight(raw, (1, 1, 3, 3, 1, 4), (1, 2, 3, 3), "w", 128, group=1, align=64)
+    assert np.array_equal(got, weight) and got_zp.tolist() == [3, -128]
+    with pytest.raises(ModelInvalidError, match="hold 72 bytes but the tensor's NPU size is 128"):
+        decode_depthwise_weight(raw, (1, 1, 3, 3, 1, 4), (1, 2, 3, 3), "w", 128, group=1)

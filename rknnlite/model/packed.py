@@ -7,15 +7,17 @@ Observed on int8 files from RKNN-Toolkit2 2.3.2 and 2.5.0 (``docs/vendor-format-
     0x40  u32 graph_size, task_area, task_count, regcmd_size, activation_size, weight_size
     0x80  task_count 40-byte ``rknpu_task`` records, in a task_area-byte area
     ...   regcmd_size bytes of register commands
-    ...   weight_size bytes of weights and bias blocks (tensors at their offsets)
+    ...   the compiler's generated constants (the weights of the convs it adds, e.g. for a concat
+          or a channel shuffle): their size is not in the table, it is what the others leave
+    ...   weight_size bytes of weights and bias blocks (constant tensors at their offsets)
     ...   graph_size bytes: a FlatBuffer (identifier "RKNN", :data:`~rknnlite.model.schema.T3`)
 
-and the sections end where the model section ends (``0x40 + model_size``).  ``activation_size``
+and the graph ends where the model section ends (``0x40 + model_size``).  ``activation_size``
 is the NPU memory the activations take; nothing is stored for it.
 
-:func:`locate_sections` accepts only that arrangement: any other (sizes that do not add up to
-the model section, a task area too small for its tasks) is reported as the reason the graph
-could not be located, and the file is then refused by the lowering with that reason.
+:func:`locate_sections` accepts only that arrangement: any other (sections that overrun the model
+section, a task area too small for its tasks) is reported as the reason the graph could not be
+located, and the file is then refused by the lowering with that reason.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class PackedSections:
         tasks: the task records (``task_count * 40`` bytes).
         regcmd: the register commands (task ``regcmd_addr`` values are offsets into it).
         weights: constant tensors (a tensor's offset is into this section).
+        generated: the compiler's generated constants (tensor kind "generated").
         activation_size: the NPU memory of the activations, in bytes (not stored).
     """
 
@@ -50,12 +53,14 @@ class PackedSections:
     tasks: Tuple[int, int]
     regcmd: Tuple[int, int]
     weights: Tuple[int, int]
+    generated: Tuple[int, int]
     activation_size: int
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (``rknnlite inspect --json``)."""
         return {"graph": list(self.graph), "tasks": list(self.tasks), "regcmd": list(self.regcmd),
-                "weights": list(self.weights), "activation_size": self.activation_size}
+                "weights": list(self.weights), "generated": list(self.generated),
+                "activation_size": self.activation_size}
 
 
 def locate_sections(view, model_size: int) -> Union[PackedSections, str]:
@@ -70,14 +75,15 @@ def locate_sections(view, model_size: int) -> Union[PackedSections, str]:
         return (f"the section table gives {task_count} tasks ({task_count * _TASK_SIZE} bytes) in a {task_area}-byte "
                 "task area")
     regcmd = TASKS_OFFSET + task_area
-    weights = regcmd + regcmd_size
-    graph = weights + weight_size
-    if graph + graph_size != end:
-        return (f"its section table (task area {task_area}, register commands {regcmd_size}, weights {weight_size}, "
-                f"graph {graph_size} bytes from {TASKS_OFFSET:#x}) ends at {graph + graph_size:#x}, not at the end of "
-                f"the model section ({end:#x})")
+    generated = regcmd + regcmd_size
+    graph = end - graph_size
+    weights = graph - weight_size
+    if weights < generated:
+        return (f"its section table (task area {task_area}, register commands {regcmd_size} bytes from "
+                f"{TASKS_OFFSET:#x}; weights {weight_size} and graph {graph_size} bytes) needs {generated - weights} "
+                f"bytes more than the {model_size}-byte model section")
     if graph_size < 8:
         return f"its graph section of {graph_size} bytes is too short for a FlatBuffer"
     return PackedSections(graph=(graph, graph_size), tasks=(TASKS_OFFSET, task_count * _TASK_SIZE),
                           regcmd=(regcmd, regcmd_size), weights=(weights, weight_size),
-                          activation_size=activation_size)
+                          generated=(generated, weights - generated), activation_size=activation_size)

@@ -1425,10 +1425,15 @@ def _cases() -> List[Case]:
                   ("gemm_hardswish", ("rk3576", "rk3566", "rk3562", "rv1126b"), ("fp16", "i8")),
                   ("add_relu", ("rk3562", "rv1126b"), ("fp16", "i8")))
               for p in platforms]
-    # issue 19, the rv1106/rv1103 container ("RKNPU t3", int8 only): plain convs and Relu, whose
-    # attributes are in the CNA registers there (strides, top/left pads, kernel sizes up to 7)
+    # issue 19, the rv1106/rv1103 container ("RKNPU t3", int8 only), whose nodes' attributes are in
+    # their registers: the conv attributes (strides, top/left pads, kernel sizes up to 7), and the
+    # classifiers' op families (depthwise, Clip, residual Add, pools, Split, Concat, Reshape)
     cases += [Case(f"conv_pads_{p}", " ".join(_conv_pads.__doc__.split()), _conv_pads(), img, variants=("i8",),
                    platform=p, purpose=f"the conv attributes and requantization of the {p} container")
+              for p in ("rv1106", "rv1103")]
+    cases += [dataclasses.replace(named["classifier_ops"], name=f"classifier_ops_{p}", platform=p, variants=("i8",),
+                                  graph=f"same as classifier_ops, {p}",
+                                  purpose=f"the op families of ResNet, MobileNetV2 and ShuffleNet in the {p} container")
               for p in ("rv1106", "rv1103")]
     return cases
 

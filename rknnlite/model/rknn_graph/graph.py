@@ -92,6 +92,9 @@ class VendorNode:
             kept and refused by :meth:`check_params`, so a file can still be listed).
         params: the decoded parameter table (``{}`` when there is none).
         bson: the raw BSON blob of the original ONNX attributes (:attr:`attrs` decodes it).
+        recovered: for a node of a file that stores no attributes (an rv1106 container), the
+            attributes recovered from its registers and tensor shapes (:mod:`.t3nodes`), in the
+            BSON's ``{"dtype", "value"}`` form; ``None`` for the nodes of other files.
     """
 
     index: int
@@ -103,13 +106,16 @@ class VendorNode:
     params: Dict[str, Any] = field(default_factory=dict)
     bson: bytes = field(default=b"", repr=False)
     where: str = field(default="", repr=False)
+    recovered: Optional[Dict[str, Any]] = field(default=None, repr=False)
 
     @property
     def attrs(self) -> Dict[str, Any]:
         """The original ONNX attributes, ``{name: {"dtype": ..., "value": ...}}``, decoded from
         the BSON blob on each access (only the ops that need them read it; some files
-        leave garbage in blobs nobody reads)."""
-        return decode_bson(self.bson, self.where) if self.bson else {}
+        leave garbage in blobs nobody reads), or the recovered ones."""
+        if self.bson:
+            return decode_bson(self.bson, self.where)
+        return dict(self.recovered or {})
 
     def check_params(self) -> None:
         """Raise ModelInvalidError naming an unknown parameter-union type."""
@@ -188,19 +194,24 @@ class PackedVendorFile(VendorFile):
     packed: Optional[PackedSections] = None
 
     def tensor_data(self, sg: VendorSubgraph, tensor: VendorTensor) -> memoryview:
-        """A constant's bytes from the weight section (``offset``, ``size``); the "task" and
-        "regcmd" tensors' from their sections.  Read-only views of the file, no copy."""
+        """A constant's bytes from the weight section (``offset``, ``size``), the generated
+        section for the compiler's own constants; the "task" and "regcmd" tensors' from their
+        sections.  Read-only views of the file, no copy."""
         where = f"subgraph {sg.index} tensor {tensor.index} ({tensor.name!r})"
         if not tensor.is_const:
             raise ModelInvalidError(f"{self.label}: {where} is a {tensor.kind} tensor, not stored data", op="load")
         if tensor.kind in ("task", "regcmd"):
             start, size = getattr(self.packed, "tasks" if tensor.kind == "task" else "regcmd")
             return self._payload[start:start + size]
-        start, section = self.packed.weights
+        if tensor.kind == "shape":  # their offsets point at other tensors' bytes or at zeros
+            raise ModelInvalidError(f"{self.label}: {where} is a shape constant, which an rv1106 container does not "
+                                    "store", op="load")
+        name = "generated" if tensor.kind == "generated" else "weights"
+        start, section = getattr(self.packed, name)
         offset = tensor.offset or 0
         if offset + tensor.size > section:
             raise ModelInvalidError(f"{self.label}: {where} takes {tensor.size} bytes at offset {offset} of the "
-                                    f"{section}-byte weight section", op="load")
+                                    f"{section}-byte {name} section", op="load")
         return self._payload[start + offset:start + offset + tensor.size]
 
 

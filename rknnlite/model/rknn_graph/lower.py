@@ -99,7 +99,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -114,12 +114,13 @@ from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_va
 from .batchnorm import lower_batch_norm
 from .helpers import check_concat_selection, check_softmax_sum_weight
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
-from .f2act import (F2_ACT_LUT, F2_PLATFORMS, f2_activation, f2_bias_layout, f2_deconv_requant, f2_fp16_activation,
-                    f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point)
+from .f2act import (F2_ACT_LUT, F2_PLATFORMS, clamp_from_zero, f2_activation, f2_bias_layout, f2_deconv_requant,
+                    f2_fp16_activation, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point)
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
                      fused_activation, node_registers, read_tasks, requant_of, requant_t4)
-from .t3conv import T3_OPS, T3_PLATFORMS, requant_t3, t3_conv_params, t3_unsupported_ops
+from .t3conv import T3_PLATFORMS, requant_t3, t3_clip_bound
+from .t3nodes import complete_t3_nodes, t3_unsupported_ops
 from .t4act import t4_activation, t4_lut_stage, t4_lut_task
 from .transformer import attention_grids, lower_gather, lower_gelu, lower_layer_norm, lower_matmul
 from .regcmd import shortest_decimal as _shortest
@@ -308,8 +309,8 @@ def lower_rockchip(payload, rockchip: RockchipModel, validate: bool = True,
     vf = read_graph(payload, rockchip)
     custom = frozenset(op for op in {n.op for sg in vf.subgraphs for n in sg.nodes} - SUPPORTED_OPS if custom(op))
     _check_ops(vf, label, custom)
-    if rockchip.schema is T3:
-        _check_t3_ops(vf, label)
+    if rockchip.schema is T3:  # its nodes' attributes are in the registers
+        vf = complete_t3_nodes(vf)
     _check_subgraphs(vf, label)
     model = _Lowering(vf, rockchip, custom, fuse).run()
     if validate:  # a custom op runs the user's code: only the file's own ops need the evidence
@@ -334,17 +335,8 @@ def _check_ops(vf: VendorFile, label: str, custom: FrozenSet[str] = frozenset())
 
 #: an rv1106 container's weights end on a multiple of this many bytes
 _T3_WEIGHT_ALIGN = 64
-
-
-def _check_t3_ops(vf: VendorFile, label: str) -> None:
-    """An rv1106 container's nodes have no attributes of their own: only the op types whose
-    attributes were decoded from the NPU registers can run (:mod:`.t3conv`)."""
-    missing = t3_unsupported_ops([n.op for sg in vf.subgraphs for n in sg.nodes])
-    if missing:
-        raise ModelInvalidError(
-            f"{label}: vendor op type{'s' if len(missing) > 1 else ''} {', '.join(missing)} in an rv1106/rv1103 "
-            "container cannot run off-board: its graph stores no attributes, and those of only "
-            f"{', '.join(sorted(T3_OPS))} were decoded from the NPU registers", op="load")
+#: an rv1106 depthwise weight: each channel's weight then its zero point, 64-byte aligned
+_T3_DEPTHWISE = {"group": 1, "align": _T3_WEIGHT_ALIGN}
 
 
 def _custom_hint(op: str) -> str:
@@ -754,7 +746,7 @@ class _Lowering:
     # -- op lowerings ------------------------------------------------------------------------
 
     def conv(self, node: VendorNode) -> None:
-        if node.param_type != 1 and not self.t3_platform():
+        if node.param_type != 1:
             raise self.error(f"{node.label} has parameter-union type {node.param_type}; a conv table (1) was expected")
         out = self.single_output(node)
         if len(node.inputs) < 2:
@@ -774,7 +766,7 @@ class _Lowering:
         if len(extra) != residuals:
             raise self.error(f"{node.label} has {len(extra)} extra activation inputs "
                              f"{[t.name for t in extra]}; {node.op} takes {residuals}")
-        p = self.conv_params(node, x, w, out)
+        p = node.params
         group = int(p.get("group", 1))
         kernel = list(p["kernel_shape"])
         where = f"{self.label}: {node.label} weight {w.name!r}"
@@ -783,9 +775,10 @@ class _Lowering:
         # depthwise convs (rk3562's too) the weight zero points beside the weights
         first = self.int8 and self.f2_platform() and x.kind == "input"
         packed = first and self.packed_weight(node, where)
-        if self.int8 and (self.f2_platform() or self.t4_platform()) and group > 1 and not first and w.dtype == "int8":
-            weight, self.weight_zero_points[node.index] = decode_depthwise_weight(raw, w.npu_shape, w.shape, where,
-                                                                                  w.size)
+        depthwise_zero_points = self.f2_platform() or self.t4_platform() or self.t3_platform()
+        if self.int8 and depthwise_zero_points and group > 1 and not first and w.dtype == "int8":
+            weight, self.weight_zero_points[node.index] = decode_depthwise_weight(
+                raw, w.npu_shape, w.shape, where, w.size, **(_T3_DEPTHWISE if self.t3_platform() else {}))
         else:
             weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size, packed=packed,
                                    align=_T3_WEIGHT_ALIGN if self.t3_platform() else 1)
@@ -836,6 +829,11 @@ class _Lowering:
                 params = f2_activation(self, node, x, out, w, b, weight.shape[0])
             elif self.t4_platform() and activation in _REGISTER_ACTIVATIONS:  # rk3562: its own map (.t4act)
                 params = t4_activation(self, node, x, out, b, unit)
+            elif self.t3_platform() and activation == "Clip":  # rv1106: a bound in channel 0's unit
+                regs = node_registers(self.regcmd(), self.tasks(), node.index, f"{self.label}: {node.label}")
+                _, _, mul = self.bias_blocks(node, x, out, b, weight.shape[0])
+                params = clamp_from_zero(t3_clip_bound(regs, f"{self.label}: {node.label}"), unit, mul,
+                                         lambda what: self.error(f"{node.label}: an rv1106 int8 ConvClip: {what}"))
         else:
             params, acc = None, None
             if activation in _REGISTER_ACTIVATIONS and self.f2_platform():  # rk3576/rv1126b: their own map
@@ -946,15 +944,6 @@ class _Lowering:
         else:
             self.emit(node, activation, [conv], {})
 
-    def conv_params(self, node: VendorNode, x: VendorTensor, w: VendorTensor, out: VendorTensor) -> Dict[str, Any]:
-        """A conv's attributes: its parameter table, or in an rv1106 container (which has
-        none) its CNA registers (:func:`.t3conv.t3_conv_params`)."""
-        if not self.t3_platform():
-            return node.params
-        where = f"{self.label}: {node.label}"
-        return t3_conv_params(node_registers(self.regcmd(), self.tasks(), node.index, where), w.shape, x.shape,
-                              out.shape, where)
-
     def register_params(self, node: VendorNode, unit: Optional[float],
                         params: Optional[Dict[str, float]]) -> Dict[str, float]:
         """A fused Clip / LeakyRelu / HardSigmoid's parameters: ``params`` when already decoded
@@ -1007,7 +996,7 @@ class _Lowering:
                                  "registers there were not decoded (those of convs and deconvs were)")
             requant = requant_t4(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points)
         elif self.t3_platform():
-            requant = requant_t3(regs, where, _CONV_ACTIVATIONS.get(node.op))
+            requant = requant_t3(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points)
         elif self.f2_platform() and node.op == "ConvTranspose":  # no stored weight scale: registers and blocks
             requant = f2_deconv_requant(regs, where)
         else:
@@ -1162,11 +1151,15 @@ class _Lowering:
     def reshape(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)
         shapes = [self.tensor(i, node) for i in node.inputs if self.tensor(i, node).kind == "shape"]
+        out = self.single_output(node)
+        if not shapes and node.recovered is not None:  # an rv1106 file stores no shape constant (.t3nodes)
+            self.emit(node, "Reshape", [data, self.constant(f"{self.names[out.index]}__shape",
+                                                            np.array(out.shape, np.int64))], {})
+            return
         if len(shapes) != 1 or shapes[0].dtype != "int64":
             raise self.error(f"{node.label} needs one int64 shape constant")
         t = shapes[0]
         shape = self.int64_const(node, t)
-        out = self.single_output(node)
         if list(shape) != list(out.shape) and -1 not in shape.tolist() and 0 not in shape.tolist():
             raise self.error(f"{node.label}: shape constant {shape.tolist()} is not the output shape {list(out.shape)}")
         self.emit(node, "Reshape", [data, self.constant(self.names[t.index], shape)], {})

@@ -31,11 +31,13 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from ...errors import ModelInvalidError
 
-__all__ = ["Task", "Requant", "read_tasks", "node_registers", "task_writes", "dpu_reader", "requant_of", "requant_t4",
-           "fused_activation", "shortest_decimal", "f32", "i16", "i32", "TARGET_CNA", "TARGET_DPU",
+__all__ = ["Task", "Requant", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
+           "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "TARGET_CNA", "TARGET_DPU",
            "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE"]
 
 TASK_SIZE = 40
+#: ``enable_mask`` bits of a task: the conv pipeline (CNA), the pooling unit (PPU)
+ENABLE_CNA, ENABLE_PPU = 0x1, 0x20
 _TASK = struct.Struct("<8IQ")
 TARGET_CNA = 0x0201
 TARGET_DPU = 0x1001
@@ -109,14 +111,17 @@ def read_tasks(raw, where: str) -> List[Task]:
     return [Task(*_TASK.unpack_from(raw, pos)) for pos in range(0, len(raw), TASK_SIZE)]
 
 
-def node_registers(regcmd, tasks: List[Task], node_index: int, where: str) -> Dict[Tuple[int, int], int]:
-    """``{(target, reg): value}`` written by the first CNA task of node ``node_index``
-    (later writes of a register win)."""
+def node_registers(regcmd, tasks: List[Task], node_index: int, where: str,
+                   unit: int = ENABLE_CNA) -> Dict[Tuple[int, int], int]:
+    """``{(target, reg): value}`` written by the first task of node ``node_index`` that enables
+    ``unit`` (an ``enable_mask`` bit: :data:`ENABLE_CNA`, or :data:`ENABLE_PPU` for a pool;
+    later writes of a register win)."""
     for task in tasks:
-        if task.op_idx == node_index and task.enable_mask & 1:
+        if task.op_idx == node_index and task.enable_mask & unit:
             break
     else:
-        raise ModelInvalidError(f"{where}: no NPU task with the CNA enabled runs node {node_index}", op="load")
+        name = {ENABLE_CNA: "the CNA", ENABLE_PPU: "the PPU"}.get(unit, f"unit {unit:#x}")
+        raise ModelInvalidError(f"{where}: no NPU task with {name} enabled runs node {node_index}", op="load")
     regs: Dict[Tuple[int, int], int] = {}
     for target, reg, value in task_writes(regcmd, task, where):
         regs[(target, reg)] = value

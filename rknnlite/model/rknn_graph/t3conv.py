@@ -1,25 +1,29 @@
 """rv1106/rv1103 ("RKNPU t3") int8 convs: their attributes from the CNA registers and their
-requantization from the DPU registers.
+requantization and fused activation from the DPU registers.
 
 The graph embedded in an rv1106 container (:data:`rknnlite.model.schema.T3`) gives each node
 its type, name and tensors, but no parameter table and no BSON: a conv's stride and padding
-are only in the register commands of its task.  Observed on RKNN-Toolkit2 2.3.2 and 2.5.0
-files, one attribute varied at a time (``docs/vendor-format-notes.md``, "The rv1106/rv1103
-container"), in rk3588's register encoding:
+are only in the register commands of its task.  Observed on files of RKNN-Toolkit2 2.2.0 to
+2.5.0, one attribute varied at a time (``docs/vendor-format-notes.md`` §1e), in rk3588's
+register encoding:
 
-* CNA (target 0x0201) ``CONV_CON1`` 0x100c = 0 on a plain conv, 0x2000a000 on one reading the
-  graph's image input (7 on a depthwise conv, whose weight and bias layouts were not decoded:
-  refused); ``CONV_CON3`` 0x1014: the x stride in
-  bits 0..2, the y stride in bits 3..5 (dilation sets bits from 16: refused); ``PAD_CON0``
-  0x1068: the top pad in bits 0..3, the left pad in bits 8..11; the bottom and right pads
-  follow from the output size (the NPU reads no row or column past it); 0x1038: kernel
-  height, width and output channels in bits 24..31, 16..23 and 0..15.
-* DPU (target 0x1001): ``OUT_CVT`` offset / scale / shift at rk3588's addresses 0x4080 /
-  0x4084 / 0x4088; per-channel bias blocks of 4 channels (0x4050 = 0x30000001) whose
-  multipliers have the shift 14 in 0x4054 (0x8e000000: bit 31 and the shift in bits 24..29;
-  rk3588 keeps it in 0x4048 bits 8..13, where rv1106 writes 1); ``BN_CFG`` 0x4060 0x13 on a
-  plain conv and 0x12 with a fused Relu, whose lower clamps 0x406c and 0x40e0 are then 0
-  (``INT32_MIN`` otherwise) and upper clamps 0x4028 and 0x40e4 ``INT32_MAX``.
+* CNA (target 0x0201) ``CONV_CON1`` 0x100c: 0 on a plain conv (0x20000000 on a 1x1 conv of
+  stride 2, 0x2000a000 on one reading the graph's image input), 7 on a depthwise one.
+  ``CONV_CON3`` 0x1014: the x stride in bits 0..2, the y stride in bits 3..5 (a dilation sets
+  bits from 16: refused).  ``PAD_CON0`` 0x1068: the top pad in bits 0..3, the left pad in bits
+  8..11; the bottom and right pads follow from the output size (the NPU reads no row or column
+  past it).  0x1038: kernel height << 24 | width << 16 | output channels (2 on a depthwise conv).
+* DPU (target 0x1001): ``OUT_CVT`` offset / scale / shift at rk3588's addresses 0x4080 / 0x4084
+  / 0x4088, the scale's bit 16 set on a residual conv.  Per-channel bias blocks of 4 channels
+  (0x4050 = 0x30000001) whose multipliers, normalised to 2^14, have that shift in 0x4054
+  (0x8e000000: bit 31 and 14 in bits 24..29; rk3588 keeps it in 0x4048 bits 8..13, where rv1106
+  writes 1); a depthwise conv keeps its zero points in the weight (0x4050 = 0x70000125, 0x4054
+  = 0x0e000000, 0x4048 = 0) and the simulator still applies the multipliers.
+* ``BN_CFG`` 0x4060: 0x13 on a plain or residual conv, 0x12 with a clamp: lower clamps 0x406c
+  and 0x40e0 (0 for Relu and Clip from 0, ``INT32_MIN`` otherwise) and upper clamps 0x4028 and
+  0x40e4 (``INT32_MAX``, or a Clip's bound in channel 0's accumulator unit).  The element-wise
+  stage 0x4070 / 0x4078 / 0x407c: off (0x10041c1, 1, ``INT32_MIN``), or adding the residual
+  (0x8002c0c0, its scale, then a clamp from 0 for ConvAddRelu).
 
 Every other value of those registers is refused by name: a register variant that was never
 checked against the simulator could produce numbers, and wrong numbers are worse than none.
@@ -27,22 +31,24 @@ checked against the simulator could produce numbers, and wrong numbers are worse
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from ...errors import ModelInvalidError
 from .regcmd import TARGET_CNA, TARGET_DPU, Requant
 
-__all__ = ["T3_PLATFORMS", "T3_OPS", "t3_conv_params", "requant_t3", "t3_unsupported_ops"]
+__all__ = ["T3_PLATFORMS", "t3_conv_params", "requant_t3"]
 
 #: the platforms whose files are the rv1106 container
 T3_PLATFORMS = ("rv1106", "rv1103")
-#: the vendor op types of those files whose attributes were decoded from their registers
-T3_OPS = frozenset({"InputOperator", "OutputOperator", "Conv", "ConvRelu"})
 
 _CONV_CON1 = 0x100C
-#: CONV_CON1 of a plain conv: conv mode 0 in bits 0..3, int8 in bits 4..9; a conv on the graph's
-#: image input also sets bits 13, 15 and 29 (how its pixels are fetched; rk3588 writes 0x6000a000)
-_PLAIN_CON1 = (0x0, 0x2000A000)
+#: CONV_CON1 of a plain conv: conv mode 0 in bits 0..3, int8 in bits 4..9; bit 29 is set on a 1x1
+#: conv of stride 2 and on a conv reading the graph's image input, which also sets bits 13 and 15
+#: (how the input is fetched; rk3588 writes 0x6000a000 there)
+_PLAIN_CON1 = (0x0, 0x20000000, 0x2000A000)
+#: CONV_CON1 of a depthwise conv (conv mode 7), whose 0x1038 holds 2 where a plain one has its
+#: output channels
+_DEPTHWISE_CON1, _DEPTHWISE_KERNELS = 0x7, 2
 _CONV_CON3 = 0x1014
 _KERNEL = 0x1038
 _PAD_CON0 = 0x1068
@@ -50,19 +56,31 @@ _STRIDE_BITS = 0x3F
 _PAD_BITS = 0x0F0F
 
 _OUT_CVT_OFFSET, _OUT_CVT_SCALE, _OUT_CVT_SHIFT = 0x4080, 0x4084, 0x4088
+_OUT_CVT_RESIDUAL = 0x10000  # OUT_CVT_SCALE bit 16, set on the residual convs (as rk3562's)
 _BN_CFG = 0x4060
 _INT32_MIN, _INT32_MAX = 0x80000000, 0x7FFFFFFF
-#: the DPU values every decoded conv writes
-_FIXED = {0x4048: 0x1, 0x404C: _INT32_MIN, 0x4050: 0x30000001, 0x4054: 0x8E000000}
-_MUL_SHIFT = 14  # 0x4054 = bit 31 | 14 << 24
-#: per fused activation: BN_CFG, the lower clamps (0x406c, 0x40e0) and the upper ones (0x4028, 0x40e4)
-_ACTIVATION = {None: {_BN_CFG: 0x13, 0x406C: _INT32_MIN, 0x40E0: _INT32_MIN, 0x4028: _INT32_MAX, 0x40E4: _INT32_MAX},
-               "Relu": {_BN_CFG: 0x12, 0x406C: 0, 0x40E0: 0, 0x4028: _INT32_MAX, 0x40E4: _INT32_MAX}}
-
-
-def t3_unsupported_ops(ops: Sequence[str]) -> List[str]:
-    """The op types among ``ops`` whose attributes were not decoded from an rv1106 file."""
-    return sorted(set(ops) - T3_OPS)
+#: the DPU values every decoded conv writes: plain (bias blocks with the weight zero points, the
+#: multipliers' shift 14 in 0x4054 with bit 31) and depthwise (the zero points in the weight, bit 31
+#: clear; the simulator still applies the multipliers)
+_FIXED = {False: {0x4048: 0x1, 0x404C: _INT32_MIN, 0x4050: 0x30000001, 0x4054: 0x8E000000},
+          True: {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x70000125, 0x4054: 0x0E000000}}
+_MUL_SHIFT = 14
+_CLAMP_LOW = (0x406C, 0x40E0)
+_CLAMP_HIGH = (0x4028, 0x40E4)
+_NO_CLAMP = {**{a: _INT32_MIN for a in _CLAMP_LOW}, **{a: _INT32_MAX for a in _CLAMP_HIGH}}
+#: the element-wise stage: off (EW_CFG 0x10041c1, a unit scale), or adding the residual input
+#: (0x8002c0c0; its conversion scale in 0x4078 is the tensors' business), then clamped from 0 after
+#: the add (ConvAddRelu: 0x407c = 0) or not (INT32_MIN)
+_EW_CFG, _EW_SCALE, _EW_CLAMP_MIN = 0x4070, 0x4078, 0x407C
+_EW_OFF = {_EW_CFG: 0x010041C1, _EW_SCALE: 0x1, _EW_CLAMP_MIN: _INT32_MIN}
+_EW_ADD = {_EW_CFG: 0x8002C0C0, _EW_SCALE: None}
+#: per fused activation, BN_CFG, the clamps and the element-wise stage (None: a value read
+#: elsewhere: a Clip's upper bound by t3_clip_bound, the residual's scale from the tensors)
+_ACTIVATION = {None: {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_OFF},
+               "Relu": {_BN_CFG: 0x12, **_NO_CLAMP, **{a: 0 for a in _CLAMP_LOW}, **_EW_OFF},
+               "Clip": {_BN_CFG: 0x12, **{a: 0 for a in _CLAMP_LOW}, **{a: None for a in _CLAMP_HIGH}, **_EW_OFF},
+               "Add": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: _INT32_MIN},
+               "AddRelu": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: 0}}
 
 
 def _reg(regs: Dict[Tuple[int, int], int], target: int, address: int, where: str, unit: str) -> int:
@@ -89,9 +107,14 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     if len(w_shape) != 4 or len(x_shape) != 4 or len(out_shape) != 4:
         raise refuse(f"weight {list(w_shape)}, input {list(x_shape)} and output {list(out_shape)} are not all 4-D")
     con1 = _reg(regs, TARGET_CNA, _CONV_CON1, where, "CNA")
-    if con1 not in _PLAIN_CON1:
+    if con1 not in _PLAIN_CON1 and con1 != _DEPTHWISE_CON1:
         raise refuse(f"CNA_CONV_CON1 ({_CONV_CON1:#x}) = {con1:#x}: only plain convs ({', '.join(map(hex, _PLAIN_CON1))}) "
-                     "were decoded, not depthwise or grouped ones (7)")
+                     f"and depthwise ones ({_DEPTHWISE_CON1:#x}) were decoded")
+    depthwise = con1 == _DEPTHWISE_CON1
+    channels = x_shape[1]
+    if depthwise and not (w_shape[0] == 1 and w_shape[1] == channels == out_shape[1]):
+        raise refuse(f"a depthwise conv (CNA_CONV_CON1 {con1:#x}) with weight {list(w_shape)} from {channels} to "
+                     f"{out_shape[1]} channels; a [1, C, kh, kw] weight on C channels was expected")
     con3 = _reg(regs, TARGET_CNA, _CONV_CON3, where, "CNA")
     if con3 & ~_STRIDE_BITS:
         raise refuse(f"CNA_CONV_CON3 ({_CONV_CON3:#x}) = {con3:#x} sets bits beyond the strides (dilated convs "
@@ -103,9 +126,10 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     top, left = pad & 0xF, (pad >> 8) & 0xF
     channels_out, _, kh, kw = w_shape
     kernel = _reg(regs, TARGET_CNA, _KERNEL, where, "CNA")
-    if kernel != (kh << 24 | kw << 16 | channels_out):
-        raise refuse(f"register {_KERNEL:#x} = {kernel:#x} is not the weight's kernel {kh}x{kw} and {channels_out} "
-                     "output channels")
+    low = _DEPTHWISE_KERNELS if depthwise else channels_out
+    if kernel != (kh << 24 | kw << 16 | low):
+        raise refuse(f"register {_KERNEL:#x} = {kernel:#x} is not the weight's kernel {kh}x{kw} and {low} "
+                     f"({'depthwise' if depthwise else 'output channels'})")
     if min(stride_x, stride_y) < 1:
         raise refuse(f"CNA_CONV_CON3 ({_CONV_CON3:#x}) = {con3:#x} gives a stride of 0")
     # the fewest bottom/right pads that give the output size (rows past the last window are never read)
@@ -116,28 +140,45 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
         raise refuse(f"a {kh}x{kw} conv with strides ({stride_y}, {stride_x}) and top/left pads ({top}, {left}) "
                      f"cannot map input {list(x_shape[2:])} to output {list(out_shape[2:])}")
     return {"kernel_shape": [kh, kw], "pads": [top, left, bottom, right], "strides": [stride_y, stride_x],
-            "dilations": [1, 1], "group": 1, "auto_pad": "NOTSET"}
+            "dilations": [1, 1], "group": channels if depthwise else 1, "auto_pad": "NOTSET"}
 
 
-def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str]) -> Requant:
-    """The output conversion of an rv1106 int8 conv (``activation``: its fused part, ``None``
-    or ``"Relu"``): ``OUT_CVT`` at rk3588's addresses, per-channel bias blocks whose
-    multipliers are normalised to 2^14.  Every other register value is refused by name."""
+def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
+               depthwise: bool = False) -> Requant:
+    """The output conversion of an rv1106 int8 conv (``activation``: its fused part, ``None``,
+    ``"Relu"``, ``"Clip"``, ``"Add"`` or ``"AddRelu"``; ``depthwise``: a depthwise conv, whose weight holds the zero
+    points): ``OUT_CVT`` at rk3588's addresses, per-channel bias blocks whose multipliers are
+    normalised to 2^14.  Every other register value is refused by name."""
     if activation not in _ACTIVATION:
         raise ModelInvalidError(f"{where}: a fused {activation} in an rv1106 int8 conv; its registers were not "
-                                "decoded (plain and Relu convs were)", op="load")
-    for address, expected in {**_FIXED, **_ACTIVATION[activation]}.items():
+                                "decoded (plain, Relu, Clip-from-0 and residual Add and AddRelu convs were)", op="load")
+    kind = f"{'depthwise ' if depthwise else ''}{'conv' if activation is None else activation + ' conv'}"
+    for address, expected in {**_FIXED[depthwise], **_ACTIVATION[activation]}.items():
         value = _reg(regs, TARGET_DPU, address, where, "DPU")
-        if value != expected:
-            raise ModelInvalidError(f"{where}: DPU register {address:#x} = {value:#x} in an rv1106 int8 "
-                                    f"{'conv' if activation is None else activation + ' conv'}; only {expected:#x} was "
-                                    "observed and decoded", op="load")
+        if expected is not None and value != expected:
+            raise ModelInvalidError(f"{where}: DPU register {address:#x} = {value:#x} in an rv1106 int8 {kind}; only "
+                                    f"{expected:#x} was observed and decoded", op="load")
     offset = _reg(regs, TARGET_DPU, _OUT_CVT_OFFSET, where, "DPU")
     scale = _reg(regs, TARGET_DPU, _OUT_CVT_SCALE, where, "DPU")
     shift = _reg(regs, TARGET_DPU, _OUT_CVT_SHIFT, where, "DPU")
-    if scale & ~0xFFFF or shift & ~0x3F:
-        raise ModelInvalidError(f"{where}: OUT_CVT scale {scale:#x} / shift {shift:#x} set bits outside 16 and 6 bits",
+    flag = _OUT_CVT_RESIDUAL if activation in ("Add", "AddRelu") else 0
+    if scale & ~0xFFFF != flag or shift & ~0x3F:
+        raise ModelInvalidError(f"{where}: OUT_CVT scale {scale:#x} / shift {shift:#x} in an rv1106 int8 {kind}; a "
+                                f"16-bit scale{' with bit 16 set' if flag else ''} and a 6-bit shift were observed",
                                 op="load")
+    scale &= 0xFFFF
     if offset >= 1 << 31:
         offset -= 1 << 32
     return Requant(scale, shift, _MUL_SHIFT, offset, True, 0)
+
+
+def t3_clip_bound(regs: Dict[Tuple[int, int], int], where: str) -> int:
+    """The upper clamp of an rv1106 int8 ``ConvClip`` from 0 (its lower clamps 0, checked by
+    :func:`requant_t3`): a positive integer in **channel 0's** accumulator unit, written twice
+    (0x4028, 0x40e4), as rk3576 and rk3562 count it (:func:`.f2act.clamp_from_zero`)."""
+    high = [_reg(regs, TARGET_DPU, a, where, "DPU") for a in _CLAMP_HIGH]
+    if high[0] != high[1] or not 0 < high[0] < _INT32_MAX:
+        raise ModelInvalidError(f"{where}: the upper clamps {', '.join(f'{a:#x} = {v:#x}' for a, v in zip(_CLAMP_HIGH, high))} "
+                                "of an rv1106 int8 ConvClip are not one positive bound; only a Clip from 0 to a "
+                                "bound was decoded", op="load")
+    return high[0]

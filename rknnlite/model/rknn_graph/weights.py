@@ -122,16 +122,19 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
 
 
 def decode_depthwise_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], where: str,
-                            npu_size: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """``(weight, w_zp)`` of an rk3576/rv1126b int8 depthwise conv: the weight ``[1, C, kh, kw]``
-    int8 and the per-channel weight zero points, int64.
+                            npu_size: Optional[int] = None, group: int = 2,
+                            align: int = 1) -> Tuple[np.ndarray, np.ndarray]:
+    """``(weight, w_zp)`` of an rk3576/rv1126b/rk3562/rv1106 int8 depthwise conv: the weight
+    ``[1, C, kh, kw]`` int8 and the per-channel weight zero points, int64.
 
     The NPU shape is one row of tiles ``(1, n_iblk, kh, kw, 1, iblk)`` (several when the
     channels are not a multiple of one block, e.g. 3 blocks of 64 then one of 48; a tuple of
-    no blocks is skipped).  Each tile holds, per input block and kernel tap, each pair of
-    channels as four bytes ``w[c] w[c+1] -zp[c] -zp[c+1]`` (``-zp`` as int8, so 128 is stored
-    as -128), channels past ``C`` zero: twice the bytes of the tiles, which is the tensor's NPU
-    size.  The zero points repeat at every tap; a file where they differ is refused
+    no blocks is skipped).  Each tile holds, per input block and kernel tap, each ``group`` of
+    channels as their weights then their negated zero points: ``w[c] w[c+1] -zp[c] -zp[c+1]``
+    for ``group`` 2 (rk3576, rv1126b, rk3562), ``w[c] -zp[c]`` for 1 (rv1106); ``-zp`` as int8,
+    so 128 is stored as -128, channels past ``C`` zero.  That is twice the bytes of the tiles:
+    the tensor's NPU size, or (``align``) that rounded up to a multiple of ``align`` bytes.  The
+    zero points repeat at every tap; a file where they differ is refused
     (``docs/vendor-format-notes.md`` §6)."""
     if len(shape) != 4 or shape[0] != 1 or min(shape) < 1:
         raise _error(where, f"depthwise weight model shape {list(shape)} is not [1, C, kh, kw]")
@@ -139,13 +142,15 @@ def decode_depthwise_weight(raw, npu_shape: Sequence[int], shape: Sequence[int],
     if not npu_shape or len(npu_shape) % 6:
         raise _error(where, f"depthwise weight NPU shape {list(npu_shape)} is not a list of 6-tuples")
     tiles = [tuple(int(v) for v in npu_shape[k:k + 6]) for k in range(0, len(npu_shape), 6)]
+    if group not in (1, 2):
+        raise _error(where, f"depthwise weights whose zero points follow every {group} channels were never observed")
     if any(t[0] != 1 or t[4] != 1 or t[2:4] != (kh, kw) or t[1] < 0 or t[5] < 2 or t[5] % 2 for t in tiles) \
             or not 0 < channels <= sum(t[1] * t[5] for t in tiles) or sum(t[1] for t in tiles) < 1:
         raise _error(where, f"depthwise weight tiles {tiles} do not fit {list(shape)}; only rows of "
                             "(1, n, kh, kw, 1, even input block) covering the channels were observed")
     lanes = sum(t[1] * t[5] for t in tiles)
     need = 2 * lanes * kh * kw
-    if npu_size is not None and npu_size != need:
+    if npu_size is not None and npu_size not in (need, -(-need // align) * align):
         raise _error(where, f"depthwise weight tiles {tiles} with their zero points hold {need} bytes "
                             f"but the tensor's NPU size is {npu_size}")
     data = np.frombuffer(raw, np.int8)
@@ -154,9 +159,9 @@ def decode_depthwise_weight(raw, npu_shape: Sequence[int], shape: Sequence[int],
     parts, pos = [], 0
     for _, n_i, _, _, _, iblk in tiles:
         count = 2 * n_i * iblk * kh * kw
-        # [block][kh][kw][pair][w0 w1 z0 z1] -> [kh][kw][lane][weight, zero point]
-        quads = data[pos:pos + count].reshape(n_i, kh, kw, iblk // 2, 2, 2).transpose(1, 2, 0, 3, 5, 4)
-        parts.append(quads.reshape(kh, kw, n_i * iblk, 2))
+        # [block][kh][kw][group][weights, zero points][lane in group] -> [kh][kw][lane][weight, zero point]
+        runs = data[pos:pos + count].reshape(n_i, kh, kw, iblk // group, 2, group).transpose(1, 2, 0, 3, 5, 4)
+        parts.append(runs.reshape(kh, kw, n_i * iblk, 2))
         pos += count
     lanes_of = np.concatenate(parts, axis=2)[:, :, :channels]
     negated = lanes_of[..., 1].astype(np.int64)
