@@ -267,3 +267,27 @@ def test_an_rv1106_depthwise_weight_interleaves_each_channel_with_its_zero_point
     assert np.array_equal(got, weight) and got_zp.tolist() == [3, -128]
     with pytest.raises(ModelInvalidError, match="hold 72 bytes but the tensor's NPU size is 128"):
         decode_depthwise_weight(raw, (1, 1, 3, 3, 1, 4), (1, 2, 3, 3), "w", 128, group=1)
+
+
+LUT = "sigmoid_mul_rv1106_i8"
+
+
+@pytest.mark.parametrize("reg, value, match", [
+    (0x4050, 0x30000001, r"DPU register 0x4050 = 0x30000001 in an rv1106 lookup-table task; only 0x30000002"),
+    (0x4084, 0x400F, r"OUT_CVT scale 0x400f / shift 0x[0-9a-f]+ in an rv1106 lookup-table task"),
+])
+def test_a_doctored_lookup_table_task_is_refused_by_name(tmp_path, reg, value, match):
+    def change(v):  # only the DPU-only task's writes: the table is indexed there (BN_CFG 0x20000 is its, too)
+        return value if v in (0x30000002, 0x1400F) else v
+
+    _refused(tmp_path, patch_registers(TARGET_DPU, {reg}, change), match, LUT)
+
+
+def test_a_standalone_sigmoid_adds_its_index_offset_before_the_multiplication():
+    """rv1106 writes A = -zp_in where rk3588 writes -zp_in * M (the same model built for both):
+    the lowered index offset is A * M, which rk3588's form would have read as A."""
+    model = lower_rockchip(*_model(LUT))
+    (lut,) = [n for n in model.graph.nodes if n.op == "VendorLutActivation"]
+    rk3588 = lower_rockchip(*_model("sigmoid_mul_i8"))
+    (twin,) = [n for n in rk3588.graph.nodes if n.op == "VendorLutActivation"]
+    assert lut.attrs == twin.attrs

@@ -1435,6 +1435,13 @@ def _cases() -> List[Case]:
                                   graph=f"same as classifier_ops, {p}",
                                   purpose=f"the op families of ResNet, MobileNetV2 and ShuffleNet in the {p} container")
               for p in ("rv1106", "rv1103")]
+    # and rv1106's lookup-table convs and ops, element-wise Add and Mul (MobileNetV3's and YOLOv8's)
+    cases += [dataclasses.replace(named[n], name=f"{n}_rv1106", platform="rv1106", variants=("i8",),
+                                  graph=f"same as {n}, rv1106", purpose=f"{named[n].purpose} in the rv1106 container")
+              for n in ("hardswish_ops", "c2f", "sigmoid_mul")]
+    cases += [dataclasses.replace(named["hardswish_ops"], name="hardswish_ops_rv1103", platform="rv1103",
+                                  variants=("i8",), graph="same as hardswish_ops, rv1103",
+                                  purpose=f"{named['hardswish_ops'].purpose} in the rv1103 container")]
     return cases
 
 

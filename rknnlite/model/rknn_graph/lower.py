@@ -119,7 +119,7 @@ from .f2act import (F2_ACT_LUT, F2_PLATFORMS, clamp_from_zero, f2_activation, f2
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
                      fused_activation, node_registers, read_tasks, requant_of, requant_t4)
-from .t3conv import T3_PLATFORMS, requant_t3, t3_clip_bound
+from .t3conv import T3_BN_LUT, T3_PLATFORMS, requant_t3, t3_clip_bound, t3_lut_stage, t3_lut_task
 from .t3nodes import complete_t3_nodes, t3_unsupported_ops
 from .t4act import t4_activation, t4_lut_stage, t4_lut_task
 from .transformer import attention_grids, lower_gather, lower_gelu, lower_layer_norm, lower_matmul
@@ -816,6 +816,12 @@ class _Lowering:
                 lower_lut_conv(self, node, x, out, w, weight, b, attrs,
                                stage_of=lambda tables: t4_lut_stage(self, node, activation, depthwise))
                 return
+            if activation in _LUT_ACTIVATIONS and self.t3_platform():  # rk3588's table map, rv1106's requantization
+                regs = node_registers(self.regcmd(), self.tasks(), node.index, f"{self.label}: {node.label}")
+                depthwise = node.index in self.weight_zero_points
+                lower_lut_conv(self, node, x, out, w, weight, b, attrs, stage_of=lambda tables: t3_lut_stage(
+                    regs, f"{self.label}: {node.label}", activation, depthwise))
+                return
             if activation in _LUT_ACTIVATIONS and self.stored_weight_scales(w, weight.shape[0]) is None:
                 lower_lut_conv(self, node, x, out, w, weight, b, attrs)  # the file's tables, rk3588-family map
                 return
@@ -1102,6 +1108,8 @@ class _Lowering:
         """The ``BN_CFG`` value of a conv that indexes a lookup table, in the file's DPU map."""
         if self.f2_platform():
             return F2_ACT_LUT  # its ACT_CFG, at rk3588's BN_CFG address
+        if self.t3_platform():
+            return T3_BN_LUT
         return BN_LUT_LITE if self.lite_platform() else T4_BN_LUT if self.t4_platform() else BN_LUT
 
     def t3_platform(self) -> bool:
@@ -1192,7 +1200,8 @@ class _Lowering:
             raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
         if "int8" in (x.dtype, out.dtype):
             decode = (lambda regs, where, tables: t4_lut_task(regs, where)) if self.t4_platform() else \
-                (lambda regs, where, tables: f2_lut_task(self, node, out, regs, tables)) if self.f2_platform() else None
+                (lambda regs, where, tables: f2_lut_task(self, node, out, regs, tables)) if self.f2_platform() else \
+                (lambda regs, where, tables: t3_lut_task(regs, where)) if self.t3_platform() else None
             lower_lut_sigmoid(self, node, x, out, decode=decode)  # refuses a mixed int8/float16 activation
             return
         if node.op in ("Sigmoid", "HardSwish"):

@@ -23,7 +23,9 @@ register encoding:
   and 0x40e0 (0 for Relu and Clip from 0, ``INT32_MIN`` otherwise) and upper clamps 0x4028 and
   0x40e4 (``INT32_MAX``, or a Clip's bound in channel 0's accumulator unit).  The element-wise
   stage 0x4070 / 0x4078 / 0x407c: off (0x10041c1, 1, ``INT32_MIN``), or adding the residual
-  (0x8002c0c0, its scale, then a clamp from 0 for ConvAddRelu).
+  (0x8002c0c0, its scale, then a clamp from 0 for ConvAddRelu).  A lookup-table conv (Sigmoid,
+  SiLU, HardSwish, HardSigmoid) writes ``BN_CFG`` 0x20000 and ``EW_CFG`` 0x1004140, and rk3588's
+  table registers (``LUT_CFG`` 0x68) with rk3562's index map ``((y + A) * M) >> s``.
 
 Every other value of those registers is refused by name: a register variant that was never
 checked against the simulator could produce numbers, and wrong numbers are worse than none.
@@ -31,12 +33,14 @@ checked against the simulator could produce numbers, and wrong numbers are worse
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Dict, Optional, Sequence, Tuple
 
 from ...errors import ModelInvalidError
+from .lut import LutStage, lut_stage
 from .regcmd import TARGET_CNA, TARGET_DPU, Requant
 
-__all__ = ["T3_PLATFORMS", "t3_conv_params", "requant_t3"]
+__all__ = ["T3_PLATFORMS", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage", "t3_lut_task"]
 
 #: the platforms whose files are the rv1106 container
 T3_PLATFORMS = ("rv1106", "rv1103")
@@ -58,6 +62,8 @@ _PAD_BITS = 0x0F0F
 _OUT_CVT_OFFSET, _OUT_CVT_SCALE, _OUT_CVT_SHIFT = 0x4080, 0x4084, 0x4088
 _OUT_CVT_RESIDUAL = 0x10000  # OUT_CVT_SCALE bit 16, set on the residual convs (as rk3562's)
 _BN_CFG = 0x4060
+#: ``BN_CFG`` of a conv whose output indexes the lookup table (rk3588: 0x20040; rk3562's value)
+T3_BN_LUT = 0x20000
 _INT32_MIN, _INT32_MAX = 0x80000000, 0x7FFFFFFF
 #: the DPU values every decoded conv writes: plain (bias blocks with the weight zero points, the
 #: multipliers' shift 14 in 0x4054 with bit 31) and depthwise (the zero points in the weight, bit 31
@@ -80,7 +86,11 @@ _ACTIVATION = {None: {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_OFF},
                "Relu": {_BN_CFG: 0x12, **_NO_CLAMP, **{a: 0 for a in _CLAMP_LOW}, **_EW_OFF},
                "Clip": {_BN_CFG: 0x12, **{a: 0 for a in _CLAMP_LOW}, **{a: None for a in _CLAMP_HIGH}, **_EW_OFF},
                "Add": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: _INT32_MIN},
-               "AddRelu": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: 0}}
+               "AddRelu": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: 0},
+               # the accumulator indexes the lookup table (rk3588's index map and table registers:
+               # .lut.lut_stage with T3_BN_LUT); the element-wise stage bypassed another way
+               **{lut: {_BN_CFG: T3_BN_LUT, **_NO_CLAMP, **_EW_OFF, _EW_CFG: 0x01004140}
+                  for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")}}
 
 
 def _reg(regs: Dict[Tuple[int, int], int], target: int, address: int, where: str, unit: str) -> int:
@@ -146,12 +156,13 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
 def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
                depthwise: bool = False) -> Requant:
     """The output conversion of an rv1106 int8 conv (``activation``: its fused part, ``None``,
-    ``"Relu"``, ``"Clip"``, ``"Add"`` or ``"AddRelu"``; ``depthwise``: a depthwise conv, whose weight holds the zero
+    ``"Relu"``, ``"Clip"``, ``"Add"``, ``"AddRelu"`` or a lookup-table one; ``depthwise``: a depthwise conv, whose weight holds the zero
     points): ``OUT_CVT`` at rk3588's addresses, per-channel bias blocks whose multipliers are
     normalised to 2^14.  Every other register value is refused by name."""
     if activation not in _ACTIVATION:
         raise ModelInvalidError(f"{where}: a fused {activation} in an rv1106 int8 conv; its registers were not "
-                                "decoded (plain, Relu, Clip-from-0 and residual Add and AddRelu convs were)", op="load")
+                                "decoded (plain, Relu, Clip-from-0, residual Add and AddRelu and lookup-table convs "
+                                "were)", op="load")
     kind = f"{'depthwise ' if depthwise else ''}{'conv' if activation is None else activation + ' conv'}"
     for address, expected in {**_FIXED[depthwise], **_ACTIVATION[activation]}.items():
         value = _reg(regs, TARGET_DPU, address, where, "DPU")
@@ -182,3 +193,45 @@ def t3_clip_bound(regs: Dict[Tuple[int, int], int], where: str) -> int:
                                 "of an rv1106 int8 ConvClip are not one positive bound; only a Clip from 0 to a "
                                 "bound was decoded", op="load")
     return high[0]
+
+
+#: the DPU-only task of a standalone lookup-table op: no bias or multiplier stage, the table
+#: indexed by the input's codes, OUT_CVT_SCALE with bit 16 set
+_LUT_TASK = {0x4048: 0x0, 0x4050: 0x30000002, 0x4054: 0x0, _BN_CFG: T3_BN_LUT, **_NO_CLAMP, _EW_CFG: 0x4140,
+             _EW_SCALE: 0x1, _EW_CLAMP_MIN: _INT32_MIN}
+
+
+def t3_lut_task(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[LutStage, Requant]:
+    """The index map and output conversion of the DPU-only task that runs a standalone int8
+    lookup-table op (Sigmoid, exSwish, HardSwish) in an rv1106 file: the table registers
+    (:func:`_table_stage`) and ``OUT_CVT`` at rk3588's addresses, its scale's bit 16 set; no multiplier stage (``mul_shift`` ``None``).  For
+    :func:`.lut.lower_lut_sigmoid`'s ``decode``."""
+    for address, expected in _LUT_TASK.items():
+        value = _reg(regs, TARGET_DPU, address, where, "DPU")
+        if value != expected:
+            raise ModelInvalidError(f"{where}: DPU register {address:#x} = {value:#x} in an rv1106 lookup-table task; "
+                                    f"only {expected:#x} was observed and decoded", op="load")
+    offset, scale, shift = (_reg(regs, TARGET_DPU, a, where, "DPU") for a in
+                            (_OUT_CVT_OFFSET, _OUT_CVT_SCALE, _OUT_CVT_SHIFT))
+    if scale & ~0xFFFF != _OUT_CVT_RESIDUAL or shift & ~0x3F:
+        raise ModelInvalidError(f"{where}: OUT_CVT scale {scale:#x} / shift {shift:#x} in an rv1106 lookup-table task; "
+                                "a 16-bit scale with bit 16 set and a 6-bit shift were observed", op="load")
+    return _table_stage(regs, where), Requant(scale & 0xFFFF, shift, None,
+                                              offset - (1 << 32) if offset >= 1 << 31 else offset, False, 0)
+
+
+def t3_lut_stage(regs: Dict[Tuple[int, int], int], where: str, activation: str,
+                 depthwise: bool) -> Tuple[LutStage, Requant]:
+    """The index map and output conversion of an rv1106 int8 lookup-table conv (``activation``:
+    Sigmoid, Swish, HardSwish or HardSigmoid): :func:`_table_stage` and :func:`requant_t3`.  For
+    :func:`.lut.lower_lut_conv`'s ``stage_of``."""
+    return _table_stage(regs, where), requant_t3(regs, where, activation, depthwise)
+
+
+def _table_stage(regs: Dict[Tuple[int, int], int], where: str) -> LutStage:
+    """rk3588's table registers (``LUT_CFG`` 0x68, ranges, slopes) behind ``BN_CFG``
+    :data:`T3_BN_LUT`, with ``A`` (0x4064) added before the multiplication, as on rk3562:
+    ``u = ((y + A) * M) >> s``, i.e. ``index_add = A * M`` (a standalone Sigmoid's ``A`` is
+    ``-zp_in`` where rk3588 writes ``-zp_in * M``; the convs observed write ``A`` = 0)."""
+    stage = lut_stage(regs, where, T3_BN_LUT)
+    return replace(stage, index_add=stage.index_add * stage.index_mul)

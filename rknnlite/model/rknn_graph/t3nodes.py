@@ -31,7 +31,8 @@ from .t3pool import t3_pool_params
 __all__ = ["T3_OPS", "complete_t3_nodes", "t3_unsupported_ops"]
 
 _CONV_PARAM_TYPE = 1
-_CONV_OPS = ("Conv", "ConvRelu", "ConvClip", "ConvAdd", "ConvAddRelu")
+_CONV_OPS = ("Conv", "ConvRelu", "ConvClip", "ConvAdd", "ConvAddRelu", "ConvSigmoid", "ConvExSwish", "ConvHardSwish",
+             "ConvHardSigmoid")
 
 
 class _Node:
@@ -124,7 +125,9 @@ def _conv(n: _Node) -> VendorNode:
 #: op type -> its recovery
 _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "InputOperator": _as_is, "OutputOperator": _as_is, **{op: _conv for op in _CONV_OPS},
-    "Concat": _concat, "Split": _split, "Reshape": _reshape, "MaxPool": _pool, "AveragePool": _pool}
+    "Concat": _concat, "Split": _split, "Reshape": _reshape, "MaxPool": _pool, "AveragePool": _pool,
+    # attribute-free: standalone lookup-table ops and element-wise ones (broadcast by their shapes)
+    **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "Add", "Mul")}}
 #: the vendor op types of rv1106 files whose attributes are recovered
 T3_OPS = frozenset(_RECOVERIES)
 
