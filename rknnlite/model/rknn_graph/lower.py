@@ -119,7 +119,7 @@ from .f2act import (F2_ACT_LUT, F2_PLATFORMS, clamp_from_zero, f2_activation, f2
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
                      fused_activation, node_registers, read_tasks, requant_of, requant_t4)
-from .t3conv import T3_BN_LUT, T3_PLATFORMS, requant_t3, t3_clip_bound, t3_lut_stage, t3_lut_task
+from .t3conv import T3_BN_LUT, requant_t3, t3_clip_bound, t3_lut_stage, t3_lut_task
 from .t3nodes import complete_t3_nodes, t3_unsupported_ops
 from .t4act import t4_activation, t4_lut_stage, t4_lut_task
 from .transformer import attention_grids, lower_gather, lower_gelu, lower_layer_norm, lower_matmul
@@ -178,6 +178,10 @@ _BSON_ATTRIBUTES: Dict[str, FrozenSet[str]] = {op: frozenset(names.split()) for 
     "exSoftmax13": "axis", "BatchNormalization": "epsilon momentum", "BatchNormalizationRelu": "epsilon momentum"}.items()}
 _ACTIVATION_KINDS = ("input", "output", "activation")
 _WEIGHT_KINDS = ("const", "generated")
+#: an rv1106 container's weights end on a multiple of this many bytes
+_T3_WEIGHT_ALIGN = 64
+#: an rv1106 depthwise weight: each channel's weight then its zero point, 64-byte aligned
+_T3_DEPTHWISE = {"group": 1, "align": _T3_WEIGHT_ALIGN}
 _IDENTITY_TOLERANCE = 1e-3
 
 
@@ -331,12 +335,6 @@ def _check_ops(vf: VendorFile, label: str, custom: FrozenSet[str] = frozenset())
     for sg in vf.subgraphs:
         for node in sg.nodes:
             node.check_params()
-
-
-#: an rv1106 container's weights end on a multiple of this many bytes
-_T3_WEIGHT_ALIGN = 64
-#: an rv1106 depthwise weight: each channel's weight then its zero point, 64-byte aligned
-_T3_DEPTHWISE = {"group": 1, "align": _T3_WEIGHT_ALIGN}
 
 
 def _custom_hint(op: str) -> str:
@@ -1114,8 +1112,8 @@ class _Lowering:
 
     def t3_platform(self) -> bool:
         """Whether the file is an rv1106/rv1103 container ("RKNPU t3"), whose convs take their
-        attributes and requantization from the registers of :mod:`.t3conv`."""
-        return self.rk.schema is T3 or self.platform() in T3_PLATFORMS
+        requantization and fused activations from the registers of :mod:`.t3conv`."""
+        return self.rk.schema is T3
 
     def t4_platform(self) -> bool:
         """Whether the file targets rk3562 ("RKNPU t4"), whose int8 convs follow the DPU map of

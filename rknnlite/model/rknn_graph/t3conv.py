@@ -40,10 +40,8 @@ from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
 from .regcmd import TARGET_CNA, TARGET_DPU, Requant
 
-__all__ = ["T3_PLATFORMS", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage", "t3_lut_task"]
+__all__ = ["T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage", "t3_lut_task"]
 
-#: the platforms whose files are the rv1106 container
-T3_PLATFORMS = ("rv1106", "rv1103")
 
 _CONV_CON1 = 0x100C
 #: CONV_CON1 of a plain conv: conv mode 0 in bits 0..3, int8 in bits 4..9; bit 29 is set on a 1x1
@@ -87,8 +85,8 @@ _ACTIVATION = {None: {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_OFF},
                "Clip": {_BN_CFG: 0x12, **{a: 0 for a in _CLAMP_LOW}, **{a: None for a in _CLAMP_HIGH}, **_EW_OFF},
                "Add": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: _INT32_MIN},
                "AddRelu": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: 0},
-               # the accumulator indexes the lookup table (rk3588's index map and table registers:
-               # .lut.lut_stage with T3_BN_LUT); the element-wise stage bypassed another way
+               # the accumulator indexes the lookup table (_table_stage); the element-wise stage
+               # bypassed another way
                **{lut: {_BN_CFG: T3_BN_LUT, **_NO_CLAMP, **_EW_OFF, _EW_CFG: 0x01004140}
                   for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")}}
 
@@ -96,7 +94,7 @@ _ACTIVATION = {None: {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_OFF},
 def _reg(regs: Dict[Tuple[int, int], int], target: int, address: int, where: str, unit: str) -> int:
     value = regs.get((target, address))
     if value is None:
-        raise ModelInvalidError(f"{where}: the conv's task does not write {unit} register {address:#x} "
+        raise ModelInvalidError(f"{where}: the node's task does not write {unit} register {address:#x} "
                                 "(rv1106 map)", op="load")
     return value
 
@@ -108,8 +106,8 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     its weight's model shape ``[O, I, kh, kw]`` and its input and output NCHW shapes.
 
     Raises:
-        ModelInvalidError: a depthwise or dilated conv, a register value outside the decoded
-            fields, or registers that disagree with the tensors' shapes.
+        ModelInvalidError: a grouped (not depthwise) or dilated conv, a register value outside
+            the decoded fields, or registers that disagree with the tensors' shapes.
     """
     def refuse(message: str) -> ModelInvalidError:
         return ModelInvalidError(f"{where}: {message} (rv1106 map: docs/vendor-format-notes.md)", op="load")

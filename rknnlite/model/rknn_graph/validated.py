@@ -78,12 +78,12 @@ rk3588   2.3.2  int8-layer AveragePool Conv ConvAdd ConvAddRelu ConvClip ConvRel
 rk3588   2.5.0  fp16       Add AddRelu ArgMax AveragePool BatchNormalization BatchNormalizationRelu Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvReluAdd ConvSigmoid ConvTranspose Expand Gather HardSwish InputOperator MaxPool Mul OutputOperator Pad Relu Reshape Resize Sigmoid Slice Split Sub Transpose exGelu exMatMul exNorm exSDPAttention exSoftmax13 exSwish
 rk3588   2.5.0  int8       Add AddRelu ArgMax AveragePool BatchNormalization BatchNormalizationRelu Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvLeakyRelu ConvRelu ConvSigmoid ConvTranspose Expand HardSwish InputOperator MaxPool Mul OutputOperator Pad Relu Reshape Resize Sigmoid Slice Split Sub Transpose exDataConvert exGelu exMatMul exNorm exSDPAttention exSoftmax13 exSwish
 rk3588   2.5.0  int8-layer AveragePool Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu ConvSigmoid InputOperator OutputOperator
-rv1103   2.2.0  int8       Conv ConvRelu InputOperator OutputOperator
-rv1103   2.3.0  int8       Conv ConvRelu InputOperator OutputOperator
+rv1103   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
+rv1103   2.3.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rv1103   2.3.2  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rv1103   2.5.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
-rv1106   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
-rv1106   2.3.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
+rv1106   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
+rv1106   2.3.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
 rv1106   2.3.2  int8       Add Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Sigmoid Split
 rv1106   2.5.0  int8       Add Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Sigmoid Split
 rv1126b  2.3.2  fp16       Add ArgMax BatchNormalization BatchNormalizationRelu Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exNorm exSDPAttention exSoftmax13
