@@ -30,7 +30,7 @@ from rknnlite.model.rockchip import read_rockchip
 from rknnlite.model.schema import T3
 
 from corpus import CORPUS, REPO
-from vendor_files import doctored_copy, patch_registers, tensor_table
+from vendor_files import doctored_copy, patch_registers, tensor_bytes, tensor_table
 
 STEMS = [f"conv_pads_{p}_i8{s}" for p in ("rv1106", "rv1103") for s in ("", "_tk232", "_tk230", "_tk220")]
 STEM = "conv_pads_rv1106_i8"
@@ -110,7 +110,7 @@ def test_a_doctored_cna_register_is_refused_by_name(tmp_path, reg, change, match
     (0x4054, 0x8F000000, r"DPU register 0x4054 = 0x8f000000 in an rv1106 int8 .*only 0x8e000000"),
     (0x4048, 0x0, r"DPU register 0x4048 = 0x0 in an rv1106 int8 .*only 0x1"),
     (0x4060, 0x22, r"DPU register 0x4060 = 0x22 in an rv1106 int8"),
-    (0x4050, 0x30000002, r"DPU register 0x4050 = 0x30000002"),
+    (0x4050, 0x30000003, r"DPU register 0x4050 = 0x30000003"),
 ])
 def test_a_doctored_dpu_register_is_refused_by_name(tmp_path, reg, value, match):
     _refused(tmp_path, patch_registers(TARGET_DPU, {reg}, lambda v: value), match)
@@ -291,3 +291,44 @@ def test_a_standalone_sigmoid_adds_its_index_offset_before_the_multiplication():
     rk3588 = lower_rockchip(*_model("sigmoid_mul_i8"))
     (twin,) = [n for n in rk3588.graph.nodes if n.op == "VendorLutActivation"]
     assert lut.attrs == twin.attrs
+
+
+DETECTOR = "detector_ops_rv1106_i8"
+
+
+def test_the_detector_families_recover_their_attributes():
+    """YOLOv8's nearest Resize (whole factors, DPU-only tasks), its DFL Softmax over axis 1 and
+    its one-channel conv with a plain int32 bias, as in the rk3588 twin's parameter tables."""
+    model = lower_rockchip(*_model(DETECTOR))
+    twin = lower_rockchip(*_model("detector_ops_i8"))
+    for op in ("Resize", "Softmax", "Split"):
+        ours = [n.attrs for n in model.graph.nodes if n.op == op]
+        theirs = [n.attrs for n in twin.graph.nodes if n.op == op]
+        assert ours == theirs, op
+
+
+def test_a_softmax_whose_sum_weight_is_not_the_observed_one_is_refused(tmp_path):
+    def patch(data: bytearray) -> None:
+        view = tensor_bytes(data, "reshape_89_rs_weight")
+        view[32:34] = np.float16(2).tobytes()  # the second channel's one, doubled
+
+    _refused(tmp_path, patch, r"an exSoftmax13 whose reduce-sum weight 'reshape_89_rs_weight' \(float16, \[16, 16, 1, "
+                              r"1\]\) is not 16 float16 ones", DETECTOR)
+
+
+def test_a_resize_with_a_conv_task_is_refused(tmp_path):
+    def patch(data: bytearray) -> None:  # the Resize's task enables the CNA: a bilinear one's form
+        rk = read_rockchip(bytes(data))
+        vf = read_vendor_graph(bytes(data), rk.graph_offset, rk.graph_size, "f", rk.schema, rk.packed)
+        (resize,) = [n for n in vf.subgraphs[0].nodes if n.op == "Resize"]
+        start = rk.packed.tasks[0]
+        for k in range(rk.packed.tasks[1] // 40):
+            if struct.unpack_from("<I", data, start + 40 * k + 4)[0] == resize.index:
+                struct.pack_into("<I", data, start + 40 * k + 8, 0x1D)
+
+    _refused(tmp_path, patch, r"a Resize run by tasks with enable masks \['0x1d'\]; only DPU-only tasks", DETECTOR)
+
+
+def test_a_plain_bias_conv_without_its_operand_flag_is_refused(tmp_path):
+    _refused(tmp_path, patch_registers(TARGET_DPU, {0x4054}, lambda v: v & 0xFFFF if v >> 31 and v & 0xFFFF else v),
+             r"DPU register 0x4054 = 0x80 in an rv1106 int8 plain-bias conv; bit 31 and a 16-bit operand", DETECTOR)

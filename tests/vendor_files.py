@@ -11,6 +11,8 @@ from rknnlite.model.flatbuf import FlatBuffer
 from rknnlite.model.rockchip import read_rockchip
 from rknnlite.model.schema import T3
 
+_GENERATED = 8  # the tensor kind of the compiler's own constants (rknn_graph.graph.KINDS)
+
 
 def doctored_copy(source: Path, tmp_path: Path, patch: Callable[[bytearray], None]) -> str:
     """The path of a copy of ``source`` in ``tmp_path`` whose bytes ``patch`` changed in place."""
@@ -46,7 +48,8 @@ def tensor_bytes(data: bytearray, name: str) -> memoryview:
             start, size = getattr(rk.packed, "regcmd" if name == "regcmd" else "tasks")
             return memoryview(data)[start:start + size]
         t = tensor_table(data, name)
-        start = rk.packed.weights[0] + t.u32(T3.t_offset)
+        section = rk.packed.generated if t.u8(T3.t_kind) == _GENERATED else rk.packed.weights
+        start = section[0] + t.u32(T3.t_offset)
         return memoryview(data)[start:start + t.u32(T3.t_size)]
     t = tensor_table(data, name)
     vec = _graph(data).root().vector(20).table(t.u32(18)).vector(0, 1)

@@ -12,6 +12,7 @@ of the file's bytes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
@@ -22,7 +23,7 @@ from ..schema import V6, Schema
 from .bson import decode_bson
 
 __all__ = ["VendorTensor", "VendorNode", "VendorSubgraph", "VendorFile", "PackedVendorFile", "read_vendor_graph",
-           "DTYPES", "LAYOUTS", "KINDS", "PARAM_TYPES"]
+           "DTYPES", "LAYOUTS", "KINDS", "PARAM_TYPES", "is_helper"]
 
 #: Tensor slot 0: dtype code -> name (0 only on the empty tensor 0; 16, bfloat16, only on the
 #: ``*_rm_bf16_weight`` helper constant of an ``exNorm``, a vector of ones).
@@ -326,6 +327,13 @@ def _params(family: str, p: Table) -> Dict[str, Any]:
     if family == "pad":  # slot 0: the ONNX mode string (the BSON has it too)
         return {"mode": p.string(0)}
     return {}  # maxpool, avgpool, concat, transpose: their attributes are in the BSON
+
+
+def is_helper(t: VendorTensor) -> bool:
+    """An NPU scratch activation a node lists as an input (``*_exSecondary``, rk3562's
+    ``*_exSecondary0``/``1`` output conversions, ``empty_placeholder_*``): not data the CPU
+    computation reads."""
+    return re.search(r"_exSecondary\d*$", t.name) is not None or t.name.startswith("empty_placeholder_")
 
 
 def attr_value(node: VendorNode, name: str, default=None):

@@ -111,6 +111,7 @@ from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from ..schema import T3
 from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
+from .graph import is_helper as _is_helper
 from .batchnorm import lower_batch_norm
 from .helpers import check_concat_selection, check_softmax_sum_weight
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
@@ -1342,7 +1343,10 @@ class _Lowering:
         x = self.tensor(node.inputs[0], node)
         consts = [self.tensor(i, node) for i in node.inputs[1:]]
         axis = int(node.params.get("axis", -1))
-        if not consts and not node.attrs:
+        if not consts and node.recovered is not None:  # an rv1106 file: axis and sizes from the shapes (.t3nodes)
+            sizes = np.array(node.params.get("split", []), np.int64)
+            size_name = self.constant(f"{self.names[node.outputs[0]]}__split_sizes", sizes)
+        elif not consts and not node.attrs:
             # the compiler's own split of a wide conv's input channels into branches (DeepLabV3's ASPP):
             # no size constant, no BSON, only the parameter table (axis 1 seen)
             sizes = np.array(node.params.get("split", []), np.int64)
@@ -1566,6 +1570,10 @@ class _Lowering:
         sizes = [t for t in consts if t.dtype == "int64"]
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
         attrs = {"mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest}
+        if not consts and node.recovered is not None:  # an rv1106 file stores no scales (.t3nodes): its output size
+            self.emit(node, "Resize", [data, "", "", self.constant(f"{self.names[out.index]}__sizes",
+                                                                   np.array(out.shape, np.int64))], attrs)
+            return
         if not scales and len(sizes) == 1:  # ONNX's sizes input (torchvision's interpolate(size=...))
             values = self.int64_const(node, sizes[0])
             if values.tolist() != list(out.shape) or len(values) != len(x.shape):
@@ -1673,13 +1681,6 @@ def _hard_sigmoid_params(scale: float, offset: float) -> Tuple[float, float]:
     beta = _shortest(0.5 + offset * alpha / scale,
                      lambda b: float(np.float32(scale * (b - 0.5) / alpha)) == float(np.float32(offset)))
     return alpha, beta
-
-
-def _is_helper(t: VendorTensor) -> bool:
-    """An NPU scratch activation a node lists as an input (``*_exSecondary``, rk3562's
-    ``*_exSecondary0``/``1`` output conversions, ``empty_placeholder_*``): not data the CPU
-    computation reads."""
-    return re.search(r"_exSecondary\d*$", t.name) is not None or t.name.startswith("empty_placeholder_")
 
 
 def _same_quant(a: VendorTensor, b: VendorTensor) -> bool:

@@ -68,6 +68,10 @@ _INT32_MIN, _INT32_MAX = 0x80000000, 0x7FFFFFFF
 #: clear; the simulator still applies the multipliers)
 _FIXED = {False: {0x4048: 0x1, 0x404C: _INT32_MIN, 0x4050: 0x30000001, 0x4054: 0x8E000000},
           True: {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x70000125, 0x4054: 0x0E000000}}
+#: a conv with a plain int32 bias (one output channel, e.g. YOLOv8's DFL; per-layer quantization):
+#: no multiplier stage, 0x4054 = bit 31 | minus the weight zero point (16 bits: rk3588's BS_ALU_SRC)
+_PLAIN_BIAS = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x30000002}
+_ALU_SRC, _ALU_SRC_FLAG = 0x4054, 0x80000000
 _MUL_SHIFT = 14
 _CLAMP_LOW = (0x406C, 0x40E0)
 _CLAMP_HIGH = (0x4028, 0x40E4)
@@ -161,8 +165,10 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         raise ModelInvalidError(f"{where}: a fused {activation} in an rv1106 int8 conv; its registers were not "
                                 "decoded (plain, Relu, Clip-from-0, residual Add and AddRelu and lookup-table convs "
                                 "were)", op="load")
-    kind = f"{'depthwise ' if depthwise else ''}{'conv' if activation is None else activation + ' conv'}"
-    for address, expected in {**_FIXED[depthwise], **_ACTIVATION[activation]}.items():
+    plain = not depthwise and regs.get((TARGET_DPU, 0x4050)) == _PLAIN_BIAS[0x4050]
+    kind = f"{'depthwise ' if depthwise else 'plain-bias ' if plain else ''}" \
+           f"{'conv' if activation is None else activation + ' conv'}"
+    for address, expected in {**(_PLAIN_BIAS if plain else _FIXED[depthwise]), **_ACTIVATION[activation]}.items():
         value = _reg(regs, TARGET_DPU, address, where, "DPU")
         if expected is not None and value != expected:
             raise ModelInvalidError(f"{where}: DPU register {address:#x} = {value:#x} in an rv1106 int8 {kind}; only "
@@ -178,6 +184,13 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     scale &= 0xFFFF
     if offset >= 1 << 31:
         offset -= 1 << 32
+    if plain:
+        operand = _reg(regs, TARGET_DPU, _ALU_SRC, where, "DPU")
+        if operand & ~0xFFFF != _ALU_SRC_FLAG:
+            raise ModelInvalidError(f"{where}: DPU register {_ALU_SRC:#x} = {operand:#x} in an rv1106 int8 {kind}; bit 31 "
+                                    "and a 16-bit operand (minus the weight zero point) were observed", op="load")
+        weight_zp = -((operand & 0xFFFF) - (1 << 16) if operand & 0x8000 else operand & 0xFFFF)
+        return Requant(scale, shift, None, offset, False, weight_zp)
     return Requant(scale, shift, _MUL_SHIFT, offset, True, 0)
 
 
@@ -195,8 +208,10 @@ def t3_clip_bound(regs: Dict[Tuple[int, int], int], where: str) -> int:
 
 #: the DPU-only task of a standalone lookup-table op: no bias or multiplier stage, the table
 #: indexed by the input's codes, OUT_CVT_SCALE with bit 16 set
-_LUT_TASK = {0x4048: 0x0, 0x4050: 0x30000002, 0x4054: 0x0, _BN_CFG: T3_BN_LUT, **_NO_CLAMP, _EW_CFG: 0x4140,
+_LUT_TASK = {0x4048: 0x0, 0x4050: 0x30000002, 0x4054: 0x0, _BN_CFG: T3_BN_LUT, **_NO_CLAMP,
              _EW_SCALE: 0x1, _EW_CLAMP_MIN: _INT32_MIN}
+#: its EW_CFG: 0x4140 for a Sigmoid, 0x1004140 (a lookup-table conv's) for an exSwish
+_LUT_TASK_EW = (0x4140, 0x01004140)
 
 
 def t3_lut_task(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[LutStage, Requant]:
@@ -204,11 +219,12 @@ def t3_lut_task(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[LutStage,
     lookup-table op (Sigmoid, exSwish, HardSwish) in an rv1106 file: the table registers
     (:func:`_table_stage`) and ``OUT_CVT`` at rk3588's addresses, its scale's bit 16 set; no multiplier stage (``mul_shift`` ``None``).  For
     :func:`.lut.lower_lut_sigmoid`'s ``decode``."""
-    for address, expected in _LUT_TASK.items():
+    for address, expected in {**_LUT_TASK, _EW_CFG: _LUT_TASK_EW}.items():
         value = _reg(regs, TARGET_DPU, address, where, "DPU")
-        if value != expected:
+        if value not in (expected if isinstance(expected, tuple) else (expected,)):
+            shown = " or ".join(hex(v) for v in expected) if isinstance(expected, tuple) else hex(expected)
             raise ModelInvalidError(f"{where}: DPU register {address:#x} = {value:#x} in an rv1106 lookup-table task; "
-                                    f"only {expected:#x} was observed and decoded", op="load")
+                                    f"only {shown} was observed and decoded", op="load")
     offset, scale, shift = (_reg(regs, TARGET_DPU, a, where, "DPU") for a in
                             (_OUT_CVT_OFFSET, _OUT_CVT_SCALE, _OUT_CVT_SHIFT))
     if scale & ~0xFFFF != _OUT_CVT_RESIDUAL or shift & ~0x3F:

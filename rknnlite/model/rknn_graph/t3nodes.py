@@ -10,7 +10,9 @@ lowering runs these files as it runs the others:
 * a Concat's or Split's axis (and a Split's sizes) from its tensors' shapes: the one axis on
   which they differ;
 * a Reshape's target: its output's shape (the lowering reads it for a node without a shape
-  constant whose attributes were recovered).
+  constant whose attributes were recovered), and a Resize's (a nearest upsampling: DPU-only
+  tasks, whole factors);
+* an exSoftmax13's axis from its reduce-sum weight (:func:`_softmax`).
 
 Recovered attributes are in :attr:`.graph.VendorNode.recovered`; shape constants are dropped
 from the nodes' inputs.  An op type without a recovery here is refused by name: guessing an
@@ -22,15 +24,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Dict, List, Tuple
 
+import numpy as np
+
 from ...errors import ModelInvalidError
-from .graph import PackedVendorFile, VendorNode, VendorSubgraph
+from .graph import PackedVendorFile, VendorNode, VendorSubgraph, is_helper
 from .regcmd import ENABLE_CNA, ENABLE_PPU, node_registers, read_tasks
 from .t3conv import t3_conv_params
 from .t3pool import t3_pool_params
 
 __all__ = ["T3_OPS", "complete_t3_nodes", "t3_unsupported_ops"]
 
-_CONV_PARAM_TYPE = 1
+_CONV_PARAM_TYPE, _RESIZE_PARAM_TYPE = 1, 26
+#: a task's enable mask with the DPU alone (its read and write DMA)
+_ENABLE_DPU_ONLY = 0x18
+#: lanes a row of an rv1106 reduce-sum weight
+_SUM_LANES = 16
 _CONV_OPS = ("Conv", "ConvRelu", "ConvClip", "ConvAdd", "ConvAddRelu", "ConvSigmoid", "ConvExSwish", "ConvHardSwish",
              "ConvHardSigmoid")
 
@@ -39,9 +47,10 @@ class _Node:
     """What a recovery reads: the node, its subgraph and its tasks' registers
     (``registers(unit)``: the first task enabling that unit)."""
 
-    def __init__(self, vf: PackedVendorFile, sg: VendorSubgraph, node: VendorNode, registers: Callable[[int], Dict]):
+    def __init__(self, vf: PackedVendorFile, sg: VendorSubgraph, node: VendorNode, registers: Callable[[int], Dict],
+                 tasks: Callable[[], List]):
         self.vf, self.sg, self.node = vf, sg, node
-        self.registers = registers
+        self.registers, self.tasks = registers, tasks
 
     def shape(self, index: int):
         return self.sg.tensor(index, self.node.where).shape
@@ -103,6 +112,50 @@ def _reshape(n: _Node) -> VendorNode:
     return dataclasses.replace(n.node, inputs=n.data_inputs(), recovered={})
 
 
+def _resize(n: _Node) -> VendorNode:
+    """A Resize that DPU-only tasks run (one per slice of the tensor) is a nearest-neighbour
+    upsampling by whole factors (rows and columns repeated); a bilinear one is compiled into conv
+    tasks (not decoded)."""
+    node = n.node
+    kept = n.data_inputs()
+    data = [i for i in kept if not is_helper(n.sg.tensor(i, node.where))]
+    tasks = [t for t in n.tasks() if t.op_idx == node.index]
+    if len(data) != 1 or len(node.outputs) != 1:
+        raise n.refuse(f"a Resize with data inputs {data} and outputs {list(node.outputs)}")
+    if not tasks or any(t.enable_mask != _ENABLE_DPU_ONLY for t in tasks):
+        raise n.refuse(f"a Resize run by tasks with enable masks {[hex(t.enable_mask) for t in tasks]}; only "
+                       f"DPU-only tasks ({_ENABLE_DPU_ONLY:#x}: a nearest-neighbour upsampling) were decoded")
+    x, out = n.shape(data[0]), n.shape(node.outputs[0])
+    if len(x) != 4 or list(out[:2]) != list(x[:2]) or any(o % i for o, i in zip(out[2:], x[2:])):
+        raise n.refuse(f"a nearest Resize from {list(x)} to {list(out)}; only whole upsampling factors were observed")
+    return dataclasses.replace(node, inputs=kept, param_type=_RESIZE_PARAM_TYPE, recovered={}, params={
+        "mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"})
+
+
+def _softmax(n: _Node) -> VendorNode:
+    """An exSoftmax13 over axis 1, which the file shows by its reduce-sum weight: ``C`` float16
+    ones summing the ``C`` input channels into channel 0 (the weight's 16 lanes a row; rk3588
+    stores the ones as one row ``[1, C]``).  Only ``C`` = 16 (YOLOv8's box distribution) was
+    observed; the weight is checked here and dropped (the lowering runs ONNX's Softmax)."""
+    node = n.node
+    tensors = [n.sg.tensor(i, node.where) for i in node.inputs]
+    sums = [t for t in tensors if t.kind == "generated" and t.name.endswith("_rs_weight")]
+    data = [t for t in tensors if t.kind in ("input", "activation", "output") and not is_helper(t)]
+    if not data or len(data[0].shape) != 4 or len(sums) != 1:
+        raise n.refuse(f"an exSoftmax13 with inputs {[t.name for t in tensors]}; a 4-D input and one reduce-sum "
+                       "weight were expected")
+    channels, w = data[0].shape[1], sums[0]
+    raw = np.frombuffer(n.vf.tensor_data(n.sg, w), "<f2") if w.dtype == "float16" else np.zeros(0)
+    expected = np.zeros(_SUM_LANES * channels, np.float16)
+    expected[::_SUM_LANES] = 1
+    if channels != _SUM_LANES or list(w.shape) != [channels, channels, 1, 1] or not np.array_equal(raw, expected):
+        raise n.refuse(f"an exSoftmax13 whose reduce-sum weight {w.name!r} ({w.dtype}, {list(w.shape)}) is not "
+                       f"{_SUM_LANES} float16 ones summing {_SUM_LANES} channels; only that form was observed, which "
+                       "tells a softmax over axis 1")
+    return dataclasses.replace(node, inputs=tuple(t.index for t in data), params={"axis": 1},
+                               recovered={"axis": _int_attr(1)})
+
+
 def _pool(n: _Node) -> VendorNode:
     node = n.node
     if len(node.inputs) != 1 or len(node.outputs) != 1:
@@ -126,6 +179,7 @@ def _conv(n: _Node) -> VendorNode:
 _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "InputOperator": _as_is, "OutputOperator": _as_is, **{op: _conv for op in _CONV_OPS},
     "Concat": _concat, "Split": _split, "Reshape": _reshape, "MaxPool": _pool, "AveragePool": _pool,
+    "Resize": _resize, "exSoftmax13": _softmax,
     # attribute-free: standalone lookup-table ops and element-wise ones (broadcast by their shapes)
     **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "Add", "Mul")}}
 #: the vendor op types of rv1106 files whose attributes are recovered
@@ -169,5 +223,6 @@ def _complete(vf: PackedVendorFile, sg: VendorSubgraph) -> VendorSubgraph:
     def registers_of(node: VendorNode):
         return lambda unit: node_registers(*program(), node.index, node.where, unit)
 
-    nodes = tuple(_RECOVERIES[node.op](_Node(vf, sg, node, registers_of(node))) for node in sg.nodes)
+    nodes = tuple(_RECOVERIES[node.op](_Node(vf, sg, node, registers_of(node), lambda: program()[1]))
+                  for node in sg.nodes)
     return dataclasses.replace(sg, nodes=nodes)
