@@ -60,8 +60,8 @@ class _Node:
         return tuple(i for i in self.node.inputs if self.sg.tensor(i, self.node.where).kind != "shape")
 
     def refuse(self, message: str) -> ModelInvalidError:
-        return ModelInvalidError(f"{self.node.where}: {message} (an rv1106 graph stores no attributes; they were "
-                                 "recovered from the tensors' shapes)", op="load")
+        return ModelInvalidError(f"{self.node.where}: {message} (an rv1106 graph stores no attributes: they are "
+                                 "recovered from its tensors and tasks)", op="load")
 
 
 def _as_is(n: _Node) -> VendorNode:
@@ -81,16 +81,19 @@ def _axis(n: _Node, whole, parts) -> int:
     if not parts or any(len(p) != len(whole) for p in parts):
         raise n.refuse(f"parts {[list(p) for p in parts]} of {list(whole)} have other ranks")
     axes = {k for p in parts for k, (a, b) in enumerate(zip(p, whole)) if a != b}
-    if len(axes) > 1 or sum(p[min(axes)] for p in parts) != whole[min(axes)] if axes else len(parts) != 1:
-        raise n.refuse(f"the shapes {[list(p) for p in parts]} are not parts of {list(whole)} along one axis")
     if not axes:  # one part, the whole: a copy along any axis
-        raise n.refuse(f"one part {list(parts[0])} of the same shape: its axis cannot be told")
-    return axes.pop()
+        raise n.refuse(f"parts {[list(p) for p in parts]} of the whole's shape {list(whole)}: their axis cannot be "
+                       "told")
+    axis = axes.pop()
+    if axes or sum(p[axis] for p in parts) != whole[axis]:
+        raise n.refuse(f"the shapes {[list(p) for p in parts]} are not parts of {list(whole)} along one axis")
+    return axis
 
 
 def _concat(n: _Node) -> VendorNode:
     node = n.node
-    parts = [n.shape(i) for i in node.inputs if n.sg.tensor(i, node.where).kind in ("input", "activation", "output")]
+    parts = [t.shape for t in (n.sg.tensor(i, node.where) for i in node.inputs)
+             if t.kind in ("input", "activation", "output") and not is_helper(t)]
     if len(node.outputs) != 1:
         raise n.refuse(f"a Concat with {len(node.outputs)} outputs")
     axis = _axis(n, n.shape(node.outputs[0]), parts)
