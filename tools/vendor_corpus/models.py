@@ -1201,7 +1201,7 @@ def _int8_platform_cases() -> List[Case]:
           for p in ("rk3588", "rk3566", "rk3576", "rk3562", "rv1126b")),
         *(Case(f"standalone_lut_{p}", doc(_standalone_lut), _standalone_lut(), image8, variants=("i8",), platform=p,
                purpose=f"{p}'s DPU-only lookup-table task (standalone Sigmoid and exSwish)")
-          for p in ("rk3576", "rk3562", "rv1106")),
+          for p in ("rk3576", "rk3562", "rv1106", "rv1103")),
         *(Case(f"depthwise_{p}", doc(_depthwise), _depthwise(), image8, variants=("i8",), platform=p,
                purpose=f"the int8 depthwise weight layout of {p} (zero points beside the weights)")
           for p in ("rk3576", "rv1126b")),  # rk3562's: in activation_ops_rk3562
@@ -1437,12 +1437,9 @@ def _cases() -> List[Case]:
               for p in ("rv1106", "rv1103")]
     # and rv1106's lookup-table convs and ops, element-wise Add and Mul, YOLOv8's nearest Resize,
     # DFL Softmax and plain-bias conv (MobileNetV3's and YOLOv8's families)
-    cases += [dataclasses.replace(named[n], name=f"{n}_rv1106", platform="rv1106", variants=("i8",),
-                                  graph=f"same as {n}, rv1106", purpose=f"{named[n].purpose} in the rv1106 container")
-              for n in ("hardswish_ops", "c2f", "sigmoid_mul", "detector_ops")]
-    cases += [dataclasses.replace(named["hardswish_ops"], name="hardswish_ops_rv1103", platform="rv1103",
-                                  variants=("i8",), graph="same as hardswish_ops, rv1103",
-                                  purpose=f"{named['hardswish_ops'].purpose} in the rv1103 container")]
+    cases += [dataclasses.replace(named[n], name=f"{n}_{p}", platform=p, variants=("i8",),
+                                  graph=f"same as {n}, {p}", purpose=f"{named[n].purpose} in the {p} container")
+              for p in ("rv1106", "rv1103") for n in ("hardswish_ops", "c2f", "sigmoid_mul", "detector_ops")]
     return cases
 
 
