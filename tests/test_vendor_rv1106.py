@@ -332,3 +332,15 @@ def test_a_resize_with_a_conv_task_is_refused(tmp_path):
 def test_a_plain_bias_conv_without_its_operand_flag_is_refused(tmp_path):
     _refused(tmp_path, patch_registers(TARGET_DPU, {0x4054}, lambda v: v & 0xFFFF if v >> 31 and v & 0xFFFF else v),
              r"DPU register 0x4054 = 0x80 in an rv1106 int8 plain-bias conv; bit 31 and a 16-bit operand", DETECTOR)
+
+
+def test_an_io_tensor_without_a_json_dtype_takes_the_graph_s():
+    """An rv1106 graph has no I/O info (where other files say each I/O tensor's dtype): an output
+    the JSON leaves untyped (an ArgMax's int64 label, in a real file) takes its graph tensor's
+    dtype instead of the float16 default."""
+    data = (CORPUS / f"{STEM}.rknn").read_bytes()
+    typed = b'"dtype":{"qnt_method":"layer","qnt_type":"int8","vx_type":"int8"},"size":[1,4,4,3]'
+    assert data.count(typed) == 1
+    untyped = b'"dtype":{"qnt_method":"","qnt_type":"","vx_type":""},"size":[1,4,4,3]'.ljust(len(typed))
+    rk = read_rockchip(data.replace(typed, untyped))
+    assert rk.outputs[0].dtype == "int8" and rk.outputs[0].quant is not None

@@ -38,7 +38,7 @@ from ..constants import MAX_DIMS, MAX_DYNAMIC_SHAPE_NUM
 from ..errors import ModelInvalidError
 from .flatbuf import FlatBuffer, Table
 from .packed import PackedSections, locate_sections
-from .schema import T3, V6, Schema
+from .schema import DTYPES, T3, V6, Schema
 from .spec import QuantParams, TensorSpec
 
 __all__ = [
@@ -582,7 +582,10 @@ class _Reader:
         if not dtype:
             hint = io_info.get(spec.name) if io_info is not None else None
             value = hint.get("dtype") if isinstance(hint, dict) else None
-            dtype = self.dtype_name(value, spec.name) if isinstance(value, str) and value else "float16"
+            if isinstance(value, str) and value:
+                dtype = self.dtype_name(value, spec.name)
+            else:  # no I/O info (an rv1106 graph): the I/O tensor's own dtype, else the NPU's float16
+                dtype = _dtype_from_tensors(tensors.get(spec.name, ()), kind) or "float16"
         quant = None
         if dtype == "int8":
             quant = _quant_from_tensors(tensors.get(spec.name, ()), kind)
@@ -694,6 +697,16 @@ def _index_tensors(subgraph: Table, schema: Schema) -> Dict[str, List[Tuple[Tabl
         if name:
             out.setdefault(name, []).append((tensor, schema))
     return out
+
+
+def _dtype_from_tensors(candidates, kind: int) -> Optional[str]:
+    """The dtype of the I/O tensor of ``kind`` with this name (``None`` when there is none, or
+    its dtype is not a tensor element type)."""
+    for tensor, schema in candidates:
+        if tensor.u8(schema.t_kind) == kind:
+            name = DTYPES.get(tensor.u8(schema.t_dtype))
+            return name if name in _DTYPE_ALIASES else None
+    return None
 
 
 def _quant_from_tensors(candidates, kind: int) -> Optional[QuantParams]:

@@ -17,7 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["Schema", "V6", "T3"]
+__all__ = ["Schema", "V6", "T3", "DTYPES"]
+
+#: Tensor dtype code (both schemas) -> name (0 only on the empty tensor 0; 16, bfloat16, only on
+#: the ``*_rm_bf16_weight`` helper constant of an ``exNorm``, a vector of ones).
+DTYPES = {0: "none", 1: "float32", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 10: "float16", 13: "raw",
+          16: "bfloat16"}
 
 
 @dataclass(frozen=True)

@@ -19,16 +19,12 @@ from typing import Any, Dict, Optional, Tuple
 from ...errors import ModelInvalidError
 from ..flatbuf import FlatBuffer, Table
 from ..packed import PackedSections
-from ..schema import V6, Schema
+from ..schema import DTYPES, V6, Schema
 from .bson import decode_bson
 
 __all__ = ["VendorTensor", "VendorNode", "VendorSubgraph", "VendorFile", "PackedVendorFile", "read_vendor_graph",
            "DTYPES", "LAYOUTS", "KINDS", "PARAM_TYPES", "is_helper"]
 
-#: Tensor slot 0: dtype code -> name (0 only on the empty tensor 0; 16, bfloat16, only on the
-#: ``*_rm_bf16_weight`` helper constant of an ``exNorm``, a vector of ones).
-DTYPES = {0: "none", 1: "float32", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 10: "float16", 13: "raw",
-          16: "bfloat16"}
 #: Tensor slot 1: layout code -> name.
 LAYOUTS = {0: "plain", 1: "NHWC", 2: "NCHW", 64: "NC1HWC2", 65: "weight"}
 #: Tensor slot 2: kind code -> name.
