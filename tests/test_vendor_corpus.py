@@ -99,8 +99,10 @@ def test_rknn_file_parses_and_matches_manifest(stem, entry):
     loaded = load_model(str(path))
     assert loaded.format == ROCKCHIP
     model = loaded.model
-    # rv1106/rv1103 files are the 0x1004 container, whose graph section is a FlatBuffer too
-    assert model.format_version == (0x1004 if entry["config"]["target_platform"] in ("rv1106", "rv1103") else 6)
+    # rv1106/rv1103 files are the 0x1004 container, whose graph section is a FlatBuffer too; their
+    # dynamic-shape builds are FlatBuffer files (format 6)
+    container = entry["config"]["target_platform"] in ("rv1106", "rv1103") and not entry["config"].get("dynamic_input")
+    assert model.format_version == (0x1004 if container else 6)
     assert model.flatbuffer
     assert model.toolkit_version == entry["toolkit_version"]
     assert model.target_platform == entry["config"]["target_platform"]

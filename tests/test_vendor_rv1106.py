@@ -344,3 +344,28 @@ def test_an_io_tensor_without_a_json_dtype_takes_the_graph_s():
     untyped = b'"dtype":{"qnt_method":"","qnt_type":"","vx_type":""},"size":[1,4,4,3]'.ljust(len(typed))
     rk = read_rockchip(data.replace(typed, untyped))
     assert rk.outputs[0].dtype == "int8" and rk.outputs[0].quant is not None
+
+
+def test_a_container_with_several_subgraphs_is_refused():
+    """Dynamic input shapes give one subgraph per shape set; where their constants lie was not
+    decoded (a 2.5.0 build read as one graph's gave non-positive bias multipliers)."""
+    import dataclasses
+
+    from rknnlite.model.rknn_graph.t3nodes import complete_t3_nodes
+
+    data, rk = _model()
+    vf = read_vendor_graph(data, rk.graph_offset, rk.graph_size, STEM, rk.schema, rk.packed)
+    twice = dataclasses.replace(vf, subgraphs=vf.subgraphs * 2)
+    with pytest.raises(ModelInvalidError, match="container with 2 subgraphs \\(dynamic input shapes\\) cannot run"):
+        complete_t3_nodes(twice)
+    assert complete_t3_nodes(vf).subgraphs[0].nodes[1].params["strides"] == [2, 2]
+
+
+def test_a_dynamic_shape_rv1106_build_is_a_flatbuffer_file_with_rv1106_registers():
+    """rv1106's dynamic-shape builds are no container: a format-6 FlatBuffer (its parameter tables
+    and BSON as other platforms') whose npu target "RKNPU t3" says the DPU registers are rv1106's
+    (read with rk3588's map, the per-channel multipliers came out negative)."""
+    data, rk = _model("dynconv_rv1106_i8")
+    assert rk.format_version == 6 and rk.packed is None and rk.npu_target == "RKNPU t3" and rk.num_subgraphs == 3
+    model = lower_rockchip(data, rk)
+    assert model.platform == "rv1106" and model.rockchip.is_dynamic

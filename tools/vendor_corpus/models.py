@@ -1440,6 +1440,10 @@ def _cases() -> List[Case]:
     cases += [dataclasses.replace(named[n], name=f"{n}_{p}", platform=p, variants=("i8",),
                                   graph=f"same as {n}, {p}", purpose=f"{named[n].purpose} in the {p} container")
               for p in ("rv1106", "rv1103") for n in ("hardswish_ops", "c2f", "sigmoid_mul", "detector_ops")]
+    # a dynamic-shape rv1106 build is no container: a FlatBuffer (format 6) with the "RKNPU t3" registers
+    cases += [dataclasses.replace(named["dynconv"], name="dynconv_rv1106", platform="rv1106", variants=("i8",),
+                                  graph="same as dynconv, rv1106",
+                                  purpose="dynamic shapes on rv1106: a FlatBuffer file with rv1106's registers")]
     return cases
 
 

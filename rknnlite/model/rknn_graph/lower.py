@@ -120,7 +120,7 @@ from .f2act import (F2_ACT_LUT, F2_PLATFORMS, clamp_from_zero, f2_activation, f2
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
                      fused_activation, node_registers, read_tasks, requant_of, requant_t4)
-from .t3conv import T3_BN_LUT, requant_t3, t3_clip_bound, t3_lut_stage, t3_lut_task
+from .t3conv import T3_BN_LUT, T3_NPU, requant_t3, t3_clip_bound, t3_lut_stage, t3_lut_task
 from .t3nodes import complete_t3_nodes, t3_unsupported_ops
 from .t4act import t4_activation, t4_lut_stage, t4_lut_task
 from .transformer import attention_grids, lower_gather, lower_gelu, lower_layer_norm, lower_matmul
@@ -1112,9 +1112,10 @@ class _Lowering:
         return BN_LUT_LITE if self.lite_platform() else T4_BN_LUT if self.t4_platform() else BN_LUT
 
     def t3_platform(self) -> bool:
-        """Whether the file is an rv1106/rv1103 container ("RKNPU t3"), whose convs take their
-        requantization and fused activations from the registers of :mod:`.t3conv`."""
-        return self.rk.schema is T3
+        """Whether the file was compiled for the "RKNPU t3" (rv1106/rv1103: its container, or a
+        dynamic-shape build's FlatBuffer), whose convs take their requantization and fused
+        activations from the registers of :mod:`.t3conv`."""
+        return self.rk.schema is T3 or self.rk.npu_target == T3_NPU
 
     def t4_platform(self) -> bool:
         """Whether the file targets rk3562 ("RKNPU t4"), whose int8 convs follow the DPU map of

@@ -40,8 +40,11 @@ from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
 from .regcmd import TARGET_CNA, TARGET_DPU, Requant
 
-__all__ = ["T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage", "t3_lut_task"]
+__all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage", "t3_lut_task"]
 
+
+#: the npu target the files of these registers name (Model slot 1)
+T3_NPU = "RKNPU t3"
 
 _CONV_CON1 = 0x100C
 #: CONV_CON1 of a plain conv: conv mode 0 in bits 0..3, int8 in bits 4..9; bit 29 is set on a 1x1

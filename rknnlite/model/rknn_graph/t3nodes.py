@@ -198,9 +198,15 @@ def complete_t3_nodes(vf: PackedVendorFile) -> PackedVendorFile:
     """``vf`` with every node's attributes recovered.
 
     Raises:
-        ModelInvalidError: an op type without a recovery (naming every such type), or
-            registers and shapes a recovery refuses (naming the register or tensor).
+        ModelInvalidError: several subgraphs (dynamic shapes, not decoded), an op type without a
+            recovery (naming every such type), or registers and shapes a recovery refuses
+            (naming the register or tensor).
     """
+    if len(vf.subgraphs) > 1:  # dynamic input shapes: one graph per shape set
+        raise ModelInvalidError(
+            f"{vf.label}: an rv1106/rv1103 container with {len(vf.subgraphs)} subgraphs (dynamic input shapes) "
+            "cannot run off-board: where each subgraph's constants lie in the container was not decoded (read as "
+            "one file's, a RKNN-Toolkit2 2.5.0 build gave bias multipliers that are not positive)", op="load")
     missing = t3_unsupported_ops(n.op for sg in vf.subgraphs for n in sg.nodes)
     if missing:
         raise ModelInvalidError(
