@@ -53,8 +53,8 @@ class VendorTensor:
         scale / zero_point: int8 activation quantization (empty when absent).
         buffer: index into the file's buffers for constants (0 = none).
         size: byte size on the NPU.
-        offset: an rv1106 container's constant: its byte offset in the weight section
-            (``None`` in other files).
+        offset: an rv1106 container's constant: its byte offset in the weight section (the
+            generated section for the compiler's own constants); ``None`` in other files.
     """
 
     index: int
