@@ -369,3 +369,25 @@ def test_a_dynamic_shape_rv1106_build_is_a_flatbuffer_file_with_rv1106_registers
     assert rk.format_version == 6 and rk.packed is None and rk.npu_target == "RKNPU t3" and rk.num_subgraphs == 3
     model = lower_rockchip(data, rk)
     assert model.platform == "rv1106" and model.rockchip.is_dynamic
+
+
+@pytest.mark.parametrize("stem, attrs", [
+    ("deconv_k4s2_rv1106_i8", {"kernel_shape": [4, 4], "strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [0, 0]}),
+    # ONNX pads 1 and output padding 1: the registers give the same output from pads (1, 1, 0, 0)
+    ("deconv_k3s2op1_rv1106_i8", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 0, 0],
+                                  "output_padding": [0, 0]}),
+])
+def test_a_conv_transpose_recovers_its_attributes(stem, attrs):
+    model = lower_rockchip(*_model(stem))
+    (deconv,) = [n for n in model.graph.nodes if n.op == "ConvTranspose"]
+    assert {key: deconv.attrs[key] for key in attrs} == attrs
+
+
+@pytest.mark.parametrize("reg, change, match", [
+    (0x1014, lambda v: v | 0x10000, r"a ConvTranspose with CNA_CONV_CON1 0x0, CNA_CONV_CON3 0x10909"),
+    (0x1068, lambda v: v | 0x5, r"a 4x4 ConvTranspose with strides \[2, 2\] and pads from 0x207 cannot map"),
+])
+def test_a_doctored_conv_transpose_register_is_refused(tmp_path, reg, change, match):
+    # only the ConvTranspose's writes: the second conv task's (the first is the Conv before it)
+    patch = patch_registers(TARGET_CNA, {reg}, lambda v, n: change(v) if n == 1 else v, indexed=True)
+    _refused(tmp_path, patch, match, "deconv_k4s2_rv1106_i8")

@@ -545,15 +545,16 @@ def _cst_softmax(custom: bool = True):
     return build
 
 
-def _deconv(k: int, stride: int, pad: int, seed: int):
-    # Conv 3->16 3x3 Relu, ConvTranspose 16->8 (k, stride, pad), as segmenters upsample
+def _deconv(k: int, stride: int, pad: int, seed: int, output_padding: int = 0):
+    # Conv 3->16 3x3 Relu, ConvTranspose 16->8 (k, stride, pad[, output padding]), as segmenters upsample
     def build():
         g = _G(seed)
         y = g.node("Relu", [g.conv("x", 3, 16)])[0]
         w = (g.rng.standard_normal((16, 8, k, k)) * (1.5 / np.sqrt(16 * k * k / stride ** 2))).astype(np.float32)
         b = (g.rng.standard_normal(8) * 0.1).astype(np.float32)
+        extra = {"output_padding": [output_padding] * 2} if output_padding else {}
         y = g.node("ConvTranspose", [y, g.const(w, "w"), g.const(b, "b")], kernel_shape=[k, k],
-                   strides=[stride, stride], pads=[pad] * 4)[0]
+                   strides=[stride, stride], pads=[pad] * 4, **extra)[0]
         return g.model([("x", IMG[1])], [(y, "y")])
     return build
 
@@ -1302,6 +1303,9 @@ def _cases() -> List[Case]:
              purpose="ConvTranspose"),
         Case("deconv_k4s2", "Conv 3->16 3x3 Relu, ConvTranspose 16->8 k4 s2 p1 (overlapping taps)",
              _deconv(4, 2, 1, 806), img, purpose="ConvTranspose"),
+        Case("deconv_k3s2op1", "Conv 3->16 3x3 Relu, ConvTranspose 16->8 k3 s2 p1 output_padding 1",
+             _deconv(3, 2, 1, 807, output_padding=1), img, variants=("i8",),
+             purpose="ConvTranspose with an output padding (its BSON attribute)"),
         Case("argmax", "Conv 3->5 3x3, ArgMax(axis=1, keepdims=1) -> int64 labels", _argmax, img,
              purpose="ArgMax (segmentation heads)"),
         Case("add_relu", "Relu(a + b); a, b 1x20x8x8", _add_relu, [("a", (1, 20, 8, 8), "normal"),
@@ -1440,6 +1444,9 @@ def _cases() -> List[Case]:
     cases += [dataclasses.replace(named[n], name=f"{n}_{p}", platform=p, variants=("i8",),
                                   graph=f"same as {n}, {p}", purpose=f"{named[n].purpose} in the {p} container")
               for p in ("rv1106", "rv1103") for n in ("hardswish_ops", "c2f", "sigmoid_mul", "detector_ops")]
+    cases += [dataclasses.replace(named[n], name=f"{n}_rv1106", platform="rv1106", variants=("i8",),
+                                  graph=f"same as {n}, rv1106", purpose=f"{named[n].purpose} in the rv1106 container")
+              for n in ("deconv_k4s2", "deconv_k3s2op1")]
     # a dynamic-shape rv1106 build is no container: a FlatBuffer (format 6) with the "RKNPU t3" registers
     cases += [dataclasses.replace(named["dynconv"], name="dynconv_rv1106", platform="rv1106", variants=("i8",),
                                   graph="same as dynconv, rv1106",

@@ -171,7 +171,7 @@ _BSON_ATTRIBUTES: Dict[str, FrozenSet[str]] = {op: frozenset(names.split()) for 
     "ArgMax": "axis keepdims select_last_index", "AveragePool": "ceil_mode count_include_pad kernel_shape pads strides",
     "Concat": "axis",
     "Conv": "auto_pad dilations group kernel_shape pads strides",
-    "ConvTranspose": "auto_pad dilations group kernel_shape pads strides", "Gather": "axis",
+    "ConvTranspose": "auto_pad dilations group kernel_shape output_padding pads strides", "Gather": "axis",
     "MaxPool": "auto_pad ceil_mode dilations kernel_shape pads strides", "Pad": "mode", "Reshape": "allowzero",
     "Resize": "coordinate_transformation_mode mode nearest_mode", "Split": "axis", "Transpose": "perm",
     "exDataConvert": "i_dtype o_dtype", "exMatMul": "c_type", "exNorm": "axes eps mode",

@@ -40,7 +40,7 @@ from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
 from .regcmd import TARGET_CNA, TARGET_DPU, Requant
 
-__all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage", "t3_lut_task"]
+__all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "t3_deconv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage", "t3_lut_task"]
 
 
 #: the npu target the files of these registers name (Model slot 1)
@@ -55,6 +55,8 @@ _PLAIN_CON1 = (0x0, 0x20000000, 0x2000A000)
 #: output channels
 _DEPTHWISE_CON1, _DEPTHWISE_KERNELS = 0x7, 2
 _CONV_CON3 = 0x1014
+#: a ConvTranspose's CONV_CON3: unit conv strides (0x9), its own strides minus one in bits 8..13
+_UNIT_STRIDES, _DECONV_STRIDE_BITS = 0x9, 0x3F00
 _KERNEL = 0x1038
 _PAD_CON0 = 0x1068
 _STRIDE_BITS = 0x3F
@@ -156,6 +158,53 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
                      f"cannot map input {list(x_shape[2:])} to output {list(out_shape[2:])}")
     return {"kernel_shape": [kh, kw], "pads": [top, left, bottom, right], "strides": [stride_y, stride_x],
             "dilations": [1, 1], "group": channels if depthwise else 1, "auto_pad": "NOTSET"}
+
+
+def t3_deconv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_shape: Sequence[int],
+                     out_shape: Sequence[int], where: str) -> Dict[str, object]:
+    """The ONNX attributes of an rv1106 ``ConvTranspose`` (``kernel_shape``, ``strides``, ``pads``,
+    ``output_padding``, ``dilations``, ``group``) from its CNA registers, its weight's shape
+    ``[Cin, Cout, kh, kw]`` and its input and output NCHW shapes.  The NPU runs it as a stride-1
+    conv over the input spread out by the strides: ``CONV_CON3`` holds the conv's unit strides in
+    bits 0..5 and the deconv's strides minus one in bits 8..10 (x) and 11..13 (y); ``PAD_CON0`` the
+    conv's top and left pads, ``k - 1 - p`` for the deconv's pads ``p``; 0x1038 the kernel and the
+    output channels.  The bottom and right pads and the output padding only size the output (the
+    values at an output index do not depend on them): the fewest bottom/right pads, then the
+    output padding, that give the output size are returned.
+
+    Raises:
+        ModelInvalidError: a grouped or dilated deconv, a register value outside the decoded
+            fields, or registers that disagree with the tensors' shapes.
+    """
+    def refuse(message: str) -> ModelInvalidError:
+        return ModelInvalidError(f"{where}: {message} (rv1106 map: docs/vendor-format-notes.md)", op="load")
+
+    if len(w_shape) != 4 or len(x_shape) != 4 or len(out_shape) != 4:
+        raise refuse(f"weight {list(w_shape)}, input {list(x_shape)} and output {list(out_shape)} are not all 4-D")
+    cin, cout, kh, kw = w_shape
+    con1 = _reg(regs, TARGET_CNA, _CONV_CON1, where, "CNA")
+    con3 = _reg(regs, TARGET_CNA, _CONV_CON3, where, "CNA")
+    if con1 != 0 or con3 & ~_DECONV_STRIDE_BITS != _UNIT_STRIDES or x_shape[1] != cin or out_shape[1] != cout:
+        raise refuse(f"a ConvTranspose with CNA_CONV_CON1 {con1:#x}, CNA_CONV_CON3 {con3:#x} and weight {list(w_shape)} "
+                     f"from {x_shape[1]} to {out_shape[1]} channels; only ungrouped, undilated ones (0, unit conv "
+                     "strides) were decoded")
+    strides = [((con3 >> 11) & 7) + 1, ((con3 >> 8) & 7) + 1]
+    pad = _reg(regs, TARGET_CNA, _PAD_CON0, where, "CNA")
+    kernel = _reg(regs, TARGET_CNA, _KERNEL, where, "CNA")
+    if pad & ~_PAD_BITS or kernel != (kh << 24 | kw << 16 | cout):
+        raise refuse(f"CNA_PAD_CON0 {pad:#x} / register {_KERNEL:#x} = {kernel:#x} are not a ConvTranspose's pads and "
+                     f"its {kh}x{kw} kernel on {cout} output channels")
+    top, left = kh - 1 - (pad & 0xF), kw - 1 - ((pad >> 8) & 0xF)
+    pads, padding = [top, left, 0, 0], [0, 0]
+    for axis, (k, begin) in enumerate(((kh, top), (kw, left))):
+        full = (x_shape[2 + axis] - 1) * strides[axis] - begin + k  # the output size with no end pad
+        end = max(0, full - out_shape[2 + axis])
+        pads[2 + axis], padding[axis] = end, out_shape[2 + axis] - (full - end)
+        if begin < 0 or not 0 <= padding[axis] < strides[axis]:
+            raise refuse(f"a {kh}x{kw} ConvTranspose with strides {strides} and pads from {pad:#x} cannot map input "
+                         f"{list(x_shape[2:])} to output {list(out_shape[2:])}")
+    return {"kernel_shape": [kh, kw], "strides": strides, "pads": pads, "output_padding": padding,
+            "dilations": [1, 1], "group": 1}
 
 
 def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],

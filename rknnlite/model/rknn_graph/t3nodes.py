@@ -5,7 +5,8 @@ no BSON and no shape constants (a Split's sizes, a Reshape's target: their tenso
 :func:`complete_t3_nodes` gives each node what the other platforms' files store, so that the
 lowering runs these files as it runs the others:
 
-* a conv's ``params`` (``param_type`` 1) from its CNA registers (:func:`.t3conv.t3_conv_params`);
+* a conv's ``params`` (``param_type`` 1) from its CNA registers (:func:`.t3conv.t3_conv_params`),
+  a ConvTranspose's too (:func:`.t3conv.t3_deconv_params`);
 * a pool's kernel, strides and pads from its PPU registers (:func:`.t3pool.t3_pool_params`);
 * a Concat's or Split's axis (and a Split's sizes) from its tensors' shapes: the one axis on
   which they differ;
@@ -29,12 +30,12 @@ import numpy as np
 from ...errors import ModelInvalidError
 from .graph import PackedVendorFile, VendorNode, VendorSubgraph, is_helper
 from .regcmd import ENABLE_CNA, ENABLE_PPU, node_registers, read_tasks
-from .t3conv import t3_conv_params
+from .t3conv import t3_conv_params, t3_deconv_params
 from .t3pool import t3_pool_params
 
 __all__ = ["T3_OPS", "complete_t3_nodes", "t3_unsupported_ops"]
 
-_CONV_PARAM_TYPE, _RESIZE_PARAM_TYPE = 1, 26
+_CONV_PARAM_TYPE, _DECONV_PARAM_TYPE, _RESIZE_PARAM_TYPE = 1, 2, 26
 #: a task's enable mask with the DPU alone (its read and write DMA)
 _ENABLE_DPU_ONLY = 0x18
 #: lanes a row of an rv1106 reduce-sum weight
@@ -178,11 +179,22 @@ def _conv(n: _Node) -> VendorNode:
     return dataclasses.replace(node, param_type=_CONV_PARAM_TYPE, params=params, recovered={})
 
 
+def _deconv(n: _Node) -> VendorNode:
+    node = n.node
+    if len(node.inputs) < 2 or len(node.outputs) != 1:
+        raise n.refuse(f"a ConvTranspose with inputs {list(node.inputs)} and outputs {list(node.outputs)}")
+    attrs = t3_deconv_params(n.registers(ENABLE_CNA), n.shape(node.inputs[1]), n.shape(node.inputs[0]),
+                             n.shape(node.outputs[0]), node.where)
+    params = {"kernel_shape": attrs["kernel_shape"], "dilations": attrs["dilations"], "auto_pad": "NOTSET"}
+    return dataclasses.replace(node, param_type=_DECONV_PARAM_TYPE, params=params, recovered={
+        k: _int_attr(v) if isinstance(v, int) else _ints_attr(v) for k, v in attrs.items()})
+
+
 #: op type -> its recovery
 _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "InputOperator": _as_is, "OutputOperator": _as_is, **{op: _conv for op in _CONV_OPS},
     "Concat": _concat, "Split": _split, "Reshape": _reshape, "MaxPool": _pool, "AveragePool": _pool,
-    "Resize": _resize, "exSoftmax13": _softmax,
+    "Resize": _resize, "exSoftmax13": _softmax, "ConvTranspose": _deconv,
     # attribute-free: standalone lookup-table ops and element-wise ones (broadcast by their shapes)
     **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "Add", "Mul")}}
 #: the vendor op types of rv1106 files whose attributes are recovered
