@@ -97,7 +97,8 @@ def _refused(tmp_path, patch, match: str, stem: str = STEM) -> None:
 
 @pytest.mark.parametrize("reg, change, match", [
     (0x100C, lambda v: v | 7, r"CNA_CONV_CON1 \(0x100c\) = 0x[0-9a-f]*7: only plain convs"),
-    (0x1014, lambda v: v | 0x210000, r"CNA_CONV_CON3 \(0x1014\) = 0x2100[0-9a-f]+ sets bits beyond the strides \(dilated"),
+    (0x1014, lambda v: v | 0x210000,
+     r"CNA_CONV_CON3 \(0x1014\) = 0x2100[0-9a-f]+ sets bits beyond the strides \(dilated"),
     (0x1068, lambda v: v | 0x30, r"CNA_PAD_CON0 \(0x1068\) = 0x[0-9a-f]+ sets bits beyond the top and left pads"),
     (0x1068, lambda v: v + 1, r"cannot map input"),
     (0x1038, lambda v: v + 1, r"register 0x1038 = 0x[0-9a-f]+ is not the weight's kernel"),
@@ -199,7 +200,7 @@ def test_the_classifier_families_recover_their_attributes():
         by_op.setdefault(node.op, []).append(node)
     (pool,) = by_op["MaxPool"]
     # ONNX pads (1, 1, 1, 1); the registers hold the ones the output needs: no bottom or right row
-    assert pool.attrs["kernel_shape"] == [3, 3] and pool.attrs["strides"] == [2, 2] and pool.attrs["pads"] == [1, 1, 0, 0]
+    assert (pool.attrs["kernel_shape"], pool.attrs["strides"], pool.attrs["pads"]) == ([3, 3], [2, 2], [1, 1, 0, 0])
     assert [n.attrs["axis"] for n in by_op["Split"]] == [1] and [n.attrs["axis"] for n in by_op["Concat"]] == [1]
     groups = sorted(n.attrs["group"] for n in by_op["Conv"])
     assert groups[-3:] == [8, 8, 16]  # the global pool's two depthwise convs and the inverted residual's
@@ -372,7 +373,8 @@ def test_a_dynamic_shape_rv1106_build_is_a_flatbuffer_file_with_rv1106_registers
 
 
 @pytest.mark.parametrize("stem, attrs", [
-    ("deconv_k4s2_rv1106_i8", {"kernel_shape": [4, 4], "strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [0, 0]}),
+    ("deconv_k4s2_rv1106_i8", {"kernel_shape": [4, 4], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                               "output_padding": [0, 0]}),
     # ONNX pads 1 and output padding 1: the registers give the same output from pads (1, 1, 0, 0)
     ("deconv_k3s2op1_rv1106_i8", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 0, 0],
                                   "output_padding": [0, 0]}),

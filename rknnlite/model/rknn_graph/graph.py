@@ -272,8 +272,10 @@ def _tensor(t: Table, index: int, sg: int, label: str, schema: Schema) -> Vendor
         raise _error(label, f"{where}: dtype {dtype} with tensor kind {kind} (only the empty tensor has neither)")
     tensor = VendorTensor(
         index=index, name=name, dtype=dtype, layout=layout, kind=kind,
-        npu_shape=tuple(t.scalars(schema.t_npu_shape, "i32") or ()), shape=tuple(t.scalars(schema.t_shape, "i32") or ()),
-        scale=tuple(t.scalars(schema.t_scale, "f32") or ()), zero_point=tuple(t.scalars(schema.t_zero_point, "i32") or ()),
+        npu_shape=tuple(t.scalars(schema.t_npu_shape, "i32") or ()),
+        shape=tuple(t.scalars(schema.t_shape, "i32") or ()),
+        scale=tuple(t.scalars(schema.t_scale, "f32") or ()),
+        zero_point=tuple(t.scalars(schema.t_zero_point, "i32") or ()),
         buffer=t.u32(schema.t_buffer) if schema.t_buffer is not None else 0, size=t.u32(schema.t_size),
         offset=t.u32(schema.t_offset) if schema.t_offset is not None else None,
     )

@@ -40,7 +40,8 @@ from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
 from .regcmd import TARGET_CNA, TARGET_DPU, Requant
 
-__all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "t3_deconv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage", "t3_lut_task"]
+__all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "t3_deconv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage",
+           "t3_lut_task"]
 
 
 #: the npu target the files of these registers name (Model slot 1)
@@ -125,8 +126,9 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
         raise refuse(f"weight {list(w_shape)}, input {list(x_shape)} and output {list(out_shape)} are not all 4-D")
     con1 = _reg(regs, TARGET_CNA, _CONV_CON1, where, "CNA")
     if con1 not in _PLAIN_CON1 and con1 != _DEPTHWISE_CON1:
-        raise refuse(f"CNA_CONV_CON1 ({_CONV_CON1:#x}) = {con1:#x}: only plain convs ({', '.join(map(hex, _PLAIN_CON1))}) "
-                     f"and depthwise ones ({_DEPTHWISE_CON1:#x}) were decoded")
+        plain = ", ".join(map(hex, _PLAIN_CON1))
+        raise refuse(f"CNA_CONV_CON1 ({_CONV_CON1:#x}) = {con1:#x}: only plain convs ({plain}) and depthwise ones "
+                     f"({_DEPTHWISE_CON1:#x}) were decoded")
     depthwise = con1 == _DEPTHWISE_CON1
     channels = x_shape[1]
     if depthwise and not (w_shape[0] == 1 and w_shape[1] == channels == out_shape[1]):
@@ -185,9 +187,9 @@ def t3_deconv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x
     con1 = _reg(regs, TARGET_CNA, _CONV_CON1, where, "CNA")
     con3 = _reg(regs, TARGET_CNA, _CONV_CON3, where, "CNA")
     if con1 != 0 or con3 & ~_DECONV_STRIDE_BITS != _UNIT_STRIDES or x_shape[1] != cin or out_shape[1] != cout:
-        raise refuse(f"a ConvTranspose with CNA_CONV_CON1 {con1:#x}, CNA_CONV_CON3 {con3:#x} and weight {list(w_shape)} "
-                     f"from {x_shape[1]} to {out_shape[1]} channels; only ungrouped, undilated ones (0, unit conv "
-                     "strides) were decoded")
+        raise refuse(f"a ConvTranspose with CNA_CONV_CON1 {con1:#x}, CNA_CONV_CON3 {con3:#x} and weight "
+                     f"{list(w_shape)} from {x_shape[1]} to {out_shape[1]} channels; only ungrouped, undilated "
+                     "ones (0, unit conv strides) were decoded")
     strides = [((con3 >> 11) & 7) + 1, ((con3 >> 8) & 7) + 1]
     pad = _reg(regs, TARGET_CNA, _PAD_CON0, where, "CNA")
     kernel = _reg(regs, TARGET_CNA, _KERNEL, where, "CNA")
@@ -210,9 +212,10 @@ def t3_deconv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x
 def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
                depthwise: bool = False) -> Requant:
     """The output conversion of an rv1106 int8 conv (``activation``: its fused part, ``None``,
-    ``"Relu"``, ``"Clip"``, ``"Add"``, ``"AddRelu"`` or a lookup-table one; ``depthwise``: a depthwise conv, whose weight holds the zero
-    points): ``OUT_CVT`` at rk3588's addresses, per-channel bias blocks whose multipliers are
-    normalised to 2^14.  Every other register value is refused by name."""
+    ``"Relu"``, ``"Clip"``, ``"Add"``, ``"AddRelu"`` or a lookup-table one; ``depthwise``: a
+    depthwise conv, whose weight holds the zero points): ``OUT_CVT`` at rk3588's addresses,
+    per-channel bias blocks whose multipliers are normalised to 2^14, or (0x4050 = 0x30000002) a
+    plain int32 bias and one weight zero point.  Every other register value is refused by name."""
     if activation not in _ACTIVATION:
         raise ModelInvalidError(f"{where}: a fused {activation} in an rv1106 int8 conv; its registers were not "
                                 "decoded (plain, Relu, Clip-from-0, residual Add and AddRelu and lookup-table convs "
@@ -239,8 +242,9 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     if plain:
         operand = _reg(regs, TARGET_DPU, _ALU_SRC, where, "DPU")
         if operand & ~0xFFFF != _ALU_SRC_FLAG:
-            raise ModelInvalidError(f"{where}: DPU register {_ALU_SRC:#x} = {operand:#x} in an rv1106 int8 {kind}; bit 31 "
-                                    "and a 16-bit operand (minus the weight zero point) were observed", op="load")
+            raise ModelInvalidError(f"{where}: DPU register {_ALU_SRC:#x} = {operand:#x} in an rv1106 int8 {kind}; "
+                                    "bit 31 and a 16-bit operand (minus the weight zero point) were observed",
+                                    op="load")
         weight_zp = -((operand & 0xFFFF) - (1 << 16) if operand & 0x8000 else operand & 0xFFFF)
         return Requant(scale, shift, None, offset, False, weight_zp)
     return Requant(scale, shift, _MUL_SHIFT, offset, True, 0)
@@ -252,7 +256,8 @@ def t3_clip_bound(regs: Dict[Tuple[int, int], int], where: str) -> int:
     (0x4028, 0x40e4), as rk3576 and rk3562 count it (:func:`.f2act.clamp_from_zero`)."""
     high = [_reg(regs, TARGET_DPU, a, where, "DPU") for a in _CLAMP_HIGH]
     if high[0] != high[1] or not 0 < high[0] < _INT32_MAX:
-        raise ModelInvalidError(f"{where}: the upper clamps {', '.join(f'{a:#x} = {v:#x}' for a, v in zip(_CLAMP_HIGH, high))} "
+        shown = ", ".join(f"{a:#x} = {v:#x}" for a, v in zip(_CLAMP_HIGH, high))
+        raise ModelInvalidError(f"{where}: the upper clamps {shown} "
                                 "of an rv1106 int8 ConvClip are not one positive bound; only a Clip from 0 to a "
                                 "bound was decoded", op="load")
     return high[0]
@@ -269,8 +274,8 @@ _LUT_TASK_EW = (0x4140, 0x01004140)
 def t3_lut_task(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[LutStage, Requant]:
     """The index map and output conversion of the DPU-only task that runs a standalone int8
     lookup-table op (Sigmoid, exSwish, HardSwish) in an rv1106 file: the table registers
-    (:func:`_table_stage`) and ``OUT_CVT`` at rk3588's addresses, its scale's bit 16 set; no multiplier stage (``mul_shift`` ``None``).  For
-    :func:`.lut.lower_lut_sigmoid`'s ``decode``."""
+    (:func:`_table_stage`) and ``OUT_CVT`` at rk3588's addresses, its scale's bit 16 set; no
+    multiplier stage (``mul_shift`` ``None``).  For :func:`.lut.lower_lut_sigmoid`'s ``decode``."""
     for address, expected in {**_LUT_TASK, _EW_CFG: _LUT_TASK_EW}.items():
         value = _reg(regs, TARGET_DPU, address, where, "DPU")
         if value not in (expected if isinstance(expected, tuple) else (expected,)):
