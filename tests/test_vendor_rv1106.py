@@ -327,7 +327,8 @@ def test_a_resize_with_a_conv_task_is_refused(tmp_path):
             if struct.unpack_from("<I", data, start + 40 * k + 4)[0] == resize.index:
                 struct.pack_into("<I", data, start + 40 * k + 8, 0x1D)
 
-    _refused(tmp_path, patch, r"a Resize run by tasks with enable masks \['0x1d'\]; only DPU-only tasks", DETECTOR)
+    _refused(tmp_path, patch, r"a nearest Resize run by tasks with enable masks \['0x1d'\]; a nearest one on "
+                              r"DPU-only tasks", DETECTOR)
 
 
 def test_a_plain_bias_conv_without_its_operand_flag_is_refused(tmp_path):
@@ -393,3 +394,58 @@ def test_a_doctored_conv_transpose_register_is_refused(tmp_path, reg, change, ma
     # only the ConvTranspose's writes: the second conv task's (the first is the Conv before it)
     patch = patch_registers(TARGET_CNA, {reg}, lambda v, n: change(v) if n == 1 else v, indexed=True)
     _refused(tmp_path, patch, match, "deconv_k4s2_rv1106_i8")
+
+
+SEGMENTER = "segmenter_ops_rv1106_i8"
+
+
+def test_the_segmenter_families_read_their_parameter_tables():
+    """The nodes other than convs keep a parameter table (slots 6 and 7 of an rv1106 node): a
+    bilinear Resize's modes and an ArgMax's axis come from there, as the ONNX model has them."""
+    sys.path.insert(0, str(REPO / "tools" / "vendor_corpus"))
+    import models
+
+    onnx_nodes = models.case_named("segmenter_ops").build().graph.node
+    want = {n.op_type: {a.name: (a.s.decode() if a.s else a.i) for a in n.attribute}
+            for n in onnx_nodes if n.op_type in ("Resize", "ArgMax")}
+    model = lower_rockchip(*_model(SEGMENTER))
+    got = {n.op: n.attrs for n in model.graph.nodes if n.op in ("Resize", "ArgMax")}
+    assert got["Resize"]["mode"] == want["Resize"]["mode"] == "linear"
+    assert got["Resize"]["coordinate_transformation_mode"] == want["Resize"].get("coordinate_transformation_mode",
+                                                                                   "half_pixel")
+    assert (got["ArgMax"]["axis"], got["ArgMax"]["keepdims"]) == (want["ArgMax"]["axis"],
+                                                                  want["ArgMax"].get("keepdims", 1))
+
+
+def _fake(op, params, inputs, outputs, shapes):
+    from rknnlite.model.rknn_graph import t3nodes
+    from rknnlite.model.rknn_graph.graph import VendorNode, VendorSubgraph, VendorTensor
+
+    tensors = tuple(VendorTensor(i, f"t{i}", "int8", "NC1HWC2", "activation", (), shape)
+                    for i, shape in enumerate(shapes))
+    sg = VendorSubgraph(0, tensors, (), (), ())
+    node = VendorNode(0, op, op, inputs, outputs, params=params, where="n")
+    return t3nodes._Node(None, sg, node, lambda unit: {}, lambda: [])
+
+
+def test_a_table_axis_the_shapes_contradict_is_refused():
+    from rknnlite.model.rknn_graph import t3nodes
+
+    n = _fake("Concat", {"axis": 1}, (0, 1), (2,), [(1, 3, 4, 4), (1, 5, 4, 4), (1, 8, 4, 4)])
+    assert t3nodes._concat(n).recovered["axis"]["value"] == 1
+    with pytest.raises(ModelInvalidError, match="parameter table's axis 2 is not axis 1"):
+        t3nodes._concat(_fake("Concat", {"axis": 2}, (0, 1), (2,), [(1, 3, 4, 4), (1, 5, 4, 4), (1, 8, 4, 4)]))
+    with pytest.raises(ModelInvalidError, match="parameter table's axis 0 is not axis 1"):
+        t3nodes._split(_fake("Split", {"axis": 0, "split": [3, 5]}, (0,), (1, 2),
+                             [(1, 8, 4, 4), (1, 3, 4, 4), (1, 5, 4, 4)]))
+
+
+def test_an_argmax_takes_its_table_axis_and_refuses_other_fields():
+    from rknnlite.model.rknn_graph import t3nodes
+
+    node = t3nodes._argmax(_fake("ArgMax", {"axis": 1, "_slots": [0]}, (0,), (1,), [(1, 5, 4, 4), (1, 1, 4, 4)]))
+    assert {k: v["value"] for k, v in node.recovered.items()} == {"axis": 1, "keepdims": 1, "select_last_index": 0}
+    dropped = t3nodes._argmax(_fake("ArgMax", {"axis": 1, "_slots": [0]}, (0,), (1,), [(1, 5, 4, 4), (1, 4, 4)]))
+    assert dropped.recovered["keepdims"]["value"] == 0
+    with pytest.raises(ModelInvalidError, match=r"parameter-table fields \[0, 2\]"):
+        t3nodes._argmax(_fake("ArgMax", {"axis": 1, "_slots": [0, 2]}, (0,), (1,), [(1, 5, 4, 4), (1, 1, 4, 4)]))

@@ -4,8 +4,9 @@ Model, Subgraph, Tensor and Node tables, for the two schemas observed.
 * :data:`V6`: the model section of format versions 1-6 (every platform but rv1106/rv1103);
 * :data:`T3`: the graph embedded in the rv1106/rv1103 container (format 0x1004, npu target
   ``"RKNPU t3"``; :mod:`rknnlite.model.packed`).  Fewer slots: a tensor is located by a byte
-  offset into the container's weight section instead of a buffer table, and nodes carry no
-  parameter table and no BSON of their ONNX attributes.
+  offset into the container's weight section instead of a buffer table, and nodes carry no BSON
+  of their ONNX attributes; a conv has no parameter table either (its attributes are in its
+  registers), other ops one of their own (:mod:`rknnlite.model.rknn_graph.t3nodes`).
 
 Both were read from files built by RKNN-Toolkit2 (``docs/vendor-format-notes.md``).  A slot of
 ``None`` is a field the schema does not have; readers fall back to the field's default (an empty
@@ -85,4 +86,4 @@ T3 = Schema("t3", m_target=1, m_subgraphs=2, m_description=3, m_compiler_version
             m_target_platform=6, m_framework=7, m_custom_string=None, m_input_info=None, m_output_info=None,
             m_batch_size=None, m_inference_type=None, m_dynamic_shapes=None, m_buffers=None, sg_preproc=None,
             t_scale=6, t_zero_point=7, t_size=8, t_buffer=None, t_offset=9,
-            n_param_type=None, n_param=None, n_bson=None)
+            n_param_type=6, n_param=7, n_bson=None)

@@ -1447,6 +1447,12 @@ def _cases() -> List[Case]:
     cases += [dataclasses.replace(named[n], name=f"{n}_rv1106", platform="rv1106", variants=("i8",),
                                   graph=f"same as {n}, rv1106", purpose=f"{named[n].purpose} in the rv1106 container")
               for n in ("deconv_k4s2", "deconv_k3s2op1")]
+    # and UNet's (bilinear Resize, ConvTranspose, ArgMax), their Resize modes and ArgMax axis from
+    # the nodes' parameter tables
+    cases += [dataclasses.replace(named["segmenter_ops"], name=f"segmenter_ops_{p}", platform=p, variants=("i8",),
+                                  graph=f"same as segmenter_ops, {p}",
+                                  purpose=f"the op families of UNet-style segmenters in the {p} container")
+              for p in ("rv1106", "rv1103")]
     # a dynamic-shape rv1106 build is no container: a FlatBuffer (format 6) with the "RKNPU t3" registers
     cases += [dataclasses.replace(named["dynconv"], name="dynconv_rv1106", platform="rv1106", variants=("i8",),
                                   graph="same as dynconv, rv1106",

@@ -288,9 +288,13 @@ def _node(n: Table, index: int, sg: int, label: str, schema: Schema) -> VendorNo
     where = f"subgraph {sg} node {index} ({op} {name!r})"
     if not op:
         raise _error(label, f"subgraph {sg} node {index} has no op type")
-    if schema.n_param_type is None:  # T3: no parameter table, no BSON (see .t3conv)
+    if schema.n_bson is None:  # T3: no BSON; only the parameter tables decoded there (.t3nodes)
+        param_type = n.u8(schema.n_param_type)
+        family = PARAM_TYPES.get(param_type) if param_type in _T3_PARAMS else None
+        table = n.table(schema.n_param, "Param") if family else None
         return VendorNode(index, op, name, tuple(n.scalars(schema.n_inputs, "i32") or ()),
-                          tuple(n.scalars(schema.n_outputs, "i32") or ()), where=f"{label}: {where}")
+                          tuple(n.scalars(schema.n_outputs, "i32") or ()), param_type if family else 0,
+                          _t3_params(family, table) if table is not None else {}, where=f"{label}: {where}")
     param_type = n.u8(schema.n_param_type)
     family = PARAM_TYPES.get(param_type)
     table = n.table(schema.n_param, "Param")
@@ -301,6 +305,22 @@ def _node(n: Table, index: int, sg: int, label: str, schema: Schema) -> VendorNo
     return VendorNode(index, op, name, tuple(n.scalars(schema.n_inputs, "i32") or ()),
                       tuple(n.scalars(schema.n_outputs, "i32") or ()), param_type, params, bytes(raw or b""),
                       f"{label}: {where}")
+
+
+#: the parameter-union types of an rv1106 graph whose tables were decoded (their slots as V6's, an
+#: absent field its default): resize, softmax, split, concat, argmax
+_T3_PARAMS = (26, 61, 20, 19, 51)
+
+
+def _t3_params(family: str, p: Table) -> Dict[str, Any]:
+    """An rv1106 node's parameter table.  Besides V6's families, a Concat's and an ArgMax's hold
+    the axis in slot 0; ``_slots`` lists the table's fields (an ArgMax with more than its axis
+    has a keepdims or select_last_index that was never observed)."""
+    if family in ("concat", "argmax"):
+        return {"axis": p.i32(0, 0), "_slots": [s for s in range(8) if p.has(s)]}
+    if family == "split":
+        return {"axis": p.i32(0, 0), "split": list(p.scalars(1, "i32") or ())}
+    return _params(family, p)
 
 
 def _params(family: str, p: Table) -> Dict[str, Any]:

@@ -1,19 +1,20 @@
 """The attributes of an rv1106/rv1103 graph's nodes, recovered before lowering.
 
-The graph of an rv1106 container (:data:`rknnlite.model.schema.T3`) stores no parameter table,
-no BSON and no shape constants (a Split's sizes, a Reshape's target: their tensors hold no data):
-:func:`complete_t3_nodes` gives each node what the other platforms' files store, so that the
-lowering runs these files as it runs the others:
+The graph of an rv1106 container (:data:`rknnlite.model.schema.T3`) stores no BSON and no shape
+constants (a Split's sizes, a Reshape's target: their tensors hold no data), and a conv no
+parameter table; other ops keep one (:func:`.graph._t3_params`: a Resize's modes, a Softmax's,
+Concat's, Split's or ArgMax's axis).  :func:`complete_t3_nodes` gives each node what the other
+platforms' files store, so that the lowering runs these files as it runs the others:
 
 * a conv's ``params`` (``param_type`` 1) from its CNA registers (:func:`.t3conv.t3_conv_params`),
   a ConvTranspose's too (:func:`.t3conv.t3_deconv_params`);
 * a pool's kernel, strides and pads from its PPU registers (:func:`.t3pool.t3_pool_params`);
 * a Concat's or Split's axis (and a Split's sizes) from its tensors' shapes: the one axis on
-  which they differ;
-* a Reshape's target: its output's shape (the lowering reads it for a node without a shape
-  constant whose attributes were recovered), and a Resize's (a nearest upsampling: DPU-only
-  tasks, whole factors);
-* an exSoftmax13's axis from its reduce-sum weight (:func:`_softmax`).
+  which they differ, which must be its table's;
+* a Reshape's target and a Resize's scales: its output's shape (the lowering reads it for a node
+  without a shape constant whose attributes were recovered);
+* an exSoftmax13's axis from its table, checked against its reduce-sum weight (:func:`_softmax`);
+* an ArgMax's axis from its table, keepdims from its shapes (:func:`_argmax`).
 
 Recovered attributes are in :attr:`.graph.VendorNode.recovered`; shape constants are dropped
 from the nodes' inputs.  An op type without a recovery here is refused by name: guessing an
@@ -35,7 +36,7 @@ from .t3pool import t3_pool_params
 
 __all__ = ["T3_OPS", "complete_t3_nodes", "t3_unsupported_ops"]
 
-_CONV_PARAM_TYPE, _DECONV_PARAM_TYPE, _RESIZE_PARAM_TYPE = 1, 2, 26
+_CONV_PARAM_TYPE, _DECONV_PARAM_TYPE = 1, 2
 #: a task's enable mask with the DPU alone (its read and write DMA)
 _ENABLE_DPU_ONLY = 0x18
 #: lanes a row of an rv1106 reduce-sum weight
@@ -91,6 +92,13 @@ def _axis(n: _Node, whole, parts) -> int:
     return axis
 
 
+def _table_axis(n: _Node, axis: int, rank: int) -> None:
+    """Refuse a node whose parameter table's axis is not the one its shapes show."""
+    stored = n.node.params.get("axis")
+    if stored is None or (stored % rank if rank else stored) != axis:
+        raise n.refuse(f"its parameter table's axis {stored} is not axis {axis}, on which its tensors' shapes differ")
+
+
 def _concat(n: _Node) -> VendorNode:
     node = n.node
     parts = [t.shape for t in (n.sg.tensor(i, node.where) for i in node.inputs)
@@ -98,6 +106,7 @@ def _concat(n: _Node) -> VendorNode:
     if len(node.outputs) != 1:
         raise n.refuse(f"a Concat with {len(node.outputs)} outputs")
     axis = _axis(n, n.shape(node.outputs[0]), parts)
+    _table_axis(n, axis, len(parts[0]))
     return dataclasses.replace(node, inputs=n.data_inputs(), recovered={"axis": _int_attr(axis)})
 
 
@@ -108,8 +117,26 @@ def _split(n: _Node) -> VendorNode:
         raise n.refuse(f"a Split with data inputs {list(data)}; one was expected")
     outs = [n.shape(i) for i in node.outputs]
     axis = _axis(n, n.shape(data[0]), outs)
+    _table_axis(n, axis, len(outs[0]))
     return dataclasses.replace(node, inputs=data, params={"axis": axis, "split": [int(o[axis]) for o in outs]},
                                recovered={})
+
+
+def _argmax(n: _Node) -> VendorNode:
+    """An ArgMax (a CPU op: no task): its parameter table's axis, keepdims from its shapes.  The
+    table holds nothing but the axis: its keepdims and select_last_index are at their defaults
+    (an ONNX ``select_last_index`` of 1 would have been stored, as the axis is)."""
+    node = n.node
+    data = n.data_inputs()
+    slots = node.params.get("_slots")
+    if len(data) != 1 or len(node.outputs) != 1 or slots is None or set(slots) - {0}:
+        raise n.refuse(f"an ArgMax with inputs {list(data)}, outputs {list(node.outputs)} and parameter-table fields "
+                       f"{slots}; one input, one output and an axis alone were observed")
+    x, out = n.shape(data[0]), n.shape(node.outputs[0])
+    axis = node.params["axis"] % len(x) if x else node.params["axis"]
+    keepdims = int(len(out) == len(x))
+    return dataclasses.replace(node, inputs=data, recovered={
+        "axis": _int_attr(axis), "keepdims": _int_attr(keepdims), "select_last_index": _int_attr(0)})
 
 
 def _reshape(n: _Node) -> VendorNode:
@@ -117,23 +144,25 @@ def _reshape(n: _Node) -> VendorNode:
 
 
 def _resize(n: _Node) -> VendorNode:
-    """A Resize that DPU-only tasks run (one per slice of the tensor) is a nearest-neighbour
-    upsampling by whole factors (rows and columns repeated); a bilinear one is compiled into conv
-    tasks (not decoded)."""
+    """A Resize: its parameter table's modes; its scales (not stored) are its shapes' whole
+    upsampling factors.  A nearest one runs on DPU-only tasks (rows and columns repeated), a
+    bilinear one on DPU tasks and convs of mode 3 over the compiler's phase weights."""
     node = n.node
     kept = n.data_inputs()
     data = [i for i in kept if not is_helper(n.sg.tensor(i, node.where))]
     tasks = [t for t in n.tasks() if t.op_idx == node.index]
-    if len(data) != 1 or len(node.outputs) != 1:
-        raise n.refuse(f"a Resize with data inputs {data} and outputs {list(node.outputs)}")
-    if not tasks or any(t.enable_mask != _ENABLE_DPU_ONLY for t in tasks):
-        raise n.refuse(f"a Resize run by tasks with enable masks {[hex(t.enable_mask) for t in tasks]}; only "
-                       f"DPU-only tasks ({_ENABLE_DPU_ONLY:#x}: a nearest-neighbour upsampling) were decoded")
+    if len(data) != 1 or len(node.outputs) != 1 or "mode" not in node.params:
+        raise n.refuse(f"a Resize with data inputs {data}, outputs {list(node.outputs)} and parameters "
+                       f"{node.params}; one input, one output and a parameter table were expected")
+    nearest = node.params["mode"] == "nearest"
+    if not tasks or (nearest and any(t.enable_mask != _ENABLE_DPU_ONLY for t in tasks)):
+        raise n.refuse(f"a {node.params['mode']} Resize run by tasks with enable masks "
+                       f"{[hex(t.enable_mask) for t in tasks]}; a nearest one on DPU-only tasks "
+                       f"({_ENABLE_DPU_ONLY:#x}), a bilinear one on NPU tasks were observed")
     x, out = n.shape(data[0]), n.shape(node.outputs[0])
     if len(x) != 4 or list(out[:2]) != list(x[:2]) or any(o % i for o, i in zip(out[2:], x[2:])):
-        raise n.refuse(f"a nearest Resize from {list(x)} to {list(out)}; only whole upsampling factors were observed")
-    return dataclasses.replace(node, inputs=kept, param_type=_RESIZE_PARAM_TYPE, recovered={}, params={
-        "mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"})
+        raise n.refuse(f"a Resize from {list(x)} to {list(out)}; only whole upsampling factors were observed")
+    return dataclasses.replace(node, inputs=kept, recovered={})
 
 
 def _softmax(n: _Node) -> VendorNode:
@@ -152,6 +181,8 @@ def _softmax(n: _Node) -> VendorNode:
     raw = np.frombuffer(n.vf.tensor_data(n.sg, w), "<f2") if w.dtype == "float16" else np.zeros(0)
     expected = np.zeros(_SUM_LANES * channels, np.float16)
     expected[::_SUM_LANES] = 1
+    if node.params.get("axis") != 1:
+        raise n.refuse(f"an exSoftmax13 whose parameter table gives axis {node.params.get('axis')}; 1 was observed")
     if channels != _SUM_LANES or list(w.shape) != [channels, channels, 1, 1] or not np.array_equal(raw, expected):
         raise n.refuse(f"an exSoftmax13 whose reduce-sum weight {w.name!r} ({w.dtype}, {list(w.shape)}) is not "
                        f"{_SUM_LANES} float16 ones summing {_SUM_LANES} channels; only that form was observed, which "
@@ -194,7 +225,7 @@ def _deconv(n: _Node) -> VendorNode:
 _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "InputOperator": _as_is, "OutputOperator": _as_is, **{op: _conv for op in _CONV_OPS},
     "Concat": _concat, "Split": _split, "Reshape": _reshape, "MaxPool": _pool, "AveragePool": _pool,
-    "Resize": _resize, "exSoftmax13": _softmax, "ConvTranspose": _deconv,
+    "Resize": _resize, "exSoftmax13": _softmax, "ConvTranspose": _deconv, "ArgMax": _argmax,
     # attribute-free: standalone lookup-table ops and element-wise ones (broadcast by their shapes)
     **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "Add", "Mul")}}
 #: the vendor op types of rv1106 files whose attributes are recovered
