@@ -449,3 +449,14 @@ def test_an_argmax_takes_its_table_axis_and_refuses_other_fields():
     assert dropped.recovered["keepdims"]["value"] == 0
     with pytest.raises(ModelInvalidError, match=r"parameter-table fields \[0, 2\]"):
         t3nodes._argmax(_fake("ArgMax", {"axis": 1, "_slots": [0, 2]}, (0,), (1,), [(1, 5, 4, 4), (1, 1, 4, 4)]))
+
+
+def test_a_transpose_takes_its_table_permutation_checked_against_its_shapes():
+    from rknnlite.model.rknn_graph import t3nodes
+
+    node = t3nodes._transpose(_fake("Transpose", {"perm": [2, 1, 0, 3]}, (0,), (1,), [(4, 16, 1, 9), (1, 16, 4, 9)]))
+    assert node.recovered["perm"]["value"] == [2, 1, 0, 3]
+    with pytest.raises(ModelInvalidError, match=r"permutation \[0, 1, 2, 3\] does not map \[4, 16, 1, 9\]"):
+        t3nodes._transpose(_fake("Transpose", {"perm": [0, 1, 2, 3]}, (0,), (1,), [(4, 16, 1, 9), (1, 16, 4, 9)]))
+    model = lower_rockchip(*_model("detector_ops_rv1106_i8_tk232"))
+    assert [n.attrs["perm"] for n in model.graph.nodes if n.op == "Transpose"]

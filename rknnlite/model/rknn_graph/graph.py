@@ -308,18 +308,20 @@ def _node(n: Table, index: int, sg: int, label: str, schema: Schema) -> VendorNo
 
 
 #: the parameter-union types of an rv1106 graph whose tables were decoded (their slots as V6's, an
-#: absent field its default): resize, softmax, split, concat, argmax
-_T3_PARAMS = (26, 61, 20, 19, 51)
+#: absent field its default): resize, softmax, split, concat, argmax, transpose
+_T3_PARAMS = (26, 61, 20, 19, 51, 25)
 
 
 def _t3_params(family: str, p: Table) -> Dict[str, Any]:
     """An rv1106 node's parameter table.  Besides V6's families, a Concat's and an ArgMax's hold
-    the axis in slot 0; ``_slots`` lists the table's fields (an ArgMax with more than its axis
-    has a keepdims or select_last_index that was never observed)."""
+    the axis in slot 0, a Transpose's the permutation; ``_slots`` lists the table's fields (an
+    ArgMax with more than its axis has a keepdims or select_last_index that was never observed)."""
     if family in ("concat", "argmax"):
         return {"axis": p.i32(0, 0), "_slots": [s for s in range(8) if p.has(s)]}
     if family == "split":
         return {"axis": p.i32(0, 0), "split": list(p.scalars(1, "i32") or ())}
+    if family == "transpose":  # V6 keeps the permutation in the BSON
+        return {"perm": list(p.scalars(0, "i32") or ())}
     return _params(family, p)
 
 

@@ -14,7 +14,8 @@ platforms' files store, so that the lowering runs these files as it runs the oth
 * a Reshape's target and a Resize's scales: its output's shape (the lowering reads it for a node
   without a shape constant whose attributes were recovered);
 * an exSoftmax13's axis from its table, checked against its reduce-sum weight (:func:`_softmax`);
-* an ArgMax's axis from its table, keepdims from its shapes (:func:`_argmax`).
+* an ArgMax's axis from its table, keepdims from its shapes (:func:`_argmax`), a Transpose's
+  permutation from its table, checked against its shapes.
 
 Recovered attributes are in :attr:`.graph.VendorNode.recovered`; shape constants are dropped
 from the nodes' inputs.  An op type without a recovery here is refused by name: guessing an
@@ -122,6 +123,20 @@ def _split(n: _Node) -> VendorNode:
                                recovered={})
 
 
+def _transpose(n: _Node) -> VendorNode:
+    """A Transpose: its parameter table's permutation, which must map its input's shape to its
+    output's."""
+    node = n.node
+    data = [i for i in n.data_inputs() if not is_helper(n.sg.tensor(i, node.where))]
+    perm = node.params.get("perm", [])
+    if len(data) != 1 or len(node.outputs) != 1:
+        raise n.refuse(f"a Transpose with data inputs {data} and outputs {list(node.outputs)}")
+    x, out = n.shape(data[0]), n.shape(node.outputs[0])
+    if sorted(perm) != list(range(len(x))) or [x[k] for k in perm] != list(out):
+        raise n.refuse(f"a Transpose whose parameter table's permutation {perm} does not map {list(x)} to {list(out)}")
+    return dataclasses.replace(node, inputs=n.data_inputs(), recovered={"perm": _ints_attr(perm)})
+
+
 def _argmax(n: _Node) -> VendorNode:
     """An ArgMax (a CPU op: no task): its parameter table's axis, keepdims from its shapes.  The
     table holds nothing but the axis: its keepdims and select_last_index are at their defaults
@@ -226,6 +241,7 @@ _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "InputOperator": _as_is, "OutputOperator": _as_is, **{op: _conv for op in _CONV_OPS},
     "Concat": _concat, "Split": _split, "Reshape": _reshape, "MaxPool": _pool, "AveragePool": _pool,
     "Resize": _resize, "exSoftmax13": _softmax, "ConvTranspose": _deconv, "ArgMax": _argmax,
+    "Transpose": _transpose,
     # attribute-free: standalone lookup-table ops and element-wise ones (broadcast by their shapes)
     **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "Add", "Mul")}}
 #: the vendor op types of rv1106 files whose attributes are recovered
