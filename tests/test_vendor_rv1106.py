@@ -460,3 +460,13 @@ def test_a_transpose_takes_its_table_permutation_checked_against_its_shapes():
         t3nodes._transpose(_fake("Transpose", {"perm": [0, 1, 2, 3]}, (0,), (1,), [(4, 16, 1, 9), (1, 16, 4, 9)]))
     model = lower_rockchip(*_model("detector_ops_rv1106_i8_tk232"))
     assert [n.attrs["perm"] for n in model.graph.nodes if n.op == "Transpose"]
+
+
+def test_an_expand_broadcasts_to_its_output_shape():
+    from rknnlite.model.rknn_graph import t3nodes
+
+    assert t3nodes._expand(_fake("Expand", {}, (0,), (1,), [(1, 1, 4, 1), (1, 8, 4, 6)])).recovered == {}
+    with pytest.raises(ModelInvalidError, match=r"an Expand from \[1, 3, 4, 1\] to \[1, 8, 4, 6\]"):
+        t3nodes._expand(_fake("Expand", {}, (0,), (1,), [(1, 3, 4, 1), (1, 8, 4, 6)]))
+    model = lower_rockchip(*_model("detector_ops_rv1106_i8_tk230"))
+    assert any(n.op == "Expand" for n in model.graph.nodes)

@@ -1435,6 +1435,11 @@ class _Lowering:
 
     def expand(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)
+        if len(node.inputs) == 1 and node.recovered is not None:  # an rv1106 file stores no shape (.t3nodes)
+            out = self.single_output(node)
+            self.emit(node, "Expand", [data, self.constant(f"{self.names[out.index]}__shape",
+                                                           np.array(out.shape, np.int64))], {})
+            return
         if len(node.inputs) != 2:
             raise self.error(f"{node.label} has {len(node.inputs)} inputs; Expand takes data and an int64 shape")
         t = self.tensor(node.inputs[1], node)

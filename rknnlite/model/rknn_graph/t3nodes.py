@@ -11,8 +11,8 @@ platforms' files store, so that the lowering runs these files as it runs the oth
 * a pool's kernel, strides and pads from its PPU registers (:func:`.t3pool.t3_pool_params`);
 * a Concat's or Split's axis (and a Split's sizes) from its tensors' shapes: the one axis on
   which they differ, which must be its table's;
-* a Reshape's target and a Resize's scales: its output's shape (the lowering reads it for a node
-  without a shape constant whose attributes were recovered);
+* a Reshape's or Expand's target and a Resize's scales: its output's shape (the lowering reads it
+  for a node without a shape constant whose attributes were recovered);
 * an exSoftmax13's axis from its table, checked against its reduce-sum weight (:func:`_softmax`);
 * an ArgMax's axis from its table, keepdims from its shapes (:func:`_argmax`), a Transpose's
   permutation from its table, checked against its shapes.
@@ -158,6 +158,22 @@ def _reshape(n: _Node) -> VendorNode:
     return dataclasses.replace(n.node, inputs=n.data_inputs(), recovered={})
 
 
+def _expand(n: _Node) -> VendorNode:
+    """An Expand: its input broadcast to its output's shape (the shape it would have been given)."""
+    node = n.node
+    data = n.data_inputs()
+    if len(data) != 1 or len(node.outputs) != 1:
+        raise n.refuse(f"an Expand with data inputs {list(data)} and outputs {list(node.outputs)}")
+    x, out = n.shape(data[0]), n.shape(node.outputs[0])
+    try:
+        broadcast = list(np.broadcast_shapes(tuple(x), tuple(out)))
+    except ValueError:
+        broadcast = None
+    if broadcast != list(out):
+        raise n.refuse(f"an Expand from {list(x)} to {list(out)}, which no broadcast gives")
+    return dataclasses.replace(node, inputs=data, recovered={})
+
+
 def _resize(n: _Node) -> VendorNode:
     """A Resize: its parameter table's modes; its scales (not stored) are its shapes' whole
     upsampling factors.  A nearest one runs on DPU-only tasks (rows and columns repeated), a
@@ -239,7 +255,8 @@ def _deconv(n: _Node) -> VendorNode:
 #: op type -> its recovery
 _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "InputOperator": _as_is, "OutputOperator": _as_is, **{op: _conv for op in _CONV_OPS},
-    "Concat": _concat, "Split": _split, "Reshape": _reshape, "MaxPool": _pool, "AveragePool": _pool,
+    "Concat": _concat, "Split": _split, "Reshape": _reshape, "Expand": _expand, "MaxPool": _pool,
+    "AveragePool": _pool,
     "Resize": _resize, "exSoftmax13": _softmax, "ConvTranspose": _deconv, "ArgMax": _argmax,
     "Transpose": _transpose,
     # attribute-free: standalone lookup-table ops and element-wise ones (broadcast by their shapes)

@@ -82,8 +82,8 @@ rv1103   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu Inp
 rv1103   2.3.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rv1103   2.3.2  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvRelu InputOperator MaxPool OutputOperator Reshape Split
 rv1103   2.5.0  int8       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSoftmax13 exSwish
-rv1106   2.2.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
-rv1106   2.3.0  int8       Concat Conv ConvAdd ConvAddRelu ConvClip ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Split
+rv1106   2.2.0  int8       Add Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exSoftmax13 exSwish
+rv1106   2.3.0  int8       Add Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exSoftmax13 exSwish
 rv1106   2.3.2  int8       Add Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exSoftmax13
 rv1106   2.5.0  int8       Add ArgMax Concat Conv ConvAdd ConvAddRelu ConvClip ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split exSoftmax13 exSwish
 rv1126b  2.3.2  fp16       Add ArgMax BatchNormalization BatchNormalizationRelu Concat Conv ConvAdd ConvAddRelu ConvClip ConvExGelu ConvExSwish ConvHardSigmoid ConvHardSwish ConvRelu ConvTranspose Expand InputOperator MaxPool Mul OutputOperator Reshape Resize Sigmoid Split Transpose exNorm exSDPAttention exSoftmax13
