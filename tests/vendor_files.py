@@ -9,9 +9,10 @@ from typing import Callable
 
 from rknnlite.model.flatbuf import FlatBuffer
 from rknnlite.model.rockchip import read_rockchip
+from rknnlite.model.rknn_graph.graph import KINDS
 from rknnlite.model.schema import T3
 
-_GENERATED = 8  # the tensor kind of the compiler's own constants (rknn_graph.graph.KINDS)
+_GENERATED = next(code for code, kind in KINDS.items() if kind == "generated")
 
 
 def doctored_copy(source: Path, tmp_path: Path, patch: Callable[[bytearray], None]) -> str:

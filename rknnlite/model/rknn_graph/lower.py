@@ -1161,8 +1161,7 @@ class _Lowering:
         shapes = [self.tensor(i, node) for i in node.inputs if self.tensor(i, node).kind == "shape"]
         out = self.single_output(node)
         if not shapes and node.recovered is not None:  # an rv1106 file stores no shape constant (.t3nodes)
-            self.emit(node, "Reshape", [data, self.constant(f"{self.names[out.index]}__shape",
-                                                            np.array(out.shape, np.int64))], {})
+            self.emit(node, "Reshape", [data, self.output_shape(out)], {})
             return
         if len(shapes) != 1 or shapes[0].dtype != "int64":
             raise self.error(f"{node.label} needs one int64 shape constant")
@@ -1344,14 +1343,12 @@ class _Lowering:
         x = self.tensor(node.inputs[0], node)
         consts = [self.tensor(i, node) for i in node.inputs[1:]]
         axis = int(node.params.get("axis", -1))
-        if not consts and node.recovered is not None:  # an rv1106 file: axis and sizes from the shapes (.t3nodes)
-            sizes = np.array(node.params.get("split", []), np.int64)
-            size_name = self.constant(f"{self.names[node.outputs[0]]}__split_sizes", sizes)
-        elif not consts and not node.attrs:
+        if not consts and not node.attrs:
             # the compiler's own split of a wide conv's input channels into branches (DeepLabV3's ASPP):
-            # no size constant, no BSON, only the parameter table (axis 1 seen)
+            # no size constant, no BSON, only the parameter table (axis 1 seen); or an rv1106 file's
+            # Split, its axis and sizes recovered from its shapes and table (.t3nodes), on any axis
             sizes = np.array(node.params.get("split", []), np.int64)
-            if axis != 1:
+            if axis != 1 and node.recovered is None:
                 raise self.error(f"{node.label}: a Split without size constant or BSON on axis {axis}; only the "
                                  "compiler's channel split (axis 1) was decoded")
             size_name = self.constant(f"{self.names[node.outputs[0]]}__split_sizes", sizes)
@@ -1404,6 +1401,11 @@ class _Lowering:
                              f"the file says {list(out.shape)}")
         self.emit(node, node.op, [data], attrs)
 
+    def output_shape(self, out: VendorTensor) -> str:
+        """An int64 constant holding ``out``'s shape: the target of a node whose file stores no
+        shape constant (an rv1106 container's Reshape, Expand or Resize)."""
+        return self.constant(f"{self.names[out.index]}__shape", np.array(out.shape, np.int64))
+
     def int64_const(self, node: VendorNode, t: VendorTensor) -> np.ndarray:
         if t.dtype != "int64" or t.kind != "shape":
             raise self.error(f"{node.label}: {t.name!r} is a {t.dtype} {t.kind} tensor; an int64 constant was expected")
@@ -1436,9 +1438,7 @@ class _Lowering:
     def expand(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)
         if len(node.inputs) == 1 and node.recovered is not None:  # an rv1106 file stores no shape (.t3nodes)
-            out = self.single_output(node)
-            self.emit(node, "Expand", [data, self.constant(f"{self.names[out.index]}__shape",
-                                                           np.array(out.shape, np.int64))], {})
+            self.emit(node, "Expand", [data, self.output_shape(self.single_output(node))], {})
             return
         if len(node.inputs) != 2:
             raise self.error(f"{node.label} has {len(node.inputs)} inputs; Expand takes data and an int64 shape")
@@ -1577,8 +1577,7 @@ class _Lowering:
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
         attrs = {"mode": mode, "coordinate_transformation_mode": coord, "nearest_mode": nearest}
         if not consts and node.recovered is not None:  # an rv1106 file stores no scales (.t3nodes): its output size
-            self.emit(node, "Resize", [data, "", "", self.constant(f"{self.names[out.index]}__sizes",
-                                                                   np.array(out.shape, np.int64))], attrs)
+            self.emit(node, "Resize", [data, "", "", self.output_shape(out)], attrs)
             return
         if not scales and len(sizes) == 1:  # ONNX's sizes input (torchvision's interpolate(size=...))
             values = self.int64_const(node, sizes[0])

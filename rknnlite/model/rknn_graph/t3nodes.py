@@ -30,7 +30,7 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 
 from ...errors import ModelInvalidError
-from .graph import PackedVendorFile, VendorNode, VendorSubgraph, is_helper
+from .graph import PackedVendorFile, VendorNode, VendorSubgraph, VendorTensor, is_helper
 from .regcmd import ENABLE_CNA, ENABLE_PPU, node_registers, read_tasks
 from .t3conv import t3_conv_params, t3_deconv_params
 from .t3pool import t3_pool_params
@@ -57,6 +57,11 @@ class _Node:
 
     def shape(self, index: int):
         return self.sg.tensor(index, self.node.where).shape
+
+    def activations(self) -> List[VendorTensor]:
+        """The node's activation inputs but the NPU's scratch ones (:func:`.graph.is_helper`)."""
+        tensors = (self.sg.tensor(i, self.node.where) for i in self.node.inputs)
+        return [t for t in tensors if t.kind in ("input", "activation", "output") and not is_helper(t)]
 
     def data_inputs(self) -> Tuple[int, ...]:
         """The node's inputs but its shape constants (an rv1106 file stores none)."""
@@ -102,8 +107,7 @@ def _table_axis(n: _Node, axis: int, rank: int) -> None:
 
 def _concat(n: _Node) -> VendorNode:
     node = n.node
-    parts = [t.shape for t in (n.sg.tensor(i, node.where) for i in node.inputs)
-             if t.kind in ("input", "activation", "output") and not is_helper(t)]
+    parts = [t.shape for t in n.activations()]
     if len(node.outputs) != 1:
         raise n.refuse(f"a Concat with {len(node.outputs)} outputs")
     axis = _axis(n, n.shape(node.outputs[0]), parts)
@@ -127,7 +131,7 @@ def _transpose(n: _Node) -> VendorNode:
     """A Transpose: its parameter table's permutation, which must map its input's shape to its
     output's."""
     node = n.node
-    data = [i for i in n.data_inputs() if not is_helper(n.sg.tensor(i, node.where))]
+    data = [t.index for t in n.activations()]
     perm = node.params.get("perm", [])
     if len(data) != 1 or len(node.outputs) != 1:
         raise n.refuse(f"a Transpose with data inputs {data} and outputs {list(node.outputs)}")
@@ -179,8 +183,7 @@ def _resize(n: _Node) -> VendorNode:
     upsampling factors.  A nearest one runs on DPU-only tasks (rows and columns repeated), a
     bilinear one on DPU tasks and convs of mode 3 over the compiler's phase weights."""
     node = n.node
-    kept = n.data_inputs()
-    data = [i for i in kept if not is_helper(n.sg.tensor(i, node.where))]
+    data = [t.index for t in n.activations()]
     tasks = [t for t in n.tasks() if t.op_idx == node.index]
     if len(data) != 1 or len(node.outputs) != 1 or "mode" not in node.params:
         raise n.refuse(f"a Resize with data inputs {data}, outputs {list(node.outputs)} and parameters "
@@ -193,7 +196,7 @@ def _resize(n: _Node) -> VendorNode:
     x, out = n.shape(data[0]), n.shape(node.outputs[0])
     if len(x) != 4 or list(out[:2]) != list(x[:2]) or any(o % i for o, i in zip(out[2:], x[2:])):
         raise n.refuse(f"a Resize from {list(x)} to {list(out)}; only whole upsampling factors were observed")
-    return dataclasses.replace(node, inputs=kept, recovered={})
+    return dataclasses.replace(node, inputs=n.data_inputs(), recovered={})
 
 
 def _softmax(n: _Node) -> VendorNode:
@@ -204,7 +207,7 @@ def _softmax(n: _Node) -> VendorNode:
     node = n.node
     tensors = [n.sg.tensor(i, node.where) for i in node.inputs]
     sums = [t for t in tensors if t.kind == "generated" and t.name.endswith("_rs_weight")]
-    data = [t for t in tensors if t.kind in ("input", "activation", "output") and not is_helper(t)]
+    data = n.activations()
     if not data or len(data[0].shape) != 4 or len(sums) != 1:
         raise n.refuse(f"an exSoftmax13 with inputs {[t.name for t in tensors]}; a 4-D input and one reduce-sum "
                        "weight were expected")
