@@ -1247,8 +1247,16 @@ def test_rk3576_int8_clip_bounds_come_from_its_registers(stem, bounds):
     ("conv_clip_rk3576_i8", 0x407C, lambda v: 0x010041C1, r"not a clamp layout"),
     ("conv_clip_rk3576_i8", 0x4090, lambda v: (v + 1) & 0xFFFFFFFF, r"words \[5798, .*-EW_ADD \(5797\)"),
     ("conv_clip_rk3576_i8", 0x4078, lambda v: v + 1, r"second clamp pair .* is not the first"),
-    ("conv_relu6_rk3576_i8", 0x40AC, lambda v: (v + 1) & 0xFFFFFFFF, r"OUT_CVT .*not \(the output's zero point -128"),
-    ("conv_relu6_rk3576_i8", 0x40B4, lambda v: v + 1, r"accumulator unit of .*rk3576 register map is not the one"),
+    ("conv_relu6_rk3576_i8", 0x40AC, lambda v: (v + 1) & 0xFFFFFFFF, r"OUT_CVT_OFFSET is -127 but the output's zero "
+                                                                     r"point is -128"),
+    # the registers' weight scales are checked against the float16 copies the file stores
+    ("conv_relu6_rk3576_i8", 0x40B4, lambda v: v + 1, r"registers \(OUT_CVT 0x40ac..0x40b4 and the bias blocks' "
+                                                       r"multipliers\) give channel \d+ a weight scale of .*, the file "
+                                                       r"stores .*register map is not the one decoded"),
+    ("conv_leaky_rk3576_i8", 0x40B4, lambda v: v - 1, r"give channel \d+ a weight scale of .*, the file stores"),
+    ("conv_leaky_rk3576_i8", 0x40B4, lambda v: 12, r"OUT_CVT_SHIFT \(0x40b4\) 12, below the 13 a LeakyRelu adds"),
+    ("conv_relu6_rk3576_i8", 0x40B0, lambda v: v | 0x10000, r"OUT_CVT scale/shift 0x1[0-9a-f]{4}/0x[0-9a-f]+ "
+                                                            r"\(0x40b0/0x40b4\) are not a 16-bit scale and a shift"),
     ("conv_clip_rk3576_fp16", 0x406C, lambda v: 0xBF800000, r"first clamp pair is not the second with its negative"),
     ("conv_clip_rk3576_fp16", 0x4060, lambda v: 0x920, r"fp16 ConvClip on rk3576/rv1126b: not the clamp layout"),
     ("conv_clip_rk3576_fp16", 0x4090, lambda v: 0x3F800000, r"without an add-back .*0x4090=0x3f800000"),
@@ -1569,13 +1577,46 @@ def test_an_rk3576_int8_deconv_takes_its_scales_from_out_cvt_and_the_bias_blocks
             assert _cos(y, ref) >= 0.9999
 
 
+@pytest.mark.parametrize("stem, twin", [
+    ("convnet_rk3576_i8", "convnet_i8"),
+    ("convnet_rk3576_i8_layer", "convnet_i8_layer"),  # a plain int32 bias: OUT_CVT alone
+    ("conv_add_relu_rk3576_i8", "conv_add_relu_i8"),  # ConvAddRelu: OUT_CVT_SCALE bit 16
+    ("two_input_rv1126b_i8", "two_input_i8"),
+])
+def test_rk3576_int8_convs_requantize_as_their_rk3588_twins(stem, twin):
+    # the same model and calibration: the simulator gives both platforms the same outputs, and so
+    # do their registers (OUT_CVT and the bias blocks' multipliers); the float16 weight scales the
+    # rk3576 files also store are rounded copies, which moved 2-6 % of the outputs one step
+    (ours, sim), (ours_twin, sim_twin) = _corpus_run(stem), _corpus_run(twin)
+    for y, y_twin, ref, ref_twin in zip(ours, ours_twin, sim, sim_twin):
+        assert np.array_equal(ref, ref_twin)
+        assert np.array_equal(y, y_twin)
+
+
 def test_an_rk3576_int8_deconv_with_another_out_cvt_is_refused(tmp_path):
+    # the deconv's writes only: the file's first node is a ConvRelu
+    deconv = [n for n in _corpus_lowered("deconv_k2s2_rk3576_i8").graph.nodes if n.op == "ConvTranspose"]
+    assert deconv
     path = doctored_copy(CORPUS / "deconv_k2s2_rk3576_i8.rknn", tmp_path,
-                         patch_registers(0x1001, (0x40B0,), lambda v: v | 0x20000))
-    with pytest.raises(ModelInvalidError, match=r"OUT_CVT scale/shift 0x2[0-9a-f]{4}/0x[0-9a-f]+ \(0x40b0/0x40b4\) are "
-                                                r"not a 16-bit scale and a shift on an rk3576/rv1126b int8 "
-                                                r"ConvTranspose"):
+                         patch_registers(0x1001, (0x40B0,), lambda v, n: v | 0x20000 if n else v, indexed=True))
+    with pytest.raises(ModelInvalidError, match=r"\(ConvTranspose .*OUT_CVT scale/shift 0x2[0-9a-f]{4}/0x[0-9a-f]+ "
+                                                r"\(0x40b0/0x40b4\) are not a 16-bit scale and a shift on an "
+                                                r"rk3576/rv1126b int8 conv"):
         rknnlite.Context(path, backend="software")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda v: v & 0xFFFF, r"are not a 16-bit scale with bit 16 set and a shift on an rk3576/rv1126b int8 conv"),
+    (lambda v: v + (v & 0xFFFF) // 50, r"give channel \d+ a weight scale of .*, the file stores"),  # 2 % off
+])
+def test_an_rk3576_residual_conv_reads_its_out_cvt_below_bit_16(tmp_path, change, message):
+    # ConvAdd / ConvAddRelu: OUT_CVT_SCALE bit 16 set (the residual through the element-wise path)
+    stem = "conv_add_relu_rk3576_i8"
+    assert "ConvAddRelu" in _corpus_lowered(stem).vendor_ops
+    path = _doctored_corpus(tmp_path, stem, patch_registers(0x1001, (0x40B0,), lambda v: change(v) if v >> 16 else v))
+    with pytest.raises(ModelInvalidError, match=message) as info:
+        rknnlite.Context(path, backend="software")
+    assert "(ConvAddRelu " in str(info.value)
 
 
 def test_conv_relu_add_adds_the_residual_after_the_relu():

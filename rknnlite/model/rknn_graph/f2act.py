@@ -1,5 +1,13 @@
-"""Fused activations of RKNPU "f2"/"f3" files (rk3576, rv1126b): Clip, LeakyRelu, and the
-lookup-table index map of HardSigmoid and Sigmoid, fused or standalone (Sigmoid, exSwish).
+"""int8 conv requantization and fused activations of RKNPU "f2"/"f3" files (rk3576, rv1126b):
+OUT_CVT, Clip, LeakyRelu, and the lookup-table index map of HardSigmoid and Sigmoid, fused or
+standalone (Sigmoid, exSwish).
+
+An int8 conv's output conversion (:func:`f2_conv_requant`) is rk3588's: ``OUT_CVT`` times the
+bias blocks' 14-bit channel multipliers.  The files also store float16 weight scales beside each
+weight (``<weight>_w4a16_weight``): those same scales rounded, up to 4.9e-4 apart.  The simulator
+computes with the full-precision ones, so convs lowered with the float16 copies missed by one step
+near .5 boundaries (``detector_ops`` for rk3576: 89.26 % of an output within one step), and with
+the registers match as rk3588's do (100 %); the stored copies serve as a cross-check.
 
 These platforms' DPU register map is not rk3588's (``docs/vendor-format-notes.md`` §1b,
 §6).  What a fused ``ConvClip`` / ``ConvLeakyRelu`` needs was located by converting one conv
@@ -75,7 +83,7 @@ from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
 from .regcmd import TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers, shortest_decimal
 
-__all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_deconv_requant",
+__all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_conv_requant", "F2_OUT_CVT_ACTIVATIONS",
            "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "shifted_clamp",
            "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS"]
 
@@ -96,9 +104,6 @@ F2_OUT_CVT = (0x40AC, 0x40B0, 0x40B4)
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 _MUL_ONE = 1 << 14
 _BN_BYTES = 32
-#: how far the register unit may be from s_in * max s_w (the stored fp16 scales) before the
-#: registers are taken not to be the map decoded here
-_UNIT_TOLERANCE = 1e-2
 
 
 #: BS_ALU_CFG 0x4050 bits 16..19: 1 per-channel bias blocks (0x80011011, 0x80011111; depthwise
@@ -152,31 +157,56 @@ def f2_plain_weight_zero_point(lowering, out, where: str) -> int:
 _BLOCK_MUL_SHIFT = 14
 
 
-def f2_deconv_requant(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
-    """The output conversion of an rk3576/rv1126b int8 ConvTranspose, whose weight has no stored
-    per-channel scale (``<weight>_w4a16_weight``): ``OUT_CVT`` at 0x40ac..0x40b4 gives the
-    accumulator unit ``s_in * max_c s_w`` (on convs with a stored scale: within 1.3e-4 of it) and
-    the bias blocks (BS_ALU_CFG bits 16..19 = 1) the channel multipliers over 2^14, as rk3588's.
+#: the fused activations of an rk3576/rv1126b int8 conv whose OUT_CVT is the conv's own output
+#: conversion (a lookup-table activation's converts the table's output)
+F2_OUT_CVT_ACTIVATIONS = (None, "Relu", "Clip", "LeakyRelu", "Add", "AddRelu")
+#: a LeakyRelu's OUT_CVT shift is 13 larger than the plain conv's (its slope stage's fraction bits)
+_LEAKY_SHIFT = 13
+
+
+def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str], plain: bool) -> Requant:
+    """The output conversion of an rk3576/rv1126b int8 conv or ConvTranspose, read from its
+    registers as the NPU applies it: ``OUT_CVT`` at 0x40ac..0x40b4 gives the accumulator unit
+    ``s_out * scale / 2^shift = s_in * max_c s_w`` and the bias blocks (BS_ALU_CFG bits 16..19 = 1)
+    the channel multipliers over 2^14, as rk3588's; with a plain int32 bias (layout 2, ``plain``:
+    per-layer files and one-channel convs) there is no multiplier stage and the caller fills in
+    the weight zero point (:func:`f2_plain_weight_zero_point`).  ``activation``: the fused one
+    (``lower``'s names).  A residual conv (``Add``, ``AddRelu``) has bit 16 of its OUT_CVT scale
+    set (the residual comes through the element-wise path), the scale below it the conv's own; a
+    ``LeakyRelu``'s shift is 13 larger, taken off here.  For activations outside
+    :data:`F2_OUT_CVT_ACTIVATIONS` the OUT_CVT returned is the table's, not the conv's.
+
+    The per-channel weight scales the file also stores (``<weight>_w4a16_weight``, a
+    ConvTranspose has none) are these rounded to float16, up to 4.9e-4 apart: the simulator
+    computes with the full-precision ones, so the registers are what is exact
+    (``docs/vendor-format-notes.md`` §1b).
 
     Raises:
         ModelInvalidError: another bias layout or an OUT_CVT outside the observed form.
     """
-    f2_bias_layout(regs, where)
+    layout = f2_bias_layout(regs, where, plain=plain)
     reg = dpu_reader(regs, where, "(rk3576 register map)")
 
     def refuse(message: str) -> ModelInvalidError:
-        return ModelInvalidError(f"{where}: {message} on an rk3576/rv1126b int8 ConvTranspose", op="load")
+        return ModelInvalidError(f"{where}: {message} on an rk3576/rv1126b int8 conv", op="load")
 
-    offset, scale, shift = _out_cvt(reg, refuse, ew_input=False)
-    return Requant(scale, shift, _BLOCK_MUL_SHIFT, offset, True, 0)
+    offset, scale, shift = _out_cvt(reg, refuse, ew_input=activation in ("Add", "AddRelu"))
+    if activation == "LeakyRelu":
+        if shift < _LEAKY_SHIFT:
+            raise refuse(f"OUT_CVT_SHIFT (0x40b4) {shift}, below the {_LEAKY_SHIFT} a LeakyRelu adds")
+        shift -= _LEAKY_SHIFT
+    if layout == _BIAS_BLOCKS:
+        return Requant(scale, shift, _BLOCK_MUL_SHIFT, offset, True, 0)
+    return Requant(scale, shift, None, offset, False, 0)
 
 
-def f2_activation(lowering, node, x, out, w, b, channels: int) -> Dict[str, float]:
+def f2_activation(lowering, node, x, out, b, channels: int, unit: float) -> Dict[str, float]:
     """``{"alpha": slope}`` (``ConvLeakyRelu``) or ``{"min": lo, "max": hi}`` (``ConvClip``)
     of an int8 conv of an rk3576/rv1126b file (see the module doc), the values rounded
     to the shortest decimal that gives the stored integers (the simulator uses the ONNX
-    values).  ``lowering``: the ``_Lowering`` of :mod:`.lower`; ``x``, ``out``, ``w``,
-    ``b``: the conv's input, output, weight and bias tensors.  Reads the file; copies
+    values).  ``lowering``: the ``_Lowering`` of :mod:`.lower`; ``x``, ``out``, ``b``: the
+    conv's input, output and bias tensors; ``unit``: its accumulator unit, ``s_out *
+    OUT_CVT_SCALE / 2^OUT_CVT_SHIFT`` (:func:`f2_conv_requant`).  Reads the file; copies
     nothing but the few words it decodes.
 
     Raises:
@@ -211,7 +241,6 @@ def f2_activation(lowering, node, x, out, w, b, channels: int) -> Dict[str, floa
         return {"alpha": int(slope[0]) / float(_MUL_ONE)}
     if node.op != "ConvClip":
         raise refuse("no fused-activation layout is known for this op")
-    unit = _register_unit(lowering, node, x, out, w, channels, reg, where)
     if cfg == _ACT_CLAMP and mode == _MODE_PLAIN and lo_reg == 0 and 0 < hi_reg < _INT_MAX and not add_back:
         _, _, mul = lowering.bias_blocks(node, x, out, b, channels)
         return clamp_from_zero(hi_reg, unit, mul, refuse)
@@ -252,25 +281,6 @@ def _bn_words(lowering, out) -> Optional[np.ndarray]:
     if len(raw) < _BN_BYTES:
         raise lowering.error(f"{found[0].name!r} holds {len(raw)} bytes; at least {_BN_BYTES} were expected")
     return np.frombuffer(bytes(raw[:_BN_BYTES]), np.uint8)
-
-
-def _register_unit(lowering, node, x, out, w, channels: int, reg, where: str) -> float:
-    """``u = s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``, checked against the output zero point
-    and against ``s_in * max s_w`` from the stored weight scales."""
-    offset, scale, shift = (reg(a) for a in F2_OUT_CVT)
-    qo, qi = lowering.activation_quant(out), lowering.activation_quant(x)
-    if i32(offset) != qo.zero_point[0] or not 0 < scale < 1 << 16 or shift >= 64:
-        raise ModelInvalidError(
-            f"{where}: OUT_CVT {offset:#x}/{scale:#x}/{shift:#x} (0x40ac/0x40b0/0x40b4) is not (the output's zero "
-            f"point {qo.zero_point[0]}, a 16-bit scale, a shift); the rk3576 register map is not the one decoded",
-            op="load")
-    unit = qo.scale[0] * scale / float(1 << shift)
-    s_w = lowering.stored_weight_scales(w, channels)
-    expected = qi.scale[0] * float(s_w.max())
-    if abs(unit / expected - 1) > _UNIT_TOLERANCE:
-        raise ModelInvalidError(f"{where}: OUT_CVT gives an accumulator unit of {unit:.6g}, the stored weight scales "
-                                f"{expected:.6g}; the rk3576 register map is not the one decoded", op="load")
-    return unit
 
 
 def _fp16_hard_sigmoid(lowering, node, out, regs, refuse) -> Dict[str, float]:
@@ -438,8 +448,9 @@ def _table_stage(lowering, out, regs, tables: LutTables, refuse, where: str) -> 
 
 
 def _out_cvt(reg, refuse, ew_input: bool) -> Tuple[int, int, int]:
-    """``(offset, scale, shift)`` of the task's OUT_CVT (0x40ac..0x40b4); ``ew_input``: a
-    DPU-only task, whose scale has bit 16 set."""
+    """``(offset, scale, shift)`` of the task's OUT_CVT (0x40ac..0x40b4); ``ew_input``: an
+    input through the element-wise path (a DPU-only task, a residual conv), whose scale has
+    bit 16 set."""
     offset, scale, out_shift = (reg(a) for a in F2_OUT_CVT)
     flag = _EW_INPUT if ew_input else 0
     if scale & ~0xFFFF != flag or not 0 < scale & 0xFFFF or out_shift >= 64:

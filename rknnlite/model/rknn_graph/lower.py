@@ -98,7 +98,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -115,7 +115,7 @@ from .graph import is_helper as _is_helper
 from .batchnorm import lower_batch_norm
 from .helpers import check_concat_selection, check_softmax_sum_weight
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
-from .f2act import (F2_ACT_LUT, F2_PLATFORMS, clamp_from_zero, f2_activation, f2_bias_layout, f2_deconv_requant,
+from .f2act import (F2_ACT_LUT, F2_PLATFORMS, clamp_from_zero, f2_activation, f2_bias_layout, f2_conv_requant, F2_OUT_CVT_ACTIVATIONS,
                     f2_fp16_activation, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point)
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
@@ -146,6 +146,9 @@ _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "Conv
                      "ConvAddRelu": "AddRelu", "ConvReluAdd": "ReluAdd", "ConvExGelu": "Gelu"}
 #: fused parts that add the node's extra activation input (the residual; ReluAdd: Relu before the Add)
 _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu", "ReluAdd")
+#: how far (relative to the largest) an rk3576/rv1126b conv's register weight scales may be from
+#: the float16 ones its file stores
+_STORED_SCALE_TOLERANCE = 1e-3
 #: fused activations an int8 file computes with the DPU lookup table (run from the file's tables: .lut)
 _LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu")
 #: int8 lookup-table activations run from the file's tables only on the rk3588 family (refused on
@@ -830,8 +833,8 @@ class _Lowering:
                 return
             unit, acc = self.int8_conv_constants(node, x, out, w, weight, b)
             weight_f = bias_f = params = None
-            if unit is None and activation in _REGISTER_ACTIVATIONS:  # rk3576/rv1126b: their own map (.f2act)
-                params = f2_activation(self, node, x, out, w, b, weight.shape[0])
+            if self.f2_platform() and activation in _REGISTER_ACTIVATIONS:  # rk3576/rv1126b: their own map (.f2act)
+                params = f2_activation(self, node, x, out, b, weight.shape[0], unit)
             elif self.t4_platform() and activation in _REGISTER_ACTIVATIONS:  # rk3562: its own map (.t4act)
                 params = t4_activation(self, node, x, out, b, unit)
             elif self.t3_platform() and activation == "Clip":  # rv1106: a bound in channel 0's unit
@@ -963,18 +966,19 @@ class _Lowering:
     def int8_conv_constants(self, node: VendorNode, x: VendorTensor, out: VendorTensor, w: VendorTensor,
                             q: np.ndarray, b: Optional[VendorTensor]) -> Tuple[Optional[float], Accumulator]:
         """The accumulator unit (the real value of one accumulator step at the largest weight
-        scale, ``s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``, for register parameters; ``None`` when
-        the registers are not read) and the :class:`.accumulator.Accumulator` of an int8 conv:
+        scale, ``s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``, for register parameters; ``None`` for
+        an rk3576/rv1126b conv whose OUT_CVT converts its lookup table's output) and the
+        :class:`.accumulator.Accumulator` of an int8 conv:
         the integer weight ``q - zp_w[c]``, the bias ``bias_i32 + zp_in * sum(q - zp_w)`` and the
         real value of one accumulator step per channel, ``s_in * s_w[c]``, with
         ``s_w[c] = OUT_CVT_SCALE / 2^OUT_CVT_SHIFT * mul[c] / 2^mul_shift * s_out / s_in`` (no
         ``mul[c]`` factor when the multiplier stage is bypassed; rk3562 writes OUT_CVT and the
         multipliers' shift in its own map, :func:`.regcmd.requant_t4`, and its bias blocks hold 4
-        channels, :meth:`bias_block`), or the per-channel scales the
-        file stores (rk3576/rv1126b: ``<weight>_w4a16_weight``, float16), whose DPU registers
-        follow another map, read only for a fused Clip / LeakyRelu (:mod:`.f2act`).  A
-        lookup-table conv of the other platforms is lowered by :func:`.lut.lower_lut_conv`
-        instead."""
+        channels, :meth:`bias_block`; rk3576/rv1126b at their own addresses too,
+        :func:`.f2act.f2_conv_requant`, checked against the float16 weight scales their files
+        also store, :meth:`check_stored_weight_scales`, which stand in when OUT_CVT converts a
+        lookup table's output instead: a conv Swish).  A lookup-table conv of the other
+        platforms is lowered by :func:`.lut.lower_lut_conv` instead."""
         if x.dtype != "int8" or out.dtype != "int8" or q.dtype != np.int8:
             raise self.error(f"{node.label}: an int8 file's conv needs int8 input, weight and output "
                              f"(got {x.dtype}, {q.dtype}, {out.dtype})")
@@ -983,17 +987,6 @@ class _Lowering:
         where = f"{self.label}: {node.label}"
         channels = q.shape[0]
         s_in, zp_in = self.activation_quant(x).scale[0], self.activation_quant(x).zero_point[0]
-        stored = self.stored_weight_scales(w, channels)
-        if stored is not None:
-            regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
-            if f2_bias_layout(regs, where, plain=True) == 1:
-                self.methods[node.index] = "channel"
-                bias_i32, w_zp, _ = self.bias_blocks(node, x, out, b, channels)
-            else:  # a plain int32 bias and one weight zero point: per-layer files, one-channel convs
-                self.methods[node.index] = "layer" if channels > 1 else "channel"
-                bias_i32 = decode_int32_bias(self.vf.tensor_data(self.sg, b), channels, f"{where} bias {b.name!r}")
-                w_zp = np.full(channels, f2_plain_weight_zero_point(self, out, where), np.int64)
-            return None, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, stored)
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
         if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
             if node.op not in _CONV_ACTIVATIONS and node.op != "ConvTranspose":  # a deconv: a plain conv's registers
@@ -1002,8 +995,14 @@ class _Lowering:
             requant = requant_t4(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points)
         elif self.t3_platform():
             requant = requant_t3(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points)
-        elif self.f2_platform() and node.op == "ConvTranspose":  # no stored weight scale: registers and blocks
-            requant = f2_deconv_requant(regs, where)
+        elif self.f2_platform():  # rk3576/rv1126b: OUT_CVT at their own addresses; a deconv has bias blocks
+            activation = _CONV_ACTIVATIONS.get(node.op)
+            requant = f2_conv_requant(regs, where, activation, plain=node.op != "ConvTranspose")
+            if not requant.bias_blocks:
+                requant = replace(requant, weight_zp=f2_plain_weight_zero_point(self, out, where))
+            if activation not in F2_OUT_CVT_ACTIVATIONS:  # OUT_CVT converts a table's output: the stored scales
+                bias_i32, w_zp, _ = self.int8_bias(node, x, out, b, requant, channels)
+                return None, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, self.stored_weight_scales(w, channels))
         else:
             requant = requant_of(regs, where)
         bias_i32, w_zp, mul = self.int8_bias(node, x, out, b, requant, channels)
@@ -1018,7 +1017,10 @@ class _Lowering:
             m = requant.multiplier * mul.astype(np.float64) / float(1 << requant.mul_shift)
         else:
             raise self.error(f"{node.label}: the bias block's channel multipliers {mul.tolist()} are not all positive")
-        return s_out * requant.multiplier, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, m * s_out / s_in)
+        s_w = m * s_out / s_in
+        if self.f2_platform():
+            self.check_stored_weight_scales(node, w, s_w)
+        return s_out * requant.multiplier, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, s_w)
 
     def emit_scaled(self, node: VendorNode, total: str, acc: Accumulator, output: str) -> None:
         """``output`` = the accumulator tensor ``total`` times the real value of one accumulator
@@ -1139,6 +1141,23 @@ class _Lowering:
         if not np.all(scales > 0):
             raise self.error(f"weight scales {t.name!r} are not all positive: {scales.tolist()}")
         return scales
+
+    def check_stored_weight_scales(self, node: VendorNode, w: VendorTensor, s_w: np.ndarray) -> None:
+        """Check the per-channel weight scales an rk3576/rv1126b int8 conv's registers give
+        (``s_w``) against the float16 ones its file stores beside the weight, when it does (a
+        ConvTranspose does not): each within ``_STORED_SCALE_TOLERANCE`` of the largest (float16
+        rounding is 4.9e-4 of a value, the 14-bit multipliers' 3e-5 of the largest).
+
+        Raises:
+            ModelInvalidError: the two disagree: the registers are not the map decoded."""
+        stored = self.stored_weight_scales(w, len(s_w))
+        if stored is None:
+            return
+        worst = int(np.argmax(np.abs(s_w - stored)))
+        if abs(s_w[worst] - stored[worst]) > _STORED_SCALE_TOLERANCE * float(stored.max()):
+            raise self.error(f"{node.label}: its registers (OUT_CVT 0x40ac..0x40b4 and the bias blocks' multipliers) "
+                             f"give channel {worst} a weight scale of {s_w[worst]:.6g}, the file stores "
+                             f"{stored[worst]:.6g}; the register map is not the one decoded")
 
     def tasks(self):
         if self._tasks is None:
