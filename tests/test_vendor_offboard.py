@@ -1549,22 +1549,6 @@ def test_a_depthwise_deconv_whose_kernel_tells_its_tap_order_is_refused(tmp_path
         rknnlite.Context(path, backend="software")
 
 
-def test_an_rk3576_int8_depthwise_deconv_is_refused(monkeypatch):
-    # rk3576/rv1126b int8 depthwise weights hold zero points beside them and their deconvs were never decoded
-    from rknnlite.model.rknn_graph import lower as lower_mod
-
-    original = lower_mod._Lowering.deconv
-
-    def deconv(self, node):  # the rk3588 file's depthwise deconv, as if in an rk3576 file
-        self.f2_platform, self.platform = (lambda: True), (lambda: "rk3576")
-        return original(self, node)
-
-    monkeypatch.setattr(lower_mod._Lowering, "deconv", deconv)
-    with pytest.raises(ModelInvalidError, match=r"a depthwise ConvTranspose with weight \[16, 1, 4, 4\] in an int8 "
-                                                r"rk3576 file"):
-        _corpus_lowered("segmenter_ops_i8_tk220")
-
-
 @pytest.mark.parametrize("stem", ["deconv_k2s2_rk3576_i8", "deconv_k2s2_rv1126b_i8", "segmenter_ops_rk3576_i8_tk232"])
 def test_an_rk3576_int8_deconv_takes_its_scales_from_out_cvt_and_the_bias_blocks(stem):
     # no <weight>_w4a16_weight beside a ConvTranspose's weight: OUT_CVT (0x40ac..0x40b4) gives s_in * max s_w
@@ -1587,6 +1571,23 @@ def test_rk3576_int8_convs_requantize_as_their_rk3588_twins(stem, twin):
     # the same model and calibration: the simulator gives both platforms the same outputs, and so
     # do their registers (OUT_CVT and the bias blocks' multipliers); the float16 weight scales the
     # rk3576 files also store are rounded copies, which moved 2-6 % of the outputs one step
+    (ours, sim), (ours_twin, sim_twin) = _corpus_run(stem), _corpus_run(twin)
+    for y, y_twin, ref, ref_twin in zip(ours, ours_twin, sim, sim_twin):
+        assert np.array_equal(ref, ref_twin)
+        assert np.array_equal(y, y_twin)
+
+
+@pytest.mark.parametrize("stem, twin", [
+    ("segmenter_ops_rk3576_i8_tk230", "segmenter_ops_i8_tk230"),
+    ("segmenter_ops_rk3576_i8_tk220", "segmenter_ops_i8_tk220"),
+    ("segmenter_ops_rv1106_i8_tk230", "segmenter_ops_i8_tk230"),  # the rv1106 container (t3conv)
+    ("segmenter_ops_rv1103_i8_tk220", "segmenter_ops_i8_tk220"),
+])
+def test_the_older_releases_int8_depthwise_deconv_runs_as_rk3588_s(stem, twin):
+    # RKNN-Toolkit2 2.2.0/2.3.0 compile a bilinear Resize x2 to a depthwise 4x4 ConvTranspose, whose
+    # int8 weight keeps its zero points beside the weights there, as a depthwise conv's
+    deconv = [n for n in _corpus_lowered(stem).graph.nodes if n.op == "ConvTranspose" and n.attrs.get("group")]
+    assert [(n.attrs["group"], n.attrs["kernel_shape"], n.attrs["strides"]) for n in deconv] == [(16, [4, 4], [2, 2])]
     (ours, sim), (ours_twin, sim_twin) = _corpus_run(stem), _corpus_run(twin)
     for y, y_twin, ref, ref_twin in zip(ours, ours_twin, sim, sim_twin):
         assert np.array_equal(ref, ref_twin)

@@ -396,6 +396,19 @@ def test_a_doctored_conv_transpose_register_is_refused(tmp_path, reg, change, ma
     _refused(tmp_path, patch, match, "deconv_k4s2_rv1106_i8")
 
 
+@pytest.mark.parametrize("reg, value, change, match", [
+    (0x100C, 0x7, 0x0, r"a ConvTranspose with CNA_CONV_CON1 0x0, CNA_CONV_CON3 0x909 and weight \[16, 1, 4, 4\] from 16 "
+                       r"to 16 channels"),
+    (0x1038, 0x4040002, 0x4040010, r"register 0x1038 = 0x4040010 are not a ConvTranspose's pads and its 4x4 kernel "
+                                   r"and 2 \(depthwise\)"),
+])
+def test_a_doctored_depthwise_conv_transpose_register_is_refused(tmp_path, reg, value, change, match):
+    # the older releases' depthwise deconv (a bilinear Resize), the file's one conv mode 7 and its
+    # one 4x4 kernel: 2 in 0x1038's low bits
+    patch = patch_registers(TARGET_CNA, {reg}, lambda v: change if v == value else v)
+    _refused(tmp_path, patch, match, "segmenter_ops_rv1106_i8_tk230")
+
+
 SEGMENTER = "segmenter_ops_rv1106_i8"
 
 

@@ -1271,13 +1271,14 @@ class _Lowering:
             # depthwise (RKNN-Toolkit2 2.2.0/2.3.0 compile a bilinear Resize to one): a depthwise conv's
             # tiles, [1, C, kh, kw]; observed only with kernels symmetric under the flip, so which of
             # the two orders the tiles hold is unknown, and a kernel that would tell is refused
-            if cout != 1 or (self.int8 and self.f2_platform()):
+            if cout != 1:
                 raise self.error(f"{node.label}: a depthwise ConvTranspose with weight {list(w.shape)} in an "
                                  f"{'int8' if self.int8 else 'fp16'} {self.platform()} file; only weights [C, 1, kh, "
-                                 "kw] of fp16 files and of rk3588-family and rk3562 int8 files were observed")
-            if self.int8 and self.t4_platform():  # a depthwise conv's tiles, its zero points beside the weights
-                dw, self.weight_zero_points[node.index] = decode_depthwise_weight(raw, w.npu_shape, (1, cin, kh, kw),
-                                                                                  where, w.size)
+                                 "kw] were observed")
+            if self.int8 and (self.t4_platform() or self.f2_platform() or self.t3_platform()):
+                # a depthwise conv's tiles, the zero points beside the weights
+                dw, self.weight_zero_points[node.index] = decode_depthwise_weight(
+                    raw, w.npu_shape, (1, cin, kh, kw), where, w.size, **(_T3_DEPTHWISE if self.t3_platform() else {}))
             else:
                 dw = decode_weight(raw, w.npu_shape, (1, cin, kh, kw), w.dtype, where, w.size)
             # [C, 1, kh, kw] is at once the deconv's weight and the conv view (one channel per group)

@@ -13,6 +13,9 @@ register encoding:
   bits from 16: refused).  ``PAD_CON0`` 0x1068: the top pad in bits 0..3, the left pad in bits
   8..11; the bottom and right pads follow from the output size (the NPU reads no row or column
   past it).  0x1038: kernel height << 24 | width << 16 | output channels (2 on a depthwise conv).
+  A ConvTranspose runs as a stride-1 conv (``CONV_CON3`` 0x9) with its own strides minus one in
+  bits 8..13 (:func:`t3_deconv_params`); the older releases' depthwise one (a bilinear Resize, conv
+  mode 7) keeps its zero points in the weight, as a depthwise conv.
 * DPU (target 0x1001): ``OUT_CVT`` offset / scale / shift at rk3588's addresses 0x4080 / 0x4084
   / 0x4088, the scale's bit 16 set on a residual conv.  Per-channel bias blocks of 4 channels
   (0x4050 = 0x30000001) whose multipliers, normalised to 2^14, have that shift in 0x4054
@@ -186,16 +189,21 @@ def t3_deconv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x
     cin, cout, kh, kw = w_shape
     con1 = _reg(regs, TARGET_CNA, _CONV_CON1, where, "CNA")
     con3 = _reg(regs, TARGET_CNA, _CONV_CON3, where, "CNA")
-    if con1 != 0 or con3 & ~_DECONV_STRIDE_BITS != _UNIT_STRIDES or x_shape[1] != cin or out_shape[1] != cout:
+    # depthwise: weight [C, 1, kh, kw] on C channels, conv mode 7 (RKNN-Toolkit2 2.2.0/2.3.0 compile a
+    # bilinear Resize to one)
+    depthwise = con1 == _DEPTHWISE_CON1 and cout == 1 and x_shape[1] == cin == out_shape[1]
+    if not (con1 == 0 and x_shape[1] == cin and out_shape[1] == cout or depthwise) or \
+            con3 & ~_DECONV_STRIDE_BITS != _UNIT_STRIDES:
         raise refuse(f"a ConvTranspose with CNA_CONV_CON1 {con1:#x}, CNA_CONV_CON3 {con3:#x} and weight "
-                     f"{list(w_shape)} from {x_shape[1]} to {out_shape[1]} channels; only ungrouped, undilated "
-                     "ones (0, unit conv strides) were decoded")
+                     f"{list(w_shape)} from {x_shape[1]} to {out_shape[1]} channels; only undilated ones, ungrouped "
+                     f"(0) or depthwise ({_DEPTHWISE_CON1:#x}) with unit conv strides, were decoded")
     strides = [((con3 >> 11) & 7) + 1, ((con3 >> 8) & 7) + 1]
     pad = _reg(regs, TARGET_CNA, _PAD_CON0, where, "CNA")
     kernel = _reg(regs, TARGET_CNA, _KERNEL, where, "CNA")
-    if pad & ~_PAD_BITS or kernel != (kh << 24 | kw << 16 | cout):
+    low = _DEPTHWISE_KERNELS if depthwise else cout
+    if pad & ~_PAD_BITS or kernel != (kh << 24 | kw << 16 | low):
         raise refuse(f"CNA_PAD_CON0 {pad:#x} / register {_KERNEL:#x} = {kernel:#x} are not a ConvTranspose's pads and "
-                     f"its {kh}x{kw} kernel on {cout} output channels")
+                     f"its {kh}x{kw} kernel and {low} ({'depthwise' if depthwise else 'output channels'})")
     top, left = kh - 1 - (pad & 0xF), kw - 1 - ((pad >> 8) & 0xF)
     pads, padding = [top, left, 0, 0], [0, 0]
     for axis, (k, begin) in enumerate(((kh, top), (kw, left))):
@@ -206,7 +214,7 @@ def t3_deconv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x
             raise refuse(f"a {kh}x{kw} ConvTranspose with strides {strides} and pads from {pad:#x} cannot map input "
                          f"{list(x_shape[2:])} to output {list(out_shape[2:])}")
     return {"kernel_shape": [kh, kw], "strides": strides, "pads": pads, "output_padding": padding,
-            "dilations": [1, 1], "group": 1}
+            "dilations": [1, 1], "group": cin if depthwise else 1}
 
 
 def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
