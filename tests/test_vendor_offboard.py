@@ -1742,7 +1742,7 @@ def test_int8_file_float16_tensors_are_rounded_like_the_simulator():
 # int8 exSDPAttention: its two int8 grids come from the scores tasks' registers (transformer.attention_grids)
 @pytest.mark.parametrize("target, reg, change, message", [
     (0x1001, 0x4068, lambda v: v + 0x1000000 if v else v, r"multiplies by the scale 0\.17677"),
-    (0x1001, 0x4068, lambda v: v | 0x2 if v else v, r"scores task .*BN 0x5a821102"),
+    (0x1001, 0x4068, lambda v: v | 0x2 if v else v, r"BN multiplier 0x4068 = 0x5a821102"),
     (0x0201, 0x1050, lambda v: v + 1 if v >> 16 != 1 else v, r"converts q \(its zero point -7\)"),
     (0x0201, 0x104C, lambda v: v | 0x30000000 if v & 0xF == 0xA else v, r"CVT_CON0 0x33cf3cfa"),
 ])
@@ -1751,6 +1751,48 @@ def test_int8_attention_registers_outside_the_decoded_form_are_named(tmp_path, t
     with pytest.raises(ModelInvalidError, match=message) as info:
         rknnlite.Context(path, backend="software")
     assert "exSDPAttention" in str(info.value)
+
+
+def test_rk3576_and_rv1126b_int8_attention_grids_are_rk3588_s_values_in_their_map():
+    # the same attention built for both: every grid value of rk3588's map is in theirs (f2act.f2_attention_tasks)
+    grids = {}
+    for stem in ("encoder_layer_rk3576_i8", "encoder_layer_rv1126b_i8", "encoder_layer_rk3576_i8_tk232"):
+        model = _corpus_lowered(stem)
+        grids[stem] = [model.graph.quant[f"matmul_65_sdpa__{k}"] for k in ("scores", "attn")]
+        (y,), (ref,) = _corpus_run(stem)
+        assert _cos(y, ref) >= 0.9999
+    assert len({str(g) for g in grids.values()}) == 1
+
+
+# rk3576/rv1126b: CVT_CON0 at 0x1048, four lanes' scales in 0x104c/0x1050 and offsets in 0x1054..0x1060
+# (rv1126b: times the scale), OUT_CVT at 0x40ac..0x40b4, the BN multiplier and -zp_v in tensors
+@pytest.mark.parametrize("stem, target, reg, change, message", [
+    ("encoder_layer_rk3576_i8", 0x0201, 0x1054, lambda v: v + 1 if v == 3 else v, r"scores tasks \['\(None, "),
+    ("encoder_layer_rv1126b_i8", 0x0201, 0x1058, lambda v: v + 1 if v > 1 << 16 else v, r"scores tasks \['\(None, "),
+    ("encoder_layer_rk3576_i8", 0x0201, 0x1048, lambda v: v | 0x30000000 if v & 0xF == 0xA else v,
+     r"CVT_CON0 0x33cf3cfa"),
+    ("encoder_layer_rk3576_i8", 0x1001, 0x40B0, lambda v: v | 0x10000 if v == 0x5647 else v, r"and mixing tasks \[\]"),
+])
+def test_rk3576_int8_attention_registers_outside_the_decoded_form_are_named(tmp_path, stem, target, reg, change,
+                                                                           message):
+    path = _doctored_corpus(tmp_path, stem, patch_registers(target, (reg,), change))
+    with pytest.raises(ModelInvalidError, match=message) as info:
+        rknnlite.Context(path, backend="software")
+    assert "exSDPAttention" in str(info.value)
+
+
+@pytest.mark.parametrize("tensor, word, value, message", [
+    ("matmul_65_sdpa_qk_conv_mul_add_output_BnCfg_BNcfgTensor", 0, 0x5000, r"multiplies by the scale 0\.25"),
+    ("matmul_65_sdpa_qk_conv_mul_add_output_BnCfg_BNcfgTensor", 4, 0x1011, r"BN words \[16384, 0, 0, 0, 4113"),
+    ("matmul_65_sdpa_BScfgTensor", 0, -3, r"BS words \[-3, .*-zp_v \(-2\)"),
+])
+def test_rk3576_int8_attention_tensor_words_outside_the_decoded_form_are_named(tmp_path, tensor, word, value, message):
+    def patch(data):
+        struct.pack_into("<i", tensor_bytes(data, tensor), 4 * word, value)
+
+    path = _doctored_corpus(tmp_path, "encoder_layer_rk3576_i8", patch)
+    with pytest.raises(ModelInvalidError, match=message):
+        rknnlite.Context(path, backend="software")
 
 
 # the other forms: q taken unconverted when its zero point is 0 (encoder_layer_kl_i8: CVT_CON0 0xb,

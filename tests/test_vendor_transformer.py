@@ -24,7 +24,7 @@ from rknnlite.errors import ModelInvalidError
 from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph import lower as lower_mod
 from rknnlite.model.rknn_graph import lower_rockchip
-from rknnlite.model.rknn_graph.graph import read_vendor_graph
+from rknnlite.model.rknn_graph.graph import attr_value, read_vendor_graph
 
 from corpus import CORPUS, corpus_arrays
 from vendor_files import doctored_copy, patch_registers, subgraph_table, tensor_bytes, tensor_table
@@ -403,16 +403,36 @@ def test_int8_gelu_runs_from_the_files_lookup_tables():
         assert np.mean(y == ref) >= 0.99 and np.abs(y - ref).max() <= 0.016
 
 
-@pytest.mark.parametrize("op", ["exGelu", "ConvExGelu"])
-def test_int8_gelu_on_rk3576_is_refused_by_name(monkeypatch, op):
-    monkeypatch.setattr(lower_mod._Lowering, "f2_platform", lambda self: True)
-    monkeypatch.setattr(lower_mod._Lowering, "platform", lambda self: "rk3576")
-    if op == "ConvExGelu":  # past the standalone exGelu
-        monkeypatch.setattr(lower_mod, "lower_gelu", lambda lowering, node: lowering.emit(
-            node, "Identity", lowering.activation_inputs(node, 1, 1), {}))
-    with pytest.raises(ModelInvalidError, match=rf"{op} in an int8 rk3576 file: its lookup-table index map there was "
-                                                "not decoded"):
-        _lowered("linear_gelu_i8", validate=False)
+@pytest.mark.parametrize("stem, op", [("encoder_layer_rk3576_i8", "exGelu"), ("encoder_layer_rv1126b_i8", "ConvExGelu")])
+def test_int8_gelu_on_rk3576_runs_its_table_in_their_index_map(stem, op):
+    # refused before ("its lookup-table index map there was not decoded"); the DPU task's index map is
+    # f2act's, as for a Sigmoid, the tables the file's own
+    model = _lowered(stem)
+    assert op in model.vendor_ops
+    gelu = [n for n in model.graph.nodes if n.op == "VendorLutActivation"]
+    assert gelu
+    ys, refs = _run(stem)
+    step = load_model(str(CORPUS / f"{stem}.rknn")).model.outputs[0].quant.scale[0]
+    for y, ref in zip(ys, refs):
+        assert np.mean(np.abs(y - ref) <= step * 1.0001) >= 0.99
+
+
+def _sdpa_attribute(stem: str, name: str):
+    loaded = load_model(str(CORPUS / f"{stem}.rknn"))
+    vf = read_vendor_graph(loaded.payload, loaded.model.header_size, loaded.model.model_size, stem)
+    (sdpa,) = [n for n in vf.subgraphs[0].nodes if n.op == "exSDPAttention"]
+    return attr_value(sdpa, name)
+
+
+@pytest.mark.parametrize("stem", ["encoder_layer_i8_tk230", "encoder_layer_i8_tk220", "encoder_layer_rk3576_i8_tk230"])
+def test_the_older_releases_q_add_names_a_grid_the_simulator_does_not_apply(stem):
+    # RKNN-Toolkit2 2.2.0/2.3.0 name a third grid in an int8 exSDPAttention's BSON; their simulator's
+    # outputs are 2.3.2's (which has none) bit for bit, and so are rknnlite's
+    assert _sdpa_attribute(stem, "q_add") is not None
+    assert _sdpa_attribute("encoder_layer_rk3576_i8_tk232", "q_add") is None
+    (ys, refs), (ys_232, refs_232) = _run(stem), _run("encoder_layer_rk3576_i8_tk232")
+    for y, ref, y_232, ref_232 in zip(ys, refs, ys_232, refs_232):
+        assert np.array_equal(ref, ref_232) and np.array_equal(y, y_232)
 
 
 @pytest.mark.parametrize("stem", ["gather_fp16", "gather_i8"])

@@ -1192,7 +1192,9 @@ def _int8_platform_cases() -> List[Case]:
              variants=("fp16",), platform="rk3562", purpose="rk3562's fp16 fused Clip, LeakyRelu and HardSigmoid "
                                                             "registers, HardSwish and Mul"),
         *(Case(f"encoder_layer_{p}", f"same as encoder_layer, {p}", _transformer_like(), [("x", (1, 16, 32), "normal")],
-               variants=("fp16",), platform=p, purpose=f"a transformer's fp16 op families on {p}")
+               variants=("fp16", "i8") if p in ("rk3576", "rv1126b") else ("fp16",), platform=p,
+               purpose=f"a transformer's op families on {p} (int8 on rk3576/rv1126b: the attention's grids "
+                       "and the GELU table in their register map)")
           for p in ("rk3562", "rv1126b", "rk3566", "rk3576")),
         *(Case("detector_ops" + ("" if p == "rk3588" else f"_{p}"), doc(_detector_ops), _detector_ops(), [IMG],
                variants=("fp16", "i8"), platform=p,
@@ -1379,9 +1381,9 @@ def _cases() -> List[Case]:
              [("ids", (1, 16), "tokens")], variants=("fp16",), purpose="Gather: an embedding lookup (CPU)"),
         Case("encoder_layer", "the transformer_like architecture (one encoder layer: LayerNorm, Q/K/V Linear, "
              "scaled dot-product attention, projection, residuals, MLP with GELU), 16 tokens x 32, its weights",
-             _transformer_like(), [("x", (1, 16, 32), "normal")], variants=("fp16",),
-             purpose="a transformer end to end (exNorm without scale and bias, exSDPAttention over tokens; int8: "
-                     "refused at its int8 exSDPAttention, as psa_attention_i8)"),
+             _transformer_like(), [("x", (1, 16, 32), "normal")], variants=("fp16", "i8"),
+             purpose="a transformer end to end (exNorm without scale and bias, exSDPAttention over tokens; int8 "
+                     "built for the older releases, whose exSDPAttention names a q_add grid)"),
         Case("encoder_layer_kl", "encoder_layer's graph and weights on 64 tokens, int8 by kl_divergence (whose "
              "range of q is symmetric: zero point 0)", _transformer_like(tokens=64), [("x", (1, 64, 32), "normal")],
              variants=("i8",), extra_config={"quantized_algorithm": "kl_divergence"},

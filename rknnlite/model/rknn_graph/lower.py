@@ -153,13 +153,13 @@ _STORED_SCALE_TOLERANCE = 1e-3
 _LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu")
 #: int8 lookup-table activations run from the file's tables only on the rk3588 family (refused on
 #: rk3576/rv1126b, whose index map for them was not decoded)
-_RK3588_LUT_ACTIVATIONS = ("Gelu",)
+_RK3588_LUT_ACTIVATIONS = ()
 #: fused activations whose parameters are DPU registers
 _REGISTER_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
 # int8 lookup-table activations run from the tables on rk3576/rv1126b too, with the slopes beyond
 # them (.f2act): HardSwish's match the simulator better so (hardswish_ops_rk3576: 90.6 -> 97.5 %
 # exact); Swish computes the exact function, which matches its probe better (99.5 against 99.2 %)
-_F2_LUT_ACTIVATIONS = ("Sigmoid", "HardSigmoid", "HardSwish")
+_F2_LUT_ACTIVATIONS = ("Sigmoid", "HardSigmoid", "HardSwish", "Gelu")
 #: Resize parameter values (strings in the table, as ONNX names them) the lowering passes on
 _RESIZE_MODES = ("nearest", "linear")
 _RESIZE_COORDS = ("asymmetric", "half_pixel", "align_corners", "pytorch_half_pixel")
@@ -168,8 +168,10 @@ _RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 _PAD_MODES = ("constant", "reflect", "edge")
 #: the BSON attribute names each op's lowering reads or checks (the union of those the corpus and the
 #: coverage builds hold; int8 exSDPAttention's q_matmul / q_softmax only name its grids, which its
-#: registers give; Reshape's allowzero cannot matter: the output shape is the tensor's); any other
-#: name is refused by name rather than silently dropped
+#: registers give, and the older releases' q_add (2.2.0, 2.3.0) names one the simulator does not
+#: apply: their int8 encoder layer's outputs are 2.5.0's bit for bit; Reshape's allowzero cannot
+#: matter: the output shape is the tensor's); any other name is refused by name rather than
+#: silently dropped
 _BSON_ATTRIBUTES: Dict[str, FrozenSet[str]] = {op: frozenset(names.split()) for op, names in {
     "ArgMax": "axis keepdims select_last_index", "AveragePool": "ceil_mode count_include_pad kernel_shape pads strides",
     "Concat": "axis",
@@ -178,7 +180,7 @@ _BSON_ATTRIBUTES: Dict[str, FrozenSet[str]] = {op: frozenset(names.split()) for 
     "MaxPool": "auto_pad ceil_mode dilations kernel_shape pads strides", "Pad": "mode", "Reshape": "allowzero",
     "Resize": "coordinate_transformation_mode mode nearest_mode", "Split": "axis", "Transpose": "perm",
     "exDataConvert": "i_dtype o_dtype", "exMatMul": "c_type", "exNorm": "axes eps mode",
-    "exSDPAttention": "q_matmul q_softmax scale",
+    "exSDPAttention": "q_add q_matmul q_softmax scale",
     "exSoftmax13": "axis", "BatchNormalization": "epsilon momentum", "BatchNormalizationRelu": "epsilon momentum"}.items()}
 _ACTIVATION_KINDS = ("input", "output", "activation")
 _WEIGHT_KINDS = ("const", "generated")
@@ -1207,6 +1209,16 @@ class _Lowering:
             return
         self.emit(node, node.op, operands, {})
 
+    def int8_lut_op(self, node: VendorNode, x: VendorTensor, out: VendorTensor) -> None:
+        """A standalone int8 lookup-table op (Sigmoid, exSwish, HardSwish, exGelu) on the DPU
+        table the file loads (:func:`.lut.lower_lut_sigmoid`, whose tables are the file's own
+        whatever the function), its task's index map decoded in the platform's register map;
+        a mixed int8/float16 activation is refused."""
+        decode = (lambda regs, where, tables: t4_lut_task(regs, where)) if self.t4_platform() else \
+            (lambda regs, where, tables: f2_lut_task(self, node, out, regs, tables)) if self.f2_platform() else \
+            (lambda regs, where, tables: t3_lut_task(regs, where)) if self.t3_platform() else None
+        lower_lut_sigmoid(self, node, x, out, decode=decode)
+
     def lut_activation(self, node: VendorNode) -> None:
         """A standalone Sigmoid, exSwish (``x * sigmoid(x)``) or HardSwish: fp16 files compute it in float
         (output rounded to fp16; exSwish's inner sigmoid is not rounded, as in a fused one); int8
@@ -1217,10 +1229,7 @@ class _Lowering:
         if list(x.shape) != list(out.shape):
             raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
         if "int8" in (x.dtype, out.dtype):
-            decode = (lambda regs, where, tables: t4_lut_task(regs, where)) if self.t4_platform() else \
-                (lambda regs, where, tables: f2_lut_task(self, node, out, regs, tables)) if self.f2_platform() else \
-                (lambda regs, where, tables: t3_lut_task(regs, where)) if self.t3_platform() else None
-            lower_lut_sigmoid(self, node, x, out, decode=decode)  # refuses a mixed int8/float16 activation
+            self.int8_lut_op(node, x, out)
             return
         if node.op in ("Sigmoid", "HardSwish"):
             self.emit(node, node.op, [data], {})

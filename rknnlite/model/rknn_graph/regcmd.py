@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ...errors import ModelInvalidError
 
-__all__ = ["Task", "Requant", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
+__all__ = ["Task", "Requant", "AttentionTasks", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
            "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "TARGET_CNA",
            "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE"]
 
@@ -101,6 +101,24 @@ class Requant:
     def multiplier(self) -> float:
         """``scale / 2^shift``: the requantization of the channel with the largest weight scale."""
         return self.scale / float(1 << self.shift)
+
+
+class AttentionTasks(NamedTuple):
+    """An int8 exSDPAttention's task registers in one form whatever the platform's map
+    (:func:`.transformer.attention_grids`): a scores task's input conversion of q (``con0``:
+    CVT_CON0; ``cvt``: its scale and offset), BN multiplier (``bn``: scale and shift, the
+    multiplier being ``bn[0] / 2^bn[1]``) and OUT_CVT (offset, scale, shift); a mixing task's
+    input conversion (``mix_con0``, ``mix_cvt``) and OUT_CVT (``mix_out``, its offset unused);
+    ``shown``: the raw values, for messages."""
+
+    con0: int
+    cvt: Tuple[int, int]
+    bn: Tuple[int, int]
+    out: Tuple[int, int, int]
+    mix_con0: int
+    mix_cvt: Tuple[int, int]
+    mix_out: Tuple[Optional[int], int, int]
+    shown: str
 
 
 def read_tasks(raw, where: str) -> List[Task]:

@@ -15,10 +15,11 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from .accumulator import emit_codes
+from .f2act import f2_attention_tasks
 from .graph import VendorNode, VendorTensor, attr_value
 from .lut import lower_lut_sigmoid
 from ..spec import QuantParams
-from .regcmd import TARGET_DPU, i16, node_registers, task_writes
+from .regcmd import TARGET_DPU, AttentionTasks, i16, node_registers, task_writes
 
 __all__ = ["attention_grids", "float_values", "lower_gather", "lower_gelu", "lower_layer_norm", "lower_matmul"]
 
@@ -249,10 +250,7 @@ def lower_gelu(lowering, node: VendorNode) -> None:
     if list(x.shape) != list(out.shape):
         raise lowering.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
     if lowering.int8 and x.dtype == out.dtype == "int8":
-        if lowering.f2_platform():
-            raise lowering.error(f"{node.label}: exGelu in an int8 {lowering.platform()} file: its lookup-table index map "
-                             "there was not decoded (rk3588-family int8 files run it from the file's tables)")
-        lower_lut_sigmoid(lowering, node, x, out)
+        lowering.int8_lut_op(node, x, out)
         return
     lowering.float16_only(node, (x, out), "GELU")
     lowering.emit(node, "Gelu", [data], {})
@@ -289,44 +287,73 @@ def attention_grids(lowering, node: VendorNode, scale: float) -> Tuple[QuantPara
     and the softmax in float, the probabilities on ``q_softmax``'s (zero point -128, ``[0, max]``).
 
     From the node's first run of tasks (the whole-tensor configuration; register writes carry
-    over from task to task), rk3588 map:
+    over from task to task; :func:`_rk3588_tasks`, rk3576/rv1126b: :func:`.f2act.f2_attention_tasks`):
 
-    * each scores task (a CNA task writing the BN multiplier 0x4068: ``scale`` = its high 16 bits
-      over 2^(16 + s), the low 16 bits 0x1000 | s << 8) converts q on input (``CVT_CON0`` 0x104c: truncate shift
-      ``t``, low bits 0xa; ``CVT_CON1`` 0x1050: scale ``c`` high, offset ``-zp_q`` low), or takes it as
-      it is when q's zero point is 0 (``CVT_CON0`` 0xb, ``CVT_CON1`` 0x10000: ``c`` 1, ``t`` 0), and
-      writes OUT_CVT (offset = the grid's zero point, 16-bit scale ``m``, shift ``n``):
-      ``s_qm = s_q s_k / (c / 2^t * bn * m / 2^n)``;
-    * each mixing task (writing a 16-bit OUT_CVT scale; BS_ALU_SRC 0x4054 = ``-zp_v`` and the OUT_CVT
-      offset = the output's zero point, as written or carried over from an earlier task when they
-      are 0; its input conversion bypassed: ``CVT_CON0`` 0xb) gives the NPU's probability step
-      ``s_out * m / 2^n / s_v``: codes 0..127 over ``[0, max]``, twice the simulator's 255-level
-      step.
+    * each scores task converts q on input (``CVT_CON0``: truncate shift ``t`` in four 6-bit
+      fields, low bits 0xa; scale ``c``, offset ``-zp_q``), or takes it as it is when q's zero
+      point is 0 (``CVT_CON0`` 0xb, ``c`` 1, ``t`` 0), multiplies by the BN multiplier ``bn``
+      (the BSON's ``scale``) and writes OUT_CVT (offset = the grid's zero point, 16-bit scale
+      ``m``, shift ``n``): ``s_qm = s_q s_k / (c / 2^t * bn * m / 2^n)``;
+    * each mixing task (its input conversion bypassed: ``CVT_CON0`` 0xb) gives the NPU's
+      probability step ``s_out * m / 2^n / s_v``: codes 0..127 over ``[0, max]``, twice the
+      simulator's 255-level step.
 
-    Probed on a two-head attention built by RKNN-Toolkit2 2.5.0 (rk3588): both scales within 4e-5
-    of its cfg's; the simulator's output equals the lowering's on every value.  Anything else is
-    refused by name."""
+    Probed on a two-head attention built by RKNN-Toolkit2 2.5.0 (rk3588; rk3576 and rv1126b: the
+    same values in their own map): both scales within 4e-5 of its cfg's; the simulator's output
+    equals the lowering's on every value.  Anything else is refused by name."""
     where = f"{lowering.label}: {node.label}"
-    if lowering.t4_platform() or lowering.f2_platform():
-        raise lowering.error(f"{node.label}: an int8 exSDPAttention on {lowering.platform()}: only rk3588's "
-                             "registers were decoded")
+    if lowering.t4_platform():
+        raise lowering.error(f"{node.label}: an int8 exSDPAttention on {lowering.platform()}: only the registers "
+                             "of rk3588, rk3576 and rv1126b were decoded")
     tq, tk, tv = (lowering.tensor(i, node) for i in node.inputs[:3])
     out = lowering.single_output(node)
     qq, qk, qv, qo = (lowering.activation_quant(t) for t in (tq, tk, tv, out))
+    states = _task_states(lowering, node, where)
+    if lowering.f2_platform():
+        tasks = f2_attention_tasks(lowering, node, states, qv.zero_point[0], qo.zero_point[0])
+    else:
+        tasks = _rk3588_tasks(lowering, node, states, qv.zero_point[0], qo.zero_point[0])
+    (c, offset), (bn_scale, bn_shift), (out_offset, m, n) = tasks.cvt, tasks.bn, tasks.out
+    con0 = tasks.con0
+    # q converted on input (0xa, then the truncate shifts), or taken as it is (0xb, scale 1 and
+    # offset 0: q's zero point 0, as PP-OCRv4 rec's kl_divergence and mmse builds have it)
+    truncates = {0} if con0 == 0xB and (c, offset) == (1, 0) else {(con0 >> k) & 0x3F for k in (4, 10, 16, 22)}
+    bn = bn_scale / float(1 << bn_shift)
+    if (con0 & 0xF != (0xB if con0 == 0xB else 0xA) or con0 >> 28 or len(truncates) != 1
+            or offset != -qq.zero_point[0] or c == 0 or abs(bn - scale) > 1e-4 * abs(scale)
+            or m & ~0xFFFF or n & ~0x3F or not -128 <= out_offset <= 127):
+        raise lowering.error(f"{node.label}: scores task {tasks.shown}; the decoded form converts q (its zero point "
+                             f"{qq.zero_point[0]}), multiplies by the scale {scale!r} and writes an int8 grid")
+    (t,) = truncates
+    s_scores = qq.scale[0] * qk.scale[0] / (c / float(1 << t) * bn * m / float(1 << n))
+    _, m2, n2 = tasks.mix_out
+    if tasks.mix_con0 != 0xB or tasks.mix_cvt != (1, 0) or m2 & ~0xFFFF or n2 & ~0x3F or m2 == 0:
+        raise lowering.error(f"{node.label}: mixing task {tasks.shown}; an unconverted input (0xb, scale 1, offset "
+                             "0) and a 16-bit scale were expected")
+    s_probs = qo.scale[0] * m2 / float(1 << n2) / qv.scale[0] / 2
+    return (QuantParams("int8", (float(s_scores),), (out_offset,)),
+            QuantParams("int8", (float(s_probs),), (-128,)))
+
+
+def _rk3588_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) -> AttentionTasks:
+    """:class:`AttentionTasks` in rk3588's map (rk3566/rk3568 too): a scores task is a CNA task
+    writing the BN multiplier 0x4068 (its high 16 bits over 2^(16 + s), the low 16 bits 0x1000 |
+    s << 8), with ``CVT_CON0`` 0x104c, ``CVT_CON1`` 0x1050 (scale high, offset low) and OUT_CVT
+    0x4080..0x4088; a mixing task writes a 16-bit OUT_CVT scale with BS_ALU_SRC 0x4054 = ``-zp_v``
+    and the OUT_CVT offset the output's zero point (written or carried over when they are 0)."""
     scores, mixes = [], []
-    for writes, regs in _task_states(lowering, node, where):
+    for writes, regs in states:
         own = lambda a: writes.get((TARGET_DPU, a))  # noqa: E731
         if own(0x4068):
             scores.append(regs)
         elif own(0x4084) is not None and not own(0x4084) & ~0xFFFF \
-                and i16(regs.get((TARGET_DPU, 0x4054), 0) & 0xFFFF) == -qv.zero_point[0] \
-                and _signed32(regs.get((TARGET_DPU, 0x4080), 0)) == qo.zero_point[0]:
+                and i16(regs.get((TARGET_DPU, 0x4054), 0) & 0xFFFF) == -zp_v \
+                and _signed32(regs.get((TARGET_DPU, 0x4080), 0)) == zp_out:
             mixes.append(regs)  # BS_ALU_SRC and the OUT_CVT offset may carry over (zero points 0)
     if not scores or not mixes:
         raise lowering.error(f"{node.label}: {len(scores)} scores tasks (BN multiplier 0x4068 set) and {len(mixes)} "
                              "mixing tasks (a 16-bit OUT_CVT scale, BS_ALU_SRC = -zp_v, OUT_CVT offset = the output's "
-                             "zero point) were found; "
-                             "at least one of each was expected")
+                             "zero point) were found; at least one of each was expected")
     fields = {tuple(r.get(k) for k in ((_TARGET_CNA, 0x104C), (_TARGET_CNA, 0x1050), (TARGET_DPU, 0x4068),
                                        (TARGET_DPU, 0x4080), (TARGET_DPU, 0x4084), (TARGET_DPU, 0x4088)))
               for r in scores}
@@ -337,27 +364,14 @@ def attention_grids(lowering, node: VendorNode, scale: float) -> Tuple[QuantPara
                              f"{sorted(map(str, mix_fields))} (CVT_CON0/1, BN 0x4068, OUT_CVT); one complete set each "
                              "was expected")
     ((con0, con1, bn, offset, m, n),) = fields
-    # q converted on input (0xa, then the truncate shifts), or taken as it is (0xb, scale 1 and
-    # offset 0: q's zero point 0, as PP-OCRv4 rec's kl_divergence and mmse builds have it)
-    truncates = {0} if con0 == 0xB and con1 == 0x10000 else {(con0 >> k) & 0x3F for k in (4, 10, 16, 22)}
-    bn_scale = (bn >> 16) / float(1 << (16 + ((bn >> 8) & 0xF)))
-    if (con0 & 0xF != (0xB if con0 == 0xB else 0xA) or con0 >> 28 or len(truncates) != 1
-            or i16(con1 & 0xFFFF) != -qq.zero_point[0]
-            or con1 >> 16 == 0 or bn & 0xF0FF != 0x1000 or abs(bn_scale - scale) > 1e-4 * abs(scale)
-            or m & ~0xFFFF or n & ~0x3F or not -128 <= _signed32(offset) <= 127):
-        raise lowering.error(f"{node.label}: scores task CVT_CON0 {con0:#x}, CVT_CON1 {con1:#x}, BN {bn:#x}, OUT_CVT "
-                             f"{offset:#x}/{m:#x}/{n:#x}; the decoded form converts q (its zero point "
-                             f"{qq.zero_point[0]}), multiplies by the scale {scale!r} and writes an int8 grid")
-    (t,) = truncates
-    s_scores = qq.scale[0] * qk.scale[0] / ((con1 >> 16) / float(1 << t) * bn_scale * m / float(1 << n))
     ((mcon0, mcon1, m2, n2),) = mix_fields
-    if mcon0 != 0xB or mcon1 != 0x10000 or m2 & ~0xFFFF or n2 & ~0x3F or m2 == 0:
-        raise lowering.error(f"{node.label}: mixing task CVT_CON0 {mcon0:#x}, CVT_CON1 {mcon1:#x}, OUT_CVT scale "
-                             f"{m2:#x} shift {n2:#x}; an unconverted input (0xb, 0x10000) and a 16-bit scale were "
-                             "expected")
-    s_probs = qo.scale[0] * m2 / float(1 << n2) / qv.scale[0] / 2
-    return (QuantParams("int8", (float(s_scores),), (_signed32(offset),)),
-            QuantParams("int8", (float(s_probs),), (-128,)))
+    shown = (f"CVT_CON0 {con0:#x}, CVT_CON1 {con1:#x}, BN {bn:#x}, OUT_CVT {offset:#x}/{m:#x}/{n:#x}; mixing CVT_CON0 "
+             f"{mcon0:#x}, CVT_CON1 {mcon1:#x}, OUT_CVT scale {m2:#x} shift {n2:#x}")
+    if bn & 0xF0FF != 0x1000:
+        raise lowering.error(f"{node.label}: scores task BN multiplier 0x4068 = {bn:#x}; 16-bit scale, then 0x1000 | "
+                             "s << 8 was expected")
+    return AttentionTasks(con0, (con1 >> 16, i16(con1 & 0xFFFF)), (bn >> 16, 16 + ((bn >> 8) & 0xF)),
+                          (_signed32(offset), m, n), mcon0, (mcon1 >> 16, i16(mcon1 & 0xFFFF)), (None, m2, n2), shown)
 
 
 def _task_states(lowering, node: VendorNode, where: str) -> List[Tuple[Dict, Dict]]:
