@@ -1764,23 +1764,6 @@ def test_rk3576_and_rv1126b_int8_attention_grids_are_rk3588_s_values_in_their_ma
     assert len({str(g) for g in grids.values()}) == 1
 
 
-# rk3576/rv1126b: CVT_CON0 at 0x1048, four lanes' scales in 0x104c/0x1050 and offsets in 0x1054..0x1060
-# (rv1126b: times the scale), OUT_CVT at 0x40ac..0x40b4, the BN multiplier and -zp_v in tensors
-@pytest.mark.parametrize("stem, target, reg, change, message", [
-    ("encoder_layer_rk3576_i8", 0x0201, 0x1054, lambda v: v + 1 if v == 3 else v, r"scores tasks \['\(None, "),
-    ("encoder_layer_rv1126b_i8", 0x0201, 0x1058, lambda v: v + 1 if v > 1 << 16 else v, r"scores tasks \['\(None, "),
-    ("encoder_layer_rk3576_i8", 0x0201, 0x1048, lambda v: v | 0x30000000 if v & 0xF == 0xA else v,
-     r"CVT_CON0 0x33cf3cfa"),
-    ("encoder_layer_rk3576_i8", 0x1001, 0x40B0, lambda v: v | 0x10000 if v == 0x5647 else v, r"and mixing tasks \[\]"),
-])
-def test_rk3576_int8_attention_registers_outside_the_decoded_form_are_named(tmp_path, stem, target, reg, change,
-                                                                           message):
-    path = _doctored_corpus(tmp_path, stem, patch_registers(target, (reg,), change))
-    with pytest.raises(ModelInvalidError, match=message) as info:
-        rknnlite.Context(path, backend="software")
-    assert "exSDPAttention" in str(info.value)
-
-
 @pytest.mark.parametrize("tensor, word, value, message", [
     ("matmul_65_sdpa_qk_conv_mul_add_output_BnCfg_BNcfgTensor", 0, 0x5000, r"multiplies by the scale 0\.25"),
     ("matmul_65_sdpa_qk_conv_mul_add_output_BnCfg_BNcfgTensor", 4, 0x1011, r"BN words \[16384, 0, 0, 0, 4113"),
@@ -1796,17 +1779,24 @@ def test_rk3576_int8_attention_tensor_words_outside_the_decoded_form_are_named(t
 
 
 # the other forms: q taken unconverted when its zero point is 0 (encoder_layer_kl_i8: CVT_CON0 0xb,
-# CVT_CON1 0x10000, as PP-OCRv4 rec's kl_divergence and mmse files), and a mixing task that leaves
-# BS_ALU_SRC and the OUT_CVT offset as earlier tasks set them (psa_attention_kl_i8: zero points 0)
+# CVT_CON1 0x10000, as PP-OCRv4 rec's kl_divergence and mmse files), a mixing task that leaves
+# BS_ALU_SRC and the OUT_CVT offset as earlier tasks set them (psa_attention_kl_i8: zero points 0),
+# and rk3576/rv1126b's map: CVT_CON0 at 0x1048, the four lanes' scales in 0x104c/0x1050 and offsets in
+# 0x1054..0x1060 (rv1126b: times the scale), OUT_CVT at 0x40ac..0x40b4
 @pytest.mark.parametrize("stem, target, reg, change, message", [
     ("encoder_layer_kl_i8", 0x0201, 0x1050, lambda v: v + 1 if v == 0x10000 else v,
      r"scores task CVT_CON0 0xb, CVT_CON1 0x10001"),
     ("encoder_layer_kl_i8", 0x0201, 0x104C, lambda v: v | 0x10 if v == 0xB else v, r"CVT_CON0 0x1b"),
     ("psa_attention_kl_i8", 0x1001, 0x4084, lambda v: v | 0x10000 if v == 21550 else v,
      r"2 scores tasks .* and 0 mixing tasks"),
+    ("encoder_layer_rk3576_i8", 0x0201, 0x1054, lambda v: v + 1 if v == 3 else v, r"scores tasks \['\(None, "),
+    ("encoder_layer_rv1126b_i8", 0x0201, 0x1058, lambda v: v + 1 if v > 1 << 16 else v, r"scores tasks \['\(None, "),
+    ("encoder_layer_rk3576_i8", 0x0201, 0x1048, lambda v: v | 0x30000000 if v & 0xF == 0xA else v,
+     r"CVT_CON0 0x33cf3cfa"),
+    ("encoder_layer_rk3576_i8", 0x1001, 0x40B0, lambda v: v | 0x10000 if v == 0x5647 else v, r"and mixing tasks \[\]"),
 ])
-def test_int8_attention_zero_point_forms_outside_the_decoded_one_are_named(tmp_path, stem, target, reg, change,
-                                                                           message):
+def test_int8_attention_register_forms_outside_the_decoded_ones_are_named(tmp_path, stem, target, reg, change,
+                                                                          message):
     path = _doctored_corpus(tmp_path, stem, patch_registers(target, (reg,), change))
     with pytest.raises(ModelInvalidError, match=message) as info:
         rknnlite.Context(path, backend="software")
