@@ -1377,8 +1377,8 @@ def test_rk3562_int8_fused_activations_not_decoded_are_named(tmp_path):
     path = _doctored_corpus(tmp_path, "convnet_rk3562_i8", clip)
     with pytest.raises(ModelInvalidError, match=r"int8 ConvClip on rk3562: not a clamp from 0 to a positive CLAMP_MAX"):
         rknnlite.Context(path, backend="software")
-    with pytest.raises(ModelInvalidError, match=r"a fused Gelu in an rk3562 int8 conv"):
-        requant_t4({}, "here", "Gelu")
+    with pytest.raises(ModelInvalidError, match=r"a fused ReluAdd in an rk3562 int8 conv"):
+        requant_t4({}, "here", "ReluAdd")
 
 
 def test_a_softmax_whose_bson_axis_is_not_its_parameter_table_s_is_refused(tmp_path):
@@ -1753,10 +1753,12 @@ def test_int8_attention_registers_outside_the_decoded_form_are_named(tmp_path, t
     assert "exSDPAttention" in str(info.value)
 
 
-def test_rk3576_and_rv1126b_int8_attention_grids_are_rk3588_s_values_in_their_map():
-    # the same attention built for both: every grid value of rk3588's map is in theirs (f2act.f2_attention_tasks)
+def test_rk3576_rv1126b_and_rk3562_int8_attention_grids_are_rk3588_s_values_in_their_map():
+    # the same attention built for each: every grid value of rk3588's map is in theirs
+    # (transformer._moved_map_tasks)
     grids = {}
-    for stem in ("encoder_layer_rk3576_i8", "encoder_layer_rv1126b_i8", "encoder_layer_rk3576_i8_tk232"):
+    for stem in ("encoder_layer_rk3576_i8", "encoder_layer_rv1126b_i8", "encoder_layer_rk3576_i8_tk232",
+                 "encoder_layer_rk3562_i8", "encoder_layer_rk3562_i8_tk220"):
         model = _corpus_lowered(stem)
         grids[stem] = [model.graph.quant[f"matmul_65_sdpa__{k}"] for k in ("scores", "attn")]
         (y,), (ref,) = _corpus_run(stem)
@@ -1794,6 +1796,10 @@ def test_rk3576_int8_attention_tensor_words_outside_the_decoded_form_are_named(t
     ("encoder_layer_rk3576_i8", 0x0201, 0x1048, lambda v: v | 0x30000000 if v & 0xF == 0xA else v,
      r"CVT_CON0 0x33cf3cfa"),
     ("encoder_layer_rk3576_i8", 0x1001, 0x40B0, lambda v: v | 0x10000 if v == 0x5647 else v, r"and mixing tasks \[\]"),
+    # rk3562: rk3588's BN word 0x4068, BS_ALU_SRC 0x4054 with bit 31 set over -zp_v
+    ("encoder_layer_rk3562_i8", 0x1001, 0x4054, lambda v: v & 0xFFFF if v == 0x8000FFFE else v,
+     r"mixing BS_ALU_SRC 0x4054 = 65534; .*0x8000 << 16 over -zp_v \(-2\)"),
+    ("encoder_layer_rk3562_i8", 0x1001, 0x4068, lambda v: v | 0x2 if v else v, r"BN multiplier 0x4068 = 1073745922"),
 ])
 def test_int8_attention_register_forms_outside_the_decoded_ones_are_named(tmp_path, stem, target, reg, change,
                                                                           message):

@@ -403,10 +403,11 @@ def test_int8_gelu_runs_from_the_files_lookup_tables():
         assert np.mean(y == ref) >= 0.99 and np.abs(y - ref).max() <= 0.016
 
 
-@pytest.mark.parametrize("stem, op", [("encoder_layer_rk3576_i8", "exGelu"), ("encoder_layer_rv1126b_i8", "ConvExGelu")])
-def test_int8_gelu_on_rk3576_runs_its_table_in_their_index_map(stem, op):
+@pytest.mark.parametrize("stem, op", [("encoder_layer_rk3576_i8", "exGelu"), ("encoder_layer_rv1126b_i8", "ConvExGelu"),
+                                      ("encoder_layer_rk3562_i8", "ConvExGelu")])
+def test_int8_gelu_on_rk3576_rv1126b_and_rk3562_runs_its_table_in_their_index_map(stem, op):
     # refused before ("its lookup-table index map there was not decoded"); the DPU task's index map is
-    # f2act's, as for a Sigmoid, the tables the file's own
+    # the platform's, as for its Sigmoid (f2act, t4act), the tables the file's own
     model = _lowered(stem)
     assert op in model.vendor_ops
     gelu = [n for n in model.graph.nodes if n.op == "VendorLutActivation"]

@@ -81,12 +81,11 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
-from .regcmd import (TARGET_CNA, TARGET_DPU, AttentionTasks, Requant, dpu_reader, f32, i16, i32, node_registers,
-                     shortest_decimal)
+from .regcmd import TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers, shortest_decimal
 
 __all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_conv_requant", "F2_OUT_CVT_ACTIVATIONS",
            "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "shifted_clamp",
-           "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS", "f2_attention_tasks"]
+           "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS", "cfg_words"]
 
 #: target platforms whose files use the DPU register map decoded here
 F2_PLATFORMS = ("rk3576", "rv1126b")
@@ -143,7 +142,7 @@ def f2_plain_weight_zero_point(lowering, out, where: str) -> int:
     Raises:
         ModelInvalidError: no such tensor, or its words not of that form."""
     name = f"{out.name}_BScfgTensor"
-    words = _cfg_words(lowering, name, where)
+    words = cfg_words(lowering, name, where)
     if words is None:
         raise ModelInvalidError(f"{where}: a plain int32 bias (BS_ALU_CFG layout 2) without {name!r}, which holds the "
                                 "weight zero point", op="load")
@@ -294,7 +293,7 @@ def _fp16_hard_sigmoid(lowering, node, out, regs, refuse) -> Dict[str, float]:
         if regs.get((TARGET_DPU, address)) != value:
             raise refuse(f"DPU register {address:#x} is not {value:#x} (the lookup-table layout)")
     name = f"{out.name}_BnCfg_BNcfgTensor"
-    words = _cfg_words(lowering, name, f"{lowering.label}: {node.label}")
+    words = cfg_words(lowering, name, f"{lowering.label}: {node.label}")
     if words is None:
         raise refuse(f"no index-map tensor {name!r}")
     bits = words.view("<u4")
@@ -436,7 +435,7 @@ def _table_stage(lowering, out, regs, tables: LutTables, refuse, where: str) -> 
             raise refuse(f"the {name} slope registers {[hex(reg(a)) for a in (*scales, shifts)]} are not one 16-bit "
                          "scale and one shift, four copies each")
         slopes.append(i16(scale) / float(1 << shift))
-    stage_words = _cfg_words(lowering, f"{out.name}_BnCfg_BNcfgTensor", where)
+    stage_words = cfg_words(lowering, f"{out.name}_BnCfg_BNcfgTensor", where)
     if stage_words is None:
         raise refuse(f"no index-map tensor {out.name + '_BnCfg_BNcfgTensor'!r}")
     add, mul, shifts = int(stage_words[0]), int(stage_words[8]), int(stage_words[12])
@@ -480,7 +479,7 @@ def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requ
 
     f2_bias_layout(regs, where)
     stage = _table_stage(lowering, out, regs, tables, refuse, where)
-    bs_words = _cfg_words(lowering, f"{out.name}_BScfgTensor", where)
+    bs_words = cfg_words(lowering, f"{out.name}_BScfgTensor", where)
     if bs_words is None:
         raise refuse(f"no tensor {out.name + '_BScfgTensor'!r}")
     mul_shift = int(bs_words[0]) & 0xFF
@@ -512,9 +511,10 @@ def f2_lut_task(lowering, node, out, regs: Dict[Tuple[int, int], int], tables: L
     return stage, Requant(scale, out_shift, None, offset, False, 0)
 
 
-def _cfg_words(lowering, name: str, where: str) -> Optional[np.ndarray]:
-    """The first 16 int32 words of constant tensor ``name`` (``None`` if absent); the rest of
-    such a tensor is uninitialised memory."""
+def cfg_words(lowering, name: str, where: str) -> Optional[np.ndarray]:
+    """The first 16 int32 words of constant tensor ``name`` (``None`` if absent): the
+    ``*_BnCfg_BNcfgTensor`` / ``*_BScfgTensor`` words these platforms keep beside their
+    registers; the rest of such a tensor is uninitialised memory."""
     found = [t for t in lowering.sg.tensors if t.name == name]
     if not found:
         return None
@@ -524,83 +524,3 @@ def _cfg_words(lowering, name: str, where: str) -> Optional[np.ndarray]:
                                 op="load")
     return np.frombuffer(bytes(raw[:_CFG_BYTES]), "<i4")
 
-
-#: an int8 attention's CNA input conversion in the rk3576 map: CVT_CON0 (rk3588's 0x104c), the four
-#: lanes' 16-bit scales in the halves of two registers, their offsets in four more
-_CVT_CON0 = 0x1048
-_CVT_SCALES = (0x104C, 0x1050)
-_CVT_OFFSETS = (0x1054, 0x1058, 0x105C, 0x1060)
-
-
-def _f2_cvt(regs: Dict[Tuple[int, int], int], scaled_offset: bool) -> Optional[Tuple[int, Tuple[int, int]]]:
-    """``(CVT_CON0, (scale, offset))`` of a CNA task state in the rk3576 map, or ``None`` when
-    a register is unwritten or the four lanes differ.  ``scaled_offset``: the offset registers
-    hold the offset times the scale (rv1126b; rk3576: the int16 offset)."""
-    values = [regs.get((TARGET_CNA, a)) for a in (_CVT_CON0,) + _CVT_SCALES + _CVT_OFFSETS]
-    if None in values:
-        return None
-    con0, words, offsets = values[0], values[1:3], values[3:]
-    scales = {w >> 16 for w in words} | {w & 0xFFFF for w in words}
-    if len(scales) != 1 or len(set(offsets)) != 1 or not scales <= set(range(1, 1 << 16)):
-        return None
-    (scale,), offset = scales, i32(offsets[0])
-    if scaled_offset:
-        offset, rest = divmod(offset, scale)
-        return (con0, (scale, offset)) if not rest else None
-    return (con0, (scale, offset)) if offset == i16(offset & 0xFFFF) else None
-
-
-def f2_attention_tasks(lowering, node, states, zp_v: int, zp_out: int) -> AttentionTasks:
-    """:class:`.regcmd.AttentionTasks` of an int8 exSDPAttention in the rk3576/rv1126b map
-    (``states``: :func:`.transformer._task_states`), which holds rk3588's values elsewhere
-    (a two-head attention built for both by RKNN-Toolkit2 2.5.0; :func:`.transformer.attention_grids`):
-
-    * a scores task is a CNA task writing CVT_CON0 0x1048 with low bits 0xa (rk3588's 0x104c),
-      the lanes' 16-bit scales in the halves of 0x104c and 0x1050 and their offsets (``-zp_q``;
-      rv1126b: times the scale) in 0x1054..0x1060 (rk3588: one scale/offset word 0x1050), OUT_CVT at 0x40ac..0x40b4, and the BN
-      multiplier in ``<output>_qk_conv_mul_add_output_BnCfg_BNcfgTensor``: word 0 its 16-bit
-      scale, word 4 its shift in bytes 0 and 1 (rk3588: 0x4068 = scale << 16 | 0x1000 for shift 16);
-    * a mixing task writes a 16-bit OUT_CVT scale with the OUT_CVT offset the output's zero point
-      and its input conversion bypassed (CVT_CON0 0xb, scale 1, offset 0); word 0 of
-      ``<output>_BScfgTensor`` is ``-zp_v`` (rk3588's BS_ALU_SRC 0x4054).
-
-    Raises:
-        ModelInvalidError: no scores or mixing task, tasks that disagree, or tensor words outside
-            that form, naming them.
-    """
-    out = lowering.single_output(node)
-    where = f"{lowering.label}: {node.label}"
-
-    def refuse(what: str) -> ModelInvalidError:
-        return ModelInvalidError(f"{where}: an int8 exSDPAttention on rk3576/rv1126b: {what}", op="load")
-
-    scores, mixes = set(), set()
-    scaled = lowering.platform() == "rv1126b"
-    for writes, regs in states:
-        own_con0 = writes.get((TARGET_CNA, _CVT_CON0))
-        if own_con0 is not None and own_con0 & 0xF == 0xA:
-            scores.add((_f2_cvt(regs, scaled),) + tuple(regs.get((TARGET_DPU, a)) for a in F2_OUT_CVT))
-        elif writes.get((TARGET_DPU, F2_OUT_CVT[1]), 1 << 16) < 1 << 16 and \
-                i32(regs.get((TARGET_DPU, F2_OUT_CVT[0]), 0)) == zp_out:
-            mixes.add((_f2_cvt(regs, scaled),) + tuple(regs.get((TARGET_DPU, a)) for a in F2_OUT_CVT[1:]))
-    if len(scores) != 1 or len(mixes) != 1 or any(None in entry for entry in scores | mixes):
-        raise refuse(f"scores tasks {sorted(map(str, scores))} (CVT_CON0 0x1048 low bits 0xa) and mixing tasks "
-                     f"{sorted(map(str, mixes))} (a 16-bit OUT_CVT scale, its offset the output's zero point {zp_out}); "
-                     "one complete set of each was expected")
-    ((cvt, offset, m, n),), ((mix_cvt, m2, n2),) = scores, mixes
-    bn_name = f"{out.name}_qk_conv_mul_add_output_BnCfg_BNcfgTensor"
-    bn = _cfg_words(lowering, bn_name, where)
-    if bn is None or not 0 < bn[0] < 1 << 16 or bn[4] & ~0xFFFF or bn[4] & 0xFF != bn[4] >> 8 or \
-            np.any(bn[[1, 2, 3, 5, 6, 7]]):
-        raise refuse(f"BN words {None if bn is None else bn[:8].tolist()} of {bn_name!r}; a 16-bit scale in word 0 and "
-                     "its shift in bytes 0 and 1 of word 4 were expected")
-    bs_name = f"{out.name}_BScfgTensor"
-    bs = _cfg_words(lowering, bs_name, where)
-    if bs is None or bs[0] != -zp_v or np.any(bs[1:8]):
-        raise refuse(f"BS words {None if bs is None else bs[:8].tolist()} of {bs_name!r}; -zp_v ({-zp_v}) then seven "
-                     "zeros were expected")
-    shown = (f"CVT_CON0 {cvt[0]:#x}, scale/offset {cvt[1]}, BN {bn[0]:#x} >> {bn[4] & 0xFF}, OUT_CVT "
-             f"{offset:#x}/{m:#x}/{n:#x}; mixing CVT_CON0 {mix_cvt[0]:#x}, scale/offset {mix_cvt[1]}, OUT_CVT scale "
-             f"{m2:#x} shift {n2:#x} (rk3576 map)")
-    return AttentionTasks(cvt[0], cvt[1], (int(bn[0]), int(bn[4] & 0xFF)), (i32(offset), m, n),
-                          mix_cvt[0], mix_cvt[1], (None, m2, n2), shown)

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ...errors import ModelInvalidError
 
-__all__ = ["Task", "Requant", "AttentionTasks", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
+__all__ = ["Task", "Requant", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
            "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "TARGET_CNA",
            "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE"]
 
@@ -101,24 +101,6 @@ class Requant:
     def multiplier(self) -> float:
         """``scale / 2^shift``: the requantization of the channel with the largest weight scale."""
         return self.scale / float(1 << self.shift)
-
-
-class AttentionTasks(NamedTuple):
-    """An int8 exSDPAttention's task registers in one form whatever the platform's map
-    (:func:`.transformer.attention_grids`): a scores task's input conversion of q (``con0``:
-    CVT_CON0; ``cvt``: its scale and offset), BN multiplier (``bn``: scale and shift, the
-    multiplier being ``bn[0] / 2^bn[1]``) and OUT_CVT (offset, scale, shift); a mixing task's
-    input conversion (``mix_con0``, ``mix_cvt``) and OUT_CVT (``mix_out``, its offset unused);
-    ``shown``: the raw values, for messages."""
-
-    con0: int
-    cvt: Tuple[int, int]
-    bn: Tuple[int, int]
-    out: Tuple[int, int, int]
-    mix_con0: int
-    mix_cvt: Tuple[int, int]
-    mix_out: Tuple[Optional[int], int, int]
-    shown: str
 
 
 def read_tasks(raw, where: str) -> List[Task]:
@@ -227,7 +209,7 @@ T4_BN_LUT = 0x20000  # the conv output indexes the lookup table (rk3588: BN_LUT)
 #: the ``BN_CFG`` values observed per fused activation (Clip: from 0, shifted; :mod:`.t4act`)
 T4_BN_CFG_OF = {None: (0x13,), "Relu": (0x12,), "Add": (0x13,), "AddRelu": (0x13,), "Clip": (0x12, 0x20010),
                 "LeakyRelu": (0x22,),
-                **{lut: (T4_BN_LUT,) for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")}}
+                **{lut: (T4_BN_LUT,) for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu")}}
 T4_EW_CFG = 0x407C
 T4_EW_CFG_PLAIN = 0x010041C1
 #: ``EW_CFG`` (rk3576's clamp mode) where it is not the plain one: by BN_CFG, or on a residual conv

@@ -10,16 +10,16 @@ Each ``lower_*`` function emits the executor nodes of one vendor node on ``lower
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from .accumulator import emit_codes
-from .f2act import f2_attention_tasks
+from .f2act import F2_OUT_CVT, cfg_words
 from .graph import VendorNode, VendorTensor, attr_value
 from .lut import lower_lut_sigmoid
 from ..spec import QuantParams
-from .regcmd import TARGET_DPU, AttentionTasks, i16, node_registers, task_writes
+from .regcmd import TARGET_DPU, i16, i32, node_registers, task_writes
 
 __all__ = ["attention_grids", "float_values", "lower_gather", "lower_gelu", "lower_layer_norm", "lower_matmul"]
 
@@ -280,6 +280,24 @@ def lower_gather(lowering, node: VendorNode) -> None:
               {"axis": 0})
 
 
+class AttentionTasks(NamedTuple):
+    """An int8 exSDPAttention's task registers in one form whatever the platform's map
+    (:func:`attention_grids`): a scores task's input conversion of q (``con0``: CVT_CON0; ``cvt``:
+    its scale and offset), BN multiplier (``bn``: scale and shift, the multiplier being
+    ``bn[0] / 2^bn[1]``) and OUT_CVT (offset, scale, shift); a mixing task's input conversion
+    (``mix_con0``, ``mix_cvt``) and OUT_CVT scale and shift (``mix_out``); ``shown``: the raw
+    values, for messages."""
+
+    con0: int
+    cvt: Tuple[int, int]
+    bn: Tuple[int, int]
+    out: Tuple[int, int, int]
+    mix_con0: int
+    mix_cvt: Tuple[int, int]
+    mix_out: Tuple[int, int]
+    shown: str
+
+
 def attention_grids(lowering, node: VendorNode, scale: float) -> Tuple[QuantParams, QuantParams]:
     """The int8 grids of an int8 exSDPAttention's scores and probabilities (its BSON names them
     ``q_matmul`` and ``q_softmax``; their scales are in no tensor, only in its registers), as the
@@ -287,7 +305,7 @@ def attention_grids(lowering, node: VendorNode, scale: float) -> Tuple[QuantPara
     and the softmax in float, the probabilities on ``q_softmax``'s (zero point -128, ``[0, max]``).
 
     From the node's first run of tasks (the whole-tensor configuration; register writes carry
-    over from task to task; :func:`_rk3588_tasks`, rk3576/rv1126b: :func:`.f2act.f2_attention_tasks`):
+    over from task to task; :func:`_rk3588_tasks`, rk3576/rv1126b/rk3562: :func:`_moved_map_tasks`):
 
     * each scores task converts q on input (``CVT_CON0``: truncate shift ``t`` in four 6-bit
       fields, low bits 0xa; scale ``c``, offset ``-zp_q``), or takes it as it is when q's zero
@@ -298,19 +316,16 @@ def attention_grids(lowering, node: VendorNode, scale: float) -> Tuple[QuantPara
       probability step ``s_out * m / 2^n / s_v``: codes 0..127 over ``[0, max]``, twice the
       simulator's 255-level step.
 
-    Probed on a two-head attention built by RKNN-Toolkit2 2.5.0 (rk3588; rk3576 and rv1126b: the
-    same values in their own map): both scales within 4e-5 of its cfg's; the simulator's output
-    equals the lowering's on every value.  Anything else is refused by name."""
+    Probed on a two-head attention built by RKNN-Toolkit2 2.5.0 (rk3588; rk3576, rv1126b and rk3562:
+    the same values in their own maps): both scales within 4e-5 of its cfg's; the simulator's
+    output equals the lowering's on every value.  Anything else is refused by name."""
     where = f"{lowering.label}: {node.label}"
-    if lowering.t4_platform():
-        raise lowering.error(f"{node.label}: an int8 exSDPAttention on {lowering.platform()}: only the registers "
-                             "of rk3588, rk3576 and rv1126b were decoded")
     tq, tk, tv = (lowering.tensor(i, node) for i in node.inputs[:3])
     out = lowering.single_output(node)
     qq, qk, qv, qo = (lowering.activation_quant(t) for t in (tq, tk, tv, out))
     states = _task_states(lowering, node, where)
-    if lowering.f2_platform():
-        tasks = f2_attention_tasks(lowering, node, states, qv.zero_point[0], qo.zero_point[0])
+    if lowering.f2_platform() or lowering.t4_platform():
+        tasks = _moved_map_tasks(lowering, node, states, qv.zero_point[0], qo.zero_point[0])
     else:
         tasks = _rk3588_tasks(lowering, node, states, qv.zero_point[0], qo.zero_point[0])
     (c, offset), (bn_scale, bn_shift), (out_offset, m, n) = tasks.cvt, tasks.bn, tasks.out
@@ -326,7 +341,7 @@ def attention_grids(lowering, node: VendorNode, scale: float) -> Tuple[QuantPara
                              f"{qq.zero_point[0]}), multiplies by the scale {scale!r} and writes an int8 grid")
     (t,) = truncates
     s_scores = qq.scale[0] * qk.scale[0] / (c / float(1 << t) * bn * m / float(1 << n))
-    _, m2, n2 = tasks.mix_out
+    m2, n2 = tasks.mix_out
     if tasks.mix_con0 != 0xB or tasks.mix_cvt != (1, 0) or m2 & ~0xFFFF or n2 & ~0x3F or m2 == 0:
         raise lowering.error(f"{node.label}: mixing task {tasks.shown}; an unconverted input (0xb, scale 1, offset "
                              "0) and a 16-bit scale were expected")
@@ -371,7 +386,103 @@ def _rk3588_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) ->
         raise lowering.error(f"{node.label}: scores task BN multiplier 0x4068 = {bn:#x}; 16-bit scale, then 0x1000 | "
                              "s << 8 was expected")
     return AttentionTasks(con0, (con1 >> 16, i16(con1 & 0xFFFF)), (bn >> 16, 16 + ((bn >> 8) & 0xF)),
-                          (_signed32(offset), m, n), mcon0, (mcon1 >> 16, i16(mcon1 & 0xFFFF)), (None, m2, n2), shown)
+                          (_signed32(offset), m, n), mcon0, (mcon1 >> 16, i16(mcon1 & 0xFFFF)), (m2, n2), shown)
+
+
+#: the CNA input conversion of rk3576/rv1126b/rk3562: CVT_CON0 (rk3588's 0x104c), the four lanes'
+#: 16-bit scales in the halves of two registers, their offsets in four more
+_MOVED_CVT_CON0 = 0x1048
+_MOVED_CVT_SCALES = (0x104C, 0x1050)
+_MOVED_CVT_OFFSETS = (0x1054, 0x1058, 0x105C, 0x1060)
+#: rk3562's BS_ALU_SRC flag (bit 31) above the operand
+_T4_ALU_SRC_FLAG = 0x8000
+
+
+def _moved_conversion(regs: Dict, scaled_offset: bool) -> Optional[Tuple[int, Tuple[int, int]]]:
+    """``(CVT_CON0, (scale, offset))`` of a CNA task state in the moved map, or ``None`` when a
+    register is unwritten or the four lanes differ.  ``scaled_offset``: the offset registers hold
+    the offset times the scale (rv1126b; rk3576 and rk3562: the int16 offset)."""
+    values = [regs.get((_TARGET_CNA, a)) for a in (_MOVED_CVT_CON0,) + _MOVED_CVT_SCALES + _MOVED_CVT_OFFSETS]
+    if None in values:
+        return None
+    con0, words, offsets = values[0], values[1:3], values[3:]
+    scales = {w >> 16 for w in words} | {w & 0xFFFF for w in words}
+    if len(scales) != 1 or len(set(offsets)) != 1 or not scales <= set(range(1, 1 << 16)):
+        return None
+    (scale,), offset = scales, i32(offsets[0])
+    if scaled_offset:
+        offset, rest = divmod(offset, scale)
+        return (con0, (scale, offset)) if not rest else None
+    return (con0, (scale, offset)) if offset == i16(offset & 0xFFFF) else None
+
+
+def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) -> AttentionTasks:
+    """:class:`AttentionTasks` in the map of rk3576/rv1126b and rk3562, which hold rk3588's values
+    (a two-head attention built for each by RKNN-Toolkit2 2.5.0) elsewhere:
+
+    * a scores task is a CNA task writing CVT_CON0 0x1048 with low bits 0xa (rk3588's 0x104c), the
+      lanes' 16-bit scales in the halves of 0x104c and 0x1050 and their offsets (``-zp_q``;
+      rv1126b: times the scale) in 0x1054..0x1060 (rk3588: one scale/offset word 0x1050), OUT_CVT
+      at 0x40ac..0x40b4; its BN multiplier is rk3588's 0x4068 on rk3562, and on rk3576/rv1126b
+      words 0 (its 16-bit scale) and 4 (its shift in bytes 0 and 1) of
+      ``<output>_qk_conv_mul_add_output_BnCfg_BNcfgTensor``;
+    * a mixing task writes a 16-bit OUT_CVT scale with the OUT_CVT offset the output's zero point
+      and its input conversion bypassed (CVT_CON0 0xb, scale 1, offset 0); ``-zp_v`` is rk3562's
+      BS_ALU_SRC 0x4054 (bit 31 set above it), and word 0 of ``<output>_BScfgTensor`` on
+      rk3576/rv1126b.
+
+    Raises:
+        ModelInvalidError: no scores or mixing task, tasks that disagree, or registers or tensor
+            words outside that form, naming them.
+    """
+    out = lowering.single_output(node)
+    where = f"{lowering.label}: {node.label}"
+    platform, in_registers = lowering.platform(), lowering.t4_platform()
+
+    def refuse(what: str):
+        return lowering.error(f"{node.label}: an int8 exSDPAttention on {platform}: {what}")
+
+    scores, mixes = set(), set()
+    for writes, regs in states:
+        own_con0 = writes.get((_TARGET_CNA, _MOVED_CVT_CON0))
+        conversion = _moved_conversion(regs, scaled_offset=platform == "rv1126b")
+        if own_con0 is not None and own_con0 & 0xF == 0xA:
+            bn = regs.get((TARGET_DPU, 0x4068)) if in_registers else None
+            scores.add((conversion, bn) + tuple(regs.get((TARGET_DPU, a)) for a in F2_OUT_CVT))
+        elif writes.get((TARGET_DPU, F2_OUT_CVT[1]), 1 << 16) < 1 << 16 and \
+                i32(regs.get((TARGET_DPU, F2_OUT_CVT[0]), 0)) == zp_out:
+            alu_src = regs.get((TARGET_DPU, 0x4054)) if in_registers else None
+            mixes.add((conversion, alu_src) + tuple(regs.get((TARGET_DPU, a)) for a in F2_OUT_CVT[1:]))
+    complete = lambda entry: None not in entry[:1] + entry[2:]  # noqa: E731
+    if len(scores) != 1 or len(mixes) != 1 or not all(map(complete, scores | mixes)):
+        raise refuse(f"scores tasks {sorted(map(str, scores))} (CVT_CON0 0x1048 low bits 0xa) and mixing tasks "
+                     f"{sorted(map(str, mixes))} (a 16-bit OUT_CVT scale, its offset the output's zero point {zp_out}); "
+                     "one complete set of each was expected")
+    ((conversion, bn_reg, offset, m, n),), ((mix_conversion, alu_src, m2, n2),) = scores, mixes
+    if in_registers:  # rk3562: rk3588's BN word, BS_ALU_SRC with bit 31 set
+        if bn_reg is None or bn_reg & 0xF0FF != 0x1000 or alu_src is None or alu_src >> 16 != _T4_ALU_SRC_FLAG \
+                or i16(alu_src & 0xFFFF) != -zp_v:
+            raise refuse(f"BN multiplier 0x4068 = {bn_reg} and mixing BS_ALU_SRC 0x4054 = {alu_src}; 16-bit scale then "
+                         f"0x1000 | s << 8, and {_T4_ALU_SRC_FLAG:#x} << 16 over -zp_v ({-zp_v}) were expected")
+        bn = (bn_reg >> 16, 16 + ((bn_reg >> 8) & 0xF))
+    else:
+        bn_name = f"{out.name}_qk_conv_mul_add_output_BnCfg_BNcfgTensor"
+        words = cfg_words(lowering, bn_name, where)
+        if words is None or not 0 < words[0] < 1 << 16 or words[4] & ~0xFFFF or words[4] & 0xFF != words[4] >> 8 or \
+                np.any(words[[1, 2, 3, 5, 6, 7]]):
+            raise refuse(f"BN words {None if words is None else words[:8].tolist()} of {bn_name!r}; a 16-bit scale in "
+                         "word 0 and its shift in bytes 0 and 1 of word 4 were expected")
+        bn = (int(words[0]), int(words[4] & 0xFF))
+        bs_name = f"{out.name}_BScfgTensor"
+        bs = cfg_words(lowering, bs_name, where)
+        if bs is None or bs[0] != -zp_v or np.any(bs[1:8]):
+            raise refuse(f"BS words {None if bs is None else bs[:8].tolist()} of {bs_name!r}; -zp_v ({-zp_v}) then "
+                         "seven zeros were expected")
+    shown = (f"CVT_CON0 {conversion[0]:#x}, scale/offset {conversion[1]}, BN {bn[0]:#x} >> {bn[1]}, OUT_CVT "
+             f"{offset:#x}/{m:#x}/{n:#x}; mixing CVT_CON0 {mix_conversion[0]:#x}, scale/offset {mix_conversion[1]}, "
+             f"OUT_CVT scale {m2:#x} shift {n2:#x} ({platform} map)")
+    return AttentionTasks(conversion[0], conversion[1], bn, (i32(offset), m, n), mix_conversion[0], mix_conversion[1],
+                          (m2, n2), shown)
 
 
 def _task_states(lowering, node: VendorNode, where: str) -> List[Tuple[Dict, Dict]]:
