@@ -266,7 +266,7 @@ def _c_type_add(data: bytearray) -> None:  # the exMatMul's BSON c_type "mul" ma
 
 @pytest.mark.parametrize("patch, message", [
     (lambda data: tensor_bytes(data, "c3").__setitem__(slice(0, 4), struct.pack("<f", 0.3)),
-     r"an exMatMul multiplied by 0.30000001192092896 in an fp16 file; only fp16 files and powers of two"),
+     r"an exMatMul multiplied by 0.30000001192092896; only powers of two"),
     (_c_type_add, r"c_type 'add' with constant inputs \[\('c3', 'float32', \[1, 1, 1, 1\]\)\]; only 'mul' by one "
                   r"float32 scalar"),
 ])
@@ -344,9 +344,32 @@ def test_int8_matmul_with_a_bn_stage_is_refused(tmp_path):
             if entry >> 48 == 0x1001 and entry & 0xFFFF == 0x405C:
                 struct.pack_into("<Q", view, at, (0x1001 << 48) | (0x40001000 << 16) | 0x4068)
 
-    with pytest.raises(ModelInvalidError, match=r"its conv task writes the BN stage \(0x4068 = 0x40001000\), which "
-                                                "no observed exMatMul sets"):
+    with pytest.raises(ModelInvalidError, match=r"its conv task writes the BN stage \(0x4068 = 0x40001000\), the "
+                                                r"multiplier of no fused factor \(None"):
         rknnlite.Context(_doctored(tmp_path, "matmul_act_i8", patch), backend="software")
+
+
+# rk3566's int8 attention: two exMatMuls whose data operand DPU-only tasks convert before the conv task
+# (q: scale 0x7d1c, shift 15, offset -zp_q; the probabilities: 0x7f7f, 16, 128), the scores' 1/sqrt(d)
+# in the conv task's BN stage
+@pytest.mark.parametrize("target, reg, change, message", [
+    (0x1001, 0x4044, lambda v: v + 1 if v == 3 else v, r"\(scale 32028, offset 4\) with shift 15; the offset must "
+                                                       r"undo the zero point -3"),
+    (0x1001, 0x4088, lambda v: v + 1 if v == 0xF else v, r"convert it with \(scale, shift, offset\) \[\(32028, 15, 3\), "
+                                                        r"\(32028, 16, 3\)\]"),
+    (0x1001, 0x4068, lambda v: v + 0x10000 if v == 0x40001000 else v, r"0x4068 = 0x40011000\), the multiplier of no "
+                                                                     r"fused factor \(0.25"),
+])
+def test_rk3566_int8_attention_matmul_registers_are_checked(tmp_path, target, reg, change, message):
+    assert "exMatMul" in _lowered("encoder_layer_rk3566_i8").vendor_ops
+    (y,), (ref,) = _run("encoder_layer_rk3566_i8")
+    step = load_model(str(CORPUS / "encoder_layer_rk3566_i8.rknn")).model.outputs[0].quant.scale[0]
+    assert np.mean(np.abs(y - ref) <= step * 1.0001) >= 0.99
+    indexed = reg == 0x4088  # the second of the two conversion tasks only: tasks that disagree
+    patch = patch_registers(target, (reg,), (lambda v, n: change(v) if n % 2 else v) if indexed else change,
+                            indexed=indexed)
+    with pytest.raises(ModelInvalidError, match=message):
+        rknnlite.Context(_doctored(tmp_path, "encoder_layer_rk3566_i8", patch), backend="software")
 
 
 @pytest.mark.parametrize("regs, change, message", [

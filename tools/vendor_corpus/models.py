@@ -1192,9 +1192,9 @@ def _int8_platform_cases() -> List[Case]:
              variants=("fp16",), platform="rk3562", purpose="rk3562's fp16 fused Clip, LeakyRelu and HardSigmoid "
                                                             "registers, HardSwish and Mul"),
         *(Case(f"encoder_layer_{p}", f"same as encoder_layer, {p}", _transformer_like(), [("x", (1, 16, 32), "normal")],
-               variants=("fp16", "i8") if p in ("rk3576", "rv1126b", "rk3562") else ("fp16",), platform=p,
-               purpose=f"a transformer's op families on {p} (int8 on rk3576/rv1126b/rk3562: the attention's grids "
-                       "and the GELU table in their register map)")
+               variants=("fp16", "i8"), platform=p,
+               purpose=f"a transformer's op families on {p} (int8: the attention's grids and the GELU table in its "
+                       "register map; rk3566's attention is two exMatMuls)")
           for p in ("rk3562", "rv1126b", "rk3566", "rk3576")),
         *(Case("detector_ops" + ("" if p == "rk3588" else f"_{p}"), doc(_detector_ops), _detector_ops(), [IMG],
                variants=("fp16", "i8"), platform=p,

@@ -139,9 +139,9 @@ def lower_matmul(lowering, node: VendorNode) -> None:
         raise lowering.error(f"{node.label}: operands {sa}, {sb} -> {so}; (H, K, 1, M), (H, K, 1, N) -> (H, M, 1, N) "
                          "was expected")
     step = lowering.float_steps(node, lowering.names[out.index])
-    factor = _matmul_factor(lowering, node, quantized)
+    factor = _matmul_factor(lowering, node)
     if quantized:
-        a, b, unit = _int8_matmul_operands(lowering, node, ta, tb, out, a, b, step)
+        a, b, unit = _int8_matmul_operands(lowering, node, ta, tb, out, a, b, step, factor)
     product = step("MatMul", [step("Transpose", [a], {"perm": [0, 2, 3, 1]}, "a_t"),
                               step("Transpose", [b], {"perm": [0, 2, 1, 3]}, "b_t")], {}, "product")
     if factor is not None:  # a power of two: exact before the rounding as after it
@@ -154,12 +154,13 @@ def lower_matmul(lowering, node: VendorNode) -> None:
     lowering.emit(node, "Transpose", [product], {"perm": [0, 2, 1, 3]})
 
 
-def _matmul_factor(lowering, node: VendorNode, quantized: bool) -> Optional[float]:
+def _matmul_factor(lowering, node: VendorNode) -> Optional[float]:
     """The constant an exMatMul multiplies its product by (BSON ``c_type`` = ``"mul"`` and a
     float32 scalar input: an attention's ``1/sqrt(d)`` that the compiler fused, e.g. on rk3566,
-    which has no exSDPAttention), or ``None``.  Only fp16 files and powers of two (exact in any
-    order with the float16 rounding) were checked against the simulator; anything else is
-    refused by name, as is any other ``c_type``."""
+    which has no exSDPAttention), or ``None``.  Only powers of two (exact in any order with the
+    rounding; in int8 files the BN multiplier of the conv task, :func:`_int8_matmul_operands`)
+    were checked against the simulator; anything else is refused by name, as is any other
+    ``c_type``."""
     c_type = attr_value(node, "c_type")
     if c_type is None:
         return None
@@ -171,21 +172,26 @@ def _matmul_factor(lowering, node: VendorNode, quantized: bool) -> Optional[floa
                              "scalar was decoded")
     factor = float(np.frombuffer(bytes(lowering.vf.tensor_data(lowering.sg, constants[0]))[:4], "<f4")[0])
     mantissa, _ = np.frexp(factor)
-    if quantized or not (factor > 0 and mantissa == 0.5):
-        raise lowering.error(f"{node.label}: an exMatMul multiplied by {factor!r} in an "
-                             f"{'int8' if quantized else 'fp16'} file; only fp16 files and powers of two were checked "
+    if not (factor > 0 and mantissa == 0.5):
+        raise lowering.error(f"{node.label}: an exMatMul multiplied by {factor!r}; only powers of two were checked "
                              "against the simulator")
     return factor
 
 
 def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: VendorTensor, out: VendorTensor,
-                         a: str, b: str, step) -> Tuple[str, str, float]:
+                         a: str, b: str, step, factor: Optional[float]) -> Tuple[str, str, float]:
     """An int8 exMatMul as the NPU runs it: a conv whose weight is ``a`` (its zero point in
     BS_ALU_SRC) and whose data is ``b``, converted on input by the CNA (``CVT_CON0`` 0x104c:
     shift ``t`` in its four 6-bit truncate fields, low bits 0xa; ``CVT_CON1..4``
     0x1050-0x105c, all equal: scale in bits 16..31, offset in bits 0..15, the negated zero point
     of ``b``) to ``b' = floor(((q_b - zp_b) * scale + 2^(t-1)) / 2^t)``, then
     ``y = round(sum (q_a - zp_a) * b' * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT) + OUT_CVT_OFFSET``.
+    rk3566's attention (two exMatMuls, no exSDPAttention): the CNA takes ``b'`` as it is
+    (``CVT_CON0`` 0xa, ``CVT_CON1`` 0x10000) from DPU-only tasks before it that convert ``b``
+    the same way (:func:`_dpu_conversion`: the scores' q, and the probabilities, whose codes
+    -128..127 become 0..127), and with a fused ``factor`` (:func:`_matmul_factor`) the conv
+    task's BN stage (``BN_CFG`` 0x4060 = 0x42) multiplies by it (0x4068: rk3588's attention's
+    form).
     Returns the names of the integer operands and the real value of one accumulator step."""
     where = f"{lowering.label}: {node.label}"
     regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
@@ -208,6 +214,8 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
                          "one scale and offset for all four were observed")
     (con,) = cons
     scale, offset = con >> 16, i16(con & 0xFFFF)
+    if (shift, scale, offset) == (0, 1, 0):  # b converted before, by DPU-only tasks (rk3566)
+        scale, shift, offset = _dpu_conversion(lowering, node, where)
     qa, qb, qo = (lowering.activation_quant(t) for t in (ta, tb, out))
     if offset != -qb.zero_point[0] or scale == 0 or shift == 0:
         raise lowering.error(f"{node.label}: CNA_CVT_CON1 (0x1050) = {con:#x} (scale {scale}, offset {offset}) with "
@@ -221,10 +229,18 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
                          f"({qa.zero_point[0]}) was expected")
     bn = {address: regs[(TARGET_DPU, address)] for address in (0x4060, 0x4064, 0x4068)
           if (TARGET_DPU, address) in regs}
-    if bn:  # an int8 attention's scores conv multiplies there (by its scale); no exMatMul did
+    multiplier = bn.get(0x4068, 0)
+    if factor is not None and sorted(bn) == [0x4060, 0x4068] and bn[0x4060] == 0x42 and \
+            multiplier & 0xF0FF == 0x1000 and (multiplier >> 16) / float(1 << (16 + ((multiplier >> 8) & 0xF))) == factor:
+        pass  # the fused factor, applied with the product (lower_matmul)
+    elif bn:  # an int8 attention's scores conv multiplies there (by its scale)
         raise lowering.error(f"{node.label}: its conv task writes the BN stage ("
-                         f"{', '.join(f'{a:#x} = {v:#x}' for a, v in sorted(bn.items()))}), which no observed "
-                         "exMatMul sets; its arithmetic there was not decoded")
+                         f"{', '.join(f'{a:#x} = {v:#x}' for a, v in sorted(bn.items()))}), the multiplier of "
+                         f"no fused factor ({factor!r}: BN_CFG 0x42 and 0x4068 = its 16-bit scale << 16 | 0x1000 "
+                         "| s << 8 were observed); its arithmetic there was not decoded")
+    elif factor is not None:
+        raise lowering.error(f"{node.label}: a fused factor {factor!r} without the conv task's BN multiplier; "
+                             "only the BN stage's form was observed")
     offset_out = _signed32(reg(TARGET_DPU, 0x4080, "OUT_CVT_OFFSET"))
     out_scale = reg(TARGET_DPU, 0x4084, "OUT_CVT_SCALE")
     out_shift = reg(TARGET_DPU, 0x4088, "OUT_CVT_SHIFT")
@@ -239,6 +255,29 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
     converted = step("Floor", [step("Add", [step("Mul", [codes_b, consts["cvt"]], {}, "b_mul"), consts["half"]],
                                     {}, "b_half")], {}, "b_cvt")
     return codes_a, converted, out_scale / float(1 << out_shift) * qo.scale[0]
+
+
+def _dpu_conversion(lowering, node: VendorNode, where: str) -> Tuple[int, int, int]:
+    """``(scale, shift, offset)`` of the conversion DPU-only tasks of an int8 exMatMul apply to
+    its data operand before the conv task (rk3566's attention scores: ``BN_CFG`` 0x4040 = 0x58
+    adds the offset ``-zp_b`` in 0x4044, then OUT_CVT scale 0x4084 and shift 0x4088), as the
+    CNA's input conversion does elsewhere.
+
+    Raises:
+        ModelInvalidError: no such task, or tasks that disagree."""
+    found = set()
+    for task in _first_run(lowering, node):
+        if task.enable_mask & 1:
+            continue
+        writes = {reg: value for target, reg, value in task_writes(lowering.regcmd(), task, where)
+                  if target == TARGET_DPU}
+        if writes.get(0x4040) == 0x58 and {0x4044, 0x4084, 0x4088} <= set(writes):
+            found.add((writes[0x4084], writes[0x4088], i32(writes[0x4044])))
+    if len(found) != 1 or any(s & ~0xFFFF or not s or not 0 < t < 32 for s, t, _ in found):
+        raise lowering.error(f"{node.label}: its conv task takes its data unconverted, and its DPU-only tasks convert "
+                             f"it with (scale, shift, offset) {sorted(found)}; one 16-bit scale and shift were "
+                             "expected")
+    return found.pop()
 
 
 def lower_gelu(lowering, node: VendorNode) -> None:
@@ -485,17 +524,23 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int)
                           (m2, n2), shown)
 
 
+def _first_run(lowering, node: VendorNode):
+    """The tasks of the node's first run (its whole-tensor configuration), in order."""
+    started = False
+    for task in lowering.tasks():
+        if task.op_idx == node.index:
+            started = True
+            yield task
+        elif started:
+            return
+
+
 def _task_states(lowering, node: VendorNode, where: str) -> List[Tuple[Dict, Dict]]:
     """``(its own writes, the register state)`` at each CNA task of the node's first run of
     tasks (writes accumulate from its first task on), as ``{(target, register): value}``."""
     state: Dict[Tuple[int, int], int] = {}
-    states, started = [], False
-    for task in lowering.tasks():
-        if task.op_idx != node.index:
-            if started:
-                break
-            continue
-        started = True
+    states = []
+    for task in _first_run(lowering, node):
         writes = {(target, reg): value for target, reg, value in task_writes(lowering.regcmd(), task, where)}
         state.update(writes)
         if task.enable_mask & 1:
