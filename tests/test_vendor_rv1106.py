@@ -126,6 +126,16 @@ def test_an_op_type_whose_attributes_are_not_recovered_is_refused_naming_it(tmp_
                               r"stores no attributes, and those of only .*Conv, ConvAdd")
 
 
+def test_an_exnorm_is_refused_saying_its_epsilon_is_not_in_the_file(tmp_path):
+    def patch(data: bytearray) -> None:  # an op type string "Concat" -> "exNorm" (same length)
+        at = data.index(b"\x06\x00\x00\x00Concat\x00", read_rockchip(bytes(data)).graph_offset)
+        data[at + 4:at + 10] = b"exNorm"
+
+    _refused(tmp_path, patch, r"vendor op type exNorm in an rv1106/rv1103 container cannot run off-board: .*; an exNorm "
+                              r"runs on the CPU in this container .* its epsilon is stored nowhere in the file",
+             "classifier_ops_rv1106_i8")
+
+
 def test_a_section_table_that_does_not_add_up_is_refused_with_the_reason(tmp_path):
     def patch(data: bytearray) -> None:  # register commands running into the graph
         struct.pack_into("<I", data, 0x40 + 12, struct.unpack_from("<I", data, 0x40 + 12)[0] + 0x400)

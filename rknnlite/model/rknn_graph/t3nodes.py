@@ -273,6 +273,14 @@ def t3_unsupported_ops(ops) -> List[str]:
     return sorted(set(ops) - T3_OPS)
 
 
+#: op types whose attributes no rv1106 file holds at all, with the evidence
+_NOT_IN_THE_FILE = {
+    "exNorm": "an exNorm runs on the CPU in this container (no NPU task, no parameter table) and its epsilon is "
+              "stored nowhere in the file: two RKNN-Toolkit2 2.5.0 builds with epsilon 1e-5 and 1e-2 differ only in "
+              "their calibration ranges",
+}
+
+
 def complete_t3_nodes(vf: PackedVendorFile) -> PackedVendorFile:
     """``vf`` with every node's attributes recovered.
 
@@ -291,7 +299,8 @@ def complete_t3_nodes(vf: PackedVendorFile) -> PackedVendorFile:
         raise ModelInvalidError(
             f"{vf.label}: vendor op type{'s' if len(missing) > 1 else ''} {', '.join(missing)} in an rv1106/rv1103 "
             "container cannot run off-board: its graph stores no attributes, and those of only "
-            f"{', '.join(sorted(T3_OPS))} are recovered from the NPU registers and tensor shapes", op="load")
+            f"{', '.join(sorted(T3_OPS))} are recovered from the NPU registers and tensor shapes"
+            + "".join(f"; {_NOT_IN_THE_FILE[op]}" for op in missing if op in _NOT_IN_THE_FILE), op="load")
     return dataclasses.replace(vf, subgraphs=tuple(_complete(vf, sg) for sg in vf.subgraphs))
 
 
