@@ -35,11 +35,12 @@ from corpus import CORPUS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: (43 of 10-200 KB: the conv attributes, classifier, MobileNetV3, YOLOv8, UNet and deconv families per
 #: platform and toolkit release); 13.34 MiB (47.0 MiB on disk) with the 29 files that validate the
 #: YOLOv8 and UNet families of rk3576/rv1126b int8 once their convs requantized as the registers say,
-#: the older releases' rv1103 families and int8 depthwise deconv, and 2.3.2's int8 GELU; 13.85 MiB
-#: (49.7 MiB) with the int8 encoder layers of rk3576/rv1126b/rk3562/rk3566 and of the older releases.
-#: The checkout's own size has a looser bound.
-MAX_CORPUS_COMPRESSED_BYTES = 14 * 1024 * 1024
-MAX_CORPUS_BYTES = 50 * 1024 * 1024
+#: the older releases' rv1103 families and int8 depthwise deconv, and 2.3.2's int8 GELU; 13.99 MiB
+#: (50.0 MiB) with the int8 encoder layers of rk3576/rv1126b/rk3562/rk3566 and of the older releases,
+#: YOLO11's attention and the GELU in the rv1106/rv1103 container.  The checkout's own size has a
+#: looser bound.
+MAX_CORPUS_COMPRESSED_BYTES = 14.5 * 1024 * 1024
+MAX_CORPUS_BYTES = 52 * 1024 * 1024
 #: models (and their rk35xx copies, ``<model>_rk...``) whose int8 build ends in a
 #: float16 op, so that its output stays float16
 FLOAT16_OUTPUT_MODELS = ("softmax",)
@@ -143,9 +144,14 @@ def _usable_agreement(entry: dict) -> tuple:
     onnxruntime's.  RKNN-Toolkit2 2.2.0 and 2.3.0 compile a bilinear Resize into a depthwise
     ConvTranspose (kernel [1, 3, 3, 1] / 4 squared) that differs from ONNX's half-pixel Resize at the
     image border: their segmenter files agree with onnxruntime to cosine 0.998 and 98.4 % of the
-    ArgMax labels (fp16 and int8).  Off-board runs follow the simulator, not ONNX."""
+    ArgMax labels (fp16 and int8).  YOLO11's attention without its positional conv's residual
+    (``psa_attention_nope_*``) outputs the attention's mix alone, whose int8 probabilities (codes
+    0..127 over ``[0, max]``) put the simulator at cosine 0.99879 from float.  Off-board runs follow
+    the simulator, not ONNX."""
     if entry["model"].startswith("segmenter_ops") and entry["toolkit_version"] in ("2.2.0", "2.3.0"):
         return 0.997, 0.98
+    if entry["model"].startswith("psa_attention_nope"):
+        return 0.998, 0.98
     return (0.9999, 1.0) if entry["variant"] == "fp16" else (0.999, 0.98)
 
 

@@ -419,6 +419,46 @@ def test_a_doctored_depthwise_conv_transpose_register_is_refused(tmp_path, reg, 
     _refused(tmp_path, patch, match, "segmenter_ops_rv1106_i8_tk230")
 
 
+ATTENTION = "psa_attention_nope_rv1106_i8"
+
+
+def test_an_attention_takes_its_scale_from_its_bn_multiplier_and_rk3588_s_grids():
+    # no BSON: the scale is the scores task's BN multiplier (0x4068 = 0x5a821100: 0x5a82 / 2^17), which
+    # 1/sqrt(32) rounds to (q has 32 channels); the grids are the rk3588 build's of the same model
+    model = lower_rockchip(*_model(ATTENTION))
+    (scaled,) = [n for n in model.graph.nodes if n.op == "Mul" and n.name.startswith("exSDPAttention")]
+    assert model.graph.constants[scaled.inputs[1]] == np.float32(32 ** -0.5)
+    rk3588 = lower_rockchip(*_model("psa_attention_i8"))
+    for grid in ("scores", "attn"):
+        assert model.graph.quant[f"matmul_24_mm__{grid}"] == rk3588.graph.quant[f"matmul_24_mm__{grid}"]
+
+
+@pytest.mark.parametrize("target, reg, change, match", [
+    (TARGET_DPU, 0x4068, lambda v: v | 0x2 if v else v, r"BN multiplier 0x4068 is 0x5a821102"),
+    (TARGET_CNA, 0x1058, lambda v: v + 1 if v > 1 << 15 else v, r"scores tasks \['\(None, "),
+    (TARGET_CNA, 0x104C, lambda v: v & 0x0FFFFFFF if v & 0xF == 0x8 else v, r"scores tasks \['\(None, "),
+])
+def test_a_doctored_attention_register_is_refused(tmp_path, target, reg, change, match):
+    _refused(tmp_path, patch_registers(target, {reg}, change), match, ATTENTION)
+
+
+def test_a_gelu_runs_its_table_as_the_rk3588_twin_does():
+    # ConvExGelu and the standalone exGelu: the lookup-table stage of the other tables (t3_lut_stage /
+    # t3_lut_task); outputs and simulator outputs equal the rk3588 build's of the same model
+    from corpus import corpus_arrays, inputs_of
+
+    model = lower_rockchip(*_model("linear_gelu_rv1106_i8"))
+    assert {"ConvExGelu", "exGelu"} <= set(model.vendor_ops)
+    runs = []
+    for stem in ("linear_gelu_rv1106_i8", "linear_gelu_i8"):
+        arrays = corpus_arrays(stem)
+        with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
+            runs.append((ctx.run(inputs_of(arrays)), [arrays[f"out{k}"] for k in range(len(ctx.outputs))]))
+    (ours, sim), (ours_twin, sim_twin) = runs
+    for y, y_twin, ref, ref_twin in zip(ours, ours_twin, sim, sim_twin):
+        assert np.array_equal(ref, ref_twin) and np.array_equal(y, y_twin)
+
+
 SEGMENTER = "segmenter_ops_rv1106_i8"
 
 

@@ -471,10 +471,10 @@ def _affine_ops():
     return g.model([("x", IMG[1])], [(g.conv(r, 16, 8, k=1), "y")])
 
 
-def _psa_attention(seed: int = 807, dim: int = 128, heads: int = 2, side: int = 4):
+def _psa_attention(seed: int = 807, dim: int = 128, heads: int = 2, side: int = 4, positional: bool = True):
     """YOLO11's C2PSA attention as Ultralytics' ONNX export writes it: a 1x1 qkv conv, a Reshape to
     (B, heads, 2 * key_dim + head_dim, N), a Split, softmax((q^T k) * key_dim^-0.5), v attn^T, a
-    Reshape back, plus the depthwise positional conv of v and a 1x1 projection."""
+    Reshape back, plus (``positional``) the depthwise positional conv of v, and a 1x1 projection."""
     def build():
         g = _G(seed)
         hd = dim // heads
@@ -488,8 +488,9 @@ def _psa_attention(seed: int = 807, dim: int = 128, heads: int = 2, side: int = 
         o = g.node("MatMul", [v, g.node("Transpose", [att], perm=[0, 1, 3, 2])[0]])[0]
         shape = g.const(np.array([1, dim, side, side], np.int64))
         o = g.node("Reshape", [o, shape])[0]
-        pe = g.conv(g.node("Reshape", [v, shape])[0], dim, dim, k=3, group=dim)
-        return g.model([("x", (1, dim, side, side))], [(g.conv(g.node("Add", [o, pe])[0], dim, dim, k=1), "y")])
+        if positional:
+            o = g.node("Add", [o, g.conv(g.node("Reshape", [v, shape])[0], dim, dim, k=3, group=dim)])[0]
+        return g.model([("x", (1, dim, side, side))], [(g.conv(o, dim, dim, k=1), "y")])
     return build
 
 
@@ -1448,12 +1449,20 @@ def _cases() -> List[Case]:
               for p in ("rv1106", "rv1103") for n in ("hardswish_ops", "c2f", "sigmoid_mul", "detector_ops")]
     cases += [dataclasses.replace(named[n], name=f"{n}_rv1106", platform="rv1106", variants=("i8",),
                                   graph=f"same as {n}, rv1106", purpose=f"{named[n].purpose} in the rv1106 container")
-              for n in ("deconv_k4s2", "deconv_k3s2op1")]
+              for n in ("deconv_k4s2", "deconv_k3s2op1", "linear_gelu")]
     # and UNet's (bilinear Resize, ConvTranspose, ArgMax), their Resize modes and ArgMax axis from
     # the nodes' parameter tables
     cases += [dataclasses.replace(named["segmenter_ops"], name=f"segmenter_ops_{p}", platform=p, variants=("i8",),
                                   graph=f"same as segmenter_ops, {p}",
                                   purpose=f"the op families of UNet-style segmenters in the {p} container")
+              for p in ("rv1106", "rv1103")]
+    # and YOLO11's attention without its positional conv: rv1106's simulator keeps that depthwise
+    # conv's output unrounded before the Add (off its int8 grid on 98 % of the values), which the
+    # file's int8 tensor between two NPU tasks cannot hold, so psa_attention cannot validate there
+    cases += [Case(f"psa_attention_nope_{p}", "psa_attention without the positional conv and its Add",
+                   _psa_attention(positional=False), [("x", (1, 128, 4, 4), "normal")], variants=("i8",), platform=p,
+                   purpose=f"an exSDPAttention in the {p} container (its scale from the BN multiplier, its grids "
+                           "from the registers)")
               for p in ("rv1106", "rv1103")]
     # a dynamic-shape rv1106 build is no container: a FlatBuffer (format 6) with the "RKNPU t3" registers
     cases += [dataclasses.replace(named["dynconv"], name="dynconv_rv1106", platform="rv1106", variants=("i8",),

@@ -101,7 +101,7 @@ _ACTIVATION = {None: {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_OFF},
                # the accumulator indexes the lookup table (_table_stage); the element-wise stage
                # bypassed another way
                **{lut: {_BN_CFG: T3_BN_LUT, **_NO_CLAMP, **_EW_OFF, _EW_CFG: 0x01004140}
-                  for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid")}}
+                  for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu")}}
 
 
 def _reg(regs: Dict[Tuple[int, int], int], target: int, address: int, where: str, unit: str) -> int:

@@ -31,7 +31,7 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .graph import PackedVendorFile, VendorNode, VendorSubgraph, VendorTensor, is_helper
-from .regcmd import ENABLE_CNA, ENABLE_PPU, node_registers, read_tasks
+from .regcmd import ENABLE_CNA, ENABLE_PPU, TARGET_DPU, node_registers, read_tasks
 from .t3conv import t3_conv_params, t3_deconv_params
 from .t3pool import t3_pool_params
 
@@ -43,7 +43,7 @@ _ENABLE_DPU_ONLY = 0x18
 #: lanes a row of an rv1106 reduce-sum weight
 _SUM_LANES = 16
 _CONV_OPS = ("Conv", "ConvRelu", "ConvClip", "ConvAdd", "ConvAddRelu", "ConvSigmoid", "ConvExSwish", "ConvHardSwish",
-             "ConvHardSigmoid")
+             "ConvHardSigmoid", "ConvExGelu")
 
 
 class _Node:
@@ -255,15 +255,39 @@ def _deconv(n: _Node) -> VendorNode:
         k: _int_attr(v) if isinstance(v, int) else _ints_attr(v) for k, v in attrs.items()})
 
 
+#: an int8 attention's scores task: its BN stage multiplies by the scale (rk3588's form of 0x4068:
+#: the 16-bit scale << 16 | 0x1000 | s << 8, the scale over 2^(16 + s))
+_BN_MUL = 0x4068
+
+
+def _attention(n: _Node) -> VendorNode:
+    """An exSDPAttention's ``scale``, which only its scores task holds: the BN multiplier of its
+    first CNA task (0x4068, rk3588's form).  The simulator uses the ONNX value, which the register
+    rounds to 16 bits: attention's usual ``1/sqrt(d)`` (``d``: q's channels) when it rounds to the
+    stored bits, else the register's own value.  Its grids are read from the registers when it is
+    lowered (:func:`.transformer.attention_grids`)."""
+    node = n.node
+    if len(n.activations()) != 3 or len(node.outputs) != 1:
+        raise n.refuse(f"an exSDPAttention with inputs {[t.name for t in n.activations()]}; q, k and v were expected")
+    bn = n.registers(ENABLE_CNA).get((TARGET_DPU, _BN_MUL))
+    if bn is None or bn & 0xF0FF != 0x1000 or not bn >> 16:
+        raise n.refuse(f"its first CNA task's BN multiplier 0x4068 is {bn if bn is None else hex(bn)}; a 16-bit scale "
+                       "<< 16 | 0x1000 | s << 8 (the attention's scale) was expected")
+    unit = float(1 << (16 + ((bn >> 8) & 0xF)))
+    usual = float(n.activations()[0].shape[1]) ** -0.5
+    scale = usual if round(usual * unit) == bn >> 16 else (bn >> 16) / unit
+    return dataclasses.replace(node, recovered={"scale": {"dtype": "f", "value": scale}})
+
+
 #: op type -> its recovery
 _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "InputOperator": _as_is, "OutputOperator": _as_is, **{op: _conv for op in _CONV_OPS},
     "Concat": _concat, "Split": _split, "Reshape": _reshape, "Expand": _expand, "MaxPool": _pool,
     "AveragePool": _pool,
     "Resize": _resize, "exSoftmax13": _softmax, "ConvTranspose": _deconv, "ArgMax": _argmax,
-    "Transpose": _transpose,
+    "Transpose": _transpose, "exSDPAttention": _attention,
     # attribute-free: standalone lookup-table ops and element-wise ones (broadcast by their shapes)
-    **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "Add", "Mul")}}
+    **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "exGelu", "Add", "Mul")}}
 #: the vendor op types of rv1106 files whose attributes are recovered
 T3_OPS = frozenset(_RECOVERIES)
 

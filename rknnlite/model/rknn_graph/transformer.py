@@ -363,7 +363,7 @@ def attention_grids(lowering, node: VendorNode, scale: float) -> Tuple[QuantPara
     out = lowering.single_output(node)
     qq, qk, qv, qo = (lowering.activation_quant(t) for t in (tq, tk, tv, out))
     states = _task_states(lowering, node, where)
-    if lowering.f2_platform() or lowering.t4_platform():
+    if lowering.f2_platform() or lowering.t4_platform() or lowering.t3_platform():
         tasks = _moved_map_tasks(lowering, node, states, qv.zero_point[0], qo.zero_point[0])
     else:
         tasks = _rk3588_tasks(lowering, node, states, qv.zero_point[0], qo.zero_point[0])
@@ -433,8 +433,14 @@ def _rk3588_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) ->
 _MOVED_CVT_CON0 = 0x1048
 _MOVED_CVT_SCALES = (0x104C, 0x1050)
 _MOVED_CVT_OFFSETS = (0x1054, 0x1058, 0x105C, 0x1060)
-#: rk3562's BS_ALU_SRC flag (bit 31) above the operand
+#: rk3562's and rv1106's BS_ALU_SRC flag (bit 31) above the operand
 _T4_ALU_SRC_FLAG = 0x8000
+#: rv1106's CNA input conversion: CVT_CON0 at 0x104c (its low bits 0x8 converted, 0x9 bypassed: rk3588's
+#: 0xa and 0xb minus 2; bits 28..31 set when converted), the lanes' scales in the halves of two
+#: registers, one offset register holding the offset shifted left by the truncate shift
+_T3_CVT_CON0, _T3_CVT_SCALES, _T3_CVT_OFFSET = 0x104C, (0x1050, 0x1054), 0x1058
+#: rk3588's OUT_CVT offset, scale, shift, which rv1106 keeps
+_OUT_CVT = (0x4080, 0x4084, 0x4088)
 
 
 def _moved_conversion(regs: Dict, scaled_offset: bool) -> Optional[Tuple[int, Tuple[int, int]]]:
@@ -455,20 +461,44 @@ def _moved_conversion(regs: Dict, scaled_offset: bool) -> Optional[Tuple[int, Tu
     return (con0, (scale, offset)) if offset == i16(offset & 0xFFFF) else None
 
 
+def _t3_conversion(regs: Dict, _scaled_offset: bool = False) -> Optional[Tuple[int, Tuple[int, int]]]:
+    """``(CVT_CON0, (scale, offset))`` of a CNA task state in rv1106's map, CVT_CON0 given in
+    rk3588's form (low bits 0xa / 0xb, bits 28..31 clear), or ``None`` when a register is
+    unwritten, the lanes differ or a field is outside the observed form."""
+    values = [regs.get((_TARGET_CNA, a)) for a in (_T3_CVT_CON0,) + _T3_CVT_SCALES + (_T3_CVT_OFFSET,)]
+    if None in values:
+        return None
+    con0, words, shifted = values[0], values[1:3], i32(values[3])
+    converted = (con0 & 0xF, con0 >> 28) == (0x8, 0xF)
+    if not converted and (con0 & 0xF, con0 >> 28) != (0x9, 0):
+        return None
+    scales = {w >> 16 for w in words} | {w & 0xFFFF for w in words}
+    if len(scales) != 1 or not scales <= set(range(1, 1 << 16)):
+        return None
+    truncate = (con0 >> 4) & 0x3F if converted else 0
+    offset = shifted >> truncate
+    if offset << truncate != shifted or offset != i16(offset & 0xFFFF):
+        return None
+    return (con0 & 0x0FFFFFF0) | ((con0 & 0xF) + 2), (scales.pop(), offset)
+
+
 def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) -> AttentionTasks:
-    """:class:`AttentionTasks` in the map of rk3576/rv1126b and rk3562, which hold rk3588's values
-    (a two-head attention built for each by RKNN-Toolkit2 2.5.0) elsewhere:
+    """:class:`AttentionTasks` in the maps of rk3576/rv1126b, rk3562 and rv1106, which hold
+    rk3588's values (a two-head attention built for each by RKNN-Toolkit2 2.5.0; YOLO11's PSA
+    block for rv1106) elsewhere:
 
     * a scores task is a CNA task writing CVT_CON0 0x1048 with low bits 0xa (rk3588's 0x104c), the
       lanes' 16-bit scales in the halves of 0x104c and 0x1050 and their offsets (``-zp_q``;
       rv1126b: times the scale) in 0x1054..0x1060 (rk3588: one scale/offset word 0x1050), OUT_CVT
-      at 0x40ac..0x40b4; its BN multiplier is rk3588's 0x4068 on rk3562, and on rk3576/rv1126b
+      at 0x40ac..0x40b4 (rv1106: CVT_CON0 0x104c, low bits 0x8; scales in 0x1050/0x1054, the
+      offset shifted by the truncate shift in 0x1058, :func:`_t3_conversion`; OUT_CVT at rk3588's
+      addresses); its BN multiplier is rk3588's 0x4068 on rk3562 and rv1106, and on rk3576/rv1126b
       words 0 (its 16-bit scale) and 4 (its shift in bytes 0 and 1) of
       ``<output>_qk_conv_mul_add_output_BnCfg_BNcfgTensor``;
     * a mixing task writes a 16-bit OUT_CVT scale with the OUT_CVT offset the output's zero point
       and its input conversion bypassed (CVT_CON0 0xb, scale 1, offset 0); ``-zp_v`` is rk3562's
-      BS_ALU_SRC 0x4054 (bit 31 set above it), and word 0 of ``<output>_BScfgTensor`` on
-      rk3576/rv1126b.
+      and rv1106's BS_ALU_SRC 0x4054 (bit 31 set above it), and word 0 of ``<output>_BScfgTensor``
+      on rk3576/rv1126b.
 
     Raises:
         ModelInvalidError: no scores or mixing task, tasks that disagree, or registers or tensor
@@ -476,29 +506,34 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int)
     """
     out = lowering.single_output(node)
     where = f"{lowering.label}: {node.label}"
-    platform, in_registers = lowering.platform(), lowering.t4_platform()
+    platform, in_registers = lowering.platform(), lowering.t4_platform() or lowering.t3_platform()
+    if lowering.t3_platform():
+        conversion_of, con0_reg, converted, out_cvt = _t3_conversion, _T3_CVT_CON0, 0x8, _OUT_CVT
+    else:
+        conversion_of, con0_reg, converted, out_cvt = _moved_conversion, _MOVED_CVT_CON0, 0xA, F2_OUT_CVT
 
     def refuse(what: str):
         return lowering.error(f"{node.label}: an int8 exSDPAttention on {platform}: {what}")
 
     scores, mixes = set(), set()
     for writes, regs in states:
-        own_con0 = writes.get((_TARGET_CNA, _MOVED_CVT_CON0))
-        conversion = _moved_conversion(regs, scaled_offset=platform == "rv1126b")
-        if own_con0 is not None and own_con0 & 0xF == 0xA:
+        own_con0 = writes.get((_TARGET_CNA, con0_reg))
+        conversion = conversion_of(regs, platform == "rv1126b")
+        if own_con0 is not None and own_con0 & 0xF == converted:
             bn = regs.get((TARGET_DPU, 0x4068)) if in_registers else None
-            scores.add((conversion, bn) + tuple(regs.get((TARGET_DPU, a)) for a in F2_OUT_CVT))
-        elif writes.get((TARGET_DPU, F2_OUT_CVT[1]), 1 << 16) < 1 << 16 and \
-                i32(regs.get((TARGET_DPU, F2_OUT_CVT[0]), 0)) == zp_out:
+            scores.add((conversion, bn) + tuple(regs.get((TARGET_DPU, a)) for a in out_cvt))
+        elif writes.get((TARGET_DPU, out_cvt[1]), 1 << 16) < 1 << 16 and \
+                i32(regs.get((TARGET_DPU, out_cvt[0]), 0)) == zp_out:
             alu_src = regs.get((TARGET_DPU, 0x4054)) if in_registers else None
-            mixes.add((conversion, alu_src) + tuple(regs.get((TARGET_DPU, a)) for a in F2_OUT_CVT[1:]))
+            mixes.add((conversion, alu_src) + tuple(regs.get((TARGET_DPU, a)) for a in out_cvt[1:]))
     complete = lambda entry: None not in entry[:1] + entry[2:]  # noqa: E731
     if len(scores) != 1 or len(mixes) != 1 or not all(map(complete, scores | mixes)):
-        raise refuse(f"scores tasks {sorted(map(str, scores))} (CVT_CON0 0x1048 low bits 0xa) and mixing tasks "
+        raise refuse(f"scores tasks {sorted(map(str, scores))} (CVT_CON0 {con0_reg:#x} low bits {converted:#x}) and "
+                     f"mixing tasks "
                      f"{sorted(map(str, mixes))} (a 16-bit OUT_CVT scale, its offset the output's zero point {zp_out}); "
                      "one complete set of each was expected")
     ((conversion, bn_reg, offset, m, n),), ((mix_conversion, alu_src, m2, n2),) = scores, mixes
-    if in_registers:  # rk3562: rk3588's BN word, BS_ALU_SRC with bit 31 set
+    if in_registers:  # rk3562 and rv1106: rk3588's BN word, BS_ALU_SRC with bit 31 set
         if bn_reg is None or bn_reg & 0xF0FF != 0x1000 or alu_src is None or alu_src >> 16 != _T4_ALU_SRC_FLAG \
                 or i16(alu_src & 0xFFFF) != -zp_v:
             raise refuse(f"BN multiplier 0x4068 = {bn_reg} and mixing BS_ALU_SRC 0x4054 = {alu_src}; 16-bit scale then "
