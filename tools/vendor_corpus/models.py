@@ -1402,9 +1402,9 @@ def _cases() -> List[Case]:
                                   variants=("fp16",), purpose=f"{named[n].purpose} on rk3576")
               for n in ("resize_nearest", "sigmoid_mul", "softmax", "conv_hardswish", "conv_add_swish")]
     # rk3576 and rv1126b int8: a segmenter's ops, each alone (their segmenter_ops files of 2.5.0 drifted
-    # past the bounds until the convs requantized with the registers): ConvTranspose (no stored weight scale: OUT_CVT and the bias blocks) and a
-    # bilinear Resize.  (argmax's 3 -> 5 first conv reads the input with a packed weight size never
-    # observed, so it is refused there.)
+    # past the bounds until the convs requantized with the registers): ConvTranspose (no stored
+    # weight scale: OUT_CVT and the bias blocks) and a bilinear Resize.  (argmax's 3 -> 5 first conv
+    # reads the input with a packed weight size never observed, so it is refused there.)
     cases += [dataclasses.replace(named[n], name=f"{n}_{p}", graph=f"same as {n}, {p}", platform=p, variants=("i8",),
                                   purpose=f"{named[n].purpose} on {p}, int8")
               for p in ("rk3576", "rv1126b") for n in ("deconv_k2s2", "resize_bilinear")]

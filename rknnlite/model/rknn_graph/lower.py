@@ -115,7 +115,7 @@ from .graph import is_helper as _is_helper
 from .batchnorm import lower_batch_norm
 from .helpers import check_concat_selection, check_softmax_sum_weight
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
-from .f2act import (F2_ACT_LUT, F2_PLATFORMS, clamp_from_zero, f2_activation, f2_bias_layout, f2_conv_requant, F2_OUT_CVT_ACTIVATIONS,
+from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from_zero, f2_activation, f2_conv_requant,
                     f2_fp16_activation, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point)
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
@@ -151,9 +151,6 @@ _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu", "ReluAdd")
 _STORED_SCALE_TOLERANCE = 1e-3
 #: fused activations an int8 file computes with the DPU lookup table (run from the file's tables: .lut)
 _LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu")
-#: int8 lookup-table activations run from the file's tables only on the rk3588 family (refused on
-#: rk3576/rv1126b, whose index map for them was not decoded)
-_RK3588_LUT_ACTIVATIONS = ()
 #: fused activations whose parameters are DPU registers
 _REGISTER_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
 # int8 lookup-table activations run from the tables on rk3576/rv1126b too, with the slopes beyond
@@ -803,9 +800,6 @@ class _Lowering:
             raise self.error(f"{node.label} has auto_pad {p['auto_pad']!r} with pads {list(p['pads'])}; only explicit "
                              "pads (NOTSET), or VALID with pads 0, are supported")
         _check_conv_shape(self, node, x, out, weight.shape, attrs)
-        if self.int8 and activation in _RK3588_LUT_ACTIVATIONS and self.f2_platform():
-            raise self.error(f"{node.label}: {node.op} in an int8 {self.platform()} file: its lookup-table index map "
-                             "there was not decoded (rk3588-family int8 files run it from the file's tables)")
         if self.int8 and self.t4_platform() and activation not in T4_BN_CFG_OF:
             raise self.error(f"{node.label}: {node.op} in an int8 rk3562 file: the registers of its fused "
                              f"{activation} were not decoded (plain, Relu, Clip, LeakyRelu, lookup-table and "

@@ -230,8 +230,9 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
     bn = {address: regs[(TARGET_DPU, address)] for address in (0x4060, 0x4064, 0x4068)
           if (TARGET_DPU, address) in regs}
     multiplier = bn.get(0x4068, 0)
+    bn_scale = (multiplier >> 16) / float(1 << (16 + ((multiplier >> 8) & 0xF)))
     if factor is not None and sorted(bn) == [0x4060, 0x4068] and bn[0x4060] == 0x42 and \
-            multiplier & 0xF0FF == 0x1000 and (multiplier >> 16) / float(1 << (16 + ((multiplier >> 8) & 0xF))) == factor:
+            multiplier & 0xF0FF == 0x1000 and bn_scale == factor:
         pass  # the fused factor, applied with the product (lower_matmul)
     elif bn:  # an int8 attention's scores conv multiplies there (by its scale)
         raise lowering.error(f"{node.label}: its conv task writes the BN stage ("
@@ -529,9 +530,8 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int)
     complete = lambda entry: None not in entry[:1] + entry[2:]  # noqa: E731
     if len(scores) != 1 or len(mixes) != 1 or not all(map(complete, scores | mixes)):
         raise refuse(f"scores tasks {sorted(map(str, scores))} (CVT_CON0 {con0_reg:#x} low bits {converted:#x}) and "
-                     f"mixing tasks "
-                     f"{sorted(map(str, mixes))} (a 16-bit OUT_CVT scale, its offset the output's zero point {zp_out}); "
-                     "one complete set of each was expected")
+                     f"mixing tasks {sorted(map(str, mixes))} (a 16-bit OUT_CVT scale, its offset the output's zero "
+                     f"point {zp_out}); one complete set of each was expected")
     ((conversion, bn_reg, offset, m, n),), ((mix_conversion, alu_src, m2, n2),) = scores, mixes
     if in_registers:  # rk3562 and rv1106: rk3588's BN word, BS_ALU_SRC with bit 31 set
         if bn_reg is None or bn_reg & 0xF0FF != 0x1000 or alu_src is None or alu_src >> 16 != _T4_ALU_SRC_FLAG \
