@@ -15,11 +15,12 @@ platforms' files store, so that the lowering runs these files as it runs the oth
   for a node without a shape constant whose attributes were recovered);
 * an exSoftmax13's axis from its table, checked against its reduce-sum weight (:func:`_softmax`);
 * an ArgMax's axis from its table, keepdims from its shapes (:func:`_argmax`), a Transpose's
-  permutation from its table, checked against its shapes.
+  permutation from its table, checked against its shapes;
+* an exSDPAttention's scale from its scores task's BN multiplier (:func:`_attention`).
 
 Recovered attributes are in :attr:`.graph.VendorNode.recovered`; shape constants are dropped
 from the nodes' inputs.  An op type without a recovery here is refused by name: guessing an
-attribute would give wrong numbers.
+attribute would give wrong numbers (an exNorm's epsilon is not in the file at all).
 """
 
 from __future__ import annotations
