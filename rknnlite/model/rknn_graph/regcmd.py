@@ -33,7 +33,7 @@ from ...errors import ModelInvalidError
 
 __all__ = ["Task", "Requant", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
            "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "TARGET_CNA",
-           "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE"]
+           "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE", "BN_MUL", "bn_multiplier"]
 
 TASK_SIZE = 40
 #: ``enable_mask`` bits of a task: the conv pipeline (CNA), the pooling unit (PPU)
@@ -101,6 +101,19 @@ class Requant:
     def multiplier(self) -> float:
         """``scale / 2^shift``: the requantization of the channel with the largest weight scale."""
         return self.scale / float(1 << self.shift)
+
+
+#: the BN multiplier of an attention's scores conv (DPU 0x4068, rk3588's form, which rk3562 and
+#: rv1106 keep): its 16-bit scale << 16 | 0x1000 | s << 8, the multiplier being scale / 2^(16 + s)
+BN_MUL = 0x4068
+
+
+def bn_multiplier(word: Optional[int]) -> Optional[Tuple[int, int]]:
+    """``(scale, shift)`` of a :data:`BN_MUL` word (the multiplier ``scale / 2^shift``), or
+    ``None`` when the word is absent or not of that form."""
+    if word is None or word & 0xF0FF != 0x1000:
+        return None
+    return word >> 16, 16 + ((word >> 8) & 0xF)
 
 
 def read_tasks(raw, where: str) -> List[Task]:

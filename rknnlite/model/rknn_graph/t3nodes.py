@@ -32,7 +32,7 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .graph import PackedVendorFile, VendorNode, VendorSubgraph, VendorTensor, is_helper
-from .regcmd import ENABLE_CNA, ENABLE_PPU, TARGET_DPU, node_registers, read_tasks
+from .regcmd import BN_MUL, ENABLE_CNA, ENABLE_PPU, TARGET_DPU, bn_multiplier, node_registers, read_tasks
 from .t3conv import t3_conv_params, t3_deconv_params
 from .t3pool import t3_pool_params
 
@@ -256,11 +256,6 @@ def _deconv(n: _Node) -> VendorNode:
         k: _int_attr(v) if isinstance(v, int) else _ints_attr(v) for k, v in attrs.items()})
 
 
-#: an int8 attention's scores task: its BN stage multiplies by the scale (rk3588's form of 0x4068:
-#: the 16-bit scale << 16 | 0x1000 | s << 8, the scale over 2^(16 + s))
-_BN_MUL = 0x4068
-
-
 def _attention(n: _Node) -> VendorNode:
     """An exSDPAttention's ``scale``, which only its scores task holds: the BN multiplier of its
     first CNA task (0x4068, rk3588's form).  The simulator uses the ONNX value, which the register
@@ -268,15 +263,17 @@ def _attention(n: _Node) -> VendorNode:
     stored bits, else the register's own value.  Its grids are read from the registers when it is
     lowered (:func:`.transformer.attention_grids`)."""
     node = n.node
-    if len(n.activations()) != 3 or len(node.outputs) != 1:
-        raise n.refuse(f"an exSDPAttention with inputs {[t.name for t in n.activations()]}; q, k and v were expected")
-    bn = n.registers(ENABLE_CNA).get((TARGET_DPU, _BN_MUL))
-    if bn is None or bn & 0xF0FF != 0x1000 or not bn >> 16:
+    data = n.activations()
+    if len(data) != 3 or len(node.outputs) != 1:
+        raise n.refuse(f"an exSDPAttention with inputs {[t.name for t in data]}; q, k and v were expected")
+    bn = n.registers(ENABLE_CNA).get((TARGET_DPU, BN_MUL))
+    multiplier = bn_multiplier(bn)
+    if multiplier is None or not multiplier[0]:
         raise n.refuse(f"its first CNA task's BN multiplier 0x4068 is {bn if bn is None else hex(bn)}; a 16-bit scale "
                        "<< 16 | 0x1000 | s << 8 (the attention's scale) was expected")
-    unit = float(1 << (16 + ((bn >> 8) & 0xF)))
-    usual = float(n.activations()[0].shape[1]) ** -0.5
-    scale = usual if round(usual * unit) == bn >> 16 else (bn >> 16) / unit
+    stored, unit = multiplier[0], float(1 << multiplier[1])
+    usual = float(data[0].shape[1]) ** -0.5
+    scale = usual if round(usual * unit) == stored else stored / unit
     return dataclasses.replace(node, recovered={"scale": {"dtype": "f", "value": scale}})
 
 

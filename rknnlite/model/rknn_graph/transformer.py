@@ -19,7 +19,7 @@ from .f2act import F2_OUT_CVT, cfg_words
 from .graph import VendorNode, VendorTensor, attr_value
 from .lut import lower_lut_sigmoid
 from ..spec import QuantParams
-from .regcmd import TARGET_DPU, i16, i32, node_registers, task_writes
+from .regcmd import BN_MUL, TARGET_DPU, bn_multiplier, i16, i32, node_registers, task_writes
 
 __all__ = ["attention_grids", "float_values", "lower_gather", "lower_gelu", "lower_layer_norm", "lower_matmul"]
 
@@ -227,12 +227,11 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
         raise lowering.error(f"{node.label}: BS_ALU_CFG (0x4050) = {alu_cfg:#x} and BS_ALU_SRC (0x4054) give weight zero "
                          f"point {weight_zp}; a plain layer zero point equal to {ta.name!r}'s "
                          f"({qa.zero_point[0]}) was expected")
-    bn = {address: regs[(TARGET_DPU, address)] for address in (0x4060, 0x4064, 0x4068)
+    bn = {address: regs[(TARGET_DPU, address)] for address in (0x4060, 0x4064, BN_MUL)
           if (TARGET_DPU, address) in regs}
-    multiplier = bn.get(0x4068, 0)
-    bn_scale = (multiplier >> 16) / float(1 << (16 + ((multiplier >> 8) & 0xF)))
-    if factor is not None and sorted(bn) == [0x4060, 0x4068] and bn[0x4060] == 0x42 and \
-            multiplier & 0xF0FF == 0x1000 and bn_scale == factor:
+    multiplier = bn_multiplier(bn.get(BN_MUL))
+    if factor is not None and sorted(bn) == [0x4060, BN_MUL] and bn[0x4060] == 0x42 and multiplier is not None \
+            and multiplier[0] / float(1 << multiplier[1]) == factor:
         pass  # the fused factor, applied with the product (lower_matmul)
     elif bn:  # an int8 attention's scores conv multiplies there (by its scale)
         raise lowering.error(f"{node.label}: its conv task writes the BN stage ("
@@ -399,7 +398,7 @@ def _rk3588_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) ->
     scores, mixes = [], []
     for writes, regs in states:
         own = lambda a: writes.get((TARGET_DPU, a))  # noqa: E731
-        if own(0x4068):
+        if own(BN_MUL):
             scores.append(regs)
         elif own(0x4084) is not None and not own(0x4084) & ~0xFFFF \
                 and i16(regs.get((TARGET_DPU, 0x4054), 0) & 0xFFFF) == -zp_v \
@@ -409,7 +408,7 @@ def _rk3588_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) ->
         raise lowering.error(f"{node.label}: {len(scores)} scores tasks (BN multiplier 0x4068 set) and {len(mixes)} "
                              "mixing tasks (a 16-bit OUT_CVT scale, BS_ALU_SRC = -zp_v, OUT_CVT offset = the output's "
                              "zero point) were found; at least one of each was expected")
-    fields = {tuple(r.get(k) for k in ((_TARGET_CNA, 0x104C), (_TARGET_CNA, 0x1050), (TARGET_DPU, 0x4068),
+    fields = {tuple(r.get(k) for k in ((_TARGET_CNA, 0x104C), (_TARGET_CNA, 0x1050), (TARGET_DPU, BN_MUL),
                                        (TARGET_DPU, 0x4080), (TARGET_DPU, 0x4084), (TARGET_DPU, 0x4088)))
               for r in scores}
     mix_fields = {tuple(r.get(k) for k in ((_TARGET_CNA, 0x104C), (_TARGET_CNA, 0x1050), (TARGET_DPU, 0x4084),
@@ -422,10 +421,11 @@ def _rk3588_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) ->
     ((mcon0, mcon1, m2, n2),) = mix_fields
     shown = (f"CVT_CON0 {con0:#x}, CVT_CON1 {con1:#x}, BN {bn:#x}, OUT_CVT {offset:#x}/{m:#x}/{n:#x}; mixing CVT_CON0 "
              f"{mcon0:#x}, CVT_CON1 {mcon1:#x}, OUT_CVT scale {m2:#x} shift {n2:#x}")
-    if bn & 0xF0FF != 0x1000:
+    multiplier = bn_multiplier(bn)
+    if multiplier is None:
         raise lowering.error(f"{node.label}: scores task BN multiplier 0x4068 = {bn:#x}; 16-bit scale, then 0x1000 | "
                              "s << 8 was expected")
-    return AttentionTasks(con0, (con1 >> 16, i16(con1 & 0xFFFF)), (bn >> 16, 16 + ((bn >> 8) & 0xF)),
+    return AttentionTasks(con0, (con1 >> 16, i16(con1 & 0xFFFF)), multiplier,
                           (_signed32(offset), m, n), mcon0, (mcon1 >> 16, i16(mcon1 & 0xFFFF)), (m2, n2), shown)
 
 
@@ -444,6 +444,12 @@ _T3_CVT_CON0, _T3_CVT_SCALES, _T3_CVT_OFFSET = 0x104C, (0x1050, 0x1054), 0x1058
 _OUT_CVT = (0x4080, 0x4084, 0x4088)
 
 
+def _lane_scale(words) -> Optional[int]:
+    """The one nonzero 16-bit scale the halves of ``words`` hold for every lane, else ``None``."""
+    scales = {w >> 16 for w in words} | {w & 0xFFFF for w in words}
+    return scales.pop() if len(scales) == 1 and 0 not in scales else None
+
+
 def _moved_conversion(regs: Dict, scaled_offset: bool) -> Optional[Tuple[int, Tuple[int, int]]]:
     """``(CVT_CON0, (scale, offset))`` of a CNA task state in the moved map, or ``None`` when a
     register is unwritten or the four lanes differ.  ``scaled_offset``: the offset registers hold
@@ -451,11 +457,11 @@ def _moved_conversion(regs: Dict, scaled_offset: bool) -> Optional[Tuple[int, Tu
     values = [regs.get((_TARGET_CNA, a)) for a in (_MOVED_CVT_CON0,) + _MOVED_CVT_SCALES + _MOVED_CVT_OFFSETS]
     if None in values:
         return None
-    con0, words, offsets = values[0], values[1:3], values[3:]
-    scales = {w >> 16 for w in words} | {w & 0xFFFF for w in words}
-    if len(scales) != 1 or len(set(offsets)) != 1 or not scales <= set(range(1, 1 << 16)):
+    con0, offsets = values[0], values[3:]
+    scale = _lane_scale(values[1:3])
+    if scale is None or len(set(offsets)) != 1:
         return None
-    (scale,), offset = scales, i32(offsets[0])
+    offset = i32(offsets[0])
     if scaled_offset:
         offset, rest = divmod(offset, scale)
         return (con0, (scale, offset)) if not rest else None
@@ -473,14 +479,14 @@ def _t3_conversion(regs: Dict, _scaled_offset: bool = False) -> Optional[Tuple[i
     converted = (con0 & 0xF, con0 >> 28) == (0x8, 0xF)
     if not converted and (con0 & 0xF, con0 >> 28) != (0x9, 0):
         return None
-    scales = {w >> 16 for w in words} | {w & 0xFFFF for w in words}
-    if len(scales) != 1 or not scales <= set(range(1, 1 << 16)):
+    scale = _lane_scale(words)
+    if scale is None:
         return None
     truncate = (con0 >> 4) & 0x3F if converted else 0
     offset = shifted >> truncate
     if offset << truncate != shifted or offset != i16(offset & 0xFFFF):
         return None
-    return (con0 & 0x0FFFFFF0) | ((con0 & 0xF) + 2), (scales.pop(), offset)
+    return (con0 & 0x0FFFFFF0) | ((con0 & 0xF) + 2), (scale, offset)
 
 
 def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) -> AttentionTasks:
@@ -521,7 +527,7 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int)
         own_con0 = writes.get((_TARGET_CNA, con0_reg))
         conversion = conversion_of(regs, platform == "rv1126b")
         if own_con0 is not None and own_con0 & 0xF == converted:
-            bn = regs.get((TARGET_DPU, 0x4068)) if in_registers else None
+            bn = regs.get((TARGET_DPU, BN_MUL)) if in_registers else None
             scores.add((conversion, bn) + tuple(regs.get((TARGET_DPU, a)) for a in out_cvt))
         elif writes.get((TARGET_DPU, out_cvt[1]), 1 << 16) < 1 << 16 and \
                 i32(regs.get((TARGET_DPU, out_cvt[0]), 0)) == zp_out:
@@ -534,11 +540,10 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int)
                      f"point {zp_out}); one complete set of each was expected")
     ((conversion, bn_reg, offset, m, n),), ((mix_conversion, alu_src, m2, n2),) = scores, mixes
     if in_registers:  # rk3562 and rv1106: rk3588's BN word, BS_ALU_SRC with bit 31 set
-        if bn_reg is None or bn_reg & 0xF0FF != 0x1000 or alu_src is None or alu_src >> 16 != _T4_ALU_SRC_FLAG \
-                or i16(alu_src & 0xFFFF) != -zp_v:
+        bn = bn_multiplier(bn_reg)
+        if bn is None or alu_src is None or alu_src >> 16 != _T4_ALU_SRC_FLAG or i16(alu_src & 0xFFFF) != -zp_v:
             raise refuse(f"BN multiplier 0x4068 = {bn_reg} and mixing BS_ALU_SRC 0x4054 = {alu_src}; 16-bit scale then "
                          f"0x1000 | s << 8, and {_T4_ALU_SRC_FLAG:#x} << 16 over -zp_v ({-zp_v}) were expected")
-        bn = (bn_reg >> 16, 16 + ((bn_reg >> 8) & 0xF))
     else:
         bn_name = f"{out.name}_qk_conv_mul_add_output_BnCfg_BNcfgTensor"
         words = cfg_words(lowering, bn_name, where)
