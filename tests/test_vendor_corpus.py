@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import shutil
 import sys
 import zlib
 from pathlib import Path
@@ -392,6 +393,37 @@ def test_fact_rk3576_int8_first_conv_weight_layout(facts):
     model = onnx.load(str(CORPUS / "onnx" / "convnet_rk3576.onnx"))
     w = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}["w1"]
     np.testing.assert_allclose(deq.transpose(1, 3, 0, 2), w, atol=scales.max() * 0.51)
+
+
+def test_layer_evidence_reads_float16_snapshots_as_the_values_the_simulator_held(tmp_path):
+    # accuracy_analysis prints every tensor with 6 decimals; a float16 sum of printed values can fall
+    # off a tie and round the other way, so each layer must read its inputs back as float16.  A
+    # snapshot printed from rknnlite's own values must then give every layer 100 % equal as printed.
+    from rknnlite.backends.software.executor import Executor
+    from rknnlite.model.loader import load_model
+    from rknnlite.model.rknn_graph import lower_rockchip
+
+    layer_evidence = _load_tool("layer_evidence", {})
+    assert "100.00 % equal as printed" in layer_evidence._figures(
+        np.float32([3.6035156, -0.0000004]), np.float64([3.603516, -0.0]), None)[1]
+    shutil.copy(CORPUS / "c2f_fp16.rknn", tmp_path / "model.rknn")
+    loaded = load_model(str(tmp_path / "model.rknn"))
+    model = lower_rockchip(loaded.payload, loaded.model, validate=False, fuse=False)
+    g = model.graph
+    raw = np.random.default_rng(5).uniform(0, 255, loaded.model.inputs[0].shape).astype(np.float32)
+    np.save(tmp_path / "in0.npy", raw)
+    snapshot = tmp_path / "snapshot" / "simulator"
+    snapshot.mkdir(parents=True)
+    # the vendor's tensors (the lowering's own, such as a conv's output before its fused part,
+    # have no snapshot)
+    named = [o for n in g.nodes for o in n.outputs if o and o not in g.keep_float and "__" not in o]
+    got = Executor(g, model.metadata.float_dtype, expose=named).run(model.graph_inputs([raw]))
+    for name, value in zip(list(g.outputs) + named, got):
+        np.savetxt(snapshot / f"{name}.txt", np.asarray(value, np.float64).ravel(), fmt="%f")
+    rows, end = layer_evidence.compare(str(tmp_path))
+    assert {op for op, _, _ in rows} >= {"Add", "Split", "Concat"}
+    assert all("100.00 % equal as printed" in figures for _, _, (_, figures) in rows), rows
+    assert "100.00 % equal as printed" in end
 
 
 def test_layer_evidence_finds_snapshots_through_the_toolkits_name_map(tmp_path):

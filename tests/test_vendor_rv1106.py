@@ -12,6 +12,7 @@ ONNX model's, and a refusal for every decoder input doctored.
 
 from __future__ import annotations
 
+import json
 import struct
 import sys
 
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 
 import rknnlite
+from rknnlite.cli import main as cli_main
 from rknnlite.errors import ModelInvalidError
 from rknnlite.model.packed import locate_sections
 from rknnlite.model.rknn_graph.lower import lower_rockchip
@@ -146,6 +148,27 @@ def test_a_section_table_that_does_not_add_up_is_refused_with_the_reason(tmp_pat
     with pytest.raises(ModelInvalidError, match="keep their graph in a section that could not be read: its section "
                                                 "table"):
         rknnlite.Context(path, backend="software")
+
+
+def test_inspect_shows_the_container_version_and_why_its_graph_cannot_be_read(tmp_path, capsys):
+    code = cli_main(["inspect", str(CORPUS / f"{STEM}.rknn"), "--json"])
+    info = json.loads(capsys.readouterr().out)
+    assert code == 0 and info["format_version"] == "0x1004" and info["graph_error"] is None
+    assert info["off_board"] == {"runs": True, "error": None}
+
+    def patch(data: bytearray) -> None:  # as above: the register commands run into the graph
+        struct.pack_into("<I", data, 0x40 + 12, struct.unpack_from("<I", data, 0x40 + 12)[0] + 0x400)
+
+    path = doctored_copy(CORPUS / f"{STEM}.rknn", tmp_path, patch)
+    assert cli_main(["inspect", path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "format:   rockchip-rknn v0x1004" in lines
+    graph = [line for line in lines if line.startswith("graph:")]
+    assert len(graph) == 1 and "section table" in graph[0]
+    assert cli_main(["inspect", path, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["format_version"] == "0x1004" and "section table" in info["graph_error"]
+    assert "off_board" not in info and "vendor_ops" not in info
 
 
 def test_locate_sections_names_what_does_not_fit():

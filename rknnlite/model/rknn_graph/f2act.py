@@ -81,7 +81,8 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
-from .regcmd import TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers, shortest_decimal
+from .regcmd import (HARD_SIGMOID_SLOPES, TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers,
+                     shortest_decimal)
 
 __all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_conv_requant", "F2_OUT_CVT_ACTIVATIONS",
            "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "shifted_clamp",
@@ -310,7 +311,7 @@ def hard_sigmoid_of(add: float, scale: float) -> Dict[str, float]:
     ``u = (x + add) * scale`` (``scale`` the float16 ``a * 32768``, ``add`` the float32
     ``(b - 0.5) / a``), each the shortest decimal that gives the stored value (the simulator
     uses the ONNX values).  Shared by the rk3576/rv1126b and rk3562 (:mod:`.t4act`) maps."""
-    alpha = shortest_decimal(scale / 32768, lambda a: float(np.float16(a * 32768)) == scale)
+    alpha = shortest_decimal(scale / 32768, lambda a: float(np.float16(a * 32768)) == scale, HARD_SIGMOID_SLOPES)
     # the stored A is within a float32 ulp or two of (beta - 0.5) / alpha (-0.33333337 for (0.3, 0.4))
     ulps = 2 * float(np.spacing(np.float32(abs(add)))) if add else 0.0
     beta = shortest_decimal(0.5 + add * alpha, lambda b: abs(float(np.float32((b - 0.5) / alpha)) - add) <= ulps)
