@@ -367,6 +367,28 @@ def test_batcher_close_runs_waiting_requests_then_refuses_new_ones():
     assert len(runner.batches) == 1
 
 
+def test_batcher_flush_runs_waiting_requests_at_once_and_keeps_taking_new_ones():
+    # a draining server flushes: a lone request must not wait out an hour's queue delay, and a
+    # request arriving after the flush (its body was still being read) is run too, not refused
+    runner = _RecordingRunner()
+    batcher = DynamicBatcher(runner.run, capacity=4, max_batch_size=4, max_queue_delay_us=3_600_000_000)
+
+    async def go():
+        waiting = asyncio.ensure_future(batcher.submit([np.ones((1, 2), np.float32)], 1))
+        while batcher.depth == 0:
+            await asyncio.sleep(0)
+        batcher.flush()
+        first = await asyncio.wait_for(waiting, 60)
+        later = await asyncio.wait_for(batcher.submit([np.full((1, 2), 3, np.float32)], 1), 60)
+        await batcher.close()
+        return first, later
+
+    first, later = asyncio.run(go())
+    np.testing.assert_array_equal(first[0], [[2, 2]])
+    np.testing.assert_array_equal(later[0], [[6, 6]])
+    assert len(runner.batches) == 2
+
+
 def test_batcher_argument_check():
     with pytest.raises(ValueError, match="max_batch_size"):
         DynamicBatcher(_RecordingRunner().run, capacity=2, max_batch_size=3, max_queue_delay_us=0)

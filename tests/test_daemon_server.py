@@ -519,6 +519,38 @@ def test_serve_sighup_reloads_and_sigterm_drains(tmp_path, context_models, conv_
         notify.close()
 
 
+def test_stop_runs_a_request_waiting_for_its_batch_without_waiting_out_the_delay(tmp_path, conv_relu_model):
+    # the longest queue delay a config takes (10 s) against a 5 s drain: without the flush the
+    # request in flight is cancelled when the drain times out
+    _write_model(tmp_path, "slow", conv_relu_model(batch=2, channels=2, size=4),
+                 {"dynamic_batching": {"max_batch_size": 2, "max_queue_delay_us": 10_000_000}})
+    x = np.random.default_rng(1).standard_normal((1, 2, 4, 4)).astype(np.float32)
+    body = _infer_body([{"name": "x", "shape": [1, 2, 4, 4], "datatype": "FP32", "data": x.ravel().tolist()}])
+    s = Server(str(tmp_path), drain_timeout=5).start()
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(_http, s.url + "/v2/models/slow/infer", "POST", body)
+            for _ in range(4000):  # until the request waits in the batcher
+                if s.call(_batcher_depth(s, "slow")) == 1:
+                    break
+                time.sleep(0.005)
+            else:
+                pytest.fail("the request never reached the batcher")
+            s.stop()
+            status, _, raw = pending.result()
+    finally:
+        s.stop()
+    assert status == 200
+    with Context(conv_relu_model(batch=2, channels=2, size=4)) as ctx:
+        want = ctx.run([np.concatenate([x, np.zeros_like(x)])])[0][:1]
+    np.testing.assert_allclose(np.array(json.loads(raw)["outputs"][0]["data"], np.float32).reshape(want.shape),
+                               want, rtol=1e-5, atol=1e-6)
+
+
+async def _batcher_depth(server: Server, name: str) -> int:
+    return server.manager.get(name)._batcher.depth
+
+
 def test_serve_single_model_files_and_argument_errors(tmp_path, context_models):
     model = tmp_path / "m.rknn"
     model.write_bytes(context_models["add"])

@@ -65,6 +65,7 @@ class DynamicBatcher:
         self._slots: Optional[asyncio.Semaphore] = None
         self._running: set = set()
         self._closed = False
+        self._flushing = False
 
     @property
     def depth(self) -> int:
@@ -103,7 +104,7 @@ class DynamicBatcher:
                 deadline = loop.time() + self._delay
                 while self._rows < self.max_batch_size:
                     remaining = deadline - loop.time()
-                    if remaining <= 0 or self._closed:
+                    if remaining <= 0 or self._closed or self._flushing:
                         break
                     self._wake.clear()
                     try:
@@ -167,6 +168,13 @@ class DynamicBatcher:
                 start += item.rows
         finally:
             self._slots.release()
+
+    def flush(self) -> None:
+        """From now on run what is waiting at once instead of waiting up to the queue delay
+        for more rows (a draining server); requests are still taken.  Idempotent."""
+        self._flushing = True
+        if self._wake is not None:
+            self._wake.set()
 
     async def close(self) -> None:
         """Refuse new requests, run the ones waiting at once (without waiting for more rows),

@@ -406,6 +406,12 @@ class ModelManager:
                     changed.append(name)
         return changed
 
+    def flush(self) -> None:
+        """Every model runs the requests waiting for a dynamic batch at once from now on (a
+        draining server does not wait out the queue delays)."""
+        for model in self.models.values():
+            model.flush()
+
     async def close(self) -> None:
         """Close every model (after their requests in flight)."""
         async with self._guard():

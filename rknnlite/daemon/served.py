@@ -302,6 +302,12 @@ class ServedModel:
             result[spec.name] = y
         return result
 
+    def flush(self) -> None:
+        """Run requests waiting for a dynamic batch at once from now on, without waiting for
+        more rows (see :meth:`DynamicBatcher.flush`); a no-op without dynamic batching."""
+        if self._batcher is not None:
+            self._batcher.flush()
+
     async def close(self) -> None:
         """Stop taking requests, wait for those in flight, release the contexts."""
         self._closed = True

@@ -314,9 +314,11 @@ async def start_app(app: web.Application, host: str = "127.0.0.1", port: int = 8
 
 
 async def stop_app(runner) -> None:
-    """Stop a runner from :func:`start_app`: refuse new connections, drain, clean up."""
-    for app in (runner.app,):
-        app[STATE_KEY].draining = True
+    """Stop a runner from :func:`start_app`: refuse new connections, drain (requests waiting
+    for a dynamic batch run at once, without waiting out the queue delay), clean up."""
+    app = runner.app
+    app[STATE_KEY].draining = True
+    app[MANAGER_KEY].flush()
     await runner.cleanup()
 
 
