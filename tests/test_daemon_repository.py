@@ -350,14 +350,20 @@ def test_batcher_runs_a_lone_request_after_the_delay_and_propagates_errors():
     assert len(runner.batches) == 1 and runner.batches[0][0].shape == (2, 3)
 
 
+async def _waiting_request(batcher: DynamicBatcher) -> asyncio.Future:
+    """A one-row request of ones, once it waits in ``batcher`` for more rows."""
+    waiting = asyncio.ensure_future(batcher.submit([np.ones((1, 2), np.float32)], 1))
+    while batcher.depth == 0:
+        await asyncio.sleep(0)
+    return waiting
+
+
 def test_batcher_close_runs_waiting_requests_then_refuses_new_ones():
     runner = _RecordingRunner()
     batcher = DynamicBatcher(runner.run, capacity=4, max_batch_size=4, max_queue_delay_us=60_000_000)
 
     async def go():
-        waiting = asyncio.ensure_future(batcher.submit([np.ones((1, 2), np.float32)], 1))
-        while batcher.depth == 0:
-            await asyncio.sleep(0)
+        waiting = await _waiting_request(batcher)
         await batcher.close()  # does not wait the 60 s for more rows
         assert waiting.done()
         return waiting.result()
@@ -374,9 +380,7 @@ def test_batcher_flush_runs_waiting_requests_at_once_and_keeps_taking_new_ones()
     batcher = DynamicBatcher(runner.run, capacity=4, max_batch_size=4, max_queue_delay_us=3_600_000_000)
 
     async def go():
-        waiting = asyncio.ensure_future(batcher.submit([np.ones((1, 2), np.float32)], 1))
-        while batcher.depth == 0:
-            await asyncio.sleep(0)
+        waiting = await _waiting_request(batcher)
         batcher.flush()
         first = await asyncio.wait_for(waiting, 60)
         later = await asyncio.wait_for(batcher.submit([np.full((1, 2), 3, np.float32)], 1), 60)
