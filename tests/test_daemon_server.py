@@ -508,10 +508,7 @@ def test_serve_sighup_reloads_and_sigterm_drains(tmp_path, context_models, conv_
                 time.sleep(0.5)
                 pytest.fail(f"the request in flight got no response: {e!r}; the daemon's log:\n{''.join(d.log)}")
         assert status == 200  # the request in flight finished
-        with Context(conv_relu_model(batch=2, channels=2, size=4)) as ctx:
-            want = ctx.run([np.concatenate([x, np.zeros_like(x)])])[0][:1]
-        np.testing.assert_allclose(np.array(json.loads(raw)["outputs"][0]["data"], np.float32).reshape(want.shape),
-                                   want, rtol=1e-5, atol=1e-6)
+        _assert_slow_output(raw, x, conv_relu_model)
         assert d.proc.wait(timeout=120) == 0
         d.wait_for("stopped")
     finally:
@@ -541,14 +538,20 @@ def test_stop_runs_a_request_waiting_for_its_batch_without_waiting_out_the_delay
     finally:
         s.stop()
     assert status == 200
-    with Context(conv_relu_model(batch=2, channels=2, size=4)) as ctx:
-        want = ctx.run([np.concatenate([x, np.zeros_like(x)])])[0][:1]
-    np.testing.assert_allclose(np.array(json.loads(raw)["outputs"][0]["data"], np.float32).reshape(want.shape),
-                               want, rtol=1e-5, atol=1e-6)
+    _assert_slow_output(raw, x, conv_relu_model)
 
 
 async def _batcher_depth(server: Server, name: str) -> int:
     return server.manager.get(name)._batcher.depth
+
+
+def _assert_slow_output(raw: bytes, x: np.ndarray, conv_relu_model) -> None:
+    """``raw`` (a JSON response of the 2-batch "slow" model to the one row ``x``) holds the
+    model's output for ``x`` batched with a zero row."""
+    with Context(conv_relu_model(batch=2, channels=2, size=4)) as ctx:
+        want = ctx.run([np.concatenate([x, np.zeros_like(x)])])[0][:1]
+    np.testing.assert_allclose(np.array(json.loads(raw)["outputs"][0]["data"], np.float32).reshape(want.shape),
+                               want, rtol=1e-5, atol=1e-6)
 
 
 def test_serve_single_model_files_and_argument_errors(tmp_path, context_models):

@@ -35,10 +35,10 @@ sys.path.insert(0, HERE)
 from models import ARCHITECTURES, CASES, Case  # noqa: E402
 
 INPUT_SEED = 1234
-#: decimals of the toolkit's snapshot text files (``%f``): float values are compared as printed
-_PRINTED_DECIMALS = 6
 CALIB_SEED = 4321
 VARIANTS = ("fp16", "i8")
+#: decimals of the toolkit's snapshot text files (``%f``): float values are compared as printed
+_PRINTED_DECIMALS = 6
 
 
 def build(case: Case, variant: str, out: str) -> None:
