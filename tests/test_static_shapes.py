@@ -72,3 +72,12 @@ def test_an_op_it_does_not_know_stops_the_walk():
                   {"kk": np.array([2], np.int64)})
     inferred = static_shapes(graph, {"x": X})
     assert inferred.get("v") is None and inferred.get("y") is None
+
+
+@pytest.mark.parametrize("attrs", [{"strides": 1}, {"kernel_shape": 3.0}, {"pads": 1}, {"dilations": [1, "x"]}])
+def test_attributes_of_the_wrong_kind_leave_the_shape_unknown(attrs):
+    # the op's own checks name such an attribute when the model loads; the walk must not crash
+    graph = Graph([Node("Conv", "c", ["x", "w3"], ["y"], attrs), Node("Relu", "r", ["y"], ["z"])], ["x"], ["z"],
+                  {"w3": C["w3"]})
+    inferred = static_shapes(graph, {"x": X})
+    assert inferred.get("y") is None and inferred.get("z") is None

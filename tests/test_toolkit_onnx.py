@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -178,6 +179,21 @@ def test_unsupported_op_and_domain_are_named():
               [vi("x", F, [2])], [vi("y", F, [2])])
     m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     with pytest.raises(ModelInvalidError, match="com.microsoft::Gelu.*'ms'"):
+        import_onnx(m)
+
+
+@pytest.mark.parametrize("node, fragment", [
+    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=2.0, name="mp"),
+     "attribute 'strides' of node 'mp' (MaxPool) is FLOAT; ONNX declares MaxPool's strides as INTS"),
+    (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=2, name="mp"),
+     "attribute 'kernel_shape' of node 'mp' (MaxPool) is INT; ONNX declares MaxPool's kernel_shape as INTS"),
+    (helper.make_node("LeakyRelu", ["x"], ["y"], alpha=[0.1], name="lr"),
+     "attribute 'alpha' of node 'lr' (LeakyRelu) is FLOATS; ONNX declares LeakyRelu's alpha as FLOAT"),
+])
+def test_an_attribute_of_another_kind_than_onnx_declares_is_refused_at_import(node, fragment):
+    # the kernels would refuse the built file only when it loads; ONNX Runtime refuses the model too
+    m = model([node], [vi("x", F, [1, 2, 4, 4])], [vi("y", F, None)])
+    with pytest.raises(ModelInvalidError, match=re.escape(fragment)):
         import_onnx(m)
 
 

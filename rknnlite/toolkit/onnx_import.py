@@ -220,6 +220,7 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
             constants[node.output[0]] = _constant_node_value(node, opset)
             continue
         _check_node_types(node)
+        _check_attribute_kinds(node, opset)
         name = node.name or f"{node.op_type}_{i}"
         if name in taken:
             k = 1
@@ -573,6 +574,28 @@ def _check_node_types(node) -> None:
     for a in node.attribute:
         if a.type == a.TENSOR and a.t.data_type not in (TensorProto.UNDEFINED,):
             _check_elem(_elem_name(a.t.data_type), f"attribute {a.name!r} of node {node.name or node.op_type!r}")
+
+
+def _check_attribute_kinds(node, opset: int) -> None:
+    """Refuse an attribute whose kind is not the one ONNX declares for the op at ``opset`` (a
+    single int where a list of ints is due, a float for an int...): the kernels would refuse
+    the built file at load.  Ops and attributes ONNX does not declare are left to the kernels."""
+    from onnx import AttributeProto, defs
+
+    if node.domain not in _DEFAULT_DOMAINS:
+        return
+    try:
+        schema = defs.get_schema(node.op_type, opset, "")
+    except defs.SchemaError:
+        return
+    for a in node.attribute:
+        declared = schema.attributes.get(a.name)
+        if declared is None or a.type == AttributeProto.UNDEFINED or a.type == declared.type:
+            continue
+        raise ModelInvalidError(
+            f"attribute {a.name!r} of node {node.name or node.op_type!r} ({node.op_type}) is "
+            f"{AttributeProto.AttributeType.Name(a.type)}; ONNX declares {node.op_type}'s {a.name} as "
+            f"{AttributeProto.AttributeType.Name(int(declared.type))}", op=_OP)
 
 
 def _tensor_value(t, what: str) -> np.ndarray:

@@ -63,8 +63,11 @@ def static_shapes(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]]) -
 
 def output_shape(node: Node, consts: Mapping[str, np.ndarray], shapes: Mapping[str, Sequence[int]]) -> Optional[Shape]:
     """The static shape of ``node``'s first output from ``shapes`` of its inputs (module doc),
-    or None."""
-    shape = _output_shape(node, consts, shapes)
+    or None (also for attributes of the wrong kind, which the op's own checks name)."""
+    try:
+        shape = _output_shape(node, consts, shapes)
+    except (TypeError, ValueError, IndexError, OverflowError):  # e.g. strides given as one int
+        return None
     if shape is None or not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
         return None
     return tuple(int(d) for d in shape)
