@@ -81,3 +81,8 @@ def test_attributes_of_the_wrong_kind_leave_the_shape_unknown(attrs):
                   {"w3": C["w3"]})
     inferred = static_shapes(graph, {"x": X})
     assert inferred.get("y") is None and inferred.get("z") is None
+
+
+def test_an_unsqueeze_axis_given_twice_leaves_the_shape_unknown():
+    graph = Graph([Node("Unsqueeze", "u", ["x", "twice"], ["y"])], ["x"], ["y"], {"twice": np.array([1, 1], np.int64)})
+    assert static_shapes(graph, {"x": X}).get("y") is None

@@ -113,7 +113,9 @@ def _output_shape(node: Node, consts: Mapping[str, np.ndarray], shapes: Mapping[
         if axes is None:
             return None
         rank = len(x) + len(axes)
-        axes = {a % rank for a in axes}
+        axes = {int(a) % rank for a in axes}
+        if len(axes) != rank - len(x):  # an axis given twice: the kernel refuses it
+            return None
         rest = iter(x)
         return tuple(1 if k in axes else next(rest) for k in range(rank))
     if node.op == "Concat":
