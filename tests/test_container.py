@@ -226,3 +226,22 @@ def test_scalar_and_non_contiguous_constants_keep_their_shape():
     model = read_portable(memoryview(_model(weights=weights)))
     assert model.graph.constants["s"].shape == () and int(model.graph.constants["s"]) == 7
     np.testing.assert_array_equal(model.graph.constants["t"], weights["t"])
+
+
+def test_non_finite_float_attributes_round_trip():
+    # JSON has no inf or nan; an opset-10 Pad's value=-inf (tf2onnx's max-pool padding) is one
+    attrs = {"value": float("-inf"), "max": float("inf"), "floats": [1.5, float("nan"), float("-inf")],
+             "plain": 0.25, "name": "inf"}
+    graph = Graph([Node("Pad", "p", ["x"], ["y"], attrs)], ["x"], ["y"], {})
+    md = build_metadata([TensorSpec("x", (1, 2), "float32")], [TensorSpec("y", (1, 4), "float32")])
+    got = read_portable(memoryview(write_portable(md, graph))).graph.nodes[0].attrs
+    assert got["value"] == float("-inf") and got["max"] == float("inf") and got["plain"] == 0.25
+    assert got["floats"][0] == 1.5 and np.isnan(got["floats"][1]) and got["floats"][2] == float("-inf")
+    assert got["name"] == "inf"  # a string attribute stays a string
+
+
+def test_an_unknown_non_finite_float_text_is_refused():
+    d, constants = Graph([Node("Relu", "r", ["x"], ["y"], {"alpha": {"$float": "infinity"}})], ["x"], ["y"],
+                         {}).to_dict()
+    with pytest.raises(ModelInvalidError, match=r"\$float must be one of"):
+        Graph.from_dict(d, constants)

@@ -197,6 +197,25 @@ def test_an_attribute_of_another_kind_than_onnx_declares_is_refused_at_import(no
         import_onnx(m)
 
 
+@pytest.mark.parametrize("node", [
+    helper.make_node("Pad", ["x"], ["p"], pads=[0, 0, 1, 1, 0, 0, 1, 1], value=float("-inf")),
+    helper.make_node("Clip", ["x"], ["p"], min=float("-inf"), max=0.5),
+])
+def test_non_finite_float_attributes_build_and_run(tmp_path, node):
+    # opset 10 keeps these as attributes (tf2onnx pads a SAME max pool with -inf); the file's JSON
+    # could not hold them and the build failed with "Out of range float values are not JSON compliant"
+    m = model([node, helper.make_node("MaxPool", ["p"], ["y"], kernel_shape=[3, 3])], [vi("x", F, [1, 3, 8, 8])],
+              [vi("y", F, None)], opset=10)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    want = ort_run(m, {"x": x})[0]
+    rknn = RKNN(verbose=False)
+    rknn.config(target_platform="rk3588", float_dtype="float32")
+    assert rknn.load_onnx(str(path)) == 0 and rknn.build(do_quantization=False) == 0 and rknn.init_runtime() == 0
+    np.testing.assert_allclose(rknn.inference(inputs=[x], data_format="nchw")[0], want, rtol=1e-6, atol=1e-6)
+
+
 def test_input_size_list_fixes_dynamic_dims():
     m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", F, [1, 3, "H", "W"])], [vi("y", F, [1, 3, "H", "W"])])
     im = import_onnx(m)

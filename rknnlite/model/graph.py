@@ -7,6 +7,8 @@ constants live in the weights blob and come back as read-only views of it.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
@@ -25,6 +27,9 @@ _F32_TINY, _F32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float3
 __all__ = ["Node", "Graph", "unique_name"]
 
 _TENSOR_ATTR = "$tensor"
+#: a non-finite float attribute (JSON has no inf or nan): ``{"$float": "inf" | "-inf" | "nan"}``
+_FLOAT_ATTR = "$float"
+_NON_FINITE = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
 
 
 @dataclass
@@ -182,7 +187,8 @@ class Graph:
 
     def to_dict(self) -> Tuple[dict, Dict[str, np.ndarray]]:
         """``(graph_dict, constants)`` for the container writer: array attributes become
-        constants referenced as ``{"$tensor": name}``."""
+        constants referenced as ``{"$tensor": name}``, non-finite floats (an opset-10 Pad's
+        ``value=-inf``) ``{"$float": "-inf"}``."""
         constants = dict(self.constants)
         nodes = []
         for node in self.nodes:
@@ -192,7 +198,7 @@ class Graph:
                     ref = f"{node.name}/{key}"
                     constants[ref] = value
                     value = {_TENSOR_ATTR: ref}
-                attrs[key] = value
+                attrs[key] = _encode_float(value)
             nodes.append({"op": node.op, "name": node.name, "inputs": node.inputs,
                           "outputs": node.outputs, "attrs": attrs})
         d = {"nodes": nodes, "inputs": self.inputs, "outputs": self.outputs}
@@ -226,7 +232,7 @@ class Graph:
                             raise KeyError(f"node {n['name']!r} attribute {key!r} names missing constant {ref!r}")
                         attr_refs.add(ref)
                         value = constants[ref]
-                    attrs[key] = value
+                    attrs[key] = _decode_float(value)
                 nodes.append(Node(n["op"], n["name"], _names(n["inputs"], "node inputs", allow_empty=True),
                                   _names(n["outputs"], "node outputs"), attrs))
             raw_quant = d.get("quant", {})
@@ -265,3 +271,24 @@ def unique_name(base: str, taken: set) -> str:
         name, k = f"{base}_{k}", k + 1
     taken.add(name)
     return name
+
+
+def _encode_float(value):
+    """An attribute value with its non-finite floats (also in lists) as ``{"$float": ...}``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return {_FLOAT_ATTR: "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if isinstance(value, list):
+        return [_encode_float(v) for v in value]
+    return value
+
+
+def _decode_float(value):
+    """The inverse of :func:`_encode_float` (``ValueError`` for another ``$float`` text)."""
+    if isinstance(value, dict) and set(value) == {_FLOAT_ATTR}:
+        text = value[_FLOAT_ATTR]
+        if text not in _NON_FINITE:
+            raise ValueError(f"{_FLOAT_ATTR} must be one of {sorted(_NON_FINITE)}, got {text!r}")
+        return _NON_FINITE[text]
+    if isinstance(value, list):
+        return [_decode_float(v) for v in value]
+    return value
