@@ -8,7 +8,6 @@ constants live in the weights blob and come back as read-only views of it.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
