@@ -20,7 +20,8 @@ from rknnlite import ModelInvalidError  # noqa: E402
 from rknnlite.toolkit import RKNN, build  # noqa: E402
 from toolkit_logs import errors  # noqa: E402
 
-ORDER = ["optimize", "prune", "custom_ops", "shape_sets", "quantize", "float16", "sparsity", "batch", "write"]
+ORDER = ["optimize", "prune", "custom_ops", "shape_sets", "quantize", "float16", "sparsity", "batch", "write",
+         "load_check"]
 
 
 def conv_model():
@@ -139,3 +140,19 @@ def test_no_import_cycle_in_the_toolkit():
     graph = _toolkit_imports()
     assert {"sparsity", "build"} <= graph["rknn"] and "build" in _reachable(graph, "rknn")
     assert [name for name in sorted(graph) if name in _reachable(graph, name)] == []
+
+
+def test_a_model_its_kernels_refuse_fails_the_build_not_the_first_load(toolkit_log):
+    # an Unsqueeze naming axis 1 twice: the float build wrote a file init_runtime then refused
+    axes = init("axes", np.array([1, 1], np.int64))
+    m = model([helper.make_node("Unsqueeze", ["x", "axes"], ["y"], name="twice")], [vi("x", [1, 3, 8, 8])],
+              [vi("y", None)], [axes])
+    r = RKNN()
+    try:
+        assert r.config(target_platform="rk3588") == 0
+        assert r.load_onnx(m.SerializeToString()) == 0
+        assert r.build(do_quantization=False) == -1
+    finally:
+        r.release()
+    logged = [rec.getMessage() for rec in toolkit_log.records if rec.levelname == "ERROR"]
+    assert any("build:" in e and "'twice' (Unsqueeze)" in e and "duplicates" in e for e in logged), logged

@@ -20,6 +20,10 @@ lines.  The steps, in :data:`STEPS` order, each a function of the job:
 8. ``batch``: ``rknn_batch_size``'s axis 0 multiplied on the I/O specs.
 9. ``write``: the metadata and the portable container (and, with ``remove_weight=True``,
    the weight-less model beside the full one).
+10. ``load_check``: the written model loads on the software backend, as ``init_runtime`` and
+    every runtime load it: a node its kernel refuses (an Unsqueeze naming one axis twice) fails
+    the build, not the file's first load.  Loading prepares each node once; weights are packed
+    only when a context first runs, so this costs little.
 
 A step that does not apply to a job does nothing (and is still named in the order).
 """
@@ -356,6 +360,13 @@ def _write(job: BuildJob) -> None:
                      len(removed), len(job.full), len(job.data))
 
 
+def _load_check(job: BuildJob) -> None:
+    from ..runtime.context import Context
+
+    with Context(job.full or job.data, backend="software", custom_ops=list(job.custom_ops.values())):
+        pass
+
+
 #: The build steps in the order they run (see the module docstring).
 STEPS: Tuple[Tuple[str, Callable[[BuildJob], None]], ...] = (
     ("optimize", _optimize),
@@ -367,6 +378,7 @@ STEPS: Tuple[Tuple[str, Callable[[BuildJob], None]], ...] = (
     ("sparsity", _sparsity),
     ("batch", _batch),
     ("write", _write),
+    ("load_check", _load_check),
 )
 STEP_NAMES: Tuple[str, ...] = tuple(name for name, _ in STEPS)
 
