@@ -81,12 +81,11 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
-from .regcmd import (HARD_SIGMOID_SLOPES, TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers,
-                     shortest_decimal)
+from .regcmd import TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers, shortest_decimal
 
 __all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_conv_requant", "F2_OUT_CVT_ACTIVATIONS",
-           "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "shifted_clamp",
-           "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS", "cfg_words"]
+           "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "hard_sigmoid_slope",
+           "shifted_clamp", "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS", "cfg_words"]
 
 #: target platforms whose files use the DPU register map decoded here
 F2_PLATFORMS = ("rk3576", "rv1126b")
@@ -306,12 +305,25 @@ def _fp16_hard_sigmoid(lowering, node, out, regs, refuse) -> Dict[str, float]:
     return hard_sigmoid_of(add, scale)
 
 
+#: HardSigmoid slopes exporters write: PyTorch's ``Hardsigmoid`` (1/6, as the float32 attribute
+#: ONNX stores) and ONNX's default (0.2); the shortest decimal that gives 1/6's stored bits is
+#: 0.1666, which moves a quarter of a float16 SE gate's values by an ulp
+_HARD_SIGMOID_SLOPES = (float(np.float32(1 / 6)), 0.2)
+
+
+def hard_sigmoid_slope(scale: float) -> float:
+    """A float16 HardSigmoid's ``alpha`` from its lookup-table index scale ``scale`` (the float16
+    ``alpha * 32768``, every register map): an exporter's usual slope when it gives those bits,
+    else the shortest decimal that does (the simulator uses the ONNX value)."""
+    return shortest_decimal(scale / 32768, lambda a: float(np.float16(a * 32768)) == scale, _HARD_SIGMOID_SLOPES)
+
+
 def hard_sigmoid_of(add: float, scale: float) -> Dict[str, float]:
     """``{"alpha": a, "beta": b}`` of a HardSigmoid whose lookup-table index is
     ``u = (x + add) * scale`` (``scale`` the float16 ``a * 32768``, ``add`` the float32
     ``(b - 0.5) / a``), each the shortest decimal that gives the stored value (the simulator
     uses the ONNX values).  Shared by the rk3576/rv1126b and rk3562 (:mod:`.t4act`) maps."""
-    alpha = shortest_decimal(scale / 32768, lambda a: float(np.float16(a * 32768)) == scale, HARD_SIGMOID_SLOPES)
+    alpha = hard_sigmoid_slope(scale)
     # the stored A is within a float32 ulp or two of (beta - 0.5) / alpha (-0.33333337 for (0.3, 0.4))
     ulps = 2 * float(np.spacing(np.float32(abs(add)))) if add else 0.0
     beta = shortest_decimal(0.5 + add * alpha, lambda b: abs(float(np.float32((b - 0.5) / alpha)) - add) <= ulps)

@@ -116,10 +116,10 @@ from .batchnorm import lower_batch_norm
 from .helpers import check_concat_selection, check_softmax_sum_weight
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from_zero, f2_activation, f2_conv_requant,
-                    f2_fp16_activation, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point)
+                    f2_fp16_activation, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point, hard_sigmoid_slope)
 from .lut import lower_lut_conv, lower_lut_sigmoid
-from .regcmd import (BN_LUT, BN_LUT_LITE, HARD_SIGMOID_SLOPES, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA,
-                     Requant, fused_activation, node_registers, read_tasks, requant_of, requant_t4)
+from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
+                     fused_activation, node_registers, read_tasks, requant_of, requant_t4)
 from .t3conv import T3_BN_LUT, T3_NPU, requant_t3, t3_clip_bound, t3_lut_stage, t3_lut_task
 from .t3nodes import complete_t3_nodes, t3_unsupported_ops
 from .t4act import t4_activation, t4_lut_stage, t4_lut_task
@@ -1705,7 +1705,7 @@ def _is_identity(node: VendorNode, attrs: dict, shape: Tuple[int, ...], values) 
 def _hard_sigmoid_params(scale: float, offset: float) -> Tuple[float, float]:
     """HardSigmoid ``(alpha, beta)`` from its lookup-table index map ``u = x * scale + offset``,
     ``scale = f16(alpha * 32768)``, ``offset = f32(scale * (beta - 0.5) / alpha)``."""
-    alpha = _shortest(scale / 32768, lambda a: float(np.float16(a * 32768)) == scale, HARD_SIGMOID_SLOPES)
+    alpha = hard_sigmoid_slope(scale)
     beta = _shortest(0.5 + offset * alpha / scale,
                      lambda b: float(np.float32(scale * (b - 0.5) / alpha)) == float(np.float32(offset)))
     return alpha, beta

@@ -32,8 +32,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from ...errors import ModelInvalidError
 
 __all__ = ["Task", "Requant", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
-           "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "HARD_SIGMOID_SLOPES", "f32", "i16",
-           "i32", "TARGET_CNA", "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE", "BN_MUL", "bn_multiplier"]
+           "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "TARGET_CNA",
+           "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE", "BN_MUL", "bn_multiplier"]
 
 TASK_SIZE = 40
 #: ``enable_mask`` bits of a task: the conv pipeline (CNA), the pooling unit (PPU)
@@ -309,12 +309,6 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         return Requant(scale & 0xFFFF, shift, None, i32(offset), False, -i16(operand))
     mul_shift = ((mul_cfg >> 16) & 0x3F) - (_T4_LEAKY_SLOPE_BITS if leaky else 0)
     return Requant(scale & 0xFFFF, shift, mul_shift, i32(offset), True, 0)
-
-
-#: HardSigmoid slopes exporters write: PyTorch's ``Hardsigmoid`` (1/6, as the float32 attribute
-#: ONNX stores) and ONNX's default (0.2); the shortest decimal that gives 1/6's stored bits is
-#: 0.1666, which moves a quarter of a float16 SE gate's values by an ulp
-HARD_SIGMOID_SLOPES = (struct.unpack("<f", struct.pack("<f", 1 / 6))[0], 0.2)
 
 
 def shortest_decimal(value: float, stored, preferred: Sequence[float] = ()) -> float:
