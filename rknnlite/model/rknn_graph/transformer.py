@@ -468,7 +468,7 @@ def _moved_conversion(regs: Dict, scaled_offset: bool) -> Optional[Tuple[int, Tu
     return (con0, (scale, offset)) if offset == i16(offset & 0xFFFF) else None
 
 
-def _t3_conversion(regs: Dict, _scaled_offset: bool = False) -> Optional[Tuple[int, Tuple[int, int]]]:
+def _t3_conversion(regs: Dict) -> Optional[Tuple[int, Tuple[int, int]]]:
     """``(CVT_CON0, (scale, offset))`` of a CNA task state in rv1106's map, CVT_CON0 given in
     rk3588's form (low bits 0xa / 0xb, bits 28..31 clear), or ``None`` when a register is
     unwritten, the lanes differ or a field is outside the observed form."""
@@ -517,7 +517,9 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int)
     if lowering.t3_platform():
         conversion_of, con0_reg, converted, out_cvt = _t3_conversion, _T3_CVT_CON0, 0x8, _OUT_CVT
     else:
-        conversion_of, con0_reg, converted, out_cvt = _moved_conversion, _MOVED_CVT_CON0, 0xA, F2_OUT_CVT
+        def conversion_of(regs):
+            return _moved_conversion(regs, scaled_offset=platform == "rv1126b")
+        con0_reg, converted, out_cvt = _MOVED_CVT_CON0, 0xA, F2_OUT_CVT
 
     def refuse(what: str):
         return lowering.error(f"{node.label}: an int8 exSDPAttention on {platform}: {what}")
@@ -525,7 +527,7 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int)
     scores, mixes = set(), set()
     for writes, regs in states:
         own_con0 = writes.get((_TARGET_CNA, con0_reg))
-        conversion = conversion_of(regs, platform == "rv1126b")
+        conversion = conversion_of(regs)
         if own_con0 is not None and own_con0 & 0xF == converted:
             bn = regs.get((TARGET_DPU, BN_MUL)) if in_registers else None
             scores.add((conversion, bn) + tuple(regs.get((TARGET_DPU, a)) for a in out_cvt))
