@@ -218,6 +218,8 @@ def fold_constants(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] =
 
 
 def _fold_node(node: Node, consts, shapes, kernels) -> Optional[List[np.ndarray]]:
+    from ..backends.software.ops.arity import check_inputs
+
     if node.op == "Constant":
         spec = kernels["Constant"]
         return spec.fn([], spec.prepare(dict(node.attrs), []))
@@ -235,6 +237,7 @@ def _fold_node(node: Node, consts, shapes, kernels) -> Optional[List[np.ndarray]
         return None
     if node.op == "Dropout" and not _dropout_is_inference(node, consts):
         return None
+    check_inputs(node.name, node.op, node.inputs, node.attrs.get("_opset"), "build")
     spec = kernels[node.op]
     args = [_kernel_input(consts[n]) if n else None for n in node.inputs]
     attrs = dict(node.attrs)

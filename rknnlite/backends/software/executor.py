@@ -74,6 +74,7 @@ from ...errors import InputInvalidError, InvalidParamError, ModelInvalidError, R
 from ...model.graph import Graph, Node
 from ..base import check_out
 from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
+from .ops.arity import check_inputs
 from .integer_convs import integer_convs
 from .float16_rules import HALF_INPUT_OPS, attention_intermediates, split_residuals, swish_gates
 from .sibling_convs import merge_sibling_convs
@@ -221,6 +222,8 @@ class Executor:
         self.steps: List[_Step] = []
         unrounded = set(self.float_slots)  # float32 tensors in float16 mode, and identities of them
         for i, node in enumerate(graph.nodes):
+            if node.op not in custom:
+                check_inputs(node.name, node.op, node.inputs, node.attrs.get("_opset"), "rknn_init")
             spec = custom[node.op].spec(node) if node.op in custom else KERNELS.get(node.op) or _unregistered(node)
             ins = [names[n] if n else -1 for n in node.inputs]
             attrs = dict(node.attrs)

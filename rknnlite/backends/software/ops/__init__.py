@@ -5,7 +5,8 @@ Calling convention (every kernel)::
     fn(inputs, attrs, out=None) -> list[np.ndarray]
 
 * ``inputs``: one entry per ONNX input; ``None`` for an omitted optional input
-  (trailing omitted inputs may be missing from the list).  Float tensors arrive as
+  (trailing omitted inputs may be missing from the list).  The executor has checked the
+  count and the required ones against the op's entry in :mod:`.arity` (every kernel has one).  Float tensors arrive as
   float32 (the executor stores every float tensor in float32, rounded to float16
   precision in float16 mode); integer and bool tensors keep their dtype.  Inputs
   may be read-only views of the model file: never modify them.
