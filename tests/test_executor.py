@@ -146,6 +146,22 @@ def test_kernel_failure_names_the_node_and_state_stays_usable():
     np.testing.assert_array_equal(state.run([np.ones(3, np.float32), np.ones(3, np.float32)])[0], [2, 2, 2])
 
 
+def test_a_kernels_own_error_at_run_time_names_the_node_and_state_stays_usable():
+    """A kernel's ModelInvalidError (its ``op`` the op type) used to reach the caller as "Slice:
+    starts, ends, axes and steps differ in length", without the node."""
+    graph = Graph([Node("Slice", "crop", ["x", "st", "en"], ["y"], {"_opset": 13})], ["x", "st", "en"], ["y"])
+    state = Executor(graph, "float32").new_state()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for _ in range(2):
+        np.testing.assert_array_equal(state.run([x, np.array([1]), np.array([3])])[0], x[1:])
+    for _ in range(2):
+        with pytest.raises(ModelInvalidError) as e:
+            state.run([x, np.array([0]), np.array([1, 1])])
+        assert e.value.op == "rknn_run"
+        assert e.value.message == "node 'crop' (Slice): starts, ends, axes and steps differ in length (1, 2, 1, 1)"
+    np.testing.assert_array_equal(state.run([x, np.array([0]), np.array([1])])[0], x[:1])
+
+
 def test_bad_float_dtype():
     with pytest.raises(InvalidParamError):
         Executor(custom_graph(), "bfloat16")

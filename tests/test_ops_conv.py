@@ -481,6 +481,26 @@ def test_gemm_bad_attributes():
         KERNELS["Gemm"].prepare({"_opset": 13}, [None, np.zeros((2, 2, 2), np.float32)])
 
 
+@pytest.mark.parametrize("op, inputs, attrs, message", [
+    ("MatMul", [(1, 768), (512, 10)], {},
+     "MatMul: A of shape [1, 768] has 768 columns and B of shape [512, 10] 512 rows; they must be equal"),
+    ("MatMul", [(1, 8, 16, 16), (8, 8, 1, 1)], {}, "A of shape [1, 8, 16, 16] has 16 columns and B of shape"),
+    ("MatMul", [(1, 4), (3,)], {}, "B of shape [3] 3 rows"),
+    ("MatMul", [(2, 3, 4), (3, 4, 5)], {}, "MatMul: the batch axes [2] of A and [3] of B do not broadcast"),
+    ("Gemm", [(1, 4), (5, 3)], {"transB": 1},
+     "Gemm: A' of shape [1, 4] has 4 columns and B' of shape [3, 5] 3 rows (after transA=0, transB=1)"),
+    ("Gemm", [(1, 3), (5, 3), (4,)], {"transB": 1}, "Gemm: C of shape [4] does not broadcast to the product's [1, 5]"),
+    ("Gemm", [(1, 3), (3, 5), (5, 1)], {}, "C of shape [5, 1] does not broadcast"),
+])
+def test_products_of_mismatched_shapes_say_which_axes_differ(op, inputs, attrs, message):
+    """numpy's words were "matmul: Input operand 1 has a mismatch in its core dimension 0, with
+    gufunc signature (n?,k),(k,m?)->(n?,m?)" and "operands could not be broadcast together"."""
+    arrays = [np.ones(shape, np.float32) for shape in inputs]
+    with pytest.raises(ValueError) as e:
+        _run(op, arrays, attrs)
+    assert message in str(e.value)
+
+
 def test_gemm_int():
     a = np.arange(6, dtype=np.int32).reshape(2, 3)
     b = np.arange(12, dtype=np.int32).reshape(3, 4)

@@ -722,6 +722,15 @@ def test_global_pools_any_rank():
     np.testing.assert_array_equal(m, x.max(axis=(2, 3, 4), keepdims=True))
 
 
+def test_global_pools_of_zero_channels_and_of_empty_planes():
+    (a,) = _run("GlobalAveragePool", [np.zeros((1, 0, 4, 4), np.float32)], {})
+    (m,) = _run("GlobalMaxPool", [np.zeros((1, 0, 3), np.float32)], {})
+    assert a.shape == (1, 0, 1, 1) and m.shape == (1, 0, 1)
+    for op in ("GlobalAveragePool", "GlobalMaxPool"):
+        with pytest.raises(ValueError, match=r"X of shape \[1, 2, 0, 4\]: its spatial axes hold no values"):
+            _run(op, [np.zeros((1, 2, 0, 4), np.float32)], {})
+
+
 def test_lpnormalization_zero_vector_gives_zero():
     x = np.array([[0, 0, 0], [3, 0, 4]], np.float32)
     (y2,) = _run("LpNormalization", [x], dict(p=2, axis=1))
@@ -782,6 +791,17 @@ def test_layernorm_no_bias_broadcast_scale_and_stash(stash_type):
     np.testing.assert_allclose(inv, rinv, rtol=1e-4)
     assert y.dtype == mean.dtype == inv.dtype == np.float32
     assert mean.shape == inv.shape == (2, 3, 1)
+
+
+@pytest.mark.parametrize("scale, bias, message", [
+    ((8,), (16,), "Scale of shape [8] does not broadcast to X's shape [2, 3, 16] (normalized axes [16])"),
+    ((16,), (4, 1), "B of shape [4, 1] does not broadcast"),
+])
+def test_layernorm_scale_or_bias_of_another_shape_is_named(scale, bias, message):
+    x = np.ones((2, 3, 16), np.float32)
+    with pytest.raises(ValueError) as e:
+        _run("LayerNormalization", [x, np.ones(scale, np.float32), np.ones(bias, np.float32)], dict(axis=-1))
+    assert message in str(e.value)
 
 
 def test_instancenorm_large_mean():

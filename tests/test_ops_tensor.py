@@ -423,6 +423,8 @@ def test_slice_errors_and_opset1_attrs():
         call("Slice", [x, i64(0, 0), i64(2, 2), i64(0, -2)])
     (r,) = call("Slice", [x], opset=9, starts=[1], ends=[3], axes=[1])
     np.testing.assert_array_equal(r, x[:, 1:3])
+    with pytest.raises(ModelInvalidError, match="starts and ends are required: inputs 1 and 2"):
+        call("Slice", [x], opset=9, starts=[1])  # was KeyError: 'ends'
 
 
 # -- Gather / GatherElements / ScatterND ---------------------------------------------------
@@ -441,6 +443,9 @@ def test_gather_indices():
         call("Gather", [x, i64(-6)], axis=0)
     (r,) = call("Gather", [x, np.zeros((0,), np.int64)], axis=1)
     assert r.shape == (5, 0)
+    for op in ("Gather", "GatherElements"):
+        with pytest.raises(TypeError, match="indices must be int32 or int64, got float32"):
+            call(op, [x, np.zeros((5, 1), np.float32)], axis=0)  # was numpy's "Cannot cast array data"
 
 
 def test_gather_elements_smaller_indices_and_negatives():
@@ -476,6 +481,8 @@ def test_scatternd_elementwise_indices_and_errors():
         call("ScatterND", [x, idx, np.array([5, 6], np.int32)], reduction="sum")
     with pytest.raises(IndexError):
         call("ScatterND", [x, i64(2, 0).reshape(1, 2), np.array([1], np.int32)])
+    with pytest.raises(ValueError, match="indices must have rank >= 1"):
+        call("ScatterND", [x, np.array(1, np.int64), np.array([1], np.int32)])  # was "tuple index out of range"
 
 
 # -- Transpose / Expand / Tile -------------------------------------------------------------

@@ -575,15 +575,14 @@ class ExecutionState:
                     with using(self.pool):
                         for k, call in enumerate(prog.calls):
                             call()
-            except RKNNError:
-                raise
-            except Exception as e:  # a kernel's numpy error: name the node, keep the cause
+            except Exception as e:  # name the node, keep the cause
                 if isinstance(e, CallFailed):
                     k, e = e.index, e.error
-                    if isinstance(e, RKNNError):
-                        raise e from None
-                raise _step_failed(prog.owners[k], [env[s] if s >= 0 else None for s in prog.owners[k].ins], e) \
-                    from e
+                owner = prog.owners[k]
+                error = _step_error(owner, [env[s] if s >= 0 else None for s in owner.ins], e)
+                if error is e:
+                    raise e from None
+                raise error from e
             finally:
                 restore_fp(token)
             if out is None:
@@ -696,10 +695,11 @@ class ExecutionState:
                     results = spec.fn(args, step.attrs, out)
                 else:
                     results = spec.fn(args, step.attrs)
-            except RKNNError:
-                raise
-            except Exception as e:  # a kernel's numpy error: name the node, keep the cause
-                raise _step_failed(step, args, e) from e
+            except Exception as e:  # name the node, keep the cause
+                error = _step_error(step, args, e)
+                if error is e:
+                    raise
+                raise error from e
             _check_count(step, results)
             for slot, value in zip(step.outs, results):
                 if slot < 0:
@@ -877,8 +877,17 @@ def _stage_into(buf: np.ndarray, x: np.ndarray, q) -> None:
         np.copyto(buf, x, casting="unsafe")
 
 
-def _step_failed(step: _Step, args: List[Optional[np.ndarray]], e: Exception) -> InputInvalidError:
-    """The error for a kernel that raised a non-RKNN exception (a numpy error)."""
+def _step_error(step: _Step, args: List[Optional[np.ndarray]], e: BaseException) -> BaseException:
+    """What a step whose kernel raised ``e`` raises: the kernel's own error (an RKNNError whose
+    ``op`` is the node's op type, see ``ops.shape._invalid``) with the node's name added; any
+    other RKNNError as it is; another exception (a numpy error) as an InputInvalidError naming
+    the node and its inputs' shapes."""
+    if isinstance(e, RKNNError):
+        if e.op != step.node.op:
+            return e
+        return type(e)(f"node {step.node.name!r} ({step.node.op}): {e.message}", op="rknn_run", code=e.code)
+    if not isinstance(e, Exception):
+        return e
     return InputInvalidError(
         f"node {step.node.name!r} ({step.node.op}) failed on inputs "
         f"{[None if a is None else list(a.shape) for a in args]}: {e}",

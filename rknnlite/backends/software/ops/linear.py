@@ -10,6 +10,7 @@ classifier's matrix-vector product, bound by reading the weights) runs on the co
 from __future__ import annotations
 
 import threading
+from typing import Optional
 
 import numpy as np
 
@@ -77,6 +78,28 @@ def _gemm_prepare(attrs, consts):
     return dict(attrs)
 
 
+def _broadcasts_to(shape, target) -> bool:
+    """Whether an array of ``shape`` broadcasts unidirectionally to ``target``."""
+    return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
+
+
+def _product_error(a_shape, b_shape) -> Optional[ValueError]:
+    """Why ``a_shape @ b_shape`` is undefined under numpy's matmul rules, in MatMul's terms
+    (``None`` when it is defined)."""
+    if not a_shape or not b_shape:
+        return ValueError(f"MatMul: A {list(a_shape)} and B {list(b_shape)}: operands must have rank >= 1")
+    k_b = b_shape[0] if len(b_shape) == 1 else b_shape[-2]
+    if a_shape[-1] != k_b:
+        return ValueError(f"MatMul: A of shape {list(a_shape)} has {a_shape[-1]} columns and B of shape "
+                          f"{list(b_shape)} {k_b} rows; they must be equal")
+    try:
+        np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    except ValueError:
+        return ValueError(f"MatMul: the batch axes {list(a_shape[:-2])} of A and {list(b_shape[:-2])} of B "
+                          f"do not broadcast")
+    return None
+
+
 def _out_dtype(a: np.ndarray, b: np.ndarray) -> np.dtype:
     dt = np.result_type(a.dtype, b.dtype)
     return np.dtype(np.float32) if dt.kind == "f" else dt
@@ -97,6 +120,13 @@ def gemm(inputs, attrs, out=None):
         a = a.T
     if attrs.get("transB", 0):
         b = b.T
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"Gemm: A' of shape {list(a.shape)} has {a.shape[1]} columns and B' of shape "
+                         f"{list(b.shape)} {b.shape[0]} rows (after transA={attrs.get('transA', 0)}, "
+                         f"transB={attrs.get('transB', 0)}); they must be equal")
+    if c is not None and not _broadcasts_to(np.shape(c), (a.shape[0], b.shape[1])):
+        raise ValueError(f"Gemm: C of shape {list(np.shape(c))} does not broadcast to the product's "
+                         f"{[a.shape[0], b.shape[1]]}")
     alpha = float(attrs.get("alpha", 1.0))
     beta = float(attrs.get("beta", 1.0))
     dtype = _out_dtype(a, b)
@@ -158,14 +188,20 @@ def matmul(inputs, attrs, out=None):
         # (..., M, K) @ (K, N): one GEMM over all rows instead of one per batch entry
         shape = a.shape[:-1] + (b.shape[1],)
         if a.shape[-1] != b.shape[0]:
-            raise ValueError(f"MatMul: shapes {a.shape} and {b.shape} do not match")
+            raise _product_error(a.shape, b.shape)
         y = target if (target is not None and target.flags.c_contiguous) else np.empty(shape, dtype)
         np.matmul(a.reshape(-1, a.shape[-1]), b, out=y.reshape(-1, b.shape[1]))
         if target is not None and y is not target:
             np.copyto(target, y)
             return out
         return [y] if target is None else out
-    if target is not None:
-        np.matmul(a, b, out=target)
-        return out
-    return [np.matmul(a, b).astype(dtype, copy=False)]
+    try:
+        if target is not None:
+            np.matmul(a, b, out=target)
+            return out
+        return [np.matmul(a, b).astype(dtype, copy=False)]
+    except ValueError:
+        error = _product_error(a.shape, b.shape)
+        if error is None:
+            raise  # the operands fit: an ``out`` of the wrong shape
+        raise error from None

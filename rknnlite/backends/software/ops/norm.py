@@ -140,9 +140,14 @@ def layer_normalization(inputs, attrs, out=None):
     y2 = y.reshape(outer, inner)
     mean, inv = _standardize(x.reshape(outer, inner), y2, attrs.get("epsilon", 1e-5),
                              attrs.get("stash_type", 1) == 11)
-    np.multiply(y, scale, out=y)
-    if bias is not None:
-        np.add(y, bias, out=y)
+    for name, t, ufunc in (("Scale", scale, np.multiply), ("B", bias, np.add)):
+        if t is None:
+            continue
+        try:
+            ufunc(y, t, out=y)
+        except ValueError:
+            raise ValueError(f"LayerNormalization: {name} of shape {list(np.shape(t))} does not broadcast to X's "
+                             f"shape {list(x.shape)} (normalized axes {list(x.shape[axis:])})") from None
     stat_shape = x.shape[:axis] + (1,) * (r - axis)
     results = [_finish(y, dest)]
     for i, stat in ((1, mean), (2, inv)):

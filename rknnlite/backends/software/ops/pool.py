@@ -329,6 +329,8 @@ def _global_setup(inputs, out):
     if x.ndim < 2:
         raise ValueError(f"global pooling needs an (N, C, ...) input, got rank {x.ndim}")
     n, c = x.shape[:2]
+    if x.size == 0 and n * c > 0:
+        raise ValueError(f"global pooling of X of shape {list(x.shape)}: its spatial axes hold no values")
     shape = (n, c) + (1,) * (x.ndim - 2)
     y, dest = _target(out, 0, shape, np.dtype(np.float32) if x.dtype.kind == "f" else x.dtype)
     return x, y, dest
@@ -359,7 +361,7 @@ def global_average_pool(inputs, attrs, out=None):
     x, y, dest = _global_setup(inputs, out)
     views = _global_native(x, y, (np.float32,))
     if views is None:
-        flat = x.reshape(x.shape[0], x.shape[1], -1)
+        flat = x.reshape(x.shape[:2] + (int(np.prod(x.shape[2:], dtype=np.int64)),))
         np.mean(flat, axis=2, dtype=np.float32, out=y.reshape(flat.shape[:2]))
     else:
         x4, y4 = views
@@ -377,7 +379,7 @@ def global_max_pool(inputs, attrs, out=None):
     x, y, dest = _global_setup(inputs, out)
     views = _global_native(x, y, _MAX_DTYPES) if y.dtype == x.dtype else None
     if views is None:
-        flat = x.reshape(x.shape[0], x.shape[1], -1)
+        flat = x.reshape(x.shape[:2] + (int(np.prod(x.shape[2:], dtype=np.int64)),))
         np.max(flat, axis=2, out=y.reshape(flat.shape[:2]))
     else:
         x4, y4 = views

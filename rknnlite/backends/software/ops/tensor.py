@@ -54,7 +54,10 @@ def _as_float32(a: np.ndarray) -> np.ndarray:
 
 
 def _check_indices(idx: np.ndarray, n: int) -> np.ndarray:
-    """Validate ONNX indices into an axis of size ``n`` (``[-n, n-1]``); return them non-negative."""
+    """Validate ONNX indices into an axis of size ``n`` (``[-n, n-1]``, an integer type);
+    return them non-negative."""
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"indices must be int32 or int64, got {idx.dtype}")
     if idx.size == 0:
         return idx
     lo, hi = int(idx.min()), int(idx.max())
@@ -247,10 +250,13 @@ def slice_(inputs, attrs, out=None):
         steps = _optional_input(inputs, 4)
         axes = None if axes is None else _ints(axes)
         steps = None if steps is None else _ints(steps)
-    else:
+    elif "starts" in attrs and "ends" in attrs:
         starts, ends = list(attrs["starts"]), list(attrs["ends"])
         axes = attrs.get("axes")
         steps = None
+    else:
+        raise _invalid("Slice", "starts and ends are required: inputs 1 and 2 (opset >= 10) or attributes "
+                                "(opset < 10); the node has neither")
     return [_fresh(x[_slice_index(x, starts, ends, axes, steps)], out)]
 
 
@@ -323,6 +329,8 @@ def scatter_nd(inputs, attrs, out=None):
     ``none`` (duplicates: the last write wins), ``add``, ``mul``, ``max`` or ``min``
     (duplicates accumulate)."""
     x, idx, upd = inputs[0], np.asarray(inputs[1]), inputs[2]
+    if idx.ndim == 0:
+        raise ValueError("indices must have rank >= 1 (index tuples along the last axis), got a scalar")
     k = idx.shape[-1]
     if k > x.ndim:
         raise ValueError(f"index tuples of length {k} for a rank-{x.ndim} tensor")
