@@ -116,8 +116,8 @@ class Source:
 
 
 def sources(package_dir: Path, package: str, native_dir: Optional[Path]) -> List[Source]:
-    """Every ``.py`` under ``package_dir``, and every ``.pyx`` under ``native_dir`` as the module
-    ``<package>._native.<stem>`` (setup.py's naming)."""
+    """Every ``.py`` under ``package_dir``, and every ``.pyx`` under ``native_dir`` (with the
+    ``.pxi`` files it includes) as the module ``<package>._native.<stem>`` (setup.py's naming)."""
     found = []
     for path in sorted(package_dir.rglob("*.py")):
         parts = list(path.relative_to(package_dir.parent).with_suffix("").parts)
@@ -127,8 +127,11 @@ def sources(package_dir: Path, package: str, native_dir: Optional[Path]) -> List
         found.append(Source(".".join(parts), path, is_pkg, False, path.read_text(encoding="utf-8")))
     if native_dir is not None:
         for path in sorted(native_dir.rglob("*.pyx")):
-            found.append(Source(f"{package}._native.{path.stem}", path, False, True,
-                                path.read_text(encoding="utf-8")))
+            text = path.read_text(encoding="utf-8")
+            # a Cython ``include`` is part of the module: its imports are the module's
+            for name in re.findall(r'^include "([^"]+)"', text, re.M):
+                text += "\n" + (path.parent / name).read_text(encoding="utf-8")
+            found.append(Source(f"{package}._native.{path.stem}", path, False, True, text))
     return found
 
 
@@ -381,6 +384,16 @@ def test_the_check_reads_pyx_imports(tmp_path):
                                      "from fakepkg.mid import (make,\n    make as other)\n")
     assert check(package, FAKE_LAYERS, native) == [
         "fakepkg._native.kern:3: imports fakepkg.mid (mid, layer 1) from _native (layer 0): an upward import"]
+
+
+def test_the_check_reads_the_pxi_files_a_pyx_includes(tmp_path):
+    package = _write(tmp_path, CLEAN)
+    native = tmp_path / "cython"
+    native.mkdir()
+    (native / "kern.pyx").write_text('from libc.stdint cimport int32_t\n\ninclude "shared.pxi"\n')
+    (native / "shared.pxi").write_text("from fakepkg.mid import make\n")
+    (problem,) = check(package, FAKE_LAYERS, native)
+    assert "imports fakepkg.mid (mid, layer 1) from _native (layer 0): an upward import" in problem
 
 
 def test_exceptions_drop_only_what_they_name(tmp_path):

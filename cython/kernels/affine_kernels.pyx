@@ -11,15 +11,11 @@ contraction off explicitly.  Given a worker pool, the rows (an image's channel) 
 shared out across its threads from compiled code; a row's values never depend on the split.
 """
 
-from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport int64_t
 
 from rk_affine cimport rka_channel_affine
-from rk_pool cimport RK_POOL_API_CAPSULE, RK_POOL_CAPSULE, rk_pool, rk_pool_api
 
-from rknnlite._native import thread_pool as _thread_pool
-
-cdef rk_pool_api *_POOL_API = <rk_pool_api *>PyCapsule_GetPointer(_thread_pool.API, RK_POOL_API_CAPSULE)
+include "pool_handle.pxi"
 
 
 cdef struct _Job:
@@ -66,9 +62,7 @@ def channel_affine(const float[:, :, ::1] x, const float[::1] scale, const float
         raise ValueError(f"channel_affine: unknown activation kind {kind}")
     if n * c * inner == 0:
         return
-    if pool is not None and not PyCapsule_IsValid(pool, RK_POOL_CAPSULE):
-        raise TypeError(f"pool must be a WorkerPool.handle capsule or None, got {type(pool).__name__}")
-    cdef rk_pool *p = NULL if pool is None else <rk_pool *>PyCapsule_GetPointer(pool, RK_POOL_CAPSULE)
+    cdef rk_pool *p = _pool_from(pool)
     cdef _Job job = _Job(&x[0, 0, 0], &out[0, 0, 0], c, inner, &scale[0], &shift[0], kind, lo, hi, alpha)
     with nogil:
         if p == NULL:

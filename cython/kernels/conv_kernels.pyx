@@ -25,13 +25,12 @@ import numpy as np
 
 cimport numpy as cnp
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport int32_t, int64_t, intptr_t
 from libc.string cimport memset
 
-from rk_pool cimport rk_pool, rk_pool_api, rk_range_fn, RK_POOL_API_CAPSULE, RK_POOL_CAPSULE
+from rk_pool cimport rk_range_fn
 
-from rknnlite._native import thread_pool as _thread_pool
+include "pool_handle.pxi"
 
 cnp.import_array()
 
@@ -334,18 +333,6 @@ cdef int _gemm_items(void *ctx, int64_t j0, int64_t j1, int slot) noexcept nogil
                 rk_bias_act(_ISA, it.fy + m0 * g.N, m1 - m0, g.N, g.N, NULL, &it.fact if it.fhas_act else NULL,
                             it.fres + m0 * g.N, g.N)
     return 0
-
-
-cdef rk_pool_api *_POOL_API = <rk_pool_api *>PyCapsule_GetPointer(_thread_pool.API, RK_POOL_API_CAPSULE)
-
-
-cdef rk_pool *_pool_from(object handle) except? NULL:
-    """The pool of a ``WorkerPool.handle`` capsule (None: NULL, run on the caller)."""
-    if handle is None:
-        return NULL
-    if not PyCapsule_IsValid(handle, RK_POOL_CAPSULE):
-        raise TypeError(f"pool must be a WorkerPool.handle capsule or None, got {type(handle).__name__}")
-    return <rk_pool *>PyCapsule_GetPointer(handle, RK_POOL_CAPSULE)
 
 
 cdef int _run_items(rk_pool *pool, rk_range_fn fn, void *ctx, int64_t n) noexcept nogil:

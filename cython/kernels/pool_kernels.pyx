@@ -59,19 +59,16 @@ result never depends on the split.
 optional second output); it takes per-output tap ranges computed by the caller.
 """
 
-from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
-from rk_pool cimport RK_POOL_API_CAPSULE, RK_POOL_CAPSULE, rk_pool, rk_pool_api, rk_range_fn
+from rk_pool cimport rk_range_fn
 
 from rk_pooling cimport (rkp_cpu_level, rkp_horiz_avg, rkp_horiz_max, rkp_narrow_fits, rkp_narrow_pool,
                          rkp_vert_max, rkp_vert_sum)
 
-from rknnlite._native import thread_pool as _thread_pool
-
-cdef rk_pool_api *_POOL_API = <rk_pool_api *>PyCapsule_GetPointer(_thread_pool.API, RK_POOL_API_CAPSULE)
+include "pool_handle.pxi"
 
 # The SIMD level of the float32 passes (rk_pooling.c): the CPU's best unless limit_isa narrows it.
 cdef int _ISA = rkp_cpu_level()
@@ -520,15 +517,6 @@ cdef int _max_range(void* ctx, int64_t a, int64_t b, int slot) noexcept nogil:
     return _max_planes(<const long long*> j.x, <long long*> j.y, j, (<const long long*> j.empty)[0], p0, p1)
 
 
-cdef rk_pool* _pool_of(object pool) except? NULL:
-    """The native pool of a ``WorkerPool.handle`` capsule (None: NULL, the caller alone)."""
-    if pool is None:
-        return NULL
-    if not PyCapsule_IsValid(pool, RK_POOL_CAPSULE):
-        raise TypeError(f"pool must be a WorkerPool.handle capsule or None, got {type(pool).__name__}")
-    return <rk_pool*> PyCapsule_GetPointer(pool, RK_POOL_CAPSULE)
-
-
 cdef void _job_geometry(_Job* job, _PoolPlan* pp, Py_ssize_t p0, Py_ssize_t D, Py_ssize_t H, Py_ssize_t W,
                         Py_ssize_t OD, Py_ssize_t OH, Py_ssize_t OW, int kd, int kh, int kw, int sw, int dw,
                         int ph, int pw, bint specialise) noexcept:
@@ -566,7 +554,7 @@ def max_pool(const max_t[:, :, :, ::1] x, max_t[:, :, :, ::1] y,
     cdef Py_ssize_t OD = y.shape[1], OH = y.shape[2], OW = y.shape[3]
     cdef _PoolPlan pp
     cdef _Job job
-    cdef rk_pool* p = _pool_of(pool)
+    cdef rk_pool* p = _pool_from(pool)
     cdef int rc
     if not _pool_plan(&pp, "max_pool", P, y.shape[0], D, H, W, OD, OH, OW, kd, kh, kw, sd, sh, sw,
                       dd, dh, dw, pd, ph, pw, p0, p1, specialise, max_t is float):
@@ -758,7 +746,7 @@ def avg_pool(const float[:, :, :, ::1] x, float[:, :, :, ::1] y,
     cdef Py_ssize_t q, b, o, n, n_inv, nq = OD * OH, HW = H * W
     cdef _PoolPlan pp
     cdef _Job job
-    cdef rk_pool* p = _pool_of(pool)
+    cdef rk_pool* p = _pool_from(pool)
     cdef float* inv = NULL
     cdef float* wc = NULL
     cdef double rc
