@@ -182,6 +182,9 @@ def test_bad_axes(op):
         run(op, X, np.array([2, 2], np.int64), consts=[None, np.array([2, 2], np.int64)])
     with pytest.raises(ModelInvalidError, match="ints"):
         run(op, X, opset=11, axes=["a"])
+    # named by dtype and shape, not by the tensor's repr
+    with pytest.raises(ModelInvalidError, match=r"must be a list of ints, got a float32 tensor of shape \[1, 3\] \("):
+        run(op, X, np.zeros((1, 3), np.float32))
 
 
 @pytest.mark.parametrize("op", REDUCE_OPS)

@@ -36,7 +36,8 @@ def _int_list(op: str, name: str, value) -> Tuple[int, ...]:
             raise TypeError
         return tuple(int(a) for a in arr.reshape(-1))
     except (TypeError, ValueError):
-        raise ModelInvalidError(f"{name} must be a list of ints, got {value!r}", op=op) from None
+        got = f"a {value.dtype} tensor of shape {list(value.shape)}" if isinstance(value, np.ndarray) else repr(value)
+        raise ModelInvalidError(f"{name} must be a list of ints, got {got}", op=op) from None
 
 
 def _reduce_prepare(op: str):
