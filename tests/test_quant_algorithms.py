@@ -494,15 +494,16 @@ def test_mmse_scores_a_conv_and_its_hardswish_as_one_layer(group, searched):
     assert mmse["x"] != kl["x"] and mmse["y"] != kl["y"]
 
 
-def test_unknown_algorithm_fails_the_quantized_build(tmp_path, monkeypatch, caplog):
+def test_a_vendor_option_rknnlite_cannot_build_fails_the_quantized_build(tmp_path, monkeypatch, caplog):
     monkeypatch.chdir(tmp_path)
     dataset = heavy_dataset(tmp_path, 1)
     rknn = RKNN()
-    assert rknn.config(target_platform="rk3588", quantized_algorithm="entropy") == 0  # a warning, as the vendor
+    # an algorithm the vendor takes (it refuses unknown ones at config, test_toolkit_onnx)
+    assert rknn.config(target_platform="rk3576", quantized_dtype="w4a16", quantized_algorithm="gdq") == 0
     assert rknn.load_onnx(HEAVY) == 0
     assert rknn.build(do_quantization=True, dataset=dataset) == -1
-    assert "quantized_algorithm='entropy' is not supported yet by rknnlite (supported: normal, mmse, " \
-           "kl_divergence)" in caplog.records[-1].getMessage()
+    assert "quantized_dtype='w4a16' is not supported yet by rknnlite (supported: asymmetric_quantized-8, w8a8)" \
+        in caplog.records[-1].getMessage()
     assert rknn.build(do_quantization=False) == 0
     rknn.release()
 

@@ -350,10 +350,10 @@ def test_a_conv_bias_survives_a_near_zero_weight_channel(tmp_path, monkeypatch):
 
 # -- errors ------------------------------------------------------------------------------------
 
-def build_tiny(dataset, **config):
+def build_tiny(dataset, target_platform="rk3588", **config):
     m, _ = tiny_model()
     rknn = RKNN()
-    assert rknn.config(target_platform="rk3588", **config) == 0
+    assert rknn.config(target_platform=target_platform, **config) == 0
     assert rknn.load_onnx(m.SerializeToString()) == 0
     try:
         return rknn.build(do_quantization=True, dataset=dataset)
@@ -365,16 +365,20 @@ def test_unsupported_quantization_options(tmp_path, monkeypatch, toolkit_log):
     monkeypatch.chdir(tmp_path)
     np.save(tmp_path / "good.npy", RNG.standard_normal((1, 3, 6, 6)).astype(np.float32))
     (tmp_path / "ok.txt").write_text("good.npy\n")
-    for option in ({"quantized_algorithm": "gdq"}, {"quantized_method": "group32"},
-                   {"quantized_dtype": "w4a16"}, {"quantized_dtype": "asymmetric_quantized-16"}):
+    # what the vendor's config takes on those platforms (it refuses the rest: test_toolkit_onnx)
+    for platform, options, unsupported in (
+            ("rk3576", {"quantized_dtype": "w4a16"}, "quantized_dtype='w4a16'"),
+            ("rk3562", {"quantized_dtype": "w8a16"}, "quantized_dtype='w8a16'"),
+            ("rk3588", {"quantized_dtype": "w16a16i_dfp"}, "quantized_dtype='w16a16i_dfp'"),
+            ("rv1126b", {"quantized_dtype": "w4a16", "quantized_method": "group32"}, "quantized_dtype='w4a16'"),
+            ("rk3576", {"quantized_dtype": "w4a16", "quantized_algorithm": "gdq"}, "quantized_dtype='w4a16'")):
         toolkit_log.clear()
-        assert build_tiny("ok.txt", **option) == -1
-        key, value = next(iter(option.items()))
-        assert f"{key}={value!r} is not supported yet" in errors(toolkit_log)[-1]
+        assert build_tiny("ok.txt", platform, **options) == -1
+        assert f"{unsupported} is not supported yet" in errors(toolkit_log)[-1]
     # A float build ignores them; explicit defaults are fine.
     m, _ = tiny_model()
     rknn = RKNN()
-    assert rknn.config(target_platform="rk3588", quantized_algorithm="gdq") == 0
+    assert rknn.config(target_platform="rk3576", quantized_dtype="w4a16", quantized_algorithm="gdq") == 0
     assert rknn.load_onnx(m.SerializeToString()) == 0 and rknn.build() == 0
     rknn.release()
     assert build_tiny("ok.txt", quantized_dtype="asymmetric_quantized-8", quantized_algorithm="normal",

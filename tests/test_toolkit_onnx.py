@@ -1265,6 +1265,54 @@ def test_config_validation(toolkit_log):
     r.release()
 
 
+@pytest.mark.parametrize("options, message", [
+    # RKNN-Toolkit2 2.5.0's config() raises each of these, in these words (observed)
+    (dict(quantized_algorithm="entropy"),
+     "Invalid quantized_algorithm 'entropy', expect in ['normal', 'mmse', 'kl_divergence', 'gdq']!"),
+    (dict(quantized_algorithm="MMSE"), "Invalid quantized_algorithm 'MMSE'"),
+    (dict(quantized_dtype="int4"), "Invalid quantized_dtype 'int4', expect in ['w8a8', 'w8a16', 'w16a16i_dfp', 'w4a16']!"),
+    (dict(quantized_dtype="asymmetric_quantized-16"), "Invalid quantized_dtype 'w16a16i', expect in"),
+    (dict(quantized_method="tensor"), "Invalid quantized_method 'tensor', expect in ['layer', 'channel', 'group{SIZE}']!"),
+    (dict(quantized_method="group48"), "Invalid quantized_method 'group48', valid format is group{SIZE}, where {SIZE} "
+                                       "is in [32, 64, 96, 128, 160, 192, 224, 256], e.g group32!"),
+    (dict(quantized_dtype="w4a16"), "The quantized_dtype = 'w4a16' not support in 'rk3588'!"),
+    (dict(quantized_dtype="w8a16"), "The quantized_dtype = 'w8a16' not support in 'rk3588'!"),
+    (dict(quantized_algorithm="gdq"), "The quantized_algorithm = 'gdq' only support in ['w4a16', 'w8a16']!"),
+    (dict(quantized_method="group32"), "The quantize_method = 'group32' only support when quantized_dtype = 'w4a16'"),
+])
+def test_config_refuses_the_quantization_options_the_vendor_refuses(toolkit_log, options, message):
+    r = RKNN()
+    assert r.config(target_platform="rk3588", **options) == -1
+    (line,) = errors(toolkit_log)
+    assert line.startswith("config: " + message)
+    r.release()
+
+
+def test_the_vendors_other_quantization_values_warn_and_only_a_quantized_build_fails(toolkit_log):
+    r = RKNN()
+    assert r.config(target_platform="rk3576", quantized_dtype="w4a16", quantized_method="group32",
+                    quantized_algorithm="gdq") == 0
+    assert r.config(target_platform="rk3588", quantized_dtype="asymmetric_quantized-8") == 0  # the 1.x name
+    assert errors(toolkit_log) == []
+    r.release()
+
+
+def test_a_refused_config_stops_the_loaders_until_one_is_taken(toolkit_log):
+    """A vendor script never reads config()'s return (the vendor's raises): with a typo in an
+    option, load_onnx went on with the default configuration (rk3588, normal) and said only
+    'config() was not called'."""
+    _, data = small_model_bytes()
+    r = RKNN()
+    assert r.config(target_platform="rk3588", quantized_algorithm="kl-divergence") == -1
+    assert r.load_onnx(data) == -1
+    assert errors(toolkit_log)[-1] == (
+        "load_onnx: the last config() was refused (Invalid quantized_algorithm 'kl-divergence', expect in "
+        "['normal', 'mmse', 'kl_divergence', 'gdq']!); call config() again with options it takes")
+    assert r.config(target_platform="rk3566", quantized_algorithm="kl_divergence") == 0
+    assert r.load_onnx(data) == 0
+    r.release()
+
+
 def test_build_refusals_and_board_targets(toolkit_log):
     _, data = small_model_bytes()
     r = RKNN()

@@ -59,6 +59,14 @@ _IGNORED_AT_DEFAULT = {"inputs_yuv_fmt": None,
 _QUANT_DEFAULTS = {"quantized_dtype": "asymmetric_quantized-8", "quantized_algorithm": "normal",
                    "quantized_method": "channel"}
 
+# What RKNN-Toolkit2 2.5.0's config() takes (observed): anything else it refuses (see
+# _vendor_quant_refusal). It reads the 1.x names as their 2.x ones.
+_VENDOR_QUANT_DTYPES = ("w8a8", "w8a16", "w16a16i_dfp", "w4a16")
+_LEGACY_QUANT_DTYPES = {"asymmetric_quantized-8": "w8a8", "asymmetric_quantized-16": "w16a16i"}
+_VENDOR_DTYPE_PLATFORMS = {"w8a16": ("rk3562",), "w4a16": ("rk3576", "rv1126b")}
+_VENDOR_QUANT_ALGORITHMS = ("normal", "mmse", "kl_divergence", "gdq")
+_VENDOR_GROUP_SIZES = tuple(range(32, 257, 32))
+
 _NO_MODEL = "Model is not loaded yet, this interface should be called after load_onnx!"
 _NOT_BUILT = "RKNN model is not built yet, this interface should be called after build or load_rknn!"
 _NO_RUNTIME = "The runtime has not been initialized, please call init_runtime first!"
@@ -81,6 +89,8 @@ class RKNN(Lite2CoreMasks):
         self._log = InstanceLog(_LOGGER_NAME, verbose, verbose_file)
         self._verbose = bool(verbose)
         self._config: Optional[Dict[str, Any]] = None
+        #: why the last config() was refused (the loaders refuse until a config() succeeds)
+        self._config_error: Optional[str] = None
         self._imported = None
         self._model_bytes: Optional[bytes] = None
         #: the built model with its weights when the export is weight-less (the simulator runs it)
@@ -116,8 +126,12 @@ class RKNN(Lite2CoreMasks):
                 (``'asymmetric_quantized-8'``), ``quantized_algorithm`` (``'normal'``,
                 ``'mmse'`` or ``'kl_divergence'``) and
                 ``quantized_method`` (``'channel'`` or ``'layer'``) set the quantization
-                of ``build(do_quantization=True)``; other values of these are accepted with
-                a warning and make a quantized build fail.  Performance and placement
+                of ``build(do_quantization=True)``; a value RKNN-Toolkit2 2.5.0 refuses
+                (``'kl-divergence'``, ``'w4a16'`` on rk3588, ...) is refused in its words, and
+                the other values it takes are accepted with a warning and make a quantized
+                build fail.  After a refused config() the loaders refuse too, until a
+                config() succeeds (the vendor's config raises, which stops a script that
+                never reads the return code).  Performance and placement
                 settings are accepted with a warning that they are not supported yet;
                 ``remove_weight=True`` builds a weight-less model: the weights of its
                 Conv, ConvTranspose, Gemm and MatMul nodes are left out of the exported
@@ -149,26 +163,21 @@ class RKNN(Lite2CoreMasks):
             mean = _per_input_values(mean_values, "mean_values")
             std = _per_input_values(std_values, "std_values")
         except ValueError as e:
-            self._log.error("config: %s", e)
-            return -1
+            return self._refuse_config("%s", e)
         if std is not None and any(v == 0 for row in std for v in row):
-            self._log.error("config: std_values must not contain 0: %s", std_values)
-            return -1
+            return self._refuse_config("std_values must not contain 0: %s", std_values)
         if target_platform is None:
             self._log.warning("config: target_platform is not set, using the default: %s", _DEFAULT_PLATFORM)
             platform = _DEFAULT_PLATFORM
         else:
             platform = str(target_platform).lower()
             if platform not in TARGET_PLATFORMS:
-                self._log.error("config: target_platform %r is not supported; supported: %s",
-                                target_platform, ", ".join(TARGET_PLATFORMS))
-                return -1
+                return self._refuse_config("target_platform %r is not supported; supported: %s", target_platform,
+                                           ", ".join(TARGET_PLATFORMS))
         if float_dtype not in ("float16", "float32"):
-            self._log.error("config: float_dtype must be 'float16' or 'float32', not %r", float_dtype)
-            return -1
+            return self._refuse_config("float_dtype must be 'float16' or 'float32', not %r", float_dtype)
         if custom_string is not None and not isinstance(custom_string, str):
-            self._log.error("config: custom_string must be a str, not %s", type(custom_string).__name__)
-            return -1
+            return self._refuse_config("custom_string must be a str, not %s", type(custom_string).__name__)
         quant_cfg = dict(_QUANT_DEFAULTS)
         hybrid_cfg = dict(_HYBRID_DEFAULTS)
         dynamic_input = None
@@ -180,16 +189,11 @@ class RKNN(Lite2CoreMasks):
                 if value is None:
                     continue
                 if not isinstance(value, str):
-                    self._log.error("config: %s must be a str, not %r", key, value)
-                    return -1
+                    return self._refuse_config("%s must be a str, not %r", key, value)
                 quant_cfg[key] = value
-                problem = _quant_option_problem(key, value)
-                if problem:
-                    self._log.warning("config: %s; build(do_quantization=True) will fail", problem)
             elif key == "sparse_infer":
                 if not isinstance(value, (bool, np.bool_)):
-                    self._log.error("config: sparse_infer must be True or False, not %r", value)
-                    return -1
+                    return self._refuse_config("sparse_infer must be True or False, not %r", value)
                 sparse_infer = bool(value)
                 if sparse_infer:
                     from .sparsity import SPARSE_PLATFORMS
@@ -200,19 +204,16 @@ class RKNN(Lite2CoreMasks):
                                           ", ".join(SPARSE_PLATFORMS))
             elif key == "remove_weight":
                 if not isinstance(value, (bool, np.bool_)):
-                    self._log.error("config: remove_weight must be True or False, not %r", value)
-                    return -1
+                    return self._refuse_config("remove_weight must be True or False, not %r", value)
                 remove_weight = bool(value)
             elif key == "model_pruning":
                 if not isinstance(value, (bool, np.bool_)):
-                    self._log.error("config: model_pruning must be True or False, not %r", value)
-                    return -1
+                    return self._refuse_config("model_pruning must be True or False, not %r", value)
                 pruning = bool(value)
             elif key in _HYBRID_DEFAULTS:
                 problem = _hybrid_option_problem(key, value)
                 if problem:
-                    self._log.error("config: %s", problem)
-                    return -1
+                    return self._refuse_config("%s", problem)
                 hybrid_cfg[key] = value
             elif key in _IGNORED_ANY:
                 self._log.warning("config: %s=%r is not supported yet by rknnlite and is ignored", key, value)
@@ -223,15 +224,20 @@ class RKNN(Lite2CoreMasks):
                     try:
                         dynamic_input = validate_shape_sets(value)
                     except ValueError as e:
-                        self._log.error("config: %s", e)
-                        return -1
+                        return self._refuse_config("%s", e)
             elif key in _IGNORED_AT_DEFAULT:
                 if value != _IGNORED_AT_DEFAULT[key]:
-                    self._log.error("config: %s=%r is not supported yet by rknnlite", key, value)
-                    return -1
+                    return self._refuse_config("%s=%r is not supported yet by rknnlite", key, value)
             else:
-                self._log.error("config: unknown option %r", key)
-                return -1
+                return self._refuse_config("unknown option %r", key)
+        refusal = _vendor_quant_refusal(quant_cfg, platform)
+        if refusal:
+            return self._refuse_config("%s", refusal)
+        for key in _QUANT_DEFAULTS:
+            problem = _quant_option_problem(key, quant_cfg[key])
+            if problem:
+                self._log.warning("config: %s; build(do_quantization=True) will fail", problem)
+        self._config_error = None
         self._config = {
             "mean_values": mean, "std_values": std, "quant_img_RGB2BGR": bool(quant_img_RGB2BGR),
             "target_platform": platform, "float_dtype": float_dtype, "custom_string": custom_string or "",
@@ -246,6 +252,14 @@ class RKNN(Lite2CoreMasks):
                               "then apply in BGR order")
         self._log.debug("config: %s", self._config)
         return 0
+
+    def _refuse_config(self, message: str, *args) -> int:
+        """Log why config() refuses its options and remember it: the vendor's config() raises,
+        which stops a script that never reads its return code, so the loaders refuse after a
+        refused config() instead of going on with the default configuration."""
+        self._config_error = message % args if args else message
+        self._log.error("config: %s", self._config_error)
+        return -1
 
     def reg_custom_op(self, custom_op) -> int:
         """Register a Python custom operator (a class, or an instance of one); call it between
@@ -392,6 +406,10 @@ class RKNN(Lite2CoreMasks):
         previous model and runtime, log what was loaded, and turn a missing framework
         (ImportError) or a bad model (``ModelInvalidError``) into an error line and -1."""
         if not self._alive(api):
+            return -1
+        if self._config_error is not None:
+            self._log.error("%s: the last config() was refused (%s); call config() again with options it takes",
+                            api, self._config_error)
             return -1
         from ..errors import ModelInvalidError
 
@@ -1065,6 +1083,31 @@ def _quant_config_problem(cfg: Dict[str, Any]) -> Optional[str]:
         problem = _quant_option_problem(key, cfg.get(key, default))
         if problem:
             return problem
+    return None
+
+
+def _vendor_quant_refusal(cfg: Dict[str, Any], platform: str) -> Optional[str]:
+    """RKNN-Toolkit2 2.5.0's own refusal of ``cfg``'s quantization options on ``platform``, in
+    its words (its config() raises them), or None. Values it takes that this toolkit cannot
+    build yet (w8a16, gdq, group{N}, ...) pass here: they warn, and a quantized build fails."""
+    dtype = _LEGACY_QUANT_DTYPES.get(cfg["quantized_dtype"], cfg["quantized_dtype"])
+    algorithm, method = cfg["quantized_algorithm"], cfg["quantized_method"]
+    if dtype not in _VENDOR_QUANT_DTYPES:
+        return f"Invalid quantized_dtype '{dtype}', expect in {list(_VENDOR_QUANT_DTYPES)}!"
+    if platform not in _VENDOR_DTYPE_PLATFORMS.get(dtype, (platform,)):
+        return f"The quantized_dtype = '{dtype}' not support in '{platform}'!"
+    if algorithm not in _VENDOR_QUANT_ALGORITHMS:
+        return f"Invalid quantized_algorithm '{algorithm}', expect in {list(_VENDOR_QUANT_ALGORITHMS)}!"
+    if algorithm == "gdq" and dtype not in ("w4a16", "w8a16"):
+        return "The quantized_algorithm = 'gdq' only support in ['w4a16', 'w8a16']!"
+    if method.startswith("group"):
+        if method[5:] not in [str(n) for n in _VENDOR_GROUP_SIZES]:
+            return (f"Invalid quantized_method '{method}', valid format is group{{SIZE}}, where {{SIZE}} is in "
+                    f"{list(_VENDOR_GROUP_SIZES)}, e.g group32!")
+        if dtype != "w4a16":
+            return f"The quantize_method = '{method}' only support when quantized_dtype = 'w4a16'"
+    elif method not in ("layer", "channel"):
+        return f"Invalid quantized_method '{method}', expect in ['layer', 'channel', 'group{{SIZE}}']!"
     return None
 
 
