@@ -1248,6 +1248,9 @@ def test_config_validation(toolkit_log):
     assert r.config(target_platform="rk3588", float_dtype="int8") == -1
     assert r.config(mean_values="abc") == -1
     assert r.config(mean_values=[[1, 2, 3]], std_values=[[1, 0, 1]]) == -1
+    assert r.config(mean_values=[[float("nan")] * 3]) == -1
+    assert r.config(std_values=[[1, float("inf"), 1]]) == -1
+    assert "std_values[0] must hold finite numbers, not [1, inf, 1]" in errors(toolkit_log)[-1]
     assert r.config(target_platform="rk3588", bogus_option=1) == -1
     assert r.config(target_platform="rk3588", dynamic_input=[[[1, 3, 0, 8]]]) == -1
     assert "dynamic_input" in " ".join(errors(toolkit_log))

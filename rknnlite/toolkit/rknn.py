@@ -25,6 +25,7 @@ Differences from the vendor toolkit (this is the first path; see the docstrings)
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -1136,5 +1137,7 @@ def _per_input_values(values, what: str) -> Optional[List[List[float]]]:
         if not isinstance(row, (list, tuple)) or not row or \
                 not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in row):
             raise ValueError(f"{what}[{i}] must be a non-empty list of numbers, not {row!r}")
+        if not all(math.isfinite(v) for v in row):
+            raise ValueError(f"{what}[{i}] must hold finite numbers, not {row!r}")
         rows.append([float(v) for v in row])
     return rows
