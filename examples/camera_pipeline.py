@@ -165,7 +165,8 @@ def build_squares_detector(path: str) -> str:
     rknn = RKNN()
     rknn.config(target_platform="rk3588", mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]],
                 float_dtype="float32")
-    if rknn.load_onnx(squares_detector_onnx()) != 0 or rknn.build() != 0 or rknn.export_rknn(path) != 0:
+    if (rknn.load_onnx(squares_detector_onnx()) != 0 or rknn.build(do_quantization=False) != 0
+            or rknn.export_rknn(path) != 0):
         raise SystemExit("building the built-in detector failed (see the rknnlite.toolkit log)")
     rknn.release()
     return path

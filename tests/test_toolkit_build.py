@@ -15,6 +15,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import helper  # noqa: E402
 from onnx_builders import init, model, vi  # noqa: E402
 
+import rknnlite  # noqa: E402
 import rknnlite.toolkit  # noqa: E402
 from rknnlite import ModelInvalidError  # noqa: E402
 from rknnlite.toolkit import RKNN, build  # noqa: E402
@@ -50,6 +51,32 @@ def test_build_runs_the_named_steps_in_order(toolkit_log):
     steps = [rec.getMessage()[len("build step: "):] for rec in toolkit_log.records
              if rec.getMessage().startswith("build step: ")]
     assert steps == ORDER
+
+
+def test_do_quantization_not_given_follows_the_vendors_default(tmp_path, toolkit_log):
+    """RKNN-Toolkit2's build() quantizes by default: build(dataset=...) is an int8 build there (it
+    was a float one here, the dataset 'ignored'); build() without a dataset, which the vendor
+    refuses, builds float here with a warning."""
+    np.save(tmp_path / "a.npy", np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32))
+    (tmp_path / "ds.txt").write_text("a.npy\n")
+    built = {}
+    for name, kwargs in (("dataset", dict(dataset=str(tmp_path / "ds.txt"))), ("none", {}),
+                         ("float", dict(do_quantization=False))):
+        r = loaded()
+        try:
+            toolkit_log.clear()
+            assert r.build(**kwargs) == 0
+            assert r.export_rknn(str(tmp_path / f"{name}.rknn")) == 0
+            built[name] = [rec.getMessage() for rec in toolkit_log.records if rec.levelname == "WARNING"]
+        finally:
+            r.release()
+    with rknnlite.Context(str(tmp_path / "dataset.rknn")) as ctx:
+        assert ctx.outputs[0].qnt_type.name == "AFFINE_ASYMMETRIC"  # int8
+    for name in ("none", "float"):
+        with rknnlite.Context(str(tmp_path / f"{name}.rknn")) as ctx:
+            assert ctx.outputs[0].qnt_type.name == "NONE"
+    assert any("do_quantization is not given and there is no dataset" in w for w in built["none"])
+    assert not any("do_quantization" in w for w in built["float"] + built["dataset"])
 
 
 def test_the_facade_only_hands_the_job_to_the_pipeline():

@@ -471,9 +471,14 @@ class RKNN(Lite2CoreMasks):
 
     # -- building ------------------------------------------------------------------------------
 
-    def build(self, do_quantization: bool = False, dataset: Optional[str] = None,
+    def build(self, do_quantization: Optional[bool] = None, dataset: Optional[str] = None,
               rknn_batch_size: Optional[int] = None, auto_hybrid: bool = False) -> int:
         """Optimise the loaded model and build the runtime model.  Returns 0 or -1.
+
+        ``do_quantization`` not given follows RKNN-Toolkit2, whose default is ``True``: with a
+        ``dataset`` the build is quantized (``build(dataset="dataset.txt")`` is an int8 build
+        there and here); without one the vendor refuses, and this builds without quantization,
+        with a warning.
 
         ``do_quantization=True`` builds an int8 model calibrated on ``dataset``: a text
         file with one sample per line and one path per model input separated by
@@ -526,7 +531,7 @@ class RKNN(Lite2CoreMasks):
         """
         return self._build(do_quantization, dataset, rknn_batch_size, auto_hybrid, check_models=self._verbose)
 
-    def _build(self, do_quantization: bool, dataset: Optional[str], rknn_batch_size: Optional[int],
+    def _build(self, do_quantization: Optional[bool], dataset: Optional[str], rknn_batch_size: Optional[int],
                auto_hybrid: bool, check_models: bool) -> int:
         """:meth:`build`; ``check_models``: write the optimiser's ``check*.onnx`` files."""
         if not self._alive("build"):
@@ -544,7 +549,13 @@ class RKNN(Lite2CoreMasks):
             self._log.error("build: rknn_batch_size=%d cannot be combined with config(dynamic_input=...); give the "
                             "batch sizes in the dynamic_input shapes instead", batch)
             return -1
-        if dataset is not None and not do_quantization:
+        if do_quantization is None:
+            do_quantization = dataset is not None or bool(auto_hybrid)
+            if not do_quantization and not self._imported.graph.quant:
+                self._log.warning("build: do_quantization is not given and there is no dataset: building without "
+                                  "quantization (RKNN-Toolkit2 quantizes by default and refuses a build without a "
+                                  "dataset; say do_quantization=False for a float build)")
+        elif dataset is not None and not do_quantization:
             self._log.warning("build: dataset is only used for quantization; ignored")
         cfg = self._config or self._default_config()
         try:

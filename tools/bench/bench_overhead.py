@@ -51,7 +51,7 @@ def add_onnx() -> bytes:
 def convert(onnx_bytes: bytes, path: Path, float_dtype: str) -> None:
     rk = RKNN()
     rk.config(target_platform="rk3588", float_dtype=float_dtype)
-    if rk.load_onnx(onnx_bytes) != 0 or rk.build() != 0 or rk.export_rknn(str(path)) != 0:
+    if rk.load_onnx(onnx_bytes) != 0 or rk.build(do_quantization=False) != 0 or rk.export_rknn(str(path)) != 0:
         raise SystemExit("conversion failed")
     rk.release()
 

@@ -73,7 +73,7 @@ def camera_onnx(height: int, width: int):
 def convert(model, path: Path, **config) -> None:
     rk = RKNN()
     ok = (rk.config(target_platform="rk3588", **config) == 0 and rk.load_onnx(model) == 0
-          and rk.build() == 0 and rk.export_rknn(str(path)) == 0)
+          and rk.build(do_quantization=False) == 0 and rk.export_rknn(str(path)) == 0)
     rk.release()
     if not ok:
         raise SystemExit("conversion failed")
