@@ -823,3 +823,13 @@ def test_uint8_file_equals_the_vendors_simulator():
     assert (features.reshape(ref["features"].shape) != ref["tflite_features"]).mean() > 0.3
     d = np.abs(scores.reshape(ref["scores"].shape).astype(int) - ref["scores"].astype(int))
     assert d.max() <= 1 and (d == 0).mean() >= 0.9
+
+
+def test_load_tflite_takes_the_vendors_input_is_nchw(errors):
+    """RKNN-Toolkit2 2.5.0's load_tflite(model, input_is_nchw=False): the keyword was a TypeError."""
+    r = RKNN()
+    assert r.config(target_platform="rk3588") == 0
+    assert r.load_tflite(_single("RELU", [[1, 4]], [1, 4]), input_is_nchw=False) == 0
+    assert r.load_tflite(_single("RELU", [[1, 4]], [1, 4]), input_is_nchw=True) == -1
+    assert errors()[-1].startswith("load_tflite: input_is_nchw=True is not supported yet by rknnlite")
+    r.release()

@@ -1273,9 +1273,11 @@ def test_config_validation(toolkit_log):
     (dict(quantized_algorithm="entropy"),
      "Invalid quantized_algorithm 'entropy', expect in ['normal', 'mmse', 'kl_divergence', 'gdq']!"),
     (dict(quantized_algorithm="MMSE"), "Invalid quantized_algorithm 'MMSE'"),
-    (dict(quantized_dtype="int4"), "Invalid quantized_dtype 'int4', expect in ['w8a8', 'w8a16', 'w16a16i_dfp', 'w4a16']!"),
+    (dict(quantized_dtype="int4"),
+     "Invalid quantized_dtype 'int4', expect in ['w8a8', 'w8a16', 'w16a16i_dfp', 'w4a16']!"),
     (dict(quantized_dtype="asymmetric_quantized-16"), "Invalid quantized_dtype 'w16a16i', expect in"),
-    (dict(quantized_method="tensor"), "Invalid quantized_method 'tensor', expect in ['layer', 'channel', 'group{SIZE}']!"),
+    (dict(quantized_method="tensor"),
+     "Invalid quantized_method 'tensor', expect in ['layer', 'channel', 'group{SIZE}']!"),
     (dict(quantized_method="group48"), "Invalid quantized_method 'group48', valid format is group{SIZE}, where {SIZE} "
                                        "is in [32, 64, 96, 128, 160, 192, 224, 256], e.g group32!"),
     (dict(quantized_dtype="w4a16"), "The quantized_dtype = 'w4a16' not support in 'rk3588'!"),
@@ -1556,3 +1558,72 @@ def test_gelu_arithmetic_becomes_one_node(kwargs):
 def test_gelu_arithmetic_stays_when_a_step_is_read_elsewhere():
     im = import_onnx(_gelu_chain(extra_reader=True))
     assert fuse_gelu(im.graph) == 0 and "Gelu" not in ops(im.graph)
+
+
+def test_input_initial_val_makes_an_input_a_constant(toolkit_log):
+    """RKNN-Toolkit2's load_onnx(..., input_initial_val=[...]): an input given a value becomes a
+    constant and leaves the model's inputs, with the vendor's warning (observed with 2.5.0: an
+    Add of x and s with s fixed to 2 takes x alone and returns x + 2). rknnlite had no such
+    argument: a TypeError."""
+    m = model([helper.make_node("Add", ["x", "s"], ["y"])], [vi("x", F, [1, 3, 4, 4]), vi("s", F, [1, 3, 1, 1])],
+              [vi("y")], [], opset=13)
+    before = m.SerializeToString()
+    r = RKNN()
+    assert r.config(target_platform="rk3588", float_dtype="float32") == 0
+    assert r.load_onnx(m, inputs=["x", "s"], input_size_list=[[1, 3, 4, 4], [1, 3, 1, 1]],
+                       input_initial_val=[None, np.full(3, 2.0)]) == 0
+    assert m.SerializeToString() == before  # the caller's model is not modified
+    assert any("The input 's' will be removed from the model" in rec.getMessage() for rec in toolkit_log.records)
+    assert r.build(do_quantization=False) == 0 and r.init_runtime() == 0
+    x = np.random.default_rng(0).standard_normal((1, 3, 4, 4)).astype(np.float32)
+    np.testing.assert_array_equal(r.inference([x], data_format="nchw")[0], x + 2)
+    r.release()
+
+
+@pytest.mark.parametrize("values, message", [
+    ([None], "input_initial_val must be a list with one entry (None or an array) per input (x, s), got 1"),
+    ([None, np.zeros(4)], "input_initial_val for 's' has shape [4]; the input is [1, 3, 1, 1]"),
+    ([None, np.array(["a"] * 3)], "input_initial_val for 's' must be numeric, not <U1"),
+])
+def test_input_initial_val_of_the_wrong_length_or_shape_is_refused(toolkit_log, values, message):
+    m = model([helper.make_node("Add", ["x", "s"], ["y"])], [vi("x", F, [1, 3, 4, 4]), vi("s", F, [1, 3, 1, 1])],
+              [vi("y")], [], opset=13)
+    r = RKNN()
+    assert r.load_onnx(m, input_initial_val=values) == -1
+    assert errors(toolkit_log)[-1] == "load_onnx: " + message
+    r.release()
+
+
+def test_a_layout_in_data_types_place_is_the_vendors_positional_data_format(toolkit_log):
+    """RKNN-Toolkit2 2.x's inference(inputs, data_format, ...) has no data_type (Lite2's and 1.x's
+    second parameter): inference([x], 'nchw') took 'nchw' as an ignored data_type and read x as
+    NHWC (refused here for its shape; a 3x3x3 input would have been read wrong)."""
+    _, data = small_model_bytes()
+    r = RKNN()
+    assert r.config(target_platform="rk3588") == 0
+    assert r.load_onnx(data) == 0 and r.build(do_quantization=False) == 0 and r.init_runtime() == 0
+    x = np.random.default_rng(2).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    want = r.inference([x], data_format="nchw")[0]
+    np.testing.assert_array_equal(r.inference([x], "nchw")[0], want)
+    np.testing.assert_array_equal(r.inference([x], ["nchw"])[0], want)
+    np.testing.assert_array_equal(r.inference([x.transpose(0, 2, 3, 1)], "float32")[0], want)  # a data_type
+    r.release()
+
+
+def test_the_toolkits_parameters_are_in_the_vendors_order():
+    """A vendor script may pass them by position: RKNN-Toolkit2 2.2.0-2.5.0's signatures (read from
+    its wheels); rknnlite's own options come after them."""
+    import inspect
+
+    vendor = {
+        "load_onnx": ["model", "inputs", "input_size_list", "input_initial_val", "outputs"],
+        "load_tflite": ["model", "input_is_nchw"],
+        "build": ["do_quantization", "dataset", "rknn_batch_size"],
+        "inference": ["inputs", "data_format", "inputs_pass_through", "get_frame_id"],
+        "accuracy_analysis": ["inputs", "output_dir", "target", "device_id"],
+    }
+    for name, params in vendor.items():
+        ours = [p for p in inspect.signature(getattr(RKNN, name)).parameters if p != "self"]
+        if name == "inference":  # Lite2's and 1.x's data_type sits second; a layout there is data_format
+            ours.remove("data_type")
+        assert ours[:len(params)] == params, name

@@ -31,9 +31,10 @@ optional outputs dropped; an omitted output before a used one gets a placeholder
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -109,7 +110,7 @@ class ImportedModel:
 
 def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=None,
                 outputs: Optional[Sequence[str]] = None, dynamic_input=None, custom_ops=None,
-                warn=None) -> ImportedModel:
+                warn=None, input_initial_val=None) -> ImportedModel:
     """Convert an ONNX model to the runtime's graph IR.
 
     Args:
@@ -120,6 +121,10 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
             the graph is cut there and the tensor becomes an input.
         input_size_list: one shape per input (in ``inputs`` order): fixes dynamic dims,
             and gives the shape of a cut-point input.  Dims the model fixes must agree.
+        input_initial_val: one entry per input (in ``inputs`` order), ``None`` or an array:
+            an input given an array becomes a constant of that value (cast to its element
+            type, reshaped to its shape) and leaves the model's inputs, as RKNN-Toolkit2
+            does, with its warning (``warn``) to drop that input's mean/std from config.
         outputs: tensor names to use as outputs (default: the graph outputs); nodes
             that none of them needs are dropped.
         dynamic_input: shape sets ``[[shape_in0, shape_in1, ...], ...]``: each set gives
@@ -156,6 +161,12 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
     if not out_names:
         raise ModelInvalidError("the model has no outputs", op=_OP)
     sizes = _size_list(input_size_list, in_names)
+    fixed: Set[str] = set()
+    if input_initial_val is not None:
+        proto, in_names, sizes, fixed = _fix_inputs(proto, in_names, sizes, input_initial_val, declared, warn)
+        g = proto.graph
+        init_names = {t.name for t in g.initializer}
+        declared = {vi.name: vi for vi in list(g.input) + list(g.output) + list(g.value_info)}
     sets: ShapeSets = ()
     if dynamic_input is not None:
         sets = _dynamic_sizes(dynamic_input, in_names, declared, sizes)
@@ -167,7 +178,7 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
         for name in node.output:
             if name:
                 producers[name] = i
-    needed = _needed_nodes(g, producers, set(in_names), out_names)
+    needed = _needed_nodes(g, producers, set(in_names) | fixed, out_names)
     available = set(in_names) | init_names | {n for i in needed for n in g.node[i].output}
     for name in out_names:
         if name not in available:
@@ -313,6 +324,55 @@ def _size_list(input_size_list, in_names) -> List[Optional[Tuple[int, ...]]]:
                                     op=_OP)
         out.append(dims)
     return out
+
+
+def _fix_inputs(proto, in_names, sizes, values, declared, warn):
+    """``input_initial_val``: the inputs given a value become initializers of a copy of
+    ``proto`` (the caller's model is not modified); returns the copy, the remaining inputs and
+    their sizes, and the names fixed."""
+    import onnx
+    from onnx import numpy_helper
+
+    if not isinstance(values, (list, tuple)) or len(values) != len(in_names):
+        count = len(values) if isinstance(values, (list, tuple)) else type(values).__name__
+        raise ModelInvalidError(f"input_initial_val must be a list with one entry (None or an array) per input "
+                                f"({', '.join(in_names)}), got {count}", op=_OP)
+    if all(v is None for v in values):
+        return proto, in_names, sizes, set()
+    proto = copy.deepcopy(proto)
+    g = proto.graph
+    keep = []
+    fixed = set()
+    for name, size, value in zip(in_names, sizes, values):
+        if value is None:
+            keep.append((name, size))
+            continue
+        elem, shape = _value_type(declared[name]) if name in declared else (None, None)
+        shape = size if size is not None else shape
+        if shape is None or any(d < 0 for d in shape):
+            raise ModelInvalidError(f"input_initial_val for {name!r}: its shape is not known; give it in "
+                                    f"input_size_list", op=_OP)
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(getattr(onnx.TensorProto, elem)) if elem else np.float32
+        array = np.asarray(value)
+        if array.dtype.kind not in "biuf":
+            raise ModelInvalidError(f"input_initial_val for {name!r} must be numeric, not {array.dtype}", op=_OP)
+        if array.size == int(np.prod(shape, dtype=np.int64)):
+            array = array.reshape(shape)
+        else:
+            try:
+                array = np.broadcast_to(array, shape)
+            except ValueError:
+                raise ModelInvalidError(f"input_initial_val for {name!r} has shape {list(array.shape)}; the input "
+                                        f"is {list(shape)}", op=_OP) from None
+        g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(array, dtype=dtype), name))
+        fixed.add(name)
+        if warn is not None:
+            warn(f"The input {name!r} will be removed from the model, please don't forget to remove the "
+                 f"corresponding 'mean'/'std' of {name!r} in rknn.config!")
+    kept_inputs = [vi for vi in g.input if vi.name not in fixed]
+    del g.input[:]
+    g.input.extend(kept_inputs)
+    return proto, [n for n, _ in keep], [s for _, s in keep], fixed
 
 
 def _dynamic_sizes(dynamic_input, in_names, declared, sizes) -> ShapeSets:

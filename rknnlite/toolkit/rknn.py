@@ -307,23 +307,28 @@ class RKNN(Lite2CoreMasks):
 
     # -- loading -------------------------------------------------------------------------------
 
-    def load_onnx(self, model, inputs=None, input_size_list=None, outputs=None) -> int:
+    def load_onnx(self, model, inputs=None, input_size_list=None, input_initial_val=None, outputs=None) -> int:
         """Load an ONNX model (path, bytes or ``onnx.ModelProto``).  Returns 0 or -1.
 
         ``inputs``/``outputs`` name the tensors to use as the model's inputs and outputs
         (cutting the graph there); ``input_size_list`` gives one shape per input and
-        fixes dynamic dims.
+        fixes dynamic dims; ``input_initial_val`` (one entry per input, None or an array)
+        turns the inputs given an array into constants of that value, which leave the
+        model's inputs (RKNN-Toolkit2's argument, in its place).
         """
         def importer():
             from .onnx_import import import_onnx
 
             return import_onnx(model, inputs=inputs, input_size_list=input_size_list, outputs=outputs,
-                               **self._import_options("load_onnx"))
+                               input_initial_val=input_initial_val, **self._import_options("load_onnx"))
 
         return self._load_model("load_onnx", model, importer)
 
-    def load_tflite(self, model, input_is_quant=True) -> int:
+    def load_tflite(self, model, input_is_nchw=False, input_is_quant=True) -> int:
         """Load a TensorFlow Lite model (``.tflite`` path or bytes).  Returns 0 or -1.
+
+        ``input_is_nchw`` is RKNN-Toolkit2's argument (in its place): ``False``, the file's
+        layout, is what this loader reads; ``True`` is refused as not supported yet.
 
         4-D inputs become NCHW model inputs (``inference`` takes NHWC data by default);
         4-D outputs stay NHWC, as the TFLite interpreter returns them.  An int8/uint8
@@ -334,6 +339,11 @@ class RKNN(Lite2CoreMasks):
         (an rknnlite option) makes it take real values instead.  Needs the ``tflite`` package (see
         :mod:`rknnlite.toolkit.loaders.tflite`).
         """
+        if input_is_nchw:
+            self._log.error("load_tflite: input_is_nchw=True is not supported yet by rknnlite (the inputs are read "
+                            "in the file's NHWC layout; inference takes NHWC data)")
+            return -1
+
         def importer():
             from .loaders.tflite import load_tflite
 
@@ -787,15 +797,16 @@ class RKNN(Lite2CoreMasks):
         # the vendor's step2 writes no check*.onnx files, verbose or not
         return self._build(True, None, None, False, check_models=False)
 
-    def accuracy_analysis(self, inputs, ref_outputs=None, output_dir: str = "./snapshot", target=None,
-                          device_id=None) -> int:
+    def accuracy_analysis(self, inputs, output_dir: str = "./snapshot", target=None, device_id=None,
+                          ref_outputs=None) -> int:
         """Compare the built model with its float32 reference layer by layer on one sample
         and write the results to ``output_dir``.  Returns 0 or -1.
 
         ``inputs``: one path per model input, an image or a ``.npy`` array read as the
         calibration dataset reads them (model layout, NCHW for 4-D inputs, raw values
-        before mean/std); arrays in that form are accepted too.  ``ref_outputs``
-        (optional): expected final outputs (``.npy`` paths or arrays) compared with the
+        before mean/std); arrays in that form are accepted too.  The parameters are in
+        RKNN-Toolkit2's order; ``ref_outputs`` (an rknnlite option, after them):
+        expected final outputs (``.npy`` paths or arrays) compared with the
         simulator's.  Writes ``golden/`` and ``simulator/`` (one ``.txt`` and one ``.npy``
         per tensor), ``map_name_to_file.txt`` and ``error_analysis.txt`` (per tensor: cosine
         and euclidean distance, accumulated ("entire") and of the layer alone ("single"));
@@ -913,6 +924,8 @@ class RKNN(Lite2CoreMasks):
         a higher rank is refused.  ``data_format``: for 4-D inputs ``'nhwc'`` (default)
         or ``'nchw'``, one value or a list with one value per input.
         ``inputs_pass_through``: per input 0/1; 1 skips the model's mean/std.
+        ``data_type`` is Lite2's and RKNN-Toolkit2 1.x's (ignored); a layout given in its place
+        is RKNN-Toolkit2 2.x's ``inference(inputs, data_format)`` and is taken as the format.
         """
         if not self._alive("inference"):
             return None
@@ -926,6 +939,9 @@ class RKNN(Lite2CoreMasks):
             else:
                 self._log.error("inference: inputs should be placed in a list, like [img1, img2]")
                 return None
+        if data_format is None and _is_layout(data_type):
+            # RKNN-Toolkit2 2.x has no data_type: its second parameter is data_format
+            data_type, data_format = None, data_type
         if data_type is not None:
             self._log.debug("inference: data_type is ignored (inputs are cast to the model's types)")
         n = len(self._ctx.inputs)
@@ -1096,6 +1112,12 @@ def _quant_config_problem(cfg: Dict[str, Any]) -> Optional[str]:
         if problem:
             return problem
     return None
+
+
+def _is_layout(value) -> bool:
+    """Whether ``value`` is a data_format: ``'nchw'``/``'nhwc'`` or a list of them."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return bool(values) and all(isinstance(v, str) and v.lower() in ("nchw", "nhwc") for v in values)
 
 
 def _vendor_quant_refusal(cfg: Dict[str, Any], platform: str) -> Optional[str]:
