@@ -72,6 +72,10 @@ def test_mixed_json_and_binary_inputs():
     (_json_body([{"name": "a", "shape": [-1], "datatype": "FP32", "data": [1]}]), None, "non-negative"),
     (_json_body([{"name": "a", "shape": [2], "datatype": "FP32", "data": ["x", "y"]}]), None, "not a list of FP32"),
     (_json_body([{"name": "a", "shape": [1], "datatype": "BOOL", "data": [3]}]), None, "true/false"),
+    # numpy turned these into inf with a RuntimeWarning on stderr (a 500 where warnings are errors)
+    (_json_body([{"name": "a", "shape": [1], "datatype": "FP16", "data": [2 ** 63]}]), None,
+     "input 'a': data holds a number out of FP16's range"),
+    (_json_body([{"name": "a", "shape": [1], "datatype": "FP32", "data": [1e308]}]), None, "out of FP32's range"),
     (_json_body([{"name": "a", "shape": [1], "datatype": "FP32"}]), None, "neither 'data'"),
     (_json_body([{"shape": [1], "datatype": "FP32", "data": [1]}]), None, "name must be"),
     (_json_body([{"name": "a", "shape": [1], "datatype": "FP32", "data": [1]}], outputs="y"), None, "'outputs'"),

@@ -375,7 +375,10 @@ def _from_json(data, dt: np.dtype, shape, what: str) -> np.ndarray:
             arr = np.array(flat, dtype=dt)
         else:
             try:
-                arr = np.array(data, dtype=dt)
+                with np.errstate(over="raise", invalid="raise"):  # a number the type cannot hold
+                    arr = np.array(data, dtype=dt)
+            except FloatingPointError:
+                raise ProtocolError(f"{what}: data holds a number out of {datatype_of(dt)}'s range") from None
             except (TypeError, ValueError, OverflowError) as e:
                 raise ProtocolError(f"{what}: data is not a list of {datatype_of(dt)} numbers ({e})") from None
             arr = arr.reshape(-1) if arr.ndim != 1 else arr
