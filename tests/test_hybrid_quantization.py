@@ -181,7 +181,7 @@ def test_step1_writes_the_three_files_and_step2_builds_the_edited_cfg(workdir, c
     rk = RKNN()
     assert rk.config(target_platform="rk3588") == 0
     assert rk.load_onnx("head.onnx") == 0
-    assert rk.hybrid_quantization_step1(dataset="dataset.txt") == 0
+    assert rk.hybrid_quantization_step1() == 0  # RKNN-Toolkit2's default: ./dataset.txt (was None: -1)
     rk.release()
     for suffix in (".model", ".data", ".quantization.cfg"):
         assert (workdir / f"head{suffix}").is_file()

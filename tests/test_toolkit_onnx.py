@@ -1621,9 +1621,13 @@ def test_the_toolkits_parameters_are_in_the_vendors_order():
         "build": ["do_quantization", "dataset", "rknn_batch_size"],
         "inference": ["inputs", "data_format", "inputs_pass_through", "get_frame_id"],
         "accuracy_analysis": ["inputs", "output_dir", "target", "device_id"],
+        "hybrid_quantization_step1": ["dataset", "rknn_batch_size", "proposal", "proposal_dataset_size",
+                                      "custom_hybrid"],
+        "hybrid_quantization_step2": ["model_input", "data_input", "model_quantization_cfg"],
     }
     for name, params in vendor.items():
         ours = [p for p in inspect.signature(getattr(RKNN, name)).parameters if p != "self"]
         if name == "inference":  # Lite2's and 1.x's data_type sits second; a layout there is data_format
             ours.remove("data_type")
         assert ours[:len(params)] == params, name
+    assert inspect.signature(RKNN.hybrid_quantization_step1).parameters["dataset"].default == "dataset.txt"

@@ -689,10 +689,11 @@ class RKNN(Lite2CoreMasks):
         self._log.info("%s: %s -> %s (crypt_level %d, %s)", what, input_model, output_model, crypt_level, key_note)
         return 0
 
-    def hybrid_quantization_step1(self, dataset: Optional[str] = None, rknn_batch_size: Optional[int] = None,
+    def hybrid_quantization_step1(self, dataset: Optional[str] = "dataset.txt", rknn_batch_size: Optional[int] = None,
                                   proposal: bool = False, proposal_dataset_size: int = 1,
                                   custom_hybrid=None) -> int:
-        """First step of hybrid quantization: calibrate the loaded model on ``dataset`` and
+        """First step of hybrid quantization: calibrate the loaded model on ``dataset``
+        (RKNN-Toolkit2's default, ``dataset.txt`` in the current directory) and
         write, in the current directory, ``<stem>.model`` (the optimised float graph),
         ``<stem>.data`` (the configuration and calibration) and ``<stem>.quantization.cfg``
         (``stem``: the loaded file's name without its last extension).  Edit the cfg's
