@@ -242,6 +242,9 @@ def test_reshape_zero_minus_one_and_allowzero():
         call("Reshape", [x, i64(6, 4)], allowzero=2)
     with pytest.raises(ValueError):
         call("Reshape", [x, i64(5, -1)])
+    with pytest.raises(ValueError, match=r"an input of shape \[2, 3, 4\] \(24 elements\) cannot take shape \[5\] "
+                                         r"\(5 elements\)"):
+        call("Reshape", [x, i64(5)])  # was numpy's "cannot reshape array of size 24 into shape (5,)"
 
 
 def test_flatten_bounds():

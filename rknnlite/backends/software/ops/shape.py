@@ -13,6 +13,7 @@ This module also holds the small helpers shared with :mod:`.tensor`.
 
 from __future__ import annotations
 
+import math
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -126,6 +127,10 @@ def _reshape_target(x_shape, shape: List[int], allowzero: bool) -> List[int]:
         if known == 0 or total % known:
             raise ValueError(f"cannot infer -1 in {shape} for an input of shape {tuple(x_shape)}")
         shape[shape.index(-1)] = total // known
+    size, total = math.prod(shape), math.prod(x_shape)
+    if size != total:
+        raise ValueError(f"an input of shape {list(x_shape)} ({total} elements) cannot take shape {shape} "
+                         f"({size} elements)")
     return shape
 
 
