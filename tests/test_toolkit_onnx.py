@@ -1631,3 +1631,20 @@ def test_the_toolkits_parameters_are_in_the_vendors_order():
             ours.remove("data_type")
         assert ours[:len(params)] == params, name
     assert inspect.signature(RKNN.hybrid_quantization_step1).parameters["dataset"].default == "dataset.txt"
+
+
+def test_an_input_with_open_dims_loads_with_the_vendors_refusal_as_a_warning(toolkit_log):
+    """RKNN-Toolkit2 2.5.0 refuses load_onnx of an input shaped ['N', 3, 'H', 'W'] without
+    input_size_list or dynamic_input (observed); rknnlite builds a model taking any size, and
+    now says that the vendor would not."""
+    w = init("w", np.ones((4, 3, 1, 1), np.float32))
+    m = model([helper.make_node("Conv", ["x", "w"], ["y"])], [vi("x", F, ["N", 3, "H", "W"])], [vi("y")], [w])
+    for sizes, warned in ((None, True), ([[1, 3, 8, 8]], False)):
+        toolkit_log.clear()
+        r = RKNN()
+        assert r.config(target_platform="rk3588") == 0
+        assert r.load_onnx(m, input_size_list=sizes) == 0
+        r.release()
+        warnings = [rec.getMessage() for rec in toolkit_log.records if rec.levelname == "WARNING"]
+        assert any("input 'x' has dims the model leaves open [-1, 3, -1, -1]: RKNN-Toolkit2 refuses" in w
+                   for w in warnings) == warned, warnings

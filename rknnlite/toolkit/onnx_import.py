@@ -250,6 +250,13 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
         graph_nodes.append(Node(node.op_type, name, list(node.input), outs, attrs))
 
     input_specs = [_spec(name, types.get(name), sizes[i], "input") for i, name in enumerate(in_names)]
+    if warn is not None and not sets:
+        for spec in input_specs:
+            if any(d < 0 for d in spec.shape):
+                warn(f"input {spec.name!r} has dims the model leaves open {list(spec.shape)}: RKNN-Toolkit2 refuses "
+                     f"to load such a model ('The input shape ... is not support!'), rknnlite builds one that takes "
+                     f"any size there. Fix the shape with input_size_list, or list the sizes with "
+                     f"config(dynamic_input=...)")
     output_specs = [_spec(name, _output_type(name, types, constants), None, "output") for name in out_names]
     for name, (elem, _) in types.items():
         if elem is not None and name in available:
