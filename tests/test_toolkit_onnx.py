@@ -1648,3 +1648,25 @@ def test_an_input_with_open_dims_loads_with_the_vendors_refusal_as_a_warning(too
         warnings = [rec.getMessage() for rec in toolkit_log.records if rec.levelname == "WARNING"]
         assert any("input 'x' has dims the model leaves open [-1, 3, -1, -1]: RKNN-Toolkit2 refuses" in w
                    for w in warnings) == warned, warnings
+
+
+@pytest.mark.parametrize("quantize", [False, True])
+def test_inference_takes_any_numeric_dtype_as_the_vendors_simulator_does(tmp_path, toolkit_log, quantize):
+    """RKNN-Toolkit2 2.5.0's simulator casts int32, int8, bool and float16 arrays to a float or
+    int8-quantized input (observed, with these results); rknnlite refused them with the
+    runtime's dtype rule (librknnrt's)."""
+    _, data = small_model_bytes()
+    rng = np.random.default_rng(3)
+    np.save(tmp_path / "s.npy", rng.uniform(0, 255, (1, 3, 8, 8)).astype(np.float32))
+    (tmp_path / "ds.txt").write_text("s.npy\n")
+    r = RKNN()
+    assert r.config(target_platform="rk3588", mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]]) == 0
+    assert r.load_onnx(data) == 0
+    assert r.build(do_quantization=quantize, dataset=str(tmp_path / "ds.txt") if quantize else None) == 0
+    assert r.init_runtime() == 0
+    x = np.arange(8 * 8 * 3).reshape(1, 8, 8, 3) % 100
+    for dtype in (np.int32, np.int8, np.int64, np.bool_, np.float16):
+        got = r.inference([x.astype(dtype)])
+        assert got is not None, (dtype, errors(toolkit_log))
+        np.testing.assert_array_equal(got[0], r.inference([x.astype(dtype).astype(np.float32)])[0])
+    r.release()

@@ -925,6 +925,8 @@ class RKNN(Lite2CoreMasks):
         a higher rank is refused.  ``data_format``: for 4-D inputs ``'nhwc'`` (default)
         or ``'nchw'``, one value or a list with one value per input.
         ``inputs_pass_through``: per input 0/1; 1 skips the model's mean/std.
+        As the vendor's simulator, an input computed in float takes any numeric dtype (cast
+        to float32); :class:`~rknnlite.Context` takes librknnrt's dtypes only.
         ``data_type`` is Lite2's and RKNN-Toolkit2 1.x's (ignored); a layout given in its place
         is RKNN-Toolkit2 2.x's ``inference(inputs, data_format)`` and is taken as the format.
         """
@@ -960,7 +962,8 @@ class RKNN(Lite2CoreMasks):
             if not isinstance(x, np.ndarray):
                 self._log.error("inference: type of inputs[%d] is not np.ndarray", i)
                 return None
-            x = inputs[i] = self._expand_rank(x, len(self._ctx.inputs[i].shape))
+            x = self._expand_rank(x, len(self._ctx.inputs[i].shape))
+            x = inputs[i] = _simulator_feed(x, self._ctx.inputs[i])
             fmt = (fmt or "nhwc").lower()
             if fmt not in ("nhwc", "nchw"):
                 self._log.error("inference: data_format[%d] %r is invalid, only 'nhwc' or 'nchw'", i, fmt)
@@ -1113,6 +1116,22 @@ def _quant_config_problem(cfg: Dict[str, Any]) -> Optional[str]:
         if problem:
             return problem
     return None
+
+
+def _simulator_feed(x: np.ndarray, attr) -> np.ndarray:
+    """``x`` as RKNN-Toolkit2's simulator takes it: an input computed in float (a float or an
+    int8-quantized one) takes any numeric array, cast to float32 (int32 images, bool masks,
+    float16 for an int8 model), where the runtime, like librknnrt, takes only some dtypes."""
+    from ..constants import QntType, TensorType
+    from ..runtime.io import FLOAT_FEEDS, QUANT_FEEDS
+
+    if attr.qnt_type == QntType.AFFINE_ASYMMETRIC:
+        accepted = QUANT_FEEDS
+    elif attr.type in (TensorType.FLOAT16, TensorType.FLOAT32):
+        accepted = FLOAT_FEEDS
+    else:
+        return x
+    return x if x.dtype in accepted or x.dtype.kind not in "biuf" else x.astype(np.float32)
 
 
 def _is_layout(value) -> bool:
