@@ -149,7 +149,7 @@ def _key_from(key_file: Optional[str], passphrase: Optional[str], key_env: Optio
 def _cmd_demo(args) -> int:
     from .demo import run_demo
 
-    run_demo(runs=max(0, args.runs))
+    run_demo(runs=args.runs)
     return 0
 
 

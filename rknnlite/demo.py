@@ -16,6 +16,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from .errors import InvalidParamError
 from .model.graph import Graph, Node
 from .model.metadata import Preprocess, build_metadata
 from .model.portable import write_portable
@@ -74,9 +75,17 @@ def demo_image() -> np.ndarray:
 def run_demo(model_path: Optional[Path] = None, runs: int = 20, write: Callable[[str], None] = print) -> dict:
     """Load the demo model on the software backend, run it, and report through ``write``.
 
-    Returns ``{"outputs": [...], "load_ms": float, "first_ms": float, "mean_ms": float}``.
+    ``runs``: timed runs after the first (at least 1).  Returns ``{"outputs": [...],
+    "load_ms": float, "first_ms": float, "mean_ms": float}``.
+
+    Raises:
+        InvalidParamError: ``runs`` is not an int >= 1.
     """
     from .runtime.context import Context
+
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise InvalidParamError(f"runs (--runs) must be an int >= 1 (timed runs after the first), got {runs!r}",
+                                op="demo")
 
     path = Path(model_path) if model_path else DEMO_MODEL_PATH
     t0 = time.perf_counter()

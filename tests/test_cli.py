@@ -31,6 +31,11 @@ def test_demo_command(capsys):
     code, out, err = run_cli(capsys, "demo", "--runs", "2")
     assert code == 0 and err == ""
     assert "input   0 image" in out and "prob" in out and "timing" in out
+    # it printed "mean of 0 runs" (the first run's time) for --runs 0 and -1
+    for runs in ("0", "-1"):
+        code, out, err = run_cli(capsys, "demo", "--runs", runs)
+        assert code == 1 and f"rknnlite: error: runs (--runs) must be an int >= 1 (timed runs after the first), " \
+                             f"got {runs}" in err and "timing" not in out
 
 
 def test_inspect_portable_json(capsys):

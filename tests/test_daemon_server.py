@@ -27,7 +27,7 @@ pytest.importorskip("prometheus_client")
 httpclient = pytest.importorskip("tritonclient.http")
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from rknnlite import Context  # noqa: E402
+from rknnlite import Context, InvalidParamError  # noqa: E402
 from rknnlite.daemon import Server  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -390,6 +390,19 @@ def test_server_start_failure_is_raised(context_models, tmp_path):
             Server(models={}, port=s.port).start()  # port taken
 
 
+
+@pytest.mark.parametrize("options, fragment", [
+    (dict(port=65536), "port (--port) must be an int in 0..65535 (0: a free one), got 65536"),
+    (dict(port=-1), "got -1"),
+    (dict(max_body_bytes=0), "max_body_bytes (--max-body-bytes) must be an int >= 1, got 0"),
+    (dict(drain_timeout=float("inf")), "drain_timeout (--drain-timeout) must be a number of seconds >= 0, got inf"),
+])
+def test_server_options_out_of_range_are_refused_at_construction(options, fragment):
+    with pytest.raises(InvalidParamError) as e:
+        Server(models={}, **options)
+    assert fragment in e.value.message
+
+
 # -- load test ---------------------------------------------------------------------------------
 
 
@@ -569,8 +582,13 @@ def test_serve_single_model_files_and_argument_errors(tmp_path, context_models):
     finally:
         d.stop()
     env = dict(os.environ, PYTHONPATH=str(REPO))
+    listen = ["serve", "--model", f"adder={model}"]
     for args, fragment in ((["serve"], "--model-repository"), (["serve", "--model", "noequals"], "NAME=FILE"),
-                           (["serve", "--model-repository", str(tmp_path / "none")], "not a folder")):
+                           (["serve", "--model-repository", str(tmp_path / "none")], "not a folder"),
+                           # the socket layer served --port 99999 on 34463 (modulo 65536)
+                           (listen + ["--port", "99999"], "port (--port) must be an int in 0..65535"),
+                           (listen + ["--max-body-bytes", "0"], "max_body_bytes (--max-body-bytes) must be"),
+                           (listen + ["--drain-timeout", "-1"], "drain_timeout (--drain-timeout) must be a number")):
         r = subprocess.run([sys.executable, "-m", "rknnlite", *args], capture_output=True, text=True, env=env,
                            timeout=120)
         assert r.returncode == 1 and fragment in r.stderr

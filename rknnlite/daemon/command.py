@@ -18,7 +18,7 @@ import sys
 from typing import Dict, List, Optional
 
 from ..errors import InvalidParamError
-from .security import DEFAULT_MAX_BODY_BYTES, read_token_file
+from .security import DEFAULT_MAX_BODY_BYTES, check_listen_options, read_token_file
 
 __all__ = ["add_arguments", "run", "parse_models", "sd_notify", "loop_kind"]
 
@@ -85,6 +85,7 @@ def run(args) -> int:
 
     if not args.model_repository and not args.model:
         raise InvalidParamError("serve needs --model-repository DIR and/or --model NAME=FILE", op="serve")
+    check_listen_options(args.port, args.max_body_bytes, args.drain_timeout)
     token: Optional[str] = args.token
     if args.token_file:
         token = read_token_file(args.token_file)

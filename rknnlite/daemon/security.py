@@ -6,19 +6,39 @@ Nothing here touches global state; the aiohttp middleware is built per applicati
 from __future__ import annotations
 
 import hmac
+import math
 import os
 from typing import Optional
 
 from ..errors import InvalidParamError
 from .protocol import ProtocolError
 
-__all__ = ["read_token_file", "check_token", "is_public_path", "confine", "ConcurrencyLimit",
-           "DEFAULT_MAX_BODY_BYTES", "RETRY_AFTER_SECONDS"]
+__all__ = ["read_token_file", "check_token", "is_public_path", "confine", "check_listen_options",
+           "ConcurrencyLimit", "DEFAULT_MAX_BODY_BYTES", "RETRY_AFTER_SECONDS"]
 
 #: Default request body limit (bytes): 64 MiB holds a 4K RGB float32 frame.
 DEFAULT_MAX_BODY_BYTES = 64 << 20
 #: ``Retry-After`` (seconds) sent with 503 when a model is saturated.
 RETRY_AFTER_SECONDS = 1
+
+
+def check_listen_options(port, max_body_bytes, drain_timeout) -> None:
+    """Refuse a port outside 0..65535 (the socket layer took 99999 as 34463, modulo 65536),
+    a body limit below one byte and a drain timeout that is negative or not finite.
+
+    Raises:
+        InvalidParamError: naming the option and what it takes.
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise InvalidParamError(f"port (--port) must be an int in 0..65535 (0: a free one), got {port!r}",
+                                op="serve")
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise InvalidParamError(f"max_body_bytes (--max-body-bytes) must be an int >= 1, got {max_body_bytes!r}",
+                                op="serve")
+    if isinstance(drain_timeout, bool) or not isinstance(drain_timeout, (int, float)) \
+            or not math.isfinite(drain_timeout) or drain_timeout < 0:
+        raise InvalidParamError(f"drain_timeout (--drain-timeout) must be a number of seconds >= 0, got "
+                                f"{drain_timeout!r}", op="serve")
 
 
 def read_token_file(path: str) -> str:

@@ -31,7 +31,7 @@ from .metrics import DaemonMetrics
 from .protocol import (HEADER_LENGTH, ProtocolError, RequestParser, dumps, encode_infer_response, error_body, loads,
                        parse_infer_request)
 from .repository import ModelManager, ModelRepository, logger
-from .security import DEFAULT_MAX_BODY_BYTES, check_token, is_public_path
+from .security import DEFAULT_MAX_BODY_BYTES, check_listen_options, check_token, is_public_path
 
 __all__ = ["create_app", "start_app", "Server", "MANAGER_KEY", "STATE_KEY"]
 
@@ -339,6 +339,7 @@ class Server:
     def __init__(self, model_repository: Optional[str] = None, models: Optional[Mapping[str, str]] = None, *,
                  host: str = "127.0.0.1", port: int = 0, token: Optional[str] = None,
                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, metrics: bool = True, drain_timeout: float = 30.0):
+        check_listen_options(port, max_body_bytes, drain_timeout)
         self.repository = ModelRepository(model_repository, models)
         self.host = host
         self.port = int(port)
