@@ -15,7 +15,7 @@ from toolkit_logs import errors  # noqa: E402
 from rknnlite import ModelInvalidError  # noqa: E402
 from rknnlite.backends.software.executor import Executor  # noqa: E402
 from rknnlite.backends.software.ops import KERNELS  # noqa: E402
-from rknnlite.backends.software.ops.arity import INPUT_ARITY  # noqa: E402
+from rknnlite.backends.software.ops.arity import FLOAT_INPUT_OPS, INPUT_ARITY  # noqa: E402
 from rknnlite.model.graph import Graph, Node  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 
@@ -117,3 +117,20 @@ def test_a_constant_node_is_checked_before_folding():
                   ["x"], ["y"], {})
     with pytest.raises(ModelInvalidError, match=r"node 't' \(Transpose\): input 0 \(input\) is empty"):
         fold_constants(graph)
+
+
+@pytest.mark.parametrize("op", sorted(FLOAT_INPUT_OPS))
+def test_the_float_input_ops_are_float_only_in_every_schema(op):
+    for opset, schema in _schemas(op):
+        constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+        allowed = constraints.get(schema.inputs[0].type_str, [schema.inputs[0].type_str])
+        assert all("float" in t or "double" in t for t in allowed), (opset, allowed)
+
+
+def test_a_float_op_failing_on_an_integer_tensor_says_so():
+    """Was numpy's "Cannot cast ufunc 'exp' output from dtype('float16') to dtype('uint8')"."""
+    state = Executor(Graph([Node("Sigmoid", "gate", ["x"], ["y"])], ["x"], ["y"]), "float32").new_state()
+    with pytest.raises(ModelInvalidError) as e:
+        state.run([np.arange(6, dtype=np.uint8).reshape(2, 3)])
+    assert e.value.message == "node 'gate' (Sigmoid): input 0 is a uint8 tensor; Sigmoid takes float tensors"
+    np.testing.assert_allclose(state.run([np.zeros((2, 3), np.float32)])[0], 0.5)

@@ -74,7 +74,7 @@ from ...errors import InputInvalidError, InvalidParamError, ModelInvalidError, R
 from ...model.graph import Graph, Node
 from ..base import check_out
 from .ops import KERNELS, SHAPE_INPUTS, KernelSpec, supported_ops
-from .ops.arity import check_inputs
+from .ops.arity import FLOAT_INPUT_OPS, check_inputs
 from .integer_convs import integer_convs
 from .float16_rules import HALF_INPUT_OPS, attention_intermediates, split_residuals, swish_gates
 from .sibling_convs import merge_sibling_convs
@@ -880,14 +880,19 @@ def _stage_into(buf: np.ndarray, x: np.ndarray, q) -> None:
 def _step_error(step: _Step, args: List[Optional[np.ndarray]], e: BaseException) -> BaseException:
     """What a step whose kernel raised ``e`` raises: the kernel's own error (an RKNNError whose
     ``op`` is the node's op type, see ``ops.shape._invalid``) with the node's name added; any
-    other RKNNError as it is; another exception (a numpy error) as an InputInvalidError naming
-    the node and its inputs' shapes."""
+    other RKNNError as it is; another exception (a numpy error) as a ModelInvalidError when the
+    op takes float tensors only (:data:`~.ops.arity.FLOAT_INPUT_OPS`) and its input is not
+    float, else as an InputInvalidError naming the node and its inputs' shapes."""
     if isinstance(e, RKNNError):
         if e.op != step.node.op:
             return e
         return type(e)(f"node {step.node.name!r} ({step.node.op}): {e.message}", op="rknn_run", code=e.code)
     if not isinstance(e, Exception):
         return e
+    x = args[0] if args else None
+    if step.node.op in FLOAT_INPUT_OPS and x is not None and x.dtype.kind not in "fc":
+        return ModelInvalidError(f"node {step.node.name!r} ({step.node.op}): input 0 is a {x.dtype} tensor; "
+                                 f"{step.node.op} takes float tensors", op="rknn_run")
     return InputInvalidError(
         f"node {step.node.name!r} ({step.node.op}) failed on inputs "
         f"{[None if a is None else list(a.shape) for a in args]}: {e}",

@@ -10,6 +10,10 @@ The bounds follow the ONNX operator schemas, widened where this backend reads mo
 ``Conv``/``Gemm`` take a fused residual as input 3 (``toolkit.dense_residuals``, vendor int8
 convs), and an op whose inputs changed across opsets accepts the widest form its kernel
 reads. ``tests/test_op_arity.py`` checks that every schema's node of opset 7-22 fits.
+
+:data:`FLOAT_INPUT_OPS` names the ops ONNX types as float-only: when such a kernel fails on an
+integer or bool tensor, the executor says so instead of numpy's casting error (a failing call
+only: the kernels that also take integers, as Floor or GlobalMaxPool do here, still do).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ....errors import ModelInvalidError
 
-__all__ = ["Arity", "INPUT_ARITY", "check_inputs"]
+__all__ = ["Arity", "INPUT_ARITY", "FLOAT_INPUT_OPS", "check_inputs"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,14 @@ INPUT_ARITY: Dict[str, Arity] = {
     "VendorRequant": _a("acc", 1),
     "Where": _a("condition X Y", 3),
 }
+
+
+#: ops whose first input ONNX allows in float types only (its schemas' type constraint)
+FLOAT_INPUT_OPS = frozenset(
+    ("AveragePool", "BatchNormalization", "Conv", "ConvTranspose", "Elu", "Exp", "Gelu", "GlobalAveragePool",
+     "GRU", "HardSigmoid", "HardSwish", "InstanceNormalization", "LayerNormalization", "LeakyRelu", "Log",
+     "LogSoftmax", "LpNormalization", "LRN", "LSTM", "Reciprocal", "Selu", "Sigmoid", "Softmax", "Softplus",
+     "Sqrt", "Tanh"))
 
 
 def _inputs(n: int) -> str:
