@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import rknnlite
-from rknnlite import InputInvalidError, TensorFormat
+from rknnlite import InputInvalidError, InvalidParamError, TensorFormat
 from rknnlite.tensors import layout
 
 RNG = np.random.default_rng(3)
@@ -107,6 +107,22 @@ def test_want_float_false(ctx_of):
     half = fp.run([x], want_float=False)[0]
     assert half.dtype == np.float16
     np.testing.assert_array_equal(half, fp.run([x])[0].astype(np.float16))
+    assert ctx.run([x], want_float=0)[0].dtype == np.int8 and ctx.run([x], want_float=1)[0].dtype == np.float32
+
+
+@pytest.mark.parametrize("options, message", [
+    # each read as true before: float outputs for want_float="no", the input passed through for "no"
+    (dict(want_float="no"), "rknn_run: want_float must be True/False (or 1/0), not 'no'"),
+    (dict(want_float=None), "want_float must be True/False (or 1/0), not None"),
+    (dict(pass_through="no"), "rknn_inputs_set: pass_through must be True/False (or 1/0), not 'no'"),
+    (dict(pass_through=[2]), "pass_through must be True/False (or 1/0), not 2"),
+])
+def test_yes_no_options_take_only_booleans(ctx_of, options, message):
+    ctx = ctx_of("conv_i8")
+    with pytest.raises(InvalidParamError) as e:
+        ctx.run([image()], **options)
+    assert message in str(e.value)
+    assert ctx.run([image()], pass_through=[0])[0].dtype == np.float32  # Lite2's 0/1 list still works
 
 
 def test_non_float_inputs_take_their_own_dtype(ctx_of):
