@@ -590,7 +590,8 @@ class Context:
             raise InputInvalidError(f"the model has {n} input(s) ({', '.join(p.name for p in plans)}), "
                                     f"got {len(inputs)}", op="rknn_inputs_set")
         formats = _per_input(data_format, n, "data_format")
-        passes = [_flag(p, "pass_through", "rknn_inputs_set") for p in _per_input(pass_through, n, "pass_through")]
+        passes = [p is not None and _flag(p, "pass_through", "rknn_inputs_set")
+                  for p in _per_input(pass_through, n, "pass_through")]
         feeds = []
         for i, (plan, x, fmt, passed) in enumerate(zip(plans, inputs, formats, passes)):
             fmt = _format_arg(fmt, f"data_format for {plan.what}", "rknn_inputs_set")
@@ -829,8 +830,6 @@ def _per_input(value, n: int, what: str) -> list:
 def _flag(value, what: str, op: str) -> bool:
     """A yes/no option: a bool or 0/1 (``pass_through=[1]`` as Lite2 takes it); a string such as
     ``"no"`` would read as true, so anything else is refused."""
-    if value is None and what == "pass_through":
-        return False
     if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
         return bool(value)
     raise InvalidParamError(f"{what} must be True/False (or 1/0), not {value!r}", op=op)
