@@ -125,6 +125,13 @@ def test_yes_no_options_take_only_booleans(ctx_of, options, message):
     assert ctx.run([image()], pass_through=[0])[0].dtype == np.float32  # Lite2's 0/1 list still works
 
 
+def test_input_dtypes_name_what_run_takes(ctx_of):
+    assert ctx_of("conv_i8").input_dtypes == [(np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.float32))]
+    assert ctx_of("conv_fp16").input_dtypes == [tuple(np.dtype(t) for t in (np.uint8, np.float16, np.float32,
+                                                                            np.float64))]
+    assert ctx_of("int64_bool").input_dtypes == [(np.dtype(np.int64),), (np.dtype(np.bool_),)]
+
+
 def test_non_float_inputs_take_their_own_dtype(ctx_of):
     ctx = ctx_of("int64_bool")
     i, m = np.arange(6, dtype=np.int64).reshape(2, 3), np.array([True, False, True, False])

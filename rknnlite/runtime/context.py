@@ -147,6 +147,13 @@ class Context:
         return list(self._outputs)
 
     @property
+    def input_dtypes(self) -> List[Tuple[np.dtype, ...]]:
+        """Per input, the numpy dtypes :meth:`run` takes for it without pass-through, as
+        librknnrt does: an int8-quantized input int8, uint8 or float32; a float input uint8,
+        float16, float32 or float64 (cast to float32); any other input its own dtype only."""
+        return [p.accepted for p in self._plans]
+
+    @property
     def backend(self) -> str:
         """Name of the backend running this context (``"software"`` or ``"npu"``)."""
         return self._live().name

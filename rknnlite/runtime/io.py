@@ -39,16 +39,14 @@ from ..model.spec import TensorSpec, numpy_dtype
 from ..log import logger
 from ..tensors.attr import TensorAttr
 
-__all__ = ["InputPlan", "OutputPlan", "FORMATS", "FLOAT_FEEDS", "QUANT_FEEDS", "dtype_list", "reorder_shape"]
+__all__ = ["InputPlan", "OutputPlan", "FORMATS", "dtype_list", "reorder_shape"]
 
 #: ``data_format`` values a 4-D input may be given in.
 FORMATS = ("nchw", "nhwc")
 _OP = "rknn_inputs_set"
-#: the dtypes a float input takes (float64 has no rknn_tensor_type; it is accepted, cast to
-#: float32, as numpy's default float type)
-FLOAT_FEEDS = (np.dtype(np.uint8), np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
-#: the dtypes an int8-quantized input takes
-QUANT_FEEDS = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.float32))
+# float64 has no rknn_tensor_type; it is accepted (cast to float32) as numpy's default float type.
+_FLOATS_IN = (np.dtype(np.uint8), np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_QUANT_IN = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.float32))
 _QMAX = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)}
 
 
@@ -92,11 +90,11 @@ class InputPlan:
         if attr.qnt_type == QntType.AFFINE_ASYMMETRIC and self.feed.kind == "f":
             self.quant: Optional[Tuple[float, int]] = (attr.scale, attr.zp)
             self.qdtype = attr.dtype
-            self.accepted: Tuple[np.dtype, ...] = QUANT_FEEDS
+            self.accepted: Tuple[np.dtype, ...] = _QUANT_IN
         else:
             self.quant = None
             self.qdtype = None
-            self.accepted = FLOAT_FEEDS if self.feed.kind == "f" else (self.feed,)
+            self.accepted = _FLOATS_IN if self.feed.kind == "f" else (self.feed,)
         self._stage: Optional[np.ndarray] = None
         #: no normalisation and static dims: the fast path of ``convert`` applies
         self._plain = preprocess is None and -1 not in self.dims

@@ -963,7 +963,7 @@ class RKNN(Lite2CoreMasks):
                 self._log.error("inference: type of inputs[%d] is not np.ndarray", i)
                 return None
             x = self._expand_rank(x, len(self._ctx.inputs[i].shape))
-            x = inputs[i] = _simulator_feed(x, self._ctx.inputs[i])
+            x = inputs[i] = _simulator_feed(x, self._ctx.input_dtypes[i])
             fmt = (fmt or "nhwc").lower()
             if fmt not in ("nhwc", "nchw"):
                 self._log.error("inference: data_format[%d] %r is invalid, only 'nhwc' or 'nchw'", i, fmt)
@@ -1118,26 +1118,22 @@ def _quant_config_problem(cfg: Dict[str, Any]) -> Optional[str]:
     return None
 
 
-def _simulator_feed(x: np.ndarray, attr) -> np.ndarray:
-    """``x`` as RKNN-Toolkit2's simulator takes it: an input computed in float (a float or an
+def _simulator_feed(x: np.ndarray, accepted) -> np.ndarray:
+    """``x`` as RKNN-Toolkit2's simulator takes it: an input computed in float (one whose
+    ``accepted`` dtypes, :attr:`Context.input_dtypes`, include float32: a float or an
     int8-quantized one) takes any numeric array, cast to float32 (int32 images, bool masks,
-    float16 for an int8 model), where the runtime, like librknnrt, takes only some dtypes."""
-    from ..constants import QntType, TensorType
-    from ..runtime.io import FLOAT_FEEDS, QUANT_FEEDS
-
-    if attr.qnt_type == QntType.AFFINE_ASYMMETRIC:
-        accepted = QUANT_FEEDS
-    elif attr.type in (TensorType.FLOAT16, TensorType.FLOAT32):
-        accepted = FLOAT_FEEDS
-    else:
+    float16 for an int8 model), where the runtime, like librknnrt, takes only ``accepted``."""
+    if x.dtype in accepted or np.dtype(np.float32) not in accepted or x.dtype.kind not in "biuf":
         return x
-    return x if x.dtype in accepted or x.dtype.kind not in "biuf" else x.astype(np.float32)
+    return x.astype(np.float32)
 
 
 def _is_layout(value) -> bool:
     """Whether ``value`` is a data_format: ``'nchw'``/``'nhwc'`` or a list of them."""
     values = value if isinstance(value, (list, tuple)) else [value]
-    return bool(values) and all(isinstance(v, str) and v.lower() in ("nchw", "nhwc") for v in values)
+    from ..runtime.io import FORMATS
+
+    return bool(values) and all(isinstance(v, str) and v.lower() in FORMATS for v in values)
 
 
 def _vendor_quant_refusal(cfg: Dict[str, Any], platform: str) -> Optional[str]:
