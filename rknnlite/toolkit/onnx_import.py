@@ -163,7 +163,8 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
     sizes = _size_list(input_size_list, in_names)
     fixed: Set[str] = set()
     if input_initial_val is not None:
-        proto, in_names, sizes, fixed = _fix_inputs(proto, in_names, sizes, input_initial_val, declared, warn)
+        proto, in_names, sizes, fixed = _fix_inputs(proto, in_names, sizes, input_initial_val, declared, warn,
+                                                    copy_first=proto is model)
         g = proto.graph
         init_names = {t.name for t in g.initializer}
         declared = {vi.name: vi for vi in list(g.input) + list(g.output) + list(g.value_info)}
@@ -333,10 +334,11 @@ def _size_list(input_size_list, in_names) -> List[Optional[Tuple[int, ...]]]:
     return out
 
 
-def _fix_inputs(proto, in_names, sizes, values, declared, warn):
-    """``input_initial_val``: the inputs given a value become initializers of a copy of
-    ``proto`` (the caller's model is not modified); returns the copy, the remaining inputs and
-    their sizes, and the names fixed."""
+def _fix_inputs(proto, in_names, sizes, values, declared, warn, copy_first: bool):
+    """``input_initial_val``: the inputs given a value become initializers of ``proto``, or of a
+    copy of it with ``copy_first`` (the caller's ModelProto; a model read from a path or bytes
+    is changed in place); returns that model, the remaining inputs and their sizes, and the
+    names fixed."""
     import onnx
     from onnx import numpy_helper
 
@@ -346,7 +348,8 @@ def _fix_inputs(proto, in_names, sizes, values, declared, warn):
                                 f"({', '.join(in_names)}), got {count}", op=_OP)
     if all(v is None for v in values):
         return proto, in_names, sizes, set()
-    proto = copy.deepcopy(proto)
+    if copy_first:
+        proto = copy.deepcopy(proto)
     g = proto.graph
     keep = []
     fixed = set()
