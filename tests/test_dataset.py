@@ -74,6 +74,20 @@ def test_rgb2bgr_reverses_image_channels_only(tmp_path, monkeypatch):
     np.testing.assert_array_equal(swapped[0][1], arr)  # .npy samples are taken as they are
 
 
+def test_rgb2bgr_per_input(tmp_path, monkeypatch):
+    """config(quant_img_RGB2BGR=[True, False]): the vendor's per-input form reverses the first
+    input's images only (rknnlite reversed both: the list was read by its truth)."""
+    monkeypatch.chdir(tmp_path)
+    pixels = rgb()
+    save_image(tmp_path / "a.png", pixels)
+    spec2 = TensorSpec("y", (1, 3, 4, 6), "float32", "NCHW")
+    (first, second), = read_dataset_text(tmp_path, "a.png a.png\n", [NCHW, spec2], rgb2bgr=[True, False])
+    np.testing.assert_array_equal(first[0], pixels[:, :, ::-1].transpose(2, 0, 1))
+    np.testing.assert_array_equal(second[0], pixels.transpose(2, 0, 1))
+    with pytest.raises(DatasetError, match=r"quant_img_RGB2BGR has 1 value\(s\) for 2 model input\(s\)"):
+        read_dataset_text(tmp_path, "a.png a.png\n", [NCHW, spec2], rgb2bgr=[True])
+
+
 def test_layouts_grayscale_and_dtypes(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     pixels = rgb()
@@ -257,6 +271,7 @@ def test_build_calibrates_on_images_with_rgb2bgr(tmp_path, monkeypatch):
     reversed_files = build_quant("rev.txt")
     assert plain is not None and swapped is not None
     assert swapped == reversed_files  # RGB2BGR = the same images stored reversed
+    assert build_quant("rgb.txt", rgb2bgr=[True]) == swapped  # the per-input form
     assert swapped["x"] != plain["x"]
     # The input range is that of the normalised pixels.
     xs = np.stack([p.transpose(2, 0, 1) for p in images]).astype(np.float32)

@@ -1284,6 +1284,8 @@ def test_config_validation(toolkit_log):
     (dict(quantized_dtype="w8a16"), "The quantized_dtype = 'w8a16' not support in 'rk3588'!"),
     (dict(quantized_algorithm="gdq"), "The quantized_algorithm = 'gdq' only support in ['w4a16', 'w8a16']!"),
     (dict(quantized_method="group32"), "The quantize_method = 'group32' only support when quantized_dtype = 'w4a16'"),
+    (dict(quantized_dtype=None), "quantized_dtype must be a str, not None"),  # the vendor's: "Invalid ... 'None'"
+    (dict(quantized_method=None), "quantized_method must be a str, not None"),  # the vendor's: AttributeError
 ])
 def test_config_refuses_the_quantization_options_the_vendor_refuses(toolkit_log, options, message):
     r = RKNN()
@@ -1302,6 +1304,47 @@ def test_the_vendors_other_quantization_values_warn_and_only_a_quantized_build_f
     r.release()
 
 
+def test_configs_positional_arguments_are_the_vendors(toolkit_log):
+    """RKNN-Toolkit2 2.x's config(mean_values, std_values, quantized_dtype, quantized_algorithm,
+    quantized_method, quantized_hybrid_level, target_platform, quant_img_RGB2BGR, ...): rknnlite's
+    third parameter was quant_img_RGB2BGR, so config(mean, std, 'w8a8') reversed every calibration
+    image to BGR (a non-empty string is true) and the algorithm and platform given after it went
+    elsewhere."""
+    r = RKNN()
+    assert r.config([[0, 0, 0]], [[255, 255, 255]], "w8a8", "kl_divergence", "layer", 0, "rk3566", False,
+                    "float16", 3, "tag") == 0
+    cfg = r._config
+    assert (cfg["quantized_dtype"], cfg["quantized_algorithm"], cfg["quantized_method"]) == \
+        ("w8a8", "kl_divergence", "layer")
+    assert (cfg["target_platform"], cfg["quant_img_RGB2BGR"], cfg["custom_string"]) == ("rk3566", False, "tag")
+    assert [rec.getMessage() for rec in toolkit_log.records if rec.levelname == "WARNING"] == []
+    toolkit_log.clear()
+    assert r.config(target_platform="rk3588", optimization_level=2) == 0  # only a non-default value warns
+    assert any("optimization_level=2 is not supported yet" in rec.getMessage() for rec in toolkit_log.records)
+    r.release()
+
+
+@pytest.mark.parametrize("value, stored, message", [
+    (True, True, None), (1, True, None), (None, False, None), ([True], [True], None),
+    ("w8a8", None, "quant_img_RGB2BGR must be True or False (or a list with one per input), not 'w8a8'"),
+    (2, None, "quant_img_RGB2BGR must be True or False (or a list with one per input), not 2"),
+    ([True, "no"], None, "quant_img_RGB2BGR[1] must be True or False (or a list with one per input), not 'no'"),
+    ([True, False], None, "The length of quant_img_RGB2BGR is different from mean_values! (2 value(s); "
+                          "mean_values has 1 input(s))"),
+])
+def test_quant_img_rgb2bgr_takes_a_flag_or_one_per_input(toolkit_log, value, stored, message):
+    """The vendor takes a bool or a list with one per input (as many as mean_values; observed);
+    rknnlite read any value by its truth, so a list [True, False] reversed every input."""
+    r = RKNN()
+    ret = r.config(mean_values=[[0, 0, 0]], std_values=[[1, 1, 1]], target_platform="rk3588",
+                   quant_img_RGB2BGR=value)
+    if message is None:
+        assert ret == 0 and r._config["quant_img_RGB2BGR"] == stored
+    else:
+        assert ret == -1 and errors(toolkit_log)[-1] == "config: " + message
+    r.release()
+
+
 def test_a_refused_config_stops_the_loaders_until_one_is_taken(toolkit_log):
     """A vendor script never reads config()'s return (the vendor's raises): with a typo in an
     option, load_onnx went on with the default configuration (rk3588, normal) and said only
@@ -1315,6 +1358,22 @@ def test_a_refused_config_stops_the_loaders_until_one_is_taken(toolkit_log):
         "['normal', 'mmse', 'kl_divergence', 'gdq']!); call config() again with options it takes")
     assert r.config(target_platform="rk3566", quantized_algorithm="kl_divergence") == 0
     assert r.load_onnx(data) == 0
+    r.release()
+
+
+def test_init_runtimes_positional_arguments_are_the_vendors(toolkit_log):
+    """RKNN-Toolkit2 2.x's init_runtime(target, device_id, perf_debug, ...): rknnlite's second
+    parameter was 1.x's target_sub_class, so init_runtime(None, None, True) (perf_debug) was
+    refused as a board device_id."""
+    _, data = small_model_bytes()
+    r = RKNN()
+    assert r.config(target_platform="rk3588") == 0 and r.load_onnx(data) == 0 and r.build() == 0
+    assert r.init_runtime(None, None, True) == 0
+    assert errors(toolkit_log) == []
+    assert any("perf_debug, eval_mem, async_mode and other options are not supported by the simulator" in
+               rec.getMessage() for rec in toolkit_log.records)
+    assert r.init_runtime(None, "0123456789ABCDEF") == -1  # a device id: a board
+    assert r.init_runtime(target_sub_class="RK3399Pro") == 0
     r.release()
 
 
@@ -1594,10 +1653,13 @@ def test_input_initial_val_of_the_wrong_length_or_shape_is_refused(toolkit_log, 
     r.release()
 
 
-def test_a_layout_in_data_types_place_is_the_vendors_positional_data_format(toolkit_log):
-    """RKNN-Toolkit2 2.x's inference(inputs, data_format, ...) has no data_type (Lite2's and 1.x's
-    second parameter): inference([x], 'nchw') took 'nchw' as an ignored data_type and read x as
-    NHWC (refused here for its shape; a 3x3x3 input would have been read wrong)."""
+def test_inferences_positional_arguments_are_the_vendors(toolkit_log):
+    """RKNN-Toolkit2 2.x's inference(inputs, data_format, inputs_pass_through, get_frame_id) has no
+    data_type (Lite2's and 1.x's second parameter): inference([x], 'nchw') took 'nchw' as an
+    ignored data_type and read x as NHWC, and a third positional (the vendor's pass-through list)
+    became the data_format.  data_type now goes by keyword; a dtype where the layout goes is refused
+    by name, and so is a pass-through that is not one 0/1 per input ('nchw' passed every input
+    through)."""
     _, data = small_model_bytes()
     r = RKNN()
     assert r.config(target_platform="rk3588") == 0
@@ -1606,7 +1668,20 @@ def test_a_layout_in_data_types_place_is_the_vendors_positional_data_format(tool
     want = r.inference([x], data_format="nchw")[0]
     np.testing.assert_array_equal(r.inference([x], "nchw")[0], want)
     np.testing.assert_array_equal(r.inference([x], ["nchw"])[0], want)
-    np.testing.assert_array_equal(r.inference([x.transpose(0, 2, 3, 1)], "float32")[0], want)  # a data_type
+    np.testing.assert_array_equal(r.inference([x.transpose(0, 2, 3, 1)], data_type="float32")[0], want)
+    passed = r.inference([x], "nchw", [1])[0]
+    np.testing.assert_array_equal(passed, r.inference([x], data_format="nchw", inputs_pass_through=[1])[0])
+    assert r.inference([x], "nchw", [1], True)[-1] == 1  # get_frame_id fourth
+    assert r.inference([x], "float32") is None
+    assert errors(toolkit_log)[-1] == "inference: data_format[0] 'float32' is invalid, only 'nhwc' or 'nchw'"
+    for bad in ("nchw", [2], [1, 0], 1):
+        assert r.inference([x], "nchw", bad) is None
+        assert errors(toolkit_log)[-1] == (f"inference: inputs_pass_through must be a list with one 0 or 1 per "
+                                           f"input (1), not {bad!r}")
+    assert r.inference([x], 3) is None
+    assert errors(toolkit_log)[-1] == ("inference: data_format must be 'nhwc' or 'nchw', or a list with one per "
+                                       "input (1), not 3")
+    np.testing.assert_array_equal(r.inference([x], "nchw")[0], want)  # still usable
     r.release()
 
 
@@ -1619,6 +1694,11 @@ def test_the_toolkits_parameters_are_in_the_vendors_order():
         "load_onnx": ["model", "inputs", "input_size_list", "input_initial_val", "outputs"],
         "load_tflite": ["model", "input_is_nchw"],
         "build": ["do_quantization", "dataset", "rknn_batch_size"],
+        "config": ["mean_values", "std_values", "quantized_dtype", "quantized_algorithm", "quantized_method",
+                   "quantized_hybrid_level", "target_platform", "quant_img_RGB2BGR", "float_dtype",
+                   "optimization_level", "custom_string"],
+        "init_runtime": ["target", "device_id", "perf_debug", "eval_mem", "async_mode", "core_mask",
+                         "fallback_prior_device"],
         "inference": ["inputs", "data_format", "inputs_pass_through", "get_frame_id"],
         "accuracy_analysis": ["inputs", "output_dir", "target", "device_id"],
         "hybrid_quantization_step1": ["dataset", "rknn_batch_size", "proposal", "proposal_dataset_size",
@@ -1627,8 +1707,6 @@ def test_the_toolkits_parameters_are_in_the_vendors_order():
     }
     for name, params in vendor.items():
         ours = [p for p in inspect.signature(getattr(RKNN, name)).parameters if p != "self"]
-        if name == "inference":  # Lite2's and 1.x's data_type sits second; a layout there is data_format
-            ours.remove("data_type")
         assert ours[:len(params)] == params, name
     assert inspect.signature(RKNN.hybrid_quantization_step1).parameters["dataset"].default == "dataset.txt"
 

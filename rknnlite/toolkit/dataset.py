@@ -48,13 +48,14 @@ class DatasetError(ValueError):
     """A calibration dataset problem; the message names the file and, where it applies, the line."""
 
 
-def read_dataset(path, input_specs: Sequence[TensorSpec], rgb2bgr: bool = False) -> List[List[np.ndarray]]:
+def read_dataset(path, input_specs: Sequence[TensorSpec], rgb2bgr=False) -> List[List[np.ndarray]]:
     """Read a calibration dataset file: returns one list of arrays (one per input) per sample.
 
     ``path`` is resolved against the current working directory, the paths inside it as
     :func:`dataset_lines` says.  Every returned array is new (files are read and closed),
     shaped like its input (a ``-1`` dim takes the sample's size) and of the input's dtype.  ``rgb2bgr`` reverses
-    the channel order of image samples only (``config(quant_img_RGB2BGR=True)``).
+    the channel order of image samples only (``config(quant_img_RGB2BGR=True)``); a list gives
+    one flag per input.
 
     Raises :class:`DatasetError` naming the dataset file and line for: no dataset, an
     unreadable or empty dataset file, a line with the wrong number of paths, a missing
@@ -64,13 +65,17 @@ def read_dataset(path, input_specs: Sequence[TensorSpec], rgb2bgr: bool = False)
     """
     name = os.fspath(path) if path is not None else None
     n = len(input_specs)
+    flags = list(rgb2bgr) if isinstance(rgb2bgr, (list, tuple)) else [bool(rgb2bgr)] * n
+    if len(flags) != n:
+        raise DatasetError(f"quant_img_RGB2BGR has {len(flags)} value(s) for {n} model input(s); give one per "
+                           f"input, or one True/False for all")
     samples = []
     for lineno, paths in dataset_lines(path):
         where = f"dataset {name!r} line {lineno}"
         if len(paths) != n:
             raise DatasetError(f"{where}: {len(paths)} path(s) for {n} model input(s); give one path per "
                                f"input separated by spaces")
-        samples.append([_load_sample(p, spec, i, where, rgb2bgr)
+        samples.append([_load_sample(p, spec, i, where, flags[i])
                         for i, (p, spec) in enumerate(zip(paths, input_specs))])
     if not samples:
         raise DatasetError(f"dataset {name!r} is empty: it needs at least one line with one path per input")

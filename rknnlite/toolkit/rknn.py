@@ -106,33 +106,44 @@ class RKNN(Lite2CoreMasks):
 
     # -- configuration -------------------------------------------------------------------------
 
-    def config(self, mean_values=None, std_values=None, quant_img_RGB2BGR: bool = False,
-               target_platform: Optional[str] = None, float_dtype: str = "float16",
+    def config(self, mean_values=None, std_values=None, quantized_dtype: str = "w8a8",
+               quantized_algorithm: str = "normal", quantized_method: str = "channel",
+               quantized_hybrid_level: int = 0, target_platform: Optional[str] = None,
+               quant_img_RGB2BGR=False, float_dtype: str = "float16", optimization_level: int = 3,
                custom_string: Optional[str] = None, **other_toolkit_kwargs) -> int:
         """Set the conversion options; call it before :meth:`load_onnx`.  Returns 0 or -1.
+
+        The parameters are in RKNN-Toolkit2 2.x's order (2.2.0 to 2.5.0), so a vendor script
+        that passes them by position means the same here.
 
         Args:
             mean_values: per input, one value per channel (``[[m0, m1, m2]]``; a flat
                 list is taken as the single input's); the built model computes
                 ``(x - mean) / std`` itself.
             std_values: per input, one value per channel, as ``mean_values``.
-            quant_img_RGB2BGR: as in the vendor toolkit it only concerns calibration
-                images (quantization); inference never reorders channels.
-            target_platform: one of :data:`TARGET_PLATFORMS` (any case); default rk3588
-                with a warning.
-            float_dtype: ``"float16"`` (the NPU's storage precision, default) or
-                ``"float32"`` (full precision reference).
-            custom_string: free text stored in the model (``RKNN_QUERY_CUSTOM_STRING``).
-            **other_toolkit_kwargs: other vendor options.  ``quantized_dtype``
-                (``'asymmetric_quantized-8'``), ``quantized_algorithm`` (``'normal'``,
-                ``'mmse'`` or ``'kl_divergence'``) and
-                ``quantized_method`` (``'channel'`` or ``'layer'``) set the quantization
-                of ``build(do_quantization=True)``; a value RKNN-Toolkit2 2.5.0 refuses
+            quantized_dtype: ``'w8a8'`` (also its 1.x name ``'asymmetric_quantized-8'``),
+                quantized_algorithm (``'normal'``, ``'mmse'`` or ``'kl_divergence'``) and
+                quantized_method (``'channel'`` or ``'layer'``): the quantization of
+                ``build(do_quantization=True)``.  A value RKNN-Toolkit2 2.5.0 refuses
                 (``'kl-divergence'``, ``'w4a16'`` on rk3588, ...) is refused in its words, and
                 the other values it takes are accepted with a warning and make a quantized
                 build fail.  After a refused config() the loaders refuse too, until a
                 config() succeeds (the vendor's config raises, which stops a script that
-                never reads the return code).  Performance and placement
+                never reads the return code).
+            quantized_hybrid_level: 0 (off) or 1-3: how many layers
+                ``build(auto_hybrid=True)`` may keep in float16 (see :mod:`.hybrid`).
+            target_platform: one of :data:`TARGET_PLATFORMS` (any case); default rk3588
+                with a warning.
+            quant_img_RGB2BGR: True/False, or one per input (as many as ``mean_values``
+                has): reverse that input's calibration images to BGR.  As in the vendor
+                toolkit it only concerns calibration images (quantization); inference never
+                reorders channels.
+            float_dtype: ``"float16"`` (the NPU's storage precision, default) or
+                ``"float32"`` (full precision reference; rknnlite's own).
+            optimization_level: the vendor compiler's; any other value than 3 is accepted
+                with a warning that it changes nothing here.
+            custom_string: free text stored in the model (``RKNN_QUERY_CUSTOM_STRING``).
+            **other_toolkit_kwargs: other vendor options.  Performance and placement
                 settings are accepted with a warning that they are not supported yet;
                 ``remove_weight=True`` builds a weight-less model: the weights of its
                 Conv, ConvTranspose, Gemm and MatMul nodes are left out of the exported
@@ -179,6 +190,15 @@ class RKNN(Lite2CoreMasks):
             return self._refuse_config("float_dtype must be 'float16' or 'float32', not %r", float_dtype)
         if custom_string is not None and not isinstance(custom_string, str):
             return self._refuse_config("custom_string must be a str, not %s", type(custom_string).__name__)
+        try:
+            rgb2bgr = _per_input_flags(quant_img_RGB2BGR, len(mean) if mean is not None else None)
+        except ValueError as e:
+            return self._refuse_config("%s", e)
+        vendor_order = {"quantized_dtype": quantized_dtype, "quantized_algorithm": quantized_algorithm,
+                        "quantized_method": quantized_method, "quantized_hybrid_level": quantized_hybrid_level}
+        if optimization_level != 3:
+            vendor_order["optimization_level"] = optimization_level
+        other_toolkit_kwargs = {**vendor_order, **other_toolkit_kwargs}
         quant_cfg = dict(_QUANT_DEFAULTS)
         hybrid_cfg = dict(_HYBRID_DEFAULTS)
         dynamic_input = None
@@ -187,8 +207,6 @@ class RKNN(Lite2CoreMasks):
         remove_weight = False
         for key, value in other_toolkit_kwargs.items():
             if key in _QUANT_DEFAULTS:
-                if value is None:
-                    continue
                 if not isinstance(value, str):
                     return self._refuse_config("%s must be a str, not %r", key, value)
                 quant_cfg[key] = value
@@ -240,17 +258,17 @@ class RKNN(Lite2CoreMasks):
                 self._log.warning("config: %s; build(do_quantization=True) will fail", problem)
         self._config_error = None
         self._config = {
-            "mean_values": mean, "std_values": std, "quant_img_RGB2BGR": bool(quant_img_RGB2BGR),
+            "mean_values": mean, "std_values": std, "quant_img_RGB2BGR": rgb2bgr,
             "target_platform": platform, "float_dtype": float_dtype, "custom_string": custom_string or "",
             "dynamic_input": dynamic_input, **quant_cfg, **hybrid_cfg,
         }
         self._config["model_pruning"] = pruning
         self._config["sparse_infer"] = sparse_infer
         self._config["remove_weight"] = remove_weight
-        if quant_img_RGB2BGR:
-            self._log.warning("config: quant_img_RGB2BGR=True: calibration images (jpg/jpeg/png/bmp) are reversed "
+        if any(rgb2bgr if isinstance(rgb2bgr, list) else [rgb2bgr]):
+            self._log.warning("config: quant_img_RGB2BGR=%r: calibration images (jpg/jpeg/png/bmp) are reversed "
                               "to BGR when loaded, .npy samples are used as they are; mean_values / std_values "
-                              "then apply in BGR order")
+                              "then apply in BGR order", quant_img_RGB2BGR)
         self._log.debug("config: %s", self._config)
         return 0
 
@@ -880,11 +898,17 @@ class RKNN(Lite2CoreMasks):
 
     # -- running -------------------------------------------------------------------------------
 
-    def init_runtime(self, target: Optional[str] = None, target_sub_class=None, device_id=None,
-                     perf_debug: bool = False, eval_mem: bool = False, async_mode: bool = False,
-                     core_mask: int = Lite2CoreMasks.NPU_CORE_AUTO, **kwargs) -> int:
+    def init_runtime(self, target: Optional[str] = None, device_id=None, perf_debug: bool = False,
+                     eval_mem: bool = False, async_mode: bool = False,
+                     core_mask: int = Lite2CoreMasks.NPU_CORE_AUTO, fallback_prior_device: str = "cpu", *,
+                     target_sub_class=None, **kwargs) -> int:
         """Initialise the simulator (``target=None``: the software backend) on the built or
-        loaded model.  Board targets are refused.  Returns 0 or -1."""
+        loaded model.  Board targets are refused.  Returns 0 or -1.
+
+        The parameters are in RKNN-Toolkit2 2.x's order; ``target_sub_class`` (RKNN-Toolkit
+        1.x's) goes by keyword.  The simulator has no use for the board options
+        (``perf_debug``, ``eval_mem``, ``async_mode``, ``fallback_prior_device``...): set,
+        they log a warning."""
         if not self._alive("init_runtime"):
             return -1
         if target is not None or device_id is not None:
@@ -895,7 +919,7 @@ class RKNN(Lite2CoreMasks):
         if self._model_bytes is None:
             self._log.error("init_runtime: %s", _NOT_BUILT)
             return -1
-        if perf_debug or eval_mem or async_mode or kwargs:
+        if perf_debug or eval_mem or async_mode or fallback_prior_device != "cpu" or kwargs:
             self._log.warning("init_runtime: perf_debug, eval_mem, async_mode and other options are not "
                               "supported by the simulator; ignored")
         from ..runtime.context import Context
@@ -913,8 +937,8 @@ class RKNN(Lite2CoreMasks):
             return -1
         return 0
 
-    def inference(self, inputs, data_type=None, data_format=None, inputs_pass_through=None,
-                  get_frame_id: bool = False):
+    def inference(self, inputs, data_format=None, inputs_pass_through=None, get_frame_id: bool = False, *,
+                  data_type=None):
         """Run the model; returns the outputs (float outputs as float32), or None.  The
         ``uint8``/``int8`` outputs of a quantized TFLite file come in that type, on the
         file's scale and zero point, as RKNN-Toolkit2 returns them.
@@ -924,11 +948,11 @@ class RKNN(Lite2CoreMasks):
         the vendor simulator's warning "... expect dims is 4! Try expand dims to ...";
         a higher rank is refused.  ``data_format``: for 4-D inputs ``'nhwc'`` (default)
         or ``'nchw'``, one value or a list with one value per input.
-        ``inputs_pass_through``: per input 0/1; 1 skips the model's mean/std.
+        ``inputs_pass_through``: per input 0/1 (or True/False); 1 skips the model's mean/std.
         As the vendor's simulator, an input computed in float takes any numeric dtype (cast
         to float32); :class:`~rknnlite.Context` takes librknnrt's dtypes only.
-        ``data_type`` is Lite2's and RKNN-Toolkit2 1.x's (ignored); a layout given in its place
-        is RKNN-Toolkit2 2.x's ``inference(inputs, data_format)`` and is taken as the format.
+        The parameters are in RKNN-Toolkit2 2.x's order; ``data_type`` (Lite2's and
+        RKNN-Toolkit2 1.x's second parameter, ignored) goes by keyword.
         """
         if not self._alive("inference"):
             return None
@@ -942,9 +966,6 @@ class RKNN(Lite2CoreMasks):
             else:
                 self._log.error("inference: inputs should be placed in a list, like [img1, img2]")
                 return None
-        if data_format is None and _is_layout(data_type):
-            # RKNN-Toolkit2 2.x has no data_type: its second parameter is data_format
-            data_type, data_format = None, data_type
         if data_type is not None:
             self._log.debug("inference: data_type is ignored (inputs are cast to the model's types)")
         n = len(self._ctx.inputs)
@@ -953,8 +974,13 @@ class RKNN(Lite2CoreMasks):
             return None
         if data_format is None or isinstance(data_format, str):
             data_format = [data_format] * n
-        if len(data_format) != n:
-            self._log.error("inference: data_format must be one value or one per input (%d)", n)
+        if not isinstance(data_format, (list, tuple)) or len(data_format) != n:
+            self._log.error("inference: data_format must be 'nhwc' or 'nchw', or a list with one per input (%d), "
+                            "not %r", n, data_format)
+            return None
+        passes = _pass_through_flags(inputs_pass_through, n)
+        if isinstance(passes, str):
+            self._log.error("inference: %s", passes)
             return None
         formats = []
         inputs = list(inputs)
@@ -964,17 +990,11 @@ class RKNN(Lite2CoreMasks):
                 return None
             x = self._expand_rank(x, len(self._ctx.inputs[i].shape))
             x = inputs[i] = _simulator_feed(x, self._ctx.input_dtypes[i])
-            fmt = (fmt or "nhwc").lower()
+            fmt = (fmt or "nhwc").lower() if isinstance(fmt, str) or fmt is None else fmt
             if fmt not in ("nhwc", "nchw"):
                 self._log.error("inference: data_format[%d] %r is invalid, only 'nhwc' or 'nchw'", i, fmt)
                 return None
             formats.append(fmt if x.ndim == 4 else None)
-        passes = None
-        if inputs_pass_through is not None:
-            if len(inputs_pass_through) != n:
-                self._log.error("inference: inputs_pass_through must have one 0/1 per input (%d)", n)
-                return None
-            passes = [bool(p) for p in inputs_pass_through]
         try:
             outputs = self._ctx.run(inputs, data_format=formats, pass_through=passes)
         except RKNNError as e:
@@ -1128,12 +1148,16 @@ def _simulator_feed(x: np.ndarray, accepted) -> np.ndarray:
     return x.astype(np.float32)
 
 
-def _is_layout(value) -> bool:
-    """Whether ``value`` is a data_format: ``'nchw'``/``'nhwc'`` or a list of them."""
-    values = value if isinstance(value, (list, tuple)) else [value]
-    from ..runtime.io import FORMATS
-
-    return bool(values) and all(isinstance(v, str) and v.lower() in FORMATS for v in values)
+def _pass_through_flags(value, n: int):
+    """inference()'s ``inputs_pass_through`` as None or one bool per input, or the reason it
+    is refused (a str): a list of 0/1 (or True/False), one per input."""
+    if value is None:
+        return None
+    ok = isinstance(value, (list, tuple)) and len(value) == n and all(
+        isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and v in (0, 1)) for v in value)
+    if not ok:
+        return f"inputs_pass_through must be a list with one 0 or 1 per input ({n}), not {value!r}"
+    return [bool(v) for v in value]
 
 
 def _vendor_quant_refusal(cfg: Dict[str, Any], platform: str) -> Optional[str]:
@@ -1170,6 +1194,27 @@ def _quant_option_problem(key: str, value) -> Optional[str]:
     if value in supported:
         return None
     return f"{key}={value!r} is not supported yet by rknnlite (supported: {', '.join(supported)})"
+
+
+def _per_input_flags(value, n_inputs: Optional[int]):
+    """config()'s ``quant_img_RGB2BGR`` as a bool, or a list of bools (one per input, as many
+    as ``mean_values`` has when it is given: the vendor's rule and message).  None is False
+    (the vendor takes it); anything but True/False/0/1 is refused, so a value meant for
+    another parameter is not read as True."""
+    def flag(v, where):
+        if isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and v in (0, 1)):
+            return bool(v)
+        raise ValueError(f"{where} must be True or False (or a list with one per input), not {v!r}")
+
+    if value is None:
+        return False
+    if not isinstance(value, (list, tuple)):
+        return flag(value, "quant_img_RGB2BGR")
+    flags = [flag(v, f"quant_img_RGB2BGR[{i}]") for i, v in enumerate(value)]
+    if not flags or (n_inputs is not None and len(flags) != n_inputs):
+        raise ValueError(f"The length of quant_img_RGB2BGR is different from mean_values! ({len(flags)} value(s); "
+                         f"mean_values has {n_inputs} input(s))")
+    return flags
 
 
 def _per_input_values(values, what: str) -> Optional[List[List[float]]]:
