@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -115,6 +117,21 @@ def test_backend_choice():
         rknnlite.Context(build_demo_model(), backend="npu")
     with pytest.raises(InvalidParamError, match="auto, software, npu"):
         rknnlite.Context(build_demo_model(), backend="gpu")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(backend=np.zeros(3)), "backend must be one of auto, software, npu, not array"),
+    (dict(target_platform=3588), "target_platform must be a platform name such as 'rk3588', not 3588"),
+    (dict(target_platform=["rk3588"]), "target_platform must be a platform name"),
+    (dict(custom_ops=0), "custom_ops must be a list of custom operators, not int"),
+    (dict(custom_ops=float("nan")), "custom_ops must be a list of custom operators, not float"),
+])
+def test_odd_constructor_arguments_are_refused_by_name(kwargs, match):
+    """An array as the backend raised numpy's "truth value ... is ambiguous", a number as the
+    platform AttributeError ('int' object has no attribute 'lower'), a number as custom_ops
+    "'int' object is not iterable" (an argument fuzz of Context)."""
+    with pytest.raises(InvalidParamError, match=re.escape(match)):
+        rknnlite.Context(build_demo_model(), **kwargs)
 
 
 def test_rockchip_files_run_off_board(vendor_rknn_files):

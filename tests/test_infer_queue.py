@@ -121,6 +121,20 @@ def test_empty_core_masks_rejected(conv_model):
         AsyncInferQueue(conv_model, jobs=1, core_masks=[])
 
 
+@pytest.mark.parametrize("masks", [float("nan"), print, ["CORE_0"], [1.0]])
+def test_core_masks_are_a_mask_or_a_list_of_them(conv_model, masks):
+    """A number or a function raised "'float' object is not iterable" (an argument fuzz)."""
+    with pytest.raises(InvalidParamError, match="core_masks must be a CoreMask or a list of them"):
+        AsyncInferQueue(conv_model, jobs=1, core_masks=masks)
+
+
+def test_wait_all_timeout_is_none_or_seconds(conv_model):
+    with AsyncInferQueue(conv_model, jobs=1) as q:
+        with pytest.raises(InvalidParamError, match="timeout must be None or a number of seconds >= 0, not 'x'"):
+            q.wait_all(timeout="x")
+        q.wait_all(timeout=float("inf"))
+
+
 def test_closed_template_rejected(conv_model):
     ctx = rknnlite.Context(conv_model)
     ctx.close()

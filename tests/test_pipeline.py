@@ -608,7 +608,29 @@ def test_a_stage_infers_without_holding_the_gil(gil_probe):
     ((len, len), {"workers": [1]}, "one per stage"),
     ((len,), {"maxsize": 0}, "maxsize"),
     ((len,), {"maxsize": 2.5}, "maxsize"),
+    # an array raised numpy's "truth value ... is ambiguous" (an argument fuzz)
+    ((len,), {"on_error": np.zeros(2)}, "on_error must be"),
+    ((len,), {"drop": np.zeros(2)}, "drop must be"),
+    ((len,), {"ordered": [1, 2]}, r"ordered must be True or False, not \[1, 2\]"),
 ])
 def test_bad_arguments(args, kwargs, match):
     with pytest.raises(InvalidParamError, match=match):
         Pipeline(*args, **kwargs)
+
+
+@pytest.mark.parametrize("timeout", ["1", [1], -1, float("nan"), True])
+def test_a_timeout_is_none_or_seconds(timeout):
+    """A string or a list as a timeout raised "unsupported operand type(s) for +: 'float' and
+    'str'"; a negative one and NaN timed out at once. The pipeline stays usable."""
+    with Pipeline(len) as p:
+        with pytest.raises(InvalidParamError, match="timeout must be None or a number of seconds >= 0"):
+            p.push("ab", timeout=timeout)
+        assert p.push("ab", timeout=0) == 0
+        with pytest.raises(InvalidParamError, match="timeout must be None or a number of seconds >= 0"):
+            p.pop(timeout=timeout)
+        assert p.pop(timeout=float("inf")).value == 2  # infinite: as None (threading's waits refuse it)
+        with pytest.raises(InvalidParamError, match="timeout must be None"):
+            p.close(timeout=timeout)
+        with pytest.raises(InvalidParamError, match="drain must be True or False, not 'no'"):
+            p.close(drain="no")
+        p.close(timeout=1)

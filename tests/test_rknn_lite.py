@@ -116,6 +116,16 @@ def test_call_order_errors(caplog):
         (dict(inputs=[nhwc(demo_image())], data_format="hwcn"), "Unsupport data format: hwcn"),
         (dict(inputs=[nhwc(demo_image())], inputs_pass_through=[0, 1]),
          "The lengths of inputs_pass_through and inputs are not equal."),
+        # values numpy cannot compare or test for truth raised ValueError ("truth value of an array ...")
+        (dict(inputs=[nhwc(demo_image())], data_format=[np.zeros(3)]), "Unsupport data format: [0. 0. 0.]"),
+        (dict(inputs=[nhwc(demo_image())], data_type=[np.zeros(3)]), "Unsupport data type: [0. 0. 0.]"),
+        (dict(inputs=[nhwc(demo_image())], reuse_outputs=np.zeros(3)),
+         "get_frame_id and reuse_outputs take True or False, not False and array([0., 0., 0.])"),
+        (dict(inputs=[nhwc(demo_image())], get_frame_id="no"),
+         "get_frame_id and reuse_outputs take True or False, not 'no' and False"),
+        (dict(inputs=[nhwc(demo_image())], inputs_pass_through=[np.zeros(2)]),
+         "inputs_pass_through takes 0 or 1 per input, not [array([0., 0.])]"),
+        (dict(inputs=[nhwc(demo_image())], inputs_pass_through=[2]), "inputs_pass_through takes 0 or 1 per input"),
     ],
 )
 def test_bad_inference_returns_none_and_stays_usable(rk, expected, caplog, kwargs, message):
@@ -195,6 +205,31 @@ def test_core_mask_rules(caplog):
             assert r.init_runtime(core_mask=mask) == ret
     assert "The core_mask is only supported by RK3576/RK3588" in caplog.text
     assert "RK3576 has 2 NPU cores: core_mask CORE_0_1_2 is changed to CORE_0_1" in caplog.text
+    r.release()
+
+
+def test_odd_argument_values_are_refused_by_name(tmp_path, expected, caplog):
+    """Values of the wrong type give -1 / None and Lite2-style messages, never an exception (the
+    truth of an array, os.stat of a list or of an int file descriptor: TypeError, ValueError,
+    OverflowError before), and the object stays usable."""
+    r = RKNNLite()
+    with caplog.at_level(logging.ERROR, logger="rknnlite"):
+        for key_path in (3, [1], 10**12, np.zeros(2)):
+            assert r.load_rknn(str(DEMO_MODEL_PATH), key_path=key_path) == -1
+        assert r.list_support_target_platform(5) is None
+        assert r.list_support_target_platform([1]) is None
+        assert r.load_rknn(str(DEMO_MODEL_PATH)) == 0
+        assert r.init_runtime(async_mode=np.zeros(3)) == -1
+        assert r.init_runtime(async_mode="yes") == -1
+        assert r.init_runtime(core_mask="NPU_CORE_0") == -1
+        assert r.init_runtime(core_mask=np.zeros(3)) == -1
+    text = caplog.text
+    assert text.count("Invalid key path") == 4
+    assert "model must be a path (str or os.PathLike) or bytes-like object, not int" in text
+    assert "async_mode must be True or False, not 'yes'" in text
+    assert "Invalid core_mask: 'NPU_CORE_0' (an int: RKNNLite.NPU_CORE_AUTO, NPU_CORE_0, ...)" in text
+    assert r.init_runtime() == 0
+    np.testing.assert_array_equal(r.inference([nhwc(demo_image())])[0], expected)
     r.release()
 
 

@@ -198,6 +198,8 @@ def test_fd_errors(ctx, memfd):
     fd = memfd(100)
     with pytest.raises(InvalidParamError, match="fd 100000 is not an open file descriptor"):
         ctx.create_mem_from_fd(100000, 100)
+    with pytest.raises(InvalidParamError, match="fd 1099511627776 is not an open file descriptor: too large"):
+        ctx.create_mem_from_fd(2**40, 100)  # OverflowError from os.fstat before
     with pytest.raises(InvalidParamError, match="has 100 bytes, fewer than size 4096"):
         ctx.create_mem_from_fd(fd, 4096)
     with pytest.raises(InvalidParamError, match="offset 100 must be smaller than size 100"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import re
 
 import numpy as np
@@ -1374,6 +1375,52 @@ def test_init_runtimes_positional_arguments_are_the_vendors(toolkit_log):
                rec.getMessage() for rec in toolkit_log.records)
     assert r.init_runtime(None, "0123456789ABCDEF") == -1  # a device id: a board
     assert r.init_runtime(target_sub_class="RK3399Pro") == 0
+    r.release()
+
+
+def test_odd_argument_values_are_refused_by_name(tmp_path, monkeypatch, toolkit_log):
+    """Values of the wrong type give -1 and an error naming them, never an exception, and the
+    object stays usable (found by a fuzz of every method's arguments). Before: load_rknn(5) read
+    five zero bytes (10**12: MemoryError); export_rknn(3) wrote the model into file descriptor 3
+    and closed it; build(dataset={}) and a non-list custom_hybrid raised TypeError; arrays as
+    flags or options raised numpy's "truth value of an array is ambiguous"."""
+    monkeypatch.chdir(tmp_path)
+    np.save("s.npy", np.zeros((1, 3, 8, 8), np.float32))
+    (tmp_path / "dataset.txt").write_text("s.npy\n")
+    _, data = small_model_bytes()
+    arr = np.zeros(3)
+    r = RKNN()
+    for bad in (dict(float_dtype=arr), dict(optimization_level=arr), dict(inputs_yuv_fmt=arr)):
+        assert r.config(target_platform="rk3588", **bad) == -1, bad
+    assert r.config(target_platform="rk3588") == 0 and r.load_onnx(data) == 0
+    for bad in (dict(dataset={}), dict(dataset=(1,)), dict(do_quantization="dataset.txt"),
+                dict(do_quantization=True, auto_hybrid=arr), dict(rknn_batch_size=arr)):
+        assert r.build(**bad) == -1, bad
+    for bad in (dict(rknn_batch_size=arr), dict(custom_hybrid=float("inf")), dict(proposal=arr)):
+        assert r.hybrid_quantization_step1(dataset="dataset.txt", **bad) == -1, bad
+    assert r.build() == 0
+    read_end, write_end = os.pipe()
+    try:
+        assert r.export_rknn(write_end) == -1  # a file descriptor is not a path
+        os.write(write_end, b"still open")
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert r.export_rknn(str(tmp_path / "m.rknn"), cpp_gen_cfg=arr) == -1
+    assert r.init_runtime(async_mode=arr) == -1
+    assert r.init_runtime(fallback_prior_device=arr) == 0  # a board option: a warning
+    for bad in (5, 10**12, [1]):
+        assert r.load_rknn(bad) == -1
+    messages = errors(toolkit_log)
+    assert "build: do_quantization and auto_hybrid take True or False, not 'dataset.txt' and False (the dataset " \
+           "goes by name: build(do_quantization=True, dataset='dataset.txt'))" in messages
+    assert "build: do_quantization=True: dataset must be the path of a dataset file (one line of sample paths per " \
+           "sample), not dict {}" in messages
+    assert "export_rknn: export_path must be a file path, not %d" % write_end in messages
+    assert "load_rknn: cannot read 5: path must be a file path or the model's bytes, not int" in messages
+    assert any("custom_hybrid is a list of [input_name, output_name] pairs, not inf" in m for m in messages)
+    assert r.build() == 0 and r.export_rknn(str(tmp_path / "m.rknn")) == 0 and r.init_runtime() == 0
+    assert r.inference([np.zeros((1, 8, 8, 3), np.float32)]) is not None
     r.release()
 
 

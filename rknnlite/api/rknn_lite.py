@@ -19,6 +19,7 @@ from ..constants import InitFlag, Lite2CoreMasks, TensorFormat
 from ..errors import RKNNError, error_name
 from ..model.loader import load_model
 from ..platform import board_soc
+from ..runtime.args import is_flag, is_int
 from ..runtime.context import Context
 from ..runtime.cores import lite2_remap, supports_core_mask
 from ..runtime.log import InstanceLog
@@ -62,7 +63,7 @@ class RKNNLite(Lite2CoreMasks):
         if isinstance(path, (str, os.PathLike)) and not os.path.isfile(path):
             self._log.error("Invalid RKNN model path: %s", path)
             return -1
-        if key_path is not None and not os.path.isfile(key_path):
+        if key_path is not None and not (isinstance(key_path, (str, os.PathLike)) and os.path.isfile(key_path)):
             self._log.error("Invalid key path: %s", key_path)
             return -1
         try:
@@ -94,6 +95,12 @@ class RKNNLite(Lite2CoreMasks):
             return -1
         if self._model is None:
             self._log.error("Model is not loaded yet, this interface should be called after load_rknn!")
+            return -1
+        if not is_flag(async_mode):
+            self._log.error("async_mode must be True or False, not %r", async_mode)
+            return -1
+        if not is_int(core_mask):
+            self._log.error("Invalid core_mask: %r (an int: RKNNLite.NPU_CORE_AUTO, NPU_CORE_0, ...)", core_mask)
             return -1
         self._release_runtime()
         try:
@@ -172,10 +179,17 @@ class RKNNLite(Lite2CoreMasks):
             return self._setting_failed(f"{len(inputs)} inputs given, but the model has {len(self._ranks)}")
         if self._bad_arrays(inputs) or self._bad_data_types(inputs, data_type):
             return None
+        if not (is_flag(get_frame_id) and is_flag(reuse_outputs)):
+            self._log.error("get_frame_id and reuse_outputs take True or False, not %r and %r", get_frame_id,
+                            reuse_outputs)
+            return None
         passes = None
         if inputs_pass_through is not None:
             if not isinstance(inputs_pass_through, (list, tuple)) or len(inputs_pass_through) != len(inputs):
                 self._log.error("The lengths of inputs_pass_through and inputs are not equal.")
+                return None
+            if not all(is_flag(p) for p in inputs_pass_through):
+                self._log.error("inputs_pass_through takes 0 or 1 per input, not %r", inputs_pass_through)
                 return None
             passes = [bool(p) for p in inputs_pass_through]
         formats = self._formats(inputs, data_format)
@@ -225,7 +239,7 @@ class RKNNLite(Lite2CoreMasks):
             self._log.error("The lengths of data_type and inputs are not equal.")
             return True
         for i, (x, t) in enumerate(zip(inputs, types)):
-            if t not in _DTYPES:
+            if not isinstance(t, str) or t not in _DTYPES:
                 self._log.error("Unsupport data type: %s", t)
                 return True
             if x.dtype != np.dtype(t):
@@ -243,7 +257,7 @@ class RKNNLite(Lite2CoreMasks):
             self._log.error("The lengths of data_format and inputs are not equal.")
             return _FAILED
         for fmt in data_format:
-            if fmt not in ("nhwc", "nchw"):  # lower case only, as Lite2
+            if not isinstance(fmt, str) or fmt not in ("nhwc", "nchw"):  # lower case only, as Lite2
                 self._log.error("Unsupport data format: %s", fmt)
                 return _FAILED
         formats = []
@@ -304,7 +318,7 @@ class RKNNLite(Lite2CoreMasks):
         """
         try:
             loaded = load_model(rknn_model) if rknn_model is not None else self._model
-        except RKNNError as e:
+        except (RKNNError, TypeError) as e:  # TypeError: not a path nor bytes
             self._log.error("%s", e)
             return None
         if loaded is None:

@@ -86,7 +86,7 @@ def create_backend(loaded: LoadedModel, backend: str = "auto", custom_ops=(), fl
         ModelInvalidError: ``"software"`` on a Rockchip file the lowering does not accept
             (naming the op, dtype, parameter... it does not know).
     """
-    if backend not in BACKENDS:
+    if not isinstance(backend, str) or backend not in BACKENDS:
         raise InvalidParamError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}", op="rknn_init")
     if share_with is not None:
         return _sharing_backend(loaded, backend, custom_ops, flags, share_with)

@@ -302,6 +302,8 @@ def map_fd(fd: int, size: int, offset: int = 0, flags=MemAllocFlag.DEFAULT) -> T
         st = os.fstat(fd)
     except OSError as e:
         raise InvalidParamError(f"fd {fd} is not an open file descriptor: {e.strerror}", op=op) from None
+    except OverflowError:  # past a C int: no descriptor has that number
+        raise InvalidParamError(f"fd {fd} is not an open file descriptor: too large", op=op) from None
     length = st.st_size if stat.S_ISREG(st.st_mode) else _seek_size(fd)
     if length is not None and length < size:
         raise InvalidParamError(f"fd {fd} has {length} bytes, fewer than size {size}", op=op)

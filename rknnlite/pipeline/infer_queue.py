@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, List, Optional, Sequence
 
 from ..errors import ContextInvalidError, InvalidParamError
+from ..runtime.args import check_timeout, is_int
 from ..runtime.context import Context
 from ..runtime.cores import core_count, supports_core_mask, usable_cpus
 from ..runtime.log import logger
@@ -91,8 +92,11 @@ class AsyncInferQueue:
             raise InvalidParamError(f"jobs must be an int >= 0 (0: one per core), not {jobs!r}",
                                     op="AsyncInferQueue")
         if core_masks is not None:
-            if isinstance(core_masks, int):
+            if is_int(core_masks):
                 core_masks = [core_masks]
+            if not isinstance(core_masks, (list, tuple)) or not all(is_int(m) for m in core_masks):
+                raise InvalidParamError(f"core_masks must be a CoreMask or a list of them, not {core_masks!r}",
+                                        op="AsyncInferQueue")
             core_masks = list(core_masks)
             if not core_masks:
                 raise InvalidParamError("core_masks must name at least one core mask, or be None",
@@ -216,9 +220,11 @@ class AsyncInferQueue:
 
         Raises:
             RKNNTimeoutError: ``timeout`` seconds passed first (nothing is forgotten).
+            InvalidParamError: ``timeout`` is not None or a number of seconds >= 0.
         """
         from ..errors import RKNNTimeoutError
 
+        timeout = check_timeout(timeout, "AsyncInferQueue.wait_all")
         with self._cond:
             if not self._cond.wait_for(lambda: self._pending == 0, timeout):
                 raise RKNNTimeoutError(f"wait_all: {self._pending} inference(s) still running after {timeout} s",

@@ -21,6 +21,7 @@ from collections import deque
 from typing import Any, Callable, Deque, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set
 
 from ..errors import ContextInvalidError, InvalidParamError, RKNNError, RKNNTimeoutError
+from ..runtime.args import check_timeout, is_flag
 from ..runtime.context import Context
 from .infer_queue import AsyncInferQueue
 from .stats import LatencyWindow, PipelineStats, RateWindow, StageStats, ratio
@@ -145,9 +146,11 @@ class Pipeline:
                  drop: str = "none", on_error: str = "result"):
         if not stages:
             raise InvalidParamError("a Pipeline needs at least one stage", op="Pipeline")
-        if drop not in _DROPS:
+        if not is_flag(ordered):
+            raise InvalidParamError(f"ordered must be True or False, not {ordered!r}", op="Pipeline")
+        if not isinstance(drop, str) or drop not in _DROPS:
             raise InvalidParamError(f"drop must be one of {_DROPS}, not {drop!r}", op="Pipeline")
-        if on_error not in _ON_ERROR:
+        if not isinstance(on_error, str) or on_error not in _ON_ERROR:
             raise InvalidParamError(f"on_error must be one of {_ON_ERROR}, not {on_error!r}", op="Pipeline")
         per_stage = _per_stage(workers, len(stages))
         self._owned: List[AsyncInferQueue] = []
@@ -234,7 +237,9 @@ class Pipeline:
         Raises:
             PipelineClosedError: the pipeline is closed (also when it closes while waiting).
             RKNNTimeoutError: no room within ``timeout`` seconds (nothing was pushed).
+            InvalidParamError: ``timeout`` is not None or a number of seconds >= 0.
         """
+        timeout = check_timeout(timeout, "Pipeline.push")
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while True:
@@ -414,7 +419,9 @@ class Pipeline:
             FrameError: the frame failed and ``on_error="raise"`` (it counts as popped).
             RKNNTimeoutError: no result within ``timeout`` seconds.
             PipelineClosedError: the pipeline is closed and every result was handed out.
+            InvalidParamError: ``timeout`` is not None or a number of seconds >= 0.
         """
+        timeout = check_timeout(timeout, "Pipeline.pop")
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while True:
@@ -475,7 +482,11 @@ class Pipeline:
         Raises:
             RKNNTimeoutError: the workers were still busy after ``timeout`` seconds (a stage
                 call that does not return); the pipeline keeps closing in the background.
+            InvalidParamError: ``drain`` is not True/False, or ``timeout`` not None or seconds >= 0.
         """
+        if not is_flag(drain):
+            raise InvalidParamError(f"drain must be True or False, not {drain!r}", op="Pipeline.close")
+        timeout = check_timeout(timeout, "Pipeline.close")
         with self._lock:
             self._input_closed = True
             if not drain and not self._cancelling:

@@ -18,6 +18,7 @@ from ..tensors.attr import TensorAttr
 from ..tensors.perf import MemSize, PerfDetail
 from ..tensors.ranges import InputRange
 from ..tensors.topology import DEFAULT_PLATFORM
+from .args import is_flag
 from .context_io import ContextIo
 from .cores import check_batch_core_num, check_core_mask, model_platform
 from .flags import ALLOC_OUTSIDE, check_init_flags
@@ -72,6 +73,12 @@ class Context:
                  target_platform: Optional[str] = None, flags: int = 0, custom_ops: Sequence = (),
                  share_weights_with: Optional["Context"] = None):
         apply_env_level()
+        if target_platform is not None and not isinstance(target_platform, str):
+            raise InvalidParamError(f"target_platform must be a platform name such as 'rk3588', not "
+                                    f"{target_platform!r}", op="rknn_init")
+        if not isinstance(custom_ops, (list, tuple)):
+            raise InvalidParamError(f"custom_ops must be a list of custom operators, not {type(custom_ops).__name__}",
+                                    op="rknn_init")
         if share_weights_with is not None and not isinstance(share_weights_with, Context):
             raise InvalidParamError(f"share_weights_with must be a Context, not {type(share_weights_with).__name__}",
                                     op="rknn_init")
@@ -837,7 +844,7 @@ def _per_input(value, n: int, what: str) -> list:
 def _flag(value, what: str, op: str) -> bool:
     """A yes/no option: a bool or 0/1 (``pass_through=[1]`` as Lite2 takes it); a string such as
     ``"no"`` would read as true, so anything else is refused."""
-    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+    if is_flag(value):
         return bool(value)
     raise InvalidParamError(f"{what} must be True/False (or 1/0), not {value!r}", op=op)
 

@@ -63,14 +63,15 @@ def read_dataset(path, input_specs: Sequence[TensorSpec], rgb2bgr=False) -> List
     count does not fit the input, a ``.npy`` of the wrong shape, or Pillow missing for
     an image.
     """
-    name = os.fspath(path) if path is not None else None
     n = len(input_specs)
     flags = list(rgb2bgr) if isinstance(rgb2bgr, (list, tuple)) else [bool(rgb2bgr)] * n
     if len(flags) != n:
         raise DatasetError(f"quant_img_RGB2BGR has {len(flags)} value(s) for {n} model input(s); give one per "
                            f"input, or one True/False for all")
     samples = []
-    for lineno, paths in dataset_lines(path):
+    lines = dataset_lines(path)
+    name = os.fspath(path)
+    for lineno, paths in lines:
         where = f"dataset {name!r} line {lineno}"
         if len(paths) != n:
             raise DatasetError(f"{where}: {len(paths)} path(s) for {n} model input(s); give one path per "
@@ -92,6 +93,9 @@ def dataset_lines(path) -> List[Tuple[int, List[str]]]:
     if path is None:
         raise DatasetError("no dataset given; quantization needs a calibration dataset file "
                            "(build(do_quantization=True, dataset='dataset.txt'))")
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise DatasetError(f"dataset must be the path of a dataset file (one line of sample paths per sample), "
+                           f"not {type(path).__name__} {path!r}")
     name = os.fspath(path)
     try:
         with open(name, "r", encoding="utf-8") as f:

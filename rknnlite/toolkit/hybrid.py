@@ -126,6 +126,8 @@ def subgraph_tensors(graph: Graph, pairs: Sequence[Sequence[str]]) -> List[str]:
     producers = {name: node for node in graph.nodes for name in node.outputs if name}
     known = set(graph.inputs) | set(producers)
     out: List[str] = []
+    if not isinstance(pairs, (list, tuple)):
+        raise HybridError(f"custom_hybrid is a list of [input_name, output_name] pairs, not {pairs!r}")
     for pair in pairs:
         if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(isinstance(p, str) for p in pair):
             raise HybridError(f"custom_hybrid entries are [input_name, output_name] pairs, not {pair!r}")

@@ -34,6 +34,7 @@ import numpy as np
 from .._version import __version__
 from ..constants import Lite2CoreMasks
 from ..errors import RKNNError
+from ..runtime.args import is_flag, is_int
 from ..runtime.log import InstanceLog
 from .build import float_outputs_per_sample, prepare, preprocess_pairs, proposed_floats, run_build
 
@@ -140,8 +141,8 @@ class RKNN(Lite2CoreMasks):
                 reorders channels.
             float_dtype: ``"float16"`` (the NPU's storage precision, default) or
                 ``"float32"`` (full precision reference; rknnlite's own).
-            optimization_level: the vendor compiler's; any other value than 3 is accepted
-                with a warning that it changes nothing here.
+            optimization_level: the vendor compiler's (a number); any other value than 3 is
+                accepted with a warning that it changes nothing here.
             custom_string: free text stored in the model (``RKNN_QUERY_CUSTOM_STRING``).
             **other_toolkit_kwargs: other vendor options.  Performance and placement
                 settings are accepted with a warning that they are not supported yet;
@@ -186,7 +187,7 @@ class RKNN(Lite2CoreMasks):
             if platform not in TARGET_PLATFORMS:
                 return self._refuse_config("target_platform %r is not supported; supported: %s", target_platform,
                                            ", ".join(TARGET_PLATFORMS))
-        if float_dtype not in ("float16", "float32"):
+        if not isinstance(float_dtype, str) or float_dtype not in ("float16", "float32"):
             return self._refuse_config("float_dtype must be 'float16' or 'float32', not %r", float_dtype)
         if custom_string is not None and not isinstance(custom_string, str):
             return self._refuse_config("custom_string must be a str, not %s", type(custom_string).__name__)
@@ -196,6 +197,10 @@ class RKNN(Lite2CoreMasks):
             return self._refuse_config("%s", e)
         vendor_order = {"quantized_dtype": quantized_dtype, "quantized_algorithm": quantized_algorithm,
                         "quantized_method": quantized_method, "quantized_hybrid_level": quantized_hybrid_level}
+        if not isinstance(optimization_level, (int, float, np.integer, np.floating)) or \
+                isinstance(optimization_level, (bool, np.bool_)):
+            return self._refuse_config("optimization_level must be a number (the vendor's levels are 0 to 3), "
+                                       "not %r", optimization_level)
         if optimization_level != 3:
             vendor_order["optimization_level"] = optimization_level
         other_toolkit_kwargs = {**vendor_order, **other_toolkit_kwargs}
@@ -245,7 +250,7 @@ class RKNN(Lite2CoreMasks):
                     except ValueError as e:
                         return self._refuse_config("%s", e)
             elif key in _IGNORED_AT_DEFAULT:
-                if value != _IGNORED_AT_DEFAULT[key]:
+                if not _is_default(value, _IGNORED_AT_DEFAULT[key]):
                     return self._refuse_config("%s=%r is not supported yet by rknnlite", key, value)
             else:
                 return self._refuse_config("unknown option %r", key)
@@ -479,8 +484,10 @@ class RKNN(Lite2CoreMasks):
             if isinstance(path, (str, os.PathLike)):
                 with open(path, "rb") as f:
                     data = f.read()
-            else:
+            elif isinstance(path, (bytes, bytearray, memoryview)):
                 data = bytes(path)
+            else:  # bytes(5) would be five zero bytes, not a file
+                raise TypeError(f"path must be a file path or the model's bytes, not {type(path).__name__}")
             loaded = load_model(data)
         except (OSError, TypeError) as e:
             self._log.error("load_rknn: cannot read %s: %s", path, e)
@@ -567,8 +574,13 @@ class RKNN(Lite2CoreMasks):
         if self._imported is None:
             self._log.error("build: %s", _NO_MODEL)
             return -1
+        if not (do_quantization is None or is_flag(do_quantization)) or not is_flag(auto_hybrid):
+            self._log.error("build: do_quantization and auto_hybrid take True or False, not %r and %r (the "
+                            "dataset goes by name: build(do_quantization=True, dataset='dataset.txt'))",
+                            do_quantization, auto_hybrid)
+            return -1
         batch = 1 if rknn_batch_size is None else rknn_batch_size
-        if isinstance(batch, (bool, np.bool_)) or not isinstance(batch, (int, np.integer)) or not 1 <= batch <= 4096:
+        if not is_int(batch) or not 1 <= batch <= 4096:
             self._log.error("build: rknn_batch_size must be a positive int (at most 4096), not %r", rknn_batch_size)
             return -1
         batch = int(batch)
@@ -632,6 +644,12 @@ class RKNN(Lite2CoreMasks):
             return -1
         if self._model_bytes is None:
             self._log.error("export_rknn: %s", _NOT_BUILT)
+            return -1
+        if not isinstance(export_path, (str, os.PathLike)):  # open(3, "wb") writes into (and closes) fd 3
+            self._log.error("export_rknn: export_path must be a file path, not %r", export_path)
+            return -1
+        if not is_flag(cpp_gen_cfg):
+            self._log.error("export_rknn: cpp_gen_cfg must be True or False, not %r", cpp_gen_cfg)
             return -1
         if cpp_gen_cfg or kwargs:
             self._log.warning("export_rknn: cpp_gen_cfg and other options are not supported yet; ignored")
@@ -737,9 +755,13 @@ class RKNN(Lite2CoreMasks):
                             "quantization (QDQ pairs, FakeQuant nodes or a quantized file): build it with "
                             "build(do_quantization=False), which uses its grids")
             return -1
-        if rknn_batch_size not in (None, 1) or self._config.get("dynamic_input"):
+        if not (rknn_batch_size is None or (is_int(rknn_batch_size) and rknn_batch_size == 1)) \
+                or self._config.get("dynamic_input"):
             self._log.error("hybrid_quantization_step1: rknn_batch_size and dynamic_input are not supported with "
                             "hybrid quantization yet")
+            return -1
+        if not is_flag(proposal):
+            self._log.error("hybrid_quantization_step1: proposal must be True or False, not %r", proposal)
             return -1
         if not isinstance(proposal_dataset_size, int) or proposal_dataset_size < 1:
             self._log.error("hybrid_quantization_step1: proposal_dataset_size must be an int >= 1, not %r",
@@ -770,7 +792,7 @@ class RKNN(Lite2CoreMasks):
                 shown_quant = quantize.quantize_graph(graph, shown, method)
             layers: Dict[str, str] = {}
             proposals: Optional[Dict[str, float]] = None
-            if custom_hybrid:
+            if custom_hybrid is not None:
                 layers.update((name, "float16") for name in hybrid.subgraph_tensors(graph, custom_hybrid))
             if proposal:
                 proposals = proposed_floats(graph, quant, samples[:proposal_dataset_size],
@@ -919,7 +941,12 @@ class RKNN(Lite2CoreMasks):
         if self._model_bytes is None:
             self._log.error("init_runtime: %s", _NOT_BUILT)
             return -1
-        if perf_debug or eval_mem or async_mode or fallback_prior_device != "cpu" or kwargs:
+        if not all(is_flag(v) for v in (perf_debug, eval_mem, async_mode)):
+            self._log.error("init_runtime: perf_debug, eval_mem and async_mode take True or False, not %r, %r and %r",
+                            perf_debug, eval_mem, async_mode)
+            return -1
+        if perf_debug or eval_mem or async_mode or not (isinstance(fallback_prior_device, str) and
+                                                        fallback_prior_device == "cpu") or kwargs:
             self._log.warning("init_runtime: perf_debug, eval_mem, async_mode and other options are not "
                               "supported by the simulator; ignored")
         from ..runtime.context import Context
@@ -991,7 +1018,7 @@ class RKNN(Lite2CoreMasks):
             x = self._expand_rank(x, len(self._ctx.inputs[i].shape))
             x = inputs[i] = _simulator_feed(x, self._ctx.input_dtypes[i])
             fmt = (fmt or "nhwc").lower() if isinstance(fmt, str) or fmt is None else fmt
-            if fmt not in ("nhwc", "nchw"):
+            if not isinstance(fmt, str) or fmt not in ("nhwc", "nchw"):
                 self._log.error("inference: data_format[%d] %r is invalid, only 'nhwc' or 'nchw'", i, fmt)
                 return None
             formats.append(fmt if x.ndim == 4 else None)
@@ -1148,13 +1175,20 @@ def _simulator_feed(x: np.ndarray, accepted) -> np.ndarray:
     return x.astype(np.float32)
 
 
+def _is_default(value, default) -> bool:
+    """Whether an option's ``value`` is its ``default`` (None or a bool), compared so that an
+    array or any other odd value is simply not the default."""
+    if default is None:
+        return value is None
+    return is_flag(value) and bool(value) == default
+
+
 def _pass_through_flags(value, n: int):
     """inference()'s ``inputs_pass_through`` as None or one bool per input, or the reason it
     is refused (a str): a list of 0/1 (or True/False), one per input."""
     if value is None:
         return None
-    ok = isinstance(value, (list, tuple)) and len(value) == n and all(
-        isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and v in (0, 1)) for v in value)
+    ok = isinstance(value, (list, tuple)) and len(value) == n and all(is_flag(v) for v in value)
     if not ok:
         return f"inputs_pass_through must be a list with one 0 or 1 per input ({n}), not {value!r}"
     return [bool(v) for v in value]
@@ -1202,7 +1236,7 @@ def _per_input_flags(value, n_inputs: Optional[int]):
     (the vendor takes it); anything but True/False/0/1 is refused, so a value meant for
     another parameter is not read as True."""
     def flag(v, where):
-        if isinstance(v, (bool, np.bool_)) or (isinstance(v, (int, np.integer)) and v in (0, 1)):
+        if is_flag(v):
             return bool(v)
         raise ValueError(f"{where} must be True or False (or a list with one per input), not {v!r}")
 

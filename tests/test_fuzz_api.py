@@ -1,0 +1,247 @@
+"""Arguments of the wrong type or value never escape as a stray exception.
+
+A seeded fuzz of the public call surfaces: the toolkit's ``RKNN`` and ``RKNNLite`` (Lite2's
+contract: a failure returns -1 or None with the reason logged), :class:`rknnlite.Context` and
+the pipeline's ``Pipeline`` and ``AsyncInferQueue`` (a
+failure raises an ``RKNNError`` naming the argument). Each call
+gets one to three of its parameters set to an odd value (None, numbers out of range, NaN,
+strings meant for another parameter, nested lists, arrays, dicts, bytes, objects) on an object
+brought to the stage where the call is legal; afterwards the object must still run the model.
+The regression tests beside the features (``test_toolkit_onnx.py``, ``test_rknn_lite.py``,
+``test_context.py``, ``test_pipeline.py``) pin each case this fuzz found.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import numpy as np
+import pytest
+
+import rknnlite
+from rknnlite.api import RKNNLite
+from rknnlite.demo import DEMO_MODEL_PATH
+from rknnlite.pipeline import AsyncInferQueue, Pipeline
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from rknnlite.toolkit import RKNN  # noqa: E402
+
+CALLS = 400
+
+ODD = [None, 0, 1, -1, 2, 3.5, float("nan"), float("inf"), True, False, "", "x", "nchw", "nhwc", "rk3588", "w8a8",
+       [], [None], [[]], [1], [0, 1], [[1, 2, 3]], [[1, 2, 3], [4, 5, 6]], ["a"], [[1, "a", 3]], {}, {"a": 1}, (1,),
+       np.zeros(3, np.float32), np.zeros((1, 3, 8, 8), np.float32), np.zeros((1, 8, 8, 3), np.uint8), object(),
+       b"abc", [np.zeros((1, 3, 8, 8), np.float32)], [np.zeros((8, 8, 3), np.float32)],
+       [np.zeros((1, 8, 8, 3), np.float64)], [np.zeros((2, 8, 8, 3), np.float32)], 10**12, -10**12, 2**40,
+       "dataset.txt", "/nonexistent/x.txt", [[1, 3, 8, 8]], [[1, 3, -1, 8]], [["1", 3, 8, 8]], [1, 3, 8, 8],
+       0xFFFF, [True], [1.5]]
+
+#: toolkit method -> (its parameters, the stage it needs: 0 new, 1 loaded, 2 built, 3 running)
+TOOLKIT = {
+    "config": (["mean_values", "std_values", "quantized_dtype", "quantized_algorithm", "quantized_method",
+                "quantized_hybrid_level", "target_platform", "quant_img_RGB2BGR", "float_dtype", "optimization_level",
+                "custom_string", "dynamic_input", "remove_weight", "model_pruning", "sparse_infer",
+                "auto_hybrid_cos_thresh", "auto_hybrid_euc_thresh", "inputs_yuv_fmt"], 0),
+    "load_onnx": (["inputs", "input_size_list", "input_initial_val", "outputs"], 0),
+    "build": (["do_quantization", "dataset", "rknn_batch_size", "auto_hybrid"], 1),
+    "hybrid_quantization_step1": (["dataset", "rknn_batch_size", "proposal", "proposal_dataset_size",
+                                   "custom_hybrid"], 1),
+    "export_rknn": (["export_path", "cpp_gen_cfg"], 2),
+    "init_runtime": (["target", "device_id", "perf_debug", "eval_mem", "async_mode", "core_mask",
+                      "fallback_prior_device"], 2),
+    "inference": (["inputs", "data_format", "inputs_pass_through", "get_frame_id", "data_type"], 3),
+    "accuracy_analysis": (["inputs", "output_dir", "target", "device_id"], 2),
+    "load_rknn": (["path"], 0),
+    "codegen": (["output_path", "inputs", "overwrite"], 2),
+}
+#: the required arguments a call keeps unless the fuzz replaces them
+TOOLKIT_REQUIRED = {"load_onnx": {"model": None}, "export_rknn": {"export_path": "m.rknn"},
+                    "inference": {"inputs": None}, "accuracy_analysis": {"inputs": None},
+                    "load_rknn": {"path": "m.rknn"}, "codegen": {"output_path": "cg"}}
+
+LITE = {"load_rknn": (["path", "key_path"], 0), "init_runtime": (["target", "device_id", "async_mode", "core_mask"], 1),
+        "inference": (["inputs", "data_type", "data_format", "inputs_pass_through", "get_frame_id", "reuse_outputs"], 2),
+        "list_support_target_platform": (["rknn_model"], 0)}
+LITE_REQUIRED = {"load_rknn": {"path": str(DEMO_MODEL_PATH)}, "inference": {"inputs": None}}
+
+CONTEXT = {"__init__": ["key", "backend", "target_platform", "flags", "custom_ops", "share_weights_with"],
+           "run": ["inputs", "data_format", "pass_through", "want_float"], "query": ["cmd", "index"],
+           "set_core_mask": ["mask"], "set_batch_core_num": ["n"], "set_input_shapes": ["shapes", "data_format"],
+           "create_mem": ["size", "flags"], "create_mem_from_fd": ["fd", "size", "offset", "flags"],
+           "perf_detail": ["as_text"], "register_custom_op": ["op", "shape_infer"]}
+CONTEXT_REQUIRED = {"run": {"inputs": None}, "query": {"cmd": 1}, "set_core_mask": {"mask": 0},
+                    "set_batch_core_num": {"n": 1}, "set_input_shapes": {"shapes": [[1, 32, 32, 3]]},
+                    "create_mem": {"size": 64}, "create_mem_from_fd": {"fd": -1, "size": 64},
+                    "register_custom_op": {"op": None}}
+
+#: answers a fuzz may get that are each call's documented behaviour, not a stray exception:
+#: the toolkit's board-only calls raise as the vendor's simulator does (test_toolkit_onnx.py)
+BOARD_ONLY = "Not support in simulator environment"
+
+
+def _small_onnx():
+    w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [numpy_helper.from_array(w, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _odd_arguments(rng: random.Random, params, required) -> dict:
+    kwargs = {k: v for k, v in required.items()}
+    for p in rng.sample(params, rng.randint(1, min(3, len(params)))):
+        kwargs[p] = rng.choice(ODD)
+    return kwargs
+
+
+def _describe(kwargs) -> str:
+    return ", ".join(f"{k}={type(v).__name__}" for k, v in kwargs.items())
+
+
+@pytest.fixture()
+def quiet(caplog):
+    caplog.set_level(logging.CRITICAL, logger="rknnlite")
+
+
+def test_toolkit_calls_return_their_failure_value(tmp_path, monkeypatch, quiet):
+    monkeypatch.chdir(tmp_path)
+    np.save("s.npy", np.zeros((1, 3, 8, 8), np.float32))
+    (tmp_path / "dataset.txt").write_text("s.npy\n")
+    model = _small_onnx()
+    x = np.zeros((1, 8, 8, 3), np.float32)
+    rng = random.Random(2026)
+    stray = []
+    for _ in range(CALLS):
+        name = rng.choice(sorted(TOOLKIT))
+        params, stage = TOOLKIT[name]
+        required = dict(TOOLKIT_REQUIRED.get(name, {}))
+        required = {k: (model if k == "model" else [x] if k == "inputs" else v) for k, v in required.items()}
+        kwargs = _odd_arguments(rng, params, required)
+        r = RKNN()
+        try:
+            if stage >= 1:
+                assert r.config(target_platform="rk3588") == 0 and r.load_onnx(model) == 0
+            if stage >= 2:
+                assert r.build(do_quantization=False) == 0
+            if stage >= 3:
+                assert r.init_runtime() == 0
+            try:
+                getattr(r, name)(**kwargs)
+            except Exception as e:  # noqa: BLE001 - what the fuzz looks for
+                if BOARD_ONLY not in str(e):
+                    stray.append(f"{name}({_describe(kwargs)}): {type(e).__name__}: {e}")
+                continue
+            if stage >= 3 and r.inference([x]) is None:
+                stray.append(f"{name}({_describe(kwargs)}): the runtime is unusable afterwards")
+        finally:
+            r.release()
+    assert stray == []
+
+
+def test_rknnlite_calls_return_their_failure_value(quiet):
+    x = np.zeros((1, 32, 32, 3), np.uint8)
+    rng = random.Random(2027)
+    stray = []
+    for _ in range(CALLS):
+        name = rng.choice(sorted(LITE))
+        params, stage = LITE[name]
+        required = {k: ([x] if k == "inputs" else v) for k, v in LITE_REQUIRED.get(name, {}).items()}
+        kwargs = _odd_arguments(rng, params, required)
+        lite = RKNNLite()
+        try:
+            if stage >= 1:
+                assert lite.load_rknn(str(DEMO_MODEL_PATH)) == 0
+            if stage >= 2:
+                assert lite.init_runtime() == 0
+            try:
+                getattr(lite, name)(**kwargs)
+            except Exception as e:  # noqa: BLE001
+                stray.append(f"{name}({_describe(kwargs)}): {type(e).__name__}: {e}")
+                continue
+            if stage >= 2 and lite.inference([x]) is None:
+                stray.append(f"{name}({_describe(kwargs)}): the runtime is unusable afterwards")
+        finally:
+            lite.release()
+    assert stray == []
+
+
+def test_context_calls_raise_rknn_errors_only(quiet):
+    x = np.zeros((1, 32, 32, 3), np.uint8)
+    rng = random.Random(2028)
+    stray = []
+    for _ in range(CALLS):
+        name = rng.choice(sorted(CONTEXT))
+        required = {k: ([x] if k == "inputs" else v) for k, v in CONTEXT_REQUIRED.get(name, {}).items()}
+        kwargs = _odd_arguments(rng, CONTEXT[name], required)
+        ctx = None
+        try:
+            if name == "__init__":
+                ctx = rknnlite.Context(str(DEMO_MODEL_PATH), **kwargs)
+            else:
+                ctx = rknnlite.Context(str(DEMO_MODEL_PATH), backend="software")
+                getattr(ctx, name)(**kwargs)
+        except rknnlite.RKNNError:
+            pass
+        except Exception as e:  # noqa: BLE001
+            stray.append(f"{name}({_describe(kwargs)}): {type(e).__name__}: {e}")
+        try:
+            if ctx is not None:
+                ctx.run([x])
+        except Exception as e:  # noqa: BLE001
+            stray.append(f"{name}({_describe(kwargs)}): unusable afterwards: {type(e).__name__}: {e}")
+        finally:
+            if ctx is not None:
+                ctx.close()
+    assert stray == []
+
+
+def _pushed(pipeline):
+    pipeline.push([1])
+    return pipeline
+
+
+def _pipeline_call(rng: random.Random, x, opened: list):
+    """One fuzzed pipeline call: ``(description, run)``; ``run()`` makes the objects (appended to
+    ``opened``, for closing) and calls them."""
+    def made(obj):
+        opened.append(obj)
+        return obj
+
+    kind = rng.choice(["Pipeline", "push", "pop", "close", "AsyncInferQueue", "wait_all"])
+    if kind == "Pipeline":
+        kwargs = _odd_arguments(rng, ["workers", "maxsize", "ordered", "drop", "on_error"], {})
+        return f"Pipeline({_describe(kwargs)})", lambda: made(Pipeline(len, **kwargs)).push([1], timeout=5)
+    if kind == "AsyncInferQueue":
+        kwargs = _odd_arguments(rng, ["core_masks", "data_format", "pass_through", "want_float"], {})
+        return (f"AsyncInferQueue({_describe(kwargs)})",
+                lambda: made(AsyncInferQueue(str(DEMO_MODEL_PATH), 1, **kwargs)).infer([x]))
+    arg = rng.choice(ODD)
+    calls = {"wait_all": lambda: made(AsyncInferQueue(str(DEMO_MODEL_PATH), 1)).wait_all(timeout=arg),
+             "push": lambda: made(Pipeline(len)).push([1], timeout=arg),
+             "pop": lambda: _pushed(made(Pipeline(len))).pop(timeout=arg),  # a result waits: no long wait
+             "close": lambda: made(Pipeline(len)).close(drain=arg, timeout=1)}
+    return f"{kind}({type(arg).__name__})", calls[kind]
+
+
+def test_pipeline_calls_raise_rknn_errors_only(quiet):
+    x = np.zeros((1, 32, 32, 3), np.uint8)
+    rng = random.Random(2029)
+    stray = []
+    for _ in range(CALLS // 4):
+        opened: list = []
+        what, run = _pipeline_call(rng, x, opened)
+        try:
+            run()
+        except rknnlite.RKNNError:
+            pass
+        except Exception as e:  # noqa: BLE001
+            stray.append(f"{what}: {type(e).__name__}: {e}")
+        finally:
+            for obj in opened:
+                obj.close()
+    assert stray == []
+
