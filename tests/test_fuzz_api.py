@@ -2,17 +2,18 @@
 
 A seeded fuzz of the public call surfaces: the toolkit's ``RKNN`` and ``RKNNLite`` (Lite2's
 contract: a failure returns -1 or None with the reason logged), :class:`rknnlite.Context` and
-the pipeline's ``Pipeline`` and ``AsyncInferQueue`` (a
+the pipeline's ``Pipeline`` and ``AsyncInferQueue`` and the ``vision`` helpers and decoders (a
 failure raises an ``RKNNError`` naming the argument). Each call
 gets one to three of its parameters set to an odd value (None, numbers out of range, NaN,
 strings meant for another parameter, nested lists, arrays, dicts, bytes, objects) on an object
 brought to the stage where the call is legal; afterwards the object must still run the model.
 The regression tests beside the features (``test_toolkit_onnx.py``, ``test_rknn_lite.py``,
-``test_context.py``, ``test_pipeline.py``) pin each case this fuzz found.
+``test_context.py``, ``test_pipeline.py``, ``test_vision_*.py``) pin each case this fuzz found.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import random
 
@@ -22,6 +23,7 @@ import pytest
 import rknnlite
 from rknnlite.api import RKNNLite
 from rknnlite.demo import DEMO_MODEL_PATH
+from rknnlite import vision
 from rknnlite.pipeline import AsyncInferQueue, Pipeline
 
 onnx = pytest.importorskip("onnx")
@@ -245,3 +247,45 @@ def test_pipeline_calls_raise_rknn_errors_only(quiet):
                 obj.close()
     assert stray == []
 
+
+def _vision_calls():
+    """vision call -> (the callable, the required arguments it keeps unless the fuzz replaces
+    them, whether what it returns is a decoder to call on one output)."""
+    image = np.zeros((20, 30, 3), np.uint8)
+    calls = {
+        "letterbox": (vision.letterbox, {"image": image, "size": 32}, False),
+        "nms": (vision.nms, {"boxes": np.zeros((2, 4), np.float32), "scores": np.zeros(2, np.float32)}, False),
+        "box_iou": (vision.box_iou, {"a": np.zeros((2, 4)), "b": np.zeros((2, 4))}, False),
+        "top_k": (vision.top_k, {"output": np.zeros(10, np.float32)}, False),
+        "segmentation_mask": (vision.segmentation_mask, {"output": np.zeros((1, 3, 4, 4), np.float32)}, False),
+        "draw_detections": (vision.draw_detections, {"image": image, "dets": vision.Detections.empty()}, False),
+        "retinaface_priors": (vision.retinaface_priors, {"input_size": 64}, False),
+        "dfl_distances": (vision.dfl_distances, {"bins": np.zeros((4, 16, 5), np.float32)}, False),
+        "Detections.empty": (vision.Detections.empty, {}, False),
+        "DetectionStages": (vision.DetectionStages, {"decoder": vision.YOLOv8(), "size": 32}, False),
+    }
+    for cls in (vision.YOLOv5, vision.YOLOv7, vision.YOLOX, vision.YOLOv8, vision.YOLO11, vision.YOLOv8Seg,
+                vision.YOLOv8Pose, vision.RetinaFace, vision.SCRFD):
+        calls[cls.__name__] = (cls, {}, True)
+    return calls
+
+
+def test_vision_calls_raise_rknn_errors_only():
+    calls = _vision_calls()
+    rng = random.Random(2030)
+    stray = []
+    for _ in range(CALLS * 2):
+        name = rng.choice(sorted(calls))
+        fn, required, decoder = calls[name]
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        kwargs = _odd_arguments(rng, params, required)
+        try:
+            made = fn(**kwargs)
+            if decoder:  # a decoder made from odd parameters decodes (or refuses) an odd output
+                made(rng.choice(ODD))
+        except rknnlite.RKNNError:
+            pass
+        except Exception as e:  # noqa: BLE001
+            stray.append(f"{name}({_describe(kwargs)}): {type(e).__name__}: {e}")
+    assert stray == []

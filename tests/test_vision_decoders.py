@@ -9,7 +9,8 @@ import pytest
 import vision_reference as ref
 from rknnlite import InvalidParamError
 from rknnlite.vision import (SCRFD, YOLO11, YOLOX, Detections, RetinaFace, YOLOv5, YOLOv7, YOLOv8, YOLOv8Pose,
-                             YOLOv8Seg, box_iou, segmentation_mask, top_k)
+                             YOLOv8Seg, box_iou, dfl_distances, retinaface_priors, segmentation_mask,
+                             top_k)
 
 SIZE = (64, 96)            # model input (height, width): grids 8x12, 4x6, 2x3
 GRIDS = [(8, 12), (4, 6), (2, 3)]
@@ -309,6 +310,9 @@ def test_segmentation_argmax_and_colours_float_and_int8():
     (lambda: SCRFD(input_size=64), [np.zeros((128, 1), np.float32)] * 9, r"\(128, 4\) was expected"),
     (lambda: YOLOv8Pose(), [np.zeros((1, 9, 10), np.float32)] * 6, "concatenated"),
     (lambda: YOLOv8Seg(num_classes=1, mask_dim=2), [np.zeros((1, 7, 10), np.float32)], "prototypes"),
+    (lambda: YOLOv8(), 5, "an array or a list of arrays"),  # was "'int' object is not iterable"
+    (lambda: YOLOv8(), [np.array(["a"])], "output 0 must be a model output"),
+    (lambda: YOLOv8(), [[[1, 2], [3]]], "output 0 must be a model output"),  # ragged
 ])
 def test_bad_outputs_raise_clear_errors(make, outs, match):
     with pytest.raises(InvalidParamError, match=match):
@@ -318,10 +322,40 @@ def test_bad_outputs_raise_clear_errors(make, outs, match):
 @pytest.mark.parametrize("kwargs, match", [
     (dict(conf=1.5), "conf"), (dict(iou=-0.1), "iou"), (dict(max_det=0), "max_det"),
     (dict(num_classes=0), "num_classes"), (dict(input_size="big"), "input_size"),
+    (dict(conf="0.5"), "conf must be a number"), (dict(iou=float("nan")), "iou must be a number"),
+    (dict(class_aware="no"), "class_aware must be True or False"),  # "no" read as true
+    (dict(labels="person"), "labels must be a list of class names"),  # was one label per letter
+    (dict(input_size=(640.5, 640)), "input_size must be an int or"),
+    (dict(input_size=10**9), "pixels a side"),
 ])
 def test_bad_decoder_parameters_raise(kwargs, match):
-    with pytest.raises(InvalidParamError, match=match):
+    with pytest.raises(InvalidParamError, match=match) as info:
         YOLOv8(**kwargs)
+    assert str(info.value).startswith("YOLOv8: ") and "YOLOv8: YOLOv8" not in str(info.value)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: YOLOv5(anchors=[["a"]]), "anchors must be"),
+    (lambda: YOLOv5(anchors=[[[10, float("nan")]]]), "finite"),
+    (lambda: YOLOv5(logits="yes"), "logits must be True or False"),
+    (lambda: YOLOv8Seg(mask_dim=[32]), "mask_dim must be an int"),  # was kept and failed at decode
+    (lambda: YOLOv8Seg(split=np.ones(2)), "split must be True or False"),
+    (lambda: RetinaFace(input_size=64, variance=(0.1,)), "variance must be two positive numbers"),
+    (lambda: RetinaFace(input_size=64, steps=(8, 0, 32)), "steps must be a list of ints >= 1"),
+    (lambda: RetinaFace(input_size=64, min_sizes=((16,), (64,))), "one list of sizes per step"),
+    (lambda: RetinaFace(input_size=64, min_sizes=((16,), (-1,), (256,))), "lists of positive numbers"),
+    (lambda: SCRFD(input_size=64, strides=(8, 16.5)), "strides must be a list of ints"),
+    (lambda: SCRFD(input_size=64, anchors="2"), "anchors must be an int"),
+    (lambda: dfl_distances(np.zeros((4, 16))), r"bins must be \(4, R, M\)"),
+    (lambda: top_k(np.array(["a", "b"])), "output must be scores"),
+    (lambda: top_k(np.zeros(3), labels="abc"), "labels must be a list"),
+    (lambda: top_k(np.zeros(3), softmax="yes"), "softmax must be True or False"),
+    (lambda: segmentation_mask([[1, 2], [3]]), "output must be"),
+    (lambda: retinaface_priors("big"), "input_size must be"),
+])
+def test_bad_family_parameters_raise(make, match):
+    with pytest.raises(InvalidParamError, match=match):
+        make()
 
 
 def test_quant_entries_may_be_tensor_attrs_and_must_be_valid():
@@ -339,3 +373,9 @@ def test_quant_entries_may_be_tensor_attrs_and_must_be_valid():
         YOLOv8(num_classes=5)([raw], [(0.0, 0)])
     with pytest.raises(InvalidParamError, match=r"\(scale, zp\)"):
         YOLOv8(num_classes=5)([raw], ["x"])
+    with pytest.raises(InvalidParamError, match="positive scale"):  # was "truth value of an array"
+        YOLOv8(num_classes=5)([raw], [(np.ones(2), 0)])
+    with pytest.raises(InvalidParamError, match="positive scale"):
+        YOLOv8(num_classes=5)([raw], [(float("inf"), 0)])
+    with pytest.raises(InvalidParamError, match="zero point 'x'; an int"):
+        YOLOv8(num_classes=5)([raw], [(0.5, "x")])

@@ -60,12 +60,31 @@ def test_masks_are_resampled_to_the_source():
 @pytest.mark.parametrize("image, size, match", [
     (np.zeros((4,), np.uint8), 8, "image must be"),
     (np.zeros((0, 4, 3), np.uint8), 8, "image must be"),
-    (np.zeros((4, 4, 3), np.uint8), (0, 8), "positive"),
+    (np.zeros((4, 4, 3), np.uint8), (0, 8), r"1\.\.65536 pixels a side"),
+    (np.zeros((4, 4, 3), np.uint8), 10**12, r"1\.\.65536 pixels a side"),  # was a MemoryError
     (np.zeros((4, 4, 3), np.uint8), "big", "size must be"),
+    (np.zeros((4, 4, 3), np.uint8), (8.5, 8), r"\(height, width\) ints"),  # was cut to 8
+    (np.zeros((4, 4, 3), np.uint8), ("8", 8), r"\(height, width\) ints"),
+    (np.array([["a", "b"]]), 8, "an array of numbers"),
+    ([[1, 2], [3]], 8, "an array of numbers"),  # ragged
 ])
 def test_bad_letterbox_input(image, size, match):
-    with pytest.raises(InvalidParamError, match=match):
+    with pytest.raises(InvalidParamError, match=match) as info:
         letterbox(image, size)
+    assert str(info.value).startswith("letterbox: ") and "letterbox: letterbox" not in str(info.value)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(pad=300), "pad must be one number a uint8 image holds"),
+    (dict(pad=[1, 2]), "pad must be one number"),
+    (dict(pad=1.5), "pad must be one number"),
+    (dict(swap_rb="no"), "swap_rb must be True or False"),
+])
+def test_bad_letterbox_options(kwargs, match):
+    with pytest.raises(InvalidParamError, match=match):
+        letterbox(np.zeros((4, 4, 3), np.uint8), 8, **kwargs)
+    out, _ = letterbox(np.zeros((4, 2, 3), np.float32), 8, pad=0.5)  # a float image takes a float pad
+    assert out[0, 0, 0] == 0.5
 
 
 def test_a_picture_that_already_fits_is_only_padded():

@@ -55,10 +55,25 @@ def test_box_iou():
     ((np.zeros((3, 4)), np.zeros(3), np.zeros(2)), "class_ids"),
     ((np.zeros((3, 4)), np.zeros(3), None, 1.5), "iou"),
     ((np.zeros((3, 4)), np.zeros(3), None, 0.5, 0), "max_det"),
+    ((np.zeros((3, 4)), np.zeros(3), None, "0.5"), "iou must be a number"),  # was a TypeError
+    ((np.zeros((3, 4)), np.zeros(3), None, float("nan")), "iou must be a number"),  # was accepted
+    (([[0, 0, 1, "a"]], np.zeros(1)), r"boxes must be \(N, 4\) numbers"),
+    ((np.zeros((1, 4)), [[1], []]), r"scores must be \(N,\) numbers"),  # ragged
+    ((np.zeros((2, 4)), np.zeros(2), ["a", "b"]), r"class_ids must be \(2,\) ints"),
 ])
 def test_bad_nms_input(args, match):
-    with pytest.raises(InvalidParamError, match=match):
+    with pytest.raises(InvalidParamError, match=match) as info:
         nms(*args)
+    assert str(info.value).startswith("nms: ") and "nms: nms" not in str(info.value)
+
+
+@pytest.mark.parametrize("a, b, match", [
+    (np.zeros((1, 3)), np.zeros((1, 4)), r"a must be \(N, 4\) boxes"),  # was a reshape ValueError
+    (np.zeros((1, 4)), "x", r"b must be \(N, 4\) numbers"),
+])
+def test_bad_box_iou_input(a, b, match):
+    with pytest.raises(InvalidParamError, match=match):
+        box_iou(a, b)
 
 
 def test_empty_input_keeps_nothing():

@@ -83,6 +83,11 @@ def test_a_bad_layout_or_input_is_refused():
 
     with pytest.raises(InvalidParamError, match="layout"):
         DetectionStages(YOLOv8(), 640, layout="hwc")
+    for kwargs, match in ((dict(layout=np.zeros(2)), "layout"),  # was "truth value of an array"
+                          (dict(size=(640.0, 640)), "size must be an int"), (dict(swap_rb="yes"), "swap_rb"),
+                          (dict(pad="grey"), "pad must be a number"), (dict(decoder="yolov8"), "callable")):
+        with pytest.raises(InvalidParamError, match=match):
+            DetectionStages(**{"decoder": YOLOv8(), "size": 640, **kwargs})
 
     class FlatInput:  # a context whose first input is not an image
         inputs = [type("Attr", (), {"name": "x", "dims": (1, 4), "fmt": None})()]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rknnlite import InvalidParamError
-from rknnlite.vision import PALETTE, Detections, letterbox
+from rknnlite.vision import PALETTE, Detections, draw_detections, letterbox
 
 
 def dets(**kw):
@@ -78,6 +78,26 @@ def test_bad_draw_input():
         dets().draw(np.zeros((10, 10), np.uint8))
     with pytest.raises(InvalidParamError, match="thickness"):
         dets().draw(np.zeros((10, 10, 3), np.uint8), thickness=0)
+    image = np.zeros((10, 10, 3), np.uint8)
+    for kwargs, match in ((dict(alpha=2), "alpha must be a number in"), (dict(copy="no"), "copy must be True or"),
+                          (dict(text="no"), "text must be True or False"),
+                          (dict(palette=[["a", "b", "c"]]), "palette must be")):
+        with pytest.raises(InvalidParamError, match=match):
+            dets().draw(image, **kwargs)
+    with pytest.raises(InvalidParamError, match="dets must be Detections"):  # was an AttributeError
+        draw_detections(image, [(0, 0, 5, 5)])
+    assert not image.any()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(masks_shape=5), "masks_shape must be a list of ints"), (dict(masks_shape=(4, 4, 4)), r"\(H, W\)"),
+    (dict(keypoints=-1), "keypoints must be an int >= 0"), (dict(keypoints=[17]), "keypoints must be an int"),
+    (dict(labels="ab"), "labels must be a list"),
+])
+def test_bad_empty_detections_arguments(kwargs, match):
+    with pytest.raises(InvalidParamError, match=match):
+        Detections.empty(**kwargs)
+    assert Detections.empty(masks_shape=(4, 6), keypoints=17).masks.shape == (0, 4, 6)
 
 
 def test_to_json_has_boxes_labels_keypoints_and_rle_masks():

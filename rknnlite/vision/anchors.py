@@ -20,8 +20,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .checks import flag, numbers, picture_size
 from .decoder import Decoder
-from .checks import picture_size
 from .quant import real, sigmoid
 from .result import Detections
 
@@ -41,7 +41,7 @@ class _Heads(Decoder):
     def __init__(self, input_size=640, logits: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.input_size = picture_size(input_size, "input_size", self.name)
-        self.logits = bool(logits)
+        self.logits = flag(logits, "logits", self.name)
 
     def _head(self, y: np.ndarray, i: int):
         y = self._batch1(y, 4, f"head {i}", self._fail)
@@ -72,7 +72,8 @@ class YOLOv5(_Heads):
 
     def __init__(self, input_size=640, anchors: Optional[Sequence] = None, logits: bool = False, **kwargs):
         super().__init__(input_size, logits, **kwargs)
-        a = np.asarray(self.default_anchors if anchors is None else anchors, dtype=np.float32)
+        a = numbers(self.default_anchors if anchors is None else anchors, "anchors", self.name,
+                    "(heads, anchors per cell, 2)")
         if a.ndim != 3 or a.shape[2] != 2 or a.shape[1] < 1:
             raise self._fail(f"anchors must be (heads, anchors per cell, 2), got shape {a.shape}")
         self.anchors = a

@@ -7,7 +7,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InvalidParamError
-from .checks import positive_int
+from .checks import flag, fraction, label_list, number_array, positive_int
 from .nms import nms
 from .quant import Quant, code_at_least, logit, quant_list
 from .result import Detections
@@ -38,23 +38,20 @@ class Decoder:
 
     def __init__(self, conf: float = 0.25, iou: float = 0.45, max_det: int = 300, class_aware: bool = True,
                  labels: Optional[Sequence[str]] = None, max_candidates: int = 30000):
-        for what, v in (("conf", conf), ("iou", iou)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
-                raise InvalidParamError(f"{self.name}: {what} must be a number in [0, 1], not {v!r}", op=self.name)
-        max_det = positive_int(max_det, "max_det", self.name)
-        max_candidates = positive_int(max_candidates, "max_candidates", self.name)
-        self.conf = float(conf)
-        self.iou = float(iou)
-        self.max_det = max_det
-        self.class_aware = bool(class_aware)
-        self.labels = None if labels is None else list(labels)
-        self.max_candidates = max_candidates
+        self.conf = fraction(conf, "conf", self.name)
+        self.iou = fraction(iou, "iou", self.name)
+        self.max_det = positive_int(max_det, "max_det", self.name)
+        self.class_aware = flag(class_aware, "class_aware", self.name)
+        self.labels = label_list(labels, "labels", self.name)
+        self.max_candidates = positive_int(max_candidates, "max_candidates", self.name)
 
     def __call__(self, outputs, quant=None) -> Detections:
         """Decode one picture's ``outputs`` (see the class docstring)."""
         if isinstance(outputs, np.ndarray):
             outputs = [outputs]
-        outs = [np.asarray(y) for y in outputs]
+        if not isinstance(outputs, (list, tuple)):
+            raise self._fail(f"outputs must be an array or a list of arrays (Context.run's), not {outputs!r}")
+        outs = [number_array(y, f"output {i}", self.name, "a model output") for i, y in enumerate(outputs)]
         return self._decode(outs, quant_list(outs, quant, self.name))
 
     def _decode(self, outs, qs) -> Detections:  # pragma: no cover - every decoder overrides it
@@ -63,7 +60,7 @@ class Decoder:
     # -- helpers for the decoders --------------------------------------------------------------
 
     def _fail(self, message: str) -> InvalidParamError:
-        return InvalidParamError(f"{self.name}: {message}", op=self.name)
+        return InvalidParamError(message, op=self.name)
 
     def _code(self, q: Optional[Quant], dtype, logits: bool = False):
         """The value raw scores are compared with (``>=``) for the ``conf`` threshold."""

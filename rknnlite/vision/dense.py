@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import InvalidParamError
-from .checks import positive_int
+from .checks import flag, label_list, number_array, positive_int
 from .draw import colours
 from .quant import quant_list, real
 
@@ -24,14 +24,18 @@ def top_k(output: np.ndarray, k: int = 5, labels: Optional[Sequence[str]] = None
     number as text.
 
     Raises:
-        InvalidParamError: ``k`` < 1, an empty output, or raw output without ``quant``.
+        InvalidParamError: ``k`` < 1, an output that is empty or not numbers, raw output
+            without ``quant``, labels that are not a list of str, a ``softmax`` that is not
+            True/False.
     """
-    y = np.asarray(output)
+    y = number_array(output, "output", "top_k", "scores")
+    labels = label_list(labels, "labels", "top_k")
+    softmax = flag(softmax, "softmax", "top_k")
     (q,) = quant_list([y], None if quant is None else [quant], "top_k")
     y = y.reshape(-1)
     k = positive_int(k, "k", "top_k")
     if y.size == 0:
-        raise InvalidParamError("top_k: the output is empty", op="top_k")
+        raise InvalidParamError("the output is empty", op="top_k")
     k = min(k, y.size)
     if softmax:
         x = real(y, q)
@@ -54,11 +58,11 @@ def segmentation_mask(output: np.ndarray, palette: Optional[np.ndarray] = None) 
     Raises:
         InvalidParamError: an output of another rank or with no class.
     """
-    y = np.asarray(output)
+    y = number_array(output, "output", "segmentation_mask", "(1, C, H, W) or (C, H, W) scores")
     if y.ndim == 4 and y.shape[0] == 1:
         y = y[0]
     if y.ndim != 3 or y.shape[0] < 1:
-        raise InvalidParamError(f"segmentation_mask: scores must be (1, C, H, W) or (C, H, W), got {np.shape(output)}",
+        raise InvalidParamError(f"scores must be (1, C, H, W) or (C, H, W), got {np.shape(output)}",
                                 op="segmentation_mask")
     classes = np.argmax(y, axis=0).astype(np.int32)
     return classes, colours(classes, palette)

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InvalidParamError
+from .checks import flag, numbers, picture_size, positive_int
 from .decoder import Decoder
-from .checks import picture_size, positive_int
 from .quant import real
 from .result import Detections
 
@@ -34,7 +35,14 @@ __all__ = ["YOLOv8", "YOLO11", "YOLOv8Seg", "YOLOv8Pose", "dfl_distances"]
 
 def dfl_distances(bins: np.ndarray) -> np.ndarray:
     """(4, R, M) float32 box distribution logits -> (4, M) distances: the mean of
-    ``0..R-1`` under the softmax over the R bins."""
+    ``0..R-1`` under the softmax over the R bins.
+
+    Raises:
+        InvalidParamError: anything but a 3-D array of numbers with at least one bin.
+    """
+    bins = numbers(bins, "bins", "dfl_distances", "(4, R, M)", finite=False)
+    if bins.ndim != 3 or bins.shape[1] < 1:
+        raise InvalidParamError(f"bins must be (4, R, M), got shape {bins.shape}", op="dfl_distances")
     e = bins - bins.max(axis=1, keepdims=True)
     np.exp(e, out=e)
     return np.matmul(np.arange(bins.shape[1], dtype=np.float32), e) / e.sum(1)
@@ -194,8 +202,8 @@ class YOLOv8Seg(YOLOv8):
 
     def __init__(self, num_classes: int = 80, input_size=640, mask_dim: int = 32, split: bool = False, **kwargs):
         super().__init__(num_classes, input_size, **kwargs)
-        self.mask_dim = mask_dim
-        self.split_extra = 1 if split else 0
+        self.mask_dim = positive_int(mask_dim, "mask_dim", self.name)
+        self.split_extra = 1 if flag(split, "split", self.name) else 0
 
     def _needs_proto(self) -> bool:
         return True

@@ -13,7 +13,8 @@ from typing import Optional
 import numpy as np
 
 from ..errors import InvalidParamError
-from .checks import positive_int
+from .checks import flag, fraction, number_array, positive_int
+from .result import Detections
 
 __all__ = ["draw_detections", "fill_rects", "PALETTE", "colours"]
 
@@ -34,9 +35,9 @@ def colours(class_ids: np.ndarray, palette: Optional[np.ndarray] = None) -> np.n
 
 
 def _palette(palette) -> np.ndarray:
-    pal = np.asarray(palette)
+    pal = number_array(palette, "palette", "draw", "(n, 3) colours")
     if pal.ndim != 2 or pal.shape[1] != 3 or len(pal) < 1 or pal.min() < 0 or pal.max() > 255:
-        raise InvalidParamError(f"draw: palette must be (n, 3) colours in 0..255, got shape {pal.shape}", op="draw")
+        raise InvalidParamError(f"palette must be (n, 3) colours in 0..255, got shape {pal.shape}", op="draw")
     return pal.astype(np.uint8)
 
 
@@ -95,13 +96,21 @@ def draw_detections(image: np.ndarray, dets, thickness: int = 2, text: Optional[
     itself drawn on in place with ``copy=False``.
 
     Raises:
-        InvalidParamError: an image that is not (H, W, 3) uint8, a bad thickness or
-            palette, or ``text=True`` without Pillow.
+        InvalidParamError: an image that is not (H, W, 3) uint8, ``dets`` that are not
+            Detections, a bad thickness, alpha or palette, ``text``/``copy`` that are not
+            True/False, or ``text=True`` without Pillow.
     """
-    img = np.asarray(image)
+    img = number_array(image, "image", "draw", "(H, W, 3) uint8")
     if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
-        raise InvalidParamError(f"draw: image must be (H, W, 3) uint8, got {img.shape} {img.dtype}", op="draw")
+        raise InvalidParamError(f"image must be (H, W, 3) uint8, got {img.shape} {img.dtype}", op="draw")
+    if not isinstance(dets, Detections):
+        raise InvalidParamError(f"dets must be Detections (a decoder's result), not {type(dets).__name__}",
+                                op="draw")
     thickness = positive_int(thickness, "thickness", "draw")
+    alpha = fraction(alpha, "alpha", "draw")
+    copy = flag(copy, "copy", "draw")
+    if text is not None:
+        text = flag(text, "text", "draw")
     out = img.copy() if copy else img
     n = len(dets)
     if n == 0:
@@ -137,7 +146,7 @@ def _text(out: np.ndarray, dets, col: np.ndarray, required: bool) -> None:
         from PIL import Image, ImageDraw
     except ImportError:
         if required:
-            raise InvalidParamError("draw: text=True needs Pillow (pip install pillow)", op="draw") from None
+            raise InvalidParamError("text=True needs Pillow (pip install pillow)", op="draw") from None
         return
     pic = Image.fromarray(out)
     pen = ImageDraw.Draw(pic)

@@ -19,8 +19,9 @@ from typing import Sequence, Tuple
 
 import numpy as np
 
+from ..errors import InvalidParamError
+from .checks import numbers, picture_size, positive_int, positive_ints
 from .decoder import Decoder
-from .checks import picture_size
 from .quant import real
 from .result import Detections
 
@@ -29,8 +30,23 @@ __all__ = ["RetinaFace", "SCRFD", "retinaface_priors"]
 
 def retinaface_priors(input_size: Tuple[int, int], min_sizes=((16, 32), (64, 128), (256, 512)),
                       steps=(8, 16, 32)) -> np.ndarray:
-    """(N, 4) float32 priors ``cx, cy, w, h`` in pixels for an input (height, width)."""
-    h, w = input_size
+    """(N, 4) float32 priors ``cx, cy, w, h`` in pixels for an input (height, width) (or an
+    int: a square); ``min_sizes``: per stride, the prior sizes in pixels; ``steps``: the strides.
+
+    Raises:
+        InvalidParamError: a bad size, sizes that are not lists of positive numbers, steps that
+            are not ints >= 1, or not one list of sizes per step.
+    """
+    op = "retinaface_priors"
+    h, w = picture_size(input_size, "input_size", op)
+    steps = positive_ints(steps, "steps", op)
+    if not isinstance(min_sizes, (list, tuple)) or len(min_sizes) != len(steps):
+        raise InvalidParamError(f"min_sizes must hold one list of sizes per step ({len(steps)}), not "
+                                f"{min_sizes!r}", op=op)
+    for sizes in min_sizes:
+        arr = numbers(sizes, "min_sizes", op, "lists of positive")
+        if arr.ndim != 1 or arr.size < 1 or (arr <= 0).any():
+            raise InvalidParamError(f"min_sizes must hold lists of positive numbers, not {sizes!r}", op=op)
     out = []
     for sizes, step in zip(min_sizes, steps):
         fh, fw = -(-h // step), -(-w // step)
@@ -64,7 +80,10 @@ class RetinaFace(Decoder):
         super().__init__(conf=conf, iou=iou, **kwargs)
         self.input_size = picture_size(input_size, "input_size", self.name)
         self.priors = retinaface_priors(self.input_size, min_sizes, steps)
-        self.variance = (np.float32(variance[0]), np.float32(variance[1]))
+        v = numbers(variance, "variance", self.name, "two positive")
+        if v.shape != (2,) or (v <= 0).any():
+            raise self._fail(f"variance must be two positive numbers (centre, size), not {variance!r}")
+        self.variance = (v[0], v[1])
 
     def _decode(self, outs, qs) -> Detections:
         by_width = {}
@@ -110,8 +129,8 @@ class SCRFD(Decoder):
                  iou: float = 0.4, **kwargs):
         super().__init__(conf=conf, iou=iou, **kwargs)
         self.input_size = picture_size(input_size, "input_size", self.name)
-        self.strides = tuple(int(s) for s in strides)
-        self.anchors = int(anchors)
+        self.strides = positive_ints(strides, "strides", self.name)
+        self.anchors = positive_int(anchors, "anchors", self.name)
 
     def _decode(self, outs, qs) -> Detections:
         k = len(self.strides)

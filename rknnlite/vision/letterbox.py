@@ -12,7 +12,7 @@ from typing import Tuple, Union
 import numpy as np
 
 from ..errors import InvalidParamError
-from .checks import picture_size
+from .checks import flag, number_array, picture_size
 
 __all__ = ["letterbox", "LetterboxTransform", "GREY"]
 
@@ -91,13 +91,19 @@ def letterbox(image: np.ndarray, size: Union[int, Tuple[int, int]], pad: int = G
     :class:`LetterboxTransform` that maps results back to ``image``.
 
     Raises:
-        InvalidParamError: an image that is not 2-D or 3-D or is empty, a bad size.
+        InvalidParamError: an image that is not 2-D or 3-D numbers or is empty, a bad size, a
+            ``pad`` that is not one number the image's dtype holds, a ``swap_rb`` that is not
+            True/False.
     """
-    img = np.asarray(image)
+    img = number_array(image, "image", "letterbox", "(H, W) or (H, W, C)")
     if img.ndim not in (2, 3) or img.shape[0] < 1 or img.shape[1] < 1:
-        raise InvalidParamError(f"letterbox: image must be (H, W) or (H, W, C) with H, W >= 1, got shape {img.shape}",
+        raise InvalidParamError(f"image must be (H, W) or (H, W, C) with H, W >= 1, got shape {img.shape}",
                                 op="letterbox")
     th, tw = picture_size(size)
+    swap_rb = flag(swap_rb, "swap_rb", "letterbox")
+    if not _fits(pad, img.dtype):
+        raise InvalidParamError(f"pad must be one number a {img.dtype} image holds, not {pad!r}",
+                                op="letterbox")
     h, w = img.shape[:2]
     scale = min(th / h, tw / w)
     nh, nw = min(th, max(1, round(h * scale))), min(tw, max(1, round(w * scale)))
@@ -113,6 +119,17 @@ def letterbox(image: np.ndarray, size: Union[int, Tuple[int, int]], pad: int = G
     else:  # two 1-D takes: rows first (whole-row copies), then columns; ~10x faster than one 2-D gather
         out[top:top + nh, left:left + nw] = img.take(rows, axis=0).take(cols, axis=1)
     return out, LetterboxTransform(sx, sy, left, top, (h, w), (th, tw))
+
+
+def _fits(value, dtype: np.dtype) -> bool:
+    """Whether ``value`` is one number that ``dtype`` holds (an integer in range for integer
+    images)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return False
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return float(value).is_integer() and info.min <= value <= info.max
+    return dtype.kind != "b" or value in (0, 1)
 
 
 def _as_float(a, last: int, what: str) -> np.ndarray:

@@ -15,6 +15,7 @@ from typing import NamedTuple, Optional, Sequence
 import numpy as np
 
 from ..errors import InvalidParamError
+from ..runtime.args import is_int
 
 __all__ = ["Quant", "quant_list", "real", "code_at_least", "logit"]
 
@@ -43,7 +44,7 @@ def quant_list(outputs: Sequence[np.ndarray], quant, op: str) -> list:
         if quant is not None and i < len(quant):
             entry = quant[i]
         if entry is None:
-            raise InvalidParamError(f"{op}: output {i} is {np.asarray(y).dtype} (a raw quantized output); pass "
+            raise InvalidParamError(f"output {i} is {np.asarray(y).dtype} (a raw quantized output); pass "
                                     "quant=ctx.outputs (or one (scale, zp) per output) to decode it", op=op)
         if hasattr(entry, "scale") and hasattr(entry, "zp"):
             scale, zp = entry.scale, entry.zp
@@ -51,10 +52,13 @@ def quant_list(outputs: Sequence[np.ndarray], quant, op: str) -> list:
             try:
                 scale, zp = entry
             except (TypeError, ValueError):
-                raise InvalidParamError(f"{op}: quant[{i}] must be a TensorAttr or a (scale, zp) pair, "
+                raise InvalidParamError(f"quant[{i}] must be a TensorAttr or a (scale, zp) pair, "
                                         f"not {entry!r}", op=op) from None
-        if not scale > 0:
-            raise InvalidParamError(f"{op}: output {i} has scale {scale}; a positive scale is needed", op=op)
+        if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer, np.floating)) \
+                or not 0 < scale < math.inf:
+            raise InvalidParamError(f"output {i} has scale {scale!r}; a positive scale is needed", op=op)
+        if not is_int(zp):
+            raise InvalidParamError(f"output {i} has zero point {zp!r}; an int is needed", op=op)
         out.append(Quant(float(scale), int(zp)))
     return out
 

@@ -9,6 +9,10 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..errors import InvalidParamError
+from ..runtime.args import is_int
+from .checks import label_list, positive_ints
+
 __all__ = ["Detections"]
 
 
@@ -38,7 +42,21 @@ class Detections:
 
     @classmethod
     def empty(cls, labels=None, masks_shape=None, keypoints: int = 0) -> "Detections":
-        """No detection (with an empty mask / keypoint array when the model has them)."""
+        """No detection (with an empty mask / keypoint array when the model has them):
+        ``masks_shape`` the masks' (H, W), ``keypoints`` the number per object.
+
+        Raises:
+            InvalidParamError: labels that are not class names, a ``masks_shape`` that is not
+                two ints >= 1, ``keypoints`` that is not an int >= 0.
+        """
+        labels = label_list(labels, "labels", "Detections")
+        if masks_shape is not None:
+            masks_shape = positive_ints(masks_shape, "masks_shape", "Detections")
+            if len(masks_shape) != 2:
+                raise InvalidParamError(f"masks_shape must be (H, W), not {masks_shape!r}",
+                                        op="Detections")
+        if not is_int(keypoints) or keypoints < 0:
+            raise InvalidParamError(f"keypoints must be an int >= 0, not {keypoints!r}", op="Detections")
         masks = None if masks_shape is None else np.zeros((0,) + tuple(masks_shape), bool)
         kp = np.zeros((0, keypoints, 3), np.float32) if keypoints else None
         return cls(np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int32), masks, kp, labels)

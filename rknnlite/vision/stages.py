@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import InvalidParamError
 from ..pipeline import Carry
+from .checks import flag, picture_size
 from .letterbox import GREY, letterbox
 from .result import Detections
 
@@ -53,17 +54,23 @@ class DetectionStages:
             input attribute states (``ctx.inputs[0].fmt``).
 
     Raises:
-        InvalidParamError: an unknown ``layout``.
+        InvalidParamError: an unknown ``layout``, a bad ``size``, a ``decoder`` that is not
+            callable, a ``swap_rb`` that is not True/False, a ``pad`` that is not a number.
     """
 
     def __init__(self, decoder, size, quant=None, swap_rb: bool = False, pad: int = GREY, layout: str = "nhwc"):
-        if layout not in ("nhwc", "nchw"):
-            raise InvalidParamError(f"DetectionStages: layout must be 'nhwc' or 'nchw', not {layout!r}",
+        if not isinstance(layout, str) or layout not in ("nhwc", "nchw"):
+            raise InvalidParamError(f"layout must be 'nhwc' or 'nchw', not {layout!r}",
                                     op="DetectionStages")
+        if not callable(decoder):
+            raise InvalidParamError(f"decoder must be a decoder (callable), not {decoder!r}",
+                                    op="DetectionStages")
+        if isinstance(pad, (bool, np.bool_)) or not isinstance(pad, (int, float, np.integer, np.floating)):
+            raise InvalidParamError(f"pad must be a number, not {pad!r}", op="DetectionStages")
         self.decoder = decoder
-        self.size = size
+        self.size = picture_size(size, "size", "DetectionStages")
         self.quant = quant
-        self.swap_rb = swap_rb
+        self.swap_rb = flag(swap_rb, "swap_rb", "DetectionStages")
         self.pad = pad
         self.layout = layout
 
