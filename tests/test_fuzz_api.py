@@ -109,66 +109,59 @@ def quiet(caplog):
     caplog.set_level(logging.CRITICAL, logger="rknnlite")
 
 
+def _fuzz_lite2_contract(make, calls, required, stages, seed, board_only=None) -> list:
+    """Fuzz an API with Lite2's contract (``RKNN``, ``RKNNLite``): ``calls`` maps a method to
+    (its parameters, how many of ``stages`` it needs), ``required(name)`` gives the arguments a
+    call keeps, each stage is ``obj -> 0`` and the last one leaves the object running (it must
+    still ``inference`` afterwards). Returns what escaped as an exception (an exception
+    holding ``board_only`` is the call's documented answer)."""
+    rng = random.Random(seed)
+    stray = []
+    for _ in range(CALLS):
+        name = rng.choice(sorted(calls))
+        params, stage = calls[name]
+        kwargs = _odd_arguments(rng, params, required(name))
+        obj = make()
+        try:
+            for step in stages[:stage]:
+                assert step(obj) == 0
+            try:
+                getattr(obj, name)(**kwargs)
+            except Exception as e:  # noqa: BLE001 - what the fuzz looks for
+                if board_only is None or board_only not in str(e):
+                    stray.append(f"{name}({_describe(kwargs)}): {type(e).__name__}: {e}")
+                continue
+            if stage == len(stages) and obj.inference(**required("inference")) is None:
+                stray.append(f"{name}({_describe(kwargs)}): the runtime is unusable afterwards")
+        finally:
+            obj.release()
+    return stray
+
+
 def test_toolkit_calls_return_their_failure_value(tmp_path, monkeypatch, quiet):
     monkeypatch.chdir(tmp_path)
     np.save("s.npy", np.zeros((1, 3, 8, 8), np.float32))
     (tmp_path / "dataset.txt").write_text("s.npy\n")
     model = _small_onnx()
     x = np.zeros((1, 8, 8, 3), np.float32)
-    rng = random.Random(2026)
-    stray = []
-    for _ in range(CALLS):
-        name = rng.choice(sorted(TOOLKIT))
-        params, stage = TOOLKIT[name]
-        required = dict(TOOLKIT_REQUIRED.get(name, {}))
-        required = {k: (model if k == "model" else [x] if k == "inputs" else v) for k, v in required.items()}
-        kwargs = _odd_arguments(rng, params, required)
-        r = RKNN()
-        try:
-            if stage >= 1:
-                assert r.config(target_platform="rk3588") == 0 and r.load_onnx(model) == 0
-            if stage >= 2:
-                assert r.build(do_quantization=False) == 0
-            if stage >= 3:
-                assert r.init_runtime() == 0
-            try:
-                getattr(r, name)(**kwargs)
-            except Exception as e:  # noqa: BLE001 - what the fuzz looks for
-                if BOARD_ONLY not in str(e):
-                    stray.append(f"{name}({_describe(kwargs)}): {type(e).__name__}: {e}")
-                continue
-            if stage >= 3 and r.inference([x]) is None:
-                stray.append(f"{name}({_describe(kwargs)}): the runtime is unusable afterwards")
-        finally:
-            r.release()
-    assert stray == []
+
+    def required(name):
+        return {k: (model if k == "model" else [x] if k == "inputs" else v)
+                for k, v in TOOLKIT_REQUIRED.get(name, {}).items()}
+
+    stages = [lambda r: r.config(target_platform="rk3588") or r.load_onnx(model),
+              lambda r: r.build(do_quantization=False), lambda r: r.init_runtime()]
+    assert _fuzz_lite2_contract(RKNN, TOOLKIT, required, stages, 2026, BOARD_ONLY) == []
 
 
 def test_rknnlite_calls_return_their_failure_value(quiet):
     x = np.zeros((1, 32, 32, 3), np.uint8)
-    rng = random.Random(2027)
-    stray = []
-    for _ in range(CALLS):
-        name = rng.choice(sorted(LITE))
-        params, stage = LITE[name]
-        required = {k: ([x] if k == "inputs" else v) for k, v in LITE_REQUIRED.get(name, {}).items()}
-        kwargs = _odd_arguments(rng, params, required)
-        lite = RKNNLite()
-        try:
-            if stage >= 1:
-                assert lite.load_rknn(str(DEMO_MODEL_PATH)) == 0
-            if stage >= 2:
-                assert lite.init_runtime() == 0
-            try:
-                getattr(lite, name)(**kwargs)
-            except Exception as e:  # noqa: BLE001
-                stray.append(f"{name}({_describe(kwargs)}): {type(e).__name__}: {e}")
-                continue
-            if stage >= 2 and lite.inference([x]) is None:
-                stray.append(f"{name}({_describe(kwargs)}): the runtime is unusable afterwards")
-        finally:
-            lite.release()
-    assert stray == []
+
+    def required(name):
+        return {k: ([x] if k == "inputs" else v) for k, v in LITE_REQUIRED.get(name, {}).items()}
+
+    stages = [lambda lite: lite.load_rknn(str(DEMO_MODEL_PATH)), lambda lite: lite.init_runtime()]
+    assert _fuzz_lite2_contract(RKNNLite, LITE, required, stages, 2027) == []
 
 
 def test_context_calls_raise_rknn_errors_only(quiet):
