@@ -211,6 +211,13 @@ def test_missing_yml(tmp_path, capsys):
     assert "cannot read" in capsys.readouterr().err
 
 
+def test_a_binary_file_as_the_yml_is_named(tmp_path, capsys):
+    """A model given as -i (a UnicodeDecodeError traceback before)."""
+    (tmp_path / "m.rknn").write_bytes(b"\x89RKNN\x00\xff")
+    assert main(["convert", "-i", str(tmp_path / "m.rknn"), "-o", str(tmp_path), "-t", "rk3588"]) == 1
+    assert "m.rknn: not a yml text file (byte 0 is not UTF-8)" in capsys.readouterr().err
+
+
 def test_device_id_warns_and_uses_the_software_backend(project, capsys):
     yml = write_yml(project, BASIC.format(quantize="false"))
     assert main(["convert", "-i", str(yml), "-o", str(project / "o"), "-t", "rk3588", "-e", "-d", "abc"]) == 0

@@ -39,7 +39,7 @@ ODD = [None, 0, 1, -1, 2, 3.5, float("nan"), float("inf"), True, False, "", "x",
        b"abc", [np.zeros((1, 3, 8, 8), np.float32)], [np.zeros((8, 8, 3), np.float32)],
        [np.zeros((1, 8, 8, 3), np.float64)], [np.zeros((2, 8, 8, 3), np.float32)], 10**12, -10**12, 2**40,
        "dataset.txt", "/nonexistent/x.txt", [[1, 3, 8, 8]], [[1, 3, -1, 8]], [["1", 3, 8, 8]], [1, 3, 8, 8],
-       0xFFFF, [True], [1.5]]
+       0xFFFF, [True], [1.5], "m\0.rknn"]
 
 #: toolkit method -> (its parameters, the stage it needs: 0 new, 1 loaded, 2 built, 3 running)
 TOOLKIT = {

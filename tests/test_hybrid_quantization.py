@@ -258,6 +258,12 @@ def test_step2_refuses_edits_it_cannot_honour(workdir, caplog):
         assert RKNN().hybrid_quantization_step2("head.model", "head.data", "head.quantization.cfg") == -1
         assert any(message in r.getMessage() for r in caplog.records), message
     assert RKNN().hybrid_quantization_step2("head.model", "nosuch.data", "head.quantization.cfg") == -1
+    # a binary file as the cfg (UnicodeDecodeError escaped), a NUL byte in its path (ValueError)
+    (workdir / "binary.cfg").write_bytes(b"\x89PNG\r\n")
+    assert RKNN().hybrid_quantization_step2("head.model", "head.data", "binary.cfg") == -1
+    assert any("binary.cfg is not a text file (byte 0 is not UTF-8)" in r.getMessage() for r in caplog.records)
+    assert RKNN().hybrid_quantization_step2("head.model", "head.data", "head\0.cfg") == -1
+    assert any("cannot read head\0.cfg: embedded null byte" in r.getMessage() for r in caplog.records)
 
 
 def test_editing_min_max_changes_the_parameters(workdir):

@@ -1407,9 +1407,10 @@ def test_odd_argument_values_are_refused_by_name(tmp_path, monkeypatch, toolkit_
         os.close(read_end)
         os.close(write_end)
     assert r.export_rknn(str(tmp_path / "m.rknn"), cpp_gen_cfg=arr) == -1
+    assert r.export_rknn("m\0.rknn") == -1  # os's "embedded null byte" ValueError escaped
     assert r.init_runtime(async_mode=arr) == -1
     assert r.init_runtime(fallback_prior_device=arr) == 0  # a board option: a warning
-    for bad in (5, 10**12, [1]):
+    for bad in (5, 10**12, [1], "m\0.rknn"):
         assert r.load_rknn(bad) == -1
     messages = errors(toolkit_log)
     assert "build: do_quantization and auto_hybrid take True or False, not 'dataset.txt' and False (the dataset " \
@@ -1418,6 +1419,7 @@ def test_odd_argument_values_are_refused_by_name(tmp_path, monkeypatch, toolkit_
            "sample), not dict {}" in messages
     assert "export_rknn: export_path must be a file path, not %d" % write_end in messages
     assert "load_rknn: cannot read 5: path must be a file path or the model's bytes, not int" in messages
+    assert "load_rknn: cannot read m\0.rknn: embedded null byte" in messages
     assert any("custom_hybrid is a list of [input_name, output_name] pairs, not inf" in m for m in messages)
     assert r.build() == 0 and r.export_rknn(str(tmp_path / "m.rknn")) == 0 and r.init_runtime() == 0
     assert r.inference([np.zeros((1, 8, 8, 3), np.float32)]) is not None

@@ -85,8 +85,9 @@ def confine(folder: str, relative, what: str) -> str:
         InvalidParamError: an absolute path, a ``..`` component, a symlink leading
             outside ``folder``, or not a string (``what`` names the file and key).
     """
-    if not isinstance(relative, str) or not relative:
-        raise InvalidParamError(f"{what} must be a non-empty relative path, got {relative!r}", op="serve")
+    if not isinstance(relative, str) or not relative or "\0" in relative:
+        raise InvalidParamError(f"{what} must be a non-empty relative path (no NUL byte), got {relative!r}",
+                                op="serve")
     if os.path.isabs(relative) or relative.startswith("~"):
         raise InvalidParamError(f"{what} must be relative to the model folder, got {relative!r}", op="serve")
     parts = relative.replace("\\", "/").split("/")

@@ -103,8 +103,10 @@ def read_config(path) -> List[ModelJob]:
     try:
         with open(path, "r", encoding="utf-8") as f:
             doc = yaml.safe_load(f)
-    except OSError as e:
-        raise ConvertError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:  # a model file given as -i, say
+        raise ConvertError(f"{path}: not a yml text file (byte {e.start} is not UTF-8)") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        raise ConvertError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     except yaml.YAMLError as e:
         raise ConvertError(f"{path}: not valid yml: {e}") from None
     if not isinstance(doc, dict) or "models" not in doc:

@@ -235,8 +235,10 @@ def read_cfg(path: str, parameters: Mapping[str, dict], tensors: Iterable[str],
     try:
         with open(path, encoding="utf-8") as f:
             doc = yaml.safe_load(f)
-    except OSError as e:
-        raise HybridError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise HybridError(f"{path} is not a text file (byte {e.start} is not UTF-8)") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        raise HybridError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     except yaml.YAMLError as e:
         raise HybridError(f"{path} is not valid YAML: {e}") from None
     if not isinstance(doc, dict):

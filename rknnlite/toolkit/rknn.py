@@ -489,7 +489,7 @@ class RKNN(Lite2CoreMasks):
             else:  # bytes(5) would be five zero bytes, not a file
                 raise TypeError(f"path must be a file path or the model's bytes, not {type(path).__name__}")
             loaded = load_model(data)
-        except (OSError, TypeError) as e:
+        except (OSError, TypeError, ValueError) as e:  # ValueError: a NUL byte in the path
             self._log.error("load_rknn: cannot read %s: %s", path, e)
             return -1
         except RKNNError as e:
@@ -656,7 +656,7 @@ class RKNN(Lite2CoreMasks):
         try:
             with open(export_path, "wb") as f:
                 f.write(self._model_bytes)
-        except (OSError, TypeError) as e:
+        except (OSError, TypeError, ValueError) as e:  # ValueError: a NUL byte in the path
             self._log.error("export_rknn: cannot write %s: %s", export_path, e)
             return -1
         self._log.info("export_rknn: %s (%d bytes)", export_path, len(self._model_bytes))
