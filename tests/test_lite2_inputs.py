@@ -123,13 +123,39 @@ def test_a_shape_outside_the_dynamic_sets_fails_setting_the_shape(lite, caplog):
 
 # -- confirmed behaviour, model attr NHWC [1, 8, 8, 3] -----------------------------------------
 
-@pytest.mark.parametrize("shape", [(8, 8, 3), (8, 3), (1, 1, 8, 8, 3)], ids=["3-D HWC", "2-D", "5-D"])
 @pytest.mark.parametrize("data_format", [None, "nhwc", "nchw"])
-def test_rank_must_equal_the_attributes(lite, caplog, shape, data_format):
+def test_a_higher_rank_is_refused(lite, caplog, data_format):
     rk = lite("image")
-    _fails(rk, caplog, f"The input[0] need 4dims input, but {len(shape)}dims input buffer feed.",
-           inputs=[np.zeros(shape, np.float32)], data_format=data_format)
+    _fails(rk, caplog, "The input[0] need 4dims input, but 5dims input buffer feed.",
+           inputs=[np.zeros((1, 1, 8, 8, 3), np.float32)], data_format=data_format)
     assert "Catch exception when setting inputs." in caplog.text  # raised inside Lite2's set_inputs
+    _attr_check(rk, _image())
+
+
+@pytest.mark.parametrize("data_format", [None, "nhwc"])
+def test_a_picture_without_its_batch_axis_gets_it(lite, caplog, data_format):
+    """Lite2 2.x refuses an (H, W, C) picture ("need 4dims input, but 3dims"), which broke code
+    written for Lite2 1.x (leafqycc/rknn-multi-threaded's func.py, rknn_model_zoo demos); rknnlite
+    gives it its batch axis with the simulator's warning, once per shape."""
+    rk = lite("image")
+    x = _image(3)
+    with caplog.at_level(logging.WARNING, logger="rknnlite"):
+        for _ in range(3):
+            np.testing.assert_array_equal(rk.inference(inputs=[_nhwc(x)[0]], data_format=data_format)[0],
+                                          np.maximum(x, 0))
+    warned = [r.getMessage() for r in caplog.records if "expect dims is 4" in r.getMessage()]
+    assert warned == ["The dims of input(ndarray) shape (8, 8, 3) is wrong, expect dims is 4! Try expand dims to "
+                      "(1, 8, 8, 3)!"]
+    # a (C, H, W) one is NCHW data once it has its batch axis: transposed with Lite2's warning
+    np.testing.assert_array_equal(rk.inference(inputs=[x[0]], data_format=data_format)[0], np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("shape, data_format", [((8, 3), None), ((8, 8, 3), "nchw"), ((8, 8, 8), None)],
+                         ids=["2-D", "3-D HWC as NCHW", "3-D of neither layout"])
+def test_leading_ones_that_do_not_fit_are_refused(lite, caplog, shape, data_format):
+    """Leading 1s never reorder anything: an array that does not fit afterwards is refused."""
+    rk = lite("image")
+    _fails(rk, caplog, "expected NHWC [1, 8, 8, 3]", inputs=[np.zeros(shape, np.float32)], data_format=data_format)
     _attr_check(rk, _image())
 
 

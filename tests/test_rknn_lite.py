@@ -110,7 +110,7 @@ def test_call_order_errors(caplog):
         (dict(inputs=(nhwc(demo_image()),)), "Catch exception when setting inputs."),
         (dict(inputs=[[1, 2, 3]]), "Type of inputs[0] is not np.ndarray!"),
         (dict(inputs=[nhwc(demo_image())], data_type="float32"), "inputs[0].dtype: uint8 is not same as data_type[0]"),
-        (dict(inputs=[demo_image()[0]]), "The input[0] need 4dims input, but 3dims input buffer feed."),
+        (dict(inputs=[demo_image()[None]]), "The input[0] need 4dims input, but 5dims input buffer feed."),
         (dict(inputs=[np.zeros((1, 16, 16, 3), np.uint8)]), "expected NHWC [1, 32, 32, 3]"),
         (dict(inputs=[nhwc(demo_image()), nhwc(demo_image())]), "Catch exception when setting inputs."),
         (dict(inputs=[nhwc(demo_image())], data_format="hwcn"), "Unsupport data format: hwcn"),

@@ -22,6 +22,7 @@ from ..platform import board_soc
 from ..runtime.args import is_flag, is_int
 from ..runtime.context import Context
 from ..runtime.cores import lite2_remap, supports_core_mask
+from ..runtime.io import RANK_WARNING, with_leading_ones
 from ..runtime.log import InstanceLog
 
 __all__ = ["RKNNLite"]
@@ -52,6 +53,7 @@ class RKNNLite(Lite2CoreMasks):
         self._ctx: Optional[Context] = None
         self._frame_id = 0
         self._reuse: List[np.ndarray] = []
+        self._expanded_shapes: set = set()  # input shapes given leading 1s (warned once each)
         self._ranks: List[int] = []  # rank of each model input, set by init_runtime
         self._log.warning("rknn-toolkit-lite2 version: %s (rknnlite %s)", _LITE2_COMPAT_VERSION, __version__)
 
@@ -154,7 +156,11 @@ class RKNNLite(Lite2CoreMasks):
         Inputs are checked as Lite2 2.5.0 checks them: a list of ndarrays (a single array
         is wrapped, with Lite2's warning), dtypes with an RKNN tensor type (float64 is
         refused, nothing is cast), ``data_type`` naming each dtype exactly, the rank of the
-        input's attribute.  ``data_format`` ('nhwc' = None, or 'nchw'; lower case; one
+        input's attribute.  One leniency: an array of lower rank gets leading 1s (a view)
+        with RKNN-Toolkit2's simulator's warning "... expect dims is 4! Try expand dims to
+        ...", so a ``(H, W, C)`` picture runs on a ``[1, H, W, C]`` input as it did with
+        Lite2 1.x; Lite2 2.x refuses it ("The input[0] need 4dims input, but 3dims input
+        buffer feed."), a common complaint of code written for 1.x.  ``data_format`` ('nhwc' = None, or 'nchw'; lower case; one
         value or a list) applies to 4-D inputs: 'nchw' data for an NHWC input is transposed
         with Lite2's warning.  One deliberate difference: 4-D data that fits the input only
         in the other layout is never passed on as it is (Lite2 hands NCHW data to the
@@ -192,6 +198,7 @@ class RKNNLite(Lite2CoreMasks):
                 self._log.error("inputs_pass_through takes 0 or 1 per input, not %r", inputs_pass_through)
                 return None
             passes = [bool(p) for p in inputs_pass_through]
+        inputs = [self._with_batch(x, rank) for x, rank in zip(inputs, self._ranks)]
         formats = self._formats(inputs, data_format)
         if formats is _FAILED:
             return None
@@ -208,6 +215,15 @@ class RKNNLite(Lite2CoreMasks):
         if get_frame_id:
             outputs = list(outputs) + [self._frame_id]
         return outputs
+
+    def _with_batch(self, x: np.ndarray, rank: int) -> np.ndarray:
+        """``x`` with leading 1s up to ``rank``, with the simulator's warning the first time a
+        shape needs them (not once per frame of a video loop)."""
+        y = with_leading_ones(x, rank)
+        if y is not x and x.shape not in self._expanded_shapes:
+            self._expanded_shapes.add(x.shape)
+            self._log.warning(RANK_WARNING, tuple(x.shape), rank, tuple(y.shape))
+        return y
 
     def _setting_failed(self, why: str) -> None:
         """Lite2's answer to an exception while it sets the inputs (it also prints the traceback)."""

@@ -39,7 +39,7 @@ from ..model.spec import TensorSpec, numpy_dtype
 from ..log import logger
 from ..tensors.attr import TensorAttr
 
-__all__ = ["InputPlan", "OutputPlan", "FORMATS", "dtype_list", "reorder_shape"]
+__all__ = ["InputPlan", "OutputPlan", "FORMATS", "RANK_WARNING", "dtype_list", "reorder_shape", "with_leading_ones"]
 
 #: ``data_format`` values a 4-D input may be given in.
 FORMATS = ("nchw", "nhwc")
@@ -288,6 +288,20 @@ class OutputPlan:
         q += np.float32(zp)
         np.clip(q, self.limits[0], self.limits[1], out=q)
         return q.astype(self.qdtype)
+
+
+#: RKNN-Toolkit2's simulator's warning when it gives an array of lower rank leading 1s (the
+#: array's shape, the input's rank, the new shape)
+RANK_WARNING = "The dims of input(ndarray) shape %s is wrong, expect dims is %d! Try expand dims to %s!"
+
+
+def with_leading_ones(x: np.ndarray, rank: int) -> np.ndarray:
+    """``x`` with leading 1s up to ``rank`` (a view, no copy; ``x`` itself when its rank is
+    not lower): a ``(H, W, C)`` picture for a ``[1, H, W, C]`` input.  The element order is
+    unchanged, so the input's shape check still decides whether it fits."""
+    if x.ndim >= rank:
+        return x
+    return x.reshape((1,) * (rank - x.ndim) + x.shape)
 
 
 def reorder_shape(shape: Tuple[int, ...], source: str, target: str) -> Tuple[int, ...]:

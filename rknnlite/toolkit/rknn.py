@@ -35,6 +35,7 @@ from .._version import __version__
 from ..constants import Lite2CoreMasks
 from ..errors import RKNNError
 from ..runtime.args import is_flag, is_int
+from ..runtime.io import RANK_WARNING, with_leading_ones
 from ..runtime.log import InstanceLog
 from .build import float_outputs_per_sample, prepare, preprocess_pairs, proposed_floats, run_build
 
@@ -1045,11 +1046,9 @@ class RKNN(Lite2CoreMasks):
     def _expand_rank(self, x: np.ndarray, rank: int) -> np.ndarray:
         """The simulator's rank leniency: an array of lower rank than its input gets leading
         1s (a view, no copy) with the vendor's warning; a higher rank is left to the checks."""
-        if x.ndim >= rank:
-            return x
-        y = x.reshape((1,) * (rank - x.ndim) + x.shape)
-        self._log.warning("inference: The dims of input(ndarray) shape %s is wrong, expect dims is %d! Try expand "
-                          "dims to %s!", tuple(x.shape), rank, tuple(y.shape))
+        y = with_leading_ones(x, rank)
+        if y is not x:
+            self._log.warning("inference: " + RANK_WARNING, tuple(x.shape), rank, tuple(y.shape))
         return y
 
     # -- board-only calls, as the vendor's simulator answers them --------------------------------
