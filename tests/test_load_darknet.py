@@ -417,6 +417,14 @@ def test_short_weights_names_expected_and_found_bytes(tmp_path, toolkit_log):
     assert rknn.load_darknet(str(cfg), str(weights)) == 0
 
 
+def test_a_forged_layer_size_is_a_short_weights_file_not_a_memory_error():
+    """filters=99999999 wanted 26.8 GiB of zeros before the short file was refused (a cfg
+    mutation run found it); sizes past the weights' end allocate nothing now."""
+    cfg = cfg_text([conv(99999999, 3), conv(8, 3)], 3, 8, 8)
+    with pytest.raises(ModelInvalidError, match=r"the network needs \d+ float32 values"):
+        load_darknet(cfg, header() + np.zeros(10, "<f4").tobytes())
+
+
 def test_weights_shorter_than_header(tmp_path):
     layers = [conv(2)]
     cfg = cfg_text(layers, 3, 8, 8)

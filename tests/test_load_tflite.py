@@ -601,6 +601,7 @@ def test_zero_point_0_grids_are_the_vendors_symmetric_ones():
     assert np.abs(codes - q_w * 127 / 128).max() <= 0.5
 
 
+@needs_interpreter  # _quant_model measures its ranges with the interpreter
 def test_calibrating_a_prequantized_model_is_refused(tmp_path, monkeypatch, caplog):
     """RKNN-Toolkit2 2.5.0 returns -1 for build(do_quantization=True) after a full-integer
     TFLite file ("If a quantized model has been import, please set do_quantization = False.",
@@ -781,6 +782,25 @@ def test_malformed_files(tmp_path, errors):
     with pytest.raises(ModelInvalidError, match="refers to tensor 7"):
         load_tflite(b.finish([x], [x]))
     assert r.load_tflite(good) == 0
+
+
+def test_damage_a_byte_mutation_run_found_is_refused_by_name():
+    """Found by mutating the uint8 fixture: one bit (byte 21651) sends a conv's options table past
+    the file's end (struct.error escaped from the FlatBuffer accessor); a forged quantization
+    (an infinite scale, a zero point of 10**9, a scale taking int8 codes beyond float32)."""
+    data = bytearray((Path(__file__).parent / "data" / "vendor_tflite" / "mobilenet_like_uint8.tflite").read_bytes())
+    data[21651] ^= 32
+    with pytest.raises(ModelInvalidError, match=r"op CONV_2D \(node 7: .*\) is malformed: error: unpack_from"):
+        load_tflite(bytes(data))
+    for scale, zp, match in ((float("inf"), 0, "finite scales >= 0"), (0.5, 10**9, "zero points within"),
+                             (3e38, 0, "beyond float32")):
+        b = TFLiteBuilder()
+        x = b.tensor("x", [1, 4])
+        c = b.tensor("c", [1, 4], np.int8, data=np.full((1, 4), 100, np.int8), scale=[scale], zero_point=[zp])
+        y = b.tensor("y", [1, 4])
+        b.op("ADD", [x, c], [y], "AddOptions")
+        with pytest.raises(ModelInvalidError, match=match):
+            load_tflite(b.finish([x], [y]))
 
 
 def test_non_constant_weights_are_refused():

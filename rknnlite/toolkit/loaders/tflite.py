@@ -44,6 +44,7 @@ with the weights dequantized.
 from __future__ import annotations
 
 import re
+import struct
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -57,6 +58,8 @@ from ...model.spec import QuantParams
 __all__ = ["load_tflite", "SUPPORTED_OPS", "INSTALL_HINT"]
 
 _OP = "load_tflite"
+#: the largest zero point accepted (int16 tensors hold -32768..32767; uint16 up to 65535)
+_ZP_LIMIT = 65535
 _OPSET = 14
 #: What to install when the ``tflite`` schema package is missing.
 INSTALL_HINT = "pip install 'rknnlite-runtime[tflite]' (or: pip install tflite flatbuffers)"
@@ -157,7 +160,7 @@ def _parse(data: bytes, schema):
             if values is None:
                 raise ModelInvalidError(f"tensor {name!r} is sparse but holds no data", op=_OP)
             values = _densify(values, shape, sparsity, schema, name)
-        tensors.append(_Tensor(name, shape, ttype, values, *_quantization(t.Quantization())))
+        tensors.append(_Tensor(name, shape, ttype, values, *_quantization(t.Quantization(), name)))
     ops = []
     for i in range(g.OperatorsLength()):
         op = g.Operators(i)
@@ -272,11 +275,15 @@ def _densify(values: np.ndarray, shape: Tuple[int, ...], sparsity, schema, name:
     return dense
 
 
-def _quantization(q):
+def _quantization(q, name: str):
     if q is None or not q.ScaleLength():
         return None, None, 0
     scale = np.asarray(q.ScaleAsNumpy(), np.float64).reshape(-1)
     zp = np.asarray(q.ZeroPointAsNumpy(), np.int64).reshape(-1) if q.ZeroPointLength() else np.zeros(1, np.int64)
+    if not (np.isfinite(scale).all() and (scale >= 0).all()) or (np.abs(zp) > _ZP_LIMIT).any():
+        raise ModelInvalidError(f"tensor {name!r} has quantization scale {scale.tolist()[:4]} and zero point "
+                                f"{zp.tolist()[:4]}; finite scales >= 0 and zero points within +-{_ZP_LIMIT} (an "
+                                f"integer tensor's range) were expected", op=_OP)
     if zp.size == 1 and scale.size > 1:
         zp = np.repeat(zp, scale.size)
     return scale, zp, int(q.QuantizedDimension())
@@ -550,7 +557,11 @@ def _dequantize(t: _Tensor) -> np.ndarray:
             shape[t.axis] = t.scale.size
         scale = t.scale.reshape(shape) if a.ndim else t.scale.reshape(())
         zp = t.zero_point.reshape(shape) if a.ndim else t.zero_point.reshape(())
-        return ((a.astype(np.float64) - zp) * scale).astype(np.float32)
+        real = (a.astype(np.float64) - zp) * scale
+        if np.abs(real).max(initial=0.0) > np.finfo(np.float32).max:
+            raise ModelInvalidError(f"tensor {t.name!r}: its scale {t.scale.tolist()[:4]} takes its values beyond "
+                                    f"float32", op=_OP)
+        return real.astype(np.float32)
     if a.dtype.kind == "f":
         return a.astype(np.float32)
     return a
@@ -1107,7 +1118,8 @@ def load_tflite(model, input_is_quant: bool = True, *, dynamic_input=None, custo
             _CONVERTERS[op.name](c, op)
         except ModelInvalidError:
             raise
-        except (AttributeError, IndexError, KeyError, ValueError, TypeError) as e:  # options or operands missing
+        except (AttributeError, IndexError, KeyError, ValueError, TypeError, struct.error) as e:
+            # options or operands missing; struct.error: an options table pointing past the file's end
             raise ModelInvalidError(f"{label}: {c.label(op)} is malformed: {type(e).__name__}: {e}", op=_OP) from None
     out_names = c.add_outputs()
     output_infos = [helper.make_empty_tensor_value_info(n) for n in out_names]
