@@ -110,9 +110,9 @@ def test_single_core_platform_sets_no_mask_and_refuses_an_explicit_one(conv_relu
         base.run([frame(0)])
 
 
-@pytest.mark.parametrize("jobs", [-1, 1.5, True, "2"])
+@pytest.mark.parametrize("jobs", [-1, 1.5, True, "2", 257, 10**6])  # 10**6: a million twins and threads before
 def test_bad_jobs(conv_model, jobs):
-    with pytest.raises(InvalidParamError, match="jobs"):
+    with pytest.raises(InvalidParamError, match=r"jobs must be an int in 0\.\.256"):
         AsyncInferQueue(conv_model, jobs=jobs)
 
 

@@ -604,7 +604,8 @@ def test_a_stage_infers_without_holding_the_gil(gil_probe):
     ((42,), {}, "stage 0 must be a callable"),
     ((len,), {"drop": "newest"}, "drop must be"),
     ((len,), {"on_error": "ignore"}, "on_error must be"),
-    ((len,), {"workers": 0}, "ints >= 1"),
+    ((len,), {"workers": 0}, r"ints in 1\.\.256"),
+    ((len,), {"workers": 10**5}, r"ints in 1\.\.256 \(each is a thread\)"),  # started 100,000 threads
     ((len, len), {"workers": [1]}, "one per stage"),
     ((len,), {"maxsize": 0}, "maxsize"),
     ((len,), {"maxsize": 2.5}, "maxsize"),

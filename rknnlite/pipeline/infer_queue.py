@@ -22,7 +22,12 @@ from ..runtime.context import Context
 from ..runtime.cores import core_count, supports_core_mask, usable_cpus
 from ..runtime.log import logger
 
-__all__ = ["AsyncInferQueue", "default_jobs", "default_core_masks"]
+__all__ = ["AsyncInferQueue", "MAX_JOBS", "default_jobs", "default_core_masks"]
+
+#: the most jobs (contexts and their worker threads) a queue, or a pipeline stage, takes: far
+#: more than any board's cores; a number beyond it is a mistake that would otherwise end in a
+#: thread-creation error or the OOM killer
+MAX_JOBS = 256
 
 _log = logger.getChild("pipeline")
 _STOP = object()
@@ -82,15 +87,15 @@ class AsyncInferQueue:
     are read during the run and not kept afterwards.
 
     Raises:
-        InvalidParamError: ``jobs`` not an int >= 0, bad ``core_masks``.
+        InvalidParamError: ``jobs`` not an int in 0..MAX_JOBS, bad ``core_masks``.
         ContextInvalidError: the context passed in is closed.
     """
 
     def __init__(self, model_or_context, jobs: int = 0, core_masks: Optional[Sequence[int]] = None, *,
                  data_format=None, pass_through=None, want_float: bool = True):
-        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
-            raise InvalidParamError(f"jobs must be an int >= 0 (0: one per core), not {jobs!r}",
-                                    op="AsyncInferQueue")
+        if not is_int(jobs) or not 0 <= jobs <= MAX_JOBS:
+            raise InvalidParamError(f"jobs must be an int in 0..{MAX_JOBS} (0: one per core; each job is a context "
+                                    f"and a thread), not {jobs!r}", op="AsyncInferQueue")
         if core_masks is not None:
             if is_int(core_masks):
                 core_masks = [core_masks]

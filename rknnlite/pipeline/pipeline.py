@@ -21,9 +21,9 @@ from collections import deque
 from typing import Any, Callable, Deque, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set
 
 from ..errors import ContextInvalidError, InvalidParamError, RKNNError, RKNNTimeoutError
-from ..runtime.args import check_timeout, is_flag
+from ..runtime.args import check_timeout, is_flag, is_int
 from ..runtime.context import Context
-from .infer_queue import AsyncInferQueue
+from .infer_queue import MAX_JOBS, AsyncInferQueue
 from .stats import LatencyWindow, PipelineStats, RateWindow, StageStats, ratio
 
 __all__ = ["Pipeline", "Result", "FrameError", "PipelineClosedError", "Carry"]
@@ -577,6 +577,7 @@ def _per_stage(workers, n: int) -> List[Optional[int]]:
         raise InvalidParamError(f"workers must be an int or a list of {n} (one per stage), not {workers!r}",
                                 op="Pipeline")
     for w in values:
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
-            raise InvalidParamError(f"workers per stage must be ints >= 1, not {w!r}", op="Pipeline")
+        if w is not None and (not is_int(w) or not 1 <= w <= MAX_JOBS):
+            raise InvalidParamError(f"workers per stage must be ints in 1..{MAX_JOBS} (each is a thread), not {w!r}",
+                                    op="Pipeline")
     return list(values)
