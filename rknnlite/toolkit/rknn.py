@@ -96,6 +96,8 @@ class RKNN(Lite2CoreMasks):
         self._config_error: Optional[str] = None
         self._imported = None
         self._model_bytes: Optional[bytes] = None
+        #: whether _model_bytes is a file RKNN-Toolkit2 built (load_rknn): no source model behind it
+        self._vendor_file = False
         #: the built model with its weights when the export is weight-less (the simulator runs it)
         self._full_bytes: Optional[bytes] = None
         self._ctx = None
@@ -451,6 +453,7 @@ class RKNN(Lite2CoreMasks):
         self._release_runtime()
         self._imported = None
         self._model_bytes = None
+        self._vendor_file = False
         label = model if isinstance(model, (str, os.PathLike)) else type(model).__name__
         self._log.info("Loading : %s", label)
         try:
@@ -474,11 +477,17 @@ class RKNN(Lite2CoreMasks):
         return 0
 
     def load_rknn(self, path) -> int:
-        """Load a model this toolkit exported (path or bytes) to run it with
-        :meth:`init_runtime`.  Returns 0 or -1."""
+        """Load a model (path or bytes) to run it with :meth:`init_runtime`: one this toolkit
+        exported, or a file RKNN-Toolkit2 built, which the software NPU runs off-board where its
+        platform and ops are validated (``init_runtime`` says why where they are not).
+        RKNN-Toolkit2's own simulator refuses the latter ("RKNN model that loaded by
+        'load_rknn' not support inference on the simulator"), so a warning says so; such a
+        file has no source model for :meth:`accuracy_analysis` or hybrid quantization.
+        Encrypted files are refused (run them with :class:`rknnlite.Context` and their key).
+        Returns 0 or -1."""
         if not self._alive("load_rknn"):
             return -1
-        from ..model.loader import PORTABLE, load_model
+        from ..model.loader import PORTABLE, ROCKCHIP, load_model
 
         self._release_runtime()
         try:
@@ -496,13 +505,18 @@ class RKNN(Lite2CoreMasks):
         except RKNNError as e:
             self._log.error("load_rknn: %s", e.message)
             return -1
-        if loaded.format != PORTABLE:
-            self._log.error("load_rknn: %s is a %s model; the toolkit's simulator runs models it built",
-                            path, loaded.format)
+        label = path if isinstance(path, (str, os.PathLike)) else "the model bytes"
+        if loaded.format not in (PORTABLE, ROCKCHIP):
+            self._log.error("load_rknn: %s is a %s model; the toolkit's simulator runs unencrypted models (run it "
+                            "with rknnlite.Context and its key)", label, loaded.format)
             return -1
+        if loaded.format == ROCKCHIP:
+            self._log.warning("load_rknn: %s was built by RKNN-Toolkit2; init_runtime() runs it on rknnlite's "
+                              "software NPU (RKNN-Toolkit2's simulator refuses files loaded by load_rknn)", label)
         self._imported = None
         self._model_bytes = data
         self._full_bytes = None
+        self._vendor_file = loaded.format == ROCKCHIP
         return 0
 
     # -- building ------------------------------------------------------------------------------
@@ -622,6 +636,7 @@ class RKNN(Lite2CoreMasks):
                        len(self._imported.graph.nodes), len(job.graph.nodes), len(job.data))
         self._model_bytes = job.data
         self._full_bytes = job.full
+        self._vendor_file = False
         return 0
 
     def _stage_writer(self, what: str):
@@ -866,6 +881,11 @@ class RKNN(Lite2CoreMasks):
             return -1
         if self._model_bytes is None:
             self._log.error("%s: %s", what, _NOT_BUILT)
+            return -1
+        if self._vendor_file:
+            self._log.error("%s: the model loaded by load_rknn was built by RKNN-Toolkit2: there is no float model "
+                            "behind it to compare its layers with; load and build the source model (load_onnx, "
+                            "build), or compare the outputs of init_runtime()/inference() yourself", what)
             return -1
         from ..model.loader import load_model
         from .accuracy import MAP_NAME, analyse, format_report, load_inputs
