@@ -65,7 +65,8 @@ TOOLKIT_REQUIRED = {"load_onnx": {"model": None}, "export_rknn": {"export_path":
                     "load_rknn": {"path": "m.rknn"}, "codegen": {"output_path": "cg"}}
 
 LITE = {"load_rknn": (["path", "key_path"], 0), "init_runtime": (["target", "device_id", "async_mode", "core_mask"], 1),
-        "inference": (["inputs", "data_type", "data_format", "inputs_pass_through", "get_frame_id", "reuse_outputs"], 2),
+        "inference": (["inputs", "data_type", "data_format", "inputs_pass_through", "get_frame_id",
+                       "reuse_outputs"], 2),
         "list_support_target_platform": (["rknn_model"], 0)}
 LITE_REQUIRED = {"load_rknn": {"path": str(DEMO_MODEL_PATH)}, "inference": {"inputs": None}}
 

@@ -160,8 +160,8 @@ class RKNNLite(Lite2CoreMasks):
         with RKNN-Toolkit2's simulator's warning "... expect dims is 4! Try expand dims to
         ...", so a ``(H, W, C)`` picture runs on a ``[1, H, W, C]`` input as it did with
         Lite2 1.x; Lite2 2.x refuses it ("The input[0] need 4dims input, but 3dims input
-        buffer feed."), a common complaint of code written for 1.x.  ``data_format`` ('nhwc' = None, or 'nchw'; lower case; one
-        value or a list) applies to 4-D inputs: 'nchw' data for an NHWC input is transposed
+        buffer feed."), a common complaint of code written for 1.x.  ``data_format``
+        ('nhwc' = None, or 'nchw'; lower case; one value or a list) applies to 4-D inputs: 'nchw' data for an NHWC input is transposed
         with Lite2's warning.  One deliberate difference: 4-D data that fits the input only
         in the other layout is never passed on as it is (Lite2 hands NCHW data to the
         runtime labelled NHWC): NCHW data is transposed with the same warning, anything
