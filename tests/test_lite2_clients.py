@@ -1,12 +1,15 @@
-"""The hand-written RKNNLite pool most RK3588 projects copy (leafqycc/rknn-multi-threaded's
-``rknnpool.py`` and ``func.py``), as a calling pattern: one ``RKNNLite`` per NPU core
-(``init_runtime(core_mask=RKNNLite.NPU_CORE_0/1/2)``), frames submitted round-robin to a
-``ThreadPoolExecutor`` with as many workers as objects, futures read back in order, each
-frame an ``(H, W, 3)`` picture without its batch axis (the pattern written for Lite2 1.x).
+"""RKNNLite as real clients call it, each result against a plain sequential run.
 
-Futures ``i`` and ``i + 3`` share an object and may run at once (a worker frees up before
-the other finishes), so one object is also called from several threads at the same time.
-Every result must equal a plain sequential run of the same frame.
+* The hand-written pool most RK3588 projects copy (leafqycc/rknn-multi-threaded's
+  ``rknnpool.py`` and ``func.py``): one ``RKNNLite`` per NPU core
+  (``init_runtime(core_mask=RKNNLite.NPU_CORE_0/1/2)``), frames submitted round-robin to a
+  ``ThreadPoolExecutor`` with as many workers as objects, futures read back in order, each
+  frame an ``(H, W, 3)`` picture without its batch axis (the pattern written for Lite2 1.x).
+  Futures ``i`` and ``i + 3`` share an object and may run at once (a worker frees up before
+  the other finishes), so one object is also called from several threads at the same time.
+* Frigate NVR's RKNN detector (``frigate/detectors/detection_runners.py``): ``RKNNLite(verbose=
+  False)``, ``init_runtime(core_mask=2**num_cores - 1)`` for 0 to 3 cores, NHWC uint8 frames,
+  ``release()`` from ``__del__``; it expects nothing on stdout.
 """
 
 from __future__ import annotations
@@ -89,3 +92,25 @@ def test_one_object_called_from_many_threads_at_once(frames, expected):
         t.join()
     lite.release()
     assert [j for j, (got, want) in enumerate(zip(results, expected)) if not _same(got, want)] == []
+
+
+@pytest.mark.parametrize("num_cores", [0, 1, 2, 3])
+def test_frigates_runner(frames, expected, capsys, num_cores):
+    class Runner:  # the calling pattern of Frigate's RKNNModelRunner
+        def __init__(self, path, core_mask):
+            self.rknn = RKNNLite(verbose=False)
+            if self.rknn.load_rknn(path) != 0 or self.rknn.init_runtime(core_mask=core_mask) != 0:
+                raise RuntimeError("Failed to initialize RKNN runtime")
+
+        def run(self, tensor):
+            return self.rknn.inference(inputs=[tensor])
+
+        def __del__(self):
+            if self.rknn:
+                self.rknn.release()
+
+    runner = Runner(str(DEMO_MODEL_PATH), 2 ** num_cores - 1)
+    results = [runner.run(f[None]) for f in frames[:8]]
+    del runner
+    assert all(_same(got, want) for got, want in zip(results, expected[:8]))
+    assert capsys.readouterr().out == ""
