@@ -77,3 +77,20 @@ def test_a_file_the_software_npu_refuses_fails_init_runtime_by_name(toolkit_log)
     assert any(r"BS_MUL_CFG (0x4048) = 0x40000100 sets bits outside" in m for m in _errors(toolkit_log))
     assert r.inference([np.zeros((1, 3, 8, 8), np.float32)]) is None  # no runtime: refused, not a crash
     r.release()
+
+
+def test_rknn_model_zoos_container_runs_off_board(vendor_fixtures):
+    """rknn_model_zoo's ``py_utils/rknn_executor.py`` with ``target=None``: ``load_rknn``, then
+    ``init_runtime()``, then ``inference(inputs=[img])`` with an (H, W, 3) uint8 picture (the
+    simulator's rank leniency gives it its batch axis); its container ignores load_rknn's return
+    and exits on init_runtime's."""
+    path = str(vendor_fixtures / "rknn" / "convnet_i8.rknn")
+    img = np.random.default_rng(5).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    rknn = RKNN()
+    rknn.load_rknn(path)
+    assert rknn.init_runtime() == 0
+    outputs = rknn.inference(inputs=[img])
+    rknn.release()
+    with rknnlite.Context(path, backend="software") as ctx:
+        expected = ctx.run([img[None]])
+    np.testing.assert_array_equal(outputs[0], expected[0])
