@@ -16,12 +16,17 @@ import numpy as np
 
 from ..errors import InvalidParamError
 
-__all__ = ["is_flag", "is_int", "check_timeout"]
+__all__ = ["is_flag", "is_int", "is_number", "check_timeout"]
 
 
 def is_int(value) -> bool:
     """Whether ``value`` is an int (numpy's too), not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def is_number(value) -> bool:
+    """Whether ``value`` is one real number (an int or a float, numpy's too), not a bool."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
 def is_flag(value) -> bool:
@@ -38,7 +43,6 @@ def check_timeout(timeout, op: str) -> Optional[float]:
     """
     if timeout is None:
         return None
-    if isinstance(timeout, (int, float, np.integer, np.floating)) and not isinstance(timeout, (bool, np.bool_)) \
-            and not math.isnan(timeout) and timeout >= 0:
+    if is_number(timeout) and not math.isnan(timeout) and timeout >= 0:
         return None if math.isinf(timeout) else float(timeout)
     raise InvalidParamError(f"timeout must be None or a number of seconds >= 0, not {timeout!r}", op=op)

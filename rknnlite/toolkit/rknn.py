@@ -34,7 +34,7 @@ import numpy as np
 from .._version import __version__
 from ..constants import Lite2CoreMasks
 from ..errors import RKNNError
-from ..runtime.args import is_flag, is_int
+from ..runtime.args import is_flag, is_int, is_number
 from ..runtime.io import RANK_WARNING, with_leading_ones
 from ..runtime.log import InstanceLog
 from .build import float_outputs_per_sample, prepare, preprocess_pairs, proposed_floats, run_build
@@ -200,8 +200,7 @@ class RKNN(Lite2CoreMasks):
             return self._refuse_config("%s", e)
         vendor_order = {"quantized_dtype": quantized_dtype, "quantized_algorithm": quantized_algorithm,
                         "quantized_method": quantized_method, "quantized_hybrid_level": quantized_hybrid_level}
-        if not isinstance(optimization_level, (int, float, np.integer, np.floating)) or \
-                isinstance(optimization_level, (bool, np.bool_)):
+        if not is_number(optimization_level):
             return self._refuse_config("optimization_level must be a number (the vendor's levels are 0 to 3), "
                                        "not %r", optimization_level)
         if optimization_level != 3:
@@ -1163,13 +1162,12 @@ class RKNN(Lite2CoreMasks):
 
 def _hybrid_option_problem(key: str, value) -> Optional[str]:
     """Why a hybrid quantization option's value is refused (the vendor's messages), or None."""
-    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    number = is_number(value)
     if key == "auto_hybrid_cos_thresh" and not (number and 0 <= value <= 1):
         return f"Invalid auto_hybrid_cos_thresh '{value}', expect between 0 to 1!"
     if key == "auto_hybrid_euc_thresh" and value is not None and not (number and value > 0):
         return f"Invalid auto_hybrid_euc_thresh '{value}', expect greater 0!"
-    if key == "quantized_hybrid_level" and not (isinstance(value, (int, np.integer)) and
-                                                not isinstance(value, (bool, np.bool_)) and value >= 0):
+    if key == "quantized_hybrid_level" and not (is_int(value) and value >= 0):
         return f"quantized_hybrid_level must be an int >= 0 (0: off; 1-3 keep more layers in float16), not {value!r}"
     return None
 

@@ -8,7 +8,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..errors import InvalidParamError
-from ..runtime.args import is_flag, is_int
+from ..runtime.args import is_flag, is_int, is_number
 
 __all__ = ["flag", "fraction", "label_list", "number_array", "numbers", "picture_size", "positive_int",
            "positive_ints"]
@@ -20,7 +20,7 @@ def positive_int(value, what: str, op: str) -> int:
     Raises:
         InvalidParamError: anything else.
     """
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not is_int(value) or value < 1:
         raise InvalidParamError(f"{what} must be an int >= 1, not {value!r}", op=op)
     return int(value)
 
@@ -51,8 +51,7 @@ def fraction(value, what: str, op: str) -> float:
     Raises:
         InvalidParamError: anything else (NaN, a bool, a string, an array...).
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not 0.0 <= value <= 1.0:
+    if not is_number(value) or not 0.0 <= value <= 1.0:
         raise InvalidParamError(f"{what} must be a number in [0, 1], not {value!r}", op=op)
     return float(value)
 
@@ -87,9 +86,7 @@ def positive_ints(value, what: str, op: str) -> Tuple[int, ...]:
     Raises:
         InvalidParamError: anything else.
     """
-    if not isinstance(value, (list, tuple)) or not value or \
-            not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v >= 1
-                    for v in value):
+    if not isinstance(value, (list, tuple)) or not value or not all(is_int(v) and v >= 1 for v in value):
         raise InvalidParamError(f"{what} must be a list of ints >= 1, not {value!r}", op=op)
     return tuple(int(v) for v in value)
 

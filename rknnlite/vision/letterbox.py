@@ -12,6 +12,7 @@ from typing import Tuple, Union
 import numpy as np
 
 from ..errors import InvalidParamError
+from ..runtime.args import is_number
 from .checks import flag, number_array, picture_size
 
 __all__ = ["letterbox", "LetterboxTransform", "GREY"]
@@ -124,7 +125,7 @@ def letterbox(image: np.ndarray, size: Union[int, Tuple[int, int]], pad: int = G
 def _fits(value, dtype: np.dtype) -> bool:
     """Whether ``value`` is one number that ``dtype`` holds (an integer in range for integer
     images)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if not is_number(value):
         return False
     if dtype.kind in "iu":
         info = np.iinfo(dtype)

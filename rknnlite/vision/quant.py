@@ -15,7 +15,7 @@ from typing import NamedTuple, Optional, Sequence
 import numpy as np
 
 from ..errors import InvalidParamError
-from ..runtime.args import is_int
+from ..runtime.args import is_int, is_number
 
 __all__ = ["Quant", "quant_list", "real", "code_at_least", "logit"]
 
@@ -54,8 +54,7 @@ def quant_list(outputs: Sequence[np.ndarray], quant, op: str) -> list:
             except (TypeError, ValueError):
                 raise InvalidParamError(f"quant[{i}] must be a TensorAttr or a (scale, zp) pair, "
                                         f"not {entry!r}", op=op) from None
-        if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer, np.floating)) \
-                or not 0 < scale < math.inf:
+        if not is_number(scale) or not 0 < scale < math.inf:
             raise InvalidParamError(f"output {i} has scale {scale!r}; a positive scale is needed", op=op)
         if not is_int(zp):
             raise InvalidParamError(f"output {i} has zero point {zp!r}; an int is needed", op=op)

@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from ..errors import InvalidParamError
+from ..runtime.args import is_number
 from ..pipeline import Carry
 from .checks import flag, picture_size
 from .letterbox import GREY, letterbox
@@ -65,7 +66,7 @@ class DetectionStages:
         if not callable(decoder):
             raise InvalidParamError(f"decoder must be a decoder (callable), not {decoder!r}",
                                     op="DetectionStages")
-        if isinstance(pad, (bool, np.bool_)) or not isinstance(pad, (int, float, np.integer, np.floating)):
+        if not is_number(pad):
             raise InvalidParamError(f"pad must be a number, not {pad!r}", op="DetectionStages")
         self.decoder = decoder
         self.size = picture_size(size, "size", "DetectionStages")
