@@ -86,9 +86,18 @@ class InstanceLog:
         if verbose_file and os.path.isdir(os.path.dirname(os.path.abspath(verbose_file))):
             self._file = _private(f"{name}.file", logging.FileHandler(verbose_file), fmt)
 
+    @property
+    def logger(self) -> logging.Logger:
+        """The named logger every object of this kind logs to (``rknnlite.api`` for
+        ``RKNNLite``), as Lite2's ``rknn_log.logger``: ``setLevel`` on it, as clients do to
+        quiet the runtime, also holds this object's verbose outputs back below that level."""
+        return self._shared
+
     def log(self, level: int, msg: str, *args, exc_info=False) -> None:
         """Log to the package logger and, when verbose, to this object's own outputs."""
         self._shared.log(level, msg, *args, exc_info=exc_info)
+        if level < self._shared.level:  # a level the application set on this logger itself
+            return
         if self._console is not None and not _shown(self._shared, level):
             self._console.log(level, msg, *args, exc_info=exc_info)
         if self._file is not None:

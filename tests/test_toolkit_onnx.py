@@ -1346,6 +1346,29 @@ def test_quant_img_rgb2bgr_takes_a_flag_or_one_per_input(toolkit_log, value, sto
     r.release()
 
 
+def test_the_vendors_compiler_settings_are_taken_and_warn_only_off_their_defaults(toolkit_log):
+    """RKNN-Toolkit2 2.5.0's config() has memory_plan_strategy, compute_order and
+    compiler_control_file in its signature, and clients pass its optimiser's rules to skip
+    (Immich's exporter: disable_rules=['fuse_matmul_softmax_matmul_to_sdpa']): they steer the
+    NPU compiler only, so they are taken; a script passing the defaults sees no warning."""
+    r = RKNN()
+    defaults = dict(memory_plan_strategy="BestFit", compute_order="WidthFirst", compiler_control_file=None,
+                    mini_rknn=False, disable_rules=[], enable_flash_attention=False, single_core_mode=False,
+                    compress_weight=False, op_target=None)
+    assert r.config(target_platform="rk3588", **defaults) == 0
+    assert [rec.getMessage() for rec in toolkit_log.records if rec.levelno >= logging.WARNING] == []
+    for key, value in (("disable_rules", ["fuse_matmul_softmax_matmul_to_sdpa"]), ("compute_order", "DepthFirst"),
+                       ("enable_flash_attention", True), ("mini_rknn", True)):
+        toolkit_log.clear()
+        assert r.config(target_platform="rk3588", **{key: value}) == 0
+        assert [rec.getMessage().split(" (")[0] for rec in toolkit_log.records if rec.levelno >= logging.WARNING] \
+            == [f"config: {key}={value!r} is not supported yet by rknnlite and is ignored"]
+    for bad in ("fuse_matmul_softmax_matmul_to_sdpa", [3], {"rule": 1}):
+        assert r.config(target_platform="rk3588", disable_rules=bad) == -1
+        assert f"disable_rules must be a list of optimizer rule names, not {bad!r}" in errors(toolkit_log)[-1]
+    r.release()
+
+
 def test_a_refused_config_stops_the_loaders_until_one_is_taken(toolkit_log):
     """A vendor script never reads config()'s return (the vendor's raises): with a typo in an
     option, load_onnx went on with the default configuration (rk3588, normal) and said only

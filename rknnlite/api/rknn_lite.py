@@ -57,6 +57,13 @@ class RKNNLite(Lite2CoreMasks):
         self._ranks: List[int] = []  # rank of each model input, set by init_runtime
         self._log.warning("rknn-toolkit-lite2 version: %s (rknnlite %s)", _LITE2_COMPAT_VERSION, __version__)
 
+    @property
+    def rknn_log(self) -> InstanceLog:
+        """This object's log, under Lite2's name: ``rknn_log.logger`` is the ``rknnlite.api``
+        logger all ``RKNNLite`` objects share, so ``rknn_lite.rknn_log.logger.setLevel(
+        logging.ERROR)`` (Immich's runtime does this) quiets every one of them, as in Lite2."""
+        return self._log
+
     # -- loading ---------------------------------------------------------------------------
 
     def load_rknn(self, path, key_path: Optional[str] = None) -> int:

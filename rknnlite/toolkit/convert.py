@@ -209,7 +209,7 @@ def _config_keys() -> set:
 
     params = inspect.signature(rknn.RKNN.config).parameters.values()
     named = {p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD and p.name != "self"}
-    tables = ("_QUANT_DEFAULTS", "_IGNORED_ANY", "_IGNORED_AT_DEFAULT")
+    tables = ("_QUANT_DEFAULTS", "_COMPILER_SETTINGS", "_IGNORED_AT_DEFAULT")
     return named.union(*(set(getattr(rknn, t, ())) for t in tables))
 
 

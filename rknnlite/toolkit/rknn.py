@@ -48,11 +48,15 @@ TARGET_PLATFORMS = ("rv1103", "rv1103b", "rv1106", "rv1106b", "rv1126b", "rk2118
                     "rk3562", "rk3566", "rk3568", "rk3576", "rk3588")
 _DEFAULT_PLATFORM = "rk3588"
 
-# Vendor config() options this toolkit does not implement.  ``any``: ignoring them never
-# changes results (performance and placement settings), so they are accepted with a
-# warning.  Otherwise the vendor default they are harmless at.
-_IGNORED_ANY = ("optimization_level", "compress_weight", "single_core_mode", "enable_flash_attention",
-                "op_target")
+# Vendor config() options that only steer RKNN-Toolkit2's NPU compiler (optimisation effort,
+# weight compression, memory planning, core and CPU/NPU placement, its own optimiser's rules,
+# the file variant for the smallest chips), with their vendor defaults.  The software NPU has
+# none of that, so they change nothing here: accepted (a vendor script passes them, Immich's
+# exporter passes disable_rules), with a warning when a value is not the default.
+_COMPILER_SETTINGS = {"optimization_level": 3, "compress_weight": False, "single_core_mode": False,
+                      "enable_flash_attention": False, "op_target": None, "memory_plan_strategy": "BestFit",
+                      "compute_order": "WidthFirst", "compiler_control_file": None, "mini_rknn": False,
+                      "disable_rules": None}
 #: hybrid quantization options (see :mod:`rknnlite.toolkit.hybrid`) and their defaults
 _HYBRID_DEFAULTS = {"auto_hybrid_cos_thresh": 0.98, "auto_hybrid_euc_thresh": None, "quantized_hybrid_level": 0}
 _IGNORED_AT_DEFAULT = {"inputs_yuv_fmt": None,
@@ -147,8 +151,12 @@ class RKNN(Lite2CoreMasks):
             optimization_level: the vendor compiler's (a number); any other value than 3 is
                 accepted with a warning that it changes nothing here.
             custom_string: free text stored in the model (``RKNN_QUERY_CUSTOM_STRING``).
-            **other_toolkit_kwargs: other vendor options.  Performance and placement
-                settings are accepted with a warning that they are not supported yet;
+            **other_toolkit_kwargs: other vendor options.  Settings of the vendor's NPU
+                compiler (``compress_weight``, ``single_core_mode``,
+                ``enable_flash_attention``, ``op_target``, ``memory_plan_strategy``,
+                ``compute_order``, ``compiler_control_file``, ``mini_rknn``, and
+                ``disable_rules``: a list of its optimiser's rule names) change nothing
+                here: accepted, with a warning when not at the vendor's default;
                 ``remove_weight=True`` builds a weight-less model: the weights of its
                 Conv, ConvTranspose, Gemm and MatMul nodes are left out of the exported
                 file, which then runs only beside a context of the full model built from
@@ -241,8 +249,13 @@ class RKNN(Lite2CoreMasks):
                 if problem:
                     return self._refuse_config("%s", problem)
                 hybrid_cfg[key] = value
-            elif key in _IGNORED_ANY:
-                self._log.warning("config: %s=%r is not supported yet by rknnlite and is ignored", key, value)
+            elif key in _COMPILER_SETTINGS:
+                if key == "disable_rules" and not _is_rule_list(value):
+                    return self._refuse_config("disable_rules must be a list of optimizer rule names, not %r", value)
+                if not _is_compiler_default(key, value):
+                    self._log.warning("config: %s=%r is not supported yet by rknnlite and is ignored (it steers "
+                                      "RKNN-Toolkit2's NPU compiler; it does not change the model's results)",
+                                      key, value)
             elif key == "dynamic_input":
                 if value is not None:
                     from .shapes import validate_shape_sets
@@ -1190,6 +1203,25 @@ def _simulator_feed(x: np.ndarray, accepted) -> np.ndarray:
     if x.dtype in accepted or np.dtype(np.float32) not in accepted or x.dtype.kind not in "biuf":
         return x
     return x.astype(np.float32)
+
+
+def _is_rule_list(value) -> bool:
+    """Whether ``value`` is what ``config(disable_rules=...)`` takes: None or a list of names."""
+    return value is None or (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value))
+
+
+def _is_compiler_default(key: str, value) -> bool:
+    """Whether a :data:`_COMPILER_SETTINGS` option has its vendor default (an empty
+    ``disable_rules`` list included), compared so that an array or any other odd value is
+    simply not the default."""
+    default = _COMPILER_SETTINGS[key]
+    if key == "disable_rules":
+        return not value
+    if isinstance(default, str):
+        return isinstance(value, str) and value == default
+    if isinstance(default, bool) or default is None:
+        return _is_default(value, default)
+    return is_number(value) and value == default
 
 
 def _is_default(value, default) -> bool:
