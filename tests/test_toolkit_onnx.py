@@ -137,6 +137,26 @@ def test_import_from_bytes_path_and_errors(tmp_path):
         import_onnx(42)
 
 
+def test_an_input_passed_through_as_an_output_keeps_its_declared_shape(tmp_path):
+    """A graph output that is a graph input declares the tensor twice, the output's ValueInfo
+    often without a shape: the input's shape holds (it was lost, and load_onnx refused the model
+    with "input 'x' has no known shape")."""
+    x = RNG.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", F, [1, 3, 4, 4])], [vi("x"), vi("y")])
+    assert [s.shape for s in import_onnx(m).input_specs] == [(1, 3, 4, 4)]
+    path = tmp_path / "m.onnx"
+    onnx.save(model([], [vi("x", F, [1, 3, 4, 4])], [vi("x")]), str(path))  # no node at all: the identity
+    onnx.save(m, str(tmp_path / "two.onnx"))
+    for src, want in ((path, [x]), (tmp_path / "two.onnx", [x, np.maximum(x, 0)])):
+        r = RKNN()
+        assert r.config(target_platform="rk3588", float_dtype="float32") == 0
+        assert r.load_onnx(str(src)) == 0 and r.build(do_quantization=False) == 0
+        assert r.export_rknn(str(src) + ".rknn") == 0
+        r.release()
+        got = rknnlite.Context(str(src) + ".rknn", backend="software").run([x], data_format="nchw")
+        assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
 def test_io_dtypes_and_layouts():
     m = model(
         [helper.make_node("Identity", ["a"], ["a2"]), helper.make_node("Identity", ["b"], ["b2"]),

@@ -152,7 +152,7 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
         raise ModelInvalidError("sparse initializers are not supported; densify them first", op=_OP)
 
     init_names = {t.name for t in g.initializer}
-    declared = {vi.name: vi for vi in list(g.input) + list(g.output) + list(g.value_info)}
+    declared = _declarations(g)
     default_inputs = [vi.name for vi in g.input if vi.name not in init_names]
     in_names = list(inputs) if inputs is not None else default_inputs
     out_names = list(outputs) if outputs is not None else [vi.name for vi in g.output]
@@ -167,7 +167,7 @@ def import_onnx(model, inputs: Optional[Sequence[str]] = None, input_size_list=N
                                                     copy_first=proto is model)
         g = proto.graph
         init_names = {t.name for t in g.initializer}
-        declared = {vi.name: vi for vi in list(g.input) + list(g.output) + list(g.value_info)}
+        declared = _declarations(g)
     sets: ShapeSets = ()
     if dynamic_input is not None:
         sets = _dynamic_sizes(dynamic_input, in_names, declared, sizes)
@@ -593,6 +593,13 @@ def _fix_shape(name: str, shape, size: Tuple[int, ...]) -> Tuple[int, ...]:
                 f"input_size_list gives {name!r} shape {list(size)}, but the model fixes it to {list(shape)}",
                 op=_OP)
     return tuple(size)
+
+
+def _declarations(g) -> Dict[str, object]:
+    """The graph's ValueInfo per tensor name.  A tensor declared twice keeps its graph input's
+    declaration, then its graph output's: a graph that passes an input through as an output
+    declares it twice, and the output's often has no shape."""
+    return {vi.name: vi for vi in list(g.value_info) + list(g.output) + list(g.input)}
 
 
 def _spec(name: str, t, size, what: str) -> TensorSpec:
