@@ -132,6 +132,43 @@ def test_resize_axes_and_aspect_policy(policy, axes):
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
 
 
+def _exact_nearest_floor(n_in, n_out, coord_mode):
+    """Source index of each output position with the coordinate in exact rational arithmetic."""
+    from fractions import Fraction
+
+    if coord_mode == "asymmetric":
+        coords = [Fraction(y * n_in, n_out) for y in range(n_out)]
+    elif coord_mode == "half_pixel":
+        coords = [Fraction((2 * y + 1) * n_in, 2 * n_out) - Fraction(1, 2) for y in range(n_out)]
+    else:  # align_corners
+        coords = [Fraction(y * (n_in - 1), n_out - 1) for y in range(n_out)]
+    return [min(max(c.numerator // c.denominator, 0), n_in - 1) for c in coords]
+
+
+@pytest.mark.parametrize("n_in, n_out, coord_mode, position, source", [
+    (36, 44, "asymmetric", 33, 27),     # 33 / (44 / 36) = 26.999999999999996 in float64
+    (35, 10, "asymmetric", 2, 7),
+    (25, 30, "asymmetric", 18, 15),
+    (25, 27, "half_pixel", 13, 12),
+    (39, 21, "half_pixel", 10, 19),
+    (39, 55, "align_corners", 27, 19),
+    (39, 55, "align_corners", 54, 38),  # the last output row is the last input row
+])
+def test_nearest_by_sizes_lands_on_the_exact_source_pixel(n_in, n_out, coord_mode, position, source):
+    """With ``sizes`` the scale is the exact ratio: an output position whose coordinate is a
+    whole input pixel takes that pixel under ``floor``.  Computed through the float ratio the
+    coordinate could fall a hair below and take the pixel before it (found by a differential
+    run of random graphs: 36 -> 44 took pixel 26 for position 33).  PyTorch's nearest
+    (``floor(y * in / out)``) gives the exact pixel too; onnxruntime's float32 arithmetic misses
+    some of these (35 -> 10 takes pixel 6 for position 2)."""
+    x = np.arange(n_in, dtype=np.float32).reshape(1, 1, n_in, 1)
+    attrs = dict(mode="nearest", coordinate_transformation_mode=coord_mode, nearest_mode="floor")
+    y, _ = _resize(x, attrs, sizes=[1, 1, n_out, 1])
+    got = y.reshape(-1).astype(int).tolist()
+    assert got[position] == source
+    assert got == _exact_nearest_floor(n_in, n_out, coord_mode)
+
+
 def test_pytorch_half_pixel_single_output_uses_coordinate_zero():
     x = np.arange(8, dtype=np.float32).reshape(1, 1, 1, 8)
     for mode in ("nearest", "linear", "cubic"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -104,7 +105,8 @@ def _output_geometry(in_shape, attrs, roi, scales, sizes):
             raise ValueError(f"Resize: sizes has {len(sizes)} values for {n} axes")
         if any(v < 0 for v in sizes):
             raise ValueError(f"Resize: sizes must be >= 0, got {sizes}")
-        ratios = [sizes[i] / in_shape[a] if in_shape[a] else 1.0 for i, a in enumerate(axes)]
+        # exact ratios: see _source_coords
+        ratios = [Fraction(sizes[i], in_shape[a]) if in_shape[a] else Fraction(1) for i, a in enumerate(axes)]
         policy = attrs.get("keep_aspect_ratio_policy", "stretch")
         if policy == "stretch":
             for i, a in enumerate(axes):
@@ -142,9 +144,23 @@ def _source_coords(coord_mode, n_out, n_in, scale, roi):
     """Input coordinate (float64) of every output position along one axis, per ONNX.
 
     ``length_resized`` is ``n_in * scale`` (fractional when it comes from scales),
-    as the ONNX formulas and reference results use it.
+    as the ONNX formulas and reference results use it.  A scale that comes from ``sizes`` is
+    the exact ratio (a :class:`~fractions.Fraction`): the asymmetric, half-pixel and
+    align-corners coordinates are then one correctly rounded division each, so an output position that
+    falls exactly on an input pixel lands on it.  Through the float ratio it could land a hair
+    below (36 -> 44, asymmetric: 33 / (44 / 36) = 26.999999999999996), and a nearest ``floor``
+    took the neighbouring pixel, where onnxruntime and PyTorch take the exact one.
     """
     y = np.arange(n_out, dtype=np.float64)
+    if isinstance(scale, Fraction):
+        p, q = scale.numerator, scale.denominator  # y / scale = y * q / p
+        if coord_mode == "asymmetric":
+            return y * q / p
+        if coord_mode == "half_pixel" or (coord_mode == "pytorch_half_pixel" and n_in * scale > 1):
+            return ((2 * y + 1) * q - p) / (2 * p)
+        if coord_mode == "align_corners" and n_in * scale != 1:  # y (n_in - 1) / (length - 1)
+            return y * ((n_in - 1) * q) / (n_in * p - q)
+        scale = float(scale)
     length = n_in * scale
     if coord_mode == "half_pixel":
         return (y + 0.5) / scale - 0.5
@@ -196,6 +212,7 @@ def _axis_plan(n_in, n_out, scale, coord_mode, roi, mode, nearest_mode, cubic_a,
     or None.  Cached, and returned read-only.
     """
     x = _source_coords(coord_mode, n_out, n_in, scale, roi)
+    scale = float(scale)
     if n_out == n_in and np.array_equal(x, np.arange(n_out)):
         return None
     extrap = None
