@@ -28,7 +28,7 @@ from typing import List, Tuple
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["image_graph", "token_graph"]
+__all__ = ["image_graph", "token_graph", "with_taps"]
 
 Shape = Tuple[int, ...]
 
@@ -349,3 +349,14 @@ def token_graph(seed: int):
     if rng.random() < 0.5:
         x = linear(g.node("ReduceMean", [x], axes=[1], keepdims=0), D, 10)
     return g.model(x, (N, T, D), seed), (N, T, D)
+
+
+def with_taps(model, seed: int, most: int = 3):
+    """``model`` with one to ``most`` of its intermediate tensors made graph outputs too (after
+    the original output), as a model that exports a feature map beside its head: a fusion must
+    then keep that tensor."""
+    rng = np.random.default_rng(seed)
+    names = [o for n in model.graph.node for o in n.output if o not in {v.name for v in model.graph.output}]
+    for name in rng.choice(names, size=min(int(rng.integers(1, most + 1)), len(names)), replace=False):
+        model.graph.output.append(helper.make_tensor_value_info(str(name), TensorProto.FLOAT, None))
+    return model

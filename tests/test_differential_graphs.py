@@ -18,8 +18,10 @@ case lists, so a wrong answer one of them gives shows up as a difference.
 
 Found so far (each now has its own test): a graph output that is a graph input lost its shape
 (``test_toolkit_onnx.py::test_an_input_passed_through_as_an_output_keeps_its_declared_shape``),
-and nearest Resize by sizes took the pixel before an exact source coordinate
-(``test_ops_resize_rnn.py::test_nearest_by_sizes_lands_on_the_exact_source_pixel``).
+nearest Resize by sizes took the pixel before an exact source coordinate
+(``test_ops_resize_rnn.py::test_nearest_by_sizes_lands_on_the_exact_source_pixel``), and the
+LayerNorm fusion removed a standard deviation that was a graph output too
+(``test_toolkit_onnx.py::test_layer_norm_arithmetic_stays_where_the_fusion_does_not_hold``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from random_graphs import image_graph, token_graph  # noqa: E402
+from random_graphs import image_graph, token_graph, with_taps  # noqa: E402
 
 import rknnlite  # noqa: E402
 from rknnlite.constants import CoreMask  # noqa: E402
@@ -68,8 +70,10 @@ def _convert(model, shape, tmp_path, precision, seed, x):
     return rknnlite.Context(str(tmp_path / "model.rknn"), backend="software")
 
 
-def _check(family, seed, precision, tmp_path, cores=None):
+def _check(family, seed, precision, tmp_path, cores=None, taps=False):
     model, shape = FAMILIES[family](seed)
+    if taps:
+        model = with_taps(model, seed)
     x = np.random.default_rng(seed + 1).standard_normal(shape).astype(np.float32)
     want = _reference(model, x)
     ctx = _convert(model, shape, tmp_path, precision, seed, x)
@@ -103,6 +107,13 @@ def test_token_graphs_float32(seed, tmp_path):
 def test_image_graphs_on_two_cores(seed, tmp_path):
     """Two worker threads split the layers (``CORE_0_1``: one emulated core per thread)."""
     _check("image", seed, "float32", tmp_path, cores=CoreMask.CORE_0_1)
+
+
+@pytest.mark.parametrize("family, seed", [("image", s) for s in range(4000, 4060)] + [("tokens", s)
+                                                                                   for s in range(4000, 4060)])
+def test_graphs_with_intermediate_outputs(family, seed, tmp_path):
+    """Intermediate tensors that are graph outputs too must survive the fusions."""
+    _check(family, seed, "float32", tmp_path, taps=True)
 
 
 @pytest.mark.parametrize("family, seed", [("image", s) for s in range(2000, 2040)] + [("tokens", s)

@@ -1631,8 +1631,9 @@ def test_input_residual_stays_where_the_fold_does_not_hold(change):
     assert fold_input_residual(g) == 0 and ops(g)[:2] == ["Conv", "Add"]
 
 
-def _layer_norm_chain(square="pow", scale=True, bias=True, axes=(-1,), reader=False, opset=13):
-    """The opset-13 arithmetic of a LayerNorm of ``x`` (2, 5, 8), as PyTorch exports nn.LayerNorm."""
+def _layer_norm_chain(square="pow", scale=True, bias=True, axes=(-1,), tap=None, opset=13):
+    """The opset-13 arithmetic of a LayerNorm of ``x`` (2, 5, 8), as PyTorch exports nn.LayerNorm;
+    ``tap``: an intermediate tensor that is a graph output too."""
     g = (1 + 0.3 * RNG.standard_normal(8)).astype(np.float32)
     b = (0.2 * RNG.standard_normal(8)).astype(np.float32)
     inits = [init("two", np.float32(2)), init("eps", np.float32(1e-5)), init("g", g), init("b", b)]
@@ -1656,7 +1657,7 @@ def _layer_norm_chain(square="pow", scale=True, bias=True, axes=(-1,), reader=Fa
         nodes.append(helper.make_node("Add", ["ng", "b"], ["nb"]))
         last = "nb"
     nodes.append(helper.make_node("Identity", [last], ["y"]))
-    outputs = [vi("y", F, None)] + ([vi("d", F, None)] if reader else [])
+    outputs = [vi("y", F, None)] + ([vi(tap, F, None)] if tap else [])
     return model(nodes, [vi("x", F, [2, 5, 8])], outputs, inits, opset=opset)
 
 
@@ -1673,12 +1674,30 @@ def test_layer_norm_arithmetic_becomes_one_node(kwargs):
     check_against_ort(m, {"x": RNG.standard_normal((2, 5, 8)).astype(np.float32) * 3}, g, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("kwargs", [{"axes": (1,)}, {"axes": (1, 2)}, {"reader": True}])
-def test_layer_norm_arithmetic_stays_where_the_fusion_does_not_hold(kwargs):
-    """A mean over another axis or over two, or an intermediate read elsewhere: unchanged."""
-    im = import_onnx(_layer_norm_chain(**kwargs))
+@pytest.mark.parametrize("kwargs", [{"axes": (1,)}, {"axes": (1, 2)}] + [{"tap": t} for t in ("m", "d", "p", "v", "ve",
+                                                                                        "s", "n", "ng")])
+def test_layer_norm_arithmetic_stays_where_the_fusion_does_not_hold(kwargs, tmp_path):
+    """A mean over another axis or over two, or an intermediate of the normalisation that is a
+    graph output too: unchanged, and the build gives every output onnxruntime gives (the standard
+    deviation ``s`` as an output was fused away, and build failed: "graph output 's' is never
+    produced").  The normalised ``n`` or scaled ``ng`` as an output ends the fused node there."""
+    m = _layer_norm_chain(**kwargs)
+    im = import_onnx(m)
     g = im.graph
-    assert fuse_layer_norm(g, im.shapes) == 0 and "LayerNormalization" not in ops(g)
+    partial_chain = kwargs.get("tap") in ("n", "ng")
+    assert fuse_layer_norm(g, im.shapes) == int(partial_chain)
+    assert ("LayerNormalization" in ops(g)) == partial_chain
+    onnx.save(m, str(tmp_path / "m.onnx"))
+    r = RKNN()
+    assert r.config(target_platform="rk3588", float_dtype="float32") == 0
+    assert r.load_onnx(str(tmp_path / "m.onnx")) == 0 and r.build(do_quantization=False) == 0
+    assert r.init_runtime() == 0
+    x = RNG.standard_normal((2, 5, 8)).astype(np.float32)
+    got = r.inference([x])
+    assert got is not None and len(got) == len(m.graph.output)
+    for got, want in zip(got, ort_run(m, {"x": x})):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    r.release()
 
 
 def _gelu_chain(form="div", half_first=False, extra_reader=False):

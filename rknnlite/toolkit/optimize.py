@@ -634,7 +634,7 @@ def fuse_layer_norm(graph: Graph, shapes: Optional[Mapping[str, Sequence[int]]] 
         add_eps = only(var.outputs[0], "Add")
         eps = scalar(add_eps.inputs[1]) if add_eps is not None and add_eps.inputs[0] == var.outputs[0] else None
         sqrt = only(add_eps.outputs[0], "Sqrt") if eps is not None else None
-        if sqrt is None or div.inputs[1] != sqrt.outputs[0] or len(users.get(sqrt.outputs[0], [])) != 1:
+        if sqrt is None or div.inputs[1] != sqrt.outputs[0] or only(sqrt.outputs[0]) is not div:
             continue
         chain = [mean, sub, square, var, add_eps, sqrt, div]
         end, scale, bias = div, None, None
