@@ -11,6 +11,11 @@ Two families:
   reflect, edge), ConvTranspose, Slices, NHWC round trips, Resizes (nearest and linear by scales,
   linear by sizes), channel reductions and element-wise math; sometimes a Flatten, Gemm and
   Softmax head.
+* :func:`idiom_graph`: image blocks mixed with the idioms exporters write: PyTorch's
+  Shape/Gather/Unsqueeze/Concat reshape chains, a GroupNorm as its arithmetic,
+  InstanceNormalization, an L2 normalisation, Expand, Tile, Where on a comparison, Cast round
+  trips, Unsqueeze/Squeeze pairs, TopK, MatMul by a constant, a self-attention over channels,
+  Transposes and their inverses; sometimes an ArgMax head.
 * :func:`token_graph`: (N, T, D) tokens through 1-2 transformer layers: LayerNormalization or its
   opset-13 chain, Linear layers as MatMul + Add, multi-head attention (Reshape, Transpose, MatMul,
   scaled Softmax), residual Adds, a GELU (Erf form), SiLU or Relu MLP; sometimes a mean-pooled
@@ -28,7 +33,7 @@ from typing import List, Tuple
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["image_graph", "token_graph", "with_taps"]
+__all__ = ["idiom_graph", "image_graph", "token_graph", "with_taps"]
 
 Shape = Tuple[int, ...]
 
@@ -290,6 +295,86 @@ def image_graph(seed: int):
         if rng.random() < 0.5:
             x = g.node("Softmax", [x], axis=1)
     if x == "x":  # every block left the input alone
+        x = g.node("Relu", [x])
+    return g.model(x, (N, C, H, W), seed), (N, C, H, W)
+
+
+def _idiom(g: _Builder, x: str, shape: Shape) -> Tuple[str, Shape]:
+    """One exporter idiom on ``x`` (N, C, H, W)."""
+    r = g.rng
+    N, C, H, W = shape
+    kind = r.choice(["shape_chain", "instance_norm", "group_norm", "l2_norm", "expand", "tile", "where", "cast",
+                     "unsqueeze", "topk", "matmul", "channel_attention", "transpose"])
+    if kind == "shape_chain":  # x.view(x.size(0), x.size(1), -1).softmax(-1).view_as(x)
+        dims = g.node("Shape", [x])
+        parts = [g.node("Unsqueeze", [g.node("Gather", [dims, g.const(np.array(i, np.int64))], axis=0),
+                                      g.const(np.array([0], np.int64))]) for i in (0, 1)]
+        y = g.node("Reshape", [x, g.node("Concat", parts + [g.const(np.array([-1], np.int64))], axis=0)])
+        return g.node("Reshape", [g.node("Softmax", [y], axis=-1), g.node("Shape", [x])]), shape
+    if kind == "instance_norm":
+        scale, bias = 1 + 0.1 * r.standard_normal(C), 0.1 * r.standard_normal(C)
+        return g.node("InstanceNormalization", [x, g.const(scale.astype(np.float32)), g.const(bias.astype(np.float32))],
+                      epsilon=1e-5), shape
+    if kind == "group_norm":  # nn.GroupNorm below opset 18
+        groups = int(r.choice([d for d in (1, 2, 4) if C % d == 0]))
+        y = g.node("Reshape", [x, g.const(np.array([N, groups, -1], np.int64))])
+        centred = g.node("Sub", [y, g.node("ReduceMean", [y], axes=[2], keepdims=1)])
+        var = g.node("ReduceMean", [g.node("Mul", [centred, centred])], axes=[2], keepdims=1)
+        y = g.node("Div", [centred, g.node("Sqrt", [g.node("Add", [var, g.const(np.float32(1e-2))])])])
+        y = g.node("Reshape", [y, g.const(np.array([N, C, H, W], np.int64))])
+        y = g.node("Mul", [y, g.const((1 + 0.1 * r.standard_normal((C, 1, 1))).astype(np.float32))])
+        return g.node("Add", [y, g.const((0.1 * r.standard_normal((C, 1, 1))).astype(np.float32))]), shape
+    if kind == "l2_norm":
+        # the floor is kept above an int8 step: a 1e-6 rounds to 0 on the norm's grid and 0 / 0 is
+        # NaN in an int8 build, as in RKNN-Toolkit2's simulator (a zero vector's F.normalize)
+        norm = g.node("Sqrt", [g.node("ReduceSum", [g.node("Mul", [x, x]), g.const(np.array([1], np.int64))],
+                                      keepdims=1)])
+        return g.node("Div", [x, g.node("Max", [norm, g.const(np.float32(0.1))])]), shape
+    if kind == "expand":
+        y = g.node("ReduceMax", [x], axes=[1], keepdims=1) if C != 1 else x
+        M = int(r.choice([2, 3, 8]))
+        return g.node("Expand", [y, g.const(np.array([N, M, H, W], np.int64))]), (N, M, H, W)
+    if kind == "tile":
+        reps = [1, 1, int(r.choice([1, 2])), int(r.choice([1, 2]))]
+        if H * W * C * reps[2] * reps[3] > 100_000:
+            return x, shape
+        return g.node("Tile", [x, g.const(np.array(reps, np.int64))]), (N, C, H * reps[2], W * reps[3])
+    if kind == "where":
+        mask = g.node("Greater", [x, g.const(np.float32(r.uniform(-0.5, 0.5)))])
+        return g.node("Where", [mask, x, g.node("Mul", [x, g.const(np.float32(0.1))])]), shape
+    if kind == "cast":
+        codes = g.node("Cast", [g.node("Mul", [x, g.const(np.float32(4))])], to=TensorProto.INT32)
+        return g.node("Cast", [codes], to=TensorProto.FLOAT), shape
+    if kind == "unsqueeze":
+        y = g.node("Unsqueeze", [x, g.const(np.array([2], np.int64))])
+        return g.node("Squeeze", [y, g.const(np.array([2], np.int64))]), shape
+    if kind == "topk":
+        k = int(r.integers(1, W + 1))
+        return g.node("TopK", [x, g.const(np.array([k], np.int64))], outputs=2, axis=-1)[0], (N, C, H, k)
+    if kind == "matmul":
+        return g.node("MatMul", [x, g.const((r.standard_normal((W, W)) / np.sqrt(W)).astype(np.float32))]), shape
+    if kind == "channel_attention":  # softmax(x x^T) x over the channels of each row
+        rows = g.node("Transpose", [x], perm=[0, 2, 1, 3])
+        weights = g.node("Softmax", [g.node("MatMul", [rows, g.node("Transpose", [rows], perm=[0, 1, 3, 2])])],
+                         axis=-1)
+        return g.node("Transpose", [g.node("MatMul", [weights, rows])], perm=[0, 2, 1, 3]), shape
+    perm = [0] + [int(p) for p in r.permutation([1, 2, 3])]
+    y = g.node("Relu", [g.node("Transpose", [x], perm=perm)])
+    return g.node("Transpose", [y], perm=[int(p) for p in np.argsort(perm)]), shape
+
+
+def idiom_graph(seed: int):
+    """``(onnx.ModelProto, input shape)``: image blocks and exporter idioms, opset 17."""
+    rng = np.random.default_rng(seed)
+    g = _Builder(rng)
+    N, C = int(rng.choice([1, 2])), int(rng.choice([1, 3, 4, 8]))
+    H, W = int(rng.integers(4, 24)), int(rng.integers(4, 24))
+    x, shape = "x", (N, C, H, W)
+    for _ in range(int(rng.integers(2, 6))):
+        x, shape = (_idiom if rng.random() < 0.5 else _block)(g, x, shape)
+    if rng.random() < 0.3:
+        x = g.node("Cast", [g.node("ArgMax", [x], axis=1, keepdims=0)], to=TensorProto.FLOAT)
+    if x == "x":
         x = g.node("Relu", [x])
     return g.model(x, (N, C, H, W), seed), (N, C, H, W)
 

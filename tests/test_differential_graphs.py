@@ -1,6 +1,7 @@
 """Random graphs through the whole toolkit path, against onnxruntime.
 
-Each seeded graph of ``random_graphs`` (CNN blocks on images, transformer layers on tokens) is
+Each seeded graph of ``random_graphs`` (CNN blocks on images, exporter idioms, transformer layers
+on tokens) is
 converted as a user converts it (``RKNN.config`` -> ``load_onnx`` -> ``build`` ->
 ``export_rknn``), loaded by ``rknnlite.Context`` and run on a random input; onnxruntime (graph
 optimisations off) runs the same ONNX.  The optimiser's rewrites (batch-norm and affine folding,
@@ -32,13 +33,13 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from random_graphs import image_graph, token_graph, with_taps  # noqa: E402
+from random_graphs import idiom_graph, image_graph, token_graph, with_taps  # noqa: E402
 
 import rknnlite  # noqa: E402
 from rknnlite.constants import CoreMask  # noqa: E402
 from rknnlite.toolkit import RKNN  # noqa: E402
 
-FAMILIES = {"image": image_graph, "tokens": token_graph}
+FAMILIES = {"image": image_graph, "tokens": token_graph, "idioms": idiom_graph}
 
 
 def _reference(model, x):
@@ -70,6 +71,19 @@ def _convert(model, shape, tmp_path, precision, seed, x):
     return rknnlite.Context(str(tmp_path / "model.rknn"), backend="software")
 
 
+def _onnx_reference(model, x):
+    from onnx.reference import ReferenceEvaluator
+
+    return ReferenceEvaluator(model).run(None, {"x": x})
+
+
+def _relative(got, want, precision):
+    """The largest difference as a share of the output's scale (float16: of at least 1)."""
+    scale = float(np.abs(want).max(initial=0.0))
+    scale = max(1e-3, scale) if precision == "float32" else max(1.0, scale)
+    return float(np.abs(got - want).max(initial=0.0)) / scale
+
+
 def _check(family, seed, precision, tmp_path, cores=None, taps=False):
     model, shape = FAMILIES[family](seed)
     if taps:
@@ -81,16 +95,20 @@ def _check(family, seed, precision, tmp_path, cores=None, taps=False):
         ctx.set_core_mask(cores)
     got = ctx.run([x], data_format="nchw" if len(shape) == 4 else None)
     assert [g.shape for g in got] == [w.shape for w in want]
-    for g, w in zip(got, want):
+    second = None
+    for k, (g, w) in enumerate(zip(got, want)):
         if precision == "int8":
             error = float(np.linalg.norm(g.astype(np.float64) - w)) / max(float(np.linalg.norm(w)), 1e-3 * w.size ** 0.5)
             assert error <= 0.15, f"int8: relative error {error:.3f}"
-        else:
-            scale = float(np.abs(w).max())
-            scale = max(1e-3, scale) if precision == "float32" else max(1.0, scale)
-            tolerance = 1e-4 if precision == "float32" else 1e-2
-            worst = float(np.abs(g - w).max()) / scale
-            assert worst <= tolerance, f"{precision}: largest difference {worst:.2e} of the output's scale"
+            continue
+        tolerance = 1e-4 if precision == "float32" else 1e-2
+        worst = _relative(g, w, precision)
+        if precision == "float32" and worst > tolerance:
+            # a normalisation of nearly constant rows amplifies float32 rounding, and onnxruntime's
+            # order of sums differs from the ONNX reference's there; either reference will do
+            second = second or _onnx_reference(model, x)
+            worst = min(worst, _relative(g, second[k], precision))
+        assert worst <= tolerance, f"{precision}: largest difference {worst:.2e} of the output's scale"
 
 
 @pytest.mark.parametrize("seed", range(200))
@@ -101,6 +119,13 @@ def test_image_graphs_float32(seed, tmp_path):
 @pytest.mark.parametrize("seed", range(60))
 def test_token_graphs_float32(seed, tmp_path):
     _check("tokens", seed, "float32", tmp_path)
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_idiom_graphs_float32(seed, tmp_path):
+    """Exporter idioms, float32 only: their ArgMax, Cast to int, TopK and Where on a comparison
+    turn a float16 or int8 rounding into a different index or branch, as they would on the NPU."""
+    _check("idioms", seed, "float32", tmp_path)
 
 
 @pytest.mark.parametrize("seed", range(1000, 1060))
