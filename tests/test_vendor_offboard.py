@@ -853,7 +853,8 @@ FIDELITY = {
     "softmax_fp16_tk230": ("0", 0, "100.00"), "softmax_fp16_tk232": ("0", 0, "100.00"),
     "softmax_i8": ("0.0198", 162, "99.59"), "softmax_i8_tk220": ("0.0198", 162, "99.59"),
     "softmax_i8_tk230": ("0.0198", 162, "99.59"), "softmax_i8_tk232": ("0.0198", 162, "99.59"),
-    "split_fp16": ("0", 0, "100.00"), "split_i8": ("0.0889", 1, "99.97"), "sub_fp16": ("0", 0, "100.00"),
+    "split_fp16": ("0", 0, "100.00"), "split_i8": ("0.0889", 1, "99.97"),
+    "split_unused_fp16": ("0", 0, "100.00"), "split_unused_i8": ("0.106", 2, "99.78"), "sub_fp16": ("0", 0, "100.00"),
     "sub_i8": ("0", 0, "100.00"), "transpose_fp16": ("0.000977", 1, "99.98"),
     "transpose_i8": ("0.0944", 1, "99.98"), "two_input_fp16": ("0", 0, "100.00"),
     "two_input_fp16_tk220": ("0", 0, "100.00"), "two_input_fp16_tk230": ("0", 0, "100.00"),
@@ -1825,3 +1826,22 @@ def test_int8_attention_register_forms_outside_the_decoded_ones_are_named(tmp_pa
     with pytest.raises(ModelInvalidError, match=message) as info:
         rknnlite.Context(path, backend="software")
     assert "exSDPAttention" in str(info.value)
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_a_split_part_nothing_reads_is_computed_and_dropped(variant, tmp_path):
+    """``y0, _, y2 = y.split([8, 10, 6], 1)``: the compiler writes tensor index -1 for the part
+    nothing reads (the file was refused as one referring to a missing tensor).  The part gets a
+    name of its own in the lowered Split; the outputs are the simulator's (FIDELITY)."""
+    (split,) = [n for n in _corpus_lowered(f"split_unused_{variant}").graph.nodes if n.op == "Split"]
+    assert len(split.outputs) == 3 and split.outputs[1].endswith("/unread_part1")
+    outputs, sims = _corpus_run(f"split_unused_{variant}")
+    assert [y.shape for y in outputs] == [(1, 8, 8, 8), (1, 6, 8, 8)]
+
+    def no_part_read(data: bytearray):  # node 3's outputs [7, -1, 8] -> [-1, -1, -1]
+        at = bytes(data).index(struct.pack("<4i", 3, 7, -1, 8))
+        data[at + 4:at + 16] = struct.pack("<3i", -1, -1, -1)
+
+    path = _doctored_corpus(tmp_path, f"split_unused_{variant}", no_part_read)
+    with pytest.raises(rknnlite.ModelInvalidError, match=r"none of its outputs \[-1, -1, -1\] is a tensor"):
+        rknnlite.Context(path, backend="software")

@@ -249,6 +249,16 @@ def _split():
     return g.model([("x", IMG[1])], [(a, "y0"), (b, "y1")])
 
 
+def _split_unused():
+    """A Split whose middle part nothing reads (``x0, _, x2 = y.split(...)``): the compiler
+    writes tensor index -1 for that output.  After a MaxPool: straight after a conv the compiler
+    folds the Split into convs of the parts read."""
+    g = _G(304)
+    y = g.node("MaxPool", [g.conv("x", 3, 24)], kernel_shape=[2, 2], strides=[2, 2])[0]
+    a, _, c = g.node("Split", [y, g.const(np.array([8, 10, 6], np.int64))], n_out=3, axis=1)
+    return g.model([("x", IMG[1])], [(a, "y0"), (c, "y2")])
+
+
 def _slice():
     g = _G(303)
     y = g.conv("x", 3, 20)
@@ -1232,6 +1242,9 @@ def _cases() -> List[Case]:
         Case("concat", "Conv 3->12 3x3 and Conv 3->20 1x1 on x, Concat(axis=1) -> 32 ch", _concat, img,
              purpose="shape ops"),
         Case("split", "Conv 3->24 3x3, Split(axis=1, [8, 16]) -> y0, y1", _split, img, purpose="shape ops"),
+        Case("split_unused", "Conv 3->24 3x3, MaxPool 2x2, Split(axis=1, [8, 10, 6]) -> y0, (unread), y2",
+             _split_unused, img,
+             purpose="shape ops: an output nothing reads (tensor index -1)"),
         Case("slice", "Conv 3->20 3x3, Slice c[4:16], h[2:14], w[1:15:2]", _slice, img, purpose="shape ops"),
         Case("transpose", "Conv 3->20 3x3, Transpose(0,2,3,1) -> 1x16x16x20", _transpose, img, purpose="shape ops"),
         Case("reshape", "Conv 3->20 3x3, Reshape -> 1x20x256", _reshape, img, purpose="shape ops"),

@@ -23,7 +23,7 @@ from ..schema import DTYPES, V6, Schema
 from .bson import decode_bson
 
 __all__ = ["VendorTensor", "VendorNode", "VendorSubgraph", "VendorFile", "PackedVendorFile", "read_vendor_graph",
-           "DTYPES", "LAYOUTS", "KINDS", "PARAM_TYPES", "is_helper"]
+           "DTYPES", "LAYOUTS", "KINDS", "PARAM_TYPES", "UNREAD", "is_helper"]
 
 #: Tensor slot 1: layout code -> name.
 LAYOUTS = {0: "plain", 1: "NHWC", 2: "NCHW", 64: "NC1HWC2", 65: "weight"}
@@ -76,6 +76,10 @@ class VendorTensor:
         return self.kind in CONST_KINDS
 
 
+#: The tensor index a node's output has when nothing reads it (a Split's discarded part).
+UNREAD = -1
+
+
 @dataclass(frozen=True)
 class VendorNode:
     """One vendor operator.
@@ -84,7 +88,8 @@ class VendorNode:
         index: position in the subgraph's node table (tasks' ``op_idx`` refer to it).
         op: the vendor op type (``"ConvRelu"``, ``"exSoftmax13"``, ...).
         name: ``"Type:onnx_node"``, empty for compiler-inserted nodes.
-        inputs / outputs: tensor indices.
+        inputs / outputs: tensor indices; an output the graph never reads may be
+            :data:`UNREAD` (-1: a Split part the model discards).
         param_type: the parameter-union type (:data:`PARAM_TYPES`; an unknown one is
             kept and refused by :meth:`check_params`, so a file can still be listed).
         params: the decoded parameter table (``{}`` when there is none).
@@ -257,7 +262,7 @@ def _subgraph(sg: Table, index: int, label: str, schema: Schema) -> VendorSubgra
     for t in result.inputs + result.outputs:
         result.tensor(t, f"{label}: subgraph {index} I/O list")
     for node in nodes:
-        for t in node.inputs + node.outputs:
+        for t in node.inputs + tuple(t for t in node.outputs if t != UNREAD):
             result.tensor(t, f"{label}: subgraph {index} {node.label}")
     return result
 

@@ -47,9 +47,10 @@ Sigmoid, HardSwish     fp16: Sigmoid, HardSwish; int8: the input's integer codes
                        file's own lookup tables (a DPU-only task; :func:`.lut.lower_lut_sigmoid`)
 Relu                   Relu (standalone: on a graph input, for instance)
 Split                  Split (axis and sizes from the parameter table, checked against the
-                       BSON and size constant; the compiler's channel split of a wide conv
-                       has neither: its branch convs' partial sums stay float32 in fp16
-                       files, as the simulator computes the unsplit conv)
+                       BSON and size constant; a part nothing reads, tensor index -1, is
+                       computed under a name of its own; the compiler's channel split of a
+                       wide conv has neither: its branch convs' partial sums stay float32
+                       in fp16 files, as the simulator computes the unsplit conv)
 MaxPool, AveragePool   MaxPool, AveragePool (attributes from the BSON)
 Concat, Transpose      Concat (``axis``), Transpose (``perm``) from the BSON
 Slice                  Slice (the stored int64 starts/ends/axes/steps)
@@ -110,7 +111,7 @@ from ..metadata import ModelMetadata, Preprocess, build_metadata
 from ..rockchip import RockchipModel
 from ..spec import QuantParams, TensorSpec
 from ..schema import T3
-from .graph import VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
+from .graph import UNREAD, VendorFile, VendorNode, VendorSubgraph, VendorTensor, attr_value, read_vendor_graph
 from .graph import is_helper as _is_helper
 from .batchnorm import lower_batch_norm
 from .helpers import check_concat_selection, check_softmax_sum_weight
@@ -1384,13 +1385,18 @@ class _Lowering:
                 raise self.error(f"{node.label}: split sizes {sizes.tolist()} / axis {axis} disagree with its "
                                  f"parameter table {node.params} or BSON axis {bson_axis}")
             size_name = self.constant(self.names[consts[0].index], sizes)
-        outs = [self.tensor(i, node) for i in node.outputs]
+        # a part nothing reads has no tensor (UNREAD): it is computed under a name of its own and dropped
+        outs = [None if i == UNREAD else self.tensor(i, node) for i in node.outputs]
+        if all(o is None for o in outs):
+            raise self.error(f"{node.label}: none of its outputs {list(node.outputs)} is a tensor")
         if not 0 <= axis < len(x.shape) or len(outs) != len(sizes) or sum(sizes.tolist()) != x.shape[axis] or any(
-                list(o.shape) != list(x.shape[:axis]) + [int(n)] + list(x.shape[axis + 1:]) for o, n in zip(outs, sizes)):
+                o is not None and list(o.shape) != list(x.shape[:axis]) + [int(n)] + list(x.shape[axis + 1:])
+                for o, n in zip(outs, sizes)):
             raise self.error(f"{node.label}: sizes {sizes.tolist()} on axis {axis} of {list(x.shape)} do not give its "
-                             f"outputs {[list(o.shape) for o in outs]}")
-        self.nodes.append(Node("Split", node.name or f"Split#{node.index}", [data, size_name],
-                               [self.names[o.index] for o in outs], {"axis": axis}))
+                             f"outputs {[None if o is None else list(o.shape) for o in outs]}")
+        name = node.name or f"Split#{node.index}"
+        names = [f"{name}/unread_part{k}" if o is None else self.names[o.index] for k, o in enumerate(outs)]
+        self.nodes.append(Node("Split", name, [data, size_name], names, {"axis": axis}))
 
     def pool(self, node: VendorNode) -> None:
         (data,) = self.activation_inputs(node, 1, 1)
