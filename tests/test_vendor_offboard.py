@@ -801,6 +801,7 @@ FIDELITY = {
     "conv_hardswish_fp16": ("7.63e-06", 1, "99.96"), "conv_hardswish_i8": ("0.0434", 1, "99.90"),
     "conv_leaky01_fp16": ("0.000244", 1, "99.96"), "conv_leaky01_i8": ("0.0564", 1, "99.86"),
     "conv_leaky03_fp16": ("7.63e-06", 1, "99.98"), "conv_leaky03_i8": ("0.0641", 1, "99.96"),
+    "conv_abs_fp16": ("0.00195", 1, "99.96"), "conv_abs_i8": ("0.0525", 1, "99.94"),
     "conv_leaky_rk3576_fp16": ("0.000244", 1, "99.96"), "conv_leaky_rk3576_i8": ("0.0564", 1, "99.34"),
     "conv_relu6_fp16": ("4.77e-07", 1, "99.98"), "conv_relu6_fp16_tk220": ("4.77e-07", 1, "99.98"),
     "conv_relu6_fp16_tk230": ("4.77e-07", 1, "99.98"), "conv_relu6_fp16_tk232": ("4.77e-07", 1, "99.98"),
@@ -1688,12 +1689,18 @@ def test_rk3576_fp16_first_clamp_pair_mirrors_negative_bounds(bound, first):
 def test_rk3576_fp16_bscfg_slope_outside_the_observed_layout_is_named(tmp_path):
     zero = _patch_tensor("y_BsCfg_BScfgTensor", lambda raw: bytes(2) + raw[2:])
     path = _doctored_corpus(tmp_path, "conv_leaky_rk3576_fp16", zero)
-    with pytest.raises(ModelInvalidError, match=r"starts \[0, 0, .*not one positive float16 slope then zeros"):
+    with pytest.raises(ModelInvalidError, match=r"starts \[0, 0, .*not one float16 slope \(sign-extended to 32 bits\)"):
         rknnlite.Context(path, backend="software")
     second_word = _patch_tensor("y_BsCfg_BScfgTensor", lambda raw: raw[:2] + b"\1" + raw[3:])
     path = _doctored_corpus(tmp_path, "conv_leaky_rk3576_fp16", second_word)
     with pytest.raises(ModelInvalidError, match=r"starts \[11878, 1, "):
         rknnlite.Context(path, backend="software")
+    # the sign extension must follow the slope's sign: Abs's -1 (0xbc00) without it, 0.1 with it
+    for stem, patch, shown in (("conv_abs_rk3576_fp16", lambda raw: raw[:2] + bytes(2) + raw[4:], r"\[48128, 0, "),
+                               ("conv_leaky_rk3576_fp16", lambda raw: raw[:2] + b"\xff\xff" + raw[4:], r"\[11878, 65535, ")):
+        path = _doctored_corpus(tmp_path, stem, _patch_tensor("y_BsCfg_BScfgTensor", patch))
+        with pytest.raises(ModelInvalidError, match=shown):
+            rknnlite.Context(path, backend="software")
 
 
 def test_rk3576_fp16_hard_sigmoid_comes_from_its_bncfg_index_map():
@@ -1845,3 +1852,16 @@ def test_a_split_part_nothing_reads_is_computed_and_dropped(variant, tmp_path):
     path = _doctored_corpus(tmp_path, f"split_unused_{variant}", no_part_read)
     with pytest.raises(rknnlite.ModelInvalidError, match=r"none of its outputs \[-1, -1, -1\] is a tensor"):
         rknnlite.Context(path, backend="software")
+
+
+@pytest.mark.parametrize("platform", ["", "_rk3566", "_rk3576", "_rk3562", "_rv1126b"])
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_an_abs_after_a_conv_is_a_leaky_relu_of_slope_minus_one(platform, variant):
+    """The compiler makes ``Abs(conv)`` a ConvLeakyRelu of slope -1: int8 0xc000 read unsigned was
+    3.0, and the file ran at cosine 0.70 against the simulator without a word (rk3588; the other
+    maps refused it).  Read signed, every platform's file gives the simulator's outputs
+    (test_corpus_file_runs_like_the_simulator)."""
+    model = _corpus_lowered(f"conv_abs{platform}_{variant}")
+    assert [n.attrs["alpha"] for n in model.graph.nodes if n.op == "LeakyRelu"] == [-1.0]
+    outputs, sims = _corpus_run(f"conv_abs{platform}_{variant}")
+    assert np.all(outputs[0] >= 0) and _cos(outputs[0], sims[0]) >= 0.9999

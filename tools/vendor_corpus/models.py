@@ -1229,6 +1229,8 @@ def _cases() -> List[Case]:
         ("conv_clip", "Conv 3->20 3x3 p1, Clip(-1, 2)", _clip(-1.0, 2.0), 102),
         ("conv_leaky01", "Conv 3->20 3x3 p1, LeakyRelu(alpha=0.1)", _leaky(0.1), 103),
         ("conv_leaky03", "Conv 3->20 3x3 p1 (same weights as conv_leaky01), LeakyRelu(alpha=0.3)", _leaky(0.3), 103),
+        ("conv_abs", "Conv 3->20 3x3 p1 (same weights as conv_leaky01), Abs: a ConvLeakyRelu of slope -1",
+         lambda g, y: g.node("Abs", [y])[0], 103),
         ("conv_sigmoid", "Conv 3->20 3x3 p1, Sigmoid", _sigmoid, 105),
         ("conv_hardsigmoid", "Conv 3->20 3x3 p1, HardSigmoid(alpha=0.3, beta=0.4)", _hardsigmoid(0.3, 0.4), 106),
         ("conv_hardswish", "Conv 3->20 3x3 p1, y*HardSigmoid(y, alpha=1/6, beta=0.5)", _hardswish, 107),
@@ -1275,6 +1277,14 @@ def _cases() -> List[Case]:
              _conv_act(103, _leaky(0.1)), img, variants=("fp16", "i8"), platform="rk3576",
              purpose="rk3576 fused activation parameters (slope in <out>_BnCfg_BNcfgTensor (int8) or "
                      "<out>_BsCfg_BScfgTensor (fp16))"),
+        *(Case(f"conv_abs_{p}", f"Conv 3->20 3x3 p1 (weights of conv_leaky01), Abs (slope -1), {p}",
+               _conv_act(103, lambda g, y: g.node("Abs", [y])[0]), img, variants=("fp16", "i8"), platform=p,
+               purpose=f"a negative LeakyRelu slope in {p}'s registers")
+          for p in ("rk3576", "rk3566", "rk3562", "rv1126b")),
+        *(Case(f"conv_leaky_{p}", f"Conv 3->20 3x3 p1 (weights of conv_leaky01), LeakyRelu(alpha=0.1), {p}",
+               _conv_act(103, _leaky(0.1)), img, variants=("fp16", "i8"), platform=p,
+               purpose=f"{p}'s fused LeakyRelu slope (beside conv_abs_{p}'s negative one)")
+          for p in ("rk3566", "rv1126b")),
         Case("conv_clip_rk3576", "Conv 3->20 3x3 p1 (weights of conv_clip), Clip(-1, 2), rk3576",
              _conv_act(102, _clip(-1.0, 2.0)), img, variants=("fp16", "i8"), platform="rk3576",
              purpose="rk3576 fused activation parameters (int8: shifted clamp; fp16: two clamp pairs)"),

@@ -235,10 +235,12 @@ def f2_activation(lowering, node, x, out, b, channels: int, unit: float) -> Dict
             raise refuse("not the LeakyRelu layout (ACT_CFG 0x402, no clamp, no add)")
         if bn is None:
             raise refuse(f"no slope tensor {out.name + '_BnCfg_BNcfgTensor'!r}")
-        slope = bn.view("<i2")
-        if not 0 < slope[0] < 1 << 15 or np.any(slope[1:]):
-            raise refuse(f"the slope tensor holds {slope.tolist()}, not one slope round(alpha * 2^14) then zeros")
-        return {"alpha": int(slope[0]) / float(_MUL_ONE)}
+        # word 0: round(alpha * 2^14) as an int32 (a negative slope, Abs's -1, sign-extends into the
+        # second int16; corpus conv_abs_rk3576 / conv_abs_rv1126b)
+        halves, slope = bn.view("<i2"), int(bn.view("<i4")[0])
+        if not (0 < abs(slope) < 1 << 15) or np.any(halves[2:]):
+            raise refuse(f"the slope tensor holds {halves.tolist()}, not one slope round(alpha * 2^14) then zeros")
+        return {"alpha": slope / float(_MUL_ONE)}
     if node.op != "ConvClip":
         raise refuse("no fused-activation layout is known for this op")
     if cfg == _ACT_CLAMP and mode == _MODE_PLAIN and lo_reg == 0 and 0 < hi_reg < _INT_MAX and not add_back:
@@ -381,11 +383,13 @@ def f2_fp16_activation(lowering, node, out) -> Dict[str, float]:
         raw = bytes(lowering.vf.tensor_data(lowering.sg, found[0])[:2 * _BS_WORDS])
         if len(raw) < 2 * _BS_WORDS:
             raise refuse(f"{name!r} holds {len(raw)} bytes; at least {2 * _BS_WORDS} were expected")
+        # word 0: the float16 slope's bits, sign-extended to 32 bits (0xFFFF after a negative one: Abs)
         words = np.frombuffer(raw, "<u2")
         slope = float(np.frombuffer(raw[:2], "<f2")[0])
-        if not (np.isfinite(slope) and slope > 0) or np.any(words[1:]):
-            raise refuse(f"the slope tensor {name!r} starts {words.tolist()}, not one positive float16 slope then "
-                         "zeros")
+        extension = 0xFFFF if words[0] & 0x8000 else 0
+        if not (np.isfinite(slope) and slope != 0) or words[1] != extension or np.any(words[2:]):
+            raise refuse(f"the slope tensor {name!r} starts {words.tolist()}, not one float16 slope (sign-extended "
+                         "to 32 bits) then zeros")
         return {"alpha": slope}
     lo, hi = (f32(v) for v in second)
     if cfg != _ACT_CLAMP or not (np.isfinite(lo) and np.isfinite(hi) and lo <= hi):

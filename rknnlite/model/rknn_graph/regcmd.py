@@ -375,7 +375,7 @@ def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
         if bits & 0xFFFF == 0:
             if unit is None:
                 return {"alpha": float(struct.unpack("<e", struct.pack("<H", bits >> 16))[0])}
-            return {"alpha": (bits >> 16) / float(1 << 14)}
+            return {"alpha": i16(bits >> 16) / float(1 << 14)}
     elif op == "ConvClip" and cfg == _BN_CLIP and reg(REG_BN_ADD) == 0:
         return {"min": 0.0, "max": real(REG_BN_RELUX)}
     elif op == "ConvClip" and cfg == _BN_CLIP_SHIFTED:

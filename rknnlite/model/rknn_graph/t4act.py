@@ -37,7 +37,7 @@ import numpy as np
 from ...errors import ModelInvalidError
 from .f2act import clamp_from_zero, hard_sigmoid_of, shifted_clamp
 from .lut import LutStage, lut_stage
-from .regcmd import (T4_BN_LUT, T4_OUT_CVT, T4_OUT_CVT_RESIDUAL, TARGET_DPU, Requant, dpu_reader, f32, i32,
+from .regcmd import (T4_BN_LUT, T4_OUT_CVT, T4_OUT_CVT_RESIDUAL, TARGET_DPU, Requant, dpu_reader, f32, i16, i32,
                      node_registers, requant_t4, shortest_decimal)
 
 __all__ = ["t4_activation", "t4_lut_stage", "t4_lut_task", "T4_CLAMP", "T4_CLAMP_SHIFTED", "T4_LEAKY", "T4_LUT_CFG"]
@@ -88,11 +88,11 @@ def t4_activation(lowering, node, x, out, b, unit) -> Dict[str, float]:
     # the shifted clamp's other value: int8 EW_ADD (added back after it), fp16 0x4040 (added before it)
     shifted = reg(_EW_ADD) if int8 else reg(_FP16_ADD_BEFORE)
     if node.op == "ConvLeakyRelu":
-        slope_bits = mul_bits >> 16
-        slope = slope_bits / float(_MUL_ONE) if int8 else _f16(slope_bits)
+        slope_bits = mul_bits >> 16  # a negative slope (Abs's -1: 0xc000 / 0xbc00) checked on conv_abs_rk3562
+        slope = i16(slope_bits) / float(_MUL_ONE) if int8 else _f16(slope_bits)
         if cfg != T4_LEAKY or clamp != _NO_CLAMP or add or shifted or mul_bits & 0xFFFF or \
-                not (np.isfinite(slope) and 0 < slope and slope_bits < 0x8000):
-            raise refuse("not the LeakyRelu layout (BN_CFG 0x22, a positive slope in 0x4068's high half, no clamp)")
+                not (np.isfinite(slope) and slope != 0):
+            raise refuse("not the LeakyRelu layout (BN_CFG 0x22, a slope in 0x4068's high half, no clamp)")
         return {"alpha": slope}
     if node.op == "ConvHardSigmoid" and not int8:
         scale, offset = _f16(mul_bits >> 16), f32(add)
