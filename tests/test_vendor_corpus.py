@@ -38,8 +38,9 @@ from corpus import CORPUS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: YOLOv8 and UNet families of rk3576/rv1126b int8 once their convs requantized as the registers say,
 #: the older releases' rv1103 families and int8 depthwise deconv, and 2.3.2's int8 GELU; 13.99 MiB
 #: (50.0 MiB) with the int8 encoder layers of rk3576/rv1126b/rk3562/rk3566 and of the older releases,
-#: YOLO11's attention and the GELU in the rv1106/rv1103 container.  The checkout's own size has a
-#: looser bound.
+#: YOLO11's attention and the GELU in the rv1106/rv1103 container; 14.36 MiB (50.8 MiB) with the files
+#: random graphs called for (2026-12-06: conv_abs_*, conv_leaky_rk3566/rv1126b, split_unused,
+#: scores_dh24, encoder_layer_dh24_rk3566).  The checkout's own size has a looser bound.
 MAX_CORPUS_COMPRESSED_BYTES = 14.5 * 1024 * 1024
 MAX_CORPUS_BYTES = 52 * 1024 * 1024
 #: models (and their rk35xx copies, ``<model>_rk...``) whose int8 build ends in a
@@ -147,11 +148,12 @@ def _usable_agreement(entry: dict) -> tuple:
     image border: their segmenter files agree with onnxruntime to cosine 0.998 and 98.4 % of the
     ArgMax labels (fp16 and int8).  YOLO11's attention without its positional conv's residual
     (``psa_attention_nope_*``) outputs the attention's mix alone, whose int8 probabilities (codes
-    0..127 over ``[0, max]``) put the simulator at cosine 0.99879 from float.  Off-board runs follow
-    the simulator, not ONNX."""
+    0..127 over ``[0, max]``) put the simulator at cosine 0.99879 from float, and raw int8 attention
+    scores (``scores_dh24``: two int8 projections' product, no softmax) at 0.99827.  Off-board runs
+    follow the simulator, not ONNX."""
     if entry["model"].startswith("segmenter_ops") and entry["toolkit_version"] in ("2.2.0", "2.3.0"):
         return 0.997, 0.98
-    if entry["model"].startswith("psa_attention_nope"):
+    if entry["model"].startswith(("psa_attention_nope", "scores_dh24")):
         return 0.998, 0.98
     return (0.9999, 1.0) if entry["variant"] == "fp16" else (0.999, 0.98)
 

@@ -265,8 +265,8 @@ def _c_type_add(data: bytearray) -> None:  # the exMatMul's BSON c_type "mul" ma
 
 
 @pytest.mark.parametrize("patch, message", [
-    (lambda data: tensor_bytes(data, "c3").__setitem__(slice(0, 4), struct.pack("<f", 0.3)),
-     r"an exMatMul multiplied by 0.30000001192092896; only powers of two"),
+    (lambda data: tensor_bytes(data, "c3").__setitem__(slice(0, 4), struct.pack("<f", -0.25)),
+     r"an exMatMul multiplied by -0.25; only positive finite factors"),
     (_c_type_add, r"c_type 'add' with constant inputs \[\('c3', 'float32', \[1, 1, 1, 1\]\)\]; only 'mul' by one "
                   r"float32 scalar"),
 ])
@@ -521,3 +521,29 @@ def test_an_embedding_gather_on_another_axis_is_refused(monkeypatch):
     with pytest.raises(ModelInvalidError, match=r"axis 1 of a \[50, 32\] table by \[1, 16\] indices -> \[1, 16, 32\]; "
                                                 r"rows \(axis 0\) of a 2-D table were expected"):
         _lowered("embedding_fp16")
+
+
+@pytest.mark.parametrize("stem", ["scores_dh24_fp16", "scores_dh24_i8", "encoder_layer_dh24_rk3566_fp16",
+                                  "encoder_layer_dh24_rk3566_i8"])
+def test_a_fused_factor_that_is_no_power_of_two_runs(stem):
+    """Scores scaled by 1/sqrt(24) (heads of 24): the exMatMul's factor is no power of two (refused until
+    2026-12-06, found by random token graphs built with RKNN-Toolkit2).  int8 multiplies by the conv task's
+    16-bit BN multiplier, 26755 / 2^17, not the float32 factor."""
+    model = _lowered(stem)
+    factors = [model.graph.constants[n.inputs[1]].item() for n in model.graph.nodes
+               if n.name.startswith("exMatMul:") and n.op == "Mul" and n.outputs[0].endswith("factored")]
+    assert factors and all(f == pytest.approx(1 / np.sqrt(24), rel=2 ** -15) for f in factors)
+    if stem.endswith("_i8"):
+        assert all(f * 2 ** 17 == round(f * 2 ** 17) for f in factors)  # the register's value
+    outputs, sims = _run(stem)
+    for y, ref in zip(outputs, sims):
+        assert float(np.dot(y.ravel(), ref.ravel()) / (np.linalg.norm(y) * np.linalg.norm(ref))) >= 0.9999
+
+
+def test_an_int8_factor_the_bn_multiplier_does_not_hold_is_refused(tmp_path):
+    def other_multiplier(value: int) -> int:  # 0x4068: the 16-bit scale in the high half, now 1.5x
+        return (((value >> 16) * 3 // 2) << 16) | (value & 0xFFFF)
+
+    path = _doctored(tmp_path, "scores_dh24_i8", patch_registers(0x1001, (0x4068,), other_multiplier))
+    with pytest.raises(ModelInvalidError, match=r"the multiplier of no fused factor \(0.2041"):
+        rknnlite.Context(path, backend="software")

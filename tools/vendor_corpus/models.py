@@ -1032,6 +1032,26 @@ def _matmul_act(seed: int = 823, factor: Optional[float] = None):
     return build
 
 
+def _scores(seed: int, tokens: int, dim: int, heads: int):
+    """Attention scores of projected tokens, scaled by ``1/sqrt(dim / heads)``, without the softmax."""
+    def build():
+        g = _G(seed)
+        hd = dim // heads
+
+        def head_split(t):
+            w = g.const((g.rng.standard_normal((dim, dim)) / np.sqrt(dim)).astype(np.float32), "w")
+            t = g.node("Add", [g.node("MatMul", [t, w])[0], g.const((g.rng.standard_normal(dim) * 0.1)
+                                                                    .astype(np.float32), "b")])[0]
+            t = g.node("Reshape", [t, g.const(np.array([1, tokens, heads, hd], np.int64))])[0]
+            return g.node("Transpose", [t], perm=[0, 2, 1, 3])[0]
+
+        q, k = head_split("x"), head_split("x")
+        y = g.node("MatMul", [q, g.node("Transpose", [k], perm=[0, 1, 3, 2])[0]])[0]
+        y = g.node("Mul", [y, g.const(np.array(1 / np.sqrt(hd), np.float32))])[0]
+        return g.model([("x", (1, tokens, dim))], [(y, "y")])
+    return build
+
+
 def _linear_gelu(seed: int = 824, tokens: int = 16, dim: int = 32):
     """A transformer MLP's first half: Linear 32->64 then GELU (Erf form); and GELU alone on the input."""
     def build():
@@ -1391,6 +1411,16 @@ def _cases() -> List[Case]:
         Case("linear", "x (1, 16, 32) @ W (32, 48) + b (PyTorch's Linear)", _linear_case(),
              [("x", (1, 16, 32), "normal")], variants=("fp16",),
              purpose="MatMul by a constant (transformers; int8: a 1x1 conv like any other, 290 KB of helpers)"),
+        Case("encoder_layer_dh24_rk3566",
+             "as encoder_layer, 12 tokens x 48, 2 heads of 24: scores scaled by 1/sqrt(24), not a power of two",
+             _transformer_like(seed=817, tokens=12, dim=48, heads=2), [("x", (1, 12, 48), "normal")],
+             variants=("fp16", "i8"), platform="rk3566",
+             purpose="rk3566's attention (exMatMul) with a fused factor that is no power of two (int8: the conv "
+                     "task's 16-bit BN multiplier)"),
+        Case("scores_dh24", "x (1, 12, 48): q, k Linear, 2 heads of 24, q @ k^T / sqrt(24) (no softmax)",
+             _scores(seed=825, tokens=12, dim=48, heads=2), [("x", (1, 12, 48), "normal")], variants=("fp16", "i8"),
+             purpose="rk3588's exMatMul with a fused factor that is no power of two (int8: the conv task's 16-bit "
+                     "BN multiplier)"),
         Case("matmul_act", "a (1, 2, 16, 8) @ b (1, 2, 8, 12), both inputs", _matmul_act(),
              [("a", (1, 2, 16, 8), "normal"), ("b", (1, 2, 8, 12), "normal")],
              purpose="MatMul of two activations (transformers)"),

@@ -141,10 +141,10 @@ def lower_matmul(lowering, node: VendorNode) -> None:
     step = lowering.float_steps(node, lowering.names[out.index])
     factor = _matmul_factor(lowering, node)
     if quantized:
-        a, b, unit = _int8_matmul_operands(lowering, node, ta, tb, out, a, b, step, factor)
+        a, b, unit, factor = _int8_matmul_operands(lowering, node, ta, tb, out, a, b, step, factor)
     product = step("MatMul", [step("Transpose", [a], {"perm": [0, 2, 3, 1]}, "a_t"),
                               step("Transpose", [b], {"perm": [0, 2, 1, 3]}, "b_t")], {}, "product")
-    if factor is not None:  # a power of two: exact before the rounding as after it
+    if factor is not None:  # in float32, before the rounding to the output's float16 or int8 grid
         product = step("Mul", [product, lowering.constant(f"{lowering.names[out.index]}__factor",
                                                           np.array(factor, np.float32), keep_float=True)], {},
                        "factored")
@@ -157,10 +157,11 @@ def lower_matmul(lowering, node: VendorNode) -> None:
 def _matmul_factor(lowering, node: VendorNode) -> Optional[float]:
     """The constant an exMatMul multiplies its product by (BSON ``c_type`` = ``"mul"`` and a
     float32 scalar input: an attention's ``1/sqrt(d)`` that the compiler fused, e.g. on rk3566,
-    which has no exSDPAttention), or ``None``.  Only powers of two (exact in any order with the
-    rounding; in int8 files the BN multiplier of the conv task, :func:`_int8_matmul_operands`)
-    were checked against the simulator; anything else is refused by name, as is any other
-    ``c_type``."""
+    which has no exSDPAttention), or ``None``.  A positive finite factor: fp16 files multiply the
+    float32 product by it before the rounding; int8 files by the conv task's 16-bit BN multiplier,
+    which rounds it (:func:`_int8_matmul_operands`).  Powers of two and 1/sqrt(24) were checked
+    against the simulator (corpus ``matmul_scaled``, ``scores_dh24``, ``encoder_layer_dh24_rk3566``);
+    any other ``c_type`` is refused by name."""
     c_type = attr_value(node, "c_type")
     if c_type is None:
         return None
@@ -171,15 +172,14 @@ def _matmul_factor(lowering, node: VendorNode) -> Optional[float]:
                              f"{[(t.name, t.dtype, list(t.shape)) for t in constants]}; only 'mul' by one float32 "
                              "scalar was decoded")
     factor = float(np.frombuffer(bytes(lowering.vf.tensor_data(lowering.sg, constants[0]))[:4], "<f4")[0])
-    mantissa, _ = np.frexp(factor)
-    if not (factor > 0 and mantissa == 0.5):
-        raise lowering.error(f"{node.label}: an exMatMul multiplied by {factor!r}; only powers of two were checked "
-                             "against the simulator")
+    if not (factor > 0 and np.isfinite(factor)):
+        raise lowering.error(f"{node.label}: an exMatMul multiplied by {factor!r}; only positive finite factors "
+                             "were checked against the simulator")
     return factor
 
 
 def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: VendorTensor, out: VendorTensor,
-                         a: str, b: str, step, factor: Optional[float]) -> Tuple[str, str, float]:
+                         a: str, b: str, step, factor: Optional[float]) -> Tuple[str, str, float, Optional[float]]:
     """An int8 exMatMul as the NPU runs it: a conv whose weight is ``a`` (its zero point in
     BS_ALU_SRC) and whose data is ``b``, converted on input by the CNA (``CVT_CON0`` 0x104c:
     shift ``t`` in its four 6-bit truncate fields, low bits 0xa; ``CVT_CON1..4``
@@ -231,8 +231,10 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
           if (TARGET_DPU, address) in regs}
     multiplier = bn_multiplier(bn.get(BN_MUL))
     if factor is not None and sorted(bn) == [0x4060, BN_MUL] and bn[0x4060] == 0x42 and multiplier is not None \
-            and multiplier[0] / float(1 << multiplier[1]) == factor:
-        pass  # the fused factor, applied with the product (lower_matmul)
+            and abs(multiplier[0] / float(1 << multiplier[1]) - factor) <= factor * 2.0 ** -15:
+        # the fused factor as the register rounds it to 16 bits (exact for a power of two), applied with
+        # the product (lower_matmul)
+        factor = multiplier[0] / float(1 << multiplier[1])
     elif bn:  # an int8 attention's scores conv multiplies there (by its scale)
         raise lowering.error(f"{node.label}: its conv task writes the BN stage ("
                          f"{', '.join(f'{a:#x} = {v:#x}' for a, v in sorted(bn.items()))}), the multiplier of "
@@ -254,7 +256,7 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
     codes_a, codes_b = emit_codes(lowering, node, a, qa.scale[0]), emit_codes(lowering, node, b, qb.scale[0])
     converted = step("Floor", [step("Add", [step("Mul", [codes_b, consts["cvt"]], {}, "b_mul"), consts["half"]],
                                     {}, "b_half")], {}, "b_cvt")
-    return codes_a, converted, out_scale / float(1 << out_shift) * qo.scale[0]
+    return codes_a, converted, out_scale / float(1 << out_shift) * qo.scale[0], factor
 
 
 def _dpu_conversion(lowering, node: VendorNode, where: str) -> Tuple[int, int, int]:
