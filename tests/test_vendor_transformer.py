@@ -547,3 +547,17 @@ def test_an_int8_factor_the_bn_multiplier_does_not_hold_is_refused(tmp_path):
     path = _doctored(tmp_path, "scores_dh24_i8", patch_registers(0x1001, (0x4068,), other_multiplier))
     with pytest.raises(ModelInvalidError, match=r"the multiplier of no fused factor \(0.2041"):
         rknnlite.Context(path, backend="software")
+
+
+def test_an_attention_scale_above_one_half_has_a_shift_below_16():
+    """Heads of 2 scale the scores by 1/sqrt(2): the BN word 0x5a820f00 holds 23170 / 2^15, its 5-bit
+    shift field (bits 8..12) below 16, where every attention seen before had 0x1000 | s << 8.  The
+    int8 file was refused; it runs like the simulator (corpus encoder_layer_dh2)."""
+    from rknnlite.model.rknn_graph.regcmd import bn_multiplier
+
+    assert bn_multiplier(0x5A820F00) == (0x5A82, 15) and bn_multiplier(0x40000F00) == (0x4000, 15)
+    assert bn_multiplier(0x5A821100) == (0x5A82, 17)
+    assert bn_multiplier(0x5A822F00) is None and bn_multiplier(0x5A820F01) is None  # other bits set
+    outputs, sims = _run("encoder_layer_dh2_i8")
+    for y, ref in zip(outputs, sims):
+        assert float(np.dot(y.ravel(), ref.ravel()) / (np.linalg.norm(y) * np.linalg.norm(ref))) >= 0.9999

@@ -1417,6 +1417,13 @@ def _cases() -> List[Case]:
              variants=("fp16", "i8"), platform="rk3566",
              purpose="rk3566's attention (exMatMul) with a fused factor that is no power of two (int8: the conv "
                      "task's 16-bit BN multiplier)"),
+        Case("encoder_layer_dh2",
+             "as encoder_layer, 12 tokens x 8, 4 heads of 2: scores scaled by 1/sqrt(2), a multiplier above 1/2",
+             _transformer_like(seed=818, tokens=12, dim=8, heads=4), [("x", (1, 12, 8), "normal")],
+             variants=("fp16", "i8"),
+             purpose="an attention scale above 1/2: the BN multiplier's shift below 16 (0x5a820f00); the same "
+                     "build's int8 attention on rk3562/rk3576/rk3566 and rv1106's exNorm are refused for "
+                     "their own reasons"),
         Case("scores_dh24", "x (1, 12, 48): q, k Linear, 2 heads of 24, q @ k^T / sqrt(24) (no softmax)",
              _scores(seed=825, tokens=12, dim=48, heads=2), [("x", (1, 12, 48), "normal")], variants=("fp16", "i8"),
              purpose="rk3588's exMatMul with a fused factor that is no power of two (int8: the conv task's 16-bit "

@@ -109,11 +109,13 @@ BN_MUL = 0x4068
 
 
 def bn_multiplier(word: Optional[int]) -> Optional[Tuple[int, int]]:
-    """``(scale, shift)`` of a :data:`BN_MUL` word (the multiplier ``scale / 2^shift``), or
-    ``None`` when the word is absent or not of that form."""
-    if word is None or word & 0xF0FF != 0x1000:
+    """``(scale, shift)`` of a :data:`BN_MUL` word (the multiplier ``scale / 2^shift``): the scale
+    in bits 16..31, the shift in the 5-bit field of bits 8..12 (16..31 for multipliers below 1/2;
+    an attention over heads of 2 or 4 scales its scores by 1/sqrt(2) or 1/2 with shift 15:
+    0x5a820f00, 0x40000f00), or ``None`` when the word is absent or sets other bits."""
+    if word is None or word & 0xE0FF:
         return None
-    return word >> 16, 16 + ((word >> 8) & 0xF)
+    return word >> 16, (word >> 8) & 0x1F
 
 
 def read_tasks(raw, where: str) -> List[Task]:
