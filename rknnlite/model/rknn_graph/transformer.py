@@ -192,7 +192,8 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
     -128..127 become 0..127), and with a fused ``factor`` (:func:`_matmul_factor`) the conv
     task's BN stage (``BN_CFG`` 0x4060 = 0x42) multiplies by it (0x4068: rk3588's attention's
     form).
-    Returns the names of the integer operands and the real value of one accumulator step."""
+    Returns the names of the integer operands, the real value of one accumulator step and the
+    fused factor as the BN register holds it (``None`` without one)."""
     where = f"{lowering.label}: {node.label}"
     regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
 
