@@ -28,7 +28,7 @@ from rknnlite.model.rknn_graph.validated import UnvalidatedVendorFileWarning
 from rknnlite.model.rknn_graph.weights import decode_depthwise_weight, decode_int8_bias, decode_weight
 
 from corpus import CORPUS, MODELS, corpus_arrays
-from vendor_files import doctored_copy, patch_registers, subgraph_table, tensor_bytes
+from vendor_files import doctored_copy, patch_registers, subgraph_table, tensor_bytes, tensor_table
 
 #: (model, case, inputs, outputs) of the fixture io/ files
 CASES = [("convnet", "x0", 1, 1), ("add_mul", "ab0", 2, 2), ("dyn_conv", "s0_32x32", 1, 1),
@@ -802,6 +802,7 @@ FIDELITY = {
     "conv_leaky01_fp16": ("0.000244", 1, "99.96"), "conv_leaky01_i8": ("0.0564", 1, "99.86"),
     "conv_leaky03_fp16": ("7.63e-06", 1, "99.98"), "conv_leaky03_i8": ("0.0641", 1, "99.96"),
     "conv_abs_fp16": ("0.00195", 1, "99.96"), "conv_abs_i8": ("0.0525", 1, "99.94"),
+    "conv_prelu_fp16": ("0.00195", 1, "99.77"), "conv_prelu_i8": ("0.0854", 1, "99.94"),
     "conv_leaky_rk3576_fp16": ("0.000244", 1, "99.96"), "conv_leaky_rk3576_i8": ("0.0564", 1, "99.34"),
     "conv_relu6_fp16": ("4.77e-07", 1, "99.98"), "conv_relu6_fp16_tk220": ("4.77e-07", 1, "99.98"),
     "conv_relu6_fp16_tk230": ("4.77e-07", 1, "99.98"), "conv_relu6_fp16_tk232": ("4.77e-07", 1, "99.98"),
@@ -1865,3 +1866,25 @@ def test_an_abs_after_a_conv_is_a_leaky_relu_of_slope_minus_one(platform, varian
     assert [n.attrs["alpha"] for n in model.graph.nodes if n.op == "LeakyRelu"] == [-1.0]
     outputs, sims = _corpus_run(f"conv_abs{platform}_{variant}")
     assert np.all(outputs[0] >= 0) and _cos(outputs[0], sims[0]) >= 0.9999
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_a_conv_prelu_takes_its_per_channel_slopes(variant, tmp_path):
+    """ConvPRelu: the slopes are a (1, C, 1, 1) constant after the weight and bias (float16, or int16
+    codes of 2^-14, the slope times 2^14 truncated: 0.15 is 2457).  fp16 reads them back as the ONNX
+    decimals (0.15, not 0.1500244): with the float16 values 31 % of the negative outputs were a float16
+    ulp off the simulator's."""
+    model = _corpus_lowered(f"conv_prelu_{variant}")
+    (prelu,) = [n for n in model.graph.nodes if n.op == "PRelu"]
+    slopes = model.graph.constants[prelu.inputs[1]].ravel()
+    decimals = np.array([round(0.05 * k, 2) for k in range(1, 21)], np.float32)
+    if variant == "fp16":
+        assert np.array_equal(slopes, decimals)
+    else:
+        assert np.array_equal(slopes * 2 ** 14, np.trunc(decimals.astype(np.float64) * 2 ** 14))
+
+    def as_float32(data: bytearray):  # the slope constant's dtype code (slot 0): float16/int16 -> float32
+        data[tensor_table(data, "c5").field_pos(0)] = 1
+
+    with pytest.raises(ModelInvalidError, match=r"slope inputs \[\('c5', 'float32', \[1, 20, 1, 1\]\)\]"):
+        rknnlite.Context(_doctored_corpus(tmp_path, f"conv_prelu_{variant}", as_float32), backend="software")

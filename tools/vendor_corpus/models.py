@@ -1251,6 +1251,9 @@ def _cases() -> List[Case]:
         ("conv_leaky03", "Conv 3->20 3x3 p1 (same weights as conv_leaky01), LeakyRelu(alpha=0.3)", _leaky(0.3), 103),
         ("conv_abs", "Conv 3->20 3x3 p1 (same weights as conv_leaky01), Abs: a ConvLeakyRelu of slope -1",
          lambda g, y: g.node("Abs", [y])[0], 103),
+        ("conv_prelu", "Conv 3->20 3x3 p1 (same weights as conv_leaky01), PRelu(slopes 0.05, 0.1, ... 1.0 per channel)",
+         lambda g, y: g.node("PRelu", [y, g.const((np.arange(1, 21, dtype=np.float32) * np.float32(0.05))
+                                                   .reshape(20, 1, 1))])[0], 103),
         ("conv_sigmoid", "Conv 3->20 3x3 p1, Sigmoid", _sigmoid, 105),
         ("conv_hardsigmoid", "Conv 3->20 3x3 p1, HardSigmoid(alpha=0.3, beta=0.4)", _hardsigmoid(0.3, 0.4), 106),
         ("conv_hardswish", "Conv 3->20 3x3 p1, y*HardSigmoid(y, alpha=1/6, beta=0.5)", _hardswish, 107),

@@ -36,6 +36,9 @@ ConvLeakyRelu,         read from the node's DPU registers (rk3576/rv1126b: their
 ConvHardSigmoid        map and ``BnCfg`` / ``BsCfg`` tensors, :mod:`.f2act`); a Clip to
                        float16 bounds is the conv's own (fp16) or VendorRequant's code
                        range (int8)
+ConvPRelu              Conv, then PRelu by the per-channel slopes of its (1, C, 1, 1) constant
+                       (fp16: float16, read as the shortest decimals that round to them, the
+                       ONNX values the simulator multiplies by; int8: int16 codes of 2^-14)
 ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation input)
                        [, then Relu]; int8: the integer Conv, then VendorAddRequant;
                        ``auto_pad`` NOTSET, or VALID with pads 0 (a conv whose pads the
@@ -134,7 +137,7 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 
 #: Vendor op types the lowering runs.
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
-    "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
+    "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvPRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
     "ConvHardSwish ConvAdd ConvAddRelu ConvReluAdd ConvExGelu "
     "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention exNorm exMatMul exGelu Gather "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax "
@@ -142,7 +145,7 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
 
 #: the fused part of each vendor conv op (None: a plain Conv)
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
-                     "ConvHardSigmoid": "HardSigmoid",
+                     "ConvPRelu": "PRelu", "ConvHardSigmoid": "HardSigmoid",
                      "ConvSigmoid": "Sigmoid", "ConvExSwish": "Swish", "ConvHardSwish": "HardSwish", "ConvAdd": "Add",
                      "ConvAddRelu": "AddRelu", "ConvReluAdd": "ReluAdd", "ConvExGelu": "Gelu"}
 #: fused parts that add the node's extra activation input (the residual; ReluAdd: Relu before the Add)
@@ -913,7 +916,10 @@ class _Lowering:
         parameters when already decoded (rk3576/rv1126b int8, :func:`.f2act.f2_activation`),
         else they are read from the rk3588-family registers."""
         out_name = self.names[self.single_output(node).index]
-        if activation in _REGISTER_ACTIVATIONS:
+        if activation == "PRelu":
+            self.emit(node, "PRelu", [conv, self.constant(f"{out_name}__slope", self.prelu_slopes(node), keep_float=True)],
+                      {})
+        elif activation in _REGISTER_ACTIVATIONS:
             params = self.register_params(node, unit, params)
             if activation == "LeakyRelu":
                 # The register holds the slope rounded (float16, or round(alpha * 2^14)); the simulator uses
@@ -948,6 +954,35 @@ class _Lowering:
             self.emit(node, "Add", [rectified, self.names[extra[0].index]], {})
         else:
             self.emit(node, activation, [conv], {})
+
+    def prelu_slopes(self, node: VendorNode) -> np.ndarray:
+        """A ConvPRelu's per-channel slopes, (C, 1, 1) float32: its (1, C, 1, 1) constant input
+        after the weight and bias, float16 in fp16 files, int16 codes of ``2^-14`` in int8 files
+        (the LeakyRelu slope's fixed point)."""
+        out = self.single_output(node)
+        channels = out.shape[1] if len(out.shape) == 4 else -1
+        found = [t for t in (self.tensor(i, node) for i in node.inputs[2:]) if t.kind == "shape"]
+        expected = "int16" if self.int8 else "float16"
+        if len(found) != 1 or found[0].dtype != expected or list(found[0].shape) != [1, channels, 1, 1]:
+            raise self.error(f"{node.label}: slope inputs {[(t.name, t.dtype, list(t.shape)) for t in found]}; one "
+                             f"{expected} (1, {channels}, 1, 1) constant was expected")
+        slope = found[0]
+        raw = bytes(self.vf.tensor_data(self.sg, slope))
+        if len(raw) < 2 * channels:
+            raise self.error(f"{node.label}: slope {slope.name!r} holds {len(raw)} bytes for {channels} channels")
+        if not self.int8:
+            values = np.frombuffer(raw, "<f2", channels).astype(np.float32)
+            # the simulator multiplies by the ONNX slopes, as a LeakyRelu's: the shortest decimals that round
+            # to the stored float16 values
+            values = np.array([_shortest(float(v), lambda a, v=float(v): float(np.float16(a)) == v) for v in values],
+                              np.float32)
+        else:
+            quant = self.activation_quant(slope)
+            if quant.scale[0] != 2.0 ** -14 or quant.zero_point[0] != 0:
+                raise self.error(f"{node.label}: slope {slope.name!r} on grid {quant.scale[0]!r} / "
+                                 f"{quant.zero_point[0]}; 2^-14 / 0 was expected")
+            values = np.frombuffer(raw, "<i2", channels).astype(np.float32) * np.float32(2.0 ** -14)
+        return values.reshape(channels, 1, 1)
 
     def register_params(self, node: VendorNode, unit: Optional[float],
                         params: Optional[Dict[str, float]]) -> Dict[str, float]:
