@@ -1697,8 +1697,9 @@ def test_rk3576_fp16_bscfg_slope_outside_the_observed_layout_is_named(tmp_path):
     with pytest.raises(ModelInvalidError, match=r"starts \[11878, 1, "):
         rknnlite.Context(path, backend="software")
     # the sign extension must follow the slope's sign: Abs's -1 (0xbc00) without it, 0.1 with it
-    for stem, patch, shown in (("conv_abs_rk3576_fp16", lambda raw: raw[:2] + bytes(2) + raw[4:], r"\[48128, 0, "),
-                               ("conv_leaky_rk3576_fp16", lambda raw: raw[:2] + b"\xff\xff" + raw[4:], r"\[11878, 65535, ")):
+    cases = (("conv_abs_rk3576_fp16", lambda raw: raw[:2] + bytes(2) + raw[4:], r"\[48128, 0, "),
+             ("conv_leaky_rk3576_fp16", lambda raw: raw[:2] + b"\xff\xff" + raw[4:], r"\[11878, 65535, "))
+    for stem, patch, shown in cases:
         path = _doctored_corpus(tmp_path, stem, _patch_tensor("y_BsCfg_BScfgTensor", patch))
         with pytest.raises(ModelInvalidError, match=shown):
             rknnlite.Context(path, backend="software")

@@ -137,8 +137,8 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 
 #: Vendor op types the lowering runs.
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
-    "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvPRelu ConvHardSigmoid ConvSigmoid ConvExSwish "
-    "ConvHardSwish ConvAdd ConvAddRelu ConvReluAdd ConvExGelu "
+    "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvPRelu ConvHardSigmoid ConvSigmoid "
+    "ConvExSwish ConvHardSwish ConvAdd ConvAddRelu ConvReluAdd ConvExGelu "
     "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention exNorm exMatMul exGelu Gather "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax "
     "Pad BatchNormalization BatchNormalizationRelu".split())
@@ -917,8 +917,8 @@ class _Lowering:
         else they are read from the rk3588-family registers."""
         out_name = self.names[self.single_output(node).index]
         if activation == "PRelu":
-            self.emit(node, "PRelu", [conv, self.constant(f"{out_name}__slope", self.prelu_slopes(node), keep_float=True)],
-                      {})
+            slopes = self.constant(f"{out_name}__slope", self.prelu_slopes(node), keep_float=True)
+            self.emit(node, "PRelu", [conv, slopes], {})
         elif activation in _REGISTER_ACTIVATIONS:
             params = self.register_params(node, unit, params)
             if activation == "LeakyRelu":
