@@ -925,8 +925,8 @@ class _Lowering:
                 # The register holds the slope rounded (float16, or round(alpha * 2^14)); the simulator uses
                 # the ONNX value, taken to be the shortest decimal rounding to it (0.1, not 0.0999756).
                 stored = params["alpha"]
-                alpha = _shortest(stored, (lambda a: float(np.float16(a)) == stored) if not self.int8
-                                  else (lambda a: round(a * (1 << 14)) == round(stored * (1 << 14))))
+                alpha = _float16_decimal(stored) if not self.int8 else \
+                    _shortest(stored, lambda a: round(a * (1 << 14)) == round(stored * (1 << 14)))
                 self.emit(node, "LeakyRelu", [conv], {"alpha": alpha})
             elif activation == "HardSigmoid":
                 alpha, beta = (params["alpha"], params["beta"]) if "beta" in params else \
@@ -974,8 +974,7 @@ class _Lowering:
             values = np.frombuffer(raw, "<f2", channels).astype(np.float32)
             # the simulator multiplies by the ONNX slopes, as a LeakyRelu's: the shortest decimals that round
             # to the stored float16 values
-            values = np.array([_shortest(float(v), lambda a, v=float(v): float(np.float16(a)) == v) for v in values],
-                              np.float32)
+            values = np.array([_float16_decimal(float(v)) for v in values], np.float32)
         else:
             quant = self.activation_quant(slope)
             if quant.scale[0] != 2.0 ** -14 or quant.zero_point[0] != 0:
@@ -1726,6 +1725,12 @@ def _check_conv_shape(lowering: _Lowering, node: VendorNode, x: VendorTensor, ou
     if expected != list(out.shape):
         raise lowering.error(f"{node.label}: its attributes give output shape {expected}, the file says "
                              f"{list(out.shape)}")
+
+
+def _float16_decimal(stored: float) -> float:
+    """The ONNX value behind a float16 a file stores for it, taken to be the shortest decimal
+    that rounds to it (0.1, not 0.0999756): what the simulator computes with."""
+    return _shortest(stored, lambda a: float(np.float16(a)) == stored)
 
 
 def _is_identity(node: VendorNode, attrs: dict, shape: Tuple[int, ...], values) -> bool:
