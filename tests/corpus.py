@@ -37,6 +37,16 @@ def corpus_arrays(stem: str) -> Dict[str, np.ndarray]:
     return MODELS.stored_arrays(CORPUS / f"{stem}.npz")
 
 
+def lowered(stem: str):
+    """Corpus file ``stem`` lowered to the software executor's graph (a
+    :class:`rknnlite.model.rknn_graph.VendorModel`: ``.graph``, ``.metadata``)."""
+    from rknnlite.model.loader import load_model
+    from rknnlite.model.rknn_graph import lower_rockchip
+
+    loaded = load_model(str(CORPUS / f"{stem}.rknn"))
+    return lower_rockchip(loaded.payload, loaded.model)
+
+
 def inputs_of(arrays: Dict[str, np.ndarray]) -> list:
     """The ``in0..`` arrays of :func:`corpus_arrays`'s result, in order."""
     return [arrays[f"in{k}"] for k in range(sum(k.startswith("in") for k in arrays))]

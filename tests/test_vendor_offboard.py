@@ -27,7 +27,7 @@ from rknnlite.model.rknn_graph.regcmd import requant_t4
 from rknnlite.model.rknn_graph.validated import UnvalidatedVendorFileWarning
 from rknnlite.model.rknn_graph.weights import decode_depthwise_weight, decode_int8_bias, decode_weight
 
-from corpus import CORPUS, MODELS, corpus_arrays
+from corpus import CORPUS, MODELS, corpus_arrays, lowered
 from vendor_files import doctored_copy, patch_registers, subgraph_table, tensor_bytes, tensor_table
 
 #: (model, case, inputs, outputs) of the fixture io/ files
@@ -740,6 +740,7 @@ CORPUS_REFUSED = {
     "dist2bbox_i8_tk232": "int8 constant 'c5' in NC1HWC2 layout",
     "wide_dilated_i8": "an exDataConvert without BSON",
     "conv_relu_add_i8": "an int8 ConvReluAdd: the simulator puts the Relu's output on an int8 grid",
+    "standalone_elu_rk3588_i8": "an int8 Elu: its lookup table's index map was not decoded",
     # run with their custom op registered in tests/test_vendor_custom_ops.py
     "cst_softmax_fp16": "'cstChannelSoftmax' is a custom op: register it",
     "cst_softmax_i8": "'cstChannelSoftmax' is a custom op: register it",
@@ -1043,11 +1044,6 @@ def test_the_docs_max_abs_figures_are_asserted_ones():
         f"(cosine {cosine}" in " ".join(DOC.read_text().split())
 
 
-def _corpus_lowered(stem: str):
-    loaded = load_model(str(CORPUS / f"{stem}.rknn"))
-    return lower_rockchip(loaded.payload, loaded.model)
-
-
 def _corpus_run(stem: str, path=None):
     """(outputs, simulator outputs) of corpus file ``stem`` (or of ``path``, a doctored copy)."""
     data = corpus_arrays(stem)
@@ -1065,7 +1061,7 @@ def _doctored_corpus(tmp_path, stem: str, patch) -> str:
 @pytest.mark.parametrize("variant", ["fp16", "i8"])
 def test_conv_add_relu_is_conv_then_residual_add_then_relu(variant):
     stem = f"conv_add_relu_{variant}"
-    model = _corpus_lowered(stem)
+    model = lowered(stem)
     assert model.vendor_ops == ("InputOperator", "ConvRelu", "ConvAddRelu", "OutputOperator")
     nodes = [n for n in model.graph.nodes if n.name == "Conv:Conv16_ConvAddRelu"]
     if variant == "fp16":
@@ -1097,14 +1093,14 @@ def test_conv_add_relu_needs_its_residual(monkeypatch):
 
 
 def test_fp16_standalone_sigmoid_is_a_rounded_float_sigmoid():
-    model = _corpus_lowered("sigmoid_mul_fp16")
+    model = lowered("sigmoid_mul_fp16")
     assert [n.op for n in model.graph.nodes] == ["Add", "Sigmoid", "Mul"]
     (y,), (ref,) = _corpus_run("sigmoid_mul_fp16")
     np.testing.assert_array_equal(y, ref)  # bit-exact: Add, Sigmoid and Mul each rounded to fp16
 
 
 def test_int8_standalone_sigmoid_runs_the_files_lookup_table():
-    model = _corpus_lowered("sigmoid_mul_i8")
+    model = lowered("sigmoid_mul_i8")
     assert [n.op for n in model.graph.nodes] == ["Add", "VendorCodes", "VendorLutActivation", "Mul"]
     lut = model.graph.nodes[2].attrs
     assert len(lut["le_table"]) == len(lut["lo_table"]) == 513
@@ -1133,7 +1129,7 @@ def test_int8_sigmoid_without_a_lookup_task_is_refused_by_name(tmp_path):
 
 
 def test_int8_softmax_runs_in_float16_after_a_data_convert():
-    model = _corpus_lowered("softmax_i8")
+    model = lowered("softmax_i8")
     assert model.vendor_ops == ("InputOperator", "Conv", "exDataConvert", "exSoftmax13", "OutputOperator")
     assert [n.op for n in model.graph.nodes] == ["VendorCodes", "Conv", "VendorRequant", "Identity", "Softmax"]
     (y,), (ref,) = _corpus_run("softmax_i8")
@@ -1232,7 +1228,7 @@ def _patch_tensor(name: str, change):
 def _fused_part(stem: str):
     """(op, attrs, constant inputs) of the lowered node after the conv of a one-conv corpus
     file (int8: after its accumulator, VendorCodes and the integer Conv, scaled to real units)."""
-    model = _corpus_lowered(stem)
+    model = lowered(stem)
     *conv, act = model.graph.nodes
     assert [n.op for n in conv] in (["Conv"], ["VendorCodes", "Conv", "Mul"]) and act.inputs[0] == conv[-1].outputs[0]
     return act.op, act.attrs, [model.graph.constants[name].tolist() for name in act.inputs[1:]]
@@ -1251,7 +1247,7 @@ def test_rk3576_int8_leaky_relu_slope_comes_from_its_bncfg_tensor():
 ])
 def test_rk3576_int8_clip_bounds_come_from_its_registers(stem, bounds):
     # a Clip commutes with the rounding: it is the requantization's code range
-    codes, conv, requant = _corpus_lowered(stem).graph.nodes
+    codes, conv, requant = lowered(stem).graph.nodes
     assert (codes.op, conv.op, requant.op) == ("VendorCodes", "Conv", "VendorRequant")
     a = requant.attrs
     assert [(a["qmin"] - a["zero_point"]) * a["scale"], (a["qmax"] - a["zero_point"]) * a["scale"]] == \
@@ -1419,12 +1415,12 @@ def test_rk3562_fused_activation_parameters_come_from_its_registers():
     # slope in 0x4068's high half), Clip(-1, 2) (0x20010: the shifted clamp) and, fp16, HardSigmoid(0.3, 0.4)
     # (0x20000: u = (x + A) * M, A in 0x4064, M in 0x4068); int8: the lookup tables, whose index adds A
     # before the multiplication (read as rk3588's y * M + A, the HardSigmoid's output is 51 % within a step)
-    fp16 = _corpus_lowered("activation_ops_hsig_rk3562_fp16").graph.nodes
+    fp16 = lowered("activation_ops_hsig_rk3562_fp16").graph.nodes
     assert [(n.op, n.attrs.get("_activation_min"), n.attrs.get("_activation_max")) for n in fp16 if
             n.attrs.get("_activation") == "Clip"] == [("Conv", 0.0, 6.0), ("Conv", 0.0, 6.0), ("Conv", -1.0, 2.0)]
     assert [(n.op, n.attrs) for n in fp16 if n.op in ("LeakyRelu", "HardSigmoid")] == [
         ("LeakyRelu", {"alpha": 0.1}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4})]
-    int8 = _corpus_lowered("activation_ops_rk3562_i8").graph.nodes
+    int8 = lowered("activation_ops_rk3562_i8").graph.nodes
     assert [(n.op, n.attrs) for n in int8 if n.op == "LeakyRelu"] == [("LeakyRelu", {"alpha": 0.1})]
     # HardSwish, HardSigmoid, Swish and Sigmoid: the file's tables, rk3562's index map (t4act.t4_lut_stage)
     assert sum(n.op == "VendorLutActivation" for n in int8) == 4
@@ -1520,7 +1516,7 @@ def test_an_rk3562_int8_deconv_reads_a_plain_conv_s_registers(monkeypatch):
     # are refused by name (a KeyError before)
     from rknnlite.model.rknn_graph import lower as lower_mod
 
-    assert "ConvTranspose" in _corpus_lowered("segmenter_ops_rk3562_i8").vendor_ops
+    assert "ConvTranspose" in lowered("segmenter_ops_rk3562_i8").vendor_ops
     for y, ref in zip(*_corpus_run("segmenter_ops_rk3562_i8")):
         assert _cos(y, ref) >= 0.9999
     original = lower_mod._Lowering.deconv
@@ -1531,11 +1527,11 @@ def test_an_rk3562_int8_deconv_reads_a_plain_conv_s_registers(monkeypatch):
 
     monkeypatch.setattr(lower_mod._Lowering, "deconv", deconv)
     with pytest.raises(ModelInvalidError, match=r"DPU register 0x4048 \(0x4048\) = 0xe01 in an rk3562 int8 file"):
-        _corpus_lowered("deconv_k2s2_i8")
+        lowered("deconv_k2s2_i8")
 
 
 def _depthwise_deconv(stem: str):
-    nodes = _corpus_lowered(stem).graph.nodes
+    nodes = lowered(stem).graph.nodes
     (node,) = [n for n in nodes if n.op == "ConvTranspose" and n.attrs.get("group", 1) > 1]
     return node
 
@@ -1576,7 +1572,7 @@ def test_an_rk3576_int8_deconv_takes_its_scales_from_out_cvt_and_the_bias_blocks
     # (within 1.3e-4 of the stored scale on a conv that has one) and the bias blocks the multipliers over 2^14.
     # Refused before (read with rk3588's map: "OUT_CVT_SHIFT (0x4088) = 0x80000000"); exact layer by layer
     # against the simulator on segmenter_ops (layer_evidence.py --platform rk3576)
-    assert "ConvTranspose" in _corpus_lowered(stem).vendor_ops
+    assert "ConvTranspose" in lowered(stem).vendor_ops
     for y, ref in zip(*_corpus_run(stem)):
         if y.dtype.kind == "f":
             assert _cos(y, ref) >= 0.9999
@@ -1607,7 +1603,7 @@ def test_rk3576_int8_convs_requantize_as_their_rk3588_twins(stem, twin):
 def test_the_older_releases_int8_depthwise_deconv_runs_as_rk3588_s(stem, twin):
     # RKNN-Toolkit2 2.2.0/2.3.0 compile a bilinear Resize x2 to a depthwise 4x4 ConvTranspose, whose
     # int8 weight keeps its zero points beside the weights there, as a depthwise conv's
-    deconv = [n for n in _corpus_lowered(stem).graph.nodes if n.op == "ConvTranspose" and n.attrs.get("group")]
+    deconv = [n for n in lowered(stem).graph.nodes if n.op == "ConvTranspose" and n.attrs.get("group")]
     assert [(n.attrs["group"], n.attrs["kernel_shape"], n.attrs["strides"]) for n in deconv] == [(16, [4, 4], [2, 2])]
     (ours, sim), (ours_twin, sim_twin) = _corpus_run(stem), _corpus_run(twin)
     for y, y_twin, ref, ref_twin in zip(ours, ours_twin, sim, sim_twin):
@@ -1617,7 +1613,7 @@ def test_the_older_releases_int8_depthwise_deconv_runs_as_rk3588_s(stem, twin):
 
 def test_an_rk3576_int8_deconv_with_another_out_cvt_is_refused(tmp_path):
     # the deconv's writes only: the file's first node is a ConvRelu
-    deconv = [n for n in _corpus_lowered("deconv_k2s2_rk3576_i8").graph.nodes if n.op == "ConvTranspose"]
+    deconv = [n for n in lowered("deconv_k2s2_rk3576_i8").graph.nodes if n.op == "ConvTranspose"]
     assert deconv
     path = doctored_copy(CORPUS / "deconv_k2s2_rk3576_i8.rknn", tmp_path,
                          patch_registers(0x1001, (0x40B0,), lambda v, n: v | 0x20000 if n else v, indexed=True))
@@ -1634,7 +1630,7 @@ def test_an_rk3576_int8_deconv_with_another_out_cvt_is_refused(tmp_path):
 def test_an_rk3576_residual_conv_reads_its_out_cvt_below_bit_16(tmp_path, change, message):
     # ConvAdd / ConvAddRelu: OUT_CVT_SCALE bit 16 set (the residual through the element-wise path)
     stem = "conv_add_relu_rk3576_i8"
-    assert "ConvAddRelu" in _corpus_lowered(stem).vendor_ops
+    assert "ConvAddRelu" in lowered(stem).vendor_ops
     path = _doctored_corpus(tmp_path, stem, patch_registers(0x1001, (0x40B0,), lambda v: change(v) if v >> 16 else v))
     with pytest.raises(ModelInvalidError, match=message) as info:
         rknnlite.Context(path, backend="software")
@@ -1644,7 +1640,7 @@ def test_an_rk3576_residual_conv_reads_its_out_cvt_below_bit_16(tmp_path, change
 def test_conv_relu_add_adds_the_residual_after_the_relu():
     # corpus conv_relu_add: y = a + relu(conv(...)), which the toolkit fuses into one ConvReluAdd node; read as
     # ConvAddRelu (relu of the sum), a negative conv output would be subtracted from a instead of adding 0
-    ops = [n.op for n in _corpus_lowered("conv_relu_add_fp16").graph.nodes]
+    ops = [n.op for n in lowered("conv_relu_add_fp16").graph.nodes]
     assert ops[-2:] == ["Relu", "Add"]
     (y,), (ref,) = _corpus_run("conv_relu_add_fp16")
     assert np.abs(y - ref).max() <= 1e-3 * max(1.0, np.abs(ref).max())
@@ -1653,7 +1649,7 @@ def test_conv_relu_add_adds_the_residual_after_the_relu():
 def test_rk3576_fp16_clip_bounds_are_the_second_clamp_pair():
     # first pair (-4.0, 2.0), second (-1.0, 2.0): the second is the ONNX bounds, the simulator's clamp;
     # float16 values, so the clip commutes with the float16 rounding and is fused into the conv
-    (conv,) = _corpus_lowered("conv_clip_rk3576_fp16").graph.nodes
+    (conv,) = lowered("conv_clip_rk3576_fp16").graph.nodes
     assert conv.op == "Conv" and conv.attrs["_activation"] == "Clip"
     assert (conv.attrs["_activation_min"], conv.attrs["_activation_max"]) == (-1.0, 2.0)
     (y,), (ref,) = _corpus_run("conv_clip_rk3576_fp16")
@@ -1672,7 +1668,7 @@ def test_an_fp16_clip_to_bounds_float16_cannot_hold_stays_a_clip_after_the_round
         return dict(p, max=0.1) if node.op == "ConvClip" else p
 
     monkeypatch.setattr(lower_mod._Lowering, "register_params", params)
-    model = _corpus_lowered("conv_clip_rk3576_fp16")
+    model = lowered("conv_clip_rk3576_fp16")
     assert [n.op for n in model.graph.nodes] == ["Conv", "Clip"]
     assert model.graph.constants[model.graph.nodes[1].inputs[2]].tolist() == pytest.approx(0.1)
 
@@ -1754,9 +1750,9 @@ def test_int8_file_float16_tensors_are_rounded_like_the_simulator():
     """An int8 file's exDataConvert output and Softmax output are float16 tensors: rounded to
     fp16 after the op that writes them, as the simulator stores them (float32 there left
     none of the outputs bit-exact)."""
-    model = _corpus_lowered("softmax_i8")
+    model = lowered("softmax_i8")
     assert model.graph.round_fp16 == {"conv_3__float16", "y"}
-    assert _corpus_lowered("softmax_fp16").graph.round_fp16 == frozenset()  # fp16 files round everything anyway
+    assert lowered("softmax_fp16").graph.round_fp16 == frozenset()  # fp16 files round everything anyway
     data = corpus_arrays("softmax_i8")
     ref = data["out0"]
     for flags in (0, rknnlite.InitFlag.COLLECT_PERF_MASK):  # planned runs, and profiled runs
@@ -1787,7 +1783,7 @@ def test_rk3576_rv1126b_and_rk3562_int8_attention_grids_are_rk3588_s_values_in_t
     grids = {}
     for stem in ("encoder_layer_rk3576_i8", "encoder_layer_rv1126b_i8", "encoder_layer_rk3576_i8_tk232",
                  "encoder_layer_rk3562_i8", "encoder_layer_rk3562_i8_tk220"):
-        model = _corpus_lowered(stem)
+        model = lowered(stem)
         grids[stem] = [model.graph.quant[f"matmul_65_sdpa__{k}"] for k in ("scores", "attn")]
         (y,), (ref,) = _corpus_run(stem)
         assert _cos(y, ref) >= 0.9999
@@ -1842,7 +1838,7 @@ def test_a_split_part_nothing_reads_is_computed_and_dropped(variant, tmp_path):
     """``y0, _, y2 = y.split([8, 10, 6], 1)``: the compiler writes tensor index -1 for the part
     nothing reads (the file was refused as one referring to a missing tensor).  The part gets a
     name of its own in the lowered Split; the outputs are the simulator's (FIDELITY)."""
-    (split,) = [n for n in _corpus_lowered(f"split_unused_{variant}").graph.nodes if n.op == "Split"]
+    (split,) = [n for n in lowered(f"split_unused_{variant}").graph.nodes if n.op == "Split"]
     assert len(split.outputs) == 3 and split.outputs[1].endswith("/unread_part1")
     outputs, sims = _corpus_run(f"split_unused_{variant}")
     assert [y.shape for y in outputs] == [(1, 8, 8, 8), (1, 6, 8, 8)]
@@ -1863,7 +1859,7 @@ def test_an_abs_after_a_conv_is_a_leaky_relu_of_slope_minus_one(platform, varian
     3.0, and the file ran at cosine 0.70 against the simulator without a word (rk3588; the other
     maps refused it).  Read signed, every platform's file gives the simulator's outputs
     (test_corpus_file_runs_like_the_simulator)."""
-    model = _corpus_lowered(f"conv_abs{platform}_{variant}")
+    model = lowered(f"conv_abs{platform}_{variant}")
     assert [n.attrs["alpha"] for n in model.graph.nodes if n.op == "LeakyRelu"] == [-1.0]
     outputs, sims = _corpus_run(f"conv_abs{platform}_{variant}")
     assert np.all(outputs[0] >= 0) and _cos(outputs[0], sims[0]) >= 0.9999
@@ -1875,7 +1871,7 @@ def test_a_conv_prelu_takes_its_per_channel_slopes(variant, tmp_path):
     codes of 2^-14, the slope times 2^14 truncated: 0.15 is 2457).  fp16 reads them back as the ONNX
     decimals (0.15, not 0.1500244): with the float16 values 31 % of the negative outputs were a float16
     ulp off the simulator's."""
-    model = _corpus_lowered(f"conv_prelu_{variant}")
+    model = lowered(f"conv_prelu_{variant}")
     (prelu,) = [n for n in model.graph.nodes if n.op == "PRelu"]
     slopes = model.graph.constants[prelu.inputs[1]].ravel()
     decimals = np.array([round(0.05 * k, 2) for k in range(1, 21)], np.float32)

@@ -31,9 +31,9 @@ LAYOUTS = {0: "plain", 1: "NHWC", 2: "NCHW", 64: "NC1HWC2", 65: "weight"}
 KINDS = {0: "none", 1: "input", 2: "output", 3: "activation", 4: "const", 5: "shape", 6: "lut",
          8: "generated", 9: "regcmd", 10: "task"}
 #: Node slot 7: parameter-union type -> the op family whose table it is.
-PARAM_TYPES = {0: "none", 1: "conv", 2: "deconv", 3: "maxpool", 5: "avgpool", 17: "batchnorm", 19: "concat",
-               20: "split", 25: "transpose", 26: "resize", 30: "pad", 50: "gather", 51: "argmax",
-               61: "softmax", 87: "norm"}
+PARAM_TYPES = {0: "none", 1: "conv", 2: "deconv", 3: "maxpool", 5: "avgpool", 9: "leakyrelu", 17: "batchnorm",
+               19: "concat", 20: "split", 25: "transpose", 26: "resize", 30: "pad", 50: "gather", 51: "argmax",
+               53: "reduce", 54: "reduce", 61: "softmax", 79: "erf", 87: "norm"}
 #: Tensor kinds whose data is in a buffer.
 CONST_KINDS = ("const", "shape", "lut", "generated", "regcmd", "task")
 
@@ -351,7 +351,12 @@ def _params(family: str, p: Table) -> Dict[str, Any]:
         return {"epsilon": p.f32(0, 0.0)}
     if family == "pad":  # slot 0: the ONNX mode string (the BSON has it too)
         return {"mode": p.string(0)}
-    return {}  # maxpool, avgpool, concat, transpose: their attributes are in the BSON
+    if family == "leakyrelu":  # a standalone LeakyRelu (Abs: slope -1); the BSON has alpha too.  ONNX's default
+        # 0.01 is the slot's default: the FlatBuffer leaves it out (checked on RKNN-Toolkit2 2.5.0's files)
+        return {"alpha": p.f32(0, 0.01)}
+    if family == "reduce":  # ReduceMax (53), ReduceMin (54): slot 0 a one-byte vector, keepdims (the BSON has it too)
+        return {"keepdims": list(p.scalars(0, "u8") or ())}
+    return {}  # maxpool, avgpool, concat, transpose, erf: their attributes (if any) are in the BSON
 
 
 def is_helper(t: VendorTensor) -> bool:

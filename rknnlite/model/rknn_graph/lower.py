@@ -49,6 +49,18 @@ Add, Sub, Mul          Add, Sub, Mul (constant operands, plain or NC1HWC2: fp16-
 Sigmoid, HardSwish     fp16: Sigmoid, HardSwish; int8: the input's integer codes, then the
                        file's own lookup tables (a DPU-only task; :func:`.lut.lower_lut_sigmoid`)
 Relu                   Relu (standalone: on a graph input, for instance)
+Tanh, Softplus, Elu,   fp16: the function (Elu's ``alpha`` from the BSON) [after the Conv,
+ConvTanh               rounded to fp16 first]; int8: the file's own lookup tables, as Sigmoid
+                       (rk3576/rv1126b ConvTanh: Tanh of the exact accumulator); int8 Elu refused
+LeakyRelu, PRelu       LeakyRelu (``alpha`` from parameter table 9, checked against the BSON; ONNX
+                       Abs compiles to slope -1), PRelu (slopes as ConvPRelu's): DPU-only tasks,
+                       computed in float32, the output on its fp16 or int8 grid
+Max, Min, Pow          Max, Min, Pow (Pow only as a square: a stored float32 exponent 2.0)
+Clip, HardSigmoid      standalone: Clip by its two float32 constants; HardSigmoid (``alpha``,
+                       ``beta`` from the BSON; int8: the file's lookup tables, as Sigmoid)
+Exp, Erf, ReduceMax,   the ONNX op: the runtime's CPU ops (a node with NPU tasks is refused); the
+ReduceMin              reductions' axes from their int64 constant, keepdims from parameter tables
+                       53 / 54
 Split                  Split (axis and sizes from the parameter table, checked against the
                        BSON and size constant; a part nothing reads, tensor index -1, is
                        computed under a name of its own; the compiler's channel split of a
@@ -138,8 +150,9 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 #: Vendor op types the lowering runs.
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvPRelu ConvHardSigmoid ConvSigmoid "
-    "ConvExSwish ConvHardSwish ConvAdd ConvAddRelu ConvReluAdd ConvExGelu "
-    "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Relu Expand exSDPAttention exNorm exMatMul exGelu Gather "
+    "ConvExSwish ConvHardSwish ConvAdd ConvAddRelu ConvReluAdd ConvExGelu ConvTanh "
+    "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Tanh Elu Softplus Exp Erf ReduceMax ReduceMin Relu LeakyRelu "
+    "PRelu Clip HardSigmoid Max Min Pow Expand exSDPAttention exNorm exMatMul exGelu Gather "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax "
     "Pad BatchNormalization BatchNormalizationRelu".split())
 
@@ -147,20 +160,26 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
                      "ConvPRelu": "PRelu", "ConvHardSigmoid": "HardSigmoid",
                      "ConvSigmoid": "Sigmoid", "ConvExSwish": "Swish", "ConvHardSwish": "HardSwish", "ConvAdd": "Add",
-                     "ConvAddRelu": "AddRelu", "ConvReluAdd": "ReluAdd", "ConvExGelu": "Gelu"}
+                     "ConvAddRelu": "AddRelu", "ConvReluAdd": "ReluAdd", "ConvExGelu": "Gelu",
+                     "ConvTanh": "Tanh"}
 #: fused parts that add the node's extra activation input (the residual; ReluAdd: Relu before the Add)
 _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu", "ReluAdd")
 #: how far (relative to the largest) an rk3576/rv1126b conv's register weight scales may be from
 #: the float16 ones its file stores
 _STORED_SCALE_TOLERANCE = 1e-3
 #: fused activations an int8 file computes with the DPU lookup table (run from the file's tables: .lut)
-_LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu")
+_LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu", "Tanh")
+#: standalone ops an int8 file runs on the DPU lookup table, an fp16 file as the function itself
+_LUT_OPS = ("Sigmoid", "exSwish", "HardSwish", "HardSigmoid", "Tanh", "Elu", "Softplus")
 #: fused activations whose parameters are DPU registers
 _REGISTER_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
 # int8 lookup-table activations run from the tables on rk3576/rv1126b too, with the slopes beyond
 # them (.f2act): HardSwish's match the simulator better so (hardswish_ops_rk3576: 90.6 -> 97.5 %
 # exact); Swish computes the exact function, which matches its probe better (99.5 against 99.2 %)
 _F2_LUT_ACTIVATIONS = ("Sigmoid", "HardSigmoid", "HardSwish", "Gelu")
+#: ops the runtime runs on the CPU (no NPU task): float32 on the dequantized input, the result put on the
+#: output's grid (int8) or rounded to fp16, as the simulator computes them
+_CPU_OPS = ("Exp", "Erf", "ReduceMax", "ReduceMin")
 #: Resize parameter values (strings in the table, as ONNX names them) the lowering passes on
 _RESIZE_MODES = ("nearest", "linear")
 _RESIZE_COORDS = ("asymmetric", "half_pixel", "align_corners", "pytorch_half_pixel")
@@ -182,7 +201,8 @@ _BSON_ATTRIBUTES: Dict[str, FrozenSet[str]] = {op: frozenset(names.split()) for 
     "Resize": "coordinate_transformation_mode mode nearest_mode", "Split": "axis", "Transpose": "perm",
     "exDataConvert": "i_dtype o_dtype", "exMatMul": "c_type", "exNorm": "axes eps mode",
     "exSDPAttention": "q_add q_matmul q_softmax scale",
-    "exSoftmax13": "axis", "BatchNormalization": "epsilon momentum", "BatchNormalizationRelu": "epsilon momentum"}.items()}
+    "exSoftmax13": "axis", "Elu": "alpha", "LeakyRelu": "alpha", "ReduceMax": "keepdims", "ReduceMin": "keepdims",
+    "HardSigmoid": "alpha beta", "BatchNormalization": "epsilon momentum", "BatchNormalizationRelu": "epsilon momentum"}.items()}
 _ACTIVATION_KINDS = ("input", "output", "activation")
 _WEIGHT_KINDS = ("const", "generated")
 #: an rv1106 container's weights end on a multiple of this many bytes
@@ -527,15 +547,19 @@ class _Lowering:
             self.deconv(node)
         elif node.op == "ArgMax":
             self.argmax(node)
-        elif node.op in ("Add", "Sub", "Mul", "AddRelu"):
+        elif node.op in ("Add", "Sub", "Mul", "AddRelu", "Max", "Min", "Pow"):
             self.elementwise(node)
-        elif node.op in ("Sigmoid", "exSwish", "HardSwish"):
+        elif node.op in _LUT_OPS:
             self.lut_activation(node)
         elif node.op == "Relu":
             x, out = self.tensor(node.inputs[0], node), self.single_output(node)
             if list(x.shape) != list(out.shape):
                 raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
             self.emit(node, "Relu", self.activation_inputs(node, 1, 1), {})
+        elif node.op in ("LeakyRelu", "PRelu"):
+            self.leaky_relu(node)
+        elif node.op == "Clip":
+            self.clip(node)
         elif node.op == "Split":
             self.split(node)
         elif node.op in ("MaxPool", "AveragePool"):
@@ -585,6 +609,8 @@ class _Lowering:
             self.emit(node, "Softmax", data, {"axis": axis})
         elif node.op == "Reshape":
             self.reshape(node)
+        elif node.op in _CPU_OPS:
+            self.cpu_op(node)
         elif node.op == "exDataConvert":
             self.data_convert(node)
         elif node.op in self.custom:
@@ -636,6 +662,14 @@ class _Lowering:
         """Integer ONNX attribute ``name`` (see :meth:`bson`); ModelInvalidError naming it when
         the BSON holds something else there."""
         return self._integer(node, name, self.bson(node, name, default))
+
+    def bson_float(self, node: VendorNode, name: str, default: Optional[float] = None) -> float:
+        """Finite real ONNX attribute ``name`` (see :meth:`bson`); ModelInvalidError naming it when
+        the BSON holds something else there."""
+        value = self.bson(node, name, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not np.isfinite(value):
+            raise self.error(f"{node.label}: BSON attribute {name!r} holds {value!r}, not a finite number")
+        return float(value)
 
     def bson_ints(self, node: VendorNode, name: str, default: Optional[List[int]] = None) -> List[int]:
         """Integer-list ONNX attribute ``name`` (see :meth:`bson_int`)."""
@@ -956,12 +990,12 @@ class _Lowering:
             self.emit(node, activation, [conv], {})
 
     def prelu_slopes(self, node: VendorNode) -> np.ndarray:
-        """A ConvPRelu's per-channel slopes, (C, 1, 1) float32: its (1, C, 1, 1) constant input
-        after the weight and bias, float16 in fp16 files, int16 codes of ``2^-14`` in int8 files
-        (the LeakyRelu slope's fixed point)."""
+        """A PRelu's or ConvPRelu's per-channel slopes, (C, 1, 1) float32: its (1, C, 1, 1) constant
+        input (after a conv's weight and bias), float16 in fp16 files, int16 codes of ``2^-14`` in int8
+        files (the LeakyRelu slope's fixed point)."""
         out = self.single_output(node)
         channels = out.shape[1] if len(out.shape) == 4 else -1
-        found = [t for t in (self.tensor(i, node) for i in node.inputs[2:]) if t.kind == "shape"]
+        found = [t for t in (self.tensor(i, node) for i in node.inputs) if t.kind == "shape"]
         expected = "int16" if self.int8 else "float16"
         if len(found) != 1 or found[0].dtype != expected or list(found[0].shape) != [1, channels, 1, 1]:
             raise self.error(f"{node.label}: slope inputs {[(t.name, t.dtype, list(t.shape)) for t in found]}; one "
@@ -982,6 +1016,46 @@ class _Lowering:
                                  f"{quant.zero_point[0]}; 2^-14 / 0 was expected")
             values = np.frombuffer(raw, "<i2", channels).astype(np.float32) * np.float32(2.0 ** -14)
         return values.reshape(channels, 1, 1)
+
+    def leaky_relu(self, node: VendorNode) -> None:
+        """A standalone LeakyRelu (``alpha`` from the parameter table, equal to the BSON's; ``Abs``
+        compiles to one of slope -1) or PRelu (:meth:`prelu_slopes`): a DPU-only task on the
+        NPU; computed in float32 on the input, the output rounded to fp16 or put on its int8 grid."""
+        (data,) = self.activation_inputs(node, 1, 1)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        if list(x.shape) != list(out.shape):
+            raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+        if node.op == "PRelu":
+            slopes = self.constant(f"{self.names[out.index]}__slope", self.prelu_slopes(node), keep_float=True)
+            self.emit(node, "PRelu", [data, slopes], {})
+            return
+        alpha = self.bson_float(node, "alpha", 0.01)  # ONNX's default, which neither the BSON nor the table stores
+        if np.float32(node.params.get("alpha", np.nan)) != np.float32(alpha):  # the table's is a float32
+            raise self.error(f"{node.label}: parameter-table alpha {node.params.get('alpha')!r} is not the BSON's "
+                             f"{alpha!r}")
+        self.emit(node, "LeakyRelu", [data], {"alpha": alpha})
+
+    def clip(self, node: VendorNode) -> None:
+        """A standalone Clip (one no conv absorbed: after an Add or a Concat): a DPU-only task whose
+        bounds are the node's two float32 (1,) constants; computed in float32, the output rounded to
+        fp16 or put on its int8 grid."""
+        (data,) = self.activation_inputs(node, 1, 1)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        if list(x.shape) != list(out.shape):
+            raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+        bounds = [self.tensor(i, node) for i in node.inputs[1:]]
+        values = []
+        for t in bounds:
+            raw = bytes(self.vf.tensor_data(self.sg, t)) if t.kind == "shape" else b""
+            if t.dtype != "float32" or list(t.shape) != [1] or len(raw) < 4:
+                raise self.error(f"{node.label}: bound {t.name!r} is a {t.dtype} {t.kind} {list(t.shape)}; a float32 "
+                                 "(1,) constant was expected")
+            values.append(float(np.frombuffer(raw, "<f4", 1)[0]))
+        if len(values) != 2 or not values[0] <= values[1]:
+            raise self.error(f"{node.label}: bounds {values}; a min and a max, min <= max, were expected")
+        names = [self.constant(self.names[t.index], np.array(v, np.float32), keep_float=True)
+                 for t, v in zip(bounds, values)]
+        self.emit(node, "Clip", [data] + names, {})
 
     def register_params(self, node: VendorNode, unit: Optional[float],
                         params: Optional[Dict[str, float]]) -> Dict[str, float]:
@@ -1222,21 +1296,38 @@ class _Lowering:
         self.emit(node, "Reshape", [data, self.constant(self.names[t.index], shape)], {})
 
     def elementwise(self, node: VendorNode) -> None:
+        """Add, Sub, Mul, AddRelu, Max, Min and Pow of two operands (activations or constants),
+        computed in float32 and rounded to the output's fp16 or int8 grid.  Pow only squares: its
+        exponent must be a stored 2.0, the one exponent checked against the simulator."""
         operands = []
         for i in node.inputs:
             t = self.tensor(i, node)
             if t.kind in _ACTIVATION_KINDS and not _is_helper(t):
                 operands.append(self.names[t.index])
             elif t.kind in ("const", "shape", "generated") and t.layout != "weight":
+                if node.op == "Pow" and len(operands) == 1:
+                    self.check_square(node, t)
                 operands.append(self.const_operand(node, t))
         if len(operands) != 2:
             raise self.error(f"{node.label} has {len(operands)} operands; {node.op} takes 2")
+        if node.op == "Pow" and operands[1] not in self.constants:
+            raise self.error(f"{node.label}: a Pow whose exponent is an activation; only a constant 2 was checked")
         if node.op == "AddRelu":  # relu commutes with the fp16 rounding and the int8 grid (as a fused one)
             added = f"{self.names[self.single_output(node).index]}__add"
             self.emit(node, "Add", operands, {}, output=added)
             self.emit(node, "Relu", [added], {})
             return
         self.emit(node, node.op, operands, {})
+
+    def check_square(self, node: VendorNode, exponent: VendorTensor) -> None:
+        """Refuse a Pow whose exponent (a float32 constant) is not exactly 2."""
+        raw = bytes(self.vf.tensor_data(self.sg, exponent))
+        count = int(np.prod(exponent.shape)) if exponent.shape else 1
+        values = np.frombuffer(raw, "<f4", count).tolist() if exponent.dtype == "float32" and len(raw) >= 4 * count \
+            else "(not float32)"
+        if values != [2.0]:
+            raise self.error(f"{node.label}: a Pow with exponent {values}; only the square (a float32 2.0) was "
+                             "checked against the simulator")
 
     def int8_lut_op(self, node: VendorNode, x: VendorTensor, out: VendorTensor) -> None:
         """A standalone int8 lookup-table op (Sigmoid, exSwish, HardSwish, exGelu) on the DPU
@@ -1249,18 +1340,29 @@ class _Lowering:
         lower_lut_sigmoid(self, node, x, out, decode=decode)
 
     def lut_activation(self, node: VendorNode) -> None:
-        """A standalone Sigmoid, exSwish (``x * sigmoid(x)``) or HardSwish: fp16 files compute it in float
-        (output rounded to fp16; exSwish's inner sigmoid is not rounded, as in a fused one); int8
-        files run it on the DPU lookup table the file loads (:func:`.lut.lower_lut_sigmoid`,
-        whose tables are the file's own whatever the function)."""
+        """A standalone Sigmoid, exSwish (``x * sigmoid(x)``), HardSwish, HardSigmoid, Tanh, Elu (their
+        ``alpha`` / ``beta`` from the BSON) or Softplus: fp16 files compute it in float (output rounded to fp16; exSwish's inner
+        sigmoid is not rounded, as in a fused one); int8 files run it on the DPU lookup table the file
+        loads (:func:`.lut.lower_lut_sigmoid`, whose tables are the file's own whatever the function),
+        but for Elu, refused."""
         (data,) = self.activation_inputs(node, 1, 1)
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
         if list(x.shape) != list(out.shape):
             raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
         if "int8" in (x.dtype, out.dtype):
+            if node.op == "Elu":  # tools/vendor_corpus/models.py, _STANDALONE_OPS_BY_PLATFORM
+                raise self.error(f"{node.label}: an int8 Elu: its lookup table's index map was not decoded (an "
+                                 "alpha of 0.7 read the table about 0.3 too low against the simulator)")
             self.int8_lut_op(node, x, out)
             return
-        if node.op in ("Sigmoid", "HardSwish"):
+        if node.op == "Elu":
+            self.emit(node, "Elu", [data], {"alpha": self.bson_float(node, "alpha", 1.0)})
+            return
+        if node.op == "HardSigmoid":
+            self.emit(node, "HardSigmoid", [data], {"alpha": self.bson_float(node, "alpha", 0.2),
+                                                    "beta": self.bson_float(node, "beta", 0.5)})
+            return
+        if node.op != "exSwish":
             self.emit(node, node.op, [data], {})
             return
         sig = f"{self.names[out.index]}__sigmoid"
@@ -1468,6 +1570,38 @@ class _Lowering:
         """An int64 constant holding ``out``'s shape: the target of a node whose file stores no
         shape constant (an rv1106 container's Reshape, Expand or Resize)."""
         return self.constant(f"{self.names[out.index]}__shape", np.array(out.shape, np.int64))
+
+    def cpu_op(self, node: VendorNode) -> None:
+        """An op the runtime runs on the CPU (:data:`_CPU_OPS`): the ONNX op itself, in float32 on
+        the (dequantized) input, its output rounded to the output tensor's fp16 or int8 grid by the
+        executor.  Exp and Erf are element-wise; ReduceMax/Min take their axes from the int64 constant and
+        ``keepdims`` from the BSON (checked against the parameter table).  A node the file gives NPU
+        tasks is refused: the NPU's numerics for it were never decoded."""
+        if any(task.op_idx == node.index for task in self.tasks()):
+            raise self.error(f"{node.label}: a {node.op} with NPU tasks; only the runtime's CPU {node.op} (no "
+                             "task) was checked against the simulator")
+        (data,) = self.activation_inputs(node, 1, 1)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        attrs = {}
+        got = list(x.shape)
+        if node.op in ("ReduceMax", "ReduceMin"):
+            consts = [self.tensor(i, node) for i in node.inputs[1:]]
+            if len(consts) != 1:
+                raise self.error(f"{node.label} has {len(consts)} constant inputs; {node.op} takes one int64 axes")
+            axes = [int(a) + len(got) if a < 0 else int(a) for a in self.int64_const(node, consts[0])]
+            keepdims = self.bson_int(node, "keepdims", 1)
+            if node.params.get("keepdims") != [keepdims]:
+                raise self.error(f"{node.label}: its parameter table's keepdims {node.params.get('keepdims')} is not "
+                                 f"the BSON's {keepdims}")
+            if not axes or any(not 0 <= a < len(got) for a in axes) or len(set(axes)) != len(axes) \
+                    or keepdims not in (0, 1):
+                raise self.error(f"{node.label}: axes {axes}, keepdims {keepdims} on a rank-{len(got)} input")
+            got = [1 if a in axes else d for a, d in enumerate(got)] if keepdims else \
+                [d for a, d in enumerate(got) if a not in axes]
+            attrs = {"axes": axes, "keepdims": keepdims}
+        if got != list(out.shape):
+            raise self.error(f"{node.label}: {node.op} of {list(x.shape)} gives {got}; the file says {list(out.shape)}")
+        self.emit(node, node.op, [data], attrs)
 
     def int64_const(self, node: VendorNode, t: VendorTensor) -> np.ndarray:
         if t.dtype != "int64" or t.kind != "shape":

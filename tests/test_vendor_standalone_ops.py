@@ -1,0 +1,163 @@
+"""Standalone activations in vendor files: lookup-table ops (Tanh, Softplus, Elu, ConvTanh), DPU-only
+ones (LeakyRelu, Abs as LeakyRelu of slope -1, PRelu, ConvPRelu, Clip, HardSigmoid, Max, Min, Pow as a
+square) and the runtime's CPU ops (Exp, Erf, ReduceMax, ReduceMin), as RKNN-Toolkit2 2.5.0 compiles them (corpus
+``standalone_ops_*``, ``standalone_elu_*``; tools/vendor_corpus/models.py ``_standalone_ops``).  That each file matches the simulator is
+test_vendor_offboard's; here: what each op lowers to, and the refusals around them."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+import rknnlite
+from rknnlite.errors import ModelInvalidError
+from rknnlite.model.loader import load_model
+from rknnlite.model.rknn_graph.lower import read_graph
+from rknnlite.model.rknn_graph.regcmd import TASK_SIZE
+from rknnlite.model.rknn_graph.validated import ALLOW_ENV
+
+from corpus import CORPUS, corpus_arrays, inputs_of, lowered
+from vendor_files import doctored_copy, tensor_bytes
+
+#: the outputs of standalone_ops_rk3588 (tools/vendor_corpus/models.py STANDALONE_OPS), in order
+OUTPUTS = ("tanh", "softplus", "leakyrelu", "prelu", "abs", "exp", "erf", "reducemax", "convtanh", "convprelu", "max",
+           "min", "pow", "clip", "hardsigmoid", "reducemin", "leakyrelu001")
+
+
+def _producer(graph, output: str):
+    (node,) = [n for n in graph.nodes if output in n.outputs]
+    return node
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_each_op_lowers_to_its_function(variant):
+    graph = lowered(f"standalone_ops_rk3588_{variant}").graph
+    ops = {name: _producer(graph, name) for name in OUTPUTS}
+    lut = "VendorLutActivation" if variant == "i8" else None
+    assert ops["tanh"].op == (lut or "Tanh") and ops["softplus"].op == (lut or "Softplus")
+    assert ops["convtanh"].op == (lut or "Tanh")
+    assert ops["leakyrelu"].op == "LeakyRelu" and ops["leakyrelu"].attrs["alpha"] == pytest.approx(0.1)
+    assert ops["abs"].op == "LeakyRelu" and ops["abs"].attrs["alpha"] == -1.0  # Abs compiles to slope -1
+    # ONNX's default slope: neither the BSON nor the parameter table stores it
+    assert ops["leakyrelu001"].op == "LeakyRelu" and ops["leakyrelu001"].attrs["alpha"] == pytest.approx(0.01)
+    assert ops["prelu"].op == "PRelu" and ops["convprelu"].op == "PRelu"
+    assert ops["exp"].op == "Exp" and ops["erf"].op == "Erf"
+    assert ops["reducemax"].op == "ReduceMax" and ops["reducemax"].attrs == {"axes": [1], "keepdims": 1}
+    assert (ops["max"].op, ops["min"].op, ops["pow"].op) == ("Max", "Min", "Pow")
+    assert graph.constants[ops["pow"].inputs[1]].ravel().tolist() == [2.0]
+    assert ops["clip"].op == "Clip" and [graph.constants[n].item() for n in ops["clip"].inputs[1:]] == [-0.5, 1.5]
+    assert ops["hardsigmoid"].op == (lut or "HardSigmoid")
+    if not lut:
+        assert ops["hardsigmoid"].attrs == pytest.approx({"alpha": 0.3, "beta": 0.4})
+    assert ops["reducemin"].op == "ReduceMin" and ops["reducemin"].attrs == {"axes": [1], "keepdims": 1}
+
+
+def test_standalone_prelu_slopes_are_the_onnx_ones():
+    graph = lowered("standalone_ops_rk3588_fp16").graph
+    slopes = graph.constants[_producer(graph, "prelu").inputs[1]]
+    np.testing.assert_allclose(slopes.ravel(), np.arange(1, 17) * 0.05, rtol=1e-3)
+
+
+def test_standalone_ops_match_the_simulator_per_output():
+    # each output on its own (the corpus test checks the file as a whole): Exp's int8 grid is 20.7 wide
+    data = corpus_arrays("standalone_ops_rk3566_i8")
+    with rknnlite.Context(str(CORPUS / "standalone_ops_rk3566_i8.rknn"), backend="software") as ctx:
+        outs = ctx.run(inputs_of(data), data_format="nchw")
+        scales = [a.scale for a in ctx.outputs]
+    for k, (name, y) in enumerate(zip(OUTPUTS, outs)):
+        sim = data[f"out{k}"].reshape(y.shape)
+        assert np.mean(np.abs(y - sim) <= scales[k] * 1.0001) >= 0.99, name
+
+
+def _elu_i8() -> str:
+    return str(CORPUS / "standalone_elu_rk3588_i8.rknn")
+
+
+def test_int8_elu_is_refused_by_name_even_when_unvalidated_files_may_run(monkeypatch):
+    with pytest.raises(ModelInvalidError, match="an int8 Elu: its lookup table's index map was not decoded"):
+        rknnlite.Context(_elu_i8(), backend="software")
+    monkeypatch.setenv(ALLOW_ENV, "1")
+    with pytest.raises(ModelInvalidError, match="an int8 Elu"):
+        rknnlite.Context(_elu_i8(), backend="software")
+
+
+def test_fp16_elu_takes_alpha_from_the_bson():
+    graph = lowered("standalone_elu_rk3588_fp16").graph
+    node = _producer(graph, "elu")
+    assert node.op == "Elu" and node.attrs["alpha"] == pytest.approx(0.7)
+
+
+def _reduce_max_node(stem: str) -> int:
+    from rknnlite.model.rknn_graph.graph import read_vendor_graph
+    from rknnlite.model.rockchip import read_rockchip
+
+    data = (CORPUS / f"{stem}.rknn").read_bytes()
+    vf = read_vendorlowered(read_rockchip(data), data)
+    (node,) = [n for n in vf.subgraphs[0].nodes if n.op == "ReduceMax"]
+    return node.index
+
+
+def _node(stem: str, op: str):
+    """The first subgraph and its one node of type ``op`` in corpus file ``stem``."""
+    loaded = load_model(str(CORPUS / f"{stem}.rknn"))
+    subgraph = read_graph(loaded.payload, loaded.model).subgraphs[0]
+    (node,) = [n for n in subgraph.nodes if n.op == op]
+    return subgraph, node
+
+
+def test_a_cpu_op_the_file_gives_an_npu_task_is_refused(tmp_path):
+    stem = "standalone_ops_rk3588_fp16"
+    index = _node(stem, "ReduceMax")[1].index
+
+    def patch(data: bytearray) -> None:  # the last task now claims to run the ReduceMax
+        tasks = tensor_bytes(data, "task")
+        struct.pack_into("<I", tasks, len(tasks) - TASK_SIZE + 4, index)
+
+    path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch)
+    expected = rf"node {index} \(ReduceMax .*a ReduceMax with NPU tasks; only the runtime's CPU ReduceMax"
+    with pytest.raises(ModelInvalidError, match=expected):
+        rknnlite.Context(path, backend="software")
+
+
+def test_a_leaky_relu_whose_parameter_table_disagrees_with_its_bson_is_refused(tmp_path):
+    def patch(data: bytearray) -> None:  # the parameter table's float32 0.1 -> 0.2 (the BSON keeps 0.1)
+        at = bytes(data).find(struct.pack("<f", 0.1))
+        assert at >= 0 and bytes(data).count(struct.pack("<f", 0.1)) == 1
+        data[at:at + 4] = struct.pack("<f", 0.2)
+
+    path = doctored_copy(CORPUS / "standalone_ops_rk3588_fp16.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match="parameter-table alpha 0.2.* is not the BSON's 0.1"):
+        rknnlite.Context(path, backend="software")
+
+
+@pytest.mark.parametrize("exponent", [3.0, 0.5])
+def test_a_pow_other_than_the_square_is_refused(tmp_path, exponent):
+    stem = "standalone_ops_rk3588_i8"
+    subgraph, node = _node(stem, "Pow")
+    name = subgraph.tensor(node.inputs[1], "test").name
+
+    def patch(data: bytearray) -> None:
+        view = tensor_bytes(data, name)
+        assert struct.unpack_from("<f", view)[0] == 2.0
+        struct.pack_into("<f", view, 0, exponent)
+
+    path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=rf"a Pow with exponent \[{exponent}\]; only the square"):
+        rknnlite.Context(path, backend="software")
+
+
+def test_a_clip_whose_bounds_cross_is_refused(tmp_path):
+    stem = "standalone_ops_rk3588_fp16"
+    subgraph, node = _node(stem, "Clip")
+    name = subgraph.tensor(node.inputs[2], "test").name
+
+    def patch(data: bytearray) -> None:  # max 1.5 -> -1.0, below min -0.5
+        view = tensor_bytes(data, name)
+        assert struct.unpack_from("<f", view)[0] == 1.5
+        struct.pack_into("<f", view, 0, -1.0)
+
+    path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=r"bounds \[-0.5, -1.0\]; a min and a max, min <= max"):
+        rknnlite.Context(path, backend="software")
