@@ -83,8 +83,9 @@ def test_a_big_gemm_on_two_threads_is_shared_out_by_the_direct_call(monkeypatch)
     reference = ex.run(_feed(64, 56, 1))
     state.pool.take_counts()
     # both threads take part, no hand-over; on a loaded machine one thread may take every chunk of a
-    # run before the other wakes, so a few runs are sampled (none may hand over)
-    for _ in range(20):
+    # run before the other wakes, so runs are sampled (none may hand over) until both took part: 20 were
+    # not always enough beside another test run on the same two cores
+    for _ in range(300):
         np.testing.assert_array_equal(state.run(_feed(64, 56, 1))[0], reference[0])
         counts = state.pool.take_counts()
         if all(counts):

@@ -1551,9 +1551,10 @@ def test_older_toolkits_bilinear_resize_is_a_depthwise_deconv(stem):
         assert _cos(logits, sim_logits) >= 0.9999
 
 
-def test_a_depthwise_deconv_whose_kernel_tells_its_tap_order_is_refused(tmp_path):
+def test_an_older_toolkits_depthwise_deconv_whose_kernel_tells_its_tap_order_is_refused(tmp_path):
     # the tiles are (kh, kw, C) float16; the first kernel row is 1/16, 3/16, 3/16, 1/16 for each of the
-    # 16 channels.  A kernel no longer symmetric under a half turn would need the tap order, never observed
+    # 16 channels.  A kernel no longer symmetric under a half turn needs the tap order, checked on 2.5.0
+    # only (test_a_depthwise_deconv_holds_its_kernel_flipped)
     row = struct.pack("<64e", *[1 / 16] * 16, *[3 / 16] * 16, *[3 / 16] * 16, *[1 / 16] * 16)
 
     def patch(data):
@@ -1562,8 +1563,30 @@ def test_a_depthwise_deconv_whose_kernel_tells_its_tap_order_is_refused(tmp_path
         data[at:at + 2] = struct.pack("<e", 0.125)
 
     path = doctored_copy(CORPUS / "segmenter_ops_rk3562_fp16_tk230.rknn", tmp_path, patch)
-    with pytest.raises(ModelInvalidError, match="not symmetric under a half turn; the order of its taps"):
+    with pytest.raises(ModelInvalidError, match="not symmetric under a half turn in an rk3562 file from RKNN-Toolkit2 "
+                                                "2.3.0; the order of its taps was checked on RKNN-Toolkit2 2.5.0"):
         rknnlite.Context(path, backend="software")
+
+
+@pytest.mark.parametrize("stem", ["deconv_depthwise_fp16", "deconv_depthwise_i8", "deconv_depthwise_rk3576_i8",
+                                  "deconv_depthwise_rk3562_i8"])
+def test_a_depthwise_deconv_holds_its_kernel_flipped(stem):
+    """A depthwise ConvTranspose's tiles hold each channel's kernel turned by a half turn, as a group-1
+    deconv's (an asymmetric kernel tells: read as stored, cosine 0.78 against the simulator)."""
+    from onnx import numpy_helper
+
+    import onnx
+
+    model = onnx.load(str(CORPUS / "onnx" / f"{dict(_corpus())[stem]['model']}.onnx"))
+    (onnx_w,) = [numpy_helper.to_array(t) for t in model.graph.initializer if list(t.dims) == [8, 1, 3, 3]]
+    weight = lowered(stem).graph.constants[_depthwise_deconv(stem).inputs[1]]
+    if stem.endswith("_fp16"):
+        np.testing.assert_array_equal(weight, onnx_w.astype(np.float16).astype(np.float32))
+    else:  # integer codes: proportional to the ONNX kernel per channel, not to its half turn
+        for k in range(8):
+            assert _cos(weight[k].ravel(), onnx_w[k].ravel()) > 0.999
+    outputs, sims = _corpus_run(stem)
+    assert _cos(outputs[0], sims[0]) >= 0.9999
 
 
 @pytest.mark.parametrize("stem", ["deconv_k2s2_rk3576_i8", "deconv_k2s2_rv1126b_i8", "segmenter_ops_rk3576_i8_tk232"])
@@ -1863,6 +1886,25 @@ def test_an_abs_after_a_conv_is_a_leaky_relu_of_slope_minus_one(platform, varian
     assert [n.attrs["alpha"] for n in model.graph.nodes if n.op == "LeakyRelu"] == [-1.0]
     outputs, sims = _corpus_run(f"conv_abs{platform}_{variant}")
     assert np.all(outputs[0] >= 0) and _cos(outputs[0], sims[0]) >= 0.9999
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_average_pools_keep_count_include_pad_and_ceil_mode(variant):
+    """PyTorch's AvgPool2d counts the padding in the divisor by default (count_include_pad=1), and
+    ceil_mode adds a last window past the edge; both were refused before (avgpool_attrs: each output
+    bit-exact against the simulator, the corpus test checks the values)."""
+    pools = [n.attrs for n in lowered(f"avgpool_attrs_{variant}").graph.nodes if n.op == "AveragePool"]
+    assert [(a.get("count_include_pad", 0), a.get("ceil_mode", 0)) for a in pools] == [(1, 0), (0, 1), (1, 1)]
+    outputs, _ = _corpus_run(f"avgpool_attrs_{variant}")
+    assert [y.shape[2:] for y in outputs] == [(8, 8), (8, 8), (9, 9)]
+
+
+def test_a_grouped_conv_concatenates_its_groups_on_the_tables_axis():
+    """An fp16 group-2 conv compiles to a Split, a conv per group and a Concat of the compiler's own,
+    with no BSON: its axis is the parameter table's (refused before for want of a BSON axis)."""
+    graph = lowered("grouped_conv_fp16").graph
+    (concat,) = [n for n in graph.nodes if n.op == "Concat"]
+    assert concat.attrs == {"axis": 1} and [n.op for n in graph.nodes].count("Conv") == 3
 
 
 @pytest.mark.parametrize("variant", ["fp16", "i8"])

@@ -1,8 +1,9 @@
 """Standalone activations in vendor files: lookup-table ops (Tanh, Softplus, Elu, ConvTanh), DPU-only
 ones (LeakyRelu, Abs as LeakyRelu of slope -1, PRelu, ConvPRelu, Clip, HardSigmoid, Max, Min, Pow as a
-square) and the runtime's CPU ops (Exp, Erf, ReduceMax, ReduceMin), as RKNN-Toolkit2 2.5.0 compiles them (corpus
-``standalone_ops_*``, ``standalone_elu_*``; tools/vendor_corpus/models.py ``_standalone_ops``).  That each file matches the simulator is
-test_vendor_offboard's; here: what each op lowers to, and the refusals around them."""
+square) and the runtime's CPU ops (Exp, Erf, ReduceMax, ReduceMin), as RKNN-Toolkit2 2.5.0 compiles
+them (corpus ``standalone_ops_*``, ``standalone_elu_*``; tools/vendor_corpus/models.py
+``_standalone_ops``).  That each file matches the simulator is test_vendor_offboard's; here: what each
+op lowers to, and the refusals around them."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from vendor_files import doctored_copy, tensor_bytes
 
 #: the outputs of standalone_ops_rk3588 (tools/vendor_corpus/models.py STANDALONE_OPS), in order
 OUTPUTS = ("tanh", "softplus", "leakyrelu", "prelu", "abs", "exp", "erf", "reducemax", "convtanh", "convprelu", "max",
-           "min", "pow", "clip", "hardsigmoid", "reducemin", "leakyrelu001")
+           "min", "pow", "clip", "hardsigmoid", "reducemin", "leakyrelu001", "prelu1", "convprelu1")
 
 
 def _producer(graph, output: str):
@@ -54,10 +55,15 @@ def test_each_op_lowers_to_its_function(variant):
     assert ops["reducemin"].op == "ReduceMin" and ops["reducemin"].attrs == {"axes": [1], "keepdims": 1}
 
 
-def test_standalone_prelu_slopes_are_the_onnx_ones():
-    graph = lowered("standalone_ops_rk3588_fp16").graph
-    slopes = graph.constants[_producer(graph, "prelu").inputs[1]]
-    np.testing.assert_allclose(slopes.ravel(), np.arange(1, 17) * 0.05, rtol=1e-3)
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_standalone_prelu_slopes_are_the_onnx_ones(variant):
+    graph = lowered(f"standalone_ops_rk3588_{variant}").graph
+    slopes = {name: graph.constants[_producer(graph, name).inputs[1]].ravel() for name in ("prelu", "prelu1",
+                                                                                          "convprelu1")}
+    np.testing.assert_allclose(slopes["prelu"], np.arange(1, 17) * 0.05, rtol=1e-3)
+    # one slope for every channel (nn.PReLU()'s default): a float32 (1, 1, 1, 1) constant, fp16 and int8 alike
+    assert slopes["prelu1"].tolist() == [np.float32(0.2)] * 16
+    assert slopes["convprelu1"].tolist() == [np.float32(0.15)] * 8
 
 
 def test_standalone_ops_match_the_simulator_per_output():

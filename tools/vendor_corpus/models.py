@@ -234,6 +234,30 @@ def _pool(seed: int, kind: str):
     return build
 
 
+def _avgpool_attrs():
+    """PyTorch's AvgPool2d attributes on a 16x16 map (Conv 3->8 3x3 p1 s1 on a 16x16 image), three
+    outputs: k3 s2 p1 count_include_pad=1 (PyTorch's default: the padding counts in the divisor; 8x8),
+    k3 s2 ceil_mode=1 (a last window past the edge: 8x8, not 7x7) and k3 s2 p1 with both (9x9: the
+    last window starts on the last pixel and reaches past the padding)."""
+    g = _G(204)
+    y = g.conv("x", 3, 8)
+    a = g.node("AveragePool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1)[0]
+    b = g.node("AveragePool", [y], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)[0]
+    c = g.node("AveragePool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
+               count_include_pad=1)[0]
+    return g.model([("x", IMG[1])], [(a, "include_pad"), (b, "ceil"), (c, "ceil_include_pad")])
+
+
+def _grouped_conv():
+    """A grouped (not depthwise) conv as ResNeXt and ShuffleNet write it: Conv 3->16 3x3 p1, Relu,
+    then Conv 16->16 3x3 p1 group=2 (RKNN-Toolkit2 2.5.0's fp16 build: a Split, a conv per group and
+    a Concat of its own, without BSON)."""
+    g = _G(205)
+    y = g.node("Relu", [g.conv("x", 3, 16)])[0]
+    y = g.conv(y, 16, 16, group=2)
+    return g.model([("x", IMG[1])], [(y, "y")])
+
+
 def _concat():
     g = _G(301)
     a = g.conv("x", 3, 12)
@@ -570,6 +594,20 @@ def _deconv(k: int, stride: int, pad: int, seed: int, output_padding: int = 0):
     return build
 
 
+def _deconv_depthwise(seed: int = 808):
+    """Conv 3->8 3x3 Relu, then a depthwise ConvTranspose 8->8 (group 8) k3 s2 p1 output_padding 1 with
+    a random, asymmetric kernel per channel (learned depthwise upsampling, as in some segmenters)."""
+    def build():
+        g = _G(seed)
+        y = g.node("Relu", [g.conv("x", 3, 8)])[0]
+        w = (g.rng.standard_normal((8, 1, 3, 3)) * 0.6).astype(np.float32)
+        b = (g.rng.standard_normal(8) * 0.1).astype(np.float32)
+        y = g.node("ConvTranspose", [y, g.const(w, "w"), g.const(b, "b")], kernel_shape=[3, 3], strides=[2, 2],
+                   pads=[1, 1, 1, 1], output_padding=[1, 1], group=8)[0]
+        return g.model([("x", IMG[1])], [(y, "y")])
+    return build
+
+
 def _argmax():
     # a segmentation head's class map: Conv 3->5 3x3, ArgMax over the classes (int64 labels)
     from onnx import TensorProto
@@ -891,7 +929,8 @@ def _standalone_lut(seed: int = 840, width: int = 8):
 
 #: the ops of :func:`_standalone_ops`, each applied to the Concat (ConvTanh, ConvPRelu: after a conv of its own)
 STANDALONE_OPS = ("Tanh", "Softplus", "LeakyRelu", "PRelu", "Abs", "Exp", "Erf", "ReduceMax", "ConvTanh", "ConvPRelu",
-                  "Max", "Min", "Pow", "Clip", "HardSigmoid", "ReduceMin", "LeakyRelu001")
+                  "Max", "Min", "Pow", "Clip", "HardSigmoid", "ReduceMin", "LeakyRelu001",
+                  "PRelu1", "ConvPRelu1")
 
 
 def _standalone_ops(ops=STANDALONE_OPS, seed: int = 900):
@@ -902,7 +941,8 @@ def _standalone_ops(ops=STANDALONE_OPS, seed: int = 900):
     conv 3->8, then Tanh or PRelu (slopes 0.05..0.4); Max, Min: of the Concat and a 3x3 conv 3->16;
     Pow: the Concat squared; Clip(-0.5, 1.5) and HardSigmoid(alpha=0.3, beta=0.4) of the Concat (no conv
     to fold into); ReduceMin over the channels; LeakyRelu001: LeakyRelu at ONNX's default alpha 0.01
-    (its parameter table leaves the slot out)."""
+    (its parameter table leaves the slot out); PRelu1, ConvPRelu1: one slope for every channel (0.2,
+    0.15; PyTorch's nn.PReLU() default)."""
     def build():
         g = _G(seed)
         c = g.node("Concat", [g.conv("x", 3, 8), g.conv("x", 3, 8, k=1)], axis=1)[0]
@@ -920,10 +960,14 @@ def _standalone_ops(ops=STANDALONE_OPS, seed: int = 900):
                 (np.arange(1, 9, dtype=np.float32) * np.float32(0.05)).reshape(8, 1, 1))])[0],
             "Max": lambda: g.node("Max", [c, other])[0], "Min": lambda: g.node("Min", [c, other])[0],
             "Pow": lambda: g.node("Pow", [c, g.const(np.array(2.0, np.float32))])[0],
-            "Clip": lambda: g.node("Clip", [c, g.const(np.array(-0.5, np.float32)), g.const(np.array(1.5, np.float32))])[0],
+            "Clip": lambda: g.node("Clip", [c, g.const(np.array(-0.5, np.float32)),
+                                            g.const(np.array(1.5, np.float32))])[0],
             "HardSigmoid": lambda: _hardsigmoid(0.3, 0.4)(g, c),
             "ReduceMin": lambda: g.node("ReduceMin", [c], axes=[1], keepdims=1)[0],
-            "LeakyRelu001": lambda: g.node("LeakyRelu", [c])[0]}
+            "LeakyRelu001": lambda: g.node("LeakyRelu", [c])[0],
+            "PRelu1": lambda: g.node("PRelu", [c, g.const(np.full((1, 1, 1), 0.2, np.float32))])[0],
+            "ConvPRelu1": lambda: g.node("PRelu", [g.conv("x", 3, 8),
+                                                   g.const(np.full((1, 1, 1), 0.15, np.float32))])[0]}
         outs = [(make[op](), op.lower()) for op in ops]
         return g.model([("x", (1, 3, 8, 8))], outs)
     return build
@@ -1248,7 +1292,7 @@ def _family_cases() -> List[Case]:
 #: (standalone_elu_rk3588_i8 shows the refusal)
 _STANDALONE_OPS_BY_PLATFORM = {
     "rk3588": STANDALONE_OPS, "rk3566": STANDALONE_OPS,
-    "rk3562": tuple(op for op in STANDALONE_OPS if op not in ("ConvTanh", "ConvPRelu", "HardSigmoid")),
+    "rk3562": tuple(op for op in STANDALONE_OPS if op not in ("ConvTanh", "ConvPRelu", "ConvPRelu1", "HardSigmoid")),
     **{p: tuple(op for op in STANDALONE_OPS if op not in ("ReduceMax", "ReduceMin", "HardSigmoid"))
        for p in ("rk3576", "rv1126b")}}
 
@@ -1326,6 +1370,12 @@ def _cases() -> List[Case]:
         Case("maxpool", "Conv 3->20 3x3 p1, MaxPool 3x3 s2 p1", _pool(201, "maxpool"), img, purpose="pooling"),
         Case("avgpool", "Conv 3->20 3x3 p1, AveragePool 2x2 s2", _pool(202, "avgpool"), img, purpose="pooling"),
         Case("gap", "Conv 3->20 3x3 p1, GlobalAveragePool", _pool(203, "gap"), img, purpose="pooling"),
+        Case("grouped_conv", " ".join(_grouped_conv.__doc__.split()), _grouped_conv, img,
+             purpose="a group-2 conv: the compiler's own Concat has no BSON, its axis is the parameter table's "
+                     "(refused until 2026-12-06)"),
+        Case("avgpool_attrs", " ".join(_avgpool_attrs.__doc__.split()), _avgpool_attrs, img,
+             purpose="pooling: count_include_pad and ceil_mode (PyTorch's AvgPool2d defaults count the padding; "
+                     "refused until 2026-12-06)"),
         Case("concat", "Conv 3->12 3x3 and Conv 3->20 1x1 on x, Concat(axis=1) -> 32 ch", _concat, img,
              purpose="shape ops"),
         Case("split", "Conv 3->24 3x3, Split(axis=1, [8, 16]) -> y0, y1", _split, img, purpose="shape ops"),
@@ -1417,6 +1467,10 @@ def _cases() -> List[Case]:
         Case("deconv_k3s2op1", "Conv 3->16 3x3 Relu, ConvTranspose 16->8 k3 s2 p1 output_padding 1",
              _deconv(3, 2, 1, 807, output_padding=1), img, variants=("i8",),
              purpose="ConvTranspose with an output padding (its BSON attribute)"),
+        *(Case("deconv_depthwise" + ("" if p == "rk3588" else f"_{p}"), " ".join(_deconv_depthwise.__doc__.split()),
+               _deconv_depthwise(), img, platform=p,
+               purpose=f"a depthwise ConvTranspose with an asymmetric kernel on {p}: the order of its taps")
+          for p in ("rk3588", "rk3566", "rk3562", "rk3576", "rv1126b")),
         Case("argmax", "Conv 3->5 3x3, ArgMax(axis=1, keepdims=1) -> int64 labels", _argmax, img,
              purpose="ArgMax (segmentation heads)"),
         Case("add_relu", "Relu(a + b); a, b 1x20x8x8", _add_relu, [("a", (1, 20, 8, 8), "normal"),

@@ -356,7 +356,9 @@ def _params(family: str, p: Table) -> Dict[str, Any]:
         return {"alpha": p.f32(0, 0.01)}
     if family == "reduce":  # ReduceMax (53), ReduceMin (54): slot 0 a one-byte vector, keepdims (the BSON has it too)
         return {"keepdims": list(p.scalars(0, "u8") or ())}
-    return {}  # maxpool, avgpool, concat, transpose, erf: their attributes (if any) are in the BSON
+    if family == "concat":  # slot 0: the axis (the BSON has it too, but for the compiler's own Concats)
+        return {"axis": p.i32(0, 0)}
+    return {}  # maxpool, avgpool, transpose, erf: their attributes (if any) are in the BSON
 
 
 def is_helper(t: VendorTensor) -> bool:

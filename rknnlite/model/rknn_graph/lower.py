@@ -66,8 +66,10 @@ Split                  Split (axis and sizes from the parameter table, checked a
                        computed under a name of its own; the compiler's channel split of a
                        wide conv has neither: its branch convs' partial sums stay float32
                        in fp16 files, as the simulator computes the unsplit conv)
-MaxPool, AveragePool   MaxPool, AveragePool (attributes from the BSON)
-Concat, Transpose      Concat (``axis``), Transpose (``perm``) from the BSON
+MaxPool, AveragePool   MaxPool, AveragePool (attributes from the BSON; AveragePool's
+                       count_include_pad and ceil_mode too)
+Concat, Transpose      Concat (``axis``), Transpose (``perm``) from the BSON (a Concat without
+                       BSON, the compiler's own after a grouped conv: its parameter table's axis)
 Slice                  Slice (the stored int64 starts/ends/axes/steps)
 Expand                 Expand (the stored int64 shape; the compiler's tiling of a
                        pooling window that covers the whole map)
@@ -202,7 +204,8 @@ _BSON_ATTRIBUTES: Dict[str, FrozenSet[str]] = {op: frozenset(names.split()) for 
     "exDataConvert": "i_dtype o_dtype", "exMatMul": "c_type", "exNorm": "axes eps mode",
     "exSDPAttention": "q_add q_matmul q_softmax scale",
     "exSoftmax13": "axis", "Elu": "alpha", "LeakyRelu": "alpha", "ReduceMax": "keepdims", "ReduceMin": "keepdims",
-    "HardSigmoid": "alpha beta", "BatchNormalization": "epsilon momentum", "BatchNormalizationRelu": "epsilon momentum"}.items()}
+    "HardSigmoid": "alpha beta", "BatchNormalization": "epsilon momentum",
+    "BatchNormalizationRelu": "epsilon momentum"}.items()}
 _ACTIVATION_KINDS = ("input", "output", "activation")
 _WEIGHT_KINDS = ("const", "generated")
 #: an rv1106 container's weights end on a multiple of this many bytes
@@ -566,7 +569,8 @@ class _Lowering:
             self.pool(node)
         elif node.op == "Concat":
             rank = len(self.tensor(node.inputs[0], node).shape) if node.inputs else 0
-            axis = self.bson_int(node, "axis")
+            # the compiler's own Concat (of a grouped conv's per-group convs) has no BSON: its table's axis
+            axis = self.bson_int(node, "axis") if node.attrs or "axis" not in node.params else node.params["axis"]
             if not -rank <= axis < rank:
                 raise self.error(f"{node.label}: axis {axis} of a rank-{rank} input")
             inputs = self.activation_inputs(node, 1, 1 << 16)
@@ -992,10 +996,18 @@ class _Lowering:
     def prelu_slopes(self, node: VendorNode) -> np.ndarray:
         """A PRelu's or ConvPRelu's per-channel slopes, (C, 1, 1) float32: its (1, C, 1, 1) constant
         input (after a conv's weight and bias), float16 in fp16 files, int16 codes of ``2^-14`` in int8
-        files (the LeakyRelu slope's fixed point)."""
+        files (the LeakyRelu slope's fixed point); a single slope, a float32 (1, 1, 1, 1) constant,
+        is repeated for every channel."""
         out = self.single_output(node)
         channels = out.shape[1] if len(out.shape) == 4 else -1
         found = [t for t in (self.tensor(i, node) for i in node.inputs) if t.kind == "shape"]
+        if channels > 0 and len(found) == 1 and found[0].dtype == "float32" and list(found[0].shape) == [1, 1, 1, 1]:
+            # one slope for every channel (PyTorch's nn.PReLU() default), stored float32 in fp16 and int8
+            # files alike: the ONNX value
+            raw = bytes(self.vf.tensor_data(self.sg, found[0]))
+            if len(raw) < 4:
+                raise self.error(f"{node.label}: slope {found[0].name!r} holds {len(raw)} bytes; one float32 expected")
+            return np.full((channels, 1, 1), np.frombuffer(raw, "<f4", 1)[0], np.float32)
         expected = "int16" if self.int8 else "float16"
         if len(found) != 1 or found[0].dtype != expected or list(found[0].shape) != [1, channels, 1, 1]:
             raise self.error(f"{node.label}: slope inputs {[(t.name, t.dtype, list(t.shape)) for t in found]}; one "
@@ -1341,10 +1353,10 @@ class _Lowering:
 
     def lut_activation(self, node: VendorNode) -> None:
         """A standalone Sigmoid, exSwish (``x * sigmoid(x)``), HardSwish, HardSigmoid, Tanh, Elu (their
-        ``alpha`` / ``beta`` from the BSON) or Softplus: fp16 files compute it in float (output rounded to fp16; exSwish's inner
-        sigmoid is not rounded, as in a fused one); int8 files run it on the DPU lookup table the file
-        loads (:func:`.lut.lower_lut_sigmoid`, whose tables are the file's own whatever the function),
-        but for Elu, refused."""
+        ``alpha`` / ``beta`` from the BSON) or Softplus: fp16 files compute it in float (output rounded
+        to fp16; exSwish's inner sigmoid is not rounded, as in a fused one); int8 files run it on the
+        DPU lookup table the file loads (:func:`.lut.lower_lut_sigmoid`, whose tables are the file's
+        own whatever the function), but for Elu, refused."""
         (data,) = self.activation_inputs(node, 1, 1)
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
         if list(x.shape) != list(out.shape):
@@ -1409,8 +1421,8 @@ class _Lowering:
             weight = np.ascontiguousarray(tiles.transpose(1, 0, 2, 3))  # ONNX [Cin, Cout, kh, kw]
         else:
             # depthwise (RKNN-Toolkit2 2.2.0/2.3.0 compile a bilinear Resize to one): a depthwise conv's
-            # tiles, [1, C, kh, kw]; observed only with kernels symmetric under the flip, so which of
-            # the two orders the tiles hold is unknown, and a kernel that would tell is refused
+            # tiles, [1, C, kh, kw], holding the kernel flipped as group 1's (corpus deconv_depthwise*: an
+            # asymmetric kernel on five platforms; read unflipped, cosine 0.78 against the simulator)
             if cout != 1:
                 raise self.error(f"{node.label}: a depthwise ConvTranspose with weight {list(w.shape)} in an "
                                  f"{'int8' if self.int8 else 'fp16'} {self.platform()} file; only weights [C, 1, kh, "
@@ -1422,10 +1434,12 @@ class _Lowering:
             else:
                 dw = decode_weight(raw, w.npu_shape, (1, cin, kh, kw), w.dtype, where, w.size)
             # [C, 1, kh, kw] is at once the deconv's weight and the conv view (one channel per group)
-            weight = tiles = np.ascontiguousarray(dw.transpose(1, 0, 2, 3))
-            if not np.array_equal(tiles, tiles[:, :, ::-1, ::-1]):
+            weight = tiles = np.ascontiguousarray(dw.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+            release = toolkit_release(self.rk.toolkit_version or self.rk.compiler_version)
+            if (self.t3_platform() or release != "2.5.0") and not np.array_equal(tiles, tiles[:, :, ::-1, ::-1]):
                 raise self.error(f"{node.label}: a depthwise ConvTranspose whose kernel is not symmetric under a "
-                                 "half turn; the order of its taps was never observed")
+                                 f"half turn in an {self.platform()} file from RKNN-Toolkit2 {release}; the order of "
+                                 "its taps was checked on RKNN-Toolkit2 2.5.0's files of the rk35xx and rv1126b only")
             cout = cin
         expected = [x.shape[0], cout] + [(x.shape[2 + k] - 1) * attrs["strides"][k] - attrs["pads"][k] -
                                          attrs["pads"][k + 2] + attrs["kernel_shape"][k] + attrs["output_padding"][k]
@@ -1547,10 +1561,12 @@ class _Lowering:
         if node.op == "MaxPool":
             attrs["dilations"] = self.bson_ints(node, "dilations", [1] * len(kernel))
         else:
+            # count_include_pad (PyTorch's AvgPool2d default), ceil_mode and both: corpus avgpool_attrs
             include = self.bson_int(node, "count_include_pad", 0)
-            if include or ceil_mode:  # Paddle's exports write both as 0; no file with either set was checked
-                raise self.error(f"{node.label}: an AveragePool with ceil_mode {ceil_mode} and count_include_pad "
-                                 f"{include}; only 0 and 0 (ONNX's defaults) were checked against the simulator")
+            if include not in (0, 1) or ceil_mode not in (0, 1):
+                raise self.error(f"{node.label}: count_include_pad {include}, ceil_mode {ceil_mode}; 0 or 1 expected")
+            if include:
+                attrs["count_include_pad"] = 1
         n = len(kernel)
         if not (n and len(x.shape) == 2 + n and len(attrs["strides"]) == n and len(attrs["pads"]) == 2 * n
                 and len(attrs.get("dilations", kernel)) == n and min(kernel + attrs["strides"]) >= 1
