@@ -1899,6 +1899,16 @@ def test_average_pools_keep_count_include_pad_and_ceil_mode(variant):
     assert [y.shape[2:] for y in outputs] == [(8, 8), (8, 8), (9, 9)]
 
 
+def test_the_compilers_per_layer_input_conv_does_not_make_a_file_per_layer():
+    """An odd-width input whose first op is no conv: the compiler applies mean/std with an unnamed
+    depthwise 1x1 conv quantized per layer, beside the model's per-channel convs ("its convs mix
+    per-channel and per-layer quantization" before: 14 of 148 random int8 files)."""
+    model = lowered("input_odd_i8")
+    assert model.precision == "int8"
+    outputs, sims = _corpus_run("input_odd_i8")
+    assert _cos(outputs[0], sims[0]) >= 0.9999
+
+
 def test_a_grouped_conv_concatenates_its_groups_on_the_tables_axis():
     """An fp16 group-2 conv compiles to a Split, a conv per group and a Concat of the compiler's own,
     with no BSON: its axis is the parameter table's (refused before for want of a BSON axis)."""

@@ -258,6 +258,17 @@ def _grouped_conv():
     return g.model([("x", IMG[1])], [(y, "y")])
 
 
+def _input_odd():
+    """An input of odd width padded before its first conv: Pad(x, reflect, 1), Conv 8->8 3x3 p0, on an
+    8-channel 13x13 input given mean 0 / std 1 (DeepLab's 513x513 is odd too).  The compiler applies
+    mean/std with a conv of its own (unnamed, ``Pre_weight``: a depthwise 1x1, per-layer int8 in a
+    per-channel file): the model's first op is no conv, and the odd width (12x12 got none)."""
+    g = _G(207)
+    p = g.node("Pad", ["x", g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], mode="reflect")[0]
+    y = g.conv(p, 8, 8, pad=0)
+    return g.model([("x", (1, 8, 13, 13))], [(y, "y")])
+
+
 def _concat():
     g = _G(301)
     a = g.conv("x", 3, 12)
@@ -1370,6 +1381,10 @@ def _cases() -> List[Case]:
         Case("maxpool", "Conv 3->20 3x3 p1, MaxPool 3x3 s2 p1", _pool(201, "maxpool"), img, purpose="pooling"),
         Case("avgpool", "Conv 3->20 3x3 p1, AveragePool 2x2 s2", _pool(202, "avgpool"), img, purpose="pooling"),
         Case("gap", "Conv 3->20 3x3 p1, GlobalAveragePool", _pool(203, "gap"), img, purpose="pooling"),
+        Case("input_odd", " ".join(_input_odd.__doc__.split()), _input_odd, [("x", (1, 8, 13, 13), "normal")],
+             extra_config=dict(mean_values=[[0.0] * 8], std_values=[[1.0] * 8]),
+             purpose="the compiler's per-layer mean/std conv beside per-channel convs (refused until 2026-12-06: "
+                     "\"its convs mix per-channel and per-layer quantization\")"),
         Case("grouped_conv", " ".join(_grouped_conv.__doc__.split()), _grouped_conv, img,
              purpose="a group-2 conv: the compiler's own Concat has no BSON, its axis is the parameter table's "
                      "(refused until 2026-12-06)"),

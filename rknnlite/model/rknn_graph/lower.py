@@ -1203,10 +1203,13 @@ class _Lowering:
 
     def precision(self) -> str:
         """``"fp16"``, ``"int8"`` (per-channel quantization) or ``"int8-layer"`` (per layer), as
-        the lowered convs showed (once they are lowered)."""
+        the lowered convs of the model showed (once they are lowered)."""
         if not self.int8:
             return "fp16"
-        methods = set(self.methods.values())
+        # the compiler's own unnamed convs do not tell the build's method: its depthwise 1x1 applying
+        # mean/std to an input whose first op is no conv is per-layer in per-channel files (input_odd)
+        named = {n.index for n in self.sg.nodes if n.name}
+        methods = {m for i, m in self.methods.items() if i in named} or set(self.methods.values())
         if len(methods) > 1:
             raise self.error("its convs mix per-channel and per-layer quantization, which no observed file does")
         return "int8-layer" if methods == {"layer"} else "int8"
