@@ -555,10 +555,7 @@ class _Lowering:
         elif node.op in _LUT_OPS:
             self.lut_activation(node)
         elif node.op == "Relu":
-            x, out = self.tensor(node.inputs[0], node), self.single_output(node)
-            if list(x.shape) != list(out.shape):
-                raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
-            self.emit(node, "Relu", self.activation_inputs(node, 1, 1), {})
+            self.emit(node, "Relu", [self.elementwise_input(node)[0]], {})
         elif node.op in ("LeakyRelu", "PRelu"):
             self.leaky_relu(node)
         elif node.op == "Clip":
@@ -649,6 +646,15 @@ class _Lowering:
             raise self.error(f"{node.label} has {len(names)} activation inputs; {node.op} takes "
                              f"{least if least == most else f'{least}..{most}'}")
         return names
+
+    def elementwise_input(self, node: VendorNode) -> Tuple[str, VendorTensor, VendorTensor]:
+        """``(name, input tensor, output tensor)`` of an element-wise op of one activation input (an
+        activation function), whose output must have the input's shape."""
+        (data,) = self.activation_inputs(node, 1, 1)
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        if list(x.shape) != list(out.shape):
+            raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+        return data, x, out
 
     def emit(self, node: VendorNode, op: str, inputs: List[str], attrs: dict, output: Optional[str] = None) -> None:
         out = output or self.names[self.single_output(node).index]
@@ -1033,10 +1039,7 @@ class _Lowering:
         """A standalone LeakyRelu (``alpha`` from the parameter table, equal to the BSON's; ``Abs``
         compiles to one of slope -1) or PRelu (:meth:`prelu_slopes`): a DPU-only task on the
         NPU; computed in float32 on the input, the output rounded to fp16 or put on its int8 grid."""
-        (data,) = self.activation_inputs(node, 1, 1)
-        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
-        if list(x.shape) != list(out.shape):
-            raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+        data, _, out = self.elementwise_input(node)
         if node.op == "PRelu":
             slopes = self.constant(f"{self.names[out.index]}__slope", self.prelu_slopes(node), keep_float=True)
             self.emit(node, "PRelu", [data, slopes], {})
@@ -1051,10 +1054,7 @@ class _Lowering:
         """A standalone Clip (one no conv absorbed: after an Add or a Concat): a DPU-only task whose
         bounds are the node's two float32 (1,) constants; computed in float32, the output rounded to
         fp16 or put on its int8 grid."""
-        (data,) = self.activation_inputs(node, 1, 1)
-        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
-        if list(x.shape) != list(out.shape):
-            raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+        data, _, out = self.elementwise_input(node)
         bounds = [self.tensor(i, node) for i in node.inputs[1:]]
         values = []
         for t in bounds:
@@ -1360,10 +1360,7 @@ class _Lowering:
         to fp16; exSwish's inner sigmoid is not rounded, as in a fused one); int8 files run it on the
         DPU lookup table the file loads (:func:`.lut.lower_lut_sigmoid`, whose tables are the file's
         own whatever the function), but for Elu, refused."""
-        (data,) = self.activation_inputs(node, 1, 1)
-        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
-        if list(x.shape) != list(out.shape):
-            raise self.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+        data, x, out = self.elementwise_input(node)
         if "int8" in (x.dtype, out.dtype):
             if node.op == "Elu":  # tools/vendor_corpus/models.py, _STANDALONE_OPS_BY_PLATFORM
                 raise self.error(f"{node.label}: an int8 Elu: its lookup table's index map was not decoded (an "

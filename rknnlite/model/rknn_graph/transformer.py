@@ -287,10 +287,7 @@ def lower_gelu(lowering, node: VendorNode) -> None:
     """A standalone exGelu (``x (erf(x / sqrt 2) + 1) / 2``): fp16 files compute it in float,
     the output rounded; int8 files (rk3588 family) run the DPU lookup table the file loads
     (:func:`.lut.lower_lut_sigmoid`, whose tables are the file's own whatever the function)."""
-    (data,) = lowering.activation_inputs(node, 1, 1)
-    x, out = lowering.tensor(node.inputs[0], node), lowering.single_output(node)
-    if list(x.shape) != list(out.shape):
-        raise lowering.error(f"{node.label}: input shape {list(x.shape)} is not its output shape {list(out.shape)}")
+    data, x, out = lowering.elementwise_input(node)
     if lowering.int8 and x.dtype == out.dtype == "int8":
         lowering.int8_lut_op(node, x, out)
         return
