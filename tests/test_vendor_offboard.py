@@ -25,10 +25,11 @@ from rknnlite.model.rknn_graph.graph import read_vendor_graph
 from rknnlite.model.rknn_graph.lower import VendorGraph
 from rknnlite.model.rknn_graph.regcmd import requant_t4
 from rknnlite.model.rknn_graph.validated import UnvalidatedVendorFileWarning
+from rknnlite.model.schema import V6
 from rknnlite.model.rknn_graph.weights import decode_depthwise_weight, decode_int8_bias, decode_weight
 
 from corpus import CORPUS, MODELS, corpus_arrays, lowered
-from vendor_files import doctored_copy, patch_registers, subgraph_table, tensor_bytes, tensor_table
+from vendor_files import doctored_copy, node_tables, patch_registers, subgraph_table, tensor_bytes, tensor_table
 
 #: (model, case, inputs, outputs) of the fixture io/ files
 CASES = [("convnet", "x0", 1, 1), ("add_mul", "ab0", 2, 2), ("dyn_conv", "s0_32x32", 1, 1),
@@ -1899,6 +1900,19 @@ def test_average_pools_keep_count_include_pad_and_ceil_mode(variant):
     assert [y.shape[2:] for y in outputs] == [(8, 8), (8, 8), (9, 9)]
 
 
+def test_an_average_pool_count_include_pad_other_than_0_or_1_is_refused(tmp_path):
+    def count_twice(data: bytearray) -> None:  # the first pool's BSON count_include_pad: 1 -> 2
+        node = node_tables(data, "AveragePool")[0]
+        bson = node.vector(V6.n_bson, 1)
+        at = bytes(bson.raw()).index(b"count_include_pad\x00")
+        at = bytes(bson.raw()).index(b"value\x00", at) + len(b"value\x00")
+        assert struct.unpack_from("<i", data, bson.pos + at)[0] == 1
+        struct.pack_into("<i", data, bson.pos + at, 2)
+
+    with pytest.raises(ModelInvalidError, match=r"count_include_pad 2, ceil_mode 0; 0 or 1 expected"):
+        rknnlite.Context(_doctored_corpus(tmp_path, "avgpool_attrs_fp16", count_twice), backend="software")
+
+
 def test_the_compilers_per_layer_input_conv_does_not_make_a_file_per_layer():
     """An odd-width input whose first op is no conv: the compiler applies mean/std with an unnamed
     depthwise 1x1 conv quantized per layer, beside the model's per-channel convs ("its convs mix
@@ -1937,3 +1951,18 @@ def test_a_conv_prelu_takes_its_per_channel_slopes(variant, tmp_path):
 
     with pytest.raises(ModelInvalidError, match=r"slope inputs \[\('c5', 'float32', \[1, 20, 1, 1\]\)\]"):
         rknnlite.Context(_doctored_corpus(tmp_path, f"conv_prelu_{variant}", as_float32), backend="software")
+
+
+def test_a_concat_whose_bson_and_table_axes_differ_is_refused(tmp_path):
+    """A Concat carries its axis twice, in the BSON and in its parameter table (the only place for
+    the compiler's own Concats); a file where the two disagree is refused, not run on either."""
+    stem = "concat_fp16"
+
+    def move_axis(data: bytearray) -> None:  # the first Concat with a BSON: its table's axis 1 -> 2
+        concat = next(n for n in node_tables(data, "Concat") if n.scalars(V6.n_bson, "u8"))
+        table = concat.table(V6.n_param, "Param")
+        assert table.i32(0) == 1
+        struct.pack_into("<i", data, table.field_pos(0), 2)
+
+    with pytest.raises(ModelInvalidError, match=r"the BSON's axis 1 and the parameter table's 2 name different axes"):
+        rknnlite.Context(doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, move_axis), backend="software")

@@ -18,9 +18,10 @@ from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph.lower import read_graph
 from rknnlite.model.rknn_graph.regcmd import TASK_SIZE
 from rknnlite.model.rknn_graph.validated import ALLOW_ENV
+from rknnlite.model.schema import V6
 
 from corpus import CORPUS, corpus_arrays, inputs_of, lowered
-from vendor_files import doctored_copy, tensor_bytes
+from vendor_files import doctored_copy, node_tables, tensor_bytes
 
 #: the outputs of standalone_ops_rk3588 (tools/vendor_corpus/models.py STANDALONE_OPS), in order
 OUTPUTS = ("tanh", "softplus", "leakyrelu", "prelu", "abs", "exp", "erf", "reducemax", "convtanh", "convprelu", "max",
@@ -150,7 +151,7 @@ def test_a_pow_other_than_the_square_is_refused(tmp_path, exponent):
         struct.pack_into("<f", view, 0, exponent)
 
     path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch)
-    with pytest.raises(ModelInvalidError, match=rf"a Pow with exponent \[{exponent}\]; only the square"):
+    with pytest.raises(ModelInvalidError, match=rf"a Pow with exponent {exponent}; only the square"):
         rknnlite.Context(path, backend="software")
 
 
@@ -167,3 +168,15 @@ def test_a_clip_whose_bounds_cross_is_refused(tmp_path):
     path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch)
     with pytest.raises(ModelInvalidError, match=r"bounds \[-0.5, -1.0\]; a min and a max, min <= max"):
         rknnlite.Context(path, backend="software")
+
+
+def test_a_reduce_whose_table_and_bson_keepdims_differ_is_refused(tmp_path):
+    def drop_keepdims(data: bytearray) -> None:  # ReduceMax's parameter table: keepdims [1] -> [0]
+        keepdims = node_tables(data, "ReduceMax")[0].table(V6.n_param, "Param").vector(0, 1)
+        assert bytes(keepdims.raw()) == b"\x01"
+        data[keepdims.pos] = 0
+
+    path = doctored_copy(CORPUS / "standalone_ops_rk3588_fp16.rknn", tmp_path, drop_keepdims)
+    with pytest.raises(ModelInvalidError, match=r"its parameter table's keepdims \[0\] is not the BSON's 1"):
+        rknnlite.Context(path, backend="software")
+

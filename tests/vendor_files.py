@@ -10,7 +10,7 @@ from typing import Callable
 from rknnlite.model.flatbuf import FlatBuffer
 from rknnlite.model.rockchip import read_rockchip
 from rknnlite.model.rknn_graph.graph import KINDS
-from rknnlite.model.schema import T3
+from rknnlite.model.schema import T3, V6
 
 _GENERATED = next(code for code, kind in KINDS.items() if kind == "generated")
 
@@ -39,6 +39,11 @@ def subgraph_table(data: bytearray):
 def tensor_table(data: bytearray, name: str):
     """The FlatBuffer table of the tensor called ``name`` in the first subgraph."""
     return next(t for t in subgraph_table(data).tables(0) if t.string(5, "") == name)
+
+
+def node_tables(data: bytearray, op: str) -> list:
+    """The FlatBuffer tables of the first subgraph's nodes of type ``op`` (V6 files), in order."""
+    return [n for n in subgraph_table(data).tables(V6.sg_nodes) if n.string(V6.n_type) == op]
 
 
 def tensor_bytes(data: bytearray, name: str) -> memoryview:

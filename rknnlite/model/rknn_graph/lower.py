@@ -570,6 +570,9 @@ class _Lowering:
             axis = self.bson_int(node, "axis") if node.attrs or "axis" not in node.params else node.params["axis"]
             if not -rank <= axis < rank:
                 raise self.error(f"{node.label}: axis {axis} of a rank-{rank} input")
+            if node.attrs and "axis" in node.params and (node.params["axis"] - axis) % rank:
+                raise self.error(f"{node.label}: the BSON's axis {axis} and the parameter table's "
+                                 f"{node.params['axis']} name different axes of a rank-{rank} input")
             inputs = self.activation_inputs(node, 1, 1 << 16)
             parts = [self.tensor(i, node) for i in node.inputs if self.names.get(i) in inputs]
             check_concat_selection(self, node, [int(t.shape[axis]) for t in parts])
@@ -737,6 +740,17 @@ class _Lowering:
             zp = t.zero_point[0] if t.zero_point else 0
             array = ((values.astype(np.float64) - zp) * t.scale[0]).astype(np.float32)
         return self.constant(self.names[t.index], array)  # an fp16 file rounds them (bit-exact that way)
+
+    def float32_scalar(self, node: VendorNode, t: VendorTensor, what: str) -> float:
+        """The one value of a float32 constant of one element (a PRelu's single slope, a Clip
+        bound, a Pow exponent), exactly as stored: these stay float32 in fp16 and int8 files alike,
+        unlike :meth:`const_operand`'s operands, which an fp16 file rounds."""
+        raw = bytes(self.vf.tensor_data(self.sg, t)) if t.kind in ("shape", "const") else b""
+        count = int(np.prod(t.shape)) if t.shape else 1
+        if t.dtype != "float32" or count != 1 or len(raw) < 4:
+            raise self.error(f"{node.label}: {what} {t.name!r} is a {t.dtype} {t.kind} {list(t.shape)} of "
+                             f"{len(raw)} bytes; one float32 constant was expected")
+        return float(np.frombuffer(raw, "<f4", 1)[0])
 
     def constant(self, name: str, value: np.ndarray, keep_float: bool = False) -> str:
         self.constants[name] = value
@@ -1010,10 +1024,7 @@ class _Lowering:
         if channels > 0 and len(found) == 1 and found[0].dtype == "float32" and list(found[0].shape) == [1, 1, 1, 1]:
             # one slope for every channel (PyTorch's nn.PReLU() default), stored float32 in fp16 and int8
             # files alike: the ONNX value
-            raw = bytes(self.vf.tensor_data(self.sg, found[0]))
-            if len(raw) < 4:
-                raise self.error(f"{node.label}: slope {found[0].name!r} holds {len(raw)} bytes; one float32 expected")
-            return np.full((channels, 1, 1), np.frombuffer(raw, "<f4", 1)[0], np.float32)
+            return np.full((channels, 1, 1), self.float32_scalar(node, found[0], "slope"), np.float32)
         expected = "int16" if self.int8 else "float16"
         if len(found) != 1 or found[0].dtype != expected or list(found[0].shape) != [1, channels, 1, 1]:
             raise self.error(f"{node.label}: slope inputs {[(t.name, t.dtype, list(t.shape)) for t in found]}; one "
@@ -1056,13 +1067,7 @@ class _Lowering:
         fp16 or put on its int8 grid."""
         data, _, out = self.elementwise_input(node)
         bounds = [self.tensor(i, node) for i in node.inputs[1:]]
-        values = []
-        for t in bounds:
-            raw = bytes(self.vf.tensor_data(self.sg, t)) if t.kind == "shape" else b""
-            if t.dtype != "float32" or list(t.shape) != [1] or len(raw) < 4:
-                raise self.error(f"{node.label}: bound {t.name!r} is a {t.dtype} {t.kind} {list(t.shape)}; a float32 "
-                                 "(1,) constant was expected")
-            values.append(float(np.frombuffer(raw, "<f4", 1)[0]))
+        values = [self.float32_scalar(node, t, "bound") for t in bounds]
         if len(values) != 2 or not values[0] <= values[1]:
             raise self.error(f"{node.label}: bounds {values}; a min and a max, min <= max, were expected")
         names = [self.constant(self.names[t.index], np.array(v, np.float32), keep_float=True)
@@ -1336,12 +1341,9 @@ class _Lowering:
 
     def check_square(self, node: VendorNode, exponent: VendorTensor) -> None:
         """Refuse a Pow whose exponent (a float32 constant) is not exactly 2."""
-        raw = bytes(self.vf.tensor_data(self.sg, exponent))
-        count = int(np.prod(exponent.shape)) if exponent.shape else 1
-        values = np.frombuffer(raw, "<f4", count).tolist() if exponent.dtype == "float32" and len(raw) >= 4 * count \
-            else "(not float32)"
-        if values != [2.0]:
-            raise self.error(f"{node.label}: a Pow with exponent {values}; only the square (a float32 2.0) was "
+        value = self.float32_scalar(node, exponent, "exponent")
+        if value != 2.0:
+            raise self.error(f"{node.label}: a Pow with exponent {value}; only the square (a float32 2.0) was "
                              "checked against the simulator")
 
     def int8_lut_op(self, node: VendorNode, x: VendorTensor, out: VendorTensor) -> None:
