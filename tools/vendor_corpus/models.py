@@ -619,6 +619,38 @@ def _deconv_depthwise(seed: int = 808):
     return build
 
 
+#: the activations a ConvTranspose takes fused (the compiler's ConvTranspose<activation> op types)
+DECONV_ACTS = ("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish", "HardSigmoid", "PRelu", "Tanh", "Swish")
+#: int8: the simulator puts a fused ConvTranspose's output on an int8 grid of its own before the
+#: activation, from the calibration (a scale the file does not hold); only for Relu and Clip is it
+#: the output's grid (the others run outside the bounds on some data: refused by name)
+DECONV_ACTS_INT8 = ("Relu", "Clip")
+
+
+def _deconv_acts(acts=DECONV_ACTS, seed: int = 950):
+    """Conv 3->16 3x3 Relu, then per activation a ConvTranspose 16->8 k2 s2 of its own followed by
+    it (each an output): Relu, LeakyRelu(0.1), Clip(0, 6), Sigmoid, HardSwish, HardSigmoid(0.3, 0.4),
+    PRelu (slopes 0.05..0.4), Tanh, Swish; the compiler fuses each into its deconv, a node with
+    neither BSON nor parameter table (its attributes are only in the registers)."""
+    make = {"Relu": lambda g, y: g.node("Relu", [y])[0], "LeakyRelu": _leaky(0.1), "Clip": _clip(0.0, 6.0),
+            "Sigmoid": _sigmoid, "HardSwish": _hardswish, "HardSigmoid": _hardsigmoid(0.3, 0.4),
+            "PRelu": lambda g, y: g.node("PRelu", [y, g.const((np.arange(1, 9, dtype=np.float32) * np.float32(0.05))
+                                                           .reshape(8, 1, 1))])[0],
+            "Tanh": lambda g, y: g.node("Tanh", [y])[0], "Swish": _swish}
+
+    def build():
+        g = _G(seed)
+        y = g.node("Relu", [g.conv("x", 3, 16)])[0]
+        outs = []
+        for act in acts:
+            w = (g.rng.standard_normal((16, 8, 2, 2)) * 0.375).astype(np.float32)
+            b = (g.rng.standard_normal(8) * 0.1).astype(np.float32)
+            d = g.node("ConvTranspose", [y, g.const(w, "w"), g.const(b, "b")], kernel_shape=[2, 2], strides=[2, 2])[0]
+            outs.append((make[act](g, d), act.lower()))
+        return g.model([("x", (1, 3, 8, 8))], outs)
+    return build
+
+
 def _argmax():
     # a segmentation head's class map: Conv 3->5 3x3, ArgMax over the classes (int64 labels)
     from onnx import TensorProto
@@ -1353,6 +1385,17 @@ def _int8_platform_cases() -> List[Case]:
                variants=("fp16", "i8") if p == "rk3588" else ("fp16",), platform=p,
                purpose=f"a standalone Elu on {p} (int8 is refused by name, see _STANDALONE_OPS_BY_PLATFORM)")
           for p in ("rk3588", "rk3576")),
+        *(Case(f"deconv_acts_{p}", doc(_deconv_acts), _deconv_acts(), image8, variants=("fp16",), platform=p,
+               purpose=f"ConvTranspose with each fused activation on {p} (attributes only in the registers)")
+          for p in ("rk3588", "rk3566")),  # rk3576 and rv1126b keep the activations apart
+        # int8: Relu and Clip (see DECONV_ACTS_INT8)
+        *(Case(f"deconv_relu_clip_{p}", "deconv_acts with Relu and Clip", _deconv_acts(DECONV_ACTS_INT8), image8,
+               variants=("i8",), platform=p,
+               purpose=f"ConvTranspose with a fused Relu and Clip on {p}, int8")
+          for p in ("rk3588", "rk3566")),
+        Case("deconv_relu_rk3562", "deconv_acts with Relu alone, rk3562", _deconv_acts(("Relu",)), image8,
+             variants=("fp16",), platform="rk3562",
+             purpose="a fused ConvTranspose on rk3562, whose CNA registers were not decoded: refused by name"),
         *(Case(f"depthwise_{p}", doc(_depthwise), _depthwise(), image8, variants=("i8",), platform=p,
                purpose=f"the int8 depthwise weight layout of {p} (zero points beside the weights)")
           for p in ("rk3576", "rv1126b")),  # rk3562's: in activation_ops_rk3562

@@ -44,6 +44,10 @@ ConvAdd, ConvAddRelu   Conv, then Add of the residual (the extra activation inpu
                        ``auto_pad`` NOTSET, or VALID with pads 0 (a conv whose pads the
                        compiler moved into a Pad)
 ConvReluAdd            Conv, Relu, then Add of the residual (fp16; int8 is refused)
+ConvTranspose,         ConvTranspose (attributes from the BSON, checked against the CNA
+ConvTranspose<act>     registers on rk3588/rk3566; a fused activation's node has only the
+                       registers, :mod:`.deconv_regs`), then the fused part as a conv's (fp16:
+                       all nine; int8: Relu and Clip, the others refused by name)
 Add, Sub, Mul          Add, Sub, Mul (constant operands, plain or NC1HWC2: fp16-rounded
                        values in fp16 files, dequantized integers in int8 files)
 Sigmoid, HardSwish     fp16: Sigmoid, HardSwish; int8: the input's integer codes, then the
@@ -114,7 +118,6 @@ once here (new arrays in model layout); nothing else is copied.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
@@ -136,6 +139,7 @@ from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_r
 from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from_zero, f2_activation, f2_conv_requant,
                     f2_fp16_activation, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point, hard_sigmoid_slope)
 from .lut import lower_lut_conv, lower_lut_sigmoid
+from .deconv_regs import RK3566_DECONV, RK3588_DECONV, DeconvEncoding, deconv_params
 from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
                      fused_activation, node_registers, read_tasks, requant_of, requant_t4)
 from .t3conv import T3_BN_LUT, T3_NPU, requant_t3, t3_clip_bound, t3_lut_stage, t3_lut_task
@@ -153,6 +157,8 @@ __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_
 SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "InputOperator OutputOperator Conv ConvRelu ConvClip ConvLeakyRelu ConvPRelu ConvHardSigmoid ConvSigmoid "
     "ConvExSwish ConvHardSwish ConvAdd ConvAddRelu ConvReluAdd ConvExGelu ConvTanh "
+    "ConvTransposeRelu ConvTransposeClip ConvTransposeLeakyRelu ConvTransposePRelu ConvTransposeHardSigmoid "
+    "ConvTransposeSigmoid ConvTransposeexSwish ConvTransposeHardSwish ConvTransposeTanh "
     "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Tanh Elu Softplus Exp Erf ReduceMax ReduceMin Relu LeakyRelu "
     "PRelu Clip HardSigmoid Max Min Pow Expand exSDPAttention exNorm exMatMul exGelu Gather "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax "
@@ -164,6 +170,13 @@ _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "Conv
                      "ConvSigmoid": "Sigmoid", "ConvExSwish": "Swish", "ConvHardSwish": "HardSwish", "ConvAdd": "Add",
                      "ConvAddRelu": "AddRelu", "ConvReluAdd": "ReluAdd", "ConvExGelu": "Gelu",
                      "ConvTanh": "Tanh"}
+#: the fused part of each vendor deconv op: a ConvTranspose followed by one of these has no BSON
+#: and no parameter table, its attributes are in its registers (:mod:`.deconv_regs`)
+_DECONV_ACTIVATIONS = {"ConvTranspose": None, "ConvTransposeRelu": "Relu", "ConvTransposeClip": "Clip",
+                       "ConvTransposeLeakyRelu": "LeakyRelu", "ConvTransposePRelu": "PRelu",
+                       "ConvTransposeHardSigmoid": "HardSigmoid", "ConvTransposeSigmoid": "Sigmoid",
+                       "ConvTransposeexSwish": "Swish", "ConvTransposeHardSwish": "HardSwish",
+                       "ConvTransposeTanh": "Tanh"}
 #: fused parts that add the node's extra activation input (the residual; ReluAdd: Relu before the Add)
 _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu", "ReluAdd")
 #: how far (relative to the largest) an rk3576/rv1126b conv's register weight scales may be from
@@ -546,7 +559,7 @@ class _Lowering:
             self.check_io(node, node.inputs, "output", self.sg.outputs)
         elif node.op in _CONV_ACTIVATIONS:
             self.conv(node)
-        elif node.op == "ConvTranspose":
+        elif node.op in _DECONV_ACTIVATIONS:
             self.deconv(node)
         elif node.op == "ArgMax":
             self.argmax(node)
@@ -922,24 +935,7 @@ class _Lowering:
             return
         if acc is not None:  # int8: the NPU's exact accumulator, then one conversion per channel
             total = emit_accumulator(self, node, x, out, w, b, acc, attrs)
-            qo = self.activation_quant(out)
-            s_out, zp_out = qo.scale[0], qo.zero_point[0]
-            if activation in (None, "Relu", "Clip"):  # these commute with the rounding: a narrower code range
-                lo, hi = -128, 127
-                if activation == "Relu":
-                    lo = max(lo, zp_out)
-                elif activation == "Clip":
-                    params = self.register_params(node, unit, params)
-                    lo, hi = grid_code(params["min"], s_out, zp_out), grid_code(params["max"], s_out, zp_out)
-                emit_requant(self, node, total, acc, out, s_out, zp_out, lo, hi)
-                return
-            if activation in ("Add", "AddRelu"):  # the Mul, Add [and Relu] and the output's grid in one pass
-                emit_add_requant(self, node, total, acc, self.names[extra[0].index], out, s_out, zp_out,
-                                 relu=activation == "AddRelu")
-                return
-            conv = f"{self.names[out.index]}__conv"
-            self.emit_scaled(node, total, acc, conv)
-            self.fused(node, activation, conv, extra, unit, params)
+            self.int8_fused(node, total, acc, out, activation, extra, unit, params)
             return
         inputs = [self.names[x.index], self.constant(self.names[w.index], weight_f)]
         if bias_f is not None:
@@ -965,6 +961,30 @@ class _Lowering:
         if branch:
             self.keep_float.append(conv)
         self.emit(node, "Conv", inputs, attrs, output=conv)
+        self.fused(node, activation, conv, extra, unit, params)
+
+    def int8_fused(self, node: VendorNode, total: str, acc: Accumulator, out: VendorTensor, activation: Optional[str],
+                   extra: List[VendorTensor], unit: Optional[float], params: Optional[Dict[str, float]]) -> None:
+        """An int8 conv's or deconv's accumulator ``total`` through its fused part onto the output's
+        grid: none, Relu and Clip narrow the code range (they commute with the rounding), a residual
+        Add [and Relu] is one pass, any other part reads the real conv output (:meth:`fused`)."""
+        qo = self.activation_quant(out)
+        s_out, zp_out = qo.scale[0], qo.zero_point[0]
+        if activation in (None, "Relu", "Clip"):
+            lo, hi = -128, 127
+            if activation == "Relu":
+                lo = max(lo, zp_out)
+            elif activation == "Clip":
+                params = self.register_params(node, unit, params)
+                lo, hi = grid_code(params["min"], s_out, zp_out), grid_code(params["max"], s_out, zp_out)
+            emit_requant(self, node, total, acc, out, s_out, zp_out, lo, hi)
+            return
+        if activation in ("Add", "AddRelu"):  # the Mul, Add [and Relu] and the output's grid in one pass
+            emit_add_requant(self, node, total, acc, self.names[extra[0].index], out, s_out, zp_out,
+                             relu=activation == "AddRelu")
+            return
+        conv = f"{self.names[out.index]}__conv"
+        self.emit_scaled(node, total, acc, conv)
         self.fused(node, activation, conv, extra, unit, params)
 
     def fused(self, node: VendorNode, activation: str, conv: str, extra: List[VendorTensor],
@@ -1083,7 +1103,9 @@ class _Lowering:
             return params
         where = f"{self.label}: {node.label}"
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
-        return fused_activation(regs, node.op, where, unit if self.int8 else None, self.lut_bn_cfg())
+        # a deconv's fused part is in a conv's registers (corpus deconv_acts)
+        op = node.op.replace("ConvTranspose", "Conv", 1)
+        return fused_activation(regs, op, where, unit if self.int8 else None, self.lut_bn_cfg())
 
     def int8_conv_constants(self, node: VendorNode, x: VendorTensor, out: VendorTensor, w: VendorTensor,
                             q: np.ndarray, b: Optional[VendorTensor]) -> Tuple[Optional[float], Accumulator]:
@@ -1385,33 +1407,51 @@ class _Lowering:
         self.emit(node, "Mul", [data, sig], {})
 
     def deconv(self, node: VendorNode) -> None:
-        """ConvTranspose: attributes from the BSON (the parameter table's kernel and dilations
-        must agree), the weight tiles hold the spatially flipped kernel in ``[Cout][Cin]`` blocks
-        (the conv a deconvolution runs as), the bias as a conv's.  fp16: float weights; int8: the exact
-        integer accumulator of a conv's (:mod:`.accumulator`), scaled per channel."""
-        if node.param_type != 2:
-            raise self.error(f"{node.label} has parameter-union type {node.param_type}; a deconv table (2) was expected")
+        """ConvTranspose, with a fused activation or not: attributes from the BSON (the parameter
+        table's kernel and dilations, and on rk3588/rk3566 the registers, must agree), or from
+        the registers alone where the file stores none (a fused activation: :mod:`.deconv_regs`);
+        the weight tiles hold the spatially flipped kernel in ``[Cout][Cin]`` blocks (the conv a
+        deconvolution runs as), the bias as a conv's.  fp16: float weights; int8: the exact
+        integer accumulator of a conv's (:mod:`.accumulator`), scaled per channel; the fused part
+        as a conv's (corpus ``deconv_acts``)."""
+        activation = _DECONV_ACTIVATIONS[node.op]
         out = self.single_output(node)
         if len(node.inputs) < 2:
             raise self.error(f"{node.label} has no weight input")
         x, w = self.tensor(node.inputs[0], node), self.tensor(node.inputs[1], node)
         b = self.tensor(node.inputs[2], node) if len(node.inputs) > 2 else None
+        if b is not None and b.kind not in _WEIGHT_KINDS:  # no bias: a PRelu's slopes follow the weight
+            b = None
         if x.kind not in _ACTIVATION_KINDS or w.kind not in _WEIGHT_KINDS or w.layout != "weight" or len(w.shape) != 4:
             raise self.error(f"{node.label}: inputs {x.kind} {x.name!r}, {w.kind}/{w.layout} {w.name!r} are not an "
                              "activation and a tiled 4-D weight")
-        attrs = {"kernel_shape": self.bson_ints(node, "kernel_shape"),
-                 "strides": self.bson_ints(node, "strides"),
-                 "pads": self.bson_ints(node, "pads"),
-                 "dilations": self.bson_ints(node, "dilations", [1, 1]),
-                 "group": self.bson_int(node, "group", 1),
-                 "output_padding": self.bson_ints(node, "output_padding", [0, 0])}
-        for key in ("kernel_shape", "dilations"):
-            if list(node.params.get(key, ())) != attrs[key]:
-                raise self.error(f"{node.label}: parameter table {key} {node.params[key]} disagrees with the BSON "
-                                 f"{attrs[key]}")
+        encoding = self.deconv_encoding()
+        if node.attrs or node.param_type:
+            attrs = self.deconv_bson_attrs(node)
+            if encoding is not None:  # the registers, which stand alone for a fused deconv, say the same
+                found = self.deconv_register_attrs(node, x, w, out, encoding)
+                for key, part in (("kernel_shape", slice(None)), ("strides", slice(None)), ("pads", slice(0, 2))):
+                    if found[key][part] != attrs[key][part]:
+                        raise self.error(f"{node.label}: its registers give {key} {found[key][part]}, its BSON "
+                                         f"{attrs[key][part]}; the register map is not the one decoded")
+        elif encoding is None:
+            raise self.error(f"{node.label}: a {node.op} without BSON or parameter table in an "
+                             f"{'int8' if self.int8 else 'fp16'} {self.platform()} file: its attributes are only in "
+                             "its registers, decoded for rk3588 and rk3566 (rk3576 and rv1126b files keep a fused "
+                             "activation apart)")
+        else:
+            attrs = self.deconv_register_attrs(node, x, w, out, encoding)
+        if self.int8 and activation not in (None, "Relu", "Clip"):
+            # corpus deconv_acts built int8 (layer_evidence.py on it): the simulator runs the ConvTranspose
+            # and the activation as two layers with an int8 tensor between them, its scale from the
+            # calibration; for Relu and Clip it is the output's grid
+            raise self.error(f"{node.label}: an int8 ConvTranspose with a fused {activation}: the vendor simulator "
+                             "puts the deconv's output on an int8 grid of its own before the activation (a scale "
+                             "the file does not hold: its registers feed the accumulator to the activation), so "
+                             "off-board results differ from the simulator's by up to 3 output steps (a Sigmoid: "
+                             "96 % within one step); only a fused Relu or Clip, whose grid is the output's, runs")
         group = attrs["group"]
-        if group not in (1, x.shape[1]) or attrs["dilations"] != [1, 1] or \
-                node.params.get("auto_pad") not in ("NOTSET", ""):
+        if group not in (1, x.shape[1]) or attrs["dilations"] != [1, 1]:
             raise self.error(f"{node.label}: a grouped or dilated ConvTranspose (group {group}, dilations "
                              f"{attrs['dilations']}) was never observed")
         cin, cout, kh, kw = (int(d) for d in w.shape)
@@ -1453,10 +1493,9 @@ class _Lowering:
             attrs.pop("group")
         if self.int8:
             # the conv formula per output channel, on the [Cout, Cin, kh, kw] view of the weight
-            _, acc = self.int8_conv_constants(node, x, out, w, tiles, b)
+            unit, acc = self.int8_conv_constants(node, x, out, w, tiles, b)
             total = emit_accumulator(self, node, x, out, w, b, acc, attrs, transposed=True)
-            qo = self.activation_quant(out)
-            emit_requant(self, node, total, acc, out, qo.scale[0], qo.zero_point[0])
+            self.int8_fused(node, total, acc, out, activation, [], unit, None)
             return
         if w.dtype != "float16":
             raise self.error(f"{node.label}: weight {w.name!r} has dtype {w.dtype}; fp16 files store float16")
@@ -1470,7 +1509,48 @@ class _Lowering:
         inputs = [self.names[x.index], self.constant(self.names[w.index], weight_f)]
         if bias_f is not None:
             inputs.append(self.constant(self.names[b.index], bias_f, keep_float=True))
-        self.emit(node, "ConvTranspose", inputs, attrs)
+        if activation is None:
+            self.emit(node, "ConvTranspose", inputs, attrs)
+            return
+        conv = f"{self.names[out.index]}__conv"  # rounded to fp16, then the fused part
+        self.emit(node, "ConvTranspose", inputs, attrs, output=conv)
+        self.fused(node, activation, conv, [], None)
+
+    def deconv_bson_attrs(self, node: VendorNode) -> Dict[str, object]:
+        """A plain ConvTranspose's ONNX attributes from its BSON, checked against its deconv
+        parameter table (type 2)."""
+        if node.param_type != 2:
+            raise self.error(f"{node.label} has parameter-union type {node.param_type}; a deconv table (2) was expected")
+        attrs = {"kernel_shape": self.bson_ints(node, "kernel_shape"),
+                 "strides": self.bson_ints(node, "strides"),
+                 "pads": self.bson_ints(node, "pads"),
+                 "dilations": self.bson_ints(node, "dilations", [1, 1]),
+                 "group": self.bson_int(node, "group", 1),
+                 "output_padding": self.bson_ints(node, "output_padding", [0, 0])}
+        for key in ("kernel_shape", "dilations"):
+            if list(node.params.get(key, ())) != attrs[key]:
+                raise self.error(f"{node.label}: parameter table {key} {node.params[key]} disagrees with the BSON "
+                                 f"{attrs[key]}")
+        if node.params.get("auto_pad") not in ("NOTSET", ""):
+            raise self.error(f"{node.label}: auto_pad {node.params.get('auto_pad')!r}; only explicit pads were observed")
+        return attrs
+
+    def deconv_encoding(self) -> Optional[DeconvEncoding]:
+        """How the file's CNA registers encode a ConvTranspose (:mod:`.deconv_regs`): rk3588's or
+        rk3566/rk3568's; ``None`` for the platforms whose registers were not decoded so (rk3562,
+        rk3576, rv1126b; an rv1106 container's nodes carry the attributes recovered already)."""
+        if self.t3_platform() or self.t4_platform() or self.f2_platform():
+            return None
+        return RK3566_DECONV if self.lite_platform() else RK3588_DECONV
+
+    def deconv_register_attrs(self, node: VendorNode, x: VendorTensor, w: VendorTensor, out: VendorTensor,
+                              encoding: DeconvEncoding) -> Dict[str, object]:
+        """A ConvTranspose's ONNX attributes from its CNA registers."""
+        where = f"{self.label}: {node.label}"
+        regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
+        zero_point = self.activation_quant(x).zero_point[0] if self.int8 else 0
+        return deconv_params(regs, w.shape, x.shape, out.shape, where, encoding, self.int8, zero_point,
+                             graph_input=x.kind == "input")
 
     def argmax(self, node: VendorNode) -> None:
         """ArgMax (a CPU op in the file): axis and keepdims from the BSON, int64 indices of the

@@ -13,9 +13,9 @@ register encoding:
   bits from 16: refused).  ``PAD_CON0`` 0x1068: the top pad in bits 0..3, the left pad in bits
   8..11; the bottom and right pads follow from the output size (the NPU reads no row or column
   past it).  0x1038: kernel height << 24 | width << 16 | output channels (2 on a depthwise conv).
-  A ConvTranspose runs as a stride-1 conv (``CONV_CON3`` 0x9) with its own strides minus one in
-  bits 8..13 (:func:`t3_deconv_params`); the older releases' depthwise one (a bilinear Resize, conv
-  mode 7) keeps its zero points in the weight, as a depthwise conv.
+  A ConvTranspose's attributes are decoded by :mod:`.deconv_regs` (rk3588's encoding); the older
+  releases' depthwise one (a bilinear Resize, conv mode 7) keeps its zero points in the weight, as
+  a depthwise conv.
 * DPU (target 0x1001): ``OUT_CVT`` offset / scale / shift at rk3588's addresses 0x4080 / 0x4084
   / 0x4088, the scale's bit 16 set on a residual conv.  Per-channel bias blocks of 4 channels
   (0x4050 = 0x30000001) whose multipliers, normalised to 2^14, have that shift in 0x4054
@@ -43,7 +43,7 @@ from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
 from .regcmd import TARGET_CNA, TARGET_DPU, Requant
 
-__all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "t3_deconv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage",
+__all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage",
            "t3_lut_task"]
 
 
@@ -59,8 +59,6 @@ _PLAIN_CON1 = (0x0, 0x20000000, 0x2000A000)
 #: output channels
 _DEPTHWISE_CON1, _DEPTHWISE_KERNELS = 0x7, 2
 _CONV_CON3 = 0x1014
-#: a ConvTranspose's CONV_CON3: unit conv strides (0x9), its own strides minus one in bits 8..13
-_UNIT_STRIDES, _DECONV_STRIDE_BITS = 0x9, 0x3F00
 _KERNEL = 0x1038
 _PAD_CON0 = 0x1068
 _STRIDE_BITS = 0x3F
@@ -163,58 +161,6 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
                      f"cannot map input {list(x_shape[2:])} to output {list(out_shape[2:])}")
     return {"kernel_shape": [kh, kw], "pads": [top, left, bottom, right], "strides": [stride_y, stride_x],
             "dilations": [1, 1], "group": channels if depthwise else 1, "auto_pad": "NOTSET"}
-
-
-def t3_deconv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_shape: Sequence[int],
-                     out_shape: Sequence[int], where: str) -> Dict[str, object]:
-    """The ONNX attributes of an rv1106 ``ConvTranspose`` (``kernel_shape``, ``strides``, ``pads``,
-    ``output_padding``, ``dilations``, ``group``) from its CNA registers, its weight's shape
-    ``[Cin, Cout, kh, kw]`` and its input and output NCHW shapes.  The NPU runs it as a stride-1
-    conv over the input spread out by the strides: ``CONV_CON3`` holds the conv's unit strides in
-    bits 0..5 and the deconv's strides minus one in bits 8..10 (x) and 11..13 (y); ``PAD_CON0`` the
-    conv's top and left pads, ``k - 1 - p`` for the deconv's pads ``p``; 0x1038 the kernel and the
-    output channels.  The bottom and right pads and the output padding only size the output (the
-    values at an output index do not depend on them): the fewest bottom/right pads, then the
-    output padding, that give the output size are returned.
-
-    Raises:
-        ModelInvalidError: a grouped or dilated deconv, a register value outside the decoded
-            fields, or registers that disagree with the tensors' shapes.
-    """
-    def refuse(message: str) -> ModelInvalidError:
-        return ModelInvalidError(f"{where}: {message} (rv1106 map: docs/vendor-format-notes.md)", op="load")
-
-    if len(w_shape) != 4 or len(x_shape) != 4 or len(out_shape) != 4:
-        raise refuse(f"weight {list(w_shape)}, input {list(x_shape)} and output {list(out_shape)} are not all 4-D")
-    cin, cout, kh, kw = w_shape
-    con1 = _reg(regs, TARGET_CNA, _CONV_CON1, where, "CNA")
-    con3 = _reg(regs, TARGET_CNA, _CONV_CON3, where, "CNA")
-    # depthwise: weight [C, 1, kh, kw] on C channels, conv mode 7 (RKNN-Toolkit2 2.2.0/2.3.0 compile a
-    # bilinear Resize to one)
-    depthwise = con1 == _DEPTHWISE_CON1 and cout == 1 and x_shape[1] == cin == out_shape[1]
-    if not (con1 == 0 and x_shape[1] == cin and out_shape[1] == cout or depthwise) or \
-            con3 & ~_DECONV_STRIDE_BITS != _UNIT_STRIDES:
-        raise refuse(f"a ConvTranspose with CNA_CONV_CON1 {con1:#x}, CNA_CONV_CON3 {con3:#x} and weight "
-                     f"{list(w_shape)} from {x_shape[1]} to {out_shape[1]} channels; only undilated ones, ungrouped "
-                     f"(0) or depthwise ({_DEPTHWISE_CON1:#x}) with unit conv strides, were decoded")
-    strides = [((con3 >> 11) & 7) + 1, ((con3 >> 8) & 7) + 1]
-    pad = _reg(regs, TARGET_CNA, _PAD_CON0, where, "CNA")
-    kernel = _reg(regs, TARGET_CNA, _KERNEL, where, "CNA")
-    low = _DEPTHWISE_KERNELS if depthwise else cout
-    if pad & ~_PAD_BITS or kernel != (kh << 24 | kw << 16 | low):
-        raise refuse(f"CNA_PAD_CON0 {pad:#x} / register {_KERNEL:#x} = {kernel:#x} are not a ConvTranspose's pads and "
-                     f"its {kh}x{kw} kernel and {low} ({'depthwise' if depthwise else 'output channels'})")
-    top, left = kh - 1 - (pad & 0xF), kw - 1 - ((pad >> 8) & 0xF)
-    pads, padding = [top, left, 0, 0], [0, 0]
-    for axis, (k, begin) in enumerate(((kh, top), (kw, left))):
-        full = (x_shape[2 + axis] - 1) * strides[axis] - begin + k  # the output size with no end pad
-        end = max(0, full - out_shape[2 + axis])
-        pads[2 + axis], padding[axis] = end, out_shape[2 + axis] - (full - end)
-        if begin < 0 or not 0 <= padding[axis] < strides[axis]:
-            raise refuse(f"a {kh}x{kw} ConvTranspose with strides {strides} and pads from {pad:#x} cannot map input "
-                         f"{list(x_shape[2:])} to output {list(out_shape[2:])}")
-    return {"kernel_shape": [kh, kw], "strides": strides, "pads": pads, "output_padding": padding,
-            "dilations": [1, 1], "group": cin if depthwise else 1}
 
 
 def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],

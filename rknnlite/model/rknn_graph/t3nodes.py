@@ -7,7 +7,7 @@ Concat's, Split's or ArgMax's axis).  :func:`complete_t3_nodes` gives each node 
 platforms' files store, so that the lowering runs these files as it runs the others:
 
 * a conv's ``params`` (``param_type`` 1) from its CNA registers (:func:`.t3conv.t3_conv_params`),
-  a ConvTranspose's too (:func:`.t3conv.t3_deconv_params`);
+  a ConvTranspose's too (:func:`.deconv_regs.deconv_params`);
 * a pool's kernel, strides and pads from its PPU registers (:func:`.t3pool.t3_pool_params`);
 * a Concat's or Split's axis (and a Split's sizes) from its tensors' shapes: the one axis on
   which they differ, which must be its table's;
@@ -33,7 +33,8 @@ import numpy as np
 from ...errors import ModelInvalidError
 from .graph import PackedVendorFile, VendorNode, VendorSubgraph, VendorTensor, is_helper
 from .regcmd import BN_MUL, ENABLE_CNA, ENABLE_PPU, TARGET_DPU, bn_multiplier, node_registers, read_tasks
-from .t3conv import t3_conv_params, t3_deconv_params
+from .deconv_regs import deconv_params
+from .t3conv import t3_conv_params
 from .t3pool import t3_pool_params
 
 __all__ = ["T3_OPS", "complete_t3_nodes", "t3_unsupported_ops"]
@@ -249,8 +250,8 @@ def _deconv(n: _Node) -> VendorNode:
     node = n.node
     if len(node.inputs) < 2 or len(node.outputs) != 1:
         raise n.refuse(f"a ConvTranspose with inputs {list(node.inputs)} and outputs {list(node.outputs)}")
-    attrs = t3_deconv_params(n.registers(ENABLE_CNA), n.shape(node.inputs[1]), n.shape(node.inputs[0]),
-                             n.shape(node.outputs[0]), node.where)
+    attrs = deconv_params(n.registers(ENABLE_CNA), n.shape(node.inputs[1]), n.shape(node.inputs[0]),
+                          n.shape(node.outputs[0]), node.where)
     params = {"kernel_shape": attrs["kernel_shape"], "dilations": attrs["dilations"], "auto_pad": "NOTSET"}
     return dataclasses.replace(node, param_type=_DECONV_PARAM_TYPE, params=params, recovered={
         k: _int_attr(v) if isinstance(v, int) else _ints_attr(v) for k, v in attrs.items()})
