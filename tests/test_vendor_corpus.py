@@ -43,10 +43,11 @@ from corpus import CORPUS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: scores_dh24, encoder_layer_dh24_rk3566, encoder_layer_dh2, conv_prelu); 15.33 MiB (54.1 MiB) with the
 #: standalone activations of five platforms (standalone_ops_*, standalone_elu_*), avgpool_attrs and
 #: grouped_conv, deconv_depthwise*, input_odd; 15.57 MiB (54.8 MiB) with the fused ConvTranspose activations
-#: of rk3588/rk3566 (deconv_acts_*, deconv_relu_clip_*, deconv_relu_rk3562).  The checkout's own size
-#: has a looser bound.
+#: of rk3588/rk3566 (deconv_acts_*, deconv_relu_clip_*, deconv_relu_rk3562); 15.80 MiB (55.4 MiB) with
+#: Pad, Slice, Sub and AveragePool on four more platforms (shape_ops_*) and rk3566's shifted clip.  The
+#: checkout's own size has a looser bound.
 MAX_CORPUS_COMPRESSED_BYTES = 16 * 1024 * 1024
-MAX_CORPUS_BYTES = 55 * 1024 * 1024
+MAX_CORPUS_BYTES = 57 * 1024 * 1024
 #: models (and their rk35xx copies, ``<model>_rk...``) whose int8 build ends in a
 #: float16 op, so that its output stays float16
 FLOAT16_OUTPUT_MODELS = ("softmax",)

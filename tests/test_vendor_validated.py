@@ -108,8 +108,12 @@ def test_the_weight_zero_point_register_is_a_signed_16_bit_field():
             (TARGET_DPU, regcmd.REG_OUT_CVT_OFFSET): 0xFFFFFF80, (TARGET_DPU, regcmd.REG_BS_ALU_CFG): 0}
     assert requant_of({**base, (TARGET_DPU, REG_BS_ALU_SRC): 0xFFF2}, "n").weight_zp == 14
     assert requant_of({**base, (TARGET_DPU, REG_BS_ALU_SRC): 0x0009}, "n").weight_zp == -9
-    with pytest.raises(ModelInvalidError, match=r"BS_ALU_SRC \(0x4054\) = 0x1fff2 sets bits outside 0xffff"):
-        requant_of({**base, (TARGET_DPU, REG_BS_ALU_SRC): 0x1FFF2}, "n")
+    # rk3566 sign-extends it (random rk3566 int8 graphs: a one-channel conv's zero point 127, 0xffffff81)
+    assert requant_of({**base, (TARGET_DPU, REG_BS_ALU_SRC): 0xFFFFFF81}, "n").weight_zp == 127
+    for value in (0x1FFF2, 0xFFFF0009, 0x0001FF81):
+        with pytest.raises(ModelInvalidError, match=rf"BS_ALU_SRC \(0x4054\) = {value:#x} is neither a 16-bit value "
+                                                    r"nor one sign-extended"):
+            requant_of({**base, (TARGET_DPU, REG_BS_ALU_SRC): value}, "n")
 
 
 # -- refusals by name ---------------------------------------------------------------------------

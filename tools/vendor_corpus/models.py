@@ -619,6 +619,31 @@ def _deconv_depthwise(seed: int = 808):
     return build
 
 
+def _shape_ops(seed: int = 960):
+    """The shape and pooling ops rk3588's corpus validates one file at a time, in one file for the other
+    platforms (random rk3566 graphs were refused for want of them): the Concat of a 3x3 and a 1x1 conv
+    (3->8 each) on an 8x8 image, then Pad reflect [0,0,1,2,0,0,2,1], Pad edge (same pads), Pad constant
+    0.5 [0,0,2,1,0,0,1,2], Slice c[4:12] h[1:7] w[0:8:2], Sub of a 3x3 conv 3->16, AveragePool 2x2 s2
+    and AveragePool 3x3 s1 p1 counting the padding (PyTorch's default), each an output."""
+    def build():
+        g = _G(seed)
+        c = g.node("Concat", [g.conv("x", 3, 8), g.conv("x", 3, 8, k=1)], axis=1)[0]
+        pads = g.const(np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64))
+        outs = [(g.node("Pad", [c, pads], mode="reflect")[0], "pad_reflect"),
+                (g.node("Pad", [c, pads], mode="edge")[0], "pad_edge"),
+                (g.node("Pad", [c, g.const(np.array([0, 0, 2, 1, 0, 0, 1, 2], np.int64)),
+                                g.const(np.asarray(0.5, np.float32))], mode="constant")[0], "pad_value"),
+                (g.node("Slice", [c, g.const(np.array([4, 1, 0], np.int64)), g.const(np.array([12, 7, 8], np.int64)),
+                                  g.const(np.array([1, 2, 3], np.int64)), g.const(np.array([1, 1, 2], np.int64))])[0],
+                 "slice"),
+                (g.node("Sub", [c, g.conv("x", 3, 16)])[0], "sub"),
+                (g.node("AveragePool", [c], kernel_shape=[2, 2], strides=[2, 2])[0], "avgpool"),
+                (g.node("AveragePool", [c], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1],
+                        count_include_pad=1)[0], "avgpool_pad")]
+        return g.model([("x", (1, 3, 8, 8))], outs)
+    return build
+
+
 #: the activations a ConvTranspose takes fused (the compiler's ConvTranspose<activation> op types)
 DECONV_ACTS = ("Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSwish", "HardSigmoid", "PRelu", "Tanh", "Swish")
 #: int8: the simulator puts a fused ConvTranspose's output on an int8 grid of its own before the
@@ -1393,6 +1418,13 @@ def _int8_platform_cases() -> List[Case]:
                variants=("i8",), platform=p,
                purpose=f"ConvTranspose with a fused Relu and Clip on {p}, int8")
           for p in ("rk3588", "rk3566")),
+        *(Case(f"shape_ops_{p}", doc(_shape_ops), _shape_ops(), image8, variants=("fp16", "i8"), platform=p,
+               purpose=f"Pad (reflect, edge, constant), Slice, Sub and AveragePool on {p}, which random graphs of "
+                       "the platform were refused for")
+          for p in ("rk3566", "rk3576", "rk3562", "rv1126b")),
+        Case("conv_clip_rk3566", "Conv 3->20 3x3 p1 (weights of conv_clip), Clip(-1, 2), rk3566",
+             _conv_act(102, _clip(-1.0, 2.0)), [IMG], variants=("fp16", "i8"), platform="rk3566",
+             purpose="rk3566's shifted clip (BN_CFG 0x98 where rk3588 writes 0x20090)"),
         Case("deconv_relu_rk3562", "deconv_acts with Relu alone, rk3562", _deconv_acts(("Relu",)), image8,
              variants=("fp16",), platform="rk3562",
              purpose="a fused ConvTranspose on rk3562, whose CNA registers were not decoded: refused by name"),

@@ -140,8 +140,8 @@ from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from
                     f2_fp16_activation, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point, hard_sigmoid_slope)
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .deconv_regs import RK3566_DECONV, RK3588_DECONV, DeconvEncoding, deconv_params
-from .regcmd import (BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant,
-                     fused_activation, node_registers, read_tasks, requant_of, requant_t4)
+from .regcmd import (BN_CLIP_SHIFTED, BN_CLIP_SHIFTED_LITE, BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF,
+                     T4_BN_LUT, TARGET_CNA, Requant, fused_activation, node_registers, read_tasks, requant_of, requant_t4)
 from .t3conv import T3_BN_LUT, T3_NPU, requant_t3, t3_clip_bound, t3_lut_stage, t3_lut_task
 from .t3nodes import complete_t3_nodes, t3_unsupported_ops
 from .t4act import t4_activation, t4_lut_stage, t4_lut_task
@@ -1105,7 +1105,8 @@ class _Lowering:
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
         # a deconv's fused part is in a conv's registers (corpus deconv_acts)
         op = node.op.replace("ConvTranspose", "Conv", 1)
-        return fused_activation(regs, op, where, unit if self.int8 else None, self.lut_bn_cfg())
+        shifted = BN_CLIP_SHIFTED_LITE if self.lite_platform() else BN_CLIP_SHIFTED
+        return fused_activation(regs, op, where, unit if self.int8 else None, self.lut_bn_cfg(), shifted)
 
     def int8_conv_constants(self, node: VendorNode, x: VendorTensor, out: VendorTensor, w: VendorTensor,
                             q: np.ndarray, b: Optional[VendorTensor]) -> Tuple[Optional[float], Accumulator]:

@@ -33,7 +33,8 @@ from ...errors import ModelInvalidError
 
 __all__ = ["Task", "Requant", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
            "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "TARGET_CNA",
-           "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE", "BN_MUL", "bn_multiplier"]
+           "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE", "BN_CLIP_SHIFTED", "BN_CLIP_SHIFTED_LITE", "BN_MUL",
+           "bn_multiplier"]
 
 TASK_SIZE = 40
 #: ``enable_mask`` bits of a task: the conv pipeline (CNA), the pooling unit (PPU)
@@ -60,7 +61,8 @@ REG_BN_RELUX = 0x406C  # float32: the clip's upper bound (after the add)
 REG_EW_ADD = tuple(range(0x4090, 0x40B0, 4))  # float32: the add undone after the clip
 _BN_LEAKY = 0x62
 _BN_CLIP = 0x92
-_BN_CLIP_SHIFTED = 0x20090
+BN_CLIP_SHIFTED = 0x20090
+BN_CLIP_SHIFTED_LITE = 0x98  # rk3566/rk3568's BN_CFG of the same clip (random rk3566 graphs, corpus conv_clip_rk3566)
 BN_LUT = 0x20040  # the conv output indexes a lookup table: u = x * f16(0x4068 >> 16) + f32(0x4064)
 BN_LUT_LITE = 0x48  # the same on rk3566/rk3568 ("RKNPU lite"), whose int8 index map is otherwise rk3588's
 
@@ -202,9 +204,12 @@ def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
         if mul_shift is not None:
             raise ModelInvalidError(f"{where}: per-channel multipliers (BS_MUL_CFG {mul_cfg:#x}) without per-channel "
                                     f"bias blocks (BS_ALU_CFG {alu_cfg:#x}) were never observed", op="load")
-        # A 16-bit field: a zero point of 14 is written 0xfff2, not 0xfffffff2.
-        operand = reg(REG_BS_ALU_SRC, 0xFFFF, "BS_ALU_SRC")
-        weight_zp = -i16(operand)
+        # A 16-bit field: rk3588 writes a zero point of 14 0xfff2, rk3566 sign-extends it (0xfffffff2)
+        operand = reg(REG_BS_ALU_SRC, 0xFFFFFFFF, "BS_ALU_SRC")
+        if operand >> 16 and not (operand >> 16 == 0xFFFF and operand & 0x8000):
+            raise ModelInvalidError(f"{where}: DPU register BS_ALU_SRC ({REG_BS_ALU_SRC:#x}) = {operand:#x} is neither "
+                                    "a 16-bit value nor one sign-extended to 32 bits", op="load")
+        weight_zp = -i16(operand & 0xFFFF)
     return Requant(scale, shift, mul_shift, offset, blocks, weight_zp)
 
 
@@ -343,7 +348,8 @@ def i16(bits: int) -> int:
 
 
 def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
-                     unit: Optional[float] = None, lut_cfg: int = BN_LUT) -> Dict[str, float]:
+                     unit: Optional[float] = None, lut_cfg: int = BN_LUT,
+                     clip_shifted_cfg: int = BN_CLIP_SHIFTED) -> Dict[str, float]:
     """The parameters of a conv's fused activation, from the node's DPU registers:
     ``{"alpha": slope}`` for ``ConvLeakyRelu``, ``{"min": lo, "max": hi}`` for ``ConvClip``,
     and (fp16 files) ``{"lut_scale": M, "lut_offset": A}`` for ``ConvHardSigmoid`` (its
@@ -353,7 +359,8 @@ def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
     ``unit``: ``None`` for an fp16 file, whose registers hold floats; for an int8 file the
     real value of one accumulator unit (``s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``), which
     scales its integer clip bounds; its LeakyRelu slope is ``round(alpha * 2^14)``.
-    ``lut_cfg``: the platform's ``BN_CFG`` of a lookup-table conv (rk3566/rk3568: ``BN_LUT_LITE``).
+    ``lut_cfg``: the platform's ``BN_CFG`` of a lookup-table conv (rk3566/rk3568: ``BN_LUT_LITE``);
+    ``clip_shifted_cfg``: its ``BN_CFG`` of a shifted clip (rk3566/rk3568: ``BN_CLIP_SHIFTED_LITE``).
 
     Observed layouts (and only those are accepted): LeakyRelu: ``BN_CFG`` 0x62, the slope
     in the high half of 0x4068 (float16, or the integer).  Clip: ``BN_CFG`` 0x92 ->
@@ -380,7 +387,7 @@ def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
             return {"alpha": i16(bits >> 16) / float(1 << 14)}
     elif op == "ConvClip" and cfg == _BN_CLIP and reg(REG_BN_ADD) == 0:
         return {"min": 0.0, "max": real(REG_BN_RELUX)}
-    elif op == "ConvClip" and cfg == _BN_CLIP_SHIFTED:
+    elif op == "ConvClip" and cfg == clip_shifted_cfg:
         add = real(REG_BN_ADD)
         if all(real(a) == -add for a in REG_EW_ADD):
             return {"min": -add, "max": real(REG_BN_RELUX) - add}
