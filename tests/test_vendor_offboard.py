@@ -1925,6 +1925,35 @@ def test_the_compilers_per_layer_input_conv_does_not_make_a_file_per_layer():
     assert _cos(outputs[0], sims[0]) >= 0.9999
 
 
+@pytest.mark.parametrize("platform", ["rk3576", "rv1126b"])
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_the_compilers_compact_input_conv_is_an_identity(platform, variant, tmp_path):
+    """rk3576/rv1126b move a 3-channel odd-width input whose first op is no conv into the NPU layout with
+    a 1x1 conv of the compiler's whose identity weight is stored in rows of 4 values, fewer bytes than its
+    tiles (refused as "weight tiles hold 64 bytes but the tensor's NPU size is 16/32" before: a third of
+    random rk3576 graphs).  Any value but the identity's is refused."""
+    stem = f"input_compact_{platform}_{variant}"
+    graph = lowered(stem).graph
+    (first,) = [n for n in graph.nodes if "x" in n.inputs]
+    if variant == "fp16":
+        assert first.op == "Identity"
+    outputs, sims = _corpus_run(stem)
+    assert _cos(outputs[0], sims[0]) >= 0.9999
+
+    def scale_first(data: bytearray) -> None:  # the first row's 1 -> 0.5 (fp16) or code 2 (int8)
+        view = tensor_bytes(data, "Pre_weightx")
+        if variant == "fp16":
+            assert struct.unpack_from("<e", view)[0] == 1.0
+            struct.pack_into("<e", view, 0, 0.5)
+        else:
+            assert view[0] == 1
+            view[0] = 2
+
+    with pytest.raises(ModelInvalidError, match=r"compact compiler input weight \[3, 3, 1, 1\] that is not the "
+                                                r"identity"):
+        rknnlite.Context(_doctored_corpus(tmp_path, stem, scale_first), backend="software")
+
+
 def test_a_grouped_conv_concatenates_its_groups_on_the_tables_axis():
     """An fp16 group-2 conv compiles to a Split, a conv per group and a Concat of the compiler's own,
     with no BSON: its axis is the parameter table's (refused before for want of a BSON axis)."""

@@ -269,6 +269,17 @@ def _input_odd():
     return g.model([("x", (1, 8, 13, 13))], [(y, "y")])
 
 
+def _input_compact(channels: int = 3, seed: int = 208):
+    """input_odd's graph on a 3-channel 11x11 image: rk3576 and rv1126b move such an input into the NPU
+    layout with a 1x1 conv of the compiler's (unnamed, ``Pre_weight``), whose identity weight they store
+    in rows of 4 values, fewer bytes than its tiles."""
+    def build():
+        g = _G(seed)
+        p = g.node("Pad", ["x", g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], mode="reflect")[0]
+        return g.model([("x", (1, channels, 11, 11))], [(g.conv(p, channels, 8, pad=0), "y")])
+    return build
+
+
 def _concat():
     g = _G(301)
     a = g.conv("x", 3, 12)
@@ -623,8 +634,9 @@ def _shape_ops(seed: int = 960):
     """The shape and pooling ops rk3588's corpus validates one file at a time, in one file for the other
     platforms (random rk3566 graphs were refused for want of them): the Concat of a 3x3 and a 1x1 conv
     (3->8 each) on an 8x8 image, then Pad reflect [0,0,1,2,0,0,2,1], Pad edge (same pads), Pad constant
-    0.5 [0,0,2,1,0,0,1,2], Slice c[4:12] h[1:7] w[0:8:2], Sub of a 3x3 conv 3->16, AveragePool 2x2 s2
-    and AveragePool 3x3 s1 p1 counting the padding (PyTorch's default), each an output."""
+    0.5 [0,0,2,1,0,0,1,2], Slice c[4:12] h[1:7] w[0:8:2], Sub of a 3x3 conv 3->16, Mul by a per-channel
+    constant, AveragePool 2x2 s2 and AveragePool 3x3 s1 p1 counting the padding (PyTorch's default), each an
+    output."""
     def build():
         g = _G(seed)
         c = g.node("Concat", [g.conv("x", 3, 8), g.conv("x", 3, 8, k=1)], axis=1)[0]
@@ -637,6 +649,9 @@ def _shape_ops(seed: int = 960):
                                   g.const(np.array([1, 2, 3], np.int64)), g.const(np.array([1, 1, 2], np.int64))])[0],
                  "slice"),
                 (g.node("Sub", [c, g.conv("x", 3, 16)])[0], "sub"),
+                # (a Mul of a conv's output compiles to a ConvMul)
+                (g.node("Mul", [c, g.const(np.linspace(-1.5, 2.0, 16, dtype=np.float32).reshape(1, 16, 1, 1))])[0],
+                 "mul"),
                 (g.node("AveragePool", [c], kernel_shape=[2, 2], strides=[2, 2])[0], "avgpool"),
                 (g.node("AveragePool", [c], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1],
                         count_include_pad=1)[0], "avgpool_pad")]
@@ -1406,6 +1421,11 @@ def _int8_platform_cases() -> List[Case]:
         *(Case(f"standalone_ops_{p}", doc(_standalone_ops), _standalone_ops(ops), image8, variants=("fp16", "i8"),
                platform=p, purpose=f"standalone lookup-table, DPU-only and CPU activations on {p} ({' '.join(ops)})")
           for p, ops in _STANDALONE_OPS_BY_PLATFORM.items()),
+        # the ops an int8 build of the platform refuses, fp16 alone
+        *(Case(f"standalone_fp16_{p}", "the Concat of standalone_ops, " + ", ".join(ops), _standalone_ops(ops),
+               image8, variants=("fp16",), platform=p, purpose=f"{', '.join(ops)} on {p}, fp16")
+          for p, ops in (("rk3562", ("ConvTanh", "ConvPRelu", "ConvPRelu1", "HardSigmoid")),
+                         ("rk3576", ("HardSigmoid",)), ("rv1126b", ("HardSigmoid",)))),
         *(Case(f"standalone_elu_{p}", "the Concat of standalone_ops, Elu(alpha=0.7)", _standalone_ops(("Elu",)), image8,
                variants=("fp16", "i8") if p == "rk3588" else ("fp16",), platform=p,
                purpose=f"a standalone Elu on {p} (int8 is refused by name, see _STANDALONE_OPS_BY_PLATFORM)")
@@ -1419,9 +1439,19 @@ def _int8_platform_cases() -> List[Case]:
                purpose=f"ConvTranspose with a fused Relu and Clip on {p}, int8")
           for p in ("rk3588", "rk3566")),
         *(Case(f"shape_ops_{p}", doc(_shape_ops), _shape_ops(), image8, variants=("fp16", "i8"), platform=p,
-               purpose=f"Pad (reflect, edge, constant), Slice, Sub and AveragePool on {p}, which random graphs of "
+               purpose=f"Pad (reflect, edge, constant), Slice, Sub, Mul and AveragePool on {p}, which random graphs of "
                        "the platform were refused for")
           for p in ("rk3566", "rk3576", "rk3562", "rv1126b")),
+        # a conv's fused PRelu quantized per layer writes a BS_MUL_CFG operand never decoded (as conv_leaky01's)
+        Case("standalone_ops_layer", "standalone_ops_rk3588 but its ConvPRelus, quantized per layer",
+             _standalone_ops(tuple(op for op in STANDALONE_OPS if not op.startswith("ConvPRelu"))), image8,
+             variants=("i8_layer",), purpose="standalone activations quantized per layer"),
+        Case("shape_ops_rk3588", doc(_shape_ops), _shape_ops(), image8, variants=(), platform="rk3588",
+             purpose="Pad (reflect, edge, constant), Slice, Sub, Mul and AveragePool quantized per layer (i8_layer)"),
+        *(Case(f"input_compact_{p}", doc(_input_compact), _input_compact(), [("x", (1, 3, 11, 11), "image")],
+               variants=("fp16", "i8"), platform=p,
+               purpose=f"the compact identity weight of {p}'s conv on a graph input")
+          for p in ("rk3576", "rv1126b")),
         Case("conv_clip_rk3566", "Conv 3->20 3x3 p1 (weights of conv_clip), Clip(-1, 2), rk3566",
              _conv_act(102, _clip(-1.0, 2.0)), [IMG], variants=("fp16", "i8"), platform="rk3566",
              purpose="rk3566's shifted clip (BN_CFG 0x98 where rk3588 writes 0x20090)"),
@@ -1677,6 +1707,12 @@ def _cases() -> List[Case]:
     cases += [dataclasses.replace(named[n], name=f"{n}_{p}", graph=f"same as {n}, {p}", platform=p, variants=("i8",),
                                   purpose=f"{named[n].purpose} on {p}, int8")
               for p in ("rk3576", "rv1126b") for n in ("deconv_k2s2", "resize_bilinear")]
+    # int8 classifier heads ending in a Softmax (exDataConvert to float16 first): random graphs of these
+    # platforms were refused for want of them
+    cases += [dataclasses.replace(named["softmax"], name=f"softmax_{p}", graph=f"same as softmax, {p}", platform=p,
+                                  variants=("i8",), purpose=f"exSoftmax13 and exDataConvert on {p}, int8")
+              for p in ("rk3562", "rv1126b")]
+    next(c for c in cases if c.name == "softmax_rk3576").variants = ("fp16", "i8")  # its fp16 file came first
     # rk3566: the lookup-table families (its int8 tasks load the two tables one at a time) of YOLOv8
     # (C2f, standalone exSwish, Sigmoid, the DFL's Softmax; c2f_rk3566 is the fp16 C2f); MobileNetV3's
     # are hardswish_ops_rk3566 and mobilenetv3_ops_rk3566
@@ -1765,7 +1801,8 @@ def _pads_conv(g: "_G", x: str, cin: int, cout: int, k: int, stride: int, pads: 
 #: LeakyRelu one is refused: its per-layer registers were never decoded; ``bench`` no longer, for the
 #: corpus's size: 737 KB, and mbblock and conv_add_relu stack convs too)
 _PER_LAYER_TOO = ("conv_relu6", "conv_leaky01", "conv_sigmoid", "avgpool", "concat", "mbblock", "conv_add_relu",
-                  "two_input", "convnet_rk3576", "convnet_rv1126b")
+                  "two_input", "convnet_rk3576", "convnet_rv1126b", "classifier_ops", "detector_ops", "affine_ops",
+                  "shape_ops_rk3588", "conv_add_swish")
 
 
 CASES: List[Case] = _cases()

@@ -148,7 +148,7 @@ from .t4act import t4_activation, t4_lut_stage, t4_lut_task
 from .transformer import attention_grids, lower_gather, lower_gelu, lower_layer_norm, lower_matmul
 from .regcmd import shortest_decimal as _shortest
 from .validated import check_validated, toolkit_release
-from .weights import (decode_depthwise_weight, decode_float_bias, decode_int8_bias, decode_int32_bias,
+from .weights import (decode_compact_identity, decode_depthwise_weight, decode_float_bias, decode_int8_bias, decode_int32_bias,
                       decode_weight)
 
 __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_support", "vendor_op_counts"]
@@ -855,6 +855,8 @@ class _Lowering:
         if self.int8 and depthwise_zero_points and group > 1 and not first and w.dtype == "int8":
             weight, self.weight_zero_points[node.index] = decode_depthwise_weight(
                 raw, w.npu_shape, w.shape, where, w.size, **(_T3_DEPTHWISE if self.t3_platform() else {}))
+        elif not packed and self.compact_input_weight(node, w):
+            weight = decode_compact_identity(raw, w.shape, w.dtype, w.size, where)
         else:
             weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size, packed=packed,
                                    align=_T3_WEIGHT_ALIGN if self.t3_platform() else 1)
@@ -1187,6 +1189,13 @@ class _Lowering:
         where = f"{self.label}: {node.label} bias {b.name!r}"
         return (decode_int32_bias(self.vf.tensor_data(self.sg, b), channels, where), np.full(channels, requant.weight_zp, np.int64),
                 np.zeros(channels, np.int64))
+
+    def compact_input_weight(self, node: VendorNode, w: VendorTensor) -> bool:
+        """Whether ``w`` is the compact weight of the conv an rk3576/rv1126b file inserts on a graph
+        input (unnamed, ``Pre_weight<input>``: :func:`.weights.decode_compact_identity`), stored in
+        fewer bytes than its tiles."""
+        tiles = int(np.prod(w.npu_shape)) * (2 if w.dtype == "float16" else 1) if w.npu_shape else 0
+        return self.f2_platform() and not node.name and w.name.startswith("Pre_weight") and w.size < tiles
 
     def packed_weight(self, node: VendorNode, where: str) -> bool:
         """Whether an rk3576/rv1126b int8 conv on a graph input stores its weight packed

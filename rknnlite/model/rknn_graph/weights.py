@@ -26,8 +26,8 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 
-__all__ = ["decode_weight", "decode_packed_weight", "decode_depthwise_weight", "decode_float_bias", "decode_int32_bias",
-           "decode_int8_bias"]
+__all__ = ["decode_weight", "decode_packed_weight", "decode_depthwise_weight", "decode_compact_identity",
+           "decode_float_bias", "decode_int32_bias", "decode_int8_bias"]
 
 _ITEM = {"float16": np.dtype("<f2"), "int8": np.dtype("i1")}
 _PACKED_ALIGN = 16  # a (kh, o) row of the packed layout is padded to a multiple of this many bytes
@@ -197,6 +197,33 @@ def decode_packed_weight(raw, shape: Sequence[int], iblk: int, where: str,
     rows = data[:need].reshape(o_blocks, kh, o_stride, row).transpose(1, 0, 2, 3).reshape(kh, o_blocks * o_stride, row)
     rows = rows[:, :o_total, :kw * iblk].reshape(kh, o_total, kw, iblk)
     return np.ascontiguousarray(rows[..., :i_total].transpose(1, 3, 0, 2))
+
+
+#: the row width of an rk3576/rv1126b compiler input conv's compact weight
+_COMPACT_ROW = 4
+
+
+def decode_compact_identity(raw, shape: Sequence[int], dtype: str, npu_size: int, where: str) -> np.ndarray:
+    """The weight ``[C, C, 1, 1]`` (``dtype`` values: float16, or int8 codes) of the 1x1 conv an
+    rk3576/rv1126b file inserts on a graph input of ``C <= 4`` channels (``Pre_weight<input>``, an
+    unnamed node that moves the input into the NPU layout): ``C`` rows of 4 values in ``npu_size``
+    bytes, fewer than its tiles (random rk3576 graphs: 1, 3 and 4 channels; fp16 16 or 32 bytes,
+    int8 16; an int8 one whose CONV_CON1 says packed is :func:`decode_packed_weight`'s).  Only the
+    identity (ones, code 1 in int8) was observed, so any other stored value is refused."""
+    c = int(shape[0]) if len(shape) == 4 else 0
+    item = _ITEM.get(dtype)
+    if item is None or not (1 <= c <= _COMPACT_ROW and tuple(shape) == (c, c, 1, 1)
+                            and c * _COMPACT_ROW * item.itemsize <= npu_size <= len(raw)):
+        raise _error(where, f"a compact compiler input weight {list(shape)} of {npu_size} bytes ({dtype}); only "
+                            f"[C, C, 1, 1] identities, C <= {_COMPACT_ROW}, in rows of {_COMPACT_ROW} float16 or "
+                            "int8 values were observed")
+    values = np.frombuffer(raw, item, npu_size // item.itemsize)
+    expected = np.zeros(values.shape, item)
+    expected[[o * _COMPACT_ROW + o for o in range(c)]] = 1
+    if not np.array_equal(values, expected):
+        raise _error(where, f"a compact compiler input weight {list(shape)} that is not the identity "
+                            f"({values.tolist()}); only identities were observed")
+    return np.eye(c, dtype=item).reshape(c, c, 1, 1)
 
 
 def decode_float_bias(raw, channels: int, where: str) -> np.ndarray:
