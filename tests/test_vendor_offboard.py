@@ -285,8 +285,8 @@ def test_int8_bias_block_without_zero_points():
         decode_int8_bias(block, 11, "b", zero_points=False)
 
 
-@pytest.mark.parametrize("low_bits, refusal", [(5, r"CNA_CONV_CON1 \(0x100c\) = 0x2000a005 .* low bits 6 \(packed\) "
-                                                    r"and 2 \(tiles\) only"),
+@pytest.mark.parametrize("low_bits, refusal", [(5, r"CNA_CONV_CON1 \(0x100c\) = 0x2000a005 .* low bits 6 \(packed\), "
+                                                    r"2 and 0 \(tiles\) only"),
                                                (6, "a packed int8 weight .* has NPU size 288; 576 was observed")])
 def test_rk3576_first_conv_layout_is_read_from_its_registers(tmp_path, low_bits, refusal):
     # depthwise_rk3576_i8's first conv (8 channels on an 8x8 image) keeps its weight in tiles (CNA_CONV_CON1

@@ -280,6 +280,14 @@ def _input_compact(channels: int = 3, seed: int = 208):
     return build
 
 
+def _input_wide(seed: int = 209):
+    """Conv 8->16 3x3 Relu straight on an 8-channel 9x9 input that is no image (no mean/std): its input
+    is already in the NPU layout, so rk3576/rv1126b read it as any feature map (CONV_CON1 low bits 0,
+    its weight in tiles; an image input's conv is packed (6) or tiles (2))."""
+    g = _G(seed)
+    return g.model([("x", (1, 8, 9, 9))], [(g.node("Relu", [g.conv("x", 8, 16)])[0], "y")])
+
+
 def _concat():
     g = _G(301)
     a = g.conv("x", 3, 12)
@@ -1448,6 +1456,9 @@ def _int8_platform_cases() -> List[Case]:
              variants=("i8_layer",), purpose="standalone activations quantized per layer"),
         Case("shape_ops_rk3588", doc(_shape_ops), _shape_ops(), image8, variants=(), platform="rk3588",
              purpose="Pad (reflect, edge, constant), Slice, Sub, Mul and AveragePool quantized per layer (i8_layer)"),
+        *(Case(f"input_wide_{p}", doc(_input_wide), _input_wide, [("x", (1, 8, 9, 9), "normal")], variants=("i8",),
+               platform=p, purpose=f"an int8 conv of {p} reading a graph input that is no image (CONV_CON1 low bits 0)")
+          for p in ("rk3576", "rv1126b")),
         *(Case(f"input_compact_{p}", doc(_input_compact), _input_compact(), [("x", (1, 3, 11, 11), "image")],
                variants=("fp16", "i8"), platform=p,
                purpose=f"the compact identity weight of {p}'s conv on a graph input")

@@ -1200,12 +1200,13 @@ class _Lowering:
     def packed_weight(self, node: VendorNode, where: str) -> bool:
         """Whether an rk3576/rv1126b int8 conv on a graph input stores its weight packed
         (:func:`.weights.decode_packed_weight`) or in tiles: the low four bits of its
-        CNA_CONV_CON1, 6 or 2 (the compiler picks tiles for small images)."""
+        CNA_CONV_CON1, 6 or 2 on an image (the compiler picks tiles for small images), 0 on an
+        input that is no image, read as any feature map (``input_wide``)."""
         con1 = node_registers(self.regcmd(), self.tasks(), node.index, where).get((TARGET_CNA, REG_CNA_CONV_CON1))
-        if con1 is None or con1 & 0xF not in (2, 6):
+        if con1 is None or con1 & 0xF not in (0, 2, 6):
             raise self.error(f"{node.label}: CNA_CONV_CON1 (0x100c) = {con1 if con1 is None else hex(con1)} on an int8 "
                              f"{self.platform()} conv reading a graph input; its weight layout is known for low bits "
-                             "6 (packed) and 2 (tiles) only")
+                             "6 (packed), 2 and 0 (tiles) only")
         return con1 & 0xF == 6
 
     def bias_blocks(self, node: VendorNode, x: VendorTensor, out: VendorTensor, b: VendorTensor,
