@@ -180,3 +180,37 @@ def test_a_reduce_whose_table_and_bson_keepdims_differ_is_refused(tmp_path):
     with pytest.raises(ModelInvalidError, match=r"its parameter table's keepdims \[0\] is not the BSON's 1"):
         rknnlite.Context(path, backend="software")
 
+
+def _task_ops(stem: str) -> list:
+    """The node index each task of corpus file ``stem`` runs."""
+    tasks = bytes(tensor_bytes(bytearray((CORPUS / f"{stem}.rknn").read_bytes()), "task"))
+    return [struct.unpack_from("<I", tasks, at + 4)[0] for at in range(0, len(tasks) - TASK_SIZE + 1, TASK_SIZE)]
+
+
+@pytest.mark.parametrize("platform", ["rk3588", "rk3566", "rk3576", "rk3562", "rv1126b"])
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+def test_sqrt_is_the_float_function(platform, variant):
+    """Sqrt: an int8 file runs it as a CPU op (no task); an fp16 file as dozens of DPU tasks, which the
+    simulator computes as the square root rounded to float16 (bit-exact off-board on five platforms)."""
+    stem = f"standalone_sqrt_{platform}_{variant}"
+    index = _node(stem, "Sqrt")[1].index
+    assert (index in _task_ops(stem)) == (variant == "fp16")
+    assert _producer(lowered(stem).graph, "sqrt").op == "Sqrt"
+    arrays = corpus_arrays(stem)
+    with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
+        (y,) = ctx.run(inputs_of(arrays), data_format="nchw")
+    if variant == "fp16":
+        assert np.array_equal(y, arrays["out0"].reshape(y.shape))
+
+
+def test_an_int8_sqrt_with_npu_tasks_is_refused(tmp_path):
+    stem = "standalone_sqrt_rk3588_i8"
+    index = _node(stem, "Sqrt")[1].index
+
+    def patch(data: bytearray) -> None:  # the last task now claims to run the Sqrt
+        tasks = tensor_bytes(data, "task")
+        struct.pack_into("<I", tasks, len(tasks) - TASK_SIZE + 4, index)
+
+    path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=r"a Sqrt with NPU tasks; only the runtime's CPU Sqrt"):
+        rknnlite.Context(path, backend="software")

@@ -1044,7 +1044,7 @@ def _standalone_ops(ops=STANDALONE_OPS, seed: int = 900):
             "PRelu": lambda: g.node("PRelu", [c, g.const((np.arange(1, 17, dtype=np.float32) * np.float32(0.05))
                                                          .reshape(16, 1, 1))])[0],
             "Abs": lambda: g.node("Abs", [c])[0], "Exp": lambda: g.node("Exp", [c])[0],
-            "Erf": lambda: g.node("Erf", [c])[0],
+            "Erf": lambda: g.node("Erf", [c])[0], "Sqrt": lambda: g.node("Sqrt", [g.node("Relu", [c])[0]])[0],
             "ReduceMax": lambda: g.node("ReduceMax", [c], axes=[1], keepdims=1)[0],
             "ConvTanh": lambda: g.node("Tanh", [g.conv("x", 3, 8)])[0],
             "ConvPRelu": lambda: g.node("PRelu", [g.conv("x", 3, 8), g.const(
@@ -1434,6 +1434,10 @@ def _int8_platform_cases() -> List[Case]:
                image8, variants=("fp16",), platform=p, purpose=f"{', '.join(ops)} on {p}, fp16")
           for p, ops in (("rk3562", ("ConvTanh", "ConvPRelu", "ConvPRelu1", "HardSigmoid")),
                          ("rk3576", ("HardSigmoid",)), ("rv1126b", ("HardSigmoid",)))),
+        *(Case(f"standalone_sqrt_{p}", "the Concat of standalone_ops, Relu, Sqrt", _standalone_ops(("Sqrt",)), image8,
+               variants=("fp16", "i8"), platform=p,
+               purpose=f"Sqrt on {p}: a CPU op in int8 files, dozens of DPU tasks in fp16 ones")
+          for p in ("rk3588", "rk3566", "rk3576", "rk3562", "rv1126b")),
         *(Case(f"standalone_elu_{p}", "the Concat of standalone_ops, Elu(alpha=0.7)", _standalone_ops(("Elu",)), image8,
                variants=("fp16", "i8") if p == "rk3588" else ("fp16",), platform=p,
                purpose=f"a standalone Elu on {p} (int8 is refused by name, see _STANDALONE_OPS_BY_PLATFORM)")

@@ -62,9 +62,10 @@ LeakyRelu, PRelu       LeakyRelu (``alpha`` from parameter table 9, checked agai
 Max, Min, Pow          Max, Min, Pow (Pow only as a square: a stored float32 exponent 2.0)
 Clip, HardSigmoid      standalone: Clip by its two float32 constants; HardSigmoid (``alpha``,
                        ``beta`` from the BSON; int8: the file's lookup tables, as Sigmoid)
-Exp, Erf, ReduceMax,   the ONNX op: the runtime's CPU ops (a node with NPU tasks is refused); the
-ReduceMin              reductions' axes from their int64 constant, keepdims from parameter tables
-                       53 / 54
+Exp, Erf, ReduceMax,   the ONNX op: the runtime's CPU ops (a node with NPU tasks is refused, but
+ReduceMin, Sqrt        an fp16 Sqrt's, which the simulator computes as the rounded float function);
+                       the reductions' axes from their int64 constant, keepdims from parameter
+                       tables 53 / 54
 Split                  Split (axis and sizes from the parameter table, checked against the
                        BSON and size constant; a part nothing reads, tensor index -1, is
                        computed under a name of its own; the compiler's channel split of a
@@ -148,8 +149,8 @@ from .t4act import t4_activation, t4_lut_stage, t4_lut_task
 from .transformer import attention_grids, lower_gather, lower_gelu, lower_layer_norm, lower_matmul
 from .regcmd import shortest_decimal as _shortest
 from .validated import check_validated, toolkit_release
-from .weights import (decode_compact_identity, decode_depthwise_weight, decode_float_bias, decode_int8_bias, decode_int32_bias,
-                      decode_weight)
+from .weights import (decode_compact_identity, decode_depthwise_weight, decode_float_bias, decode_int8_bias,
+                      decode_int32_bias, decode_weight)
 
 __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_support", "vendor_op_counts"]
 
@@ -159,7 +160,8 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "ConvExSwish ConvHardSwish ConvAdd ConvAddRelu ConvReluAdd ConvExGelu ConvTanh "
     "ConvTransposeRelu ConvTransposeClip ConvTransposeLeakyRelu ConvTransposePRelu ConvTransposeHardSigmoid "
     "ConvTransposeSigmoid ConvTransposeexSwish ConvTransposeHardSwish ConvTransposeTanh "
-    "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Tanh Elu Softplus Exp Erf ReduceMax ReduceMin Relu LeakyRelu "
+    "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Tanh Elu Softplus Exp Erf ReduceMax ReduceMin Sqrt Relu "
+    "LeakyRelu "
     "PRelu Clip HardSigmoid Max Min Pow Expand exSDPAttention exNorm exMatMul exGelu Gather "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax "
     "Pad BatchNormalization BatchNormalizationRelu".split())
@@ -194,7 +196,10 @@ _REGISTER_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
 _F2_LUT_ACTIVATIONS = ("Sigmoid", "HardSigmoid", "HardSwish", "Gelu")
 #: ops the runtime runs on the CPU (no NPU task): float32 on the dequantized input, the result put on the
 #: output's grid (int8) or rounded to fp16, as the simulator computes them
-_CPU_OPS = ("Exp", "Erf", "ReduceMax", "ReduceMin")
+_CPU_OPS = ("Exp", "Erf", "ReduceMax", "ReduceMin", "Sqrt")
+#: CPU ops an fp16 file runs as NPU tasks instead (Sqrt: dozens of DPU passes), which the simulator
+#: computes as the float function rounded to float16 (corpus sqrt_*)
+_FP16_NPU_FLOAT_OPS = ("Sqrt",)
 #: Resize parameter values (strings in the table, as ONNX names them) the lowering passes on
 _RESIZE_MODES = ("nearest", "linear")
 _RESIZE_COORDS = ("asymmetric", "half_pixel", "align_corners", "pytorch_half_pixel")
@@ -1685,8 +1690,10 @@ class _Lowering:
         the (dequantized) input, its output rounded to the output tensor's fp16 or int8 grid by the
         executor.  Exp and Erf are element-wise; ReduceMax/Min take their axes from the int64 constant and
         ``keepdims`` from the BSON (checked against the parameter table).  A node the file gives NPU
-        tasks is refused: the NPU's numerics for it were never decoded."""
-        if any(task.op_idx == node.index for task in self.tasks()):
+        tasks is refused: the NPU's numerics for it were never decoded (but an fp16 file's
+        :data:`_FP16_NPU_FLOAT_OPS`)."""
+        if any(task.op_idx == node.index for task in self.tasks()) and \
+                (self.int8 or node.op not in _FP16_NPU_FLOAT_OPS):
             raise self.error(f"{node.label}: a {node.op} with NPU tasks; only the runtime's CPU {node.op} (no "
                              "task) was checked against the simulator")
         (data,) = self.activation_inputs(node, 1, 1)
