@@ -732,7 +732,6 @@ def _corpus():
 
 #: corpus files refused at load, each with what its refusal names (tests/test_vendor_validated.py)
 CORPUS_REFUSED = {
-    "conv_leaky01_i8_layer": r"BS_MUL_CFG \(0x4048\) = 0x40000100 sets bits outside",
     "two_input_rv1126b_i8_tk232": "ConvAddRelu in int8 rv1126b files from RKNN-Toolkit2 2.3.2 was not validated",
     # cosine 0.99989, 99.17 % within one step against the simulator: below the bounds
     "affine_ops_rv1126b_i8_tk232": "BatchNormalization, BatchNormalizationRelu, ConvHardSwish in int8 rv1126b files "

@@ -116,6 +116,22 @@ def test_the_weight_zero_point_register_is_a_signed_16_bit_field():
             requant_of({**base, (TARGET_DPU, REG_BS_ALU_SRC): value}, "n")
 
 
+def test_one_multiplier_for_every_channel_folds_into_out_cvt():
+    # conv_leaky01_i8_layer's conv (per-layer LeakyRelu): BS_MUL_CFG 0x40000100 is the operand 0x4000 over
+    # 2^1 for every channel, the stage not bypassed (BS_CFG 0x20140); off-board 5119 of 5120 outputs equal
+    # the simulator's
+    base = {(TARGET_DPU, regcmd.REG_OUT_CVT_SCALE): 0x7C22, (TARGET_DPU, regcmd.REG_OUT_CVT_SHIFT): 0x24,
+            (TARGET_DPU, regcmd.REG_BS_CFG): 0x20140, (TARGET_DPU, regcmd.REG_OUT_CVT_OFFSET): 0xFFFFFF91,
+            (TARGET_DPU, regcmd.REG_BS_ALU_CFG): 0, (TARGET_DPU, REG_BS_ALU_SRC): 0x4}
+    requant = requant_of({**base, (TARGET_DPU, regcmd.REG_BS_MUL_CFG): 0x40000100}, "n")
+    assert requant.mul_shift is None and requant.multiplier == 0x7C22 * 0x4000 / 2.0 ** (0x24 + 1)
+    for mul_cfg, bs_cfg in ((0x40000101, 0x20140), (0x40000100, 0x20150)):  # with per-channel bit 0; bypassed
+        with pytest.raises(ModelInvalidError, match=rf"BS_MUL_CFG = {mul_cfg:#x} with BS_CFG = {bs_cfg:#x} is "
+                                                    "neither"):
+            requant_of({**base, (TARGET_DPU, regcmd.REG_BS_MUL_CFG): mul_cfg,
+                        (TARGET_DPU, regcmd.REG_BS_CFG): bs_cfg}, "n")
+
+
 # -- refusals by name ---------------------------------------------------------------------------
 
 

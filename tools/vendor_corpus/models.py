@@ -1454,10 +1454,9 @@ def _int8_platform_cases() -> List[Case]:
                purpose=f"Pad (reflect, edge, constant), Slice, Sub, Mul and AveragePool on {p}, which random graphs of "
                        "the platform were refused for")
           for p in ("rk3566", "rk3576", "rk3562", "rv1126b")),
-        # a conv's fused PRelu quantized per layer writes a BS_MUL_CFG operand never decoded (as conv_leaky01's)
-        Case("standalone_ops_layer", "standalone_ops_rk3588 but its ConvPRelus, quantized per layer",
-             _standalone_ops(tuple(op for op in STANDALONE_OPS if not op.startswith("ConvPRelu"))), image8,
-             variants=("i8_layer",), purpose="standalone activations quantized per layer"),
+        Case("standalone_ops_layer", "standalone_ops_rk3588, quantized per layer", _standalone_ops(STANDALONE_OPS),
+             image8, variants=("i8_layer",),
+             purpose="standalone activations quantized per layer (a fused PRelu's one multiplier in BS_MUL_CFG)"),
         Case("shape_ops_rk3588", doc(_shape_ops), _shape_ops(), image8, variants=(), platform="rk3588",
              purpose="Pad (reflect, edge, constant), Slice, Sub, Mul and AveragePool quantized per layer (i8_layer)"),
         *(Case(f"input_wide_{p}", doc(_input_wide), _input_wide, [("x", (1, 8, 9, 9), "normal")], variants=("i8",),

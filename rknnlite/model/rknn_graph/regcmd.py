@@ -10,7 +10,9 @@ A node's registers are those of the first task whose ``op_idx`` is the node's in
 which enables the CNA (``enable_mask & 1``).  DPU registers (target 0x1001) used:
 ``BS_CFG`` 0x4040 (bit 4 set with ``BS_MUL_CFG`` 0: the multiplier stage is bypassed, as
 observed on identity convs and per-layer files), ``BS_MUL_CFG`` 0x4048 (bit 0: per-channel
-multipliers from the bias block; bits 8..13: their shift), 0x4050 (bit 0 set: per-channel
+multipliers from the bias block; bits 8..13: their shift; bit 0 clear with an operand in bits
+16..31: that one multiplier for every channel, as a per-layer conv with a fused LeakyRelu or
+PRelu writes it, folded into ``OUT_CVT``), 0x4050 (bit 0 set: per-channel
 bias blocks; clear: a plain int32 bias, the weight zero point in 0x4054, negated),
 ``OUT_CVT_OFFSET`` 0x4080
 (the output zero point, signed), ``OUT_CVT_SCALE`` 0x4084 (16-bit multiplier) and
@@ -184,19 +186,23 @@ def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
 
     scale = reg(REG_OUT_CVT_SCALE, 0xFFFF, "OUT_CVT_SCALE")
     shift = reg(REG_OUT_CVT_SHIFT, 0x3F, "OUT_CVT_SHIFT")
-    mul_cfg = reg(REG_BS_MUL_CFG, 0x3F01, "BS_MUL_CFG")
+    mul_cfg = reg(REG_BS_MUL_CFG, 0xFFFF3F01, "BS_MUL_CFG")
     bs_cfg = reg(REG_BS_CFG, 0xFFFFFFFF, "BS_CFG")
     offset = reg(REG_OUT_CVT_OFFSET, 0xFFFFFFFF, "OUT_CVT_OFFSET")
     if offset >= 1 << 31:
         offset -= 1 << 32
-    if mul_cfg & 1:
+    if mul_cfg & 1 and not mul_cfg >> 16:
         mul_shift: Optional[int] = (mul_cfg >> 8) & 0x3F
     elif mul_cfg == 0 and bs_cfg & _BS_MUL_BYPASS:
         mul_shift = None
+    elif not mul_cfg & 1 and mul_cfg >> 16 and not bs_cfg & _BS_MUL_BYPASS:
+        # one multiplier for every channel (its operand, bits 16..31, over 2^shift): folded into OUT_CVT
+        scale, shift, mul_shift = scale * (mul_cfg >> 16), shift + ((mul_cfg >> 8) & 0x3F), None
     else:
         raise ModelInvalidError(
             f"{where}: BS_MUL_CFG = {mul_cfg:#x} with BS_CFG = {bs_cfg:#x} is neither the per-channel multiplier "
-            "(bit 0) nor a bypassed multiplier stage; its meaning is unknown", op="load")
+            "(bit 0), one multiplier for every channel (bits 16..31) nor a bypassed multiplier stage; its meaning "
+            "is unknown", op="load")
     alu_cfg = reg(REG_BS_ALU_CFG, 0xFFFFFFFF, "BS_ALU_CFG")  # only bit 0 is read (e.g. 0x36d on depthwise convs)
     blocks = bool(alu_cfg & 1)
     weight_zp = 0
