@@ -432,7 +432,8 @@ def test_a_doctored_conv_transpose_register_is_refused(tmp_path, reg, change, ma
 @pytest.mark.parametrize("reg, value, change, match", [
     (0x100C, 0x7, 0x0, r"a ConvTranspose with CNA_CONV_CON1 0x0, CNA_CONV_CON3 0x909 and weight \[16, 1, 4, 4\] from 16 "
                        r"to 16 channels"),
-    (0x1038, 0x4040002, 0x4040010, r"register 0x1038 = 0x4040010 are not a ConvTranspose's pads \(and 0x0 above them\) and its 4x4 kernel "
+    (0x1038, 0x4040002, 0x4040010, r"register 0x1038 = 0x4040010 are not a ConvTranspose's pads \(and 0x0 above "
+                                   r"them\) and its 4x4 kernel "
                                    r"and 2 \(depthwise\)"),
 ])
 def test_a_doctored_depthwise_conv_transpose_register_is_refused(tmp_path, reg, value, change, match):

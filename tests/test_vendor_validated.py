@@ -130,6 +130,10 @@ def test_one_multiplier_for_every_channel_folds_into_out_cvt():
                                                     "neither"):
             requant_of({**base, (TARGET_DPU, regcmd.REG_BS_MUL_CFG): mul_cfg,
                         (TARGET_DPU, regcmd.REG_BS_CFG): bs_cfg}, "n")
+    with pytest.raises(ModelInvalidError, match=r"one multiplier for every channel \(BS_MUL_CFG 0x40000100\) beside "
+                                                r"per-channel bias blocks"):
+        requant_of({**base, (TARGET_DPU, regcmd.REG_BS_MUL_CFG): 0x40000100,
+                    (TARGET_DPU, regcmd.REG_BS_ALU_CFG): 0x1}, "n")
 
 
 # -- refusals by name ---------------------------------------------------------------------------

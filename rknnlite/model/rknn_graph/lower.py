@@ -142,7 +142,8 @@ from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .deconv_regs import RK3566_DECONV, RK3588_DECONV, DeconvEncoding, deconv_params
 from .regcmd import (BN_CLIP_SHIFTED, BN_CLIP_SHIFTED_LITE, BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF,
-                     T4_BN_LUT, TARGET_CNA, Requant, fused_activation, node_registers, read_tasks, requant_of, requant_t4)
+                     T4_BN_LUT, TARGET_CNA, Requant, fused_activation, node_registers, read_tasks, requant_of,
+                     requant_t4)
 from .t3conv import T3_BN_LUT, T3_NPU, requant_t3, t3_clip_bound, t3_lut_stage, t3_lut_task
 from .t3nodes import complete_t3_nodes, t3_unsupported_ops
 from .t4act import t4_activation, t4_lut_stage, t4_lut_task
@@ -161,8 +162,7 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "ConvTransposeRelu ConvTransposeClip ConvTransposeLeakyRelu ConvTransposePRelu ConvTransposeHardSigmoid "
     "ConvTransposeSigmoid ConvTransposeexSwish ConvTransposeHardSwish ConvTransposeTanh "
     "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Tanh Elu Softplus Exp Erf ReduceMax ReduceMin Sqrt Relu "
-    "LeakyRelu "
-    "PRelu Clip HardSigmoid Max Min Pow Expand exSDPAttention exNorm exMatMul exGelu Gather "
+    "LeakyRelu PRelu Clip HardSigmoid Max Min Pow Expand exSDPAttention exNorm exMatMul exGelu Gather "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax "
     "Pad BatchNormalization BatchNormalizationRelu".split())
 
@@ -1548,7 +1548,8 @@ class _Lowering:
                 raise self.error(f"{node.label}: parameter table {key} {node.params[key]} disagrees with the BSON "
                                  f"{attrs[key]}")
         if node.params.get("auto_pad") not in ("NOTSET", ""):
-            raise self.error(f"{node.label}: auto_pad {node.params.get('auto_pad')!r}; only explicit pads were observed")
+            raise self.error(f"{node.label}: auto_pad {node.params.get('auto_pad')!r}; only explicit pads were "
+                             "observed")
         return attrs
 
     def deconv_encoding(self) -> Optional[DeconvEncoding]:

@@ -35,8 +35,8 @@ from ...errors import ModelInvalidError
 
 __all__ = ["Task", "Requant", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
            "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "TARGET_CNA",
-           "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE", "BN_CLIP_SHIFTED", "BN_CLIP_SHIFTED_LITE", "BN_MUL",
-           "bn_multiplier"]
+           "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE", "BN_CLIP_SHIFTED", "BN_CLIP_SHIFTED_LITE",
+           "BN_MUL", "bn_multiplier"]
 
 TASK_SIZE = 40
 #: ``enable_mask`` bits of a task: the conv pipeline (CNA), the pooling unit (PPU)
@@ -64,7 +64,7 @@ REG_EW_ADD = tuple(range(0x4090, 0x40B0, 4))  # float32: the add undone after th
 _BN_LEAKY = 0x62
 _BN_CLIP = 0x92
 BN_CLIP_SHIFTED = 0x20090
-BN_CLIP_SHIFTED_LITE = 0x98  # rk3566/rk3568's BN_CFG of the same clip (random rk3566 graphs, corpus conv_clip_rk3566)
+BN_CLIP_SHIFTED_LITE = 0x98  # rk3566/rk3568's BN_CFG of the same clip (corpus conv_clip_rk3566)
 BN_LUT = 0x20040  # the conv output indexes a lookup table: u = x * f16(0x4068 >> 16) + f32(0x4064)
 BN_LUT_LITE = 0x48  # the same on rk3566/rk3568 ("RKNPU lite"), whose int8 index map is otherwise rk3588's
 
@@ -191,6 +191,7 @@ def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
     offset = reg(REG_OUT_CVT_OFFSET, 0xFFFFFFFF, "OUT_CVT_OFFSET")
     if offset >= 1 << 31:
         offset -= 1 << 32
+    folded = False
     if mul_cfg & 1 and not mul_cfg >> 16:
         mul_shift: Optional[int] = (mul_cfg >> 8) & 0x3F
     elif mul_cfg == 0 and bs_cfg & _BS_MUL_BYPASS:
@@ -198,6 +199,7 @@ def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
     elif not mul_cfg & 1 and mul_cfg >> 16 and not bs_cfg & _BS_MUL_BYPASS:
         # one multiplier for every channel (its operand, bits 16..31, over 2^shift): folded into OUT_CVT
         scale, shift, mul_shift = scale * (mul_cfg >> 16), shift + ((mul_cfg >> 8) & 0x3F), None
+        folded = True
     else:
         raise ModelInvalidError(
             f"{where}: BS_MUL_CFG = {mul_cfg:#x} with BS_CFG = {bs_cfg:#x} is neither the per-channel multiplier "
@@ -205,6 +207,9 @@ def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
             "is unknown", op="load")
     alu_cfg = reg(REG_BS_ALU_CFG, 0xFFFFFFFF, "BS_ALU_CFG")  # only bit 0 is read (e.g. 0x36d on depthwise convs)
     blocks = bool(alu_cfg & 1)
+    if blocks and folded:
+        raise ModelInvalidError(f"{where}: one multiplier for every channel (BS_MUL_CFG {mul_cfg:#x}) beside "
+                                f"per-channel bias blocks (BS_ALU_CFG {alu_cfg:#x}) was never observed", op="load")
     weight_zp = 0
     if not blocks:
         if mul_shift is not None:

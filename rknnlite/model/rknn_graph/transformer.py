@@ -17,7 +17,6 @@ import numpy as np
 from .accumulator import emit_codes
 from .f2act import F2_OUT_CVT, cfg_words
 from .graph import VendorNode, VendorTensor, attr_value
-from .lut import lower_lut_sigmoid
 from ..spec import QuantParams
 from .regcmd import BN_MUL, TARGET_DPU, bn_multiplier, i16, i32, node_registers, task_writes
 
