@@ -198,7 +198,7 @@ _F2_LUT_ACTIVATIONS = ("Sigmoid", "HardSigmoid", "HardSwish", "Gelu")
 #: output's grid (int8) or rounded to fp16, as the simulator computes them
 _CPU_OPS = ("Exp", "Erf", "ReduceMax", "ReduceMin", "Sqrt")
 #: CPU ops an fp16 file runs as NPU tasks instead (Sqrt: dozens of DPU passes), which the simulator
-#: computes as the float function rounded to float16 (corpus sqrt_*)
+#: computes as the float function rounded to float16 (corpus standalone_sqrt_*)
 _FP16_NPU_FLOAT_OPS = ("Sqrt",)
 #: Resize parameter values (strings in the table, as ONNX names them) the lowering passes on
 _RESIZE_MODES = ("nearest", "linear")
