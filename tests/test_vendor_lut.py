@@ -305,7 +305,8 @@ def test_rk3576_standalone_lookup_task_outside_the_observed_layout_is_refused_by
     ("conv_hardsigmoid_rk3576_i8", 0x80011111, r"BS_ALU_CFG \(0x4050\) = 0x80021111 on an rk3576/rv1126b int8 conv: "
                                                r"bias layout 2 \(bits 16..19\); only per-channel bias blocks \(1\)"),
     # a conv: reads the weight zero point from the BScfgTensor, which holds a per-channel conv's words here
-    ("conv_relu6_rk3576_i8", 0x80011111, r"'y_BScfgTensor' starts \[3598, 0, .*the negated weight zero point"),
+    ("conv_relu6_rk3576_i8", 0x80011111,
+     r"'y_BScfgTensor' \(NPU shape \[1, 1, 1, 1, 8\]\) starts \[3598, 0, .*the negated weight zero point"),
 ])
 def test_rk3576_plain_bias_layout_is_refused_by_name(name, old, named):
     # 0x4050 bits 16..19 = 2: a plain int32 bias (per-layer files; YOLOv8's one-channel DFL conv, whose weight

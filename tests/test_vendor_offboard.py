@@ -286,7 +286,7 @@ def test_int8_bias_block_without_zero_points():
 
 
 @pytest.mark.parametrize("low_bits, refusal", [(5, r"CNA_CONV_CON1 \(0x100c\) = 0x2000a005 .* low bits 6 \(packed\), "
-                                                    r"2 and 0 \(tiles\) only"),
+                                                    r"2 and 0 \(tiles\), and 1 on a depthwise conv, only"),
                                                (6, "a packed int8 weight .* has NPU size 288; 576 was observed")])
 def test_rk3576_first_conv_layout_is_read_from_its_registers(tmp_path, low_bits, refusal):
     # depthwise_rk3576_i8's first conv (8 channels on an 8x8 image) keeps its weight in tiles (CNA_CONV_CON1

@@ -216,7 +216,7 @@ def test_toolkit_release_takes_the_leading_version():
 def test_rk3576_plain_bias_convs_take_their_weight_zero_point_from_the_bscfg_tensor(tmp_path):
     """An rk3576/rv1126b int8 conv with a plain int32 bias (BS_ALU_CFG 0x4050 bits 16..19 = 2: every
     conv of a per-layer file, YOLOv8's one-channel DFL conv) keeps its one weight zero point,
-    negated, in word 0 of ``<output>_BScfgTensor`` (words 1..7 zero); the corpus test checks the
+    negated, in word 0 of ``<output>_BScfgTensor`` (words 1..7 of its extent zero); the corpus test checks the
     file against the simulator.  The word is read (another value changes the output), anything
     else there, or another bias layout, is refused by name."""
     source = CORPUS / "convnet_rk3576_i8_layer.rknn"
@@ -234,7 +234,7 @@ def test_rk3576_plain_bias_convs_take_their_weight_zero_point_from_the_bscfg_ten
     (tmp_path / "a").mkdir()
     noise = doctored_copy(source, tmp_path / "a",
                           lambda d: struct.pack_into("<i", tensor_bytes(d, "relu_5_BScfgTensor"), 4, 7))
-    with pytest.raises(ModelInvalidError, match="then seven zero words was expected"):
+    with pytest.raises(ModelInvalidError, match="then 7 zero words was expected"):
         rknnlite.Context(noise, backend="software")
     (tmp_path / "b").mkdir()
     layout3 = doctored_copy(source, tmp_path / "b",

@@ -288,6 +288,49 @@ def _input_wide(seed: int = 209):
     return g.model([("x", (1, 8, 9, 9))], [(g.node("Relu", [g.conv("x", 8, 16)])[0], "y")])
 
 
+def _input_depthwise(seed: int = 210):
+    """input_odd's graph on two inputs that are no image, 16 and 8 channels (13x13): rk3576 and rv1126b
+    move each into the NPU layout with a depthwise 1x1 conv of the compiler's (unnamed, ``Pre_weight``,
+    CONV_CON1 low bits 1), whose weight is its tiles alone (ones; the 8-channel one's lanes 8..15
+    zero) and whose per-layer zero point is in a BScfgTensor of 8 (16 channels) or 4 words (8)."""
+    g = _G(seed)
+    outs = []
+    for name, c in (("x", 16), ("z", 8)):
+        p = g.node("Pad", [name, g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], mode="reflect")[0]
+        outs.append(g.conv(p, c, 8, pad=0))
+    return g.model([("x", (1, 16, 13, 13)), ("z", (1, 8, 13, 13))], [(outs[0], "y"), (outs[1], "w")])
+
+
+def _input_packed(seed: int = 211):
+    """Pad (reflect, 1 each side) and MaxPool 3x3 s1 on a 3-channel 16x16 input: rk3576/rv1126b's
+    compiler conv on it says packed (CONV_CON1 low bits 6) and stores its identity weight as 3 rows
+    of 16 bytes, NPU size 32.  That conv is the file's only one, so it does not tell the build's
+    quantization method (it is per-layer in a per-channel build)."""
+    g = _G(seed)
+    p = g.node("Pad", ["x", g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], mode="reflect")[0]
+    return g.model([("x", (1, 3, 16, 16))], [(g.node("MaxPool", [p], kernel_shape=[3, 3])[0], "y")])
+
+
+def _deconv_one_channel(seed: int = 212):
+    """Pad (constant 0, 1 each side), ConvTranspose 1->1 4x4 s2 p1 on a 1-channel 16x16 input: an int8
+    deconv of one output channel has a plain int32 bias on rk3576/rv1126b, and its weight zero point
+    is not in its BScfgTensor (0) but in the 15 spare input lanes of its weight tile."""
+    g = _G(seed)
+    p = g.node("Pad", ["x", g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], mode="constant")[0]
+    w = (g.rng.standard_normal((1, 1, 4, 4)) * 0.5).astype(np.float32)
+    y = g.node("ConvTranspose", [p, g.const(w, "w")], kernel_shape=[4, 4], strides=[2, 2], pads=[1] * 4)[0]
+    return g.model([("x", (1, 1, 16, 16))], [(y, "y")])
+
+
+def _input_gap(seed: int = 214):
+    """GlobalAveragePool straight on a 16-channel 30x34 input, then Conv 16->8 1x1: the compiler splits
+    the pool into depthwise convs (7x7 on the graph input, CONV_CON1 low bits 1, then 5x5), whose
+    int8 weights hold their zero points beside them, as any depthwise conv's on rk3576/rv1126b."""
+    g = _G(seed)
+    y = g.node("GlobalAveragePool", ["x"])[0]
+    return g.model([("x", (1, 16, 30, 34))], [(g.conv(y, 16, 8, k=1), "y")])
+
+
 def _concat():
     g = _G(301)
     a = g.conv("x", 3, 12)
@@ -1462,6 +1505,19 @@ def _int8_platform_cases() -> List[Case]:
         *(Case(f"input_wide_{p}", doc(_input_wide), _input_wide, [("x", (1, 8, 9, 9), "normal")], variants=("i8",),
                platform=p, purpose=f"an int8 conv of {p} reading a graph input that is no image (CONV_CON1 low bits 0)")
           for p in ("rk3576", "rv1126b")),
+        *(case for p in ("rk3576", "rv1126b") for case in (
+            Case(f"input_depthwise_{p}", doc(_input_depthwise), _input_depthwise,
+                 [("x", (1, 16, 13, 13), "normal"), ("z", (1, 8, 13, 13), "normal")], variants=("i8",), platform=p,
+                 purpose=f"{p}'s depthwise compiler conv on graph inputs of 16 and 8 channels (CONV_CON1 low bits 1)"),
+            Case(f"input_packed_{p}", doc(_input_packed), _input_packed, [("x", (1, 3, 16, 16), "normal")],
+                 variants=("i8",), platform=p, purpose=f"{p}'s packed identity weight of its compiler input conv"),
+            Case(f"deconv_one_channel_{p}", doc(_deconv_one_channel), _deconv_one_channel,
+                 [("x", (1, 1, 16, 16), "normal")], variants=("i8",), platform=p,
+                 purpose=f"{p}'s one-channel int8 deconv: its weight zero point in its tile's spare lanes"),
+            Case(f"input_gap_{p}", doc(_input_gap), _input_gap, [("x", (1, 16, 30, 34), "normal")],
+                 variants=("i8",), platform=p,
+                 purpose=f"{p}'s depthwise conv on a graph input (a split GlobalAveragePool): zero points in its "
+                         "weight"))),
         *(Case(f"input_compact_{p}", doc(_input_compact), _input_compact(), [("x", (1, 3, 11, 11), "image")],
                variants=("fp16", "i8"), platform=p,
                purpose=f"the compact identity weight of {p}'s conv on a graph input")

@@ -133,8 +133,9 @@ def f2_bias_layout(regs: Dict[Tuple[int, int], int], where: str, plain: bool = F
 
 def f2_plain_weight_zero_point(lowering, out, where: str) -> int:
     """The one weight zero point of an rk3576/rv1126b int8 conv with a plain int32 bias (layout
-    2): word 0 of ``<output>_BScfgTensor``, negated (as rk3588's BS_ALU_SRC 0x4054), words 1..7
-    zero; the rest of the tensor is uninitialised memory.  Measured on 19 convs of zero points
+    2): word 0 of ``<output>_BScfgTensor``, negated (as rk3588's BS_ALU_SRC 0x4054), the next
+    words of its NPU extent zero (words 1..7 of a 16-channel tensor, 1..3 of an 8-channel one);
+    the rest of the tensor is uninitialised memory.  Measured on 19 convs of zero points
     -128..127 (0 included), rk3576 and rv1126b, layer and one-channel per-channel builds: the
     stored weights are ``round(w / s + zp_w)`` and the bias ``round(b / (s_in s_w)) - zp_in *
     sum(q_w - zp_w)`` exactly.
@@ -146,10 +147,14 @@ def f2_plain_weight_zero_point(lowering, out, where: str) -> int:
     if words is None:
         raise ModelInvalidError(f"{where}: a plain int32 bias (BS_ALU_CFG layout 2) without {name!r}, which holds the "
                                 "weight zero point", op="load")
+    # an 8-channel tensor's NPU extent is four words; uninitialised memory follows it
+    found = next(t for t in lowering.sg.tensors if t.name == name)
+    extent = min(8, int(np.prod(found.npu_shape or (0,))) * 2 // 4)
     zp = -int(words[0])
-    if np.any(words[1:8] != 0) or not -128 <= zp <= 127:
-        raise ModelInvalidError(f"{where}: {name!r} starts {words[:8].tolist()}; the negated weight zero point "
-                                "(-128..127) then seven zero words was expected", op="load")
+    if extent < 4 or np.any(words[1:extent] != 0) or not -128 <= zp <= 127:
+        raise ModelInvalidError(f"{where}: {name!r} (NPU shape {list(found.npu_shape)}) starts {words[:8].tolist()}; "
+                                f"the negated weight zero point (-128..127) then {max(extent - 1, 3)} zero words was "
+                                "expected", op="load")
     return zp
 
 

@@ -151,7 +151,7 @@ from .transformer import attention_grids, lower_gather, lower_gelu, lower_layer_
 from .regcmd import shortest_decimal as _shortest
 from .validated import check_validated, toolkit_release
 from .weights import (decode_compact_identity, decode_depthwise_weight, decode_float_bias, decode_int8_bias,
-                      decode_int32_bias, decode_weight)
+                      decode_int32_bias, decode_packed_identity, decode_weight, spare_lane_zero_point)
 
 __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_support", "vendor_op_counts"]
 
@@ -855,13 +855,19 @@ class _Lowering:
         # rk3576/rv1126b int8 convs on a graph input may store their weight packed, and their
         # depthwise convs (rk3562's too) the weight zero points beside the weights
         first = self.int8 and self.f2_platform() and x.kind == "input"
-        packed = first and self.packed_weight(node, where)
+        packed = first and self.packed_weight(node, where, group)
         depthwise_zero_points = self.f2_platform() or self.t4_platform() or self.t3_platform()
-        if self.int8 and depthwise_zero_points and group > 1 and not first and w.dtype == "int8":
+        # a depthwise conv on a graph input (CONV_CON1 low bits 1) holds them too, but for the compiler's
+        # own input conv, whose weight is the tiles alone (per layer: the zero point in its BScfgTensor)
+        if (self.int8 and depthwise_zero_points and group > 1 and not (first and self.compiler_input_conv(node, w))
+                and w.dtype == "int8"):
             weight, self.weight_zero_points[node.index] = decode_depthwise_weight(
                 raw, w.npu_shape, w.shape, where, w.size, **(_T3_DEPTHWISE if self.t3_platform() else {}))
         elif not packed and self.compact_input_weight(node, w):
             weight = decode_compact_identity(raw, w.shape, w.dtype, w.size, where)
+        elif packed and self.compiler_input_conv(node, w) and tuple(w.shape[2:]) == (1, 1):
+            iblk = w.npu_shape[5] if len(w.npu_shape) == 6 else 0
+            weight = decode_packed_identity(raw, w.shape, iblk, w.size, where)
         else:
             weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size, packed=packed,
                                    align=_T3_WEIGHT_ALIGN if self.t3_platform() else 1)
@@ -1148,10 +1154,10 @@ class _Lowering:
         elif self.t3_platform():
             requant = requant_t3(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points)
         elif self.f2_platform():  # rk3576/rv1126b: OUT_CVT at their own addresses; a deconv has bias blocks
-            activation = _CONV_ACTIVATIONS.get(node.op)
-            requant = f2_conv_requant(regs, where, activation, plain=node.op != "ConvTranspose")
+            activation = _CONV_ACTIVATIONS.get(node.op)  # (but one of a single channel: deconv_one_channel)
+            requant = f2_conv_requant(regs, where, activation, plain=node.op != "ConvTranspose" or channels == 1)
             if not requant.bias_blocks:
-                requant = replace(requant, weight_zp=f2_plain_weight_zero_point(self, out, where))
+                requant = replace(requant, weight_zp=self.f2_plain_weight_zero_point(node, out, where))
             if activation not in F2_OUT_CVT_ACTIVATIONS:  # OUT_CVT converts a table's output: the stored scales
                 bias_i32, w_zp, _ = self.int8_bias(node, x, out, b, requant, channels)
                 return None, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, self.stored_weight_scales(w, channels))
@@ -1180,6 +1186,19 @@ class _Lowering:
         step = self.constant(f"{output}__step", acc.step.reshape(1, -1, 1, 1).astype(np.float32))
         self.emit(node, "Mul", [total, step], {}, output=output)
 
+    def f2_plain_weight_zero_point(self, node: VendorNode, out: VendorTensor, where: str) -> int:
+        """The one weight zero point of an rk3576/rv1126b int8 conv or deconv with a plain int32 bias:
+        a conv's from its BScfgTensor (:func:`.f2act.f2_plain_weight_zero_point`); a one-channel
+        deconv's from its weight tile's spare lanes, its BScfgTensor then saying 0 (as observed)."""
+        stated = f2_plain_weight_zero_point(self, out, where)
+        if node.index not in self.weight_zero_points:
+            return stated
+        if stated != 0:
+            raise self.error(f"{node.label}: its weight tile's spare lanes hold zero point "
+                             f"{int(self.weight_zero_points[node.index][0])} and its BScfgTensor {stated}; "
+                             "only the first with the second 0 was observed")
+        return int(self.weight_zero_points[node.index][0])
+
     def int8_bias(self, node: VendorNode, x: VendorTensor, out: VendorTensor, b: VendorTensor, requant: Requant,
                   channels: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(bias_i32, w_zp, mul)`` per output channel of an int8 conv: from the per-channel
@@ -1200,18 +1219,24 @@ class _Lowering:
         input (unnamed, ``Pre_weight<input>``: :func:`.weights.decode_compact_identity`), stored in
         fewer bytes than its tiles."""
         tiles = int(np.prod(w.npu_shape)) * (2 if w.dtype == "float16" else 1) if w.npu_shape else 0
-        return self.f2_platform() and not node.name and w.name.startswith("Pre_weight") and w.size < tiles
+        return self.compiler_input_conv(node, w) and w.size < tiles
 
-    def packed_weight(self, node: VendorNode, where: str) -> bool:
+    def compiler_input_conv(self, node: VendorNode, w: VendorTensor) -> bool:
+        """Whether ``node`` is the unnamed conv an rk3576/rv1126b file inserts on a graph input
+        (weight ``Pre_weight<input>``) to move it into the NPU layout."""
+        return self.f2_platform() and not node.name and w.name.startswith("Pre_weight")
+
+    def packed_weight(self, node: VendorNode, where: str, group: int) -> bool:
         """Whether an rk3576/rv1126b int8 conv on a graph input stores its weight packed
         (:func:`.weights.decode_packed_weight`) or in tiles: the low four bits of its
         CNA_CONV_CON1, 6 or 2 on an image (the compiler picks tiles for small images), 0 on an
-        input that is no image, read as any feature map (``input_wide``)."""
+        input that is no image, read as any feature map (``input_wide``), 1 for a depthwise conv
+        (``group``: the conv's) on 8 or 16 channels (``input_depthwise``, ``input_gap``)."""
         con1 = node_registers(self.regcmd(), self.tasks(), node.index, where).get((TARGET_CNA, REG_CNA_CONV_CON1))
-        if con1 is None or con1 & 0xF not in (0, 2, 6):
+        if con1 is None or con1 & 0xF not in (0, 2, 6) and not (con1 & 0xF == 1 and group > 1):
             raise self.error(f"{node.label}: CNA_CONV_CON1 (0x100c) = {con1 if con1 is None else hex(con1)} on an int8 "
                              f"{self.platform()} conv reading a graph input; its weight layout is known for low bits "
-                             "6 (packed), 2 and 0 (tiles) only")
+                             "6 (packed), 2 and 0 (tiles), and 1 on a depthwise conv, only")
         return con1 & 0xF == 6
 
     def bias_blocks(self, node: VendorNode, x: VendorTensor, out: VendorTensor, b: VendorTensor,
@@ -1250,9 +1275,10 @@ class _Lowering:
         if not self.int8:
             return "fp16"
         # the compiler's own unnamed convs do not tell the build's method: its depthwise 1x1 applying
-        # mean/std to an input whose first op is no conv is per-layer in per-channel files (input_odd)
+        # mean/std to an input whose first op is no conv is per-layer in per-channel files (input_odd);
+        # a file with no other conv is read as per-channel (its other ops quantize per tensor either way)
         named = {n.index for n in self.sg.nodes if n.name}
-        methods = {m for i, m in self.methods.items() if i in named} or set(self.methods.values())
+        methods = {m for i, m in self.methods.items() if i in named}
         if len(methods) > 1:
             raise self.error("its convs mix per-channel and per-layer quantization, which no observed file does")
         return "int8-layer" if methods == {"layer"} else "int8"
@@ -1477,6 +1503,9 @@ class _Lowering:
             # the tiles hold the kernel flipped in both spatial axes (the conv a deconvolution runs as)
             tiles = decode_weight(raw, w.npu_shape, (cout, cin, kh, kw), w.dtype, where, w.size)[:, :, ::-1, ::-1]
             weight = np.ascontiguousarray(tiles.transpose(1, 0, 2, 3))  # ONNX [Cin, Cout, kh, kw]
+            if self.int8 and self.f2_platform() and cout == 1:  # a plain bias; the zero point is in the tile
+                self.weight_zero_points[node.index] = np.array(
+                    [spare_lane_zero_point(raw, w.npu_shape, (cout, cin, kh, kw), where)], np.int64)
         else:
             # depthwise (RKNN-Toolkit2 2.2.0/2.3.0 compile a bilinear Resize to one): a depthwise conv's
             # tiles, [1, C, kh, kw], holding the kernel flipped as group 1's (corpus deconv_depthwise*: an

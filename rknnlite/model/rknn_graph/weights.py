@@ -226,6 +226,53 @@ def decode_compact_identity(raw, shape: Sequence[int], dtype: str, npu_size: int
     return np.eye(c, dtype=item).reshape(c, c, 1, 1)
 
 
+def spare_lane_zero_point(raw, npu_shape: Sequence[int], shape: Sequence[int], where: str) -> int:
+    """The weight zero point an rk3576/rv1126b int8 deconv of one output channel (a plain int32
+    bias, no bias blocks) writes in the spare input lanes of its one weight tile: every lane past
+    the ``I`` input channels holds it (random rk3576 graphs: code 50 in lanes 1..15 beside a
+    1-channel 4x4 kernel, the bias ``-zp_in * sum(q - 50)``).  Refused unless the weight is one
+    tile with spare lanes all of one value."""
+    tiles = [tuple(int(v) for v in npu_shape[k:k + 6]) for k in range(0, len(npu_shape), 6)]
+    o_total, i_total, kh, kw = (int(d) for d in shape)
+    if not (len(tiles) == 1 and tiles[0][:2] == (1, 1) and tiles[0][2:4] == (kh, kw) and tiles[0][4] == o_total
+            and tiles[0][5] > i_total and len(raw) >= kh * kw * o_total * tiles[0][5]):
+        raise _error(where, f"weight tiles {tiles} for {list(shape)}: one tile with spare input lanes was expected to "
+                            "hold the weight zero point")
+    lanes = np.frombuffer(raw, np.int8, kh * kw * o_total * tiles[0][5]).reshape(-1, tiles[0][5])[:, i_total:]
+    if np.any(lanes != lanes.flat[0]):
+        held = sorted(set(lanes.ravel().tolist()))
+        raise _error(where, f"the spare input lanes of weight tile {tiles[0]} hold {held}; one weight zero point was "
+                            "expected")
+    return int(lanes.flat[0])
+
+
+#: the NPU size every packed compiler input weight states, whatever its channels (1, 3 and 4 seen)
+_PACKED_IDENTITY_SIZE = 32
+
+
+def decode_packed_identity(raw, shape: Sequence[int], iblk: int, npu_size: int, where: str) -> np.ndarray:
+    """The int8 weight ``[C, C, 1, 1]`` of the 1x1 conv an rk3576/rv1126b file inserts on a graph
+    input of ``C <= iblk`` channels (``Pre_weight<input>``, unnamed) when its CONV_CON1 says packed:
+    ``C`` rows of 16 bytes, row ``o`` holding code 1 at byte ``o`` and zeros elsewhere (the spare
+    lanes' weight zero point 0).  Its stated NPU size is 32 bytes for 1, 3 and 4 channels alike
+    (random rk3576/rv1126b graphs), which is not the rows' extent (64 bytes for 4 channels), so the
+    rows are read from the buffer.  Only the identity was observed: any other value is refused."""
+    c = int(shape[0]) if len(shape) == 4 else 0
+    row = -(-iblk // _PACKED_ALIGN) * _PACKED_ALIGN
+    if not (1 <= c <= iblk and tuple(shape) == (c, c, 1, 1) and npu_size == _PACKED_IDENTITY_SIZE
+            and c * row <= len(raw)):
+        raise _error(where, f"a packed compiler input weight {list(shape)} (input block {iblk}) of NPU size "
+                            f"{npu_size} in a {len(raw)}-byte buffer; only [C, C, 1, 1] identities, C <= the input "
+                            f"block, of NPU size {_PACKED_IDENTITY_SIZE} were observed")
+    rows = np.frombuffer(raw, np.int8, c * row).reshape(c, row)
+    expected = np.zeros((c, row), np.int8)
+    expected[np.arange(c), np.arange(c)] = 1
+    if not np.array_equal(rows, expected):
+        raise _error(where, f"a packed compiler input weight {list(shape)} that is not the identity "
+                            f"({rows.tolist()}); only identities were observed")
+    return np.eye(c, dtype=np.int8).reshape(c, c, 1, 1)
+
+
 def decode_float_bias(raw, channels: int, where: str) -> np.ndarray:
     """The float32 bias of ``channels`` output channels (padding dropped); a new array."""
     data = np.frombuffer(raw, np.uint8)
