@@ -331,6 +331,19 @@ def _input_gap(seed: int = 214):
     return g.model([("x", (1, 16, 30, 34))], [(g.conv(y, 16, 8, k=1), "y")])
 
 
+def _conv_leaky_input(seed: int = 215):
+    """Three LeakyRelu convs straight on an 8-channel 16x16 input that is no image: Conv 8->16 3x3 p1, alpha 0.1;
+    Conv 8->8 3x3 p1 without bias, alpha 0.2; depthwise Conv 8->8 3x3 p1 without bias, alpha 0.01.  rk3576/rv1126b
+    store each LeakyRelu another way than after a Relu conv or on an image (conv_leaky_*): int8, a slope stage of 14
+    fraction bits (``<output>_BsCfg_BScfgTensor`` word 0xe00, not 0xf01's 13); fp16, a conv without bias has
+    ACT_CFG 0xc02 and its slope in ``<output>_BnCfg_BNcfgTensor`` (not 0x903 and BsCfg)."""
+    g = _G(seed)
+    outs = [(g.node("LeakyRelu", [g.conv("x", 8, 16)], alpha=0.1)[0], "y"),
+            (g.node("LeakyRelu", [g.conv("x", 8, 8, bias=False)], alpha=0.2)[0], "z"),
+            (g.node("LeakyRelu", [g.conv("x", 8, 8, group=8, bias=False)], alpha=0.01)[0], "w")]
+    return g.model([("x", (1, 8, 16, 16))], outs)
+
+
 def _concat():
     g = _G(301)
     a = g.conv("x", 3, 12)
@@ -1606,6 +1619,10 @@ def _cases() -> List[Case]:
                _conv_act(103, lambda g, y: g.node("Abs", [y])[0]), img, variants=("fp16", "i8"), platform=p,
                purpose=f"a negative LeakyRelu slope in {p}'s registers")
           for p in ("rk3576", "rk3566", "rk3562", "rv1126b")),
+        *(Case(f"conv_leaky_input_{p}", " ".join(_conv_leaky_input.__doc__.split()), _conv_leaky_input,
+               [("x", (1, 8, 16, 16), "normal")], variants=("fp16", "i8"), platform=p,
+               purpose=f"{p}'s other LeakyRelu form (int8 slope stage of 14 bits, fp16 slope in BnCfg)")
+          for p in ("rk3576", "rv1126b")),
         *(Case(f"conv_leaky_{p}", f"Conv 3->20 3x3 p1 (weights of conv_leaky01), LeakyRelu(alpha=0.1), {p}",
                _conv_act(103, _leaky(0.1)), img, variants=("fp16", "i8"), platform=p,
                purpose=f"{p}'s fused LeakyRelu slope (beside conv_abs_{p}'s negative one)")

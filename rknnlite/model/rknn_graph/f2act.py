@@ -37,9 +37,12 @@ per-channel multiplier, i.e. ``s_in * max_c s_w``):
   normalised so that the largest is 2^14).  Observed on three weight sets; the output's
   int8 grid saturates at ``hi`` anyway.
 
-**fp16 files** (:func:`f2_fp16_activation`) keep the plain conv's ``ACT_CFG`` 0x903 for a
-LeakyRelu and store its slope as a float16 in word 0 of ``<output>_BsCfg_BScfgTensor``
-(words 1-7 zero; the rest is uninitialised memory).  A Clip has ``ACT_CFG`` 0x902 and
+**fp16 files** (:func:`f2_fp16_activation`) keep the plain conv's ``ACT_CFG`` 0x903 for the
+LeakyRelu of a conv with a bias and store its slope as a float16 in word 0 of
+``<output>_BsCfg_BScfgTensor`` (words 1-7 zero; the rest is uninitialised memory); a conv
+without bias or a depthwise one has ``ACT_CFG`` 0xc02 and the same word in
+``<output>_BnCfg_BNcfgTensor``.  (An int8 LeakyRelu conv's slope stage adds 13 or 14 fraction
+bits to its OUT_CVT shift, as its BsCfg word says: :func:`f2_leaky_shift`.)  A Clip has ``ACT_CFG`` 0x902 and
 float32 clamp pairs: the second pair (0x4074/0x4078) holds the ONNX bounds, the first
 (0x406c/0x4070) the same bounds with every negative one ``v`` replaced by
 ``-bits_to_f32(0x80000000 - f32_bits(-v))`` (a bit-level reciprocal estimate, about
@@ -83,7 +86,8 @@ from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
 from .regcmd import TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers, shortest_decimal
 
-__all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_conv_requant", "F2_OUT_CVT_ACTIVATIONS",
+__all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_conv_requant", "f2_leaky_shift",
+           "F2_OUT_CVT_ACTIVATIONS",
            "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "hard_sigmoid_slope",
            "shifted_clamp", "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS", "cfg_words"]
 
@@ -91,6 +95,9 @@ __all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_
 F2_PLATFORMS = ("rk3576", "rv1126b")
 F2_ACT_CFG = 0x4060
 _ACT_PLAIN = 0x903
+#: an fp16 conv's LeakyRelu in the BN stage, its slope in ``<output>_BnCfg_BNcfgTensor`` (a conv without
+#: bias, a depthwise one: conv_leaky_input_*); with the plain ACT_CFG it is in the BS stage's BsCfg
+_ACT_FP16_BN_LEAKY = 0xC02
 _F32_NO_CLAMP = (0x80000000, 0x7FFFFFFF)
 _BS_WORDS = 8
 _ACT_CLAMP, _ACT_CLAMP_SHIFTED, _ACT_LEAKY = 0x902, 0x920, 0x402
@@ -165,11 +172,32 @@ _BLOCK_MUL_SHIFT = 14
 #: the fused activations of an rk3576/rv1126b int8 conv whose OUT_CVT is the conv's own output
 #: conversion (a lookup-table activation's converts the table's output)
 F2_OUT_CVT_ACTIVATIONS = (None, "Relu", "Clip", "LeakyRelu", "Add", "AddRelu")
-#: a LeakyRelu's OUT_CVT shift is 13 larger than the plain conv's (its slope stage's fraction bits)
-_LEAKY_SHIFT = 13
+#: a LeakyRelu's OUT_CVT shift is larger than the plain conv's by its slope stage's fraction bits,
+#: which word 0 of its ``<output>_BsCfg_BScfgTensor`` selects: 0xf01 -> 13 (on an image or after a Relu
+#: conv: conv_leaky_*), 0xe00 -> 14 (on an input that is no image and in 7 random rk3576 files, which
+#: read with 13 were refused: their stored weight scales twice the registers'; conv_leaky_input_*)
+_LEAKY_SHIFT_OF_BS_WORD = {0xF01: 13, 0xE00: 14}
 
 
-def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str], plain: bool) -> Requant:
+def f2_leaky_shift(lowering, out, where: str) -> int:
+    """The fraction bits an rk3576/rv1126b int8 ``ConvLeakyRelu``'s slope stage adds to its
+    OUT_CVT shift, from word 0 of ``<output>_BsCfg_BScfgTensor`` (:data:`_LEAKY_SHIFT_OF_BS_WORD`;
+    words 1..3 zero).
+
+    Raises:
+        ModelInvalidError: no such tensor, or another word there."""
+    name = f"{out.name}_BsCfg_BScfgTensor"
+    words = cfg_words(lowering, name, where)
+    if words is None or int(words[0]) not in _LEAKY_SHIFT_OF_BS_WORD or np.any(words[1:4]):
+        shown = None if words is None else [hex(int(w) & 0xFFFFFFFF) for w in words[:4]]
+        raise ModelInvalidError(f"{where}: an int8 LeakyRelu conv's {name!r} starts {shown}; word 0 "
+                                f"{' or '.join(hex(k) for k in _LEAKY_SHIFT_OF_BS_WORD)} then zeros was expected "
+                                "(its slope stage's fraction bits)", op="load")
+    return _LEAKY_SHIFT_OF_BS_WORD[int(words[0])]
+
+
+def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str], plain: bool,
+                    leaky_shift: int = 0) -> Requant:
     """The output conversion of an rk3576/rv1126b int8 conv or ConvTranspose, read from its
     registers as the NPU applies it: ``OUT_CVT`` at 0x40ac..0x40b4 gives the accumulator unit
     ``s_out * scale / 2^shift = s_in * max_c s_w`` and the bias blocks (BS_ALU_CFG bits 16..19 = 1)
@@ -178,7 +206,7 @@ def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Op
     the weight zero point (:func:`f2_plain_weight_zero_point`).  ``activation``: the fused one
     (``lower``'s names).  A residual conv (``Add``, ``AddRelu``) has bit 16 of its OUT_CVT scale
     set (the residual comes through the element-wise path), the scale below it the conv's own; a
-    ``LeakyRelu``'s shift is 13 larger, taken off here.  For activations outside
+    ``LeakyRelu``'s shift is ``leaky_shift`` larger (:func:`f2_leaky_shift`), taken off here.  For activations outside
     :data:`F2_OUT_CVT_ACTIVATIONS` the OUT_CVT returned is the table's, not the conv's.
 
     The per-channel weight scales the file also stores (``<weight>_w4a16_weight``, a
@@ -197,9 +225,9 @@ def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Op
 
     offset, scale, shift = _out_cvt(reg, refuse, ew_input=activation in ("Add", "AddRelu"))
     if activation == "LeakyRelu":
-        if shift < _LEAKY_SHIFT:
-            raise refuse(f"OUT_CVT_SHIFT (0x40b4) {shift}, below the {_LEAKY_SHIFT} a LeakyRelu adds")
-        shift -= _LEAKY_SHIFT
+        if shift < leaky_shift or not leaky_shift:
+            raise refuse(f"OUT_CVT_SHIFT (0x40b4) {shift}, below the {leaky_shift} a LeakyRelu adds")
+        shift -= leaky_shift
     if layout == _BIAS_BLOCKS:
         return Requant(scale, shift, _BLOCK_MUL_SHIFT, offset, True, 0)
     return Requant(scale, shift, None, offset, False, 0)
@@ -379,9 +407,9 @@ def f2_fp16_activation(lowering, node, out) -> Dict[str, float]:
     if mode != _MODE_PLAIN or add_back:
         raise refuse("not the plain clamp mode 0x10041c1 without an add-back")
     if node.op == "ConvLeakyRelu":
-        if cfg != _ACT_PLAIN or first != _F32_NO_CLAMP or second != _F32_NO_CLAMP:
-            raise refuse("not the LeakyRelu layout (ACT_CFG 0x903, no clamp)")
-        name = f"{out.name}_BsCfg_BScfgTensor"
+        if cfg not in (_ACT_PLAIN, _ACT_FP16_BN_LEAKY) or first != _F32_NO_CLAMP or second != _F32_NO_CLAMP:
+            raise refuse("not a LeakyRelu layout (ACT_CFG 0x903 or 0xc02, no clamp)")
+        name = f"{out.name}_BsCfg_BScfgTensor" if cfg == _ACT_PLAIN else f"{out.name}_BnCfg_BNcfgTensor"
         found = [t for t in lowering.sg.tensors if t.name == name]
         if not found:
             raise refuse(f"no slope tensor {name!r}")

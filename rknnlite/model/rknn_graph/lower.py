@@ -138,7 +138,8 @@ from .batchnorm import lower_batch_norm
 from .helpers import check_concat_selection, check_softmax_sum_weight
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from_zero, f2_activation, f2_conv_requant,
-                    f2_fp16_activation, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point, hard_sigmoid_slope)
+                    f2_fp16_activation, f2_leaky_shift, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point,
+                    hard_sigmoid_slope)
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .deconv_regs import RK3566_DECONV, RK3588_DECONV, DeconvEncoding, deconv_params
 from .regcmd import (BN_CLIP_SHIFTED, BN_CLIP_SHIFTED_LITE, BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF,
@@ -1155,7 +1156,9 @@ class _Lowering:
             requant = requant_t3(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points)
         elif self.f2_platform():  # rk3576/rv1126b: OUT_CVT at their own addresses; a deconv has bias blocks
             activation = _CONV_ACTIVATIONS.get(node.op)  # (but one of a single channel: deconv_one_channel)
-            requant = f2_conv_requant(regs, where, activation, plain=node.op != "ConvTranspose" or channels == 1)
+            leaky_shift = f2_leaky_shift(self, out, where) if activation == "LeakyRelu" else 0
+            requant = f2_conv_requant(regs, where, activation, plain=node.op != "ConvTranspose" or channels == 1,
+                                      leaky_shift=leaky_shift)
             if not requant.bias_blocks:
                 requant = replace(requant, weight_zp=self.f2_plain_weight_zero_point(node, out, where))
             if activation not in F2_OUT_CVT_ACTIVATIONS:  # OUT_CVT converts a table's output: the stored scales
