@@ -1,4 +1,4 @@
-"""rk3576/rv1126b int8 convs on a graph input, and a deconv of one channel.
+"""rk3576/rv1126b (and rk3562) int8 convs on a graph input, and a deconv of one channel.
 
 The compiler moves a graph input whose first op is no conv into the NPU layout with a 1x1 conv of its
 own (unnamed, weight ``Pre_weight<input>``).  Its weight takes a form per input: a depthwise conv
@@ -21,7 +21,7 @@ import pytest
 import rknnlite
 from rknnlite.errors import ModelInvalidError
 
-from rknnlite.model.rknn_graph.regcmd import TARGET_CNA
+from rknnlite.model.rknn_graph.regcmd import TARGET_CNA, TARGET_DPU
 
 from corpus import CORPUS, corpus_arrays, inputs_of, lowered
 from vendor_files import doctored_copy, patch_registers, tensor_bytes
@@ -82,7 +82,7 @@ def test_a_packed_input_conv_is_an_identity_and_does_not_set_the_files_method(pl
         rknnlite.Context(_doctored(tmp_path, stem, second_row_two), backend="software")
 
 
-@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("platform", PLATFORMS + ["rk3562"])
 def test_a_one_channel_deconv_takes_its_weight_zero_point_from_its_tiles_spare_lanes(platform, tmp_path):
     stem = f"deconv_one_channel_{platform}_i8"
     reference = _run(CORPUS / f"{stem}.rknn", stem)[0]
@@ -96,11 +96,14 @@ def test_a_one_channel_deconv_takes_its_weight_zero_point_from_its_tiles_spare_l
         return patch
 
     (tmp_path / "lane").mkdir()
-    with pytest.raises(ModelInvalidError, match=r"spare input lanes of weight tile \(1, 1, 4, 4, 1, 16\) hold"):
+    with pytest.raises(ModelInvalidError, match=r"spare input lanes of weight tile \(1, 1, 4, 4, 1, (16|32)\) hold"):
         rknnlite.Context(_doctored(tmp_path / "lane", stem, lane(0)), backend="software")
+    if platform == "rk3562":  # no BScfgTensor: DPU 0x4050 = 0x126, 0x4054 = 0 (checked by the test below)
+        return
     (tmp_path / "cfg").mkdir()
     stated = _doctored(tmp_path / "cfg", stem, _set_word("y_BScfgTensor", 0, -3))
-    with pytest.raises(ModelInvalidError, match=r"spare lanes hold zero point -?\d+ and its BScfgTensor 3"):
+    with pytest.raises(ModelInvalidError, match=r"spare lanes hold zero point -?\d+ and its BScfgTensor or "
+                                                r"registers 3"):
         rknnlite.Context(stated, backend="software")
 
 
@@ -120,3 +123,15 @@ def test_a_graph_input_conv_of_another_weight_layout_is_refused_by_name(tmp_path
     with pytest.raises(ModelInvalidError, match=r"CNA_CONV_CON1 \(0x100c\) = 0x3 on an int8 rk3576 conv reading a graph "
                                                 r"input; .*1 on a depthwise conv"):
         rknnlite.Context(path, backend="software")
+
+
+def test_rk3562s_depthwise_input_conv_has_a_plain_bias_and_weight_zero_point_0(tmp_path):
+    """rk3562 writes DPU 0x4050 = 0x126 (the depthwise bits with a plain int32 bias) and 0x4054 = 0 for the
+    compiler's depthwise conv on a graph input, whose weight is its tiles alone (32 lanes of ones)."""
+    graph = lowered("input_depthwise_rk3562_i8").graph
+    groups = sorted(n.attrs.get("group", 1) for n in graph.nodes if n.op == "Conv")
+    assert groups[-2:] == [8, 16]
+    patch = patch_registers(TARGET_DPU, {0x4054}, lambda v: 0x10 if v == 0 else v)
+    with pytest.raises(ModelInvalidError, match=r"BS_MUL_CFG \(0x4054\) = 0x10 in an rk3562 int8 file; only 0 on the "
+                                                r"compiler's depthwise input conv or a one-channel deconv"):
+        rknnlite.Context(doctored_copy(CORPUS / "input_depthwise_rk3562_i8.rknn", tmp_path, patch), backend="software")

@@ -301,6 +301,18 @@ def _input_depthwise(seed: int = 210):
     return g.model([("x", (1, 16, 13, 13)), ("z", (1, 8, 13, 13))], [(outs[0], "y"), (outs[1], "w")])
 
 
+def _depthwise_prelu(seed: int = 216):
+    """Conv 3->8 3x3 p1, Relu, then a depthwise Conv 8->8 3x3 p1 (group 8) with PRelu (slopes 0.05..0.4 per
+    channel), and a plain Conv 8->8 1x1 with PRelu (one slope, 0.2): a ConvPRelu's slopes are an int16 input
+    of the node (codes of 2^-14); rk3562 lays its registers out as a LeakyRelu conv's."""
+    g = _G(seed)
+    y = g.node("Relu", [g.conv("x", 3, 8)])[0]
+    slopes = g.const(np.linspace(0.05, 0.4, 8, dtype=np.float32).reshape(8, 1, 1))
+    a = g.node("PRelu", [g.conv(y, 8, 8, group=8), slopes])[0]
+    b = g.node("PRelu", [g.conv(y, 8, 8, k=1), g.const(np.array([0.2], np.float32).reshape(1, 1, 1))])[0]
+    return g.model([("x", (1, 3, 8, 8))], [(a, "y"), (b, "z")])
+
+
 def _input_packed(seed: int = 211):
     """Pad (reflect, 1 each side) and MaxPool 3x3 s1 on a 3-channel 16x16 input: rk3576/rv1126b's
     compiler conv on it says packed (CONV_CON1 low bits 6) and stores its identity weight as 3 rows
@@ -1429,9 +1441,9 @@ def _family_cases() -> List[Case]:
     return cases
 
 
-#: :func:`_standalone_ops` per platform.  Left out: int8 ConvTanh and ConvPRelu on rk3562 (their fused
-#: registers were not decoded) and ReduceMax/ReduceMin on rk3576/rv1126b, which run them on the NPU (int16
-#: scratch tensors) rather than on the CPU; HardSigmoid on rk3562/rk3576/rv1126b, whose int8 standalone
+#: :func:`_standalone_ops` per platform.  Left out: ReduceMax on rk3576/rv1126b, which run it on the NPU (int16
+#: scratch tensors) rather than on the CPU, and their ReduceMin (a CPU op, standalone_reducemin_*, which the
+#: ReduceMax's tasks would keep from running); HardSigmoid on rk3562/rk3576/rv1126b, whose int8 standalone
 #: table task off-board is 89.6 % within one step of the simulator (their index maps decoded for it
 #: only as a conv's fused activation).  Elu is a case of its own: an int8 Elu(alpha=0.7) off-board is the
 #: file's table read about 0.3 too low on the input axis (18.95 % of elements within one step of the
@@ -1439,7 +1451,7 @@ def _family_cases() -> List[Case]:
 #: (standalone_elu_rk3588_i8 shows the refusal)
 _STANDALONE_OPS_BY_PLATFORM = {
     "rk3588": STANDALONE_OPS, "rk3566": STANDALONE_OPS,
-    "rk3562": tuple(op for op in STANDALONE_OPS if op not in ("ConvTanh", "ConvPRelu", "ConvPRelu1", "HardSigmoid")),
+    "rk3562": tuple(op for op in STANDALONE_OPS if op != "HardSigmoid"),
     **{p: tuple(op for op in STANDALONE_OPS if op not in ("ReduceMax", "ReduceMin", "HardSigmoid"))
        for p in ("rk3576", "rv1126b")}}
 
@@ -1518,6 +1530,27 @@ def _int8_platform_cases() -> List[Case]:
         *(Case(f"input_wide_{p}", doc(_input_wide), _input_wide, [("x", (1, 8, 9, 9), "normal")], variants=("i8",),
                platform=p, purpose=f"an int8 conv of {p} reading a graph input that is no image (CONV_CON1 low bits 0)")
           for p in ("rk3576", "rv1126b")),
+        *(Case(f"avgpool_attrs_{p}", " ".join(_avgpool_attrs.__doc__.split()), _avgpool_attrs, [IMG], platform=p,
+               purpose=f"ceil_mode and count_include_pad on {p}, whose fp16 builds keep such a pool an AveragePool "
+                       "(a plain one becomes depthwise convs)")
+          for p in ("rk3576", "rk3562")),
+        Case("avgpool_attrs_rv1126b", " ".join(_avgpool_attrs.__doc__.split()), _avgpool_attrs, [IMG],
+             variants=("fp16",), platform="rv1126b",
+             purpose="ceil_mode and count_include_pad on rv1126b (fp16: an AveragePool, not depthwise convs)"),
+        *(Case(f"standalone_reducemin_{p}", "standalone_ops_rk3588's ReduceMin (over the channels of the Concat of two "
+               "convs)", _standalone_ops(("ReduceMin",)), image8, platform=p,
+               purpose=f"ReduceMin on {p}, a CPU op there as on rk3588 (a ReduceMax is NPU tasks, refused by name)")
+          for p in ("rk3576", "rv1126b")),
+        Case("input_depthwise_rk3562", doc(_input_depthwise), _input_depthwise,
+             [("x", (1, 16, 13, 13), "normal"), ("z", (1, 8, 13, 13), "normal")], variants=("i8",), platform="rk3562",
+             purpose="rk3562's depthwise compiler conv on graph inputs (DPU 0x4050 = 0x126: a plain bias, zero "
+                     "point 0)"),
+        Case("deconv_one_channel_rk3562", doc(_deconv_one_channel), _deconv_one_channel,
+             [("x", (1, 1, 16, 16), "normal")], variants=("i8",), platform="rk3562",
+             purpose="rk3562's one-channel int8 deconv (0x4050 = 0x126): its weight zero point in the tile's spare "
+                     "lanes"),
+        Case("depthwise_prelu_rk3562", doc(_depthwise_prelu), _depthwise_prelu, image8, platform="rk3562",
+             purpose="rk3562's int8 ConvPRelu on a depthwise conv (bit 31 of 0x4054 clear, 14 slope bits)"),
         *(case for p in ("rk3576", "rv1126b") for case in (
             Case(f"input_depthwise_{p}", doc(_input_depthwise), _input_depthwise,
                  [("x", (1, 16, 13, 13), "normal"), ("z", (1, 8, 13, 13), "normal")], variants=("i8",), platform=p,

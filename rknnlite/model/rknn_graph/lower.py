@@ -121,7 +121,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -471,6 +471,11 @@ class _Lowering:
         self.codes: Dict[str, str] = {}
         #: per rk3576/rv1126b/rk3562 int8 depthwise conv node: the weight zero points its weight holds
         self.weight_zero_points: Dict[int, np.ndarray] = {}
+        #: the compiler's own input convs whose weight is their tiles alone (:meth:`compiler_conv`)
+        self.tiles_alone: Set[int] = set()
+        #: per int8 deconv of one output channel (rk3576/rv1126b/rk3562): the weight zero point its
+        #: weight tile's spare lanes hold (:func:`.weights.spare_lane_zero_point`)
+        self.lane_zero_points: Dict[int, int] = {}
         self._tasks = None
         self._regcmd = None
 
@@ -859,8 +864,11 @@ class _Lowering:
         packed = first and self.packed_weight(node, where, group)
         depthwise_zero_points = self.f2_platform() or self.t4_platform() or self.t3_platform()
         # a depthwise conv on a graph input (CONV_CON1 low bits 1) holds them too, but for the compiler's
-        # own input conv, whose weight is the tiles alone (per layer: the zero point in its BScfgTensor)
-        if (self.int8 and depthwise_zero_points and group > 1 and not (first and self.compiler_input_conv(node, w))
+        # own input conv, whose weight is the tiles alone (per layer: the zero point in its BScfgTensor,
+        # on rk3562 in its registers: input_depthwise_*)
+        if self.compiler_conv(node, w) and (first or self.t4_platform()):
+            self.tiles_alone.add(node.index)
+        if (self.int8 and depthwise_zero_points and group > 1 and node.index not in self.tiles_alone
                 and w.dtype == "int8"):
             weight, self.weight_zero_points[node.index] = decode_depthwise_weight(
                 raw, w.npu_shape, w.shape, where, w.size, **(_T3_DEPTHWISE if self.t3_platform() else {}))
@@ -891,7 +899,7 @@ class _Lowering:
         _check_conv_shape(self, node, x, out, weight.shape, attrs)
         if self.int8 and self.t4_platform() and activation not in T4_BN_CFG_OF:
             raise self.error(f"{node.label}: {node.op} in an int8 rk3562 file: the registers of its fused "
-                             f"{activation} were not decoded (plain, Relu, Clip, LeakyRelu, lookup-table and "
+                             f"{activation} were not decoded (plain, Relu, Clip, LeakyRelu, PRelu, lookup-table and "
                              "residual Add and AddRelu convs were)")
         if self.int8 and activation == "ReluAdd":
             raise self.error(f"{node.label}: an int8 ConvReluAdd: the simulator puts the Relu's output on an int8 "
@@ -1151,7 +1159,9 @@ class _Lowering:
             if node.op not in _CONV_ACTIVATIONS and node.op != "ConvTranspose":  # a deconv: a plain conv's registers
                 raise self.error(f"{node.label}: {node.op} in an int8 {self.platform()} file: its requantization "
                                  "registers there were not decoded (those of convs and deconvs were)")
-            requant = requant_t4(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points)
+            requant = requant_t4(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points,
+                                 depthwise_plain=node.index in self.tiles_alone or node.index in self.lane_zero_points)
+            requant = replace(requant, weight_zp=self.lane_zero_point(node, requant.weight_zp))
         elif self.t3_platform():
             requant = requant_t3(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points)
         elif self.f2_platform():  # rk3576/rv1126b: OUT_CVT at their own addresses; a deconv has bias blocks
@@ -1191,16 +1201,21 @@ class _Lowering:
 
     def f2_plain_weight_zero_point(self, node: VendorNode, out: VendorTensor, where: str) -> int:
         """The one weight zero point of an rk3576/rv1126b int8 conv or deconv with a plain int32 bias:
-        a conv's from its BScfgTensor (:func:`.f2act.f2_plain_weight_zero_point`); a one-channel
-        deconv's from its weight tile's spare lanes, its BScfgTensor then saying 0 (as observed)."""
-        stated = f2_plain_weight_zero_point(self, out, where)
-        if node.index not in self.weight_zero_points:
+        a conv's from its BScfgTensor (:func:`.f2act.f2_plain_weight_zero_point`), a one-channel
+        deconv's from its weight tile (:meth:`lane_zero_point`)."""
+        return self.lane_zero_point(node, f2_plain_weight_zero_point(self, out, where))
+
+    def lane_zero_point(self, node: VendorNode, stated: int) -> int:
+        """``stated`` (the weight zero point a plain-bias conv's BScfgTensor or registers give), or
+        for a one-channel int8 deconv the one in its weight tile's spare lanes, where ``stated`` is 0
+        (as observed on rk3576, rv1126b and rk3562)."""
+        if node.index not in self.lane_zero_points:
             return stated
         if stated != 0:
             raise self.error(f"{node.label}: its weight tile's spare lanes hold zero point "
-                             f"{int(self.weight_zero_points[node.index][0])} and its BScfgTensor {stated}; "
+                             f"{self.lane_zero_points[node.index]} and its BScfgTensor or registers {stated}; "
                              "only the first with the second 0 was observed")
-        return int(self.weight_zero_points[node.index][0])
+        return self.lane_zero_points[node.index]
 
     def int8_bias(self, node: VendorNode, x: VendorTensor, out: VendorTensor, b: VendorTensor, requant: Requant,
                   channels: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1224,10 +1239,15 @@ class _Lowering:
         tiles = int(np.prod(w.npu_shape)) * (2 if w.dtype == "float16" else 1) if w.npu_shape else 0
         return self.compiler_input_conv(node, w) and w.size < tiles
 
+    @staticmethod
+    def compiler_conv(node: VendorNode, w: VendorTensor) -> bool:
+        """Whether ``node`` is the unnamed conv a file inserts on a graph input (weight
+        ``Pre_weight<input>``) to move it into the NPU layout or apply mean/std."""
+        return not node.name and w.name.startswith("Pre_weight")
+
     def compiler_input_conv(self, node: VendorNode, w: VendorTensor) -> bool:
-        """Whether ``node`` is the unnamed conv an rk3576/rv1126b file inserts on a graph input
-        (weight ``Pre_weight<input>``) to move it into the NPU layout."""
-        return self.f2_platform() and not node.name and w.name.startswith("Pre_weight")
+        """:meth:`compiler_conv` in an rk3576/rv1126b file (their weight layouts of it)."""
+        return self.f2_platform() and self.compiler_conv(node, w)
 
     def packed_weight(self, node: VendorNode, where: str, group: int) -> bool:
         """Whether an rk3576/rv1126b int8 conv on a graph input stores its weight packed
@@ -1506,9 +1526,9 @@ class _Lowering:
             # the tiles hold the kernel flipped in both spatial axes (the conv a deconvolution runs as)
             tiles = decode_weight(raw, w.npu_shape, (cout, cin, kh, kw), w.dtype, where, w.size)[:, :, ::-1, ::-1]
             weight = np.ascontiguousarray(tiles.transpose(1, 0, 2, 3))  # ONNX [Cin, Cout, kh, kw]
-            if self.int8 and self.f2_platform() and cout == 1:  # a plain bias; the zero point is in the tile
-                self.weight_zero_points[node.index] = np.array(
-                    [spare_lane_zero_point(raw, w.npu_shape, (cout, cin, kh, kw), where)], np.int64)
+            if self.int8 and (self.f2_platform() or self.t4_platform()) and cout == 1:  # a plain bias; its zero
+                self.lane_zero_points[node.index] = spare_lane_zero_point(  # point in the tile (deconv_one_channel)
+                    raw, w.npu_shape, (cout, cin, kh, kw), where)
         else:
             # depthwise (RKNN-Toolkit2 2.2.0/2.3.0 compile a bilinear Resize to one): a depthwise conv's
             # tiles, [1, C, kh, kw], holding the kernel flipped as group 1's (corpus deconv_depthwise*: an

@@ -234,13 +234,16 @@ T4_BS_MUL_DEPTHWISE = 0x000E0000  # depthwise convs: bit 31 clear, the multiplie
 T4_FIXED = {0x4048: 0x80000000}  # rk3588's BS_MUL_CFG address (0x4050, rk3588's BS_ALU_CFG: by the bias layout)
 T4_BS_ALU_DEPTHWISE = 0x125  # 0x4050 of depthwise convs (bias blocks on, as 0x1; their zero points in the weight)
 T4_BS_ALU_PLAIN = 0x2  # 0x4050 of a plain int32 bias (a one-channel conv, or per-layer quantization)
+#: 0x4050 of the compiler's depthwise 1x1 on a graph input (its weight the tiles alone) and of a one-channel
+#: deconv: the depthwise bits with a plain int32 bias, 0x4054 = 0 (bit 31 clear; input_depthwise_rk3562)
+T4_BS_ALU_DEPTHWISE_PLAIN = 0x126
 T4_EW_CLAMP_MIN = 0x4088  # the element-wise stage's lower clamp: 0 (a Relu after the residual add) or INT32_MIN
 T4_BN_CFG = 0x4060
 T4_BN_LUT = 0x20000  # the conv output indexes the lookup table (rk3588: BN_LUT)
 #: the ``BN_CFG`` values observed per fused activation (Clip: from 0, shifted; :mod:`.t4act`)
 T4_BN_CFG_OF = {None: (0x13,), "Relu": (0x12,), "Add": (0x13,), "AddRelu": (0x13,), "Clip": (0x12, 0x20010),
-                "LeakyRelu": (0x22,),
-                **{lut: (T4_BN_LUT,) for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu")}}
+                "LeakyRelu": (0x22,), "PRelu": (0x22,),
+                **{lut: (T4_BN_LUT,) for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu", "Tanh")}}
 T4_EW_CFG = 0x407C
 T4_EW_CFG_PLAIN = 0x010041C1
 #: ``EW_CFG`` (rk3576's clamp mode) where it is not the plain one: by BN_CFG, or on a residual conv
@@ -253,14 +256,18 @@ _T4_LEAKY_SLOPE_BITS = 14
 
 
 def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
-               depthwise: bool = False) -> Requant:
+               depthwise: bool = False, depthwise_plain: bool = False) -> Requant:
     """The output conversion of an rk3562 int8 conv (its "RKNPU t4" DPU map): ``OUT_CVT``
     offset/scale/shift at 0x40ac/0x40b0/0x40b4, per-channel bias blocks (0x4050 = 1) whose
     multipliers have the shift in 0x4054 bits 16..21 (bit 31 set).  A ``depthwise`` conv
     (its weight holds the zero points) writes 0x125 and bit 31 clear instead, with the same
     arithmetic as the simulator shows.  A conv with a plain int32 bias (0x4050 = 2: one output
     channel, e.g. YOLOv8's DFL conv) has no multiplier stage and 0x4054 = bit 31 | rk3588's
-    BS_ALU_SRC (minus the weight zero point, 16 bits).  ``activation``: the conv's
+    BS_ALU_SRC (minus the weight zero point, 16 bits); the compiler's depthwise conv on a graph
+    input and a one-channel deconv (``depthwise_plain``) write 0x126 and 0x4054 = 0 instead (zero
+    point 0; the deconv's is in its weight tile).  A ``PRelu`` (its slopes an input
+    tensor) is laid out as a ``LeakyRelu``, 14 fraction bits in 0x4054's shift, depthwise too.
+    ``activation``: the conv's
     fused part (``None``, ``"Relu"``, ``"Add"``, ``"AddRelu"``, ``"Clip"``, ``"LeakyRelu"``, or a
     lookup-table activation), whose 0x4060, 0x407c and residual bits are checked (a Clip's or
     LeakyRelu's own parameters: :func:`.t4act.t4_activation`; a lookup table's:
@@ -277,14 +284,16 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         return ModelInvalidError(f"{where}: DPU register {name} ({address:#x}) = {value:#x} in an rk3562 int8 file; "
                                  f"only {expected} was observed and decoded", op="load")
 
-    if activation not in T4_BN_CFG_OF or (depthwise and activation == "LeakyRelu"):
+    if activation not in T4_BN_CFG_OF or (depthwise and activation == "LeakyRelu"):  # (a depthwise PRelu was seen)
         raise ModelInvalidError(f"{where}: a fused {activation} in an rk3562 int8 {'depthwise ' * depthwise}conv; its "
-                                "registers were not decoded (plain, Relu, Clip, LeakyRelu, lookup-table and residual "
-                                "Add and AddRelu convs were)", op="load")
+                                "registers were not decoded (plain, Relu, Clip, LeakyRelu, PRelu, lookup-table and "
+                                "residual Add and AddRelu convs were)", op="load")
     residual = activation in ("Add", "AddRelu")
-    leaky = activation == "LeakyRelu"
-    plain = not depthwise and not leaky and regs.get((TARGET_DPU, 0x4050)) == T4_BS_ALU_PLAIN
-    fixed = {**T4_FIXED, 0x4050: T4_BS_ALU_DEPTHWISE if depthwise else T4_BS_ALU_PLAIN if plain else 0x1}
+    leaky = activation in ("LeakyRelu", "PRelu")
+    bs_alu = regs.get((TARGET_DPU, 0x4050))
+    plain_layouts = (T4_BS_ALU_PLAIN, T4_BS_ALU_DEPTHWISE_PLAIN) if depthwise_plain else (T4_BS_ALU_PLAIN,)
+    plain = not depthwise and not leaky and bs_alu in plain_layouts
+    fixed = {**T4_FIXED, 0x4050: T4_BS_ALU_DEPTHWISE if depthwise else bs_alu if plain else 0x1}
     for address, expected in fixed.items():
         value = reg(address, f"{address:#x}")
         if value != expected:
@@ -303,14 +312,20 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         raise refuse("EW_CLAMP_MIN", T4_EW_CLAMP_MIN, ew_min, "0 (the Relu after a residual add)" if
                      activation == "AddRelu" else "0x80000000 (INT32_MIN: no clamp after the element-wise stage)")
     mul_cfg = reg(T4_BS_MUL, "BS_MUL_CFG")
-    if plain:
+    if plain and bs_alu == T4_BS_ALU_DEPTHWISE_PLAIN:
+        if mul_cfg:
+            raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, "0 on the compiler's depthwise input conv or a "
+                         "one-channel deconv (0x4050 = 0x126)")
+    elif plain:
         if mul_cfg & 0x7FFF0000 or not mul_cfg >> 31:
             raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, "bit 31 and a 16-bit BS_ALU_SRC (minus the weight zero "
                          "point) on a plain-bias conv")
     elif leaky:
-        if mul_cfg & ~0x3F0000 != T4_BS_MUL_OBSERVED & ~0x3F0000 or (mul_cfg >> 16) & 0x3F < _T4_LEAKY_SLOPE_BITS:
-            raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, "bit 31 and a shift of at least 14 in bits 16..21 on a "
-                         "LeakyRelu conv")
+        base = (T4_BS_MUL_DEPTHWISE if depthwise else T4_BS_MUL_OBSERVED) & ~0x3F0000
+        if mul_cfg & ~0x3F0000 != base or (mul_cfg >> 16) & 0x3F < _T4_LEAKY_SLOPE_BITS:
+            bit31 = "bit 31 clear" if depthwise else "bit 31"
+            raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{bit31} and a shift of at least 14 in bits 16..21 on a "
+                         f"{activation} conv")
     elif mul_cfg != (T4_BS_MUL_DEPTHWISE if depthwise else T4_BS_MUL_OBSERVED):
         raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{T4_BS_MUL_DEPTHWISE:#x} (shift 14 in bits 16..21) on a "
                      "depthwise conv" if depthwise else f"{T4_BS_MUL_OBSERVED:#x} (bit 31, shift 14 in bits 16..21)")
