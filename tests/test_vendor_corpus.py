@@ -53,8 +53,8 @@ from corpus import CORPUS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: input_gap_*, deconv_one_channel_*); 16.55 MiB (58.2 MiB) with their other LeakyRelu form
 #: (conv_leaky_input_*), rk3562's depthwise input conv, ConvPRelu and ConvTanh (input_depthwise_rk3562,
 #: depthwise_prelu_rk3562, standalone_ops_rk3562 rebuilt with them), AveragePool's attributes on rk3576,
-#: rk3562 and rv1126b and ReduceMin on rk3576/rv1126b (standalone_reducemin_*).  The checkout's own size has a
-#: looser bound.
+#: rk3562 and rv1126b and ReduceMin on rk3576/rv1126b (standalone_reducemin_*), pools on graph inputs
+#: (input_pools_*).  The checkout's own size has a looser bound.
 MAX_CORPUS_COMPRESSED_BYTES = 17 * 1024 * 1024
 MAX_CORPUS_BYTES = 60 * 1024 * 1024
 #: models (and their copies for other platforms, ``<model>_rk...``, ``<model>_rv...``) whose int8

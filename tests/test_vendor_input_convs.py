@@ -22,9 +22,10 @@ import rknnlite
 from rknnlite.errors import ModelInvalidError
 
 from rknnlite.model.rknn_graph.regcmd import TARGET_CNA, TARGET_DPU
+from rknnlite.model.schema import V6
 
 from corpus import CORPUS, corpus_arrays, inputs_of, lowered
-from vendor_files import doctored_copy, patch_registers, tensor_bytes
+from vendor_files import doctored_copy, patch_registers, tensor_bytes, tensor_table
 
 PLATFORMS = ["rk3576", "rv1126b"]
 _CONV_CON1 = 0x100C
@@ -135,3 +136,24 @@ def test_rk3562s_depthwise_input_conv_has_a_plain_bias_and_weight_zero_point_0(t
     with pytest.raises(ModelInvalidError, match=r"BS_MUL_CFG \(0x4054\) = 0x10 in an rk3562 int8 file; only 0 on the "
                                                 r"compiler's depthwise input conv or a one-channel deconv"):
         rknnlite.Context(doctored_copy(CORPUS / "input_depthwise_rk3562_i8.rknn", tmp_path, patch), backend="software")
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+@pytest.mark.parametrize("platform", PLATFORMS + ["rk3562"])
+def test_a_one_channel_conv_on_a_graph_input_states_a_size_of_its_own(platform, variant, tmp_path):
+    """A pool or ReduceMean split into one-channel convs on a graph input states its weight's NPU size as
+    ``(kh * kw + 1) * 8`` (400 for the 7x7 conv of a GlobalAveragePool) whatever its tiles, which the
+    buffer holds; any other size that is not the tiles' is refused, as for any conv."""
+    stem = f"input_pools_{platform}_{variant}"
+    graph = lowered(stem).graph
+    (conv,) = [n for n in graph.nodes if n.op == "Conv" and n.inputs[0] in ("a", "a__codes")]
+    assert graph.constants[conv.inputs[1]].shape == (1, 1, 7, 7)
+
+    def size_404(data: bytearray) -> None:
+        pos = tensor_table(data, "GlobalAveragePool2_2conv0_i1").field_pos(V6.t_size)
+        assert struct.unpack_from("<I", data, pos)[0] == 400
+        struct.pack_into("<I", data, pos, 404)
+
+    with pytest.raises(ModelInvalidError, match=r"GlobalAveragePool2_2conv0_i1.*weight tiles .* hold \d+ bytes but the "
+                                                r"tensor's NPU size is 404"):
+        rknnlite.Context(_doctored(tmp_path, stem, size_404), backend="software")

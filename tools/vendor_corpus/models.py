@@ -313,6 +313,21 @@ def _depthwise_prelu(seed: int = 216):
     return g.model([("x", (1, 3, 8, 8))], [(a, "y"), (b, "z")])
 
 
+def _input_pools(seed: int = 217):
+    """Pools straight on graph inputs of few channels, each an output: GlobalAveragePool of a 1-channel
+    25x25 input, ReduceMean over the channels of a 3-channel 19x19 one, AveragePool 5x5 s2 p1 ceil_mode
+    counting the padding on a 1-channel 25x23 one.  rk3576, rv1126b and rk3562 split each into convs of
+    one output channel whose first reads the input; its weight's stated NPU size is ``(kh * kw + 1) * 8``
+    whatever its tiles, which the buffer holds in full."""
+    g = _G(seed)
+    a = g.node("GlobalAveragePool", ["a"])[0]
+    b = g.node("ReduceMean", ["b"], axes=[1], keepdims=1)[0]
+    c = g.node("AveragePool", ["c"], kernel_shape=[5, 5], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
+               count_include_pad=1)[0]
+    return g.model([("a", (1, 1, 25, 25)), ("b", (1, 3, 19, 19)), ("c", (1, 1, 25, 23))],
+                   [(a, "ya"), (b, "yb"), (c, "yc")])
+
+
 def _input_packed(seed: int = 211):
     """Pad (reflect, 1 each side) and MaxPool 3x3 s1 on a 3-channel 16x16 input: rk3576/rv1126b's
     compiler conv on it says packed (CONV_CON1 low bits 6) and stores its identity weight as 3 rows
@@ -1545,6 +1560,11 @@ def _int8_platform_cases() -> List[Case]:
              [("x", (1, 16, 13, 13), "normal"), ("z", (1, 8, 13, 13), "normal")], variants=("i8",), platform="rk3562",
              purpose="rk3562's depthwise compiler conv on graph inputs (DPU 0x4050 = 0x126: a plain bias, zero "
                      "point 0)"),
+        *(Case(f"input_pools_{p}", doc(_input_pools), _input_pools,
+               [("a", (1, 1, 25, 25), "normal"), ("b", (1, 3, 19, 19), "normal"), ("c", (1, 1, 25, 23), "normal")],
+               platform=p, purpose=f"{p}'s pools split into one-channel convs on graph inputs (their stated weight "
+                                   "size)")
+          for p in ("rk3576", "rv1126b", "rk3562")),
         Case("deconv_one_channel_rk3562", doc(_deconv_one_channel), _deconv_one_channel,
              [("x", (1, 1, 16, 16), "normal")], variants=("i8",), platform="rk3562",
              purpose="rk3562's one-channel int8 deconv (0x4050 = 0x126): its weight zero point in the tile's spare "

@@ -878,8 +878,8 @@ class _Lowering:
             iblk = w.npu_shape[5] if len(w.npu_shape) == 6 else 0
             weight = decode_packed_identity(raw, w.shape, iblk, w.size, where)
         else:
-            weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, w.size, packed=packed,
-                                   align=_T3_WEIGHT_ALIGN if self.t3_platform() else 1)
+            weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, self.stated_weight_size(x, w, raw),
+                                   packed=packed, align=_T3_WEIGHT_ALIGN if self.t3_platform() else 1)
         channels_in = x.shape[1] if len(x.shape) == 4 else -1
         if group > 1:
             if not (w.shape[0] == 1 and w.shape[1] == group == channels_in):
@@ -1238,6 +1238,19 @@ class _Lowering:
         fewer bytes than its tiles."""
         tiles = int(np.prod(w.npu_shape)) * (2 if w.dtype == "float16" else 1) if w.npu_shape else 0
         return self.compiler_input_conv(node, w) and w.size < tiles
+
+    def stated_weight_size(self, x: VendorTensor, w: VendorTensor, raw) -> Optional[int]:
+        """The NPU size :func:`.weights.decode_weight` checks a conv's tiles against: the weight's,
+        but ``None`` (no check) for a conv of one output channel on a graph input in an rk3576,
+        rv1126b or rk3562 file whose stated size is ``(kh * kw + 1) * 8`` whatever its tiles and
+        dtype (a pool or ReduceMean the compiler splits into convs on the input: 7x7, 5x5 and 1x1,
+        fp16 and int8, read as the tiles the buffer holds: bit-exact against the simulator)."""
+        kh, kw = (int(d) for d in w.shape[2:]) if len(w.shape) == 4 else (0, 0)
+        tiles = int(np.prod(w.npu_shape)) * (2 if w.dtype == "float16" else 1) if len(w.npu_shape) == 6 else 0
+        if (x.kind == "input" and (self.f2_platform() or self.t4_platform()) and w.shape[:1] == (1,)
+                and w.size == (kh * kw + 1) * 8 and 0 < tiles <= len(raw)):
+            return None
+        return w.size
 
     @staticmethod
     def compiler_conv(node: VendorNode, w: VendorTensor) -> bool:
