@@ -57,8 +57,9 @@ def test_each_op_lowers_to_its_function(variant):
 
 
 @pytest.mark.parametrize("variant", ["fp16", "i8"])
-def test_standalone_prelu_slopes_are_the_onnx_ones(variant):
-    graph = lowered(f"standalone_ops_rk3588_{variant}").graph
+@pytest.mark.parametrize("toolkit", ["", "_tk232"])  # 2.3.2 keeps the ONNX slope shapes: (C, 1, 1), (1, 1, 1)
+def test_standalone_prelu_slopes_are_the_onnx_ones(variant, toolkit):
+    graph = lowered(f"standalone_ops_rk3588_{variant}{toolkit}").graph
     slopes = {name: graph.constants[_producer(graph, name).inputs[1]].ravel() for name in ("prelu", "prelu1",
                                                                                           "convprelu1")}
     np.testing.assert_allclose(slopes["prelu"], np.arange(1, 17) * 0.05, rtol=1e-3)

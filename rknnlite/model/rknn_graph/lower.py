@@ -1057,18 +1057,21 @@ class _Lowering:
 
     def prelu_slopes(self, node: VendorNode) -> np.ndarray:
         """A PRelu's or ConvPRelu's per-channel slopes, (C, 1, 1) float32: its (1, C, 1, 1) constant
-        input (after a conv's weight and bias), float16 in fp16 files, int16 codes of ``2^-14`` in int8
-        files (the LeakyRelu slope's fixed point); a single slope, a float32 (1, 1, 1, 1) constant,
-        is repeated for every channel."""
+        input (after a conv's weight and bias; RKNN-Toolkit2 2.3.2 keeps the ONNX slope's own (C, 1, 1)),
+        float16 in fp16 files, int16 codes of ``2^-14`` in int8 files (the LeakyRelu slope's fixed
+        point); a single slope, a float32 (1, 1, 1, 1) (2.3.2: (1, 1, 1)) constant, is repeated for every
+        channel."""
         out = self.single_output(node)
         channels = out.shape[1] if len(out.shape) == 4 else -1
         found = [t for t in (self.tensor(i, node) for i in node.inputs) if t.kind == "shape"]
-        if channels > 0 and len(found) == 1 and found[0].dtype == "float32" and list(found[0].shape) == [1, 1, 1, 1]:
+        if channels > 0 and len(found) == 1 and found[0].dtype == "float32" and list(found[0].shape) in ([1, 1, 1, 1],
+                                                                                                        [1, 1, 1]):
             # one slope for every channel (PyTorch's nn.PReLU() default), stored float32 in fp16 and int8
             # files alike: the ONNX value
             return np.full((channels, 1, 1), self.float32_scalar(node, found[0], "slope"), np.float32)
         expected = "int16" if self.int8 else "float16"
-        if len(found) != 1 or found[0].dtype != expected or list(found[0].shape) != [1, channels, 1, 1]:
+        if len(found) != 1 or found[0].dtype != expected or list(found[0].shape) not in ([1, channels, 1, 1],
+                                                                                         [channels, 1, 1]):
             raise self.error(f"{node.label}: slope inputs {[(t.name, t.dtype, list(t.shape)) for t in found]}; one "
                              f"{expected} (1, {channels}, 1, 1) constant was expected")
         slope = found[0]
@@ -1559,10 +1562,12 @@ class _Lowering:
             # [C, 1, kh, kw] is at once the deconv's weight and the conv view (one channel per group)
             weight = tiles = np.ascontiguousarray(dw.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
             release = toolkit_release(self.rk.toolkit_version or self.rk.compiler_version)
-            if (self.t3_platform() or release != "2.5.0") and not np.array_equal(tiles, tiles[:, :, ::-1, ::-1]):
+            checked = release == "2.5.0" or (release, self.platform()) == ("2.3.2", "rk3588")  # deconv_depthwise*
+            if (self.t3_platform() or not checked) and not np.array_equal(tiles, tiles[:, :, ::-1, ::-1]):
                 raise self.error(f"{node.label}: a depthwise ConvTranspose whose kernel is not symmetric under a "
                                  f"half turn in an {self.platform()} file from RKNN-Toolkit2 {release}; the order of "
-                                 "its taps was checked on RKNN-Toolkit2 2.5.0's files of the rk35xx and rv1126b only")
+                                 "its taps was checked on RKNN-Toolkit2 2.5.0's files of the rk35xx and rv1126b and "
+                                 "2.3.2's of the rk3588 only")
             cout = cin
         expected = [x.shape[0], cout] + [(x.shape[2 + k] - 1) * attrs["strides"][k] - attrs["pads"][k] -
                                          attrs["pads"][k + 2] + attrs["kernel_shape"][k] + attrs["output_padding"][k]
