@@ -1573,7 +1573,7 @@ def test_an_older_toolkits_depthwise_deconv_whose_kernel_tells_its_tap_order_is_
 
 @pytest.mark.parametrize("stem", ["deconv_depthwise_fp16", "deconv_depthwise_i8", "deconv_depthwise_rk3576_i8",
                                   "deconv_depthwise_rk3562_i8", "deconv_depthwise_fp16_tk232",
-                                  "deconv_depthwise_i8_tk232"])
+                                  "deconv_depthwise_i8_tk232", "deconv_depthwise_rk3576_i8_tk232"])
 def test_a_depthwise_deconv_holds_its_kernel_flipped(stem):
     """A depthwise ConvTranspose's tiles hold each channel's kernel turned by a half turn, as a group-1
     deconv's (an asymmetric kernel tells: read as stored, cosine 0.78 against the simulator)."""

@@ -1073,7 +1073,7 @@ class _Lowering:
         if len(found) != 1 or found[0].dtype != expected or list(found[0].shape) not in ([1, channels, 1, 1],
                                                                                          [channels, 1, 1]):
             raise self.error(f"{node.label}: slope inputs {[(t.name, t.dtype, list(t.shape)) for t in found]}; one "
-                             f"{expected} (1, {channels}, 1, 1) constant was expected")
+                             f"{expected} (1, {channels}, 1, 1) or ({channels}, 1, 1) constant was expected")
         slope = found[0]
         raw = bytes(self.vf.tensor_data(self.sg, slope))
         if len(raw) < 2 * channels:
@@ -1542,9 +1542,9 @@ class _Lowering:
             # the tiles hold the kernel flipped in both spatial axes (the conv a deconvolution runs as)
             tiles = decode_weight(raw, w.npu_shape, (cout, cin, kh, kw), w.dtype, where, w.size)[:, :, ::-1, ::-1]
             weight = np.ascontiguousarray(tiles.transpose(1, 0, 2, 3))  # ONNX [Cin, Cout, kh, kw]
-            if self.int8 and (self.f2_platform() or self.t4_platform()) and cout == 1:  # a plain bias; its zero
-                self.lane_zero_points[node.index] = spare_lane_zero_point(  # point in the tile (deconv_one_channel)
-                    raw, w.npu_shape, (cout, cin, kh, kw), where)
+            # one output channel: a plain bias, the weight zero point in the tile (deconv_one_channel_*)
+            if self.int8 and (self.f2_platform() or self.t4_platform()) and cout == 1:
+                self.lane_zero_points[node.index] = spare_lane_zero_point(raw, w.npu_shape, (cout, cin, kh, kw), where)
         else:
             # depthwise (RKNN-Toolkit2 2.2.0/2.3.0 compile a bilinear Resize to one): a depthwise conv's
             # tiles, [1, C, kh, kw], holding the kernel flipped as group 1's (corpus deconv_depthwise*: an
@@ -1562,12 +1562,12 @@ class _Lowering:
             # [C, 1, kh, kw] is at once the deconv's weight and the conv view (one channel per group)
             weight = tiles = np.ascontiguousarray(dw.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
             release = toolkit_release(self.rk.toolkit_version or self.rk.compiler_version)
-            checked = release == "2.5.0" or (release, self.platform()) == ("2.3.2", "rk3588")  # deconv_depthwise*
+            checked = release == "2.5.0" or (release == "2.3.2" and self.platform() in ("rk3588", "rk3576"))
             if (self.t3_platform() or not checked) and not np.array_equal(tiles, tiles[:, :, ::-1, ::-1]):
                 raise self.error(f"{node.label}: a depthwise ConvTranspose whose kernel is not symmetric under a "
                                  f"half turn in an {self.platform()} file from RKNN-Toolkit2 {release}; the order of "
                                  "its taps was checked on RKNN-Toolkit2 2.5.0's files of the rk35xx and rv1126b and "
-                                 "2.3.2's of the rk3588 only")
+                                 "2.3.2's of the rk3588 and rk3576 only (deconv_depthwise*)")
             cout = cin
         expected = [x.shape[0], cout] + [(x.shape[2 + k] - 1) * attrs["strides"][k] - attrs["pads"][k] -
                                          attrs["pads"][k + 2] + attrs["kernel_shape"][k] + attrs["output_padding"][k]
