@@ -1148,22 +1148,22 @@ def test_fp16_activation_registers():
         return {(TARGET_DPU, int(k[1:], 16)): v for k, v in values.items()}
 
     leaky = regs(x4060=0x62, x4068=0x34CD0000)
-    assert fused_activation(leaky, "ConvLeakyRelu", "n")["alpha"] == pytest.approx(0.3, abs=1e-3)
-    assert fused_activation(regs(x4060=0x92, x4064=0, x406c=0x40C00000), "ConvClip", "n") == {"min": 0.0, "max": 6.0}
+    assert fused_activation(leaky, "LeakyRelu", "n")["alpha"] == pytest.approx(0.3, abs=1e-3)
+    assert fused_activation(regs(x4060=0x92, x4064=0, x406c=0x40C00000), "Clip", "n") == {"min": 0.0, "max": 6.0}
     shifted = regs(x4060=0x20090, x4064=0x3F800000, x406c=0x40400000, **{f"x{a:x}": 0xBF800000
                                                                          for a in range(0x4090, 0x40B0, 4)})
-    assert fused_activation(shifted, "ConvClip", "n") == {"min": -1.0, "max": 2.0}
+    assert fused_activation(shifted, "Clip", "n") == {"min": -1.0, "max": 2.0}
     with pytest.raises(ModelInvalidError, match="not a layout whose activation parameters were decoded"):
-        fused_activation(regs(x4060=0x77, x4064=0, x4068=0, x406c=0), "ConvClip", "n")
+        fused_activation(regs(x4060=0x77, x4064=0, x4068=0, x406c=0), "Clip", "n")
     # int8 files: integers in accumulator units, the slope as round(alpha * 2^14)
     unit = 1 / 5798.0
     int8_clip = regs(x4060=0x20090, x4064=5798, x406c=17394, **{f"x{a:x}": (-5798) & 0xFFFFFFFF
                                                                   for a in range(0x4090, 0x40B0, 4)})
-    got = fused_activation(int8_clip, "ConvClip", "n", unit)
+    got = fused_activation(int8_clip, "Clip", "n", unit)
     assert got["min"] == pytest.approx(-1.0) and got["max"] == pytest.approx(2.0)
-    assert fused_activation(regs(x4060=0x62, x4068=0x06660000), "ConvLeakyRelu", "n", unit)["alpha"] == 1638 / 16384
+    assert fused_activation(regs(x4060=0x62, x4068=0x06660000), "LeakyRelu", "n", unit)["alpha"] == 1638 / 16384
     with pytest.raises(ModelInvalidError, match="int8 file"):  # an int8 HardSigmoid is a lookup table
-        fused_activation(regs(x4060=0x20040, x4064=0, x4068=0x70CD0000, x406c=0), "ConvHardSigmoid", "n", unit)
+        fused_activation(regs(x4060=0x20040, x4064=0, x4068=0x70CD0000, x406c=0), "HardSigmoid", "n", unit)
 
 
 SIXTH = float(np.float32(1 / 6))  # PyTorch's Hardsigmoid, as the float32 ONNX attribute
@@ -1364,7 +1364,8 @@ def test_rk3566_lookup_tables_and_their_bn_cfg(tmp_path):
     with pytest.raises(ModelInvalidError, match=r"0x4060 = 0x20040 is not the observed layout \(BN_CFG 0x48\)"):
         rknnlite.Context(_doctored_corpus(tmp_path, stem, bn_cfg), backend="software")
     # fp16: the fused HardSigmoid's index map (M, A as on rk3588) behind that BN_CFG
-    with pytest.raises(ModelInvalidError, match=r"DPU registers of ConvHardSigmoid \(0x4060=0x20040, .*fp16 file"):
+    with pytest.raises(ModelInvalidError,
+                       match=r"DPU registers of its fused HardSigmoid \(0x4060=0x20040, .*fp16 file"):
         rknnlite.Context(_doctored_corpus(tmp_path, "mobilenetv3_ops_rk3566_fp16", bn_cfg), backend="software")
     (y, e), (ref, ref_e) = _corpus_run("mobilenetv3_ops_rk3566_fp16")
     assert np.abs(e - ref_e.reshape(e.shape)).max() <= 1e-3 and np.abs(y - ref.reshape(y.shape)).max() <= 0.02
@@ -1690,8 +1691,8 @@ def test_an_fp16_clip_to_bounds_float16_cannot_hold_stays_a_clip_after_the_round
 
     original = lower_mod._Lowering.register_params
 
-    def params(self, node, unit, given):
-        p = original(self, node, unit, given)
+    def params(self, node, activation, unit, given):
+        p = original(self, node, activation, unit, given)
         return dict(p, max=0.1) if node.op == "ConvClip" else p
 
     monkeypatch.setattr(lower_mod._Lowering, "register_params", params)

@@ -152,7 +152,8 @@ from .transformer import attention_grids, lower_gather, lower_gelu, lower_layer_
 from .regcmd import shortest_decimal as _shortest
 from .validated import check_validated, toolkit_release
 from .weights import (decode_compact_identity, decode_depthwise_weight, decode_float_bias, decode_int8_bias,
-                      decode_int32_bias, decode_packed_identity, decode_weight, spare_lane_zero_point)
+                      decode_int32_bias, decode_packed_identity, decode_weight, spare_lane_zero_point,
+                      tiles_nbytes)
 
 __all__ = ["SUPPORTED_OPS", "VendorGraph", "VendorModel", "lower_rockchip", "op_support", "vendor_op_counts"]
 
@@ -971,7 +972,7 @@ class _Lowering:
             self.emit(node, "Conv", inputs, attrs)
             return
         if activation == "Clip" and not branch:
-            params = self.register_params(node, unit, params)
+            params = self.register_params(node, activation, unit, params)
             if all(float(np.float16(params[k])) == params[k] for k in ("min", "max")):
                 # a clip to float16 values commutes with the float16 rounding: fused into the conv (Relu6)
                 attrs.update(_activation="Clip", _activation_min=params["min"], _activation_max=params["max"])
@@ -997,7 +998,7 @@ class _Lowering:
             if activation == "Relu":
                 lo = max(lo, zp_out)
             elif activation == "Clip":
-                params = self.register_params(node, unit, params)
+                params = self.register_params(node, activation, unit, params)
                 lo, hi = grid_code(params["min"], s_out, zp_out), grid_code(params["max"], s_out, zp_out)
             emit_requant(self, node, total, acc, out, s_out, zp_out, lo, hi)
             return
@@ -1020,7 +1021,7 @@ class _Lowering:
             slopes = self.constant(f"{out_name}__slope", self.prelu_slopes(node), keep_float=True)
             self.emit(node, "PRelu", [conv, slopes], {})
         elif activation in _REGISTER_ACTIVATIONS:
-            params = self.register_params(node, unit, params)
+            params = self.register_params(node, activation, unit, params)
             if activation == "LeakyRelu":
                 # The register holds the slope rounded (float16, or round(alpha * 2^14)); the simulator uses
                 # the ONNX value, taken to be the shortest decimal rounding to it (0.1, not 0.0999756).
@@ -1119,19 +1120,17 @@ class _Lowering:
                  for t, v in zip(bounds, values)]
         self.emit(node, "Clip", [data] + names, {})
 
-    def register_params(self, node: VendorNode, unit: Optional[float],
+    def register_params(self, node: VendorNode, activation: str, unit: Optional[float],
                         params: Optional[Dict[str, float]]) -> Dict[str, float]:
-        """A fused Clip / LeakyRelu / HardSigmoid's parameters: ``params`` when already decoded
-        (rk3576/rv1126b), else read from the node's rk3588-family registers (``unit``: an int8
-        file's accumulator unit)."""
+        """A fused Clip / LeakyRelu / HardSigmoid's parameters (``activation``, of a conv or a deconv:
+        the same registers, corpus deconv_acts): ``params`` when already decoded (rk3576/rv1126b),
+        else read from the node's rk3588-family registers (``unit``: an int8 file's accumulator unit)."""
         if params is not None:
             return params
         where = f"{self.label}: {node.label}"
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
-        # a deconv's fused part is in a conv's registers (corpus deconv_acts)
-        op = node.op.replace("ConvTranspose", "Conv", 1)
         shifted = BN_CLIP_SHIFTED_LITE if self.lite_platform() else BN_CLIP_SHIFTED
-        return fused_activation(regs, op, where, unit if self.int8 else None, self.lut_bn_cfg(), shifted)
+        return fused_activation(regs, activation, where, unit if self.int8 else None, self.lut_bn_cfg(), shifted)
 
     def int8_conv_constants(self, node: VendorNode, x: VendorTensor, out: VendorTensor, w: VendorTensor,
                             q: np.ndarray, b: Optional[VendorTensor]) -> Tuple[Optional[float], Accumulator]:
@@ -1239,8 +1238,7 @@ class _Lowering:
         """Whether ``w`` is the compact weight of the conv an rk3576/rv1126b file inserts on a graph
         input (unnamed, ``Pre_weight<input>``: :func:`.weights.decode_compact_identity`), stored in
         fewer bytes than its tiles."""
-        tiles = int(np.prod(w.npu_shape)) * (2 if w.dtype == "float16" else 1) if w.npu_shape else 0
-        return self.compiler_input_conv(node, w) and w.size < tiles
+        return self.compiler_input_conv(node, w) and w.size < tiles_nbytes(w.npu_shape, w.dtype)
 
     def stated_weight_size(self, x: VendorTensor, w: VendorTensor, raw) -> Optional[int]:
         """The NPU size :func:`.weights.decode_weight` checks a conv's tiles against: the weight's,
@@ -1249,7 +1247,7 @@ class _Lowering:
         dtype (a pool or ReduceMean the compiler splits into convs on the input: 7x7, 5x5 and 1x1,
         fp16 and int8, read as the tiles the buffer holds: bit-exact against the simulator)."""
         kh, kw = (int(d) for d in w.shape[2:]) if len(w.shape) == 4 else (0, 0)
-        tiles = int(np.prod(w.npu_shape)) * (2 if w.dtype == "float16" else 1) if len(w.npu_shape) == 6 else 0
+        tiles = tiles_nbytes(w.npu_shape, w.dtype) if len(w.npu_shape) == 6 else 0
         if (x.kind == "input" and (self.f2_platform() or self.t4_platform()) and w.shape[:1] == (1,)
                 and w.size == (kh * kw + 1) * 8 and 0 < tiles <= len(raw)):
             return None

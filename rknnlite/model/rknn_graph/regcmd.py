@@ -373,12 +373,12 @@ def i16(bits: int) -> int:
     return bits - (1 << 16) if bits >= 1 << 15 else bits
 
 
-def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
+def fused_activation(regs: Dict[Tuple[int, int], int], activation: str, where: str,
                      unit: Optional[float] = None, lut_cfg: int = BN_LUT,
                      clip_shifted_cfg: int = BN_CLIP_SHIFTED) -> Dict[str, float]:
-    """The parameters of a conv's fused activation, from the node's DPU registers:
-    ``{"alpha": slope}`` for ``ConvLeakyRelu``, ``{"min": lo, "max": hi}`` for ``ConvClip``,
-    and (fp16 files) ``{"lut_scale": M, "lut_offset": A}`` for ``ConvHardSigmoid`` (its
+    """The parameters of a conv's (or deconv's) fused ``activation``, from the node's DPU registers:
+    ``{"alpha": slope}`` for ``LeakyRelu``, ``{"min": lo, "max": hi}`` for ``Clip``,
+    and (fp16 files) ``{"lut_scale": M, "lut_offset": A}`` for ``HardSigmoid`` (its
     lookup-table index ``u = x * M + A``: ``M = f16(alpha * 32768)``,
     ``A = M * (beta - 0.5) / alpha``).  See ``docs/vendor-format-notes.md`` §1.
 
@@ -399,25 +399,26 @@ def fused_activation(regs: Dict[Tuple[int, int], int], op: str, where: str,
         return f32(reg(address)) if unit is None else i32(reg(address)) * unit
 
     cfg = reg(REG_BN_CFG)
-    if op == "ConvHardSigmoid" and cfg == lut_cfg and unit is None:
+    if activation == "HardSigmoid" and cfg == lut_cfg and unit is None:
         bits = reg(REG_BN_MUL)
         if bits & 0xFFFF == 0:
             scale = struct.unpack("<e", struct.pack("<H", bits >> 16))[0]
             if scale > 0:
                 return {"lut_scale": float(scale), "lut_offset": f32(reg(REG_BN_ADD))}
-    elif op == "ConvLeakyRelu" and cfg == _BN_LEAKY:
+    elif activation == "LeakyRelu" and cfg == _BN_LEAKY:
         bits = reg(REG_BN_MUL)
         if bits & 0xFFFF == 0:
             if unit is None:
                 return {"alpha": float(struct.unpack("<e", struct.pack("<H", bits >> 16))[0])}
             return {"alpha": i16(bits >> 16) / float(1 << 14)}
-    elif op == "ConvClip" and cfg == _BN_CLIP and reg(REG_BN_ADD) == 0:
+    elif activation == "Clip" and cfg == _BN_CLIP and reg(REG_BN_ADD) == 0:
         return {"min": 0.0, "max": real(REG_BN_RELUX)}
-    elif op == "ConvClip" and cfg == clip_shifted_cfg:
+    elif activation == "Clip" and cfg == clip_shifted_cfg:
         add = real(REG_BN_ADD)
         if all(real(a) == -add for a in REG_EW_ADD):
             return {"min": -add, "max": real(REG_BN_RELUX) - add}
     shown = ", ".join(f"{a:#x}={regs.get((TARGET_DPU, a), 0):#x}" for a in (REG_BN_CFG, REG_BN_ADD, REG_BN_MUL,
                                                                             REG_BN_RELUX))
-    raise ModelInvalidError(f"{where}: the DPU registers of {op} ({shown}) are not a layout whose activation "
-                            f"parameters were decoded ({'fp16' if unit is None else 'int8'} file)", op="load")
+    precision = "fp16" if unit is None else "int8"
+    raise ModelInvalidError(f"{where}: the DPU registers of its fused {activation} ({shown}) are not a layout whose "
+                            f"activation parameters were decoded ({precision} file)", op="load")

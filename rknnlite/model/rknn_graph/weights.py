@@ -20,14 +20,15 @@ Every function returns new arrays (copies of the file's bytes in model layout).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ...errors import ModelInvalidError
 
 __all__ = ["decode_weight", "decode_packed_weight", "decode_depthwise_weight", "decode_compact_identity",
-           "decode_float_bias", "decode_int32_bias", "decode_int8_bias"]
+           "decode_packed_identity", "spare_lane_zero_point", "decode_float_bias", "decode_int32_bias",
+           "decode_int8_bias", "weight_tiles", "tiles_nbytes"]
 
 _ITEM = {"float16": np.dtype("<f2"), "int8": np.dtype("i1")}
 _PACKED_ALIGN = 16  # a (kh, o) row of the packed layout is padded to a multiple of this many bytes
@@ -35,6 +36,17 @@ _PACKED_ALIGN = 16  # a (kh, o) row of the packed layout is padded to a multiple
 
 def _error(where: str, message: str) -> ModelInvalidError:
     return ModelInvalidError(f"{where}: {message}", op="load")
+
+
+def weight_tiles(npu_shape: Sequence[int]) -> List[Tuple[int, ...]]:
+    """A weight's NPU shape as its tiles, 6-tuples ``(n_oblk, n_iblk, kh, kw, oblk, iblk)``."""
+    return [tuple(int(v) for v in npu_shape[k:k + 6]) for k in range(0, len(npu_shape), 6)]
+
+
+def tiles_nbytes(npu_shape: Sequence[int], dtype: str) -> int:
+    """The bytes a float16 or int8 weight's tiles hold (0 for another dtype)."""
+    item = _ITEM.get(dtype)
+    return sum(int(np.prod(t)) for t in weight_tiles(npu_shape)) * item.itemsize if item is not None else 0
 
 
 def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: str, where: str,
@@ -61,8 +73,8 @@ def decode_weight(raw, npu_shape: Sequence[int], shape: Sequence[int], dtype: st
     item = _ITEM[dtype]
     data = np.frombuffer(raw, np.uint8)
     o_total, i_total, kh, kw = (int(d) for d in shape)
-    tiles = [tuple(int(v) for v in npu_shape[k:k + 6]) for k in range(0, len(npu_shape), 6)]
-    tile_bytes = sum(t[0] * t[1] * t[2] * t[3] * t[4] * t[5] for t in tiles) * item.itemsize
+    tiles = weight_tiles(npu_shape)
+    tile_bytes = tiles_nbytes(npu_shape, dtype)
     # rk3576 fp16 weights whose last output block is padded (20 channels: blocks of 16 + 8) give
     # the size of the O real channels; the buffer holds every tile
     unpadded = o_total * tiles[0][1] * tiles[0][5] * kh * kw * item.itemsize
@@ -141,7 +153,7 @@ def decode_depthwise_weight(raw, npu_shape: Sequence[int], shape: Sequence[int],
     _, channels, kh, kw = (int(d) for d in shape)
     if not npu_shape or len(npu_shape) % 6:
         raise _error(where, f"depthwise weight NPU shape {list(npu_shape)} is not a list of 6-tuples")
-    tiles = [tuple(int(v) for v in npu_shape[k:k + 6]) for k in range(0, len(npu_shape), 6)]
+    tiles = weight_tiles(npu_shape)
     if group not in (1, 2):
         raise _error(where, f"depthwise weights whose zero points follow every {group} channels were never observed")
     if any(t[0] != 1 or t[4] != 1 or t[2:4] != (kh, kw) or t[1] < 0 or t[5] < 2 or t[5] % 2 for t in tiles) \
@@ -232,7 +244,7 @@ def spare_lane_zero_point(raw, npu_shape: Sequence[int], shape: Sequence[int], w
     the ``I`` input channels holds it (random rk3576 graphs: code 50 in lanes 1..15 beside a
     1-channel 4x4 kernel, the bias ``-zp_in * sum(q - 50)``).  Refused unless the weight is one
     tile with spare lanes all of one value."""
-    tiles = [tuple(int(v) for v in npu_shape[k:k + 6]) for k in range(0, len(npu_shape), 6)]
+    tiles = weight_tiles(npu_shape)
     o_total, i_total, kh, kw = (int(d) for d in shape)
     if not (len(tiles) == 1 and tiles[0][:2] == (1, 1) and tiles[0][2:4] == (kh, kw) and tiles[0][4] == o_total
             and tiles[0][5] > i_total and len(raw) >= kh * kw * o_total * tiles[0][5]):
