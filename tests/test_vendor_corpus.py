@@ -44,7 +44,7 @@ from corpus import CORPUS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: scores_dh24, encoder_layer_dh24_rk3566, encoder_layer_dh2, conv_prelu); 15.33 MiB (54.1 MiB) with the
 #: standalone activations of five platforms (standalone_ops_*, standalone_elu_*), avgpool_attrs and
 #: grouped_conv, deconv_depthwise*, input_odd; 15.57 MiB (54.8 MiB) with the fused ConvTranspose activations
-#: of rk3588/rk3566 (deconv_acts_*, deconv_relu_clip_*, deconv_relu_rk3562); 16.22 MiB (57.2 MiB) with
+#: of rk3588/rk3566 (deconv_acts_*, deconv_relu_clip_*, and a refused rk3562 one); 16.22 MiB (57.2 MiB) with
 #: what random graphs of rk3566, rk3576, rk3562 and rv1126b called for: Pad, Slice, Sub, Mul and
 #: AveragePool (shape_ops_*), rk3566's shifted clip, six rk3588 files quantized per layer, the compact
 #: input conv (input_compact_*, input_wide_*), int8 Softmax heads (softmax_*), fp16 ops their int8
@@ -57,10 +57,16 @@ from corpus import CORPUS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: (input_pools_*); 17.09 MiB (60.0 MiB) with RKNN-Toolkit2 2.3.2's rk3588 standalone activations, pads, Slice,
 #: Sub, LeakyRelu and PRelu convs, fused deconv activations, exSwish and Sqrt (*_tk232), which random 2.3.2
 #: graphs called for (47 of 200 ran before, 192 now); 17.37 MiB (61.1 MiB) with 2.3.2's rk3576 standalone
-#: activations, shape ops, ConvSigmoid and depthwise deconv (33 -> 130 of 200).  The checkout's own size has a
-#: looser bound.
-MAX_CORPUS_COMPRESSED_BYTES = 17.5 * 1024 * 1024
-MAX_CORPUS_BYTES = 62 * 1024 * 1024
+#: activations, shape ops, ConvSigmoid and depthwise deconv (33 -> 130 of 200); 17.65 MiB (61.9 MiB) with
+#: rk3562's fused deconv activations (deconv_acts_rk3562, deconv_relu_clip_rk3562, replacing the refused
+#: deconv_relu_rk3562) and the asymmetric convs and deconvs that fixed the kernel register's field order
+#: (deconv_asymmetric_*, conv_asymmetric_rv1106); 18.04 MiB (63.4 MiB) with rk3562's depthwise LeakyRelu
+#: conv and deconv on the graph input (depthwise_leaky*, deconv_input_rk3562), pads beyond the int8 grid
+#: (pad_saturated*) and the 2.3.2 rk3576 files of LeakyRelu convs, ReduceMin, Softmax's exDataConvert,
+#: Sqrt, HardSwish, HardSigmoid, exSwish and AveragePool (15 *_rk3576_*_tk232; random 2.3.2 rk3576 graphs
+#: 130 -> 189 of 200 within the bounds).  The checkout's own size has a looser bound.
+MAX_CORPUS_COMPRESSED_BYTES = 18.25 * 1024 * 1024
+MAX_CORPUS_BYTES = 64 * 1024 * 1024
 #: models (and their copies for other platforms, ``<model>_rk...``, ``<model>_rv...``) whose int8
 #: build ends in a float16 op, so that its output stays float16
 FLOAT16_OUTPUT_MODELS = ("softmax",)
@@ -168,12 +174,19 @@ def _usable_agreement(entry: dict) -> tuple:
     (``psa_attention_nope_*``) outputs the attention's mix alone, whose int8 probabilities (codes
     0..127 over ``[0, max]``) put the simulator at cosine 0.99879 from float, and raw int8 attention
     scores (``scores_dh24``: two int8 projections' product, no softmax) at 0.99827; so do a square and a
-    PRelu of small slopes on one int8 grid (``standalone_ops_*``: Pow 0.99839, ConvPRelu 0.99806).
+    PRelu of small slopes on one int8 grid (``standalone_ops_*``: Pow 0.99839, ConvPRelu 0.99806).  Two
+    cases differ from ONNX by what they validate: ``pad_saturated_*`` pads 40 onto a Sigmoid's grid,
+    which saturates it to 1 (cosine 0.774), and ``depthwise_leaky*``'s simulator rounds each depthwise
+    conv's output to an int8 grid of its own before the LeakyRelu (0.995).
     Off-board runs follow the simulator, not ONNX."""
     if entry["model"].startswith("segmenter_ops") and entry["toolkit_version"] in ("2.2.0", "2.3.0"):
         return 0.997, 0.98
     if entry["model"].startswith(("psa_attention_nope", "scores_dh24", "standalone_ops")):
         return 0.998, 0.98
+    if entry["model"].startswith("pad_saturated"):
+        return 0.77, 0.98
+    if entry["model"].startswith("depthwise_leaky"):
+        return 0.995, 0.98
     return (0.9999, 1.0) if entry["variant"] == "fp16" else (0.999, 0.98)
 
 

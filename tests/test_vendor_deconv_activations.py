@@ -1,7 +1,7 @@
 """ConvTranspose with a fused activation in vendor files (``ConvTransposeRelu``, ``ConvTransposeClip``,
 ... ``ConvTransposeexSwish``): what rk3588, rk3566 and rk3562 compile a deconv and the activation after it
-to (corpus ``deconv_acts_*``, ``deconv_relu_clip_*``, ``deconv_relu_rk3562``; tools/vendor_corpus/models.py
-``_deconv_acts``).  Such a node has neither BSON nor parameter table: its kernel, strides and pads are read
+to (corpus ``deconv_acts_*``, ``deconv_relu_clip_*``, ``deconv_asymmetric_*``; tools/vendor_corpus/models.py
+``_deconv_acts``, ``_deconv_asymmetric``).  Such a node has neither BSON nor parameter table: its kernel, strides and pads are read
 from its CNA registers (rknnlite/model/rknn_graph/deconv_regs.py), which a plain ConvTranspose's BSON is
 checked against.  That each file matches the simulator is test_vendor_offboard's corpus test; here: what
 the nodes lower to and the refusals around them."""
@@ -15,7 +15,7 @@ from rknnlite.errors import ModelInvalidError
 from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph import lower_rockchip
 from rknnlite.model.rknn_graph.accumulator import grid_code
-from rknnlite.model.rknn_graph.deconv_regs import RK3566_DECONV, RK3588_DECONV, deconv_params
+from rknnlite.model.rknn_graph.deconv_regs import RK3562_DECONV, RK3566_DECONV, RK3588_DECONV, deconv_params
 from rknnlite.model.rknn_graph.regcmd import TARGET_CNA, TARGET_DPU
 
 from corpus import CORPUS, lowered
@@ -26,6 +26,11 @@ FP16_ACTIVATIONS = {"relu": "Relu", "leakyrelu": "LeakyRelu", "clip": "Clip", "s
                     "hardswish": "HardSwish", "hardsigmoid": "HardSigmoid", "prelu": "PRelu", "tanh": "Tanh",
                     "swish": "Mul"}
 _PAD_CON0, _BN_RELUX = 0x1068, 0x406C
+_RK3562_KERNEL, _RK3562_PADS, _RK3562_ZERO_POINT = 0x1024, 0x1080, 0x1084
+#: deconv_asymmetric (models.DECONV_ASYMMETRIC): the two deconvs' ONNX attributes, the same whether
+#: read from the BSON (``d<k>_plain``) or from the registers alone (``d<k>_relu``, ``d<k>_clip``)
+ASYMMETRIC = ({"kernel_shape": [3, 2], "strides": [2, 1], "pads": [0, 0, 0, 1], "output_padding": [1, 0]},
+              {"kernel_shape": [2, 4], "strides": [1, 2], "pads": [0, 2, 1, 0], "output_padding": [0, 1]})
 
 
 def _producers(graph, output: str) -> list:
@@ -34,7 +39,7 @@ def _producers(graph, output: str) -> list:
     return [n for n in graph.nodes if n.name == last.name]
 
 
-@pytest.mark.parametrize("platform", ["rk3588", "rk3566"])
+@pytest.mark.parametrize("platform", ["rk3588", "rk3566", "rk3562"])
 def test_fp16_fused_deconvs_are_the_deconv_then_the_activation(platform):
     graph = lowered(f"deconv_acts_{platform}_fp16").graph
     for output, op in FP16_ACTIVATIONS.items():
@@ -76,10 +81,38 @@ def test_an_int8_fused_activation_other_than_relu_or_clip_is_refused(tmp_path):
         rknnlite.Context(path, backend="software")
 
 
-def test_a_fused_deconv_on_rk3562_is_refused_by_name():
-    with pytest.raises(ModelInvalidError, match=r"ConvTransposeRelu without BSON or parameter table in an fp16 "
-                                                r"rk3562 file: its attributes are only in its registers"):
-        rknnlite.Context(str(CORPUS / "deconv_relu_rk3562_fp16.rknn"), backend="software")
+@pytest.mark.parametrize("stem", [f"deconv_asymmetric_{p}_{v}" for p in ("rk3588", "rk3566", "rk3562")
+                                  for v in ("fp16", "i8")] + ["deconv_asymmetric_rv1106_i8"])
+def test_an_asymmetric_deconv_is_read_from_its_registers_as_its_bson_says(stem):
+    # kernel width above height in the kernel register, top and left pads apart, per-axis strides and
+    # output padding; rk3588/rk3566/rv1106 read a square kernel's register alike either way
+    graph = lowered(stem).graph
+    names = [n for n in graph.outputs if n.startswith("d")]
+    assert len(names) == (2 if "rv1106" in stem else 6)
+    for name in names:
+        (deconv,) = [n for n in _producers(graph, name) if n.op == "ConvTranspose"]
+        assert {key: deconv.attrs[key] for key in ASYMMETRIC[0]} == ASYMMETRIC[int(name[1])], name
+
+
+@pytest.mark.parametrize("reg, change, match", [
+    # the kernel's height above its width (3x2 -> 2x3)
+    (_RK3562_KERNEL, lambda v: (v & 0xFFFF) | (v >> 8 & 0xFF0000) | (v << 8 & 0xFF000000),
+     r"register 0x1024 = 0x3020008 is not a ConvTranspose's 3x2 kernel and 8 \(output channels\): 0x2030008"),
+    # the bottom pad's byte one more than the output size allows
+    (_RK3562_PADS, lambda v: v + (1 << 16),
+     r"a 3x2 ConvTranspose with strides \[2, 1\] and pads from 0x1080 = 0x40102 cannot map input \[8, 8\] to "
+     r"output \[18, 8\]"),
+    (_RK3562_ZERO_POINT, lambda v: 5, r"register 0x1084 = 0x5, where the input's zero point 0xffffff80 was expected"),
+])
+def test_a_doctored_rk3562_deconv_register_is_refused(tmp_path, reg, change, match):
+    # the first deconv's node and its fused twins (the second's 2x4 kernel and pads are other values)
+    def patch_first(v):
+        return change(v) if reg != _RK3562_KERNEL or v == 0x2030008 else v
+
+    patch = patch_registers(TARGET_CNA, {reg}, lambda v: patch_first(v) if reg != _RK3562_PADS or v == 0x30102 else v)
+    path = doctored_copy(CORPUS / "deconv_asymmetric_rk3562_i8.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=match):
+        rknnlite.Context(path, backend="software")
 
 
 def test_a_plain_deconvs_registers_must_agree_with_its_bson(tmp_path):
@@ -94,8 +127,8 @@ def test_rk3566_int8_pads_hold_the_input_zero_point(tmp_path):
     # rk3566 int8 files write the input's zero point (-128: 0xff80) above the pads; any other value is refused
     patch = patch_registers(TARGET_CNA, {_PAD_CON0}, lambda v: (v & 0xFFFF) | 0x12340000 if v >> 16 else v)
     path = doctored_copy(CORPUS / "deconv_relu_clip_rk3566_i8.rknn", tmp_path, patch)
-    with pytest.raises(ModelInvalidError, match=r"CNA_PAD_CON0 0x12340011 / register 0x1038 = 0x2020008 are not a "
-                                                r"ConvTranspose's pads \(and 0xff80 above them\)"):
+    with pytest.raises(ModelInvalidError, match=r"CNA_PAD_CON0 0x12340011 holds more than a ConvTranspose's top and "
+                                                r"left pads \(and 0xff80 above them\)"):
         rknnlite.Context(path, backend="software")
 
 
@@ -103,12 +136,18 @@ def test_rk3566_int8_pads_hold_the_input_zero_point(tmp_path):
     (RK3588_DECONV, 0x6001A120, 3),  # fp16, a 3-channel image (random rk3588 graphs)
     (RK3588_DECONV, 0x60018003, 1),  # int8, one channel: a depthwise conv mode
     (RK3566_DECONV, 0x1A220, 3),
+    (RK3562_DECONV, 0x2020A122, 3),  # fp16 (random rk3562 graphs)
+    (RK3562_DECONV, 0x2000A002, 3),  # int8
 ])
 def test_a_deconv_reading_the_graph_input_adds_its_fetch_bits(encoding, con1, channels):
     int8 = not con1 & 0x120
     depthwise = con1 & 0xF == 3
+    low = encoding.depthwise_low[int8] if depthwise else 8
     regs = {(TARGET_CNA, 0x100C): con1, (TARGET_CNA, 0x1014): 0x909, (TARGET_CNA, _PAD_CON0): 0x11,
-            (TARGET_CNA, 0x1038): 0x2020000 | (encoding.depthwise_low if depthwise else 8)}
+            (TARGET_CNA, 0x1038): 0x2020000 | low,
+            # rk3562: the kernel in 0x1024, k - 1 - p = 1 in each of 0x1080's bytes, input zero point 0
+            (TARGET_CNA, _RK3562_KERNEL): 0x2020000 | low, (TARGET_CNA, _RK3562_PADS): 0x1010101,
+            (TARGET_CNA, _RK3562_ZERO_POINT): 0}
     w_shape, x_shape, out_shape = (channels, 1 if depthwise else 8, 2, 2), (1, channels, 8, 8), \
         (1, channels if depthwise else 8, 16, 16)
     attrs = deconv_params(regs, w_shape, x_shape, out_shape, "n", encoding, int8, graph_input=True)

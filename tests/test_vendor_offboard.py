@@ -741,8 +741,6 @@ CORPUS_REFUSED = {
     "wide_dilated_i8": "an exDataConvert without BSON",
     "conv_relu_add_i8": "an int8 ConvReluAdd: the simulator puts the Relu's output on an int8 grid",
     "standalone_elu_rk3588_i8": "an int8 Elu: its lookup table's index map was not decoded",
-    "deconv_relu_rk3562_fp16": "a ConvTransposeRelu without BSON or parameter table in an fp16 rk3562 file: its "
-                               "attributes are only in its registers",
     # run with their custom op registered in tests/test_vendor_custom_ops.py
     "cst_softmax_fp16": "'cstChannelSoftmax' is a custom op: register it",
     "cst_softmax_i8": "'cstChannelSoftmax' is a custom op: register it",
@@ -1445,8 +1443,11 @@ def test_rk3562_leaky_relu_multiplier_shift_counts_its_slope_bits():
         requant_t4({**regs, (0x1001, 0x4054): 0x800D0000}, "here", "LeakyRelu")
     with pytest.raises(ModelInvalidError, match=r"BN_CFG \(0x4060\) = 0x22 .*only 0x12 or 0x20010 for Clip"):
         requant_t4(regs, "here", "Clip")
-    with pytest.raises(ModelInvalidError, match=r"a fused LeakyRelu in an rk3562 int8 depthwise conv"):
-        requant_t4(regs, "here", "LeakyRelu", depthwise=True)
+    # a depthwise one: bit 31 clear (depthwise_leaky_rk3562), as any depthwise conv's
+    depthwise = {**regs, (0x1001, 0x4050): 0x125, (0x1001, 0x4054): 0xE0000}
+    assert requant_t4(depthwise, "here", "LeakyRelu", depthwise=True).mul_shift == 0
+    with pytest.raises(ModelInvalidError, match=r"0x800f0000 .*only bit 31 clear and a shift of at least 14"):
+        requant_t4({**depthwise, (0x1001, 0x4054): 0x800F0000}, "here", "LeakyRelu", depthwise=True)
 
 
 # the DPU registers of two rk3562 int8 tasks of vendor builds (probe files, docs/vendor-format-notes.md §1d):
@@ -1519,14 +1520,16 @@ def test_an_rk3562_int8_deconv_reads_a_plain_conv_s_registers(monkeypatch):
     # 1, 0x4054 = 0x800e0000, OUT_CVT at 0x40ac..0x40b4 with rk3588's values); rk3588's registers read that way
     # are refused by name (a KeyError before)
     from rknnlite.model.rknn_graph import lower as lower_mod
+    from rknnlite.model.rknn_graph.deconv_regs import RK3588_DECONV
 
     assert "ConvTranspose" in lowered("segmenter_ops_rk3562_i8").vendor_ops
     for y, ref in zip(*_corpus_run("segmenter_ops_rk3562_i8")):
         assert _cos(y, ref) >= 0.9999
     original = lower_mod._Lowering.deconv
 
-    def deconv(self, node):  # the rk3588 file's ConvTranspose, as if in an rk3562 file
+    def deconv(self, node):  # the rk3588 file's ConvTranspose, as if in an rk3562 file (but for its CNA map)
         self.t4_platform, self.platform = (lambda: True), (lambda: "rk3562")
+        self.deconv_encoding = lambda: RK3588_DECONV
         return original(self, node)
 
     monkeypatch.setattr(lower_mod._Lowering, "deconv", deconv)

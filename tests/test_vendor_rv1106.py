@@ -419,6 +419,23 @@ def test_a_conv_transpose_recovers_its_attributes(stem, attrs):
     assert {key: deconv.attrs[key] for key in attrs} == attrs
 
 
+def test_asymmetric_convs_recover_their_attributes():
+    # corpus conv_asymmetric_rv1106 (models.CONV_ASYMMETRIC): 0x1038 holds the kernel's width above its
+    # height; top and left pads and the x and y strides apart (the ONNX end pads (1, 0) and (1, 1) of the
+    # strided ones read as the fewest that give the output size: no window reads past them)
+    model = lower_rockchip(*_model("conv_asymmetric_rv1106_i8"))
+    convs = [n.attrs for n in model.graph.nodes if n.op == "Conv"][1:]
+    assert [(a["kernel_shape"], a["strides"], a["pads"]) for a in convs] == [
+        ([1, 3], [1, 1], [0, 1, 0, 1]), ([3, 1], [2, 1], [1, 0, 0, 0]), ([2, 3], [1, 2], [0, 1, 1, 0])]
+
+
+def test_an_asymmetric_conv_read_height_first_is_refused(tmp_path):
+    # the 1x3 conv's 0x1038 (0x3010008) with its halves swapped, as a 3x1 kernel would be
+    patch = patch_registers(TARGET_CNA, {0x1038}, lambda v: 0x1030008 if v == 0x3010008 else v)
+    _refused(tmp_path, patch, r"register 0x1038 = 0x1030008 is not the weight's kernel 1x3 and 8",
+             "conv_asymmetric_rv1106_i8")
+
+
 @pytest.mark.parametrize("reg, change, match", [
     (0x1014, lambda v: v | 0x10000, r"a ConvTranspose with CNA_CONV_CON1 0x0, CNA_CONV_CON3 0x10909"),
     (0x1068, lambda v: v | 0x5, r"a 4x4 ConvTranspose with strides \[2, 2\] and pads from 0x207 cannot map"),
@@ -432,9 +449,8 @@ def test_a_doctored_conv_transpose_register_is_refused(tmp_path, reg, change, ma
 @pytest.mark.parametrize("reg, value, change, match", [
     (0x100C, 0x7, 0x0, r"a ConvTranspose with CNA_CONV_CON1 0x0, CNA_CONV_CON3 0x909 and weight \[16, 1, 4, 4\] from 16 "
                        r"to 16 channels"),
-    (0x1038, 0x4040002, 0x4040010, r"register 0x1038 = 0x4040010 are not a ConvTranspose's pads \(and 0x0 above "
-                                   r"them\) and its 4x4 kernel "
-                                   r"and 2 \(depthwise\)"),
+    (0x1038, 0x4040002, 0x4040010, r"register 0x1038 = 0x4040010 is not a ConvTranspose's 4x4 kernel and 2 "
+                                   r"\(depthwise\): 0x4040002"),
 ])
 def test_a_doctored_depthwise_conv_transpose_register_is_refused(tmp_path, reg, value, change, match):
     # the older releases' depthwise deconv (a bilinear Resize), the file's one conv mode 7 and its

@@ -313,6 +313,42 @@ def _depthwise_prelu(seed: int = 216):
     return g.model([("x", (1, 3, 8, 8))], [(a, "y"), (b, "z")])
 
 
+def _depthwise_leaky(seed: int = 218):
+    """Conv 3->8 3x3 p1, Relu, then two depthwise Conv 8->8 3x3 (group 8) with LeakyRelu: 0.1 (stride 1)
+    and 0.25 (stride 2).  The simulator rounds a depthwise conv's output to an int8 grid of its own
+    before the LeakyRelu (rk3588 and rk3562 alike: 76-85 % of codes equal, all within one step); the
+    file fuses the two."""
+    g = _G(seed)
+    y = g.node("Relu", [g.conv("x", 3, 8)])[0]
+    a = _leaky(0.1)(g, g.conv(y, 8, 8, group=8))
+    b = _leaky(0.25)(g, g.conv(y, 8, 8, stride=2, group=8))
+    return g.model([("x", (1, 3, 8, 8))], [(a, "y"), (b, "z")])
+
+
+def _deconv_input(seed: int = 219):
+    """ConvTranspose 3->8 k3 s2 p1 output padding 1 straight on the 3-channel image input."""
+    g = _G(seed)
+    w = (g.rng.standard_normal((3, 8, 3, 3)) * 0.25).astype(np.float32)
+    b = (g.rng.standard_normal(8) * 0.1).astype(np.float32)
+    y = g.node("ConvTranspose", ["x", g.const(w, "w"), g.const(b, "b")], kernel_shape=[3, 3], strides=[2, 2],
+               pads=[1, 1, 1, 1], output_padding=[1, 1])[0]
+    return g.model([("x", (1, 3, 8, 8))], [(y, "y")])
+
+
+def _pad_saturated(seed: int = 220):
+    """Conv 3->8 3x3 p1, HardSwish, Pad constant -2.5, Clip(-3, 3), and Conv 3->8 3x3 p1, Sigmoid, Pad
+    constant 40, Clip(-50, 50), each pad 1 on every side: the second Pad keeps the Sigmoid's fixed int8
+    grid (scale 1/255 from 0), beyond which 40 saturates to its end code, 127, as in the simulator
+    (random graph seed 68's Pad after a HardSwish); the first one's grid, calibrated, holds -2.5."""
+    g = _G(seed)
+    pads = g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))
+    outs = []
+    for k, (act, value, bound) in enumerate(((_hardswish, -2.5, 3.0), (_sigmoid, 40.0, 50.0))):
+        p = g.node("Pad", [act(g, g.conv("x", 3, 8)), pads, g.const(np.array([value], np.float32))], mode="constant")[0]
+        outs.append((_clip(-bound, bound)(g, p), "yz"[k]))
+    return g.model([("x", (1, 3, 8, 8))], outs)
+
+
 def _input_pools(seed: int = 217):
     """Pools straight on graph inputs of few channels, each an output: GlobalAveragePool of a 1-channel
     25x25 input, ReduceMean over the channels of a 3-channel 19x19 one, AveragePool 5x5 s2 p1 ceil_mode
@@ -778,6 +814,54 @@ def _deconv_acts(acts=DECONV_ACTS, seed: int = 950):
             b = (g.rng.standard_normal(8) * 0.1).astype(np.float32)
             d = g.node("ConvTranspose", [y, g.const(w, "w"), g.const(b, "b")], kernel_shape=[2, 2], strides=[2, 2])[0]
             outs.append((make[act](g, d), act.lower()))
+        return g.model([("x", (1, 3, 8, 8))], outs)
+    return build
+
+
+#: asymmetric ConvTransposes: (kernel, strides, pads [top, left, bottom, right], output_padding)
+DECONV_ASYMMETRIC = (((3, 2), (2, 1), (0, 0, 0, 1), (1, 0)), ((2, 4), (1, 2), (0, 2, 1, 0), (0, 1)))
+
+
+def _deconv_asymmetric(acts=("Relu",), seed: int = 951):
+    """Conv 3->16 3x3 Relu, then two ConvTransposes 16->8 whose kernels, strides, pads and output
+    paddings differ between height and width (k 3x2, s (2, 1), pads (0, 0, 0, 1), output padding
+    (1, 0); k 2x4, s (1, 2), pads (0, 2, 1, 0), output padding (0, 1)), each alone (its attributes
+    in a BSON) and followed by each of ``acts`` (fused: its attributes only in the registers)."""
+    make = {"Relu": lambda g, y: g.node("Relu", [y])[0], "Clip": _clip(0.0, 6.0), "Sigmoid": _sigmoid,
+            "HardSigmoid": _hardsigmoid(0.3, 0.4)}
+
+    def build():
+        g = _G(seed)
+        y = g.node("Relu", [g.conv("x", 3, 16)])[0]
+        outs = []
+        for k, (kernel, strides, pads, padding) in enumerate(DECONV_ASYMMETRIC):
+            w = g.const((g.rng.standard_normal((16, 8, *kernel)) * 0.25).astype(np.float32), "w")
+            b = g.const((g.rng.standard_normal(8) * 0.1).astype(np.float32), "b")
+            for act in (None, *acts):
+                d = g.node("ConvTranspose", [y, w, b], kernel_shape=list(kernel), strides=list(strides),
+                           pads=list(pads), output_padding=list(padding))[0]
+                outs.append((d if act is None else make[act](g, d), f"d{k}_{(act or 'plain').lower()}"))
+        return g.model([("x", (1, 3, 8, 8))], outs)
+    return build
+
+
+#: asymmetric convs: (kernel, strides, pads [top, left, bottom, right])
+CONV_ASYMMETRIC = (((1, 3), (1, 1), (0, 1, 0, 1)), ((3, 1), (2, 1), (1, 0, 1, 0)), ((2, 3), (1, 2), (0, 1, 1, 1)))
+
+
+def _conv_asymmetric(seed: int = 952):
+    """Conv 3->16 3x3 Relu, then three Conv 16->8 + Relu whose kernels, strides and pads differ
+    between height and width (k 1x3 pads (0, 1, 0, 1); k 3x1 s (2, 1) pads (1, 0, 1, 0); k 2x3 s (1, 2)
+    pads (0, 1, 1, 1))."""
+    def build():
+        g = _G(seed)
+        y = g.node("Relu", [g.conv("x", 3, 16)])[0]
+        outs = []
+        for k, (kernel, strides, pads) in enumerate(CONV_ASYMMETRIC):
+            w = g.const((g.rng.standard_normal((8, 16, *kernel)) * 0.25).astype(np.float32), "w")
+            b = g.const((g.rng.standard_normal(8) * 0.1).astype(np.float32), "b")
+            c = g.node("Conv", [y, w, b], kernel_shape=list(kernel), strides=list(strides), pads=list(pads))[0]
+            outs.append((g.node("Relu", [c])[0], f"c{k}"))
         return g.model([("x", (1, 3, 8, 8))], outs)
     return build
 
@@ -1571,6 +1655,16 @@ def _int8_platform_cases() -> List[Case]:
                      "lanes"),
         Case("depthwise_prelu_rk3562", doc(_depthwise_prelu), _depthwise_prelu, image8, platform="rk3562",
              purpose="rk3562's int8 ConvPRelu on a depthwise conv (bit 31 of 0x4054 clear, 14 slope bits)"),
+        *(Case(f"depthwise_leaky{'' if p == 'rk3588' else '_' + p}", doc(_depthwise_leaky), _depthwise_leaky,
+               image8, variants=("i8",), platform=p,
+               purpose=f"an int8 depthwise ConvLeakyRelu on {p} (rk3562: equal to rk3588's off-board)")
+          for p in ("rk3588", "rk3562")),
+        *(Case(f"pad_saturated{'' if p == 'rk3588' else '_' + p}", doc(_pad_saturated), _pad_saturated, image8,
+               variants=("i8",), platform=p, purpose=f"int8 constant pads beyond the output's grid on {p}")
+          for p in ("rk3588", "rk3576", "rk3562")),
+        Case("deconv_input_rk3562", doc(_deconv_input), _deconv_input, image8, platform="rk3562",
+             purpose="an rk3562 deconv on the graph input (CONV_CON1 0x2000a002 besides; int8: bit 31 of 0x4054 "
+                     "clear)"),
         *(case for p in ("rk3576", "rv1126b") for case in (
             Case(f"input_depthwise_{p}", doc(_input_depthwise), _input_depthwise,
                  [("x", (1, 16, 13, 13), "normal"), ("z", (1, 8, 13, 13), "normal")], variants=("i8",), platform=p,
@@ -1591,9 +1685,19 @@ def _int8_platform_cases() -> List[Case]:
         Case("conv_clip_rk3566", "Conv 3->20 3x3 p1 (weights of conv_clip), Clip(-1, 2), rk3566",
              _conv_act(102, _clip(-1.0, 2.0)), [IMG], variants=("fp16", "i8"), platform="rk3566",
              purpose="rk3566's shifted clip (BN_CFG 0x98 where rk3588 writes 0x20090)"),
-        Case("deconv_relu_rk3562", "deconv_acts with Relu alone, rk3562", _deconv_acts(("Relu",)), image8,
-             variants=("fp16",), platform="rk3562",
-             purpose="a fused ConvTranspose on rk3562, whose CNA registers were not decoded: refused by name"),
+        Case("deconv_acts_rk3562", doc(_deconv_acts), _deconv_acts(), image8, variants=("fp16",), platform="rk3562",
+             purpose="ConvTranspose with each fused activation on rk3562 (attributes only in its own CNA map)"),
+        Case("deconv_relu_clip_rk3562", "deconv_acts with Relu and Clip", _deconv_acts(DECONV_ACTS_INT8), image8,
+             variants=("i8",), platform="rk3562", purpose="ConvTranspose with a fused Relu and Clip on rk3562, int8"),
+        *(Case(f"deconv_asymmetric_{p}", doc(_deconv_asymmetric), _deconv_asymmetric(DECONV_ACTS_INT8), image8,
+               variants=("fp16", "i8"), platform=p,
+               purpose=f"which register field holds a deconv's kernel height and width, top and left pads on {p}")
+          for p in ("rk3588", "rk3566", "rk3562")),
+        Case("deconv_asymmetric_rv1106", doc(_deconv_asymmetric), _deconv_asymmetric(()), image8, variants=("i8",),
+             platform="rv1106", purpose="an asymmetric ConvTranspose in the rv1106 container (registers alone)"),
+        Case("conv_asymmetric_rv1106", doc(_conv_asymmetric), _conv_asymmetric(), image8, variants=("i8",),
+             platform="rv1106", purpose="asymmetric convs in the rv1106 container: the kernel register holds the "
+                                        "width above the height"),
         *(Case(f"depthwise_{p}", doc(_depthwise), _depthwise(), image8, variants=("i8",), platform=p,
                purpose=f"the int8 depthwise weight layout of {p} (zero points beside the weights)")
           for p in ("rk3576", "rv1126b")),  # rk3562's: in activation_ops_rk3562

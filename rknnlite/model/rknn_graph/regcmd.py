@@ -256,7 +256,7 @@ _T4_LEAKY_SLOPE_BITS = 14
 
 
 def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
-               depthwise: bool = False, depthwise_plain: bool = False) -> Requant:
+               depthwise: bool = False, depthwise_plain: bool = False, input_deconv: bool = False) -> Requant:
     """The output conversion of an rk3562 int8 conv (its "RKNPU t4" DPU map): ``OUT_CVT``
     offset/scale/shift at 0x40ac/0x40b0/0x40b4, per-channel bias blocks (0x4050 = 1) whose
     multipliers have the shift in 0x4054 bits 16..21 (bit 31 set).  A ``depthwise`` conv
@@ -266,7 +266,11 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     BS_ALU_SRC (minus the weight zero point, 16 bits); the compiler's depthwise conv on a graph
     input and a one-channel deconv (``depthwise_plain``) write 0x126 and 0x4054 = 0 instead (zero
     point 0; the deconv's is in its weight tile).  A ``PRelu`` (its slopes an input
-    tensor) is laid out as a ``LeakyRelu``, 14 fraction bits in 0x4054's shift, depthwise too.
+    tensor) is laid out as a ``LeakyRelu``, 14 fraction bits in 0x4054's shift, depthwise too (a
+    depthwise LeakyRelu's registers are rk3588's values: its outputs equal rk3588's twin's,
+    corpus ``depthwise_leaky*``).  A deconv reading the graph's input (``input_deconv``) writes
+    bit 31 of 0x4054 clear, as a depthwise conv, where it fetches it as an image (``CONV_CON1``
+    0x2000a002 besides: ``deconv_input_rk3562``; one reading a 16-channel input sets it).
     ``activation``: the conv's
     fused part (``None``, ``"Relu"``, ``"Add"``, ``"AddRelu"``, ``"Clip"``, ``"LeakyRelu"``, or a
     lookup-table activation), whose 0x4060, 0x407c and residual bits are checked (a Clip's or
@@ -284,7 +288,7 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         return ModelInvalidError(f"{where}: DPU register {name} ({address:#x}) = {value:#x} in an rk3562 int8 file; "
                                  f"only {expected} was observed and decoded", op="load")
 
-    if activation not in T4_BN_CFG_OF or (depthwise and activation == "LeakyRelu"):  # (a depthwise PRelu was seen)
+    if activation not in T4_BN_CFG_OF:
         raise ModelInvalidError(f"{where}: a fused {activation} in an rk3562 int8 {'depthwise ' * depthwise}conv; its "
                                 "registers were not decoded (plain, Relu, Clip, LeakyRelu, PRelu, lookup-table and "
                                 "residual Add and AddRelu convs were)", op="load")
@@ -326,9 +330,10 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
             bit31 = "bit 31 clear" if depthwise else "bit 31"
             raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{bit31} and a shift of at least 14 in bits 16..21 on a "
                          f"{activation} conv")
-    elif mul_cfg != (T4_BS_MUL_DEPTHWISE if depthwise else T4_BS_MUL_OBSERVED):
+    elif mul_cfg != (T4_BS_MUL_DEPTHWISE if depthwise or input_deconv else T4_BS_MUL_OBSERVED):
         raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{T4_BS_MUL_DEPTHWISE:#x} (shift 14 in bits 16..21) on a "
-                     "depthwise conv" if depthwise else f"{T4_BS_MUL_OBSERVED:#x} (bit 31, shift 14 in bits 16..21)")
+                     f"{'depthwise conv' if depthwise else 'deconv of the graph input'}" if depthwise or input_deconv
+                     else f"{T4_BS_MUL_OBSERVED:#x} (bit 31, shift 14 in bits 16..21)")
     offset, scale, shift = (reg(a, n) for a, n in zip(T4_OUT_CVT, ("OUT_CVT_OFFSET", "OUT_CVT_SCALE",
                                                                    "OUT_CVT_SHIFT")))
     flag = T4_OUT_CVT_RESIDUAL if residual else 0

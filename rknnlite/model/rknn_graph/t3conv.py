@@ -12,7 +12,7 @@ register encoding:
   ``CONV_CON3`` 0x1014: the x stride in bits 0..2, the y stride in bits 3..5 (a dilation sets
   bits from 16: refused).  ``PAD_CON0`` 0x1068: the top pad in bits 0..3, the left pad in bits
   8..11; the bottom and right pads follow from the output size (the NPU reads no row or column
-  past it).  0x1038: kernel height << 24 | width << 16 | output channels (2 on a depthwise conv).
+  past it).  0x1038: kernel width << 24 | height << 16 | output channels (2 on a depthwise conv).
   A ConvTranspose's attributes are decoded by :mod:`.deconv_regs` (rk3588's encoding); the older
   releases' depthwise one (a bilinear Resize, conv mode 7) keeps its zero points in the weight, as
   a depthwise conv.
@@ -147,7 +147,7 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     channels_out, _, kh, kw = w_shape
     kernel = _reg(regs, TARGET_CNA, _KERNEL, where, "CNA")
     low = _DEPTHWISE_KERNELS if depthwise else channels_out
-    if kernel != (kh << 24 | kw << 16 | low):
+    if kernel != (kw << 24 | kh << 16 | low):
         raise refuse(f"register {_KERNEL:#x} = {kernel:#x} is not the weight's kernel {kh}x{kw} and {low} "
                      f"({'depthwise' if depthwise else 'output channels'})")
     if min(stride_x, stride_y) < 1:

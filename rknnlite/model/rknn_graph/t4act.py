@@ -57,9 +57,10 @@ def _f16(bits: int) -> float:
     return float(np.frombuffer(struct.pack("<H", bits & 0xFFFF), "<f2")[0])
 
 
-def t4_activation(lowering, node, x, out, b, unit) -> Dict[str, float]:
-    """``{"min": lo, "max": hi}`` (``ConvClip``), ``{"alpha": slope}`` (``ConvLeakyRelu``) or
-    ``{"alpha": a, "beta": b}`` (``ConvHardSigmoid``, fp16 files) of a conv in an rk3562 file
+def t4_activation(lowering, node, activation: str, x, out, b, unit) -> Dict[str, float]:
+    """``{"min": lo, "max": hi}`` (``Clip``), ``{"alpha": slope}`` (``LeakyRelu``) or
+    ``{"alpha": a, "beta": b}`` (``HardSigmoid``, fp16 files): the ``activation`` fused into a
+    conv or a deconv (the same registers) in an rk3562 file
     (see the module doc), each value the shortest decimal that gives the stored one (the
     simulator uses the ONNX values).  ``lowering``: the ``_Lowering`` of :mod:`.lower`; ``x``,
     ``out``, ``b``: the conv's input, output and bias tensors; ``unit``: an int8 file's
@@ -87,21 +88,21 @@ def t4_activation(lowering, node, x, out, b, unit) -> Dict[str, float]:
         raise refuse(f"the second clamp pair {[hex(reg(a)) for a in _CLAMP_AGAIN]} is not the first")
     # the shifted clamp's other value: int8 EW_ADD (added back after it), fp16 0x4040 (added before it)
     shifted = reg(_EW_ADD) if int8 else reg(_FP16_ADD_BEFORE)
-    if node.op == "ConvLeakyRelu":
+    if activation == "LeakyRelu":
         slope_bits = mul_bits >> 16  # a negative slope (Abs's -1: 0xc000 / 0xbc00) checked on conv_abs_rk3562
         slope = i16(slope_bits) / float(_MUL_ONE) if int8 else _f16(slope_bits)
         if cfg != T4_LEAKY or clamp != _NO_CLAMP or add or shifted or mul_bits & 0xFFFF or \
                 not (np.isfinite(slope) and slope != 0):
             raise refuse("not the LeakyRelu layout (BN_CFG 0x22, a slope in 0x4068's high half, no clamp)")
         return {"alpha": slope}
-    if node.op == "ConvHardSigmoid" and not int8:
+    if activation == "HardSigmoid" and not int8:
         scale, offset = _f16(mul_bits >> 16), f32(add)
         if cfg != _HARD_SIGMOID or clamp != _NO_CLAMP or shifted or mul_bits & 0xFFFF or \
                 not (np.isfinite(offset) and np.isfinite(scale) and scale > 0):
             raise refuse("not the HardSigmoid index layout (BN_CFG 0x20000, A float32 in 0x4064, M float16 in "
                          "0x4068's high half, no clamp)")
         return hard_sigmoid_of(offset, scale)
-    if node.op != "ConvClip":
+    if activation != "Clip":
         raise refuse("no fused-activation layout is known for this op")
     if mul_bits:
         raise refuse("BN_MUL is not 0 (a clamp layout)")
