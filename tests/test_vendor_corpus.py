@@ -64,9 +64,11 @@ from corpus import CORPUS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: conv and deconv on the graph input (depthwise_leaky*, deconv_input_rk3562), pads beyond the int8 grid
 #: (pad_saturated*) and the 2.3.2 rk3576 files of LeakyRelu convs, ReduceMin, Softmax's exDataConvert,
 #: Sqrt, HardSwish, HardSigmoid, exSwish and AveragePool (15 *_rk3576_*_tk232; random 2.3.2 rk3576 graphs
-#: 130 -> 189 of 200 within the bounds).  The checkout's own size has a looser bound.
-MAX_CORPUS_COMPRESSED_BYTES = 18.25 * 1024 * 1024
-MAX_CORPUS_BYTES = 64 * 1024 * 1024
+#: 130 -> 189 of 200 within the bounds); 18.27 MiB (64.1 MiB) with rk3576's deconv CNA map (its fused
+#: activations as 2.3.2 compiles them, deconv_acts_rk3576, deconv_relu_clip_rk3576, deconv_asymmetric_rk3576).
+#: The checkout's own size has a looser bound.
+MAX_CORPUS_COMPRESSED_BYTES = 18.5 * 1024 * 1024
+MAX_CORPUS_BYTES = 65 * 1024 * 1024
 #: models (and their copies for other platforms, ``<model>_rk...``, ``<model>_rv...``) whose int8
 #: build ends in a float16 op, so that its output stays float16
 FLOAT16_OUTPUT_MODELS = ("softmax",)

@@ -39,9 +39,10 @@ def _producers(graph, output: str) -> list:
     return [n for n in graph.nodes if n.name == last.name]
 
 
-@pytest.mark.parametrize("platform", ["rk3588", "rk3566", "rk3562"])
-def test_fp16_fused_deconvs_are_the_deconv_then_the_activation(platform):
-    graph = lowered(f"deconv_acts_{platform}_fp16").graph
+@pytest.mark.parametrize("stem", ["deconv_acts_rk3588_fp16", "deconv_acts_rk3566_fp16", "deconv_acts_rk3562_fp16",
+                                  "deconv_acts_rk3576_fp16_tk232"])  # (2.5.0 keeps rk3576's apart)
+def test_fp16_fused_deconvs_are_the_deconv_then_the_activation(stem):
+    graph = lowered(stem).graph
     for output, op in FP16_ACTIVATIONS.items():
         nodes = _producers(graph, output)
         assert nodes[0].op == "ConvTranspose" and nodes[-1].op == op, output
@@ -81,17 +82,32 @@ def test_an_int8_fused_activation_other_than_relu_or_clip_is_refused(tmp_path):
         rknnlite.Context(path, backend="software")
 
 
-@pytest.mark.parametrize("stem", [f"deconv_asymmetric_{p}_{v}" for p in ("rk3588", "rk3566", "rk3562")
-                                  for v in ("fp16", "i8")] + ["deconv_asymmetric_rv1106_i8"])
+@pytest.mark.parametrize("stem", [f"deconv_asymmetric_{p}_{v}{suffix}" for p, suffix in (
+    ("rk3588", ""), ("rk3566", ""), ("rk3562", ""), ("rk3576", ""), ("rk3576", "_tk232")) for v in ("fp16", "i8")]
+    + ["deconv_asymmetric_rv1106_i8"])
 def test_an_asymmetric_deconv_is_read_from_its_registers_as_its_bson_says(stem):
     # kernel width above height in the kernel register, top and left pads apart, per-axis strides and
-    # output padding; rk3588/rk3566/rv1106 read a square kernel's register alike either way
+    # output padding; rk3588/rk3566/rv1106 read a square kernel's register alike either way.  The fused
+    # deconvs (d<k>_relu, d<k>_clip) have their registers alone; RKNN-Toolkit2 2.5.0's rk3576 files and
+    # the rv1106 container keep no fused one
     graph = lowered(stem).graph
-    names = [n for n in graph.outputs if n.startswith("d")]
-    assert len(names) == (2 if "rv1106" in stem else 6)
+    fused = not (stem.startswith("deconv_asymmetric_rv1106") or
+                 stem.startswith("deconv_asymmetric_rk3576") and not stem.endswith("_tk232"))
+    names = [n for n in graph.outputs if n.startswith("d") and (fused or n.endswith("_plain"))]
+    assert len(names) == (6 if fused else 2)
     for name in names:
         (deconv,) = [n for n in _producers(graph, name) if n.op == "ConvTranspose"]
         assert {key: deconv.attrs[key] for key in ASYMMETRIC[0]} == ASYMMETRIC[int(name[1])], name
+
+
+def test_rk3576_writes_each_kernel_field_minus_one(tmp_path):
+    # deconv_asymmetric_rk3576: 0x1024 = (kw - 1) << 24 | (kh - 1) << 16 | (Cout - 1): 0x1020007 for the 3x2
+    # kernel to 8 channels; rk3562's form of the same values is refused
+    patch = patch_registers(TARGET_CNA, {_RK3562_KERNEL}, lambda v: 0x2030008 if v == 0x1020007 else v)
+    path = doctored_copy(CORPUS / "deconv_asymmetric_rk3576_i8_tk232.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=r"register 0x1024 = 0x2030008 is not a ConvTranspose's 3x2 kernel and "
+                                                r"7 \(output channels\): 0x1020007 \(rk3576 map"):
+        rknnlite.Context(path, backend="software")
 
 
 @pytest.mark.parametrize("reg, change, match", [

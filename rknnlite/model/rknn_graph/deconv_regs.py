@@ -38,8 +38,8 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 from ...errors import ModelInvalidError
 from .regcmd import REG_CNA_CONV_CON1, TARGET_CNA
 
-__all__ = ["DeconvEncoding", "RV1106_DECONV", "RK3588_DECONV", "RK3566_DECONV", "RK3562_DECONV", "deconv_params",
-           "input_fetch"]
+__all__ = ["DeconvEncoding", "RV1106_DECONV", "RK3588_DECONV", "RK3566_DECONV", "RK3562_DECONV", "RK3576_DECONV",
+           "deconv_params", "input_fetch"]
 
 _CONV_CON3, _KERNEL, _PAD_CON0 = 0x1014, 0x1038, 0x1068
 #: CONV_CON3: unit conv strides (0x9), the deconv's strides minus one in bits 8..13
@@ -62,6 +62,7 @@ class DeconvEncoding:
         one_channel: an int8 deconv from one channel to one whose ``CONV_CON1`` and kernel low
             field are neither a plain nor a depthwise one's (rk3562: 1 and 1), or ``None``.
         kernel_address: the register of the kernel size and output channels.
+        minus_one: whether that register holds each of them minus one (rk3576/rv1126b).
         pad_bytes: the register holding the four pads as bytes (then its successor holds an int8
             input's zero point), or ``None``: ``PAD_CON0``'s top and left fields.
     """
@@ -75,6 +76,7 @@ class DeconvEncoding:
     one_channel: Optional[Tuple[int, int]] = None
     kernel_address: int = _KERNEL
     pad_bytes: Optional[int] = None
+    minus_one: bool = False
 
 
 #: rv1106/rv1103 (int8 only): no deconv flag; the older releases' depthwise one (a bilinear
@@ -100,6 +102,12 @@ RK3562_DECONV = DeconvEncoding("rk3562", {(True, False): 0x0, (True, True): 0x5,
                                           (False, False): 0x200120, (False, True): 0x200121},
                                depthwise_low={True: 2, False: 1}, input_fetch=(0x2000A002,), one_channel=(0x1, 1),
                                kernel_address=0x1024, pad_bytes=0x1080)
+#: rk3576/rv1126b: rk3562's registers, the kernel fields each minus one (a depthwise one's low field:
+#: 0 in float16, 1 in int8; one channel to one, int8: CONV_CON1 1, low field 0)
+RK3576_DECONV = DeconvEncoding("rk3576", {(True, False): 0x0, (True, True): 0x1,
+                                          (False, False): 0x200120, (False, True): 0x200121},
+                               depthwise_low={True: 1, False: 0}, one_channel=(0x1, 0), kernel_address=0x1024,
+                               pad_bytes=0x1080, minus_one=True)
 
 
 def input_fetch(regs: Dict[Tuple[int, int], int], encoding: DeconvEncoding) -> int:
@@ -143,7 +151,8 @@ def deconv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_sh
     con3 = _reg(regs, _CONV_CON3, where, encoding)
     # depthwise: weight [C, 1, kh, kw] on C channels (RKNN-Toolkit2 2.2.0/2.3.0 compile a bilinear
     # Resize to one; PyTorch's learned depthwise upsampling)
-    one_channel = int8 and encoding.one_channel is not None and con1 == encoding.one_channel[0]
+    one_channel = int8 and encoding.one_channel is not None and con1 == encoding.one_channel[0] and \
+        cin == cout == x_shape[1] == 1
     depthwise = (con1 == encoding.con1.get((int8, True)) or one_channel) and cout == 1 and \
         x_shape[1] == cin == out_shape[1]
     plain = con1 == encoding.con1.get((int8, False)) and x_shape[1] == cin and out_shape[1] == cout
@@ -155,8 +164,9 @@ def deconv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_sh
                      "strides, were decoded")
     strides = [((con3 >> 11) & 7) + 1, ((con3 >> 8) & 7) + 1]
     kernel = _reg(regs, encoding.kernel_address, where, encoding)
-    low = (encoding.one_channel[1] if one_channel else encoding.depthwise_low[int8]) if depthwise else cout
-    size = kw << 24 | kh << 16
+    low = (encoding.one_channel[1] if one_channel else encoding.depthwise_low[int8]) if depthwise else \
+        cout - encoding.minus_one
+    size = (kw - encoding.minus_one) << 24 | (kh - encoding.minus_one) << 16
     if kernel != size | low:
         raise refuse(f"register {encoding.kernel_address:#x} = {kernel:#x} is not a ConvTranspose's {kh}x{kw} "
                      f"kernel and {low} ({'depthwise' if depthwise else 'output channels'}): {size | low:#x}")

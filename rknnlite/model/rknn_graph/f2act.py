@@ -233,9 +233,10 @@ def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Op
     return Requant(scale, shift, None, offset, False, 0)
 
 
-def f2_activation(lowering, node, x, out, b, channels: int, unit: float) -> Dict[str, float]:
-    """``{"alpha": slope}`` (``ConvLeakyRelu``) or ``{"min": lo, "max": hi}`` (``ConvClip``)
-    of an int8 conv of an rk3576/rv1126b file (see the module doc), the values rounded
+def f2_activation(lowering, node, activation: str, x, out, b, channels: int, unit: float) -> Dict[str, float]:
+    """``{"alpha": slope}`` (``LeakyRelu``) or ``{"min": lo, "max": hi}`` (``Clip``): the
+    ``activation`` fused into an int8 conv or deconv (the same registers) of an rk3576/rv1126b
+    file (see the module doc), the values rounded
     to the shortest decimal that gives the stored integers (the simulator uses the ONNX
     values).  ``lowering``: the ``_Lowering`` of :mod:`.lower`; ``x``, ``out``, ``b``: the
     conv's input, output and bias tensors; ``unit``: its accumulator unit, ``s_out *
@@ -263,7 +264,7 @@ def f2_activation(lowering, node, x, out, b, channels: int, unit: float) -> Dict
         raise refuse(f"the second clamp pair {[hex(reg(a)) for a in _CLAMP_AGAIN]} is not the first")
     add_back = i32(reg(_EW_ADD))
     bn = _bn_words(lowering, out)
-    if node.op == "ConvLeakyRelu":
+    if activation == "LeakyRelu":
         if cfg != _ACT_LEAKY or mode != _MODE_PLAIN or (lo_reg, hi_reg) != (_INT_MIN, _INT_MAX) or add_back:
             raise refuse("not the LeakyRelu layout (ACT_CFG 0x402, no clamp, no add)")
         if bn is None:
@@ -274,7 +275,7 @@ def f2_activation(lowering, node, x, out, b, channels: int, unit: float) -> Dict
         if not (0 < abs(slope) < 1 << 15) or np.any(halves[2:]):
             raise refuse(f"the slope tensor holds {halves.tolist()}, not one slope round(alpha * 2^14) then zeros")
         return {"alpha": slope / float(_MUL_ONE)}
-    if node.op != "ConvClip":
+    if activation != "Clip":
         raise refuse("no fused-activation layout is known for this op")
     if cfg == _ACT_CLAMP and mode == _MODE_PLAIN and lo_reg == 0 and 0 < hi_reg < _INT_MAX and not add_back:
         _, _, mul = lowering.bias_blocks(node, x, out, b, channels)
@@ -374,11 +375,11 @@ def _mirrored(bits: int) -> int:
     return 0x80000000 | ((0x80000000 - (bits & 0x7FFFFFFF)) & 0x7FFFFFFF)
 
 
-def f2_fp16_activation(lowering, node, out) -> Dict[str, float]:
-    """``{"alpha": slope}`` (``ConvLeakyRelu``, the stored float16), ``{"min": lo, "max": hi}``
-    (``ConvClip``, the stored float32 bounds) or ``{"alpha": a, "beta": b}``
-    (``ConvHardSigmoid``, from its index map) of an fp16 conv of an rk3576/rv1126b file (see
-    the module doc).  ``lowering``: the ``_Lowering`` of :mod:`.lower`; ``out``: the conv's
+def f2_fp16_activation(lowering, node, activation: str, out) -> Dict[str, float]:
+    """``{"alpha": slope}`` (``LeakyRelu``, the stored float16), ``{"min": lo, "max": hi}``
+    (``Clip``, the stored float32 bounds) or ``{"alpha": a, "beta": b}`` (``HardSigmoid``, from
+    its index map): the ``activation`` fused into an fp16 conv or deconv of an rk3576/rv1126b
+    file (see the module doc).  ``lowering``: the ``_Lowering`` of :mod:`.lower`; ``out``: the conv's
     output tensor.  Reads the node's registers and, for a LeakyRelu, the first 16 bytes of
     ``<output>_BsCfg_BScfgTensor`` (a HardSigmoid: of ``<output>_BnCfg_BNcfgTensor``); copies
     nothing else.
@@ -398,15 +399,15 @@ def f2_fp16_activation(lowering, node, out) -> Dict[str, float]:
         return ModelInvalidError(f"{where}: fp16 {node.op} on rk3576/rv1126b: {what} ({shown}); only the layouts "
                                  "in docs/vendor-format-notes.md §1b were decoded", op="load")
 
-    if node.op == "ConvHardSigmoid":
+    if activation == "HardSigmoid":
         return _fp16_hard_sigmoid(lowering, node, out, regs, refuse)
-    if node.op not in ("ConvLeakyRelu", "ConvClip"):
+    if activation not in ("LeakyRelu", "Clip"):
         raise refuse("no fused-activation layout of an fp16 file is known for this op on these platforms")
     cfg, mode, add_back = reg(F2_ACT_CFG), reg(_CLAMP_MODE), reg(_EW_ADD)
     first, second = tuple(reg(a) for a in _CLAMP), tuple(reg(a) for a in _CLAMP_AGAIN)
     if mode != _MODE_PLAIN or add_back:
         raise refuse("not the plain clamp mode 0x10041c1 without an add-back")
-    if node.op == "ConvLeakyRelu":
+    if activation == "LeakyRelu":
         if cfg not in (_ACT_PLAIN, _ACT_FP16_BN_LEAKY) or first != _F32_NO_CLAMP or second != _F32_NO_CLAMP:
             raise refuse("not a LeakyRelu layout (ACT_CFG 0x903 or 0xc02, no clamp)")
         name = f"{out.name}_BsCfg_BScfgTensor" if cfg == _ACT_PLAIN else f"{out.name}_BnCfg_BNcfgTensor"

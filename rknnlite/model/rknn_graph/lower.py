@@ -141,7 +141,8 @@ from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from
                     f2_fp16_activation, f2_leaky_shift, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point,
                     hard_sigmoid_slope)
 from .lut import lower_lut_conv, lower_lut_sigmoid
-from .deconv_regs import RK3562_DECONV, RK3566_DECONV, RK3588_DECONV, DeconvEncoding, deconv_params, input_fetch
+from .deconv_regs import (RK3562_DECONV, RK3566_DECONV, RK3576_DECONV, RK3588_DECONV, DeconvEncoding, deconv_params,
+                          input_fetch)
 from .regcmd import (BN_CLIP_SHIFTED, BN_CLIP_SHIFTED_LITE, BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF,
                      T4_BN_LUT, TARGET_CNA, Requant, fused_activation, node_registers, read_tasks, requant_of,
                      requant_t4)
@@ -928,7 +929,7 @@ class _Lowering:
             unit, acc = self.int8_conv_constants(node, x, out, w, weight, b)
             weight_f = bias_f = params = None
             if self.f2_platform() and activation in _REGISTER_ACTIVATIONS:  # rk3576/rv1126b: their own map (.f2act)
-                params = f2_activation(self, node, x, out, b, weight.shape[0], unit)
+                params = f2_activation(self, node, activation, x, out, b, weight.shape[0], unit)
             elif self.t4_platform() and activation in _REGISTER_ACTIVATIONS:  # rk3562: its own map (.t4act)
                 params = t4_activation(self, node, activation, x, out, b, unit)
             elif self.t3_platform() and activation == "Clip":  # rv1106: a bound in channel 0's unit
@@ -939,7 +940,7 @@ class _Lowering:
         else:
             params, acc = None, None
             if activation in _REGISTER_ACTIVATIONS and self.f2_platform():  # rk3576/rv1126b: their own map
-                params = f2_fp16_activation(self, node, out)
+                params = f2_fp16_activation(self, node, activation, out)
             elif activation in _REGISTER_ACTIVATIONS and self.t4_platform():  # rk3562: its own map
                 params = t4_activation(self, node, activation, x, out, b, None)
             if w.dtype != "float16":
@@ -1157,22 +1158,22 @@ class _Lowering:
         channels = q.shape[0]
         s_in, zp_in = self.activation_quant(x).scale[0], self.activation_quant(x).zero_point[0]
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
+        activation = _CONV_ACTIVATIONS.get(node.op, _DECONV_ACTIVATIONS.get(node.op))  # a deconv's: a conv's registers
         if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
             if node.op not in _CONV_ACTIVATIONS and node.op not in _DECONV_ACTIVATIONS:  # a deconv: a conv's registers
                 raise self.error(f"{node.label}: {node.op} in an int8 {self.platform()} file: its requantization "
                                  "registers there were not decoded (those of convs and deconvs were)")
-            activation = _CONV_ACTIVATIONS.get(node.op, _DECONV_ACTIVATIONS.get(node.op))
             requant = requant_t4(regs, where, activation, node.index in self.weight_zero_points,
                                  depthwise_plain=node.index in self.tiles_alone or node.index in self.lane_zero_points,
                                  input_deconv=node.op in _DECONV_ACTIVATIONS and x.kind == "input" and
                                  bool(input_fetch(regs, RK3562_DECONV)))
             requant = replace(requant, weight_zp=self.lane_zero_point(node, requant.weight_zp))
         elif self.t3_platform():
-            requant = requant_t3(regs, where, _CONV_ACTIVATIONS.get(node.op), node.index in self.weight_zero_points)
+            requant = requant_t3(regs, where, activation, node.index in self.weight_zero_points)
         elif self.f2_platform():  # rk3576/rv1126b: OUT_CVT at their own addresses; a deconv has bias blocks
-            activation = _CONV_ACTIVATIONS.get(node.op)  # (but one of a single channel: deconv_one_channel)
+            # (but one of a single channel: deconv_one_channel)
             leaky_shift = f2_leaky_shift(self, out, where) if activation == "LeakyRelu" else 0
-            requant = f2_conv_requant(regs, where, activation, plain=node.op != "ConvTranspose" or channels == 1,
+            requant = f2_conv_requant(regs, where, activation, plain=node.op not in _DECONV_ACTIVATIONS or channels == 1,
                                       leaky_shift=leaky_shift)
             if not requant.bias_blocks:
                 requant = replace(requant, weight_zp=self.f2_plain_weight_zero_point(node, out, where))
@@ -1519,8 +1520,7 @@ class _Lowering:
         elif encoding is None:
             raise self.error(f"{node.label}: a {node.op} without BSON or parameter table in an "
                              f"{'int8' if self.int8 else 'fp16'} {self.platform()} file: its attributes are only in "
-                             "its registers, decoded for rk3588, rk3566 and rk3562 (rk3576 and rv1126b files keep a "
-                             "fused activation apart)")
+                             "its registers, which were not decoded there")
         else:
             attrs = self.deconv_register_attrs(node, x, w, out, encoding)
         if self.int8 and activation not in (None, "Relu", "Clip"):
@@ -1582,8 +1582,8 @@ class _Lowering:
             # the conv formula per output channel, on the [Cout, Cin, kh, kw] view of the weight
             unit, acc = self.int8_conv_constants(node, x, out, w, tiles, b)
             total = emit_accumulator(self, node, x, out, w, b, acc, attrs, transposed=True)
-            self.int8_fused(node, total, acc, out, activation, [], unit, self.t4_deconv_params(node, activation, x,
-                                                                                             out, b, unit))
+            self.int8_fused(node, total, acc, out, activation, [], unit,
+                            self.deconv_activation_params(node, activation, x, out, b, unit, cout))
             return
         if w.dtype != "float16":
             raise self.error(f"{node.label}: weight {w.name!r} has dtype {w.dtype}; fp16 files store float16")
@@ -1602,15 +1602,22 @@ class _Lowering:
             return
         conv = f"{self.names[out.index]}__conv"  # rounded to fp16, then the fused part
         self.emit(node, "ConvTranspose", inputs, attrs, output=conv)
-        self.fused(node, activation, conv, [], None, self.t4_deconv_params(node, activation, x, out, b, None))
+        self.fused(node, activation, conv, [], None, self.deconv_activation_params(node, activation, x, out, b, None, cout))
 
-    def t4_deconv_params(self, node: VendorNode, activation: Optional[str], x: VendorTensor, out: VendorTensor,
-                         b: Optional[VendorTensor], unit: Optional[float]) -> Optional[Dict[str, float]]:
-        """A deconv's fused Clip / LeakyRelu / HardSigmoid parameters from rk3562's map (a conv's,
-        :func:`.t4act.t4_activation`); ``None`` elsewhere (the rk3588-family registers are read
-        by :meth:`register_params`) and for the other activations."""
-        if self.t4_platform() and activation in _REGISTER_ACTIVATIONS:
+    def deconv_activation_params(self, node: VendorNode, activation: Optional[str], x: VendorTensor,
+                                 out: VendorTensor, b: Optional[VendorTensor], unit: Optional[float],
+                                 channels: int) -> Optional[Dict[str, float]]:
+        """A deconv's fused Clip / LeakyRelu / HardSigmoid parameters from rk3562's or
+        rk3576/rv1126b's map (a conv's: :func:`.t4act.t4_activation`, :func:`.f2act.f2_activation`,
+        :func:`.f2act.f2_fp16_activation`); ``None`` elsewhere (the rk3588-family registers are
+        read by :meth:`register_params`) and for the other activations."""
+        if activation not in _REGISTER_ACTIVATIONS:
+            return None
+        if self.t4_platform():
             return t4_activation(self, node, activation, x, out, b, unit)
+        if self.f2_platform():
+            return f2_activation(self, node, activation, x, out, b, channels, unit) if self.int8 else \
+                f2_fp16_activation(self, node, activation, out)
         return None
 
     def deconv_bson_attrs(self, node: VendorNode) -> Dict[str, object]:
@@ -1635,12 +1642,14 @@ class _Lowering:
 
     def deconv_encoding(self) -> Optional[DeconvEncoding]:
         """How the file's CNA registers encode a ConvTranspose (:mod:`.deconv_regs`): rk3588's,
-        rk3566/rk3568's or rk3562's; ``None`` for the platforms whose registers were not decoded so
-        (rk3576, rv1126b; an rv1106 container's nodes carry the attributes recovered already)."""
-        if self.t3_platform() or self.f2_platform():
+        rk3566/rk3568's, rk3562's or rk3576/rv1126b's; ``None`` in an rv1106 container, whose nodes
+        carry the attributes recovered already."""
+        if self.t3_platform():
             return None
         if self.t4_platform():
             return RK3562_DECONV
+        if self.f2_platform():
+            return RK3576_DECONV
         return RK3566_DECONV if self.lite_platform() else RK3588_DECONV
 
     def deconv_register_attrs(self, node: VendorNode, x: VendorTensor, w: VendorTensor, out: VendorTensor,
