@@ -1,9 +1,9 @@
 """ConvTranspose with a fused activation in vendor files (``ConvTransposeRelu``, ``ConvTransposeClip``,
 ... ``ConvTransposeexSwish``): what rk3588, rk3566 and rk3562 compile a deconv and the activation after it
-to (corpus ``deconv_acts_*``, ``deconv_relu_clip_*``, ``deconv_asymmetric_*``; tools/vendor_corpus/models.py
-``_deconv_acts``, ``_deconv_asymmetric``).  Such a node has neither BSON nor parameter table: its kernel, strides and pads are read
-from its CNA registers (rknnlite/model/rknn_graph/deconv_regs.py), which a plain ConvTranspose's BSON is
-checked against.  That each file matches the simulator is test_vendor_offboard's corpus test; here: what
+to, and rk3576 with RKNN-Toolkit2 2.3.2 (corpus ``deconv_acts_*``, ``deconv_relu_clip_*``,
+``deconv_asymmetric_*``; tools/vendor_corpus/models.py ``_deconv_acts``, ``_deconv_asymmetric``).  Such a node
+has neither BSON nor parameter table: its kernel, strides and pads are read from its CNA registers
+(rknnlite/model/rknn_graph/deconv_regs.py), which a plain ConvTranspose's BSON is checked against.  That each file matches the simulator is test_vendor_offboard's corpus test; here: what
 the nodes lower to and the refusals around them."""
 
 from __future__ import annotations
@@ -121,11 +121,10 @@ def test_rk3576_writes_each_kernel_field_minus_one(tmp_path):
     (_RK3562_ZERO_POINT, lambda v: 5, r"register 0x1084 = 0x5, where the input's zero point 0xffffff80 was expected"),
 ])
 def test_a_doctored_rk3562_deconv_register_is_refused(tmp_path, reg, change, match):
-    # the first deconv's node and its fused twins (the second's 2x4 kernel and pads are other values)
-    def patch_first(v):
-        return change(v) if reg != _RK3562_KERNEL or v == 0x2030008 else v
-
-    patch = patch_registers(TARGET_CNA, {reg}, lambda v: patch_first(v) if reg != _RK3562_PADS or v == 0x30102 else v)
+    # the first deconv's kernel and pads, its fused twins' too (the second's 2x4 kernel and pads are other
+    # values); every deconv's zero point
+    first = {_RK3562_KERNEL: 0x2030008, _RK3562_PADS: 0x30102}.get(reg)
+    patch = patch_registers(TARGET_CNA, {reg}, lambda v: change(v) if first in (None, v) else v)
     path = doctored_copy(CORPUS / "deconv_asymmetric_rk3562_i8.rknn", tmp_path, patch)
     with pytest.raises(ModelInvalidError, match=match):
         rknnlite.Context(path, backend="software")

@@ -2,9 +2,10 @@
 
 A ConvPRelu's slopes are an int16 input of the node (codes of 2^-14); rk3562 lays its registers out as a
 LeakyRelu conv's (BN_CFG 0x22, 14 slope fraction bits in 0x4054's shift), on a depthwise conv too (bit 31
-of 0x4054 clear, as any depthwise conv's; a depthwise ConvLeakyRelu the same, its slope in 0x4068).  A ConvTanh is a lookup-table conv (BN_CFG 0x20000) as a
-ConvSigmoid.  Both were refused before (12 of 198 random rk3562 files); the corpus files
-(standalone_ops_rk3562, depthwise_prelu_rk3562) equal the simulator (``test_vendor_validated``).
+of 0x4054 clear, as any depthwise conv's; a depthwise ConvLeakyRelu the same, its slope in 0x4068).
+A ConvTanh is a lookup-table conv (BN_CFG 0x20000) as a ConvSigmoid.  They were refused before (14 of
+198 random rk3562 files); the corpus files (standalone_ops_rk3562, depthwise_prelu_rk3562,
+depthwise_leaky_rk3562) match the simulator (``test_vendor_validated``).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from ...errors import ModelInvalidError
-from .regcmd import REG_CNA_CONV_CON1, TARGET_CNA
+from .regcmd import REG_CNA_CONV_CON1, TARGET_CNA, task_register
 
 __all__ = ["DeconvEncoding", "RV1106_DECONV", "RK3588_DECONV", "RK3566_DECONV", "RK3562_DECONV", "RK3576_DECONV",
            "deconv_params", "input_fetch"]
@@ -118,11 +118,7 @@ def input_fetch(regs: Dict[Tuple[int, int], int], encoding: DeconvEncoding) -> i
 
 
 def _reg(regs: Dict[Tuple[int, int], int], address: int, where: str, encoding: DeconvEncoding) -> int:
-    value = regs.get((TARGET_CNA, address))
-    if value is None:
-        raise ModelInvalidError(f"{where}: the node's task does not write CNA register {address:#x} "
-                                f"({encoding.name} map)", op="load")
-    return value
+    return task_register(regs, TARGET_CNA, address, where, f"({encoding.name} map)")
 
 
 def deconv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_shape: Sequence[int],
@@ -193,7 +189,8 @@ def _begin_pads(regs: Dict[Tuple[int, int], int], kh: int, kw: int, where: str, 
     if encoding.pad_bytes is None:
         pad = _reg(regs, _PAD_CON0, where, encoding)
         expected = zero_point & 0xFFFF if encoding.pad_value and int8 else 0
-        if pad & ~(0xF | 0xF << encoding.left_shift | 0xFFFF << _PAD_VALUE_SHIFT) or pad >> _PAD_VALUE_SHIFT != expected:
+        pad_bits = 0xF | 0xF << encoding.left_shift | 0xFFFF << _PAD_VALUE_SHIFT
+        if pad & ~pad_bits or pad >> _PAD_VALUE_SHIFT != expected:
             raise refuse(f"CNA_PAD_CON0 {pad:#x} holds more than a ConvTranspose's top and left pads (and "
                          f"{expected:#x} above them)")
         return kh - 1 - (pad & 0xF), kw - 1 - ((pad >> encoding.left_shift) & 0xF), None, f"{pad:#x}"

@@ -1174,8 +1174,8 @@ class _Lowering:
         elif self.f2_platform():  # rk3576/rv1126b: OUT_CVT at their own addresses; a deconv has bias blocks
             # (but one of a single channel: deconv_one_channel)
             leaky_shift = f2_leaky_shift(self, out, where) if activation == "LeakyRelu" else 0
-            requant = f2_conv_requant(regs, where, activation, plain=node.op not in _DECONV_ACTIVATIONS or channels == 1,
-                                      leaky_shift=leaky_shift)
+            plain = node.op not in _DECONV_ACTIVATIONS or channels == 1
+            requant = f2_conv_requant(regs, where, activation, plain=plain, leaky_shift=leaky_shift)
             if not requant.bias_blocks:
                 requant = replace(requant, weight_zp=self.f2_plain_weight_zero_point(node, out, where))
             if activation not in F2_OUT_CVT_ACTIVATIONS:  # OUT_CVT converts a table's output: the stored scales
@@ -1607,7 +1607,8 @@ class _Lowering:
             return
         conv = f"{self.names[out.index]}__conv"  # rounded to fp16, then the fused part
         self.emit(node, "ConvTranspose", inputs, attrs, output=conv)
-        self.fused(node, activation, conv, [], None, self.deconv_activation_params(node, activation, x, out, b, None, cout))
+        params = self.deconv_activation_params(node, activation, x, out, b, None, cout)
+        self.fused(node, activation, conv, [], None, params)
 
     def deconv_activation_params(self, node: VendorNode, activation: Optional[str], x: VendorTensor,
                                  out: VendorTensor, b: Optional[VendorTensor], unit: Optional[float],

@@ -158,17 +158,22 @@ def task_writes(regcmd, task: Task, where: str) -> List[Tuple[int, int, int]]:
             for entry in struct.unpack_from(f"<{count}Q", regcmd, start)]
 
 
+def task_register(regs: Dict[Tuple[int, int], int], target: int, address: int, where: str,
+                  context: str = "") -> int:
+    """The value a task's register writes ``regs`` give register ``address`` of unit ``target``
+    (:data:`TARGET_CNA`, :data:`TARGET_DPU`), raising :class:`~rknnlite.errors.ModelInvalidError`
+    (``where``, then ``context``, e.g. "(rk3562 register map)") when the task does not write it."""
+    value = regs.get((target, address))
+    if value is None:
+        unit = {TARGET_CNA: "CNA", TARGET_DPU: "DPU"}.get(target, f"{target:#x}")
+        raise ModelInvalidError(f"{where}: the node's task does not write {unit} register {address:#x}"
+                                f"{' ' + context if context else ''}", op="load")
+    return value
+
+
 def dpu_reader(regs: Dict[Tuple[int, int], int], where: str, context: str = "") -> Callable[[int], int]:
-    """``reg(address)``: the value a task's register writes ``regs`` give DPU register
-    ``address``, raising :class:`~rknnlite.errors.ModelInvalidError` (``where``, then
-    ``context``, e.g. "(rk3562 register map)") when the task does not write it."""
-    def reg(address: int) -> int:
-        value = regs.get((TARGET_DPU, address))
-        if value is None:
-            raise ModelInvalidError(f"{where}: the node's task does not write DPU register {address:#x}"
-                                    f"{' ' + context if context else ''}", op="load")
-        return value
-    return reg
+    """``reg(address)``: :func:`task_register` of the DPU."""
+    return lambda address: task_register(regs, TARGET_DPU, address, where, context)
 
 
 def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:

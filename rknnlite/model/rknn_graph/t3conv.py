@@ -41,7 +41,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
-from .regcmd import TARGET_CNA, TARGET_DPU, Requant
+from .regcmd import TARGET_CNA, TARGET_DPU, Requant, task_register
 
 __all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage",
            "t3_lut_task"]
@@ -102,12 +102,8 @@ _ACTIVATION = {None: {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_OFF},
                   for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu")}}
 
 
-def _reg(regs: Dict[Tuple[int, int], int], target: int, address: int, where: str, unit: str) -> int:
-    value = regs.get((target, address))
-    if value is None:
-        raise ModelInvalidError(f"{where}: the node's task does not write {unit} register {address:#x} "
-                                "(rv1106 map)", op="load")
-    return value
+def _reg(regs: Dict[Tuple[int, int], int], target: int, address: int, where: str) -> int:
+    return task_register(regs, target, address, where, "(rv1106 map)")
 
 
 def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_shape: Sequence[int],
@@ -125,7 +121,7 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
 
     if len(w_shape) != 4 or len(x_shape) != 4 or len(out_shape) != 4:
         raise refuse(f"weight {list(w_shape)}, input {list(x_shape)} and output {list(out_shape)} are not all 4-D")
-    con1 = _reg(regs, TARGET_CNA, _CONV_CON1, where, "CNA")
+    con1 = _reg(regs, TARGET_CNA, _CONV_CON1, where)
     if con1 not in _PLAIN_CON1 and con1 != _DEPTHWISE_CON1:
         plain = ", ".join(map(hex, _PLAIN_CON1))
         raise refuse(f"CNA_CONV_CON1 ({_CONV_CON1:#x}) = {con1:#x}: only plain convs ({plain}) and depthwise ones "
@@ -135,17 +131,17 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     if depthwise and not (w_shape[0] == 1 and w_shape[1] == channels == out_shape[1]):
         raise refuse(f"a depthwise conv (CNA_CONV_CON1 {con1:#x}) with weight {list(w_shape)} from {channels} to "
                      f"{out_shape[1]} channels; a [1, C, kh, kw] weight on C channels was expected")
-    con3 = _reg(regs, TARGET_CNA, _CONV_CON3, where, "CNA")
+    con3 = _reg(regs, TARGET_CNA, _CONV_CON3, where)
     if con3 & ~_STRIDE_BITS:
         raise refuse(f"CNA_CONV_CON3 ({_CONV_CON3:#x}) = {con3:#x} sets bits beyond the strides (dilated convs "
                      "were not decoded)")
     stride_x, stride_y = con3 & 7, (con3 >> 3) & 7
-    pad = _reg(regs, TARGET_CNA, _PAD_CON0, where, "CNA")
+    pad = _reg(regs, TARGET_CNA, _PAD_CON0, where)
     if pad & ~_PAD_BITS:
         raise refuse(f"CNA_PAD_CON0 ({_PAD_CON0:#x}) = {pad:#x} sets bits beyond the top and left pads")
     top, left = pad & 0xF, (pad >> 8) & 0xF
     channels_out, _, kh, kw = w_shape
-    kernel = _reg(regs, TARGET_CNA, _KERNEL, where, "CNA")
+    kernel = _reg(regs, TARGET_CNA, _KERNEL, where)
     low = _DEPTHWISE_KERNELS if depthwise else channels_out
     if kernel != (kw << 24 | kh << 16 | low):
         raise refuse(f"register {_KERNEL:#x} = {kernel:#x} is not the weight's kernel {kh}x{kw} and {low} "
@@ -178,13 +174,13 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     kind = f"{'depthwise ' if depthwise else 'plain-bias ' if plain else ''}" \
            f"{'conv' if activation is None else activation + ' conv'}"
     for address, expected in {**(_PLAIN_BIAS if plain else _FIXED[depthwise]), **_ACTIVATION[activation]}.items():
-        value = _reg(regs, TARGET_DPU, address, where, "DPU")
+        value = _reg(regs, TARGET_DPU, address, where)
         if expected is not None and value != expected:
             raise ModelInvalidError(f"{where}: DPU register {address:#x} = {value:#x} in an rv1106 int8 {kind}; only "
                                     f"{expected:#x} was observed and decoded", op="load")
-    offset = _reg(regs, TARGET_DPU, _OUT_CVT_OFFSET, where, "DPU")
-    scale = _reg(regs, TARGET_DPU, _OUT_CVT_SCALE, where, "DPU")
-    shift = _reg(regs, TARGET_DPU, _OUT_CVT_SHIFT, where, "DPU")
+    offset = _reg(regs, TARGET_DPU, _OUT_CVT_OFFSET, where)
+    scale = _reg(regs, TARGET_DPU, _OUT_CVT_SCALE, where)
+    shift = _reg(regs, TARGET_DPU, _OUT_CVT_SHIFT, where)
     flag = _OUT_CVT_RESIDUAL if activation in ("Add", "AddRelu") else 0
     if scale & ~0xFFFF != flag or shift & ~0x3F:
         raise ModelInvalidError(f"{where}: OUT_CVT scale {scale:#x} / shift {shift:#x} in an rv1106 int8 {kind}; a "
@@ -194,7 +190,7 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     if offset >= 1 << 31:
         offset -= 1 << 32
     if plain:
-        operand = _reg(regs, TARGET_DPU, _ALU_SRC, where, "DPU")
+        operand = _reg(regs, TARGET_DPU, _ALU_SRC, where)
         if operand & ~0xFFFF != _ALU_SRC_FLAG:
             raise ModelInvalidError(f"{where}: DPU register {_ALU_SRC:#x} = {operand:#x} in an rv1106 int8 {kind}; "
                                     "bit 31 and a 16-bit operand (minus the weight zero point) were observed",
@@ -208,7 +204,7 @@ def t3_clip_bound(regs: Dict[Tuple[int, int], int], where: str) -> int:
     """The upper clamp of an rv1106 int8 ``ConvClip`` from 0 (its lower clamps 0, checked by
     :func:`requant_t3`): a positive integer in **channel 0's** accumulator unit, written twice
     (0x4028, 0x40e4), as rk3576 and rk3562 count it (:func:`.f2act.clamp_from_zero`)."""
-    high = [_reg(regs, TARGET_DPU, a, where, "DPU") for a in _CLAMP_HIGH]
+    high = [_reg(regs, TARGET_DPU, a, where) for a in _CLAMP_HIGH]
     if high[0] != high[1] or not 0 < high[0] < _INT32_MAX:
         shown = ", ".join(f"{a:#x} = {v:#x}" for a, v in zip(_CLAMP_HIGH, high))
         raise ModelInvalidError(f"{where}: the upper clamps {shown} "
@@ -231,12 +227,12 @@ def t3_lut_task(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[LutStage,
     (:func:`_table_stage`) and ``OUT_CVT`` at rk3588's addresses, its scale's bit 16 set; no
     multiplier stage (``mul_shift`` ``None``).  For :func:`.lut.lower_lut_sigmoid`'s ``decode``."""
     for address, expected in {**_LUT_TASK, _EW_CFG: _LUT_TASK_EW}.items():
-        value = _reg(regs, TARGET_DPU, address, where, "DPU")
+        value = _reg(regs, TARGET_DPU, address, where)
         if value not in (expected if isinstance(expected, tuple) else (expected,)):
             shown = " or ".join(hex(v) for v in expected) if isinstance(expected, tuple) else hex(expected)
             raise ModelInvalidError(f"{where}: DPU register {address:#x} = {value:#x} in an rv1106 lookup-table task; "
                                     f"only {shown} was observed and decoded", op="load")
-    offset, scale, shift = (_reg(regs, TARGET_DPU, a, where, "DPU") for a in
+    offset, scale, shift = (_reg(regs, TARGET_DPU, a, where) for a in
                             (_OUT_CVT_OFFSET, _OUT_CVT_SCALE, _OUT_CVT_SHIFT))
     if scale & ~0xFFFF != _OUT_CVT_RESIDUAL or shift & ~0x3F:
         raise ModelInvalidError(f"{where}: OUT_CVT scale {scale:#x} / shift {shift:#x} in an rv1106 lookup-table task; "
