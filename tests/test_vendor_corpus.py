@@ -27,7 +27,7 @@ import pytest
 
 from rknnlite.model.loader import ROCKCHIP, load_model
 
-from corpus import CORPUS, corpus_arrays, inputs_of, onnxruntime_outputs
+from corpus import CORPUS, MODELS, corpus_arrays, inputs_of, onnxruntime_outputs
 
 #: the main 2.5.0 corpus, the builds of 2.2.0, 2.3.0 and 2.3.2, and per-platform cases: every file
 #: validates a (platform, toolkit, op) combination.  What the corpus costs a clone is what git stores:
@@ -255,6 +255,26 @@ def _load_tool(name: str, extra: dict):
             else:
                 sys.modules[k] = v
     return mod
+
+
+def test_a_rebuild_keeps_the_recorded_environments_and_records_its_own(tmp_path, monkeypatch):
+    # build_corpus.py --only rebuilds entries in another environment than the corpus was first built in:
+    # the manifest's top-level versions stay, each new entry records the environment it was built in
+    import onnx
+
+    build_corpus = _load_tool("build_corpus", {"models": MODELS})
+    recorded = {"rknn-toolkit2": "2.5.0", "onnxruntime": "1.26.0"}
+    now = {"rknn-toolkit2": "2.5.0", "onnxruntime": "1.32.0"}
+    (tmp_path / "manifest.json").write_text(json.dumps({"files": {}, "versions": recorded,
+                                                        "toolkits": {"2.5.0": recorded}}))
+    onnx.save(MODELS.case_named("maxpool").build(), str(tmp_path / "tiny.onnx"))
+    monkeypatch.setattr(build_corpus, "_versions", lambda: now)
+    monkeypatch.setattr(build_corpus, "build_one", lambda case, variant, *args, **kwargs: {"outputs": [],
+                                                                                            "rknn_size": 1})
+    assert build_corpus.main(["--onnx-dir", str(tmp_path)]) == 0
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["versions"] == recorded and manifest["toolkits"] == {"2.5.0": recorded}
+    assert {stem: e["environment"] for stem, e in manifest["files"].items()} == {"tiny_fp16": now, "tiny_i8": now}
 
 
 @pytest.fixture(scope="module")

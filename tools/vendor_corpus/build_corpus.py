@@ -25,7 +25,9 @@ writes
 Variants: ``fp16`` = ``build(do_quantization=False)``; ``i8`` = asymmetric int8,
 ``normal`` algorithm, ``channel`` method; ``i8_layer`` = the same with
 ``quantized_method='layer'``.  Calibration uses 4 samples from a fixed seed.
-The manifest is merged, so ``--only`` rebuilds a few entries in place.
+The manifest is merged, so ``--only`` rebuilds a few entries in place; its top-level ``versions``
+and ``toolkits`` keep the environments first recorded, and each entry built records its own
+(``environment``).
 """
 
 from __future__ import annotations
@@ -251,10 +253,11 @@ def main(argv: List[str] = None) -> int:
             manifest = json.load(f)
     manifest["generator"] = "tools/vendor_corpus/build_corpus.py"
     versions = _versions()
-    # "versions": the 2.5.0 environment of the main corpus; each toolkit's own under "toolkits"
-    manifest.setdefault("toolkits", {})[versions.get("rknn-toolkit2", "unknown")] = versions
+    # "versions": the environment of the main corpus's (2.5.0) build, "toolkits": each release's first
+    # build's; both stay as recorded, and an entry built since records its own under "environment"
+    manifest.setdefault("toolkits", {}).setdefault(versions.get("rknn-toolkit2", "unknown"), versions)
     if not args.suffix:
-        manifest["versions"] = versions
+        manifest.setdefault("versions", versions)
     manifest["notes"] = ("Vendor .rknn files built from this project's own random ONNX models; inputs are raw "
                          "NCHW float32 before mean/std, the model's Case.make_inputs(input_seed); the .npz files "
                          "hold out = RKNN-Toolkit2 simulator outputs only (inputs and onnxruntime's outputs on "
@@ -280,7 +283,7 @@ def main(argv: List[str] = None) -> int:
                     failures += 1
                     print(f"FAIL {stem}: {e}", file=sys.stderr)
                     continue
-                manifest["files"][stem] = entry
+                manifest["files"][stem] = {**entry, "environment": versions}
                 worst = max((o["max_abs"] for o in entry["outputs"]), default=0.0)
                 cos = min((o["cos"] for o in entry["outputs"]), default=1.0)
                 print(f"ok   {stem:28s} {entry['rknn_size']:8d} B  max_abs {worst:.3g}  cos {cos:.6f}  "
