@@ -1568,12 +1568,13 @@ class _Lowering:
             weight = tiles = np.ascontiguousarray(dw.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
             release = toolkit_release(self.rk.toolkit_version or self.rk.compiler_version)
             checked = release == "2.5.0" or (release == "2.3.2" and self.platform() in ("rk3588", "rk3576", "rk3566",
-                                                                                      "rk3568", "rk3562"))
+                                                                                      "rk3568", "rk3562")) or \
+                (release == "2.3.0" and self.platform() == "rk3588")
             if (self.t3_platform() or not checked) and not np.array_equal(tiles, tiles[:, :, ::-1, ::-1]):
                 raise self.error(f"{node.label}: a depthwise ConvTranspose whose kernel is not symmetric under a "
                                  f"half turn in an {self.platform()} file from RKNN-Toolkit2 {release}; the order of "
-                                 "its taps was checked on RKNN-Toolkit2 2.5.0's files of the rk35xx and rv1126b and "
-                                 "2.3.2's of the rk35xx only (deconv_depthwise*)")
+                                 "its taps was checked on RKNN-Toolkit2 2.5.0's files of the rk35xx and rv1126b, "
+                                 "2.3.2's of the rk35xx and 2.3.0's of the rk3588 only (deconv_depthwise*)")
             cout = cin
         expected = [x.shape[0], cout] + [(x.shape[2 + k] - 1) * attrs["strides"][k] - attrs["pads"][k] -
                                          attrs["pads"][k + 2] + attrs["kernel_shape"][k] + attrs["output_padding"][k]
