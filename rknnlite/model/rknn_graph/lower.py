@@ -183,6 +183,10 @@ _DECONV_ACTIVATIONS = {"ConvTranspose": None, "ConvTransposeRelu": "Relu", "Conv
                        "ConvTransposeHardSigmoid": "HardSigmoid", "ConvTransposeSigmoid": "Sigmoid",
                        "ConvTransposeexSwish": "Swish", "ConvTransposeHardSwish": "HardSwish",
                        "ConvTransposeTanh": "Tanh"}
+#: the platforms per RKNN-Toolkit2 release before 2.5.0 whose depthwise deconvs' tap order (flipped, as
+#: 2.5.0's on every platform) was checked on an asymmetric kernel (corpus deconv_depthwise*); elsewhere
+#: only a symmetric kernel runs
+_DEPTHWISE_DECONV_TAPS_CHECKED = {"2.3.2": ("rk3588", "rk3566", "rk3568", "rk3562", "rk3576"), "2.3.0": ("rk3588",)}
 #: fused parts that add the node's extra activation input (the residual; ReluAdd: Relu before the Add)
 _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu", "ReluAdd")
 #: how far (relative to the largest) an rk3576/rv1126b conv's register weight scales may be from
@@ -927,7 +931,7 @@ class _Lowering:
                 lower_lut_conv(self, node, x, out, w, weight, b, attrs,
                                stage_of=lambda tables: f2_lut_stage(self, node, out, tables))
                 return
-            unit, acc = self.int8_conv_constants(node, x, out, w, weight, b)
+            unit, acc = self.int8_conv_constants(node, activation, x, out, w, weight, b)
             weight_f = bias_f = params = None
             if self.f2_platform() and activation in _REGISTER_ACTIVATIONS:  # rk3576/rv1126b: their own map (.f2act)
                 params = f2_activation(self, node, activation, x, out, b, weight.shape[0], unit)
@@ -1134,9 +1138,11 @@ class _Lowering:
         shifted = BN_CLIP_SHIFTED_LITE if self.lite_platform() else BN_CLIP_SHIFTED
         return fused_activation(regs, activation, where, unit if self.int8 else None, self.lut_bn_cfg(), shifted)
 
-    def int8_conv_constants(self, node: VendorNode, x: VendorTensor, out: VendorTensor, w: VendorTensor,
-                            q: np.ndarray, b: Optional[VendorTensor]) -> Tuple[Optional[float], Accumulator]:
-        """The accumulator unit (the real value of one accumulator step at the largest weight
+    def int8_conv_constants(self, node: VendorNode, activation: Optional[str], x: VendorTensor, out: VendorTensor,
+                            w: VendorTensor, q: np.ndarray,
+                            b: Optional[VendorTensor]) -> Tuple[Optional[float], Accumulator]:
+        """For an int8 conv or deconv and its fused ``activation`` (a deconv's is in a conv's
+        registers): the accumulator unit (the real value of one accumulator step at the largest weight
         scale, ``s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``, for register parameters; ``None`` for
         an rk3576/rv1126b conv whose OUT_CVT converts its lookup table's output) and the
         :class:`.accumulator.Accumulator` of an int8 conv:
@@ -1159,23 +1165,20 @@ class _Lowering:
         channels = q.shape[0]
         s_in, zp_in = self.activation_quant(x).scale[0], self.activation_quant(x).zero_point[0]
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
-        activation = _CONV_ACTIVATIONS.get(node.op, _DECONV_ACTIVATIONS.get(node.op))  # a deconv's: a conv's registers
+        deconv = node.op in _DECONV_ACTIVATIONS
         if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
-            if node.op not in _CONV_ACTIVATIONS and node.op not in _DECONV_ACTIVATIONS:  # a deconv: a conv's registers
-                raise self.error(f"{node.label}: {node.op} in an int8 {self.platform()} file: its requantization "
-                                 "registers there were not decoded (those of convs and deconvs were)")
             requant = requant_t4(regs, where, activation, node.index in self.weight_zero_points,
                                  depthwise_plain=node.index in self.tiles_alone or node.index in self.lane_zero_points,
-                                 input_deconv=node.op in _DECONV_ACTIVATIONS and x.kind == "input" and
-                                 bool(input_fetch(regs, RK3562_DECONV)))
+                                 input_deconv=deconv and x.kind == "input" and
+                                 bool(input_fetch(regs, self.deconv_encoding())))
             requant = replace(requant, weight_zp=self.lane_zero_point(node, requant.weight_zp))
         elif self.t3_platform():
             requant = requant_t3(regs, where, activation, node.index in self.weight_zero_points)
         elif self.f2_platform():  # rk3576/rv1126b: OUT_CVT at their own addresses; a deconv has bias blocks
             # (but one of a single channel: deconv_one_channel)
             leaky_shift = f2_leaky_shift(self, out, where) if activation == "LeakyRelu" else 0
-            plain = node.op not in _DECONV_ACTIVATIONS or channels == 1
-            requant = f2_conv_requant(regs, where, activation, plain=plain, leaky_shift=leaky_shift)
+            requant = f2_conv_requant(regs, where, activation, plain=not deconv or channels == 1,
+                                      leaky_shift=leaky_shift)
             if not requant.bias_blocks:
                 requant = replace(requant, weight_zp=self.f2_plain_weight_zero_point(node, out, where))
             if activation not in F2_OUT_CVT_ACTIVATIONS:  # OUT_CVT converts a table's output: the stored scales
@@ -1567,9 +1570,7 @@ class _Lowering:
             # [C, 1, kh, kw] is at once the deconv's weight and the conv view (one channel per group)
             weight = tiles = np.ascontiguousarray(dw.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
             release = toolkit_release(self.rk.toolkit_version or self.rk.compiler_version)
-            checked = release == "2.5.0" or (release == "2.3.2" and self.platform() in ("rk3588", "rk3576", "rk3566",
-                                                                                      "rk3568", "rk3562")) or \
-                (release == "2.3.0" and self.platform() == "rk3588")
+            checked = release == "2.5.0" or self.platform() in _DEPTHWISE_DECONV_TAPS_CHECKED.get(release, ())
             if (self.t3_platform() or not checked) and not np.array_equal(tiles, tiles[:, :, ::-1, ::-1]):
                 raise self.error(f"{node.label}: a depthwise ConvTranspose whose kernel is not symmetric under a "
                                  f"half turn in an {self.platform()} file from RKNN-Toolkit2 {release}; the order of "
@@ -1586,7 +1587,7 @@ class _Lowering:
             attrs.pop("group")
         if self.int8:
             # the conv formula per output channel, on the [Cout, Cin, kh, kw] view of the weight
-            unit, acc = self.int8_conv_constants(node, x, out, w, tiles, b)
+            unit, acc = self.int8_conv_constants(node, activation, x, out, w, tiles, b)
             total = emit_accumulator(self, node, x, out, w, b, acc, attrs, transposed=True)
             self.int8_fused(node, total, acc, out, activation, [], unit,
                             self.deconv_activation_params(node, activation, x, out, b, unit, cout))

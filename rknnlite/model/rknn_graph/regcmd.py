@@ -335,10 +335,13 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
             bit31 = "bit 31 clear" if depthwise else "bit 31"
             raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{bit31} and a shift of at least 14 in bits 16..21 on a "
                          f"{activation} conv")
-    elif mul_cfg != (T4_BS_MUL_DEPTHWISE if depthwise or input_deconv else T4_BS_MUL_OBSERVED):
-        raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{T4_BS_MUL_DEPTHWISE:#x} (shift 14 in bits 16..21) on a "
-                     f"{'depthwise conv' if depthwise else 'deconv of the graph input'}" if depthwise or input_deconv
-                     else f"{T4_BS_MUL_OBSERVED:#x} (bit 31, shift 14 in bits 16..21)")
+    elif depthwise or input_deconv:
+        if mul_cfg != T4_BS_MUL_DEPTHWISE:
+            kind = "depthwise conv" if depthwise else "deconv of the graph input"
+            raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{T4_BS_MUL_DEPTHWISE:#x} (shift 14 in bits 16..21) on a "
+                         f"{kind}")
+    elif mul_cfg != T4_BS_MUL_OBSERVED:
+        raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{T4_BS_MUL_OBSERVED:#x} (bit 31, shift 14 in bits 16..21)")
     offset, scale, shift = (reg(a, n) for a, n in zip(T4_OUT_CVT, ("OUT_CVT_OFFSET", "OUT_CVT_SCALE",
                                                                    "OUT_CVT_SHIFT")))
     flag = T4_OUT_CVT_RESIDUAL if residual else 0
