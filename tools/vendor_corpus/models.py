@@ -358,6 +358,20 @@ def _standalone_hardsigmoid(seed: int = 230):
     return g.model([("x", (1, 3, 8, 8))], [(_hardsigmoid(0.2, 0.5)(g, c), "h0"), (_hardsigmoid(0.3, 0.4)(g, c), "h1")])
 
 
+def _pooled_shuffle(seed: int = 231):
+    """Conv 3->24 3x3 s2 on a 40x40 image, global ReduceMean, then ShuffleNet's channel shuffle of the
+    pooled map (Reshape (1, 2, 12, 1, 1), Transpose (0, 2, 1, 3, 4), Reshape (1, 24, 1, 1)): RKNN-Toolkit2
+    2.3.0 and 2.2.0 compile the mean into a conv of the reshaped map (its int8 weight scale, 1/400/255,
+    a float16 subnormal where rk3576 files store it) and the shuffle into a Gather of that column by
+    the permutation (a constant int64 index tensor), then a Transpose."""
+    g = _G(seed)
+    y = g.node("ReduceMean", [g.conv("x", 3, 24, stride=2)], axes=[2, 3], keepdims=1)[0]
+    y = g.node("Reshape", [y, g.const(np.array([1, 2, 12, 1, 1], np.int64))])[0]
+    y = g.node("Transpose", [y], perm=[0, 2, 1, 3, 4])[0]
+    y = g.node("Reshape", [y, g.const(np.array([1, 24, 1, 1], np.int64))])[0]
+    return g.model([("x", (1, 3, 40, 40))], [(y, "y")])
+
+
 def _input_pools(seed: int = 217):
     """Pools straight on graph inputs of few channels, each an output: GlobalAveragePool of a 1-channel
     25x25 input, ReduceMean over the channels of a 3-channel 19x19 one, AveragePool 5x5 s2 p1 ceil_mode
@@ -1645,6 +1659,10 @@ def _int8_platform_cases() -> List[Case]:
         Case("avgpool_attrs_rv1126b", " ".join(_avgpool_attrs.__doc__.split()), _avgpool_attrs, [IMG],
              variants=("fp16",), platform="rv1126b",
              purpose="ceil_mode and count_include_pad on rv1126b (fp16: an AveragePool, not depthwise convs)"),
+        *(Case("pooled_shuffle" + ("" if p == "rk3588" else f"_{p}"), doc(_pooled_shuffle), _pooled_shuffle,
+               [("x", (1, 3, 40, 40), "image")],
+               platform=p, purpose=f"a Gather of an activation by constant indices (a pooled channel shuffle) on {p}")
+          for p in ("rk3588", "rk3576", "rk3566", "rk3562")),
         *(Case(f"standalone_reducemin_{p}", "standalone_ops_rk3588's ReduceMin (over the channels of the Concat of two "
                "convs)", _standalone_ops(("ReduceMin",)), image8, platform=p,
                purpose=f"ReduceMin on {p}, a CPU op there as on rk3588 (a ReduceMax is NPU tasks, refused by name)")
@@ -1678,6 +1696,9 @@ def _int8_platform_cases() -> List[Case]:
         Case("deconv_input_rk3562", doc(_deconv_input), _deconv_input, image8, platform="rk3562",
              purpose="an rk3562 deconv on the graph input (CONV_CON1 0x2000a002 besides; int8: bit 31 of 0x4054 "
                      "clear)"),
+        Case("deconv_input_rk3576", doc(_deconv_input), _deconv_input, image8, platform="rk3576",
+             purpose="an rk3576 deconv on the graph input as RKNN-Toolkit2 2.3.0 and 2.2.0 compile it (CONV_CON1 "
+                     "0x2000a002 besides, as rk3562's; 2.3.2 and 2.5.0 set none)"),
         *(case for p in ("rk3576", "rv1126b") for case in (
             Case(f"input_depthwise_{p}", doc(_input_depthwise), _input_depthwise,
                  [("x", (1, 16, 13, 13), "normal"), ("z", (1, 8, 13, 13), "normal")], variants=("i8",), platform=p,

@@ -186,7 +186,8 @@ _DECONV_ACTIVATIONS = {"ConvTranspose": None, "ConvTransposeRelu": "Relu", "Conv
 #: the platforms per RKNN-Toolkit2 release before 2.5.0 whose depthwise deconvs' tap order (flipped, as
 #: 2.5.0's on every platform) was checked on an asymmetric kernel (corpus deconv_depthwise*); elsewhere
 #: only a symmetric kernel runs
-_DEPTHWISE_DECONV_TAPS_CHECKED = {"2.3.2": ("rk3588", "rk3566", "rk3568", "rk3562", "rk3576"), "2.3.0": ("rk3588",)}
+_DEPTHWISE_DECONV_TAPS_CHECKED = {"2.3.2": ("rk3588", "rk3566", "rk3568", "rk3562", "rk3576"),
+                                  "2.3.0": ("rk3588", "rk3566", "rk3562", "rk3576"), "2.2.0": ("rk3588",)}
 #: fused parts that add the node's extra activation input (the residual; ReluAdd: Relu before the Add)
 _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu", "ReluAdd")
 #: how far (relative to the largest) an rk3576/rv1126b conv's register weight scales may be from
@@ -1380,15 +1381,19 @@ class _Lowering:
         """Check the per-channel weight scales an rk3576/rv1126b int8 conv's registers give
         (``s_w``) against the float16 ones its file stores beside the weight, when it does (a
         ConvTranspose does not): each within ``_STORED_SCALE_TOLERANCE`` of the largest (float16
-        rounding is 4.9e-4 of a value, the 14-bit multipliers' 3e-5 of the largest).
+        rounding is 4.9e-4 of a value, the 14-bit multipliers' 3e-5 of the largest) plus half a
+        float16 step at its value (a scale below 6.1e-5, e.g. of the compiler's ReduceMean conv
+        with its 1/N weights, is a float16 subnormal, stored to 2^-25).
 
         Raises:
             ModelInvalidError: the two disagree: the registers are not the map decoded."""
         stored = self.stored_weight_scales(w, len(s_w))
         if stored is None:
             return
-        worst = int(np.argmax(np.abs(s_w - stored)))
-        if abs(s_w[worst] - stored[worst]) > _STORED_SCALE_TOLERANCE * float(stored.max()):
+        half_step = np.spacing(stored.astype(np.float16)).astype(np.float64) / 2
+        allowed = _STORED_SCALE_TOLERANCE * float(stored.max()) + half_step
+        worst = int(np.argmax(np.abs(s_w - stored) - allowed))
+        if abs(s_w[worst] - stored[worst]) > allowed[worst]:
             raise self.error(f"{node.label}: its registers (OUT_CVT 0x40ac..0x40b4 and the bias blocks' multipliers) "
                              f"give channel {worst} a weight scale of {s_w[worst]:.6g}, the file stores "
                              f"{stored[worst]:.6g}; the register map is not the one decoded")
@@ -1574,8 +1579,9 @@ class _Lowering:
             if (self.t3_platform() or not checked) and not np.array_equal(tiles, tiles[:, :, ::-1, ::-1]):
                 raise self.error(f"{node.label}: a depthwise ConvTranspose whose kernel is not symmetric under a "
                                  f"half turn in an {self.platform()} file from RKNN-Toolkit2 {release}; the order of "
-                                 "its taps was checked on RKNN-Toolkit2 2.5.0's files of the rk35xx and rv1126b, "
-                                 "2.3.2's of the rk35xx and 2.3.0's of the rk3588 only (deconv_depthwise*)")
+                                 "its taps was checked on RKNN-Toolkit2 2.5.0's files of the rk35xx and rv1126b and "
+                                 + "; ".join(f"{done}'s of {', '.join(platforms)}" for done, platforms
+                                             in _DEPTHWISE_DECONV_TAPS_CHECKED.items()) + " only (deconv_depthwise*)")
             cout = cin
         expected = [x.shape[0], cout] + [(x.shape[2 + k] - 1) * attrs["strides"][k] - attrs["pads"][k] -
                                          attrs["pads"][k + 2] + attrs["kernel_shape"][k] + attrs["output_padding"][k]

@@ -295,12 +295,17 @@ def lower_gelu(lowering, node: VendorNode) -> None:
 
 
 def lower_gather(lowering, node: VendorNode) -> None:
-    """Gather, an embedding lookup on the CPU: rows of a constant table (stored float16 in
-    fp16 files) picked by an int64 graph input; ``axis`` from the BSON (0 observed)."""
+    """Gather in either form the compiler emits: an embedding lookup on the CPU (rows of a
+    constant table, stored float16 in fp16 files, picked by an int64 graph input), or a
+    permutation of an activation by a constant int64 index tensor (:func:`_gather_activation`);
+    ``axis`` from the BSON."""
     if len(node.inputs) != 2:
         raise lowering.error(f"{node.label} has {len(node.inputs)} inputs; Gather takes a table and indices")
     table, ids = (lowering.tensor(i, node) for i in node.inputs)
     out = lowering.single_output(node)
+    if table.kind in _ACTIVATION_KINDS and ids.kind == "shape":
+        _gather_activation(lowering, node, table, ids, out)
+        return
     if table.kind not in ("const", "shape") or table.dtype != "float16" or ids.index not in lowering.token_ids:
         raise lowering.error(f"{node.label}: a Gather of a {table.dtype} {table.kind} tensor {table.name!r} by "
                          f"{ids.dtype} {ids.kind} {ids.name!r}; only a float16 constant table indexed by an int64 "
@@ -316,6 +321,35 @@ def lower_gather(lowering, node: VendorNode) -> None:
     values = np.frombuffer(raw, "<f2", count).astype(np.float32).reshape(table.shape)
     lowering.emit(node, "Gather", [lowering.constant(lowering.names[table.index], values), lowering.names[ids.index]],
               {"axis": 0})
+
+
+def _gather_activation(lowering, node: VendorNode, data: VendorTensor, ids: VendorTensor, out: VendorTensor) -> None:
+    """An activation gathered by a constant int64 index tensor (``shape`` kind): RKNN-Toolkit2
+    2.3.0 compiles a ShuffleNet-style channel shuffle of a pooled ``[1, C, 1, 1]`` map into a
+    Gather of the ``[C, 1, 1, 1]`` pooled column by the shuffle's permutation (axis 0), then a
+    Transpose.  int8 files keep the input's grid (a gather moves codes); another output grid
+    is refused, as is an index outside the axis."""
+    axis = lowering.bson_int(node, "axis", 0)
+    rank = len(data.shape)
+    if not -rank <= axis < rank:
+        raise lowering.error(f"{node.label}: axis {axis} of a rank-{rank} input")
+    axis %= rank
+    indices = lowering.int64_const(node, ids).reshape(ids.shape)
+    size = int(data.shape[axis])
+    if indices.size and not (-size <= indices.min() and indices.max() < size):
+        raise lowering.error(f"{node.label}: indices {indices.min()}..{indices.max()} of {ids.name!r} fall outside "
+                             f"axis {axis} of size {size}")
+    expected = list(data.shape[:axis]) + list(ids.shape) + list(data.shape[axis + 1:])
+    if list(out.shape) != expected:
+        raise lowering.error(f"{node.label}: a {list(data.shape)} input gathered on axis {axis} by "
+                             f"{list(ids.shape)} indices gives {expected}, the output is {list(out.shape)}")
+    if "int8" in (data.dtype, out.dtype) and (
+            data.dtype != out.dtype or lowering.activation_quant(data) != lowering.activation_quant(out)):
+        raise lowering.error(f"{node.label}: a Gather from a {data.dtype} grid (scale {list(data.scale)}, zero point "
+                             f"{list(data.zero_point)}) to a {out.dtype} one (scale {list(out.scale)}, zero point "
+                             f"{list(out.zero_point)}); only the input's own grid was observed")
+    (name,) = lowering.activation_inputs(node, 1, 1)
+    lowering.emit(node, "Gather", [name, lowering.constant(lowering.names[ids.index], indices)], {"axis": axis})
 
 
 class AttentionTasks(NamedTuple):
