@@ -74,10 +74,11 @@ from corpus import CORPUS, MODELS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: the families random 2.3.0 graphs called for (27 *_tk230: 29 -> 112 of 120 within the bounds); 21.78 MiB
 #: (76.4 MiB) with 2.3.0's rk3576, rk3562 and rk3566 files of the same families (58 *_tk230; random 2.3.0
 #: graphs 21 -> 110, 24 -> 114 and 19 -> 114 of 120), 2.2.0's rk3588 ones (27 *_tk220; 31 -> 114 of 120)
-#: and the pooled channel shuffle both compile to a Gather (pooled_shuffle*, deconv_input_rk3576*).  The
-#: checkout's own size has a looser bound.
-MAX_CORPUS_COMPRESSED_BYTES = 22 * 1024 * 1024
-MAX_CORPUS_BYTES = 77 * 1024 * 1024
+#: and the pooled channel shuffle both compile to a Gather (pooled_shuffle*, deconv_input_rk3576*); 22.17 MiB
+#: (79.1 MiB) with the LSTM files of five platforms (lstm*: silero-vad's exLSTM; their NPU command
+#: buffers pad them to 120-510 KB on disk).  The checkout's own size has a looser bound.
+MAX_CORPUS_COMPRESSED_BYTES = 22.5 * 1024 * 1024
+MAX_CORPUS_BYTES = 80 * 1024 * 1024
 #: models (and their copies for other platforms, ``<model>_rk...``, ``<model>_rv...``) whose int8
 #: build ends in a float16 op, so that its output stays float16
 FLOAT16_OUTPUT_MODELS = ("softmax",)

@@ -741,6 +741,7 @@ CORPUS_REFUSED = {
     "wide_dilated_i8": "an exDataConvert without BSON",
     "conv_relu_add_i8": "an int8 ConvReluAdd: the simulator puts the Relu's output on an int8 grid",
     "standalone_elu_rk3588_i8": "an int8 Elu: its lookup table's index map was not decoded",
+    "lstm_fp16_tk232": "an LSTM without a parameter table",
     # run with their custom op registered in tests/test_vendor_custom_ops.py
     "cst_softmax_fp16": "'cstChannelSoftmax' is a custom op: register it",
     "cst_softmax_i8": "'cstChannelSoftmax' is a custom op: register it",

@@ -60,7 +60,7 @@ def test_an_int8_gather_onto_another_grid_is_refused(tmp_path):
         struct.pack_into("<f", data, vec.pos, 2 * scale)
 
     path = doctored_copy(CORPUS / "pooled_shuffle_i8_tk230.rknn", tmp_path, patch)
-    with pytest.raises(ModelInvalidError, match=r"Gather:y-gather.*from a int8 grid .* only the input's own grid was "
+    with pytest.raises(ModelInvalidError, match=r"Gather:y-gather.*from the int8 grid .* only the input's own grid was "
                                                 r"observed"):
         rknnlite.Context(path, backend="software")
 

@@ -202,7 +202,7 @@ def test_unvalidated_explains_each_level():
     assert "RKNN-Toolkit2 (version not recorded)" in unvalidated("rk3588", None, "int8", ops)
     assert "int8-layer rk3566 files from RKNN-Toolkit2 2.5.0 were not validated" in \
         unvalidated("rk3566", "2.5.0", "int8-layer", ops)
-    assert "vendor op type LSTM in fp16 rk3588" in unvalidated("rk3588", "2.5.0", "fp16", ops | {"LSTM"})
+    assert "vendor op type GRU in fp16 rk3588" in unvalidated("rk3588", "2.5.0", "fp16", ops | {"GRU"})
     with pytest.raises(ValueError, match="precision 'int4'"):
         unvalidated("rk3588", "2.5.0", "int4", ops)
 

@@ -372,6 +372,39 @@ def _pooled_shuffle(seed: int = 231):
     return g.model([("x", (1, 3, 40, 40))], [(y, "y")])
 
 
+def _lstm(seq: int, size: int, hidden: int, direction: str = "forward", state: bool = True, seed: int = 232):
+    """An ONNX LSTM (default activations) on a ``[seq, 1, size]`` input, its three outputs."""
+    def build():
+        g = _G(seed)
+        dirs = 2 if direction == "bidirectional" else 1
+        w = (g.rng.standard_normal((dirs, 4 * hidden, size)) * 0.3).astype(np.float32)
+        r = (g.rng.standard_normal((dirs, 4 * hidden, hidden)) * 0.3).astype(np.float32)
+        b = (g.rng.standard_normal((dirs, 8 * hidden)) * 0.2).astype(np.float32)
+        inputs = ["x", g.const(w, "w"), g.const(r, "r"), g.const(b, "b")] + (["", "h0", "c0"] if state else [])
+        y, y_h, y_c = g.node("LSTM", inputs, n_out=3, hidden_size=hidden, direction=direction)
+        shapes = [("x", (seq, 1, size))] + ([("h0", (dirs, 1, hidden)), ("c0", (dirs, 1, hidden))] if state else [])
+        return g.model(shapes, [(y, "y"), (y_h, "y_h"), (y_c, "y_c")])
+    return build
+
+
+def _lstm_clip_reverse(seed: int = 234):
+    """Two ONNX LSTMs on a [3, 1, 12] input, hidden 8: one reverse, one forward with clip 0.5 (its gates
+    reach past it); RKNN-Toolkit2 2.5.0 compiles each to an ``LSTM`` node (an exLSTM otherwise); their
+    Y, Y_h and Y_c are the outputs."""
+    g = _G(seed)
+    outs = []
+    for direction, clip in (("reverse", None), ("forward", 0.5)):
+        w = (g.rng.standard_normal((1, 32, 12)) * 0.5).astype(np.float32)
+        r = (g.rng.standard_normal((1, 32, 8)) * 0.5).astype(np.float32)
+        b = (g.rng.standard_normal((1, 64)) * 0.3).astype(np.float32)
+        attrs = {"clip": clip} if clip else {}
+        outs.append(g.node("LSTM", ["x", g.const(w, "w"), g.const(r, "r"), g.const(b, "b")], n_out=3, hidden_size=8,
+                           direction=direction, **attrs))
+    return g.model([("x", (3, 1, 12))], [(outs[0][0], "y"), (outs[0][1], "y_h"), (outs[0][2], "y_c"),
+                                         (outs[1][0], "clipped_y"), (outs[1][1], "clipped_y_h"),
+                                         (outs[1][2], "clipped_y_c")])
+
+
 def _input_pools(seed: int = 217):
     """Pools straight on graph inputs of few channels, each an output: GlobalAveragePool of a 1-channel
     25x25 input, ReduceMean over the channels of a 3-channel 19x19 one, AveragePool 5x5 s2 p1 ceil_mode
@@ -1659,6 +1692,17 @@ def _int8_platform_cases() -> List[Case]:
         Case("avgpool_attrs_rv1126b", " ".join(_avgpool_attrs.__doc__.split()), _avgpool_attrs, [IMG],
              variants=("fp16",), platform="rv1126b",
              purpose="ceil_mode and count_include_pad on rv1126b (fp16: an AveragePool, not depthwise convs)"),
+        *(case for p in ("rk3588", "rk3576", "rk3566", "rk3562", "rv1126b") for case in (
+            Case("lstm" + ("" if p == "rk3588" else f"_{p}"), "ONNX LSTM, forward, x [3, 1, 12], hidden 8 (each gate "
+                 "padded in the weight tiles), h0 and c0 graph inputs; Y, Y_h, Y_c", _lstm(3, 12, 8),
+                 [("x", (3, 1, 12), "normal"), ("h0", (1, 1, 8), "normal"), ("c0", (1, 1, 8), "normal")],
+                 variants=("fp16",), platform=p, purpose=f"exLSTM (silero-vad's decoder) on {p}"),
+            Case("lstm_clip_reverse" + ("" if p == "rk3588" else f"_{p}"), doc(_lstm_clip_reverse),
+                 _lstm_clip_reverse, [("x", (3, 1, 12), "normal")], variants=("fp16",), platform=p,
+                 purpose=f"the LSTM node form (clip, reverse) on {p}"))),
+        Case("lstm_bidir", "ONNX LSTM, bidirectional, x [2, 1, 16], hidden 16, no initial state (the compiler's zero "
+             "constants); Y, Y_h, Y_c", _lstm(2, 16, 16, "bidirectional", state=False, seed=233),
+             [("x", (2, 1, 16), "normal")], variants=("fp16",), purpose="a bidirectional exLSTM"),
         *(Case("pooled_shuffle" + ("" if p == "rk3588" else f"_{p}"), doc(_pooled_shuffle), _pooled_shuffle,
                [("x", (1, 3, 40, 40), "image")],
                platform=p, purpose=f"a Gather of an activation by constant indices (a pooled channel shuffle) on {p}")

@@ -33,7 +33,7 @@ KINDS = {0: "none", 1: "input", 2: "output", 3: "activation", 4: "const", 5: "sh
 #: Node slot 7: parameter-union type -> the op family whose table it is.
 PARAM_TYPES = {0: "none", 1: "conv", 2: "deconv", 3: "maxpool", 5: "avgpool", 9: "leakyrelu", 17: "batchnorm",
                19: "concat", 20: "split", 25: "transpose", 26: "resize", 30: "pad", 50: "gather", 51: "argmax",
-               53: "reduce", 54: "reduce", 61: "softmax", 79: "erf", 87: "norm"}
+               53: "reduce", 54: "reduce", 61: "softmax", 79: "erf", 87: "norm", 98: "lstm"}
 #: Tensor kinds whose data is in a buffer.
 CONST_KINDS = ("const", "shape", "lut", "generated", "regcmd", "task")
 
@@ -358,6 +358,12 @@ def _params(family: str, p: Table) -> Dict[str, Any]:
         return {"keepdims": list(p.scalars(0, "u8") or ())}
     if family == "concat":  # slot 0: the axis (the BSON has it too, but for the compiler's own Concats)
         return {"axis": p.i32(0, 0)}
+    if family == "lstm":  # exLSTM and LSTM (.recurrent): ONNX's attributes and the compiler's layouts
+        return {"activation_alpha": tuple(p.scalars(0, "f32") or ()),
+                "activation_beta": tuple(p.scalars(1, "f32") or ()), "activations": tuple(p.strings(2) or ()), "batch": p.i32(3, 0), "direction": p.string(5),
+                "hidden_size": p.i32(6, 0), "input_layout": p.string(8), "output_layout": p.string(9),
+                "seq_length": p.i32(11, 0), "_slots": [s for s in range(16) if p.has(s)],
+                **({"clip": p.f32(4)} if p.has(4) else {})}
     return {}  # maxpool, avgpool, transpose, erf: their attributes (if any) are in the BSON
 
 

@@ -142,6 +142,7 @@ from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from
                     f2_fp16_activation, f2_leaky_shift, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point,
                     hard_sigmoid_slope)
 from .lut import lower_lut_conv, lower_lut_sigmoid
+from .recurrent import lower_lstm
 from .deconv_regs import (RK3562_DECONV, RK3566_DECONV, RK3576_DECONV, RK3588_DECONV, DeconvEncoding, deconv_params,
                           input_fetch)
 from .regcmd import (BN_CLIP_SHIFTED, BN_CLIP_SHIFTED_LITE, BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF,
@@ -168,7 +169,7 @@ SUPPORTED_OPS: FrozenSet[str] = frozenset(
     "ConvTranspose Add Sub Mul AddRelu Sigmoid HardSwish Tanh Elu Softplus Exp Erf ReduceMax ReduceMin Sqrt Relu "
     "LeakyRelu PRelu Clip HardSigmoid Max Min Pow Expand exSDPAttention exNorm exMatMul exGelu Gather "
     "MaxPool AveragePool Concat Transpose Slice Split Resize exSoftmax13 Reshape exDataConvert exSwish ArgMax "
-    "Pad BatchNormalization BatchNormalizationRelu".split())
+    "Pad BatchNormalization BatchNormalizationRelu exLSTM LSTM".split())
 
 #: the fused part of each vendor conv op (None: a plain Conv)
 _CONV_ACTIVATIONS = {"Conv": None, "ConvRelu": "Relu", "ConvClip": "Clip", "ConvLeakyRelu": "LeakyRelu",
@@ -633,6 +634,9 @@ class _Lowering:
             lower_gelu(self, node)
         elif node.op == "Gather":
             lower_gather(self, node)
+        elif node.op in ("exLSTM", "LSTM"):
+            lower_lstm(self, node)
+            return  # its blob is no BSON document (.recurrent)
         elif node.op == "Resize":
             self.resize(node)
         elif node.op == "exSoftmax13":
