@@ -1561,18 +1561,19 @@ def test_older_toolkits_bilinear_resize_is_a_depthwise_deconv(stem):
 
 def test_an_older_toolkits_depthwise_deconv_whose_kernel_tells_its_tap_order_is_refused(tmp_path):
     # the tiles are (kh, kw, C) float16; the first kernel row is 1/16, 3/16, 3/16, 1/16 for each of the
-    # 16 channels.  A kernel no longer symmetric under a half turn needs the tap order, checked on 2.2.0's
-    # rk3588 files only (test_a_depthwise_deconv_holds_its_kernel_flipped)
+    # 16 channels.  A kernel no longer symmetric under a half turn needs the tap order, checked on the
+    # releases' files of test_a_depthwise_deconv_holds_its_kernel_flipped only: the file is made a 2.1.0 one
     row = struct.pack("<64e", *[1 / 16] * 16, *[3 / 16] * 16, *[3 / 16] * 16, *[1 / 16] * 16)
 
     def patch(data):
         at = data.find(row)
         assert at > 0
         data[at:at + 2] = struct.pack("<e", 0.125)
+        data[:] = data.replace(b"2.2.0", b"2.1.0")
 
     path = doctored_copy(CORPUS / "segmenter_ops_rk3562_fp16_tk220.rknn", tmp_path, patch)
     with pytest.raises(ModelInvalidError, match="not symmetric under a half turn in an rk3562 file from RKNN-Toolkit2 "
-                                                "2.2.0; the order of its taps was checked on RKNN-Toolkit2 2.5.0"):
+                                                "2.1.0; the order of its taps was checked on RKNN-Toolkit2 2.5.0"):
         rknnlite.Context(path, backend="software")
 
 
@@ -1581,7 +1582,8 @@ def test_an_older_toolkits_depthwise_deconv_whose_kernel_tells_its_tap_order_is_
                                   "deconv_depthwise_i8_tk232", "deconv_depthwise_rk3576_i8_tk232",
                                   "deconv_depthwise_rk3566_fp16_tk230", "deconv_depthwise_rk3576_i8_tk230",
                                   "deconv_depthwise_rk3562_i8_tk230", "deconv_depthwise_fp16_tk220",
-                                  "deconv_depthwise_i8_tk220"])
+                                  "deconv_depthwise_i8_tk220", "deconv_depthwise_rk3566_i8_tk220",
+                                  "deconv_depthwise_rk3576_fp16_tk220"])
 def test_a_depthwise_deconv_holds_its_kernel_flipped(stem):
     """A depthwise ConvTranspose's tiles hold each channel's kernel turned by a half turn, as a group-1
     deconv's (an asymmetric kernel tells: read as stored, cosine 0.78 against the simulator)."""

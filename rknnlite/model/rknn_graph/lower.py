@@ -188,7 +188,8 @@ _DECONV_ACTIVATIONS = {"ConvTranspose": None, "ConvTransposeRelu": "Relu", "Conv
 #: 2.5.0's on every platform) was checked on an asymmetric kernel (corpus deconv_depthwise*); elsewhere
 #: only a symmetric kernel runs
 _DEPTHWISE_DECONV_TAPS_CHECKED = {"2.3.2": ("rk3588", "rk3566", "rk3568", "rk3562", "rk3576"),
-                                  "2.3.0": ("rk3588", "rk3566", "rk3562", "rk3576"), "2.2.0": ("rk3588",)}
+                                  "2.3.0": ("rk3588", "rk3566", "rk3562", "rk3576"),
+                                  "2.2.0": ("rk3588", "rk3566", "rk3562", "rk3576")}
 #: fused parts that add the node's extra activation input (the residual; ReluAdd: Relu before the Add)
 _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu", "ReluAdd")
 #: how far (relative to the largest) an rk3576/rv1126b conv's register weight scales may be from
