@@ -106,6 +106,7 @@ def _node(stem: str, op: str):
 
 
 @pytest.mark.parametrize("stem, op", [("standalone_ops_rk3588_fp16", "ReduceMax"),
+                                      ("reducemax_one_channel_rk3576_i8_tk230", "ReduceMax"),
                                       ("standalone_sqrt_rk3588_i8", "Sqrt")])  # an fp16 Sqrt's tasks are fine
 def test_a_cpu_op_the_file_gives_an_npu_task_is_refused(tmp_path, stem, op):
     index = _node(stem, op)[1].index

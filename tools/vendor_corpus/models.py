@@ -405,6 +405,16 @@ def _lstm_clip_reverse(seed: int = 234):
                                          (outs[1][2], "clipped_y_c")])
 
 
+def _reducemax_one_channel(seed: int = 235):
+    """Conv 3->1 3x3 p1 on a batch of two 8x8 images, then ReduceMax over its one channel (keepdims),
+    Relu'd: the form random graphs hold (a one-channel map's channel maximum), which RKNN-Toolkit2 2.3.0
+    and 2.2.0 keep (2.3.2 and 2.5.0 drop it, as they do on a batch of one) and rk3576 runs on the CPU as
+    the other platforms do (a ReduceMax over several channels is NPU tasks there, refused by name)."""
+    g = _G(seed)
+    y = g.node("ReduceMax", [g.conv("x", 3, 1)], axes=[1], keepdims=1)[0]
+    return g.model([("x", (2, 3, 8, 8))], [(g.node("Relu", [y])[0], "y")])
+
+
 def _input_pools(seed: int = 217):
     """Pools straight on graph inputs of few channels, each an output: GlobalAveragePool of a 1-channel
     25x25 input, ReduceMean over the channels of a 3-channel 19x19 one, AveragePool 5x5 s2 p1 ceil_mode
@@ -1707,6 +1717,9 @@ def _int8_platform_cases() -> List[Case]:
                [("x", (1, 3, 40, 40), "image")],
                platform=p, purpose=f"a Gather of an activation by constant indices (a pooled channel shuffle) on {p}")
           for p in ("rk3588", "rk3576", "rk3566", "rk3562")),
+        Case("reducemax_one_channel_rk3576", doc(_reducemax_one_channel), _reducemax_one_channel,
+             [("x", (2, 3, 8, 8), "image")], platform="rk3576",
+             purpose="ReduceMax on rk3576 in its CPU form (one channel; RKNN-Toolkit2 2.3.0 and 2.2.0)"),
         *(Case(f"standalone_reducemin_{p}", "standalone_ops_rk3588's ReduceMin (over the channels of the Concat of two "
                "convs)", _standalone_ops(("ReduceMin",)), image8, platform=p,
                purpose=f"ReduceMin on {p}, a CPU op there as on rk3588 (a ReduceMax is NPU tasks, refused by name)")
