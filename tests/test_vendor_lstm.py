@@ -121,3 +121,18 @@ def test_an_older_toolkits_lstm_without_a_parameter_table_is_refused_by_name():
     with pytest.raises(ModelInvalidError, match=r"an LSTM without a parameter table \(RKNN-Toolkit2 2.3.2 and older "
                                                 r"write none\): its direction, forward or reverse, is nowhere"):
         rknnlite.Context(str(CORPUS / "lstm_fp16_tk232.rknn"), backend="software")
+
+
+def test_an_lstm_whose_blob_is_a_bson_document_is_refused(tmp_path):
+    # its blob is no BSON document (zeros and the layouts' names); one holding attributes the table
+    # does not would be dropped, so it is refused
+    def patch(data: bytearray) -> None:
+        (node,) = node_tables(data, "exLSTM")
+        blob = node.vector(V6.n_bson, 1)
+        element = b"\x10clip\x00" + struct.pack("<i", 3)
+        document = struct.pack("<i", 4 + len(element) + 1) + element + b"\x00"
+        data[blob.pos:blob.pos + len(blob)] = document.ljust(len(blob), b"\x00")
+
+    path = doctored_copy(CORPUS / "lstm_fp16.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=r"exLSTM.*BSON attributes \['clip'\]; an exLSTM's blob was never"):
+        rknnlite.Context(path, backend="software")

@@ -89,9 +89,10 @@ def lower_lstm(lowering, node: VendorNode) -> None:
         raise lowering.error(f"{node.label}: parameter table {found} (hidden size {hidden}, clip "
                              f"{params.get('clip')}); {expected} were decoded (ONNX's default activations, its "
                              "input's batch and sequence length)")
-    if _bson_attributes(node):
-        raise lowering.error(f"{node.label}: BSON attributes {sorted(_bson_attributes(node))}; an {node.op}'s blob was "
-                             "never a BSON document (its attributes are its parameter table's)")
+    stray = _bson_attributes(node)
+    if stray:
+        raise lowering.error(f"{node.label}: BSON attributes {sorted(stray)}; an {node.op}'s blob was never a BSON "
+                             "document (its attributes are its parameter table's)")
     _check_zero(lowering, node, lens, "sequence_lens")
     for t in (lowering.tensor(i, node) for i in node.inputs[7:]):
         if t.is_const:
