@@ -360,7 +360,8 @@ def _params(family: str, p: Table) -> Dict[str, Any]:
         return {"axis": p.i32(0, 0)}
     if family == "lstm":  # exLSTM and LSTM (.recurrent): ONNX's attributes and the compiler's layouts
         return {"activation_alpha": tuple(p.scalars(0, "f32") or ()),
-                "activation_beta": tuple(p.scalars(1, "f32") or ()), "activations": tuple(p.strings(2) or ()), "batch": p.i32(3, 0), "direction": p.string(5),
+                "activation_beta": tuple(p.scalars(1, "f32") or ()), "activations": tuple(p.strings(2) or ()),
+                "batch": p.i32(3, 0), "direction": p.string(5),
                 "hidden_size": p.i32(6, 0), "input_layout": p.string(8), "output_layout": p.string(9),
                 "seq_length": p.i32(11, 0), "_slots": [s for s in range(16) if p.has(s)],
                 **({"clip": p.f32(4)} if p.has(4) else {})}

@@ -346,8 +346,8 @@ def _gather_activation(lowering, node: VendorNode, data: VendorTensor, ids: Vend
     if "int8" in (data.dtype, out.dtype) and (
             data.dtype != out.dtype or lowering.activation_quant(data) != lowering.activation_quant(out)):
         raise lowering.error(f"{node.label}: a Gather from the {data.dtype} grid (scale {list(data.scale)}, zero "
-                             f"point {list(data.zero_point)}) to the {out.dtype} one (scale {list(out.scale)}, zero point "
-                             f"{list(out.zero_point)}); only the input's own grid was observed")
+                             f"point {list(data.zero_point)}) to the {out.dtype} one (scale {list(out.scale)}, "
+                             f"zero point {list(out.zero_point)}); only the input's own grid was observed")
     (name,) = lowering.activation_inputs(node, 1, 1)
     lowering.emit(node, "Gather", [name, lowering.constant(lowering.names[ids.index], indices)], {"axis": axis})
 
