@@ -394,6 +394,29 @@ def test_a_channel_reordering_is_refused_by_name(vendor_fixtures, tmp_path):
         rknnlite.Context(path, backend="software")
 
 
+@pytest.mark.parametrize("stem", ["ultralytics_norm_fp16", "ultralytics_norm_i8", "ultralytics_norm_rv1106_i8"])
+def test_a_mean_written_as_one_value_stands_for_every_channel(stem):
+    # RKNN-Toolkit2 2.5.0 writes an all-zero mean (Ultralytics' mean_values=[[0, 0, 0]], std 255) as 'mean': [0]
+    # beside three stds; such files were refused as "1 means and 3 stds"
+    model = lowered(stem)
+    assert model.rockchip.description["attrs"]["x"]["mean"] == [0]
+    (pre,) = model.preprocess
+    assert (pre.mean, pre.std) == ((0.0, 0.0, 0.0), (255.0, 255.0, 255.0))
+
+
+def test_a_one_value_mean_the_preproc_table_contradicts_is_refused(tmp_path):
+    def mean_one(data: bytearray) -> None:  # the Description's 'mean': [0] -> [1]
+        needle = b"'mean': [0]"
+        assert data.count(needle) == 1
+        at = data.index(needle)
+        data[at:at + len(needle)] = b"'mean': [1]"
+
+    path = doctored_copy(CORPUS / "ultralytics_norm_i8.rknn", tmp_path, mean_one)
+    with pytest.raises(ModelInvalidError, match=r"input 'x': the Description's one mean value 1 is not the Preproc "
+                                                r"table's per-channel mean \[0.0, 0.0, 0.0\]"):
+        rknnlite.Context(path, backend="software")
+
+
 def _batch_of(n: int):
     """A patch setting Model[14], the batch size string ("0" in a default build), to ``n`` (< 10)."""
     def patch(data: bytearray) -> None:

@@ -26,6 +26,7 @@ from rknnlite.model.packed import locate_sections
 from rknnlite.model.rknn_graph.lower import lower_rockchip
 from rknnlite.model.rknn_graph.regcmd import TARGET_CNA, TARGET_DPU
 from rknnlite.model.rknn_graph.t3conv import t3_conv_params
+from rknnlite.model.rknn_graph.t3nodes import t3_unsupported_ops
 from rknnlite.model.rknn_graph.graph import read_vendor_graph
 from rknnlite.model.rknn_graph.weights import decode_depthwise_weight, decode_weight
 from rknnlite.model.rockchip import read_rockchip
@@ -573,3 +574,61 @@ def test_an_expand_broadcasts_to_its_output_shape():
         t3nodes._expand(_fake("Expand", {}, (0,), (1,), [(1, 3, 4, 1), (1, 8, 4, 6)]))
     model = lower_rockchip(*_model("detector_ops_rv1106_i8_tk230"))
     assert any(n.op == "Expand" for n in model.graph.nodes)
+
+
+@pytest.mark.parametrize("stem, slopes", [
+    ("conv_leaky_rv1106_i8", [0.1]),
+    ("conv_abs_rv1106_i8", [-1.0]),  # Abs: a LeakyRelu of slope -1 (0xc000)
+    ("depthwise_leaky_rv1106_i8", [0.1, 0.25]),
+    # Abs, LeakyRelu(0.1) and LeakyRelu at ONNX's default 0.01, each a DPU-only task of its own
+    ("standalone_leaky_rv1106_i8", [-1.0, 0.1, 0.01]),
+    ("standalone_leaky_rv1103_i8_tk220", [-1.0, 0.1, 0.01]),
+])
+def test_leaky_relu_slopes_are_read_from_the_dpu_registers(stem, slopes):
+    model = lower_rockchip(*_model(stem))
+    assert [n.attrs["alpha"] for n in model.graph.nodes if n.op == "LeakyRelu"] == slopes
+
+
+@pytest.mark.parametrize("stem", ["conv_leaky_rv1106_i8", "standalone_leaky_rv1106_i8"])
+def test_a_leaky_slope_follows_its_register(tmp_path, stem):
+    # 0x3333 / 2^14 = 0.79998..., read as the 0.8 it rounds from: nothing else in the file holds a slope
+    path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path,
+                         patch_registers(TARGET_DPU, {0x4068}, lambda v: 0x33330000 if v else v))
+    data = open(path, "rb").read()
+    model = lower_rockchip(data, read_rockchip(data, label=stem))
+    assert {n.attrs["alpha"] for n in model.graph.nodes if n.op == "LeakyRelu"} == {0.8}
+
+
+@pytest.mark.parametrize("stem, reg, change, match", [
+    ("conv_leaky_rv1106_i8", 0x4068, lambda v: v | 0x100,
+     r"DPU register 0x4068 = 0x6660100 of an rv1106 LeakyRelu; its slope in the high half"),
+    ("conv_leaky_rv1106_i8", 0x4054, lambda v: 0x8E000000,
+     r"DPU register 0x4054 = 0x8e000000 in an rv1106 int8 LeakyRelu conv; only 0x8f000000"),
+    ("conv_leaky_rv1106_i8", 0x4088, lambda v: 5,
+     r"OUT_CVT shift 5 in an rv1106 int8 LeakyRelu conv, below the 14 fraction bits of its slope"),
+    # the depthwise convs' (bit 31 clear) and not the plain ConvRelu's before them
+    ("depthwise_leaky_rv1106_i8", 0x4054, lambda v: 0x0F000000 if v == 0x0E000000 else v,
+     r"DPU register 0x4054 = 0xf000000 in an rv1106 int8 depthwise LeakyRelu conv; only 0xe000000"),
+    # the LeakyRelu tasks' slope stage (the Concat's convs write 0x13)
+    ("standalone_leaky_rv1106_i8", 0x4060, lambda v: 0x12 if v == 0x22 else v,
+     r"BN_CFG \(0x4060\) = 0x12 in the DPU task of an rv1106 LeakyRelu; only 0x22 \(a slope stage\)"),
+])
+def test_a_doctored_leaky_relu_register_is_refused_by_name(tmp_path, stem, reg, change, match):
+    _refused(tmp_path, patch_registers(TARGET_DPU, {reg}, change), match, stem)
+
+
+def test_ops_without_attributes_run_as_stored():
+    # lookup-table ops (Tanh, Softplus, and ConvTanh a lookup-table conv), the CPU's Exp and Erf and
+    # element-wise Max, Min and Sub: nothing of theirs is missing from an rv1106 graph; each output
+    # meets the corpus bounds (test_vendor_validated)
+    model = lower_rockchip(*_model("standalone_attr_free_rv1106_i8"))
+    ops = [n.op for n in model.graph.nodes]
+    assert set(model.vendor_ops) >= {"Tanh", "Softplus", "ConvTanh", "Exp", "Erf", "Max", "Min", "Sub"}
+    assert ops.count("VendorLutActivation") == 3 and {"Exp", "Erf", "Max", "Min", "Sub"} <= set(ops)
+
+
+@pytest.mark.parametrize("op", ["HardSigmoid", "Clip", "PRelu", "Elu"])
+def test_ops_with_attributes_are_not_run_as_stored(op):
+    # their alpha/beta, bounds or slopes are in no rv1106 tensor: run with ONNX's defaults they gave wrong
+    # numbers (a standalone HardSigmoid(0.3, 0.4) read as (0.2, 0.5): 2 % of the values within one step)
+    assert op in t3_unsupported_ops([op])

@@ -28,6 +28,9 @@ OPSET = 13
 IR_VERSION = 8
 IMAGE_MEAN = [0.0, 128.0, 64.0]
 IMAGE_STD = [255.0, 64.0, 32.0]
+#: input kinds read as raw 0..255 images, and the mean/std each applies per channel: the corpus's own,
+#: and Ultralytics' export (mean 0, std 255: RKNN-Toolkit2 2.5.0 writes that mean as one value)
+IMAGE_KINDS = {"image": lambda c: (IMAGE_MEAN[:c], IMAGE_STD[:c]), "image01": lambda c: ([0.0] * c, [255.0] * c)}
 #: vocabulary size of "tokens" inputs (int64 ids) and of the embedding tables that read them
 TOKEN_VOCAB = 50
 
@@ -41,7 +44,7 @@ class Case:
         graph: a one-line human description of the ONNX graph.
         build: ``() -> onnx.ModelProto``.
         inputs: ``[(name, shape, kind)]`` with kind ``"image"`` (raw 0..255, mean/std
-            applied by the model), ``"normal"`` (N(0,1), no mean/std) or ``"tokens"`` (int64
+            applied by the model; ``"image01"``: Ultralytics' mean 0 and std 255), ``"normal"`` (N(0,1), no mean/std) or ``"tokens"`` (int64
             token ids in ``[0, TOKEN_VOCAB)``).
         variants: which conversions to make: ``"fp16"``, ``"i8"`` (normal/channel),
             ``"i8_layer"`` (normal/layer).
@@ -65,14 +68,15 @@ class Case:
 
     def mean_std(self) -> Tuple[Optional[list], Optional[list]]:
         """``mean_values``/``std_values`` for ``RKNN.config`` (``None`` when no input is an image)."""
-        if not any(kind == "image" for _, _, kind in self.inputs):
+        if not any(kind in IMAGE_KINDS for _, _, kind in self.inputs):
             return None, None
         means, stds = [], []
         for _, shape, kind in self.inputs:
             c = shape[1]
-            if kind == "image":
-                means.append(list(IMAGE_MEAN[:c]))
-                stds.append(list(IMAGE_STD[:c]))
+            if kind in IMAGE_KINDS:
+                mean, std = IMAGE_KINDS[kind](c)
+                means.append(list(mean))
+                stds.append(list(std))
             else:
                 means.append([0.0] * c)
                 stds.append([1.0] * c)
@@ -83,7 +87,7 @@ class Case:
         rng = np.random.default_rng(seed)
         out = []
         for _, shape, kind in self.inputs:
-            if kind == "image":
+            if kind in IMAGE_KINDS:
                 out.append(rng.uniform(0.0, 255.0, size=shape).astype(np.float32))
             elif kind == "tokens":
                 out.append(rng.integers(0, TOKEN_VOCAB, size=shape).astype(np.int64))
@@ -95,10 +99,9 @@ class Case:
         """What the ONNX graph sees: image inputs with ``(x - mean) / std`` applied."""
         out = []
         for x, (_, shape, kind) in zip(raw, self.inputs):
-            if kind == "image":
+            if kind in IMAGE_KINDS:
                 c = shape[1]
-                mean = np.asarray(IMAGE_MEAN[:c], np.float32).reshape(1, c, 1, 1)
-                std = np.asarray(IMAGE_STD[:c], np.float32).reshape(1, c, 1, 1)
+                mean, std = (np.asarray(v, np.float32).reshape(1, c, 1, 1) for v in IMAGE_KINDS[kind](c))
                 x = ((x - mean) / std).astype(np.float32)
             out.append(x)
         return out
@@ -1257,12 +1260,16 @@ STANDALONE_OPS = ("Tanh", "Softplus", "LeakyRelu", "PRelu", "Abs", "Exp", "Erf",
                   "PRelu1", "ConvPRelu1")
 
 
+#: the ops of :func:`_standalone_ops` an rv1106 file runs with no attribute to recover
+T3_ATTRIBUTE_FREE_OPS = ("Tanh", "Softplus", "Exp", "Erf", "ConvTanh", "Max", "Min", "Sub")
+
+
 def _standalone_ops(ops=STANDALONE_OPS, seed: int = 900):
     """Standalone activations on an 8x8 image, each an output of its own: the Concat of a 3x3 and a
     1x1 conv (3->8 each), then a lookup-table op (Tanh, Softplus, Elu(alpha=0.7)), a DPU-only one
     (LeakyRelu(alpha=0.1), PRelu (slopes 0.05..0.8 per channel), Abs: LeakyRelu of slope -1) or one
     the runtime runs on the CPU (Exp, Erf, ReduceMax over the channels); ConvTanh, ConvPRelu: a 3x3
-    conv 3->8, then Tanh or PRelu (slopes 0.05..0.4); Max, Min: of the Concat and a 3x3 conv 3->16;
+    conv 3->8, then Tanh or PRelu (slopes 0.05..0.4); Max, Min, Sub: of the Concat and a 3x3 conv 3->16;
     Pow: the Concat squared; Clip(-0.5, 1.5) and HardSigmoid(alpha=0.3, beta=0.4) of the Concat (no conv
     to fold into); ReduceMin over the channels; LeakyRelu001: LeakyRelu at ONNX's default alpha 0.01
     (its parameter table leaves the slot out); PRelu1, ConvPRelu1: one slope for every channel (0.2,
@@ -1270,7 +1277,7 @@ def _standalone_ops(ops=STANDALONE_OPS, seed: int = 900):
     def build():
         g = _G(seed)
         c = g.node("Concat", [g.conv("x", 3, 8), g.conv("x", 3, 8, k=1)], axis=1)[0]
-        other = g.conv("x", 3, 16) if {"Max", "Min"} & set(ops) else None
+        other = g.conv("x", 3, 16) if {"Max", "Min", "Sub"} & set(ops) else None
         make = {
             "Tanh": lambda: g.node("Tanh", [c])[0], "Softplus": lambda: g.node("Softplus", [c])[0],
             "Elu": lambda: g.node("Elu", [c], alpha=0.7)[0], "LeakyRelu": lambda: _leaky(0.1)(g, c),
@@ -1283,6 +1290,7 @@ def _standalone_ops(ops=STANDALONE_OPS, seed: int = 900):
             "ConvPRelu": lambda: g.node("PRelu", [g.conv("x", 3, 8), g.const(
                 (np.arange(1, 9, dtype=np.float32) * np.float32(0.05)).reshape(8, 1, 1))])[0],
             "Max": lambda: g.node("Max", [c, other])[0], "Min": lambda: g.node("Min", [c, other])[0],
+            "Sub": lambda: g.node("Sub", [c, other])[0],
             "Pow": lambda: g.node("Pow", [c, g.const(np.array(2.0, np.float32))])[0],
             "Clip": lambda: g.node("Clip", [c, g.const(np.array(-0.5, np.float32)),
                                             g.const(np.array(1.5, np.float32))])[0],
@@ -1742,7 +1750,14 @@ def _int8_platform_cases() -> List[Case]:
         *(Case(f"depthwise_leaky{'' if p == 'rk3588' else '_' + p}", doc(_depthwise_leaky), _depthwise_leaky,
                image8, variants=("i8",), platform=p,
                purpose=f"an int8 depthwise ConvLeakyRelu on {p} (rk3562: equal to rk3588's off-board)")
-          for p in ("rk3588", "rk3562")),
+          for p in ("rk3588", "rk3562", "rv1106")),
+        *(Case(f"standalone_attr_free_{p}", "the Concat of standalone_ops, " + ", ".join(T3_ATTRIBUTE_FREE_OPS),
+               _standalone_ops(T3_ATTRIBUTE_FREE_OPS), image8, variants=("i8",), platform=p,
+               purpose=f"standalone ops without attributes (lookup tables, CPU ops, element-wise ones) and ConvTanh "
+                       f"on {p}, whose graph stores no attributes") for p in ("rv1106", "rv1103")),
+        *(Case(f"standalone_leaky_{p}", "the Concat of standalone_ops, LeakyRelu(alpha=0.1), Abs, LeakyRelu(alpha=0.01)",
+               _standalone_ops(("LeakyRelu", "Abs", "LeakyRelu001")), image8, variants=("i8",), platform=p,
+               purpose=f"standalone int8 LeakyRelu (DPU-only tasks) on {p}") for p in ("rv1106", "rv1103")),
         *(Case(f"standalone_hardsigmoid{'' if p == 'rk3588' else '_' + p}", doc(_standalone_hardsigmoid),
                _standalone_hardsigmoid, image8, variants=("i8",), platform=p,
                purpose=f"an int8 standalone HardSigmoid on {p}, computed as the float function")
@@ -1870,6 +1885,12 @@ def _cases() -> List[Case]:
              _conv_act(103, _leaky(0.1)), img, variants=("fp16", "i8"), platform="rk3576",
              purpose="rk3576 fused activation parameters (slope in <out>_BnCfg_BNcfgTensor (int8) or "
                      "<out>_BsCfg_BScfgTensor (fp16))"),
+        *(Case("ultralytics_norm" + ("" if p == "rk3588" else f"_{p}"), "Conv 3->20 3x3 p1 (weights of conv_leaky01), "
+               f"Sigmoid; the image input normalised as Ultralytics' export does (mean 0, std 255), {p}",
+               _conv_act(103, _sigmoid), [("x", (1, 3, 16, 16), "image01")],
+               variants=("i8",) if p.startswith("rv110") else ("fp16", "i8"), platform=p,
+               purpose="an all-zero mean, which RKNN-Toolkit2 2.5.0 writes as one value ([0]) beside three stds")
+          for p in ("rk3588", "rv1106")),
         *(Case(f"conv_abs_{p}", f"Conv 3->20 3x3 p1 (weights of conv_leaky01), Abs (slope -1), {p}",
                _conv_act(103, lambda g, y: g.node("Abs", [y])[0]), img, variants=("fp16", "i8"), platform=p,
                purpose=f"a negative LeakyRelu slope in {p}'s registers")
@@ -1879,9 +1900,12 @@ def _cases() -> List[Case]:
                purpose=f"{p}'s other LeakyRelu form (int8 slope stage of 14 bits, fp16 slope in BnCfg)")
           for p in ("rk3576", "rv1126b")),
         *(Case(f"conv_leaky_{p}", f"Conv 3->20 3x3 p1 (weights of conv_leaky01), LeakyRelu(alpha=0.1), {p}",
-               _conv_act(103, _leaky(0.1)), img, variants=("fp16", "i8"), platform=p,
-               purpose=f"{p}'s fused LeakyRelu slope (beside conv_abs_{p}'s negative one)")
-          for p in ("rk3566", "rv1126b")),
+               _conv_act(103, _leaky(0.1)), img, variants=("i8",) if p.startswith("rv110") else ("fp16", "i8"),
+               platform=p, purpose=f"{p}'s fused LeakyRelu slope (beside conv_abs_{p}'s negative one)")
+          for p in ("rk3566", "rv1126b", "rv1106", "rv1103")),
+        *(Case(f"conv_abs_{p}", f"Conv 3->20 3x3 p1 (weights of conv_leaky01), Abs (slope -1), {p}",
+               _conv_act(103, lambda g, y: g.node("Abs", [y])[0]), img, variants=("i8",), platform=p,
+               purpose=f"a negative LeakyRelu slope in {p}'s registers") for p in ("rv1106", "rv1103")),
         Case("conv_clip_rk3576", "Conv 3->20 3x3 p1 (weights of conv_clip), Clip(-1, 2), rk3576",
              _conv_act(102, _clip(-1.0, 2.0)), img, variants=("fp16", "i8"), platform="rk3576",
              purpose="rk3576 fused activation parameters (int8: shifted clamp; fp16: two clamp pairs)"),

@@ -148,11 +148,13 @@ from .deconv_regs import (RK3562_DECONV, RK3566_DECONV, RK3576_DECONV, RK3588_DE
 from .regcmd import (BN_CLIP_SHIFTED, BN_CLIP_SHIFTED_LITE, BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF,
                      T4_BN_LUT, TARGET_CNA, Requant, fused_activation, node_registers, read_tasks, requant_of,
                      requant_t4)
-from .t3conv import T3_BN_LUT, T3_NPU, requant_t3, t3_clip_bound, t3_lut_stage, t3_lut_task
+from .t3conv import (T3_BN_LUT, T3_NPU, requant_t3, t3_clip_bound, t3_leaky_slope, t3_lut_stage,
+                     t3_lut_task)
 from .t3nodes import complete_t3_nodes, t3_unsupported_ops
 from .t4act import t4_activation, t4_lut_stage, t4_lut_task
 from .transformer import attention_grids, lower_gather, lower_gelu, lower_layer_norm, lower_matmul
 from .regcmd import shortest_decimal as _shortest
+from .regcmd import slope_decimal
 from .validated import check_validated, toolkit_release
 from .weights import (decode_compact_identity, decode_depthwise_weight, decode_float_bias, decode_int8_bias,
                       decode_int32_bias, decode_packed_identity, decode_weight, spare_lane_zero_point,
@@ -822,7 +824,7 @@ class _Lowering:
             # ``rgb2bgr`` (config(quant_img_RGB2BGR=True)) only reversed the calibration images: the
             # runtime and the simulator apply mean/std to the data as given, and the file's Preproc
             # channel order stays the identity, so the flag changes nothing here.
-            mean, std = entry["mean"], entry["std"]
+            mean, std = (self.one_value_per_channel(spec, index, entry[k], k) for k in ("mean", "std"))
         elif index < len(self.sg.preproc):
             mean, std, _ = self.sg.preproc[index]
             if channels > len(mean):
@@ -842,6 +844,22 @@ class _Lowering:
             raise self.error(f"input {spec.name!r} of shape {list(spec.shape)} has {len(mean)} means and "
                              f"{len(std)} stds; per-channel values for axis 1 (no zero std) were expected")
         return Preprocess(mean, std)
+
+    def one_value_per_channel(self, spec: TensorSpec, index: int, values, what: str):
+        """The Description's ``mean`` or ``std`` of input ``index``, one value per channel.
+        RKNN-Toolkit2 2.5.0 writes an all-zero mean as ``[0]`` whatever the channels (``mean_values=
+        [[0, 0, 0]]``, Ultralytics' export, gives ``mean [0]`` beside ``std [255, 255, 255]``; 2.3.2
+        wrote ``[0, 0, 0]``): a single value stands for every channel, and must be the subgraph's
+        Preproc table's, which holds one per channel (up to 4)."""
+        channels = spec.shape[1] if len(spec.shape) == 4 else 0
+        if not isinstance(values, list) or len(values) != 1 or channels <= 1:
+            return values
+        if index < len(self.sg.preproc):
+            table = self.sg.preproc[index][0 if what == "mean" else 1][:channels]
+            if any(v != values[0] for v in table):
+                raise self.error(f"input {spec.name!r}: the Description's one {what} value {values[0]!r} is not the "
+                                 f"Preproc table's per-channel {what} {list(table)}")
+        return values * channels
 
     # -- op lowerings ------------------------------------------------------------------------
 
@@ -943,6 +961,9 @@ class _Lowering:
                 params = f2_activation(self, node, activation, x, out, b, weight.shape[0], unit)
             elif self.t4_platform() and activation in _REGISTER_ACTIVATIONS:  # rk3562: its own map (.t4act)
                 params = t4_activation(self, node, activation, x, out, b, unit)
+            elif self.t3_platform() and activation == "LeakyRelu":  # rv1106: rk3588's slope, its own BN_CFG
+                regs = node_registers(self.regcmd(), self.tasks(), node.index, f"{self.label}: {node.label}")
+                params = {"alpha": t3_leaky_slope(regs, f"{self.label}: {node.label}")}
             elif self.t3_platform() and activation == "Clip":  # rv1106: a bound in channel 0's unit
                 regs = node_registers(self.regcmd(), self.tasks(), node.index, f"{self.label}: {node.label}")
                 _, _, mul = self.bias_blocks(node, x, out, b, weight.shape[0])
@@ -1038,8 +1059,7 @@ class _Lowering:
                 # The register holds the slope rounded (float16, or round(alpha * 2^14)); the simulator uses
                 # the ONNX value, taken to be the shortest decimal rounding to it (0.1, not 0.0999756).
                 stored = params["alpha"]
-                alpha = _float16_decimal(stored) if not self.int8 else \
-                    _shortest(stored, lambda a: round(a * (1 << 14)) == round(stored * (1 << 14)))
+                alpha = _float16_decimal(stored) if not self.int8 else slope_decimal(stored)
                 self.emit(node, "LeakyRelu", [conv], {"alpha": alpha})
             elif activation == "HardSigmoid":
                 alpha, beta = (params["alpha"], params["beta"]) if "beta" in params else \

@@ -371,6 +371,12 @@ def shortest_decimal(value: float, stored, preferred: Sequence[float] = ()) -> f
     return value
 
 
+def slope_decimal(stored: float) -> float:
+    """The ONNX slope an int8 LeakyRelu register's ``round(alpha * 2^14)`` (``stored`` over 2^14)
+    was rounded from, taken to be the shortest decimal rounding to it (0.1, not 0.0999756)."""
+    return shortest_decimal(stored, lambda a: round(a * (1 << 14)) == round(stored * (1 << 14)))
+
+
 def f32(bits: int) -> float:
     """A 32-bit register word read as a float32."""
     return struct.unpack("<f", struct.pack("<I", bits))[0]

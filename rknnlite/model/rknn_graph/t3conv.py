@@ -22,13 +22,17 @@ register encoding:
   (0x8e000000: bit 31 and 14 in bits 24..29; rk3588 keeps it in 0x4048 bits 8..13, where rv1106
   writes 1); a depthwise conv keeps its zero points in the weight (0x4050 = 0x70000125, 0x4054
   = 0x0e000000, 0x4048 = 0) and the simulator still applies the multipliers.
-* ``BN_CFG`` 0x4060: 0x13 on a plain or residual conv, 0x12 with a clamp: lower clamps 0x406c
+* ``BN_CFG`` 0x4060: 0x13 on a plain or residual conv, 0x22 with a LeakyRelu (its slope in the
+  high half of 0x4068, a signed 16-bit value over 2^14, as rk3588's; a plain conv's multipliers
+  normalised to 2^15, 0x4054 = 0x8f000000, a depthwise one's as without it; ``OUT_CVT_SHIFT`` 14
+  bits larger for the slope's fraction: corpus ``conv_leaky_rv1106``, ``conv_abs_rv1106``,
+  ``depthwise_leaky_rv1106``), 0x12 with a clamp: lower clamps 0x406c
   and 0x40e0 (0 for Relu and Clip from 0, ``INT32_MIN`` otherwise) and upper clamps 0x4028 and
   0x40e4 (``INT32_MAX``, or a Clip's bound in channel 0's accumulator unit).  The element-wise
   stage 0x4070 / 0x4078 / 0x407c: off (0x10041c1, 1, ``INT32_MIN``), or adding the residual
   (0x8002c0c0, its scale, then a clamp from 0 for ConvAddRelu).  A lookup-table conv (Sigmoid,
-  SiLU, HardSwish, HardSigmoid) writes ``BN_CFG`` 0x20000 and ``EW_CFG`` 0x1004140, and rk3588's
-  table registers (``LUT_CFG`` 0x68) with rk3562's index map ``((y + A) * M) >> s``.
+  SiLU, HardSwish, HardSigmoid, GELU, Tanh) writes ``BN_CFG`` 0x20000 and ``EW_CFG`` 0x1004140,
+  and rk3588's table registers (``LUT_CFG`` 0x68) with rk3562's index map ``((y + A) * M) >> s``.
 
 Every other value of those registers is refused by name: a register variant that was never
 checked against the simulator could produce numbers, and wrong numbers are worse than none.
@@ -41,10 +45,10 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
-from .regcmd import TARGET_CNA, TARGET_DPU, Requant, task_register
+from .regcmd import BN_MUL, TARGET_CNA, TARGET_DPU, Requant, slope_decimal, task_register
 
-__all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_lut_stage",
-           "t3_lut_task"]
+__all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_leaky_slope",
+           "t3_lut_stage", "t3_lut_task", "t3_standalone_leaky_slope"]
 
 
 #: the npu target the files of these registers name (Model slot 1)
@@ -80,6 +84,11 @@ _FIXED = {False: {0x4048: 0x1, 0x404C: _INT32_MIN, 0x4050: 0x30000001, 0x4054: 0
 _PLAIN_BIAS = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x30000002}
 _ALU_SRC, _ALU_SRC_FLAG = 0x4054, 0x80000000
 _MUL_SHIFT = 14
+#: a LeakyRelu conv: its slope's fraction bits, which OUT_CVT_SHIFT counts too; per depthwise or not,
+#: its 0x4054 and multipliers' shift (a plain conv's multipliers normalised to 2^15, bit 31 | 15 << 24;
+#: a depthwise one's as without the LeakyRelu)
+_LEAKY_SLOPE_BITS = 14
+_LEAKY_ALU_SRC = {False: (0x8F000000, 15), True: (0x0E000000, _MUL_SHIFT)}
 _CLAMP_LOW = (0x406C, 0x40E0)
 _CLAMP_HIGH = (0x4028, 0x40E4)
 _NO_CLAMP = {**{a: _INT32_MIN for a in _CLAMP_LOW}, **{a: _INT32_MAX for a in _CLAMP_HIGH}}
@@ -94,12 +103,13 @@ _EW_ADD = {_EW_CFG: 0x8002C0C0, _EW_SCALE: None}
 _ACTIVATION = {None: {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_OFF},
                "Relu": {_BN_CFG: 0x12, **_NO_CLAMP, **{a: 0 for a in _CLAMP_LOW}, **_EW_OFF},
                "Clip": {_BN_CFG: 0x12, **{a: 0 for a in _CLAMP_LOW}, **{a: None for a in _CLAMP_HIGH}, **_EW_OFF},
+               "LeakyRelu": {_BN_CFG: 0x22, **_NO_CLAMP, **_EW_OFF},
                "Add": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: _INT32_MIN},
                "AddRelu": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: 0},
                # the accumulator indexes the lookup table (_table_stage); the element-wise stage
                # bypassed another way
                **{lut: {_BN_CFG: T3_BN_LUT, **_NO_CLAMP, **_EW_OFF, _EW_CFG: 0x01004140}
-                  for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu")}}
+                  for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu", "Tanh")}}
 
 
 def _reg(regs: Dict[Tuple[int, int], int], target: int, address: int, where: str) -> int:
@@ -162,18 +172,26 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
 def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
                depthwise: bool = False) -> Requant:
     """The output conversion of an rv1106 int8 conv (``activation``: its fused part, ``None``,
-    ``"Relu"``, ``"Clip"``, ``"Add"``, ``"AddRelu"`` or a lookup-table one; ``depthwise``: a
-    depthwise conv, whose weight holds the zero points): ``OUT_CVT`` at rk3588's addresses,
-    per-channel bias blocks whose multipliers are normalised to 2^14, or (0x4050 = 0x30000002) a
-    plain int32 bias and one weight zero point.  Every other register value is refused by name."""
+    ``"Relu"``, ``"Clip"``, ``"LeakyRelu"``, ``"Add"``, ``"AddRelu"`` or a lookup-table one;
+    ``depthwise``: a depthwise conv, whose weight holds the zero points): ``OUT_CVT`` at rk3588's
+    addresses, per-channel bias blocks whose multipliers are normalised to 2^14 (a plain conv's
+    2^15 with a LeakyRelu, whose slope's 14 fraction bits ``OUT_CVT_SHIFT`` also counts: taken
+    off here), or (0x4050 = 0x30000002) a plain int32 bias and one weight zero point.  Every
+    other register value is refused by name."""
     if activation not in _ACTIVATION:
         raise ModelInvalidError(f"{where}: a fused {activation} in an rv1106 int8 conv; its registers were not "
-                                "decoded (plain, Relu, Clip-from-0, residual Add and AddRelu and lookup-table convs "
-                                "were)", op="load")
+                                "decoded (plain, Relu, Clip-from-0, LeakyRelu, residual Add and AddRelu and "
+                                "lookup-table convs were)", op="load")
     plain = not depthwise and regs.get((TARGET_DPU, 0x4050)) == _PLAIN_BIAS[0x4050]
     kind = f"{'depthwise ' if depthwise else 'plain-bias ' if plain else ''}" \
            f"{'conv' if activation is None else activation + ' conv'}"
-    for address, expected in {**(_PLAIN_BIAS if plain else _FIXED[depthwise]), **_ACTIVATION[activation]}.items():
+    leaky = activation == "LeakyRelu"
+    if leaky and plain:
+        raise ModelInvalidError(f"{where}: an rv1106 int8 {kind}: only a LeakyRelu on a conv with per-channel bias "
+                                "blocks was decoded", op="load")
+    fixed = {**_FIXED[depthwise], _ALU_SRC: _LEAKY_ALU_SRC[depthwise][0]} if leaky else \
+        _PLAIN_BIAS if plain else _FIXED[depthwise]
+    for address, expected in {**fixed, **_ACTIVATION[activation]}.items():
         value = _reg(regs, TARGET_DPU, address, where)
         if expected is not None and value != expected:
             raise ModelInvalidError(f"{where}: DPU register {address:#x} = {value:#x} in an rv1106 int8 {kind}; only "
@@ -197,7 +215,36 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
                                     op="load")
         weight_zp = -((operand & 0xFFFF) - (1 << 16) if operand & 0x8000 else operand & 0xFFFF)
         return Requant(scale, shift, None, offset, False, weight_zp)
+    if leaky:
+        if shift < _LEAKY_SLOPE_BITS:
+            raise ModelInvalidError(f"{where}: OUT_CVT shift {shift} in an rv1106 int8 {kind}, below the "
+                                    f"{_LEAKY_SLOPE_BITS} fraction bits of its slope", op="load")
+        return Requant(scale, shift - _LEAKY_SLOPE_BITS, _LEAKY_ALU_SRC[depthwise][1], offset, True, 0)
     return Requant(scale, shift, _MUL_SHIFT, offset, True, 0)
+
+
+def t3_leaky_slope(regs: Dict[Tuple[int, int], int], where: str) -> float:
+    """The slope of an rv1106 int8 ``ConvLeakyRelu`` (its ``BN_CFG`` checked by :func:`requant_t3`)
+    or LeakyRelu: the high half of 0x4068, a signed 16-bit value over 2^14 (Abs, a slope of -1:
+    0xc000), its low half 0."""
+    bits = _reg(regs, TARGET_DPU, BN_MUL, where)
+    if bits & 0xFFFF:
+        raise ModelInvalidError(f"{where}: DPU register {BN_MUL:#x} = {bits:#x} of an rv1106 LeakyRelu; its slope in the "
+                                "high half and 0 in the low half were observed", op="load")
+    high = bits >> 16
+    return (high - (1 << 16) if high & 0x8000 else high) / float(1 << _LEAKY_SLOPE_BITS)
+
+
+def t3_standalone_leaky_slope(regs: Dict[Tuple[int, int], int], where: str) -> float:
+    """The slope of a standalone LeakyRelu (or Abs, slope -1) in an rv1106 file, which stores it
+    nowhere else: its DPU-only task's ``BN_CFG`` 0x22, the slope as a conv's
+    (:func:`t3_leaky_slope`; 0.1 is 0x666 / 2^14, ONNX's default 0.01 0xa4 / 2^14), read as the
+    ONNX value it was rounded from, as a fused one is (:func:`.regcmd.slope_decimal`)."""
+    cfg = _reg(regs, TARGET_DPU, _BN_CFG, where)
+    if cfg != _ACTIVATION["LeakyRelu"][_BN_CFG]:
+        raise ModelInvalidError(f"{where}: BN_CFG ({_BN_CFG:#x}) = {cfg:#x} in the DPU task of an rv1106 LeakyRelu; "
+                                f"only {_ACTIVATION['LeakyRelu'][_BN_CFG]:#x} (a slope stage) was observed", op="load")
+    return slope_decimal(t3_leaky_slope(regs, where))
 
 
 def t3_clip_bound(regs: Dict[Tuple[int, int], int], where: str) -> int:

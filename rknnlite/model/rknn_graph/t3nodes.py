@@ -16,11 +16,17 @@ platforms' files store, so that the lowering runs these files as it runs the oth
 * an exSoftmax13's axis from its table, checked against its reduce-sum weight (:func:`_softmax`);
 * an ArgMax's axis from its table, keepdims from its shapes (:func:`_argmax`), a Transpose's
   permutation from its table, checked against its shapes;
-* an exSDPAttention's scale from its scores task's BN multiplier (:func:`_attention`).
+* an exSDPAttention's scale from its scores task's BN multiplier (:func:`_attention`);
+* a standalone LeakyRelu's slope from its DPU-only task (:func:`_leaky_relu`).
+
+Ops without attributes run as stored: the standalone lookup-table ops (Sigmoid, exSwish, HardSwish,
+exGelu, Tanh, Softplus), the CPU's Exp and Erf, element-wise Add, Mul, Sub, Max and Min.
 
 Recovered attributes are in :attr:`.graph.VendorNode.recovered`; shape constants are dropped
 from the nodes' inputs.  An op type without a recovery here is refused by name: guessing an
-attribute would give wrong numbers (an exNorm's epsilon is not in the file at all).
+attribute would give wrong numbers (an exNorm's epsilon is not in the file at all; a standalone
+HardSigmoid, Clip or PRelu keeps its parameters in constants the container does not store, and
+with ONNX's defaults a HardSigmoid(0.3, 0.4) was 2 % within one step of the simulator).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from ...errors import ModelInvalidError
 from .graph import PackedVendorFile, VendorNode, VendorSubgraph, VendorTensor, is_helper
 from .regcmd import BN_MUL, ENABLE_CNA, ENABLE_PPU, TARGET_DPU, bn_multiplier, node_registers, read_tasks
 from .deconv_regs import deconv_params
-from .t3conv import t3_conv_params
+from .t3conv import t3_conv_params, t3_standalone_leaky_slope
 from .t3pool import t3_pool_params
 
 __all__ = ["T3_OPS", "complete_t3_nodes", "t3_unsupported_ops"]
@@ -45,7 +51,7 @@ _ENABLE_DPU_ONLY = 0x18
 #: lanes a row of an rv1106 reduce-sum weight
 _SUM_LANES = 16
 _CONV_OPS = ("Conv", "ConvRelu", "ConvClip", "ConvAdd", "ConvAddRelu", "ConvSigmoid", "ConvExSwish", "ConvHardSwish",
-             "ConvHardSigmoid", "ConvExGelu")
+             "ConvHardSigmoid", "ConvExGelu", "ConvLeakyRelu", "ConvTanh")
 
 
 class _Node:
@@ -257,6 +263,20 @@ def _deconv(n: _Node) -> VendorNode:
         k: _int_attr(v) if isinstance(v, int) else _ints_attr(v) for k, v in attrs.items()})
 
 
+def _leaky_relu(n: _Node) -> VendorNode:
+    """A standalone LeakyRelu (Abs: slope -1): DPU-only tasks, the slope in their registers
+    (:func:`.t3conv.t3_standalone_leaky_slope`), read from the first."""
+    node = n.node
+    tasks = [t for t in n.tasks() if t.op_idx == node.index]
+    if len(n.data_inputs()) != 1 or len(node.outputs) != 1 or not tasks or \
+            any(t.enable_mask != _ENABLE_DPU_ONLY for t in tasks):
+        raise n.refuse(f"a LeakyRelu with inputs {list(node.inputs)}, outputs {list(node.outputs)} and tasks of enable "
+                       f"masks {[hex(t.enable_mask) for t in tasks]}; one input and output on DPU-only tasks "
+                       f"({_ENABLE_DPU_ONLY:#x}) were observed")
+    alpha = t3_standalone_leaky_slope(n.registers(_ENABLE_DPU_ONLY), node.where)
+    return dataclasses.replace(node, params={"alpha": alpha}, recovered={"alpha": {"dtype": "f", "value": alpha}})
+
+
 def _attention(n: _Node) -> VendorNode:
     """An exSDPAttention's ``scale``, which only its scores task holds: the BN multiplier of its
     first CNA task (0x4068, rk3588's form).  The simulator uses the ONNX value, which the register
@@ -284,9 +304,11 @@ _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "Concat": _concat, "Split": _split, "Reshape": _reshape, "Expand": _expand, "MaxPool": _pool,
     "AveragePool": _pool,
     "Resize": _resize, "exSoftmax13": _softmax, "ConvTranspose": _deconv, "ArgMax": _argmax,
-    "Transpose": _transpose, "exSDPAttention": _attention,
-    # attribute-free: standalone lookup-table ops and element-wise ones (broadcast by their shapes)
-    **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "exGelu", "Add", "Mul")}}
+    "Transpose": _transpose, "exSDPAttention": _attention, "LeakyRelu": _leaky_relu,
+    # attribute-free: standalone lookup-table ops, CPU ones and element-wise ones (broadcast by their shapes):
+    # corpus standalone_lut_*, sigmoid_mul_*, standalone_attr_free_*
+    **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "exGelu", "Tanh", "Softplus", "Exp", "Erf", "Add",
+                             "Mul", "Sub", "Max", "Min")}}
 #: the vendor op types of rv1106 files whose attributes are recovered
 T3_OPS = frozenset(_RECOVERIES)
 
