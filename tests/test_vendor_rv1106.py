@@ -100,8 +100,8 @@ def _refused(tmp_path, patch, match: str, stem: str = STEM) -> None:
 
 @pytest.mark.parametrize("reg, change, match", [
     (0x100C, lambda v: v | 7, r"CNA_CONV_CON1 \(0x100c\) = 0x[0-9a-f]*7: only plain convs"),
-    (0x1014, lambda v: v | 0x210000,
-     r"CNA_CONV_CON3 \(0x1014\) = 0x2100[0-9a-f]+ sets bits beyond the strides \(dilated"),
+    (0x1014, lambda v: v | 0x4000000,
+     r"CNA_CONV_CON3 \(0x1014\) = 0x40000[0-9a-f]+ sets bits beyond the strides and dilations"),
     (0x1068, lambda v: v | 0x30, r"CNA_PAD_CON0 \(0x1068\) = 0x[0-9a-f]+ sets bits beyond the top and left pads"),
     (0x1068, lambda v: v + 1, r"cannot map input"),
     (0x1038, lambda v: v + 1, r"register 0x1038 = 0x[0-9a-f]+ is not the weight's kernel"),
@@ -632,3 +632,41 @@ def test_ops_with_attributes_are_not_run_as_stored(op):
     # their alpha/beta, bounds or slopes are in no rv1106 tensor: run with ONNX's defaults they gave wrong
     # numbers (a standalone HardSigmoid(0.3, 0.4) read as (0.2, 0.5): 2 % of the values within one step)
     assert op in t3_unsupported_ops([op])
+
+
+def test_dilations_are_read_from_con3():
+    # corpus dilated_rv1106 (models._dilated_convs): dilations less one in CONV_CON3 bits 16..20 (x) and
+    # 21..25 (y); the end pads the fewest that give the output size, as without dilation
+    model = lower_rockchip(*_model("dilated_rv1106_i8"))
+    convs = [n.attrs for n in model.graph.nodes if n.op == "Conv"][1:]
+    assert [(a["dilations"], a["strides"], a["pads"]) for a in convs] == [
+        ([2, 2], [1, 1], [2, 2, 2, 2]), ([1, 3], [1, 1], [1, 3, 1, 3]), ([2, 2], [2, 2], [2, 2, 1, 1]),
+        ([3, 2], [1, 2], [3, 2, 3, 1])]
+
+
+@pytest.mark.parametrize("stem, channels", [("image_channels1_rv1106_i8", 1), ("image_channels2_rv1106_i8", 2),
+                                            ("image_channels4_rv1106_i8", 4), ("conv_pads_rv1106_i8", 3)])
+def test_a_conv_on_the_image_fetches_its_channel_count(tmp_path, stem, channels):
+    # CONV_CON1 0x20008000 | (channels - 1) << 12; another count than the input's is refused
+    fetch = 0x20008000 | (channels - 1) << 12
+    other = fetch ^ 0x1000
+    _refused(tmp_path, patch_registers(TARGET_CNA, {0x100C}, lambda v: other if v == fetch else v),
+             f"CNA_CONV_CON1 \\(0x100c\\) = {other:#x} fetches an image of {(other >> 12 & 3) + 1} channels; the "
+             f"conv's input has {channels}", stem)
+
+
+@pytest.mark.parametrize("stem", ["image_channels1_sigmoid_rv1106_i8", "image_channels3_sigmoid_rv1106_i8"])
+def test_the_compiler_s_input_conv_writes_four_lanes(tmp_path, stem):
+    # a Sigmoid first: the compiler applies mean/std in a 1x1 conv of its own, 4 output lanes in 0x1038
+    model = lower_rockchip(*_model(stem))
+    assert set(model.vendor_ops) >= {"Conv", "Sigmoid", "ConvRelu"}
+    _refused(tmp_path, patch_registers(TARGET_CNA, {0x1038}, lambda v: 0x1010005 if v == 0x1010004 else v),
+             r"register 0x1038 = 0x1010005 is not the weight's kernel 1x1", stem)
+
+
+def test_a_split_part_nothing_reads_takes_the_table_s_sizes():
+    # split_unused: Split(axis=1, [8, 10, 6]), the middle part unread (tensor index -1, no shape)
+    model = lower_rockchip(*_model("split_unused_rv1106_i8"))
+    (split,) = [n for n in model.graph.nodes if n.op == "Split"]
+    assert split.attrs["axis"] == 1 and len(split.outputs) == 3
+    assert list(model.graph.constants[split.inputs[1]]) == [8, 10, 6]

@@ -30,7 +30,8 @@ IMAGE_MEAN = [0.0, 128.0, 64.0]
 IMAGE_STD = [255.0, 64.0, 32.0]
 #: input kinds read as raw 0..255 images, and the mean/std each applies per channel: the corpus's own,
 #: and Ultralytics' export (mean 0, std 255: RKNN-Toolkit2 2.5.0 writes that mean as one value)
-IMAGE_KINDS = {"image": lambda c: (IMAGE_MEAN[:c], IMAGE_STD[:c]), "image01": lambda c: ([0.0] * c, [255.0] * c)}
+IMAGE_KINDS = {"image": lambda c: ([IMAGE_MEAN[i % 3] for i in range(c)], [IMAGE_STD[i % 3] for i in range(c)]),
+               "image01": lambda c: ([0.0] * c, [255.0] * c)}
 #: vocabulary size of "tokens" inputs (int64 ids) and of the embedding tables that read them
 TOKEN_VOCAB = 50
 
@@ -326,6 +327,35 @@ def _depthwise_leaky(seed: int = 218):
     a = _leaky(0.1)(g, g.conv(y, 8, 8, group=8))
     b = _leaky(0.25)(g, g.conv(y, 8, 8, stride=2, group=8))
     return g.model([("x", (1, 3, 8, 8))], [(a, "y"), (b, "z")])
+
+
+def _image_channels(channels: int, first_conv: bool, seed: int = 500):
+    """An image of ``channels`` channels (16x16) into Conv 3x3 p1 -> 8, Relu, Conv 1x1 8->8; with
+    ``first_conv`` False a Sigmoid comes first, so that the compiler applies mean/std in a 1x1 conv of
+    its own."""
+    def build():
+        g = _G(seed)
+        x = "x" if first_conv else g.node("Sigmoid", ["x"])[0]
+        y = g.node("Relu", [g.conv(x, channels, 8)])[0]
+        return g.model([("x", (1, channels, 16, 16))], [(g.conv(y, 8, 8, k=1), "y")])
+    return build
+
+
+def _dilated_convs(seed: int = 510):
+    """Conv 3->8 3x3 p1, Relu, then four Conv 8->8 3x3 with (dilations, strides, pads): ((2, 2), 1, 2),
+    ((1, 3), 1, (1, 3)), ((2, 2), 2, 2) and ((3, 2), (1, 2), (3, 2)), each an output."""
+    g = _G(seed)
+
+    def dilated(x, d, s, p):
+        w = (g.rng.standard_normal((8, 8, 3, 3)) * 0.3).astype(np.float32)
+        b = (g.rng.standard_normal(8) * 0.1).astype(np.float32)
+        return g.node("Conv", [x, g.const(w, "w"), g.const(b, "b")], kernel_shape=[3, 3], strides=list(s),
+                      pads=list(p) * 2, dilations=list(d), group=1)[0]
+
+    y = g.node("Relu", [g.conv("x", 3, 8)])[0]
+    outs = [dilated(y, (2, 2), (1, 1), (2, 2)), dilated(y, (1, 3), (1, 1), (1, 3)),
+            dilated(y, (2, 2), (2, 2), (2, 2)), dilated(y, (3, 2), (1, 2), (3, 2))]
+    return g.model([("x", (1, 3, 16, 16))], [(o, name) for o, name in zip(outs, "abce")])
 
 
 def _deconv_input(seed: int = 219):
@@ -1755,6 +1785,16 @@ def _int8_platform_cases() -> List[Case]:
                _standalone_ops(T3_ATTRIBUTE_FREE_OPS), image8, variants=("i8",), platform=p,
                purpose=f"standalone ops without attributes (lookup tables, CPU ops, element-wise ones) and ConvTanh "
                        f"on {p}, whose graph stores no attributes") for p in ("rv1106", "rv1103")),
+        *(Case(f"image_channels{c}{'' if first else '_sigmoid'}_rv1106",
+               " ".join(_image_channels.__doc__.split()).replace("``channels``", str(c)),
+               _image_channels(c, first), [("x", (1, c, 16, 16), "image")], variants=("i8",), platform="rv1106",
+               purpose=f"an rv1106 conv on a {c}-channel image (CONV_CON1 0x{0x20008000 + (c - 1 << 12):x})"
+                       + ("" if first else ", the compiler's 1x1 conv writing 4 output lanes (0x1038)"))
+          for c, first in ((1, True), (2, True), (4, True), (1, False), (3, False))),
+        Case("dilated_rv1106", " ".join(_dilated_convs.__doc__.split()), _dilated_convs, [IMG], variants=("i8",),
+             platform="rv1106", purpose="rv1106 dilated convs (CONV_CON3 bits 16..25)"),
+        Case("split_unused_rv1106", "same as split_unused, rv1106", _split_unused, [IMG], variants=("i8",),
+             platform="rv1106", purpose="an rv1106 Split part nothing reads (tensor index -1)"),
         *(Case(f"standalone_leaky_{p}", "the Concat of standalone_ops, LeakyRelu(alpha=0.1), Abs, LeakyRelu(alpha=0.01)",
                _standalone_ops(("LeakyRelu", "Abs", "LeakyRelu001")), image8, variants=("i8",), platform=p,
                purpose=f"standalone int8 LeakyRelu (DPU-only tasks) on {p}") for p in ("rv1106", "rv1103")),

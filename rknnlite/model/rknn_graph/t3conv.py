@@ -8,9 +8,10 @@ are only in the register commands of its task.  Observed on files of RKNN-Toolki
 register encoding:
 
 * CNA (target 0x0201) ``CONV_CON1`` 0x100c: 0 on a plain conv (0x20000000 on a 1x1 conv of
-  stride 2, 0x2000a000 on one reading the graph's image input), 7 on a depthwise one.
-  ``CONV_CON3`` 0x1014: the x stride in bits 0..2, the y stride in bits 3..5 (a dilation sets
-  bits from 16: refused).  ``PAD_CON0`` 0x1068: the top pad in bits 0..3, the left pad in bits
+  stride 2, 0x20008000 | (channels - 1) << 12 on one reading the graph's image input of 1 to 4
+  channels: 0x2000a000 for RGB), 7 on a depthwise one.  ``CONV_CON3`` 0x1014: the x stride in
+  bits 0..2, the y stride in bits 3..5, the x and y dilations less one in bits 16..20 and
+  21..25.  ``PAD_CON0`` 0x1068: the top pad in bits 0..3, the left pad in bits
   8..11; the bottom and right pads follow from the output size (the NPU reads no row or column
   past it).  0x1038: kernel width << 24 | height << 16 | output channels (2 on a depthwise conv).
   A ConvTranspose's attributes are decoded by :mod:`.deconv_regs` (rk3588's encoding); the older
@@ -56,9 +57,14 @@ T3_NPU = "RKNPU t3"
 
 _CONV_CON1 = 0x100C
 #: CONV_CON1 of a plain conv: conv mode 0 in bits 0..3, int8 in bits 4..9; bit 29 is set on a 1x1
-#: conv of stride 2 and on a conv reading the graph's image input, which also sets bits 13 and 15
-#: (how the input is fetched; rk3588 writes 0x6000a000 there)
-_PLAIN_CON1 = (0x0, 0x20000000, 0x2000A000)
+#: conv of stride 2 and on a conv reading the graph's image input, which also sets bit 15 and the
+#: image's channels less one in bits 12..13 (how the input is fetched; rk3588 writes 0x6000a000 for
+#: 3 channels): per channel count, corpus image_channels*_rv1106
+_PLAIN_CON1 = (0x0, 0x20000000)
+_IMAGE_CON1 = {channels: 0x20008000 | (channels - 1) << 12 for channels in (1, 2, 3, 4)}
+#: the compiler's own 1x1 conv applying mean/std to an image of fewer than 4 channels whose first op is
+#: no conv writes 4 output lanes (0x1038's low bits), the weight's rows being the image's channels
+_INPUT_CONV_LANES = 4
 #: CONV_CON1 of a depthwise conv (conv mode 7), whose 0x1038 holds 2 where a plain one has its
 #: output channels
 _DEPTHWISE_CON1, _DEPTHWISE_KERNELS = 0x7, 2
@@ -66,6 +72,8 @@ _CONV_CON3 = 0x1014
 _KERNEL = 0x1038
 _PAD_CON0 = 0x1068
 _STRIDE_BITS = 0x3F
+#: CONV_CON3's dilations less one: x in bits 16..20, y in bits 21..25
+_DILATION_X, _DILATION_Y, _DILATION_BITS = 16, 21, 0x1F
 _PAD_BITS = 0x0F0F
 
 _OUT_CVT_OFFSET, _OUT_CVT_SCALE, _OUT_CVT_SHIFT = 0x4080, 0x4084, 0x4088
@@ -123,7 +131,7 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     its weight's model shape ``[O, I, kh, kw]`` and its input and output NCHW shapes.
 
     Raises:
-        ModelInvalidError: a grouped (not depthwise) or dilated conv, a register value outside
+        ModelInvalidError: a grouped (not depthwise) conv, a register value outside
             the decoded fields, or registers that disagree with the tensors' shapes.
     """
     def refuse(message: str) -> ModelInvalidError:
@@ -132,20 +140,24 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     if len(w_shape) != 4 or len(x_shape) != 4 or len(out_shape) != 4:
         raise refuse(f"weight {list(w_shape)}, input {list(x_shape)} and output {list(out_shape)} are not all 4-D")
     con1 = _reg(regs, TARGET_CNA, _CONV_CON1, where)
-    if con1 not in _PLAIN_CON1 and con1 != _DEPTHWISE_CON1:
-        plain = ", ".join(map(hex, _PLAIN_CON1))
+    channels = x_shape[1]
+    image = con1 in _IMAGE_CON1.values()
+    if con1 not in _PLAIN_CON1 and not image and con1 != _DEPTHWISE_CON1:
+        plain = ", ".join(map(hex, _PLAIN_CON1 + tuple(_IMAGE_CON1.values())))
         raise refuse(f"CNA_CONV_CON1 ({_CONV_CON1:#x}) = {con1:#x}: only plain convs ({plain}) and depthwise ones "
                      f"({_DEPTHWISE_CON1:#x}) were decoded")
+    if image and _IMAGE_CON1.get(channels) != con1:
+        raise refuse(f"CNA_CONV_CON1 ({_CONV_CON1:#x}) = {con1:#x} fetches an image of {(con1 >> 12 & 3) + 1} "
+                     f"channels; the conv's input has {channels}")
     depthwise = con1 == _DEPTHWISE_CON1
-    channels = x_shape[1]
     if depthwise and not (w_shape[0] == 1 and w_shape[1] == channels == out_shape[1]):
         raise refuse(f"a depthwise conv (CNA_CONV_CON1 {con1:#x}) with weight {list(w_shape)} from {channels} to "
                      f"{out_shape[1]} channels; a [1, C, kh, kw] weight on C channels was expected")
     con3 = _reg(regs, TARGET_CNA, _CONV_CON3, where)
-    if con3 & ~_STRIDE_BITS:
-        raise refuse(f"CNA_CONV_CON3 ({_CONV_CON3:#x}) = {con3:#x} sets bits beyond the strides (dilated convs "
-                     "were not decoded)")
+    if con3 & ~(_STRIDE_BITS | _DILATION_BITS << _DILATION_X | _DILATION_BITS << _DILATION_Y):
+        raise refuse(f"CNA_CONV_CON3 ({_CONV_CON3:#x}) = {con3:#x} sets bits beyond the strides and dilations")
     stride_x, stride_y = con3 & 7, (con3 >> 3) & 7
+    dilation_x, dilation_y = ((con3 >> shift & _DILATION_BITS) + 1 for shift in (_DILATION_X, _DILATION_Y))
     pad = _reg(regs, TARGET_CNA, _PAD_CON0, where)
     if pad & ~_PAD_BITS:
         raise refuse(f"CNA_PAD_CON0 ({_PAD_CON0:#x}) = {pad:#x} sets bits beyond the top and left pads")
@@ -153,20 +165,25 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     channels_out, _, kh, kw = w_shape
     kernel = _reg(regs, TARGET_CNA, _KERNEL, where)
     low = _DEPTHWISE_KERNELS if depthwise else channels_out
+    if image and kh == kw == 1 and channels_out == channels < _INPUT_CONV_LANES and \
+            kernel == (kw << 24 | kh << 16 | _INPUT_CONV_LANES):
+        low = _INPUT_CONV_LANES
     if kernel != (kw << 24 | kh << 16 | low):
         raise refuse(f"register {_KERNEL:#x} = {kernel:#x} is not the weight's kernel {kh}x{kw} and {low} "
                      f"({'depthwise' if depthwise else 'output channels'})")
     if min(stride_x, stride_y) < 1:
         raise refuse(f"CNA_CONV_CON3 ({_CONV_CON3:#x}) = {con3:#x} gives a stride of 0")
     # the fewest bottom/right pads that give the output size (rows past the last window are never read)
-    bottom = max(0, (out_shape[2] - 1) * stride_y + kh - x_shape[2] - top)
-    right = max(0, (out_shape[3] - 1) * stride_x + kw - x_shape[3] - left)
-    if (x_shape[2] + top + bottom - kh) // stride_y + 1 != out_shape[2] or bottom >= kh or \
-            (x_shape[3] + left + right - kw) // stride_x + 1 != out_shape[3] or right >= kw:
-        raise refuse(f"a {kh}x{kw} conv with strides ({stride_y}, {stride_x}) and top/left pads ({top}, {left}) "
-                     f"cannot map input {list(x_shape[2:])} to output {list(out_shape[2:])}")
+    span_y, span_x = (kh - 1) * dilation_y + 1, (kw - 1) * dilation_x + 1
+    bottom = max(0, (out_shape[2] - 1) * stride_y + span_y - x_shape[2] - top)
+    right = max(0, (out_shape[3] - 1) * stride_x + span_x - x_shape[3] - left)
+    if (x_shape[2] + top + bottom - span_y) // stride_y + 1 != out_shape[2] or bottom >= span_y or \
+            (x_shape[3] + left + right - span_x) // stride_x + 1 != out_shape[3] or right >= span_x:
+        raise refuse(f"a {kh}x{kw} conv with strides ({stride_y}, {stride_x}), dilations ({dilation_y}, "
+                     f"{dilation_x}) and top/left pads ({top}, {left}) cannot map input {list(x_shape[2:])} to "
+                     f"output {list(out_shape[2:])}")
     return {"kernel_shape": [kh, kw], "pads": [top, left, bottom, right], "strides": [stride_y, stride_x],
-            "dilations": [1, 1], "group": channels if depthwise else 1, "auto_pad": "NOTSET"}
+            "dilations": [dilation_y, dilation_x], "group": channels if depthwise else 1, "auto_pad": "NOTSET"}
 
 
 def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],

@@ -10,7 +10,8 @@ platforms' files store, so that the lowering runs these files as it runs the oth
   a ConvTranspose's too (:func:`.deconv_regs.deconv_params`);
 * a pool's kernel, strides and pads from its PPU registers (:func:`.t3pool.t3_pool_params`);
 * a Concat's or Split's axis (and a Split's sizes) from its tensors' shapes: the one axis on
-  which they differ, which must be its table's;
+  which they differ, which must be its table's (a Split with a part nothing reads: its table's
+  axis and sizes, checked against the parts read);
 * a Reshape's or Expand's target and a Resize's scales: its output's shape (the lowering reads it
   for a node without a shape constant whose attributes were recovered);
 * an exSoftmax13's axis from its table, checked against its reduce-sum weight (:func:`_softmax`);
@@ -124,15 +125,32 @@ def _concat(n: _Node) -> VendorNode:
 
 
 def _split(n: _Node) -> VendorNode:
+    """A Split: its axis and sizes from its parts' shapes, the axis checked against its parameter
+    table; with a part nothing reads (tensor index -1: no shape) the table's axis and sizes, which
+    the parts read and the whole must match."""
     node = n.node
     data = n.data_inputs()
     if len(data) != 1:
         raise n.refuse(f"a Split with data inputs {list(data)}; one was expected")
-    outs = [n.shape(i) for i in node.outputs]
-    axis = _axis(n, n.shape(data[0]), outs)
-    _table_axis(n, axis, len(outs[0]))
-    return dataclasses.replace(node, inputs=data, params={"axis": axis, "split": [int(o[axis]) for o in outs]},
-                               recovered={})
+    whole = n.shape(data[0])
+    if all(i >= 0 for i in node.outputs):
+        outs = [n.shape(i) for i in node.outputs]
+        axis = _axis(n, whole, outs)
+        _table_axis(n, axis, len(outs[0]))
+        sizes = [int(o[axis]) for o in outs]
+    else:
+        axis, sizes = node.params.get("axis"), list(node.params.get("split") or ())
+        if axis is None or not -len(whole) <= axis < len(whole) or len(sizes) != len(node.outputs) or \
+                sum(sizes) != whole[axis]:
+            raise n.refuse(f"a Split of {list(whole)} with an unread part and parameter table axis {axis}, sizes "
+                           f"{sizes}; sizes of its {len(node.outputs)} parts adding up to the whole were expected")
+        axis %= len(whole)
+        for size, index in zip(sizes, node.outputs):
+            expected = [size if k == axis else d for k, d in enumerate(whole)]
+            if index >= 0 and list(n.shape(index)) != expected:
+                raise n.refuse(f"a Split part {list(n.shape(index))} of {list(whole)}; its parameter table "
+                               f"(axis {axis}, sizes {sizes}) gives {expected}")
+    return dataclasses.replace(node, inputs=data, params={"axis": axis, "split": sizes}, recovered={})
 
 
 def _transpose(n: _Node) -> VendorNode:
