@@ -404,6 +404,22 @@ def test_a_mean_written_as_one_value_stands_for_every_channel(stem):
     assert (pre.mean, pre.std) == ((0.0, 0.0, 0.0), (255.0, 255.0, 255.0))
 
 
+def test_a_one_value_std_stands_for_every_channel(tmp_path):
+    # 2.5.0 writes an all-one std as [1] too (mean [[5, 5, 5]], std [[1, 1, 1]] gave 'std': [1]); here the
+    # file's three 255s written as one, the Description's length kept
+    def std_one(data: bytearray) -> None:
+        needle = b"'std': [255.0, 255.0, 255.0]"
+        assert data.count(needle) == 1
+        at = data.index(needle)
+        data[at:at + len(needle)] = b"'std': [255.0]".ljust(len(needle))
+
+    path = doctored_copy(CORPUS / "ultralytics_norm_i8.rknn", tmp_path, std_one)
+    model = load_model(path)
+    assert model.model.description["attrs"]["x"]["std"] == [255.0]
+    (pre,) = lower_rockchip(model.payload, model.model).preprocess
+    assert pre.std == (255.0, 255.0, 255.0)
+
+
 def test_a_one_value_mean_the_preproc_table_contradicts_is_refused(tmp_path):
     def mean_one(data: bytearray) -> None:  # the Description's 'mean': [0] -> [1]
         needle = b"'mean': [0]"

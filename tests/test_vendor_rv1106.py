@@ -670,3 +670,49 @@ def test_a_split_part_nothing_reads_takes_the_table_s_sizes():
     (split,) = [n for n in model.graph.nodes if n.op == "Split"]
     assert split.attrs["axis"] == 1 and len(split.outputs) == 3
     assert list(model.graph.constants[split.inputs[1]]) == [8, 10, 6]
+
+
+def test_a_split_part_nothing_reads_must_match_the_table():
+    from rknnlite.model.rknn_graph import t3nodes
+
+    shapes = [(1, 24, 4, 4), (1, 8, 4, 4), (1, 6, 4, 4)]
+    split = t3nodes._split(_fake("Split", {"axis": 1, "split": [8, 10, 6]}, (0,), (1, -1, 2), shapes))
+    assert split.params == {"axis": 1, "split": [8, 10, 6]}
+    with pytest.raises(ModelInvalidError, match=r"sizes \[8, 10, 5\]; sizes of its 3 parts adding up"):
+        t3nodes._split(_fake("Split", {"axis": 1, "split": [8, 10, 5]}, (0,), (1, -1, 2), shapes))
+    with pytest.raises(ModelInvalidError, match=r"a Split part \[1, 6, 4, 4\] of \[1, 24, 4, 4\]; its parameter table"):
+        t3nodes._split(_fake("Split", {"axis": 1, "split": [8, 12, 4]}, (0,), (1, -1, 2), shapes))
+
+
+@pytest.mark.parametrize("shapes, axes, keepdims", [
+    ([(1, 16, 8, 8), (1, 1, 8, 8)], [1], 1),
+    ([(1, 16, 8, 8), (1, 8, 8)], [1], 0),
+    ([(1, 1, 8, 8), (1, 1, 8, 8)], [0, 1], 1),  # over dims of size 1 only: the identity, as ONNX's would be
+    ([(1, 1, 6), (1, 6)], [0], 0),  # axis 0 or 1, both of size 1: the same values
+])
+def test_reduce_axes_are_recovered_from_the_shapes(shapes, axes, keepdims):
+    from rknnlite.model.rknn_graph import t3nodes
+
+    node = t3nodes._reduce(_fake("ReduceMax", {}, (0,), (1,), shapes))
+    assert node.attrs == {"axes": {"dtype": "is", "value": axes}, "keepdims": {"dtype": "i", "value": keepdims}}
+
+
+@pytest.mark.parametrize("shapes, match", [
+    ([(1, 16, 8, 8), (1, 16, 8)], r"2 sets of axes give that shape reducing different dims"),  # axis 2 or 3
+    ([(1, 16, 8, 8), (1, 16, 4, 8)], r"0 sets of axes give that shape"),
+])
+def test_reduce_shapes_that_do_not_tell_the_axes_are_refused(shapes, match):
+    from rknnlite.model.rknn_graph import t3nodes
+
+    with pytest.raises(ModelInvalidError, match=match):
+        t3nodes._reduce(_fake("ReduceMin", {}, (0,), (1,), shapes))
+
+
+def test_reductions_run_with_the_axes_their_shapes_give():
+    # standalone_reduce: ReduceMax and ReduceMin over the channels, and a ReduceMin with keepdims 0, which the
+    # compiler makes keepdims 1 and a Reshape; the container stores neither the axes constant nor a table
+    model = lower_rockchip(*_model("standalone_reduce_rv1106_i8"))
+    reductions = [(n.op, n.attrs) for n in model.graph.nodes if n.op.startswith("Reduce")]
+    assert reductions == [("ReduceMax", {"axes": [1], "keepdims": 1}), ("ReduceMin", {"axes": [1], "keepdims": 1}),
+                          ("ReduceMin", {"axes": [1], "keepdims": 1})]
+    assert "Reshape" in model.vendor_ops

@@ -1301,7 +1301,8 @@ def _standalone_ops(ops=STANDALONE_OPS, seed: int = 900):
     the runtime runs on the CPU (Exp, Erf, ReduceMax over the channels); ConvTanh, ConvPRelu: a 3x3
     conv 3->8, then Tanh or PRelu (slopes 0.05..0.4); Max, Min, Sub: of the Concat and a 3x3 conv 3->16;
     Pow: the Concat squared; Clip(-0.5, 1.5) and HardSigmoid(alpha=0.3, beta=0.4) of the Concat (no conv
-    to fold into); ReduceMin over the channels; LeakyRelu001: LeakyRelu at ONNX's default alpha 0.01
+    to fold into); ReduceMin over the channels (ReduceMin0: keepdims 0, which the compiler makes keepdims 1 and a
+    Reshape); LeakyRelu001: LeakyRelu at ONNX's default alpha 0.01
     (its parameter table leaves the slot out); PRelu1, ConvPRelu1: one slope for every channel (0.2,
     0.15; PyTorch's nn.PReLU() default)."""
     def build():
@@ -1326,6 +1327,7 @@ def _standalone_ops(ops=STANDALONE_OPS, seed: int = 900):
                                             g.const(np.array(1.5, np.float32))])[0],
             "HardSigmoid": lambda: _hardsigmoid(0.3, 0.4)(g, c),
             "ReduceMin": lambda: g.node("ReduceMin", [c], axes=[1], keepdims=1)[0],
+            "ReduceMin0": lambda: g.node("ReduceMin", [c], axes=[1], keepdims=0)[0],
             "LeakyRelu001": lambda: g.node("LeakyRelu", [c])[0],
             "PRelu1": lambda: g.node("PRelu", [c, g.const(np.full((1, 1, 1), 0.2, np.float32))])[0],
             "ConvPRelu1": lambda: g.node("PRelu", [g.conv("x", 3, 8),
@@ -1795,6 +1797,10 @@ def _int8_platform_cases() -> List[Case]:
              platform="rv1106", purpose="rv1106 dilated convs (CONV_CON3 bits 16..25)"),
         Case("split_unused_rv1106", "same as split_unused, rv1106", _split_unused, [IMG], variants=("i8",),
              platform="rv1106", purpose="an rv1106 Split part nothing reads (tensor index -1)"),
+        *(Case(f"standalone_reduce_{p}", "the Concat of standalone_ops, ReduceMax, ReduceMin, ReduceMin(keepdims=0) over "
+               "the channels", _standalone_ops(("ReduceMax", "ReduceMin", "ReduceMin0")), image8, variants=("i8",),
+               platform=p, purpose=f"CPU reductions on {p}, whose axes constant the container does not store")
+          for p in ("rv1106", "rv1103")),
         *(Case(f"standalone_leaky_{p}", "the Concat of standalone_ops, LeakyRelu(alpha=0.1), Abs, LeakyRelu(alpha=0.01)",
                _standalone_ops(("LeakyRelu", "Abs", "LeakyRelu001")), image8, variants=("i8",), platform=p,
                purpose=f"standalone int8 LeakyRelu (DPU-only tasks) on {p}") for p in ("rv1106", "rv1103")),

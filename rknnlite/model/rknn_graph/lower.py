@@ -234,7 +234,8 @@ _BSON_ATTRIBUTES: Dict[str, FrozenSet[str]] = {op: frozenset(names.split()) for 
     "Resize": "coordinate_transformation_mode mode nearest_mode", "Split": "axis", "Transpose": "perm",
     "exDataConvert": "i_dtype o_dtype", "exMatMul": "c_type", "exNorm": "axes eps mode",
     "exSDPAttention": "q_add q_matmul q_softmax scale",
-    "exSoftmax13": "axis", "Elu": "alpha", "LeakyRelu": "alpha", "ReduceMax": "keepdims", "ReduceMin": "keepdims",
+    "exSoftmax13": "axis", "Elu": "alpha", "LeakyRelu": "alpha", "ReduceMax": "axes keepdims",
+    "ReduceMin": "axes keepdims",
     "HardSigmoid": "alpha beta", "BatchNormalization": "epsilon momentum",
     "BatchNormalizationRelu": "epsilon momentum"}.items()}
 _ACTIVATION_KINDS = ("input", "output", "activation")
@@ -1834,11 +1835,17 @@ class _Lowering:
         got = list(x.shape)
         if node.op in ("ReduceMax", "ReduceMin"):
             consts = [self.tensor(i, node) for i in node.inputs[1:]]
-            if len(consts) != 1:
+            if node.recovered is not None and not consts:  # an rv1106 file's, from its shapes (.t3nodes)
+                stored, keepdims = self.bson_ints(node, "axes"), self.bson_int(node, "keepdims")
+            elif len(consts) != 1:
                 raise self.error(f"{node.label} has {len(consts)} constant inputs; {node.op} takes one int64 axes")
-            axes = [int(a) + len(got) if a < 0 else int(a) for a in self.int64_const(node, consts[0])]
-            keepdims = self.bson_int(node, "keepdims", 1)
-            if node.params.get("keepdims") != [keepdims]:
+            else:
+                stored, keepdims = self.int64_const(node, consts[0]), self.bson_int(node, "keepdims", 1)
+                if "axes" in node.attrs and self.bson_ints(node, "axes") != stored.tolist():
+                    raise self.error(f"{node.label}: BSON axes {self.bson_ints(node, 'axes')} are not its constant's "
+                                     f"{stored.tolist()}")
+            axes = [int(a) + len(got) if a < 0 else int(a) for a in stored]
+            if node.recovered is None and node.params.get("keepdims") != [keepdims]:
                 raise self.error(f"{node.label}: its parameter table's keepdims {node.params.get('keepdims')} is not "
                                  f"the BSON's {keepdims}")
             if not axes or any(not 0 <= a < len(got) for a in axes) or len(set(axes)) != len(axes) \

@@ -18,7 +18,8 @@ platforms' files store, so that the lowering runs these files as it runs the oth
 * an ArgMax's axis from its table, keepdims from its shapes (:func:`_argmax`), a Transpose's
   permutation from its table, checked against its shapes;
 * an exSDPAttention's scale from its scores task's BN multiplier (:func:`_attention`);
-* a standalone LeakyRelu's slope from its DPU-only task (:func:`_leaky_relu`).
+* a standalone LeakyRelu's slope from its DPU-only task (:func:`_leaky_relu`);
+* a ReduceMax's or ReduceMin's axes and keepdims from its shapes (:func:`_reduce`).
 
 Ops without attributes run as stored: the standalone lookup-table ops (Sigmoid, exSwish, HardSwish,
 exGelu, Tanh, Softplus), the CPU's Exp and Erf, element-wise Add, Mul, Sub, Max and Min.
@@ -33,6 +34,7 @@ with ONNX's defaults a HardSigmoid(0.3, 0.4) was 2 % within one step of the simu
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Callable, Dict, List, Tuple
 
 import numpy as np
@@ -295,6 +297,33 @@ def _leaky_relu(n: _Node) -> VendorNode:
     return dataclasses.replace(node, params={"alpha": alpha}, recovered={"alpha": {"dtype": "f", "value": alpha}})
 
 
+def _reduce(n: _Node) -> VendorNode:
+    """A ReduceMax or ReduceMin (a CPU op: no task) whose axes constant the container does not
+    store: ``keepdims`` from the ranks, the axes from the shapes, the dims its output lacks or has
+    as 1.  Where several sets of axes give the output's shape (keepdims 0, equal sizes side by
+    side) they must differ in dims of size 1 only, over which a reduction changes nothing."""
+    node = n.node
+    data = n.data_inputs()
+    if len(data) != 1 or len(node.outputs) != 1 or any(t.op_idx == node.index for t in n.tasks()):
+        raise n.refuse(f"a {node.op} with data inputs {list(data)}, outputs {list(node.outputs)} or NPU tasks; one "
+                       "input and output, run on the CPU, were observed")
+    x, out = list(n.shape(data[0])), list(n.shape(node.outputs[0]))
+    keepdims = int(len(out) == len(x))
+    if keepdims:
+        axes = [a for a, (d, o) in enumerate(zip(x, out)) if d != o] or [a for a, d in enumerate(x) if d == 1]
+        fits = all(out[a] == 1 for a in axes) and all(o == d for a, (d, o) in enumerate(zip(x, out)) if a not in axes)
+        candidates = [axes] if axes and fits else []
+    else:
+        candidates = [list(c) for c in itertools.combinations(range(len(x)), len(x) - len(out))
+                      if c and [d for a, d in enumerate(x) if a not in c] == out]
+    moving = {tuple(a for a in c if x[a] != 1) for c in candidates}
+    if not candidates or len(moving) != 1:
+        raise n.refuse(f"a {node.op} of {list(x)} to {list(out)}: {len(candidates)} sets of axes give that shape "
+                       f"{'reducing different dims' if candidates else ''}; one was expected")
+    return dataclasses.replace(node, inputs=data, recovered={"axes": _ints_attr(candidates[0]),
+                                                            "keepdims": _int_attr(keepdims)})
+
+
 def _attention(n: _Node) -> VendorNode:
     """An exSDPAttention's ``scale``, which only its scores task holds: the BN multiplier of its
     first CNA task (0x4068, rk3588's form).  The simulator uses the ONNX value, which the register
@@ -322,7 +351,8 @@ _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "Concat": _concat, "Split": _split, "Reshape": _reshape, "Expand": _expand, "MaxPool": _pool,
     "AveragePool": _pool,
     "Resize": _resize, "exSoftmax13": _softmax, "ConvTranspose": _deconv, "ArgMax": _argmax,
-    "Transpose": _transpose, "exSDPAttention": _attention, "LeakyRelu": _leaky_relu,
+    "Transpose": _transpose, "exSDPAttention": _attention, "LeakyRelu": _leaky_relu, "ReduceMax": _reduce,
+    "ReduceMin": _reduce,
     # attribute-free: standalone lookup-table ops, CPU ones and element-wise ones (broadcast by their shapes):
     # corpus standalone_lut_*, sigmoid_mul_*, standalone_attr_free_*
     **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "exGelu", "Tanh", "Softplus", "Exp", "Erf", "Add",
