@@ -45,8 +45,8 @@ class Case:
         graph: a one-line human description of the ONNX graph.
         build: ``() -> onnx.ModelProto``.
         inputs: ``[(name, shape, kind)]`` with kind ``"image"`` (raw 0..255, mean/std
-            applied by the model; ``"image01"``: Ultralytics' mean 0 and std 255), ``"normal"`` (N(0,1), no mean/std) or ``"tokens"`` (int64
-            token ids in ``[0, TOKEN_VOCAB)``).
+            applied by the model; ``"image01"``: Ultralytics' mean 0 and std 255), ``"normal"``
+            (N(0,1), no mean/std) or ``"tokens"`` (int64 token ids in ``[0, TOKEN_VOCAB)``).
         variants: which conversions to make: ``"fp16"``, ``"i8"`` (normal/channel),
             ``"i8_layer"`` (normal/layer).
         platform: the ``target_platform``.
@@ -1301,9 +1301,9 @@ def _standalone_ops(ops=STANDALONE_OPS, seed: int = 900):
     the runtime runs on the CPU (Exp, Erf, ReduceMax over the channels); ConvTanh, ConvPRelu: a 3x3
     conv 3->8, then Tanh or PRelu (slopes 0.05..0.4); Max, Min, Sub: of the Concat and a 3x3 conv 3->16;
     Pow: the Concat squared; Clip(-0.5, 1.5) and HardSigmoid(alpha=0.3, beta=0.4) of the Concat (no conv
-    to fold into); ReduceMin over the channels (ReduceMin0: keepdims 0, which the compiler makes keepdims 1 and a
-    Reshape); LeakyRelu001: LeakyRelu at ONNX's default alpha 0.01
-    (its parameter table leaves the slot out); PRelu1, ConvPRelu1: one slope for every channel (0.2,
+    to fold into); ReduceMin over the channels (ReduceMin0: keepdims 0, which the compiler makes
+    keepdims 1 and a Reshape); LeakyRelu001: LeakyRelu at ONNX's default alpha 0.01 (its parameter
+    table leaves the slot out); PRelu1, ConvPRelu1: one slope for every channel (0.2,
     0.15; PyTorch's nn.PReLU() default)."""
     def build():
         g = _G(seed)
@@ -1797,11 +1797,12 @@ def _int8_platform_cases() -> List[Case]:
              platform="rv1106", purpose="rv1106 dilated convs (CONV_CON3 bits 16..25)"),
         Case("split_unused_rv1106", "same as split_unused, rv1106", _split_unused, [IMG], variants=("i8",),
              platform="rv1106", purpose="an rv1106 Split part nothing reads (tensor index -1)"),
-        *(Case(f"standalone_reduce_{p}", "the Concat of standalone_ops, ReduceMax, ReduceMin, ReduceMin(keepdims=0) over "
-               "the channels", _standalone_ops(("ReduceMax", "ReduceMin", "ReduceMin0")), image8, variants=("i8",),
+        *(Case(f"standalone_reduce_{p}", "the Concat of standalone_ops, ReduceMax, ReduceMin, ReduceMin(keepdims=0) "
+               "over the channels", _standalone_ops(("ReduceMax", "ReduceMin", "ReduceMin0")), image8, variants=("i8",),
                platform=p, purpose=f"CPU reductions on {p}, whose axes constant the container does not store")
           for p in ("rv1106", "rv1103")),
-        *(Case(f"standalone_leaky_{p}", "the Concat of standalone_ops, LeakyRelu(alpha=0.1), Abs, LeakyRelu(alpha=0.01)",
+        *(Case(f"standalone_leaky_{p}",
+               "the Concat of standalone_ops, LeakyRelu(alpha=0.1), Abs, LeakyRelu(alpha=0.01)",
                _standalone_ops(("LeakyRelu", "Abs", "LeakyRelu001")), image8, variants=("i8",), platform=p,
                purpose=f"standalone int8 LeakyRelu (DPU-only tasks) on {p}") for p in ("rv1106", "rv1103")),
         *(Case(f"standalone_hardsigmoid{'' if p == 'rk3588' else '_' + p}", doc(_standalone_hardsigmoid),

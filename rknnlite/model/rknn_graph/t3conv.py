@@ -246,8 +246,8 @@ def t3_leaky_slope(regs: Dict[Tuple[int, int], int], where: str) -> float:
     0xc000), its low half 0."""
     bits = _reg(regs, TARGET_DPU, BN_MUL, where)
     if bits & 0xFFFF:
-        raise ModelInvalidError(f"{where}: DPU register {BN_MUL:#x} = {bits:#x} of an rv1106 LeakyRelu; its slope in the "
-                                "high half and 0 in the low half were observed", op="load")
+        raise ModelInvalidError(f"{where}: DPU register {BN_MUL:#x} = {bits:#x} of an rv1106 LeakyRelu; its slope "
+                                "in the high half and 0 in the low half were observed", op="load")
     high = bits >> 16
     return (high - (1 << 16) if high & 0x8000 else high) / float(1 << _LEAKY_SLOPE_BITS)
 
