@@ -253,11 +253,11 @@ T4_EW_CFG = 0x407C
 T4_EW_CFG_PLAIN = 0x010041C1
 #: ``EW_CFG`` (rk3576's clamp mode) where it is not the plain one: by BN_CFG, or on a residual conv
 T4_EW_CFG_OF = {0x20010: 0x000241C0, T4_BN_LUT: 0x01004140, "Add": 0x8002C0C0, "AddRelu": 0x8002C0C0}
-#: a LeakyRelu conv's slope stage multiplies by round(alpha * 2^14) (by 2^14 on the positive
-#: side), and its multiplier shift in 0x4054 counts those 14 bits: the shift that scales the
-#: accumulator is the field minus 14 (fields 14 and 15 seen, rk3588's 0x4048 shifts 0 and 1 for
-#: the same files)
-_T4_LEAKY_SLOPE_BITS = 14
+#: an int8 LeakyRelu's slope stage multiplies by round(alpha * 2^14) (by 2^14 on the positive side):
+#: the slope register (BN_MUL's high half) holds that integer on every platform; rk3562's multiplier
+#: shift in 0x4054 counts those 14 bits: the shift that scales the accumulator is the field minus 14
+#: (fields 14 and 15 seen, rk3588's 0x4048 shifts 0 and 1 for the same files)
+LEAKY_SLOPE_BITS = 14
 
 
 def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
@@ -331,7 +331,7 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
                          "point) on a plain-bias conv")
     elif leaky:
         base = (T4_BS_MUL_DEPTHWISE if depthwise else T4_BS_MUL_OBSERVED) & ~0x3F0000
-        if mul_cfg & ~0x3F0000 != base or (mul_cfg >> 16) & 0x3F < _T4_LEAKY_SLOPE_BITS:
+        if mul_cfg & ~0x3F0000 != base or (mul_cfg >> 16) & 0x3F < LEAKY_SLOPE_BITS:
             bit31 = "bit 31 clear" if depthwise else "bit 31"
             raise refuse("BS_MUL_CFG", T4_BS_MUL, mul_cfg, f"{bit31} and a shift of at least 14 in bits 16..21 on a "
                          f"{activation} conv")
@@ -353,7 +353,7 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     if plain:
         operand = mul_cfg & 0xFFFF
         return Requant(scale & 0xFFFF, shift, None, i32(offset), False, -i16(operand))
-    mul_shift = ((mul_cfg >> 16) & 0x3F) - (_T4_LEAKY_SLOPE_BITS if leaky else 0)
+    mul_shift = ((mul_cfg >> 16) & 0x3F) - (LEAKY_SLOPE_BITS if leaky else 0)
     return Requant(scale & 0xFFFF, shift, mul_shift, i32(offset), True, 0)
 
 
@@ -371,10 +371,17 @@ def shortest_decimal(value: float, stored, preferred: Sequence[float] = ()) -> f
     return value
 
 
+def int8_leaky_slope(bits: int) -> Optional[float]:
+    """The slope an int8 LeakyRelu's ``BN_MUL`` word holds: its high half a signed 16-bit value over
+    2^:data:`LEAKY_SLOPE_BITS` (Abs, a slope of -1: 0xc000), its low half 0 (``None`` otherwise)."""
+    return None if bits & 0xFFFF else i16(bits >> 16) / float(1 << LEAKY_SLOPE_BITS)
+
+
 def slope_decimal(stored: float) -> float:
     """The ONNX slope an int8 LeakyRelu register's ``round(alpha * 2^14)`` (``stored`` over 2^14)
     was rounded from, taken to be the shortest decimal rounding to it (0.1, not 0.0999756)."""
-    return shortest_decimal(stored, lambda a: round(a * (1 << 14)) == round(stored * (1 << 14)))
+    unit = 1 << LEAKY_SLOPE_BITS
+    return shortest_decimal(stored, lambda a: round(a * unit) == round(stored * unit))
 
 
 def f32(bits: int) -> float:
@@ -429,7 +436,7 @@ def fused_activation(regs: Dict[Tuple[int, int], int], activation: str, where: s
         if bits & 0xFFFF == 0:
             if unit is None:
                 return {"alpha": float(struct.unpack("<e", struct.pack("<H", bits >> 16))[0])}
-            return {"alpha": i16(bits >> 16) / float(1 << 14)}
+            return {"alpha": int8_leaky_slope(bits)}
     elif activation == "Clip" and cfg == _BN_CLIP and reg(REG_BN_ADD) == 0:
         return {"min": 0.0, "max": real(REG_BN_RELUX)}
     elif activation == "Clip" and cfg == clip_shifted_cfg:

@@ -46,7 +46,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
-from .regcmd import BN_MUL, TARGET_CNA, TARGET_DPU, Requant, slope_decimal, task_register
+from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, TARGET_CNA, TARGET_DPU, Requant, i16, int8_leaky_slope,
+                     slope_decimal, task_register)
 
 __all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_leaky_slope",
            "t3_lut_stage", "t3_lut_task", "t3_standalone_leaky_slope"]
@@ -92,11 +93,10 @@ _FIXED = {False: {0x4048: 0x1, 0x404C: _INT32_MIN, 0x4050: 0x30000001, 0x4054: 0
 _PLAIN_BIAS = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x30000002}
 _ALU_SRC, _ALU_SRC_FLAG = 0x4054, 0x80000000
 _MUL_SHIFT = 14
-#: a LeakyRelu conv: its slope's fraction bits, which OUT_CVT_SHIFT counts too; per depthwise or not,
-#: its 0x4054 and multipliers' shift (a plain conv's multipliers normalised to 2^15, bit 31 | 15 << 24;
-#: a depthwise one's as without the LeakyRelu)
-_LEAKY_SLOPE_BITS = 14
-_LEAKY_ALU_SRC = {False: (0x8F000000, 15), True: (0x0E000000, _MUL_SHIFT)}
+#: a LeakyRelu conv, per depthwise or not: its 0x4054, the multipliers' shift in bits 24..29 (a plain
+#: conv's multipliers normalised to 2^15, bit 31 | 15 << 24; a depthwise one's as without the LeakyRelu);
+#: OUT_CVT_SHIFT counts the slope's LEAKY_SLOPE_BITS fraction bits too
+_LEAKY_ALU_SRC = {False: _ALU_SRC_FLAG | 15 << 24, True: _MUL_SHIFT << 24}
 _CLAMP_LOW = (0x406C, 0x40E0)
 _CLAMP_HIGH = (0x4028, 0x40E4)
 _NO_CLAMP = {**{a: _INT32_MIN for a in _CLAMP_LOW}, **{a: _INT32_MAX for a in _CLAMP_HIGH}}
@@ -206,7 +206,7 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     if leaky and plain:
         raise ModelInvalidError(f"{where}: an rv1106 int8 {kind}: only a LeakyRelu on a conv with per-channel bias "
                                 "blocks was decoded", op="load")
-    fixed = {**_FIXED[depthwise], _ALU_SRC: _LEAKY_ALU_SRC[depthwise][0]} if leaky else \
+    fixed = {**_FIXED[depthwise], _ALU_SRC: _LEAKY_ALU_SRC[depthwise]} if leaky else \
         _PLAIN_BIAS if plain else _FIXED[depthwise]
     for address, expected in {**fixed, **_ACTIVATION[activation]}.items():
         value = _reg(regs, TARGET_DPU, address, where)
@@ -230,13 +230,13 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
             raise ModelInvalidError(f"{where}: DPU register {_ALU_SRC:#x} = {operand:#x} in an rv1106 int8 {kind}; "
                                     "bit 31 and a 16-bit operand (minus the weight zero point) were observed",
                                     op="load")
-        weight_zp = -((operand & 0xFFFF) - (1 << 16) if operand & 0x8000 else operand & 0xFFFF)
+        weight_zp = -i16(operand & 0xFFFF)
         return Requant(scale, shift, None, offset, False, weight_zp)
     if leaky:
-        if shift < _LEAKY_SLOPE_BITS:
+        if shift < LEAKY_SLOPE_BITS:
             raise ModelInvalidError(f"{where}: OUT_CVT shift {shift} in an rv1106 int8 {kind}, below the "
-                                    f"{_LEAKY_SLOPE_BITS} fraction bits of its slope", op="load")
-        return Requant(scale, shift - _LEAKY_SLOPE_BITS, _LEAKY_ALU_SRC[depthwise][1], offset, True, 0)
+                                    f"{LEAKY_SLOPE_BITS} fraction bits of its slope", op="load")
+        return Requant(scale, shift - LEAKY_SLOPE_BITS, _LEAKY_ALU_SRC[depthwise] >> 24 & 0x3F, offset, True, 0)
     return Requant(scale, shift, _MUL_SHIFT, offset, True, 0)
 
 
@@ -245,11 +245,11 @@ def t3_leaky_slope(regs: Dict[Tuple[int, int], int], where: str) -> float:
     or LeakyRelu: the high half of 0x4068, a signed 16-bit value over 2^14 (Abs, a slope of -1:
     0xc000), its low half 0."""
     bits = _reg(regs, TARGET_DPU, BN_MUL, where)
-    if bits & 0xFFFF:
+    slope = int8_leaky_slope(bits)
+    if slope is None:
         raise ModelInvalidError(f"{where}: DPU register {BN_MUL:#x} = {bits:#x} of an rv1106 LeakyRelu; its slope "
                                 "in the high half and 0 in the low half were observed", op="load")
-    high = bits >> 16
-    return (high - (1 << 16) if high & 0x8000 else high) / float(1 << _LEAKY_SLOPE_BITS)
+    return slope
 
 
 def t3_standalone_leaky_slope(regs: Dict[Tuple[int, int], int], where: str) -> float:
