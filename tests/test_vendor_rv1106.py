@@ -266,15 +266,6 @@ def test_a_residual_conv_without_its_scale_flag_is_refused(tmp_path):
              r"16 set", FAMILY)
 
 
-def test_shape_constants_are_not_read_from_the_container():
-    data, rk = _model(FAMILY)
-    vf = read_vendor_graph(data, rk.graph_offset, rk.graph_size, FAMILY, rk.schema, rk.packed)
-    sg = vf.subgraphs[0]
-    shape = next(t for t in sg.tensors if t.kind == "shape")
-    with pytest.raises(ModelInvalidError, match="is a shape constant, which an rv1106 container does not store"):
-        vf.tensor_data(sg, shape)
-
-
 def test_an_axis_the_shapes_cannot_tell_is_refused():
     from rknnlite.model.rknn_graph import t3nodes
 
@@ -627,11 +618,141 @@ def test_ops_without_attributes_run_as_stored():
     assert ops.count("VendorLutActivation") == 3 and {"Exp", "Erf", "Max", "Min", "Sub"} <= set(ops)
 
 
-@pytest.mark.parametrize("op", ["HardSigmoid", "Clip", "PRelu", "Elu"])
+@pytest.mark.parametrize("op", ["HardSigmoid", "Elu"])
 def test_ops_with_attributes_are_not_run_as_stored(op):
-    # their alpha/beta, bounds or slopes are in no rv1106 tensor: run with ONNX's defaults they gave wrong
+    # their alpha and beta are ONNX attributes, in no rv1106 tensor: run with ONNX's defaults they gave wrong
     # numbers (a standalone HardSigmoid(0.3, 0.4) read as (0.2, 0.5): 2 % of the values within one step)
     assert op in t3_unsupported_ops([op])
+
+
+def _clip_bounds(model):
+    return [tuple(float(model.graph.constants[name]) for name in n.inputs[1:]) for n in model.graph.nodes
+            if n.op == "Clip"]
+
+
+@pytest.mark.parametrize("stem", ["standalone_clip_rv1106_i8", "standalone_clip_rv1103_i8_tk220"])
+def test_clip_bounds_are_its_stored_constants(stem):
+    # models._standalone_clips: Clip(-0.5, 1.5), (0, 6), (-1, 0), (min -0.5), (max 1.5), (0.25, 0.75) of a Concat
+    # whose grid spans about [-9, 13]; an absent bound is stored as -+FLT_MAX (no clamp in the task); each output
+    # equals the simulator's (test_vendor_validated)
+    big = float(np.finfo(np.float32).max)
+    assert _clip_bounds(lower_rockchip(*_model(stem))) == [(-0.5, 1.5), (0.0, 6.0), (-1.0, 0.0), (-0.5, big),
+                                                         (-big, 1.5), (0.25, 0.75)]
+
+
+def test_a_stored_clip_bound_its_clamp_contradicts_is_refused(tmp_path):
+    # Clip(0, 6)'s lower clamp is the input code 13 (0x4018 = -13: the zero point); code 16 is 3 steps up
+    _refused(tmp_path, patch_registers(TARGET_DPU, {0x4018}, lambda v: 0xFFFFFFF0 if v == 0xFFFFFFF3 else v),
+             r"its stored lower bound 0.0 is 0 steps of its input's grid, where its task's clamp is 3",
+             "standalone_clip_rv1106_i8")
+
+
+def test_clip_clamps_are_decoded_one_side_at_a_time():
+    from rknnlite.model.rknn_graph.t3conv import t3_standalone_clip
+
+    def regs(low, high, again=None, cfg=0x13):
+        return {(TARGET_DPU, 0x4060): cfg, (TARGET_DPU, 0x4018): low, (TARGET_DPU, 0x401C): high,
+                (TARGET_DPU, 0x40DC): high if again is None else again}
+
+    # the lower clamp is a negated input code, the upper one counts steps from the zero point
+    assert t3_standalone_clip(regs(0x13, 0x10), -14, "n") == (-5, 16)
+    assert t3_standalone_clip(regs(0x53, 0xFFFFFFF5), -57, "n") == (-26, -11)
+    assert t3_standalone_clip(regs(0x80000000, 0x7FFFFFFF), 3, "n") == (None, None)
+    with pytest.raises(ModelInvalidError, match=r"upper clamps 0x401c = 0x10 and 0x40dc = 0x11 of an rv1106 Clip"):
+        t3_standalone_clip(regs(0x13, 0x10, again=0x11), -14, "n")
+    with pytest.raises(ModelInvalidError, match=r"BN_CFG \(0x4060\) = 0x12 in the DPU task of an rv1106 Clip"):
+        t3_standalone_clip(regs(0x13, 0x10, cfg=0x12), -14, "n")
+
+
+@pytest.mark.parametrize("stem", ["detector_ops_rv1106_i8", "psa_attention_nope_rv1106_i8", "c2f_rv1103_i8_tk220",
+                                  "split_unused_rv1106_i8"])
+def test_shape_constants_are_stored_at_their_offsets(stem):
+    # each in 64 bytes of the weight section: a Reshape's target is its output's shape, a Split's sizes its
+    # table's (whose parts the shapes check)
+    data, rk = _model(stem)
+    vf = read_vendor_graph(data, rk.graph_offset, rk.graph_size, stem, rk.schema, rk.packed)
+    sg = vf.subgraphs[0]
+    checked = 0
+    for node in sg.nodes:
+        shapes = [sg.tensor(i, "") for i in node.inputs if sg.tensor(i, "").kind == "shape"]
+        if node.op == "Reshape":
+            (target,) = shapes
+            stored = np.frombuffer(bytes(vf.tensor_data(sg, target))[:8 * target.shape[0]], "<i8")
+            assert stored.tolist() == list(sg.tensor(node.outputs[0], "").shape)
+            checked += 1
+        elif node.op == "Split":
+            (sizes,) = shapes
+            stored = np.frombuffer(bytes(vf.tensor_data(sg, sizes))[:8 * sizes.shape[0]], "<i8")
+            assert stored.tolist() == node.params["split"]
+            checked += 1
+    assert checked
+
+
+def test_slices_and_prelu_slopes_are_their_stored_constants():
+    # models._slices: starts, ends, axes and steps (the lowering checks them against the output's shape)
+    model = lower_rockchip(*_model("slices_rv1106_i8"))
+    slices = [[model.graph.constants[name].tolist() for name in n.inputs[1:]] for n in model.graph.nodes
+              if n.op == "Slice"]
+    assert slices == [[[1], [7], [2], [1]], [[0, 1], [8, 8], [2, 3], [2, 2]], [[2], [14], [1], [1]],
+                      [[1, 0], [8, 5], [3, 2], [2, 1]]]
+    # a PRelu's slopes 0.05..0.8 as int16 codes over 2^14 (the compiler truncates: 0.15 is 2457), one slope 0.2
+    # as one float32
+    model = lower_rockchip(*_model("standalone_prelu_rv1106_i8"))
+    one, each = (model.graph.constants[n.inputs[1]].ravel() for n in model.graph.nodes if n.op == "PRelu")
+    assert np.array_equal(each, np.trunc(np.arange(1, 17) * 0.05 * 2 ** 14 + 1e-6) / 2 ** 14)
+    assert one.tolist() == [np.float32(0.2)] * 16
+
+
+# -- constant Pads (.t3pad) ------------------------------------------------------------------------------
+
+def _pad_task(cfg, at, w, h, code=None):
+    regs = {(TARGET_DPU, 0x4060): cfg, (TARGET_DPU, 0x4020): at, (TARGET_DPU, 0x405C): (h - 1) << 16 | (w - 1)}
+    if code is not None:
+        regs[(TARGET_DPU, 0x4064)] = code & 0xFFFFFFFF
+    return regs
+
+
+def _pad_states(*tasks):
+    states, state = [], {}
+    for regs in tasks:
+        state.update(regs)
+        states.append(dict(state))
+    return states
+
+
+def test_a_constant_pad_is_read_from_its_copy_and_fills():
+    from rknnlite.model.rknn_graph.t3pad import t3_constant_pad
+
+    # probe pa: Pad (top 1, left 2, bottom 2, right 1) of an 8x8 map of 16 channels (176 bytes a row): the
+    # copy, then the fills (the column fills inherit BN_CFG and BN_ADD)
+    columns = [{(TARGET_DPU, 0x4020): at, (TARGET_DPU, 0x405C): size} for at, size in ((0x2C30, 0x70001),
+                                                                                      (0x2CD0, 0x70000))]
+    pa = _pad_states(_pad_task(0x13, 0x2C50, 8, 8), _pad_task(0x20010, 0x2B80, 11, 1, -14),
+                     _pad_task(0x20010, 0x31B0, 11, 2, -14), *columns)
+    assert t3_constant_pad(pa, (1, 16, 8, 8), (1, 16, 11, 11), "n") == ([0, 0, 1, 2, 0, 0, 2, 1], -14)
+    # a bottom and right pad alone (TensorFlow's SAME padding)
+    states = _pad_states(_pad_task(0x13, 0x2980, 8, 8), _pad_task(0x20010, 0x2E00, 9, 1, -14),
+                         {(TARGET_DPU, 0x4020): 0x2A00, (TARGET_DPU, 0x405C): 0x70000})
+    assert t3_constant_pad(states, (1, 16, 8, 8), (1, 16, 9, 9), "n") == ([0, 0, 0, 0, 0, 0, 1, 1], -14)
+    # a reflect or edge Pad: copies only (probes pc, pd)
+    copies = _pad_states(_pad_task(0x13, 0x2CD0, 8, 8), *(_pad_task(0x13, 0x2C00 + k, 11, 1) for k in range(3)),
+                         *(_pad_task(0x13, 0x2C00 + k, 1, 11) for k in range(3)))
+    with pytest.raises(ModelInvalidError, match=r"tasks of BN_CFG \['0x13', '0x13'.*only a constant Pad over the "
+                                                r"height and width"):
+        t3_constant_pad(copies, (1, 16, 8, 8), (1, 16, 11, 11), "n")
+    with pytest.raises(ModelInvalidError, match=r"pads top 1, bottom 2, left 2, right 1 from its fills do not give"):
+        t3_constant_pad(pa, (1, 16, 8, 8), (1, 16, 12, 11), "n")
+
+
+@pytest.mark.parametrize("reg, change, match", [
+    # the fills of a Pad of 0 write the zero point 13: another code is another value
+    (0x4064, lambda v: 16 if v == 13 else v,
+     r"its stored value 0.0 fills code 13 \(truncated, as the compiler computes it\), where its tasks fill 16"),
+    # its one-row top fill made two rows
+    (0x405C, lambda v: 0x1000A if v == 0xA else v, r"pads top 2, bottom 2, left 2, right 1 from its fills"),
+])
+def test_a_doctored_pad_task_is_refused_by_name(tmp_path, reg, change, match):
+    _refused(tmp_path, patch_registers(TARGET_DPU, {reg}, change), match, "pad_constant_rv1106_i8")
 
 
 def test_dilations_are_read_from_con3():

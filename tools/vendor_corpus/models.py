@@ -391,6 +391,48 @@ def _standalone_hardsigmoid(seed: int = 230):
     return g.model([("x", (1, 3, 8, 8))], [(_hardsigmoid(0.2, 0.5)(g, c), "h0"), (_hardsigmoid(0.3, 0.4)(g, c), "h1")])
 
 
+def _standalone_clips(seed: int = 900):
+    """The Concat of a 3x3 and a 1x1 Conv 3->8 on an 8x8 image (an output itself, so that its grid
+    spans its whole range), then Clip(-0.5, 1.5), Clip(0, 6), Clip(-1, 0) (an upper bound of 0, for
+    which the rv1106 compiler writes no clamp), Clip(min=-0.5), Clip(max=1.5) and Clip(0.25, 0.75)
+    (a lower bound inside the output's grid, which holds 0), each an output: standalone Clips
+    (DPU-only tasks), whose bounds an rv1106 file holds as stored constants and as clamps."""
+    g = _G(seed)
+    c = g.node("Concat", [g.conv("x", 3, 8), g.conv("x", 3, 8, k=1)], axis=1)[0]
+    bound = lambda v: "" if v is None else g.const(np.array(v, np.float32))  # noqa: E731
+    clips = [g.node("Clip", [c, bound(lo)] + ([] if hi is None else [bound(hi)]))[0]
+             for lo, hi in ((-0.5, 1.5), (0.0, 6.0), (-1.0, 0.0), (-0.5, None), (None, 1.5), (0.25, 0.75))]
+    return g.model([("x", (1, 3, 8, 8))], [(c, "cat")] + [(y, f"clip{k}") for k, y in enumerate(clips)])
+
+
+def _constant_pads(seed: int = 900):
+    """The Concat of a 3x3 and a 1x1 Conv 3->8 on an 8x8 image (an output itself), then constant Pads
+    of it over height and width, each an output: pads (top, left, bottom, right) (1, 2, 2, 1) of 0,
+    (0, 1, 0, 1) of 0.5, (2, 0, 0, 0) of -1.3 and (0, 0, 1, 1) of 0 (TensorFlow's SAME padding of a
+    stride-2 conv); standalone Pads (DPU-only tasks), whose mode an rv1106 file keeps in its tasks
+    only."""
+    g = _G(seed)
+    c = g.node("Concat", [g.conv("x", 3, 8), g.conv("x", 3, 8, k=1)], axis=1)[0]
+    pads = [g.node("Pad", [c, g.const(np.array([0, 0, t, l, 0, 0, b, r], np.int64)),
+                           g.const(np.array(v, np.float32))], mode="constant")[0]
+            for (t, l, b, r), v in (((1, 2, 2, 1), 0.0), ((0, 1, 0, 1), 0.5), ((2, 0, 0, 0), -1.3),
+                                    ((0, 0, 1, 1), 0.0))]
+    return g.model([("x", (1, 3, 8, 8))], [(c, "cat")] + [(y, f"pad{k}") for k, y in enumerate(pads)])
+
+
+def _slices(seed: int = 900):
+    """The Concat of a 3x3 and a 1x1 Conv 3->8 on an 8x8 image (an output itself), then Slices of it,
+    each an output: rows 1..7; every second row and column from (0, 1) (YOLOv5's Focus); channels
+    2..14; every second column from 1 and rows 0..5 (axes given in reverse order)."""
+    g = _G(seed)
+    c = g.node("Concat", [g.conv("x", 3, 8), g.conv("x", 3, 8, k=1)], axis=1)[0]
+    i64 = lambda v: g.const(np.array(v, np.int64))  # noqa: E731
+    specs = (([1], [7], [2], [1]), ([0, 1], [8, 8], [2, 3], [2, 2]), ([2], [14], [1], [1]),
+             ([1, 0], [8, 5], [3, 2], [2, 1]))
+    slices = [g.node("Slice", [c] + [i64(v) for v in spec])[0] for spec in specs]
+    return g.model([("x", (1, 3, 8, 8))], [(c, "cat")] + [(y, f"slice{k}") for k, y in enumerate(slices)])
+
+
 def _pooled_shuffle(seed: int = 231):
     """Conv 3->24 3x3 s2 on a 40x40 image, global ReduceMean, then ShuffleNet's channel shuffle of the
     pooled map (Reshape (1, 2, 12, 1, 1), Transpose (0, 2, 1, 3, 4), Reshape (1, 24, 1, 1)): RKNN-Toolkit2
@@ -1805,6 +1847,19 @@ def _int8_platform_cases() -> List[Case]:
                "the Concat of standalone_ops, LeakyRelu(alpha=0.1), Abs, LeakyRelu(alpha=0.01)",
                _standalone_ops(("LeakyRelu", "Abs", "LeakyRelu001")), image8, variants=("i8",), platform=p,
                purpose=f"standalone int8 LeakyRelu (DPU-only tasks) on {p}") for p in ("rv1106", "rv1103")),
+        *(Case(f"slices_{p}", doc(_slices), _slices, image8, variants=("i8",), platform=p,
+               purpose=f"Slices (CPU ops) on {p}, their starts, ends, axes and steps stored constants")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"standalone_prelu_{p}", "the Concat of standalone_ops, PRelu (slopes 0.05..0.8 per channel) and PRelu "
+               "of one slope (0.2)", _standalone_ops(("PRelu", "PRelu1")), image8, variants=("i8",), platform=p,
+               purpose=f"standalone int8 PRelu on {p}, its slopes stored constants (int16 over 2^14, or one "
+                       "float32)") for p in ("rv1106", "rv1103")),
+        *(Case(f"pad_constant_{p}", doc(_constant_pads), _constant_pads, image8, variants=("i8",), platform=p,
+               purpose=f"standalone int8 constant Pads on {p}, their pads and value in their tasks only")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"standalone_clip_{p}", doc(_standalone_clips), _standalone_clips, image8, variants=("i8",),
+               platform=p, purpose=f"standalone int8 Clips on {p}, their bounds in the DPU clamps only")
+          for p in ("rv1106", "rv1103")),
         *(Case(f"standalone_hardsigmoid{'' if p == 'rk3588' else '_' + p}", doc(_standalone_hardsigmoid),
                _standalone_hardsigmoid, image8, variants=("i8",), platform=p,
                purpose=f"an int8 standalone HardSigmoid on {p}, computed as the float function")

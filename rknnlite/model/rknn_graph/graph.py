@@ -196,18 +196,16 @@ class PackedVendorFile(VendorFile):
     packed: Optional[PackedSections] = None
 
     def tensor_data(self, sg: VendorSubgraph, tensor: VendorTensor) -> memoryview:
-        """A constant's bytes from the weight section (``offset``, ``size``), the generated
-        section for the compiler's own constants; the "task" and "regcmd" tensors' from their
-        sections.  Read-only views of the file, no copy."""
+        """A constant's bytes from the weight section (``offset``, ``size``; shape constants too: a
+        Split's sizes, a Reshape's target, a Clip's bounds, a Pad's pads, each in 64 bytes of its
+        own), the generated section for the compiler's own constants; the "task" and "regcmd"
+        tensors' from their sections.  Read-only views of the file, no copy."""
         where = f"subgraph {sg.index} tensor {tensor.index} ({tensor.name!r})"
         if not tensor.is_const:
             raise ModelInvalidError(f"{self.label}: {where} is a {tensor.kind} tensor, not stored data", op="load")
         if tensor.kind in ("task", "regcmd"):
             start, size = getattr(self.packed, "tasks" if tensor.kind == "task" else "regcmd")
             return self._payload[start:start + size]
-        if tensor.kind == "shape":  # their offsets point at other tensors' bytes or at zeros
-            raise ModelInvalidError(f"{self.label}: {where} is a shape constant, which an rv1106 container does not "
-                                    "store", op="load")
         name = "generated" if tensor.kind == "generated" else "weights"
         start, section = getattr(self.packed, name)
         offset = tensor.offset or 0

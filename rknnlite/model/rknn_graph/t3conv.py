@@ -46,11 +46,11 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
-from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, TARGET_CNA, TARGET_DPU, Requant, i16, int8_leaky_slope,
+from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, TARGET_CNA, TARGET_DPU, Requant, i16, i32, int8_leaky_slope,
                      slope_decimal, task_register)
 
 __all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_leaky_slope",
-           "t3_lut_stage", "t3_lut_task", "t3_standalone_leaky_slope"]
+           "t3_lut_stage", "t3_lut_task", "t3_standalone_clip", "t3_standalone_leaky_slope"]
 
 
 #: the npu target the files of these registers name (Model slot 1)
@@ -275,6 +275,33 @@ def t3_clip_bound(regs: Dict[Tuple[int, int], int], where: str) -> int:
                                 "of an rv1106 int8 ConvClip are not one positive bound; only a Clip from 0 to a "
                                 "bound was decoded", op="load")
     return high[0]
+
+
+#: a standalone Clip's DPU-only task (BN_CFG 0x13, no bias stage): its lower bound as an input code,
+#: negated (0x4018; INT32_MIN: none), its upper bound in the input's (code - zero point) units
+#: (0x401c, again in 0x40dc; INT32_MAX: none, also written for an upper bound of 0): corpus
+#: standalone_clip_rv110*, probes of one bound at a time over three input grids
+_CLIP_LOW_CODE, _CLIP_HIGH = 0x4018, (0x401C, 0x40DC)
+
+
+def t3_standalone_clip(regs: Dict[Tuple[int, int], int], zero_point: int,
+                       where: str) -> Tuple[Optional[int], Optional[int]]:
+    """The bounds of a standalone int8 Clip in an rv1106 file (which stores them nowhere else) in
+    its input's ``code - zero_point`` units: ``(low, high)``, ``None`` for a side without a bound
+    (the compiler writes none for an upper bound of 0, which the output's grid, holding 0 at its
+    top, then saturates at)."""
+    cfg = _reg(regs, TARGET_DPU, _BN_CFG, where)
+    if cfg != _ACTIVATION[None][_BN_CFG]:
+        raise ModelInvalidError(f"{where}: BN_CFG ({_BN_CFG:#x}) = {cfg:#x} in the DPU task of an rv1106 Clip; only "
+                                f"{_ACTIVATION[None][_BN_CFG]:#x} (no bias or slope stage) was observed", op="load")
+    low = _reg(regs, TARGET_DPU, _CLIP_LOW_CODE, where)
+    high = [_reg(regs, TARGET_DPU, a, where) for a in _CLIP_HIGH]
+    if high[0] != high[1]:
+        raise ModelInvalidError(f"{where}: the upper clamps {_CLIP_HIGH[0]:#x} = {high[0]:#x} and {_CLIP_HIGH[1]:#x} = "
+                                f"{high[1]:#x} of an rv1106 Clip differ; one bound written twice was observed",
+                                op="load")
+    return (None if low == _INT32_MIN else -i32(low) - zero_point,
+            None if high[0] == _INT32_MAX else i32(high[0]))
 
 
 #: the DPU-only task of a standalone lookup-table op: no bias or multiplier stage, the table

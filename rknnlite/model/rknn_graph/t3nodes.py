@@ -1,10 +1,13 @@
 """The attributes of an rv1106/rv1103 graph's nodes, recovered before lowering.
 
-The graph of an rv1106 container (:data:`rknnlite.model.schema.T3`) stores no BSON and no shape
-constants (a Split's sizes, a Reshape's target: their tensors hold no data), and a conv no
+The graph of an rv1106 container (:data:`rknnlite.model.schema.T3`) stores no BSON, and a conv no
 parameter table; other ops keep one (:func:`.graph._t3_params`: a Resize's modes, a Softmax's,
-Concat's, Split's or ArgMax's axis).  :func:`complete_t3_nodes` gives each node what the other
-platforms' files store, so that the lowering runs these files as it runs the others:
+Concat's, Split's or ArgMax's axis).  Its shape constants (a Split's sizes, a Reshape's target, a
+Clip's bounds, a Pad's pads, a Slice's starts, a PRelu's slopes) are stored at their offsets in the
+weight section, 64 bytes each (observed with RKNN-Toolkit2 2.2.0 to 2.5.0; the recoveries written
+before that was found derive theirs from the shapes, as below).  :func:`complete_t3_nodes` gives
+each node what the other platforms' files store, so that the lowering runs these files as it runs
+the others:
 
 * a conv's ``params`` (``param_type`` 1) from its CNA registers (:func:`.t3conv.t3_conv_params`),
   a ConvTranspose's too (:func:`.deconv_regs.deconv_params`);
@@ -19,16 +22,22 @@ platforms' files store, so that the lowering runs these files as it runs the oth
   permutation from its table, checked against its shapes;
 * an exSDPAttention's scale from its scores task's BN multiplier (:func:`_attention`);
 * a standalone LeakyRelu's slope from its DPU-only task (:func:`_leaky_relu`);
-* a ReduceMax's or ReduceMin's axes and keepdims from its shapes (:func:`_reduce`).
+* a ReduceMax's or ReduceMin's axes and keepdims from its shapes (:func:`_reduce`);
+* a standalone Clip's bounds: its stored constants, checked against its task's clamps
+  (:func:`_clip`); a Pad's mode from its tasks, which must pad as its stored pads say
+  (:func:`_pad`, :func:`.t3pad.t3_constant_pad`).
 
 Ops without attributes run as stored: the standalone lookup-table ops (Sigmoid, exSwish, HardSwish,
-exGelu, Tanh, Softplus), the CPU's Exp and Erf, element-wise Add, Mul, Sub, Max and Min.
+exGelu, Tanh, Softplus), the CPU's Exp and Erf, element-wise Add, Mul, Sub, Max and Min; so do ops
+whose parameters are stored constants alone, which the lowering reads and checks: a standalone
+PRelu's slopes, a Slice's starts, ends, axes and steps (against its output's shape).
 
-Recovered attributes are in :attr:`.graph.VendorNode.recovered`; shape constants are dropped
-from the nodes' inputs.  An op type without a recovery here is refused by name: guessing an
-attribute would give wrong numbers (an exNorm's epsilon is not in the file at all; a standalone
-HardSigmoid, Clip or PRelu keeps its parameters in constants the container does not store, and
-with ONNX's defaults a HardSigmoid(0.3, 0.4) was 2 % within one step of the simulator).
+Recovered attributes are in :attr:`.graph.VendorNode.recovered`; shape constants a recovery
+replaces are dropped from the nodes' inputs.  An op type without a recovery here is refused by
+name: guessing an attribute would give wrong numbers (an exNorm's epsilon is not in the file at
+all; a standalone HardSigmoid's alpha and beta and an Elu's alpha are ONNX attributes, not
+constants, and with ONNX's defaults a HardSigmoid(0.3, 0.4) was 2 % within one step of the
+simulator).
 """
 
 from __future__ import annotations
@@ -41,9 +50,11 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .graph import PackedVendorFile, VendorNode, VendorSubgraph, VendorTensor, is_helper
-from .regcmd import BN_MUL, ENABLE_CNA, ENABLE_PPU, TARGET_DPU, bn_multiplier, node_registers, read_tasks
+from .regcmd import (BN_MUL, ENABLE_CNA, ENABLE_PPU, TARGET_DPU, bn_multiplier, node_registers, read_tasks,
+                     task_writes)
 from .deconv_regs import deconv_params
-from .t3conv import t3_conv_params, t3_standalone_leaky_slope
+from .t3conv import t3_conv_params, t3_standalone_clip, t3_standalone_leaky_slope
+from .t3pad import t3_constant_pad
 from .t3pool import t3_pool_params
 
 __all__ = ["T3_OPS", "complete_t3_nodes", "t3_unsupported_ops"]
@@ -53,6 +64,8 @@ _CONV_PARAM_TYPE, _DECONV_PARAM_TYPE = 1, 2
 _ENABLE_DPU_ONLY = 0x18
 #: lanes a row of an rv1106 reduce-sum weight
 _SUM_LANES = 16
+#: steps of an input grid beyond which a clamp register (int32) cannot hold a bound
+_INT32_LIMIT = 2.0 ** 31 - 1
 _CONV_OPS = ("Conv", "ConvRelu", "ConvClip", "ConvAdd", "ConvAddRelu", "ConvSigmoid", "ConvExSwish", "ConvHardSwish",
              "ConvHardSigmoid", "ConvExGelu", "ConvLeakyRelu", "ConvTanh")
 
@@ -62,9 +75,19 @@ class _Node:
     (``registers(unit)``: the first task enabling that unit)."""
 
     def __init__(self, vf: PackedVendorFile, sg: VendorSubgraph, node: VendorNode, registers: Callable[[int], Dict],
-                 tasks: Callable[[], List]):
+                 tasks: Callable[[], List], writes: Callable[[object], List] = lambda task: []):
         self.vf, self.sg, self.node = vf, sg, node
-        self.registers, self.tasks = registers, tasks
+        self.registers, self.tasks, self.writes = registers, tasks, writes
+
+    def task_states(self) -> List[Dict[Tuple[int, int], int]]:
+        """Per task of the node, in order, its registers: the node's writes up to that task
+        (a later task writes only what changes)."""
+        states, state = [], {}
+        for task in self.tasks():
+            if task.op_idx == self.node.index:
+                state.update(((target, reg), value) for target, reg, value in self.writes(task))
+                states.append(dict(state))
+        return states
 
     def shape(self, index: int):
         return self.sg.tensor(index, self.node.where).shape
@@ -283,18 +306,91 @@ def _deconv(n: _Node) -> VendorNode:
         k: _int_attr(v) if isinstance(v, int) else _ints_attr(v) for k, v in attrs.items()})
 
 
+def _dpu_only(n: _Node, what: str) -> Tuple[VendorTensor, VendorTensor]:
+    """The input and output of a node of one activation input and one output run by DPU-only
+    tasks (a standalone LeakyRelu, Clip or Pad), each on one int8 grid."""
+    node = n.node
+    data = n.activations()
+    tasks = [t for t in n.tasks() if t.op_idx == node.index]
+    if len(data) != 1 or len(node.outputs) != 1 or not tasks or any(t.enable_mask != _ENABLE_DPU_ONLY for t in tasks):
+        raise n.refuse(f"a {what} with inputs {list(node.inputs)}, outputs {list(node.outputs)} and tasks of enable "
+                       f"masks {[hex(t.enable_mask) for t in tasks]}; one input and output on DPU-only tasks "
+                       f"({_ENABLE_DPU_ONLY:#x}) were observed")
+    x, out = data[0], n.sg.tensor(node.outputs[0], node.where)
+    if any(len(t.scale) != 1 or len(t.zero_point) != 1 for t in (x, out)):
+        raise n.refuse(f"a {what} from {x.name!r} (scale {list(x.scale)}) to {out.name!r} (scale {list(out.scale)}); "
+                       "one int8 grid each was expected")
+    return x, out
+
+
 def _leaky_relu(n: _Node) -> VendorNode:
     """A standalone LeakyRelu (Abs: slope -1): DPU-only tasks, the slope in their registers
     (:func:`.t3conv.t3_standalone_leaky_slope`), read from the first."""
     node = n.node
-    tasks = [t for t in n.tasks() if t.op_idx == node.index]
-    if len(n.data_inputs()) != 1 or len(node.outputs) != 1 or not tasks or \
-            any(t.enable_mask != _ENABLE_DPU_ONLY for t in tasks):
-        raise n.refuse(f"a LeakyRelu with inputs {list(node.inputs)}, outputs {list(node.outputs)} and tasks of enable "
-                       f"masks {[hex(t.enable_mask) for t in tasks]}; one input and output on DPU-only tasks "
-                       f"({_ENABLE_DPU_ONLY:#x}) were observed")
+    _dpu_only(n, "LeakyRelu")
     alpha = t3_standalone_leaky_slope(n.registers(_ENABLE_DPU_ONLY), node.where)
     return dataclasses.replace(node, params={"alpha": alpha}, recovered={"alpha": {"dtype": "f", "value": alpha}})
+
+
+def _stored(n: _Node, dtypes: Tuple[str, ...], counts: Tuple[int, ...], what: str) -> List[np.ndarray]:
+    """The values of the node's shape constants (stored at their offsets), which must be of
+    ``dtypes`` and hold ``counts`` values, in order (the trailing ones may be absent)."""
+    found = [t for t in (n.sg.tensor(i, n.node.where) for i in n.node.inputs) if t.kind == "shape"]
+    shown = [(t.name, t.dtype, list(t.shape)) for t in found]
+    if not 0 < len(found) <= len(dtypes) or any(t.dtype != d or int(np.prod(t.shape, dtype=np.int64)) != c
+                                                for t, d, c in zip(found, dtypes, counts)):
+        raise n.refuse(f"{what} {shown}; {', '.join(f'{d} ({c})' for d, c in zip(dtypes, counts))} constants were "
+                       "expected")
+    values = []
+    for t, dtype, count in zip(found, dtypes, counts):
+        raw = bytes(n.vf.tensor_data(n.sg, t))
+        width = np.dtype(dtype).itemsize * count
+        if len(raw) < width:
+            raise n.refuse(f"{what} {t.name!r} holds {len(raw)} bytes; {width} were expected")
+        values.append(np.frombuffer(raw[:width], np.dtype(dtype).newbyteorder("<")))
+    return values
+
+
+def _clip(n: _Node) -> VendorNode:
+    """A standalone int8 Clip: its two float32 bounds, stored constants the lowering reads, checked
+    against its DPU-only task's clamps (:func:`.t3conv.t3_standalone_clip`): a bound lies within
+    half an input step of its clamp, or where there is no clamp beyond the int32 range (the
+    compiler stores +-FLT_MAX for an absent bound) or at 0 (an upper bound, for which it writes none)."""
+    node = n.node
+    x, _ = _dpu_only(n, "Clip")
+    bounds = _stored(n, ("float32", "float32"), (1, 1), "bounds")
+    clamps = t3_standalone_clip(n.registers(_ENABLE_DPU_ONLY), x.zero_point[0], node.where)
+    if len(bounds) != 2:
+        raise n.refuse(f"a Clip with {len(bounds)} stored bounds; a min and a max were expected")
+    for side, value, clamp in zip(("lower", "upper"), bounds, clamps):
+        steps = float(value[0]) / x.scale[0]
+        none = abs(steps) >= _INT32_LIMIT or (side == "upper" and steps == 0)
+        if (clamp is None) != none or (clamp is not None and not abs(steps - clamp) <= 0.5 + 1e-4):
+            raise n.refuse(f"its stored {side} bound {float(value[0])!r} is {steps:.6g} steps of its input's grid, "
+                           f"where its task's clamp is {'none' if clamp is None else clamp}; the bound was observed "
+                           "within half a step of its clamp")
+    return node
+
+
+def _pad(n: _Node) -> VendorNode:
+    """A Pad (DPU-only tasks): its pads and value, stored constants the lowering reads, checked
+    against its tasks (:func:`.t3pad.t3_constant_pad`), which alone tell its mode (a constant Pad
+    copies its input and fills each padded side; nothing else was decoded).  The compiler
+    computes a fill's code as ``trunc(zp + value / scale)`` (saturated to int8), the simulator
+    rounds: the lowering writes the stored value, as the simulator does."""
+    node = n.node
+    x, _ = _dpu_only(n, "Pad")
+    stored = _stored(n, ("int64", "float32"), (2 * len(x.shape), 1), "pads and value")
+    pads, code = t3_constant_pad(n.task_states(), x.shape, n.shape(node.outputs[0]), node.where)
+    if stored[0].tolist() != pads:
+        raise n.refuse(f"stored pads {stored[0].tolist()}, where its tasks pad {pads}")
+    value = float(stored[1][0]) if len(stored) > 1 else 0.0
+    fill = int(np.float32(x.zero_point[0]) + np.float32(value) / np.float32(x.scale[0]))
+    if code is not None and code not in (fill, min(max(fill, -128), 127)):
+        raise n.refuse(f"its stored value {value!r} fills code {fill} (truncated, as the compiler computes it), where "
+                       f"its tasks fill {code}")
+    return dataclasses.replace(node, params={"mode": "constant"},
+                               recovered={"mode": {"dtype": "s", "value": "constant"}})
 
 
 def _reduce(n: _Node) -> VendorNode:
@@ -351,12 +447,13 @@ _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "Concat": _concat, "Split": _split, "Reshape": _reshape, "Expand": _expand, "MaxPool": _pool,
     "AveragePool": _pool,
     "Resize": _resize, "exSoftmax13": _softmax, "ConvTranspose": _deconv, "ArgMax": _argmax,
-    "Transpose": _transpose, "exSDPAttention": _attention, "LeakyRelu": _leaky_relu, "ReduceMax": _reduce,
-    "ReduceMin": _reduce,
+    "Transpose": _transpose, "exSDPAttention": _attention, "LeakyRelu": _leaky_relu, "Clip": _clip,
+    "ReduceMax": _reduce, "ReduceMin": _reduce, "Pad": _pad,
     # attribute-free: standalone lookup-table ops, CPU ones and element-wise ones (broadcast by their shapes):
-    # corpus standalone_lut_*, sigmoid_mul_*, standalone_attr_free_*
+    # corpus standalone_lut_*, sigmoid_mul_*, standalone_attr_free_*; ops whose parameters are stored constants
+    # the lowering checks: standalone_prelu_*, slices_*
     **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "exGelu", "Tanh", "Softplus", "Exp", "Erf", "Add",
-                             "Mul", "Sub", "Max", "Min")}}
+                             "Mul", "Sub", "Max", "Min", "PRelu", "Slice")}}
 #: the vendor op types of rv1106 files whose attributes are recovered
 T3_OPS = frozenset(_RECOVERIES)
 
@@ -413,6 +510,9 @@ def _complete(vf: PackedVendorFile, sg: VendorSubgraph) -> VendorSubgraph:
     def registers_of(node: VendorNode):
         return lambda unit: node_registers(*program(), node.index, node.where, unit)
 
-    nodes = tuple(_RECOVERIES[node.op](_Node(vf, sg, node, registers_of(node), lambda: program()[1]))
+    def writes(task):
+        return task_writes(program()[0], task, f"{vf.label}: subgraph {sg.index}")
+
+    nodes = tuple(_RECOVERIES[node.op](_Node(vf, sg, node, registers_of(node), lambda: program()[1], writes))
                   for node in sg.nodes)
     return dataclasses.replace(sg, nodes=nodes)
