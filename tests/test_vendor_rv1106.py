@@ -696,11 +696,53 @@ def test_slices_and_prelu_slopes_are_their_stored_constants():
     assert slices == [[[1], [7], [2], [1]], [[0, 1], [8, 8], [2, 3], [2, 2]], [[2], [14], [1], [1]],
                       [[1, 0], [8, 5], [3, 2], [2, 1]]]
     # a PRelu's slopes 0.05..0.8 as int16 codes over 2^14 (the compiler truncates: 0.15 is 2457), one slope 0.2
-    # as one float32
+    # as one float32; the ConvPRelus' 0.05..0.4 and 0.15
     model = lower_rockchip(*_model("standalone_prelu_rv1106_i8"))
-    one, each = (model.graph.constants[n.inputs[1]].ravel() for n in model.graph.nodes if n.op == "PRelu")
+    one, each, conv_each, conv_one = (model.graph.constants[n.inputs[1]].ravel() for n in model.graph.nodes
+                                      if n.op == "PRelu")
     assert np.array_equal(each, np.trunc(np.arange(1, 17) * 0.05 * 2 ** 14 + 1e-6) / 2 ** 14)
-    assert one.tolist() == [np.float32(0.2)] * 16
+    assert np.array_equal(conv_each, each[:8])
+    assert one.tolist() == [np.float32(0.2)] * 16 and conv_one.tolist() == [np.float32(0.15)] * 8
+
+
+def test_conv_prelu_slopes_are_the_stored_ones_the_register_names():
+    # depthwise_prelu: a depthwise ConvPRelu (slopes 0.05..0.4 read from memory: BN_MUL 1) and a 1x1 ConvPRelu of
+    # one slope 0.2 (in BN_MUL, rk3588's LeakyRelu form; its 0x4054 multiplier shift 14, the depthwise one's 15)
+    model = lower_rockchip(*_model("depthwise_prelu_rv1106_i8"))
+    slopes = [model.graph.constants[n.inputs[1]].ravel() for n in model.graph.nodes if n.op == "PRelu"]
+    assert np.array_equal(slopes[0], np.float32(np.trunc(np.linspace(0.05, 0.4, 8) * 2 ** 14 + 1e-6) / 2 ** 14))
+    assert slopes[1].tolist() == [np.float32(0.2)] * 8
+
+
+@pytest.mark.parametrize("reg, change, match", [
+    # the depthwise conv's per-channel flag made one slope 0.8
+    (0x4068, lambda v: 0x33330000 if v == 1 else v,
+     r"an rv1106 int8 ConvPRelu whose BN_MUL gives one slope 0.79998779296875, where its stored slopes are \[0.04998"),
+    (0x4054, lambda v: 0x0D000000 if v == 0x0F000000 else v,
+     r"DPU register 0x4054 = 0xd000000 in an rv1106 int8 depthwise PRelu conv; only 0xe000000 or 0xf000000"),
+])
+def test_a_doctored_conv_prelu_register_is_refused_by_name(tmp_path, reg, change, match):
+    _refused(tmp_path, patch_registers(TARGET_DPU, {reg}, change), match, "depthwise_prelu_rv1106_i8")
+
+
+def test_stored_constants_are_checked_against_what_the_node_does(tmp_path):
+    def store(name, values, dtype):
+        def patch(data):
+            raw = np.array(values, dtype).tobytes()
+            tensor_bytes(data, name)[:len(raw)] = raw
+        return patch
+
+    # a ReduceMax over the channels whose stored axes say the rows
+    _refused(tmp_path, store("ReduceMax12_axes", [2], "<i8"),
+             r"a ReduceMax of \[1, 16, 8, 8\] over its stored axes \[2\] \(keepdims 1\); its output is \[1, 1, 8, 8\]",
+             "standalone_reduce_rv1106_i8")
+    # Pad (1, 2, 2, 1) whose stored pads say (2, 1, 1, 2)
+    _refused(tmp_path, store("c11", [0, 0, 2, 1, 0, 0, 1, 2], "<i8"),
+             r"stored pads \[0, 0, 2, 1, 0, 0, 1, 2\], where its tasks pad \[0, 0, 1, 2, 0, 0, 2, 1\]",
+             "pad_constant_rv1106_i8")
+    # Clip(-0.5, 1.5) whose stored lower bound says -1.5
+    _refused(tmp_path, store("c11", [-1.5], "<f4"), r"its stored lower bound -1.5 is -\d+.\d+ steps of its input's "
+             r"grid, where its task's clamp is -\d+", "standalone_clip_rv1106_i8")
 
 
 # -- constant Pads (.t3pad) ------------------------------------------------------------------------------

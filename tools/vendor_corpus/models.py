@@ -1821,6 +1821,9 @@ def _int8_platform_cases() -> List[Case]:
                      "lanes"),
         Case("depthwise_prelu_rk3562", doc(_depthwise_prelu), _depthwise_prelu, image8, platform="rk3562",
              purpose="rk3562's int8 ConvPRelu on a depthwise conv (bit 31 of 0x4054 clear, 14 slope bits)"),
+        *(Case(f"depthwise_prelu_{p}", doc(_depthwise_prelu), _depthwise_prelu, image8, variants=("i8",),
+               platform=p, purpose=f"{p}'s int8 ConvPRelu on a depthwise conv and on a 1x1 conv of one slope (0x4054 "
+                                   "shift 14 there)") for p in ("rv1106", "rv1103")),
         *(Case(f"depthwise_leaky{'' if p == 'rk3588' else '_' + p}", doc(_depthwise_leaky), _depthwise_leaky,
                image8, variants=("i8",), platform=p,
                purpose=f"an int8 depthwise ConvLeakyRelu on {p} (rk3562: equal to rk3588's off-board)")
@@ -1851,9 +1854,11 @@ def _int8_platform_cases() -> List[Case]:
                purpose=f"Slices (CPU ops) on {p}, their starts, ends, axes and steps stored constants")
           for p in ("rv1106", "rv1103")),
         *(Case(f"standalone_prelu_{p}", "the Concat of standalone_ops, PRelu (slopes 0.05..0.8 per channel) and PRelu "
-               "of one slope (0.2)", _standalone_ops(("PRelu", "PRelu1")), image8, variants=("i8",), platform=p,
-               purpose=f"standalone int8 PRelu on {p}, its slopes stored constants (int16 over 2^14, or one "
-                       "float32)") for p in ("rv1106", "rv1103")),
+               "of one slope (0.2); ConvPRelu, ConvPRelu1",
+               _standalone_ops(("PRelu", "PRelu1", "ConvPRelu", "ConvPRelu1")), image8, variants=("i8",), platform=p,
+               purpose=f"int8 PRelu on {p}, standalone and fused, its slopes stored constants (int16 over 2^14, or "
+                       "one float32) and, fused, in BN_MUL (one slope) or read from memory (BN_MUL 1)")
+          for p in ("rv1106", "rv1103")),
         *(Case(f"pad_constant_{p}", doc(_constant_pads), _constant_pads, image8, variants=("i8",), platform=p,
                purpose=f"standalone int8 constant Pads on {p}, their pads and value in their tasks only")
           for p in ("rv1106", "rv1103")),

@@ -145,11 +145,11 @@ from .lut import lower_lut_conv, lower_lut_sigmoid
 from .recurrent import lower_lstm
 from .deconv_regs import (RK3562_DECONV, RK3566_DECONV, RK3576_DECONV, RK3588_DECONV, DeconvEncoding, deconv_params,
                           input_fetch)
-from .regcmd import (BN_CLIP_SHIFTED, BN_CLIP_SHIFTED_LITE, BN_LUT, BN_LUT_LITE, REG_CNA_CONV_CON1, T4_BN_CFG_OF,
-                     T4_BN_LUT, TARGET_CNA, Requant, fused_activation, node_registers, read_tasks, requant_of,
-                     requant_t4)
+from .regcmd import (BN_CLIP_SHIFTED, BN_CLIP_SHIFTED_LITE, BN_LUT, BN_LUT_LITE, LEAKY_SLOPE_BITS, REG_CNA_CONV_CON1,
+                     T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant, fused_activation, node_registers, read_tasks,
+                     requant_of, requant_t4)
 from .t3conv import (T3_BN_LUT, T3_NPU, requant_t3, t3_clip_bound, t3_leaky_slope, t3_lut_stage,
-                     t3_lut_task)
+                     t3_lut_task, t3_prelu_slope)
 from .t3nodes import complete_t3_nodes, t3_unsupported_ops
 from .t4act import t4_activation, t4_lut_stage, t4_lut_task
 from .transformer import attention_grids, lower_gather, lower_gelu, lower_layer_norm, lower_matmul
@@ -965,6 +965,9 @@ class _Lowering:
             elif self.t3_platform() and activation == "LeakyRelu":  # rv1106: rk3588's slope, its own BN_CFG
                 regs = node_registers(self.regcmd(), self.tasks(), node.index, f"{self.label}: {node.label}")
                 params = {"alpha": t3_leaky_slope(regs, f"{self.label}: {node.label}")}
+            elif self.t3_platform() and activation == "PRelu":  # rv1106: the stored slopes, as the register says
+                regs = node_registers(self.regcmd(), self.tasks(), node.index, f"{self.label}: {node.label}")
+                self.check_t3_prelu(node, t3_prelu_slope(regs, f"{self.label}: {node.label}"))
             elif self.t3_platform() and activation == "Clip":  # rv1106: a bound in channel 0's unit
                 regs = node_registers(self.regcmd(), self.tasks(), node.index, f"{self.label}: {node.label}")
                 _, _, mul = self.bias_blocks(node, x, out, b, weight.shape[0])
@@ -1124,6 +1127,22 @@ class _Lowering:
                                  f"{quant.zero_point[0]}; 2^-14 / 0 was expected")
             values = np.frombuffer(raw, "<i2", channels).astype(np.float32) * np.float32(2.0 ** -14)
         return values.reshape(channels, 1, 1)
+
+    def check_t3_prelu(self, node: VendorNode, one: Optional[float]) -> None:
+        """Refuse an rv1106 ConvPRelu whose BN_MUL register (``one``: its one slope, ``None``: the
+        slopes read from memory) does not say what its stored slopes are (:meth:`prelu_slopes`)."""
+        tensors = [self.tensor(i, node) for i in node.inputs]
+        stored_one = any(t.kind == "shape" and t.dtype == "float32" for t in tensors)
+        slopes = self.prelu_slopes(node).ravel()
+        unit = 2.0 ** LEAKY_SLOPE_BITS
+        if one is None:
+            agree = not stored_one
+        else:
+            agree = stored_one and bool(np.all(np.round(slopes * unit) == round(one * unit)))
+        if not agree:
+            given = "per-channel slopes" if one is None else f"one slope {one}"
+            raise self.error(f"{node.label}: an rv1106 int8 ConvPRelu whose BN_MUL gives {given}, where its stored "
+                             f"slopes are {sorted(set(slopes.tolist()))}")
 
     def leaky_relu(self, node: VendorNode) -> None:
         """A standalone LeakyRelu (``alpha`` from the parameter table, equal to the BSON's; ``Abs``

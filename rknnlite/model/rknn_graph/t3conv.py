@@ -50,7 +50,7 @@ from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, TARGET_CNA, TARGET_DPU, Requant, 
                      slope_decimal, task_register)
 
 __all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_leaky_slope",
-           "t3_lut_stage", "t3_lut_task", "t3_standalone_clip", "t3_standalone_leaky_slope"]
+           "t3_lut_stage", "t3_lut_task", "t3_prelu_slope", "t3_standalone_clip", "t3_standalone_leaky_slope"]
 
 
 #: the npu target the files of these registers name (Model slot 1)
@@ -97,6 +97,14 @@ _MUL_SHIFT = 14
 #: conv's multipliers normalised to 2^15, bit 31 | 15 << 24; a depthwise one's as without the LeakyRelu);
 #: OUT_CVT_SHIFT counts the slope's LEAKY_SLOPE_BITS fraction bits too
 _LEAKY_ALU_SRC = {False: _ALU_SRC_FLAG | 15 << 24, True: _MUL_SHIFT << 24}
+#: a PRelu conv's 0x4054, per depthwise or not: the multipliers' shift 14 or 15 as the compiler chose
+#: (both seen on plain convs: corpus standalone_prelu_rv110*, depthwise_prelu_rv110*), bit 31 on a
+#: plain conv; its OUT_CVT_SHIFT counts the slopes' fraction bits as a LeakyRelu's
+_PRELU_ALU_SRC = {depthwise: tuple((0 if depthwise else _ALU_SRC_FLAG) | shift << 24 for shift in (14, 15))
+                  for depthwise in (False, True)}
+#: a PRelu conv's BN_MUL 0x4068: per-channel slopes read from memory (the stored int16 slopes),
+#: else one slope in rk3588's LeakyRelu form
+_PRELU_PER_CHANNEL = 0x1
 _CLAMP_LOW = (0x406C, 0x40E0)
 _CLAMP_HIGH = (0x4028, 0x40E4)
 _NO_CLAMP = {**{a: _INT32_MIN for a in _CLAMP_LOW}, **{a: _INT32_MAX for a in _CLAMP_HIGH}}
@@ -112,6 +120,7 @@ _ACTIVATION = {None: {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_OFF},
                "Relu": {_BN_CFG: 0x12, **_NO_CLAMP, **{a: 0 for a in _CLAMP_LOW}, **_EW_OFF},
                "Clip": {_BN_CFG: 0x12, **{a: 0 for a in _CLAMP_LOW}, **{a: None for a in _CLAMP_HIGH}, **_EW_OFF},
                "LeakyRelu": {_BN_CFG: 0x22, **_NO_CLAMP, **_EW_OFF},
+               "PRelu": {_BN_CFG: 0x22, **_NO_CLAMP, **_EW_OFF},
                "Add": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: _INT32_MIN},
                "AddRelu": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: 0},
                # the accumulator indexes the lookup table (_table_stage); the element-wise stage
@@ -189,7 +198,7 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
 def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
                depthwise: bool = False) -> Requant:
     """The output conversion of an rv1106 int8 conv (``activation``: its fused part, ``None``,
-    ``"Relu"``, ``"Clip"``, ``"LeakyRelu"``, ``"Add"``, ``"AddRelu"`` or a lookup-table one;
+    ``"Relu"``, ``"Clip"``, ``"LeakyRelu"``, ``"PRelu"``, ``"Add"``, ``"AddRelu"`` or a lookup-table one;
     ``depthwise``: a depthwise conv, whose weight holds the zero points): ``OUT_CVT`` at rk3588's
     addresses, per-channel bias blocks whose multipliers are normalised to 2^14 (a plain conv's
     2^15 with a LeakyRelu, whose slope's 14 fraction bits ``OUT_CVT_SHIFT`` also counts: taken
@@ -197,16 +206,23 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     other register value is refused by name."""
     if activation not in _ACTIVATION:
         raise ModelInvalidError(f"{where}: a fused {activation} in an rv1106 int8 conv; its registers were not "
-                                "decoded (plain, Relu, Clip-from-0, LeakyRelu, residual Add and AddRelu and "
+                                "decoded (plain, Relu, Clip-from-0, LeakyRelu, PRelu, residual Add and AddRelu and "
                                 "lookup-table convs were)", op="load")
     plain = not depthwise and regs.get((TARGET_DPU, 0x4050)) == _PLAIN_BIAS[0x4050]
     kind = f"{'depthwise ' if depthwise else 'plain-bias ' if plain else ''}" \
            f"{'conv' if activation is None else activation + ' conv'}"
-    leaky = activation == "LeakyRelu"
+    leaky = activation in ("LeakyRelu", "PRelu")
     if leaky and plain:
-        raise ModelInvalidError(f"{where}: an rv1106 int8 {kind}: only a LeakyRelu on a conv with per-channel bias "
-                                "blocks was decoded", op="load")
-    fixed = {**_FIXED[depthwise], _ALU_SRC: _LEAKY_ALU_SRC[depthwise]} if leaky else \
+        raise ModelInvalidError(f"{where}: an rv1106 int8 {kind}: only a {activation} on a conv with per-channel "
+                                "bias blocks was decoded", op="load")
+    alu_src = _LEAKY_ALU_SRC[depthwise]
+    if activation == "PRelu":
+        alu_src = _reg(regs, TARGET_DPU, _ALU_SRC, where)
+        if alu_src not in _PRELU_ALU_SRC[depthwise]:
+            raise ModelInvalidError(f"{where}: DPU register {_ALU_SRC:#x} = {alu_src:#x} in an rv1106 int8 {kind}; "
+                                    f"only {' or '.join(hex(v) for v in _PRELU_ALU_SRC[depthwise])} were observed",
+                                    op="load")
+    fixed = {**_FIXED[depthwise], _ALU_SRC: alu_src} if leaky else \
         _PLAIN_BIAS if plain else _FIXED[depthwise]
     for address, expected in {**fixed, **_ACTIVATION[activation]}.items():
         value = _reg(regs, TARGET_DPU, address, where)
@@ -236,7 +252,7 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         if shift < LEAKY_SLOPE_BITS:
             raise ModelInvalidError(f"{where}: OUT_CVT shift {shift} in an rv1106 int8 {kind}, below the "
                                     f"{LEAKY_SLOPE_BITS} fraction bits of its slope", op="load")
-        return Requant(scale, shift - LEAKY_SLOPE_BITS, _LEAKY_ALU_SRC[depthwise] >> 24 & 0x3F, offset, True, 0)
+        return Requant(scale, shift - LEAKY_SLOPE_BITS, alu_src >> 24 & 0x3F, offset, True, 0)
     return Requant(scale, shift, _MUL_SHIFT, offset, True, 0)
 
 
@@ -250,6 +266,14 @@ def t3_leaky_slope(regs: Dict[Tuple[int, int], int], where: str) -> float:
         raise ModelInvalidError(f"{where}: DPU register {BN_MUL:#x} = {bits:#x} of an rv1106 LeakyRelu; its slope "
                                 "in the high half and 0 in the low half were observed", op="load")
     return slope
+
+
+def t3_prelu_slope(regs: Dict[Tuple[int, int], int], where: str) -> Optional[float]:
+    """Where an rv1106 int8 ``ConvPRelu`` takes its slopes (its BN_CFG checked by
+    :func:`requant_t3`): ``None`` for per-channel slopes read from memory (BN_MUL 0x1, the node's
+    stored int16 slopes), else its one slope in BN_MUL, as a LeakyRelu's (:func:`t3_leaky_slope`)."""
+    bits = _reg(regs, TARGET_DPU, BN_MUL, where)
+    return None if bits == _PRELU_PER_CHANNEL else t3_leaky_slope(regs, where)
 
 
 def t3_standalone_leaky_slope(regs: Dict[Tuple[int, int], int], where: str) -> float:

@@ -22,7 +22,8 @@ the others:
   permutation from its table, checked against its shapes;
 * an exSDPAttention's scale from its scores task's BN multiplier (:func:`_attention`);
 * a standalone LeakyRelu's slope from its DPU-only task (:func:`_leaky_relu`);
-* a ReduceMax's or ReduceMin's axes and keepdims from its shapes (:func:`_reduce`);
+* a ReduceMax's or ReduceMin's axes (its stored ones, else from its shapes) and keepdims from its
+  shapes (:func:`_reduce`);
 * a standalone Clip's bounds: its stored constants, checked against its task's clamps
   (:func:`_clip`); a Pad's mode from its tasks, which must pad as its stored pads say
   (:func:`_pad`, :func:`.t3pad.t3_constant_pad`).
@@ -67,7 +68,7 @@ _SUM_LANES = 16
 #: steps of an input grid beyond which a clamp register (int32) cannot hold a bound
 _INT32_LIMIT = 2.0 ** 31 - 1
 _CONV_OPS = ("Conv", "ConvRelu", "ConvClip", "ConvAdd", "ConvAddRelu", "ConvSigmoid", "ConvExSwish", "ConvHardSwish",
-             "ConvHardSigmoid", "ConvExGelu", "ConvLeakyRelu", "ConvTanh")
+             "ConvHardSigmoid", "ConvExGelu", "ConvLeakyRelu", "ConvTanh", "ConvPRelu")
 
 
 class _Node:
@@ -394,10 +395,11 @@ def _pad(n: _Node) -> VendorNode:
 
 
 def _reduce(n: _Node) -> VendorNode:
-    """A ReduceMax or ReduceMin (a CPU op: no task) whose axes constant the container does not
-    store: ``keepdims`` from the ranks, the axes from the shapes, the dims its output lacks or has
-    as 1.  Where several sets of axes give the output's shape (keepdims 0, equal sizes side by
-    side) they must differ in dims of size 1 only, over which a reduction changes nothing."""
+    """A ReduceMax or ReduceMin (a CPU op: no task): ``keepdims`` from the ranks, the axes from its
+    stored axes constant, which must give its output's shape; without one, from the shapes, the
+    dims its output lacks or has as 1.  Where several sets of axes give the output's shape
+    (keepdims 0, equal sizes side by side) they must then differ in dims of size 1 only, over which
+    a reduction changes nothing."""
     node = n.node
     data = n.data_inputs()
     if len(data) != 1 or len(node.outputs) != 1 or any(t.op_idx == node.index for t in n.tasks()):
@@ -412,6 +414,15 @@ def _reduce(n: _Node) -> VendorNode:
     else:
         candidates = [list(c) for c in itertools.combinations(range(len(x)), len(x) - len(out))
                       if c and [d for a, d in enumerate(x) if a not in c] == out]
+    stored = [t for t in (n.sg.tensor(i, node.where) for i in node.inputs) if t.kind == "shape"]
+    if len(stored) == 1 and stored[0].dtype == "int64" and len(stored[0].shape) == 1:
+        axes = sorted({int(a) % len(x) for a in _stored(n, ("int64",), (stored[0].shape[0],), "axes")[0]})
+        kept = [1 if a in axes else d for a, d in enumerate(x)] if keepdims else \
+            [d for a, d in enumerate(x) if a not in axes]
+        if not axes or kept != out:
+            raise n.refuse(f"a {node.op} of {list(x)} over its stored axes {axes} (keepdims {keepdims}); its output is "
+                           f"{list(out)}")
+        candidates = [axes]
     moving = {tuple(a for a in c if x[a] != 1) for c in candidates}
     if not candidates or len(moving) != 1:
         raise n.refuse(f"a {node.op} of {list(x)} to {list(out)}: {len(candidates)} sets of axes give that shape "
