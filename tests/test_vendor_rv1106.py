@@ -745,6 +745,20 @@ def test_stored_constants_are_checked_against_what_the_node_does(tmp_path):
              r"grid, where its task's clamp is -\d+", "standalone_clip_rv1106_i8")
 
 
+def test_a_resize_on_the_cpu_runs_from_its_stored_sizes_or_scales(tmp_path):
+    # models._cpu_resizes: linear to 5x3 (sizes) and by 1.5 (scales): no NPU task, the constants as stored
+    model = lower_rockchip(*_model("cpu_resize_rv1106_i8"))
+    resizes = [[model.graph.constants[i].tolist() for i in n.inputs[1:] if i] for n in model.graph.nodes
+               if n.op == "Resize"]
+    assert resizes == [[[1, 16, 5, 3]], [[1.0, 1.0, 1.5, 1.5]]]
+
+    def sizes(data):  # the first Resize's sizes constant, "c11"
+        tensor_bytes(data, "c11")[:32] = np.array([1, 16, 4, 3], "<i8").tobytes()
+
+    _refused(tmp_path, sizes, r"sizes \[1, 16, 4, 3\] of a rank-4 input are not the output shape \[1, 16, 5, 3\]",
+             "cpu_resize_rv1106_i8")
+
+
 # -- constant Pads (.t3pad) ------------------------------------------------------------------------------
 
 def _pad_task(cfg, at, w, h, code=None):

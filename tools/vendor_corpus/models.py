@@ -433,6 +433,20 @@ def _slices(seed: int = 900):
     return g.model([("x", (1, 3, 8, 8))], [(c, "cat")] + [(y, f"slice{k}") for k, y in enumerate(slices)])
 
 
+def _cpu_resizes(seed: int = 900):
+    """The Concat of a 3x3 and a 1x1 Conv 3->8 on an 8x8 image (an output itself), then linear
+    Resizes of it by other than whole factors, each an output: to 5x3 (``sizes``) and by 1.5
+    (``scales``, align_corners), which an rv1106 runtime runs on the CPU (no NPU task) from their
+    stored constants.  (A nearest one to 12x6 compiles to convs on the NPU: not decoded.)"""
+    g = _G(seed)
+    c = g.node("Concat", [g.conv("x", 3, 8), g.conv("x", 3, 8, k=1)], axis=1)[0]
+    sizes = lambda h, w: g.const(np.array([1, 16, h, w], np.int64))  # noqa: E731
+    a = g.node("Resize", [c, "", "", sizes(5, 3)], mode="linear", coordinate_transformation_mode="half_pixel")[0]
+    b = g.node("Resize", [c, "", g.const(np.array([1, 1, 1.5, 1.5], np.float32))], mode="linear",
+               coordinate_transformation_mode="align_corners")[0]
+    return g.model([("x", (1, 3, 8, 8))], [(c, "cat"), (a, "linear_sizes"), (b, "linear_scales")])
+
+
 def _pooled_shuffle(seed: int = 231):
     """Conv 3->24 3x3 s2 on a 40x40 image, global ReduceMean, then ShuffleNet's channel shuffle of the
     pooled map (Reshape (1, 2, 12, 1, 1), Transpose (0, 2, 1, 3, 4), Reshape (1, 24, 1, 1)): RKNN-Toolkit2
@@ -1850,6 +1864,9 @@ def _int8_platform_cases() -> List[Case]:
                "the Concat of standalone_ops, LeakyRelu(alpha=0.1), Abs, LeakyRelu(alpha=0.01)",
                _standalone_ops(("LeakyRelu", "Abs", "LeakyRelu001")), image8, variants=("i8",), platform=p,
                purpose=f"standalone int8 LeakyRelu (DPU-only tasks) on {p}") for p in ("rv1106", "rv1103")),
+        *(Case(f"cpu_resize_{p}", doc(_cpu_resizes), _cpu_resizes, image8, variants=("i8",), platform=p,
+               purpose=f"Resizes {p} runs on the CPU (no NPU task), from their stored scales or sizes")
+          for p in ("rv1106", "rv1103")),
         *(Case(f"slices_{p}", doc(_slices), _slices, image8, variants=("i8",), platform=p,
                purpose=f"Slices (CPU ops) on {p}, their starts, ends, axes and steps stored constants")
           for p in ("rv1106", "rv1103")),

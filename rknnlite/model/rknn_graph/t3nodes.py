@@ -231,9 +231,11 @@ def _expand(n: _Node) -> VendorNode:
 
 
 def _resize(n: _Node) -> VendorNode:
-    """A Resize: its parameter table's modes; its scales (not stored) are its shapes' whole
-    upsampling factors.  A nearest one runs on DPU-only tasks (rows and columns repeated), a
-    bilinear one on DPU tasks and convs of mode 3 over the compiler's phase weights."""
+    """A Resize: its parameter table's modes; on the NPU its scales are its shapes' whole upsampling
+    factors (a nearest one runs on DPU-only tasks, rows and columns repeated, a bilinear one on DPU
+    tasks and convs of mode 3 over the compiler's phase weights).  One the runtime runs on the CPU
+    (no task: other factors, e.g. ``sizes`` of 7x2 from 14x4) runs as stored, its stored scales or
+    sizes checked against its output's shape by the lowering (corpus ``cpu_resize_rv110*``)."""
     node = n.node
     data = [t.index for t in n.activations()]
     tasks = [t for t in n.tasks() if t.op_idx == node.index]
@@ -241,7 +243,9 @@ def _resize(n: _Node) -> VendorNode:
         raise n.refuse(f"a Resize with data inputs {data}, outputs {list(node.outputs)} and parameters "
                        f"{node.params}; one input, one output and a parameter table were expected")
     nearest = node.params["mode"] == "nearest"
-    if not tasks or (nearest and any(t.enable_mask != _ENABLE_DPU_ONLY for t in tasks)):
+    if not tasks:
+        return node
+    if nearest and any(t.enable_mask != _ENABLE_DPU_ONLY for t in tasks):
         raise n.refuse(f"a {node.params['mode']} Resize run by tasks with enable masks "
                        f"{[hex(t.enable_mask) for t in tasks]}; a nearest one on DPU-only tasks "
                        f"({_ENABLE_DPU_ONLY:#x}), a bilinear one on NPU tasks were observed")
