@@ -759,6 +759,27 @@ def test_a_resize_on_the_cpu_runs_from_its_stored_sizes_or_scales(tmp_path):
              "cpu_resize_rv1106_i8")
 
 
+@pytest.mark.parametrize("stem", ["avgpool_rv1106_i8", "avgpool_rv1103_i8_tk220"])
+def test_an_average_pool_is_read_from_its_ppu_registers(stem):
+    # AveragePool 2x2 s2 (PPU mode 0x10, reciprocals 2^16 / 2): its output equals the simulator's
+    model = lower_rockchip(*_model(stem))
+    (pool,) = [n for n in model.graph.nodes if n.op == "AveragePool"]
+    assert (pool.attrs["kernel_shape"], pool.attrs["strides"], pool.attrs["pads"]) == ([2, 2], [2, 2], [0, 0, 0, 0])
+
+
+def test_batch_norms_run_from_their_stored_folded_constants(tmp_path):
+    # affine_ops: Mul + Add (a BatchNormalization) and BatchNormalization + Relu, in the compiler's folded form
+    model = lower_rockchip(*_model("affine_ops_rv1106_i8"))
+    affines = [n.attrs.get("_activation") for n in model.graph.nodes if n.op == "ChannelAffine"]
+    assert affines == [None, "Relu"]
+
+    def mean(data):  # the first one's stored mean, 0 in the folded form
+        tensor_bytes(data, "Mul12_2bn_i3")[:4] = np.array([5], "<i4").tobytes()
+
+    _refused(tmp_path, mean, r"mean \[5, 0, 0, 0\]\.\.\., variance \[1, 1, 1, 1\]\.\.\., epsilon 0.0; only the "
+             r"compiler's folded form", "affine_ops_rv1106_i8")
+
+
 # -- constant Pads (.t3pad) ------------------------------------------------------------------------------
 
 def _pad_task(cfg, at, w, h, code=None):

@@ -1864,6 +1864,8 @@ def _int8_platform_cases() -> List[Case]:
                "the Concat of standalone_ops, LeakyRelu(alpha=0.1), Abs, LeakyRelu(alpha=0.01)",
                _standalone_ops(("LeakyRelu", "Abs", "LeakyRelu001")), image8, variants=("i8",), platform=p,
                purpose=f"standalone int8 LeakyRelu (DPU-only tasks) on {p}") for p in ("rv1106", "rv1103")),
+        *(Case(f"avgpool_{p}", "same as avgpool, " + p, _pool(202, "avgpool"), [IMG], variants=("i8",), platform=p,
+               purpose=f"an AveragePool (PPU mode 0x10, its reciprocals) on {p}") for p in ("rv1106", "rv1103")),
         *(Case(f"cpu_resize_{p}", doc(_cpu_resizes), _cpu_resizes, image8, variants=("i8",), platform=p,
                purpose=f"Resizes {p} runs on the CPU (no NPU task), from their stored scales or sizes")
           for p in ("rv1106", "rv1103")),
@@ -2120,8 +2122,9 @@ def _cases() -> List[Case]:
              purpose="float constants in NC1HWC2 layout (anchors, strides)"),
         *(Case("affine_ops" + ("" if p == "rk3588" else f"_{p}"), "Conv 3->16 3x3 HardSwish, Mul by c + d (per "
                "channel); Conv 16->16 3x3 p1 HardSwish, BatchNormalization, Relu; Conv 16->8 1x1", _affine_ops, img,
-               platform=p, purpose=f"BatchNormalization, BatchNormalizationRelu (PP-OCRv4) on {p}")
-          for p in ("rk3588", "rk3566", "rk3562", "rk3576", "rv1126b")),
+               platform=p, purpose=f"BatchNormalization, BatchNormalizationRelu (PP-OCRv4) on {p}",
+               variants=("i8",) if p.startswith("rv110") else ("fp16", "i8"))
+          for p in ("rk3588", "rk3566", "rk3562", "rk3576", "rv1126b", "rv1106", "rv1103")),
         Case("psa_attention", "YOLO11 C2PSA attention (Ultralytics' ONNX form): qkv Conv 128->256 1x1, Reshape "
              "(1, 2, 128, 16), Split [32, 32, 64], Softmax(q^T k / sqrt(32)), v attn^T, Reshape, + depthwise 3x3 "
              "of v, Conv 128->128 1x1", _psa_attention(), [("x", (1, 128, 4, 4), "normal")],

@@ -310,10 +310,10 @@ _CLIP_LOW_CODE, _CLIP_HIGH = 0x4018, (0x401C, 0x40DC)
 
 def t3_standalone_clip(regs: Dict[Tuple[int, int], int], zero_point: int,
                        where: str) -> Tuple[Optional[int], Optional[int]]:
-    """The bounds of a standalone int8 Clip in an rv1106 file (which stores them nowhere else) in
-    its input's ``code - zero_point`` units: ``(low, high)``, ``None`` for a side without a bound
-    (the compiler writes none for an upper bound of 0, which the output's grid, holding 0 at its
-    top, then saturates at)."""
+    """The clamps of a standalone int8 Clip's DPU-only task in an rv1106 file (its stored bounds are
+    checked against them: :func:`.t3nodes._clip`), in its input's ``code - zero_point`` units:
+    ``(low, high)``, ``None`` for a side without a clamp (the compiler writes none for an upper bound
+    of 0, which the output's grid, holding 0 at its top, then saturates at)."""
     cfg = _reg(regs, TARGET_DPU, _BN_CFG, where)
     if cfg != _ACTIVATION[None][_BN_CFG]:
         raise ModelInvalidError(f"{where}: BN_CFG ({_BN_CFG:#x}) = {cfg:#x} in the DPU task of an rv1106 Clip; only "

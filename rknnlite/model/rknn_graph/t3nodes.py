@@ -31,7 +31,9 @@ the others:
 Ops without attributes run as stored: the standalone lookup-table ops (Sigmoid, exSwish, HardSwish,
 exGelu, Tanh, Softplus), the CPU's Exp and Erf, element-wise Add, Mul, Sub, Max and Min; so do ops
 whose parameters are stored constants alone, which the lowering reads and checks: a standalone
-PRelu's slopes, a Slice's starts, ends, axes and steps (against its output's shape).
+PRelu's slopes, a Slice's starts, ends, axes and steps (against its output's shape), a
+BatchNormalization's folded scale and bias (its mean 0 and variance 1; no table holds its epsilon,
+which is 0 in that form).
 
 Recovered attributes are in :attr:`.graph.VendorNode.recovered`; shape constants a recovery
 replaces are dropped from the nodes' inputs.  An op type without a recovery here is refused by
@@ -466,9 +468,11 @@ _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "ReduceMax": _reduce, "ReduceMin": _reduce, "Pad": _pad,
     # attribute-free: standalone lookup-table ops, CPU ones and element-wise ones (broadcast by their shapes):
     # corpus standalone_lut_*, sigmoid_mul_*, standalone_attr_free_*; ops whose parameters are stored constants
-    # the lowering checks: standalone_prelu_*, slices_*
+    # the lowering checks: standalone_prelu_*, slices_*, affine_ops_rv110* (a BatchNormalization in the
+    # compiler's folded form, mean 0 and variance 1, whose epsilon, 0 in that form, no table holds here)
     **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "exGelu", "Tanh", "Softplus", "Exp", "Erf", "Add",
-                             "Mul", "Sub", "Max", "Min", "PRelu", "Slice")}}
+                             "Mul", "Sub", "Max", "Min", "PRelu", "Slice", "BatchNormalization",
+                             "BatchNormalizationRelu")}}
 #: the vendor op types of rv1106 files whose attributes are recovered
 T3_OPS = frozenset(_RECOVERIES)
 
