@@ -89,7 +89,7 @@ MAX_CORPUS_COMPRESSED_BYTES = 26 * 1024 * 1024
 MAX_CORPUS_BYTES = 90 * 1024 * 1024
 #: models (and their copies for other platforms, ``<model>_rk...``, ``<model>_rv...``) whose int8
 #: build ends in a float16 op, so that its output stays float16
-FLOAT16_OUTPUT_MODELS = ("softmax",)
+FLOAT16_OUTPUT_MODELS = ("softmax", "classifier_heads")
 
 
 def _manifest() -> dict:

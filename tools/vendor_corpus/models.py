@@ -751,6 +751,22 @@ def _gemm_hardswish():
     return g.model([("x", IMG[1])], [(gemm(_hardswish(g, gemm(y, 16, 48)), 48, 10), "y")])
 
 
+def _classifier_heads(seed: int = 230, leaky_gain: float = 1.0):
+    """Conv 3->24 3x3 p1 with LeakyRelu(0.1), Conv 24->8 3x3 s2, Flatten, then two heads of a Gemm and a
+    Softmax over its 10 and 16 classes: an int8 file converts each head's logits to float16 first
+    (exDataConvert) and sums the exponentials with a 16x16 weight whose first rows (one per class)
+    hold a 1."""
+    g = _G(seed)
+    y = _leaky(0.1)(g, g.conv("x", 3, 24))
+    y = g.node("Flatten", [g.conv(y, 24, 8, stride=2)], axis=1)[0]
+
+    def head(classes):
+        w = g.const((g.rng.standard_normal((classes, 128)) / np.sqrt(128)).astype(np.float32), "w")
+        b = g.const((g.rng.standard_normal(classes) * 0.5).astype(np.float32), "b")
+        return g.node("Softmax", [g.node("Gemm", [y, w, b], transB=1)[0]], axis=1)[0]
+    return g.model([("x", (1, 3, 8, 8))], [(head(10), "y"), (head(16), "z")])
+
+
 def _relu_input():
     # a Relu no conv precedes (on the normalised image input): a standalone Relu
     g = _G(810)
@@ -1877,6 +1893,9 @@ def _int8_platform_cases() -> List[Case]:
                _standalone_ops(("PRelu", "PRelu1", "ConvPRelu", "ConvPRelu1")), image8, variants=("i8",), platform=p,
                purpose=f"int8 PRelu on {p}, standalone and fused, its slopes stored constants (int16 over 2^14, or "
                        "one float32) and, fused, in BN_MUL (one slope) or read from memory (BN_MUL 1)")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"classifier_heads_{p}", doc(_classifier_heads), _classifier_heads, image8, variants=("i8",),
+               platform=p, purpose=f"int8 Softmax heads of 10 and 16 classes on {p} (exDataConvert, exSoftmax13)")
           for p in ("rv1106", "rv1103")),
         *(Case(f"pad_constant_{p}", doc(_constant_pads), _constant_pads, image8, variants=("i8",), platform=p,
                purpose=f"standalone int8 constant Pads on {p}, their pads and value in their tasks only")

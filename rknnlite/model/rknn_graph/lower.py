@@ -2070,7 +2070,7 @@ class _Lowering:
         src, dst = attr_value(node, "i_dtype"), attr_value(node, "o_dtype")
         known = ("int8", "float16")
         x, out = self.tensor(node.inputs[0], node), self.single_output(node)
-        if not node.bson and {x.dtype, out.dtype} == set(known):
+        if not node.bson and node.recovered is None and {x.dtype, out.dtype} == set(known):
             # corpus wide_dilated_i8: the compiler's split of a wide conv runs in float16 between two such
             # nodes; computed as the unsplit float conv (or with the branches rounded), 77-84 % of the
             # outputs of three such builds were the simulator's, the rest 1-2 steps away

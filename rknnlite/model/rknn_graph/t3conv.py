@@ -25,7 +25,8 @@ register encoding:
   = 0x0e000000, 0x4048 = 0) and the simulator still applies the multipliers.
 * ``BN_CFG`` 0x4060: 0x13 on a plain or residual conv, 0x22 with a LeakyRelu (its slope in the
   high half of 0x4068, a signed 16-bit value over 2^14, as rk3588's; a plain conv's multipliers
-  normalised to 2^15, 0x4054 = 0x8f000000, a depthwise one's as without it; ``OUT_CVT_SHIFT`` 14
+  normalised to 2^15 or 2^14 as the compiler chose, 0x4054 = 0x8f000000 or 0x8e000000, a depthwise
+  one's without bit 31; ``OUT_CVT_SHIFT`` 14
   bits larger for the slope's fraction: corpus ``conv_leaky_rv1106``, ``conv_abs_rv1106``,
   ``depthwise_leaky_rv1106``), 0x12 with a clamp: lower clamps 0x406c
   and 0x40e0 (0 for Relu and Clip from 0, ``INT32_MIN`` otherwise) and upper clamps 0x4028 and
@@ -49,7 +50,8 @@ from .lut import LutStage, lut_stage
 from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, TARGET_CNA, TARGET_DPU, Requant, i16, i32, int8_leaky_slope,
                      slope_decimal, task_register)
 
-__all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_clip_bound", "t3_leaky_slope",
+__all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_check_convert_task", "t3_clip_bound",
+           "t3_leaky_slope",
            "t3_lut_stage", "t3_lut_task", "t3_prelu_slope", "t3_standalone_clip", "t3_standalone_leaky_slope"]
 
 
@@ -93,14 +95,11 @@ _FIXED = {False: {0x4048: 0x1, 0x404C: _INT32_MIN, 0x4050: 0x30000001, 0x4054: 0
 _PLAIN_BIAS = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x30000002}
 _ALU_SRC, _ALU_SRC_FLAG = 0x4054, 0x80000000
 _MUL_SHIFT = 14
-#: a LeakyRelu conv, per depthwise or not: its 0x4054, the multipliers' shift in bits 24..29 (a plain
-#: conv's multipliers normalised to 2^15, bit 31 | 15 << 24; a depthwise one's as without the LeakyRelu);
-#: OUT_CVT_SHIFT counts the slope's LEAKY_SLOPE_BITS fraction bits too
-_LEAKY_ALU_SRC = {False: _ALU_SRC_FLAG | 15 << 24, True: _MUL_SHIFT << 24}
-#: a PRelu conv's 0x4054, per depthwise or not: the multipliers' shift 14 or 15 as the compiler chose
-#: (both seen on plain convs: corpus standalone_prelu_rv110*, depthwise_prelu_rv110*), bit 31 on a
-#: plain conv; its OUT_CVT_SHIFT counts the slopes' fraction bits as a LeakyRelu's
-_PRELU_ALU_SRC = {depthwise: tuple((0 if depthwise else _ALU_SRC_FLAG) | shift << 24 for shift in (14, 15))
+#: a LeakyRelu or PRelu conv's 0x4054, per depthwise or not: the multipliers' shift in bits 24..29,
+#: 14 or 15 as the compiler chose (both seen on plain convs: corpus conv_leaky_rv1106 15,
+#: classifier_heads_rv110* 14, standalone_prelu_rv110* and depthwise_prelu_rv110* both), bit 31 on a
+#: plain conv; OUT_CVT_SHIFT counts the slope's LEAKY_SLOPE_BITS fraction bits too
+_SLOPE_ALU_SRC = {depthwise: tuple((0 if depthwise else _ALU_SRC_FLAG) | shift << 24 for shift in (14, 15))
                   for depthwise in (False, True)}
 #: a PRelu conv's BN_MUL 0x4068: per-channel slopes read from memory (the stored int16 slopes),
 #: else one slope in rk3588's LeakyRelu form
@@ -131,6 +130,17 @@ _ACTIVATION = {None: {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_OFF},
 
 def _reg(regs: Dict[Tuple[int, int], int], target: int, address: int, where: str) -> int:
     return task_register(regs, target, address, where, "(rv1106 map)")
+
+
+def _expect(regs: Dict[Tuple[int, int], int], fixed: Dict[int, object], where: str, what: str) -> None:
+    """Refuse a DPU register of ``fixed`` (address -> the value observed, a tuple of the values
+    observed, or ``None``: read elsewhere) that holds another value, naming it and ``what`` it is in."""
+    for address, expected in fixed.items():
+        value = _reg(regs, TARGET_DPU, address, where)
+        allowed = expected if isinstance(expected, tuple) else (expected,)
+        if expected is not None and value not in allowed:
+            raise ModelInvalidError(f"{where}: DPU register {address:#x} = {value:#x} in an rv1106 {what}; only "
+                                    f"{' or '.join(hex(v) for v in allowed)} was observed and decoded", op="load")
 
 
 def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_shape: Sequence[int],
@@ -215,20 +225,9 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     if leaky and plain:
         raise ModelInvalidError(f"{where}: an rv1106 int8 {kind}: only a {activation} on a conv with per-channel "
                                 "bias blocks was decoded", op="load")
-    alu_src = _LEAKY_ALU_SRC[depthwise]
-    if activation == "PRelu":
-        alu_src = _reg(regs, TARGET_DPU, _ALU_SRC, where)
-        if alu_src not in _PRELU_ALU_SRC[depthwise]:
-            raise ModelInvalidError(f"{where}: DPU register {_ALU_SRC:#x} = {alu_src:#x} in an rv1106 int8 {kind}; "
-                                    f"only {' or '.join(hex(v) for v in _PRELU_ALU_SRC[depthwise])} were observed",
-                                    op="load")
-    fixed = {**_FIXED[depthwise], _ALU_SRC: alu_src} if leaky else \
+    fixed = {**_FIXED[depthwise], _ALU_SRC: _SLOPE_ALU_SRC[depthwise]} if leaky else \
         _PLAIN_BIAS if plain else _FIXED[depthwise]
-    for address, expected in {**fixed, **_ACTIVATION[activation]}.items():
-        value = _reg(regs, TARGET_DPU, address, where)
-        if expected is not None and value != expected:
-            raise ModelInvalidError(f"{where}: DPU register {address:#x} = {value:#x} in an rv1106 int8 {kind}; only "
-                                    f"{expected:#x} was observed and decoded", op="load")
+    _expect(regs, {**fixed, **_ACTIVATION[activation]}, where, f"int8 {kind}")
     offset = _reg(regs, TARGET_DPU, _OUT_CVT_OFFSET, where)
     scale = _reg(regs, TARGET_DPU, _OUT_CVT_SCALE, where)
     shift = _reg(regs, TARGET_DPU, _OUT_CVT_SHIFT, where)
@@ -252,6 +251,7 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         if shift < LEAKY_SLOPE_BITS:
             raise ModelInvalidError(f"{where}: OUT_CVT shift {shift} in an rv1106 int8 {kind}, below the "
                                     f"{LEAKY_SLOPE_BITS} fraction bits of its slope", op="load")
+        alu_src = _reg(regs, TARGET_DPU, _ALU_SRC, where)
         return Requant(scale, shift - LEAKY_SLOPE_BITS, alu_src >> 24 & 0x3F, offset, True, 0)
     return Requant(scale, shift, _MUL_SHIFT, offset, True, 0)
 
@@ -281,10 +281,7 @@ def t3_standalone_leaky_slope(regs: Dict[Tuple[int, int], int], where: str) -> f
     nowhere else: its DPU-only task's ``BN_CFG`` 0x22, the slope as a conv's
     (:func:`t3_leaky_slope`; 0.1 is 0x666 / 2^14, ONNX's default 0.01 0xa4 / 2^14), read as the
     ONNX value it was rounded from, as a fused one is (:func:`.regcmd.slope_decimal`)."""
-    cfg = _reg(regs, TARGET_DPU, _BN_CFG, where)
-    if cfg != _ACTIVATION["LeakyRelu"][_BN_CFG]:
-        raise ModelInvalidError(f"{where}: BN_CFG ({_BN_CFG:#x}) = {cfg:#x} in the DPU task of an rv1106 LeakyRelu; "
-                                f"only {_ACTIVATION['LeakyRelu'][_BN_CFG]:#x} (a slope stage) was observed", op="load")
+    _expect(regs, {_BN_CFG: _ACTIVATION["LeakyRelu"][_BN_CFG]}, where, "LeakyRelu task (a slope stage)")
     return slope_decimal(t3_leaky_slope(regs, where))
 
 
@@ -314,10 +311,7 @@ def t3_standalone_clip(regs: Dict[Tuple[int, int], int], zero_point: int,
     checked against them: :func:`.t3nodes._clip`), in its input's ``code - zero_point`` units:
     ``(low, high)``, ``None`` for a side without a clamp (the compiler writes none for an upper bound
     of 0, which the output's grid, holding 0 at its top, then saturates at)."""
-    cfg = _reg(regs, TARGET_DPU, _BN_CFG, where)
-    if cfg != _ACTIVATION[None][_BN_CFG]:
-        raise ModelInvalidError(f"{where}: BN_CFG ({_BN_CFG:#x}) = {cfg:#x} in the DPU task of an rv1106 Clip; only "
-                                f"{_ACTIVATION[None][_BN_CFG]:#x} (no bias or slope stage) was observed", op="load")
+    _expect(regs, {_BN_CFG: _ACTIVATION[None][_BN_CFG]}, where, "Clip task (no bias or slope stage)")
     low = _reg(regs, TARGET_DPU, _CLIP_LOW_CODE, where)
     high = [_reg(regs, TARGET_DPU, a, where) for a in _CLIP_HIGH]
     if high[0] != high[1]:
@@ -341,12 +335,7 @@ def t3_lut_task(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[LutStage,
     lookup-table op (Sigmoid, exSwish, HardSwish) in an rv1106 file: the table registers
     (:func:`_table_stage`) and ``OUT_CVT`` at rk3588's addresses, its scale's bit 16 set; no
     multiplier stage (``mul_shift`` ``None``).  For :func:`.lut.lower_lut_sigmoid`'s ``decode``."""
-    for address, expected in {**_LUT_TASK, _EW_CFG: _LUT_TASK_EW}.items():
-        value = _reg(regs, TARGET_DPU, address, where)
-        if value not in (expected if isinstance(expected, tuple) else (expected,)):
-            shown = " or ".join(hex(v) for v in expected) if isinstance(expected, tuple) else hex(expected)
-            raise ModelInvalidError(f"{where}: DPU register {address:#x} = {value:#x} in an rv1106 lookup-table task; "
-                                    f"only {shown} was observed and decoded", op="load")
+    _expect(regs, {**_LUT_TASK, _EW_CFG: _LUT_TASK_EW}, where, "lookup-table task")
     offset, scale, shift = (_reg(regs, TARGET_DPU, a, where) for a in
                             (_OUT_CVT_OFFSET, _OUT_CVT_SCALE, _OUT_CVT_SHIFT))
     if scale & ~0xFFFF != _OUT_CVT_RESIDUAL or shift & ~0x3F:
@@ -354,6 +343,19 @@ def t3_lut_task(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[LutStage,
                                 "a 16-bit scale with bit 16 set and a 6-bit shift were observed", op="load")
     return _table_stage(regs, where), Requant(scale & 0xFFFF, shift, None,
                                               offset - (1 << 32) if offset >= 1 << 31 else offset, False, 0)
+
+
+#: the DPU-only task of an int8 -> float16 exDataConvert (a Softmax head's logits, corpus
+#: classifier_heads_rv110*): the output in float16 (0x400c), every stage bypassed, OUT_CVT a unit
+#: scale; it dequantizes by its input tensor's scale and zero point, which no register holds
+_CONVERT_TASK = {0x400C: 0x1E5, 0x4040: 0x53, 0x4048: 0x0, 0x4050: 0x30000126, 0x4054: 0x0, **_ACTIVATION[None],
+                 _OUT_CVT_OFFSET: 0x0, _OUT_CVT_SCALE: 0x10001, _OUT_CVT_SHIFT: 0x0}
+
+
+def t3_check_convert_task(regs: Dict[Tuple[int, int], int], where: str) -> None:
+    """Refuse the DPU-only task of an rv1106 int8 -> float16 ``exDataConvert`` unless every register
+    of :data:`_CONVERT_TASK` holds the value observed."""
+    _expect(regs, _CONVERT_TASK, where, "int8 -> float16 conversion task")
 
 
 def t3_lut_stage(regs: Dict[Tuple[int, int], int], where: str, activation: str,

@@ -17,7 +17,8 @@ the others:
   axis and sizes, checked against the parts read);
 * a Reshape's or Expand's target and a Resize's scales: its output's shape (the lowering reads it
   for a node without a shape constant whose attributes were recovered);
-* an exSoftmax13's axis from its table, checked against its reduce-sum weight (:func:`_softmax`);
+* an exSoftmax13's axis from its table, checked against its reduce-sum weight (:func:`_softmax`),
+  and an exDataConvert's dtypes (int8 to float16 before it) from its tensors (:func:`_data_convert`);
 * an ArgMax's axis from its table, keepdims from its shapes (:func:`_argmax`), a Transpose's
   permutation from its table, checked against its shapes;
 * an exSDPAttention's scale from its scores task's BN multiplier (:func:`_attention`);
@@ -56,7 +57,7 @@ from .graph import PackedVendorFile, VendorNode, VendorSubgraph, VendorTensor, i
 from .regcmd import (BN_MUL, ENABLE_CNA, ENABLE_PPU, TARGET_DPU, bn_multiplier, node_registers, read_tasks,
                      task_writes)
 from .deconv_regs import deconv_params
-from .t3conv import t3_conv_params, t3_standalone_clip, t3_standalone_leaky_slope
+from .t3conv import t3_check_convert_task, t3_conv_params, t3_standalone_clip, t3_standalone_leaky_slope
 from .t3pad import t3_constant_pad
 from .t3pool import t3_pool_params
 
@@ -258,10 +259,11 @@ def _resize(n: _Node) -> VendorNode:
 
 
 def _softmax(n: _Node) -> VendorNode:
-    """An exSoftmax13 over axis 1, which the file shows by its reduce-sum weight: ``C`` float16
-    ones summing the ``C`` input channels into channel 0 (the weight's 16 lanes a row; rk3588
-    stores the ones as one row ``[1, C]``).  Only ``C`` = 16 (YOLOv8's box distribution) was
-    observed; the weight is checked here and dropped (the lowering runs ONNX's Softmax)."""
+    """An exSoftmax13 over axis 1, which the file shows by its reduce-sum weight ``[16, 16, 1, 1]``:
+    a float16 1 in lane 0 of each of its first ``C`` rows (summing the ``C`` <= 16 input channels
+    into channel 0), zeros elsewhere (rk3588 stores the ones as one row ``[1, C]``).  ``C`` = 16
+    (YOLOv8's box distribution) and 10 (classifier_heads_rv110*) were observed; the weight is
+    checked here and dropped (the lowering runs ONNX's Softmax)."""
     node = n.node
     tensors = [n.sg.tensor(i, node.where) for i in node.inputs]
     sums = [t for t in tensors if t.kind == "generated" and t.name.endswith("_rs_weight")]
@@ -271,14 +273,16 @@ def _softmax(n: _Node) -> VendorNode:
                        "weight were expected")
     channels, w = data[0].shape[1], sums[0]
     raw = np.frombuffer(n.vf.tensor_data(n.sg, w), "<f2") if w.dtype == "float16" else np.zeros(0)
-    expected = np.zeros(_SUM_LANES * channels, np.float16)
-    expected[::_SUM_LANES] = 1
+    expected = np.zeros((_SUM_LANES, _SUM_LANES), np.float16)
+    expected[:channels, 0] = 1
     if node.params.get("axis") != 1:
         raise n.refuse(f"an exSoftmax13 whose parameter table gives axis {node.params.get('axis')}; 1 was observed")
-    if channels != _SUM_LANES or list(w.shape) != [channels, channels, 1, 1] or not np.array_equal(raw, expected):
-        raise n.refuse(f"an exSoftmax13 whose reduce-sum weight {w.name!r} ({w.dtype}, {list(w.shape)}) is not "
-                       f"{_SUM_LANES} float16 ones summing {_SUM_LANES} channels; only that form was observed, which "
-                       "tells a softmax over axis 1")
+    if channels > _SUM_LANES or list(w.shape) != [_SUM_LANES, _SUM_LANES, 1, 1] or \
+            not np.array_equal(raw, expected.ravel()):
+        raise n.refuse(f"an exSoftmax13 over {channels} channels whose reduce-sum weight {w.name!r} ({w.dtype}, "
+                       f"{list(w.shape)}) is not [{_SUM_LANES}, {_SUM_LANES}, 1, 1] with a float16 1 in lane 0 of its "
+                       f"first {channels} rows (at most {_SUM_LANES}); only that form was observed, which tells a "
+                       "softmax over axis 1")
     return dataclasses.replace(node, inputs=tuple(t.index for t in data), params={"axis": 1},
                                recovered={"axis": _int_attr(1)})
 
@@ -313,9 +317,9 @@ def _deconv(n: _Node) -> VendorNode:
         k: _int_attr(v) if isinstance(v, int) else _ints_attr(v) for k, v in attrs.items()})
 
 
-def _dpu_only(n: _Node, what: str) -> Tuple[VendorTensor, VendorTensor]:
+def _dpu_tasks(n: _Node, what: str) -> Tuple[VendorTensor, VendorTensor]:
     """The input and output of a node of one activation input and one output run by DPU-only
-    tasks (a standalone LeakyRelu, Clip or Pad), each on one int8 grid."""
+    tasks."""
     node = n.node
     data = n.activations()
     tasks = [t for t in n.tasks() if t.op_idx == node.index]
@@ -323,7 +327,13 @@ def _dpu_only(n: _Node, what: str) -> Tuple[VendorTensor, VendorTensor]:
         raise n.refuse(f"a {what} with inputs {list(node.inputs)}, outputs {list(node.outputs)} and tasks of enable "
                        f"masks {[hex(t.enable_mask) for t in tasks]}; one input and output on DPU-only tasks "
                        f"({_ENABLE_DPU_ONLY:#x}) were observed")
-    x, out = data[0], n.sg.tensor(node.outputs[0], node.where)
+    return data[0], n.sg.tensor(node.outputs[0], node.where)
+
+
+def _dpu_only(n: _Node, what: str) -> Tuple[VendorTensor, VendorTensor]:
+    """The input and output of a node of one activation input and one output run by DPU-only
+    tasks (a standalone LeakyRelu, Clip or Pad), each on one int8 grid."""
+    x, out = _dpu_tasks(n, what)
     if any(len(t.scale) != 1 or len(t.zero_point) != 1 for t in (x, out)):
         raise n.refuse(f"a {what} from {x.name!r} (scale {list(x.scale)}) to {out.name!r} (scale {list(out.scale)}); "
                        "one int8 grid each was expected")
@@ -458,6 +468,22 @@ def _attention(n: _Node) -> VendorNode:
     return dataclasses.replace(node, recovered={"scale": {"dtype": "f", "value": scale}})
 
 
+def _data_convert(n: _Node) -> VendorNode:
+    """An exDataConvert from int8 to float16 before an exSoftmax13 (a Softmax head's logits; its
+    DPU-only tasks checked by :func:`.t3conv.t3_check_convert_task`): its ``i_dtype`` and
+    ``o_dtype`` are its tensors'."""
+    node = n.node
+    x, out = _dpu_tasks(n, "exDataConvert")
+    readers = sorted({r.op for r in n.sg.nodes if out.index in r.inputs})
+    if (x.dtype, out.dtype) != ("int8", "float16") or readers != ["exSoftmax13"]:
+        raise n.refuse(f"an exDataConvert from {x.dtype} to {out.dtype} read by {readers}; only int8 to float16 "
+                       "before an exSoftmax13 was observed (the compiler's own around a float16 split conv, say, was "
+                       "not decoded)")
+    t3_check_convert_task(n.registers(_ENABLE_DPU_ONLY), node.where)
+    return dataclasses.replace(node, recovered={"i_dtype": {"dtype": "s", "value": "int8"},
+                                                "o_dtype": {"dtype": "s", "value": "float16"}})
+
+
 #: op type -> its recovery
 _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "InputOperator": _as_is, "OutputOperator": _as_is, **{op: _conv for op in _CONV_OPS},
@@ -465,7 +491,7 @@ _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "AveragePool": _pool,
     "Resize": _resize, "exSoftmax13": _softmax, "ConvTranspose": _deconv, "ArgMax": _argmax,
     "Transpose": _transpose, "exSDPAttention": _attention, "LeakyRelu": _leaky_relu, "Clip": _clip,
-    "ReduceMax": _reduce, "ReduceMin": _reduce, "Pad": _pad,
+    "ReduceMax": _reduce, "ReduceMin": _reduce, "Pad": _pad, "exDataConvert": _data_convert,
     # attribute-free: standalone lookup-table ops, CPU ones and element-wise ones (broadcast by their shapes):
     # corpus standalone_lut_*, sigmoid_mul_*, standalone_attr_free_*; ops whose parameters are stored constants
     # the lowering checks: standalone_prelu_*, slices_*, affine_ops_rv110* (a BatchNormalization in the
