@@ -83,10 +83,12 @@ from corpus import CORPUS, MODELS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: standalone_leaky_rv110*, standalone_attr_free_rv110*) and Ultralytics' one-value mean (ultralytics_norm*);
 #: 24.51 MiB (86.6 MiB) with rv1106's images of 1, 2 and 4 channels, its dilated convs and unread Split part
 #: (image_channels*_rv1106, dilated_rv1106, split_unused_rv1106, every release); 24.55 MiB (86.7 MiB) with
-#: their CPU reductions (standalone_reduce_rv110*).
+#: their CPU reductions (standalone_reduce_rv110*); 25.84 MiB (90.4 MiB) with rv1106's Softmax heads, reflect
+#: and edge Pads, the compiler's depthwise conv on an input and a narrow Concat (classifier_heads_rv110*,
+#: pad_modes_rv110*, input_depthwise_rv110*, concat_narrow_rv110*, every release).
 #: The checkout's own size has a looser bound.
 MAX_CORPUS_COMPRESSED_BYTES = 26 * 1024 * 1024
-MAX_CORPUS_BYTES = 90 * 1024 * 1024
+MAX_CORPUS_BYTES = 92 * 1024 * 1024
 #: models (and their copies for other platforms, ``<model>_rk...``, ``<model>_rv...``) whose int8
 #: build ends in a float16 op, so that its output stays float16
 FLOAT16_OUTPUT_MODELS = ("softmax", "classifier_heads")

@@ -828,12 +828,18 @@ def test_batch_norms_run_from_their_stored_folded_constants(tmp_path):
              r"compiler's folded form", "affine_ops_rv1106_i8")
 
 
-# -- constant Pads (.t3pad) ------------------------------------------------------------------------------
+# -- Pads (.t3pad) ---------------------------------------------------------------------------------------
 
-def _pad_task(cfg, at, w, h, code=None):
-    regs = {(TARGET_DPU, 0x4060): cfg, (TARGET_DPU, 0x4020): at, (TARGET_DPU, 0x405C): (h - 1) << 16 | (w - 1)}
+_RDMA = 0x2001
+
+
+def _pad_task(cfg, at, w, h, code=None, src=None, stride=0x7C0):
+    regs = {(TARGET_DPU, 0x4060): cfg, (TARGET_DPU, 0x4020): at, (TARGET_DPU, 0x405C): (h - 1) << 16 | (w - 1),
+            (TARGET_DPU, 0x4024): stride}
     if code is not None:
         regs[(TARGET_DPU, 0x4064)] = code & 0xFFFFFFFF
+    if src is not None:
+        regs[(_RDMA, 0x5018)] = src
     return regs
 
 
@@ -845,36 +851,101 @@ def _pad_states(*tasks):
     return states
 
 
-def test_a_constant_pad_is_read_from_its_copy_and_fills():
-    from rknnlite.model.rknn_graph.t3pad import t3_constant_pad
+#: probes reflect_2 and edge_2 (RKNN-Toolkit2 2.5.0, rv1106): Pads (top 2, left 1, bottom 1, right 2) of
+#: an 8x8 map of 16 channels (176 bytes a row, the map at 0x2c00): the input copied in, the rows copied
+#: (top, then bottom), then the columns over the whole height; (destination, source) per copy
+_COPIES = {"reflect": [(0x2C00, 0x2EC0), (0x2CB0, 0x2E10), (0x32E0, 0x3180), (0x2C00, 0x2C20), (0x2C90, 0x2C70),
+                       (0x2CA0, 0x2C60)],
+           "edge": [(0x2C00, 0x2D60), (0x2CB0, 0x2D60), (0x32E0, 0x3230), (0x2C00, 0x2C10), (0x2C90, 0x2C80),
+                    (0x2CA0, 0x2C80)]}
 
-    # probe pa: Pad (top 1, left 2, bottom 2, right 1) of an 8x8 map of 16 channels (176 bytes a row): the
-    # copy, then the fills (the column fills inherit BN_CFG and BN_ADD)
+
+def _mode_states(mode, change=None):
+    copies = [(to, frm, 11, 1) for to, frm in _COPIES[mode][:3]] + [(to, frm, 1, 11) for to, frm in _COPIES[mode][3:]]
+    if change:
+        copies = change(copies)
+    return _pad_states(_pad_task(0x13, 0x2D70, 8, 8, src=0x3580),
+                       *(_pad_task(0x13, to, w, h, src=frm) for to, frm, w, h in copies))
+
+
+def test_a_pad_is_read_from_what_its_copies_and_fills_do():
+    from rknnlite.model.rknn_graph.t3pad import t3_pad
+
+    # probe pa: Pad (top 1, left 2, bottom 2, right 1) of 0 (zero point -14): the copy, then the fills (the
+    # column fills inherit BN_CFG and BN_ADD)
     columns = [{(TARGET_DPU, 0x4020): at, (TARGET_DPU, 0x405C): size} for at, size in ((0x2C30, 0x70001),
                                                                                       (0x2CD0, 0x70000))]
-    pa = _pad_states(_pad_task(0x13, 0x2C50, 8, 8), _pad_task(0x20010, 0x2B80, 11, 1, -14),
+    pa = _pad_states(_pad_task(0x13, 0x2C50, 8, 8, src=0x3580), _pad_task(0x20010, 0x2B80, 11, 1, -14),
                      _pad_task(0x20010, 0x31B0, 11, 2, -14), *columns)
-    assert t3_constant_pad(pa, (1, 16, 8, 8), (1, 16, 11, 11), "n") == ([0, 0, 1, 2, 0, 0, 2, 1], -14)
+    assert t3_pad(pa, (1, 16, 8, 8), (1, 16, 11, 11), "n") == ("constant", [0, 0, 1, 2, 0, 0, 2, 1], -14)
     # a bottom and right pad alone (TensorFlow's SAME padding)
-    states = _pad_states(_pad_task(0x13, 0x2980, 8, 8), _pad_task(0x20010, 0x2E00, 9, 1, -14),
+    states = _pad_states(_pad_task(0x13, 0x2980, 8, 8, src=0x3000), _pad_task(0x20010, 0x2E00, 9, 1, -14),
                          {(TARGET_DPU, 0x4020): 0x2A00, (TARGET_DPU, 0x405C): 0x70000})
-    assert t3_constant_pad(states, (1, 16, 8, 8), (1, 16, 9, 9), "n") == ([0, 0, 0, 0, 0, 0, 1, 1], -14)
-    # a reflect or edge Pad: copies only (probes pc, pd)
-    copies = _pad_states(_pad_task(0x13, 0x2CD0, 8, 8), *(_pad_task(0x13, 0x2C00 + k, 11, 1) for k in range(3)),
-                         *(_pad_task(0x13, 0x2C00 + k, 1, 11) for k in range(3)))
-    with pytest.raises(ModelInvalidError, match=r"tasks of BN_CFG \['0x13', '0x13'.*only a constant Pad over the "
-                                                r"height and width"):
-        t3_constant_pad(copies, (1, 16, 8, 8), (1, 16, 11, 11), "n")
-    with pytest.raises(ModelInvalidError, match=r"pads top 1, bottom 2, left 2, right 1 from its fills do not give"):
-        t3_constant_pad(pa, (1, 16, 8, 8), (1, 16, 12, 11), "n")
+    assert t3_pad(states, (1, 16, 8, 8), (1, 16, 9, 9), "n") == ("constant", [0, 0, 0, 0, 0, 0, 1, 1], -14)
+    # reflect and edge: the same tasks, the rows and columns copied from one further in for reflect
+    for mode in ("reflect", "edge"):
+        assert t3_pad(_mode_states(mode), (1, 16, 8, 8), (1, 16, 11, 11), "n") == (mode, [0, 0, 2, 1, 0, 0, 1, 2],
+                                                                                   None)
+
+
+@pytest.mark.parametrize("change, match", [
+    # the right column copied from one column too far in: neither reflect nor edge
+    (lambda c: c[:5] + [(0x2CA0, 0x2C50, 1, 11)], r"copies and fills whose result no constant, reflect or edge Pad "
+                                                  r"of pads \[0, 0, 2, 1, 0, 0, 1, 2\] gives"),
+    # the last column never copied
+    (lambda c: c[:5], r"no task writes pixel \(batch 0, row 0, column 10\) of the 11x11 map"),
+    # a row copy one row past the map's end
+    (lambda c: c[:2] + [(0x3390, 0x3180, 11, 1)] + c[3:], r"a 11x1 box at 0x3390, outside the 11x11 map at 0x2c00"),
+    # a second input copy (from outside the map) for a batch of one
+    (lambda c: c + [(0x2D70, 0x4000, 8, 8)], r"a copy of 8x8 pixels from 0x4000 \(outside the map\) into it, the "
+                                             r"2th; one copy of each of the 1 8x8 inputs"),
+])
+def test_a_pad_whose_tasks_give_no_mode_is_refused(change, match):
+    from rknnlite.model.rknn_graph.t3pad import t3_pad
+
+    with pytest.raises(ModelInvalidError, match=match):
+        t3_pad(_mode_states("reflect", change), (1, 16, 8, 8), (1, 16, 11, 11), "n")
+    with pytest.raises(ModelInvalidError, match=r"tasks of BN_CFG \['0x13', '0x12'"):
+        t3_pad(_pad_states(_pad_task(0x13, 0x2D70, 8, 8, src=0x3580), _pad_task(0x12, 0x2C00, 11, 1, src=0x2EC0)),
+               (1, 16, 8, 8), (1, 16, 11, 11), "n")
+
+
+@pytest.mark.parametrize("stem", ["input_depthwise_rv1106_i8", "input_depthwise_rv1103_i8_tk220"])
+def test_the_compilers_depthwise_conv_on_an_input_is_read(stem):
+    # models._input_depthwise: inputs of 16 and 8 channels whose first op is a Pad: the compiler moves each into
+    # the NPU layout with a depthwise 1x1 conv of its own (CONV_CON1 3), ones in its tiles, a plain int32 bias
+    model = lower_rockchip(*_model(stem))
+    convs = [n for n in model.graph.nodes if n.op == "Conv" and n.attrs["group"] > 1]
+    assert sorted(n.attrs["group"] for n in convs) == [8, 16]
+    assert all(np.all(model.graph.constants[n.inputs[1]] == 1) for n in convs)
+
+
+@pytest.mark.parametrize("target, reg, change, match", [
+    (TARGET_DPU, 0x4054, lambda v: 0x1 if v == 0 else v,
+     r"DPU register 0x4054 = 0x1 in an rv1106 int8 input depthwise conv; only 0x0"),
+    (TARGET_CNA, 0x1038, lambda v: v + 1 if v & 0xFFFF == 1 else v,
+     r"register 0x1038 = 0x1010002 is not the weight's kernel 1x1 and 1 \(depthwise\)"),
+])
+def test_a_doctored_input_depthwise_conv_is_refused_by_name(tmp_path, target, reg, change, match):
+    _refused(tmp_path, patch_registers(target, {reg}, change), match, "input_depthwise_rv1106_i8")
+
+
+@pytest.mark.parametrize("stem", ["pad_modes_rv1106_i8", "pad_modes_rv1103_i8_tk220"])
+def test_reflect_and_edge_pads_run_with_their_modes(stem):
+    # models._pad_modes: a batch of two 6x6 maps of 20 channels (two surfaces); each output meets the
+    # corpus bounds (test_vendor_validated)
+    model = lower_rockchip(*_model(stem))
+    pads = [(n.attrs["mode"], model.graph.constants[n.inputs[1]].tolist()) for n in model.graph.nodes if n.op == "Pad"]
+    assert pads == [("reflect", [0, 0, 1, 2, 0, 0, 2, 1]), ("edge", [0, 0, 2, 0, 0, 0, 1, 1]),
+                    ("reflect", [0, 0, 0, 1, 0, 0, 0, 1]), ("edge", [0, 0, 1, 0, 0, 0, 0, 0])]
 
 
 @pytest.mark.parametrize("reg, change, match", [
     # the fills of a Pad of 0 write the zero point 13: another code is another value
     (0x4064, lambda v: 16 if v == 13 else v,
      r"its stored value 0.0 fills code 13 \(truncated, as the compiler computes it\), where its tasks fill 16"),
-    # its one-row top fill made two rows
-    (0x405C, lambda v: 0x1000A if v == 0xA else v, r"pads top 2, bottom 2, left 2, right 1 from its fills"),
+    # its one-row top fill made two rows, over the input's first
+    (0x405C, lambda v: 0x1000A if v == 0xA else v, r"copies and fills whose result no constant, reflect or edge Pad"),
 ])
 def test_a_doctored_pad_task_is_refused_by_name(tmp_path, reg, change, match):
     _refused(tmp_path, patch_registers(TARGET_DPU, {reg}, change), match, "pad_constant_rv1106_i8")

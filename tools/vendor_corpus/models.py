@@ -420,6 +420,30 @@ def _constant_pads(seed: int = 900):
     return g.model([("x", (1, 3, 8, 8))], [(c, "cat")] + [(y, f"pad{k}") for k, y in enumerate(pads)])
 
 
+def _pad_modes(seed: int = 900):
+    """The Concat of a 3x3 Conv 3->12 and a 1x1 Conv 3->8 on a batch of two 6x6 images (20 channels:
+    two surfaces of the NPU layout; an output itself), then reflect and edge Pads of it, each an
+    output: pads (top, left, bottom, right) reflect (1, 2, 2, 1), edge (2, 0, 1, 1), reflect (0, 1,
+    0, 1) and edge (1, 0, 0, 0); an rv1106 file keeps their mode in their tasks only (copies of
+    rows, then columns, of the map)."""
+    g = _G(seed)
+    c = g.node("Concat", [g.conv("x", 3, 12), g.conv("x", 3, 8, k=1)], axis=1)[0]
+    pads = [g.node("Pad", [c, g.const(np.array([0, 0, t, l, 0, 0, b, r], np.int64))], mode=mode)[0]
+            for mode, (t, l, b, r) in (("reflect", (1, 2, 2, 1)), ("edge", (2, 0, 1, 1)), ("reflect", (0, 1, 0, 1)),
+                                       ("edge", (1, 0, 0, 0)))]
+    return g.model([("x", (2, 3, 6, 6))], [(c, "cat")] + [(y, f"pad{k}") for k, y in enumerate(pads)])
+
+
+def _concat_narrow(seed: int = 905):
+    """Conv 3->8 3x3 on an 8x8 image, its ReduceMin over the channels (one channel, a CPU op) and the
+    Concat of the two (9 channels): the Concat's selection weight [9, 32, 1, 1] (288 bytes) is stored in
+    320 in an rv1106 file, whose weights end on 64 bytes."""
+    g = _G(seed)
+    a = g.conv("x", 3, 8)
+    b = g.node("ReduceMin", [a], axes=[1], keepdims=1)[0]
+    return g.model([("x", (1, 3, 8, 8))], [(g.node("Concat", [b, a], axis=1)[0], "y")])
+
+
 def _slices(seed: int = 900):
     """The Concat of a 3x3 and a 1x1 Conv 3->8 on an 8x8 image (an output itself), then Slices of it,
     each an output: rows 1..7; every second row and column from (0, 1) (YOLOv5's Focus); channels
@@ -1893,6 +1917,18 @@ def _int8_platform_cases() -> List[Case]:
                _standalone_ops(("PRelu", "PRelu1", "ConvPRelu", "ConvPRelu1")), image8, variants=("i8",), platform=p,
                purpose=f"int8 PRelu on {p}, standalone and fused, its slopes stored constants (int16 over 2^14, or "
                        "one float32) and, fused, in BN_MUL (one slope) or read from memory (BN_MUL 1)")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"pad_modes_{p}", doc(_pad_modes), _pad_modes, [("x", (2, 3, 6, 6), "image")], variants=("i8",),
+               platform=p, purpose=f"standalone int8 reflect and edge Pads on {p}, a batch of two, 20 channels, their "
+                                   "mode in their copy tasks only")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"concat_narrow_{p}", doc(_concat_narrow), _concat_narrow, image8, variants=("i8",), platform=p,
+               purpose=f"an int8 Concat on {p} whose selection weight's size is rounded up to 64 bytes")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"input_depthwise_{p}", doc(_input_depthwise), _input_depthwise,
+               [("x", (1, 16, 13, 13), "normal"), ("z", (1, 8, 13, 13), "normal")], variants=("i8",), platform=p,
+               purpose=f"{p}'s depthwise compiler conv on graph inputs of 16 and 8 channels (CONV_CON1 3, a plain "
+                       "bias, zero point 0), then reflect Pads")
           for p in ("rv1106", "rv1103")),
         *(Case(f"classifier_heads_{p}", doc(_classifier_heads), _classifier_heads, image8, variants=("i8",),
                platform=p, purpose=f"int8 Softmax heads of 10 and 16 classes on {p} (exDataConvert, exSoftmax13)")

@@ -40,7 +40,8 @@ def check_concat_selection(lowering, node: VendorNode, channels: List[int]) -> N
         if len(t.shape) != 4 or t.shape[0] != sum(channels) or list(t.shape[2:]) != [1, 1]:
             raise lowering.error(f"{node.label}: helper weight {t.name!r} of shape {list(t.shape)}; a 1x1 selection "
                                  f"of the {sum(channels)} output channels was expected")
-        w = decode_weight(lowering.vf.tensor_data(lowering.sg, t), t.npu_shape, t.shape, t.dtype, where, t.size)
+        w = decode_weight(lowering.vf.tensor_data(lowering.sg, t), t.npu_shape, t.shape, t.dtype, where, t.size,
+                          align=lowering.weight_align())
         w = w.reshape(t.shape[0], t.shape[1]).astype(np.float64)
         lanes = np.argmax(w != 0, axis=1)
         one_each = np.all(np.count_nonzero(w, axis=1) == 1) and np.all(w[np.arange(len(w)), lanes] == 1)

@@ -897,8 +897,9 @@ class _Lowering:
         depthwise_zero_points = self.f2_platform() or self.t4_platform() or self.t3_platform()
         # a depthwise conv on a graph input (CONV_CON1 low bits 1) holds them too, but for the compiler's
         # own input conv, whose weight is the tiles alone (per layer: the zero point in its BScfgTensor,
-        # on rk3562 in its registers: input_depthwise_*)
-        if self.compiler_conv(node, w) and (first or self.t4_platform()):
+        # on rk3562 and rv1106 in its registers: input_depthwise_*)
+        if self.compiler_conv(node, w) and (first or self.t4_platform() or (self.t3_platform() and x.kind == "input"
+                                                                             and group > 1)):
             self.tiles_alone.add(node.index)
         if (self.int8 and depthwise_zero_points and group > 1 and node.index not in self.tiles_alone
                 and w.dtype == "int8"):
@@ -911,7 +912,7 @@ class _Lowering:
             weight = decode_packed_identity(raw, w.shape, iblk, w.size, where)
         else:
             weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, self.stated_weight_size(x, w, raw),
-                                   packed=packed, align=_T3_WEIGHT_ALIGN if self.t3_platform() else 1)
+                                   packed=packed, align=self.weight_align())
         channels_in = x.shape[1] if len(x.shape) == 4 else -1
         if group > 1:
             if not (w.shape[0] == 1 and w.shape[1] == group == channels_in):
@@ -1219,7 +1220,8 @@ class _Lowering:
                                  bool(input_fetch(regs, self.deconv_encoding())))
             requant = replace(requant, weight_zp=self.lane_zero_point(node, requant.weight_zp))
         elif self.t3_platform():
-            requant = requant_t3(regs, where, activation, node.index in self.weight_zero_points)
+            requant = requant_t3(regs, where, activation, node.index in self.weight_zero_points,
+                                 input_depthwise=node.index in self.tiles_alone)
         elif self.f2_platform():  # rk3576/rv1126b: OUT_CVT at their own addresses; a deconv has bias blocks
             # (but one of a single channel: deconv_one_channel)
             leaky_shift = f2_leaky_shift(self, out, where) if activation == "LeakyRelu" else 0
@@ -1306,6 +1308,10 @@ class _Lowering:
                 and w.size == (kh * kw + 1) * 8 and 0 < tiles <= len(raw)):
             return None
         return w.size
+
+    def weight_align(self) -> int:
+        """Bytes the NPU size of a weight may be rounded up to (rv1106 weights end on 64 bytes)."""
+        return _T3_WEIGHT_ALIGN if self.t3_platform() else 1
 
     @staticmethod
     def compiler_conv(node: VendorNode, w: VendorTensor) -> bool:

@@ -71,6 +71,10 @@ _INPUT_CONV_LANES = 4
 #: CONV_CON1 of a depthwise conv (conv mode 7), whose 0x1038 holds 2 where a plain one has its
 #: output channels
 _DEPTHWISE_CON1, _DEPTHWISE_KERNELS = 0x7, 2
+#: CONV_CON1 of the compiler's depthwise 1x1 conv on a graph input of 8 or 16 channels whose first op
+#: is no conv (unnamed, weight ``Pre_weight<input>``: conv mode 3, 0x1038 low bits 1; its weight the
+#: tiles alone, a plain int32 bias, zero point 0: random graphs, corpus input_depthwise_rv110*)
+_INPUT_DEPTHWISE_CON1, _INPUT_DEPTHWISE_KERNELS = 0x3, 1
 _CONV_CON3 = 0x1014
 _KERNEL = 0x1038
 _PAD_CON0 = 0x1068
@@ -93,6 +97,9 @@ _FIXED = {False: {0x4048: 0x1, 0x404C: _INT32_MIN, 0x4050: 0x30000001, 0x4054: 0
 #: a conv with a plain int32 bias (one output channel, e.g. YOLOv8's DFL; per-layer quantization):
 #: no multiplier stage, 0x4054 = bit 31 | minus the weight zero point (16 bits: rk3588's BS_ALU_SRC)
 _PLAIN_BIAS = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x30000002}
+#: the compiler's depthwise conv on a graph input (CONV_CON1 3): a plain int32 bias, no multiplier
+#: stage, weight zero point 0 (rk3562's 0x126 for it)
+_INPUT_DEPTHWISE = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x70000126, 0x4054: 0x0}
 _ALU_SRC, _ALU_SRC_FLAG = 0x4054, 0x80000000
 _MUL_SHIFT = 14
 #: a LeakyRelu or PRelu conv's 0x4054, per depthwise or not: the multipliers' shift in bits 24..29,
@@ -161,14 +168,14 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     con1 = _reg(regs, TARGET_CNA, _CONV_CON1, where)
     channels = x_shape[1]
     image = con1 in _IMAGE_CON1.values()
-    if con1 not in _PLAIN_CON1 and not image and con1 != _DEPTHWISE_CON1:
+    if con1 not in _PLAIN_CON1 and not image and con1 not in (_DEPTHWISE_CON1, _INPUT_DEPTHWISE_CON1):
         plain = ", ".join(map(hex, _PLAIN_CON1 + tuple(_IMAGE_CON1.values())))
         raise refuse(f"CNA_CONV_CON1 ({_CONV_CON1:#x}) = {con1:#x}: only plain convs ({plain}) and depthwise ones "
-                     f"({_DEPTHWISE_CON1:#x}) were decoded")
+                     f"({_DEPTHWISE_CON1:#x}, the compiler's on an input {_INPUT_DEPTHWISE_CON1:#x}) were decoded")
     if image and _IMAGE_CON1.get(channels) != con1:
         raise refuse(f"CNA_CONV_CON1 ({_CONV_CON1:#x}) = {con1:#x} fetches an image of {(con1 >> 12 & 3) + 1} "
                      f"channels; the conv's input has {channels}")
-    depthwise = con1 == _DEPTHWISE_CON1
+    depthwise = con1 in (_DEPTHWISE_CON1, _INPUT_DEPTHWISE_CON1)
     if depthwise and not (w_shape[0] == 1 and w_shape[1] == channels == out_shape[1]):
         raise refuse(f"a depthwise conv (CNA_CONV_CON1 {con1:#x}) with weight {list(w_shape)} from {channels} to "
                      f"{out_shape[1]} channels; a [1, C, kh, kw] weight on C channels was expected")
@@ -183,7 +190,8 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     top, left = pad & 0xF, (pad >> 8) & 0xF
     channels_out, _, kh, kw = w_shape
     kernel = _reg(regs, TARGET_CNA, _KERNEL, where)
-    low = _DEPTHWISE_KERNELS if depthwise else channels_out
+    low = channels_out if not depthwise else \
+        _INPUT_DEPTHWISE_KERNELS if con1 == _INPUT_DEPTHWISE_CON1 else _DEPTHWISE_KERNELS
     if image and kh == kw == 1 and channels_out == channels < _INPUT_CONV_LANES and \
             kernel == (kw << 24 | kh << 16 | _INPUT_CONV_LANES):
         low = _INPUT_CONV_LANES
@@ -206,10 +214,12 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
 
 
 def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
-               depthwise: bool = False) -> Requant:
+               depthwise: bool = False, input_depthwise: bool = False) -> Requant:
     """The output conversion of an rv1106 int8 conv (``activation``: its fused part, ``None``,
     ``"Relu"``, ``"Clip"``, ``"LeakyRelu"``, ``"PRelu"``, ``"Add"``, ``"AddRelu"`` or a lookup-table one;
-    ``depthwise``: a depthwise conv, whose weight holds the zero points): ``OUT_CVT`` at rk3588's
+    ``depthwise``: a depthwise conv, whose weight holds the zero points; ``input_depthwise``: the
+    compiler's depthwise conv on a graph input, a plain int32 bias and zero point 0, no multiplier
+    stage, its weight the tiles alone): ``OUT_CVT`` at rk3588's
     addresses, per-channel bias blocks whose multipliers are normalised to 2^14 (a plain conv's
     2^15 with a LeakyRelu, whose slope's 14 fraction bits ``OUT_CVT_SHIFT`` also counts: taken
     off here), or (0x4050 = 0x30000002) a plain int32 bias and one weight zero point.  Every
@@ -219,14 +229,17 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
                                 "decoded (plain, Relu, Clip-from-0, LeakyRelu, PRelu, residual Add and AddRelu and "
                                 "lookup-table convs were)", op="load")
     plain = not depthwise and regs.get((TARGET_DPU, 0x4050)) == _PLAIN_BIAS[0x4050]
-    kind = f"{'depthwise ' if depthwise else 'plain-bias ' if plain else ''}" \
-           f"{'conv' if activation is None else activation + ' conv'}"
+    prefix = "input depthwise " if input_depthwise else "depthwise " if depthwise else "plain-bias " if plain else ""
+    kind = f"{prefix}{'conv' if activation is None else activation + ' conv'}"
+    if input_depthwise and activation is not None:
+        raise ModelInvalidError(f"{where}: an rv1106 int8 {kind}: the compiler's depthwise conv on a graph input "
+                                "was observed with nothing fused", op="load")
     leaky = activation in ("LeakyRelu", "PRelu")
     if leaky and plain:
         raise ModelInvalidError(f"{where}: an rv1106 int8 {kind}: only a {activation} on a conv with per-channel "
                                 "bias blocks was decoded", op="load")
     fixed = {**_FIXED[depthwise], _ALU_SRC: _SLOPE_ALU_SRC[depthwise]} if leaky else \
-        _PLAIN_BIAS if plain else _FIXED[depthwise]
+        _INPUT_DEPTHWISE if input_depthwise else _PLAIN_BIAS if plain else _FIXED[depthwise]
     _expect(regs, {**fixed, **_ACTIVATION[activation]}, where, f"int8 {kind}")
     offset = _reg(regs, TARGET_DPU, _OUT_CVT_OFFSET, where)
     scale = _reg(regs, TARGET_DPU, _OUT_CVT_SCALE, where)
@@ -239,6 +252,8 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     scale &= 0xFFFF
     if offset >= 1 << 31:
         offset -= 1 << 32
+    if input_depthwise:
+        return Requant(scale, shift, None, offset, False, 0)
     if plain:
         operand = _reg(regs, TARGET_DPU, _ALU_SRC, where)
         if operand & ~0xFFFF != _ALU_SRC_FLAG:

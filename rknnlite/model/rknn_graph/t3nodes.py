@@ -26,8 +26,8 @@ the others:
 * a ReduceMax's or ReduceMin's axes (its stored ones, else from its shapes) and keepdims from its
   shapes (:func:`_reduce`);
 * a standalone Clip's bounds: its stored constants, checked against its task's clamps
-  (:func:`_clip`); a Pad's mode from its tasks, which must pad as its stored pads say
-  (:func:`_pad`, :func:`.t3pad.t3_constant_pad`).
+  (:func:`_clip`); a Pad's mode (constant, reflect or edge) from what its tasks do, which must
+  pad as its stored pads say (:func:`_pad`, :func:`.t3pad.t3_pad`).
 
 Ops without attributes run as stored: the standalone lookup-table ops (Sigmoid, exSwish, HardSwish,
 exGelu, Tanh, Softplus), the CPU's Exp and Erf, element-wise Add, Mul, Sub, Max and Min; so do ops
@@ -58,7 +58,7 @@ from .regcmd import (BN_MUL, ENABLE_CNA, ENABLE_PPU, TARGET_DPU, bn_multiplier, 
                      task_writes)
 from .deconv_regs import deconv_params
 from .t3conv import t3_check_convert_task, t3_conv_params, t3_standalone_clip, t3_standalone_leaky_slope
-from .t3pad import t3_constant_pad
+from .t3pad import t3_pad
 from .t3pool import t3_pool_params
 
 __all__ = ["T3_OPS", "complete_t3_nodes", "t3_unsupported_ops"]
@@ -391,23 +391,24 @@ def _clip(n: _Node) -> VendorNode:
 
 def _pad(n: _Node) -> VendorNode:
     """A Pad (DPU-only tasks): its pads and value, stored constants the lowering reads, checked
-    against its tasks (:func:`.t3pad.t3_constant_pad`), which alone tell its mode (a constant Pad
-    copies its input and fills each padded side; nothing else was decoded).  The compiler
-    computes a fill's code as ``trunc(zp + value / scale)`` (saturated to int8), the simulator
-    rounds: the lowering writes the stored value, as the simulator does."""
+    against what its tasks do (:func:`.t3pad.t3_pad`), which alone tells its mode (constant,
+    reflect or edge).  The compiler computes a constant Pad's fill code as
+    ``trunc(zp + value / scale)`` (saturated to int8), the simulator rounds: the lowering writes
+    the stored value, as the simulator does."""
     node = n.node
-    x, _ = _dpu_only(n, "Pad")
+    x, out = _dpu_only(n, "Pad")
     stored = _stored(n, ("int64", "float32"), (2 * len(x.shape), 1), "pads and value")
-    pads, code = t3_constant_pad(n.task_states(), x.shape, n.shape(node.outputs[0]), node.where)
+    mode, pads, code = t3_pad(n.task_states(), x.shape, out.shape, node.where)
     if stored[0].tolist() != pads:
         raise n.refuse(f"stored pads {stored[0].tolist()}, where its tasks pad {pads}")
+    if len(stored) > 1 and mode != "constant":
+        raise n.refuse(f"a stored value {float(stored[1][0])!r} for a Pad whose tasks {mode}-pad")
     value = float(stored[1][0]) if len(stored) > 1 else 0.0
     fill = int(np.float32(x.zero_point[0]) + np.float32(value) / np.float32(x.scale[0]))
     if code is not None and code not in (fill, min(max(fill, -128), 127)):
         raise n.refuse(f"its stored value {value!r} fills code {fill} (truncated, as the compiler computes it), where "
                        f"its tasks fill {code}")
-    return dataclasses.replace(node, params={"mode": "constant"},
-                               recovered={"mode": {"dtype": "s", "value": "constant"}})
+    return dataclasses.replace(node, params={"mode": mode}, recovered={"mode": {"dtype": "s", "value": mode}})
 
 
 def _reduce(n: _Node) -> VendorNode:
