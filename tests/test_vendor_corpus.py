@@ -85,9 +85,11 @@ from corpus import CORPUS, MODELS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: (image_channels*_rv1106, dilated_rv1106, split_unused_rv1106, every release); 24.55 MiB (86.7 MiB) with
 #: their CPU reductions (standalone_reduce_rv110*); 25.84 MiB (90.4 MiB) with rv1106's Softmax heads, reflect
 #: and edge Pads, the compiler's depthwise conv on an input and a narrow Concat (classifier_heads_rv110*,
-#: pad_modes_rv110*, input_depthwise_rv110*, concat_narrow_rv110*, every release).
+#: pad_modes_rv110*, input_depthwise_rv110*, concat_narrow_rv110*, every release); 25.93 MiB (90.6 MiB) with its
+#: asymmetric depthwise deconvs (deconv_depthwise_rv110*); 26.14 MiB (91.1 MiB) with its ConvSigmoid and standalone
+#: HardSwish (conv_sigmoid_rv110*, gemm_hardswish_rv110*), which random graphs of every release hold.
 #: The checkout's own size has a looser bound.
-MAX_CORPUS_COMPRESSED_BYTES = 26 * 1024 * 1024
+MAX_CORPUS_COMPRESSED_BYTES = 27 * 1024 * 1024
 MAX_CORPUS_BYTES = 92 * 1024 * 1024
 #: models (and their copies for other platforms, ``<model>_rk...``, ``<model>_rv...``) whose int8
 #: build ends in a float16 op, so that its output stays float16

@@ -1622,7 +1622,8 @@ def test_an_older_toolkits_depthwise_deconv_whose_kernel_tells_its_tap_order_is_
                                   "deconv_depthwise_rk3566_fp16_tk230", "deconv_depthwise_rk3576_i8_tk230",
                                   "deconv_depthwise_rk3562_i8_tk230", "deconv_depthwise_fp16_tk220",
                                   "deconv_depthwise_i8_tk220", "deconv_depthwise_rk3566_i8_tk220",
-                                  "deconv_depthwise_rk3576_fp16_tk220"])
+                                  "deconv_depthwise_rk3576_fp16_tk220", "deconv_depthwise_rv1106_i8",
+                                  "deconv_depthwise_rv1103_i8_tk230", "deconv_depthwise_rv1106_i8_tk220"])
 def test_a_depthwise_deconv_holds_its_kernel_flipped(stem):
     """A depthwise ConvTranspose's tiles hold each channel's kernel turned by a half turn, as a group-1
     deconv's (an asymmetric kernel tells: read as stored, cosine 0.78 against the simulator)."""

@@ -187,11 +187,11 @@ _DECONV_ACTIVATIONS = {"ConvTranspose": None, "ConvTransposeRelu": "Relu", "Conv
                        "ConvTransposeexSwish": "Swish", "ConvTransposeHardSwish": "HardSwish",
                        "ConvTransposeTanh": "Tanh"}
 #: the platforms per RKNN-Toolkit2 release before 2.5.0 whose depthwise deconvs' tap order (flipped, as
-#: 2.5.0's on every platform) was checked on an asymmetric kernel (corpus deconv_depthwise*); elsewhere
-#: only a symmetric kernel runs
-_DEPTHWISE_DECONV_TAPS_CHECKED = {"2.3.2": ("rk3588", "rk3566", "rk3568", "rk3562", "rk3576"),
-                                  "2.3.0": ("rk3588", "rk3566", "rk3562", "rk3576"),
-                                  "2.2.0": ("rk3588", "rk3566", "rk3562", "rk3576")}
+#: 2.5.0's on every platform, rv1106 and rv1103 too) was checked on an asymmetric kernel (corpus
+#: deconv_depthwise*); elsewhere only a symmetric kernel runs
+_DEPTHWISE_DECONV_TAPS_CHECKED = {"2.3.2": ("rk3588", "rk3566", "rk3568", "rk3562", "rk3576", "rv1106", "rv1103"),
+                                  "2.3.0": ("rk3588", "rk3566", "rk3562", "rk3576", "rv1106", "rv1103"),
+                                  "2.2.0": ("rk3588", "rk3566", "rk3562", "rk3576", "rv1106", "rv1103")}
 #: fused parts that add the node's extra activation input (the residual; ReluAdd: Relu before the Add)
 _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu", "ReluAdd")
 #: how far (relative to the largest) an rk3576/rv1126b conv's register weight scales may be from
@@ -1627,10 +1627,10 @@ class _Lowering:
             weight = tiles = np.ascontiguousarray(dw.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
             release = toolkit_release(self.rk.toolkit_version or self.rk.compiler_version)
             checked = release == "2.5.0" or self.platform() in _DEPTHWISE_DECONV_TAPS_CHECKED.get(release, ())
-            if (self.t3_platform() or not checked) and not np.array_equal(tiles, tiles[:, :, ::-1, ::-1]):
+            if not checked and not np.array_equal(tiles, tiles[:, :, ::-1, ::-1]):
                 raise self.error(f"{node.label}: a depthwise ConvTranspose whose kernel is not symmetric under a "
                                  f"half turn in an {self.platform()} file from RKNN-Toolkit2 {release}; the order of "
-                                 "its taps was checked on RKNN-Toolkit2 2.5.0's files of the rk35xx and rv1126b and "
+                                 "its taps was checked on RKNN-Toolkit2 2.5.0's files of every platform and "
                                  + "; ".join(f"{done}'s of {', '.join(platforms)}" for done, platforms
                                              in _DEPTHWISE_DECONV_TAPS_CHECKED.items()) + " only (deconv_depthwise*)")
             cout = cin
