@@ -963,17 +963,8 @@ class _Lowering:
                 params = f2_activation(self, node, activation, x, out, b, weight.shape[0], unit)
             elif self.t4_platform() and activation in _REGISTER_ACTIVATIONS:  # rk3562: its own map (.t4act)
                 params = t4_activation(self, node, activation, x, out, b, unit)
-            elif self.t3_platform() and activation == "LeakyRelu":  # rv1106: rk3588's slope, its own BN_CFG
-                regs = node_registers(self.regcmd(), self.tasks(), node.index, f"{self.label}: {node.label}")
-                params = {"alpha": t3_leaky_slope(regs, f"{self.label}: {node.label}")}
-            elif self.t3_platform() and activation == "PRelu":  # rv1106: the stored slopes, as the register says
-                regs = node_registers(self.regcmd(), self.tasks(), node.index, f"{self.label}: {node.label}")
-                self.check_t3_prelu(node, t3_prelu_slope(regs, f"{self.label}: {node.label}"))
-            elif self.t3_platform() and activation == "Clip":  # rv1106: a bound in channel 0's unit
-                regs = node_registers(self.regcmd(), self.tasks(), node.index, f"{self.label}: {node.label}")
-                _, _, mul = self.bias_blocks(node, x, out, b, weight.shape[0])
-                params = clamp_from_zero(t3_clip_bound(regs, f"{self.label}: {node.label}"), unit, mul,
-                                         lambda what: self.error(f"{node.label}: an rv1106 int8 ConvClip: {what}"))
+            elif self.t3_platform() and activation in ("LeakyRelu", "PRelu", "Clip"):  # rv1106: its registers
+                params = self.t3_activation(node, activation, x, out, b, weight.shape[0], unit)
         else:
             params, acc = None, None
             if activation in _REGISTER_ACTIVATIONS and self.f2_platform():  # rk3576/rv1126b: their own map
@@ -1128,6 +1119,22 @@ class _Lowering:
                                  f"{quant.zero_point[0]}; 2^-14 / 0 was expected")
             values = np.frombuffer(raw, "<i2", channels).astype(np.float32) * np.float32(2.0 ** -14)
         return values.reshape(channels, 1, 1)
+
+    def t3_activation(self, node: VendorNode, activation: str, x: VendorTensor, out: VendorTensor,
+                      b: VendorTensor, channels: int, unit: float) -> Optional[Dict[str, object]]:
+        """The parameters of an rv1106 int8 conv's fused LeakyRelu (rk3588's slope, its own BN_CFG),
+        PRelu (``None``: its stored slopes, checked against what BN_MUL says) or Clip (a bound in
+        channel 0's accumulator unit), from the node's registers."""
+        where = f"{self.label}: {node.label}"
+        regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
+        if activation == "LeakyRelu":
+            return {"alpha": t3_leaky_slope(regs, where)}
+        if activation == "PRelu":
+            self.check_t3_prelu(node, t3_prelu_slope(regs, where))
+            return None
+        _, _, mul = self.bias_blocks(node, x, out, b, channels)
+        return clamp_from_zero(t3_clip_bound(regs, where), unit, mul,
+                               lambda what: self.error(f"{node.label}: an rv1106 int8 ConvClip: {what}"))
 
     def check_t3_prelu(self, node: VendorNode, one: Optional[float]) -> None:
         """Refuse an rv1106 ConvPRelu whose BN_MUL register (``one``: its one slope, ``None``: the
