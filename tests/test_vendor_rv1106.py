@@ -246,7 +246,8 @@ def _ppu_refused(tmp_path, reg, change, match):
 
 
 @pytest.mark.parametrize("reg, change, match", [
-    (0x6024, lambda v: 0x10, r"OPERATION_MODE_CFG \(0x6024\) = 0x10 on a MaxPool; only 0x11"),
+    (0x6024, lambda v: 0x10, r"OPERATION_MODE_CFG \(0x6024\) = 0x10 on a MaxPool whose task writes 8 of 8 output "
+                             r"columns; only 0x11"),
     (0x6034, lambda v: v | 0x1000, r"set bits outside the kernel, stride and pad fields"),
     (0x6034, lambda v: v + 1, r"a 3x4 MaxPool with strides \(2, 2\) .* does not map"),
     (0x6040, lambda v: v | 0x2000, r"pads \(1, 1, 2, 0\) does not map"),
@@ -813,6 +814,66 @@ def test_an_average_pool_is_read_from_its_ppu_registers(stem):
     model = lower_rockchip(*_model(stem))
     (pool,) = [n for n in model.graph.nodes if n.op == "AveragePool"]
     assert (pool.attrs["kernel_shape"], pool.attrs["strides"], pool.attrs["pads"]) == ([2, 2], [2, 2], [0, 0, 0, 0])
+
+
+POOLS = "padded_pools_rv1106_i8"
+
+
+def test_padded_and_tiled_pools_are_read_from_every_ppu_task():
+    # padded AveragePools divide by the whole kernel (count_include_pad); a map wider than one PPU task
+    # takes is split into column tiles, each padding its own edges (the map's: per side, the largest)
+    model = lower_rockchip(*_model(POOLS))
+    pools = [(n.op, n.attrs["kernel_shape"][0], n.attrs["strides"][0], n.attrs["pads"], n.attrs.get("count_include_pad"))
+             for n in model.graph.nodes if n.op in ("AveragePool", "MaxPool")]
+    assert pools == [("AveragePool", 3, 2, [1, 1, 0, 0], 1), ("AveragePool", 5, 1, [2, 2, 2, 2], 1),
+                     ("AveragePool", 2, 1, [1, 1, 0, 0], 1), ("AveragePool", 3, 3, [1, 1, 0, 0], 1),
+                     ("AveragePool", 5, 1, [0, 0, 0, 0], None), ("MaxPool", 3, 1, [1, 1, 1, 1], None)]
+
+
+@pytest.mark.parametrize("reg, change, match", [
+    # a one-task pool claiming columns left to other tasks, and a column tile claiming one more
+    (0x6024, lambda v: v + 0x10000 if v >> 16 == 0 else v,
+     r"OPERATION_MODE_CFG \(0x6024\) = 0x10010 on a AveragePool whose task writes 24 of 24 output columns; only "
+     r"0x10 with the columns left to the other tasks in bits 16..27 \(0 here\)"),
+    (0x6024, lambda v: v + 0x10000 if v >> 16 else v, r"= 0x[0-9a-f]+0010 on a AveragePool whose task writes \d+ of 48"),
+    # padding that is not a real 0: one more than the input's zero point
+    (0x6044, lambda v: v + 1, r"a padded AveragePool whose padding values \(PPU 0x6044..0x6050\) are \[-?\d+, "),
+    # pads at the end beyond those at the start: a ceil_mode window past the edge, or ONNX pads of that shape
+    (0x6040, lambda v: 0x1100 if v == 0x11 else v,
+     r"an AveragePool 3x3 whose registers pad \(0, 0, 1, 1\) more at the end than at the start"),
+    (0x6038, lambda v: v + 1, r"an AveragePool 3x3 with reciprocals \['0x5556', '0x5555'\]; only 2\^16 / kernel"),
+])
+def test_a_doctored_pool_register_is_refused_by_name(tmp_path, reg, change, match):
+    _refused(tmp_path, patch_registers(0x4001, {reg}, change), match, POOLS)
+
+
+def test_a_pool_the_compiler_ran_on_the_cpu_is_refused_by_name():
+    # an AveragePool excluding its pads from the divisor has no task, and no attribute anywhere
+    from rknnlite.model.rknn_graph.t3pool import t3_pool_params
+
+    with pytest.raises(ModelInvalidError, match=r"pool: no NPU task with the PPU enabled runs this AveragePool: the "
+                                                r"compiler ran it on the CPU"):
+        t3_pool_params([], "AveragePool", (1, 8, 8, 8), (1, 8, 8, 8), 0, "pool")
+
+
+def _operands(model) -> list:
+    return [[np.ravel(model.graph.constants[i]).tolist() for i in n.inputs if i in model.graph.constants]
+            for n in model.graph.nodes if n.op in ("Mul", "Add", "Sub")]
+
+
+def test_an_older_release_constant_recorded_without_size_is_read_at_its_offset(tmp_path):
+    # Mul(1.28, y), Add(c, y), Sub(c, y), Sub(0.5, y): RKNN-Toolkit2 2.3.0 records a first operand with
+    # size 0 and packs its bytes unpadded at its offset; 2.5.0 stores 64 bytes each: the same values
+    older, newer = (lower_rockchip(*_model(f"constants_first_rv1106_i8{suffix}")) for suffix in ("_tk230", ""))
+    assert _operands(older) == _operands(newer)
+    assert _operands(older)[0] == [[pytest.approx(1.28, abs=1e-4)]] and len(_operands(older)[1][0]) == 8
+
+    def overlap(data):  # the Sub's operand moved inside the 32 bytes of the Add's
+        t = tensor_table(data, "c6")
+        struct.pack_into("<I", data, t.field_pos(T3.t_offset), t.u32(T3.t_offset) - 16)
+
+    _refused(tmp_path, overlap, r"tensor \d+ \('c5'\) is recorded with 0 bytes; the 32 bytes it needs at offset 448 of "
+             r"the weights section would run into 'c6'", "constants_first_rv1106_i8_tk230")
 
 
 def test_batch_norms_run_from_their_stored_folded_constants(tmp_path):

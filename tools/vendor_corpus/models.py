@@ -252,6 +252,41 @@ def _avgpool_attrs():
     return g.model([("x", IMG[1])], [(a, "include_pad"), (b, "ceil"), (c, "ceil_include_pad")])
 
 
+def _padded_pools(seed: int = 906):
+    """Conv 3->8 3x3 on an 8x48 image, then pools of it, each an output: AveragePools with pads
+    counted in the divisor (PyTorch's AvgPool2d default) k3 s2 p1, k5 s1 p2, k2 s1 pads (1, 1, 0, 0)
+    and k3 s3 p1, an AveragePool k5 s1 and a MaxPool k3 s1 p1; the last three read more columns than
+    one PPU task takes (tasks of column tiles, OPERATION_MODE_CFG's bits 16..27)."""
+    g = _G(seed)
+    y = g.conv("x", 3, 8)
+
+    def pool(op, k, s, pads, **attrs):
+        return g.node(op, [y], kernel_shape=[k, k], strides=[s, s], pads=pads, **attrs)[0]
+
+    outs = [pool("AveragePool", 3, 2, [1, 1, 1, 1], count_include_pad=1),
+            pool("AveragePool", 5, 1, [2, 2, 2, 2], count_include_pad=1),
+            pool("AveragePool", 2, 1, [1, 1, 0, 0], count_include_pad=1),
+            pool("AveragePool", 3, 3, [1, 1, 1, 1], count_include_pad=1),
+            pool("AveragePool", 5, 1, [0, 0, 0, 0]),
+            pool("MaxPool", 3, 1, [1, 1, 1, 1])]
+    return g.model([("x", (1, 3, 8, 48))], [(o, f"pool{k}") for k, o in enumerate(outs)])
+
+
+def _constants_first(seed: int = 907):
+    """Conv 3->8 3x3 on an 8x8 image, then element-wise ops whose constant is the first operand,
+    each an output: Mul(1.28, y), Add(per-channel, y), Sub(per-channel, y) and Sub(0.5, y).
+    RKNN-Toolkit2 2.2.0 to 2.3.2 record such a constant with size 0 in an rv1106 file and pack its
+    bytes at its offset unpadded (random graphs were refused for it); 2.5.0 stores 64 bytes each."""
+    g = _G(seed)
+    y = g.conv("x", 3, 8)
+    per_channel = [g.const((g.rng.standard_normal((1, 8, 1, 1)) * 0.5).astype(np.float32)) for _ in range(2)]
+    outs = [g.node("Mul", [g.const(np.full((1, 1, 1, 1), 1.28, np.float32)), y])[0],
+            g.node("Add", [per_channel[0], y])[0],
+            g.node("Sub", [per_channel[1], y])[0],
+            g.node("Sub", [g.const(np.full((1, 1, 1, 1), 0.5, np.float32)), y])[0]]
+    return g.model([("x", (1, 3, 8, 8))], [(o, f"y{k}") for k, o in enumerate(outs)])
+
+
 def _grouped_conv():
     """A grouped (not depthwise) conv as ResNeXt and ShuffleNet write it: Conv 3->16 3x3 p1, Relu,
     then Conv 16->16 3x3 p1 group=2 (RKNN-Toolkit2 2.5.0's fp16 build: a Split, a conv per group and
@@ -1906,6 +1941,14 @@ def _int8_platform_cases() -> List[Case]:
                purpose=f"standalone int8 LeakyRelu (DPU-only tasks) on {p}") for p in ("rv1106", "rv1103")),
         *(Case(f"avgpool_{p}", "same as avgpool, " + p, _pool(202, "avgpool"), [IMG], variants=("i8",), platform=p,
                purpose=f"an AveragePool (PPU mode 0x10, its reciprocals) on {p}") for p in ("rv1106", "rv1103")),
+        *(Case(f"padded_pools_{p}", doc(_padded_pools), _padded_pools, [("x", (1, 3, 8, 48), "image")],
+               variants=("i8",), platform=p,
+               purpose=f"padded AveragePools (count_include_pad) and pools split into column tiles (PPU tasks) on {p}")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"constants_first_{p}", doc(_constants_first), _constants_first, image8, variants=("i8",), platform=p,
+               purpose=f"int8 Mul, Add and Sub on {p} whose constant is the first operand (RKNN-Toolkit2 2.2.0 to "
+                       "2.3.2 record it with size 0, its bytes unpadded at its offset)")
+          for p in ("rv1106", "rv1103")),
         *(Case(f"cpu_resize_{p}", doc(_cpu_resizes), _cpu_resizes, image8, variants=("i8",), platform=p,
                purpose=f"Resizes {p} runs on the CPU (no NPU task), from their stored scales or sizes")
           for p in ("rv1106", "rv1103")),

@@ -175,9 +175,10 @@ class VendorFile:
         vec = self._buffers.table(index, "Buffer").vector(0, 1)
         return memoryview(b"") if vec is None else vec.raw().toreadonly()
 
-    def tensor_data(self, sg: VendorSubgraph, tensor: VendorTensor) -> memoryview:
+    def tensor_data(self, sg: VendorSubgraph, tensor: VendorTensor, need: int = 0) -> memoryview:
         """The stored bytes of a constant tensor (empty for a constant stored without a
-        buffer, e.g. an empty ``roi`` input)."""
+        buffer, e.g. an empty ``roi`` input).  ``need``: the bytes the caller reads (only an rv1106
+        container's unsized constants use it: :meth:`PackedVendorFile.tensor_data`)."""
         where = f"subgraph {sg.index} tensor {tensor.index} ({tensor.name!r})"
         if not tensor.is_const:
             raise ModelInvalidError(f"{self.label}: {where} is a {tensor.kind} tensor, not stored data", op="load")
@@ -195,11 +196,17 @@ class PackedVendorFile(VendorFile):
     _payload: Any = field(default=None, repr=False)
     packed: Optional[PackedSections] = None
 
-    def tensor_data(self, sg: VendorSubgraph, tensor: VendorTensor) -> memoryview:
+    def tensor_data(self, sg: VendorSubgraph, tensor: VendorTensor, need: int = 0) -> memoryview:
         """A constant's bytes from the weight section (``offset``, ``size``; shape constants too: a
         Split's sizes, a Reshape's target, a Clip's bounds, a Pad's pads, each in 64 bytes of its
         own), the generated section for the compiler's own constants; the "task" and "regcmd"
-        tensors' from their sections.  Read-only views of the file, no copy."""
+        tensors' from their sections.  Read-only views of the file, no copy.
+
+        ``need``: the bytes the caller reads.  RKNN-Toolkit2 2.2.0 to 2.3.2 record some constants
+        (an element-wise Add's, Sub's or Mul's operand) with size 0 and pack their bytes at their
+        offset, unpadded, the next constant right after them (the task reads them there: its
+        operand address is that offset); such a constant gives its ``need`` bytes, provided no other
+        tensor of the section starts inside them."""
         where = f"subgraph {sg.index} tensor {tensor.index} ({tensor.name!r})"
         if not tensor.is_const:
             raise ModelInvalidError(f"{self.label}: {where} is a {tensor.kind} tensor, not stored data", op="load")
@@ -209,10 +216,19 @@ class PackedVendorFile(VendorFile):
         name = "generated" if tensor.kind == "generated" else "weights"
         start, section = getattr(self.packed, name)
         offset = tensor.offset or 0
-        if offset + tensor.size > section:
-            raise ModelInvalidError(f"{self.label}: {where} takes {tensor.size} bytes at offset {offset} of the "
+        size = tensor.size
+        if size == 0 and need > 0 and tensor.offset is not None:
+            inside = [t.name for t in sg.tensors if t.is_const and t is not tensor and t.offset is not None
+                      and (t.kind == "generated") == (tensor.kind == "generated") and offset < t.offset < offset + need]
+            if inside:
+                raise ModelInvalidError(f"{self.label}: {where} is recorded with 0 bytes; the {need} bytes it needs at "
+                                        f"offset {offset} of the {name} section would run into {inside[0]!r}",
+                                        op="load")
+            size = need
+        if offset + size > section:
+            raise ModelInvalidError(f"{self.label}: {where} takes {size} bytes at offset {offset} of the "
                                     f"{section}-byte {name} section", op="load")
-        return self._payload[start + offset:start + offset + tensor.size]
+        return self._payload[start + offset:start + offset + size]
 
 
 def read_vendor_graph(payload, offset: int, size: int, label: str, schema: Schema = V6,

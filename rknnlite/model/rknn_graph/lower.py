@@ -759,13 +759,13 @@ class _Lowering:
                              "with the ONNX model's float values, which the file does not hold (its int8 copy "
                              "rounds each by up to half a step), so off-board results would differ from the "
                              "simulator's (2-3 output steps on 4.8 % of values); refused")
-        raw = self.vf.tensor_data(self.sg, t)
         dtypes = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "int8": "i1", "int16": "<i2"}
         if t.dtype not in dtypes:
             raise self.error(f"{node.label}: constant {t.name!r} has dtype {t.dtype}")
         stored = t.npu_shape if blocked else t.shape
         count = int(np.prod(stored)) if stored else 1
         item = np.dtype(dtypes[t.dtype])
+        raw = self.vf.tensor_data(self.sg, t, need=count * item.itemsize)
         if len(raw) < count * item.itemsize:
             raise self.error(f"{node.label}: constant {t.name!r} needs {count * item.itemsize} bytes, has {len(raw)}")
         values = np.frombuffer(raw, item, count).reshape(stored)

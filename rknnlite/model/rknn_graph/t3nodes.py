@@ -11,7 +11,8 @@ the others:
 
 * a conv's ``params`` (``param_type`` 1) from its CNA registers (:func:`.t3conv.t3_conv_params`),
   a ConvTranspose's too (:func:`.deconv_regs.deconv_params`);
-* a pool's kernel, strides and pads from its PPU registers (:func:`.t3pool.t3_pool_params`);
+* a pool's kernel, strides and pads (an AveragePool's ``count_include_pad``) from its PPU tasks'
+  registers (:func:`.t3pool.t3_pool_params`);
 * a Concat's or Split's axis (and a Split's sizes) from its tensors' shapes: the one axis on
   which they differ, which must be its table's (a Split with a part nothing reads: its table's
   axis and sizes, checked against the parts read);
@@ -83,14 +84,16 @@ class _Node:
         self.vf, self.sg, self.node = vf, sg, node
         self.registers, self.tasks, self.writes = registers, tasks, writes
 
-    def task_states(self) -> List[Dict[Tuple[int, int], int]]:
+    def task_states(self, unit: int = 0) -> List[Dict[Tuple[int, int], int]]:
         """Per task of the node, in order, its registers: the node's writes up to that task
-        (a later task writes only what changes)."""
+        (a later task writes only what changes); ``unit``: only the tasks enabling that unit
+        (an ``enable_mask`` bit), every task by default."""
         states, state = [], {}
         for task in self.tasks():
             if task.op_idx == self.node.index:
                 state.update(((target, reg), value) for target, reg, value in self.writes(task))
-                states.append(dict(state))
+                if not unit or task.enable_mask & unit:
+                    states.append(dict(state))
         return states
 
     def shape(self, index: int):
@@ -291,9 +294,13 @@ def _pool(n: _Node) -> VendorNode:
     node = n.node
     if len(node.inputs) != 1 or len(node.outputs) != 1:
         raise n.refuse(f"a {node.op} with inputs {list(node.inputs)} and outputs {list(node.outputs)}")
-    params = t3_pool_params(n.registers(ENABLE_PPU), node.op, n.shape(node.inputs[0]), n.shape(node.outputs[0]),
+    x = n.sg.tensor(node.inputs[0], node.where)
+    if len(x.zero_point) != 1:
+        raise n.refuse(f"a {node.op} on {x.name!r} with zero points {list(x.zero_point)}; one int8 grid was expected")
+    params = t3_pool_params(n.task_states(ENABLE_PPU), node.op, x.shape, n.shape(node.outputs[0]), x.zero_point[0],
                             node.where)
-    return dataclasses.replace(node, recovered={k: _ints_attr(v) for k, v in params.items()})
+    return dataclasses.replace(node, recovered={k: _ints_attr(v) if isinstance(v, list) else _int_attr(v)
+                                                for k, v in params.items()})
 
 
 def _conv(n: _Node) -> VendorNode:
