@@ -24,10 +24,10 @@ from rknnlite.cli import main as cli_main
 from rknnlite.errors import ModelInvalidError
 from rknnlite.model.packed import locate_sections
 from rknnlite.model.rknn_graph.lower import lower_rockchip
-from rknnlite.model.rknn_graph.regcmd import TARGET_CNA, TARGET_DPU
+from rknnlite.model.rknn_graph.regcmd import TARGET_CNA, TARGET_DPU, TARGET_RDMA
 from rknnlite.model.rknn_graph.t3conv import t3_conv_params
 from rknnlite.model.rknn_graph.t3nodes import t3_unsupported_ops
-from rknnlite.model.rknn_graph.graph import read_vendor_graph
+from rknnlite.model.rknn_graph.graph import VendorNode, read_vendor_graph
 from rknnlite.model.rknn_graph.weights import decode_depthwise_weight, decode_weight
 from rknnlite.model.rockchip import read_rockchip
 from rknnlite.model.schema import T3
@@ -195,14 +195,33 @@ def test_a_weight_whose_size_is_not_its_tiles_rounded_to_64_bytes_is_refused():
 
 def test_t3_conv_params_refuse_registers_that_contradict_the_shapes():
     regs = {(TARGET_CNA, 0x100C): 0, (TARGET_CNA, 0x1014): 0x9, (TARGET_CNA, 0x1068): 0x101,
-            (TARGET_CNA, 0x1038): 0x3030008}
-    params = t3_conv_params(regs, (8, 4, 3, 3), (1, 4, 10, 10), (1, 8, 10, 10), "c")
+            (TARGET_CNA, 0x1038): 0x3030008, (TARGET_CNA, 0x1184): 5}
+    params = t3_conv_params(regs, (8, 4, 3, 3), (1, 4, 10, 10), (1, 8, 10, 10), 5, "c")
     assert params["pads"] == [1, 1, 1, 1] and params["strides"] == [1, 1] and params["group"] == 1
     with pytest.raises(ModelInvalidError, match="cannot map input"):
-        t3_conv_params(regs, (8, 4, 3, 3), (1, 4, 10, 10), (1, 8, 12, 10), "c")
+        t3_conv_params(regs, (8, 4, 3, 3), (1, 4, 10, 10), (1, 8, 12, 10), 5, "c")
     with pytest.raises(ModelInvalidError, match="does not write CNA register 0x1068"):
         t3_conv_params({k: v for k, v in regs.items() if k[1] != 0x1068}, (8, 4, 3, 3), (1, 4, 10, 10),
-                       (1, 8, 10, 10), "c")
+                       (1, 8, 10, 10), 5, "c")
+    # the code it pads with must be the input's zero point, a real 0
+    with pytest.raises(ModelInvalidError, match=r"CNA register 0x1184 = 0x6: the conv pads its input with code 6, "
+                                                r"not with its zero point 5"):
+        t3_conv_params({**regs, (TARGET_CNA, 0x1184): 6}, (8, 4, 3, 3), (1, 4, 10, 10), (1, 8, 10, 10), 5, "c")
+    # a 1x1 conv may pad past its kernel (a Pad the compiler folded into it, corpus folded_pad_rv110*)
+    one = {**regs, (TARGET_CNA, 0x1014): 0x9, (TARGET_CNA, 0x1068): 0x1, (TARGET_CNA, 0x1038): 0x1010008}
+    assert t3_conv_params(one, (8, 4, 1, 1), (1, 4, 13, 13), (1, 8, 15, 15), 5, "c")["pads"] == [1, 0, 1, 2]
+
+
+def test_a_conv_on_the_image_input_writes_its_channels_rounded_up():
+    # 1x1 to a multiple of 4 lanes, larger kernels to a multiple of 2 (corpus image_lanes_rv110*)
+    regs = {(TARGET_CNA, 0x100C): 0x2000A000, (TARGET_CNA, 0x1014): 0x9, (TARGET_CNA, 0x1184): 0xFFC0}
+    for (cout, k), lanes in (((1, 1), 4), ((5, 1), 8), ((1, 3), 2), ((5, 3), 6), ((1, 7), 2)):
+        kernel = {(TARGET_CNA, 0x1038): k << 24 | k << 16 | lanes, (TARGET_CNA, 0x1068): (k // 2) * 0x101}
+        params = t3_conv_params({**regs, **kernel}, (cout, 3, k, k), (1, 3, 8, 8), (1, cout, 8, 8), -64, "c")
+        assert params["kernel_shape"] == [k, k]
+        with pytest.raises(ModelInvalidError, match=f"is not the weight's kernel {k}x{k} and {lanes} "):
+            kernel[(TARGET_CNA, 0x1038)] = k << 24 | k << 16 | cout
+            t3_conv_params({**regs, **kernel}, (cout, 3, k, k), (1, 3, 8, 8), (1, cout, 8, 8), -64, "c")
 
 
 def test_inspect_lists_the_ops_of_an_rv1106_file(capsys):
@@ -404,9 +423,16 @@ def test_a_resize_with_a_conv_task_is_refused(tmp_path):
                               r"DPU-only tasks", DETECTOR)
 
 
-def test_a_plain_bias_conv_without_its_operand_flag_is_refused(tmp_path):
-    _refused(tmp_path, patch_registers(TARGET_DPU, {0x4054}, lambda v: v & 0xFFFF if v >> 31 and v & 0xFFFF else v),
-             r"DPU register 0x4054 = 0x80 in an rv1106 int8 plain-bias conv; bit 31 and a 16-bit operand", DETECTOR)
+@pytest.mark.parametrize("change, shown", [
+    (lambda v: v & 0xFFFF, "0x80"),  # no flag
+    (lambda v: v + 1, "0x80000081"),  # minus a zero point of -129, beyond int8
+    (lambda v: v | 0x40000, "0x80040080"),  # bits beyond the 17-bit operand
+])
+def test_a_plain_bias_conv_operand_outside_the_decoded_field_is_refused(tmp_path, change, shown):
+    # bit 31 and minus the weight zero point, 17-bit two's complement (image_lanes_rv110*: 0x1ffxx)
+    _refused(tmp_path, patch_registers(TARGET_DPU, {0x4054}, lambda v: change(v) if v >> 31 and v & 0xFFFF else v),
+             rf"DPU register 0x4054 = {shown} in an rv1106 int8 plain-bias conv; bit 31 and a 17-bit operand, minus "
+             r"an int8 weight zero point", DETECTOR)
 
 
 def test_an_io_tensor_without_a_json_dtype_takes_the_graph_s():
@@ -667,11 +693,11 @@ def test_ops_without_attributes_run_as_stored():
     assert ops.count("VendorLutActivation") == 3 and {"Exp", "Erf", "Max", "Min", "Sub"} <= set(ops)
 
 
-@pytest.mark.parametrize("op", ["HardSigmoid", "Elu"])
-def test_ops_with_attributes_are_not_run_as_stored(op):
-    # their alpha and beta are ONNX attributes, in no rv1106 tensor: run with ONNX's defaults they gave wrong
-    # numbers (a standalone HardSigmoid(0.3, 0.4) read as (0.2, 0.5): 2 % of the values within one step)
-    assert op in t3_unsupported_ops([op])
+def test_an_op_with_attributes_in_no_tensor_is_not_run_as_stored():
+    # an Elu's alpha is an ONNX attribute, in no rv1106 tensor: run with ONNX's defaults, such ops gave wrong
+    # numbers (a standalone HardSigmoid(0.3, 0.4) read as (0.2, 0.5): 2 % of the values within one step; it
+    # runs on its own table now: test_a_standalone_hardsigmoid_runs_on_the_files_own_table)
+    assert t3_unsupported_ops(["Elu", "HardSigmoid"]) == ["Elu"]
 
 
 def _clip_bounds(model):
@@ -874,6 +900,71 @@ def test_an_older_release_constant_recorded_without_size_is_read_at_its_offset(t
 
     _refused(tmp_path, overlap, r"tensor \d+ \('c5'\) is recorded with 0 bytes; the 32 bytes it needs at offset 448 of "
              r"the weights section would run into 'c6'", "constants_first_rv1106_i8_tk230")
+
+
+def test_a_pow_is_its_input_multiplied_by_itself(tmp_path):
+    # standalone_pow: a DPU-only product of the input by itself, the exponent a stored float32 2
+    model = lower_rockchip(*_model("standalone_pow_rv1106_i8"))
+    (pow_node,) = [n for n in model.graph.nodes if n.op == "Pow"]
+    assert model.graph.constants[pow_node.inputs[1]].tolist() == [2.0]
+    product = 0x81004094  # EW_CFG of a product of two activations (sigmoid_mul_rv110*)
+    _refused(tmp_path, patch_registers(TARGET_DPU, {0x4070}, lambda v: v ^ 1 if v == product else v),
+             r"a Pow of 'concat_9' whose task writes EW_CFG \(0x4070\) = 0x81004095", "standalone_pow_rv1106_i8")
+    _refused(tmp_path, patch_registers(TARGET_RDMA, {0x5038}, lambda v: v + 0x40 if v else v),
+             r"reads its operand at 0x[0-9a-f]+, its input at 0x[0-9a-f]+; only the input multiplied by itself",
+             "standalone_pow_rv1106_i8")
+
+    def cube(data):
+        tensor_bytes(data, "c11")[:4] = np.array([3.0], "<f4").tobytes()
+
+    _refused(tmp_path, cube, r"a Pow with exponent 3.0; only the square", "standalone_pow_rv1106_i8")
+
+
+def test_a_standalone_hardsigmoid_runs_on_the_files_own_table():
+    # no alpha or beta anywhere in the file: its lookup table, as the NPU reads it
+    model = lower_rockchip(*_model("standalone_hardsigmoid_rv1106_i8"))
+    assert [n.op for n in model.graph.nodes].count("VendorLutActivation") == 2
+    assert "HardSigmoid" not in [n.op for n in model.graph.nodes]
+
+
+def test_a_gather_takes_the_one_axis_its_shapes_allow():
+    # RKNN-Toolkit2 2.3.0's pooled channel shuffle: [24, 1, 1, 1] gathered by 24 indices on axis 0
+    model = lower_rockchip(*_model("pooled_shuffle_rv1106_i8_tk230"))
+    assert [n.attrs["axis"] for n in model.graph.nodes if n.op == "Gather"] == [0]
+    from rknnlite.model.rknn_graph import t3nodes
+
+    def node(data_shape, ids_shape, out_shape):
+        tensors = {0: type("T", (), {"kind": "activation", "shape": data_shape, "name": "x"})(),
+                   1: type("T", (), {"kind": "shape", "shape": ids_shape, "name": "i"})(),
+                   2: type("T", (), {"kind": "activation", "shape": out_shape, "name": "y"})()}
+
+        class Node(t3nodes._Node):
+            def __init__(self):
+                self.node = VendorNode(4, "Gather", "g", (0, 1), (2,), 0, {}, where="g")
+                self.sg = type("S", (), {"tensor": lambda _, i, where: tensors[i]})()
+
+            def activations(self):
+                return [tensors[0]]
+
+        return Node()
+
+    assert t3nodes._gather(node((24, 1, 1, 1), (24,), (24, 1, 1, 1))) is not None
+    with pytest.raises(ModelInvalidError, match=r"a Gather of \[4, 4\] by \[4\] indices into \[4, 4\]: axes \[0, 1\]"):
+        t3nodes._gather(node((4, 4), (4,), (4, 4)))
+
+
+def test_a_pad_the_compiler_runs_on_the_cpu_is_refused_by_name():
+    # RKNN-Toolkit2 2.3.0 runs a constant Pad of a graph input on the CPU: no task tells its mode
+    from rknnlite.model.rknn_graph import t3nodes
+
+    class Node(t3nodes._Node):
+        def __init__(self):
+            self.node = type("N", (), {"where": "p", "index": 1, "inputs": (0, 1, 2), "outputs": (3,)})()
+            self.tasks = lambda: []
+
+    with pytest.raises(ModelInvalidError, match=r"a Pad the compiler runs on the CPU \(no NPU task.*its mode is "
+                                                r"stored nowhere"):
+        t3nodes._pad(Node())
 
 
 def test_batch_norms_run_from_their_stored_folded_constants(tmp_path):

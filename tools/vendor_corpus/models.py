@@ -287,6 +287,28 @@ def _constants_first(seed: int = 907):
     return g.model([("x", (1, 3, 8, 8))], [(o, f"y{k}") for k, o in enumerate(outs)])
 
 
+def _image_lanes(seed: int = 910):
+    """Convs on an 8x8 RGB image input, each an output: 1x1 to 1, 2 and 5 channels, 3x3 to 1, 3 and 5,
+    5x5 and 7x7 to 1.  A conv on the image input writes its output channels rounded up in CNA register
+    0x1038 (to a multiple of 4 for a 1x1 kernel, of 2 for a larger one); one to a single channel has a
+    plain bias and minus the weight zero point in a 17-bit field (0x1ffxx for a positive one)."""
+    g = _G(seed)
+    outs = [(g.conv("x", 3, c, k=k), f"o{c}k{k}") for c, k in ((1, 1), (2, 1), (5, 1), (1, 3), (3, 3), (5, 3),
+                                                                 (1, 5), (1, 7))]
+    return g.model([("x", (1, 3, 8, 8))], outs)
+
+
+def _folded_pad(seed: int = 913):
+    """Conv 3->16 3x3 on an 8x8 image, a constant Pad (top 1, bottom 1, right 2; value 0) and a
+    ReduceSum over the channels: RKNN-Toolkit2 2.3.0 and 2.2.0 fold the Pad into the ReduceSum's 1x1
+    conv, padded past its kernel with the input's zero point (a Pad of another value stays a Pad)."""
+    g = _G(seed)
+    y = g.conv("x", 3, 16)
+    p = g.node("Pad", [y, g.const(np.array([0, 0, 1, 0, 0, 0, 1, 2], np.int64))], mode="constant")[0]
+    return g.model([("x", (1, 3, 8, 8))], [(g.node("ReduceSum", [p, g.const(np.array([1], np.int64))],
+                                                     keepdims=1)[0], "y")])
+
+
 def _grouped_conv():
     """A grouped (not depthwise) conv as ResNeXt and ShuffleNet write it: Conv 3->16 3x3 p1, Relu,
     then Conv 16->16 3x3 p1 group=2 (RKNN-Toolkit2 2.5.0's fp16 build: a Split, a conv per group and
@@ -1948,6 +1970,27 @@ def _int8_platform_cases() -> List[Case]:
         *(Case(f"constants_first_{p}", doc(_constants_first), _constants_first, image8, variants=("i8",), platform=p,
                purpose=f"int8 Mul, Add and Sub on {p} whose constant is the first operand (RKNN-Toolkit2 2.2.0 to "
                        "2.3.2 record it with size 0, its bytes unpadded at its offset)")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"standalone_pow_{p}", "the Concat of standalone_ops, Pow (the square)", _standalone_ops(("Pow",)),
+               image8, variants=("i8",), platform=p,
+               purpose=f"an int8 Pow on {p} (a DPU-only product of the input by itself), its exponent a stored constant")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"standalone_hardsigmoid_{p}", doc(_standalone_hardsigmoid), _standalone_hardsigmoid, image8,
+               variants=("i8",), platform=p,
+               purpose=f"an int8 standalone HardSigmoid on {p}, whose alpha and beta are stored nowhere: run on the "
+                       "file's own table, as the NPU does")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"image_lanes_{p}", doc(_image_lanes), _image_lanes, image8, variants=("i8",), platform=p,
+               purpose=f"convs on {p}'s image input to few channels (output lanes rounded up; plain-bias ones with a "
+                       "positive weight zero point)")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"pooled_shuffle_{p}", doc(_pooled_shuffle), _pooled_shuffle, [("x", (1, 3, 40, 40), "image")],
+               variants=("i8",), platform=p,
+               purpose=f"a Gather of an activation by constant indices (a pooled channel shuffle) on {p}, whose file "
+                       "stores no axis (RKNN-Toolkit2 2.3.0 and 2.2.0; later releases compile it to convs)")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"folded_pad_{p}", doc(_folded_pad), _folded_pad, image8, variants=("i8",), platform=p,
+               purpose=f"a constant Pad folded into a 1x1 conv's padding on {p} (RKNN-Toolkit2 2.3.0 and 2.2.0)")
           for p in ("rv1106", "rv1103")),
         *(Case(f"cpu_resize_{p}", doc(_cpu_resizes), _cpu_resizes, image8, variants=("i8",), platform=p,
                purpose=f"Resizes {p} runs on the CPU (no NPU task), from their stored scales or sizes")

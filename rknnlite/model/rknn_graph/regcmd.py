@@ -35,7 +35,7 @@ from ...errors import ModelInvalidError
 
 __all__ = ["Task", "Requant", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
            "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "TARGET_CNA",
-           "TARGET_DPU", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE", "BN_CLIP_SHIFTED", "BN_CLIP_SHIFTED_LITE",
+           "TARGET_DPU", "TARGET_RDMA", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE", "BN_CLIP_SHIFTED", "BN_CLIP_SHIFTED_LITE",
            "BN_MUL", "bn_multiplier"]
 
 TASK_SIZE = 40
@@ -44,6 +44,8 @@ ENABLE_CNA, ENABLE_PPU = 0x1, 0x20
 _TASK = struct.Struct("<8IQ")
 TARGET_CNA = 0x0201
 TARGET_DPU = 0x1001
+#: the DPU's read DMA (its input at 0x5018, an element-wise operand at 0x5038)
+TARGET_RDMA = 0x2001
 #: CNA_CONV_CON1: its low four bits are 6 on rk3576/rv1126b int8 convs whose weight is packed
 #: (:func:`.weights.decode_packed_weight`), 2 on those whose weight is in tiles
 REG_CNA_CONV_CON1 = 0x100C

@@ -13,7 +13,10 @@ register encoding:
   bits 0..2, the y stride in bits 3..5, the x and y dilations less one in bits 16..20 and
   21..25.  ``PAD_CON0`` 0x1068: the top pad in bits 0..3, the left pad in bits
   8..11; the bottom and right pads follow from the output size (the NPU reads no row or column
-  past it).  0x1038: kernel width << 24 | height << 16 | output channels (2 on a depthwise conv).
+  past it; a Pad the compiler folded into a conv pads past its kernel).  ``PAD_CON1`` 0x1184: the
+  code it pads with, the input's zero point (a real 0).  0x1038: kernel width << 24 | height << 16 |
+  output channels (2 on a depthwise conv; on the image input, rounded up to a multiple of 4 for a
+  1x1 kernel, of 2 for a larger one).
   A ConvTranspose's attributes are decoded by :mod:`.deconv_regs` (rk3588's encoding); the older
   releases' depthwise one (a bilinear Resize, conv mode 7) keeps its zero points in the weight, as
   a depthwise conv.
@@ -65,9 +68,10 @@ _CONV_CON1 = 0x100C
 #: 3 channels): per channel count, corpus image_channels*_rv1106
 _PLAIN_CON1 = (0x0, 0x20000000)
 _IMAGE_CON1 = {channels: 0x20008000 | (channels - 1) << 12 for channels in (1, 2, 3, 4)}
-#: the compiler's own 1x1 conv applying mean/std to an image of fewer than 4 channels whose first op is
-#: no conv writes 4 output lanes (0x1038's low bits), the weight's rows being the image's channels
-_INPUT_CONV_LANES = 4
+#: a conv on the image input (CONV_CON1 bit 15) writes its output channels rounded up in 0x1038's low
+#: bits: to a multiple of 4 for a 1x1 kernel (the compiler's own mean/std conv on an RGB image: 4), to a
+#: multiple of 2 for a larger one (seen: 1 -> 4 and 2, 5 -> 8 and 6, 9 -> 12, 17 -> 18; 3x3, 5x5, 7x7)
+_IMAGE_LANES_1X1, _IMAGE_LANES = 4, 2
 #: CONV_CON1 of a depthwise conv (conv mode 7), whose 0x1038 holds 2 where a plain one has its
 #: output channels
 _DEPTHWISE_CON1, _DEPTHWISE_KERNELS = 0x7, 2
@@ -78,6 +82,8 @@ _INPUT_DEPTHWISE_CON1, _INPUT_DEPTHWISE_KERNELS = 0x3, 1
 _CONV_CON3 = 0x1014
 _KERNEL = 0x1038
 _PAD_CON0 = 0x1068
+#: the code the CNA pads a conv's input with (16 bits): its zero point, a real 0
+_PAD_VALUE = 0x1184
 _STRIDE_BITS = 0x3F
 #: CONV_CON3's dilations less one: x in bits 16..20, y in bits 21..25
 _DILATION_X, _DILATION_Y, _DILATION_BITS = 16, 21, 0x1F
@@ -101,6 +107,9 @@ _PLAIN_BIAS = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x30000002}
 #: stage, weight zero point 0 (rk3562's 0x126 for it)
 _INPUT_DEPTHWISE = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x70000126, 0x4054: 0x0}
 _ALU_SRC, _ALU_SRC_FLAG = 0x4054, 0x80000000
+#: a plain-bias conv's 0x4054 operand, minus the weight zero point: 17-bit two's complement (0x1ffe6 for
+#: a zero point of 26; 0x80 for -128)
+_OPERAND_BITS = 17
 _MUL_SHIFT = 14
 #: a LeakyRelu or PRelu conv's 0x4054, per depthwise or not: the multipliers' shift in bits 24..29,
 #: 14 or 15 as the compiler chose (both seen on plain convs: corpus conv_leaky_rv1106 15,
@@ -151,7 +160,7 @@ def _expect(regs: Dict[Tuple[int, int], int], fixed: Dict[int, object], where: s
 
 
 def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_shape: Sequence[int],
-                   out_shape: Sequence[int], where: str) -> Dict[str, object]:
+                   out_shape: Sequence[int], zero_point: int, where: str) -> Dict[str, object]:
     """The ONNX attributes of an rv1106 conv (``kernel_shape``, ``pads``, ``strides``,
     ``dilations``, ``group``) from its CNA registers (``regs``: :func:`.regcmd.node_registers`),
     its weight's model shape ``[O, I, kh, kw]`` and its input and output NCHW shapes.
@@ -188,24 +197,32 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     if pad & ~_PAD_BITS:
         raise refuse(f"CNA_PAD_CON0 ({_PAD_CON0:#x}) = {pad:#x} sets bits beyond the top and left pads")
     top, left = pad & 0xF, (pad >> 8) & 0xF
+    pad_value = _reg(regs, TARGET_CNA, _PAD_VALUE, where)
+    if pad_value != zero_point & 0xFFFF:
+        raise refuse(f"CNA register {_PAD_VALUE:#x} = {pad_value:#x}: the conv pads its input with code "
+                     f"{i16(pad_value & 0xFFFF)}, not with its zero point {zero_point} (a real 0; a Pad of another "
+                     "value the compiler folded into the conv was not decoded)")
     channels_out, _, kh, kw = w_shape
     kernel = _reg(regs, TARGET_CNA, _KERNEL, where)
     low = channels_out if not depthwise else \
         _INPUT_DEPTHWISE_KERNELS if con1 == _INPUT_DEPTHWISE_CON1 else _DEPTHWISE_KERNELS
-    if image and kh == kw == 1 and channels_out == channels < _INPUT_CONV_LANES and \
-            kernel == (kw << 24 | kh << 16 | _INPUT_CONV_LANES):
-        low = _INPUT_CONV_LANES
+    if image:  # the output lanes of a conv on the image input: its channels rounded up
+        step = _IMAGE_LANES_1X1 if kh == kw == 1 else _IMAGE_LANES
+        low = -(-channels_out // step) * step
     if kernel != (kw << 24 | kh << 16 | low):
         raise refuse(f"register {_KERNEL:#x} = {kernel:#x} is not the weight's kernel {kh}x{kw} and {low} "
                      f"({'depthwise' if depthwise else 'output channels'})")
     if min(stride_x, stride_y) < 1:
         raise refuse(f"CNA_CONV_CON3 ({_CONV_CON3:#x}) = {con3:#x} gives a stride of 0")
-    # the fewest bottom/right pads that give the output size (rows past the last window are never read)
+    # the fewest bottom/right pads that give the output size (rows past the last window are never read);
+    # less than the kernel, but on a 1x1 conv: RKNN-Toolkit2 2.3.0 folds a constant Pad into a ReduceSum's
+    # 1x1 conv (random graphs), whose padding, as any conv's, is the input's zero point (0x1184, above)
     span_y, span_x = (kh - 1) * dilation_y + 1, (kw - 1) * dilation_x + 1
     bottom = max(0, (out_shape[2] - 1) * stride_y + span_y - x_shape[2] - top)
     right = max(0, (out_shape[3] - 1) * stride_x + span_x - x_shape[3] - left)
-    if (x_shape[2] + top + bottom - span_y) // stride_y + 1 != out_shape[2] or bottom >= span_y or \
-            (x_shape[3] + left + right - span_x) // stride_x + 1 != out_shape[3] or right >= span_x:
+    folded = kh == kw == 1
+    if (x_shape[2] + top + bottom - span_y) // stride_y + 1 != out_shape[2] or (bottom >= span_y and not folded) or \
+            (x_shape[3] + left + right - span_x) // stride_x + 1 != out_shape[3] or (right >= span_x and not folded):
         raise refuse(f"a {kh}x{kw} conv with strides ({stride_y}, {stride_x}), dilations ({dilation_y}, "
                      f"{dilation_x}) and top/left pads ({top}, {left}) cannot map input {list(x_shape[2:])} to "
                      f"output {list(out_shape[2:])}")
@@ -256,12 +273,13 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         return Requant(scale, shift, None, offset, False, 0)
     if plain:
         operand = _reg(regs, TARGET_DPU, _ALU_SRC, where)
-        if operand & ~0xFFFF != _ALU_SRC_FLAG:
+        value = operand & ~_ALU_SRC_FLAG
+        minus_zp = value - (1 << _OPERAND_BITS) if value >> (_OPERAND_BITS - 1) & 1 else value
+        if not operand & _ALU_SRC_FLAG or value >> _OPERAND_BITS or not -127 <= minus_zp <= 128:
             raise ModelInvalidError(f"{where}: DPU register {_ALU_SRC:#x} = {operand:#x} in an rv1106 int8 {kind}; "
-                                    "bit 31 and a 16-bit operand (minus the weight zero point) were observed",
-                                    op="load")
-        weight_zp = -i16(operand & 0xFFFF)
-        return Requant(scale, shift, None, offset, False, weight_zp)
+                                    f"bit 31 and a {_OPERAND_BITS}-bit operand, minus an int8 weight zero point, were "
+                                    "observed", op="load")
+        return Requant(scale, shift, None, offset, False, -minus_zp)
     if leaky:
         if shift < LEAKY_SLOPE_BITS:
             raise ModelInvalidError(f"{where}: OUT_CVT shift {shift} in an rv1106 int8 {kind}, below the "

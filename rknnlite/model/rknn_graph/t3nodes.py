@@ -28,10 +28,14 @@ the others:
   shapes (:func:`_reduce`);
 * a standalone Clip's bounds: its stored constants, checked against its task's clamps
   (:func:`_clip`); a Pad's mode (constant, reflect or edge) from what its tasks do, which must
-  pad as its stored pads say (:func:`_pad`, :func:`.t3pad.t3_pad`).
+  pad as its stored pads say (:func:`_pad`, :func:`.t3pad.t3_pad`);
+* a Pow's task checked to square its input, its stored exponent the lowering's (:func:`_pow`);
+* a Gather's axis from its shapes: the one axis on which its stored indices give its output's
+  shape (:func:`_gather`).
 
 Ops without attributes run as stored: the standalone lookup-table ops (Sigmoid, exSwish, HardSwish,
-exGelu, Tanh, Softplus), the CPU's Exp and Erf, element-wise Add, Mul, Sub, Max and Min; so do ops
+exGelu, Tanh, Softplus, and HardSigmoid, whose alpha and beta are in its table alone: it runs on
+the file's table, as the NPU does), the CPU's Exp and Erf, element-wise Add, Mul, Sub, Max and Min; so do ops
 whose parameters are stored constants alone, which the lowering reads and checks: a standalone
 PRelu's slopes, a Slice's starts, ends, axes and steps (against its output's shape), a
 BatchNormalization's folded scale and bias (its mean 0 and variance 1; no table holds its epsilon,
@@ -40,9 +44,8 @@ which is 0 in that form).
 Recovered attributes are in :attr:`.graph.VendorNode.recovered`; shape constants a recovery
 replaces are dropped from the nodes' inputs.  An op type without a recovery here is refused by
 name: guessing an attribute would give wrong numbers (an exNorm's epsilon is not in the file at
-all; a standalone HardSigmoid's alpha and beta and an Elu's alpha are ONNX attributes, not
-constants, and with ONNX's defaults a HardSigmoid(0.3, 0.4) was 2 % within one step of the
-simulator).
+all; an Elu's alpha is an ONNX attribute, not a constant, and reading ONNX's defaults instead put
+a HardSigmoid(0.3, 0.4) 2 % within one step of the simulator).
 """
 
 from __future__ import annotations
@@ -55,8 +58,8 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .graph import PackedVendorFile, VendorNode, VendorSubgraph, VendorTensor, is_helper
-from .regcmd import (BN_MUL, ENABLE_CNA, ENABLE_PPU, TARGET_DPU, bn_multiplier, node_registers, read_tasks,
-                     task_writes)
+from .regcmd import (BN_MUL, ENABLE_CNA, ENABLE_PPU, TARGET_DPU, TARGET_RDMA, bn_multiplier, node_registers,
+                     read_tasks, task_writes)
 from .deconv_regs import deconv_params
 from .t3conv import t3_check_convert_task, t3_conv_params, t3_standalone_clip, t3_standalone_leaky_slope
 from .t3pad import t3_pad
@@ -308,8 +311,11 @@ def _conv(n: _Node) -> VendorNode:
     if len(node.inputs) < 2 or len(node.outputs) != 1:
         raise ModelInvalidError(f"{node.where}: a conv with inputs {list(node.inputs)} and outputs "
                                 f"{list(node.outputs)}; an input, a weight and one output were expected", op="load")
-    params = t3_conv_params(n.registers(ENABLE_CNA), n.shape(node.inputs[1]), n.shape(node.inputs[0]),
-                            n.shape(node.outputs[0]), node.where)
+    x = n.sg.tensor(node.inputs[0], node.where)
+    if len(x.zero_point) != 1:
+        raise n.refuse(f"a conv on {x.name!r} with zero points {list(x.zero_point)}; one int8 grid was expected")
+    params = t3_conv_params(n.registers(ENABLE_CNA), n.shape(node.inputs[1]), x.shape, n.shape(node.outputs[0]),
+                            x.zero_point[0], node.where)
     return dataclasses.replace(node, param_type=_CONV_PARAM_TYPE, params=params, recovered={})
 
 
@@ -345,6 +351,45 @@ def _dpu_only(n: _Node, what: str) -> Tuple[VendorTensor, VendorTensor]:
         raise n.refuse(f"a {what} from {x.name!r} (scale {list(x.scale)}) to {out.name!r} (scale {list(out.scale)}); "
                        "one int8 grid each was expected")
     return x, out
+
+
+#: the element-wise stage of an int8 product of two activations (EW_CFG: corpus sigmoid_mul_rv110*), and
+#: where the DPU reads its operand (the read DMA's 0x5038) and its input (0x5018)
+_EW_CFG, _EW_MULTIPLY = 0x4070, 0x81004094
+_DATA_SOURCE, _OPERAND_SOURCE = 0x5018, 0x5038
+
+
+def _pow(n: _Node) -> VendorNode:
+    """A Pow: DPU-only tasks multiplying the input by itself (the product of two activations, its
+    operand read where its input is), its exponent a stored constant the lowering requires to be 2."""
+    node = n.node
+    x, _ = _dpu_tasks(n, "Pow")
+    for regs in n.task_states():
+        ew, data, operand = (regs.get(key) for key in ((TARGET_DPU, _EW_CFG), (TARGET_RDMA, _DATA_SOURCE),
+                                                        (TARGET_RDMA, _OPERAND_SOURCE)))
+        if ew != _EW_MULTIPLY or operand != data:
+            raise n.refuse(f"a Pow of {x.name!r} whose task writes EW_CFG ({_EW_CFG:#x}) = {ew:#x} and reads its "
+                           f"operand at {operand:#x}, its input at {data:#x}; only the input multiplied by itself "
+                           f"({_EW_MULTIPLY:#x}, one address) was observed")
+    return node
+
+
+def _gather(n: _Node) -> VendorNode:
+    """A Gather of an activation by stored int64 indices (a CPU op: RKNN-Toolkit2 2.3.0 compiles a
+    channel shuffle of a pooled map to one): its axis, stored nowhere, is the one axis on which
+    gathering by indices of that shape gives the output's shape; the lowering checks the indices."""
+    node = n.node
+    data = n.activations()
+    ids = [n.sg.tensor(i, node.where) for i in node.inputs if n.sg.tensor(i, node.where).kind == "shape"]
+    if len(data) != 1 or len(ids) != 1 or len(node.outputs) != 1:
+        raise n.refuse(f"a Gather with inputs {list(node.inputs)} and outputs {list(node.outputs)}; one activation "
+                       "and one stored index tensor were expected")
+    x, idx, out = data[0].shape, ids[0].shape, n.shape(node.outputs[0])
+    axes = [a for a in range(len(x)) if list(x[:a]) + list(idx) + list(x[a + 1:]) == list(out)]
+    if len(axes) != 1:
+        raise n.refuse(f"a Gather of {list(x)} by {list(idx)} indices into {list(out)}: axes {axes} give that shape, "
+                       "and the file stores none")
+    return dataclasses.replace(node, recovered={"axis": _int_attr(axes[0])})
 
 
 def _leaky_relu(n: _Node) -> VendorNode:
@@ -403,6 +448,10 @@ def _pad(n: _Node) -> VendorNode:
     ``trunc(zp + value / scale)`` (saturated to int8), the simulator rounds: the lowering writes
     the stored value, as the simulator does."""
     node = n.node
+    if not any(t.op_idx == node.index for t in n.tasks()):
+        raise n.refuse("a Pad the compiler runs on the CPU (no NPU task; RKNN-Toolkit2 2.2.0 and 2.3.0 do so with "
+                       "some constant Pads: of a graph input, of a pooled column): its mode is stored nowhere, and its "
+                       "inputs do not tell it (a reflect Pad keeps a value input too)")
     x, out = _dpu_only(n, "Pad")
     stored = _stored(n, ("int64", "float32"), (2 * len(x.shape), 1), "pads and value")
     mode, pads, code = t3_pad(n.task_states(), x.shape, out.shape, node.where)
@@ -499,12 +548,13 @@ _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     "AveragePool": _pool,
     "Resize": _resize, "exSoftmax13": _softmax, "ConvTranspose": _deconv, "ArgMax": _argmax,
     "Transpose": _transpose, "exSDPAttention": _attention, "LeakyRelu": _leaky_relu, "Clip": _clip,
-    "ReduceMax": _reduce, "ReduceMin": _reduce, "Pad": _pad, "exDataConvert": _data_convert,
+    "ReduceMax": _reduce, "ReduceMin": _reduce, "Pad": _pad, "exDataConvert": _data_convert, "Pow": _pow,
+    "Gather": _gather,
     # attribute-free: standalone lookup-table ops, CPU ones and element-wise ones (broadcast by their shapes):
     # corpus standalone_lut_*, sigmoid_mul_*, standalone_attr_free_*; ops whose parameters are stored constants
     # the lowering checks: standalone_prelu_*, slices_*, affine_ops_rv110* (a BatchNormalization in the
     # compiler's folded form, mean 0 and variance 1, whose epsilon, 0 in that form, no table holds here)
-    **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "exGelu", "Tanh", "Softplus", "Exp", "Erf", "Add",
+    **{op: _as_is for op in ("HardSigmoid", "Sigmoid", "exSwish", "HardSwish", "exGelu", "Tanh", "Softplus", "Exp", "Erf", "Add",
                              "Mul", "Sub", "Max", "Min", "PRelu", "Slice", "BatchNormalization",
                              "BatchNormalizationRelu")}}
 #: the vendor op types of rv1106 files whose attributes are recovered

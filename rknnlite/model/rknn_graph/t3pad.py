@@ -32,11 +32,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...errors import ModelInvalidError
-from .regcmd import TARGET_DPU, i32, task_register
+from .regcmd import TARGET_DPU, TARGET_RDMA, i32, task_register
 
 __all__ = ["t3_pad"]
 
-_TARGET_RDMA = 0x2001
 _BN_CFG, _BN_ADD = 0x4060, 0x4064
 _DESTINATION, _SIZE, _SOURCE, _SURFACE_STRIDE = 0x4020, 0x405C, 0x5018, 0x4024
 _COPY, _FILL = 0x13, 0x20010
@@ -101,7 +100,7 @@ def t3_pad(states: Sequence[Dict[Tuple[int, int], int]], x_shape: Sequence[int],
         if cfg == _FILL:
             pixels[b, r:r + h, c:c + w] = _fill_cell(i32(reg(state, _BN_ADD)))
             continue
-        src = reg(state, _SOURCE, _TARGET_RDMA)
+        src = reg(state, _SOURCE, TARGET_RDMA)
         frm = cell(src, w, h)
         if frm is None:  # from outside the map: the next batch of the input, whole
             if (w, h) != (width, height) or len(origins) >= batches:
