@@ -449,7 +449,7 @@ def _pad(n: _Node) -> VendorNode:
     the stored value, as the simulator does."""
     node = n.node
     if not any(t.op_idx == node.index for t in n.tasks()):
-        raise n.refuse("a Pad the compiler runs on the CPU (no NPU task; RKNN-Toolkit2 2.2.0 and 2.3.0 do so with "
+        raise n.refuse("a Pad the compiler runs on the CPU (no NPU task; RKNN-Toolkit2 2.2.0 to 2.3.2 do so with "
                        "some constant Pads: of a graph input, of a pooled column): its mode is stored nowhere, and its "
                        "inputs do not tell it (a reflect Pad keeps a value input too)")
     x, out = _dpu_only(n, "Pad")
