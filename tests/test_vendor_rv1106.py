@@ -967,6 +967,19 @@ def test_a_pad_the_compiler_runs_on_the_cpu_is_refused_by_name():
         t3nodes._pad(Node())
 
 
+def test_a_deconv_of_the_image_input_is_read_from_its_registers(tmp_path):
+    # ConvTranspose 3->8 k3 s2 p1 output padding 1 on the RGB input: CONV_CON1 0x2000a000 (the image
+    # fetch), its weight tiles ending on 64 bytes, its multiplier stage in the depthwise form
+    model = lower_rockchip(*_model("deconv_input_rv1106_i8"))
+    (deconv,) = [n for n in model.graph.nodes if n.op == "ConvTranspose"]
+    # ONNX's end pads 1 and output padding 1 only size the output: the fewest that give it (deconv_regs)
+    assert (deconv.attrs["strides"], deconv.attrs["pads"], deconv.attrs["output_padding"]) == \
+        ([2, 2], [1, 1, 0, 0], [0, 0])
+    _refused(tmp_path, patch_registers(TARGET_DPU, {0x4054}, lambda v: v | 0x80000000),
+             r"DPU register 0x4054 = 0x8e000000 in an rv1106 int8 image-input transposed conv; only 0xe000000 was observed",
+             "deconv_input_rv1106_i8")
+
+
 def test_batch_norms_run_from_their_stored_folded_constants(tmp_path):
     # affine_ops: Mul + Add (a BatchNormalization) and BatchNormalization + Relu, in the compiler's folded form
     model = lower_rockchip(*_model("affine_ops_rv1106_i8"))

@@ -1989,6 +1989,10 @@ def _int8_platform_cases() -> List[Case]:
                purpose=f"a Gather of an activation by constant indices (a pooled channel shuffle) on {p}, whose file "
                        "stores no axis (RKNN-Toolkit2 2.3.0 and 2.2.0; later releases compile it to convs)")
           for p in ("rv1106", "rv1103")),
+        *(Case(f"deconv_input_{p}", doc(_deconv_input), _deconv_input, image8, variants=("i8",), platform=p,
+               purpose=f"a ConvTranspose fetching {p}'s image input (CONV_CON1 0x2000a000; its multiplier stage "
+                       "in the depthwise form)")
+          for p in ("rv1106", "rv1103")),
         *(Case(f"folded_pad_{p}", doc(_folded_pad), _folded_pad, image8, variants=("i8",), platform=p,
                purpose=f"a constant Pad folded into a 1x1 conv's padding on {p} (RKNN-Toolkit2 2.3.0 and 2.2.0)")
           for p in ("rv1106", "rv1103")),

@@ -7,7 +7,8 @@ rk3566/rk3568 and rv1106/rv1103 encode it alike in their CNA registers but for t
 * ``CONV_CON1`` 0x100c: the deconv flag (bit 16, not on rv1106), the processing and input
   precisions (bits 7..9 and 4..6: 0 for int8, 2 for float16 on rk3588, rk3566 writes 4 and 2)
   and the conv mode (bits 0..3: 0 plain, 3 depthwise; rv1106's depthwise: 7); a deconv reading
-  the graph's input adds how it fetches it (rk3588: bits 13..15 and 29..30; rk3566: 13..15);
+  the graph's input adds how it fetches it (rk3588: bits 13..15 and 29..30; rk3566: 13..15;
+  rv1106: 0x20008000 | (channels - 1) << 12, as its convs there);
 * ``CONV_CON3`` 0x1014: the conv's unit strides (0x9) and the deconv's strides minus one in
   bits 8..10 (x) and 11..13 (y);
 * ``PAD_CON0`` 0x1068: ``k - 1 - p`` for the deconv's top and left pads ``p``: the top in bits
@@ -80,9 +81,9 @@ class DeconvEncoding:
 
 
 #: rv1106/rv1103 (int8 only): no deconv flag; the older releases' depthwise one (a bilinear
-#: Resize) in conv mode 7
+#: Resize) in conv mode 7; on the graph's input of 1 to 4 channels, its convs' image fetch besides
 RV1106_DECONV = DeconvEncoding("rv1106", {(True, False): 0x0, (True, True): 0x7}, depthwise_low={True: 2},
-                               left_shift=8)
+                               left_shift=8, input_fetch=tuple(0x20008000 | (c - 1) << 12 for c in (4, 3, 2, 1)))
 #: rk3588: the deconv flag, float16 precisions 2/2; on the graph's input, 0x6000a000 (3 channels) or
 #: 0x60008000 (1 channel) besides, as its convs there
 RK3588_DECONV = DeconvEncoding("rk3588", {(True, False): 0x10000, (True, True): 0x10003,

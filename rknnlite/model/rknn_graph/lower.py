@@ -143,8 +143,8 @@ from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from
                     hard_sigmoid_slope)
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .recurrent import lower_lstm
-from .deconv_regs import (RK3562_DECONV, RK3566_DECONV, RK3576_DECONV, RK3588_DECONV, DeconvEncoding, deconv_params,
-                          input_fetch)
+from .deconv_regs import (RK3562_DECONV, RK3566_DECONV, RK3576_DECONV, RK3588_DECONV, RV1106_DECONV, DeconvEncoding,
+                          deconv_params, input_fetch)
 from .regcmd import (BN_CLIP_SHIFTED, BN_CLIP_SHIFTED_LITE, BN_LUT, BN_LUT_LITE, LEAKY_SLOPE_BITS, REG_CNA_CONV_CON1,
                      T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant, fused_activation, node_registers, read_tasks,
                      requant_of, requant_t4)
@@ -1228,7 +1228,8 @@ class _Lowering:
             requant = replace(requant, weight_zp=self.lane_zero_point(node, requant.weight_zp))
         elif self.t3_platform():
             requant = requant_t3(regs, where, activation, node.index in self.weight_zero_points,
-                                 input_depthwise=node.index in self.tiles_alone)
+                                 input_depthwise=node.index in self.tiles_alone,
+                                 input_deconv=deconv and x.kind == "input" and bool(input_fetch(regs, RV1106_DECONV)))
         elif self.f2_platform():  # rk3576/rv1126b: OUT_CVT at their own addresses; a deconv has bias blocks
             # (but one of a single channel: deconv_one_channel)
             leaky_shift = f2_leaky_shift(self, out, where) if activation == "LeakyRelu" else 0
@@ -1612,7 +1613,8 @@ class _Lowering:
         raw = self.vf.tensor_data(self.sg, w)
         if group == 1:
             # the tiles hold the kernel flipped in both spatial axes (the conv a deconvolution runs as)
-            tiles = decode_weight(raw, w.npu_shape, (cout, cin, kh, kw), w.dtype, where, w.size)[:, :, ::-1, ::-1]
+            tiles = decode_weight(raw, w.npu_shape, (cout, cin, kh, kw), w.dtype, where, w.size,
+                                  align=self.weight_align())[:, :, ::-1, ::-1]
             weight = np.ascontiguousarray(tiles.transpose(1, 0, 2, 3))  # ONNX [Cin, Cout, kh, kw]
             # one output channel: a plain bias, the weight zero point in the tile (deconv_one_channel_*)
             if self.int8 and (self.f2_platform() or self.t4_platform()) and cout == 1:

@@ -25,7 +25,9 @@ register encoding:
   (0x4050 = 0x30000001) whose multipliers, normalised to 2^14, have that shift in 0x4054
   (0x8e000000: bit 31 and 14 in bits 24..29; rk3588 keeps it in 0x4048 bits 8..13, where rv1106
   writes 1); a depthwise conv keeps its zero points in the weight (0x4050 = 0x70000125, 0x4054
-  = 0x0e000000, 0x4048 = 0) and the simulator still applies the multipliers.
+  = 0x0e000000, 0x4048 = 0) and the simulator still applies the multipliers; a deconv fetching the
+  graph's image input writes bias blocks with the depthwise form's 0x4048 and 0x4054, the same
+  arithmetic (as rk3562's, corpus ``deconv_input_rv110*``).
 * ``BN_CFG`` 0x4060: 0x13 on a plain or residual conv, 0x22 with a LeakyRelu (its slope in the
   high half of 0x4068, a signed 16-bit value over 2^14, as rk3588's; a plain conv's multipliers
   normalised to 2^15 or 2^14 as the compiler chose, 0x4054 = 0x8f000000 or 0x8e000000, a depthwise
@@ -107,6 +109,8 @@ _PLAIN_BIAS = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x30000002}
 #: stage, weight zero point 0 (rk3562's 0x126 for it)
 _INPUT_DEPTHWISE = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x70000126, 0x4054: 0x0}
 _ALU_SRC, _ALU_SRC_FLAG = 0x4054, 0x80000000
+#: a deconv fetching the graph's image input: bias blocks, the multiplier stage as a depthwise conv's
+_INPUT_DECONV = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x30000001, 0x4054: 0x0E000000}
 #: a plain-bias conv's 0x4054 operand, minus the weight zero point: 17-bit two's complement (0x1ffe6 for
 #: a zero point of 26; 0x80 for -128)
 _OPERAND_BITS = 17
@@ -231,12 +235,13 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
 
 
 def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str],
-               depthwise: bool = False, input_depthwise: bool = False) -> Requant:
+               depthwise: bool = False, input_depthwise: bool = False, input_deconv: bool = False) -> Requant:
     """The output conversion of an rv1106 int8 conv (``activation``: its fused part, ``None``,
     ``"Relu"``, ``"Clip"``, ``"LeakyRelu"``, ``"PRelu"``, ``"Add"``, ``"AddRelu"`` or a lookup-table one;
     ``depthwise``: a depthwise conv, whose weight holds the zero points; ``input_depthwise``: the
     compiler's depthwise conv on a graph input, a plain int32 bias and zero point 0, no multiplier
-    stage, its weight the tiles alone): ``OUT_CVT`` at rk3588's
+    stage, its weight the tiles alone; ``input_deconv``: a deconv fetching the graph's image input,
+    bias blocks with 0x4048 and 0x4054 as a depthwise conv's): ``OUT_CVT`` at rk3588's
     addresses, per-channel bias blocks whose multipliers are normalised to 2^14 (a plain conv's
     2^15 with a LeakyRelu, whose slope's 14 fraction bits ``OUT_CVT_SHIFT`` also counts: taken
     off here), or (0x4050 = 0x30000002) a plain int32 bias and one weight zero point.  Every
@@ -246,7 +251,8 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
                                 "decoded (plain, Relu, Clip-from-0, LeakyRelu, PRelu, residual Add and AddRelu and "
                                 "lookup-table convs were)", op="load")
     plain = not depthwise and regs.get((TARGET_DPU, 0x4050)) == _PLAIN_BIAS[0x4050]
-    prefix = "input depthwise " if input_depthwise else "depthwise " if depthwise else "plain-bias " if plain else ""
+    prefix = "input depthwise " if input_depthwise else "depthwise " if depthwise else "plain-bias " if plain else \
+        "image-input transposed " if input_deconv else ""
     kind = f"{prefix}{'conv' if activation is None else activation + ' conv'}"
     if input_depthwise and activation is not None:
         raise ModelInvalidError(f"{where}: an rv1106 int8 {kind}: the compiler's depthwise conv on a graph input "
@@ -256,7 +262,8 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         raise ModelInvalidError(f"{where}: an rv1106 int8 {kind}: only a {activation} on a conv with per-channel "
                                 "bias blocks was decoded", op="load")
     fixed = {**_FIXED[depthwise], _ALU_SRC: _SLOPE_ALU_SRC[depthwise]} if leaky else \
-        _INPUT_DEPTHWISE if input_depthwise else _PLAIN_BIAS if plain else _FIXED[depthwise]
+        _INPUT_DEPTHWISE if input_depthwise else _PLAIN_BIAS if plain else \
+        _INPUT_DECONV if input_deconv else _FIXED[depthwise]
     _expect(regs, {**fixed, **_ACTIVATION[activation]}, where, f"int8 {kind}")
     offset = _reg(regs, TARGET_DPU, _OUT_CVT_OFFSET, where)
     scale = _reg(regs, TARGET_DPU, _OUT_CVT_SCALE, where)

@@ -35,8 +35,8 @@ the others:
 
 Ops without attributes run as stored: the standalone lookup-table ops (Sigmoid, exSwish, HardSwish,
 exGelu, Tanh, Softplus, and HardSigmoid, whose alpha and beta are in its table alone: it runs on
-the file's table, as the NPU does), the CPU's Exp and Erf, element-wise Add, Mul, Sub, Max and Min; so do ops
-whose parameters are stored constants alone, which the lowering reads and checks: a standalone
+the file's table, as the NPU does), the CPU's Exp and Erf, element-wise Add, Mul, Sub, Max and
+Min; so do ops whose parameters are stored constants alone, which the lowering reads and checks: a standalone
 PRelu's slopes, a Slice's starts, ends, axes and steps (against its output's shape), a
 BatchNormalization's folded scale and bias (its mean 0 and variance 1; no table holds its epsilon,
 which is 0 in that form).
@@ -110,6 +110,14 @@ class _Node:
     def data_inputs(self) -> Tuple[int, ...]:
         """The node's inputs but its shape constants (an rv1106 file stores none)."""
         return tuple(i for i in self.node.inputs if self.sg.tensor(i, self.node.where).kind != "shape")
+
+    def input_grid(self) -> VendorTensor:
+        """The node's first input, which must be on one int8 grid (one scale and zero point)."""
+        x = self.sg.tensor(self.node.inputs[0], self.node.where)
+        if len(x.zero_point) != 1:
+            raise self.refuse(f"a {self.node.op} on {x.name!r} with zero points {list(x.zero_point)}; one int8 grid "
+                              "was expected")
+        return x
 
     def refuse(self, message: str) -> ModelInvalidError:
         return ModelInvalidError(f"{self.node.where}: {message} (an rv1106 graph stores no attributes: they are "
@@ -297,9 +305,7 @@ def _pool(n: _Node) -> VendorNode:
     node = n.node
     if len(node.inputs) != 1 or len(node.outputs) != 1:
         raise n.refuse(f"a {node.op} with inputs {list(node.inputs)} and outputs {list(node.outputs)}")
-    x = n.sg.tensor(node.inputs[0], node.where)
-    if len(x.zero_point) != 1:
-        raise n.refuse(f"a {node.op} on {x.name!r} with zero points {list(x.zero_point)}; one int8 grid was expected")
+    x = n.input_grid()
     params = t3_pool_params(n.task_states(ENABLE_PPU), node.op, x.shape, n.shape(node.outputs[0]), x.zero_point[0],
                             node.where)
     return dataclasses.replace(node, recovered={k: _ints_attr(v) if isinstance(v, list) else _int_attr(v)
@@ -311,9 +317,7 @@ def _conv(n: _Node) -> VendorNode:
     if len(node.inputs) < 2 or len(node.outputs) != 1:
         raise ModelInvalidError(f"{node.where}: a conv with inputs {list(node.inputs)} and outputs "
                                 f"{list(node.outputs)}; an input, a weight and one output were expected", op="load")
-    x = n.sg.tensor(node.inputs[0], node.where)
-    if len(x.zero_point) != 1:
-        raise n.refuse(f"a conv on {x.name!r} with zero points {list(x.zero_point)}; one int8 grid was expected")
+    x = n.input_grid()
     params = t3_conv_params(n.registers(ENABLE_CNA), n.shape(node.inputs[1]), x.shape, n.shape(node.outputs[0]),
                             x.zero_point[0], node.where)
     return dataclasses.replace(node, param_type=_CONV_PARAM_TYPE, params=params, recovered={})
@@ -323,8 +327,9 @@ def _deconv(n: _Node) -> VendorNode:
     node = n.node
     if len(node.inputs) < 2 or len(node.outputs) != 1:
         raise n.refuse(f"a ConvTranspose with inputs {list(node.inputs)} and outputs {list(node.outputs)}")
-    attrs = deconv_params(n.registers(ENABLE_CNA), n.shape(node.inputs[1]), n.shape(node.inputs[0]),
-                          n.shape(node.outputs[0]), node.where)
+    x = n.sg.tensor(node.inputs[0], node.where)
+    attrs = deconv_params(n.registers(ENABLE_CNA), n.shape(node.inputs[1]), x.shape, n.shape(node.outputs[0]),
+                          node.where, graph_input=x.kind == "input")
     params = {"kernel_shape": attrs["kernel_shape"], "dilations": attrs["dilations"], "auto_pad": "NOTSET"}
     return dataclasses.replace(node, param_type=_DECONV_PARAM_TYPE, params=params, recovered={
         k: _int_attr(v) if isinstance(v, int) else _ints_attr(v) for k, v in attrs.items()})
@@ -380,7 +385,7 @@ def _gather(n: _Node) -> VendorNode:
     gathering by indices of that shape gives the output's shape; the lowering checks the indices."""
     node = n.node
     data = n.activations()
-    ids = [n.sg.tensor(i, node.where) for i in node.inputs if n.sg.tensor(i, node.where).kind == "shape"]
+    ids = [t for t in (n.sg.tensor(i, node.where) for i in node.inputs) if t.kind == "shape"]
     if len(data) != 1 or len(ids) != 1 or len(node.outputs) != 1:
         raise n.refuse(f"a Gather with inputs {list(node.inputs)} and outputs {list(node.outputs)}; one activation "
                        "and one stored index tensor were expected")
@@ -554,8 +559,8 @@ _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     # corpus standalone_lut_*, sigmoid_mul_*, standalone_attr_free_*; ops whose parameters are stored constants
     # the lowering checks: standalone_prelu_*, slices_*, affine_ops_rv110* (a BatchNormalization in the
     # compiler's folded form, mean 0 and variance 1, whose epsilon, 0 in that form, no table holds here)
-    **{op: _as_is for op in ("HardSigmoid", "Sigmoid", "exSwish", "HardSwish", "exGelu", "Tanh", "Softplus", "Exp", "Erf", "Add",
-                             "Mul", "Sub", "Max", "Min", "PRelu", "Slice", "BatchNormalization",
+    **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "HardSigmoid", "exGelu", "Tanh", "Softplus", "Exp",
+                             "Erf", "Add", "Mul", "Sub", "Max", "Min", "PRelu", "Slice", "BatchNormalization",
                              "BatchNormalizationRelu")}}
 #: the vendor op types of rv1106 files whose attributes are recovered
 T3_OPS = frozenset(_RECOVERIES)
