@@ -34,7 +34,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from ...errors import ModelInvalidError
 
 __all__ = ["Task", "Requant", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
-           "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "TARGET_CNA",
+           "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "signed", "TARGET_CNA",
            "TARGET_DPU", "TARGET_RDMA", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE", "BN_CLIP_SHIFTED",
            "BN_CLIP_SHIFTED_LITE", "BN_MUL", "bn_multiplier"]
 
@@ -391,14 +391,19 @@ def f32(bits: int) -> float:
     return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
+def signed(bits: int, width: int) -> int:
+    """A ``width``-bit register field (``0 <= bits < 2^width``) read as two's complement."""
+    return bits - (1 << width) if bits >> (width - 1) & 1 else bits
+
+
 def i32(bits: int) -> int:
     """A 32-bit register word read as a signed int32."""
-    return bits - (1 << 32) if bits >= 1 << 31 else bits
+    return signed(bits, 32)
 
 
 def i16(bits: int) -> int:
     """A 16-bit register field read as a signed int16."""
-    return bits - (1 << 16) if bits >= 1 << 15 else bits
+    return signed(bits, 16)
 
 
 def fused_activation(regs: Dict[Tuple[int, int], int], activation: str, where: str,

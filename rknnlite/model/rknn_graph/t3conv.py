@@ -53,7 +53,7 @@ from typing import Dict, Optional, Sequence, Tuple
 from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
 from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, TARGET_CNA, TARGET_DPU, Requant, i16, i32, int8_leaky_slope,
-                     slope_decimal, task_register)
+                     signed, slope_decimal, task_register)
 
 __all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_check_convert_task", "t3_clip_bound",
            "t3_leaky_slope", "t3_lut_stage", "t3_lut_task", "t3_prelu_slope", "t3_standalone_clip",
@@ -274,14 +274,13 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
                                 f"16-bit scale{' with bit 16 set' if flag else ''} and a 6-bit shift were observed",
                                 op="load")
     scale &= 0xFFFF
-    if offset >= 1 << 31:
-        offset -= 1 << 32
+    offset = i32(offset)
     if input_depthwise:
         return Requant(scale, shift, None, offset, False, 0)
     if plain:
         operand = _reg(regs, TARGET_DPU, _ALU_SRC, where)
         value = operand & ~_ALU_SRC_FLAG
-        minus_zp = value - (1 << _OPERAND_BITS) if value >> (_OPERAND_BITS - 1) & 1 else value
+        minus_zp = signed(value, _OPERAND_BITS)
         if not operand & _ALU_SRC_FLAG or value >> _OPERAND_BITS or not -127 <= minus_zp <= 128:
             raise ModelInvalidError(f"{where}: DPU register {_ALU_SRC:#x} = {operand:#x} in an rv1106 int8 {kind}; "
                                     f"bit 31 and a {_OPERAND_BITS}-bit operand, minus an int8 weight zero point, were "
@@ -381,8 +380,7 @@ def t3_lut_task(regs: Dict[Tuple[int, int], int], where: str) -> Tuple[LutStage,
     if scale & ~0xFFFF != _OUT_CVT_RESIDUAL or shift & ~0x3F:
         raise ModelInvalidError(f"{where}: OUT_CVT scale {scale:#x} / shift {shift:#x} in an rv1106 lookup-table task; "
                                 "a 16-bit scale with bit 16 set and a 6-bit shift were observed", op="load")
-    return _table_stage(regs, where), Requant(scale & 0xFFFF, shift, None,
-                                              offset - (1 << 32) if offset >= 1 << 31 else offset, False, 0)
+    return _table_stage(regs, where), Requant(scale & 0xFFFF, shift, None, i32(offset), False, 0)
 
 
 #: the DPU-only task of an int8 -> float16 exDataConvert (a Softmax head's logits, corpus

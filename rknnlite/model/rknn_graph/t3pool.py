@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Dict, List, Sequence, Tuple
 
 from ...errors import ModelInvalidError
+from .regcmd import signed
 
 __all__ = ["t3_pool_params"]
 
@@ -43,11 +44,6 @@ _MODE_BITS, _NOTCH_SHIFT = 0xFFFF, 16
 _KERNEL_BITS, _PADDING_BITS = 0x00FF0F0F, 0x7777
 _PAD_VALUE_BITS = 19
 _MAX_PAD_VALUE = -128
-
-
-def _pad_value(value: int) -> int:
-    """A ``PADDING_VALUE`` register's 19-bit two's complement value."""
-    return value - (1 << _PAD_VALUE_BITS) if value >> (_PAD_VALUE_BITS - 1) else value
 
 
 def t3_pool_params(states: List[Dict[Tuple[int, int], int]], op: str, x_shape: Sequence[int],
@@ -119,9 +115,9 @@ def t3_pool_params(states: List[Dict[Tuple[int, int], int]], op: str, x_shape: S
         if padded:
             attrs["count_include_pad"] = 1
     if padded:
-        each = _MAX_PAD_VALUE if op == "MaxPool" else zero_point
-        values = [_pad_value(reg(regs, address)) for address in _PAD_VALUES]
-        expected = [each if op == "MaxPool" else each * k for k in range(1, len(_PAD_VALUES) + 1)]
+        values = [signed(reg(regs, address), _PAD_VALUE_BITS) for address in _PAD_VALUES]
+        expected = [_MAX_PAD_VALUE] * len(_PAD_VALUES) if op == "MaxPool" else \
+            [zero_point * k for k in range(1, len(_PAD_VALUES) + 1)]
         if values != expected:
             raise refuse(f"a padded {op} whose padding values (PPU {_PAD_VALUES[0]:#x}..{_PAD_VALUES[-1]:#x}) are "
                          f"{values}; {expected} (a {'-128' if op == 'MaxPool' else 'real 0'}) was expected")

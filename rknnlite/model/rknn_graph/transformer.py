@@ -29,10 +29,6 @@ _REG_CNA_CVT_CON0 = 0x104C
 _REG_CNA_CVT_SCALES = (0x1050, 0x1054, 0x1058, 0x105C)
 
 
-def _signed32(value: int) -> int:
-    return value - (1 << 32) if value >= 1 << 31 else value
-
-
 def lower_layer_norm(lowering, node: VendorNode) -> None:
     """exNorm with mode ``layer``: the compiler's LayerNorm (from an opset-13 ReduceMean/Sub/
     Pow/Sqrt/Div/Mul/Add chain or an opset-17 LayerNormalization) over axis 1 of (N, C, 1, T)
@@ -243,7 +239,7 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
     elif factor is not None:
         raise lowering.error(f"{node.label}: a fused factor {factor!r} without the conv task's BN multiplier; "
                              "only the BN stage's form was observed")
-    offset_out = _signed32(reg(TARGET_DPU, 0x4080, "OUT_CVT_OFFSET"))
+    offset_out = i32(reg(TARGET_DPU, 0x4080, "OUT_CVT_OFFSET"))
     out_scale = reg(TARGET_DPU, 0x4084, "OUT_CVT_SCALE")
     out_shift = reg(TARGET_DPU, 0x4088, "OUT_CVT_SHIFT")
     if offset_out != qo.zero_point[0] or out_scale & ~0xFFFF or out_shift & ~0x3F:
@@ -435,7 +431,7 @@ def _rk3588_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) ->
             scores.append(regs)
         elif own(0x4084) is not None and not own(0x4084) & ~0xFFFF \
                 and i16(regs.get((TARGET_DPU, 0x4054), 0) & 0xFFFF) == -zp_v \
-                and _signed32(regs.get((TARGET_DPU, 0x4080), 0)) == zp_out:
+                and i32(regs.get((TARGET_DPU, 0x4080), 0)) == zp_out:
             mixes.append(regs)  # BS_ALU_SRC and the OUT_CVT offset may carry over (zero points 0)
     if not scores or not mixes:
         raise lowering.error(f"{node.label}: {len(scores)} scores tasks (BN multiplier 0x4068 set) and {len(mixes)} "
@@ -459,7 +455,7 @@ def _rk3588_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) ->
         raise lowering.error(f"{node.label}: scores task BN multiplier 0x4068 = {bn:#x}; 16-bit scale, then 0x1000 | "
                              "s << 8 was expected")
     return AttentionTasks(con0, (con1 >> 16, i16(con1 & 0xFFFF)), multiplier,
-                          (_signed32(offset), m, n), mcon0, (mcon1 >> 16, i16(mcon1 & 0xFFFF)), (m2, n2), shown)
+                          (i32(offset), m, n), mcon0, (mcon1 >> 16, i16(mcon1 & 0xFFFF)), (m2, n2), shown)
 
 
 #: the CNA input conversion of rk3576/rv1126b/rk3562: CVT_CON0 (rk3588's 0x104c), the four lanes'
