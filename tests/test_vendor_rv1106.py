@@ -980,6 +980,34 @@ def test_a_deconv_of_the_image_input_is_read_from_its_registers(tmp_path):
              "deconv_input_rv1106_i8")
 
 
+def test_a_deconv_from_one_channel_takes_its_weight_zero_point_from_its_tiles_spare_lanes(tmp_path):
+    # three ConvTransposes 1->1 after a 1->1 conv: conv mode 3 (CONV_CON1 3, 0x1038's low field 1), a plain
+    # int32 bias and no multiplier stage, as the compiler's depthwise input conv; the weight zero point in
+    # the 15 spare input lanes of each tap's 16-byte row (refused as an unknown CONV_CON1 before; random graph
+    # seed 11)
+    stem = "deconv_one_channel_rv1106_i8"
+    model = lower_rockchip(*_model(stem))
+    deconvs = [n for n in model.graph.nodes if n.op == "ConvTranspose"]
+    assert [(n.attrs["kernel_shape"], n.attrs["strides"], n.attrs["pads"]) for n in deconvs] == \
+        [([4, 4], [1, 1], [1, 1, 1, 1]), ([4, 4], [2, 2], [1, 1, 1, 1]), ([3, 3], [2, 2], [0, 0, 0, 0])]
+    data = bytearray((CORPUS / f"{stem}.rknn").read_bytes())
+    rows = np.frombuffer(tensor_bytes(data, "w05"), np.int8)[:16 * 16].reshape(16, 16)  # the first deconv's taps
+    zero_point = int(rows[0, 1])
+    assert zero_point != 0 and np.all(rows[:, 1:] == zero_point)
+    weight = model.graph.constants[deconvs[0].inputs[1]]  # the integer weight, flipped: q - zp
+    assert sorted(weight.ravel().tolist()) == sorted((rows[:, 0].astype(int) - zero_point).tolist())
+
+    def lane(data):
+        tensor_bytes(data, "w05")[1] = (zero_point + 1) & 0xFF
+
+    (tmp_path / "lane").mkdir()
+    _refused(tmp_path / "lane", lane, r"spare input lanes of weight tile \(1, 1, 4, 4, 1, 16\) hold", stem)
+    (tmp_path / "dpu").mkdir()  # bias blocks where the mode-3 form has a plain bias
+    _refused(tmp_path / "dpu", patch_registers(TARGET_DPU, {0x4050}, lambda v, n: 0x30000001 if n == 1 else v,
+                                               indexed=True),
+             r"DPU register 0x4050 = 0x30000001 in an rv1106 int8 input depthwise conv", stem)
+
+
 def test_batch_norms_run_from_their_stored_folded_constants(tmp_path):
     # affine_ops: Mul + Add (a BatchNormalization) and BatchNormalization + Relu, in the compiler's folded form
     model = lower_rockchip(*_model("affine_ops_rv1106_i8"))

@@ -425,6 +425,21 @@ def _deconv_input(seed: int = 219):
     return g.model([("x", (1, 3, 8, 8))], [(y, "y")])
 
 
+def _deconv_from_one_channel(seed: int = 915):
+    """Conv 1->1 3x3 p1 on a 1-channel 12x12 input, then three ConvTransposes 1->1 (4x4 s1 p1, 4x4 s2
+    p1, 3x3 s2 p0): rv1106 and rv1103 run a deconv from one channel to one in conv mode 3 (the
+    compiler's depthwise input conv's registers: a plain int32 bias, no multiplier stage), its weight
+    zero point in the 15 spare input lanes of its tile (random graph seed 11)."""
+    g = _G(seed)
+    y = g.conv("x", 1, 1)
+    outs = []
+    for k, (size, stride, pad) in enumerate(((4, 1, 1), (4, 2, 1), (3, 2, 0))):
+        w = (g.rng.standard_normal((1, 1, size, size)) * 0.5).astype(np.float32)
+        outs.append((g.node("ConvTranspose", [y, g.const(w, f"w{k}")], kernel_shape=[size, size],
+                            strides=[stride, stride], pads=[pad] * 4)[0], f"d{k}"))
+    return g.model([("x", (1, 1, 12, 12))], outs)
+
+
 def _pad_saturated(seed: int = 220):
     """Conv 3->8 3x3 p1, HardSwish, Pad constant -2.5, Clip(-3, 3), and Conv 3->8 3x3 p1, Sigmoid, Pad
     constant 40, Clip(-50, 50), each pad 1 on every side: the second Pad keeps the Sigmoid's fixed int8
@@ -1992,6 +2007,11 @@ def _int8_platform_cases() -> List[Case]:
         *(Case(f"deconv_input_{p}", doc(_deconv_input), _deconv_input, image8, variants=("i8",), platform=p,
                purpose=f"a ConvTranspose fetching {p}'s image input (CONV_CON1 0x2000a000; its multiplier stage "
                        "in the depthwise form)")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"deconv_one_channel_{p}", doc(_deconv_from_one_channel), _deconv_from_one_channel,
+               [("x", (1, 1, 12, 12), "normal")], variants=("i8",), platform=p,
+               purpose=f"{p}'s deconv from one channel to one (conv mode 3; its weight zero point in the tile's "
+                       "spare lanes)")
           for p in ("rv1106", "rv1103")),
         *(Case(f"folded_pad_{p}", doc(_folded_pad), _folded_pad, image8, variants=("i8",), platform=p,
                purpose=f"a constant Pad folded into a 1x1 conv's padding on {p} (RKNN-Toolkit2 2.3.0 and 2.2.0)")

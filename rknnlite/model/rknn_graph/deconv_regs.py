@@ -61,7 +61,8 @@ class DeconvEncoding:
         input_fetch: the ``CONV_CON1`` bits a deconv reading the graph's input adds (how the input
             is fetched; they differ with its channels), the values observed.
         one_channel: an int8 deconv from one channel to one whose ``CONV_CON1`` and kernel low
-            field are neither a plain nor a depthwise one's (rk3562: 1 and 1), or ``None``.
+            field are neither a plain nor a depthwise one's (rk3562: 1 and 1; rv1106: 3 and 1), or
+            ``None``.
         kernel_address: the register of the kernel size and output channels.
         minus_one: whether that register holds each of them minus one (rk3576/rv1126b).
         pad_bytes: the register holding the four pads as bytes (then its successor holds an int8
@@ -81,9 +82,12 @@ class DeconvEncoding:
 
 
 #: rv1106/rv1103 (int8 only): no deconv flag; the older releases' depthwise one (a bilinear
-#: Resize) in conv mode 7; on the graph's input of 1 to 4 channels, its convs' image fetch besides
+#: Resize) in conv mode 7; one channel to one in conv mode 3, the low field 1 (as the compiler's
+#: depthwise conv on a graph input); on the graph's input of 1 to 4 channels, its convs' image
+#: fetch besides
 RV1106_DECONV = DeconvEncoding("rv1106", {(True, False): 0x0, (True, True): 0x7}, depthwise_low={True: 2},
-                               left_shift=8, input_fetch=tuple(0x20008000 | (c - 1) << 12 for c in (4, 3, 2, 1)))
+                               left_shift=8, one_channel=(0x3, 1),
+                               input_fetch=tuple(0x20008000 | (c - 1) << 12 for c in (4, 3, 2, 1)))
 #: rk3588: the deconv flag, float16 precisions 2/2; on the graph's input, 0x6000a000 (3 channels) or
 #: 0x60008000 (1 channel) besides, as its convs there
 RK3588_DECONV = DeconvEncoding("rk3588", {(True, False): 0x10000, (True, True): 0x10003,

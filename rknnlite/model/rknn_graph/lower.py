@@ -1220,16 +1220,19 @@ class _Lowering:
         s_in, zp_in = self.activation_quant(x).scale[0], self.activation_quant(x).zero_point[0]
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
         deconv = node.op in _DECONV_ACTIVATIONS
+        # a deconv fetching the graph's input (rk3562, rv1106: its multiplier stage in another form)
+        input_deconv = deconv and x.kind == "input" and \
+            bool(input_fetch(regs, RV1106_DECONV if self.t3_platform() else self.deconv_encoding()))
+        # the compiler's depthwise input conv and a one-channel deconv: a plain bias, the tiles alone
+        tiles_alone = node.index in self.tiles_alone or node.index in self.lane_zero_points
         if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
             requant = requant_t4(regs, where, activation, node.index in self.weight_zero_points,
-                                 depthwise_plain=node.index in self.tiles_alone or node.index in self.lane_zero_points,
-                                 input_deconv=deconv and x.kind == "input" and
-                                 bool(input_fetch(regs, self.deconv_encoding())))
+                                 depthwise_plain=tiles_alone, input_deconv=input_deconv)
             requant = replace(requant, weight_zp=self.lane_zero_point(node, requant.weight_zp))
         elif self.t3_platform():
             requant = requant_t3(regs, where, activation, node.index in self.weight_zero_points,
-                                 input_depthwise=node.index in self.tiles_alone,
-                                 input_deconv=deconv and x.kind == "input" and bool(input_fetch(regs, RV1106_DECONV)))
+                                 input_depthwise=tiles_alone, input_deconv=input_deconv)
+            requant = replace(requant, weight_zp=self.lane_zero_point(node, requant.weight_zp))
         elif self.f2_platform():  # rk3576/rv1126b: OUT_CVT at their own addresses; a deconv has bias blocks
             # (but one of a single channel: deconv_one_channel)
             leaky_shift = f2_leaky_shift(self, out, where) if activation == "LeakyRelu" else 0
@@ -1616,8 +1619,10 @@ class _Lowering:
             tiles = decode_weight(raw, w.npu_shape, (cout, cin, kh, kw), w.dtype, where, w.size,
                                   align=self.weight_align())[:, :, ::-1, ::-1]
             weight = np.ascontiguousarray(tiles.transpose(1, 0, 2, 3))  # ONNX [Cin, Cout, kh, kw]
-            # one output channel: a plain bias, the weight zero point in the tile (deconv_one_channel_*)
-            if self.int8 and (self.f2_platform() or self.t4_platform()) and cout == 1:
+            # one output channel: a plain bias, the weight zero point in the tile (deconv_one_channel_*;
+            # rv1106/rv1103: from one channel, in conv mode 3, whose registers requant_t3 checks)
+            if self.int8 and cout == 1 and (self.f2_platform() or self.t4_platform() or
+                                            self.t3_platform() and cin == 1):
                 self.lane_zero_points[node.index] = spare_lane_zero_point(raw, w.npu_shape, (cout, cin, kh, kw), where)
         else:
             # depthwise (RKNN-Toolkit2 2.2.0/2.3.0 compile a bilinear Resize to one): a depthwise conv's

@@ -106,7 +106,8 @@ _FIXED = {False: {0x4048: 0x1, 0x404C: _INT32_MIN, 0x4050: 0x30000001, 0x4054: 0
 #: no multiplier stage, 0x4054 = bit 31 | minus the weight zero point (16 bits: rk3588's BS_ALU_SRC)
 _PLAIN_BIAS = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x30000002}
 #: the compiler's depthwise conv on a graph input (CONV_CON1 3): a plain int32 bias, no multiplier
-#: stage, weight zero point 0 (rk3562's 0x126 for it)
+#: stage, weight zero point 0 (rk3562's 0x126 for it); a one-channel deconv in conv mode 3 writes the
+#: same, its weight zero point in its tile's spare lanes (corpus deconv_one_channel_rv110*)
 _INPUT_DEPTHWISE = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x70000126, 0x4054: 0x0}
 _ALU_SRC, _ALU_SRC_FLAG = 0x4054, 0x80000000
 #: a deconv fetching the graph's image input: bias blocks, the multiplier stage as a depthwise conv's
@@ -240,12 +241,13 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     ``"Relu"``, ``"Clip"``, ``"LeakyRelu"``, ``"PRelu"``, ``"Add"``, ``"AddRelu"`` or a lookup-table one;
     ``depthwise``: a depthwise conv, whose weight holds the zero points; ``input_depthwise``: the
     compiler's depthwise conv on a graph input, a plain int32 bias and zero point 0, no multiplier
-    stage, its weight the tiles alone; ``input_deconv``: a deconv fetching the graph's image input,
-    bias blocks with 0x4048 and 0x4054 as a depthwise conv's): ``OUT_CVT`` at rk3588's
-    addresses, per-channel bias blocks whose multipliers are normalised to 2^14 (a plain conv's
-    2^15 with a LeakyRelu, whose slope's 14 fraction bits ``OUT_CVT_SHIFT`` also counts: taken
-    off here), or (0x4050 = 0x30000002) a plain int32 bias and one weight zero point.  Every
-    other register value is refused by name."""
+    stage, its weight the tiles alone (conv mode 3; a deconv from one channel to one too, whose
+    weight zero point its tile's spare lanes hold: the caller's); ``input_deconv``: a deconv
+    fetching the graph's image input, bias blocks with 0x4048 and 0x4054 as a depthwise conv's):
+    ``OUT_CVT`` at rk3588's addresses, per-channel bias blocks whose multipliers are normalised to
+    2^14 (a plain conv's 2^15 with a LeakyRelu, whose slope's 14 fraction bits ``OUT_CVT_SHIFT``
+    also counts: taken off here), or (0x4050 = 0x30000002) a plain int32 bias and one weight zero
+    point.  Every other register value is refused by name."""
     if activation not in _ACTIVATION:
         raise ModelInvalidError(f"{where}: a fused {activation} in an rv1106 int8 conv; its registers were not "
                                 "decoded (plain, Relu, Clip-from-0, LeakyRelu, PRelu, residual Add and AddRelu and "

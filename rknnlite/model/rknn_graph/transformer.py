@@ -18,13 +18,12 @@ from .accumulator import emit_codes
 from .f2act import F2_OUT_CVT, cfg_words
 from .graph import VendorNode, VendorTensor, attr_value
 from ..spec import QuantParams
-from .regcmd import BN_MUL, TARGET_DPU, bn_multiplier, i16, i32, node_registers, task_writes
+from .regcmd import BN_MUL, TARGET_CNA, TARGET_DPU, bn_multiplier, i16, i32, node_registers, task_writes
 
 __all__ = ["attention_grids", "float_values", "lower_gather", "lower_gelu", "lower_layer_norm", "lower_matmul"]
 
 _ACTIVATION_KINDS = ("input", "output", "activation")
 #: CNA registers of an int8 exMatMul's input conversion (``CVT_CON0``, then ``CVT_CON1..4``)
-_TARGET_CNA = 0x0201
 _REG_CNA_CVT_CON0 = 0x104C
 _REG_CNA_CVT_SCALES = (0x1050, 0x1054, 0x1058, 0x105C)
 
@@ -198,13 +197,13 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
             raise lowering.error(f"{node.label}: its conv task does not write {name} ({address:#x})")
         return value
 
-    con0 = reg(_TARGET_CNA, _REG_CNA_CVT_CON0, "CNA_CVT_CON0")
+    con0 = reg(TARGET_CNA, _REG_CNA_CVT_CON0, "CNA_CVT_CON0")
     truncates = {(con0 >> shift) & 0x3F for shift in (4, 10, 16, 22)}
     if con0 & 0xF != 0xA or con0 >> 28 or len(truncates) != 1:
         raise lowering.error(f"{node.label}: CNA_CVT_CON0 (0x104c) = {con0:#x}; the observed layout is four equal "
                          "6-bit truncate shifts in bits 4..27 over the low bits 0xa (a signed, converted input)")
     (shift,) = truncates
-    cons = {reg(_TARGET_CNA, address, f"CNA_CVT_CON{k + 1}") for k, address in enumerate(_REG_CNA_CVT_SCALES)}
+    cons = {reg(TARGET_CNA, address, f"CNA_CVT_CON{k + 1}") for k, address in enumerate(_REG_CNA_CVT_SCALES)}
     if len(cons) != 1:
         raise lowering.error(f"{node.label}: CNA_CVT_CON1..4 (0x1050-0x105c) differ ({sorted(hex(v) for v in cons)}); "
                          "one scale and offset for all four were observed")
@@ -437,10 +436,10 @@ def _rk3588_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) ->
         raise lowering.error(f"{node.label}: {len(scores)} scores tasks (BN multiplier 0x4068 set) and {len(mixes)} "
                              "mixing tasks (a 16-bit OUT_CVT scale, BS_ALU_SRC = -zp_v, OUT_CVT offset = the output's "
                              "zero point) were found; at least one of each was expected")
-    fields = {tuple(r.get(k) for k in ((_TARGET_CNA, 0x104C), (_TARGET_CNA, 0x1050), (TARGET_DPU, BN_MUL),
+    fields = {tuple(r.get(k) for k in ((TARGET_CNA, 0x104C), (TARGET_CNA, 0x1050), (TARGET_DPU, BN_MUL),
                                        (TARGET_DPU, 0x4080), (TARGET_DPU, 0x4084), (TARGET_DPU, 0x4088)))
               for r in scores}
-    mix_fields = {tuple(r.get(k) for k in ((_TARGET_CNA, 0x104C), (_TARGET_CNA, 0x1050), (TARGET_DPU, 0x4084),
+    mix_fields = {tuple(r.get(k) for k in ((TARGET_CNA, 0x104C), (TARGET_CNA, 0x1050), (TARGET_DPU, 0x4084),
                                            (TARGET_DPU, 0x4088))) for r in mixes}
     if len(fields) != 1 or len(mix_fields) != 1 or any(v is None for v in next(iter(fields)) + next(iter(mix_fields))):
         raise lowering.error(f"{node.label}: its scores tasks write {sorted(map(str, fields))} and its mixing tasks "
@@ -483,7 +482,7 @@ def _moved_conversion(regs: Dict, scaled_offset: bool) -> Optional[Tuple[int, Tu
     """``(CVT_CON0, (scale, offset))`` of a CNA task state in the moved map, or ``None`` when a
     register is unwritten or the four lanes differ.  ``scaled_offset``: the offset registers hold
     the offset times the scale (rv1126b; rk3576 and rk3562: the int16 offset)."""
-    values = [regs.get((_TARGET_CNA, a)) for a in (_MOVED_CVT_CON0,) + _MOVED_CVT_SCALES + _MOVED_CVT_OFFSETS]
+    values = [regs.get((TARGET_CNA, a)) for a in (_MOVED_CVT_CON0,) + _MOVED_CVT_SCALES + _MOVED_CVT_OFFSETS]
     if None in values:
         return None
     con0, offsets = values[0], values[3:]
@@ -501,7 +500,7 @@ def _t3_conversion(regs: Dict) -> Optional[Tuple[int, Tuple[int, int]]]:
     """``(CVT_CON0, (scale, offset))`` of a CNA task state in rv1106's map, CVT_CON0 given in
     rk3588's form (low bits 0xa / 0xb, bits 28..31 clear), or ``None`` when a register is
     unwritten, the lanes differ or a field is outside the observed form."""
-    values = [regs.get((_TARGET_CNA, a)) for a in (_T3_CVT_CON0,) + _T3_CVT_SCALES + (_T3_CVT_OFFSET,)]
+    values = [regs.get((TARGET_CNA, a)) for a in (_T3_CVT_CON0,) + _T3_CVT_SCALES + (_T3_CVT_OFFSET,)]
     if None in values:
         return None
     con0, words, shifted = values[0], values[1:3], i32(values[3])
@@ -555,7 +554,7 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int)
 
     scores, mixes = set(), set()
     for writes, regs in states:
-        own_con0 = writes.get((_TARGET_CNA, con0_reg))
+        own_con0 = writes.get((TARGET_CNA, con0_reg))
         conversion = conversion_of(regs)
         if own_con0 is not None and own_con0 & 0xF == converted:
             bn = regs.get((TARGET_DPU, BN_MUL)) if in_registers else None

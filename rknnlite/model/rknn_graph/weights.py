@@ -239,12 +239,13 @@ def decode_compact_identity(raw, shape: Sequence[int], dtype: str, npu_size: int
 
 
 def spare_lane_zero_point(raw, npu_shape: Sequence[int], shape: Sequence[int], where: str) -> int:
-    """The weight zero point an rk3576/rv1126b int8 deconv of one output channel (a plain int32
-    bias, no bias blocks) writes in the spare input lanes of its one weight tile: every lane past
-    the ``I`` input channels holds it (random rk3576 graphs: code 50 in lanes 1..15 beside a
-    1-channel 4x4 kernel, the bias ``-zp_in * sum(q - 50)``).  Refused unless the weight is one
-    tile with spare lanes all of one value."""
-    tiles = weight_tiles(npu_shape)
+    """The weight zero point an rk3576/rv1126b/rk3562 int8 deconv of one output channel (and an
+    rv1106/rv1103 one from one channel; a plain int32 bias, no bias blocks) writes in the spare
+    input lanes of its one weight tile: every lane past the ``I`` input channels holds it (random
+    rk3576 graphs: code 50 in lanes 1..15 beside a 1-channel 4x4 kernel, the bias
+    ``-zp_in * sum(q - 50)``).  Refused unless the weight is one tile with spare lanes all of one
+    value (rv1106 states an empty tile of no input channels before it, which holds no byte)."""
+    tiles = [t for t in weight_tiles(npu_shape) if np.prod(t)]
     o_total, i_total, kh, kw = (int(d) for d in shape)
     if not (len(tiles) == 1 and tiles[0][:2] == (1, 1) and tiles[0][2:4] == (kh, kw) and tiles[0][4] == o_total
             and tiles[0][5] > i_total and len(raw) >= kh * kw * o_total * tiles[0][5]):
