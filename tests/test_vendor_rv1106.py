@@ -121,11 +121,11 @@ def test_a_doctored_dpu_register_is_refused_by_name(tmp_path, reg, value, match)
 
 
 def test_an_op_type_whose_attributes_are_not_recovered_is_refused_naming_it(tmp_path):
-    def patch(data: bytearray) -> None:  # an op type string "Conv" -> "Relu", which runs on other platforms
+    def patch(data: bytearray) -> None:  # an op type string "Conv" -> "LSTM", which runs on other platforms
         at = data.index(b"\x04\x00\x00\x00Conv\x00", read_rockchip(bytes(data)).graph_offset)
-        data[at + 4:at + 8] = b"Relu"
+        data[at + 4:at + 8] = b"LSTM"
 
-    _refused(tmp_path, patch, r"vendor op type Relu in an rv1106/rv1103 container cannot run off-board: its graph "
+    _refused(tmp_path, patch, r"vendor op type LSTM in an rv1106/rv1103 container cannot run off-board: its graph "
                               r"stores no attributes, and those of only .*Conv, ConvAdd")
 
 
@@ -358,9 +358,9 @@ def test_a_softmax_whose_sum_weight_is_not_the_observed_one_is_refused(tmp_path)
         view = tensor_bytes(data, "reshape_89_rs_weight")
         view[32:34] = np.float16(2).tobytes()  # the second channel's one, doubled
 
-    _refused(tmp_path, patch, r"an exSoftmax13 over 16 channels whose reduce-sum weight 'reshape_89_rs_weight' "
-                              r"\(float16, \[16, 16, 1, 1\]\) is not \[16, 16, 1, 1\] with a float16 1 in lane 0 of "
-                              r"its first 16 rows", DETECTOR)
+    _refused(tmp_path, patch, r"an exSoftmax13 over 16 values of axis 1 whose reduce-sum weight "
+                              r"'reshape_89_rs_weight' \(float16, \[16, 16, 1, 1\]\) is not \[16, 16, 1, 1\] with a "
+                              r"float16 1 in lane 0 of the first 16 rows of its column blocks", DETECTOR)
 
 
 @pytest.mark.parametrize("stem", ["classifier_heads_rv1106_i8", "classifier_heads_rv1103_i8_tk220"])
@@ -384,7 +384,8 @@ def test_a_softmax_head_whose_sum_weight_sums_a_padding_row_is_refused(tmp_path)
         weight = next(sg.tensor(i, "").name for i in head.inputs if sg.tensor(i, "").name.endswith("_rs_weight"))
         tensor_bytes(data, weight)[12 * 32:12 * 32 + 2] = np.float16(1).tobytes()  # its row 12: a padding class
 
-    _refused(tmp_path, patch, r"an exSoftmax13 over 10 channels whose reduce-sum weight", "classifier_heads_rv1106_i8")
+    _refused(tmp_path, patch, r"an exSoftmax13 over 10 values of axis 1 whose reduce-sum weight",
+             "classifier_heads_rv1106_i8")
 
 
 def test_a_data_convert_before_another_op_is_refused(tmp_path):
@@ -691,6 +692,9 @@ def test_ops_without_attributes_run_as_stored():
     ops = [n.op for n in model.graph.nodes]
     assert set(model.vendor_ops) >= {"Tanh", "Softplus", "ConvTanh", "Exp", "Erf", "Max", "Min", "Sub"}
     assert ops.count("VendorLutActivation") == 3 and {"Exp", "Erf", "Max", "Min", "Sub"} <= set(ops)
+    # Sqrt (a CPU op: no task) of a standalone Relu (random graph seed 77 of 2.5.0: refused before)
+    model = lower_rockchip(*_model("standalone_sqrt_rv1106_i8"))
+    assert {"Relu", "Sqrt"} <= set(model.vendor_ops) and {"Relu", "Sqrt"} <= {n.op for n in model.graph.nodes}
 
 
 def test_an_op_with_attributes_in_no_tensor_is_not_run_as_stored():
@@ -1006,6 +1010,51 @@ def test_a_deconv_from_one_channel_takes_its_weight_zero_point_from_its_tiles_sp
     _refused(tmp_path / "dpu", patch_registers(TARGET_DPU, {0x4050}, lambda v, n: 0x30000001 if n == 1 else v,
                                                indexed=True),
              r"DPU register 0x4050 = 0x30000001 in an rv1106 int8 input depthwise conv", stem)
+
+
+def test_a_conv_clip_below_zero_clips_where_its_output_grid_starts(tmp_path):
+    # Clip(-0.5, 1), (-1, 2), (-0.1, 0.6), (-1.5, 0.5) and (0, 1) after five convs: BN_CFG 0x20010 but for
+    # the last (0x12), the clamps a Clip from 0's and the lower bound truncated in 0x4064 (negated in
+    # 0x4018); the output grids start at the bounds (refused as an unknown BN_CFG before; 7 of 60 random
+    # graphs of RKNN-Toolkit2 2.5.0)
+    stem = "clip_below_zero_rv1106_i8"
+    model = lower_rockchip(*_model(stem))
+    requants = [n for n in model.graph.nodes if n.op == "VendorRequant"]
+    # each Clip's bounds are its output grid's ends: the lower from the grid, the upper from the clamp
+    assert [(n.attrs["qmin"], n.attrs["qmax"]) for n in requants] == [(-128, 127)] * 5
+    (tmp_path / "above").mkdir()  # the Clip from 0 on a grid from 0, read as a lower bound other than 0
+    _refused(tmp_path / "above", patch_registers(TARGET_DPU, {0x4060}, lambda v: 0x20010 if v == 0x12 else v),
+             r"BN_CFG 0x20010 \(a lower bound other than 0, truncated to 0\) whose output grid starts at 0: only a "
+             r"bound below 0", stem)
+    (tmp_path / "negated").mkdir()
+    _refused(tmp_path / "negated", patch_registers(TARGET_DPU, {0x4018}, lambda v: 2 if v == 1 else v),
+             r"DPU registers 0x4064 = -1 and 0x4018 = 2 of an rv1106 int8 ConvClip", stem)
+
+
+def test_a_softmax_sums_its_axis_in_blocks_of_16_rows(tmp_path):
+    # Softmax over the width (40 values: reduce-sum blocks of 14, 13 and 13 rows; 20: 10 and 10), over 48
+    # channels (3 blocks of 16) and over the width of a HardSigmoid's output: the parameter table's axis,
+    # checked against the reduce-sum weight (refused before: axis 3, more than 16 values)
+    stem = "softmax_axes_rv1106_i8"
+    model = lower_rockchip(*_model(stem))
+    assert [n.attrs["axis"] for n in model.graph.nodes if n.op == "Softmax"] == [3, 3, 1, 3]
+
+    def drop_one(data):  # the last of the 40 width values' ones: row 12 of the third block
+        view = np.frombuffer(tensor_bytes(data, "conv_9__float16_rs_weight"), "<f2").reshape(16, 48)
+        assert view[12, 32] == 1 and view[13, 32] == 0
+        tensor_bytes(data, "conv_9__float16_rs_weight")[(12 * 48 + 32) * 2:(12 * 48 + 33) * 2] = b"\0\0"
+
+    _refused(tmp_path, drop_one, r"an exSoftmax13 over 40 values of axis 3 whose reduce-sum weight "
+             r"'conv_9__float16_rs_weight' \(float16, \[16, 48, 1, 1\]\) is not .* the first 14, 13, 13 rows", stem)
+
+
+def test_a_pad_whose_input_lies_in_its_map_s_addresses_copies_it_whole(tmp_path):
+    # a batch of two, reflect: the second input copy's source is inside the output map's addresses (the
+    # buffers overlap); a copy of the input's size reads the input (refused before: "input copies to
+    # (batch, row, column) [(0, 2, 1)]")
+    model = lower_rockchip(*_model("pad_batch_overlap_rv1106_i8"))
+    (pad,) = [n for n in model.graph.nodes if n.op == "Pad"]
+    assert (pad.attrs["mode"], list(model.graph.constants[pad.inputs[1]])) == ("reflect", [0, 0, 2, 1, 0, 0, 0, 2])
 
 
 def test_batch_norms_run_from_their_stored_folded_constants(tmp_path):

@@ -440,6 +440,47 @@ def _deconv_from_one_channel(seed: int = 915):
     return g.model([("x", (1, 1, 12, 12))], outs)
 
 
+def _clips_below_zero(seed: int = 918):
+    """Five Conv 3->8 3x3 p1, each with its Clip: (-0.5, 1), (-1, 2), (-0.1, 0.6), (-1.5, 0.5) and (0, 1).
+    rv1106 and rv1103 write BN_CFG 0x20010 for a Clip whose lower bound is not 0 (0x12 for one from
+    0), its clamps those of a Clip from 0 and its lower bound truncated to an integer (0x4064, negated in
+    0x4018): the output grid's lowest value, which the Clip's bound calibrated, stands for it (random
+    graphs: 7 of 60 2.5.0 files)."""
+    g = _G(seed)
+    outs = []
+    for k, (low, high) in enumerate(((-0.5, 1.0), (-1.0, 2.0), (-0.1, 0.6), (-1.5, 0.5), (0.0, 1.0))):
+        y = g.conv("x", 3, 8)
+        bounds = [g.const(np.array(v, np.float32)) for v in (low, high)]
+        outs.append((g.node("Clip", [y] + bounds)[0], f"c{k}"))
+    return g.model([("x", (1, 3, 12, 12))], outs)
+
+
+def _softmax_axes(seed: int = 919):
+    """Softmax over the width (axis -1) of a Conv 3->4 on a 1x3x4x40 input (40 values: reduce-sum
+    blocks of 14, 13 and 13 rows) and of a stride-2 one (20: 10 and 10), over the channels of a Conv
+    3->48 s2 (3 blocks of 16), and over the width of a HardSigmoid after a Conv 3->4 s2 (int8 in and
+    out; the others run in float16 after an exDataConvert): rv1106 and rv1103 sum the axis's values
+    with a reduce-sum weight of ceil(N / 16) column blocks (random graphs 70, 84 and 115 of 2.5.0)."""
+    g = _G(seed)
+    gate = g.node("HardSigmoid", [g.conv("x", 3, 4, stride=2)], alpha=0.2, beta=0.5)[0]
+    outs = [(g.node("Softmax", [g.conv("x", 3, 4)], axis=-1)[0], "w40"),
+            (g.node("Softmax", [g.conv("x", 3, 4, stride=2)], axis=-1)[0], "w20"),
+            (g.node("Softmax", [g.conv("x", 3, 48, stride=2)], axis=1)[0], "c48"),
+            (g.node("Softmax", [gate], axis=-1)[0], "gate20")]
+    return g.model([("x", (1, 3, 4, 40))], outs)
+
+
+def _pad_batch_overlap(seed: int = 920):
+    """Conv 6->24 3x3 s2 on a batch of two 6x14x6 inputs, Clip(0, 0.8), Tanh, then a reflect Pad (top 2,
+    left 1, right 2): rv1106 and rv1103 place the Pad's input where its output map lies, so its second
+    input copy reads from addresses inside the map (random graph seed 73 of 2.5.0)."""
+    g = _G(seed)
+    bounds = [g.const(np.array(v, np.float32)) for v in (0.0, 0.8)]
+    y = g.node("Tanh", [g.node("Clip", [g.conv("x", 6, 24, stride=2)] + bounds)[0]])[0]
+    pads = g.const(np.array([0, 0, 2, 1, 0, 0, 0, 2], np.int64))
+    return g.model([("x", (2, 6, 14, 6))], [(g.node("Pad", [y, pads], mode="reflect")[0], "y")])
+
+
 def _pad_saturated(seed: int = 220):
     """Conv 3->8 3x3 p1, HardSwish, Pad constant -2.5, Clip(-3, 3), and Conv 3->8 3x3 p1, Sigmoid, Pad
     constant 40, Clip(-50, 50), each pad 1 on every side: the second Pad keeps the Sigmoid's fixed int8
@@ -2008,6 +2049,21 @@ def _int8_platform_cases() -> List[Case]:
                purpose=f"a ConvTranspose fetching {p}'s image input (CONV_CON1 0x2000a000; its multiplier stage "
                        "in the depthwise form)")
           for p in ("rv1106", "rv1103")),
+        *(Case(f"clip_below_zero_{p}", doc(_clips_below_zero), _clips_below_zero, [("x", (1, 3, 12, 12), "image")],
+               variants=("i8",), platform=p,
+               purpose=f"{p}'s ConvClip with a lower bound below 0 (BN_CFG 0x20010)")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"softmax_axes_{p}", doc(_softmax_axes), _softmax_axes, [("x", (1, 3, 4, 40), "image")],
+               variants=("i8",), platform=p,
+               purpose=f"{p}'s exSoftmax13 over the width and over more than 16 channels")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"pad_batch_overlap_{p}", doc(_pad_batch_overlap), _pad_batch_overlap,
+               [("x", (2, 6, 14, 6), "normal")], variants=("i8",), platform=p,
+               purpose=f"{p}'s Pad whose input copies read from inside its output map's addresses")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"standalone_sqrt_{p}", "the Concat of standalone_ops, Relu, Sqrt", _standalone_ops(("Sqrt",)), image8,
+               variants=("i8",), platform=p, purpose=f"Sqrt on {p}: a CPU op (no NPU task), no attribute")
+          for p in ("rv1106", "rv1103")),
         *(Case(f"deconv_one_channel_{p}", doc(_deconv_from_one_channel), _deconv_from_one_channel,
                [("x", (1, 1, 12, 12), "normal")], variants=("i8",), platform=p,
                purpose=f"{p}'s deconv from one channel to one (conv mode 3; its weight zero point in the tile's "
@@ -2417,6 +2473,10 @@ def _cases() -> List[Case]:
     cases += [dataclasses.replace(named[n], name=f"{n}_rv1106", platform="rv1106", variants=("i8",),
                                   graph=f"same as {n}, rv1106", purpose=f"{named[n].purpose} in the rv1106 container")
               for n in ("deconv_k4s2", "deconv_k3s2op1", "linear_gelu")]
+    # rv1103's Transpose of RKNN-Toolkit2 2.5.0 (whose detector_ops, unlike the older releases', has none)
+    cases += [dataclasses.replace(named["linear_gelu"], name="linear_gelu_rv1103", platform="rv1103", variants=("i8",),
+                                  graph="same as linear_gelu, rv1103",
+                                  purpose=f"{named['linear_gelu'].purpose} in the rv1103 container")]
     # and UNet's (bilinear Resize, ConvTranspose, ArgMax), their Resize modes and ArgMax axis from
     # the nodes' parameter tables
     cases += [dataclasses.replace(named["segmenter_ops"], name=f"segmenter_ops_{p}", platform=p, variants=("i8",),

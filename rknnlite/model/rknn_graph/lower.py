@@ -148,7 +148,7 @@ from .deconv_regs import (RK3562_DECONV, RK3566_DECONV, RK3576_DECONV, RK3588_DE
 from .regcmd import (BN_CLIP_SHIFTED, BN_CLIP_SHIFTED_LITE, BN_LUT, BN_LUT_LITE, LEAKY_SLOPE_BITS, REG_CNA_CONV_CON1,
                      T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant, fused_activation, node_registers, read_tasks,
                      requant_of, requant_t4)
-from .t3conv import (T3_BN_LUT, T3_NPU, requant_t3, t3_clip_bound, t3_leaky_slope, t3_lut_stage,
+from .t3conv import (T3_BN_LUT, T3_NPU, requant_t3, t3_clip_bound, t3_clip_low, t3_leaky_slope, t3_lut_stage,
                      t3_lut_task, t3_prelu_slope)
 from .t3nodes import complete_t3_nodes, t3_unsupported_ops
 from .t4act import t4_activation, t4_lut_stage, t4_lut_task
@@ -1124,7 +1124,8 @@ class _Lowering:
                       b: VendorTensor, channels: int, unit: float) -> Optional[Dict[str, object]]:
         """The parameters of an rv1106 int8 conv's fused LeakyRelu (rk3588's slope, its own BN_CFG),
         PRelu (``None``: its stored slopes, checked against what BN_MUL says) or Clip (a bound in
-        channel 0's accumulator unit), from the node's registers."""
+        channel 0's accumulator unit; a lower bound below 0 is the output grid's lowest value, see
+        :func:`.t3conv.t3_clip_low`), from the node's registers."""
         where = f"{self.label}: {node.label}"
         regs = node_registers(self.regcmd(), self.tasks(), node.index, where)
         if activation == "LeakyRelu":
@@ -1133,8 +1134,22 @@ class _Lowering:
             self.check_t3_prelu(node, t3_prelu_slope(regs, where))
             return None
         _, _, mul = self.bias_blocks(node, x, out, b, channels)
-        return clamp_from_zero(t3_clip_bound(regs, where), unit, mul,
-                               lambda what: self.error(f"{node.label}: an rv1106 int8 ConvClip: {what}"))
+        params = clamp_from_zero(t3_clip_bound(regs, where), unit, mul,
+                                 lambda what: self.error(f"{node.label}: an rv1106 int8 ConvClip: {what}"))
+        low = t3_clip_low(regs, where)
+        if low is None:
+            return params
+        # The Clip's calibrated output grid starts at its lower bound when that is below 0 (or at 0 when the
+        # data never went below), where the simulator's clip and the grid's saturation agree; a bound above
+        # 0, on a grid from 0, clips where no register says (probe Clip(0.25, 1.5): its outputs from 0.247)
+        q = self.activation_quant(out)
+        lowest = float((-128 - q.zero_point[0]) * q.scale[0])
+        if low > 0 or (low == 0 and lowest == 0) or lowest <= low - 1:
+            raise self.error(f"{node.label}: an rv1106 int8 ConvClip with BN_CFG 0x20010 (a lower bound other than 0, "
+                             f"truncated to {low}) whose output grid starts at {lowest:.6g}: only a bound below 0 "
+                             "where the grid starts, whose saturation then clips as the simulator does, was decoded "
+                             "(a bound above 0 is in no register)")
+        return dict(params, min=lowest)
 
     def check_t3_prelu(self, node: VendorNode, one: Optional[float]) -> None:
         """Refuse an rv1106 ConvPRelu whose BN_MUL register (``one``: its one slope, ``None``: the

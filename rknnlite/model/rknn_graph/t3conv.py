@@ -35,7 +35,8 @@ register encoding:
   bits larger for the slope's fraction: corpus ``conv_leaky_rv1106``, ``conv_abs_rv1106``,
   ``depthwise_leaky_rv1106``), 0x12 with a clamp: lower clamps 0x406c
   and 0x40e0 (0 for Relu and Clip from 0, ``INT32_MIN`` otherwise) and upper clamps 0x4028 and
-  0x40e4 (``INT32_MAX``, or a Clip's bound in channel 0's accumulator unit).  The element-wise
+  0x40e4 (``INT32_MAX``, or a Clip's bound in channel 0's accumulator unit); 0x20010 with a Clip
+  whose lower bound is not 0 (the same clamps; :func:`t3_clip_low`).  The element-wise
   stage 0x4070 / 0x4078 / 0x407c: off (0x10041c1, 1, ``INT32_MIN``), or adding the residual
   (0x8002c0c0, its scale, then a clamp from 0 for ConvAddRelu).  A lookup-table conv (Sigmoid,
   SiLU, HardSwish, HardSigmoid, GELU, Tanh) writes ``BN_CFG`` 0x20000 and ``EW_CFG`` 0x1004140,
@@ -56,8 +57,8 @@ from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, TARGET_CNA, TARGET_DPU, Requant, 
                      signed, slope_decimal, task_register)
 
 __all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_check_convert_task", "t3_clip_bound",
-           "t3_leaky_slope", "t3_lut_stage", "t3_lut_task", "t3_prelu_slope", "t3_standalone_clip",
-           "t3_standalone_leaky_slope"]
+           "t3_clip_low", "t3_leaky_slope", "t3_lut_stage", "t3_lut_task", "t3_prelu_slope",
+           "t3_standalone_clip", "t3_standalone_leaky_slope"]
 
 
 #: the npu target the files of these registers name (Model slot 1)
@@ -134,11 +135,16 @@ _NO_CLAMP = {**{a: _INT32_MIN for a in _CLAMP_LOW}, **{a: _INT32_MAX for a in _C
 _EW_CFG, _EW_SCALE, _EW_CLAMP_MIN = 0x4070, 0x4078, 0x407C
 _EW_OFF = {_EW_CFG: 0x010041C1, _EW_SCALE: 0x1, _EW_CLAMP_MIN: _INT32_MIN}
 _EW_ADD = {_EW_CFG: 0x8002C0C0, _EW_SCALE: None}
+#: BN_CFG of a ConvClip from 0, and of one whose lower bound is not 0 (t3_clip_low)
+_CLIP_FROM_ZERO, _CLIP_BELOW_ZERO = 0x12, 0x20010
+#: where the compiler writes such a Clip's lower bound truncated to an integer, and negated
+_CLIP_LOW, _CLIP_LOW_NEGATED = 0x4064, 0x4018
 #: per fused activation, BN_CFG, the clamps and the element-wise stage (None: a value read
 #: elsewhere: a Clip's upper bound by t3_clip_bound, the residual's scale from the tensors)
 _ACTIVATION = {None: {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_OFF},
                "Relu": {_BN_CFG: 0x12, **_NO_CLAMP, **{a: 0 for a in _CLAMP_LOW}, **_EW_OFF},
-               "Clip": {_BN_CFG: 0x12, **{a: 0 for a in _CLAMP_LOW}, **{a: None for a in _CLAMP_HIGH}, **_EW_OFF},
+               "Clip": {_BN_CFG: (_CLIP_FROM_ZERO, _CLIP_BELOW_ZERO), **{a: 0 for a in _CLAMP_LOW},
+                        **{a: None for a in _CLAMP_HIGH}, **_EW_OFF},
                "LeakyRelu": {_BN_CFG: 0x22, **_NO_CLAMP, **_EW_OFF},
                "PRelu": {_BN_CFG: 0x22, **_NO_CLAMP, **_EW_OFF},
                "Add": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: _INT32_MIN},
@@ -250,7 +256,7 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     point.  Every other register value is refused by name."""
     if activation not in _ACTIVATION:
         raise ModelInvalidError(f"{where}: a fused {activation} in an rv1106 int8 conv; its registers were not "
-                                "decoded (plain, Relu, Clip-from-0, LeakyRelu, PRelu, residual Add and AddRelu and "
+                                "decoded (plain, Relu, Clip, LeakyRelu, PRelu, residual Add and AddRelu and "
                                 "lookup-table convs were)", op="load")
     plain = not depthwise and regs.get((TARGET_DPU, 0x4050)) == _PLAIN_BIAS[0x4050]
     prefix = "input depthwise " if input_depthwise else "depthwise " if depthwise else "plain-bias " if plain else \
@@ -337,6 +343,23 @@ def t3_clip_bound(regs: Dict[Tuple[int, int], int], where: str) -> int:
                                 "of an rv1106 int8 ConvClip are not one positive bound; only a Clip from 0 to a "
                                 "bound was decoded", op="load")
     return high[0]
+
+
+def t3_clip_low(regs: Dict[Tuple[int, int], int], where: str) -> Optional[int]:
+    """``None`` for an rv1106 int8 ``ConvClip`` from 0 (BN_CFG 0x12); for one whose lower bound is
+    not 0 (BN_CFG 0x20010, the clamps a Clip from 0's, checked by :func:`requant_t3`), that bound
+    truncated to an integer, as the compiler writes it in 0x4064 and negated in 0x4018 (in real
+    units: probes Clip(-0.5, 1) and (-0.1, 0.6) write 0, Clip(-1, 2) and (-1.5, 0.5) -1 and 1).  Its
+    real value is in no register: the simulator's outputs reach below 0 down to it, which the
+    output grid's lowest value stands for (:meth:`.lower._Lowering.t3_activation`)."""
+    if _reg(regs, TARGET_DPU, _BN_CFG, where) == _CLIP_FROM_ZERO:
+        return None
+    low, negated = (i32(_reg(regs, TARGET_DPU, a, where)) for a in (_CLIP_LOW, _CLIP_LOW_NEGATED))
+    if negated != -low:
+        raise ModelInvalidError(f"{where}: DPU registers {_CLIP_LOW:#x} = {low} and {_CLIP_LOW_NEGATED:#x} = "
+                                f"{negated} of an rv1106 int8 ConvClip with BN_CFG {_CLIP_BELOW_ZERO:#x}; a lower "
+                                "bound truncated to an integer and its negation were observed", op="load")
+    return low
 
 
 #: a standalone Clip's DPU-only task (BN_CFG 0x13, no bias stage): its lower bound as an input code,

@@ -35,11 +35,11 @@ the others:
 
 Ops without attributes run as stored: the standalone lookup-table ops (Sigmoid, exSwish, HardSwish,
 exGelu, Tanh, Softplus, and HardSigmoid, whose alpha and beta are in its table alone: it runs on
-the file's table, as the NPU does), the CPU's Exp and Erf, element-wise Add, Mul, Sub, Max and
-Min; so do ops whose parameters are stored constants alone, which the lowering reads and checks: a standalone
-PRelu's slopes, a Slice's starts, ends, axes and steps (against its output's shape), a
-BatchNormalization's folded scale and bias (its mean 0 and variance 1; no table holds its epsilon,
-which is 0 in that form).
+the file's table, as the NPU does), the CPU's Exp, Erf and Sqrt, a standalone Relu, element-wise
+Add, Mul, Sub, Max and Min; so do ops whose parameters are stored constants alone, which the
+lowering reads and checks: a standalone PRelu's slopes, a Slice's starts, ends, axes and steps
+(against its output's shape), a BatchNormalization's folded scale and bias (its mean 0 and
+variance 1; no table holds its epsilon, which is 0 in that form).
 
 Recovered attributes are in :attr:`.graph.VendorNode.recovered`; shape constants a recovery
 replaces are dropped from the nodes' inputs.  An op type without a recovery here is refused by
@@ -72,6 +72,8 @@ _CONV_PARAM_TYPE, _DECONV_PARAM_TYPE = 1, 2
 _ENABLE_DPU_ONLY = 0x18
 #: lanes a row of an rv1106 reduce-sum weight
 _SUM_LANES = 16
+#: the axes of an exSoftmax13 in this container: channels and (ONNX's -1) the width
+_SOFTMAX_AXES = (1, 3)
 #: steps of an input grid beyond which a clamp register (int32) cannot hold a bound
 _INT32_LIMIT = 2.0 ** 31 - 1
 _CONV_OPS = ("Conv", "ConvRelu", "ConvClip", "ConvAdd", "ConvAddRelu", "ConvSigmoid", "ConvExSwish", "ConvHardSwish",
@@ -273,11 +275,14 @@ def _resize(n: _Node) -> VendorNode:
 
 
 def _softmax(n: _Node) -> VendorNode:
-    """An exSoftmax13 over axis 1, which the file shows by its reduce-sum weight ``[16, 16, 1, 1]``:
-    a float16 1 in lane 0 of each of its first ``C`` rows (summing the ``C`` <= 16 input channels
-    into channel 0), zeros elsewhere (rk3588 stores the ones as one row ``[1, C]``).  ``C`` = 16
-    (YOLOv8's box distribution) and 10 (classifier_heads_rv110*) were observed; the weight is
-    checked here and dropped (the lowering runs ONNX's Softmax)."""
+    """An exSoftmax13 over its parameter table's axis, 1 or 3 (ONNX's -1 on a 4-D input), whose
+    reduce-sum weight ``[16, 16 * B, 1, 1]`` sums the ``N`` values of that axis in ``B = ceil(N / 16)``
+    column blocks, the first ``N % B`` of ``N // B + 1`` rows and the rest of ``N // B``: a float16 1
+    in lane 0 of each such row, zeros elsewhere (rk3588 stores the ones as one row ``[1, N]``).  Over
+    channels ``N`` = 10, 16 (YOLOv8's box distribution) and 48 (3 blocks of 16), over the width 11,
+    20 (2 blocks of 10), 30 (2 of 15) and 40 (14, 13, 13 rows) were observed
+    (classifier_heads_rv110*, softmax_axes_rv110*).  The weight is checked here and dropped (the
+    lowering runs ONNX's Softmax)."""
     node = n.node
     tensors = [n.sg.tensor(i, node.where) for i in node.inputs]
     sums = [t for t in tensors if t.kind == "generated" and t.name.endswith("_rs_weight")]
@@ -285,20 +290,24 @@ def _softmax(n: _Node) -> VendorNode:
     if not data or len(data[0].shape) != 4 or len(sums) != 1:
         raise n.refuse(f"an exSoftmax13 with inputs {[t.name for t in tensors]}; a 4-D input and one reduce-sum "
                        "weight were expected")
-    channels, w = data[0].shape[1], sums[0]
+    axis, w = node.params.get("axis"), sums[0]
+    if axis not in _SOFTMAX_AXES:
+        observed = " and ".join(map(str, _SOFTMAX_AXES))
+        raise n.refuse(f"an exSoftmax13 whose parameter table gives axis {axis}; {observed} were observed")
+    count = data[0].shape[axis]
+    blocks = -(-count // _SUM_LANES)
     raw = np.frombuffer(n.vf.tensor_data(n.sg, w), "<f2") if w.dtype == "float16" else np.zeros(0)
-    expected = np.zeros((_SUM_LANES, _SUM_LANES), np.float16)
-    expected[:channels, 0] = 1
-    if node.params.get("axis") != 1:
-        raise n.refuse(f"an exSoftmax13 whose parameter table gives axis {node.params.get('axis')}; 1 was observed")
-    if channels > _SUM_LANES or list(w.shape) != [_SUM_LANES, _SUM_LANES, 1, 1] or \
-            not np.array_equal(raw, expected.ravel()):
-        raise n.refuse(f"an exSoftmax13 over {channels} channels whose reduce-sum weight {w.name!r} ({w.dtype}, "
-                       f"{list(w.shape)}) is not [{_SUM_LANES}, {_SUM_LANES}, 1, 1] with a float16 1 in lane 0 of its "
-                       f"first {channels} rows (at most {_SUM_LANES}); only that form was observed, which tells a "
-                       "softmax over axis 1")
-    return dataclasses.replace(node, inputs=tuple(t.index for t in data), params={"axis": 1},
-                               recovered={"axis": _int_attr(1)})
+    rows = [count // blocks + (k < count % blocks) for k in range(blocks)]
+    expected = np.zeros((_SUM_LANES, blocks, _SUM_LANES), np.float16)
+    for k, used in enumerate(rows):
+        expected[:used, k, 0] = 1
+    if list(w.shape) != [_SUM_LANES, _SUM_LANES * blocks, 1, 1] or not np.array_equal(raw, expected.ravel()):
+        raise n.refuse(f"an exSoftmax13 over {count} values of axis {axis} whose reduce-sum weight {w.name!r} "
+                       f"({w.dtype}, {list(w.shape)}) is not [{_SUM_LANES}, {_SUM_LANES * blocks}, 1, 1] with a "
+                       f"float16 1 in lane 0 of the first {', '.join(map(str, rows))} rows of its column blocks; "
+                       "only that form was observed, which tells a softmax over that axis")
+    return dataclasses.replace(node, inputs=tuple(t.index for t in data), params={"axis": axis},
+                               recovered={"axis": _int_attr(axis)})
 
 
 def _pool(n: _Node) -> VendorNode:
@@ -560,8 +569,8 @@ _RECOVERIES: Dict[str, Callable[[_Node], VendorNode]] = {
     # the lowering checks: standalone_prelu_*, slices_*, affine_ops_rv110* (a BatchNormalization in the
     # compiler's folded form, mean 0 and variance 1, whose epsilon, 0 in that form, no table holds here)
     **{op: _as_is for op in ("Sigmoid", "exSwish", "HardSwish", "HardSigmoid", "exGelu", "Tanh", "Softplus", "Exp",
-                             "Erf", "Add", "Mul", "Sub", "Max", "Min", "PRelu", "Slice", "BatchNormalization",
-                             "BatchNormalizationRelu")}}
+                             "Erf", "Sqrt", "Relu", "Add", "Mul", "Sub", "Max", "Min", "PRelu", "Slice",
+                             "BatchNormalization", "BatchNormalizationRelu")}}
 #: the vendor op types of rv1106 files whose attributes are recovered
 T3_OPS = frozenset(_RECOVERIES)
 

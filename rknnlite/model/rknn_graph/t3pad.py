@@ -10,8 +10,9 @@ to 64 channels, batches of 1 and 2, pads of 0 to 2 per side: corpus ``pad_consta
 * ``BN_CFG`` 0x4060: 0x13 a copy (no bias or slope stage), 0x20010 a fill, whose code is
   ``BN_ADD`` 0x4064 (an int32);
 * the destination 0x4020 and, for a copy, the source (the DPU's read DMA, target 0x2001, 0x5018),
-  bytes in the NPU's memory; the box's size 0x405c, ``(height - 1) << 16 | (width - 1)`` (0x4030 /
-  0x4034 hold them too, but a fill need not rewrite its height there: a 2.3.2 rv1103 column fill
+  bytes in the NPU's memory (the input's buffer may overlap the map's: a copy of the input's size
+  reads the input wherever its source is); the box's size 0x405c, ``(height - 1) << 16 |
+  (width - 1)`` (0x4030 / 0x4034 hold them too, but a fill need not rewrite its height there: a 2.3.2 rv1103 column fill
   after a one-row fill);
 * the output's surface stride 0x4024: a map of ``C`` channels is ``ceil(C / 16)`` surfaces of
   16-byte pixels, rows of ``width * 16`` bytes, one batch after another.
@@ -102,8 +103,13 @@ def t3_pad(states: Sequence[Dict[Tuple[int, int], int]], x_shape: Sequence[int],
             continue
         src = reg(state, _SOURCE, TARGET_RDMA)
         frm = cell(src, w, h)
-        if frm is None:  # from outside the map: the next batch of the input, whole
-            if (w, h) != (width, height) or len(origins) >= batches:
+        # from the input, the next batch whole: from outside the map, or a box of the input's size (no row
+        # or column a reflect or edge Pad copies has it when the input has two rows and columns at least),
+        # whose source may lie in the map's addresses (the buffers overlap: a batch of two, random graph
+        # seed 73 of 2.5.0)
+        whole = (w, h) == (width, height) and len(origins) < batches
+        if frm is None or (whole and min(width, height) > 1):
+            if not whole:
                 raise refuse(f"a copy of {w}x{h} pixels from {src:#x} (outside the map) into it, the "
                              f"{len(origins) + 1}th; one copy of each of the {batches} {width}x{height} inputs was "
                              "expected")
