@@ -96,10 +96,11 @@ from corpus import CORPUS, MODELS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: (92.9 MiB) with their deconvs of the image input (deconv_input_rv110*, every release); 27.26 MiB (95.0 MiB)
 #: with rv1106/rv1103's one-channel deconvs, Clips below 0, Softmax over the width and past 16 values, a Pad
 #: whose input overlaps its map and Sqrt (deconv_one_channel_rv110*, clip_below_zero_rv110*,
-#: softmax_axes_rv110*, pad_batch_overlap_rv110*, standalone_sqrt_rv110*, every release).
+#: softmax_axes_rv110*, pad_batch_overlap_rv110*, standalone_sqrt_rv110*, every release); 28.42 MiB
+#: (96.3 MiB) with the PRelu conv whose multipliers are normalised to 2^16 (prelu_shift16_rv110*).
 #: The checkout's own size has a looser bound.
-MAX_CORPUS_COMPRESSED_BYTES = 28 * 1024 * 1024
-MAX_CORPUS_BYTES = 96 * 1024 * 1024
+MAX_CORPUS_COMPRESSED_BYTES = 29 * 1024 * 1024
+MAX_CORPUS_BYTES = 97 * 1024 * 1024
 #: models (and their copies for other platforms, ``<model>_rk...``, ``<model>_rv...``) whose int8
 #: build ends in a float16 op, so that its output stays float16
 FLOAT16_OUTPUT_MODELS = ("softmax", "classifier_heads", "softmax_axes")

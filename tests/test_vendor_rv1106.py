@@ -668,9 +668,13 @@ def test_a_leaky_slope_follows_its_register(tmp_path, stem):
 @pytest.mark.parametrize("stem, reg, change, match", [
     ("conv_leaky_rv1106_i8", 0x4068, lambda v: v | 0x100,
      r"DPU register 0x4068 = 0x6660100 of an rv1106 LeakyRelu; its slope in the high half"),
-    # the multipliers' shift 15 here, 14 in classifier_heads_rv110*; 13 was never seen
+    # the multipliers' shift 15 here, 14 in classifier_heads_rv110*, 16 in prelu_shift16_rv110*; 13 and
+    # 17 were never seen
     ("conv_leaky_rv1106_i8", 0x4054, lambda v: 0x8D000000,
      r"DPU register 0x4054 = 0x8d000000 in an rv1106 int8 LeakyRelu conv; only 0x8e000000 or 0x8f000000"),
+    ("prelu_shift16_rv1106_i8", 0x4054, lambda v: 0x91000000 if v == 0x90000000 else v,
+     r"DPU register 0x4054 = 0x91000000 in an rv1106 int8 PRelu conv; only 0x8e000000 or 0x8f000000 or "
+     r"0x90000000"),
     ("conv_leaky_rv1106_i8", 0x4088, lambda v: 5,
      r"OUT_CVT shift 5 in an rv1106 int8 LeakyRelu conv, below the 14 fraction bits of its slope"),
     # the depthwise convs' (bit 31 clear) and not the plain ConvRelu's before them
@@ -1055,6 +1059,18 @@ def test_a_pad_whose_input_lies_in_its_map_s_addresses_copies_it_whole(tmp_path)
     model = lower_rockchip(*_model("pad_batch_overlap_rv1106_i8"))
     (pad,) = [n for n in model.graph.nodes if n.op == "Pad"]
     assert (pad.attrs["mode"], list(model.graph.constants[pad.inputs[1]])) == ("reflect", [0, 0, 2, 1, 0, 0, 0, 2])
+
+
+def test_a_prelu_conv_takes_the_multipliers_shift_the_compiler_wrote():
+    # 0x4054 bits 24..29: 16 on a 7x7 ConvPRelu of 3136 inputs (random graph 126 of 2.5.0: refused before,
+    # as only 14 and 15 had been seen); the file equals the simulator (test_vendor_validated)
+    stem = "prelu_shift16_rv1106_i8"
+    data = (CORPUS / f"{stem}.rknn").read_bytes()
+    view = tensor_bytes(bytearray(data), "regcmd")
+    writes = {struct.unpack_from("<Q", view, at)[0] for at in range(0, len(view) - 7, 8)}
+    assert (TARGET_DPU << 48 | (0x80000000 | 16 << 24) << 16 | 0x4054) in writes
+    model = lower_rockchip(data, read_rockchip(data, label=stem))
+    assert "ConvPRelu" in model.vendor_ops
 
 
 def test_batch_norms_run_from_their_stored_folded_constants(tmp_path):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -479,6 +480,18 @@ def _pad_batch_overlap(seed: int = 920):
     y = g.node("Tanh", [g.node("Clip", [g.conv("x", 6, 24, stride=2)] + bounds)[0]])[0]
     pads = g.const(np.array([0, 0, 2, 1, 0, 0, 0, 2], np.int64))
     return g.model([("x", (2, 6, 14, 6))], [(g.node("Pad", [y, pads], mode="reflect")[0], "y")])
+
+
+def _random_image(seed: int, outputs: Sequence[str]):
+    """The seeded random image graph ``seed`` of ``tests/random_graphs.py`` (as random_campaign.py
+    builds it) up to its tensors ``outputs``: a form a campaign found, kept as it came."""
+    def build():
+        import onnx.utils
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "tests"))
+        import random_graphs
+        model = onnx.shape_inference.infer_shapes(random_graphs.image_graph(seed)[0])
+        return onnx.utils.Extractor(model).extract_model([i.name for i in model.graph.input], list(outputs))
+    return build
 
 
 def _pad_saturated(seed: int = 220):
@@ -2063,6 +2076,11 @@ def _int8_platform_cases() -> List[Case]:
           for p in ("rv1106", "rv1103")),
         *(Case(f"standalone_sqrt_{p}", "the Concat of standalone_ops, Relu, Sqrt", _standalone_ops(("Sqrt",)), image8,
                variants=("i8",), platform=p, purpose=f"Sqrt on {p}: a CPU op (no NPU task), no attribute")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"prelu_shift16_{p}", "random image graph 126 of tests/random_graphs.py up to its PRelu: Div, a "
+               "dilated Conv 1->64 s2, BatchNormalization, Relu, Slice, Conv 64->48 7x7 and PRelu",
+               _random_image(126, ("prelu26",)), [("x", (1, 1, 8, 37), "normal")], variants=("i8",), platform=p,
+               purpose=f"{p}'s PRelu conv whose multipliers the compiler normalised to 2^16 (3136 inputs)")
           for p in ("rv1106", "rv1103")),
         *(Case(f"deconv_one_channel_{p}", doc(_deconv_from_one_channel), _deconv_from_one_channel,
                [("x", (1, 1, 12, 12), "normal")], variants=("i8",), platform=p,

@@ -118,10 +118,13 @@ _INPUT_DECONV = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x30000001, 0x4054: 0x
 _OPERAND_BITS = 17
 _MUL_SHIFT = 14
 #: a LeakyRelu or PRelu conv's 0x4054, per depthwise or not: the multipliers' shift in bits 24..29,
-#: 14 or 15 as the compiler chose (both seen on plain convs: corpus conv_leaky_rv1106 15,
-#: classifier_heads_rv110* 14, standalone_prelu_rv110* and depthwise_prelu_rv110* both), bit 31 on a
-#: plain conv; OUT_CVT_SHIFT counts the slope's LEAKY_SLOPE_BITS fraction bits too
-_SLOPE_ALU_SRC = {depthwise: tuple((0 if depthwise else _ALU_SRC_FLAG) | shift << 24 for shift in (14, 15))
+#: 14, 15 or 16 as the compiler chose (all seen on plain convs: corpus conv_leaky_rv1106 15,
+#: classifier_heads_rv110* 14, standalone_prelu_rv110* and depthwise_prelu_rv110* both; 16 on small
+#: multipliers, a 7x7 conv of 3136 inputs, prelu_shift16_rv110*, and a split GlobalAveragePool's
+#: depthwise conv with a fused Abs, random graph 135: within one step of the simulator layer by
+#: layer, as 14 and 15), bit 31 on a plain conv; OUT_CVT_SHIFT counts the slope's
+#: LEAKY_SLOPE_BITS fraction bits too
+_SLOPE_ALU_SRC = {depthwise: tuple((0 if depthwise else _ALU_SRC_FLAG) | shift << 24 for shift in (14, 15, 16))
                   for depthwise in (False, True)}
 #: a PRelu conv's BN_MUL 0x4068: per-channel slopes read from memory (the stored int16 slopes),
 #: else one slope in rk3588's LeakyRelu form
