@@ -97,7 +97,8 @@ from corpus import CORPUS, MODELS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: with rv1106/rv1103's one-channel deconvs, Clips below 0, Softmax over the width and past 16 values, a Pad
 #: whose input overlaps its map and Sqrt (deconv_one_channel_rv110*, clip_below_zero_rv110*,
 #: softmax_axes_rv110*, pad_batch_overlap_rv110*, standalone_sqrt_rv110*, every release); 28.42 MiB
-#: (96.3 MiB) with the PRelu conv whose multipliers are normalised to 2^16 (prelu_shift16_rv110*).
+#: (96.3 MiB) with the PRelu conv whose multipliers are normalised to 2^16 (prelu_shift16_rv110*); 28.50 MiB
+#: (96.5 MiB) with the depthwise 1x1 conv of stride 2 (depthwise_stride2_rv110*).
 #: The checkout's own size has a looser bound.
 MAX_CORPUS_COMPRESSED_BYTES = 29 * 1024 * 1024
 MAX_CORPUS_BYTES = 97 * 1024 * 1024
@@ -210,7 +211,8 @@ def _usable_agreement(entry: dict) -> tuple:
     scores (``scores_dh24``: two int8 projections' product, no softmax) at 0.99827; so do a square and a
     PRelu of small slopes on one int8 grid (``standalone_ops_*``: Pow 0.99839, ConvPRelu 0.99806; the
     square alone, ``standalone_pow_*``, 0.99840) and a sum of 16 int8 channels into one
-    (``folded_pad_*``'s ReduceSum: 0.99831).  Two
+    (``folded_pad_*``'s ReduceSum: 0.99831), and a SiLU of a depthwise 1x1 conv on the input's grid
+    (``depthwise_stride2_*``: 0.99802).  Two
     cases differ from ONNX by what they validate: ``pad_saturated_*`` pads 40 onto a Sigmoid's grid,
     which saturates it to 1 (cosine 0.774), and ``depthwise_leaky*``'s simulator rounds each depthwise
     conv's output to an int8 grid of its own before the LeakyRelu (0.995).
@@ -218,7 +220,7 @@ def _usable_agreement(entry: dict) -> tuple:
     if entry["model"].startswith("segmenter_ops") and entry["toolkit_version"] in ("2.2.0", "2.3.0"):
         return 0.997, 0.98
     if entry["model"].startswith(("psa_attention_nope", "scores_dh24", "standalone_ops", "standalone_pow",
-                                  "folded_pad")):
+                                  "folded_pad", "depthwise_stride2")):
         return 0.998, 0.98
     if entry["model"].startswith("pad_saturated"):
         return 0.77, 0.98

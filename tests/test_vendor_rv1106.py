@@ -1073,6 +1073,19 @@ def test_a_prelu_conv_takes_the_multipliers_shift_the_compiler_wrote():
     assert "ConvPRelu" in model.vendor_ops
 
 
+def test_a_depthwise_1x1_conv_of_stride_2_sets_the_plain_ones_bit_29(tmp_path):
+    # CONV_CON1 0x20000007: conv mode 7 with bit 29, as a plain 1x1 conv of stride 2 (random graph 154 of
+    # 2.5.0: refused before as an unknown CONV_CON1)
+    stem = "depthwise_stride2_rv1106_i8"
+    model = lower_rockchip(*_model(stem))
+    convs = [(n.attrs["group"], n.attrs["strides"], n.attrs["kernel_shape"]) for n in model.graph.nodes
+             if n.op == "Conv" and n.attrs.get("group", 1) > 1]
+    assert (8, [2, 2], [1, 1]) in convs
+    _refused(tmp_path, patch_registers(TARGET_CNA, {0x100C}, lambda v: 0x20000006 if v == 0x20000007 else v),
+             r"CNA_CONV_CON1 \(0x100c\) = 0x20000006: only plain convs .* and depthwise ones \(0x7, 0x20000007",
+             stem)
+
+
 def test_batch_norms_run_from_their_stored_folded_constants(tmp_path):
     # affine_ops: Mul + Add (a BatchNormalization) and BatchNormalization + Relu, in the compiler's folded form
     model = lower_rockchip(*_model("affine_ops_rv1106_i8"))

@@ -494,6 +494,17 @@ def _random_image(seed: int, outputs: Sequence[str]):
     return build
 
 
+def _depthwise_stride2(seed: int = 921):
+    """A depthwise Conv 1x1 stride 2 on a 4-channel 24x28 input (random graph 154 of 2.5.0 begins so),
+    then Sigmoid and Mul (a SiLU), and one after a Conv 4->8 3x3: rv1106 and rv1103 set CONV_CON1 bit
+    29 on it, as on a plain 1x1 conv of stride 2."""
+    g = _G(seed)
+    first = g.conv("x", 4, 4, k=1, stride=2, group=4)
+    silu = g.node("Mul", [first, g.node("Sigmoid", [first])[0]])[0]
+    second = g.conv(g.conv("x", 4, 8), 8, 8, k=1, stride=2, group=8)
+    return g.model([("x", (1, 4, 24, 28))], [(silu, "y"), (second, "z")])
+
+
 def _pad_saturated(seed: int = 220):
     """Conv 3->8 3x3 p1, HardSwish, Pad constant -2.5, Clip(-3, 3), and Conv 3->8 3x3 p1, Sigmoid, Pad
     constant 40, Clip(-50, 50), each pad 1 on every side: the second Pad keeps the Sigmoid's fixed int8
@@ -2081,6 +2092,10 @@ def _int8_platform_cases() -> List[Case]:
                "dilated Conv 1->64 s2, BatchNormalization, Relu, Slice, Conv 64->48 7x7 and PRelu",
                _random_image(126, ("prelu26",)), [("x", (1, 1, 8, 37), "normal")], variants=("i8",), platform=p,
                purpose=f"{p}'s PRelu conv whose multipliers the compiler normalised to 2^16 (3136 inputs)")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"depthwise_stride2_{p}", doc(_depthwise_stride2), _depthwise_stride2,
+               [("x", (1, 4, 24, 28), "normal")], variants=("i8",), platform=p,
+               purpose=f"{p}'s depthwise 1x1 conv of stride 2 (CONV_CON1 0x20000007)")
           for p in ("rv1106", "rv1103")),
         *(Case(f"deconv_one_channel_{p}", doc(_deconv_from_one_channel), _deconv_from_one_channel,
                [("x", (1, 1, 12, 12), "normal")], variants=("i8",), platform=p,

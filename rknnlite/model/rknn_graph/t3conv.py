@@ -76,8 +76,9 @@ _IMAGE_CON1 = {channels: 0x20008000 | (channels - 1) << 12 for channels in (1, 2
 #: multiple of 2 for a larger one (seen: 1 -> 4 and 2, 5 -> 8 and 6, 9 -> 12, 17 -> 18; 3x3, 5x5, 7x7)
 _IMAGE_LANES_1X1, _IMAGE_LANES = 4, 2
 #: CONV_CON1 of a depthwise conv (conv mode 7), whose 0x1038 holds 2 where a plain one has its
-#: output channels
-_DEPTHWISE_CON1, _DEPTHWISE_KERNELS = 0x7, 2
+#: output channels; with bit 29 as a plain conv's on a 1x1 one of stride 2 (random graph 154 of
+#: 2.5.0, corpus depthwise_stride2_rv110*)
+_DEPTHWISE_CON1, _DEPTHWISE_KERNELS = (0x7, 0x20000007), 2
 #: CONV_CON1 of the compiler's depthwise 1x1 conv on a graph input of 8 or 16 channels whose first op
 #: is no conv (unnamed, weight ``Pre_weight<input>``: conv mode 3, 0x1038 low bits 1; its weight the
 #: tiles alone, a plain int32 bias, zero point 0: random graphs, corpus input_depthwise_rv110*)
@@ -191,14 +192,15 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     con1 = _reg(regs, TARGET_CNA, _CONV_CON1, where)
     channels = x_shape[1]
     image = con1 in _IMAGE_CON1.values()
-    if con1 not in _PLAIN_CON1 and not image and con1 not in (_DEPTHWISE_CON1, _INPUT_DEPTHWISE_CON1):
+    depthwise = con1 in _DEPTHWISE_CON1 + (_INPUT_DEPTHWISE_CON1,)
+    if con1 not in _PLAIN_CON1 and not image and not depthwise:
         plain = ", ".join(map(hex, _PLAIN_CON1 + tuple(_IMAGE_CON1.values())))
         raise refuse(f"CNA_CONV_CON1 ({_CONV_CON1:#x}) = {con1:#x}: only plain convs ({plain}) and depthwise ones "
-                     f"({_DEPTHWISE_CON1:#x}, the compiler's on an input {_INPUT_DEPTHWISE_CON1:#x}) were decoded")
+                     f"({', '.join(map(hex, _DEPTHWISE_CON1))}, the compiler's on an input "
+                     f"{_INPUT_DEPTHWISE_CON1:#x}) were decoded")
     if image and _IMAGE_CON1.get(channels) != con1:
         raise refuse(f"CNA_CONV_CON1 ({_CONV_CON1:#x}) = {con1:#x} fetches an image of {(con1 >> 12 & 3) + 1} "
                      f"channels; the conv's input has {channels}")
-    depthwise = con1 in (_DEPTHWISE_CON1, _INPUT_DEPTHWISE_CON1)
     if depthwise and not (w_shape[0] == 1 and w_shape[1] == channels == out_shape[1]):
         raise refuse(f"a depthwise conv (CNA_CONV_CON1 {con1:#x}) with weight {list(w_shape)} from {channels} to "
                      f"{out_shape[1]} channels; a [1, C, kh, kw] weight on C channels was expected")
