@@ -1304,3 +1304,20 @@ def test_reductions_run_with_the_axes_their_shapes_give():
     assert reductions == [("ReduceMax", {"axes": [1], "keepdims": 1}), ("ReduceMin", {"axes": [1], "keepdims": 1}),
                           ("ReduceMin", {"axes": [1], "keepdims": 1})]
     assert "Reshape" in model.vendor_ops
+
+
+def test_an_int8_build_that_keeps_every_op_in_float16_runs_and_checks_each_sum_weight(tmp_path):
+    # Softmax then Resize on the graph input: nothing quantizes, so the rv1106 file is float16 throughout
+    # (random graph 215 of 2.5.0, refused as an unvalidated fp16 file); the second softmax of one input has
+    # its reduce-sum weight named with the compiler's counter, and it is checked as the first one is
+    stem = "float_only_rv1106_i8"
+    model = lower_rockchip(*_model(stem))
+    assert [n.attrs["axis"] for n in model.graph.nodes if n.op == "Softmax"] == [1, 3]
+
+    def drop_one(data):
+        view = np.frombuffer(tensor_bytes(data, "x_rs_weight_0"), "<f2")
+        assert view[0] == 1
+        tensor_bytes(data, "x_rs_weight_0")[0:2] = b"\0\0"
+
+    _refused(tmp_path, drop_one, r"an exSoftmax13 over 4 values of axis 3 whose reduce-sum weight 'x_rs_weight_0'",
+             stem)

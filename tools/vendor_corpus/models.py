@@ -505,6 +505,20 @@ def _depthwise_stride2(seed: int = 921):
     return g.model([("x", (1, 4, 24, 28))], [(silu, "y"), (second, "z")])
 
 
+def _float_only(seed: int = 922):
+    """Softmax over the channels of a batch of two 16x4x4 inputs, then a bilinear Resize x2 with
+    aligned corners, and Softmax over the width, then a nearest Resize x2: no op of it quantizes, so
+    an int8 build for rv1106 or rv1103 keeps the whole graph in float16 (random graph 215 of 2.5.0
+    is the first branch)."""
+    g = _G(seed)
+    scales = g.const(np.array([1, 1, 2, 2], np.float32))
+    y = g.node("Resize", [g.node("Softmax", ["x"], axis=1)[0], "", scales], mode="linear",
+               coordinate_transformation_mode="align_corners")[0]
+    z = g.node("Resize", [g.node("Softmax", ["x"], axis=-1)[0], "", scales], mode="nearest",
+               coordinate_transformation_mode="asymmetric", nearest_mode="floor")[0]
+    return g.model([("x", (2, 16, 4, 4))], [(y, "y"), (z, "z")])
+
+
 def _pad_saturated(seed: int = 220):
     """Conv 3->8 3x3 p1, HardSwish, Pad constant -2.5, Clip(-3, 3), and Conv 3->8 3x3 p1, Sigmoid, Pad
     constant 40, Clip(-50, 50), each pad 1 on every side: the second Pad keeps the Sigmoid's fixed int8
@@ -2096,6 +2110,10 @@ def _int8_platform_cases() -> List[Case]:
         *(Case(f"depthwise_stride2_{p}", doc(_depthwise_stride2), _depthwise_stride2,
                [("x", (1, 4, 24, 28), "normal")], variants=("i8",), platform=p,
                purpose=f"{p}'s depthwise 1x1 conv of stride 2 (CONV_CON1 0x20000007)")
+          for p in ("rv1106", "rv1103")),
+        *(Case(f"float_only_{p}", doc(_float_only), _float_only, [("x", (2, 16, 4, 4), "normal")],
+               variants=("i8",), platform=p,
+               purpose=f"an int8 build for {p} that keeps every op in float16 (Softmax, Resize)")
           for p in ("rv1106", "rv1103")),
         *(Case(f"deconv_one_channel_{p}", doc(_deconv_from_one_channel), _deconv_from_one_channel,
                [("x", (1, 1, 12, 12), "normal")], variants=("i8",), platform=p,

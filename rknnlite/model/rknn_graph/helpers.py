@@ -8,7 +8,8 @@ does not read these constants.  That is right only when they are what every obse
   channels, each input's channels on lanes of their own (padded to the layout's channel
   block), into the output: a 0/1 matrix ``[C_out, lanes]`` taking the inputs' channels in
   order;
-* an exSoftmax13's ``<input>_rs_weight``: the reduce-sum weight, ones over the softmax's axis.
+* an exSoftmax13's ``<input>_rs_weight``: the reduce-sum weight, ones over the softmax's axis
+  (``<input>_rs_weight_0`` and on when several softmaxes read one input: :func:`is_sum_weight`).
 
 A compiler that folded something more into them (a channel permutation, a scale) would make
 the lowering's answer silently wrong, so anything else is refused by name.
@@ -16,6 +17,7 @@ the lowering's answer silently wrong, so anything else is refused by name.
 
 from __future__ import annotations
 
+import re
 from typing import List
 
 import numpy as np
@@ -23,19 +25,29 @@ import numpy as np
 from .graph import VendorNode, VendorTensor
 from .weights import decode_weight
 
-__all__ = ["check_concat_selection", "check_softmax_sum_weight"]
+__all__ = ["check_concat_selection", "check_softmax_sum_weight", "is_sum_weight"]
+
+# the compiler names a second helper of one name with a counter (two softmaxes of one input:
+# x_rs_weight, x_rs_weight_0; corpus float_only_rv110*)
+_SUM_WEIGHT, _SELECTION = re.compile(r"_rs_weight(_\d+)?$"), re.compile(r"_conv_weight$")
 
 
-def _generated(lowering, node: VendorNode, suffix: str) -> List[VendorTensor]:
+def is_sum_weight(t: VendorTensor) -> bool:
+    """Whether ``t`` is an exSoftmax13's reduce-sum weight (a generated ``<input>_rs_weight``,
+    with the counter the compiler appends to a repeated name)."""
+    return t.kind == "generated" and _SUM_WEIGHT.search(t.name) is not None
+
+
+def _generated(lowering, node: VendorNode, name: re.Pattern) -> List[VendorTensor]:
     tensors = [lowering.tensor(i, node) for i in node.inputs]
-    return [t for t in tensors if t.kind == "generated" and t.name.endswith(suffix)]
+    return [t for t in tensors if t.kind == "generated" and name.search(t.name)]
 
 
 def check_concat_selection(lowering, node: VendorNode, channels: List[int]) -> None:
     """Refuse a Concat over axis 1 whose ``*_conv_weight`` is not the in-order selection of its
     inputs' ``channels`` (a row per output channel, one 1 in it; each input's channels on
     consecutive lanes, the inputs in order)."""
-    for t in _generated(lowering, node, "_conv_weight"):
+    for t in _generated(lowering, node, _SELECTION):
         where = f"{lowering.label}: {node.label} helper weight {t.name!r}"
         if len(t.shape) != 4 or t.shape[0] != sum(channels) or list(t.shape[2:]) != [1, 1]:
             raise lowering.error(f"{node.label}: helper weight {t.name!r} of shape {list(t.shape)}; a 1x1 selection "
@@ -57,7 +69,7 @@ def check_softmax_sum_weight(lowering, node: VendorNode, channels: int) -> None:
     """Refuse an exSoftmax13 over ``channels`` values whose ``*_rs_weight`` (the reduce-sum weight,
     shape ``[1 or 8, channels, 1, 1]``) does not start with ``channels`` ones (a plain sum; what
     follows is padding: zeros on rk3576/rv1126b, whatever memory held on the others)."""
-    for t in _generated(lowering, node, "_rs_weight"):
+    for t in _generated(lowering, node, _SUM_WEIGHT):
         raw = np.frombuffer(lowering.vf.tensor_data(lowering.sg, t), "<f2") if t.dtype == "float16" else np.zeros(0)
         if len(t.shape) != 4 or t.shape[1] != channels or raw.size < channels or not np.all(raw[:channels] == 1):
             raise lowering.error(f"{node.label}: reduce-sum weight {t.name!r} ({t.dtype}, {list(t.shape)}) begins "

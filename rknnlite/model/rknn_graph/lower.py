@@ -1239,14 +1239,14 @@ class _Lowering:
         input_deconv = deconv and x.kind == "input" and \
             bool(input_fetch(regs, RV1106_DECONV if self.t3_platform() else self.deconv_encoding()))
         # the compiler's depthwise input conv and a one-channel deconv: a plain bias, the tiles alone
-        tiles_alone = node.index in self.tiles_alone or node.index in self.lane_zero_points
+        plain_tiles = node.index in self.tiles_alone or node.index in self.lane_zero_points
         if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
             requant = requant_t4(regs, where, activation, node.index in self.weight_zero_points,
-                                 depthwise_plain=tiles_alone, input_deconv=input_deconv)
+                                 depthwise_plain=plain_tiles, input_deconv=input_deconv)
             requant = replace(requant, weight_zp=self.lane_zero_point(node, requant.weight_zp))
         elif self.t3_platform():
             requant = requant_t3(regs, where, activation, node.index in self.weight_zero_points,
-                                 input_depthwise=tiles_alone, input_deconv=input_deconv)
+                                 input_depthwise=plain_tiles, input_deconv=input_deconv)
             requant = replace(requant, weight_zp=self.lane_zero_point(node, requant.weight_zp))
         elif self.f2_platform():  # rk3576/rv1126b: OUT_CVT at their own addresses; a deconv has bias blocks
             # (but one of a single channel: deconv_one_channel)

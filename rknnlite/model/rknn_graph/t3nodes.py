@@ -61,6 +61,7 @@ from .graph import PackedVendorFile, VendorNode, VendorSubgraph, VendorTensor, i
 from .regcmd import (BN_MUL, ENABLE_CNA, ENABLE_PPU, TARGET_DPU, TARGET_RDMA, bn_multiplier, node_registers,
                      read_tasks, task_writes)
 from .deconv_regs import deconv_params
+from .helpers import is_sum_weight
 from .t3conv import t3_check_convert_task, t3_conv_params, t3_standalone_clip, t3_standalone_leaky_slope
 from .t3pad import t3_pad
 from .t3pool import t3_pool_params
@@ -285,7 +286,7 @@ def _softmax(n: _Node) -> VendorNode:
     lowering runs ONNX's Softmax)."""
     node = n.node
     tensors = [n.sg.tensor(i, node.where) for i in node.inputs]
-    sums = [t for t in tensors if t.kind == "generated" and t.name.endswith("_rs_weight")]
+    sums = [t for t in tensors if is_sum_weight(t)]
     data = n.activations()
     if not data or len(data[0].shape) != 4 or len(sums) != 1:
         raise n.refuse(f"an exSoftmax13 with inputs {[t.name for t in tensors]}; a 4-D input and one reduce-sum "
