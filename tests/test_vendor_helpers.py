@@ -61,6 +61,24 @@ def test_a_softmax_whose_sum_weight_is_not_ones_is_refused(tmp_path, stem, name)
         assert struct.unpack_from("<e", view, 2)[0] == 1.0
         struct.pack_into("<e", view, 2, 2.0)
 
-    with pytest.raises(ModelInvalidError, match=rf"reduce-sum weight '{name}' \(float16, \[\d, 20, 1, 1\]\) begins "
-                                                r"\[1\.0, 2\.0, 1\.0"):
+    with pytest.raises(ModelInvalidError, match=rf"reduce-sum weight '{name}' \(float16, \[\d, 20, 1, 1\], blocks of "
+                                                r"\d+ lanes\) holds \[1\.0, 2\.0, 1\.0"):
+        rknnlite.Context(doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch), backend="software")
+
+
+def test_a_sum_weight_over_more_than_32_channels_is_read_block_by_block(tmp_path):
+    # rk3576: blocks of 8 rows of 32 input lanes, the first row's lanes first; a softmax over 48 channels
+    # sums lanes 0..31 of the first block and 0..15 of the second (random graph 115: refused before)
+    stem, name = "softmax_axes_rk3576_i8", "conv_21__float16_rs_weight"
+    loaded = load_model(str(CORPUS / f"{stem}.rknn"))
+    assert [n.attrs["axis"] for n in lower_rockchip(loaded.payload, loaded.model).graph.nodes
+            if n.op == "Softmax"] == [3, 3, 1, 3]
+
+    def patch(data):  # channel 35: lane 3 of the second block's first row
+        view = tensor_bytes(data, name)
+        assert struct.unpack_from("<e", view, (8 * 32 + 3) * 2)[0] == 1.0
+        struct.pack_into("<e", view, (8 * 32 + 3) * 2, 0.0)
+
+    with pytest.raises(ModelInvalidError, match=rf"reduce-sum weight '{name}' \(float16, \[8, 48, 1, 1\], blocks of 32 "
+                                                r"lanes\) holds \[(1\.0, ){35}0\.0, 1\.0"):
         rknnlite.Context(doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch), backend="software")

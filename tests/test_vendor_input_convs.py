@@ -157,3 +157,48 @@ def test_a_one_channel_conv_on_a_graph_input_states_a_size_of_its_own(platform, 
     with pytest.raises(ModelInvalidError, match=r"GlobalAveragePool2_2conv0_i1.*weight tiles .* hold \d+ bytes but the "
                                                 r"tensor's NPU size is 404"):
         rknnlite.Context(_doctored(tmp_path, stem, size_404), backend="software")
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+@pytest.mark.parametrize("platform", PLATFORMS + ["rk3562"])
+def test_a_grouped_conv_on_a_graph_input_states_its_real_channels_size(platform, variant, tmp_path):
+    """A grouped conv (3 -> 6 and 3 -> 9, group 3, 7x7) on a graph input is made dense, the other groups'
+    weights each channel's zero point in int8; its weight states the size of its real channels' rows
+    (rounded up to 8 bytes) times the kernel, rounded up to 16 bytes: 1968 for int8 [9, 3, 7, 7], 3536 for
+    float16, whatever its tiles (random graph 129 was refused for it); another size is refused."""
+    stem = f"grouped_input_{platform}_{variant}"
+    graph = lowered(stem).graph
+    weights = sorted(graph.constants[n.inputs[1]].shape for n in graph.nodes if n.op == "Conv")
+    assert weights == [(6, 3, 7, 7), (9, 3, 7, 7)]
+    stated = 1968 if variant == "i8" else 3536
+
+    def resized(data: bytearray) -> None:
+        pos = tensor_table(data, "Conv8#1_i1").field_pos(V6.t_size)
+        assert struct.unpack_from("<I", data, pos)[0] == stated
+        struct.pack_into("<I", data, pos, stated + 16)
+
+    with pytest.raises(ModelInvalidError, match=rf"Conv8#1_i1.*weight tiles .* hold \d+ bytes but the tensor's NPU "
+                                                rf"size is {stated + 16}"):
+        rknnlite.Context(_doctored(tmp_path, stem, resized), backend="software")
+
+
+@pytest.mark.parametrize("variant", ["fp16", "i8"])
+@pytest.mark.parametrize("platform, fetch", [("rk3562", 0x20008000), ("rk3566", 0x8000)])
+def test_a_one_channel_deconv_on_a_one_channel_input_sets_its_fetch_bits(platform, fetch, variant, tmp_path):
+    """ConvTransposes 1 -> 1 straight on a one-channel graph input: CONV_CON1 holds the platform's image
+    fetch bits for one channel besides the deconv's own (random graphs 112 and 149 were refused); the rk3562
+    3x3 weight's 36 bytes of tiles state 48 (weights end on 16 bytes there).  Without the fetch bits the
+    rest is no deconv form, refused by name."""
+    stem = f"deconv_one_channel_input_{platform}_{variant}"
+    graph = lowered(stem).graph
+    deconvs = [n for n in graph.nodes if n.op == "ConvTranspose"]
+    assert sorted(n.attrs["kernel_shape"] for n in deconvs) == [[2, 2], [3, 3]]
+    data = corpus_arrays(stem)
+    with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
+        outs = ctx.run(inputs_of(data), data_format="nchw")
+    for k, y in enumerate(outs):
+        np.testing.assert_allclose(y, data[f"out{k}"].reshape(y.shape), atol=0.0 if variant == "fp16" else 1e-6)
+
+    stray = patch_registers(TARGET_CNA, {0x100C}, lambda v: v ^ fetch ^ (fetch >> 1))
+    with pytest.raises(ModelInvalidError, match=r"a ConvTranspose with CNA_CONV_CON1 0x[0-9a-f]+"):
+        rknnlite.Context(_doctored(tmp_path, stem, stray), backend="software")

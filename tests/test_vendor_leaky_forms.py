@@ -3,7 +3,8 @@
 int8: the slope stage adds 13 fraction bits to a LeakyRelu conv's OUT_CVT shift on an image or after a
 Relu conv (``<output>_BsCfg_BScfgTensor`` word 0 = 0xf01, corpus conv_leaky_*), 14 on an input that is
 no image (0xe00, conv_leaky_input_*; 7 random rk3576 files were refused before, their stored weight
-scales twice what 13 bits made of the registers).  fp16: a conv with a bias keeps the slope in the BS
+scales twice what 13 bits made of the registers), 12 where 13 would take the OUT_CVT shift past 36
+(0x1002, leaky_wide_*: a 7x7 conv of 16 channels; random graphs 127 and 135 were refused).  fp16: a conv with a bias keeps the slope in the BS
 stage (ACT_CFG 0x903, BsCfg word 0), one without a bias or a depthwise one in the BN stage (ACT_CFG
 0xc02, ``<output>_BnCfg_BNcfgTensor`` word 0).  The corpus files equal the simulator
 (``test_vendor_validated``); these tests pin where each value is read and what is refused.
@@ -54,8 +55,18 @@ def test_the_int8_slope_stage_width_is_read_from_the_bscfg_word(platform, tmp_pa
     (tmp_path / "d00").mkdir()
     unknown = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path / "d00", _set_word("y_BsCfg_BScfgTensor", 0xD00))
     with pytest.raises(ModelInvalidError, match=r"'y_BsCfg_BScfgTensor' starts \['0xd00', .*word 0 0xf01 or 0xe00 "
-                                                r"then zeros was expected"):
+                                                r"or 0x1002 then zeros was expected"):
         rknnlite.Context(unknown, backend="software")
+
+
+@pytest.mark.parametrize("stem", ["leaky_wide_rk3576_i8", "leaky_wide_rv1126b_i8", "leaky_wide_rk3576_i8_tk220"])
+def test_a_slope_stage_of_12_bits_keeps_the_out_cvt_shift_at_36(stem, tmp_path):
+    # word 0x1002: 12 fraction bits, OUT_CVT_SHIFT 36 (24 for the conv); read with 13 the registers' weight
+    # scales are twice the stored ones, which that check refuses
+    assert _alphas(lowered(stem)) == {"y": 0.1}
+    other = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, _set_word("y_BsCfg_BScfgTensor", 0xF01))
+    with pytest.raises(ModelInvalidError, match=r"give channel \d+ a weight scale of .* the file stores"):
+        rknnlite.Context(other, backend="software")
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)

@@ -24,6 +24,7 @@ from rknnlite.model.rknn_graph.lut import lut_stage, read_lut_tables
 from rknnlite.model.rknn_graph.regcmd import TARGET_DPU, node_registers, read_tasks
 
 from corpus import CORPUS, corpus_arrays
+from vendor_files import tensor_bytes
 
 LUT_FILES = ["conv_sigmoid_i8", "conv_swish_i8", "conv_hardswish_i8", "conv_hardsigmoid_i8",
              "conv_hardsigmoid_rk3576_i8"]
@@ -301,7 +302,7 @@ def test_rk3576_standalone_lookup_task_outside_the_observed_layout_is_refused_by
 
 @needs_corpus
 @pytest.mark.parametrize("name, old, named", [
-    # a lookup-table conv: never seen with a plain bias
+    # a lookup-table conv of several channels: never seen with a plain bias (one of one channel has it)
     ("conv_hardsigmoid_rk3576_i8", 0x80011111, r"BS_ALU_CFG \(0x4050\) = 0x80021111 on an rk3576/rv1126b int8 conv: "
                                                r"bias layout 2 \(bits 16..19\); only per-channel bias blocks \(1\)"),
     # a conv: reads the weight zero point from the BScfgTensor, which holds a per-channel conv's words here
@@ -314,6 +315,25 @@ def test_rk3576_plain_bias_layout_is_refused_by_name(name, old, named):
     raw = _doctored(name, 0x4050, old, old + 0x10000)
     with pytest.raises(ModelInvalidError, match=named):
         rknnlite.Context(raw, backend="software")
+
+
+@needs_corpus
+@pytest.mark.parametrize("name", ["one_channel_lut_rk3576_i8", "one_channel_lut_rv1126b_i8"])
+def test_a_lookup_table_conv_of_one_channel_takes_a_plain_bias(name, tmp_path):
+    # HardSigmoid, Sigmoid and HardSwish after a Conv 4->1: BS_ALU_CFG bias layout 2, no multiplier stage, the
+    # weight zero point negated in word 0 of its BScfgTensor (random graph 109: refused before)
+    assert len(_lut_nodes(name)) == 3
+    (y, *_), (ref, *_), (step, *_) = _against_the_simulator(name)
+    assert np.mean(np.abs(y - ref) <= step * 1.0001) >= 0.99
+
+    data = bytearray((CORPUS / f"{name}.rknn").read_bytes())
+    view = tensor_bytes(data, "hsig_BScfgTensor")
+    assert struct.unpack_from("<i", view, 4)[0] == 0
+    struct.pack_into("<i", view, 4, 7)  # word 1, zero after the zero point
+    path = tmp_path / "doctored.rknn"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelInvalidError, match=r"'hsig_BScfgTensor' .* starts .*the negated weight zero point"):
+        rknnlite.Context(str(path), backend="software")
 
 
 @needs_corpus

@@ -426,6 +426,19 @@ def _deconv_input(seed: int = 219):
     return g.model([("x", (1, 3, 8, 8))], [(y, "y")])
 
 
+def _deconv_one_channel_input(seed: int = 927):
+    """ConvTranspose 1->1 3x3 p1 with a bias and ConvTranspose 1->1 2x2 without, each straight on a
+    1-channel 14x12 graph input and an output: rk3562 and rk3566 fetch a one-channel image input
+    with their own CONV_CON1 bits besides the one-channel deconv's (rk3562 0x20008000 and conv mode
+    1, rk3566 0x8000 and its depthwise 0x10003; random graphs 112 and 149 of 2.5.0, refused before)."""
+    g = _G(seed)
+    w3, w2 = ((g.rng.standard_normal((1, 1, k, k)) * 0.5).astype(np.float32) for k in (3, 2))
+    b = np.array([0.1], np.float32)
+    y = g.node("ConvTranspose", ["x", g.const(w3, "w"), g.const(b, "b")], kernel_shape=[3, 3], pads=[1, 1, 1, 1])[0]
+    z = g.node("ConvTranspose", ["x", g.const(w2, "w")], kernel_shape=[2, 2])[0]
+    return g.model([("x", (1, 1, 14, 12))], [(y, "y"), (z, "z")])
+
+
 def _deconv_from_one_channel(seed: int = 915):
     """Conv 1->1 3x3 p1 on a 1-channel 12x12 input, then three ConvTransposes 1->1 (4x4 s1 p1, 4x4 s2
     p1, 3x3 s2 p0): rv1106 and rv1103 run a deconv from one channel to one in conv mode 3 (the
@@ -677,6 +690,50 @@ def _reducemax_one_channel(seed: int = 235):
     g = _G(seed)
     y = g.node("ReduceMax", [g.conv("x", 3, 1)], axes=[1], keepdims=1)[0]
     return g.model([("x", (2, 3, 8, 8))], [(g.node("Relu", [y])[0], "y")])
+
+
+def _reducemax_npu(seed: int = 923):
+    """ReduceMax over the channels (keepdims) of the Concat of a 3x3 and a 1x1 Conv 3->8 on an 8x8
+    image, of a Conv 3->40 (keepdims 0) and of a Conv 3->4 followed by a Sigmoid, each an output:
+    rk3576 and rv1126b run a ReduceMax over several channels as NPU tasks (DPU-only, the input in an
+    int16 scratch tensor in int8 files: random graphs 104, 131, 136, 140, 141 and 158 of 2.5.0)."""
+    g = _G(seed)
+    c = g.node("Concat", [g.conv("x", 3, 8), g.conv("x", 3, 8, k=1)], axis=1)[0]
+    wide = g.node("ReduceMax", [g.conv("x", 3, 40)], axes=[1], keepdims=0)[0]
+    gated = g.node("ReduceMax", [g.node("Sigmoid", [g.conv("x", 3, 4)])[0]], axes=[1], keepdims=1)[0]
+    return g.model([("x", (1, 3, 8, 8))], [(g.node("ReduceMax", [c], axes=[1], keepdims=1)[0], "m16"),
+                                            (wide, "m40"), (gated, "m4")])
+
+
+def _leaky_wide_conv(seed: int = 924):
+    """Conv 16->8 7x7 p3 (784 inputs a weight) then LeakyRelu(0.1) on a 16x10x10 input: the accumulator
+    unit is small enough that rk3576 and rv1126b would need an OUT_CVT shift past 36 with the slope
+    stage's usual 13 fraction bits, so the compiler gives the stage 12 (its ``BScfgTensor`` word 0x1002;
+    random graphs 127 and 135 of rk3576, refused before)."""
+    g = _G(seed)
+    y = g.node("LeakyRelu", [g.conv("x", 16, 8, k=7)], alpha=0.1)[0]
+    return g.model([("x", (1, 16, 10, 10))], [(y, "y")])
+
+
+def _grouped_input_conv(seed: int = 925):
+    """Conv 3->6 and Conv 3->9 7x7 p3, each of group 3, on a 3x11x11 graph input, each an output:
+    rk3576, rv1126b and rk3562 compile a grouped int8 conv on a graph input to a dense one whose
+    other groups' weights are each channel's weight zero point, with an NPU size of its real
+    channels' bytes rounded up (random graph 129 of 2.5.0, refused before for that size)."""
+    g = _G(seed)
+    return g.model([("x", (1, 3, 11, 11))], [(g.conv("x", 3, 6, k=7, group=3), "y"),
+                                              (g.conv("x", 3, 9, k=7, group=3), "z")])
+
+
+def _one_channel_lut_convs(seed: int = 926):
+    """Conv 4->1 3x3 p1 on a 4x12x12 input followed by HardSigmoid(1/6, 0.5), by Sigmoid and by
+    HardSwish, each an output: rk3576 and rv1126b give a lookup-table conv of one output channel a
+    plain int32 bias, its weight zero point in its ``BScfgTensor`` (random graph 109 of 2.5.0: a
+    ConvHardSigmoid of one channel, refused before for its bias layout)."""
+    g = _G(seed)
+    return g.model([("x", (1, 4, 12, 12))], [(_hardsigmoid(1 / 6, 0.5)(g, g.conv("x", 4, 1)), "hsig"),
+                                              (_sigmoid(g, g.conv("x", 4, 1)), "sig"),
+                                              (_hardswish(g, g.conv("x", 4, 1)), "hswish")])
 
 
 def _input_pools(seed: int = 217):
@@ -1894,7 +1951,7 @@ def _family_cases() -> List[Case]:
 
 
 #: :func:`_standalone_ops` per platform.  Left out: ReduceMax on rk3576/rv1126b, which run it on the NPU (int16
-#: scratch tensors) rather than on the CPU, and their ReduceMin (a CPU op, standalone_reducemin_*, which the
+#: scratch tensors: reducemax_npu_*) rather than on the CPU, and their ReduceMin (a CPU op, standalone_reducemin_*, which the
 #: ReduceMax's tasks would keep from running); HardSigmoid on rk3562/rk3576/rv1126b, whose int8 standalone
 #: table task off-board was 89.6 % within one step of the simulator when read from the table (the simulator
 #: computes the float function: standalone_hardsigmoid_*).  Elu is a case of its own: an int8 Elu(alpha=0.7) off-board is the
@@ -2007,6 +2064,24 @@ def _int8_platform_cases() -> List[Case]:
         Case("reducemax_one_channel_rk3576", doc(_reducemax_one_channel), _reducemax_one_channel,
              [("x", (2, 3, 8, 8), "image")], platform="rk3576",
              purpose="ReduceMax on rk3576 in its CPU form (one channel; RKNN-Toolkit2 2.3.0 and 2.2.0)"),
+        *(Case(f"leaky_wide_{p}", doc(_leaky_wide_conv), _leaky_wide_conv, [("x", (1, 16, 10, 10), "normal")],
+               variants=("i8",), platform=p,
+               purpose=f"a LeakyRelu conv on {p} whose slope stage has 12 fraction bits (BScfgTensor 0x1002)")
+          for p in ("rk3576", "rv1126b")),
+        *(Case(f"grouped_input_{p}", doc(_grouped_input_conv), _grouped_input_conv, [("x", (1, 3, 11, 11), "normal")],
+               platform=p, purpose=f"a grouped conv on {p}'s graph input, made dense with its weight zero points")
+          for p in ("rk3576", "rv1126b", "rk3562")),
+        *(Case(f"one_channel_lut_{p}", doc(_one_channel_lut_convs), _one_channel_lut_convs,
+               [("x", (1, 4, 12, 12), "normal")], variants=("i8",), platform=p,
+               purpose=f"lookup-table convs of one output channel on {p} (a plain int32 bias)")
+          for p in ("rk3576", "rv1126b")),
+        *(Case(f"deconv_one_channel_input_{p}", doc(_deconv_one_channel_input), _deconv_one_channel_input,
+               [("x", (1, 1, 14, 12), "normal")], platform=p,
+               purpose=f"one-channel deconvs on {p}'s one-channel graph input (its image fetch bits)")
+          for p in ("rk3562", "rk3566")),
+        *(Case(f"reducemax_npu_{p}", doc(_reducemax_npu), _reducemax_npu, [("x", (1, 3, 8, 8), "image")], platform=p,
+               purpose=f"ReduceMax over several channels on {p}: NPU tasks, int16 scratch in int8 files")
+          for p in ("rk3576", "rv1126b")),
         *(Case(f"standalone_reducemin_{p}", "standalone_ops_rk3588's ReduceMin (over the channels of the Concat of two "
                "convs)", _standalone_ops(("ReduceMin",)), image8, platform=p,
                purpose=f"ReduceMin on {p}, a CPU op there as on rk3588 (a ReduceMax is NPU tasks, refused by name)")
@@ -2093,8 +2168,9 @@ def _int8_platform_cases() -> List[Case]:
           for p in ("rv1106", "rv1103")),
         *(Case(f"softmax_axes_{p}", doc(_softmax_axes), _softmax_axes, [("x", (1, 3, 4, 40), "image")],
                variants=("i8",), platform=p,
-               purpose=f"{p}'s exSoftmax13 over the width and over more than 16 channels")
-          for p in ("rv1106", "rv1103")),
+               purpose=f"{p}'s exSoftmax13 over the width and over more than 16 channels"
+                       + (" (its reduce-sum weight in blocks of 32 input lanes)" if p in ("rk3576", "rv1126b") else ""))
+          for p in ("rv1106", "rv1103", "rk3576", "rv1126b")),
         *(Case(f"pad_batch_overlap_{p}", doc(_pad_batch_overlap), _pad_batch_overlap,
                [("x", (2, 6, 14, 6), "normal")], variants=("i8",), platform=p,
                purpose=f"{p}'s Pad whose input copies read from inside its output map's addresses")

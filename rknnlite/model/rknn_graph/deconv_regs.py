@@ -8,7 +8,8 @@ rk3566/rk3568 and rv1106/rv1103 encode it alike in their CNA registers but for t
   precisions (bits 7..9 and 4..6: 0 for int8, 2 for float16 on rk3588, rk3566 writes 4 and 2)
   and the conv mode (bits 0..3: 0 plain, 3 depthwise; rv1106's depthwise: 7); a deconv reading
   the graph's input adds how it fetches it (rk3588: bits 13..15 and 29..30; rk3566: 13..15;
-  rv1106: 0x20008000 | (channels - 1) << 12, as its convs there);
+  rk3562: 0x2000a002 on 3 channels, 0x20008000 on 1; rv1106: 0x20008000 | (channels - 1) << 12, as
+  its convs there);
 * ``CONV_CON3`` 0x1014: the conv's unit strides (0x9) and the deconv's strides minus one in
   bits 8..10 (x) and 11..13 (y);
 * ``PAD_CON0`` 0x1068: ``k - 1 - p`` for the deconv's top and left pads ``p``: the top in bits
@@ -95,18 +96,19 @@ RK3588_DECONV = DeconvEncoding("rk3588", {(True, False): 0x10000, (True, True): 
                                depthwise_low={True: 1, False: 1},
                                input_fetch=(0x6000A000, 0x60008000))
 #: rk3566/rk3568: float16 precisions 4/2; int8 files write the input's zero point beside the pads; on
-#: the graph's (3-channel) input, 0xa000 besides
+#: the graph's input, 0xa000 (3 channels) or 0x8000 (1 channel: deconv_one_channel_input_rk3566) besides
 RK3566_DECONV = DeconvEncoding("rk3566", {(True, False): 0x10000, (True, True): 0x10003,
                                           (False, False): 0x10220, (False, True): 0x10223},
                                depthwise_low={True: 1, False: 1},
-                               pad_value=True, input_fetch=(0xA000,))
+                               pad_value=True, input_fetch=(0xA000, 0x8000))
 
-#: rk3562: a conv's CONV_CON1 values, 0x2000a002 besides on the graph's (3-channel) input, the kernel
-#: in 0x1024 (width first), the pads in 0x1080's bytes
+#: rk3562: a conv's CONV_CON1 values, besides on the graph's input 0x2000a002 (3 channels) or 0x20008000
+#: (1 channel: deconv_one_channel_input_rk3562), the kernel in 0x1024 (width first), the pads in 0x1080's
+#: bytes
 RK3562_DECONV = DeconvEncoding("rk3562", {(True, False): 0x0, (True, True): 0x5,
                                           (False, False): 0x200120, (False, True): 0x200121},
-                               depthwise_low={True: 2, False: 1}, input_fetch=(0x2000A002,), one_channel=(0x1, 1),
-                               kernel_address=0x1024, pad_bytes=0x1080)
+                               depthwise_low={True: 2, False: 1}, input_fetch=(0x2000A002, 0x20008000),
+                               one_channel=(0x1, 1), kernel_address=0x1024, pad_bytes=0x1080)
 #: rk3576/rv1126b: rk3562's registers, the kernel fields each minus one (a depthwise one's low field:
 #: 0 in float16, 1 in int8; one channel to one, int8: CONV_CON1 1, low field 0); on the graph's
 #: (3-channel) input RKNN-Toolkit2 2.3.0 sets rk3562's 0x2000a002 besides (2.3.2 and 2.5.0 do not)

@@ -175,8 +175,11 @@ F2_OUT_CVT_ACTIVATIONS = (None, "Relu", "Clip", "LeakyRelu", "Add", "AddRelu")
 #: a LeakyRelu's OUT_CVT shift is larger than the plain conv's by its slope stage's fraction bits,
 #: which word 0 of its ``<output>_BsCfg_BScfgTensor`` selects: 0xf01 -> 13 (on an image or after a Relu
 #: conv: conv_leaky_*), 0xe00 -> 14 (on an input that is no image and in 7 random rk3576 files, which
-#: read with 13 were refused: their stored weight scales twice the registers'; conv_leaky_input_*)
-_LEAKY_SHIFT_OF_BS_WORD = {0xF01: 13, 0xE00: 14}
+#: read with 13 were refused: their stored weight scales twice the registers'; conv_leaky_input_*),
+#: 0x1002 -> 12 (a conv whose OUT_CVT shift would pass 36 with 13: leaky_wide_*, random rk3576 graphs
+#: 127 and 135; read with 13 their stored weight scales are half the registers'); the words are
+#: ``(28 - bits) << 8 | (14 - bits)``
+_LEAKY_SHIFT_OF_BS_WORD = {0xF01: 13, 0xE00: 14, 0x1002: 12}
 
 
 def f2_leaky_shift(lowering, out, where: str) -> int:
@@ -514,7 +517,9 @@ def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requ
     """The index map and output conversion of an int8 lookup-table conv of an rk3576/rv1126b
     file (see the module doc), in the terms of :mod:`.lut`: a ``LutStage`` (index
     ``u = (y * M + A * M) / 2^s``, ranges, slopes outside them) and a ``Requant`` (the
-    ``OUT_CVT`` of the table value, the channel multipliers' shift ``k``).  ``tables``: the
+    ``OUT_CVT`` of the table value, the channel multipliers' shift ``k``; a conv of one output
+    channel has a plain int32 bias instead, and its weight zero point in its ``BScfgTensor``:
+    :func:`f2_plain_weight_zero_point`).  ``tables``: the
     node's tables (:func:`.lut.read_lut_tables`), whose end entries the registers repeat.
     Reads the node's registers and the first 64 bytes of two tensors.
 
@@ -528,15 +533,18 @@ def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requ
         return ModelInvalidError(f"{where}: int8 lookup-table {node.op} on rk3576/rv1126b: {what}; only the layout in "
                                  "docs/vendor-format-notes.md §1b was decoded", op="load")
 
-    f2_bias_layout(regs, where)
+    # one output channel: a plain int32 bias, no multiplier stage (one_channel_lut_*)
+    layout = f2_bias_layout(regs, where, plain=len(out.shape) == 4 and out.shape[1] == 1)
     stage = _table_stage(lowering, out, regs, tables, refuse, where)
+    offset, scale, out_shift = _out_cvt(dpu_reader(regs, where, "(rk3576 register map)"), refuse, ew_input=False)
+    if layout == _PLAIN_BIAS:
+        return stage, Requant(scale, out_shift, None, offset, False, f2_plain_weight_zero_point(lowering, out, where))
     bs_words = cfg_words(lowering, f"{out.name}_BScfgTensor", where)
     if bs_words is None:
         raise refuse(f"no tensor {out.name + '_BScfgTensor'!r}")
     mul_shift = int(bs_words[0]) & 0xFF
     if bs_words[0] != mul_shift * 0x101 or not 0 < mul_shift < 32 or np.any(bs_words[1:4]):
         raise refuse(f"{out.name + '_BScfgTensor'!r} starts {bs_words[:4].tolist()}, not k | k << 8 then zeros")
-    offset, scale, out_shift = _out_cvt(dpu_reader(regs, where, "(rk3576 register map)"), refuse, ew_input=False)
     return stage, Requant(scale, out_shift, mul_shift, offset)
 
 

@@ -67,11 +67,18 @@ def check_concat_selection(lowering, node: VendorNode, channels: List[int]) -> N
 
 def check_softmax_sum_weight(lowering, node: VendorNode, channels: int) -> None:
     """Refuse an exSoftmax13 over ``channels`` values whose ``*_rs_weight`` (the reduce-sum weight,
-    shape ``[1 or 8, channels, 1, 1]``) does not start with ``channels`` ones (a plain sum; what
-    follows is padding: zeros on rk3576/rv1126b, whatever memory held on the others)."""
+    shape ``[rows, channels, 1, 1]``, rows 1 or 8) does not hold ``channels`` ones in its first
+    row (a plain sum).  The buffer holds blocks of ``rows`` rows of as many input lanes as the NPU
+    shape states (32 on rk3576/rv1126b: a softmax over 48 channels has two, random graph 115), the
+    first row's lanes first; a single row, or a single block, is the ones in a row.  The other
+    rows are padding: zeros, or whatever memory held."""
     for t in _generated(lowering, node, _SUM_WEIGHT):
         raw = np.frombuffer(lowering.vf.tensor_data(lowering.sg, t), "<f2") if t.dtype == "float16" else np.zeros(0)
-        if len(t.shape) != 4 or t.shape[1] != channels or raw.size < channels or not np.all(raw[:channels] == 1):
-            raise lowering.error(f"{node.label}: reduce-sum weight {t.name!r} ({t.dtype}, {list(t.shape)}) begins "
-                                 f"{raw[:channels].tolist()}; {channels} float16 ones (a plain sum over the softmax's "
-                                 "axis) were expected")
+        rows = t.shape[0] if len(t.shape) == 4 else 0
+        lanes = t.npu_shape[4] if len(t.npu_shape) == 6 and t.npu_shape[4] > 0 else channels
+        first = np.concatenate([raw[b * rows * lanes:b * rows * lanes + lanes]
+                                for b in range(-(-channels // lanes))])[:channels] if rows else raw[:0]
+        if len(t.shape) != 4 or t.shape[1] != channels or first.size < channels or not np.all(first == 1):
+            raise lowering.error(f"{node.label}: reduce-sum weight {t.name!r} ({t.dtype}, {list(t.shape)}, blocks of "
+                                 f"{lanes} lanes) holds {first.tolist()} in its first row; {channels} float16 ones (a "
+                                 "plain sum over the softmax's axis) were expected")

@@ -64,9 +64,10 @@ Clip, HardSigmoid      standalone: Clip by its two float32 constants; HardSigmoi
                        ``beta`` from the BSON; int8 too: the simulator computes it so, not from
                        the lookup table the file loads; corpus standalone_hardsigmoid_*)
 Exp, Erf, ReduceMax,   the ONNX op: the runtime's CPU ops (a node with NPU tasks is refused, but
-ReduceMin, Sqrt        an fp16 Sqrt's, which the simulator computes as the rounded float function);
-                       the reductions' axes from their int64 constant, keepdims from parameter
-                       tables 53 / 54
+ReduceMin, Sqrt        an fp16 Sqrt's, which the simulator computes as the rounded float function,
+                       and rk3576/rv1126b's channel ReduceMax, whose scratch tensors .npu_reduce
+                       checks); the reductions' axes from their int64 constant, keepdims from
+                       parameter tables 53 / 54
 Split                  Split (axis and sizes from the parameter table, checked against the
                        BSON and size constant; a part nothing reads, tensor index -1, is
                        computed under a name of its own; the compiler's channel split of a
@@ -137,6 +138,7 @@ from .graph import UNREAD, VendorFile, VendorNode, VendorSubgraph, VendorTensor,
 from .graph import is_helper as _is_helper
 from .batchnorm import lower_batch_norm
 from .helpers import check_concat_selection, check_softmax_sum_weight
+from .npu_reduce import check_reducemax_scratch
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from_zero, f2_activation, f2_conv_requant,
                     f2_fp16_activation, f2_leaky_shift, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point,
@@ -207,6 +209,9 @@ _REGISTER_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
 # them (.f2act): HardSwish's match the simulator better so (hardswish_ops_rk3576: 90.6 -> 97.5 %
 # exact); Swish computes the exact function, which matches its probe better (99.5 against 99.2 %)
 _F2_LUT_ACTIVATIONS = ("Sigmoid", "HardSigmoid", "HardSwish", "Gelu")
+#: the byte multiples an rk3576/rv1126b/rk3562 input conv's stated weight size rounds its output
+#: channels' rows and then its whole kernel to (:meth:`_Lowering.stated_weight_size`)
+_INPUT_CONV_ROW = (8, 16)
 #: ops the runtime runs on the CPU (no NPU task): float32 on the dequantized input, the result put on the
 #: output's grid (int8) or rounded to fp16, as the simulator computes them
 _CPU_OPS = ("Exp", "Erf", "ReduceMax", "ReduceMin", "Sqrt")
@@ -242,6 +247,9 @@ _ACTIVATION_KINDS = ("input", "output", "activation")
 _WEIGHT_KINDS = ("const", "generated")
 #: an rv1106 container's weights end on a multiple of this many bytes
 _T3_WEIGHT_ALIGN = 64
+#: rk3562 weights' NPU size may be rounded up to 16 bytes (a one-channel 3x3 deconv on a graph input:
+#: tiles of 36 bytes, size 48; deconv_one_channel_input_rk3562)
+_T4_WEIGHT_ALIGN = 16
 #: an rv1106 depthwise weight: each channel's weight then its zero point, 64-byte aligned
 _T3_DEPTHWISE = {"group": 1, "align": _T3_WEIGHT_ALIGN}
 _IDENTITY_TOLERANCE = 1e-3
@@ -450,8 +458,12 @@ class _Lowering:
         self.token_ids = {t.index for t in activations if t.kind == "input" and t.dtype == "int64" and
                           all(n.op == "Gather" and n.inputs[1:2] == (t.index,) for n in self.sg.nodes
                               if t.index in n.inputs)}
+        #: the compiler's int16 scratch copies of a ReduceMax's input (rk3576/rv1126b: .npu_reduce)
+        reduce_scratch = {i for n in self.sg.nodes if n.op == "ReduceMax" for i in n.inputs[1:]}
         for t in activations:
             if t.dtype == "int64" and (t.index in self.indices or t.index in self.token_ids):
+                continue
+            if t.dtype == "int16" and t.index in reduce_scratch and _is_helper(t):  # checked by cpu_op
                 continue
             if t.dtype not in ("float16", "float32", "int8"):
                 raise self.error(f"activation tensor {t.index} ({t.name!r}) has dtype {t.dtype}; the lowering runs "
@@ -911,8 +923,8 @@ class _Lowering:
             iblk = w.npu_shape[5] if len(w.npu_shape) == 6 else 0
             weight = decode_packed_identity(raw, w.shape, iblk, w.size, where)
         else:
-            weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where, self.stated_weight_size(x, w, raw),
-                                   packed=packed, align=self.weight_align())
+            weight = decode_weight(raw, w.npu_shape, w.shape, w.dtype, where,
+                                   self.stated_weight_size(x, w, raw, packed), packed=packed, align=self.weight_align())
         channels_in = x.shape[1] if len(x.shape) == 4 else -1
         if group > 1:
             if not (w.shape[0] == 1 and w.shape[1] == group == channels_in):
@@ -1322,22 +1334,31 @@ class _Lowering:
         fewer bytes than its tiles."""
         return self.compiler_input_conv(node, w) and w.size < tiles_nbytes(w.npu_shape, w.dtype)
 
-    def stated_weight_size(self, x: VendorTensor, w: VendorTensor, raw) -> Optional[int]:
+    def stated_weight_size(self, x: VendorTensor, w: VendorTensor, raw, packed: bool) -> Optional[int]:
         """The NPU size :func:`.weights.decode_weight` checks a conv's tiles against: the weight's,
-        but ``None`` (no check) for a conv of one output channel on a graph input in an rk3576,
-        rv1126b or rk3562 file whose stated size is ``(kh * kw + 1) * 8`` whatever its tiles and
-        dtype (a pool or ReduceMean the compiler splits into convs on the input: 7x7, 5x5 and 1x1,
-        fp16 and int8, read as the tiles the buffer holds: bit-exact against the simulator)."""
-        kh, kw = (int(d) for d in w.shape[2:]) if len(w.shape) == 4 else (0, 0)
-        tiles = tiles_nbytes(w.npu_shape, w.dtype) if len(w.npu_shape) == 6 else 0
-        if (x.kind == "input" and (self.f2_platform() or self.t4_platform()) and w.shape[:1] == (1,)
-                and w.size == (kh * kw + 1) * 8 and 0 < tiles <= len(raw)):
+        but ``None`` (no check) for a conv on a graph input in an rk3576, rv1126b or rk3562 file
+        whose stated size is its real output channels' rows of ``iblk`` input lanes, rounded up to 8
+        bytes, times ``kh * kw``, rounded up to 16 bytes, whatever its tiles (:data:`_INPUT_CONV_ROW`):
+        a pool or ReduceMean the compiler splits into one-channel convs on the input (``(kh * kw +
+        1) * 8``: 7x7, 5x5 and 1x1, fp16 and int8), a grouped conv it makes dense (6 and 9 channels
+        of a 7x7: ``grouped_input_*``, fp16 and int8), read as the tiles the buffer holds:
+        bit-exact against the simulator.  A ``packed`` weight's size has a rule of its own
+        (:func:`.weights.decode_weight`)."""
+        if (packed or x.kind != "input" or not (self.f2_platform() or self.t4_platform()) or len(w.shape) != 4
+                or len(w.npu_shape) % 6 or not w.npu_shape or w.dtype not in ("int8", "float16")):
+            return w.size
+        o, kh, kw = int(w.shape[0]), int(w.shape[2]), int(w.shape[3])
+        row = -(-o * w.npu_shape[5] * np.dtype(w.dtype).itemsize // _INPUT_CONV_ROW[0]) * _INPUT_CONV_ROW[0]
+        stated = -(-row * kh * kw // _INPUT_CONV_ROW[1]) * _INPUT_CONV_ROW[1]
+        tiles = tiles_nbytes(w.npu_shape, w.dtype)
+        if w.size == stated != tiles and 0 < tiles <= len(raw):
             return None
         return w.size
 
     def weight_align(self) -> int:
-        """Bytes the NPU size of a weight may be rounded up to (rv1106 weights end on 64 bytes)."""
-        return _T3_WEIGHT_ALIGN if self.t3_platform() else 1
+        """Bytes the NPU size of a weight may be rounded up to (rv1106 weights end on 64 bytes, rk3562's
+        on 16)."""
+        return _T3_WEIGHT_ALIGN if self.t3_platform() else _T4_WEIGHT_ALIGN if self.t4_platform() else 1
 
     @staticmethod
     def compiler_conv(node: VendorNode, w: VendorTensor) -> bool:
@@ -1879,17 +1900,21 @@ class _Lowering:
         executor.  Exp and Erf are element-wise; ReduceMax/Min take their axes from the int64 constant and
         ``keepdims`` from the BSON (checked against the parameter table).  A node the file gives NPU
         tasks is refused: the NPU's numerics for it were never decoded (but an fp16 file's
-        :data:`_FP16_NPU_FLOAT_OPS`)."""
-        if any(task.op_idx == node.index for task in self.tasks()) and \
-                (self.int8 or node.op not in _FP16_NPU_FLOAT_OPS):
+        :data:`_FP16_NPU_FLOAT_OPS` and rk3576/rv1126b's channel ReduceMax, the ONNX op once its
+        scratch tensors are checked: :mod:`.npu_reduce`)."""
+        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
+        on_npu = any(task.op_idx == node.index for task in self.tasks())
+        npu_reduce = on_npu and node.op == "ReduceMax" and self.f2_platform()
+        if on_npu and not npu_reduce and (self.int8 or node.op not in _FP16_NPU_FLOAT_OPS):
             raise self.error(f"{node.label}: a {node.op} with NPU tasks; only the runtime's CPU {node.op} (no "
                              "task) was checked against the simulator")
+        inputs = [self.tensor(i, node) for i in node.inputs[1:]]
+        scratch = [t for t in inputs if npu_reduce and _is_helper(t)]
         (data,) = self.activation_inputs(node, 1, 1)
-        x, out = self.tensor(node.inputs[0], node), self.single_output(node)
         attrs = {}
         got = list(x.shape)
         if node.op in ("ReduceMax", "ReduceMin"):
-            consts = [self.tensor(i, node) for i in node.inputs[1:]]
+            consts = [t for t in inputs if t not in scratch]
             if node.recovered is not None and not consts:  # an rv1106 file's, from its shapes (.t3nodes)
                 stored, keepdims = self.bson_ints(node, "axes"), self.bson_int(node, "keepdims")
             elif len(consts) != 1:
@@ -1909,6 +1934,8 @@ class _Lowering:
             got = [1 if a in axes else d for a, d in enumerate(got)] if keepdims else \
                 [d for a, d in enumerate(got) if a not in axes]
             attrs = {"axes": axes, "keepdims": keepdims}
+            if npu_reduce:
+                check_reducemax_scratch(x, out, scratch, axes, f"{self.label}: {node.label}")
         if got != list(out.shape):
             raise self.error(f"{node.label}: {node.op} of {list(x.shape)} gives {got}; the file says {list(out.shape)}")
         self.emit(node, node.op, [data], attrs)
