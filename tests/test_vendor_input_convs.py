@@ -183,13 +183,14 @@ def test_a_grouped_conv_on_a_graph_input_states_its_real_channels_size(platform,
 
 
 @pytest.mark.parametrize("variant", ["fp16", "i8"])
-@pytest.mark.parametrize("platform, fetch", [("rk3562", 0x20008000), ("rk3566", 0x8000)])
+@pytest.mark.parametrize("platform, fetch", [("rk3562", 0x20008000), ("rk3566", 0x8000),
+                                             ("rk3576", 0x20008000)])  # RKNN-Toolkit2 2.3.0's (2.5.0 sets none)
 def test_a_one_channel_deconv_on_a_one_channel_input_sets_its_fetch_bits(platform, fetch, variant, tmp_path):
     """ConvTransposes 1 -> 1 straight on a one-channel graph input: CONV_CON1 holds the platform's image
-    fetch bits for one channel besides the deconv's own (random graphs 112 and 149 were refused); the rk3562
-    3x3 weight's 36 bytes of tiles state 48 (weights end on 16 bytes there).  Without the fetch bits the
-    rest is no deconv form, refused by name."""
-    stem = f"deconv_one_channel_input_{platform}_{variant}"
+    fetch bits for one channel besides the deconv's own (random graphs 112 and 149 were refused); the 3x3
+    weight's 36 bytes of tiles state 48 on rk3562 and rk3576 (weights end on 16 bytes there).  Without the
+    fetch bits the rest is no deconv form, refused by name."""
+    stem = f"deconv_one_channel_input_{platform}_{variant}" + ("_tk230" if platform == "rk3576" else "")
     graph = lowered(stem).graph
     deconvs = [n for n in graph.nodes if n.op == "ConvTranspose"]
     assert sorted(n.attrs["kernel_shape"] for n in deconvs) == [[2, 2], [3, 3]]

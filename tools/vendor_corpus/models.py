@@ -2078,7 +2078,7 @@ def _int8_platform_cases() -> List[Case]:
         *(Case(f"deconv_one_channel_input_{p}", doc(_deconv_one_channel_input), _deconv_one_channel_input,
                [("x", (1, 1, 14, 12), "normal")], platform=p,
                purpose=f"one-channel deconvs on {p}'s one-channel graph input (its image fetch bits)")
-          for p in ("rk3562", "rk3566")),
+          for p in ("rk3562", "rk3566", "rk3576")),
         *(Case(f"reducemax_npu_{p}", doc(_reducemax_npu), _reducemax_npu, [("x", (1, 3, 8, 8), "image")], platform=p,
                purpose=f"ReduceMax over several channels on {p}: NPU tasks, int16 scratch in int8 files")
           for p in ("rk3576", "rv1126b")),

@@ -110,11 +110,13 @@ RK3562_DECONV = DeconvEncoding("rk3562", {(True, False): 0x0, (True, True): 0x5,
                                depthwise_low={True: 2, False: 1}, input_fetch=(0x2000A002, 0x20008000),
                                one_channel=(0x1, 1), kernel_address=0x1024, pad_bytes=0x1080)
 #: rk3576/rv1126b: rk3562's registers, the kernel fields each minus one (a depthwise one's low field:
-#: 0 in float16, 1 in int8; one channel to one, int8: CONV_CON1 1, low field 0); on the graph's
-#: (3-channel) input RKNN-Toolkit2 2.3.0 sets rk3562's 0x2000a002 besides (2.3.2 and 2.5.0 do not)
+#: 0 in float16, 1 in int8; one channel to one, int8: CONV_CON1 1, low field 0); on the graph's input
+#: RKNN-Toolkit2 2.3.0 sets rk3562's 0x2000a002 (3 channels) or 0x20008000 (1 channel:
+#: deconv_one_channel_input_rk3576_*_tk230) besides (2.3.2 and 2.5.0 do not)
 RK3576_DECONV = DeconvEncoding("rk3576", {(True, False): 0x0, (True, True): 0x1,
                                           (False, False): 0x200120, (False, True): 0x200121},
-                               depthwise_low={True: 1, False: 0}, input_fetch=(0x2000A002,), one_channel=(0x1, 0),
+                               depthwise_low={True: 1, False: 0}, input_fetch=(0x2000A002, 0x20008000),
+                               one_channel=(0x1, 0),
                                kernel_address=0x1024, pad_bytes=0x1080, minus_one=True)
 
 

@@ -247,9 +247,9 @@ _ACTIVATION_KINDS = ("input", "output", "activation")
 _WEIGHT_KINDS = ("const", "generated")
 #: an rv1106 container's weights end on a multiple of this many bytes
 _T3_WEIGHT_ALIGN = 64
-#: rk3562 weights' NPU size may be rounded up to 16 bytes (a one-channel 3x3 deconv on a graph input:
-#: tiles of 36 bytes, size 48; deconv_one_channel_input_rk3562)
-_T4_WEIGHT_ALIGN = 16
+#: rk3562 and rk3576/rv1126b weights' NPU size may be rounded up to 16 bytes (a one-channel 3x3 deconv on
+#: a graph input: tiles of 36 bytes, size 48; deconv_one_channel_input_rk3562, _rk3576_*_tk230/_tk220)
+_T4_F2_WEIGHT_ALIGN = 16
 #: an rv1106 depthwise weight: each channel's weight then its zero point, 64-byte aligned
 _T3_DEPTHWISE = {"group": 1, "align": _T3_WEIGHT_ALIGN}
 _IDENTITY_TOLERANCE = 1e-3
@@ -1357,8 +1357,10 @@ class _Lowering:
 
     def weight_align(self) -> int:
         """Bytes the NPU size of a weight may be rounded up to (rv1106 weights end on 64 bytes, rk3562's
-        on 16)."""
-        return _T3_WEIGHT_ALIGN if self.t3_platform() else _T4_WEIGHT_ALIGN if self.t4_platform() else 1
+        and rk3576/rv1126b's on 16)."""
+        if self.t3_platform():
+            return _T3_WEIGHT_ALIGN
+        return _T4_F2_WEIGHT_ALIGN if self.t4_platform() or self.f2_platform() else 1
 
     @staticmethod
     def compiler_conv(node: VendorNode, w: VendorTensor) -> bool:
