@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -430,7 +429,8 @@ def _deconv_one_channel_input(seed: int = 927):
     """ConvTranspose 1->1 3x3 p1 with a bias and ConvTranspose 1->1 2x2 without, each straight on a
     1-channel 14x12 graph input and an output: rk3562 and rk3566 fetch a one-channel image input
     with their own CONV_CON1 bits besides the one-channel deconv's (rk3562 0x20008000 and conv mode
-    1, rk3566 0x8000 and its depthwise 0x10003; random graphs 112 and 149 of 2.5.0, refused before)."""
+    1, rk3566 0x8000 and its depthwise 0x10003; random graphs 112 and 149 of 2.5.0, refused before);
+    rk3576 built by 2.3.0 and 2.2.0 sets rk3562's 0x20008000."""
     g = _G(seed)
     w3, w2 = ((g.rng.standard_normal((1, 1, k, k)) * 0.5).astype(np.float32) for k in (3, 2))
     b = np.array([0.1], np.float32)
@@ -499,9 +499,12 @@ def _random_image(seed: int, outputs: Sequence[str]):
     """The seeded random image graph ``seed`` of ``tests/random_graphs.py`` (as random_campaign.py
     builds it) up to its tensors ``outputs``: a form a campaign found, kept as it came."""
     def build():
+        import importlib.util
         import onnx.utils
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "tests"))
-        import random_graphs
+        path = Path(__file__).resolve().parent.parent.parent / "tests" / "random_graphs.py"
+        spec = importlib.util.spec_from_file_location("random_graphs", path)
+        random_graphs = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(random_graphs)  # by its path: no test folder on sys.path
         model = onnx.shape_inference.infer_shapes(random_graphs.image_graph(seed)[0])
         return onnx.utils.Extractor(model).extract_model([i.name for i in model.graph.input], list(outputs))
     return build

@@ -32,15 +32,18 @@ __all__ = ["check_concat_selection", "check_softmax_sum_weight", "is_sum_weight"
 _SUM_WEIGHT, _SELECTION = re.compile(r"_rs_weight(_\d+)?$"), re.compile(r"_conv_weight$")
 
 
+def _is_generated(t: VendorTensor, name: re.Pattern) -> bool:
+    return t.kind == "generated" and name.search(t.name) is not None
+
+
 def is_sum_weight(t: VendorTensor) -> bool:
     """Whether ``t`` is an exSoftmax13's reduce-sum weight (a generated ``<input>_rs_weight``,
     with the counter the compiler appends to a repeated name)."""
-    return t.kind == "generated" and _SUM_WEIGHT.search(t.name) is not None
+    return _is_generated(t, _SUM_WEIGHT)
 
 
 def _generated(lowering, node: VendorNode, name: re.Pattern) -> List[VendorTensor]:
-    tensors = [lowering.tensor(i, node) for i in node.inputs]
-    return [t for t in tensors if t.kind == "generated" and name.search(t.name)]
+    return [t for t in (lowering.tensor(i, node) for i in node.inputs) if _is_generated(t, name)]
 
 
 def check_concat_selection(lowering, node: VendorNode, channels: List[int]) -> None:

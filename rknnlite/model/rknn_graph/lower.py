@@ -210,8 +210,8 @@ _REGISTER_ACTIVATIONS = ("Clip", "LeakyRelu", "HardSigmoid")
 # exact); Swish computes the exact function, which matches its probe better (99.5 against 99.2 %)
 _F2_LUT_ACTIVATIONS = ("Sigmoid", "HardSigmoid", "HardSwish", "Gelu")
 #: the byte multiples an rk3576/rv1126b/rk3562 input conv's stated weight size rounds its output
-#: channels' rows and then its whole kernel to (:meth:`_Lowering.stated_weight_size`)
-_INPUT_CONV_ROW = (8, 16)
+#: channels' rows (``_ROW``) and then its whole kernel (``_KERNEL``) to (:meth:`_Lowering.stated_weight_size`)
+_INPUT_CONV_ROW_ALIGN, _INPUT_CONV_KERNEL_ALIGN = 8, 16
 #: ops the runtime runs on the CPU (no NPU task): float32 on the dequantized input, the result put on the
 #: output's grid (int8) or rounded to fp16, as the simulator computes them
 _CPU_OPS = ("Exp", "Erf", "ReduceMax", "ReduceMin", "Sqrt")
@@ -1338,7 +1338,7 @@ class _Lowering:
         """The NPU size :func:`.weights.decode_weight` checks a conv's tiles against: the weight's,
         but ``None`` (no check) for a conv on a graph input in an rk3576, rv1126b or rk3562 file
         whose stated size is its real output channels' rows of ``iblk`` input lanes, rounded up to 8
-        bytes, times ``kh * kw``, rounded up to 16 bytes, whatever its tiles (:data:`_INPUT_CONV_ROW`):
+        bytes, times ``kh * kw``, rounded up to 16 bytes, whatever its tiles (:data:`_INPUT_CONV_ROW_ALIGN`):
         a pool or ReduceMean the compiler splits into one-channel convs on the input (``(kh * kw +
         1) * 8``: 7x7, 5x5 and 1x1, fp16 and int8), a grouped conv it makes dense (6 and 9 channels
         of a 7x7: ``grouped_input_*``, fp16 and int8), read as the tiles the buffer holds:
@@ -1348,8 +1348,8 @@ class _Lowering:
                 or len(w.npu_shape) % 6 or not w.npu_shape or w.dtype not in ("int8", "float16")):
             return w.size
         o, kh, kw = int(w.shape[0]), int(w.shape[2]), int(w.shape[3])
-        row = -(-o * w.npu_shape[5] * np.dtype(w.dtype).itemsize // _INPUT_CONV_ROW[0]) * _INPUT_CONV_ROW[0]
-        stated = -(-row * kh * kw // _INPUT_CONV_ROW[1]) * _INPUT_CONV_ROW[1]
+        row = -(-o * w.npu_shape[5] * np.dtype(w.dtype).itemsize // _INPUT_CONV_ROW_ALIGN) * _INPUT_CONV_ROW_ALIGN
+        stated = -(-row * kh * kw // _INPUT_CONV_KERNEL_ALIGN) * _INPUT_CONV_KERNEL_ALIGN
         tiles = tiles_nbytes(w.npu_shape, w.dtype)
         if w.size == stated != tiles and 0 < tiles <= len(raw):
             return None
