@@ -221,7 +221,8 @@ def _usable_agreement(entry: dict) -> tuple:
     square alone, ``standalone_pow_*``, 0.99840) and a sum of 16 int8 channels into one
     (``folded_pad_*``'s ReduceSum: 0.99831), and a SiLU of a depthwise 1x1 conv on the input's grid
     (``depthwise_stride2_*``: 0.99802), and one-channel deconvs of a one-channel input on int8 grids
-    (``deconv_one_channel_input_*``: 0.99859).  Two
+    (``deconv_one_channel_input_*``: 0.99859); an attention alone over 16 tokens of 8 channels a head
+    (``attention_q0_*``: 0.98570), whose mix of v by probabilities on 127 levels is all its output.  Two
     cases differ from ONNX by what they validate: ``pad_saturated_*`` pads 40 onto a Sigmoid's grid,
     which saturates it to 1 (cosine 0.774), and ``depthwise_leaky*``'s simulator rounds each depthwise
     conv's output to an int8 grid of its own before the LeakyRelu (0.995).
@@ -231,6 +232,8 @@ def _usable_agreement(entry: dict) -> tuple:
     if entry["model"].startswith(("psa_attention_nope", "scores_dh24", "standalone_ops", "standalone_pow",
                                   "folded_pad", "depthwise_stride2", "deconv_one_channel_input")):
         return 0.998, 0.98
+    if entry["model"].startswith("attention_q0"):
+        return 0.985, 0.98
     if entry["model"].startswith("pad_saturated"):
         return 0.77, 0.98
     if entry["model"].startswith("depthwise_leaky"):

@@ -22,7 +22,7 @@ from rknnlite.model.graph import Node
 from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph import SUPPORTED_OPS, f2act, lower_rockchip, op_support, t4act
 from rknnlite.model.rknn_graph.graph import read_vendor_graph
-from rknnlite.model.rknn_graph.lower import VendorGraph
+from rknnlite.model.rknn_graph.lower import VendorGraph, read_graph
 from rknnlite.model.rknn_graph.regcmd import requant_t4
 from rknnlite.model.rknn_graph.validated import UnvalidatedVendorFileWarning
 from rknnlite.model.schema import V6
@@ -1899,8 +1899,17 @@ def test_rk3576_int8_attention_tensor_words_outside_the_decoded_form_are_named(t
     ("encoder_layer_rk3576_i8", 0x1001, 0x40B0, lambda v: v | 0x10000 if v == 0x5647 else v, r"and mixing tasks \[\]"),
     # rk3562: rk3588's BN word 0x4068, BS_ALU_SRC 0x4054 with bit 31 set over -zp_v
     ("encoder_layer_rk3562_i8", 0x1001, 0x4054, lambda v: v & 0xFFFF if v == 0x8000FFFE else v,
-     r"mixing BS_ALU_SRC 0x4054 = 65534; .*0x8000 << 16 over -zp_v \(-2\)"),
+     r"mixing BS_ALU_SRC 0x4054 = 65534; .*bit 31 over -zp_v \(-2\) in 16 bits"),
     ("encoder_layer_rk3562_i8", 0x1001, 0x4068, lambda v: v | 0x2 if v else v, r"BN multiplier 0x4068 = 1073745922"),
+    # q's zero point 0 (attention_q0_*): the scores task bypasses the conversion as the mixing tasks do and is
+    # told from them by its own scale stage (rk3576/rv1126b ACT_CFG 2, rk3562/rv1106 BN 0x4068); rv1106's
+    # BS_ALU_SRC operand is 17 bits wide (-zp_v = -11: 0x8001fff5)
+    ("attention_q0_rv1126b_i8", 0x1001, 0x4060, lambda v: 0x903 if v == 0x2 else v, r"scores tasks \[\]"),
+    ("attention_q0_rk3576_i8", 0x1001, 0x4060, lambda v: 0x903 if v == 0x2 else v, r"scores tasks \[\]"),
+    ("attention_q0_rk3562_i8", 0x1001, 0x4068, lambda v: 0 if v == 0x5A821000 else v, r"scores tasks \[\]"),
+    ("attention_q0_rv1106_i8", 0x1001, 0x4068, lambda v: 0 if v == 0x5A821000 else v, r"BN multiplier 0x4068 is 0x0"),
+    ("attention_q0_rv1106_i8", 0x1001, 0x4054, lambda v: v & ~0x10000 if v == 0x8001FFF5 else v,
+     r"mixing BS_ALU_SRC 0x4054 = 2147549173; .*-zp_v \(-11\) in 17 bits"),
 ])
 def test_int8_attention_register_forms_outside_the_decoded_ones_are_named(tmp_path, stem, target, reg, change,
                                                                           message):
@@ -1908,6 +1917,18 @@ def test_int8_attention_register_forms_outside_the_decoded_ones_are_named(tmp_pa
     with pytest.raises(ModelInvalidError, match=message) as info:
         rknnlite.Context(path, backend="software")
     assert "exSDPAttention" in str(info.value)
+
+
+@pytest.mark.parametrize("platform", ["rk3576", "rv1126b", "rk3562", "rv1106"])
+def test_an_int8_attention_whose_q_has_zero_point_0_runs_bit_for_bit(platform):
+    # refused before on every map but rk3588's (no scores task found: random token graphs 314, 318, 321)
+    stem = f"attention_q0_{platform}_i8"
+    loaded = load_model(str(CORPUS / f"{stem}.rknn"))
+    (graph,) = read_graph(loaded.payload, loaded.model).subgraphs
+    (node,) = [n for n in graph.nodes if n.op == "exSDPAttention"]
+    assert list(graph.tensors[node.inputs[0]].zero_point) == [0]
+    (y,), (ref,) = _corpus_run(stem)
+    assert np.array_equal(y, ref)
 
 
 @pytest.mark.parametrize("variant", ["fp16", "i8"])

@@ -1877,6 +1877,33 @@ def _transformer_like(seed: int = 816, tokens: int = 16, dim: int = 32, heads: i
     return build
 
 
+def _attention_only(seed: int = 932, tokens: int = 16, dim: int = 16, heads: int = 2, symmetric_q: bool = True):
+    """Q/K/V Linears on (1, tokens, dim), scaled dot-product attention over ``heads`` heads, the heads
+    merged back: an exSDPAttention alone, small enough for each platform's corpus.  ``symmetric_q``:
+    Q's second half of channels is its first half negated, so that its range is symmetric: its int8
+    zero point is 0 (the scores task then takes q unconverted, random token graphs 314, 318 and 321
+    of 2.5.0)."""
+    def build():
+        g = _G(seed)
+        hd = dim // heads
+
+        def linear(t, symmetric=False):
+            w = (g.rng.standard_normal((dim, dim)) / np.sqrt(dim)).astype(np.float32)
+            b = (g.rng.standard_normal(dim) * 0.1).astype(np.float32)
+            if symmetric:
+                w[:, dim // 2:], b[dim // 2:] = -w[:, :dim // 2], -b[:dim // 2]
+            return g.node("Add", [g.node("MatMul", [t, g.const(w, "w")])[0], g.const(b, "b")])[0]
+
+        q, k, v = (g.node("Transpose", [g.node("Reshape", [linear("x", symmetric=symmetric_q and i == 0), g.const(
+            np.array([1, tokens, heads, hd], np.int64))])[0]], perm=[0, 2, 1, 3])[0] for i in range(3))
+        att = g.node("MatMul", [q, g.node("Transpose", [k], perm=[0, 1, 3, 2])[0]])[0]
+        att = g.node("Softmax", [g.node("Mul", [att, g.const(np.array(1 / np.sqrt(hd), np.float32))])[0]], axis=-1)[0]
+        o = g.node("Reshape", [g.node("Transpose", [g.node("MatMul", [att, v])[0]], perm=[0, 2, 1, 3])[0],
+                               g.const(np.array([1, tokens, dim], np.int64))])[0]
+        return g.model([("x", (1, tokens, dim))], [(o, "y")])
+    return build
+
+
 def _bench():
     g = _G(601)
     chans = [3, 32, 64, 96, 128, 160, 192]
@@ -2085,6 +2112,10 @@ def _int8_platform_cases() -> List[Case]:
         *(Case(f"reducemax_npu_{p}", doc(_reducemax_npu), _reducemax_npu, [("x", (1, 3, 8, 8), "image")], platform=p,
                purpose=f"ReduceMax over several channels on {p}: NPU tasks, int16 scratch in int8 files")
           for p in ("rk3576", "rv1126b")),
+        *(Case(f"attention_q0_{p}", doc(_attention_only), _attention_only(), [("x", (1, 16, 16), "normal")],
+               variants=("i8",), platform=p,
+               purpose=f"an int8 exSDPAttention on {p} whose q has zero point 0 (its scores task takes q unconverted)")
+          for p in ("rk3576", "rv1126b", "rk3562", "rv1106")),  # rv1103: rv1106's map, bit-exact too (not kept)
         *(Case(f"standalone_reducemin_{p}", "standalone_ops_rk3588's ReduceMin (over the channels of the Concat of two "
                "convs)", _standalone_ops(("ReduceMin",)), image8, platform=p,
                purpose=f"ReduceMin on {p}, a CPU op there as on rk3588 (a ReduceMax is NPU tasks, refused by name)")

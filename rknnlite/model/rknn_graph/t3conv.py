@@ -56,7 +56,7 @@ from .lut import LutStage, lut_stage
 from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, TARGET_CNA, TARGET_DPU, Requant, i16, i32, int8_leaky_slope,
                      signed, slope_decimal, task_register)
 
-__all__ = ["T3_NPU", "T3_BN_LUT", "t3_conv_params", "requant_t3", "t3_check_convert_task", "t3_clip_bound",
+__all__ = ["T3_NPU", "T3_BN_LUT", "t3_alu_operand", "t3_conv_params", "requant_t3", "t3_check_convert_task", "t3_clip_bound",
            "t3_clip_low", "t3_leaky_slope", "t3_lut_stage", "t3_lut_task", "t3_prelu_slope",
            "t3_standalone_clip", "t3_standalone_leaky_slope"]
 
@@ -292,9 +292,8 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         return Requant(scale, shift, None, offset, False, 0)
     if plain:
         operand = _reg(regs, TARGET_DPU, _ALU_SRC, where)
-        value = operand & ~_ALU_SRC_FLAG
-        minus_zp = signed(value, _OPERAND_BITS)
-        if not operand & _ALU_SRC_FLAG or value >> _OPERAND_BITS or not -127 <= minus_zp <= 128:
+        minus_zp = t3_alu_operand(operand)
+        if minus_zp is None or not -127 <= minus_zp <= 128:
             raise ModelInvalidError(f"{where}: DPU register {_ALU_SRC:#x} = {operand:#x} in an rv1106 int8 {kind}; "
                                     f"bit 31 and a {_OPERAND_BITS}-bit operand, minus an int8 weight zero point, were "
                                     "observed", op="load")
@@ -318,6 +317,13 @@ def t3_leaky_slope(regs: Dict[Tuple[int, int], int], where: str) -> float:
         raise ModelInvalidError(f"{where}: DPU register {BN_MUL:#x} = {bits:#x} of an rv1106 LeakyRelu; its slope "
                                 "in the high half and 0 in the low half were observed", op="load")
     return slope
+
+
+def t3_alu_operand(word: int) -> Optional[int]:
+    """The signed operand of an rv1106 ``BS_ALU_SRC`` word (0x4054: bit 31 set over a 17-bit two's
+    complement value, 0x1ffe6 for -26), or ``None`` when the word is not of that form."""
+    value = word & ~_ALU_SRC_FLAG
+    return signed(value, _OPERAND_BITS) if word & _ALU_SRC_FLAG and not value >> _OPERAND_BITS else None
 
 
 def t3_prelu_slope(regs: Dict[Tuple[int, int], int], where: str) -> Optional[float]:

@@ -15,10 +15,11 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from .accumulator import emit_codes
-from .f2act import F2_OUT_CVT, cfg_words
+from .f2act import F2_ACT_CFG, F2_OUT_CVT, cfg_words
 from .graph import VendorNode, VendorTensor, attr_value
 from ..spec import QuantParams
 from .regcmd import BN_MUL, TARGET_CNA, TARGET_DPU, bn_multiplier, i16, i32, node_registers, task_writes
+from .t3conv import t3_alu_operand
 
 __all__ = ["attention_grids", "float_values", "lower_gather", "lower_gelu", "lower_layer_norm", "lower_matmul"]
 
@@ -392,7 +393,7 @@ def attention_grids(lowering, node: VendorNode, scale: float) -> Tuple[QuantPara
     qq, qk, qv, qo = (lowering.activation_quant(t) for t in (tq, tk, tv, out))
     states = _task_states(lowering, node, where)
     if lowering.f2_platform() or lowering.t4_platform() or lowering.t3_platform():
-        tasks = _moved_map_tasks(lowering, node, states, qv.zero_point[0], qo.zero_point[0])
+        tasks = _moved_map_tasks(lowering, node, states, qq.zero_point[0], qv.zero_point[0], qo.zero_point[0])
     else:
         tasks = _rk3588_tasks(lowering, node, states, qv.zero_point[0], qo.zero_point[0])
     (c, offset), (bn_scale, bn_shift), (out_offset, m, n) = tasks.cvt, tasks.bn, tasks.out
@@ -472,6 +473,11 @@ _T3_CVT_CON0, _T3_CVT_SCALES, _T3_CVT_OFFSET = 0x104C, (0x1050, 0x1054), 0x1058
 _OUT_CVT = (0x4080, 0x4084, 0x4088)
 
 
+#: rk3576/rv1126b's ACT_CFG (:data:`.f2act.F2_ACT_CFG`) of a scores task: the BN stage that multiplies
+#: by the attention's scale (a mixing task writes a plain conv's 0x903 or nothing)
+_F2_SCALE_STAGE = 0x2
+
+
 def _lane_scale(words) -> Optional[int]:
     """The one nonzero 16-bit scale the halves of ``words`` hold for every lane, else ``None``."""
     scales = {w >> 16 for w in words} | {w & 0xFFFF for w in words}
@@ -517,7 +523,7 @@ def _t3_conversion(regs: Dict) -> Optional[Tuple[int, Tuple[int, int]]]:
     return (con0 & 0x0FFFFFF0) | ((con0 & 0xF) + 2), (scale, offset)
 
 
-def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) -> AttentionTasks:
+def _moved_map_tasks(lowering, node: VendorNode, states, zp_q: int, zp_v: int, zp_out: int) -> AttentionTasks:
     """:class:`AttentionTasks` in the maps of rk3576/rv1126b, rk3562 and rv1106, which hold
     rk3588's values (a two-head attention built for each by RKNN-Toolkit2 2.5.0; YOLO11's PSA
     block for rv1106) elsewhere:
@@ -527,8 +533,11 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int)
       rv1126b: times the scale) in 0x1054..0x1060 (rk3588: one scale/offset word 0x1050), OUT_CVT
       at 0x40ac..0x40b4 (rv1106: CVT_CON0 0x104c, low bits 0x8; scales in 0x1050/0x1054, the
       offset shifted by the truncate shift in 0x1058, :func:`_t3_conversion`; OUT_CVT at rk3588's
-      addresses); its BN multiplier is rk3588's 0x4068 on rk3562 and rv1106, and on rk3576/rv1126b
-      words 0 (its 16-bit scale) and 4 (its shift in bytes 0 and 1) of
+      addresses); when q's zero point ``zp_q`` is 0 the scores task takes q unconverted (low bits 0xb,
+      rv1106 0x9; scale 1, offset 0, as rk3588's) as the mixing tasks do, and is told from them by
+      the scale stage it writes itself (rk3576/rv1126b: ACT_CFG 0x4060 = 2; rk3562 and rv1106: the
+      BN multiplier 0x4068); its BN multiplier is rk3588's 0x4068 on rk3562 and
+      rv1106, and on rk3576/rv1126b words 0 (its 16-bit scale) and 4 (its shift in bytes 0 and 1) of
       ``<output>_qk_conv_mul_add_output_BnCfg_BNcfgTensor``;
     * a mixing task writes a 16-bit OUT_CVT scale with the OUT_CVT offset the output's zero point
       and its input conversion bypassed (CVT_CON0 0xb, scale 1, offset 0); ``-zp_v`` is rk3562's
@@ -556,7 +565,13 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int)
     for writes, regs in states:
         own_con0 = writes.get((TARGET_CNA, con0_reg))
         conversion = conversion_of(regs)
-        if own_con0 is not None and own_con0 & 0xF == converted:
+        # q's zero point 0: the scores task bypasses the conversion (converted + 1) as the mixing tasks
+        # do, told from them by the scale stage it sets itself (random token graph 318 of 2.5.0)
+        con0 = regs.get((TARGET_CNA, con0_reg))
+        bypassed = zp_q == 0 and con0 is not None and con0 & 0xF == converted + 1 and (
+            bool(writes.get((TARGET_DPU, BN_MUL))) if in_registers
+            else writes.get((TARGET_DPU, F2_ACT_CFG)) == _F2_SCALE_STAGE)
+        if own_con0 is not None and own_con0 & 0xF == converted or bypassed:
             bn = regs.get((TARGET_DPU, BN_MUL)) if in_registers else None
             scores.add((conversion, bn) + tuple(regs.get((TARGET_DPU, a)) for a in out_cvt))
         elif writes.get((TARGET_DPU, out_cvt[1]), 1 << 16) < 1 << 16 and \
@@ -571,9 +586,16 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int)
     ((conversion, bn_reg, offset, m, n),), ((mix_conversion, alu_src, m2, n2),) = scores, mixes
     if in_registers:  # rk3562 and rv1106: rk3588's BN word, BS_ALU_SRC with bit 31 set
         bn = bn_multiplier(bn_reg)
-        if bn is None or alu_src is None or alu_src >> 16 != _T4_ALU_SRC_FLAG or i16(alu_src & 0xFFFF) != -zp_v:
+        if alu_src is None:
+            minus_zp_v = None
+        elif lowering.t3_platform():  # rv1106: a 17-bit operand (0x8001fff5: -11, token graph 318)
+            minus_zp_v = t3_alu_operand(alu_src)
+        else:
+            minus_zp_v = i16(alu_src & 0xFFFF) if alu_src >> 16 == _T4_ALU_SRC_FLAG else None
+        if bn is None or minus_zp_v != -zp_v:
             raise refuse(f"BN multiplier 0x4068 = {bn_reg} and mixing BS_ALU_SRC 0x4054 = {alu_src}; 16-bit scale then "
-                         f"0x1000 | s << 8, and {_T4_ALU_SRC_FLAG:#x} << 16 over -zp_v ({-zp_v}) were expected")
+                         f"0x1000 | s << 8, and bit 31 over -zp_v ({-zp_v}) in {17 if lowering.t3_platform() else 16} "
+                         "bits were expected")
     else:
         bn_name = f"{out.name}_qk_conv_mul_add_output_BnCfg_BNcfgTensor"
         words = cfg_words(lowering, bn_name, where)
