@@ -180,7 +180,8 @@ def _add_vendor_ops(summary: dict, loaded) -> None:
     """A Rockchip file's vendor op types and whether the software backend runs each off-board
     (``vendor_ops``: ``[{op, count, off_board}]``), or why its graph cannot be read
     (``vendor_ops_error``); and whether the whole file runs off-board (``off_board``:
-    ``{"runs": bool, "error": message or None}``, from lowering it)."""
+    ``{"runs": bool, "error": message or None, "notes": [...]}``, from lowering it; the notes say what
+    may keep a file that runs from the simulator's outputs bit for bit)."""
     from .errors import ModelInvalidError
     from .model.loader import ROCKCHIP
 
@@ -194,10 +195,10 @@ def _add_vendor_ops(summary: dict, loaded) -> None:
     except ModelInvalidError as e:
         summary["vendor_ops_error"] = e.message
     try:
-        lower_rockchip(loaded.payload, loaded.model)
-        summary["off_board"] = {"runs": True, "error": None}
+        notes = list(lower_rockchip(loaded.payload, loaded.model).notes)
+        summary["off_board"] = {"runs": True, "error": None, "notes": notes}
     except ModelInvalidError as e:
-        summary["off_board"] = {"runs": False, "error": e.message}
+        summary["off_board"] = {"runs": False, "error": e.message, "notes": []}
     from .model.rknn_graph.validated import VALIDATED, toolkit_release
 
     rk = loaded.model
@@ -248,6 +249,7 @@ def _format_summary(s: dict) -> str:
     if off_board:
         lines.append("off-board: runs on the software backend" if off_board["runs"]
                      else f"off-board: cannot run: {off_board['error']}")
+        lines.extend(f"  note: {note}" for note in off_board.get("notes", ()))
     return "\n".join(lines)
 
 

@@ -155,7 +155,7 @@ def test_inspect_shows_the_container_version_and_why_its_graph_cannot_be_read(tm
     code = cli_main(["inspect", str(CORPUS / f"{STEM}.rknn"), "--json"])
     info = json.loads(capsys.readouterr().out)
     assert code == 0 and info["format_version"] == "0x1004" and info["graph_error"] is None
-    assert info["off_board"] == {"runs": True, "error": None}
+    assert info["off_board"] == {"runs": True, "error": None, "notes": []}
 
     def patch(data: bytearray) -> None:  # as above: the register commands run into the graph
         struct.pack_into("<I", data, 0x40 + 12, struct.unpack_from("<I", data, 0x40 + 12)[0] + 0x400)

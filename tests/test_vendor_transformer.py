@@ -403,6 +403,56 @@ def test_int8_layer_norm_puts_its_scale_and_bias_on_their_int8_grids():
     assert np.mean(y == ref) >= 0.996 and np.abs(y - ref).max() <= 1.01 * step  # 94-97 % off the grids
 
 
+def test_int8_layer_norm_scale_codes_its_float16_values_do_not_tell_are_noted():
+    # the simulator puts the ONNX model's float32 scale on the grid; the file holds it in float16, and on
+    # channels 0 and 14 a tie of the grid lies within half a float16 step (channel 0's float32 value rounds
+    # the other way): with the float32 values' codes the file is bit-exact, with the float16 values' its
+    # one-step differences are on the noted channels alone
+    from rknnlite.backends.software.executor import Executor
+
+    model = _lowered("layernorm13_i8")
+    (note,) = model.notes
+    assert "exNorm" in note and "scale 'c17': channels [0, 14] of 32" in note and "one step" in note
+    loaded = load_model(str(CORPUS / "layernorm13_i8.rknn"))
+    sg = read_vendor_graph(loaded.payload, loaded.model.header_size, loaded.model.model_size, "f").subgraphs[0]
+    (t,) = [t for t in sg.tensors if t.name == "c17"]
+    (s,), (zp,) = t.scale, t.zero_point
+    gamma32 = [w for w in _onnx_initializers("layernorm13") if w.shape == (32,)][0].astype(np.float64)
+    on_grid = ((np.clip(np.rint(gamma32 / s) + zp, -128, 127) - zp) * s).astype(np.float32)
+    (norm,) = [n for n in model.graph.nodes if n.op == "LayerNormalization"]
+    assert set(np.nonzero(on_grid != model.graph.constants[norm.inputs[1]])[0]) == {0}
+    data = corpus_arrays("layernorm13_i8")
+    ref = data["out0"]
+
+    def run():
+        (y,) = Executor(model.graph, model.metadata.float_dtype).run(model.graph_inputs([data["in0"]]))
+        return y.reshape(ref.shape)
+
+    y = run()
+    assert set(np.nonzero(y != ref)[-1]) == {0}  # (1, tokens, channels)
+    model.graph.constants[norm.inputs[1]] = on_grid
+    assert np.array_equal(run(), ref)
+
+
+def test_inspect_shows_what_may_keep_a_file_from_the_simulators_outputs(capsys):
+    import json
+
+    from rknnlite.cli import main
+
+    assert main(["inspect", str(CORPUS / "layernorm13_i8.rknn")]) == 0
+    text = capsys.readouterr().out
+    assert "off-board: runs on the software backend\n  note: " in text and "channels [0, 14] of 32" in text
+    assert main(["inspect", "--json", str(CORPUS / "layernorm13_fp16.rknn")]) == 0
+    assert json.loads(capsys.readouterr().out)["off_board"]["notes"] == []
+
+
+@pytest.mark.parametrize("value, ambiguous", [(0.015, True), (0.02, False), (0.0249, False)])
+def test_a_float16_value_is_ambiguous_on_a_grid_when_a_tie_lies_within_half_its_step(value, ambiguous):
+    from rknnlite.model.rknn_graph.transformer import ambiguous_grid_codes
+
+    assert ambiguous_grid_codes(np.array([0.0, value], np.float16), 0.01).tolist() == ([1] if ambiguous else [])
+
+
 def test_an_int8_layer_norm_scale_without_quantization_is_refused(monkeypatch):
     original = lower_mod._Lowering.tensor
 

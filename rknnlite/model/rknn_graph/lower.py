@@ -292,6 +292,9 @@ class VendorModel(MetadataInfo):
         toolkit: the RKNN-Toolkit2 release that built it (``"2.5.0"``; ``None`` if unrecorded).
         precision: ``"fp16"``, ``"int8"`` (per-channel) or ``"int8-layer"`` (per-layer
             quantization), as the lowered convs showed.
+        notes: what may keep a file that runs from the vendor simulator's outputs bit for bit,
+            one sentence each naming the node (values the simulator takes from the source model
+            that the file holds only rounded); ``rknnlite inspect`` shows them.
     """
 
     metadata: ModelMetadata
@@ -303,6 +306,7 @@ class VendorModel(MetadataInfo):
     platform: Optional[str] = None
     toolkit: Optional[str] = None
     precision: str = "fp16"
+    notes: Tuple[str, ...] = ()
 
     def summary(self) -> dict:
         """The file's JSON-ready description (:meth:`RockchipModel.summary`) with what the
@@ -310,7 +314,7 @@ class VendorModel(MetadataInfo):
         the vendor op types (first-use order)."""
         d = self.rockchip.summary()
         d["lowered"] = {"platform": self.platform, "toolkit": self.toolkit, "precision": self.precision,
-                        "vendor_ops": list(self.vendor_ops)}
+                        "vendor_ops": list(self.vendor_ops), "notes": list(self.notes)}
         return d
 
     def graph_inputs(self, inputs: List[np.ndarray], pass_through: Optional[Sequence[bool]] = None) -> List[np.ndarray]:
@@ -451,6 +455,8 @@ class _Lowering:
         self.constants: Dict[str, np.ndarray] = {}
         self.quant: Dict[str, QuantParams] = {}
         self.keep_float: List[str] = []
+        #: :attr:`VendorModel.notes`, gathered by :meth:`note`
+        self.notes: List[str] = []
         activations = [t for t in self.sg.tensors if t.kind in _ACTIVATION_KINDS]
         #: the int64 tensors an ArgMax writes (the only int64 activations observed)
         self.indices = {i for n in self.sg.nodes if n.op == "ArgMax" for i in n.outputs}
@@ -555,7 +561,7 @@ class _Lowering:
         return VendorModel(metadata, graph, self.rk, preprocess, ops, tuple(_float32(s) for s in attrs_in),
                            platform=self.platform(),
                            toolkit=toolkit_release(self.rk.toolkit_version or self.rk.compiler_version),
-                           precision=self.precision())
+                           precision=self.precision(), notes=tuple(self.notes))
 
     def batch_size(self) -> int:
         """``rknn_batch_size`` of the build.  Such a file stores the one-sample graph (every I/O
@@ -1497,6 +1503,11 @@ class _Lowering:
             raise self.error(f"{node.label}: its registers (OUT_CVT 0x40ac..0x40b4 and the bias blocks' multipliers) "
                              f"give channel {worst} a weight scale of {s_w[worst]:.6g}, the file stores "
                              f"{stored[worst]:.6g}; the register map is not the one decoded")
+
+    def note(self, text: str) -> None:
+        """Record what may keep the file's outputs from the simulator's bit for bit (text naming
+        the node; :attr:`VendorModel.notes`)."""
+        self.notes.append(f"{self.label}: {text}")
 
     def tasks(self):
         if self._tasks is None:

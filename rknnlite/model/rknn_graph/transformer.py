@@ -70,6 +70,7 @@ def lower_layer_norm(lowering, node: VendorNode) -> None:
         gamma, beta = (float_values(lowering, node, t, channels) for t in affine)
         if quantized:  # the simulator puts them on the int8 grids the file gives them
             gamma, beta = (_fake_quantized(lowering, node, t, v) for t, v in zip(affine, (gamma, beta)))
+            _note_ambiguous_scale(lowering, node, affine[0])
     else:
         raise lowering.error(f"{node.label}: constant inputs {[(t.name, t.dtype, list(t.shape)) for t in affine]}; a "
                          f"float16 scale and a float32 bias of {channels} values (or neither) were expected")
@@ -90,6 +91,31 @@ def _fake_quantized(lowering, node: VendorNode, t: VendorTensor, values: np.ndar
     s, zp = float(t.scale[0]), int(t.zero_point[0])
     codes = np.clip(np.rint(values.astype(np.float64) / s) + zp, -128, 127)
     return ((codes - zp) * s).astype(np.float32)
+
+
+def ambiguous_grid_codes(stored: np.ndarray, scale: float) -> np.ndarray:
+    """Indices of the float16 values ``stored`` whose code on an int8 grid of step ``scale`` is
+    not told by the float16 value: a tie of the grid lies within half a float16 step of it, so
+    the float32 value it was rounded from may round to either neighbouring code."""
+    values = np.asarray(stored, np.float16)
+    half = np.abs(np.spacing(values)).astype(np.float64) / 2
+    low, high = ((values.astype(np.float64) + sign * half) / scale for sign in (-1, 1))
+    return np.nonzero(np.rint(low) != np.rint(high))[0]
+
+
+def _note_ambiguous_scale(lowering, node: VendorNode, t: VendorTensor) -> None:
+    """Note (:attr:`.lower.VendorModel.notes`) the channels of an int8 LayerNorm's float16 scale
+    ``t`` whose int8 code the file does not tell: the simulator puts the ONNX model's float32
+    scale on the grid (token graph 300 of 2.5.0: every code then equal), the lowering the
+    float16 value's code, the likelier one; their outputs may be one step apart."""
+    stored = np.frombuffer(lowering.vf.tensor_data(lowering.sg, t), "<f2", int(np.prod(t.shape)))
+    channels = ambiguous_grid_codes(stored, float(t.scale[0]))
+    if channels.size:
+        lowering.note(f"{node.label}: int8 LayerNorm scale {t.name!r}: channels {channels.tolist()} of "
+                      f"{stored.size} are stored in float16 within half a float16 step of a tie of their int8 "
+                      f"grid (step {float(t.scale[0]):.6g}); the vendor simulator puts the ONNX model's float32 "
+                      "values, which the file does not hold, on that grid, so these channels' outputs may be one "
+                      "step from its")
 
 
 def float_values(lowering, node: VendorNode, t: VendorTensor, count: int) -> np.ndarray:
