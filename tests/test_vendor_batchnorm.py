@@ -104,3 +104,12 @@ def test_an_int8_files_float_scale_is_refused(tmp_path):
         data[tensor_table(data, tensors[1].name).field_pos(0)] = 10  # the int16 codes' dtype -> float16
     message = _refusal(tmp_path, "affine_ops_i8", patch)
     assert "an int8 input with a float16 scale" in message and "int16 codes of one step" in message
+
+
+def test_a_float16_files_batch_norm_scale_is_noted_as_the_simulators_float32_one():
+    # the simulator multiplies by the ONNX model's float32 scale, the file holds it in float16
+    # (affine_ops_fp16's one-ulp differences: test_vendor_offboard's FIDELITY); int8 files hold codes
+    notes = _lowered(CORPUS / "affine_ops_fp16.rknn").notes
+    assert len(notes) == 2 and all("BatchNormalization" in n and "stored in float16" in n for n in notes)
+    assert "'Mul12_2bn_i1'" in notes[0] and "'c23_8'" in notes[1]
+    assert _lowered(CORPUS / "affine_ops_i8.rknn").notes == ()

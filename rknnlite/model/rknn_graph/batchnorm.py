@@ -52,6 +52,11 @@ def lower_batch_norm(lowering, node: VendorNode) -> None:
         s, b = _int8_affine(lowering, node, x, scale, bias, values[0], values[1])
     elif x.dtype == "float16" and scale.dtype in ("float16", "float32") and bias.dtype in ("float16", "float32"):
         s, b = values[0].astype(np.float32), values[1].astype(np.float32)
+        if scale.dtype == "float16":
+            lowering.note(f"{node.label}: its scale {scale.name!r} is stored in float16; the vendor simulator "
+                          "multiplies by the source model's float32 scale, which the file does not hold, so outputs "
+                          "may be one float16 step from its (affine_ops_fp16: about half of them at the "
+                          "BatchNormalization)")
     else:
         raise lowering.error(f"{node.label}: a {x.dtype} input with a {scale.dtype} scale and a {bias.dtype} bias; "
                              "float16 with float parameters or int8 with int16 / int32 ones were decoded")
