@@ -56,8 +56,8 @@ from .lut import LutStage, lut_stage
 from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, TARGET_CNA, TARGET_DPU, Requant, i16, i32, int8_leaky_slope,
                      signed, slope_decimal, task_register)
 
-__all__ = ["T3_NPU", "T3_BN_LUT", "t3_alu_operand", "t3_conv_params", "requant_t3", "t3_check_convert_task", "t3_clip_bound",
-           "t3_clip_low", "t3_leaky_slope", "t3_lut_stage", "t3_lut_task", "t3_prelu_slope",
+__all__ = ["T3_NPU", "T3_BN_LUT", "t3_alu_operand", "t3_conv_params", "requant_t3", "t3_check_convert_task",
+           "t3_clip_bound", "t3_clip_low", "t3_leaky_slope", "t3_lut_stage", "t3_lut_task", "t3_prelu_slope",
            "t3_standalone_clip", "t3_standalone_leaky_slope"]
 
 

@@ -562,8 +562,8 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_q: int, zp_v: int, z
       addresses); when q's zero point ``zp_q`` is 0 the scores task takes q unconverted (low bits 0xb,
       rv1106 0x9; scale 1, offset 0, as rk3588's) as the mixing tasks do, and is told from them by
       the scale stage it writes itself (rk3576/rv1126b: ACT_CFG 0x4060 = 2; rk3562 and rv1106: the
-      BN multiplier 0x4068); its BN multiplier is rk3588's 0x4068 on rk3562 and
-      rv1106, and on rk3576/rv1126b words 0 (its 16-bit scale) and 4 (its shift in bytes 0 and 1) of
+      BN multiplier 0x4068); its BN multiplier is rk3588's 0x4068 on rk3562 and rv1106, and on
+      rk3576/rv1126b words 0 (its 16-bit scale) and 4 (its shift in bytes 0 and 1) of
       ``<output>_qk_conv_mul_add_output_BnCfg_BNcfgTensor``;
     * a mixing task writes a 16-bit OUT_CVT scale with the OUT_CVT offset the output's zero point
       and its input conversion bypassed (CVT_CON0 0xb, scale 1, offset 0); ``-zp_v`` is rk3562's
@@ -597,7 +597,7 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_q: int, zp_v: int, z
         bypassed = zp_q == 0 and con0 is not None and con0 & 0xF == converted + 1 and (
             bool(writes.get((TARGET_DPU, BN_MUL))) if in_registers
             else writes.get((TARGET_DPU, F2_ACT_CFG)) == _F2_SCALE_STAGE)
-        if own_con0 is not None and own_con0 & 0xF == converted or bypassed:
+        if (own_con0 is not None and own_con0 & 0xF == converted) or bypassed:
             bn = regs.get((TARGET_DPU, BN_MUL)) if in_registers else None
             scores.add((conversion, bn) + tuple(regs.get((TARGET_DPU, a)) for a in out_cvt))
         elif writes.get((TARGET_DPU, out_cvt[1]), 1 << 16) < 1 << 16 and \
@@ -614,7 +614,7 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_q: int, zp_v: int, z
         bn = bn_multiplier(bn_reg)
         if alu_src is None:
             minus_zp_v = None
-        elif lowering.t3_platform():  # rv1106: a 17-bit operand (0x8001fff5: -11, token graph 318)
+        elif lowering.t3_platform():  # rv1106: a 17-bit operand, as its convs' (0x8001fff5: -11, attention_q0)
             minus_zp_v = t3_alu_operand(alu_src)
         else:
             minus_zp_v = i16(alu_src & 0xFFFF) if alu_src >> 16 == _T4_ALU_SRC_FLAG else None
