@@ -372,6 +372,22 @@ def test_rk3566_int8_attention_matmul_registers_are_checked(tmp_path, target, re
         rknnlite.Context(_doctored(tmp_path, "encoder_layer_rk3566_i8", patch), backend="software")
 
 
+def test_rk3566_int8_attention_reads_the_registers_its_dpu_only_tasks_left(tmp_path):
+    # k of zero point 0 (attention_k0_rk3566): the scores conv task writes no BS_ALU_SRC, the node's DPU-only
+    # tasks before it having written 0 (refused before as a missing register; random token graphs 310, 311)
+    (y,), (ref,) = _run("attention_k0_rk3566_i8")
+    model = _lowered("attention_k0_rk3566_i8")
+    assert "exMatMul" in model.vendor_ops
+    step = model.graph.quant["y"].scale[0]
+    cos = float(np.dot(y.ravel(), ref.ravel()) / (np.linalg.norm(y) * np.linalg.norm(ref)))
+    assert cos >= 0.9999 and np.mean(np.abs(y - ref) <= 1.01 * step) >= 0.99
+    # what those tasks wrote is read: 5 there is a weight zero point of -5
+    patch = patch_registers(0x1001, (0x4054,), lambda v: 0x5 if v == 0 else v)
+    with pytest.raises(ModelInvalidError, match=r"BS_ALU_SRC \(0x4054\) give weight zero point -5; a plain layer "
+                                                r"zero point equal to 'transpose_34_rs''s \(0\)"):
+        rknnlite.Context(_doctored(tmp_path, "attention_k0_rk3566_i8", patch), backend="software")
+
+
 @pytest.mark.parametrize("regs, change, message", [
     ((0x4054,), lambda v: v - 1, r"BS_ALU_SRC \(0x4054\) give weight zero point 21; a plain layer zero point equal to "
                               r"'a_tp_rs''s \(20\)"),

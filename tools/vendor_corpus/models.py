@@ -1877,12 +1877,13 @@ def _transformer_like(seed: int = 816, tokens: int = 16, dim: int = 32, heads: i
     return build
 
 
-def _attention_only(seed: int = 932, tokens: int = 16, dim: int = 16, heads: int = 2, symmetric_q: bool = True):
+def _attention_only(seed: int = 932, tokens: int = 16, dim: int = 16, heads: int = 2, symmetric: str = "q"):
     """Q/K/V Linears on (1, tokens, dim), scaled dot-product attention over ``heads`` heads, the heads
-    merged back: an exSDPAttention alone, small enough for each platform's corpus.  ``symmetric_q``:
-    Q's second half of channels is its first half negated, so that its range is symmetric: its int8
-    zero point is 0 (the scores task then takes q unconverted, random token graphs 314, 318 and 321
-    of 2.5.0)."""
+    merged back: an exSDPAttention alone, small enough for each platform's corpus.  ``symmetric``:
+    the projection (``"q"``, ``"k"``, ``"v"``; ``""``: none) whose second half of channels is its first
+    half negated, so that its range is symmetric: its int8 zero point is 0 (a q so is taken
+    unconverted by the scores task, random token graphs 314, 318 and 321 of 2.5.0; rk3566's two
+    exMatMuls write no BS_ALU_SRC for a v so, graphs 310, 311, 323 and 339)."""
     def build():
         g = _G(seed)
         hd = dim // heads
@@ -1894,7 +1895,7 @@ def _attention_only(seed: int = 932, tokens: int = 16, dim: int = 16, heads: int
                 w[:, dim // 2:], b[dim // 2:] = -w[:, :dim // 2], -b[:dim // 2]
             return g.node("Add", [g.node("MatMul", [t, g.const(w, "w")])[0], g.const(b, "b")])[0]
 
-        q, k, v = (g.node("Transpose", [g.node("Reshape", [linear("x", symmetric=symmetric_q and i == 0), g.const(
+        q, k, v = (g.node("Transpose", [g.node("Reshape", [linear("x", symmetric=symmetric == "qkv"[i]), g.const(
             np.array([1, tokens, heads, hd], np.int64))])[0]], perm=[0, 2, 1, 3])[0] for i in range(3))
         att = g.node("MatMul", [q, g.node("Transpose", [k], perm=[0, 1, 3, 2])[0]])[0]
         att = g.node("Softmax", [g.node("Mul", [att, g.const(np.array(1 / np.sqrt(hd), np.float32))])[0]], axis=-1)[0]
@@ -2116,6 +2117,10 @@ def _int8_platform_cases() -> List[Case]:
                variants=("i8",), platform=p,
                purpose=f"an int8 exSDPAttention on {p} whose q has zero point 0 (its scores task takes q unconverted)")
           for p in ("rk3576", "rv1126b", "rk3562", "rv1106")),  # rv1103: rv1106's map, bit-exact too (not kept)
+        Case("attention_k0_rk3566", doc(_attention_only), _attention_only(symmetric="k"), [("x", (1, 16, 16), "normal")],
+             variants=("i8",), platform="rk3566",
+             purpose="rk3566's int8 attention (two exMatMuls) whose k has zero point 0: the scores conv task writes no "
+                     "BS_ALU_SRC, its DPU-only tasks having written 0"),
         *(Case(f"standalone_reducemin_{p}", "standalone_ops_rk3588's ReduceMin (over the channels of the Concat of two "
                "convs)", _standalone_ops(("ReduceMin",)), image8, platform=p,
                purpose=f"ReduceMin on {p}, a CPU op there as on rk3588 (a ReduceMax is NPU tasks, refused by name)")

@@ -18,7 +18,7 @@ from .accumulator import emit_codes
 from .f2act import F2_ACT_CFG, F2_OUT_CVT, cfg_words
 from .graph import VendorNode, VendorTensor, attr_value
 from ..spec import QuantParams
-from .regcmd import BN_MUL, TARGET_CNA, TARGET_DPU, bn_multiplier, i16, i32, node_registers, task_writes
+from .regcmd import BN_MUL, TARGET_CNA, TARGET_DPU, bn_multiplier, i16, i32, task_writes
 from .t3conv import t3_alu_operand
 
 __all__ = ["attention_grids", "float_values", "lower_gather", "lower_gelu", "lower_layer_norm", "lower_matmul"]
@@ -216,12 +216,18 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
     Returns the names of the integer operands, the real value of one accumulator step and the
     fused factor as the BN register holds it (``None`` without one)."""
     where = f"{lowering.label}: {node.label}"
-    regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
+    states = _task_states(lowering, node, where)
+    if not states:
+        raise lowering.error(f"{node.label}: no NPU task with the CNA enabled runs it")
+    # the conv task's registers as its node's tasks left them: the compiler does not write again a value
+    # the node's DPU-only tasks wrote before it (BS_ALU_SRC and OUT_CVT offset 0: random token graph 310)
+    regs = states[0][1]
 
     def reg(target: int, address: int, name: str) -> int:
         value = regs.get((target, address))
         if value is None:
-            raise lowering.error(f"{node.label}: its conv task does not write {name} ({address:#x})")
+            raise lowering.error(f"{node.label}: neither its conv task nor its tasks before it write {name} "
+                                 f"({address:#x})")
         return value
 
     con0 = reg(TARGET_CNA, _REG_CNA_CVT_CON0, "CNA_CVT_CON0")
@@ -249,8 +255,9 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
         raise lowering.error(f"{node.label}: BS_ALU_CFG (0x4050) = {alu_cfg:#x} and BS_ALU_SRC (0x4054) give weight zero "
                          f"point {weight_zp}; a plain layer zero point equal to {ta.name!r}'s "
                          f"({qa.zero_point[0]}) was expected")
-    bn = {address: regs[(TARGET_DPU, address)] for address in (0x4060, 0x4064, BN_MUL)
-          if (TARGET_DPU, address) in regs}
+    own = states[0][0]  # the BN stage: the conv task's own writes, as observed
+    bn = {address: own[(TARGET_DPU, address)] for address in (0x4060, 0x4064, BN_MUL)
+          if (TARGET_DPU, address) in own}
     multiplier = bn_multiplier(bn.get(BN_MUL))
     if factor is not None and sorted(bn) == [0x4060, BN_MUL] and bn[0x4060] == 0x42 and multiplier is not None \
             and abs(multiplier[0] / float(1 << multiplier[1]) - factor) <= factor * 2.0 ** -15:
