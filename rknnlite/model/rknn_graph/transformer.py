@@ -69,8 +69,8 @@ def lower_layer_norm(lowering, node: VendorNode) -> None:
           and all(int(np.prod(t.shape)) == channels for t in affine)):
         gamma, beta = (float_values(lowering, node, t, channels) for t in affine)
         if quantized:  # the simulator puts them on the int8 grids the file gives them
+            _note_ambiguous_scale(lowering, node, affine[0], gamma)
             gamma, beta = (_fake_quantized(lowering, node, t, v) for t, v in zip(affine, (gamma, beta)))
-            _note_ambiguous_scale(lowering, node, affine[0])
     else:
         raise lowering.error(f"{node.label}: constant inputs {[(t.name, t.dtype, list(t.shape)) for t in affine]}; a "
                          f"float16 scale and a float32 bias of {channels} values (or neither) were expected")
@@ -103,12 +103,11 @@ def ambiguous_grid_codes(stored: np.ndarray, scale: float) -> np.ndarray:
     return np.nonzero(np.rint(low) != np.rint(high))[0]
 
 
-def _note_ambiguous_scale(lowering, node: VendorNode, t: VendorTensor) -> None:
+def _note_ambiguous_scale(lowering, node: VendorNode, t: VendorTensor, stored: np.ndarray) -> None:
     """Note (:attr:`.lower.VendorModel.notes`) the channels of an int8 LayerNorm's float16 scale
-    ``t`` whose int8 code the file does not tell: the simulator puts the ONNX model's float32
-    scale on the grid (token graph 300 of 2.5.0: every code then equal), the lowering the
-    float16 value's code, the likelier one; their outputs may be one step apart."""
-    stored = np.frombuffer(lowering.vf.tensor_data(lowering.sg, t), "<f2", int(np.prod(t.shape)))
+    ``t`` (its values ``stored``) whose int8 code the file does not tell: the simulator puts the
+    ONNX model's float32 scale on the grid (token graph 300 of 2.5.0: every code then equal), the
+    lowering the float16 value's code, the likelier one; their outputs may be one step apart."""
     channels = ambiguous_grid_codes(stored, float(t.scale[0]))
     if channels.size:
         lowering.note(f"{node.label}: int8 LayerNorm scale {t.name!r}: channels {channels.tolist()} of "
