@@ -3,7 +3,9 @@
 Both run as an ONNX ``LSTM``: the weights from conv tiles whose gates are padded to a block of
 rows, the bias as the two ONNX biases summed, the attributes from the parameter table (type 98).
 The corpus files (``lstm*``) match the simulator (``test_vendor_validated``); these tests pin
-what the lowering reads and that a doctored field is refused by name.
+what the lowering reads and that a doctored field is refused by name.  rk3588's int8 files
+(``lstm*_i8``) hold int8 codes, bias blocks and no weight scale: the scales come from the gate
+convs' output multipliers.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ import rknnlite
 from rknnlite.errors import ModelInvalidError
 from rknnlite.model.schema import V6
 
-from corpus import CORPUS, lowered
-from vendor_files import doctored_copy, node_tables, tensor_bytes
+from rknnlite.model.rknn_graph.regcmd import (REG_BS_ALU_CFG, REG_CNA_PAD_CON1, REG_OUT_CVT_SCALE, REG_OUT_CVT_SHIFT,
+                                             TARGET_CNA, TARGET_DPU)
+
+from corpus import CORPUS, corpus_arrays, inputs_of, lowered
+from vendor_files import doctored_copy, node_tables, patch_registers, tensor_bytes
 
 
 def _lstm_nodes(stem: str):
@@ -135,4 +140,105 @@ def test_an_lstm_whose_blob_is_a_bson_document_is_refused(tmp_path):
 
     path = doctored_copy(CORPUS / "lstm_fp16.rknn", tmp_path, patch)
     with pytest.raises(ModelInvalidError, match=r"exLSTM.*BSON attributes \['clip'\]; an exLSTM's blob was never"):
+        rknnlite.Context(path, backend="software")
+
+
+def _asymmetric_rows(a: np.ndarray) -> np.ndarray:
+    """``a``'s rows on the grids RKNN-Toolkit2 quantizes weights to per channel: asymmetric int8
+    over each row's range including 0, dequantized."""
+    lo, hi = np.minimum(a.min(-1, keepdims=True), 0), np.maximum(a.max(-1, keepdims=True), 0)
+    scale = (hi - lo) / 255
+    zero = np.round(-128 - lo / scale)
+    return (np.clip(np.round(a / scale) + zero, -128, 127) - zero) * scale
+
+
+_INT8 = ["lstm_i8", "lstm_bidir_i8", "lstm_clip_reverse_i8", "lstm_rk3566_i8", "lstm_clip_reverse_rk3566_i8",
+         "lstm_rk3562_i8", "lstm_clip_reverse_rk3562_i8"]
+
+
+@pytest.mark.parametrize("stem", _INT8)
+def test_int8_weights_are_the_models_codes_scaled_by_the_gate_convs_multipliers(stem):
+    # no tensor stores the weights' scales: each row's is its bias block's multiplier over 2^14
+    # times the largest, which the gate conv's OUT_CVT multiplier gives (to 16 bits); B from the
+    # int32 bias blocks with the input's zero point folded back out
+    graph, nodes = _lstm_nodes(stem)
+    expected = _onnx_lstms(stem.rsplit("_i8", 1)[0])
+    assert len(nodes) == len(expected)
+    for node, (_, (w, r, b)) in zip(nodes, expected):
+        got_w, got_r, got_b = (graph.constants[name] for name in node.inputs[1:4])
+        for got, model in ((got_w, w), (got_r, r)):
+            want = _asymmetric_rows(model)
+            assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+        hidden = w.shape[1] // 4
+        summed = got_b[:, :4 * hidden] + got_b[:, 4 * hidden:]
+        assert np.abs(summed - (b[:, :4 * hidden] + b[:, 4 * hidden:])).max() <= 1e-3 * np.abs(b).max()
+
+
+@pytest.mark.parametrize("stem", _INT8)
+def test_int8_lstms_run_as_the_simulator_does(stem):
+    # the simulator runs a float LSTM on the dequantized codes and puts each output on its grid
+    arrays = corpus_arrays(stem)
+    with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
+        outs = ctx.run(inputs_of(arrays))
+        steps = [attr.scale for attr in ctx.outputs]
+    exact = within = total = 0
+    for k, (out, step) in enumerate(zip(outs, steps)):
+        d = np.abs(np.asarray(out, np.float64).ravel() - arrays[f"out{k}"].ravel()) / step
+        exact, within, total = exact + int((d < 0.5).sum()), within + int((d < 1.5).sum()), total + d.size
+    assert within == total and exact >= 0.95 * total
+
+
+def test_an_int8_lstm_of_another_platform_is_refused_by_name(tmp_path):
+    # rk3576 and rv1126b write other register maps for the gate convs
+    data = (CORPUS / "lstm_i8.rknn").read_bytes()
+    old = b'"target_platform":["rk3588"]'
+    assert data.count(old) == 1
+    path = tmp_path / "lstm_i8_rk3576.rknn"
+    path.write_bytes(data.replace(old, old.replace(b"rk3588", b"rk3576")))
+    with pytest.raises(ModelInvalidError, match=r"an int8 exLSTM on rk3576: its weights' scales are read from the "
+                                                r"gate convs' registers, decoded for rk3588, rk3566, rk3568, rk3562 "
+                                                r"only"):
+        rknnlite.Context(str(path), backend="software")
+
+
+@pytest.mark.parametrize("stem, register, change", [
+    ("lstm_i8", REG_CNA_PAD_CON1, lambda v: 5 if v == 0 else v),
+    ("lstm_rk3566_i8", 0x1068, lambda v: v | 5 << 16 if not v >> 16 else v),  # above PAD_CON0's pads there
+    ("lstm_rk3562_i8", 0x1084, lambda v: 5 if v == 0 else v),
+])
+def test_an_int8_lstm_whose_state_conv_pads_with_another_code_is_refused(tmp_path, stem, register, change):
+    # R's conv pads the state with the state's zero point (0 here); x's conv with x's
+    path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch_registers(TARGET_CNA, {register}, change))
+    with pytest.raises(ModelInvalidError, match=r"R \(on the state\)'s gate conv pads with 5.*its input's zero "
+                                                r"point 0"):
+        rknnlite.Context(path, backend="software")
+
+
+def test_an_int8_lstm_with_one_gate_conv_multiplier_is_refused(tmp_path):
+    # W's and R's scales come from two multipliers; one alone cannot give both
+    patch = patch_registers(TARGET_DPU, {REG_OUT_CVT_SCALE, REG_OUT_CVT_SHIFT}, lambda v: 14)
+    path = doctored_copy(CORPUS / "lstm_i8.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=r"1 gate conv multiplier\(s\) among its CNA tasks; W's and R's"):
+        rknnlite.Context(path, backend="software")
+
+
+def test_int8_bias_block_multipliers_not_normalised_to_the_largest_are_refused(tmp_path):
+    def patch(data: bytearray) -> None:  # every block's u16 multipliers (its last 16 bytes) lowered by one
+        view = tensor_bytes(data, "b3")
+        for block in range(0, len(view), 64):
+            for at in range(block + 48, block + 64, 2):
+                (mul,) = struct.unpack_from("<H", view, at)
+                if mul:
+                    struct.pack_into("<H", view, at, mul - 1)
+
+    path = doctored_copy(CORPUS / "lstm_i8.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=r"W's largest bias-block multiplier is 16383, not 2\^14"):
+        rknnlite.Context(path, backend="software")
+
+
+def test_an_rk3562_gate_conv_of_another_dpu_form_is_refused(tmp_path):
+    # its gate convs write BS_ALU_CFG 0x36d (R's first 0x126), which no other rk3562 conv does
+    patch = patch_registers(TARGET_DPU, {REG_BS_ALU_CFG}, lambda v: 0x1 if v == 0x36D else v)
+    path = doctored_copy(CORPUS / "lstm_rk3562_i8.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=r"an rk3562 exLSTM gate conv with BS_ALU_CFG, 0x4054 0x1, 0x800e0000"):
         rknnlite.Context(path, backend="software")

@@ -24,20 +24,26 @@ silero-vad's decoder):
   layouts' names); one that is a document with attributes is refused.
 
 The simulator computes the gates in float from the float16 weights and rounds each output to
-float16 (the board's tasks use the file's sigmoid and tanh tables); an int8 file's exLSTM
-(int8 weights and states, an int32 bias) is refused by name.
+float16 (the board's tasks use the file's sigmoid and tanh tables).  In an int8 file (rk3588, rk3566
+and rk3562; ``lstm*_i8``, silero-vad's int8 build) it computes the same float LSTM on the int8 input
+and states and the weights' dequantized codes, and puts each output on its int8 grid; the weights'
+scales are in the gate convs' registers alone (:func:`int8_lstm_parameters`).  Other platforms'
+int8 LSTMs are refused by name.
 """
 
 from __future__ import annotations
 
 import re
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 
 from ...errors import ModelInvalidError
 from .graph import VendorNode, VendorTensor
-from .weights import decode_weight, weight_tiles
+from .regcmd import (ENABLE_CNA, REG_BS_ALU_CFG, REG_CNA_PAD_CON1, T4_BS_ALU_DEPTHWISE_PLAIN, T4_BS_MUL,
+                     T4_BS_MUL_OBSERVED, T4_OUT_CVT, TARGET_CNA, TARGET_DPU, Requant, requant_of, signed,
+                     task_register, task_writes)
+from .weights import decode_int8_bias, decode_weight, weight_tiles
 from ..graph import Node
 
 __all__ = ["lower_lstm"]
@@ -63,9 +69,9 @@ def lower_lstm(lowering, node: VendorNode) -> None:
                              f"{node.op} has X, W, R, B, sequence_lens, initial_h, initial_c and the compiler's "
                              "helpers, and Y, Y_h, Y_c")
     x, w, r, b, lens, h0, c0 = (lowering.tensor(i, node) for i in node.inputs[:7])
-    if x.dtype != "float16" or w.dtype != "float16":
-        raise lowering.error(f"{node.label}: an {node.op} on {x.dtype} data with {w.dtype} weights; only float16 "
-                             "ones (an fp16 file's) were decoded")
+    if (x.dtype, w.dtype) not in (("float16", "float16"), ("int8", "int8")):
+        raise lowering.error(f"{node.label}: an {node.op} on {x.dtype} data with {w.dtype} weights; float16 ones "
+                             "(an fp16 file's) and int8 ones (an int8 file's) were decoded")
     params = node.params
     if not params:
         raise lowering.error(f"{node.label}: an {node.op} without a parameter table (RKNN-Toolkit2 2.3.2 and older "
@@ -108,9 +114,12 @@ def lower_lstm(lowering, node: VendorNode) -> None:
                                  f"{hidden} is {shape}")
     states = [_state(lowering, node, t, [dirs, batch, hidden], what) for t, what in ((h0, "initial_h"),
                                                                                     (c0, "initial_c"))]
-    weights, padded = _gate_rows(lowering, node, w, dirs, hidden, size, "W")
-    recurrent, _ = _gate_rows(lowering, node, r, dirs, hidden, hidden, "R")
-    bias = _bias(lowering, node, b, dirs, hidden, padded)
+    if w.dtype == "int8":
+        weights, recurrent, bias = int8_lstm_parameters(lowering, node, (x, w, r, b, h0), dirs, hidden)
+    else:
+        weights, padded = _gate_rows(lowering, node, w, dirs, hidden, size, "W")
+        recurrent, _ = _gate_rows(lowering, node, r, dirs, hidden, hidden, "R")
+        bias = _bias(lowering, node, b, dirs, hidden, padded)
     name = node.name or f"{node.op}#{node.index}"
     prefix = lowering.names[w.index]
     inputs = [lowering.names[x.index], lowering.constant(f"{prefix}/W", weights),
@@ -144,18 +153,26 @@ def _gate_rows(lowering, node: VendorNode, t: VendorTensor, dirs: int, hidden: i
                what: str) -> Tuple[np.ndarray, int]:
     """W or R as ONNX holds them, ``[D, 4H, cols]`` float32, from the tiles' padded gate rows, and
     the rows each gate is padded to."""
+    full, padded = gate_tiles(lowering, node, t, dirs, hidden, cols, what)
+    return np.ascontiguousarray(full[:, :, :hidden].astype(np.float32).reshape(dirs, 4 * hidden, cols)), padded
+
+
+def gate_tiles(lowering, node: VendorNode, t: VendorTensor, dirs: int, hidden: int, cols: int,
+               what: str) -> Tuple[np.ndarray, int]:
+    """W or R in the tensor's own dtype (float16, or int8 codes), ``[D, 4, padded, cols]``: each
+    gate's ``hidden`` rows padded with zero rows to ``padded`` (checked), and ``padded``."""
     rows = sum(tile[0] * tile[4] for tile in weight_tiles(t.npu_shape)) if t.npu_shape else 0
     padded, extra = divmod(rows, 4 * dirs)
     if extra or padded < hidden:
         raise lowering.error(f"{node.label}: {what} {t.name!r} has {rows} rows in its tiles {list(t.npu_shape)}; "
                              f"{dirs} x 4 gates of at least {hidden} were expected")
     where = f"{lowering.label}: {node.label} {what}"
-    full = decode_weight(lowering.vf.tensor_data(lowering.sg, t), t.npu_shape, (rows, cols, 1, 1), "float16",
-                         where, t.size).astype(np.float32).reshape(dirs, 4, padded, cols)
+    full = decode_weight(lowering.vf.tensor_data(lowering.sg, t), t.npu_shape, (rows, cols, 1, 1), t.dtype,
+                         where, t.size).reshape(dirs, 4, padded, cols)
     if np.any(full[:, :, hidden:]):
         raise lowering.error(f"{node.label}: {what} {t.name!r} holds values in the rows padding each gate's "
                              f"{hidden} to {padded}")
-    return np.ascontiguousarray(full[:, :, :hidden].reshape(dirs, 4 * hidden, cols)), padded
+    return full, padded
 
 
 def _bias(lowering, node: VendorNode, t: VendorTensor, dirs: int, hidden: int, padded: int) -> np.ndarray:
@@ -182,3 +199,157 @@ def _state(lowering, node: VendorNode, t: VendorTensor, shape: List[int], what: 
     if list(t.shape) != shape:
         raise lowering.error(f"{node.label}: {what} {t.name!r} is {list(t.shape)}, expected {shape}")
     return lowering.names[t.index]
+
+
+#: the platforms whose int8 exLSTM gate convs were read: the channels of their bias blocks, and the CNA
+#: register holding the code a conv pads its input with (its zero point): ``(address, bit, width)``
+#: (rk3566 writes it above PAD_CON0's pads, rk3562 in 0x1084 as its deconvs; its DPU map: _t4_gate_conv)
+_INT8_FORMS = {"rk3588": (8, (REG_CNA_PAD_CON1, 0, 32)), "rk3566": (4, (0x1068, 16, 16)),
+               "rk3568": (4, (0x1068, 16, 16)), "rk3562": (4, (0x1084, 0, 32))}
+#: the grid of a zero initial state the compiler makes up (a tensor without a scale): its gate conv's
+#: multiplier gives R's scale with 1/127 per step, zero point 0 (RKNN-Toolkit2 2.5.0, lstm_bidir_i8)
+_MADE_UP_STATE_GRID = (1 / 127, 0)
+#: the grid the gate convs scale their accumulators to (Q15: 2^-15 per step), which an int8 scratch zone
+#: states as its scale (the small corpus LSTMs) and a float32 one (silero-vad's, hidden size 128) does not
+_GATE_GRID = 2.0 ** -15
+#: the compiler's scratch zone of an int8 exLSTM
+_ZONE = re.compile(r"_compute_zone$")
+
+
+def int8_lstm_parameters(lowering, node: VendorNode, tensors: Tuple[VendorTensor, ...], dirs: int,
+                         hidden: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ONNX's W ``[D, 4H, I]``, R ``[D, 4H, H]`` and B ``[D, 8H]`` (float32) of an int8 exLSTM,
+    as RKNN-Toolkit2's simulator computes it: a float LSTM on the weights' dequantized codes.
+
+    rk3588, rk3566 and rk3562 files of RKNN-Toolkit2 2.5.0 (``lstm*_i8`` corpus cases,
+    silero-vad's decoder; bit-exact but at float ties on the simulator's own inputs; rk3562's
+    gate convs at its own DPU addresses, :func:`_t4_gate_conv`): W and R hold asymmetric
+    per-row int8 codes in conv tiles (each gate padded as in float16 files); the bias tensor
+    holds, per direction, W's and then R's per-channel bias blocks (int32 bias, the weights' zero
+    points, multipliers ``round(2^14 * s[row] / max s)``).  No tensor stores the weights' scales:
+    the node's first CNA task is W's gate conv (its input x, padded with x's zero point) and the
+    first with another output multiplier R's (on the initial state), each scaling its
+    accumulator to a grid of 2^-15 per step, so ``max s = OUT_CVT_SCALE / 2^OUT_CVT_SHIFT * 2^-15 /
+    s_input``.  A stored bias is ``round(b / (s_in * s[row])) - z_in * sum(code - z[row])``.
+    Refused on other platforms (their register maps were not read for this node), and wherever
+    the tasks, blocks or grids differ from that form, naming what differs.
+    """
+    x, w, r, b, h0 = tensors
+    platform = lowering.platform()
+    if platform not in _INT8_FORMS:
+        raise lowering.error(f"{node.label}: an int8 {node.op} on {platform}: its weights' scales are read from the "
+                             f"gate convs' registers, decoded for {', '.join(_INT8_FORMS)} only")
+    per_block, pad_field = _INT8_FORMS[platform]
+    if r.dtype != "int8" or b.dtype != "int32":
+        raise lowering.error(f"{node.label}: an int8 {node.op} with {r.dtype} R and {b.dtype} B; int8 R and int32 "
+                             "bias blocks were decoded")
+    zones = [t for t in (lowering.tensor(i, node) for i in node.inputs[7:]) if _ZONE.search(t.name)]
+    if len(zones) != 1 or list(zones[0].scale) not in ([], [_GATE_GRID]):
+        raise lowering.error(f"{node.label}: an int8 {node.op} with scratch zones "
+                             f"{[(t.name, list(t.scale)) for t in zones]}; one, of scale 2^-15 (its gate convs' "
+                             "output grid) or none, was decoded")
+    x_grid = _grid(lowering, node, x, "input X")
+    h_grid = _MADE_UP_STATE_GRID if h0.is_const and not h0.scale else _grid(lowering, node, h0, "initial_h")
+    codes = [gate_tiles(lowering, node, t, dirs, hidden, cols, what)
+             for t, cols, what in ((w, int(x.shape[2]), "W"), (r, hidden, "R"))]
+    padded = codes[0][1]
+    if codes[1][1] != padded:
+        raise lowering.error(f"{node.label}: W's gates are padded to {padded} rows, R's to {codes[1][1]}")
+    blocks = _bias_blocks(lowering, node, b, dirs, hidden, padded, per_block)
+    params = []
+    for side, ((code, _), (s_in, z_in), conv) in enumerate(zip(codes, (x_grid, h_grid),
+                                                                 _gate_convs(lowering, node, x_grid, h_grid,
+                                                                             pad_field))):
+        bias, zp, mul = (a[:, side] for a in blocks)  # [D, 4, padded] each
+        if mul.max() != 1 << conv.mul_shift:
+            raise lowering.error(f"{node.label}: {'WR'[side]}'s largest bias-block multiplier is {mul.max()}, not "
+                                 f"2^{conv.mul_shift}: the multipliers are not normalised to the largest scale")
+        scale = conv.scale / 2.0 ** conv.shift * _GATE_GRID / s_in * mul / 2.0 ** conv.mul_shift
+        centred = code.astype(np.int64) - zp[..., None]
+        weight = (centred * scale[..., None])[:, :, :hidden]
+        folded = ((bias + z_in * centred.sum(-1)) * s_in * scale)[:, :, :hidden]
+        params.append((weight.reshape(dirs, 4 * hidden, -1).astype(np.float32),
+                       folded.reshape(dirs, 4 * hidden).astype(np.float32)))
+    (weights, w_bias), (recurrent, r_bias) = params
+    return weights, recurrent, np.concatenate([w_bias, r_bias], axis=1)
+
+
+def _grid(lowering, node: VendorNode, t: VendorTensor, what: str) -> Tuple[float, int]:
+    """``(scale, zero point)`` of an int8 activation of one grid."""
+    if t.dtype != "int8" or len(t.scale) != 1 or len(t.zero_point) != 1:
+        raise lowering.error(f"{node.label}: its {what} {t.name!r} is {t.dtype} with {len(t.scale)} scales; one int8 "
+                             "grid was expected")
+    return float(t.scale[0]), int(t.zero_point[0])
+
+
+def _bias_blocks(lowering, node: VendorNode, t: VendorTensor, dirs: int, hidden: int, padded: int,
+                 per_block: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(bias, zero point, multiplier)``, int64 ``[D, 2 (W, R), 4, padded]`` each, from the
+    per-direction W and R bias blocks (the padding rows' blocks hold zeros, checked)."""
+    raw = lowering.vf.tensor_data(lowering.sg, t)
+    rows = 4 * padded
+    need = dirs * 2 * rows * 8
+    if len(raw) != need:
+        raise lowering.error(f"{node.label}: bias {t.name!r} has {len(raw)} bytes; {dirs} direction(s) of W and R "
+                             f"bias blocks for {rows} rows need {need}")
+    where = f"{lowering.label}: {node.label} bias"
+    parts = [decode_int8_bias(raw[k * rows * 8:(k + 1) * rows * 8], rows, where, per_block) for k in range(2 * dirs)]
+    arrays = tuple(np.stack([p[i] for p in parts]).reshape(dirs, 2, 4, padded) for i in range(3))
+    if any(np.any(a[..., hidden:]) for a in arrays):
+        raise lowering.error(f"{node.label}: bias {t.name!r} holds values in the blocks of the rows padding each "
+                             f"gate's {hidden} to {padded}")
+    return arrays
+
+
+def _gate_convs(lowering, node: VendorNode, x_grid: Tuple[float, int], h_grid: Tuple[float, int],
+                pad_field: Tuple[int, int, int]) -> List[Requant]:
+    """The output conversions of W's and R's gate convs: the node's first CNA task and the first
+    after it with another multiplier; each must pad its input with that input's zero point and
+    scale per channel by the bias blocks' multipliers."""
+    where = f"{lowering.label}: {node.label}"
+    found: List[Tuple[Requant, int]] = []
+    regs: Dict[Tuple[int, int], int] = {}  # as the node's tasks leave them (rk3566's do not write each again)
+    for task in lowering.tasks():
+        if task.op_idx != node.index:
+            continue
+        regs.update(((target, reg), value) for target, reg, value in task_writes(lowering.regcmd(), task, where))
+        if not task.enable_mask & ENABLE_CNA:
+            continue
+        conv = _t4_gate_conv(regs, where) if lowering.t4_platform() else requant_of(regs, where)
+        if not found or (conv.scale, conv.shift) != (found[0][0].scale, found[0][0].shift):
+            address, bit, width = pad_field
+            pad = task_register(regs, TARGET_CNA, address, where) >> bit
+            found.append((conv, signed(pad & ((1 << width) - 1), width)))
+        if len(found) == 2:
+            break
+    if len(found) != 2:
+        raise lowering.error(f"{node.label}: {len(found)} gate conv multiplier(s) among its CNA tasks; W's and R's "
+                             "(two) were expected")
+    for (conv, pad), (what, (_, zero)) in zip(found, (("W (on X)", x_grid), ("R (on the state)", h_grid))):
+        if pad != zero or conv.mul_shift is None or not conv.bias_blocks or conv.offset:
+            raise lowering.error(f"{node.label}: {what}'s gate conv pads with {pad}, multiplier shift "
+                                 f"{conv.mul_shift}, bias blocks {conv.bias_blocks}, output offset {conv.offset}; its "
+                                 f"input's zero point {zero}, per-channel multipliers and bias blocks, offset 0 were "
+                                 "decoded")
+    return [conv for conv, _ in found]
+
+
+
+#: rk3562's gate convs: ``(BS_ALU_CFG 0x4050, 0x4054)`` as observed (per-channel bias blocks with the
+#: multipliers' shift of 14; R's first gate writes the plain-bias depthwise form, bit 31 clear)
+_T4_GATE_CONVS = ((0x36D, T4_BS_MUL_OBSERVED), (T4_BS_ALU_DEPTHWISE_PLAIN, 0))
+
+
+def _t4_gate_conv(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
+    """An rk3562 gate conv's output conversion: OUT_CVT's scale and shift at 0x40b0/0x40b4 (no
+    offset written), the bias blocks' multipliers over 2^14; the DPU words of :data:`_T4_GATE_CONVS`
+    only (the LSTM corpus files', checked against the simulator), anything else refused by name."""
+    words = tuple(task_register(regs, TARGET_DPU, address, where) for address in (REG_BS_ALU_CFG, T4_BS_MUL))
+    scale, shift = (task_register(regs, TARGET_DPU, address, where) for address in T4_OUT_CVT[1:])
+    offset = regs.get((TARGET_DPU, T4_OUT_CVT[0]), 0)
+    if words not in _T4_GATE_CONVS or scale >> 16 or shift >> 6 or offset:
+        raise ModelInvalidError(f"{where}: an rk3562 exLSTM gate conv with BS_ALU_CFG, 0x4054 "
+                                f"{', '.join(hex(w) for w in words)}, OUT_CVT {scale:#x} >> {shift:#x}, offset "
+                                f"{offset:#x}; {' or '.join(f'{a:#x}, {b:#x}' for a, b in _T4_GATE_CONVS)} with a "
+                                "16-bit scale, a 6-bit shift and offset 0 (or none) were decoded", op="load")
+    return Requant(scale, shift, (T4_BS_MUL_OBSERVED >> 16) & 0x3F, 0, True, 0)

@@ -34,9 +34,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from ...errors import ModelInvalidError
 
 __all__ = ["Task", "Requant", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
-           "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "signed", "TARGET_CNA",
-           "TARGET_DPU", "TARGET_RDMA", "REG_CNA_CONV_CON1", "BN_LUT", "BN_LUT_LITE", "BN_CLIP_SHIFTED",
-           "BN_CLIP_SHIFTED_LITE", "BN_MUL", "bn_multiplier"]
+           "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "signed",
+           "TARGET_CNA", "TARGET_DPU", "TARGET_RDMA", "REG_CNA_CONV_CON1", "REG_CNA_PAD_CON1", "BN_LUT", "BN_LUT_LITE",
+           "BN_CLIP_SHIFTED", "BN_CLIP_SHIFTED_LITE", "BN_MUL", "bn_multiplier"]
 
 TASK_SIZE = 40
 #: ``enable_mask`` bits of a task: the conv pipeline (CNA), the pooling unit (PPU)
@@ -49,6 +49,9 @@ TARGET_RDMA = 0x2001
 #: CNA_CONV_CON1: its low four bits are 6 on rk3576/rv1126b int8 convs whose weight is packed
 #: (:func:`.weights.decode_packed_weight`), 2 on those whose weight is in tiles
 REG_CNA_CONV_CON1 = 0x100C
+#: CNA_PAD_CON1: the code the CNA pads a conv's input with, its zero point (a real 0); rk3588 writes it
+#: sign-extended to 32 bits, rv1106 as 16 bits
+REG_CNA_PAD_CON1 = 0x1184
 REG_BS_CFG = 0x4040
 REG_BS_ALU_CFG = 0x4050  # bit 0: per-channel bias blocks; clear: plain int32 bias (per-layer files)
 REG_BS_ALU_SRC = 0x4054  # plain-bias layout: minus the layer's weight zero point, a signed 16-bit field

@@ -53,8 +53,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
-from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, TARGET_CNA, TARGET_DPU, Requant, i16, i32, int8_leaky_slope,
-                     signed, slope_decimal, task_register)
+from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, REG_CNA_PAD_CON1, TARGET_CNA, TARGET_DPU, Requant, i16, i32,
+                     int8_leaky_slope, signed, slope_decimal, task_register)
 
 __all__ = ["T3_NPU", "T3_BN_LUT", "t3_alu_operand", "t3_conv_params", "requant_t3", "t3_check_convert_task",
            "t3_clip_bound", "t3_clip_low", "t3_leaky_slope", "t3_lut_stage", "t3_lut_task", "t3_prelu_slope",
@@ -86,8 +86,6 @@ _INPUT_DEPTHWISE_CON1, _INPUT_DEPTHWISE_KERNELS = 0x3, 1
 _CONV_CON3 = 0x1014
 _KERNEL = 0x1038
 _PAD_CON0 = 0x1068
-#: the code the CNA pads a conv's input with (16 bits): its zero point, a real 0
-_PAD_VALUE = 0x1184
 _STRIDE_BITS = 0x3F
 #: CONV_CON3's dilations less one: x in bits 16..20, y in bits 21..25
 _DILATION_X, _DILATION_Y, _DILATION_BITS = 16, 21, 0x1F
@@ -213,9 +211,9 @@ def t3_conv_params(regs: Dict[Tuple[int, int], int], w_shape: Sequence[int], x_s
     if pad & ~_PAD_BITS:
         raise refuse(f"CNA_PAD_CON0 ({_PAD_CON0:#x}) = {pad:#x} sets bits beyond the top and left pads")
     top, left = pad & 0xF, (pad >> 8) & 0xF
-    pad_value = _reg(regs, TARGET_CNA, _PAD_VALUE, where)
+    pad_value = _reg(regs, TARGET_CNA, REG_CNA_PAD_CON1, where)
     if pad_value != zero_point & 0xFFFF:
-        raise refuse(f"CNA register {_PAD_VALUE:#x} = {pad_value:#x}: the conv pads its input with code "
+        raise refuse(f"CNA register {REG_CNA_PAD_CON1:#x} = {pad_value:#x}: the conv pads its input with code "
                      f"{i16(pad_value & 0xFFFF)}, not with its zero point {zero_point} (a real 0; a Pad of another "
                      "value the compiler folded into the conv was not decoded)")
     channels_out, _, kh, kw = w_shape
