@@ -152,8 +152,8 @@ def _asymmetric_rows(a: np.ndarray) -> np.ndarray:
     return (np.clip(np.round(a / scale) + zero, -128, 127) - zero) * scale
 
 
-_INT8 = ["lstm_i8", "lstm_bidir_i8", "lstm_clip_reverse_i8", "lstm_rk3566_i8", "lstm_clip_reverse_rk3566_i8",
-         "lstm_rk3562_i8", "lstm_clip_reverse_rk3562_i8"]
+_INT8 = ["lstm_bidir_i8"] + [f"{model}{platform}_i8" for model in ("lstm", "lstm_clip_reverse")
+                              for platform in ("", "_rk3566", "_rk3562", "_rk3576", "_rv1126b")]
 
 
 @pytest.mark.parametrize("stem", _INT8)
@@ -189,15 +189,15 @@ def test_int8_lstms_run_as_the_simulator_does(stem):
 
 
 def test_an_int8_lstm_of_another_platform_is_refused_by_name(tmp_path):
-    # rk3576 and rv1126b write other register maps for the gate convs
+    # each platform's gate convs are read in its own register map; rv1106's container holds no exLSTM
     data = (CORPUS / "lstm_i8.rknn").read_bytes()
     old = b'"target_platform":["rk3588"]'
     assert data.count(old) == 1
-    path = tmp_path / "lstm_i8_rk3576.rknn"
-    path.write_bytes(data.replace(old, old.replace(b"rk3588", b"rk3576")))
-    with pytest.raises(ModelInvalidError, match=r"an int8 exLSTM on rk3576: its weights' scales are read from the "
-                                                r"gate convs' registers, decoded for rk3588, rk3566, rk3568, rk3562 "
-                                                r"only"):
+    path = tmp_path / "lstm_i8_rv1106.rknn"
+    path.write_bytes(data.replace(old, old.replace(b"rk3588", b"rv1106")))
+    with pytest.raises(ModelInvalidError, match=r"an int8 exLSTM on rv1106: its weights' scales are read from the "
+                                                r"gate convs' registers, decoded for rk3588, rk3566, rk3568, rk3562, "
+                                                r"rk3576, rv1126b only"):
         rknnlite.Context(str(path), backend="software")
 
 
@@ -205,6 +205,7 @@ def test_an_int8_lstm_of_another_platform_is_refused_by_name(tmp_path):
     ("lstm_i8", REG_CNA_PAD_CON1, lambda v: 5 if v == 0 else v),
     ("lstm_rk3566_i8", 0x1068, lambda v: v | 5 << 16 if not v >> 16 else v),  # above PAD_CON0's pads there
     ("lstm_rk3562_i8", 0x1084, lambda v: 5 if v == 0 else v),
+    ("lstm_rv1126b_i8", 0x1084, lambda v: 5 if v == 0 else v),
 ])
 def test_an_int8_lstm_whose_state_conv_pads_with_another_code_is_refused(tmp_path, stem, register, change):
     # R's conv pads the state with the state's zero point (0 here); x's conv with x's
@@ -241,4 +242,13 @@ def test_an_rk3562_gate_conv_of_another_dpu_form_is_refused(tmp_path):
     patch = patch_registers(TARGET_DPU, {REG_BS_ALU_CFG}, lambda v: 0x1 if v == 0x36D else v)
     path = doctored_copy(CORPUS / "lstm_rk3562_i8.rknn", tmp_path, patch)
     with pytest.raises(ModelInvalidError, match=r"an rk3562 exLSTM gate conv with BS_ALU_CFG, 0x4054 0x1, 0x800e0000"):
+        rknnlite.Context(path, backend="software")
+
+
+def test_an_rk3576_map_gate_conv_of_another_bias_layout_is_refused(tmp_path):
+    # rk3576/rv1126b: BS_ALU_CFG bits 16..19 = 1 (bias blocks) on the gate convs, 2 on R's first gate
+    patch = patch_registers(TARGET_DPU, {REG_BS_ALU_CFG}, lambda v: v | 0x20000 if (v >> 16) & 0xF == 1 else v)
+    path = doctored_copy(CORPUS / "lstm_rv1126b_i8.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=r"BS_ALU_CFG \(0x4050\) = 0x80037777 on an rk3576/rv1126b int8 conv: "
+                                                r"bias layout 3"):
         rknnlite.Context(path, backend="software")

@@ -667,12 +667,6 @@ def _lstm(seq: int, size: int, hidden: int, direction: str = "forward", state: b
     return build
 
 
-def _lstm_variants(platform: str) -> Tuple[str, ...]:
-    """An LSTM case's variants: int8 too on rk3588, rk3566 and rk3562, whose int8 gate convs'
-    registers are decoded."""
-    return ("fp16", "i8") if platform in ("rk3588", "rk3566", "rk3562") else ("fp16",)
-
-
 def _lstm_clip_reverse(seed: int = 234):
     """Two ONNX LSTMs on a [3, 1, 12] input, hidden 8: one reverse, one forward with clip 0.5 (its gates
     reach past it); RKNN-Toolkit2 2.5.0 compiles each to an ``LSTM`` node (an exLSTM otherwise); their
@@ -2087,13 +2081,13 @@ def _int8_platform_cases() -> List[Case]:
             Case("lstm" + ("" if p == "rk3588" else f"_{p}"), "ONNX LSTM, forward, x [3, 1, 12], hidden 8 (each gate "
                  "padded in the weight tiles), h0 and c0 graph inputs; Y, Y_h, Y_c", _lstm(3, 12, 8),
                  [("x", (3, 1, 12), "normal"), ("h0", (1, 1, 8), "normal"), ("c0", (1, 1, 8), "normal")],
-                 variants=_lstm_variants(p), platform=p, purpose=f"exLSTM (silero-vad's decoder) on {p}"),
+                 platform=p, purpose=f"exLSTM (silero-vad's decoder) on {p}"),
             Case("lstm_clip_reverse" + ("" if p == "rk3588" else f"_{p}"), doc(_lstm_clip_reverse),
-                 _lstm_clip_reverse, [("x", (3, 1, 12), "normal")], variants=_lstm_variants(p), platform=p,
+                 _lstm_clip_reverse, [("x", (3, 1, 12), "normal")], platform=p,
                  purpose=f"the LSTM node form (clip, reverse) on {p}"))),
         Case("lstm_bidir", "ONNX LSTM, bidirectional, x [2, 1, 16], hidden 16, no initial state (the compiler's zero "
              "constants); Y, Y_h, Y_c", _lstm(2, 16, 16, "bidirectional", state=False, seed=233),
-             [("x", (2, 1, 16), "normal")], variants=_lstm_variants("rk3588"),
+             [("x", (2, 1, 16), "normal")],
              purpose="a bidirectional exLSTM (int8: one multiplier for both directions, a made-up zero state)"),
         *(Case("pooled_shuffle" + ("" if p == "rk3588" else f"_{p}"), doc(_pooled_shuffle), _pooled_shuffle,
                [("x", (1, 3, 40, 40), "image")],

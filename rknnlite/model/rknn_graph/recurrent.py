@@ -24,11 +24,11 @@ silero-vad's decoder):
   layouts' names); one that is a document with attributes is refused.
 
 The simulator computes the gates in float from the float16 weights and rounds each output to
-float16 (the board's tasks use the file's sigmoid and tanh tables).  In an int8 file (rk3588, rk3566
-and rk3562; ``lstm*_i8``, silero-vad's int8 build) it computes the same float LSTM on the int8 input
-and states and the weights' dequantized codes, and puts each output on its int8 grid; the weights'
-scales are in the gate convs' registers alone (:func:`int8_lstm_parameters`).  Other platforms'
-int8 LSTMs are refused by name.
+float16 (the board's tasks use the file's sigmoid and tanh tables).  In an int8 file (rk3588, rk3566,
+rk3562, rk3576 and rv1126b; ``lstm*_i8``, silero-vad's int8 build) it computes the same float LSTM
+on the int8 input and states and the weights' dequantized codes, and puts each output on its int8
+grid; the weights' scales are in the gate convs' registers alone (:func:`int8_lstm_parameters`).
+Other platforms' int8 LSTMs are refused by name.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from ...errors import ModelInvalidError
+from .f2act import f2_conv_requant
 from .graph import VendorNode, VendorTensor
 from .regcmd import (ENABLE_CNA, REG_BS_ALU_CFG, REG_CNA_PAD_CON1, T4_BS_ALU_DEPTHWISE_PLAIN, T4_BS_MUL,
                      T4_BS_MUL_OBSERVED, T4_OUT_CVT, TARGET_CNA, TARGET_DPU, Requant, requant_of, signed,
@@ -203,9 +204,10 @@ def _state(lowering, node: VendorNode, t: VendorTensor, shape: List[int], what: 
 
 #: the platforms whose int8 exLSTM gate convs were read: the channels of their bias blocks, and the CNA
 #: register holding the code a conv pads its input with (its zero point): ``(address, bit, width)``
-#: (rk3566 writes it above PAD_CON0's pads, rk3562 in 0x1084 as its deconvs; its DPU map: _t4_gate_conv)
+#: (rk3566 writes it above PAD_CON0's pads, the others in 0x1084 as their deconvs)
 _INT8_FORMS = {"rk3588": (8, (REG_CNA_PAD_CON1, 0, 32)), "rk3566": (4, (0x1068, 16, 16)),
-               "rk3568": (4, (0x1068, 16, 16)), "rk3562": (4, (0x1084, 0, 32))}
+               "rk3568": (4, (0x1068, 16, 16)), "rk3562": (4, (0x1084, 0, 32)), "rk3576": (8, (0x1084, 0, 32)),
+               "rv1126b": (8, (0x1084, 0, 32))}
 #: the grid of a zero initial state the compiler makes up (a tensor without a scale): its gate conv's
 #: multiplier gives R's scale with 1/127 per step, zero point 0 (RKNN-Toolkit2 2.5.0, lstm_bidir_i8)
 _MADE_UP_STATE_GRID = (1 / 127, 0)
@@ -221,14 +223,14 @@ def int8_lstm_parameters(lowering, node: VendorNode, tensors: Tuple[VendorTensor
     """ONNX's W ``[D, 4H, I]``, R ``[D, 4H, H]`` and B ``[D, 8H]`` (float32) of an int8 exLSTM,
     as RKNN-Toolkit2's simulator computes it: a float LSTM on the weights' dequantized codes.
 
-    rk3588, rk3566 and rk3562 files of RKNN-Toolkit2 2.5.0 (``lstm*_i8`` corpus cases,
-    silero-vad's decoder; bit-exact but at float ties on the simulator's own inputs; rk3562's
-    gate convs at its own DPU addresses, :func:`_t4_gate_conv`): W and R hold asymmetric
+    rk3588, rk3566, rk3562, rk3576 and rv1126b files of RKNN-Toolkit2 2.5.0 (``lstm*_i8`` corpus
+    cases, silero-vad's decoder; bit-exact but at float ties on the simulator's own inputs; each
+    platform's gate convs in its own register map, :func:`_gate_convs`): W and R hold asymmetric
     per-row int8 codes in conv tiles (each gate padded as in float16 files); the bias tensor
     holds, per direction, W's and then R's per-channel bias blocks (int32 bias, the weights' zero
     points, multipliers ``round(2^14 * s[row] / max s)``).  No tensor stores the weights' scales:
-    the node's first CNA task is W's gate conv (its input x, padded with x's zero point) and the
-    first with another output multiplier R's (on the initial state), each scaling its
+    the node's first CNA task with bias blocks is W's gate conv (its input x, padded with x's zero
+    point) and the next with another output multiplier R's (on the initial state), each scaling its
     accumulator to a grid of 2^-15 per step, so ``max s = OUT_CVT_SCALE / 2^OUT_CVT_SHIFT * 2^-15 /
     s_input``.  A stored bias is ``round(b / (s_in * s[row])) - z_in * sum(code - z[row])``.
     Refused on other platforms (their register maps were not read for this node), and wherever
@@ -303,9 +305,11 @@ def _bias_blocks(lowering, node: VendorNode, t: VendorTensor, dirs: int, hidden:
 
 def _gate_convs(lowering, node: VendorNode, x_grid: Tuple[float, int], h_grid: Tuple[float, int],
                 pad_field: Tuple[int, int, int]) -> List[Requant]:
-    """The output conversions of W's and R's gate convs: the node's first CNA task and the first
-    after it with another multiplier; each must pad its input with that input's zero point and
-    scale per channel by the bias blocks' multipliers."""
+    """The output conversions of W's and R's gate convs: the node's first CNA task with per-channel
+    bias blocks and the first after it with another multiplier; each must pad its input with that
+    input's zero point.  The registers are read as the node's tasks leave them, each platform's
+    conv map: rk3588's (:func:`.regcmd.requant_of`), rk3562's (:func:`_t4_gate_conv`), rk3576's
+    (:func:`.f2act.f2_conv_requant`)."""
     where = f"{lowering.label}: {node.label}"
     found: List[Tuple[Requant, int]] = []
     regs: Dict[Tuple[int, int], int] = {}  # as the node's tasks leave them (rk3566's do not write each again)
@@ -315,7 +319,14 @@ def _gate_convs(lowering, node: VendorNode, x_grid: Tuple[float, int], h_grid: T
         regs.update(((target, reg), value) for target, reg, value in task_writes(lowering.regcmd(), task, where))
         if not task.enable_mask & ENABLE_CNA:
             continue
-        conv = _t4_gate_conv(regs, where) if lowering.t4_platform() else requant_of(regs, where)
+        if lowering.t4_platform():
+            conv = _t4_gate_conv(regs, where)
+        elif lowering.f2_platform():
+            conv = f2_conv_requant(regs, where, None, plain=True)
+        else:
+            conv = requant_of(regs, where)
+        if not conv.bias_blocks:  # R's first gate on rk3562, rk3576, rv1126b: a plain-bias form, R's multiplier
+            continue
         if not found or (conv.scale, conv.shift) != (found[0][0].scale, found[0][0].shift):
             address, bit, width = pad_field
             pad = task_register(regs, TARGET_CNA, address, where) >> bit
@@ -326,17 +337,15 @@ def _gate_convs(lowering, node: VendorNode, x_grid: Tuple[float, int], h_grid: T
         raise lowering.error(f"{node.label}: {len(found)} gate conv multiplier(s) among its CNA tasks; W's and R's "
                              "(two) were expected")
     for (conv, pad), (what, (_, zero)) in zip(found, (("W (on X)", x_grid), ("R (on the state)", h_grid))):
-        if pad != zero or conv.mul_shift is None or not conv.bias_blocks or conv.offset:
-            raise lowering.error(f"{node.label}: {what}'s gate conv pads with {pad}, multiplier shift "
-                                 f"{conv.mul_shift}, bias blocks {conv.bias_blocks}, output offset {conv.offset}; its "
-                                 f"input's zero point {zero}, per-channel multipliers and bias blocks, offset 0 were "
-                                 "decoded")
+        if pad != zero or conv.offset:
+            raise lowering.error(f"{node.label}: {what}'s gate conv pads with {pad}, output offset {conv.offset}; its "
+                                 f"input's zero point {zero} and offset 0 were decoded")
     return [conv for conv, _ in found]
 
 
 
 #: rk3562's gate convs: ``(BS_ALU_CFG 0x4050, 0x4054)`` as observed (per-channel bias blocks with the
-#: multipliers' shift of 14; R's first gate writes the plain-bias depthwise form, bit 31 clear)
+#: multipliers' shift of 14; R's first gate the plain-bias depthwise form, bit 31 clear, passed over)
 _T4_GATE_CONVS = ((0x36D, T4_BS_MUL_OBSERVED), (T4_BS_ALU_DEPTHWISE_PLAIN, 0))
 
 
@@ -352,4 +361,5 @@ def _t4_gate_conv(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
                                 f"{', '.join(hex(w) for w in words)}, OUT_CVT {scale:#x} >> {shift:#x}, offset "
                                 f"{offset:#x}; {' or '.join(f'{a:#x}, {b:#x}' for a, b in _T4_GATE_CONVS)} with a "
                                 "16-bit scale, a 6-bit shift and offset 0 (or none) were decoded", op="load")
-    return Requant(scale, shift, (T4_BS_MUL_OBSERVED >> 16) & 0x3F, 0, True, 0)
+    blocks = words[0] != T4_BS_ALU_DEPTHWISE_PLAIN
+    return Requant(scale, shift, (T4_BS_MUL_OBSERVED >> 16) & 0x3F if blocks else None, 0, blocks, 0)
