@@ -215,14 +215,6 @@ def test_an_int8_lstm_whose_state_conv_pads_with_another_code_is_refused(tmp_pat
         rknnlite.Context(path, backend="software")
 
 
-def test_an_int8_lstm_with_one_gate_conv_multiplier_is_refused(tmp_path):
-    # W's and R's scales come from two multipliers; one alone cannot give both
-    patch = patch_registers(TARGET_DPU, {REG_OUT_CVT_SCALE, REG_OUT_CVT_SHIFT}, lambda v: 14)
-    path = doctored_copy(CORPUS / "lstm_i8.rknn", tmp_path, patch)
-    with pytest.raises(ModelInvalidError, match=r"1 gate conv multiplier\(s\) among its CNA tasks; W's and R's"):
-        rknnlite.Context(path, backend="software")
-
-
 def test_int8_bias_block_multipliers_not_normalised_to_the_largest_are_refused(tmp_path):
     def patch(data: bytearray) -> None:  # every block's u16 multipliers (its last 16 bytes) lowered by one
         view = tensor_bytes(data, "b3")
@@ -237,18 +229,18 @@ def test_int8_bias_block_multipliers_not_normalised_to_the_largest_are_refused(t
         rknnlite.Context(path, backend="software")
 
 
-def test_an_rk3562_gate_conv_of_another_dpu_form_is_refused(tmp_path):
-    # its gate convs write BS_ALU_CFG 0x36d (R's first 0x126), which no other rk3562 conv does
-    patch = patch_registers(TARGET_DPU, {REG_BS_ALU_CFG}, lambda v: 0x1 if v == 0x36D else v)
-    path = doctored_copy(CORPUS / "lstm_rk3562_i8.rknn", tmp_path, patch)
-    with pytest.raises(ModelInvalidError, match=r"an rk3562 exLSTM gate conv with BS_ALU_CFG, 0x4054 0x1, 0x800e0000"):
-        rknnlite.Context(path, backend="software")
-
-
-def test_an_rk3576_map_gate_conv_of_another_bias_layout_is_refused(tmp_path):
+@pytest.mark.parametrize("stem, registers, change, match", [
+    # W's and R's scales come from two multipliers; one alone cannot give both
+    ("lstm_i8", {REG_OUT_CVT_SCALE, REG_OUT_CVT_SHIFT}, lambda v: 14,
+     r"1 gate conv multiplier\(s\) among its CNA tasks; W's and R's"),
+    # rk3562's gate convs write BS_ALU_CFG 0x36d (R's first 0x126), which no other rk3562 conv does
+    ("lstm_rk3562_i8", {REG_BS_ALU_CFG}, lambda v: 0x1 if v == 0x36D else v,
+     r"an rk3562 exLSTM gate conv with BS_ALU_CFG, 0x4054 0x1, 0x800e0000"),
     # rk3576/rv1126b: BS_ALU_CFG bits 16..19 = 1 (bias blocks) on the gate convs, 2 on R's first gate
-    patch = patch_registers(TARGET_DPU, {REG_BS_ALU_CFG}, lambda v: v | 0x20000 if (v >> 16) & 0xF == 1 else v)
-    path = doctored_copy(CORPUS / "lstm_rv1126b_i8.rknn", tmp_path, patch)
-    with pytest.raises(ModelInvalidError, match=r"BS_ALU_CFG \(0x4050\) = 0x80037777 on an rk3576/rv1126b int8 conv: "
-                                                r"bias layout 3"):
+    ("lstm_rv1126b_i8", {REG_BS_ALU_CFG}, lambda v: v | 0x20000 if (v >> 16) & 0xF == 1 else v,
+     r"BS_ALU_CFG \(0x4050\) = 0x80037777 on an rk3576/rv1126b int8 conv: bias layout 3"),
+])
+def test_doctored_gate_conv_registers_are_refused(tmp_path, stem, registers, change, match):
+    path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch_registers(TARGET_DPU, registers, change))
+    with pytest.raises(ModelInvalidError, match=match):
         rknnlite.Context(path, backend="software")

@@ -311,6 +311,7 @@ def _gate_convs(lowering, node: VendorNode, x_grid: Tuple[float, int], h_grid: T
     conv map: rk3588's (:func:`.regcmd.requant_of`), rk3562's (:func:`_t4_gate_conv`), rk3576's
     (:func:`.f2act.f2_conv_requant`)."""
     where = f"{lowering.label}: {node.label}"
+    address, bit, width = pad_field
     found: List[Tuple[Requant, int]] = []
     regs: Dict[Tuple[int, int], int] = {}  # as the node's tasks leave them (rk3566's do not write each again)
     for task in lowering.tasks():
@@ -328,7 +329,6 @@ def _gate_convs(lowering, node: VendorNode, x_grid: Tuple[float, int], h_grid: T
         if not conv.bias_blocks:  # R's first gate on rk3562, rk3576, rv1126b: a plain-bias form, R's multiplier
             continue
         if not found or (conv.scale, conv.shift) != (found[0][0].scale, found[0][0].shift):
-            address, bit, width = pad_field
             pad = task_register(regs, TARGET_CNA, address, where) >> bit
             found.append((conv, signed(pad & ((1 << width) - 1), width)))
         if len(found) == 2:
@@ -341,7 +341,6 @@ def _gate_convs(lowering, node: VendorNode, x_grid: Tuple[float, int], h_grid: T
             raise lowering.error(f"{node.label}: {what}'s gate conv pads with {pad}, output offset {conv.offset}; its "
                                  f"input's zero point {zero} and offset 0 were decoded")
     return [conv for conv, _ in found]
-
 
 
 #: rk3562's gate convs: ``(BS_ALU_CFG 0x4050, 0x4054)`` as observed (per-channel bias blocks with the
