@@ -464,12 +464,14 @@ class _Lowering:
         self.token_ids = {t.index for t in activations if t.kind == "input" and t.dtype == "int64" and
                           all(n.op == "Gather" and n.inputs[1:2] == (t.index,) for n in self.sg.nodes
                               if t.index in n.inputs)}
-        #: the compiler's int16 scratch copies of a ReduceMax's input (rk3576/rv1126b: .npu_reduce)
-        reduce_scratch = {i for n in self.sg.nodes if n.op == "ReduceMax" for i in n.inputs[1:]}
+        #: the compiler's scratch copies of a ReduceMax's input (int16 in int8 files; rk3576/rv1126b:
+        #: .npu_reduce), helper tensors among its inputs after the first
+        self.reduce_scratch = {i for n in self.sg.nodes if n.op == "ReduceMax" for i in n.inputs[1:]
+                               if 0 <= i < len(self.sg.tensors) and _is_helper(self.sg.tensors[i])}
         for t in activations:
             if t.dtype == "int64" and (t.index in self.indices or t.index in self.token_ids):
                 continue
-            if t.dtype == "int16" and t.index in reduce_scratch and _is_helper(t):  # checked by cpu_op
+            if t.dtype == "int16" and t.index in self.reduce_scratch:  # checked by cpu_op
                 continue
             if t.dtype not in ("float16", "float32", "int8"):
                 raise self.error(f"activation tensor {t.index} ({t.name!r}) has dtype {t.dtype}; the lowering runs "
@@ -1922,7 +1924,7 @@ class _Lowering:
             raise self.error(f"{node.label}: a {node.op} with NPU tasks; only the runtime's CPU {node.op} (no "
                              "task) was checked against the simulator")
         inputs = [self.tensor(i, node) for i in node.inputs[1:]]
-        scratch = [t for t in inputs if npu_reduce and _is_helper(t)]
+        scratch = [t for t in inputs if npu_reduce and t.index in self.reduce_scratch]
         (data,) = self.activation_inputs(node, 1, 1)
         attrs = {}
         got = list(x.shape)
