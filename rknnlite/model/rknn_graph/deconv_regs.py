@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from ...errors import ModelInvalidError
-from .regcmd import REG_CNA_CONV_CON1, TARGET_CNA, task_register
+from .regcmd import REG_CNA_CONV_CON1, REG_CNA_PAD_CON1, TARGET_CNA, task_register
 
 __all__ = ["DeconvEncoding", "RV1106_DECONV", "RK3588_DECONV", "RK3566_DECONV", "RK3562_DECONV", "RK3576_DECONV",
            "deconv_params", "input_fetch"]
@@ -80,6 +80,16 @@ class DeconvEncoding:
     kernel_address: int = _KERNEL
     pad_bytes: Optional[int] = None
     minus_one: bool = False
+
+    def zero_point_field(self) -> Tuple[int, int, int]:
+        """Where the map's CNA registers hold a conv's int8 input zero point (the code it pads
+        with), as ``(address, bit, width)``: the register after ``pad_bytes``, ``PAD_CON0`` bits
+        16..31 (``pad_value``), else rk3588's ``CNA_PAD_CON1`` (sign-extended to 32 bits)."""
+        if self.pad_bytes is not None:
+            return self.pad_bytes + 4, 0, 32
+        if self.pad_value:
+            return _PAD_CON0, _PAD_VALUE_SHIFT, 16
+        return REG_CNA_PAD_CON1, 0, 32
 
 
 #: rv1106/rv1103 (int8 only): no deconv flag; the older releases' depthwise one (a bilinear
@@ -205,10 +215,11 @@ def _begin_pads(regs: Dict[Tuple[int, int], int], kh: int, kw: int, where: str, 
                          f"{expected:#x} above them)")
         return kh - 1 - (pad & 0xF), kw - 1 - ((pad >> encoding.left_shift) & 0xF), None, f"{pad:#x}"
     pad = _reg(regs, encoding.pad_bytes, where, encoding)
-    value = _reg(regs, encoding.pad_bytes + 4, where, encoding)
+    address = encoding.zero_point_field()[0]
+    value = _reg(regs, address, where, encoding)
     expected = zero_point & 0xFFFFFFFF if int8 else 0
     if value != expected:
-        raise refuse(f"register {encoding.pad_bytes + 4:#x} = {value:#x}, where the input's zero point "
+        raise refuse(f"register {address:#x} = {value:#x}, where the input's zero point "
                      f"{expected:#x} was expected")
     top, left, bottom, right = pad.to_bytes(4, "little")
     return kh - 1 - top, kw - 1 - left, (bottom, right), f"{encoding.pad_bytes:#x} = {pad:#x}"

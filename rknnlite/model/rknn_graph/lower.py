@@ -1347,10 +1347,10 @@ class _Lowering:
         but ``None`` (no check) for a conv on a graph input in an rk3576, rv1126b or rk3562 file
         whose stated size is its real output channels' rows of ``iblk`` input lanes, rounded up to 8
         bytes, times ``kh * kw``, rounded up to 16 bytes, whatever its tiles
-        (:data:`_INPUT_CONV_ROW_ALIGN`): a pool or ReduceMean the compiler splits into one-channel convs on the input (``(kh * kw +
-        1) * 8``: 7x7, 5x5 and 1x1, fp16 and int8), a grouped conv it makes dense (6 and 9 channels
-        of a 7x7: ``grouped_input_*``, fp16 and int8), read as the tiles the buffer holds:
-        bit-exact against the simulator.  A ``packed`` weight's size has a rule of its own
+        (:data:`_INPUT_CONV_ROW_ALIGN`): a pool or ReduceMean the compiler splits into one-channel
+        convs on the input (``(kh * kw + 1) * 8``: 7x7, 5x5 and 1x1, fp16 and int8), a grouped conv
+        it makes dense (6 and 9 channels of a 7x7: ``grouped_input_*``, fp16 and int8), read as the
+        tiles the buffer holds: bit-exact against the simulator.  A ``packed`` weight's size has a rule of its own
         (:func:`.weights.decode_weight`)."""
         if (packed or x.kind != "input" or not (self.f2_platform() or self.t4_platform()) or len(w.shape) != 4
                 or len(w.npu_shape) % 6 or not w.npu_shape or w.dtype not in ("int8", "float16")):

@@ -41,7 +41,7 @@ import numpy as np
 from ...errors import ModelInvalidError
 from .f2act import f2_conv_requant
 from .graph import VendorNode, VendorTensor
-from .regcmd import (ENABLE_CNA, REG_BS_ALU_CFG, REG_CNA_PAD_CON1, T4_BS_ALU_DEPTHWISE_PLAIN, T4_BS_MUL,
+from .regcmd import (ENABLE_CNA, REG_BS_ALU_CFG, T4_BS_ALU_DEPTHWISE_PLAIN, T4_BS_MUL,
                      T4_BS_MUL_OBSERVED, T4_OUT_CVT, TARGET_CNA, TARGET_DPU, Requant, requant_of, signed,
                      task_register, task_writes)
 from .weights import decode_int8_bias, decode_weight, weight_tiles
@@ -202,12 +202,10 @@ def _state(lowering, node: VendorNode, t: VendorTensor, shape: List[int], what: 
     return lowering.names[t.index]
 
 
-#: the platforms whose int8 exLSTM gate convs were read: the channels of their bias blocks, and the CNA
-#: register holding the code a conv pads its input with (its zero point): ``(address, bit, width)``
-#: (rk3566 writes it above PAD_CON0's pads, the others in 0x1084 as their deconvs)
-_INT8_FORMS = {"rk3588": (8, (REG_CNA_PAD_CON1, 0, 32)), "rk3566": (4, (0x1068, 16, 16)),
-               "rk3568": (4, (0x1068, 16, 16)), "rk3562": (4, (0x1084, 0, 32)), "rk3576": (8, (0x1084, 0, 32)),
-               "rv1126b": (8, (0x1084, 0, 32))}
+#: the platforms whose int8 exLSTM gate convs were read, and the channels of their bias blocks (the
+#: input zero point each gate conv pads with is where the platform's convs hold it:
+#: :meth:`.deconv_regs.DeconvEncoding.zero_point_field`)
+_INT8_BIAS_BLOCK = {"rk3588": 8, "rk3566": 4, "rk3568": 4, "rk3562": 4, "rk3576": 8, "rv1126b": 8}
 #: the grid of a zero initial state the compiler makes up (a tensor without a scale): its gate conv's
 #: multiplier gives R's scale with 1/127 per step, zero point 0 (RKNN-Toolkit2 2.5.0, lstm_bidir_i8)
 _MADE_UP_STATE_GRID = (1 / 127, 0)
@@ -238,10 +236,9 @@ def int8_lstm_parameters(lowering, node: VendorNode, tensors: Tuple[VendorTensor
     """
     x, w, r, b, h0 = tensors
     platform = lowering.platform()
-    if platform not in _INT8_FORMS:
+    if platform not in _INT8_BIAS_BLOCK:
         raise lowering.error(f"{node.label}: an int8 {node.op} on {platform}: its weights' scales are read from the "
-                             f"gate convs' registers, decoded for {', '.join(_INT8_FORMS)} only")
-    per_block, pad_field = _INT8_FORMS[platform]
+                             f"gate convs' registers, decoded for {', '.join(_INT8_BIAS_BLOCK)} only")
     if r.dtype != "int8" or b.dtype != "int32":
         raise lowering.error(f"{node.label}: an int8 {node.op} with {r.dtype} R and {b.dtype} B; int8 R and int32 "
                              "bias blocks were decoded")
@@ -257,11 +254,10 @@ def int8_lstm_parameters(lowering, node: VendorNode, tensors: Tuple[VendorTensor
     padded = codes[0][1]
     if codes[1][1] != padded:
         raise lowering.error(f"{node.label}: W's gates are padded to {padded} rows, R's to {codes[1][1]}")
-    blocks = _bias_blocks(lowering, node, b, dirs, hidden, padded, per_block)
+    blocks = _bias_blocks(lowering, node, b, dirs, hidden, padded, _INT8_BIAS_BLOCK[platform])
     params = []
     for side, ((code, _), (s_in, z_in), conv) in enumerate(zip(codes, (x_grid, h_grid),
-                                                                 _gate_convs(lowering, node, x_grid, h_grid,
-                                                                             pad_field))):
+                                                                 _gate_convs(lowering, node, x_grid, h_grid))):
         bias, zp, mul = (a[:, side] for a in blocks)  # [D, 4, padded] each
         if mul.max() != 1 << conv.mul_shift:
             raise lowering.error(f"{node.label}: {'WR'[side]}'s largest bias-block multiplier is {mul.max()}, not "
@@ -303,15 +299,14 @@ def _bias_blocks(lowering, node: VendorNode, t: VendorTensor, dirs: int, hidden:
     return arrays
 
 
-def _gate_convs(lowering, node: VendorNode, x_grid: Tuple[float, int], h_grid: Tuple[float, int],
-                pad_field: Tuple[int, int, int]) -> List[Requant]:
+def _gate_convs(lowering, node: VendorNode, x_grid: Tuple[float, int], h_grid: Tuple[float, int]) -> List[Requant]:
     """The output conversions of W's and R's gate convs: the node's first CNA task with per-channel
     bias blocks and the first after it with another multiplier; each must pad its input with that
     input's zero point.  The registers are read as the node's tasks leave them, each platform's
     conv map: rk3588's (:func:`.regcmd.requant_of`), rk3562's (:func:`_t4_gate_conv`), rk3576's
     (:func:`.f2act.f2_conv_requant`)."""
     where = f"{lowering.label}: {node.label}"
-    address, bit, width = pad_field
+    address, bit, width = lowering.deconv_encoding().zero_point_field()
     found: List[Tuple[Requant, int]] = []
     regs: Dict[Tuple[int, int], int] = {}  # as the node's tasks leave them (rk3566's do not write each again)
     for task in lowering.tasks():
