@@ -685,6 +685,30 @@ def _lstm_clip_reverse(seed: int = 234):
                                          (outs[1][2], "clipped_y_c")])
 
 
+def _tiny_steps(seed: int = 236):
+    """Convs whose accumulator step is tiny against their output's step: a Conv 8->8 3x3 of weights
+    near 1e-4 on an 8x8 map makes ``t``; then ``Relu(Conv(t) + MaxPool3x3(x))`` and ``Conv(t) +
+    MaxPool5x5(x)`` (the residuals of range ~3, the convs' ~1e-3: the compiler shifts each biased
+    accumulator right in the BN stage before the add), and ``Conv(t)`` and ``Relu(Conv(t))`` under
+    biases up to 40 (in accumulator steps beyond int32: rk3576 and rv1126b truncate the accumulator
+    instead), each an output."""
+    g = _G(seed)
+
+    def conv(x: str, scale: float, bias: float) -> str:
+        w = (g.rng.standard_normal((8, 8, 3, 3)) * scale).astype(np.float32)
+        b = g.rng.uniform(-bias, bias, 8).astype(np.float32)
+        return g.node("Conv", [x, g.const(w, "w"), g.const(b, "b")], kernel_shape=[3, 3], pads=[1, 1, 1, 1])[0]
+
+    t = conv("x", 1e-4, 0.0)
+    pooled = [g.node("MaxPool", ["x"], kernel_shape=[k, k], pads=[k // 2] * 4)[0] for k in (3, 5)]
+    shifted_relu = g.node("Relu", [g.node("Add", [conv(t, 0.2, 0.0), pooled[0]])[0]])[0]
+    shifted = g.node("Add", [conv(t, 0.2, 0.5), pooled[1]])[0]
+    truncated = conv(t, 0.2, 40.0)
+    truncated_relu = g.node("Relu", [conv(t, 0.2, 40.0)])[0]
+    return g.model([("x", (1, 8, 8, 8))], [(shifted_relu, "shifted_relu"), (shifted, "shifted"),
+                                            (truncated, "truncated"), (truncated_relu, "truncated_relu")])
+
+
 def _reducemax_one_channel(seed: int = 235):
     """Conv 3->1 3x3 p1 on a batch of two 8x8 images, then ReduceMax over its one channel (keepdims),
     Relu'd: the form random graphs hold (a one-channel map's channel maximum), which RKNN-Toolkit2 2.3.0
@@ -2093,6 +2117,11 @@ def _int8_platform_cases() -> List[Case]:
                [("x", (1, 3, 40, 40), "image")],
                platform=p, purpose=f"a Gather of an activation by constant indices (a pooled channel shuffle) on {p}")
           for p in ("rk3588", "rk3576", "rk3566", "rk3562")),
+        *(Case("tiny_steps" + ("" if p == "rk3588" else f"_{p}"), doc(_tiny_steps), _tiny_steps,
+               [("x", (1, 8, 8, 8), "normal")], variants=("i8",), platform=p,
+               purpose=f"int8 convs of tiny accumulator steps on {p}: the residual conv's BN-stage shift, and "
+                       "(rk3576, rv1126b) the truncated accumulator; silero-vad's STFT")
+          for p in ("rk3588", "rk3566", "rk3562", "rk3576", "rv1126b", "rv1106", "rv1103")),
         Case("reducemax_one_channel_rk3576", doc(_reducemax_one_channel), _reducemax_one_channel,
              [("x", (2, 3, 8, 8), "image")], platform="rk3576",
              purpose="ReduceMax on rk3576 in its CPU form (one channel; RKNN-Toolkit2 2.3.0 and 2.2.0)"),

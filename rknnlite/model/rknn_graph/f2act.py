@@ -84,10 +84,11 @@ import numpy as np
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, LutTables
-from .regcmd import TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers, shortest_decimal
+from .regcmd import (TARGET_CORE, TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers, shortest_decimal,
+                     task_register)
 
 __all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_conv_requant", "f2_leaky_shift",
-           "F2_OUT_CVT_ACTIVATIONS",
+           "f2_residual_shift", "f2_truncation", "F2_OUT_CVT_ACTIVATIONS",
            "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "hard_sigmoid_slope",
            "shifted_clamp", "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS", "cfg_words"]
 
@@ -234,6 +235,67 @@ def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Op
     if layout == _BIAS_BLOCKS:
         return Requant(scale, shift, _BLOCK_MUL_SHIFT, offset, True, 0)
     return Requant(scale, shift, None, offset, False, 0)
+
+
+#: ACT_CFG of a residual conv whose BN stage shifts its biased accumulator right before the residual is
+#: added (rk3588's :data:`.regcmd.BN_SHIFT`); the shift is in ``<residual>_BnCfg_BNcfgTensor``
+_ACT_BN_SHIFT = 0x2
+#: CORE 0x3024: 0, or ``k | k << 5`` when the conv truncates its accumulator by k bits before adding the
+#: bias, whose integer is then in units of 2^k accumulator steps (k = 1 and 2 observed: a conv of tiny
+#: input or weights under a large bias, which in accumulator steps would pass int32; corpus
+#: ``tiny_steps*``; both platforms, RKNN-Toolkit2 2.2.0 to 2.5.0).  Read as 0, the stored weight
+#: scales disagreed with the registers by 2^k and such files were refused.
+_TRUNCATE = 0x3024
+_TRUNCATE_BITS = 0x1F
+
+
+def f2_truncation(regs: Dict[Tuple[int, int], int], where: str, fused: Optional[str]) -> int:
+    """The bits ``k`` an rk3576/rv1126b int8 conv truncates its accumulator by before the bias
+    (CORE 0x3024, :data:`_TRUNCATE`): 0 for almost every conv.  ``fused``: the conv's fused part
+    (``lower``'s names, or a lookup-table op's), only ``None`` and ``"Relu"`` being observed
+    truncated.
+
+    Raises:
+        ModelInvalidError: another 0x3024 value, or a truncated conv of another fused part."""
+    value = task_register(regs, TARGET_CORE, _TRUNCATE, where, "(rk3576 register map)")
+    bits = value & _TRUNCATE_BITS
+    if value != bits | bits << 5:
+        raise ModelInvalidError(f"{where}: CORE register {_TRUNCATE:#x} = {value:#x} on an rk3576/rv1126b int8 conv; "
+                                "only 0 or k | k << 5 (the accumulator truncated by k bits) were observed", op="load")
+    if bits and fused not in (None, "Relu"):
+        raise ModelInvalidError(f"{where}: an rk3576/rv1126b int8 {fused} conv whose accumulator is truncated by "
+                                f"{bits} bits (CORE {_TRUNCATE:#x} = {value:#x}); only plain and Relu convs were "
+                                "observed truncated", op="load")
+    return bits
+
+
+def f2_residual_shift(lowering, residual, regs: Dict[Tuple[int, int], int], where: str) -> int:
+    """The right shift an rk3576/rv1126b int8 residual conv (ConvAdd, ConvAddRelu) applies to
+    its biased accumulator before the residual is added: 0 with the plain ``ACT_CFG`` 0x903;
+    with ``ACT_CFG`` 0x2 the ``s`` of ``<residual>_BnCfg_BNcfgTensor``, the tensor named after
+    the residual input (int32 word 0 the multiplier 1, bytes 16 and 17 ``s`` twice, the rest of
+    its 32 bytes zero; silero-vad's STFT, corpus ``tiny_steps*``).
+
+    Raises:
+        ModelInvalidError: another ``ACT_CFG``, or the tensor absent or holding other bytes."""
+    cfg = dpu_reader(regs, where, "(rk3576 register map)")(F2_ACT_CFG)
+    if cfg == _ACT_PLAIN:
+        return 0
+    if cfg != _ACT_BN_SHIFT:
+        raise ModelInvalidError(f"{where}: ACT_CFG ({F2_ACT_CFG:#x}) = {cfg:#x} on an rk3576/rv1126b int8 residual "
+                                f"conv; only {_ACT_PLAIN:#x} and {_ACT_BN_SHIFT:#x} (a shift before the add) were "
+                                "observed", op="load")
+    name = f"{residual.name}_BnCfg_BNcfgTensor"
+    words = _bn_words(lowering, residual)
+    shift = 0 if words is None else int(words[16])
+    expected = np.zeros(_BN_BYTES, np.uint8)
+    expected[0], expected[16], expected[17] = 1, shift, shift
+    if words is None or not 0 < shift < 32 or not np.array_equal(words, expected):
+        shown = "is absent" if words is None else f"holds {bytes(words).hex()}"
+        raise ModelInvalidError(f"{where}: a residual conv's BN stage (ACT_CFG {cfg:#x}) whose {name!r} {shown}; only "
+                                "the multiplier 1 in word 0 and a shift s > 0 in bytes 16 and 17 were observed",
+                                op="load")
+    return shift
 
 
 def f2_activation(lowering, node, activation: str, x, out, b, channels: int, unit: float) -> Dict[str, float]:
@@ -528,6 +590,7 @@ def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requ
     """
     where = f"{lowering.label}: {node.label}"
     regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
+    f2_truncation(regs, where, node.op)  # refuses a truncated accumulator: its bias units were not checked
 
     def refuse(what: str) -> ModelInvalidError:
         return ModelInvalidError(f"{where}: int8 lookup-table {node.op} on rk3576/rv1126b: {what}; only the layout in "

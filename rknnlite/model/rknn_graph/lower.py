@@ -142,14 +142,14 @@ from .npu_reduce import check_reducemax_scratch
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from_zero, f2_activation, f2_conv_requant,
                     f2_fp16_activation, f2_leaky_shift, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point,
-                    hard_sigmoid_slope)
+                    f2_residual_shift, f2_truncation, hard_sigmoid_slope)
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .recurrent import lower_lstm
 from .deconv_regs import (RK3562_DECONV, RK3566_DECONV, RK3576_DECONV, RK3588_DECONV, RV1106_DECONV, DeconvEncoding,
                           deconv_params, input_fetch)
 from .regcmd import (BN_CLIP_SHIFTED, BN_CLIP_SHIFTED_LITE, BN_LUT, BN_LUT_LITE, LEAKY_SLOPE_BITS, REG_CNA_CONV_CON1,
-                     T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant, fused_activation, node_registers, read_tasks,
-                     requant_of, requant_t4)
+                     T4_BN_CFG_OF, T4_BN_LUT, TARGET_CNA, Requant, conv_bn_shift, fused_activation, node_registers,
+                     read_tasks, requant_of, requant_t4)
 from .t3conv import (T3_BN_LUT, T3_NPU, requant_t3, t3_clip_bound, t3_clip_low, t3_leaky_slope, t3_lut_stage,
                      t3_lut_task, t3_prelu_slope)
 from .t3nodes import complete_t3_nodes, t3_unsupported_ops
@@ -977,7 +977,7 @@ class _Lowering:
                 lower_lut_conv(self, node, x, out, w, weight, b, attrs,
                                stage_of=lambda tables: f2_lut_stage(self, node, out, tables))
                 return
-            unit, acc = self.int8_conv_constants(node, activation, x, out, w, weight, b)
+            unit, acc = self.int8_conv_constants(node, activation, x, out, w, weight, b, extra[0] if extra else None)
             weight_f = bias_f = params = None
             if self.f2_platform() and activation in _REGISTER_ACTIVATIONS:  # rk3576/rv1126b: their own map (.f2act)
                 params = f2_activation(self, node, activation, x, out, b, weight.shape[0], unit)
@@ -1228,8 +1228,8 @@ class _Lowering:
         return fused_activation(regs, activation, where, unit if self.int8 else None, self.lut_bn_cfg(), shifted)
 
     def int8_conv_constants(self, node: VendorNode, activation: Optional[str], x: VendorTensor, out: VendorTensor,
-                            w: VendorTensor, q: np.ndarray,
-                            b: Optional[VendorTensor]) -> Tuple[Optional[float], Accumulator]:
+                            w: VendorTensor, q: np.ndarray, b: Optional[VendorTensor],
+                            residual: Optional[VendorTensor] = None) -> Tuple[Optional[float], Accumulator]:
         """For an int8 conv or deconv and its fused ``activation`` (a deconv's is in a conv's
         registers): the accumulator unit (the real value of one accumulator step at the largest weight
         scale, ``s_out * OUT_CVT_SCALE / 2^OUT_CVT_SHIFT``, for register parameters; ``None`` for
@@ -1260,6 +1260,7 @@ class _Lowering:
             bool(input_fetch(regs, RV1106_DECONV if self.t3_platform() else self.deconv_encoding()))
         # the compiler's depthwise input conv and a one-channel deconv: a plain bias, the tiles alone
         plain_tiles = node.index in self.tiles_alone or node.index in self.lane_zero_points
+        truncated = 0  # bits the accumulator loses before the bias (rk3576/rv1126b), whose units are 2^truncated
         if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
             requant = requant_t4(regs, where, activation, node.index in self.weight_zero_points,
                                  depthwise_plain=plain_tiles, input_deconv=input_deconv)
@@ -1273,14 +1274,20 @@ class _Lowering:
             leaky_shift = f2_leaky_shift(self, out, where) if activation == "LeakyRelu" else 0
             requant = f2_conv_requant(regs, where, activation, plain=not deconv or channels == 1,
                                       leaky_shift=leaky_shift)
+            truncated = f2_truncation(regs, where, activation)
+            # the BN stage's shift of a residual conv's accumulator, and the truncation, scale its unit
+            bn_shift = f2_residual_shift(self, residual, regs, where) if activation in ("Add", "AddRelu") else 0
+            requant = replace(requant, shift=requant.shift + bn_shift + truncated)
             if not requant.bias_blocks:
                 requant = replace(requant, weight_zp=self.f2_plain_weight_zero_point(node, out, where))
             if activation not in F2_OUT_CVT_ACTIVATIONS:  # OUT_CVT converts a table's output: the stored scales
                 bias_i32, w_zp, _ = self.int8_bias(node, x, out, b, requant, channels)
                 return None, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, self.stored_weight_scales(w, channels))
-        else:
+        else:  # rk3588, rk3566: a residual conv's BN stage may shift its accumulator (regcmd.conv_bn_shift)
             requant = requant_of(regs, where)
+            requant = replace(requant, shift=requant.shift + conv_bn_shift(regs, where, activation))
         bias_i32, w_zp, mul = self.int8_bias(node, x, out, b, requant, channels)
+        bias_i32 = bias_i32 << truncated
         qo = self.activation_quant(out)
         s_out, zp_out = qo.scale[0], qo.zero_point[0]
         if requant.offset != zp_out:

@@ -35,8 +35,9 @@ from ...errors import ModelInvalidError
 
 __all__ = ["Task", "Requant", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_registers", "task_writes", "dpu_reader",
            "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "signed",
-           "TARGET_CNA", "TARGET_DPU", "TARGET_RDMA", "REG_CNA_CONV_CON1", "REG_CNA_PAD_CON1", "BN_LUT", "BN_LUT_LITE",
-           "BN_CLIP_SHIFTED", "BN_CLIP_SHIFTED_LITE", "BN_MUL", "bn_multiplier"]
+           "TARGET_CNA", "TARGET_DPU", "TARGET_RDMA", "TARGET_CORE", "REG_CNA_CONV_CON1", "REG_CNA_PAD_CON1", "BN_LUT",
+           "BN_LUT_LITE", "BN_CLIP_SHIFTED", "BN_CLIP_SHIFTED_LITE", "BN_MUL", "bn_multiplier", "conv_bn_shift",
+           "residual_bn_shift"]
 
 TASK_SIZE = 40
 #: ``enable_mask`` bits of a task: the conv pipeline (CNA), the pooling unit (PPU)
@@ -46,6 +47,8 @@ TARGET_CNA = 0x0201
 TARGET_DPU = 0x1001
 #: the DPU's read DMA (its input at 0x5018, an element-wise operand at 0x5038)
 TARGET_RDMA = 0x2001
+#: the conv core, between the CNA and the DPU (its registers at 0x3000..)
+TARGET_CORE = 0x0801
 #: CNA_CONV_CON1: its low four bits are 6 on rk3576/rv1126b int8 convs whose weight is packed
 #: (:func:`.weights.decode_packed_weight`), 2 on those whose weight is in tiles
 REG_CNA_CONV_CON1 = 0x100C
@@ -127,6 +130,55 @@ def bn_multiplier(word: Optional[int]) -> Optional[Tuple[int, int]]:
     return word >> 16, (word >> 8) & 0x1F
 
 
+#: BN_CFG of an int8 conv as rk3588 and rk3566 write it, by fused part: the BN stage bypassed (0x53) or
+#: clamping at 0 (0x12); a residual conv may instead scale its biased accumulator there (:data:`BN_SHIFT`)
+_BN_CFG_OF = {None: 0x53, "Relu": 0x12, "Add": 0x53, "AddRelu": 0x53}
+#: BN_CFG of a residual conv (ConvAdd, ConvAddRelu) whose BN stage multiplies the biased accumulator by
+#: its BN_MUL word, 1 over 2^s (:func:`residual_bn_shift`), before the residual is added: what the
+#: compiler writes when the conv's accumulator step is so small against the output's step that
+#: OUT_CVT's shift alone does not reach (a conv on a tensor of tiny range added to a large one: corpus
+#: ``tiny_steps*``, silero-vad's STFT; rk3588 and rk3566; rk3562, rv1106, rv1103: :data:`T4_BN_SHIFT`).
+#: Read as 0x53, the conv's contribution came out 2^s times too large (34 % of a probe's outputs equal)
+BN_SHIFT = 0x42
+
+
+def residual_bn_shift(regs: Dict[Tuple[int, int], int], where: str) -> int:
+    """The ``s`` of a residual conv whose BN stage shifts its biased accumulator right by ``s``
+    (:data:`BN_SHIFT`): its BN_MUL word is a multiplier of 1 over 2^s, ``1 << 16 | s << 8``
+    (:func:`bn_multiplier`; s = 1..4 observed).
+
+    Raises:
+        ModelInvalidError: any other BN_MUL word."""
+    word = regs.get((TARGET_DPU, BN_MUL))
+    parsed = bn_multiplier(word)
+    if parsed is None or parsed[0] != 1 or not parsed[1]:
+        shown = "not written" if word is None else f"{word:#x}"
+        raise ModelInvalidError(f"{where}: a residual conv's BN stage with BN_MUL ({BN_MUL:#x}) {shown}; only a "
+                                "multiplier of 1 over 2^s (1 << 16 | s << 8, s > 0) was observed", op="load")
+    return parsed[1]
+
+
+def conv_bn_shift(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str]) -> int:
+    """The right shift an rk3588/rk3566 int8 conv's BN stage applies to its biased accumulator:
+    0 when the stage is bypassed or only clamps (``BN_CFG`` as :data:`_BN_CFG_OF` gives it), the
+    BN_MUL shift of a residual conv's :data:`BN_SHIFT` form.  Fused parts with parameters of their
+    own (Clip, LeakyRelu, lookup tables) are checked where those are read: 0 for them.
+
+    Raises:
+        ModelInvalidError: another ``BN_CFG``."""
+    if activation not in _BN_CFG_OF:
+        return 0
+    cfg = task_register(regs, TARGET_DPU, REG_BN_CFG, where)
+    if cfg == _BN_CFG_OF[activation]:
+        return 0
+    residual = activation in ("Add", "AddRelu")
+    if residual and cfg == BN_SHIFT:
+        return residual_bn_shift(regs, where)
+    expected = f"{_BN_CFG_OF[activation]:#x}" + (f" or {BN_SHIFT:#x} (a shift before the residual add)" * residual)
+    raise ModelInvalidError(f"{where}: DPU register BN_CFG ({REG_BN_CFG:#x}) = {cfg:#x} on an int8 "
+                            f"{activation or 'plain'} conv; only {expected} was observed and decoded", op="load")
+
+
 def read_tasks(raw, where: str) -> List[Task]:
     """The task records in ``raw`` (the "task" tensor's bytes)."""
     if len(raw) % TASK_SIZE:
@@ -170,7 +222,7 @@ def task_register(regs: Dict[Tuple[int, int], int], target: int, address: int, w
     (``where``, then ``context``, e.g. "(rk3562 register map)") when the task does not write it."""
     value = regs.get((target, address))
     if value is None:
-        unit = {TARGET_CNA: "CNA", TARGET_DPU: "DPU"}.get(target, f"{target:#x}")
+        unit = {TARGET_CNA: "CNA", TARGET_DPU: "DPU", TARGET_CORE: "CORE"}.get(target, f"{target:#x}")
         raise ModelInvalidError(f"{where}: the node's task does not write {unit} register {address:#x}"
                                 f"{' ' + context if context else ''}", op="load")
     return value
@@ -250,9 +302,12 @@ T4_BS_ALU_DEPTHWISE_PLAIN = 0x126
 T4_EW_CLAMP_MIN = 0x4088  # the element-wise stage's lower clamp: 0 (a Relu after the residual add) or INT32_MIN
 T4_BN_CFG = 0x4060
 T4_BN_LUT = 0x20000  # the conv output indexes the lookup table (rk3588: BN_LUT)
+#: rk3562's (and rv1106's) BN_CFG of a residual conv that shifts its accumulator before the add (rk3588:
+#: :data:`BN_SHIFT`)
+T4_BN_SHIFT = 0x2
 #: the ``BN_CFG`` values observed per fused activation (Clip: from 0, shifted; :mod:`.t4act`)
-T4_BN_CFG_OF = {None: (0x13,), "Relu": (0x12,), "Add": (0x13,), "AddRelu": (0x13,), "Clip": (0x12, 0x20010),
-                "LeakyRelu": (0x22,), "PRelu": (0x22,),
+T4_BN_CFG_OF = {None: (0x13,), "Relu": (0x12,), "Add": (0x13, T4_BN_SHIFT), "AddRelu": (0x13, T4_BN_SHIFT),
+                "Clip": (0x12, 0x20010), "LeakyRelu": (0x22,), "PRelu": (0x22,),
                 **{lut: (T4_BN_LUT,) for lut in ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu", "Tanh")}}
 T4_EW_CFG = 0x407C
 T4_EW_CFG_PLAIN = 0x010041C1
@@ -355,6 +410,8 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
                       "a 16-bit scale" + (" with bit 16 set (residual convs)" if residual else ""))
     if shift & ~0x3F:
         raise refuse("OUT_CVT_SHIFT", T4_OUT_CVT[2], shift, "a 6-bit shift")
+    if cfg == T4_BN_SHIFT:
+        shift += residual_bn_shift(regs, where)
     if plain:
         operand = mul_cfg & 0xFFFF
         return Requant(scale & 0xFFFF, shift, None, i32(offset), False, -i16(operand))

@@ -28,7 +28,9 @@ register encoding:
   = 0x0e000000, 0x4048 = 0) and the simulator still applies the multipliers; a deconv fetching the
   graph's image input writes bias blocks with the depthwise form's 0x4048 and 0x4054, the same
   arithmetic (as rk3562's, corpus ``deconv_input_rv110*``).
-* ``BN_CFG`` 0x4060: 0x13 on a plain or residual conv, 0x22 with a LeakyRelu (its slope in the
+* ``BN_CFG`` 0x4060: 0x13 on a plain or residual conv (or 0x2 on a residual one whose BN stage shifts
+  its accumulator right before the add, the shift in ``BN_MUL``, as rk3562's:
+  :func:`.regcmd.residual_bn_shift`, corpus ``tiny_steps_rv110*``), 0x22 with a LeakyRelu (its slope in the
   high half of 0x4068, a signed 16-bit value over 2^14, as rk3588's; a plain conv's multipliers
   normalised to 2^15 or 2^14 as the compiler chose, 0x4054 = 0x8f000000 or 0x8e000000, a depthwise
   one's without bit 31; ``OUT_CVT_SHIFT`` 14
@@ -53,8 +55,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
-from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, REG_CNA_PAD_CON1, TARGET_CNA, TARGET_DPU, Requant, i16, i32,
-                     int8_leaky_slope, signed, slope_decimal, task_register)
+from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, REG_CNA_PAD_CON1, T4_BN_SHIFT, TARGET_CNA, TARGET_DPU, Requant, i16,
+                     i32, int8_leaky_slope, residual_bn_shift, signed, slope_decimal, task_register)
 
 __all__ = ["T3_NPU", "T3_BN_LUT", "t3_alu_operand", "t3_conv_params", "requant_t3", "t3_check_convert_task",
            "t3_clip_bound", "t3_clip_low", "t3_leaky_slope", "t3_lut_stage", "t3_lut_task", "t3_prelu_slope",
@@ -149,8 +151,8 @@ _ACTIVATION = {None: {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_OFF},
                         **{a: None for a in _CLAMP_HIGH}, **_EW_OFF},
                "LeakyRelu": {_BN_CFG: 0x22, **_NO_CLAMP, **_EW_OFF},
                "PRelu": {_BN_CFG: 0x22, **_NO_CLAMP, **_EW_OFF},
-               "Add": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: _INT32_MIN},
-               "AddRelu": {_BN_CFG: 0x13, **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: 0},
+               "Add": {_BN_CFG: (0x13, T4_BN_SHIFT), **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: _INT32_MIN},
+               "AddRelu": {_BN_CFG: (0x13, T4_BN_SHIFT), **_NO_CLAMP, **_EW_ADD, _EW_CLAMP_MIN: 0},
                # the accumulator indexes the lookup table (_table_stage); the element-wise stage
                # bypassed another way
                **{lut: {_BN_CFG: T3_BN_LUT, **_NO_CLAMP, **_EW_OFF, _EW_CFG: 0x01004140}
@@ -286,6 +288,8 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
                                 op="load")
     scale &= 0xFFFF
     offset = i32(offset)
+    if _reg(regs, TARGET_DPU, _BN_CFG, where) == T4_BN_SHIFT:  # a residual conv's accumulator shifted before the add
+        shift += residual_bn_shift(regs, where)
     if input_depthwise:
         return Requant(scale, shift, None, offset, False, 0)
     if plain:
