@@ -106,7 +106,8 @@ from corpus import CORPUS, MODELS, corpus_arrays, inputs_of, onnxruntime_outputs
 #: deconv_one_channel_input_*, one_channel_lut_*); 29.28 MiB (100.0 MiB) with the int8 attentions whose q or k
 #: has zero point 0 (attention_q0_*, attention_k0_rk3566); 29.64 MiB (102.7 MiB) with the int8 LSTMs of the
 #: five rk35xx/rv1126b platforms (lstm*_i8: silero-vad's int8 exLSTM); 29.80 MiB (103.2 MiB) with the int8
-#: convs of tiny accumulator steps of seven platforms (tiny_steps*: silero-vad's int8 STFT).
+#: convs of tiny accumulator steps of seven platforms (tiny_steps*: silero-vad's int8 STFT); 29.84 MiB
+#: (103.3 MiB) with rk3576/rv1126b's weight scales below float16's range (weight_underflow_*).
 #: The checkout's own size has a looser bound.
 MAX_CORPUS_COMPRESSED_BYTES = 30 * 1024 * 1024
 MAX_CORPUS_BYTES = 104 * 1024 * 1024

@@ -98,7 +98,7 @@ def test_a_truncated_lookup_table_conv_is_refused(tmp_path):
     # truncation was observed on plain and Relu convs only: a table's index map would read the bias wrong
     patch = patch_registers(TARGET_CORE, {0x3024}, lambda v: 0x21)
     _refused(tmp_path, "conv_sigmoid_rk3576_i8", patch, r"int8 ConvSigmoid conv whose accumulator is truncated by 1 "
-                                                        r"bits \(CORE 0x3024 = 0x21\); only plain and Relu convs")
+                                                        r"bits \(CORE 0x3024 = 0x21\); only plain, Relu and residual")
 
 
 def _written(stem: str, target: int, reg: int) -> set:
@@ -127,3 +127,38 @@ def test_the_files_hold_both_forms():
         assert {0x2, 0x902, 0x903} <= _written(stem, TARGET_DPU, 0x4060)
         assert _written(stem, TARGET_CORE, 0x3024) == {0, 0x21}
     assert _written("tiny_steps_rk3562_i8", TARGET_CORE, 0x3024) == {0}
+
+
+@pytest.mark.parametrize("stem", ["weight_underflow_rk3576_i8", "weight_underflow_rv1126b_i8"])
+def test_weight_scales_below_float16_run_as_the_simulator_does(stem):
+    # rk3576/rv1126b store those scales as 0 (the registers hold them); the convs on the tiny map truncate
+    # their accumulators by 7 to 13 bits, the residual ones after a BN-stage shift.  The first conv's
+    # output steps are ~400 accumulator steps: the registers' 14- and 16-bit multipliers and the
+    # simulator's exact scales round 6 of its 512 values apart (one step)
+    arrays = corpus_arrays(stem)
+    with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
+        outs = ctx.run(inputs_of(arrays))
+        steps = [attr.scale for attr in ctx.outputs]
+    for k, (out, step) in enumerate(zip(outs, steps)):
+        d = np.abs(np.asarray(out, np.float64).ravel() - arrays[f"out{k}"].ravel()) / step
+        assert np.all(d < 1.5) and np.mean(d < 0.5) >= (0.98 if k == 0 else 0.99), (k, float(np.mean(d < 0.5)))
+    assert _written(stem, TARGET_CORE, 0x3024) >= {0xE7, 0x1AD}  # 7 and 13 bits
+
+
+def _zero_scales(name: str):
+    def patch(data: bytearray) -> None:
+        view = tensor_bytes(data, name)
+        view[:] = bytes(len(view))
+
+    return patch
+
+
+def test_a_zero_weight_scale_the_registers_deny_is_refused(tmp_path):
+    _refused(tmp_path, "tiny_steps_rk3576_i8", _zero_scales("w9_w4a16_weight"),
+             r"give channel \d a weight scale of [\d.e-]+, the file stores 0; the register map is not the one decoded")
+
+
+def test_a_zero_weight_scale_a_lookup_table_conv_would_read_is_refused(tmp_path):
+    # a table conv's accumulator unit comes from the stored scales themselves: a 0 cannot stand in
+    _refused(tmp_path, "conv_sigmoid_rk3576_i8", _zero_scales("w1_w4a16_weight"),
+             r"are not all positive: \[0\.0, .*a 0 is a scale below float16's range \(2\^-25\), which this conv")

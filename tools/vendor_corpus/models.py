@@ -709,6 +709,27 @@ def _tiny_steps(seed: int = 236):
                                             (truncated, "truncated"), (truncated_relu, "truncated_relu")])
 
 
+def _weight_underflow(seed: int = 237):
+    """A Conv 8->8 3x3 of weights near 1e-7 on an 8x8 map (its per-channel weight scales below float16's
+    range: rk3576 and rv1126b store them as 0) makes ``t``, an output; then ``Conv(t)`` under biases up to
+    100, ``Conv(t) + MaxPool3x3(x)`` and ``Relu(Conv(t) + MaxPool5x5(x))``, each an output: rk3576 and
+    rv1126b truncate these convs' accumulators by 7 to 13 bits, the residual ones after a BN-stage shift."""
+    g = _G(seed)
+
+    def conv(x: str, scale: float, bias: float) -> str:
+        w = (g.rng.standard_normal((8, 8, 3, 3)) * scale).astype(np.float32)
+        b = g.rng.uniform(-bias, bias, 8).astype(np.float32)
+        return g.node("Conv", [x, g.const(w, "w"), g.const(b, "b")], kernel_shape=[3, 3], pads=[1, 1, 1, 1])[0]
+
+    t = conv("x", 1e-7, 0.0)
+    pooled = [g.node("MaxPool", ["x"], kernel_shape=[k, k], pads=[k // 2] * 4)[0] for k in (3, 5)]
+    biased = conv(t, 0.2, 100.0)
+    added = g.node("Add", [conv(t, 0.2, 0.0), pooled[0]])[0]
+    added_relu = g.node("Relu", [g.node("Add", [conv(t, 0.2, 0.0), pooled[1]])[0]])[0]
+    return g.model([("x", (1, 8, 8, 8))], [(t, "tiny"), (biased, "biased"), (added, "added"),
+                                            (added_relu, "added_relu")])
+
+
 def _reducemax_one_channel(seed: int = 235):
     """Conv 3->1 3x3 p1 on a batch of two 8x8 images, then ReduceMax over its one channel (keepdims),
     Relu'd: the form random graphs hold (a one-channel map's channel maximum), which RKNN-Toolkit2 2.3.0
@@ -2122,6 +2143,11 @@ def _int8_platform_cases() -> List[Case]:
                purpose=f"int8 convs of tiny accumulator steps on {p}: the residual conv's BN-stage shift, and "
                        "(rk3576, rv1126b) the truncated accumulator; silero-vad's STFT")
           for p in ("rk3588", "rk3566", "rk3562", "rk3576", "rv1126b", "rv1106", "rv1103")),
+        *(Case(f"weight_underflow_{p}", doc(_weight_underflow), _weight_underflow, [("x", (1, 8, 8, 8), "normal")],
+               variants=("i8",), platform=p,
+               purpose=f"int8 weight scales below float16's range (stored as 0) and accumulators truncated by many "
+                       f"bits, residual convs too, on {p}")
+          for p in ("rk3576", "rv1126b")),
         Case("reducemax_one_channel_rk3576", doc(_reducemax_one_channel), _reducemax_one_channel,
              [("x", (2, 3, 8, 8), "image")], platform="rk3576",
              purpose="ReduceMax on rk3576 in its CPU form (one channel; RKNN-Toolkit2 2.3.0 and 2.2.0)"),

@@ -241,10 +241,11 @@ def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Op
 #: added (rk3588's :data:`.regcmd.BN_SHIFT`); the shift is in ``<residual>_BnCfg_BNcfgTensor``
 _ACT_BN_SHIFT = 0x2
 #: CORE 0x3024: 0, or ``k | k << 5`` when the conv truncates its accumulator by k bits before adding the
-#: bias, whose integer is then in units of 2^k accumulator steps (k = 1 and 2 observed: a conv of tiny
-#: input or weights under a large bias, which in accumulator steps would pass int32; corpus
-#: ``tiny_steps*``; both platforms, RKNN-Toolkit2 2.2.0 to 2.5.0).  Read as 0, the stored weight
-#: scales disagreed with the registers by 2^k and such files were refused.
+#: bias, whose integer is then in units of 2^k accumulator steps (k = 1 to 13 observed: a conv of tiny
+#: input or weights, whose bias and accumulator in its steps would pass int32; plain, Relu and residual
+#: convs, a residual one also shifting in its BN stage; corpus ``tiny_steps*``, ``weight_underflow_*``;
+#: both platforms, RKNN-Toolkit2 2.2.0 to 2.5.0).  Read as 0, the stored weight scales disagreed with
+#: the registers by 2^k and such files were refused.
 _TRUNCATE = 0x3024
 _TRUNCATE_BITS = 0x1F
 
@@ -252,8 +253,8 @@ _TRUNCATE_BITS = 0x1F
 def f2_truncation(regs: Dict[Tuple[int, int], int], where: str, fused: Optional[str]) -> int:
     """The bits ``k`` an rk3576/rv1126b int8 conv truncates its accumulator by before the bias
     (CORE 0x3024, :data:`_TRUNCATE`): 0 for almost every conv.  ``fused``: the conv's fused part
-    (``lower``'s names, or a lookup-table op's), only ``None`` and ``"Relu"`` being observed
-    truncated.
+    (``lower``'s names, or a lookup-table op's), only plain, Relu and residual (Add, AddRelu) convs
+    being observed truncated.
 
     Raises:
         ModelInvalidError: another 0x3024 value, or a truncated conv of another fused part."""
@@ -262,10 +263,10 @@ def f2_truncation(regs: Dict[Tuple[int, int], int], where: str, fused: Optional[
     if value != bits | bits << 5:
         raise ModelInvalidError(f"{where}: CORE register {_TRUNCATE:#x} = {value:#x} on an rk3576/rv1126b int8 conv; "
                                 "only 0 or k | k << 5 (the accumulator truncated by k bits) were observed", op="load")
-    if bits and fused not in (None, "Relu"):
+    if bits and fused not in (None, "Relu", "Add", "AddRelu"):
         raise ModelInvalidError(f"{where}: an rk3576/rv1126b int8 {fused} conv whose accumulator is truncated by "
-                                f"{bits} bits (CORE {_TRUNCATE:#x} = {value:#x}); only plain and Relu convs were "
-                                "observed truncated", op="load")
+                                f"{bits} bits (CORE {_TRUNCATE:#x} = {value:#x}); only plain, Relu and residual convs "
+                                "were observed truncated", op="load")
     return bits
 
 

@@ -1474,10 +1474,12 @@ class _Lowering:
         :func:`.regcmd.requant_t4`."""
         return self.platform() == "rk3562"
 
-    def stored_weight_scales(self, w: VendorTensor, channels: int) -> Optional[np.ndarray]:
+    def stored_weight_scales(self, w: VendorTensor, channels: int, underflow: bool = False) -> Optional[np.ndarray]:
         """The per-channel weight scales rk3576/rv1126b files store next to an int8 weight
         (``<weight>_w4a16_weight``, float16; a per-layer file's one scale for every channel), or
-        ``None`` when the file has none."""
+        ``None`` when the file has none.  ``underflow``: accept a scale of 0, a float16 underflow
+        (a scale below 2^-25, weights of about 1e-6: ``weight_underflow_*``), where the caller only
+        checks the registers' scales against them."""
         found = [t for t in self.sg.tensors if t.name == f"{w.name}_w4a16_weight"]
         if not found:
             return None
@@ -1488,8 +1490,10 @@ class _Lowering:
         if t.dtype != "float16" or len(raw) < 2 * channels:
             raise self.error(f"weight scales {t.name!r} ({t.dtype}, {len(raw)} bytes) are not {channels} float16 values")
         scales = np.frombuffer(raw, "<f2", channels).astype(np.float64)
-        if not np.all(scales > 0):
-            raise self.error(f"weight scales {t.name!r} are not all positive: {scales.tolist()}")
+        if not np.all(scales > 0) and not (underflow and np.all(scales >= 0)):
+            why = "; a 0 is a scale below float16's range (2^-25), which this conv (whose lookup table reads them) " \
+                  "cannot use" if np.all(scales >= 0) else ""
+            raise self.error(f"weight scales {t.name!r} are not all positive: {scales.tolist()}{why}")
         return scales
 
     def check_stored_weight_scales(self, node: VendorNode, w: VendorTensor, s_w: np.ndarray) -> None:
@@ -1502,7 +1506,7 @@ class _Lowering:
 
         Raises:
             ModelInvalidError: the two disagree: the registers are not the map decoded."""
-        stored = self.stored_weight_scales(w, len(s_w))
+        stored = self.stored_weight_scales(w, len(s_w), underflow=True)
         if stored is None:
             return
         half_step = np.spacing(stored.astype(np.float16)).astype(np.float64) / 2
