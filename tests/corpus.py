@@ -7,7 +7,7 @@ import functools
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import numpy as np
 
@@ -50,6 +50,19 @@ def lowered(stem: str):
 def inputs_of(arrays: Dict[str, np.ndarray]) -> list:
     """The ``in0..`` arrays of :func:`corpus_arrays`'s result, in order."""
     return [arrays[f"in{k}"] for k in range(sum(k.startswith("in") for k in arrays))]
+
+
+def steps_from_simulator(stem: str) -> List[np.ndarray]:
+    """Corpus file ``stem`` run off-board on its stored inputs: per output, how many of its
+    quantization steps each value is from the simulator's (flat float64 arrays; an int8 file's)."""
+    import rknnlite
+
+    arrays = corpus_arrays(stem)
+    with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
+        outs = ctx.run(inputs_of(arrays))
+        steps = [attr.scale for attr in ctx.outputs]
+    return [np.abs(np.asarray(out, np.float64).ravel() - arrays[f"out{k}"].ravel()) / step
+            for k, (out, step) in enumerate(zip(outs, steps))]
 
 
 @functools.lru_cache(maxsize=None)

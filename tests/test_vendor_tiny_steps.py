@@ -19,7 +19,7 @@ import rknnlite
 from rknnlite.errors import ModelInvalidError
 from rknnlite.model.rknn_graph.regcmd import BN_MUL, REG_BN_CFG, TARGET_CORE, TARGET_DPU
 
-from corpus import CORPUS, corpus_arrays, inputs_of
+from corpus import CORPUS, steps_from_simulator
 from vendor_files import doctored_copy, patch_registers, tensor_bytes
 
 STEMS = ["tiny_steps_i8", "tiny_steps_rk3566_i8", "tiny_steps_rk3562_i8", "tiny_steps_rk3576_i8",
@@ -38,12 +38,7 @@ _EXACT_SHARE = (0.99, 0.99, 0.95, 0.99)
 
 @pytest.mark.parametrize("stem", STEMS)
 def test_tiny_step_convs_run_as_the_simulator_does(stem):
-    arrays = corpus_arrays(stem)
-    with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
-        outs = ctx.run(inputs_of(arrays))
-        steps = [attr.scale for attr in ctx.outputs]
-    for k, (out, step) in enumerate(zip(outs, steps)):
-        d = np.abs(np.asarray(out, np.float64).ravel() - arrays[f"out{k}"].ravel()) / step
+    for k, d in enumerate(steps_from_simulator(stem)):
         assert np.all(d < 1.5) and np.mean(d < 0.5) >= _EXACT_SHARE[k], (k, float(d.max()), float(np.mean(d < 0.5)))
 
 
@@ -135,12 +130,7 @@ def test_weight_scales_below_float16_run_as_the_simulator_does(stem):
     # their accumulators by 7 to 13 bits, the residual ones after a BN-stage shift.  The first conv's
     # output steps are ~400 accumulator steps: the registers' 14- and 16-bit multipliers and the
     # simulator's exact scales round 6 of its 512 values apart (one step)
-    arrays = corpus_arrays(stem)
-    with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
-        outs = ctx.run(inputs_of(arrays))
-        steps = [attr.scale for attr in ctx.outputs]
-    for k, (out, step) in enumerate(zip(outs, steps)):
-        d = np.abs(np.asarray(out, np.float64).ravel() - arrays[f"out{k}"].ravel()) / step
+    for k, d in enumerate(steps_from_simulator(stem)):
         assert np.all(d < 1.5) and np.mean(d < 0.5) >= (0.98 if k == 0 else 0.99), (k, float(np.mean(d < 0.5)))
     assert _written(stem, TARGET_CORE, 0x3024) >= {0xE7, 0x1AD}  # 7 and 13 bits
 

@@ -14,6 +14,7 @@ normalised input.  Other inputs are N(0, 1) and use no mean/std.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -685,6 +686,13 @@ def _lstm_clip_reverse(seed: int = 234):
                                          (outs[1][2], "clipped_y_c")])
 
 
+def _scaled_conv(g: "_G", x: str, scale: float, bias: float) -> str:
+    """A Conv 8->8 3x3 (pads 1) of N(0, 1) weights times ``scale`` and biases uniform in ``[-bias, bias]``."""
+    w = (g.rng.standard_normal((8, 8, 3, 3)) * scale).astype(np.float32)
+    b = g.rng.uniform(-bias, bias, 8).astype(np.float32)
+    return g.node("Conv", [x, g.const(w, "w"), g.const(b, "b")], kernel_shape=[3, 3], pads=[1, 1, 1, 1])[0]
+
+
 def _tiny_steps(seed: int = 236):
     """Convs whose accumulator step is tiny against their output's step: a Conv 8->8 3x3 of weights
     near 1e-4 on an 8x8 map makes ``t``; then ``Relu(Conv(t) + MaxPool3x3(x))`` and ``Conv(t) +
@@ -693,12 +701,7 @@ def _tiny_steps(seed: int = 236):
     biases up to 40 (in accumulator steps beyond int32: rk3576 and rv1126b truncate the accumulator
     instead), each an output."""
     g = _G(seed)
-
-    def conv(x: str, scale: float, bias: float) -> str:
-        w = (g.rng.standard_normal((8, 8, 3, 3)) * scale).astype(np.float32)
-        b = g.rng.uniform(-bias, bias, 8).astype(np.float32)
-        return g.node("Conv", [x, g.const(w, "w"), g.const(b, "b")], kernel_shape=[3, 3], pads=[1, 1, 1, 1])[0]
-
+    conv = functools.partial(_scaled_conv, g)
     t = conv("x", 1e-4, 0.0)
     pooled = [g.node("MaxPool", ["x"], kernel_shape=[k, k], pads=[k // 2] * 4)[0] for k in (3, 5)]
     shifted_relu = g.node("Relu", [g.node("Add", [conv(t, 0.2, 0.0), pooled[0]])[0]])[0]
@@ -715,12 +718,7 @@ def _weight_underflow(seed: int = 237):
     100, ``Conv(t) + MaxPool3x3(x)`` and ``Relu(Conv(t) + MaxPool5x5(x))``, each an output: rk3576 and
     rv1126b truncate these convs' accumulators by 7 to 13 bits, the residual ones after a BN-stage shift."""
     g = _G(seed)
-
-    def conv(x: str, scale: float, bias: float) -> str:
-        w = (g.rng.standard_normal((8, 8, 3, 3)) * scale).astype(np.float32)
-        b = g.rng.uniform(-bias, bias, 8).astype(np.float32)
-        return g.node("Conv", [x, g.const(w, "w"), g.const(b, "b")], kernel_shape=[3, 3], pads=[1, 1, 1, 1])[0]
-
+    conv = functools.partial(_scaled_conv, g)
     t = conv("x", 1e-7, 0.0)
     pooled = [g.node("MaxPool", ["x"], kernel_shape=[k, k], pads=[k // 2] * 4)[0] for k in (3, 5)]
     biased = conv(t, 0.2, 100.0)
