@@ -50,7 +50,8 @@ def _refused(tmp_path, stem: str, patch, match: str) -> None:
 
 @pytest.mark.parametrize("stem,reg,old,new,match", [
     # rk3588 / rk3566: BN_CFG 0x42 with a multiplier of 1 over 2^4; another form, another multiplier
-    ("tiny_steps_i8", REG_BN_CFG, 0x42, 0x4A, r"BN_CFG \(0x4060\) = 0x4a on an int8 Add(Relu)? conv; only 0x53 or 0x42"),
+    ("tiny_steps_i8", REG_BN_CFG, 0x42, 0x4A, r"BN_CFG \(0x4060\) = 0x4a on an int8 Add(Relu)? conv; "
+                                              r"only 0x53 or 0x42"),
     ("tiny_steps_i8", REG_BN_CFG, 0x12, 0x42, r"BN_CFG \(0x4060\) = 0x42 on an int8 Relu conv; only 0x12 was"),
     ("tiny_steps_rk3566_i8", BN_MUL, 0x10400, 0x20400, r"BN_MUL \(0x4068\) 0x20400; only a multiplier of 1 over 2\^s"),
     # rk3562, rv1106: their BN_CFG 0x2 reads the same BN_MUL word
@@ -86,11 +87,13 @@ def test_another_act_cfg_on_an_rk3576_residual_conv_is_refused(tmp_path):
 @pytest.mark.parametrize("stem", ["tiny_steps_rk3576_i8", "tiny_steps_rv1126b_i8"])
 def test_a_truncation_other_than_k_bits_twice_is_refused(tmp_path, stem):
     patch = patch_registers(TARGET_CORE, {0x3024}, lambda v: 0x41 if v == 0x21 else v)
-    _refused(tmp_path, stem, patch, r"CORE register 0x3024 = 0x41 on an rk3576/rv1126b int8 conv; only 0 or k \| k << 5")
+    _refused(tmp_path, stem, patch, r"CORE register 0x3024 = 0x41 on an rk3576/rv1126b int8 conv; "
+                                    r"only 0 or k \| k << 5")
 
 
 def test_a_truncated_lookup_table_conv_is_refused(tmp_path):
-    # truncation was observed on plain and Relu convs only: a table's index map would read the bias wrong
+    # truncation was observed on plain, Relu and residual convs only: a table's index map would read
+    # the bias wrong
     patch = patch_registers(TARGET_CORE, {0x3024}, lambda v: 0x21)
     _refused(tmp_path, "conv_sigmoid_rk3576_i8", patch, r"int8 ConvSigmoid conv whose accumulator is truncated by 1 "
                                                         r"bits \(CORE 0x3024 = 0x21\); only plain, Relu and residual")
