@@ -21,8 +21,8 @@ import rknnlite
 from rknnlite.errors import ModelInvalidError
 from rknnlite.model.schema import V6
 
-from rknnlite.model.rknn_graph.regcmd import (REG_BS_ALU_CFG, REG_CNA_PAD_CON1, REG_OUT_CVT_SCALE, REG_OUT_CVT_SHIFT,
-                                             TARGET_CNA, TARGET_DPU)
+from rknnlite.model.rknn_graph.regcmd import (REG_BN_CFG, REG_BS_ALU_CFG, REG_CNA_PAD_CON1, REG_OUT_CVT_SCALE,
+                                             REG_OUT_CVT_SHIFT, TARGET_CNA, TARGET_CORE, TARGET_DPU)
 
 from corpus import CORPUS, lowered, steps_from_simulator
 from vendor_files import doctored_copy, node_tables, patch_registers, tensor_bytes
@@ -232,8 +232,21 @@ def test_int8_bias_block_multipliers_not_normalised_to_the_largest_are_refused(t
     # rk3576/rv1126b: BS_ALU_CFG bits 16..19 = 1 (bias blocks) on the gate convs, 2 on R's first gate
     ("lstm_rv1126b_i8", {REG_BS_ALU_CFG}, lambda v: v | 0x20000 if (v >> 16) & 0xF == 1 else v,
      r"BS_ALU_CFG \(0x4050\) = 0x80037777 on an rk3576/rv1126b int8 conv: bias layout 3"),
+    # rk3588/rk3566: the gate convs' BN stage bypassed (a shift there, as residual convs of tiny steps
+    # write it, would scale the weights read from OUT_CVT)
+    ("lstm_rk3566_i8", {REG_BN_CFG}, lambda v: 0x42 if v == 0x53 else v,
+     r"BN_CFG \(0x4060\) = 0x42 on an int8 plain conv; only 0x53 was observed"),
 ])
 def test_doctored_gate_conv_registers_are_refused(tmp_path, stem, registers, change, match):
     path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch_registers(TARGET_DPU, registers, change))
     with pytest.raises(ModelInvalidError, match=match):
+        rknnlite.Context(path, backend="software")
+
+
+def test_a_truncated_rk3576_gate_conv_is_refused(tmp_path):
+    # CORE 0x3024 (a conv's accumulator truncated by k bits) was never seen on a gate conv: OUT_CVT would
+    # read 2^k times the weights' scale
+    patch = patch_registers(TARGET_CORE, {0x3024}, lambda v: 0x21)
+    path = doctored_copy(CORPUS / "lstm_rk3576_i8.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=r"LSTM gate conv whose accumulator is truncated by 1 bits"):
         rknnlite.Context(path, backend="software")

@@ -1919,6 +1919,34 @@ def test_int8_attention_register_forms_outside_the_decoded_ones_are_named(tmp_pa
     assert "exSDPAttention" in str(info.value)
 
 
+@pytest.mark.parametrize("stem", ["attention_q0_rk3576_i8", "encoder_layer_rv1126b_i8"])
+def test_a_truncated_rk3576_attention_task_is_refused(tmp_path, stem):
+    # CORE 0x3024 (an accumulator truncated by k bits: convs of tiny steps) was never seen on an attention's
+    # tasks, whose scales come from their OUT_CVT: on the exSDPAttention node's tasks alone, 0 -> 0x21
+    from rknnlite.model.rknn_graph.regcmd import TARGET_CORE, read_tasks
+
+    loaded = load_model(str(CORPUS / f"{stem}.rknn"))
+    vf = read_graph(loaded.payload, loaded.model)
+    (graph,) = vf.subgraphs
+    (node,) = [n for n in graph.nodes if n.op == "exSDPAttention"]
+    (table,) = [t for t in graph.tensors if t.kind == "task"]
+    tasks = [t for t in read_tasks(vf.tensor_data(graph, table), stem) if t.op_idx == node.index]
+
+    def patch(data: bytearray) -> None:
+        view, found = tensor_bytes(data, "regcmd"), 0
+        for task in tasks:
+            for at in range(task.regcmd_addr, task.regcmd_addr + 8 * task.regcfg_amount, 8):
+                (entry,) = struct.unpack_from("<Q", view, at)
+                if entry >> 48 == TARGET_CORE and entry & 0xFFFF == 0x3024:
+                    struct.pack_into("<Q", view, at, entry | 0x21 << 16)
+                    found += 1
+        assert found
+
+    path = _doctored_corpus(tmp_path, stem, patch)
+    with pytest.raises(ModelInvalidError, match=r"exSDPAttention conv whose accumulator is truncated by 1 bits"):
+        rknnlite.Context(path, backend="software")
+
+
 @pytest.mark.parametrize("platform", ["rk3576", "rv1126b", "rk3562", "rv1106"])
 def test_an_int8_attention_whose_q_has_zero_point_0_runs_bit_for_bit(platform):
     # refused before on every map but rk3588's (no scores task found: random token graphs 314, 318, 321)

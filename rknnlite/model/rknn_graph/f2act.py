@@ -88,7 +88,7 @@ from .regcmd import (TARGET_CORE, TARGET_DPU, Requant, dpu_reader, f32, i16, i32
                      task_register)
 
 __all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_conv_requant", "f2_leaky_shift",
-           "f2_residual_shift", "f2_truncation", "F2_OUT_CVT_ACTIVATIONS",
+           "f2_residual_shift", "f2_truncation", "F2_OUT_CVT_ACTIVATIONS", "F2_TRUNCATE",
            "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "hard_sigmoid_slope",
            "shifted_clamp", "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS", "cfg_words"]
 
@@ -246,27 +246,27 @@ _ACT_BN_SHIFT = 0x2
 #: convs, a residual one also shifting in its BN stage; corpus ``tiny_steps*``, ``weight_underflow_*``;
 #: both platforms, RKNN-Toolkit2 2.2.0 to 2.5.0).  Read as 0, the stored weight scales disagreed with
 #: the registers by 2^k and such files were refused.
-_TRUNCATE = 0x3024
+F2_TRUNCATE = 0x3024
 _TRUNCATE_BITS = 0x1F
 
 
 def f2_truncation(regs: Dict[Tuple[int, int], int], where: str, fused: Optional[str]) -> int:
     """The bits ``k`` an rk3576/rv1126b int8 conv truncates its accumulator by before the bias
-    (CORE 0x3024, :data:`_TRUNCATE`): 0 for almost every conv.  ``fused``: the conv's fused part
+    (CORE 0x3024, :data:`F2_TRUNCATE`): 0 for almost every conv.  ``fused``: the conv's fused part
     (``lower``'s names, or a lookup-table op's), only plain, Relu and residual (Add, AddRelu) convs
     being observed truncated.
 
     Raises:
         ModelInvalidError: another 0x3024 value, or a truncated conv of another fused part."""
-    value = task_register(regs, TARGET_CORE, _TRUNCATE, where, "(rk3576 register map)")
+    value = task_register(regs, TARGET_CORE, F2_TRUNCATE, where, "(rk3576 register map)")
     bits = value & _TRUNCATE_BITS
     if value != bits | bits << 5:
-        raise ModelInvalidError(f"{where}: CORE register {_TRUNCATE:#x} = {value:#x} on an rk3576/rv1126b int8 conv; "
+        raise ModelInvalidError(f"{where}: CORE register {F2_TRUNCATE:#x} = {value:#x} on an rk3576/rv1126b int8 conv; "
                                 "only 0 or k | k << 5 (the accumulator truncated by k bits) were observed", op="load")
     if bits and fused not in (None, "Relu", "Add", "AddRelu"):
         raise ModelInvalidError(f"{where}: an rk3576/rv1126b int8 {fused} conv whose accumulator is truncated by "
-                                f"{bits} bits (CORE {_TRUNCATE:#x} = {value:#x}); only plain, Relu and residual convs "
-                                "were observed truncated", op="load")
+                                f"{bits} bits (CORE {F2_TRUNCATE:#x} = {value:#x}); only plain, Relu and residual "
+                                "convs were observed truncated", op="load")
     return bits
 
 

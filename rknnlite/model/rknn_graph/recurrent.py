@@ -39,11 +39,11 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from ...errors import ModelInvalidError
-from .f2act import f2_conv_requant
+from .f2act import f2_conv_requant, f2_truncation
 from .graph import VendorNode, VendorTensor
 from .regcmd import (ENABLE_CNA, REG_BS_ALU_CFG, T4_BS_ALU_DEPTHWISE_PLAIN, T4_BS_MUL,
-                     T4_BS_MUL_OBSERVED, T4_OUT_CVT, TARGET_CNA, TARGET_DPU, Requant, requant_of, signed,
-                     task_register, task_writes)
+                     T4_BS_MUL_OBSERVED, T4_OUT_CVT, TARGET_CNA, TARGET_DPU, Requant, conv_bn_shift, requant_of,
+                     signed, task_register, task_writes)
 from .weights import decode_int8_bias, decode_weight, weight_tiles
 from ..graph import Node
 
@@ -319,8 +319,10 @@ def _gate_convs(lowering, node: VendorNode, x_grid: Tuple[float, int], h_grid: T
             conv = _t4_gate_conv(regs, where)
         elif lowering.f2_platform():
             conv = f2_conv_requant(regs, where, None, plain=True)
+            f2_truncation(regs, where, "LSTM gate")  # refuses a truncated accumulator: never seen here
         else:
             conv = requant_of(regs, where)
+            conv_bn_shift(regs, where, None)  # refuses a BN stage that is not bypassed: never seen here
         if not conv.bias_blocks:  # R's first gate on rk3562, rk3576, rv1126b: a plain-bias form, R's multiplier
             continue
         if not found or (conv.scale, conv.shift) != (found[0][0].scale, found[0][0].shift):

@@ -15,10 +15,10 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from .accumulator import emit_codes
-from .f2act import F2_ACT_CFG, F2_OUT_CVT, cfg_words
+from .f2act import F2_ACT_CFG, F2_OUT_CVT, F2_TRUNCATE, cfg_words, f2_truncation
 from .graph import VendorNode, VendorTensor, attr_value
 from ..spec import QuantParams
-from .regcmd import BN_MUL, TARGET_CNA, TARGET_DPU, bn_multiplier, i16, i32, task_writes
+from .regcmd import BN_MUL, TARGET_CNA, TARGET_CORE, TARGET_DPU, bn_multiplier, i16, i32, task_writes
 from .t3conv import t3_alu_operand
 
 __all__ = ["attention_grids", "float_values", "lower_gather", "lower_gelu", "lower_layer_norm", "lower_matmul"]
@@ -595,6 +595,8 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_q: int, zp_v: int, z
 
     scores, mixes = set(), set()
     for writes, regs in states:
+        if not in_registers and (TARGET_CORE, F2_TRUNCATE) in regs:  # a truncated accumulator: never seen here
+            f2_truncation(regs, where, node.op)
         own_con0 = writes.get((TARGET_CNA, con0_reg))
         conversion = conversion_of(regs)
         # q's zero point 0: the scores task bypasses the conversion (converted + 1) as the mixing tasks
