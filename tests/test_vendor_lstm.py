@@ -236,6 +236,8 @@ def test_int8_bias_block_multipliers_not_normalised_to_the_largest_are_refused(t
     # write it, would scale the weights read from OUT_CVT)
     ("lstm_rk3566_i8", {REG_BN_CFG}, lambda v: 0x42 if v == 0x53 else v,
      r"BN_CFG \(0x4060\) = 0x42 on an int8 plain conv; only 0x53 was observed"),
+    ("lstm_rk3562_i8", {REG_BN_CFG}, lambda v: 0x2 if v == 0x13 else v,
+     r"an rk3562 exLSTM gate conv with BS_ALU_CFG, 0x4054 0x36d, 0x800e0000, BN_CFG 0x2"),
 ])
 def test_doctored_gate_conv_registers_are_refused(tmp_path, stem, registers, change, match):
     path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch_registers(TARGET_DPU, registers, change))

@@ -41,7 +41,7 @@ import numpy as np
 from ...errors import ModelInvalidError
 from .f2act import f2_conv_requant, f2_truncation
 from .graph import VendorNode, VendorTensor
-from .regcmd import (ENABLE_CNA, REG_BS_ALU_CFG, T4_BS_ALU_DEPTHWISE_PLAIN, T4_BS_MUL,
+from .regcmd import (ENABLE_CNA, REG_BS_ALU_CFG, T4_BN_CFG, T4_BS_ALU_DEPTHWISE_PLAIN, T4_BS_MUL,
                      T4_BS_MUL_OBSERVED, T4_OUT_CVT, TARGET_CNA, TARGET_DPU, Requant, conv_bn_shift, requant_of,
                      signed, task_register, task_writes)
 from .weights import decode_int8_bias, decode_weight, weight_tiles
@@ -343,6 +343,8 @@ def _gate_convs(lowering, node: VendorNode, x_grid: Tuple[float, int], h_grid: T
 #: rk3562's gate convs: ``(BS_ALU_CFG 0x4050, 0x4054)`` as observed (per-channel bias blocks with the
 #: multipliers' shift of 14; R's first gate the plain-bias depthwise form, bit 31 clear, passed over)
 _T4_GATE_CONVS = ((0x36D, T4_BS_MUL_OBSERVED), (T4_BS_ALU_DEPTHWISE_PLAIN, 0))
+#: their BN_CFG: the stage bypassed, as a plain conv's (a residual conv of tiny steps shifts there)
+_T4_GATE_BN_CFG = 0x13
 
 
 def _t4_gate_conv(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
@@ -352,10 +354,12 @@ def _t4_gate_conv(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
     words = tuple(task_register(regs, TARGET_DPU, address, where) for address in (REG_BS_ALU_CFG, T4_BS_MUL))
     scale, shift = (task_register(regs, TARGET_DPU, address, where) for address in T4_OUT_CVT[1:])
     offset = regs.get((TARGET_DPU, T4_OUT_CVT[0]), 0)
-    if words not in _T4_GATE_CONVS or scale >> 16 or shift >> 6 or offset:
+    bn_cfg = task_register(regs, TARGET_DPU, T4_BN_CFG, where)  # the BN stage bypassed: no shift before OUT_CVT
+    if words not in _T4_GATE_CONVS or bn_cfg != _T4_GATE_BN_CFG or scale >> 16 or shift >> 6 or offset:
+        decoded = " or ".join(f"{a:#x}, {b:#x}" for a, b in _T4_GATE_CONVS)
         raise ModelInvalidError(f"{where}: an rk3562 exLSTM gate conv with BS_ALU_CFG, 0x4054 "
-                                f"{', '.join(hex(w) for w in words)}, OUT_CVT {scale:#x} >> {shift:#x}, offset "
-                                f"{offset:#x}; {' or '.join(f'{a:#x}, {b:#x}' for a, b in _T4_GATE_CONVS)} with a "
-                                "16-bit scale, a 6-bit shift and offset 0 (or none) were decoded", op="load")
+                                f"{', '.join(hex(w) for w in words)}, BN_CFG {bn_cfg:#x}, OUT_CVT {scale:#x} >> "
+                                f"{shift:#x}, offset {offset:#x}; {decoded} with BN_CFG {_T4_GATE_BN_CFG:#x}, a 16-bit "
+                                "scale, a 6-bit shift and offset 0 (or none) were decoded", op="load")
     blocks = words[0] != T4_BS_ALU_DEPTHWISE_PLAIN
     return Requant(scale, shift, (T4_BS_MUL_OBSERVED >> 16) & 0x3F if blocks else None, 0, blocks, 0)
