@@ -1243,8 +1243,12 @@ class _Lowering:
         channels, :meth:`bias_block`; rk3576/rv1126b at their own addresses too,
         :func:`.f2act.f2_conv_requant`, checked against the float16 weight scales their files
         also store, :meth:`check_stored_weight_scales`, which stand in when OUT_CVT converts a
-        lookup table's output instead: a conv Swish).  A lookup-table conv of the other
-        platforms is lowered by :func:`.lut.lower_lut_conv` instead."""
+        lookup table's output instead: a conv Swish).  A conv of a tiny accumulator step adds to the
+        OUT_CVT shift what its registers say: a residual conv's BN-stage shift (``residual``: its
+        residual input, whose BnCfg tensor holds it on rk3576/rv1126b; :func:`.regcmd.conv_bn_shift`,
+        :func:`.f2act.f2_residual_shift`) and rk3576/rv1126b's truncation by ``k`` bits
+        (:func:`.f2act.f2_truncation`), whose bias is in units of 2^k steps.  A lookup-table conv of
+        the other platforms is lowered by :func:`.lut.lower_lut_conv` instead."""
         if x.dtype != "int8" or out.dtype != "int8" or q.dtype != np.int8:
             raise self.error(f"{node.label}: an int8 file's conv needs int8 input, weight and output "
                              f"(got {x.dtype}, {q.dtype}, {out.dtype})")
