@@ -151,7 +151,9 @@ def test_a_zero_weight_scale_the_registers_deny_is_refused(tmp_path):
              r"give channel \d a weight scale of [\d.e-]+, the file stores 0; the register map is not the one decoded")
 
 
-def test_a_zero_weight_scale_a_lookup_table_conv_would_read_is_refused(tmp_path):
-    # a table conv's accumulator unit comes from the stored scales themselves: a 0 cannot stand in
+def test_a_zero_weight_scale_on_a_lookup_table_conv_is_refused(tmp_path):
+    # zero stored scales were checked on plain, Relu and residual convs only (a conv Swish's accumulator
+    # unit even comes from them): a table conv's are refused
     _refused(tmp_path, "conv_sigmoid_rk3576_i8", _zero_scales("w1_w4a16_weight"),
-             r"are not all positive: \[0\.0, .*a 0 is a scale below float16's range \(2\^-25\), which this conv")
+             r"are not all positive: \[0\.0, .*a 0 is a scale below float16's range \(2\^-25\), checked against "
+             r"the simulator on plain, Relu and residual convs only")

@@ -1495,8 +1495,8 @@ class _Lowering:
             raise self.error(f"weight scales {t.name!r} ({t.dtype}, {len(raw)} bytes) are not {channels} float16 values")
         scales = np.frombuffer(raw, "<f2", channels).astype(np.float64)
         if not np.all(scales > 0) and not (underflow and np.all(scales >= 0)):
-            why = "; a 0 is a scale below float16's range (2^-25), which this conv (whose lookup table reads them) " \
-                  "cannot use" if np.all(scales >= 0) else ""
+            why = "; a 0 is a scale below float16's range (2^-25), checked against the simulator on plain, Relu " \
+                  "and residual convs only" if np.all(scales >= 0) else ""
             raise self.error(f"weight scales {t.name!r} are not all positive: {scales.tolist()}{why}")
         return scales
 
