@@ -14,6 +14,8 @@ wrong answer or drift to look into, a refused one is fine (the refusal names why
 
 ``DIR`` gets ``<family>_<seed>_<variant>_<platform>.rknn`` and ``.npz`` (the input and the
 simulator's outputs).  int8 builds calibrate on four random samples and the input itself.
+``--stress`` scales each graph's conv and Gemm weights, their biases and the input by seeded powers
+of ten (:func:`stressed`): the ranges where the compiler picks its rarer requantization forms.
 """
 
 from __future__ import annotations
@@ -34,19 +36,39 @@ sys.path.insert(0, str(HERE.parent.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
 
-def build(out: Path, family: str, variant: str, platform: str, seeds: range) -> int:
+def stressed(model, seed: int) -> float:
+    """Scale ``model``'s Conv and Gemm weights by 10^U(-4, 1) and their biases by 10^U(-2, 2), each
+    node drawing its own (seeded); returns the factor, 10^U(-2, 2), to scale the input by."""
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(seed + 7919)
+    inits = {t.name: t for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type not in ("Conv", "Gemm"):
+            continue
+        for position, (low, high) in zip((1, 2), ((-4.0, 1.0), (-2.0, 2.0))):
+            if position < len(node.input) and node.input[position] in inits:
+                tensor = inits[node.input[position]]
+                value = numpy_helper.to_array(tensor) * np.float32(10.0 ** rng.uniform(low, high))
+                tensor.CopyFrom(numpy_helper.from_array(value.astype(np.float32), tensor.name))
+    return float(10.0 ** rng.uniform(-2.0, 2.0))
+
+
+def build(out: Path, family: str, variant: str, platform: str, seeds: range, stress: bool = False) -> int:
     """Convert, export and simulate each seed's graph into ``out``; prints one line per seed."""
     import onnx
     from rknn.api import RKNN
 
     import random_graphs
 
-    make = {"image": random_graphs.image_graph, "tokens": random_graphs.token_graph}[family]
+    make = {"image": random_graphs.image_graph, "tokens": random_graphs.token_graph,
+            "idiom": random_graphs.idiom_graph}[family]
     out.mkdir(parents=True, exist_ok=True)
     for seed in seeds:
         stem = f"{family}_{seed}_{variant}_{platform}"
         model, shape = make(seed)
-        x = np.random.default_rng(seed + 1).standard_normal(shape).astype(np.float32)
+        gain = stressed(model, seed) if stress else 1.0
+        x = (gain * np.random.default_rng(seed + 1).standard_normal(shape)).astype(np.float32)
         log = io.StringIO()
         with tempfile.TemporaryDirectory() as tmp:
             source = os.path.join(tmp, "model.onnx")
@@ -58,7 +80,8 @@ def build(out: Path, family: str, variant: str, platform: str, seeds: range) -> 
             if variant == "int8":
                 rng = np.random.default_rng(seed + 100)
                 names = []
-                for i, sample in enumerate([rng.standard_normal(shape).astype(np.float32) for _ in range(4)] + [x]):
+                samples = [(gain * rng.standard_normal(shape)).astype(np.float32) for _ in range(4)]
+                for i, sample in enumerate(samples + [x]):
                     names.append(os.path.join(tmp, f"sample{i}.npy"))
                     np.save(names[-1], sample)
                 options["dataset"] = os.path.join(tmp, "dataset.txt")
@@ -120,16 +143,17 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="in the vendor venv: build, export and simulate")
     b.add_argument("folder", type=Path)
-    b.add_argument("--family", choices=("image", "tokens"), default="image")
+    b.add_argument("--family", choices=("image", "tokens", "idiom"), default="image")
     b.add_argument("--variant", choices=("fp16", "int8"), default="fp16")
     b.add_argument("--platform", default="rk3588")
     b.add_argument("--seeds", default="0:100", help="START:STOP")
+    b.add_argument("--stress", action="store_true", help="scale weights, biases and the input (see stressed)")
     c = sub.add_parser("compare", help="with the project's Python: run off-board and compare")
     c.add_argument("folder", type=Path)
     args = ap.parse_args(argv)
     if args.command == "build":
         start, stop = (int(v) for v in args.seeds.split(":"))
-        return build(args.folder, args.family, args.variant, args.platform, range(start, stop))
+        return build(args.folder, args.family, args.variant, args.platform, range(start, stop), args.stress)
     return compare(args.folder)
 
 
