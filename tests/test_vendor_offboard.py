@@ -1311,7 +1311,7 @@ def test_rk3576_int8_clip_bounds_come_from_its_registers(stem, bounds):
                                                        r"multipliers\) give channel \d+ a weight scale of .*, the file "
                                                        r"stores .*register map is not the one decoded"),
     ("conv_leaky_rk3576_i8", 0x40B4, lambda v: v - 1, r"give channel \d+ a weight scale of .*, the file stores"),
-    ("conv_leaky_rk3576_i8", 0x40B4, lambda v: 12, r"OUT_CVT_SHIFT \(0x40b4\) 12, below the 13 a LeakyRelu adds"),
+    ("conv_leaky_rk3576_i8", 0x40B4, lambda v: 12, r"OUT_CVT_SHIFT \(0x40b4\) 12, below the 13 bits a LeakyRelu.s slope stage adds"),
     ("conv_relu6_rk3576_i8", 0x40B0, lambda v: v | 0x10000, r"OUT_CVT scale/shift 0x1[0-9a-f]{4}/0x[0-9a-f]+ "
                                                             r"\(0x40b0/0x40b4\) are not a 16-bit scale and a shift"),
     ("conv_clip_rk3576_fp16", 0x406C, lambda v: 0xBF800000, r"first clamp pair is not the second with its negative"),

@@ -668,12 +668,12 @@ def test_a_leaky_slope_follows_its_register(tmp_path, stem):
 @pytest.mark.parametrize("stem, reg, change, match", [
     ("conv_leaky_rv1106_i8", 0x4068, lambda v: v | 0x100,
      r"DPU register 0x4068 = 0x6660100 of an rv1106 LeakyRelu; its slope in the high half"),
-    # the multipliers' shift 15 here, 14 in classifier_heads_rv110*, 16 in prelu_shift16_rv110*; 13 and
-    # 17 were never seen
+    # the multipliers' shift 15 here, 14 in classifier_heads_rv110*, 16 in prelu_shift16_rv110*, 22 and 23
+    # in truncated_convs_rv1106; 13 and 30 were never seen
     ("conv_leaky_rv1106_i8", 0x4054, lambda v: 0x8D000000,
      r"DPU register 0x4054 = 0x8d000000 in an rv1106 int8 LeakyRelu conv; only 0x8e000000 or 0x8f000000"),
-    ("prelu_shift16_rv1106_i8", 0x4054, lambda v: 0x91000000 if v == 0x90000000 else v,
-     r"DPU register 0x4054 = 0x91000000 in an rv1106 int8 PRelu conv; only 0x8e000000 or 0x8f000000 or "
+    ("prelu_shift16_rv1106_i8", 0x4054, lambda v: 0x9E000000 if v == 0x90000000 else v,
+     r"DPU register 0x4054 = 0x9e000000 in an rv1106 int8 PRelu conv; only 0x8e000000 or 0x8f000000 or "
      r"0x90000000"),
     ("conv_leaky_rv1106_i8", 0x4088, lambda v: 5,
      r"OUT_CVT shift 5 in an rv1106 int8 LeakyRelu conv, below the 14 fraction bits of its slope"),

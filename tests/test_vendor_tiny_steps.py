@@ -91,14 +91,6 @@ def test_a_truncation_other_than_k_bits_twice_is_refused(tmp_path, stem):
                                     r"only 0 or k \| k << 5")
 
 
-def test_a_truncated_lookup_table_conv_is_refused(tmp_path):
-    # truncation was observed on plain, Relu and residual convs only: a table's index map would read
-    # the bias wrong
-    patch = patch_registers(TARGET_CORE, {0x3024}, lambda v: 0x21)
-    _refused(tmp_path, "conv_sigmoid_rk3576_i8", patch, r"int8 ConvSigmoid conv whose accumulator is truncated by 1 "
-                                                        r"bits \(CORE 0x3024 = 0x21\); only plain, Relu and residual")
-
-
 def _written(stem: str, target: int, reg: int) -> set:
     """The values the file's tasks write to register ``reg`` of unit ``target``."""
     from rknnlite.model.loader import load_model
@@ -149,11 +141,3 @@ def _zero_scales(name: str):
 def test_a_zero_weight_scale_the_registers_deny_is_refused(tmp_path):
     _refused(tmp_path, "tiny_steps_rk3576_i8", _zero_scales("w9_w4a16_weight"),
              r"give channel \d a weight scale of [\d.e-]+, the file stores 0; the register map is not the one decoded")
-
-
-def test_a_zero_weight_scale_on_a_lookup_table_conv_is_refused(tmp_path):
-    # zero stored scales were checked on plain, Relu and residual convs only (a conv Swish's accumulator
-    # unit even comes from them): a table conv's are refused
-    _refused(tmp_path, "conv_sigmoid_rk3576_i8", _zero_scales("w1_w4a16_weight"),
-             r"are not all positive: \[0\.0, .*a 0 is a scale below float16's range \(2\^-25\), checked against "
-             r"the simulator on plain, Relu and residual convs only")

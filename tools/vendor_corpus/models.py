@@ -712,6 +712,72 @@ def _tiny_steps(seed: int = 236):
                                             (truncated, "truncated"), (truncated_relu, "truncated_relu")])
 
 
+def _small_channel_conv(g: "_G", x: str, scale: float, bias: float) -> str:
+    """:func:`_scaled_conv` with output channels 3 and 5 of a hundredth and a tenth of the weights."""
+    w = (g.rng.standard_normal((8, 8, 3, 3)) * scale).astype(np.float32)
+    w[3] *= 0.01
+    w[5] *= 0.1
+    b = g.rng.uniform(-bias, bias, 8).astype(np.float32)
+    return g.node("Conv", [x, g.const(w, "w"), g.const(b, "b")], kernel_shape=[3, 3], pads=[1, 1, 1, 1])[0]
+
+
+def _table_conv_scales(seed: int = 238):
+    """Convs on an 8x8 map of 8 channels, output channels 3 and 5 of a hundredth and a tenth of the
+    weights of the others (:func:`_small_channel_conv`), whose fused parts read their accumulator's
+    unit from more than OUT_CVT: ``Tanh(Conv(x))`` of weights near 2e-3 and biases up to 1.5 (its
+    float16 weight scales subnormals, the registers' multiplier ratios precise), then under biases up
+    to 100 (rk3576 and rv1126b truncate those accumulators) ``Tanh``, ``x * Sigmoid``, ``Sigmoid``,
+    ``HardSigmoid``, ``HardSwish``, ``PRelu`` (per-channel slopes) and ``LeakyRelu(0.1)`` of convs of weights near
+    0.02 (the PRelu's and LeakyRelu's slope stages of fewer fraction bits), each an output."""
+    g = _G(seed)
+    outputs = [(g.node("Tanh", [_small_channel_conv(g, "x", 2e-3, 1.5)])[0], "tanh_small_channels")]
+    conv = functools.partial(_small_channel_conv, g, "x", 0.02, 100.0)
+    outputs.append((g.node("Tanh", [conv()])[0], "tanh"))
+    c = conv()
+    outputs.append((g.node("Mul", [c, g.node("Sigmoid", [c])[0]])[0], "swish"))
+    outputs.append((g.node("Sigmoid", [conv()])[0], "sigmoid"))
+    outputs.append((g.node("HardSigmoid", [conv()])[0], "hard_sigmoid"))
+    outputs.append((g.node("HardSwish", [conv()])[0], "hard_swish"))
+    slopes = (0.05 + 0.2 * g.rng.random((8, 1, 1))).astype(np.float32)
+    outputs.append((g.node("PRelu", [conv(), g.const(slopes, "slope")])[0], "prelu"))
+    outputs.append((g.node("LeakyRelu", [conv()], alpha=0.1)[0], "leaky_relu"))
+    return g.model([("x", (1, 8, 8, 8))], outputs, opset=14)  # HardSwish
+
+
+def _truncated_convs(seed: int = 239):
+    """Convs 8->8 3x3 on an 8x8 map whose output channel 3 has weights a hundredth of the others' (near
+    0.05) and a bias of 1000 (the others' up to 1), so that its accumulator steps would take the bias past
+    int32 and the compiler truncates the accumulator of the whole conv (CORE 0x301c on rk3588, 0x302c on
+    rk3566, 0x3024 on rk3562, 0x301c on rv1106/rv1103), the other channels' outputs set by their
+    accumulators: plain, Relu, a residual ``Relu(Conv(x) + MaxPool3x3(x))``, LeakyRelu(0.1), PRelu,
+    Sigmoid, HardSigmoid, HardSwish and Tanh, each an output; and a Gemm 8->10 of weights near 5e-4 without bias on the
+    spatial mean of ``x / 50`` (truncated too: its output set by the accumulator alone, which read
+    untruncated was 2^k times too strong, up to 122 steps off)."""
+    g = _G(seed)
+
+    def conv() -> str:
+        w = (g.rng.standard_normal((8, 8, 3, 3)) * 0.05).astype(np.float32)
+        w[3] *= 0.01
+        b = g.rng.uniform(-1.0, 1.0, 8).astype(np.float32)
+        b[3] = 1000.0
+        return g.node("Conv", ["x", g.const(w, "w"), g.const(b, "b")], kernel_shape=[3, 3], pads=[1, 1, 1, 1])[0]
+
+    outputs = [(conv(), "plain"), (g.node("Relu", [conv()])[0], "relu")]
+    pooled = g.node("MaxPool", ["x"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])[0]
+    outputs.append((g.node("Relu", [g.node("Add", [conv(), pooled])[0]])[0], "residual_relu"))
+    outputs.append((g.node("LeakyRelu", [conv()], alpha=0.1)[0], "leaky_relu"))
+    slope = (0.05 + 0.2 * g.rng.random((8, 1, 1))).astype(np.float32)
+    outputs.append((g.node("PRelu", [conv(), g.const(slope, "slope")])[0], "prelu"))
+    for op in ("Sigmoid", "HardSigmoid", "HardSwish", "Tanh"):
+        outputs.append((g.node(op, [conv()])[0], op.lower()))
+    small = g.node("Mul", ["x", g.const(np.array(0.02, np.float32), "g")])[0]
+    mean = g.node("Flatten", [g.node("ReduceMean", [small], axes=[2, 3], keepdims=1)[0]], axis=1)[0]
+    w = (g.rng.standard_normal((10, 8)) * 5e-4).astype(np.float32)
+    outputs.append((g.node("Gemm", [mean, g.const(w, "w"), g.const(np.zeros(10, np.float32), "b")], transB=1)[0],
+                    "gemm_head"))
+    return g.model([("x", (1, 8, 8, 8))], outputs, opset=14)  # HardSwish
+
+
 def _weight_underflow(seed: int = 237):
     """A Conv 8->8 3x3 of weights near 1e-7 on an 8x8 map (its per-channel weight scales below float16's
     range: rk3576 and rv1126b store them as 0) makes ``t``, an output; then ``Conv(t)`` under biases up to
@@ -2145,6 +2211,16 @@ def _int8_platform_cases() -> List[Case]:
                variants=("i8",), platform=p,
                purpose=f"int8 weight scales below float16's range (stored as 0) and accumulators truncated by many "
                        f"bits, residual convs too, on {p}")
+          for p in ("rk3576", "rv1126b")),
+        *(Case("truncated_convs" + ("" if p == "rk3588" else f"_{p}"), doc(_truncated_convs), _truncated_convs,
+               [("x", (1, 8, 8, 8), "normal")], variants=("i8",), platform=p,
+               purpose=f"int8 convs whose conv core truncates the accumulator (a channel of tiny weights under a "
+                       f"large bias) on {p}, plain and fused")
+          for p in ("rk3588", "rk3566", "rk3562", "rv1106")),
+        *(Case(f"table_conv_scales_{p}", doc(_table_conv_scales), _table_conv_scales,
+               [("x", (1, 8, 8, 8), "normal")], variants=("i8",), platform=p,
+               purpose=f"int8 Tanh and Swish convs of float16-subnormal weight scales, and truncated Tanh, Swish, "
+                       f"Sigmoid, HardSigmoid, PRelu and LeakyRelu convs (their slope stages of fewer bits) on {p}")
           for p in ("rk3576", "rv1126b")),
         Case("reducemax_one_channel_rk3576", doc(_reducemax_one_channel), _reducemax_one_channel,
              [("x", (2, 3, 8, 8), "image")], platform="rk3576",

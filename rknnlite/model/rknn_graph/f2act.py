@@ -41,8 +41,8 @@ per-channel multiplier, i.e. ``s_in * max_c s_w``):
 LeakyRelu of a conv with a bias and store its slope as a float16 in word 0 of
 ``<output>_BsCfg_BScfgTensor`` (words 1-7 zero; the rest is uninitialised memory); a conv
 without bias or a depthwise one has ``ACT_CFG`` 0xc02 and the same word in
-``<output>_BnCfg_BNcfgTensor``.  (An int8 LeakyRelu conv's slope stage adds 13 or 14 fraction
-bits to its OUT_CVT shift, as its BsCfg word says: :func:`f2_leaky_shift`.)  A Clip has ``ACT_CFG`` 0x902 and
+``<output>_BnCfg_BNcfgTensor``.  (An int8 LeakyRelu or PRelu conv's slope stage adds 3 to 14
+fraction bits to its OUT_CVT shift, as its BsCfg word says: :func:`f2_slope_bits`.)  A Clip has ``ACT_CFG`` 0x902 and
 float32 clamp pairs: the second pair (0x4074/0x4078) holds the ONNX bounds, the first
 (0x406c/0x4070) the same bounds with every negative one ``v`` replaced by
 ``-bits_to_f32(0x80000000 - f32_bits(-v))`` (a bit-level reciprocal estimate, about
@@ -87,7 +87,7 @@ from .lut import LutStage, LutTables
 from .regcmd import (TARGET_CORE, TARGET_DPU, Requant, dpu_reader, f32, i16, i32, node_registers, shortest_decimal,
                      task_register)
 
-__all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_conv_requant", "f2_leaky_shift",
+__all__ = ["f2_activation", "f2_bias_layout", "f2_plain_weight_zero_point", "f2_conv_requant", "f2_slope_bits",
            "f2_residual_shift", "f2_truncation", "F2_OUT_CVT_ACTIVATIONS", "F2_TRUNCATE",
            "f2_fp16_activation", "f2_lut_stage", "f2_lut_task", "clamp_from_zero", "hard_sigmoid_of", "hard_sigmoid_slope",
            "shifted_clamp", "F2_ACT_CFG", "F2_ACT_LUT", "F2_OUT_CVT", "F2_PLATFORMS", "cfg_words"]
@@ -102,6 +102,8 @@ _ACT_FP16_BN_LEAKY = 0xC02
 _F32_NO_CLAMP = (0x80000000, 0x7FFFFFFF)
 _BS_WORDS = 8
 _ACT_CLAMP, _ACT_CLAMP_SHIFTED, _ACT_LEAKY = 0x902, 0x920, 0x402
+#: a PRelu conv's ACT_CFG: its per-channel slopes (0x602), or one slope for every channel (0x402)
+_ACT_PRELU = (0x602, 0x402)
 _CLAMP = (0x406C, 0x4070)
 _CLAMP_AGAIN = (0x4074, 0x4078)
 _CLAMP_MODE = 0x407C
@@ -172,36 +174,44 @@ _BLOCK_MUL_SHIFT = 14
 
 #: the fused activations of an rk3576/rv1126b int8 conv whose OUT_CVT is the conv's own output
 #: conversion (a lookup-table activation's converts the table's output)
-F2_OUT_CVT_ACTIVATIONS = (None, "Relu", "Clip", "LeakyRelu", "Add", "AddRelu")
-#: a LeakyRelu's OUT_CVT shift is larger than the plain conv's by its slope stage's fraction bits,
-#: which word 0 of its ``<output>_BsCfg_BScfgTensor`` selects: 0xf01 -> 13 (on an image or after a Relu
-#: conv: conv_leaky_*), 0xe00 -> 14 (on an input that is no image and in 7 random rk3576 files, which
-#: read with 13 were refused: their stored weight scales twice the registers'; conv_leaky_input_*),
-#: 0x1002 -> 12 (a conv whose OUT_CVT shift would pass 36 with 13: leaky_wide_*, random rk3576 graphs
-#: 127 and 135; read with 13 their stored weight scales are half the registers'); the words are
-#: ``(28 - bits) << 8 | (14 - bits)``
-_LEAKY_SHIFT_OF_BS_WORD = {0xF01: 13, 0xE00: 14, 0x1002: 12}
+F2_OUT_CVT_ACTIVATIONS = (None, "Relu", "Clip", "LeakyRelu", "PRelu", "Add", "AddRelu")
+#: a LeakyRelu's or PRelu's OUT_CVT shift is larger than the plain conv's by its slope stage's fraction
+#: bits ``b``, which word 0 of its ``<output>_BsCfg_BScfgTensor`` states twice, as ``(28 - b) << 8 | (14 - b)``
+#: (words 1..3 zero): 14 (0xe00) on an input that is no image (conv_leaky_input_*; 7 random rk3576 files
+#: read with 13 were refused: their stored weight scales twice the registers') and on PRelu convs
+#: (standalone_ops_*), 13 (0xf01) on an image or after a Relu conv (conv_leaky_*), 12 (0x1002) where 13
+#: would take the OUT_CVT shift past 36 (leaky_wide_*, random rk3576 graphs 127 and 135), and fewer where
+#: the conv's accumulator step is tiny against its output's (a large bias, small weights: 10, 9, 8, 7 and 3;
+#: table_conv_scales_*, the stressed random graphs; refused until 2026-12-07)
+_SLOPE_STAGE_OPS = ("LeakyRelu", "PRelu")
+_SLOPE_BITS_MAX = 14
 
 
-def f2_leaky_shift(lowering, out, where: str) -> int:
-    """The fraction bits an rk3576/rv1126b int8 ``ConvLeakyRelu``'s slope stage adds to its
-    OUT_CVT shift, from word 0 of ``<output>_BsCfg_BScfgTensor`` (:data:`_LEAKY_SHIFT_OF_BS_WORD`;
-    words 1..3 zero).
+def _slope_bits_word(bits: int) -> int:
+    return (28 - bits) << 8 | (14 - bits)
+
+
+def f2_slope_bits(lowering, out, where: str, fused: str) -> int:
+    """The fraction bits an rk3576/rv1126b int8 ``ConvLeakyRelu``'s or ``ConvPRelu``'s (``fused``)
+    slope stage adds to its OUT_CVT shift, from word 0 of ``<output>_BsCfg_BScfgTensor``
+    (:func:`_slope_bits_word`; words 1..3 zero).
 
     Raises:
         ModelInvalidError: no such tensor, or another word there."""
     name = f"{out.name}_BsCfg_BScfgTensor"
     words = cfg_words(lowering, name, where)
-    if words is None or int(words[0]) not in _LEAKY_SHIFT_OF_BS_WORD or np.any(words[1:4]):
+    first = None if words is None else int(words[0]) & 0xFFFFFFFF
+    known = {_slope_bits_word(b): b for b in range(1, _SLOPE_BITS_MAX + 1)}
+    if first not in known or np.any(words[1:4]):
         shown = None if words is None else [hex(int(w) & 0xFFFFFFFF) for w in words[:4]]
-        raise ModelInvalidError(f"{where}: an int8 LeakyRelu conv's {name!r} starts {shown}; word 0 "
-                                f"{' or '.join(hex(k) for k in _LEAKY_SHIFT_OF_BS_WORD)} then zeros was expected "
-                                "(its slope stage's fraction bits)", op="load")
-    return _LEAKY_SHIFT_OF_BS_WORD[int(words[0])]
+        raise ModelInvalidError(f"{where}: an int8 {fused} conv's {name!r} starts {shown}; word 0 (28 - b) << 8 | "
+                                f"(14 - b) for b = 1..{_SLOPE_BITS_MAX} (0xe00 for 14; its slope stage's fraction "
+                                "bits) then zeros was expected", op="load")
+    return known[first]
 
 
 def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Optional[str], plain: bool,
-                    leaky_shift: int = 0) -> Requant:
+                    slope_bits: int = 0) -> Requant:
     """The output conversion of an rk3576/rv1126b int8 conv or ConvTranspose, read from its
     registers as the NPU applies it: ``OUT_CVT`` at 0x40ac..0x40b4 gives the accumulator unit
     ``s_out * scale / 2^shift = s_in * max_c s_w`` and the bias blocks (BS_ALU_CFG bits 16..19 = 1)
@@ -210,8 +220,9 @@ def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Op
     the weight zero point (:func:`f2_plain_weight_zero_point`).  ``activation``: the fused one
     (``lower``'s names).  A residual conv (``Add``, ``AddRelu``) has bit 16 of its OUT_CVT scale
     set (the residual comes through the element-wise path), the scale below it the conv's own; a
-    ``LeakyRelu``'s shift is ``leaky_shift`` larger (:func:`f2_leaky_shift`), taken off here.  For activations outside
-    :data:`F2_OUT_CVT_ACTIVATIONS` the OUT_CVT returned is the table's, not the conv's.
+    ``LeakyRelu``'s or ``PRelu``'s shift is ``slope_bits`` larger (:func:`f2_slope_bits`), taken off here
+    (a PRelu conv's ``ACT_CFG`` 0x602, or 0x402 with one slope for every channel, is checked).  For activations
+    outside :data:`F2_OUT_CVT_ACTIVATIONS` the OUT_CVT returned is the table's, not the conv's.
 
     The per-channel weight scales the file also stores (``<weight>_w4a16_weight``, a
     ConvTranspose has none) are these rounded to float16, up to 4.9e-4 apart: the simulator
@@ -228,10 +239,13 @@ def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Op
         return ModelInvalidError(f"{where}: {message} on an rk3576/rv1126b int8 conv", op="load")
 
     offset, scale, shift = _out_cvt(reg, refuse, ew_input=activation in ("Add", "AddRelu"))
-    if activation == "LeakyRelu":
-        if shift < leaky_shift or not leaky_shift:
-            raise refuse(f"OUT_CVT_SHIFT (0x40b4) {shift}, below the {leaky_shift} a LeakyRelu adds")
-        shift -= leaky_shift
+    if activation == "PRelu" and reg(F2_ACT_CFG) not in _ACT_PRELU:
+        raise refuse(f"ACT_CFG ({F2_ACT_CFG:#x}) = {reg(F2_ACT_CFG):#x} on a PRelu conv, not "
+                     f"{' or '.join(hex(v) for v in _ACT_PRELU)}")
+    if activation in _SLOPE_STAGE_OPS:
+        if shift < slope_bits or not slope_bits:
+            raise refuse(f"OUT_CVT_SHIFT (0x40b4) {shift}, below the {slope_bits} bits a {activation}'s slope stage adds")
+        shift -= slope_bits
     if layout == _BIAS_BLOCKS:
         return Requant(scale, shift, _BLOCK_MUL_SHIFT, offset, True, 0)
     return Requant(scale, shift, None, offset, False, 0)
@@ -243,18 +257,21 @@ _ACT_BN_SHIFT = 0x2
 #: CORE 0x3024: 0, or ``k | k << 5`` when the conv truncates its accumulator by k bits before adding the
 #: bias, whose integer is then in units of 2^k accumulator steps (k = 1 to 13 observed: a conv of tiny
 #: input or weights, whose bias and accumulator in its steps would pass int32; plain, Relu and residual
-#: convs, a residual one also shifting in its BN stage; corpus ``tiny_steps*``, ``weight_underflow_*``;
-#: both platforms, RKNN-Toolkit2 2.2.0 to 2.5.0).  Read as 0, the stored weight scales disagreed with
-#: the registers by 2^k and such files were refused.
+#: convs, a residual one also shifting in its BN stage, corpus ``tiny_steps*``, ``weight_underflow_*``;
+#: LeakyRelu, PRelu, Tanh, Swish, Sigmoid and HardSigmoid convs, ``table_conv_scales_*``; both platforms,
+#: RKNN-Toolkit2 2.2.0 to 2.5.0).  Read as 0, the stored weight scales disagreed with the registers by 2^k
+#: and such files were refused.
 F2_TRUNCATE = 0x3024
 _TRUNCATE_BITS = 0x1F
+#: the fused parts of the convs observed truncated (``lower``'s names; None: a plain conv)
+_TRUNCATED_FUSED = (None, "Relu", "Add", "AddRelu", "LeakyRelu", "PRelu", "Tanh", "Swish", "Sigmoid", "HardSigmoid",
+                    "HardSwish")
 
 
 def f2_truncation(regs: Dict[Tuple[int, int], int], where: str, fused: Optional[str]) -> int:
     """The bits ``k`` an rk3576/rv1126b int8 conv truncates its accumulator by before the bias
     (CORE 0x3024, :data:`F2_TRUNCATE`): 0 for almost every conv.  ``fused``: the conv's fused part
-    (``lower``'s names, or a lookup-table op's), only plain, Relu and residual (Add, AddRelu) convs
-    being observed truncated.
+    (``lower``'s names, or a lookup-table op's), one of :data:`_TRUNCATED_FUSED` where truncated.
 
     Raises:
         ModelInvalidError: another 0x3024 value, or a truncated conv of another fused part."""
@@ -263,10 +280,11 @@ def f2_truncation(regs: Dict[Tuple[int, int], int], where: str, fused: Optional[
     if value != bits | bits << 5:
         raise ModelInvalidError(f"{where}: CORE register {F2_TRUNCATE:#x} = {value:#x} on an rk3576/rv1126b int8 conv; "
                                 "only 0 or k | k << 5 (the accumulator truncated by k bits) were observed", op="load")
-    if bits and fused not in (None, "Relu", "Add", "AddRelu"):
+    if bits and fused not in _TRUNCATED_FUSED:
+        seen = ", ".join(str(f) for f in _TRUNCATED_FUSED if f)
         raise ModelInvalidError(f"{where}: an rk3576/rv1126b int8 {fused} conv whose accumulator is truncated by "
-                                f"{bits} bits (CORE {F2_TRUNCATE:#x} = {value:#x}); only plain, Relu and residual "
-                                "convs were observed truncated", op="load")
+                                f"{bits} bits (CORE {F2_TRUNCATE:#x} = {value:#x}); only plain convs and those "
+                                f"fusing {seen} were observed truncated", op="load")
     return bits
 
 
@@ -576,22 +594,23 @@ def _out_cvt(reg, refuse, ew_input: bool) -> Tuple[int, int, int]:
     return i32(offset), scale & 0xFFFF, out_shift
 
 
-def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requant]:
+def f2_lut_stage(lowering, node, out, tables: LutTables, activation: str) -> Tuple[LutStage, Requant]:
     """The index map and output conversion of an int8 lookup-table conv of an rk3576/rv1126b
     file (see the module doc), in the terms of :mod:`.lut`: a ``LutStage`` (index
     ``u = (y * M + A * M) / 2^s``, ranges, slopes outside them) and a ``Requant`` (the
     ``OUT_CVT`` of the table value, the channel multipliers' shift ``k``; a conv of one output
     channel has a plain int32 bias instead, and its weight zero point in its ``BScfgTensor``:
     :func:`f2_plain_weight_zero_point`).  ``tables``: the
-    node's tables (:func:`.lut.read_lut_tables`), whose end entries the registers repeat.
-    Reads the node's registers and the first 64 bytes of two tensors.
+    node's tables (:func:`.lut.read_lut_tables`), whose end entries the registers repeat;
+    ``activation``: the fused one (``lower``'s names), for :func:`f2_truncation`.  Reads the
+    node's registers and the first 64 bytes of two tensors.
 
     Raises:
         ModelInvalidError: a register or tensor word outside the observed layout, naming it.
     """
     where = f"{lowering.label}: {node.label}"
     regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
-    f2_truncation(regs, where, node.op)  # refuses a truncated accumulator: its bias units were not checked
+    truncated = f2_truncation(regs, where, activation)
 
     def refuse(what: str) -> ModelInvalidError:
         return ModelInvalidError(f"{where}: int8 lookup-table {node.op} on rk3576/rv1126b: {what}; only the layout in "
@@ -602,6 +621,9 @@ def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requ
     stage = _table_stage(lowering, out, regs, tables, refuse, where)
     offset, scale, out_shift = _out_cvt(dpu_reader(regs, where, "(rk3576 register map)"), refuse, ew_input=False)
     if layout == _PLAIN_BIAS:
+        if truncated:
+            raise refuse(f"a one-channel conv (a plain int32 bias) whose accumulator is truncated by {truncated} bits "
+                         f"(CORE {F2_TRUNCATE:#x})")
         return stage, Requant(scale, out_shift, None, offset, False, f2_plain_weight_zero_point(lowering, out, where))
     bs_words = cfg_words(lowering, f"{out.name}_BScfgTensor", where)
     if bs_words is None:
@@ -609,7 +631,7 @@ def f2_lut_stage(lowering, node, out, tables: LutTables) -> Tuple[LutStage, Requ
     mul_shift = int(bs_words[0]) & 0xFF
     if bs_words[0] != mul_shift * 0x101 or not 0 < mul_shift < 32 or np.any(bs_words[1:4]):
         raise refuse(f"{out.name + '_BScfgTensor'!r} starts {bs_words[:4].tolist()}, not k | k << 8 then zeros")
-    return stage, Requant(scale, out_shift, mul_shift, offset)
+    return stage, Requant(scale, out_shift, mul_shift, offset, truncated=truncated)
 
 
 def f2_lut_task(lowering, node, out, regs: Dict[Tuple[int, int], int], tables: LutTables) -> Tuple[LutStage, Requant]:

@@ -141,7 +141,7 @@ from .helpers import check_concat_selection, check_softmax_sum_weight
 from .npu_reduce import check_reducemax_scratch
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from_zero, f2_activation, f2_conv_requant,
-                    f2_fp16_activation, f2_leaky_shift, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point,
+                    f2_fp16_activation, f2_slope_bits, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point,
                     f2_residual_shift, f2_truncation, hard_sigmoid_slope)
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .recurrent import lower_lstm
@@ -199,6 +199,9 @@ _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu", "ReluAdd")
 #: how far (relative to the largest) an rk3576/rv1126b conv's register weight scales may be from
 #: the float16 ones its file stores
 _STORED_SCALE_TOLERANCE = 1e-3
+#: how precisely (relative) an rk3576/rv1126b Tanh or Swish conv's weight scales must be held, by the
+#: float16 copies its file stores or by its registers' multiplier ratios (float16 normals: 2^-12)
+_TABLE_CONV_SCALE_PRECISION = 2.0 ** -7
 #: fused activations an int8 file computes with the DPU lookup table (run from the file's tables: .lut)
 _LUT_ACTIVATIONS = ("Sigmoid", "Swish", "HardSwish", "HardSigmoid", "Gelu", "Tanh")
 #: standalone ops an int8 file runs on the DPU lookup table, an fp16 file as the function itself
@@ -961,21 +964,21 @@ class _Lowering:
         if self.int8:
             if activation in _LUT_ACTIVATIONS and self.t4_platform():  # the file's tables, rk3562's map
                 depthwise = node.index in self.weight_zero_points
-                lower_lut_conv(self, node, x, out, w, weight, b, attrs,
+                lower_lut_conv(self, node, x, out, w, weight, b, attrs, activation,
                                stage_of=lambda tables: t4_lut_stage(self, node, activation, depthwise))
                 return
             if activation in _LUT_ACTIVATIONS and self.t3_platform():  # rk3588's table map, rv1106's requantization
                 regs = node_registers(self.regcmd(), self.tasks(), node.index, f"{self.label}: {node.label}")
                 depthwise = node.index in self.weight_zero_points
-                lower_lut_conv(self, node, x, out, w, weight, b, attrs, stage_of=lambda tables: t3_lut_stage(
+                lower_lut_conv(self, node, x, out, w, weight, b, attrs, activation, stage_of=lambda tables: t3_lut_stage(
                     regs, f"{self.label}: {node.label}", activation, depthwise))
                 return
-            if activation in _LUT_ACTIVATIONS and self.stored_weight_scales(w, weight.shape[0]) is None:
-                lower_lut_conv(self, node, x, out, w, weight, b, attrs)  # the file's tables, rk3588-family map
+            if activation in _LUT_ACTIVATIONS and self.stored_scales_tensor(w) is None:
+                lower_lut_conv(self, node, x, out, w, weight, b, attrs, activation)  # the file's tables, rk3588 map
                 return
             if activation in _F2_LUT_ACTIVATIONS:  # rk3576/rv1126b: the file's tables, their own index map
-                lower_lut_conv(self, node, x, out, w, weight, b, attrs,
-                               stage_of=lambda tables: f2_lut_stage(self, node, out, tables))
+                lower_lut_conv(self, node, x, out, w, weight, b, attrs, activation,
+                               stage_of=lambda tables: f2_lut_stage(self, node, out, tables, activation))
                 return
             unit, acc = self.int8_conv_constants(node, activation, x, out, w, weight, b, extra[0] if extra else None)
             weight_f = bias_f = params = None
@@ -1264,7 +1267,6 @@ class _Lowering:
             bool(input_fetch(regs, RV1106_DECONV if self.t3_platform() else self.deconv_encoding()))
         # the compiler's depthwise input conv and a one-channel deconv: a plain bias, the tiles alone
         plain_tiles = node.index in self.tiles_alone or node.index in self.lane_zero_points
-        truncated = 0  # bits the accumulator loses before the bias (rk3576/rv1126b), whose units are 2^truncated
         if self.t4_platform():  # rk3562: its own DPU map, the rk3588 values moved (regcmd.requant_t4)
             requant = requant_t4(regs, where, activation, node.index in self.weight_zero_points,
                                  depthwise_plain=plain_tiles, input_deconv=input_deconv)
@@ -1275,23 +1277,26 @@ class _Lowering:
             requant = replace(requant, weight_zp=self.lane_zero_point(node, requant.weight_zp))
         elif self.f2_platform():  # rk3576/rv1126b: OUT_CVT at their own addresses; a deconv has bias blocks
             # (but one of a single channel: deconv_one_channel)
-            leaky_shift = f2_leaky_shift(self, out, where) if activation == "LeakyRelu" else 0
+            slope_bits = f2_slope_bits(self, out, where, activation) if activation in ("LeakyRelu", "PRelu") else 0
             requant = f2_conv_requant(regs, where, activation, plain=not deconv or channels == 1,
-                                      leaky_shift=leaky_shift)
+                                      slope_bits=slope_bits)
             truncated = f2_truncation(regs, where, activation)
             # the BN stage's shift of a residual conv's accumulator, and the truncation, scale its unit
             bn_shift = f2_residual_shift(self, residual, regs, where) if activation in ("Add", "AddRelu") else 0
-            requant = replace(requant, shift=requant.shift + bn_shift + truncated)
+            requant = replace(requant, shift=requant.shift + bn_shift, truncated=truncated)
             if not requant.bias_blocks:
                 requant = replace(requant, weight_zp=self.f2_plain_weight_zero_point(node, out, where))
             if activation not in F2_OUT_CVT_ACTIVATIONS:  # OUT_CVT converts a table's output: the stored scales
-                bias_i32, w_zp, _ = self.int8_bias(node, x, out, b, requant, channels)
-                return None, Accumulator.of(q, w_zp, bias_i32, zp_in, s_in, self.stored_weight_scales(w, channels))
+                bias_i32, w_zp, mul = self.int8_bias(node, x, out, b, requant, channels)
+                return None, Accumulator.of(q, w_zp, bias_i32 << requant.truncated, zp_in, s_in,
+                                            self.table_conv_weight_scales(node, w, mul))
         else:  # rk3588, rk3566: a residual conv's BN stage may shift its accumulator (regcmd.conv_bn_shift)
-            requant = requant_of(regs, where)
+            requant = requant_of(regs, where, activation)
             requant = replace(requant, shift=requant.shift + conv_bn_shift(regs, where, activation))
         bias_i32, w_zp, mul = self.int8_bias(node, x, out, b, requant, channels)
-        bias_i32 = bias_i32 << truncated
+        # the untruncated accumulator: the bias in its steps, OUT_CVT's shift the longer
+        bias_i32 = bias_i32 << requant.truncated
+        requant = replace(requant, shift=requant.shift + requant.truncated)
         qo = self.activation_quant(out)
         s_out, zp_out = qo.scale[0], qo.zero_point[0]
         if requant.offset != zp_out:
@@ -1478,27 +1483,68 @@ class _Lowering:
         :func:`.regcmd.requant_t4`."""
         return self.platform() == "rk3562"
 
-    def stored_weight_scales(self, w: VendorTensor, channels: int, underflow: bool = False) -> Optional[np.ndarray]:
+    def stored_scales_tensor(self, w: VendorTensor) -> Optional[VendorTensor]:
+        """The tensor of float16 weight scales rk3576/rv1126b files store beside an int8 weight
+        (``<weight>_w4a16_weight``), or ``None``: what tells their files' lookup-table convs from the
+        rk3588 family's."""
+        found = [t for t in self.sg.tensors if t.name == f"{w.name}_w4a16_weight"]
+        return found[0] if found else None
+
+    def stored_weight_scales(self, w: VendorTensor, channels: int) -> Optional[np.ndarray]:
         """The per-channel weight scales rk3576/rv1126b files store next to an int8 weight
         (``<weight>_w4a16_weight``, float16; a per-layer file's one scale for every channel), or
-        ``None`` when the file has none.  ``underflow``: accept a scale of 0, a float16 underflow
-        (a scale below 2^-25, weights of about 1e-6: ``weight_underflow_*``), where the caller only
-        checks the registers' scales against them."""
-        found = [t for t in self.sg.tensors if t.name == f"{w.name}_w4a16_weight"]
-        if not found:
+        ``None`` when the file has none.  A scale below 2^-25 (weights of about 1e-6,
+        ``weight_underflow_*``) is stored as 0: the callers check the registers' scales against
+        these (:meth:`check_stored_weight_scales`) or fall back on the registers' ratios where they
+        are imprecise (:meth:`table_conv_weight_scales`)."""
+        t = self.stored_scales_tensor(w)
+        if t is None:
             return None
-        t = found[0]
         raw = self.vf.tensor_data(self.sg, t)
         if t.dtype == "float16" and len(raw) == 2 and channels > 1:  # per-layer quantization: one scale
             raw = bytes(raw) * channels
         if t.dtype != "float16" or len(raw) < 2 * channels:
             raise self.error(f"weight scales {t.name!r} ({t.dtype}, {len(raw)} bytes) are not {channels} float16 values")
         scales = np.frombuffer(raw, "<f2", channels).astype(np.float64)
-        if not np.all(scales > 0) and not (underflow and np.all(scales >= 0)):
-            why = "; a 0 is a scale below float16's range (2^-25), checked against the simulator on plain, Relu " \
-                  "and residual convs only" if np.all(scales >= 0) else ""
-            raise self.error(f"weight scales {t.name!r} are not all positive: {scales.tolist()}{why}")
+        if not np.all(scales >= 0):
+            raise self.error(f"weight scales {t.name!r} are not all positive or 0: {scales.tolist()}")
         return scales
+
+    def table_conv_weight_scales(self, node: VendorNode, w: VendorTensor, mul: np.ndarray) -> np.ndarray:
+        """The per-channel weight scales of an rk3576/rv1126b int8 conv whose OUT_CVT converts a
+        lookup table's output (a Tanh or Swish conv), so that its registers give no accumulator
+        unit: the float16 ones its file stores, each to half a float16 step, or where that is
+        coarser than :data:`_TABLE_CONV_SCALE_PRECISION` of it (a channel of tiny weights, whose
+        scale is a float16 subnormal: 6 % off at 1e-6, up to 3 output steps from the simulator,
+        silently, until 2026-12-07), the largest channel's times the ratio of their bias-block
+        multipliers ``mul``, the registers' 14-bit ratio of the two scales (``table_conv_scales_*``).
+
+        Raises:
+            ModelInvalidError: no stored scales, or a channel whose scale neither holds that
+                precisely: nothing in the file gives its accumulator's unit (the simulator computes
+                with the exact one)."""
+        channels = len(mul)
+        stored = self.stored_weight_scales(w, channels)
+        if stored is None:
+            raise self.error(f"{node.label}: an rk3576/rv1126b int8 {node.op} without the float16 weight scales "
+                             f"{w.name + '_w4a16_weight'!r}, the only unit of its accumulator the file holds")
+        with np.errstate(divide="ignore"):  # a 0 (a scale below 2^-25) holds nothing: infinitely imprecise
+            half_step = np.spacing(stored.astype(np.float16)).astype(np.float64) / 2 / stored
+        if np.all(half_step <= _TABLE_CONV_SCALE_PRECISION):
+            return stored
+        largest = int(np.argmax(mul))
+        ratio = mul.astype(np.float64) / max(float(mul[largest]), 1.0)
+        by_ratio = half_step[largest] + 0.5 / np.maximum(mul, 1)
+        coarse = (half_step > _TABLE_CONV_SCALE_PRECISION) & (by_ratio > _TABLE_CONV_SCALE_PRECISION)
+        if coarse.any():
+            c = int(np.argmax(coarse))
+            held = "stored as 0" if stored[c] == 0 else f"{stored[c]:.3g}, a subnormal to {half_step[c]:.2%}"
+            raise self.error(f"{node.label}: an rk3576/rv1126b int8 {node.op} whose channel {c} has a weight scale "
+                             f"which neither its float16 copy {w.name + '_w4a16_weight'!r} ({held}) "
+                             f"nor its bias-block multiplier {int(mul[c])} "
+                             f"against the largest's {int(mul[largest])} holds within "
+                             f"{_TABLE_CONV_SCALE_PRECISION:.2%} (the simulator computes with the exact scale)")
+        return np.where(half_step > _TABLE_CONV_SCALE_PRECISION, stored[largest] * ratio, stored)
 
     def check_stored_weight_scales(self, node: VendorNode, w: VendorTensor, s_w: np.ndarray) -> None:
         """Check the per-channel weight scales an rk3576/rv1126b int8 conv's registers give
@@ -1510,7 +1556,7 @@ class _Lowering:
 
         Raises:
             ModelInvalidError: the two disagree: the registers are not the map decoded."""
-        stored = self.stored_weight_scales(w, len(s_w), underflow=True)
+        stored = self.stored_weight_scales(w, len(s_w))
         if stored is None:
             return
         half_step = np.spacing(stored.astype(np.float16)).astype(np.float64) / 2

@@ -215,12 +215,13 @@ def lut_attrs(stage: LutStage, tables: LutTables, mul: np.ndarray, mul_shift: Op
             "out_zero_point": int(out_zero_point), "out_scale": float(out_scale)}
 
 
-def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict,
+def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict, activation: str,
                    stage_of: Optional[Callable[[LutTables], Tuple[LutStage, Requant]]] = None) -> None:
     """Emit the executor nodes of an int8 lookup-table conv (see the module doc) on
     ``lowering`` (lower.py's ``_Lowering``): ``x``/``out``/``w``/``b`` the vendor tensors,
     ``q`` the int8 weight in model layout (depthwise already ``[C, 1, kh, kw]``), ``attrs``
-    the Conv attributes.  ``stage_of``: for a register map other than rk3588's
+    the Conv attributes, ``activation`` the fused function (``lower``'s names: whether a
+    truncated accumulator was checked, :func:`.regcmd.core_truncation`).  ``stage_of``: for a register map other than rk3588's
     (rk3576/rv1126b, :func:`.f2act.f2_lut_stage`), the index map and output conversion
     decoded from the node's tables; by default they are read from the rk3588 registers."""
     where = f"{lowering.label}: {node.label}"
@@ -232,7 +233,7 @@ def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict,
     tables = _node_tables(lowering, node, where)
     if stage_of is None:
         regs = node_registers(lowering.regcmd(), lowering.tasks(), node.index, where)
-        requant, stage = requant_of(regs, where), lut_stage(regs, where, lowering.lut_bn_cfg())
+        requant, stage = requant_of(regs, where, activation), lut_stage(regs, where, lowering.lut_bn_cfg())
     else:
         stage, requant = stage_of(tables)
     channels = q.shape[0]
@@ -244,8 +245,9 @@ def lower_lut_conv(lowering, node, x, out, w, q: np.ndarray, b, attrs: dict,
     if requant.offset != qo.zero_point[0]:
         raise lowering.error(f"{node.label}: OUT_CVT_OFFSET is {requant.offset} but the output's zero point is "
                              f"{qo.zero_point[0]}; the register layout is not the one decoded")
-    acc = Accumulator.of(q, w_zp, bias_i32, zp_in, s_in)
-    params = lut_attrs(stage, tables, mul, requant.mul_shift, requant.multiplier, qo.zero_point[0], qo.scale[0], where)
+    acc = Accumulator.of(q, w_zp, bias_i32 << requant.truncated, zp_in, s_in)
+    mul_shift = None if requant.mul_shift is None else requant.mul_shift + requant.truncated
+    params = lut_attrs(stage, tables, mul, mul_shift, requant.multiplier, qo.zero_point[0], qo.scale[0], where)
     total = emit_accumulator(lowering, node, x, out, w, b, acc, attrs)
     lowering.emit(node, "VendorLutActivation", [total], params)
 

@@ -37,7 +37,7 @@ __all__ = ["Task", "Requant", "ENABLE_CNA", "ENABLE_PPU", "read_tasks", "node_re
            "requant_of", "requant_t4", "fused_activation", "shortest_decimal", "f32", "i16", "i32", "signed",
            "TARGET_CNA", "TARGET_DPU", "TARGET_RDMA", "TARGET_CORE", "REG_CNA_CONV_CON1", "REG_CNA_PAD_CON1", "BN_LUT",
            "BN_LUT_LITE", "BN_CLIP_SHIFTED", "BN_CLIP_SHIFTED_LITE", "BN_MUL", "bn_multiplier", "conv_bn_shift",
-           "residual_bn_shift"]
+           "residual_bn_shift", "core_truncation", "CORE_TRUNCATE", "T3_CORE_TRUNCATE", "T4_CORE_TRUNCATE"]
 
 TASK_SIZE = 40
 #: ``enable_mask`` bits of a task: the conv pipeline (CNA), the pooling unit (PPU)
@@ -100,7 +100,12 @@ class Requant:
 
     ``bias_blocks``: the bias tensor holds per-channel 64-byte blocks (bias, weight zero
     point, multiplier); otherwise it is a plain int32 array and the layer's weight zero
-    point is ``weight_zp``."""
+    point is ``weight_zp``.  ``truncated``: the bits a conv drops from its accumulator before
+    adding the bias, whose integer is then in units of ``2^truncated`` steps (rk3588/rk3566:
+    :func:`core_truncation`; rk3576/rv1126b: :func:`.f2act.f2_truncation`); ``shift`` and
+    ``mul_shift`` are the registers', for the truncated accumulator: a caller forming the
+    untruncated one (the bias shifted back) adds ``truncated`` to the shift of the stage that
+    reads it."""
 
     scale: int
     shift: int
@@ -108,6 +113,7 @@ class Requant:
     offset: int
     bias_blocks: bool = True
     weight_zp: int = 0
+    truncated: int = 0
 
     @property
     def multiplier(self) -> float:
@@ -233,8 +239,64 @@ def dpu_reader(regs: Dict[Tuple[int, int], int], where: str, context: str = "") 
     return lambda address: task_register(regs, TARGET_DPU, address, where, context)
 
 
-def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
-    """The output conversion registers of a node (see the module doc)."""
+#: CORE registers holding ``k`` when a conv truncates its accumulator by k bits before adding the bias,
+#: whose integer is then in units of 2^k steps, 0 otherwise: rk3588 writes 0x301c, rk3566/rk3568 0x302c,
+#: each never the other's (every rk3588 and rk3566 file of the corpus: 7,156 and 1,581 tasks, all 0).
+#: rk3562 (0x3024) and rv1106/rv1103 (0x301c, :data:`T3_CORE_TRUNCATE`) write k in bits 0..4 and k or
+#: k + 1 in bits 5..9 (0x20 on most untruncated convs, 0 on other nodes' tasks, 0x21 for k = 1, 0x83 for
+#: 3, 0xe6 for 6: the upper field's meaning unknown, k alone matching the simulator); rk3576/rv1126b
+#: ``k | k << 5`` at 0x3024
+#: (:func:`.f2act.f2_truncation`).  Convs of tiny weights or input truncate (k = 3 to 8 in probes and the
+#: stressed random graphs, ``truncated_convs*``); read as 0 until 2026-12-07, such convs ran with their
+#: accumulator 2^k times too strong beside the bias, silently (a Gemm of asymmetric weights on rk3588:
+#: every output 155 steps off)
+CORE_TRUNCATE = (0x301C, 0x302C)
+T4_CORE_TRUNCATE = 0x3024
+T3_CORE_TRUNCATE = 0x301C
+_CORE_TRUNCATE_MAX = 31
+#: the fused parts (``lower``'s names; None: a plain conv) of the convs observed truncated there
+_CORE_TRUNCATED_FUSED = (None, "Relu", "Add", "AddRelu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh")
+_NOT_A_CONV = "not a conv"
+
+
+def core_truncation(regs: Dict[Tuple[int, int], int], where: str, fused: Optional[str] = _NOT_A_CONV,
+                    address: Optional[int] = None) -> int:
+    """The bits ``k`` a node's conv core truncates its accumulator by before the bias
+    (:data:`CORE_TRUNCATE`): ``address`` None reads rk3588's or rk3566's register (the value
+    ``k``), else rk3562's or rv1106's (``k | k << 5`` or ``k | (k + 1) << 5``); 0 when the task
+    writes none, as a DPU-only one.  ``fused``: the conv's fused part, one of :data:`_CORE_TRUNCATED_FUSED` where
+    truncated; the default, a node that is no such conv (an LSTM's gate convs, a DPU-only task),
+    refuses any truncation.
+
+    Raises:
+        ModelInvalidError: a value of another form, or a truncated node of another kind."""
+    addresses = CORE_TRUNCATE if address is None else (address,)
+    values = [regs.get((TARGET_CORE, a), 0) for a in addresses]
+    if address is None:
+        bits = max(values)
+        valid = not min(values) and bits <= _CORE_TRUNCATE_MAX
+        form = f"one of them 0 to {_CORE_TRUNCATE_MAX}"
+    else:
+        bits = values[0] & 0x1F
+        valid = values[0] in (0, bits | bits << 5, bits | (bits + 1) << 5)
+        form = "0, k | k << 5 or k | (k + 1) << 5"
+    named = "/".join(hex(a) for a in addresses)
+    if not valid:
+        raise ModelInvalidError(f"{where}: CORE register {named} = {'/'.join(hex(v) for v in values)}; {form} (the "
+                                "bits the accumulator is truncated by) was observed", op="load")
+    if bits and fused not in _CORE_TRUNCATED_FUSED:
+        what = "node" if fused == _NOT_A_CONV else f"{fused} conv"
+        seen = ", ".join(str(f) for f in _CORE_TRUNCATED_FUSED if f)
+        raise ModelInvalidError(f"{where}: an int8 {what} whose accumulator is truncated by {bits} bits (CORE "
+                                f"{named}); only plain convs and those fusing {seen} were observed truncated",
+                                op="load")
+    return bits
+
+
+def requant_of(regs: Dict[Tuple[int, int], int], where: str, fused: Optional[str] = _NOT_A_CONV) -> Requant:
+    """The output conversion registers of a node (see the module doc), with the bits the conv
+    core truncates its accumulator by (:func:`core_truncation`; ``fused``: the conv's fused part,
+    the default a node that is no such conv, which may not truncate)."""
     def reg(address: int, mask: int, name: str) -> int:
         value = regs.get((TARGET_DPU, address))
         if value is None:
@@ -283,7 +345,7 @@ def requant_of(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
             raise ModelInvalidError(f"{where}: DPU register BS_ALU_SRC ({REG_BS_ALU_SRC:#x}) = {operand:#x} is neither "
                                     "a 16-bit value nor one sign-extended to 32 bits", op="load")
         weight_zp = -i16(operand & 0xFFFF)
-    return Requant(scale, shift, mul_shift, offset, blocks, weight_zp)
+    return Requant(scale, shift, mul_shift, offset, blocks, weight_zp, core_truncation(regs, where, fused))
 
 
 # rk3562 ("RKNPU t4") int8 convs: another DPU map (docs/vendor-format-notes.md §1c); only the values
@@ -412,11 +474,12 @@ def requant_t4(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
         raise refuse("OUT_CVT_SHIFT", T4_OUT_CVT[2], shift, "a 6-bit shift")
     if cfg == T4_BN_SHIFT:
         shift += residual_bn_shift(regs, where)
+    truncated = core_truncation(regs, where, activation, T4_CORE_TRUNCATE)
     if plain:
         operand = mul_cfg & 0xFFFF
-        return Requant(scale & 0xFFFF, shift, None, i32(offset), False, -i16(operand))
+        return Requant(scale & 0xFFFF, shift, None, i32(offset), False, -i16(operand), truncated)
     mul_shift = ((mul_cfg >> 16) & 0x3F) - (LEAKY_SLOPE_BITS if leaky else 0)
-    return Requant(scale & 0xFFFF, shift, mul_shift, i32(offset), True, 0)
+    return Requant(scale & 0xFFFF, shift, mul_shift, i32(offset), True, 0, truncated)
 
 
 def shortest_decimal(value: float, stored, preferred: Sequence[float] = ()) -> float:

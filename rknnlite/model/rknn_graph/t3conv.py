@@ -55,8 +55,9 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ...errors import ModelInvalidError
 from .lut import LutStage, lut_stage
-from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, REG_CNA_PAD_CON1, T4_BN_SHIFT, TARGET_CNA, TARGET_DPU, Requant, i16,
-                     i32, int8_leaky_slope, residual_bn_shift, signed, slope_decimal, task_register)
+from .regcmd import (BN_MUL, LEAKY_SLOPE_BITS, REG_CNA_PAD_CON1, T3_CORE_TRUNCATE, T4_BN_SHIFT, TARGET_CNA, TARGET_DPU,
+                     Requant, core_truncation, i16, i32, int8_leaky_slope, residual_bn_shift, signed, slope_decimal,
+                     task_register)
 
 __all__ = ["T3_NPU", "T3_BN_LUT", "t3_alu_operand", "t3_conv_params", "requant_t3", "t3_check_convert_task",
            "t3_clip_bound", "t3_clip_low", "t3_leaky_slope", "t3_lut_stage", "t3_lut_task", "t3_prelu_slope",
@@ -119,13 +120,13 @@ _INPUT_DECONV = {0x4048: 0x0, 0x404C: _INT32_MIN, 0x4050: 0x30000001, 0x4054: 0x
 _OPERAND_BITS = 17
 _MUL_SHIFT = 14
 #: a LeakyRelu or PRelu conv's 0x4054, per depthwise or not: the multipliers' shift in bits 24..29,
-#: 14, 15 or 16 as the compiler chose (all seen on plain convs: corpus conv_leaky_rv1106 15,
-#: classifier_heads_rv110* 14, standalone_prelu_rv110* and depthwise_prelu_rv110* both; 16 on small
-#: multipliers, a 7x7 conv of 3136 inputs, prelu_shift16_rv110*, and a split GlobalAveragePool's
-#: depthwise conv with a fused Abs, random graph 135: within one step of the simulator layer by
-#: layer, as 14 and 15), bit 31 on a plain conv; OUT_CVT_SHIFT counts the slope's
-#: LEAKY_SLOPE_BITS fraction bits too
-_SLOPE_ALU_SRC = {depthwise: tuple((0 if depthwise else _ALU_SRC_FLAG) | shift << 24 for shift in (14, 15, 16))
+#: 14 to 29 as the compiler chose (corpus conv_leaky_rv1106 15, classifier_heads_rv110* 14,
+#: standalone_prelu_rv110* and depthwise_prelu_rv110* both; 16 on small multipliers, a 7x7 conv of 3136
+#: inputs, prelu_shift16_rv110*, and a split GlobalAveragePool's depthwise conv with a fused Abs, random
+#: graph 135; 22 and 23 on convs of a tiny weight channel under a large bias, truncated_convs_rv1106, and
+#: 17 to 29 in 11 stressed random graphs of 2.5.0, refused until 2026-12-07: each within one step of the
+#: simulator), bit 31 on a plain conv; OUT_CVT_SHIFT counts the slope's LEAKY_SLOPE_BITS fraction bits too
+_SLOPE_ALU_SRC = {depthwise: tuple((0 if depthwise else _ALU_SRC_FLAG) | shift << 24 for shift in range(14, 30))
                   for depthwise in (False, True)}
 #: a PRelu conv's BN_MUL 0x4068: per-channel slopes read from memory (the stored int16 slopes),
 #: else one slope in rk3588's LeakyRelu form
@@ -290,8 +291,9 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
     offset = i32(offset)
     if _reg(regs, TARGET_DPU, _BN_CFG, where) == T4_BN_SHIFT:  # a residual conv's accumulator shifted before the add
         shift += residual_bn_shift(regs, where)
+    truncated = core_truncation(regs, where, activation, T3_CORE_TRUNCATE)
     if input_depthwise:
-        return Requant(scale, shift, None, offset, False, 0)
+        return Requant(scale, shift, None, offset, False, 0, truncated)
     if plain:
         operand = _reg(regs, TARGET_DPU, _ALU_SRC, where)
         minus_zp = t3_alu_operand(operand)
@@ -299,14 +301,14 @@ def requant_t3(regs: Dict[Tuple[int, int], int], where: str, activation: Optiona
             raise ModelInvalidError(f"{where}: DPU register {_ALU_SRC:#x} = {operand:#x} in an rv1106 int8 {kind}; "
                                     f"bit 31 and a {_OPERAND_BITS}-bit operand, minus an int8 weight zero point, were "
                                     "observed", op="load")
-        return Requant(scale, shift, None, offset, False, -minus_zp)
+        return Requant(scale, shift, None, offset, False, -minus_zp, truncated)
     if leaky:
         if shift < LEAKY_SLOPE_BITS:
             raise ModelInvalidError(f"{where}: OUT_CVT shift {shift} in an rv1106 int8 {kind}, below the "
                                     f"{LEAKY_SLOPE_BITS} fraction bits of its slope", op="load")
         alu_src = _reg(regs, TARGET_DPU, _ALU_SRC, where)
-        return Requant(scale, shift - LEAKY_SLOPE_BITS, alu_src >> 24 & 0x3F, offset, True, 0)
-    return Requant(scale, shift, _MUL_SHIFT, offset, True, 0)
+        return Requant(scale, shift - LEAKY_SLOPE_BITS, alu_src >> 24 & 0x3F, offset, True, 0, truncated)
+    return Requant(scale, shift, _MUL_SHIFT, offset, True, 0, truncated)
 
 
 def t3_leaky_slope(regs: Dict[Tuple[int, int], int], where: str) -> float:

@@ -1,0 +1,70 @@
+"""int8 convs whose conv core truncates the accumulator before adding the bias (``truncated_convs*``;
+found by the stressed random graphs of ``random_campaign.py --stress``: a Gemm of small weights on a
+small input ran every output 155 steps from the simulator on rk3588).
+
+The bits ``k`` are a CORE register of each map: rk3588 0x301c and rk3566 0x302c hold ``k``, rk3562
+0x3024 and rv1106/rv1103 0x301c hold ``k`` in bits 0..4 (and ``k`` or ``k + 1`` above); the bias is then
+in units of 2^k accumulator steps.  Read as 0 before, such convs ran their accumulators 2^k times too
+strong beside the bias: the lookup-table convs of these files 58 to 89 steps off, the Gemm 115 to 122.
+A doctored register is refused by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rknnlite
+from rknnlite.errors import ModelInvalidError
+from rknnlite.model.rknn_graph.regcmd import TARGET_CORE, TARGET_DPU
+
+from corpus import CORPUS, steps_from_simulator
+from test_vendor_tiny_steps import _written
+from vendor_files import doctored_copy, patch_registers
+
+#: stem: (the platform's CORE register, the values its tasks write)
+#: (the convs truncate by one bit, the Gemm by three)
+FILES = {"truncated_convs_i8": (0x301C, {0, 1, 3}), "truncated_convs_rk3566_i8": (0x302C, {0, 1, 3}),
+         "truncated_convs_rk3562_i8": (0x3024, {0, 0x21, 0x63}), "truncated_convs_rv1106_i8": (0x301C, {0, 0x21, 0x63})}
+
+
+@pytest.mark.parametrize("stem", sorted(FILES))
+def test_truncated_convs_run_as_the_simulator_does(stem):
+    # one channel of each conv (tiny weights under a bias of 1000) sits a step off here and there
+    steps = steps_from_simulator(stem)
+    assert len(steps) == 10
+    for k, d in enumerate(steps):
+        assert np.all(d < 1.5) and np.mean(d < 0.5) >= 0.76, (k, float(d.max()), float(np.mean(d < 0.5)))
+
+
+@pytest.mark.parametrize("stem", sorted(FILES))
+def test_the_files_truncate(stem):
+    register, values = FILES[stem]
+    assert _written(stem, TARGET_CORE, register) == values
+    if "rv1106" in stem:  # its LeakyRelu and PRelu convs' multipliers' shifts (14 to 16 before)
+        assert _written(stem, TARGET_DPU, 0x4054) >= {0x96000000, 0x97000000}
+
+
+def _refused(tmp_path, stem: str, patch, match: str) -> None:
+    path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, patch)
+    with pytest.raises(ModelInvalidError, match=match):
+        rknnlite.Context(path, backend="software")
+
+
+@pytest.mark.parametrize("stem,old,new,match", [
+    ("truncated_convs_i8", 1, 0x40, r"CORE register 0x301c/0x302c = 0x40/0x0; one of them 0 to 31"),
+    ("truncated_convs_rk3566_i8", 1, 0x20, r"CORE register 0x301c/0x302c = 0x0/0x20; one of them 0 to 31"),
+    # the fields disagree: k = 1 below, 3 above
+    ("truncated_convs_rk3562_i8", 0x21, 0x61, r"CORE register 0x3024 = 0x61; 0, k \| k << 5 or k \| \(k \+ 1\) << 5"),
+    ("truncated_convs_rv1106_i8", 0x21, 0x61, r"CORE register 0x301c = 0x61; 0, k \| k << 5 or k \| \(k \+ 1\) << 5"),
+])
+def test_a_truncation_of_another_form_is_refused(tmp_path, stem, old, new, match):
+    register = FILES[stem][0]
+    _refused(tmp_path, stem, patch_registers(TARGET_CORE, {register}, lambda v: new if v == old else v), match)
+
+
+@pytest.mark.parametrize("stem,register", [("conv_clip_i8", 0x301C), ("lstm_i8", 0x301C)])
+def test_a_truncated_node_of_another_kind_is_refused(tmp_path, stem, register):
+    # a Clip's bounds and an LSTM's gate convs count in units no truncated file was checked in
+    _refused(tmp_path, stem, patch_registers(TARGET_CORE, {register}, lambda v: 2),
+             r"whose accumulator is truncated by 2 bits \(CORE 0x301c/0x302c\); only plain convs and those fusing Relu")
