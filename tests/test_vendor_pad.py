@@ -11,10 +11,12 @@ split of a wide conv after its Pad (``wide_dilated``) and Resize by sizes (``res
 from __future__ import annotations
 
 import dataclasses
+import struct
 
 import numpy as np
 import pytest
 
+import rknnlite
 from rknnlite.errors import ModelInvalidError
 from rknnlite.model.loader import load_model
 from rknnlite.model.rknn_graph import lower as lower_mod
@@ -22,6 +24,7 @@ from rknnlite.model.rknn_graph import lower_rockchip
 from rknnlite.model.rknn_graph.graph import read_vendor_graph
 
 from corpus import CORPUS, corpus_arrays
+from vendor_files import doctored_copy, tensor_bytes
 
 PADS = [0, 0, 1, 2, 0, 0, 2, 1]
 #: stem -> (mode, pads, constant_value or None when the node has no such input)
@@ -70,8 +73,6 @@ def test_the_parameter_table_holds_the_mode_and_the_compilers_own_pad_has_no_bso
 
 def test_the_pad_value_lands_on_the_int8_grid_as_the_simulator_writes_it():
     # pad_zero: the Pad writes the graph output, so the border is the padded value itself
-    import rknnlite
-
     data = corpus_arrays("pad_zero_i8")
     with rknnlite.Context(str(CORPUS / "pad_zero_i8.rknn"), backend="software") as ctx:
         (y,) = ctx.run([data["in0"]], data_format="nchw")
@@ -166,7 +167,15 @@ def test_a_value_that_is_not_one_float32_is_refused(monkeypatch):
         return dataclasses.replace(t, dtype="float16") if t.index == pad.inputs[2] else t
 
     _doctor(monkeypatch, tensor_change=value)
-    _refused("pad_value_fp16", r"constant_value 'value6' is a float16 shape tensor of shape \[1\]")
+    _refused("pad_value_fp16", r"constant_value 'value6' is a float16 shape \[1\] of 4 bytes; one float32 constant "
+                               r"was expected")
+
+
+def test_a_value_that_is_not_finite_is_refused(tmp_path):
+    path = doctored_copy(CORPUS / "pad_value_fp16.rknn", tmp_path,
+                         lambda data: struct.pack_into("<f", tensor_bytes(data, "value6"), 0, float("nan")))
+    with pytest.raises(ModelInvalidError, match=r"constant_value nan is not finite"):
+        rknnlite.Context(path, backend="software")
 
 
 @pytest.mark.parametrize("stem", ["pad_saturated_i8", "pad_saturated_rk3576_i8", "pad_saturated_rk3562_i8"])
@@ -174,8 +183,6 @@ def test_an_int8_value_beyond_the_grid_saturates_as_the_simulator_writes_it(stem
     # pad_saturated: 40 padded onto a Sigmoid's fixed grid (scale 1/255 from 0) saturates to its end, 1.0, in
     # the simulator as off-board (a random graph, seed 68, was refused for such a Pad on five platforms);
     # -2.5 padded after a HardSwish stays on its grid, whose calibration saw it
-    import rknnlite
-
     data = corpus_arrays(stem)
     with rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as ctx:
         outputs = ctx.run([data["in0"]], data_format="nchw")

@@ -68,3 +68,26 @@ def test_a_truncated_node_of_another_kind_is_refused(tmp_path, stem, register):
     # a Clip's bounds and an LSTM's gate convs count in units no truncated file was checked in
     _refused(tmp_path, stem, patch_registers(TARGET_CORE, {register}, lambda v: 2),
              r"whose accumulator is truncated by 2 bits \(CORE 0x301c/0x302c\); only plain convs and those fusing Relu")
+
+
+def test_a_channel_of_a_coarse_multiplier_is_noted(tmp_path):
+    # the plain conv's channel 3 (weights a hundredth of the others') has multiplier 129 of 16384: no note;
+    # at 2 its scale is held to two bits, which a board computes with and the simulator does not
+    from rknnlite.model.loader import load_model
+    from rknnlite.model.rknn_graph import lower_rockchip
+
+    from vendor_files import tensor_bytes
+
+    def notes(path) -> list:
+        loaded = load_model(str(path))
+        return [n for n in lower_rockchip(loaded.payload, loaded.model).notes if "multiplier" in n]
+
+    assert notes(CORPUS / "truncated_convs_i8.rknn") == []
+
+    def patch(data: bytearray) -> None:
+        view = tensor_bytes(data, "b2")  # blocks of 8 channels: 8 int32 biases, 8 int16 zero points, 8 u16 multipliers
+        assert int.from_bytes(view[48 + 6:48 + 8], "little") == 129
+        view[48 + 6:48 + 8] = (2).to_bytes(2, "little")
+
+    (note,) = notes(doctored_copy(CORPUS / "truncated_convs_i8.rknn", tmp_path, patch))
+    assert "channel 3's multiplier is 2 of the largest channel's 16384" in note and "about 2 bits" in note

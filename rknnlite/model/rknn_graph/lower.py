@@ -199,6 +199,9 @@ _RESIDUAL_ACTIVATIONS = ("Add", "AddRelu", "ReluAdd")
 #: how far (relative to the largest) an rk3576/rv1126b conv's register weight scales may be from
 #: the float16 ones its file stores
 _STORED_SCALE_TOLERANCE = 1e-3
+#: a bias-block channel multiplier below this (of a largest of 2^14 or 2^15) holds its channel's scale
+#: to under 1 % (:meth:`_Lowering.note_coarse_multipliers`); the corpus's least is 95
+_COARSE_MULTIPLIER = 64
 #: how precisely (relative) an rk3576/rv1126b Tanh or Swish conv's weight scales must be held, by the
 #: float16 copies its file stores or by its registers' multiplier ratios (float16 normals: 2^-12)
 _TABLE_CONV_SCALE_PRECISION = 2.0 ** -7
@@ -806,7 +809,7 @@ class _Lowering:
 
     def float32_scalar(self, node: VendorNode, t: VendorTensor, what: str) -> float:
         """The one value of a float32 constant of one element (a PRelu's single slope, a Clip
-        bound, a Pow exponent), exactly as stored: these stay float32 in fp16 and int8 files alike,
+        bound, a Pow exponent, a Pad's constant_value), exactly as stored: these stay float32 in fp16 and int8 files alike,
         unlike :meth:`const_operand`'s operands, which an fp16 file rounds."""
         raw = bytes(self.vf.tensor_data(self.sg, t)) if t.kind in ("shape", "const") else b""
         count = int(np.prod(t.shape)) if t.shape else 1
@@ -1418,7 +1421,21 @@ class _Lowering:
         bias_i32, w_zp, mul = decode_int8_bias(self.vf.tensor_data(self.sg, b), channels,
                                                f"{self.label}: {node.label} bias {b.name!r}",
                                                self.bias_block(node, x, out), zero_points=in_weight is None)
+        self.note_coarse_multipliers(node, mul)
         return bias_i32, (w_zp if in_weight is None else in_weight), mul
+
+    def note_coarse_multipliers(self, node: VendorNode, mul: np.ndarray) -> None:
+        """Note a channel whose bias-block multiplier (normalised to the largest channel's) is below
+        :data:`_COARSE_MULTIPLIER`: its weights a few ten-thousandths of the largest channel's, its
+        scale held to a few bits, which the NPU computes with and the simulator does not (its exact
+        scale): that channel's outputs may lie several steps from the simulator's (a channel 1e-4 of
+        the others under a bias, multiplier 1 of 16384: 39 steps)."""
+        if len(mul) and 0 < mul.min() < _COARSE_MULTIPLIER <= mul.max():
+            c = int(np.argmin(mul))
+            self.note(f"{node.label}: channel {c}'s multiplier is {int(mul[c])} of the largest channel's "
+                      f"{int(mul.max())}: the registers hold its weight scale to about {int(mul[c]).bit_length()} "
+                      "bits, which the NPU computes with and the simulator does not (its exact scale); that "
+                      "channel's outputs may lie several steps from the simulator's")
 
     def bias_block(self, node: VendorNode, x: VendorTensor, out: VendorTensor) -> int:
         """Channels per int8 bias block: half the C2 of the conv's NC1HWC2 activations, except
@@ -2101,11 +2118,7 @@ class _Lowering:
         inputs = [data, self.constant(self.names[consts[0].index], pads)]
         if len(consts) == 2:
             t = consts[1]
-            raw = self.vf.tensor_data(self.sg, t)
-            if t.dtype != "float32" or t.kind != "shape" or list(t.shape) != [1] or len(raw) < 4:
-                raise self.error(f"{where}: constant_value {t.name!r} is a {t.dtype} {t.kind} tensor of shape "
-                                 f"{list(t.shape)} ({len(raw)} bytes); one float32 value was expected")
-            value = np.frombuffer(raw, "<f4", 1).astype(np.float32)
+            value = np.array([self.float32_scalar(node, t, "constant_value")], np.float32)
             if not np.isfinite(value[0]):
                 raise self.error(f"{where}: constant_value {float(value[0])!r} is not finite")
             # int8: beyond the output's grid, the value saturates to its end code as every value the op
