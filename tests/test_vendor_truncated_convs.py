@@ -63,11 +63,18 @@ def test_a_truncation_of_another_form_is_refused(tmp_path, stem, old, new, match
     _refused(tmp_path, stem, patch_registers(TARGET_CORE, {register}, lambda v: new if v == old else v), match)
 
 
-@pytest.mark.parametrize("stem,register", [("conv_clip_i8", 0x301C), ("lstm_i8", 0x301C)])
-def test_a_truncated_node_of_another_kind_is_refused(tmp_path, stem, register):
-    # a Clip's bounds and an LSTM's gate convs count in units no truncated file was checked in
-    _refused(tmp_path, stem, patch_registers(TARGET_CORE, {register}, lambda v: 2),
-             r"whose accumulator is truncated by 2 bits \(CORE 0x301c/0x302c\); only plain convs and those fusing Relu")
+@pytest.mark.parametrize("stem,register,value,node", [
+    ("conv_clip_i8", 0x301C, 2, "ConvClip"), ("lstm_i8", 0x301C, 2, "exLSTM"), ("lstm_rk3562_i8", 0x3024, 0x42, "exLSTM"),
+    ("matmul_act_i8", 0x301C, 2, "exMatMul"), ("encoder_layer_rk3566_i8", 0x302C, 2, "exMatMul"),
+    ("encoder_layer_dh2_i8", 0x301C, 2, "exSDPAttention"), ("encoder_layer_rk3562_i8", 0x3024, 0x42, "exSDPAttention"),
+    ("psa_attention_nope_rv1106_i8", 0x301C, 0x42, "exSDPAttention"),
+])
+def test_a_truncated_node_of_another_kind_is_refused(tmp_path, stem, register, value, node):
+    # a Clip's bounds, an LSTM's gate convs, an exMatMul's and an attention's tasks count in units no
+    # truncated file was checked in (the plain convs before them take the doctored truncation)
+    _refused(tmp_path, stem, patch_registers(TARGET_CORE, {register}, lambda v: value),
+             rf"\({node} .*whose accumulator is truncated by 2 bits \(CORE (0x301c/0x302c|{register:#x})\); only plain convs "
+             r"and those fusing Relu")
 
 
 def test_a_channel_of_a_coarse_multiplier_is_noted(tmp_path):

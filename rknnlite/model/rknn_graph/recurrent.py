@@ -42,8 +42,8 @@ from ...errors import ModelInvalidError
 from .f2act import f2_conv_requant, f2_truncation
 from .graph import VendorNode, VendorTensor
 from .regcmd import (ENABLE_CNA, REG_BS_ALU_CFG, T4_BN_CFG, T4_BS_ALU_DEPTHWISE_PLAIN, T4_BS_MUL,
-                     T4_BS_MUL_OBSERVED, T4_OUT_CVT, TARGET_CNA, TARGET_DPU, Requant, conv_bn_shift, requant_of,
-                     signed, task_register, task_writes)
+                     T4_BS_MUL_OBSERVED, T4_CORE_TRUNCATE, T4_OUT_CVT, TARGET_CNA, TARGET_DPU, Requant, conv_bn_shift,
+                     core_truncation, requant_of, signed, task_register, task_writes)
 from .weights import decode_int8_bias, decode_weight, weight_tiles
 from ..graph import Node
 
@@ -361,5 +361,6 @@ def _t4_gate_conv(regs: Dict[Tuple[int, int], int], where: str) -> Requant:
                                 f"{', '.join(hex(w) for w in words)}, BN_CFG {bn_cfg:#x}, OUT_CVT {scale:#x} >> "
                                 f"{shift:#x}, offset {offset:#x}; {decoded} with BN_CFG {_T4_GATE_BN_CFG:#x}, a 16-bit "
                                 "scale, a 6-bit shift and offset 0 (or none) were decoded", op="load")
+    core_truncation(regs, where, address=T4_CORE_TRUNCATE)  # refuses a truncated gate conv: never seen
     blocks = words[0] != T4_BS_ALU_DEPTHWISE_PLAIN
     return Requant(scale, shift, (T4_BS_MUL_OBSERVED >> 16) & 0x3F if blocks else None, 0, blocks, 0)

@@ -18,7 +18,8 @@ from .accumulator import emit_codes
 from .f2act import F2_ACT_CFG, F2_OUT_CVT, F2_TRUNCATE, cfg_words, f2_truncation
 from .graph import VendorNode, VendorTensor, attr_value
 from ..spec import QuantParams
-from .regcmd import BN_MUL, TARGET_CNA, TARGET_CORE, TARGET_DPU, bn_multiplier, i16, i32, task_writes
+from .regcmd import (BN_MUL, T3_CORE_TRUNCATE, T4_CORE_TRUNCATE, TARGET_CNA, TARGET_CORE, TARGET_DPU, bn_multiplier,
+                     core_truncation, i16, i32, task_writes)
 from .t3conv import t3_alu_operand
 
 __all__ = ["attention_grids", "float_values", "lower_gather", "lower_gelu", "lower_layer_norm", "lower_matmul"]
@@ -221,6 +222,7 @@ def _int8_matmul_operands(lowering, node: VendorNode, ta: VendorTensor, tb: Vend
     # the conv task's registers as its node's tasks left them: the compiler does not write again a value
     # the node's DPU-only tasks wrote before it (BS_ALU_SRC and OUT_CVT offset 0: random token graph 310)
     regs = states[0][1]
+    core_truncation(regs, where)  # refuses a truncated accumulator: never seen here
 
     def reg(target: int, address: int, name: str) -> int:
         value = regs.get((target, address))
@@ -458,6 +460,7 @@ def _rk3588_tasks(lowering, node: VendorNode, states, zp_v: int, zp_out: int) ->
     and the OUT_CVT offset the output's zero point (written or carried over when they are 0)."""
     scores, mixes = [], []
     for writes, regs in states:
+        core_truncation(regs, f"{lowering.label}: {node.label}")  # a truncated accumulator: never seen here
         own = lambda a: writes.get((TARGET_DPU, a))  # noqa: E731
         if own(BN_MUL):
             scores.append(regs)
@@ -597,6 +600,8 @@ def _moved_map_tasks(lowering, node: VendorNode, states, zp_q: int, zp_v: int, z
     for writes, regs in states:
         if not in_registers and (TARGET_CORE, F2_TRUNCATE) in regs:  # a truncated accumulator: never seen here
             f2_truncation(regs, where, node.op)
+        elif in_registers:
+            core_truncation(regs, where, address=T4_CORE_TRUNCATE if lowering.t4_platform() else T3_CORE_TRUNCATE)
         own_con0 = writes.get((TARGET_CNA, con0_reg))
         conversion = conversion_of(regs)
         # q's zero point 0: the scores task bypasses the conversion (converted + 1) as the mixing tasks
