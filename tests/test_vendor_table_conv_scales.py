@@ -25,7 +25,7 @@ from rknnlite.errors import ModelInvalidError
 from rknnlite.model.rknn_graph.regcmd import TARGET_CORE, TARGET_DPU
 
 from corpus import CORPUS, steps_from_simulator
-from vendor_files import doctored_copy, patch_registers, tensor_bytes
+from vendor_files import doctored_copy, patch_registers, register_values, tensor_bytes
 
 STEMS = ["table_conv_scales_rk3576_i8", "table_conv_scales_rv1126b_i8"]
 #: the outputs' least shares equal to the simulator's: tanh_small_channels, tanh, swish, sigmoid,
@@ -55,8 +55,7 @@ def test_the_files_hold_the_forms(stem):
     assert np.all(scales[[3, 5]] < 2.0 ** -14) and np.all(np.delete(scales, [3, 5]) > 0)
     assert _tensor_words(stem, "prelu_BsCfg_BScfgTensor", "I", 4) == (0x1507, 0, 0, 0)
     assert _tensor_words(stem, "leaky_relu_BsCfg_BScfgTensor", "I", 4) == (0x1406, 0, 0, 0)
-    from test_vendor_tiny_steps import _written
-    assert _written(stem, TARGET_CORE, 0x3024) == {0, 0x21, 0x42}
+    assert register_values(CORPUS / f"{stem}.rknn", TARGET_CORE, 0x3024) == {0, 0x21, 0x42}
 
 
 def _refused(tmp_path, stem: str, patch, match: str) -> None:

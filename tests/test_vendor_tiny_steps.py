@@ -20,7 +20,7 @@ from rknnlite.errors import ModelInvalidError
 from rknnlite.model.rknn_graph.regcmd import BN_MUL, REG_BN_CFG, TARGET_CORE, TARGET_DPU
 
 from corpus import CORPUS, steps_from_simulator
-from vendor_files import doctored_copy, patch_registers, tensor_bytes
+from vendor_files import doctored_copy, patch_registers, register_values, tensor_bytes
 
 STEMS = ["tiny_steps_i8", "tiny_steps_rk3566_i8", "tiny_steps_rk3562_i8", "tiny_steps_rk3576_i8",
          "tiny_steps_rv1126b_i8", "tiny_steps_rv1106_i8", "tiny_steps_rv1103_i8"]
@@ -92,18 +92,7 @@ def test_a_truncation_other_than_k_bits_twice_is_refused(tmp_path, stem):
 
 
 def _written(stem: str, target: int, reg: int) -> set:
-    """The values the file's tasks write to register ``reg`` of unit ``target``."""
-    from rknnlite.model.loader import load_model
-    from rknnlite.model.rknn_graph.lower import read_graph
-    from rknnlite.model.rknn_graph.regcmd import read_tasks, task_writes
-
-    loaded = load_model(str(CORPUS / f"{stem}.rknn"))
-    vf = read_graph(loaded.payload, loaded.model)
-    sg = vf.subgraphs[0]
-    kinds = {t.kind: t for t in sg.tensors if t.kind in ("task", "regcmd")}
-    regcmd = vf.tensor_data(sg, kinds["regcmd"])
-    return {value for task in read_tasks(vf.tensor_data(sg, kinds["task"]), stem)
-            for t, r, value in task_writes(regcmd, task, stem) if (t, r) == (target, reg)}
+    return register_values(CORPUS / f"{stem}.rknn", target, reg)
 
 
 def test_the_files_hold_both_forms():

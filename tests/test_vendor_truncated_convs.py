@@ -16,11 +16,12 @@ import pytest
 
 import rknnlite
 from rknnlite.errors import ModelInvalidError
+from rknnlite.model.loader import load_model
+from rknnlite.model.rknn_graph import lower_rockchip
 from rknnlite.model.rknn_graph.regcmd import TARGET_CORE, TARGET_DPU
 
 from corpus import CORPUS, steps_from_simulator
-from test_vendor_tiny_steps import _written
-from vendor_files import doctored_copy, patch_registers
+from vendor_files import doctored_copy, patch_registers, register_values, tensor_bytes
 
 #: stem: (the platform's CORE register, the values its tasks write)
 #: (the convs truncate by one bit, the Gemm by three)
@@ -40,9 +41,9 @@ def test_truncated_convs_run_as_the_simulator_does(stem):
 @pytest.mark.parametrize("stem", sorted(FILES))
 def test_the_files_truncate(stem):
     register, values = FILES[stem]
-    assert _written(stem, TARGET_CORE, register) == values
+    assert register_values(CORPUS / f"{stem}.rknn", TARGET_CORE, register) == values
     if "rv1106" in stem:  # its LeakyRelu and PRelu convs' multipliers' shifts (14 to 16 before)
-        assert _written(stem, TARGET_DPU, 0x4054) >= {0x96000000, 0x97000000}
+        assert register_values(CORPUS / f"{stem}.rknn", TARGET_DPU, 0x4054) >= {0x96000000, 0x97000000}
 
 
 def _refused(tmp_path, stem: str, patch, match: str) -> None:
@@ -80,11 +81,6 @@ def test_a_truncated_node_of_another_kind_is_refused(tmp_path, stem, register, v
 def test_a_channel_of_a_coarse_multiplier_is_noted(tmp_path):
     # the plain conv's channel 3 (weights a hundredth of the others') has multiplier 129 of 16384: no note;
     # at 2 its scale is held to two bits, which a board computes with and the simulator does not
-    from rknnlite.model.loader import load_model
-    from rknnlite.model.rknn_graph import lower_rockchip
-
-    from vendor_files import tensor_bytes
-
     def notes(path) -> list:
         loaded = load_model(str(path))
         return [n for n in lower_rockchip(loaded.payload, loaded.model).notes if "multiplier" in n]

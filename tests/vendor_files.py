@@ -79,3 +79,19 @@ def patch_registers(target: int, regs, change, indexed: bool = False):
         assert found
 
     return patch
+
+
+def register_values(source: Path, target: int, reg: int) -> set:
+    """The values the tasks of vendor file ``source`` write to register ``reg`` of unit ``target``."""
+    from rknnlite.model.loader import load_model
+    from rknnlite.model.rknn_graph.lower import read_graph
+    from rknnlite.model.rknn_graph.regcmd import read_tasks, task_writes
+
+    loaded = load_model(str(source))
+    graph = read_graph(loaded.payload, loaded.model)
+    sg = graph.subgraphs[0]
+    kinds = {t.kind: t for t in sg.tensors if t.kind in ("task", "regcmd")}
+    regcmd = graph.tensor_data(sg, kinds["regcmd"])
+    where = Path(source).name
+    return {value for task in read_tasks(graph.tensor_data(sg, kinds["task"]), where)
+            for t, r, value in task_writes(regcmd, task, where) if (t, r) == (target, reg)}

@@ -258,9 +258,9 @@ _ACT_BN_SHIFT = 0x2
 #: bias, whose integer is then in units of 2^k accumulator steps (k = 1 to 13 observed: a conv of tiny
 #: input or weights, whose bias and accumulator in its steps would pass int32; plain, Relu and residual
 #: convs, a residual one also shifting in its BN stage, corpus ``tiny_steps*``, ``weight_underflow_*``;
-#: LeakyRelu, PRelu, Tanh, Swish, Sigmoid and HardSigmoid convs, ``table_conv_scales_*``; both platforms,
-#: RKNN-Toolkit2 2.2.0 to 2.5.0).  Read as 0, the stored weight scales disagreed with the registers by 2^k
-#: and such files were refused.
+#: LeakyRelu, PRelu, Tanh, Swish, Sigmoid, HardSigmoid and HardSwish convs, ``table_conv_scales_*``; both
+#: platforms, RKNN-Toolkit2 2.2.0 to 2.5.0).  Read as 0, the stored weight scales disagreed with the
+#: registers by 2^k and such files were refused.
 F2_TRUNCATE = 0x3024
 _TRUNCATE_BITS = 0x1F
 #: the fused parts of the convs observed truncated (``lower``'s names; None: a plain conv)

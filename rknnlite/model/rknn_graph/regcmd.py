@@ -245,17 +245,17 @@ def dpu_reader(regs: Dict[Tuple[int, int], int], where: str, context: str = "") 
 #: rk3562 (0x3024) and rv1106/rv1103 (0x301c, :data:`T3_CORE_TRUNCATE`) write k in bits 0..4 and k or
 #: k + 1 in bits 5..9 (0x20 on most untruncated convs, 0 on other nodes' tasks, 0x21 for k = 1, 0x83 for
 #: 3, 0xe6 for 6: the upper field's meaning unknown, k alone matching the simulator); rk3576/rv1126b
-#: ``k | k << 5`` at 0x3024
-#: (:func:`.f2act.f2_truncation`).  Convs of tiny weights or input truncate (k = 3 to 8 in probes and the
-#: stressed random graphs, ``truncated_convs*``); read as 0 until 2026-12-07, such convs ran with their
-#: accumulator 2^k times too strong beside the bias, silently (a Gemm of asymmetric weights on rk3588:
-#: every output 155 steps off)
+#: ``k | k << 5`` at 0x3024 (:func:`.f2act.f2_truncation`).  Convs of tiny weights or input truncate
+#: (k = 1 to 8 in probes, the stressed random graphs and ``truncated_convs*``); read as 0 until
+#: 2026-12-07, such convs ran with their accumulator 2^k times too strong beside the bias, silently (a
+#: Gemm of asymmetric weights on rk3588: every output 155 steps off)
 CORE_TRUNCATE = (0x301C, 0x302C)
 T4_CORE_TRUNCATE = 0x3024
 T3_CORE_TRUNCATE = 0x301C
 _CORE_TRUNCATE_MAX = 31
 #: the fused parts (``lower``'s names; None: a plain conv) of the convs observed truncated there
-_CORE_TRUNCATED_FUSED = (None, "Relu", "Add", "AddRelu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh")
+_CORE_TRUNCATED_FUSED = (None, "Relu", "Add", "AddRelu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish",
+                         "Tanh")
 _NOT_A_CONV = "not a conv"
 
 
