@@ -24,7 +24,7 @@ import rknnlite
 from rknnlite.errors import ModelInvalidError
 from rknnlite.model.rknn_graph.regcmd import TARGET_CORE, TARGET_DPU
 
-from corpus import CORPUS, steps_from_simulator
+from corpus import CORPUS, corpus_arrays, inputs_of, steps_from_simulator
 from vendor_files import doctored_copy, patch_registers, register_values, tensor_bytes
 
 STEMS = ["table_conv_scales_rk3576_i8", "table_conv_scales_rv1126b_i8"]
@@ -107,3 +107,15 @@ def test_a_truncated_conv_of_another_fused_part_is_refused(tmp_path):
     _refused(tmp_path, "conv_clip_rk3576_i8", patch_registers(TARGET_CORE, {0x3024}, lambda v: 0x21),
              r"int8 Clip conv whose accumulator is truncated by 1 bits \(CORE 0x3024 = 0x21\); only plain convs "
              r"and those fusing Relu, Add, AddRelu, LeakyRelu, PRelu, Tanh, Swish, Sigmoid, HardSigmoid, HardSwish")
+
+
+def test_a_lookup_table_conv_runs_without_its_stored_scales(tmp_path):
+    # a ConvSigmoid's index map comes from its registers: zeros in its stored float16 scales (a scale
+    # below 2^-25 is stored so) change nothing, where they were refused before
+    stem = "conv_sigmoid_rk3576_i8"
+    feed = inputs_of(corpus_arrays(stem))
+    path = doctored_copy(CORPUS / f"{stem}.rknn", tmp_path, _zero_scales("w1_w4a16_weight"))
+    with rknnlite.Context(path, backend="software") as doctored, \
+            rknnlite.Context(str(CORPUS / f"{stem}.rknn"), backend="software") as original:
+        for a, b in zip(doctored.run(feed, data_format="nchw"), original.run(feed, data_format="nchw"), strict=True):
+            np.testing.assert_array_equal(a, b)

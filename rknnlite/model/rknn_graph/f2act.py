@@ -222,7 +222,8 @@ def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Op
     set (the residual comes through the element-wise path), the scale below it the conv's own; a
     ``LeakyRelu``'s or ``PRelu``'s shift is ``slope_bits`` larger (:func:`f2_slope_bits`), taken off here
     (a PRelu conv's ``ACT_CFG`` 0x602, or 0x402 with one slope for every channel, is checked).  For activations
-    outside :data:`F2_OUT_CVT_ACTIVATIONS` the OUT_CVT returned is the table's, not the conv's.
+    outside :data:`F2_OUT_CVT_ACTIVATIONS` the OUT_CVT returned is the table's, not the conv's.  The
+    accumulator's truncation is :func:`f2_truncation`'s (``Requant.truncated``).
 
     The per-channel weight scales the file also stores (``<weight>_w4a16_weight``, a
     ConvTranspose has none) are these rounded to float16, up to 4.9e-4 apart: the simulator
@@ -246,9 +247,10 @@ def f2_conv_requant(regs: Dict[Tuple[int, int], int], where: str, activation: Op
         if shift < slope_bits or not slope_bits:
             raise refuse(f"OUT_CVT_SHIFT (0x40b4) {shift}, below the {slope_bits} bits a {activation}'s slope stage adds")
         shift -= slope_bits
+    truncated = f2_truncation(regs, where, activation)
     if layout == _BIAS_BLOCKS:
-        return Requant(scale, shift, _BLOCK_MUL_SHIFT, offset, True, 0)
-    return Requant(scale, shift, None, offset, False, 0)
+        return Requant(scale, shift, _BLOCK_MUL_SHIFT, offset, True, 0, truncated)
+    return Requant(scale, shift, None, offset, False, 0, truncated)
 
 
 #: ACT_CFG of a residual conv whose BN stage shifts its biased accumulator right before the residual is

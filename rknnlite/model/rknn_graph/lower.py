@@ -142,7 +142,7 @@ from .npu_reduce import check_reducemax_scratch
 from .accumulator import Accumulator, emit_accumulator, emit_add_requant, emit_requant, fuse_codes, grid_code
 from .f2act import (F2_ACT_LUT, F2_OUT_CVT_ACTIVATIONS, F2_PLATFORMS, clamp_from_zero, f2_activation, f2_conv_requant,
                     f2_fp16_activation, f2_slope_bits, f2_lut_stage, f2_lut_task, f2_plain_weight_zero_point,
-                    f2_residual_shift, f2_truncation, hard_sigmoid_slope)
+                    f2_residual_shift, hard_sigmoid_slope)
 from .lut import lower_lut_conv, lower_lut_sigmoid
 from .recurrent import lower_lstm
 from .deconv_regs import (RK3562_DECONV, RK3566_DECONV, RK3576_DECONV, RK3588_DECONV, RV1106_DECONV, DeconvEncoding,
@@ -1283,10 +1283,9 @@ class _Lowering:
             slope_bits = f2_slope_bits(self, out, where, activation) if activation in ("LeakyRelu", "PRelu") else 0
             requant = f2_conv_requant(regs, where, activation, plain=not deconv or channels == 1,
                                       slope_bits=slope_bits)
-            truncated = f2_truncation(regs, where, activation)
-            # the BN stage's shift of a residual conv's accumulator, and the truncation, scale its unit
+            # the BN stage's shift of a residual conv's accumulator scales its unit
             bn_shift = f2_residual_shift(self, residual, regs, where) if activation in ("Add", "AddRelu") else 0
-            requant = replace(requant, shift=requant.shift + bn_shift, truncated=truncated)
+            requant = replace(requant, shift=requant.shift + bn_shift)
             if not requant.bias_blocks:
                 requant = replace(requant, weight_zp=self.f2_plain_weight_zero_point(node, out, where))
             if activation not in F2_OUT_CVT_ACTIVATIONS:  # OUT_CVT converts a table's output: the stored scales
@@ -1345,10 +1344,13 @@ class _Lowering:
         """``(bias_i32, w_zp, mul)`` per output channel of an int8 conv: from the per-channel
         bias blocks, or (per-layer quantization: a plain int32 bias) the layer's one weight
         zero point from the registers and multipliers of 0.  Records which quantization
-        method the file uses (:attr:`methods`)."""
+        method the file uses (:attr:`methods`) and notes coarse channel multipliers
+        (:meth:`note_coarse_multipliers`: once per conv, here, as the fused Clips read the blocks again)."""
         if requant.bias_blocks:
             self.methods[node.index] = "channel"
-            return self.bias_blocks(node, x, out, b, channels)
+            blocks = self.bias_blocks(node, x, out, b, channels)
+            self.note_coarse_multipliers(node, blocks[2])
+            return blocks
         if channels > 1:  # one output channel: per-layer and per-channel are the same (e.g. a DFL conv)
             self.methods[node.index] = "layer"
         where = f"{self.label}: {node.label} bias {b.name!r}"
@@ -1421,7 +1423,6 @@ class _Lowering:
         bias_i32, w_zp, mul = decode_int8_bias(self.vf.tensor_data(self.sg, b), channels,
                                                f"{self.label}: {node.label} bias {b.name!r}",
                                                self.bias_block(node, x, out), zero_points=in_weight is None)
-        self.note_coarse_multipliers(node, mul)
         return bias_i32, (w_zp if in_weight is None else in_weight), mul
 
     def note_coarse_multipliers(self, node: VendorNode, mul: np.ndarray) -> None:
